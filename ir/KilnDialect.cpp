@@ -1,0 +1,92 @@
+//===- KilnDialect.cpp - the kiln dialect ---------------------------------===//
+//
+// Registers the ops and attributes and checks the dialect's argument and
+// result attributes (kiln.role, kiln.init, kiln.name) wherever they appear.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+
+#include "ir/KilnDialect.cpp.inc"
+#include "ir/KilnEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ir/KilnAttrs.cpp.inc"
+
+void KilnDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ir/KilnOps.cpp.inc"
+      >();
+  registerAttributes();
+}
+
+void KilnDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/KilnAttrs.cpp.inc"
+      >();
+}
+
+namespace {
+// Checks one kiln.* attribute of argument or result |index| of |op|.
+LogicalResult verifyValueAttr(Operation *op, StringRef kind, unsigned index,
+                              NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == KilnDialect::kRoleAttrName) {
+    if (!isa<RoleAttr>(attr.getValue()))
+      return op->emitError() << kind << " " << index << ": '" << name
+                             << "' must be a #kiln.role<...>, but is "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == KilnDialect::kInitAttrName) {
+    if (!isa<InitializerAttr>(attr.getValue()))
+      return op->emitError() << kind << " " << index << ": '" << name
+                             << "' must be a #kiln.init<...>, but is "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == KilnDialect::kNameAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << kind << " " << index << ": '" << name
+                             << "' must be a string, but is " << attr.getValue();
+    return success();
+  }
+  return op->emitError() << kind << " " << index << ": unknown attribute '"
+                         << name << "' (expected kiln.role, kiln.init or kiln.name)";
+}
+} // namespace
+
+LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  return verifyValueAttr(op, "argument", argIndex, attr);
+}
+
+LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  return verifyValueAttr(op, "result", resultIndex, attr);
+}
+
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName().getValue() == kTrainingAttrName) {
+    if (!isa<TrainingAttr>(attr.getValue()))
+      return op->emitError() << "'" << kTrainingAttrName
+                             << "' must be a #kiln.training<...>, but is "
+                             << attr.getValue();
+    return success();
+  }
+  return op->emitError() << "unknown attribute '" << attr.getName().getValue()
+                         << "' (expected kiln.training)";
+}

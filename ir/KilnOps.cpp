@@ -1,0 +1,654 @@
+//===- KilnOps.cpp - kiln operations --------------------------------------===//
+//
+// Verifiers, result-type inference, folders and costs. Shape logic is in
+// ir/ShapeRules.cpp; this file adapts it to MLIR types and diagnostics, and
+// checks element types.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnOps.h"
+
+#include "ir/Flops.h"
+#include "ir/ShapeRules.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+ArrayRef<int64_t> shapeOf(Type t) { return cast<ShapedType>(t).getShape(); }
+Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+Type elementOf(Type t) { return cast<ShapedType>(t).getElementType(); }
+
+// Reports a failed shape rule from result-type inference, prefixed like an
+// op error so the message reads the same as a verifier's.
+LogicalResult inferError(std::optional<Location> loc, StringRef opName,
+                         const std::string &message) {
+  return emitOptionalError(loc, "'", opName, "' op ", message);
+}
+
+// True when every operand of an inference is a ranked tensor (the operand
+// type constraints are checked separately and report a better message).
+bool allRanked(ValueRange values) {
+  return llvm::all_of(values, [](Value v) {
+    return isa<RankedTensorType>(v.getType());
+  });
+}
+
+// Turns a shape rule's result into one inferred tensor type.
+LogicalResult inferFrom(const shape::ShapeOr &rule, Type elementType,
+                        std::optional<Location> loc, StringRef opName,
+                        SmallVectorImpl<Type> &inferred) {
+  if (!rule.ok())
+    return inferError(loc, opName, rule.error());
+  inferred.push_back(RankedTensorType::get(rule.shape(), elementType));
+  return success();
+}
+
+// Checks a shape rule in a verifier.
+LogicalResult check(Operation *op, const shape::ShapeOr &rule) {
+  if (!rule.ok())
+    return op->emitOpError() << rule.error();
+  return success();
+}
+
+LogicalResult checkSameElement(Operation *op, StringRef a, Type ta, StringRef b,
+                               Type tb) {
+  if (elementOf(ta) != elementOf(tb))
+    return op->emitOpError() << "requires " << a << " and " << b
+                             << " to have the same element type, but they are "
+                             << elementOf(ta) << " and " << elementOf(tb);
+  return success();
+}
+
+LogicalResult checkResultShape(Operation *op, const shape::ShapeOr &rule,
+                               Type resultType) {
+  if (failed(check(op, rule)))
+    return failure();
+  if (ArrayRef<int64_t>(rule.shape()) != shapeOf(resultType))
+    return op->emitOpError() << "result shape must be " << shape::str(rule.shape())
+                             << ", but is " << shape::str(shapeOf(resultType));
+  return success();
+}
+
+LogicalResult checkGroups(Operation *op, std::optional<DenseIntElementsAttr> groups) {
+  if (!groups)
+    return success();
+  SmallVector<int64_t> ranks;
+  for (const APInt &v : groups->getValues<APInt>())
+    ranks.push_back(v.getSExtValue());
+  return check(op, shape::rankGroups(groups->getType().getShape(), ranks));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(cast<TypedAttr>(adaptor.getValue()).getType());
+  return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  auto type = dyn_cast<RankedTensorType>(getValue().getType());
+  if (!type || !type.hasStaticShape())
+    return emitOpError() << "value must be a statically shaped tensor, but has "
+                            "type "
+                         << getValue().getType();
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Generators, conversions, shape manipulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult IotaOp::verify() {
+  return check(*this, shape::iota(shapeOf(getType()), getDimension()));
+}
+
+OpFoldResult ConvertOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  return {};
+}
+
+LogicalResult BroadcastInDimOp::verify() {
+  if (failed(checkSameElement(*this, "operand", getOperand().getType(), "result",
+                              getType())))
+    return failure();
+  return check(*this, shape::broadcastInDim(shapeOf(getOperand()),
+                                            getBroadcastDimensions(),
+                                            shapeOf(getType())));
+}
+
+OpFoldResult BroadcastInDimOp::fold(FoldAdaptor) {
+  if (getOperand().getType() != getType())
+    return {};
+  for (auto [i, d] : llvm::enumerate(getBroadcastDimensions()))
+    if (static_cast<int64_t>(i) != d)
+      return {};
+  return getOperand();
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(checkSameElement(*this, "operand", getOperand().getType(), "result",
+                              getType())))
+    return failure();
+  return check(*this, shape::reshape(shapeOf(getOperand()), shapeOf(getType())));
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getOperand().getType() == getType())
+    return getOperand();
+  // reshape(reshape(x)) -> reshape(x)
+  if (auto inner = getOperand().getDefiningOp<ReshapeOp>()) {
+    getOperandMutable().assign(inner.getOperand());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::transpose(shapeOf(adaptor.getOperand()),
+                                    adaptor.getPermutation()),
+                   elementOf(adaptor.getOperand()), loc, getOperationName(),
+                   inferred);
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  for (auto [i, p] : llvm::enumerate(getPermutation()))
+    if (static_cast<int64_t>(i) != p)
+      return {};
+  return getOperand();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::slice(shapeOf(adaptor.getOperand()),
+                                adaptor.getStartIndices(),
+                                adaptor.getLimitIndices(), adaptor.getStrides()),
+                   elementOf(adaptor.getOperand()), loc, getOperationName(),
+                   inferred);
+}
+
+LogicalResult ConcatenateOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  if (adaptor.getInputs().empty())
+    return inferError(loc, getOperationName(), "needs at least one input");
+  Type element = elementOf(adaptor.getInputs()[0]);
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (auto [i, v] : llvm::enumerate(adaptor.getInputs())) {
+    if (elementOf(v) != element) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      os << "input " << i << " must have element type " << element
+         << " like input 0, but has " << elementOf(v);
+      return inferError(loc, getOperationName(), os.str());
+    }
+    shapes.push_back(shapeOf(v));
+  }
+  return inferFrom(shape::concatenate(shapes, adaptor.getDimension()), element,
+                   loc, getOperationName(), inferred);
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::pad(shapeOf(adaptor.getOperand()),
+                              adaptor.getEdgePaddingLow(),
+                              adaptor.getEdgePaddingHigh()),
+                   elementOf(adaptor.getOperand()), loc, getOperationName(),
+                   inferred);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::reduce(shapeOf(adaptor.getOperand()),
+                                 adaptor.getDimensions()),
+                   elementOf(adaptor.getOperand()), loc, getOperationName(),
+                   inferred);
+}
+
+LogicalResult ArgmaxOp::verify() {
+  return checkResultShape(*this,
+                          shape::argmax(shapeOf(getOperand()), getDimension()),
+                          getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, convolution, pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult DotGeneralOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  Type lhsElement = elementOf(adaptor.getLhs());
+  if (lhsElement != elementOf(adaptor.getRhs())) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    os << "requires lhs and rhs to have the same element type, but they are "
+       << lhsElement << " and " << elementOf(adaptor.getRhs());
+    return inferError(loc, getOperationName(), os.str());
+  }
+  return inferFrom(
+      shape::dotGeneral(shapeOf(adaptor.getLhs()), shapeOf(adaptor.getRhs()),
+                        adaptor.getLhsBatchingDimensions(),
+                        adaptor.getRhsBatchingDimensions(),
+                        adaptor.getLhsContractingDimensions(),
+                        adaptor.getRhsContractingDimensions()),
+      lhsElement, loc, getOperationName(), inferred);
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  Type element = elementOf(adaptor.getInput());
+  if (element != elementOf(adaptor.getFilter())) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    os << "requires input and filter to have the same element type, but they "
+          "are "
+       << element << " and " << elementOf(adaptor.getFilter());
+    return inferError(loc, getOperationName(), os.str());
+  }
+  return inferFrom(shape::conv2d(shapeOf(adaptor.getInput()),
+                                 shapeOf(adaptor.getFilter()),
+                                 adaptor.getStrides(), adaptor.getPadding(),
+                                 adaptor.getDilation(), adaptor.getGroups()),
+                   element, loc, getOperationName(), inferred);
+}
+
+LogicalResult Conv2DInputGradOp::verify() {
+  if (failed(checkSameElement(*this, "grad_output", getGradOutput().getType(),
+                              "filter", getFilter().getType())) ||
+      failed(checkSameElement(*this, "grad_output", getGradOutput().getType(),
+                              "result", getType())))
+    return failure();
+  shape::ShapeOr forward =
+      shape::conv2d(shapeOf(getType()), shapeOf(getFilter()), getStrides(),
+                    getPadding(), getDilation(), getGroups());
+  if (!forward.ok())
+    return emitOpError() << "the forward conv2d of the result shape is invalid: "
+                         << forward.error();
+  if (ArrayRef<int64_t>(forward.shape()) != shapeOf(getGradOutput()))
+    return emitOpError() << "grad_output must have the forward conv2d's output "
+                            "shape "
+                         << shape::str(forward.shape()) << ", but has "
+                         << shape::str(shapeOf(getGradOutput()));
+  return success();
+}
+
+LogicalResult Conv2DFilterGradOp::verify() {
+  if (failed(checkSameElement(*this, "input", getInput().getType(),
+                              "grad_output", getGradOutput().getType())) ||
+      failed(checkSameElement(*this, "input", getInput().getType(), "result",
+                              getType())))
+    return failure();
+  shape::ShapeOr forward =
+      shape::conv2d(shapeOf(getInput()), shapeOf(getType()), getStrides(),
+                    getPadding(), getDilation(), getGroups());
+  if (!forward.ok())
+    return emitOpError() << "the forward conv2d with a filter of the result "
+                            "shape is invalid: "
+                         << forward.error();
+  if (ArrayRef<int64_t>(forward.shape()) != shapeOf(getGradOutput()))
+    return emitOpError() << "grad_output must have the forward conv2d's output "
+                            "shape "
+                         << shape::str(forward.shape()) << ", but has "
+                         << shape::str(shapeOf(getGradOutput()));
+  return success();
+}
+
+LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::pool2d(shapeOf(adaptor.getInput()), adaptor.getWindow(),
+                                 adaptor.getStrides(), adaptor.getPadding()),
+                   elementOf(adaptor.getInput()), loc, getOperationName(),
+                   inferred);
+}
+
+LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::pool2d(shapeOf(adaptor.getInput()), adaptor.getWindow(),
+                                 adaptor.getStrides(), adaptor.getPadding()),
+                   elementOf(adaptor.getInput()), loc, getOperationName(),
+                   inferred);
+}
+
+namespace {
+// A pooling gradient: |gradOutput| has the forward pool's output shape for
+// an input of type |inputType|.
+LogicalResult verifyPoolGrad(Operation *op, Type inputType, Value gradOutput,
+                             ArrayRef<int64_t> window, ArrayRef<int64_t> strides,
+                             ArrayRef<int64_t> padding) {
+  if (failed(checkSameElement(op, "grad_output", gradOutput.getType(), "result",
+                              inputType)))
+    return failure();
+  shape::ShapeOr forward =
+      shape::pool2d(shapeOf(inputType), window, strides, padding);
+  if (!forward.ok())
+    return op->emitOpError() << "the forward pooling is invalid: "
+                             << forward.error();
+  if (ArrayRef<int64_t>(forward.shape()) != shapeOf(gradOutput))
+    return op->emitOpError() << "grad_output must have the forward pooling's "
+                                "output shape "
+                             << shape::str(forward.shape()) << ", but has "
+                             << shape::str(shapeOf(gradOutput));
+  return success();
+}
+} // namespace
+
+LogicalResult MaxPool2DGradOp::verify() {
+  return verifyPoolGrad(*this, getType(), getGradOutput(), getWindow(),
+                        getStrides(), getPadding());
+}
+
+LogicalResult AvgPool2DGradOp::verify() {
+  return verifyPoolGrad(*this, getType(), getGradOutput(), getWindow(),
+                        getStrides(), getPadding());
+}
+
+//===----------------------------------------------------------------------===//
+// Neural-network composites
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  return check(*this, shape::alongDimension(shapeOf(getType()), getDimension()));
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return check(*this, shape::alongDimension(shapeOf(getType()), getDimension()));
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(checkSameElement(*this, "input", getInput().getType(), "scale",
+                              getScale().getType())))
+    return failure();
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError() << "epsilon must be non-negative, but is "
+                         << getEpsilon().convertToDouble();
+  return check(*this, shape::layerNorm(shapeOf(getInput()), shapeOf(getScale()),
+                                       getAxis()));
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::gather(shapeOf(adaptor.getTable()),
+                                 shapeOf(adaptor.getIndices())),
+                   elementOf(adaptor.getTable()), loc, getOperationName(),
+                   inferred);
+}
+
+LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  Type element = elementOf(adaptor.getOperand());
+  if (element != elementOf(adaptor.getUpdates())) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    os << "requires operand and updates to have the same element type, but "
+          "they are "
+       << element << " and " << elementOf(adaptor.getUpdates());
+    return inferError(loc, getOperationName(), os.str());
+  }
+  return inferFrom(shape::scatterAdd(shapeOf(adaptor.getOperand()),
+                                     shapeOf(adaptor.getIndices()),
+                                     shapeOf(adaptor.getUpdates())),
+                   element, loc, getOperationName(), inferred);
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return emitOpError() << "rate must lie in [0, 1), but is " << rate;
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  return inferFrom(shape::softmaxCrossEntropy(shapeOf(adaptor.getLogits()),
+                                              shapeOf(adaptor.getLabels())),
+                   elementOf(adaptor.getLogits()), loc, getOperationName(),
+                   inferred);
+}
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location>, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  if (!allRanked(adaptor.getOperands()))
+    return failure();
+  inferred.push_back(RankedTensorType::get(shapeOf(adaptor.getLhs()),
+                                           IntegerType::get(context, 1)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() { return checkGroups(*this, getGroups()); }
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(checkSameElement(*this, "operand", getOperand().getType(), "result",
+                              getType())))
+    return failure();
+  if (failed(check(*this, shape::shardOf(shapeOf(getOperand()), shapeOf(getType()),
+                                         getDimension()))))
+    return failure();
+  return checkGroups(*this, getGroups());
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(checkSameElement(*this, "operand", getOperand().getType(), "result",
+                              getType())))
+    return failure();
+  if (failed(check(*this, shape::shardOf(shapeOf(getType()), shapeOf(getOperand()),
+                                         getDimension()))))
+    return failure();
+  return checkGroups(*this, getGroups());
+}
+
+LogicalResult CollectiveBroadcastOp::verify() {
+  if (getRoot() < 0)
+    return emitOpError() << "root must be a non-negative rank, but is "
+                         << getRoot();
+  if (failed(checkGroups(*this, getGroups())))
+    return failure();
+  if (auto groups = getGroups()) {
+    for (int64_t g = 0, e = groups->getType().getDimSize(0); g < e; ++g) {
+      auto row = llvm::to_vector(llvm::map_range(
+          llvm::make_range(groups->value_begin<APInt>() + g * groups->getType().getDimSize(1),
+                           groups->value_begin<APInt>() + (g + 1) * groups->getType().getDimSize(1)),
+          [](const APInt &v) { return v.getSExtValue(); }));
+      if (!llvm::is_contained(row, getRoot()))
+        return emitOpError() << "root " << getRoot() << " must be a rank of "
+                             << "every group, but group " << g << " is "
+                             << shape::str(row);
+    }
+  }
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  if (getPeer() < 0 || getChannel() < 0)
+    return emitOpError() << "peer and channel must be non-negative, but are "
+                         << getPeer() << " and " << getChannel();
+  return success();
+}
+
+LogicalResult RecvOp::verify() {
+  if (getPeer() < 0 || getChannel() < 0)
+    return emitOpError() << "peer and channel must be non-negative, but are "
+                         << getPeer() << " and " << getChannel();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusionOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body must have one argument per input ("
+                         << getInputs().size() << "), but has "
+                         << body.getNumArguments();
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(body.getArgumentTypes(), getInputs().getTypes())))
+    if (std::get<0>(pair) != std::get<1>(pair))
+      return emitOpError() << "body argument " << i << " must have the type of "
+                           << "input " << i << " (" << std::get<1>(pair)
+                           << "), but has " << std::get<0>(pair);
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "kiln.yield must return the fusion's result types ("
+                         << getResultTypes() << "), but returns "
+                         << yield.getValues().getTypes();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Costs (see ir/Flops.h)
+//===----------------------------------------------------------------------===//
+
+#define KILN_ZERO_FLOPS(OP)                                                    \
+  int64_t OP::getFlops() { return 0; }
+KILN_ZERO_FLOPS(ConstantOp)
+KILN_ZERO_FLOPS(IotaOp)
+KILN_ZERO_FLOPS(ConvertOp)
+KILN_ZERO_FLOPS(BroadcastInDimOp)
+KILN_ZERO_FLOPS(ReshapeOp)
+KILN_ZERO_FLOPS(TransposeOp)
+KILN_ZERO_FLOPS(SliceOp)
+KILN_ZERO_FLOPS(ConcatenateOp)
+KILN_ZERO_FLOPS(PadOp)
+KILN_ZERO_FLOPS(GatherOp)
+KILN_ZERO_FLOPS(SendOp)
+KILN_ZERO_FLOPS(RecvOp)
+KILN_ZERO_FLOPS(AllGatherOp)
+KILN_ZERO_FLOPS(CollectiveBroadcastOp)
+#undef KILN_ZERO_FLOPS
+
+int64_t ReduceOp::getFlops() {
+  return flops::reduce(shape::numElements(shapeOf(getOperand())));
+}
+int64_t ArgmaxOp::getFlops() {
+  return flops::reduce(shape::numElements(shapeOf(getOperand())));
+}
+int64_t DotGeneralOp::getFlops() {
+  return flops::dotGeneral(shapeOf(getLhs()), getLhsContractingDimensions(),
+                           shapeOf(getType()));
+}
+int64_t Conv2DOp::getFlops() {
+  return flops::conv2d(shapeOf(getFilter()), shapeOf(getType()));
+}
+int64_t Conv2DInputGradOp::getFlops() {
+  // Same multiply-adds as the forward convolution producing grad_output.
+  return flops::conv2d(shapeOf(getFilter()), shapeOf(getGradOutput()));
+}
+int64_t Conv2DFilterGradOp::getFlops() {
+  return flops::conv2d(shapeOf(getType()), shapeOf(getGradOutput()));
+}
+int64_t MaxPool2DOp::getFlops() {
+  return flops::pool2d(getWindow(), shapeOf(getType()));
+}
+int64_t AvgPool2DOp::getFlops() {
+  return flops::pool2d(getWindow(), shapeOf(getType()));
+}
+int64_t MaxPool2DGradOp::getFlops() {
+  return flops::pool2d(getWindow(), shapeOf(getGradOutput()));
+}
+int64_t AvgPool2DGradOp::getFlops() {
+  return flops::pool2d(getWindow(), shapeOf(getGradOutput()));
+}
+int64_t SoftmaxOp::getFlops() {
+  return flops::softmax(shape::numElements(shapeOf(getType())));
+}
+int64_t LogSoftmaxOp::getFlops() {
+  return flops::softmax(shape::numElements(shapeOf(getType())));
+}
+int64_t LayerNormOp::getFlops() {
+  return flops::layerNorm(shape::numElements(shapeOf(getType())));
+}
+int64_t ScatterAddOp::getFlops() {
+  return shape::numElements(shapeOf(getUpdates()));
+}
+int64_t DropoutOp::getFlops() {
+  return flops::dropout(shape::numElements(shapeOf(getType())));
+}
+int64_t SoftmaxCrossEntropyOp::getFlops() {
+  return flops::softmax(shape::numElements(shapeOf(getLogits())));
+}
+int64_t AllReduceOp::getFlops() {
+  return shape::numElements(shapeOf(getOperand()));
+}
+int64_t ReduceScatterOp::getFlops() {
+  return shape::numElements(shapeOf(getOperand()));
+}
+int64_t FusionOp::getFlops() {
+  int64_t total = 0;
+  getBody().walk([&](CostInterface op) { total += op.getFlops(); });
+  return total;
+}
+
+#include "ir/KilnInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "ir/KilnOps.cpp.inc"

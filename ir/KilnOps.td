@@ -1,0 +1,896 @@
+//===- KilnOps.td - kiln operations -------------------------*- tablegen -*-===//
+//
+// Every kiln op: operands, results, attributes, assembly, and the exact
+// semantics. Shape rules live in ir/ShapeRules.h as free functions that the
+// verifiers, the type inference and the importers share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_OPS_TD
+#define KILN_OPS_TD
+
+include "ir/KilnDialect.td"
+include "ir/KilnAttrs.td"
+include "ir/KilnInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+
+// An op that only moves data: zero FLOPs.
+defvar Kiln_DataMovement = DeclareOpInterfaceMethods<Kiln_CostInterface, ["getFlops"]>;
+defvar Kiln_CustomCost = DeclareOpInterfaceMethods<Kiln_CostInterface, ["getFlops"]>;
+
+//===----------------------------------------------------------------------===//
+// Constants and generators
+//===----------------------------------------------------------------------===//
+
+def Kiln_ConstantOp : Kiln_Op<"constant",
+    [ConstantLike, Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+  let summary = "A tensor constant";
+  let description = [{
+    Produces the tensor held by `value`; the result type is the type of
+    `value`.
+
+    Example:
+    ```mlir
+    %c = kiln.constant dense<[1.0, 2.0]> : tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Kiln_IotaOp : Kiln_Op<"iota", [Pure, Kiln_DataMovement]> {
+  let summary = "Counts along one dimension";
+  let description = [{
+    `result[i0, ..., in] = i_d` where `d = dimension`, converted to the result
+    element type.
+
+    Example:
+    ```mlir
+    %i = kiln.iota dim = 1 : tensor<2x3xi32>   // [[0, 1, 2], [0, 1, 2]]
+    ```
+  }];
+  let arguments = (ins I64Attr:$dimension);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "`dim` `=` $dimension attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+class Kiln_UnaryOp<string mnemonic, Type type, string formula,
+                   list<Trait> traits = []>
+    : Kiln_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
+                                  Kiln_CostInterface]> {
+  let summary = "Elementwise " # formula;
+  let description = "Computes `" # formula # "` for every element; the result "
+    # "has the operand's type.\n\nExample:\n```mlir\n%r = kiln." # mnemonic
+    # " %x : tensor<4xf32>\n```";
+  let arguments = (ins type:$operand);
+  let results = (outs type:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+def Kiln_NegOp : Kiln_UnaryOp<"neg", Kiln_NumericTensor, "-x">;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", Kiln_NumericTensor, "|x|">;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", Kiln_FloatTensor, "e^x">;
+def Kiln_LogOp : Kiln_UnaryOp<"log", Kiln_FloatTensor, "ln(x)">;
+def Kiln_Log1pOp : Kiln_UnaryOp<"log1p", Kiln_FloatTensor, "ln(1 + x)">;
+def Kiln_SqrtOp : Kiln_UnaryOp<"sqrt", Kiln_FloatTensor, "sqrt(x)">;
+def Kiln_RsqrtOp : Kiln_UnaryOp<"rsqrt", Kiln_FloatTensor, "1 / sqrt(x)">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", Kiln_FloatTensor, "tanh(x)">;
+def Kiln_SigmoidOp : Kiln_UnaryOp<"sigmoid", Kiln_FloatTensor, "1 / (1 + e^-x)">;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", Kiln_NumericTensor, "max(x, 0)">;
+def Kiln_ErfOp : Kiln_UnaryOp<"erf", Kiln_FloatTensor, "erf(x)">;
+def Kiln_SinOp : Kiln_UnaryOp<"sin", Kiln_FloatTensor, "sin(x)">;
+def Kiln_CosOp : Kiln_UnaryOp<"cos", Kiln_FloatTensor, "cos(x)">;
+def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", Kiln_FloatTensor, "1 / x">;
+def Kiln_StopGradientOp : Kiln_UnaryOp<"stop_gradient", Kiln_Tensor, "x (no gradient flows back)">;
+
+def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
+                                   Kiln_CostInterface]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `approximate = erf`: `0.5 x (1 + erf(x / sqrt(2)))`.
+    `approximate = tanh`: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+
+    Example:
+    ```mlir
+    %g = kiln.gelu tanh, %x : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_GeluApproximationAttr:$approximate,
+                       Kiln_FloatTensor:$operand);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$approximate `,` $operand attr-dict `:` type($result)";
+}
+
+def Kiln_ConvertOp : Kiln_Op<"convert", [Pure, Elementwise,
+    SameOperandsAndResultShape, Kiln_DataMovement]> {
+  let summary = "Element type conversion";
+  let description = [{
+    Converts every element to the result element type. Float to integer
+    rounds toward zero; float narrowing rounds to nearest even; a value that
+    is nonzero converts to true for i1.
+
+    Example:
+    ```mlir
+    %h = kiln.convert %x : tensor<4xf32> -> tensor<4xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary and ternary
+//===----------------------------------------------------------------------===//
+
+class Kiln_BinaryOp<string mnemonic, Type type, string formula,
+                    list<Trait> traits = []>
+    : Kiln_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
+                                  Kiln_CostInterface]> {
+  let summary = "Elementwise " # formula;
+  let description = "Computes `" # formula # "` element by element. Both "
+    # "operands and the result have the same type: broadcasting is explicit "
+    # "(`kiln.broadcast_in_dim`).\n\nExample:\n```mlir\n%r = kiln." # mnemonic
+    # " %a, %b : tensor<4xf32>\n```";
+  let arguments = (ins type:$lhs, type:$rhs);
+  let results = (outs type:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Kiln_AddOp : Kiln_BinaryOp<"add", Kiln_NumericTensor, "lhs + rhs", [Commutative]>;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", Kiln_NumericTensor, "lhs - rhs">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", Kiln_NumericTensor, "lhs * rhs", [Commutative]>;
+def Kiln_DivOp : Kiln_BinaryOp<"div", Kiln_NumericTensor, "lhs / rhs (integers round toward zero)">;
+def Kiln_MaxOp : Kiln_BinaryOp<"max", Kiln_NumericTensor, "max(lhs, rhs)", [Commutative]>;
+def Kiln_MinOp : Kiln_BinaryOp<"min", Kiln_NumericTensor, "min(lhs, rhs)", [Commutative]>;
+def Kiln_PowOp : Kiln_BinaryOp<"pow", Kiln_FloatTensor, "lhs ^ rhs">;
+
+def Kiln_CompareOp : Kiln_Op<"compare", [Pure, Elementwise,
+    AllTypesMatch<["lhs", "rhs"]>, InferTypeOpAdaptor, Kiln_CostInterface]> {
+  let summary = "Elementwise comparison";
+  let description = [{
+    `result = lhs <direction> rhs` element by element, as i1. Floats compare
+    as IEEE ordered comparisons (any NaN gives false), except `ne`, which is
+    true when either is NaN.
+
+    Example:
+    ```mlir
+    %p = kiln.compare lt, %a, %b : tensor<4xf32>   // -> tensor<4xi1>
+    ```
+  }];
+  let arguments = (ins Kiln_CompareDirectionAttr:$direction,
+                       Kiln_Tensor:$lhs, Kiln_Tensor:$rhs);
+  let results = (outs Kiln_PredTensor:$result);
+  let assemblyFormat = "$direction `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
+}
+
+def Kiln_SelectOp : Kiln_Op<"select", [Pure, Elementwise,
+    AllTypesMatch<["on_true", "on_false", "result"]>, Kiln_CostInterface]> {
+  let summary = "Elementwise choice";
+  let description = [{
+    `result = pred ? on_true : on_false` element by element. `pred` has the
+    shape of the other operands and element type i1.
+
+    Example:
+    ```mlir
+    %r = kiln.select %p, %a, %b : tensor<4xi1>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_PredTensor:$pred, Kiln_Tensor:$on_true,
+                       Kiln_Tensor:$on_false);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $pred `,` $on_true `,` $on_false attr-dict `:` type($pred) `,` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Kiln_BroadcastInDimOp : Kiln_Op<"broadcast_in_dim",
+    [Pure, Kiln_DataMovement]> {
+  let summary = "Broadcast to a larger shape";
+  let description = [{
+    Operand dimension `i` maps to result dimension `dims[i]`; `dims` is
+    strictly increasing, and each operand dimension is 1 or equal to the
+    result dimension it maps to. Element types match.
+    `result[r] = operand[o]` with `o_i = (operand.dim(i) == 1) ? 0 : r[dims[i]]`.
+
+    Example:
+    ```mlir
+    %b = kiln.broadcast_in_dim %bias, dims = [1] : tensor<10xf32> -> tensor<32x10xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, DenseI64ArrayAttr:$broadcast_dimensions);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `dims` `=` $broadcast_dimensions attr-dict `:`
+    type($operand) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, Kiln_DataMovement]> {
+  let summary = "Same elements, new shape";
+  let description = [{
+    Reinterprets the operand's elements, in row-major order, with the result
+    shape. Element counts and types match.
+
+    Example:
+    ```mlir
+    %r = kiln.reshape %x : tensor<2x3xf32> -> tensor<6xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($operand) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Kiln_TransposeOp : Kiln_Op<"transpose",
+    [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+  let summary = "Permute dimensions";
+  let description = [{
+    `result.dim(i) = operand.dim(permutation[i])` and
+    `result[r] = operand[o]` with `o[permutation[i]] = r[i]`.
+
+    Example:
+    ```mlir
+    %t = kiln.transpose %x, permutation = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, DenseI64ArrayAttr:$permutation);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `permutation` `=` $permutation attr-dict `:`
+    type($operand) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+  let summary = "A strided window";
+  let description = [{
+    For each dimension `d`, takes indices `start[d], start[d] + strides[d],
+    ...` below `limit[d]`: `0 <= start <= limit <= dim`, `strides >= 1`, and
+    `result.dim(d) = ceil((limit - start) / stride)`.
+
+    Example:
+    ```mlir
+    %s = kiln.slice %x, start = [0, 1], limit = [2, 3], strides = [1, 1]
+           : tensor<2x4xf32> -> tensor<2x2xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, DenseI64ArrayAttr:$start_indices,
+                       DenseI64ArrayAttr:$limit_indices, DenseI64ArrayAttr:$strides);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `start` `=` $start_indices `,` `limit` `=` $limit_indices `,`
+    `strides` `=` $strides attr-dict `:` type($operand) `->` type($result)
+  }];
+}
+
+def Kiln_ConcatenateOp : Kiln_Op<"concatenate",
+    [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+  let summary = "Join tensors along a dimension";
+  let description = [{
+    All inputs have the same rank and element type and agree on every
+    dimension except `dimension`, where the result's size is the sum.
+
+    Example:
+    ```mlir
+    %c = kiln.concatenate %a, %b, dim = 0 : (tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$inputs, I64Attr:$dimension);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `,` `dim` `=` $dimension attr-dict `:` functional-type($inputs, $result)
+  }];
+}
+
+def Kiln_PadOp : Kiln_Op<"pad", [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+  let summary = "Pad the edges with a constant";
+  let description = [{
+    Adds `low[d]` elements before and `high[d]` after each dimension `d`
+    (both non-negative), filled with `value` (converted to the element type).
+
+    Example:
+    ```mlir
+    %p = kiln.pad %x, low = [0, 1], high = [0, 1], value = 0.0
+           : tensor<2x2xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, DenseI64ArrayAttr:$edge_padding_low,
+                       DenseI64ArrayAttr:$edge_padding_high, F64Attr:$padding_value);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `low` `=` $edge_padding_low `,` `high` `=` $edge_padding_high
+    `,` `value` `=` $padding_value attr-dict `:` type($operand) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+  let summary = "Reduce over dimensions";
+  let description = [{
+    Reduces `operand` over the listed `dimensions` (unique, in range) with
+    `sum`, `max`, `min` or `mean`; the result drops those dimensions (use
+    `kiln.reshape` or `kiln.broadcast_in_dim` to keep them). An empty list is
+    the identity. Floating sums accumulate in at least f32.
+
+    Example:
+    ```mlir
+    %s = kiln.reduce sum %x, dims = [1] : tensor<4x5xf32> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ReduceKindAttr:$kind, Kiln_NumericTensor:$operand,
+                       DenseI64ArrayAttr:$dimensions);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $kind $operand `,` `dims` `=` $dimensions attr-dict `:`
+    type($operand) `->` type($result)
+  }];
+}
+
+def Kiln_ArgmaxOp : Kiln_Op<"argmax", [Pure, Kiln_CustomCost]> {
+  let summary = "Index of the largest element along a dimension";
+  let description = [{
+    The result drops `dimension` and holds, as i32 or i64, the index of the
+    largest element along it (the first one on ties; NaN counts as largest).
+
+    Example:
+    ```mlir
+    %i = kiln.argmax %logits, dim = 1 : tensor<32x10xf32> -> tensor<32xi64>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$operand, I64Attr:$dimension);
+  let results = (outs Kiln_IndexTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `dim` `=` $dimension attr-dict `:` type($operand) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and convolution
+//===----------------------------------------------------------------------===//
+
+def Kiln_DotGeneralOp : Kiln_Op<"dot_general",
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+  let summary = "Batched tensor contraction (matmul)";
+  let description = [{
+    Contracts `lhs` and `rhs` over the paired contracting dimensions, with the
+    paired batching dimensions shared. Paired dimensions have equal sizes; no
+    dimension is listed twice. The result's dimensions are the batching
+    dimensions (in `lhs` order), then lhs's free dimensions, then rhs's free
+    dimensions, each in increasing order. Operand element types match and the
+    result has that element type; accumulation is in at least f32.
+
+    Example (a batched matmul):
+    ```mlir
+    %c = kiln.dot_general %a, %b, batch = [0] x [0], contract = [2] x [1]
+           : (tensor<8x32x64xf32>, tensor<8x64x16xf32>) -> tensor<8x32x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$lhs, Kiln_NumericTensor:$rhs,
+                       DenseI64ArrayAttr:$lhs_batching_dimensions,
+                       DenseI64ArrayAttr:$rhs_batching_dimensions,
+                       DenseI64ArrayAttr:$lhs_contracting_dimensions,
+                       DenseI64ArrayAttr:$rhs_contracting_dimensions);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` `batch` `=` $lhs_batching_dimensions `x` $rhs_batching_dimensions
+    `,` `contract` `=` $lhs_contracting_dimensions `x` $rhs_contracting_dimensions
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Kiln_Conv2DOp : Kiln_Op<"conv2d", [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+  let summary = "2-D convolution, NCHW input and OIHW filter";
+  let description = [{
+    `input` is [N, C, H, W], `filter` is [O, C / groups, KH, KW], and the
+    result is [N, O, OH, OW] with
+    `OH = (H + pad_top + pad_bottom - dil_h * (KH - 1) - 1) / stride_h + 1`
+    (and likewise OW). `padding` is [top, bottom, left, right]; `strides` and
+    `dilation` are [h, w]. C and O are divisible by `groups`. This is
+    cross-correlation, as in PyTorch's `conv2d`.
+
+    Example:
+    ```mlir
+    %y = kiln.conv2d %x, %w, strides = [1, 1], padding = [2, 2, 2, 2],
+           dilation = [1, 1], groups = 1
+           : (tensor<8x1x28x28xf32>, tensor<6x1x5x5xf32>) -> tensor<8x6x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$filter,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $filter `,` `strides` `=` $strides `,` `padding` `=` $padding `,`
+    `dilation` `=` $dilation `,` `groups` `=` $groups attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Kiln_Conv2DInputGradOp : Kiln_Op<"conv2d_input_grad",
+    [Pure, Kiln_CustomCost]> {
+  let summary = "Gradient of conv2d with respect to its input";
+  let description = [{
+    Given `grad_output` [N, O, OH, OW] of a `kiln.conv2d` with the same
+    attributes and `filter`, produces the gradient with respect to the input;
+    the result type is the input's type (it is not inferable: strides floor).
+    The verifier checks that a conv2d of the result shape with `filter`
+    gives `grad_output`'s shape.
+
+    Example:
+    ```mlir
+    %dx = kiln.conv2d_input_grad %dy, %w, strides = [1, 1], padding = [2, 2, 2, 2],
+            dilation = [1, 1], groups = 1
+            : (tensor<8x6x28x28xf32>, tensor<6x1x5x5xf32>) -> tensor<8x1x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad_output, Kiln_FloatTensor:$filter,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad_output `,` $filter `,` `strides` `=` $strides `,` `padding` `=` $padding
+    `,` `dilation` `=` $dilation `,` `groups` `=` $groups attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_Conv2DFilterGradOp : Kiln_Op<"conv2d_filter_grad",
+    [Pure, Kiln_CustomCost]> {
+  let summary = "Gradient of conv2d with respect to its filter";
+  let description = [{
+    Given the convolution's `input` [N, C, H, W] and `grad_output`
+    [N, O, OH, OW], produces the gradient with respect to the filter
+    [O, C / groups, KH, KW] (the result type). The verifier checks that a
+    conv2d of `input` with a filter of the result shape gives `grad_output`'s
+    shape.
+
+    Example:
+    ```mlir
+    %dw = kiln.conv2d_filter_grad %x, %dy, strides = [1, 1], padding = [2, 2, 2, 2],
+            dilation = [1, 1], groups = 1
+            : (tensor<8x1x28x28xf32>, tensor<8x6x28x28xf32>) -> tensor<6x1x5x5xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad_output `,` `strides` `=` $strides `,` `padding` `=` $padding
+    `,` `dilation` `=` $dilation `,` `groups` `=` $groups attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+class Kiln_Pool2DOp<string mnemonic, string what> : Kiln_Op<mnemonic,
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+  let summary = what # " pooling over 2-D windows (NCHW)";
+  let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` `window` `=` $window `,` `strides` `=` $strides `,`
+    `padding` `=` $padding attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Kiln_MaxPool2DOp : Kiln_Pool2DOp<"max_pool2d", "Max"> {
+  let description = [{
+    `input` is [N, C, H, W]; `window` and `strides` are [h, w]; `padding` is
+    [top, bottom, left, right] and padded elements are -infinity. The result
+    is [N, C, OH, OW] with `OH = (H + top + bottom - window_h) / stride_h + 1`.
+
+    Example:
+    ```mlir
+    %y = kiln.max_pool2d %x, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0]
+           : tensor<8x6x28x28xf32> -> tensor<8x6x14x14xf32>
+    ```
+  }];
+}
+
+def Kiln_AvgPool2DOp : Kiln_Pool2DOp<"avg_pool2d", "Average"> {
+  let description = [{
+    As `kiln.max_pool2d`, but each output is the sum of its window divided by
+    the window's size (padded elements count as zeros, PyTorch's
+    `count_include_pad=True`).
+
+    Example:
+    ```mlir
+    %y = kiln.avg_pool2d %x, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0]
+           : tensor<8x6x28x28xf32> -> tensor<8x6x14x14xf32>
+    ```
+  }];
+}
+
+def Kiln_MaxPool2DGradOp : Kiln_Op<"max_pool2d_grad",
+    [Pure, Kiln_CustomCost, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Gradient of max_pool2d";
+  let description = [{
+    Routes each element of `grad_output` to the position of its window's
+    maximum in `input` (the first one in row-major order on ties) and sums
+    what lands on the same position. The result has the input's type; the
+    attributes are those of the forward `kiln.max_pool2d`.
+
+    Example:
+    ```mlir
+    %dx = kiln.max_pool2d_grad %x, %dy, window = [2, 2], strides = [2, 2],
+            padding = [0, 0, 0, 0] : tensor<8x6x28x28xf32>, tensor<8x6x14x14xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$grad_output,
+                       DenseI64ArrayAttr:$window, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$padding);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad_output `,` `window` `=` $window `,` `strides` `=` $strides
+    `,` `padding` `=` $padding attr-dict `:` type($input) `,` type($grad_output)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AvgPool2DGradOp : Kiln_Op<"avg_pool2d_grad", [Pure, Kiln_CustomCost]> {
+  let summary = "Gradient of avg_pool2d";
+  let description = [{
+    Spreads each element of `grad_output` evenly over its window (divided by
+    the window size) and sums the overlaps. The result type is the forward
+    input's type.
+
+    Example:
+    ```mlir
+    %dx = kiln.avg_pool2d_grad %dy, window = [2, 2], strides = [2, 2],
+            padding = [0, 0, 0, 0] : tensor<8x6x14x14xf32> -> tensor<8x6x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad_output, DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad_output `,` `window` `=` $window `,` `strides` `=` $strides `,`
+    `padding` `=` $padding attr-dict `:` type($grad_output) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Neural-network composites
+//===----------------------------------------------------------------------===//
+
+class Kiln_SoftmaxLikeOp<string mnemonic, string formula> : Kiln_Op<mnemonic,
+    [Pure, SameOperandsAndResultType, Kiln_CustomCost]> {
+  let summary = formula # " along one dimension";
+  let description = "`result = " # formula # "`, computed stably (the maximum "
+    # "along `dimension` is subtracted first).\n\nExample:\n```mlir\n%y = kiln."
+    # mnemonic # " %x, dim = 1 : tensor<32x10xf32>\n```";
+  let arguments = (ins Kiln_FloatTensor:$operand, I64Attr:$dimension);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$operand `,` `dim` `=` $dimension attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax", "exp(x) / sum(exp(x))">;
+def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax", "x - log(sum(exp(x)))">;
+
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure, Kiln_CustomCost,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
+  let summary = "Layer normalization over the trailing dimensions";
+  let description = [{
+    Normalizes over dimensions `axis ..< rank`: with mean `m` and biased
+    variance `v` over those dimensions,
+    `result = (input - m) / sqrt(v + epsilon) * scale + bias`, where `scale`
+    and `bias` have the shape `input.shape[axis:]`.
+
+    Example:
+    ```mlir
+    %y = kiln.layer_norm %x, %g, %b, axis = 2, epsilon = 1.0e-05
+           : tensor<4x16x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$scale,
+                       Kiln_FloatTensor:$bias, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` `axis` `=` $axis `,` `epsilon` `=` $epsilon
+    attr-dict `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_GatherOp : Kiln_Op<"gather", [Pure, InferTypeOpAdaptor, Kiln_DataMovement]> {
+  let summary = "Embedding lookup: rows of a table by index";
+  let description = [{
+    `table` is [V, D1, ...]; `indices` (i32 or i64) has any shape S; the
+    result is S ++ [D1, ...] with `result[s, d...] = table[indices[s], d...]`.
+    An index outside [0, V) is an error at run time.
+
+    Example:
+    ```mlir
+    %e = kiln.gather %table, %tokens : (tensor<1000x64xf32>, tensor<4x16xi32>) -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$table, Kiln_IndexTensor:$indices);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
+                                                Kiln_CustomCost]> {
+  let summary = "Add rows into a table by index (the gradient of gather)";
+  let description = [{
+    `operand` is [V, D1, ...], `indices` has shape S and `updates` has shape
+    S ++ [D1, ...]. The result is `operand` with every `updates[s, ...]` added
+    to row `indices[s]`; repeated indices accumulate.
+
+    Example:
+    ```mlir
+    %t = kiln.scatter_add %zeros, %tokens, %grads
+           : (tensor<1000x64xf32>, tensor<4x16xi32>, tensor<4x16x64xf32>) -> tensor<1000x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$operand, Kiln_IndexTensor:$indices,
+                       Kiln_NumericTensor:$updates);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, Kiln_CustomCost,
+    AllTypesMatch<["operand", "result"]>]> {
+  let summary = "Inverted dropout with an explicit seed and counter";
+  let description = [{
+    Keeps element `i` when `u(seed, counter, i) >= rate`, where `u` is a
+    counter-based uniform random number on [0, 1) (Philox-4x32-10 keyed by
+    `seed`, counter `(counter, i)`), and scales kept elements by
+    `1 / (1 - rate)`; dropped elements are zero. The same seed, counter and
+    shape always give the same mask, so the gradient reuses them. `counter`
+    is a 0-d i64 tensor (usually the training step). `0 <= rate < 1`.
+
+    Example:
+    ```mlir
+    %y = kiln.dropout %x, %step, rate = 1.000000e-01, seed = 7 : tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$operand, Kiln_I64Scalar:$counter,
+                       F64Attr:$rate, I64Attr:$seed);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` $counter `,` `rate` `=` $rate `,` `seed` `=` $seed attr-dict
+    `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_SoftmaxCrossEntropyOp : Kiln_Op<"softmax_cross_entropy",
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+  let summary = "Per-example softmax cross-entropy with integer labels";
+  let description = [{
+    `logits` is [N, C] and `labels` [N] (i32 or i64, each in [0, C)); the
+    result is [N] with `result[n] = logsumexp(logits[n, :]) - logits[n, labels[n]]`.
+    Reduce it (`kiln.reduce mean`) for a scalar loss.
+
+    Example:
+    ```mlir
+    %l = kiln.softmax_cross_entropy %logits, %labels
+           : (tensor<32x10xf32>, tensor<32xi32>) -> tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$logits, Kiln_IndexTensor:$labels);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// Collectives are not Pure: every rank issues the same ones in the same
+// order, so no pass may drop, duplicate or merge them.
+class Kiln_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, traits # [Kiln_CustomCost]> {
+  code groupsDoc = [{
+    `groups` is a 2-D i64 tensor of ranks, one row per group (every rank in
+    at most one group); absent means one group of all ranks.
+  }];
+}
+
+def Kiln_AllReduceOp : Kiln_CollectiveOp<"all_reduce",
+    [AllTypesMatch<["operand", "result"]>]> {
+  let summary = "Reduce across ranks, result on every rank";
+  let description = [{
+    Every rank of the group receives the elementwise `sum`, `max`, `min` or
+    `mean` of the operands of all ranks in its group. `groups` is a 2-D i64
+    tensor of ranks, one row per group; absent means all ranks.
+
+    Example:
+    ```mlir
+    %g = kiln.all_reduce mean %grad : tensor<512xf32>
+    %h = kiln.all_reduce sum %x {groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ReduceKindAttr:$reduction, Kiln_NumericTensor:$operand,
+                       OptionalAttr<I64ElementsAttr>:$groups);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$reduction $operand attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceScatterOp : Kiln_CollectiveOp<"reduce_scatter"> {
+  let summary = "Reduce across ranks, each rank keeps one shard";
+  let description = [{
+    Reduces as `kiln.all_reduce`, then splits the result along `dimension`
+    into as many equal shards as the group has ranks; rank `k` of the group
+    keeps shard `k`. The result type states the shard shape, which divides
+    the operand's size along `dimension`.
+
+    Example:
+    ```mlir
+    %s = kiln.reduce_scatter sum %grad, dim = 0 : tensor<1024xf32> -> tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ReduceKindAttr:$reduction, Kiln_NumericTensor:$operand,
+                       I64Attr:$dimension, OptionalAttr<I64ElementsAttr>:$groups);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $reduction $operand `,` `dim` `=` $dimension attr-dict `:`
+    type($operand) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AllGatherOp : Kiln_CollectiveOp<"all_gather"> {
+  let summary = "Concatenate every rank's operand along a dimension";
+  let description = [{
+    Every rank of the group receives the operands of all its ranks,
+    concatenated along `dimension` in rank order. The result's size along
+    `dimension` is a multiple of the operand's.
+
+    Example:
+    ```mlir
+    %p = kiln.all_gather %shard, dim = 0 : tensor<512xf32> -> tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, I64Attr:$dimension,
+                       OptionalAttr<I64ElementsAttr>:$groups);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `dim` `=` $dimension attr-dict `:` type($operand) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_CollectiveBroadcastOp : Kiln_CollectiveOp<"collective_broadcast",
+    [AllTypesMatch<["operand", "result"]>]> {
+  let summary = "Every rank receives the root rank's operand";
+  let description = [{
+    The result on every rank of the group is the operand of rank `root` (a
+    rank of the group). Named `collective_broadcast` to keep it apart from
+    `kiln.broadcast_in_dim`.
+
+    Example:
+    ```mlir
+    %w = kiln.collective_broadcast %w0, root = 0 : tensor<784x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, I64Attr:$root,
+                       OptionalAttr<I64ElementsAttr>:$groups);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = "$operand `,` `root` `=` $root attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kiln_SendOp : Kiln_CollectiveOp<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Send a tensor to a peer rank";
+  let description = [{
+    Sends `operand` to rank `peer` on `channel`; the peer has a matching
+    `kiln.recv` with the same channel and type.
+
+    Example:
+    ```mlir
+    kiln.send %act, peer = 1, channel = 0 : tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$operand, I64Attr:$peer, I64Attr:$channel);
+  let assemblyFormat = [{
+    $operand `,` `peer` `=` $peer `,` `channel` `=` $channel attr-dict `:` type($operand)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_RecvOp : Kiln_CollectiveOp<"recv", [MemoryEffects<[MemRead]>]> {
+  let summary = "Receive a tensor from a peer rank";
+  let description = [{
+    Receives the tensor that rank `peer` sends on `channel`; the result type
+    is the type sent.
+
+    Example:
+    ```mlir
+    %act = kiln.recv peer = 0, channel = 0 : tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$channel);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    `peer` `=` $peer `,` `channel` `=` $channel attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects,
+    Kiln_CustomCost]> {
+  let summary = "A group of ops compiled into one kernel";
+  let description = [{
+    The body's block arguments are the `inputs`, in order; `kiln.yield`
+    returns the `results`. `kind` says how the kernel is shaped (loop,
+    reduction, multi_output, horizontal, gemm). One fusion is one kernel.
+
+    Example:
+    ```mlir
+    %r = kiln.fusion loop (%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+    ^bb0(%x: tensor<4xf32>, %y: tensor<4xf32>):
+      %s = kiln.add %x, %y : tensor<4xf32>
+      %t = kiln.relu %s : tensor<4xf32>
+      kiln.yield %t : tensor<4xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Kiln_FusionKindAttr:$kind, Variadic<Kiln_Tensor>:$inputs);
+  let results = (outs Variadic<Kiln_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"FusionOp">]> {
+  let summary = "Returns the results of a kiln.fusion body";
+  let description = [{
+    Its operands are the fusion's results, in order and of the same types.
+
+    Example: `kiln.yield %t : tensor<4xf32>`
+  }];
+  let arguments = (ins Variadic<Kiln_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
+}
+
+#endif // KILN_OPS_TD

@@ -1,0 +1,93 @@
+//===- ShapeRules.h - shape rules of kiln ops ---------------------*- C++ -*-===//
+//
+// The shape rule of every kiln op that has one, as a free function on plain
+// shapes. Verifiers, result-type inference, the graph-file importer and the
+// model builders all call these, so a rule is written once. Each returns the
+// result shape, or a message that says what was expected and what was found.
+// No MLIR types here: the rules are unit-tested on their own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_IR_SHAPERULES_H
+#define KILN_IR_SHAPERULES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::shape {
+
+using Shape = llvm::SmallVector<int64_t, 4>;
+
+// A result shape or the reason there is none.
+class ShapeOr {
+public:
+  ShapeOr(Shape shape) : shape_(std::move(shape)) {}
+  static ShapeOr error(std::string message) {
+    ShapeOr r{Shape{}};
+    r.error_ = std::move(message);
+    r.ok_ = false;
+    return r;
+  }
+  bool ok() const { return ok_; }
+  const Shape &shape() const { return shape_; }
+  const std::string &error() const { return error_; }
+
+private:
+  Shape shape_;
+  std::string error_;
+  bool ok_ = true;
+};
+
+// Formats |dims| as "[a, b, c]".
+std::string str(llvm::ArrayRef<int64_t> dims);
+
+// Number of elements of |shape| (1 for a scalar).
+int64_t numElements(llvm::ArrayRef<int64_t> shape);
+
+ShapeOr iota(llvm::ArrayRef<int64_t> result, int64_t dimension);
+ShapeOr broadcastInDim(llvm::ArrayRef<int64_t> operand,
+                       llvm::ArrayRef<int64_t> dims,
+                       llvm::ArrayRef<int64_t> result);
+ShapeOr reshape(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> result);
+ShapeOr transpose(llvm::ArrayRef<int64_t> operand,
+                  llvm::ArrayRef<int64_t> permutation);
+ShapeOr slice(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> start,
+              llvm::ArrayRef<int64_t> limit, llvm::ArrayRef<int64_t> strides);
+ShapeOr concatenate(llvm::ArrayRef<llvm::ArrayRef<int64_t>> inputs,
+                    int64_t dimension);
+ShapeOr pad(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> low,
+            llvm::ArrayRef<int64_t> high);
+ShapeOr reduce(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> dims);
+ShapeOr argmax(llvm::ArrayRef<int64_t> operand, int64_t dimension);
+ShapeOr dotGeneral(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs,
+                   llvm::ArrayRef<int64_t> lhsBatch,
+                   llvm::ArrayRef<int64_t> rhsBatch,
+                   llvm::ArrayRef<int64_t> lhsContract,
+                   llvm::ArrayRef<int64_t> rhsContract);
+ShapeOr conv2d(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> filter,
+               llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> padding,
+               llvm::ArrayRef<int64_t> dilation, int64_t groups);
+ShapeOr pool2d(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> window,
+               llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> padding);
+ShapeOr alongDimension(llvm::ArrayRef<int64_t> operand, int64_t dimension);
+ShapeOr layerNorm(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> scale,
+                  int64_t axis);
+ShapeOr gather(llvm::ArrayRef<int64_t> table, llvm::ArrayRef<int64_t> indices);
+ShapeOr scatterAdd(llvm::ArrayRef<int64_t> operand,
+                   llvm::ArrayRef<int64_t> indices,
+                   llvm::ArrayRef<int64_t> updates);
+ShapeOr softmaxCrossEntropy(llvm::ArrayRef<int64_t> logits,
+                            llvm::ArrayRef<int64_t> labels);
+// |result| is one of several equal shards of |operand| along |dimension|.
+ShapeOr shardOf(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> result,
+                int64_t dimension);
+// |groups| is a [G, S] matrix of distinct non-negative ranks.
+ShapeOr rankGroups(llvm::ArrayRef<int64_t> groupsShape,
+                   llvm::ArrayRef<int64_t> ranks);
+
+} // namespace kiln::shape
+
+#endif // KILN_IR_SHAPERULES_H

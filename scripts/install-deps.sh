@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package Kiln needs to build and test. Idempotent: when all
+# packages are present it prints nothing and returns at once.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ clang python3 zlib1g-dev
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  libflatbuffers-dev flatbuffers-compiler
+  libopenblas-dev libgloo-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

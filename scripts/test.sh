@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything, runs every test (lit and
+# GoogleTest, through ctest) and ends with a pass/fail count.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KILN_BUILD_DIR:-$root/build}
+"$root/scripts/build.sh"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 1200) 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+
+# ctest counts the lit suite as one test; report lit's own counts too.
+passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
+failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(Failed|Exception|Timeout|Not Run)' "$log" || true)
+lit_summary=$(grep -E '^ *(Passed|Failed|Unsupported|Expectedly Failed) *:' "$log" | tr -s ' ' | paste -sd ',' - || true)
+[ -n "$lit_summary" ] && echo "lit:$lit_summary"
+echo "$passed passed, $failed failed"
+exit "$status"

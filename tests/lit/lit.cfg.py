@@ -1,0 +1,22 @@
+# lit configuration for Kiln: FileCheck tests of IR, graph files and the CLI.
+import os
+
+import lit.formats
+
+config.name = "Kiln"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test", ".json"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_obj_root, "tests", "lit")
+
+# Tools first from the build, then LLVM's FileCheck, not and count.
+config.environment["PATH"] = os.pathsep.join(
+    [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+config.substitutions.append(("%flatc", config.flatc))
+config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%schema_dir", os.path.join(config.kiln_src_root, "serialize", "schema")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+if config.cuda_enabled:
+    config.available_features.add("cuda")

@@ -28,7 +28,8 @@ def Kiln_Dialect : Dialect {
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let hasOperationAttrVerify = 1;
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
   let extraClassDeclaration = [{
     void registerAttributes();
     // Names of the argument and result attributes the dialect owns.

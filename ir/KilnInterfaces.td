@@ -1,7 +1,7 @@
 //===- KilnInterfaces.td - kiln op interfaces ---------------*- tablegen -*-===//
 //
-// Per-op knowledge reached through the op: its cost. (Gradient rules and
-// scalar semantics join here as the compiler grows.)
+// Per-op knowledge reached through the op: its cost, its scalar semantics
+// (elementwise ops), its reference semantics (the rest) and its gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +28,63 @@ def Kiln_CostInterface : OpInterface<"CostInterface"> {
             total += shaped.getNumElements();
         return total;
       }]>,
+  ];
+}
+
+def Kiln_ScalarSemanticsInterface : OpInterface<"ScalarSemantics"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    The computation of an elementwise op on one element, built from upstream
+    `arith` and `math` ops. This is the op's single definition of what it
+    computes: the reference interpreter evaluates it, the CPU backend lowers
+    it to LLVM and the CUDA backend prints it as CUDA C++.
+
+    Each operand scalar has the *compute type* of its operand's element type
+    (f32 for f16 and bf16, the element type otherwise); the result has the
+    compute type of the result element type. Callers widen narrow floats
+    before and round after (see ir/ScalarSemantics.h).
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the scalar computation of one element.",
+      "::mlir::Value", "buildScalar",
+      (ins "::mlir::OpBuilder &":$b, "::mlir::Location":$loc,
+           "::mlir::ValueRange":$operands)>,
+  ];
+}
+
+def Kiln_ReferenceInterface : OpInterface<"ReferenceEvaluable"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    Tensor-level reference semantics of an op that is not elementwise
+    (reductions, contractions, data movement, ...), on host tensors. The
+    reference interpreter (ir/Interpreter.h) calls it; results must be
+    rounded to their element types (HostTensor::roundAll). Errors that
+    depend on values (an index out of range) are emitted on the op.
+  }];
+  let methods = [
+    InterfaceMethod<"Evaluates the op on host tensors.",
+      "::mlir::LogicalResult", "evaluate",
+      (ins "::llvm::ArrayRef<::kiln::HostTensor>":$operands,
+           "::llvm::SmallVectorImpl<::kiln::HostTensor> &":$results)>,
+  ];
+}
+
+def Kiln_DifferentiableInterface : OpInterface<"Differentiable"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    The op's reverse-mode gradient rule, as kiln IR. Given the gradient of
+    the loss with respect to each result (a null Value where none flows),
+    builds at the builder's insertion point the gradient with respect to
+    each operand, pushing one Value per operand onto `operandGrads` (null
+    where no gradient flows: integer operands, stop_gradient, comparisons).
+    The op's own operands and results may be used by the rule.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the gradients of the operands.",
+      "::mlir::LogicalResult", "buildGradients",
+      (ins "::mlir::OpBuilder &":$b,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
   ];
 }
 

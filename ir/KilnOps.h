@@ -13,6 +13,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/HostTensor.h"
 #include "ir/KilnInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -21,13 +21,19 @@ include "mlir/IR/RegionKindInterface.td"
 // An op that only moves data: zero FLOPs.
 defvar Kiln_DataMovement = DeclareOpInterfaceMethods<Kiln_CostInterface, ["getFlops"]>;
 defvar Kiln_CustomCost = DeclareOpInterfaceMethods<Kiln_CostInterface, ["getFlops"]>;
+// Elementwise ops define their scalar computation (ir/ScalarSemantics.cpp);
+// the others their tensor-level reference semantics (ir/reference/). Both
+// define a gradient rule (ir/gradients/).
+defvar Kiln_Scalar = DeclareOpInterfaceMethods<Kiln_ScalarSemanticsInterface>;
+defvar Kiln_Reference = DeclareOpInterfaceMethods<Kiln_ReferenceInterface>;
+defvar Kiln_Grad = DeclareOpInterfaceMethods<Kiln_DifferentiableInterface>;
 
 //===----------------------------------------------------------------------===//
 // Constants and generators
 //===----------------------------------------------------------------------===//
 
 def Kiln_ConstantOp : Kiln_Op<"constant",
-    [ConstantLike, Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+    [ConstantLike, Pure, Kiln_DataMovement, InferTypeOpAdaptor, Kiln_Reference, Kiln_Grad]> {
   let summary = "A tensor constant";
   let description = [{
     Produces the tensor held by `value`; the result type is the type of
@@ -45,7 +51,7 @@ def Kiln_ConstantOp : Kiln_Op<"constant",
   let hasVerifier = 1;
 }
 
-def Kiln_IotaOp : Kiln_Op<"iota", [Pure, Kiln_DataMovement]> {
+def Kiln_IotaOp : Kiln_Op<"iota", [Pure, Kiln_DataMovement, Kiln_Reference, Kiln_Grad]> {
   let summary = "Counts along one dimension";
   let description = [{
     `result[i0, ..., in] = i_d` where `d = dimension`, converted to the result
@@ -69,7 +75,7 @@ def Kiln_IotaOp : Kiln_Op<"iota", [Pure, Kiln_DataMovement]> {
 class Kiln_UnaryOp<string mnemonic, Type type, string formula,
                    list<Trait> traits = []>
     : Kiln_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
-                                  Kiln_CostInterface]> {
+                                  Kiln_CostInterface, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Elementwise " # formula;
   let description = "Computes `" # formula # "` for every element; the result "
     # "has the operand's type.\n\nExample:\n```mlir\n%r = kiln." # mnemonic
@@ -96,7 +102,7 @@ def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", Kiln_FloatTensor, "1 / x">;
 def Kiln_StopGradientOp : Kiln_UnaryOp<"stop_gradient", Kiln_Tensor, "x (no gradient flows back)">;
 
 def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
-                                   Kiln_CostInterface]> {
+                                   Kiln_CostInterface, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `approximate = erf`: `0.5 x (1 + erf(x / sqrt(2)))`.
@@ -114,7 +120,7 @@ def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
 }
 
 def Kiln_ConvertOp : Kiln_Op<"convert", [Pure, Elementwise,
-    SameOperandsAndResultShape, Kiln_DataMovement]> {
+    SameOperandsAndResultShape, Kiln_DataMovement, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Element type conversion";
   let description = [{
     Converts every element to the result element type. Float to integer
@@ -139,7 +145,7 @@ def Kiln_ConvertOp : Kiln_Op<"convert", [Pure, Elementwise,
 class Kiln_BinaryOp<string mnemonic, Type type, string formula,
                     list<Trait> traits = []>
     : Kiln_Op<mnemonic, traits # [Pure, Elementwise, SameOperandsAndResultType,
-                                  Kiln_CostInterface]> {
+                                  Kiln_CostInterface, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Elementwise " # formula;
   let description = "Computes `" # formula # "` element by element. Both "
     # "operands and the result have the same type: broadcasting is explicit "
@@ -159,7 +165,7 @@ def Kiln_MinOp : Kiln_BinaryOp<"min", Kiln_NumericTensor, "min(lhs, rhs)", [Comm
 def Kiln_PowOp : Kiln_BinaryOp<"pow", Kiln_FloatTensor, "lhs ^ rhs">;
 
 def Kiln_CompareOp : Kiln_Op<"compare", [Pure, Elementwise,
-    AllTypesMatch<["lhs", "rhs"]>, InferTypeOpAdaptor, Kiln_CostInterface]> {
+    AllTypesMatch<["lhs", "rhs"]>, InferTypeOpAdaptor, Kiln_CostInterface, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Elementwise comparison";
   let description = [{
     `result = lhs <direction> rhs` element by element, as i1. Floats compare
@@ -178,7 +184,7 @@ def Kiln_CompareOp : Kiln_Op<"compare", [Pure, Elementwise,
 }
 
 def Kiln_SelectOp : Kiln_Op<"select", [Pure, Elementwise,
-    AllTypesMatch<["on_true", "on_false", "result"]>, Kiln_CostInterface]> {
+    AllTypesMatch<["on_true", "on_false", "result"]>, Kiln_CostInterface, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Elementwise choice";
   let description = [{
     `result = pred ? on_true : on_false` element by element. `pred` has the
@@ -202,7 +208,7 @@ def Kiln_SelectOp : Kiln_Op<"select", [Pure, Elementwise,
 //===----------------------------------------------------------------------===//
 
 def Kiln_BroadcastInDimOp : Kiln_Op<"broadcast_in_dim",
-    [Pure, Kiln_DataMovement]> {
+    [Pure, Kiln_DataMovement, Kiln_Reference, Kiln_Grad]> {
   let summary = "Broadcast to a larger shape";
   let description = [{
     Operand dimension `i` maps to result dimension `dims[i]`; `dims` is
@@ -225,7 +231,7 @@ def Kiln_BroadcastInDimOp : Kiln_Op<"broadcast_in_dim",
   let hasFolder = 1;
 }
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, Kiln_DataMovement]> {
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, Kiln_DataMovement, Kiln_Reference, Kiln_Grad]> {
   let summary = "Same elements, new shape";
   let description = [{
     Reinterprets the operand's elements, in row-major order, with the result
@@ -244,7 +250,7 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, Kiln_DataMovement]> {
 }
 
 def Kiln_TransposeOp : Kiln_Op<"transpose",
-    [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+    [Pure, Kiln_DataMovement, InferTypeOpAdaptor, Kiln_Reference, Kiln_Grad]> {
   let summary = "Permute dimensions";
   let description = [{
     `result.dim(i) = operand.dim(permutation[i])` and
@@ -264,7 +270,7 @@ def Kiln_TransposeOp : Kiln_Op<"transpose",
   let hasFolder = 1;
 }
 
-def Kiln_SliceOp : Kiln_Op<"slice", [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure, Kiln_DataMovement, InferTypeOpAdaptor, Kiln_Reference, Kiln_Grad]> {
   let summary = "A strided window";
   let description = [{
     For each dimension `d`, takes indices `start[d], start[d] + strides[d],
@@ -287,7 +293,7 @@ def Kiln_SliceOp : Kiln_Op<"slice", [Pure, Kiln_DataMovement, InferTypeOpAdaptor
 }
 
 def Kiln_ConcatenateOp : Kiln_Op<"concatenate",
-    [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+    [Pure, Kiln_DataMovement, InferTypeOpAdaptor, Kiln_Reference, Kiln_Grad]> {
   let summary = "Join tensors along a dimension";
   let description = [{
     All inputs have the same rank and element type and agree on every
@@ -305,7 +311,7 @@ def Kiln_ConcatenateOp : Kiln_Op<"concatenate",
   }];
 }
 
-def Kiln_PadOp : Kiln_Op<"pad", [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
+def Kiln_PadOp : Kiln_Op<"pad", [Pure, Kiln_DataMovement, InferTypeOpAdaptor, Kiln_Reference, Kiln_Grad]> {
   let summary = "Pad the edges with a constant";
   let description = [{
     Adds `low[d]` elements before and `high[d]` after each dimension `d`
@@ -330,7 +336,7 @@ def Kiln_PadOp : Kiln_Op<"pad", [Pure, Kiln_DataMovement, InferTypeOpAdaptor]> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Reduce over dimensions";
   let description = [{
     Reduces `operand` over the listed `dimensions` (unique, in range) with
@@ -352,7 +358,7 @@ def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor, Kiln_CustomCost
   }];
 }
 
-def Kiln_ArgmaxOp : Kiln_Op<"argmax", [Pure, Kiln_CustomCost]> {
+def Kiln_ArgmaxOp : Kiln_Op<"argmax", [Pure, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Index of the largest element along a dimension";
   let description = [{
     The result drops `dimension` and holds, as i32 or i64, the index of the
@@ -376,7 +382,7 @@ def Kiln_ArgmaxOp : Kiln_Op<"argmax", [Pure, Kiln_CustomCost]> {
 //===----------------------------------------------------------------------===//
 
 def Kiln_DotGeneralOp : Kiln_Op<"dot_general",
-    [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Batched tensor contraction (matmul)";
   let description = [{
     Contracts `lhs` and `rhs` over the paired contracting dimensions, with the
@@ -405,7 +411,7 @@ def Kiln_DotGeneralOp : Kiln_Op<"dot_general",
   }];
 }
 
-def Kiln_Conv2DOp : Kiln_Op<"conv2d", [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+def Kiln_Conv2DOp : Kiln_Op<"conv2d", [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "2-D convolution, NCHW input and OIHW filter";
   let description = [{
     `input` is [N, C, H, W], `filter` is [O, C / groups, KH, KW], and the
@@ -434,7 +440,7 @@ def Kiln_Conv2DOp : Kiln_Op<"conv2d", [Pure, InferTypeOpAdaptor, Kiln_CustomCost
 }
 
 def Kiln_Conv2DInputGradOp : Kiln_Op<"conv2d_input_grad",
-    [Pure, Kiln_CustomCost]> {
+    [Pure, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Gradient of conv2d with respect to its input";
   let description = [{
     Given `grad_output` [N, O, OH, OW] of a `kiln.conv2d` with the same
@@ -463,7 +469,7 @@ def Kiln_Conv2DInputGradOp : Kiln_Op<"conv2d_input_grad",
 }
 
 def Kiln_Conv2DFilterGradOp : Kiln_Op<"conv2d_filter_grad",
-    [Pure, Kiln_CustomCost]> {
+    [Pure, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Gradient of conv2d with respect to its filter";
   let description = [{
     Given the convolution's `input` [N, C, H, W] and `grad_output`
@@ -492,7 +498,7 @@ def Kiln_Conv2DFilterGradOp : Kiln_Op<"conv2d_filter_grad",
 }
 
 class Kiln_Pool2DOp<string mnemonic, string what> : Kiln_Op<mnemonic,
-    [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = what # " pooling over 2-D windows (NCHW)";
   let arguments = (ins Kiln_FloatTensor:$input, DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding);
@@ -532,7 +538,7 @@ def Kiln_AvgPool2DOp : Kiln_Pool2DOp<"avg_pool2d", "Average"> {
 }
 
 def Kiln_MaxPool2DGradOp : Kiln_Op<"max_pool2d_grad",
-    [Pure, Kiln_CustomCost, AllTypesMatch<["input", "result"]>]> {
+    [Pure, Kiln_CustomCost, AllTypesMatch<["input", "result"]>, Kiln_Reference, Kiln_Grad]> {
   let summary = "Gradient of max_pool2d";
   let description = [{
     Routes each element of `grad_output` to the position of its window's
@@ -557,7 +563,7 @@ def Kiln_MaxPool2DGradOp : Kiln_Op<"max_pool2d_grad",
   let hasVerifier = 1;
 }
 
-def Kiln_AvgPool2DGradOp : Kiln_Op<"avg_pool2d_grad", [Pure, Kiln_CustomCost]> {
+def Kiln_AvgPool2DGradOp : Kiln_Op<"avg_pool2d_grad", [Pure, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Gradient of avg_pool2d";
   let description = [{
     Spreads each element of `grad_output` evenly over its window (divided by
@@ -585,7 +591,7 @@ def Kiln_AvgPool2DGradOp : Kiln_Op<"avg_pool2d_grad", [Pure, Kiln_CustomCost]> {
 //===----------------------------------------------------------------------===//
 
 class Kiln_SoftmaxLikeOp<string mnemonic, string formula> : Kiln_Op<mnemonic,
-    [Pure, SameOperandsAndResultType, Kiln_CustomCost]> {
+    [Pure, SameOperandsAndResultType, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = formula # " along one dimension";
   let description = "`result = " # formula # "`, computed stably (the maximum "
     # "along `dimension` is subtracted first).\n\nExample:\n```mlir\n%y = kiln."
@@ -600,7 +606,7 @@ def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax", "exp(x) / sum(exp(x))">;
 def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax", "x - log(sum(exp(x)))">;
 
 def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure, Kiln_CustomCost,
-    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>, Kiln_Reference, Kiln_Grad]> {
   let summary = "Layer normalization over the trailing dimensions";
   let description = [{
     Normalizes over dimensions `axis ..< rank`: with mean `m` and biased
@@ -624,7 +630,7 @@ def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure, Kiln_CustomCost,
   let hasVerifier = 1;
 }
 
-def Kiln_GatherOp : Kiln_Op<"gather", [Pure, InferTypeOpAdaptor, Kiln_DataMovement]> {
+def Kiln_GatherOp : Kiln_Op<"gather", [Pure, InferTypeOpAdaptor, Kiln_DataMovement, Kiln_Reference, Kiln_Grad]> {
   let summary = "Embedding lookup: rows of a table by index";
   let description = [{
     `table` is [V, D1, ...]; `indices` (i32 or i64) has any shape S; the
@@ -644,7 +650,7 @@ def Kiln_GatherOp : Kiln_Op<"gather", [Pure, InferTypeOpAdaptor, Kiln_DataMoveme
 }
 
 def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
-                                                Kiln_CustomCost]> {
+                                                Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Add rows into a table by index (the gradient of gather)";
   let description = [{
     `operand` is [V, D1, ...], `indices` has shape S and `updates` has shape
@@ -666,7 +672,7 @@ def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
 }
 
 def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, Kiln_CustomCost,
-    AllTypesMatch<["operand", "result"]>]> {
+    AllTypesMatch<["operand", "result"]>, Kiln_Reference, Kiln_Grad]> {
   let summary = "Inverted dropout with an explicit seed and counter";
   let description = [{
     Keeps element `i` when `u(seed, counter, i) >= rate`, where `u` is a
@@ -692,7 +698,7 @@ def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, Kiln_CustomCost,
 }
 
 def Kiln_SoftmaxCrossEntropyOp : Kiln_Op<"softmax_cross_entropy",
-    [Pure, InferTypeOpAdaptor, Kiln_CustomCost]> {
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Per-example softmax cross-entropy with integer labels";
   let description = [{
     `logits` is [N, C] and `labels` [N] (i32 or i64, each in [0, C)); the
@@ -719,7 +725,7 @@ def Kiln_SoftmaxCrossEntropyOp : Kiln_Op<"softmax_cross_entropy",
 // Collectives are not Pure: every rank issues the same ones in the same
 // order, so no pass may drop, duplicate or merge them.
 class Kiln_CollectiveOp<string mnemonic, list<Trait> traits = []>
-    : Kiln_Op<mnemonic, traits # [Kiln_CustomCost]> {
+    : Kiln_Op<mnemonic, traits # [Kiln_CustomCost, Kiln_Reference]> {
   code groupsDoc = [{
     `groups` is a 2-D i64 tensor of ranks, one row per group (every rank in
     at most one group); absent means one group of all ranks.
@@ -854,7 +860,7 @@ def Kiln_RecvOp : Kiln_CollectiveOp<"recv", [MemoryEffects<[MemRead]>]> {
 
 def Kiln_FusionOp : Kiln_Op<"fusion", [IsolatedFromAbove,
     SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects,
-    Kiln_CustomCost]> {
+    Kiln_CustomCost, Kiln_Reference]> {
   let summary = "A group of ops compiled into one kernel";
   let description = [{
     The body's block arguments are the `inputs`, in order; `kiln.yield`

@@ -16,4 +16,15 @@ def KilnVerifyRoles : Pass<"kiln-verify-roles", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnTestInterpret : Pass<"kiln-test-interpret", "mlir::ModuleOp"> {
+  let summary = "Replace argument-free functions by their interpreted results";
+  let description = [{
+    For testing the reference interpreter in lit: every function without
+    arguments is evaluated by the interpreter (ir/Interpreter.h) and its
+    body replaced by `kiln.constant`s of the results, so FileCheck can check
+    the values. Functions with arguments are left alone.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 #endif // KILN_PASSES_TD

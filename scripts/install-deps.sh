@@ -12,6 +12,19 @@ packages=(
   dataset-fashion-mnist
 )
 
+# Python packages the tests use as independent references (never needed by
+# the product itself).
+python_packages=(numpy)
+
+missing_py=()
+for p in "${python_packages[@]}"; do
+  python3 -c "import $p" 2>/dev/null || missing_py+=("$p")
+done
+if [ ${#missing_py[@]} -gt 0 ]; then
+  echo "install-deps: pip installing ${missing_py[*]}"
+  python3 -m pip install -q "${missing_py[@]}"
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -35,12 +35,23 @@ LogicalResult inferError(std::optional<Location> loc, StringRef opName,
   return emitOptionalError(loc, "'", opName, "' op ", message);
 }
 
-// True when every operand of an inference is a ranked tensor (the operand
-// type constraints are checked separately and report a better message).
-bool allRanked(ValueRange values) {
-  return llvm::all_of(values, [](Value v) {
-    return isa<RankedTensorType>(v.getType());
-  });
+// Checks that every operand of an inference is a statically shaped ranked
+// tensor, as the shape rules need. In the verifier the operand type
+// constraints run first and report this; the message here is for builders
+// and parsers, which infer before anything is verified.
+LogicalResult checkStatic(std::optional<Location> loc, StringRef opName,
+                          ValueRange values) {
+  for (auto [i, v] : llvm::enumerate(values)) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape()) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      os << "operand #" << i << " must be a statically shaped tensor, but is "
+         << v.getType();
+      return inferError(loc, opName, os.str());
+    }
+  }
+  return success();
 }
 
 // Turns a shape rule's result into one inferred tensor type.
@@ -94,9 +105,14 @@ LogicalResult checkGroups(Operation *op, std::optional<DenseIntElementsAttr> gro
 // ConstantOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
                                            Adaptor adaptor,
                                            SmallVectorImpl<Type> &inferred) {
+  // Inference can run before the verifier has seen the attribute.
+  if (!adaptor.getValue())
+    return inferError(loc, getOperationName(),
+                      "requires a 'value' attribute holding the constant");
   inferred.push_back(cast<TypedAttr>(adaptor.getValue()).getType());
   return success();
 }
@@ -166,7 +182,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::transpose(shapeOf(adaptor.getOperand()),
                                     adaptor.getPermutation()),
@@ -184,7 +200,7 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::slice(shapeOf(adaptor.getOperand()),
                                 adaptor.getStartIndices(),
@@ -197,7 +213,7 @@ LogicalResult ConcatenateOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   if (adaptor.getInputs().empty())
     return inferError(loc, getOperationName(), "needs at least one input");
@@ -220,7 +236,7 @@ LogicalResult ConcatenateOp::inferReturnTypes(MLIRContext *,
 LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                       Adaptor adaptor,
                                       SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::pad(shapeOf(adaptor.getOperand()),
                               adaptor.getEdgePaddingLow(),
@@ -236,7 +252,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::reduce(shapeOf(adaptor.getOperand()),
                                  adaptor.getDimensions()),
@@ -258,7 +274,7 @@ LogicalResult DotGeneralOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location> loc,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   Type lhsElement = elementOf(adaptor.getLhs());
   if (lhsElement != elementOf(adaptor.getRhs())) {
@@ -280,7 +296,7 @@ LogicalResult DotGeneralOp::inferReturnTypes(MLIRContext *,
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   Type element = elementOf(adaptor.getInput());
   if (element != elementOf(adaptor.getFilter())) {
@@ -343,7 +359,7 @@ LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::pool2d(shapeOf(adaptor.getInput()), adaptor.getWindow(),
                                  adaptor.getStrides(), adaptor.getPadding()),
@@ -355,7 +371,7 @@ LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::pool2d(shapeOf(adaptor.getInput()), adaptor.getWindow(),
                                  adaptor.getStrides(), adaptor.getPadding()),
@@ -412,7 +428,8 @@ LogicalResult LayerNormOp::verify() {
   if (failed(checkSameElement(*this, "input", getInput().getType(), "scale",
                               getScale().getType())))
     return failure();
-  if (getEpsilon().convertToDouble() < 0)
+  // Written so that NaN is rejected too.
+  if (!(getEpsilon().convertToDouble() >= 0))
     return emitOpError() << "epsilon must be non-negative, but is "
                          << getEpsilon().convertToDouble();
   return check(*this, shape::layerNorm(shapeOf(getInput()), shapeOf(getScale()),
@@ -422,7 +439,7 @@ LogicalResult LayerNormOp::verify() {
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::gather(shapeOf(adaptor.getTable()),
                                  shapeOf(adaptor.getIndices())),
@@ -434,7 +451,7 @@ LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location> loc,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   Type element = elementOf(adaptor.getOperand());
   if (element != elementOf(adaptor.getUpdates())) {
@@ -461,7 +478,7 @@ LogicalResult DropoutOp::verify() {
 LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   return inferFrom(shape::softmaxCrossEntropy(shapeOf(adaptor.getLogits()),
                                               shapeOf(adaptor.getLabels())),
@@ -470,9 +487,10 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
 }
 
 LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
-                                          std::optional<Location>, Adaptor adaptor,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
                                           SmallVectorImpl<Type> &inferred) {
-  if (!allRanked(adaptor.getOperands()))
+  if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   inferred.push_back(RankedTensorType::get(shapeOf(adaptor.getLhs()),
                                            IntegerType::get(context, 1)));
@@ -643,8 +661,12 @@ int64_t ReduceScatterOp::getFlops() {
   return shape::numElements(shapeOf(getOperand()));
 }
 int64_t FusionOp::getFlops() {
+  // Only the body's own ops: a nested fusion already counts what it holds,
+  // so walking into it would count that twice.
   int64_t total = 0;
-  getBody().walk([&](CostInterface op) { total += op.getFlops(); });
+  for (Operation &op : getBody().front())
+    if (auto cost = dyn_cast<CostInterface>(&op))
+      total += cost.getFlops();
   return total;
 }
 

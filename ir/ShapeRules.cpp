@@ -96,7 +96,8 @@ ShapeOr broadcastInDim(llvm::ArrayRef<int64_t> operand,
                   result.size(), "), but contains ", d);
     if (i > 0 && d <= dims[i - 1])
       return fail("broadcast_dimensions ", str(dims),
-                  " must be strictly increasing");
+                  " must be strictly increasing, but entry ", i, " (", d,
+                  ") follows ", dims[i - 1]);
     if (operand[i] != 1 && operand[i] != result[d])
       return fail("operand dimension ", i, " of size ", operand[i],
                   " must be 1 or match result dimension ", d, " of size ",
@@ -203,7 +204,9 @@ ShapeOr argmax(llvm::ArrayRef<int64_t> operand, int64_t dimension) {
     return fail("dimension must lie in [0, ", operand.size(), "), but is ",
                 dimension);
   if (operand[dimension] == 0)
-    return fail("dimension ", dimension, " must not be empty");
+    return fail("operand dimension ", dimension,
+                " must have at least one element to take the argmax of, but "
+                "has size 0");
   return reduce(operand, {dimension});
 }
 
@@ -307,6 +310,10 @@ ShapeOr conv2d(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> filter,
   if (filter[1] * groups != input[1])
     return fail("filter dimension 1 must be input channels / groups (",
                 input[1] / groups, "), but is ", filter[1]);
+  // A zero-sized kernel would give an output larger than the input.
+  if (filter[2] < 1 || filter[3] < 1)
+    return fail("the filter window must be at least 1x1, but is ",
+                str(filter.drop_front(2)));
   int64_t oh = windowOutput(input[2], padding[0], padding[1], filter[2],
                             strides[0], dilation[0]);
   int64_t ow = windowOutput(input[3], padding[2], padding[3], filter[3],
@@ -374,9 +381,9 @@ ShapeOr gather(llvm::ArrayRef<int64_t> table, llvm::ArrayRef<int64_t> indices) {
 ShapeOr scatterAdd(llvm::ArrayRef<int64_t> operand,
                    llvm::ArrayRef<int64_t> indices,
                    llvm::ArrayRef<int64_t> updates) {
+  if (operand.empty())
+    return fail("operand must have rank at least 1, but is a scalar");
   ShapeOr expected = gather(operand, indices);
-  if (!expected.ok())
-    return ShapeOr::error("operand " + expected.error().substr(6));
   if (updates != llvm::ArrayRef<int64_t>(expected.shape()))
     return fail("updates must have shape indices ++ operand[1:] = ",
                 str(expected.shape()), ", but have ", str(updates));

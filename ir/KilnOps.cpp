@@ -46,8 +46,8 @@ LogicalResult checkStatic(std::optional<Location> loc, StringRef opName,
     if (!type || !type.hasStaticShape()) {
       std::string msg;
       llvm::raw_string_ostream os(msg);
-      os << "operand #" << i << " must be a statically shaped tensor, but is "
-         << v.getType();
+      os << "operand #" << i << " must be a statically shaped tensor, but is '"
+         << v.getType() << "'";
       return inferError(loc, opName, os.str());
     }
   }
@@ -223,8 +223,8 @@ LogicalResult ConcatenateOp::inferReturnTypes(MLIRContext *,
     if (elementOf(v) != element) {
       std::string msg;
       llvm::raw_string_ostream os(msg);
-      os << "input " << i << " must have element type " << element
-         << " like input 0, but has " << elementOf(v);
+      os << "input " << i << " must have element type '" << element
+         << "' like input 0, but has '" << elementOf(v) << "'";
       return inferError(loc, getOperationName(), os.str());
     }
     shapes.push_back(shapeOf(v));
@@ -280,8 +280,8 @@ LogicalResult DotGeneralOp::inferReturnTypes(MLIRContext *,
   if (lhsElement != elementOf(adaptor.getRhs())) {
     std::string msg;
     llvm::raw_string_ostream os(msg);
-    os << "requires lhs and rhs to have the same element type, but they are "
-       << lhsElement << " and " << elementOf(adaptor.getRhs());
+    os << "requires lhs and rhs to have the same element type, but they are '"
+       << lhsElement << "' and '" << elementOf(adaptor.getRhs()) << "'";
     return inferError(loc, getOperationName(), os.str());
   }
   return inferFrom(
@@ -304,7 +304,7 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     llvm::raw_string_ostream os(msg);
     os << "requires input and filter to have the same element type, but they "
           "are "
-       << element << " and " << elementOf(adaptor.getFilter());
+       << "'" << element << "' and '" << elementOf(adaptor.getFilter()) << "'";
     return inferError(loc, getOperationName(), os.str());
   }
   return inferFrom(shape::conv2d(shapeOf(adaptor.getInput()),
@@ -459,7 +459,7 @@ LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *,
     llvm::raw_string_ostream os(msg);
     os << "requires operand and updates to have the same element type, but "
           "they are "
-       << element << " and " << elementOf(adaptor.getUpdates());
+       << "'" << element << "' and '" << elementOf(adaptor.getUpdates()) << "'";
     return inferError(loc, getOperationName(), os.str());
   }
   return inferFrom(shape::scatterAdd(shapeOf(adaptor.getOperand()),
@@ -523,20 +523,23 @@ LogicalResult AllGatherOp::verify() {
   return checkGroups(*this, getGroups());
 }
 
+// I64Attr getters return uint64_t, so a negative rank would pass a `< 0`
+// test on them; the verifiers read the attributes as signed values.
+
 LogicalResult CollectiveBroadcastOp::verify() {
-  if (getRoot() < 0)
-    return emitOpError() << "root must be a non-negative rank, but is "
-                         << getRoot();
+  int64_t root = getRootAttr().getInt();
+  if (root < 0)
+    return emitOpError() << "root must be a non-negative rank, but is " << root;
   if (failed(checkGroups(*this, getGroups())))
     return failure();
   if (auto groups = getGroups()) {
+    SmallVector<int64_t> ranks = llvm::to_vector(llvm::map_range(
+        groups->getValues<APInt>(), [](const APInt &v) { return v.getSExtValue(); }));
+    int64_t perGroup = groups->getType().getDimSize(1);
     for (int64_t g = 0, e = groups->getType().getDimSize(0); g < e; ++g) {
-      auto row = llvm::to_vector(llvm::map_range(
-          llvm::make_range(groups->value_begin<APInt>() + g * groups->getType().getDimSize(1),
-                           groups->value_begin<APInt>() + (g + 1) * groups->getType().getDimSize(1)),
-          [](const APInt &v) { return v.getSExtValue(); }));
-      if (!llvm::is_contained(row, getRoot()))
-        return emitOpError() << "root " << getRoot() << " must be a rank of "
+      ArrayRef<int64_t> row = ArrayRef<int64_t>(ranks).slice(g * perGroup, perGroup);
+      if (!llvm::is_contained(row, root))
+        return emitOpError() << "root " << root << " must be a rank of "
                              << "every group, but group " << g << " is "
                              << shape::str(row);
     }
@@ -544,18 +547,22 @@ LogicalResult CollectiveBroadcastOp::verify() {
   return success();
 }
 
-LogicalResult SendOp::verify() {
-  if (getPeer() < 0 || getChannel() < 0)
-    return emitOpError() << "peer and channel must be non-negative, but are "
-                         << getPeer() << " and " << getChannel();
+namespace {
+// Checks the peer rank and channel of a send or recv.
+LogicalResult checkPeer(Operation *op, IntegerAttr peer, IntegerAttr channel) {
+  if (peer.getInt() < 0 || channel.getInt() < 0)
+    return op->emitOpError() << "peer and channel must be non-negative, but are "
+                             << peer.getInt() << " and " << channel.getInt();
   return success();
+}
+} // namespace
+
+LogicalResult SendOp::verify() {
+  return checkPeer(*this, getPeerAttr(), getChannelAttr());
 }
 
 LogicalResult RecvOp::verify() {
-  if (getPeer() < 0 || getChannel() < 0)
-    return emitOpError() << "peer and channel must be non-negative, but are "
-                         << getPeer() << " and " << getChannel();
-  return success();
+  return checkPeer(*this, getPeerAttr(), getChannelAttr());
 }
 
 //===----------------------------------------------------------------------===//

@@ -398,7 +398,8 @@ ShapeOr softmaxCrossEntropy(llvm::ArrayRef<int64_t> logits,
     return fail("labels must have shape [", logits[0], "], but have ",
                 str(labels));
   if (logits[1] == 0)
-    return fail("logits must have at least one class");
+    return fail("logits must have at least one class, but dimension 1 has "
+                "size 0");
   return Shape{logits[0]};
 }
 

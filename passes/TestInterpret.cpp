@@ -40,11 +40,15 @@ struct TestInterpretPass : impl::KilnTestInterpretBase<TestInterpretPass> {
             ret->getLoc(),
             attrFromHostTensor(tensor, llvm::cast<mlir::ShapedType>(type))));
       ret->setOperands(constants);
-      // Drop everything the constants replaced.
-      for (mlir::Operation &op : llvm::make_early_inc_range(
-               llvm::reverse(body.without_terminator())))
-        if (op.use_empty())
-          op.erase();
+      // Drop everything the constants replaced, users before producers.
+      // (Erasing while walking a reverse iterator would leave it pointing at
+      // the erased op, so collect first.)
+      llvm::SmallVector<mlir::Operation *> ops;
+      for (mlir::Operation &op : llvm::reverse(body.without_terminator()))
+        ops.push_back(&op);
+      for (mlir::Operation *op : ops)
+        if (op->use_empty())
+          op->erase();
     }
   }
 };

@@ -1,0 +1,158 @@
+//===- NN.cpp - gradient rules of the neural-network composites -----------===//
+//
+// The composites' gradients are written with primitive kiln ops, so later
+// passes fuse and lower them like any other code:
+//   softmax:      dx = y * (g - sum(g * y))
+//   log_softmax:  dx = g - exp(y) * sum(g)
+//   layer_norm:   with xhat = (x - m) * rstd recomputed from the input,
+//                 dbias = sum(g), dscale = sum(g * xhat) over the leading dims,
+//                 dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+//                 where dxhat = g * scale
+//   gather:       scatter_add of g into zeros of the table's shape
+//   scatter_add:  operand gets g, updates get gather(g, indices)
+//   dropout:      dropout of g with the same seed, counter and rate (the same
+//                 mask and scale)
+//   softmax_cross_entropy: (softmax(logits) - one_hot(labels)) * g
+// Indices, labels and the dropout counter carry no gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/gradients/GradientUtils.h"
+
+using namespace mlir;
+using namespace kiln::grad;
+
+namespace kiln {
+
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  Value y = getResult();
+  int64_t dim = getDimension();
+  Value gy = mul(b, loc, g, y);
+  Value total = reduce(b, loc, ReduceKind::sum, gy, {dim});
+  Value spread = broadcastBack(b, loc, total, typeOf(y), {dim});
+  operandGrads.push_back(mul(b, loc, y, sub(b, loc, g, spread)));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b,
+                                           ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  Value y = getResult();
+  int64_t dim = getDimension();
+  Value softmax = b.create<ExpOp>(loc, y.getType(), y);
+  Value total = reduce(b, loc, ReduceKind::sum, g, {dim});
+  Value spread = broadcastBack(b, loc, total, typeOf(y), {dim});
+  operandGrads.push_back(sub(b, loc, g, mul(b, loc, softmax, spread)));
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  Value x = getInput();
+  RankedTensorType xType = typeOf(x);
+  int64_t axis = getAxis(), rank = xType.getRank();
+  SmallVector<int64_t> normDims = range(axis, rank), leadDims = range(0, axis);
+
+  // Recompute the statistics as the forward op defines them.
+  Value mean = reduce(b, loc, ReduceKind::mean, x, normDims);
+  Value centered = sub(b, loc, x, broadcastBack(b, loc, mean, xType, normDims));
+  Value variance =
+      reduce(b, loc, ReduceKind::mean, mul(b, loc, centered, centered), normDims);
+  Value rstd = b.create<RsqrtOp>(
+      loc, variance.getType(),
+      add(b, loc, variance, splatLike(b, loc, variance, getEpsilon().convertToDouble())));
+  Value rstdFull = broadcastBack(b, loc, rstd, xType, normDims);
+  Value xhat = mul(b, loc, centered, rstdFull);
+
+  Value dBias = reduce(b, loc, ReduceKind::sum, g, leadDims);
+  Value dScale = reduce(b, loc, ReduceKind::sum, mul(b, loc, g, xhat), leadDims);
+
+  Value scaleFull = broadcast(b, loc, getScale(), normDims, xType);
+  Value dxhat = mul(b, loc, g, scaleFull);
+  Value meanDxhat = broadcastBack(
+      b, loc, reduce(b, loc, ReduceKind::mean, dxhat, normDims), xType, normDims);
+  Value meanDxhatXhat = broadcastBack(
+      b, loc, reduce(b, loc, ReduceKind::mean, mul(b, loc, dxhat, xhat), normDims),
+      xType, normDims);
+  Value dx = mul(b, loc, rstdFull,
+                 sub(b, loc, sub(b, loc, dxhat, meanDxhat),
+                     mul(b, loc, xhat, meanDxhatXhat)));
+  operandGrads.append({dx, dScale, dBias});
+  return success();
+}
+
+LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  RankedTensorType tableType = typeOf(getTable());
+  Value zeros = splat(b, loc, tableType, 0.0);
+  Value dTable =
+      b.create<ScatterAddOp>(loc, tableType, zeros, getIndices(), g);
+  operandGrads.append({dTable, Value()});
+  return success();
+}
+
+LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Value dUpdates = b.create<GatherOp>(getLoc(), getUpdates().getType(), g,
+                                      getIndices());
+  operandGrads.append({g, Value(), dUpdates});
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Value dx = b.create<DropoutOp>(getLoc(), g.getType(), g, getCounter(),
+                                 getRateAttr(), getSeedAttr());
+  operandGrads.append({dx, Value()});
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::buildGradients(
+    OpBuilder &b, ArrayRef<Value> resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  Value logits = getLogits(), labels = getLabels();
+  RankedTensorType logitsType = typeOf(logits);
+  auto indexType = RankedTensorType::get(logitsType.getShape(),
+                                         typeOf(labels).getElementType());
+  Value probabilities = b.create<SoftmaxOp>(loc, logitsType, logits,
+                                            b.getI64IntegerAttr(1));
+  // one_hot(labels)[n, c] = (c == labels[n]).
+  Value classes = b.create<IotaOp>(loc, indexType, b.getI64IntegerAttr(1));
+  Value labelsFull = broadcast(b, loc, labels, {0}, indexType);
+  Value oneHot = convert(b, loc,
+                         compare(b, loc, CompareDirection::eq, classes, labelsFull),
+                         logitsType.getElementType());
+  Value gFull = broadcast(b, loc, g, {0}, logitsType);
+  operandGrads.append(
+      {mul(b, loc, sub(b, loc, probabilities, oneHot), gFull), Value()});
+  return success();
+}
+
+} // namespace kiln

@@ -5,6 +5,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
+# Peer libraries (numpy, JAX, PyTorch) for the comparison tests; without
+# them those tests skip and say so.
+"$root/scripts/install-peers.sh" || echo "test.sh: peer libraries unavailable; peer tests will skip"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

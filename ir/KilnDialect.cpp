@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -21,7 +22,22 @@ using namespace kiln;
 #define GET_ATTRDEF_CLASSES
 #include "ir/KilnAttrs.cpp.inc"
 
+namespace {
+// Every kiln op is a pure function of its operands (or a collective, which
+// stays in order when inlined), so calls can be inlined freely.
+struct KilnInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+  bool isLegalToInline(Region *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+} // namespace
+
 void KilnDialect::initialize() {
+  addInterfaces<KilnInlinerInterface>();
   addOperations<
 #define GET_OP_LIST
 #include "ir/KilnOps.cpp.inc"
@@ -61,8 +77,21 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kind, unsigned index,
                              << "' must be a string, but is " << attr.getValue();
     return success();
   }
+  if (name == KilnDialect::kGradOfAttrName || name == KilnDialect::kUpdatesAttrName) {
+    // Both name an argument of the function by index.
+    auto target = dyn_cast<IntegerAttr>(attr.getValue());
+    auto func = dyn_cast<func::FuncOp>(op);
+    if (!target || (func && (target.getInt() < 0 ||
+                             target.getInt() >= func.getNumArguments())))
+      return op->emitError() << kind << " " << index << ": '" << name
+                             << "' must be the index of an argument, but is "
+                             << attr.getValue();
+    return success();
+  }
   return op->emitError() << kind << " " << index << ": unknown attribute '"
-                         << name << "' (expected kiln.role, kiln.init or kiln.name)";
+                         << name
+                         << "' (expected kiln.role, kiln.init, kiln.name, "
+                            "kiln.grad_of or kiln.updates)";
 }
 } // namespace
 

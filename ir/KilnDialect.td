@@ -37,6 +37,10 @@ def Kiln_Dialect : Dialect {
     static constexpr llvm::StringLiteral kInitAttrName = "kiln.init";
     static constexpr llvm::StringLiteral kNameAttrName = "kiln.name";
     static constexpr llvm::StringLiteral kTrainingAttrName = "kiln.training";
+    // On a gradient result: the index of the argument it is the gradient of.
+    static constexpr llvm::StringLiteral kGradOfAttrName = "kiln.grad_of";
+    // On an updated parameter/state/step result: the argument it replaces.
+    static constexpr llvm::StringLiteral kUpdatesAttrName = "kiln.updates";
   }];
 }
 

@@ -27,4 +27,78 @@ def KilnTestInterpret : Pass<"kiln-test-interpret", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnApplyOptimizer : Pass<"kiln-apply-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turn gradients into parameter and optimizer-state updates";
+  let description = [{
+    Runs after kiln-autodiff. For each function that returns gradients
+    (results with `kiln.role = #kiln.role<gradient>` and `kiln.grad_of`), adds
+    the optimizer state as arguments (`#kiln.role<optimizer_state>`,
+    initialized to zeros) and a step counter (`#kiln.role<step>`, a 0-d i64),
+    and replaces the gradient results by the updated parameters, the updated
+    state and the next step. Every update result carries `kiln.updates =
+    <argument index>`, so buffer planning can update in place.
+
+    The optimizer and hyper-parameters come from the module's
+    `kiln.training` attribute; each pass option overrides one field, and the
+    attribute is rewritten with the values used. Optimizers follow
+    torch.optim: SGD (weight decay added to the gradient), momentum
+    (optionally Nesterov), Adam (L2 weight decay added to the gradient) and
+    AdamW (decoupled weight decay), with bias correction and eps outside the
+    square root. `clip-norm > 0` scales all gradients by
+    min(1, clip / (global norm + 1e-6)) first, as clip_grad_norm_. The
+    learning rate follows the schedule, computed in the graph from the step:
+    constant; or linear warm-up over `warmup-steps` to the peak, then cosine
+    or linear decay to zero at `total-steps`.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"\"",
+           "sgd, momentum, adam or adamw (default: the module's kiln.training, else sgd)">,
+    Option<"learningRate", "lr", "double", /*default=*/"-1.0", "learning rate (peak)">,
+    Option<"momentum", "momentum", "double", /*default=*/"-1.0", "momentum factor">,
+    Option<"nesterov", "nesterov", "int", /*default=*/"-1", "Nesterov momentum (0 or 1)">,
+    Option<"beta1", "beta1", "double", /*default=*/"-1.0", "Adam beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"-1.0", "Adam beta2">,
+    Option<"epsilon", "eps", "double", /*default=*/"-1.0", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0", "weight decay">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"-1.0",
+           "global gradient-norm clipping threshold (0: off)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "constant, warmup_cosine or warmup_linear">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"-1", "warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"-1", "steps until the decay ends">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnConvertFloatsToF64 : Pass<"kiln-convert-floats-to-f64", "mlir::ModuleOp"> {
+  let summary = "Compute every floating-point tensor in f64";
+  let description = [{
+    Rewrites every f32, f16 and bf16 tensor type (arguments, results, ops,
+    constants) to f64. `kiln gradcheck` runs the training step this way so
+    that finite differences are accurate.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: append the gradient of every parameter";
+  let description = [{
+    For each public function with a result marked `kiln.role =
+    #kiln.role<loss>` (a 0-d float tensor), appends one result per argument
+    with `#kiln.role<parameter>`: the gradient of the loss with respect to
+    that parameter, marked `kiln.role = #kiln.role<gradient>`, `kiln.name`
+    (the parameter's name) and `kiln.grad_of = <argument index>`.
+
+    The body is walked in reverse from the loss; each op on a path from a
+    parameter to the loss builds its operands' gradients through its
+    `Differentiable` interface (ir/gradients/), and a value used several
+    times accumulates its gradients with `kiln.add`. An op on such a path
+    without the interface is an error naming it. A parameter with no path to
+    the loss gets a zero gradient and a remark. The output is ordinary kiln
+    IR; run canonicalize and CSE after it to drop the unused parts of the
+    rules.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 #endif // KILN_PASSES_TD

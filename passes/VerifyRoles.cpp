@@ -39,13 +39,15 @@ struct VerifyRolesPass : impl::KilnVerifyRolesBase<VerifyRolesPass> {
       if (role.getValue() == Role::parameter && !hasInit)
         return func.emitError() << "parameter argument " << i << " of @"
                                 << func.getName() << " needs a kiln.init";
-      if (role.getValue() != Role::parameter &&
-          role.getValue() != Role::optimizer_state && hasInit)
+      bool initialized = role.getValue() == Role::parameter ||
+                         role.getValue() == Role::optimizer_state ||
+                         role.getValue() == Role::step;
+      if (!initialized && hasInit)
         return func.emitError() << "argument " << i << " of @" << func.getName()
                                 << " has a kiln.init but its role is "
                                 << stringifyRole(role.getValue())
-                                << " (only parameters and optimizer state are "
-                                   "initialized)";
+                                << " (only parameters, optimizer state and the "
+                                   "step are initialized)";
     }
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       auto role =

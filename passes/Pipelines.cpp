@@ -1,0 +1,231 @@
+//===- Pipelines.cpp - the compile pipeline, built from options -----------===//
+//
+// One function decides which passes run for a set of options, so `kiln
+// compile`, the tests and later `kiln train` run the same pipeline. Stage
+// dumps are a pass instrumentation: they see the IR after each pass without
+// the passes knowing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Pipelines.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace kiln {
+
+namespace {
+
+struct StrategyName {
+  Strategy strategy;
+  llvm::StringLiteral name;
+};
+constexpr StrategyName kStrategies[] = {
+    {Strategy::none, "none"},
+    {Strategy::mirrored, "mirrored"},
+    {Strategy::dataParallel, "data-parallel"},
+    {Strategy::zero1, "zero1"},
+    {Strategy::zero2, "zero2"},
+    {Strategy::zero3, "zero3"},
+    {Strategy::parameterServer, "parameter-server"},
+    {Strategy::pipeline, "pipeline"},
+    {Strategy::tensorParallel, "tensor-parallel"},
+};
+
+} // namespace
+
+std::optional<TargetKind> parseTarget(llvm::StringRef text, int64_t &cudaArch) {
+  cudaArch = 0;
+  if (text == "cpu")
+    return TargetKind::cpu;
+  if (text == "cuda")
+    return TargetKind::cuda;
+  llvm::StringRef arch;
+  if (text.starts_with("cuda:sm_")) {
+    arch = text.drop_front(llvm::StringRef("cuda:sm_").size());
+    int64_t value;
+    if (!arch.empty() && !arch.getAsInteger(10, value) && value >= 50 &&
+        value <= 999) {
+      cudaArch = value;
+      return TargetKind::cuda;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Strategy> parseStrategy(llvm::StringRef text) {
+  for (const StrategyName &s : kStrategies)
+    if (s.name == text)
+      return s.strategy;
+  return std::nullopt;
+}
+
+llvm::StringRef stringifyStrategy(Strategy strategy) {
+  for (const StrategyName &s : kStrategies)
+    if (s.strategy == strategy)
+      return s.name;
+  return "none";
+}
+
+std::optional<AmpMode> parseAmp(llvm::StringRef text) {
+  if (text == "off")
+    return AmpMode::off;
+  if (text == "bf16")
+    return AmpMode::bf16;
+  if (text == "fp16")
+    return AmpMode::fp16;
+  return std::nullopt;
+}
+
+llvm::StringRef stringifyAmp(AmpMode amp) {
+  switch (amp) {
+  case AmpMode::off:
+    return "off";
+  case AmpMode::bf16:
+    return "bf16";
+  case AmpMode::fp16:
+    return "fp16";
+  }
+  return "off";
+}
+
+std::string checkPipelineOptions(const PipelineOptions &options) {
+  if (options.target != TargetKind::none)
+    return std::string("--target=") +
+           (options.target == TargetKind::cpu ? "cpu" : "cuda") +
+           ": not supported yet (code generation does not exist yet; only "
+           "--emit=mlir works, without --target)";
+  if (options.strategy != Strategy::none)
+    return "--strategy=" + stringifyStrategy(options.strategy).str() +
+           ": not supported yet (the distribute pass does not exist yet)";
+  if (options.worldSize != 1)
+    return "--world-size=" + std::to_string(options.worldSize) +
+           ": not supported yet (only 1; distribution does not exist yet)";
+  if (options.amp != AmpMode::off)
+    return "--amp=" + stringifyAmp(options.amp).str() +
+           ": not supported yet (the mixed-precision pass does not exist yet; "
+           "only off)";
+  if (!options.dumpAfter.empty()) {
+    if (options.dumpDir.empty())
+      return "--dump-after needs --dump-dir (where to write the dumps)";
+    std::string error;
+    if (!llvm::Regex(options.dumpAfter).isValid(error))
+      return "--dump-after=" + options.dumpAfter +
+             ": expected a regular expression over pass names: " + error;
+  }
+  return "";
+}
+
+void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &) {
+  pm.addPass(createKilnVerifyRoles());
+  pm.addPass(mlir::createCanonicalizerPass());
+}
+
+namespace {
+
+// Writes the IR to |dir|/NN-<name>.mlir after every pass whose argument
+// matches |filter|. Remembers the first write failure for the caller.
+class StageDumper : public mlir::PassInstrumentation {
+public:
+  StageDumper(std::string dir, llvm::StringRef filter, bool &failed)
+      : dir(std::move(dir)), filter(filter.empty() ? ".*" : filter.str()),
+        failed(failed) {}
+
+  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override {
+    if (filter.match(pass->getArgument()))
+      dump(op, pass->getArgument());
+  }
+
+  void dump(mlir::Operation *op, llvm::StringRef name) {
+    llvm::SmallString<256> path(dir);
+    std::string file;
+    llvm::raw_string_ostream(file)
+        << llvm::format("%02u-", index++) << name << ".mlir";
+    llvm::sys::path::append(path, file);
+    std::string error;
+    std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(path, &error);
+    if (!out) {
+      failed = true;
+      mlir::emitError(op->getLoc()) << "cannot write the IR dump '" << path
+                                    << "': " << error;
+      return;
+    }
+    op->print(out->os());
+    out->os() << "\n";
+    out->keep();
+  }
+
+private:
+  std::string dir;
+  llvm::Regex filter;
+  bool &failed;
+  unsigned index = 0;
+};
+
+mlir::LogicalResult overrideTraining(mlir::ModuleOp module,
+                                     const PipelineOptions &options) {
+  if (!options.optimizer)
+    return mlir::success();
+  mlir::MLIRContext *context = module.getContext();
+  auto old = module->getAttrOfType<TrainingAttr>(KilnDialect::kTrainingAttrName);
+  if (!old && module->getAttr(KilnDialect::kTrainingAttrName))
+    return module.emitError() << "'" << KilnDialect::kTrainingAttrName
+                              << "' must be a #kiln.training<...>";
+  // Without a training section, start from the attribute's defaults.
+  llvm::APFloat lr = old ? old.getLearningRate() : llvm::APFloat(0.01);
+  llvm::APFloat momentum = old ? old.getMomentum() : llvm::APFloat(0.0);
+  // Momentum SGD with momentum 0 would be plain SGD: take the usual 0.9.
+  if (*options.optimizer == OptimizerKind::momentum && momentum.isZero())
+    momentum = llvm::APFloat(0.9);
+  auto updated = TrainingAttr::get(
+      context, *options.optimizer, lr, momentum,
+      old ? old.getNesterov() : false,
+      old ? old.getBeta1() : llvm::APFloat(0.9),
+      old ? old.getBeta2() : llvm::APFloat(0.999),
+      old ? old.getEpsilon() : llvm::APFloat(1e-8),
+      old ? old.getWeightDecay() : llvm::APFloat(0.0),
+      old ? old.getClipNorm() : llvm::APFloat(0.0),
+      old ? old.getSchedule() : LrSchedule::constant,
+      old ? old.getWarmupSteps() : 0, old ? old.getTotalSteps() : 0);
+  module->setAttr(KilnDialect::kTrainingAttrName, updated);
+  return mlir::success();
+}
+
+} // namespace
+
+mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
+                                       const PipelineOptions &options) {
+  if (std::string problem = checkPipelineOptions(options); !problem.empty())
+    return module.emitError() << problem;
+  if (mlir::failed(overrideTraining(module, options)))
+    return mlir::failure();
+
+  mlir::PassManager pm(module.getContext());
+  buildCompilePipeline(pm, options);
+
+  bool dumpFailed = false;
+  if (!options.dumpDir.empty()) {
+    if (std::error_code ec =
+            llvm::sys::fs::create_directories(options.dumpDir))
+      return module.emitError() << "cannot create the dump directory '"
+                                << options.dumpDir << "': " << ec.message();
+    auto dumper = std::make_unique<StageDumper>(options.dumpDir,
+                                                options.dumpAfter, dumpFailed);
+    dumper->dump(module, "input");
+    pm.addInstrumentation(std::move(dumper));
+  }
+  if (mlir::failed(pm.run(module)) || dumpFailed)
+    return mlir::failure();
+  return mlir::success();
+}
+
+} // namespace kiln

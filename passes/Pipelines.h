@@ -1,0 +1,86 @@
+//===- Pipelines.h - the compile pipeline, built from options -----*- C++ -*-===//
+//
+// `kiln compile` (and later `kiln train`) describe what they want in
+// PipelineOptions; this file turns that into the pass pipeline and runs it.
+// Every option the CLI accepts is represented here even when the passes it
+// needs do not exist yet: checkPipelineOptions then says so ("not supported
+// yet"), so no option is ever silently ignored.
+//
+// The pipeline today: kiln-verify-roles, canonicalize.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_PIPELINES_H
+#define KILN_PASSES_PIPELINES_H
+
+#include "ir/KilnDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kiln {
+
+enum class TargetKind { none, cpu, cuda };
+enum class Strategy {
+  none,
+  mirrored,
+  dataParallel,
+  zero1,
+  zero2,
+  zero3,
+  parameterServer,
+  pipeline,
+  tensorParallel,
+};
+enum class AmpMode { off, bf16, fp16 };
+
+struct PipelineOptions {
+  TargetKind target = TargetKind::none;
+  int64_t cudaArch = 0; // 90 for cuda:sm_90; 0 when not given
+  Strategy strategy = Strategy::none;
+  int64_t worldSize = 1;
+  AmpMode amp = AmpMode::off;
+  // Replaces the module's #kiln.training optimizer when set.
+  std::optional<OptimizerKind> optimizer;
+  // When not empty, the IR is written to this directory before the pipeline
+  // (00-input.mlir) and after every pass whose argument matches |dumpAfter|
+  // (an extended regex; empty matches every pass) as NN-<pass>.mlir.
+  std::string dumpDir;
+  std::string dumpAfter;
+};
+
+// Parsers for the option spellings; nullopt for an unknown spelling.
+// Targets: cpu, cuda, cuda:sm_NN.
+std::optional<TargetKind> parseTarget(llvm::StringRef text, int64_t &cudaArch);
+// none, mirrored, data-parallel, zero1, zero2, zero3, parameter-server,
+// pipeline, tensor-parallel.
+std::optional<Strategy> parseStrategy(llvm::StringRef text);
+// off, bf16, fp16.
+std::optional<AmpMode> parseAmp(llvm::StringRef text);
+llvm::StringRef stringifyStrategy(Strategy strategy);
+llvm::StringRef stringifyAmp(AmpMode amp);
+
+// "" when the pipeline can honour |options|; otherwise what it cannot do yet
+// or what is inconsistent, naming the flag.
+std::string checkPipelineOptions(const PipelineOptions &options);
+
+// Adds the compile pipeline's passes to |pm| (a module pass manager). The
+// options must have passed checkPipelineOptions.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const PipelineOptions &options);
+
+// Applies the option overrides to |module| (the optimizer of its
+// #kiln.training, which is created with defaults when absent), then builds
+// and runs the pipeline, with IR dumps when asked. Emits diagnostics and
+// fails on any problem, including options checkPipelineOptions rejects.
+mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
+                                       const PipelineOptions &options);
+
+} // namespace kiln
+
+#endif // KILN_PASSES_PIPELINES_H

@@ -1,0 +1,201 @@
+//===- Compile.cpp - `kiln compile`: run the compile pipeline -------------===//
+//
+// `kiln compile FILE [--emit=mlir] [-o OUT] [...]` loads a model, runs the
+// compile pipeline (passes/Pipelines.h) and prints or writes the result.
+// Every flag of the design's CLI contract is accepted and stored; a value
+// the compiler cannot honour yet is an error that says so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/Driver.h"
+
+#include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+
+#include "passes/Pipelines.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Path.h"
+
+namespace kiln::cli {
+
+namespace {
+
+constexpr llvm::StringLiteral kCommand = "kiln compile";
+
+enum class EmitKind { mlir, cuda, ptx, package };
+
+// Everything `kiln compile` was asked for.
+struct CompileOptions {
+  std::string input;
+  std::string output; // empty: stdout
+  EmitKind emit = EmitKind::mlir;
+  PipelineOptions pipeline;
+};
+
+// The flags' raw text; empty means "not given".
+struct RawFlags {
+  std::string input, output, emit, target, strategy, worldSize, amp, optimizer,
+      dumpDir, dumpAfter;
+};
+
+void valueError(llvm::raw_ostream &errs, llvm::StringRef flag,
+                llvm::StringRef value, llvm::StringRef expected) {
+  printError(errs, kCommand,
+             "--" + flag + "=" + value + ": expected " + expected +
+                 ", found '" + value + "'");
+}
+
+// Turns |raw| into |options|; prints the first bad value and returns false.
+bool interpret(const RawFlags &raw, CompileOptions &options,
+               llvm::raw_ostream &errs) {
+  options.input = raw.input;
+  options.output = raw.output;
+  PipelineOptions &p = options.pipeline;
+
+  std::string emit = raw.emit;
+  if (emit.empty())
+    // The design's main use is `-o step.kpkg`; text is the default otherwise.
+    emit = raw.output.empty() || isTextPath(raw.output) ? "mlir" : "package";
+  if (emit == "mlir")
+    options.emit = EmitKind::mlir;
+  else if (emit == "cuda")
+    options.emit = EmitKind::cuda;
+  else if (emit == "ptx")
+    options.emit = EmitKind::ptx;
+  else if (emit == "package")
+    options.emit = EmitKind::package;
+  else {
+    valueError(errs, "emit", emit, "mlir, cuda, ptx or package");
+    return false;
+  }
+
+  if (!raw.target.empty()) {
+    std::optional<TargetKind> target = parseTarget(raw.target, p.cudaArch);
+    if (!target) {
+      valueError(errs, "target", raw.target, "cpu, cuda or cuda:sm_NN");
+      return false;
+    }
+    p.target = *target;
+  }
+  if (!raw.strategy.empty()) {
+    std::optional<Strategy> strategy = parseStrategy(raw.strategy);
+    if (!strategy) {
+      valueError(errs, "strategy", raw.strategy,
+                 "none, mirrored, data-parallel, zero1, zero2, zero3, "
+                 "parameter-server, pipeline or tensor-parallel");
+      return false;
+    }
+    p.strategy = *strategy;
+  }
+  if (!raw.worldSize.empty()) {
+    std::optional<int64_t> n =
+        parseInteger(kCommand, "world-size", raw.worldSize, 1, errs);
+    if (!n)
+      return false;
+    p.worldSize = *n;
+  }
+  if (!raw.amp.empty()) {
+    std::optional<AmpMode> amp = parseAmp(raw.amp);
+    if (!amp) {
+      valueError(errs, "amp", raw.amp, "off, bf16 or fp16");
+      return false;
+    }
+    p.amp = *amp;
+  }
+  if (!raw.optimizer.empty()) {
+    std::optional<OptimizerKind> kind = symbolizeOptimizerKind(raw.optimizer);
+    if (!kind) {
+      valueError(errs, "optimizer", raw.optimizer, "sgd, momentum, adam or adamw");
+      return false;
+    }
+    p.optimizer = *kind;
+  }
+  p.dumpDir = raw.dumpDir;
+  p.dumpAfter = raw.dumpAfter;
+
+  if (options.emit != EmitKind::mlir) {
+    printError(errs, kCommand,
+               "--emit=" + emit +
+                   ": not supported yet (code generation and packages do not "
+                   "exist yet; use --emit=mlir)");
+    return false;
+  }
+  if (std::string problem = checkPipelineOptions(p); !problem.empty()) {
+    printError(errs, kCommand, problem);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+               llvm::raw_ostream &errs) {
+  RawFlags raw;
+  FlagParser parser(
+      kCommand.str(), "FILE [--emit=mlir] [-o OUT] [options]",
+      "Loads a model (graph file or .mlir), verifies it, runs the compile\n"
+      "pipeline (kiln-verify-roles, canonicalize) and prints the result or\n"
+      "writes it to OUT. Without --emit, OUT ending in .mlir (or no OUT)\n"
+      "means --emit=mlir and any other OUT means --emit=package.");
+  parser.addPositional("FILE", &raw.input,
+                       "a graph file (.kiln) or MLIR text (.mlir)");
+  parser.addValue("output", &raw.output, "OUT",
+                  "where to write the result (default: stdout)", 'o');
+  parser.addValue("emit", &raw.emit, "KIND",
+                  "mlir (cuda, ptx, package: not supported yet)");
+  parser.addValue("target", &raw.target, "TARGET",
+                  "cpu, cuda or cuda:sm_NN (not supported yet)");
+  parser.addValue("strategy", &raw.strategy, "NAME",
+                  "none, mirrored, data-parallel, zero1, zero2, zero3, "
+                  "parameter-server, pipeline, tensor-parallel (only none so "
+                  "far)");
+  parser.addValue("world-size", &raw.worldSize, "N",
+                  "number of ranks (only 1 so far)");
+  parser.addValue("amp", &raw.amp, "MODE",
+                  "mixed precision: off, bf16, fp16 (only off so far)");
+  parser.addValue("optimizer", &raw.optimizer, "NAME",
+                  "replace the model's optimizer: sgd, momentum, adam, adamw");
+  parser.addValue("dump-dir", &raw.dumpDir, "DIR",
+                  "write the IR before the pipeline and after passes to DIR");
+  parser.addValue("dump-after", &raw.dumpAfter, "REGEX",
+                  "only dump after passes whose name matches (default: all)");
+  switch (parser.parse(args, outs, errs)) {
+  case ParseResult::help:
+    return kExitOk;
+  case ParseResult::usageError:
+    return kExitUsage;
+  case ParseResult::ok:
+    break;
+  }
+
+  CompileOptions options;
+  if (!interpret(raw, options, errs))
+    return kExitError;
+
+  mlir::DialectRegistry registry;
+  registerKilnDialects(registry);
+  mlir::MLIRContext context(registry);
+  DiagnosticPrinter diagnostics(&context, errs);
+  diagnostics.setCurrentFile(options.input);
+
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      loadModule(options.input, &context, diagnostics.sourceMgr());
+  if (!module)
+    return kExitError;
+  if (mlir::failed(runCompilePipeline(*module, options.pipeline)))
+    return kExitError;
+
+  if (options.output.empty()) {
+    module->print(outs);
+    outs << "\n";
+    return kExitOk;
+  }
+  if (mlir::failed(writeModule(*module, options.output)))
+    return kExitError;
+  return kExitOk;
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,84 @@
+//===- Driver.cpp - the kiln command-line interface -----------------------===//
+//
+// Dispatches to the commands and prints the top-level usage. Commands that
+// DESIGN.md lists but that do not exist yet are named in the usage as such,
+// so `kiln train` says "not available yet" instead of "unknown command".
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/Driver.h"
+
+#include "tools/kiln/lib/Flags.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Format.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct Command {
+  const char *name;
+  const char *summary;
+  int (*run)(llvm::ArrayRef<std::string>, llvm::raw_ostream &,
+             llvm::raw_ostream &);
+};
+
+const Command kCommands[] = {
+    {"models", "write a model from the built-in zoo (mlp, lenet5, gpt)",
+     runModels},
+    {"inspect", "summarize a model: inputs, parameters, FLOPs, ops (--dot)",
+     runInspect},
+    {"compile", "verify and compile a model (--emit=mlir)", runCompile},
+};
+
+// Listed in the design but not written yet.
+const char *const kPlanned[] = {"train", "gradcheck", "launch", "pack"};
+
+void printUsage(llvm::raw_ostream &os) {
+  os << "Usage: kiln COMMAND [ARGS...]\n"
+        "\n"
+        "Kiln: a compiler-first deep-learning training framework.\n"
+        "\n"
+        "Commands:\n";
+  for (const Command &c : kCommands)
+    os << "  " << llvm::left_justify(c.name, 10) << " " << c.summary << "\n";
+  os << "\n"
+        "Run 'kiln COMMAND --help' for a command's options.\n"
+        "Exit codes: 0 success, 1 error in a value or file, 2 command-line "
+        "usage error.\n";
+}
+
+} // namespace
+
+int runKiln(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+            llvm::raw_ostream &errs) {
+  if (args.empty()) {
+    printError(errs, "kiln", "missing COMMAND");
+    printUsage(errs);
+    return kExitUsage;
+  }
+  llvm::StringRef name = args.front();
+  if (name == "--help" || name == "-h" || name == "help") {
+    printUsage(outs);
+    return kExitOk;
+  }
+  for (const Command &c : kCommands)
+    if (name == c.name)
+      return c.run(args.drop_front(), outs, errs);
+  for (const char *planned : kPlanned)
+    if (name == planned) {
+      printError(errs, "kiln",
+                 "command '" + name + "' is not available yet (available: "
+                 "models, inspect, compile)");
+      return kExitUsage;
+    }
+  printError(errs, "kiln",
+             "unknown command '" + name +
+                 "' (expected models, inspect or compile)");
+  printUsage(errs);
+  return kExitUsage;
+}
+
+} // namespace kiln::cli

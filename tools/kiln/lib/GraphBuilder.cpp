@@ -1,0 +1,167 @@
+//===- GraphBuilder.cpp - building training graphs in the kiln dialect ----===//
+//
+// Arguments are appended to the entry block as the model asks for them; the
+// function type and the argument attributes are fixed up in finish(), once
+// every argument is known.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/GraphBuilder.h"
+
+#include "mlir/IR/Verifier.h"
+
+namespace kiln::cli {
+
+GraphBuilder::GraphBuilder(mlir::MLIRContext *context,
+                           llvm::StringRef functionName, int64_t seed)
+    : context(context), b(context), nextSeed(seed) {
+  context->loadDialect<kiln::KilnDialect, mlir::func::FuncDialect>();
+  module = mlir::ModuleOp::create(b.getUnknownLoc());
+  b.setInsertionPointToEnd(module->getBody());
+  function = b.create<mlir::func::FuncOp>(loc(functionName),
+                                          functionName,
+                                          b.getFunctionType({}, {}));
+  mlir::Block *entry = function.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+}
+
+mlir::Location GraphBuilder::loc(const llvm::Twine &name) {
+  std::string base = name.str();
+  unsigned &count = nameCounts[base];
+  std::string unique = count == 0 ? base : base + "." + std::to_string(count);
+  ++count;
+  return mlir::NameLoc::get(b.getStringAttr(unique));
+}
+
+mlir::Value GraphBuilder::addArgument(llvm::StringRef name,
+                                      mlir::RankedTensorType type,
+                                      kiln::Role role,
+                                      kiln::InitializerAttr init) {
+  llvm::SmallVector<mlir::NamedAttribute> attrs;
+  attrs.push_back(b.getNamedAttr(KilnDialect::kRoleAttrName,
+                                 kiln::RoleAttr::get(context, role)));
+  if (init)
+    attrs.push_back(b.getNamedAttr(KilnDialect::kInitAttrName, init));
+  attrs.push_back(
+      b.getNamedAttr(KilnDialect::kNameAttrName, b.getStringAttr(name)));
+  argumentAttrs.push_back(b.getDictionaryAttr(attrs));
+  return function.front().addArgument(
+      type, mlir::NameLoc::get(b.getStringAttr(name)));
+}
+
+mlir::Value GraphBuilder::addInput(llvm::StringRef name,
+                                   llvm::ArrayRef<int64_t> shape,
+                                   mlir::Type elementType) {
+  return addArgument(name, tensor(shape, elementType), kiln::Role::input, {});
+}
+
+mlir::Value GraphBuilder::addLabel(llvm::StringRef name,
+                                   llvm::ArrayRef<int64_t> shape,
+                                   mlir::Type elementType) {
+  return addArgument(name, tensor(shape, elementType), kiln::Role::label, {});
+}
+
+mlir::Value GraphBuilder::addParameter(llvm::StringRef name,
+                                       llvm::ArrayRef<int64_t> shape,
+                                       kiln::InitKind kind, double value,
+                                       double scale) {
+  auto init = kiln::InitializerAttr::get(context, kind, llvm::APFloat(value),
+                                         llvm::APFloat(scale), nextSeed++);
+  return addArgument(name, tensor(shape, f32()), kiln::Role::parameter, init);
+}
+
+mlir::Value GraphBuilder::splat(const llvm::Twine &name, double value,
+                                mlir::RankedTensorType type) {
+  auto scalarType = tensor({}, type.getElementType());
+  mlir::DenseElementsAttr attr;
+  if (auto floatType = llvm::dyn_cast<mlir::FloatType>(type.getElementType())) {
+    llvm::APFloat v(value);
+    bool lost;
+    v.convert(floatType.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven,
+              &lost);
+    attr = mlir::DenseElementsAttr::get(scalarType, v);
+  } else {
+    attr = mlir::DenseElementsAttr::get(
+        scalarType, llvm::APInt(type.getElementTypeBitWidth(),
+                                static_cast<int64_t>(value), /*isSigned=*/true));
+  }
+  mlir::Value scalar =
+      b.create<kiln::ConstantOp>(loc(name + ".value"), attr).getResult();
+  if (type.getRank() == 0)
+    return scalar;
+  return broadcast(name, scalar, {}, type.getShape());
+}
+
+mlir::Value GraphBuilder::broadcast(const llvm::Twine &name, mlir::Value operand,
+                                    llvm::ArrayRef<int64_t> dims,
+                                    llvm::ArrayRef<int64_t> shape) {
+  auto elementType =
+      llvm::cast<mlir::RankedTensorType>(operand.getType()).getElementType();
+  return b.create<kiln::BroadcastInDimOp>(loc(name), tensor(shape, elementType),
+                                          operand, b.getDenseI64ArrayAttr(dims));
+}
+
+mlir::Value GraphBuilder::reshape(const llvm::Twine &name, mlir::Value operand,
+                                  llvm::ArrayRef<int64_t> shape) {
+  auto elementType =
+      llvm::cast<mlir::RankedTensorType>(operand.getType()).getElementType();
+  return b.create<kiln::ReshapeOp>(loc(name), tensor(shape, elementType),
+                                   operand);
+}
+
+mlir::Value GraphBuilder::linear(const llvm::Twine &name, mlir::Value x,
+                                 mlir::Value weight, mlir::Value bias) {
+  int64_t rank = shapeOf(x).size();
+  mlir::Value y = b.create<kiln::DotGeneralOp>(
+      loc(name + ".matmul"), x, weight, b.getDenseI64ArrayAttr({}),
+      b.getDenseI64ArrayAttr({}), b.getDenseI64ArrayAttr({rank - 1}),
+      b.getDenseI64ArrayAttr({0}));
+  if (!bias)
+    return y;
+  mlir::Value wide =
+      broadcast(name + ".bias_broadcast", bias, {rank - 1}, shapeOf(y));
+  return b.create<kiln::AddOp>(loc(name + ".bias_add"), y, wide);
+}
+
+mlir::Value GraphBuilder::meanCrossEntropy(const llvm::Twine &name,
+                                           mlir::Value logits,
+                                           mlir::Value labels) {
+  mlir::Value perExample = b.create<kiln::SoftmaxCrossEntropyOp>(
+      loc(name + ".cross_entropy"), logits, labels);
+  return b.create<kiln::ReduceOp>(loc(name), kiln::ReduceKind::mean, perExample,
+                                  llvm::ArrayRef<int64_t>{0});
+}
+
+mlir::OwningOpRef<mlir::ModuleOp>
+GraphBuilder::finish(mlir::Value loss, kiln::TrainingAttr training) {
+  b.create<mlir::func::ReturnOp>(loc("return"), loss);
+  mlir::Block &entry = function.front();
+  function.setType(
+      b.getFunctionType(entry.getArgumentTypes(), {loss.getType()}));
+  for (auto [i, attrs] : llvm::enumerate(argumentAttrs))
+    function.setArgAttrs(i, attrs);
+  function.setResultAttrs(
+      0, b.getDictionaryAttr(
+             {b.getNamedAttr(KilnDialect::kRoleAttrName,
+                             kiln::RoleAttr::get(context, kiln::Role::loss)),
+              b.getNamedAttr(KilnDialect::kNameAttrName,
+                             b.getStringAttr("loss"))}));
+  if (training)
+    (*module)->setAttr(KilnDialect::kTrainingAttrName, training);
+  if (mlir::failed(mlir::verify(*module)))
+    return nullptr;
+  return std::move(module);
+}
+
+kiln::TrainingAttr makeTraining(mlir::MLIRContext *context,
+                                kiln::OptimizerKind optimizer,
+                                double learningRate) {
+  double momentum = optimizer == kiln::OptimizerKind::momentum ? 0.9 : 0.0;
+  return kiln::TrainingAttr::get(
+      context, optimizer, llvm::APFloat(learningRate), llvm::APFloat(momentum),
+      /*nesterov=*/false, llvm::APFloat(0.9), llvm::APFloat(0.999),
+      llvm::APFloat(1e-8), llvm::APFloat(0.0), llvm::APFloat(0.0),
+      kiln::LrSchedule::constant, /*warmup_steps=*/0, /*total_steps=*/0);
+}
+
+} // namespace kiln::cli

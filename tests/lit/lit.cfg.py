@@ -20,3 +20,13 @@ config.substitutions.append(("%schema_dir", os.path.join(config.kiln_src_root, "
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 if config.cuda_enabled:
     config.available_features.add("cuda")
+
+# Peer libraries for comparison tests: a test that needs one says
+# `REQUIRES: torch` (or jax, numpy) and is reported unsupported without it.
+import subprocess
+for module in ("numpy", "jax", "torch"):
+    if subprocess.call([config.python, "-c", "import " + module],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add(module)
+config.environment["PYTHONPATH"] = os.path.join(config.test_source_root, "lib")
+config.environment["KILN_TOOLS_DIR"] = config.kiln_tools_dir

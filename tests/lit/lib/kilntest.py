@@ -1,0 +1,137 @@
+"""Helpers for Python-driven lit tests: write tensors as MLIR, run kiln-opt,
+read results back. Used by tests that compare Kiln with numpy, JAX or
+PyTorch on the same numbers."""
+
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+MLIR_DTYPES = {"f64": np.float64, "f32": np.float32, "f16": np.float16,
+               "i64": np.int64, "i32": np.int32, "i8": np.int8, "i1": np.bool_}
+
+
+def tensor_type(shape, dtype):
+    dims = "x".join(str(d) for d in shape)
+    return f"tensor<{dims}x{dtype}>" if dims else f"tensor<{dtype}>"
+
+
+def _fmt(v, dtype):
+    if dtype == "i1":
+        return "true" if v else "false"
+    if dtype.startswith("i"):
+        return str(int(v))
+    v = float(v)
+    if np.isnan(v):
+        return "0x7FF8000000000000" if dtype == "f64" else "0x7FC00000"
+    return repr(v)
+
+
+def dense(array, dtype):
+    """An MLIR dense attribute literal for |array| viewed as |dtype|."""
+    a = np.asarray(array)
+
+    def nest(x):
+        if x.ndim == 0:
+            return _fmt(x.item(), dtype)
+        return "[" + ", ".join(nest(e) for e in x) + "]"
+
+    return f"dense<{nest(a)}> : {tensor_type(a.shape, dtype)}"
+
+
+def tools_dir():
+    return os.environ.get("KILN_TOOLS_DIR", "")
+
+
+def kiln_opt(text, *args):
+    """Runs kiln-opt on |text| with |args|; returns its output or exits with
+    kiln-opt's error output."""
+    exe = os.path.join(tools_dir(), "kiln-opt") if tools_dir() else "kiln-opt"
+    proc = subprocess.run([exe, "-", *args], input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(text + "\n" + proc.stderr)
+        raise SystemExit(f"kiln-opt {' '.join(args)} failed")
+    return proc.stdout
+
+
+_HEX_FLOAT = {"f64": ("<Q", "<d", 16), "f32": ("<I", "<f", 8), "f16": ("<H", "<e", 4)}
+
+
+def _parse_scalar(tok, dtype):
+    tok = tok.strip()
+    if dtype == "i1":
+        return tok == "true"
+    if tok.startswith("0x") and dtype in _HEX_FLOAT:
+        ipack, fpack, _ = _HEX_FLOAT[dtype]
+        return struct.unpack(fpack, struct.pack(ipack, int(tok, 16)))[0]
+    if dtype == "bf16" and tok.startswith("0x"):
+        return struct.unpack("<f", struct.pack("<I", int(tok, 16) << 16))[0]
+    return float(tok) if not dtype.startswith("i") else int(tok)
+
+
+def parse_dense(body, shape, dtype):
+    """Parses the inside of dense<...> into a numpy array of |shape|."""
+    body = body.strip()
+    np_dtype = np.float64 if dtype == "bf16" else MLIR_DTYPES[dtype]
+    count = int(np.prod(shape)) if shape else 1
+    if body.startswith('"0x'):
+        raw = bytes.fromhex(body[3:-1])
+        width = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4,
+                 "i8": 1, "i1": 1}[dtype]
+        if dtype == "bf16":
+            words = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+            vals = words.view(np.float32).astype(np.float64)
+        else:
+            vals = np.frombuffer(raw, dtype=MLIR_DTYPES[dtype])
+        if len(vals) == 1 and count > 1:
+            vals = np.repeat(vals, count)
+        return np.array(vals, dtype=np_dtype).reshape(shape)
+    toks = [t for t in re.split(r"[\[\],\s]+", body) if t]
+    vals = [_parse_scalar(t, dtype) for t in toks]
+    if len(vals) == 1 and count > 1:
+        vals = vals * count
+    return np.array(vals, dtype=np_dtype).reshape(shape)
+
+
+_TYPE_RE = re.compile(r"tensor<((?:\d+x)*)(\w+)>")
+
+
+def parse_type(t):
+    m = _TYPE_RE.fullmatch(t.strip())
+    dims = [int(d) for d in m.group(1).split("x") if d]
+    return dims, m.group(2)
+
+
+def function_results(text, name):
+    """The constants returned by function @name after kiln-test-interpret."""
+    start = text.index(f"func.func @{name}(")
+    end = text.index("\n  }", start)
+    body = text[start:end]
+    consts = {}
+    for m in re.finditer(r"(%\w+) = kiln\.constant dense<(.*?)> : (tensor<[^>]*>)", body):
+        consts[m.group(1)] = (m.group(2), m.group(3))
+    ret = re.search(r"return (.*?) : (.*)", body)
+    names = [n.strip() for n in ret.group(1).split(",")]
+    out = []
+    for n in names:
+        dense_body, ttype = consts[n]
+        shape, dtype = parse_type(ttype)
+        out.append(parse_dense(dense_body, shape, dtype))
+    return out
+
+
+def check_close(name, got, want, rtol, atol=0.0):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        raise SystemExit(f"{name}: shape {got.shape} != expected {want.shape}")
+    err = np.abs(got - want)
+    tol = atol + rtol * np.abs(want)
+    if not np.all(err <= tol):
+        i = int(np.argmax(err - tol))
+        raise SystemExit(f"{name}: element {i}: got {got.flat[i]!r}, expected "
+                         f"{want.flat[i]!r} (rtol {rtol}, atol {atol})")
+    print(f"{name}: ok (max abs err {err.max() if err.size else 0:.3g})")

@@ -174,7 +174,10 @@ LogicalResult Exporter::readArgument(func::FuncOp func, unsigned k) {
 LogicalResult Exporter::readResults(func::FuncOp func, func::ReturnOp ret) {
   bool ok = true;
   for (auto [k, value] : llvm::enumerate(ret.getOperands())) {
-    uint32_t id = ids.lookup(value);
+    auto found = ids.find(value);
+    if (found == ids.end()) // its producer failed and said so
+      continue;
+    uint32_t id = found->second;
     outputs.push_back(id);
     TensorInfo &info = tensors[id];
     for (NamedAttribute attr : resultAttrs(func, k)) {
@@ -298,10 +301,10 @@ LogicalResult Exporter::run(std::vector<uint8_t> &bytes) {
                      << " cannot be stored in a graph file";
     ok = false;
   }
+  // Report what the arguments and the ops cannot hold together; the ids of
+  // arguments that failed are only used to write nodes that are discarded.
   for (unsigned k = 0; k < func.getNumArguments(); ++k)
     ok &= succeeded(readArgument(func, k));
-  if (!ok)
-    return failure();
 
   Block &body = func.getBody().front();
   func::ReturnOp ret;
@@ -313,12 +316,10 @@ LogicalResult Exporter::run(std::vector<uint8_t> &bytes) {
     }
     ok &= succeeded(writeNode(&op, index++));
   }
-  if (!ok)
-    return failure();
   if (!ret)
     return func.emitError() << "@" << func.getSymName()
                             << " does not end with func.return";
-  if (failed(readResults(func, ret)))
+  if (failed(readResults(func, ret)) || !ok)
     return failure();
 
   std::vector<flatbuffers::Offset<fbs::Tensor>> tensorOffsets;

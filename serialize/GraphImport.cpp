@@ -170,8 +170,11 @@ LogicalResult Importer::checkBuffer(StringRef bytes) {
       char c = static_cast<char>(data[i]);
       if (llvm::isPrint(c) && c != '\'' && c != '\\')
         found += c;
-      else
-        found += "\\x" + llvm::utohexstr(data[i], /*LowerCase=*/true, 2);
+      else {
+        char hex[5];
+        snprintf(hex, sizeof(hex), "\\x%02x", unsigned(data[i]));
+        found += hex;
+      }
     }
     return graphError() << "not a kiln graph file: the file identifier (bytes "
                            "4 to 7) is '"
@@ -494,8 +497,11 @@ LogicalResult Importer::buildNode(OpBuilder &b, uint32_t i,
   {
     ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
       std::string text = diag.str();
+      // The verifier's "see current operation: ..." note prints the op in
+      // generic form; the node's name says more to the reader of a file.
       for (Diagnostic &note : diag.getNotes())
-        text += " (" + note.str() + ")";
+        if (!StringRef(note.str()).starts_with("see current operation"))
+          text += " (" + note.str() + ")";
       messages.push_back(std::move(text));
       return success();
     });

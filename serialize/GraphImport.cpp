@@ -442,6 +442,10 @@ LogicalResult Importer::sortNodes() {
   }
   std::vector<uint32_t> cycle(path.begin() + position[current], path.end());
   std::reverse(cycle.begin(), cycle.end()); // producer before consumer
+  // Start at the node stored first, so the message does not depend on where
+  // the walk entered the cycle.
+  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()),
+              cycle.end());
   InFlightDiagnostic diag = nodeError(cycle.front());
   diag << "the graph has a cycle: ";
   for (uint32_t i : cycle)

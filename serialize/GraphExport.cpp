@@ -37,7 +37,28 @@ struct TensorInfo {
   fbs::DType dtype = fbs::DType::F32;
   fbs::Role role = fbs::Role::None;
   std::optional<InitializerAttr> init;
+  int32_t gradOf = -1;  // kiln.grad_of
+  int32_t updates = -1; // kiln.updates
 };
+
+// Reads kiln.grad_of or kiln.updates (an argument index) into |info|: None
+// when |attr| is neither (or holds no index that fits), Conflict when |info|
+// already holds a different one.
+enum class IndexAttr { None, Ok, Conflict };
+IndexAttr readIndexAttr(NamedAttribute attr, TensorInfo &info) {
+  StringRef name = attr.getName().getValue();
+  int32_t *slot = name == KilnDialect::kGradOfAttrName   ? &info.gradOf
+                  : name == KilnDialect::kUpdatesAttrName ? &info.updates
+                                                          : nullptr;
+  auto value = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!slot || !value || value.getValue().getSignificantBits() > 32 ||
+      value.getInt() < 0)
+    return IndexAttr::None;
+  if (*slot >= 0 && *slot != value.getInt())
+    return IndexAttr::Conflict;
+  *slot = int32_t(value.getInt());
+  return IndexAttr::Ok;
+}
 
 // The first NameLoc in |loc| (fused and call-site locations are searched).
 std::optional<std::string> nodeNameOf(Location loc) {
@@ -162,6 +183,8 @@ LogicalResult Exporter::readArgument(func::FuncOp func, unsigned k) {
                str && name == KilnDialect::kNameAttrName) {
       info.name = str.str();
       info.explicitName = true;
+    } else if (readIndexAttr(attr, info) == IndexAttr::Ok) {
+      continue;
     } else {
       func.emitError() << "argument " << k << ": attribute '" << name
                        << "' cannot be stored in a graph file";
@@ -215,6 +238,15 @@ LogicalResult Exporter::readResults(func::FuncOp func, func::ReturnOp ret) {
         }
         info.name = str.str();
         info.explicitName = true;
+      } else if (IndexAttr index = readIndexAttr(attr, info);
+                 index != IndexAttr::None) {
+        if (index == IndexAttr::Conflict) {
+          func.emitError() << "result " << k << " has " << name << " = "
+                           << attr.getValue()
+                           << ", but its value already has another; a graph "
+                              "file holds one per tensor";
+          ok = false;
+        }
       } else {
         func.emitError() << "result " << k << ": attribute '" << name
                          << "' cannot be stored in a graph file";
@@ -332,8 +364,8 @@ LogicalResult Exporter::run(std::vector<uint8_t> &bytes) {
           t.init->getScale().convertToDouble(), t.init->getSeed());
     auto name = fbb.CreateString(t.name);
     auto shape = fbb.CreateVector(t.shape.data(), t.shape.size());
-    tensorOffsets.push_back(
-        fbs::CreateTensor(fbb, name, shape, t.dtype, t.role, init));
+    tensorOffsets.push_back(fbs::CreateTensor(fbb, name, shape, t.dtype, t.role,
+                                              init, t.gradOf, t.updates));
   }
   fbs::Version version(graph::kFormatMajor, graph::kFormatMinor);
   auto name = fbb.CreateString(func.getSymName().str());

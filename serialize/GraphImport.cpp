@@ -221,6 +221,13 @@ LogicalResult Importer::checkTensors() {
     if (!isKnown(ten.role()))
       tensorError(t) << "unknown role " << unsigned(ten.role()) << " (expected 0.."
                      << unsigned(fbs::Role::MAX) << ")";
+    int64_t numInputs = graph->inputs() ? graph->inputs()->size() : 0;
+    if (ten.grad_of() < -1 || ten.grad_of() >= numInputs)
+      tensorError(t) << "grad_of is " << ten.grad_of() << ", but the graph has "
+                     << numInputs << " inputs (-1 means none)";
+    if (ten.updates() < -1 || ten.updates() >= numInputs)
+      tensorError(t) << "updates is " << ten.updates() << ", but the graph has "
+                     << numInputs << " inputs (-1 means none)";
     if (const fbs::Initializer *init = ten.init()) {
       if (!isKnown(init->kind()))
         tensorError(t) << "unknown initializer kind " << unsigned(init->kind())
@@ -473,6 +480,10 @@ DictionaryAttr Importer::boundaryAttrs(uint32_t t, bool withInit) {
                                       init->seed()));
   if (ten.name() && ten.name()->size())
     attrs.append(KilnDialect::kNameAttrName, b.getStringAttr(ten.name()->str()));
+  if (ten.grad_of() >= 0)
+    attrs.append(KilnDialect::kGradOfAttrName, b.getI64IntegerAttr(ten.grad_of()));
+  if (ten.updates() >= 0)
+    attrs.append(KilnDialect::kUpdatesAttrName, b.getI64IntegerAttr(ten.updates()));
   return attrs.getDictionary(context);
 }
 

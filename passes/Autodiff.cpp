@@ -191,7 +191,8 @@ struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
         emitRemark(arg.getLoc()) << "parameter argument " << i
                           << (name ? " ('" + name.getValue().str() + "')" : "")
                           << " of @" << func.getName()
-                          << " does not affect the loss; its gradient is zero";
+                          << " receives no gradient from the loss; its gradient "
+                             "is zero";
         grad = zeros(b, func.getLoc(), type);
       }
       results.push_back(grad);

@@ -244,9 +244,10 @@ LogicalResult MaxPool2DGradOp::buildGradients(OpBuilder &b,
   Value maximum = b.create<MaxPool2DOp>(loc, dyType, x, getWindowAttr(),
                                         getStridesAttr(), getPaddingAttr());
   Value zero = splat(b, loc, dyType, 0.0);
-  Value sum = zero;
-  Value taken = splatBool(b, loc, dyType.getShape(), false);
+  Value falseValue = splatBool(b, loc, dyType.getShape(), false);
   Value trueValue = splatBool(b, loc, dyType.getShape(), true);
+  // |taken|: the window already met its maximum at an earlier offset.
+  Value sum, taken;
   int64_t n = dyType.getDimSize(0), c = dyType.getDimSize(1);
   int64_t oh = dyType.getDimSize(2), ow = dyType.getDimSize(3);
   SmallVector<int64_t> sliceStrides = {1, 1, strides[0], strides[1]};
@@ -258,8 +259,12 @@ LogicalResult MaxPool2DGradOp::buildGradients(OpBuilder &b,
       Value xs = slice(b, loc, paddedX, start, limit, sliceStrides);
       Value gs = slice(b, loc, paddedG, start, limit, sliceStrides);
       Value isMax = compare(b, loc, CompareDirection::eq, xs, maximum);
-      Value first = select(b, loc, taken, splatBool(b, loc, dyType.getShape(), false),
-                           isMax);
+      if (!sum) {
+        sum = select(b, loc, isMax, gs, zero);
+        taken = isMax;
+        continue;
+      }
+      Value first = select(b, loc, taken, falseValue, isMax);
       sum = add(b, loc, sum, select(b, loc, first, gs, zero));
       taken = select(b, loc, isMax, trueValue, taken);
     }

@@ -13,7 +13,6 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassInstrumentation.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -62,6 +61,18 @@ std::optional<TargetKind> parseTarget(llvm::StringRef text, int64_t &cudaArch) {
   return std::nullopt;
 }
 
+std::string stringifyTarget(TargetKind target, int64_t cudaArch) {
+  switch (target) {
+  case TargetKind::none:
+    return "none";
+  case TargetKind::cpu:
+    return "cpu";
+  case TargetKind::cuda:
+    return cudaArch ? "cuda:sm_" + std::to_string(cudaArch) : "cuda";
+  }
+  return "none";
+}
+
 std::optional<Strategy> parseStrategy(llvm::StringRef text) {
   for (const StrategyName &s : kStrategies)
     if (s.name == text)
@@ -100,8 +111,7 @@ llvm::StringRef stringifyAmp(AmpMode amp) {
 
 std::string checkPipelineOptions(const PipelineOptions &options) {
   if (options.target != TargetKind::none)
-    return std::string("--target=") +
-           (options.target == TargetKind::cpu ? "cpu" : "cuda") +
+    return "--target=" + stringifyTarget(options.target, options.cudaArch) +
            ": not supported yet (code generation does not exist yet; only "
            "--emit=mlir works, without --target)";
   if (options.strategy != Strategy::none)
@@ -151,12 +161,13 @@ public:
     llvm::raw_string_ostream(file)
         << llvm::format("%02u-", index++) << name << ".mlir";
     llvm::sys::path::append(path, file);
-    std::string error;
-    std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(path, &error);
-    if (!out) {
+    std::error_code error;
+    auto out = std::make_unique<llvm::ToolOutputFile>(path, error,
+                                                      llvm::sys::fs::OF_None);
+    if (error) {
       failed = true;
       mlir::emitError(op->getLoc()) << "cannot write the IR dump '" << path
-                                    << "': " << error;
+                                    << "': " << error.message();
       return;
     }
     op->print(out->os());

@@ -62,6 +62,7 @@ std::optional<TargetKind> parseTarget(llvm::StringRef text, int64_t &cudaArch);
 std::optional<Strategy> parseStrategy(llvm::StringRef text);
 // off, bf16, fp16.
 std::optional<AmpMode> parseAmp(llvm::StringRef text);
+std::string stringifyTarget(TargetKind target, int64_t cudaArch);
 llvm::StringRef stringifyStrategy(Strategy strategy);
 llvm::StringRef stringifyAmp(AmpMode amp);
 

@@ -179,10 +179,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   registerKilnDialects(registry);
   mlir::MLIRContext context(registry);
   DiagnosticPrinter diagnostics(&context, errs);
-  diagnostics.setCurrentFile(options.input);
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      loadModule(options.input, &context, diagnostics.sourceMgr());
+      loadModule(options.input, &context, diagnostics);
   if (!module)
     return kExitError;
   if (mlir::failed(runCompilePipeline(*module, options.pipeline)))

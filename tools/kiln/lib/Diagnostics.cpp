@@ -55,14 +55,15 @@ void DiagnosticPrinter::printPlain(mlir::Location loc,
   if (auto fileLoc = loc->findInstanceOf<mlir::FileLineColLoc>())
     file = fileLoc.getFilename().getValue().str();
   std::string node;
-  if (auto nameLoc = loc->findInstanceOf<mlir::NameLoc>())
+  if (auto nameLoc = loc->findInstanceOf<mlir::NameLoc>(); nameLoc && !importing)
     node = nameLoc.getName().getValue().str();
 
   if (!file.empty())
     out << file << ": ";
+  out << severityName(severity) << ": ";
   if (!node.empty())
     out << "node '" << node << "': ";
-  out << severityName(severity) << ": " << message << "\n";
+  out << message << "\n";
 }
 
 mlir::LogicalResult DiagnosticPrinter::handle(mlir::Diagnostic &diag) {

@@ -4,8 +4,12 @@
 // diagnostic in an .mlir file prints as `FILE:LINE:COL: error: ...` with the
 // source line and a caret (upstream's SourceMgrDiagnosticHandler). A
 // diagnostic in a graph file has no line: it prints as
-// `FILE: node 'NAME': error: ...`, naming the node from the location's NameLoc
-// (the importer puts the node name there). Notes print the same way.
+// `FILE: error: node 'NAME': ...`, the form kiln-translate uses, naming the
+// node from the location's NameLoc (the importer gives every op
+// NameLoc(node, FILE)). While a graph file is being imported, the importer's
+// own messages already start with the node, tensor or "graph:" they are
+// about (serialize/GraphImport.cpp), so no name is added then. Notes print
+// the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +43,10 @@ public:
   // (a graph file's node locations may carry only the node name).
   void setCurrentFile(llvm::StringRef path) { currentFile = path.str(); }
 
+  // While set, messages are printed as they are, without a node name added
+  // (the graph importer names the node itself). ModuleLoader sets it.
+  void setImporting(bool importing) { this->importing = importing; }
+
   // Number of errors printed so far.
   unsigned errorCount() const { return errors; }
 
@@ -50,6 +58,7 @@ private:
 
   llvm::raw_ostream &out;
   std::string currentFile;
+  bool importing = false;
   unsigned errors = 0;
 };
 

@@ -76,7 +76,8 @@ ParseResult FlagParser::usageError(llvm::raw_ostream &errs,
                                    const llvm::Twine &message) {
   printError(errs, command, message);
   printUsage(errs);
-  errs << "Run '" << command << " --help' for the options.\n";
+  errs << "Run '" << (helpCommand.empty() ? command : helpCommand)
+       << " --help' for the options.\n";
   return ParseResult::usageError;
 }
 

@@ -54,6 +54,9 @@ public:
                      bool required = true);
   // Starts a titled group in --help; the flags added after it belong to it.
   void addGroup(llvm::StringRef title);
+  // The command to suggest with --help after a usage error (default: the
+  // command itself).
+  void setHelpCommand(std::string text) { helpCommand = std::move(text); }
   // Extra text printed at the end of --help.
   void setEpilogue(std::string text) { epilogue = std::move(text); }
 
@@ -92,7 +95,7 @@ private:
   Flag *findShort(char name);
   ParseResult usageError(llvm::raw_ostream &errs, const llvm::Twine &message);
 
-  std::string command, synopsis, description, epilogue;
+  std::string command, synopsis, description, epilogue, helpCommand;
   std::vector<Flag> flags;
   std::vector<Positional> positionals;
   std::vector<std::string> groups{""};

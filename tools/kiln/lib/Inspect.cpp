@@ -41,10 +41,9 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   registerKilnDialects(registry);
   mlir::MLIRContext context(registry);
   DiagnosticPrinter diagnostics(&context, errs);
-  diagnostics.setCurrentFile(input);
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      loadModule(input, &context, diagnostics.sourceMgr());
+      loadModule(input, &context, diagnostics);
   if (!module)
     return kExitError;
 

@@ -76,6 +76,8 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
                           : "MODEL [--key=value ...] -o FILE",
                     description);
   parser.addPositional("MODEL", &raw.model, "mlp, lenet5 or gpt");
+  if (model)
+    parser.setHelpCommand((kCommand + " " + model->name).str());
   parser.addValue("output", &raw.output, "FILE",
                   "where to write the model (.kiln graph file or .mlir text)",
                   'o');

@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/ModuleLoader.h"
 
+#include "tools/kiln/lib/Diagnostics.h"
+
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
 
@@ -15,14 +17,13 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#ifdef KILN_HAVE_SERIALIZE
 #include "serialize/GraphExport.h"
 #include "serialize/GraphImport.h"
-#endif
 
 namespace kiln::cli {
 
@@ -41,7 +42,8 @@ static mlir::Location fileLocation(mlir::MLIRContext *context,
 
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
                                              mlir::MLIRContext *context,
-                                             llvm::SourceMgr &sourceMgr) {
+                                             DiagnosticPrinter &diagnostics) {
+  diagnostics.setCurrentFile(path);
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> bufferOr =
       llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/false);
   if (std::error_code error = bufferOr.getError()) {
@@ -52,6 +54,7 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
   std::unique_ptr<llvm::MemoryBuffer> buffer = std::move(*bufferOr);
 
   if (isTextPath(path)) {
+    llvm::SourceMgr &sourceMgr = diagnostics.sourceMgr();
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
     mlir::ParserConfig config(context);
     // parseSourceFile verifies the module and reports at FILE:LINE:COL.
@@ -60,9 +63,10 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
     return module;
   }
 
-#ifdef KILN_HAVE_SERIALIZE
+  diagnostics.setImporting(true);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       kiln::importGraph(buffer->getBuffer(), path, context);
+  diagnostics.setImporting(false);
   if (!module)
     return nullptr;
   // The importer verifies already; checking again keeps the contract of this
@@ -70,22 +74,16 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
   if (mlir::failed(mlir::verify(*module)))
     return nullptr;
   return module;
-#else
-  mlir::emitError(fileLocation(context, path))
-      << "graph files cannot be read by this build (serialize/ is missing); "
-         "expected an .mlir file";
-  return nullptr;
-#endif
 }
 
 mlir::LogicalResult writeTextFile(mlir::MLIRContext *context,
                                   llvm::StringRef path, llvm::StringRef text) {
-  std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> file =
-      mlir::openOutputFile(path, &errorMessage);
-  if (!file)
+  std::error_code error;
+  auto file = std::make_unique<llvm::ToolOutputFile>(path, error,
+                                                     llvm::sys::fs::OF_None);
+  if (error)
     return mlir::emitError(fileLocation(context, path))
-           << "cannot write the output file: " << errorMessage;
+           << "cannot write the output file: " << error.message();
   file->os() << text;
   file->os().flush();
   if (file->os().has_error())
@@ -105,7 +103,6 @@ mlir::LogicalResult writeModule(mlir::ModuleOp module, llvm::StringRef path) {
     os << "\n";
     return writeTextFile(context, path, text);
   }
-#ifdef KILN_HAVE_SERIALIZE
   std::vector<uint8_t> bytes;
   if (mlir::failed(kiln::exportGraph(module, bytes)))
     return mlir::emitError(fileLocation(context, path))
@@ -114,11 +111,6 @@ mlir::LogicalResult writeModule(mlir::ModuleOp module, llvm::StringRef path) {
   return writeTextFile(
       context, path,
       llvm::StringRef(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
-#else
-  return mlir::emitError(fileLocation(context, path))
-         << "graph files cannot be written by this build (serialize/ is "
-            "missing); write an .mlir file instead";
-#endif
 }
 
 } // namespace kiln::cli

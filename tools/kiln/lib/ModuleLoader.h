@@ -16,9 +16,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
-#include "llvm/Support/SourceMgr.h"
 
 namespace kiln::cli {
+
+class DiagnosticPrinter;
 
 // The dialects a kiln model file may use.
 void registerKilnDialects(mlir::DialectRegistry &registry);
@@ -27,12 +28,13 @@ void registerKilnDialects(mlir::DialectRegistry &registry);
 bool isTextPath(llvm::StringRef path);
 
 // Reads, parses and verifies the model at |path|. Text inputs are added to
-// |sourceMgr| so that diagnostics can show their lines. On any error
+// |diagnostics|' source manager so that diagnostics can show their lines, and
+// |path| becomes its current file. On any error
 // (missing or unreadable file, bad syntax, a malformed graph file, a verifier
 // failure) emits diagnostics that name |path| and returns null.
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
                                              mlir::MLIRContext *context,
-                                             llvm::SourceMgr &sourceMgr);
+                                             DiagnosticPrinter &diagnostics);
 
 // Writes |module| to |path|, choosing the format by the path (see above).
 // Emits a diagnostic naming |path| when it cannot be written.

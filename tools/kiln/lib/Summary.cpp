@@ -85,6 +85,7 @@ void accumulate(mlir::Region &region, FunctionSummary &summary,
     }
 }
 
+// " (1.23 MFLOP)" for a value of at least one |step|, else "".
 std::string humanize(double value, llvm::ArrayRef<const char *> units,
                      double step) {
   size_t unit = 0;
@@ -92,9 +93,11 @@ std::string humanize(double value, llvm::ArrayRef<const char *> units,
     value /= step;
     ++unit;
   }
+  if (unit == 0)
+    return "";
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << llvm::format("%.2f ", value) << units[unit];
+  os << llvm::format(" (%.2f ", value) << units[unit] << ")";
   return s;
 }
 
@@ -185,18 +188,18 @@ void printSummary(const ModelSummary &summary, llvm::StringRef path,
     printTensors("inputs", f.inputs);
     printTensors("outputs", f.outputs);
     os << "  parameters: " << f.parameters.size() << " tensors, "
-       << f.parameterElements << " values ("
+       << f.parameterElements << " values"
        << humanize(double(f.parameterElements), {"", "K", "M", "G", "T"}, 1000)
-       << "), " << f.parameterBytes << " bytes ("
+       << ", " << f.parameterBytes << " bytes"
        << humanize(double(f.parameterBytes), {"B", "KiB", "MiB", "GiB", "TiB"},
                    1024)
-       << ")\n";
+       << "\n";
     if (!f.parameters.empty())
       printTensors("parameter list", f.parameters);
-    os << "  FLOPs per forward step: " << f.flops << " ("
+    os << "  FLOPs per forward step: " << f.flops
        << humanize(double(f.flops),
                    {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"}, 1000)
-       << ")\n";
+       << "\n";
     if (!f.uncosted.empty()) {
       os << "  ops without a cost (not counted):";
       for (const std::string &name : f.uncosted)

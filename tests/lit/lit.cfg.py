@@ -11,8 +11,11 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "tests", "lit")
 
 # Tools first from the build, then LLVM's FileCheck, not and count.
+# (kiln itself lands in build/bin: build/tools/kiln is its source folder's
+# build directory.)
 config.environment["PATH"] = os.pathsep.join(
-    [config.kiln_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+    [os.path.join(config.kiln_obj_root, "bin"), config.kiln_tools_dir,
+     config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 config.substitutions.append(("%flatc", config.flatc))
 config.substitutions.append(("%python", config.python))

@@ -31,10 +31,12 @@ const Command kCommands[] = {
     {"inspect", "summarize a model: inputs, parameters, FLOPs, ops (--dot)",
      runInspect},
     {"compile", "verify and compile a model (--emit=mlir)", runCompile},
+    {"gradcheck", "check every parameter gradient against finite differences",
+     runGradcheck},
 };
 
 // Listed in the design but not written yet.
-const char *const kPlanned[] = {"train", "gradcheck", "launch", "pack"};
+const char *const kPlanned[] = {"train", "launch", "pack"};
 
 void printUsage(llvm::raw_ostream &os) {
   os << "Usage: kiln COMMAND [ARGS...]\n"
@@ -71,12 +73,12 @@ int runKiln(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     if (name == planned) {
       printError(errs, "kiln",
                  "command '" + name + "' is not available yet (available: "
-                 "models, inspect, compile)");
+                 "models, inspect, compile, gradcheck)");
       return kExitUsage;
     }
   printError(errs, "kiln",
              "unknown command '" + name +
-                 "' (expected models, inspect or compile)");
+                 "' (expected models, inspect, compile or gradcheck)");
   printUsage(errs);
   return kExitUsage;
 }

@@ -39,6 +39,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs);
 int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs);
+int runGradcheck(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+                 llvm::raw_ostream &errs);
 
 } // namespace kiln::cli
 

@@ -1,0 +1,141 @@
+//===- ReferenceStep.cpp - run a model's step on the reference interpreter -===//
+
+#include "tools/kiln/lib/ReferenceStep.h"
+
+#include "ir/Interpreter.h"
+#include "runtime/Initializers.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace kiln::cli {
+
+func::FuncOp findModelFunction(ModuleOp module) {
+  func::FuncOp found;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    bool hasLoss = false;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto role = func.getResultAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName))
+        hasLoss |= role.getValue() == Role::loss;
+    if (!hasLoss)
+      continue;
+    if (found) {
+      module.emitError() << "the model has more than one function with a loss "
+                            "result (@"
+                         << found.getName() << " and @" << func.getName() << ")";
+      return {};
+    }
+    found = func;
+  }
+  if (!found)
+    module.emitError() << "the model has no public function with a result marked "
+                          "kiln.role = #kiln.role<loss>";
+  return found;
+}
+
+std::vector<ArgumentInfo> describeArguments(func::FuncOp func) {
+  std::vector<ArgumentInfo> args;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    ArgumentInfo info;
+    info.index = i;
+    if (auto role = func.getArgAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName))
+      info.role = role.getValue();
+    if (auto name = func.getArgAttrOfType<StringAttr>(i, KilnDialect::kNameAttrName))
+      info.name = name.str();
+    else
+      info.name = "arg" + std::to_string(i);
+    info.type = cast<RankedTensorType>(func.getArgumentTypes()[i]);
+    info.init = func.getArgAttrOfType<InitializerAttr>(i, KilnDialect::kInitAttrName);
+    args.push_back(info);
+  }
+  return args;
+}
+
+std::vector<ResultInfo> describeResults(func::FuncOp func) {
+  std::vector<ResultInfo> results;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    ResultInfo info;
+    info.index = i;
+    if (auto role = func.getResultAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName))
+      info.role = role.getValue();
+    if (auto name = func.getResultAttrOfType<StringAttr>(i, KilnDialect::kNameAttrName))
+      info.name = name.str();
+    if (auto of = func.getResultAttrOfType<IntegerAttr>(i, KilnDialect::kGradOfAttrName))
+      info.gradOf = of.getInt();
+    if (auto up = func.getResultAttrOfType<IntegerAttr>(i, KilnDialect::kUpdatesAttrName))
+      info.updates = up.getInt();
+    results.push_back(info);
+  }
+  return results;
+}
+
+HostTensor initialValue(const ArgumentInfo &arg) {
+  DType dtype = DType::f32;
+  dtypeOfTensor(arg.type, dtype);
+  if (!arg.init)
+    return HostTensor(dtype, arg.type.getShape());
+  runtime::InitSpec spec;
+  spec.kind = static_cast<runtime::InitKind>(arg.init.getKind());
+  spec.value = arg.init.getValue().convertToDouble();
+  spec.scale = arg.init.getScale().convertToDouble();
+  spec.seed = static_cast<uint64_t>(arg.init.getSeed());
+  HostTensor t(dtype, arg.type.getShape(),
+               runtime::initialize(spec, arg.type.getShape()));
+  t.roundAll();
+  return t;
+}
+
+int64_t integerRange(func::FuncOp func, unsigned argIndex) {
+  llvm::SmallVector<Value> worklist{func.getArgument(argIndex)};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  int64_t bound = 0;
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (!seen.insert(user).second)
+        continue;
+      if (auto gather = dyn_cast<GatherOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          bound = std::max<int64_t>(bound, gather.getTable().getType().getDimSize(0));
+      } else if (auto scatter = dyn_cast<ScatterAddOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          bound = std::max<int64_t>(bound, scatter.getOperand().getType().getDimSize(0));
+      } else if (auto xent = dyn_cast<SoftmaxCrossEntropyOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          bound = std::max<int64_t>(bound, xent.getLogits().getType().getDimSize(1));
+      } else if (isa<ReshapeOp, TransposeOp, BroadcastInDimOp, ConvertOp, SliceOp,
+                     ConcatenateOp>(user)) {
+        worklist.push_back(user->getResult(0));
+      }
+    }
+  }
+  return bound > 0 ? bound : 2;
+}
+
+HostTensor randomData(func::FuncOp func, const ArgumentInfo &arg,
+                      std::mt19937_64 &rng) {
+  DType dtype = DType::f32;
+  dtypeOfTensor(arg.type, dtype);
+  HostTensor t(dtype, arg.type.getShape());
+  if (isFloat(dtype)) {
+    for (double &v : t.values()) {
+      double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
+      double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      v = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    }
+  } else {
+    uint64_t range = static_cast<uint64_t>(integerRange(func, arg.index));
+    for (double &v : t.values())
+      v = static_cast<double>(rng() % range);
+  }
+  t.roundAll();
+  return t;
+}
+
+} // namespace kiln::cli

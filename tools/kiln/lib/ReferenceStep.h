@@ -1,0 +1,65 @@
+//===- ReferenceStep.h - run a model's step on the reference interpreter -*- C++ -*-===//
+//
+// What `kiln gradcheck` and `kiln train --backend=reference` share: finding
+// the model function, describing its arguments by role, making their
+// initial values (parameters from their #kiln.init, optimizer state and the
+// step from zeros, data from a generator) and running the step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_REFERENCESTEP_H
+#define KILN_TOOLS_KILN_LIB_REFERENCESTEP_H
+
+#include "ir/HostTensor.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+struct ArgumentInfo {
+  unsigned index = 0;
+  Role role = Role::input;
+  std::string name;
+  mlir::RankedTensorType type;
+  InitializerAttr init; // null when absent
+};
+
+struct ResultInfo {
+  unsigned index = 0;
+  std::optional<Role> role;
+  std::string name;
+  std::optional<unsigned> gradOf;  // kiln.grad_of
+  std::optional<unsigned> updates; // kiln.updates
+};
+
+// The public function that returns a loss; emits an error naming the module
+// when there is none or more than one.
+mlir::func::FuncOp findModelFunction(mlir::ModuleOp module);
+
+std::vector<ArgumentInfo> describeArguments(mlir::func::FuncOp func);
+std::vector<ResultInfo> describeResults(mlir::func::FuncOp func);
+
+// The host tensor of |arg|'s type holding its initial value: the
+// initializer's values for parameters, zeros for everything else.
+HostTensor initialValue(const ArgumentInfo &arg);
+
+// For an integer argument: the exclusive upper bound of valid values, found
+// from how it is used (gather indices -> table rows, cross-entropy labels ->
+// classes, following reshapes and conversions); 2 when no use bounds it.
+int64_t integerRange(mlir::func::FuncOp func, unsigned argIndex);
+
+// A tensor of |arg|'s type with random data: normal(0, 1) for floats,
+// uniform over [0, integerRange) for integers.
+HostTensor randomData(mlir::func::FuncOp func, const ArgumentInfo &arg,
+                      std::mt19937_64 &rng);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_REFERENCESTEP_H

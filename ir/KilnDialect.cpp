@@ -9,7 +9,9 @@
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -53,27 +55,37 @@ void KilnDialect::registerAttributes() {
 }
 
 namespace {
+// Names argument or result |index| of |op| for a message: "argument 2 of
+// @main" when |op| is a symbol (a function), else "argument 2".
+std::string describeValue(Operation *op, StringRef kind, unsigned index) {
+  std::string text = (kind + " " + Twine(index)).str();
+  if (auto symbol = dyn_cast<SymbolOpInterface>(op))
+    text += (" of @" + symbol.getName()).str();
+  return text;
+}
+
 // Checks one kiln.* attribute of argument or result |index| of |op|.
-LogicalResult verifyValueAttr(Operation *op, StringRef kind, unsigned index,
+LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
                               NamedAttribute attr) {
+  std::string kind = describeValue(op, kindName, index);
   StringRef name = attr.getName().getValue();
   if (name == KilnDialect::kRoleAttrName) {
     if (!isa<RoleAttr>(attr.getValue()))
-      return op->emitError() << kind << " " << index << ": '" << name
+      return op->emitError() << kind << ": '" << name
                              << "' must be a #kiln.role<...>, but is "
                              << attr.getValue();
     return success();
   }
   if (name == KilnDialect::kInitAttrName) {
     if (!isa<InitializerAttr>(attr.getValue()))
-      return op->emitError() << kind << " " << index << ": '" << name
+      return op->emitError() << kind << ": '" << name
                              << "' must be a #kiln.init<...>, but is "
                              << attr.getValue();
     return success();
   }
   if (name == KilnDialect::kNameAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitError() << kind << " " << index << ": '" << name
+      return op->emitError() << kind << ": '" << name
                              << "' must be a string, but is " << attr.getValue();
     return success();
   }
@@ -83,12 +95,12 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kind, unsigned index,
     auto func = dyn_cast<func::FuncOp>(op);
     if (!target || (func && (target.getInt() < 0 ||
                              target.getInt() >= func.getNumArguments())))
-      return op->emitError() << kind << " " << index << ": '" << name
+      return op->emitError() << kind << ": '" << name
                              << "' must be the index of an argument, but is "
                              << attr.getValue();
     return success();
   }
-  return op->emitError() << kind << " " << index << ": unknown attribute '"
+  return op->emitError() << kind << ": unknown attribute '"
                          << name
                          << "' (expected kiln.role, kiln.init, kiln.name, "
                             "kiln.grad_of or kiln.updates)";
@@ -109,13 +121,27 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(Operation *op, unsigned,
 
 LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (attr.getName().getValue() == kTrainingAttrName) {
+  StringRef name = attr.getName().getValue();
+  if (name == kTrainingAttrName) {
+    // The training section belongs to the whole model, which is the module.
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << kTrainingAttrName
+                             << "' must be on the module, but is on a '"
+                             << op->getName() << "' op";
     if (!isa<TrainingAttr>(attr.getValue()))
       return op->emitError() << "'" << kTrainingAttrName
                              << "' must be a #kiln.training<...>, but is "
                              << attr.getValue();
     return success();
   }
-  return op->emitError() << "unknown attribute '" << attr.getName().getValue()
-                         << "' (expected kiln.training)";
+  InFlightDiagnostic diag = op->emitError()
+                            << "unknown attribute '" << name << "' on a '"
+                            << op->getName()
+                            << "' op (the kiln dialect puts only kiln.training "
+                               "on operations, on the module";
+  if (name == kRoleAttrName || name == kInitAttrName || name == kNameAttrName ||
+      name == kGradOfAttrName || name == kUpdatesAttrName)
+    diag << "; '" << name << "' belongs on a function argument or result";
+  diag << ")";
+  return diag;
 }

@@ -17,6 +17,9 @@ namespace kiln::cli {
 DiagnosticPrinter::DiagnosticPrinter(mlir::MLIRContext *context,
                                      llvm::raw_ostream &os)
     : mlir::SourceMgrDiagnosticHandler(ownedSourceMgr, context, os), out(os) {
+  // The CLI's messages say what is wrong; a dump of the op in generic form
+  // ("see current operation: ...") would only bury them.
+  context->printOpOnDiagnostic(false);
   // Replaces the handler the base class registered.
   setHandler([this](mlir::Diagnostic &diag) { return handle(diag); });
 }

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ clang python3 zlib1g-dev
+  cmake ninja-build g++ clang libclang-rt-14-dev python3 zlib1g-dev
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libgloo-dev

@@ -196,6 +196,24 @@ TEST(LinalgGradient, MaxPool2DGrad) {
   });
 }
 
+TEST(LinalgGradient, MaxPool2DGradWithTies) {
+  // x as an input with many ties (values 0 and 1): the function is linear
+  // in dy, so the finite differences are exact and check that the rule picks
+  // the same window element as the op (the first maximum in row-major order).
+  trials([](Random &r) {
+    Pool pool = randomPool(r);
+    HostTensor x(DType::f64, pool.input);
+    for (double &v : x.values())
+      v = static_cast<double>(r.integer(0, 1));
+    Case c;
+    c.args = {{"x", x, /*parameter=*/false}, {"dy", r.uniform(pool.output, -2, 2)}};
+    c.body = "  %y = kiln.max_pool2d_grad %x, %dy, " + pool.attrs + " : " +
+             tensorType(pool.input) + ", " + tensorType(pool.output);
+    c.resultShape = pool.input;
+    return c;
+  });
+}
+
 TEST(LinalgGradient, AvgPool2DGrad) {
   trials([](Random &r) {
     Pool pool = randomPool(r);

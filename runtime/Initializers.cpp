@@ -23,7 +23,7 @@ double standardNormal(std::mt19937_64 &rng) {
 
 } // namespace
 
-void fans(llvm::ArrayRef<int64_t> shape, double &fanIn, double &fanOut) {
+void fans(const std::vector<int64_t> &shape, double &fanIn, double &fanOut) {
   if (shape.empty()) {
     fanIn = fanOut = 1;
   } else if (shape.size() == 1) {
@@ -43,7 +43,7 @@ void fans(llvm::ArrayRef<int64_t> shape, double &fanIn, double &fanOut) {
   }
 }
 
-std::vector<double> initialize(const InitSpec &spec, llvm::ArrayRef<int64_t> shape) {
+std::vector<double> initialize(const InitSpec &spec, const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;

@@ -1,6 +1,6 @@
 //===- Initializers.h - parameter initialization ------------------*- C++ -*-===//
 //
-// The distributions behind #kiln.init (ir/KilnAttrs.td), without MLIR: the
+// The distributions behind #kiln.init (ir/KilnAttrs.td), in plain C++: the
 // runtime initializes parameters from a package with them, and the
 // compiler's tools (gradcheck, the reference trainer) share them. Random
 // numbers come from std::mt19937_64, whose sequence the C++ standard fixes,
@@ -12,8 +12,6 @@
 
 #ifndef KILN_RUNTIME_INITIALIZERS_H
 #define KILN_RUNTIME_INITIALIZERS_H
-
-#include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
 #include <vector>
@@ -40,10 +38,10 @@ struct InitSpec {
 // fan_in and fan_out of a parameter of |shape|: [in, out] for rank 2,
 // OIHW filters (fan_in = I*H*W, fan_out = O*H*W) for rank 4, the size for
 // rank 1, and (product of all but the last, last) otherwise.
-void fans(llvm::ArrayRef<int64_t> shape, double &fanIn, double &fanOut);
+void fans(const std::vector<int64_t> &shape, double &fanIn, double &fanOut);
 
 // The values of a parameter of |shape| in row-major order.
-std::vector<double> initialize(const InitSpec &spec, llvm::ArrayRef<int64_t> shape);
+std::vector<double> initialize(const InitSpec &spec, const std::vector<int64_t> &shape);
 
 } // namespace kiln::runtime
 

@@ -33,10 +33,12 @@ const Command kCommands[] = {
     {"compile", "verify and compile a model (--emit=mlir)", runCompile},
     {"gradcheck", "check every parameter gradient against finite differences",
      runGradcheck},
+    {"train", "train a model (--backend=reference: on the reference interpreter)",
+     runTrain},
 };
 
 // Listed in the design but not written yet.
-const char *const kPlanned[] = {"train", "launch", "pack"};
+const char *const kPlanned[] = {"launch", "pack"};
 
 void printUsage(llvm::raw_ostream &os) {
   os << "Usage: kiln COMMAND [ARGS...]\n"
@@ -73,12 +75,12 @@ int runKiln(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     if (name == planned) {
       printError(errs, "kiln",
                  "command '" + name + "' is not available yet (available: "
-                 "models, inspect, compile, gradcheck)");
+                 "models, inspect, compile, gradcheck, train)");
       return kExitUsage;
     }
   printError(errs, "kiln",
              "unknown command '" + name +
-                 "' (expected models, inspect, compile or gradcheck)");
+                 "' (expected models, inspect, compile, gradcheck or train)");
   printUsage(errs);
   return kExitUsage;
 }

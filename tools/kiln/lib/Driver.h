@@ -41,6 +41,8 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs);
 int runGradcheck(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                  llvm::raw_ostream &errs);
+int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+             llvm::raw_ostream &errs);
 
 } // namespace kiln::cli
 

@@ -85,7 +85,7 @@ HostTensor initialValue(const ArgumentInfo &arg) {
   spec.scale = arg.init.getScale().convertToDouble();
   spec.seed = static_cast<uint64_t>(arg.init.getSeed());
   HostTensor t(dtype, arg.type.getShape(),
-               runtime::initialize(spec, arg.type.getShape()));
+               runtime::initialize(spec, std::vector<int64_t>(arg.type.getShape().begin(), arg.type.getShape().end())));
   t.roundAll();
   return t;
 }

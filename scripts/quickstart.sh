@@ -5,7 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
-kiln="$build/tools/kiln"
+# build/tools/kiln is the CLI folder's build directory; the tool is build/bin/kiln.
+kiln="$build/bin/kiln"
 out=${KILN_OUT:-$root/out/quickstart}
 mkdir -p "$out"
 

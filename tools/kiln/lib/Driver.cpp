@@ -14,6 +14,8 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
 
+#include <iterator>
+
 namespace kiln::cli {
 
 namespace {
@@ -39,6 +41,18 @@ const Command kCommands[] = {
 
 // Listed in the design but not written yet.
 const char *const kPlanned[] = {"launch", "pack"};
+
+// "models, inspect, compile" with |lastSeparator| before the last name.
+std::string commandList(llvm::StringRef lastSeparator) {
+  std::string list;
+  size_t count = std::size(kCommands);
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0)
+      list += i + 1 == count ? lastSeparator.str() : std::string(", ");
+    list += kCommands[i].name;
+  }
+  return list;
+}
 
 void printUsage(llvm::raw_ostream &os) {
   os << "Usage: kiln COMMAND [ARGS...]\n"
@@ -74,13 +88,14 @@ int runKiln(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   for (const char *planned : kPlanned)
     if (name == planned) {
       printError(errs, "kiln",
-                 "command '" + name + "' is not available yet (available: "
-                 "models, inspect, compile, gradcheck, train)");
+                 llvm::Twine("command '") + name +
+                     "' is not available yet (available: " + commandList(", ") +
+                     ")");
       return kExitUsage;
     }
   printError(errs, "kiln",
-             "unknown command '" + name +
-                 "' (expected models, inspect, compile, gradcheck or train)");
+             llvm::Twine("unknown command '") + name + "' (expected " +
+                 commandList(" or ") + ")");
   printUsage(errs);
   return kExitUsage;
 }

@@ -227,4 +227,47 @@ TEST_F(CostTest, InferenceRejectsBadShapes) {
   finishAndVerify();
 }
 
+TEST_F(CostTest, InferenceRejectsDynamicOperands) {
+  // Builders infer before anything is verified, so inference itself names
+  // the operand that is not static.
+  auto args = startFunction({{ShapedType::kDynamic, 3}});
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    message = diag.str();
+    return success();
+  });
+  SmallVector<Type> inferred;
+  TransposeOp::Properties props;
+  props.setPermutation(builder.getDenseI64ArrayAttr({1, 0}));
+  TransposeOp::Adaptor adaptor(ValueRange{args[0]}, nullptr, props);
+  EXPECT_TRUE(failed(
+      TransposeOp::inferReturnTypes(&context, loc, adaptor, inferred)));
+  EXPECT_EQ(message, "'kiln.transpose' op operand #0 must be a statically "
+                     "shaped tensor, but is 'tensor<?x3xf32>'");
+  builder.create<func::ReturnOp>(loc);
+}
+
+TEST_F(CostTest, ConstantInferenceNeedsValue) {
+  // A constant's type is its value's; without one, inference says so
+  // instead of crashing.
+  startFunction({});
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    message = diag.str();
+    return success();
+  });
+  SmallVector<Type> inferred;
+  ConstantOp::Adaptor empty(ValueRange{}, nullptr, ConstantOp::Properties{});
+  EXPECT_TRUE(failed(ConstantOp::inferReturnTypes(&context, loc, empty, inferred)));
+  EXPECT_EQ(message, "'kiln.constant' op requires a 'value' attribute holding "
+                     "the constant");
+
+  // With one, the result type is the value's type, and a constant is free.
+  auto value = DenseElementsAttr::get(tensor({2}), ArrayRef<float>{1.0f, 2.0f});
+  auto constant = builder.create<ConstantOp>(loc, value);
+  EXPECT_EQ(constant.getType(), tensor({2}));
+  EXPECT_EQ(flopsOf(constant), 0);
+  finishAndVerify();
+}
+
 } // namespace

@@ -1,0 +1,189 @@
+//===- NN.cpp - reference semantics of neural-network composites ----------===//
+//
+// softmax, log_softmax, layer_norm, scatter_add, dropout and
+// softmax_cross_entropy, as ir/KilnOps.td describes them, computed in double
+// and rounded once by the interpreter. The softmax family subtracts the
+// maximum first (log_softmax = x - max - log(sum(exp(x - max)))), so large
+// logits do not overflow. layer_norm takes the mean first and then the
+// biased variance of the centred values (two passes, no cancellation).
+// Dropout's mask follows the bit recipe written out in ir/reference/Philox.h.
+// An index or label out of range is an error naming the index, where it was
+// found and the valid range.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnOps.h"
+#include "ir/reference/Philox.h"
+#include "ir/reference/Support.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace kiln {
+using namespace reference;
+
+namespace {
+
+// Evaluates softmax (|logOutput| false) or log_softmax along |dim|.
+void softmaxAlong(const HostTensor &x, int64_t dim, bool logOutput,
+                  HostTensor &y) {
+  AroundDim split = splitAround(x.shape(), dim);
+  for (int64_t o = 0; o < split.outer; ++o)
+    for (int64_t i = 0; i < split.inner; ++i) {
+      int64_t base = o * split.size * split.inner + i;
+      auto at = [&](int64_t k) { return base + k * split.inner; };
+      double max = -INFINITY;
+      for (int64_t k = 0; k < split.size; ++k)
+        max = std::isnan(x[at(k)]) ? x[at(k)] : std::max(max, x[at(k)]);
+      double sum = 0;
+      for (int64_t k = 0; k < split.size; ++k)
+        sum += std::exp(x[at(k)] - max);
+      double logSum = std::log(sum);
+      for (int64_t k = 0; k < split.size; ++k)
+        y[at(k)] = logOutput ? x[at(k)] - max - logSum
+                             : std::exp(x[at(k)] - max) / sum;
+    }
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+} // namespace
+
+LogicalResult SoftmaxOp::evaluate(ArrayRef<HostTensor> operands,
+                                  SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  softmaxAlong(operands[0], getDimension(), /*logOutput=*/false, *result);
+  results.push_back(std::move(*result));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::evaluate(ArrayRef<HostTensor> operands,
+                                     SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  softmaxAlong(operands[0], getDimension(), /*logOutput=*/true, *result);
+  results.push_back(std::move(*result));
+  return success();
+}
+
+LogicalResult LayerNormOp::evaluate(ArrayRef<HostTensor> operands,
+                                    SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  const HostTensor &x = operands[0], &scale = operands[1], &bias = operands[2];
+  int64_t inner = product(x.shape().drop_front(getAxis()));
+  int64_t outer = inner == 0 ? 0 : x.size() / inner;
+  double epsilon = getEpsilon().convertToDouble();
+  for (int64_t o = 0; o < outer; ++o) {
+    const double *row = x.values().data() + o * inner;
+    double *out = result->values().data() + o * inner;
+    double mean = 0;
+    for (int64_t j = 0; j < inner; ++j)
+      mean += row[j];
+    mean /= static_cast<double>(inner);
+    double variance = 0;
+    for (int64_t j = 0; j < inner; ++j)
+      variance += (row[j] - mean) * (row[j] - mean);
+    variance /= static_cast<double>(inner);
+    double invStd = 1.0 / std::sqrt(variance + epsilon);
+    for (int64_t j = 0; j < inner; ++j)
+      out[j] = (row[j] - mean) * invStd * scale[j] + bias[j];
+  }
+  results.push_back(std::move(*result));
+  return success();
+}
+
+LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
+                                     SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  const HostTensor &operand = operands[0], &indices = operands[1],
+                   &updates = operands[2];
+  int64_t rows = operand.dim(0);
+  int64_t rowSize = product(operand.shape().drop_front());
+  result->values() = operand.values();
+  double *out = result->values().data();
+  for (int64_t s = 0; s < indices.size(); ++s) {
+    int64_t index = static_cast<int64_t>(indices[s]);
+    if (index < 0 || index >= rows)
+      return emitOpError() << "index " << index << " at position "
+                           << formatIndex(unravel(s, indices.shape()))
+                           << " of indices is out of range: the operand has "
+                           << rows << " rows, so indices must lie in [0, "
+                           << rows << ")";
+    const double *update = updates.values().data() + s * rowSize;
+    for (int64_t j = 0; j < rowSize; ++j)
+      out[index * rowSize + j] += update[j];
+  }
+  results.push_back(std::move(*result));
+  return success();
+}
+
+LogicalResult DropoutOp::evaluate(ArrayRef<HostTensor> operands,
+                                  SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  const HostTensor &x = operands[0];
+  int64_t counter = static_cast<int64_t>(operands[1][0]);
+  int64_t seed = static_cast<int64_t>(getSeed());
+  double rate = getRate().convertToDouble();
+  double scale = 1.0 / (1.0 - rate);
+  for (int64_t i = 0; i < x.size(); ++i)
+    (*result)[i] =
+        philox::dropoutUniform(seed, counter, i) >= rate ? x[i] * scale : 0.0;
+  results.push_back(std::move(*result));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::evaluate(ArrayRef<HostTensor> operands,
+                                              SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  const HostTensor &logits = operands[0], &labels = operands[1];
+  int64_t n = logits.dim(0), classes = logits.dim(1);
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t label = static_cast<int64_t>(labels[r]);
+    if (label < 0 || label >= classes)
+      return emitOpError() << "label " << label << " at position [" << r
+                           << "] is out of range: the logits have " << classes
+                           << " classes, so labels must lie in [0, " << classes
+                           << ")";
+    const double *row = logits.values().data() + r * classes;
+    double max = -INFINITY;
+    for (int64_t c = 0; c < classes; ++c)
+      max = std::isnan(row[c]) ? row[c] : std::max(max, row[c]);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(row[c] - max);
+    (*result)[r] = max + std::log(sum) - row[label];
+  }
+  results.push_back(std::move(*result));
+  return success();
+}
+
+} // namespace kiln

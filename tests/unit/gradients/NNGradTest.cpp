@@ -127,7 +127,7 @@ TEST(NNGradient, SmallModel) {
   // A one-layer classifier end to end: dot_general, broadcast bias, gelu,
   // layer_norm, softmax_cross_entropy and a mean, every parameter checked.
   trials([](Random &r) {
-        // layer_norm over two features gives +-1 whatever its input, which would
+    // layer_norm over two features gives +-1 whatever its input, which would
     // starve the earlier parameters of gradient: use three or more.
     int64_t n = r.integer(1, 4), in = r.integer(1, 4), out = r.integer(3, 5);
     Case c;

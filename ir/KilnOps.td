@@ -301,13 +301,13 @@ def Kiln_ConcatenateOp : Kiln_Op<"concatenate",
 
     Example:
     ```mlir
-    %c = kiln.concatenate %a, %b, dim = 0 : (tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
+    %c = kiln.concatenate(%a, %b), dim = 0 : (tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
     ```
   }];
   let arguments = (ins Variadic<Kiln_Tensor>:$inputs, I64Attr:$dimension);
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = [{
-    $inputs `,` `dim` `=` $dimension attr-dict `:` functional-type($inputs, $result)
+    `(` $inputs `)` `,` `dim` `=` $dimension attr-dict `:` functional-type($inputs, $result)
   }];
 }
 

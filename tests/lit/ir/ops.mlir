@@ -161,8 +161,8 @@ func.func @compare_select(%a: tensor<4xf32>, %b: tensor<4xf32>, %i: tensor<4xi32
 }
 
 // Shape manipulation: broadcast_in_dim, reshape, transpose, slice (unit and
-// larger strides) and pad. kiln.concatenate is in concatenate.mlir: its
-// custom assembly does not parse yet.
+// larger strides) and pad (kiln.concatenate has its own file,
+// concatenate.mlir).
 // CHECK-LABEL: func.func @shapes
 func.func @shapes(%v: tensor<10xf32>, %x: tensor<2x3xf32>, %y: tensor<2x4xf32>, %z: tensor<1x3xf32>) {
   // CHECK: kiln.broadcast_in_dim %{{.*}}, dims = [1] : tensor<10xf32> -> tensor<32x10xf32>

@@ -77,15 +77,14 @@ func.func @slice_strided(%x: tensor<7xf32> {kiln.role = #kiln.role<parameter>}) 
 
 // -----
 
-// concatenate (generic form: the custom form does not parse back yet): each
-// input gets its slice of the gradient.
+// concatenate: each input gets its slice of the gradient.
 // CHECK-LABEL: func.func @concatenate
 // CHECK: %[[G:.*]] = kiln.broadcast_in_dim %{{.*}}, dims = [] : tensor<f32> -> tensor<3x3xf32>
 // CHECK: %[[DA:.*]] = kiln.slice %[[G]], start = [0, 0], limit = [1, 3], strides = [1, 1] : tensor<3x3xf32> -> tensor<1x3xf32>
 // CHECK: %[[DB:.*]] = kiln.slice %[[G]], start = [1, 0], limit = [3, 3], strides = [1, 1] : tensor<3x3xf32> -> tensor<2x3xf32>
 // CHECK: return %{{.*}}, %[[DA]], %[[DB]]
 func.func @concatenate(%a: tensor<1x3xf32> {kiln.role = #kiln.role<parameter>}, %b: tensor<2x3xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
-  %y = "kiln.concatenate"(%a, %b) <{dimension = 0 : i64}> : (tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
+  %y = kiln.concatenate(%a, %b), dim = 0 : (tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
   %l = kiln.reduce sum %y, dims = [0, 1] : tensor<3x3xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

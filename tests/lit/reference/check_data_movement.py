@@ -113,9 +113,7 @@ for dtype in ALL_TYPES:
     want = np.concatenate(inputs, axis=dim)
     f = suite.function("concatenate_%s" % dtype)
     names = [f.const(v, dtype) for v in inputs]
-    # Generic form: the custom assembly of kiln.concatenate does not parse
-    # yet (see tests/lit/ir/concatenate.mlir).
-    r = f.op('"kiln.concatenate"(%s) <{dimension = %d : i64}> : (%s) -> %s' % (
+    r = f.op('kiln.concatenate(%s), dim = %d : (%s) -> %s' % (
         ", ".join(names), dim, ", ".join(tensor_type(v.shape, dtype) for v in inputs),
         tensor_type(want.shape, dtype)))
     f.expect(r, want.shape, dtype, want, mode="exact")

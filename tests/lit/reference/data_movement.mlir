@@ -45,13 +45,13 @@ func.func @slice() -> tensor<2x2xi32> {
   return %0 : tensor<2x2xi32>
 }
 
-// concatenate along dimension 1 (generic form: see tests/lit/ir/concatenate.mlir).
+// concatenate along dimension 1.
 // CHECK-LABEL: func.func @concatenate
 // CHECK: dense<{{\[\[}}1, 2, 7], [3, 4, 8]]> : tensor<2x3xi32>
 func.func @concatenate() -> tensor<2x3xi32> {
   %a = kiln.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi32>
   %b = kiln.constant dense<[[7], [8]]> : tensor<2x1xi32>
-  %0 = "kiln.concatenate"(%a, %b) <{dimension = 1 : i64}> : (tensor<2x2xi32>, tensor<2x1xi32>) -> tensor<2x3xi32>
+  %0 = kiln.concatenate(%a, %b), dim = 1 : (tensor<2x2xi32>, tensor<2x1xi32>) -> tensor<2x3xi32>
   return %0 : tensor<2x3xi32>
 }
 

@@ -99,8 +99,7 @@ TEST(DataMovementGradient, Slice) {
 }
 
 TEST(DataMovementGradient, Concatenate) {
-  // The generic form: the custom assembly of kiln.concatenate does not parse
-  // back (tests/lit/ir/concatenate.mlir).
+  // Written in the generic form, which kiln-opt also accepts.
   trials([](Random &r) {
     Shape base = r.shape(r.integer(1, 3), 1, 4);
     int64_t dim = r.integer(0, base.size() - 1);

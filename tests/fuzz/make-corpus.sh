@@ -19,10 +19,10 @@ for f in "$src"/tests/lit/serialize/Inputs/*.json; do
   # future-attrs.json needs the extended schema of malformed-enums.test.
   flatc -b -o "$out" "$src/serialize/schema/graph.fbs" "$f" 2>/dev/null || true
 done
-if [ -x "$build/tools/kiln" ]; then
-  "$build/tools/kiln" models mlp -o "$out/mlp.kiln" || true
-  "$build/tools/kiln" models lenet5 -o "$out/lenet5.kiln" || true
-  "$build/tools/kiln" models gpt --layers=1 --hidden=16 --heads=2 --seq=8 \
+if [ -x "$build/bin/kiln" ]; then
+  "$build/bin/kiln" models mlp -o "$out/mlp.kiln" || true
+  "$build/bin/kiln" models lenet5 -o "$out/lenet5.kiln" || true
+  "$build/bin/kiln" models gpt --layers=1 --hidden=16 --heads=2 --seq=8 \
     --vocab=32 --batch=2 -o "$out/gpt.kiln" || true
 fi
 ls "$out" | wc -l | xargs echo "make-corpus: seeds:"

@@ -122,20 +122,30 @@ int mlirToKiln(MLIRContext &context, StringRef input, StringRef output) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::OptionCategory category("kiln-translate options");
   cl::opt<Direction> direction(
-      cl::desc("Translation:"), cl::init(Direction::None),
+      cl::desc("Translation:"), cl::init(Direction::None), cl::cat(category),
       cl::values(clEnumValN(Direction::MlirToKiln, "mlir-to-kiln",
                             "MLIR text (kiln dialect) to a .kiln graph file"),
                  clEnumValN(Direction::KilnToMlir, "kiln-to-mlir",
                             ".kiln graph file to MLIR text")));
   cl::opt<std::string> input(cl::Positional, cl::desc("<input file>"),
-                             cl::Required);
+                             cl::Required, cl::cat(category));
   cl::opt<std::string> output("o", cl::desc("Output file (default: stdout)"),
-                              cl::value_desc("file"), cl::init("-"));
+                              cl::value_desc("file"), cl::init("-"),
+                              cl::cat(category));
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
-  cl::ParseCommandLineOptions(argc, argv,
-                              "kiln-translate: .kiln graph files <-> MLIR\n");
+  // libLLVM registers hundreds of options; --help shows ours only (the MLIR
+  // printer flags, e.g. --mlir-print-debuginfo, still work).
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "kiln-translate: .kiln graph files <-> MLIR\n\n"
+      "  kiln-translate --mlir-to-kiln model.mlir -o model.kiln\n"
+      "  kiln-translate --kiln-to-mlir model.kiln [-o model.mlir]\n\n"
+      "MLIR printer flags (--mlir-print-debuginfo shows node names in\n"
+      "locations, --mlir-print-op-generic the generic form) also apply.\n");
   if (direction == Direction::None) {
     llvm::errs() << "kiln-translate: error: choose --mlir-to-kiln or "
                     "--kiln-to-mlir (see --help)\n";

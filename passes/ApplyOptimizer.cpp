@@ -126,9 +126,14 @@ struct ApplyOptimizerPass : impl::KilnApplyOptimizerBase<ApplyOptimizerPass> {
     auto pick = [](double flag, llvm::APFloat value) {
       return flag >= 0 ? llvm::APFloat(flag) : value;
     };
+    // Momentum SGD with a momentum of 0 would be plain SGD: choosing the
+    // momentum optimizer without a factor means the usual 0.9.
+    llvm::APFloat momentumValue = pick(momentum, base.getMomentum());
+    if (kind == OptimizerKind::momentum && momentumValue.isZero())
+      momentumValue = llvm::APFloat(0.9);
     auto attr = TrainingAttr::get(
         ctx, kind, pick(learningRate, base.getLearningRate()),
-        pick(momentum, base.getMomentum()),
+        momentumValue,
         nesterov >= 0 ? nesterov != 0 : base.getNesterov(),
         pick(beta1, base.getBeta1()), pick(beta2, base.getBeta2()),
         pick(epsilon, base.getEpsilon()), pick(weightDecay, base.getWeightDecay()),

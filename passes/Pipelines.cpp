@@ -135,9 +135,15 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
   return "";
 }
 
-void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &) {
+void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createKilnVerifyRoles());
   pm.addPass(mlir::createCanonicalizerPass());
+  if (!options.trainingStep)
+    return;
+  pm.addPass(createKilnAutodiff());
+  pm.addPass(createKilnApplyOptimizer(options.optimizer));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
 }
 
 namespace {
@@ -182,43 +188,12 @@ private:
   unsigned index = 0;
 };
 
-mlir::LogicalResult overrideTraining(mlir::ModuleOp module,
-                                     const PipelineOptions &options) {
-  if (!options.optimizer)
-    return mlir::success();
-  mlir::MLIRContext *context = module.getContext();
-  auto old = module->getAttrOfType<TrainingAttr>(KilnDialect::kTrainingAttrName);
-  if (!old && module->getAttr(KilnDialect::kTrainingAttrName))
-    return module.emitError() << "'" << KilnDialect::kTrainingAttrName
-                              << "' must be a #kiln.training<...>";
-  // Without a training section, start from the attribute's defaults.
-  llvm::APFloat lr = old ? old.getLearningRate() : llvm::APFloat(0.01);
-  llvm::APFloat momentum = old ? old.getMomentum() : llvm::APFloat(0.0);
-  // Momentum SGD with momentum 0 would be plain SGD: take the usual 0.9.
-  if (*options.optimizer == OptimizerKind::momentum && momentum.isZero())
-    momentum = llvm::APFloat(0.9);
-  auto updated = TrainingAttr::get(
-      context, *options.optimizer, lr, momentum,
-      old ? old.getNesterov() : false,
-      old ? old.getBeta1() : llvm::APFloat(0.9),
-      old ? old.getBeta2() : llvm::APFloat(0.999),
-      old ? old.getEpsilon() : llvm::APFloat(1e-8),
-      old ? old.getWeightDecay() : llvm::APFloat(0.0),
-      old ? old.getClipNorm() : llvm::APFloat(0.0),
-      old ? old.getSchedule() : LrSchedule::constant,
-      old ? old.getWarmupSteps() : 0, old ? old.getTotalSteps() : 0);
-  module->setAttr(KilnDialect::kTrainingAttrName, updated);
-  return mlir::success();
-}
-
 } // namespace
 
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
                                        const PipelineOptions &options) {
   if (std::string problem = checkPipelineOptions(options); !problem.empty())
     return module.emitError() << problem;
-  if (mlir::failed(overrideTraining(module, options)))
-    return mlir::failure();
 
   mlir::PassManager pm(module.getContext());
   buildCompilePipeline(pm, options);

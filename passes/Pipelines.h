@@ -6,7 +6,9 @@
 // needs do not exist yet: checkPipelineOptions then says so ("not supported
 // yet"), so no option is ever silently ignored.
 //
-// The pipeline today: kiln-verify-roles, canonicalize.
+// The pipeline today: kiln-verify-roles, canonicalize, then (unless only
+// the forward model is asked for) kiln-autodiff, kiln-apply-optimizer,
+// canonicalize and cse, which turn the model into its training step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #define KILN_PASSES_PIPELINES_H
 
 #include "ir/KilnDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -45,8 +48,12 @@ struct PipelineOptions {
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   AmpMode amp = AmpMode::off;
-  // Replaces the module's #kiln.training optimizer when set.
-  std::optional<OptimizerKind> optimizer;
+  // Build the training step (gradients and optimizer updates); false stops
+  // after verifying and canonicalizing the forward model.
+  bool trainingStep = true;
+  // Overrides of the module's #kiln.training: each option that is set
+  // (a non-empty string, a non-negative number) replaces one field.
+  KilnApplyOptimizerOptions optimizer;
   // When not empty, the IR is written to this directory before the pipeline
   // (00-input.mlir) and after every pass whose argument matches |dumpAfter|
   // (an extended regex; empty matches every pass) as NN-<pass>.mlir.

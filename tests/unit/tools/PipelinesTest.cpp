@@ -94,7 +94,7 @@ TEST_F(PipelineRunTest, CanonicalizesAndOverridesTheOptimizer) {
     })mlir", &context);
   ASSERT_TRUE(module);
   PipelineOptions options;
-  options.optimizer = OptimizerKind::momentum;
+  options.optimizer.optimizer = "momentum";
   ASSERT_TRUE(mlir::succeeded(runCompilePipeline(*module, options)));
 
   auto main = *module->getOps<mlir::func::FuncOp>().begin();

@@ -12,6 +12,7 @@
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/OptimizerFlags.h"
 
 #include "passes/Pipelines.h"
 
@@ -36,8 +37,10 @@ struct CompileOptions {
 
 // The flags' raw text; empty means "not given".
 struct RawFlags {
-  std::string input, output, emit, target, strategy, worldSize, amp, optimizer,
-      dumpDir, dumpAfter;
+  std::string input, output, emit, target, strategy, worldSize, amp, dumpDir,
+      dumpAfter;
+  bool forwardOnly = false;
+  OptimizerFlags optimizer;
 };
 
 void valueError(llvm::raw_ostream &errs, llvm::StringRef flag,
@@ -104,14 +107,9 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     }
     p.amp = *amp;
   }
-  if (!raw.optimizer.empty()) {
-    std::optional<OptimizerKind> kind = symbolizeOptimizerKind(raw.optimizer);
-    if (!kind) {
-      valueError(errs, "optimizer", raw.optimizer, "sgd, momentum, adam or adamw");
-      return false;
-    }
-    p.optimizer = *kind;
-  }
+  if (!parseOptimizerFlags(kCommand, raw.optimizer, p.optimizer, errs))
+    return false;
+  p.trainingStep = !raw.forwardOnly;
   p.dumpDir = raw.dumpDir;
   p.dumpAfter = raw.dumpAfter;
 
@@ -137,9 +135,12 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   FlagParser parser(
       kCommand.str(), "FILE [--emit=mlir] [-o OUT] [options]",
       "Loads a model (graph file or .mlir), verifies it, runs the compile\n"
-      "pipeline (kiln-verify-roles, canonicalize) and prints the result or\n"
-      "writes it to OUT. Without --emit, OUT ending in .mlir (or no OUT)\n"
-      "means --emit=mlir and any other OUT means --emit=package.");
+      "pipeline and prints the result or writes it to OUT. The pipeline turns\n"
+      "the model into its training step: kiln-verify-roles, canonicalize,\n"
+      "kiln-autodiff, kiln-apply-optimizer, canonicalize, cse\n"
+      "(--forward-only stops after the first two). Without --emit, OUT ending\n"
+      "in .mlir (or no OUT) means --emit=mlir and any other OUT means\n"
+      "--emit=package.");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -156,12 +157,14 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "number of ranks (only 1 so far)");
   parser.addValue("amp", &raw.amp, "MODE",
                   "mixed precision: off, bf16, fp16 (only off so far)");
-  parser.addValue("optimizer", &raw.optimizer, "NAME",
-                  "replace the model's optimizer: sgd, momentum, adam, adamw");
   parser.addValue("dump-dir", &raw.dumpDir, "DIR",
                   "write the IR before the pipeline and after passes to DIR");
   parser.addValue("dump-after", &raw.dumpAfter, "REGEX",
                   "only dump after passes whose name matches (default: all)");
+  parser.addSwitch("forward-only", &raw.forwardOnly,
+                   "only verify and canonicalize the model; do not build its "
+                   "training step");
+  addOptimizerFlags(parser, raw.optimizer);
   switch (parser.parse(args, outs, errs)) {
   case ParseResult::help:
     return kExitOk;

@@ -13,15 +13,14 @@
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/OptimizerFlags.h"
 #include "tools/kiln/lib/ReferenceStep.h"
 
 #include "ir/Interpreter.h"
-#include "passes/Passes.h"
+#include "passes/Pipelines.h"
 #include "runtime/data/FashionMnist.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -43,8 +42,7 @@ struct TrainOptions {
   int64_t subset = 0; // 0: the whole training split
   int64_t logEvery = 1;
   uint64_t seed = 0;
-  std::string optimizer;
-  double lr = -1;
+  PipelineOptions pipeline;
 };
 
 // Where the training samples come from: Fashion-MNIST or random data.
@@ -62,25 +60,13 @@ void reshuffle(DataSource &data, uint64_t seed) {
     std::swap(data.order[i], data.order[rng() % static_cast<uint64_t>(i + 1)]);
 }
 
-LogicalResult buildStep(ModuleOp module, const TrainOptions &options) {
-  PassManager pm(module.getContext());
-  pm.addPass(createKilnVerifyRoles());
-  pm.addPass(createKilnAutodiff());
-  KilnApplyOptimizerOptions opt;
-  opt.optimizer = options.optimizer;
-  opt.learningRate = options.lr;
-  pm.addPass(createKilnApplyOptimizer(opt));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  return pm.run(module);
-}
-
 } // namespace
 
 int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
              llvm::raw_ostream &errs) {
   TrainOptions options;
-  std::string backend, data, maxSteps, subset, logEvery, seed, optimizer, lr;
+  std::string backend, data, maxSteps, subset, logEvery, seed;
+  OptimizerFlags optimizerFlags;
   FlagParser parser(
       kCommand.str(), "FILE --backend=reference [--data=SPEC] [options]",
       "Compiles the training step of a model (graph file or .mlir) and trains\n"
@@ -96,9 +82,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "use only the first N training samples (default: all)");
   parser.addValue("log-every", &logEvery, "N", "print the loss every N steps (default 1)");
   parser.addValue("seed", &seed, "S", "shuffling and synthetic-data seed (default 0)");
-  parser.addValue("optimizer", &optimizer, "NAME",
-                  "replace the model's optimizer: sgd, momentum, adam, adamw");
-  parser.addValue("lr", &lr, "RATE", "replace the model's learning rate");
+  addOptimizerFlags(parser, optimizerFlags);
   switch (parser.parse(args, outs, errs)) {
   case ParseResult::help:
     return kExitOk;
@@ -135,21 +119,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       !integer(seed, "seed", 0, seedValue))
     return kExitError;
   options.seed = static_cast<uint64_t>(seedValue);
-  if (!optimizer.empty()) {
-    if (!symbolizeOptimizerKind(optimizer)) {
-      printError(errs, kCommand,
-                 "--optimizer=" + optimizer +
-                     ": expected sgd, momentum, adam or adamw");
-      return kExitError;
-    }
-    options.optimizer = optimizer;
-  }
-  if (!lr.empty()) {
-    std::optional<double> rate = parsePositiveReal(kCommand, "lr", lr, errs);
-    if (!rate)
-      return kExitError;
-    options.lr = *rate;
-  }
+  if (!parseOptimizerFlags(kCommand, optimizerFlags, options.pipeline.optimizer,
+                           errs))
+    return kExitError;
 
   DataSource source;
   if (!data.empty())
@@ -188,7 +160,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   MLIRContext context(registry);
   DiagnosticPrinter diagnostics(&context, errs);
   OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
-  if (!module || failed(buildStep(*module, options)))
+  // The same pipeline as `kiln compile` builds the training step.
+  if (!module || failed(runCompilePipeline(*module, options.pipeline)))
     return kExitError;
   func::FuncOp step = findModelFunction(*module);
   if (!step)

@@ -86,7 +86,12 @@ ArrayRef<NamedAttribute> resultAttrs(func::FuncOp func, unsigned k) {
 
 class Exporter {
 public:
-  explicit Exporter(ModuleOp module) : module(module) {}
+  explicit Exporter(ModuleOp module) : module(module) {
+    // FlatBuffers leaves out a scalar equal to its default, comparing with
+    // ==, so -0.0 would be dropped for a default of 0.0 and read back as
+    // +0.0 (found by the fuzzer). Writing every scalar keeps each bit.
+    fbb.ForceDefaults(true);
+  }
   LogicalResult run(std::vector<uint8_t> &bytes);
 
 private:

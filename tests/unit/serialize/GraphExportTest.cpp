@@ -169,6 +169,28 @@ TEST_F(GraphExportTest, NodeNamesComeFromNameLocs) {
   EXPECT_EQ(graph->training()->momentum(), 0.9);
 }
 
+// FlatBuffers omits scalars equal to their default, and -0.0 == 0.0: the
+// writer must keep the sign (a fuzzer finding).
+TEST_F(GraphExportTest, NegativeZeroSurvives) {
+  mlir::OwningOpRef<mlir::ModuleOp> original = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    module attributes {kiln.training = #kiln.training<optimizer = sgd, momentum = -0.0, weight_decay = -0.0>} {
+      func.func @f(%a: tensor<2xf32> {kiln.init = #kiln.init<kind = constant, value = -0.0>}) -> tensor<4xf32> {
+        %p = kiln.pad %a, low = [1], high = [1], value = -0.0 : tensor<2xf32> -> tensor<4xf32>
+        return %p : tensor<4xf32>
+      }
+    })mlir", &context);
+  ASSERT_TRUE(original);
+  std::string text = print(*original);
+  ASSERT_THAT(text, ::testing::HasSubstr("momentum = -0.000000e+00"));
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(mlir::succeeded(exportGraph(*original, bytes)));
+  mlir::OwningOpRef<mlir::ModuleOp> imported = importGraph(
+      llvm::StringRef(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
+      "zero.kiln", &context);
+  ASSERT_TRUE(imported);
+  EXPECT_EQ(print(*imported), text);
+}
+
 TEST_F(GraphExportTest, FusionIsRefused) {
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
     func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {

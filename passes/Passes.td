@@ -101,4 +101,95 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnDecompose : Pass<"kiln-decompose", "mlir::ModuleOp"> {
+  let summary = "Rewrite composite ops into fusible primitives";
+  let description = [{
+    Rewrites softmax, log_softmax (maximum subtracted first), layer_norm,
+    softmax_cross_entropy (logsumexp minus the label's logit, picked with
+    iota, compare and select, then summed) and reduce mean (sum divided by
+    the count) into elementwise ops, broadcast_in_dim and reduce sum/max,
+    so kiln-fuse can merge their parts with their neighbours. dot_general
+    and the convolutions stay whole for the libraries. The decompositions
+    perform the reference semantics' arithmetic in the same order, so f64
+    results are bit-identical on the interpreter.
+
+    kiln.gelu is elementwise already and is what the GEMM epilogue fusion
+    matches (cuBLASLt's GELU epilogues), so it is kept unless `gelu=true`,
+    which writes it as its scalar formula with kiln elementwise ops.
+  }];
+  let options = [
+    Option<"gelu", "gelu", "bool", /*default=*/"false",
+           "also decompose kiln.gelu (both forms) into elementwise ops">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
+  let summary = "Group ops into kernels (kiln.fusion), XLA priority-fusion style";
+  let description = [{
+    Groups the ops of every function body into `kiln.fusion` regions, one
+    per kernel, guided by a cost model (passes/FusionCostModel.h): a kernel
+    costs a launch plus the longer of moving its bytes (each distinct input
+    read once, each result written once) and doing its arithmetic; a merge
+    is worth the modelled time it saves. In order:
+
+    1. GEMM epilogues (kind `gemm`): a dot_general with what cuBLASLt
+       epilogues take after it: a bias add (a 1-D vector broadcast along the
+       last dimension), a residual add (a tensor of the result's type), then
+       relu or tanh-gelu, whose input may also be a result (the AUX output).
+       The dot_general is the region's first op.
+    2. Priority fusion: candidate merges go into a priority queue by the
+       time they save and the best is applied first, until none saves time:
+       producer into consumer (loop fusion of elementwise ops and data
+       movement as index maps; reduction fusion of a reduce with its
+       producers and elementwise consumers, kind `reduction`; a producer
+       with other users stays a result: multi-output), a copy of a cheap
+       producer (no reduce) into consumers (the original goes when no user
+       is left), and siblings that read the same input of at least
+       `sibling-min-bytes` (kind `multi_output`).
+    3. Horizontal fusion (kind `horizontal`): independent loop kernels whose
+       results all go to the same consumer, such as every parameter's
+       optimizer update feeding the function's return, packed into as few
+       kernels as the operand limits allow.
+
+    Never fused: library ops (dot_general outside its epilogue, the
+    convolutions), collectives (and nothing across one: merges that would
+    put a collective between two parts of one kernel are cycles and are
+    refused), other ops without a kernel model (gather, pools, ...) and
+    existing fusions. A reduce, a dot_general or a convolution is never
+    copied. All reduces in one kernel share their operand shape and reduced
+    dimensions; a reduction kernel that broadcasts a reduced value back over
+    the row must fit the row in `shared-memory-bytes`. Every fusion has at
+    most `max-inputs` inputs and `max-outputs` results. Constants that are
+    splats or tiny are copied into the regions; reshapes are bitcasts and
+    stay outside unless both ends are inside. A fusion's location fuses its
+    ops' locations, so dumps name the source nodes.
+  }];
+  let options = [
+    Option<"bandwidthGBps", "bandwidth-gbps", "double", /*default=*/"3350.0",
+           "memory bandwidth the cost model assumes (GB/s)">,
+    Option<"launchUs", "launch-us", "double", /*default=*/"2.0",
+           "cost of one kernel launch (microseconds)">,
+    Option<"peakGflops", "peak-gflops", "double", /*default=*/"60000.0",
+           "arithmetic peak the cost model assumes (GFLOP/s)">,
+    Option<"maxInputs", "max-inputs", "int64_t", /*default=*/"32",
+           "most inputs of one fusion">,
+    Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"32",
+           "most results of one fusion">,
+    Option<"sharedMemoryBytes", "shared-memory-bytes", "int64_t", /*default=*/"49152",
+           "on-chip bytes for one row of a reduction kernel that reuses it">,
+    Option<"siblingMinBytes", "sibling-min-bytes", "int64_t", /*default=*/"4096",
+           "smallest shared input that makes siblings worth a multi-output fusion">,
+    Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
+           "fuse bias, residual and activation into dot_general">,
+    Option<"horizontal", "horizontal", "bool", /*default=*/"true",
+           "pack independent loop kernels into horizontal fusions">,
+  ];
+  let statistics = [
+    Statistic<"numFusions", "fusions", "kiln.fusion ops created">,
+    Statistic<"numKernels", "kernels", "kernels after fusion (fusions, library calls, other ops)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 #endif // KILN_PASSES_TD

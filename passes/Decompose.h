@@ -1,0 +1,31 @@
+//===- Decompose.h - composite ops into primitives ----------------*- C++ -*-===//
+//
+// The rewrite patterns of kiln-decompose, for passes that want them in their
+// own pattern sets.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_DECOMPOSE_H
+#define KILN_PASSES_DECOMPOSE_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace kiln {
+
+struct DecomposeOptions {
+  // kiln.gelu is already elementwise: it fuses as it is, and the GEMM
+  // epilogue fusion needs it whole (cuBLASLt's GELU epilogues). Decompose it
+  // only for a backend without it.
+  bool gelu = false;
+};
+
+// softmax, log_softmax, layer_norm, softmax_cross_entropy and reduce mean
+// (and gelu when |options| asks) into elementwise ops, broadcasts and
+// reduce sum/max. Every result is what the op's reference semantics
+// compute, in the same order of operations.
+void populateDecomposePatterns(mlir::RewritePatternSet &patterns,
+                               const DecomposeOptions &options = {});
+
+} // namespace kiln
+
+#endif // KILN_PASSES_DECOMPOSE_H

@@ -1,0 +1,361 @@
+//===- RandomGraph.cpp - random kiln functions for pass tests -------------===//
+//
+// See RandomGraph.h. Values are drawn from a pool that favours recent ones
+// (chains) but reaches back (diamonds, values with many users); an operand
+// of a needed shape that the pool lacks becomes a new argument.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/passes/RandomGraph.h"
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+#include <random>
+
+using namespace mlir;
+
+namespace kiln::test {
+
+namespace {
+
+class Generator {
+public:
+  Generator(MLIRContext *context, uint64_t seed, const RandomGraphOptions &options)
+      : rng_(seed), options_(options), b_(context), loc_(b_.getUnknownLoc()),
+        f64_(b_.getF64Type()) {}
+
+  OwningOpRef<ModuleOp> build();
+
+private:
+  int64_t pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  RankedTensorType tensor(ArrayRef<int64_t> shape, Type element = nullptr) {
+    return RankedTensorType::get(shape, element ? element : f64_);
+  }
+  ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+  int64_t rankOf(Value v) { return shapeOf(v).size(); }
+
+  SmallVector<int64_t> randomShape(int64_t minRank, int64_t maxRank) {
+    SmallVector<int64_t> shape;
+    for (int64_t i = 0, r = pick(minRank, maxRank); i < r; ++i)
+      shape.push_back(pick(2, 5));
+    return shape;
+  }
+  Value argument(RankedTensorType type) {
+    Value v = block_->addArgument(type, loc_);
+    pool_.push_back(v);
+    return v;
+  }
+  // A pool value, usually a recent one.
+  Value any() {
+    if (chance(0.6)) {
+      size_t recent = std::min<size_t>(pool_.size(), 4);
+      return pool_[pool_.size() - 1 - pick(0, recent - 1)];
+    }
+    return pool_[pick(0, pool_.size() - 1)];
+  }
+  Value anyWithRank(int64_t minRank) {
+    for (int tries = 0; tries < 8; ++tries) {
+      Value v = any();
+      if (rankOf(v) >= minRank)
+        return v;
+    }
+    return argument(tensor(randomShape(minRank, std::max<int64_t>(minRank, 3))));
+  }
+  // A value of |shape|: a pool value, a broadcast of a smaller one, or a
+  // new argument.
+  Value ofShape(ArrayRef<int64_t> shape) {
+    SmallVector<Value> matches;
+    for (Value v : pool_)
+      if (shapeOf(v) == shape)
+        matches.push_back(v);
+    if (!matches.empty() && chance(0.8))
+      return matches[pick(0, matches.size() - 1)];
+    if (!shape.empty() && chance(0.5)) {
+      // Broadcast a vector along the last dimension or a scalar.
+      SmallVector<int64_t> dims;
+      SmallVector<int64_t> small;
+      if (chance(0.5)) {
+        dims.push_back(shape.size() - 1);
+        small.push_back(shape.back());
+      }
+      Value source = argument(tensor(small));
+      return push(b_.create<BroadcastInDimOp>(loc_, tensor(shape), source, dims));
+    }
+    return argument(tensor(shape));
+  }
+  Value push(Value v) {
+    pool_.push_back(v);
+    return v;
+  }
+
+  void step();
+  Value unary(Value x);
+  Value binary(Value x);
+
+  std::mt19937_64 rng_;
+  RandomGraphOptions options_;
+  OpBuilder b_;
+  Location loc_;
+  Type f64_;
+  Block *block_ = nullptr;
+  std::vector<Value> pool_;
+};
+
+Value Generator::unary(Value x) {
+  switch (pick(0, 7)) {
+  case 0: return push(b_.create<NegOp>(loc_, x));
+  case 1: return push(b_.create<AbsOp>(loc_, x));
+  case 2: return push(b_.create<ExpOp>(loc_, b_.create<TanhOp>(loc_, x)));
+  case 3: return push(b_.create<TanhOp>(loc_, x));
+  case 4: return push(b_.create<SigmoidOp>(loc_, x));
+  case 5: return push(b_.create<ReluOp>(loc_, x));
+  case 6: return push(b_.create<SqrtOp>(loc_, b_.create<AbsOp>(loc_, x)));
+  default: {
+    // Through f32 and back: a rounding step.
+    Value narrow = b_.create<ConvertOp>(loc_, tensor(shapeOf(x), b_.getF32Type()), x);
+    return push(b_.create<ConvertOp>(loc_, x.getType(), narrow));
+  }
+  }
+}
+
+Value Generator::binary(Value x) {
+  Value y = chance(0.1) ? x : ofShape(shapeOf(x));
+  switch (pick(0, 6)) {
+  case 0: return push(b_.create<AddOp>(loc_, x, y));
+  case 1: return push(b_.create<SubOp>(loc_, x, y));
+  case 2: return push(b_.create<MulOp>(loc_, x, y));
+  case 3: return push(b_.create<MaxOp>(loc_, x, y));
+  case 4: return push(b_.create<MinOp>(loc_, x, y));
+  case 5: {
+    Value isLess = b_.create<CompareOp>(loc_, CompareDirection::lt, x, y);
+    return push(b_.create<SelectOp>(loc_, isLess, x, y));
+  }
+  default: {
+    auto type = cast<RankedTensorType>(x.getType());
+    auto one = DenseElementsAttr::get(type, b_.getF64FloatAttr(1.0));
+    Value c = b_.create<ConstantOp>(loc_, type, one);
+    return push(b_.create<DivOp>(loc_, x, b_.create<AddOp>(loc_, c, b_.create<AbsOp>(loc_, y))));
+  }
+  }
+}
+
+void Generator::step() {
+  int choice = pick(0, 15);
+  if (!options_.composites && choice >= 12 && choice <= 14)
+    choice = 0;
+  if (!options_.collectives && choice == 15)
+    choice = 1;
+  switch (choice) {
+  case 0:
+  case 1:
+    unary(any());
+    return;
+  case 2:
+  case 3:
+  case 4:
+    binary(any());
+    return;
+  case 5: { // broadcast_in_dim into a higher rank
+    Value x = any();
+    int64_t rank = std::min<int64_t>(rankOf(x) + pick(0, 2), 4);
+    SmallVector<int64_t> dims(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      dims[i] = i;
+    std::shuffle(dims.begin(), dims.end(), rng_);
+    dims.resize(rankOf(x));
+    llvm::sort(dims);
+    SmallVector<int64_t> shape = randomShape(rank, rank);
+    for (auto [i, d] : llvm::enumerate(dims))
+      shape[d] = shapeOf(x)[i];
+    push(b_.create<BroadcastInDimOp>(loc_, tensor(shape), x, dims));
+    return;
+  }
+  case 6: { // reshape: flatten, or merge two neighbouring dimensions
+    Value x = anyWithRank(2);
+    SmallVector<int64_t> shape(shapeOf(x));
+    int64_t i = pick(0, shape.size() - 2);
+    if (chance(0.3)) {
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      shape = {n};
+    } else {
+      shape[i] *= shape[i + 1];
+      shape.erase(shape.begin() + i + 1);
+    }
+    push(b_.create<ReshapeOp>(loc_, tensor(shape), x));
+    return;
+  }
+  case 7: { // transpose
+    Value x = anyWithRank(2);
+    SmallVector<int64_t> perm;
+    for (int64_t i = 0; i < rankOf(x); ++i)
+      perm.push_back(i);
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    push(b_.create<TransposeOp>(loc_, x, perm));
+    return;
+  }
+  case 8: { // slice or pad
+    Value x = anyWithRank(1);
+    SmallVector<int64_t> start, limit, strides, low, high;
+    for (int64_t d : shapeOf(x)) {
+      start.push_back(pick(0, std::min<int64_t>(1, d - 1)));
+      limit.push_back(pick(start.back() + 1, d));
+      strides.push_back(pick(1, 2));
+      low.push_back(pick(0, 1));
+      high.push_back(pick(0, 1));
+    }
+    if (chance(0.6))
+      push(b_.create<SliceOp>(loc_, x, start, limit, strides));
+    else
+      push(b_.create<PadOp>(loc_, x, b_.getDenseI64ArrayAttr(low),
+                            b_.getDenseI64ArrayAttr(high), b_.getF64FloatAttr(0.5)));
+    return;
+  }
+  case 9:
+  case 10: { // reduce
+    Value x = anyWithRank(1);
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < rankOf(x); ++d)
+      if (chance(0.5))
+        dims.push_back(d);
+    if (dims.empty())
+      dims.push_back(pick(0, rankOf(x) - 1));
+    ReduceKind kinds[] = {ReduceKind::sum, ReduceKind::max, ReduceKind::min,
+                          ReduceKind::mean};
+    push(b_.create<ReduceOp>(loc_, kinds[pick(0, 3)], x, dims));
+    return;
+  }
+  case 11: { // dot_general: a matmul, sometimes batched
+    Value x = anyWithRank(2);
+    if (rankOf(x) > 3)
+      x = push(b_.create<ReshapeOp>(
+          loc_, tensor({shapeOf(x)[0] * shapeOf(x)[1], shapeOf(x)[2], shapeOf(x)[3]}), x));
+    ArrayRef<int64_t> s = shapeOf(x);
+    SmallVector<int64_t> yShape;
+    if (s.size() == 3)
+      yShape = {s[0], s[2], pick(2, 5)};
+    else
+      yShape = {s[1], pick(2, 5)};
+    Value y = ofShape(yShape);
+    if (s.size() == 3)
+      push(b_.create<DotGeneralOp>(loc_, x, y, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{0},
+                                   ArrayRef<int64_t>{2}, ArrayRef<int64_t>{1}));
+    else
+      push(b_.create<DotGeneralOp>(loc_, x, y, ArrayRef<int64_t>{}, ArrayRef<int64_t>{},
+                                   ArrayRef<int64_t>{1}, ArrayRef<int64_t>{0}));
+    return;
+  }
+  case 12: { // softmax or log_softmax
+    Value x = anyWithRank(1);
+    int64_t dim = pick(0, rankOf(x) - 1);
+    if (chance(0.5))
+      push(b_.create<SoftmaxOp>(loc_, x, dim));
+    else
+      push(b_.create<LogSoftmaxOp>(loc_, x, dim));
+    return;
+  }
+  case 13: { // layer_norm or gelu
+    Value x = anyWithRank(1);
+    if (chance(0.4)) {
+      auto form = chance(0.5) ? GeluApproximation::tanh : GeluApproximation::erf;
+      push(b_.create<GeluOp>(loc_, form, x));
+      return;
+    }
+    int64_t axis = pick(0, rankOf(x) - 1);
+    auto paramType = tensor(shapeOf(x).drop_front(axis));
+    Value scale = argument(paramType), bias = argument(paramType);
+    push(b_.create<LayerNormOp>(loc_, x.getType(), x, scale, bias,
+                                static_cast<uint64_t>(axis), APFloat(1e-5)));
+    return;
+  }
+  case 14: { // softmax_cross_entropy on [N, C] logits, then a mean
+    Value x = anyWithRank(2);
+    if (rankOf(x) != 2) {
+      int64_t rest = 1;
+      for (int64_t d : shapeOf(x).drop_front())
+        rest *= d;
+      x = push(b_.create<ReshapeOp>(loc_, tensor({shapeOf(x)[0], rest}), x));
+    }
+    if (shapeOf(x)[1] < 2) {
+      unary(x);
+      return;
+    }
+    Value labels = block_->addArgument(
+        tensor({shapeOf(x)[0]}, b_.getIntegerType(32)), loc_);
+    Value loss = push(b_.create<SoftmaxCrossEntropyOp>(loc_, x, labels));
+    push(b_.create<ReduceOp>(loc_, ReduceKind::mean, loss, ArrayRef<int64_t>{0}));
+    return;
+  }
+  default: { // an all_reduce between two parts of the graph
+    Value x = any();
+    push(b_.create<AllReduceOp>(loc_, x.getType(), ReduceKind::sum, x,
+                                DenseIntElementsAttr()));
+    return;
+  }
+  }
+}
+
+OwningOpRef<ModuleOp> Generator::build() {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
+  b_.setInsertionPointToEnd(module->getBody());
+  auto func = b_.create<func::FuncOp>(loc_, "main", b_.getFunctionType({}, {}));
+  block_ = func.addEntryBlock();
+  b_.setInsertionPointToEnd(block_);
+  argument(tensor(randomShape(1, 3)));
+  argument(tensor(randomShape(2, 3)));
+  for (int i = 0, n = pick(options_.minOps, options_.maxOps); i < n; ++i)
+    step();
+  // Return every value nobody uses, and a few that are used.
+  SmallVector<Value> results;
+  for (Value v : pool_)
+    if (v.use_empty() || (!isa<BlockArgument>(v) && chance(0.1)))
+      results.push_back(v);
+  b_.create<func::ReturnOp>(loc_, results);
+  func.setType(b_.getFunctionType(block_->getArgumentTypes(), ValueRange(results).getTypes()));
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildRandomGraph(MLIRContext *context, uint64_t seed,
+                                       const RandomGraphOptions &options) {
+  return Generator(context, seed, options).build();
+}
+
+std::vector<HostTensor> randomArguments(func::FuncOp func, uint64_t seed,
+                                        int64_t intBound) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_int_distribution<int64_t> integer(0, std::max<int64_t>(1, intBound) - 1);
+  std::vector<HostTensor> args;
+  for (Type type : func.getArgumentTypes()) {
+    auto tensorType = cast<RankedTensorType>(type);
+    DType dtype = DType::f64;
+    Type element = tensorType.getElementType();
+    if (element.isF32())
+      dtype = DType::f32;
+    else if (element.isInteger(64))
+      dtype = DType::i64;
+    else if (element.isInteger(32))
+      dtype = DType::i32;
+    HostTensor t(dtype, tensorType.getShape());
+    for (double &v : t.values()) {
+      if (isFloat(dtype))
+        v = real(rng);
+      else
+        v = tensorType.getRank() == 0 ? 3.0 : static_cast<double>(integer(rng));
+    }
+    t.roundAll();
+    args.push_back(std::move(t));
+  }
+  return args;
+}
+
+} // namespace kiln::test

@@ -1,0 +1,47 @@
+//===- RandomGraph.h - random kiln functions for pass tests -------*- C++ -*-===//
+//
+// Builds a random DAG of kiln ops on small random shapes: elementwise ops,
+// broadcasts, reshapes, transposes, slices, reductions, dot_generals, the
+// composites kiln-decompose rewrites and the odd all_reduce, with diamonds
+// and values used many times, so that fusion meets every rule it has (and
+// every way to get one wrong). Everything is f64 unless a convert narrows
+// it; inputs come from randomArguments.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TESTS_UNIT_PASSES_RANDOMGRAPH_H
+#define KILN_TESTS_UNIT_PASSES_RANDOMGRAPH_H
+
+#include "ir/HostTensor.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::test {
+
+struct RandomGraphOptions {
+  int minOps = 8;
+  int maxOps = 40;
+  // Also composites (softmax, layer_norm, ...) and collectives.
+  bool composites = true;
+  bool collectives = true;
+};
+
+// A module with one function @main built from |seed|.
+mlir::OwningOpRef<mlir::ModuleOp> buildRandomGraph(mlir::MLIRContext *context,
+                                                   uint64_t seed,
+                                                   const RandomGraphOptions &options = {});
+
+// Arguments for |func|: floats uniform on [-2, 2]; integer arguments
+// uniform on [0, |intBound|) (labels, tokens) unless they are 0-d, which
+// get 3 (a step counter).
+std::vector<HostTensor> randomArguments(mlir::func::FuncOp func, uint64_t seed,
+                                        int64_t intBound);
+
+} // namespace kiln::test
+
+#endif // KILN_TESTS_UNIT_PASSES_RANDOMGRAPH_H

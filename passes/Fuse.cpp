@@ -46,6 +46,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <functional>
@@ -845,8 +846,10 @@ void Planner::enqueueAround(int c) {
     }
   }
   // Siblings: other kernels that read one of this kernel's large inputs.
+  // (Copies: trials grow clusters_ and rewrite member lists.)
   DenseSet<int> siblings;
-  for (Operation *op : clusters_[c].ops) {
+  SmallVector<Operation *> ops(clusters_[c].ops);
+  for (Operation *op : ops) {
     for (Value v : op->getOperands()) {
       if (internal(v, c))
         continue;
@@ -858,10 +861,8 @@ void Planner::enqueueAround(int c) {
           def ? ArrayRef<Operation *>(users_[def])
               : ArrayRef<Operation *>(argUsers_[source]);
       for (Operation *reader : readers) {
-        auto it = member_.find(reader);
-        if (it == member_.end())
-          continue;
-        for (int d : it->second)
+        SmallVector<int, 2> readerClusters = member_.lookup(reader);
+        for (int d : readerClusters)
           if (d != c && fusible(d) && !(def && contains(def, d)) &&
               siblings.insert(d).second)
             push(Move::Sibling, std::min(c, d), std::max(c, d));
@@ -1155,14 +1156,16 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
       getOperation().emitError() << "kiln-fuse expects bandwidth-gbps > 0, "
                                     "peak-gflops > 0 and launch-us >= 0, but "
                                     "got "
-                                 << bandwidthGBps << ", " << peakGflops << " and "
-                                 << launchUs;
+                                 << static_cast<double>(bandwidthGBps) << ", "
+                                 << static_cast<double>(peakGflops) << " and "
+                                 << static_cast<double>(launchUs);
       return signalPassFailure();
     }
     if (maxInputs < 1 || maxOutputs < 1) {
       getOperation().emitError() << "kiln-fuse expects max-inputs and "
                                     "max-outputs of at least 1, but got "
-                                 << maxInputs << " and " << maxOutputs;
+                                 << static_cast<int64_t>(maxInputs) << " and "
+                                 << static_cast<int64_t>(maxOutputs);
       return signalPassFailure();
     }
     FusionCostModel model(costOptions);
@@ -1182,9 +1185,20 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
         planner.horizontalFusion();
       if (failed(planner.materialize()))
         return signalPassFailure();
-      KernelStats stats = countKernels(func, costOptions);
-      numFusions += stats.fusions;
-      numKernels += stats.kernels;
+      if (report) {
+        KernelStats stats = countKernels(func, costOptions);
+        InFlightDiagnostic remark = func.emitRemark();
+        remark << "kiln-fuse: " << stats.kernels << " kernels (" << stats.fusions
+               << " fusions:";
+        for (unsigned k = 0; k < 5; ++k)
+          remark << (k ? ", " : " ") << stats.fusionsByKind[k] << " "
+                 << stringifyFusionKind(static_cast<FusionKind>(k));
+        remark << "; " << stats.libraryCalls << " library calls; "
+               << stats.unfusedOps << " other ops), " << stats.collectives
+               << " collectives, " << stats.bytesRead << " bytes read, "
+               << stats.bytesWritten << " bytes written, "
+               << llvm::formatv("{0:f1}", stats.modeledUs).str() << " us modelled";
+      }
     }
   }
 };

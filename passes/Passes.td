@@ -184,10 +184,8 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "fuse bias, residual and activation into dot_general">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "pack independent loop kernels into horizontal fusions">,
-  ];
-  let statistics = [
-    Statistic<"numFusions", "fusions", "kiln.fusion ops created">,
-    Statistic<"numKernels", "kernels", "kernels after fusion (fusions, library calls, other ops)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "emit a remark per function with its kernels and modelled bytes">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -1,0 +1,479 @@
+//===- FusionPlan.cpp - kernels as clusters of ops, for kiln-fuse ---------===//
+//
+// See FusionPlan.h. The legality rules are those of the kernels the code
+// generators write: a loop kernel iterates over one output shape; a
+// reduction kernel works row by row over one shape and one set of reduced
+// dimensions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusionPlan.h"
+
+#include "ir/KilnOps.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <algorithm>
+
+namespace kiln::fusion {
+
+using namespace mlir;
+
+namespace {
+
+bool hasStaticShapes(Operation *op) {
+  auto isStatic = [](Type t) {
+    auto ranked = dyn_cast<RankedTensorType>(t);
+    return ranked && ranked.hasStaticShape();
+  };
+  return llvm::all_of(op->getOperandTypes(), isStatic) &&
+         llvm::all_of(op->getResultTypes(), isStatic);
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+int64_t elementsOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+} // namespace
+
+Value traceReshapes(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getOperand();
+  return v;
+}
+
+// Constants small enough to copy into every region that reads them.
+static bool isSmallConstant(Operation *op) {
+  auto constant = dyn_cast_or_null<ConstantOp>(op);
+  if (!constant)
+    return false;
+  if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue()))
+    if (dense.isSplat())
+      return true;
+  return cast<ShapedType>(constant.getType()).getNumElements() <= 16;
+}
+
+
+//===----------------------------------------------------------------------===//
+// The graph
+//===----------------------------------------------------------------------===//
+
+void FusionPlan::buildGraph() {
+  int64_t i = 0;
+  for (Operation &op : block_)
+    pos_[&op] = i++;
+  Operation *lastEffect = nullptr;
+  for (Operation &op : block_.without_terminator()) {
+    if (isFreeOp(&op))
+      continue;
+    nodes_.push_back(&op);
+    Cluster cluster;
+    cluster.ops.push_back(&op);
+    if (isa<DotGeneralOp>(op) && hasStaticShapes(&op))
+      cluster.cls = ClusterClass::Gemm;
+    else if (isFusibleOp(&op) && hasStaticShapes(&op))
+      cluster.cls = ClusterClass::Fusible;
+    int id = clusters_.size();
+    clusters_.push_back(std::move(cluster));
+    home_[&op] = id;
+    member_[&op] = {id};
+    if (!isMemoryEffectFree(&op)) {
+      if (lastEffect) {
+        orderNext_[lastEffect] = &op;
+        orderPrev_[&op] = lastEffect;
+      }
+      lastEffect = &op;
+    }
+  }
+  // Users through reshape chains.
+  auto collect = [&](Value v, SmallVector<Operation *, 4> &out) {
+    SmallVector<Value> work{v};
+    while (!work.empty()) {
+      Value cur = work.pop_back_val();
+      for (Operation *user : cur.getUsers()) {
+        if (isa<ReshapeOp>(user))
+          work.push_back(user->getResult(0));
+        else if (!llvm::is_contained(out, user))
+          out.push_back(user);
+      }
+    }
+  };
+  for (Operation *node : nodes_) {
+    auto &out = users_[node];
+    for (Value r : node->getResults())
+      collect(r, out);
+  }
+  for (BlockArgument arg : block_.getArguments())
+    collect(arg, argUsers_[arg]);
+}
+
+bool FusionPlan::cheap(int c) const {
+  const Cluster &cluster = clusters_[c];
+  return cluster.alive && cluster.cls == ClusterClass::Fusible &&
+         cluster.ops.size() <= kMaxDuplicatedOps && !hasReduce(c);
+}
+
+bool FusionPlan::hasReduce(int c) const {
+  return llvm::any_of(clusters_[c].ops, [](Operation *op) { return isa<ReduceOp>(op); });
+}
+
+bool FusionPlan::needsExport(Operation *x, int c) const {
+  for (Operation *user : users_.lookup(x)) {
+    if (!isNode(user))
+      return true; // the return
+    auto it = member_.find(user);
+    if (it == member_.end())
+      continue;
+    for (int d : it->second)
+      if (d != c && !contains(x, d))
+        return true;
+  }
+  return false;
+}
+
+SmallVector<Value> FusionPlan::exportsOf(int c) const {
+  SmallVector<Value> exports;
+  for (Operation *op : clusters_[c].ops) {
+    auto it = home_.find(op);
+    if (it == home_.end() || it->second != c || !needsExport(op, c))
+      continue;
+    llvm::append_range(exports, op->getResults());
+  }
+  return exports;
+}
+
+bool FusionPlan::internal(Value v, int c) const {
+  Value source = traceReshapes(v);
+  Operation *def = source.getDefiningOp();
+  if (!def || def->getBlock() != &block_)
+    return false;
+  if (isSmallConstant(def))
+    return true;
+  return !isFreeOp(def) && contains(def, c);
+}
+
+SmallVector<int> FusionPlan::successors(int c) {
+  // Cached between changes to the plan; never while a trial is open.
+  if (!journalling_) {
+    auto it = successorCache_.find(c);
+    if (it != successorCache_.end() && it->second.first == generation_)
+      return it->second.second;
+  }
+  SmallVector<int> out;
+  for (Operation *op : clusters_[c].ops) {
+    auto it = home_.find(op);
+    if (it == home_.end() || it->second != c)
+      continue;
+    for (Operation *user : users_.lookup(op)) {
+      auto m = member_.find(user);
+      if (m == member_.end())
+        continue;
+      for (int d : m->second)
+        if (d != c && !contains(op, d) && !llvm::is_contained(out, d))
+          out.push_back(d);
+    }
+    if (Operation *next = orderNext_.lookup(op)) {
+      int d = home_.lookup(next);
+      if (d != c && !llvm::is_contained(out, d))
+        out.push_back(d);
+    }
+  }
+  if (!journalling_)
+    successorCache_[c] = {generation_, out};
+  return out;
+}
+
+SmallVector<int> FusionPlan::predecessors(int c) const {
+  SmallVector<int> out;
+  auto add = [&](int p) {
+    if (p != c && !llvm::is_contained(out, p))
+      out.push_back(p);
+  };
+  for (Operation *op : clusters_[c].ops) {
+    for (Value v : op->getOperands()) {
+      Operation *def = nodeOf(traceReshapes(v));
+      if (!def || contains(def, c))
+        continue;
+      auto it = home_.find(def);
+      if (it != home_.end())
+        add(it->second);
+    }
+    if (Operation *prev = orderPrev_.lookup(op))
+      if (home_.count(prev))
+        add(home_.lookup(prev));
+  }
+  return out;
+}
+
+bool FusionPlan::reaches(int from, int to, bool skipDirect) {
+  SmallVector<int> work;
+  DenseSet<int> seen;
+  for (int s : successors(from))
+    if (!(skipDirect && s == to) && seen.insert(s).second)
+      work.push_back(s);
+  while (!work.empty()) {
+    int c = work.pop_back_val();
+    if (c == to)
+      return true;
+    for (int s : successors(c))
+      if (seen.insert(s).second)
+        work.push_back(s);
+  }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Costs and legality
+//===----------------------------------------------------------------------===//
+
+double FusionPlan::timeOf(int c) const {
+  const Cluster &cluster = clusters_[c];
+  // Each external input once; an input read only through slices costs the
+  // slices (at most the whole input).
+  struct Input {
+    int64_t bytes;
+    int64_t sliceBytes = 0;
+    bool onlySlices = true;
+  };
+  llvm::MapVector<Value, Input> inputs;
+  int64_t flops = 0;
+  for (Operation *op : cluster.ops) {
+    for (Value v : op->getOperands()) {
+      if (internal(v, c))
+        continue;
+      Value source = traceReshapes(v);
+      auto [it, inserted] = inputs.insert({source, Input{tensorBytes(source.getType())}});
+      if (isa<SliceOp>(op) && v == source)
+        it->second.sliceBytes += tensorBytes(op->getResult(0).getType());
+      else
+        it->second.onlySlices = false;
+    }
+    if (auto cost = dyn_cast<CostInterface>(op))
+      flops += cost.getFlops();
+  }
+  int64_t bytes = 0;
+  for (auto &[value, input] : inputs)
+    bytes += input.onlySlices ? std::min(input.bytes, input.sliceBytes) : input.bytes;
+  for (Value v : exportsOf(c))
+    bytes += tensorBytes(v.getType());
+  return model_.kernelTimeUs(bytes, flops);
+}
+
+bool FusionPlan::legal(int c) const {
+  const Cluster &cluster = clusters_[c];
+  if (cluster.cls != ClusterClass::Fusible)
+    return true;
+  llvm::SetVector<Value> inputs;
+  for (Operation *op : cluster.ops)
+    for (Value v : op->getOperands())
+      if (!internal(v, c))
+        inputs.insert(v);
+  SmallVector<Value> exports = exportsOf(c);
+  if (static_cast<int64_t>(inputs.size()) > limits_.maxInputs ||
+      static_cast<int64_t>(exports.size()) > limits_.maxOutputs)
+    return false;
+  SmallVector<Operation *> reduces;
+  for (Operation *op : cluster.ops)
+    if (isa<ReduceOp>(op))
+      reduces.push_back(op);
+  if (!reduces.empty())
+    return legalReduction(c, reduces);
+  // A loop kernel iterates over its results: they have one element count.
+  // A horizontal kernel runs each part over its own.
+  if (cluster.horizontal || exports.empty())
+    return true;
+  int64_t count = elementsOf(exports.front());
+  return llvm::all_of(exports, [&](Value v) { return elementsOf(v) == count; });
+}
+
+// A reduction kernel works row by row: every reduce has the same operand
+// shape F and reduced dimensions R, leaving the kept shape K. Ops before the
+// reduces are index maps and elementwise ops of any shape; ops after them
+// work on K, or on F after a broadcast of a K value along the kept
+// dimensions (the row is then held on chip, within the shared-memory
+// budget). Results have shape F or K.
+bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
+  auto first = cast<ReduceOp>(reduces.front());
+  SmallVector<int64_t> full(shapeOf(first.getOperand()));
+  SmallVector<int64_t> dims(first.getDimensions());
+  llvm::sort(dims);
+  for (Operation *op : reduces.drop_front()) {
+    auto reduce = cast<ReduceOp>(op);
+    SmallVector<int64_t> other(reduce.getDimensions());
+    llvm::sort(other);
+    if (shapeOf(reduce.getOperand()) != ArrayRef<int64_t>(full) || other != dims)
+      return false;
+  }
+  SmallVector<int64_t> kept, keptDims;
+  int64_t rowElements = 1;
+  for (int64_t d = 0, e = full.size(); d < e; ++d) {
+    if (llvm::is_contained(dims, d)) {
+      rowElements *= full[d];
+    } else {
+      kept.push_back(full[d]);
+      keptDims.push_back(d);
+    }
+  }
+  auto isRowShape = [&](Value v) {
+    ArrayRef<int64_t> s = shapeOf(v);
+    return s == ArrayRef<int64_t>(full) || s == ArrayRef<int64_t>(kept);
+  };
+  for (Value v : exportsOf(c))
+    if (!isRowShape(v))
+      return false;
+
+  const Cluster &cluster = clusters_[c];
+  DenseSet<Operation *> after; // ops that depend on a reduce in the kernel
+  bool rowReused = false;
+  int64_t elementBytes = 1;
+  for (Operation *op : cluster.ops) {
+    if (isa<ReduceOp>(op))
+      elementBytes = std::max(elementBytes, tensorBytes(op->getOperand(0).getType()) /
+                                                std::max<int64_t>(1, elementsOf(op->getOperand(0))));
+    bool dependsOnReduce = false;
+    for (Value v : op->getOperands()) {
+      if (!internal(v, c))
+        continue;
+      Operation *def = traceReshapes(v).getDefiningOp();
+      if (!isa<ReduceOp>(def) && !after.contains(def))
+        continue;
+      dependsOnReduce = true;
+      if (v.getDefiningOp() != def) // a reshape of a reduced value
+        return false;
+    }
+    if (!dependsOnReduce)
+      continue;
+    after.insert(op);
+    if (isa<ReduceOp>(op))
+      continue;
+    if (!isRowShape(op->getResult(0)))
+      return false;
+    if (auto broadcast = dyn_cast<BroadcastInDimOp>(op)) {
+      if (shapeOf(broadcast.getOperand()) != ArrayRef<int64_t>(kept) ||
+          shapeOf(broadcast.getResult()) != ArrayRef<int64_t>(full) ||
+          broadcast.getBroadcastDimensions() != ArrayRef<int64_t>(keptDims))
+        return false;
+      rowReused = true;
+      continue;
+    }
+    if (!isa<ScalarSemantics>(op))
+      return false;
+  }
+  return !rowReused || rowElements * elementBytes <= limits_.sharedMemoryBytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Journalled changes
+//===----------------------------------------------------------------------===//
+
+void FusionPlan::rollback() {
+  for (auto &[op, old] : llvm::reverse(journal_.members))
+    member_[op] = old;
+  for (auto &[op, old] : llvm::reverse(journal_.homes)) {
+    if (old < 0)
+      home_.erase(op);
+    else
+      home_[op] = old;
+  }
+  for (auto &[c, old] : llvm::reverse(journal_.clusters))
+    clusters_[c] = old;
+  clusters_.resize(journal_.numClusters);
+  journalling_ = false;
+}
+
+void FusionPlan::saveCluster(int c) {
+  if (journalling_ && c < static_cast<int>(journal_.numClusters))
+    journal_.clusters.push_back({c, clusters_[c]});
+}
+
+void FusionPlan::setHome(Operation *op, int c) {
+  if (journalling_) {
+    auto it = home_.find(op);
+    journal_.homes.push_back({op, it == home_.end() ? -1 : it->second});
+  }
+  if (c < 0)
+    home_.erase(op);
+  else
+    home_[op] = c;
+}
+
+void FusionPlan::setMembers(Operation *op, SmallVector<int, 2> members) {
+  if (journalling_)
+    journal_.members.push_back({op, member_.lookup(op)});
+  member_[op] = std::move(members);
+}
+
+// A new cluster with the ops of |a| and |b|; both die.
+int FusionPlan::merge(int a, int b) {
+  int s = clusters_.size();
+  Cluster merged;
+  merged.cls = clusters_[a].cls == ClusterClass::Gemm || clusters_[b].cls == ClusterClass::Gemm
+                   ? ClusterClass::Gemm
+                   : ClusterClass::Fusible;
+  merged.sibling = clusters_[a].sibling || clusters_[b].sibling;
+  merged.horizontal = clusters_[a].horizontal || clusters_[b].horizontal;
+  merged.ops = clusters_[a].ops;
+  for (Operation *op : clusters_[b].ops)
+    if (!llvm::is_contained(merged.ops, op))
+      merged.ops.push_back(op);
+  llvm::sort(merged.ops, [&](Operation *x, Operation *y) { return pos_[x] < pos_[y]; });
+  clusters_.push_back(std::move(merged));
+  for (Operation *op : clusters_[s].ops) {
+    SmallVector<int, 2> members;
+    for (int m : member_.lookup(op))
+      if (m != a && m != b)
+        members.push_back(m);
+    members.push_back(s);
+    setMembers(op, members);
+    auto it = home_.find(op);
+    if (it != home_.end() && (it->second == a || it->second == b))
+      setHome(op, s);
+  }
+  for (int c : {a, b}) {
+    saveCluster(c);
+    clusters_[c].alive = false;
+  }
+  return s;
+}
+
+// Copies the ops of |p| into |d| as guests.
+void FusionPlan::duplicate(int p, int d) {
+  saveCluster(d);
+  for (Operation *op : clusters_[p].ops) {
+    if (contains(op, d))
+      continue;
+    SmallVector<int, 2> members = member_.lookup(op);
+    members.push_back(d);
+    setMembers(op, members);
+    clusters_[d].ops.push_back(op);
+  }
+  llvm::sort(clusters_[d].ops, [&](Operation *x, Operation *y) { return pos_[x] < pos_[y]; });
+}
+
+// Removes |p| when every user of its values now computes them itself.
+void FusionPlan::dropIfUnneeded(int p) {
+  if (!exportsOf(p).empty())
+    return;
+  saveCluster(p);
+  clusters_[p].alive = false;
+  for (Operation *op : clusters_[p].ops) {
+    SmallVector<int, 2> members;
+    for (int m : member_.lookup(op))
+      if (m != p)
+        members.push_back(m);
+    setMembers(op, members);
+    if (home_.lookup(op) == p && home_.count(op))
+      setHome(op, -1);
+  }
+}
+
+
+} // namespace kiln::fusion

@@ -1,0 +1,169 @@
+//===- FusionPlan.h - kernels as clusters of ops, for kiln-fuse ---*- C++ -*-===//
+//
+// The plan kiln-fuse builds before it rewrites anything: clusters of ops
+// over the unchanged function body, one cluster per kernel. An op has at
+// most one home cluster, which computes it and exports its value to whoever
+// needs it; cheap ops may also be copied as guests into other clusters,
+// which then compute them themselves. A cluster graph edge runs from the
+// home of a value to every cluster that reads that value, plus an edge
+// between consecutive side-effecting ops (collectives), so that no merge can
+// reorder them.
+//
+// The plan answers what a cluster reads and writes, what it costs (through
+// FusionCostModel) and whether it can be one kernel, and it changes by
+// merging clusters or copying one into another. Changes can be journalled
+// and rolled back, so a merge is priced by applying it, measuring, and
+// undoing it.
+//
+// Reshapes are bitcasts, not kernels: they are edges, copied into a region
+// when both ends are inside it and left outside otherwise. Splat and tiny
+// constants are copied into the regions that use them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_FUSIONPLAN_H
+#define KILN_PASSES_FUSIONPLAN_H
+
+#include "passes/FusionCostModel.h"
+
+#include "mlir/IR/Block.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <vector>
+
+namespace kiln::fusion {
+
+using mlir::Operation;
+using mlir::Value;
+
+// What one kernel may hold (the pass options).
+struct Limits {
+  int64_t maxInputs = 32;
+  int64_t maxOutputs = 32;
+  int64_t sharedMemoryBytes = 49152;
+  int64_t siblingMinBytes = 4096;
+};
+
+// Clusters of at most this many ops may be copied into consumers.
+constexpr size_t kMaxDuplicatedOps = 32;
+
+enum class ClusterClass {
+  Fusible, // a generated kernel: loop or reduction fusion
+  Gemm,    // a dot_general, alone (a library call) or with its epilogue
+  Opaque,  // a kernel or collective that no fusion takes
+};
+
+// One kernel of the plan. A merge makes a new cluster; the merged ones die
+// (alive = false). |version| changes whenever the cluster or its
+// neighbourhood does, so queued merges that priced an old state are stale.
+struct Cluster {
+  llvm::SmallVector<Operation *> ops; // home and guest ops, in block order
+  ClusterClass cls = ClusterClass::Opaque;
+  bool alive = true;
+  bool sibling = false;
+  bool horizontal = false;
+  unsigned version = 0;
+};
+
+// Follows |v| back through reshapes to the value they bitcast.
+Value traceReshapes(Value v);
+
+class FusionPlan {
+public:
+  FusionPlan(mlir::Block &block, const Limits &limits, const FusionCostModel &model)
+      : block_(block), limits_(limits), model_(model) {
+    buildGraph();
+  }
+
+  // The graph.
+  bool isNode(Operation *op) const {
+    return pos_.count(op) && !isFreeOp(op) && op != block_.getTerminator();
+  }
+  Operation *nodeOf(Value source) const {
+    Operation *def = source.getDefiningOp();
+    return def && def->getBlock() == &block_ && !isFreeOp(def) ? def : nullptr;
+  }
+  bool contains(Operation *op, int c) const {
+    auto it = member_.find(op);
+    return it != member_.end() && llvm::is_contained(it->second, c);
+  }
+  bool fusible(int c) const {
+    return clusters_[c].alive && clusters_[c].cls == ClusterClass::Fusible;
+  }
+  // A fusible cluster without reduces, small enough to copy.
+  bool cheap(int c) const;
+  bool hasReduce(int c) const;
+  // Whether the value of |x| (at home in |c|) is needed outside |c|.
+  bool needsExport(Operation *x, int c) const;
+  // The values |c| writes: its results.
+  llvm::SmallVector<Value> exportsOf(int c) const;
+  // Whether |v| (an operand of an op of |c|) is computed inside |c|.
+  bool internal(Value v, int c) const;
+  llvm::SmallVector<int> successors(int c);
+  llvm::SmallVector<int> predecessors(int c) const;
+  // Whether a path leads from |from| to |to|, not counting the direct edge
+  // when |skipDirect| is set.
+  bool reaches(int from, int to, bool skipDirect);
+
+  // Costs and legality.
+  double timeOf(int c) const;
+  bool legal(int c) const;
+
+  // Changes, journalled between begin() and commit() or rollback().
+  void begin() {
+    journal_ = Journal{};
+    journal_.numClusters = clusters_.size();
+    journalling_ = true;
+  }
+  void commit() {
+    journalling_ = false;
+    changed();
+  }
+  void rollback();
+  // Call after unjournalled changes: drops cached graph queries.
+  void changed() { ++generation_; }
+  // A new cluster with the ops of |a| and |b|; both die.
+  int merge(int a, int b);
+  // Copies the ops of |p| into |d| as guests.
+  void duplicate(int p, int d);
+  // Removes |p| when every user of its values now computes them itself.
+  void dropIfUnneeded(int p);
+
+protected:
+  void buildGraph();
+  bool legalReduction(int c, llvm::ArrayRef<Operation *> reduces) const;
+  void saveCluster(int c);
+  void setHome(Operation *op, int c);
+  void setMembers(Operation *op, llvm::SmallVector<int, 2> members);
+
+  mlir::Block &block_;
+  Limits limits_;
+  const FusionCostModel &model_;
+
+  llvm::DenseMap<Operation *, int64_t> pos_;
+  llvm::SmallVector<Operation *> nodes_;
+  // Users of a node's results through reshapes: nodes, or the terminator.
+  llvm::DenseMap<Operation *, llvm::SmallVector<Operation *, 4>> users_;
+  llvm::DenseMap<Value, llvm::SmallVector<Operation *, 4>> argUsers_;
+  llvm::DenseMap<Operation *, Operation *> orderNext_, orderPrev_;
+
+  std::vector<Cluster> clusters_;
+  llvm::DenseMap<Operation *, int> home_;
+  llvm::DenseMap<Operation *, llvm::SmallVector<int, 2>> member_;
+
+  struct Journal {
+    std::vector<std::pair<Operation *, int>> homes;
+    std::vector<std::pair<Operation *, llvm::SmallVector<int, 2>>> members;
+    std::vector<std::pair<int, Cluster>> clusters;
+    size_t numClusters = 0;
+  } journal_;
+  bool journalling_ = false;
+
+  unsigned generation_ = 0;
+  llvm::DenseMap<int, std::pair<unsigned, llvm::SmallVector<int>>> successorCache_;
+};
+
+} // namespace kiln::fusion
+
+#endif // KILN_PASSES_FUSIONPLAN_H

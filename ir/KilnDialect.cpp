@@ -134,11 +134,35 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (name == kBufferOffsetsAttrName || name == kAliasesAttrName) {
+    // One entry per result, -1 or more (an offset or an argument index).
+    auto array = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!array || array.size() != static_cast<int64_t>(op->getNumResults()))
+      return op->emitError() << "'" << name << "' must be an array<i64> with one "
+                             << "entry per result (" << op->getNumResults()
+                             << "), but is " << attr.getValue();
+    for (int64_t entry : array.asArrayRef())
+      if (entry < -1)
+        return op->emitError() << "'" << name << "' entries must be -1 or more, "
+                               << "but one is " << entry;
+    return success();
+  }
+  if (name == kArenaBytesAttrName || name == kPeakBytesAttrName ||
+      name == kLowerBoundBytesAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !bytes || bytes.getInt() < 0)
+      return op->emitError() << "'" << name << "' must be a non-negative "
+                             << "integer on a function, but is " << attr.getValue()
+                             << " on a '" << op->getName() << "' op";
+    return success();
+  }
   InFlightDiagnostic diag = op->emitError()
                             << "unknown attribute '" << name << "' on a '"
                             << op->getName()
-                            << "' op (the kiln dialect puts only kiln.training "
-                               "on operations, on the module";
+                            << "' op (the kiln dialect puts kiln.training on the "
+                               "module and the buffer plan, kiln.buffer_offsets, "
+                               "kiln.aliases, kiln.arena_bytes, kiln.peak_bytes "
+                               "and kiln.lower_bound_bytes, on functions and ops";
   if (name == kRoleAttrName || name == kInitAttrName || name == kNameAttrName ||
       name == kGradOfAttrName || name == kUpdatesAttrName)
     diag << "; '" << name << "' belongs on a function argument or result";

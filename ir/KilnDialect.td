@@ -41,6 +41,15 @@ def Kiln_Dialect : Dialect {
     static constexpr llvm::StringLiteral kGradOfAttrName = "kiln.grad_of";
     // On an updated parameter/state/step result: the argument it replaces.
     static constexpr llvm::StringLiteral kUpdatesAttrName = "kiln.updates";
+    // The buffer plan (kiln-plan-buffers). On each top-level op: the arena
+    // offset of each result (-1: it lives in an argument's buffer) and, when
+    // some result does, the argument index per result (-1: none).
+    static constexpr llvm::StringLiteral kBufferOffsetsAttrName = "kiln.buffer_offsets";
+    static constexpr llvm::StringLiteral kAliasesAttrName = "kiln.aliases";
+    // On the function: arena size, planned peak and its lower bound, bytes.
+    static constexpr llvm::StringLiteral kArenaBytesAttrName = "kiln.arena_bytes";
+    static constexpr llvm::StringLiteral kPeakBytesAttrName = "kiln.peak_bytes";
+    static constexpr llvm::StringLiteral kLowerBoundBytesAttrName = "kiln.lower_bound_bytes";
   }];
 }
 

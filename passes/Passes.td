@@ -190,4 +190,64 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnSchedule : Pass<"kiln-schedule", "mlir::ModuleOp"> {
+  let summary = "Order each function's kernels to lower the peak of live memory";
+  let description = [{
+    Reorders the top-level ops of every function body (each a kernel: a
+    kiln.fusion or a single op), respecting data dependences and the order
+    of ops with side effects, to lower the peak of simultaneously live
+    bytes. It builds a greedy list schedule (the ready op that frees the most
+    bytes net of what it allocates runs first, so ops that allocate big
+    buffers wait until they are needed) and a post-order walk from the
+    returned values (larger subgraph first), estimates each order's peak and
+    keeps the lowest; the original order wins a tie. In every order each
+    collective is moved up to start as soon as its inputs exist (collectives
+    keep their relative order: every rank issues them in the same order).
+    Deterministic; every order is topological, so dominance always holds.
+  }];
+  let options = [
+    Option<"reportPeaks", "report-peaks", "bool", /*default=*/"false",
+           "emit a remark per function with each order's estimated peak">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnPlanBuffers : Pass<"kiln-plan-buffers", "mlir::ModuleOp"> {
+  let summary = "Plan every kernel result's buffer: in place, or an arena offset";
+  let description = [{
+    Liveness over the current op order (run kiln-schedule first): top-level
+    op i writes its results at step i, a value lives until its last reader,
+    and returned values until the end. Then:
+
+    - Updated parameters, optimizer state and the step (results with
+      `kiln.updates = i`) are written over argument i's buffer when that is
+      safe: argument i (or a reshape of it) is last read before the op that
+      writes the update, or by that op itself reading it elementwise.
+      Otherwise the update gets an arena buffer and a remark says why.
+    - A reshape names its operand's bytes (a view).
+    - An elementwise op, or a fusion whose input feeds the result only
+      through elementwise ops of its shape, may write its result over an
+      operand of the same size that dies there.
+    - Offsets in one arena come from a best-fit heap simulation
+      (passes/BufferPlanner.h); an independent checker then proves that no
+      two buffers live at the same step overlap, and the pass fails with an
+      internal error if they do.
+
+    Each top-level op gets `kiln.buffer_offsets = array<i64: ...>`, one
+    arena offset per result (-1 for a result that lives in an argument's
+    buffer, named by `kiln.aliases = array<i64: ...>`, one argument index or
+    -1 per result). The function gets `kiln.arena_bytes` (the arena's size),
+    `kiln.peak_bytes` (the planned peak: its arguments' buffers plus the
+    arena) and `kiln.lower_bound_bytes` (its arguments' buffers plus the
+    largest sum of simultaneously live arena bytes).
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
+           "alignment of every arena buffer in bytes (a power of two)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "print the buffer-assignment report of each function to stderr">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 #endif // KILN_PASSES_TD

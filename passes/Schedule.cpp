@@ -1,0 +1,463 @@
+//===- Schedule.cpp - an op order with a lower peak of live memory --------===//
+//
+// Orders the top-level ops (kernels) of each function body so that fewer
+// bytes are live at once, as XLA's memory schedulers do: it builds a few
+// topological orders of the dependence graph, measures the peak of live
+// bytes of each as kiln-plan-buffers will plan it (passes/BufferModel.h:
+// in-place updates, views and reuse included), and keeps the lowest (the
+// original order on a tie, so a module that is already good is left alone):
+//   - list: a greedy list scheduler that, among the ready ops, runs the one
+//     that frees the most bytes net of what it allocates;
+//   - reverse-list: the same from the return backwards, which places each
+//     op right before its results are needed, so ops that allocate big
+//     buffers whose users are far away are delayed;
+//   - dfs: a post-order walk from the returned values that evaluates the
+//     operand with the larger subgraph first (Sethi-Ullman style).
+// In every order, each collective is then moved up to start as soon as its
+// inputs exist (and after the collective before it: every rank issues the
+// same collectives in the same order), so communication overlaps compute.
+//
+// Dependences: an op depends on the top-level ops defining the values it or
+// any op nested in it reads; ops with side effects (collectives, calls)
+// keep their relative order. Every order is topological, so dominance holds;
+// the pass checks it again before moving anything.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnOps.h"
+#include "passes/BufferModel.h"
+#include "passes/FusionCostModel.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#define DEBUG_TYPE "kiln-schedule"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNSCHEDULE
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using mlir::Operation;
+using mlir::Value;
+
+// The dependence graph of one block's top-level ops, with the sizes of the
+// values they define.
+struct Graph {
+  llvm::SmallVector<Operation *> ops;
+  // preds[i]: the ops that must run before op i, without repeats.
+  std::vector<std::vector<int>> preds, succs;
+  // Per op, its operand values defined by top-level ops: (defining op,
+  // bytes, whether the terminator reads it too).
+  struct Input {
+    Value value;
+    int producer;
+  };
+  std::vector<std::vector<Input>> inputs;
+  // Per op, the bytes its results take.
+  std::vector<int64_t> definedBytes;
+  llvm::DenseMap<Value, int64_t> valueBytes;
+  llvm::DenseMap<Value, int> valueUsers; // distinct top-level readers
+  llvm::DenseSet<Value> liveOut;
+  std::vector<bool> collective;
+
+  explicit Graph(mlir::Block &block) {
+    BlockLiveness liveness(block);
+    for (Operation *op : liveness.getOps())
+      ops.push_back(op);
+    int n = ops.size();
+    llvm::DenseMap<Operation *, int> index;
+    for (int i = 0; i < n; ++i)
+      index[ops[i]] = i;
+    preds.resize(n);
+    succs.resize(n);
+    inputs.resize(n);
+    definedBytes.assign(n, 0);
+    collective.assign(n, false);
+    int lastEffect = -1;
+    for (int i = 0; i < n; ++i) {
+      llvm::SetVector<Value> read;
+      ops[i]->walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands())
+          read.insert(operand);
+      });
+      llvm::SetVector<int> from;
+      for (Value value : read) {
+        Operation *def = value.getDefiningOp();
+        Operation *top = def ? block.findAncestorOpInBlock(*def) : nullptr;
+        if (!top || top == ops[i])
+          continue;
+        int producer = index.lookup(top);
+        from.insert(producer);
+        inputs[i].push_back({value, producer});
+        ++valueUsers[value];
+      }
+      if (!mlir::isMemoryEffectFree(ops[i])) {
+        if (lastEffect >= 0)
+          from.insert(lastEffect);
+        lastEffect = i;
+      }
+      preds[i].assign(from.begin(), from.end());
+      for (int p : preds[i])
+        succs[p].push_back(i);
+      collective[i] = isCollectiveOp(ops[i]);
+      for (Value result : ops[i]->getResults()) {
+        int64_t bytes = getTensorBytes(result.getType()).value_or(0);
+        valueBytes[result] = bytes;
+        definedBytes[i] += bytes;
+      }
+    }
+    for (Value value : block.getTerminator()->getOperands())
+      liveOut.insert(value);
+    // An update returned for an argument of its size will be written in
+    // place (kiln-plan-buffers), so it takes no new memory: counting it
+    // would make early updates look expensive.
+    auto func = mlir::dyn_cast<mlir::func::FuncOp>(block.getParentOp());
+    if (!func || func.getNumResults() != block.getTerminator()->getNumOperands())
+      return;
+    for (unsigned j = 0, e = func.getNumResults(); j < e; ++j) {
+      auto updates = func.getResultAttrOfType<mlir::IntegerAttr>(
+          j, KilnDialect::kUpdatesAttrName);
+      Value value = block.getTerminator()->getOperand(j);
+      if (!updates || updates.getInt() < 0 ||
+          updates.getInt() >= block.getNumArguments() ||
+          !valueBytes.count(value) ||
+          valueBytes.lookup(value) !=
+              getTensorBytes(block.getArgument(updates.getInt()).getType()))
+        continue;
+      int producer = index.lookup(
+          block.findAncestorOpInBlock(*value.getDefiningOp()));
+      definedBytes[producer] -= valueBytes.lookup(value);
+      valueBytes[value] = 0;
+    }
+  }
+
+  // Bytes op |i| can write over an operand that dies there (an elementwise
+  // kernel writing a result of the operand's size), given the values still
+  // to be read.
+  int64_t reusableBytes(int i, const llvm::DenseMap<Value, int> &remaining) const {
+    Operation *op = ops[i];
+    if (!op->hasTrait<mlir::OpTrait::Elementwise>() && !mlir::isa<FusionOp>(op))
+      return 0;
+    int64_t best = 0;
+    for (const Input &input : inputs[i]) {
+      int64_t bytes = valueBytes.lookup(input.value);
+      if (remaining.lookup(input.value) != 1 || liveOut.contains(input.value))
+        continue;
+      for (Value result : op->getResults())
+        if (valueBytes.lookup(result) == bytes)
+          best = std::max(best, bytes);
+    }
+    return best;
+  }
+
+  int size() const { return ops.size(); }
+};
+
+// The peak of live bytes when the ops run in |order|: each op's results are
+// allocated while its operands are still live; a value is freed after its
+// last reader unless it is returned; results nobody reads are freed at once.
+int64_t estimatePeak(const Graph &graph, llvm::ArrayRef<int> order) {
+  llvm::DenseMap<Value, int> remaining;
+  for (auto &entry : graph.valueUsers)
+    remaining[entry.first] = entry.second;
+  int64_t live = 0, peak = 0;
+  for (int i : order) {
+    peak = std::max(peak, live + graph.definedBytes[i] -
+                              graph.reusableBytes(i, remaining));
+    live += graph.definedBytes[i];
+    for (const Graph::Input &input : graph.inputs[i])
+      if (--remaining[input.value] == 0 && !graph.liveOut.contains(input.value))
+        live -= graph.valueBytes.lookup(input.value);
+    for (Value result : graph.ops[i]->getResults())
+      if (!graph.valueUsers.count(result) && !graph.liveOut.contains(result))
+        live -= graph.valueBytes.lookup(result);
+  }
+  return peak;
+}
+
+// The peak of live bytes of |order| as kiln-plan-buffers will see it: the
+// lower bound of the buffers it would plan for that order (in-place updates,
+// views and reuse included). Falls back to estimatePeak when some value
+// cannot be sized.
+int64_t measurePeak(const Graph &graph, mlir::Block &block,
+                    mlir::func::FuncOp func, llvm::ArrayRef<int> order) {
+  llvm::SmallVector<Operation *> ops;
+  for (int i : order)
+    ops.push_back(graph.ops[i]);
+  BlockLiveness liveness(block, ops);
+  mlir::FailureOr<BufferModel> model =
+      buildBufferModel(func, liveness, /*alignment=*/1, /*diagnose=*/false);
+  if (mlir::failed(model))
+    return estimatePeak(graph, order);
+  return planner::lowerBound(model->buffers);
+}
+
+// Greedy list scheduling: a ready collective first, else the ready op with
+// the most bytes freed minus bytes allocated, the earliest on a tie.
+std::vector<int> listSchedule(const Graph &graph) {
+  int n = graph.size();
+  std::vector<int> waiting(n);
+  for (int i = 0; i < n; ++i)
+    waiting[i] = graph.preds[i].size();
+  llvm::DenseMap<Value, int> remaining;
+  for (auto &entry : graph.valueUsers)
+    remaining[entry.first] = entry.second;
+  std::set<int> ready;
+  for (int i = 0; i < n; ++i)
+    if (waiting[i] == 0)
+      ready.insert(i);
+  auto score = [&](int i) {
+    int64_t freed = 0;
+    for (const Graph::Input &input : graph.inputs[i])
+      if (remaining.lookup(input.value) == 1 &&
+          !graph.liveOut.contains(input.value))
+        freed += graph.valueBytes.lookup(input.value);
+    return freed - graph.definedBytes[i];
+  };
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int pick = -1;
+    for (int i : ready)
+      if (graph.collective[i]) {
+        pick = i;
+        break;
+      }
+    if (pick < 0) {
+      int64_t best = 0;
+      for (int i : ready) {
+        int64_t s = score(i);
+        if (pick < 0 || s > best) {
+          pick = i;
+          best = s;
+        }
+      }
+    }
+    ready.erase(pick);
+    order.push_back(pick);
+    for (const Graph::Input &input : graph.inputs[pick])
+      --remaining[input.value];
+    for (int s : graph.succs[pick])
+      if (--waiting[s] == 0)
+        ready.insert(s);
+  }
+  return order;
+}
+
+// Greedy list scheduling bottom-up, from the return: among the ops whose
+// users are all placed, place (before them) the one whose results, live
+// until now, die there, net of the operands it makes live; the latest on a
+// tie. An op is so placed right before its results are needed, which keeps
+// cheap producers of big values (a broadcast feeding an optimizer update)
+// next to their users.
+std::vector<int> reverseListSchedule(const Graph &graph) {
+  int n = graph.size();
+  std::vector<int> waiting(n);
+  for (int i = 0; i < n; ++i)
+    waiting[i] = graph.succs[i].size();
+  llvm::DenseSet<Value> live;
+  for (Value value : graph.liveOut)
+    if (graph.valueBytes.count(value))
+      live.insert(value);
+  std::set<int> ready;
+  for (int i = 0; i < n; ++i)
+    if (waiting[i] == 0)
+      ready.insert(i);
+  auto score = [&](int i) {
+    int64_t freed = 0, made = 0;
+    for (Value result : graph.ops[i]->getResults())
+      if (live.contains(result))
+        freed += graph.valueBytes.lookup(result);
+    for (const Graph::Input &input : graph.inputs[i])
+      if (!live.contains(input.value))
+        made += graph.valueBytes.lookup(input.value);
+    return freed - made;
+  };
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int pick = -1;
+    int64_t best = 0;
+    for (auto it = ready.rbegin(); it != ready.rend(); ++it) {
+      int64_t s = score(*it);
+      if (pick < 0 || s > best) {
+        pick = *it;
+        best = s;
+      }
+    }
+    ready.erase(pick);
+    order.push_back(pick);
+    for (Value result : graph.ops[pick]->getResults())
+      live.erase(result);
+    for (const Graph::Input &input : graph.inputs[pick])
+      live.insert(input.value);
+    for (int p : graph.preds[pick])
+      if (--waiting[p] == 0)
+        ready.insert(p);
+  }
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+// Post-order from the returned values (then from any op left over, in
+// order), visiting the predecessor with the larger subgraph first.
+std::vector<int> dfsSchedule(const Graph &graph, mlir::Block &block) {
+  int n = graph.size();
+  // Bytes defined by an op and everything before it (shared parts counted
+  // once per path, as XLA's DFS scheduler does).
+  std::vector<int64_t> subgraph(n, 0);
+  for (int i = 0; i < n; ++i) {
+    subgraph[i] = graph.definedBytes[i];
+    for (int p : graph.preds[i])
+      subgraph[i] = std::min<int64_t>(subgraph[i] + subgraph[p], INT64_MAX / 4);
+  }
+  llvm::DenseMap<Operation *, int> index;
+  for (int i = 0; i < n; ++i)
+    index[graph.ops[i]] = i;
+  std::vector<bool> visited(n, false);
+  std::vector<int> order;
+  // Iterative post-order: (op, next predecessor to look at).
+  auto visit = [&](int root) {
+    if (visited[root])
+      return;
+    std::vector<std::pair<int, std::vector<int>>> stack;
+    auto push = [&](int i) {
+      visited[i] = true;
+      std::vector<int> preds = graph.preds[i];
+      std::stable_sort(preds.begin(), preds.end(), [&](int a, int b) {
+        return subgraph[a] > subgraph[b];
+      });
+      std::reverse(preds.begin(), preds.end()); // popped from the back
+      stack.push_back({i, std::move(preds)});
+    };
+    push(root);
+    while (!stack.empty()) {
+      auto &[i, preds] = stack.back();
+      while (!preds.empty() && visited[preds.back()])
+        preds.pop_back();
+      if (preds.empty()) {
+        order.push_back(i);
+        stack.pop_back();
+        continue;
+      }
+      int next = preds.back();
+      preds.pop_back();
+      push(next);
+    }
+  };
+  for (Value value : block.getTerminator()->getOperands())
+    if (Operation *def = value.getDefiningOp())
+      if (Operation *top = block.findAncestorOpInBlock(*def))
+        visit(index.lookup(top));
+  for (int i = 0; i < n; ++i)
+    visit(i);
+  return order;
+}
+
+// Moves each collective up to just after the last op it depends on.
+void hoistCollectives(const Graph &graph, std::vector<int> &order) {
+  std::vector<int> position(graph.size());
+  for (size_t p = 0; p < order.size(); ++p) {
+    int i = order[p];
+    if (!graph.collective[i]) {
+      position[i] = p;
+      continue;
+    }
+    size_t target = 0;
+    for (int pred : graph.preds[i])
+      target = std::max<size_t>(target, position[pred] + 1);
+    for (size_t q = p; q > target; --q) {
+      order[q] = order[q - 1];
+      position[order[q]] = q;
+    }
+    order[target] = i;
+    position[i] = target;
+  }
+}
+
+bool isTopological(const Graph &graph, llvm::ArrayRef<int> order) {
+  if ((int)order.size() != graph.size())
+    return false;
+  std::vector<int> position(graph.size(), -1);
+  for (size_t p = 0; p < order.size(); ++p) {
+    if (position[order[p]] != -1)
+      return false;
+    position[order[p]] = p;
+  }
+  for (int i = 0; i < graph.size(); ++i)
+    for (int pred : graph.preds[i])
+      if (position[pred] >= position[i])
+        return false;
+  return true;
+}
+
+struct SchedulePass : impl::KilnScheduleBase<SchedulePass> {
+  using KilnScheduleBase::KilnScheduleBase;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<mlir::func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      if (!func.getBody().hasOneBlock()) {
+        func.emitRemark() << "kiln-schedule leaves @" << func.getName()
+                          << " alone: expected a body of one block, found "
+                          << func.getBody().getBlocks().size();
+        continue;
+      }
+      if (mlir::failed(scheduleBlock(func, func.front())))
+        return signalPassFailure();
+    }
+  }
+
+  mlir::LogicalResult scheduleBlock(mlir::func::FuncOp func,
+                                    mlir::Block &block) {
+    Graph graph(block);
+    std::vector<int> original(graph.size());
+    std::iota(original.begin(), original.end(), 0);
+    struct Candidate {
+      const char *name;
+      std::vector<int> order;
+      int64_t peak = 0;
+    };
+    Candidate candidates[] = {{"original", original},
+                              {"list", listSchedule(graph)},
+                              {"reverse-list", reverseListSchedule(graph)},
+                              {"dfs", dfsSchedule(graph, block)}};
+    int64_t originalPeak = measurePeak(graph, block, func, original);
+    Candidate *best = nullptr;
+    for (Candidate &candidate : candidates) {
+      hoistCollectives(graph, candidate.order);
+      if (!isTopological(graph, candidate.order))
+        return func.emitError()
+               << "internal error: kiln-schedule built a " << candidate.name
+               << " order of @" << func.getName()
+               << " that breaks a dependence";
+      candidate.peak = measurePeak(graph, block, func, candidate.order);
+      if (!best || candidate.peak < best->peak)
+        best = &candidate;
+    }
+    if (reportPeaks) {
+      auto remark = func.emitRemark();
+      remark << "kiln-schedule: @" << func.getName() << " estimated peak "
+             << best->peak << " bytes with the " << best->name
+             << " order, was " << originalPeak << " (with collectives moved up:";
+      for (Candidate &candidate : candidates)
+        remark << " " << candidate.name << " " << candidate.peak;
+      remark << ")";
+    }
+    mlir::Operation *terminator = block.getTerminator();
+    for (int i : best->order)
+      graph.ops[i]->moveBefore(terminator);
+    return mlir::success();
+  }
+};
+
+} // namespace
+} // namespace kiln

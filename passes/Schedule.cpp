@@ -20,7 +20,8 @@
 // Dependences: an op depends on the top-level ops defining the values it or
 // any op nested in it reads; ops with side effects (collectives, calls)
 // keep their relative order. Every order is topological, so dominance holds;
-// the pass checks it again before moving anything.
+// the pass checks it again before moving anything. Reordering drops a buffer
+// plan made for the old order (kiln-plan-buffers' attributes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -452,9 +453,19 @@ struct SchedulePass : impl::KilnScheduleBase<SchedulePass> {
         remark << " " << candidate.name << " " << candidate.peak;
       remark << ")";
     }
+    if (best->order == original)
+      return mlir::success();
+    // A buffer plan made for the old order no longer holds.
+    for (llvm::StringRef name : {KilnDialect::kArenaBytesAttrName,
+                                 KilnDialect::kPeakBytesAttrName,
+                                 KilnDialect::kLowerBoundBytesAttrName})
+      func->removeAttr(name);
     mlir::Operation *terminator = block.getTerminator();
-    for (int i : best->order)
+    for (int i : best->order) {
+      graph.ops[i]->removeAttr(KilnDialect::kBufferOffsetsAttrName);
+      graph.ops[i]->removeAttr(KilnDialect::kAliasesAttrName);
       graph.ops[i]->moveBefore(terminator);
+    }
     return mlir::success();
   }
 };

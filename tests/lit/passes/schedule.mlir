@@ -128,3 +128,21 @@ func.func @early_update(%w: tensor<256xf32>, %g: tensor<256xf32>, %x: tensor<409
 // A function with no body is left alone.
 // CHECK-LABEL: func.func private @external
 func.func private @external(tensor<4xf32>) -> tensor<4xf32>
+
+// -----
+
+// Reordering drops a buffer plan made for the old order.
+// CHECK-LABEL: func.func @stale_plan
+// CHECK-NOT: kiln.arena_bytes
+// CHECK-NOT: kiln.buffer_offsets
+// CHECK: return
+// expected-remark@+1 {{kiln-schedule: @stale_plan estimated peak 4104 bytes with the list order, was 8196}}
+func.func @stale_plan(%x: tensor<1024xf32>, %y: tensor<1024xf32>) -> tensor<f32>
+    attributes {kiln.arena_bytes = 8196 : i64, kiln.lower_bound_bytes = 8196 : i64, kiln.peak_bytes = 8196 : i64} {
+  %a = kiln.exp %x {kiln.buffer_offsets = array<i64: 0>} : tensor<1024xf32>
+  %b = kiln.exp %y {kiln.buffer_offsets = array<i64: 4096>} : tensor<1024xf32>
+  %ra = kiln.reduce sum %a, dims = [0] {kiln.buffer_offsets = array<i64: 8192>} : tensor<1024xf32> -> tensor<f32>
+  %rb = kiln.reduce sum %b, dims = [0] {kiln.buffer_offsets = array<i64: 8196>} : tensor<1024xf32> -> tensor<f32>
+  %r = kiln.add %ra, %rb {kiln.buffer_offsets = array<i64: 8192>} : tensor<f32>
+  return %r : tensor<f32>
+}

@@ -41,9 +41,9 @@ bool sameShape(mlir::Type a, mlir::Type b) {
 // result |resultIndex|, so that the result may overwrite the operand: an
 // elementwise op, an all_reduce or collective_broadcast (which the
 // collective libraries run in place), or a fusion in which the input reaches
-// anything only through elementwise ops of its shape, the result among them. (Every
-// element of the result is then computed where the same element of the
-// input is read, and nothing else reads the input.)
+// anything only through elementwise ops of its shape, the result among them.
+// (Every element of the result is then computed where the same element of
+// the input is read, and nothing else reads the input.)
 bool readsElementwise(Operation *op, unsigned operandIndex,
                       unsigned resultIndex) {
   Value operand = op->getOperand(operandIndex);
@@ -123,7 +123,8 @@ std::string describeOp(Operation *op, int64_t step) {
 
 mlir::FailureOr<BufferModel> buildBufferModel(mlir::func::FuncOp func,
                                               const BlockLiveness &liveness,
-                                              int64_t alignment, bool diagnose) {
+                                              int64_t alignment,
+                                              bool diagnose) {
   BufferModel model;
   mlir::Block &block = func.front();
   Operation *terminator = block.getTerminator();

@@ -24,7 +24,9 @@ int64_t alignUp(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
+bool isPowerOfTwo(int64_t value) {
+  return value > 0 && (value & (value - 1)) == 0;
+}
 
 std::string describe(const std::vector<Buffer> &buffers, int64_t index) {
   std::ostringstream os;
@@ -360,7 +362,8 @@ bool planBuffers(const std::vector<Buffer> &buffers, Plan &plan,
     sizeBytes = placeInDecreasingSize(bySize);
   bool useSize = orderBytes < 0 || (sizeBytes >= 0 && sizeBytes < orderBytes);
   const std::vector<Block> &chosen = useSize ? bySize : byOrder;
-  plan.strategy = useSize ? Strategy::DecreasingSize : Strategy::AllocationOrder;
+  plan.strategy =
+      useSize ? Strategy::DecreasingSize : Strategy::AllocationOrder;
   plan.arenaBytes = useSize ? sizeBytes : orderBytes;
   plan.offsets.assign(buffers.size(), 0);
   for (size_t i = 0; i < buffers.size(); ++i)
@@ -399,7 +402,8 @@ int64_t lowerBound(const std::vector<Buffer> &buffers) {
   int64_t total = 0, best = 0;
   auto classMax = [&](int64_t cls) -> int64_t {
     auto it = liveSizes.find(cls);
-    return it == liveSizes.end() || it->second.empty() ? 0 : *it->second.rbegin();
+    return it == liveSizes.end() || it->second.empty() ? 0
+                                                       : *it->second.rbegin();
   };
   size_t s = 0, e = 0;
   while (s < n) {
@@ -505,7 +509,7 @@ CheckResult checkNoOverlap(const std::vector<Buffer> &buffers,
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return buffers[a].start < buffers[b].start;
   });
-  std::multimap<int64_t, int64_t> live; // offset -> buffer
+  std::multimap<int64_t, int64_t> live;      // offset -> buffer
   using Death = std::pair<int64_t, int64_t>; // end, buffer
   std::priority_queue<Death, std::vector<Death>, std::greater<Death>> deaths;
   for (int64_t i : order) {
@@ -522,22 +526,20 @@ CheckResult checkNoOverlap(const std::vector<Buffer> &buffers,
     }
     int64_t from = offsets[i], to = offsets[i] + b.size;
     // Anything overlapping [from, to) starts after from - maxSize.
-    for (auto it = live.upper_bound(from - maxSize); it != live.end() &&
-                                                     it->first < to;
-         ++it) {
+    for (auto it = live.upper_bound(from - maxSize);
+         it != live.end() && it->first < to; ++it) {
       int64_t other = it->second;
       int64_t otherEnd = offsets[other] + buffers[other].size;
       if (otherEnd <= from || allowed(other, i))
         continue;
-      return fail(other, i, b.start,
-                  describe(buffers, other) + " at " + range(other) +
-                      ", live over steps [" +
-                      std::to_string(buffers[other].start) + ", " +
-                      std::to_string(buffers[other].end) + "], overlaps " +
-                      describe(buffers, i) + " at " + range(i) +
-                      ", live over steps [" + std::to_string(b.start) + ", " +
-                      std::to_string(b.end) + "], at step " +
-                      std::to_string(b.start));
+      return fail(
+          other, i, b.start,
+          describe(buffers, other) + " at " + range(other) +
+              ", live over steps [" + std::to_string(buffers[other].start) +
+              ", " + std::to_string(buffers[other].end) + "], overlaps " +
+              describe(buffers, i) + " at " + range(i) + ", live over steps [" +
+              std::to_string(b.start) + ", " + std::to_string(b.end) +
+              "], at step " + std::to_string(b.start));
     }
     live.insert({from, i});
     deaths.push({b.end, i});

@@ -81,8 +81,8 @@ void writeBufferReport(mlir::func::FuncOp func, llvm::raw_ostream &os,
   llvm::DenseMap<Value, int64_t> offsetOf;
   for (auto [stepIndex, op] : llvm::enumerate(liveness.getOps())) {
     int64_t step = stepIndex;
-    auto offsets =
-        op->getAttrOfType<mlir::DenseI64ArrayAttr>(KilnDialect::kBufferOffsetsAttrName);
+    auto offsets = op->getAttrOfType<mlir::DenseI64ArrayAttr>(
+        KilnDialect::kBufferOffsetsAttrName);
     if (!offsets || offsets.size() != (int64_t)op->getNumResults())
       continue;
     for (auto [k, result] : llvm::enumerate(op->getResults())) {
@@ -104,8 +104,7 @@ void writeBufferReport(mlir::func::FuncOp func, llvm::raw_ostream &os,
       reused += overOperand;
       int64_t last = liveness.getLastUse(result);
       buffers.push_back({getTensorBytes(result.getType()).value_or(0), offset,
-                         step, last < 0 ? step : last, op,
-                         (unsigned)k});
+                         step, last < 0 ? step : last, op, (unsigned)k});
     }
   }
 
@@ -122,8 +121,8 @@ void writeBufferReport(mlir::func::FuncOp func, llvm::raw_ostream &os,
     Value value = terminator->getOperand(j);
     bool inPlace = value == block.getArgument(target.getInt());
     if (Operation *def = value.getDefiningOp()) {
-      auto aliases =
-          def->getAttrOfType<mlir::DenseI64ArrayAttr>(KilnDialect::kAliasesAttrName);
+      auto aliases = def->getAttrOfType<mlir::DenseI64ArrayAttr>(
+          KilnDialect::kAliasesAttrName);
       unsigned k = mlir::cast<mlir::OpResult>(value).getResultNumber();
       inPlace |= aliases && k < aliases.size() && aliases[k] == target.getInt();
     }
@@ -131,8 +130,8 @@ void writeBufferReport(mlir::func::FuncOp func, llvm::raw_ostream &os,
       ++updatesInPlace;
       continue;
     }
-    auto name =
-        func.getResultAttrOfType<mlir::StringAttr>(j, KilnDialect::kNameAttrName);
+    auto name = func.getResultAttrOfType<mlir::StringAttr>(
+        j, KilnDialect::kNameAttrName);
     notInPlace.push_back(llvm::formatv("result {0}{1}", j,
                                        name ? " '" + name.getValue().str() + "'"
                                             : std::string()));
@@ -152,7 +151,8 @@ void writeBufferReport(mlir::func::FuncOp func, llvm::raw_ostream &os,
                       "bound {1} bytes; peak / lower bound = {2}\n",
                       peak.getInt(), lower.getInt(),
                       formatRatio(peak.getInt(), lower.getInt()));
-  os << llvm::formatv("  updates in place: {0} of {1}", updatesInPlace, updates);
+  os << llvm::formatv("  updates in place: {0} of {1}", updatesInPlace,
+                      updates);
   if (!notInPlace.empty()) {
     os << " (not: ";
     llvm::interleaveComma(notInPlace, os);
@@ -169,13 +169,13 @@ void writeBufferReport(mlir::func::FuncOp func, llvm::raw_ostream &os,
                    });
   if (buffers.empty())
     return;
-  os << llvm::formatv("  largest arena buffers:\n  {0,12} {1,12}  {2,-13} {3}\n",
-                      "bytes", "offset", "live steps", "op, result: source");
+  os << llvm::formatv(
+      "  largest arena buffers:\n  {0,12} {1,12}  {2,-13} {3}\n", "bytes",
+      "offset", "live steps", "op, result: source");
   for (const ReportedBuffer &b : llvm::ArrayRef(buffers).take_front(largest)) {
-    std::string steps =
-        b.last >= liveness.getEndStep()
-            ? llvm::formatv("[{0}, end]", b.def).str()
-            : llvm::formatv("[{0}, {1}]", b.def, b.last).str();
+    std::string steps = b.last >= liveness.getEndStep()
+                            ? llvm::formatv("[{0}, end]", b.def).str()
+                            : llvm::formatv("[{0}, {1}]", b.def, b.last).str();
     os << llvm::formatv("  {0,12} {1,12}  {2,-13} {3} #{4}: {5}\n", b.bytes,
                         b.offset, steps, b.op->getName().getStringRef(),
                         b.result, formatNames(b.op));

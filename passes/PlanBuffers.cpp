@@ -78,9 +78,9 @@ mlir::LogicalResult PlanBuffersPass::planFunction(mlir::func::FuncOp func) {
   planner::CheckResult check =
       planner::checkNoOverlap(buffers, plan.offsets, plan.arenaBytes);
   if (!check.ok)
-    return func.emitError() << "internal error: the buffer plan of @"
-                            << func.getName()
-                            << " failed the overlap check: " << check.message;
+    return func.emitError()
+           << "internal error: the buffer plan of @" << func.getName()
+           << " failed the overlap check: " << check.message;
 
   mlir::Builder builder(func.getContext());
   for (auto [op, opAliases] : llvm::zip(liveness.getOps(), model->aliases)) {
@@ -88,7 +88,8 @@ mlir::LogicalResult PlanBuffersPass::planFunction(mlir::func::FuncOp func) {
     bool anyAlias = false;
     for (auto [result, alias] : llvm::zip(op->getResults(), opAliases)) {
       anyAlias |= alias >= 0;
-      offsets.push_back(alias >= 0 ? -1 : plan.offsets[bufferOf.lookup(result)]);
+      offsets.push_back(alias >= 0 ? -1
+                                   : plan.offsets[bufferOf.lookup(result)]);
     }
     op->setAttr(KilnDialect::kBufferOffsetsAttrName,
                 builder.getDenseI64ArrayAttr(offsets));
@@ -102,9 +103,9 @@ mlir::LogicalResult PlanBuffersPass::planFunction(mlir::func::FuncOp func) {
                 builder.getI64IntegerAttr(plan.arenaBytes));
   func->setAttr(KilnDialect::kPeakBytesAttrName,
                 builder.getI64IntegerAttr(argumentBytes + plan.arenaBytes));
-  func->setAttr(KilnDialect::kLowerBoundBytesAttrName,
-                builder.getI64IntegerAttr(argumentBytes +
-                                          planner::lowerBound(buffers)));
+  func->setAttr(
+      KilnDialect::kLowerBoundBytesAttrName,
+      builder.getI64IntegerAttr(argumentBytes + planner::lowerBound(buffers)));
   return mlir::success();
 }
 

@@ -122,7 +122,8 @@ struct Graph {
     // place (kiln-plan-buffers), so it takes no new memory: counting it
     // would make early updates look expensive.
     auto func = mlir::dyn_cast<mlir::func::FuncOp>(block.getParentOp());
-    if (!func || func.getNumResults() != block.getTerminator()->getNumOperands())
+    if (!func ||
+        func.getNumResults() != block.getTerminator()->getNumOperands())
       return;
     for (unsigned j = 0, e = func.getNumResults(); j < e; ++j) {
       auto updates = func.getResultAttrOfType<mlir::IntegerAttr>(
@@ -134,8 +135,8 @@ struct Graph {
           valueBytes.lookup(value) !=
               getTensorBytes(block.getArgument(updates.getInt()).getType()))
         continue;
-      int producer = index.lookup(
-          block.findAncestorOpInBlock(*value.getDefiningOp()));
+      int producer =
+          index.lookup(block.findAncestorOpInBlock(*value.getDefiningOp()));
       definedBytes[producer] -= valueBytes.lookup(value);
       valueBytes[value] = 0;
     }
@@ -144,7 +145,8 @@ struct Graph {
   // Bytes op |i| can write over an operand that dies there (an elementwise
   // kernel writing a result of the operand's size), given the values still
   // to be read.
-  int64_t reusableBytes(int i, const llvm::DenseMap<Value, int> &remaining) const {
+  int64_t reusableBytes(int i,
+                        const llvm::DenseMap<Value, int> &remaining) const {
     Operation *op = ops[i];
     if (!op->hasTrait<mlir::OpTrait::Elementwise>() && !mlir::isa<FusionOp>(op))
       return 0;
@@ -332,9 +334,8 @@ std::vector<int> dfsSchedule(const Graph &graph, mlir::Block &block) {
     auto push = [&](int i) {
       visited[i] = true;
       std::vector<int> preds = graph.preds[i];
-      std::stable_sort(preds.begin(), preds.end(), [&](int a, int b) {
-        return subgraph[a] > subgraph[b];
-      });
+      std::stable_sort(preds.begin(), preds.end(),
+                       [&](int a, int b) { return subgraph[a] > subgraph[b]; });
       std::reverse(preds.begin(), preds.end()); // popped from the back
       stack.push_back({i, std::move(preds)});
     };
@@ -447,8 +448,8 @@ struct SchedulePass : impl::KilnScheduleBase<SchedulePass> {
     if (reportPeaks) {
       auto remark = func.emitRemark();
       remark << "kiln-schedule: @" << func.getName() << " estimated peak "
-             << best->peak << " bytes with the " << best->name
-             << " order, was " << originalPeak << " (with collectives moved up:";
+             << best->peak << " bytes with the " << best->name << " order, was "
+             << originalPeak << " (with collectives moved up:";
       for (Candidate &candidate : candidates)
         remark << " " << candidate.name << " " << candidate.peak;
       remark << ")";
@@ -456,9 +457,9 @@ struct SchedulePass : impl::KilnScheduleBase<SchedulePass> {
     if (best->order == original)
       return mlir::success();
     // A buffer plan made for the old order no longer holds.
-    for (llvm::StringRef name : {KilnDialect::kArenaBytesAttrName,
-                                 KilnDialect::kPeakBytesAttrName,
-                                 KilnDialect::kLowerBoundBytesAttrName})
+    for (llvm::StringRef name :
+         {KilnDialect::kArenaBytesAttrName, KilnDialect::kPeakBytesAttrName,
+          KilnDialect::kLowerBoundBytesAttrName})
       func->removeAttr(name);
     mlir::Operation *terminator = block.getTerminator();
     for (int i : best->order) {

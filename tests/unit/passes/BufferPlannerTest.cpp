@@ -34,11 +34,13 @@ Buffer buffer(std::string name, int64_t size, int64_t start, int64_t end,
   return b;
 }
 
-Plan plan(const std::vector<Buffer> &buffers, Strategy strategy = Strategy::Best) {
+Plan plan(const std::vector<Buffer> &buffers,
+          Strategy strategy = Strategy::Best) {
   Plan result;
   std::string error;
   EXPECT_TRUE(planBuffers(buffers, result, error, strategy)) << error;
-  CheckResult check = checkNoOverlap(buffers, result.offsets, result.arenaBytes);
+  CheckResult check =
+      checkNoOverlap(buffers, result.offsets, result.arenaBytes);
   EXPECT_TRUE(check.ok) << check.message;
   return result;
 }
@@ -81,9 +83,9 @@ TEST(BufferPlanner, BestFitPicksTheSmallestGapThatFits) {
   // At step 3 two gaps are free: 64 bytes (x) and 32 bytes (y); a 32-byte
   // buffer goes into the 32-byte gap, leaving the larger one whole.
   std::vector<Buffer> buffers = {
-      buffer("x", 64, 0, 2), buffer("keep1", 16, 1, 9), buffer("y", 32, 2, 2),
-      buffer("keep2", 16, 2, 9), buffer("small", 32, 3, 9),
-      buffer("big", 64, 4, 9)};
+      buffer("x", 64, 0, 2),     buffer("keep1", 16, 1, 9),
+      buffer("y", 32, 2, 2),     buffer("keep2", 16, 2, 9),
+      buffer("small", 32, 3, 9), buffer("big", 64, 4, 9)};
   Plan p = plan(buffers, Strategy::AllocationOrder);
   EXPECT_EQ(p.offsets[4], p.offsets[2]) << "the 32-byte buffer takes y's gap";
   EXPECT_EQ(p.offsets[5], p.offsets[0]) << "the 64-byte buffer takes x's gap";
@@ -92,7 +94,8 @@ TEST(BufferPlanner, BestFitPicksTheSmallestGapThatFits) {
 }
 
 TEST(BufferPlanner, OffsetsAreAligned) {
-  std::vector<Buffer> buffers = {buffer("a", 3, 0, 5, 64), buffer("b", 5, 0, 5, 64),
+  std::vector<Buffer> buffers = {buffer("a", 3, 0, 5, 64),
+                                 buffer("b", 5, 0, 5, 64),
                                  buffer("c", 7, 1, 5, 256)};
   for (Strategy strategy : kStrategies) {
     Plan p = plan(buffers, strategy);
@@ -106,7 +109,8 @@ TEST(BufferPlanner, DecreasingSizeCanBeatAllocationOrder) {
   // In allocation order the small early buffer splits the arena so the big
   // late one does not fit beside the long-lived one; largest-first places
   // the two big ones first.
-  std::vector<Buffer> buffers = {buffer("small", 10, 0, 0), buffer("long", 10, 0, 9),
+  std::vector<Buffer> buffers = {buffer("small", 10, 0, 0),
+                                 buffer("long", 10, 0, 9),
                                  buffer("big", 20, 1, 9)};
   Plan order = plan(buffers, Strategy::AllocationOrder);
   Plan size = plan(buffers, Strategy::DecreasingSize);
@@ -214,7 +218,8 @@ TEST(BufferPlanner, InvalidInputsAreNamed) {
     EXPECT_EQ(message, validateBuffers(buffers));
     return message;
   };
-  EXPECT_THAT(error({buffer("a", -1, 0, 0)}), HasSubstr("'a' has a negative size"));
+  EXPECT_THAT(error({buffer("a", -1, 0, 0)}),
+              HasSubstr("'a' has a negative size"));
   EXPECT_THAT(error({buffer("a", 8, 3, 1)}),
               HasSubstr("'a' starts at step 3 after its last use at step 1"));
   EXPECT_THAT(error({buffer("a", 8, 0, 1, 12)}),
@@ -224,7 +229,8 @@ TEST(BufferPlanner, InvalidInputsAreNamed) {
   EXPECT_THAT(error(self), HasSubstr("'a' aliases itself"));
   std::vector<Buffer> outside = {buffer("a", 8, 0, 1)};
   outside[0].mustAlias = 5;
-  EXPECT_THAT(error(outside), HasSubstr("aliases buffer 5, expected an index below 1"));
+  EXPECT_THAT(error(outside),
+              HasSubstr("aliases buffer 5, expected an index below 1"));
   std::vector<Buffer> cycle = {buffer("a", 8, 0, 1), buffer("b", 8, 0, 1),
                                buffer("c", 8, 0, 1)};
   cycle[0].mustAlias = 1;
@@ -242,7 +248,8 @@ TEST(BufferPlanner, InvalidInputsAreNamed) {
 //===----------------------------------------------------------------------===//
 
 TEST(OverlapChecker, NamesTheTwoBuffersAndTheStep) {
-  std::vector<Buffer> buffers = {buffer("a", 100, 0, 4), buffer("b", 100, 2, 6)};
+  std::vector<Buffer> buffers = {buffer("a", 100, 0, 4),
+                                 buffer("b", 100, 2, 6)};
   CheckResult check = checkNoOverlap(buffers, {0, 50});
   ASSERT_FALSE(check.ok);
   EXPECT_EQ(check.first, 0);
@@ -256,7 +263,8 @@ TEST(OverlapChecker, NamesTheTwoBuffersAndTheStep) {
 }
 
 TEST(OverlapChecker, TouchingBuffersDoNotOverlap) {
-  std::vector<Buffer> buffers = {buffer("a", 100, 0, 4), buffer("b", 100, 0, 4)};
+  std::vector<Buffer> buffers = {buffer("a", 100, 0, 4),
+                                 buffer("b", 100, 0, 4)};
   EXPECT_TRUE(checkNoOverlap(buffers, {0, 100}).ok);
   EXPECT_FALSE(checkNoOverlap(buffers, {0, 99}).ok);
 }
@@ -296,14 +304,17 @@ TEST(OverlapChecker, ViewsMustSitOnTheirTargets) {
   EXPECT_TRUE(checkNoOverlap(buffers, {128, 128}).ok);
   CheckResult check = checkNoOverlap(buffers, {0, 64});
   ASSERT_FALSE(check.ok);
-  EXPECT_THAT(check.message,
-              HasSubstr("buffer 1 'v' must alias buffer 0 'a' but is at offset 64, not 0"));
+  EXPECT_THAT(
+      check.message,
+      HasSubstr(
+          "buffer 1 'v' must alias buffer 0 'a' but is at offset 64, not 0"));
 }
 
 TEST(OverlapChecker, AlignmentAndArenaBounds) {
   std::vector<Buffer> buffers = {buffer("a", 64, 0, 1, 64)};
-  EXPECT_THAT(checkNoOverlap(buffers, {32}).message,
-              HasSubstr("is at offset 32, expected a non-negative multiple of 64"));
+  EXPECT_THAT(
+      checkNoOverlap(buffers, {32}).message,
+      HasSubstr("is at offset 32, expected a non-negative multiple of 64"));
   EXPECT_THAT(checkNoOverlap(buffers, {-64}).message,
               HasSubstr("expected a non-negative multiple"));
   EXPECT_THAT(checkNoOverlap(buffers, {64}, 100).message,
@@ -398,16 +409,19 @@ bool pairwiseConflict(const std::vector<Buffer> &buffers,
   auto handsOver = [&](size_t earlier, size_t later) {
     const Buffer &l = buffers[later];
     return l.mayReuse != kNoBuffer && root(l.mayReuse) == root(earlier) &&
-           buffers[earlier].end == l.start && buffers[earlier].start < l.start &&
+           buffers[earlier].end == l.start &&
+           buffers[earlier].start < l.start &&
            buffers[l.mayReuse].size == l.size &&
-           offsets[later] == offsets[l.mayReuse] && offsets[later] == offsets[earlier];
+           offsets[later] == offsets[l.mayReuse] &&
+           offsets[later] == offsets[earlier];
   };
   for (size_t i = 0; i < buffers.size(); ++i)
     for (size_t j = i + 1; j < buffers.size(); ++j) {
       const Buffer &a = buffers[i], &b = buffers[j];
       if (a.size == 0 || b.size == 0 || a.start > b.end || b.start > a.end)
         continue;
-      if (offsets[i] + a.size <= offsets[j] || offsets[j] + b.size <= offsets[i])
+      if (offsets[i] + a.size <= offsets[j] ||
+          offsets[j] + b.size <= offsets[i])
         continue;
       if (root(i) == root(j) && offsets[i] == offsets[j])
         continue;
@@ -476,7 +490,8 @@ TEST(BufferPlannerRandom, CheckerAgreesWithBruteForceOnCorruptedPlans) {
     size_t victim = std::uniform_int_distribution<size_t>(0, count - 1)(rng);
     int64_t align = 256;
     int64_t slots = std::max<int64_t>(1, p.arenaBytes / align);
-    int64_t moved = std::uniform_int_distribution<int64_t>(0, slots)(rng) * align;
+    int64_t moved =
+        std::uniform_int_distribution<int64_t>(0, slots)(rng) * align;
     for (size_t i = 0; i < buffers.size(); ++i) {
       size_t root = i;
       while (buffers[root].mustAlias != kNoBuffer)
@@ -495,7 +510,8 @@ TEST(BufferPlannerRandom, CheckerAgreesWithBruteForceOnCorruptedPlans) {
         viewsKept = false;
     if (!viewsKept)
       continue;
-    EXPECT_EQ(!check.ok, expected) << "round " << round << ": " << check.message;
+    EXPECT_EQ(!check.ok, expected)
+        << "round " << round << ": " << check.message;
     caught += expected;
   }
   EXPECT_GT(caught, 10) << "too few corrupted plans had overlaps to test with";

@@ -114,8 +114,8 @@ double loadElement(DType dtype, const uint8_t *at) {
                                             : llvm::APFloat::BFloat(),
                         llvm::APInt(16, bits));
     bool lost;
-    value.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
-                  &lost);
+    value.convert(llvm::APFloat::IEEEdouble(),
+                  llvm::APFloat::rmNearestTiesToEven, &lost);
     return value.convertToDouble();
   }
   case DType::i64: {
@@ -175,7 +175,8 @@ std::string runPlanned(func::FuncOp func, ArrayRef<HostTensor> args,
     if (!dtypeOfTensor(type, dtype))
       return "unsupported type";
     tensor = HostTensor(dtype, type.getShape());
-    uint8_t *at = memoryOf(places.lookup(value), tensor.size() * byteWidth(dtype));
+    uint8_t *at =
+        memoryOf(places.lookup(value), tensor.size() * byteWidth(dtype));
     if (!at)
       return "a buffer lies outside its memory";
     for (int64_t i = 0; i < tensor.size(); ++i)
@@ -221,13 +222,14 @@ class PlanBuffersTest : public ::testing::Test {
 protected:
   PlanBuffersTest() {
     context.loadDialect<KilnDialect, func::FuncDialect>();
-    handler = std::make_unique<ScopedDiagnosticHandler>(&context, [this](Diagnostic &d) {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      os << d.getLocation() << ": " << d;
-      diagnostics += os.str() + "\n";
-      return success();
-    });
+    handler = std::make_unique<ScopedDiagnosticHandler>(
+        &context, [this](Diagnostic &d) {
+          std::string text;
+          llvm::raw_string_ostream os(text);
+          os << d.getLocation() << ": " << d;
+          diagnostics += os.str() + "\n";
+          return success();
+        });
   }
 
   OwningOpRef<ModuleOp> cloneModule(ModuleOp module) {
@@ -269,7 +271,8 @@ protected:
   std::string compare(ModuleOp reference, ModuleOp planned,
                       ArrayRef<HostTensor> args) {
     Interpreter interpreter;
-    auto want = interpreter.run(reference.lookupSymbol<func::FuncOp>("main"), args);
+    auto want =
+        interpreter.run(reference.lookupSymbol<func::FuncOp>("main"), args);
     if (failed(want))
       return "the reference module does not run: " + diagnostics;
     SmallVector<HostTensor> got;
@@ -283,9 +286,9 @@ protected:
       const HostTensor &a = (*want)[r], &b = got[r];
       for (int64_t i = 0; i < a.size(); ++i)
         if (!(std::isnan(a[i]) && std::isnan(b[i])) && a[i] != b[i])
-          return "result " + std::to_string(r) + " element " + std::to_string(i) +
-                 ": expected " + std::to_string(a[i]) + ", got " +
-                 std::to_string(b[i]);
+          return "result " + std::to_string(r) + " element " +
+                 std::to_string(i) + ": expected " + std::to_string(a[i]) +
+                 ", got " + std::to_string(b[i]);
     }
     return "";
   }
@@ -336,7 +339,8 @@ TEST_F(PlanBuffersTest, RandomGraphsRunInTheirPlannedMemory) {
     OwningOpRef<ModuleOp> fused = cloneModule(*original);
     ASSERT_TRUE(run(*fused, fuse)) << diagnostics;
     OwningOpRef<ModuleOp> fusedPlanned = cloneModule(*fused);
-    ASSERT_TRUE(run(*fusedPlanned, schedulePlan)) << diagnostics << print(*fused);
+    ASSERT_TRUE(run(*fusedPlanned, schedulePlan))
+        << diagnostics << print(*fused);
     EXPECT_EQ(compare(*fused, *fusedPlanned, args), "") << print(*fusedPlanned);
     if (HasFailure())
       return;
@@ -395,14 +399,17 @@ protected:
       ASSERT_TRUE(run(*step, schedulePlan)) << diagnostics;
       auto func = step->lookupSymbol<func::FuncOp>("main");
       auto original = unscheduled->lookupSymbol<func::FuncOp>("main");
-      int64_t arena = func->getAttrOfType<IntegerAttr>("kiln.arena_bytes").getInt();
-      int64_t peak = func->getAttrOfType<IntegerAttr>("kiln.peak_bytes").getInt();
+      int64_t arena =
+          func->getAttrOfType<IntegerAttr>("kiln.arena_bytes").getInt();
+      int64_t peak =
+          func->getAttrOfType<IntegerAttr>("kiln.peak_bytes").getInt();
       int64_t lower =
           func->getAttrOfType<IntegerAttr>("kiln.lower_bound_bytes").getInt();
       int64_t arguments = peak - arena;
       int64_t arenaLower = lower - arguments;
       int64_t originalLower =
-          original->getAttrOfType<IntegerAttr>("kiln.lower_bound_bytes").getInt() -
+          original->getAttrOfType<IntegerAttr>("kiln.lower_bound_bytes")
+              .getInt() -
           arguments;
       std::cout << "[ peak     ] " << name << (fused ? " fused" : " unfused")
                 << ": arena " << arena << " bytes, lower bound " << arenaLower
@@ -471,7 +478,8 @@ func.func @main(%a: tensor<256xf32>, %w: tensor<256xf32>)
 )mlir";
 
 TEST_F(PlanBuffersTest, ReportNamesBuffersByOpAndSourceNode) {
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kReportModule, &context);
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(kReportModule, &context);
   ASSERT_TRUE(module) << diagnostics;
   auto func = module->lookupSymbol<func::FuncOp>("main");
   std::string before;

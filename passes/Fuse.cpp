@@ -43,6 +43,8 @@
 #include <functional>
 #include <optional>
 #include <queue>
+#include <set>
+#include <tuple>
 
 #define DEBUG_TYPE "kiln-fuse"
 
@@ -63,8 +65,7 @@ enum class Move { Merge, Duplicate, DuplicateAll, Sibling };
 struct Candidate {
   double saving;
   Move move;
-  int a, b;
-  SmallVector<std::pair<int, unsigned>, 4> versions;
+  int a, b; // b is -1 for DuplicateAll
 };
 
 struct CandidateOrder {
@@ -92,9 +93,15 @@ private:
   std::optional<double> trial(Move move, int a, int b, bool keep);
   void push(Move move, int a, int b);
   void enqueueAround(int c);
-  SmallVector<int> neighbourhood(int c);
 
+  // Neighbours with more edges than this are not repriced after a change
+  // next to them (only their merges with the changed cluster are): a value
+  // read by every parameter update would otherwise be repriced once per
+  // merge inside any of them.
+  static constexpr size_t kMaxRepricedEdges = 32;
+  bool fresh_ = false;
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue_;
+  std::set<std::tuple<int, int, int>> queued_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -263,18 +270,17 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep) {
 }
 
 void Fuser::push(Move move, int a, int b) {
+  // A queued candidate is repriced when it comes out, so one entry per
+  // merge is enough, unless its neighbourhood just changed (|fresh_|): then
+  // it is queued again at its new price.
+  auto key = std::make_tuple(static_cast<int>(move), a, b);
+  if (!fresh_ && queued_.count(key))
+    return;
   std::optional<double> saving = trial(move, a, b, /*keep=*/false);
   if (!saving || *saving <= kMinSavingUs)
     return;
-  Candidate candidate{*saving, move, a, b, {}};
-  candidate.versions.push_back({a, clusters_[a].version});
-  if (move == Move::DuplicateAll) {
-    for (int d : successors(a))
-      candidate.versions.push_back({d, clusters_[d].version});
-  } else {
-    candidate.versions.push_back({b, clusters_[b].version});
-  }
-  queue_.push(std::move(candidate));
+  queued_.insert(key);
+  queue_.push(Candidate{*saving, move, a, b});
 }
 
 void Fuser::enqueueAround(int c) {
@@ -328,62 +334,64 @@ void Fuser::enqueueAround(int c) {
   }
 }
 
-SmallVector<int> Fuser::neighbourhood(int c) {
-  SmallVector<int> out{c};
-  if (!clusters_[c].alive)
-    return out;
-  llvm::append_range(out, successors(c));
-  llvm::append_range(out, predecessors(c));
-  return out;
-}
-
 void Fuser::priorityFusion() {
   for (int c = 0, e = clusters_.size(); c < e; ++c)
     enqueueAround(c);
   while (!queue_.empty()) {
     Candidate candidate = queue_.top();
     queue_.pop();
-    bool stale = llvm::any_of(candidate.versions, [&](auto &v) {
-      return !clusters_[v.first].alive || clusters_[v.first].version != v.second;
-    });
-    if (stale)
-      continue;
+    queued_.erase(std::make_tuple(static_cast<int>(candidate.move), candidate.a,
+                                  candidate.b));
     int a = candidate.a, b = candidate.b;
+    if (!clusters_[a].alive || (b >= 0 && !clusters_[b].alive))
+      continue;
     // Never a cycle: no other path between the two may exist.
     if (candidate.move == Move::Merge && reaches(a, b, /*skipDirect=*/true))
       continue;
     if (candidate.move == Move::Sibling &&
         (reaches(a, b, /*skipDirect=*/false) || reaches(b, a, /*skipDirect=*/false)))
       continue;
-    // Reprice: the neighbourhood may have changed since.
+    // Reprice: the neighbourhood may have changed since it was queued.
     std::optional<double> saving = trial(candidate.move, a, b, /*keep=*/false);
     if (!saving || *saving <= kMinSavingUs)
       continue;
     if (!queue_.empty() && *saving < queue_.top().saving) {
       candidate.saving = *saving;
+      queued_.insert(std::make_tuple(static_cast<int>(candidate.move), a, b));
       queue_.push(std::move(candidate));
       continue;
     }
+    // Apply it, then queue the merges the changed clusters now offer.
     SmallVector<int> touched;
-    for (int c : {a, b})
-      if (c >= 0)
-        llvm::append_range(touched, neighbourhood(c));
     if (candidate.move == Move::DuplicateAll)
-      for (int d : successors(a))
-        llvm::append_range(touched, neighbourhood(d));
+      touched = successors(a);
     size_t firstNew = clusters_.size();
     trial(candidate.move, a, b, /*keep=*/true);
-    for (size_t c = firstNew; c < clusters_.size(); ++c)
-      llvm::append_range(touched, neighbourhood(c));
+    for (int c = firstNew, e = clusters_.size(); c < e; ++c)
+      touched.push_back(c);
     for (int c : {a, b})
-      if (c >= 0 && clusters_[c].alive)
-        llvm::append_range(touched, neighbourhood(c));
-    llvm::sort(touched);
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (int c : touched)
-      ++clusters_[c].version;
-    for (int c : touched)
+      if (c >= 0)
+        touched.push_back(c);
+    // Their neighbours' merges are priced again too: the change moved what
+    // the neighbours read and write.
+    SmallVector<int> around;
+    for (int c : touched) {
+      if (!clusters_[c].alive)
+        continue;
+      around.push_back(c);
+      for (int n : successors(c))
+        if (successors(n).size() + predecessors(n).size() <= kMaxRepricedEdges)
+          around.push_back(n);
+      for (int n : predecessors(c))
+        if (successors(n).size() + predecessors(n).size() <= kMaxRepricedEdges)
+          around.push_back(n);
+    }
+    llvm::sort(around);
+    around.erase(std::unique(around.begin(), around.end()), around.end());
+    fresh_ = true;
+    for (int c : around)
       enqueueAround(c);
+    fresh_ = false;
   }
 }
 
@@ -644,7 +652,8 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
         return signalPassFailure();
       if (report) {
         KernelStats stats = countKernels(func, costOptions);
-        InFlightDiagnostic remark = func.emitRemark();
+        // On the location, not the op: a remark on an op prints all of it.
+        InFlightDiagnostic remark = mlir::emitRemark(func.getLoc());
         remark << "kiln-fuse: " << stats.kernels << " kernels (" << stats.fusions
                << " fusions:";
         for (unsigned k = 0; k < 5; ++k)

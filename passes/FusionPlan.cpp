@@ -75,6 +75,8 @@ void FusionPlan::buildGraph() {
     if (isFreeOp(&op))
       continue;
     nodes_.push_back(&op);
+    if (auto cost = dyn_cast<CostInterface>(&op))
+      flops_[&op] = cost.getFlops();
     Cluster cluster;
     cluster.ops.push_back(&op);
     if (isa<DotGeneralOp>(op) && hasStaticShapes(&op))
@@ -126,7 +128,10 @@ bool FusionPlan::hasReduce(int c) const {
 }
 
 bool FusionPlan::needsExport(Operation *x, int c) const {
-  for (Operation *user : users_.lookup(x)) {
+  auto found = users_.find(x);
+  if (found == users_.end())
+    return false;
+  for (Operation *user : found->second) {
     if (!isNode(user))
       return true; // the return
     auto it = member_.find(user);
@@ -172,7 +177,7 @@ SmallVector<int> FusionPlan::successors(int c) {
     auto it = home_.find(op);
     if (it == home_.end() || it->second != c)
       continue;
-    for (Operation *user : users_.lookup(op)) {
+    for (Operation *user : users_.find(op)->second) {
       auto m = member_.find(user);
       if (m == member_.end())
         continue;
@@ -256,8 +261,7 @@ double FusionPlan::timeOf(int c) const {
       else
         it->second.onlySlices = false;
     }
-    if (auto cost = dyn_cast<CostInterface>(op))
-      flops += cost.getFlops();
+    flops += flops_.lookup(op);
   }
   int64_t bytes = 0;
   for (auto &[value, input] : inputs)
@@ -447,6 +451,7 @@ int FusionPlan::merge(int a, int b) {
 // Copies the ops of |p| into |d| as guests.
 void FusionPlan::duplicate(int p, int d) {
   saveCluster(d);
+  size_t oldSize = clusters_[d].ops.size();
   for (Operation *op : clusters_[p].ops) {
     if (contains(op, d))
       continue;
@@ -455,7 +460,10 @@ void FusionPlan::duplicate(int p, int d) {
     setMembers(op, members);
     clusters_[d].ops.push_back(op);
   }
-  llvm::sort(clusters_[d].ops, [&](Operation *x, Operation *y) { return pos_[x] < pos_[y]; });
+  // Both lists are in block order: merge them.
+  auto byPosition = [&](Operation *x, Operation *y) { return pos_.lookup(x) < pos_.lookup(y); };
+  std::inplace_merge(clusters_[d].ops.begin(), clusters_[d].ops.begin() + oldSize,
+                     clusters_[d].ops.end(), byPosition);
 }
 
 // Removes |p| when every user of its values now computes them itself.

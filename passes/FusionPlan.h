@@ -55,15 +55,13 @@ enum class ClusterClass {
 };
 
 // One kernel of the plan. A merge makes a new cluster; the merged ones die
-// (alive = false). |version| changes whenever the cluster or its
-// neighbourhood does, so queued merges that priced an old state are stale.
+// (alive = false).
 struct Cluster {
   llvm::SmallVector<Operation *> ops; // home and guest ops, in block order
   ClusterClass cls = ClusterClass::Opaque;
   bool alive = true;
   bool sibling = false;
   bool horizontal = false;
-  unsigned version = 0;
 };
 
 // Follows |v| back through reshapes to the value they bitcast.
@@ -147,6 +145,7 @@ protected:
   llvm::DenseMap<Operation *, llvm::SmallVector<Operation *, 4>> users_;
   llvm::DenseMap<Value, llvm::SmallVector<Operation *, 4>> argUsers_;
   llvm::DenseMap<Operation *, Operation *> orderNext_, orderPrev_;
+  llvm::DenseMap<Operation *, int64_t> flops_;
 
   std::vector<Cluster> clusters_;
   llvm::DenseMap<Operation *, int> home_;

@@ -32,32 +32,30 @@ func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<16x2xf16> {
 
 // -----
 
-// Duplication: a cheap producer (an iota mask) with two consumers is copied into both kernels and the original goes away.
+// Duplication: a cheap producer (an iota mask) read before and after an all_reduce is copied into both kernels, and the original goes away.
 // CHECK-LABEL: func.func @copy
-// CHECK: kiln.fusion loop
+// CHECK: %[[A:.*]] = kiln.fusion loop
 // CHECK: kiln.iota dim = 0
 // CHECK: kiln.iota dim = 1
 // CHECK: kiln.compare ge
 // CHECK: kiln.select
-// CHECK: kiln.all_reduce
-// CHECK: kiln.fusion loop
+// CHECK: %[[R:.*]] = kiln.all_reduce sum %[[A]]
+// CHECK: kiln.fusion loop(%[[R]])
 // CHECK: kiln.iota dim = 0
 // CHECK: kiln.iota dim = 1
 // CHECK: kiln.compare ge
 // CHECK: kiln.select
-// CHECK: kiln.all_reduce
 // CHECK-NOT: kiln.iota
 // CHECK: return
-func.func @copy(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+func.func @copy(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
   %i = kiln.iota dim = 0 : tensor<64x64xi32>
   %j = kiln.iota dim = 1 : tensor<64x64xi32>
   %m = kiln.compare ge, %i, %j : tensor<64x64xi32>
   %z = kiln.constant dense<0.0> : tensor<64x64xf32>
   %a = kiln.select %m, %x, %z : tensor<64x64xi1>, tensor<64x64xf32>
   %c = kiln.all_reduce sum %a : tensor<64x64xf32>
-  %b = kiln.select %m, %z, %y : tensor<64x64xi1>, tensor<64x64xf32>
-  %d = kiln.all_reduce sum %b : tensor<64x64xf32>
-  return %c, %d : tensor<64x64xf32>, tensor<64x64xf32>
+  %b = kiln.select %m, %z, %c : tensor<64x64xi1>, tensor<64x64xf32>
+  return %b : tensor<64x64xf32>
 }
 
 // -----

@@ -1,0 +1,87 @@
+//===- FusionCostModelTest.cpp - kernel costs and kernel counts -----------===//
+//
+// The cost model's arithmetic by hand, and countKernels on a small fused
+// function: what counts as a kernel (fusions, library calls, other compute
+// ops), what does not (constants, reshapes, collectives), and the bytes each
+// kernel reads (distinct operands once) and writes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/FusionCostModel.h"
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+
+TEST(FusionCostModelTest, TensorBytes) {
+  MLIRContext context;
+  Builder b(&context);
+  EXPECT_EQ(tensorBytes(RankedTensorType::get({3, 4}, b.getF32Type())), 48);
+  EXPECT_EQ(tensorBytes(RankedTensorType::get({3, 4}, b.getF64Type())), 96);
+  EXPECT_EQ(tensorBytes(RankedTensorType::get({8}, b.getBF16Type())), 16);
+  // An i1 element is stored in a byte.
+  EXPECT_EQ(tensorBytes(RankedTensorType::get({10}, b.getI1Type())), 10);
+  EXPECT_EQ(tensorBytes(RankedTensorType::get({}, b.getIntegerType(64))), 8);
+  EXPECT_EQ(tensorBytes(b.getF32Type()), 0);
+}
+
+TEST(FusionCostModelTest, KernelTimeIsLaunchPlusTheLongerOfMemoryAndMath) {
+  CostModelOptions options;
+  options.bandwidthGBps = 1000.0; // 1e6 bytes per microsecond
+  options.launchUs = 2.0;
+  options.peakGflops = 1000.0; // 1e6 flops per microsecond
+  FusionCostModel model(options);
+  EXPECT_DOUBLE_EQ(model.transferUs(3000000), 3.0);
+  EXPECT_DOUBLE_EQ(model.kernelTimeUs(3000000, 1000), 5.0);    // memory bound
+  EXPECT_DOUBLE_EQ(model.kernelTimeUs(1000, 4000000), 6.0);    // compute bound
+  EXPECT_DOUBLE_EQ(model.kernelTimeUs(0, 0), 2.0);             // the launch alone
+}
+
+TEST(FusionCostModelTest, CountKernels) {
+  MLIRContext context;
+  context.loadDialect<KilnDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+    func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %t: tensor<6x2xf32>, %i: tensor<3xi32>)
+        -> (tensor<4x2xf32>, tensor<16xf32>, tensor<3x2xf32>) {
+      %c = kiln.constant dense<1.0> : tensor<4x8xf32>
+      %f:2 = kiln.fusion loop(%x, %c, %x) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x4xf32>) {
+      ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %a2: tensor<4x8xf32>):
+        %s = kiln.add %a, %b : tensor<4x8xf32>
+        %h = kiln.slice %s, start = [0, 0], limit = [4, 4], strides = [1, 1] : tensor<4x8xf32> -> tensor<4x4xf32>
+        kiln.yield %s, %h : tensor<4x8xf32>, tensor<4x4xf32>
+      }
+      %d = kiln.dot_general %f#0, %w, batch = [] x [], contract = [1] x [0] : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>
+      %r = kiln.all_reduce sum %d : tensor<4x2xf32>
+      %flat = kiln.reshape %f#1 : tensor<4x4xf32> -> tensor<16xf32>
+      %g = kiln.gather %t, %i : (tensor<6x2xf32>, tensor<3xi32>) -> tensor<3x2xf32>
+      return %r, %flat, %g : tensor<4x2xf32>, tensor<16xf32>, tensor<3x2xf32>
+    })mlir", &context);
+  ASSERT_TRUE(module);
+  KernelStats stats = countKernels(module->lookupSymbol<func::FuncOp>("main"));
+  EXPECT_EQ(stats.fusions, 1);
+  EXPECT_EQ(stats.fusionsByKind[static_cast<unsigned>(FusionKind::loop)], 1);
+  EXPECT_EQ(stats.libraryCalls, 1);
+  EXPECT_EQ(stats.unfusedOps, 1); // the gather
+  EXPECT_EQ(stats.collectives, 1);
+  EXPECT_EQ(stats.kernels, 3);
+  // fusion: x once and c (128 + 128); dot: 128 + 64; gather: 48 + 12.
+  EXPECT_EQ(stats.bytesRead, 256 + 192 + 60);
+  // fusion: 128 + 64; dot: 32; gather: 24.
+  EXPECT_EQ(stats.bytesWritten, 192 + 32 + 24);
+  FusionCostModel model;
+  double expected = model.kernelTimeUs(256 + 192, 32) +
+                    model.kernelTimeUs(192 + 32, 4 * 2 * 8 * 2) +
+                    model.kernelTimeUs(60 + 24, 0);
+  EXPECT_NEAR(stats.modeledUs, expected, 1e-9);
+}
+
+} // namespace

@@ -78,3 +78,25 @@ func.func @collective(%x: tensor<128xf32>) -> tensor<128xf32> {
   %c = kiln.add %b, %a : tensor<128xf32>
   return %c : tensor<128xf32>
 }
+
+// -----
+
+// Never across send/recv: the exp sent before the recv and the add after it stay two kernels, even though one kernel would read the same bytes with one launch less; the send keeps its place before the recv.
+// CHECK-LABEL: func.func @send_recv
+// CHECK: %[[A:.*]] = kiln.fusion loop(%{{.*}})
+// CHECK: kiln.exp
+// CHECK-NOT: kiln.add
+// CHECK: kiln.send %[[A]]
+// CHECK-NEXT: %[[R:.*]] = kiln.recv
+// CHECK-NEXT: %[[B:.*]] = kiln.fusion loop(%[[R]], %[[A]])
+// CHECK: kiln.tanh
+// CHECK: kiln.add
+// CHECK: return %[[B]]
+func.func @send_recv(%x: tensor<128xf32>) -> tensor<128xf32> {
+  %a = kiln.exp %x : tensor<128xf32>
+  kiln.send %a, peer = 1, channel = 0 : tensor<128xf32>
+  %r = kiln.recv peer = 1, channel = 1 : tensor<128xf32>
+  %b = kiln.tanh %r : tensor<128xf32>
+  %c = kiln.add %b, %a : tensor<128xf32>
+  return %c : tensor<128xf32>
+}

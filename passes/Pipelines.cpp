@@ -144,6 +144,14 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createKilnApplyOptimizer(options.optimizer));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  if (!options.optimize)
+    return;
+  pm.addPass(createKilnDecompose());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(createKilnFuse());
+  pm.addPass(createKilnSchedule());
+  pm.addPass(createKilnPlanBuffers());
 }
 
 namespace {

@@ -6,9 +6,11 @@
 // needs do not exist yet: checkPipelineOptions then says so ("not supported
 // yet"), so no option is ever silently ignored.
 //
-// The pipeline today: kiln-verify-roles, canonicalize, then (unless only
-// the forward model is asked for) kiln-autodiff, kiln-apply-optimizer,
-// canonicalize and cse, which turn the model into its training step.
+// The pipeline today: kiln-verify-roles, canonicalize; then (unless only
+// the forward model is asked for) kiln-autodiff and kiln-apply-optimizer,
+// which turn the model into its training step, canonicalize and cse; then
+// kiln-decompose, canonicalize, cse, kiln-fuse (kernels), kiln-schedule and
+// kiln-plan-buffers (the arena plan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +53,8 @@ struct PipelineOptions {
   // Build the training step (gradients and optimizer updates); false stops
   // after verifying and canonicalizing the forward model.
   bool trainingStep = true;
+  // Decompose, fuse, schedule and plan buffers after building the step.
+  bool optimize = true;
   // Overrides of the module's #kiln.training: each option that is set
   // (a non-empty string, a non-negative number) replaces one field.
   KilnApplyOptimizerOptions optimizer;

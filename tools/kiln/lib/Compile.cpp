@@ -9,6 +9,7 @@
 
 #include "tools/kiln/lib/Driver.h"
 
+#include "tools/kiln/lib/CompileReport.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
@@ -40,6 +41,8 @@ struct RawFlags {
   std::string input, output, emit, target, strategy, worldSize, amp, dumpDir,
       dumpAfter;
   bool forwardOnly = false;
+  bool noOptimize = false;
+  bool report = false;
   OptimizerFlags optimizer;
 };
 
@@ -110,6 +113,7 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
   if (!parseOptimizerFlags(kCommand, raw.optimizer, p.optimizer, errs))
     return false;
   p.trainingStep = !raw.forwardOnly;
+  p.optimize = !raw.noOptimize;
   p.dumpDir = raw.dumpDir;
   p.dumpAfter = raw.dumpAfter;
 
@@ -137,10 +141,13 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "Loads a model (graph file or .mlir), verifies it, runs the compile\n"
       "pipeline and prints the result or writes it to OUT. The pipeline turns\n"
       "the model into its training step: kiln-verify-roles, canonicalize,\n"
-      "kiln-autodiff, kiln-apply-optimizer, canonicalize, cse\n"
-      "(--forward-only stops after the first two). Without --emit, OUT ending\n"
-      "in .mlir (or no OUT) means --emit=mlir and any other OUT means\n"
-      "--emit=package.");
+      "kiln-autodiff, kiln-apply-optimizer, canonicalize, cse; then\n"
+      "kiln-decompose, canonicalize, cse, kiln-fuse, kiln-schedule and\n"
+      "kiln-plan-buffers. --forward-only stops after the first two passes,\n"
+      "--no-optimize before kiln-decompose. Without --emit, OUT ending in\n"
+      ".mlir (or no OUT) means --emit=mlir and any other OUT means\n"
+      "--emit=package. --report prints kernels per step, modelled bytes and\n"
+      "the planned peak instead of the IR (which -o still writes).");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -164,6 +171,12 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addSwitch("forward-only", &raw.forwardOnly,
                    "only verify and canonicalize the model; do not build its "
                    "training step");
+  parser.addSwitch("no-optimize", &raw.noOptimize,
+                   "build the training step but do not decompose, fuse, "
+                   "schedule or plan it");
+  parser.addSwitch("report", &raw.report,
+                   "print kernels per step, modelled bytes and the planned "
+                   "peak against its lower bound");
   addOptimizerFlags(parser, raw.optimizer);
   switch (parser.parse(args, outs, errs)) {
   case ParseResult::help:
@@ -190,7 +203,14 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (mlir::failed(runCompilePipeline(*module, options.pipeline)))
     return kExitError;
 
+  if (!options.pipeline.dumpDir.empty() &&
+      mlir::failed(writeCompileDumps(*module, options.pipeline.dumpDir)))
+    return kExitError;
+  if (raw.report)
+    printCompileReport(*module, options.input, outs);
   if (options.output.empty()) {
+    if (raw.report)
+      return kExitOk;
     module->print(outs);
     outs << "\n";
     return kExitOk;

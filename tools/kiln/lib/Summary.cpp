@@ -230,6 +230,22 @@ std::string escapeDot(llvm::StringRef text) {
 }
 } // namespace
 
+namespace {
+// The graph-node names in |loc| (a NameLoc, or a FusedLoc of them after
+// fusion), in order, without repeats.
+void collectNames(mlir::Location loc, llvm::SmallVectorImpl<std::string> &names) {
+  if (auto nameLoc = llvm::dyn_cast<mlir::NameLoc>(loc)) {
+    std::string name = nameLoc.getName().str();
+    if (!llvm::is_contained(names, name))
+      names.push_back(name);
+    return;
+  }
+  if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location inner : fused.getLocations())
+      collectNames(inner, names);
+}
+} // namespace
+
 void printDot(mlir::ModuleOp module, llvm::raw_ostream &os) {
   os << "digraph kiln {\n"
      << "  node [shape=box, fontname=\"monospace\"];\n";
@@ -257,8 +273,16 @@ void printDot(mlir::ModuleOp module, llvm::raw_ostream &os) {
       std::string id = prefix + "op" + std::to_string(opIndex++);
       bool isReturn = op.hasTrait<mlir::OpTrait::IsTerminator>();
       std::string label = op.getName().getStringRef().str();
-      if (auto nameLoc = llvm::dyn_cast<mlir::NameLoc>(op.getLoc()))
-        label += "\\n" + escapeDot(nameLoc.getName().getValue());
+      if (auto fusion = llvm::dyn_cast<kiln::FusionOp>(op))
+        label += " " + stringifyFusionKind(fusion.getKind()).str();
+      // The graph nodes the op came from: one for an op, several for a
+      // fusion (at most 8 listed).
+      llvm::SmallVector<std::string> names;
+      collectNames(op.getLoc(), names);
+      for (size_t i = 0; i < names.size() && i < 8; ++i)
+        label += "\\n" + escapeDot(names[i]);
+      if (names.size() > 8)
+        label += "\\n(+" + std::to_string(names.size() - 8) + " more)";
       for (mlir::Type type : op.getResultTypes())
         label += "\\n" + escapeDot(typeString(type));
       os << "    " << id << " [label=\"" << label << "\""

@@ -1,0 +1,87 @@
+//===- CompileReport.cpp - what `kiln compile` tells about a step ---------===//
+
+#include "tools/kiln/lib/CompileReport.h"
+
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/Summary.h"
+
+#include "ir/KilnOps.h"
+#include "passes/BufferReport.h"
+#include "passes/FusionCostModel.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+
+namespace kiln::cli {
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.2f MiB", bytes / 1048576.0);
+  return s;
+}
+
+int64_t intAttr(mlir::func::FuncOp func, llvm::StringRef name) {
+  if (auto a = func->getAttrOfType<mlir::IntegerAttr>(name))
+    return a.getInt();
+  return -1;
+}
+
+} // namespace
+
+void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
+                        llvm::raw_ostream &os) {
+  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+    if (!func.isPublic() || func.isExternal())
+      continue;
+    KernelStats k = countKernels(func);
+    os << "kiln compile report: " << path << " @" << func.getName() << "\n";
+    os << "  kernels per step:   " << k.kernels << " (" << k.fusions
+       << " fusions: " << k.fusionsByKind[0] << " loop, " << k.fusionsByKind[1]
+       << " reduction, " << k.fusionsByKind[2] << " multi-output, "
+       << k.fusionsByKind[3] << " horizontal, " << k.fusionsByKind[4]
+       << " gemm; " << k.libraryCalls << " library calls; " << k.unfusedOps
+       << " unfused ops)\n";
+    os << "  collectives:        " << k.collectives << "\n";
+    os << "  modelled bytes:     " << k.bytesRead + k.bytesWritten << " ("
+       << k.bytesRead << " read, " << k.bytesWritten << " written)\n";
+    os << "  modelled time:      " << llvm::format("%.1f", k.modeledUs)
+       << " us (kernels one after another)\n";
+    int64_t arena = intAttr(func, KilnDialect::kArenaBytesAttrName);
+    int64_t peak = intAttr(func, KilnDialect::kPeakBytesAttrName);
+    int64_t bound = intAttr(func, KilnDialect::kLowerBoundBytesAttrName);
+    if (peak < 0) {
+      os << "  planned memory:     not planned (kiln-plan-buffers did not run)\n";
+      continue;
+    }
+    int64_t args = peak - arena;
+    int64_t arenaBound = bound - args;
+    os << "  planned arena:      " << arena << " bytes (" << mib(arena)
+       << "), lower bound " << arenaBound << ", ratio "
+       << llvm::format("%.4f", arenaBound > 0 ? double(arena) / arenaBound : 1.0)
+       << "\n";
+    os << "  planned peak:       " << peak << " bytes (" << mib(peak)
+       << ") with arguments, lower bound " << bound << ", ratio "
+       << llvm::format("%.4f", bound > 0 ? double(peak) / bound : 1.0) << "\n";
+  }
+}
+
+mlir::LogicalResult writeCompileDumps(mlir::ModuleOp module, llvm::StringRef dir) {
+  std::string report;
+  llvm::raw_string_ostream os(report);
+  for (auto func : module.getOps<mlir::func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      writeBufferReport(func, os);
+  llvm::SmallString<256> reportPath(dir), dotPath(dir);
+  llvm::sys::path::append(reportPath, "buffer-assignment.txt");
+  llvm::sys::path::append(dotPath, "step.dot");
+  if (mlir::failed(writeTextFile(module.getContext(), reportPath, os.str())))
+    return mlir::failure();
+  std::string dot;
+  llvm::raw_string_ostream dotStream(dot);
+  printDot(module, dotStream);
+  return writeTextFile(module.getContext(), dotPath, dotStream.str());
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,29 @@
+//===- CompileReport.h - what `kiln compile` tells about a step ---*- C++ -*-===//
+//
+// `--report` prints, per compiled function, the kernels one step launches
+// (fusions by kind, library calls, unfused ops), the modelled bytes they
+// move, and the planned memory peak against its lower bound. `--dump-dir`
+// also gets the buffer-assignment report and a Graphviz file of the fused
+// step, whose kernels name the graph nodes they came from.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_COMPILEREPORT_H
+#define KILN_TOOLS_KILN_LIB_COMPILEREPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kiln::cli {
+
+// Prints the report of every public function of |module|.
+void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
+                        llvm::raw_ostream &os);
+
+// Writes buffer-assignment.txt and step.dot into |dir|. Emits a diagnostic
+// naming the file that cannot be written.
+mlir::LogicalResult writeCompileDumps(mlir::ModuleOp module, llvm::StringRef dir);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_COMPILEREPORT_H

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peer libraries the tests and benchmarks compare Kiln against
-# (never dependencies of the product): numpy, JAX (CPU) and PyTorch.
+# (never dependencies of the product): numpy, JAX (CPU), safetensors and
+# PyTorch.
 # Idempotent and quiet when all are present.
 #
 # PyTorch from PyPI is a CUDA build whose full dependency set is several GB.
@@ -12,6 +13,7 @@ pip=(python3 -m pip install -q --disable-pip-version-check --root-user-action=ig
 
 python3 -c "import numpy" 2>/dev/null || "${pip[@]}" numpy
 python3 -c "import jax" 2>/dev/null || "${pip[@]}" jax
+python3 -c "import safetensors" 2>/dev/null || "${pip[@]}" safetensors
 if ! python3 -c "import torch" 2>/dev/null; then
   echo "install-peers: installing torch (CPU use only)"
   "${pip[@]}" filelock "typing-extensions>=4.13" sympy networkx jinja2 fsspec

@@ -80,6 +80,20 @@ LogicalResult checkSameElement(Operation *op, StringRef a, Type ta, StringRef b,
   return success();
 }
 
+// The inference-time twin of checkSameElement: operands |a| and |b| of an op
+// being built must share their element type.
+LogicalResult inferSameElement(std::optional<Location> loc, StringRef opName,
+                               StringRef a, Value va, StringRef b, Value vb) {
+  if (elementOf(va) == elementOf(vb))
+    return success();
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  os << "requires " << a << " and " << b
+     << " to have the same element type, but they are '" << elementOf(va)
+     << "' and '" << elementOf(vb) << "'";
+  return inferError(loc, opName, os.str());
+}
+
 LogicalResult checkResultShape(Operation *op, const shape::ShapeOr &rule,
                                Type resultType) {
   if (failed(check(op, rule)))
@@ -277,13 +291,9 @@ LogicalResult DotGeneralOp::inferReturnTypes(MLIRContext *,
   if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   Type lhsElement = elementOf(adaptor.getLhs());
-  if (lhsElement != elementOf(adaptor.getRhs())) {
-    std::string msg;
-    llvm::raw_string_ostream os(msg);
-    os << "requires lhs and rhs to have the same element type, but they are '"
-       << lhsElement << "' and '" << elementOf(adaptor.getRhs()) << "'";
-    return inferError(loc, getOperationName(), os.str());
-  }
+  if (failed(inferSameElement(loc, getOperationName(), "lhs", adaptor.getLhs(),
+                              "rhs", adaptor.getRhs())))
+    return failure();
   return inferFrom(
       shape::dotGeneral(shapeOf(adaptor.getLhs()), shapeOf(adaptor.getRhs()),
                         adaptor.getLhsBatchingDimensions(),
@@ -299,14 +309,9 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   Type element = elementOf(adaptor.getInput());
-  if (element != elementOf(adaptor.getFilter())) {
-    std::string msg;
-    llvm::raw_string_ostream os(msg);
-    os << "requires input and filter to have the same element type, but they "
-          "are "
-       << "'" << element << "' and '" << elementOf(adaptor.getFilter()) << "'";
-    return inferError(loc, getOperationName(), os.str());
-  }
+  if (failed(inferSameElement(loc, getOperationName(), "input",
+                              adaptor.getInput(), "filter", adaptor.getFilter())))
+    return failure();
   return inferFrom(shape::conv2d(shapeOf(adaptor.getInput()),
                                  shapeOf(adaptor.getFilter()),
                                  adaptor.getStrides(), adaptor.getPadding(),
@@ -454,14 +459,10 @@ LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *,
   if (failed(checkStatic(loc, getOperationName(), adaptor.getOperands())))
     return failure();
   Type element = elementOf(adaptor.getOperand());
-  if (element != elementOf(adaptor.getUpdates())) {
-    std::string msg;
-    llvm::raw_string_ostream os(msg);
-    os << "requires operand and updates to have the same element type, but "
-          "they are "
-       << "'" << element << "' and '" << elementOf(adaptor.getUpdates()) << "'";
-    return inferError(loc, getOperationName(), os.str());
-  }
+  if (failed(inferSameElement(loc, getOperationName(), "operand",
+                              adaptor.getOperand(), "updates",
+                              adaptor.getUpdates())))
+    return failure();
   return inferFrom(shape::scatterAdd(shapeOf(adaptor.getOperand()),
                                      shapeOf(adaptor.getIndices()),
                                      shapeOf(adaptor.getUpdates())),

@@ -1,0 +1,534 @@
+//===- Package.cpp - load and check a .kpkg package
+//------------------------===//
+//
+// Loading happens in three stages, each refusing what the next one would
+// trip over: the file identifier (so a graph file or a random file gets a
+// plain "not a package" rather than a verifier failure), the FlatBuffers
+// Verifier (every offset inside the buffer, strings terminated, required
+// fields present), and then the semantic checks of checkPackage on the
+// copied-out structs. Enum fields are copied as raw numbers and range-checked
+// there, so a value written by a newer minor version is reported by name of
+// field rather than silently mapped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/package/Package.h"
+
+#include "serialize/schema/package_generated.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace kiln::runtime {
+
+unsigned pkgBytesPerElement(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64:
+  case PkgDType::I64:
+    return 8;
+  case PkgDType::F32:
+  case PkgDType::I32:
+    return 4;
+  case PkgDType::F16:
+  case PkgDType::BF16:
+    return 2;
+  case PkgDType::I8:
+  case PkgDType::I1:
+    return 1;
+  }
+  return 0;
+}
+
+namespace {
+
+template <typename E> constexpr unsigned raw(E e) {
+  return static_cast<unsigned>(e);
+}
+
+// Highest valid value of each enum, from the schema; a minor version bump
+// raises them. The plain C++ enums of Package.h must end at the same value.
+constexpr unsigned kMaxDType = raw(pkg::DType::MAX);
+constexpr unsigned kMaxRole = raw(pkg::Role::MAX);
+constexpr unsigned kMaxTarget = raw(pkg::TargetKind::MAX);
+constexpr unsigned kMaxKernelKind = raw(pkg::KernelKind::MAX);
+constexpr unsigned kMaxThunkKind = raw(pkg::ThunkKind::MAX);
+constexpr unsigned kMaxLibraryKind = raw(pkg::LibraryKind::MAX);
+constexpr unsigned kMaxCollectiveKind = raw(pkg::CollectiveKind::MAX);
+constexpr unsigned kMaxReduceKind = raw(pkg::ReduceKind::MAX);
+constexpr unsigned kMaxInitKind = raw(pkg::InitKind::MAX);
+constexpr unsigned kMaxStrategy = raw(pkg::Strategy::MAX);
+static_assert(kMaxDType == raw(PkgDType::I1));
+static_assert(kMaxRole == raw(PkgRole::Gradient));
+static_assert(kMaxTarget == raw(TargetKind::Cuda));
+static_assert(kMaxKernelKind == raw(KernelKind::Cuda));
+static_assert(kMaxThunkKind == raw(ThunkKind::Copy));
+static_assert(kMaxLibraryKind == raw(LibraryKind::Conv2DFilterGrad));
+static_assert(kMaxCollectiveKind == raw(CollectiveKind::Recv));
+static_assert(kMaxReduceKind == raw(PkgReduceKind::Mean));
+static_assert(kMaxInitKind == raw(PkgInitKind::KaimingNormal));
+static_assert(kMaxStrategy == raw(Strategy::TensorParallel));
+
+Status fail(const std::ostringstream &os) { return Status::error(os.str()); }
+
+Status checkEnum(const std::string &where, const char *field, unsigned value,
+                 unsigned max) {
+  if (value <= max)
+    return Status::ok();
+  std::ostringstream os;
+  os << where << ": " << field << " " << value << " is out of range (0.." << max
+     << ")";
+  return fail(os);
+}
+
+// Checks |shape| and that |size| bytes hold it in |dtype|.
+Status checkShapeAndSize(const std::string &where, PkgDType dtype,
+                         const std::vector<int64_t> &shape, uint64_t size) {
+  uint64_t bytes = pkgBytesPerElement(dtype);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0) {
+      std::ostringstream os;
+      os << where << ": dimension " << d << " is " << shape[d]
+         << ", expected >= 0";
+      return fail(os);
+    }
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(shape[d]),
+                               &bytes)) {
+      std::ostringstream os;
+      os << where << ": the shape's byte size overflows 64 bits";
+      return fail(os);
+    }
+  }
+  if (bytes > size) {
+    std::ostringstream os;
+    os << where << ": the shape needs " << bytes << " bytes, but size is "
+       << size;
+    return fail(os);
+  }
+  return Status::ok();
+}
+
+Status checkFinite(const std::string &where, const char *field, double value) {
+  if (std::isfinite(value))
+    return Status::ok();
+  std::ostringstream os;
+  os << where << ": " << field << " is " << value
+     << ", expected a finite number";
+  return fail(os);
+}
+
+Status checkBufferId(const std::string &where, uint32_t id, size_t count) {
+  if (id < count)
+    return Status::ok();
+  std::ostringstream os;
+  os << where << " names buffer " << id << ", but the package has " << count
+     << " buffers";
+  return fail(os);
+}
+
+Status checkSignature(const LoadedPackage &p,
+                      const std::vector<SignatureEntry> &entries,
+                      const char *kind) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const SignatureEntry &e = entries[i];
+    std::string where = std::string(kind) + " " + std::to_string(i);
+    if (Status s = checkEnum(where, "role", raw(e.role), kMaxRole); !s.isOk())
+      return s;
+    if (Status s = checkEnum(where, "dtype", raw(e.dtype), kMaxDType);
+        !s.isOk())
+      return s;
+    if (Status s = checkBufferId(where, e.buffer, p.buffers.size()); !s.isOk())
+      return s;
+    const PackageBuffer &b = p.buffers[e.buffer];
+    if (b.dtype != e.dtype || b.shape != e.shape) {
+      std::ostringstream os;
+      os << where << " (\"" << e.name << "\"): dtype or shape differs from "
+         << "buffer " << e.buffer << "'s";
+      return fail(os);
+    }
+  }
+  return Status::ok();
+}
+
+Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
+  std::string where = "thunk " + std::to_string(i);
+  if (Status s = checkEnum(where, "kind", raw(t.kind), kMaxThunkKind);
+      !s.isOk())
+    return s;
+  for (size_t j = 0; j < t.operands.size(); ++j)
+    if (Status s = checkBufferId(where + ": operand " + std::to_string(j),
+                                 t.operands[j], p.buffers.size());
+        !s.isOk())
+      return s;
+  for (size_t j = 0; j < t.results.size(); ++j)
+    if (Status s = checkBufferId(where + ": result " + std::to_string(j),
+                                 t.results[j], p.buffers.size());
+        !s.isOk())
+      return s;
+  std::ostringstream os;
+  switch (t.kind) {
+  case ThunkKind::KernelLaunch:
+    if (t.kernel < 0 || static_cast<size_t>(t.kernel) >= p.kernels.size()) {
+      os << where << ": kernel " << t.kernel << " is out of range, the "
+         << "package has " << p.kernels.size() << " kernels";
+      return fail(os);
+    }
+    break;
+  case ThunkKind::LibraryCall:
+    if (Status s = checkEnum(where, "library", raw(t.library), kMaxLibraryKind);
+        !s.isOk())
+      return s;
+    if (t.library == LibraryKind::Gemm && !t.hasGemm) {
+      os << where << ": a gemm library call needs gemm parameters";
+      return fail(os);
+    }
+    if (t.hasGemm) {
+      if (Status s = checkFinite(where, "gemm alpha", t.gemm.alpha); !s.isOk())
+        return s;
+      if (Status s = checkFinite(where, "gemm beta", t.gemm.beta); !s.isOk())
+        return s;
+    }
+    if (t.library != LibraryKind::Gemm && !t.hasConv) {
+      os << where << ": a convolution library call needs conv parameters";
+      return fail(os);
+    }
+    break;
+  case ThunkKind::Collective:
+    if (!t.hasCollective) {
+      os << where << ": a collective needs collective parameters";
+      return fail(os);
+    }
+    if (Status s = checkEnum(where, "collective kind", raw(t.collective.kind),
+                             kMaxCollectiveKind);
+        !s.isOk())
+      return s;
+    if (Status s = checkEnum(where, "reduction", raw(t.collective.reduction),
+                             kMaxReduceKind);
+        !s.isOk())
+      return s;
+    break;
+  case ThunkKind::Copy:
+    if (t.operands.size() != 1 || t.results.size() != 1) {
+      os << where << ": a copy takes 1 operand and 1 result, found "
+         << t.operands.size() << " and " << t.results.size();
+      return fail(os);
+    }
+    if (p.buffers[t.operands[0]].size != p.buffers[t.results[0]].size) {
+      os << where << ": copy from buffer " << t.operands[0] << " ("
+         << p.buffers[t.operands[0]].size << " bytes) to buffer "
+         << t.results[0] << " (" << p.buffers[t.results[0]].size
+         << " bytes): sizes differ";
+      return fail(os);
+    }
+    break;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status checkPackage(const LoadedPackage &p) {
+  std::ostringstream os;
+  if (p.majorVersion != kPackageMajorVersion ||
+      p.minorVersion > kPackageMinorVersion) {
+    os << "package version " << p.majorVersion << "." << p.minorVersion
+       << " is not supported: this reader reads " << kPackageMajorVersion << "."
+       << kPackageMinorVersion << " (same major, minor at most "
+       << kPackageMinorVersion << ")";
+    return fail(os);
+  }
+  if (Status s = checkEnum("target", "kind", raw(p.target.kind), kMaxTarget);
+      !s.isOk())
+    return s;
+  if (p.arenaAlignment == 0 || (p.arenaAlignment & (p.arenaAlignment - 1))) {
+    os << "arena: alignment " << p.arenaAlignment << " is not a power of two";
+    return fail(os);
+  }
+
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const PackageBuffer &b = p.buffers[i];
+    std::string where = "buffer " + std::to_string(i);
+    if (Status s = checkEnum(where, "dtype", raw(b.dtype), kMaxDType);
+        !s.isOk())
+      return s;
+    if (Status s = checkEnum(where, "role", raw(b.role), kMaxRole); !s.isOk())
+      return s;
+    if (Status s = checkShapeAndSize(where, b.dtype, b.shape, b.size);
+        !s.isOk())
+      return s;
+    uint64_t end;
+    if (__builtin_add_overflow(b.offset, b.size, &end) || end > p.arenaSize) {
+      os << where << ": offset " << b.offset << " + size " << b.size
+         << " exceeds the arena of " << p.arenaSize << " bytes";
+      return fail(os);
+    }
+    for (auto [field, value] :
+         {std::pair<const char *, int32_t>{"aliases", b.aliases},
+          {"updates", b.updates}}) {
+      if (value < -1 ||
+          (value >= 0 && static_cast<size_t>(value) >= p.inputs.size())) {
+        os << where << ": " << field << " input " << value
+           << ", but the signature has " << p.inputs.size() << " inputs";
+        return fail(os);
+      }
+    }
+  }
+
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const PackageKernel &k = p.kernels[i];
+    std::string where = "kernel " + std::to_string(i);
+    if (Status s = checkEnum(where, "kind", raw(k.kind), kMaxKernelKind);
+        !s.isOk())
+      return s;
+    if (k.entryPoint.empty()) {
+      os << where << " (\"" << k.name << "\"): entry point is empty";
+      return fail(os);
+    }
+  }
+
+  for (size_t i = 0; i < p.thunks.size(); ++i)
+    if (Status s = checkThunk(p, i, p.thunks[i]); !s.isOk())
+      return s;
+
+  for (size_t i = 0; i < p.parameterInits.size(); ++i) {
+    const ParameterInit &init = p.parameterInits[i];
+    std::string where = "parameter init " + std::to_string(i);
+    if (Status s = checkEnum(where, "kind", raw(init.kind), kMaxInitKind);
+        !s.isOk())
+      return s;
+    if (Status s = checkBufferId(where, init.buffer, p.buffers.size());
+        !s.isOk())
+      return s;
+    if (Status s = checkFinite(where, "value", init.value); !s.isOk())
+      return s;
+    if (Status s = checkFinite(where, "scale", init.scale); !s.isOk())
+      return s;
+    if (init.hasData && init.data.size() != p.buffers[init.buffer].size) {
+      os << where << ": data has " << init.data.size() << " bytes, but buffer "
+         << init.buffer << " has " << p.buffers[init.buffer].size;
+      return fail(os);
+    }
+  }
+
+  if (Status s = checkSignature(p, p.inputs, "input"); !s.isOk())
+    return s;
+  if (Status s = checkSignature(p, p.outputs, "output"); !s.isOk())
+    return s;
+
+  if (Status s = checkEnum("metadata", "strategy", raw(p.metadata.strategy),
+                           kMaxStrategy);
+      !s.isOk())
+    return s;
+  if (p.metadata.worldSize == 0) {
+    os << "metadata: world size is 0, expected >= 1";
+    return fail(os);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+template <typename T, typename V> std::vector<T> copyVector(const V *v) {
+  std::vector<T> out;
+  if (v)
+    out.assign(v->begin(), v->end());
+  return out;
+}
+
+std::string copyString(const flatbuffers::String *s) {
+  return s ? s->str() : std::string();
+}
+
+std::vector<std::string> copyStrings(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *v) {
+  std::vector<std::string> out;
+  if (v)
+    for (const flatbuffers::String *s : *v)
+      out.push_back(copyString(s));
+  return out;
+}
+
+template <typename E, typename F> E castEnum(F value) {
+  return static_cast<E>(static_cast<uint8_t>(value));
+}
+
+std::array<uint32_t, 3> copyDim3(const pkg::Dim3 *d) {
+  if (!d)
+    return {1, 1, 1};
+  return {d->x(), d->y(), d->z()};
+}
+
+SignatureEntry copyEntry(const pkg::SignatureEntry *e) {
+  SignatureEntry out;
+  out.name = copyString(e->name());
+  out.role = castEnum<PkgRole>(e->role());
+  out.dtype = castEnum<PkgDType>(e->dtype());
+  out.shape = copyVector<int64_t>(e->shape());
+  out.buffer = e->buffer();
+  return out;
+}
+
+LoadedPackage copyOut(const pkg::Package *fb) {
+  LoadedPackage p;
+  p.majorVersion = fb->version()->major_version();
+  p.minorVersion = fb->version()->minor_version();
+  if (const pkg::Target *t = fb->target()) {
+    p.target.kind = castEnum<TargetKind>(t->kind());
+    p.target.smArchs = copyVector<uint32_t>(t->sm_archs());
+    p.target.triple = copyString(t->triple());
+    p.target.cpuFeatures = copyString(t->cpu_features());
+  }
+  if (const pkg::Arena *a = fb->arena()) {
+    p.arenaSize = a->size();
+    p.arenaAlignment = a->alignment();
+  }
+  if (fb->buffers())
+    for (const pkg::Buffer *b : *fb->buffers()) {
+      PackageBuffer out;
+      out.name = copyString(b->name());
+      out.dtype = castEnum<PkgDType>(b->dtype());
+      out.shape = copyVector<int64_t>(b->shape());
+      out.offset = b->offset();
+      out.size = b->size();
+      out.role = castEnum<PkgRole>(b->role());
+      out.aliases = b->aliases();
+      out.updates = b->updates();
+      p.buffers.push_back(std::move(out));
+    }
+  if (fb->kernels())
+    for (const pkg::Kernel *k : *fb->kernels()) {
+      PackageKernel out;
+      out.kind = castEnum<KernelKind>(k->kind());
+      out.name = copyString(k->name());
+      out.entryPoint = copyString(k->entry_point());
+      out.source = copyString(k->source());
+      out.ptx = copyString(k->ptx());
+      if (k->cubins())
+        for (const pkg::CubinImage *c : *k->cubins())
+          out.cubins.push_back({c->arch(), copyVector<uint8_t>(c->image())});
+      out.object = copyVector<uint8_t>(k->object());
+      out.block = copyDim3(k->block());
+      out.grid = copyDim3(k->grid());
+      out.sharedMemoryBytes = k->shared_memory_bytes();
+      out.sourceNodes = copyStrings(k->source_nodes());
+      p.kernels.push_back(std::move(out));
+    }
+  if (fb->thunks())
+    for (const pkg::Thunk *t : *fb->thunks()) {
+      PackageThunk out;
+      out.kind = castEnum<ThunkKind>(t->kind());
+      out.kernel = t->kernel();
+      out.library = castEnum<LibraryKind>(t->library());
+      if (const pkg::GemmParams *g = t->gemm()) {
+        out.hasGemm = true;
+        out.gemm = {g->m(),
+                    g->n(),
+                    g->k(),
+                    g->batch(),
+                    g->transpose_lhs(),
+                    g->transpose_rhs(),
+                    g->alpha(),
+                    g->beta()};
+      }
+      if (const pkg::ConvParams *c = t->conv()) {
+        out.hasConv = true;
+        out.conv.inputShape = copyVector<int64_t>(c->input_shape());
+        out.conv.filterShape = copyVector<int64_t>(c->filter_shape());
+        out.conv.outputShape = copyVector<int64_t>(c->output_shape());
+        out.conv.strides = copyVector<int64_t>(c->strides());
+        out.conv.padding = copyVector<int64_t>(c->padding());
+        out.conv.dilation = copyVector<int64_t>(c->dilation());
+        out.conv.groups = c->groups();
+      }
+      if (const pkg::CollectiveParams *c = t->collective()) {
+        out.hasCollective = true;
+        out.collective.kind = castEnum<CollectiveKind>(c->kind());
+        out.collective.reduction = castEnum<PkgReduceKind>(c->reduction());
+        out.collective.dimension = c->dimension();
+        out.collective.root = c->root();
+        out.collective.peer = c->peer();
+        out.collective.channel = c->channel();
+        out.collective.groups = copyVector<int64_t>(c->groups());
+        out.collective.groupsShape = copyVector<int64_t>(c->groups_shape());
+      }
+      out.operands = copyVector<uint32_t>(t->operands());
+      out.results = copyVector<uint32_t>(t->results());
+      p.thunks.push_back(std::move(out));
+    }
+  if (fb->parameter_inits())
+    for (const pkg::ParameterInit *i : *fb->parameter_inits()) {
+      ParameterInit out;
+      out.buffer = i->buffer();
+      out.kind = castEnum<PkgInitKind>(i->kind());
+      out.value = i->value();
+      out.scale = i->scale();
+      out.seed = i->seed();
+      out.hasData = i->data() != nullptr;
+      out.data = copyVector<uint8_t>(i->data());
+      p.parameterInits.push_back(std::move(out));
+    }
+  if (const pkg::Signature *s = fb->signature()) {
+    if (s->inputs())
+      for (const pkg::SignatureEntry *e : *s->inputs())
+        p.inputs.push_back(copyEntry(e));
+    if (s->outputs())
+      for (const pkg::SignatureEntry *e : *s->outputs())
+        p.outputs.push_back(copyEntry(e));
+  }
+  if (const pkg::Metadata *m = fb->metadata()) {
+    p.metadata.modelName = copyString(m->model_name());
+    p.metadata.strategy = castEnum<Strategy>(m->strategy());
+    p.metadata.worldSize = m->world_size();
+    p.metadata.compileFlags = copyStrings(m->compile_flags());
+    p.metadata.graphHash = copyVector<uint8_t>(m->graph_hash());
+  }
+  return p;
+}
+
+} // namespace
+
+StatusOr<LoadedPackage> loadPackageFromBytes(const uint8_t *data, size_t size) {
+  // A FlatBuffer starts with the root offset, then the file identifier.
+  if (!data || size < 8) {
+    std::ostringstream os;
+    os << "not a Kiln package: " << size
+       << " bytes is too short to hold a FlatBuffers header (8 bytes)";
+    return fail(os);
+  }
+  if (!pkg::PackageBufferHasIdentifier(data)) {
+    std::string found(reinterpret_cast<const char *>(data) + 4, 4);
+    for (char &c : found)
+      if (c < 0x20 || c > 0x7e)
+        c = '?';
+    std::ostringstream os;
+    os << "not a Kiln package: file identifier is '" << found << "', expected '"
+       << pkg::PackageIdentifier() << "'";
+    return fail(os);
+  }
+  flatbuffers::Verifier verifier(data, size);
+  if (!verifier.VerifyBuffer<pkg::Package>(nullptr))
+    return Status::error("malformed package: the FlatBuffers verifier "
+                         "rejected it (truncated or corrupt)");
+  LoadedPackage p = copyOut(pkg::GetPackage(data));
+  if (Status s = checkPackage(p); !s.isOk())
+    return s;
+  return p;
+}
+
+StatusOr<LoadedPackage> loadPackage(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open for reading");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  if (in.bad())
+    return Status::error(path + ": read failed");
+  StatusOr<LoadedPackage> p = loadPackageFromBytes(bytes.data(), bytes.size());
+  if (!p.isOk())
+    return Status::error(path + ": " + p.status().message());
+  return p;
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,272 @@
+//===- Package.h - the .kpkg package as plain C++ ------------------*- C++
+//-*-===//
+//
+// The runtime's view of an executable package (serialize/schema/package.fbs):
+// plain structs and vectors, copied out of the FlatBuffer once it has been
+// verified, so nothing past the loader touches unchecked bytes. The loader
+// runs the FlatBuffers Verifier first and then every semantic check (version,
+// enums, every index, every offset and size against the arena, dtype and
+// shape against byte sizes); the first failure comes back as a Status that
+// names the field and its index. The compiler builds the same structs and
+// hands them to serialize/PackageWriter.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_PACKAGE_PACKAGE_H
+#define KILN_RUNTIME_PACKAGE_PACKAGE_H
+
+#include "runtime/Status.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime {
+
+// The version this reader understands (package.fbs's compatibility rule).
+constexpr uint16_t kPackageMajorVersion = 1;
+constexpr uint16_t kPackageMinorVersion = 0;
+
+// Enum values equal package.fbs's.
+enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
+enum class PkgRole : uint8_t {
+  None,
+  Input,
+  Label,
+  Parameter,
+  OptimizerState,
+  Step,
+  Loss,
+  Output,
+  Gradient
+};
+enum class TargetKind : uint8_t { Cpu, Cuda };
+enum class KernelKind : uint8_t { CpuObject, LlvmBitcode, Cuda };
+enum class ThunkKind : uint8_t { KernelLaunch, LibraryCall, Collective, Copy };
+enum class LibraryKind : uint8_t {
+  Gemm,
+  Conv2D,
+  Conv2DInputGrad,
+  Conv2DFilterGrad
+};
+enum class CollectiveKind : uint8_t {
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  Broadcast,
+  Send,
+  Recv
+};
+enum class PkgReduceKind : uint8_t { Sum, Max, Min, Mean };
+enum class PkgInitKind : uint8_t {
+  Zeros,
+  Ones,
+  Constant,
+  Normal,
+  Uniform,
+  GlorotUniform,
+  KaimingNormal
+};
+enum class Strategy : uint8_t {
+  None,
+  Mirrored,
+  DataParallel,
+  Zero1,
+  Zero2,
+  Zero3,
+  ParameterServer,
+  Pipeline,
+  TensorParallel
+};
+
+// Bytes per element of |dtype| (i1 is one byte).
+unsigned pkgBytesPerElement(PkgDType dtype);
+
+struct PackageTarget {
+  TargetKind kind = TargetKind::Cpu;
+  std::vector<uint32_t> smArchs;
+  std::string triple;
+  std::string cpuFeatures;
+  bool operator==(const PackageTarget &o) const {
+    return kind == o.kind && smArchs == o.smArchs && triple == o.triple &&
+           cpuFeatures == o.cpuFeatures;
+  }
+};
+
+struct PackageBuffer {
+  std::string name;
+  PkgDType dtype = PkgDType::F32;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  PkgRole role = PkgRole::None;
+  int32_t aliases = -1; // index into signature inputs, or -1
+  int32_t updates = -1; // index into signature inputs, or -1
+  bool operator==(const PackageBuffer &o) const {
+    return name == o.name && dtype == o.dtype && shape == o.shape &&
+           offset == o.offset && size == o.size && role == o.role &&
+           aliases == o.aliases && updates == o.updates;
+  }
+};
+
+struct Cubin {
+  uint32_t arch = 0;
+  std::vector<uint8_t> image;
+  bool operator==(const Cubin &o) const {
+    return arch == o.arch && image == o.image;
+  }
+};
+
+struct PackageKernel {
+  KernelKind kind = KernelKind::CpuObject;
+  std::string name;
+  std::string entryPoint;
+  std::string source;
+  std::string ptx;
+  std::vector<Cubin> cubins;
+  std::vector<uint8_t> object;
+  std::array<uint32_t, 3> block = {1, 1, 1};
+  std::array<uint32_t, 3> grid = {1, 1, 1};
+  uint32_t sharedMemoryBytes = 0;
+  std::vector<std::string> sourceNodes;
+  bool operator==(const PackageKernel &o) const {
+    return kind == o.kind && name == o.name && entryPoint == o.entryPoint &&
+           source == o.source && ptx == o.ptx && cubins == o.cubins &&
+           object == o.object && block == o.block && grid == o.grid &&
+           sharedMemoryBytes == o.sharedMemoryBytes &&
+           sourceNodes == o.sourceNodes;
+  }
+};
+
+struct GemmParams {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool transposeLhs = false, transposeRhs = false;
+  double alpha = 1.0, beta = 0.0;
+  bool operator==(const GemmParams &o) const {
+    return m == o.m && n == o.n && k == o.k && batch == o.batch &&
+           transposeLhs == o.transposeLhs && transposeRhs == o.transposeRhs &&
+           alpha == o.alpha && beta == o.beta;
+  }
+};
+
+struct ConvParams {
+  std::vector<int64_t> inputShape, filterShape, outputShape;
+  std::vector<int64_t> strides, padding, dilation;
+  int64_t groups = 1;
+  bool operator==(const ConvParams &o) const {
+    return inputShape == o.inputShape && filterShape == o.filterShape &&
+           outputShape == o.outputShape && strides == o.strides &&
+           padding == o.padding && dilation == o.dilation && groups == o.groups;
+  }
+};
+
+struct CollectiveParams {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  PkgReduceKind reduction = PkgReduceKind::Sum;
+  int64_t dimension = 0, root = 0, peer = 0, channel = 0;
+  std::vector<int64_t> groups, groupsShape;
+  bool operator==(const CollectiveParams &o) const {
+    return kind == o.kind && reduction == o.reduction &&
+           dimension == o.dimension && root == o.root && peer == o.peer &&
+           channel == o.channel && groups == o.groups &&
+           groupsShape == o.groupsShape;
+  }
+};
+
+struct PackageThunk {
+  ThunkKind kind = ThunkKind::KernelLaunch;
+  int32_t kernel = -1;
+  LibraryKind library = LibraryKind::Gemm;
+  // Exactly the table the kind needs is present (has* says so).
+  bool hasGemm = false, hasConv = false, hasCollective = false;
+  GemmParams gemm;
+  ConvParams conv;
+  CollectiveParams collective;
+  std::vector<uint32_t> operands;
+  std::vector<uint32_t> results;
+  bool operator==(const PackageThunk &o) const {
+    return kind == o.kind && kernel == o.kernel && library == o.library &&
+           hasGemm == o.hasGemm && hasConv == o.hasConv &&
+           hasCollective == o.hasCollective && gemm == o.gemm &&
+           conv == o.conv && collective == o.collective &&
+           operands == o.operands && results == o.results;
+  }
+};
+
+struct ParameterInit {
+  uint32_t buffer = 0;
+  PkgInitKind kind = PkgInitKind::Zeros;
+  double value = 0.0;
+  double scale = 1.0;
+  int64_t seed = 0;
+  bool hasData = false;
+  std::vector<uint8_t> data;
+  bool operator==(const ParameterInit &o) const {
+    return buffer == o.buffer && kind == o.kind && value == o.value &&
+           scale == o.scale && seed == o.seed && hasData == o.hasData &&
+           data == o.data;
+  }
+};
+
+struct SignatureEntry {
+  std::string name;
+  PkgRole role = PkgRole::None;
+  PkgDType dtype = PkgDType::F32;
+  std::vector<int64_t> shape;
+  uint32_t buffer = 0;
+  bool operator==(const SignatureEntry &o) const {
+    return name == o.name && role == o.role && dtype == o.dtype &&
+           shape == o.shape && buffer == o.buffer;
+  }
+};
+
+struct PackageMetadata {
+  std::string modelName;
+  Strategy strategy = Strategy::None;
+  uint32_t worldSize = 1;
+  std::vector<std::string> compileFlags;
+  std::vector<uint8_t> graphHash;
+  bool operator==(const PackageMetadata &o) const {
+    return modelName == o.modelName && strategy == o.strategy &&
+           worldSize == o.worldSize && compileFlags == o.compileFlags &&
+           graphHash == o.graphHash;
+  }
+};
+
+struct LoadedPackage {
+  uint16_t majorVersion = kPackageMajorVersion;
+  uint16_t minorVersion = kPackageMinorVersion;
+  PackageTarget target;
+  uint64_t arenaSize = 0;
+  uint64_t arenaAlignment = 64;
+  std::vector<PackageBuffer> buffers;
+  std::vector<PackageKernel> kernels;
+  std::vector<PackageThunk> thunks;
+  std::vector<ParameterInit> parameterInits;
+  std::vector<SignatureEntry> inputs;
+  std::vector<SignatureEntry> outputs;
+  PackageMetadata metadata;
+  bool operator==(const LoadedPackage &o) const {
+    return majorVersion == o.majorVersion && minorVersion == o.minorVersion &&
+           target == o.target && arenaSize == o.arenaSize &&
+           arenaAlignment == o.arenaAlignment && buffers == o.buffers &&
+           kernels == o.kernels && thunks == o.thunks &&
+           parameterInits == o.parameterInits && inputs == o.inputs &&
+           outputs == o.outputs && metadata == o.metadata;
+  }
+};
+
+// Reads and checks the package at |path|; errors start with the path.
+StatusOr<LoadedPackage> loadPackage(const std::string &path);
+
+// Checks and copies out the package in |data|..|data|+|size|.
+StatusOr<LoadedPackage> loadPackageFromBytes(const uint8_t *data, size_t size);
+
+// The semantic checks alone, on an already copied-out package (the writer
+// runs them too, so a compiler bug is caught before a file is written).
+Status checkPackage(const LoadedPackage &package);
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_PACKAGE_PACKAGE_H

@@ -1,0 +1,344 @@
+//===- PackageErrorsTest.cpp - one test per loader error ------------------===//
+//
+// Each test breaks one thing in the sample package, writes it without the
+// writer's own checks, and expects the loader's exact message: the field,
+// its index, what was expected and what was found.
+//
+//===----------------------------------------------------------------------===//
+
+#include "serialize/PackageWriter.h"
+#include "tests/unit/package/PackageTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <unistd.h>
+
+using namespace kiln::runtime;
+using kiln::runtime::testing::makeSamplePackage;
+
+namespace {
+
+// Applies |mutate| to the sample package and returns the loader's error
+// ("<loaded>" if it loads).
+std::string loadError(const std::function<void(LoadedPackage &)> &mutate) {
+  LoadedPackage p = makeSamplePackage();
+  mutate(p);
+  std::vector<uint8_t> bytes = kiln::serialize::writePackageUnchecked(p);
+  StatusOr<LoadedPackage> loaded =
+      loadPackageFromBytes(bytes.data(), bytes.size());
+  return loaded.isOk() ? "<loaded>" : loaded.status().message();
+}
+
+template <typename E> E bad(unsigned v) { return static_cast<E>(v); }
+
+TEST(PackageErrors, SampleLoads) {
+  EXPECT_EQ(loadError([](LoadedPackage &) {}), "<loaded>");
+}
+
+TEST(PackageErrors, TooShort) {
+  uint8_t bytes[4] = {0, 0, 0, 0};
+  StatusOr<LoadedPackage> p = loadPackageFromBytes(bytes, 4);
+  ASSERT_FALSE(p.isOk());
+  EXPECT_EQ(p.status().message(), "not a Kiln package: 4 bytes is too short "
+                                  "to hold a FlatBuffers header (8 bytes)");
+}
+
+TEST(PackageErrors, WrongIdentifier) {
+  std::vector<uint8_t> bytes =
+      kiln::serialize::writePackageUnchecked(makeSamplePackage());
+  bytes[4] = 'K', bytes[5] = 'I', bytes[6] = 'L', bytes[7] = 1;
+  StatusOr<LoadedPackage> p = loadPackageFromBytes(bytes.data(), bytes.size());
+  ASSERT_FALSE(p.isOk());
+  EXPECT_EQ(p.status().message(),
+            "not a Kiln package: file identifier is 'KIL?', expected 'KPKG'");
+}
+
+TEST(PackageErrors, VerifierRejectsTruncation) {
+  std::vector<uint8_t> bytes =
+      kiln::serialize::writePackageUnchecked(makeSamplePackage());
+  bytes.resize(bytes.size() / 2);
+  StatusOr<LoadedPackage> p = loadPackageFromBytes(bytes.data(), bytes.size());
+  ASSERT_FALSE(p.isOk());
+  EXPECT_EQ(p.status().message(),
+            "malformed package: the FlatBuffers "
+            "verifier rejected it (truncated or corrupt)");
+}
+
+TEST(PackageErrors, MissingFile) {
+  StatusOr<LoadedPackage> p = loadPackage("/nonexistent/step.kpkg");
+  ASSERT_FALSE(p.isOk());
+  EXPECT_EQ(p.status().message(),
+            "/nonexistent/step.kpkg: cannot open for reading");
+}
+
+TEST(PackageErrors, NewerMajorVersion) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
+            "package version 2.0 is not supported: this reader reads 1.0 "
+            "(same major, minor at most 0)");
+}
+
+TEST(PackageErrors, NewerMinorVersion) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 3; }),
+            "package version 1.3 is not supported: this reader reads 1.0 "
+            "(same major, minor at most 0)");
+}
+
+TEST(PackageErrors, TargetKind) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.target.kind = bad<TargetKind>(2); }),
+      "target: kind 2 is out of range (0..1)");
+}
+
+TEST(PackageErrors, ArenaAlignment) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.arenaAlignment = 48; }),
+            "arena: alignment 48 is not a power of two");
+}
+
+TEST(PackageErrors, BufferDType) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.buffers[3].dtype = bad<PkgDType>(8);
+            }),
+            "buffer 3: dtype 8 is out of range (0..7)");
+}
+
+TEST(PackageErrors, BufferRole) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.buffers[3].role = bad<PkgRole>(9); }),
+      "buffer 3: role 9 is out of range (0..8)");
+}
+
+TEST(PackageErrors, NegativeDimension) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[0].shape[1] = -8; }),
+            "buffer 0: dimension 1 is -8, expected >= 0");
+}
+
+TEST(PackageErrors, ShapeLargerThanSize) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[0].size = 100; }),
+            "buffer 0: the shape needs 128 bytes, but size is 100");
+}
+
+TEST(PackageErrors, DTypeLargerThanSize) {
+  // 4 x 8 f64 elements need 256 bytes; the buffer has 128.
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.buffers[0].dtype = PkgDType::F64; }),
+      "buffer 0: the shape needs 256 bytes, but size is 128");
+}
+
+TEST(PackageErrors, ShapeByteSizeOverflows) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.buffers[0].shape = {int64_t(1) << 40, int64_t(1) << 40};
+            }),
+            "buffer 0: the shape's byte size overflows 64 bits");
+}
+
+TEST(PackageErrors, BufferPastTheArena) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.arenaSize = 400; }),
+            "buffer 5: offset 384 + size 64 exceeds the arena of 400 bytes");
+}
+
+TEST(PackageErrors, BufferOffsetOverflows) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.buffers[4].offset = UINT64_MAX - 1; }),
+      "buffer 4: offset 18446744073709551614 + size 4 exceeds the arena "
+      "of 448 bytes");
+}
+
+TEST(PackageErrors, AliasesOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[0].aliases = 5; }),
+            "buffer 0: aliases input 5, but the signature has 2 inputs");
+}
+
+TEST(PackageErrors, UpdatesOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[2].updates = -2; }),
+            "buffer 2: updates input -2, but the signature has 2 inputs");
+}
+
+TEST(PackageErrors, KernelKind) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.kernels[1].kind = bad<KernelKind>(3);
+            }),
+            "kernel 1: kind 3 is out of range (0..2)");
+}
+
+TEST(PackageErrors, KernelEntryPointEmpty) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.kernels[0].entryPoint = ""; }),
+            "kernel 0 (\"fusion_0\"): entry point is empty");
+}
+
+TEST(PackageErrors, ThunkKind) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.thunks[0].kind = bad<ThunkKind>(4); }),
+      "thunk 0: kind 4 is out of range (0..3)");
+}
+
+TEST(PackageErrors, ThunkOperandOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].operands[1] = 41; }),
+            "thunk 4: operand 1 names buffer 41, but the package has 6 "
+            "buffers");
+}
+
+TEST(PackageErrors, ThunkResultOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[2].results[0] = 6; }),
+            "thunk 2: result 0 names buffer 6, but the package has 6 buffers");
+}
+
+TEST(PackageErrors, LaunchKernelOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[1].kernel = 7; }),
+            "thunk 1: kernel 7 is out of range, the package has 2 kernels");
+}
+
+TEST(PackageErrors, LaunchWithoutKernel) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[1].kernel = -1; }),
+            "thunk 1: kernel -1 is out of range, the package has 2 kernels");
+}
+
+TEST(PackageErrors, LibraryKind) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[0].library = bad<LibraryKind>(4);
+            }),
+            "thunk 0: library 4 is out of range (0..3)");
+}
+
+TEST(PackageErrors, GemmWithoutParameters) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[0].hasGemm = false; }),
+            "thunk 0: a gemm library call needs gemm parameters");
+}
+
+TEST(PackageErrors, ConvWithoutParameters) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].hasConv = false; }),
+            "thunk 4: a convolution library call needs conv parameters");
+}
+
+TEST(PackageErrors, GemmAlphaNotFinite) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[0].gemm.alpha = std::nan("");
+            }),
+            "thunk 0: gemm alpha is nan, expected a finite number");
+}
+
+TEST(PackageErrors, GemmBetaNotFinite) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.thunks[0].gemm.beta = -HUGE_VAL; }),
+      "thunk 0: gemm beta is -inf, expected a finite number");
+}
+
+TEST(PackageErrors, CollectiveWithoutParameters) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.thunks[2].hasCollective = false; }),
+      "thunk 2: a collective needs collective parameters");
+}
+
+TEST(PackageErrors, CollectiveKind) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[2].collective.kind = bad<CollectiveKind>(6);
+            }),
+            "thunk 2: collective kind 6 is out of range (0..5)");
+}
+
+TEST(PackageErrors, CollectiveReduction) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[2].collective.reduction = bad<PkgReduceKind>(4);
+            }),
+            "thunk 2: reduction 4 is out of range (0..3)");
+}
+
+TEST(PackageErrors, CopyArity) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.thunks[3].results.push_back(2); }),
+      "thunk 3: a copy takes 1 operand and 1 result, found 1 and 2");
+}
+
+TEST(PackageErrors, CopySizesDiffer) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[3].results[0] = 3; }),
+            "thunk 3: copy from buffer 1 (64 bytes) to buffer 3 (32 bytes): "
+            "sizes differ");
+}
+
+TEST(PackageErrors, InitKind) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.parameterInits[0].kind = bad<PkgInitKind>(7);
+            }),
+            "parameter init 0: kind 7 is out of range (0..6)");
+}
+
+TEST(PackageErrors, InitBufferOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.parameterInits[1].buffer = 9; }),
+            "parameter init 1 names buffer 9, but the package has 6 buffers");
+}
+
+TEST(PackageErrors, InitValueNotFinite) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.parameterInits[0].value = HUGE_VAL; }),
+      "parameter init 0: value is inf, expected a finite number");
+}
+
+TEST(PackageErrors, InitScaleNotFinite) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.parameterInits[1].scale = std::nan("");
+            }),
+            "parameter init 1: scale is nan, expected a finite number");
+}
+
+TEST(PackageErrors, InitDataSize) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.parameterInits[1].data.resize(12); }),
+      "parameter init 1: data has 12 bytes, but buffer 2 has 64");
+}
+
+TEST(PackageErrors, InputRole) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.inputs[1].role = bad<PkgRole>(200); }),
+      "input 1: role 200 is out of range (0..8)");
+}
+
+TEST(PackageErrors, OutputDType) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.outputs[0].dtype = bad<PkgDType>(8);
+            }),
+            "output 0: dtype 8 is out of range (0..7)");
+}
+
+TEST(PackageErrors, InputBufferOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.inputs[0].buffer = 12; }),
+            "input 0 names buffer 12, but the package has 6 buffers");
+}
+
+TEST(PackageErrors, OutputShapeDiffersFromBuffer) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.outputs[1].shape = {16}; }),
+            "output 1 (\"fc.weight\"): dtype or shape differs from buffer 2's");
+}
+
+TEST(PackageErrors, Strategy) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.metadata.strategy = bad<Strategy>(9);
+            }),
+            "metadata: strategy 9 is out of range (0..8)");
+}
+
+TEST(PackageErrors, WorldSizeZero) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.metadata.worldSize = 0; }),
+            "metadata: world size is 0, expected >= 1");
+}
+
+TEST(PackageErrors, LoadFromFileNamesThePath) {
+  std::string path =
+      ::testing::TempDir() + "bad_" + std::to_string(getpid()) + ".kpkg";
+  LoadedPackage p = makeSamplePackage();
+  p.thunks[1].kernel = 2;
+  std::vector<uint8_t> bytes = kiln::serialize::writePackageUnchecked(p);
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  StatusOr<LoadedPackage> loaded = loadPackage(path);
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            path + ": thunk 1: kernel 2 is out of range, the package has 2 "
+                   "kernels");
+  std::remove(path.c_str());
+}
+
+} // namespace

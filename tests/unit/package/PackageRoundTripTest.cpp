@@ -1,0 +1,136 @@
+//===- PackageRoundTripTest.cpp - writer -> loader with every field
+//--------===//
+//
+// The sample package sets every field away from its default; writing it and
+// loading it back must give an equal LoadedPackage, in memory and through a
+// file, and the bytes must carry the "KPKG" identifier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "serialize/PackageWriter.h"
+#include "tests/unit/package/PackageTestUtil.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace kiln::runtime;
+using kiln::runtime::testing::makeSamplePackage;
+
+namespace {
+
+TEST(PackageRoundTrip, EveryFieldSurvives) {
+  LoadedPackage original = makeSamplePackage();
+  StatusOr<std::vector<uint8_t>> bytes =
+      kiln::serialize::writePackage(original);
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  ASSERT_GE(bytes->size(), 8u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char *>(bytes->data()) + 4, 4),
+            "KPKG");
+  StatusOr<LoadedPackage> loaded =
+      loadPackageFromBytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  const LoadedPackage &p = loaded.value();
+  // Spot checks on top of the whole-struct comparison, so a broken
+  // operator== cannot hide a dropped field.
+  EXPECT_EQ(p.majorVersion, 1);
+  EXPECT_EQ(p.minorVersion, 0);
+  EXPECT_EQ(p.target.kind, TargetKind::Cuda);
+  EXPECT_THAT(p.target.smArchs, ::testing::ElementsAre(80u, 90u));
+  EXPECT_EQ(p.target.cpuFeatures, "+avx2,+fma");
+  EXPECT_EQ(p.arenaSize, 448u);
+  ASSERT_EQ(p.buffers.size(), 6u);
+  EXPECT_EQ(p.buffers[2].name, "fc.weight.next");
+  EXPECT_EQ(p.buffers[2].updates, 1);
+  EXPECT_EQ(p.buffers[1].aliases, 1);
+  EXPECT_EQ(p.buffers[3].dtype, PkgDType::BF16);
+  EXPECT_THAT(p.buffers[0].shape, ::testing::ElementsAre(4, 8));
+  ASSERT_EQ(p.kernels.size(), 2u);
+  EXPECT_EQ(p.kernels[1].cubins.size(), 2u);
+  EXPECT_EQ(p.kernels[1].cubins[1].arch, 90u);
+  EXPECT_THAT(p.kernels[1].cubins[1].image, ::testing::ElementsAre(4, 5, 6, 7));
+  EXPECT_EQ(p.kernels[1].ptx, ".version 8.0\n.target sm_80\n");
+  EXPECT_EQ(p.kernels[1].sharedMemoryBytes, 1024u);
+  EXPECT_EQ(p.kernels[0].object.size(), 8u);
+  EXPECT_EQ(p.kernels[0].grid, (std::array<uint32_t, 3>{2, 3, 1}));
+  EXPECT_THAT(p.kernels[0].sourceNodes,
+              ::testing::ElementsAre("relu_1", "add_2"));
+  ASSERT_EQ(p.thunks.size(), 5u);
+  EXPECT_TRUE(p.thunks[0].hasGemm);
+  EXPECT_FALSE(p.thunks[0].hasConv);
+  EXPECT_EQ(p.thunks[0].gemm.batch, 3);
+  EXPECT_EQ(p.thunks[0].gemm.alpha, 0.5);
+  EXPECT_TRUE(p.thunks[0].gemm.transposeRhs);
+  EXPECT_EQ(p.thunks[1].kernel, 1);
+  EXPECT_EQ(p.thunks[2].collective.kind, CollectiveKind::ReduceScatter);
+  EXPECT_THAT(p.thunks[2].collective.groupsShape, ::testing::ElementsAre(2, 2));
+  EXPECT_EQ(p.thunks[4].conv.groups, 2);
+  EXPECT_THAT(p.thunks[4].conv.padding, ::testing::ElementsAre(0, 1, 0, 1));
+  ASSERT_EQ(p.parameterInits.size(), 2u);
+  EXPECT_EQ(p.parameterInits[0].seed, 3);
+  EXPECT_FALSE(p.parameterInits[0].hasData);
+  EXPECT_TRUE(p.parameterInits[1].hasData);
+  EXPECT_EQ(p.parameterInits[1].data[5], 35);
+  ASSERT_EQ(p.inputs.size(), 2u);
+  EXPECT_EQ(p.outputs[0].role, PkgRole::Loss);
+  EXPECT_EQ(p.metadata.strategy, Strategy::DataParallel);
+  EXPECT_EQ(p.metadata.worldSize, 2u);
+  EXPECT_THAT(p.metadata.compileFlags,
+              ::testing::ElementsAre("--target=cuda:sm_90", "--amp=bf16"));
+  EXPECT_EQ(p.metadata.graphHash.size(), 32u);
+  EXPECT_TRUE(p == original);
+}
+
+TEST(PackageRoundTrip, EmptyPackageLoads) {
+  LoadedPackage empty;
+  StatusOr<std::vector<uint8_t>> bytes = kiln::serialize::writePackage(empty);
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  StatusOr<LoadedPackage> loaded =
+      loadPackageFromBytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_TRUE(loaded.value() == empty);
+}
+
+TEST(PackageRoundTrip, ThroughAFile) {
+  std::string path =
+      ::testing::TempDir() + "roundtrip_" + std::to_string(getpid()) + ".kpkg";
+  LoadedPackage original = makeSamplePackage();
+  Status written = kiln::serialize::writePackageFile(original, path);
+  ASSERT_TRUE(written.isOk()) << written.message();
+  StatusOr<LoadedPackage> loaded = loadPackage(path);
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_TRUE(loaded.value() == original);
+  std::remove(path.c_str());
+}
+
+TEST(PackageRoundTrip, WriterRefusesAnInvalidPackage) {
+  LoadedPackage p = makeSamplePackage();
+  p.thunks[1].operands[0] = 41;
+  StatusOr<std::vector<uint8_t>> bytes = kiln::serialize::writePackage(p);
+  ASSERT_FALSE(bytes.isOk());
+  EXPECT_EQ(bytes.status().message(),
+            "refusing to write an invalid package: thunk 1: operand 0 names "
+            "buffer 41, but the package has 6 buffers");
+}
+
+TEST(PackageRoundTrip, FailedFileWriteKeepsTheOldFile) {
+  std::string path =
+      ::testing::TempDir() + "keep_" + std::to_string(getpid()) + ".kpkg";
+  LoadedPackage original = makeSamplePackage();
+  ASSERT_TRUE(kiln::serialize::writePackageFile(original, path).isOk());
+  LoadedPackage bad = original;
+  bad.metadata.worldSize = 0;
+  Status s = kiln::serialize::writePackageFile(bad, path);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(), path + ": refusing to write an invalid package: "
+                                "metadata: world size is 0, expected >= 1");
+  StatusOr<LoadedPackage> loaded = loadPackage(path);
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_TRUE(loaded.value() == original);
+  std::remove(path.c_str());
+}
+
+} // namespace

@@ -1,0 +1,159 @@
+//===- PackageTestUtil.h - a package with every field set ----------*- C++
+//-*-===//
+//
+// The package the tests start from: every table and field holds a value
+// other than its default, so a field the writer or loader drops shows up as
+// a round-trip difference.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TESTS_UNIT_PACKAGE_PACKAGETESTUTIL_H
+#define KILN_TESTS_UNIT_PACKAGE_PACKAGETESTUTIL_H
+
+#include "runtime/package/Package.h"
+
+namespace kiln::runtime::testing {
+
+inline PackageBuffer makeBuffer(std::string name, std::vector<int64_t> shape,
+                                uint64_t offset, uint64_t size, PkgRole role,
+                                int32_t aliases = -1, int32_t updates = -1) {
+  PackageBuffer b;
+  b.name = std::move(name);
+  b.dtype = PkgDType::F32;
+  b.shape = std::move(shape);
+  b.offset = offset;
+  b.size = size;
+  b.role = role;
+  b.aliases = aliases;
+  b.updates = updates;
+  return b;
+}
+
+inline SignatureEntry makeEntry(std::string name, PkgRole role,
+                                std::vector<int64_t> shape, uint32_t buffer) {
+  SignatureEntry e;
+  e.name = std::move(name);
+  e.role = role;
+  e.dtype = PkgDType::F32;
+  e.shape = std::move(shape);
+  e.buffer = buffer;
+  return e;
+}
+
+// Buffers: 0 x, 1 fc.weight, 2 fc.weight (new), 3 y, 4 loss, 5 a copy of 1.
+inline LoadedPackage makeSamplePackage() {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  p.target.smArchs = {80, 90};
+  p.target.triple = "x86_64-unknown-linux-gnu";
+  p.target.cpuFeatures = "+avx2,+fma";
+  p.arenaSize = 448;
+  p.arenaAlignment = 64;
+  p.buffers = {
+      makeBuffer("x", {4, 8}, 0, 128, PkgRole::Input, 0),
+      makeBuffer("fc.weight", {8, 2}, 128, 64, PkgRole::Parameter, 1),
+      makeBuffer("fc.weight.next", {8, 2}, 192, 64, PkgRole::Parameter, -1, 1),
+      makeBuffer("y", {4, 2}, 256, 32, PkgRole::None),
+      makeBuffer("loss", {}, 320, 4, PkgRole::Loss),
+      makeBuffer("fc.weight.copy", {8, 2}, 384, 64, PkgRole::None),
+  };
+  p.buffers[4].dtype = PkgDType::F32;
+  p.buffers[3].dtype = PkgDType::BF16;
+
+  PackageKernel cpu;
+  cpu.kind = KernelKind::CpuObject;
+  cpu.name = "fusion_0";
+  cpu.entryPoint = "kiln_fusion_0";
+  cpu.source = "func.func @fusion_0() { return }";
+  cpu.object = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+  cpu.block = {8, 1, 1};
+  cpu.grid = {2, 3, 1};
+  cpu.sourceNodes = {"relu_1", "add_2"};
+  PackageKernel cuda;
+  cuda.kind = KernelKind::Cuda;
+  cuda.name = "fusion_1";
+  cuda.entryPoint = "kiln_fusion_1";
+  cuda.source = "extern \"C\" __global__ void kiln_fusion_1() {}";
+  cuda.ptx = ".version 8.0\n.target sm_80\n";
+  cuda.cubins = {{80, {1, 2, 3}}, {90, {4, 5, 6, 7}}};
+  cuda.block = {128, 1, 1};
+  cuda.grid = {4, 2, 1};
+  cuda.sharedMemoryBytes = 1024;
+  cuda.sourceNodes = {"softmax_cross_entropy_3"};
+  p.kernels = {cpu, cuda};
+
+  PackageThunk gemm;
+  gemm.kind = ThunkKind::LibraryCall;
+  gemm.library = LibraryKind::Gemm;
+  gemm.hasGemm = true;
+  gemm.gemm = {4, 2, 8, 3, true, true, 0.5, 1.0};
+  gemm.operands = {0, 1};
+  gemm.results = {3};
+  PackageThunk launch;
+  launch.kind = ThunkKind::KernelLaunch;
+  launch.kernel = 1;
+  launch.operands = {3};
+  launch.results = {4};
+  PackageThunk collective;
+  collective.kind = ThunkKind::Collective;
+  collective.hasCollective = true;
+  collective.collective.kind = CollectiveKind::ReduceScatter;
+  collective.collective.reduction = PkgReduceKind::Mean;
+  collective.collective.dimension = 1;
+  collective.collective.root = 2;
+  collective.collective.peer = 3;
+  collective.collective.channel = 4;
+  collective.collective.groups = {0, 1, 2, 3};
+  collective.collective.groupsShape = {2, 2};
+  collective.operands = {1};
+  collective.results = {2};
+  PackageThunk copy;
+  copy.kind = ThunkKind::Copy;
+  copy.operands = {1};
+  copy.results = {5};
+  PackageThunk conv;
+  conv.kind = ThunkKind::LibraryCall;
+  conv.library = LibraryKind::Conv2DFilterGrad;
+  conv.hasConv = true;
+  conv.conv.inputShape = {1, 2, 4, 4};
+  conv.conv.filterShape = {2, 2, 3, 3};
+  conv.conv.outputShape = {1, 2, 2, 2};
+  conv.conv.strides = {1, 2};
+  conv.conv.padding = {0, 1, 0, 1};
+  conv.conv.dilation = {1, 1};
+  conv.conv.groups = 2;
+  conv.operands = {0, 3};
+  conv.results = {1};
+  p.thunks = {gemm, launch, collective, copy, conv};
+
+  ParameterInit glorot;
+  glorot.buffer = 1;
+  glorot.kind = PkgInitKind::GlorotUniform;
+  glorot.value = 0.25;
+  glorot.scale = 2.0;
+  glorot.seed = 3;
+  ParameterInit inlined;
+  inlined.buffer = 2;
+  inlined.kind = PkgInitKind::Constant;
+  inlined.hasData = true;
+  for (int i = 0; i < 64; ++i)
+    inlined.data.push_back(static_cast<uint8_t>(i * 7));
+  p.parameterInits = {glorot, inlined};
+
+  p.inputs = {makeEntry("x", PkgRole::Input, {4, 8}, 0),
+              makeEntry("fc.weight", PkgRole::Parameter, {8, 2}, 1)};
+  p.outputs = {makeEntry("loss", PkgRole::Loss, {}, 4),
+               makeEntry("fc.weight", PkgRole::Parameter, {8, 2}, 2)};
+
+  p.metadata.modelName = "mlp";
+  p.metadata.strategy = Strategy::DataParallel;
+  p.metadata.worldSize = 2;
+  p.metadata.compileFlags = {"--target=cuda:sm_90", "--amp=bf16"};
+  for (int i = 0; i < 32; ++i)
+    p.metadata.graphHash.push_back(static_cast<uint8_t>(255 - i));
+  return p;
+}
+
+} // namespace kiln::runtime::testing
+
+#endif // KILN_TESTS_UNIT_PACKAGE_PACKAGETESTUTIL_H

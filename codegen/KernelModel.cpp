@@ -1,0 +1,221 @@
+//===- KernelModel.cpp - target-neutral model of a fusion kernel ------------===//
+//
+// Builds the KernelModel of a loop fusion and the element values of its body
+// (see KernelModel.h). Index arithmetic is built on `index` values with arith;
+// elementwise computations come from buildStoredScalar.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelModel.h"
+
+#include "ir/ScalarSemantics.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+KernelHooks::~KernelHooks() = default;
+
+namespace {
+
+RankedTensorType staticTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return {};
+  return tensor;
+}
+
+bool isModeled(Operation *op) {
+  if (isa<ScalarSemantics>(op))
+    return true;
+  return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ConstantOp,
+             IotaOp, YieldOp>(op);
+}
+
+} // namespace
+
+FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {
+  if (fusion.getKind() != FusionKind::loop)
+    return fusion.emitOpError()
+           << "expected a `loop` fusion for the CPU kernel model, found `"
+           << stringifyFusionKind(fusion.getKind()) << "`";
+  KernelModel model;
+  model.fusion = fusion;
+  for (Value input : fusion.getInputs()) {
+    RankedTensorType type = staticTensor(input.getType());
+    if (!type)
+      return fusion.emitOpError() << "expected statically shaped inputs, found "
+                                  << input.getType();
+    model.inputs.push_back(type);
+  }
+  for (Type result : fusion.getResultTypes()) {
+    RankedTensorType type = staticTensor(result);
+    if (!type)
+      return fusion.emitOpError()
+             << "expected statically shaped results, found " << result;
+    model.outputs.push_back(type);
+  }
+  for (Operation &op : fusion.getBody().front()) {
+    if (!isModeled(&op))
+      return op.emitOpError()
+             << "is not supported in a CPU loop kernel (expected an "
+                "elementwise op, broadcast_in_dim, reshape, transpose, "
+                "slice, constant or iota)";
+    for (Type type : op.getResultTypes())
+      if (!staticTensor(type))
+        return op.emitOpError()
+               << "expected a statically shaped result, found " << type;
+  }
+  for (unsigned i = 0; i < model.outputs.size(); ++i) {
+    RankedTensorType type = model.outputs[i];
+    auto it = llvm::find_if(model.nests, [&](const LoopNest &nest) {
+      return llvm::ArrayRef<int64_t>(nest.shape) == type.getShape();
+    });
+    if (it == model.nests.end()) {
+      model.nests.push_back(LoopNest{});
+      it = std::prev(model.nests.end());
+      it->shape.assign(type.getShape().begin(), type.getShape().end());
+    }
+    it->results.push_back(i);
+  }
+  return model;
+}
+
+Value ElementEmitter::indexConstant(Location loc, int64_t v) {
+  Value &slot = indexConstants_[v];
+  if (!slot)
+    slot = b_.create<arith::ConstantIndexOp>(loc, v);
+  return slot;
+}
+
+Value ElementEmitter::emit(Value value, ValueRange indices) {
+  std::vector<void *> key;
+  key.push_back(value.getAsOpaquePointer());
+  for (Value index : indices)
+    key.push_back(index.getAsOpaquePointer());
+  auto it = cache_.find(key);
+  if (it != cache_.end())
+    return it->second;
+  Value result = emitUncached(value, indices);
+  cache_[key] = result;
+  return result;
+}
+
+// Maps result |indices| of a reshape (shape |toShape|) to operand indices
+// (shape |fromShape|): dimensions shared at the front and at the back pass
+// through; the middle is linearized and delinearized.
+SmallVector<Value, 4>
+ElementEmitter::reshapeIndices(Location loc, ArrayRef<int64_t> fromShape,
+                               ArrayRef<int64_t> toShape, ValueRange indices) {
+  size_t prefix = 0;
+  while (prefix < fromShape.size() && prefix < toShape.size() &&
+         fromShape[prefix] == toShape[prefix])
+    ++prefix;
+  size_t suffix = 0;
+  while (suffix + prefix < fromShape.size() && suffix + prefix < toShape.size() &&
+         fromShape[fromShape.size() - 1 - suffix] ==
+             toShape[toShape.size() - 1 - suffix])
+    ++suffix;
+  SmallVector<Value, 4> mapped(indices.begin(), indices.begin() + prefix);
+  // Linearize the middle of the result indices.
+  Value linear = indexConstant(loc, 0);
+  for (size_t d = prefix; d + suffix < toShape.size(); ++d) {
+    if (toShape[d] == 1)
+      continue;
+    Value scaled = b_.create<arith::MulIOp>(loc, linear,
+                                            indexConstant(loc, toShape[d]));
+    linear = b_.create<arith::AddIOp>(loc, scaled, indices[d]);
+  }
+  // Delinearize over the middle of the operand shape, innermost first.
+  size_t middleEnd = fromShape.size() - suffix;
+  SmallVector<Value, 4> middle(middleEnd - prefix);
+  for (size_t d = middleEnd; d-- > prefix;) {
+    if (fromShape[d] == 1) {
+      middle[d - prefix] = indexConstant(loc, 0);
+      continue;
+    }
+    Value extent = indexConstant(loc, fromShape[d]);
+    bool outermost = true;
+    for (size_t e = prefix; e < d; ++e)
+      outermost &= fromShape[e] == 1;
+    if (outermost) {
+      middle[d - prefix] = linear;
+      continue;
+    }
+    middle[d - prefix] = b_.create<arith::RemUIOp>(loc, linear, extent);
+    linear = b_.create<arith::DivUIOp>(loc, linear, extent);
+  }
+  mapped.append(middle.begin(), middle.end());
+  for (Value index : indices.drop_front(indices.size() - suffix))
+    mapped.push_back(index);
+  return mapped;
+}
+
+Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    return hooks_.loadInput(b_, arg.getLoc(), arg.getArgNumber(), indices);
+  Operation *op = value.getDefiningOp();
+  Location loc = op->getLoc();
+  if (auto scalar = dyn_cast<ScalarSemantics>(op)) {
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(emit(operand, indices));
+    return buildStoredScalar(scalar, b_, loc, operands);
+  }
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](BroadcastInDimOp broadcast) {
+        auto operandType = cast<RankedTensorType>(broadcast.getOperand().getType());
+        SmallVector<Value, 4> mapped;
+        for (auto [i, dim] : llvm::enumerate(broadcast.getBroadcastDimensions()))
+          mapped.push_back(operandType.getDimSize(i) == 1 ? indexConstant(loc, 0)
+                                                          : indices[dim]);
+        return emit(broadcast.getOperand(), mapped);
+      })
+      .Case([&](TransposeOp transpose) {
+        ArrayRef<int64_t> permutation = transpose.getPermutation();
+        SmallVector<Value, 4> mapped(permutation.size());
+        for (auto [i, p] : llvm::enumerate(permutation))
+          mapped[p] = indices[i];
+        return emit(transpose.getOperand(), mapped);
+      })
+      .Case([&](SliceOp slice) {
+        // o[d] = start[d] + r[d] * stride[d].
+        SmallVector<Value, 4> mapped;
+        for (auto [d, index] : llvm::enumerate(indices)) {
+          int64_t start = slice.getStartIndices()[d];
+          int64_t stride = slice.getStrides()[d];
+          Value o = index;
+          if (stride != 1)
+            o = b_.create<arith::MulIOp>(loc, o, indexConstant(loc, stride));
+          if (start != 0)
+            o = b_.create<arith::AddIOp>(loc, o, indexConstant(loc, start));
+          mapped.push_back(o);
+        }
+        return emit(slice.getOperand(), mapped);
+      })
+      .Case([&](ReshapeOp reshape) {
+        auto from = cast<RankedTensorType>(reshape.getOperand().getType());
+        auto to = cast<RankedTensorType>(reshape.getType());
+        return emit(reshape.getOperand(),
+                    reshapeIndices(loc, from.getShape(), to.getShape(), indices));
+      })
+      .Case([&](ConstantOp constant) -> Value {
+        auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
+        if (attr && attr.isSplat())
+          return b_.create<arith::ConstantOp>(
+              loc, cast<TypedAttr>(attr.getSplatValue<Attribute>()));
+        return hooks_.loadConstant(b_, loc, constant, indices);
+      })
+      .Case([&](IotaOp iota) {
+        Value index = indices[iota.getDimension()];
+        Value i64 = b_.create<arith::IndexCastOp>(loc, b_.getI64Type(), index);
+        return convertScalar(b_, loc, i64,
+                             cast<ShapedType>(iota.getType()).getElementType());
+      })
+      .Default([](Operation *) { return Value(); });
+}
+
+} // namespace kiln

@@ -1,0 +1,91 @@
+//===- KernelModel.h - target-neutral model of a fusion kernel -----*- C++ -*-===//
+//
+// What a kernel computes, independent of the target: its inputs and outputs,
+// the loop nests it runs (one per distinct result shape; innermost over the
+// last, contiguous dimension) and, through ElementEmitter, how the element of
+// any tensor value in the fusion body at given indices is built as scalar
+// arith/math ops. Elementwise ops reach their computation only through the
+// ScalarSemantics interface (DESIGN.md: one op table); data movement ops
+// (broadcast_in_dim, reshape, transpose, slice) map indices. The target supplies loads of inputs and of non-splat constants
+// through KernelHooks, so the CPU and CUDA emitters share everything else.
+//
+// Only `loop` fusions are modeled for now.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CODEGEN_KERNELMODEL_H
+#define KILN_CODEGEN_KERNELMODEL_H
+
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <map>
+#include <vector>
+
+namespace kiln {
+
+// One loop nest: iterates over |shape| and stores the listed results.
+struct LoopNest {
+  llvm::SmallVector<int64_t, 4> shape;
+  llvm::SmallVector<unsigned, 2> results; // indices into KernelModel::outputs
+};
+
+struct KernelModel {
+  FusionOp fusion;
+  llvm::SmallVector<mlir::RankedTensorType> inputs;
+  llvm::SmallVector<mlir::RankedTensorType> outputs;
+  llvm::SmallVector<LoopNest> nests;
+};
+
+// Describes |fusion|. Fails with a diagnostic on the fusion when it is not a
+// `loop` fusion, when a type is not a statically shaped ranked tensor, or
+// naming the first body op the model cannot express.
+mlir::FailureOr<KernelModel> buildKernelModel(FusionOp fusion);
+
+// Target hooks: how an element of an input or of a non-splat constant is
+// read at given `index` values.
+class KernelHooks {
+public:
+  virtual ~KernelHooks();
+  virtual mlir::Value loadInput(mlir::OpBuilder &b, mlir::Location loc,
+                                unsigned input, mlir::ValueRange indices) = 0;
+  virtual mlir::Value loadConstant(mlir::OpBuilder &b, mlir::Location loc,
+                                   ConstantOp constant,
+                                   mlir::ValueRange indices) = 0;
+};
+
+// Builds element values of the fusion body's tensors at insertion points the
+// caller chooses (inside its loop nest). Values are memoized per (tensor,
+// indices) so a DAG in the body is built once per element, not once per path.
+// One emitter serves one loop body: make a new one per nest.
+class ElementEmitter {
+public:
+  ElementEmitter(const KernelModel &model, KernelHooks &hooks,
+                 mlir::OpBuilder &builder)
+      : model_(model), hooks_(hooks), b_(builder) {}
+
+  // The scalar (stored element type) of body value |value| at |indices|.
+  mlir::Value emit(mlir::Value value, mlir::ValueRange indices);
+
+  const KernelModel &model() const { return model_; }
+
+private:
+  mlir::Value indexConstant(mlir::Location loc, int64_t v);
+  mlir::Value emitUncached(mlir::Value value, mlir::ValueRange indices);
+  llvm::SmallVector<mlir::Value, 4>
+  reshapeIndices(mlir::Location loc, llvm::ArrayRef<int64_t> fromShape,
+                 llvm::ArrayRef<int64_t> toShape, mlir::ValueRange indices);
+
+  const KernelModel &model_;
+  KernelHooks &hooks_;
+  mlir::OpBuilder &b_;
+  std::map<std::vector<void *>, mlir::Value> cache_;
+  llvm::DenseMap<int64_t, mlir::Value> indexConstants_;
+};
+
+} // namespace kiln
+
+#endif // KILN_CODEGEN_KERNELMODEL_H

@@ -1,0 +1,355 @@
+//===- LowerToLLVM.cpp - CPU kernels for loop fusions -----------------------===//
+//
+// The CPU side of the kernel model: hooks that read inputs and constants
+// with memref.load, the scf.for loop nests, the upstream lowering to the LLVM
+// dialect and the JIT (see LowerToLLVM.h).
+//
+// Transcendental math ops become libm calls (math-to-libm) so that their
+// results match the interpreter's std:: functions; the rest of math lowers to
+// LLVM intrinsics. bf16 conversions are expanded to integer ops
+// (arith-expand) because the JIT has no runtime library for them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/LowerToLLVM.h"
+
+#include "codegen/KernelModel.h"
+#include "ir/Interpreter.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <cstring>
+#include <mutex>
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+
+constexpr llvm::StringLiteral kKernelName = "kernel";
+
+// CPU hooks: inputs are the kernel's memref arguments; non-splat constants
+// become private memref.globals.
+class CpuHooks : public KernelHooks {
+public:
+  CpuHooks(ModuleOp module, ValueRange inputs)
+      : module_(module), inputs_(inputs.begin(), inputs.end()) {}
+
+  Value loadInput(OpBuilder &b, Location loc, unsigned input,
+                  ValueRange indices) override {
+    return b.create<memref::LoadOp>(loc, inputs_[input], indices);
+  }
+
+  Value loadConstant(OpBuilder &b, Location loc, ConstantOp constant,
+                     ValueRange indices) override {
+    auto type = cast<RankedTensorType>(constant.getType());
+    auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+    std::string &name = globals_[constant.getOperation()];
+    if (name.empty()) {
+      name = "constant_" + std::to_string(globals_.size() - 1);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module_.getBody());
+      b.create<memref::GlobalOp>(loc, name, b.getStringAttr("private"),
+                                 memrefType, constant.getValue(),
+                                 /*constant=*/true, IntegerAttr());
+    }
+    Value global = b.create<memref::GetGlobalOp>(loc, memrefType, name);
+    return b.create<memref::LoadOp>(loc, global, indices);
+  }
+
+private:
+  ModuleOp module_;
+  SmallVector<Value> inputs_;
+  llvm::DenseMap<Operation *, std::string> globals_;
+};
+
+MemRefType memrefOf(RankedTensorType type) {
+  return MemRefType::get(type.getShape(), type.getElementType());
+}
+
+void loadKernelDialects(MLIRContext *context) {
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  context->appendDialectRegistry(registry);
+  context->loadDialect<arith::ArithDialect, math::MathDialect,
+                       memref::MemRefDialect, scf::SCFDialect,
+                       func::FuncDialect, cf::ControlFlowDialect,
+                       LLVM::LLVMDialect>();
+}
+
+bool signatureOf(RankedTensorType type, BufferSignature &signature) {
+  if (!dtypeOfTensor(type, signature.dtype))
+    return false;
+  signature.shape.assign(type.getShape().begin(), type.getShape().end());
+  return true;
+}
+
+// Host tensor <-> native buffer of its element type.
+void toNative(const HostTensor &tensor, std::vector<uint8_t> &buffer) {
+  int64_t width = byteWidth(tensor.dtype());
+  buffer.assign(tensor.size() * width, 0);
+  uint8_t *out = buffer.data();
+  for (int64_t i = 0; i < tensor.size(); ++i, out += width) {
+    double v = tensor[i];
+    switch (tensor.dtype()) {
+    case DType::f64: std::memcpy(out, &v, 8); break;
+    case DType::f32: { float f = v; std::memcpy(out, &f, 4); break; }
+    case DType::f16:
+    case DType::bf16: {
+      llvm::APFloat value(v);
+      bool lost;
+      value.convert(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
+                                                 : llvm::APFloat::BFloat(),
+                    llvm::APFloat::rmNearestTiesToEven, &lost);
+      uint16_t bits = value.bitcastToAPInt().getZExtValue();
+      std::memcpy(out, &bits, 2);
+      break;
+    }
+    case DType::i64: { int64_t x = v; std::memcpy(out, &x, 8); break; }
+    case DType::i32: { int32_t x = v; std::memcpy(out, &x, 4); break; }
+    case DType::i8: { int8_t x = v; std::memcpy(out, &x, 1); break; }
+    case DType::i1: *out = v != 0.0; break;
+    }
+  }
+}
+
+void fromNative(const std::vector<uint8_t> &buffer, HostTensor &tensor) {
+  int64_t width = byteWidth(tensor.dtype());
+  const uint8_t *in = buffer.data();
+  for (int64_t i = 0; i < tensor.size(); ++i, in += width) {
+    double &v = tensor[i];
+    switch (tensor.dtype()) {
+    case DType::f64: std::memcpy(&v, in, 8); break;
+    case DType::f32: { float f; std::memcpy(&f, in, 4); v = f; break; }
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t bits;
+      std::memcpy(&bits, in, 2);
+      llvm::APFloat value(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
+                                                       : llvm::APFloat::BFloat(),
+                          llvm::APInt(16, bits));
+      bool lost;
+      value.convert(llvm::APFloat::IEEEdouble(),
+                    llvm::APFloat::rmNearestTiesToEven, &lost);
+      v = value.convertToDouble();
+      break;
+    }
+    case DType::i64: { int64_t x; std::memcpy(&x, in, 8); v = x; break; }
+    case DType::i32: { int32_t x; std::memcpy(&x, in, 4); v = x; break; }
+    case DType::i8: { int8_t x; std::memcpy(&x, in, 1); v = x; break; }
+    case DType::i1: v = *in != 0; break;
+    }
+  }
+}
+
+std::string describe(const BufferSignature &s) {
+  std::string text = "tensor<";
+  for (int64_t d : s.shape)
+    text += std::to_string(d) + "x";
+  return text + dtypeName(s.dtype) + ">";
+}
+
+std::string describe(const HostTensor &t) {
+  return describe(BufferSignature{t.dtype(), llvm::SmallVector<int64_t, 4>(t.shape())});
+}
+
+bool matches(const BufferSignature &s, const HostTensor &t) {
+  return s.dtype == t.dtype() && llvm::ArrayRef<int64_t>(s.shape) == t.shape();
+}
+
+} // namespace
+
+FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
+  FailureOr<KernelModel> model = buildKernelModel(fusion);
+  if (failed(model))
+    return failure();
+  MLIRContext *context = fusion.getContext();
+  loadKernelDialects(context);
+  Location loc = fusion.getLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(module->getBody());
+
+  SmallVector<Type> argTypes;
+  for (RankedTensorType type : model->inputs)
+    argTypes.push_back(memrefOf(type));
+  for (RankedTensorType type : model->outputs)
+    argTypes.push_back(memrefOf(type));
+  auto func = b.create<func::FuncOp>(loc, kKernelName,
+                                     b.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  ValueRange args = entry->getArguments();
+  unsigned numInputs = model->inputs.size();
+  CpuHooks hooks(*module, args.take_front(numInputs));
+  auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+
+  for (const LoopNest &nest : model->nests) {
+    SmallVector<Value> lbs, ubs, steps;
+    Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+    for (int64_t extent : nest.shape) {
+      lbs.push_back(zero);
+      ubs.push_back(b.create<arith::ConstantIndexOp>(loc, extent));
+      steps.push_back(one);
+    }
+    scf::buildLoopNest(b, loc, lbs, ubs, steps,
+                       [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
+                         ElementEmitter emitter(*model, hooks, nb);
+                         for (unsigned result : nest.results) {
+                           Value v = emitter.emit(yield.getOperand(result), ivs);
+                           nb.create<memref::StoreOp>(
+                               nloc, v, args[numInputs + result], ivs);
+                         }
+                       });
+  }
+  b.create<func::ReturnOp>(loc);
+  if (failed(func.verify()))
+    return failure();
+  return module;
+}
+
+LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(createConvertMathToLibmPass());
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createConvertSCFToCFPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  ConvertFuncToLLVMPassOptions funcOptions;
+  funcOptions.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(funcOptions));
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  return pm.run(module);
+}
+
+CompiledKernel::CompiledKernel() = default;
+CompiledKernel::CompiledKernel(CompiledKernel &&) = default;
+CompiledKernel &CompiledKernel::operator=(CompiledKernel &&) = default;
+CompiledKernel::~CompiledKernel() = default;
+
+FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
+  static std::once_flag targetsReady;
+  std::call_once(targetsReady, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+
+  CompiledKernel kernel;
+  for (Value input : fusion.getInputs()) {
+    auto type = dyn_cast<RankedTensorType>(input.getType());
+    kernel.inputs_.emplace_back();
+    if (!type || !signatureOf(type, kernel.inputs_.back()))
+      return fusion.emitOpError()
+             << "expected inputs of a supported element type, found "
+             << input.getType();
+  }
+  for (Type result : fusion.getResultTypes()) {
+    auto type = dyn_cast<RankedTensorType>(result);
+    kernel.outputs_.emplace_back();
+    if (!type || !signatureOf(type, kernel.outputs_.back()))
+      return fusion.emitOpError()
+             << "expected results of a supported element type, found " << result;
+  }
+
+  FailureOr<OwningOpRef<ModuleOp>> module = buildLoopKernelModule(fusion);
+  if (failed(module))
+    return failure();
+  if (failed(lowerKernelModuleToLLVM(**module)))
+    return fusion.emitOpError() << "failed to lower its CPU kernel to LLVM";
+
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return fusion.emitOpError() << "cannot target the host CPU: "
+                                << llvm::toString(builder.takeError());
+  auto machine = builder->createTargetMachine();
+  if (!machine)
+    return fusion.emitOpError() << "cannot create a target machine: "
+                                << llvm::toString(machine.takeError());
+  ExecutionEngineOptions options;
+  options.transformer = makeOptimizingTransformer(3, 0, machine->get());
+  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  options.enableGDBNotificationListener = false;
+  auto engine = ExecutionEngine::create(**module, options, std::move(*machine));
+  if (!engine)
+    return fusion.emitOpError() << "JIT compilation failed: "
+                                << llvm::toString(engine.takeError());
+  kernel.engine_ = std::move(*engine);
+  return kernel;
+}
+
+void CompiledKernel::runRaw(llvm::ArrayRef<void *> buffers) const {
+  SmallVector<void *> pointers(buffers.begin(), buffers.end());
+  SmallVector<void *> args;
+  for (void *&p : pointers)
+    args.push_back(&p);
+  llvm::cantFail(engine_->invokePacked(kKernelName, args));
+}
+
+LogicalResult CompiledKernel::run(llvm::ArrayRef<const HostTensor *> inputs,
+                                  llvm::ArrayRef<HostTensor *> outputs,
+                                  std::string *error) const {
+  auto fail = [&](std::string message) {
+    if (error)
+      *error = std::move(message);
+    return failure();
+  };
+  if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size())
+    return fail("expected " + std::to_string(inputs_.size()) + " inputs and " +
+                std::to_string(outputs_.size()) + " outputs, found " +
+                std::to_string(inputs.size()) + " and " +
+                std::to_string(outputs.size()));
+  std::vector<std::vector<uint8_t>> buffers(inputs.size() + outputs.size());
+  SmallVector<void *> pointers;
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    if (!matches(inputs_[i], *input))
+      return fail("input " + std::to_string(i) + ": expected " +
+                  describe(inputs_[i]) + ", found " + describe(*input));
+    toNative(*input, buffers[i]);
+  }
+  for (auto [i, output] : llvm::enumerate(outputs)) {
+    if (!matches(outputs_[i], *output))
+      return fail("output " + std::to_string(i) + ": expected " +
+                  describe(outputs_[i]) + ", found " + describe(*output));
+    buffers[inputs.size() + i].assign(output->size() * byteWidth(output->dtype()), 0);
+  }
+  for (std::vector<uint8_t> &buffer : buffers)
+    pointers.push_back(buffer.data());
+  runRaw(pointers);
+  for (auto [i, output] : llvm::enumerate(outputs))
+    fromNative(buffers[inputs.size() + i], *output);
+  return success();
+}
+
+} // namespace kiln

@@ -1,0 +1,472 @@
+//===- LoopKernelTest.cpp - CPU loop kernels against the interpreter ------===//
+//
+// Compiles `loop` fusions to native code (codegen/cpu/LowerToLLVM.h), runs
+// them on random inputs and compares with the reference interpreter's
+// evaluation of the same fusion op: random fusions built here (chains of
+// elementwise ops with broadcasts, transposes, reshapes, converts, iotas and
+// constants, f32 and f64) and every loop fusion of the zoo's compiled
+// training steps. Set KILN_CODEGEN_SEED to rerun one seed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/LowerToLLVM.h"
+
+#include "ir/Interpreter.h"
+#include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
+#include "passes/Pipelines.h"
+#include "tools/kiln/lib/Zoo.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+
+uint64_t baseSeed() {
+  if (const char *fixed = std::getenv("KILN_CODEGEN_SEED"))
+    return std::strtoull(fixed, nullptr, 10);
+  return std::random_device{}();
+}
+
+int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+// Random inputs: floats uniform on [-2, 2], integers on [0, intBound),
+// booleans 0 or 1.
+HostTensor randomTensor(RankedTensorType type, std::mt19937_64 &rng,
+                        int64_t intBound) {
+  DType dtype;
+  EXPECT_TRUE(dtypeOfTensor(type, dtype)) << "unsupported type";
+  HostTensor t(dtype, type.getShape());
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_int_distribution<int64_t> integer(0, std::max<int64_t>(intBound, 1) - 1);
+  for (double &v : t.values()) {
+    if (dtype == DType::i1)
+      v = integer(rng) % 2;
+    else if (isFloat(dtype))
+      v = real(rng);
+    else
+      v = integer(rng);
+  }
+  t.roundAll();
+  return t;
+}
+
+// Compares every element; returns "" or a description of the first mismatch.
+std::string compareTensors(const HostTensor &expected, const HostTensor &actual) {
+  if (expected.shape() != actual.shape() || expected.dtype() != actual.dtype())
+    return "expected " + expected.str() + ", found " + actual.str();
+  double rel = expected.dtype() == DType::f64 ? 1e-12
+               : expected.dtype() == DType::f32 ? 1e-6
+               : isFloat(expected.dtype())      ? 1e-2
+                                                : 0.0;
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    double e = expected[i], a = actual[i];
+    if (std::isnan(e) && std::isnan(a))
+      continue;
+    double tol = rel * std::max({1.0, std::fabs(e), std::fabs(a)});
+    if (!(std::fabs(e - a) <= tol))
+      return "element " + std::to_string(i) + ": expected " + std::to_string(e) +
+             ", found " + std::to_string(a) + " (" + expected.str() + " vs " +
+             actual.str() + ")";
+  }
+  return "";
+}
+
+class LoopKernelTest : public ::testing::Test {
+protected:
+  LoopKernelTest() {
+    context.loadDialect<KilnDialect, func::FuncDialect>();
+    handler = std::make_unique<ScopedDiagnosticHandler>(&context, [this](Diagnostic &d) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << d.getLocation() << ": " << d;
+      diagnostics += os.str() + "\n";
+      return success();
+    });
+  }
+
+  // Compiles |fusion|, runs it and the interpreter on random inputs; returns
+  // "" or what went wrong.
+  std::string check(FusionOp fusion, uint64_t seed, int64_t intBound) {
+    std::mt19937_64 rng(seed);
+    std::vector<HostTensor> inputs;
+    for (Value input : fusion.getInputs())
+      inputs.push_back(randomTensor(cast<RankedTensorType>(input.getType()), rng, intBound));
+    SmallVector<HostTensor> expected;
+    Interpreter interpreter;
+    if (failed(interpreter.evaluate(fusion, inputs, expected)))
+      return "the interpreter failed: " + diagnostics;
+    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+    if (failed(kernel))
+      return "compilation failed: " + diagnostics;
+    std::vector<HostTensor> actual;
+    for (const HostTensor &e : expected)
+      actual.emplace_back(e.dtype(), e.shape(), std::nan(""));
+    SmallVector<const HostTensor *> inputPtrs;
+    for (const HostTensor &t : inputs)
+      inputPtrs.push_back(&t);
+    SmallVector<HostTensor *> outputPtrs;
+    for (HostTensor &t : actual)
+      outputPtrs.push_back(&t);
+    std::string error;
+    if (failed(kernel->run(inputPtrs, outputPtrs, &error)))
+      return "run failed: " + error;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::string mismatch = compareTensors(expected[i], actual[i]);
+      if (!mismatch.empty())
+        return "result " + std::to_string(i) + ": " + mismatch;
+    }
+    return "";
+  }
+
+  MLIRContext context;
+  std::unique_ptr<ScopedDiagnosticHandler> handler;
+  std::string diagnostics;
+};
+
+// Builds one random loop fusion of element type |element| in a @main.
+class RandomFusionBuilder {
+public:
+  RandomFusionBuilder(MLIRContext *context, uint64_t seed, Type element)
+      : b_(context), loc_(b_.getUnknownLoc()), rng_(seed), element_(element) {}
+
+  OwningOpRef<ModuleOp> build() {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
+    // The shape every value in the body is brought to.
+    int rank = pick(0, 4);
+    for (int i = 0; i < rank; ++i)
+      shape_.push_back(pick(1, 7));
+
+    // Inputs and how each reaches |shape_|.
+    int numInputs = pick(1, 4);
+    enum Kind { same, broadcast, transpose, reshape };
+    SmallVector<Kind> kinds;
+    SmallVector<Type> inputTypes;
+    SmallVector<SmallVector<int64_t>> aux; // dims or permutation
+    for (int i = 0; i < numInputs; ++i) {
+      Kind kind = static_cast<Kind>(pick(0, 3));
+      SmallVector<int64_t> inputShape, extra;
+      if (kind == broadcast) {
+        for (int64_t d = 0; d < rank; ++d)
+          if (pick(0, 1)) {
+            extra.push_back(d);
+            inputShape.push_back(pick(0, 2) == 0 ? 1 : shape_[d]);
+          }
+      } else if (kind == transpose) {
+        extra = permutation(rank);
+        // The input is shape_ permuted by the inverse: transposing by
+        // |extra| gives shape_.
+        inputShape.resize(rank);
+        for (int64_t d = 0; d < rank; ++d)
+          inputShape[extra[d]] = shape_[d];
+      } else if (kind == reshape) {
+        inputShape = otherShape(shape_);
+      } else {
+        inputShape = shape_;
+      }
+      kinds.push_back(kind);
+      aux.push_back(extra);
+      inputTypes.push_back(RankedTensorType::get(inputShape, element_));
+    }
+
+    b_.setInsertionPointToEnd(module->getBody());
+    auto func = b_.create<func::FuncOp>(loc_, "main",
+                                        b_.getFunctionType(inputTypes, {}));
+    Block *entry = func.addEntryBlock();
+
+    auto body = std::make_unique<Block>();
+    for (Type t : inputTypes)
+      body->addArgument(t, loc_);
+    b_.setInsertionPointToStart(body.get());
+    for (int i = 0; i < numInputs; ++i) {
+      Value arg = body->getArgument(i);
+      switch (kinds[i]) {
+      case same: pool_.push_back(arg); break;
+      case broadcast:
+        pool_.push_back(b_.create<BroadcastInDimOp>(loc_, type(), arg,
+                                                    b_.getDenseI64ArrayAttr(aux[i])));
+        break;
+      case transpose:
+        pool_.push_back(b_.create<TransposeOp>(loc_, arg,
+                                               b_.getDenseI64ArrayAttr(aux[i])));
+        break;
+      case reshape: pool_.push_back(b_.create<ReshapeOp>(loc_, type(), arg)); break;
+      }
+    }
+    int steps = pick(1, 10);
+    for (int i = 0; i < steps; ++i)
+      pool_.push_back(step());
+
+    SmallVector<Value> results{pool_.back()};
+    if (pick(0, 1))
+      results.push_back(pool_[pick(0, pool_.size() - 1)]);
+    if (pick(0, 1))
+      results.push_back(b_.create<ReshapeOp>(
+          loc_, RankedTensorType::get(otherShape(shape_), element_), pool_.back()));
+    b_.create<YieldOp>(loc_, results);
+
+    b_.setInsertionPointToStart(entry);
+    SmallVector<Type> resultTypes;
+    for (Value r : results)
+      resultTypes.push_back(r.getType());
+    auto fusion = b_.create<FusionOp>(loc_, resultTypes, FusionKind::loop,
+                                      entry->getArguments());
+    fusion.getBody().push_back(body.release());
+    b_.create<func::ReturnOp>(loc_);
+    return module;
+  }
+
+private:
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  RankedTensorType type() { return RankedTensorType::get(shape_, element_); }
+  Value any() { return pool_[pick(0, pool_.size() - 1)]; }
+
+  SmallVector<int64_t> permutation(int64_t rank) {
+    SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < rank; ++d)
+      perm.push_back(d);
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    return perm;
+  }
+
+  // Another shape with the same element count: factors moved around, with
+  // unit dimensions sprinkled in.
+  SmallVector<int64_t> otherShape(ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> factors;
+    for (int64_t d : shape)
+      for (int64_t n = d, f = 2; n > 1;)
+        if (n % f == 0) {
+          factors.push_back(f);
+          n /= f;
+        } else {
+          ++f;
+        }
+    std::shuffle(factors.begin(), factors.end(), rng_);
+    SmallVector<int64_t> result;
+    for (int64_t f : factors) {
+      if (!result.empty() && pick(0, 1))
+        result.back() *= f;
+      else
+        result.push_back(f);
+      if (pick(0, 4) == 0)
+        result.push_back(1);
+    }
+    if (numElements(result) != numElements(shape))
+      result = SmallVector<int64_t>(shape);
+    return result;
+  }
+
+  Value constant() {
+    if (pick(0, 1)) {
+      double v = std::uniform_real_distribution<double>(-2, 2)(rng_);
+      return b_.create<ConstantOp>(
+          loc_, type(), DenseElementsAttr::get(type(), b_.getFloatAttr(element_, v)));
+    }
+    SmallVector<Attribute> values;
+    for (int64_t i = 0; i < numElements(shape_); ++i)
+      values.push_back(b_.getFloatAttr(
+          element_, std::uniform_real_distribution<double>(-2, 2)(rng_)));
+    return b_.create<ConstantOp>(loc_, type(), DenseElementsAttr::get(type(), values));
+  }
+
+  Value step() {
+    Value x = any();
+    switch (pick(0, 21)) {
+    case 0: return b_.create<NegOp>(loc_, x);
+    case 1: return b_.create<AbsOp>(loc_, x);
+    case 2: return b_.create<ExpOp>(loc_, b_.create<TanhOp>(loc_, x));
+    case 3: return b_.create<TanhOp>(loc_, x);
+    case 4: return b_.create<SigmoidOp>(loc_, x);
+    case 5: return b_.create<ReluOp>(loc_, x);
+    case 6: return b_.create<SqrtOp>(loc_, b_.create<AbsOp>(loc_, x));
+    case 7: return b_.create<Log1pOp>(loc_, b_.create<AbsOp>(loc_, x));
+    case 8: return b_.create<ErfOp>(loc_, x);
+    case 9: return b_.create<SinOp>(loc_, x);
+    case 10: return b_.create<AddOp>(loc_, x, any());
+    case 11: return b_.create<SubOp>(loc_, x, any());
+    case 12: return b_.create<MulOp>(loc_, x, any());
+    case 13: return b_.create<MaxOp>(loc_, x, any());
+    case 14: {
+      Value y = any();
+      Value isLess = b_.create<CompareOp>(loc_, CompareDirection::lt, x, y);
+      return b_.create<SelectOp>(loc_, isLess, x, y);
+    }
+    case 15: {
+      Value one = b_.create<ConstantOp>(
+          loc_, type(), DenseElementsAttr::get(type(), b_.getFloatAttr(element_, 1.0)));
+      Value y = any();
+      return b_.create<DivOp>(loc_, x, b_.create<AddOp>(loc_, one, b_.create<AbsOp>(loc_, y)));
+    }
+    case 16: return b_.create<AddOp>(loc_, x, constant());
+    case 17: {
+      // Through the other float type and back.
+      Type other = element_.isF64() ? Type(b_.getF32Type()) : Type(b_.getF64Type());
+      Value there = b_.create<ConvertOp>(loc_, RankedTensorType::get(shape_, other), x);
+      return b_.create<ConvertOp>(loc_, type(), there);
+    }
+    case 18: {
+      if (shape_.empty())
+        return x;
+      int64_t dim = pick(0, shape_.size() - 1);
+      Value iota = b_.create<IotaOp>(loc_, type(), static_cast<uint64_t>(dim));
+      return b_.create<MulOp>(loc_, x, iota);
+    }
+    case 19: {
+      // Transposed and back.
+      SmallVector<int64_t> perm = permutation(shape_.size());
+      Value t = b_.create<TransposeOp>(loc_, x, b_.getDenseI64ArrayAttr(perm));
+      SmallVector<int64_t> inverse(perm.size());
+      for (auto [i, p] : llvm::enumerate(perm))
+        inverse[p] = i;
+      return b_.create<TransposeOp>(loc_, t, b_.getDenseI64ArrayAttr(inverse));
+    }
+    case 20: {
+      // Reshaped and back.
+      Value r = b_.create<ReshapeOp>(
+          loc_, RankedTensorType::get(otherShape(shape_), element_), x);
+      return b_.create<ReshapeOp>(loc_, type(), r);
+    }
+    default: return b_.create<MinOp>(loc_, x, any());
+    }
+  }
+
+  OpBuilder b_;
+  Location loc_;
+  std::mt19937_64 rng_;
+  Type element_;
+  SmallVector<int64_t> shape_;
+  SmallVector<Value> pool_;
+};
+
+void runRandomFusions(LoopKernelTest &test, MLIRContext *context, Type element,
+                      int count, std::string &diagnostics,
+                      const std::function<std::string(FusionOp, uint64_t)> &check) {
+  uint64_t seed = baseSeed();
+  for (int i = 0; i < count; ++i, ++seed) {
+    diagnostics.clear();
+    OwningOpRef<ModuleOp> module = RandomFusionBuilder(context, seed, element).build();
+    ASSERT_TRUE(succeeded(verify(*module)))
+        << "seed " << seed << " built invalid IR: " << diagnostics;
+    FusionOp fusion;
+    module->walk([&](FusionOp f) { fusion = f; });
+    std::string result = check(fusion, seed);
+    if (!result.empty()) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      fusion.print(os);
+      ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
+                    << "): " << result << "\n" << os.str();
+      return;
+    }
+  }
+}
+
+TEST_F(LoopKernelTest, RandomF64FusionsMatchTheInterpreter) {
+  runRandomFusions(*this, &context, Float64Type::get(&context), 60, diagnostics,
+                   [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+}
+
+TEST_F(LoopKernelTest, RandomF32FusionsMatchTheInterpreter) {
+  runRandomFusions(*this, &context, Float32Type::get(&context), 60, diagnostics,
+                   [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+}
+
+TEST_F(LoopKernelTest, RejectsOtherFusionKinds) {
+  OwningOpRef<ModuleOp> module =
+      RandomFusionBuilder(&context, 1, Float32Type::get(&context)).build();
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  fusion.setKind(FusionKind::reduction);
+  EXPECT_TRUE(failed(compileLoopFusion(fusion)));
+  EXPECT_NE(diagnostics.find("expected a `loop` fusion"), std::string::npos)
+      << diagnostics;
+}
+
+TEST_F(LoopKernelTest, RunChecksBufferSignatures) {
+  OwningOpRef<ModuleOp> module =
+      RandomFusionBuilder(&context, 2, Float32Type::get(&context)).build();
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+  ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+  HostTensor wrong(DType::f64, {3, 5, 7, 11, 13});
+  std::string error;
+  SmallVector<const HostTensor *> inputs(kernel->inputs().size(), &wrong);
+  SmallVector<HostTensor *> outputs(kernel->outputs().size(), &wrong);
+  EXPECT_TRUE(failed(kernel->run(inputs, outputs, &error)));
+  EXPECT_NE(error.find("expected tensor<"), std::string::npos) << error;
+}
+
+// Every loop fusion of a zoo model's compiled training step.
+class ZooLoopKernelTest : public LoopKernelTest {
+protected:
+  // Checks every loop fusion; |minLoopFusions| guards against a pipeline
+  // change that silently leaves nothing to check.
+  void checkModel(OwningOpRef<ModuleOp> model, int64_t intBound,
+                  size_t minLoopFusions) {
+    ASSERT_TRUE(model) << diagnostics;
+    PipelineOptions options;
+    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+    SmallVector<FusionOp> fusions;
+    model->walk([&](FusionOp f) {
+      if (f.getKind() == FusionKind::loop)
+        fusions.push_back(f);
+    });
+    EXPECT_GE(fusions.size(), minLoopFusions);
+    RecordProperty("loop_fusions", static_cast<int>(fusions.size()));
+    uint64_t seed = baseSeed();
+    for (FusionOp fusion : fusions) {
+      diagnostics.clear();
+      std::string result = check(fusion, seed, intBound);
+      if (!result.empty()) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        fusion.print(os);
+        ADD_FAILURE() << "seed " << seed << ": " << result << "\n" << os.str();
+      }
+    }
+  }
+};
+
+TEST_F(ZooLoopKernelTest, Mlp) {
+  cli::MlpOptions options;
+  options.layers = {12, 8, 6, 4};
+  options.batch = 5;
+  checkModel(cli::buildMlp(&context, options), 4, 0);
+}
+
+TEST_F(ZooLoopKernelTest, LeNet5) {
+  cli::LeNet5Options options;
+  options.batch = 2;
+  checkModel(cli::buildLeNet5(&context, options), 10, 0);
+}
+
+TEST_F(ZooLoopKernelTest, SmallGpt) {
+  cli::GptOptions options;
+  options.layers = 2;
+  options.hidden = 16;
+  options.heads = 2;
+  options.seq = 6;
+  options.vocab = 20;
+  options.batch = 2;
+  checkModel(cli::buildGpt(&context, options), 20, 6);
+}
+
+} // namespace

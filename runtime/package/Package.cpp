@@ -330,10 +330,22 @@ Status checkPackage(const LoadedPackage &p) {
 
 namespace {
 
+// The Verifier checks a vector's length word for 4-byte alignment only, so
+// in a corrupted file a vector of 8-byte elements may sit at an address that
+// is not a multiple of 8: copy the bytes rather than load through a
+// misaligned pointer. FlatBuffers is little-endian, as is every host the
+// runtime supports.
+#if !FLATBUFFERS_LITTLEENDIAN
+#error                                                                         \
+    "the package loader copies vectors bytewise and needs a little-endian host"
+#endif
 template <typename T, typename V> std::vector<T> copyVector(const V *v) {
   std::vector<T> out;
-  if (v)
-    out.assign(v->begin(), v->end());
+  if (v && v->size()) {
+    out.resize(v->size());
+    static_assert(sizeof(typename V::return_type) == sizeof(T));
+    std::memcpy(out.data(), v->Data(), v->size() * sizeof(T));
+  }
   return out;
 }
 
@@ -506,6 +518,15 @@ StatusOr<LoadedPackage> loadPackageFromBytes(const uint8_t *data, size_t size) {
     os << "not a Kiln package: file identifier is '" << found << "', expected '"
        << pkg::PackageIdentifier() << "'";
     return fail(os);
+  }
+  // The Verifier checks alignment relative to the buffer's start; copy a
+  // buffer that does not start on an 8-byte boundary so that relative and
+  // absolute alignment agree.
+  std::vector<uint64_t> aligned;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    aligned.resize((size + 7) / 8);
+    std::memcpy(aligned.data(), data, size);
+    data = reinterpret_cast<const uint8_t *>(aligned.data());
   }
   flatbuffers::Verifier verifier(data, size);
   if (!verifier.VerifyBuffer<pkg::Package>(nullptr))

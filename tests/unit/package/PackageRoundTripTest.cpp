@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -92,6 +93,19 @@ TEST(PackageRoundTrip, EmptyPackageLoads) {
       loadPackageFromBytes(bytes->data(), bytes->size());
   ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
   EXPECT_TRUE(loaded.value() == empty);
+}
+
+TEST(PackageRoundTrip, UnalignedBytesLoad) {
+  LoadedPackage original = makeSamplePackage();
+  StatusOr<std::vector<uint8_t>> bytes =
+      kiln::serialize::writePackage(original);
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  std::vector<uint8_t> shifted(bytes->size() + 1);
+  std::copy(bytes->begin(), bytes->end(), shifted.begin() + 1);
+  StatusOr<LoadedPackage> loaded =
+      loadPackageFromBytes(shifted.data() + 1, bytes->size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_TRUE(loaded.value() == original);
 }
 
 TEST(PackageRoundTrip, ThroughAFile) {

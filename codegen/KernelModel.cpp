@@ -31,8 +31,8 @@ RankedTensorType staticTensor(Type type) {
 bool isModeled(Operation *op) {
   if (isa<ScalarSemantics>(op))
     return true;
-  return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, ConstantOp,
-             IotaOp, YieldOp>(op);
+  return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp,
+             ConcatenateOp, ConstantOp, IotaOp, YieldOp>(op);
 }
 
 } // namespace
@@ -63,7 +63,7 @@ FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {
       return op.emitOpError()
              << "is not supported in a CPU loop kernel (expected an "
                 "elementwise op, broadcast_in_dim, reshape, transpose, "
-                "slice, constant or iota)";
+                "slice, pad, concatenate, constant or iota)";
     for (Type type : op.getResultTypes())
       if (!staticTensor(type))
         return op.emitOpError()
@@ -154,6 +154,11 @@ ElementEmitter::reshapeIndices(Location loc, ArrayRef<int64_t> fromShape,
   return mapped;
 }
 
+Value ElementEmitter::clamp(Location loc, Value index, int64_t extent) {
+  Value low = b_.create<arith::MaxSIOp>(loc, index, indexConstant(loc, 0));
+  return b_.create<arith::MinSIOp>(loc, low, indexConstant(loc, extent - 1));
+}
+
 Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
   if (auto arg = dyn_cast<BlockArgument>(value))
     return hooks_.loadInput(b_, arg.getLoc(), arg.getArgNumber(), indices);
@@ -195,6 +200,74 @@ Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
           mapped.push_back(o);
         }
         return emit(slice.getOperand(), mapped);
+      })
+      .Case([&](PadOp pad) {
+        // o[d] = r[d] - low[d]; outside the operand, the padding value. The
+        // operand is read at clamped indices so every read is in bounds.
+        auto operandType = cast<RankedTensorType>(pad.getOperand().getType());
+        SmallVector<Value, 4> mapped;
+        Value inside;
+        for (auto [d, index] : llvm::enumerate(indices)) {
+          int64_t low = pad.getEdgePaddingLow()[d];
+          int64_t high = pad.getEdgePaddingHigh()[d];
+          int64_t extent = operandType.getDimSize(d);
+          if (low == 0 && high == 0) {
+            mapped.push_back(index);
+            continue;
+          }
+          Value o = low == 0 ? index
+                             : b_.create<arith::SubIOp>(loc, index,
+                                                        indexConstant(loc, low));
+          Value above = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, o,
+                                                 indexConstant(loc, 0));
+          Value below = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, o,
+                                                 indexConstant(loc, extent));
+          Value here = b_.create<arith::AndIOp>(loc, above, below);
+          inside = inside ? b_.create<arith::AndIOp>(loc, inside, here) : here;
+          mapped.push_back(extent == 0 ? indexConstant(loc, 0) : clamp(loc, o, extent));
+        }
+        Type element = operandType.getElementType();
+        Value padding = convertScalar(
+            b_, loc, b_.create<arith::ConstantOp>(loc, pad.getPaddingValueAttr()),
+            element);
+        if (!inside)
+          return emit(pad.getOperand(), mapped);
+        if (operandType.getNumElements() == 0)
+          return padding;
+        Value value = emit(pad.getOperand(), mapped);
+        return b_.create<arith::SelectOp>(loc, inside, value, padding).getResult();
+      })
+      .Case([&](ConcatenateOp concat) {
+        // Each input at its clamped local index; the last input whose
+        // offset is not above r[dim] wins.
+        int64_t dim = concat.getDimension();
+        Value acc;
+        int64_t offset = 0;
+        for (Value input : concat.getInputs()) {
+          int64_t extent = cast<RankedTensorType>(input.getType()).getDimSize(dim);
+          if (extent == 0)
+            continue;
+          SmallVector<Value, 4> mapped(indices.begin(), indices.end());
+          Value local = offset == 0 ? indices[dim]
+                                    : b_.create<arith::SubIOp>(
+                                          loc, indices[dim], indexConstant(loc, offset));
+          mapped[dim] = clamp(loc, local, extent);
+          Value value = emit(input, mapped);
+          if (!acc) {
+            acc = value;
+          } else {
+            Value past = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge,
+                                                  indices[dim],
+                                                  indexConstant(loc, offset));
+            acc = b_.create<arith::SelectOp>(loc, past, value, acc);
+          }
+          offset += extent;
+        }
+        if (!acc) // An empty result: the loop never reads this.
+          acc = convertScalar(
+              b_, loc, b_.create<arith::ConstantOp>(loc, b_.getF64FloatAttr(0.0)),
+              cast<RankedTensorType>(concat.getType()).getElementType());
+        return acc;
       })
       .Case([&](ReshapeOp reshape) {
         auto from = cast<RankedTensorType>(reshape.getOperand().getType());

@@ -6,7 +6,8 @@
 // any tensor value in the fusion body at given indices is built as scalar
 // arith/math ops. Elementwise ops reach their computation only through the
 // ScalarSemantics interface (DESIGN.md: one op table); data movement ops
-// (broadcast_in_dim, reshape, transpose, slice) map indices. The target supplies loads of inputs and of non-splat constants
+// (broadcast_in_dim, reshape, transpose, slice, pad, concatenate) map
+// indices; pad and concatenate read at clamped indices and select. The target supplies loads of inputs and of non-splat constants
 // through KernelHooks, so the CPU and CUDA emitters share everything else.
 //
 // Only `loop` fusions are modeled for now.
@@ -75,6 +76,8 @@ public:
 private:
   mlir::Value indexConstant(mlir::Location loc, int64_t v);
   mlir::Value emitUncached(mlir::Value value, mlir::ValueRange indices);
+  // |index| clamped to [0, extent - 1].
+  mlir::Value clamp(mlir::Location loc, mlir::Value index, int64_t extent);
   llvm::SmallVector<mlir::Value, 4>
   reshapeIndices(mlir::Location loc, llvm::ArrayRef<int64_t> fromShape,
                  llvm::ArrayRef<int64_t> toShape, mlir::ValueRange indices);

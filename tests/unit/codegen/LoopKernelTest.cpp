@@ -288,7 +288,46 @@ private:
 
   Value step() {
     Value x = any();
-    switch (pick(0, 21)) {
+    switch (pick(0, 23)) {
+    case 22: {
+      // A window padded back to the full shape.
+      SmallVector<int64_t> start, limit, ones, low, high;
+      for (int64_t extent : shape_) {
+        int64_t lo = pick(0, extent - 1);
+        int64_t hi = pick(0, extent - 1 - lo);
+        start.push_back(lo);
+        limit.push_back(extent - hi);
+        ones.push_back(1);
+        low.push_back(lo);
+        high.push_back(hi);
+      }
+      Value window = b_.create<SliceOp>(loc_, x, b_.getDenseI64ArrayAttr(start),
+                                        b_.getDenseI64ArrayAttr(limit),
+                                        b_.getDenseI64ArrayAttr(ones));
+      return b_.create<PadOp>(loc_, type(), window, b_.getDenseI64ArrayAttr(low),
+                              b_.getDenseI64ArrayAttr(high),
+                              b_.getF64FloatAttr(pick(-2, 2) * 0.5));
+    }
+    case 23: {
+      // Every other element of x along one dimension, then the front of
+      // another value: the two halves concatenate back to the full shape.
+      if (shape_.empty())
+        return x;
+      int64_t dim = pick(0, shape_.size() - 1);
+      int64_t extent = shape_[dim];
+      SmallVector<int64_t> start(shape_.size(), 0), limit(shape_), strides(shape_.size(), 1);
+      strides[dim] = 2;
+      Value evens = b_.create<SliceOp>(loc_, x, b_.getDenseI64ArrayAttr(start),
+                                       b_.getDenseI64ArrayAttr(limit),
+                                       b_.getDenseI64ArrayAttr(strides));
+      strides[dim] = 1;
+      limit[dim] = extent - (extent + 1) / 2;
+      Value front = b_.create<SliceOp>(loc_, any(), b_.getDenseI64ArrayAttr(start),
+                                       b_.getDenseI64ArrayAttr(limit),
+                                       b_.getDenseI64ArrayAttr(strides));
+      return b_.create<ConcatenateOp>(loc_, type(), ValueRange{evens, front},
+                                      static_cast<uint64_t>(dim));
+    }
     case 0: return b_.create<NegOp>(loc_, x);
     case 1: return b_.create<AbsOp>(loc_, x);
     case 2: return b_.create<ExpOp>(loc_, b_.create<TanhOp>(loc_, x));

@@ -16,11 +16,13 @@
 
 #include "serialize/schema/package_generated.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 namespace kiln::runtime {
 
@@ -190,9 +192,37 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
       if (Status s = checkFinite(where, "gemm beta", t.gemm.beta); !s.isOk())
         return s;
     }
+    if (t.hasGemm &&
+        (t.gemm.m < 0 || t.gemm.n < 0 || t.gemm.k < 0 || t.gemm.batch < 1)) {
+      os << where << ": gemm m, n, k, batch are " << t.gemm.m << ", "
+         << t.gemm.n << ", " << t.gemm.k << ", " << t.gemm.batch
+         << ", expected m, n, k >= 0 and batch >= 1";
+      return fail(os);
+    }
     if (t.library != LibraryKind::Gemm && !t.hasConv) {
       os << where << ": a convolution library call needs conv parameters";
       return fail(os);
+    }
+    if (t.hasConv) {
+      const ConvParams &c = t.conv;
+      for (auto [field, v, rank] :
+           {std::tuple<const char *, const std::vector<int64_t> *, size_t>{
+                "input shape", &c.inputShape, 4},
+            {"filter shape", &c.filterShape, 4},
+            {"output shape", &c.outputShape, 4},
+            {"strides", &c.strides, 2},
+            {"padding", &c.padding, 4},
+            {"dilation", &c.dilation, 2}}) {
+        if (v->size() != rank) {
+          os << where << ": conv " << field << " has " << v->size()
+             << " entries, expected " << rank;
+          return fail(os);
+        }
+      }
+      if (c.groups < 1) {
+        os << where << ": conv groups is " << c.groups << ", expected >= 1";
+        return fail(os);
+      }
     }
     break;
   case ThunkKind::Collective:
@@ -208,6 +238,23 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
                              kMaxReduceKind);
         !s.isOk())
       return s;
+    if (!t.collective.groups.empty() || !t.collective.groupsShape.empty()) {
+      const CollectiveParams &c = t.collective;
+      uint64_t ranks = 0;
+      if (c.groupsShape.size() != 2 || c.groupsShape[0] < 0 ||
+          c.groupsShape[1] < 0 ||
+          __builtin_mul_overflow(static_cast<uint64_t>(c.groupsShape[0]),
+                                 static_cast<uint64_t>(c.groupsShape[1]),
+                                 &ranks) ||
+          ranks != c.groups.size()) {
+        os << where << ": collective groups hold " << c.groups.size()
+           << " ranks, which does not match groups_shape (";
+        for (size_t d = 0; d < c.groupsShape.size(); ++d)
+          os << (d ? ", " : "") << c.groupsShape[d];
+        os << ")";
+        return fail(os);
+      }
+    }
     break;
   case ThunkKind::Copy:
     if (t.operands.size() != 1 || t.results.size() != 1) {
@@ -285,6 +332,26 @@ Status checkPackage(const LoadedPackage &p) {
     if (k.entryPoint.empty()) {
       os << where << " (\"" << k.name << "\"): entry point is empty";
       return fail(os);
+    }
+    static const char *axes[] = {"x", "y", "z"};
+    for (int d = 0; d < 3; ++d) {
+      if (k.block[d] == 0 || k.grid[d] == 0) {
+        os << where << ": " << (k.block[d] == 0 ? "block" : "grid") << " "
+           << axes[d] << " is 0, expected >= 1";
+        return fail(os);
+      }
+    }
+    for (size_t c = 0; c < k.cubins.size(); ++c) {
+      const std::vector<uint32_t> &archs = p.target.smArchs;
+      if (std::find(archs.begin(), archs.end(), k.cubins[c].arch) ==
+          archs.end()) {
+        os << where << ": cubin " << c << " is for sm_" << k.cubins[c].arch
+           << ", which the target's architectures (";
+        for (size_t a = 0; a < archs.size(); ++a)
+          os << (a ? ", " : "") << "sm_" << archs[a];
+        os << ") do not list";
+        return fail(os);
+      }
     }
   }
 

@@ -168,6 +168,23 @@ TEST(PackageErrors, KernelEntryPointEmpty) {
             "kernel 0 (\"fusion_0\"): entry point is empty");
 }
 
+TEST(PackageErrors, KernelBlockZero) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.kernels[1].block[1] = 0; }),
+            "kernel 1: block y is 0, expected >= 1");
+}
+
+TEST(PackageErrors, KernelGridZero) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.kernels[0].grid[2] = 0; }),
+            "kernel 0: grid z is 0, expected >= 1");
+}
+
+TEST(PackageErrors, CubinForUnlistedArch) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.kernels[1].cubins[1].arch = 75; }),
+      "kernel 1: cubin 1 is for sm_75, which the target's architectures "
+      "(sm_80, sm_90) do not list");
+}
+
 TEST(PackageErrors, ThunkKind) {
   EXPECT_EQ(
       loadError([](LoadedPackage &p) { p.thunks[0].kind = bad<ThunkKind>(4); }),
@@ -223,6 +240,53 @@ TEST(PackageErrors, GemmBetaNotFinite) {
   EXPECT_EQ(
       loadError([](LoadedPackage &p) { p.thunks[0].gemm.beta = -HUGE_VAL; }),
       "thunk 0: gemm beta is -inf, expected a finite number");
+}
+
+TEST(PackageErrors, GemmNegativeDimension) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[0].gemm.k = -1; }),
+            "thunk 0: gemm m, n, k, batch are 4, 2, -1, 3, expected m, n, k "
+            ">= 0 and batch >= 1");
+}
+
+TEST(PackageErrors, GemmBatchZero) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[0].gemm.batch = 0; }),
+            "thunk 0: gemm m, n, k, batch are 4, 2, 8, 0, expected m, n, k "
+            ">= 0 and batch >= 1");
+}
+
+TEST(PackageErrors, ConvShapeRank) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[4].conv.filterShape = {2, 3, 3};
+            }),
+            "thunk 4: conv filter shape has 3 entries, expected 4");
+}
+
+TEST(PackageErrors, ConvStridesRank) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].conv.strides = {}; }),
+            "thunk 4: conv strides has 0 entries, expected 2");
+}
+
+TEST(PackageErrors, ConvGroups) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].conv.groups = 0; }),
+            "thunk 4: conv groups is 0, expected >= 1");
+}
+
+TEST(PackageErrors, CollectiveGroupsShape) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[2].collective.groupsShape = {3, 2};
+            }),
+            "thunk 2: collective groups hold 4 ranks, which does not match "
+            "groups_shape (3, 2)");
+}
+
+TEST(PackageErrors, CollectiveGroupsShapeOverflows) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              // 2^62 * 4 wraps to 0 in 64 bits, the size of empty groups.
+              p.thunks[2].collective.groups = {};
+              p.thunks[2].collective.groupsShape = {int64_t(1) << 62, 4};
+            }),
+            "thunk 2: collective groups hold 0 ranks, which does not match "
+            "groups_shape (4611686018427387904, 4)");
 }
 
 TEST(PackageErrors, CollectiveWithoutParameters) {

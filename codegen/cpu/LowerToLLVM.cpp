@@ -4,10 +4,12 @@
 // with memref.load, the scf.for loop nests, the upstream lowering to the LLVM
 // dialect and the JIT (see LowerToLLVM.h).
 //
-// Transcendental math ops become libm calls (math-to-libm) so that their
-// results match the interpreter's std:: functions; the rest of math lowers to
-// LLVM intrinsics. bf16 conversions are expanded to integer ops
-// (arith-expand) because the JIT has no runtime library for them.
+// Math ops that LLVM has intrinsics for (sqrt, exp, log, sin, ...) lower to
+// them, so loops with sqrt vectorize; log1p and expm1 (which math-to-llvm
+// would rewrite through log/exp, losing precision near 0) and the ops LLVM
+// has no intrinsic for (erf, tanh, ...) become libm calls, matching the
+// interpreter's std:: functions. bf16 conversions are expanded to integer
+// ops (arith-expand) because the JIT has no runtime library for them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +38,8 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/APFloat.h"
@@ -236,8 +240,17 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
 }
 
 LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
+  // log1p and expm1 to libm first, before math-to-llvm can take them.
+  {
+    ConversionTarget target(*module.getContext());
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    target.addIllegalOp<math::Log1pOp, math::ExpM1Op>();
+    RewritePatternSet patterns(module.getContext());
+    populateMathToLibmConversionPatterns(patterns);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return failure();
+  }
   PassManager pm(module.getContext());
-  pm.addPass(createConvertMathToLibmPass());
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
@@ -245,6 +258,7 @@ LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   ConvertFuncToLLVMPassOptions funcOptions;
@@ -254,18 +268,60 @@ LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
   return pm.run(module);
 }
 
+namespace {
+
+void initializeNativeTarget() {
+  static std::once_flag targetsReady;
+  std::call_once(targetsReady, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+FailureOr<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(FusionOp fusion) {
+  initializeNativeTarget();
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return fusion.emitOpError() << "cannot target the host CPU: "
+                                << llvm::toString(builder.takeError());
+  auto machine = builder->createTargetMachine();
+  if (!machine)
+    return fusion.emitOpError() << "cannot create a target machine: "
+                                << llvm::toString(machine.takeError());
+  return std::move(*machine);
+}
+
+} // namespace
+
+FailureOr<std::unique_ptr<llvm::Module>>
+optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
+  FailureOr<OwningOpRef<ModuleOp>> module = buildLoopKernelModule(fusion);
+  if (failed(module))
+    return failure();
+  if (failed(lowerKernelModuleToLLVM(**module)))
+    return fusion.emitOpError() << "failed to lower its CPU kernel to LLVM";
+  auto machine = hostTargetMachine(fusion);
+  if (failed(machine))
+    return failure();
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(**module, llvmContext, "kernel");
+  if (!llvmModule)
+    return fusion.emitOpError() << "failed to translate its CPU kernel to LLVM IR";
+  llvmModule->setTargetTriple((*machine)->getTargetTriple().str());
+  llvmModule->setDataLayout((*machine)->createDataLayout());
+  if (llvm::Error error =
+          makeOptimizingTransformer(3, 0, machine->get())(llvmModule.get()))
+    return fusion.emitOpError() << "LLVM optimization failed: "
+                                << llvm::toString(std::move(error));
+  return llvmModule;
+}
+
 CompiledKernel::CompiledKernel() = default;
 CompiledKernel::CompiledKernel(CompiledKernel &&) = default;
 CompiledKernel &CompiledKernel::operator=(CompiledKernel &&) = default;
 CompiledKernel::~CompiledKernel() = default;
 
 FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
-  static std::once_flag targetsReady;
-  std::call_once(targetsReady, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
-
   CompiledKernel kernel;
   for (Value input : fusion.getInputs()) {
     auto type = dyn_cast<RankedTensorType>(input.getType());
@@ -289,14 +345,9 @@ FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
   if (failed(lowerKernelModuleToLLVM(**module)))
     return fusion.emitOpError() << "failed to lower its CPU kernel to LLVM";
 
-  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder)
-    return fusion.emitOpError() << "cannot target the host CPU: "
-                                << llvm::toString(builder.takeError());
-  auto machine = builder->createTargetMachine();
-  if (!machine)
-    return fusion.emitOpError() << "cannot create a target machine: "
-                                << llvm::toString(machine.takeError());
+  auto machine = hostTargetMachine(fusion);
+  if (failed(machine))
+    return failure();
   ExecutionEngineOptions options;
   options.transformer = makeOptimizingTransformer(3, 0, machine->get());
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;

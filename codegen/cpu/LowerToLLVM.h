@@ -23,6 +23,11 @@
 
 #include <memory>
 
+namespace llvm {
+class LLVMContext;
+class Module;
+} // namespace llvm
+
 namespace mlir {
 class ExecutionEngine;
 } // namespace mlir
@@ -69,6 +74,11 @@ buildLoopKernelModule(FusionOp fusion);
 
 // Lowers a module from buildLoopKernelModule to the LLVM dialect.
 mlir::LogicalResult lowerKernelModuleToLLVM(mlir::ModuleOp module);
+
+// The kernel of |fusion| as LLVM IR for the host CPU, optimized at -O3 (what
+// the JIT compiles; what a package could carry as bitcode).
+mlir::FailureOr<std::unique_ptr<llvm::Module>>
+optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext);
 
 // Builds, lowers and JIT-compiles |fusion|. Fails with a diagnostic on the
 // fusion (or on the unsupported op in it).

@@ -22,6 +22,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
 
 #include <gtest/gtest.h>
 
@@ -463,6 +466,38 @@ TEST_F(LoopKernelTest, RunChecksBufferSignatures) {
   SmallVector<HostTensor *> outputs(kernel->outputs().size(), &wrong);
   EXPECT_TRUE(failed(kernel->run(inputs, outputs, &error)));
   EXPECT_NE(error.find("expected tensor<"), std::string::npos) << error;
+}
+
+// The innermost loop walks the contiguous last dimension, so LLVM
+// vectorizes a plain elementwise kernel (sqrt included: it lowers to an
+// intrinsic, not a libm call).
+TEST_F(LoopKernelTest, ElementwiseKernelsVectorize) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<64x64xf32>, %b: tensor<64xf32>) -> tensor<64x64xf32> {
+      %r = kiln.fusion loop (%a, %b) : (tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32> {
+      ^bb0(%x: tensor<64x64xf32>, %y: tensor<64xf32>):
+        %yb = kiln.broadcast_in_dim %y, dims = [1] : tensor<64xf32> -> tensor<64x64xf32>
+        %m = kiln.mul %x, %yb : tensor<64x64xf32>
+        %n = kiln.abs %m : tensor<64x64xf32>
+        %s = kiln.sqrt %n : tensor<64x64xf32>
+        %t = kiln.add %s, %x : tensor<64x64xf32>
+        kiln.yield %t : tensor<64x64xf32>
+      }
+      return %r : tensor<64x64xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  llvm::LLVMContext llvmContext;
+  FailureOr<std::unique_ptr<llvm::Module>> ir = optimizedKernelIR(fusion, llvmContext);
+  ASSERT_TRUE(succeeded(ir)) << diagnostics;
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  (*ir)->print(os, nullptr);
+  EXPECT_NE(printed.find(" x float>"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("@sqrtf"), std::string::npos) << printed;
+  EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 
 // Every loop fusion of a zoo model's compiled training step.

@@ -500,6 +500,41 @@ TEST_F(LoopKernelTest, ElementwiseKernelsVectorize) {
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 
+// Integer and boolean element types: i1 results of compare, i32 and i64
+// arithmetic, conversions between them and floats, iota in i32, and
+// non-splat integer constants.
+TEST_F(LoopKernelTest, IntegerAndBooleanKernels) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<3x5xi32>, %b: tensor<3x5xf32>, %c: tensor<5xi1>)
+        -> (tensor<3x5xi1>, tensor<3x5xi64>, tensor<5x3xf32>) {
+      %r:3 = kiln.fusion loop (%a, %b, %c)
+          : (tensor<3x5xi32>, tensor<3x5xf32>, tensor<5xi1>)
+          -> (tensor<3x5xi1>, tensor<3x5xi64>, tensor<5x3xf32>) {
+      ^bb0(%x: tensor<3x5xi32>, %y: tensor<3x5xf32>, %z: tensor<5xi1>):
+        %i = kiln.iota dim = 1 : tensor<3x5xi32>
+        %k = kiln.constant dense<[[1, -2, 3, -4, 5], [0, 7, -8, 9, 2], [3, 3, -1, 0, 4]]> : tensor<3x5xi32>
+        %s = kiln.add %x, %i : tensor<3x5xi32>
+        %m = kiln.mul %s, %k : tensor<3x5xi32>
+        %yi = kiln.convert %y : tensor<3x5xf32> -> tensor<3x5xi32>
+        %p = kiln.compare lt, %m, %yi : tensor<3x5xi32>
+        %zb = kiln.broadcast_in_dim %z, dims = [1] : tensor<5xi1> -> tensor<3x5xi1>
+        %q = kiln.select %zb, %p, %zb : tensor<3x5xi1>, tensor<3x5xi1>
+        %w = kiln.convert %m : tensor<3x5xi32> -> tensor<3x5xi64>
+        %f = kiln.convert %q : tensor<3x5xi1> -> tensor<3x5xf32>
+        %g = kiln.add %f, %y : tensor<3x5xf32>
+        %t = kiln.transpose %g, permutation = [1, 0] : tensor<3x5xf32> -> tensor<5x3xf32>
+        kiln.yield %q, %w, %t : tensor<3x5xi1>, tensor<3x5xi64>, tensor<5x3xf32>
+      }
+      return %r#0, %r#1, %r#2 : tensor<3x5xi1>, tensor<3x5xi64>, tensor<5x3xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
+    EXPECT_EQ(check(fusion, seed, 7), "") << "seed " << seed;
+}
+
 // Every loop fusion of a zoo model's compiled training step.
 class ZooLoopKernelTest : public LoopKernelTest {
 protected:

@@ -32,16 +32,17 @@ bool isModeled(Operation *op) {
   if (isa<ScalarSemantics>(op))
     return true;
   return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp,
-             ConcatenateOp, ConstantOp, IotaOp, YieldOp>(op);
+             ConcatenateOp, ConstantOp, IotaOp, ReduceOp, YieldOp>(op);
 }
 
 } // namespace
 
 FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {
-  if (fusion.getKind() != FusionKind::loop)
+  if (fusion.getKind() == FusionKind::gemm)
     return fusion.emitOpError()
-           << "expected a `loop` fusion for the CPU kernel model, found `"
-           << stringifyFusionKind(fusion.getKind()) << "`";
+           << "expected a `loop`, `reduction`, `multi_output` or `horizontal` "
+              "fusion for the CPU kernel model, found `gemm` (GEMM fusions "
+              "are not generated as loop kernels)";
   KernelModel model;
   model.fusion = fusion;
   for (Value input : fusion.getInputs()) {
@@ -63,7 +64,7 @@ FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {
       return op.emitOpError()
              << "is not supported in a CPU loop kernel (expected an "
                 "elementwise op, broadcast_in_dim, reshape, transpose, "
-                "slice, pad, concatenate, constant or iota)";
+                "slice, pad, concatenate, constant, iota or reduce)";
     for (Type type : op.getResultTypes())
       if (!staticTensor(type))
         return op.emitOpError()
@@ -171,6 +172,7 @@ Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
     return buildStoredScalar(scalar, b_, loc, operands);
   }
   return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](ReduceOp reduce) { return emitReduce(reduce, indices); })
       .Case([&](BroadcastInDimOp broadcast) {
         auto operandType = cast<RankedTensorType>(broadcast.getOperand().getType());
         SmallVector<Value, 4> mapped;

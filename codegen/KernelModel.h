@@ -7,10 +7,16 @@
 // arith/math ops. Elementwise ops reach their computation only through the
 // ScalarSemantics interface (DESIGN.md: one op table); data movement ops
 // (broadcast_in_dim, reshape, transpose, slice, pad, concatenate) map
-// indices; pad and concatenate read at clamped indices and select. The target supplies loads of inputs and of non-splat constants
-// through KernelHooks, so the CPU and CUDA emitters share everything else.
+// indices; pad and concatenate read at clamped indices and select; a
+// kiln.reduce element is a loop over the reduced dimensions that accumulates
+// its operand's elements (ReductionEmitter.cpp). The target supplies loads of
+// inputs and of non-splat constants through KernelHooks, so the CPU and CUDA
+// emitters share everything else.
 //
-// Only `loop` fusions are modeled for now.
+// `loop`, `reduction`, `multi_output` and `horizontal` fusions are modeled
+// (each result gets a loop nest over its shape); `gemm` fusions and any body
+// holding an op outside the list above (dot_general, convolution, ...) are
+// rejected with a diagnostic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,8 +47,8 @@ struct KernelModel {
   llvm::SmallVector<LoopNest> nests;
 };
 
-// Describes |fusion|. Fails with a diagnostic on the fusion when it is not a
-// `loop` fusion, when a type is not a statically shaped ranked tensor, or
+// Describes |fusion|. Fails with a diagnostic on the fusion when it is a
+// `gemm` fusion, when a type is not a statically shaped ranked tensor, or
 // naming the first body op the model cannot express.
 mlir::FailureOr<KernelModel> buildKernelModel(FusionOp fusion);
 
@@ -76,6 +82,11 @@ public:
 private:
   mlir::Value indexConstant(mlir::Location loc, int64_t v);
   mlir::Value emitUncached(mlir::Value value, mlir::ValueRange indices);
+  // A kiln.reduce element: scf.for loops (with the accumulator as iter_arg)
+  // over the reduced dimensions, innermost over the last one. Values built
+  // inside the loops are dropped from the caches afterwards, since they do
+  // not dominate what follows.
+  mlir::Value emitReduce(ReduceOp reduce, mlir::ValueRange indices);
   // |index| clamped to [0, extent - 1].
   mlir::Value clamp(mlir::Location loc, mlir::Value index, int64_t extent);
   llvm::SmallVector<mlir::Value, 4>

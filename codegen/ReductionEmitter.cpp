@@ -1,0 +1,152 @@
+//===- ReductionEmitter.cpp - kiln.reduce elements in the kernel model -------===//
+//
+// The element of a kiln.reduce at result indices: scf.for loops over the
+// reduced operand dimensions (innermost over the last one, so a reduction
+// over the contiguous dimension walks memory in order) carrying the
+// accumulator as iter_arg, the operand's element at the combined index read
+// through the emitter. Floats accumulate in their compute type (f32 for
+// f16/bf16 and f32, f64 for f64), integers in i64; sums start at 0, max at
+// -inf and min at +inf (the integer extremes for integers); max and min use
+// arith.maximumf/minimumf, which propagate NaN as the interpreter does; a
+// mean divides by the element count (NaN for an empty float mean, 0 for an
+// empty integer mean, as the interpreter gives).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelModel.h"
+
+#include "ir/ScalarSemantics.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/APFloat.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+
+// The accumulator's type for an element type.
+Type accumulatorType(Type element) {
+  if (isa<FloatType>(element))
+    return computeType(element);
+  return IntegerType::get(element.getContext(), 64);
+}
+
+Value initialValue(OpBuilder &b, Location loc, ReduceKind kind, Type acc) {
+  if (auto floatType = dyn_cast<FloatType>(acc)) {
+    const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
+    llvm::APFloat value = kind == ReduceKind::max
+                              ? llvm::APFloat::getInf(semantics, /*Negative=*/true)
+                          : kind == ReduceKind::min
+                              ? llvm::APFloat::getInf(semantics, /*Negative=*/false)
+                              : llvm::APFloat::getZero(semantics);
+    return b.create<arith::ConstantOp>(loc, b.getFloatAttr(acc, value));
+  }
+  int64_t value = kind == ReduceKind::max   ? std::numeric_limits<int64_t>::min()
+                  : kind == ReduceKind::min ? std::numeric_limits<int64_t>::max()
+                                            : 0;
+  return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(acc, value));
+}
+
+Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value x) {
+  bool isFloat = isa<FloatType>(acc.getType());
+  switch (kind) {
+  case ReduceKind::sum:
+  case ReduceKind::mean:
+    return isFloat ? b.create<arith::AddFOp>(loc, acc, x).getResult()
+                   : b.create<arith::AddIOp>(loc, acc, x).getResult();
+  case ReduceKind::max:
+    return isFloat ? b.create<arith::MaximumFOp>(loc, acc, x).getResult()
+                   : b.create<arith::MaxSIOp>(loc, acc, x).getResult();
+  case ReduceKind::min:
+    return isFloat ? b.create<arith::MinimumFOp>(loc, acc, x).getResult()
+                   : b.create<arith::MinSIOp>(loc, acc, x).getResult();
+  }
+  return acc;
+}
+
+} // namespace
+
+Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
+  Location loc = reduce.getLoc();
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  Type resultElement = cast<RankedTensorType>(reduce.getType()).getElementType();
+  Type acc = accumulatorType(operandType.getElementType());
+  ReduceKind kind = reduce.getKind();
+  ArrayRef<int64_t> dims = reduce.getDimensions();
+
+  // The combined operand index: result indices for kept dimensions, loop
+  // induction variables (or 0 for unit extents) for reduced ones.
+  SmallVector<Value, 4> combined(operandType.getRank());
+  SmallVector<int64_t, 4> looped; // reduced dimensions with extent != 1
+  int64_t count = 1;
+  for (int64_t d = 0, r = 0; d < operandType.getRank(); ++d) {
+    if (!llvm::is_contained(dims, d)) {
+      combined[d] = indices[r++];
+      continue;
+    }
+    int64_t extent = operandType.getDimSize(d);
+    count *= extent;
+    if (extent == 1)
+      combined[d] = indexConstant(loc, 0);
+    else
+      looped.push_back(d);
+  }
+
+  Value result;
+  if (looped.empty()) {
+    result = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+  } else {
+    Value init = initialValue(b_, loc, kind, acc);
+    // Values built inside the loops do not dominate what follows them.
+    std::map<std::vector<void *>, Value> savedCache = cache_;
+    llvm::DenseMap<int64_t, Value> savedConstants = indexConstants_;
+    Value zero = indexConstant(loc, 0);
+    Value one = indexConstant(loc, 1);
+    SmallVector<scf::ForOp, 4> loops;
+    Value carried = init;
+    {
+      OpBuilder::InsertionGuard guard(b_);
+      for (int64_t d : looped) {
+        Value extent = b_.create<arith::ConstantIndexOp>(
+            loc, operandType.getDimSize(d));
+        auto loop = b_.create<scf::ForOp>(loc, zero, extent, one,
+                                          ValueRange{carried});
+        loops.push_back(loop);
+        combined[d] = loop.getInductionVar();
+        carried = loop.getRegionIterArgs()[0];
+        b_.setInsertionPointToStart(loop.getBody());
+      }
+      Value element = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+      Value next = combine(b_, loc, kind, carried, element);
+      for (size_t i = loops.size(); i-- > 0;) {
+        b_.setInsertionPointToEnd(loops[i].getBody());
+        b_.create<scf::YieldOp>(loc, next);
+        next = loops[i].getResult(0);
+      }
+      result = loops.empty() ? init : loops.front().getResult(0);
+    }
+    cache_ = std::move(savedCache);
+    indexConstants_ = std::move(savedConstants);
+  }
+
+  if (kind == ReduceKind::mean) {
+    if (isa<FloatType>(acc)) {
+      Value n = b_.create<arith::ConstantOp>(
+          loc, b_.getFloatAttr(acc, static_cast<double>(count)));
+      result = b_.create<arith::DivFOp>(loc, result, n);
+    } else if (count == 0) {
+      result = b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(acc, 0));
+    } else {
+      Value n = b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(acc, count));
+      result = b_.create<arith::DivSIOp>(loc, result, n);
+    }
+  }
+  return convertScalar(b_, loc, result, resultElement);
+}
+
+} // namespace kiln

@@ -1,0 +1,379 @@
+//===- ReductionKernelTest.cpp - CPU reduction kernels against the interpreter ===//
+//
+// Compiles fusions holding kiln.reduce (and multi-result fusions) to native
+// code (codegen/cpu/LowerToLLVM.h), runs them on random inputs and compares
+// with the reference interpreter's evaluation of the same fusion op: random
+// reduction fusions built here (elementwise producers, a reduce of each kind
+// over random dimensions, elementwise consumers of the result broadcast
+// back, sometimes the reduction itself as a second result of another shape)
+// in f64 and f32, and every reduction, multi_output and horizontal fusion of
+// the zoo's compiled training steps. f64 must agree to 1e-12 relative; f32
+// to 1e-5 relative scaled by max(1, |x|), since the kernel accumulates in f32
+// in loop order and the interpreter in f64. Set KILN_CODEGEN_SEED to rerun
+// one seed (each failure prints it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cpu/LowerToLLVM.h"
+
+#include "ir/Interpreter.h"
+#include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
+#include "passes/Pipelines.h"
+#include "tools/kiln/lib/Zoo.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+
+uint64_t baseSeed() {
+  if (const char *fixed = std::getenv("KILN_CODEGEN_SEED"))
+    return std::strtoull(fixed, nullptr, 10);
+  return std::random_device{}();
+}
+
+HostTensor randomTensor(RankedTensorType type, std::mt19937_64 &rng,
+                        int64_t intBound) {
+  DType dtype;
+  EXPECT_TRUE(dtypeOfTensor(type, dtype)) << "unsupported type";
+  HostTensor t(dtype, type.getShape());
+  std::uniform_real_distribution<double> real(-2.0, 2.0);
+  std::uniform_int_distribution<int64_t> integer(0, std::max<int64_t>(intBound, 1) - 1);
+  for (double &v : t.values()) {
+    if (dtype == DType::i1)
+      v = integer(rng) % 2;
+    else if (isFloat(dtype))
+      v = real(rng);
+    else
+      v = integer(rng);
+  }
+  t.roundAll();
+  return t;
+}
+
+std::string compareTensors(const HostTensor &expected, const HostTensor &actual) {
+  if (expected.shape() != actual.shape() || expected.dtype() != actual.dtype())
+    return "expected " + expected.str() + ", found " + actual.str();
+  double rel = expected.dtype() == DType::f64 ? 1e-12
+               : expected.dtype() == DType::f32 ? 1e-5
+               : isFloat(expected.dtype())      ? 1e-2
+                                                : 0.0;
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    double e = expected[i], a = actual[i];
+    if (std::isnan(e) && std::isnan(a))
+      continue;
+    double tol = rel * std::max(1.0, std::fabs(e));
+    if (!(std::fabs(e - a) <= tol))
+      return "element " + std::to_string(i) + ": expected " + std::to_string(e) +
+             ", found " + std::to_string(a);
+  }
+  return "";
+}
+
+std::string printed(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os);
+  return text;
+}
+
+class ReductionKernelTest : public ::testing::Test {
+protected:
+  ReductionKernelTest() {
+    context.loadDialect<KilnDialect, func::FuncDialect>();
+    handler = std::make_unique<ScopedDiagnosticHandler>(&context, [this](Diagnostic &d) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << d.getLocation() << ": " << d;
+      diagnostics += os.str() + "\n";
+      return success();
+    });
+  }
+
+  // Compiles |fusion|, runs it and the interpreter on random inputs; returns
+  // "" or what went wrong.
+  std::string check(FusionOp fusion, uint64_t seed, int64_t intBound) {
+    std::mt19937_64 rng(seed);
+    std::vector<HostTensor> inputs;
+    for (Value input : fusion.getInputs())
+      inputs.push_back(randomTensor(cast<RankedTensorType>(input.getType()), rng, intBound));
+    SmallVector<HostTensor> expected;
+    Interpreter interpreter;
+    if (failed(interpreter.evaluate(fusion, inputs, expected)))
+      return "the interpreter failed: " + diagnostics;
+    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+    if (failed(kernel))
+      return "compilation failed: " + diagnostics;
+    std::vector<HostTensor> actual;
+    for (const HostTensor &e : expected)
+      actual.emplace_back(e.dtype(), e.shape(), std::nan(""));
+    SmallVector<const HostTensor *> inputPtrs;
+    for (const HostTensor &t : inputs)
+      inputPtrs.push_back(&t);
+    SmallVector<HostTensor *> outputPtrs;
+    for (HostTensor &t : actual)
+      outputPtrs.push_back(&t);
+    std::string error;
+    if (failed(kernel->run(inputPtrs, outputPtrs, &error)))
+      return "run failed: " + error;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::string mismatch = compareTensors(expected[i], actual[i]);
+      if (!mismatch.empty())
+        return "result " + std::to_string(i) + ": " + mismatch;
+    }
+    return "";
+  }
+
+  MLIRContext context;
+  std::unique_ptr<ScopedDiagnosticHandler> handler;
+  std::string diagnostics;
+};
+
+// Builds one random reduction fusion of element type |element| in a @main.
+class RandomReductionBuilder {
+public:
+  RandomReductionBuilder(MLIRContext *context, uint64_t seed, Type element)
+      : b_(context), loc_(b_.getUnknownLoc()), rng_(seed), element_(element) {}
+
+  OwningOpRef<ModuleOp> build() {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
+    int rank = pick(1, 4);
+    for (int i = 0; i < rank; ++i)
+      shape_.push_back(pick(1, 7));
+    int numInputs = pick(1, 3);
+    SmallVector<Type> inputTypes(numInputs, type());
+
+    b_.setInsertionPointToEnd(module->getBody());
+    auto func = b_.create<func::FuncOp>(loc_, "main",
+                                        b_.getFunctionType(inputTypes, {}));
+    Block *entry = func.addEntryBlock();
+    auto body = std::make_unique<Block>();
+    for (Type t : inputTypes)
+      body->addArgument(t, loc_);
+    b_.setInsertionPointToStart(body.get());
+    for (int i = 0; i < numInputs; ++i)
+      pool_.push_back(body->getArgument(i));
+
+    // Producers, then one or two reduce -> broadcast -> consumer rounds
+    // (the second reduces something that depends on the first, as softmax
+    // does).
+    for (int i = pick(0, 3); i > 0; --i)
+      pool_.push_back(elementwise());
+    SmallVector<Value> reductions;
+    for (int round = pick(1, 2); round > 0; --round) {
+      SmallVector<int64_t> dims, kept;
+      for (int64_t d = 0; d < rank; ++d)
+        (pick(0, 2) ? dims : kept).push_back(d);
+      SmallVector<int64_t> resultShape;
+      for (int64_t d : kept)
+        resultShape.push_back(shape_[d]);
+      auto kind = static_cast<ReduceKind>(pick(0, 3));
+      Value reduced = b_.create<ReduceOp>(
+          loc_, RankedTensorType::get(resultShape, element_), kind,
+          pool_.back(), b_.getDenseI64ArrayAttr(dims));
+      reductions.push_back(reduced);
+      Value back = b_.create<BroadcastInDimOp>(loc_, type(), reduced,
+                                               b_.getDenseI64ArrayAttr(kept));
+      Value x = any();
+      switch (pick(0, 2)) {
+      case 0: pool_.push_back(b_.create<SubOp>(loc_, x, back)); break;
+      case 1: pool_.push_back(b_.create<MulOp>(loc_, x, back)); break;
+      default: pool_.push_back(b_.create<ExpOp>(loc_, b_.create<SubOp>(loc_, x, back))); break;
+      }
+      if (pick(0, 1))
+        pool_.push_back(elementwise());
+    }
+    SmallVector<Value> results{pool_.back()};
+    if (pick(0, 1))
+      results.push_back(reductions[pick(0, reductions.size() - 1)]);
+    if (pick(0, 2) == 0)
+      results.push_back(any());
+    b_.create<YieldOp>(loc_, results);
+
+    b_.setInsertionPointToStart(entry);
+    SmallVector<Type> resultTypes;
+    for (Value r : results)
+      resultTypes.push_back(r.getType());
+    auto fusion = b_.create<FusionOp>(
+        loc_, resultTypes,
+        results.size() > 1 ? FusionKind::multi_output : FusionKind::reduction,
+        entry->getArguments());
+    fusion.getBody().push_back(body.release());
+    b_.create<func::ReturnOp>(loc_);
+    return module;
+  }
+
+private:
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  RankedTensorType type() { return RankedTensorType::get(shape_, element_); }
+  Value any() { return pool_[pick(0, pool_.size() - 1)]; }
+
+  Value elementwise() {
+    Value x = any();
+    switch (pick(0, 8)) {
+    case 0: return b_.create<NegOp>(loc_, x);
+    case 1: return b_.create<TanhOp>(loc_, x);
+    case 2: return b_.create<MulOp>(loc_, x, any());
+    case 3: return b_.create<AddOp>(loc_, x, any());
+    case 4: return b_.create<MaxOp>(loc_, x, any());
+    case 5: return b_.create<SigmoidOp>(loc_, x);
+    case 6: return b_.create<AbsOp>(loc_, x);
+    // NaN for negative x: max and min must propagate it.
+    case 7: return b_.create<SqrtOp>(loc_, x);
+    default: return b_.create<ExpOp>(loc_, b_.create<TanhOp>(loc_, x));
+    }
+  }
+
+  OpBuilder b_;
+  Location loc_;
+  std::mt19937_64 rng_;
+  Type element_;
+  SmallVector<int64_t> shape_;
+  SmallVector<Value> pool_;
+};
+
+void runRandomReductions(ReductionKernelTest &test, MLIRContext *context,
+                         Type element, int count, std::string &diagnostics,
+                         const std::function<std::string(FusionOp, uint64_t)> &check) {
+  uint64_t seed = baseSeed();
+  std::cout << "[ seed     ] KILN_CODEGEN_SEED=" << seed << "\n";
+  for (int i = 0; i < count; ++i, ++seed) {
+    diagnostics.clear();
+    OwningOpRef<ModuleOp> module = RandomReductionBuilder(context, seed, element).build();
+    ASSERT_TRUE(succeeded(verify(*module)))
+        << "seed " << seed << " built invalid IR: " << diagnostics;
+    FusionOp fusion;
+    module->walk([&](FusionOp f) { fusion = f; });
+    std::string result = check(fusion, seed);
+    if (!result.empty()) {
+      ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
+                    << "): " << result << "\n" << printed(fusion);
+      return;
+    }
+  }
+}
+
+TEST_F(ReductionKernelTest, RandomF64ReductionsMatchTheInterpreter) {
+  runRandomReductions(*this, &context, Float64Type::get(&context), 60, diagnostics,
+                      [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+}
+
+TEST_F(ReductionKernelTest, RandomF32ReductionsMatchTheInterpreter) {
+  runRandomReductions(*this, &context, Float32Type::get(&context), 60, diagnostics,
+                      [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+}
+
+// Integer reductions accumulate in i64; an integer mean truncates toward 0.
+TEST_F(ReductionKernelTest, IntegerReductions) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<3x5xi32>) -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
+      %r:4 = kiln.fusion multi_output (%a) : (tensor<3x5xi32>)
+          -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
+      ^bb0(%x: tensor<3x5xi32>):
+        %c = kiln.constant dense<-3> : tensor<3x5xi32>
+        %y = kiln.add %x, %c : tensor<3x5xi32>
+        %s = kiln.reduce sum %y, dims = [1] : tensor<3x5xi32> -> tensor<3xi32>
+        %m = kiln.reduce mean %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
+        %h = kiln.reduce max %y, dims = [1] : tensor<3x5xi32> -> tensor<3xi32>
+        %l = kiln.reduce min %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
+        kiln.yield %s, %m, %h, %l : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
+      }
+      return %r#0, %r#1, %r#2, %r#3 : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
+    EXPECT_EQ(check(fusion, seed, 7), "") << "seed " << seed;
+}
+
+// A dot_general inside a non-gemm fusion is named in the diagnostic.
+TEST_F(ReductionKernelTest, RejectsDotGeneralInside) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2xf32> {
+      %r = kiln.fusion reduction (%a, %b) : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2xf32> {
+      ^bb0(%x: tensor<2x3xf32>, %y: tensor<3x4xf32>):
+        %d = kiln.dot_general %x, %y, batch = [] x [], contract = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+        %s = kiln.reduce sum %d, dims = [1] : tensor<2x4xf32> -> tensor<2xf32>
+        kiln.yield %s : tensor<2xf32>
+      }
+      return %r : tensor<2xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  EXPECT_TRUE(failed(compileLoopFusion(fusion)));
+  EXPECT_NE(diagnostics.find("kiln.dot_general"), std::string::npos) << diagnostics;
+}
+
+// Every reduction, multi_output and horizontal fusion of a zoo model's
+// compiled training step.
+class ZooReductionKernelTest : public ReductionKernelTest {
+protected:
+  void checkModel(OwningOpRef<ModuleOp> model, int64_t intBound, size_t minFusions) {
+    ASSERT_TRUE(model) << diagnostics;
+    PipelineOptions options;
+    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+    SmallVector<FusionOp> fusions;
+    std::map<std::string, int> kinds;
+    model->walk([&](FusionOp f) {
+      ++kinds[stringifyFusionKind(f.getKind()).str()];
+      if (f.getKind() != FusionKind::loop && f.getKind() != FusionKind::gemm)
+        fusions.push_back(f);
+    });
+    for (auto &[kind, n] : kinds)
+      std::cout << "[ fusions  ] " << kind << ": " << n << "\n";
+    EXPECT_GE(fusions.size(), minFusions);
+    uint64_t seed = baseSeed();
+    for (FusionOp fusion : fusions) {
+      diagnostics.clear();
+      std::string result = check(fusion, seed, intBound);
+      if (!result.empty())
+        ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
+                      << "): " << result << "\n" << printed(fusion);
+    }
+  }
+};
+
+TEST_F(ZooReductionKernelTest, Mlp) {
+  cli::MlpOptions options;
+  options.layers = {64, 32, 10};
+  options.batch = 8;
+  checkModel(cli::buildMlp(&context, options), 10, 1);
+}
+
+TEST_F(ZooReductionKernelTest, LeNet5) {
+  cli::LeNet5Options options;
+  options.batch = 2;
+  checkModel(cli::buildLeNet5(&context, options), 10, 1);
+}
+
+TEST_F(ZooReductionKernelTest, SmallGpt) {
+  cli::GptOptions options;
+  options.layers = 2;
+  options.hidden = 16;
+  options.heads = 2;
+  options.seq = 6;
+  options.vocab = 20;
+  options.batch = 2;
+  checkModel(cli::buildGpt(&context, options), 20, 1);
+}
+
+} // namespace

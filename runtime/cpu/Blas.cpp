@@ -1,0 +1,559 @@
+//===- Blas.cpp - GEMMs and convolutions on the CPU through OpenBLAS ------===//
+//
+// dot_general: plan (which dims are batch, free and contracting; whether each
+// operand can be read in place), pack what cannot, then one cblas call per
+// batch element. Convolutions: per image and group, im2col into a
+// [C/groups * KH * KW, OH * OW] matrix, then a GEMM against the group's
+// filter rows; the input gradient multiplies by the transposed filter and
+// scatters back with col2im; the filter gradient accumulates over images.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <tuple>
+
+namespace kiln::runtime::cpu {
+namespace {
+
+std::string dtypeName(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64: return "f64";
+  case PkgDType::F32: return "f32";
+  case PkgDType::F16: return "f16";
+  case PkgDType::BF16: return "bf16";
+  case PkgDType::I64: return "i64";
+  case PkgDType::I32: return "i32";
+  case PkgDType::I8: return "i8";
+  case PkgDType::I1: return "i1";
+  }
+  return "unknown";
+}
+
+Status unsupportedDtype(const char *what, PkgDType dtype) {
+  return Status::error(std::string(what) + ": element type must be f32 or f64, but it is " +
+                       dtypeName(dtype));
+}
+
+std::string listStr(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t product(const std::vector<int64_t> &v) {
+  return std::accumulate(v.begin(), v.end(), int64_t(1), std::multiplies<int64_t>());
+}
+
+// cblas_?gemm, overloaded on the element type.
+void cblasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+               const float *a, int64_t lda, const float *b, int64_t ldb,
+               float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void cblasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+               const double *a, int64_t lda, const double *b, int64_t ldb,
+               double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// C[m, n] = alpha * op(A) op(B) + beta * C with row-major, densely packed
+// operands (ldc may exceed n). Handles the empty cases cblas rejects.
+template <typename T>
+void gemmOne(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+             const T *a, const T *b, T beta, T *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  cblasGemm(ta, tb, m, n, k, alpha, a, std::max<int64_t>(lda, 1), b,
+            std::max<int64_t>(ldb, 1), beta, c, std::max<int64_t>(ldc, 1));
+}
+
+template <typename T>
+void stridedGemm(const GemmParams &p, const T *lhs, const T *rhs, T *out) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    gemmOne<T>(p.transposeLhs, p.transposeRhs, p.m, p.n, p.k, T(p.alpha),
+               lhs + b * p.m * p.k, rhs + b * p.k * p.n, T(p.beta), out + b * p.m * p.n, p.n);
+}
+
+// dst = src transposed by |perm| (dst dim i is src dim perm[i]).
+template <typename T>
+void transpose(const T *src, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &perm, T *dst) {
+  size_t rank = shape.size();
+  int64_t total = product(shape);
+  if (total == 0)
+    return;
+  std::vector<int64_t> srcStrides(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    srcStrides[i - 1] = srcStrides[i] * shape[i];
+  std::vector<int64_t> dstShape(rank), stride(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    dstShape[i] = shape[perm[i]];
+    stride[i] = srcStrides[perm[i]];
+  }
+  if (rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  // Walk dst in order; the innermost dimension is a strided read.
+  std::vector<int64_t> index(rank, 0);
+  int64_t inner = dstShape[rank - 1], innerStride = stride[rank - 1];
+  int64_t offset = 0;
+  for (int64_t done = 0; done < total; done += inner) {
+    const T *s = src + offset;
+    for (int64_t j = 0; j < inner; ++j)
+      dst[done + j] = s[j * innerStride];
+    for (size_t d = rank - 1; d-- > 0;) {
+      offset += stride[d];
+      if (++index[d] < dstShape[d])
+        break;
+      offset -= stride[d] * dstShape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+bool isIdentity(const std::vector<int64_t> &perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i))
+      return false;
+  return true;
+}
+
+std::vector<int64_t> concat(std::initializer_list<const std::vector<int64_t> *> parts) {
+  std::vector<int64_t> all;
+  for (const std::vector<int64_t> *p : parts)
+    all.insert(all.end(), p->begin(), p->end());
+  return all;
+}
+
+// Checks that |dims| are distinct and within |rank|; marks them in |used|.
+Status checkDims(const char *what, const std::vector<int64_t> &dims, size_t rank,
+                 std::vector<bool> &used) {
+  for (int64_t d : dims) {
+    if (d < 0 || d >= int64_t(rank))
+      return Status::error(std::string("gemm: ") + what + " " + listStr(dims) +
+                           " must lie in [0, " + std::to_string(rank) + "), but has " +
+                           std::to_string(d));
+    if (used[d])
+      return Status::error(std::string("gemm: dimension ") + std::to_string(d) + " of " +
+                           what + " " + listStr(dims) + " is listed twice");
+    used[d] = true;
+  }
+  return Status::ok();
+}
+
+template <typename T>
+Status runGemm(const GemmSpec &spec, const GemmPlan &plan, const void *lhsData,
+               const void *rhsData, void *outData) {
+  const T *lhs = static_cast<const T *>(lhsData);
+  const T *rhs = static_cast<const T *>(rhsData);
+  std::vector<T> lhsPacked, rhsPacked;
+  if (!plan.lhsPermutation.empty()) {
+    lhsPacked.resize(product(spec.lhsShape));
+    transpose(lhs, spec.lhsShape, plan.lhsPermutation, lhsPacked.data());
+    lhs = lhsPacked.data();
+  }
+  if (!plan.rhsPermutation.empty()) {
+    rhsPacked.resize(product(spec.rhsShape));
+    transpose(rhs, spec.rhsShape, plan.rhsPermutation, rhsPacked.data());
+    rhs = rhsPacked.data();
+  }
+  stridedGemm<T>(plan.params, lhs, rhs, static_cast<T *>(outData));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------===//
+
+struct ConvGeometry {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
+  int64_t sh, sw, pt, pl, dh, dw;
+  int64_t cg() const { return c / groups; }
+  int64_t og() const { return o / groups; }
+  int64_t colRows() const { return cg() * kh * kw; }
+  int64_t colCols() const { return oh * ow; }
+};
+
+ConvGeometry geometry(const ConvParams &p) {
+  ConvGeometry g;
+  g.n = p.inputShape[0], g.c = p.inputShape[1], g.h = p.inputShape[2], g.w = p.inputShape[3];
+  g.o = p.filterShape[0], g.kh = p.filterShape[2], g.kw = p.filterShape[3];
+  g.oh = p.outputShape[2], g.ow = p.outputShape[3];
+  g.groups = p.groups;
+  g.sh = p.strides[0], g.sw = p.strides[1];
+  g.pt = p.padding[0], g.pl = p.padding[2];
+  g.dh = p.dilation[0], g.dw = p.dilation[1];
+  return g;
+}
+
+// col[(c, i, j), (y, x)] = image[c, y * sh - pt + i * dh, x * sw - pl + j * dw]
+// for the |g.cg()| channels at |image|, zero outside the image.
+template <typename T>
+void im2col(const ConvGeometry &g, const T *image, T *col) {
+  int64_t cols = g.colCols();
+  for (int64_t c = 0; c < g.cg(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        T *row = col + ((c * g.kh + i) * g.kw + j) * cols;
+        const T *plane = image + c * g.h * g.w;
+        for (int64_t y = 0; y < g.oh; ++y) {
+          int64_t iy = y * g.sh - g.pt + i * g.dh;
+          T *dst = row + y * g.ow;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(dst, dst + g.ow, T(0));
+            continue;
+          }
+          const T *src = plane + iy * g.w;
+          int64_t ix = -g.pl + j * g.dw;
+          for (int64_t x = 0; x < g.ow; ++x, ix += g.sw)
+            dst[x] = (ix >= 0 && ix < g.w) ? src[ix] : T(0);
+        }
+      }
+}
+
+// The adjoint of im2col: image[c, iy, ix] += col[(c, i, j), (y, x)].
+template <typename T>
+void col2im(const ConvGeometry &g, const T *col, T *image) {
+  int64_t cols = g.colCols();
+  for (int64_t c = 0; c < g.cg(); ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const T *row = col + ((c * g.kh + i) * g.kw + j) * cols;
+        T *plane = image + c * g.h * g.w;
+        for (int64_t y = 0; y < g.oh; ++y) {
+          int64_t iy = y * g.sh - g.pt + i * g.dh;
+          if (iy < 0 || iy >= g.h)
+            continue;
+          T *dst = plane + iy * g.w;
+          const T *src = row + y * g.ow;
+          int64_t ix = -g.pl + j * g.dw;
+          for (int64_t x = 0; x < g.ow; ++x, ix += g.sw)
+            if (ix >= 0 && ix < g.w)
+              dst[ix] += src[x];
+        }
+      }
+}
+
+template <typename T>
+void convForward(const ConvGeometry &g, const T *input, const T *filter, T *output) {
+  std::vector<T> col(g.colRows() * g.colCols());
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w, col.data());
+      gemmOne<T>(false, false, g.og(), g.colCols(), g.colRows(), T(1),
+                 filter + gr * g.og() * g.colRows(), col.data(), T(0),
+                 output + (n * g.o + gr * g.og()) * g.colCols(), g.colCols());
+    }
+}
+
+template <typename T>
+void convInputGrad(const ConvGeometry &g, const T *gradOutput, const T *filter,
+                   T *gradInput) {
+  std::fill(gradInput, gradInput + g.n * g.c * g.h * g.w, T(0));
+  std::vector<T> col(g.colRows() * g.colCols());
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      // col = W_g^T [colRows, og] x dy [og, colCols]
+      gemmOne<T>(true, false, g.colRows(), g.colCols(), g.og(), T(1),
+                 filter + gr * g.og() * g.colRows(),
+                 gradOutput + (n * g.o + gr * g.og()) * g.colCols(), T(0), col.data(),
+                 g.colCols());
+      col2im(g, col.data(), gradInput + (n * g.c + gr * g.cg()) * g.h * g.w);
+    }
+}
+
+template <typename T>
+void convFilterGrad(const ConvGeometry &g, const T *input, const T *gradOutput,
+                    T *gradFilter) {
+  std::fill(gradFilter, gradFilter + g.o * g.colRows(), T(0));
+  std::vector<T> col(g.colRows() * g.colCols());
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w, col.data());
+      // dW_g [og, colRows] += dy [og, colCols] x col^T [colCols, colRows]
+      gemmOne<T>(false, true, g.og(), g.colRows(), g.colCols(), T(1),
+                 gradOutput + (n * g.o + gr * g.og()) * g.colCols(), col.data(), T(1),
+                 gradFilter + gr * g.og() * g.colRows(), g.colRows());
+    }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// dot_general
+//===----------------------------------------------------------------------===//
+
+StatusOr<GemmPlan> planGemm(const GemmSpec &spec) {
+  if (spec.lhsBatch.size() != spec.rhsBatch.size())
+    return Status::error("gemm: lhs has " + std::to_string(spec.lhsBatch.size()) +
+                         " batching dimensions but rhs has " +
+                         std::to_string(spec.rhsBatch.size()));
+  if (spec.lhsContract.size() != spec.rhsContract.size())
+    return Status::error("gemm: lhs has " + std::to_string(spec.lhsContract.size()) +
+                         " contracting dimensions but rhs has " +
+                         std::to_string(spec.rhsContract.size()));
+  size_t lr = spec.lhsShape.size(), rr = spec.rhsShape.size();
+  for (int64_t d : spec.lhsShape)
+    if (d < 0)
+      return Status::error("gemm: lhs shape " + listStr(spec.lhsShape) + " has a negative size");
+  for (int64_t d : spec.rhsShape)
+    if (d < 0)
+      return Status::error("gemm: rhs shape " + listStr(spec.rhsShape) + " has a negative size");
+  std::vector<bool> lhsUsed(lr, false), rhsUsed(rr, false);
+  if (Status s = checkDims("lhs batching dimensions", spec.lhsBatch, lr, lhsUsed); !s.isOk())
+    return s;
+  if (Status s = checkDims("lhs contracting dimensions", spec.lhsContract, lr, lhsUsed); !s.isOk())
+    return s;
+  if (Status s = checkDims("rhs batching dimensions", spec.rhsBatch, rr, rhsUsed); !s.isOk())
+    return s;
+  if (Status s = checkDims("rhs contracting dimensions", spec.rhsContract, rr, rhsUsed); !s.isOk())
+    return s;
+  for (size_t i = 0; i < spec.lhsBatch.size(); ++i)
+    if (spec.lhsShape[spec.lhsBatch[i]] != spec.rhsShape[spec.rhsBatch[i]])
+      return Status::error("gemm: batching dimension pair " + std::to_string(i) +
+                           " has sizes " + std::to_string(spec.lhsShape[spec.lhsBatch[i]]) +
+                           " (lhs) and " + std::to_string(spec.rhsShape[spec.rhsBatch[i]]) +
+                           " (rhs); they must match");
+  for (size_t i = 0; i < spec.lhsContract.size(); ++i)
+    if (spec.lhsShape[spec.lhsContract[i]] != spec.rhsShape[spec.rhsContract[i]])
+      return Status::error("gemm: contracting dimension pair " + std::to_string(i) +
+                           " has sizes " +
+                           std::to_string(spec.lhsShape[spec.lhsContract[i]]) + " (lhs) and " +
+                           std::to_string(spec.rhsShape[spec.rhsContract[i]]) +
+                           " (rhs); they must match");
+
+  std::vector<int64_t> lhsFree, rhsFree;
+  for (size_t d = 0; d < lr; ++d)
+    if (!lhsUsed[d])
+      lhsFree.push_back(d);
+  for (size_t d = 0; d < rr; ++d)
+    if (!rhsUsed[d])
+      rhsFree.push_back(d);
+
+  // The pairs' order is free: try lhs memory order, then rhs memory order.
+  std::vector<size_t> pairs(spec.lhsContract.size());
+  std::iota(pairs.begin(), pairs.end(), 0);
+  auto ordered = [&](bool byLhs) {
+    std::vector<size_t> order = pairs;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return byLhs ? spec.lhsContract[a] < spec.lhsContract[b]
+                   : spec.rhsContract[a] < spec.rhsContract[b];
+    });
+    std::vector<int64_t> l, r;
+    for (size_t i : order) {
+      l.push_back(spec.lhsContract[i]);
+      r.push_back(spec.rhsContract[i]);
+    }
+    return std::make_pair(l, r);
+  };
+
+  GemmPlan best;
+  int bestPacks = 3;
+  for (bool byLhs : {true, false}) {
+    auto [lc, rc] = ordered(byLhs);
+    GemmPlan plan;
+    int packs = 0;
+    std::vector<int64_t> lhsRows = concat({&spec.lhsBatch, &lhsFree, &lc});
+    std::vector<int64_t> lhsCols = concat({&spec.lhsBatch, &lc, &lhsFree});
+    if (isIdentity(lhsRows)) {
+      plan.params.transposeLhs = false;
+    } else if (isIdentity(lhsCols)) {
+      plan.params.transposeLhs = true;
+    } else {
+      plan.lhsPermutation = lhsRows;
+      ++packs;
+    }
+    std::vector<int64_t> rhsCols = concat({&spec.rhsBatch, &rc, &rhsFree});
+    std::vector<int64_t> rhsRows = concat({&spec.rhsBatch, &rhsFree, &rc});
+    if (isIdentity(rhsCols)) {
+      plan.params.transposeRhs = false;
+    } else if (isIdentity(rhsRows)) {
+      plan.params.transposeRhs = true;
+    } else {
+      plan.rhsPermutation = rhsCols;
+      ++packs;
+    }
+    if (packs < bestPacks) {
+      best = plan;
+      bestPacks = packs;
+    }
+  }
+  auto sizes = [](const std::vector<int64_t> &shape, const std::vector<int64_t> &dims) {
+    int64_t p = 1;
+    for (int64_t d : dims)
+      p *= shape[d];
+    return p;
+  };
+  best.params.batch = sizes(spec.lhsShape, spec.lhsBatch);
+  best.params.m = sizes(spec.lhsShape, lhsFree);
+  best.params.k = sizes(spec.lhsShape, spec.lhsContract);
+  best.params.n = sizes(spec.rhsShape, rhsFree);
+  best.params.alpha = spec.alpha;
+  best.params.beta = spec.beta;
+  return best;
+}
+
+Status gemm(const GemmSpec &spec, const void *lhs, const void *rhs, void *out) {
+  if (spec.dtype != PkgDType::F32 && spec.dtype != PkgDType::F64)
+    return unsupportedDtype("gemm", spec.dtype);
+  StatusOr<GemmPlan> plan = planGemm(spec);
+  if (!plan.isOk())
+    return plan.status();
+  if (spec.dtype == PkgDType::F32)
+    return runGemm<float>(spec, plan.value(), lhs, rhs, out);
+  return runGemm<double>(spec, plan.value(), lhs, rhs, out);
+}
+
+Status gemm(PkgDType dtype, const GemmParams &params, const void *lhs, const void *rhs,
+            void *out) {
+  if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
+    return unsupportedDtype("gemm", dtype);
+  if (params.m < 0 || params.n < 0 || params.k < 0 || params.batch < 1)
+    return Status::error("gemm: m, n, k must be non-negative and batch positive, but they are " +
+                         std::to_string(params.m) + ", " + std::to_string(params.n) + ", " +
+                         std::to_string(params.k) + ", " + std::to_string(params.batch));
+  if (dtype == PkgDType::F32)
+    stridedGemm<float>(params, static_cast<const float *>(lhs),
+                       static_cast<const float *>(rhs), static_cast<float *>(out));
+  else
+    stridedGemm<double>(params, static_cast<const double *>(lhs),
+                        static_cast<const double *>(rhs), static_cast<double *>(out));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------===//
+
+Status checkConvParams(const ConvParams &p) {
+  auto rankIs = [](const char *what, const std::vector<int64_t> &v, size_t rank) {
+    if (v.size() == rank)
+      return Status::ok();
+    return Status::error(std::string("conv2d: ") + what + " must have " +
+                         std::to_string(rank) + " entries, but is " + listStr(v));
+  };
+  for (auto [what, v, rank] :
+       {std::make_tuple("input shape", &p.inputShape, 4),
+        std::make_tuple("filter shape", &p.filterShape, 4),
+        std::make_tuple("output shape", &p.outputShape, 4),
+        std::make_tuple("strides", &p.strides, 2), std::make_tuple("padding", &p.padding, 4),
+        std::make_tuple("dilation", &p.dilation, 2)})
+    if (Status s = rankIs(what, *v, rank); !s.isOk())
+      return s;
+  for (int64_t v : p.inputShape)
+    if (v < 0)
+      return Status::error("conv2d: input shape " + listStr(p.inputShape) + " has a negative size");
+  for (int64_t v : p.filterShape)
+    if (v <= 0)
+      return Status::error("conv2d: filter shape " + listStr(p.filterShape) +
+                           " must be positive");
+  for (int64_t v : p.strides)
+    if (v <= 0)
+      return Status::error("conv2d: strides " + listStr(p.strides) + " must be positive");
+  for (int64_t v : p.dilation)
+    if (v <= 0)
+      return Status::error("conv2d: dilation " + listStr(p.dilation) + " must be positive");
+  for (int64_t v : p.padding)
+    if (v < 0)
+      return Status::error("conv2d: padding " + listStr(p.padding) + " must be non-negative");
+  if (p.groups <= 0 || p.inputShape[1] % p.groups || p.filterShape[0] % p.groups)
+    return Status::error("conv2d: groups " + std::to_string(p.groups) +
+                         " must be positive and divide the input channels (" +
+                         std::to_string(p.inputShape[1]) + ") and output channels (" +
+                         std::to_string(p.filterShape[0]) + ")");
+  if (p.filterShape[1] != p.inputShape[1] / p.groups)
+    return Status::error("conv2d: filter shape " + listStr(p.filterShape) + " must have " +
+                         std::to_string(p.inputShape[1] / p.groups) +
+                         " input channels (C / groups), but has " +
+                         std::to_string(p.filterShape[1]));
+  std::vector<int64_t> expected = {p.inputShape[0], p.filterShape[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t span = p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] -
+                   p.dilation[i] * (p.filterShape[2 + i] - 1) - 1;
+    if (span < 0)
+      return Status::error("conv2d: the dilated filter " + listStr(p.filterShape) +
+                           " is larger than the padded input " + listStr(p.inputShape));
+    expected[2 + i] = span / p.strides[i] + 1;
+  }
+  if (expected != p.outputShape)
+    return Status::error("conv2d: output shape must be " + listStr(expected) + ", but is " +
+                         listStr(p.outputShape));
+  return Status::ok();
+}
+
+Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
+              const void *filter, void *output) {
+  if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
+    return unsupportedDtype("conv2d", dtype);
+  if (Status s = checkConvParams(params); !s.isOk())
+    return s;
+  ConvGeometry g = geometry(params);
+  if (dtype == PkgDType::F32)
+    convForward<float>(g, static_cast<const float *>(input),
+                       static_cast<const float *>(filter), static_cast<float *>(output));
+  else
+    convForward<double>(g, static_cast<const double *>(input),
+                        static_cast<const double *>(filter), static_cast<double *>(output));
+  return Status::ok();
+}
+
+Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gradOutput,
+                       const void *filter, void *gradInput) {
+  if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
+    return unsupportedDtype("conv2d_input_grad", dtype);
+  if (Status s = checkConvParams(params); !s.isOk())
+    return s;
+  ConvGeometry g = geometry(params);
+  if (dtype == PkgDType::F32)
+    convInputGrad<float>(g, static_cast<const float *>(gradOutput),
+                         static_cast<const float *>(filter), static_cast<float *>(gradInput));
+  else
+    convInputGrad<double>(g, static_cast<const double *>(gradOutput),
+                          static_cast<const double *>(filter),
+                          static_cast<double *>(gradInput));
+  return Status::ok();
+}
+
+Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *input,
+                        const void *gradOutput, void *gradFilter) {
+  if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
+    return unsupportedDtype("conv2d_filter_grad", dtype);
+  if (Status s = checkConvParams(params); !s.isOk())
+    return s;
+  ConvGeometry g = geometry(params);
+  if (dtype == PkgDType::F32)
+    convFilterGrad<float>(g, static_cast<const float *>(input),
+                          static_cast<const float *>(gradOutput),
+                          static_cast<float *>(gradFilter));
+  else
+    convFilterGrad<double>(g, static_cast<const double *>(input),
+                           static_cast<const double *>(gradOutput),
+                           static_cast<double *>(gradFilter));
+  return Status::ok();
+}
+
+void setBlasThreads(int threads) { openblas_set_num_threads(std::max(threads, 1)); }
+
+int blasThreads() { return openblas_get_num_threads(); }
+
+} // namespace kiln::runtime::cpu

@@ -1,0 +1,87 @@
+//===- Blas.h - GEMMs and convolutions on the CPU through OpenBLAS -*- C++ -*-===//
+//
+// The CPU backend's library calls (the package's LibraryCall thunks): a
+// kiln.dot_general becomes one cblas_{s,d}gemm per batch element, and the
+// three convolutions become im2col (col2im for the input gradient) plus
+// GEMMs, one per image and group. f32 and f64 only; anything else comes back
+// as an error Status that names the dtype.
+//
+// A dot_general whose operands already sit as [batch..., rows, contract] or
+// [batch..., contract, rows] in memory maps onto the package's GemmParams
+// (m, n, k, batch, transpose flags) with no copy; any other layout is first
+// packed (transposed) into a scratch buffer. Contracting pairs may be listed
+// in any order: the sum does not depend on it, so they are reordered to
+// match memory before deciding whether to pack.
+//
+// Threads: OpenBLAS's own pool; setBlasThreads sets its size.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CPU_BLAS_H
+#define KILN_RUNTIME_CPU_BLAS_H
+
+#include "runtime/Status.h"
+#include "runtime/package/Package.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::runtime::cpu {
+
+// A kiln.dot_general on dense row-major operands of |dtype|. The result is
+// [batch dims (lhs order), lhs free dims, rhs free dims], and the call writes
+// out = alpha * dot + beta * out.
+struct GemmSpec {
+  PkgDType dtype = PkgDType::F32;
+  std::vector<int64_t> lhsShape, rhsShape;
+  std::vector<int64_t> lhsBatch, rhsBatch, lhsContract, rhsContract;
+  double alpha = 1.0, beta = 0.0;
+};
+
+// How a GemmSpec runs: the strided GEMM (lhs [batch, m, k] or, transposed,
+// [batch, k, m]; rhs [batch, k, n] or [batch, n, k]; out [batch, m, n]) and,
+// for an operand that must be packed first, the permutation of its
+// dimensions that gives that layout (empty when it is used in place).
+struct GemmPlan {
+  GemmParams params;
+  std::vector<int64_t> lhsPermutation, rhsPermutation;
+};
+
+// Checks |spec| (ranks, dimension lists, paired sizes) and plans it.
+StatusOr<GemmPlan> planGemm(const GemmSpec &spec);
+
+// The dot_general of |spec|: |lhs| and |rhs| hold spec.lhsShape and
+// spec.rhsShape elements, |out| the result's.
+Status gemm(const GemmSpec &spec, const void *lhs, const void *rhs, void *out);
+
+// The package's strided GEMM form, as a LibraryCall thunk describes it.
+Status gemm(PkgDType dtype, const GemmParams &params, const void *lhs,
+            const void *rhs, void *out);
+
+// kiln.conv2d: |params| holds the forward convolution's NCHW input, OIHW
+// filter and NCHW output shapes, strides [h, w], padding [top, bottom, left,
+// right], dilation [h, w] and groups.
+Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
+              const void *filter, void *output);
+// kiln.conv2d_input_grad: |gradInput| (params.inputShape) from |gradOutput|
+// (params.outputShape) and |filter|.
+Status conv2dInputGrad(PkgDType dtype, const ConvParams &params,
+                       const void *gradOutput, const void *filter,
+                       void *gradInput);
+// kiln.conv2d_filter_grad: |gradFilter| (params.filterShape) from |input|
+// and |gradOutput|.
+Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params,
+                        const void *input, const void *gradOutput,
+                        void *gradFilter);
+
+// Checks |params|: ranks, positive sizes, groups dividing C and O, the
+// filter's channel count, and the output shape the formula gives.
+Status checkConvParams(const ConvParams &params);
+
+// OpenBLAS's thread count (at least 1), and the current one.
+void setBlasThreads(int threads);
+int blasThreads();
+
+} // namespace kiln::runtime::cpu
+
+#endif // KILN_RUNTIME_CPU_BLAS_H

@@ -1,0 +1,519 @@
+//===- BlasTest.cpp - OpenBLAS GEMMs and convolutions against the oracle --===//
+//
+// runtime/cpu/Blas against the reference interpreter's evaluation of the
+// same kiln op: random dot_general dimension configurations (in place and
+// packed layouts), the MLP's and LeNet's shapes, attention-style batched
+// contractions, and convolutions with groups, strides, dilation and
+// asymmetric padding, forward and both gradients. The error bound of each
+// element is relative to sum |a| |b| over its terms (the interpreter on the
+// operands' absolute values), 1e-12 for f64 and 1e-5 for f32. A fresh seed
+// is printed each run; KILN_BLAS_SEED=N reruns one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Blas.h"
+
+#include "ir/Interpreter.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+
+namespace {
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::cpu;
+using kiln::DType;
+using kiln::HostTensor;
+using ::testing::HasSubstr;
+
+uint64_t testSeed() {
+  static uint64_t seed = [] {
+    uint64_t s;
+    if (const char *env = std::getenv("KILN_BLAS_SEED"))
+      s = std::strtoull(env, nullptr, 10);
+    else
+      s = std::random_device{}();
+    std::printf("KILN_BLAS_SEED=%llu\n", (unsigned long long)s);
+    return s;
+  }();
+  return seed;
+}
+
+std::string typeStr(const std::vector<int64_t> &shape, DType dtype) {
+  std::ostringstream os;
+  os << "tensor<";
+  for (int64_t d : shape)
+    os << d << "x";
+  os << (dtype == DType::f32 ? "f32" : "f64") << ">";
+  return os.str();
+}
+
+std::string listStr(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+class BlasTest : public ::testing::Test {
+protected:
+  BlasTest() : gen(testSeed() + std::hash<std::string>()(currentTestName())) {
+    context.loadDialect<kiln::KilnDialect, mlir::func::FuncDialect>();
+    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(&context, [this](mlir::Diagnostic &d) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << d;
+      diagnostics += os.str() + "\n";
+      return mlir::success();
+    });
+  }
+
+  static std::string currentTestName() {
+    const ::testing::TestInfo *info = ::testing::UnitTest::GetInstance()->current_test_info();
+    return info ? info->name() : "";
+  }
+
+  HostTensor random(DType dtype, const std::vector<int64_t> &shape) {
+    std::uniform_real_distribution<double> dist(-1, 1);
+    HostTensor t(dtype, shape);
+    for (double &v : t.values())
+      v = kiln::roundTo(dtype, dist(gen));
+    return t;
+  }
+
+  // Runs the one-op function |body| (its result %r of |resultType|) on
+  // |args| and on their absolute values; returns both results.
+  std::pair<HostTensor, HostTensor> reference(const std::string &signature,
+                                              const std::string &body,
+                                              const std::string &resultType,
+                                              std::vector<HostTensor> args) {
+    std::string source = "func.func @f(" + signature + ") -> " + resultType + " {\n  " + body +
+                         "\n  return %r : " + resultType + "\n}\n";
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(source, &context, "blas.mlir");
+    EXPECT_TRUE(module) << source << diagnostics;
+    if (!module)
+      return {};
+    auto f = module->lookupSymbol<mlir::func::FuncOp>("f");
+    kiln::Interpreter interpreter;
+    auto results = interpreter.run(f, args);
+    EXPECT_TRUE(mlir::succeeded(results)) << source << diagnostics;
+    for (HostTensor &a : args)
+      for (double &v : a.values())
+        v = std::fabs(v);
+    auto absResults = interpreter.run(f, args);
+    EXPECT_TRUE(mlir::succeeded(absResults)) << source << diagnostics;
+    if (mlir::failed(results) || mlir::failed(absResults))
+      return {};
+    return {(*results)[0], (*absResults)[0]};
+  }
+
+  // Expects |got| (|dtype| elements) to match |ref| within the bound.
+  void expectClose(const std::vector<double> &got, const HostTensor &ref,
+                   const HostTensor &absRef, const std::string &what) {
+    ASSERT_EQ(int64_t(got.size()), ref.size()) << what;
+    double rel = ref.dtype() == DType::f64 ? 1e-12 : 1e-5;
+    int reported = 0;
+    for (int64_t i = 0; i < ref.size(); ++i) {
+      double bound = rel * absRef[i] + 1e-300;
+      if (!(std::fabs(got[i] - ref[i]) <= bound)) {
+        ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", the interpreter gives "
+                      << ref[i] << " (bound " << bound << ")";
+        if (++reported == 5)
+          return;
+      }
+    }
+  }
+
+  mlir::MLIRContext context;
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
+  std::string diagnostics;
+  std::mt19937_64 gen;
+};
+
+// Packs host tensor values as |dtype| bytes and back.
+std::vector<char> toBytes(const HostTensor &t) {
+  std::vector<char> bytes;
+  if (t.dtype() == DType::f32) {
+    std::vector<float> v(t.values().begin(), t.values().end());
+    bytes.assign(reinterpret_cast<char *>(v.data()), reinterpret_cast<char *>(v.data() + v.size()));
+  } else {
+    bytes.assign(reinterpret_cast<const char *>(t.values().data()),
+                 reinterpret_cast<const char *>(t.values().data() + t.size()));
+  }
+  return bytes;
+}
+
+std::vector<double> fromBytes(const std::vector<char> &bytes, DType dtype) {
+  if (dtype == DType::f32) {
+    const float *p = reinterpret_cast<const float *>(bytes.data());
+    return std::vector<double>(p, p + bytes.size() / sizeof(float));
+  }
+  const double *p = reinterpret_cast<const double *>(bytes.data());
+  return std::vector<double>(p, p + bytes.size() / sizeof(double));
+}
+
+PkgDType pkgDtype(DType dtype) { return dtype == DType::f32 ? PkgDType::F32 : PkgDType::F64; }
+size_t bytesOf(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
+int64_t numel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// dot_general
+//===----------------------------------------------------------------------===//
+
+class GemmTest : public BlasTest {
+protected:
+  // Checks gemm on |spec| against kiln.dot_general; returns the plan.
+  GemmPlan check(GemmSpec spec, DType dtype) {
+    spec.dtype = pkgDtype(dtype);
+    std::vector<int64_t> resultShape;
+    for (int64_t d : spec.lhsBatch)
+      resultShape.push_back(spec.lhsShape[d]);
+    for (size_t d = 0; d < spec.lhsShape.size(); ++d)
+      if (std::count(spec.lhsBatch.begin(), spec.lhsBatch.end(), d) +
+              std::count(spec.lhsContract.begin(), spec.lhsContract.end(), d) ==
+          0)
+        resultShape.push_back(spec.lhsShape[d]);
+    for (size_t d = 0; d < spec.rhsShape.size(); ++d)
+      if (std::count(spec.rhsBatch.begin(), spec.rhsBatch.end(), d) +
+              std::count(spec.rhsContract.begin(), spec.rhsContract.end(), d) ==
+          0)
+        resultShape.push_back(spec.rhsShape[d]);
+    HostTensor lhs = random(dtype, spec.lhsShape), rhs = random(dtype, spec.rhsShape);
+    std::string lt = typeStr(spec.lhsShape, dtype), rt = typeStr(spec.rhsShape, dtype),
+                ot = typeStr(resultShape, dtype);
+    std::string body = "%r = kiln.dot_general %a, %b, batch = " + listStr(spec.lhsBatch) + " x " +
+                       listStr(spec.rhsBatch) + ", contract = " + listStr(spec.lhsContract) +
+                       " x " + listStr(spec.rhsContract) + " : (" + lt + ", " + rt + ") -> " + ot;
+    auto [ref, absRef] = reference("%a: " + lt + ", %b: " + rt, body, ot, {lhs, rhs});
+    std::vector<char> a = toBytes(lhs), b = toBytes(rhs);
+    std::vector<char> out(numel(resultShape) * bytesOf(dtype), 0);
+    Status s = gemm(spec, a.data(), b.data(), out.data());
+    EXPECT_TRUE(s.isOk()) << s.message();
+    expectClose(fromBytes(out, dtype), ref, absRef, body);
+    StatusOr<GemmPlan> plan = planGemm(spec);
+    EXPECT_TRUE(plan.isOk());
+    return plan.isOk() ? plan.value() : GemmPlan();
+  }
+
+  GemmSpec spec(std::vector<int64_t> l, std::vector<int64_t> r, std::vector<int64_t> lb,
+                std::vector<int64_t> rb, std::vector<int64_t> lc, std::vector<int64_t> rc) {
+    GemmSpec s;
+    s.lhsShape = l, s.rhsShape = r, s.lhsBatch = lb, s.rhsBatch = rb;
+    s.lhsContract = lc, s.rhsContract = rc;
+    return s;
+  }
+};
+
+bool inPlace(const GemmPlan &p) { return p.lhsPermutation.empty() && p.rhsPermutation.empty(); }
+
+// Random dimension configurations: batch dims 0-2, contracting 1-3, free
+// 0-2 per side, dims placed canonically (batch leading, contraction at the
+// front or back) half the time and anywhere otherwise.
+TEST_F(GemmTest, RandomConfigurationsMatchTheInterpreter) {
+  int inPlaceCount = 0, packedCount = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::uniform_int_distribution<int> nb(0, 2), nc(1, 3), nf(0, 2), size(1, 7), coin(0, 1);
+    int batches = nb(gen), contracts = nc(gen), lf = nf(gen), rf = nf(gen);
+    std::vector<int64_t> batchSizes, contractSizes;
+    for (int i = 0; i < batches; ++i)
+      batchSizes.push_back(size(gen));
+    for (int i = 0; i < contracts; ++i)
+      contractSizes.push_back(size(gen));
+    // Roles: 'b' i, 'c' i, 'f' i, placed in an order.
+    auto place = [&](int free, bool contractFirst, std::vector<int64_t> &shape,
+                     std::vector<int64_t> &bdims, std::vector<int64_t> &cdims) {
+      std::vector<std::pair<char, int>> roles;
+      for (int i = 0; i < batches; ++i)
+        roles.push_back({'b', i});
+      std::vector<std::pair<char, int>> rest;
+      for (int i = 0; i < free; ++i)
+        rest.push_back({'f', i});
+      std::vector<std::pair<char, int>> cs;
+      for (int i = 0; i < contracts; ++i)
+        cs.push_back({'c', i});
+      if (contractFirst)
+        rest.insert(rest.begin(), cs.begin(), cs.end());
+      else
+        rest.insert(rest.end(), cs.begin(), cs.end());
+      roles.insert(roles.end(), rest.begin(), rest.end());
+      if (coin(gen))
+        std::shuffle(roles.begin(), roles.end(), gen);
+      bdims.assign(batches, 0);
+      cdims.assign(contracts, 0);
+      for (size_t d = 0; d < roles.size(); ++d) {
+        auto [role, i] = roles[d];
+        if (role == 'b') {
+          bdims[i] = d;
+          shape.push_back(batchSizes[i]);
+        } else if (role == 'c') {
+          cdims[i] = d;
+          shape.push_back(contractSizes[i]);
+        } else {
+          shape.push_back(size(gen));
+        }
+      }
+    };
+    GemmSpec s;
+    place(lf, coin(gen), s.lhsShape, s.lhsBatch, s.lhsContract);
+    place(rf, coin(gen), s.rhsShape, s.rhsBatch, s.rhsContract);
+    DType dtype = coin(gen) ? DType::f32 : DType::f64;
+    GemmPlan plan = check(s, dtype);
+    (inPlace(plan) ? inPlaceCount : packedCount)++;
+    if (HasFailure())
+      return;
+  }
+  // Both paths were exercised (each has probability > 1/4 per trial).
+  EXPECT_GT(inPlaceCount, 0);
+  EXPECT_GT(packedCount, 0);
+}
+
+// The MLP's first layer, forward and both gradients' contractions, f32 and
+// f64; all run in place with the right transpose flags.
+TEST_F(GemmTest, MlpLayerShapes) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    GemmPlan fwd = check(spec({128, 784}, {784, 512}, {}, {}, {1}, {0}), dtype);
+    EXPECT_TRUE(inPlace(fwd));
+    EXPECT_FALSE(fwd.params.transposeLhs);
+    EXPECT_FALSE(fwd.params.transposeRhs);
+    EXPECT_EQ(fwd.params.m, 128);
+    EXPECT_EQ(fwd.params.n, 512);
+    EXPECT_EQ(fwd.params.k, 784);
+    // dW = x^T dy: contract the batch rows.
+    GemmPlan dw = check(spec({128, 784}, {128, 512}, {}, {}, {0}, {0}), dtype);
+    EXPECT_TRUE(inPlace(dw));
+    EXPECT_TRUE(dw.params.transposeLhs);
+    // dx = dy W^T.
+    GemmPlan dx = check(spec({128, 512}, {784, 512}, {}, {}, {1}, {1}), dtype);
+    EXPECT_TRUE(inPlace(dx));
+    EXPECT_TRUE(dx.params.transposeRhs);
+  }
+}
+
+// Attention: Q K^T (contract D), the S-contraction, P V; batch [B, H].
+TEST_F(GemmTest, AttentionStyleBatches) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::vector<int64_t> qkv = {2, 3, 10, 8};
+    GemmPlan qk = check(spec(qkv, qkv, {0, 1}, {0, 1}, {3}, {3}), dtype);
+    EXPECT_TRUE(inPlace(qk));
+    EXPECT_EQ(qk.params.batch, 6);
+    GemmPlan ss = check(spec(qkv, qkv, {0, 1}, {0, 1}, {2}, {2}), dtype);
+    EXPECT_TRUE(inPlace(ss));
+    EXPECT_TRUE(ss.params.transposeLhs);
+    GemmPlan pv = check(spec({2, 3, 10, 10}, qkv, {0, 1}, {0, 1}, {3}, {2}), dtype);
+    EXPECT_TRUE(inPlace(pv));
+    // Heads not leading ([B, S, H, D]) needs packing.
+    GemmPlan bshd = check(spec({2, 10, 3, 8}, {2, 10, 3, 8}, {0, 2}, {0, 2}, {3}, {3}), dtype);
+    EXPECT_FALSE(inPlace(bshd));
+  }
+}
+
+// Contracting pairs listed out of memory order still run in place.
+TEST_F(GemmTest, ContractingPairsInAnyOrder) {
+  GemmPlan p = check(spec({4, 3, 5}, {3, 5, 6}, {}, {}, {2, 1}, {1, 0}), DType::f64);
+  EXPECT_TRUE(inPlace(p));
+  EXPECT_EQ(p.params.k, 15);
+}
+
+TEST_F(GemmTest, ErrorsNameTheProblem) {
+  GemmSpec s = spec({2, 3}, {3, 4}, {}, {}, {1}, {0});
+  s.dtype = PkgDType::F16;
+  char buf[64] = {};
+  Status st = gemm(s, buf, buf, buf);
+  EXPECT_FALSE(st.isOk());
+  EXPECT_THAT(st.message(), HasSubstr("element type must be f32 or f64, but it is f16"));
+  s.dtype = PkgDType::F32;
+  s.rhsShape = {4, 4};
+  st = gemm(s, buf, buf, buf);
+  EXPECT_THAT(st.message(), HasSubstr("contracting dimension pair 0 has sizes 3 (lhs) and 4"));
+  s = spec({2, 3}, {3, 4}, {}, {}, {1}, {1, 0});
+  EXPECT_THAT(gemm(s, buf, buf, buf).message(), HasSubstr("lhs has 1 contracting dimensions but rhs has 2"));
+  s = spec({2, 3}, {3, 4}, {}, {}, {2}, {0});
+  EXPECT_THAT(gemm(s, buf, buf, buf).message(), HasSubstr("must lie in [0, 2), but has 2"));
+  EXPECT_THAT(gemm(PkgDType::I32, GemmParams(), buf, buf, buf).message(),
+              HasSubstr("but it is i32"));
+}
+
+// Times the MLP's [128, 784] x [784, 512] f32 GEMM (printed, not asserted:
+// the machine is shared).
+TEST_F(GemmTest, MlpGemmTiming) {
+  GemmSpec s = spec({128, 784}, {784, 512}, {}, {}, {1}, {0});
+  HostTensor a = random(DType::f32, s.lhsShape), b = random(DType::f32, s.rhsShape);
+  std::vector<char> ab = toBytes(a), bb = toBytes(b), out(128 * 512 * 4);
+  int before = blasThreads();
+  for (int threads : {1, 2}) {
+    setBlasThreads(threads);
+    EXPECT_EQ(blasThreads(), threads);
+    std::vector<double> ms;
+    for (int i = 0; i < 30; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      ASSERT_TRUE(gemm(s, ab.data(), bb.data(), out.data()).isOk());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("[128,784]x[784,512] f32 gemm, %d thread(s): min %.3f ms, median %.3f ms "
+                "(%.1f GFLOP/s at the median)\n",
+                threads, ms[0], ms[ms.size() / 2], 2.0 * 128 * 784 * 512 / ms[ms.size() / 2] / 1e6);
+  }
+  setBlasThreads(before);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutions
+//===----------------------------------------------------------------------===//
+
+class ConvTest : public BlasTest {
+protected:
+  // Checks conv2d and both gradients for |p| (outputShape is filled in).
+  void check(ConvParams p, DType dtype) {
+    std::vector<int64_t> out = {p.inputShape[0], p.filterShape[0], 0, 0};
+    for (int i = 0; i < 2; ++i)
+      out[2 + i] = (p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] -
+                    p.dilation[i] * (p.filterShape[2 + i] - 1) - 1) /
+                       p.strides[i] +
+                   1;
+    p.outputShape = out;
+    ASSERT_TRUE(checkConvParams(p).isOk()) << checkConvParams(p).message();
+    std::string attrs = "strides = " + listStr(p.strides) + ", padding = " + listStr(p.padding) +
+                        ", dilation = " + listStr(p.dilation) +
+                        ", groups = " + std::to_string(p.groups);
+    std::string it = typeStr(p.inputShape, dtype), ft = typeStr(p.filterShape, dtype),
+                ot = typeStr(p.outputShape, dtype);
+    PkgDType pd = pkgDtype(dtype);
+    HostTensor x = random(dtype, p.inputShape), w = random(dtype, p.filterShape),
+               dy = random(dtype, p.outputShape);
+    std::vector<char> xb = toBytes(x), wb = toBytes(w), dyb = toBytes(dy);
+
+    {
+      std::string body = "%r = kiln.conv2d %x, %w, " + attrs + " : (" + it + ", " + ft +
+                         ") -> " + ot;
+      auto [ref, absRef] = reference("%x: " + it + ", %w: " + ft, body, ot, {x, w});
+      std::vector<char> y(numel(p.outputShape) * bytesOf(dtype));
+      Status s = conv2d(pd, p, xb.data(), wb.data(), y.data());
+      ASSERT_TRUE(s.isOk()) << s.message();
+      expectClose(fromBytes(y, dtype), ref, absRef, body);
+    }
+    {
+      std::string body = "%r = kiln.conv2d_input_grad %dy, %w, " + attrs + " : (" + ot + ", " +
+                         ft + ") -> " + it;
+      auto [ref, absRef] = reference("%dy: " + ot + ", %w: " + ft, body, it, {dy, w});
+      std::vector<char> dx(numel(p.inputShape) * bytesOf(dtype));
+      Status s = conv2dInputGrad(pd, p, dyb.data(), wb.data(), dx.data());
+      ASSERT_TRUE(s.isOk()) << s.message();
+      expectClose(fromBytes(dx, dtype), ref, absRef, body);
+    }
+    {
+      std::string body = "%r = kiln.conv2d_filter_grad %x, %dy, " + attrs + " : (" + it + ", " +
+                         ot + ") -> " + ft;
+      auto [ref, absRef] = reference("%x: " + it + ", %dy: " + ot, body, ft, {x, dy});
+      std::vector<char> dw(numel(p.filterShape) * bytesOf(dtype));
+      Status s = conv2dFilterGrad(pd, p, xb.data(), dyb.data(), dw.data());
+      ASSERT_TRUE(s.isOk()) << s.message();
+      expectClose(fromBytes(dw, dtype), ref, absRef, body);
+    }
+  }
+
+  ConvParams params(std::vector<int64_t> in, std::vector<int64_t> filter,
+                    std::vector<int64_t> strides, std::vector<int64_t> padding,
+                    std::vector<int64_t> dilation, int64_t groups) {
+    ConvParams p;
+    p.inputShape = in, p.filterShape = filter, p.strides = strides;
+    p.padding = padding, p.dilation = dilation, p.groups = groups;
+    return p;
+  }
+};
+
+// LeNet-5's two convolutions at batch 4.
+TEST_F(ConvTest, LeNetShapes) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check(params({4, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1), dtype);
+    check(params({4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1), dtype);
+  }
+}
+
+// Groups, stride 2, dilation 2 and asymmetric padding, alone and together.
+TEST_F(ConvTest, GroupsStridesDilationPadding) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    check(params({2, 6, 9, 8}, {9, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3), dtype);
+    check(params({2, 3, 11, 10}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1), dtype);
+    check(params({2, 3, 11, 10}, {4, 3, 3, 2}, {1, 1}, {2, 2, 1, 1}, {2, 2}, 1), dtype);
+    check(params({2, 4, 9, 9}, {4, 2, 3, 3}, {1, 1}, {0, 2, 1, 0}, {1, 1}, 2), dtype);
+    check(params({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2), dtype);
+    // Depthwise.
+    check(params({2, 5, 7, 7}, {5, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 5), dtype);
+  }
+}
+
+TEST_F(ConvTest, RandomConfigurationsMatchTheInterpreter) {
+  std::uniform_int_distribution<int64_t> small(1, 3), two(1, 2), pad(0, 2), image(1, 9),
+      coin(0, 1);
+  for (int trial = 0; trial < 30; ++trial) {
+    ConvParams p;
+    int64_t groups = small(gen), cg = small(gen), og = small(gen);
+    p.groups = groups;
+    p.inputShape = {small(gen), groups * cg, image(gen), image(gen)};
+    p.filterShape = {groups * og, cg, small(gen), small(gen)};
+    p.strides = {two(gen), two(gen)};
+    p.dilation = {two(gen), two(gen)};
+    p.padding = {pad(gen), pad(gen), pad(gen), pad(gen)};
+    bool fits = true;
+    for (int i = 0; i < 2; ++i)
+      fits &= p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] >=
+              p.dilation[i] * (p.filterShape[2 + i] - 1) + 1;
+    if (!fits) {
+      --trial;
+      continue;
+    }
+    check(p, coin(gen) ? DType::f32 : DType::f64);
+    if (HasFailure())
+      return;
+  }
+}
+
+TEST_F(ConvTest, ErrorsNameTheProblem) {
+  ConvParams p = params({1, 4, 5, 5}, {2, 2, 3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2);
+  p.outputShape = {1, 2, 3, 3};
+  EXPECT_TRUE(checkConvParams(p).isOk());
+  char buf[1024] = {};
+  EXPECT_THAT(conv2d(PkgDType::BF16, p, buf, buf, buf).message(),
+              HasSubstr("conv2d: element type must be f32 or f64, but it is bf16"));
+  ConvParams bad = p;
+  bad.outputShape = {1, 2, 4, 4};
+  EXPECT_THAT(conv2dInputGrad(PkgDType::F32, bad, buf, buf, buf).message(),
+              HasSubstr("output shape must be [1, 2, 3, 3], but is [1, 2, 4, 4]"));
+  bad = p;
+  bad.groups = 3;
+  EXPECT_THAT(conv2dFilterGrad(PkgDType::F32, bad, buf, buf, buf).message(),
+              HasSubstr("groups 3 must be positive and divide"));
+  bad = p;
+  bad.padding = {0, 0};
+  EXPECT_THAT(checkConvParams(bad).message(), HasSubstr("padding must have 4 entries"));
+  bad = p;
+  bad.filterShape = {2, 4, 3, 3};
+  EXPECT_THAT(checkConvParams(bad).message(), HasSubstr("must have 2 input channels"));
+}
+
+} // namespace

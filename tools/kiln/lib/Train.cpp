@@ -304,6 +304,14 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       return kExitError;
     }
     resumed = std::move(state.value());
+    if (!seed.empty() && options.seed != resumed->seed) {
+      printError(errs, kCommand,
+                 "--seed=" + seed + ": the checkpoint " + name +
+                     " was trained with seed " + std::to_string(resumed->seed) +
+                     "; resume without --seed or with --seed=" +
+                     std::to_string(resumed->seed));
+      return kExitError;
+    }
     options.seed = resumed->seed;
   }
 
@@ -687,6 +695,10 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return true;
   };
 
+  // On a terminal a progress bar; plain lines otherwise (and in logs).
+  bool progress = outs.is_displayed();
+  Clock::time_point runStart = Clock::now();
+  int64_t firstStep = stepsDone;
   while (stepsDone < totalSteps) {
     runtime::Prefetcher batches(*dataset.value(), sampler.value().indices(epoch),
                                 batch, /*dropPartial=*/true, 2, position);
@@ -728,8 +740,25 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       if (position == stepsPerEpoch) {
         epochDone = true;
       }
-      if (stepsDone % options.logEvery == 0 || stepsDone == totalSteps)
+      if (progress) {
+        // A one-line progress bar, redrawn in place; cleared before any
+        // other line.
+        double seconds = std::chrono::duration<double>(Clock::now() - runStart).count();
+        double rate = seconds > 0 ? (stepsDone - firstStep) * batch / seconds : 0;
+        double eta = rate > 0 ? (totalSteps - stepsDone) * batch / rate : 0;
+        int filled = static_cast<int>(20 * stepsDone / totalSteps);
+        outs << "\r[" << std::string(filled, '#') << std::string(20 - filled, '.')
+             << "] step " << stepsDone << "/" << totalSteps << " loss "
+             << llvm::format("%.4f", loss) << ", "
+             << llvm::format("%.0f", rate) << " samples/s, ETA "
+             << llvm::format("%.0f", eta) << "s\033[K";
+        outs.flush();
+      }
+      if (stepsDone % options.logEvery == 0 || stepsDone == totalSteps) {
+        if (progress)
+          outs << "\r\033[K";
         outs << "step " << stepsDone << " loss " << llvm::format("%.6f", loss) << "\n";
+      }
       if (epochDone) {
         if (!report(epoch + 1))
           return kExitError;

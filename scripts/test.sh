@@ -17,9 +17,10 @@ status=${PIPESTATUS[0]}
 set -e
 
 # ctest counts the lit suite as one test; report lit's own counts too.
-passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
-failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(Failed|Exception|Timeout|Not Run)' "$log" || true)
-skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*Skipped' "$log" || true)
+# The status is the word after the dots (test names may contain "Failed").
+passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* +Passed +[0-9.]+ sec' "$log" || true)
+failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Exception|Timeout|Not Run)' "$log" || true)
+skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$log" || true)
 lit_summary=$(grep -E '^ *(Passed|Failed|Unsupported|Expectedly Failed) *:' "$log" | tr -s ' ' | paste -sd ',' - || true)
 [ -n "$lit_summary" ] && echo "lit:$lit_summary"
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -86,7 +86,10 @@ private:
   // over the reduced dimensions, innermost over the last one. Values built
   // inside the loops are dropped from the caches afterwards, since they do
   // not dominate what follows.
+  // It is built before the outermost enclosing loop whose induction
+  // variable |indices| do not depend on.
   mlir::Value emitReduce(ReduceOp reduce, mlir::ValueRange indices);
+  mlir::Value emitReduceHere(ReduceOp reduce, mlir::ValueRange indices);
   // |index| clamped to [0, extent - 1].
   mlir::Value clamp(mlir::Location loc, mlir::Value index, int64_t extent);
   llvm::SmallVector<mlir::Value, 4>

@@ -72,6 +72,58 @@ Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value x) {
 } // namespace
 
 Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
+  // Hoist out of every enclosing scf.for whose induction variable the
+  // indices do not depend on (a softmax's row max is built once per row, not
+  // once per element).
+  Operation *hoistBefore = nullptr;
+  for (auto loop = dyn_cast_or_null<scf::ForOp>(b_.getInsertionBlock()->getParentOp());
+       loop; loop = dyn_cast_or_null<scf::ForOp>(loop->getParentOp())) {
+    if (llvm::any_of(indices, [&](Value index) {
+          return !index.getDefiningOp<arith::ConstantIndexOp>() &&
+                 loop.getRegion().isAncestor(index.getParentRegion());
+        }))
+      break;
+    hoistBefore = loop;
+  }
+  if (!hoistBefore)
+    return emitReduceHere(reduce, indices);
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPoint(hoistBefore);
+  // Cached values built inside |hoistBefore| are set aside while building
+  // before it, then come back; values built there dominate both places.
+  auto inside = [&](Value v) {
+    return hoistBefore->isAncestor(v.getParentRegion()->getParentOp());
+  };
+  std::map<std::vector<void *>, Value> insideCache;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (inside(it->second)) {
+      insideCache.insert(*it);
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  llvm::DenseMap<int64_t, Value> insideConstants;
+  for (auto [v, c] : indexConstants_)
+    if (inside(c))
+      insideConstants[v] = c;
+  for (auto [v, c] : insideConstants)
+    indexConstants_.erase(v);
+  // Constant indices are rebuilt at the hoisted point.
+  SmallVector<Value, 4> hoisted;
+  for (Value index : indices) {
+    auto constant = index.getDefiningOp<arith::ConstantIndexOp>();
+    hoisted.push_back(constant ? indexConstant(reduce.getLoc(), constant.value())
+                               : index);
+  }
+  Value result = emitReduceHere(reduce, hoisted);
+  cache_.insert(insideCache.begin(), insideCache.end());
+  for (auto [v, c] : insideConstants)
+    indexConstants_.try_emplace(v, c);
+  return result;
+}
+
+Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
   Location loc = reduce.getLoc();
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
   Type resultElement = cast<RankedTensorType>(reduce.getType()).getElementType();

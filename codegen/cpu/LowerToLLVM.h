@@ -1,7 +1,9 @@
 //===- LowerToLLVM.h - CPU kernels for loop fusions ----------------*- C++ -*-===//
 //
-// Compiles a `loop` kiln.fusion into native code: the kernel model's loop
-// nests become an MLIR func of scf.for loops over memrefs (inputs, then
+// Compiles a kiln.fusion of kind `loop`, `reduction`, `multi_output` or
+// `horizontal` (whose body the kernel model supports; not `gemm`) into native
+// code: the kernel model's loop nests (reductions as inner accumulation loops)
+// become an MLIR func of scf.for loops over memrefs (inputs, then
 // outputs; the innermost loop walks the last, contiguous dimension so LLVM
 // can vectorize it), lowered with upstream passes to the LLVM dialect and
 // JIT-compiled for the host CPU at -O3 by mlir::ExecutionEngine.

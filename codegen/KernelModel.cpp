@@ -1,8 +1,9 @@
 //===- KernelModel.cpp - target-neutral model of a fusion kernel ------------===//
 //
-// Builds the KernelModel of a loop fusion and the element values of its body
-// (see KernelModel.h). Index arithmetic is built on `index` values with arith;
-// elementwise computations come from buildStoredScalar.
+// Builds the KernelModel of a fusion and the element values of its body (see
+// KernelModel.h; kiln.reduce elements are in ReductionEmitter.cpp). Index
+// arithmetic is built on `index` values with arith; elementwise computations
+// come from buildStoredScalar.
 //
 //===----------------------------------------------------------------------===//
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cpu/LowerToLLVM.h"
+#include "tests/unit/codegen/KernelTestSupport.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -36,39 +37,14 @@ namespace {
 
 using namespace mlir;
 using namespace kiln;
-
-uint64_t baseSeed() {
-  if (const char *fixed = std::getenv("KILN_CODEGEN_SEED"))
-    return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
-}
+using codegen_test::baseSeed;
+using codegen_test::randomTensor;
 
 int64_t numElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   return n;
-}
-
-// Random inputs: floats uniform on [-2, 2], integers on [0, intBound),
-// booleans 0 or 1.
-HostTensor randomTensor(RankedTensorType type, std::mt19937_64 &rng,
-                        int64_t intBound) {
-  DType dtype;
-  EXPECT_TRUE(dtypeOfTensor(type, dtype)) << "unsupported type";
-  HostTensor t(dtype, type.getShape());
-  std::uniform_real_distribution<double> real(-2.0, 2.0);
-  std::uniform_int_distribution<int64_t> integer(0, std::max<int64_t>(intBound, 1) - 1);
-  for (double &v : t.values()) {
-    if (dtype == DType::i1)
-      v = integer(rng) % 2;
-    else if (isFloat(dtype))
-      v = real(rng);
-    else
-      v = integer(rng);
-  }
-  t.roundAll();
-  return t;
 }
 
 // Compares every element; returns "" or a description of the first mismatch.
@@ -92,56 +68,12 @@ std::string compareTensors(const HostTensor &expected, const HostTensor &actual)
   return "";
 }
 
-class LoopKernelTest : public ::testing::Test {
+class LoopKernelTest : public codegen_test::KernelTestBase {
 protected:
-  LoopKernelTest() {
-    context.loadDialect<KilnDialect, func::FuncDialect>();
-    handler = std::make_unique<ScopedDiagnosticHandler>(&context, [this](Diagnostic &d) {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      os << d.getLocation() << ": " << d;
-      diagnostics += os.str() + "\n";
-      return success();
-    });
+  std::string compare(const HostTensor &expected,
+                      const HostTensor &actual) override {
+    return compareTensors(expected, actual);
   }
-
-  // Compiles |fusion|, runs it and the interpreter on random inputs; returns
-  // "" or what went wrong.
-  std::string check(FusionOp fusion, uint64_t seed, int64_t intBound) {
-    std::mt19937_64 rng(seed);
-    std::vector<HostTensor> inputs;
-    for (Value input : fusion.getInputs())
-      inputs.push_back(randomTensor(cast<RankedTensorType>(input.getType()), rng, intBound));
-    SmallVector<HostTensor> expected;
-    Interpreter interpreter;
-    if (failed(interpreter.evaluate(fusion, inputs, expected)))
-      return "the interpreter failed: " + diagnostics;
-    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
-    if (failed(kernel))
-      return "compilation failed: " + diagnostics;
-    std::vector<HostTensor> actual;
-    for (const HostTensor &e : expected)
-      actual.emplace_back(e.dtype(), e.shape(), std::nan(""));
-    SmallVector<const HostTensor *> inputPtrs;
-    for (const HostTensor &t : inputs)
-      inputPtrs.push_back(&t);
-    SmallVector<HostTensor *> outputPtrs;
-    for (HostTensor &t : actual)
-      outputPtrs.push_back(&t);
-    std::string error;
-    if (failed(kernel->run(inputPtrs, outputPtrs, &error)))
-      return "run failed: " + error;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      std::string mismatch = compareTensors(expected[i], actual[i]);
-      if (!mismatch.empty())
-        return "result " + std::to_string(i) + ": " + mismatch;
-    }
-    return "";
-  }
-
-  MLIRContext context;
-  std::unique_ptr<ScopedDiagnosticHandler> handler;
-  std::string diagnostics;
 };
 
 // Builds one random loop fusion of element type |element| in a @main.

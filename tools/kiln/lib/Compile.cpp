@@ -14,10 +14,12 @@
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/OptimizerFlags.h"
+#include "tools/kiln/lib/PackageBuilder.h"
 
 #include "passes/Pipelines.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 namespace kiln::cli {
@@ -117,11 +119,24 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
   p.dumpDir = raw.dumpDir;
   p.dumpAfter = raw.dumpAfter;
 
-  if (options.emit != EmitKind::mlir) {
+  if (options.emit == EmitKind::cuda || options.emit == EmitKind::ptx) {
     printError(errs, kCommand,
                "--emit=" + emit +
-                   ": not supported yet (code generation and packages do not "
-                   "exist yet; use --emit=mlir)");
+                   ": not supported yet (CUDA code generation does not "
+                   "exist yet; use --emit=mlir or --emit=package)");
+    return false;
+  }
+  if (options.emit == EmitKind::package && options.output.empty()) {
+    printError(errs, kCommand,
+               "--emit=package: expected -o FILE (a package is binary and is "
+               "not written to stdout), found no -o");
+    return false;
+  }
+  if (options.emit == EmitKind::package && (raw.forwardOnly || raw.noOptimize)) {
+    printError(errs, kCommand,
+               "--emit=package: expected a planned step, found " +
+                   std::string(raw.forwardOnly ? "--forward-only"
+                                               : "--no-optimize"));
     return false;
   }
   if (std::string problem = checkPipelineOptions(p); !problem.empty()) {
@@ -153,7 +168,7 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("output", &raw.output, "OUT",
                   "where to write the result (default: stdout)", 'o');
   parser.addValue("emit", &raw.emit, "KIND",
-                  "mlir (cuda, ptx, package: not supported yet)");
+                  "mlir or package (cuda, ptx: not supported yet)");
   parser.addValue("target", &raw.target, "TARGET",
                   "cpu, cuda or cuda:sm_NN (not supported yet)");
   parser.addValue("strategy", &raw.strategy, "NAME",
@@ -213,6 +228,20 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       return kExitOk;
     module->print(outs);
     outs << "\n";
+    return kExitOk;
+  }
+  if (options.emit == EmitKind::package) {
+    auto source = llvm::MemoryBuffer::getFile(options.input);
+    if (!source) {
+      printError(errs, kCommand,
+                 options.input + ": cannot read it again to hash it: " +
+                     source.getError().message());
+      return kExitError;
+    }
+    if (mlir::failed(writeStepPackage(
+            *module, llvm::sys::path::stem(options.input),
+            (*source)->getBuffer(), args, options.output, kCommand, errs)))
+      return kExitError;
     return kExitOk;
   }
   if (mlir::failed(writeModule(*module, options.output)))

@@ -1,0 +1,73 @@
+//===- PackageInfo.cpp - print what the runtime loader reads from a .kpkg -===//
+//
+// `kiln-package-info FILE.kpkg` loads a package with the runtime's loader
+// (runtime/package/Package.h: every check) and prints its counts, arena
+// size, the end of the planned step buffers (those that are not signature
+// inputs), every buffer and every kernel, for tests/lit/tools/package.test
+// to compare against the compiled module. A package the loader refuses
+// prints its error and exits 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/package/Package.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+int main(int argc, char **argv) {
+  using namespace kiln::runtime;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: kiln-package-info FILE.kpkg\n");
+    return 2;
+  }
+  StatusOr<LoadedPackage> loaded = loadPackage(argv[1]);
+  if (!loaded.isOk()) {
+    std::fprintf(stderr, "error: %s\n", loaded.status().message().c_str());
+    return 1;
+  }
+  const LoadedPackage &p = loaded.value();
+  std::set<uint32_t> inputBuffers;
+  for (const SignatureEntry &e : p.inputs)
+    inputBuffers.insert(e.buffer);
+  uint64_t stepEnd = 0;
+  for (uint32_t i = 0; i < p.buffers.size(); ++i)
+    if (!inputBuffers.count(i))
+      stepEnd = std::max(stepEnd, p.buffers[i].offset + p.buffers[i].size);
+  std::printf("version %u.%u\n", p.majorVersion, p.minorVersion);
+  std::printf("buffers %zu\nkernels %zu\nthunks %zu\n", p.buffers.size(),
+              p.kernels.size(), p.thunks.size());
+  std::printf("inputs %zu\noutputs %zu\ninits %zu\n", p.inputs.size(),
+              p.outputs.size(), p.parameterInits.size());
+  std::printf("arena-size %llu\nstep-buffers-end %llu\n",
+              (unsigned long long)p.arenaSize, (unsigned long long)stepEnd);
+  for (uint32_t i = 0; i < p.buffers.size(); ++i) {
+    const PackageBuffer &b = p.buffers[i];
+    std::printf("buffer %u '%s' role %u offset %llu size %llu updates %d\n", i,
+                b.name.c_str(), (unsigned)b.role, (unsigned long long)b.offset,
+                (unsigned long long)b.size, b.updates);
+  }
+  for (uint32_t i = 0; i < p.kernels.size(); ++i) {
+    const PackageKernel &k = p.kernels[i];
+    bool bitcode = k.object.size() >= 4 && k.object[0] == 'B' &&
+                   k.object[1] == 'C' && k.object[2] == 0xC0 &&
+                   k.object[3] == 0xDE;
+    std::printf("kernel %u '%s' kind %u entry '%s' %s nodes %zu\n", i,
+                k.name.c_str(), (unsigned)k.kind, k.entryPoint.c_str(),
+                bitcode ? "bitcode" : "not-bitcode", k.sourceNodes.size());
+  }
+  for (uint32_t i = 0; i < p.thunks.size(); ++i) {
+    const PackageThunk &t = p.thunks[i];
+    std::printf("thunk %u kind %u kernel %d operands", i, (unsigned)t.kind,
+                t.kernel);
+    for (uint32_t o : t.operands)
+      std::printf(" %u", o);
+    std::printf(" results");
+    for (uint32_t r : t.results)
+      std::printf(" %u", r);
+    std::printf("\n");
+  }
+  std::printf("model '%s' hash-bytes %zu\n", p.metadata.modelName.c_str(),
+              p.metadata.graphHash.size());
+  return 0;
+}

@@ -1,0 +1,256 @@
+//===- PackageBuilder.cpp - a planned step as a .kpkg package -------------===//
+//
+// Buffers: every function argument gets its own region after the planned
+// arena (each 64-byte aligned, starting at kiln.arena_bytes rounded up to
+// 64), so the package's arena size is the planned arena plus the arguments;
+// every op result with an offset in kiln.buffer_offsets is a buffer at that
+// offset; a result with offset -1 reuses the buffer of the argument its
+// kiln.aliases entry names. Kernels are the fusion's -O3 LLVM module
+// (codegen/cpu/LowerToLLVM.h) as bitcode, entry point `kernel`, taking its
+// inputs then its outputs. The metadata's graph hash is FNV-1a 64 of the
+// input file's bytes, stored little-endian in 8 bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/PackageBuilder.h"
+
+#include "tools/kiln/lib/Flags.h"
+
+#include "codegen/cpu/LowerToLLVM.h"
+#include "ir/Interpreter.h"
+#include "ir/KilnOps.h"
+#include "serialize/PackageWriter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using namespace kiln::runtime;
+
+constexpr uint64_t kAlignment = 64;
+
+uint64_t alignUp(uint64_t v) {
+  return (v + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+std::string describe(mlir::Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "'" << op->getName() << "' at ";
+  op->getLoc().print(os);
+  return s;
+}
+
+struct Builder {
+  LoadedPackage pkg;
+  llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
+  std::string error;
+
+  bool bufferFor(mlir::Value v, std::string name, uint64_t offset,
+                 PkgRole role) {
+    auto type = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
+    DType dtype;
+    if (!type || !dtypeOfTensor(type, dtype)) {
+      error = "buffer '" + name + "': expected a ranked tensor of a kiln dtype";
+      return false;
+    }
+    PackageBuffer b;
+    b.name = std::move(name);
+    b.dtype = static_cast<PkgDType>(dtype);
+    b.shape.assign(type.getShape().begin(), type.getShape().end());
+    b.size = type.getNumElements() * pkgBytesPerElement(b.dtype);
+    b.offset = offset;
+    b.role = role;
+    bufferOf[v] = pkg.buffers.size();
+    pkg.buffers.push_back(std::move(b));
+    return true;
+  }
+};
+
+PkgRole roleOf(mlir::Attribute attr) {
+  if (auto role = mlir::dyn_cast_or_null<RoleAttr>(attr))
+    return static_cast<PkgRole>(static_cast<uint8_t>(role.getValue()) + 1);
+  return PkgRole::None;
+}
+
+std::vector<uint8_t> fnv1a64(llvm::StringRef bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::vector<uint8_t> out(8);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<uint8_t>(h >> (8 * i));
+  return out;
+}
+
+} // namespace
+
+mlir::LogicalResult
+writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
+                 llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
+                 const std::string &outputPath, llvm::StringRef command,
+                 llvm::raw_ostream &errs) {
+  auto fail = [&](const std::string &message) {
+    printError(errs, command, "--emit=package: " + message);
+    return mlir::failure();
+  };
+  auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
+  if (!func)
+    return fail("expected a function @main in the compiled module, found none");
+  auto arenaAttr = func->getAttrOfType<mlir::IntegerAttr>("kiln.arena_bytes");
+  if (!arenaAttr)
+    return fail("@main has no kiln.arena_bytes: expected a planned step "
+                "(do not pass --forward-only or --no-optimize)");
+
+  Builder b;
+  LoadedPackage &pkg = b.pkg;
+  pkg.target.kind = TargetKind::Cpu;
+  pkg.arenaAlignment = kAlignment;
+
+  // Arguments: their own regions after the planned arena.
+  uint64_t next = alignUp(arenaAttr.getInt());
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    mlir::Value arg = func.getArgument(i);
+    auto nameAttr = func.getArgAttrOfType<mlir::StringAttr>(i, "kiln.name");
+    std::string name = nameAttr ? nameAttr.str() : "arg" + std::to_string(i);
+    PkgRole role = roleOf(func.getArgAttr(i, "kiln.role"));
+    if (!b.bufferFor(arg, name, next, role))
+      return fail(b.error);
+    next = alignUp(next + pkg.buffers.back().size);
+    SignatureEntry entry;
+    entry.name = name;
+    entry.role = role;
+    entry.dtype = pkg.buffers.back().dtype;
+    entry.shape = pkg.buffers.back().shape;
+    entry.buffer = b.bufferOf[arg];
+    pkg.inputs.push_back(entry);
+    if (auto init = func.getArgAttrOfType<InitializerAttr>(i, "kiln.init")) {
+      ParameterInit p;
+      p.buffer = entry.buffer;
+      p.kind = static_cast<PkgInitKind>(static_cast<uint8_t>(init.getKind()));
+      p.value = init.getValue().convertToDouble();
+      p.scale = init.getScale().convertToDouble();
+      p.seed = init.getSeed();
+      pkg.parameterInits.push_back(p);
+    }
+  }
+  pkg.arenaSize = next;
+
+  // Top-level ops: buffers for their results, a kernel and a thunk each.
+  llvm::LLVMContext llvmContext;
+  unsigned opIndex = 0;
+  for (mlir::Operation &op : func.getBody().front()) {
+    if (mlir::isa<mlir::func::ReturnOp>(op))
+      continue;
+    auto fusion = mlir::dyn_cast<FusionOp>(op);
+    if (!fusion)
+      return fail("op " + describe(&op) +
+                  " is not supported by the CPU package yet");
+    if (fusion.getKind() == FusionKind::gemm)
+      return fail("gemm fusion " + describe(&op) +
+                  " is not supported by the CPU package yet (its dot and "
+                  "epilogue are not split into a library call and a kernel)");
+    auto offsets =
+        op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.buffer_offsets");
+    if (!offsets || offsets.size() != static_cast<int64_t>(op.getNumResults()))
+      return fail("op " + describe(&op) +
+                  ": expected kiln.buffer_offsets with one entry per result");
+    auto aliases = op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.aliases");
+    std::string opName = "fusion" + std::to_string(opIndex++);
+    unsigned aliasIndex = 0;
+    for (unsigned r = 0; r < op.getNumResults(); ++r) {
+      int64_t offset = offsets[r];
+      if (offset >= 0) {
+        if (!b.bufferFor(op.getResult(r), opName + "." + std::to_string(r),
+                         offset, PkgRole::None))
+          return fail(b.error);
+        continue;
+      }
+      if (!aliases || aliasIndex >= static_cast<unsigned>(aliases.size()) ||
+          aliases[aliasIndex] < 0 ||
+          aliases[aliasIndex] >= func.getNumArguments())
+        return fail("op " + describe(&op) + ": result " + std::to_string(r) +
+                    " has offset -1 but no valid kiln.aliases entry");
+      b.bufferOf[op.getResult(r)] =
+          b.bufferOf[func.getArgument(aliases[aliasIndex++])];
+    }
+
+    mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
+        optimizedKernelIR(fusion, llvmContext);
+    if (mlir::failed(ir))
+      return fail("fusion " + describe(&op) +
+                  ": the CPU code generator could not compile it");
+    if (!(*ir)->getFunction("kernel"))
+      return fail("fusion " + describe(&op) +
+                  ": expected its LLVM module to define @kernel, found none");
+    PackageKernel kernel;
+    kernel.kind = KernelKind::LlvmBitcode;
+    kernel.name = opName;
+    kernel.entryPoint = "kernel";
+    {
+      llvm::SmallVector<char, 0> bitcode;
+      llvm::raw_svector_ostream os(bitcode);
+      llvm::WriteBitcodeToFile(**ir, os);
+      kernel.object.assign(bitcode.begin(), bitcode.end());
+    }
+    for (mlir::Operation &inner : fusion.getBody().front())
+      if (!mlir::isa<YieldOp>(inner))
+        kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
+    PackageThunk thunk;
+    thunk.kind = ThunkKind::KernelLaunch;
+    thunk.kernel = pkg.kernels.size();
+    for (mlir::Value operand : op.getOperands()) {
+      auto it = b.bufferOf.find(operand);
+      if (it == b.bufferOf.end())
+        return fail("op " + describe(&op) +
+                    ": an operand is not a planned buffer");
+      thunk.operands.push_back(it->second);
+    }
+    for (mlir::Value result : op.getResults())
+      thunk.results.push_back(b.bufferOf[result]);
+    pkg.kernels.push_back(std::move(kernel));
+    pkg.thunks.push_back(std::move(thunk));
+  }
+
+  // Outputs: the returned values, with kiln.updates on their buffers.
+  auto ret =
+      mlir::cast<mlir::func::ReturnOp>(func.getBody().front().getTerminator());
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    auto it = b.bufferOf.find(ret.getOperand(i));
+    if (it == b.bufferOf.end())
+      return fail("result " + std::to_string(i) +
+                  " of @main is not a planned buffer");
+    PackageBuffer &buffer = pkg.buffers[it->second];
+    SignatureEntry entry;
+    auto nameAttr = func.getResultAttrOfType<mlir::StringAttr>(i, "kiln.name");
+    entry.name = nameAttr ? nameAttr.str() : "result" + std::to_string(i);
+    entry.role = roleOf(func.getResultAttr(i, "kiln.role"));
+    entry.dtype = buffer.dtype;
+    entry.shape = buffer.shape;
+    entry.buffer = it->second;
+    if (auto updates =
+            func.getResultAttrOfType<mlir::IntegerAttr>(i, "kiln.updates"))
+      buffer.updates = updates.getInt();
+    pkg.outputs.push_back(entry);
+  }
+
+  pkg.metadata.modelName = modelName.str();
+  pkg.metadata.compileFlags.assign(flags.begin(), flags.end());
+  pkg.metadata.graphHash = fnv1a64(sourceBytes);
+
+  runtime::Status status = serialize::writePackageFile(pkg, outputPath);
+  if (!status.isOk())
+    return fail(status.message());
+  return mlir::success();
+}
+
+} // namespace kiln::cli

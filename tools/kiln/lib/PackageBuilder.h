@@ -1,0 +1,37 @@
+//===- PackageBuilder.h - a planned step as a .kpkg package ---------*- C++
+//-*-===//
+//
+// `kiln compile --emit=package`: maps the compile pipeline's planned step
+// (buffer offsets, fusions, argument and result attributes) onto the plain
+// structs of runtime/package/Package.h and writes them with
+// serialize/PackageWriter.h. Fusions of kind loop, reduction, multi_output
+// and horizontal become LLVM bitcode kernels with a KernelLaunch thunk; any
+// other top-level op (gemm fusions, dot_general, convolutions, pooling,
+// gather, ...) is refused with an error naming it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_PACKAGEBUILDER_H
+#define KILN_TOOLS_KILN_LIB_PACKAGEBUILDER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace kiln::cli {
+
+// Builds the package of the planned |module| and writes it to |outputPath|.
+// |sourceBytes| is the input file's text (hashed into the metadata with
+// FNV-1a 64), |flags| the compile flags as given. Prints the first problem
+// to |errs| (prefixed with |command|) and fails.
+mlir::LogicalResult
+writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
+                 llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
+                 const std::string &outputPath, llvm::StringRef command,
+                 llvm::raw_ostream &errs);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_PACKAGEBUILDER_H

@@ -3,9 +3,9 @@
 // `kiln-package-info FILE.kpkg` loads a package with the runtime's loader
 // (runtime/package/Package.h: every check) and prints its counts, arena
 // size, the end of the planned step buffers (those that are not signature
-// inputs), every buffer and every kernel, for tests/lit/tools/package.test
-// to compare against the compiled module. A package the loader refuses
-// prints its error and exits 1.
+// inputs), every buffer, kernel and thunk (with its GEMM's parameters), for
+// tests/lit/tools/package.test to compare against the compiled module. A
+// package the loader refuses prints its error and exits 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +65,11 @@ int main(int argc, char **argv) {
     std::printf(" results");
     for (uint32_t r : t.results)
       std::printf(" %u", r);
+    if (t.hasGemm)
+      std::printf(" gemm m %lld n %lld k %lld batch %lld transpose %d %d",
+                  (long long)t.gemm.m, (long long)t.gemm.n, (long long)t.gemm.k,
+                  (long long)t.gemm.batch, t.gemm.transposeLhs,
+                  t.gemm.transposeRhs);
     std::printf("\n");
   }
   std::printf("model '%s' hash-bytes %zu\n", p.metadata.modelName.c_str(),

@@ -7,7 +7,8 @@
 // offset; a result with offset -1 reuses the buffer of the argument its
 // kiln.aliases entry names. Kernels are the fusion's -O3 LLVM module
 // (codegen/cpu/LowerToLLVM.h) as bitcode, entry point `kernel`, taking its
-// inputs then its outputs. The metadata's graph hash is FNV-1a 64 of the
+// inputs then its outputs. A dot_general is a Gemm LibraryCall with
+// planGemm's parameters (operands lhs, rhs; result out). The metadata's graph hash is FNV-1a 64 of the
 // input file's bytes, stored little-endian in 8 bytes.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +20,7 @@
 #include "codegen/cpu/LowerToLLVM.h"
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
+#include "runtime/cpu/Blas.h"
 #include "serialize/PackageWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -152,10 +154,11 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     if (mlir::isa<mlir::func::ReturnOp>(op))
       continue;
     auto fusion = mlir::dyn_cast<FusionOp>(op);
-    if (!fusion)
+    auto dot = mlir::dyn_cast<DotGeneralOp>(op);
+    if (!fusion && !dot)
       return fail("op " + describe(&op) +
                   " is not supported by the CPU package yet");
-    if (fusion.getKind() == FusionKind::gemm)
+    if (fusion && fusion.getKind() == FusionKind::gemm)
       return fail("gemm fusion " + describe(&op) +
                   " is not supported by the CPU package yet (its dot and "
                   "epilogue are not split into a library call and a kernel)");
@@ -165,7 +168,8 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       return fail("op " + describe(&op) +
                   ": expected kiln.buffer_offsets with one entry per result");
     auto aliases = op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.aliases");
-    std::string opName = "fusion" + std::to_string(opIndex++);
+    std::string opName =
+        (fusion ? "fusion" : "dot") + std::to_string(opIndex++);
     unsigned aliasIndex = 0;
     for (unsigned r = 0; r < op.getNumResults(); ++r) {
       int64_t offset = offsets[r];
@@ -182,6 +186,48 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                     " has offset -1 but no valid kiln.aliases entry");
       b.bufferOf[op.getResult(r)] =
           b.bufferOf[func.getArgument(aliases[aliasIndex++])];
+    }
+
+    if (dot) {
+      // A LibraryCall: the strided GEMM Blas.h plans, when the operands need
+      // no packing (the runtime's thunk has no scratch buffer for it).
+      runtime::cpu::GemmSpec spec;
+      auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
+      auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
+      spec.dtype = pkg.buffers[b.bufferOf[op.getResult(0)]].dtype;
+      spec.lhsShape.assign(lhsType.getShape().begin(),
+                           lhsType.getShape().end());
+      spec.rhsShape.assign(rhsType.getShape().begin(),
+                           rhsType.getShape().end());
+      auto copy = [](llvm::ArrayRef<int64_t> a) {
+        return std::vector<int64_t>(a.begin(), a.end());
+      };
+      spec.lhsBatch = copy(dot.getLhsBatchingDimensions());
+      spec.rhsBatch = copy(dot.getRhsBatchingDimensions());
+      spec.lhsContract = copy(dot.getLhsContractingDimensions());
+      spec.rhsContract = copy(dot.getRhsContractingDimensions());
+      StatusOr<runtime::cpu::GemmPlan> plan = runtime::cpu::planGemm(spec);
+      if (!plan.isOk())
+        return fail("op " + describe(&op) + ": " + plan.status().message());
+      if (!plan->lhsPermutation.empty() || !plan->rhsPermutation.empty())
+        return fail("op " + describe(&op) +
+                    " is not supported by the CPU package yet: its operands "
+                    "need a transposed copy before the GEMM");
+      PackageThunk thunk;
+      thunk.kind = ThunkKind::LibraryCall;
+      thunk.library = LibraryKind::Gemm;
+      thunk.hasGemm = true;
+      thunk.gemm = plan->params;
+      for (mlir::Value operand : op.getOperands()) {
+        auto it = b.bufferOf.find(operand);
+        if (it == b.bufferOf.end())
+          return fail("op " + describe(&op) +
+                      ": an operand is not a planned buffer");
+        thunk.operands.push_back(it->second);
+      }
+      thunk.results.push_back(b.bufferOf[op.getResult(0)]);
+      pkg.thunks.push_back(std::move(thunk));
+      continue;
     }
 
     mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =

@@ -5,9 +5,11 @@
 // (buffer offsets, fusions, argument and result attributes) onto the plain
 // structs of runtime/package/Package.h and writes them with
 // serialize/PackageWriter.h. Fusions of kind loop, reduction, multi_output
-// and horizontal become LLVM bitcode kernels with a KernelLaunch thunk; any
-// other top-level op (gemm fusions, dot_general, convolutions, pooling,
-// gather, ...) is refused with an error naming it.
+// and horizontal become LLVM bitcode kernels with a KernelLaunch thunk; a
+// dot_general whose operands need no transposed copy becomes a Gemm
+// LibraryCall (runtime/cpu/Blas.h's planGemm); any other top-level op (gemm
+// fusions, convolutions, pooling, gather, ...) is refused with an error
+// naming it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -70,6 +70,18 @@ int main(int argc, char **argv) {
                   (long long)t.gemm.m, (long long)t.gemm.n, (long long)t.gemm.k,
                   (long long)t.gemm.batch, t.gemm.transposeLhs,
                   t.gemm.transposeRhs);
+    if (t.hasConv) {
+      std::printf(" library %u conv", (unsigned)t.library);
+      for (const std::vector<int64_t> *v :
+           {&t.conv.inputShape, &t.conv.filterShape, &t.conv.outputShape,
+            &t.conv.strides, &t.conv.padding, &t.conv.dilation}) {
+        std::printf(" [");
+        for (size_t j = 0; j < v->size(); ++j)
+          std::printf(j ? " %lld" : "%lld", (long long)(*v)[j]);
+        std::printf("]");
+      }
+      std::printf(" groups %lld", (long long)t.conv.groups);
+    }
     std::printf("\n");
   }
   std::printf("model '%s' hash-bytes %zu\n", p.metadata.modelName.c_str(),

@@ -8,8 +8,9 @@
 // kiln.aliases entry names. Kernels are the fusion's -O3 LLVM module
 // (codegen/cpu/LowerToLLVM.h) as bitcode, entry point `kernel`, taking its
 // inputs then its outputs. A dot_general is a Gemm LibraryCall with
-// planGemm's parameters (operands lhs, rhs; result out). The metadata's graph hash is FNV-1a 64 of the
-// input file's bytes, stored little-endian in 8 bytes.
+// planGemm's parameters (operands lhs, rhs; result out). The metadata's
+// graph hash is FNV-1a 64 of the input file's bytes, stored little-endian
+// in 8 bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,7 +156,8 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       continue;
     auto fusion = mlir::dyn_cast<FusionOp>(op);
     auto dot = mlir::dyn_cast<DotGeneralOp>(op);
-    if (!fusion && !dot)
+    bool conv = mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op);
+    if (!fusion && !dot && !conv)
       return fail("op " + describe(&op) +
                   " is not supported by the CPU package yet");
     if (fusion && fusion.getKind() == FusionKind::gemm)
@@ -168,8 +170,10 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       return fail("op " + describe(&op) +
                   ": expected kiln.buffer_offsets with one entry per result");
     auto aliases = op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.aliases");
-    std::string opName =
-        (fusion ? "fusion" : "dot") + std::to_string(opIndex++);
+    std::string opName = (fusion ? "fusion"
+                          : dot  ? "dot"
+                                 : "conv") +
+                         std::to_string(opIndex++);
     unsigned aliasIndex = 0;
     for (unsigned r = 0; r < op.getNumResults(); ++r) {
       int64_t offset = offsets[r];
@@ -188,6 +192,62 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
           b.bufferOf[func.getArgument(aliases[aliasIndex++])];
     }
 
+    if (conv) {
+      // A LibraryCall on the forward convolution's NCHW input, OIHW filter
+      // and NCHW output shapes; operands and result in the op's order.
+      auto shapeOf = [](mlir::Value v) {
+        auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
+        return std::vector<int64_t>(t.getShape().begin(), t.getShape().end());
+      };
+      auto copy = [](llvm::ArrayRef<int64_t> a) {
+        return std::vector<int64_t>(a.begin(), a.end());
+      };
+      PackageThunk thunk;
+      thunk.kind = ThunkKind::LibraryCall;
+      thunk.hasConv = true;
+      ConvParams &c = thunk.conv;
+      if (auto f = mlir::dyn_cast<Conv2DOp>(op)) {
+        thunk.library = LibraryKind::Conv2D;
+        c.inputShape = shapeOf(f.getInput());
+        c.filterShape = shapeOf(f.getFilter());
+        c.outputShape = shapeOf(f.getResult());
+        c.strides = copy(f.getStrides());
+        c.padding = copy(f.getPadding());
+        c.dilation = copy(f.getDilation());
+        c.groups = f.getGroups();
+      } else if (auto g = mlir::dyn_cast<Conv2DInputGradOp>(op)) {
+        thunk.library = LibraryKind::Conv2DInputGrad;
+        c.inputShape = shapeOf(g.getResult());
+        c.filterShape = shapeOf(g.getFilter());
+        c.outputShape = shapeOf(g.getGradOutput());
+        c.strides = copy(g.getStrides());
+        c.padding = copy(g.getPadding());
+        c.dilation = copy(g.getDilation());
+        c.groups = g.getGroups();
+      } else {
+        auto w = mlir::cast<Conv2DFilterGradOp>(op);
+        thunk.library = LibraryKind::Conv2DFilterGrad;
+        c.inputShape = shapeOf(w.getInput());
+        c.filterShape = shapeOf(w.getResult());
+        c.outputShape = shapeOf(w.getGradOutput());
+        c.strides = copy(w.getStrides());
+        c.padding = copy(w.getPadding());
+        c.dilation = copy(w.getDilation());
+        c.groups = w.getGroups();
+      }
+      if (runtime::Status s = runtime::cpu::checkConvParams(c); !s.isOk())
+        return fail("op " + describe(&op) + ": " + s.message());
+      for (mlir::Value operand : op.getOperands()) {
+        auto it = b.bufferOf.find(operand);
+        if (it == b.bufferOf.end())
+          return fail("op " + describe(&op) +
+                      ": an operand is not a planned buffer");
+        thunk.operands.push_back(it->second);
+      }
+      thunk.results.push_back(b.bufferOf[op.getResult(0)]);
+      pkg.thunks.push_back(std::move(thunk));
+      continue;
+    }
     if (dot) {
       // A LibraryCall: the strided GEMM Blas.h plans, when the operands need
       // no packing (the runtime's thunk has no scratch buffer for it).

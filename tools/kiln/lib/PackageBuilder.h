@@ -7,8 +7,9 @@
 // serialize/PackageWriter.h. Fusions of kind loop, reduction, multi_output
 // and horizontal become LLVM bitcode kernels with a KernelLaunch thunk; a
 // dot_general whose operands need no transposed copy becomes a Gemm
-// LibraryCall (runtime/cpu/Blas.h's planGemm); any other top-level op (gemm
-// fusions, convolutions, pooling, gather, ...) is refused with an error
+// LibraryCall (runtime/cpu/Blas.h's planGemm), conv2d and its gradients
+// Conv2D* LibraryCalls with ConvParams; any other top-level op (gemm
+// fusions, pooling, gather, ...) is refused with an error
 // naming it.
 //
 //===----------------------------------------------------------------------===//

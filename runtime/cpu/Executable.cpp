@@ -1,0 +1,521 @@
+//===- Executable.cpp - a loaded package, ready to run steps on the CPU ---===//
+//
+// create() checks the package (runtime/package's checks, then what running
+// needs beyond them: operand counts, dtypes and byte sizes of library calls,
+// one buffer count per kernel), allocates and zeroes the arena, loads every
+// launched kernel once and resolves each thunk's buffers to pointers, so
+// run() only walks precomputed arrays.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Executable.h"
+
+#include "runtime/Initializers.h"
+#include "runtime/cpu/Blas.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace kiln::runtime::cpu {
+
+KernelLoader::~KernelLoader() = default;
+
+namespace {
+
+// A kernel launch is split when its results hold at least this many
+// elements per part: below it, waking another thread costs more than the
+// work saves.
+constexpr int64_t kElementsPerPart = 32 * 1024;
+
+Status fail(const std::ostringstream &os) { return Status::error(os.str()); }
+
+// Elements of |shape|, or -1 when the product overflows.
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
+  return n;
+}
+
+const char *dtypeName(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64: return "f64";
+  case PkgDType::F32: return "f32";
+  case PkgDType::F16: return "f16";
+  case PkgDType::BF16: return "bf16";
+  case PkgDType::I64: return "i64";
+  case PkgDType::I32: return "i32";
+  case PkgDType::I8: return "i8";
+  case PkgDType::I1: return "i1";
+  }
+  return "unknown";
+}
+
+// |v| rounded to nearest even in a binary format with |precision| bits of
+// significand (the implicit bit included) and normal exponents
+// [|minExp|, |maxExp|]; infinity past the largest finite value.
+double roundToFormat(double v, int precision, int minExp, int maxExp) {
+  if (!std::isfinite(v) || v == 0.0)
+    return v;
+  int e;
+  std::frexp(std::fabs(v), &e); // |v| = f * 2^e, f in [0.5, 1)
+  int exponent = std::max(e - 1, minExp);
+  double ulp = std::ldexp(1.0, exponent - (precision - 1));
+  double r = std::nearbyint(std::fabs(v) / ulp) * ulp; // exact scaling
+  if (r >= std::ldexp(1.0, maxExp + 1))
+    r = INFINITY;
+  return std::copysign(r, v);
+}
+
+uint16_t toF16(double v) {
+  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  if (std::isnan(v))
+    return 0x7e00;
+  double r = std::fabs(roundToFormat(v, 11, -14, 15));
+  if (std::isinf(r))
+    return sign | 0x7c00;
+  if (r == 0.0)
+    return sign;
+  int e;
+  std::frexp(r, &e);
+  int exponent = e - 1;
+  if (exponent < -14) // subnormal: r is a multiple of 2^-24
+    return sign | static_cast<uint16_t>(std::ldexp(r, 24));
+  uint16_t mantissa =
+      static_cast<uint16_t>((std::ldexp(r, -exponent) - 1.0) * 1024.0);
+  return sign | static_cast<uint16_t>((exponent + 15) << 10) | mantissa;
+}
+
+uint16_t toBf16(double v) {
+  if (std::isnan(v))
+    return std::signbit(v) ? 0xffc0 : 0x7fc0;
+  // The rounded value is exactly a float; its top 16 bits are the bf16.
+  float f = static_cast<float>(roundToFormat(v, 8, -126, 127));
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// Writes |values| into |out| as |dtype| (row-major, i1 as one byte).
+void storeAs(PkgDType dtype, const std::vector<double> &values, void *out) {
+  size_t n = values.size();
+  auto store = [&](auto convert, auto *typed) {
+    for (size_t i = 0; i < n; ++i)
+      typed[i] = convert(values[i]);
+  };
+  switch (dtype) {
+  case PkgDType::F64:
+    std::memcpy(out, values.data(), n * sizeof(double));
+    break;
+  case PkgDType::F32:
+    store([](double v) { return static_cast<float>(v); },
+          static_cast<float *>(out));
+    break;
+  case PkgDType::F16:
+    store(toF16, static_cast<uint16_t *>(out));
+    break;
+  case PkgDType::BF16:
+    store(toBf16, static_cast<uint16_t *>(out));
+    break;
+  case PkgDType::I64:
+    store([](double v) { return static_cast<int64_t>(std::nearbyint(v)); },
+          static_cast<int64_t *>(out));
+    break;
+  case PkgDType::I32:
+    store([](double v) { return static_cast<int32_t>(std::nearbyint(v)); },
+          static_cast<int32_t *>(out));
+    break;
+  case PkgDType::I8:
+    store([](double v) { return static_cast<int8_t>(std::nearbyint(v)); },
+          static_cast<int8_t *>(out));
+    break;
+  case PkgDType::I1:
+    store([](double v) { return static_cast<uint8_t>(v != 0.0); },
+          static_cast<uint8_t *>(out));
+    break;
+  }
+}
+
+InitKind initKind(PkgInitKind kind) {
+  switch (kind) {
+  case PkgInitKind::Zeros: return InitKind::zeros;
+  case PkgInitKind::Ones: return InitKind::ones;
+  case PkgInitKind::Constant: return InitKind::constant;
+  case PkgInitKind::Normal: return InitKind::normal;
+  case PkgInitKind::Uniform: return InitKind::uniform;
+  case PkgInitKind::GlorotUniform: return InitKind::glorot_uniform;
+  case PkgInitKind::KaimingNormal: return InitKind::kaiming_normal;
+  }
+  return InitKind::zeros;
+}
+
+// Checks that buffer |id| of |p| holds at least |elements| elements of
+// |dtype|; |what| names it in the message.
+Status checkHolds(const LoadedPackage &p, const std::string &where,
+                  const char *what, uint32_t id, PkgDType dtype,
+                  int64_t elements) {
+  const PackageBuffer &b = p.buffers[id];
+  std::ostringstream os;
+  if (b.dtype != dtype) {
+    os << where << ": " << what << " (buffer " << id << ") is "
+       << dtypeName(b.dtype) << ", expected " << dtypeName(dtype);
+    return fail(os);
+  }
+  uint64_t bytes;
+  if (elements < 0 ||
+      __builtin_mul_overflow(static_cast<uint64_t>(elements),
+                             static_cast<uint64_t>(pkgBytesPerElement(dtype)),
+                             &bytes)) {
+    os << where << ": " << what << "'s element count overflows";
+    return fail(os);
+  }
+  if (bytes > b.size) {
+    os << where << ": " << what << " (buffer " << id << ") needs " << bytes
+       << " bytes, but has " << b.size;
+    return fail(os);
+  }
+  return Status::ok();
+}
+
+Status checkCounts(const std::string &where, const char *what,
+                   const PackageThunk &t, size_t operands, size_t results) {
+  if (t.operands.size() == operands && t.results.size() == results)
+    return Status::ok();
+  std::ostringstream os;
+  os << where << ": " << what << " takes " << operands << " operands and "
+     << results << " result, found " << t.operands.size() << " and "
+     << t.results.size();
+  return fail(os);
+}
+
+Status checkLibraryCall(const LoadedPackage &p, const std::string &where,
+                        const PackageThunk &t) {
+  if (t.library == LibraryKind::Gemm) {
+    if (Status s = checkCounts(where, "a gemm", t, 2, 1); !s.isOk())
+      return s;
+    const GemmParams &g = t.gemm;
+    PkgDType dtype = p.buffers[t.results[0]].dtype;
+    if (dtype != PkgDType::F32 && dtype != PkgDType::F64) {
+      std::ostringstream os;
+      os << where << ": a gemm's result must be f32 or f64, but buffer "
+         << t.results[0] << " is " << dtypeName(dtype);
+      return fail(os);
+    }
+    int64_t lhs = elementCount({g.batch, g.m, g.k});
+    int64_t rhs = elementCount({g.batch, g.k, g.n});
+    int64_t out = elementCount({g.batch, g.m, g.n});
+    if (Status s = checkHolds(p, where, "the gemm's lhs", t.operands[0], dtype,
+                              lhs);
+        !s.isOk())
+      return s;
+    if (Status s = checkHolds(p, where, "the gemm's rhs", t.operands[1], dtype,
+                              rhs);
+        !s.isOk())
+      return s;
+    return checkHolds(p, where, "the gemm's result", t.results[0], dtype, out);
+  }
+  if (Status s = checkCounts(where, "a convolution", t, 2, 1); !s.isOk())
+    return s;
+  if (Status s = checkConvParams(t.conv); !s.isOk())
+    return Status::error(where + ": " + s.message());
+  PkgDType dtype = p.buffers[t.results[0]].dtype;
+  const ConvParams &c = t.conv;
+  const std::vector<int64_t> *shapes[3];
+  const char *names[3];
+  switch (t.library) {
+  case LibraryKind::Conv2D:
+    shapes[0] = &c.inputShape, names[0] = "the convolution's input";
+    shapes[1] = &c.filterShape, names[1] = "the convolution's filter";
+    shapes[2] = &c.outputShape, names[2] = "the convolution's output";
+    break;
+  case LibraryKind::Conv2DInputGrad:
+    shapes[0] = &c.outputShape, names[0] = "the output gradient";
+    shapes[1] = &c.filterShape, names[1] = "the filter";
+    shapes[2] = &c.inputShape, names[2] = "the input gradient";
+    break;
+  default:
+    shapes[0] = &c.inputShape, names[0] = "the input";
+    shapes[1] = &c.outputShape, names[1] = "the output gradient";
+    shapes[2] = &c.filterShape, names[2] = "the filter gradient";
+    break;
+  }
+  uint32_t ids[3] = {t.operands[0], t.operands[1], t.results[0]};
+  for (int i = 0; i < 3; ++i)
+    if (Status s = checkHolds(p, where, names[i], ids[i], dtype,
+                              elementCount(*shapes[i]));
+        !s.isOk())
+      return s;
+  return Status::ok();
+}
+
+} // namespace
+
+Executable::Executable(LoadedPackage package, int threads)
+    : package_(std::move(package)), pool_(threads), arena_(nullptr, std::free) {}
+
+Executable::~Executable() = default;
+
+StatusOr<std::unique_ptr<Executable>>
+Executable::create(LoadedPackage package, KernelLoader &loader,
+                   ExecutableOptions options) {
+  if (Status s = checkPackage(package); !s.isOk())
+    return s;
+  if (package.target.kind != TargetKind::Cpu)
+    return Status::error(
+        "the package is for a CUDA target; the CPU executable runs only CPU "
+        "packages");
+  std::unique_ptr<Executable> exe(
+      new Executable(std::move(package), options.threads));
+  if (Status s = exe->prepare(loader); !s.isOk())
+    return s;
+  return exe;
+}
+
+Status Executable::prepare(KernelLoader &loader) {
+  const LoadedPackage &p = package_;
+  std::ostringstream os;
+
+  // The arena: aligned_alloc wants a multiple of the alignment.
+  uint64_t alignment = std::max<uint64_t>(p.arenaAlignment, alignof(std::max_align_t));
+  uint64_t bytes = std::max<uint64_t>(p.arenaSize, 1);
+  bytes = (bytes + alignment - 1) / alignment * alignment;
+  void *memory = std::aligned_alloc(alignment, bytes);
+  if (!memory) {
+    os << "cannot allocate the arena of " << p.arenaSize << " bytes";
+    return fail(os);
+  }
+  std::memset(memory, 0, bytes);
+  arena_.reset(static_cast<uint8_t *>(memory));
+
+  std::vector<KernelFn> kernels(p.kernels.size(), nullptr);
+  std::vector<int64_t> kernelBuffers(p.kernels.size(), -1);
+  thunkBuffers_.resize(p.thunks.size());
+  thunkKernels_.assign(p.thunks.size(), nullptr);
+  thunkParts_.assign(p.thunks.size(), 1);
+  for (size_t i = 0; i < p.thunks.size(); ++i) {
+    const PackageThunk &t = p.thunks[i];
+    std::string where = "thunk " + std::to_string(i);
+    switch (t.kind) {
+    case ThunkKind::KernelLaunch: {
+      // checkPackage has checked the index.
+      const PackageKernel &kernel = p.kernels[t.kernel];
+      int64_t count = static_cast<int64_t>(t.operands.size() + t.results.size());
+      if (t.results.empty()) {
+        os << where << ": kernel " << t.kernel << " (\"" << kernel.name
+           << "\") is launched with no result buffers";
+        return fail(os);
+      }
+      if (kernelBuffers[t.kernel] >= 0 && kernelBuffers[t.kernel] != count) {
+        os << where << ": kernel " << t.kernel << " (\"" << kernel.name
+           << "\") is launched with " << count << " buffers, but an earlier "
+           << "thunk launched it with " << kernelBuffers[t.kernel];
+        return fail(os);
+      }
+      kernelBuffers[t.kernel] = count;
+      if (kernel.kind == KernelKind::Cuda) {
+        os << where << ": kernel " << t.kernel << " (\"" << kernel.name
+           << "\") is a CUDA kernel; the CPU executable runs CPU object code "
+           << "or LLVM bitcode";
+        return fail(os);
+      }
+      if (!kernels[t.kernel]) {
+        StatusOr<KernelFn> fn = loader.load(kernel, t.kernel);
+        if (!fn.isOk())
+          return fn.status();
+        if (!fn.value()) {
+          os << "kernel " << t.kernel << " (\"" << kernel.name
+             << "\"): the loader returned a null entry point";
+          return fail(os);
+        }
+        kernels[t.kernel] = fn.value();
+      }
+      thunkKernels_[i] = kernels[t.kernel];
+      int64_t elements = 0;
+      for (uint32_t id : t.results)
+        elements = std::max(elements, elementCount(p.buffers[id].shape));
+      thunkParts_[i] = std::clamp<int64_t>(elements / kElementsPerPart, 1,
+                                           pool_.size());
+      break;
+    }
+    case ThunkKind::LibraryCall:
+      if (Status s = checkLibraryCall(p, where, t); !s.isOk())
+        return s;
+      break;
+    case ThunkKind::Collective:
+      os << where << ": collectives need a distributed strategy (kiln "
+         << "launch with a communicator); this executable runs one process";
+      return fail(os);
+    case ThunkKind::Copy:
+      break; // checkPackage checked the counts and sizes
+    }
+    std::vector<void *> &pointers = thunkBuffers_[i];
+    for (uint32_t id : t.operands)
+      pointers.push_back(buffer(id));
+    for (uint32_t id : t.results)
+      pointers.push_back(buffer(id));
+  }
+
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const PackageBuffer &from = p.buffers[p.outputs[i].buffer];
+    if (from.updates < 0)
+      continue;
+    uint32_t toId = p.inputs[from.updates].buffer;
+    const PackageBuffer &to = p.buffers[toId];
+    if (from.dtype != to.dtype || from.shape != to.shape) {
+      os << "output " << i << " (\"" << p.outputs[i].name << "\") updates input "
+         << from.updates << " (\"" << p.inputs[from.updates].name
+         << "\"), but their dtypes or shapes differ";
+      return fail(os);
+    }
+    if (from.offset == to.offset)
+      continue;
+    size_t size = static_cast<size_t>(
+        elementCount(from.shape) * pkgBytesPerElement(from.dtype));
+    updates_.push_back({buffer(p.outputs[i].buffer), buffer(toId), size});
+  }
+
+  setBlasThreads(pool_.size());
+  profile_.assign(p.thunks.size(), ThunkProfile());
+  return Status::ok();
+}
+
+void *Executable::buffer(uint32_t id) {
+  if (id >= package_.buffers.size())
+    return nullptr;
+  return arena_.get() + package_.buffers[id].offset;
+}
+
+const void *Executable::buffer(uint32_t id) const {
+  return const_cast<Executable *>(this)->buffer(id);
+}
+
+void *Executable::input(size_t i) {
+  return i < package_.inputs.size() ? buffer(package_.inputs[i].buffer)
+                                    : nullptr;
+}
+
+const void *Executable::output(size_t i) {
+  return i < package_.outputs.size() ? buffer(package_.outputs[i].buffer)
+                                     : nullptr;
+}
+
+int Executable::findInput(const std::string &name) const {
+  for (size_t i = 0; i < package_.inputs.size(); ++i)
+    if (package_.inputs[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int Executable::findOutput(const std::string &name) const {
+  for (size_t i = 0; i < package_.outputs.size(); ++i)
+    if (package_.outputs[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+Status Executable::initialize() {
+  for (const SignatureEntry &entry : package_.inputs) {
+    const PackageBuffer &b = package_.buffers[entry.buffer];
+    std::memset(buffer(entry.buffer), 0, b.size);
+  }
+  for (size_t i = 0; i < package_.parameterInits.size(); ++i) {
+    const ParameterInit &init = package_.parameterInits[i];
+    const PackageBuffer &b = package_.buffers[init.buffer];
+    void *out = buffer(init.buffer);
+    if (init.hasData) {
+      // checkPackage checked that the data is the buffer's size.
+      std::memcpy(out, init.data.data(), init.data.size());
+      continue;
+    }
+    InitSpec spec;
+    spec.kind = initKind(init.kind);
+    spec.value = init.value;
+    spec.scale = init.scale;
+    spec.seed = static_cast<uint64_t>(init.seed);
+    storeAs(b.dtype, runtime::initialize(spec, b.shape), out);
+  }
+  return Status::ok();
+}
+
+Status Executable::runThunk(size_t index) {
+  const PackageThunk &t = package_.thunks[index];
+  std::vector<void *> &buffers = thunkBuffers_[index];
+  switch (t.kind) {
+  case ThunkKind::KernelLaunch: {
+    KernelFn fn = thunkKernels_[index];
+    int64_t parts = thunkParts_[index];
+    void **args = buffers.data();
+    if (parts == 1) {
+      fn(args, 0, 1);
+    } else {
+      pool_.parallelFor(parts, [&](int64_t part) { fn(args, part, parts); });
+    }
+    return Status::ok();
+  }
+  case ThunkKind::LibraryCall: {
+    PkgDType dtype = package_.buffers[t.results[0]].dtype;
+    Status s;
+    switch (t.library) {
+    case LibraryKind::Gemm:
+      s = gemm(dtype, t.gemm, buffers[0], buffers[1], buffers[2]);
+      break;
+    case LibraryKind::Conv2D:
+      s = conv2d(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
+      break;
+    case LibraryKind::Conv2DInputGrad:
+      s = conv2dInputGrad(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
+      break;
+    case LibraryKind::Conv2DFilterGrad:
+      s = conv2dFilterGrad(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
+      break;
+    }
+    if (!s.isOk())
+      return Status::error("thunk " + std::to_string(index) + ": " +
+                           s.message());
+    return Status::ok();
+  }
+  case ThunkKind::Copy:
+    std::memmove(buffers[1], buffers[0], package_.buffers[t.results[0]].size);
+    return Status::ok();
+  case ThunkKind::Collective:
+    break; // refused by create()
+  }
+  return Status::error("thunk " + std::to_string(index) +
+                       ": collectives need a distributed strategy");
+}
+
+Status Executable::run() {
+  for (size_t i = 0; i < package_.thunks.size(); ++i) {
+    Status s;
+    if (profiling_) {
+      auto start = std::chrono::steady_clock::now();
+      s = runThunk(i);
+      auto end = std::chrono::steady_clock::now();
+      profile_[i].totalNs += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
+              .count());
+      ++profile_[i].calls;
+    } else {
+      s = runThunk(i);
+    }
+    if (!s.isOk())
+      return s;
+  }
+  for (const UpdateCopy &copy : updates_)
+    std::memmove(copy.to, copy.from, copy.bytes);
+  return Status::ok();
+}
+
+void Executable::setProfiling(bool enabled) {
+  profiling_ = enabled;
+  if (enabled)
+    profile_.assign(package_.thunks.size(), ThunkProfile());
+}
+
+} // namespace kiln::runtime::cpu

@@ -1,0 +1,138 @@
+//===- Executable.h - a loaded package, ready to run steps on the CPU -*- C++ -*-===//
+//
+// An Executable owns one LoadedPackage, its arena (allocated once, at the
+// package's alignment), the kernels' entry points and a thread pool, and
+// runs the package's thunk sequence once per step:
+//
+//   KernelLaunch  the kernel's `kiln_kernel(buffers, part, parts)`, where
+//                 buffers are the thunk's operands then results; large
+//                 kernels are split into parts run on the pool.
+//   LibraryCall   runtime/cpu/Blas.h's GEMM or convolution, in the dtype of
+//                 the result buffer.
+//   Copy          a memcpy.
+//   Collective    an error: collectives need a distributed strategy's
+//                 communicator, which a single-process Executable has not.
+//
+// After the thunks, every output whose buffer `updates` input k is copied
+// into input k's buffer (unless they are the same memory), so the next step
+// reads the new parameters and optimizer state.
+//
+// Kernels reach the Executable through a KernelLoader: the core knows
+// nothing of LLVM; runtime/cpu/jit/OrcKernelLoader.h compiles the package's
+// bitcode, and a test may hand in plain C++ functions.
+//
+// Everything about the package that could make a step crash (a kernel index,
+// a buffer count, a buffer too small for a GEMM's sizes) is checked by
+// create(), which returns an error Status naming the thunk.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CPU_EXECUTABLE_H
+#define KILN_RUNTIME_CPU_EXECUTABLE_H
+
+#include "runtime/Status.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/package/Package.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cpu {
+
+// A kernel's entry point: |buffers| are the thunk's operands then results;
+// the kernel computes partition |part| of |parts| of the outermost loop of
+// each of its loop nests.
+using KernelFn = void (*)(void **buffers, int64_t part, int64_t parts);
+
+// Turns a package kernel into a callable entry point. |index| is the
+// kernel's index in the package (for naming and for per-kernel symbols).
+class KernelLoader {
+public:
+  virtual ~KernelLoader();
+  virtual StatusOr<KernelFn> load(const PackageKernel &kernel,
+                                  size_t index) = 0;
+};
+
+struct ExecutableOptions {
+  // Threads for kernels and BLAS, the caller included; 0 means
+  // std::thread::hardware_concurrency().
+  int threads = 0;
+};
+
+// Time spent in one thunk over all steps run while profiling was on.
+struct ThunkProfile {
+  uint64_t totalNs = 0;
+  uint64_t calls = 0;
+};
+
+class Executable {
+public:
+  static StatusOr<std::unique_ptr<Executable>>
+  create(LoadedPackage package, KernelLoader &loader,
+         ExecutableOptions options = {});
+  ~Executable();
+  Executable(const Executable &) = delete;
+  Executable &operator=(const Executable &) = delete;
+
+  const LoadedPackage &package() const { return package_; }
+  int threads() const { return pool_.size(); }
+
+  // The arena memory of package buffer |id| (null when out of range).
+  void *buffer(uint32_t id);
+  const void *buffer(uint32_t id) const;
+
+  size_t numInputs() const { return package_.inputs.size(); }
+  size_t numOutputs() const { return package_.outputs.size(); }
+  // The buffers of signature input |i| and output |i| (null when out of
+  // range).
+  void *input(size_t i);
+  const void *output(size_t i);
+  // The index of the signature entry named |name|, or -1.
+  int findInput(const std::string &name) const;
+  int findOutput(const std::string &name) const;
+
+  // Gives every input its first value: each ParameterInit's distribution
+  // (runtime/Initializers.h, converted to the buffer's dtype, f16 and bf16
+  // rounded to nearest even) or its exact data bytes; every other input is
+  // zeroed.
+  Status initialize();
+
+  // Runs one step: every thunk in order, then the updates copies.
+  Status run();
+
+  // Per-thunk timing (steady clock around each thunk; the updates copies
+  // are not counted). Turning it on clears what was gathered.
+  void setProfiling(bool enabled);
+  bool profiling() const { return profiling_; }
+  // One entry per thunk, in thunk order.
+  const std::vector<ThunkProfile> &profile() const { return profile_; }
+
+private:
+  Executable(LoadedPackage package, int threads);
+  Status prepare(KernelLoader &loader);
+  Status runThunk(size_t index);
+
+  LoadedPackage package_;
+  ThreadPool pool_;
+  std::unique_ptr<uint8_t, void (*)(void *)> arena_;
+  // Per thunk: its operand then result pointers, and for kernel launches
+  // the entry point and part count.
+  std::vector<std::vector<void *>> thunkBuffers_;
+  std::vector<KernelFn> thunkKernels_;
+  std::vector<int64_t> thunkParts_;
+  // (from, to, bytes) for the updates copies after a step.
+  struct UpdateCopy {
+    const void *from;
+    void *to;
+    size_t bytes;
+  };
+  std::vector<UpdateCopy> updates_;
+  bool profiling_ = false;
+  std::vector<ThunkProfile> profile_;
+};
+
+} // namespace kiln::runtime::cpu
+
+#endif // KILN_RUNTIME_CPU_EXECUTABLE_H

@@ -138,12 +138,14 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
 void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createKilnVerifyRoles());
   pm.addPass(mlir::createCanonicalizerPass());
-  if (!options.trainingStep)
-    return;
-  pm.addPass(createKilnAutodiff());
-  pm.addPass(createKilnApplyOptimizer(options.optimizer));
-  pm.addPass(mlir::createCanonicalizerPass());
-  pm.addPass(mlir::createCSEPass());
+  if (options.trainingStep) {
+    pm.addPass(createKilnAutodiff());
+    pm.addPass(createKilnApplyOptimizer(options.optimizer));
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addPass(mlir::createCSEPass());
+  }
+  // A forward graph (trainingStep off) is optimized too when asked: that is
+  // how `kiln train` builds its eval step.
   if (!options.optimize)
     return;
   pm.addPass(createKilnDecompose());

@@ -50,10 +50,11 @@ struct PipelineOptions {
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   AmpMode amp = AmpMode::off;
-  // Build the training step (gradients and optimizer updates); false stops
-  // after verifying and canonicalizing the forward model.
+  // Build the training step (gradients and optimizer updates); false keeps
+  // the forward model.
   bool trainingStep = true;
-  // Decompose, fuse, schedule and plan buffers after building the step.
+  // Decompose, fuse, schedule and plan buffers after building the step (or
+  // after verifying the forward model).
   bool optimize = true;
   // Overrides of the module's #kiln.training: each option that is set
   // (a non-empty string, a non-negative number) replaces one field.

@@ -115,7 +115,8 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
   if (!parseOptimizerFlags(kCommand, raw.optimizer, p.optimizer, errs))
     return false;
   p.trainingStep = !raw.forwardOnly;
-  p.optimize = !raw.noOptimize;
+  // --forward-only stops after the first two passes.
+  p.optimize = !raw.noOptimize && !raw.forwardOnly;
   p.dumpDir = raw.dumpDir;
   p.dumpAfter = raw.dumpAfter;
 

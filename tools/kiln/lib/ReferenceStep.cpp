@@ -138,4 +138,30 @@ HostTensor randomData(func::FuncOp func, const ArgumentInfo &arg,
   return t;
 }
 
+std::optional<unsigned> exposeCrossEntropyLogits(mlir::func::FuncOp func,
+                                                 unsigned lossIndex) {
+  auto ret = mlir::cast<mlir::func::ReturnOp>(func.getBody().front().getTerminator());
+  mlir::Operation *def = ret.getOperand(lossIndex).getDefiningOp();
+  mlir::Operation *ce = nullptr;
+  for (int depth = 0; def && depth < 4; ++depth) {
+    if (mlir::isa<SoftmaxCrossEntropyOp>(def)) {
+      ce = def;
+      break;
+    }
+    if (def->getNumOperands() == 0)
+      break;
+    def = def->getOperand(0).getDefiningOp();
+  }
+  if (!ce)
+    return std::nullopt;
+  mlir::Value logits = ce->getOperand(0);
+  auto type = mlir::dyn_cast<mlir::RankedTensorType>(logits.getType());
+  if (!type || type.getRank() != 2)
+    return std::nullopt;
+  unsigned index = func.getNumResults();
+  func.insertResult(index, type, mlir::DictionaryAttr::get(func.getContext()));
+  ret->insertOperands(index, logits);
+  return index;
+}
+
 } // namespace kiln::cli

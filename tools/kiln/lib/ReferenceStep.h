@@ -60,6 +60,12 @@ int64_t integerRange(mlir::func::FuncOp func, unsigned argIndex);
 HostTensor randomData(mlir::func::FuncOp func, const ArgumentInfo &arg,
                       std::mt19937_64 &rng);
 
+// When result |lossIndex| of |func| comes from a kiln.softmax_cross_entropy
+// (directly or through a few ops that reduce it), appends its rank-2 logits
+// as a new result and returns that result's index.
+std::optional<unsigned> exposeCrossEntropyLogits(mlir::func::FuncOp func,
+                                                 unsigned lossIndex);
+
 } // namespace kiln::cli
 
 #endif // KILN_TOOLS_KILN_LIB_REFERENCESTEP_H

@@ -1,20 +1,20 @@
 //===- Train.cpp - `kiln train` -------------------------------------------===//
 //
-// `kiln train FILE --backend=reference --data=SPEC ...` compiles the
-// training step (kiln-autodiff, kiln-apply-optimizer) and runs it on the
-// reference interpreter: slow, but the definition of what every backend
-// must compute, and so the tool for debugging one. Parameters start from
-// their #kiln.init, optimizer state and the step from zeros; after each
-// step every result marked kiln.updates replaces the argument it names.
+// `kiln train FILE [--backend=cpu|reference] --data=SPEC ...` trains a
+// model: the training step runs on a TrainBackend (TrainBackend.h: the CPU
+// runtime by default, or the reference interpreter), and everything around
+// it lives here, shared by both.
 //
 // Data comes from runtime/data (--data=SPEC through openDataset, batches
 // sharded and shuffled per epoch by DistributedSampler, rank 0 of 1 for
 // now, and assembled ahead by the Prefetcher). After each epoch (and at the
-// end) an eval pass runs the forward model, compiled separately, on
-// --eval-data; when the loss comes from kiln.softmax_cross_entropy its
-// logits are returned too, for accuracy. Checkpoints (runtime/checkpoint)
-// hold parameters, optimizer state, step, seed, epoch and data position,
-// so --resume continues exactly where a run stopped.
+// end) an eval pass runs the forward model on --eval-data; when the loss
+// comes from kiln.softmax_cross_entropy its logits give the accuracy.
+// Checkpoints (runtime/checkpoint) hold parameters, optimizer state, step,
+// seed, epoch and data position, so --resume continues exactly where a run
+// stopped; each is written to a temporary file and renamed, and the
+// `latest` pointer is replaced the same way, so a failed write (a full
+// disk) leaves the earlier checkpoints and the pointer as they were.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,15 +23,13 @@
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/OptimizerFlags.h"
-#include "tools/kiln/lib/ReferenceStep.h"
+#include "tools/kiln/lib/TrainBackend.h"
 
-#include "ir/Interpreter.h"
 #include "passes/Pipelines.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -42,9 +40,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <numeric>
-
-using namespace mlir;
+#include <set>
 
 namespace kiln::cli {
 namespace {
@@ -67,54 +65,10 @@ struct TrainOptions {
   bool resume = false;
   std::string checkpointDir;
   std::string metricsFile;
+  std::string backend = "cpu";
+  int64_t threads = 0; // 0: all cores
   PipelineOptions pipeline;
 };
-
-// The step's data arguments (inputs, then labels) as the dataset sees them.
-struct DataArgs {
-  std::vector<unsigned> args; // argument index per dataset tensor
-  std::vector<runtime::TensorSpec> specs;
-};
-
-DataArgs dataArguments(func::FuncOp func, const std::vector<ArgumentInfo> &info) {
-  DataArgs out;
-  for (Role role : {Role::input, Role::label})
-    for (const ArgumentInfo &arg : info) {
-      if (arg.role != role)
-        continue;
-      runtime::TensorSpec spec;
-      spec.name = arg.name;
-      spec.type = isa<FloatType>(arg.type.getElementType())
-                      ? runtime::ElementType::f32
-                      : runtime::ElementType::i32;
-      for (int64_t d = 1; d < arg.type.getRank(); ++d)
-        spec.shape.push_back(arg.type.getDimSize(d));
-      if (spec.type == runtime::ElementType::i32)
-        spec.classes = integerRange(func, arg.index);
-      out.args.push_back(arg.index);
-      out.specs.push_back(spec);
-    }
-  return out;
-}
-
-// Copies a batch into the step's argument values.
-void feedBatch(const runtime::Batch &batch, const DataArgs &data,
-               const std::vector<ArgumentInfo> &info,
-               llvm::SmallVectorImpl<HostTensor> &values) {
-  for (size_t t = 0; t < batch.tensors.size(); ++t) {
-    const runtime::BatchTensor &src = batch.tensors[t];
-    HostTensor &dst = values[data.args[t]];
-    if (dst.size() == 0)
-      dst = initialValue(info[data.args[t]]);
-    if (src.type == runtime::ElementType::f32)
-      for (size_t i = 0; i < src.f32.size(); ++i)
-        dst[i] = src.f32[i];
-    else
-      for (size_t i = 0; i < src.i32.size(); ++i)
-        dst[i] = src.i32[i];
-    dst.roundAll();
-  }
-}
 
 std::string jsonNumber(double v) {
   if (!std::isfinite(v))
@@ -122,45 +76,6 @@ std::string jsonNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
-}
-
-// The forward model for eval: its step function, and the index of the
-// logits result (appended after the loss) when the loss is a
-// kiln.softmax_cross_entropy.
-struct EvalModel {
-  OwningOpRef<ModuleOp> module;
-  func::FuncOp func;
-  std::vector<ArgumentInfo> args;
-  unsigned lossIndex = 0;
-  std::optional<unsigned> logitsIndex;
-};
-
-void exposeLogits(EvalModel &model) {
-  func::FuncOp func = model.func;
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  Value loss = ret.getOperand(model.lossIndex);
-  Operation *def = loss.getDefiningOp();
-  // The loss may be a reduction of the per-sample cross entropy.
-  Operation *ce = nullptr;
-  for (int depth = 0; def && depth < 4 && !ce; ++depth) {
-    if (def->getName().getStringRef() == "kiln.softmax_cross_entropy") {
-      ce = def;
-      break;
-    }
-    if (def->getNumOperands() == 0)
-      break;
-    def = def->getOperand(0).getDefiningOp();
-  }
-  if (!ce)
-    return;
-  Value logits = ce->getOperand(0);
-  auto type = dyn_cast<RankedTensorType>(logits.getType());
-  if (!type || type.getRank() != 2)
-    return;
-  unsigned index = func.getNumResults();
-  func.insertResult(index, type, DictionaryAttr::get(func.getContext()));
-  ret->insertOperands(index, logits);
-  model.logitsIndex = index;
 }
 
 struct EvalResult {
@@ -171,20 +86,61 @@ struct EvalResult {
 
 } // namespace
 
+bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
+                 llvm::StringRef command, std::vector<runtime::TensorSpec> &specs,
+                 int64_t &batch, llvm::raw_ostream &errs) {
+  specs.clear();
+  if (args.empty()) {
+    printError(errs, command, input.str() + ": the model has no input argument");
+    return false;
+  }
+  const DataArgument &first = args.front();
+  if (first.shape.empty()) {
+    printError(errs, command,
+               input.str() + ": input '" + first.name +
+                   "' is a scalar: expected a batch dimension first");
+    return false;
+  }
+  batch = first.shape[0];
+  for (const DataArgument &arg : args) {
+    if (arg.shape.empty() || arg.shape[0] != batch) {
+      printError(errs, command,
+                 input.str() + ": data argument '" + arg.name +
+                     "' does not have the batch dimension " +
+                     std::to_string(batch) + " of '" + first.name + "' first");
+      return false;
+    }
+    runtime::TensorSpec spec;
+    spec.name = arg.name;
+    spec.type = arg.isFloat ? runtime::ElementType::f32 : runtime::ElementType::i32;
+    spec.shape.assign(arg.shape.begin() + 1, arg.shape.end());
+    spec.classes = arg.classes;
+    specs.push_back(std::move(spec));
+  }
+  return true;
+}
+
 int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
              llvm::raw_ostream &errs) {
   TrainOptions options;
   std::string backend, data, evalData, maxSteps, epochs, batchSize, subset,
-      evalSubset, logEvery, seed, checkpointEvery;
+      evalSubset, logEvery, seed, checkpointEvery, threads;
   OptimizerFlags optimizerFlags;
   FlagParser parser(
-      kCommand.str(), "FILE --backend=reference [--data=SPEC] [options]",
-      "Compiles the training step of a model (graph file or .mlir) and trains\n"
-      "it. --backend=reference runs every step on the reference interpreter\n"
-      "(slow; for checking a backend). The input arguments get one sample per\n"
+      kCommand.str(), "FILE [--backend=cpu] [--data=SPEC] [options]",
+      "Compiles the training step of a model (graph file or .mlir) into a\n"
+      "package and trains it on the CPU runtime, or trains a compiled package\n"
+      "(.kpkg) as it is. --backend=reference runs every step on the reference\n"
+      "interpreter instead (slow; for checking a backend). --dump-dir keeps\n"
+      "the IR dumps and the compiled step.kpkg and eval.kpkg. The input\n"
+      "arguments get one sample per\n"
       "row of their first dimension, the label argument the classes.");
-  parser.addPositional("FILE", &options.input, "a graph file (.kiln) or MLIR text (.mlir)");
-  parser.addValue("backend", &backend, "NAME", "reference (cpu and cuda: not supported yet)");
+  parser.addPositional("FILE", &options.input,
+                       "a graph file (.kiln), MLIR text (.mlir) or, for the "
+                       "cpu backend, a package (.kpkg)");
+  parser.addValue("backend", &backend, "NAME",
+                  "cpu (default) or reference (cuda: not supported yet)");
+  parser.addValue("threads", &threads, "N", "CPU threads (default: all cores)");
   parser.addValue("data", &data, "SPEC",
                   "fashion-mnist[:DIR], npy:DIR, tokens:FILE or synthetic "
                   "(default fashion-mnist)");
@@ -211,6 +167,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    "continue from the checkpoint --checkpoint-dir's 'latest' names");
   parser.addValue("metrics-file", &options.metricsFile, "F.jsonl",
                   "append one JSON object per eval");
+  parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
+                  "write the IR after every pass, and (cpu) the compiled "
+                  "packages, here");
   addOptimizerFlags(parser, optimizerFlags);
   switch (parser.parse(args, outs, errs)) {
   case ParseResult::help:
@@ -220,17 +179,17 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   case ParseResult::ok:
     break;
   }
-  if (!backend.empty() && backend != "reference") {
-    printError(errs, kCommand,
-               "--backend=" + backend +
-                   ": not supported yet (only the reference interpreter runs "
-                   "training so far; use --backend=reference)");
+  if (!backend.empty())
+    options.backend = backend;
+  if (options.backend != "cpu" && options.backend != "reference") {
+    if (options.backend == "cuda")
+      printError(errs, kCommand,
+                 "--backend=cuda: not supported yet (the CUDA backend does not "
+                 "exist yet; use --backend=cpu)");
+    else
+      printError(errs, kCommand,
+                 "--backend=" + options.backend + ": expected cpu or reference");
     return kExitError;
-  }
-  if (backend.empty()) {
-    printError(errs, kCommand,
-               "--backend is required: only --backend=reference exists so far");
-    return kExitUsage;
   }
   auto integer = [&](const std::string &text, llvm::StringRef flag, int64_t min,
                      int64_t &out) {
@@ -249,6 +208,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       !integer(evalSubset, "eval-subset", 1, options.evalSubset) ||
       !integer(logEvery, "log-every", 1, options.logEvery) ||
       !integer(checkpointEvery, "checkpoint-every", 1, options.checkpointEvery) ||
+      !integer(threads, "threads", 1, options.threads) ||
       !integer(seed, "seed", 0, seedValue))
     return kExitError;
   options.seed = static_cast<uint64_t>(seedValue);
@@ -315,53 +275,40 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     options.seed = resumed->seed;
   }
 
-  DialectRegistry registry;
-  registerKilnDialects(registry);
-  MLIRContext context(registry);
-  DiagnosticPrinter diagnostics(&context, errs);
-  OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
-  // The eval model is the same file's forward graph, compiled on its own.
-  EvalModel evalModel;
-  if (module && evalSpec)
-    evalModel.module = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));
-  // The same pipeline as `kiln compile` builds the training step.
-  if (!module || failed(runCompilePipeline(*module, options.pipeline)))
-    return kExitError;
-  func::FuncOp step = findModelFunction(*module);
-  if (!step)
-    return kExitError;
-
-  std::vector<ArgumentInfo> argInfo = describeArguments(step);
-  std::vector<ResultInfo> resultInfo = describeResults(step);
-  DataArgs dataArgs = dataArguments(step, argInfo);
-  if (dataArgs.args.empty()) {
-    printError(errs, kCommand, options.input + ": the model has no input argument");
-    return kExitError;
-  }
-  const ArgumentInfo &first = argInfo[dataArgs.args.front()];
-  if (first.type.getRank() == 0) {
+  BackendOptions backendOptions;
+  backendOptions.input = options.input;
+  backendOptions.pipeline = options.pipeline;
+  backendOptions.wantEval = evalSpec.has_value();
+  backendOptions.packageDir = options.pipeline.dumpDir;
+  backendOptions.threads = static_cast<int>(options.threads);
+  for (const std::string *flag :
+       {&optimizerFlags.optimizer, &optimizerFlags.lr, &optimizerFlags.momentum,
+        &optimizerFlags.nesterov, &optimizerFlags.weightDecay,
+        &optimizerFlags.clipNorm, &optimizerFlags.beta1, &optimizerFlags.beta2,
+        &optimizerFlags.epsilon, &optimizerFlags.schedule,
+        &optimizerFlags.warmupSteps, &optimizerFlags.totalSteps})
+    backendOptions.optimizerFlagsGiven |= !flag->empty();
+  if (options.backend == "reference" &&
+      llvm::sys::path::extension(options.input) == ".kpkg") {
     printError(errs, kCommand,
-               options.input + ": input '" + first.name +
-                   "' is a scalar: expected a batch dimension first");
-    return kExitError;
+               options.input + ": the reference backend needs the model "
+                               "(.kiln or .mlir), not a compiled package");
+    return kExitUsage;
   }
-  int64_t batch = first.type.getDimSize(0);
-  for (unsigned a : dataArgs.args)
-    if (argInfo[a].type.getRank() == 0 || argInfo[a].type.getDimSize(0) != batch) {
-      printError(errs, kCommand,
-                 options.input + ": data argument '" + argInfo[a].name +
-                     "' does not have the batch dimension " +
-                     std::to_string(batch) + " of '" + first.name + "' first");
-      return kExitError;
-    }
+  std::unique_ptr<TrainBackend> backendImpl =
+      options.backend == "cpu"
+          ? createCpuBackend(backendOptions, kCommand, outs, errs)
+          : createReferenceBackend(backendOptions, kCommand, errs);
+  if (!backendImpl)
+    return kExitError;
+  TrainBackend &model = *backendImpl;
+  int64_t batch = model.batch();
   if (options.batchSize && options.batchSize != batch) {
     printError(errs, kCommand,
                "--batch-size=" + std::to_string(options.batchSize) + ": " +
                    options.input + " was built for batch " +
-                   std::to_string(batch) + " (input '" + first.name +
-                   "' is " + std::to_string(batch) +
-                   " x ...); rebuild the model or pass --batch-size=" +
-                   std::to_string(batch));
+                   std::to_string(batch) + "; rebuild the model or pass "
+                   "--batch-size=" + std::to_string(batch));
     return kExitError;
   }
 
@@ -369,7 +316,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   dataOptions.seed = options.seed;
   dataOptions.syntheticSize = std::max<int64_t>(1024, batch);
   runtime::StatusOr<std::unique_ptr<runtime::Dataset>> dataset =
-      runtime::openDataset(spec.value(), dataArgs.specs, dataOptions);
+      runtime::openDataset(spec.value(), model.dataSpecs(), dataOptions);
   if (!dataset.isOk()) {
     printError(errs, kCommand,
                "--data=" + options.data + ": " + dataset.status().message());
@@ -402,31 +349,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                              options.epochs * stepsPerEpoch)
                                   : options.epochs * stepsPerEpoch;
 
-  // The eval data and forward model.
+  // The eval data.
   std::unique_ptr<runtime::Dataset> evalDataset;
-  Interpreter interpreter;
-  if (evalSpec) {
-    PipelineOptions forward = options.pipeline;
-    forward.trainingStep = false;
-    forward.dumpDir.clear();
-    // Unoptimized, so the loss's kiln.softmax_cross_entropy (and its
-    // logits) is still there to find.
-    forward.optimize = false;
-    if (failed(runCompilePipeline(*evalModel.module, forward)))
-      return kExitError;
-    evalModel.func = findModelFunction(*evalModel.module);
-    if (!evalModel.func)
-      return kExitError;
-    evalModel.args = describeArguments(evalModel.func);
-    for (const ResultInfo &r : describeResults(evalModel.func))
-      if (r.role == Role::loss)
-        evalModel.lossIndex = r.index;
-    exposeLogits(evalModel);
+  if (evalSpec && model.hasEval()) {
     runtime::DataOptions evalOptions = dataOptions;
     evalOptions.split = "test";
-    DataArgs evalArgs = dataArguments(evalModel.func, evalModel.args);
     runtime::StatusOr<std::unique_ptr<runtime::Dataset>> opened =
-        runtime::openDataset(*evalSpec, evalArgs.specs, evalOptions);
+        runtime::openDataset(*evalSpec, model.evalSpecs(), evalOptions);
     if (!opened.isOk()) {
       printError(errs, kCommand, "--eval-data: " + opened.status().message());
       return kExitError;
@@ -434,32 +363,24 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     evalDataset = std::move(opened.value());
   }
   // Runs the forward model over the first eval samples, in order.
-  auto evaluate = [&](const llvm::SmallVectorImpl<HostTensor> &trained)
-      -> std::optional<EvalResult> {
+  auto evaluate = [&]() -> std::optional<EvalResult> {
     EvalResult result;
     int64_t n = evalDataset->size();
     if (options.evalSubset)
       n = std::min(n, options.evalSubset);
     std::vector<int64_t> indices(n);
     std::iota(indices.begin(), indices.end(), 0);
-    llvm::SmallVector<HostTensor> values;
-    std::map<std::string, const HostTensor *> byName;
-    for (const ArgumentInfo &a : argInfo)
-      byName[a.name] = &trained[a.index];
-    for (const ArgumentInfo &a : evalModel.args) {
-      auto it = byName.find(a.name);
-      values.push_back(it != byName.end() ? *it->second : initialValue(a));
-    }
-    DataArgs evalArgs = dataArguments(evalModel.func, evalModel.args);
     runtime::Prefetcher batches(*evalDataset, indices, batch, /*dropPartial=*/true);
     double lossSum = 0;
     int64_t correct = 0, batchesSeen = 0;
     bool counted = false; // logits of one row per label were compared
-    std::optional<unsigned> labelArg;
-    for (const ArgumentInfo &a : evalModel.args)
-      if (a.role == Role::label)
-        labelArg = a.index;
+    // The labels are the last data tensor.
+    std::optional<size_t> labelTensor;
+    for (size_t t = 0; t < model.evalSpecs().size(); ++t)
+      if (model.evalSpecs()[t].type == runtime::ElementType::i32)
+        labelTensor = t;
     runtime::Batch b;
+    EvalOutput out;
     while (true) {
       runtime::StatusOr<bool> more = batches.next(b);
       if (!more.isOk()) {
@@ -468,23 +389,23 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       }
       if (!more.value())
         break;
-      feedBatch(b, evalArgs, evalModel.args, values);
-      FailureOr<SmallVector<HostTensor>> out = interpreter.run(evalModel.func, values);
-      if (failed(out))
+      if (!model.evaluate(b, out, errs))
         return std::nullopt;
-      lossSum += (*out)[evalModel.lossIndex][0];
+      lossSum += out.loss;
       ++batchesSeen;
-      if (evalModel.logitsIndex && labelArg &&
-          (*out)[*evalModel.logitsIndex].dim(0) == values[*labelArg].size()) {
-        const HostTensor &logits = (*out)[*evalModel.logitsIndex];
+      if (!out.logits.empty() && labelTensor && out.classes > 0) {
+        const std::vector<int32_t> &labels = b.tensors[*labelTensor].i32;
+        int64_t rows = static_cast<int64_t>(out.logits.size()) / out.classes;
+        if (rows != static_cast<int64_t>(labels.size()))
+          continue;
         counted = true;
-        int64_t classes = logits.dim(1);
-        for (int64_t r = 0; r < logits.dim(0); ++r) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float *row = out.logits.data() + r * out.classes;
           int64_t best = 0;
-          for (int64_t c = 1; c < classes; ++c)
-            if (logits[r * classes + c] > logits[r * classes + best])
+          for (int64_t c = 1; c < out.classes; ++c)
+            if (row[c] > row[best])
               best = c;
-          correct += best == static_cast<int64_t>(values[*labelArg][r]);
+          correct += best == labels[r];
         }
       }
     }
@@ -497,21 +418,15 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return result;
   };
 
-  // Initial values, or the resumed state.
-  llvm::SmallVector<HostTensor> values;
-  std::map<std::string, unsigned> parameterArg;
-  std::optional<unsigned> stepArg;
-  for (const ArgumentInfo &arg : argInfo) {
-    values.push_back(initialValue(arg));
-    if (arg.role == Role::parameter)
-      parameterArg[arg.name] = arg.index;
-    if (arg.role == Role::step)
-      stepArg = arg.index;
-  }
-  // Optimizer state "P.SLOT" of parameter P is slot SLOT of P; anything
-  // else is slot "state" under its own name.
+  // The resumed state. Optimizer state "P.SLOT" of parameter P is slot SLOT
+  // of P; anything else is slot "state" under its own name.
+  const std::vector<StateEntry> &stateEntries = model.state();
+  std::set<std::string> parameterNames;
+  for (const StateEntry &e : stateEntries)
+    if (e.parameter)
+      parameterNames.insert(e.name);
   auto stateKey = [&](const std::string &name) -> std::pair<std::string, std::string> {
-    for (const auto &[param, index] : parameterArg)
+    for (const std::string &param : parameterNames)
       if (name.size() > param.size() + 1 && name.compare(0, param.size(), param) == 0 &&
           name[param.size()] == '.')
         return {name.substr(param.size() + 1), param};
@@ -519,36 +434,24 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   };
   int64_t stepsDone = 0, epoch = 0, position = 0;
   if (resumed) {
-    auto restore = [&](const runtime::NamedTensor &t, unsigned arg,
-                       const std::string &what) {
-      HostTensor &dst = values[arg];
-      if (static_cast<int64_t>(t.values.size()) != dst.size()) {
-        printError(errs, kCommand,
-                   "--resume: " + what + " holds " + std::to_string(t.values.size()) +
-                       " values: expected " + std::to_string(dst.size()) +
-                       " for argument '" + argInfo[arg].name + "'");
-        return false;
-      }
-      for (size_t i = 0; i < t.values.size(); ++i)
-        dst[i] = t.values[i];
-      return true;
-    };
     std::map<std::string, const runtime::NamedTensor *> params;
     for (const runtime::NamedTensor &t : resumed->parameters)
       params[t.name] = &t;
-    for (const ArgumentInfo &arg : argInfo) {
-      if (arg.role == Role::parameter) {
-        auto it = params.find(arg.name);
+    for (size_t i = 0; i < stateEntries.size(); ++i) {
+      const StateEntry &e = stateEntries[i];
+      const runtime::NamedTensor *found = nullptr;
+      std::string what;
+      if (e.parameter) {
+        auto it = params.find(e.name);
         if (it == params.end()) {
           printError(errs, kCommand, "--resume: the checkpoint has no parameter '" +
-                                         arg.name + "'");
+                                         e.name + "'");
           return kExitError;
         }
-        if (!restore(*it->second, arg.index, "parameter '" + arg.name + "'"))
-          return kExitError;
-      } else if (arg.role == Role::optimizer_state) {
-        auto [slot, name] = stateKey(arg.name);
-        const runtime::NamedTensor *found = nullptr;
+        found = it->second;
+        what = "parameter '" + e.name + "'";
+      } else {
+        auto [slot, name] = stateKey(e.name);
         auto s = resumed->optimizer.find(slot);
         if (s != resumed->optimizer.end())
           for (const runtime::NamedTensor &t : s->second)
@@ -559,31 +462,32 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                          slot + "' of '" + name + "'");
           return kExitError;
         }
-        if (!restore(*found, arg.index, "optimizer state '" + arg.name + "'"))
-          return kExitError;
+        what = "optimizer state '" + e.name + "'";
+      }
+      std::string error;
+      if (!model.writeState(i, found->values, error)) {
+        printError(errs, kCommand, "--resume: " + what + " " + error);
+        return kExitError;
       }
     }
     stepsDone = resumed->step;
     epoch = resumed->epoch;
     position = resumed->position;
-    if (stepArg)
-      values[*stepArg][0] = static_cast<double>(stepsDone);
+    model.setStepCounter(stepsDone);
   }
 
   auto writeCheckpoint = [&]() -> bool {
     runtime::TrainingState state;
-    for (const ArgumentInfo &arg : argInfo) {
-      if (arg.role != Role::parameter && arg.role != Role::optimizer_state)
-        continue;
+    for (size_t i = 0; i < stateEntries.size(); ++i) {
+      const StateEntry &e = stateEntries[i];
       runtime::NamedTensor t;
-      t.shape.assign(arg.type.getShape().begin(), arg.type.getShape().end());
-      t.values.assign(values[arg.index].values().begin(),
-                      values[arg.index].values().end());
-      if (arg.role == Role::parameter) {
-        t.name = arg.name;
+      t.shape = e.shape;
+      t.values = model.readState(i);
+      if (e.parameter) {
+        t.name = e.name;
         state.parameters.push_back(std::move(t));
       } else {
-        auto [slot, name] = stateKey(arg.name);
+        auto [slot, name] = stateKey(e.name);
         t.name = name;
         state.optimizer[slot].push_back(std::move(t));
       }
@@ -641,18 +545,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
   }
 
-  unsigned lossIndex = 0;
-  for (const ResultInfo &r : resultInfo)
-    if (r.role == Role::loss)
-      lossIndex = r.index;
-
-  outs << "kiln train: backend reference, " << options.data << ", batch " << batch
+  outs << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch
        << ", " << totalSteps << " steps";
   if (resumed)
     outs << " (resumed at step " << stepsDone << ", epoch " << epoch << ", batch "
          << position << ")";
   outs << "\n";
-  if (evalSpec && !evalModel.logitsIndex)
+  if (evalDataset && !model.evalHasLogits())
     outs << "kiln train: eval reports the loss only (the loss does not come "
             "from kiln.softmax_cross_entropy, so there are no logits)\n";
 
@@ -670,7 +569,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                  epochLosses.size();
     std::optional<EvalResult> eval;
     if (evalDataset) {
-      eval = evaluate(values);
+      eval = evaluate();
       if (!eval)
         return false;
       outs << "eval epoch " << epochNumber << " step " << stepsDone << " loss "
@@ -719,11 +618,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         epochDone = true;
         break;
       }
-      feedBatch(b, dataArgs, argInfo, values);
-      FailureOr<SmallVector<HostTensor>> results = interpreter.run(step, values);
-      if (failed(results))
+      double loss = 0;
+      if (!model.step(b, loss, errs))
         return kExitError;
-      double loss = (*results)[lossIndex][0];
       if (!std::isfinite(loss)) {
         printError(errs, kCommand,
                    "step " + std::to_string(stepsDone + 1) + ": the loss is not finite");
@@ -731,9 +628,6 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       }
       losses.push_back(loss);
       epochLosses.push_back(loss);
-      for (const ResultInfo &r : resultInfo)
-        if (r.updates)
-          values[*r.updates] = std::move((*results)[r.index]);
       ++stepsDone;
       ++position;
       samplesSince += batch;

@@ -1,0 +1,507 @@
+//===- CpuBackend.cpp - `kiln train --backend=cpu` ------------------------===//
+//
+// The training step as the CPU runtime runs it: a .kpkg is loaded as it is;
+// a .kiln or .mlir model is compiled by the same pipeline and package
+// builder as `kiln compile --emit=package` into step.kpkg (and, for eval,
+// its forward graph with the cross-entropy's logits as a second result into
+// eval.kpkg), written to --dump-dir when given or a temporary directory,
+// and loaded back, so what trains is exactly what a shipped package runs.
+// The runtime (runtime/cpu/Executable.h) allocates each package's arena
+// once; parameters start from the package's initializers. Batches are
+// copied into the data inputs' buffers, converted to their element types.
+//
+// A .kpkg holds only the training step: it trains without an eval pass, and
+// its optimizer and learning rate are the ones compiled in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/PackageBuilder.h"
+#include "tools/kiln/lib/ReferenceStep.h"
+#include "tools/kiln/lib/TrainBackend.h"
+
+#include "runtime/Half.h"
+#include "runtime/cpu/Executable.h"
+#include "runtime/cpu/jit/OrcKernelLoader.h"
+#include "runtime/package/Package.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+#include <map>
+
+using namespace mlir;
+
+namespace kiln::cli {
+namespace {
+
+using runtime::PkgDType;
+using runtime::PkgRole;
+
+// Element |i| of a buffer of |dtype| as a double.
+double readElement(const void *data, PkgDType dtype, int64_t i) {
+  auto at = [&](auto *p) { return p + i; };
+  switch (dtype) {
+  case PkgDType::F64: return *at(static_cast<const double *>(data));
+  case PkgDType::F32: return *at(static_cast<const float *>(data));
+  case PkgDType::F16: return runtime::f16ToFloat(*at(static_cast<const uint16_t *>(data)));
+  case PkgDType::BF16: return runtime::bf16ToFloat(*at(static_cast<const uint16_t *>(data)));
+  case PkgDType::I64: return static_cast<double>(*at(static_cast<const int64_t *>(data)));
+  case PkgDType::I32: return *at(static_cast<const int32_t *>(data));
+  case PkgDType::I8: return *at(static_cast<const int8_t *>(data));
+  case PkgDType::I1: return *at(static_cast<const uint8_t *>(data)) != 0;
+  }
+  return 0;
+}
+
+void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
+  switch (dtype) {
+  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
+  case PkgDType::F32: static_cast<float *>(data)[i] = static_cast<float>(v); break;
+  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = runtime::floatToF16(static_cast<float>(v)); break;
+  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = runtime::floatToBf16(static_cast<float>(v)); break;
+  case PkgDType::I64: static_cast<int64_t *>(data)[i] = static_cast<int64_t>(v); break;
+  case PkgDType::I32: static_cast<int32_t *>(data)[i] = static_cast<int32_t>(v); break;
+  case PkgDType::I8: static_cast<int8_t *>(data)[i] = static_cast<int8_t>(v); break;
+  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
+  }
+}
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+bool isFloat(PkgDType dtype) {
+  return dtype == PkgDType::F64 || dtype == PkgDType::F32 ||
+         dtype == PkgDType::F16 || dtype == PkgDType::BF16;
+}
+
+// A loaded package, its executable and where its data goes.
+struct Step {
+  std::unique_ptr<runtime::cpu::Executable> exec;
+  std::vector<size_t> dataInputs; // signature inputs: inputs, then labels
+  std::vector<DataArgument> data;
+  int loss = -1;   // signature output
+  int logits = -1; // signature output (eval)
+  int stepCounter = -1;
+
+  const runtime::LoadedPackage &package() const { return exec->package(); }
+
+  // Fills in the data inputs, the loss and the step counter.
+  bool describe(llvm::StringRef path, llvm::raw_ostream &errs,
+                llvm::StringRef command) {
+    const runtime::LoadedPackage &pkg = package();
+    for (PkgRole role : {PkgRole::Input, PkgRole::Label})
+      for (size_t i = 0; i < pkg.inputs.size(); ++i) {
+        const runtime::SignatureEntry &e = pkg.inputs[i];
+        if (e.role != role)
+          continue;
+        dataInputs.push_back(i);
+        DataArgument d;
+        d.name = e.name;
+        d.shape = e.shape;
+        d.isFloat = isFloat(e.dtype);
+        // A package does not say how many classes a label has; only
+        // synthetic data needs it.
+        d.classes = 2;
+        data.push_back(std::move(d));
+      }
+    for (size_t i = 0; i < pkg.inputs.size(); ++i)
+      if (pkg.inputs[i].role == PkgRole::Step)
+        stepCounter = static_cast<int>(i);
+    for (size_t i = 0; i < pkg.outputs.size(); ++i)
+      if (pkg.outputs[i].role == PkgRole::Loss)
+        loss = static_cast<int>(i);
+    if (loss < 0) {
+      printError(errs, command,
+                 path.str() + ": expected an output with role loss, found none");
+      return false;
+    }
+    if (pkg.outputs[loss].shape.size() != 0) {
+      printError(errs, command, path.str() + ": expected a scalar loss");
+      return false;
+    }
+    return true;
+  }
+
+  bool feed(const runtime::Batch &batch, llvm::raw_ostream &errs,
+            llvm::StringRef command) {
+    const runtime::LoadedPackage &pkg = package();
+    if (batch.tensors.size() != dataInputs.size()) {
+      printError(errs, command,
+                 "a batch holds " + std::to_string(batch.tensors.size()) +
+                     " tensors: expected " + std::to_string(dataInputs.size()));
+      return false;
+    }
+    for (size_t t = 0; t < dataInputs.size(); ++t) {
+      const runtime::BatchTensor &src = batch.tensors[t];
+      const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
+      void *dst = exec->input(dataInputs[t]);
+      int64_t n = elementCount(e.shape);
+      int64_t have = src.type == runtime::ElementType::f32
+                         ? static_cast<int64_t>(src.f32.size())
+                         : static_cast<int64_t>(src.i32.size());
+      if (have != n) {
+        printError(errs, command,
+                   "input '" + e.name + "': the batch holds " +
+                       std::to_string(have) + " values, expected " +
+                       std::to_string(n));
+        return false;
+      }
+      if (src.type == runtime::ElementType::f32 && e.dtype == PkgDType::F32) {
+        std::memcpy(dst, src.f32.data(), n * sizeof(float));
+      } else if (src.type == runtime::ElementType::i32 &&
+                 e.dtype == PkgDType::I32) {
+        std::memcpy(dst, src.i32.data(), n * sizeof(int32_t));
+      } else if (src.type == runtime::ElementType::f32) {
+        for (int64_t i = 0; i < n; ++i)
+          writeElement(dst, e.dtype, i, src.f32[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          writeElement(dst, e.dtype, i, src.i32[i]);
+      }
+    }
+    return true;
+  }
+
+  double output(int index) const {
+    const runtime::SignatureEntry &e = package().outputs[index];
+    return readElement(exec->output(index), e.dtype, 0);
+  }
+};
+
+class CpuBackend : public TrainBackend {
+public:
+  ~CpuBackend() override {
+    if (!tempDir_.empty())
+      llvm::sys::fs::remove_directories(tempDir_);
+  }
+
+  const char *name() const override { return "cpu"; }
+  int64_t batch() const override { return batch_; }
+  const std::vector<runtime::TensorSpec> &dataSpecs() const override {
+    return specs_;
+  }
+  const std::vector<runtime::TensorSpec> &evalSpecs() const override {
+    return evalSpecs_;
+  }
+  bool hasEval() const override { return eval_.exec != nullptr; }
+  bool evalHasLogits() const override { return eval_.logits >= 0; }
+  const std::vector<StateEntry> &state() const override { return state_; }
+
+  std::vector<float> readState(size_t entry) const override {
+    const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
+    const void *data = train_.exec->input(stateInputs_[entry]);
+    int64_t n = elementCount(e.shape);
+    std::vector<float> out(n);
+    if (e.dtype == PkgDType::F32) {
+      std::memcpy(out.data(), data, n * sizeof(float));
+      return out;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<float>(readElement(data, e.dtype, i));
+    return out;
+  }
+
+  bool writeState(size_t entry, const std::vector<float> &values,
+                  std::string &error) override {
+    const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
+    void *data = train_.exec->input(stateInputs_[entry]);
+    int64_t n = elementCount(e.shape);
+    if (static_cast<int64_t>(values.size()) != n) {
+      error = "holds " + std::to_string(values.size()) + " values: expected " +
+              std::to_string(n);
+      return false;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      writeElement(data, e.dtype, i, values[i]);
+    evalStale_ = true;
+    return true;
+  }
+
+  void setStepCounter(int64_t step) override {
+    if (train_.stepCounter < 0)
+      return;
+    const runtime::SignatureEntry &e = train_.package().inputs[train_.stepCounter];
+    writeElement(train_.exec->input(train_.stepCounter), e.dtype, 0,
+                 static_cast<double>(step));
+  }
+
+  bool step(const runtime::Batch &batch, double &loss,
+            llvm::raw_ostream &errs) override {
+    if (!train_.feed(batch, errs, command_))
+      return false;
+    runtime::Status s = train_.exec->run();
+    if (!s.isOk()) {
+      printError(errs, command_, "step: " + s.message());
+      return false;
+    }
+    loss = train_.output(train_.loss);
+    evalStale_ = true;
+    return true;
+  }
+
+  bool evaluate(const runtime::Batch &batch, EvalOutput &out,
+                llvm::raw_ostream &errs) override {
+    if (evalStale_) {
+      // The eval step's parameters are the trained ones, by name.
+      for (auto [evalInput, trainInput] : evalParameters_) {
+        const runtime::PackageBuffer &b =
+            train_.package().buffers[train_.package().inputs[trainInput].buffer];
+        std::memcpy(eval_.exec->input(evalInput),
+                    train_.exec->input(trainInput), b.size);
+      }
+      evalStale_ = false;
+    }
+    if (!eval_.feed(batch, errs, command_))
+      return false;
+    runtime::Status s = eval_.exec->run();
+    if (!s.isOk()) {
+      printError(errs, command_, "eval: " + s.message());
+      return false;
+    }
+    out.loss = eval_.output(eval_.loss);
+    out.logits.clear();
+    out.classes = 0;
+    if (eval_.logits >= 0) {
+      const runtime::SignatureEntry &e = eval_.package().outputs[eval_.logits];
+      int64_t n = elementCount(e.shape);
+      out.logits.resize(n);
+      const void *data = eval_.exec->output(eval_.logits);
+      for (int64_t i = 0; i < n; ++i)
+        out.logits[i] = static_cast<float>(readElement(data, e.dtype, i));
+      out.classes = e.shape[1];
+    }
+    return true;
+  }
+
+  bool init(const BackendOptions &options, llvm::StringRef command,
+            llvm::raw_ostream &outs, llvm::raw_ostream &errs);
+
+private:
+  bool compile(const BackendOptions &options, llvm::raw_ostream &outs,
+               llvm::raw_ostream &errs, std::string &trainPath,
+               std::string &evalPath);
+  bool load(const std::string &path, int threads, Step &step,
+            llvm::raw_ostream &errs);
+
+  std::string command_;
+  std::string tempDir_;
+  std::unique_ptr<runtime::cpu::KernelLoader> loader_;
+  Step train_, eval_;
+  std::vector<runtime::TensorSpec> specs_, evalSpecs_;
+  int64_t batch_ = 0;
+  std::vector<StateEntry> state_;
+  std::vector<size_t> stateInputs_;
+  std::vector<std::pair<size_t, size_t>> evalParameters_; // eval <- train
+  bool evalStale_ = true;
+  std::map<std::string, int64_t> classes_; // label ranges by input name
+};
+
+bool CpuBackend::load(const std::string &path, int threads, Step &step,
+                      llvm::raw_ostream &errs) {
+  runtime::StatusOr<runtime::LoadedPackage> pkg = runtime::loadPackage(path);
+  if (!pkg.isOk()) {
+    printError(errs, command_, pkg.status().message());
+    return false;
+  }
+  if (pkg->target.kind != runtime::TargetKind::Cpu) {
+    printError(errs, command_,
+               path + ": the package targets CUDA: expected a CPU package "
+                      "(compile it with --target=cpu)");
+    return false;
+  }
+  runtime::cpu::ExecutableOptions execOptions;
+  execOptions.threads = threads;
+  runtime::StatusOr<std::unique_ptr<runtime::cpu::Executable>> exec =
+      runtime::cpu::Executable::create(std::move(pkg.value()), *loader_,
+                                       execOptions);
+  if (!exec.isOk()) {
+    printError(errs, command_, path + ": " + exec.status().message());
+    return false;
+  }
+  step.exec = std::move(exec.value());
+  runtime::Status init = step.exec->initialize();
+  if (!init.isOk()) {
+    printError(errs, command_, path + ": " + init.message());
+    return false;
+  }
+  return step.describe(path, errs, command_);
+}
+
+bool CpuBackend::compile(const BackendOptions &options, llvm::raw_ostream &outs,
+                         llvm::raw_ostream &errs, std::string &trainPath,
+                         std::string &evalPath) {
+  DialectRegistry registry;
+  registerKilnDialects(registry);
+  MLIRContext context(registry);
+  DiagnosticPrinter diagnostics(&context, errs);
+  OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
+  if (!module)
+    return false;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
+      llvm::MemoryBuffer::getFile(options.input);
+  if (!source) {
+    printError(errs, command_, options.input + ": " + source.getError().message());
+    return false;
+  }
+  // Label ranges come from the graph as written (a cross-entropy's classes),
+  // before fusion hides the uses.
+  std::map<std::string, int64_t> classes;
+  if (func::FuncOp raw = findModelFunction(*module))
+    for (const ArgumentInfo &arg : describeArguments(raw))
+      if (!isa<FloatType>(arg.type.getElementType()))
+        classes[arg.name] = integerRange(raw, arg.index);
+  OwningOpRef<ModuleOp> evalModule;
+  if (options.wantEval)
+    evalModule = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));
+
+  std::string dir = options.packageDir;
+  if (dir.empty()) {
+    llvm::SmallString<128> temp;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("kiln-train", temp)) {
+      printError(errs, command_,
+                 "cannot create a temporary directory: " + ec.message());
+      return false;
+    }
+    tempDir_ = dir = temp.str().str();
+  } else if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    printError(errs, command_, dir + ": cannot create it: " + ec.message());
+    return false;
+  }
+  std::string model = llvm::sys::path::stem(options.input).str();
+  std::vector<std::string> flags = {"train"};
+
+  if (failed(runCompilePipeline(*module, options.pipeline)))
+    return false;
+  trainPath = dir + "/step.kpkg";
+  if (failed(writeStepPackage(*module, model, (*source)->getBuffer(), flags,
+                              trainPath, command_, errs)))
+    return false;
+  if (!options.packageDir.empty())
+    outs << "kiln train: compiled step " << trainPath << "\n";
+
+  if (evalModule) {
+    func::FuncOp evalFunc = findModelFunction(*evalModule);
+    if (!evalFunc)
+      return false;
+    unsigned lossIndex = 0;
+    for (const ResultInfo &r : describeResults(evalFunc))
+      if (r.role == Role::loss)
+        lossIndex = r.index;
+    exposeCrossEntropyLogits(evalFunc, lossIndex);
+    PipelineOptions forward = options.pipeline;
+    forward.trainingStep = false;
+    forward.optimize = true;
+    forward.dumpDir.clear();
+    if (failed(runCompilePipeline(*evalModule, forward)))
+      return false;
+    evalPath = dir + "/eval.kpkg";
+    if (failed(writeStepPackage(*evalModule, model, (*source)->getBuffer(),
+                                {"eval"}, evalPath, command_, errs)))
+      return false;
+  }
+  classes_ = std::move(classes);
+  return true;
+}
+
+bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
+                      llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  command_ = command.str();
+  runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
+      runtime::cpu::createOrcKernelLoader();
+  if (!loader.isOk()) {
+    printError(errs, command_, loader.status().message());
+    return false;
+  }
+  loader_ = std::move(loader.value());
+
+  std::string trainPath = options.input, evalPath;
+  bool isPackage = llvm::sys::path::extension(options.input) == ".kpkg";
+  if (isPackage) {
+    if (options.optimizerFlagsGiven) {
+      printError(errs, command_,
+                 options.input + ": a package has its optimizer compiled in; "
+                                 "drop the optimizer flags or train the .kiln "
+                                 "file");
+      return false;
+    }
+    if (options.wantEval)
+      outs << "kiln train: " << options.input
+           << " holds only the training step: no eval pass (train the .kiln "
+              "file for one)\n";
+  } else if (!compile(options, outs, errs, trainPath, evalPath)) {
+    return false;
+  }
+  if (!load(trainPath, options.threads, train_, errs))
+    return false;
+  for (DataArgument &d : train_.data)
+    if (classes_.count(d.name))
+      d.classes = classes_[d.name];
+  if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
+    return false;
+  const runtime::LoadedPackage &pkg = train_.package();
+  for (size_t i = 0; i < pkg.inputs.size(); ++i) {
+    const runtime::SignatureEntry &e = pkg.inputs[i];
+    if (e.role != PkgRole::Parameter && e.role != PkgRole::OptimizerState)
+      continue;
+    state_.push_back({e.name, e.role == PkgRole::Parameter, e.shape});
+    stateInputs_.push_back(i);
+  }
+  if (evalPath.empty())
+    return true;
+
+  if (!load(evalPath, options.threads, eval_, errs))
+    return false;
+  for (DataArgument &d : eval_.data)
+    if (classes_.count(d.name))
+      d.classes = classes_[d.name];
+  int64_t evalBatch = 0;
+  if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
+                   errs))
+    return false;
+  const runtime::LoadedPackage &evalPkg = eval_.package();
+  for (size_t i = 0; i < evalPkg.outputs.size(); ++i)
+    if (static_cast<int>(i) != eval_.loss && evalPkg.outputs[i].shape.size() == 2)
+      eval_.logits = static_cast<int>(i);
+  for (size_t e = 0; e < evalPkg.inputs.size(); ++e) {
+    const runtime::SignatureEntry &entry = evalPkg.inputs[e];
+    if (entry.role == PkgRole::Input || entry.role == PkgRole::Label)
+      continue;
+    for (size_t t = 0; t < pkg.inputs.size(); ++t)
+      if (pkg.inputs[t].name == entry.name) {
+        if (pkg.inputs[t].dtype != entry.dtype ||
+            pkg.inputs[t].shape != entry.shape) {
+          printError(errs, command_,
+                     "eval input '" + entry.name +
+                         "' differs in type from the training step's");
+          return false;
+        }
+        evalParameters_.emplace_back(e, t);
+      }
+  }
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<TrainBackend> createCpuBackend(const BackendOptions &options,
+                                               llvm::StringRef command,
+                                               llvm::raw_ostream &outs,
+                                               llvm::raw_ostream &errs) {
+  auto backend = std::make_unique<CpuBackend>();
+  if (!backend->init(options, command, outs, errs))
+    return nullptr;
+  return backend;
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,270 @@
+//===- ReferenceBackend.cpp - `kiln train --backend=reference` ------------===//
+//
+// The training step (kiln-autodiff, kiln-apply-optimizer, the same pipeline
+// as `kiln compile`) run on the reference interpreter: slow, but the
+// definition of what every backend must compute, and so the tool for
+// debugging one. Parameters start from their #kiln.init, optimizer state and
+// the step from zeros; after each step every result marked kiln.updates
+// replaces the argument it names. The eval model is the same file's forward
+// graph, compiled without optimization so its kiln.softmax_cross_entropy
+// (and so its logits) is still there to find.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/ReferenceStep.h"
+#include "tools/kiln/lib/TrainBackend.h"
+
+#include "ir/Interpreter.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace kiln::cli {
+
+TrainBackend::~TrainBackend() = default;
+
+namespace {
+
+// The step's data arguments (inputs, then labels).
+std::vector<unsigned> dataArgumentIndices(const std::vector<ArgumentInfo> &info) {
+  std::vector<unsigned> out;
+  for (Role role : {Role::input, Role::label})
+    for (const ArgumentInfo &arg : info)
+      if (arg.role == role)
+        out.push_back(arg.index);
+  return out;
+}
+
+std::vector<DataArgument> describeData(func::FuncOp func,
+                                       const std::vector<ArgumentInfo> &info) {
+  std::vector<DataArgument> out;
+  for (unsigned index : dataArgumentIndices(info)) {
+    const ArgumentInfo &arg = info[index];
+    DataArgument d;
+    d.name = arg.name;
+    d.shape.assign(arg.type.getShape().begin(), arg.type.getShape().end());
+    d.isFloat = isa<FloatType>(arg.type.getElementType());
+    if (!d.isFloat)
+      d.classes = integerRange(func, arg.index);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// Copies a batch into the step's argument values.
+void feedBatch(const runtime::Batch &batch, const std::vector<unsigned> &args,
+               const std::vector<ArgumentInfo> &info,
+               llvm::SmallVectorImpl<HostTensor> &values) {
+  for (size_t t = 0; t < batch.tensors.size() && t < args.size(); ++t) {
+    const runtime::BatchTensor &src = batch.tensors[t];
+    HostTensor &dst = values[args[t]];
+    if (dst.size() == 0)
+      dst = initialValue(info[args[t]]);
+    if (src.type == runtime::ElementType::f32)
+      for (size_t i = 0; i < src.f32.size(); ++i)
+        dst[i] = src.f32[i];
+    else
+      for (size_t i = 0; i < src.i32.size(); ++i)
+        dst[i] = src.i32[i];
+    dst.roundAll();
+  }
+}
+
+class ReferenceBackend : public TrainBackend {
+public:
+  const char *name() const override { return "reference"; }
+  int64_t batch() const override { return batch_; }
+  const std::vector<runtime::TensorSpec> &dataSpecs() const override {
+    return specs_;
+  }
+  const std::vector<runtime::TensorSpec> &evalSpecs() const override {
+    return evalSpecs_;
+  }
+  bool hasEval() const override { return static_cast<bool>(evalModule_); }
+  bool evalHasLogits() const override { return logitsIndex_.has_value(); }
+  const std::vector<StateEntry> &state() const override { return state_; }
+
+  std::vector<float> readState(size_t entry) const override {
+    const HostTensor &t = values_[stateArgs_[entry]];
+    return std::vector<float>(t.values().begin(), t.values().end());
+  }
+
+  bool writeState(size_t entry, const std::vector<float> &values,
+                  std::string &error) override {
+    HostTensor &dst = values_[stateArgs_[entry]];
+    if (static_cast<int64_t>(values.size()) != dst.size()) {
+      error = "holds " + std::to_string(values.size()) + " values: expected " +
+              std::to_string(dst.size());
+      return false;
+    }
+    for (size_t i = 0; i < values.size(); ++i)
+      dst[i] = values[i];
+    return true;
+  }
+
+  void setStepCounter(int64_t step) override {
+    if (stepArg_)
+      values_[*stepArg_][0] = static_cast<double>(step);
+  }
+
+  bool step(const runtime::Batch &batch, double &loss,
+            llvm::raw_ostream &) override {
+    feedBatch(batch, dataArgs_, argInfo_, values_);
+    FailureOr<SmallVector<HostTensor>> results = interpreter_.run(step_, values_);
+    if (failed(results))
+      return false;
+    loss = (*results)[lossIndex_][0];
+    for (const ResultInfo &r : resultInfo_)
+      if (r.updates)
+        values_[*r.updates] = std::move((*results)[r.index]);
+    return true;
+  }
+
+  bool evaluate(const runtime::Batch &batch, EvalOutput &out,
+                llvm::raw_ostream &) override {
+    // The eval model's parameters are the trained ones, by name.
+    std::map<std::string, unsigned> byName;
+    for (const ArgumentInfo &a : argInfo_)
+      byName[a.name] = a.index;
+    for (const ArgumentInfo &a : evalArgInfo_) {
+      auto it = byName.find(a.name);
+      if (it != byName.end() && a.role != Role::input && a.role != Role::label)
+        evalValues_[a.index] = values_[it->second];
+    }
+    feedBatch(batch, evalDataArgs_, evalArgInfo_, evalValues_);
+    FailureOr<SmallVector<HostTensor>> results =
+        interpreter_.run(evalFunc_, evalValues_);
+    if (failed(results))
+      return false;
+    out.loss = (*results)[evalLossIndex_][0];
+    out.logits.clear();
+    out.classes = 0;
+    if (logitsIndex_) {
+      const HostTensor &logits = (*results)[*logitsIndex_];
+      out.logits.assign(logits.values().begin(), logits.values().end());
+      out.classes = logits.dim(1);
+    }
+    return true;
+  }
+
+  bool init(const BackendOptions &options, llvm::StringRef command,
+            llvm::raw_ostream &errs);
+
+private:
+  void exposeLogits();
+
+  DialectRegistry registry_;
+  std::unique_ptr<MLIRContext> context_;
+  std::unique_ptr<DiagnosticPrinter> diagnostics_;
+  OwningOpRef<ModuleOp> module_;
+  func::FuncOp step_;
+  std::vector<ArgumentInfo> argInfo_;
+  std::vector<ResultInfo> resultInfo_;
+  std::vector<unsigned> dataArgs_;
+  std::vector<runtime::TensorSpec> specs_;
+  int64_t batch_ = 0;
+  unsigned lossIndex_ = 0;
+  std::optional<unsigned> stepArg_;
+  std::vector<StateEntry> state_;
+  std::vector<unsigned> stateArgs_;
+  llvm::SmallVector<HostTensor> values_;
+  Interpreter interpreter_;
+
+  OwningOpRef<ModuleOp> evalModule_;
+  func::FuncOp evalFunc_;
+  std::vector<ArgumentInfo> evalArgInfo_;
+  std::vector<unsigned> evalDataArgs_;
+  std::vector<runtime::TensorSpec> evalSpecs_;
+  llvm::SmallVector<HostTensor> evalValues_;
+  unsigned evalLossIndex_ = 0;
+  std::optional<unsigned> logitsIndex_;
+};
+
+// Appends the logits of the loss's kiln.softmax_cross_entropy (the loss may
+// be a reduction of it) to the eval model's results.
+void ReferenceBackend::exposeLogits() {
+  logitsIndex_ = exposeCrossEntropyLogits(evalFunc_, evalLossIndex_);
+}
+
+bool ReferenceBackend::init(const BackendOptions &options,
+                            llvm::StringRef command, llvm::raw_ostream &errs) {
+  registerKilnDialects(registry_);
+  context_ = std::make_unique<MLIRContext>(registry_);
+  diagnostics_ = std::make_unique<DiagnosticPrinter>(context_.get(), errs);
+  module_ = loadModule(options.input, context_.get(), *diagnostics_);
+  if (!module_)
+    return false;
+  if (options.wantEval)
+    evalModule_ = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module_)->clone()));
+  if (failed(runCompilePipeline(*module_, options.pipeline)))
+    return false;
+  step_ = findModelFunction(*module_);
+  if (!step_)
+    return false;
+  argInfo_ = describeArguments(step_);
+  resultInfo_ = describeResults(step_);
+  dataArgs_ = dataArgumentIndices(argInfo_);
+  if (!dataSpecsOf(describeData(step_, argInfo_), options.input, command,
+                   specs_, batch_, errs))
+    return false;
+  for (const ResultInfo &r : resultInfo_)
+    if (r.role == Role::loss)
+      lossIndex_ = r.index;
+  for (const ArgumentInfo &arg : argInfo_) {
+    values_.push_back(initialValue(arg));
+    if (arg.role == Role::step)
+      stepArg_ = arg.index;
+    if (arg.role == Role::parameter || arg.role == Role::optimizer_state) {
+      StateEntry e;
+      e.name = arg.name;
+      e.parameter = arg.role == Role::parameter;
+      e.shape.assign(arg.type.getShape().begin(), arg.type.getShape().end());
+      state_.push_back(std::move(e));
+      stateArgs_.push_back(arg.index);
+    }
+  }
+
+  if (!evalModule_)
+    return true;
+  PipelineOptions forward = options.pipeline;
+  forward.trainingStep = false;
+  forward.optimize = false;
+  forward.dumpDir.clear();
+  if (failed(runCompilePipeline(*evalModule_, forward)))
+    return false;
+  evalFunc_ = findModelFunction(*evalModule_);
+  if (!evalFunc_)
+    return false;
+  evalArgInfo_ = describeArguments(evalFunc_);
+  for (const ResultInfo &r : describeResults(evalFunc_))
+    if (r.role == Role::loss)
+      evalLossIndex_ = r.index;
+  exposeLogits();
+  evalDataArgs_ = dataArgumentIndices(evalArgInfo_);
+  int64_t evalBatch = 0;
+  if (!dataSpecsOf(describeData(evalFunc_, evalArgInfo_), options.input,
+                   command, evalSpecs_, evalBatch, errs))
+    return false;
+  for (const ArgumentInfo &arg : evalArgInfo_)
+    evalValues_.push_back(initialValue(arg));
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<TrainBackend> createReferenceBackend(const BackendOptions &options,
+                                                     llvm::StringRef command,
+                                                     llvm::raw_ostream &errs) {
+  auto backend = std::make_unique<ReferenceBackend>();
+  if (!backend->init(options, command, errs))
+    return nullptr;
+  return backend;
+}
+
+} // namespace kiln::cli

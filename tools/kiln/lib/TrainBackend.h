@@ -1,0 +1,126 @@
+//===- TrainBackend.h - what `kiln train` runs a step on ----------*- C++ -*-===//
+//
+// `kiln train` (Train.cpp) owns everything a backend does not: flags, data,
+// shuffling, prefetch, the loop, progress, checkpoints, metrics and the eval
+// loop. A TrainBackend owns the compiled step and its state: it feeds one
+// batch and runs one step, and reads and writes the checkpointed tensors
+// (parameters and optimizer state) by name. Two exist:
+//
+//   reference  the step on the reference interpreter (ReferenceBackend.cpp)
+//   cpu        the step compiled into a package and run by the CPU runtime
+//              (CpuBackend.cpp); the default
+//
+// Both see the same data tensors in the same order (the step's inputs, then
+// its labels) and the same state names, so a checkpoint written by one
+// resumes on the other.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_TRAINBACKEND_H
+#define KILN_TOOLS_KILN_LIB_TRAINBACKEND_H
+
+#include "passes/Pipelines.h"
+
+#include "runtime/data/Dataset.h"
+#include "runtime/data/Sampler.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+// A checkpointed tensor: a parameter, or optimizer state.
+struct StateEntry {
+  std::string name;
+  bool parameter = true; // false: optimizer state
+  std::vector<int64_t> shape;
+};
+
+// One eval batch's forward result.
+struct EvalOutput {
+  double loss = 0;
+  // [batch, classes] row-major when the loss comes from
+  // kiln.softmax_cross_entropy; empty otherwise.
+  std::vector<float> logits;
+  int64_t classes = 0;
+};
+
+class TrainBackend {
+public:
+  virtual ~TrainBackend();
+
+  virtual const char *name() const = 0;
+  // The batch dimension the step was compiled for.
+  virtual int64_t batch() const = 0;
+  // The training data tensors (inputs, then labels), as the dataset opens
+  // them; the eval model's, when it has one.
+  virtual const std::vector<runtime::TensorSpec> &dataSpecs() const = 0;
+  virtual const std::vector<runtime::TensorSpec> &evalSpecs() const = 0;
+  virtual bool hasEval() const = 0;
+  // Whether the eval output has logits (so accuracy can be counted).
+  virtual bool evalHasLogits() const = 0;
+
+  virtual const std::vector<StateEntry> &state() const = 0;
+  virtual std::vector<float> readState(size_t entry) const = 0;
+  // Fails with a message in |error| when the size does not match.
+  virtual bool writeState(size_t entry, const std::vector<float> &values,
+                          std::string &error) = 0;
+  // Sets the step counter argument (kiln.role step), if the step has one.
+  virtual void setStepCounter(int64_t step) = 0;
+
+  // Feeds |batch| and runs one step; |loss| is the step's loss. Prints the
+  // problem to |errs| and fails.
+  virtual bool step(const runtime::Batch &batch, double &loss,
+                    llvm::raw_ostream &errs) = 0;
+  // Runs the forward model on |batch| with the current parameters.
+  virtual bool evaluate(const runtime::Batch &batch, EvalOutput &out,
+                        llvm::raw_ostream &errs) = 0;
+};
+
+// A data argument of the step as the backend sees it: its full shape
+// (batch first) and whether it holds floats (else integers with values in
+// [0, classes)).
+struct DataArgument {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool isFloat = true;
+  int64_t classes = 0;
+};
+
+// The dataset's tensor specs and the batch size of |args| (inputs, then
+// labels): each must have the batch dimension of the first one first.
+// Prints the problem (naming |input|) and fails.
+bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
+                 llvm::StringRef command, std::vector<runtime::TensorSpec> &specs,
+                 int64_t &batch, llvm::raw_ostream &errs);
+
+// What the backends are built from.
+struct BackendOptions {
+  std::string input; // .kiln, .mlir or (cpu) .kpkg
+  PipelineOptions pipeline;
+  bool wantEval = false;
+  // cpu: where the compiled packages go (empty: a temporary directory that
+  // is removed) and the thread count (0: all cores).
+  std::string packageDir;
+  int threads = 0;
+  // Whether the optimizer flags were given (a .kpkg has them compiled in).
+  bool optimizerFlagsGiven = false;
+};
+
+// Each prints what went wrong to |errs| (prefixed with |command|) and
+// returns null.
+std::unique_ptr<TrainBackend> createReferenceBackend(const BackendOptions &options,
+                                                     llvm::StringRef command,
+                                                     llvm::raw_ostream &errs);
+std::unique_ptr<TrainBackend> createCpuBackend(const BackendOptions &options,
+                                               llvm::StringRef command,
+                                               llvm::raw_ostream &outs,
+                                               llvm::raw_ostream &errs);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_TRAINBACKEND_H

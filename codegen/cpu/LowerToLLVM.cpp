@@ -57,6 +57,71 @@ namespace {
 
 constexpr llvm::StringLiteral kKernelName = "kernel";
 
+// Adds the C entry point `void kiln_kernel(void **buffers, int64_t part,
+// int64_t parts)` to a module lowered to the LLVM dialect: it loads the
+// buffer pointers and calls @kernel (bare pointers, then part and parts),
+// doing nothing unless 0 <= part < parts. @kernel becomes internal, so -O3
+// inlines it into the entry point and drops it.
+LogicalResult addEntryPoint(ModuleOp module) {
+  auto kernel = module.lookupSymbol<LLVM::LLVMFuncOp>(kKernelName);
+  if (!kernel)
+    return module.emitError() << "expected a lowered @" << kKernelName;
+  LLVM::LLVMFunctionType kernelType = kernel.getFunctionType();
+  MLIRContext *context = module.getContext();
+  auto ptrType = LLVM::LLVMPointerType::get(context);
+  auto i64 = IntegerType::get(context, 64);
+  unsigned numParams = kernelType.getNumParams();
+  if (numParams < 2 || kernelType.getParamType(numParams - 1) != i64 ||
+      kernelType.getParamType(numParams - 2) != i64)
+    return kernel.emitError()
+           << "expected @" << kKernelName
+           << " to end with two i64 (part, parts) parameters, found "
+           << kernelType;
+  kernel.setLinkage(LLVM::Linkage::Internal);
+
+  Location loc = kernel.getLoc();
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(module.getBody());
+  auto entryType = LLVM::LLVMFunctionType::get(
+      LLVM::LLVMVoidType::get(context), {ptrType, i64, i64});
+  auto entry = b.create<LLVM::LLVMFuncOp>(loc, kCpuKernelEntryPoint, entryType);
+  Block *check = entry.addEntryBlock(b);
+  Block *call = b.createBlock(&entry.getBody());
+  Block *done = b.createBlock(&entry.getBody());
+  Value buffers = check->getArgument(0);
+  Value part = check->getArgument(1);
+  Value parts = check->getArgument(2);
+
+  b.setInsertionPointToEnd(check);
+  Value zero = b.create<LLVM::ConstantOp>(loc, i64, b.getI64IntegerAttr(0));
+  Value notNegative =
+      b.create<LLVM::ICmpOp>(loc, LLVM::ICmpPredicate::sge, part, zero);
+  Value belowParts =
+      b.create<LLVM::ICmpOp>(loc, LLVM::ICmpPredicate::slt, part, parts);
+  Value valid = b.create<LLVM::AndOp>(loc, notNegative, belowParts);
+  b.create<LLVM::CondBrOp>(loc, valid, call, done);
+
+  b.setInsertionPointToEnd(call);
+  SmallVector<Value> operands;
+  for (unsigned i = 0; i + 2 < numParams; ++i) {
+    if (kernelType.getParamType(i) != ptrType)
+      return kernel.emitError() << "expected parameter " << i << " of @"
+                                << kKernelName << " to be a pointer, found "
+                                << kernelType.getParamType(i);
+    Value slot = b.create<LLVM::GEPOp>(loc, ptrType, ptrType, buffers,
+                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
+    operands.push_back(b.create<LLVM::LoadOp>(loc, ptrType, slot));
+  }
+  operands.push_back(part);
+  operands.push_back(parts);
+  b.create<LLVM::CallOp>(loc, kernel, operands);
+  b.create<LLVM::BrOp>(loc, ValueRange{}, done);
+
+  b.setInsertionPointToEnd(done);
+  b.create<LLVM::ReturnOp>(loc, ValueRange{});
+  return success();
+}
+
 // CPU hooks: inputs are the kernel's memref arguments; non-splat constants
 // become private memref.globals.
 class CpuHooks : public KernelHooks {
@@ -205,6 +270,8 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
     argTypes.push_back(memrefOf(type));
   for (RankedTensorType type : model->outputs)
     argTypes.push_back(memrefOf(type));
+  argTypes.push_back(b.getIndexType()); // part
+  argTypes.push_back(b.getIndexType()); // parts
   auto func = b.create<func::FuncOp>(loc, kKernelName,
                                      b.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
@@ -214,24 +281,48 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   CpuHooks hooks(*module, args.take_front(numInputs));
   auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
 
+  // Threading: the nests only read the fusion's inputs (and constants); no
+  // nest reads another's outputs, since ElementEmitter recomputes every body
+  // value from the block arguments (KernelModel.h). So every element of every
+  // output can be computed by any part independently, and each nest's
+  // outermost loop is split into |parts| contiguous ranges, part |part|
+  // running [extent * part / parts, extent * (part + 1) / parts). A rank-0
+  // nest runs in part 0 only.
+  Value part = args[args.size() - 2];
+  Value parts = args[args.size() - 1];
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
   for (const LoopNest &nest : model->nests) {
+    auto buildBody = [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
+      ElementEmitter emitter(*model, hooks, nb);
+      for (unsigned result : nest.results) {
+        Value v = emitter.emit(yield.getOperand(result), ivs);
+        nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
+      }
+    };
+    if (nest.shape.empty()) {
+      Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                            part, zero);
+      auto ifOp = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+      OpBuilder nb = ifOp.getThenBodyBuilder();
+      buildBody(nb, loc, {});
+      continue;
+    }
     SmallVector<Value> lbs, ubs, steps;
-    Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
     for (int64_t extent : nest.shape) {
       lbs.push_back(zero);
       ubs.push_back(b.create<arith::ConstantIndexOp>(loc, extent));
       steps.push_back(one);
     }
-    scf::buildLoopNest(b, loc, lbs, ubs, steps,
-                       [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
-                         ElementEmitter emitter(*model, hooks, nb);
-                         for (unsigned result : nest.results) {
-                           Value v = emitter.emit(yield.getOperand(result), ivs);
-                           nb.create<memref::StoreOp>(
-                               nloc, v, args[numInputs + result], ivs);
-                         }
-                       });
+    // The outermost range of this part (extents and part counts are far
+    // below 2^31, so extent * (part + 1) does not overflow 64 bits).
+    Value extent = ubs.front();
+    Value partEnd = b.create<arith::AddIOp>(loc, part, one);
+    lbs.front() = b.create<arith::DivUIOp>(
+        loc, b.create<arith::MulIOp>(loc, extent, part), parts);
+    ubs.front() = b.create<arith::DivUIOp>(
+        loc, b.create<arith::MulIOp>(loc, extent, partEnd), parts);
+    scf::buildLoopNest(b, loc, lbs, ubs, steps, buildBody);
   }
   b.create<func::ReturnOp>(loc);
   if (failed(func.verify()))
@@ -265,7 +356,9 @@ LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
   funcOptions.useBarePtrCallConv = true;
   pm.addPass(createConvertFuncToLLVMPass(funcOptions));
   pm.addPass(createReconcileUnrealizedCastsPass());
-  return pm.run(module);
+  if (failed(pm.run(module)))
+    return failure();
+  return addEntryPoint(module);
 }
 
 namespace {
@@ -357,15 +450,22 @@ FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
     return fusion.emitOpError() << "JIT compilation failed: "
                                 << llvm::toString(engine.takeError());
   kernel.engine_ = std::move(*engine);
+  llvm::Expected<void *> entry = kernel.engine_->lookup(kCpuKernelEntryPoint);
+  if (!entry)
+    return fusion.emitOpError() << "JIT compilation lost the entry point: "
+                                << llvm::toString(entry.takeError());
+  kernel.entry_ = reinterpret_cast<CompiledKernel::EntryPoint>(*entry);
   return kernel;
 }
 
 void CompiledKernel::runRaw(llvm::ArrayRef<void *> buffers) const {
+  runRaw(buffers, 0, 1);
+}
+
+void CompiledKernel::runRaw(llvm::ArrayRef<void *> buffers, int64_t part,
+                            int64_t parts) const {
   SmallVector<void *> pointers(buffers.begin(), buffers.end());
-  SmallVector<void *> args;
-  for (void *&p : pointers)
-    args.push_back(&p);
-  llvm::cantFail(engine_->invokePacked(kKernelName, args));
+  entry_(pointers.data(), part, parts);
 }
 
 LogicalResult CompiledKernel::run(llvm::ArrayRef<const HostTensor *> inputs,

@@ -8,9 +8,19 @@
 // can vectorize it), lowered with upstream passes to the LLVM dialect and
 // JIT-compiled for the host CPU at -O3 by mlir::ExecutionEngine.
 //
-// The kernel takes bare pointers to row-major buffers of the element types
-// (i1 as one byte). CompiledKernel::run adapts HostTensors for tests; the
-// runtime will pass raw buffers.
+// Kernel ABI. Every kernel module defines the C entry point
+//   extern "C" void kiln_kernel(void **buffers, int64_t part, int64_t parts);
+// |buffers| holds bare pointers to the fusion's row-major buffers of their
+// element types (i1 as one byte), inputs then outputs. A call computes only
+// its share: each loop nest's outermost loop covers [extent * part / parts,
+// extent * (part + 1) / parts), and a rank-0 nest runs in part 0 only, so
+// calling every part in 0..parts-1 (in any order, or concurrently on
+// threads) computes every output element exactly once, and the result does
+// not depend on |parts|. Any part can run alone because the nests read only
+// the fusion's inputs, never another nest's outputs. A call with part
+// outside [0, parts) does nothing. (Inside, the entry point loads the
+// pointers and calls the internal `kernel` function of the MLIR module,
+// which -O3 inlines.) CompiledKernel::run adapts HostTensors for tests.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +33,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <cstdint>
 #include <memory>
 
 namespace llvm {
@@ -35,6 +46,9 @@ class ExecutionEngine;
 } // namespace mlir
 
 namespace kiln {
+
+// The symbol of every CPU kernel's entry point (see above).
+constexpr const char kCpuKernelEntryPoint[] = "kiln_kernel";
 
 struct BufferSignature {
   DType dtype;
@@ -55,8 +69,12 @@ public:
                           llvm::ArrayRef<HostTensor *> outputs,
                           std::string *error = nullptr) const;
 
-  // Runs the kernel on raw buffers (one pointer per input, then per output).
+  // Runs the kernel on raw buffers (one pointer per input, then per output),
+  // the whole range.
   void runRaw(llvm::ArrayRef<void *> buffers) const;
+  // Runs part |part| of |parts| (see the kernel ABI above).
+  void runRaw(llvm::ArrayRef<void *> buffers, int64_t part,
+              int64_t parts) const;
 
   llvm::ArrayRef<BufferSignature> inputs() const { return inputs_; }
   llvm::ArrayRef<BufferSignature> outputs() const { return outputs_; }
@@ -64,17 +82,22 @@ public:
 private:
   friend mlir::FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion);
 
+  using EntryPoint = void (*)(void **, int64_t, int64_t);
+
   std::unique_ptr<mlir::ExecutionEngine> engine_;
+  EntryPoint entry_ = nullptr;
   llvm::SmallVector<BufferSignature> inputs_;
   llvm::SmallVector<BufferSignature> outputs_;
 };
 
 // Builds the kernel of |fusion| as a module holding `func.func @kernel` on
-// memrefs (scf/arith/math/memref), before lowering to LLVM.
+// memrefs (scf/arith/math/memref), before lowering to LLVM: its arguments
+// are the inputs' and outputs' memrefs, then `part` and `parts` (index).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 buildLoopKernelModule(FusionOp fusion);
 
-// Lowers a module from buildLoopKernelModule to the LLVM dialect.
+// Lowers a module from buildLoopKernelModule to the LLVM dialect and adds
+// the `kiln_kernel` entry point.
 mlir::LogicalResult lowerKernelModuleToLLVM(mlir::ModuleOp module);
 
 // The kernel of |fusion| as LLVM IR for the host CPU, optimized at -O3 (what

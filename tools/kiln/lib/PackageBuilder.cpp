@@ -6,8 +6,11 @@
 // every op result with an offset in kiln.buffer_offsets is a buffer at that
 // offset; a result with offset -1 reuses the buffer of the argument its
 // kiln.aliases entry names. Kernels are the fusion's -O3 LLVM module
-// (codegen/cpu/LowerToLLVM.h) as bitcode, entry point `kernel`, taking its
-// inputs then its outputs. A dot_general is a Gemm LibraryCall with
+// (codegen/cpu/LowerToLLVM.h) as bitcode, entry point
+// `void kiln_kernel(void **buffers, int64_t part, int64_t parts)`, buffers
+// being its inputs then its outputs; a call runs part |part| of |parts| of
+// every loop nest (LowerToLLVM.h's kernel ABI), so the runtime may split a
+// KernelLaunch over threads. A dot_general is a Gemm LibraryCall with
 // planGemm's parameters (operands lhs, rhs; result out). The metadata's
 // graph hash is FNV-1a 64 of the input file's bytes, stored little-endian
 // in 8 bytes.
@@ -295,13 +298,14 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     if (mlir::failed(ir))
       return fail("fusion " + describe(&op) +
                   ": the CPU code generator could not compile it");
-    if (!(*ir)->getFunction("kernel"))
+    if (!(*ir)->getFunction(kCpuKernelEntryPoint))
       return fail("fusion " + describe(&op) +
-                  ": expected its LLVM module to define @kernel, found none");
+                  ": expected its LLVM module to define @" +
+                  kCpuKernelEntryPoint + ", found none");
     PackageKernel kernel;
     kernel.kind = KernelKind::LlvmBitcode;
     kernel.name = opName;
-    kernel.entryPoint = "kernel";
+    kernel.entryPoint = kCpuKernelEntryPoint;
     {
       llvm::SmallVector<char, 0> bitcode;
       llvm::raw_svector_ostream os(bitcode);

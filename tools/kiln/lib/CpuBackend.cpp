@@ -344,6 +344,7 @@ bool CpuBackend::compile(const BackendOptions &options, llvm::raw_ostream &outs,
   registerKilnDialects(registry);
   MLIRContext context(registry);
   DiagnosticPrinter diagnostics(&context, errs);
+  diagnostics.setShowRemarks(false);
   OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
   if (!module)
     return false;

@@ -72,6 +72,8 @@ void DiagnosticPrinter::printPlain(mlir::Location loc,
 mlir::LogicalResult DiagnosticPrinter::handle(mlir::Diagnostic &diag) {
   if (diag.getSeverity() == mlir::DiagnosticSeverity::Error)
     ++errors;
+  if (diag.getSeverity() == mlir::DiagnosticSeverity::Remark && !showRemarks)
+    return mlir::success();
   if (isTextLocation(diag.getLocation())) {
     emitDiagnostic(diag);
     return mlir::success();

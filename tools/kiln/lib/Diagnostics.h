@@ -47,6 +47,11 @@ public:
   // (the graph importer names the node itself). ModuleLoader sets it.
   void setImporting(bool importing) { this->importing = importing; }
 
+  // Whether remarks (the passes' explanations: what was not fused, not
+  // updated in place, ...) are printed; on by default. `kiln train` turns
+  // them off: they belong to `kiln compile`.
+  void setShowRemarks(bool show) { showRemarks = show; }
+
   // Number of errors printed so far.
   unsigned errorCount() const { return errors; }
 
@@ -58,6 +63,7 @@ private:
 
   llvm::raw_ostream &out;
   std::string currentFile;
+  bool showRemarks = true;
   bool importing = false;
   unsigned errors = 0;
 };

@@ -197,6 +197,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
   registerKilnDialects(registry_);
   context_ = std::make_unique<MLIRContext>(registry_);
   diagnostics_ = std::make_unique<DiagnosticPrinter>(context_.get(), errs);
+  diagnostics_->setShowRemarks(false);
   module_ = loadModule(options.input, context_.get(), *diagnostics_);
   if (!module_)
     return false;

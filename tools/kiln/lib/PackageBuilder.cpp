@@ -11,7 +11,22 @@
 // being its inputs then its outputs; a call runs part |part| of |parts| of
 // every loop nest (LowerToLLVM.h's kernel ABI), so the runtime may split a
 // KernelLaunch over threads. A dot_general is a Gemm LibraryCall with
-// planGemm's parameters (operands lhs, rhs; result out). The metadata's
+// planGemm's parameters (operands lhs, rhs; result out); an operand that
+// planGemm wants packed is first transposed by a kernel (a one-op transpose
+// fusion, codegen/GemmEpilogue.h) into a scratch buffer "NAME.lhs_packed" or
+// "NAME.rhs_packed", which the Gemm then reads. A gemm fusion is split
+// (codegen/GemmEpilogue.h): its dot_general becomes such a Gemm writing a
+// scratch buffer "NAME.dot", then a KernelLaunch of the epilogue kernel
+// reads the fusion inputs the epilogue uses and that buffer (last) and
+// writes the fusion's results.
+//
+// Scratch buffers (role None) live after the arguments' regions. They are
+// shared: every top-level op places its scratch buffers from the same start
+// (dot result, then packed lhs, then packed rhs), and the arena grows by the
+// largest such sum. That is safe because the runtime runs the thunks in
+// order and each scratch value is dead once the op's last thunk (the Gemm or
+// the epilogue) has run; a runtime that overlaps thunks of different ops
+// must not overlap two that use scratch. The metadata's
 // graph hash is FNV-1a 64 of the input file's bytes, stored little-endian
 // in 8 bytes.
 //
@@ -21,6 +36,7 @@
 
 #include "tools/kiln/lib/Flags.h"
 
+#include "codegen/GemmEpilogue.h"
 #include "codegen/cpu/LowerToLLVM.h"
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
@@ -76,6 +92,135 @@ struct Builder {
     b.role = role;
     bufferOf[v] = pkg.buffers.size();
     pkg.buffers.push_back(std::move(b));
+    return true;
+  }
+
+  // Scratch: buffers that live only within one top-level op's thunks (a
+  // GEMM's packed operands and a gemm fusion's dot result), placed from
+  // |scratchBase| on; every op starts again at |scratchBase|.
+  uint64_t scratchBase = 0, scratchNext = 0, scratchEnd = 0;
+
+  // A scratch buffer of |type|; returns its index.
+  bool scratchBuffer(mlir::RankedTensorType type, std::string name,
+                     uint32_t &index) {
+    DType dtype;
+    if (!dtypeOfTensor(type, dtype)) {
+      error = "buffer '" + name + "': expected a tensor of a kiln dtype";
+      return false;
+    }
+    PackageBuffer b;
+    b.name = std::move(name);
+    b.dtype = static_cast<PkgDType>(dtype);
+    b.shape.assign(type.getShape().begin(), type.getShape().end());
+    b.size = type.getNumElements() * pkgBytesPerElement(b.dtype);
+    b.offset = scratchNext;
+    scratchNext = alignUp(scratchNext + b.size);
+    scratchEnd = std::max(scratchEnd, scratchNext);
+    index = pkg.buffers.size();
+    pkg.buffers.push_back(std::move(b));
+    return true;
+  }
+
+  // Compiles |fusion| (not of kind gemm) into a kernel named |name| and
+  // appends its KernelLaunch on |operands| and |results|.
+  bool addKernel(FusionOp fusion, const std::string &name,
+                 std::vector<uint32_t> operands, std::vector<uint32_t> results,
+                 llvm::LLVMContext &llvmContext) {
+    mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
+        optimizedKernelIR(fusion, llvmContext);
+    if (mlir::failed(ir)) {
+      error = "fusion " + describe(fusion) +
+              ": the CPU code generator could not compile it";
+      return false;
+    }
+    if (!(*ir)->getFunction(kCpuKernelEntryPoint)) {
+      error = "fusion " + describe(fusion) +
+              ": expected its LLVM module to define @" + kCpuKernelEntryPoint +
+              ", found none";
+      return false;
+    }
+    PackageKernel kernel;
+    kernel.kind = KernelKind::LlvmBitcode;
+    kernel.name = name;
+    kernel.entryPoint = kCpuKernelEntryPoint;
+    {
+      llvm::SmallVector<char, 0> bitcode;
+      llvm::raw_svector_ostream os(bitcode);
+      llvm::WriteBitcodeToFile(**ir, os);
+      kernel.object.assign(bitcode.begin(), bitcode.end());
+    }
+    for (mlir::Operation &inner : fusion.getBody().front())
+      if (!mlir::isa<YieldOp>(inner))
+        kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
+    PackageThunk thunk;
+    thunk.kind = ThunkKind::KernelLaunch;
+    thunk.kernel = pkg.kernels.size();
+    thunk.operands = std::move(operands);
+    thunk.results = std::move(results);
+    pkg.kernels.push_back(std::move(kernel));
+    pkg.thunks.push_back(std::move(thunk));
+    return true;
+  }
+
+  // Appends the thunks of |dot| reading buffers |lhs| and |rhs| and writing
+  // |result|: a Gemm LibraryCall with planGemm's parameters, preceded by a
+  // transpose kernel into a scratch buffer for each operand that planGemm
+  // wants packed. |name| prefixes the packed buffers' and kernels' names.
+  bool addGemm(DotGeneralOp dot, uint32_t lhs, uint32_t rhs, uint32_t result,
+               const std::string &name, llvm::LLVMContext &llvmContext) {
+    runtime::cpu::GemmSpec spec;
+    auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
+    auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
+    spec.dtype = pkg.buffers[result].dtype;
+    spec.lhsShape.assign(lhsType.getShape().begin(), lhsType.getShape().end());
+    spec.rhsShape.assign(rhsType.getShape().begin(), rhsType.getShape().end());
+    auto copy = [](llvm::ArrayRef<int64_t> a) {
+      return std::vector<int64_t>(a.begin(), a.end());
+    };
+    spec.lhsBatch = copy(dot.getLhsBatchingDimensions());
+    spec.rhsBatch = copy(dot.getRhsBatchingDimensions());
+    spec.lhsContract = copy(dot.getLhsContractingDimensions());
+    spec.rhsContract = copy(dot.getRhsContractingDimensions());
+    StatusOr<runtime::cpu::GemmPlan> plan = runtime::cpu::planGemm(spec);
+    if (!plan.isOk()) {
+      error = "op " + describe(dot) + ": " + plan.status().message();
+      return false;
+    }
+    auto pack = [&](mlir::RankedTensorType type,
+                    const std::vector<int64_t> &permutation, uint32_t &buffer,
+                    const char *operand) {
+      if (permutation.empty())
+        return true;
+      FusionOp transpose;
+      mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
+          buildTransposeFusion(dot.getLoc(), type, permutation, transpose);
+      if (mlir::failed(module)) {
+        error = "op " + describe(dot) + ": cannot build the packing kernel "
+                "of its " + operand;
+        return false;
+      }
+      uint32_t packed;
+      if (!scratchBuffer(mlir::cast<mlir::RankedTensorType>(
+                             transpose.getResult(0).getType()),
+                         name + "." + operand + "_packed", packed))
+        return false;
+      if (!addKernel(transpose, name + "." + operand + "_pack", {buffer},
+                     {packed}, llvmContext))
+        return false;
+      buffer = packed;
+      return true;
+    };
+    if (!pack(lhsType, plan->lhsPermutation, lhs, "lhs") ||
+        !pack(rhsType, plan->rhsPermutation, rhs, "rhs"))
+      return false;
+    PackageThunk thunk;
+    thunk.kind = ThunkKind::LibraryCall;
+    thunk.library = LibraryKind::Gemm;
+    thunk.hasGemm = true;
+    thunk.gemm = plan->params;
+    thunk.operands = {lhs, rhs};
+    thunk.results = {result};
+    pkg.thunks.push_back(std::move(thunk));
     return true;
   }
 };
@@ -149,7 +294,7 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       pkg.parameterInits.push_back(p);
     }
   }
-  pkg.arenaSize = next;
+  b.scratchBase = b.scratchEnd = next;
 
   // Top-level ops: buffers for their results, a kernel and a thunk each.
   llvm::LLVMContext llvmContext;
@@ -163,21 +308,17 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     if (!fusion && !dot && !conv)
       return fail("op " + describe(&op) +
                   " is not supported by the CPU package yet");
-    if (fusion && fusion.getKind() == FusionKind::gemm)
-      return fail("gemm fusion " + describe(&op) +
-                  " is not supported by the CPU package yet (its dot and "
-                  "epilogue are not split into a library call and a kernel)");
     auto offsets =
         op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.buffer_offsets");
     if (!offsets || offsets.size() != static_cast<int64_t>(op.getNumResults()))
       return fail("op " + describe(&op) +
                   ": expected kiln.buffer_offsets with one entry per result");
     auto aliases = op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.aliases");
+    b.scratchNext = b.scratchBase;
     std::string opName = (fusion ? "fusion"
                           : dot  ? "dot"
                                  : "conv") +
                          std::to_string(opIndex++);
-    unsigned aliasIndex = 0;
     for (unsigned r = 0; r < op.getNumResults(); ++r) {
       int64_t offset = offsets[r];
       if (offset >= 0) {
@@ -186,13 +327,14 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
           return fail(b.error);
         continue;
       }
-      if (!aliases || aliasIndex >= static_cast<unsigned>(aliases.size()) ||
-          aliases[aliasIndex] < 0 ||
-          aliases[aliasIndex] >= func.getNumArguments())
+      // kiln.aliases has one entry per result (-1 where the result has an
+      // arena offset).
+      if (!aliases || r >= static_cast<unsigned>(aliases.size()) ||
+          aliases[r] < 0 || aliases[r] >= func.getNumArguments())
         return fail("op " + describe(&op) + ": result " + std::to_string(r) +
                     " has offset -1 but no valid kiln.aliases entry");
       b.bufferOf[op.getResult(r)] =
-          b.bufferOf[func.getArgument(aliases[aliasIndex++])];
+          b.bufferOf[func.getArgument(aliases[r])];
     }
 
     if (conv) {
@@ -251,85 +393,47 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       pkg.thunks.push_back(std::move(thunk));
       continue;
     }
-    if (dot) {
-      // A LibraryCall: the strided GEMM Blas.h plans, when the operands need
-      // no packing (the runtime's thunk has no scratch buffer for it).
-      runtime::cpu::GemmSpec spec;
-      auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
-      auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
-      spec.dtype = pkg.buffers[b.bufferOf[op.getResult(0)]].dtype;
-      spec.lhsShape.assign(lhsType.getShape().begin(),
-                           lhsType.getShape().end());
-      spec.rhsShape.assign(rhsType.getShape().begin(),
-                           rhsType.getShape().end());
-      auto copy = [](llvm::ArrayRef<int64_t> a) {
-        return std::vector<int64_t>(a.begin(), a.end());
-      };
-      spec.lhsBatch = copy(dot.getLhsBatchingDimensions());
-      spec.rhsBatch = copy(dot.getRhsBatchingDimensions());
-      spec.lhsContract = copy(dot.getLhsContractingDimensions());
-      spec.rhsContract = copy(dot.getRhsContractingDimensions());
-      StatusOr<runtime::cpu::GemmPlan> plan = runtime::cpu::planGemm(spec);
-      if (!plan.isOk())
-        return fail("op " + describe(&op) + ": " + plan.status().message());
-      if (!plan->lhsPermutation.empty() || !plan->rhsPermutation.empty())
-        return fail("op " + describe(&op) +
-                    " is not supported by the CPU package yet: its operands "
-                    "need a transposed copy before the GEMM");
-      PackageThunk thunk;
-      thunk.kind = ThunkKind::LibraryCall;
-      thunk.library = LibraryKind::Gemm;
-      thunk.hasGemm = true;
-      thunk.gemm = plan->params;
-      for (mlir::Value operand : op.getOperands()) {
-        auto it = b.bufferOf.find(operand);
-        if (it == b.bufferOf.end())
-          return fail("op " + describe(&op) +
-                      ": an operand is not a planned buffer");
-        thunk.operands.push_back(it->second);
-      }
-      thunk.results.push_back(b.bufferOf[op.getResult(0)]);
-      pkg.thunks.push_back(std::move(thunk));
-      continue;
-    }
-
-    mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
-        optimizedKernelIR(fusion, llvmContext);
-    if (mlir::failed(ir))
-      return fail("fusion " + describe(&op) +
-                  ": the CPU code generator could not compile it");
-    if (!(*ir)->getFunction(kCpuKernelEntryPoint))
-      return fail("fusion " + describe(&op) +
-                  ": expected its LLVM module to define @" +
-                  kCpuKernelEntryPoint + ", found none");
-    PackageKernel kernel;
-    kernel.kind = KernelKind::LlvmBitcode;
-    kernel.name = opName;
-    kernel.entryPoint = kCpuKernelEntryPoint;
-    {
-      llvm::SmallVector<char, 0> bitcode;
-      llvm::raw_svector_ostream os(bitcode);
-      llvm::WriteBitcodeToFile(**ir, os);
-      kernel.object.assign(bitcode.begin(), bitcode.end());
-    }
-    for (mlir::Operation &inner : fusion.getBody().front())
-      if (!mlir::isa<YieldOp>(inner))
-        kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
-    PackageThunk thunk;
-    thunk.kind = ThunkKind::KernelLaunch;
-    thunk.kernel = pkg.kernels.size();
+    std::vector<uint32_t> operands, results;
     for (mlir::Value operand : op.getOperands()) {
       auto it = b.bufferOf.find(operand);
       if (it == b.bufferOf.end())
         return fail("op " + describe(&op) +
                     ": an operand is not a planned buffer");
-      thunk.operands.push_back(it->second);
+      operands.push_back(it->second);
     }
     for (mlir::Value result : op.getResults())
-      thunk.results.push_back(b.bufferOf[result]);
-    pkg.kernels.push_back(std::move(kernel));
-    pkg.thunks.push_back(std::move(thunk));
+      results.push_back(b.bufferOf[result]);
+    if (dot) {
+      if (!b.addGemm(dot, operands[0], operands[1], results[0], opName,
+                     llvmContext))
+        return fail(b.error);
+      continue;
+    }
+    if (fusion.getKind() == FusionKind::gemm) {
+      // The dot into a scratch buffer, then the epilogue kernel reading it.
+      mlir::FailureOr<GemmFusionSplit> split = splitGemmFusion(fusion);
+      if (mlir::failed(split))
+        return fail("gemm fusion " + describe(&op) +
+                    ": cannot split it into a GEMM and an epilogue");
+      uint32_t dotBuffer;
+      if (!b.scratchBuffer(split->dot.getType(), opName + ".dot", dotBuffer) ||
+          !b.addGemm(split->dot, operands[split->lhsInput],
+                     operands[split->rhsInput], dotBuffer, opName,
+                     llvmContext))
+        return fail(b.error);
+      std::vector<uint32_t> epilogueOperands;
+      for (int64_t source : split->inputSources)
+        epilogueOperands.push_back(source < 0 ? dotBuffer : operands[source]);
+      if (!b.addKernel(split->epilogue, opName, std::move(epilogueOperands),
+                       std::move(results), llvmContext))
+        return fail(b.error);
+      continue;
+    }
+    if (!b.addKernel(fusion, opName, std::move(operands), std::move(results),
+                     llvmContext))
+      return fail(b.error);
   }
+  pkg.arenaSize = b.scratchEnd;
 
   // Outputs: the returned values, with kiln.updates on their buffers.
   auto ret =

@@ -6,11 +6,11 @@
 // structs of runtime/package/Package.h and writes them with
 // serialize/PackageWriter.h. Fusions of kind loop, reduction, multi_output
 // and horizontal become LLVM bitcode kernels with a KernelLaunch thunk; a
-// dot_general whose operands need no transposed copy becomes a Gemm
-// LibraryCall (runtime/cpu/Blas.h's planGemm), conv2d and its gradients
-// Conv2D* LibraryCalls with ConvParams; any other top-level op (gemm
-// fusions, pooling, gather, ...) is refused with an error
-// naming it.
+// dot_general becomes a Gemm LibraryCall (runtime/cpu/Blas.h's planGemm),
+// after transpose kernels for operands that need packing; a gemm fusion
+// becomes that Gemm into a scratch buffer plus an epilogue kernel; conv2d
+// and its gradients Conv2D* LibraryCalls with ConvParams; any other
+// top-level op (pooling, gather, ...) is refused with an error naming it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,9 +7,9 @@
 // the caller waits for every worker, no worker can miss a generation, and
 // the call's fields are never rewritten while a worker reads them.
 //
-// Both sides spin for a bounded time (kSpinTime) before blocking, so the
-// calls of one step, which follow each other within microseconds, rarely
-// pay for a futex wake-up. Blocking happens under mutex_ with predicates,
+// Both sides spin for a bounded time (kSpinTime, yielding the core after
+// the first microseconds) before blocking, so the calls of one step, which
+// follow each other within microseconds, rarely pay for a futex wake-up. Blocking happens under mutex_ with predicates,
 // so no wake-up is lost.
 //
 //===----------------------------------------------------------------------===//
@@ -31,9 +31,13 @@ namespace {
 thread_local bool tInsidePart = false;
 
 // How long a worker waits for the next call, and the caller for the last
-// part, before blocking. A step's parallel calls come tens of microseconds
-// apart, and waking a blocked thread costs about as much.
-constexpr std::chrono::microseconds kSpinTime(50);
+// part, before blocking. A step's parallel calls come tens to hundreds of
+// microseconds apart, and waking a blocked thread costs some 10-30 us.
+constexpr std::chrono::microseconds kSpinTime(200);
+// Pure pause loops this long first; after that the spinner yields its core
+// between checks, so a pool larger than the machine (or another busy thread)
+// is not starved by spinners.
+constexpr std::chrono::microseconds kPauseTime(5);
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -47,15 +51,18 @@ inline void cpuRelax() {
 template <typename Pred> bool spinUntil(Pred done) {
   if (done())
     return true;
-  auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  auto start = std::chrono::steady_clock::now();
   for (;;) {
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < 32; ++i) {
       cpuRelax();
       if (done())
         return true;
     }
-    if (std::chrono::steady_clock::now() >= deadline)
+    auto waited = std::chrono::steady_clock::now() - start;
+    if (waited >= kSpinTime)
       return done();
+    if (waited >= kPauseTime)
+      std::this_thread::yield();
   }
 }
 

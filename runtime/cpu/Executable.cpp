@@ -13,6 +13,8 @@
 #include "runtime/Initializers.h"
 #include "runtime/cpu/Blas.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,6 +33,10 @@ namespace {
 // elements per part: below it, waking another thread costs more than the
 // work saves.
 constexpr int64_t kElementsPerPart = 32 * 1024;
+
+// A GEMM is split over the pool when each block gets at least this many
+// flops (2 m n k / blocks); smaller GEMMs run in one call.
+constexpr double kFlopsPerGemmBlock = 4e6;
 
 Status fail(const std::ostringstream &os) { return Status::error(os.str()); }
 
@@ -254,10 +260,64 @@ Status checkLibraryCall(const LoadedPackage &p, const std::string &where,
   return Status::ok();
 }
 
+// How many blocks to split a GEMM into on |threads| threads: 1 for small or
+// batched GEMMs (and k = 0, whose zero-fill Blas.h does).
+int64_t gemmBlocks(const GemmParams &g, int threads) {
+  if (threads <= 1 || g.batch != 1 || g.k == 0)
+    return 1;
+  double flops = 2.0 * double(g.m) * double(g.n) * double(g.k);
+  int64_t byWork = static_cast<int64_t>(flops / kFlopsPerGemmBlock);
+  int64_t bySize = std::max(g.m, g.n) / 16; // keep blocks >= 16 wide
+  return std::clamp<int64_t>(std::min(byWork, bySize), 1, threads);
+}
+
+void cblasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+               const float *a, int64_t lda, const float *b, int64_t ldb,
+               double beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, float(alpha), a, lda, b,
+              ldb, float(beta), c, ldc);
+}
+void cblasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+               const double *a, int64_t lda, const double *b, int64_t ldb,
+               double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+// Block |block| of |blocks| of a GEMM with batch 1 and k > 0: rows of the
+// result when m >= n, else columns, cut at multiples of 16.
+template <typename T>
+void gemmBlock(const GemmParams &g, const void *lhsRaw, const void *rhsRaw,
+               void *outRaw, int64_t block, int64_t blocks) {
+  const T *lhs = static_cast<const T *>(lhsRaw);
+  const T *rhs = static_cast<const T *>(rhsRaw);
+  T *out = static_cast<T *>(outRaw);
+  bool ta = g.transposeLhs, tb = g.transposeRhs;
+  int64_t lda = ta ? g.m : g.k, ldb = tb ? g.k : g.n;
+  bool byRows = g.m >= g.n;
+  int64_t extent = byRows ? g.m : g.n;
+  int64_t units = (extent + 15) / 16;
+  int64_t begin = std::min(extent, units * block / blocks * 16);
+  int64_t end = std::min(extent, units * (block + 1) / blocks * 16);
+  if (begin >= end)
+    return;
+  if (byRows)
+    cblasGemm(ta, tb, end - begin, g.n, g.k, g.alpha,
+              lhs + (ta ? begin : begin * g.k), lda, rhs, ldb, g.beta,
+              out + begin * g.n, g.n);
+  else
+    cblasGemm(ta, tb, g.m, end - begin, g.k, g.alpha, lhs, lda,
+              rhs + (tb ? begin * g.k : begin), ldb, g.beta, out + begin,
+              g.n);
+}
+
 } // namespace
 
-Executable::Executable(LoadedPackage package, int threads)
-    : package_(std::move(package)), pool_(threads), arena_(nullptr, std::free) {}
+Executable::Executable(LoadedPackage package, const ExecutableOptions &options)
+    : package_(std::move(package)), pool_(options.threads),
+      arena_(nullptr, std::free), gemmThreading_(options.gemmThreading) {}
 
 Executable::~Executable() = default;
 
@@ -271,7 +331,7 @@ Executable::create(LoadedPackage package, KernelLoader &loader,
         "the package is for a CUDA target; the CPU executable runs only CPU "
         "packages");
   std::unique_ptr<Executable> exe(
-      new Executable(std::move(package), options.threads));
+      new Executable(std::move(package), options));
   if (Status s = exe->prepare(loader); !s.isOk())
     return s;
   return exe;
@@ -346,6 +406,9 @@ Status Executable::prepare(KernelLoader &loader) {
     case ThunkKind::LibraryCall:
       if (Status s = checkLibraryCall(p, where, t); !s.isOk())
         return s;
+      if (t.library == LibraryKind::Gemm &&
+          gemmThreading_ == GemmThreading::Pool)
+        thunkParts_[i] = gemmBlocks(t.gemm, pool_.size());
       break;
     case ThunkKind::Collective:
       os << where << ": collectives need a distributed strategy (kiln "
@@ -380,7 +443,7 @@ Status Executable::prepare(KernelLoader &loader) {
     updates_.push_back({buffer(p.outputs[i].buffer), buffer(toId), size});
   }
 
-  setBlasThreads(pool_.size());
+  setBlasThreads(gemmThreading_ == GemmThreading::Pool ? 1 : pool_.size());
   profile_.assign(p.thunks.size(), ThunkProfile());
   return Status::ok();
 }
@@ -462,9 +525,25 @@ Status Executable::runThunk(size_t index) {
     PkgDType dtype = package_.buffers[t.results[0]].dtype;
     Status s;
     switch (t.library) {
-    case LibraryKind::Gemm:
-      s = gemm(dtype, t.gemm, buffers[0], buffers[1], buffers[2]);
+    case LibraryKind::Gemm: {
+      int64_t blocks = thunkParts_[index];
+      if (blocks == 1) {
+        s = gemm(dtype, t.gemm, buffers[0], buffers[1], buffers[2]);
+        break;
+      }
+      // create() checked the dtype (f32 or f64) and the sizes.
+      const GemmParams &g = t.gemm;
+      void **b = buffers.data();
+      if (dtype == PkgDType::F32)
+        pool_.parallelFor(blocks, [&](int64_t block) {
+          gemmBlock<float>(g, b[0], b[1], b[2], block, blocks);
+        });
+      else
+        pool_.parallelFor(blocks, [&](int64_t block) {
+          gemmBlock<double>(g, b[0], b[1], b[2], block, blocks);
+        });
       break;
+    }
     case LibraryKind::Conv2D:
       s = conv2d(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
       break;

@@ -8,7 +8,8 @@
 //                 buffers are the thunk's operands then results; large
 //                 kernels are split into parts run on the pool.
 //   LibraryCall   runtime/cpu/Blas.h's GEMM or convolution, in the dtype of
-//                 the result buffer.
+//                 the result buffer; large GEMMs are split into blocks of
+//                 rows or columns run on the pool (GemmThreading).
 //   Copy          a memcpy.
 //   Collective    an error: collectives need a distributed strategy's
 //                 communicator, which a single-process Executable has not.
@@ -55,10 +56,24 @@ public:
                                   size_t index) = 0;
 };
 
+// How GEMM library calls use the threads.
+enum class GemmThreading {
+  // Single-threaded OpenBLAS calls on blocks of rows (or columns) of the
+  // result, run as parts on the Executable's pool: one set of threads for
+  // the whole step, none spinning against another pool.
+  Pool,
+  // One OpenBLAS call per GEMM on OpenBLAS's own threads (as many as the
+  // Executable's).
+  Blas,
+};
+
 struct ExecutableOptions {
   // Threads for kernels and BLAS, the caller included; 0 means
   // std::thread::hardware_concurrency().
   int threads = 0;
+  // OpenBLAS's thread count is global: create() sets it to 1 (Pool) or to
+  // |threads| (Blas), for every Executable in the process.
+  GemmThreading gemmThreading = GemmThreading::Pool;
 };
 
 // Time spent in one thunk over all steps run while profiling was on.
@@ -110,7 +125,7 @@ public:
   const std::vector<ThunkProfile> &profile() const { return profile_; }
 
 private:
-  Executable(LoadedPackage package, int threads);
+  Executable(LoadedPackage package, const ExecutableOptions &options);
   Status prepare(KernelLoader &loader);
   Status runThunk(size_t index);
 
@@ -121,7 +136,8 @@ private:
   // the entry point and part count.
   std::vector<std::vector<void *>> thunkBuffers_;
   std::vector<KernelFn> thunkKernels_;
-  std::vector<int64_t> thunkParts_;
+  std::vector<int64_t> thunkParts_; // kernel parts, or GEMM blocks
+  GemmThreading gemmThreading_;
   // (from, to, bytes) for the updates copies after a step.
   struct UpdateCopy {
     const void *from;

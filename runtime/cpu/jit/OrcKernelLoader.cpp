@@ -1,6 +1,7 @@
 //===- OrcKernelLoader.cpp - package kernels compiled by LLVM ORC ---------===//
 //
-// One LLJIT per loader; one JITDylib per kernel ("kiln.kernel.<index>"),
+// One LLJIT per loader; one JITDylib per loaded kernel
+// ("kiln.kernel.<index>.<serial>"),
 // each with a generator that resolves undefined symbols against the running
 // process. Errors that ORC reports on the side (an unresolved symbol during
 // materialization) are gathered and appended to the failing lookup's
@@ -44,6 +45,7 @@ public:
   }
 
   StatusOr<KernelFn> load(const PackageKernel &kernel, size_t index) override {
+    std::lock_guard<std::mutex> loading(loadMutex_);
     std::string where = describe(kernel, index);
     auto fail = [&](const std::string &message) -> StatusOr<KernelFn> {
       return Status::error(where + ": " + message);
@@ -54,7 +56,10 @@ public:
     if (kernel.object.empty())
       return fail("its code is empty");
 
-    auto dylib = jit_->createJITDylib("kiln.kernel." + std::to_string(index));
+    // Unique per load: Executables of one package (a training and an eval
+    // step, say) may share a loader and load the same kernel indices.
+    auto dylib = jit_->createJITDylib("kiln.kernel." + std::to_string(index) +
+                                      "." + std::to_string(loads_++));
     if (!dylib)
       return fail("cannot create its JITDylib: " +
                   llvm::toString(dylib.takeError()));
@@ -110,7 +115,9 @@ public:
 
 private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;
-  std::mutex mutex_;
+  std::mutex loadMutex_; // one load at a time
+  uint64_t loads_ = 0;
+  std::mutex mutex_; // guards sideErrors_
   std::string sideErrors_;
 };
 

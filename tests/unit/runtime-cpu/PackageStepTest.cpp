@@ -261,5 +261,37 @@ TEST_F(PackageStepTest, ElementwiseAndReductionModelWithAdam) {
   }
 }
 
+// The zoo MLP (GEMM library calls with epilogue kernels, ReLU, softmax
+// cross-entropy with integer labels): a small one on one and two threads,
+// and one whose GEMMs are large enough to be split over the pool.
+TEST_F(PackageStepTest, ZooMlpWithSgd) {
+  struct Case {
+    llvm::SmallVector<int64_t> layers;
+    int64_t batch;
+    int threads;
+  };
+  for (const Case &c : {Case{{16, 8, 4}, 4, 1}, Case{{16, 8, 4}, 4, 2},
+                        Case{{512, 256, 10}, 128, 2}}) {
+    cli::MlpOptions options;
+    options.layers = c.layers;
+    options.batch = c.batch;
+    options.training.optimizer = OptimizerKind::sgd;
+    options.training.learningRate = 0.1;
+    checkSteps([&] { return cli::buildMlp(&context, options); }, "mlp-sgd",
+               /*steps=*/3, c.threads, /*minKernelLaunches=*/2,
+               /*tolerance=*/1e-5);
+  }
+}
+
+// Adam: see ElementwiseAndReductionModelWithAdam for the tolerance.
+TEST_F(PackageStepTest, ZooMlpWithAdam) {
+  cli::MlpOptions options;
+  options.layers = {64, 32, 10};
+  options.batch = 16;
+  checkSteps([&] { return cli::buildMlp(&context, options); }, "mlp-adam",
+             /*steps=*/3, /*threads=*/2, /*minKernelLaunches=*/2,
+             /*tolerance=*/3e-4);
+}
+
 } // namespace
 } // namespace kiln::runtime::cpu

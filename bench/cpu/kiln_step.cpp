@@ -2,6 +2,7 @@
 //
 //   kiln-bench-step STEP.kpkg [--steps N] [--warmup N] [--threads T]
 //                   [--label-range R] [--seed S] [--profile]
+//                   [--gemm pool|blas]
 //
 // Loads the package, compiles its kernels (ORC), initializes the parameters,
 // fills the data inputs once with random values (floats uniform on [0, 1),
@@ -11,7 +12,8 @@
 //    "median_ms": ..., "loss": last loss}
 // --profile adds a per-thunk table on stderr (total and share of the timed
 // steps, slowest first), timed in separate profiled steps after the timed
-// ones so the timing itself is not disturbed.
+// ones so the timing itself is not disturbed. --gemm picks how GEMMs use
+// the threads (runtime/cpu/Executable.h's GemmThreading; default pool).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +40,7 @@ int usage(const char *message) {
   std::fprintf(stderr,
                "kiln-bench-step: %s\nusage: kiln-bench-step STEP.kpkg [--steps "
                "N] [--warmup N] [--threads T] [--label-range R] [--seed S] "
-               "[--profile]\n",
+               "[--profile] [--gemm pool|blas]\n",
                message);
   return 2;
 }
@@ -86,6 +88,7 @@ int main(int argc, char **argv) {
   std::string path;
   long long steps = 50, warmup = 5, threads = 0, labelRange = 10, seed = 0;
   bool profile = false;
+  GemmThreading gemmThreading = GemmThreading::Pool;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](long long min, long long &out) {
@@ -109,11 +112,20 @@ int main(int argc, char **argv) {
     } else if (arg == "--seed") {
       if (!value(0, seed))
         return usage("--seed needs a number >= 0");
+    } else if (arg == "--gemm") {
+      std::string mode = i + 1 < argc ? argv[++i] : "";
+      if (mode == "pool")
+        gemmThreading = GemmThreading::Pool;
+      else if (mode == "blas")
+        gemmThreading = GemmThreading::Blas;
+      else
+        return usage("--gemm needs pool or blas");
     } else if (arg == "--profile") {
       profile = true;
     } else if (arg == "-h" || arg == "--help") {
       std::printf("kiln-bench-step STEP.kpkg [--steps N] [--warmup N] "
-                  "[--threads T] [--label-range R] [--seed S] [--profile]\n"
+                  "[--threads T] [--label-range R] [--seed S] [--profile] "
+                  "[--gemm pool|blas]\n"
                   "Times a package's training step; prints one JSON line.\n");
       return 0;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -139,6 +151,7 @@ int main(int argc, char **argv) {
   }
   ExecutableOptions options;
   options.threads = static_cast<int>(threads);
+  options.gemmThreading = gemmThreading;
   auto created = Executable::create(std::move(package.value()), *loader.value(), options);
   if (!created.isOk()) {
     std::fprintf(stderr, "kiln-bench-step: %s: %s\n", path.c_str(),

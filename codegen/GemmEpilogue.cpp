@@ -131,4 +131,46 @@ buildTransposeFusion(Location loc, RankedTensorType operand,
   return module;
 }
 
+FailureOr<OwningOpRef<ModuleOp>> buildSingleOpFusion(Operation *op,
+                                                     FusionOp &fusion) {
+  if (op->getNumRegions() != 0)
+    return op->emitOpError() << "has regions: expected a single op to wrap "
+                                "into a fusion";
+  auto isTensor = [](Type type) { return isa<RankedTensorType>(type); };
+  if (!llvm::all_of(op->getOperandTypes(), isTensor) ||
+      !llvm::all_of(op->getResultTypes(), isTensor) || op->getNumResults() == 0)
+    return op->emitOpError()
+           << "expected ranked tensor operands and results to wrap into a "
+              "fusion";
+  MLIRContext *context = op->getContext();
+  context->getOrLoadDialect<func::FuncDialect>();
+  Location loc = op->getLoc();
+  SmallVector<Type> inputTypes(op->getOperandTypes());
+  SmallVector<Type> resultTypes(op->getResultTypes());
+  SmallVector<Location> inputLocs(inputTypes.size(), loc);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder b(context);
+  b.setInsertionPointToEnd(module->getBody());
+  auto func = b.create<func::FuncOp>(
+      loc, "single", b.getFunctionType(inputTypes, resultTypes));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  FusionKind kind = resultTypes.size() == 1 ? FusionKind::loop
+                                            : FusionKind::multi_output;
+  fusion = b.create<FusionOp>(loc, resultTypes, kind, entry->getArguments());
+  Block *inner = b.createBlock(&fusion.getBody(), {}, inputTypes, inputLocs);
+  IRMapping mapping;
+  for (auto [operand, arg] : llvm::zip(op->getOperands(), inner->getArguments()))
+    mapping.map(operand, arg);
+  Operation *copy = b.clone(*op, mapping);
+  // Planning attributes (kiln.buffer_offsets, ...) do not belong inside.
+  copy->setDiscardableAttrs(DictionaryAttr::get(context, {}));
+  b.create<YieldOp>(loc, copy->getResults());
+  b.setInsertionPointToEnd(entry);
+  b.create<func::ReturnOp>(loc, fusion.getResults());
+  if (failed(verify(*module)))
+    return op->emitOpError() << "does not verify when wrapped into a fusion";
+  return module;
+}
+
 } // namespace kiln

@@ -13,7 +13,8 @@
 // Library GEMMs want each operand as [batch..., rows, contract] or
 // [batch..., contract, rows]; other layouts are packed first.
 // buildTransposeFusion makes the packing kernel: a loop fusion holding one
-// kiln.transpose.
+// kiln.transpose. buildSingleOpFusion does the same for any top-level op the
+// kernel model can express, so it too becomes a kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +58,16 @@ mlir::FailureOr<GemmFusionSplit> splitGemmFusion(FusionOp fusion);
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 buildTransposeFusion(mlir::Location loc, mlir::RankedTensorType operand,
                      llvm::ArrayRef<int64_t> permutation, FusionOp &fusion);
+
+// A module holding `func.func @single` whose body is one kiln.fusion of
+// kind `loop` (one result) or `multi_output` wrapping a copy of |op| (a
+// top-level op outside any fusion: a pooling op, gather, scatter_add, a
+// constant, a reshape that is not a view), so the kernel model compiles it
+// like any fusion; the fusion's inputs are |op|'s operands in order. Fails
+// with a diagnostic on |op| when it has regions or non-tensor operands or
+// results.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+buildSingleOpFusion(mlir::Operation *op, FusionOp &fusion);
 
 } // namespace kiln
 

@@ -33,7 +33,8 @@ bool isModeled(Operation *op) {
   if (isa<ScalarSemantics>(op))
     return true;
   return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp,
-             ConcatenateOp, ConstantOp, IotaOp, ReduceOp, YieldOp>(op);
+             ConcatenateOp, ConstantOp, IotaOp, ReduceOp, GatherOp,
+             ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp, YieldOp>(op);
 }
 
 } // namespace
@@ -65,7 +66,8 @@ FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {
       return op.emitOpError()
              << "is not supported in a CPU loop kernel (expected an "
                 "elementwise op, broadcast_in_dim, reshape, transpose, "
-                "slice, pad, concatenate, constant, iota or reduce)";
+                "slice, pad, concatenate, constant, iota, reduce, gather, "
+                "scatter_add, max_pool2d or max_pool2d_grad)";
     for (Type type : op.getResultTypes())
       if (!staticTensor(type))
         return op.emitOpError()
@@ -174,6 +176,10 @@ Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
   }
   return llvm::TypeSwitch<Operation *, Value>(op)
       .Case([&](ReduceOp reduce) { return emitReduce(reduce, indices); })
+      .Case([&](GatherOp gather) { return emitGather(gather, indices); })
+      .Case([&](ScatterAddOp scatter) { return emitScatterAdd(scatter, indices); })
+      .Case([&](MaxPool2DOp pool) { return emitMaxPool(pool, indices); })
+      .Case([&](MaxPool2DGradOp grad) { return emitMaxPoolGrad(grad, indices); })
       .Case([&](BroadcastInDimOp broadcast) {
         auto operandType = cast<RankedTensorType>(broadcast.getOperand().getType());
         SmallVector<Value, 4> mapped;

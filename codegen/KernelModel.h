@@ -9,14 +9,20 @@
 // (broadcast_in_dim, reshape, transpose, slice, pad, concatenate) map
 // indices; pad and concatenate read at clamped indices and select; a
 // kiln.reduce element is a loop over the reduced dimensions that accumulates
-// its operand's elements (ReductionEmitter.cpp). The target supplies loads of
+// its operand's elements (ReductionEmitter.cpp); gather, scatter_add,
+// max_pool2d and max_pool2d_grad elements read at data-dependent or
+// windowed indices, each written as a gather over its result
+// (IndexedEmitter.cpp). The target supplies loads of
 // inputs and of non-splat constants through KernelHooks, so the CPU and CUDA
 // emitters share everything else.
 //
 // `loop`, `reduction`, `multi_output` and `horizontal` fusions are modeled
 // (each result gets a loop nest over its shape); `gemm` fusions and any body
 // holding an op outside the list above (dot_general, convolution, ...) are
-// rejected with a diagnostic.
+// rejected with a diagnostic. Every output element is computed from the
+// fusion's inputs alone, never from another output, so any subset of a
+// nest's elements can be computed on its own (what the CPU kernel ABI's
+// part/parts split relies on).
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +96,22 @@ private:
   // variable |indices| do not depend on.
   mlir::Value emitReduce(ReduceOp reduce, mlir::ValueRange indices);
   mlir::Value emitReduceHere(ReduceOp reduce, mlir::ValueRange indices);
+  // Gather, scatter_add and max pooling (IndexedEmitter.cpp).
+  struct CacheScope;
+  struct WindowArgmax {
+    mlir::Value value;    // in the compute type
+    mlir::Value position; // ih * W + iw as an index, -1 for an empty window
+  };
+  mlir::Value toIndex(mlir::Location loc, mlir::Value integer);
+  mlir::Value emitGather(GatherOp gather, mlir::ValueRange indices);
+  mlir::Value emitScatterAdd(ScatterAddOp scatter, mlir::ValueRange indices);
+  WindowArgmax emitWindowArgmax(mlir::Location loc, mlir::Value input,
+                                mlir::Value n, mlir::Value c, mlir::Value oh,
+                                mlir::Value ow, llvm::ArrayRef<int64_t> window,
+                                llvm::ArrayRef<int64_t> strides,
+                                llvm::ArrayRef<int64_t> padding);
+  mlir::Value emitMaxPool(MaxPool2DOp pool, mlir::ValueRange indices);
+  mlir::Value emitMaxPoolGrad(MaxPool2DGradOp grad, mlir::ValueRange indices);
   // |index| clamped to [0, extent - 1].
   mlir::Value clamp(mlir::Location loc, mlir::Value index, int64_t extent);
   llvm::SmallVector<mlir::Value, 4>

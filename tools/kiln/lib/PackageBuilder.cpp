@@ -18,7 +18,12 @@
 // (codegen/GemmEpilogue.h): its dot_general becomes such a Gemm writing a
 // scratch buffer "NAME.dot", then a KernelLaunch of the epilogue kernel
 // reads the fusion inputs the epilogue uses and that buffer (last) and
-// writes the fusion's results.
+// writes the fusion's results. Any other top-level op becomes the kernel of
+// a one-op fusion (codegen/GemmEpilogue.h's buildSingleOpFusion) when the
+// kernel model expresses it (max_pool2d, max_pool2d_grad, gather,
+// scatter_add, a constant, a reshape copy), named after the op; a reshape
+// planned on its operand's bytes is a view and has no thunk; anything else
+// (avg_pool2d, collectives, ...) is refused with an error naming it.
 //
 // Scratch buffers (role None) live after the arguments' regions. They are
 // shared: every top-level op places its scratch buffers from the same start
@@ -305,9 +310,6 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     auto fusion = mlir::dyn_cast<FusionOp>(op);
     auto dot = mlir::dyn_cast<DotGeneralOp>(op);
     bool conv = mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op);
-    if (!fusion && !dot && !conv)
-      return fail("op " + describe(&op) +
-                  " is not supported by the CPU package yet");
     auto offsets =
         op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.buffer_offsets");
     if (!offsets || offsets.size() != static_cast<int64_t>(op.getNumResults()))
@@ -317,7 +319,8 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     b.scratchNext = b.scratchBase;
     std::string opName = (fusion ? "fusion"
                           : dot  ? "dot"
-                                 : "conv") +
+                          : conv ? "conv"
+                                 : op.getName().stripDialect().str()) +
                          std::to_string(opIndex++);
     for (unsigned r = 0; r < op.getNumResults(); ++r) {
       int64_t offset = offsets[r];
@@ -407,6 +410,25 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       if (!b.addGemm(dot, operands[0], operands[1], results[0], opName,
                      llvmContext))
         return fail(b.error);
+      continue;
+    }
+    if (!fusion) {
+      // A reshape whose result the planner put on its operand's bytes is a
+      // view: no thunk.
+      if (mlir::isa<ReshapeOp>(op) &&
+          pkg.buffers[results[0]].offset == pkg.buffers[operands[0]].offset)
+        continue;
+      // Any other op the kernel model can express becomes a kernel of a
+      // one-op fusion.
+      FusionOp single;
+      mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
+          buildSingleOpFusion(&op, single);
+      if (mlir::failed(module) ||
+          !b.addKernel(single, opName, std::move(operands), std::move(results),
+                       llvmContext))
+        return fail("op " + describe(&op) +
+                    " is not supported by the CPU package yet (the CPU "
+                    "kernel model cannot express it)");
       continue;
     }
     if (fusion.getKind() == FusionKind::gemm) {

@@ -10,7 +10,9 @@
 // after transpose kernels for operands that need packing; a gemm fusion
 // becomes that Gemm into a scratch buffer plus an epilogue kernel; conv2d
 // and its gradients Conv2D* LibraryCalls with ConvParams; any other
-// top-level op (pooling, gather, ...) is refused with an error naming it.
+// top-level op becomes a one-op kernel when the kernel model expresses it
+// (max pooling, gather, scatter_add, constants, reshapes that are not
+// views) and is refused with an error naming it otherwise.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,302 @@
+//===- IndexedEmitter.cpp - gather, scatter_add and max pooling elements ----===//
+//
+// Elements of the kernel model's ops that read at data-dependent or windowed
+// indices, each written as a gather over its result so that every output
+// element is computed on its own (a kernel's parts stay independent, see
+// codegen/cpu/LowerToLLVM.h):
+//
+// - kiln.gather: result[s, d] = table[indices[s], d]; the index is clamped
+//   to the table's rows (the interpreter reports an out-of-range index; a
+//   kernel cannot, so it stays in bounds instead).
+// - kiln.scatter_add: result[v, d] = operand[v, d] plus updates[s, d] for
+//   every s (row-major) with indices[s] == v, accumulated in the compute
+//   type (integers in i64); an out-of-range index matches no row. This reads
+//   all of `indices` per output element: O(rows * row size * |indices|)
+//   comparisons, cheap for small vocabularies only.
+// - kiln.max_pool2d: the window's maximum; NaN wins (the first NaN), ties
+//   go to the first element in row-major order, an empty window is -inf.
+// - kiln.max_pool2d_grad: at input position (h, w), the sum over the
+//   windows containing it (in row-major window order, as the interpreter
+//   adds them) of grad_output where that window's argmax (as above) is
+//   (h, w).
+//
+// Values built inside the loops are dropped from the emitter's caches
+// afterwards, as in ReductionEmitter.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelModel.h"
+
+#include "ir/ScalarSemantics.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/APFloat.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+namespace {
+
+Type accumulatorOf(Type element) {
+  if (isa<FloatType>(element))
+    return computeType(element);
+  return IntegerType::get(element.getContext(), 64);
+}
+
+} // namespace
+
+// Restores the emitter's caches when it goes out of scope, so values built
+// inside loops are not reused after them.
+struct ElementEmitter::CacheScope {
+  explicit CacheScope(ElementEmitter &e)
+      : emitter(e), cache(e.cache_), constants(e.indexConstants_) {}
+  ~CacheScope() {
+    emitter.cache_ = std::move(cache);
+    emitter.indexConstants_ = std::move(constants);
+  }
+  ElementEmitter &emitter;
+  std::map<std::vector<void *>, Value> cache;
+  llvm::DenseMap<int64_t, Value> constants;
+};
+
+Value ElementEmitter::toIndex(Location loc, Value integer) {
+  return b_.create<arith::IndexCastOp>(loc, b_.getIndexType(), integer);
+}
+
+Value ElementEmitter::emitGather(GatherOp gather, ValueRange indices) {
+  Location loc = gather.getLoc();
+  auto tableType = cast<RankedTensorType>(gather.getTable().getType());
+  int64_t indexRank =
+      cast<RankedTensorType>(gather.getIndices().getType()).getRank();
+  Value row = toIndex(loc, emit(gather.getIndices(), indices.take_front(indexRank)));
+  SmallVector<Value, 4> mapped;
+  mapped.push_back(clamp(loc, row, tableType.getDimSize(0)));
+  for (Value index : indices.drop_front(indexRank))
+    mapped.push_back(index);
+  return emit(gather.getTable(), mapped);
+}
+
+Value ElementEmitter::emitScatterAdd(ScatterAddOp scatter, ValueRange indices) {
+  Location loc = scatter.getLoc();
+  auto indicesType = cast<RankedTensorType>(scatter.getIndices().getType());
+  Type element = cast<RankedTensorType>(scatter.getType()).getElementType();
+  Type acc = accumulatorOf(element);
+  Value init = convertScalar(b_, loc, emit(scatter.getOperand(), indices), acc);
+  if (indicesType.getNumElements() == 0)
+    return convertScalar(b_, loc, init, element);
+  Value result;
+  {
+    CacheScope scope(*this);
+    OpBuilder::InsertionGuard guard(b_);
+    Value zero = indexConstant(loc, 0), one = indexConstant(loc, 1);
+    Value row = indices.front();
+    SmallVector<scf::ForOp, 4> loops;
+    SmallVector<Value, 4> position;
+    Value carried = init;
+    for (int64_t extent : indicesType.getShape()) {
+      auto loop = b_.create<scf::ForOp>(
+          loc, zero, b_.create<arith::ConstantIndexOp>(loc, extent), one,
+          ValueRange{carried});
+      loops.push_back(loop);
+      position.push_back(loop.getInductionVar());
+      carried = loop.getRegionIterArgs()[0];
+      b_.setInsertionPointToStart(loop.getBody());
+    }
+    Value target = toIndex(loc, emit(scatter.getIndices(), position));
+    Value match =
+        b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, target, row);
+    auto ifOp = b_.create<scf::IfOp>(loc, TypeRange{acc}, match,
+                                     /*withElseRegion=*/true);
+    Value next;
+    {
+      OpBuilder::InsertionGuard inner(b_);
+      b_.setInsertionPointToStart(ifOp.thenBlock());
+      SmallVector<Value, 4> updateIndex(position);
+      updateIndex.append(indices.begin() + 1, indices.end());
+      Value update =
+          convertScalar(b_, loc, emit(scatter.getUpdates(), updateIndex), acc);
+      Value sum = isa<FloatType>(acc)
+                      ? b_.create<arith::AddFOp>(loc, carried, update).getResult()
+                      : b_.create<arith::AddIOp>(loc, carried, update).getResult();
+      b_.create<scf::YieldOp>(loc, sum);
+      b_.setInsertionPointToStart(ifOp.elseBlock());
+      b_.create<scf::YieldOp>(loc, carried);
+    }
+    next = ifOp.getResult(0);
+    for (size_t i = loops.size(); i-- > 0;) {
+      b_.setInsertionPointToEnd(loops[i].getBody());
+      b_.create<scf::YieldOp>(loc, next);
+      next = loops[i].getResult(0);
+    }
+    result = next;
+  }
+  return convertScalar(b_, loc, result, element);
+}
+
+ElementEmitter::WindowArgmax
+ElementEmitter::emitWindowArgmax(Location loc, Value input, Value n, Value c,
+                                 Value oh, Value ow, ArrayRef<int64_t> window,
+                                 ArrayRef<int64_t> strides,
+                                 ArrayRef<int64_t> padding) {
+  auto inputType = cast<RankedTensorType>(input.getType());
+  int64_t h = inputType.getDimSize(2), w = inputType.getDimSize(3);
+  Type acc = computeType(inputType.getElementType());
+  auto floatType = cast<FloatType>(acc);
+  Value negInf = b_.create<arith::ConstantOp>(
+      loc, b_.getFloatAttr(acc, llvm::APFloat::getInf(floatType.getFloatSemantics(),
+                                                     /*Negative=*/true)));
+  Value none = indexConstant(loc, -1);
+  Value zero = indexConstant(loc, 0), one = indexConstant(loc, 1);
+  auto scaled = [&](Value i, int64_t stride, int64_t pad) {
+    Value v = b_.create<arith::MulIOp>(loc, i, indexConstant(loc, stride));
+    return b_.create<arith::SubIOp>(loc, v, indexConstant(loc, pad)).getResult();
+  };
+  Value hBase = scaled(oh, strides[0], padding[0]);
+  Value wBase = scaled(ow, strides[1], padding[2]);
+  WindowArgmax best;
+  {
+    CacheScope scope(*this);
+    OpBuilder::InsertionGuard guard(b_);
+    auto rows = b_.create<scf::ForOp>(
+        loc, zero, b_.create<arith::ConstantIndexOp>(loc, window[0]), one,
+        ValueRange{negInf, none});
+    b_.setInsertionPointToStart(rows.getBody());
+    Value ih = b_.create<arith::AddIOp>(loc, hBase, rows.getInductionVar());
+    Value hInside = b_.create<arith::AndIOp>(
+        loc,
+        b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, ih, zero),
+        b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, ih,
+                                 indexConstant(loc, h)));
+    auto cols = b_.create<scf::ForOp>(
+        loc, zero, b_.create<arith::ConstantIndexOp>(loc, window[1]), one,
+        rows.getRegionIterArgs());
+    b_.setInsertionPointToStart(cols.getBody());
+    Value iw = b_.create<arith::AddIOp>(loc, wBase, cols.getInductionVar());
+    Value inside = b_.create<arith::AndIOp>(
+        loc, hInside,
+        b_.create<arith::AndIOp>(
+            loc, b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, iw, zero),
+            b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, iw,
+                                     indexConstant(loc, w))));
+    Value value = cols.getRegionIterArgs()[0];
+    Value position = cols.getRegionIterArgs()[1];
+    Value x = convertScalar(
+        b_, loc, emit(input, {n, c, clamp(loc, ih, h), clamp(loc, iw, w)}), acc);
+    // Take x when nothing is taken yet, or when the best is not NaN and x is
+    // NaN or greater (ugt: unordered or greater).
+    Value empty =
+        b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, position, zero);
+    Value bestIsNumber =
+        b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ORD, value, value);
+    Value better =
+        b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UGT, x, value);
+    Value take = b_.create<arith::AndIOp>(
+        loc, inside,
+        b_.create<arith::OrIOp>(loc, empty,
+                                b_.create<arith::AndIOp>(loc, bestIsNumber, better)));
+    Value here = b_.create<arith::AddIOp>(
+        loc, b_.create<arith::MulIOp>(loc, ih, indexConstant(loc, w)), iw);
+    Value nextValue = b_.create<arith::SelectOp>(loc, take, x, value);
+    Value nextPosition = b_.create<arith::SelectOp>(loc, take, here, position);
+    b_.create<scf::YieldOp>(loc, ValueRange{nextValue, nextPosition});
+    b_.setInsertionPointToEnd(rows.getBody());
+    b_.create<scf::YieldOp>(loc, cols.getResults());
+    best.value = rows.getResult(0);
+    best.position = rows.getResult(1);
+  }
+  return best;
+}
+
+Value ElementEmitter::emitMaxPool(MaxPool2DOp pool, ValueRange indices) {
+  Location loc = pool.getLoc();
+  WindowArgmax best = emitWindowArgmax(
+      loc, pool.getInput(), indices[0], indices[1], indices[2], indices[3],
+      pool.getWindow(), pool.getStrides(), pool.getPadding());
+  return convertScalar(b_, loc, best.value,
+                       cast<RankedTensorType>(pool.getType()).getElementType());
+}
+
+Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) {
+  Location loc = grad.getLoc();
+  auto inputType = cast<RankedTensorType>(grad.getInput().getType());
+  auto outType = cast<RankedTensorType>(grad.getGradOutput().getType());
+  Type element = inputType.getElementType();
+  Type acc = computeType(element);
+  ArrayRef<int64_t> window = grad.getWindow(), strides = grad.getStrides(),
+                    padding = grad.getPadding();
+  int64_t w = inputType.getDimSize(3);
+  Value n = indices[0], c = indices[1], h = indices[2], x = indices[3];
+  Value init = b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(acc, 0.0));
+  Value result;
+  {
+    CacheScope scope(*this);
+    OpBuilder::InsertionGuard guard(b_);
+    Value zero = indexConstant(loc, 0), one = indexConstant(loc, 1);
+    Value here = b_.create<arith::AddIOp>(
+        loc, b_.create<arith::MulIOp>(loc, h, indexConstant(loc, w)), x);
+    // The window index o covering input index i at window offset k is
+    // (i + pad - k) / stride when that divides exactly and lies in
+    // [0, extent). Walking k downwards walks o upwards, the interpreter's
+    // order of adding.
+    auto windowIndex = [&](Value i, Value j, int64_t k, int64_t stride,
+                           int64_t pad, int64_t extent, Value &ok) {
+      Value offset = b_.create<arith::SubIOp>(loc, indexConstant(loc, k - 1), j);
+      Value t = b_.create<arith::SubIOp>(
+          loc, b_.create<arith::AddIOp>(loc, i, indexConstant(loc, pad)), offset);
+      Value s = indexConstant(loc, stride);
+      Value o = b_.create<arith::DivSIOp>(loc, t, s);
+      Value exact = b_.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::eq, b_.create<arith::RemSIOp>(loc, t, s), zero);
+      Value nonNegative =
+          b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, t, zero);
+      Value below = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, o,
+                                             indexConstant(loc, extent));
+      ok = b_.create<arith::AndIOp>(
+          loc, exact, b_.create<arith::AndIOp>(loc, nonNegative, below));
+      return o;
+    };
+    auto rows = b_.create<scf::ForOp>(
+        loc, zero, b_.create<arith::ConstantIndexOp>(loc, window[0]), one,
+        ValueRange{init});
+    b_.setInsertionPointToStart(rows.getBody());
+    Value rowOk;
+    Value oh = windowIndex(h, rows.getInductionVar(), window[0], strides[0],
+                           padding[0], outType.getDimSize(2), rowOk);
+    auto cols = b_.create<scf::ForOp>(
+        loc, zero, b_.create<arith::ConstantIndexOp>(loc, window[1]), one,
+        rows.getRegionIterArgs());
+    b_.setInsertionPointToStart(cols.getBody());
+    Value colOk;
+    Value ow = windowIndex(x, cols.getInductionVar(), window[1], strides[1],
+                           padding[2], outType.getDimSize(3), colOk);
+    Value carried = cols.getRegionIterArgs()[0];
+    Value ok = b_.create<arith::AndIOp>(loc, rowOk, colOk);
+    auto ifOp = b_.create<scf::IfOp>(loc, TypeRange{acc}, ok,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard inner(b_);
+      CacheScope innerScope(*this);
+      b_.setInsertionPointToStart(ifOp.thenBlock());
+      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
+                                           window, strides, padding);
+      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                           best.position, here);
+      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
+                               acc);
+      Value sum = b_.create<arith::AddFOp>(loc, carried, dy);
+      b_.create<scf::YieldOp>(
+          loc, ValueRange{b_.create<arith::SelectOp>(loc, hit, sum, carried)});
+      b_.setInsertionPointToStart(ifOp.elseBlock());
+      b_.create<scf::YieldOp>(loc, carried);
+    }
+    b_.create<scf::YieldOp>(loc, ifOp.getResults());
+    b_.setInsertionPointToEnd(rows.getBody());
+    b_.create<scf::YieldOp>(loc, cols.getResults());
+    result = rows.getResult(0);
+  }
+  return convertScalar(b_, loc, result, element);
+}
+
+} // namespace kiln

@@ -1,0 +1,210 @@
+//===- IndexedKernelTest.cpp - gather, scatter_add and max pooling kernels -===//
+//
+// CPU kernels of kiln.gather, kiln.scatter_add, kiln.max_pool2d and
+// kiln.max_pool2d_grad (codegen/IndexedEmitter.cpp), each as the one-op
+// fusion a package builds for a top-level op (buildSingleOpFusion), against
+// the reference interpreter. Inputs are drawn from few values so that
+// pooling windows hold ties (the first maximum in row-major order wins) and
+// indices repeat (scatter_add accumulates); some pooling inputs hold NaN and
+// -inf, and windows overlap or reach into the padding. Each kernel also runs
+// split into 3 parts, which must give the same bytes. f32 must agree to
+// 1e-5 relative scaled by max(1, |x|), f64 to 1e-12; NaN must stay NaN. Set
+// KILN_CODEGEN_SEED to rerun one seed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/GemmEpilogue.h"
+#include "codegen/cpu/LowerToLLVM.h"
+#include "tests/unit/codegen/KernelTestSupport.h"
+
+#include "ir/Interpreter.h"
+#include "ir/KilnOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+using codegen_test::baseSeed;
+
+class IndexedKernelTest : public codegen_test::KernelTestBase {
+protected:
+  std::string compare(const HostTensor &expected,
+                      const HostTensor &actual) override {
+    if (expected.shape() != actual.shape())
+      return "expected " + expected.str() + ", found " + actual.str();
+    double rel = expected.dtype() == DType::f64 ? 1e-12
+                 : expected.dtype() == DType::f32 ? 1e-5
+                                                  : 0.0;
+    for (int64_t i = 0; i < expected.size(); ++i) {
+      double e = expected[i], a = actual[i];
+      if ((std::isnan(e) && std::isnan(a)) || e == a)
+        continue;
+      if (!(std::fabs(e - a) <= rel * std::max(1.0, std::fabs(e))))
+        return "element " + std::to_string(i) + ": expected " +
+               std::to_string(e) + ", found " + std::to_string(a);
+    }
+    return "";
+  }
+
+  // Inputs: floats from {-1, 0, 1, 2} (and, with |specials|, some NaN and
+  // -inf), integers in [0, |intBound|).
+  HostTensor input(RankedTensorType type, std::mt19937_64 &rng,
+                   int64_t intBound, bool specials) {
+    DType dtype;
+    EXPECT_TRUE(dtypeOfTensor(type, dtype));
+    HostTensor t(dtype, type.getShape());
+    std::uniform_int_distribution<int> pick(0, 39);
+    std::uniform_int_distribution<int64_t> integer(0, intBound - 1);
+    for (double &v : t.values()) {
+      if (!isFloat(dtype)) {
+        v = integer(rng);
+        continue;
+      }
+      int p = pick(rng);
+      v = specials && p == 0   ? std::nan("")
+          : specials && p == 1 ? -INFINITY
+                               : p % 4 - 1;
+    }
+    return t;
+  }
+
+  // The first op of @main in |text|, wrapped into a fusion and compiled,
+  // against the interpreter.
+  void checkOp(const char *text, int64_t intBound, bool specials) {
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+    ASSERT_TRUE(module) << diagnostics;
+    Operation *op = nullptr;
+    module->walk([&](Operation *o) {
+      if (!op && o->getDialect() && o->getDialect()->getNamespace() == "kiln")
+        op = o;
+    });
+    ASSERT_TRUE(op);
+    FusionOp fusion;
+    FailureOr<OwningOpRef<ModuleOp>> wrapped = buildSingleOpFusion(op, fusion);
+    ASSERT_TRUE(succeeded(wrapped)) << diagnostics;
+    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+    ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+    for (uint64_t seed = baseSeed(), i = 0; i < 4; ++i, ++seed) {
+      std::mt19937_64 rng(seed);
+      std::vector<HostTensor> inputs;
+      for (Value operand : op->getOperands())
+        inputs.push_back(input(cast<RankedTensorType>(operand.getType()), rng,
+                               intBound, specials));
+      llvm::SmallVector<HostTensor> expected;
+      Interpreter interpreter;
+      ASSERT_TRUE(succeeded(interpreter.evaluate(op, inputs, expected)))
+          << diagnostics;
+      HostTensor actual(expected[0].dtype(), expected[0].shape(), 12345.0);
+      llvm::SmallVector<const HostTensor *> inputPtrs;
+      for (const HostTensor &t : inputs)
+        inputPtrs.push_back(&t);
+      std::string error;
+      HostTensor *out = &actual;
+      ASSERT_TRUE(succeeded(kernel->run(inputPtrs, {out}, &error))) << error;
+      EXPECT_EQ(compare(expected[0], actual), "") << "seed " << seed;
+
+      // Parts: raw f32 buffers, 3 parts against 1.
+      if (expected[0].dtype() != DType::f32)
+        continue;
+      std::vector<std::vector<float>> raw;
+      std::vector<std::vector<int32_t>> rawInts;
+      std::vector<void *> buffers;
+      raw.reserve(inputs.size() + 2);
+      rawInts.reserve(inputs.size());
+      for (const HostTensor &t : inputs) {
+        if (t.dtype() == DType::f32) {
+          raw.emplace_back(t.values().begin(), t.values().end());
+          buffers.push_back(raw.back().data());
+        } else {
+          ASSERT_EQ(t.dtype(), DType::i32);
+          rawInts.emplace_back(t.values().begin(), t.values().end());
+          buffers.push_back(rawInts.back().data());
+        }
+      }
+      std::vector<float> whole(actual.size(), 7.0f), split(actual.size(), 9.0f);
+      buffers.push_back(whole.data());
+      kernel->runRaw(buffers, 0, 1);
+      buffers.back() = split.data();
+      for (int64_t part = 0; part < 3; ++part)
+        kernel->runRaw(buffers, part, 3);
+      EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * 4), 0)
+          << "seed " << seed;
+    }
+  }
+};
+
+TEST_F(IndexedKernelTest, Gather) {
+  checkOp(R"mlir(
+    func.func @main(%t: tensor<7x3x5xf32>, %i: tensor<4x6xi32>) -> tensor<4x6x3x5xf32> {
+      %r = kiln.gather %t, %i : (tensor<7x3x5xf32>, tensor<4x6xi32>) -> tensor<4x6x3x5xf32>
+      return %r : tensor<4x6x3x5xf32>
+    })mlir", 7, false);
+}
+
+TEST_F(IndexedKernelTest, GatherF64) {
+  checkOp(R"mlir(
+    func.func @main(%t: tensor<9x4xf64>, %i: tensor<11xi64>) -> tensor<11x4xf64> {
+      %r = kiln.gather %t, %i : (tensor<9x4xf64>, tensor<11xi64>) -> tensor<11x4xf64>
+      return %r : tensor<11x4xf64>
+    })mlir", 9, false);
+}
+
+// 24 indices into 5 rows: most rows get several updates.
+TEST_F(IndexedKernelTest, ScatterAddAccumulatesRepeatedIndices) {
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<5x8xf32>, %i: tensor<4x6xi32>, %u: tensor<4x6x8xf32>) -> tensor<5x8xf32> {
+      %r = kiln.scatter_add %o, %i, %u : (tensor<5x8xf32>, tensor<4x6xi32>, tensor<4x6x8xf32>) -> tensor<5x8xf32>
+      return %r : tensor<5x8xf32>
+    })mlir", 5, false);
+}
+
+TEST_F(IndexedKernelTest, MaxPool) {
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32> {
+      %r = kiln.max_pool2d %x, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0] : tensor<2x3x8x8xf32> -> tensor<2x3x4x4xf32>
+      return %r : tensor<2x3x4x4xf32>
+    })mlir", 1, true);
+}
+
+// Overlapping 3x3 windows, stride 2 by 1, asymmetric padding.
+TEST_F(IndexedKernelTest, MaxPoolOverlappingPadded) {
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x2x7x6xf32>) -> tensor<2x2x4x6xf32> {
+      %r = kiln.max_pool2d %x, window = [3, 3], strides = [2, 1], padding = [1, 1, 2, 0] : tensor<2x2x7x6xf32> -> tensor<2x2x4x6xf32>
+      return %r : tensor<2x2x4x6xf32>
+    })mlir", 1, true);
+}
+
+TEST_F(IndexedKernelTest, MaxPoolGrad) {
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x3x8x8xf32>, %dy: tensor<2x3x4x4xf32>) -> tensor<2x3x8x8xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>
+      return %r : tensor<2x3x8x8xf32>
+    })mlir", 1, false);
+}
+
+// Overlapping windows: one input position can be the maximum of several
+// windows, whose gradients add up; ties and NaN pick the first.
+TEST_F(IndexedKernelTest, MaxPoolGradOverlappingPadded) {
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x2x7x6xf64>, %dy: tensor<2x2x4x6xf64>) -> tensor<2x2x7x6xf64> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [3, 3], strides = [2, 1], padding = [1, 1, 2, 0] : tensor<2x2x7x6xf64>, tensor<2x2x4x6xf64>
+      return %r : tensor<2x2x7x6xf64>
+    })mlir", 1, true);
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<1x2x9x5xf32>, %dy: tensor<1x2x4x4xf32>) -> tensor<1x2x9x5xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [3, 2], strides = [2, 1], padding = [0, 0, 0, 0] : tensor<1x2x9x5xf32>, tensor<1x2x4x4xf32>
+      return %r : tensor<1x2x9x5xf32>
+    })mlir", 1, true);
+}
+
+} // namespace

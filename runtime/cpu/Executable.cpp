@@ -271,6 +271,17 @@ int64_t gemmBlocks(const GemmParams &g, int threads) {
   return std::clamp<int64_t>(std::min(byWork, bySize), 1, threads);
 }
 
+// How many parts to split a convolution into by images: 1 for small ones.
+int64_t convParts(const ConvParams &c, int threads) {
+  int64_t images = c.inputShape[0];
+  if (threads <= 1 || images <= 1)
+    return 1;
+  double flops = 2.0 * double(elementCount(c.outputShape)) *
+                 double(elementCount(c.filterShape)) / double(c.filterShape[0]);
+  int64_t byWork = static_cast<int64_t>(flops / kFlopsPerGemmBlock);
+  return std::clamp<int64_t>(std::min(byWork, images), 1, threads);
+}
+
 void cblasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                const float *a, int64_t lda, const float *b, int64_t ldb,
                double beta, float *c, int64_t ldc) {
@@ -358,6 +369,7 @@ Status Executable::prepare(KernelLoader &loader) {
   thunkBuffers_.resize(p.thunks.size());
   thunkKernels_.assign(p.thunks.size(), nullptr);
   thunkParts_.assign(p.thunks.size(), 1);
+  convScratch_.resize(p.thunks.size());
   for (size_t i = 0; i < p.thunks.size(); ++i) {
     const PackageThunk &t = p.thunks[i];
     std::string where = "thunk " + std::to_string(i);
@@ -406,9 +418,18 @@ Status Executable::prepare(KernelLoader &loader) {
     case ThunkKind::LibraryCall:
       if (Status s = checkLibraryCall(p, where, t); !s.isOk())
         return s;
-      if (t.library == LibraryKind::Gemm &&
-          gemmThreading_ == GemmThreading::Pool)
+      if (gemmThreading_ != GemmThreading::Pool)
+        break;
+      if (t.library == LibraryKind::Gemm) {
         thunkParts_[i] = gemmBlocks(t.gemm, pool_.size());
+        break;
+      }
+      thunkParts_[i] = convParts(t.conv, pool_.size());
+      if (t.library == LibraryKind::Conv2DFilterGrad && thunkParts_[i] > 1)
+        // Parts 1.. sum their images' filter gradients here; part 0 into
+        // the result, which then adds these in part order.
+        convScratch_[i].resize((thunkParts_[i] - 1) *
+                               p.buffers[t.results[0]].size);
       break;
     case ThunkKind::Collective:
       os << where << ": collectives need a distributed strategy (kiln "
@@ -545,13 +566,9 @@ Status Executable::runThunk(size_t index) {
       break;
     }
     case LibraryKind::Conv2D:
-      s = conv2d(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
-      break;
     case LibraryKind::Conv2DInputGrad:
-      s = conv2dInputGrad(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
-      break;
     case LibraryKind::Conv2DFilterGrad:
-      s = conv2dFilterGrad(dtype, t.conv, buffers[0], buffers[1], buffers[2]);
+      s = runConv(index, dtype);
       break;
     }
     if (!s.isOk())
@@ -567,6 +584,77 @@ Status Executable::runThunk(size_t index) {
   }
   return Status::error("thunk " + std::to_string(index) +
                        ": collectives need a distributed strategy");
+}
+
+Status Executable::runConv(size_t index, PkgDType dtype) {
+  const PackageThunk &t = package_.thunks[index];
+  void **b = thunkBuffers_[index].data();
+  int64_t parts = thunkParts_[index];
+  auto call = [&](const ConvParams &c, const void *x, const void *y,
+                  void *out) {
+    switch (t.library) {
+    case LibraryKind::Conv2D: return conv2d(dtype, c, x, y, out);
+    case LibraryKind::Conv2DInputGrad: return conv2dInputGrad(dtype, c, x, y, out);
+    default: return conv2dFilterGrad(dtype, c, x, y, out);
+    }
+  };
+  if (parts == 1)
+    return call(t.conv, b[0], b[1], b[2]);
+
+  // Split by images: part p takes images [n p / parts, n (p+1) / parts).
+  const ConvParams &c = t.conv;
+  int64_t images = c.inputShape[0];
+  size_t elementBytes = pkgBytesPerElement(dtype);
+  size_t inputImage = elementCount(c.inputShape) / images * elementBytes;
+  size_t outputImage = elementCount(c.outputShape) / images * elementBytes;
+  size_t filterBytes = elementCount(c.filterShape) * elementBytes;
+  std::vector<Status> statuses(parts);
+  pool_.parallelFor(parts, [&](int64_t part) {
+    int64_t begin = images * part / parts, end = images * (part + 1) / parts;
+    ConvParams slice = c;
+    slice.inputShape[0] = slice.outputShape[0] = end - begin;
+    auto at = [&](void *base, size_t perImage) {
+      return static_cast<uint8_t *>(base) + begin * perImage;
+    };
+    switch (t.library) {
+    case LibraryKind::Conv2D:
+      statuses[part] =
+          call(slice, at(b[0], inputImage), b[1], at(b[2], outputImage));
+      break;
+    case LibraryKind::Conv2DInputGrad:
+      statuses[part] =
+          call(slice, at(b[0], outputImage), b[1], at(b[2], inputImage));
+      break;
+    default: {
+      void *out = part == 0 ? b[2]
+                            : convScratch_[index].data() + (part - 1) * filterBytes;
+      statuses[part] =
+          call(slice, at(b[0], inputImage), at(b[1], outputImage), out);
+      break;
+    }
+    }
+  });
+  for (const Status &s : statuses)
+    if (!s.isOk())
+      return s;
+  if (t.library == LibraryKind::Conv2DFilterGrad) {
+    int64_t n = elementCount(c.filterShape);
+    for (int64_t part = 1; part < parts; ++part) {
+      const uint8_t *partial = convScratch_[index].data() + (part - 1) * filterBytes;
+      if (dtype == PkgDType::F32) {
+        auto *out = static_cast<float *>(b[2]);
+        auto *in = reinterpret_cast<const float *>(partial);
+        for (int64_t i = 0; i < n; ++i)
+          out[i] += in[i];
+      } else {
+        auto *out = static_cast<double *>(b[2]);
+        auto *in = reinterpret_cast<const double *>(partial);
+        for (int64_t i = 0; i < n; ++i)
+          out[i] += in[i];
+      }
+    }
+  }
+  return Status::ok();
 }
 
 Status Executable::run() {

@@ -13,6 +13,7 @@
 
 #include "ir/HostTensor.h"
 #include "runtime/Initializers.h"
+#include "runtime/cpu/Blas.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -296,6 +297,80 @@ TEST(Executable, SplitGemmsMatchADirectSum) {
               << int(mode);
       }
     }
+  }
+}
+
+// Convolutions split by images on the pool match one unsplit call (the
+// forward and input gradient exactly, as each image is computed the same
+// way; the filter gradient, summed over parts, to rounding).
+TEST(Executable, SplitConvolutionsMatchOneCall) {
+  ConvParams c;
+  // ~50 MFLOP: large enough to be split on 2 and 3 threads.
+  c.inputShape = {7, 16, 28, 26};
+  c.filterShape = {32, 16, 3, 3};
+  c.outputShape = {7, 32, 26, 24};
+  c.strides = {1, 1};
+  c.padding = {0, 0, 0, 0};
+  c.dilation = {1, 1};
+  ASSERT_TRUE(checkConvParams(c).isOk());
+  for (LibraryKind kind : {LibraryKind::Conv2D, LibraryKind::Conv2DInputGrad,
+                           LibraryKind::Conv2DFilterGrad}) {
+    std::vector<int64_t> x = c.inputShape, y = c.filterShape,
+                         out = c.outputShape;
+    if (kind == LibraryKind::Conv2DInputGrad)
+      x = c.outputShape, out = c.inputShape;
+    if (kind == LibraryKind::Conv2DFilterGrad)
+      y = c.outputShape, out = c.filterShape;
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      LoadedPackage p;
+      uint32_t a = addBuffer(p, "a", PkgDType::F32, x, PkgRole::Input);
+      uint32_t b = addBuffer(p, "b", PkgDType::F32, y, PkgRole::Input);
+      uint32_t r = addBuffer(p, "r", PkgDType::F32, out, PkgRole::Output);
+      addInput(p, a, "a");
+      addInput(p, b, "b");
+      addOutput(p, r, "r");
+      PackageThunk t;
+      t.kind = ThunkKind::LibraryCall;
+      t.library = kind;
+      t.hasConv = true;
+      t.conv = c;
+      t.operands = {a, b};
+      t.results = {r};
+      p.thunks.push_back(t);
+      MapLoader loader;
+      ExecutableOptions options;
+      options.threads = threads;
+      auto created = Executable::create(p, loader, options);
+      ASSERT_TRUE(created.isOk()) << created.status().message();
+      Executable &exe = *created.value();
+      std::mt19937_64 rng(17);
+      std::uniform_real_distribution<float> dist(-1, 1);
+      for (int i = 0; i < 2; ++i) {
+        int64_t n = 1;
+        for (int64_t d : i == 0 ? x : y)
+          n *= d;
+        float *data = static_cast<float *>(exe.input(i));
+        for (int64_t e = 0; e < n; ++e)
+          data[e] = dist(rng);
+      }
+      ASSERT_TRUE(exe.run().isOk());
+      const float *result = static_cast<const float *>(exe.output(0));
+      int64_t n = 1;
+      for (int64_t d : out)
+        n *= d;
+      results.emplace_back(result, result + n);
+    }
+    for (size_t k = 1; k < results.size(); ++k)
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        if (kind == LibraryKind::Conv2DFilterGrad)
+          ASSERT_NEAR(results[k][i], results[0][i],
+                      1e-5 * (1 + std::fabs(results[0][i])))
+              << "filter gradient element " << i << ", run " << k;
+        else
+          ASSERT_EQ(results[k][i], results[0][i])
+              << "library " << int(kind) << " element " << i << ", run " << k;
+      }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "ir/ScalarSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -103,6 +104,30 @@ Value ElementEmitter::emit(Value value, ValueRange indices) {
   auto it = cache_.find(key);
   if (it != cache_.end())
     return it->second;
+  // A rank-0 value does not depend on any loop: build it once, before the
+  // nest's outermost loop, rather than once per element (an optimizer's
+  // bias corrections are pow and sqrt of the step; LLVM cannot hoist their
+  // loads itself, since the kernel's output stores may alias any input as
+  // far as it knows). Reading it early keeps the fusion's meaning: every
+  // read sees the inputs as they were before the kernel.
+  if (indices.empty()) {
+    Operation *outermost = nullptr;
+    for (Operation *op = b_.getInsertionBlock()->getParentOp();
+         op && isa<scf::ForOp, scf::IfOp>(op); op = op->getParentOp())
+      if (isa<scf::ForOp>(op))
+        outermost = op;
+    if (outermost) {
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPoint(outermost);
+      // Index constants cached inside the loops do not dominate this point.
+      llvm::DenseMap<int64_t, Value> constants = std::move(indexConstants_);
+      indexConstants_.clear();
+      Value result = emitUncached(value, indices);
+      indexConstants_ = std::move(constants);
+      cache_[key] = result;
+      return result;
+    }
+  }
   Value result = emitUncached(value, indices);
   cache_[key] = result;
   return result;

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/GemmEpilogue.h"
+#include "codegen/KernelModel.h"
 #include "codegen/cpu/LowerToLLVM.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
 
@@ -25,10 +26,14 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 namespace {
@@ -305,6 +310,71 @@ TEST_F(GemmEpilogueTest, PackedGemmFusionWithTwoResults) {
   uint64_t seed = baseSeed();
   EXPECT_EQ(checkGemmFusion(fusion, seed, packs), "") << "seed " << seed;
   EXPECT_GE(packs, 1);
+}
+
+// The zoo MLP at its default sizes: every gemm epilogue and every optimizer
+// (Adam) update kernel with an output of at least 1024 elements is
+// vectorized for the host (LLVM vector types in the -O3 IR), and the Adam
+// bias corrections (pow of the step) are computed once per loop nest, not
+// per element: at most two pow calls per nest. KILN_KERNEL_IR_DIR=DIR
+// writes each kernel's IR there.
+TEST_F(GemmEpilogueTest, ZooMlpKernelsVectorize) {
+  OwningOpRef<ModuleOp> model = cli::buildMlp(&context, cli::MlpOptions());
+  ASSERT_TRUE(model) << diagnostics;
+  PipelineOptions options;
+  ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+  SmallVector<std::pair<std::string, FusionOp>> kernels;
+  SmallVector<GemmFusionSplit> splits;
+  int index = 0;
+  model->walk([&](FusionOp f) {
+    std::string name = "fusion" + std::to_string(index++);
+    if (f.getKind() == FusionKind::gemm) {
+      FailureOr<GemmFusionSplit> split = splitGemmFusion(f);
+      ASSERT_TRUE(succeeded(split)) << diagnostics;
+      kernels.push_back({name + ".epilogue", split->epilogue});
+      splits.push_back(std::move(*split));
+    } else if (llvm::all_of(f.getResultTypes(), [](Type t) {
+                 return cast<RankedTensorType>(t).getNumElements() < 1024;
+               })) {
+      // Too small to matter (the last layer's bias: 10 elements).
+    } else if (f.getKind() == FusionKind::horizontal ||
+               llvm::any_of(f->getAttrOfType<DenseI64ArrayAttr>("kiln.aliases")
+                                ? f->getAttrOfType<DenseI64ArrayAttr>("kiln.aliases")
+                                      .asArrayRef()
+                                : ArrayRef<int64_t>(),
+                            [](int64_t a) { return a >= 0; })) {
+      // Kernels that update parameters or optimizer state in place.
+      kernels.push_back({name + ".update", f});
+    }
+  });
+  EXPECT_EQ(splits.size(), 3u);
+  EXPECT_GE(kernels.size(), 5u);
+  const char *dumpDir = std::getenv("KILN_KERNEL_IR_DIR");
+  for (auto &[name, fusion] : kernels) {
+    llvm::LLVMContext llvmContext;
+    FailureOr<std::unique_ptr<llvm::Module>> ir =
+        optimizedKernelIR(fusion, llvmContext);
+    ASSERT_TRUE(succeeded(ir)) << diagnostics;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    (*ir)->print(os, nullptr);
+    if (dumpDir) {
+      std::error_code ec;
+      llvm::raw_fd_ostream file(std::string(dumpDir) + "/" + name + ".ll", ec);
+      file << text;
+    }
+    EXPECT_NE(text.find(" x float>"), std::string::npos)
+        << name << " is not vectorized:\n" << printed(fusion);
+    size_t pows = 0;
+    for (size_t at = text.find("call double @llvm.pow"); at != std::string::npos;
+         at = text.find("call double @llvm.pow", at + 1))
+      ++pows;
+    FailureOr<KernelModel> kernelModel = buildKernelModel(fusion);
+    ASSERT_TRUE(succeeded(kernelModel));
+    EXPECT_LE(pows, 2 * kernelModel->nests.size()) << name << ":\n" << text;
+    EXPECT_EQ(text.find("x double> @llvm.pow"), std::string::npos)
+        << name << " calls pow per element:\n" << text;
+  }
 }
 
 TEST_F(GemmEpilogueTest, RefusesOtherFusions) {

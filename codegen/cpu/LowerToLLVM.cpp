@@ -4,11 +4,16 @@
 // with memref.load, the scf.for loop nests, the upstream lowering to the LLVM
 // dialect and the JIT (see LowerToLLVM.h).
 //
-// Math ops that LLVM has intrinsics for (sqrt, exp, log, sin, ...) lower to
-// them, so loops with sqrt vectorize; log1p and expm1 (which math-to-llvm
-// would rewrite through log/exp, losing precision near 0) and the ops LLVM
-// has no intrinsic for (erf, tanh, ...) become libm calls, matching the
-// interpreter's std:: functions. bf16 conversions are expanded to integer
+// f32 math (exp, expm1, log, log1p, log2, tanh, erf, sin, cos, atan, ...;
+// f16 and bf16 compute in f32) is first rewritten into MLIR's polynomial
+// approximations, plain arith that vectorizes (a libm call, or an LLVM
+// intrinsic such as llvm.exp without a vector math library, is called once
+// per lane); they agree with the interpreter's std:: functions to a few
+// ulp. What remains (f64, and f32 ops without an approximation) lowers to
+// LLVM intrinsics where LLVM has them (sqrt, exp, log, ...), so loops with
+// sqrt vectorize; log1p and expm1 (which math-to-llvm would rewrite through
+// log/exp, losing precision near 0) and the ops LLVM has no intrinsic for
+// become libm calls. bf16 conversions are expanded to integer
 // ops (arith-expand) because the JIT has no runtime library for them.
 //
 //===----------------------------------------------------------------------===//
@@ -32,6 +37,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -40,6 +46,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/APFloat.h"
@@ -331,7 +338,16 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
 }
 
 LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
-  // log1p and expm1 to libm first, before math-to-llvm can take them.
+  // f32 transcendentals (exp, log, tanh, erf, ...) as MLIR's polynomial
+  // approximations: plain arith that LLVM vectorizes, where a libm call or
+  // an LLVM intrinsic without a vector math library would be scalarized.
+  {
+    RewritePatternSet patterns(module.getContext());
+    populateMathPolynomialApproximationPatterns(patterns);
+    if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
+      return failure();
+  }
+  // f64 log1p and expm1 to libm, before math-to-llvm can take them.
   {
     ConversionTarget target(*module.getContext());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });

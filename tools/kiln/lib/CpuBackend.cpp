@@ -356,11 +356,7 @@ bool CpuBackend::compile(const BackendOptions &options, llvm::raw_ostream &outs,
   }
   // Label ranges come from the graph as written (a cross-entropy's classes),
   // before fusion hides the uses.
-  std::map<std::string, int64_t> classes;
-  if (func::FuncOp raw = findModelFunction(*module))
-    for (const ArgumentInfo &arg : describeArguments(raw))
-      if (!isa<FloatType>(arg.type.getElementType()))
-        classes[arg.name] = integerRange(raw, arg.index);
+  std::map<std::string, int64_t> classes = labelRanges(*module);
   OwningOpRef<ModuleOp> evalModule;
   if (options.wantEval)
     evalModule = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));

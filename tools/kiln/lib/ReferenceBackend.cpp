@@ -41,8 +41,8 @@ std::vector<unsigned> dataArgumentIndices(const std::vector<ArgumentInfo> &info)
   return out;
 }
 
-std::vector<DataArgument> describeData(func::FuncOp func,
-                                       const std::vector<ArgumentInfo> &info) {
+std::vector<DataArgument> describeData(const std::vector<ArgumentInfo> &info,
+                                       const std::map<std::string, int64_t> &classes) {
   std::vector<DataArgument> out;
   for (unsigned index : dataArgumentIndices(info)) {
     const ArgumentInfo &arg = info[index];
@@ -50,8 +50,10 @@ std::vector<DataArgument> describeData(func::FuncOp func,
     d.name = arg.name;
     d.shape.assign(arg.type.getShape().begin(), arg.type.getShape().end());
     d.isFloat = isa<FloatType>(arg.type.getElementType());
-    if (!d.isFloat)
-      d.classes = integerRange(func, arg.index);
+    if (!d.isFloat) {
+      auto it = classes.find(arg.name);
+      d.classes = it != classes.end() ? it->second : 2;
+    }
     out.push_back(std::move(d));
   }
   return out;
@@ -203,6 +205,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
     return false;
   if (options.wantEval)
     evalModule_ = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module_)->clone()));
+  std::map<std::string, int64_t> classes = labelRanges(*module_);
   if (failed(runCompilePipeline(*module_, options.pipeline)))
     return false;
   step_ = findModelFunction(*module_);
@@ -211,7 +214,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
   argInfo_ = describeArguments(step_);
   resultInfo_ = describeResults(step_);
   dataArgs_ = dataArgumentIndices(argInfo_);
-  if (!dataSpecsOf(describeData(step_, argInfo_), options.input, command,
+  if (!dataSpecsOf(describeData(argInfo_, classes), options.input, command,
                    specs_, batch_, errs))
     return false;
   for (const ResultInfo &r : resultInfo_)
@@ -249,7 +252,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
   exposeLogits();
   evalDataArgs_ = dataArgumentIndices(evalArgInfo_);
   int64_t evalBatch = 0;
-  if (!dataSpecsOf(describeData(evalFunc_, evalArgInfo_), options.input,
+  if (!dataSpecsOf(describeData(evalArgInfo_, classes), options.input,
                    command, evalSpecs_, evalBatch, errs))
     return false;
   for (const ArgumentInfo &arg : evalArgInfo_)

@@ -164,4 +164,13 @@ std::optional<unsigned> exposeCrossEntropyLogits(mlir::func::FuncOp func,
   return index;
 }
 
+std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module) {
+  std::map<std::string, int64_t> classes;
+  if (mlir::func::FuncOp raw = findModelFunction(module))
+    for (const ArgumentInfo &arg : describeArguments(raw))
+      if (!mlir::isa<mlir::FloatType>(arg.type.getElementType()))
+        classes[arg.name] = integerRange(raw, arg.index);
+  return classes;
+}
+
 } // namespace kiln::cli

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -54,6 +55,11 @@ HostTensor initialValue(const ArgumentInfo &arg);
 // from how it is used (gather indices -> table rows, cross-entropy labels ->
 // classes, following reshapes and conversions); 2 when no use bounds it.
 int64_t integerRange(mlir::func::FuncOp func, unsigned argIndex);
+
+// integerRange of every integer argument of |module|'s model function, by
+// argument name. Call it on the graph as written: fusion hides the uses
+// integerRange follows.
+std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module);
 
 // A tensor of |arg|'s type with random data: normal(0, 1) for floats,
 // uniform over [0, integerRange) for integers.

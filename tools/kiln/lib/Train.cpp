@@ -362,7 +362,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
     evalDataset = std::move(opened.value());
   }
-  // Runs the forward model over the first eval samples, in order.
+  // Runs the forward model over the first eval samples, in order. With
+  // logits every sample counts for the accuracy: a last partial batch is
+  // padded with copies of its last sample, whose rows are not counted. The
+  // loss is the mean over whole batches (the step's loss is a batch mean,
+  // which padding would skew), so without logits a partial batch is dropped.
   auto evaluate = [&]() -> std::optional<EvalResult> {
     EvalResult result;
     int64_t n = evalDataset->size();
@@ -370,9 +374,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       n = std::min(n, options.evalSubset);
     std::vector<int64_t> indices(n);
     std::iota(indices.begin(), indices.end(), 0);
-    runtime::Prefetcher batches(*evalDataset, indices, batch, /*dropPartial=*/true);
+    bool padLast = model.evalHasLogits();
+    runtime::Prefetcher batches(*evalDataset, indices, batch,
+                                /*dropPartial=*/!padLast);
     double lossSum = 0;
-    int64_t correct = 0, batchesSeen = 0;
+    int64_t correct = 0, batchesSeen = 0, rowsCounted = 0;
     bool counted = false; // logits of one row per label were compared
     // The labels are the last data tensor.
     std::optional<size_t> labelTensor;
@@ -389,17 +395,36 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       }
       if (!more.value())
         break;
+      int64_t valid = static_cast<int64_t>(b.samples.size());
+      if (valid < batch) {
+        // Pad every tensor to |batch| rows with its last row.
+        for (runtime::BatchTensor &t : b.tensors) {
+          auto pad = [&](auto &v) {
+            size_t rowSize = v.size() / valid;
+            for (int64_t r = valid; r < batch; ++r)
+              v.insert(v.end(), v.end() - rowSize, v.end());
+          };
+          if (t.type == runtime::ElementType::f32)
+            pad(t.f32);
+          else
+            pad(t.i32);
+          t.shape[0] = batch;
+        }
+      }
       if (!model.evaluate(b, out, errs))
         return std::nullopt;
-      lossSum += out.loss;
-      ++batchesSeen;
+      if (valid == batch) {
+        lossSum += out.loss;
+        ++batchesSeen;
+      }
       if (!out.logits.empty() && labelTensor && out.classes > 0) {
         const std::vector<int32_t> &labels = b.tensors[*labelTensor].i32;
         int64_t rows = static_cast<int64_t>(out.logits.size()) / out.classes;
         if (rows != static_cast<int64_t>(labels.size()))
           continue;
         counted = true;
-        for (int64_t r = 0; r < rows; ++r) {
+        rowsCounted += valid;
+        for (int64_t r = 0; r < valid; ++r) {
           const float *row = out.logits.data() + r * out.classes;
           int64_t best = 0;
           for (int64_t c = 1; c < out.classes; ++c)
@@ -409,12 +434,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         }
       }
     }
-    result.samples = batchesSeen * batch;
-    if (batchesSeen) {
+    result.samples = counted ? rowsCounted : batchesSeen * batch;
+    if (batchesSeen)
       result.loss = lossSum / batchesSeen;
-      if (counted)
-        result.accuracy = static_cast<double>(correct) / result.samples;
-    }
+    if (counted && rowsCounted)
+      result.accuracy = static_cast<double>(correct) / rowsCounted;
     return result;
   };
 

@@ -33,6 +33,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <map>
@@ -84,6 +85,26 @@ public:
   mlir::Value emit(mlir::Value value, mlir::ValueRange indices);
 
   const KernelModel &model() const { return model_; }
+
+  // Column-reduction tiles (ReductionEmitter.cpp). A column reduction keeps
+  // its operand's last dimension. Lanes of a tile are accumulators the
+  // target stores (one per consecutive result element, in the reduction's
+  // accumulator type).
+  using LaneLoad = llvm::function_ref<mlir::Value(mlir::OpBuilder &,
+                                                  mlir::Location, mlir::Value)>;
+  using LaneStore = llvm::function_ref<void(mlir::OpBuilder &, mlir::Location,
+                                            mlir::Value, mlir::Value)>;
+  static bool isColumnReduction(ReduceOp reduce);
+  static mlir::Type reductionAccumulatorType(ReduceOp reduce);
+  // Builds, at the insertion point, the accumulation of |reduce|'s result
+  // elements (|outer|..., |tileStart| + lane) for lane in [0, |tileSize|):
+  // the reduced loops outside, the lanes inside.
+  void emitReductionTile(ReduceOp reduce, mlir::ValueRange outer,
+                         mlir::Value tileStart, mlir::Value tileSize,
+                         LaneLoad load, LaneStore store);
+  // Makes emit(|reduce|, |indices|) give lane |lane|'s finished value.
+  void seedReduction(ReduceOp reduce, mlir::ValueRange indices,
+                     mlir::Value lane, LaneLoad load);
 
 private:
   mlir::Value indexConstant(mlir::Location loc, int64_t v);

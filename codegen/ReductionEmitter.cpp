@@ -11,6 +11,14 @@
 // mean divides by the element count (NaN for an empty float mean, 0 for an
 // empty integer mean, as the interpreter gives).
 //
+// Column reductions (the operand's last, contiguous dimension kept, as a
+// bias gradient sums over the batch) read memory with a stride when each
+// element loops on its own. A target can instead compute a tile of
+// consecutive elements together (emitReductionTile): the reduced loops
+// outside, a loop over the tile's lanes inside, accumulators in a buffer the
+// target provides; seedReduction then hands each lane's value to the
+// element's emission. Each element still sums in the same order.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/KernelModel.h"
@@ -67,6 +75,27 @@ Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value x) {
                    : b.create<arith::MinSIOp>(loc, acc, x).getResult();
   }
   return acc;
+}
+
+// The reduce's value from its accumulated |result| over |count| elements:
+// a mean divides, then the result is stored in the reduce's element type.
+Value finishReduce(OpBuilder &b, Location loc, ReduceOp reduce, Value result,
+                   int64_t count) {
+  Type acc = result.getType();
+  Type resultElement = cast<RankedTensorType>(reduce.getType()).getElementType();
+  if (reduce.getKind() == ReduceKind::mean) {
+    if (isa<FloatType>(acc)) {
+      Value n = b.create<arith::ConstantOp>(
+          loc, b.getFloatAttr(acc, static_cast<double>(count)));
+      result = b.create<arith::DivFOp>(loc, result, n);
+    } else if (count == 0) {
+      result = b.create<arith::ConstantOp>(loc, b.getIntegerAttr(acc, 0));
+    } else {
+      Value n = b.create<arith::ConstantOp>(loc, b.getIntegerAttr(acc, count));
+      result = b.create<arith::DivSIOp>(loc, result, n);
+    }
+  }
+  return convertScalar(b, loc, result, resultElement);
 }
 
 } // namespace
@@ -186,19 +215,91 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
     indexConstants_ = std::move(savedConstants);
   }
 
-  if (kind == ReduceKind::mean) {
-    if (isa<FloatType>(acc)) {
-      Value n = b_.create<arith::ConstantOp>(
-          loc, b_.getFloatAttr(acc, static_cast<double>(count)));
-      result = b_.create<arith::DivFOp>(loc, result, n);
-    } else if (count == 0) {
-      result = b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(acc, 0));
-    } else {
-      Value n = b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(acc, count));
-      result = b_.create<arith::DivSIOp>(loc, result, n);
+  return finishReduce(b_, loc, reduce, result, count);
+}
+
+bool ElementEmitter::isColumnReduction(ReduceOp reduce) {
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  int64_t rank = operandType.getRank();
+  return rank >= 2 && !reduce.getDimensions().empty() &&
+         !llvm::is_contained(reduce.getDimensions(), rank - 1);
+}
+
+mlir::Type ElementEmitter::reductionAccumulatorType(ReduceOp reduce) {
+  return accumulatorType(
+      cast<RankedTensorType>(reduce.getOperand().getType()).getElementType());
+}
+
+void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
+                                       Value tileStart, Value tileSize,
+                                       LaneLoad load, LaneStore store) {
+  Location loc = reduce.getLoc();
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  Type acc = reductionAccumulatorType(reduce);
+  ReduceKind kind = reduce.getKind();
+  ArrayRef<int64_t> dims = reduce.getDimensions();
+  int64_t rank = operandType.getRank();
+  // Values built inside the loops do not dominate what follows them.
+  std::map<std::vector<void *>, Value> savedCache = cache_;
+  llvm::DenseMap<int64_t, Value> savedConstants = indexConstants_;
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    Value zero = indexConstant(loc, 0), one = indexConstant(loc, 1);
+    auto lanes = [&](function_ref<void(Value)> body) {
+      auto loop = b_.create<scf::ForOp>(loc, zero, tileSize, one);
+      OpBuilder::InsertionGuard inner(b_);
+      b_.setInsertionPoint(loop.getBody()->getTerminator());
+      body(loop.getInductionVar());
+    };
+    lanes([&](Value lane) {
+      store(b_, loc, lane, initialValue(b_, loc, kind, acc));
+    });
+    SmallVector<Value, 4> combined(rank);
+    for (int64_t d = 0, r = 0; d < rank; ++d) {
+      if (llvm::is_contained(dims, d))
+        continue;
+      if (d < rank - 1)
+        combined[d] = outer[r++];
     }
+    // Reduced dimensions outermost first, in operand order, as
+    // emitReduceHere loops over them: every element sums in the same order
+    // as the untiled kernel.
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!llvm::is_contained(dims, d))
+        continue;
+      int64_t extent = operandType.getDimSize(d);
+      if (extent == 1) {
+        combined[d] = indexConstant(loc, 0);
+        continue;
+      }
+      auto loop = b_.create<scf::ForOp>(
+          loc, zero, b_.create<arith::ConstantIndexOp>(loc, extent), one);
+      b_.setInsertionPoint(loop.getBody()->getTerminator());
+      combined[d] = loop.getInductionVar();
+    }
+    lanes([&](Value lane) {
+      combined[rank - 1] = b_.create<arith::AddIOp>(loc, tileStart, lane);
+      Value element = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+      store(b_, loc, lane, combine(b_, loc, kind, load(b_, loc, lane), element));
+    });
   }
-  return convertScalar(b_, loc, result, resultElement);
+  cache_ = std::move(savedCache);
+  indexConstants_ = std::move(savedConstants);
+}
+
+void ElementEmitter::seedReduction(ReduceOp reduce, ValueRange indices,
+                                   Value lane, LaneLoad load) {
+  Location loc = reduce.getLoc();
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  int64_t count = 1;
+  for (int64_t d : reduce.getDimensions())
+    count *= operandType.getDimSize(d);
+  Value value = finishReduce(b_, loc, reduce, load(b_, loc, lane), count);
+  std::vector<void *> key;
+  key.push_back(reduce.getResult().getAsOpaquePointer());
+  for (Value index : indices)
+    key.push_back(index.getAsOpaquePointer());
+  cache_[key] = value;
 }
 
 } // namespace kiln

@@ -50,6 +50,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 
@@ -259,6 +260,118 @@ bool matches(const BufferSignature &s, const HostTensor &t) {
   return s.dtype == t.dtype() && llvm::ArrayRef<int64_t>(s.shape) == t.shape();
 }
 
+// Lanes per column-reduction tile: the reduced loops read this many
+// consecutive elements of each row.
+constexpr int64_t kColumnTile = 128;
+
+// The column reductions (ElementEmitter::isColumnReduction) that nest
+// |nest|'s results reach and whose result has the nest's shape, so the nest
+// asks for them at exactly its own indices.
+SmallVector<ReduceOp> columnReductionsOf(const KernelModel &model,
+                                         const LoopNest &nest, YieldOp yield) {
+  SmallVector<ReduceOp> found;
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Value> work;
+  for (unsigned result : nest.results)
+    work.push_back(yield.getOperand(result));
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (auto reduce = dyn_cast<ReduceOp>(op);
+        reduce && ElementEmitter::isColumnReduction(reduce) &&
+        cast<RankedTensorType>(reduce.getType()).getShape() ==
+            ArrayRef<int64_t>(nest.shape))
+      found.push_back(reduce);
+    for (Value operand : op->getOperands())
+      work.push_back(operand);
+  }
+  (void)model;
+  return found;
+}
+
+// A nest whose results use column reductions: the outer dimensions loop as
+// usual (the outermost split into parts; for a rank-1 nest the tiles cover
+// the part's range), the last dimension walks tiles of kColumnTile elements.
+// Per tile, each column reduction accumulates all its lanes into a stack
+// buffer (rows outside, lanes inside: contiguous reads that vectorize), then
+// a loop over the lanes emits the results with those values.
+void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
+                          const LoopNest &nest, ArrayRef<ReduceOp> columns,
+                          KernelHooks &hooks, YieldOp yield, ValueRange args,
+                          unsigned numInputs, Value part, Value parts) {
+  SmallVector<Value> buffers;
+  for (ReduceOp reduce : columns)
+    buffers.push_back(b.create<memref::AllocaOp>(
+        loc, MemRefType::get({kColumnTile},
+                             ElementEmitter::reductionAccumulatorType(reduce))));
+  Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+  auto range = [&](int64_t extent, Value &lo, Value &hi) {
+    Value e = b.create<arith::ConstantIndexOp>(loc, extent);
+    lo = b.create<arith::DivUIOp>(loc, b.create<arith::MulIOp>(loc, e, part),
+                                  parts);
+    hi = b.create<arith::DivUIOp>(
+        loc,
+        b.create<arith::MulIOp>(loc, e,
+                                b.create<arith::AddIOp>(loc, part, one)),
+        parts);
+  };
+  SmallVector<Value> lbs, ubs, steps;
+  ArrayRef<int64_t> shape = nest.shape;
+  for (int64_t extent : shape.drop_back()) {
+    lbs.push_back(zero);
+    ubs.push_back(b.create<arith::ConstantIndexOp>(loc, extent));
+    steps.push_back(one);
+  }
+  Value lastLo = zero;
+  Value lastHi = b.create<arith::ConstantIndexOp>(loc, shape.back());
+  if (shape.size() == 1)
+    range(shape.back(), lastLo, lastHi);
+  else
+    range(shape.front(), lbs.front(), ubs.front());
+  scf::buildLoopNest(
+      b, loc, lbs, ubs, steps, [&](OpBuilder &nb, Location nloc, ValueRange outer) {
+        Value tile = nb.create<arith::ConstantIndexOp>(nloc, kColumnTile);
+        auto tiles = nb.create<scf::ForOp>(nloc, lastLo, lastHi, tile);
+        OpBuilder::InsertionGuard guard(nb);
+        nb.setInsertionPoint(tiles.getBody()->getTerminator());
+        Value start = tiles.getInductionVar();
+        Value size = nb.create<arith::MinSIOp>(
+            nloc, tile, nb.create<arith::SubIOp>(nloc, lastHi, start));
+        auto loadFrom = [](Value buffer) {
+          return [buffer](OpBuilder &lb, Location l, Value lane) -> Value {
+            return lb.create<memref::LoadOp>(l, buffer, lane);
+          };
+        };
+        {
+          ElementEmitter tileEmitter(model, hooks, nb);
+          for (auto [reduce, buffer] : llvm::zip(columns, buffers)) {
+            auto load = loadFrom(buffer);
+            auto store = [buffer = buffer](OpBuilder &sb, Location l, Value lane,
+                                           Value v) {
+              sb.create<memref::StoreOp>(l, v, buffer, lane);
+            };
+            tileEmitter.emitReductionTile(reduce, outer, start, size, load, store);
+          }
+        }
+        Value laneZero = nb.create<arith::ConstantIndexOp>(nloc, 0);
+        Value laneOne = nb.create<arith::ConstantIndexOp>(nloc, 1);
+        auto lanes = nb.create<scf::ForOp>(nloc, laneZero, size, laneOne);
+        nb.setInsertionPoint(lanes.getBody()->getTerminator());
+        Value lane = lanes.getInductionVar();
+        SmallVector<Value> ivs(outer.begin(), outer.end());
+        ivs.push_back(nb.create<arith::AddIOp>(nloc, start, lane));
+        ElementEmitter emitter(model, hooks, nb);
+        for (auto [reduce, buffer] : llvm::zip(columns, buffers))
+          emitter.seedReduction(reduce, ivs, lane, loadFrom(buffer));
+        for (unsigned result : nest.results) {
+          Value v = emitter.emit(yield.getOperand(result), ivs);
+          nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
+        }
+      });
+}
+
 } // namespace
 
 FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
@@ -313,6 +426,12 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
       auto ifOp = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
       OpBuilder nb = ifOp.getThenBodyBuilder();
       buildBody(nb, loc, {});
+      continue;
+    }
+    SmallVector<ReduceOp> columns = columnReductionsOf(*model, nest, yield);
+    if (!columns.empty()) {
+      buildColumnTiledNest(b, loc, *model, nest, columns, hooks, yield, args,
+                           numInputs, part, parts);
       continue;
     }
     SmallVector<Value> lbs, ubs, steps;

@@ -24,6 +24,8 @@
 #include "tools/kiln/lib/Zoo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -299,6 +301,50 @@ TEST_F(ReductionKernelTest, RowReductionsAreHoistedOutOfTheColumnLoop) {
     EXPECT_EQ(enclosing, 1) << printed(kernel->get());
   });
   EXPECT_EQ(reductionLoops, 2) << printed(kernel->get());
+  EXPECT_EQ(check(fusion, baseSeed(), 4), "");
+}
+
+// A column reduction (a bias gradient: the sum over rows, keeping the
+// contiguous last dimension) accumulates a tile of consecutive columns at
+// once into a stack buffer: the input is read in a loop over the tile's
+// lanes inside the loop over rows, so the reads are contiguous. Each column
+// still sums its rows in order, so the result is the interpreter's.
+TEST_F(ReductionKernelTest, ColumnReductionsAccumulateTilesOfLanes) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<64x300xf32>) -> (tensor<300xf32>, tensor<300xf32>) {
+      %r:2 = kiln.fusion reduction (%a) : (tensor<64x300xf32>) -> (tensor<300xf32>, tensor<300xf32>) {
+      ^bb0(%x: tensor<64x300xf32>):
+        %s = kiln.reduce sum %x, dims = [0] : tensor<64x300xf32> -> tensor<300xf32>
+        %t = kiln.tanh %s : tensor<300xf32>
+        kiln.yield %s, %t : tensor<300xf32>, tensor<300xf32>
+      }
+      return %r#0, %r#1 : tensor<300xf32>, tensor<300xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
+  ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+  int allocas = 0, inputLoads = 0;
+  (*kernel)->walk([&](memref::AllocaOp) { ++allocas; });
+  auto func = *(*kernel)->getOps<func::FuncOp>().begin();
+  (*kernel)->walk([&](memref::LoadOp load) {
+    if (load.getMemRef() != func.getArgument(0))
+      return;
+    ++inputLoads;
+    auto lanes = load->getParentOfType<scf::ForOp>();
+    ASSERT_TRUE(lanes);
+    auto rows = lanes->getParentOfType<scf::ForOp>();
+    ASSERT_TRUE(rows);
+    EXPECT_FALSE(lanes.getUpperBound().getDefiningOp<arith::ConstantIndexOp>())
+        << printed(kernel->get());
+    auto rowBound = rows.getUpperBound().getDefiningOp<arith::ConstantIndexOp>();
+    ASSERT_TRUE(rowBound) << printed(kernel->get());
+    EXPECT_EQ(rowBound.value(), 64);
+  });
+  EXPECT_EQ(allocas, 1) << printed(kernel->get());
+  EXPECT_EQ(inputLoads, 1) << printed(kernel->get());
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 

@@ -15,6 +15,7 @@
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/TargetParser/Triple.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -84,8 +85,23 @@ public:
       if (!entry || entry->isDeclaration())
         return fail("its bitcode defines no function @" + kernel.entryPoint +
                     " (the entry point)");
-      if ((*module)->getDataLayout().isDefault())
-        (*module)->setDataLayout(jit_->getDataLayout());
+      // Bitcode for another architecture cannot run here; bitcode for
+      // another x86-64 (or AArch64) CPU can: its vector IR is generic, so
+      // any CPU-specific function attributes are dropped and the JIT
+      // compiles every kernel for this host's CPU and features.
+      llvm::Triple triple((*module)->getTargetTriple());
+      llvm::Triple host(jit_->getTargetTriple());
+      if (!triple.getTriple().empty() && triple.getArch() != host.getArch())
+        return fail("its code was compiled for " + triple.getTriple() +
+                    ", not for this host (" + host.getTriple() +
+                    "): compile the model on this kind of machine");
+      for (llvm::Function &f : **module) {
+        f.removeFnAttr("target-cpu");
+        f.removeFnAttr("target-features");
+        f.removeFnAttr("tune-cpu");
+      }
+      (*module)->setTargetTriple(host.getTriple());
+      (*module)->setDataLayout(jit_->getDataLayout());
       llvm::orc::ThreadSafeModule tsm(std::move(*module), std::move(context));
       if (llvm::Error error = jit_->addIRModule(jd, std::move(tsm)))
         return fail("cannot add its module: " +

@@ -23,6 +23,8 @@
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
@@ -265,6 +267,32 @@ TEST_F(OrcKernelLoaderTest, ErrorsNameTheKernel) {
                         "entry point kiln_kernel"));
   EXPECT_THAT(loadError(bitcodeKernel("undefined", m), 9),
               HasSubstr("kiln_no_such_symbol_anywhere"));
+}
+
+// Bitcode optimized for another CPU of this architecture runs (its
+// CPU-specific attributes are dropped: the JIT compiles for this host);
+// bitcode for another architecture is refused by name.
+TEST_F(OrcKernelLoaderTest, KernelsAreCompiledForThisHost) {
+  ASSERT_TRUE(loader);
+  FusionOp elementwise = parseFusion(kElementwise);
+  ASSERT_TRUE(elementwise) << diagnostics;
+  auto ir = kernelIR(elementwise);
+  ASSERT_TRUE(ir);
+  for (llvm::Function &f : *ir)
+    if (!f.isDeclaration()) {
+      f.addFnAttr("target-cpu", "x86-64");
+      f.addFnAttr("target-features", "+sse2,-avx,-avx2,-avx512f");
+    }
+  auto fn = loader->load(bitcodeKernel("generic-cpu", *ir), 10);
+  ASSERT_TRUE(fn.isOk()) << fn.status().message();
+  EXPECT_EQ(check(elementwise, fn.value(), 2, 7), "");
+
+  llvm::Triple host(llvm::sys::getProcessTriple());
+  ir->setTargetTriple(host.getArch() == llvm::Triple::aarch64
+                          ? "x86_64-unknown-linux-gnu"
+                          : "aarch64-unknown-linux-gnu");
+  EXPECT_THAT(loadError(bitcodeKernel("foreign", *ir), 11),
+              HasSubstr("kernel 11 (\"foreign\"): its code was compiled for"));
 }
 
 } // namespace

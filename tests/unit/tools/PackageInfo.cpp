@@ -35,6 +35,9 @@ int main(int argc, char **argv) {
     if (!inputBuffers.count(i))
       stepEnd = std::max(stepEnd, p.buffers[i].offset + p.buffers[i].size);
   std::printf("version %u.%u\n", p.majorVersion, p.minorVersion);
+  std::printf("target %s %s\n",
+              p.target.kind == TargetKind::Cpu ? "cpu" : "cuda",
+              p.target.triple.c_str());
   std::printf("buffers %zu\nkernels %zu\nthunks %zu\n", p.buffers.size(),
               p.kernels.size(), p.thunks.size());
   std::printf("inputs %zu\noutputs %zu\ninits %zu\n", p.inputs.size(),

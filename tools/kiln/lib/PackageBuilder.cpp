@@ -54,6 +54,8 @@
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/TargetParser/Host.h"
 
 namespace kiln::cli {
 
@@ -270,6 +272,15 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
   Builder b;
   LoadedPackage &pkg = b.pkg;
   pkg.target.kind = TargetKind::Cpu;
+  // What the kernels were optimized for (the host); the runtime compiles
+  // them for whatever CPU of the same architecture it runs on.
+  if (auto host = llvm::orc::JITTargetMachineBuilder::detectHost()) {
+    pkg.target.triple = host->getTargetTriple().str();
+    pkg.target.cpuFeatures = host->getCPU() + ":" + host->getFeatures().getString();
+  } else {
+    llvm::consumeError(host.takeError());
+    pkg.target.triple = llvm::sys::getProcessTriple();
+  }
   pkg.arenaAlignment = kAlignment;
 
   // Arguments: their own regions after the planned arena.

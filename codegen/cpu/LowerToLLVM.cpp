@@ -51,6 +51,9 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Analysis/LoopInfo.h"
+#include "llvm/IR/Dominators.h"
+#include "llvm/IR/Metadata.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 
@@ -506,6 +509,55 @@ void initializeNativeTarget() {
   });
 }
 
+// Marks every innermost loop's memory accesses as free of loop-carried
+// dependences (llvm.loop.parallel_accesses), so the vectorizer needs no
+// runtime alias checks. True of every loop the kernel builder makes: an
+// innermost loop either only reads (reductions, windows, scatter scans) or
+// writes its iteration's own elements (a nest's last dimension, a tile's
+// lanes), and an output that shares an input's buffer (an in-place update)
+// reads that input only at the element it writes (kiln-plan-buffers'
+// rule, which the part/parts split relies on too). Without this, LLVM's
+// checks see an in-place update's input and output overlap and take the
+// scalar loop.
+void markInnermostLoopsParallel(llvm::Module &module) {
+  llvm::LLVMContext &context = module.getContext();
+  for (llvm::Function &function : module) {
+    if (function.isDeclaration())
+      continue;
+    llvm::DominatorTree dominators(function);
+    llvm::LoopInfo loops(dominators);
+    for (llvm::Loop *loop : loops.getLoopsInPreorder()) {
+      if (!loop->isInnermost())
+        continue;
+      llvm::MDNode *group = llvm::MDNode::getDistinct(context, {});
+      for (llvm::BasicBlock *block : loop->blocks())
+        for (llvm::Instruction &inst : *block)
+          if (inst.mayReadOrWriteMemory())
+            inst.setMetadata(llvm::LLVMContext::MD_access_group, group);
+      llvm::SmallVector<llvm::Metadata *, 4> operands = {nullptr};
+      if (llvm::MDNode *old = loop->getLoopID())
+        for (unsigned i = 1; i < old->getNumOperands(); ++i)
+          operands.push_back(old->getOperand(i));
+      operands.push_back(llvm::MDNode::get(
+          context, {llvm::MDString::get(context, "llvm.loop.parallel_accesses"),
+                    group}));
+      llvm::MDNode *id = llvm::MDNode::getDistinct(context, operands);
+      id->replaceOperandWith(0, id);
+      loop->setLoopID(id);
+    }
+  }
+}
+
+// -O3 for |machine|, after marking the loops parallel.
+std::function<llvm::Error(llvm::Module *)>
+kernelTransformer(llvm::TargetMachine *machine) {
+  auto optimize = makeOptimizingTransformer(3, 0, machine);
+  return [optimize](llvm::Module *module) {
+    markInnermostLoopsParallel(*module);
+    return optimize(module);
+  };
+}
+
 FailureOr<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(FusionOp fusion) {
   initializeNativeTarget();
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -537,8 +589,7 @@ optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
     return fusion.emitOpError() << "failed to translate its CPU kernel to LLVM IR";
   llvmModule->setTargetTriple((*machine)->getTargetTriple().str());
   llvmModule->setDataLayout((*machine)->createDataLayout());
-  if (llvm::Error error =
-          makeOptimizingTransformer(3, 0, machine->get())(llvmModule.get()))
+  if (llvm::Error error = kernelTransformer(machine->get())(llvmModule.get()))
     return fusion.emitOpError() << "LLVM optimization failed: "
                                 << llvm::toString(std::move(error));
   return llvmModule;
@@ -577,7 +628,11 @@ FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
   if (failed(machine))
     return failure();
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(3, 0, machine->get());
+  // ExecutionEngineOptions::transformer is a function_ref: the function it
+  // refers to must outlive create().
+  std::function<llvm::Error(llvm::Module *)> transformer =
+      kernelTransformer(machine->get());
+  options.transformer = transformer;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   options.enableGDBNotificationListener = false;
   auto engine = ExecutionEngine::create(**module, options, std::move(*machine));

@@ -10,9 +10,11 @@
 //   kernel cannot, so it stays in bounds instead).
 // - kiln.scatter_add: result[v, d] = operand[v, d] plus updates[s, d] for
 //   every s (row-major) with indices[s] == v, accumulated in the compute
-//   type (integers in i64); an out-of-range index matches no row. This reads
-//   all of `indices` per output element: O(rows * row size * |indices|)
-//   comparisons, cheap for small vocabularies only.
+//   type (integers in i64); an out-of-range index matches no row. Alone, an
+//   element scans all of `indices`; a target that tiles rows of the result
+//   (emitScatterTile, as the CPU does for a rank >= 2 result) scans them
+//   once per tile of consecutive row elements, adding each matching
+//   update's lanes, in the same order.
 // - kiln.max_pool2d: the window's maximum; NaN wins (the first NaN), ties
 //   go to the first element in row-major order, an empty window is -inf.
 // - kiln.max_pool2d_grad: at input position (h, w), the sum over the
@@ -133,6 +135,93 @@ Value ElementEmitter::emitScatterAdd(ScatterAddOp scatter, ValueRange indices) {
     result = next;
   }
   return convertScalar(b_, loc, result, element);
+}
+
+bool ElementEmitter::isTiledScatter(ScatterAddOp scatter) {
+  return cast<RankedTensorType>(scatter.getType()).getRank() >= 2;
+}
+
+void ElementEmitter::emitScatterTile(ScatterAddOp scatter, ValueRange outer,
+                                     Value tileStart, Value tileSize,
+                                     LaneLoad load, LaneStore store) {
+  Location loc = scatter.getLoc();
+  auto indicesType = cast<RankedTensorType>(scatter.getIndices().getType());
+  Type acc = accumulatorOf(
+      cast<RankedTensorType>(scatter.getType()).getElementType());
+  CacheScope scope(*this);
+  OpBuilder::InsertionGuard guard(b_);
+  Value zero = indexConstant(loc, 0), one = indexConstant(loc, 1);
+  auto lanes = [&](function_ref<void(Value, Value)> body) {
+    auto loop = b_.create<scf::ForOp>(loc, zero, tileSize, one);
+    OpBuilder::InsertionGuard inner(b_);
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    Value lane = loop.getInductionVar();
+    body(lane, b_.create<arith::AddIOp>(loc, tileStart, lane));
+  };
+  // The operand's elements first.
+  lanes([&](Value lane, Value last) {
+    SmallVector<Value, 4> at(outer.begin(), outer.end());
+    at.push_back(last);
+    store(b_, loc, lane, convertScalar(b_, loc, emit(scatter.getOperand(), at), acc));
+  });
+  // Then, for every index (row-major) naming this row, its update's lanes.
+  SmallVector<Value, 4> position;
+  for (int64_t extent : indicesType.getShape()) {
+    auto loop = b_.create<scf::ForOp>(
+        loc, zero, b_.create<arith::ConstantIndexOp>(loc, extent), one);
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    position.push_back(loop.getInductionVar());
+  }
+  Value target = toIndex(loc, emit(scatter.getIndices(), position));
+  Value match = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, target,
+                                         outer.front());
+  auto ifOp = b_.create<scf::IfOp>(loc, match, /*withElseRegion=*/false);
+  b_.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  lanes([&](Value lane, Value last) {
+    SmallVector<Value, 4> at(position);
+    at.append(outer.begin() + 1, outer.end());
+    at.push_back(last);
+    Value update = convertScalar(b_, loc, emit(scatter.getUpdates(), at), acc);
+    Value sum = load(b_, loc, lane);
+    sum = isa<FloatType>(acc) ? b_.create<arith::AddFOp>(loc, sum, update).getResult()
+                              : b_.create<arith::AddIOp>(loc, sum, update).getResult();
+    store(b_, loc, lane, sum);
+  });
+}
+
+void ElementEmitter::seedScatter(ScatterAddOp scatter, ValueRange indices,
+                                 Value lane, LaneLoad load) {
+  Location loc = scatter.getLoc();
+  Value value = convertScalar(
+      b_, loc, load(b_, loc, lane),
+      cast<RankedTensorType>(scatter.getType()).getElementType());
+  std::vector<void *> key;
+  key.push_back(scatter.getResult().getAsOpaquePointer());
+  for (Value index : indices)
+    key.push_back(index.getAsOpaquePointer());
+  cache_[key] = value;
+}
+
+mlir::Type ElementEmitter::tileAccumulatorType(Operation *op) {
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return reductionAccumulatorType(reduce);
+  return accumulatorOf(cast<RankedTensorType>(op->getResult(0).getType())
+                           .getElementType());
+}
+
+void ElementEmitter::emitTile(Operation *op, ValueRange outer, Value tileStart,
+                              Value tileSize, LaneLoad load, LaneStore store) {
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return emitReductionTile(reduce, outer, tileStart, tileSize, load, store);
+  emitScatterTile(cast<ScatterAddOp>(op), outer, tileStart, tileSize, load,
+                  store);
+}
+
+void ElementEmitter::seedTile(Operation *op, ValueRange indices, Value lane,
+                              LaneLoad load) {
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return seedReduction(reduce, indices, lane, load);
+  seedScatter(cast<ScatterAddOp>(op), indices, lane, load);
 }
 
 ElementEmitter::WindowArgmax

@@ -105,6 +105,21 @@ public:
   // Makes emit(|reduce|, |indices|) give lane |lane|'s finished value.
   void seedReduction(ReduceOp reduce, mlir::ValueRange indices,
                      mlir::Value lane, LaneLoad load);
+  // The same for scatter_add rows (IndexedEmitter.cpp): a tile of a result
+  // row's consecutive elements scans the indices once.
+  static bool isTiledScatter(ScatterAddOp scatter);
+  void emitScatterTile(ScatterAddOp scatter, mlir::ValueRange outer,
+                       mlir::Value tileStart, mlir::Value tileSize,
+                       LaneLoad load, LaneStore store);
+  void seedScatter(ScatterAddOp scatter, mlir::ValueRange indices,
+                   mlir::Value lane, LaneLoad load);
+  // Dispatch over the tiled ops (a column ReduceOp or a ScatterAddOp).
+  static mlir::Type tileAccumulatorType(mlir::Operation *op);
+  void emitTile(mlir::Operation *op, mlir::ValueRange outer,
+                mlir::Value tileStart, mlir::Value tileSize, LaneLoad load,
+                LaneStore store);
+  void seedTile(mlir::Operation *op, mlir::ValueRange indices,
+                mlir::Value lane, LaneLoad load);
 
 private:
   mlir::Value indexConstant(mlir::Location loc, int64_t v);

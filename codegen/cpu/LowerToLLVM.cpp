@@ -267,12 +267,13 @@ bool matches(const BufferSignature &s, const HostTensor &t) {
 // consecutive elements of each row.
 constexpr int64_t kColumnTile = 128;
 
-// The column reductions (ElementEmitter::isColumnReduction) that nest
-// |nest|'s results reach and whose result has the nest's shape, so the nest
-// asks for them at exactly its own indices.
-SmallVector<ReduceOp> columnReductionsOf(const KernelModel &model,
-                                         const LoopNest &nest, YieldOp yield) {
-  SmallVector<ReduceOp> found;
+// The column reductions (ElementEmitter::isColumnReduction) and scatter_adds
+// with a rank >= 2 result that nest |nest|'s results reach and whose result
+// has the nest's shape, so the nest asks for them at exactly its own
+// indices.
+SmallVector<Operation *> columnReductionsOf(const KernelModel &model,
+                                            const LoopNest &nest, YieldOp yield) {
+  SmallVector<Operation *> found;
   llvm::SmallPtrSet<Operation *, 16> seen;
   SmallVector<Value> work;
   for (unsigned result : nest.results)
@@ -281,11 +282,13 @@ SmallVector<ReduceOp> columnReductionsOf(const KernelModel &model,
     Operation *op = work.pop_back_val().getDefiningOp();
     if (!op || !seen.insert(op).second)
       continue;
-    if (auto reduce = dyn_cast<ReduceOp>(op);
-        reduce && ElementEmitter::isColumnReduction(reduce) &&
-        cast<RankedTensorType>(reduce.getType()).getShape() ==
+    auto reduce = dyn_cast<ReduceOp>(op);
+    auto scatter = dyn_cast<ScatterAddOp>(op);
+    if (((reduce && ElementEmitter::isColumnReduction(reduce)) ||
+         (scatter && ElementEmitter::isTiledScatter(scatter))) &&
+        cast<RankedTensorType>(op->getResult(0).getType()).getShape() ==
             ArrayRef<int64_t>(nest.shape))
-      found.push_back(reduce);
+      found.push_back(op);
     for (Value operand : op->getOperands())
       work.push_back(operand);
   }
@@ -297,17 +300,18 @@ SmallVector<ReduceOp> columnReductionsOf(const KernelModel &model,
 // usual (the outermost split into parts; for a rank-1 nest the tiles cover
 // the part's range), the last dimension walks tiles of kColumnTile elements.
 // Per tile, each column reduction accumulates all its lanes into a stack
-// buffer (rows outside, lanes inside: contiguous reads that vectorize), then
-// a loop over the lanes emits the results with those values.
+// buffer (rows outside, lanes inside: contiguous reads that vectorize), and
+// each scatter_add scans its indices once, adding matching updates' lanes;
+// then a loop over the lanes emits the results with those values.
 void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
-                          const LoopNest &nest, ArrayRef<ReduceOp> columns,
+                          const LoopNest &nest, ArrayRef<Operation *> columns,
                           KernelHooks &hooks, YieldOp yield, ValueRange args,
                           unsigned numInputs, Value part, Value parts) {
   SmallVector<Value> buffers;
-  for (ReduceOp reduce : columns)
+  for (Operation *op : columns)
     buffers.push_back(b.create<memref::AllocaOp>(
         loc, MemRefType::get({kColumnTile},
-                             ElementEmitter::reductionAccumulatorType(reduce))));
+                             ElementEmitter::tileAccumulatorType(op))));
   Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
   Value one = b.create<arith::ConstantIndexOp>(loc, 1);
   auto range = [&](int64_t extent, Value &lo, Value &hi) {
@@ -355,7 +359,7 @@ void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
                                            Value v) {
               sb.create<memref::StoreOp>(l, v, buffer, lane);
             };
-            tileEmitter.emitReductionTile(reduce, outer, start, size, load, store);
+            tileEmitter.emitTile(reduce, outer, start, size, load, store);
           }
         }
         Value laneZero = nb.create<arith::ConstantIndexOp>(nloc, 0);
@@ -367,7 +371,7 @@ void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
         ivs.push_back(nb.create<arith::AddIOp>(nloc, start, lane));
         ElementEmitter emitter(model, hooks, nb);
         for (auto [reduce, buffer] : llvm::zip(columns, buffers))
-          emitter.seedReduction(reduce, ivs, lane, loadFrom(buffer));
+          emitter.seedTile(reduce, ivs, lane, loadFrom(buffer));
         for (unsigned result : nest.results) {
           Value v = emitter.emit(yield.getOperand(result), ivs);
           nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
@@ -431,7 +435,7 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
       buildBody(nb, loc, {});
       continue;
     }
-    SmallVector<ReduceOp> columns = columnReductionsOf(*model, nest, yield);
+    SmallVector<Operation *> columns = columnReductionsOf(*model, nest, yield);
     if (!columns.empty()) {
       buildColumnTiledNest(b, loc, *model, nest, columns, hooks, yield, args,
                            numInputs, part, parts);

@@ -24,22 +24,31 @@ competes with the other's:
     standard loop (forward, loss, zero_grad(set_to_none=True), backward,
     step). Eager mode has no compile step.
   - JAX: one jitted function does forward, gradient and Adam update, with the
-    parameters and optimizer state donated. XLA_FLAGS gets
-    --xla_cpu_multi_thread_eigen=false when T is 1; XLA:CPU sizes its thread
-    pool from the CPUs the process may run on, so the limit that holds for any
-    T is the affinity mask: with --pin (the default) each worker is pinned to
-    the first T CPUs of its allowed set before JAX or PyTorch is imported.
+    parameters and optimizer state donated. XLA:CPU has no thread-count
+    flag: it sizes its thread pool from the CPUs the process may run on, so
+    the limit is the affinity mask. With --pin (the default) each worker is
+    pinned to the first T CPUs of its allowed set before JAX or PyTorch is
+    imported. XLA_FLAGS also gets --xla_cpu_multi_thread_eigen=false when T
+    is 1, the usual recipe, but measured alone (2 CPUs allowed) it still kept
+    1.8 CPUs busy; "intra_op_parallelism_threads=T" is not an XLA flag (XLA
+    aborts, taking it for a flag file name).
     Each step waits for the loss (block_until_ready). The compile time is
     jax.jit(step).lower(...).compile(), timed once in a fresh process.
 The measured CPU time / wall time of the timed loop (cpu_util) shows how many
-threads each peer really kept busy.
+threads each peer really kept busy; others_util is the CPU time the rest of
+the machine used meanwhile (from /proc/stat): a clean measurement has it near
+0, and a multi-threaded PyTorch step slows down many times over when another
+process holds one of its cores.
 
 Usage:
   python3 bench/cpu/peers.py --threads T --steps N --warmup W [--json]
       [--peers torch,jax] [--data random|fashion-mnist] [--seed S] [--no-pin]
+      [--retries K] [--max-others X]
 Prints a table (min and median ms per step over the N timed steps, compile
 time, losses at the first and last step) and, with --json, one JSON line per
-peer. Exits non-zero when a peer is missing or fails, or when the two peers'
+peer. With --retries K a peer whose timed loop shared the machine with more
+than --max-others (0.1) CPUs of other work is rerun, up to K times; a peer
+still not clean gets a WARNING line. Exits non-zero when a peer is missing or fails, or when the two peers'
 losses disagree by more than --tolerance (1e-4) at any step.
 """
 
@@ -96,8 +105,21 @@ def fashion_mnist_batch():
     return x, y
 
 
+def system_busy_seconds():
+    """CPU seconds all processes have spent busy (/proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = map(int, fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 class Timer:
-    """Wall time per step, and process CPU time over the whole timed loop."""
+    """Wall time per step; over the whole timed loop, this process's CPU time
+    (cpu_util, in CPUs) and everybody else's (others_util: the machine's busy
+    time less ours, which should be near 0 for a clean measurement)."""
 
     def __init__(self):
         self.times = []
@@ -105,17 +127,23 @@ class Timer:
     def start_loop(self):
         usage = resource.getrusage(resource.RUSAGE_SELF)
         self.cpu0 = usage.ru_utime + usage.ru_stime
+        self.busy0 = system_busy_seconds()
         self.wall0 = time.perf_counter()
 
     def end_loop(self):
-        usage = resource.getrusage(resource.RUSAGE_SELF)
         wall = time.perf_counter() - self.wall0
-        self.cpu_util = (usage.ru_utime + usage.ru_stime - self.cpu0) / wall
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        busy = system_busy_seconds()
+        ours = usage.ru_utime + usage.ru_stime - self.cpu0
+        self.cpu_util = ours / wall
+        self.others_util = (None if busy is None or self.busy0 is None
+                            else max(0.0, (busy - self.busy0 - ours) / wall))
 
     def summary(self):
         ms = [t * 1e3 for t in self.times]
         return {"min_ms": min(ms), "median_ms": statistics.median(ms),
-                "mean_ms": statistics.fmean(ms), "cpu_util": self.cpu_util}
+                "mean_ms": statistics.fmean(ms), "cpu_util": self.cpu_util,
+                "others_util": self.others_util}
 
 
 def run_torch(args, params, x, y):
@@ -150,7 +178,7 @@ def run_torch(args, params, x, y):
         t0 = time.perf_counter()
         loss = step()
         timer.times.append(time.perf_counter() - t0)
-        losses.append(loss)
+        losses.append(loss.detach())
     timer.end_loop()
     losses = [float(l) for l in losses]
     return dict(peer="torch", version=torch.__version__, mode="eager",
@@ -251,10 +279,15 @@ def main():
                     help="do not pin each peer to the first T allowed CPUs")
     ap.add_argument("--tolerance", type=float, default=1e-4,
                     help="largest |loss_torch - loss_jax| accepted at any step")
+    ap.add_argument("--retries", type=int, default=0,
+                    help="rerun a peer up to this many times while other processes "
+                         "used more than --max-others CPUs during its timed loop")
+    ap.add_argument("--max-others", type=float, default=0.1)
     ap.add_argument("--worker", choices=("torch", "jax"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.threads < 1 or args.steps < 1 or args.warmup < 0:
-        ap.error("--threads and --steps must be at least 1, --warmup at least 0")
+    if args.threads < 1 or args.steps < 1 or args.warmup < 0 or args.retries < 0:
+        ap.error("--threads and --steps must be at least 1, --warmup and --retries "
+                 "at least 0")
     if args.worker:
         return worker(args)
 
@@ -276,24 +309,38 @@ def main():
                "--warmup", str(args.warmup), "--data", args.data, "--seed", str(args.seed)]
         if not args.pin:
             cmd.append("--no-pin")
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        for attempt in range(args.retries + 1):
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                break
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            result["attempts"] = attempt + 1
+            others = result["others_util"]
+            if others is None or others <= args.max_others:
+                break
         if proc.returncode != 0:
             print(f"peers.py: the {peer} run failed (exit {proc.returncode}):\n"
                   f"{proc.stderr.strip()}", file=sys.stderr)
             failed = True
             continue
-        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        results.append(result)
 
     print(f"mlp 784-512-256-10, batch {BATCH}, Adam {LR:g}, f32, data {args.data}; "
           f"{args.threads} thread(s), {args.steps} timed steps after {args.warmup} warm-up; "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'peer':<6} {'version':<14} {'min ms':>8} {'median ms':>10} {'cpu_util':>9} "
-          f"{'compile s':>10} {'loss@1':>10} {'loss@last':>10}")
+          f"{'others':>7} {'compile s':>10} {'loss@1':>10} {'loss@last':>10}")
     for r in results:
         compile_s = "eager" if r["peer"] == "torch" else f"{r['compile_s']:.3f}"
+        others = "n/a" if r["others_util"] is None else f"{r['others_util']:.2f}"
         print(f"{r['peer']:<6} {r['version']:<14} {r['min_ms']:>8.3f} {r['median_ms']:>10.3f} "
-              f"{r['cpu_util']:>9.2f} {compile_s:>10} {r['losses'][0]:>10.6f} "
+              f"{r['cpu_util']:>9.2f} {others:>7} {compile_s:>10} {r['losses'][0]:>10.6f} "
               f"{r['losses'][-1]:>10.6f}")
+    for r in results:
+        if r["others_util"] is not None and r["others_util"] > args.max_others:
+            print(f"WARNING: other processes used {r['others_util']:.2f} CPUs while "
+                  f"{r['peer']} was timed (after {r['attempts']} attempt(s)): its "
+                  "numbers are not clean")
     if len(results) == 2:
         a, b = results[0]["losses"], results[1]["losses"]
         d_first, d_last = abs(a[0] - b[0]), abs(a[-1] - b[-1])

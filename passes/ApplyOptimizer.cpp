@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/KilnOps.h"
+#include "passes/LossScale.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -254,6 +255,33 @@ struct ApplyOptimizerPass : impl::KilnApplyOptimizerBase<ApplyOptimizerPass> {
     llvm::SmallVector<Value> gradValues;
     for (const Grad &g : grads)
       gradValues.push_back(ret.getOperand(g.result));
+    // fp16 loss scaling (passes/LossScale.h): unscale, and note whether
+    // every gradient is finite; |finite| (0-d i1) then gates the updates.
+    Value finite;
+    int scaleArg = findStateArgument(func, kLossScaleName);
+    int goodArg = findStateArgument(func, kLossScaleGoodStepsName);
+    int skippedArg = findStateArgument(func, kLossScaleSkippedStepsName);
+    if (scaleArg >= 0) {
+      if (goodArg < 0 || skippedArg < 0)
+        return func.emitError() << "@" << func.getName() << " has a '"
+                                << kLossScaleName << "' argument but no '"
+                                << (goodArg < 0 ? kLossScaleGoodStepsName
+                                                : kLossScaleSkippedStepsName)
+                                << "' optimizer state";
+      Value scale = body.getArgument(scaleArg);
+      // The scale is a power of two, so multiplying by its inverse is exact.
+      Value inverse = u.div(u.scalar(1.0, UpdateBuilder::elementOf(scale)), scale);
+      Value total = u.scalar(0.0, scalarType);
+      for (Value &g : gradValues) {
+        g = u.mul(g, u.splat(u.convertScalar(inverse, UpdateBuilder::elementOf(g)), g));
+        // x * 0 is 0 for a finite x and NaN for inf or NaN.
+        total = u.add(total, u.convertScalar(u.sumAll(u.mul(g, u.splat(0.0, g))),
+                                             scalarType));
+      }
+      finite = b.create<CompareOp>(func.getLoc(), CompareDirection::eq, total,
+                                   u.scalar(0.0, scalarType));
+    }
+
     if (clip > 0) {
       // scale = min(1, clip / (sqrt(sum of squares) + 1e-6)).
       Value total = u.scalar(0.0, scalarType);
@@ -336,6 +364,50 @@ struct ApplyOptimizerPass : impl::KilnApplyOptimizerBase<ApplyOptimizerPass> {
       paramUpdates.push_back({newP, grad.arg, Role::parameter});
     }
     updates.insert(updates.begin(), paramUpdates.begin(), paramUpdates.end());
+    if (finite) {
+      // A step with an inf or NaN gradient keeps every parameter and all
+      // optimizer state.
+      for (Update &up : updates) {
+        Value old = body.getArgument(up.arg);
+        auto type = llvm::cast<mlir::RankedTensorType>(old.getType());
+        Value pred = finite;
+        if (type.getRank() != 0)
+          pred = b.create<BroadcastInDimOp>(func.getLoc(),
+                                            type.clone(b.getI1Type()), finite,
+                                            b.getDenseI64ArrayAttr({}));
+        up.value = b.create<SelectOp>(func.getLoc(), pred, up.value, old);
+      }
+      // Then the scale: halve it on a skip, double it after
+      // kLossScaleGrowthInterval finite steps in a row (up to kMaxLossScale).
+      Value scale = body.getArgument(scaleArg);
+      Value good = body.getArgument(goodArg);
+      Value skipped = body.getArgument(skippedArg);
+      auto select = [&](Value pred, Value a, Value c) -> Value {
+        return b.create<SelectOp>(func.getLoc(), pred, a, c);
+      };
+      mlir::Type el = UpdateBuilder::elementOf(scale);
+      Value goodNext = u.add(good, u.scalar(1.0, UpdateBuilder::elementOf(good)));
+      Value grow = b.create<CompareOp>(
+          func.getLoc(), CompareDirection::ge, goodNext,
+          u.scalar(kLossScaleGrowthInterval, UpdateBuilder::elementOf(good)));
+      Value grown = u.min(u.mul(scale, u.scalar(2.0, el)), u.scalar(kMaxLossScale, el));
+      Value newScale = select(finite, select(grow, grown, scale),
+                              u.mul(scale, u.scalar(0.5, el)));
+      Value zeroGood = u.scalar(0.0, UpdateBuilder::elementOf(good));
+      Value newGood = select(finite, select(grow, zeroGood, goodNext), zeroGood);
+      Value newSkipped =
+          select(finite, skipped,
+                 u.add(skipped, u.scalar(1.0, UpdateBuilder::elementOf(skipped))));
+      updates.push_back({newScale, static_cast<unsigned>(scaleArg),
+                         Role::optimizer_state});
+      updates.push_back({newGood, static_cast<unsigned>(goodArg),
+                         Role::optimizer_state});
+      updates.push_back({newSkipped, static_cast<unsigned>(skippedArg),
+                         Role::optimizer_state});
+    }
+    // The step counter advances even on a skipped step (as TensorFlow's
+    // LossScaleOptimizer's iterations do), so it always counts the steps
+    // `kiln train` ran and a resumed run sets it the same way.
     Value nextStep = u.add(step, u.scalar(1.0, i64Scalar.getElementType()));
     updates.push_back({nextStep, stepArg, Role::step});
 

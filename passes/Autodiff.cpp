@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ir/KilnOps.h"
+#include "passes/LossScale.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -124,9 +125,20 @@ struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
     llvm::DenseMap<Value, Value> grads;
     Value loss = ret.getOperand(*lossIndex);
     if (varied.contains(loss)) {
-      auto one = DenseElementsAttr::get(
-          lossType, ArrayRef<Attribute>{b.getFloatAttr(lossType.getElementType(), 1.0)});
-      grads[loss] = b.create<ConstantOp>(loss.getLoc(), lossType, one);
+      // With fp16 loss scaling (passes/LossScale.h) the backward pass starts
+      // from the scale: every gradient comes out multiplied by it.
+      int scaleArg = findStateArgument(func, kLossScaleName);
+      if (scaleArg >= 0) {
+        Value scale = func.getArgument(scaleArg);
+        if (scale.getType() != lossType)
+          scale = b.create<ConvertOp>(loss.getLoc(), lossType, scale);
+        grads[loss] = scale;
+      } else {
+        auto one = DenseElementsAttr::get(
+            lossType,
+            ArrayRef<Attribute>{b.getFloatAttr(lossType.getElementType(), 1.0)});
+        grads[loss] = b.create<ConstantOp>(loss.getLoc(), lossType, one);
+      }
     }
     // The rules insert before the return, so list the forward ops first.
     SmallVector<Operation *> forward;

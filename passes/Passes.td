@@ -101,6 +101,65 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnAutoMixedPrecision : Pass<"kiln-auto-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Run matmuls and convolutions in bf16 or fp16, keep f32 master weights";
+  let description = [{
+    Runs on the forward graph, before kiln-autodiff, in the spirit of
+    TensorFlow's auto_mixed_precision rewrite. Every op is in one list:
+
+    - allow (`dot_general`, `conv2d`, `conv2d_input_grad`,
+      `conv2d_filter_grad`): computed in the low precision (`amp`), its f32
+      operands converted;
+    - deny (`exp`, `log`, `log1p`, `pow`, `softmax`, `log_softmax`,
+      `softmax_cross_entropy`, `layer_norm`, `reduce`): computed in f32, its
+      low-precision operands converted back; the loss and norms' statistics
+      stay f32 this way;
+    - infer (every elementwise op, and `reshape`, `transpose`,
+      `broadcast_in_dim`, `slice`, `concatenate`, `pad`, `gather`,
+      `max_pool2d`, `avg_pool2d`, `dropout`): f32 when an operand comes
+      from a deny op or f32 work after one, low precision when an operand is
+      low precision, otherwise unchanged;
+    - any other op: f32.
+
+    `allow=`, `deny=` and `infer=` move ops (by name, `dot_general` or
+    `kiln.dot_general`) into a list. Only f32 work is retyped: arguments,
+    results, constants and ops on other float types keep their types, so
+    parameters stay f32 (master weights) and the function's results (the
+    loss, logits) are converted back to f32. Casts are `kiln.convert` ops,
+    one per use of a value, so that kiln-autodiff converts each use's
+    gradient to f32 before adding them up: gradients accumulate in f32 and
+    reach the optimizer in the parameter's type. CSE merges the duplicate
+    forward converts, and kiln-fuse fuses every convert into a kernel.
+
+    With `amp=fp16` and `loss-scaling` (the default), a function with a loss
+    gets dynamic loss scaling as three 0-d f32 optimizer-state arguments:
+    `loss_scale` (initialized to 65536), `loss_scale.good_steps` and
+    `loss_scale.skipped_steps` (zeros). kiln-autodiff then starts the
+    backward pass from the scale instead of 1, and kiln-apply-optimizer
+    divides the gradients by it; when any gradient is inf or NaN it keeps
+    the parameters and the optimizer state (the step counter still
+    advances, as TensorFlow's LossScaleOptimizer does), halves the scale,
+    resets `good_steps` and counts the skip; after 2000 consecutive finite
+    steps it doubles the scale (at most 2^24). bf16 has f32's range and
+    gets no scaling.
+
+    Example: `kiln-opt --kiln-auto-mixed-precision="amp=bf16 deny=gelu"`.
+  }];
+  let options = [
+    Option<"amp", "amp", "std::string", /*default=*/"\"bf16\"",
+           "the low precision: bf16 or fp16">,
+    Option<"lossScaling", "loss-scaling", "bool", /*default=*/"true",
+           "fp16: add dynamic loss scaling to functions with a loss">,
+    ListOption<"allow", "allow", "std::string",
+               "ops to compute in low precision (comma-separated names)">,
+    ListOption<"deny", "deny", "std::string",
+               "ops to compute in f32 (comma-separated names)">,
+    ListOption<"infer", "infer", "std::string",
+               "ops that follow their inputs (comma-separated names)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnDecompose : Pass<"kiln-decompose", "mlir::ModuleOp"> {
   let summary = "Rewrite composite ops into fusible primitives";
   let description = [{

@@ -120,10 +120,11 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
   if (options.worldSize != 1)
     return "--world-size=" + std::to_string(options.worldSize) +
            ": not supported yet (only 1; distribution does not exist yet)";
-  if (options.amp != AmpMode::off)
-    return "--amp=" + stringifyAmp(options.amp).str() +
-           ": not supported yet (the mixed-precision pass does not exist yet; "
-           "only off)";
+  if (options.amp == AmpMode::off &&
+      (!options.ampAllow.empty() || !options.ampDeny.empty() ||
+       !options.ampInfer.empty()))
+    return "--amp-allow, --amp-deny and --amp-infer need --amp=bf16 or "
+           "--amp=fp16";
   if (!options.dumpAfter.empty()) {
     if (options.dumpDir.empty())
       return "--dump-after needs --dump-dir (where to write the dumps)";
@@ -138,6 +139,17 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
 void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createKilnVerifyRoles());
   pm.addPass(mlir::createCanonicalizerPass());
+  if (options.amp != AmpMode::off) {
+    // On the forward graph, so autodiff differentiates through the casts
+    // (passes/AutoMixedPrecision.cpp says why).
+    KilnAutoMixedPrecisionOptions amp;
+    amp.amp = stringifyAmp(options.amp).str();
+    amp.lossScaling = options.trainingStep;
+    amp.allow = options.ampAllow; // copied by the pass when created
+    amp.deny = options.ampDeny;
+    amp.infer = options.ampInfer;
+    pm.addPass(createKilnAutoMixedPrecision(amp));
+  }
   if (options.trainingStep) {
     pm.addPass(createKilnAutodiff());
     pm.addPass(createKilnApplyOptimizer(options.optimizer));

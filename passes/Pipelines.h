@@ -6,7 +6,8 @@
 // needs do not exist yet: checkPipelineOptions then says so ("not supported
 // yet"), so no option is ever silently ignored.
 //
-// The pipeline today: kiln-verify-roles, canonicalize; then (unless only
+// The pipeline today: kiln-verify-roles, canonicalize; with amp on,
+// kiln-auto-mixed-precision; then (unless only
 // the forward model is asked for) kiln-autodiff and kiln-apply-optimizer,
 // which turn the model into its training step, canonicalize and cse; then
 // kiln-decompose, canonicalize, cse, kiln-fuse (kernels), kiln-schedule and
@@ -27,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -50,6 +52,9 @@ struct PipelineOptions {
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   AmpMode amp = AmpMode::off;
+  // Op names moved into kiln-auto-mixed-precision's allow, deny and infer
+  // lists (only with amp on).
+  std::vector<std::string> ampAllow, ampDeny, ampInfer;
   // Build the training step (gradients and optimizer updates); false keeps
   // the forward model.
   bool trainingStep = true;

@@ -6,10 +6,15 @@
 // [C/groups * KH * KW, OH * OW] matrix, then a GEMM against the group's
 // filter rows; the input gradient multiplies by the transposed filter and
 // scatters back with col2im; the filter gradient accumulates over images.
+// f16 and bf16 (mixed precision) run as f32 on widened copies of the
+// operands, and the result is rounded once, as the reference interpreter
+// rounds an op's result: the f32 GEMM accumulates in f32.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Blas.h"
+
+#include "runtime/Half.h"
 
 #include <cblas.h>
 
@@ -37,7 +42,7 @@ std::string dtypeName(PkgDType dtype) {
 }
 
 Status unsupportedDtype(const char *what, PkgDType dtype) {
-  return Status::error(std::string(what) + ": element type must be f32 or f64, but it is " +
+  return Status::error(std::string(what) + ": element type must be f32, f64, f16 or bf16, but it is " +
                        dtypeName(dtype));
 }
 
@@ -413,7 +418,66 @@ StatusOr<GemmPlan> planGemm(const GemmSpec &spec) {
   return best;
 }
 
+bool isHalfDtype(PkgDType dtype) {
+  return dtype == PkgDType::F16 || dtype == PkgDType::BF16;
+}
+
+void widenToF32(PkgDType dtype, const void *in, float *out, int64_t n) {
+  const auto *h = static_cast<const uint16_t *>(in);
+  if (dtype == PkgDType::BF16)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = bf16ToFloat(h[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = f16ToFloat(h[i]);
+}
+
+void narrowFromF32(PkgDType dtype, const float *in, void *out, int64_t n) {
+  auto *h = static_cast<uint16_t *>(out);
+  if (dtype == PkgDType::BF16)
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = floatToBf16(in[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      h[i] = floatToF16(in[i]);
+}
+
+namespace {
+
+// Runs |call| on f32 copies of two half-precision operands of |lhsCount|
+// and |rhsCount| elements into an f32 result of |outCount| elements (which
+// starts as the widened |out| when |readOut|), then rounds it into |out|.
+template <typename Call>
+Status viaF32(PkgDType dtype, const void *lhs, int64_t lhsCount, const void *rhs,
+              int64_t rhsCount, void *out, int64_t outCount, bool readOut,
+              Call call) {
+  std::vector<float> a(lhsCount), b(rhsCount), c(outCount, 0.0f);
+  widenToF32(dtype, lhs, a.data(), lhsCount);
+  widenToF32(dtype, rhs, b.data(), rhsCount);
+  if (readOut)
+    widenToF32(dtype, out, c.data(), outCount);
+  if (Status s = call(a.data(), b.data(), c.data()); !s.isOk())
+    return s;
+  narrowFromF32(dtype, c.data(), out, outCount);
+  return Status::ok();
+}
+
+} // namespace
+
 Status gemm(const GemmSpec &spec, const void *lhs, const void *rhs, void *out) {
+  if (isHalfDtype(spec.dtype)) {
+    StatusOr<GemmPlan> plan = planGemm(spec);
+    if (!plan.isOk())
+      return plan.status();
+    const GemmParams &p = plan.value().params;
+    GemmSpec wide = spec;
+    wide.dtype = PkgDType::F32;
+    return viaF32(spec.dtype, lhs, product(spec.lhsShape), rhs,
+                  product(spec.rhsShape), out, p.batch * p.m * p.n, spec.beta != 0,
+                  [&](const float *a, const float *b, float *c) {
+                    return gemm(wide, a, b, c);
+                  });
+  }
   if (spec.dtype != PkgDType::F32 && spec.dtype != PkgDType::F64)
     return unsupportedDtype("gemm", spec.dtype);
   StatusOr<GemmPlan> plan = planGemm(spec);
@@ -426,6 +490,16 @@ Status gemm(const GemmSpec &spec, const void *lhs, const void *rhs, void *out) {
 
 Status gemm(PkgDType dtype, const GemmParams &params, const void *lhs, const void *rhs,
             void *out) {
+  if (isHalfDtype(dtype)) {
+    const GemmParams &p = params;
+    if (p.m < 0 || p.n < 0 || p.k < 0 || p.batch < 1)
+      return gemm(PkgDType::F32, p, lhs, rhs, out); // reports the sizes
+    return viaF32(dtype, lhs, p.batch * p.m * p.k, rhs, p.batch * p.k * p.n,
+                  out, p.batch * p.m * p.n, p.beta != 0,
+                  [&](const float *a, const float *b, float *c) {
+                    return gemm(PkgDType::F32, p, a, b, c);
+                  });
+  }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("gemm", dtype);
   if (params.m < 0 || params.n < 0 || params.k < 0 || params.batch < 1)
@@ -503,6 +577,15 @@ Status checkConvParams(const ConvParams &p) {
 
 Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
               const void *filter, void *output) {
+  if (isHalfDtype(dtype)) {
+    if (Status s = checkConvParams(params); !s.isOk())
+      return s;
+    return viaF32(dtype, input, product(params.inputShape), filter, product(params.filterShape), output,
+                  product(params.outputShape), false,
+                  [&](const float *a, const float *b, float *c) {
+                    return conv2d(PkgDType::F32, params, a, b, c);
+                  });
+  }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("conv2d", dtype);
   if (Status s = checkConvParams(params); !s.isOk())
@@ -519,6 +602,15 @@ Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
 
 Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gradOutput,
                        const void *filter, void *gradInput) {
+  if (isHalfDtype(dtype)) {
+    if (Status s = checkConvParams(params); !s.isOk())
+      return s;
+    return viaF32(dtype, gradOutput, product(params.outputShape), filter, product(params.filterShape), gradInput,
+                  product(params.inputShape), false,
+                  [&](const float *a, const float *b, float *c) {
+                    return conv2dInputGrad(PkgDType::F32, params, a, b, c);
+                  });
+  }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("conv2d_input_grad", dtype);
   if (Status s = checkConvParams(params); !s.isOk())
@@ -536,6 +628,15 @@ Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gra
 
 Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *input,
                         const void *gradOutput, void *gradFilter) {
+  if (isHalfDtype(dtype)) {
+    if (Status s = checkConvParams(params); !s.isOk())
+      return s;
+    return viaF32(dtype, input, product(params.inputShape), gradOutput, product(params.outputShape), gradFilter,
+                  product(params.filterShape), false,
+                  [&](const float *a, const float *b, float *c) {
+                    return conv2dFilterGrad(PkgDType::F32, params, a, b, c);
+                  });
+  }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("conv2d_filter_grad", dtype);
   if (Status s = checkConvParams(params); !s.isOk())

@@ -3,7 +3,8 @@
 // The CPU backend's library calls (the package's LibraryCall thunks): a
 // kiln.dot_general becomes one cblas_{s,d}gemm per batch element, and the
 // three convolutions become im2col (col2im for the input gradient) plus
-// GEMMs, one per image and group. f32 and f64 only; anything else comes back
+// GEMMs, one per image and group. f32 and f64, and f16 and bf16 computed in
+// f32 (operands widened, the result rounded once); anything else comes back
 // as an error Status that names the dtype.
 //
 // A dot_general whose operands already sit as [batch..., rows, contract] or
@@ -77,6 +78,12 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params,
 // Checks |params|: ranks, positive sizes, groups dividing C and O, the
 // filter's channel count, and the output shape the formula gives.
 Status checkConvParams(const ConvParams &params);
+
+// f16 and bf16 (round to nearest even) to and from f32, for callers that
+// split half-precision library calls themselves.
+bool isHalfDtype(PkgDType dtype);
+void widenToF32(PkgDType dtype, const void *in, float *out, int64_t n);
+void narrowFromF32(PkgDType dtype, const float *in, void *out, int64_t n);
 
 // OpenBLAS's thread count (at least 1), and the current one.
 void setBlasThreads(int threads);

@@ -207,9 +207,9 @@ Status checkLibraryCall(const LoadedPackage &p, const std::string &where,
       return s;
     const GemmParams &g = t.gemm;
     PkgDType dtype = p.buffers[t.results[0]].dtype;
-    if (dtype != PkgDType::F32 && dtype != PkgDType::F64) {
+    if (dtype != PkgDType::F32 && dtype != PkgDType::F64 && !isHalfDtype(dtype)) {
       std::ostringstream os;
-      os << where << ": a gemm's result must be f32 or f64, but buffer "
+      os << where << ": a gemm's result must be f32, f64, f16 or bf16, but buffer "
          << t.results[0] << " is " << dtypeName(dtype);
       return fail(os);
     }
@@ -424,7 +424,10 @@ Status Executable::prepare(KernelLoader &loader) {
         thunkParts_[i] = gemmBlocks(t.gemm, pool_.size());
         break;
       }
-      thunkParts_[i] = convParts(t.conv, pool_.size());
+      // Half-precision convolutions run whole (computed in f32 by Blas).
+      thunkParts_[i] = isHalfDtype(p.buffers[t.results[0]].dtype)
+                           ? 1
+                           : convParts(t.conv, pool_.size());
       if (t.library == LibraryKind::Conv2DFilterGrad && thunkParts_[i] > 1)
         // Parts 1.. sum their images' filter gradients here; part 0 into
         // the result, which then adds these in part order.
@@ -552,10 +555,22 @@ Status Executable::runThunk(size_t index) {
         s = gemm(dtype, t.gemm, buffers[0], buffers[1], buffers[2]);
         break;
       }
-      // create() checked the dtype (f32 or f64) and the sizes.
+      // create() checked the dtype and the sizes.
       const GemmParams &g = t.gemm;
       void **b = buffers.data();
-      if (dtype == PkgDType::F32)
+      if (isHalfDtype(dtype)) {
+        // Split the f32 GEMM on widened copies; round the result once.
+        std::vector<float> lhs(g.batch * g.m * g.k), rhs(g.batch * g.k * g.n),
+            out(g.batch * g.m * g.n, 0.0f);
+        widenToF32(dtype, b[0], lhs.data(), lhs.size());
+        widenToF32(dtype, b[1], rhs.data(), rhs.size());
+        if (g.beta != 0)
+          widenToF32(dtype, b[2], out.data(), out.size());
+        pool_.parallelFor(blocks, [&](int64_t block) {
+          gemmBlock<float>(g, lhs.data(), rhs.data(), out.data(), block, blocks);
+        });
+        narrowFromF32(dtype, out.data(), b[2], out.size());
+      } else if (dtype == PkgDType::F32)
         pool_.parallelFor(blocks, [&](int64_t block) {
           gemmBlock<float>(g, b[0], b[1], b[2], block, blocks);
         });

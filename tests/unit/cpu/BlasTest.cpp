@@ -338,11 +338,12 @@ TEST_F(GemmTest, ContractingPairsInAnyOrder) {
 
 TEST_F(GemmTest, ErrorsNameTheProblem) {
   GemmSpec s = spec({2, 3}, {3, 4}, {}, {}, {1}, {0});
-  s.dtype = PkgDType::F16;
+  s.dtype = PkgDType::I32;
   char buf[64] = {};
   Status st = gemm(s, buf, buf, buf);
   EXPECT_FALSE(st.isOk());
-  EXPECT_THAT(st.message(), HasSubstr("element type must be f32 or f64, but it is f16"));
+  EXPECT_THAT(st.message(),
+              HasSubstr("element type must be f32, f64, f16 or bf16, but it is i32"));
   s.dtype = PkgDType::F32;
   s.rhsShape = {4, 4};
   st = gemm(s, buf, buf, buf);
@@ -498,8 +499,9 @@ TEST_F(ConvTest, ErrorsNameTheProblem) {
   p.outputShape = {1, 2, 3, 3};
   EXPECT_TRUE(checkConvParams(p).isOk());
   char buf[1024] = {};
-  EXPECT_THAT(conv2d(PkgDType::BF16, p, buf, buf, buf).message(),
-              HasSubstr("conv2d: element type must be f32 or f64, but it is bf16"));
+  EXPECT_THAT(conv2d(PkgDType::I8, p, buf, buf, buf).message(),
+              HasSubstr("conv2d: element type must be f32, f64, f16 or bf16, but "
+                        "it is i8"));
   ConvParams bad = p;
   bad.outputShape = {1, 2, 4, 4};
   EXPECT_THAT(conv2dInputGrad(PkgDType::F32, bad, buf, buf, buf).message(),

@@ -579,8 +579,8 @@ TEST(Executable, RefusesWhatWouldCrash) {
     LoadedPackage p = gemmAddCopyPackage();
     p.buffers[3].dtype = PkgDType::I32;
     EXPECT_THAT(createError(p, loader),
-                HasSubstr("thunk 0: a gemm's result must be f32 or f64, but "
-                          "buffer 3 is i32"));
+                HasSubstr("thunk 0: a gemm's result must be f32, f64, f16 or "
+                          "bf16, but buffer 3 is i32"));
   }
   {
     LoadedPackage p = gemmAddCopyPackage();

@@ -58,7 +58,11 @@ TEST(PipelinesTest, RefusesWhatIsNotSupportedYet) {
               HasSubstr("--world-size=4: not supported yet"));
   options = {};
   options.amp = AmpMode::fp16;
-  EXPECT_THAT(checkPipelineOptions(options), HasSubstr("--amp=fp16: not supported yet"));
+  EXPECT_EQ(checkPipelineOptions(options), "");
+  options.amp = AmpMode::off;
+  options.ampDeny = {"exp"};
+  EXPECT_THAT(checkPipelineOptions(options),
+              HasSubstr("--amp-deny and --amp-infer need --amp=bf16"));
   options = {};
   options.target = TargetKind::cuda;
   options.cudaArch = 90;

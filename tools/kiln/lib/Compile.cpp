@@ -9,6 +9,7 @@
 
 #include "tools/kiln/lib/Driver.h"
 
+#include "tools/kiln/lib/AmpFlags.h"
 #include "tools/kiln/lib/CompileReport.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
@@ -40,8 +41,9 @@ struct CompileOptions {
 
 // The flags' raw text; empty means "not given".
 struct RawFlags {
-  std::string input, output, emit, target, strategy, worldSize, amp, dumpDir,
+  std::string input, output, emit, target, strategy, worldSize, dumpDir,
       dumpAfter;
+  AmpFlags amp;
   bool forwardOnly = false;
   bool noOptimize = false;
   bool report = false;
@@ -104,14 +106,8 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
       return false;
     p.worldSize = *n;
   }
-  if (!raw.amp.empty()) {
-    std::optional<AmpMode> amp = parseAmp(raw.amp);
-    if (!amp) {
-      valueError(errs, "amp", raw.amp, "off, bf16 or fp16");
-      return false;
-    }
-    p.amp = *amp;
-  }
+  if (!parseAmpFlags(kCommand, raw.amp, p, errs))
+    return false;
   if (!parseOptimizerFlags(kCommand, raw.optimizer, p.optimizer, errs))
     return false;
   p.trainingStep = !raw.forwardOnly;
@@ -163,7 +159,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "--no-optimize before kiln-decompose. Without --emit, OUT ending in\n"
       ".mlir (or no OUT) means --emit=mlir and any other OUT means\n"
       "--emit=package. --report prints kernels per step, modelled bytes and\n"
-      "the planned peak instead of the IR (which -o still writes).");
+      "the planned peak instead of the IR (which -o still writes); with\n"
+      "--amp, also the planned bytes saved against --amp=off. --amp=bf16|fp16\n"
+      "runs kiln-auto-mixed-precision before kiln-autodiff.");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -178,8 +176,7 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "far)");
   parser.addValue("world-size", &raw.worldSize, "N",
                   "number of ranks (only 1 so far)");
-  parser.addValue("amp", &raw.amp, "MODE",
-                  "mixed precision: off, bf16, fp16 (only off so far)");
+  addAmpFlags(parser, raw.amp);
   parser.addValue("dump-dir", &raw.dumpDir, "DIR",
                   "write the IR before the pipeline and after passes to DIR");
   parser.addValue("dump-after", &raw.dumpAfter, "REGEX",
@@ -216,14 +213,34 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       loadModule(options.input, &context, diagnostics);
   if (!module)
     return kExitError;
+  // --report with --amp compares the planned memory with the same step
+  // compiled at --amp=off.
+  mlir::OwningOpRef<mlir::ModuleOp> baseline;
+  bool compareAmp = raw.report && options.pipeline.amp != AmpMode::off &&
+                    options.pipeline.optimize;
+  if (compareAmp)
+    baseline = module->clone();
   if (mlir::failed(runCompilePipeline(*module, options.pipeline)))
     return kExitError;
+  if (compareAmp) {
+    PipelineOptions off = options.pipeline;
+    off.amp = AmpMode::off;
+    off.ampAllow.clear();
+    off.ampDeny.clear();
+    off.ampInfer.clear();
+    off.dumpDir.clear();
+    off.dumpAfter.clear();
+    if (mlir::failed(runCompilePipeline(*baseline, off)))
+      return kExitError;
+  }
 
   if (!options.pipeline.dumpDir.empty() &&
       mlir::failed(writeCompileDumps(*module, options.pipeline.dumpDir)))
     return kExitError;
   if (raw.report)
-    printCompileReport(*module, options.input, outs);
+    printCompileReport(*module, options.input, outs,
+                       baseline ? *baseline : mlir::ModuleOp(),
+                       stringifyAmp(options.pipeline.amp));
   if (options.output.empty()) {
     if (raw.report)
       return kExitOk;

@@ -12,6 +12,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
+
 namespace kiln::cli {
 
 namespace {
@@ -31,7 +33,8 @@ int64_t intAttr(mlir::func::FuncOp func, llvm::StringRef name) {
 } // namespace
 
 void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
-                        llvm::raw_ostream &os) {
+                        llvm::raw_ostream &os, mlir::ModuleOp baseline,
+                        llvm::StringRef amp) {
   for (auto func : module.getOps<mlir::func::FuncOp>()) {
     if (!func.isPublic() || func.isExternal())
       continue;
@@ -64,6 +67,24 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
     os << "  planned peak:       " << peak << " bytes (" << mib(peak)
        << ") with arguments, lower bound " << bound << ", ratio "
        << llvm::format("%.4f", bound > 0 ? double(peak) / bound : 1.0) << "\n";
+    if (!baseline)
+      continue;
+    auto off = baseline.lookupSymbol<mlir::func::FuncOp>(func.getName());
+    int64_t offPeak = off ? intAttr(off, KilnDialect::kPeakBytesAttrName) : -1;
+    int64_t offArena = off ? intAttr(off, KilnDialect::kArenaBytesAttrName) : -1;
+    if (offPeak <= 0)
+      continue;
+    auto saved = [&](int64_t now, int64_t before) {
+      std::string s;
+      llvm::raw_string_ostream(s)
+          << before - now << " bytes saved ("
+          << llvm::format("%.1f", 100.0 * (before - now) / std::max<int64_t>(before, 1))
+          << "%)";
+      return s;
+    };
+    os << "  --amp=" << amp << " saves:    peak " << offPeak << " -> " << peak
+       << " bytes, " << saved(peak, offPeak) << "; arena " << offArena << " -> "
+       << arena << " bytes, " << saved(arena, offArena) << " (against --amp=off)\n";
   }
 }
 

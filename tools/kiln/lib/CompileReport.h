@@ -2,7 +2,8 @@
 //
 // `--report` prints, per compiled function, the kernels one step launches
 // (fusions by kind, library calls, unfused ops), the modelled bytes they
-// move, and the planned memory peak against its lower bound. `--dump-dir`
+// move, and the planned memory peak against its lower bound (and, with
+// --amp, against the same step compiled without mixed precision). `--dump-dir`
 // also gets the buffer-assignment report and a Graphviz file of the fused
 // step, whose kernels name the graph nodes they came from.
 //
@@ -16,9 +17,13 @@
 
 namespace kiln::cli {
 
-// Prints the report of every public function of |module|.
+// Prints the report of every public function of |module|. With
+// |baseline| (the same model compiled with --amp=off) and a mixed-precision
+// |amp| name, also the planned memory each function saves against it.
 void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
-                        llvm::raw_ostream &os);
+                        llvm::raw_ostream &os,
+                        mlir::ModuleOp baseline = nullptr,
+                        llvm::StringRef amp = "");
 
 // Writes buffer-assignment.txt and step.dot into |dir|. Emits a diagnostic
 // naming the file that cannot be written.

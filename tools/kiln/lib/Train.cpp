@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/kiln/lib/AmpFlags.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
@@ -126,6 +127,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   std::string backend, data, evalData, maxSteps, epochs, batchSize, subset,
       evalSubset, logEvery, seed, checkpointEvery, threads;
   OptimizerFlags optimizerFlags;
+  AmpFlags ampFlags;
   FlagParser parser(
       kCommand.str(), "FILE [--backend=cpu] [--data=SPEC] [options]",
       "Compiles the training step of a model (graph file or .mlir) into a\n"
@@ -170,6 +172,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
                   "write the IR after every pass, and (cpu) the compiled "
                   "packages, here");
+  addAmpFlags(parser, ampFlags);
   addOptimizerFlags(parser, optimizerFlags);
   switch (parser.parse(args, outs, errs)) {
   case ParseResult::help:
@@ -222,6 +225,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   if (!parseOptimizerFlags(kCommand, optimizerFlags, options.pipeline.optimizer,
                            errs))
+    return kExitError;
+  if (!parseAmpFlags(kCommand, ampFlags, options.pipeline, errs))
     return kExitError;
   if (!data.empty())
     options.data = data;
@@ -288,6 +293,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         &optimizerFlags.epsilon, &optimizerFlags.schedule,
         &optimizerFlags.warmupSteps, &optimizerFlags.totalSteps})
     backendOptions.optimizerFlagsGiven |= !flag->empty();
+  if (!ampFlags.amp.empty() &&
+      llvm::sys::path::extension(options.input) == ".kpkg") {
+    printError(errs, kCommand,
+               options.input + ": a package has its precision compiled in; "
+                               "drop --amp or train the .kiln file");
+    return kExitError;
+  }
   if (options.backend == "reference" &&
       llvm::sys::path::extension(options.input) == ".kpkg") {
     printError(errs, kCommand,

@@ -1,0 +1,58 @@
+//===- AmpFlags.cpp - mixed-precision flags shared by compile and train ---===//
+
+#include "tools/kiln/lib/AmpFlags.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+namespace kiln::cli {
+
+void addAmpFlags(FlagParser &parser, AmpFlags &f) {
+  parser.addValue("amp", &f.amp, "MODE",
+                  "mixed precision: off (default), bf16 or fp16 (fp16 adds "
+                  "dynamic loss scaling)");
+  parser.addValue("amp-allow", &f.allow, "OPS",
+                  "with --amp: also compute these ops (comma-separated kiln op "
+                  "names) in low precision");
+  parser.addValue("amp-deny", &f.deny, "OPS",
+                  "with --amp: compute these ops in f32");
+  parser.addValue("amp-infer", &f.infer, "OPS",
+                  "with --amp: these ops follow their inputs' precision");
+}
+
+bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
+                   PipelineOptions &options, llvm::raw_ostream &errs) {
+  if (!f.amp.empty()) {
+    std::optional<AmpMode> amp = parseAmp(f.amp);
+    if (!amp) {
+      printError(errs, command,
+                 "--amp=" + f.amp + ": expected off, bf16 or fp16, found '" +
+                     f.amp + "'");
+      return false;
+    }
+    options.amp = *amp;
+  }
+  auto split = [&](const std::string &text, llvm::StringRef flag,
+                   std::vector<std::string> &out) {
+    out.clear();
+    if (text.empty())
+      return true;
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(text).split(parts, ',');
+    for (llvm::StringRef part : parts) {
+      part = part.trim();
+      if (part.empty()) {
+        printError(errs, command,
+                   "--" + flag + "=" + text +
+                       ": expected comma-separated op names, found an empty one");
+        return false;
+      }
+      out.push_back(part.str());
+    }
+    return true;
+  };
+  return split(f.allow, "amp-allow", options.ampAllow) &&
+         split(f.deny, "amp-deny", options.ampDeny) &&
+         split(f.infer, "amp-infer", options.ampInfer);
+}
+
+} // namespace kiln::cli

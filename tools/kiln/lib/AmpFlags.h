@@ -1,0 +1,33 @@
+//===- AmpFlags.h - mixed-precision flags shared by compile and train -*- C++ -*-===//
+//
+// `kiln compile` and `kiln train` take the same --amp flags; they are
+// declared and checked here once and become PipelineOptions' amp fields
+// (kiln-auto-mixed-precision's options).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_AMPFLAGS_H
+#define KILN_TOOLS_KILN_LIB_AMPFLAGS_H
+
+#include "tools/kiln/lib/Flags.h"
+
+#include "passes/Pipelines.h"
+
+namespace kiln::cli {
+
+// The flags' raw text; empty means "not given".
+struct AmpFlags {
+  std::string amp, allow, deny, infer;
+};
+
+// Declares --amp, --amp-allow, --amp-deny and --amp-infer on |parser|.
+void addAmpFlags(FlagParser &parser, AmpFlags &flags);
+
+// Checks the values and stores them in |options|. Prints the first bad
+// value ("<command>: error: --amp=x: expected ...") and returns false.
+bool parseAmpFlags(llvm::StringRef command, const AmpFlags &flags,
+                   PipelineOptions &options, llvm::raw_ostream &errs);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_AMPFLAGS_H

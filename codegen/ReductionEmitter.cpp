@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <limits>
 
@@ -36,6 +37,9 @@ using namespace mlir;
 namespace kiln {
 
 namespace {
+
+// Partial results of a reduction over the contiguous last dimension.
+constexpr int64_t kRowLanes = 16;
 
 // The accumulator's type for an element type.
 Type accumulatorType(Type element) {
@@ -192,7 +196,18 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
     Value carried = init;
     {
       OpBuilder::InsertionGuard guard(b_);
-      for (int64_t d : looped) {
+      // A reduction over the contiguous last dimension keeps kRowLanes
+      // partial results (lane k takes elements k, k + kRowLanes, ...), so
+      // the chains are independent and vectorize; they are combined
+      // pairwise, then the remainder is added in order. The order is fixed,
+      // so every element's result is the same on every run and part.
+      int64_t rank = operandType.getRank();
+      int64_t lastExtent = operandType.getDimSize(rank - 1);
+      bool lanes = looped.back() == rank - 1 && lastExtent >= 2 * kRowLanes;
+      ArrayRef<int64_t> outerLooped(looped);
+      if (lanes)
+        outerLooped = outerLooped.drop_back();
+      for (int64_t d : outerLooped) {
         Value extent = b_.create<arith::ConstantIndexOp>(
             loc, operandType.getDimSize(d));
         auto loop = b_.create<scf::ForOp>(loc, zero, extent, one,
@@ -202,14 +217,76 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
         carried = loop.getRegionIterArgs()[0];
         b_.setInsertionPointToStart(loop.getBody());
       }
-      Value element = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
-      Value next = combine(b_, loc, kind, carried, element);
+      Value next;
+      if (!lanes) {
+        Value element =
+            convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+        next = combine(b_, loc, kind, carried, element);
+      } else {
+        int64_t mainEnd = lastExtent / kRowLanes * kRowLanes;
+        SmallVector<Value> inits(kRowLanes, init);
+        auto main = b_.create<scf::ForOp>(
+            loc, zero, b_.create<arith::ConstantIndexOp>(loc, mainEnd),
+            b_.create<arith::ConstantIndexOp>(loc, kRowLanes), inits);
+        {
+          // Values built in the loop do not dominate the remainder loop.
+          std::map<std::vector<void *>, Value> outerCache = cache_;
+          llvm::DenseMap<int64_t, Value> outerConstants = indexConstants_;
+          auto restore = llvm::make_scope_exit([&] {
+            cache_ = std::move(outerCache);
+            indexConstants_ = std::move(outerConstants);
+          });
+          OpBuilder::InsertionGuard inner(b_);
+          b_.setInsertionPointToStart(main.getBody());
+          SmallVector<Value> partial;
+          for (int64_t k = 0; k < kRowLanes; ++k) {
+            combined[rank - 1] = b_.create<arith::AddIOp>(
+                loc, main.getInductionVar(),
+                b_.create<arith::ConstantIndexOp>(loc, k));
+            Value element =
+                convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+            partial.push_back(
+                combine(b_, loc, kind, main.getRegionIterArgs()[k], element));
+          }
+          b_.create<scf::YieldOp>(loc, partial);
+        }
+        SmallVector<Value> tree(main.getResults());
+        while (tree.size() > 1) {
+          SmallVector<Value> pairs;
+          for (size_t i = 0; i + 1 < tree.size(); i += 2)
+            pairs.push_back(combine(b_, loc, kind, tree[i], tree[i + 1]));
+          tree = std::move(pairs);
+        }
+        Value rowValue = tree.front();
+        if (mainEnd < lastExtent) {
+          auto rest = b_.create<scf::ForOp>(
+              loc, b_.create<arith::ConstantIndexOp>(loc, mainEnd),
+              b_.create<arith::ConstantIndexOp>(loc, lastExtent), one,
+              ValueRange{rowValue});
+          std::map<std::vector<void *>, Value> outerCache = cache_;
+          llvm::DenseMap<int64_t, Value> outerConstants = indexConstants_;
+          auto restore = llvm::make_scope_exit([&] {
+            cache_ = std::move(outerCache);
+            indexConstants_ = std::move(outerConstants);
+          });
+          OpBuilder::InsertionGuard inner(b_);
+          b_.setInsertionPointToStart(rest.getBody());
+          combined[rank - 1] = rest.getInductionVar();
+          Value element =
+              convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+          b_.create<scf::YieldOp>(
+              loc, combine(b_, loc, kind, rest.getRegionIterArgs()[0], element));
+          rowValue = rest.getResult(0);
+        }
+        next = loops.empty() ? rowValue
+                             : combine(b_, loc, kind, carried, rowValue);
+      }
       for (size_t i = loops.size(); i-- > 0;) {
         b_.setInsertionPointToEnd(loops[i].getBody());
         b_.create<scf::YieldOp>(loc, next);
         next = loops[i].getResult(0);
       }
-      result = loops.empty() ? init : loops.front().getResult(0);
+      result = next;
     }
     cache_ = std::move(savedCache);
     indexConstants_ = std::move(savedConstants);

@@ -28,7 +28,9 @@
 // before. A value read in low precision by several ops gets one convert per
 // use, so their gradients are converted to f32 before autodiff adds them
 // up: gradients accumulate in f32 (a GEMM accumulates in f32 internally and
-// rounds each weight gradient once). CSE after autodiff merges the duplicate
+// rounds each weight gradient once; so does the reduce that sums a
+// broadcast bias's gradient, the broadcast being converted at its input so
+// that the bias stays a GEMM epilogue's 1-D vector). CSE after autodiff merges the duplicate
 // forward converts, and every convert is elementwise, so kiln-fuse puts it
 // into its producer's or its consumer's kernel.
 //
@@ -235,9 +237,26 @@ struct AutoMixedPrecisionPass
       bool hasFloat = llvm::any_of(op->getOperandTypes(), isFloatTensor) ||
                       llvm::any_of(op->getResultTypes(), isFloatTensor);
       if (target == Precision::low && retypable && hasFloat) {
-        for (OpOperand &use : op->getOpOperands())
-          if (isF32Tensor(use.get().getType()))
-            convertUse(op, use, low);
+        for (OpOperand &use : op->getOpOperands()) {
+          if (!isF32Tensor(use.get().getType()))
+            continue;
+          // Broadcasting (or reshaping) an f32 value only for this op:
+          // convert its input instead, so the cast touches the small tensor
+          // and the broadcast stays visible (a GEMM epilogue's bias). The
+          // op's own sum accumulates at least in f32 (kiln.reduce), so the
+          // gradient is still summed in f32 and rounded once.
+          Operation *def = use.get().getDefiningOp();
+          if (def && isa<BroadcastInDimOp, ReshapeOp>(def) &&
+              use.get().hasOneUse() &&
+              precisionOf(use.get()) == Precision::neutral &&
+              isF32Tensor(def->getOperand(0).getType())) {
+            convertUse(def, def->getOpOperand(0), low);
+            use.get().setType(withElement(use.get().getType(), low));
+            precision[use.get()] = Precision::low;
+            continue;
+          }
+          convertUse(op, use, low);
+        }
         for (Value result : op->getResults())
           if (isF32Tensor(result.getType())) {
             result.setType(withElement(result.getType(), low));

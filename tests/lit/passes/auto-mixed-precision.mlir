@@ -19,10 +19,10 @@
 // CHECK-DAG: %[[XH:.*]] = kiln.convert %[[X]] : tensor<4x3xf32> -> tensor<4x3xbf16>
 // CHECK-DAG: %[[WH:.*]] = kiln.convert %[[W]] : tensor<3x2xf32> -> tensor<3x2xbf16>
 // CHECK: %[[D:.*]] = kiln.dot_general %[[XH]], %[[WH]], {{.*}} : (tensor<4x3xbf16>, tensor<3x2xbf16>) -> tensor<4x2xbf16>
-// The bias is broadcast in f32 and converted just before the add, so its
-// gradient is summed over the batch in f32.
-// CHECK: %[[BB:.*]] = kiln.broadcast_in_dim %[[B]], dims = [1] : tensor<2xf32> -> tensor<4x2xf32>
-// CHECK: %[[BH:.*]] = kiln.convert %[[BB]] : tensor<4x2xf32> -> tensor<4x2xbf16>
+// The bias is converted before it is broadcast: the cast touches 2
+// elements, and the add stays a GEMM epilogue's bias.
+// CHECK: %[[BC:.*]] = kiln.convert %[[B]] : tensor<2xf32> -> tensor<2xbf16>
+// CHECK: %[[BH:.*]] = kiln.broadcast_in_dim %[[BC]], dims = [1] : tensor<2xbf16> -> tensor<4x2xbf16>
 // CHECK: %[[A:.*]] = kiln.add %[[D]], %[[BH]] : tensor<4x2xbf16>
 // CHECK: %[[R:.*]] = kiln.relu %[[A]] : tensor<4x2xbf16>
 // CHECK: %[[RF:.*]] = kiln.convert %[[R]] : tensor<4x2xbf16> -> tensor<4x2xf32>

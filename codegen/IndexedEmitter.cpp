@@ -318,6 +318,43 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
   int64_t w = inputType.getDimSize(3);
   Value n = indices[0], c = indices[1], h = indices[2], x = indices[3];
   Value init = b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(acc, 0.0));
+  if (window[0] == strides[0] && window[1] == strides[1]) {
+    // Windows that tile the input without overlap: (h, w) lies in exactly
+    // one window, ((h + top) / stride_h, (w + left) / stride_w), or in none
+    // past the last one. No loop over candidate windows.
+    Value oh = b_.create<arith::DivUIOp>(
+        loc, b_.create<arith::AddIOp>(loc, h, indexConstant(loc, padding[0])),
+        indexConstant(loc, strides[0]));
+    Value ow = b_.create<arith::DivUIOp>(
+        loc, b_.create<arith::AddIOp>(loc, x, indexConstant(loc, padding[2])),
+        indexConstant(loc, strides[1]));
+    Value ok = b_.create<arith::AndIOp>(
+        loc,
+        b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, oh,
+                                 indexConstant(loc, outType.getDimSize(2))),
+        b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, ow,
+                                 indexConstant(loc, outType.getDimSize(3))));
+    Value here = b_.create<arith::AddIOp>(
+        loc, b_.create<arith::MulIOp>(loc, h, indexConstant(loc, w)), x);
+    auto ifOp = b_.create<scf::IfOp>(loc, TypeRange{acc}, ok,
+                                     /*withElseRegion=*/true);
+    {
+      CacheScope scope(*this);
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPointToStart(ifOp.thenBlock());
+      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
+                                           window, strides, padding);
+      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                           best.position, here);
+      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
+                               acc);
+      b_.create<scf::YieldOp>(
+          loc, ValueRange{b_.create<arith::SelectOp>(loc, hit, dy, init)});
+      b_.setInsertionPointToStart(ifOp.elseBlock());
+      b_.create<scf::YieldOp>(loc, init);
+    }
+    return convertScalar(b_, loc, ifOp.getResult(0), element);
+  }
   Value result;
   {
     CacheScope scope(*this);

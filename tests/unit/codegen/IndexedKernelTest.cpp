@@ -190,6 +190,13 @@ TEST_F(IndexedKernelTest, MaxPoolGrad) {
       %r = kiln.max_pool2d_grad %x, %dy, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0] : tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>
       return %r : tensor<2x3x8x8xf32>
     })mlir", 1, false);
+  // Windows that tile the input (stride = window) with padding, and a last
+  // row and column that no window covers.
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x2x7x9xf32>, %dy: tensor<2x2x4x4xf32>) -> tensor<2x2x7x9xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [2, 2], strides = [2, 2], padding = [1, 0, 0, 0] : tensor<2x2x7x9xf32>, tensor<2x2x4x4xf32>
+      return %r : tensor<2x2x7x9xf32>
+    })mlir", 1, true);
 }
 
 // Overlapping windows: one input position can be the maximum of several

@@ -8,6 +8,16 @@
 // can vectorize it), lowered with upstream passes to the LLVM dialect and
 // JIT-compiled for the host CPU at -O3 by mlir::ExecutionEngine.
 //
+// Shaped for the vectorizer: rank-0 values (an optimizer's bias
+// corrections) are built once before a nest's loops; a nest whose results
+// use column reductions or scatter_add rows walks its last dimension in
+// tiles whose lanes accumulate together (contiguous reads); reductions over
+// a long last dimension keep 16 partial results; f32 transcendentals become
+// polynomial approximations; innermost loops are marked
+// llvm.loop.parallel_accesses (no runtime alias checks, which in-place
+// updates would fail). Summation orders are fixed, so a kernel's results do
+// not depend on the run, the part split or the thread count.
+//
 // Kernel ABI. Every kernel module defines the C entry point
 //   extern "C" void kiln_kernel(void **buffers, int64_t part, int64_t parts);
 // |buffers| holds bare pointers to the fusion's row-major buffers of their

@@ -6,12 +6,15 @@
 // contractions, and convolutions with groups, strides, dilation and
 // asymmetric padding, forward and both gradients. The error bound of each
 // element is relative to sum |a| |b| over its terms (the interpreter on the
-// operands' absolute values), 1e-12 for f64 and 1e-5 for f32. A fresh seed
-// is printed each run; KILN_BLAS_SEED=N reruns one.
+// operands' absolute values), 1e-12 for f64 and 1e-5 for f32; f16 and
+// bf16 (computed in f32, rounded once) within one ulp and mostly exact. A
+// fresh seed is printed each run; KILN_BLAS_SEED=N reruns one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Blas.h"
+
+#include "runtime/Half.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
@@ -58,7 +61,7 @@ std::string typeStr(const std::vector<int64_t> &shape, DType dtype) {
   os << "tensor<";
   for (int64_t d : shape)
     os << d << "x";
-  os << (dtype == DType::f32 ? "f32" : "f64") << ">";
+  os << kiln::dtypeName(dtype) << ">";
   return os.str();
 }
 
@@ -128,8 +131,23 @@ protected:
   void expectClose(const std::vector<double> &got, const HostTensor &ref,
                    const HostTensor &absRef, const std::string &what) {
     ASSERT_EQ(int64_t(got.size()), ref.size()) << what;
-    double rel = ref.dtype() == DType::f64 ? 1e-12 : 1e-5;
+    // f16 and bf16 results are rounded once from an f32 accumulation: one
+    // ulp of the format (relative to sum |a| |b|) on top of f32's error.
+    double rel = ref.dtype() == DType::f64   ? 1e-12
+                 : ref.dtype() == DType::f32 ? 1e-5
+                 : ref.dtype() == DType::f16 ? std::ldexp(1.0, -10) + 1e-5
+                                             : std::ldexp(1.0, -7) + 1e-5;
     int reported = 0;
+    // Rounding once to nearest, as the interpreter does, gives the same
+    // value unless the f32 sum lies within its error of a rounding
+    // boundary: nearly every element matches exactly (truncating would
+    // miss about half).
+    int64_t exact = 0;
+    for (int64_t i = 0; i < ref.size(); ++i)
+      exact += got[i] == ref[i];
+    if (ref.dtype() == DType::f16 || ref.dtype() == DType::bf16)
+      EXPECT_GE(exact, ref.size() * 0.95) << what << ": only " << exact << " of "
+                                          << ref.size() << " elements are exact";
     for (int64_t i = 0; i < ref.size(); ++i) {
       double bound = rel * absRef[i] + 1e-300;
       if (!(std::fabs(got[i] - ref[i]) <= bound)) {
@@ -150,7 +168,12 @@ protected:
 // Packs host tensor values as |dtype| bytes and back.
 std::vector<char> toBytes(const HostTensor &t) {
   std::vector<char> bytes;
-  if (t.dtype() == DType::f32) {
+  if (t.dtype() == DType::f16 || t.dtype() == DType::bf16) {
+    std::vector<uint16_t> v;
+    for (double x : t.values())
+      v.push_back(t.dtype() == DType::f16 ? floatToF16(float(x)) : floatToBf16(float(x)));
+    bytes.assign(reinterpret_cast<char *>(v.data()), reinterpret_cast<char *>(v.data() + v.size()));
+  } else if (t.dtype() == DType::f32) {
     std::vector<float> v(t.values().begin(), t.values().end());
     bytes.assign(reinterpret_cast<char *>(v.data()), reinterpret_cast<char *>(v.data() + v.size()));
   } else {
@@ -161,6 +184,13 @@ std::vector<char> toBytes(const HostTensor &t) {
 }
 
 std::vector<double> fromBytes(const std::vector<char> &bytes, DType dtype) {
+  if (dtype == DType::f16 || dtype == DType::bf16) {
+    const uint16_t *p = reinterpret_cast<const uint16_t *>(bytes.data());
+    std::vector<double> v;
+    for (size_t i = 0; i < bytes.size() / 2; ++i)
+      v.push_back(dtype == DType::f16 ? f16ToFloat(p[i]) : bf16ToFloat(p[i]));
+    return v;
+  }
   if (dtype == DType::f32) {
     const float *p = reinterpret_cast<const float *>(bytes.data());
     return std::vector<double>(p, p + bytes.size() / sizeof(float));
@@ -169,8 +199,15 @@ std::vector<double> fromBytes(const std::vector<char> &bytes, DType dtype) {
   return std::vector<double>(p, p + bytes.size() / sizeof(double));
 }
 
-PkgDType pkgDtype(DType dtype) { return dtype == DType::f32 ? PkgDType::F32 : PkgDType::F64; }
-size_t bytesOf(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
+PkgDType pkgDtype(DType dtype) {
+  switch (dtype) {
+  case DType::f32: return PkgDType::F32;
+  case DType::f16: return PkgDType::F16;
+  case DType::bf16: return PkgDType::BF16;
+  default: return PkgDType::F64;
+  }
+}
+size_t bytesOf(DType dtype) { return kiln::byteWidth(dtype); }
 int64_t numel(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -287,6 +324,26 @@ TEST_F(GemmTest, RandomConfigurationsMatchTheInterpreter) {
   // Both paths were exercised (each has probability > 1/4 per trial).
   EXPECT_GT(inPlaceCount, 0);
   EXPECT_GT(packedCount, 0);
+}
+
+// Mixed precision: f16 and bf16 GEMMs (operands widened to f32, the result
+// rounded once) on the MLP's layer, a packed layout and a batched
+// contraction, with beta = 1 reading the half-precision output.
+TEST_F(GemmTest, HalfPrecisionMatchesTheInterpreter) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    EXPECT_TRUE(inPlace(check(spec({128, 784}, {784, 64}, {}, {}, {1}, {0}), dtype)));
+    check(spec({128, 64}, {128, 32}, {}, {}, {0}, {0}), dtype);
+    EXPECT_FALSE(inPlace(check(spec({5, 3, 4, 2}, {4, 3, 6}, {1}, {1}, {2}, {0}), dtype)));
+    check(spec({4, 8, 16}, {4, 16, 8}, {0}, {0}, {2}, {1}), dtype);
+  }
+  GemmSpec s = spec({2, 3}, {3, 2}, {}, {}, {1}, {0});
+  s.dtype = PkgDType::BF16;
+  s.beta = 1.0;
+  std::vector<uint16_t> a(6, floatToBf16(1.0f)), b(6, floatToBf16(0.5f)),
+      c(4, floatToBf16(2.0f));
+  ASSERT_TRUE(gemm(s, a.data(), b.data(), c.data()).isOk());
+  for (uint16_t v : c)
+    EXPECT_EQ(bf16ToFloat(v), 3.5f); // 2 + 3 * 0.5
 }
 
 // The MLP's first layer, forward and both gradients' contractions, f32 and
@@ -446,6 +503,16 @@ protected:
     return p;
   }
 };
+
+// Mixed precision: f16 and bf16 convolutions (computed in f32, rounded once)
+// on LeNet-5's shapes and a grouped, strided, dilated one.
+TEST_F(ConvTest, HalfPrecisionMatchesTheInterpreter) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    check(params({4, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1), dtype);
+    check(params({4, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1), dtype);
+    check(params({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2), dtype);
+  }
+}
 
 // LeNet-5's two convolutions at batch 4.
 TEST_F(ConvTest, LeNetShapes) {

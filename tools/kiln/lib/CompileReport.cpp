@@ -74,17 +74,21 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
     int64_t offArena = off ? intAttr(off, KilnDialect::kArenaBytesAttrName) : -1;
     if (offPeak <= 0)
       continue;
-    auto saved = [&](int64_t now, int64_t before) {
+    auto change = [&](int64_t now, int64_t before) {
       std::string s;
-      llvm::raw_string_ostream(s)
-          << before - now << " bytes saved ("
-          << llvm::format("%.1f", 100.0 * (before - now) / std::max<int64_t>(before, 1))
-          << "%)";
+      llvm::raw_string_ostream os(s);
+      int64_t delta = before - now;
+      os << (delta >= 0 ? delta : -delta)
+         << (delta >= 0 ? " bytes saved, " : " bytes more, ")
+         << llvm::format("%.1f", 100.0 * (delta >= 0 ? delta : -delta) /
+                                     std::max<int64_t>(before, 1))
+         << "%";
       return s;
     };
-    os << "  --amp=" << amp << " saves:    peak " << offPeak << " -> " << peak
-       << " bytes, " << saved(peak, offPeak) << "; arena " << offArena << " -> "
-       << arena << " bytes, " << saved(arena, offArena) << " (against --amp=off)\n";
+    os << "  vs --amp=off:       planned peak " << offPeak << " -> " << peak
+       << " bytes (" << change(peak, offPeak) << "), arena " << offArena
+       << " -> " << arena << " bytes (" << change(arena, offArena) << ") with --amp="
+       << amp << "\n";
   }
 }
 

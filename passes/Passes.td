@@ -49,6 +49,15 @@ def KilnApplyOptimizer : Pass<"kiln-apply-optimizer", "mlir::ModuleOp"> {
     learning rate follows the schedule, computed in the graph from the step:
     constant; or linear warm-up over `warmup-steps` to the peak, then cosine
     or linear decay to zero at `total-steps`.
+
+    With fp16 loss scaling (optimizer-state arguments `loss_scale`,
+    `loss_scale.good_steps`, `loss_scale.skipped_steps`, added by
+    kiln-auto-mixed-precision) the gradients are first divided by the
+    scale. When any of them is inf or NaN, every parameter and optimizer
+    state keeps its value (the step counter still advances), the scale is
+    halved, `good_steps` reset and `skipped_steps` incremented; otherwise
+    `good_steps` counts up and at 2000 the scale doubles (at most 2^24) and
+    `good_steps` restarts.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"\"",
@@ -92,7 +101,9 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     The body is walked in reverse from the loss; each op on a path from a
     parameter to the loss builds its operands' gradients through its
     `Differentiable` interface (ir/gradients/), and a value used several
-    times accumulates its gradients with `kiln.add`. An op on such a path
+    times accumulates its gradients with `kiln.add`. The loss's gradient is 1,
+    or, with fp16 loss scaling (an optimizer-state argument named
+    `loss_scale`, added by kiln-auto-mixed-precision), that scale. An op on such a path
     without the interface is an error naming it. A parameter with no path to
     the loss gets a zero gradient and a remark. The output is ordinary kiln
     IR; run canonicalize and CSE after it to drop the unused parts of the

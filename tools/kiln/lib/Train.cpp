@@ -26,6 +26,7 @@
 #include "tools/kiln/lib/OptimizerFlags.h"
 #include "tools/kiln/lib/TrainBackend.h"
 
+#include "passes/LossScale.h"
 #include "passes/Pipelines.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataSpec.h"
@@ -719,6 +720,24 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   outs << "kiln train: mean loss of the first " << k << " steps "
        << llvm::format("%.6f", firstMean) << ", of the last " << k << " steps "
        << llvm::format("%.6f", lastMean) << "\n";
+  // fp16 mixed precision: where the dynamic loss scale ended.
+  int scaleEntry = -1, skippedEntry = -1;
+  for (size_t i = 0; i < stateEntries.size(); ++i) {
+    if (stateEntries[i].parameter)
+      continue;
+    if (stateEntries[i].name == kLossScaleName)
+      scaleEntry = static_cast<int>(i);
+    if (stateEntries[i].name == kLossScaleSkippedStepsName)
+      skippedEntry = static_cast<int>(i);
+  }
+  if (scaleEntry >= 0 && skippedEntry >= 0) {
+    std::vector<float> scale = model.readState(scaleEntry);
+    std::vector<float> skipped = model.readState(skippedEntry);
+    if (!scale.empty() && !skipped.empty())
+      outs << "kiln train: fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
+           << llvm::format("%.0f", skipped[0])
+           << " steps skipped in all (inf or NaN gradients)\n";
+  }
   return kExitOk;
 }
 

@@ -12,6 +12,7 @@
 
 #include "runtime/Initializers.h"
 #include "runtime/cpu/Blas.h"
+#include "runtime/dist/Communicator.h"
 
 #include <cblas.h>
 
@@ -324,11 +325,128 @@ void gemmBlock(const GemmParams &g, const void *lhsRaw, const void *rhsRaw,
               g.n);
 }
 
+const char *collectiveName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce: return "all_reduce";
+  case CollectiveKind::ReduceScatter: return "reduce_scatter";
+  case CollectiveKind::AllGather: return "all_gather";
+  case CollectiveKind::Broadcast: return "collective_broadcast";
+  case CollectiveKind::Send: return "send";
+  case CollectiveKind::Recv: return "recv";
+  }
+  return "collective";
+}
+
+// What running collective thunk |t| needs beyond checkPackage: a
+// communicator, one operand and one result of the same dtype, sizes that
+// match the kind at the communicator's world size (scatter and gather along
+// dimension 0 of a row-major buffer, so over whole blocks), and groups that
+// are all ranks in order (the only group the communicator has).
+Status checkCollective(const LoadedPackage &p, const std::string &where,
+                       const PackageThunk &t, dist::Communicator *comm) {
+  std::ostringstream os;
+  const CollectiveParams &c = t.collective;
+  if (!comm) {
+    os << where << ": collectives need a distributed strategy's "
+       << "communicator (kiln launch), which this executable has not (the "
+       << "thunk is a " << collectiveName(c.kind) << ")";
+    return fail(os);
+  }
+  if (c.kind == CollectiveKind::Send || c.kind == CollectiveKind::Recv) {
+    os << where << ": " << collectiveName(c.kind)
+       << " is not supported by the CPU executable";
+    return fail(os);
+  }
+  if (t.operands.size() != 1 || t.results.size() != 1) {
+    os << where << ": " << collectiveName(c.kind)
+       << " takes 1 operand and 1 result, found " << t.operands.size()
+       << " and " << t.results.size();
+    return fail(os);
+  }
+  const PackageBuffer &in = p.buffers[t.operands[0]];
+  const PackageBuffer &out = p.buffers[t.results[0]];
+  if (in.dtype != out.dtype) {
+    os << where << ": " << collectiveName(c.kind) << " from "
+       << dtypeName(in.dtype) << " to " << dtypeName(out.dtype)
+       << ": dtypes differ";
+    return fail(os);
+  }
+  if (in.dtype == PkgDType::I1 && (c.kind == CollectiveKind::AllReduce ||
+                                   c.kind == CollectiveKind::ReduceScatter)) {
+    os << where << ": " << collectiveName(c.kind) << " of "
+       << dtypeName(in.dtype) << " is not supported";
+    return fail(os);
+  }
+  int64_t world = comm->worldSize();
+  if (p.metadata.worldSize > 1 && p.metadata.worldSize != world) {
+    os << where << ": the package was compiled for world size "
+       << p.metadata.worldSize << ", but the communicator has " << world
+       << " ranks";
+    return fail(os);
+  }
+  int64_t inCount = elementCount(in.shape), outCount = elementCount(out.shape);
+  uint64_t bytes = pkgBytesPerElement(in.dtype);
+  if (inCount < 0 || outCount < 0 ||
+      static_cast<uint64_t>(inCount) * bytes > in.size ||
+      static_cast<uint64_t>(outCount) * bytes > out.size) {
+    os << where << ": " << collectiveName(c.kind)
+       << ": buffer shapes do not fit their sizes";
+    return fail(os);
+  }
+  int64_t expectedOut = inCount;
+  if (c.kind == CollectiveKind::ReduceScatter ||
+      c.kind == CollectiveKind::AllGather) {
+    if (c.dimension != 0) {
+      os << where << ": " << collectiveName(c.kind) << " along dimension "
+         << c.dimension << "; the CPU executable splits dimension 0 only";
+      return fail(os);
+    }
+    const std::vector<int64_t> &split =
+        c.kind == CollectiveKind::ReduceScatter ? in.shape : out.shape;
+    if (split.empty() || split[0] % world != 0) {
+      os << where << ": " << collectiveName(c.kind) << ": dimension 0 of "
+         << (c.kind == CollectiveKind::ReduceScatter ? "the operand"
+                                                     : "the result")
+         << " is " << (split.empty() ? std::string("absent (rank 0)")
+                                     : std::to_string(split[0]))
+         << ", expected a multiple of the world size " << world;
+      return fail(os);
+    }
+    expectedOut = c.kind == CollectiveKind::ReduceScatter ? inCount / world
+                                                          : inCount * world;
+  }
+  if (outCount != expectedOut) {
+    os << where << ": " << collectiveName(c.kind) << " of " << inCount
+       << " elements at world size " << world << " yields " << expectedOut
+       << " elements, but the result holds " << outCount;
+    return fail(os);
+  }
+  if (c.kind == CollectiveKind::Broadcast && (c.root < 0 || c.root >= world)) {
+    os << where << ": collective_broadcast root " << c.root
+       << " is not a rank of the world size " << world;
+    return fail(os);
+  }
+  if (!c.groups.empty()) {
+    bool all = static_cast<int64_t>(c.groups.size()) == world &&
+               c.groupsShape.size() == 2 && c.groupsShape[0] == 1;
+    for (size_t r = 0; all && r < c.groups.size(); ++r)
+      all = c.groups[r] == static_cast<int64_t>(r);
+    if (!all) {
+      os << where << ": " << collectiveName(c.kind)
+         << " over replica groups other than all " << world
+         << " ranks in order is not supported";
+      return fail(os);
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Executable::Executable(LoadedPackage package, const ExecutableOptions &options)
     : package_(std::move(package)), pool_(options.threads),
-      arena_(nullptr, std::free), gemmThreading_(options.gemmThreading) {}
+      arena_(nullptr, std::free), gemmThreading_(options.gemmThreading),
+      communicator_(options.communicator) {}
 
 Executable::~Executable() = default;
 
@@ -435,9 +553,9 @@ Status Executable::prepare(KernelLoader &loader) {
                                p.buffers[t.results[0]].size);
       break;
     case ThunkKind::Collective:
-      os << where << ": collectives need a distributed strategy (kiln "
-         << "launch with a communicator); this executable runs one process";
-      return fail(os);
+      if (Status s = checkCollective(p, where, t, communicator_); !s.isOk())
+        return s;
+      break;
     case ThunkKind::Copy:
       break; // checkPackage checked the counts and sizes
     }
@@ -595,10 +713,43 @@ Status Executable::runThunk(size_t index) {
     std::memmove(buffers[1], buffers[0], package_.buffers[t.results[0]].size);
     return Status::ok();
   case ThunkKind::Collective:
-    break; // refused by create()
+    return runCollective(index);
   }
   return Status::error("thunk " + std::to_string(index) +
-                       ": collectives need a distributed strategy");
+                       ": unknown thunk kind");
+}
+
+Status Executable::runCollective(size_t index) {
+  const PackageThunk &t = package_.thunks[index];
+  const CollectiveParams &c = t.collective;
+  void **b = thunkBuffers_[index].data();
+  const PackageBuffer &in = package_.buffers[t.operands[0]];
+  const PackageBuffer &out = package_.buffers[t.results[0]];
+  int64_t inCount = elementCount(in.shape), outCount = elementCount(out.shape);
+  Status s;
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    s = communicator_->allReduce(b[0], b[1], inCount, in.dtype, c.reduction);
+    break;
+  case CollectiveKind::ReduceScatter:
+    s = communicator_->reduceScatter(b[0], b[1], outCount, in.dtype,
+                                     c.reduction);
+    break;
+  case CollectiveKind::AllGather:
+    s = communicator_->allGather(b[0], b[1], inCount, in.dtype);
+    break;
+  case CollectiveKind::Broadcast:
+    s = communicator_->broadcast(b[0], b[1], inCount, in.dtype,
+                                 static_cast<int>(c.root));
+    break;
+  default: // refused by create()
+    s = Status::error("unsupported collective");
+    break;
+  }
+  if (!s.isOk())
+    return Status::error("thunk " + std::to_string(index) + " (" +
+                         collectiveName(c.kind) + "): " + s.message());
+  return Status::ok();
 }
 
 Status Executable::runConv(size_t index, PkgDType dtype) {

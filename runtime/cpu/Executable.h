@@ -12,8 +12,9 @@
 //                 rows or columns, large convolutions by images, run on
 //                 the pool (GemmThreading).
 //   Copy          a memcpy.
-//   Collective    an error: collectives need a distributed strategy's
-//                 communicator, which a single-process Executable has not.
+//   Collective    through ExecutableOptions::communicator (operand 0 into
+//                 result 0; runtime/dist/Communicator.h); without one, an
+//                 error from create().
 //
 // After the thunks, every output whose buffer `updates` input k is copied
 // into input k's buffer (unless they are the same memory), so the next step
@@ -40,6 +41,10 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace kiln::runtime::dist {
+class Communicator;
+} // namespace kiln::runtime::dist
 
 namespace kiln::runtime::cpu {
 
@@ -77,6 +82,9 @@ struct ExecutableOptions {
   // OpenBLAS's thread count is global: create() sets it to 1 (Pool) or to
   // |threads| (Blas), for every Executable in the process.
   GemmThreading gemmThreading = GemmThreading::Pool;
+  // Runs the Collective thunks (not owned; must outlive the Executable).
+  // Null: a package with collectives is refused.
+  dist::Communicator *communicator = nullptr;
 };
 
 // Time spent in one thunk over all steps run while profiling was on.
@@ -132,6 +140,7 @@ private:
   Status prepare(KernelLoader &loader);
   Status runThunk(size_t index);
   Status runConv(size_t index, PkgDType dtype);
+  Status runCollective(size_t index);
 
   LoadedPackage package_;
   ThreadPool pool_;
@@ -142,6 +151,7 @@ private:
   std::vector<KernelFn> thunkKernels_;
   std::vector<int64_t> thunkParts_; // kernel parts, or GEMM blocks
   GemmThreading gemmThreading_;
+  dist::Communicator *communicator_;
   // Per thunk: partial filter gradients of a split Conv2DFilterGrad.
   std::vector<std::vector<uint8_t>> convScratch_;
   // (from, to, bytes) for the updates copies after a step.

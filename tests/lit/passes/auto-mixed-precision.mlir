@@ -139,3 +139,27 @@ module {
     return %s : tensor<2xf32>
   }
 }
+
+// -----
+
+// Gradients accumulate in f32: a parameter read by two bf16 matmuls gets one
+// convert per use, so after kiln-autodiff each use's bf16 gradient is
+// converted to f32 before the two are added, and the gradient result is f32.
+// RUN: kiln-opt %s -split-input-file --kiln-auto-mixed-precision="amp=bf16" --kiln-autodiff | FileCheck %s --check-prefix=GRAD
+// GRAD-LABEL: func.func @shared
+// GRAD-SAME: -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<2x2xf32> {kiln.grad_of = 1 : i64, kiln.role = #kiln.role<gradient>})
+// GRAD: kiln.reduce sum
+// GRAD: %[[G1:.*]] = kiln.convert %{{.*}} : tensor<2x2xbf16> -> tensor<2x2xf32>
+// GRAD: %[[G2:.*]] = kiln.convert %{{.*}} : tensor<2x2xbf16> -> tensor<2x2xf32>
+// GRAD: %[[SUM:.*]] = kiln.add %[[G1]], %[[G2]] : tensor<2x2xf32>
+// GRAD: return %{{.*}}, %[[SUM]] : tensor<f32>, tensor<2x2xf32>
+module {
+  func.func @shared(%x: tensor<2x2xf32> {kiln.role = #kiln.role<input>},
+                    %w: tensor<2x2xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = zeros>})
+      -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+    %a = kiln.dot_general %x, %w, batch = [] x [], contract = [1] x [0] : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %b = kiln.dot_general %a, %w, batch = [] x [], contract = [1] x [0] : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %l = kiln.reduce sum %b, dims = [0, 1] : tensor<2x2xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -348,8 +348,8 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
   const CollectiveParams &c = t.collective;
   if (!comm) {
     os << where << ": collectives need a distributed strategy's "
-       << "communicator (kiln launch), which this executable has not (the "
-       << "thunk is a " << collectiveName(c.kind) << ")";
+       << "communicator (kiln launch), which this executable has not "
+       << "(thunk kind: " << collectiveName(c.kind) << ")";
     return fail(os);
   }
   if (c.kind == CollectiveKind::Send || c.kind == CollectiveKind::Recv) {

@@ -17,7 +17,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -460,7 +462,10 @@ struct RankReport {
 // through its own pipe. |holdFd| in the body is the read end of a pipe the
 // parent closes once every other rank has reported (a rank that must hang
 // blocks on it). Every wait here is bounded.
-std::vector<RankReport> runForked(int world, double timeout, RankBody body) {
+std::vector<RankReport>
+runForked(int world, double timeout, RankBody body,
+          const std::string &masterAddr = "127.0.0.1",
+          const std::function<bool(int rank)> &setup = nullptr) {
   int portPipe[2], holdPipe[2];
   EXPECT_EQ(pipe(portPipe), 0);
   EXPECT_EQ(pipe(holdPipe), 0);
@@ -473,10 +478,15 @@ std::vector<RankReport> runForked(int world, double timeout, RankBody body) {
     if (pid == 0) {
       close(reportPipe[0]);
       close(holdPipe[1]);
+      if (setup && !setup(r)) {
+        std::string text = "setup failed";
+        (void)!write(reportPipe[1], text.data(), text.size());
+        _exit(12);
+      }
       std::unique_ptr<TcpStoreServer> server;
       int port = 0;
       if (r == 0) {
-        auto s = TcpStoreServer::start("127.0.0.1", 0, world);
+        auto s = TcpStoreServer::start(masterAddr, 0, world);
         if (!s.isOk())
           _exit(10);
         server = std::move(s.value());
@@ -493,6 +503,7 @@ std::vector<RankReport> runForked(int world, double timeout, RankBody body) {
       env.rank = r;
       env.worldSize = world;
       env.masterPort = port;
+      env.masterAddr = masterAddr;
       CommOptions options;
       options.timeoutSeconds = timeout;
       auto comm = createGlooCommunicator(env, options, std::move(server));
@@ -650,6 +661,75 @@ TEST(CommunicatorFailure, DeadStoreRankIsNamed) {
   SCOPED_TRACE(reports[1].text);
   EXPECT_THAT(reports[1].text, HasSubstr("rank 0 is unreachable"));
   EXPECT_LT(elapsedOf(reports[1].text), timeout);
+}
+
+// Two network namespaces joined by a veth pair, as two hosts
+// (10.77.0.1 and 10.77.0.2); removed on destruction.
+class TwoHosts {
+public:
+  TwoHosts() {
+    std::string tag = std::to_string(getpid());
+    a_ = "kiln-dist-a-" + tag;
+    b_ = "kiln-dist-b-" + tag;
+    std::string va = "kva" + tag, vb = "kvb" + tag;
+    if (va.size() > 15)
+      va.resize(15), vb.resize(15);
+    std::string script =
+        "set -e; exec >/dev/null 2>&1; ip netns add " + a_ + "; ip netns add " +
+        b_ + "; ip link add " + va + " netns " + a_ + " type veth peer name " +
+        vb + " netns " + b_ + "; ip -n " + a_ + " addr add 10.77.0.1/24 dev " +
+        va + "; ip -n " + b_ + " addr add 10.77.0.2/24 dev " + vb +
+        "; for n in " + a_ + " " + b_ + "; do ip -n $n link set lo up; done" +
+        "; ip -n " + a_ + " link set " + va + " up; ip -n " + b_ +
+        " link set " + vb + " up";
+    ok_ = std::system(script.c_str()) == 0;
+  }
+  ~TwoHosts() {
+    std::string script = "exec >/dev/null 2>&1; ip netns del " + a_ +
+                         "; ip netns del " + b_;
+    (void)!std::system(script.c_str());
+  }
+  bool ok() const { return ok_; }
+  // Moves the calling process into host |i|'s namespace.
+  bool enter(int i) const {
+    int fd = open(("/run/netns/" + (i ? b_ : a_)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return false;
+    bool entered = setns(fd, CLONE_NEWNET) == 0;
+    close(fd);
+    return entered;
+  }
+
+private:
+  std::string a_, b_;
+  bool ok_ = false;
+};
+
+TEST(CommunicatorTwoHosts, AllReduceAcrossNetworkNamespaces) {
+  TwoHosts hosts;
+  if (!hosts.ok())
+    GTEST_SKIP() << "cannot create network namespaces and a veth pair here "
+                    "(needs root and ip netns); the two-host test is skipped";
+  // Ranks 0, 1 on host a (10.77.0.1, the master), ranks 2, 3 on host b.
+  auto reports = runForked(
+      4, 20,
+      [](int rank, Communicator &comm, int) {
+        std::vector<double> x(100000);
+        for (size_t i = 0; i < x.size(); ++i)
+          x[i] = rank * 1000.0 + i;
+        if (Status s = comm.allReduce(x.data(), x.data(), x.size(),
+                                      PkgDType::F64, PkgReduceKind::Sum);
+            !s.isOk())
+          return s.message();
+        for (size_t i = 0; i < x.size(); ++i)
+          if (x[i] != 6000.0 + 4.0 * i)
+            return "element " + std::to_string(i) + " is " +
+                   std::to_string(x[i]);
+        return std::string("ok");
+      },
+      "10.77.0.1", [&](int rank) { return hosts.enter(rank / 2); });
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(reports[r].text, "ok") << "rank " << r;
 }
 
 //===----------------------------------------------------------------------===//

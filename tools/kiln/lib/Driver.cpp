@@ -37,10 +37,12 @@ const Command kCommands[] = {
      runGradcheck},
     {"train", "train a model (--backend=reference: on the reference interpreter)",
      runTrain},
+    {"launch", "start the ranks of a distributed job (as torchrun)",
+     runLaunch},
 };
 
 // Listed in the design but not written yet.
-const char *const kPlanned[] = {"launch", "pack"};
+const char *const kPlanned[] = {"pack"};
 
 // "models, inspect, compile" with |lastSeparator| before the last name.
 std::string commandList(llvm::StringRef lastSeparator) {

@@ -491,10 +491,13 @@ Status GlooCommunicator::diagnose(const std::string &what,
                                         std::to_string(s.progress) + ")"
                                   : " (it reached no collective)";
     bool alive = s.kind == RankState::Kind::Alive;
-    if (s.progress < seq_)
-      (alive ? notThere : goneBefore)
-          .push_back(name + (alive ? "did not reach it" : describe(s.kind)) +
-                     last);
+    if (s.progress < seq_ && alive)
+      notThere.push_back(name + "did not reach it" + last);
+    else if (s.progress < seq_)
+      goneBefore.push_back(name + describe(s.kind) +
+                           (s.progress ? " after collective #" +
+                                             std::to_string(s.progress)
+                                       : std::string(" before any collective")));
     else if (s.kind == RankState::Kind::Dropped)
       diedDuring.push_back(name + "exited during it (its connection to the "
                                   "store dropped)");

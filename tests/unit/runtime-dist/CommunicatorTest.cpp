@@ -610,7 +610,8 @@ TEST(CommunicatorFailure, DeadRankIsNamedBySurvivorsWithinTheTimeout) {
   for (int r : {0, 1}) {
     SCOPED_TRACE("rank " + std::to_string(r) + ": " + reports[r].text);
     EXPECT_THAT(reports[r].text, HasSubstr("rank 2 exited (its connection to "
-                                           "the store dropped)"));
+                                           "the store dropped) after "
+                                           "collective #1"));
     EXPECT_THAT(reports[r].text, HasSubstr("(collective #2) failed"));
     EXPECT_THAT(reports[r].text, Not(HasSubstr("rank 1 ")));
     EXPECT_LT(elapsedOf(reports[r].text), timeout);

@@ -68,6 +68,22 @@ const char *dtypeName(PkgDType dtype) {
   return "unknown";
 }
 
+// Bytes per element (as pkgBytesPerElement, which lives in the package
+// loader; this library needs only the enum).
+size_t elementBytes(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64:
+  case PkgDType::I64: return 8;
+  case PkgDType::F32:
+  case PkgDType::I32: return 4;
+  case PkgDType::F16:
+  case PkgDType::BF16: return 2;
+  case PkgDType::I8:
+  case PkgDType::I1: return 1;
+  }
+  return 1;
+}
+
 const char *reduceName(PkgReduceKind op) {
   switch (op) {
   case PkgReduceKind::Sum: return "sum";
@@ -301,7 +317,7 @@ private:
     if (count < 0)
       return Status::error("negative element count " + std::to_string(count));
     if (in != out)
-      std::memmove(out, in, count * pkgBytesPerElement(dtype));
+      std::memmove(out, in, count * elementBytes(dtype));
     return Status::ok();
   }
 };
@@ -536,7 +552,7 @@ Status GlooCommunicator::allReduce(const void *in, void *out, int64_t count,
   ReduceFn fn = reduceFunction(dtype, op);
   if (!fn)
     return Status::error(what + ": not supported for this dtype");
-  size_t bytes = count * pkgBytesPerElement(dtype);
+  size_t bytes = count * elementBytes(dtype);
   if (in != out)
     std::memmove(out, in, bytes);
   if (count == 0)
@@ -546,7 +562,7 @@ Status GlooCommunicator::allReduce(const void *in, void *out, int64_t count,
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     opts.setReduceFunction(fn);
-    switch (pkgBytesPerElement(dtype)) {
+    switch (elementBytes(dtype)) {
     case 8: opts.setOutput(static_cast<uint64_t *>(out), count); break;
     case 4: opts.setOutput(static_cast<uint32_t *>(out), count); break;
     case 2: opts.setOutput(static_cast<uint16_t *>(out), count); break;
@@ -572,7 +588,7 @@ Status GlooCommunicator::reduceScatter(const void *in, void *out,
     return Status::error(what + ": not supported for this dtype");
   if (countPerRank == 0)
     return Status::ok();
-  size_t block = countPerRank * pkgBytesPerElement(dtype);
+  size_t block = countPerRank * elementBytes(dtype);
   size_t total = block * env_.worldSize;
   // Block r of every rank's |in| lands in block r' of rank r's scratch.
   std::vector<uint8_t> gathered(total);
@@ -602,7 +618,7 @@ Status GlooCommunicator::allGather(const void *in, void *out,
                      dtypeName(dtype) + " per rank";
   if (Status s = checkCount(what, countPerRank); !s.isOk())
     return s;
-  size_t block = countPerRank * pkgBytesPerElement(dtype);
+  size_t block = countPerRank * elementBytes(dtype);
   size_t total = block * env_.worldSize;
   // In place: this rank's block of |out| holds the input.
   uint8_t *mine = static_cast<uint8_t *>(out) + env_.rank * block;
@@ -628,7 +644,7 @@ Status GlooCommunicator::broadcast(const void *in, void *out, int64_t count,
   if (root < 0 || root >= env_.worldSize)
     return Status::error(what + ": the root is not a rank of the world size " +
                          std::to_string(env_.worldSize));
-  size_t bytes = count * pkgBytesPerElement(dtype);
+  size_t bytes = count * elementBytes(dtype);
   if (env_.rank == root && in != out)
     std::memmove(out, in, bytes);
   if (count == 0)

@@ -37,6 +37,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace kiln {
@@ -69,6 +70,31 @@ public:
   virtual mlir::Value loadConstant(mlir::OpBuilder &b, mlir::Location loc,
                                    ConstantOp constant,
                                    mlir::ValueRange indices) = 0;
+
+  // Cooperative reductions (the CUDA target; the CPU keeps the defaults):
+  // when the threads of a warp or block build the kiln.reduce element at
+  // |b|'s insertion point together, the lane of this thread and the number
+  // of lanes. The innermost reduced loop then starts at the lane and steps
+  // by the count, and combineLanes joins the lanes' partial results so that
+  // every lane gets the reduction's value. std::nullopt: one thread builds
+  // the whole reduction (the default).
+  struct ReductionLanes {
+    mlir::Value lane;  // index
+    mlir::Value count; // index
+  };
+  virtual std::optional<ReductionLanes> reductionLanes(mlir::OpBuilder &b) {
+    (void)b;
+    return std::nullopt;
+  }
+  // The combination (sum, max or min; a mean's partial sums are summed) of
+  // every lane's |value|, in every lane.
+  virtual mlir::Value combineLanes(mlir::OpBuilder &b, mlir::Location loc,
+                                   ReduceKind kind, mlir::Value value) {
+    (void)b;
+    (void)loc;
+    (void)kind;
+    return value;
+  }
 };
 
 // Builds element values of the fusion body's tensors at insertion points the

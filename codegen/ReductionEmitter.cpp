@@ -187,6 +187,9 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
     result = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
   } else {
     Value init = initialValue(b_, loc, kind, acc);
+    // Lanes that build this reduction together (KernelHooks): they split
+    // the innermost reduced loop, then combine their partial results.
+    std::optional<KernelHooks::ReductionLanes> coop = hooks_.reductionLanes(b_);
     // Values built inside the loops do not dominate what follows them.
     std::map<std::vector<void *>, Value> savedCache = cache_;
     llvm::DenseMap<int64_t, Value> savedConstants = indexConstants_;
@@ -203,14 +206,17 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
       // so every element's result is the same on every run and part.
       int64_t rank = operandType.getRank();
       int64_t lastExtent = operandType.getDimSize(rank - 1);
-      bool lanes = looped.back() == rank - 1 && lastExtent >= 2 * kRowLanes;
+      bool lanes = !coop && looped.back() == rank - 1 &&
+                   lastExtent >= 2 * kRowLanes;
       ArrayRef<int64_t> outerLooped(looped);
       if (lanes)
         outerLooped = outerLooped.drop_back();
       for (int64_t d : outerLooped) {
         Value extent = b_.create<arith::ConstantIndexOp>(
             loc, operandType.getDimSize(d));
-        auto loop = b_.create<scf::ForOp>(loc, zero, extent, one,
+        bool split = coop && d == looped.back();
+        auto loop = b_.create<scf::ForOp>(loc, split ? coop->lane : zero,
+                                          extent, split ? coop->count : one,
                                           ValueRange{carried});
         loops.push_back(loop);
         combined[d] = loop.getInductionVar();
@@ -288,6 +294,8 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
       }
       result = next;
     }
+    if (coop)
+      result = hooks_.combineLanes(b_, loc, kind, result);
     cache_ = std::move(savedCache);
     indexConstants_ = std::move(savedConstants);
   }

@@ -11,6 +11,7 @@
 
 #include "tools/kiln/lib/AmpFlags.h"
 #include "tools/kiln/lib/CompileReport.h"
+#include "tools/kiln/lib/CudaCompile.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
@@ -37,6 +38,10 @@ struct CompileOptions {
   std::string output; // empty: stdout
   EmitKind emit = EmitKind::mlir;
   PipelineOptions pipeline;
+  // --target=cuda[:sm_NN,...]: CUDA kernels (CudaCompile.h). The pipeline
+  // itself is target-neutral, so pipeline.target stays none.
+  bool cuda = false;
+  CudaCompileOptions cudaOptions;
 };
 
 // The flags' raw text; empty means "not given".
@@ -81,7 +86,15 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     return false;
   }
 
-  if (!raw.target.empty()) {
+  if (llvm::StringRef(raw.target).starts_with("cuda")) {
+    std::string error;
+    if (!parseCudaTarget(raw.target, options.cudaOptions.archs, error)) {
+      valueError(errs, "target", raw.target,
+                 "cpu, cuda or cuda:sm_NN[,sm_MM...]");
+      return false;
+    }
+    options.cuda = true;
+  } else if (!raw.target.empty()) {
     std::optional<TargetKind> target = parseTarget(raw.target, p.cudaArch);
     if (!target) {
       valueError(errs, "target", raw.target, "cpu, cuda or cuda:sm_NN");
@@ -116,13 +129,36 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
   p.dumpDir = raw.dumpDir;
   p.dumpAfter = raw.dumpAfter;
 
-  if (options.emit == EmitKind::cuda || options.emit == EmitKind::ptx) {
+  bool kernelFiles =
+      options.emit == EmitKind::cuda || options.emit == EmitKind::ptx;
+  if (kernelFiles) {
+    // --emit=cuda|ptx implies a CUDA target (sm_90 unless --target says).
+    options.cuda = true;
+    if (options.output.empty()) {
+      printError(errs, kCommand,
+                 "--emit=" + emit + ": expected -o DIR (one file per kernel), "
+                 "found no -o");
+      return false;
+    }
+    if (raw.forwardOnly || raw.noOptimize) {
+      printError(errs, kCommand,
+                 "--emit=" + emit + ": expected a planned step, found " +
+                     std::string(raw.forwardOnly ? "--forward-only"
+                                                 : "--no-optimize"));
+      return false;
+    }
+  }
+  if (options.cuda && !haveNvrtc() &&
+      (options.emit == EmitKind::ptx || options.emit == EmitKind::package)) {
     printError(errs, kCommand,
-               "--emit=" + emit +
-                   ": not supported yet (CUDA code generation does not "
-                   "exist yet; use --emit=mlir or --emit=package)");
+               "--emit=" + emit + " --target=cuda: compiling CUDA kernels "
+               "needs NVRTC, and this kiln was built without the CUDA toolkit "
+               "(use --emit=cuda for the sources)");
     return false;
   }
+  // NVRTC runs for PTX and packages, and for --report's register counts.
+  options.cudaOptions.nvrtc =
+      haveNvrtc() && (options.emit != EmitKind::cuda || raw.report);
   if (options.emit == EmitKind::package && options.output.empty()) {
     printError(errs, kCommand,
                "--emit=package: expected -o FILE (a package is binary and is "
@@ -167,9 +203,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("output", &raw.output, "OUT",
                   "where to write the result (default: stdout)", 'o');
   parser.addValue("emit", &raw.emit, "KIND",
-                  "mlir or package (cuda, ptx: not supported yet)");
+                  "mlir, package, cuda or ptx (cuda, ptx: one file per kernel in -o DIR)");
   parser.addValue("target", &raw.target, "TARGET",
-                  "cpu, cuda or cuda:sm_NN (not supported yet)");
+                  "cpu, cuda or cuda:sm_NN[,sm_MM...] (CUDA kernels; sm_90 by default)");
   parser.addValue("strategy", &raw.strategy, "NAME",
                   "none, mirrored, data-parallel, zero1, zero2, zero3, "
                   "parameter-server, pipeline, tensor-parallel (only none so "
@@ -241,11 +277,51 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     printCompileReport(*module, options.input, outs,
                        baseline ? *baseline : mlir::ModuleOp(),
                        stringifyAmp(options.pipeline.amp));
+  if (options.cuda && options.pipeline.optimize &&
+      (options.output.empty() || options.emit == EmitKind::mlir)) {
+    // --target=cuda without a CUDA output: the kernels for --report only.
+    std::vector<CudaKernelReport> reports;
+    if (raw.report) {
+      if (mlir::failed(compileCudaKernels(*module, options.cudaOptions,
+                                          kCommand, errs, reports)))
+        return kExitError;
+      printCudaReport(reports, outs);
+    }
+  }
   if (options.output.empty()) {
     if (raw.report)
       return kExitOk;
     module->print(outs);
     outs << "\n";
+    return kExitOk;
+  }
+  if (options.emit == EmitKind::cuda || options.emit == EmitKind::ptx) {
+    std::vector<CudaKernelReport> reports;
+    if (mlir::failed(writeCudaKernelFiles(
+            *module, llvm::sys::path::stem(options.input), options.output,
+            options.emit == EmitKind::ptx, options.cudaOptions, kCommand, errs,
+            reports)))
+      return kExitError;
+    if (raw.report)
+      printCudaReport(reports, outs);
+    return kExitOk;
+  }
+  if (options.emit == EmitKind::package && options.cuda) {
+    auto source = llvm::MemoryBuffer::getFile(options.input);
+    if (!source) {
+      printError(errs, kCommand,
+                 options.input + ": cannot read it again to hash it: " +
+                     source.getError().message());
+      return kExitError;
+    }
+    std::vector<CudaKernelReport> reports;
+    if (mlir::failed(writeCudaPackage(
+            *module, llvm::sys::path::stem(options.input),
+            (*source)->getBuffer(), args, options.output, options.cudaOptions,
+            kCommand, errs, reports)))
+      return kExitError;
+    if (raw.report)
+      printCudaReport(reports, outs);
     return kExitOk;
   }
   if (options.emit == EmitKind::package) {

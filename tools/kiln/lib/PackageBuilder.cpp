@@ -79,6 +79,8 @@ std::string describe(mlir::Operation *op) {
 
 struct Builder {
   LoadedPackage pkg;
+  // A non-CPU target's kernel compiler (PackageBuilder.h), or null.
+  const PackageTargetHooks *targetHooks = nullptr;
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
   std::string error;
 
@@ -133,6 +135,23 @@ struct Builder {
   bool addKernel(FusionOp fusion, const std::string &name,
                  std::vector<uint32_t> operands, std::vector<uint32_t> results,
                  llvm::LLVMContext &llvmContext) {
+    if (targetHooks) {
+      PackageKernel kernel;
+      kernel.name = name;
+      if (!targetHooks->compileKernel(fusion, name, kernel, error))
+        return false;
+      for (mlir::Operation &inner : fusion.getBody().front())
+        if (!mlir::isa<YieldOp>(inner))
+          kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
+      PackageThunk thunk;
+      thunk.kind = ThunkKind::KernelLaunch;
+      thunk.kernel = pkg.kernels.size();
+      thunk.operands = std::move(operands);
+      thunk.results = std::move(results);
+      pkg.kernels.push_back(std::move(kernel));
+      pkg.thunks.push_back(std::move(thunk));
+      return true;
+    }
     mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
         optimizedKernelIR(fusion, llvmContext);
     if (mlir::failed(ir)) {
@@ -256,7 +275,26 @@ mlir::LogicalResult
 writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
                  const std::string &outputPath, llvm::StringRef command,
-                 llvm::raw_ostream &errs) {
+                 llvm::raw_ostream &errs,
+                 const PackageTargetHooks *targetHooks) {
+  LoadedPackage pkg;
+  if (mlir::failed(buildStepPackage(module, modelName, sourceBytes, flags,
+                                    command, errs, pkg, targetHooks)))
+    return mlir::failure();
+  runtime::Status status = serialize::writePackageFile(pkg, outputPath);
+  if (!status.isOk()) {
+    printError(errs, command, "--emit=package: " + status.message());
+    return mlir::failure();
+  }
+  return mlir::success();
+}
+
+mlir::LogicalResult
+buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
+                 llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
+                 llvm::StringRef command, llvm::raw_ostream &errs,
+                 runtime::LoadedPackage &result,
+                 const PackageTargetHooks *targetHooks) {
   auto fail = [&](const std::string &message) {
     printError(errs, command, "--emit=package: " + message);
     return mlir::failure();
@@ -282,6 +320,9 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     pkg.target.triple = llvm::sys::getProcessTriple();
   }
   pkg.arenaAlignment = kAlignment;
+  b.targetHooks = targetHooks;
+  if (targetHooks)
+    pkg.target = targetHooks->target;
 
   // Arguments: their own regions after the planned arena.
   uint64_t next = alignUp(arenaAttr.getInt());
@@ -494,9 +535,7 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
   pkg.metadata.compileFlags.assign(flags.begin(), flags.end());
   pkg.metadata.graphHash = fnv1a64(sourceBytes);
 
-  runtime::Status status = serialize::writePackageFile(pkg, outputPath);
-  if (!status.isOk())
-    return fail(status.message());
+  result = std::move(pkg);
   return mlir::success();
 }
 

@@ -19,10 +19,14 @@
 #ifndef KILN_TOOLS_KILN_LIB_PACKAGEBUILDER_H
 #define KILN_TOOLS_KILN_LIB_PACKAGEBUILDER_H
 
+#include "ir/KilnOps.h"
+#include "runtime/package/Package.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 
 namespace kiln::cli {
@@ -31,11 +35,33 @@ namespace kiln::cli {
 // |sourceBytes| is the input file's text (hashed into the metadata with
 // FNV-1a 64), |flags| the compile flags as given. Prints the first problem
 // to |errs| (prefixed with |command|) and fails.
+// A non-CPU target (CUDA: tools/kiln/lib/CudaCompile.h): the package's
+// target, and how a kernel fusion (never `gemm`) becomes |kernel| (which
+// arrives with its name set; fill kind, entry point, code and launch
+// shape). compileKernel returns false with |error| set on failure.
+struct PackageTargetHooks {
+  runtime::PackageTarget target;
+  std::function<bool(FusionOp fusion, const std::string &name,
+                     runtime::PackageKernel &kernel, std::string &error)>
+      compileKernel;
+};
+
+// Builds the package of a planned step (see PackageBuilder.cpp) for the
+// CPU, or for |targetHooks|'s target when given.
+mlir::LogicalResult
+buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
+                 llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
+                 llvm::StringRef command, llvm::raw_ostream &errs,
+                 runtime::LoadedPackage &result,
+                 const PackageTargetHooks *targetHooks = nullptr);
+
+// buildStepPackage, then writes the package to |outputPath|.
 mlir::LogicalResult
 writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
                  const std::string &outputPath, llvm::StringRef command,
-                 llvm::raw_ostream &errs);
+                 llvm::raw_ostream &errs,
+                 const PackageTargetHooks *targetHooks = nullptr);
 
 } // namespace kiln::cli
 

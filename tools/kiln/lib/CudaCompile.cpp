@@ -1,0 +1,243 @@
+//===- CudaCompile.cpp - kiln compile for a CUDA target -------------------===//
+//
+// See CudaCompile.h. The package builder (PackageBuilder.h) walks the
+// planned step exactly as for the CPU, calling back here for each kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/CudaCompile.h"
+
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/PackageBuilder.h"
+
+#include "codegen/cuda/CudaEmitter.h"
+#ifdef KILN_HAVE_NVRTC
+#include "codegen/cuda/Nvrtc.h"
+#endif
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <map>
+
+namespace kiln::cli {
+
+namespace {
+
+// A C identifier for kernel |name| ("fusion12.lhs_pack" -> kiln_fusion12_lhs_pack).
+std::string entryPointFor(const std::string &name) {
+  std::string out = "kiln_";
+  for (char c : name)
+    out += llvm::isAlnum(c) ? c : '_';
+  return out;
+}
+
+PackageTargetHooks makeHooks(const CudaCompileOptions &options,
+                             std::vector<CudaKernelReport> &reports) {
+  PackageTargetHooks hooks;
+  hooks.target.kind = runtime::TargetKind::Cuda;
+  hooks.target.smArchs.assign(options.archs.begin(), options.archs.end());
+  hooks.compileKernel = [&options, &reports](FusionOp fusion,
+                                             const std::string &name,
+                                             runtime::PackageKernel &kernel,
+                                             std::string &error) {
+    std::string entry = entryPointFor(name);
+    mlir::FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
+    if (mlir::failed(source)) {
+      error = "kernel " + name + ": the CUDA code generator could not emit it";
+      return false;
+    }
+    kernel.kind = runtime::KernelKind::Cuda;
+    kernel.entryPoint = entry;
+    kernel.source = source->source;
+    kernel.block = {source->launch.blockThreads, 1, 1};
+    kernel.grid = {static_cast<uint32_t>(std::min<uint64_t>(
+                       source->launch.maxBlocks, UINT32_MAX)),
+                   1, 1};
+    CudaKernelReport report;
+    report.name = name;
+    report.entryPoint = entry;
+    report.layouts.assign(source->layouts.begin(), source->layouts.end());
+    report.maxBlocks = source->launch.maxBlocks;
+    if (options.nvrtc) {
+#ifdef KILN_HAVE_NVRTC
+      NvrtcResult compiled;
+      std::string log;
+      if (!compileCudaSource(kernel.source, entry, options.archs, compiled, log)) {
+        error = "kernel " + name + " (" + entry + "): NVRTC failed: " + log;
+        return false;
+      }
+      kernel.ptx = std::move(compiled.ptx);
+      for (CubinResult &cubin : compiled.cubins) {
+        runtime::Cubin image;
+        image.arch = cubin.arch;
+        image.image = std::move(cubin.image);
+        kernel.cubins.push_back(std::move(image));
+        report.archs.push_back({cubin.arch, cubin.registers,
+                                cubin.spillStoreBytes, cubin.spillLoadBytes,
+                                cubin.fromCache});
+      }
+#else
+      error = "compiling CUDA kernels needs NVRTC: this kiln was built "
+              "without the CUDA toolkit (KILN_ENABLE_CUDA is off)";
+      return false;
+#endif
+    }
+    reports.push_back(std::move(report));
+    return true;
+  };
+  return hooks;
+}
+
+} // namespace
+
+bool haveNvrtc() {
+#ifdef KILN_HAVE_NVRTC
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool parseCudaTarget(const std::string &text, std::vector<unsigned> &archs,
+                     std::string &error) {
+  llvm::StringRef t(text);
+  archs.clear();
+  if (t == "cuda") {
+    archs.push_back(90);
+    return true;
+  }
+  if (!t.consume_front("cuda:")) {
+    error = "expected cuda or cuda:sm_NN[,sm_MM...]";
+    return false;
+  }
+  llvm::SmallVector<llvm::StringRef, 4> parts;
+  t.split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    llvm::StringRef digits = part;
+    unsigned value;
+    if (!digits.consume_front("sm_") || digits.getAsInteger(10, value) ||
+        value < 50 || value > 999) {
+      error = "expected an architecture such as sm_90, found '" + part.str() + "'";
+      return false;
+    }
+    if (std::find(archs.begin(), archs.end(), value) == archs.end())
+      archs.push_back(value);
+  }
+  return true;
+}
+
+mlir::LogicalResult compileCudaKernels(mlir::ModuleOp module,
+                                       const CudaCompileOptions &options,
+                                       llvm::StringRef command,
+                                       llvm::raw_ostream &errs,
+                                       std::vector<CudaKernelReport> &reports) {
+  PackageTargetHooks hooks = makeHooks(options, reports);
+  runtime::LoadedPackage pkg;
+  return buildStepPackage(module, "", "", {}, command, errs, pkg, &hooks);
+}
+
+mlir::LogicalResult
+writeCudaPackage(mlir::ModuleOp module, llvm::StringRef modelName,
+                 llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
+                 const std::string &outputPath, const CudaCompileOptions &options,
+                 llvm::StringRef command, llvm::raw_ostream &errs,
+                 std::vector<CudaKernelReport> &reports) {
+  PackageTargetHooks hooks = makeHooks(options, reports);
+  return writeStepPackage(module, modelName, sourceBytes, flags, outputPath,
+                          command, errs, &hooks);
+}
+
+mlir::LogicalResult
+writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
+                     const std::string &dir, bool ptx,
+                     const CudaCompileOptions &options, llvm::StringRef command,
+                     llvm::raw_ostream &errs,
+                     std::vector<CudaKernelReport> &reports) {
+  std::string emit = ptx ? "--emit=ptx" : "--emit=cuda";
+  CudaCompileOptions effective = options;
+  effective.nvrtc = ptx || options.nvrtc;
+  PackageTargetHooks hooks = makeHooks(effective, reports);
+  runtime::LoadedPackage pkg;
+  if (mlir::failed(buildStepPackage(module, modelName, "", {}, command, errs,
+                                    pkg, &hooks)))
+    return mlir::failure();
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    printError(errs, command, emit + ": cannot create directory " + dir + ": " +
+                                  ec.message());
+    return mlir::failure();
+  }
+  auto write = [&](const std::string &name, llvm::StringRef text) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+    if (ec) {
+      printError(errs, command, emit + ": cannot write " + std::string(path) +
+                                    ": " + ec.message());
+      return false;
+    }
+    os << text;
+    return true;
+  };
+  std::string index;
+  llvm::raw_string_ostream is(index);
+  is << "# kiln CUDA kernels of " << modelName << ": name entry_point file "
+     << "block max_blocks layouts [sm_NN:registers/spill_stores/spill_loads]\n";
+  for (size_t i = 0; i < pkg.kernels.size(); ++i) {
+    const runtime::PackageKernel &k = pkg.kernels[i];
+    std::string file = k.entryPoint + (ptx ? ".ptx" : ".cu");
+    if (!write(file, ptx ? llvm::StringRef(k.ptx) : llvm::StringRef(k.source)))
+      return mlir::failure();
+    const CudaKernelReport &r = reports[i];
+    is << k.name << " " << k.entryPoint << " " << file << " " << k.block[0]
+       << " " << r.maxBlocks << " " << llvm::join(r.layouts, ",");
+    for (const CudaArchStats &a : r.archs)
+      is << " sm_" << a.arch << ":" << a.registers << "/" << a.spillStoreBytes
+         << "/" << a.spillLoadBytes;
+    is << "\n";
+  }
+  if (!write("kernels.index", is.str()))
+    return mlir::failure();
+  return mlir::success();
+}
+
+void printCudaReport(llvm::ArrayRef<CudaKernelReport> reports,
+                     llvm::raw_ostream &os) {
+  os << "CUDA kernels: " << reports.size() << "\n";
+  std::map<std::string, int> layouts;
+  for (const CudaKernelReport &r : reports)
+    for (const std::string &l : r.layouts)
+      ++layouts[l];
+  os << "  nest layouts:";
+  for (auto &[name, count] : layouts)
+    os << " " << name << "=" << count;
+  os << "\n";
+  std::map<unsigned, std::vector<const CudaArchStats *>> perArch;
+  for (const CudaKernelReport &r : reports)
+    for (const CudaArchStats &a : r.archs)
+      perArch[a.arch].push_back(&a);
+  for (auto &[arch, stats] : perArch) {
+    int maxRegs = 0, spilling = 0, cached = 0;
+    for (const CudaArchStats *a : stats) {
+      maxRegs = std::max(maxRegs, a->registers);
+      spilling += (a->spillStoreBytes > 0 || a->spillLoadBytes > 0);
+      cached += a->fromCache;
+    }
+    os << "  sm_" << arch << ": " << stats.size() << " cubins, registers max "
+       << maxRegs << ", " << spilling << " kernels spill, " << cached
+       << " from the NVRTC cache\n";
+  }
+  for (const CudaKernelReport &r : reports) {
+    os << "  " << r.name << " (" << llvm::join(r.layouts, ",")
+       << ", blocks " << r.maxBlocks << ")";
+    for (const CudaArchStats &a : r.archs)
+      os << " sm_" << a.arch << ": " << a.registers << " registers, spills "
+         << a.spillStoreBytes << "/" << a.spillLoadBytes << " bytes";
+    os << "\n";
+  }
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,88 @@
+//===- CudaCompile.h - kiln compile for a CUDA target --------------*- C++ -*-===//
+//
+// `kiln compile --target=cuda[:sm_NN[,sm_MM...]]`: the planned step's
+// kernels become CUDA C++ (codegen/cuda/CudaEmitter.h), compiled by NVRTC
+// to PTX and one cubin per architecture (codegen/cuda/Nvrtc.h, cached);
+// GEMMs and convolutions stay LibraryCall thunks as in the CPU package
+// (cuBLASLt comes later). `--emit=cuda|ptx -o DIR` writes one NAME.cu (or
+// NAME.ptx, for the lowest architecture) per kernel and DIR/kernels.index,
+// one line per kernel: name, entry point, block, blocks with work, nest
+// layouts and, per architecture, registers and spill bytes from ptxas.
+// `--emit=package` writes a package of target kind Cuda whose kernels
+// carry source, PTX and cubins, block = (256, 1, 1) and grid.x = the blocks
+// that have work; the runtime launches min(grid.x, multiprocessors *
+// (2048 / block.x)) blocks (every kernel loops grid-stride).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
+#define KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+// Whether this build can compile CUDA C++ (NVRTC found at build time).
+bool haveNvrtc();
+
+// "cuda" -> {90}; "cuda:sm_80,sm_90" -> {80, 90}. False with |error| when
+// |text| names no CUDA target or a bad architecture.
+bool parseCudaTarget(const std::string &text, std::vector<unsigned> &archs,
+                     std::string &error);
+
+struct CudaArchStats {
+  unsigned arch = 0;
+  int registers = -1, spillStoreBytes = -1, spillLoadBytes = -1;
+  bool fromCache = false;
+};
+
+struct CudaKernelReport {
+  std::string name, entryPoint;
+  std::vector<std::string> layouts;
+  uint64_t maxBlocks = 0;
+  std::vector<CudaArchStats> archs;
+};
+
+struct CudaCompileOptions {
+  std::vector<unsigned> archs = {90};
+  bool nvrtc = true; // compile to PTX and cubins (needs haveNvrtc())
+};
+
+// Compiles every kernel of a planned step (for --report) without writing
+// anything.
+mlir::LogicalResult compileCudaKernels(mlir::ModuleOp module,
+                                       const CudaCompileOptions &options,
+                                       llvm::StringRef command,
+                                       llvm::raw_ostream &errs,
+                                       std::vector<CudaKernelReport> &reports);
+
+// Writes the CUDA package of a planned step to |outputPath|.
+mlir::LogicalResult
+writeCudaPackage(mlir::ModuleOp module, llvm::StringRef modelName,
+                 llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
+                 const std::string &outputPath, const CudaCompileOptions &options,
+                 llvm::StringRef command, llvm::raw_ostream &errs,
+                 std::vector<CudaKernelReport> &reports);
+
+// Writes the kernels as DIR/NAME.cu (|ptx| false) or DIR/NAME.ptx, and
+// DIR/kernels.index.
+mlir::LogicalResult
+writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
+                     const std::string &dir, bool ptx,
+                     const CudaCompileOptions &options, llvm::StringRef command,
+                     llvm::raw_ostream &errs,
+                     std::vector<CudaKernelReport> &reports);
+
+// The --report section for CUDA kernels: counts, layouts, registers and
+// spills per architecture.
+void printCudaReport(llvm::ArrayRef<CudaKernelReport> reports,
+                     llvm::raw_ostream &os);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_CUDACOMPILE_H

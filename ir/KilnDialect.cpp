@@ -134,6 +134,22 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (name == "kiln.strategy" || name == "kiln.world_size") {
+    // Set by kiln-distribute for the package metadata, on the module.
+    bool ok = isa<ModuleOp>(op) &&
+              (name == "kiln.strategy"
+                   ? isa<StringAttr>(attr.getValue())
+                   : isa<IntegerAttr>(attr.getValue()) &&
+                         cast<IntegerAttr>(attr.getValue()).getInt() >= 1);
+    if (!ok)
+      return op->emitError() << "'" << name << "' must be "
+                             << (name == "kiln.strategy"
+                                     ? "a string"
+                                     : "an integer of at least 1")
+                             << " on the module, but is " << attr.getValue()
+                             << " on a '" << op->getName() << "' op";
+    return success();
+  }
   if (name == kBufferOffsetsAttrName || name == kAliasesAttrName) {
     // One entry per result, -1 or more (an offset or an argument index).
     auto array = dyn_cast<DenseI64ArrayAttr>(attr.getValue());

@@ -112,6 +112,49 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
+  let summary = "Insert the collectives of a distribution strategy";
+  let description = [{
+    Runs after kiln-autodiff and before kiln-apply-optimizer, on functions
+    that return gradients (`kiln.role = #kiln.role<gradient>`), so the
+    optimizer updates with the reduced gradients and every rank applies the
+    same update.
+
+    `data-parallel` (PyTorch DDP): every gradient is averaged over the ranks
+    (`kiln.all_reduce mean`). Gradients are packed into buckets in the order
+    the backward pass completes them (the first bucket closes at 1 MB, or
+    `bucket-mb` when that is smaller, the others at `bucket-mb` MB; a gradient is never split; one element type
+    per bucket): each is reshaped to 1-D, the bucket concatenated into one
+    buffer, all-reduced once, and sliced back. The pack, the collective and
+    the unpack are inserted right after the bucket's last gradient is
+    produced, so the collective overlaps the rest of the backward pass
+    (kiln-schedule keeps collectives as early as their inputs allow). The
+    loss result joins the last bucket of its element type, so every rank
+    reports the global batch's mean loss. The IR depends only on the input,
+    so every rank issues the same collectives in the same order. The module
+    gets `kiln.strategy` and `kiln.world_size` for the package metadata.
+
+    `none` changes nothing. `mirrored`, `zero1`, `zero2`, `zero3`,
+    `grad-accum` other than 1 and `grad-compression` other than none are
+    refused by name (not implemented yet), as are the other strategies.
+
+    Example: `kiln-opt --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2"`.
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"data-parallel\"",
+           "none, data-parallel (mirrored, zero1, zero2, zero3: not yet)">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "number of ranks (recorded for the package)">,
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
+           "bucket size in MB after the first (1 MB) bucket">,
+    Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
+           "micro-batches per step (only 1 for now)">,
+    Option<"gradCompression", "grad-compression", "std::string", /*default=*/"\"none\"",
+           "precision of the all-reduce: none (bf16, fp16: not yet)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnAutoMixedPrecision : Pass<"kiln-auto-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Run matmuls and convolutions in bf16 or fp16, keep f32 master weights";
   let description = [{
@@ -271,8 +314,10 @@ def KilnSchedule : Pass<"kiln-schedule", "mlir::ModuleOp"> {
     buffers wait until they are needed) and a post-order walk from the
     returned values (larger subgraph first), estimates each order's peak and
     keeps the lowest; the original order wins a tie. In every order each
-    collective is moved up to start as soon as its inputs exist (collectives
-    keep their relative order: every rank issues them in the same order).
+    collective is moved up to start as soon as its inputs exist, together
+    with the ops whose results only it (through them) reads, such as a
+    gradient bucket's producers and packing (collectives keep their
+    relative order: every rank issues them in the same order).
     Deterministic; every order is topological, so dominance always holds.
   }];
   let options = [

@@ -114,12 +114,41 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
     return "--target=" + stringifyTarget(options.target, options.cudaArch) +
            ": not supported yet (code generation does not exist yet; only "
            "--emit=mlir works, without --target)";
-  if (options.strategy != Strategy::none)
+  switch (options.strategy) {
+  case Strategy::none:
+  case Strategy::dataParallel:
+    break;
+  case Strategy::mirrored:
+    return "--strategy=mirrored: not supported yet (several devices in one "
+           "process; the runtime drives one device per process: use "
+           "--strategy=data-parallel with one process per device, kiln "
+           "launch)";
+  case Strategy::zero1:
+  case Strategy::zero2:
+  case Strategy::zero3:
     return "--strategy=" + stringifyStrategy(options.strategy).str() +
-           ": not supported yet (the distribute pass does not exist yet)";
-  if (options.worldSize != 1)
+           ": not supported yet (sharded gradients, optimizer state and "
+           "parameters are not implemented; use --strategy=data-parallel)";
+  default:
+    return "--strategy=" + stringifyStrategy(options.strategy).str() +
+           ": not supported yet (only none and data-parallel)";
+  }
+  if (options.worldSize < 1)
     return "--world-size=" + std::to_string(options.worldSize) +
-           ": not supported yet (only 1; distribution does not exist yet)";
+           ": expected at least 1";
+  if (options.strategy == Strategy::none && options.worldSize != 1)
+    return "--world-size=" + std::to_string(options.worldSize) +
+           ": needs a --strategy (data-parallel); without one the step runs "
+           "on one rank";
+  if (!(options.bucketMb > 0))
+    return "--bucket-mb: expected a positive size in MB";
+  if (options.gradAccum != 1)
+    return "--grad-accum=" + std::to_string(options.gradAccum) +
+           ": not supported yet (only 1: one micro-batch per step)";
+  if (!options.gradCompression.empty() && options.gradCompression != "none")
+    return "--grad-compression=" + options.gradCompression +
+           ": not supported yet (gradients are all-reduced in their own "
+           "precision)";
   if (options.amp == AmpMode::off &&
       (!options.ampAllow.empty() || !options.ampDeny.empty() ||
        !options.ampInfer.empty()))
@@ -152,6 +181,18 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   }
   if (options.trainingStep) {
     pm.addPass(createKilnAutodiff());
+    if (options.strategy != Strategy::none) {
+      // Before the optimizer, which then updates with the reduced
+      // gradients (passes/Distribute.cpp says why).
+      KilnDistributeOptions distribute;
+      distribute.strategy = stringifyStrategy(options.strategy).str();
+      distribute.worldSize = options.worldSize;
+      distribute.bucketMb = options.bucketMb;
+      distribute.gradAccum = options.gradAccum;
+      distribute.gradCompression =
+          options.gradCompression.empty() ? "none" : options.gradCompression;
+      pm.addPass(createKilnDistribute(distribute));
+    }
     pm.addPass(createKilnApplyOptimizer(options.optimizer));
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());

@@ -8,7 +8,8 @@
 //
 // The pipeline today: kiln-verify-roles, canonicalize; with amp on,
 // kiln-auto-mixed-precision; then (unless only
-// the forward model is asked for) kiln-autodiff and kiln-apply-optimizer,
+// the forward model is asked for) kiln-autodiff, kiln-distribute (with a
+// strategy: the collectives on the gradients) and kiln-apply-optimizer,
 // which turn the model into its training step, canonicalize and cse; then
 // kiln-decompose, canonicalize, cse, kiln-fuse (kernels), kiln-schedule and
 // kiln-plan-buffers (the arena plan).
@@ -51,6 +52,12 @@ struct PipelineOptions {
   int64_t cudaArch = 0; // 90 for cuda:sm_90; 0 when not given
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
+  // kiln-distribute's options (with a strategy other than none): the bucket
+  // cap after the first 1 MB bucket, micro-batches per step, and the
+  // all-reduce precision ("" or none: the gradients' own).
+  double bucketMb = 25;
+  int64_t gradAccum = 1;
+  std::string gradCompression;
   AmpMode amp = AmpMode::off;
   // Op names moved into kiln-auto-mixed-precision's allow, deny and infer
   // lists (only with amp on).

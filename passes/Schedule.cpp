@@ -15,7 +15,9 @@
 //     operand with the larger subgraph first (Sethi-Ullman style).
 // In every order, each collective is then moved up to start as soon as its
 // inputs exist (and after the collective before it: every rank issues the
-// same collectives in the same order), so communication overlaps compute.
+// same collectives in the same order), together with the ops that only feed
+// it (a gradient bucket's producers and packing), so communication overlaps
+// compute.
 //
 // Dependences: an op depends on the top-level ops defining the values it or
 // any op nested in it reads; ops with side effects (collectives, calls)
@@ -363,24 +365,69 @@ std::vector<int> dfsSchedule(const Graph &graph, mlir::Block &block) {
   return order;
 }
 
-// Moves each collective up to just after the last op it depends on.
+// Whether op |i| may move with a collective it feeds: no side effects and
+// no result returned by the function.
+bool movableFeeder(const Graph &graph, int i) {
+  if (graph.collective[i] || !mlir::isMemoryEffectFree(graph.ops[i]))
+    return false;
+  for (Value result : graph.ops[i]->getResults())
+    if (graph.liveOut.contains(result))
+      return false;
+  return !graph.succs[i].empty();
+}
+
+// Moves each collective up to just after the last op it depends on, with
+// the ops that exist only to feed it: its transitive predecessors whose
+// results nothing else reads (a data-parallel bucket's gradients computed
+// for it alone, their reshapes and the concatenation that packs them). So
+// a bucket's all-reduce is issued as soon as the backward pass has produced
+// what it holds, however late the memory order put its producers; the ops
+// that stay (and the order among the moved ones) keep their order.
 void hoistCollectives(const Graph &graph, std::vector<int> &order) {
-  std::vector<int> position(graph.size());
-  for (size_t p = 0; p < order.size(); ++p) {
-    int i = order[p];
-    if (!graph.collective[i]) {
-      position[i] = p;
+  int n = graph.size();
+  for (size_t k = 0; k < order.size(); ++k) {
+    int c = order[k];
+    if (!graph.collective[c])
       continue;
+    std::vector<int> position(n);
+    for (size_t p = 0; p < order.size(); ++p)
+      position[order[p]] = p;
+    // The feeders, found from the collective backwards: an op qualifies
+    // when all its users are the collective or feeders (users come later
+    // in a topological order, so they are decided first).
+    std::vector<bool> moved(n, false);
+    moved[c] = true;
+    for (int p = static_cast<int>(k) - 1; p >= 0; --p) {
+      int i = order[p];
+      if (!movableFeeder(graph, i))
+        continue;
+      bool only = true;
+      for (int user : graph.succs[i])
+        only &= moved[user];
+      moved[i] = only;
     }
-    size_t target = 0;
-    for (int pred : graph.preds[i])
-      target = std::max<size_t>(target, position[pred] + 1);
-    for (size_t q = p; q > target; --q) {
-      order[q] = order[q - 1];
-      position[order[q]] = q;
-    }
-    order[target] = i;
-    position[i] = target;
+    // Everything moved goes right after the last op outside the group it
+    // depends on.
+    int last = -1;
+    for (int i = 0; i < n; ++i)
+      if (moved[i])
+        for (int pred : graph.preds[i])
+          if (!moved[pred])
+            last = std::max(last, position[pred]);
+    std::vector<int> group, rest;
+    for (size_t p = 0; p < order.size(); ++p)
+      (moved[order[p]] ? group : rest).push_back(order[p]);
+    std::vector<int> result;
+    result.reserve(order.size());
+    size_t r = 0;
+    for (; r < rest.size() && position[rest[r]] <= last; ++r)
+      result.push_back(rest[r]);
+    result.insert(result.end(), group.begin(), group.end());
+    result.insert(result.end(), rest.begin() + r, rest.end());
+    order = std::move(result);
+    // The collective now sits at a position no later than before; carry on
+    // after it.
+    k = std::find(order.begin(), order.end(), c) - order.begin();
   }
 }
 

@@ -85,9 +85,18 @@ int main(int argc, char **argv) {
       }
       std::printf(" groups %lld", (long long)t.conv.groups);
     }
+    if (t.hasCollective)
+      std::printf(" collective %u reduction %u dimension %lld root %lld "
+                  "groups %zu",
+                  (unsigned)t.collective.kind,
+                  (unsigned)t.collective.reduction,
+                  (long long)t.collective.dimension,
+                  (long long)t.collective.root, t.collective.groups.size());
     std::printf("\n");
   }
   std::printf("model '%s' hash-bytes %zu\n", p.metadata.modelName.c_str(),
               p.metadata.graphHash.size());
+  std::printf("strategy %u world-size %u\n", (unsigned)p.metadata.strategy,
+              p.metadata.worldSize);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "tools/kiln/lib/Driver.h"
 
 #include "tools/kiln/lib/AmpFlags.h"
+#include "tools/kiln/lib/DistFlags.h"
 #include "tools/kiln/lib/CompileReport.h"
 #include "tools/kiln/lib/CudaCompile.h"
 #include "tools/kiln/lib/Diagnostics.h"
@@ -46,9 +47,9 @@ struct CompileOptions {
 
 // The flags' raw text; empty means "not given".
 struct RawFlags {
-  std::string input, output, emit, target, strategy, worldSize, dumpDir,
-      dumpAfter;
+  std::string input, output, emit, target, dumpDir, dumpAfter;
   AmpFlags amp;
+  DistFlags dist;
   bool forwardOnly = false;
   bool noOptimize = false;
   bool report = false;
@@ -102,23 +103,8 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     }
     p.target = *target;
   }
-  if (!raw.strategy.empty()) {
-    std::optional<Strategy> strategy = parseStrategy(raw.strategy);
-    if (!strategy) {
-      valueError(errs, "strategy", raw.strategy,
-                 "none, mirrored, data-parallel, zero1, zero2, zero3, "
-                 "parameter-server, pipeline or tensor-parallel");
-      return false;
-    }
-    p.strategy = *strategy;
-  }
-  if (!raw.worldSize.empty()) {
-    std::optional<int64_t> n =
-        parseInteger(kCommand, "world-size", raw.worldSize, 1, errs);
-    if (!n)
-      return false;
-    p.worldSize = *n;
-  }
+  if (!parseDistFlags(kCommand, raw.dist, p, errs))
+    return false;
   if (!parseAmpFlags(kCommand, raw.amp, p, errs))
     return false;
   if (!parseOptimizerFlags(kCommand, raw.optimizer, p.optimizer, errs))
@@ -189,7 +175,8 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "Loads a model (graph file or .mlir), verifies it, runs the compile\n"
       "pipeline and prints the result or writes it to OUT. The pipeline turns\n"
       "the model into its training step: kiln-verify-roles, canonicalize,\n"
-      "kiln-autodiff, kiln-apply-optimizer, canonicalize, cse; then\n"
+      "kiln-autodiff, [kiln-distribute with a --strategy,]\n"
+      "kiln-apply-optimizer, canonicalize, cse; then\n"
       "kiln-decompose, canonicalize, cse, kiln-fuse, kiln-schedule and\n"
       "kiln-plan-buffers. --forward-only stops after the first two passes,\n"
       "--no-optimize before kiln-decompose. Without --emit, OUT ending in\n"
@@ -206,12 +193,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "mlir, package, cuda or ptx (cuda, ptx: one file per kernel in -o DIR)");
   parser.addValue("target", &raw.target, "TARGET",
                   "cpu, cuda or cuda:sm_NN[,sm_MM...] (CUDA kernels; sm_90 by default)");
-  parser.addValue("strategy", &raw.strategy, "NAME",
-                  "none, mirrored, data-parallel, zero1, zero2, zero3, "
-                  "parameter-server, pipeline, tensor-parallel (only none so "
-                  "far)");
-  parser.addValue("world-size", &raw.worldSize, "N",
-                  "number of ranks (only 1 so far)");
+  addDistFlags(parser, raw.dist,
+               "number of ranks the step is compiled for (default 1; more "
+               "needs a --strategy)");
   addAmpFlags(parser, raw.amp);
   parser.addValue("dump-dir", &raw.dumpDir, "DIR",
                   "write the IR before the pipeline and after passes to DIR");

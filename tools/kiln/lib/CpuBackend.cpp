@@ -291,7 +291,8 @@ private:
                llvm::raw_ostream &errs, std::string &trainPath,
                std::string &evalPath);
   bool load(const std::string &path, int threads, Step &step,
-            llvm::raw_ostream &errs);
+            llvm::raw_ostream &errs,
+            runtime::dist::Communicator *communicator = nullptr);
 
   std::string command_;
   std::string tempDir_;
@@ -307,7 +308,8 @@ private:
 };
 
 bool CpuBackend::load(const std::string &path, int threads, Step &step,
-                      llvm::raw_ostream &errs) {
+                      llvm::raw_ostream &errs,
+                      runtime::dist::Communicator *communicator) {
   runtime::StatusOr<runtime::LoadedPackage> pkg = runtime::loadPackage(path);
   if (!pkg.isOk()) {
     printError(errs, command_, pkg.status().message());
@@ -321,6 +323,7 @@ bool CpuBackend::load(const std::string &path, int threads, Step &step,
   }
   runtime::cpu::ExecutableOptions execOptions;
   execOptions.threads = threads;
+  execOptions.communicator = communicator;
   runtime::StatusOr<std::unique_ptr<runtime::cpu::Executable>> exec =
       runtime::cpu::Executable::create(std::move(pkg.value()), *loader_,
                                        execOptions);
@@ -439,7 +442,8 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
   } else if (!compile(options, outs, errs, trainPath, evalPath)) {
     return false;
   }
-  if (!load(trainPath, options.threads, train_, errs))
+  // Only the training step has collectives; eval runs on one rank.
+  if (!load(trainPath, options.threads, train_, errs, options.communicator))
     return false;
   for (DataArgument &d : train_.data)
     if (classes_.count(d.name))

@@ -22,8 +22,14 @@
 // a one-op fusion (codegen/GemmEpilogue.h's buildSingleOpFusion) when the
 // kernel model expresses it (max_pool2d, max_pool2d_grad, gather,
 // scatter_add, a constant, a reshape copy), named after the op; a reshape
-// planned on its operand's bytes is a view and has no thunk; anything else
-// (avg_pool2d, collectives, ...) is refused with an error naming it.
+// planned on its operand's bytes is a view and has no thunk; a collective
+// (all_reduce, reduce_scatter, all_gather, collective_broadcast; never
+// fused) is a Collective thunk with its CollectiveParams, operand 0 into
+// result 0 (the same buffer when the planner put an all_reduce in place);
+// anything else (avg_pool2d, send/recv, ...) is refused with an error
+// naming it. The metadata's strategy and world size are the module's
+// kiln.strategy and kiln.world_size (set by kiln-distribute), else none
+// and 1.
 //
 // Scratch buffers (role None) live after the arguments' regions. They are
 // shared: every top-level op places its scratch buffers from the same start
@@ -257,6 +263,87 @@ PkgRole roleOf(mlir::Attribute attr) {
   return PkgRole::None;
 }
 
+bool isCollective(mlir::Operation *op) {
+  return mlir::isa<AllReduceOp, ReduceScatterOp, AllGatherOp,
+                   CollectiveBroadcastOp, SendOp, RecvOp>(op);
+}
+
+PkgReduceKind reduceKindOf(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::sum:
+    return PkgReduceKind::Sum;
+  case ReduceKind::max:
+    return PkgReduceKind::Max;
+  case ReduceKind::min:
+    return PkgReduceKind::Min;
+  case ReduceKind::mean:
+    return PkgReduceKind::Mean;
+  }
+  return PkgReduceKind::Sum;
+}
+
+// A top-level collective as a Collective thunk's parameters (operands and
+// results are filled by the caller). send and recv are refused: the CPU
+// runtime has no point-to-point thunks yet.
+bool collectiveThunk(mlir::Operation *op, PackageThunk &thunk,
+                     std::string &error) {
+  thunk.kind = ThunkKind::Collective;
+  thunk.hasCollective = true;
+  CollectiveParams &c = thunk.collective;
+  std::optional<mlir::DenseIntElementsAttr> groups;
+  if (auto r = mlir::dyn_cast<AllReduceOp>(op)) {
+    c.kind = CollectiveKind::AllReduce;
+    c.reduction = reduceKindOf(r.getReduction());
+    groups = r.getGroups();
+  } else if (auto r = mlir::dyn_cast<ReduceScatterOp>(op)) {
+    c.kind = CollectiveKind::ReduceScatter;
+    c.reduction = reduceKindOf(r.getReduction());
+    c.dimension = r.getDimension();
+    groups = r.getGroups();
+  } else if (auto g = mlir::dyn_cast<AllGatherOp>(op)) {
+    c.kind = CollectiveKind::AllGather;
+    c.dimension = g.getDimension();
+    groups = g.getGroups();
+  } else if (auto bc = mlir::dyn_cast<CollectiveBroadcastOp>(op)) {
+    c.kind = CollectiveKind::Broadcast;
+    c.root = bc.getRoot();
+    groups = bc.getGroups();
+  } else {
+    error = "op " + describe(op) +
+            " is not supported by the CPU package yet (no point-to-point "
+            "thunks; collectives all-reduce, reduce-scatter, all-gather and "
+            "broadcast are)";
+    return false;
+  }
+  if (groups) {
+    auto type = mlir::cast<mlir::ShapedType>(groups->getType());
+    c.groupsShape.assign(type.getShape().begin(), type.getShape().end());
+    for (const llvm::APInt &v : groups->getValues<llvm::APInt>())
+      c.groups.push_back(v.getSExtValue());
+  }
+  return true;
+}
+
+runtime::Strategy packageStrategy(llvm::StringRef name) {
+  if (name == "mirrored")
+    return runtime::Strategy::Mirrored;
+  if (name == "data-parallel")
+    return runtime::Strategy::DataParallel;
+  if (name == "zero1")
+    return runtime::Strategy::Zero1;
+  if (name == "zero2")
+    return runtime::Strategy::Zero2;
+  if (name == "zero3")
+    return runtime::Strategy::Zero3;
+  if (name == "parameter-server")
+    return runtime::Strategy::ParameterServer;
+  if (name == "pipeline")
+    return runtime::Strategy::Pipeline;
+  if (name == "tensor-parallel")
+    return runtime::Strategy::TensorParallel;
+  return runtime::Strategy::None;
+}
+
 std::vector<uint8_t> fnv1a64(llvm::StringRef bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) {
@@ -464,6 +551,15 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
         return fail(b.error);
       continue;
     }
+    if (isCollective(&op)) {
+      PackageThunk thunk;
+      if (!collectiveThunk(&op, thunk, b.error))
+        return fail(b.error);
+      thunk.operands = std::move(operands);
+      thunk.results = std::move(results);
+      pkg.thunks.push_back(std::move(thunk));
+      continue;
+    }
     if (!fusion) {
       // A reshape whose result the planner put on its operand's bytes is a
       // view: no thunk.
@@ -532,6 +628,11 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
   }
 
   pkg.metadata.modelName = modelName.str();
+  // kiln-distribute records the strategy and world size on the module.
+  if (auto strategy = module->getAttrOfType<mlir::StringAttr>("kiln.strategy"))
+    pkg.metadata.strategy = packageStrategy(strategy.getValue());
+  if (auto world = module->getAttrOfType<mlir::IntegerAttr>("kiln.world_size"))
+    pkg.metadata.worldSize = static_cast<uint32_t>(world.getInt());
   pkg.metadata.compileFlags.assign(flags.begin(), flags.end());
   pkg.metadata.graphHash = fnv1a64(sourceBytes);
 

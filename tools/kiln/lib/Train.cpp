@@ -20,6 +20,7 @@
 
 #include "tools/kiln/lib/AmpFlags.h"
 #include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/DistFlags.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
@@ -31,6 +32,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/dist/Communicator.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -126,9 +128,10 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
              llvm::raw_ostream &errs) {
   TrainOptions options;
   std::string backend, data, evalData, maxSteps, epochs, batchSize, subset,
-      evalSubset, logEvery, seed, checkpointEvery, threads;
+      evalSubset, logEvery, seed, checkpointEvery, threads, collectiveTimeout;
   OptimizerFlags optimizerFlags;
   AmpFlags ampFlags;
+  DistFlags distFlags;
   FlagParser parser(
       kCommand.str(), "FILE [--backend=cpu] [--data=SPEC] [options]",
       "Compiles the training step of a model (graph file or .mlir) into a\n"
@@ -154,7 +157,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("max-steps", &maxSteps, "N",
                   "stop after N steps in all (default 20 without --epochs)");
   parser.addValue("batch-size", &batchSize, "B",
-                  "must equal the compiled step's batch dimension");
+                  "per rank; must equal the compiled step's batch dimension");
   parser.addValue("train-subset", &subset, "N",
                   "use only the first N training samples (default: all)");
   parser.addValue("eval-subset", &evalSubset, "N",
@@ -173,6 +176,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
                   "write the IR after every pass, and (cpu) the compiled "
                   "packages, here");
+  parser.addValue("collective-timeout", &collectiveTimeout, "S",
+                  "with several ranks: give up on the rendezvous or a "
+                  "collective after S seconds, naming the missing rank "
+                  "(default 300)");
+  addDistFlags(parser, distFlags,
+               "number of ranks (default: WORLD_SIZE from the launcher, else "
+               "1); must agree with the launcher");
   addAmpFlags(parser, ampFlags);
   addOptimizerFlags(parser, optimizerFlags);
   switch (parser.parse(args, outs, errs)) {
@@ -229,6 +239,90 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return kExitError;
   if (!parseAmpFlags(kCommand, ampFlags, options.pipeline, errs))
     return kExitError;
+
+  // Where this process stands in the job: RANK, WORLD_SIZE, ... as `kiln
+  // launch` or torchrun set them; absent, rank 0 of 1.
+  runtime::StatusOr<runtime::dist::DistEnv> distEnv =
+      runtime::dist::distEnvFromEnvironment();
+  if (!distEnv.isOk()) {
+    printError(errs, kCommand, distEnv.status().message());
+    return kExitError;
+  }
+  const runtime::dist::DistEnv &env = distEnv.value();
+  if (!parseDistFlags(kCommand, distFlags, options.pipeline, errs))
+    return kExitError;
+  if (!distFlags.worldSize.empty() && options.pipeline.worldSize != env.worldSize) {
+    printError(errs, kCommand,
+               "--world-size=" + distFlags.worldSize +
+                   ": the launcher started " + std::to_string(env.worldSize) +
+                   " rank(s) (WORLD_SIZE" +
+                   (std::getenv("WORLD_SIZE") ? "=" + std::string(std::getenv("WORLD_SIZE"))
+                                              : std::string(" not set")) +
+                   "); drop --world-size or launch that many ranks");
+    return kExitError;
+  }
+  options.pipeline.worldSize = env.worldSize;
+  bool distributed = env.worldSize > 1;
+  // A package has its strategy and world size compiled in (the Executable
+  // checks the world size against the communicator's).
+  bool isPackage = llvm::sys::path::extension(options.input) == ".kpkg";
+  if (isPackage && (!distFlags.strategy.empty() || !distFlags.bucketMb.empty() ||
+                    !distFlags.gradAccum.empty() ||
+                    !distFlags.gradCompression.empty())) {
+    printError(errs, kCommand,
+               options.input + ": a package has its strategy compiled in; "
+                               "drop --strategy, --bucket-mb, --grad-accum and "
+                               "--grad-compression or train the .kiln file");
+    return kExitError;
+  }
+  if (distributed && !isPackage &&
+      options.pipeline.strategy == Strategy::none) {
+    printError(errs, kCommand,
+               "the launcher started " + std::to_string(env.worldSize) +
+                   " ranks but no --strategy was given: pass "
+                   "--strategy=data-parallel (each rank trains on its share "
+                   "of the data and the gradients are averaged)");
+    return kExitError;
+  }
+  if (!distributed && options.pipeline.strategy != Strategy::none) {
+    if (std::string problem = checkPipelineOptions(options.pipeline);
+        !problem.empty()) {
+      printError(errs, kCommand, problem);
+      return kExitError;
+    }
+    // One rank. The reference interpreter runs the distributed step as it
+    // is (its collectives are identities at world size 1, which checks the
+    // step's IR); the cpu backend compiles the step without collectives,
+    // which would need a communicator of one.
+    if (options.backend != "reference") {
+      outs << "kiln train: one rank: --strategy="
+           << stringifyStrategy(options.pipeline.strategy)
+           << " adds no collectives\n";
+      options.pipeline.strategy = Strategy::none;
+    }
+  }
+  if (distributed && !isPackage) {
+    if (std::string problem = checkPipelineOptions(options.pipeline);
+        !problem.empty()) {
+      printError(errs, kCommand, problem);
+      return kExitError;
+    }
+  }
+  // Only rank 0 prints progress, eval lines and the summary, and writes
+  // checkpoints and metrics: under data-parallel every rank holds the same
+  // parameters and optimizer state. Errors are printed by every rank.
+  bool leader = env.rank == 0;
+  double timeoutSeconds = 300;
+  if (!collectiveTimeout.empty()) {
+    std::optional<double> t =
+        parsePositiveReal(kCommand, "collective-timeout", collectiveTimeout, errs);
+    if (!t)
+      return kExitError;
+    timeoutSeconds = *t;
+  }
+  llvm::raw_ostream &userOuts = outs;
+  llvm::raw_null_ostream quiet;
+  llvm::raw_ostream &console = leader ? userOuts : quiet;
   if (!data.empty())
     options.data = data;
   runtime::StatusOr<runtime::DataSpec> spec = runtime::parseDataSpec(options.data);
@@ -284,8 +378,14 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   BackendOptions backendOptions;
   backendOptions.input = options.input;
   backendOptions.pipeline = options.pipeline;
-  backendOptions.wantEval = evalSpec.has_value();
+  // Eval runs on rank 0 alone (its result is printed there).
+  backendOptions.wantEval = evalSpec.has_value() && leader;
   backendOptions.packageDir = options.pipeline.dumpDir;
+  if (distributed && !options.pipeline.dumpDir.empty()) {
+    // Every rank compiles the same step; each writes its own copy.
+    backendOptions.pipeline.dumpDir += "/rank-" + std::to_string(env.rank);
+    backendOptions.packageDir = backendOptions.pipeline.dumpDir;
+  }
   backendOptions.threads = static_cast<int>(options.threads);
   for (const std::string *flag :
        {&optimizerFlags.optimizer, &optimizerFlags.lr, &optimizerFlags.momentum,
@@ -308,9 +408,43 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                "(.kiln or .mlir), not a compiled package");
     return kExitUsage;
   }
+  // The communicator: every rank meets the others at MASTER_ADDR:MASTER_PORT
+  // before compiling, so a missing rank is reported before any work.
+  std::unique_ptr<runtime::dist::Communicator> communicator;
+  if (distributed) {
+    if (options.backend != "cpu") {
+      printError(errs, kCommand,
+                 "--backend=" + options.backend +
+                     ": runs one rank (the reference interpreter has no "
+                     "collectives across processes); use --backend=cpu under "
+                     "the launcher");
+      return kExitError;
+    }
+#ifdef KILN_HAVE_GLOO
+    runtime::dist::CommOptions commOptions;
+    commOptions.timeoutSeconds = timeoutSeconds;
+    runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
+        runtime::dist::createGlooCommunicator(env, commOptions);
+    if (!created.isOk()) {
+      printError(errs, kCommand,
+                 "rank " + std::to_string(env.rank) + ": " +
+                     created.status().message());
+      return kExitError;
+    }
+    communicator = std::move(created.value());
+    backendOptions.communicator = communicator.get();
+#else
+    (void)timeoutSeconds;
+    printError(errs, kCommand,
+               "WORLD_SIZE=" + std::to_string(env.worldSize) +
+                   ": this kiln was built without the Gloo communicator "
+                   "(KilnRuntimeDist), so it runs one rank only");
+    return kExitError;
+#endif
+  }
   std::unique_ptr<TrainBackend> backendImpl =
       options.backend == "cpu"
-          ? createCpuBackend(backendOptions, kCommand, outs, errs)
+          ? createCpuBackend(backendOptions, kCommand, console, errs)
           : createReferenceBackend(backendOptions, kCommand, errs);
   if (!backendImpl)
     return kExitError;
@@ -338,7 +472,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   int64_t trainSize = dataset.value()->size();
   if (options.subset > 0)
     trainSize = std::min(trainSize, options.subset);
+  // Each rank visits its share of every epoch's permutation (the same on
+  // every rank: same seed): rank r takes positions r, r + N, r + 2N, ...
   runtime::SamplerOptions samplerOptions;
+  samplerOptions.rank = env.rank;
+  samplerOptions.worldSize = env.worldSize;
   samplerOptions.shuffle = !options.noShuffle;
   samplerOptions.seed = options.seed;
   runtime::StatusOr<runtime::DistributedSampler> sampler =
@@ -565,12 +703,12 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         return false;
       }
     }
-    outs << "kiln train: checkpoint " << options.checkpointDir << "/" << name << "\n";
+    console << "kiln train: checkpoint " << options.checkpointDir << "/" << name << "\n";
     return true;
   };
 
   std::unique_ptr<llvm::raw_fd_ostream> metrics;
-  if (!options.metricsFile.empty()) {
+  if (!options.metricsFile.empty() && leader) {
     std::error_code ec;
     metrics = std::make_unique<llvm::raw_fd_ostream>(
         options.metricsFile, ec,
@@ -582,14 +720,21 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
   }
 
-  outs << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch
+  console << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch
        << ", " << totalSteps << " steps";
+  if (distributed) {
+    console << " (";
+    if (!isPackage)
+      console << stringifyStrategy(options.pipeline.strategy) << ", ";
+    console << env.worldSize << " ranks, global batch " << batch * env.worldSize
+            << ")";
+  }
   if (resumed)
-    outs << " (resumed at step " << stepsDone << ", epoch " << epoch << ", batch "
+    console << " (resumed at step " << stepsDone << ", epoch " << epoch << ", batch "
          << position << ")";
-  outs << "\n";
+  console << "\n";
   if (evalDataset && !model.evalHasLogits())
-    outs << "kiln train: eval reports the loss only (the loss does not come "
+    console << "kiln train: eval reports the loss only (the loss does not come "
             "from kiln.softmax_cross_entropy, so there are no logits)\n";
 
   using Clock = std::chrono::steady_clock;
@@ -609,11 +754,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       eval = evaluate();
       if (!eval)
         return false;
-      outs << "eval epoch " << epochNumber << " step " << stepsDone << " loss "
+      console << "eval epoch " << epochNumber << " step " << stepsDone << " loss "
            << llvm::format("%.6f", eval->loss);
       if (std::isfinite(eval->accuracy))
-        outs << " accuracy " << llvm::format("%.4f", eval->accuracy);
-      outs << " (" << eval->samples << " samples)\n";
+        console << " accuracy " << llvm::format("%.4f", eval->accuracy);
+      console << " (" << eval->samples << " samples)\n";
     }
     if (metrics) {
       *metrics << "{\"step\": " << stepsDone << ", \"epoch\": " << epochNumber
@@ -632,7 +777,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   };
 
   // On a terminal a progress bar; plain lines otherwise (and in logs).
-  bool progress = outs.is_displayed();
+  bool progress = console.is_displayed();
   Clock::time_point runStart = Clock::now();
   int64_t firstStep = stepsDone;
   while (stepsDone < totalSteps) {
@@ -678,17 +823,17 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         double rate = seconds > 0 ? (stepsDone - firstStep) * batch / seconds : 0;
         double eta = rate > 0 ? (totalSteps - stepsDone) * batch / rate : 0;
         int filled = static_cast<int>(20 * stepsDone / totalSteps);
-        outs << "\r[" << std::string(filled, '#') << std::string(20 - filled, '.')
+        console << "\r[" << std::string(filled, '#') << std::string(20 - filled, '.')
              << "] step " << stepsDone << "/" << totalSteps << " loss "
              << llvm::format("%.4f", loss) << ", "
              << llvm::format("%.0f", rate) << " samples/s, ETA "
              << llvm::format("%.0f", eta) << "s\033[K";
-        outs.flush();
+        console.flush();
       }
       if (stepsDone % options.logEvery == 0 || stepsDone == totalSteps) {
         if (progress)
-          outs << "\r\033[K";
-        outs << "step " << stepsDone << " loss " << llvm::format("%.6f", loss) << "\n";
+          console << "\r\033[K";
+        console << "step " << stepsDone << " loss " << llvm::format("%.6f", loss) << "\n";
       }
       if (epochDone) {
         if (!report(epoch + 1))
@@ -697,7 +842,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         position = 0;
       }
       bool atEnd = stepsDone == totalSteps;
-      if (!options.checkpointDir.empty() &&
+      if (!options.checkpointDir.empty() && leader &&
           (atEnd || (options.checkpointEvery &&
                      stepsDone % options.checkpointEvery == 0)))
         if (!writeCheckpoint())
@@ -717,7 +862,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   int64_t k = std::max<int64_t>(1, static_cast<int64_t>(losses.size()) / 4);
   double firstMean = std::accumulate(losses.begin(), losses.begin() + k, 0.0) / k;
   double lastMean = std::accumulate(losses.end() - k, losses.end(), 0.0) / k;
-  outs << "kiln train: mean loss of the first " << k << " steps "
+  console << "kiln train: mean loss of the first " << k << " steps "
        << llvm::format("%.6f", firstMean) << ", of the last " << k << " steps "
        << llvm::format("%.6f", lastMean) << "\n";
   // fp16 mixed precision: where the dynamic loss scale ended.
@@ -734,7 +879,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     std::vector<float> scale = model.readState(scaleEntry);
     std::vector<float> skipped = model.readState(skippedEntry);
     if (!scale.empty() && !skipped.empty())
-      outs << "kiln train: fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
+      console << "kiln train: fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
            << llvm::format("%.0f", skipped[0])
            << " steps skipped in all (inf or NaN gradients)\n";
   }

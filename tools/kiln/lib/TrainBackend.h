@@ -31,6 +31,10 @@
 #include <string>
 #include <vector>
 
+namespace kiln::runtime::dist {
+class Communicator;
+} // namespace kiln::runtime::dist
+
 namespace kiln::cli {
 
 // A checkpointed tensor: a parameter, or optimizer state.
@@ -109,6 +113,9 @@ struct BackendOptions {
   int threads = 0;
   // Whether the optimizer flags were given (a .kpkg has them compiled in).
   bool optimizerFlagsGiven = false;
+  // cpu: runs the training step's Collective thunks (not owned; null on one
+  // rank).
+  runtime::dist::Communicator *communicator = nullptr;
 };
 
 // Each prints what went wrong to |errs| (prefixed with |command|) and

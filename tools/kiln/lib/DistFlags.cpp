@@ -1,0 +1,73 @@
+//===- DistFlags.cpp - distribution flags shared by compile and train -----===//
+
+#include "tools/kiln/lib/DistFlags.h"
+
+namespace kiln::cli {
+
+void addDistFlags(FlagParser &parser, DistFlags &f,
+                  llvm::StringRef worldSizeHelp) {
+  parser.addValue("strategy", &f.strategy, "NAME",
+                  "none (default) or data-parallel (mirrored, zero1, zero2, "
+                  "zero3, parameter-server, pipeline, tensor-parallel: not "
+                  "supported yet)");
+  parser.addValue("world-size", &f.worldSize, "N", worldSizeHelp);
+  parser.addValue("bucket-mb", &f.bucketMb, "MB",
+                  "data-parallel: all-reduce gradients in buckets of MB "
+                  "megabytes after a first 1 MB bucket (default 25)");
+  parser.addValue("grad-accum", &f.gradAccum, "K",
+                  "micro-batches per step (only 1 so far)");
+  parser.addValue("grad-compression", &f.gradCompression, "P",
+                  "all-reduce precision: none (default; bf16, fp16: not "
+                  "supported yet)");
+}
+
+bool parseDistFlags(llvm::StringRef command, const DistFlags &f,
+                    PipelineOptions &options, llvm::raw_ostream &errs) {
+  if (!f.strategy.empty()) {
+    std::optional<Strategy> strategy = parseStrategy(f.strategy);
+    if (!strategy) {
+      printError(errs, command,
+                 "--strategy=" + f.strategy +
+                     ": expected none, mirrored, data-parallel, zero1, zero2, "
+                     "zero3, parameter-server, pipeline or tensor-parallel, "
+                     "found '" + f.strategy + "'");
+      return false;
+    }
+    options.strategy = *strategy;
+  }
+  if (!f.worldSize.empty()) {
+    std::optional<int64_t> n =
+        parseInteger(command, "world-size", f.worldSize, 1, errs);
+    if (!n)
+      return false;
+    options.worldSize = *n;
+  }
+  if (!f.bucketMb.empty()) {
+    std::optional<double> mb =
+        parsePositiveReal(command, "bucket-mb", f.bucketMb, errs);
+    if (!mb)
+      return false;
+    options.bucketMb = *mb;
+  }
+  if (!f.gradAccum.empty()) {
+    std::optional<int64_t> k =
+        parseInteger(command, "grad-accum", f.gradAccum, 1, errs);
+    if (!k)
+      return false;
+    options.gradAccum = *k;
+  }
+  if (!f.gradCompression.empty()) {
+    if (f.gradCompression != "none" && f.gradCompression != "bf16" &&
+        f.gradCompression != "fp16") {
+      printError(errs, command,
+                 "--grad-compression=" + f.gradCompression +
+                     ": expected none, bf16 or fp16, found '" +
+                     f.gradCompression + "'");
+      return false;
+    }
+    options.gradCompression = f.gradCompression;
+  }
+  return true;
+}
+
+} // namespace kiln::cli

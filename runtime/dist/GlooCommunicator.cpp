@@ -348,6 +348,7 @@ private:
   template <typename Body> Status run(const std::string &what, Body &&body);
   Status diagnose(const std::string &what, const std::string &glooError,
                   milliseconds elapsed);
+  Status rendezvous(std::unique_ptr<TcpStoreServer> server);
 
   DistEnv env_;
   milliseconds timeout_;
@@ -362,6 +363,13 @@ private:
 };
 
 Status GlooCommunicator::connect(std::unique_ptr<TcpStoreServer> server) {
+  Status s = rendezvous(std::move(server));
+  if (!s.isOk())
+    broken_ = s; // the destructor does not wait long for the others
+  return s;
+}
+
+Status GlooCommunicator::rendezvous(std::unique_ptr<TcpStoreServer> server) {
   std::string where = "rank " + std::to_string(env_.rank) + " of " +
                       std::to_string(env_.worldSize) + ": rendezvous at " +
                       env_.masterAddr + ":" + std::to_string(env_.masterPort);
@@ -445,8 +453,12 @@ GlooCommunicator::~GlooCommunicator() {
   if (store_)
     (void)store_->leave();
   if (server_) {
-    // Keep serving until the others are done with the store.
-    server_->waitForRanksToLeave(timeout_);
+    // Keep serving until the others are done with the store. After a
+    // failure, only briefly: long enough for the survivors to ask the store
+    // who is missing, not for a hung rank to leave.
+    server_->waitForRanksToLeave(broken_.isOk()
+                                     ? timeout_
+                                     : std::min(timeout_, milliseconds(5000)));
     store_.reset();
     server_.reset();
   }

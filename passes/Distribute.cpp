@@ -24,7 +24,12 @@
 // never fuses one). The loss (a role-loss result) joins the last bucket of
 // its element type, so each rank reports the mean loss of the global batch
 // without a collective of its own. Buckets hold one element type each (a
-// concatenation needs one). Everything depends only on the IR, so every
+// concatenation needs one). With `grad-compression=bf16|fp16` each f32 (or
+// f64) bucket is converted to the low precision before its all-reduce and
+// back after it (PyTorch's bf16/fp16 compress hooks): half the bytes on the
+// wire; the optimizer, and the accumulation of the gradients themselves,
+// stay in f32. The loss then has its own f32 all-reduce so the reported loss
+// is not rounded. Everything depends only on the IR, so every
 // rank builds the same collectives in the same order.
 //
 // The module records the strategy and world size (kiln.strategy,
@@ -128,11 +133,12 @@ private:
       return module.emitError()
              << "kiln-distribute: grad-accum=" << static_cast<int64_t>(gradAccum)
              << " is not supported yet (only 1: one micro-batch per step)";
-    if (!gradCompression.empty() && gradCompression != "none")
+    if (gradCompression != "none" && gradCompression != "bf16" &&
+        gradCompression != "fp16")
       return module.emitError()
-             << "kiln-distribute: grad-compression=" << static_cast<std::string>(gradCompression)
-             << " is not supported yet (gradients are all-reduced in their "
-                "own precision)";
+             << "kiln-distribute: grad-compression="
+             << static_cast<std::string>(gradCompression)
+             << ": expected none, bf16 or fp16";
     return mlir::success();
   }
 
@@ -144,6 +150,7 @@ private:
                               "return every result");
     llvm::SmallVector<Reduced> grads;
     std::optional<Reduced> loss;
+    unsigned lossResult = ~0u;
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       auto role =
           func.getResultAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName);
@@ -155,8 +162,10 @@ private:
                                   << " is not a ranked tensor";
       if (role.getValue() == Role::gradient)
         grads.push_back({i, v});
-      else if (role.getValue() == Role::loss && !loss)
+      else if (role.getValue() == Role::loss && !loss) {
         loss = Reduced{i, v};
+        lossResult = i;
+      }
     }
     if (grads.empty())
       return mlir::success(); // a forward function: nothing to reduce
@@ -189,6 +198,13 @@ private:
         cap = laterCap;
       }
     }
+    // Compressed buckets would round the reported loss: it gets its own
+    // (f32, one element) all-reduce then.
+    bool compress = gradCompression != "none";
+    if (loss && compress) {
+      buckets.push_back({*loss});
+      loss.reset();
+    }
     if (loss) {
       mlir::Type element =
           llvm::cast<mlir::RankedTensorType>(loss->value.getType())
@@ -207,7 +223,10 @@ private:
     }
 
     for (auto [index, bucket] : llvm::enumerate(buckets))
-      emitBucket(func, block, ret, bucket, index);
+      emitBucket(func, block, ret, bucket, index,
+                 compress && !llvm::any_of(bucket, [&](const Reduced &r) {
+                   return r.result == lossResult;
+                 }));
     return mlir::success();
   }
 
@@ -215,7 +234,7 @@ private:
   // it, and unpack; the terminator then returns the reduced values.
   void emitBucket(mlir::func::FuncOp func, mlir::Block &block,
                   mlir::Operation *ret, llvm::ArrayRef<Reduced> bucket,
-                  size_t index) {
+                  size_t index, bool compress) {
     mlir::Operation *last = nullptr;
     for (const Reduced &r : bucket) {
       mlir::Operation *p = producerIn(block, r.value);
@@ -252,8 +271,27 @@ private:
             ? flat.front()
             : b.create<ConcatenateOp>(loc, bufferType, flat, /*dimension=*/0)
                   .getResult();
-    Value reduced = b.create<AllReduceOp>(loc, bufferType, ReduceKind::mean,
-                                          buffer, /*groups=*/nullptr);
+    // grad-compression: the buffer travels (and is summed by the
+    // communicator, pairwise in f32 and rounded) in bf16 or f16, and comes
+    // back to its own type for the optimizer, as PyTorch's
+    // bf16_compress_hook / fp16_compress_hook do.
+    mlir::Type low;
+    if (compress && llvm::isa<mlir::FloatType>(element) &&
+        element.getIntOrFloatBitWidth() > 16)
+      low = gradCompression == "bf16" ? mlir::Type(b.getBF16Type())
+                                      : mlir::Type(b.getF16Type());
+    if (low) {
+      auto lowType = mlir::RankedTensorType::get({total}, low);
+      buffer = b.create<ConvertOp>(loc, lowType, buffer);
+      Value sum = b.create<AllReduceOp>(loc, lowType, ReduceKind::mean, buffer,
+                                        /*groups=*/nullptr);
+      buffer = b.create<ConvertOp>(loc, bufferType, sum);
+    }
+    Value reduced =
+        low ? buffer
+            : b.create<AllReduceOp>(loc, bufferType, ReduceKind::mean, buffer,
+                                    /*groups=*/nullptr)
+                  .getResult();
     int64_t offset = 0;
     for (auto [r, n] : llvm::zip(bucket, sizes)) {
       auto type = llvm::cast<mlir::RankedTensorType>(r.value.getType());

@@ -134,9 +134,14 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     so every rank issues the same collectives in the same order. The module
     gets `kiln.strategy` and `kiln.world_size` for the package metadata.
 
-    `none` changes nothing. `mirrored`, `zero1`, `zero2`, `zero3`,
-    `grad-accum` other than 1 and `grad-compression` other than none are
-    refused by name (not implemented yet), as are the other strategies.
+    `grad-compression=bf16|fp16` converts each f32 bucket to that precision
+    before its all-reduce and back after it (PyTorch's compress hooks): half
+    the bytes travel; the gradients and the optimizer stay f32. The loss
+    then gets its own f32 all-reduce.
+
+    `none` changes nothing. `mirrored`, `zero1`, `zero2`, `zero3` and
+    `grad-accum` other than 1 are refused by name (not implemented yet), as
+    are the other strategies.
 
     Example: `kiln-opt --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2"`.
   }];
@@ -150,7 +155,7 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
            "micro-batches per step (only 1 for now)">,
     Option<"gradCompression", "grad-compression", "std::string", /*default=*/"\"none\"",
-           "precision of the all-reduce: none (bf16, fp16: not yet)">,
+           "precision of the all-reduce: none, bf16 or fp16">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -145,10 +145,11 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
   if (options.gradAccum != 1)
     return "--grad-accum=" + std::to_string(options.gradAccum) +
            ": not supported yet (only 1: one micro-batch per step)";
-  if (!options.gradCompression.empty() && options.gradCompression != "none")
+  if (!options.gradCompression.empty() && options.gradCompression != "none" &&
+      options.strategy == Strategy::none)
     return "--grad-compression=" + options.gradCompression +
-           ": not supported yet (gradients are all-reduced in their own "
-           "precision)";
+           ": needs a --strategy (data-parallel): there is no all-reduce "
+           "without one";
   if (options.amp == AmpMode::off &&
       (!options.ampAllow.empty() || !options.ampDeny.empty() ||
        !options.ampInfer.empty()))

@@ -8,8 +8,8 @@
 // OTHER: error: kiln-distribute: strategy pipeline is not supported yet (expected none or data-parallel)
 // RUN: not kiln-opt %s --kiln-distribute="grad-accum=2" 2>&1 | FileCheck %s --check-prefix=ACCUM
 // ACCUM: error: kiln-distribute: grad-accum=2 is not supported yet (only 1: one micro-batch per step)
-// RUN: not kiln-opt %s --kiln-distribute="grad-compression=bf16" 2>&1 | FileCheck %s --check-prefix=COMPRESS
-// COMPRESS: error: kiln-distribute: grad-compression=bf16 is not supported yet
+// RUN: not kiln-opt %s --kiln-distribute="grad-compression=int8" 2>&1 | FileCheck %s --check-prefix=COMPRESS
+// COMPRESS: error: kiln-distribute: grad-compression=int8: expected none, bf16 or fp16
 // RUN: not kiln-opt %s --kiln-distribute="world-size=0" 2>&1 | FileCheck %s --check-prefix=WORLD
 // WORLD: error: kiln-distribute: world-size must be at least 1, got 0
 // RUN: not kiln-opt %s --kiln-distribute="bucket-mb=-1" 2>&1 | FileCheck %s --check-prefix=BUCKET

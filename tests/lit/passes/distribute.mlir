@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2" | FileCheck %s
 // RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2 bucket-mb=0.0001" | FileCheck %s --check-prefix=SMALL
 // RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=none" | FileCheck %s --check-prefix=NONE
+// RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=data-parallel grad-compression=bf16" | FileCheck %s --check-prefix=BF16
 //
 // kiln-distribute (passes/Distribute.cpp), data-parallel: the gradients are
 // packed into buckets in the order the backward pass produces them, each
@@ -49,6 +50,20 @@
 //
 // NONE-NOT: kiln.all_reduce
 // NONE-NOT: kiln.strategy
+//
+// grad-compression=bf16: the bucket travels in bf16 and comes back to f32
+// before the slices; the loss gets its own f32 all-reduce (right after it
+// is computed), so the reported loss is not rounded.
+// BF16-LABEL: func.func @mlp2
+// BF16: %[[LOSS:.*]] = kiln.reduce mean
+// BF16: %[[L1:.*]] = kiln.reshape %[[LOSS]] : tensor<f32> -> tensor<1xf32>
+// BF16-NEXT: kiln.all_reduce mean %[[L1]] : tensor<1xf32>
+// BF16: %[[BUF:.*]] = kiln.concatenate({{.*}} -> tensor<75xf32>
+// BF16-NEXT: %[[LOW:.*]] = kiln.convert %[[BUF]] : tensor<75xf32> -> tensor<75xbf16>
+// BF16-NEXT: %[[SUM:.*]] = kiln.all_reduce mean %[[LOW]] : tensor<75xbf16>
+// BF16-NEXT: %[[BACK:.*]] = kiln.convert %[[SUM]] : tensor<75xbf16> -> tensor<75xf32>
+// BF16-NEXT: kiln.slice %[[BACK]], start = [0], limit = [3]
+// BF16-NOT: kiln.all_reduce
 func.func @mlp2(
     %x: tensor<4x8xf32> {kiln.role = #kiln.role<input>},
     %w1: tensor<8x6xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = glorot_uniform, seed = 1>, kiln.name = "w1"},

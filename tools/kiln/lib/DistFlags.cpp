@@ -17,8 +17,8 @@ void addDistFlags(FlagParser &parser, DistFlags &f,
   parser.addValue("grad-accum", &f.gradAccum, "K",
                   "micro-batches per step (only 1 so far)");
   parser.addValue("grad-compression", &f.gradCompression, "P",
-                  "all-reduce precision: none (default; bf16, fp16: not "
-                  "supported yet)");
+                  "data-parallel: all-reduce the gradients in bf16 or fp16 "
+                  "(default none: their own precision)");
 }
 
 bool parseDistFlags(llvm::StringRef command, const DistFlags &f,

@@ -776,6 +776,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return true;
   };
 
+  // Throughput counts every rank's samples (the global batch).
+  int64_t globalBatch = batch * env.worldSize;
   // On a terminal a progress bar; plain lines otherwise (and in logs).
   bool progress = console.is_displayed();
   Clock::time_point runStart = Clock::now();
@@ -812,7 +814,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       epochLosses.push_back(loss);
       ++stepsDone;
       ++position;
-      samplesSince += batch;
+      samplesSince += globalBatch;
       if (position == stepsPerEpoch) {
         epochDone = true;
       }
@@ -820,8 +822,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         // A one-line progress bar, redrawn in place; cleared before any
         // other line.
         double seconds = std::chrono::duration<double>(Clock::now() - runStart).count();
-        double rate = seconds > 0 ? (stepsDone - firstStep) * batch / seconds : 0;
-        double eta = rate > 0 ? (totalSteps - stepsDone) * batch / rate : 0;
+        double rate =
+            seconds > 0 ? (stepsDone - firstStep) * globalBatch / seconds : 0;
+        double eta = rate > 0 ? (totalSteps - stepsDone) * globalBatch / rate : 0;
         int filled = static_cast<int>(20 * stepsDone / totalSteps);
         console << "\r[" << std::string(filled, '#') << std::string(20 - filled, '.')
              << "] step " << stepsDone << "/" << totalSteps << " loss "

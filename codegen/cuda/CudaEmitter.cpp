@@ -328,8 +328,19 @@ buildCudaKernelModule(FusionOp fusion, CudaLaunchRule &launch,
                                    : b.create<arith::ConstantIndexOp>(loc, 32).getResult();
       auto loop = b.create<scf::ForOp>(
           loc, unit, b.create<arith::ConstantIndexOp>(loc, units), unitCount);
-      OpBuilder nb = OpBuilder::atBlockTerminator(loop.getBody());
-      hooks.setCooperative(loop.getBody(), lane, laneCount, blockScope);
+      Block *unitBody = loop.getBody();
+      if (unitShape.empty()) {
+        // No index depends on the unit loop, so the emitter would hoist
+        // rank-0 values and reductions out of it (and out of the lanes'
+        // cooperation): it hoists only through scf.for and scf.if, so an
+        // scf.execute_region (a plain block in the source) stops it.
+        OpBuilder ub = OpBuilder::atBlockTerminator(unitBody);
+        auto region = ub.create<scf::ExecuteRegionOp>(loc, TypeRange{});
+        unitBody = &region.getRegion().emplaceBlock();
+        OpBuilder::atBlockEnd(unitBody).create<scf::YieldOp>(loc);
+      }
+      OpBuilder nb = OpBuilder::atBlockTerminator(unitBody);
+      hooks.setCooperative(unitBody, lane, laneCount, blockScope);
       SmallVector<Value, 4> outer =
           delinearize(nb, loc, loop.getInductionVar(), unitShape);
       ElementEmitter emitter(*model, hooks, nb);
@@ -1065,6 +1076,15 @@ LogicalResult Printer::printOp(Operation *op) {
       if (failed(printRegionBody(ifOp.getElseRegion())))
         return failure();
     }
+    line("}");
+    return success();
+  }
+  if (auto region = dyn_cast<scf::ExecuteRegionOp>(op)) {
+    if (region.getNumResults() != 0)
+      return op->emitError() << "CUDA: expected an scf.execute_region without results";
+    line("{");
+    if (failed(printRegionBody(region.getRegion())))
+      return failure();
     line("}");
     return success();
   }

@@ -292,17 +292,19 @@ private:
             : b.create<AllReduceOp>(loc, bufferType, ReduceKind::mean, buffer,
                                     /*groups=*/nullptr)
                   .getResult();
+    // The unpacking takes each gradient's location, so kernels that fuse a
+    // slice (the optimizer's) are named after the model, not the bucket.
     int64_t offset = 0;
     for (auto [r, n] : llvm::zip(bucket, sizes)) {
       auto type = llvm::cast<mlir::RankedTensorType>(r.value.getType());
       Value part = reduced;
       if (bucket.size() > 1)
-        part = b.create<SliceOp>(loc, reduced,
+        part = b.create<SliceOp>(r.value.getLoc(), reduced,
                                  b.getDenseI64ArrayAttr({offset}),
                                  b.getDenseI64ArrayAttr({offset + n}),
                                  b.getDenseI64ArrayAttr({1}));
       if (part.getType() != type)
-        part = b.create<ReshapeOp>(loc, type, part);
+        part = b.create<ReshapeOp>(r.value.getLoc(), type, part);
       ret->setOperand(r.result, part);
       offset += n;
     }

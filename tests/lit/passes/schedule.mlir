@@ -77,6 +77,31 @@ func.func @collective_order(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<1
 
 // -----
 
+// A collective moves up with the ops that exist only to feed it (a
+// gradient bucket's producers and packing), even when the order put them
+// late: here the exp and reshape that make the all-reduce's operand come
+// before the tanh/sin chain, so the all-reduce overlaps it. (The tanh is
+// returned too, so it is no feeder of anything.)
+// CHECK-LABEL: func.func @collective_feeders
+// CHECK-NEXT: %[[G:.*]] = kiln.exp %arg0
+// CHECK-NEXT: %[[F:.*]] = kiln.reshape %[[G]]
+// CHECK-NEXT: kiln.all_reduce mean %[[F]]
+// CHECK-NEXT: kiln.tanh %arg1
+// CHECK-NEXT: kiln.sin
+// CHECK-NEXT: kiln.add
+// expected-remark@+1 {{kiln-schedule: @collective_feeders}}
+func.func @collective_feeders(%x: tensor<4x4xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %h = kiln.tanh %y : tensor<16xf32>
+  %k = kiln.sin %h : tensor<16xf32>
+  %g = kiln.exp %x : tensor<4x4xf32>
+  %f = kiln.reshape %g : tensor<4x4xf32> -> tensor<16xf32>
+  %ar = kiln.all_reduce mean %f : tensor<16xf32>
+  %o = kiln.add %ar, %k : tensor<16xf32>
+  return %o, %h : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // Fusions move as whole kernels, their bodies untouched.
 // CHECK-LABEL: func.func @fusions
 // CHECK: %[[A:.*]] = kiln.fusion loop(%arg0)

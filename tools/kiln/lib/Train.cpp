@@ -30,6 +30,7 @@
 #include "passes/LossScale.h"
 #include "passes/Pipelines.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/cuda/CudaDevice.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
 #include "runtime/dist/Communicator.h"
@@ -127,8 +128,8 @@ bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
 int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
              llvm::raw_ostream &errs) {
   TrainOptions options;
-  std::string backend, data, evalData, maxSteps, epochs, batchSize, subset,
-      evalSubset, logEvery, seed, checkpointEvery, threads, collectiveTimeout;
+  std::string backend, device, data, evalData, maxSteps, epochs, batchSize,
+      subset, evalSubset, logEvery, seed, checkpointEvery, threads, collectiveTimeout;
   OptimizerFlags optimizerFlags;
   AmpFlags ampFlags;
   DistFlags distFlags;
@@ -146,6 +147,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                        "cpu backend, a package (.kpkg)");
   parser.addValue("backend", &backend, "NAME",
                   "cpu (default) or reference (cuda: not supported yet)");
+  parser.addValue("device", &device, "DEVICE",
+                  "cpu or cuda[:N] (cuda: not supported yet; names the CUDA "
+                  "devices found)");
   parser.addValue("threads", &threads, "N", "CPU threads (default: all cores)");
   parser.addValue("data", &data, "SPEC",
                   "fashion-mnist[:DIR], npy:DIR, tokens:FILE or synthetic "
@@ -195,11 +199,33 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   if (!backend.empty())
     options.backend = backend;
+  if (!device.empty()) {
+    llvm::StringRef d(device), index;
+    bool cuda = d == "cuda" || (d.starts_with("cuda:") &&
+                                !(index = d.drop_front(5)).empty() &&
+                                llvm::all_of(index, llvm::isDigit));
+    if (d != "cpu" && !cuda) {
+      printError(errs, kCommand,
+                 "--device=" + device + ": expected cpu or cuda[:N], found '" +
+                     device + "'");
+      return kExitError;
+    }
+    if (cuda) {
+      printError(errs, kCommand,
+                 "--device=" + device +
+                     ": not supported yet (CUDA kernels compile with kiln "
+                     "compile --target=cuda; the CUDA training runtime does "
+                     "not exist yet; use --device=cpu). " +
+                     runtime::cuda::describeCudaDevices());
+      return kExitError;
+    }
+  }
   if (options.backend != "cpu" && options.backend != "reference") {
     if (options.backend == "cuda")
       printError(errs, kCommand,
-                 "--backend=cuda: not supported yet (the CUDA backend does not "
-                 "exist yet; use --backend=cpu)");
+                 "--backend=cuda: not supported yet (the CUDA training "
+                 "runtime does not exist yet; use --backend=cpu). " +
+                     runtime::cuda::describeCudaDevices());
     else
       printError(errs, kCommand,
                  "--backend=" + options.backend + ": expected cpu or reference");

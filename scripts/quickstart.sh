@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install, build, write the zoo MLP
 # (784-512-256-10, Adam 1e-3, batch 128), compile it into a package, train it
-# on Fashion-MNIST on the CPU for 10 epochs with an eval pass after each,
+# on Fashion-MNIST on the CPU for one epoch data-parallel on two processes
+# (kiln launch) and then for 10 epochs in one, with an eval pass after each,
 # and check the test accuracy reaches 88%. Prints where the package, the
 # checkpoints, the metrics and the IR dumps are.
 #
@@ -27,6 +28,13 @@ echo
 "$kiln" train "$out/mlp.kpkg" --data=fashion-mnist --epochs=1 --max-steps=50 \
   --log-every=25 | tail -n 3
 echo
+# Data parallelism: kiln launch starts two processes; each trains on its half
+# of the epoch with batch 128 (global batch 256), the gradients all-reduced
+# in buckets during the backward pass (docs/distributed.md). One epoch.
+"$kiln" launch --nproc-per-node=2 -- "$kiln" train "$out/mlp.kiln" \
+  --strategy=data-parallel --data=fashion-mnist --epochs=1 --log-every=117 \
+  --checkpoint-dir="$out/checkpoints-data-parallel"
+echo
 "$kiln" train "$out/mlp.kiln" --data=fashion-mnist --epochs="$epochs" --log-every=468 \
   --checkpoint-dir="$out/checkpoints" --checkpoint-every=1000 \
   --metrics-file="$out/metrics.jsonl"
@@ -38,6 +46,7 @@ echo "quickstart: graph file      $out/mlp.kiln"
 echo "            package         $out/mlp.kpkg (kiln train $out/mlp.kpkg trains it as it is)"
 echo "            IR dumps        $out/dumps (IR after every pass, buffer report, step.dot)"
 echo "            checkpoints     $out/checkpoints (latest: $(cat "$out/checkpoints/latest"))"
+echo "            data-parallel   $out/checkpoints-data-parallel (2 ranks, 1 epoch)"
 echo "            metrics         $out/metrics.jsonl"
 if [ "$epochs" -ge 10 ]; then
   awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.88) }' ||

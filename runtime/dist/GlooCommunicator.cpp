@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
@@ -325,7 +326,14 @@ private:
 class GlooCommunicator final : public Communicator {
 public:
   GlooCommunicator(const DistEnv &env, milliseconds timeout)
-      : env_(env), timeout_(timeout) {}
+      : env_(env), timeout_(timeout) {
+    if (const char *kill = std::getenv("KILN_DIST_KILL_AT")) {
+      int rank = -1;
+      unsigned long long seq = 0;
+      if (std::sscanf(kill, "%d:%llu", &rank, &seq) == 2 && rank == env.rank)
+        killAt_ = seq;
+    }
+  }
   ~GlooCommunicator() override;
 
   Status connect(std::unique_ptr<TcpStoreServer> server);
@@ -358,6 +366,9 @@ private:
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::mutex mutex_;
   uint64_t seq_ = 0;
+  // KILN_DIST_KILL_AT=RANK:N: rank RANK kills itself (SIGKILL) on entering
+  // collective N, so tests can kill a rank at an exact point mid-step.
+  uint64_t killAt_ = 0;
   Status broken_;
   std::vector<uint8_t> scratch_;
 };
@@ -471,6 +482,8 @@ Status GlooCommunicator::run(const std::string &what, Body &&body) {
     return Status::error(what + ": the communicator failed earlier: " +
                          broken_.message());
   ++seq_;
+  if (seq_ == killAt_)
+    raise(SIGKILL); // fault injection for tests (KILN_DIST_KILL_AT)
   store_->postProgress(seq_);
   auto start = std::chrono::steady_clock::now();
   try {

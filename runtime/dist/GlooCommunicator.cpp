@@ -370,7 +370,7 @@ private:
   // collective N, so tests can kill a rank at an exact point mid-step.
   uint64_t killAt_ = 0;
   Status broken_;
-  std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> scratch_; // reduce-scatter's received blocks
 };
 
 Status GlooCommunicator::connect(std::unique_ptr<TcpStoreServer> server) {
@@ -615,26 +615,27 @@ Status GlooCommunicator::reduceScatter(const void *in, void *out,
     return Status::ok();
   size_t block = countPerRank * elementBytes(dtype);
   size_t total = block * env_.worldSize;
-  // Block r of every rank's |in| lands in block r' of rank r's scratch.
-  std::vector<uint8_t> gathered(total);
+  // Block r of every rank's |in| lands in rank r's scratch, in rank order
+  // (kept between calls: gradients are reduced every step).
+  std::vector<uint8_t> &gathered = scratch_;
   Status s = run(what, [&](uint32_t tag) {
+    gathered.resize(total);
     gloo::AlltoallOptions opts(context_);
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     opts.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), total);
     opts.setOutput(gathered.data(), total);
     gloo::alltoall(opts);
+    // Reduce in rank order, so every rank's block is summed the same way
+    // (inside run(), which holds the lock that guards the scratch).
+    uint8_t *o = static_cast<uint8_t *>(out);
+    std::memcpy(o, gathered.data(), block);
+    for (int r = 1; r < env_.worldSize; ++r)
+      fn(o, o, gathered.data() + r * block, countPerRank);
+    if (op == PkgReduceKind::Mean)
+      divideBy(dtype, out, countPerRank, env_.worldSize);
   });
-  if (!s.isOk())
-    return s;
-  // Reduce in rank order, so every rank's block is summed the same way.
-  uint8_t *o = static_cast<uint8_t *>(out);
-  std::memcpy(o, gathered.data(), block);
-  for (int r = 1; r < env_.worldSize; ++r)
-    fn(o, o, gathered.data() + r * block, countPerRank);
-  if (op == PkgReduceKind::Mean)
-    divideBy(dtype, out, countPerRank, env_.worldSize);
-  return Status::ok();
+  return s;
 }
 
 Status GlooCommunicator::allGather(const void *in, void *out,

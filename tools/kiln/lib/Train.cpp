@@ -48,6 +48,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 namespace kiln::cli {
 namespace {
@@ -150,7 +151,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("device", &device, "DEVICE",
                   "cpu or cuda[:N] (cuda: not supported yet; names the CUDA "
                   "devices found)");
-  parser.addValue("threads", &threads, "N", "CPU threads (default: all cores)");
+  parser.addValue("threads", &threads, "N",
+                  "CPU threads (default: all cores, shared out among the "
+                  "ranks of one machine)");
   parser.addValue("data", &data, "SPEC",
                   "fashion-mnist[:DIR], npy:DIR, tokens:FILE or synthetic "
                   "(default fashion-mnist)");
@@ -413,6 +416,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     backendOptions.packageDir = backendOptions.pipeline.dumpDir;
   }
   backendOptions.threads = static_cast<int>(options.threads);
+  if (!options.threads && env.localWorldSize > 1) {
+    // Ranks on one machine share its cores (torchrun sets
+    // OMP_NUM_THREADS=1 for the same reason): each gets its share.
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    backendOptions.threads =
+        std::max(1, static_cast<int>(cores) / env.localWorldSize);
+  }
   for (const std::string *flag :
        {&optimizerFlags.optimizer, &optimizerFlags.lr, &optimizerFlags.momentum,
         &optimizerFlags.nesterov, &optimizerFlags.weightDecay,
@@ -452,9 +462,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
         runtime::dist::createGlooCommunicator(env, commOptions);
     if (!created.isOk()) {
-      printError(errs, kCommand,
-                 "rank " + std::to_string(env.rank) + ": " +
-                     created.status().message());
+      // The communicator's errors already start with "rank R".
+      printError(errs, kCommand, created.status().message());
       return kExitError;
     }
     communicator = std::move(created.value());

@@ -14,7 +14,9 @@
 //      users), a copy of a cheap producer into its consumers, and siblings
 //      that read the same large input.
 //   3. Horizontal fusion: independent loop kernels that feed the same
-//      consumer (the optimizer updates, feeding the return) share a launch.
+//      consumer (the optimizer updates, feeding the return) share a launch,
+//      and so do the kernels that only cast the step's arguments (the
+//      parameter casts of mixed precision).
 //
 // The plan (passes/FusionPlan.h) is a set of clusters of ops over the
 // unchanged body; merges are priced by applying them to the plan,
@@ -448,6 +450,39 @@ void Fuser::horizontalFusion() {
     } else {
       rollback();
       openGroup[*key] = c;
+    }
+  }
+
+  // Kernels that only cast the step's arguments (mixed precision's casts of
+  // the parameters and inputs) depend on no other kernel, whatever they
+  // feed: they share one launch at the start. (Other independent kernels
+  // keep the rule above: one feeding a collective, say, stays apart.)
+  auto onlyCasts = [&](int c) {
+    return llvm::all_of(clusters_[c].ops,
+                        [](Operation *op) { return isa<ConvertOp>(op); });
+  };
+  SmallVector<int> sources;
+  for (int c = 0, e = clusters_.size(); c < e; ++c)
+    if (fusible(c) && !hasReduce(c) && onlyCasts(c) && predecessors(c).empty())
+      sources.push_back(c);
+  llvm::stable_sort(sources,
+                    [&](int x, int y) { return firstPos(x) < firstPos(y); });
+  std::optional<int> group;
+  for (int c : sources) {
+    if (!clusters_[c].alive)
+      continue;
+    if (!group || !clusters_[*group].alive) {
+      group = c;
+      continue;
+    }
+    begin();
+    int s = merge(*group, c);
+    clusters_[s].horizontal = true;
+    if (legal(s)) {
+      commit();
+      group = s;
+    } else {
+      rollback();
     }
   }
 }

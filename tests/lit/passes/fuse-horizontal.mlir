@@ -39,3 +39,21 @@ func.func @different_consumers(%a: tensor<64xf32>, %b: tensor<32xf32>) -> (tenso
   %r = kiln.all_reduce sum %x : tensor<64xf32>
   return %r, %y : tensor<64xf32>, tensor<32xf32>
 }
+
+// -----
+
+// Casts of the step's arguments (what mixed precision inserts before the
+// matmuls) share one launch whatever they feed: here two different dots.
+// CHECK-LABEL: func.func @argument_casts
+// CHECK: %[[C:.*]]:3 = kiln.fusion horizontal(%arg0, %arg1, %arg2)
+// CHECK-COUNT-3: kiln.convert
+// CHECK-NOT: kiln.fusion loop
+// CHECK: return
+func.func @argument_casts(%x: tensor<8x16xf32>, %w1: tensor<16x16xf32>, %w2: tensor<16x4xf32>) -> tensor<8x4xbf16> {
+  %xb = kiln.convert %x : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %w1b = kiln.convert %w1 : tensor<16x16xf32> -> tensor<16x16xbf16>
+  %w2b = kiln.convert %w2 : tensor<16x4xf32> -> tensor<16x4xbf16>
+  %h = kiln.dot_general %xb, %w1b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %y = kiln.dot_general %h, %w2b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
+  return %y : tensor<8x4xbf16>
+}

@@ -55,7 +55,9 @@ TEST(PipelinesTest, RefusesWhatIsNotSupportedYet) {
   options = {};
   options.worldSize = 4;
   EXPECT_THAT(checkPipelineOptions(options),
-              HasSubstr("--world-size=4: not supported yet"));
+              HasSubstr("--world-size=4: needs a --strategy (data-parallel)"));
+  options.strategy = Strategy::dataParallel;
+  EXPECT_EQ(checkPipelineOptions(options), "");
   options = {};
   options.amp = AmpMode::fp16;
   EXPECT_EQ(checkPipelineOptions(options), "");
@@ -128,9 +130,9 @@ TEST_F(PipelineRunTest, VerifyRolesRuns) {
 
   // Options the pipeline cannot honour fail before any pass runs.
   PipelineOptions distributed;
-  distributed.strategy = Strategy::dataParallel;
+  distributed.strategy = Strategy::zero2;
   EXPECT_TRUE(mlir::failed(runCompilePipeline(*module, distributed)));
-  EXPECT_THAT(message, HasSubstr("--strategy=data-parallel: not supported yet"));
+  EXPECT_THAT(message, HasSubstr("--strategy=zero2: not supported yet"));
 }
 
 } // namespace

@@ -141,8 +141,10 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "(.kpkg) as it is. --backend=reference runs every step on the reference\n"
       "interpreter instead (slow; for checking a backend). --dump-dir keeps\n"
       "the IR dumps and the compiled step.kpkg and eval.kpkg. The input\n"
-      "arguments get one sample per\n"
-      "row of their first dimension, the label argument the classes.");
+      "arguments get one sample per row of their first dimension, the label\n"
+      "argument the classes. Under `kiln launch` each process is one rank\n"
+      "(--strategy=data-parallel); see docs/training.md and\n"
+      "docs/distributed.md.");
   parser.addPositional("FILE", &options.input,
                        "a graph file (.kiln), MLIR text (.mlir) or, for the "
                        "cpu backend, a package (.kpkg)");

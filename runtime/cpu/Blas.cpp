@@ -27,23 +27,9 @@
 namespace kiln::runtime::cpu {
 namespace {
 
-std::string dtypeName(PkgDType dtype) {
-  switch (dtype) {
-  case PkgDType::F64: return "f64";
-  case PkgDType::F32: return "f32";
-  case PkgDType::F16: return "f16";
-  case PkgDType::BF16: return "bf16";
-  case PkgDType::I64: return "i64";
-  case PkgDType::I32: return "i32";
-  case PkgDType::I8: return "i8";
-  case PkgDType::I1: return "i1";
-  }
-  return "unknown";
-}
-
 Status unsupportedDtype(const char *what, PkgDType dtype) {
   return Status::error(std::string(what) + ": element type must be f32, f64, f16 or bf16, but it is " +
-                       dtypeName(dtype));
+                       pkgDTypeName(dtype));
 }
 
 std::string listStr(const std::vector<int64_t> &v) {

@@ -50,20 +50,6 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
-const char *dtypeName(PkgDType dtype) {
-  switch (dtype) {
-  case PkgDType::F64: return "f64";
-  case PkgDType::F32: return "f32";
-  case PkgDType::F16: return "f16";
-  case PkgDType::BF16: return "bf16";
-  case PkgDType::I64: return "i64";
-  case PkgDType::I32: return "i32";
-  case PkgDType::I8: return "i8";
-  case PkgDType::I1: return "i1";
-  }
-  return "unknown";
-}
-
 // |v| rounded to nearest even in a binary format with |precision| bits of
 // significand (the implicit bit included) and normal exponents
 // [|minExp|, |maxExp|]; infinity past the largest finite value.
@@ -171,7 +157,7 @@ Status checkHolds(const LoadedPackage &p, const std::string &where,
   std::ostringstream os;
   if (b.dtype != dtype) {
     os << where << ": " << what << " (buffer " << id << ") is "
-       << dtypeName(b.dtype) << ", expected " << dtypeName(dtype);
+       << pkgDTypeName(b.dtype) << ", expected " << pkgDTypeName(dtype);
     return fail(os);
   }
   uint64_t bytes;
@@ -211,7 +197,7 @@ Status checkLibraryCall(const LoadedPackage &p, const std::string &where,
     if (dtype != PkgDType::F32 && dtype != PkgDType::F64 && !isHalfDtype(dtype)) {
       std::ostringstream os;
       os << where << ": a gemm's result must be f32, f64, f16 or bf16, but buffer "
-         << t.results[0] << " is " << dtypeName(dtype);
+         << t.results[0] << " is " << pkgDTypeName(dtype);
       return fail(os);
     }
     int64_t lhs = elementCount({g.batch, g.m, g.k});
@@ -367,14 +353,14 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
   const PackageBuffer &out = p.buffers[t.results[0]];
   if (in.dtype != out.dtype) {
     os << where << ": " << collectiveName(c.kind) << " from "
-       << dtypeName(in.dtype) << " to " << dtypeName(out.dtype)
+       << pkgDTypeName(in.dtype) << " to " << pkgDTypeName(out.dtype)
        << ": dtypes differ";
     return fail(os);
   }
   if (in.dtype == PkgDType::I1 && (c.kind == CollectiveKind::AllReduce ||
                                    c.kind == CollectiveKind::ReduceScatter)) {
     os << where << ": " << collectiveName(c.kind) << " of "
-       << dtypeName(in.dtype) << " is not supported";
+       << pkgDTypeName(in.dtype) << " is not supported";
     return fail(os);
   }
   int64_t world = comm->worldSize();

@@ -55,36 +55,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-const char *dtypeName(PkgDType dtype) {
-  switch (dtype) {
-  case PkgDType::F64: return "f64";
-  case PkgDType::F32: return "f32";
-  case PkgDType::F16: return "f16";
-  case PkgDType::BF16: return "bf16";
-  case PkgDType::I64: return "i64";
-  case PkgDType::I32: return "i32";
-  case PkgDType::I8: return "i8";
-  case PkgDType::I1: return "i1";
-  }
-  return "unknown";
-}
-
-// Bytes per element (as pkgBytesPerElement, which lives in the package
-// loader; this library needs only the enum).
-size_t elementBytes(PkgDType dtype) {
-  switch (dtype) {
-  case PkgDType::F64:
-  case PkgDType::I64: return 8;
-  case PkgDType::F32:
-  case PkgDType::I32: return 4;
-  case PkgDType::F16:
-  case PkgDType::BF16: return 2;
-  case PkgDType::I8:
-  case PkgDType::I1: return 1;
-  }
-  return 1;
-}
-
 const char *reduceName(PkgReduceKind op) {
   switch (op) {
   case PkgReduceKind::Sum: return "sum";
@@ -318,7 +288,7 @@ private:
     if (count < 0)
       return Status::error("negative element count " + std::to_string(count));
     if (in != out)
-      std::memmove(out, in, count * elementBytes(dtype));
+      std::memmove(out, in, count * pkgBytesPerElement(dtype));
     return Status::ok();
   }
 };
@@ -571,13 +541,13 @@ Status checkCount(const std::string &what, int64_t count) {
 Status GlooCommunicator::allReduce(const void *in, void *out, int64_t count,
                                    PkgDType dtype, PkgReduceKind op) {
   std::string what = std::string("all_reduce ") + reduceName(op) + " of " +
-                     std::to_string(count) + " " + dtypeName(dtype);
+                     std::to_string(count) + " " + pkgDTypeName(dtype);
   if (Status s = checkCount(what, count); !s.isOk())
     return s;
   ReduceFn fn = reduceFunction(dtype, op);
   if (!fn)
     return Status::error(what + ": not supported for this dtype");
-  size_t bytes = count * elementBytes(dtype);
+  size_t bytes = count * pkgBytesPerElement(dtype);
   if (in != out)
     std::memmove(out, in, bytes);
   if (count == 0)
@@ -587,7 +557,7 @@ Status GlooCommunicator::allReduce(const void *in, void *out, int64_t count,
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     opts.setReduceFunction(fn);
-    switch (elementBytes(dtype)) {
+    switch (pkgBytesPerElement(dtype)) {
     case 8: opts.setOutput(static_cast<uint64_t *>(out), count); break;
     case 4: opts.setOutput(static_cast<uint32_t *>(out), count); break;
     case 2: opts.setOutput(static_cast<uint16_t *>(out), count); break;
@@ -604,7 +574,7 @@ Status GlooCommunicator::reduceScatter(const void *in, void *out,
                                        int64_t countPerRank, PkgDType dtype,
                                        PkgReduceKind op) {
   std::string what = std::string("reduce_scatter ") + reduceName(op) + " of " +
-                     std::to_string(countPerRank) + " " + dtypeName(dtype) +
+                     std::to_string(countPerRank) + " " + pkgDTypeName(dtype) +
                      " per rank";
   if (Status s = checkCount(what, countPerRank); !s.isOk())
     return s;
@@ -613,7 +583,7 @@ Status GlooCommunicator::reduceScatter(const void *in, void *out,
     return Status::error(what + ": not supported for this dtype");
   if (countPerRank == 0)
     return Status::ok();
-  size_t block = countPerRank * elementBytes(dtype);
+  size_t block = countPerRank * pkgBytesPerElement(dtype);
   size_t total = block * env_.worldSize;
   // Block r of every rank's |in| lands in rank r's scratch, in rank order
   // (kept between calls: gradients are reduced every step).
@@ -641,10 +611,10 @@ Status GlooCommunicator::reduceScatter(const void *in, void *out,
 Status GlooCommunicator::allGather(const void *in, void *out,
                                    int64_t countPerRank, PkgDType dtype) {
   std::string what = "all_gather of " + std::to_string(countPerRank) + " " +
-                     dtypeName(dtype) + " per rank";
+                     pkgDTypeName(dtype) + " per rank";
   if (Status s = checkCount(what, countPerRank); !s.isOk())
     return s;
-  size_t block = countPerRank * elementBytes(dtype);
+  size_t block = countPerRank * pkgBytesPerElement(dtype);
   size_t total = block * env_.worldSize;
   // In place: this rank's block of |out| holds the input.
   uint8_t *mine = static_cast<uint8_t *>(out) + env_.rank * block;
@@ -664,13 +634,13 @@ Status GlooCommunicator::allGather(const void *in, void *out,
 Status GlooCommunicator::broadcast(const void *in, void *out, int64_t count,
                                    PkgDType dtype, int root) {
   std::string what = "broadcast of " + std::to_string(count) + " " +
-                     dtypeName(dtype) + " from rank " + std::to_string(root);
+                     pkgDTypeName(dtype) + " from rank " + std::to_string(root);
   if (Status s = checkCount(what, count); !s.isOk())
     return s;
   if (root < 0 || root >= env_.worldSize)
     return Status::error(what + ": the root is not a rank of the world size " +
                          std::to_string(env_.worldSize));
-  size_t bytes = count * elementBytes(dtype);
+  size_t bytes = count * pkgBytesPerElement(dtype);
   if (env_.rank == root && in != out)
     std::memmove(out, in, bytes);
   if (count == 0)

@@ -26,24 +26,6 @@
 
 namespace kiln::runtime {
 
-unsigned pkgBytesPerElement(PkgDType dtype) {
-  switch (dtype) {
-  case PkgDType::F64:
-  case PkgDType::I64:
-    return 8;
-  case PkgDType::F32:
-  case PkgDType::I32:
-    return 4;
-  case PkgDType::F16:
-  case PkgDType::BF16:
-    return 2;
-  case PkgDType::I8:
-  case PkgDType::I1:
-    return 1;
-  }
-  return 0;
-}
-
 namespace {
 
 template <typename E> constexpr unsigned raw(E e) {

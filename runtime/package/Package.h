@@ -80,8 +80,40 @@ enum class Strategy : uint8_t {
   TensorParallel
 };
 
-// Bytes per element of |dtype| (i1 is one byte).
-unsigned pkgBytesPerElement(PkgDType dtype);
+// Bytes per element of |dtype| (i1 is one byte). Inline, so libraries that
+// use only the enums (the communicator) need not link the loader.
+inline unsigned pkgBytesPerElement(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64:
+  case PkgDType::I64:
+    return 8;
+  case PkgDType::F32:
+  case PkgDType::I32:
+    return 4;
+  case PkgDType::F16:
+  case PkgDType::BF16:
+    return 2;
+  case PkgDType::I8:
+  case PkgDType::I1:
+    return 1;
+  }
+  return 0;
+}
+
+// The element type's name as the IR spells it (f32, bf16, i1, ...).
+inline const char *pkgDTypeName(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64: return "f64";
+  case PkgDType::F32: return "f32";
+  case PkgDType::F16: return "f16";
+  case PkgDType::BF16: return "bf16";
+  case PkgDType::I64: return "i64";
+  case PkgDType::I32: return "i32";
+  case PkgDType::I8: return "i8";
+  case PkgDType::I1: return "i1";
+  }
+  return "unknown";
+}
 
 struct PackageTarget {
   TargetKind kind = TargetKind::Cpu;

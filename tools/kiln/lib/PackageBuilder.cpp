@@ -141,23 +141,30 @@ struct Builder {
   bool addKernel(FusionOp fusion, const std::string &name,
                  std::vector<uint32_t> operands, std::vector<uint32_t> results,
                  llvm::LLVMContext &llvmContext) {
+    PackageKernel kernel;
+    kernel.name = name;
     if (targetHooks) {
-      PackageKernel kernel;
-      kernel.name = name;
       if (!targetHooks->compileKernel(fusion, name, kernel, error))
         return false;
-      for (mlir::Operation &inner : fusion.getBody().front())
-        if (!mlir::isa<YieldOp>(inner))
-          kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
-      PackageThunk thunk;
-      thunk.kind = ThunkKind::KernelLaunch;
-      thunk.kernel = pkg.kernels.size();
-      thunk.operands = std::move(operands);
-      thunk.results = std::move(results);
-      pkg.kernels.push_back(std::move(kernel));
-      pkg.thunks.push_back(std::move(thunk));
-      return true;
+    } else if (!compileCpuKernel(fusion, kernel, llvmContext)) {
+      return false;
     }
+    for (mlir::Operation &inner : fusion.getBody().front())
+      if (!mlir::isa<YieldOp>(inner))
+        kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
+    PackageThunk thunk;
+    thunk.kind = ThunkKind::KernelLaunch;
+    thunk.kernel = pkg.kernels.size();
+    thunk.operands = std::move(operands);
+    thunk.results = std::move(results);
+    pkg.kernels.push_back(std::move(kernel));
+    pkg.thunks.push_back(std::move(thunk));
+    return true;
+  }
+
+  // The CPU kernel of |fusion|: its -O3 LLVM module as bitcode.
+  bool compileCpuKernel(FusionOp fusion, PackageKernel &kernel,
+                        llvm::LLVMContext &llvmContext) {
     mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
         optimizedKernelIR(fusion, llvmContext);
     if (mlir::failed(ir)) {
@@ -171,26 +178,12 @@ struct Builder {
               ", found none";
       return false;
     }
-    PackageKernel kernel;
     kernel.kind = KernelKind::LlvmBitcode;
-    kernel.name = name;
     kernel.entryPoint = kCpuKernelEntryPoint;
-    {
-      llvm::SmallVector<char, 0> bitcode;
-      llvm::raw_svector_ostream os(bitcode);
-      llvm::WriteBitcodeToFile(**ir, os);
-      kernel.object.assign(bitcode.begin(), bitcode.end());
-    }
-    for (mlir::Operation &inner : fusion.getBody().front())
-      if (!mlir::isa<YieldOp>(inner))
-        kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
-    PackageThunk thunk;
-    thunk.kind = ThunkKind::KernelLaunch;
-    thunk.kernel = pkg.kernels.size();
-    thunk.operands = std::move(operands);
-    thunk.results = std::move(results);
-    pkg.kernels.push_back(std::move(kernel));
-    pkg.thunks.push_back(std::move(thunk));
+    llvm::SmallVector<char, 0> bitcode;
+    llvm::raw_svector_ostream os(bitcode);
+    llvm::WriteBitcodeToFile(**ir, os);
+    kernel.object.assign(bitcode.begin(), bitcode.end());
     return true;
   }
 

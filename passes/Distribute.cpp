@@ -115,13 +115,9 @@ private:
              << "kiln-distribute: strategy " << static_cast<std::string>(strategy)
              << " is not supported yet (sharded gradients, optimizer state "
                 "and parameters are not implemented); use data-parallel";
-    if (strategy == "mirrored")
-      return module.emitError()
-             << "kiln-distribute: strategy mirrored (several devices in one "
-                "process) is not supported yet: the runtime drives one device "
-                "per process; use data-parallel with one process per device "
-                "(kiln launch)";
-    if (strategy != "data-parallel")
+    // mirrored (several devices of one process, one rank each) reduces the
+    // gradients exactly as data-parallel does; only the runtime differs.
+    if (strategy != "data-parallel" && strategy != "mirrored")
       return module.emitError()
              << "kiln-distribute: strategy " << static_cast<std::string>(strategy)
              << " is not supported yet (expected none or data-parallel)";

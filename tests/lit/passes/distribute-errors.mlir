@@ -2,8 +2,6 @@
 // option values.
 // RUN: not kiln-opt %s --kiln-distribute="strategy=zero2" 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: kiln-distribute: strategy zero2 is not supported yet (sharded gradients, optimizer state and parameters are not implemented); use data-parallel
-// RUN: not kiln-opt %s --kiln-distribute="strategy=mirrored" 2>&1 | FileCheck %s --check-prefix=MIRRORED
-// MIRRORED: error: kiln-distribute: strategy mirrored (several devices in one process) is not supported yet
 // RUN: not kiln-opt %s --kiln-distribute="strategy=pipeline" 2>&1 | FileCheck %s --check-prefix=OTHER
 // OTHER: error: kiln-distribute: strategy pipeline is not supported yet (expected none or data-parallel)
 // RUN: not kiln-opt %s --kiln-distribute="grad-accum=2" 2>&1 | FileCheck %s --check-prefix=ACCUM

@@ -2,6 +2,12 @@
 // RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2 bucket-mb=0.0001" | FileCheck %s --check-prefix=SMALL
 // RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=none" | FileCheck %s --check-prefix=NONE
 // RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=data-parallel grad-compression=bf16" | FileCheck %s --check-prefix=BF16
+// mirrored inserts the same collectives as data-parallel (only the module's
+// strategy attribute differs):
+// RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2 bucket-mb=0.0001" > %t.dp
+// RUN: kiln-opt %s -split-input-file --kiln-autodiff --kiln-distribute="strategy=mirrored world-size=2 bucket-mb=0.0001" > %t.mirrored
+// RUN: grep -c 'kiln.strategy = "mirrored"' %t.mirrored
+// RUN: sed 's/kiln.strategy = "mirrored"/kiln.strategy = "data-parallel"/' %t.mirrored | diff %t.dp -
 //
 // kiln-distribute (passes/Distribute.cpp), data-parallel: the gradients are
 // packed into buckets in the order the backward pass produces them, each

@@ -117,12 +117,8 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
   switch (options.strategy) {
   case Strategy::none:
   case Strategy::dataParallel:
+  case Strategy::mirrored: // data-parallel's collectives, ranks in-process
     break;
-  case Strategy::mirrored:
-    return "--strategy=mirrored: not supported yet (several devices in one "
-           "process; the runtime drives one device per process: use "
-           "--strategy=data-parallel with one process per device, kiln "
-           "launch)";
   case Strategy::zero1:
   case Strategy::zero2:
   case Strategy::zero3:

@@ -7,9 +7,10 @@ namespace kiln::cli {
 void addDistFlags(FlagParser &parser, DistFlags &f,
                   llvm::StringRef worldSizeHelp) {
   parser.addValue("strategy", &f.strategy, "NAME",
-                  "none (default) or data-parallel (mirrored, zero1, zero2, "
-                  "zero3, parameter-server, pipeline, tensor-parallel: not "
-                  "supported yet)");
+                  "none (default), data-parallel or mirrored (kiln train: "
+                  "--devices replicas in one process); zero1, zero2, zero3, "
+                  "parameter-server, pipeline, tensor-parallel: not "
+                  "supported yet");
   parser.addValue("world-size", &f.worldSize, "N", worldSizeHelp);
   parser.addValue("bucket-mb", &f.bucketMb, "MB",
                   "data-parallel: all-reduce gradients in buckets of MB "

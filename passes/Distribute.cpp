@@ -125,10 +125,12 @@ private:
       return module.emitError()
              << "kiln-distribute: bucket-mb must be positive, got "
              << static_cast<double>(bucketMb);
-    if (gradAccum != 1)
+    // grad-accum: kiln-accumulate-gradients (before this pass) has summed
+    // the micro-batches' gradients, so the buckets reduce them once.
+    if (gradAccum < 1)
       return module.emitError()
              << "kiln-distribute: grad-accum=" << static_cast<int64_t>(gradAccum)
-             << " is not supported yet (only 1: one micro-batch per step)";
+             << ": expected at least 1 micro-batch per step";
     if (gradCompression != "none" && gradCompression != "bf16" &&
         gradCompression != "fp16")
       return module.emitError()

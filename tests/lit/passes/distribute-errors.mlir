@@ -4,8 +4,8 @@
 // ZERO: error: kiln-distribute: strategy zero2 is not supported yet (sharded gradients, optimizer state and parameters are not implemented); use data-parallel
 // RUN: not kiln-opt %s --kiln-distribute="strategy=pipeline" 2>&1 | FileCheck %s --check-prefix=OTHER
 // OTHER: error: kiln-distribute: strategy pipeline is not supported yet (expected none or data-parallel)
-// RUN: not kiln-opt %s --kiln-distribute="grad-accum=2" 2>&1 | FileCheck %s --check-prefix=ACCUM
-// ACCUM: error: kiln-distribute: grad-accum=2 is not supported yet (only 1: one micro-batch per step)
+// RUN: not kiln-opt %s --kiln-distribute="grad-accum=0" 2>&1 | FileCheck %s --check-prefix=ACCUM
+// ACCUM: error: kiln-distribute: grad-accum=0: expected at least 1 micro-batch per step
 // RUN: not kiln-opt %s --kiln-distribute="grad-compression=int8" 2>&1 | FileCheck %s --check-prefix=COMPRESS
 // COMPRESS: error: kiln-distribute: grad-compression=int8: expected none, bf16 or fp16
 // RUN: not kiln-opt %s --kiln-distribute="world-size=0" 2>&1 | FileCheck %s --check-prefix=WORLD

@@ -22,7 +22,7 @@
 
 #include "runtime/dist/GlooCommunicator.h"
 
-#include "runtime/Half.h"
+#include "runtime/dist/Reduce.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -54,103 +54,6 @@ namespace kiln::runtime::dist {
 using std::chrono::milliseconds;
 
 namespace {
-
-const char *reduceName(PkgReduceKind op) {
-  switch (op) {
-  case PkgReduceKind::Sum: return "sum";
-  case PkgReduceKind::Max: return "max";
-  case PkgReduceKind::Min: return "min";
-  case PkgReduceKind::Mean: return "mean";
-  }
-  return "unknown";
-}
-
-//===----------------------------------------------------------------------===//
-// Element-wise reductions
-//===----------------------------------------------------------------------===//
-
-using ReduceFn = void (*)(void *out, const void *a, const void *b, size_t n);
-
-// NaN wins max and min, as in the interpreter's reductions.
-template <typename T> T combine(PkgReduceKind op, T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(a) || std::isnan(b))
-      return op == PkgReduceKind::Max || op == PkgReduceKind::Min ? (std::isnan(a) ? a : b)
-                                                                  : a + b;
-  switch (op) {
-  case PkgReduceKind::Max: return a < b ? b : a;
-  case PkgReduceKind::Min: return b < a ? b : a;
-  default: return static_cast<T>(a + b); // Sum, and Mean's sum
-  }
-}
-
-template <typename T, PkgReduceKind Op>
-void reduceNative(void *out, const void *a, const void *b, size_t n) {
-  T *o = static_cast<T *>(out);
-  const T *x = static_cast<const T *>(a), *y = static_cast<const T *>(b);
-  for (size_t i = 0; i < n; ++i)
-    o[i] = combine<T>(Op, x[i], y[i]);
-}
-
-// f16 and bf16: combined in f32, rounded to nearest even once.
-template <float (*Load)(uint16_t), uint16_t (*Store)(float), PkgReduceKind Op>
-void reduceHalf(void *out, const void *a, const void *b, size_t n) {
-  uint16_t *o = static_cast<uint16_t *>(out);
-  const uint16_t *x = static_cast<const uint16_t *>(a),
-                 *y = static_cast<const uint16_t *>(b);
-  for (size_t i = 0; i < n; ++i)
-    o[i] = Store(combine<float>(Op, Load(x[i]), Load(y[i])));
-}
-
-template <PkgReduceKind Op> ReduceFn reduceFor(PkgDType dtype) {
-  switch (dtype) {
-  case PkgDType::F64: return reduceNative<double, Op>;
-  case PkgDType::F32: return reduceNative<float, Op>;
-  case PkgDType::F16: return reduceHalf<f16ToFloat, floatToF16, Op>;
-  case PkgDType::BF16: return reduceHalf<bf16ToFloat, floatToBf16, Op>;
-  case PkgDType::I64: return reduceNative<int64_t, Op>;
-  case PkgDType::I32: return reduceNative<int32_t, Op>;
-  case PkgDType::I8: return reduceNative<int8_t, Op>;
-  case PkgDType::I1: return nullptr;
-  }
-  return nullptr;
-}
-
-ReduceFn reduceFunction(PkgDType dtype, PkgReduceKind op) {
-  switch (op) {
-  case PkgReduceKind::Max: return reduceFor<PkgReduceKind::Max>(dtype);
-  case PkgReduceKind::Min: return reduceFor<PkgReduceKind::Min>(dtype);
-  case PkgReduceKind::Sum:
-  case PkgReduceKind::Mean: return reduceFor<PkgReduceKind::Sum>(dtype);
-  }
-  return nullptr;
-}
-
-// Mean's division by the world size, in place (integers truncate).
-void divideBy(PkgDType dtype, void *data, size_t n, int world) {
-  auto each = [&](auto *p) {
-    for (size_t i = 0; i < n; ++i)
-      p[i] = static_cast<std::remove_reference_t<decltype(p[i])>>(p[i] / world);
-  };
-  switch (dtype) {
-  case PkgDType::F64: return each(static_cast<double *>(data));
-  case PkgDType::F32: return each(static_cast<float *>(data));
-  case PkgDType::I64: return each(static_cast<int64_t *>(data));
-  case PkgDType::I32: return each(static_cast<int32_t *>(data));
-  case PkgDType::I8: return each(static_cast<int8_t *>(data));
-  case PkgDType::F16:
-  case PkgDType::BF16: {
-    uint16_t *p = static_cast<uint16_t *>(data);
-    bool f16 = dtype == PkgDType::F16;
-    for (size_t i = 0; i < n; ++i) {
-      float v = (f16 ? f16ToFloat(p[i]) : bf16ToFloat(p[i])) / world;
-      p[i] = f16 ? floatToF16(v) : floatToBf16(v);
-    }
-    return;
-  }
-  case PkgDType::I1: return;
-  }
-}
 
 //===----------------------------------------------------------------------===//
 // Gloo's view of the store

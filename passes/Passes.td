@@ -112,6 +112,34 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnAccumulateGradients : Pass<"kiln-accumulate-gradients", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: K micro-batches in one training step";
+  let description = [{
+    Runs after kiln-autodiff and before kiln-distribute and
+    kiln-apply-optimizer, on functions that return gradients. With
+    `grad-accum` K > 1, every batch argument (`#kiln.role<input>` and
+    `#kiln.role<label>`, batch dimension B first) takes K*B rows, and the
+    forward and backward computation is cloned K times, clone k reading rows
+    [k*B, (k+1)*B) through `kiln.slice`. Each gradient is added to its
+    running sum right after clone k produces it, and the step returns the
+    sums divided by K, and the mean of the K losses. For a loss that is a
+    mean over the batch this equals the gradient of one batch of K*B rows;
+    for a loss summed over the batch it is that gradient divided by K.
+    Outputs with the batch dimension first are concatenated, other float
+    outputs averaged. The clones follow one another, so micro-batch k's
+    activations die before micro-batch k + 1 starts; kiln-distribute then
+    reduces the accumulated gradients once per step. K = 1 changes nothing;
+    K < 1 is an error.
+
+    Example: `kiln-opt --kiln-autodiff --kiln-accumulate-gradients="grad-accum=4"`.
+  }];
+  let options = [
+    Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
+           "micro-batches per step (K)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
   let summary = "Insert the collectives of a distribution strategy";
   let description = [{
@@ -139,9 +167,12 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     the bytes travel; the gradients and the optimizer stay f32. The loss
     then gets its own f32 all-reduce.
 
-    `none` changes nothing. `mirrored`, `zero1`, `zero2`, `zero3` and
-    `grad-accum` other than 1 are refused by name (not implemented yet), as
-    are the other strategies.
+    `none` changes nothing. `mirrored`, `zero1`, `zero2` and `zero3` are
+    refused by name (not implemented yet), as are the other strategies.
+    With gradient accumulation (`grad-accum` K > 1) kiln-accumulate-gradients
+    has already summed the K micro-batches' gradients, so the buckets hold
+    the accumulated gradients and their collectives run once, after the last
+    micro-batch's backward pass.
 
     Example: `kiln-opt --kiln-autodiff --kiln-distribute="strategy=data-parallel world-size=2"`.
   }];
@@ -153,7 +184,7 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
            "bucket size in MB after the first (1 MB) bucket">,
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
-           "micro-batches per step (only 1 for now)">,
+           "micro-batches per step (accumulated by kiln-accumulate-gradients; at least 1)">,
     Option<"gradCompression", "grad-compression", "std::string", /*default=*/"\"none\"",
            "precision of the all-reduce: none, bf16 or fp16">,
   ];

@@ -138,9 +138,9 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
            "on one rank";
   if (!(options.bucketMb > 0))
     return "--bucket-mb: expected a positive size in MB";
-  if (options.gradAccum != 1)
+  if (options.gradAccum < 1)
     return "--grad-accum=" + std::to_string(options.gradAccum) +
-           ": not supported yet (only 1: one micro-batch per step)";
+           ": expected at least 1 micro-batch per step";
   if (!options.gradCompression.empty() && options.gradCompression != "none" &&
       options.strategy == Strategy::none)
     return "--grad-compression=" + options.gradCompression +
@@ -178,6 +178,13 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   }
   if (options.trainingStep) {
     pm.addPass(createKilnAutodiff());
+    if (options.gradAccum > 1) {
+      // K micro-batches summed before any collective sees the gradients
+      // (passes/AccumulateGradients.cpp).
+      KilnAccumulateGradientsOptions accumulate;
+      accumulate.gradAccum = options.gradAccum;
+      pm.addPass(createKilnAccumulateGradients(accumulate));
+    }
     if (options.strategy != Strategy::none) {
       // Before the optimizer, which then updates with the reduced
       // gradients (passes/Distribute.cpp says why).

@@ -1,0 +1,83 @@
+//===- CudaApi.cpp - the parts of the CUDA table that need no CUDA ---------===//
+//
+// See CudaApi.h. The row-major to column-major mapping of GEMMs and the
+// checks of a GemmDesc; the dlopen'ed table is CudaApiLoader.cpp (built
+// with the toolkit's headers) or CudaApiMissing.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaApi.h"
+
+namespace kiln::runtime::cuda {
+
+CudaApi::~CudaApi() = default;
+
+const char *gemmEpilogueName(GemmEpilogue epilogue) {
+  switch (epilogue) {
+  case GemmEpilogue::None: return "none";
+  case GemmEpilogue::Bias: return "bias";
+  case GemmEpilogue::Relu: return "relu";
+  case GemmEpilogue::BiasRelu: return "bias+relu";
+  case GemmEpilogue::Gelu: return "gelu";
+  case GemmEpilogue::BiasGelu: return "bias+gelu";
+  case GemmEpilogue::BiasGradient: return "bias-gradient";
+  }
+  return "unknown";
+}
+
+LtGemm lowerGemmToLt(const GemmParams &p) {
+  LtGemm lt;
+  uint64_t m = p.m, n = p.n, k = p.k;
+  // D^T (n x m, leading dimension n) = op(rhs)^T (n x k) . op(lhs)^T (k x m).
+  lt.rows = n;
+  lt.cols = m;
+  lt.inner = k;
+  lt.ldd = n;
+  // rhs row-major [k, n] is column-major n x k: A as it is. Transposed,
+  // rhs [n, k] is column-major k x n: A transposed.
+  lt.transA = p.transposeRhs;
+  lt.aRows = p.transposeRhs ? k : n;
+  lt.aCols = p.transposeRhs ? n : k;
+  lt.lda = lt.aRows;
+  // lhs row-major [m, k] is column-major k x m: B as it is. Transposed,
+  // lhs [k, m] is column-major m x k: B transposed.
+  lt.transB = p.transposeLhs;
+  lt.bRows = p.transposeLhs ? m : k;
+  lt.bCols = p.transposeLhs ? k : m;
+  lt.ldb = lt.bRows;
+  lt.strideA = static_cast<int64_t>(k * n);
+  lt.strideB = static_cast<int64_t>(m * k);
+  lt.strideD = static_cast<int64_t>(m * n);
+  lt.batch = static_cast<int>(p.batch);
+  return lt;
+}
+
+Status checkGemmDesc(const GemmDesc &desc) {
+  const GemmParams &p = desc.params;
+  if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1 || p.batch > INT32_MAX)
+    return Status::error("gemm: m, n, k and batch must be positive (batch "
+                         "below 2^31), but they are " +
+                         std::to_string(p.m) + ", " + std::to_string(p.n) +
+                         ", " + std::to_string(p.k) + ", " +
+                         std::to_string(p.batch));
+  switch (desc.dtype) {
+  case PkgDType::F32:
+  case PkgDType::F64:
+  case PkgDType::F16:
+  case PkgDType::BF16:
+    break;
+  default:
+    return Status::error(std::string("gemm: expected f64, f32, f16 or bf16, "
+                                     "found ") +
+                         pkgDTypeName(desc.dtype));
+  }
+  if (desc.epilogue != GemmEpilogue::None &&
+      (p.batch != 1 || p.beta != 0.0 || desc.dtype == PkgDType::F64))
+    return Status::error(std::string("gemm: the ") +
+                         gemmEpilogueName(desc.epilogue) +
+                         " epilogue needs batch 1, beta 0 and f32, f16 or "
+                         "bf16");
+  return Status::ok();
+}
+
+} // namespace kiln::runtime::cuda

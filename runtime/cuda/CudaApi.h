@@ -1,0 +1,176 @@
+//===- CudaApi.h - the CUDA entry points the GPU runtime calls ------*- C++ -*-===//
+//
+// Every call the GPU runtime (runtime/cuda/CudaExecutable.h) makes to CUDA
+// goes through one CudaApi object: cudart (memory, streams, events, CUDA
+// Graphs), the driver (module load and kernel launch, reached through
+// cudaGetDriverEntryPointByVersion, never by linking libcuda), NVRTC (the
+// re-JIT of a kernel's source for an architecture the package lacks) and
+// cuBLASLt (GEMMs with epilogues). The real table, loadCudaApi(), dlopens
+// libcudart, libcublasLt and libnvrtc at run time, so a binary built with
+// the toolkit starts on a machine without it, and checks every return code:
+// a failure comes back as a Status naming the call, the error's name and
+// number and its text ("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE
+// (1): invalid argument"); the executable adds the thunk and kernel.
+//
+// The interface is virtual and uses no CUDA header, so a test installs a
+// fake (tests/unit/cuda/FakeCudaApi.h): host memory for device memory,
+// recorded launches, copies and graph calls, injected failures. The calls
+// mirror CUDA's one for one, except cuBLASLt, which is one level up: a
+// GemmDesc in the package's row-major terms is planned once (layouts,
+// matmul descriptor, heuristic, workspace size) and run many times, so the
+// fake can compute the same GEMM on the host. How a row-major GEMM maps
+// onto cuBLASLt's column-major one is the pure function lowerGemmToLt,
+// tested without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDAAPI_H
+#define KILN_RUNTIME_CUDA_CUDAAPI_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/package/Package.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+// CUDA's handle types are pointers to opaque structs.
+using CudaStream = void *;
+using CudaEvent = void *;
+using CudaGraph = void *;
+using CudaGraphExec = void *;
+using CudaModule = void *;
+using CudaFunction = void *;
+using GemmPlan = void *;
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// The cuBLASLt epilogues the runtime uses (GemmEpilogue.h's fusions):
+// Bias adds bias[n] to every row of the result; Gelu is the tanh
+// approximation; BiasGradient also writes biasGrad[n] = the sum over k of
+// the rhs (a dense layer's bias gradient, when the rhs is dY and k runs
+// over the batch).
+enum class GemmEpilogue { None, Bias, Relu, BiasRelu, Gelu, BiasGelu, BiasGradient };
+
+const char *gemmEpilogueName(GemmEpilogue epilogue);
+
+// out[b] = alpha * op(lhs[b]) . op(rhs[b]) + beta * out[b] (+ epilogue),
+// row-major: lhs [batch, m, k] (transposeLhs: [batch, k, m]), rhs [batch,
+// k, n] (transposeRhs: [batch, n, k]), out [batch, m, n], all of |dtype|;
+// f16 and bf16 accumulate in f32; f32 uses TF32 tensor cores only when
+// |allowTf32|.
+struct GemmDesc {
+  PkgDType dtype = PkgDType::F32;
+  GemmParams params;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  bool allowTf32 = false;
+  // The alignment every pointer passed to gemmRun has (cuBLASLt assumes
+  // 256 bytes unless told; the arena's buffers are 64-byte aligned).
+  uint32_t alignmentBytes = 256;
+};
+
+// A GemmDesc as cuBLASLt's column-major D = op(A) op(B): a row-major
+// [m, n] matrix is a column-major [n, m] one, so the product is computed
+// transposed, D^T = op(rhs)^T op(lhs)^T, A being the rhs and B the lhs.
+struct LtGemm {
+  bool transA = false, transB = false;
+  uint64_t rows = 0, cols = 0, inner = 0; // D is rows x cols
+  uint64_t aRows = 0, aCols = 0, lda = 0; // A as stored (column-major)
+  uint64_t bRows = 0, bCols = 0, ldb = 0;
+  uint64_t ldd = 0;
+  int64_t strideA = 0, strideB = 0, strideD = 0; // between batch entries
+  int batch = 1;
+};
+LtGemm lowerGemmToLt(const GemmParams &params);
+
+// Checks what a GemmDesc promises (sizes, dtype, epilogue) before any
+// library sees it.
+Status checkGemmDesc(const GemmDesc &desc);
+
+class CudaApi {
+public:
+  virtual ~CudaApi();
+
+  // Which libraries the table came from, for messages.
+  virtual std::string describe() const = 0;
+
+  virtual StatusOr<CudaDeviceInfo> deviceInfo(int device) = 0;
+  // cudaSetDevice, and the primary context made current (cudaFree(0)), so
+  // the driver calls below find it.
+  virtual Status setDevice(int device) = 0;
+
+  virtual Status malloc(void **ptr, size_t bytes) = 0;     // cudaMalloc
+  virtual Status free(void *ptr) = 0;                       // cudaFree
+  virtual Status mallocHost(void **ptr, size_t bytes) = 0; // cudaMallocHost
+  virtual Status freeHost(void *ptr) = 0;                   // cudaFreeHost
+  virtual Status memcpyAsync(void *dst, const void *src, size_t bytes,
+                             CopyKind kind, CudaStream stream) = 0;
+  virtual Status memsetAsync(void *dst, int value, size_t bytes,
+                             CudaStream stream) = 0;
+
+  virtual Status streamCreate(CudaStream *stream) = 0; // non-blocking
+  virtual Status streamDestroy(CudaStream stream) = 0;
+  virtual Status streamSynchronize(CudaStream stream) = 0;
+  virtual Status streamWaitEvent(CudaStream stream, CudaEvent event) = 0;
+  virtual Status eventCreate(CudaEvent *event) = 0;
+  virtual Status eventDestroy(CudaEvent event) = 0;
+  virtual Status eventRecord(CudaEvent event, CudaStream stream) = 0;
+  virtual Status eventSynchronize(CudaEvent event) = 0;
+  virtual Status eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) = 0;
+
+  // CUDA Graphs: stream capture (global mode), instantiate, launch.
+  virtual Status streamBeginCapture(CudaStream stream) = 0;
+  virtual Status streamEndCapture(CudaStream stream, CudaGraph *graph) = 0;
+  virtual Status graphInstantiate(CudaGraphExec *exec, CudaGraph graph) = 0;
+  virtual Status graphLaunch(CudaGraphExec exec, CudaStream stream) = 0;
+  virtual Status graphDestroy(CudaGraph graph) = 0;
+  virtual Status graphExecDestroy(CudaGraphExec exec) = 0;
+
+  // The driver: a cubin, or PTX the driver JIT-compiles (|bytes| is the
+  // image's size; PTX is NUL-terminated).
+  virtual Status moduleLoadData(CudaModule *module, const void *image,
+                                size_t bytes) = 0;
+  virtual Status moduleUnload(CudaModule module) = 0;
+  virtual Status moduleGetFunction(CudaFunction *function, CudaModule module,
+                                   const char *name) = 0;
+  virtual Status launchKernel(CudaFunction function,
+                              const std::array<uint32_t, 3> &grid,
+                              const std::array<uint32_t, 3> &block,
+                              uint32_t sharedMemoryBytes, CudaStream stream,
+                              void **params, size_t paramCount) = 0;
+
+  // NVRTC: |source| to a cubin for sm_|arch|; |log| gets NVRTC's log.
+  virtual Status nvrtcCompile(const std::string &source, const std::string &name,
+                              unsigned arch, std::vector<uint8_t> &cubin,
+                              std::string &log) = 0;
+
+  // cuBLASLt. gemmPlan picks the algorithm (cublasLtMatmulAlgoGetHeuristic)
+  // for at most |workspaceBytes| of workspace; gemmRun runs it on |stream|.
+  // |bias| is read by the Bias* epilogues, |biasGrad| written by
+  // BiasGradient (else null).
+  virtual Status gemmPlan(GemmPlan *plan, const GemmDesc &desc,
+                          size_t workspaceBytes) = 0;
+  virtual Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
+                         void *out, const void *bias, void *biasGrad,
+                         void *workspace, size_t workspaceBytes,
+                         CudaStream stream) = 0;
+  virtual Status gemmDestroy(GemmPlan plan) = 0;
+};
+
+// The real table: dlopens libcudart (as CudaDevice.h), then the driver's
+// entry points through cudaGetDriverEntryPointByVersion, libcublasLt and
+// libnvrtc ($KILN_CUBLASLT and $KILN_NVRTC name other files). Fails with a
+// message naming the library or symbol that is missing; a build without
+// the CUDA toolkit says so. cuBLASLt and NVRTC are optional at load: a
+// missing one fails the first call that needs it, naming it.
+StatusOr<std::unique_ptr<CudaApi>> loadCudaApi();
+
+} // namespace kiln::runtime::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDAAPI_H

@@ -1,0 +1,748 @@
+//===- CudaExecutable.cpp - a CUDA package, ready to run steps on a GPU ----===//
+//
+// See CudaExecutable.h. Everything that could fail at a step (a kernel
+// without code for the device, a GEMM cuBLASLt cannot plan, a buffer too
+// small, a library call the runtime lacks) is found by create(); a step's
+// failures are CUDA's own, named with the thunk and the call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaExecutable.h"
+
+#include "runtime/Half.h"
+#include "runtime/Initializers.h"
+#include "runtime/dist/Communicator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace kiln::runtime::cuda {
+
+namespace {
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+// The initializers' values in |dtype| (as runtime/cpu/Executable.cpp
+// stores them: f16 and bf16 rounded to nearest even, integers rounded).
+void storeAs(PkgDType dtype, const std::vector<double> &values, void *out) {
+  size_t n = values.size();
+  for (size_t i = 0; i < n; ++i) {
+    double v = values[i];
+    switch (dtype) {
+    case PkgDType::F64: static_cast<double *>(out)[i] = v; break;
+    case PkgDType::F32: static_cast<float *>(out)[i] = static_cast<float>(v); break;
+    case PkgDType::F16: static_cast<uint16_t *>(out)[i] = floatToF16(static_cast<float>(v)); break;
+    case PkgDType::BF16: static_cast<uint16_t *>(out)[i] = floatToBf16(static_cast<float>(v)); break;
+    case PkgDType::I64: static_cast<int64_t *>(out)[i] = static_cast<int64_t>(std::nearbyint(v)); break;
+    case PkgDType::I32: static_cast<int32_t *>(out)[i] = static_cast<int32_t>(std::nearbyint(v)); break;
+    case PkgDType::I8: static_cast<int8_t *>(out)[i] = static_cast<int8_t>(std::nearbyint(v)); break;
+    case PkgDType::I1: static_cast<uint8_t *>(out)[i] = v != 0; break;
+    }
+  }
+}
+
+InitKind initKind(PkgInitKind kind) {
+  switch (kind) {
+  case PkgInitKind::Zeros: return InitKind::zeros;
+  case PkgInitKind::Ones: return InitKind::ones;
+  case PkgInitKind::Constant: return InitKind::constant;
+  case PkgInitKind::Normal: return InitKind::normal;
+  case PkgInitKind::Uniform: return InitKind::uniform;
+  case PkgInitKind::GlorotUniform: return InitKind::glorot_uniform;
+  case PkgInitKind::KaimingNormal: return InitKind::kaiming_normal;
+  }
+  return InitKind::zeros;
+}
+
+const char *libraryName(LibraryKind kind) {
+  switch (kind) {
+  case LibraryKind::Gemm: return "gemm";
+  case LibraryKind::Conv2D: return "conv2d";
+  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
+  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
+  }
+  return "unknown";
+}
+
+const char *collectiveName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce: return "all_reduce";
+  case CollectiveKind::ReduceScatter: return "reduce_scatter";
+  case CollectiveKind::AllGather: return "all_gather";
+  case CollectiveKind::Broadcast: return "collective_broadcast";
+  case CollectiveKind::Send: return "send";
+  case CollectiveKind::Recv: return "recv";
+  }
+  return "unknown";
+}
+
+// The sm_NN of PTX's `.target sm_NN` line, or 0.
+unsigned ptxTarget(const std::string &ptx) {
+  size_t at = ptx.find(".target");
+  if (at == std::string::npos)
+    return 0;
+  at = ptx.find("sm_", at);
+  if (at == std::string::npos)
+    return 0;
+  unsigned arch = 0;
+  for (size_t i = at + 3; i < ptx.size() && ptx[i] >= '0' && ptx[i] <= '9'; ++i)
+    arch = arch * 10 + unsigned(ptx[i] - '0');
+  return arch;
+}
+
+// The largest power of two up to 256 dividing |address|.
+uint32_t alignmentOf(const void *address) {
+  auto v = reinterpret_cast<uintptr_t>(address);
+  uint32_t a = 256;
+  while (a > 1 && v % a)
+    a /= 2;
+  return a;
+}
+
+} // namespace
+
+const char *kernelCodeName(KernelCode code) {
+  switch (code) {
+  case KernelCode::Cubin: return "cubin";
+  case KernelCode::Ptx: return "ptx";
+  case KernelCode::Nvrtc: return "nvrtc";
+  }
+  return "unknown";
+}
+
+CudaExecutable::CudaExecutable(LoadedPackage package, CudaApi &api,
+                               CudaOptions options)
+    : package_(std::move(package)), api_(api), options_(std::move(options)) {}
+
+CudaExecutable::~CudaExecutable() {
+  if (stream_)
+    api_.streamSynchronize(stream_);
+  if (copyStream_)
+    api_.streamSynchronize(copyStream_);
+  if (graphExec_)
+    api_.graphExecDestroy(graphExec_);
+  if (graph_)
+    api_.graphDestroy(graph_);
+  for (ThunkPlan &t : thunks_)
+    if (t.gemm)
+      api_.gemmDestroy(t.gemm);
+  for (CudaModule m : modules_)
+    if (m)
+      api_.moduleUnload(m);
+  for (Staging &s : staging_)
+    for (void *p : s.slot)
+      if (p)
+        api_.freeHost(p);
+  for (CudaEvent e : profileEvents_)
+    api_.eventDestroy(e);
+  for (CudaEvent e : {stepDone_, inputsReady_, slotFree_[0], slotFree_[1]})
+    if (e)
+      api_.eventDestroy(e);
+  if (workspace_)
+    api_.free(workspace_);
+  if (arena_)
+    api_.free(arena_);
+  for (CudaStream s : {stream_, copyStream_})
+    if (s)
+      api_.streamDestroy(s);
+}
+
+StatusOr<std::unique_ptr<CudaExecutable>>
+CudaExecutable::create(LoadedPackage package, CudaApi &api, CudaOptions options) {
+  if (package.target.kind != TargetKind::Cuda)
+    return Status::error("the package targets the CPU: expected a CUDA package "
+                         "(compile it with --target=cuda)");
+  if (Status s = checkPackage(package); !s.isOk())
+    return s;
+  std::unique_ptr<CudaExecutable> exec(
+      new CudaExecutable(std::move(package), api, std::move(options)));
+  if (Status s = exec->prepare(); !s.isOk())
+    return s;
+  return exec;
+}
+
+void CudaExecutable::note(const std::string &text) {
+  if (options_.log)
+    options_.log(text);
+  else
+    std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+std::string CudaExecutable::thunkName(size_t index) const {
+  const PackageThunk &t = package_.thunks[index];
+  std::string name = "thunk " + std::to_string(index);
+  switch (t.kind) {
+  case ThunkKind::KernelLaunch: {
+    const PackageKernel &k = package_.kernels[t.kernel];
+    return name + " (kernel '" + k.name + "', " + k.entryPoint + ")";
+  }
+  case ThunkKind::LibraryCall:
+    if (t.library == LibraryKind::Gemm)
+      return name + " (gemm m=" + std::to_string(t.gemm.m) +
+             " n=" + std::to_string(t.gemm.n) + " k=" +
+             std::to_string(t.gemm.k) + " batch=" +
+             std::to_string(t.gemm.batch) + ")";
+    return name + " (" + libraryName(t.library) + ")";
+  case ThunkKind::Copy:
+    return name + " (copy)";
+  case ThunkKind::Collective:
+    return name + " (" + collectiveName(t.collective.kind) + ")";
+  }
+  return name;
+}
+
+void *CudaExecutable::deviceBuffer(uint32_t id) const {
+  if (id >= package_.buffers.size() || !arena_)
+    return nullptr;
+  return arena_ + package_.buffers[id].offset;
+}
+
+uint32_t CudaExecutable::gridFor(const PackageKernel &kernel) const {
+  uint64_t perSm = 2048 / std::max<uint32_t>(kernel.block[0], 1);
+  uint64_t cap =
+      uint64_t(std::max(device_.multiprocessors, 1)) * std::max<uint64_t>(perSm, 1);
+  uint64_t grid = std::min<uint64_t>(kernel.grid[0], cap);
+  return static_cast<uint32_t>(std::max<uint64_t>(grid, 1));
+}
+
+int CudaExecutable::findInput(const std::string &name) const {
+  for (size_t i = 0; i < package_.inputs.size(); ++i)
+    if (package_.inputs[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int CudaExecutable::findOutput(const std::string &name) const {
+  for (size_t i = 0; i < package_.outputs.size(); ++i)
+    if (package_.outputs[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+Status CudaExecutable::prepare() {
+  StatusOr<CudaDeviceInfo> info = api_.deviceInfo(options_.device);
+  if (!info.isOk())
+    return info.status();
+  device_ = info.value();
+  if (Status s = api_.setDevice(options_.device); !s.isOk())
+    return s;
+  void *arena = nullptr;
+  if (Status s = api_.malloc(&arena, std::max<uint64_t>(package_.arenaSize, 1));
+      !s.isOk())
+    return Status::error("the arena: " + s.message());
+  arena_ = static_cast<uint8_t *>(arena);
+  for (CudaStream *s : {&stream_, &copyStream_})
+    if (Status st = api_.streamCreate(s); !st.isOk())
+      return st;
+  for (CudaEvent *e : {&stepDone_, &inputsReady_, &slotFree_[0], &slotFree_[1]})
+    if (Status st = api_.eventCreate(e); !st.isOk())
+      return st;
+
+  modules_.assign(package_.kernels.size(), nullptr);
+  functions_.assign(package_.kernels.size(), nullptr);
+  kernelCode_.assign(package_.kernels.size(), KernelCode::Cubin);
+  // Only kernels some thunk launches are loaded.
+  std::vector<bool> used(package_.kernels.size(), false);
+  for (const PackageThunk &t : package_.thunks)
+    if (t.kind == ThunkKind::KernelLaunch)
+      used[t.kernel] = true;
+  for (size_t k = 0; k < package_.kernels.size(); ++k)
+    if (used[k])
+      if (Status s = loadKernel(k); !s.isOk())
+        return s;
+
+  thunks_.resize(package_.thunks.size());
+  for (size_t i = 0; i < package_.thunks.size(); ++i)
+    if (Status s = planThunk(i); !s.isOk())
+      return s;
+
+  for (const SignatureEntry &out : package_.outputs) {
+    const PackageBuffer &from = package_.buffers[out.buffer];
+    if (from.updates < 0)
+      continue;
+    uint32_t target = package_.inputs[from.updates].buffer;
+    if (target == out.buffer ||
+        package_.buffers[target].offset == from.offset)
+      continue;
+    updates_.push_back({deviceBuffer(out.buffer), deviceBuffer(target),
+                        static_cast<size_t>(from.size)});
+  }
+  staging_.resize(package_.inputs.size());
+  if (hasCollectives_ && options_.graphs) {
+    graphFallback_ = "the step has collectives, which run through the host "
+                     "communicator: CUDA Graphs are off";
+    note("kiln cuda: " + graphFallback_);
+  }
+  return Status::ok();
+}
+
+Status CudaExecutable::loadKernel(size_t index) {
+  const PackageKernel &k = package_.kernels[index];
+  std::string where = "kernel " + std::to_string(index) + " '" + k.name +
+                      "' (" + k.entryPoint + ")";
+  if (k.kind != KernelKind::Cuda)
+    return Status::error(where + ": expected a CUDA kernel, found CPU code");
+  unsigned arch = device_.smArch();
+  std::string tried;
+  CudaModule module = nullptr;
+  auto load = [&](const void *image, size_t bytes, KernelCode code) {
+    Status s = api_.moduleLoadData(&module, image, bytes);
+    if (s.isOk()) {
+      kernelCode_[index] = code;
+      return true;
+    }
+    tried += std::string(tried.empty() ? "" : "; ") + kernelCodeName(code) +
+             ": " + s.message();
+    module = nullptr;
+    return false;
+  };
+  bool loaded = false;
+  for (const Cubin &c : k.cubins)
+    if (c.arch == arch && !loaded)
+      loaded = load(c.image.data(), c.image.size(), KernelCode::Cubin);
+  if (!loaded && !k.ptx.empty()) {
+    unsigned target = ptxTarget(k.ptx);
+    if (target && target <= arch) {
+      std::string ptx = k.ptx; // NUL-terminated for the driver
+      loaded = load(ptx.c_str(), ptx.size() + 1, KernelCode::Ptx);
+    } else {
+      tried += std::string(tried.empty() ? "" : "; ") + "ptx: for sm_" +
+               std::to_string(target) + ", newer than the device";
+    }
+  }
+  if (!loaded && !k.source.empty()) {
+    std::vector<uint8_t> cubin;
+    std::string log;
+    Status s = api_.nvrtcCompile(k.source, k.entryPoint, arch, cubin, log);
+    if (s.isOk())
+      loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc);
+    else
+      tried += std::string(tried.empty() ? "" : "; ") + "nvrtc: " + s.message();
+  }
+  if (!loaded)
+    return Status::error(where + ": no code loads on device " +
+                         std::to_string(device_.index) + " (sm_" +
+                         std::to_string(arch) + "): the package has " +
+                         std::to_string(k.cubins.size()) + " cubin(s)" +
+                         (tried.empty() ? "" : " (" + tried + ")"));
+  modules_[index] = module;
+  if (Status s = api_.moduleGetFunction(&functions_[index], module,
+                                        k.entryPoint.c_str());
+      !s.isOk())
+    return Status::error(where + ": " + s.message());
+  return Status::ok();
+}
+
+Status CudaExecutable::planThunk(size_t index) {
+  const PackageThunk &t = package_.thunks[index];
+  ThunkPlan &plan = thunks_[index];
+  for (uint32_t id : t.operands)
+    plan.args.push_back(deviceBuffer(id));
+  for (uint32_t id : t.results)
+    plan.args.push_back(deviceBuffer(id));
+  auto fail = [&](const std::string &what) {
+    return Status::error(thunkName(index) + ": " + what);
+  };
+  switch (t.kind) {
+  case ThunkKind::KernelLaunch: {
+    const PackageKernel &k = package_.kernels[t.kernel];
+    if (k.block[0] == 0 || k.block[0] > 1024 || k.block[1] != 1 ||
+        k.block[2] != 1)
+      return fail("expected a block of 1 to 1024 threads in x, found (" +
+                  std::to_string(k.block[0]) + ", " +
+                  std::to_string(k.block[1]) + ", " +
+                  std::to_string(k.block[2]) + ")");
+    plan.grid = {gridFor(k), 1, 1};
+    for (void *&arg : plan.args)
+      plan.params.push_back(&arg);
+    return Status::ok();
+  }
+  case ThunkKind::Copy: {
+    const PackageBuffer &from = package_.buffers[t.operands[0]];
+    const PackageBuffer &to = package_.buffers[t.results[0]];
+    if (from.size < to.size)
+      return fail("copies " + std::to_string(to.size) + " bytes from a " +
+                  std::to_string(from.size) + "-byte buffer");
+    plan.copyBytes = to.size;
+    return Status::ok();
+  }
+  case ThunkKind::Collective: {
+    hasCollectives_ = true;
+    if (!options_.communicator)
+      return fail("the package has collectives: expected a communicator "
+                  "(NCCL or the host communicator), found none");
+    const CollectiveKind kind = t.collective.kind;
+    if (kind != CollectiveKind::AllReduce &&
+        kind != CollectiveKind::ReduceScatter &&
+        kind != CollectiveKind::AllGather && kind != CollectiveKind::Broadcast)
+      return fail("unsupported collective");
+    if (static_cast<int>(package_.metadata.worldSize) !=
+        options_.communicator->worldSize())
+      return fail("the package was compiled for " +
+                  std::to_string(package_.metadata.worldSize) +
+                  " ranks, the communicator has " +
+                  std::to_string(options_.communicator->worldSize()));
+    plan.hostScratch.resize(
+        package_.buffers[t.operands[0]].size +
+        package_.buffers[t.results[0]].size);
+    return Status::ok();
+  }
+  case ThunkKind::LibraryCall:
+    break;
+  }
+  if (t.library != LibraryKind::Gemm)
+    return fail(std::string("the CUDA runtime has no ") + libraryName(t.library) +
+                " library call yet (no cuDNN): train this model with "
+                "--device=cpu");
+  if (!t.hasGemm || t.operands.size() != 2 || t.results.size() != 1)
+    return fail("expected a gemm with two operands and one result");
+  GemmDesc desc;
+  desc.dtype = package_.buffers[t.results[0]].dtype;
+  desc.params = t.gemm;
+  desc.allowTf32 = options_.allowTf32;
+  uint32_t align = 256;
+  for (void *p : plan.args)
+    align = std::min(align, alignmentOf(p));
+  desc.alignmentBytes = align;
+  if (Status s = checkGemmDesc(desc); !s.isOk())
+    return fail(s.message());
+  const GemmParams &g = t.gemm;
+  uint64_t elem = pkgBytesPerElement(desc.dtype);
+  auto holds = [&](uint32_t id, uint64_t elements, const char *what) {
+    const PackageBuffer &b = package_.buffers[id];
+    if (b.dtype != desc.dtype)
+      return fail(std::string(what) + " is " + pkgDTypeName(b.dtype) +
+                  ", expected " + pkgDTypeName(desc.dtype));
+    if (b.size < elements * elem)
+      return fail(std::string(what) + " holds " + std::to_string(b.size) +
+                  " bytes, expected " + std::to_string(elements * elem));
+    return Status::ok();
+  };
+  for (Status s : {holds(t.operands[0], uint64_t(g.batch * g.m * g.k), "lhs"),
+                   holds(t.operands[1], uint64_t(g.batch * g.k * g.n), "rhs"),
+                   holds(t.results[0], uint64_t(g.batch * g.m * g.n), "result")})
+    if (!s.isOk())
+      return s;
+  if (!workspace_ && options_.gemmWorkspaceBytes) {
+    if (Status s = api_.malloc(&workspace_, options_.gemmWorkspaceBytes);
+        !s.isOk())
+      return Status::error("the cuBLASLt workspace: " + s.message());
+    workspaceBytes_ = options_.gemmWorkspaceBytes;
+  }
+  if (Status s = api_.gemmPlan(&plan.gemm, desc, workspaceBytes_); !s.isOk())
+    return fail(s.message());
+  return Status::ok();
+}
+
+Status CudaExecutable::runCollective(size_t index) {
+  const PackageThunk &t = package_.thunks[index];
+  ThunkPlan &plan = thunks_[index];
+  const PackageBuffer &in = package_.buffers[t.operands[0]];
+  const PackageBuffer &out = package_.buffers[t.results[0]];
+  uint8_t *hostIn = plan.hostScratch.data();
+  uint8_t *hostOut = hostIn + in.size;
+  if (Status s = api_.memcpyAsync(hostIn, plan.args[0], in.size,
+                                  CopyKind::DeviceToHost, stream_);
+      !s.isOk())
+    return s;
+  if (Status s = api_.streamSynchronize(stream_); !s.isOk())
+    return s;
+  dist::Communicator &comm = *options_.communicator;
+  const CollectiveParams &c = t.collective;
+  int64_t inCount = elementCount(in.shape), outCount = elementCount(out.shape);
+  Status s;
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    s = comm.allReduce(hostIn, hostOut, inCount, in.dtype, c.reduction);
+    break;
+  case CollectiveKind::ReduceScatter:
+    s = comm.reduceScatter(hostIn, hostOut, outCount, in.dtype, c.reduction);
+    break;
+  case CollectiveKind::AllGather:
+    s = comm.allGather(hostIn, hostOut, inCount, in.dtype);
+    break;
+  default:
+    s = comm.broadcast(hostIn, hostOut, inCount, in.dtype,
+                       static_cast<int>(c.root));
+    break;
+  }
+  if (!s.isOk())
+    return s;
+  if (Status st = api_.memcpyAsync(plan.args[1], hostOut, out.size,
+                                   CopyKind::HostToDevice, stream_);
+      !st.isOk())
+    return st;
+  // The host buffer must stay untouched until the copy has read it.
+  return api_.streamSynchronize(stream_);
+}
+
+Status CudaExecutable::enqueueThunk(size_t index) {
+  const PackageThunk &t = package_.thunks[index];
+  ThunkPlan &plan = thunks_[index];
+  Status s;
+  switch (t.kind) {
+  case ThunkKind::KernelLaunch: {
+    const PackageKernel &k = package_.kernels[t.kernel];
+    s = api_.launchKernel(functions_[t.kernel], plan.grid, k.block,
+                          k.sharedMemoryBytes, stream_, plan.params.data(),
+                          plan.params.size());
+    break;
+  }
+  case ThunkKind::LibraryCall:
+    s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.args[2],
+                     nullptr, nullptr, workspace_, workspaceBytes_, stream_);
+    break;
+  case ThunkKind::Copy:
+    s = api_.memcpyAsync(plan.args[1], plan.args[0], plan.copyBytes,
+                         CopyKind::DeviceToDevice, stream_);
+    break;
+  case ThunkKind::Collective:
+    s = runCollective(index);
+    break;
+  }
+  if (!s.isOk())
+    return Status::error(thunkName(index) + ": " + s.message());
+  return Status::ok();
+}
+
+Status CudaExecutable::enqueueStep() {
+  for (size_t i = 0; i < thunks_.size(); ++i) {
+    if (profiling_)
+      if (Status s = api_.eventRecord(profileEvents_[2 * i], stream_); !s.isOk())
+        return s;
+    if (Status s = enqueueThunk(i); !s.isOk())
+      return s;
+    if (profiling_)
+      if (Status s = api_.eventRecord(profileEvents_[2 * i + 1], stream_);
+          !s.isOk())
+        return s;
+  }
+  for (const UpdateCopy &u : updates_)
+    if (Status s = api_.memcpyAsync(u.to, u.from, u.bytes,
+                                    CopyKind::DeviceToDevice, stream_);
+        !s.isOk())
+      return Status::error("updates copy: " + s.message());
+  return Status::ok();
+}
+
+Status CudaExecutable::run() {
+  if (inputsPending_) {
+    if (Status s = api_.streamWaitEvent(stream_, inputsReady_); !s.isOk())
+      return s;
+    inputsPending_ = false;
+  }
+  if (profiling_ && profilePending_)
+    if (Status s = collectProfile(); !s.isOk())
+      return s;
+  Status result;
+  if (graphExec_ && !profiling_) {
+    result = api_.graphLaunch(graphExec_, stream_);
+  } else if (options_.graphs && graphFallback_.empty() && steps_ >= 1 &&
+             !profiling_) {
+    // The second step is captured, then launched as a graph.
+    std::string failure;
+    if (Status s = api_.streamBeginCapture(stream_); !s.isOk()) {
+      failure = s.message();
+    } else {
+      Status enqueued = enqueueStep();
+      CudaGraph graph = nullptr;
+      Status ended = api_.streamEndCapture(stream_, &graph);
+      if (!enqueued.isOk())
+        failure = enqueued.message();
+      else if (!ended.isOk())
+        failure = ended.message();
+      if (graph && failure.empty()) {
+        graph_ = graph;
+        if (Status s = api_.graphInstantiate(&graphExec_, graph_); !s.isOk()) {
+          failure = s.message();
+          graphExec_ = nullptr;
+        }
+      } else if (graph) {
+        api_.graphDestroy(graph);
+      }
+    }
+    if (failure.empty()) {
+      result = api_.graphLaunch(graphExec_, stream_);
+    } else {
+      graphFallback_ = "capturing the step into a CUDA Graph failed (" +
+                       failure + "): plain launches from now on";
+      note("kiln cuda: " + graphFallback_);
+      result = enqueueStep();
+    }
+  } else {
+    result = enqueueStep();
+  }
+  if (!result.isOk())
+    return result;
+  if (profiling_)
+    profilePending_ = true;
+  ++steps_;
+  return api_.eventRecord(stepDone_, stream_);
+}
+
+Status CudaExecutable::synchronize() {
+  if (Status s = api_.streamSynchronize(copyStream_); !s.isOk())
+    return s;
+  return api_.streamSynchronize(stream_);
+}
+
+Status CudaExecutable::readBuffer(uint32_t id, void *host) {
+  if (id >= package_.buffers.size())
+    return Status::error("buffer " + std::to_string(id) + ": out of range");
+  if (Status s = api_.memcpyAsync(host, deviceBuffer(id),
+                                  package_.buffers[id].size,
+                                  CopyKind::DeviceToHost, stream_);
+      !s.isOk())
+    return Status::error("reading buffer '" + package_.buffers[id].name +
+                         "': " + s.message());
+  return api_.streamSynchronize(stream_);
+}
+
+Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
+  if (id >= package_.buffers.size())
+    return Status::error("buffer " + std::to_string(id) + ": out of range");
+  if (Status s = api_.memcpyAsync(deviceBuffer(id), host,
+                                  package_.buffers[id].size,
+                                  CopyKind::HostToDevice, stream_);
+      !s.isOk())
+    return Status::error("writing buffer '" + package_.buffers[id].name +
+                         "': " + s.message());
+  return api_.streamSynchronize(stream_);
+}
+
+Status CudaExecutable::readOutput(size_t i, void *host) {
+  if (i >= package_.outputs.size())
+    return Status::error("output " + std::to_string(i) + ": out of range");
+  return readBuffer(package_.outputs[i].buffer, host);
+}
+
+Status CudaExecutable::writeInput(size_t i, const void *host) {
+  if (i >= package_.inputs.size())
+    return Status::error("input " + std::to_string(i) + ": out of range");
+  return writeBuffer(package_.inputs[i].buffer, host);
+}
+
+Status CudaExecutable::initialize() {
+  std::vector<std::vector<uint8_t>> images(package_.inputs.size());
+  std::vector<int> inputOfBuffer(package_.buffers.size(), -1);
+  for (size_t i = 0; i < package_.inputs.size(); ++i) {
+    images[i].assign(package_.buffers[package_.inputs[i].buffer].size, 0);
+    inputOfBuffer[package_.inputs[i].buffer] = static_cast<int>(i);
+  }
+  for (const ParameterInit &init : package_.parameterInits) {
+    int input = inputOfBuffer[init.buffer];
+    if (input < 0)
+      return Status::error("the initializer of buffer '" +
+                           package_.buffers[init.buffer].name +
+                           "': expected a signature input's buffer");
+    const PackageBuffer &b = package_.buffers[init.buffer];
+    std::vector<uint8_t> &image = images[input];
+    if (init.hasData) {
+      std::memcpy(image.data(), init.data.data(),
+                  std::min(init.data.size(), image.size()));
+      continue;
+    }
+    InitSpec spec;
+    spec.kind = initKind(init.kind);
+    spec.value = init.value;
+    spec.scale = init.scale;
+    spec.seed = static_cast<uint64_t>(init.seed);
+    storeAs(b.dtype, runtime::initialize(spec, b.shape), image.data());
+  }
+  for (size_t i = 0; i < images.size(); ++i)
+    if (Status s = writeInput(i, images[i].data()); !s.isOk())
+      return s;
+  return Status::ok();
+}
+
+StatusOr<void *> CudaExecutable::hostInput(size_t i) {
+  if (i >= staging_.size())
+    return Status::error("input " + std::to_string(i) + ": out of range");
+  Staging &s = staging_[i];
+  if (!s.slot[slot_]) {
+    size_t bytes = package_.buffers[package_.inputs[i].buffer].size;
+    for (void *&p : s.slot)
+      if (Status st = api_.mallocHost(&p, std::max<size_t>(bytes, 1)); !st.isOk())
+        return Status::error("staging input '" + package_.inputs[i].name +
+                             "': " + st.message());
+  }
+  // The copy that last read this slot must be done.
+  if (Status st = api_.eventSynchronize(slotFree_[slot_]); !st.isOk())
+    return st;
+  s.dirty = true;
+  return s.slot[slot_];
+}
+
+Status CudaExecutable::submitInputs() {
+  bool any = false;
+  for (size_t i = 0; i < staging_.size(); ++i) {
+    Staging &s = staging_[i];
+    if (!s.dirty)
+      continue;
+    if (!any) {
+      // Not before the previous step has read the inputs.
+      if (Status st = api_.streamWaitEvent(copyStream_, stepDone_); !st.isOk())
+        return st;
+      any = true;
+    }
+    uint32_t id = package_.inputs[i].buffer;
+    if (Status st = api_.memcpyAsync(deviceBuffer(id), s.slot[slot_],
+                                     package_.buffers[id].size,
+                                     CopyKind::HostToDevice, copyStream_);
+        !st.isOk())
+      return Status::error("input '" + package_.inputs[i].name +
+                           "': " + st.message());
+    s.dirty = false;
+  }
+  if (!any)
+    return Status::ok();
+  if (Status st = api_.eventRecord(slotFree_[slot_], copyStream_); !st.isOk())
+    return st;
+  if (Status st = api_.eventRecord(inputsReady_, copyStream_); !st.isOk())
+    return st;
+  inputsPending_ = true;
+  slot_ ^= 1;
+  return Status::ok();
+}
+
+void CudaExecutable::setProfiling(bool enabled) {
+  profiling_ = enabled;
+  profilePending_ = false;
+  profile_.assign(thunks_.size(), {});
+  if (enabled && profileEvents_.empty()) {
+    profileEvents_.assign(2 * thunks_.size(), nullptr);
+    for (CudaEvent &e : profileEvents_)
+      if (!api_.eventCreate(&e).isOk()) {
+        profiling_ = false;
+        note("kiln cuda: cannot create profiling events: profiling is off");
+        return;
+      }
+  }
+}
+
+Status CudaExecutable::collectProfile() {
+  if (!profilePending_)
+    return Status::ok();
+  if (Status s = api_.streamSynchronize(stream_); !s.isOk())
+    return s;
+  for (size_t i = 0; i < thunks_.size(); ++i) {
+    float ms = 0;
+    if (Status s = api_.eventElapsedMs(&ms, profileEvents_[2 * i],
+                                       profileEvents_[2 * i + 1]);
+        !s.isOk())
+      return Status::error(thunkName(i) + ": " + s.message());
+    profile_[i].totalMs += ms;
+    ++profile_[i].calls;
+  }
+  profilePending_ = false;
+  return Status::ok();
+}
+
+} // namespace kiln::runtime::cuda

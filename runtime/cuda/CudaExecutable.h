@@ -1,0 +1,206 @@
+//===- CudaExecutable.h - a CUDA package, ready to run steps on a GPU -*- C++ -*-===//
+//
+// The GPU counterpart of runtime/cpu/Executable.h. A CudaExecutable owns one
+// LoadedPackage of target kind Cuda and, on one device, everything a step
+// needs, all made once by create():
+//
+//   - the arena: one device allocation of the package's arena size; buffer
+//     i lives at arena + buffers[i].offset (the buffer plan as it is);
+//   - one module per kernel: the package's cubin for the device's sm_NN,
+//     else its PTX through the driver's JIT (when the PTX's .target is not
+//     newer than the device), else the kernel's source compiled by NVRTC for
+//     the device (KernelCode says which, per kernel);
+//   - per thunk, its launch: KernelLaunch -> cuLaunchKernel with
+//     block = kernel.block and grid.x = min(kernel.grid.x, multiprocessors
+//     * (2048 / block.x)) (CudaCompile.h's rule: every kernel loops
+//     grid-stride), parameters the thunk's operands then results;
+//     LibraryCall Gemm -> cuBLASLt, planned at load (heuristic cached in
+//     the plan) with one workspace for all GEMMs; Copy -> cudaMemcpyAsync;
+//     Collective -> the Communicator, through host staging (refused by
+//     create() without one); Conv2D* -> refused by create(), naming the op;
+//   - streams: one for the step, one for input copies; events for the
+//     profile and for the input hand-over;
+//   - pinned host staging for the data inputs, two slots: the host fills
+//     one (hostInput) while the previous batch's copy may still run;
+//     submitInputs() queues the copy on the copy stream after the previous
+//     step, and the next run() waits for it on the GPU, not the host.
+//
+// run() queues one step: the thunks, then the updates copies (outputs into
+// the inputs they update, so the next step reads the new parameters). The
+// first step runs as plain launches (the warm-up: cuBLASLt and the modules
+// are exercised once); with CudaOptions::graphs the second step is
+// captured into a CUDA Graph and every later step is one graph launch. A
+// capture that fails falls back to plain launches for good, and
+// graphFallbackReason() (also handed to CudaOptions::log) says why.
+// run() does not wait for the GPU; readBuffer, readOutput and
+// synchronize() do.
+//
+// Every CUDA call goes through the CudaApi table (CudaApi.h), so tests run
+// all of this with a fake table and no GPU. A failure comes back as a
+// Status naming the thunk, its kernel and the failed call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDAEXECUTABLE_H
+#define KILN_RUNTIME_CUDA_CUDAEXECUTABLE_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/package/Package.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::dist {
+class Communicator;
+} // namespace kiln::runtime::dist
+
+namespace kiln::runtime::cuda {
+
+struct CudaOptions {
+  int device = 0;
+  // CUDA Graph capture of the whole step after the warm-up step.
+  bool graphs = true;
+  // f32 GEMMs on TF32 tensor cores (f16 and bf16 always accumulate in f32).
+  bool allowTf32 = false;
+  // cuBLASLt's workspace, allocated once (32 MiB suits Hopper).
+  size_t gemmWorkspaceBytes = 32u << 20;
+  // Runs the Collective thunks on host copies (not owned). Null: a package
+  // with collectives is refused.
+  dist::Communicator *communicator = nullptr;
+  // Where notes go (the graph fallback's reason); null: stderr.
+  std::function<void(const std::string &)> log;
+};
+
+// How a kernel's code reached the device.
+enum class KernelCode { Cubin, Ptx, Nvrtc };
+const char *kernelCodeName(KernelCode code);
+
+// One recorded thunk's time over the profiled steps (events around it).
+struct CudaThunkProfile {
+  double totalMs = 0;
+  uint64_t calls = 0;
+};
+
+class CudaExecutable {
+public:
+  // |api| must outlive the executable.
+  static StatusOr<std::unique_ptr<CudaExecutable>>
+  create(LoadedPackage package, CudaApi &api, CudaOptions options = {});
+  ~CudaExecutable();
+  CudaExecutable(const CudaExecutable &) = delete;
+  CudaExecutable &operator=(const CudaExecutable &) = delete;
+
+  const LoadedPackage &package() const { return package_; }
+  const CudaDeviceInfo &device() const { return device_; }
+
+  // The device address of buffer |id| (null when out of range).
+  void *deviceBuffer(uint32_t id) const;
+  // The launch shape and code source of each kernel, for reports and tests.
+  const std::vector<KernelCode> &kernelCode() const { return kernelCode_; }
+  uint32_t gridFor(const PackageKernel &kernel) const;
+
+  size_t numInputs() const { return package_.inputs.size(); }
+  size_t numOutputs() const { return package_.outputs.size(); }
+  int findInput(const std::string &name) const;
+  int findOutput(const std::string &name) const;
+
+  // Gives every input its first value (the package's initializers, as the
+  // CPU Executable does), computed on the host and copied in.
+  Status initialize();
+
+  // Synchronous copies between the host and buffer |id| (all of it).
+  Status readBuffer(uint32_t id, void *host);
+  Status writeBuffer(uint32_t id, const void *host);
+  Status readOutput(size_t i, void *host);
+  Status writeInput(size_t i, const void *host);
+
+  // Pinned staging for signature input |i| (the current slot); valid until
+  // submitInputs(). Waits until the slot's previous copy is done.
+  StatusOr<void *> hostInput(size_t i);
+  // Queues the copies of the inputs written through hostInput since the
+  // last submit, after the previous step; the next run() waits for them.
+  Status submitInputs();
+
+  // Queues one step (see above).
+  Status run();
+  Status synchronize();
+
+  // Whether steps now run as one graph launch, and why not when capture
+  // failed ("" otherwise).
+  bool usingGraph() const { return graphExec_ != nullptr; }
+  const std::string &graphFallbackReason() const { return graphFallback_; }
+  uint64_t steps() const { return steps_; }
+
+  // Per-thunk times (an event pair around each thunk; turning it on
+  // clears them and stops graph launches while it is on).
+  void setProfiling(bool enabled);
+  Status collectProfile(); // waits for the step and adds its times
+  const std::vector<CudaThunkProfile> &profile() const { return profile_; }
+
+private:
+  CudaExecutable(LoadedPackage package, CudaApi &api, CudaOptions options);
+  Status prepare();
+  Status loadKernel(size_t index);
+  Status planThunk(size_t index);
+  Status enqueueStep();
+  Status enqueueThunk(size_t index);
+  Status runCollective(size_t index);
+  std::string thunkName(size_t index) const;
+  void note(const std::string &text);
+
+  LoadedPackage package_;
+  CudaApi &api_;
+  CudaOptions options_;
+  CudaDeviceInfo device_;
+  uint8_t *arena_ = nullptr;
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  CudaStream stream_ = nullptr, copyStream_ = nullptr;
+  CudaEvent stepDone_ = nullptr, inputsReady_ = nullptr;
+  std::vector<CudaModule> modules_;
+  std::vector<CudaFunction> functions_;
+  std::vector<KernelCode> kernelCode_;
+  struct ThunkPlan {
+    std::vector<void *> args;       // device pointers: operands, results
+    std::vector<void *> params;     // &args[i], for cuLaunchKernel
+    std::array<uint32_t, 3> grid{}; // kernel launches
+    GemmPlan gemm = nullptr;
+    size_t copyBytes = 0;
+    std::vector<uint8_t> hostScratch; // collectives' staging
+  };
+  std::vector<ThunkPlan> thunks_;
+  struct UpdateCopy {
+    const void *from;
+    void *to;
+    size_t bytes;
+  };
+  std::vector<UpdateCopy> updates_;
+  // Input staging: two pinned slots per input, allocated on first use.
+  struct Staging {
+    void *slot[2] = {nullptr, nullptr};
+    bool dirty = false;
+  };
+  std::vector<Staging> staging_;
+  CudaEvent slotFree_[2] = {nullptr, nullptr};
+  int slot_ = 0;
+  bool inputsPending_ = false;
+  bool hasCollectives_ = false;
+  // Graphs.
+  CudaGraph graph_ = nullptr;
+  CudaGraphExec graphExec_ = nullptr;
+  std::string graphFallback_;
+  uint64_t steps_ = 0;
+  // Profiling.
+  bool profiling_ = false;
+  std::vector<CudaEvent> profileEvents_; // one before each thunk, one after
+  std::vector<CudaThunkProfile> profile_;
+  bool profilePending_ = false;
+};
+
+} // namespace kiln::runtime::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDAEXECUTABLE_H

@@ -1,0 +1,582 @@
+//===- CudaExecutableTest.cpp - the GPU runtime against a fake CUDA -------===//
+//
+// runtime/cuda/CudaExecutable.h driven through FakeCudaApi.h (host memory,
+// recorded calls): the arena and its offsets, each thunk as the expected
+// launch / cuBLASLt / copy call in order with the right pointers and
+// launch shapes, the values a step computes (host kernels stand in for the
+// CUDA ones; the GEMM against a direct triple loop), cubin / PTX / NVRTC
+// selection by architecture, failures that name the call and the kernel,
+// CUDA Graph capture after the warm-up step and its fallback, input
+// staging, refusals (convolutions, collectives without a communicator),
+// and the row-major to cuBLASLt column-major mapping of GEMMs checked
+// against a column-major GEMM written from cuBLASLt's definition. Links no
+// LLVM or MLIR, so it runs on the GPU machine too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Initializers.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "tests/unit/cuda/FakeCudaApi.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace {
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::cuda;
+using kiln::runtime::cuda::testing::FakeCudaApi;
+
+constexpr int M = 4, K = 8, N = 16;
+
+PackageBuffer buffer(const char *name, PkgRole role, std::vector<int64_t> shape,
+                     uint64_t offset, int32_t updates = -1) {
+  PackageBuffer b;
+  b.name = name;
+  b.role = role;
+  b.shape = shape;
+  b.offset = offset;
+  b.size = 4;
+  for (int64_t d : shape)
+    b.size *= d;
+  b.updates = updates;
+  return b;
+}
+
+PackageKernel kernel(const char *name, const char *entry, uint32_t grid,
+                     std::vector<unsigned> archs, unsigned ptxArch) {
+  PackageKernel k;
+  k.kind = KernelKind::Cuda;
+  k.name = name;
+  k.entryPoint = entry;
+  k.source = std::string("// CUDA source of ") + entry;
+  if (ptxArch)
+    k.ptx = ".version 8.0\n.target sm_" + std::to_string(ptxArch) +
+            "\n// PTX of " + entry;
+  for (unsigned a : archs) {
+    Cubin c;
+    c.arch = a;
+    std::string image = "CUBIN sm_" + std::to_string(a) + " " + entry;
+    c.image.assign(image.begin(), image.end());
+    c.image.push_back(0);
+    k.cubins.push_back(c);
+  }
+  k.block = {256, 1, 1};
+  k.grid = {grid, 1, 1};
+  return k;
+}
+
+// y = relu(x . w); w_new = w * 0.5 (updates w); y_copy = y.
+LoadedPackage mlpPackage(std::vector<unsigned> archs = {80, 90},
+                         unsigned ptxArch = 80) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  p.target.smArchs = archs;
+  p.buffers = {buffer("x", PkgRole::Input, {M, K}, 0),
+               buffer("w", PkgRole::Parameter, {K, N}, 128),
+               buffer("dot", PkgRole::None, {M, N}, 640),
+               buffer("y", PkgRole::Output, {M, N}, 896),
+               buffer("w_new", PkgRole::Output, {K, N}, 1152, 1),
+               buffer("y_copy", PkgRole::Output, {M, N}, 1664)};
+  p.arenaSize = 1920;
+  p.kernels = {kernel("relu", "kiln_relu", 5000, archs, ptxArch),
+               kernel("sgd", "kiln_sgd", 3, archs, ptxArch)};
+  PackageThunk gemm;
+  gemm.kind = ThunkKind::LibraryCall;
+  gemm.library = LibraryKind::Gemm;
+  gemm.hasGemm = true;
+  gemm.gemm.m = M;
+  gemm.gemm.n = N;
+  gemm.gemm.k = K;
+  gemm.operands = {0, 1};
+  gemm.results = {2};
+  PackageThunk relu;
+  relu.kernel = 0;
+  relu.operands = {2};
+  relu.results = {3};
+  PackageThunk sgd;
+  sgd.kernel = 1;
+  sgd.operands = {1};
+  sgd.results = {4};
+  PackageThunk copy;
+  copy.kind = ThunkKind::Copy;
+  copy.operands = {3};
+  copy.results = {5};
+  p.thunks = {gemm, relu, sgd, copy};
+  ParameterInit init;
+  init.buffer = 1;
+  init.kind = PkgInitKind::Normal;
+  init.scale = 1.0;
+  init.seed = 7;
+  p.parameterInits = {init};
+  auto entry = [&](const char *name, PkgRole role, uint32_t id) {
+    SignatureEntry e;
+    e.name = name;
+    e.role = role;
+    e.shape = p.buffers[id].shape;
+    e.buffer = id;
+    return e;
+  };
+  p.inputs = {entry("x", PkgRole::Input, 0), entry("w", PkgRole::Parameter, 1)};
+  p.outputs = {entry("y", PkgRole::Output, 3), entry("w_new", PkgRole::Output, 4),
+               entry("y_copy", PkgRole::Output, 5)};
+  return p;
+}
+
+// The host stand-ins for the package's kernels (the emulation's ABI).
+void reluHost(void **b, unsigned, unsigned) {
+  for (int i = 0; i < M * N; ++i) {
+    float v = static_cast<float *>(b[0])[i];
+    static_cast<float *>(b[1])[i] = v > 0 ? v : 0;
+  }
+}
+void sgdHost(void **b, unsigned, unsigned) {
+  for (int i = 0; i < K * N; ++i)
+    static_cast<float *>(b[1])[i] = static_cast<float *>(b[0])[i] * 0.5f;
+}
+
+class CudaExecutableTest : public ::testing::Test {
+protected:
+  FakeCudaApi api;
+  std::vector<std::string> notes;
+  CudaOptions options;
+
+  void SetUp() override {
+    api.hostKernels["kiln_relu"] = reluHost;
+    api.hostKernels["kiln_sgd"] = sgdHost;
+    options.log = [this](const std::string &n) { notes.push_back(n); };
+  }
+
+  std::unique_ptr<CudaExecutable> make(LoadedPackage p) {
+    StatusOr<std::unique_ptr<CudaExecutable>> e =
+        CudaExecutable::create(std::move(p), api, options);
+    EXPECT_TRUE(e.isOk()) << e.status().message();
+    return e.isOk() ? std::move(e.value()) : nullptr;
+  }
+
+  // The calls that do a step's work, in order.
+  std::vector<std::string> work(size_t from = 0) const {
+    std::vector<std::string> out;
+    for (size_t i = from; i < api.calls.size(); ++i) {
+      const std::string &c = api.calls[i];
+      if (c.rfind("cuLaunchKernel", 0) == 0 || c.rfind("cublasLtMatmul ", 0) == 0 ||
+          c == "cublasLtMatmul" || c.rfind("cudaMemcpyAsync D2D", 0) == 0 ||
+          c.rfind("cudaGraph", 0) == 0 ||
+          (c.rfind("cudaStream", 0) == 0 && c.find("Capture") != std::string::npos))
+        out.push_back(c);
+    }
+    return out;
+  }
+};
+
+std::vector<float> expectedY(const std::vector<float> &x,
+                             const std::vector<float> &w) {
+  std::vector<float> y(M * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int l = 0; l < K; ++l)
+        acc += double(x[i * K + l]) * w[l * N + j];
+      y[i * N + j] = acc > 0 ? float(acc) : 0.f;
+    }
+  return y;
+}
+
+std::vector<float> randomValues(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(rng);
+  return v;
+}
+
+TEST_F(CudaExecutableTest, ArenaIsOneAllocationAtThePlannedOffsets) {
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  EXPECT_EQ(api.count("cudaMalloc 1920"), 1u);
+  // One arena plus cuBLASLt's workspace, nothing else.
+  EXPECT_EQ(api.count("cudaMalloc "), 2u);
+  auto *base = static_cast<uint8_t *>(exec->deviceBuffer(0));
+  for (uint32_t i = 0; i < exec->package().buffers.size(); ++i)
+    EXPECT_EQ(static_cast<uint8_t *>(exec->deviceBuffer(i)) - base,
+              static_cast<ptrdiff_t>(exec->package().buffers[i].offset))
+        << exec->package().buffers[i].name;
+  EXPECT_EQ(exec->deviceBuffer(99), nullptr);
+}
+
+TEST_F(CudaExecutableTest, ThunksBecomeTheExpectedCallsInOrder) {
+  options.graphs = false;
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> x = randomValues(M * K, 1);
+  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
+  std::vector<float> w(K * N);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+  size_t before = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk());
+  // 132 SMs * (2048 / 256) = 1056 blocks at most; the sgd kernel has 3.
+  EXPECT_EQ(work(before),
+            (std::vector<std::string>{"cublasLtMatmul",
+                                      "cuLaunchKernel kiln_relu grid=1056 block=256",
+                                      "cuLaunchKernel kiln_sgd grid=3 block=256",
+                                      "cudaMemcpyAsync D2D 256",
+                                      "cudaMemcpyAsync D2D 512"}));
+  ASSERT_EQ(api.gemms.size(), 1u);
+  EXPECT_EQ(api.gemms[0].lhs, exec->deviceBuffer(0));
+  EXPECT_EQ(api.gemms[0].rhs, exec->deviceBuffer(1));
+  EXPECT_EQ(api.gemms[0].out, exec->deviceBuffer(2));
+  EXPECT_EQ(api.gemms[0].desc.params.m, M);
+  EXPECT_EQ(api.gemms[0].desc.params.n, N);
+  EXPECT_EQ(api.gemms[0].desc.params.k, K);
+  EXPECT_EQ(api.gemms[0].desc.dtype, PkgDType::F32);
+  EXPECT_FALSE(api.gemms[0].desc.allowTf32);
+  EXPECT_EQ(api.gemms[0].desc.alignmentBytes, 128u); // offsets 0, 128, 640
+  ASSERT_EQ(api.launches.size(), 2u);
+  EXPECT_EQ(api.launches[0].args,
+            (std::vector<void *>{exec->deviceBuffer(2), exec->deviceBuffer(3)}));
+  EXPECT_EQ(api.launches[1].args,
+            (std::vector<void *>{exec->deviceBuffer(1), exec->deviceBuffer(4)}));
+  // The step's values: y = relu(x . w), w halved by the updates copy.
+  std::vector<float> y(M * N), yCopy(M * N), w2(K * N);
+  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+  ASSERT_TRUE(exec->readOutput(2, yCopy.data()).isOk());
+  ASSERT_TRUE(exec->readBuffer(1, w2.data()).isOk());
+  std::vector<float> want = expectedY(x, w);
+  for (int i = 0; i < M * N; ++i) {
+    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+    EXPECT_EQ(yCopy[i], y[i]) << i;
+  }
+  for (int i = 0; i < K * N; ++i)
+    EXPECT_EQ(w2[i], w[i] * 0.5f) << i;
+}
+
+TEST_F(CudaExecutableTest, InitializeWritesThePackageInitializers) {
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> w(K * N), x(M * K);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+  ASSERT_TRUE(exec->readBuffer(0, x.data()).isOk());
+  InitSpec spec;
+  spec.kind = InitKind::normal;
+  spec.scale = 1.0;
+  spec.seed = 7;
+  std::vector<double> want = initialize(spec, {K, N});
+  for (int i = 0; i < K * N; ++i)
+    EXPECT_EQ(w[i], static_cast<float>(want[i])) << i;
+  for (float v : x)
+    EXPECT_EQ(v, 0.f); // inputs without an initializer are zeroed
+}
+
+TEST_F(CudaExecutableTest, CodeSelectionFollowsTheDeviceArchitecture) {
+  {
+    auto exec = make(mlpPackage({80, 90}, 80));
+    ASSERT_TRUE(exec);
+    EXPECT_EQ(api.loadedImages[0], "CUBIN sm_90 kiln_relu");
+    EXPECT_EQ(exec->kernelCode()[0], KernelCode::Cubin);
+  }
+  {
+    // A package for sm_80 on an sm_90 device: its PTX through the driver.
+    api.loadedImages.clear();
+    auto exec = make(mlpPackage({80}, 80));
+    ASSERT_TRUE(exec);
+    EXPECT_EQ(api.loadedImages[0].rfind(".version 8.0\n.target sm_80", 0), 0u);
+    EXPECT_EQ(exec->kernelCode()[0], KernelCode::Ptx);
+    EXPECT_TRUE(api.nvrtcArchs.empty());
+  }
+  {
+    // Without PTX (or with PTX for a newer GPU) the source is re-JITted by
+    // NVRTC for sm_90.
+    api.loadedImages.clear();
+    auto exec = make(mlpPackage({80}, 0));
+    ASSERT_TRUE(exec);
+    EXPECT_EQ(exec->kernelCode()[0], KernelCode::Nvrtc);
+    EXPECT_EQ(api.loadedImages[0].rfind("NVRTC sm_90 kiln_relu", 0), 0u);
+    LoadedPackage newer = mlpPackage({100}, 100);
+    auto exec2 = make(std::move(newer));
+    ASSERT_TRUE(exec2);
+    EXPECT_EQ(exec2->kernelCode()[1], KernelCode::Nvrtc);
+    EXPECT_EQ(api.nvrtcArchs, (std::vector<unsigned>{90, 90, 90, 90}));
+  }
+  {
+    // An sm_80 device takes the sm_80 cubin.
+    api.device.major = 8;
+    api.device.minor = 0;
+    api.loadedImages.clear();
+    auto exec = make(mlpPackage({80, 90}, 80));
+    ASSERT_TRUE(exec);
+    EXPECT_EQ(api.loadedImages[0], "CUBIN sm_80 kiln_relu");
+  }
+}
+
+TEST_F(CudaExecutableTest, NoLoadableCodeNamesTheKernelAndWhatWasTried) {
+  LoadedPackage p = mlpPackage({100}, 100);
+  for (PackageKernel &k : p.kernels)
+    k.source.clear();
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  const std::string &m = e.status().message();
+  EXPECT_NE(m.find("kernel 0 'relu' (kiln_relu)"), std::string::npos) << m;
+  EXPECT_NE(m.find("sm_90"), std::string::npos) << m;
+  EXPECT_NE(m.find("ptx: for sm_100"), std::string::npos) << m;
+}
+
+TEST_F(CudaExecutableTest, LaunchFailureNamesTheCallAndTheKernel) {
+  options.graphs = false;
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  api.failCall = "cuLaunchKernel";
+  api.failAt = 1; // the second launch: sgd
+  Status s = exec->run();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("thunk 2 (kernel 'sgd', kiln_sgd)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("cuLaunchKernel failed: CUDA_ERROR_LAUNCH_FAILED"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(CudaExecutableTest, GemmFailureNamesCublasLt) {
+  api.failCall = "cublasLtMatmulAlgoGetHeuristic";
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(mlpPackage(), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("thunk 0 (gemm m=4 n=16 k=8 batch=1): "
+                                      "cublasLtMatmulAlgoGetHeuristic failed"),
+            std::string::npos)
+      << e.status().message();
+}
+
+TEST_F(CudaExecutableTest, GraphIsCapturedAfterTheWarmUpStep) {
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> x = randomValues(M * K, 2);
+  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
+  std::vector<float> w(K * N);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+
+  size_t mark = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk()); // warm-up: plain launches
+  EXPECT_EQ(api.count("cudaStreamBeginCapture"), 0u);
+  EXPECT_FALSE(exec->usingGraph());
+  EXPECT_EQ(work(mark).size(), 5u);
+
+  mark = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk()); // captured, then launched
+  EXPECT_EQ(work(mark),
+            (std::vector<std::string>{"cudaStreamBeginCapture",
+                                      "cublasLtMatmul",
+                                      "cuLaunchKernel kiln_relu grid=1056 block=256",
+                                      "cuLaunchKernel kiln_sgd grid=3 block=256",
+                                      "cudaMemcpyAsync D2D 256",
+                                      "cudaMemcpyAsync D2D 512",
+                                      "cudaStreamEndCapture",
+                                      "cudaGraphInstantiate", "cudaGraphLaunch"}));
+  EXPECT_TRUE(exec->usingGraph());
+
+  mark = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk()); // one graph launch
+  EXPECT_EQ(work(mark), (std::vector<std::string>{"cudaGraphLaunch"}));
+  // Three steps ran (the graph replays the work): w was halved three times.
+  std::vector<float> w3(K * N), y(M * N);
+  ASSERT_TRUE(exec->readBuffer(1, w3.data()).isOk());
+  for (int i = 0; i < K * N; ++i)
+    EXPECT_EQ(w3[i], w[i] * 0.125f) << i;
+  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+  std::vector<float> w2(K * N);
+  for (int i = 0; i < K * N; ++i)
+    w2[i] = w[i] * 0.25f; // the third step read the twice-halved w
+  std::vector<float> want = expectedY(x, w2);
+  for (int i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  EXPECT_TRUE(notes.empty());
+}
+
+TEST_F(CudaExecutableTest, FailedCaptureFallsBackToPlainLaunches) {
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  api.failCall = "cudaStreamEndCapture";
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_TRUE(exec->run().isOk());
+  EXPECT_FALSE(exec->usingGraph());
+  EXPECT_EQ(api.count("cudaGraphLaunch"), 0u);
+  EXPECT_EQ(api.count("cudaStreamBeginCapture"), 1u); // tried once
+  EXPECT_EQ(api.count("cuLaunchKernel kiln_relu"), 3u + 1u); // +1 captured
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("cudaStreamEndCapture failed"), std::string::npos)
+      << notes[0];
+  EXPECT_EQ(exec->graphFallbackReason().find("capturing the step"), 0u);
+}
+
+TEST_F(CudaExecutableTest, GraphsOffMeansNoCapture) {
+  options.graphs = false;
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(exec->run().isOk());
+  EXPECT_EQ(api.count("cudaStreamBeginCapture"), 0u);
+  EXPECT_EQ(api.count("cuLaunchKernel kiln_relu"), 3u);
+}
+
+TEST_F(CudaExecutableTest, StagedInputsAreCopiedBeforeTheNextStep) {
+  options.graphs = false;
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> w(K * N);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+  size_t initialCopies = api.count("cudaMemcpyAsync H2D 128");
+  for (unsigned step = 0; step < 3; ++step) {
+    std::vector<float> x = randomValues(M * K, 10 + step);
+    StatusOr<void *> staged = exec->hostInput(0);
+    ASSERT_TRUE(staged.isOk()) << staged.status().message();
+    std::memcpy(staged.value(), x.data(), x.size() * 4);
+    ASSERT_TRUE(exec->submitInputs().isOk());
+    ASSERT_TRUE(exec->run().isOk());
+    std::vector<float> y(M * N);
+    ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+    std::vector<float> want = expectedY(x, w);
+    for (int i = 0; i < M * N; ++i)
+      ASSERT_NEAR(y[i], want[i], 1e-5) << "step " << step << " element " << i;
+    for (float &v : w)
+      v *= 0.5f;
+  }
+  // Two pinned slots, allocated once.
+  EXPECT_EQ(api.count("cudaMallocHost"), 2u);
+  EXPECT_EQ(api.count("cudaMemcpyAsync H2D 128") - initialCopies, 3u);
+}
+
+TEST_F(CudaExecutableTest, ConvolutionsAreRefusedByName) {
+  LoadedPackage p = mlpPackage();
+  PackageThunk conv;
+  conv.kind = ThunkKind::LibraryCall;
+  conv.library = LibraryKind::Conv2DFilterGrad;
+  conv.hasConv = true;
+  conv.conv.inputShape = {1, 1, 4, 8};
+  conv.conv.filterShape = {1, 1, 1, 1};
+  conv.conv.outputShape = {1, 1, 4, 8};
+  conv.conv.strides = {1, 1};
+  conv.conv.padding = {0, 0, 0, 0};
+  conv.conv.dilation = {1, 1};
+  conv.operands = {0, 0};
+  conv.results = {5};
+  p.thunks.push_back(conv);
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("conv2d_filter_grad"), std::string::npos)
+      << e.status().message();
+}
+
+TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {
+  LoadedPackage p = mlpPackage();
+  PackageThunk ar;
+  ar.kind = ThunkKind::Collective;
+  ar.hasCollective = true;
+  ar.operands = {3};
+  ar.results = {3};
+  p.thunks.push_back(ar);
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("thunk 4 (all_reduce): the package has "
+                                      "collectives: expected a communicator"),
+            std::string::npos)
+      << e.status().message();
+}
+
+TEST_F(CudaExecutableTest, CpuPackagesAreRefused) {
+  LoadedPackage p = mlpPackage();
+  p.target.kind = TargetKind::Cpu;
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("expected a CUDA package"),
+            std::string::npos);
+}
+
+TEST_F(CudaExecutableTest, ProfileTimesEveryThunk) {
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  exec->setProfiling(true);
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_TRUE(exec->collectProfile().isOk());
+  ASSERT_EQ(exec->profile().size(), 4u);
+  for (const CudaThunkProfile &p : exec->profile()) {
+    EXPECT_EQ(p.calls, 2u);
+    EXPECT_FLOAT_EQ(p.totalMs, 1.0f); // the fake's 0.5 ms per pair
+  }
+  EXPECT_EQ(api.count("cudaStreamBeginCapture"), 0u); // no graphs while profiling
+}
+
+// cuBLASLt's definition, column-major: D[r + c*ldd] = sum_l opA(r, l) *
+// opB(l, c), op(X)(i, j) = X[i + j*ld] or, transposed, X[j + i*ld].
+void columnMajorGemm(const LtGemm &lt, const float *a, const float *b, float *d) {
+  for (int bt = 0; bt < lt.batch; ++bt)
+    for (uint64_t r = 0; r < lt.rows; ++r)
+      for (uint64_t c = 0; c < lt.cols; ++c) {
+        double acc = 0;
+        for (uint64_t l = 0; l < lt.inner; ++l) {
+          const float *ab = a + bt * lt.strideA, *bb = b + bt * lt.strideB;
+          float av = lt.transA ? ab[l + r * lt.lda] : ab[r + l * lt.lda];
+          float bv = lt.transB ? bb[c + l * lt.ldb] : bb[l + c * lt.ldb];
+          acc += double(av) * bv;
+        }
+        d[bt * lt.strideD + r + c * lt.ldd] = float(acc);
+      }
+}
+
+TEST(LowerGemmToLt, RowMajorGemmsAreColumnMajorProductsOfTheSwappedOperands) {
+  for (bool tl : {false, true})
+    for (bool tr : {false, true}) {
+      GemmDesc desc;
+      desc.params.m = 3;
+      desc.params.n = 5;
+      desc.params.k = 7;
+      desc.params.batch = 2;
+      desc.params.transposeLhs = tl;
+      desc.params.transposeRhs = tr;
+      std::vector<float> lhs = randomValues(2 * 3 * 7, 3);
+      std::vector<float> rhs = randomValues(2 * 7 * 5, 4);
+      std::vector<float> want(2 * 3 * 5), got(2 * 3 * 5);
+      FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), want.data(), nullptr,
+                            nullptr);
+      LtGemm lt = lowerGemmToLt(desc.params);
+      EXPECT_EQ(lt.transA, tr);
+      EXPECT_EQ(lt.transB, tl);
+      EXPECT_EQ(lt.aRows * lt.aCols, 35u);
+      EXPECT_EQ(lt.bRows * lt.bCols, 21u);
+      // A is the rhs, B the lhs.
+      columnMajorGemm(lt, rhs.data(), lhs.data(), got.data());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-5) << "transposeLhs " << tl
+                                           << " transposeRhs " << tr << " " << i;
+    }
+}
+
+TEST(CheckGemmDesc, RefusesWhatCublasLtCannotRun) {
+  GemmDesc desc;
+  desc.params.m = 2;
+  desc.params.n = 2;
+  desc.params.k = 0;
+  EXPECT_FALSE(checkGemmDesc(desc).isOk());
+  desc.params.k = 2;
+  EXPECT_TRUE(checkGemmDesc(desc).isOk());
+  desc.dtype = PkgDType::I32;
+  EXPECT_NE(checkGemmDesc(desc).message().find("found i32"), std::string::npos);
+  desc.dtype = PkgDType::BF16;
+  desc.epilogue = GemmEpilogue::BiasGelu;
+  desc.params.batch = 2;
+  EXPECT_NE(checkGemmDesc(desc).message().find("bias+gelu epilogue needs batch 1"),
+            std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,349 @@
+//===- FakeCudaApi.h - a CUDA table without a GPU, for tests -------*- C++ -*-===//
+//
+// A CudaApi (runtime/cuda/CudaApi.h) on the host: device memory is host
+// memory (256-byte aligned), every stream is synchronous, and every call is
+// appended to |calls| ("cuLaunchKernel kiln_relu grid=3 block=256",
+// "cublasLtMatmul", "cudaMemcpyAsync D2D 512", "cudaGraphLaunch", ...). While
+// a stream is being captured, work is recorded into the graph instead of
+// run, and cudaGraphLaunch replays it, as CUDA does. Kernels run when the
+// test registers a host function for their entry point (a kernel compiled
+// for the host under codegen/cuda/CudaEmulation.h); GEMMs run on the host
+// in double precision, rounded to the dtype once, with the epilogues.
+// failCall/failAt make the failAt-th call (0-based) of that name fail.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
+#define KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
+
+#include "runtime/Half.h"
+#include "runtime/cuda/CudaApi.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda::testing {
+
+// A kernel on the host: the emulation's NAME_host(buffers, grid, block).
+using HostKernel = void (*)(void **buffers, unsigned grid, unsigned block);
+
+class FakeCudaApi : public CudaApi {
+public:
+  CudaDeviceInfo device{0, "Fake H200", 9, 0, 132};
+  std::vector<std::string> calls;
+  // Per launch: the entry point, shape and arguments.
+  struct Launch {
+    std::string entry;
+    std::array<uint32_t, 3> grid, block;
+    std::vector<void *> args;
+  };
+  std::vector<Launch> launches;
+  struct Gemm {
+    GemmDesc desc;
+    const void *lhs, *rhs;
+    void *out;
+  };
+  std::vector<Gemm> gemms;
+  std::vector<GemmDesc> plans;
+  // The images handed to cuModuleLoadData, as text up to the first NUL.
+  std::vector<std::string> loadedImages;
+  std::vector<unsigned> nvrtcArchs;
+  std::map<std::string, HostKernel> hostKernels;
+  std::string failCall;
+  int failAt = 0;
+  bool capturing = false;
+  // Replays launched graphs (false: a graph launch is only recorded).
+  bool execute = true;
+
+  ~FakeCudaApi() override {
+    for (void *p : live_)
+      std::free(p);
+  }
+
+  std::string describe() const override { return "fake"; }
+  StatusOr<CudaDeviceInfo> deviceInfo(int index) override {
+    if (Status s = enter("cudaGetDeviceProperties"); !s.isOk())
+      return s;
+    if (index != 0)
+      return Status::error("fake: no device " + std::to_string(index));
+    return device;
+  }
+  Status setDevice(int) override { return enter("cudaSetDevice"); }
+  Status malloc(void **ptr, size_t bytes) override {
+    if (Status s = enter("cudaMalloc " + std::to_string(bytes)); !s.isOk())
+      return s;
+    *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    std::memset(*ptr, 0xcd, bytes); // uninitialised device memory
+    live_.insert(*ptr);
+    return Status::ok();
+  }
+  Status free(void *ptr) override {
+    live_.erase(ptr);
+    std::free(ptr);
+    return enter("cudaFree");
+  }
+  Status mallocHost(void **ptr, size_t bytes) override {
+    if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
+      return s;
+    *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    live_.insert(*ptr);
+    return Status::ok();
+  }
+  Status freeHost(void *ptr) override {
+    live_.erase(ptr);
+    std::free(ptr);
+    return enter("cudaFreeHost");
+  }
+  Status memcpyAsync(void *dst, const void *src, size_t bytes, CopyKind kind,
+                     CudaStream stream) override {
+    const char *k = kind == CopyKind::HostToDevice   ? "H2D"
+                    : kind == CopyKind::DeviceToHost ? "D2H"
+                                                     : "D2D";
+    if (Status s = enter(std::string("cudaMemcpyAsync ") + k + " " +
+                         std::to_string(bytes));
+        !s.isOk())
+      return s;
+    work(stream, [=] { std::memmove(dst, src, bytes); });
+    return Status::ok();
+  }
+  Status memsetAsync(void *dst, int value, size_t bytes,
+                     CudaStream stream) override {
+    if (Status s = enter("cudaMemsetAsync"); !s.isOk())
+      return s;
+    work(stream, [=] { std::memset(dst, value, bytes); });
+    return Status::ok();
+  }
+  Status streamCreate(CudaStream *stream) override {
+    *stream = reinterpret_cast<CudaStream>(++handles_);
+    return enter("cudaStreamCreateWithFlags");
+  }
+  Status streamDestroy(CudaStream) override { return enter("cudaStreamDestroy"); }
+  Status streamSynchronize(CudaStream) override {
+    return enter("cudaStreamSynchronize");
+  }
+  Status streamWaitEvent(CudaStream, CudaEvent) override {
+    return enter("cudaStreamWaitEvent");
+  }
+  Status eventCreate(CudaEvent *event) override {
+    *event = reinterpret_cast<CudaEvent>(++handles_);
+    return enter("cudaEventCreate");
+  }
+  Status eventDestroy(CudaEvent) override { return enter("cudaEventDestroy"); }
+  Status eventRecord(CudaEvent, CudaStream) override {
+    return enter("cudaEventRecord");
+  }
+  Status eventSynchronize(CudaEvent) override {
+    return enter("cudaEventSynchronize");
+  }
+  Status eventElapsedMs(float *ms, CudaEvent, CudaEvent) override {
+    *ms = 0.5f;
+    return enter("cudaEventElapsedTime");
+  }
+  Status streamBeginCapture(CudaStream stream) override {
+    if (Status s = enter("cudaStreamBeginCapture"); !s.isOk())
+      return s;
+    capturing = true;
+    captureStream_ = stream;
+    captured_.clear();
+    return Status::ok();
+  }
+  Status streamEndCapture(CudaStream, CudaGraph *graph) override {
+    capturing = false;
+    if (Status s = enter("cudaStreamEndCapture"); !s.isOk()) {
+      *graph = nullptr;
+      return s;
+    }
+    graphs_.push_back(std::move(captured_));
+    *graph = reinterpret_cast<CudaGraph>(graphs_.size());
+    return Status::ok();
+  }
+  Status graphInstantiate(CudaGraphExec *exec, CudaGraph graph) override {
+    *exec = graph;
+    return enter("cudaGraphInstantiate");
+  }
+  Status graphLaunch(CudaGraphExec exec, CudaStream) override {
+    if (Status s = enter("cudaGraphLaunch"); !s.isOk())
+      return s;
+    if (execute)
+      for (auto &fn : graphs_[reinterpret_cast<size_t>(exec) - 1])
+        fn();
+    return Status::ok();
+  }
+  Status graphDestroy(CudaGraph) override { return enter("cudaGraphDestroy"); }
+  Status graphExecDestroy(CudaGraphExec) override {
+    return enter("cudaGraphExecDestroy");
+  }
+  Status moduleLoadData(CudaModule *module, const void *image,
+                        size_t bytes) override {
+    std::string text(static_cast<const char *>(image),
+                     strnlen(static_cast<const char *>(image), bytes));
+    if (Status s = enter("cuModuleLoadData " + text); !s.isOk())
+      return s;
+    loadedImages.push_back(text);
+    *module = reinterpret_cast<CudaModule>(loadedImages.size());
+    return Status::ok();
+  }
+  Status moduleUnload(CudaModule) override { return enter("cuModuleUnload"); }
+  Status moduleGetFunction(CudaFunction *function, CudaModule,
+                           const char *name) override {
+    if (Status s = enter(std::string("cuModuleGetFunction ") + name); !s.isOk())
+      return s;
+    functions_.push_back(name);
+    *function = reinterpret_cast<CudaFunction>(functions_.size());
+    return Status::ok();
+  }
+  Status launchKernel(CudaFunction function, const std::array<uint32_t, 3> &grid,
+                      const std::array<uint32_t, 3> &block, uint32_t,
+                      CudaStream stream, void **params,
+                      size_t paramCount) override {
+    const std::string &entry =
+        functions_[reinterpret_cast<size_t>(function) - 1];
+    if (Status s = enter("cuLaunchKernel " + entry + " grid=" +
+                         std::to_string(grid[0]) + " block=" +
+                         std::to_string(block[0]));
+        !s.isOk())
+      return s;
+    Launch l{entry, grid, block, {}};
+    // cuLaunchKernel reads the parameters at the call: so does the fake.
+    for (size_t i = 0; i < paramCount; ++i)
+      l.args.push_back(*static_cast<void **>(params[i]));
+    launches.push_back(l);
+    auto it = hostKernels.find(entry);
+    if (it != hostKernels.end()) {
+      HostKernel fn = it->second;
+      std::vector<void *> args = l.args;
+      unsigned g = grid[0], b = block[0];
+      work(stream, [=]() mutable { fn(args.data(), g, b); });
+    }
+    return Status::ok();
+  }
+  Status nvrtcCompile(const std::string &source, const std::string &name,
+                      unsigned arch, std::vector<uint8_t> &cubin,
+                      std::string &log) override {
+    if (Status s = enter("nvrtcCompileProgram " + name); !s.isOk())
+      return s;
+    nvrtcArchs.push_back(arch);
+    std::string image = "NVRTC sm_" + std::to_string(arch) + " " + name +
+                        " from " + std::to_string(source.size()) + " bytes";
+    cubin.assign(image.begin(), image.end());
+    cubin.push_back(0);
+    log.clear();
+    return Status::ok();
+  }
+
+  Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t) override {
+    if (Status s = enter("cublasLtMatmulAlgoGetHeuristic"); !s.isOk())
+      return s;
+    if (Status s = checkGemmDesc(desc); !s.isOk())
+      return s;
+    plans.push_back(desc);
+    *plan = reinterpret_cast<GemmPlan>(plans.size());
+    return Status::ok();
+  }
+  Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
+                 const void *bias, void *biasGrad, void *, size_t,
+                 CudaStream stream) override {
+    if (Status s = enter("cublasLtMatmul"); !s.isOk())
+      return s;
+    GemmDesc desc = plans[reinterpret_cast<size_t>(plan) - 1];
+    gemms.push_back({desc, lhs, rhs, out});
+    work(stream, [=] { hostGemm(desc, lhs, rhs, out, bias, biasGrad); });
+    return Status::ok();
+  }
+  Status gemmDestroy(GemmPlan) override { return Status::ok(); }
+
+  // The row-major GEMM of |desc| with its epilogue, in double precision.
+  static void hostGemm(const GemmDesc &desc, const void *lhs, const void *rhs,
+                       void *out, const void *bias, void *biasGrad) {
+    const GemmParams &p = desc.params;
+    auto get = [&](const void *base, int64_t i) -> double {
+      switch (desc.dtype) {
+      case PkgDType::F64: return static_cast<const double *>(base)[i];
+      case PkgDType::F16: return f16ToFloat(static_cast<const uint16_t *>(base)[i]);
+      case PkgDType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
+      default: return static_cast<const float *>(base)[i];
+      }
+    };
+    auto put = [&](void *base, int64_t i, double v) {
+      switch (desc.dtype) {
+      case PkgDType::F64: static_cast<double *>(base)[i] = v; break;
+      case PkgDType::F16: static_cast<uint16_t *>(base)[i] = floatToF16(float(v)); break;
+      case PkgDType::BF16: static_cast<uint16_t *>(base)[i] = floatToBf16(float(v)); break;
+      default: static_cast<float *>(base)[i] = float(v); break;
+      }
+    };
+    GemmEpilogue e = desc.epilogue;
+    bool addBias = e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
+                   e == GemmEpilogue::BiasGelu;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j) {
+          double acc = 0;
+          for (int64_t l = 0; l < p.k; ++l) {
+            int64_t li = b * p.m * p.k + (p.transposeLhs ? l * p.m + i : i * p.k + l);
+            int64_t ri = b * p.k * p.n + (p.transposeRhs ? j * p.k + l : l * p.n + j);
+            acc += get(lhs, li) * get(rhs, ri);
+          }
+          int64_t oi = b * p.m * p.n + i * p.n + j;
+          double v = p.alpha * acc + (p.beta != 0 ? p.beta * get(out, oi) : 0);
+          if (addBias)
+            v += get(bias, j);
+          if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
+            v = v > 0 ? v : 0;
+          if (e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu)
+            v = 0.5 * v *
+                (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          put(out, oi, v);
+        }
+    if (e == GemmEpilogue::BiasGradient)
+      for (int64_t j = 0; j < p.n; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < p.k; ++l)
+          sum += get(rhs, p.transposeRhs ? j * p.k + l : l * p.n + j);
+        put(biasGrad, j, sum);
+      }
+  }
+
+  size_t count(const std::string &prefix) const {
+    size_t n = 0;
+    for (const std::string &c : calls)
+      n += c.rfind(prefix, 0) == 0;
+    return n;
+  }
+
+private:
+  Status enter(const std::string &call) {
+    calls.push_back(call);
+    std::string name = call.substr(0, call.find(' '));
+    if (!failCall.empty() && name == failCall && seen_[name]++ == failAt)
+      return Status::error(name +
+                           " failed: CUDA_ERROR_LAUNCH_FAILED (719): unspecified "
+                           "launch failure");
+    return Status::ok();
+  }
+  void work(CudaStream stream, std::function<void()> fn) {
+    if (capturing && stream == captureStream_)
+      captured_.push_back(std::move(fn));
+    else
+      fn();
+  }
+
+  std::set<void *> live_;
+  std::map<std::string, int> seen_;
+  std::vector<std::string> functions_;
+  uintptr_t handles_ = 0x1000;
+  CudaStream captureStream_ = nullptr;
+  std::vector<std::function<void()>> captured_;
+  std::vector<std::vector<std::function<void()>>> graphs_;
+};
+
+} // namespace kiln::runtime::cuda::testing
+
+#endif // KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H

@@ -1,0 +1,202 @@
+//===- ShardedCheckpointTest.cpp - ZeRO checkpoints: index and resharding ---===//
+
+#include "runtime/checkpoint/Sharded.h"
+#include "tests/unit/runtime/TestFiles.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+using namespace kiln::runtime;
+using kiln::testing::ScratchDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+// Two parameters, 5 + 2 = 7 elements: over 2 ranks a shard holds 4 (one
+// element of padding), over 3 ranks 3 (two of padding).
+ShardedBucket sampleBucket() {
+  ShardedBucket b;
+  b.name = "zero.bucket0";
+  b.length = 7;
+  b.params = {{"w", 0, {5}}, {"b", 5, {2}}};
+  return b;
+}
+
+std::map<std::string, NamedTensor> fullTensors() {
+  return {{"w", {"w", {5}, {1, 2, 3, 4, 5}}}, {"b", {"b", {2}, {6, 7}}}};
+}
+
+std::vector<float> block(const ShardedBucket &b, int rank, int world,
+                         const std::map<std::string, NamedTensor> &full) {
+  auto out = shardBlock(
+      b, rank, world,
+      [&](const std::string &name) -> const NamedTensor * {
+        auto it = full.find(name);
+        return it == full.end() ? nullptr : &it->second;
+      },
+      "test");
+  EXPECT_TRUE(out.isOk()) << out.status().message();
+  return out.isOk() ? out.value() : std::vector<float>();
+}
+
+// Rank r's state of a ZeRO run: its parameter block and an optimizer slot
+// "exp_avg" holding the block times 10; rank 0 also a replicated tensor.
+TrainingState rankState(const ShardedBucket &b, int rank, int world) {
+  TrainingState s;
+  std::vector<float> p = block(b, rank, world, fullTensors());
+  std::vector<float> m = p;
+  for (float &v : m)
+    v *= 10;
+  int64_t per = shardLength(b.length, world);
+  s.parameters.push_back({b.name, {per}, p});
+  s.optimizer["exp_avg"].push_back({b.name, {per}, m});
+  if (rank == 0)
+    s.parameters.push_back({"other", {1}, {42}});
+  s.step = 10;
+  return s;
+}
+
+} // namespace
+
+TEST(ShardedCheckpoint, BlocksArePaddedSlicesOfTheFlatBucket) {
+  ShardedBucket b = sampleBucket();
+  EXPECT_THAT(block(b, 0, 2, fullTensors()), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(block(b, 1, 2, fullTensors()), ElementsAre(5, 6, 7, 0));
+  EXPECT_THAT(block(b, 2, 3, fullTensors()), ElementsAre(7, 0, 0));
+  EXPECT_THAT(block(b, 0, 1, fullTensors()), ElementsAre(1, 2, 3, 4, 5, 6, 7));
+}
+
+TEST(ShardedCheckpoint, MissingOrWrongSizedParameterIsNamed) {
+  ShardedBucket b = sampleBucket();
+  auto full = fullTensors();
+  full.erase("b");
+  auto none = shardBlock(
+      b, 0, 2,
+      [&](const std::string &name) -> const NamedTensor * {
+        auto it = full.find(name);
+        return it == full.end() ? nullptr : &it->second;
+      },
+      "ckpt");
+  ASSERT_FALSE(none.isOk());
+  EXPECT_THAT(none.status().message(), HasSubstr("ckpt: no 'b'"));
+  NamedTensor shortW{"w", {4}, {1, 2, 3, 4}};
+  auto wrong = shardBlock(
+      b, 0, 2, [&](const std::string &) { return &shortW; }, "ckpt");
+  ASSERT_FALSE(wrong.isOk());
+  EXPECT_THAT(wrong.status().message(),
+              HasSubstr("'w' holds 4 values, expected 5"));
+}
+
+TEST(ShardedCheckpoint, IndexRoundTrips) {
+  ShardedIndex index;
+  index.step = 10;
+  index.worldSize = 2;
+  index.files = {shardFileName(10, 0, 2), shardFileName(10, 1, 2)};
+  index.buckets = {sampleBucket()};
+  EXPECT_EQ(index.files[1], "step-10.rank-1-of-2.safetensors");
+  EXPECT_EQ(shardIndexFileName(10), "step-10.index.json");
+  EXPECT_TRUE(isShardIndexName("step-10.index.json"));
+  EXPECT_FALSE(isShardIndexName("step-10.safetensors"));
+  auto parsed = parseShardIndex(writeShardIndex(index), "i.json");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->step, 10);
+  EXPECT_EQ(parsed->worldSize, 2);
+  EXPECT_EQ(parsed->files, index.files);
+  ASSERT_EQ(parsed->buckets.size(), 1u);
+  EXPECT_EQ(parsed->buckets[0].length, 7);
+  ASSERT_EQ(parsed->buckets[0].params.size(), 2u);
+  EXPECT_EQ(parsed->buckets[0].params[1].name, "b");
+  EXPECT_EQ(parsed->buckets[0].params[1].offset, 5);
+  EXPECT_THAT(parsed->buckets[0].params[1].shape, ElementsAre(2));
+}
+
+TEST(ShardedCheckpoint, MismatchedIndexIsRefused) {
+  ShardedIndex index;
+  index.worldSize = 2;
+  index.files = {"a.safetensors"}; // one file for two ranks
+  auto few = parseShardIndex(writeShardIndex(index), "i.json");
+  ASSERT_FALSE(few.isOk());
+  EXPECT_THAT(few.status().message(),
+              HasSubstr("i.json: expected \"files\": one file name per rank (2)"));
+  index.files = {"a", "b"};
+  ShardedBucket b = sampleBucket();
+  b.length = 8; // the parameters hold 7
+  index.buckets = {b};
+  auto len = parseShardIndex(writeShardIndex(index), "i.json");
+  ASSERT_FALSE(len.isOk());
+  EXPECT_THAT(len.status().message(),
+              HasSubstr("bucket 'zero.bucket0' to hold 8 elements, its "
+                        "parameters hold 7"));
+  EXPECT_FALSE(parseShardIndex("{}", "i.json").isOk());
+}
+
+// Saved by 2 ranks, consolidated, and resharded for 3: the blocks are those
+// of the original full tensors.
+TEST(ShardedCheckpoint, ConsolidatesAndReshards) {
+  ShardedBucket b = sampleBucket();
+  ShardedIndex index;
+  index.step = 10;
+  index.worldSize = 2;
+  index.files = {"r0", "r1"};
+  index.buckets = {b};
+  auto full = consolidateShards(index, {rankState(b, 0, 2), rankState(b, 1, 2)},
+                                "i.json");
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  std::map<std::string, NamedTensor> params;
+  for (const NamedTensor &t : full->parameters)
+    params[t.name] = t;
+  ASSERT_EQ(params.size(), 3u); // other, w, b
+  EXPECT_THAT(params["w"].values, ElementsAre(1, 2, 3, 4, 5));
+  EXPECT_THAT(params["w"].shape, ElementsAre(5));
+  EXPECT_THAT(params["b"].values, ElementsAre(6, 7));
+  EXPECT_THAT(params["other"].values, ElementsAre(42));
+  ASSERT_EQ(full->optimizer["exp_avg"].size(), 2u);
+  std::map<std::string, NamedTensor> m;
+  for (const NamedTensor &t : full->optimizer["exp_avg"])
+    m[t.name] = t;
+  EXPECT_THAT(m["b"].values, ElementsAre(60, 70));
+  EXPECT_EQ(full->step, 10);
+  EXPECT_THAT(block(b, 1, 3, params), ElementsAre(4, 5, 6));
+  EXPECT_THAT(block(b, 1, 3, m), ElementsAre(40, 50, 60));
+}
+
+TEST(ShardedCheckpoint, MissingShardIsNamed) {
+  ShardedBucket b = sampleBucket();
+  ShardedIndex index;
+  index.worldSize = 2;
+  index.files = {"r0.safetensors", "r1.safetensors"};
+  index.buckets = {b};
+  TrainingState r1 = rankState(b, 1, 2);
+  r1.optimizer.clear();
+  auto full = consolidateShards(index, {rankState(b, 0, 2), r1}, "i.json");
+  ASSERT_FALSE(full.isOk());
+  EXPECT_THAT(full.status().message(),
+              HasSubstr("i.json: r1.safetensors has no optimizer state "
+                        "'exp_avg' of shard 'zero.bucket0'"));
+}
+
+TEST(ShardedCheckpoint, MissingRankFileIsNamed) {
+  ScratchDir dir;
+  ShardedBucket b = sampleBucket();
+  ShardedIndex index;
+  index.step = 10;
+  index.worldSize = 2;
+  index.files = {shardFileName(10, 0, 2), shardFileName(10, 1, 2)};
+  index.buckets = {b};
+  ASSERT_TRUE(saveCheckpoint(dir.file(index.files[0]), rankState(b, 0, 2)).isOk());
+  std::string indexPath = dir.file(shardIndexFileName(10));
+  ASSERT_TRUE(writeFileAtomically(indexPath, writeShardIndex(index)).isOk());
+  auto missing = loadShardedCheckpoint(indexPath);
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_THAT(missing.status().message(), HasSubstr("rank 1 of 2"));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("step-10.rank-1-of-2.safetensors"));
+  ASSERT_TRUE(saveCheckpoint(dir.file(index.files[1]), rankState(b, 1, 2)).isOk());
+  auto loaded = loadShardedCheckpoint(indexPath);
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_EQ(loaded->parameters.size(), 3u);
+}

@@ -16,7 +16,10 @@ void addDistFlags(FlagParser &parser, DistFlags &f,
                   "data-parallel: all-reduce gradients in buckets of MB "
                   "megabytes after a first 1 MB bucket (default 25)");
   parser.addValue("grad-accum", &f.gradAccum, "K",
-                  "micro-batches per step (only 1 so far)");
+                  "gradient accumulation: each step runs K micro-batches "
+                  "of the model's batch (K*B samples per rank), averages "
+                  "their gradients and reduces them across ranks once "
+                  "(default 1)");
   parser.addValue("grad-compression", &f.gradCompression, "P",
                   "data-parallel: all-reduce the gradients in bf16 or fp16 "
                   "(default none: their own precision)");

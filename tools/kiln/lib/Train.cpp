@@ -486,13 +486,18 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (!backendImpl)
     return kExitError;
   TrainBackend &model = *backendImpl;
+  // The step reads |batch| rows per rank: with --grad-accum=K that is K
+  // micro-batches of the model's batch (kiln-accumulate-gradients), and
+  // --batch-size names the micro-batch, as in PyTorch.
   int64_t batch = model.batch();
-  if (options.batchSize && options.batchSize != batch) {
+  int64_t microBatches = isPackage ? 1 : options.pipeline.gradAccum;
+  int64_t microBatch = batch / microBatches;
+  if (options.batchSize && options.batchSize != microBatch) {
     printError(errs, kCommand,
                "--batch-size=" + std::to_string(options.batchSize) + ": " +
                    options.input + " was built for batch " +
-                   std::to_string(batch) + "; rebuild the model or pass "
-                   "--batch-size=" + std::to_string(batch));
+                   std::to_string(microBatch) + "; rebuild the model or pass "
+                   "--batch-size=" + std::to_string(microBatch));
     return kExitError;
   }
 
@@ -757,8 +762,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
   }
 
-  console << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch
-       << ", " << totalSteps << " steps";
+  console << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch;
+  if (microBatches > 1)
+    console << " (" << microBatches << " micro-batches of " << microBatch
+            << ", --grad-accum)";
+  console << ", " << totalSteps << " steps";
   if (distributed) {
     console << " (";
     if (!isPackage)

@@ -23,6 +23,7 @@
 #include "tools/kiln/lib/DistFlags.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/Mirrored.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/OptimizerFlags.h"
 #include "tools/kiln/lib/TrainBackend.h"
@@ -46,6 +47,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -130,7 +132,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
              llvm::raw_ostream &errs) {
   TrainOptions options;
   std::string backend, device, data, evalData, maxSteps, epochs, batchSize,
-      subset, evalSubset, logEvery, seed, checkpointEvery, threads, collectiveTimeout;
+      subset, evalSubset, logEvery, seed, checkpointEvery, threads, collectiveTimeout,
+      devices;
   OptimizerFlags optimizerFlags;
   AmpFlags ampFlags;
   DistFlags distFlags;
@@ -155,7 +158,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "devices found)");
   parser.addValue("threads", &threads, "N",
                   "CPU threads (default: all cores, shared out among the "
-                  "ranks of one machine)");
+                  "ranks of one machine; under --strategy=mirrored N is "
+                  "shared out among the devices)");
+  parser.addValue("devices", &devices, "N",
+                  "--strategy=mirrored: N CPU device instances in this "
+                  "process, each a rank with its own step, its share of the "
+                  "threads and a batch of the compiled size (global batch: N "
+                  "times it); default: one per core");
   parser.addValue("data", &data, "SPEC",
                   "fashion-mnist[:DIR], npy:DIR, tokens:FILE or synthetic "
                   "(default fashion-mnist)");
@@ -279,9 +288,38 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     printError(errs, kCommand, distEnv.status().message());
     return kExitError;
   }
-  const runtime::dist::DistEnv &env = distEnv.value();
+  runtime::dist::DistEnv env = distEnv.value();
   if (!parseDistFlags(kCommand, distFlags, options.pipeline, errs))
     return kExitError;
+  // --strategy=mirrored (or --devices with a package): the devices are
+  // threads of this process, each running this function as one rank
+  // (Mirrored.h).
+  const MirroredReplica *replica = currentReplica();
+  bool mirrored = options.pipeline.strategy == Strategy::mirrored ||
+                  (!devices.empty() &&
+                   llvm::sys::path::extension(options.input) == ".kpkg");
+  if (!devices.empty() && !mirrored) {
+    printError(errs, kCommand,
+               "--devices=" + devices + " needs --strategy=mirrored");
+    return kExitError;
+  }
+  if (mirrored && !replica) {
+    if (env.worldSize > 1) {
+      printError(errs, kCommand,
+                 "--strategy=mirrored runs its devices in one process, but "
+                 "the launcher started " + std::to_string(env.worldSize) +
+                     " processes: use --strategy=data-parallel under a "
+                     "launcher");
+      return kExitError;
+    }
+    return runMirrored(args, {devices, distFlags.worldSize, threads,
+                              collectiveTimeout, backend},
+                       outs, errs);
+  }
+  if (replica) {
+    env.rank = env.localRank = replica->rank;
+    env.worldSize = env.localWorldSize = replica->devices;
+  }
   if (!distFlags.worldSize.empty() && options.pipeline.worldSize != env.worldSize) {
     printError(errs, kCommand,
                "--world-size=" + distFlags.worldSize +
@@ -425,6 +463,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     backendOptions.threads =
         std::max(1, static_cast<int>(cores) / env.localWorldSize);
   }
+  if (replica && options.threads)
+    backendOptions.threads = replica->threads; // --threads is the process's
   for (const std::string *flag :
        {&optimizerFlags.optimizer, &optimizerFlags.lr, &optimizerFlags.momentum,
         &optimizerFlags.nesterov, &optimizerFlags.weightDecay,
@@ -449,7 +489,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // The communicator: every rank meets the others at MASTER_ADDR:MASTER_PORT
   // before compiling, so a missing rank is reported before any work.
   std::unique_ptr<runtime::dist::Communicator> communicator;
-  if (distributed) {
+  if (distributed && replica) {
+    backendOptions.communicator = replica->communicator;
+  } else if (distributed) {
     if (options.backend != "cpu") {
       printError(errs, kCommand,
                  "--backend=" + options.backend +
@@ -479,10 +521,17 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return kExitError;
 #endif
   }
+  // Mirrored replicas compile and load their steps one at a time.
+  static std::mutex compileMutex;
+  std::unique_lock<std::mutex> compiling(compileMutex, std::defer_lock);
+  if (replica)
+    compiling.lock();
   std::unique_ptr<TrainBackend> backendImpl =
       options.backend == "cpu"
           ? createCpuBackend(backendOptions, kCommand, console, errs)
           : createReferenceBackend(backendOptions, kCommand, errs);
+  if (compiling.owns_lock())
+    compiling.unlock();
   if (!backendImpl)
     return kExitError;
   TrainBackend &model = *backendImpl;

@@ -1,0 +1,144 @@
+//===- Mirrored.cpp - kiln train --strategy=mirrored -----------------------===//
+//
+// The replicas are threads that each run kiln train's whole loop as rank r
+// of N (Train.cpp reads currentReplica() where it would read the
+// launcher's environment), so mirrored shares everything data-parallel
+// does: the compiled step (kiln-distribute's bucketed all-reduce), the
+// sampler, eval and checkpoints on rank 0, resume. A replica that stops
+// (an error) destroys its communicator, so the others fail at their next
+// collective naming it instead of waiting for the timeout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/Mirrored.h"
+
+#include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/Driver.h"
+#include "tools/kiln/lib/Flags.h"
+
+#include "runtime/dist/Communicator.h"
+#include "runtime/dist/LocalCommunicator.h"
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace kiln::cli {
+namespace {
+
+constexpr llvm::StringLiteral kCommand = "kiln train";
+thread_local const MirroredReplica *tlsReplica = nullptr;
+
+} // namespace
+
+const MirroredReplica *currentReplica() { return tlsReplica; }
+
+int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
+                llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // One device instance per core by default (each gets one thread).
+  int64_t devices = cores;
+  if (!flags.devices.empty()) {
+    std::optional<int64_t> n =
+        parseInteger(kCommand, "devices", flags.devices, 1, errs);
+    if (!n)
+      return kExitError;
+    if (*n > 1024) {
+      printError(errs, kCommand,
+                 "--devices=" + flags.devices + ": expected at most 1024");
+      return kExitError;
+    }
+    devices = *n;
+  }
+  if (!flags.worldSize.empty() && flags.worldSize != std::to_string(devices)) {
+    printError(errs, kCommand,
+               "--world-size=" + flags.worldSize +
+                   ": --strategy=mirrored runs --devices=" +
+                   std::to_string(devices) +
+                   " replicas in this process; drop --world-size or make "
+                   "it equal");
+    return kExitError;
+  }
+  if (!flags.backend.empty() && flags.backend != "cpu" && devices > 1) {
+    printError(errs, kCommand,
+               "--backend=" + flags.backend +
+                   ": --strategy=mirrored runs on the cpu backend (the "
+                   "reference interpreter has no collectives across "
+                   "replicas); use --backend=cpu or --devices=1");
+    return kExitError;
+  }
+  int threadsEach = 0;
+  if (!flags.threads.empty()) {
+    std::optional<int64_t> t =
+        parseInteger(kCommand, "threads", flags.threads, 1, errs);
+    if (!t)
+      return kExitError;
+    // --threads is the process's: shared out among the replicas.
+    threadsEach = static_cast<int>(std::max<int64_t>(1, *t / devices));
+  }
+  double timeout = 300;
+  if (!flags.collectiveTimeout.empty()) {
+    std::optional<double> t = parsePositiveReal(
+        kCommand, "collective-timeout", flags.collectiveTimeout, errs);
+    if (!t)
+      return kExitError;
+    timeout = *t;
+  }
+
+  if (devices == 1) {
+    // One replica: kiln train as it is, on this thread.
+    MirroredReplica one;
+    one.threads = threadsEach;
+    tlsReplica = &one;
+    int code = runTrain(args, outs, errs);
+    tlsReplica = nullptr;
+    return code;
+  }
+  runtime::dist::CommOptions options;
+  options.timeoutSeconds = timeout;
+  auto comms = runtime::dist::createLocalCommunicators(
+      static_cast<int>(devices), options);
+  if (!comms.isOk()) {
+    printError(errs, kCommand, "--devices: " + comms.status().message());
+    return kExitError;
+  }
+  std::vector<std::unique_ptr<runtime::dist::Communicator>> &communicators =
+      comms.value();
+  std::vector<MirroredReplica> replicas(devices);
+  std::vector<std::string> errors(devices);
+  std::vector<int> codes(devices, kExitOk);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < devices; ++r) {
+    replicas[r].rank = r;
+    replicas[r].devices = static_cast<int>(devices);
+    replicas[r].communicator = communicators[r].get();
+    replicas[r].threads = threadsEach;
+    threads.emplace_back([&, r] {
+      tlsReplica = &replicas[r];
+      llvm::raw_string_ostream err(errors[r]);
+      llvm::raw_null_ostream quiet;
+      // Rank 0 prints (runTrain sends other ranks' lines nowhere anyway).
+      codes[r] = runTrain(args, r == 0 ? outs : quiet, err);
+      err.flush();
+      // The others waiting on this replica fail now, naming it.
+      communicators[r].reset();
+      tlsReplica = nullptr;
+    });
+  }
+  for (std::thread &t : threads)
+    t.join();
+  outs.flush();
+  // Each distinct error once, in rank order.
+  std::set<std::string> printed;
+  for (const std::string &e : errors)
+    if (!e.empty() && printed.insert(e).second)
+      errs << e;
+  for (int code : codes)
+    if (code != kExitOk)
+      return code;
+  return kExitOk;
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,54 @@
+//===- Mirrored.h - kiln train --strategy=mirrored ------------*- C++ -*-===//
+//
+// tf.distribute.MirroredStrategy on the CPU: one process, --devices=N
+// device instances, each a rank driven by its own thread with its own
+// Executable, its share of the threads and its share of every global batch
+// (DistributedSampler with rank r of N, as under data-parallel), the
+// gradients all-reduced through a LocalCommunicator (shared memory, the
+// same bits as Gloo). runTrain calls runMirrored when it sees the strategy
+// outside a replica; runMirrored runs runTrain once per replica, on a
+// thread that currentReplica() describes. Rank 0 prints, evaluates and
+// checkpoints; the replicas' errors are printed after they stop, each
+// distinct message once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_MIRRORED_H
+#define KILN_TOOLS_KILN_LIB_MIRRORED_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace kiln::runtime::dist {
+class Communicator;
+} // namespace kiln::runtime::dist
+
+namespace kiln::cli {
+
+// The replica the calling thread runs, or null outside a mirrored run.
+struct MirroredReplica {
+  int rank = 0;
+  int devices = 1;
+  // Null when devices == 1 (no collectives).
+  runtime::dist::Communicator *communicator = nullptr;
+  // The --threads each replica gets (0: the machine's cores shared out).
+  int threads = 0;
+};
+const MirroredReplica *currentReplica();
+
+// The flags of a mirrored run, as given (empty: not given).
+struct MirroredFlags {
+  std::string devices, worldSize, threads, collectiveTimeout, backend;
+};
+
+// Runs runTrain(|args|) on every replica and returns the first non-zero
+// exit status in rank order (0 when all succeeded). Bad flags: an error and
+// kExitError without running anything.
+int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
+                llvm::raw_ostream &outs, llvm::raw_ostream &errs);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_MIRRORED_H

@@ -100,10 +100,24 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
                              << attr.getValue();
     return success();
   }
+  if (name == "kiln.shard") {
+    // A ZeRO shard (kiln-distribute zero1/2/3): bucket, world_size, length
+    // and params [{name, offset, shape, init?}], on an argument.
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (kindName != "argument" || !dict || !dict.getAs<IntegerAttr>("bucket") ||
+        !dict.getAs<IntegerAttr>("world_size") ||
+        !dict.getAs<IntegerAttr>("length") || !dict.getAs<ArrayAttr>("params"))
+      return op->emitError()
+             << kind << ": '" << name
+             << "' must be a dictionary {bucket, world_size, length, params} "
+                "on an argument, but is "
+             << attr.getValue();
+    return success();
+  }
   return op->emitError() << kind << ": unknown attribute '"
                          << name
                          << "' (expected kiln.role, kiln.init, kiln.name, "
-                            "kiln.grad_of or kiln.updates)";
+                            "kiln.grad_of, kiln.updates or kiln.shard)";
 }
 } // namespace
 

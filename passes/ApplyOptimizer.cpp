@@ -255,6 +255,19 @@ struct ApplyOptimizerPass : impl::KilnApplyOptimizerBase<ApplyOptimizerPass> {
     llvm::SmallVector<Value> gradValues;
     for (const Grad &g : grads)
       gradValues.push_back(ret.getOperand(g.result));
+    // Under ZeRO (kiln-distribute zero1/2/3) the gradients are this rank's
+    // shards (`kiln.shard` arguments): a sum over all gradients (the global
+    // norm, the inf/NaN check) is summed over the ranks too, so every rank
+    // clips and skips alike.
+    bool sharded = llvm::any_of(grads, [&](const Grad &g) {
+      return func.getArgAttr(g.arg, "kiln.shard") != nullptr;
+    });
+    auto acrossRanks = [&](Value total) -> Value {
+      if (!sharded)
+        return total;
+      return b.create<AllReduceOp>(func.getLoc(), total.getType(),
+                                   ReduceKind::sum, total, /*groups=*/nullptr);
+    };
     // fp16 loss scaling (passes/LossScale.h): unscale, and note whether
     // every gradient is finite; |finite| (0-d i1) then gates the updates.
     Value finite;
@@ -278,8 +291,8 @@ struct ApplyOptimizerPass : impl::KilnApplyOptimizerBase<ApplyOptimizerPass> {
         total = u.add(total, u.convertScalar(u.sumAll(u.mul(g, u.splat(0.0, g))),
                                              scalarType));
       }
-      finite = b.create<CompareOp>(func.getLoc(), CompareDirection::eq, total,
-                                   u.scalar(0.0, scalarType));
+      finite = b.create<CompareOp>(func.getLoc(), CompareDirection::eq,
+                                   acrossRanks(total), u.scalar(0.0, scalarType));
     }
 
     if (clip > 0) {
@@ -287,7 +300,7 @@ struct ApplyOptimizerPass : impl::KilnApplyOptimizerBase<ApplyOptimizerPass> {
       Value total = u.scalar(0.0, scalarType);
       for (Value g : gradValues)
         total = u.add(total, u.convertScalar(u.sumAll(u.mul(g, g)), scalarType));
-      Value norm = u.sqrt(total);
+      Value norm = u.sqrt(acrossRanks(total));
       Value scale = u.min(u.scalar(1.0, scalarType),
                           u.div(u.scalar(clip, scalarType), u.add(norm, u.scalar(1e-6, scalarType))));
       for (Value &g : gradValues)

@@ -43,6 +43,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
 
 #define DEBUG_TYPE "kiln-distribute"
@@ -56,6 +57,7 @@ namespace {
 using mlir::Value;
 
 constexpr int64_t kFirstBucketBytes = 1 << 20;
+constexpr llvm::StringLiteral kShardAttrName = "kiln.shard";
 
 // A returned value to be reduced: the result index and the value.
 struct Reduced {
@@ -98,7 +100,8 @@ public:
     module->setAttr("kiln.strategy", b.getStringAttr(strategy));
     module->setAttr("kiln.world_size", b.getI64IntegerAttr(worldSize));
     for (auto func : module.getOps<mlir::func::FuncOp>())
-      if (!func.isExternal() && mlir::failed(dataParallel(func)))
+      if (!func.isExternal() &&
+          mlir::failed(isZero() ? zero(func) : dataParallel(func)))
         return signalPassFailure();
   }
 
@@ -110,17 +113,21 @@ private:
                                 << static_cast<int64_t>(worldSize);
     if (strategy == "none")
       return mlir::success();
-    if (strategy == "zero1" || strategy == "zero2" || strategy == "zero3")
-      return module.emitError()
-             << "kiln-distribute: strategy " << static_cast<std::string>(strategy)
-             << " is not supported yet (sharded gradients, optimizer state "
-                "and parameters are not implemented); use data-parallel";
     // mirrored (several devices of one process, one rank each) reduces the
     // gradients exactly as data-parallel does; only the runtime differs.
-    if (strategy != "data-parallel" && strategy != "mirrored")
+    // zero1/2/3 shard the gradients, the optimizer state and (zero3) the
+    // parameters over the ranks (zero() below).
+    if (strategy != "data-parallel" && strategy != "mirrored" && !isZero())
       return module.emitError()
              << "kiln-distribute: strategy " << static_cast<std::string>(strategy)
-             << " is not supported yet (expected none or data-parallel)";
+             << " is not supported yet (expected none, data-parallel, "
+                "mirrored, zero1, zero2 or zero3)";
+    if (isZero() && gradCompression != "none")
+      return module.emitError()
+             << "kiln-distribute: grad-compression="
+             << static_cast<std::string>(gradCompression)
+             << " is not supported with " << static_cast<std::string>(strategy)
+             << " (only with data-parallel)";
     if (bucketMb <= 0)
       return module.emitError()
              << "kiln-distribute: bucket-mb must be positive, got "
@@ -167,35 +174,8 @@ private:
     }
     if (grads.empty())
       return mlir::success(); // a forward function: nothing to reduce
-    // In the order the backward pass completes them; ties (one producer,
-    // or arguments and constants) keep the result order.
-    std::stable_sort(grads.begin(), grads.end(),
-                     [&](const Reduced &x, const Reduced &y) {
-                       return before(producerIn(block, x.value),
-                                     producerIn(block, y.value));
-                     });
-
-    // Buckets, one open per element type, closed when they reach their cap.
-    llvm::SmallVector<llvm::SmallVector<Reduced>> buckets;
-    llvm::MapVector<mlir::Type, std::pair<size_t, int64_t>> open;
-    int64_t laterCap =
-        std::max<int64_t>(1, static_cast<int64_t>(bucketMb * (1 << 20)));
-    int64_t cap = std::min(kFirstBucketBytes, laterCap);
-    for (const Reduced &g : grads) {
-      mlir::Type element =
-          llvm::cast<mlir::RankedTensorType>(g.value.getType()).getElementType();
-      auto it = open.find(element);
-      if (it == open.end()) {
-        buckets.emplace_back();
-        it = open.insert({element, {buckets.size() - 1, 0}}).first;
-      }
-      buckets[it->second.first].push_back(g);
-      it->second.second += bytesOf(g.value);
-      if (it->second.second >= cap) {
-        open.erase(it);
-        cap = laterCap;
-      }
-    }
+    llvm::SmallVector<llvm::SmallVector<Reduced>> buckets =
+        planBuckets(block, grads);
     // Compressed buckets would round the reported loss: it gets its own
     // (f32, one element) all-reduce then.
     bool compress = gradCompression != "none";
@@ -225,6 +205,290 @@ private:
                  compress && !llvm::any_of(bucket, [&](const Reduced &r) {
                    return r.result == lossResult;
                  }));
+    return mlir::success();
+  }
+
+  bool isZero() const {
+    return strategy == "zero1" || strategy == "zero2" || strategy == "zero3";
+  }
+
+  // The gradients in the order the backward pass completes them (ties: one
+  // producer, or arguments and constants, keep the result order), packed
+  // into buckets: one open per element type, closed when it reaches its
+  // cap (the first at kFirstBucketBytes, the others at bucket-mb).
+  llvm::SmallVector<llvm::SmallVector<Reduced>>
+  planBuckets(mlir::Block &block, llvm::SmallVector<Reduced> &grads) {
+    std::stable_sort(grads.begin(), grads.end(),
+                     [&](const Reduced &x, const Reduced &y) {
+                       return before(producerIn(block, x.value),
+                                     producerIn(block, y.value));
+                     });
+    llvm::SmallVector<llvm::SmallVector<Reduced>> buckets;
+    llvm::MapVector<mlir::Type, std::pair<size_t, int64_t>> open;
+    int64_t laterCap =
+        std::max<int64_t>(1, static_cast<int64_t>(bucketMb * (1 << 20)));
+    int64_t cap = std::min(kFirstBucketBytes, laterCap);
+    for (const Reduced &g : grads) {
+      mlir::Type element =
+          llvm::cast<mlir::RankedTensorType>(g.value.getType()).getElementType();
+      auto it = open.find(element);
+      if (it == open.end()) {
+        buckets.emplace_back();
+        it = open.insert({element, {buckets.size() - 1, 0}}).first;
+      }
+      buckets[it->second.first].push_back(g);
+      it->second.second += bytesOf(g.value);
+      if (it->second.second >= cap) {
+        open.erase(it);
+        cap = laterCap;
+      }
+    }
+    return buckets;
+  }
+
+  // ZeRO stages 1-3 (DeepSpeed ZeRO; PyTorch FSDP). The buckets are
+  // data-parallel's (same order, same caps); each is one flat buffer padded
+  // with zeros to a multiple of the world size N, and rank r owns block r of
+  // it, its shard. Every bucket gives the function a new argument, the shard
+  // (role parameter, named zero.bucketK; `kiln.shard` records the bucket,
+  // world size, unpadded length and each parameter's name, offset, shape and
+  // initializer, for the package and the runtime), and the shard's gradient
+  // result is the reduce_scatter (mean) of the flat gradient bucket. So
+  // kiln-apply-optimizer, unchanged, updates the shards and creates
+  // shard-sized optimizer state: that is the sharded optimizer state. The
+  // full parameters stop being optimizer parameters (their gradients are no
+  // longer results):
+  //  - zero1: every bucket is reduce-scattered after the whole backward pass
+  //    (the full gradients live until then, as in stage 1);
+  //  - zero2: each bucket's reduce_scatter comes right after its last
+  //    gradient, interleaved with the backward pass, so the gradient
+  //    buffers die early;
+  //  - both keep the full parameters as state; kiln-gather-shards (after the
+  //    optimizer) replaces them by the all-gathered updated shards;
+  //  - zero3: the full parameters are not state: the step starts with each
+  //    bucket's all_gather of its shard (kiln-schedule keeps collectives
+  //    early, which prefetches them), sliced and reshaped into the
+  //    parameters the forward and backward passes read; the parameter
+  //    arguments are removed.
+  // The loss gets its own all_reduce mean right after it is computed.
+  mlir::LogicalResult zero(mlir::func::FuncOp func) {
+    mlir::MLIRContext *ctx = func.getContext();
+    mlir::Block &block = func.getBody().front();
+    mlir::Operation *ret = block.getTerminator();
+    if (ret->getNumOperands() != func.getNumResults())
+      return func.emitOpError("kiln-distribute: expected the terminator to "
+                              "return every result");
+    llvm::SmallVector<Reduced> grads;
+    llvm::DenseMap<unsigned, unsigned> argOf; // gradient result -> argument
+    std::optional<Reduced> loss;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      auto role =
+          func.getResultAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName);
+      if (!role)
+        continue;
+      Value v = ret->getOperand(i);
+      if (!llvm::isa<mlir::RankedTensorType>(v.getType()))
+        return func.emitOpError() << "kiln-distribute: result " << i
+                                  << " is not a ranked tensor";
+      if (role.getValue() == Role::loss && !loss)
+        loss = Reduced{i, v};
+      if (role.getValue() != Role::gradient)
+        continue;
+      auto of = func.getResultAttrOfType<mlir::IntegerAttr>(
+          i, KilnDialect::kGradOfAttrName);
+      if (!of || of.getInt() < 0 ||
+          of.getInt() >= static_cast<int64_t>(func.getNumArguments()))
+        return func.emitOpError()
+               << "kiln-distribute: " << static_cast<std::string>(strategy)
+               << " needs gradient result " << i
+               << " to name its parameter (kiln.grad_of)";
+      if (v.getType() != func.getArgument(of.getInt()).getType())
+        return func.emitOpError() << "kiln-distribute: gradient result " << i
+                                  << " differs in type from its parameter";
+      grads.push_back({i, v});
+      argOf[i] = static_cast<unsigned>(of.getInt());
+    }
+    if (grads.empty())
+      return mlir::success(); // a forward function: nothing to shard
+    llvm::SmallVector<llvm::SmallVector<Reduced>> buckets =
+        planBuckets(block, grads);
+    bool zero3 = strategy == "zero3";
+    int64_t world = worldSize;
+    mlir::OpBuilder b(ctx);
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+
+    // The loss: one all_reduce mean of its own, right after it.
+    if (loss) {
+      mlir::Operation *p = producerIn(block, loss->value);
+      if (p)
+        b.setInsertionPointAfter(p);
+      else
+        b.setInsertionPointToStart(&block);
+      Value mean = b.create<AllReduceOp>(loss->value.getLoc(),
+                                         loss->value.getType(),
+                                         ReduceKind::mean, loss->value,
+                                         /*groups=*/nullptr);
+      ret->setOperand(loss->result, mean);
+    }
+
+    // The shard arguments, and (zero3) the gathered parameters.
+    unsigned originalArgs = func.getNumArguments();
+    llvm::BitVector eraseArgs(originalArgs);
+    llvm::SmallVector<mlir::BlockArgument> shards;
+    llvm::SmallVector<int64_t> lengths;
+    mlir::Operation *afterGathers = nullptr;
+    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+      auto firstType =
+          llvm::cast<mlir::RankedTensorType>(bucket.front().value.getType());
+      mlir::Type element = firstType.getElementType();
+      mlir::Location loc = mlir::NameLoc::get(
+          b.getStringAttr("bucket" + std::to_string(k)), func.getLoc());
+      llvm::SmallVector<mlir::Attribute> params;
+      int64_t total = 0;
+      for (const Reduced &r : bucket) {
+        unsigned arg = argOf[r.result];
+        auto type = llvm::cast<mlir::RankedTensorType>(r.value.getType());
+        auto name = func.getArgAttrOfType<mlir::StringAttr>(
+            arg, KilnDialect::kNameAttrName);
+        mlir::NamedAttrList p;
+        p.set("name", name ? name : b.getStringAttr("arg" + std::to_string(arg)));
+        p.set("offset", i64(total));
+        p.set("shape", b.getDenseI64ArrayAttr(type.getShape()));
+        if (auto init = func.getArgAttrOfType<InitializerAttr>(
+                arg, KilnDialect::kInitAttrName))
+          p.set("init", init);
+        params.push_back(p.getDictionary(ctx));
+        total += type.getNumElements();
+      }
+      int64_t shardLength = (total + world - 1) / world;
+      mlir::NamedAttrList shardInfo;
+      shardInfo.set("bucket", i64(k));
+      shardInfo.set("world_size", i64(world));
+      shardInfo.set("length", i64(total));
+      shardInfo.set("params", b.getArrayAttr(params));
+      mlir::NamedAttrList attrs;
+      attrs.set(KilnDialect::kRoleAttrName, RoleAttr::get(ctx, Role::parameter));
+      attrs.set(KilnDialect::kNameAttrName,
+                b.getStringAttr("zero.bucket" + std::to_string(k)));
+      attrs.set(kShardAttrName, shardInfo.getDictionary(ctx));
+      auto shardType = mlir::RankedTensorType::get({shardLength}, element);
+      func.insertArgument(func.getNumArguments(), shardType,
+                          attrs.getDictionary(ctx), loc);
+      mlir::BlockArgument shard = block.getArguments().back();
+      shards.push_back(shard);
+      lengths.push_back(total);
+      if (!zero3)
+        continue;
+      // The full bucket, gathered before anything reads it.
+      if (afterGathers)
+        b.setInsertionPointAfter(afterGathers);
+      else
+        b.setInsertionPointToStart(&block);
+      auto fullType =
+          mlir::RankedTensorType::get({shardLength * world}, element);
+      Value full = b.create<AllGatherOp>(loc, fullType, shard,
+                                         /*dimension=*/0, /*groups=*/nullptr);
+      int64_t offset = 0;
+      for (const Reduced &r : bucket) {
+        unsigned arg = argOf[r.result];
+        mlir::BlockArgument param = block.getArgument(arg);
+        auto type = llvm::cast<mlir::RankedTensorType>(param.getType());
+        int64_t n = type.getNumElements();
+        Value part = full;
+        if (n != shardLength * world)
+          part = b.create<SliceOp>(param.getLoc(), full,
+                                   b.getDenseI64ArrayAttr({offset}),
+                                   b.getDenseI64ArrayAttr({offset + n}),
+                                   b.getDenseI64ArrayAttr({1}));
+        if (part.getType() != type)
+          part = b.create<ReshapeOp>(param.getLoc(), type, part);
+        param.replaceAllUsesWith(part);
+        eraseArgs.set(arg);
+        afterGathers = part.getDefiningOp();
+        offset += n;
+      }
+    }
+
+    // Each bucket's gradient, reduce-scattered: right after its last
+    // producer (zero2, zero3) or after the whole backward pass (zero1).
+    llvm::BitVector eraseResults(func.getNumResults());
+    llvm::SmallVector<Value> shardGrads;
+    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+      mlir::Operation *last = afterGathers;
+      for (const Reduced &r : bucket) {
+        mlir::Operation *p = producerIn(block, r.value);
+        if (before(last, p))
+          last = p;
+        eraseResults.set(r.result);
+      }
+      if (strategy == "zero1")
+        b.setInsertionPoint(ret);
+      else if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(&block);
+      mlir::Location loc = mlir::NameLoc::get(
+          b.getStringAttr("bucket" + std::to_string(k)), func.getLoc());
+      auto shardType =
+          llvm::cast<mlir::RankedTensorType>(shards[k].getType());
+      mlir::Type element = shardType.getElementType();
+      llvm::SmallVector<Value> flat;
+      for (const Reduced &r : bucket) {
+        auto type = llvm::cast<mlir::RankedTensorType>(r.value.getType());
+        auto flatType =
+            mlir::RankedTensorType::get({type.getNumElements()}, element);
+        flat.push_back(type == flatType
+                           ? r.value
+                           : b.create<ReshapeOp>(loc, flatType, r.value)
+                                 .getResult());
+      }
+      int64_t padded = shardType.getDimSize(0) * world;
+      if (padded > lengths[k]) {
+        auto padType =
+            mlir::RankedTensorType::get({padded - lengths[k]}, element);
+        flat.push_back(b.create<ConstantOp>(
+            loc, llvm::cast<mlir::ElementsAttr>(mlir::DenseElementsAttr::get(
+                     padType, b.getZeroAttr(element)))));
+      }
+      auto bufferType = mlir::RankedTensorType::get({padded}, element);
+      Value buffer =
+          flat.size() == 1
+              ? flat.front()
+              : b.create<ConcatenateOp>(loc, bufferType, flat, /*dimension=*/0)
+                    .getResult();
+      shardGrads.push_back(b.create<ReduceScatterOp>(
+          loc, shardType, ReduceKind::mean, buffer, /*dimension=*/0,
+          /*groups=*/nullptr));
+    }
+
+    // The results: the others as they were, then one gradient per shard.
+    llvm::SmallVector<Value> results;
+    llvm::SmallVector<mlir::DictionaryAttr> resultAttrs;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      if (eraseResults.test(i))
+        continue;
+      results.push_back(ret->getOperand(i));
+      resultAttrs.push_back(func.getResultAttrDict(i));
+    }
+    eraseArgs.resize(func.getNumArguments());
+    func.eraseArguments(eraseArgs);
+    for (auto [shard, grad] : llvm::zip(shards, shardGrads)) {
+      results.push_back(grad);
+      mlir::NamedAttrList attrs;
+      attrs.set(KilnDialect::kRoleAttrName, RoleAttr::get(ctx, Role::gradient));
+      attrs.set(KilnDialect::kNameAttrName,
+                func.getArgAttrOfType<mlir::StringAttr>(
+                    shard.getArgNumber(), KilnDialect::kNameAttrName));
+      attrs.set(KilnDialect::kGradOfAttrName, i64(shard.getArgNumber()));
+      resultAttrs.push_back(attrs.getDictionary(ctx));
+    }
+    ret->setOperands(results);
+    llvm::SmallVector<mlir::Type> resultTypes;
+    for (Value v : results)
+      resultTypes.push_back(v.getType());
+    func.setFunctionType(mlir::FunctionType::get(
+        ctx, block.getArgumentTypes(), resultTypes));
+    func.setAllResultAttrs(resultAttrs);
     return mlir::success();
   }
 

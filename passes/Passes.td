@@ -167,8 +167,24 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     the bytes travel; the gradients and the optimizer stay f32. The loss
     then gets its own f32 all-reduce.
 
-    `none` changes nothing. `mirrored`, `zero1`, `zero2` and `zero3` are
-    refused by name (not implemented yet), as are the other strategies.
+    `zero1`, `zero2`, `zero3` (DeepSpeed ZeRO, PyTorch FSDP): the same
+    buckets, each flattened and zero-padded to a multiple of `world-size`
+    N; rank r owns block r, its shard. Each bucket adds an argument, the
+    shard (role parameter, `zero.bucketK`, with `kiln.shard`: bucket,
+    world size, unpadded length, and each parameter's name, offset, shape
+    and initializer), whose
+    gradient result is the `kiln.reduce_scatter mean` of the flat gradient
+    bucket; the full parameters' gradients are no longer results, so
+    kiln-apply-optimizer updates the shards and creates shard-sized
+    optimizer state. zero1 reduce-scatters every bucket after the whole
+    backward pass, zero2 right after the bucket's last gradient. Both keep
+    the full parameters as arguments; kiln-gather-shards refreshes them
+    from the all-gathered updated shards. zero3 removes the parameter
+    arguments: the step starts with each bucket's `kiln.all_gather` of its
+    shard, sliced and reshaped into the parameters. The loss gets its own
+    all-reduce mean. The IR depends on N (the shard sizes).
+
+    `none` changes nothing; other strategies are refused by name.
     With gradient accumulation (`grad-accum` K > 1) kiln-accumulate-gradients
     has already summed the K micro-batches' gradients, so the buckets hold
     the accumulated gradients and their collectives run once, after the last
@@ -178,7 +194,7 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"data-parallel\"",
-           "none, data-parallel (mirrored, zero1, zero2, zero3: not yet)">,
+           "none, data-parallel, mirrored, zero1, zero2 or zero3">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "number of ranks (recorded for the package)">,
     Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
@@ -188,6 +204,19 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     Option<"gradCompression", "grad-compression", "std::string", /*default=*/"\"none\"",
            "precision of the all-reduce: none, bf16 or fp16">,
   ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
+def KilnGatherShards : Pass<"kiln-gather-shards", "mlir::ModuleOp"> {
+  let summary = "ZeRO-1/2: all-gather the updated shards into the parameters";
+  let description = [{
+    Runs after kiln-apply-optimizer under kiln-distribute's `zero1` and
+    `zero2`. For every shard argument (`kiln.shard`) whose parameters are
+    still arguments, the updated shard is `kiln.all_gather`ed into the full
+    flat bucket, and each parameter's slice, reshaped, becomes a result
+    that updates that parameter (`kiln.updates`). Under `zero3` (no
+    parameter arguments) nothing changes.
+  }];
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 

@@ -122,9 +122,12 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
   case Strategy::zero1:
   case Strategy::zero2:
   case Strategy::zero3:
-    return "--strategy=" + stringifyStrategy(options.strategy).str() +
-           ": not supported yet (sharded gradients, optimizer state and "
-           "parameters are not implemented; use --strategy=data-parallel)";
+    if (!options.gradCompression.empty() && options.gradCompression != "none")
+      return "--grad-compression=" + options.gradCompression +
+             ": not supported with --strategy=" +
+             stringifyStrategy(options.strategy).str() +
+             " (only with data-parallel)";
+    break;
   default:
     return "--strategy=" + stringifyStrategy(options.strategy).str() +
            ": not supported yet (only none and data-parallel)";
@@ -198,6 +201,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
       pm.addPass(createKilnDistribute(distribute));
     }
     pm.addPass(createKilnApplyOptimizer(options.optimizer));
+    // ZeRO-1/2 keep the full parameters: refreshed from the updated shards.
+    if (options.strategy == Strategy::zero1 ||
+        options.strategy == Strategy::zero2)
+      pm.addPass(createKilnGatherShards());
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
   }

@@ -1,9 +1,9 @@
 // kiln-distribute refuses what it does not implement yet, by name, and bad
 // option values.
-// RUN: not kiln-opt %s --kiln-distribute="strategy=zero2" 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: kiln-distribute: strategy zero2 is not supported yet (sharded gradients, optimizer state and parameters are not implemented); use data-parallel
+// RUN: not kiln-opt %s --kiln-distribute="strategy=zero2 grad-compression=bf16" 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: kiln-distribute: grad-compression=bf16 is not supported with zero2 (only with data-parallel)
 // RUN: not kiln-opt %s --kiln-distribute="strategy=pipeline" 2>&1 | FileCheck %s --check-prefix=OTHER
-// OTHER: error: kiln-distribute: strategy pipeline is not supported yet (expected none or data-parallel)
+// OTHER: error: kiln-distribute: strategy pipeline is not supported yet (expected none, data-parallel, mirrored, zero1, zero2 or zero3)
 // RUN: not kiln-opt %s --kiln-distribute="grad-accum=0" 2>&1 | FileCheck %s --check-prefix=ACCUM
 // ACCUM: error: kiln-distribute: grad-accum=0: expected at least 1 micro-batch per step
 // RUN: not kiln-opt %s --kiln-distribute="grad-compression=int8" 2>&1 | FileCheck %s --check-prefix=COMPRESS

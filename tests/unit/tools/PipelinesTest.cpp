@@ -49,9 +49,15 @@ TEST(PipelinesTest, ParsesEverySpelling) {
 TEST(PipelinesTest, RefusesWhatIsNotSupportedYet) {
   PipelineOptions options;
   EXPECT_EQ(checkPipelineOptions(options), "");
-  options.strategy = Strategy::zero3;
+  options.strategy = Strategy::pipeline;
   EXPECT_THAT(checkPipelineOptions(options),
-              HasSubstr("--strategy=zero3: not supported yet"));
+              HasSubstr("--strategy=pipeline: not supported yet"));
+  options.strategy = Strategy::zero3;
+  EXPECT_EQ(checkPipelineOptions(options), "");
+  options.gradCompression = "bf16";
+  EXPECT_THAT(checkPipelineOptions(options),
+              HasSubstr("--grad-compression=bf16: not supported with "
+                        "--strategy=zero3 (only with data-parallel)"));
   options = {};
   options.worldSize = 4;
   EXPECT_THAT(checkPipelineOptions(options),
@@ -130,9 +136,9 @@ TEST_F(PipelineRunTest, VerifyRolesRuns) {
 
   // Options the pipeline cannot honour fail before any pass runs.
   PipelineOptions distributed;
-  distributed.strategy = Strategy::zero2;
+  distributed.strategy = Strategy::pipeline;
   EXPECT_TRUE(mlir::failed(runCompilePipeline(*module, distributed)));
-  EXPECT_THAT(message, HasSubstr("--strategy=zero2: not supported yet"));
+  EXPECT_THAT(message, HasSubstr("--strategy=pipeline: not supported yet"));
 }
 
 } // namespace

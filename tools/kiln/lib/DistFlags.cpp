@@ -8,8 +8,10 @@ void addDistFlags(FlagParser &parser, DistFlags &f,
                   llvm::StringRef worldSizeHelp) {
   parser.addValue("strategy", &f.strategy, "NAME",
                   "none (default), data-parallel or mirrored (kiln train: "
-                  "--devices replicas in one process); zero1, zero2, zero3, "
-                  "parameter-server, pipeline, tensor-parallel: not "
+                  "--devices replicas in one process); zero1 (sharded "
+                  "optimizer state), zero2 (+ gradients), zero3 (+ "
+                  "parameters; docs/distributed.md has the memory per "
+                  "rank); parameter-server, pipeline, tensor-parallel: not "
                   "supported yet");
   parser.addValue("world-size", &f.worldSize, "N", worldSizeHelp);
   parser.addValue("bucket-mb", &f.bucketMb, "MB",

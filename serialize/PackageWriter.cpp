@@ -149,10 +149,29 @@ std::vector<uint8_t> writePackageUnchecked(const LoadedPackage &p) {
       fbs::CreateSignature(b, b.CreateVector(inputs), b.CreateVector(outputs));
 
   const PackageMetadata &m = p.metadata;
+  Offset<flatbuffers::Vector<Offset<fbs::ShardLayout>>> shardVec;
+  if (!m.shards.empty()) {
+    std::vector<Offset<fbs::ShardLayout>> shards;
+    for (const ShardLayout &layout : m.shards) {
+      std::vector<Offset<fbs::ShardSlot>> slots;
+      for (const ShardSlot &slot : layout.slots) {
+        const ParameterInit &i = slot.init;
+        auto init = fbs::CreateParameterInit(
+            b, 0, toFbs<fbs::InitKind>(i.kind), i.value, i.scale, i.seed);
+        slots.push_back(fbs::CreateShardSlot(b, b.CreateString(slot.name),
+                                             slot.offset,
+                                             b.CreateVector(slot.shape), init));
+      }
+      shards.push_back(fbs::CreateShardLayout(
+          b, b.CreateString(layout.name), layout.length, layout.worldSize,
+          b.CreateVector(slots)));
+    }
+    shardVec = b.CreateVector(shards);
+  }
   auto metadata = fbs::CreateMetadata(
       b, b.CreateString(m.modelName), toFbs<fbs::Strategy>(m.strategy),
       m.worldSize, writeStrings(b, m.compileFlags),
-      b.CreateVector(m.graphHash));
+      b.CreateVector(m.graphHash), shardVec);
 
   fbs::Version version(p.majorVersion, p.minorVersion);
   auto root =

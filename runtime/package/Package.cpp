@@ -374,6 +374,39 @@ Status checkPackage(const LoadedPackage &p) {
     os << "metadata: world size is 0, expected >= 1";
     return fail(os);
   }
+  // A shard layout names an input of its shard's size, and its slots tile
+  // the unpadded bucket.
+  for (const ShardLayout &l : p.metadata.shards) {
+    const SignatureEntry *input = nullptr;
+    for (const SignatureEntry &e : p.inputs)
+      if (e.name == l.name)
+        input = &e;
+    if (l.worldSize == 0 || l.length < 1 || !input ||
+        input->shape != std::vector<int64_t>{l.shardLength()}) {
+      os << "metadata: shard layout '" << l.name << "' (" << l.length
+         << " elements over " << l.worldSize
+         << " ranks) needs an input of that name with shape ["
+         << (l.worldSize ? l.shardLength() : 0) << "]";
+      return fail(os);
+    }
+    int64_t next = 0;
+    for (const ShardSlot &slot : l.slots) {
+      int64_t n = 1;
+      for (int64_t d : slot.shape)
+        n *= d;
+      if (slot.offset != next || n < 0) {
+        os << "metadata: shard layout '" << l.name << "': slot '" << slot.name
+           << "' starts at " << slot.offset << ", expected " << next;
+        return fail(os);
+      }
+      next += n;
+    }
+    if (next != l.length) {
+      os << "metadata: shard layout '" << l.name << "': its slots hold " << next
+         << " elements, expected " << l.length;
+      return fail(os);
+    }
+  }
   return Status::ok();
 }
 
@@ -544,6 +577,28 @@ LoadedPackage copyOut(const pkg::Package *fb) {
     p.metadata.worldSize = m->world_size();
     p.metadata.compileFlags = copyStrings(m->compile_flags());
     p.metadata.graphHash = copyVector<uint8_t>(m->graph_hash());
+    if (m->shards())
+      for (const pkg::ShardLayout *l : *m->shards()) {
+        ShardLayout layout;
+        layout.name = copyString(l->name());
+        layout.length = l->length();
+        layout.worldSize = l->world_size();
+        if (l->slots())
+          for (const pkg::ShardSlot *s : *l->slots()) {
+            ShardSlot slot;
+            slot.name = copyString(s->name());
+            slot.offset = s->offset();
+            slot.shape = copyVector<int64_t>(s->shape());
+            if (const pkg::ParameterInit *i = s->init()) {
+              slot.init.kind = castEnum<PkgInitKind>(i->kind());
+              slot.init.value = i->value();
+              slot.init.scale = i->scale();
+              slot.init.seed = i->seed();
+            }
+            layout.slots.push_back(std::move(slot));
+          }
+        p.metadata.shards.push_back(std::move(layout));
+      }
   }
   return p;
 }

@@ -253,16 +253,46 @@ struct SignatureEntry {
   }
 };
 
+// ZeRO: one parameter of a sharded bucket (package.fbs ShardSlot).
+struct ShardSlot {
+  std::string name;
+  int64_t offset = 0;
+  std::vector<int64_t> shape;
+  ParameterInit init; // buffer unused
+  bool operator==(const ShardSlot &o) const {
+    return name == o.name && offset == o.offset && shape == o.shape &&
+           init == o.init;
+  }
+};
+
+// ZeRO: the sharded input |name| (package.fbs ShardLayout): block |rank| of
+// the flat bucket of |slots|, |length| elements padded to a multiple of
+// |worldSize|.
+struct ShardLayout {
+  std::string name;
+  int64_t length = 0;
+  uint32_t worldSize = 1;
+  std::vector<ShardSlot> slots;
+  int64_t shardLength() const {
+    return (length + worldSize - 1) / worldSize;
+  }
+  bool operator==(const ShardLayout &o) const {
+    return name == o.name && length == o.length && worldSize == o.worldSize &&
+           slots == o.slots;
+  }
+};
+
 struct PackageMetadata {
   std::string modelName;
   Strategy strategy = Strategy::None;
   uint32_t worldSize = 1;
   std::vector<std::string> compileFlags;
   std::vector<uint8_t> graphHash;
+  std::vector<ShardLayout> shards;
   bool operator==(const PackageMetadata &o) const {
     return modelName == o.modelName && strategy == o.strategy &&
            worldSize == o.worldSize && compileFlags == o.compileFlags &&
-           graphHash == o.graphHash;
+           graphHash == o.graphHash && shards == o.shards;
   }
 };
 

@@ -628,6 +628,40 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     pkg.metadata.worldSize = static_cast<uint32_t>(world.getInt());
   pkg.metadata.compileFlags.assign(flags.begin(), flags.end());
   pkg.metadata.graphHash = fnv1a64(sourceBytes);
+  // ZeRO: the layout of every shard argument (kiln-distribute's kiln.shard),
+  // so the runtime can initialize, checkpoint and reshard it.
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto shard = func.getArgAttrOfType<mlir::DictionaryAttr>(i, "kiln.shard");
+    if (!shard)
+      continue;
+    ShardLayout layout;
+    layout.name = pkg.inputs[i].name;
+    layout.length = shard.getAs<mlir::IntegerAttr>("length").getInt();
+    layout.worldSize = static_cast<uint32_t>(
+        shard.getAs<mlir::IntegerAttr>("world_size").getInt());
+    for (mlir::Attribute a : shard.getAs<mlir::ArrayAttr>("params")) {
+      auto d = llvm::dyn_cast<mlir::DictionaryAttr>(a);
+      auto name = d ? d.getAs<mlir::StringAttr>("name") : nullptr;
+      auto offset = d ? d.getAs<mlir::IntegerAttr>("offset") : nullptr;
+      auto shape = d ? d.getAs<mlir::DenseI64ArrayAttr>("shape") : nullptr;
+      if (!name || !offset || !shape)
+        return fail("argument " + std::to_string(i) +
+                    ": kiln.shard params need a name, offset and shape");
+      ShardSlot slot;
+      slot.name = name.str();
+      slot.offset = offset.getInt();
+      slot.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+      if (auto init = d.getAs<InitializerAttr>("init")) {
+        slot.init.kind =
+            static_cast<PkgInitKind>(static_cast<uint8_t>(init.getKind()));
+        slot.init.value = init.getValue().convertToDouble();
+        slot.init.scale = init.getScale().convertToDouble();
+        slot.init.seed = init.getSeed();
+      }
+      layout.slots.push_back(std::move(slot));
+    }
+    pkg.metadata.shards.push_back(std::move(layout));
+  }
 
   result = std::move(pkg);
   return mlir::success();

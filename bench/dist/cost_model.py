@@ -11,11 +11,11 @@ kernel's FLOPs and bytes (H200: 989 TFLOP/s dense bf16, 4.8 TB/s HBM3e;
 see kernels() for the list, which follows the zoo gpt's graph). Every
 output line says which. --report takes `kiln compile --report`'s output
 for the same model and prints the compiler's own modelled bytes beside the
-roofline's, as a cross-check; --buckets takes the bucket sizes of the
-compiled data-parallel package (bytes, one per line; `kiln-package-info`
-on a package compiled with --strategy=data-parallel lists the collective
-thunks and their buffers) instead of the DDP rule (first bucket 1 MB, then
-25 MB, in the order the backward pass completes the gradients).
+roofline's, as a cross-check; --buckets takes the bucket plan of the compiled
+data-parallel step (the IR of `kiln compile --strategy=data-parallel
+--emit=mlir`, whose kiln.all_reduce ops are the buckets in order, or bytes
+one per line) instead of the DDP rule applied per layer here (first bucket
+1 MB, then 25 MB, in the order the backward pass completes the gradients).
 
 Collectives (ring algorithms, p ranks, n bytes, bus bandwidth bw, per-hop
 latency alpha):
@@ -31,6 +31,7 @@ usage: cost_model.py [--profile CSV] [--report FILE] [--buckets FILE]
        cost_model.py --self-test
 """
 import argparse
+import re
 import sys
 
 # Bus bandwidth (bytes/s) and per-hop latency (s) of a ring step.
@@ -260,6 +261,22 @@ def predict(m, p, times, bucket_sizes=None):
     return {"data-parallel": ddp, "zero2": zero2, "zero3": zero3}, volume, len(buckets)
 
 
+def read_buckets(path):
+    """Bucket sizes in bytes, in the order they are reduced: from the
+    compiled step's IR (`kiln compile --strategy=data-parallel --emit=mlir`:
+    every kiln.all_reduce's tensor<N x dtype>), or one number per line."""
+    text = open(path).read()
+    if "kiln.all_reduce" not in text:
+        return [int(l) for l in text.split() if l.strip()]
+    size = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8}
+    out = []
+    for line in text.splitlines():
+        m = re.search(r"kiln\.all_reduce .*: tensor<(\d+)x(\w+)>", line)
+        if m:
+            out.append(int(m.group(1)) * size[m.group(2)])
+    return out
+
+
 def read_report(path):
     out = {}
     for line in open(path):
@@ -310,6 +327,13 @@ def self_test():
     steps, _, _ = predict(m, 8, times0)
     want = sum(all_reduce_s(s, 8) for s, _ in b)
     assert abs(steps["data-parallel"] - want) < 1e-9, (steps, want)
+    # The bucket plan read from a compiled step's IR, in order.
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+        f.write("%1 = kiln.all_reduce mean %0 {kiln.buffer_offsets = "
+                "array<i64: 0>} : tensor<1000xf32>\n  %2 = kiln.add %1\n"
+                "%3 = kiln.all_reduce mean %2 : tensor<500xbf16>\n")
+    assert read_buckets(f.name) == [4000, 1000], read_buckets(f.name)
     print("cost_model self-test: ok")
 
 
@@ -339,7 +363,7 @@ def main():
                      MEMORY_EFFICIENCY, LAUNCH_S * 1e6))
     buckets = None
     if args.buckets:
-        buckets = [int(l) for l in open(args.buckets) if l.strip()]
+        buckets = read_buckets(args.buckets)
     print("GPT %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d per "
           "GPU, bf16 activations, f32 gradients: %d parameters, %.1f MB of "
           "gradients" % (m.L, m.H, m.NH, m.T, m.V, m.B, m.params(),
@@ -377,6 +401,13 @@ def main():
     print()
     print("(efficiency: one GPU's step time over the step time at p GPUs, "
           "same per-GPU batch; every number above is a prediction)")
+    for p in [int(x) for x in args.gpus.split(",")]:
+        if p > 1:
+            link = link_for(p)
+            print("ring latency at %d GPUs: 2(p-1) alpha = %.2f ms per "
+                  "all-reduce, %.2f ms per reduce-scatter or all-gather"
+                  % (p, 2 * (p - 1) * link["alpha"] * 1e3,
+                     (p - 1) * link["alpha"] * 1e3))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/AmpFlags.h"
+#include "tools/kiln/lib/CudaBackend.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/DistFlags.h"
 #include "tools/kiln/lib/Driver.h"
@@ -152,10 +153,15 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                        "a graph file (.kiln), MLIR text (.mlir) or, for the "
                        "cpu backend, a package (.kpkg)");
   parser.addValue("backend", &backend, "NAME",
-                  "cpu (default) or reference (cuda: not supported yet)");
+                  "cpu, cuda or reference (default: cuda when a GPU is "
+                  "present, else cpu)");
   parser.addValue("device", &device, "DEVICE",
-                  "cpu or cuda[:N] (cuda: not supported yet; names the CUDA "
-                  "devices found)");
+                  "cpu or cuda[:N] (default: cuda:0 when a GPU is present and "
+                  "this kiln compiles CUDA, else cpu; the choice is printed)");
+  std::string cudaGraphs;
+  parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
+                  "cuda: capture the step into a CUDA Graph after the warm-up "
+                  "step (default on)");
   parser.addValue("threads", &threads, "N",
                   "CPU threads (default: all cores, shared out among the "
                   "ranks of one machine; under --strategy=mirrored N is "
@@ -213,6 +219,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   if (!backend.empty())
     options.backend = backend;
+  CudaBackendOptions cudaOptions;
   if (!device.empty()) {
     llvm::StringRef d(device), index;
     bool cuda = d == "cuda" || (d.starts_with("cuda:") &&
@@ -224,26 +231,34 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                      device + "'");
       return kExitError;
     }
-    if (cuda) {
-      printError(errs, kCommand,
-                 "--device=" + device +
-                     ": not supported yet (CUDA kernels compile with kiln "
-                     "compile --target=cuda; the CUDA training runtime does "
-                     "not exist yet; use --device=cpu). " +
-                     runtime::cuda::describeCudaDevices());
+    unsigned cudaIndex = 0;
+    if (cuda && !index.empty() && index.getAsInteger(10, cudaIndex)) {
+      printError(errs, kCommand, "--device=" + device + ": the index is too large");
       return kExitError;
     }
+    cudaOptions.device = static_cast<int>(cudaIndex);
+    if (cuda || backend.empty())
+      options.backend = cuda ? "cuda" : "cpu";
   }
-  if (options.backend != "cpu" && options.backend != "reference") {
-    if (options.backend == "cuda")
-      printError(errs, kCommand,
-                 "--backend=cuda: not supported yet (the CUDA training "
-                 "runtime does not exist yet; use --backend=cpu). " +
-                     runtime::cuda::describeCudaDevices());
-    else
-      printError(errs, kCommand,
-                 "--backend=" + options.backend + ": expected cpu or reference");
+  if (options.backend != "cpu" && options.backend != "reference" &&
+      options.backend != "cuda") {
+    printError(errs, kCommand,
+               "--backend=" + options.backend + ": expected cpu, cuda or reference");
     return kExitError;
+  }
+  if (cudaGraphs != "" && cudaGraphs != "on" && cudaGraphs != "off") {
+    printError(errs, kCommand, "--cuda-graphs=" + cudaGraphs + ": expected on or off");
+    return kExitError;
+  }
+  cudaOptions.graphs = cudaGraphs != "off";
+  if (options.backend == "cuda") {
+    std::string reason;
+    if (!cudaDeviceUsable(cudaOptions.device, reason)) {
+      printError(errs, kCommand,
+                 (device.empty() ? std::string("--backend=cuda") : "--device=" + device) +
+                     ": " + reason + "; use --device=cpu");
+      return kExitError;
+    }
   }
   auto integer = [&](const std::string &text, llvm::StringRef flag, int64_t min,
                      int64_t &out) {
@@ -526,8 +541,18 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   std::unique_lock<std::mutex> compiling(compileMutex, std::defer_lock);
   if (replica)
     compiling.lock();
+  // Without --device or --backend: the GPU when there is one (one process).
+  if (device.empty() && backend.empty() && !distributed) {
+    std::string line;
+    if (chooseCudaByDefault(options.input, line))
+      options.backend = "cuda";
+    else
+      console << "kiln train: " << line << "\n";
+  }
   std::unique_ptr<TrainBackend> backendImpl =
-      options.backend == "cpu"
+      options.backend == "cuda"
+          ? createCudaBackend(backendOptions, cudaOptions, kCommand, console, errs)
+      : options.backend == "cpu"
           ? createCpuBackend(backendOptions, kCommand, console, errs)
           : createReferenceBackend(backendOptions, kCommand, errs);
   if (compiling.owns_lock())

@@ -1,0 +1,256 @@
+//===- CudaStepEmulationTest.cpp - whole steps through CudaExecutable -----===//
+//
+// The strongest proof of the GPU path without a GPU: a zoo model's training
+// step is compiled exactly as `kiln compile --target=cuda` compiles it
+// (PackageBuilder.h with CUDA hooks: emitted kernel source, block and grid),
+// the package's kernels are compiled for the host under
+// codegen/cuda/CudaEmulation.h, and the step runs through
+// runtime/cuda/CudaExecutable.h on FakeCudaApi.h: the kernels reach the
+// executable through its NVRTC path (the package holds source only), are
+// launched with the runtime's launch shapes (256-thread blocks, grid capped
+// by the fake device's multiprocessors) on host threads, GEMMs run as the
+// LibraryCall thunks say, and the updates copies feed the next step. Two
+// steps (the second captured as a CUDA Graph and replayed by the fake) are
+// compared with the reference interpreter running the same step function
+// twice, every output within the dtype's bound.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/CudaEmitter.h"
+#include "tests/unit/cuda/FakeCudaApi.h"
+
+#include "ir/Interpreter.h"
+#include "passes/Pipelines.h"
+#include "runtime/Half.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/PackageBuilder.h"
+#include "tools/kiln/lib/ReferenceStep.h"
+#include "tools/kiln/lib/Zoo.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+namespace rt = kiln::runtime;
+using rt::cuda::testing::FakeCudaApi;
+
+std::vector<uint8_t> toNative(const HostTensor &t) {
+  int64_t width = byteWidth(t.dtype());
+  std::vector<uint8_t> out(t.size() * width);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    uint8_t *p = out.data() + i * width;
+    double v = t[i];
+    switch (t.dtype()) {
+    case DType::f64: std::memcpy(p, &v, 8); break;
+    case DType::f32: { float f = v; std::memcpy(p, &f, 4); break; }
+    case DType::f16: { uint16_t h = rt::floatToF16(v); std::memcpy(p, &h, 2); break; }
+    case DType::bf16: { uint16_t h = rt::floatToBf16(v); std::memcpy(p, &h, 2); break; }
+    case DType::i64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
+    case DType::i32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
+    case DType::i8: { int8_t x = v; std::memcpy(p, &x, 1); break; }
+    case DType::i1: *p = v != 0; break;
+    }
+  }
+  return out;
+}
+
+double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
+  const uint8_t *p = b.data() + i * byteWidth(dtype);
+  switch (dtype) {
+  case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
+  case DType::f32: { float v; std::memcpy(&v, p, 4); return v; }
+  case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return rt::f16ToFloat(h); }
+  case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return rt::bf16ToFloat(h); }
+  case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
+  case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+  case DType::i8: { int8_t v; std::memcpy(&v, p, 1); return v; }
+  case DType::i1: return *p != 0;
+  }
+  return 0;
+}
+
+class CudaStepEmulationTest : public ::testing::Test {
+protected:
+  CudaStepEmulationTest() {
+    DialectRegistry registry;
+    cli::registerKilnDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+    context.getDiagEngine().registerHandler([this](Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return success();
+    });
+  }
+
+  // Compiles |model| for CUDA, runs two steps through CudaExecutable on
+  // the fake and compares them with the interpreter.
+  void check(OwningOpRef<ModuleOp> model, AmpMode amp) {
+    ASSERT_TRUE(model) << diagnostics;
+    PipelineOptions options;
+    options.amp = amp;
+    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+    func::FuncOp func = cli::findModelFunction(*model);
+    ASSERT_TRUE(func) << diagnostics;
+
+    // The package, as CudaCompile.cpp builds it (sources only: the fake's
+    // NVRTC hands them to the host build below).
+    cli::PackageTargetHooks hooks;
+    hooks.target.kind = rt::TargetKind::Cuda;
+    hooks.target.smArchs = {90};
+    std::string sources;
+    hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
+                              rt::PackageKernel &kernel, std::string &error) {
+      std::string entry = "kiln_k" + std::to_string(sourcesCount++);
+      FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
+      if (failed(source)) {
+        error = name + ": " + diagnostics;
+        return false;
+      }
+      kernel.kind = rt::KernelKind::Cuda;
+      kernel.entryPoint = entry;
+      kernel.source = source->source;
+      kernel.block = {source->launch.blockThreads, 1, 1};
+      kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
+      sources += source->source + "\n";
+      return true;
+    };
+    rt::LoadedPackage pkg;
+    std::string errors;
+    llvm::raw_string_ostream errs(errors);
+    ASSERT_TRUE(succeeded(cli::buildStepPackage(*model, "model", "", {}, "test",
+                                                errs, pkg, &hooks)))
+        << errs.str() << diagnostics;
+
+    // The kernels for the host.
+    llvm::SmallString<128> dir;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-step", dir));
+    std::string cu = (dir + "/kernels.cpp").str(), so = (dir + "/kernels.so").str(),
+                log = (dir + "/clang.log").str();
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(cu, ec);
+      ASSERT_FALSE(ec) << ec.message();
+      os << sources;
+    }
+    std::vector<llvm::StringRef> argv = {
+        KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
+        "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
+        "-x", "c++", cu, "-o", so, "-lpthread"};
+    std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
+                                                  llvm::StringRef(log)};
+    ASSERT_EQ(llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv, std::nullopt,
+                                        redirects),
+              0)
+        << "host build of the kernels failed; see " << log;
+    void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(library) << dlerror();
+    FakeCudaApi api;
+    api.device.multiprocessors = 2; // grids of at most 16 blocks
+    for (const rt::PackageKernel &k : pkg.kernels) {
+      void *fn = dlsym(library, (k.entryPoint + "_host").c_str());
+      ASSERT_TRUE(fn) << k.entryPoint;
+      api.hostKernels[k.entryPoint] =
+          reinterpret_cast<rt::cuda::testing::HostKernel>(fn);
+    }
+
+    std::vector<std::string> notes;
+    rt::cuda::CudaOptions cudaOptions;
+    cudaOptions.log = [&](const std::string &n) { notes.push_back(n); };
+    rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>> made =
+        rt::cuda::CudaExecutable::create(pkg, api, cudaOptions);
+    ASSERT_TRUE(made.isOk()) << made.status().message();
+    rt::cuda::CudaExecutable &exec = *made.value();
+    for (rt::cuda::KernelCode code : exec.kernelCode())
+      EXPECT_EQ(code, rt::cuda::KernelCode::Nvrtc);
+
+    // The same arguments for both: parameters from their initializers,
+    // data random.
+    std::vector<cli::ArgumentInfo> args = cli::describeArguments(func);
+    std::vector<cli::ResultInfo> results = cli::describeResults(func);
+    ASSERT_EQ(args.size(), pkg.inputs.size());
+    ASSERT_EQ(results.size(), pkg.outputs.size());
+    std::mt19937_64 rng(5);
+    std::vector<HostTensor> values;
+    for (const cli::ArgumentInfo &a : args) {
+      bool data = a.role == Role::input || a.role == Role::label;
+      values.push_back(data ? cli::randomData(func, a, rng) : cli::initialValue(a));
+      std::vector<uint8_t> native = toNative(values.back());
+      ASSERT_EQ(native.size(), pkg.buffers[pkg.inputs[a.index].buffer].size)
+          << a.name;
+      ASSERT_TRUE(exec.writeInput(a.index, native.data()).isOk());
+    }
+
+    Interpreter interpreter;
+    for (int step = 0; step < 2; ++step) {
+      FailureOr<SmallVector<HostTensor>> expected = interpreter.run(func, values);
+      ASSERT_TRUE(succeeded(expected)) << diagnostics;
+      rt::Status s = exec.run();
+      ASSERT_TRUE(s.isOk()) << s.message();
+      for (const cli::ResultInfo &r : results) {
+        const HostTensor &e = (*expected)[r.index];
+        std::vector<uint8_t> got(pkg.buffers[pkg.outputs[r.index].buffer].size);
+        ASSERT_TRUE(exec.readOutput(r.index, got.data()).isOk());
+        double rel = e.dtype() == DType::f32 ? 2e-5 : 3e-2;
+        int bad = 0;
+        for (int64_t i = 0; i < e.size() && bad < 3; ++i) {
+          double want = e[i], have = nativeAt(got, e.dtype(), i);
+          if (!(std::fabs(want - have) <=
+                rel * std::max({1.0, std::fabs(want), std::fabs(have)}))) {
+            ADD_FAILURE() << "step " << step << " output '" << r.name
+                          << "' element " << i << ": interpreter " << want
+                          << ", CudaExecutable " << have;
+            ++bad;
+          }
+        }
+      }
+      // The next step reads the updated parameters and state.
+      for (const cli::ResultInfo &r : results)
+        if (r.updates)
+          values[*r.updates] = (*expected)[r.index];
+    }
+    EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
+    EXPECT_EQ(api.count("cudaGraphLaunch"), 1u);
+    EXPECT_TRUE(notes.empty());
+    RecordProperty("kernels", static_cast<int>(pkg.kernels.size()));
+    RecordProperty("gemms", static_cast<int>(api.gemms.size()));
+    EXPECT_GT(api.gemms.size(), 0u);
+    dlclose(library);
+    llvm::sys::fs::remove_directories(dir);
+  }
+
+  MLIRContext context;
+  std::string diagnostics;
+  int sourcesCount = 0;
+};
+
+TEST_F(CudaStepEmulationTest, MlpF32TwoStepsMatchTheInterpreter) {
+  cli::MlpOptions options;
+  options.layers = {40, 24, 10};
+  options.batch = 37;
+  check(cli::buildMlp(&context, options), AmpMode::off);
+}
+
+TEST_F(CudaStepEmulationTest, MlpBF16TwoStepsMatchTheInterpreter) {
+  cli::MlpOptions options;
+  options.layers = {40, 24, 10};
+  options.batch = 16;
+  check(cli::buildMlp(&context, options), AmpMode::bf16);
+}
+
+} // namespace

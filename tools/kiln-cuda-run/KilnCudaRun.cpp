@@ -1,0 +1,302 @@
+//===- KilnCudaRun.cpp - train or time a CUDA package, without LLVM -------===//
+//
+// `kiln-cuda-run PACKAGE.kpkg [options]` runs a CUDA package (compiled on
+// another machine by `kiln compile --target=cuda`) on a GPU through the GPU
+// runtime (runtime/cuda/CudaExecutable.h) and nothing else: it links no
+// LLVM, MLIR or OpenBLAS, so it runs on the GPU test machine, which has
+// CUDA but no MLIR (DESIGN.md, "Testing without a GPU"). `kiln train
+// --device=cuda` is the product path; this is its runtime half for
+// bench/gpu/check.sh:
+//
+//   --data=SPEC       fashion-mnist:DIR, npy:DIR, tokens:FILE or synthetic
+//                     (default synthetic: --synthetic-size samples, 60000,
+//                     drawn as `kiln train` draws them for --seed)
+//   --no-shuffle=1    file order (else each epoch shuffled as kiln train's
+//                     sampler does for its seed), so that the losses can be
+//                     compared step by step with `kiln train --no-shuffle`
+//   --epochs=N / --steps=N   one epoch by default
+//   --device=N, --cuda-graphs=on|off, --log-every=N
+//   --time=N          after the training steps, time N more steps (CUDA
+//                     events around each) and print the median step time,
+//                     tokens/s (--tokens-per-step) and model FLOPs
+//                     utilization (--flops-per-step, --peak-tflops)
+//
+// Prints the device, the kernels' code source, the loss every --log-every
+// steps and at the end; exits 1 on any error (naming it) and when the loss
+// is not finite.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Half.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "runtime/data/DataSpec.h"
+#include "runtime/data/Sampler.h"
+#include "runtime/package/Package.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace kiln::runtime;
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "kiln-cuda-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
+  switch (dtype) {
+  case PkgDType::F32: static_cast<float *>(data)[i] = float(v); break;
+  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = floatToF16(float(v)); break;
+  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = floatToBf16(float(v)); break;
+  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
+  case PkgDType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
+  case PkgDType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;
+  case PkgDType::I8: static_cast<int8_t *>(data)[i] = int8_t(v); break;
+  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::map<std::string, std::string> flags;
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: kiln-cuda-run PACKAGE.kpkg [--data=SPEC] "
+                  "[--epochs=N|--steps=N] [--device=N] [--cuda-graphs=on|off] "
+                  "[--log-every=N] [--time=N] [--tokens-per-step=T] "
+                  "[--flops-per-step=F] [--peak-tflops=P] [--classes=C]\n");
+      return 0;
+    }
+    if (a.rfind("--", 0) == 0) {
+      size_t eq = a.find('=');
+      if (eq == std::string::npos)
+        return fail(a + ": expected --NAME=VALUE");
+      flags[a.substr(2, eq - 2)] = a.substr(eq + 1);
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return fail("unexpected argument '" + a + "'");
+    }
+  }
+  if (path.empty())
+    return fail("expected a CUDA package (see --help)");
+  auto number = [&](const char *name, double fallback) {
+    auto it = flags.find(name);
+    return it == flags.end() ? fallback : std::atof(it->second.c_str());
+  };
+  for (auto &[name, value] : flags)
+    if (name != "data" && name != "epochs" && name != "steps" &&
+        name != "device" && name != "cuda-graphs" && name != "log-every" &&
+        name != "time" && name != "tokens-per-step" &&
+        name != "flops-per-step" && name != "peak-tflops" && name != "classes" &&
+        name != "no-shuffle" && name != "seed" && name != "synthetic-size")
+      return fail("--" + name + ": unknown option");
+
+  StatusOr<LoadedPackage> pkg = loadPackage(path);
+  if (!pkg.isOk())
+    return fail(pkg.status().message());
+  StatusOr<std::unique_ptr<cuda::CudaApi>> api = cuda::loadCudaApi();
+  if (!api.isOk())
+    return fail(api.status().message());
+  cuda::CudaOptions options;
+  options.device = int(number("device", 0));
+  options.graphs = flags.count("cuda-graphs") == 0 || flags["cuda-graphs"] != "off";
+  options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
+  auto t0 = std::chrono::steady_clock::now();
+  StatusOr<std::unique_ptr<cuda::CudaExecutable>> made =
+      cuda::CudaExecutable::create(pkg.value(), *api.value(), options);
+  if (!made.isOk())
+    return fail(path + ": " + made.status().message());
+  cuda::CudaExecutable &exec = *made.value();
+  double loadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::map<std::string, int> codes;
+  for (cuda::KernelCode c : exec.kernelCode())
+    ++codes[cuda::kernelCodeName(c)];
+  const cuda::CudaDeviceInfo &dev = exec.device();
+  std::printf("kiln-cuda-run: device %d: %s (sm_%u, %d SMs); %zu kernels (",
+              dev.index, dev.name.c_str(), dev.smArch(), dev.multiprocessors,
+              exec.kernelCode().size());
+  for (auto &[name, n] : codes)
+    std::printf("%s %d ", name.c_str(), n);
+  std::printf("), %zu thunks, arena %.1f MiB, loaded in %.2f s\n",
+              exec.package().thunks.size(),
+              exec.package().arenaSize / 1048576.0, loadSeconds);
+  if (Status s = exec.initialize(); !s.isOk())
+    return fail(s.message());
+
+  // The data inputs (inputs, then labels) and the loss.
+  const LoadedPackage &p = exec.package();
+  std::vector<size_t> dataInputs;
+  std::vector<TensorSpec> specs;
+  int64_t batch = 0;
+  int64_t classes = int64_t(number("classes", 10));
+  for (PkgRole role : {PkgRole::Input, PkgRole::Label})
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const SignatureEntry &e = p.inputs[i];
+      if (e.role != role)
+        continue;
+      if (e.shape.empty())
+        return fail("input '" + e.name + "': expected a batch dimension");
+      if (!batch)
+        batch = e.shape[0];
+      TensorSpec spec;
+      spec.name = e.name;
+      spec.type = (e.dtype == PkgDType::I32 || e.dtype == PkgDType::I64)
+                      ? ElementType::i32
+                      : ElementType::f32;
+      spec.shape.assign(e.shape.begin() + 1, e.shape.end());
+      spec.classes = classes;
+      specs.push_back(spec);
+      dataInputs.push_back(i);
+    }
+  int loss = -1;
+  for (size_t i = 0; i < p.outputs.size(); ++i)
+    if (p.outputs[i].role == PkgRole::Loss)
+      loss = int(i);
+  if (loss < 0 || p.outputs[loss].dtype != PkgDType::F32)
+    return fail(path + ": expected an f32 output with role loss");
+
+  StatusOr<DataSpec> dataSpec =
+      parseDataSpec(flags.count("data") ? flags["data"] : "synthetic");
+  if (!dataSpec.isOk())
+    return fail("--data: " + dataSpec.status().message());
+  DataOptions dataOptions;
+  dataOptions.syntheticSize = int64_t(number("synthetic-size", 60000));
+  dataOptions.seed = uint64_t(number("seed", 0));
+  bool shuffle = !flags.count("no-shuffle") || flags["no-shuffle"] == "0";
+  StatusOr<std::unique_ptr<Dataset>> dataset =
+      openDataset(dataSpec.value(), specs, dataOptions);
+  if (!dataset.isOk())
+    return fail("--data: " + dataset.status().message());
+  int64_t perEpoch = dataset.value()->size() / batch;
+  if (perEpoch < 1)
+    return fail("the dataset holds fewer samples than one batch");
+  int64_t steps = flags.count("steps") ? int64_t(number("steps", 0))
+                                       : int64_t(number("epochs", 1)) * perEpoch;
+  int64_t logEvery = std::max<int64_t>(1, int64_t(number("log-every", 100)));
+
+  std::vector<int64_t> order;
+  int64_t orderEpoch = -1;
+  auto feed = [&](int64_t step) -> Status {
+    int64_t epochStep = step % perEpoch;
+    if (orderEpoch != step / perEpoch) {
+      orderEpoch = step / perEpoch;
+      order.resize(dataset.value()->size());
+      for (size_t i = 0; i < order.size(); ++i)
+        order[i] = int64_t(i);
+      if (shuffle)
+        order = shuffledRange(dataset.value()->size(),
+                              dataOptions.seed + uint64_t(orderEpoch));
+    }
+    std::vector<int64_t> indices(order.begin() + epochStep * batch,
+                                 order.begin() + (epochStep + 1) * batch);
+    StatusOr<Batch> b = assembleBatch(*dataset.value(), indices);
+    if (!b.isOk())
+      return b.status();
+    for (size_t t = 0; t < dataInputs.size(); ++t) {
+      const BatchTensor &src = b->tensors[t];
+      const SignatureEntry &e = p.inputs[dataInputs[t]];
+      StatusOr<void *> dst = exec.hostInput(dataInputs[t]);
+      if (!dst.isOk())
+        return dst.status();
+      size_t n = src.type == ElementType::f32 ? src.f32.size() : src.i32.size();
+      for (size_t i = 0; i < n; ++i)
+        writeElement(dst.value(), e.dtype, int64_t(i),
+                     src.type == ElementType::f32 ? src.f32[i] : src.i32[i]);
+    }
+    return exec.submitInputs();
+  };
+
+  float first = NAN, last = NAN;
+  auto trainStart = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    if (Status s = feed(step); !s.isOk())
+      return fail("step " + std::to_string(step) + ": " + s.message());
+    if (Status s = exec.run(); !s.isOk())
+      return fail("step " + std::to_string(step) + ": " + s.message());
+    if (step == 0 || (step + 1) % logEvery == 0 || step + 1 == steps) {
+      if (Status s = exec.readOutput(loss, &last); !s.isOk())
+        return fail(s.message());
+      if (step == 0)
+        first = last;
+      std::printf("step %lld loss %.6f\n", (long long)step + 1, last);
+      if (!std::isfinite(last))
+        return fail("the loss is not finite at step " + std::to_string(step + 1));
+    }
+  }
+  if (Status s = exec.synchronize(); !s.isOk())
+    return fail(s.message());
+  double trainSeconds = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - trainStart)
+                            .count();
+  std::printf("kiln-cuda-run: %lld steps (%.2f epochs) in %.2f s, %.0f samples/s, "
+              "loss %.5f -> %.5f, graphs %s\n",
+              (long long)steps, double(steps) / perEpoch, trainSeconds,
+              steps * batch / std::max(trainSeconds, 1e-9), first, last,
+              exec.usingGraph() ? "on"
+              : exec.graphFallbackReason().empty()
+                  ? "off"
+                  : exec.graphFallbackReason().c_str());
+
+  int64_t timed = int64_t(number("time", 0));
+  if (timed > 0) {
+    // The same batch every timed step: the data pipeline is not timed.
+    if (Status s = feed(0); !s.isOk())
+      return fail(s.message());
+    std::vector<double> ms;
+    for (int64_t i = 0; i < timed; ++i) {
+      auto a = std::chrono::steady_clock::now();
+      if (Status s = exec.run(); !s.isOk())
+        return fail(s.message());
+      if (Status s = exec.synchronize(); !s.isOk())
+        return fail(s.message());
+      ms.push_back(std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - a)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double median = ms[ms.size() / 2];
+    double tokens = number("tokens-per-step", double(batch));
+    double flops = number("flops-per-step", 0);
+    double peak = number("peak-tflops", 989); // H100/H200 dense bf16
+    std::printf("kiln-cuda-run: step median %.3f ms (min %.3f, %lld steps), "
+                "%.0f tokens/s",
+                median, ms.front(), (long long)timed, tokens / (median / 1e3));
+    if (flops > 0)
+      std::printf(", MFU %.1f%%", 100.0 * flops / (median / 1e3) / (peak * 1e12));
+    std::printf("\n");
+    exec.setProfiling(true);
+    if (Status s = exec.run(); !s.isOk())
+      return fail(s.message());
+    if (Status s = exec.collectProfile(); !s.isOk())
+      return fail(s.message());
+    // The five slowest thunks.
+    std::vector<std::pair<double, size_t>> slow;
+    for (size_t i = 0; i < exec.profile().size(); ++i)
+      slow.push_back({exec.profile()[i].totalMs, i});
+    std::sort(slow.rbegin(), slow.rend());
+    for (size_t i = 0; i < std::min<size_t>(5, slow.size()); ++i) {
+      const PackageThunk &t = p.thunks[slow[i].second];
+      std::string what = t.kind == ThunkKind::KernelLaunch
+                             ? p.kernels[t.kernel].name
+                         : t.kind == ThunkKind::LibraryCall ? "gemm"
+                                                            : "copy/collective";
+      std::printf("  thunk %zu (%s): %.3f ms\n", slow[i].second, what.c_str(),
+                  slow[i].first);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,564 @@
+//===- CudaBackend.cpp - `kiln train --device=cuda[:N]` -------------------===//
+//
+// See CudaBackend.h. The compile half mirrors CpuBackend.cpp (same
+// pipeline, the step and eval packages written to --dump-dir or a temporary
+// directory and loaded back), with --target=cuda for the device's
+// architecture; the run half is runtime/cuda/CudaExecutable.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/CudaBackend.h"
+
+#include "tools/kiln/lib/CudaCompile.h"
+#include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/ReferenceStep.h"
+
+#include "runtime/Half.h"
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "runtime/package/Package.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+#include <map>
+
+using namespace mlir;
+
+namespace kiln::cli {
+namespace {
+
+using runtime::PkgDType;
+using runtime::PkgRole;
+
+double readElement(const void *data, PkgDType dtype, int64_t i) {
+  switch (dtype) {
+  case PkgDType::F64: return static_cast<const double *>(data)[i];
+  case PkgDType::F32: return static_cast<const float *>(data)[i];
+  case PkgDType::F16: return runtime::f16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case PkgDType::BF16: return runtime::bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case PkgDType::I64: return double(static_cast<const int64_t *>(data)[i]);
+  case PkgDType::I32: return static_cast<const int32_t *>(data)[i];
+  case PkgDType::I8: return static_cast<const int8_t *>(data)[i];
+  case PkgDType::I1: return static_cast<const uint8_t *>(data)[i] != 0;
+  }
+  return 0;
+}
+
+void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
+  switch (dtype) {
+  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
+  case PkgDType::F32: static_cast<float *>(data)[i] = float(v); break;
+  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = runtime::floatToF16(float(v)); break;
+  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = runtime::floatToBf16(float(v)); break;
+  case PkgDType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
+  case PkgDType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;
+  case PkgDType::I8: static_cast<int8_t *>(data)[i] = int8_t(v); break;
+  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
+  }
+}
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+bool isFloat(PkgDType d) {
+  return d == PkgDType::F64 || d == PkgDType::F32 || d == PkgDType::F16 ||
+         d == PkgDType::BF16;
+}
+
+// One loaded package on the GPU and where its data goes.
+struct GpuStep {
+  std::unique_ptr<runtime::cuda::CudaExecutable> exec;
+  std::vector<size_t> dataInputs;
+  std::vector<DataArgument> data;
+  int loss = -1, logits = -1, stepCounter = -1;
+
+  const runtime::LoadedPackage &package() const { return exec->package(); }
+
+  bool describe(const std::string &path, llvm::raw_ostream &errs,
+                llvm::StringRef command) {
+    const runtime::LoadedPackage &pkg = package();
+    for (PkgRole role : {PkgRole::Input, PkgRole::Label})
+      for (size_t i = 0; i < pkg.inputs.size(); ++i) {
+        const runtime::SignatureEntry &e = pkg.inputs[i];
+        if (e.role != role)
+          continue;
+        dataInputs.push_back(i);
+        DataArgument d;
+        d.name = e.name;
+        d.shape = e.shape;
+        d.isFloat = isFloat(e.dtype);
+        d.classes = 2;
+        data.push_back(std::move(d));
+      }
+    for (size_t i = 0; i < pkg.inputs.size(); ++i)
+      if (pkg.inputs[i].role == PkgRole::Step)
+        stepCounter = static_cast<int>(i);
+    for (size_t i = 0; i < pkg.outputs.size(); ++i)
+      if (pkg.outputs[i].role == PkgRole::Loss)
+        loss = static_cast<int>(i);
+    if (loss < 0 || !pkg.outputs[loss].shape.empty()) {
+      printError(errs, command,
+                 path + ": expected a scalar output with role loss");
+      return false;
+    }
+    return true;
+  }
+
+  // Converts |batch| into the pinned staging buffers and queues the copies.
+  bool feed(const runtime::Batch &batch, llvm::raw_ostream &errs,
+            llvm::StringRef command) {
+    const runtime::LoadedPackage &pkg = package();
+    if (batch.tensors.size() != dataInputs.size()) {
+      printError(errs, command,
+                 "a batch holds " + std::to_string(batch.tensors.size()) +
+                     " tensors: expected " + std::to_string(dataInputs.size()));
+      return false;
+    }
+    for (size_t t = 0; t < dataInputs.size(); ++t) {
+      const runtime::BatchTensor &src = batch.tensors[t];
+      const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
+      int64_t n = elementCount(e.shape);
+      bool f32 = src.type == runtime::ElementType::f32;
+      int64_t have = f32 ? int64_t(src.f32.size()) : int64_t(src.i32.size());
+      if (have != n) {
+        printError(errs, command,
+                   "input '" + e.name + "': the batch holds " +
+                       std::to_string(have) + " values, expected " +
+                       std::to_string(n));
+        return false;
+      }
+      runtime::StatusOr<void *> dst = exec->hostInput(dataInputs[t]);
+      if (!dst.isOk()) {
+        printError(errs, command, dst.status().message());
+        return false;
+      }
+      if (f32 && e.dtype == PkgDType::F32)
+        std::memcpy(dst.value(), src.f32.data(), n * sizeof(float));
+      else if (!f32 && e.dtype == PkgDType::I32)
+        std::memcpy(dst.value(), src.i32.data(), n * sizeof(int32_t));
+      else
+        for (int64_t i = 0; i < n; ++i)
+          writeElement(dst.value(), e.dtype, i, f32 ? src.f32[i] : src.i32[i]);
+    }
+    runtime::Status s = exec->submitInputs();
+    if (!s.isOk()) {
+      printError(errs, command, s.message());
+      return false;
+    }
+    return true;
+  }
+
+  // Output |index| (all of it) on the host, as doubles.
+  bool read(int index, std::vector<double> &out, std::string &error) const {
+    const runtime::SignatureEntry &e = package().outputs[index];
+    std::vector<uint8_t> bytes(package().buffers[e.buffer].size);
+    runtime::Status s = exec->readOutput(index, bytes.data());
+    if (!s.isOk()) {
+      error = s.message();
+      return false;
+    }
+    int64_t n = elementCount(e.shape);
+    out.resize(n);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = readElement(bytes.data(), e.dtype, i);
+    return true;
+  }
+};
+
+class CudaBackend : public TrainBackend {
+public:
+  ~CudaBackend() override {
+    train_.exec.reset();
+    eval_.exec.reset();
+    if (!tempDir_.empty())
+      llvm::sys::fs::remove_directories(tempDir_);
+  }
+
+  const char *name() const override { return "cuda"; }
+  int64_t batch() const override { return batch_; }
+  const std::vector<runtime::TensorSpec> &dataSpecs() const override {
+    return specs_;
+  }
+  const std::vector<runtime::TensorSpec> &evalSpecs() const override {
+    return evalSpecs_;
+  }
+  bool hasEval() const override { return eval_.exec != nullptr; }
+  bool evalHasLogits() const override { return eval_.logits >= 0; }
+  const std::vector<StateEntry> &state() const override { return state_; }
+
+  std::vector<float> readState(size_t entry) const override {
+    const runtime::SignatureEntry &e =
+        train_.package().inputs[stateInputs_[entry]];
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    std::vector<float> out(elementCount(e.shape));
+    if (!train_.exec->readBuffer(e.buffer, bytes.data()).isOk())
+      return out; // the next step reports the device's error
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = float(readElement(bytes.data(), e.dtype, int64_t(i)));
+    return out;
+  }
+
+  bool writeState(size_t entry, const std::vector<float> &values,
+                  std::string &error) override {
+    const runtime::SignatureEntry &e =
+        train_.package().inputs[stateInputs_[entry]];
+    int64_t n = elementCount(e.shape);
+    if (int64_t(values.size()) != n) {
+      error = "holds " + std::to_string(values.size()) + " values: expected " +
+              std::to_string(n);
+      return false;
+    }
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    for (int64_t i = 0; i < n; ++i)
+      writeElement(bytes.data(), e.dtype, i, values[i]);
+    runtime::Status s = train_.exec->writeBuffer(e.buffer, bytes.data());
+    if (!s.isOk()) {
+      error = s.message();
+      return false;
+    }
+    evalStale_ = true;
+    return true;
+  }
+
+  void setStepCounter(int64_t step) override {
+    if (train_.stepCounter < 0)
+      return;
+    const runtime::SignatureEntry &e = train_.package().inputs[train_.stepCounter];
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    writeElement(bytes.data(), e.dtype, 0, double(step));
+    train_.exec->writeBuffer(e.buffer, bytes.data());
+  }
+
+  bool step(const runtime::Batch &batch, double &loss,
+            llvm::raw_ostream &errs) override {
+    if (!train_.feed(batch, errs, command_))
+      return false;
+    runtime::Status s = train_.exec->run();
+    std::vector<double> value;
+    std::string error;
+    if (!s.isOk() || !train_.read(train_.loss, value, error)) {
+      printError(errs, command_, "step: " + (s.isOk() ? error : s.message()));
+      return false;
+    }
+    loss = value[0];
+    evalStale_ = true;
+    return true;
+  }
+
+  bool evaluate(const runtime::Batch &batch, EvalOutput &out,
+                llvm::raw_ostream &errs) override {
+    if (evalStale_) {
+      for (auto [evalInput, trainInput] : evalParameters_) {
+        uint32_t from = train_.package().inputs[trainInput].buffer;
+        uint32_t to = eval_.package().inputs[evalInput].buffer;
+        std::vector<uint8_t> bytes(train_.package().buffers[from].size);
+        runtime::Status s = train_.exec->readBuffer(from, bytes.data());
+        if (s.isOk())
+          s = eval_.exec->writeBuffer(to, bytes.data());
+        if (!s.isOk()) {
+          printError(errs, command_, "eval: " + s.message());
+          return false;
+        }
+      }
+      evalStale_ = false;
+    }
+    if (!eval_.feed(batch, errs, command_))
+      return false;
+    runtime::Status s = eval_.exec->run();
+    std::vector<double> value;
+    std::string error;
+    if (!s.isOk() || !eval_.read(eval_.loss, value, error)) {
+      printError(errs, command_, "eval: " + (s.isOk() ? error : s.message()));
+      return false;
+    }
+    out.loss = value[0];
+    out.logits.clear();
+    out.classes = 0;
+    if (eval_.logits >= 0) {
+      if (!eval_.read(eval_.logits, value, error)) {
+        printError(errs, command_, "eval: " + error);
+        return false;
+      }
+      out.logits.assign(value.begin(), value.end());
+      out.classes = eval_.package().outputs[eval_.logits].shape[1];
+    }
+    return true;
+  }
+
+  bool init(const BackendOptions &options, const CudaBackendOptions &cuda,
+            llvm::StringRef command, llvm::raw_ostream &outs,
+            llvm::raw_ostream &errs);
+
+private:
+  bool compile(const BackendOptions &options, unsigned arch,
+               llvm::raw_ostream &outs, llvm::raw_ostream &errs,
+               std::string &trainPath, std::string &evalPath);
+  bool load(const std::string &path, GpuStep &step, llvm::raw_ostream &errs,
+            runtime::dist::Communicator *communicator);
+
+  std::string command_, tempDir_;
+  std::unique_ptr<runtime::cuda::CudaApi> api_;
+  runtime::cuda::CudaOptions runOptions_;
+  GpuStep train_, eval_;
+  std::vector<runtime::TensorSpec> specs_, evalSpecs_;
+  int64_t batch_ = 0;
+  std::vector<StateEntry> state_;
+  std::vector<size_t> stateInputs_;
+  std::vector<std::pair<size_t, size_t>> evalParameters_;
+  bool evalStale_ = true;
+  std::map<std::string, int64_t> classes_;
+};
+
+bool CudaBackend::load(const std::string &path, GpuStep &step,
+                       llvm::raw_ostream &errs,
+                       runtime::dist::Communicator *communicator) {
+  runtime::StatusOr<runtime::LoadedPackage> pkg = runtime::loadPackage(path);
+  if (!pkg.isOk()) {
+    printError(errs, command_, pkg.status().message());
+    return false;
+  }
+  runtime::cuda::CudaOptions options = runOptions_;
+  options.communicator = communicator;
+  runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaExecutable>> exec =
+      runtime::cuda::CudaExecutable::create(std::move(pkg.value()), *api_,
+                                            options);
+  if (!exec.isOk()) {
+    printError(errs, command_, path + ": " + exec.status().message());
+    return false;
+  }
+  step.exec = std::move(exec.value());
+  runtime::Status init = step.exec->initialize();
+  if (!init.isOk()) {
+    printError(errs, command_, path + ": " + init.message());
+    return false;
+  }
+  return step.describe(path, errs, command_);
+}
+
+bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
+                          llvm::raw_ostream &outs, llvm::raw_ostream &errs,
+                          std::string &trainPath, std::string &evalPath) {
+  DialectRegistry registry;
+  registerKilnDialects(registry);
+  MLIRContext context(registry);
+  DiagnosticPrinter diagnostics(&context, errs);
+  diagnostics.setShowRemarks(false);
+  OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
+  if (!module)
+    return false;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
+      llvm::MemoryBuffer::getFile(options.input);
+  if (!source) {
+    printError(errs, command_, options.input + ": " + source.getError().message());
+    return false;
+  }
+  std::map<std::string, int64_t> classes = labelRanges(*module);
+  OwningOpRef<ModuleOp> evalModule;
+  if (options.wantEval)
+    evalModule = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));
+  std::string dir = options.packageDir;
+  if (dir.empty()) {
+    llvm::SmallString<128> temp;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory("kiln-train-cuda", temp)) {
+      printError(errs, command_,
+                 "cannot create a temporary directory: " + ec.message());
+      return false;
+    }
+    tempDir_ = dir = temp.str().str();
+  } else if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    printError(errs, command_, dir + ": cannot create it: " + ec.message());
+    return false;
+  }
+  std::string model = llvm::sys::path::stem(options.input).str();
+  CudaCompileOptions cudaCompile;
+  cudaCompile.archs = {arch};
+  // Without NVRTC in this build the package holds source only and the
+  // runtime compiles it at load.
+  cudaCompile.nvrtc = haveNvrtc();
+  std::vector<CudaKernelReport> reports;
+  if (failed(runCompilePipeline(*module, options.pipeline)))
+    return false;
+  trainPath = dir + "/step.kpkg";
+  if (failed(writeCudaPackage(*module, model, (*source)->getBuffer(), {"train"},
+                              trainPath, cudaCompile, command_, errs, reports)))
+    return false;
+  if (!options.packageDir.empty())
+    outs << "kiln train: compiled step " << trainPath << "\n";
+  if (evalModule) {
+    func::FuncOp evalFunc = findModelFunction(*evalModule);
+    if (!evalFunc)
+      return false;
+    unsigned lossIndex = 0;
+    for (const ResultInfo &r : describeResults(evalFunc))
+      if (r.role == Role::loss)
+        lossIndex = r.index;
+    exposeCrossEntropyLogits(evalFunc, lossIndex);
+    PipelineOptions forward = options.pipeline;
+    forward.trainingStep = false;
+    forward.optimize = true;
+    forward.dumpDir.clear();
+    if (failed(runCompilePipeline(*evalModule, forward)))
+      return false;
+    evalPath = dir + "/eval.kpkg";
+    reports.clear();
+    if (failed(writeCudaPackage(*evalModule, model, (*source)->getBuffer(),
+                                {"eval"}, evalPath, cudaCompile, command_, errs,
+                                reports)))
+      return false;
+  }
+  classes_ = std::move(classes);
+  return true;
+}
+
+bool CudaBackend::init(const BackendOptions &options,
+                       const CudaBackendOptions &cuda, llvm::StringRef command,
+                       llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  command_ = command.str();
+  runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaApi>> api =
+      runtime::cuda::loadCudaApi();
+  if (!api.isOk()) {
+    printError(errs, command_,
+               "--device=cuda:" + std::to_string(cuda.device) + ": " +
+                   api.status().message() + " (use --device=cpu)");
+    return false;
+  }
+  api_ = std::move(api.value());
+  runtime::StatusOr<runtime::cuda::CudaDeviceInfo> device =
+      api_->deviceInfo(cuda.device);
+  if (!device.isOk()) {
+    printError(errs, command_,
+               "--device=cuda:" + std::to_string(cuda.device) + ": " +
+                   device.status().message() + " (use --device=cpu)");
+    return false;
+  }
+  runOptions_.device = cuda.device;
+  runOptions_.graphs = cuda.graphs;
+  runOptions_.log = [&outs](const std::string &note) { outs << note << "\n"; };
+  outs << "kiln train: backend cuda, device " << cuda.device << ": "
+       << device->name << " (sm_" << device->smArch() << ", "
+       << device->multiprocessors << " SMs)\n";
+
+  std::string trainPath = options.input, evalPath;
+  if (llvm::sys::path::extension(options.input) == ".kpkg") {
+    if (options.optimizerFlagsGiven) {
+      printError(errs, command_,
+                 options.input + ": a package has its optimizer compiled in; "
+                                 "drop the optimizer flags or train the .kiln "
+                                 "file");
+      return false;
+    }
+  } else if (!compile(options, device->smArch(), outs, errs, trainPath,
+                      evalPath)) {
+    return false;
+  }
+  if (!load(trainPath, train_, errs, options.communicator))
+    return false;
+  for (DataArgument &d : train_.data)
+    if (classes_.count(d.name))
+      d.classes = classes_[d.name];
+  if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
+    return false;
+  const runtime::LoadedPackage &pkg = train_.package();
+  for (size_t i = 0; i < pkg.inputs.size(); ++i) {
+    const runtime::SignatureEntry &e = pkg.inputs[i];
+    if (e.role != PkgRole::Parameter && e.role != PkgRole::OptimizerState)
+      continue;
+    state_.push_back({e.name, e.role == PkgRole::Parameter, e.shape});
+    stateInputs_.push_back(i);
+  }
+  if (evalPath.empty())
+    return true;
+  if (!load(evalPath, eval_, errs, nullptr))
+    return false;
+  for (DataArgument &d : eval_.data)
+    if (classes_.count(d.name))
+      d.classes = classes_[d.name];
+  int64_t evalBatch = 0;
+  if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
+                   errs))
+    return false;
+  const runtime::LoadedPackage &evalPkg = eval_.package();
+  for (size_t i = 0; i < evalPkg.outputs.size(); ++i)
+    if (int(i) != eval_.loss && evalPkg.outputs[i].shape.size() == 2)
+      eval_.logits = int(i);
+  for (size_t e = 0; e < evalPkg.inputs.size(); ++e) {
+    const runtime::SignatureEntry &entry = evalPkg.inputs[e];
+    if (entry.role == PkgRole::Input || entry.role == PkgRole::Label)
+      continue;
+    for (size_t t = 0; t < pkg.inputs.size(); ++t)
+      if (pkg.inputs[t].name == entry.name) {
+        if (pkg.inputs[t].dtype != entry.dtype ||
+            pkg.inputs[t].shape != entry.shape) {
+          printError(errs, command_,
+                     "eval input '" + entry.name +
+                         "' differs in type from the training step's");
+          return false;
+        }
+        evalParameters_.emplace_back(e, t);
+      }
+  }
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<TrainBackend>
+createCudaBackend(const BackendOptions &options,
+                  const CudaBackendOptions &cudaOptions, llvm::StringRef command,
+                  llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  auto backend = std::make_unique<CudaBackend>();
+  if (!backend->init(options, cudaOptions, command, outs, errs))
+    return nullptr;
+  return backend;
+}
+
+bool cudaDeviceUsable(int device, std::string &reason) {
+  runtime::StatusOr<runtime::cuda::CudaRuntimeInfo> info =
+      runtime::cuda::discoverCudaDevices();
+  if (!info.isOk()) {
+    reason = "no CUDA device (" + info.status().message() + ")";
+    return false;
+  }
+  if (device >= int(info->devices.size())) {
+    reason = "no CUDA device " + std::to_string(device) + " (" +
+             runtime::cuda::describeCudaDevices() + ")";
+    return false;
+  }
+  return true;
+}
+
+bool chooseCudaByDefault(const std::string &input, std::string &line) {
+  std::string reason;
+  if (!cudaDeviceUsable(0, reason)) {
+    line = "backend cpu (" + reason + ")";
+    return false;
+  }
+  if (llvm::sys::path::extension(input) == ".kpkg") {
+    runtime::StatusOr<runtime::LoadedPackage> pkg = runtime::loadPackage(input);
+    if (pkg.isOk() && pkg->target.kind == runtime::TargetKind::Cpu) {
+      line = "backend cpu (" + input + " holds CPU kernels)";
+      return false;
+    }
+    return true;
+  }
+  if (!haveNvrtc()) {
+    line = "backend cpu (this kiln was built without NVRTC: it cannot compile "
+           "CUDA kernels)";
+    return false;
+  }
+  return true;
+}
+
+} // namespace kiln::cli

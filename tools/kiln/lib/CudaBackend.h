@@ -1,0 +1,45 @@
+//===- CudaBackend.h - `kiln train --device=cuda[:N]` --------------*- C++ -*-===//
+//
+// The training step on a GPU: the model compiled with --target=cuda (the
+// device's sm_NN) into step.kpkg (and eval.kpkg), run by the GPU runtime
+// (runtime/cuda/CudaExecutable.h) through the dlopen'ed CUDA table. A
+// CUDA .kpkg is loaded as it is. Batches go through the executable's pinned
+// staging (converted to the inputs' element types on the host); the loss
+// and checkpointed state are read back.
+//
+// chooseTrainDevice decides where `kiln train` runs when --device is not
+// given: a GPU when one is present and this kiln can compile CUDA kernels
+// (or the input is a CUDA package), else the CPU; the line it returns says
+// which and why.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_CUDABACKEND_H
+#define KILN_TOOLS_KILN_LIB_CUDABACKEND_H
+
+#include "tools/kiln/lib/TrainBackend.h"
+
+namespace kiln::cli {
+
+struct CudaBackendOptions {
+  int device = 0;
+  bool graphs = true; // CUDA Graph capture after the warm-up step
+};
+
+std::unique_ptr<TrainBackend>
+createCudaBackend(const BackendOptions &options,
+                  const CudaBackendOptions &cudaOptions, llvm::StringRef command,
+                  llvm::raw_ostream &outs, llvm::raw_ostream &errs);
+
+// Whether |input| should train on the GPU by default, and the line
+// `kiln train` prints about it ("backend cuda, device 0: NAME (sm_90)" or
+// "backend cpu (REASON)").
+bool chooseCudaByDefault(const std::string &input, std::string &line);
+
+// Checks that CUDA device |device| can be used; false with |reason|
+// ("no CUDA device (...)").
+bool cudaDeviceUsable(int device, std::string &reason);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_CUDABACKEND_H

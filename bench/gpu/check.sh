@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # The GPU check (issue 7), for an H200 machine with CUDA 13 but no MLIR and
 # no network, in at most 8 minutes. Uses what bench/gpu/prepare.sh built on
-# the CPU machine (binaries and packages in --in DIR). Each step prints
-# PASS, FAIL or SKIP with the reason; the script exits non-zero when a step
-# fails. Record the output in bench/RESULTS.md.
+# the CPU machine (--in DIR): binaries that link no LLVM or MLIR, packages
+# and reference numbers. Each step prints PASS, FAIL or SKIP with the
+# reason; the script exits non-zero when a step fails. Record the output in
+# bench/RESULTS.md.
 #
-#   1. the GPU: nvidia-smi and Kiln's device discovery (runtime/cuda), the
-#      gtest label `gpu` (kiln-cuda-device-tests).
-#   2. GPU kernel tests: every fusion kind against the reference on fresh
-#      random data. SKIP until the CUDA runtime can launch package kernels
-#      (runtime/cuda has discovery only); the same kernels' arithmetic is
-#      checked on the CPU by kiln-cuda-emulation-tests, run here too.
-#   3. kiln train --device=cuda on the MLP for one epoch: SKIP until the
-#      CUDA training runtime exists (kiln train says so).
-#   4. the GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
-#      PyTorch eager and torch.compile (bench/gpu/peers.py), tokens/s and
-#      MFU; Kiln's row SKIPs until its runtime exists.
+#   1. the GPU: nvidia-smi, Kiln's device discovery (kiln-cuda-device-tests).
+#   2. GPU tests: kiln-cuda-runtime-tests, the gpu-labelled ones included:
+#      cuBLASLt GEMMs with every epilogue (f32/bf16/fp16, both transposes)
+#      against a host GEMM, an NVRTC kernel through the driver, the MLP
+#      package stepped with a falling loss; the CudaExecutable tests on the
+#      fake table run too.
+#   3. The MLP on the GPU: its first 20 losses against the reference
+#      interpreter's (prepare.sh), step by step within 1e-3; then one epoch
+#      (Fashion-MNIST when prepared, else synthetic) with kiln-cuda-run, the
+#      runtime half of `kiln train --device=cuda` (kiln itself needs MLIR).
+#   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
+#      Kiln (kiln-cuda-run --time), PyTorch eager, torch.compile and JAX
+#      (peers.py), tokens/s and MFU with the same FLOPs formula.
 #
 # Usage: bench/gpu/check.sh [--in DIR] [--steps N]
 # Not yet run on a GPU: it was prepared on a machine without one.
@@ -34,8 +37,10 @@ failed=0
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; failed=1; }
 skip() { echo "SKIP $*"; }
-deadline=$((SECONDS + 480))
-left() { echo $((deadline - SECONDS)); }
+deadline=$((SECONDS + 470))
+left() { local l=$((deadline - SECONDS)); [ $l -gt 5 ] && echo $l || echo 5; }
+bin=$in/bin
+log=$(mktemp -d)
 
 # 1. The GPU.
 if command -v nvidia-smi > /dev/null; then
@@ -44,39 +49,88 @@ if command -v nvidia-smi > /dev/null; then
 else
   fail "nvidia-smi: not found"
 fi
-if [ -x "$in/bin/kiln-cuda-device-tests" ]; then
-  timeout 60 "$in/bin/kiln-cuda-device-tests" --gtest_brief=1 \
-    && pass "device discovery (kiln-cuda-device-tests, gpu label)" \
-    || fail "device discovery"
+if [ -x "$bin/kiln-cuda-device-tests" ]; then
+  timeout 60 "$bin/kiln-cuda-device-tests" --gtest_brief=1 \
+    && pass "device discovery (kiln-cuda-device-tests)" || fail "device discovery"
 else
-  skip "device discovery: $in/bin/kiln-cuda-device-tests missing (run prepare.sh)"
+  fail "device discovery: $bin/kiln-cuda-device-tests missing (run prepare.sh)"
 fi
 
-# 2. Kernels.
-skip "GPU kernel tests: the CUDA runtime cannot launch package kernels yet"
-if [ -x "$in/bin/kiln-cuda-emulation-tests" ] && command -v clang++ > /dev/null; then
-  timeout "$(left)" "$in/bin/kiln-cuda-emulation-tests" --gtest_brief=1 \
-    && pass "emitted kernels on host threads vs the interpreter" \
-    || fail "emitted kernels on host threads"
+# 2. GPU tests.
+if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
+  KILN_CUDA_TEST_PACKAGE=$in/mlp.kpkg timeout 120 "$bin/kiln-cuda-runtime-tests" \
+    --gtest_brief=1 > "$log/runtime-tests.txt" 2>&1
+  rc=$?
+  grep -E "note:|Skipped|FAILED|PASSED" "$log/runtime-tests.txt" | head -20
+  if [ $rc -ne 0 ]; then
+    tail -40 "$log/runtime-tests.txt"
+    fail "GPU runtime tests (kiln-cuda-runtime-tests)"
+  elif grep -q "SKIPPED" "$log/runtime-tests.txt"; then
+    fail "GPU runtime tests skipped on a GPU machine"
+  else
+    pass "GPU runtime tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package"
+  fi
 else
-  skip "emulation tests: binary or clang++ missing"
+  fail "GPU tests: $bin/kiln-cuda-runtime-tests missing"
 fi
 
-# 3. Training.
-if [ -x "$in/bin/kiln" ] && [ -f "$in/mlp.kpkg" ]; then
-  "$in/bin/kiln" train "$in/mlp.kpkg" --device=cuda --epochs=1 --data=synthetic 2>&1 \
-    | tail -3
-  skip "MLP one epoch on the GPU: the CUDA training runtime does not exist yet"
+# 3. The MLP.
+run=$bin/kiln-cuda-run
+if [ -x "$run" ] && [ -f "$in/mlp.kpkg" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
+  timeout 60 "$run" "$in/mlp.kpkg" --data=synthetic --synthetic-size=1024 \
+    --no-shuffle=1 --steps=20 --log-every=1 > "$log/mlp20.txt" 2>&1
+  rc=$?
+  head -1 "$log/mlp20.txt"
+  if [ $rc -ne 0 ]; then
+    tail -5 "$log/mlp20.txt"
+    fail "MLP 20 steps on the GPU"
+  elif python3 - "$in/mlp.reference-losses.txt" "$log/mlp20.txt" <<'PY'
+import re, sys
+def losses(path):
+    return {int(m[1]): float(m[2]) for m in
+            re.finditer(r"^step (\d+) loss (\S+)", open(path).read(), re.M)}
+ref, gpu = losses(sys.argv[1]), losses(sys.argv[2])
+bad = [(s, ref[s], gpu.get(s)) for s in sorted(ref)
+       if gpu.get(s) is None or abs(ref[s] - gpu[s]) > 1e-3 * max(1, abs(ref[s]))]
+print(f"MLP losses, {len(ref)} steps: reference {ref[1]:.6f} -> {ref[max(ref)]:.6f}, "
+      f"GPU {gpu.get(1)} -> {gpu.get(max(ref))}")
+for s, r, g in bad[:5]:
+    print(f"  step {s}: reference {r}, GPU {g}")
+sys.exit(1 if bad or len(ref) < 20 else 0)
+PY
+  then
+    pass "MLP: 20 GPU steps equal the reference interpreter's losses within 1e-3"
+  else
+    fail "MLP: GPU losses differ from the reference interpreter's"
+  fi
+  data=synthetic
+  [ -f "$in/fashion-mnist/train-images-idx3-ubyte.gz" ] && data=fashion-mnist:$in/fashion-mnist
+  timeout "$(left)" "$run" "$in/mlp.kpkg" --data="$data" --epochs=1 --log-every=100 \
+    > "$log/mlp-epoch.txt" 2>&1 && { tail -3 "$log/mlp-epoch.txt";
+    pass "MLP one epoch on the GPU ($data)"; } || { tail -5 "$log/mlp-epoch.txt";
+    fail "MLP one epoch on the GPU"; }
 else
-  skip "MLP training: $in/bin/kiln or $in/mlp.kpkg missing"
+  fail "MLP: $run, $in/mlp.kpkg or the reference losses missing (run prepare.sh)"
 fi
 
 # 4. The GPT step against peers.
+read -r tokens flops < "$in/gpt.flops" 2>/dev/null || { tokens=8192; flops=0; }
+if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
+  timeout "$(left)" "$run" "$in/gpt-bf16.kpkg" --data=synthetic --classes=50304 \
+    --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
+    --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
+    > "$log/gpt.txt" 2>&1
+  rc=$?
+  cat "$log/gpt.txt" | tail -12
+  [ $rc -eq 0 ] && pass "Kiln GPT step (bf16)" || fail "Kiln GPT step"
+else
+  fail "Kiln GPT step: $run or $in/gpt-bf16.kpkg missing"
+fi
 if command -v python3 > /dev/null; then
   timeout "$(left)" python3 "$root/bench/gpu/peers.py" --steps "$steps" \
-    && pass "peers (PyTorch eager, torch.compile)" || fail "peers"
+    && pass "peers (PyTorch eager, torch.compile, JAX)" || fail "peers"
 else
   skip "peers: no python3"
 fi
-skip "Kiln GPT step: the CUDA runtime does not exist yet"
+rm -rf "$log"
 exit $failed

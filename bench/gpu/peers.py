@@ -1,18 +1,119 @@
 #!/usr/bin/env python3
-"""The GPT training step of issue 7 in PyTorch (eager and torch.compile).
+"""The GPT training step of issue 7 in PyTorch (eager and torch.compile) and JAX.
 
 GPT-2 small shape: 12 layers, hidden 768, 12 heads, sequence 1024, vocabulary
 50304 (tied embedding), batch 8, pre-norm blocks, tanh GELU, AdamW 3e-4,
 bf16 autocast with f32 master weights. Prints tokens/s and model FLOPs
 utilization: 6 * parameters * tokens plus 12 * layers * hidden * sequence
 * tokens for attention, over the bf16 dense peak (--peak-tflops, 989 for an
-H200). JAX is not measured yet. Written on a machine without a GPU: not yet
-run.
+H200). JAX: jax.jit of the same step (bf16 compute from f32 master weights,
+the same AdamW written out, jax.nn.dot_product_attention when present).
+--flops prints the step's tokens and model FLOPs for bench/gpu/check.sh, which
+gives Kiln's step the same MFU formula. Written on a machine without a GPU:
+not yet run.
 """
 import argparse
-import math
+import os
 import sys
 import time
+
+
+def gpt_params(a):
+    """Parameters of the GPT below (tied embedding, biases, layer norms)."""
+    h = a.hidden
+    block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (4 * h * h + 4 * h) + (4 * h * h + h)
+    return a.vocab * h + a.seq * h + a.layers * block + 2 * h
+
+
+def step_flops(a, params):
+    tok = a.batch * a.seq
+    return tok, 6 * params * tok + 12 * a.layers * a.hidden * a.seq * tok
+
+
+def run_jax(a):
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        print("jax            not installed")
+        return
+    # KILN_PEERS_ANY_DEVICE=1 lets a CPU-only machine check the code.
+    if not any(d.platform == "gpu" for d in jax.devices()) and \
+            os.environ.get("KILN_PEERS_ANY_DEVICE") != "1":
+        print("jax            sees no GPU")
+        return
+    f32, bf16 = jnp.float32, jnp.bfloat16
+    h, L, V, S, B, nh = a.hidden, a.layers, a.vocab, a.seq, a.batch, a.heads
+
+    def init(key):
+        keys = iter(jax.random.split(key, 2 + 4 * L))
+        n = lambda shape: 0.02 * jax.random.normal(next(keys), shape, f32)
+        ln = lambda: (jnp.ones(h, f32), jnp.zeros(h, f32))
+        lin = lambda i, o: (n((i, o)), jnp.zeros(o, f32))
+        blocks = [dict(ln1=ln(), ln2=ln(), qkv=lin(h, 3 * h), proj=lin(h, h),
+                       fc=lin(h, 4 * h), out=lin(4 * h, h)) for _ in range(L)]
+        return dict(wte=n((V, h)), wpe=n((S, h)), lnf=ln(), blocks=blocks)
+
+    def layernorm(x, g, b):
+        x32 = x.astype(f32)
+        m = x32.mean(-1, keepdims=True)
+        v = ((x32 - m) ** 2).mean(-1, keepdims=True)
+        return ((x32 - m) * jax.lax.rsqrt(v + 1e-5) * g + b).astype(bf16)
+
+    def dense(x, wb):
+        return x @ wb[0].astype(bf16) + wb[1].astype(bf16)
+
+    def attention(q, k, v):
+        if hasattr(jax.nn, "dot_product_attention"):
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(f32) / (q.shape[-1] ** 0.5)
+        s = jnp.where(jnp.tril(jnp.ones((S, S), bool)), s, -1e30)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s).astype(bf16), v)
+
+    def loss_fn(p, tokens, targets):
+        x = (p["wte"][tokens] + p["wpe"][None, :S]).astype(bf16)
+        for blk in p["blocks"]:
+            q, k, v = jnp.split(dense(layernorm(x, *blk["ln1"]), blk["qkv"]), 3, -1)
+            q, k, v = (z.reshape(B, S, nh, h // nh) for z in (q, k, v))
+            x = x + dense(attention(q, k, v).reshape(B, S, h), blk["proj"])
+            y = jax.nn.gelu(dense(layernorm(x, *blk["ln2"]), blk["fc"]), approximate=True)
+            x = x + dense(y, blk["out"])
+        logits = (layernorm(x, *p["lnf"]) @ p["wte"].astype(bf16).T).astype(f32)
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, targets[..., None], -1).mean()
+
+    lr, b1, b2, eps, wd = 3e-4, 0.9, 0.999, 1e-8, 0.01
+
+    def step(p, m, v, t, tokens, targets):
+        loss, g = jax.value_and_grad(loss_fn)(p, tokens, targets)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        p = jax.tree_util.tree_map(
+            lambda p, m, v: p - lr * (m / c1 / (jnp.sqrt(v / c2) + eps) + wd * p), p, m, v)
+        return p, m, v, t, loss
+
+    jstep = jax.jit(step, donate_argnums=(0, 1, 2))
+    p = init(jax.random.PRNGKey(0))
+    params = sum(x.size for x in jax.tree_util.tree_leaves(p))
+    m = jax.tree_util.tree_map(jnp.zeros_like, p)
+    v = jax.tree_util.tree_map(jnp.zeros_like, p)
+    t = jnp.zeros((), f32)
+    tokens = jax.random.randint(jax.random.PRNGKey(1), (B, S), 0, V)
+    targets = jax.random.randint(jax.random.PRNGKey(2), (B, S), 0, V)
+    for _ in range(a.warmup):
+        p, m, v, t, loss = jstep(p, m, v, t, tokens, targets)
+    loss.block_until_ready()
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        p, m, v, t, loss = jstep(p, m, v, t, tokens, targets)
+    loss.block_until_ready()
+    seconds = (time.perf_counter() - start) / a.steps
+    tok, flops = step_flops(a, params)
+    mfu = flops / seconds / (a.peak_tflops * 1e12)
+    print(f"{'jax.jit':14s} {seconds * 1e3:8.2f} ms/step {tok / seconds:10.0f} tokens/s "
+          f"MFU {100 * mfu:5.1f}%  loss {float(loss):.3f}  params {params / 1e6:.1f}M")
 
 
 def main():
@@ -26,7 +127,17 @@ def main():
     p.add_argument("--heads", type=int, default=12)
     p.add_argument("--vocab", type=int, default=50304)
     p.add_argument("--peak-tflops", type=float, default=989.0)
+    p.add_argument("--flops", action="store_true",
+                   help="print 'TOKENS FLOPS' per step and exit")
+    p.add_argument("--only", choices=["torch", "jax", "all"], default="all")
     a = p.parse_args()
+    if a.flops:
+        tok, flops = step_flops(a, gpt_params(a))
+        print(tok, flops)
+        return 0
+    if a.only == "jax":
+        run_jax(a)
+        return 0
     try:
         import torch
         import torch.nn as nn
@@ -96,8 +207,7 @@ def main():
             loss = step()
         torch.cuda.synchronize()
         seconds = (time.perf_counter() - start) / a.steps
-        tok = a.batch * a.seq
-        flops = 6 * params * tok + 12 * a.layers * a.hidden * a.seq * tok
+        tok, flops = step_flops(a, params)
         mfu = flops / seconds / (a.peak_tflops * 1e12)
         name = "torch.compile" if compiled else "pytorch eager"
         print(f"{name:14s} {seconds * 1e3:8.2f} ms/step {tok / seconds:10.0f} tokens/s "
@@ -107,7 +217,8 @@ def main():
           f"on {torch.cuda.get_device_name()}")
     run(False)
     run(True)
-    print("jax            not measured yet")
+    if a.only == "all":
+        run_jax(a)
     return 0
 
 

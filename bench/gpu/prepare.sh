@@ -2,26 +2,33 @@
 # Prepares bench/gpu/check.sh's inputs on the CPU build machine (which has
 # MLIR and the CUDA toolkit but no GPU): the CUDA packages of the zoo MLP
 # (f32) and of the benchmark GPT (12 layers, hidden 768, 12 heads, sequence
-# 1024, vocabulary 50304, batch 8, --amp=bf16) for sm_90, their kernel
-# sources and PTX, and the test binaries check.sh runs. Everything goes to
-# OUT (default bench/gpu/out), which is what to copy to the GPU machine
-# together with the build's bin/ and tests/unit/cuda/.
+# 1024, vocabulary 50304, batch 8, --amp=bf16) for sm_90; the MLP's first 20
+# losses on the reference interpreter (the GPU must reproduce them step by
+# step); the GPT step's tokens and model FLOPs (peers.py's formula); the
+# binaries that run there, none of which links LLVM or MLIR
+# (kiln-cuda-run, kiln-cuda-runtime-tests, kiln-cuda-device-tests); and
+# Fashion-MNIST's training split when it is at hand and fits. Everything
+# goes to OUT (default bench/gpu/out), which is what to copy to the GPU
+# machine beside the repository's bench/gpu (at most 64 MiB).
 #
-# Usage: bench/gpu/prepare.sh [--build DIR] [--out DIR]
+# Usage: bench/gpu/prepare.sh [--build DIR] [--out DIR] [--no-data]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
 out=$root/bench/gpu/out
+data=1
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --no-data) data=0; shift ;;
     *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 kiln=$build/bin/kiln
 [ -x "$kiln" ] || { echo "prepare.sh: $kiln not built" >&2; exit 1; }
-mkdir -p "$out"
+rm -rf "$out"
+mkdir -p "$out/bin"
 "$kiln" models mlp -o "$out/mlp.kiln"
 "$kiln" models gpt --layers=12 --hidden=768 --heads=12 --seq=1024 \
   --vocab=50304 --batch=8 -o "$out/gpt.kiln"
@@ -29,11 +36,29 @@ mkdir -p "$out"
   > "$out/mlp.report.txt"
 "$kiln" compile "$out/gpt.kiln" --amp=bf16 --target=cuda:sm_90 \
   -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt"
-"$kiln" compile "$out/gpt.kiln" --amp=bf16 --target=cuda:sm_90 --emit=cuda \
-  -o "$out/gpt-bf16-src"
-mkdir -p "$out/bin"
-cp "$kiln" "$out/bin/"
-for t in kiln-cuda-device-tests kiln-cuda-emulation-tests; do
-  [ -x "$build/tests/unit/cuda/$t" ] && cp "$build/tests/unit/cuda/$t" "$out/bin/"
+# The reference: the MLP's first 20 steps on the interpreter, synthetic data
+# in file order (kiln-cuda-run --no-shuffle=1 --synthetic-size=1024 draws the
+# same batches).
+"$kiln" train "$out/mlp.kiln" --backend=reference --data=synthetic --no-shuffle \
+  --max-steps=20 --log-every=1 --eval-data=none > "$out/mlp.reference-losses.txt"
+python3 "$root/bench/gpu/peers.py" --flops > "$out/gpt.flops"
+for t in bin/kiln-cuda-run tests/unit/cuda/kiln-cuda-runtime-tests \
+         tests/unit/cuda/kiln-cuda-device-tests; do
+  [ -x "$build/$t" ] || { echo "prepare.sh: $build/$t not built" >&2; exit 1; }
+  cp "$build/$t" "$out/bin/"
+  if ldd "$out/bin/$(basename "$t")" | grep -qiE 'libLLVM|libMLIR|libcuda\.so'; then
+    echo "prepare.sh: $t links LLVM, MLIR or libcuda: it cannot run on the GPU machine" >&2
+    exit 1
+  fi
 done
-echo "prepared $out: copy it to the GPU machine and run bench/gpu/check.sh --in $out"
+fm=/usr/share/datasets/fashion-mnist
+if [ "$data" = 1 ] && [ -f "$fm/train-images-idx3-ubyte.gz" ]; then
+  mkdir -p "$out/fashion-mnist"
+  cp "$fm"/train-*-ubyte.gz "$out/fashion-mnist/"
+fi
+size=$(du -sm "$out" | cut -f1)
+echo "prepared $out ($size MiB): copy it to the GPU machine and run bench/gpu/check.sh --in $out"
+if [ "$size" -gt 64 ]; then
+  echo "prepare.sh: $out is over 64 MiB: rerun with --no-data" >&2
+  exit 1
+fi

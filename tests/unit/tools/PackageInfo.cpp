@@ -98,5 +98,12 @@ int main(int argc, char **argv) {
               p.metadata.graphHash.size());
   std::printf("strategy %u world-size %u\n", (unsigned)p.metadata.strategy,
               p.metadata.worldSize);
+  for (const ShardLayout &l : p.metadata.shards) {
+    std::printf("shard %s length %lld world-size %u:", l.name.c_str(),
+                (long long)l.length, l.worldSize);
+    for (const ShardSlot &s : l.slots)
+      std::printf(" %s@%lld", s.name.c_str(), (long long)s.offset);
+    std::printf("\n");
+  }
   return 0;
 }

@@ -23,6 +23,9 @@
 #include "tools/kiln/lib/TrainBackend.h"
 
 #include "runtime/Half.h"
+#include "runtime/Initializers.h"
+#include "runtime/checkpoint/Sharded.h"
+#include "runtime/dist/Communicator.h"
 #include "runtime/cpu/Executable.h"
 #include "runtime/cpu/jit/OrcKernelLoader.h"
 #include "runtime/package/Package.h"
@@ -227,6 +230,10 @@ public:
     return true;
   }
 
+  const std::vector<runtime::ShardLayout> &shards() const override {
+    return train_.package().metadata.shards;
+  }
+
   void setStepCounter(int64_t step) override {
     if (train_.stepCounter < 0)
       return;
@@ -287,6 +294,7 @@ public:
             llvm::raw_ostream &outs, llvm::raw_ostream &errs);
 
 private:
+  bool initShards(int rank, int worldSize, llvm::raw_ostream &errs);
   bool compile(const BackendOptions &options, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs, std::string &trainPath,
                std::string &evalPath);
@@ -458,6 +466,11 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
     state_.push_back({e.name, e.role == PkgRole::Parameter, e.shape});
     stateInputs_.push_back(i);
   }
+  if (!pkg.metadata.shards.empty() &&
+      !initShards(options.communicator ? options.communicator->rank() : 0,
+                  options.communicator ? options.communicator->worldSize() : 1,
+                  errs))
+    return false;
   if (evalPath.empty())
     return true;
 
@@ -489,6 +502,69 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
         }
         evalParameters_.emplace_back(e, t);
       }
+  }
+  return true;
+}
+
+// ZeRO: each shard starts as block |rank| of its bucket's parameters'
+// first values, the same on every rank: the full parameters' buffers where
+// the step has them (zero1/2), else their initializers (zero3).
+bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
+  const runtime::LoadedPackage &pkg = train_.package();
+  for (const runtime::ShardLayout &layout : pkg.metadata.shards) {
+    if (static_cast<int>(layout.worldSize) != worldSize) {
+      printError(errs, command_,
+                 "the step shards '" + layout.name + "' over " +
+                     std::to_string(layout.worldSize) +
+                     " ranks, but the job has " + std::to_string(worldSize) +
+                     " (WORLD_SIZE); compile it for this world size");
+      return false;
+    }
+    std::map<std::string, runtime::NamedTensor> first;
+    runtime::ShardedBucket bucket;
+    bucket.name = layout.name;
+    bucket.length = layout.length;
+    for (const runtime::ShardSlot &slot : layout.slots) {
+      bucket.params.push_back({slot.name, slot.offset, slot.shape});
+      runtime::NamedTensor &t = first[slot.name];
+      t.shape = slot.shape;
+      int input = train_.exec->findInput(slot.name);
+      if (input >= 0) {
+        const runtime::SignatureEntry &e = pkg.inputs[input];
+        int64_t n = elementCount(e.shape);
+        t.values.resize(n);
+        for (int64_t i = 0; i < n; ++i)
+          t.values[i] = static_cast<float>(
+              readElement(train_.exec->input(input), e.dtype, i));
+        continue;
+      }
+      runtime::InitSpec spec;
+      spec.kind = static_cast<runtime::InitKind>(
+          static_cast<uint8_t>(slot.init.kind));
+      spec.value = slot.init.value;
+      spec.scale = slot.init.scale;
+      spec.seed = static_cast<uint64_t>(slot.init.seed);
+      std::vector<double> values = runtime::initialize(spec, slot.shape);
+      t.values.assign(values.begin(), values.end());
+    }
+    runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
+        bucket, rank, worldSize,
+        [&](const std::string &name) -> const runtime::NamedTensor * {
+          auto it = first.find(name);
+          return it == first.end() ? nullptr : &it->second;
+        },
+        "shard '" + layout.name + "'");
+    int input = train_.exec->findInput(layout.name);
+    if (!block.isOk() || input < 0) {
+      printError(errs, command_,
+                 block.isOk() ? "the step has no input '" + layout.name + "'"
+                              : block.status().message());
+      return false;
+    }
+    const runtime::SignatureEntry &e = pkg.inputs[input];
+    const std::vector<float> &values = block.value();
+    for (size_t i = 0; i < values.size(); ++i)
+      writeElement(train_.exec->input(input), e.dtype, i, values[i]);
   }
   return true;
 }

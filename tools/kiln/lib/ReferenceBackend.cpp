@@ -222,6 +222,27 @@ bool ReferenceBackend::init(const BackendOptions &options,
       lossIndex_ = r.index;
   for (const ArgumentInfo &arg : argInfo_) {
     values_.push_back(initialValue(arg));
+    // ZeRO on the one rank the reference runs: a shard argument holds its
+    // whole bucket, its parameters' first values one after another.
+    if (auto shard =
+            step_.getArgAttrOfType<DictionaryAttr>(arg.index, "kiln.shard"))
+      if (auto params = shard.getAs<ArrayAttr>("params"))
+        for (Attribute a : params) {
+          auto d = dyn_cast<DictionaryAttr>(a);
+          auto shape = d ? d.getAs<DenseI64ArrayAttr>("shape") : nullptr;
+          auto offset = d ? d.getAs<IntegerAttr>("offset") : nullptr;
+          if (!shape || !offset)
+            continue;
+          ArgumentInfo param;
+          param.type = RankedTensorType::get(shape.asArrayRef(),
+                                             arg.type.getElementType());
+          param.init = d.getAs<InitializerAttr>("init");
+          HostTensor first = initialValue(param);
+          for (size_t i = 0; i < first.values().size(); ++i)
+            if (offset.getInt() + static_cast<int64_t>(i) <
+                static_cast<int64_t>(values_.back().values().size()))
+              values_.back()[offset.getInt() + i] = first[i];
+        }
     if (arg.role == Role::step)
       stepArg_ = arg.index;
     if (arg.role == Role::parameter || arg.role == Role::optimizer_state) {

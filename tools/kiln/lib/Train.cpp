@@ -32,6 +32,7 @@
 #include "passes/LossScale.h"
 #include "passes/Pipelines.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Sharded.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
@@ -39,6 +40,7 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -147,7 +149,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "the IR dumps and the compiled step.kpkg and eval.kpkg. The input\n"
       "arguments get one sample per row of their first dimension, the label\n"
       "argument the classes. Under `kiln launch` each process is one rank\n"
-      "(--strategy=data-parallel); see docs/training.md and\n"
+      "(--strategy=data-parallel, or zero1/zero2/zero3, which shard the\n"
+      "optimizer state, gradients and parameters and write one checkpoint\n"
+      "file per rank plus an index); see docs/training.md and\n"
       "docs/distributed.md.");
   parser.addPositional("FILE", &options.input,
                        "a graph file (.kiln), MLIR text (.mlir) or, for the "
@@ -441,8 +445,12 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                      ": expected a file naming the latest checkpoint");
       return kExitError;
     }
+    // A ZeRO checkpoint's pointer names its index (one file per rank):
+    // loaded and consolidated into full parameters and optimizer state.
     runtime::StatusOr<runtime::TrainingState> state =
-        runtime::loadCheckpoint(options.checkpointDir + "/" + name);
+        runtime::isShardIndexName(name)
+            ? runtime::loadShardedCheckpoint(options.checkpointDir + "/" + name)
+            : runtime::loadCheckpoint(options.checkpointDir + "/" + name);
     if (!state.isOk()) {
       printError(errs, kCommand, "--resume: " + state.status().message());
       return kExitError;
@@ -464,6 +472,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   backendOptions.pipeline = options.pipeline;
   // Eval runs on rank 0 alone (its result is printed there).
   backendOptions.wantEval = evalSpec.has_value() && leader;
+  if (distributed && options.pipeline.strategy == Strategy::zero3 &&
+      backendOptions.wantEval) {
+    // Rank 0 holds only its shards of the parameters.
+    console << "kiln train: zero3: no eval pass (no rank holds the full "
+               "parameters; the checkpoints do)\n";
+    backendOptions.wantEval = false;
+  }
   backendOptions.packageDir = options.pipeline.dumpDir;
   if (distributed && !options.pipeline.dumpDir.empty()) {
     // Every rank compiles the same step; each writes its own copy.
@@ -723,6 +738,18 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         return {name.substr(param.size() + 1), param};
     return {"state", name};
   };
+  // ZeRO: the shard entries (zero.bucketK and its optimizer slots) by name.
+  std::map<std::string, const runtime::ShardLayout *> shardLayouts;
+  for (const runtime::ShardLayout &l : model.shards())
+    shardLayouts[l.name] = &l;
+  auto bucketOf = [](const runtime::ShardLayout &l) {
+    runtime::ShardedBucket b;
+    b.name = l.name;
+    b.length = l.length;
+    for (const runtime::ShardSlot &slot : l.slots)
+      b.params.push_back({slot.name, slot.offset, slot.shape});
+    return b;
+  };
   int64_t stepsDone = 0, epoch = 0, position = 0;
   if (resumed) {
     std::map<std::string, const runtime::NamedTensor *> params;
@@ -732,6 +759,37 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       const StateEntry &e = stateEntries[i];
       const runtime::NamedTensor *found = nullptr;
       std::string what;
+      auto [shardSlot, shardName] = stateKey(e.name);
+      auto layout = shardLayouts.find(e.parameter ? e.name : shardName);
+      if (layout != shardLayouts.end()) {
+        // This rank's block of the bucket, cut from the full tensors.
+        const std::map<std::string, std::vector<runtime::NamedTensor>>::const_iterator
+            slot = resumed->optimizer.find(shardSlot);
+        runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
+            bucketOf(*layout->second), env.rank, env.worldSize,
+            [&](const std::string &name) -> const runtime::NamedTensor * {
+              if (e.parameter) {
+                auto it = params.find(name);
+                return it == params.end() ? nullptr : it->second;
+              }
+              if (slot == resumed->optimizer.end())
+                return nullptr;
+              for (const runtime::NamedTensor &t : slot->second)
+                if (t.name == name)
+                  return &t;
+              return nullptr;
+            },
+            e.parameter ? "the checkpoint's parameters"
+                        : "the checkpoint's optimizer state '" + shardSlot + "'");
+        std::string error;
+        if (!block.isOk() || !model.writeState(i, block.value(), error)) {
+          printError(errs, kCommand,
+                     "--resume: " + (block.isOk() ? "shard '" + e.name + "' " + error
+                                                  : block.status().message()));
+          return kExitError;
+        }
+        continue;
+      }
       if (e.parameter) {
         auto it = params.find(e.name);
         if (it == params.end()) {
@@ -767,10 +825,52 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     model.setStepCounter(stepsDone);
   }
 
+  // ZeRO checkpoints are sharded (runtime/checkpoint/Sharded.h): every rank
+  // writes its shards to step-K.rank-R-of-N.safetensors, rank 0 also the
+  // replicated state and the full parameters (zero3: gathered for it), and,
+  // once every rank has written, step-K.index.json and then `latest`.
+  bool sharded = !shardLayouts.empty();
   auto writeCheckpoint = [&]() -> bool {
     runtime::TrainingState state;
+    std::set<std::string> stateNames;
+    for (const StateEntry &e : stateEntries)
+      stateNames.insert(e.name);
     for (size_t i = 0; i < stateEntries.size(); ++i) {
       const StateEntry &e = stateEntries[i];
+      bool shardEntry =
+          shardLayouts.count(e.parameter ? e.name : stateKey(e.name).second);
+      if (sharded && !leader && !shardEntry)
+        continue;
+      if (sharded && shardEntry && e.parameter && communicator) {
+        // zero3: no rank has the full parameters; gathered for rank 0.
+        const runtime::ShardLayout &l = *shardLayouts[e.name];
+        bool missing = llvm::any_of(l.slots, [&](const runtime::ShardSlot &s) {
+          return !stateNames.count(s.name);
+        });
+        if (missing) {
+          std::vector<float> shard = model.readState(i);
+          std::vector<float> flat(shard.size() * env.worldSize);
+          runtime::Status g = communicator->allGather(
+              shard.data(), flat.data(), static_cast<int64_t>(shard.size()),
+              runtime::PkgDType::F32);
+          if (!g.isOk()) {
+            printError(errs, kCommand, "checkpoint: " + g.message());
+            return false;
+          }
+          for (const runtime::ShardSlot &slot : l.slots)
+            if (leader && !stateNames.count(slot.name)) {
+              runtime::NamedTensor full;
+              full.name = slot.name;
+              full.shape = slot.shape;
+              int64_t n = 1;
+              for (int64_t d : slot.shape)
+                n *= d;
+              full.values.assign(flat.begin() + slot.offset,
+                                 flat.begin() + slot.offset + n);
+              state.parameters.push_back(std::move(full));
+            }
+        }
+      }
       runtime::NamedTensor t;
       t.shape = e.shape;
       t.values = model.readState(i);
@@ -793,13 +893,58 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                      ": cannot create it: " + ec.message());
       return false;
     }
-    std::string name = "step-" + std::to_string(stepsDone) + ".safetensors";
+    std::string name =
+        sharded ? runtime::shardFileName(stepsDone, env.rank, env.worldSize)
+                : "step-" + std::to_string(stepsDone) + ".safetensors";
     runtime::Status saved =
         runtime::saveCheckpoint(options.checkpointDir + "/" + name, state);
-    if (!saved.isOk()) {
+    if (!saved.isOk())
       printError(errs, kCommand, "checkpoint at step " + std::to_string(stepsDone) +
                                      ": " + saved.message() +
                                      " (earlier checkpoints are kept)");
+    if (sharded) {
+      // Every rank's file is on disk before the index names them: the
+      // ranks count their failures together (a collective, so also a
+      // barrier).
+      float failed = saved.isOk() ? 0.0f : 1.0f, failures = failed;
+      if (communicator) {
+        runtime::Status s = communicator->allReduce(
+            &failed, &failures, 1, runtime::PkgDType::F32,
+            runtime::PkgReduceKind::Sum);
+        if (!s.isOk()) {
+          printError(errs, kCommand, "checkpoint: " + s.message());
+          return false;
+        }
+      }
+      if (failures > 0) {
+        if (leader && saved.isOk())
+          printError(errs, kCommand,
+                     "checkpoint at step " + std::to_string(stepsDone) + ": " +
+                         llvm::formatv("{0}", failures).str() +
+                         " rank(s) could not write their file; no index "
+                         "written (earlier checkpoints are kept)");
+        return false;
+      }
+      if (!leader)
+        return true;
+      runtime::ShardedIndex index;
+      index.step = stepsDone;
+      index.worldSize = env.worldSize;
+      for (int r = 0; r < env.worldSize; ++r)
+        index.files.push_back(runtime::shardFileName(stepsDone, r, env.worldSize));
+      for (const runtime::ShardLayout &l : model.shards())
+        index.buckets.push_back(bucketOf(l));
+      name = runtime::shardIndexFileName(stepsDone);
+      runtime::Status written = runtime::writeFileAtomically(
+          options.checkpointDir + "/" + name, runtime::writeShardIndex(index));
+      if (!written.isOk()) {
+        printError(errs, kCommand, "checkpoint at step " +
+                                       std::to_string(stepsDone) + ": " +
+                                       written.message() +
+                                       " (earlier checkpoints are kept)");
+        return false;
+      }
+    } else if (!saved.isOk()) {
       return false;
     }
     // The pointer is replaced atomically: a temp file, then rename.
@@ -964,7 +1109,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         position = 0;
       }
       bool atEnd = stepsDone == totalSteps;
-      if (!options.checkpointDir.empty() && leader &&
+      if (!options.checkpointDir.empty() && (leader || sharded) &&
           (atEnd || (options.checkpointEvery &&
                      stepsDone % options.checkpointEvery == 0)))
         if (!writeCheckpoint())

@@ -22,6 +22,7 @@
 #include "passes/Pipelines.h"
 
 #include "runtime/data/Dataset.h"
+#include "runtime/package/Package.h"
 #include "runtime/data/Sampler.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -75,6 +76,12 @@ public:
                           std::string &error) = 0;
   // Sets the step counter argument (kiln.role step), if the step has one.
   virtual void setStepCounter(int64_t step) = 0;
+  // ZeRO (zero1/2/3): the step's sharded inputs, whose state entries hold
+  // this rank's block; empty otherwise.
+  virtual const std::vector<runtime::ShardLayout> &shards() const {
+    static const std::vector<runtime::ShardLayout> none;
+    return none;
+  }
 
   // Feeds |batch| and runs one step; |loss| is the step's loss. Prints the
   // problem to |errs| and fails.

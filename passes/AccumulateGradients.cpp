@@ -28,8 +28,15 @@
 // added to its running sum right after micro-batch k produces it, so
 // micro-batch k's activations and gradients die before micro-batch k + 1
 // starts; only the running sums (one buffer per parameter, as the gradients
-// themselves) cross micro-batches. kiln-schedule keeps that order unless it
-// finds one with a lower peak.
+// themselves) cross micro-batches. Two things would undo that, so each
+// running-sum step and each row slice is made its own kernel here (a
+// kiln.fusion, which kiln-fuse leaves alone): kiln-fuse would merge the
+// chain of adds into one kernel that reads all K parts (keeping every
+// micro-batch's gradients alive until the last), and would merge the K
+// slices of an argument into one multi-output kernel (they read the same
+// input), which makes every micro-batch's rows live from the start.
+// kiln-schedule then keeps the micro-batches in order unless it finds an
+// order with a lower peak.
 //
 // Other results: a result with role `output` and the batch dimension first
 // is concatenated (the K*B rows in order); any other float output is
@@ -67,6 +74,23 @@ std::optional<Role> roleOf(mlir::func::FuncOp func, unsigned result) {
 
 // How one result of the step combines its K values.
 enum class Combine { sum, mean, concat };
+
+// A kernel of its own: a kiln.fusion (kind loop) over |inputs| with one
+// result of |type|, which |build| makes from the body's arguments.
+Value ownKernel(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,
+                mlir::ValueRange inputs,
+                llvm::function_ref<Value(mlir::OpBuilder &, mlir::ValueRange)>
+                    build) {
+  auto fusion =
+      b.create<FusionOp>(loc, mlir::TypeRange{type}, FusionKind::loop, inputs);
+  mlir::Block *body = new mlir::Block();
+  fusion.getBody().push_back(body);
+  for (Value input : inputs)
+    body->addArgument(input.getType(), loc);
+  mlir::OpBuilder inner = mlir::OpBuilder::atBlockEnd(body);
+  inner.create<YieldOp>(loc, build(inner, body->getArguments()));
+  return fusion.getResult(0);
+}
 
 class AccumulateGradients
     : public impl::KilnAccumulateGradientsBase<AccumulateGradients> {
@@ -192,11 +216,16 @@ private:
         llvm::SmallVector<int64_t> strides(type.getRank(), 1);
         start[0] = m * batch;
         limit[0] = (m + 1) * batch;
-        map.map(arg, b.create<SliceOp>(arg.getLoc(), arg,
-                                       b.getDenseI64ArrayAttr(start),
-                                       b.getDenseI64ArrayAttr(limit),
-                                       b.getDenseI64ArrayAttr(strides))
-                         .getResult());
+        llvm::SmallVector<int64_t> rows(type.getShape());
+        rows[0] = batch;
+        map.map(arg, ownKernel(b, arg.getLoc(), type.clone(rows), arg,
+                               [&](mlir::OpBuilder &in, mlir::ValueRange v) {
+                                 return in.create<SliceOp>(
+                                     arg.getLoc(), v[0],
+                                     in.getDenseI64ArrayAttr(start),
+                                     in.getDenseI64ArrayAttr(limit),
+                                     in.getDenseI64ArrayAttr(strides));
+                               }));
       }
       Operation *firstOfClone = nullptr;
       for (Operation *op : body) {
@@ -223,17 +252,21 @@ private:
           b.setInsertionPointAfter(def);
         else
           b.setInsertionPoint(ret);
-        running[i] = b.create<AddOp>(part.getLoc(), part.getType(),
-                                     running[i], part);
-        if (m + 1 < k)
-          continue;
-        // The mean of the K parts.
-        auto type = llvm::cast<mlir::RankedTensorType>(part.getType());
-        mlir::Attribute count =
-            b.getFloatAttr(type.getElementType(), static_cast<double>(k));
-        Value divisor = b.create<ConstantOp>(
-            part.getLoc(), type, mlir::DenseElementsAttr::get(type, count));
-        running[i] = b.create<DivOp>(part.getLoc(), type, running[i], divisor);
+        // The last one also divides by K: the mean of the K parts.
+        bool last = m + 1 == k;
+        running[i] = ownKernel(
+            b, part.getLoc(), part.getType(), {running[i], part},
+            [&](mlir::OpBuilder &in, mlir::ValueRange v) -> Value {
+              auto type = llvm::cast<mlir::RankedTensorType>(part.getType());
+              Value sum = in.create<AddOp>(part.getLoc(), type, v[0], v[1]);
+              if (!last)
+                return sum;
+              mlir::Attribute count = in.getFloatAttr(type.getElementType(),
+                                                      static_cast<double>(k));
+              Value divisor = in.create<ConstantOp>(
+                  part.getLoc(), type, mlir::DenseElementsAttr::get(type, count));
+              return in.create<DivOp>(part.getLoc(), type, sum, divisor);
+            });
       }
     }
 

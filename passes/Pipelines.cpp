@@ -20,6 +20,8 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <limits>
+
 namespace kiln {
 
 namespace {
@@ -215,7 +217,17 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createKilnDecompose());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
-  pm.addPass(createKilnFuse());
+  if (options.gradAccum > 1) {
+    // The micro-batches' kernels that read the same parameter (a position
+    // embedding, a causal mask) would be merged as siblings, which computes
+    // every micro-batch's activations at once: no sibling fusion then
+    // (passes/AccumulateGradients.cpp says what else keeps them apart).
+    KilnFuseOptions fuse;
+    fuse.siblingMinBytes = std::numeric_limits<int64_t>::max();
+    pm.addPass(createKilnFuse(fuse));
+  } else {
+    pm.addPass(createKilnFuse());
+  }
   pm.addPass(createKilnSchedule());
   pm.addPass(createKilnPlanBuffers());
 }

@@ -12,37 +12,48 @@
 // Two micro-batches of 4 rows: clone 0 computes everything (its loss and
 // all four gradients) before clone 1 reads its slice; the loss and every
 // gradient are summed right after clone 1 produces them, then divided by 2.
+// Each slice and each running-sum step is a kernel of its own (a
+// kiln.fusion, which kiln-fuse leaves alone).
 // CHECK-LABEL: func.func @mlp2
 // CHECK-SAME: %arg0: tensor<8x8xf32> {kiln.role = #kiln.role<input>}
 // CHECK-SAME: %arg5: tensor<8xi32> {kiln.role = #kiln.role<label>}
-// CHECK: %[[X0:.*]] = kiln.slice %arg0, start = [0, 0], limit = [4, 8], strides = [1, 1] : tensor<8x8xf32> -> tensor<4x8xf32>
-// CHECK: %[[Y0:.*]] = kiln.slice %arg5, start = [0], limit = [4], strides = [1] : tensor<8xi32> -> tensor<4xi32>
+// CHECK: %[[X0:.*]] = kiln.fusion loop(%arg0) : (tensor<8x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.slice %{{.*}}, start = [0, 0], limit = [4, 8], strides = [1, 1] : tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK: kiln.fusion loop(%arg5) : (tensor<8xi32>) -> tensor<4xi32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.slice %{{.*}}, start = [0], limit = [4], strides = [1] : tensor<8xi32> -> tensor<4xi32>
 // CHECK: kiln.dot_general %[[X0]], %arg1
 // CHECK: %[[L0:.*]] = kiln.reduce mean
 // CHECK: %[[DB2_0:.*]] = kiln.reduce sum {{.*}} -> tensor<3xf32>
 // CHECK: %[[DW2_0:.*]] = kiln.dot_general {{.*}} -> tensor<6x3xf32>
 // CHECK: %[[DB1_0:.*]] = kiln.reduce sum {{.*}} -> tensor<6xf32>
 // CHECK: %[[DW1_0:.*]] = kiln.dot_general %[[X0]], {{.*}} -> tensor<8x6xf32>
-// CHECK-NEXT: %[[X1:.*]] = kiln.slice %arg0, start = [4, 0], limit = [8, 8], strides = [1, 1] : tensor<8x8xf32> -> tensor<4x8xf32>
-// CHECK-NEXT: %[[Y1:.*]] = kiln.slice %arg5, start = [4], limit = [8], strides = [1] : tensor<8xi32> -> tensor<4xi32>
-// CHECK-NEXT: kiln.dot_general %[[X1]], %arg1
+// CHECK-NEXT: %[[X1:.*]] = kiln.fusion loop(%arg0) : (tensor<8x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.slice %{{.*}}, start = [4, 0], limit = [8, 8], strides = [1, 1] : tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK: kiln.dot_general %[[X1]], %arg1
 // CHECK: %[[L1:.*]] = kiln.reduce mean
-// CHECK-NEXT: %[[LS:.*]] = kiln.add %[[L0]], %[[L1]] : tensor<f32>
-// CHECK-NEXT: %[[LK:.*]] = kiln.constant dense<2.000000e+00> : tensor<f32>
-// CHECK-NEXT: %[[LOSS:.*]] = kiln.div %[[LS]], %[[LK]] : tensor<f32>
+// CHECK-NEXT: %[[LOSS:.*]] = kiln.fusion loop(%[[L0]], %[[L1]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<f32>, %[[B:.*]]: tensor<f32>):
+// CHECK-NEXT: %[[S:.*]] = kiln.add %[[A]], %[[B]] : tensor<f32>
+// CHECK-NEXT: %[[K:.*]] = kiln.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[M:.*]] = kiln.div %[[S]], %[[K]] : tensor<f32>
+// CHECK-NEXT: kiln.yield %[[M]] : tensor<f32>
 // CHECK: %[[DB2_1:.*]] = kiln.reduce sum {{.*}} -> tensor<3xf32>
-// CHECK-NEXT: %[[SB2:.*]] = kiln.add %[[DB2_0]], %[[DB2_1]] : tensor<3xf32>
-// CHECK-NEXT: %[[KB2:.*]] = kiln.constant dense<2.000000e+00> : tensor<3xf32>
-// CHECK-NEXT: %[[GB2:.*]] = kiln.div %[[SB2]], %[[KB2]] : tensor<3xf32>
+// CHECK-NEXT: %[[GB2:.*]] = kiln.fusion loop(%[[DB2_0]], %[[DB2_1]]) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
 // CHECK: %[[DW2_1:.*]] = kiln.dot_general {{.*}} -> tensor<6x3xf32>
-// CHECK-NEXT: %[[SW2:.*]] = kiln.add %[[DW2_0]], %[[DW2_1]] : tensor<6x3xf32>
-// CHECK: %[[GW2:.*]] = kiln.div %[[SW2]]
+// CHECK-NEXT: %[[GW2:.*]] = kiln.fusion loop(%[[DW2_0]], %[[DW2_1]])
 // CHECK: %[[DB1_1:.*]] = kiln.reduce sum {{.*}} -> tensor<6xf32>
-// CHECK-NEXT: %[[SB1:.*]] = kiln.add %[[DB1_0]], %[[DB1_1]] : tensor<6xf32>
-// CHECK: %[[GB1:.*]] = kiln.div %[[SB1]]
+// CHECK-NEXT: %[[GB1:.*]] = kiln.fusion loop(%[[DB1_0]], %[[DB1_1]])
 // CHECK: %[[DW1_1:.*]] = kiln.dot_general %[[X1]], {{.*}} -> tensor<8x6xf32>
-// CHECK-NEXT: %[[SW1:.*]] = kiln.add %[[DW1_0]], %[[DW1_1]] : tensor<8x6xf32>
-// CHECK: %[[GW1:.*]] = kiln.div %[[SW1]]
+// CHECK-NEXT: %[[GW1:.*]] = kiln.fusion loop(%[[DW1_0]], %[[DW1_1]]) : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.add
+// CHECK-NEXT: kiln.constant dense<2.000000e+00> : tensor<8x6xf32>
+// CHECK-NEXT: kiln.div
+// CHECK-NEXT: kiln.yield
+// CHECK-NEXT: }
 // CHECK-NEXT: return %[[LOSS]], %[[GW1]], %[[GB1]], %[[GW2]], %[[GB2]] : tensor<f32>, tensor<8x6xf32>, tensor<6xf32>, tensor<6x3xf32>, tensor<3xf32>
 //
 // Under data-parallel the one bucket (default size) is packed and
@@ -50,10 +61,9 @@
 // collective before it.
 // DIST-LABEL: func.func @mlp2
 // DIST-NOT: kiln.all_reduce
-// DIST: kiln.slice %arg0, start = [4, 0], limit = [8, 8]
+// DIST: kiln.slice %{{.*}}, start = [4, 0], limit = [8, 8]
 // DIST-NOT: kiln.all_reduce
-// DIST: %[[SW1:.*]] = kiln.add {{.*}} : tensor<8x6xf32>
-// DIST: %[[GW1:.*]] = kiln.div %[[SW1]]
+// DIST: %[[GW1:.*]] = kiln.fusion loop({{.*}}) : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
 // DIST: %[[FW1:.*]] = kiln.reshape %[[GW1]] : tensor<8x6xf32> -> tensor<48xf32>
 // DIST: %[[BUF:.*]] = kiln.concatenate({{.*}}, %[[FW1]], {{.*}} -> tensor<76xf32>
 // DIST-NEXT: kiln.all_reduce mean %[[BUF]] : tensor<76xf32>
@@ -65,7 +75,7 @@
 // its first-layer weight gradient; still nothing during micro-batch 0.
 // SMALL-LABEL: func.func @mlp2
 // SMALL-NOT: kiln.all_reduce
-// SMALL: kiln.slice %arg0, start = [4, 0], limit = [8, 8]
+// SMALL: kiln.slice %{{.*}}, start = [4, 0], limit = [8, 8]
 // SMALL-NOT: kiln.all_reduce
 // SMALL: %[[B0:.*]] = kiln.concatenate({{.*}} -> tensor<27xf32>
 // SMALL-NEXT: kiln.all_reduce mean %[[B0]] : tensor<27xf32>
@@ -106,15 +116,13 @@ func.func @mlp2(
 // CHECK-LABEL: func.func @outputs
 // CHECK-SAME: %arg0: tensor<4x2xf32>
 // CHECK-SAME: -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<4x2xf32> {kiln.role = #kiln.role<output>}, tensor<f32> {kiln.role = #kiln.role<output>}, tensor<2xf32>
-// CHECK: %[[X0:.*]] = kiln.slice %arg0, start = [0, 0], limit = [2, 2]
+// CHECK: %[[X0:.*]] = kiln.fusion loop(%arg0) : (tensor<4x2xf32>) -> tensor<2x2xf32>
 // CHECK: %[[P0:.*]] = kiln.mul %[[X0]],
 // CHECK: %[[M0:.*]] = kiln.reduce max %[[P0]]
-// CHECK: %[[X1:.*]] = kiln.slice %arg0, start = [2, 0], limit = [4, 2]
+// CHECK: %[[X1:.*]] = kiln.fusion loop(%arg0) : (tensor<4x2xf32>) -> tensor<2x2xf32>
 // CHECK: %[[P1:.*]] = kiln.mul %[[X1]],
 // CHECK: %[[M1:.*]] = kiln.reduce max %[[P1]]
-// CHECK-NEXT: %[[MS:.*]] = kiln.add %[[M0]], %[[M1]] : tensor<f32>
-// CHECK-NEXT: %[[MK:.*]] = kiln.constant dense<2.000000e+00> : tensor<f32>
-// CHECK-NEXT: %[[MAX:.*]] = kiln.div %[[MS]], %[[MK]] : tensor<f32>
+// CHECK-NEXT: %[[MAX:.*]] = kiln.fusion loop(%[[M0]], %[[M1]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK: %[[ROWS:.*]] = kiln.concatenate(%[[P0]], %[[P1]]), dim = 0 : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
 // CHECK-NEXT: return %{{.*}}, %[[ROWS]], %[[MAX]], %{{.*}} : tensor<f32>, tensor<4x2xf32>, tensor<f32>, tensor<2xf32>
 // DIST-LABEL: func.func @outputs

@@ -273,6 +273,8 @@ bool isLoopback(const std::string &host) {
   return host == "::1";
 }
 
+const char *const kEveryRankThere = "every rank reached it and is connected";
+
 std::string seconds(Clock::duration d) {
   std::ostringstream os;
   os << std::setprecision(3)
@@ -394,7 +396,7 @@ std::string NcclCommunicator::culprits(uint64_t seq) {
     if (!item.empty())
       list += (list.empty() ? "" : "; ") + item;
   }
-  return list.empty() ? "every rank reached it and is connected" : list;
+  return list.empty() ? kEveryRankThere : list;
 }
 
 Status NcclCommunicator::settle(const char *call, Clock::time_point deadline,
@@ -474,7 +476,13 @@ Status NcclCommunicator::connect() {
       rc != kCudaSuccess)
     return fail(where + ": " + cudaError(lib_, "cudaStreamCreateWithFlags", rc));
   stream_ = ownStream_;
-  // Non-blocking init, polled until done or the timeout.
+  // Non-blocking init, polled until done or the timeout. Each rank says in
+  // the store that it entered it, so a timeout can name those that did not.
+  std::vector<std::string> entered;
+  for (int r = 0; r < env_.worldSize; ++r)
+    entered.push_back("nccl/init/" + std::to_string(r));
+  if (Status s = store_->set(entered[env_.rank], "1"); !s.isOk())
+    return fail(where + ": " + s.message());
   NcclConfig config;
   config.blocking = 0;
   Clock::time_point start = Clock::now();
@@ -490,9 +498,23 @@ Status NcclCommunicator::connect() {
   Status s = settle("ncclCommInitRankConfig", start + timeout_, timedOut);
   if (!s.isOk())
     return fail(where + ": " + s.message());
-  if (timedOut)
+  if (timedOut) {
+    std::vector<std::string> absent;
+    (void)store_->wait(entered, milliseconds(0), &absent);
+    std::string who;
+    for (const std::string &k : absent)
+      who += (who.empty() ? "" : "; ") + ("rank " + k.substr(10)) +
+             " never called ncclCommInitRank";
+    std::string gone = culprits(0);
+    if (gone != kEveryRankThere)
+      who += (who.empty() ? "" : "; ") + gone;
+    if (who.empty())
+      who = "every rank entered ncclCommInitRank and is connected to the "
+            "store; NCCL did not finish connecting them (NCCL_DEBUG=INFO "
+            "tells why)";
     return fail(where + ": ncclCommInitRankConfig did not complete within " +
-                seconds(timeout_) + ": " + culprits(0));
+                seconds(timeout_) + ": " + who);
+  }
   return Status::ok();
 }
 
@@ -518,6 +540,7 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
   if (int rc = lib_.cudaSetDevice(device_); rc != kCudaSuccess)
     return fail(head + ": " + cudaError(lib_, "cudaSetDevice", rc));
   Clock::time_point start = Clock::now(), deadline = start + timeout_;
+  Clock::time_point nextLivenessCheck = start + milliseconds(200);
   int rc = enqueue();
   if (rc != kNcclSuccess && rc != kNcclInProgress)
     return fail(head + ": " + ncclError(lib_, call, rc, comm_));
@@ -538,10 +561,25 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
                   ": " + ncclError(lib_, call, e != kNcclSuccess ? e : state,
                                    comm_) +
                   ": " + culprits(seq_));
-    if (Clock::now() >= deadline)
+    Clock::time_point now = Clock::now();
+    if (now >= deadline) {
       timedOut = true;
-    else
+    } else if (now >= nextLivenessCheck) {
+      // A rank that died or left before reaching this collective never
+      // will: fail now, naming it, rather than at the timeout.
+      nextLivenessCheck = now + milliseconds(200);
+      StatusOr<std::vector<RankState>> states = store_->ranks(milliseconds(0));
+      bool gone = !states.isOk();
+      for (int r = 0; !gone && r < static_cast<int>(states.value().size()); ++r)
+        gone = r != env_.rank &&
+               states.value()[r].kind != RankState::Kind::Alive &&
+               states.value()[r].progress < seq_;
+      if (gone)
+        return fail(head + " failed after " + seconds(now - start) + ": " +
+                    culprits(seq_));
+    } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
   return fail(head + " timed out after " + seconds(Clock::now() - start) +
               ": " + culprits(seq_));

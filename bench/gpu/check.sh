@@ -10,8 +10,10 @@
 #   2. GPU tests: kiln-cuda-runtime-tests, the gpu-labelled ones included:
 #      cuBLASLt GEMMs with every epilogue (f32/bf16/fp16, both transposes)
 #      against a host GEMM, an NVRTC kernel through the driver, the MLP
-#      package stepped with a falling loss; the CudaExecutable tests on the
-#      fake table run too.
+#      package stepped with a falling loss, and the golden steps (small mlp
+#      and gpt, f32 and bf16, every fusion kind, kernels re-JITted by NVRTC)
+#      against the reference interpreter's outputs on fixed random data;
+#      the CudaExecutable tests on the fake table run too.
 #   3. The MLP on the GPU: its first 20 losses against the reference
 #      interpreter's (prepare.sh), step by step within 1e-3; then one epoch
 #      (Fashion-MNIST when prepared, else synthetic) with kiln-cuda-run, the
@@ -58,7 +60,8 @@ fi
 
 # 2. GPU tests.
 if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
-  KILN_CUDA_TEST_PACKAGE=$in/mlp.kpkg timeout 120 "$bin/kiln-cuda-runtime-tests" \
+  KILN_CUDA_TEST_PACKAGE=$in/mlp.kpkg KILN_CUDA_GOLDEN_DIR=$in/golden \
+    timeout 150 "$bin/kiln-cuda-runtime-tests" \
     --gtest_brief=1 > "$log/runtime-tests.txt" 2>&1
   rc=$?
   grep -E "note:|Skipped|FAILED|PASSED" "$log/runtime-tests.txt" | head -20
@@ -68,7 +71,7 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
   elif grep -q "SKIPPED" "$log/runtime-tests.txt"; then
     fail "GPU runtime tests skipped on a GPU machine"
   else
-    pass "GPU runtime tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package"
+    pass "GPU runtime tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package, golden steps vs the interpreter"
   fi
 else
   fail "GPU tests: $bin/kiln-cuda-runtime-tests missing"

@@ -4,7 +4,8 @@
 # (f32) and of the benchmark GPT (12 layers, hidden 768, 12 heads, sequence
 # 1024, vocabulary 50304, batch 8, --amp=bf16) for sm_90; the MLP's first 20
 # losses on the reference interpreter (the GPU must reproduce them step by
-# step); the GPT step's tokens and model FLOPs (peers.py's formula); the
+# step); golden steps (small mlp and gpt packages, f32 and bf16, with the
+# interpreter's outputs); the GPT step's tokens and model FLOPs (peers.py's formula); the
 # binaries that run there, none of which links LLVM or MLIR
 # (kiln-cuda-run, kiln-cuda-runtime-tests, kiln-cuda-device-tests); and
 # Fashion-MNIST's training split when it is at hand and fits. Everything
@@ -33,15 +34,20 @@ mkdir -p "$out/bin"
 "$kiln" models gpt --layers=12 --hidden=768 --heads=12 --seq=1024 \
   --vocab=50304 --batch=8 -o "$out/gpt.kiln"
 "$kiln" compile "$out/mlp.kiln" --target=cuda:sm_90 -o "$out/mlp.kpkg" --report \
-  > "$out/mlp.report.txt"
+  > "$out/mlp.report.txt" 2>&1
 "$kiln" compile "$out/gpt.kiln" --amp=bf16 --target=cuda:sm_90 \
-  -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt"
+  -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt" 2>&1
 # The reference: the MLP's first 20 steps on the interpreter, synthetic data
 # in file order (kiln-cuda-run --no-shuffle=1 --synthetic-size=1024 draws the
 # same batches).
 "$kiln" train "$out/mlp.kiln" --backend=reference --data=synthetic --no-shuffle \
   --max-steps=20 --log-every=1 --eval-data=none > "$out/mlp.reference-losses.txt"
 python3 "$root/bench/gpu/peers.py" --flops > "$out/gpt.flops"
+# Golden steps: small mlp and gpt steps (f32, bf16; every fusion kind) with
+# the reference interpreter's outputs, checked here on the emulated kernels.
+KILN_CUDA_GOLDEN_DIR=$out/golden "$build/tests/unit/cuda/kiln-cuda-step-emulation-tests" \
+  --gtest_brief=1 > "$out/golden.log" 2>&1 \
+  || { cat "$out/golden.log" >&2; echo "prepare.sh: the golden steps failed" >&2; exit 1; }
 for t in bin/kiln-cuda-run tests/unit/cuda/kiln-cuda-runtime-tests \
          tests/unit/cuda/kiln-cuda-device-tests; do
   [ -x "$build/$t" ] || { echo "prepare.sh: $build/$t not built" >&2; exit 1; }

@@ -6,7 +6,11 @@
 // FakeCudaApi.h on random data; an NVRTC-compiled kernel through the
 // driver's module load and cuLaunchKernel; and a CUDA package prepared on
 // the CPU machine ($KILN_CUDA_TEST_PACKAGE, bench/gpu/prepare.sh's MLP)
-// loaded and stepped, its loss finite and falling.
+// loaded and stepped, its loss finite and falling; and golden steps
+// ($KILN_CUDA_GOLDEN_DIR, written on the CPU machine by
+// kiln-cuda-step-emulation-tests: small mlp and gpt steps in f32 and bf16,
+// whose kernels cover every fusion kind, with the reference interpreter's
+// outputs) run once through CudaExecutable and compared output by output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +21,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
+#include <dirent.h>
+#include <fstream>
 #include <random>
 
 namespace {
@@ -228,6 +235,91 @@ TEST_F(CudaGpuTest, PreparedPackageStepsWithFallingLoss) {
   EXPECT_LT(last, first);
   std::printf("note: loss %g -> %g over 30 steps, graphs %s\n", first, last,
               e.usingGraph() ? "on" : e.graphFallbackReason().c_str());
+}
+
+// |path|'s bytes (empty when unreadable).
+std::vector<uint8_t> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+double nativeAt(const std::vector<uint8_t> &b, size_t offset, PkgDType dtype,
+                int64_t i) {
+  const uint8_t *p = b.data() + offset + i * pkgBytesPerElement(dtype);
+  switch (dtype) {
+  case PkgDType::F32: { float v; std::memcpy(&v, p, 4); return v; }
+  case PkgDType::F64: { double v; std::memcpy(&v, p, 8); return v; }
+  case PkgDType::F16: { uint16_t h; std::memcpy(&h, p, 2); return f16ToFloat(h); }
+  case PkgDType::BF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
+  case PkgDType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+  case PkgDType::I64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
+  case PkgDType::I8: return double(int8_t(*p));
+  case PkgDType::I1: return *p != 0;
+  }
+  return 0;
+}
+
+TEST_F(CudaGpuTest, GoldenStepsMatchTheInterpreter) {
+  const char *dir = std::getenv("KILN_CUDA_GOLDEN_DIR");
+  if (!dir)
+    GTEST_SKIP() << "set KILN_CUDA_GOLDEN_DIR (bench/gpu/prepare.sh writes it)";
+  std::vector<std::string> names;
+  if (DIR *d = opendir(dir)) {
+    while (dirent *e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".kpkg") == 0)
+        names.push_back(n.substr(0, n.size() - 5));
+    }
+    closedir(d);
+  }
+  ASSERT_FALSE(names.empty()) << dir << ": expected NAME.kpkg files";
+  for (const std::string &name : names) {
+    std::string base = std::string(dir) + "/" + name;
+    StatusOr<LoadedPackage> pkg = loadPackage(base + ".kpkg");
+    ASSERT_TRUE(pkg.isOk()) << pkg.status().message();
+    StatusOr<std::unique_ptr<CudaExecutable>> made =
+        CudaExecutable::create(pkg.value(), *api);
+    ASSERT_TRUE(made.isOk()) << name << ": " << made.status().message();
+    CudaExecutable &e = *made.value();
+    std::vector<uint8_t> inputs = readFile(base + ".inputs");
+    std::vector<uint8_t> expected = readFile(base + ".expected");
+    size_t offset = 0;
+    for (size_t i = 0; i < e.numInputs(); ++i) {
+      size_t bytes = e.package().buffers[e.package().inputs[i].buffer].size;
+      ASSERT_LE(offset + bytes, inputs.size()) << name << ": short .inputs";
+      ASSERT_TRUE(e.writeInput(i, inputs.data() + offset).isOk());
+      offset += bytes;
+    }
+    Status s = e.run();
+    ASSERT_TRUE(s.isOk()) << name << ": " << s.message();
+    offset = 0;
+    int checked = 0;
+    for (size_t i = 0; i < e.numOutputs(); ++i) {
+      const SignatureEntry &out = e.package().outputs[i];
+      size_t bytes = e.package().buffers[out.buffer].size;
+      ASSERT_LE(offset + bytes, expected.size()) << name << ": short .expected";
+      std::vector<uint8_t> got(bytes);
+      ASSERT_TRUE(e.readOutput(i, got.data()).isOk());
+      double rel = out.dtype == PkgDType::F32 ? 1e-3 : 5e-2;
+      int64_t n = int64_t(bytes / pkgBytesPerElement(out.dtype));
+      int bad = 0;
+      for (int64_t j = 0; j < n && bad < 3; ++j) {
+        double want = nativeAt(expected, offset, out.dtype, j);
+        double have = nativeAt(got, 0, out.dtype, j);
+        if (!(std::fabs(want - have) <=
+              rel * std::max({1.0, std::fabs(want), std::fabs(have)}))) {
+          ADD_FAILURE() << name << " output '" << out.name << "' element " << j
+                        << ": interpreter " << want << ", GPU " << have;
+          ++bad;
+        }
+      }
+      offset += bytes;
+      ++checked;
+    }
+    std::printf("note: golden %s: %d outputs, %zu kernels (%s)\n", name.c_str(),
+                checked, e.kernelCode().size(),
+                e.kernelCode().empty() ? "-" : kernelCodeName(e.kernelCode()[0]));
+  }
 }
 
 } // namespace

@@ -14,6 +14,12 @@
 // compared with the reference interpreter running the same step function
 // twice, every output within the dtype's bound.
 //
+// With KILN_CUDA_GOLDEN_DIR set, each case also writes NAME.kpkg (kernels as
+// source: a GPU loads them through NVRTC), NAME.inputs (the first step's
+// input buffers, in signature order) and NAME.expected (the interpreter's
+// outputs of that step, in the outputs' dtypes) there, for CudaGpuTest's
+// golden test on a GPU machine without MLIR (bench/gpu/prepare.sh).
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/CudaEmitter.h"
@@ -27,6 +33,7 @@
 #include "tools/kiln/lib/PackageBuilder.h"
 #include "tools/kiln/lib/ReferenceStep.h"
 #include "tools/kiln/lib/Zoo.h"
+#include "serialize/PackageWriter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -100,7 +107,7 @@ protected:
 
   // Compiles |model| for CUDA, runs two steps through CudaExecutable on
   // the fake and compares them with the interpreter.
-  void check(OwningOpRef<ModuleOp> model, AmpMode amp) {
+  void check(OwningOpRef<ModuleOp> model, AmpMode amp, const std::string &name) {
     ASSERT_TRUE(model) << diagnostics;
     PipelineOptions options;
     options.amp = amp;
@@ -200,6 +207,24 @@ protected:
     for (int step = 0; step < 2; ++step) {
       FailureOr<SmallVector<HostTensor>> expected = interpreter.run(func, values);
       ASSERT_TRUE(succeeded(expected)) << diagnostics;
+      const char *golden = std::getenv("KILN_CUDA_GOLDEN_DIR");
+      if (golden && step == 0) {
+        ASSERT_FALSE(llvm::sys::fs::create_directories(golden));
+        std::string base = std::string(golden) + "/" + name;
+        rt::Status written = serialize::writePackageFile(pkg, base + ".kpkg");
+        ASSERT_TRUE(written.isOk()) << written.message();
+        auto dump = [&](const std::string &path, llvm::ArrayRef<HostTensor> tensors) {
+          std::error_code ec;
+          llvm::raw_fd_ostream os(path, ec);
+          EXPECT_FALSE(ec) << ec.message();
+          for (const HostTensor &t : tensors) {
+            std::vector<uint8_t> native = toNative(t);
+            os.write(reinterpret_cast<const char *>(native.data()), native.size());
+          }
+        };
+        dump(base + ".inputs", values);
+        dump(base + ".expected", *expected);
+      }
       rt::Status s = exec.run();
       ASSERT_TRUE(s.isOk()) << s.message();
       for (const cli::ResultInfo &r : results) {
@@ -243,14 +268,33 @@ TEST_F(CudaStepEmulationTest, MlpF32TwoStepsMatchTheInterpreter) {
   cli::MlpOptions options;
   options.layers = {40, 24, 10};
   options.batch = 37;
-  check(cli::buildMlp(&context, options), AmpMode::off);
+  check(cli::buildMlp(&context, options), AmpMode::off, "mlp-f32");
 }
 
 TEST_F(CudaStepEmulationTest, MlpBF16TwoStepsMatchTheInterpreter) {
   cli::MlpOptions options;
   options.layers = {40, 24, 10};
   options.batch = 16;
-  check(cli::buildMlp(&context, options), AmpMode::bf16);
+  check(cli::buildMlp(&context, options), AmpMode::bf16, "mlp-bf16");
+}
+
+cli::GptOptions smallGpt() {
+  cli::GptOptions options;
+  options.layers = 1;
+  options.hidden = 40; // layer-norm rows longer than a warp
+  options.heads = 2;
+  options.seq = 6;
+  options.vocab = 36;
+  options.batch = 2;
+  return options;
+}
+
+TEST_F(CudaStepEmulationTest, SmallGptF32TwoStepsMatchTheInterpreter) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::off, "gpt-f32");
+}
+
+TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16");
 }
 
 } // namespace

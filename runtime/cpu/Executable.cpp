@@ -19,10 +19,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace kiln::runtime::cpu {
 
@@ -429,10 +433,38 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
 
 } // namespace
 
+// The communication thread of asynchronous collectives: a queue of
+// collective thunks, run one at a time in the order queued (every rank
+// issues the same collectives in the same order, and a Gloo context runs
+// one collective at a time), and the count completed in this step.
+struct Executable::CommThread {
+  std::mutex mutex;
+  std::condition_variable wake; // work queued, or stop
+  std::condition_variable done; // a collective completed
+  std::deque<size_t> queue;
+  size_t issued = 0, completed = 0;
+  // The step's first failure; later collectives of the step are skipped
+  // (counted as completed) once one failed.
+  Status error;
+  bool stop = false;
+  std::thread thread;
+
+  ~CommThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    if (thread.joinable())
+      thread.join();
+  }
+};
+
 Executable::Executable(LoadedPackage package, const ExecutableOptions &options)
     : package_(std::move(package)), pool_(options.threads),
       arena_(nullptr, std::free), gemmThreading_(options.gemmThreading),
-      communicator_(options.communicator) {}
+      communicator_(options.communicator),
+      asyncCollectives_(options.asyncCollectives) {}
 
 Executable::~Executable() = default;
 
@@ -445,6 +477,10 @@ Executable::create(LoadedPackage package, KernelLoader &loader,
     return Status::error(
         "the package is for a CUDA target; the CPU executable runs only CPU "
         "packages");
+  // KILN_ASYNC_COLLECTIVES=0 runs collectives in the thunk loop, for
+  // measuring what the overlap gains (bench/RESULTS.md).
+  if (const char *async = std::getenv("KILN_ASYNC_COLLECTIVES"))
+    options.asyncCollectives &= std::string(async) != "0";
   std::unique_ptr<Executable> exe(
       new Executable(std::move(package), options));
   if (Status s = exe->prepare(loader); !s.isOk())
@@ -573,7 +609,85 @@ Status Executable::prepare(KernelLoader &loader) {
 
   setBlasThreads(gemmThreading_ == GemmThreading::Pool ? 1 : pool_.size());
   profile_.assign(p.thunks.size(), ThunkProfile());
+
+  // Asynchronous collectives: a thunk after collective c must wait for it
+  // when it writes bytes c reads or writes, or reads bytes c writes (the
+  // arena planner reuses a collective's operand bytes once the collective,
+  // their last reader, has been issued). It waits for the latest such
+  // collective, which completes after every collective before it.
+  std::vector<size_t> collectives;
+  for (size_t i = 0; i < p.thunks.size(); ++i)
+    if (p.thunks[i].kind == ThunkKind::Collective)
+      collectives.push_back(i);
+  if (!asyncCollectives_ || !communicator_ || collectives.empty())
+    return Status::ok();
+  auto overlaps = [&](const std::vector<uint32_t> &a,
+                      const std::vector<uint32_t> &b) {
+    for (uint32_t x : a)
+      for (uint32_t y : b) {
+        const PackageBuffer &u = p.buffers[x], &v = p.buffers[y];
+        if (u.size && v.size && u.offset < v.offset + v.size &&
+            v.offset < u.offset + u.size)
+          return true;
+      }
+    return false;
+  };
+  waitFor_.assign(p.thunks.size(), 0);
+  for (size_t j = 0; j < p.thunks.size(); ++j) {
+    const PackageThunk &t = p.thunks[j];
+    if (t.kind == ThunkKind::Collective)
+      continue; // queued behind the earlier ones
+    for (size_t k = collectives.size(); k-- > 0;) {
+      if (collectives[k] > j)
+        continue;
+      const PackageThunk &c = p.thunks[collectives[k]];
+      if (overlaps(t.results, c.operands) || overlaps(t.results, c.results) ||
+          overlaps(t.operands, c.results)) {
+        waitFor_[j] = k + 1;
+        break;
+      }
+    }
+  }
+  comm_ = std::make_unique<CommThread>();
+  comm_->thread = std::thread([this] { communicationLoop(); });
   return Status::ok();
+}
+
+void Executable::communicationLoop() {
+  CommThread &comm = *comm_;
+  std::unique_lock<std::mutex> lock(comm.mutex);
+  for (;;) {
+    comm.wake.wait(lock, [&] { return comm.stop || !comm.queue.empty(); });
+    if (comm.queue.empty())
+      return; // stopped
+    size_t index = comm.queue.front();
+    comm.queue.pop_front();
+    bool skip = !comm.error.isOk();
+    lock.unlock();
+    Status s = skip ? Status::ok() : timedThunk(index);
+    lock.lock();
+    if (!s.isOk() && comm.error.isOk())
+      comm.error = s;
+    ++comm.completed;
+    comm.done.notify_all();
+  }
+}
+
+void Executable::issueCollective(size_t index) {
+  {
+    std::lock_guard<std::mutex> lock(comm_->mutex);
+    comm_->queue.push_back(index);
+    ++comm_->issued;
+  }
+  comm_->wake.notify_one();
+}
+
+Status Executable::waitCollectives(size_t count) {
+  std::unique_lock<std::mutex> lock(comm_->mutex);
+  comm_->done.wait(lock, [&] {
+    return comm_->completed >= count || !comm_->error.isOk();
+  });
+  return comm_->error;
 }
 
 void *Executable::buffer(uint32_t id) {
@@ -809,22 +923,61 @@ Status Executable::runConv(size_t index, PkgDType dtype) {
   return Status::ok();
 }
 
+Status Executable::timedThunk(size_t index) {
+  if (!profiling_)
+    return runThunk(index);
+  auto start = std::chrono::steady_clock::now();
+  Status s = runThunk(index);
+  auto end = std::chrono::steady_clock::now();
+  profile_[index].totalNs += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
+          .count());
+  ++profile_[index].calls;
+  return s;
+}
+
 Status Executable::run() {
-  for (size_t i = 0; i < package_.thunks.size(); ++i) {
-    Status s;
-    if (profiling_) {
-      auto start = std::chrono::steady_clock::now();
-      s = runThunk(i);
-      auto end = std::chrono::steady_clock::now();
-      profile_[i].totalNs += static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
-              .count());
-      ++profile_[i].calls;
-    } else {
-      s = runThunk(i);
+  if (!comm_) {
+    for (size_t i = 0; i < package_.thunks.size(); ++i)
+      if (Status s = timedThunk(i); !s.isOk())
+        return s;
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(comm_->mutex);
+      comm_->issued = comm_->completed = 0;
+      comm_->error = Status::ok();
     }
-    if (!s.isOk())
-      return s;
+    // Collectives go to the communication thread; a thunk that touches
+    // their bytes waits first (waitFor_). A failure, here or there, stops
+    // the loop; the collectives already issued are waited for either way,
+    // as they read and write the arena.
+    Status failure;
+    for (size_t i = 0; i < package_.thunks.size() && failure.isOk(); ++i) {
+      if (waitFor_[i])
+        if (Status s = waitCollectives(waitFor_[i]); !s.isOk()) {
+          failure = s;
+          break;
+        }
+      if (package_.thunks[i].kind == ThunkKind::Collective)
+        issueCollective(i);
+      else
+        failure = timedThunk(i);
+    }
+    size_t issued;
+    {
+      std::lock_guard<std::mutex> lock(comm_->mutex);
+      issued = comm_->issued;
+    }
+    // Every issued collective, even after an error (a failed one makes the
+    // rest return at once).
+    {
+      std::unique_lock<std::mutex> lock(comm_->mutex);
+      comm_->done.wait(lock, [&] { return comm_->completed >= issued; });
+      if (failure.isOk())
+        failure = comm_->error;
+    }
+    if (!failure.isOk())
+      return failure;
   }
   for (const UpdateCopy &copy : updates_)
     std::memmove(copy.to, copy.from, copy.bytes);

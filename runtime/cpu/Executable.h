@@ -14,7 +14,13 @@
 //   Copy          a memcpy.
 //   Collective    through ExecutableOptions::communicator (operand 0 into
 //                 result 0; runtime/dist/Communicator.h); without one, an
-//                 error from create().
+//                 error from create(). Collectives run asynchronously, in
+//                 thunk order, on one communication thread, while the
+//                 thunks after them go on: a thunk waits only when it reads
+//                 bytes a pending collective writes or writes bytes one
+//                 reads or writes (found once, by create(), from the
+//                 buffers' arena ranges), and the step waits for all of
+//                 them before it ends.
 //
 // After the thunks, every output whose buffer `updates` input k is copied
 // into input k's buffer (unless they are the same memory), so the next step
@@ -85,6 +91,10 @@ struct ExecutableOptions {
   // Runs the Collective thunks (not owned; must outlive the Executable).
   // Null: a package with collectives is refused.
   dist::Communicator *communicator = nullptr;
+  // Runs Collective thunks on a communication thread, overlapping the
+  // thunks after them that touch none of their bytes (false: in the thunk
+  // loop, one after the other; the results are the same).
+  bool asyncCollectives = true;
 };
 
 // Time spent in one thunk over all steps run while profiling was on.
@@ -129,7 +139,8 @@ public:
   Status run();
 
   // Per-thunk timing (steady clock around each thunk; the updates copies
-  // are not counted). Turning it on clears what was gathered.
+  // are not counted; an asynchronous collective's time is its call on the
+  // communication thread). Turning it on clears what was gathered.
   void setProfiling(bool enabled);
   bool profiling() const { return profiling_; }
   // One entry per thunk, in thunk order.
@@ -141,6 +152,13 @@ private:
   Status runThunk(size_t index);
   Status runConv(size_t index, PkgDType dtype);
   Status runCollective(size_t index);
+  Status timedThunk(size_t index);
+  // Asynchronous collectives (run()): the communication thread's loop,
+  // queueing collective thunk |index|, and waiting until the step's first
+  // |count| collectives are complete (the first error, if one failed).
+  void communicationLoop();
+  void issueCollective(size_t index);
+  Status waitCollectives(size_t count);
 
   LoadedPackage package_;
   ThreadPool pool_;
@@ -163,6 +181,13 @@ private:
   std::vector<UpdateCopy> updates_;
   bool profiling_ = false;
   std::vector<ThunkProfile> profile_;
+  // Asynchronous collectives: per thunk, how many of the step's
+  // collectives (counted in thunk order) must be complete before it runs;
+  // empty when collectives run in the thunk loop.
+  bool asyncCollectives_;
+  std::vector<size_t> waitFor_;
+  struct CommThread;
+  std::unique_ptr<CommThread> comm_;
 };
 
 } // namespace kiln::runtime::cpu

@@ -77,6 +77,22 @@ func.func @unknown_result(%x: tensor<f32>) -> (tensor<f32> {kiln.loss}) {
 
 // -----
 
+// kiln.shard (a ZeRO shard, from kiln-distribute) is a dictionary with the
+// bucket, world size, length and parameters, on an argument.
+// expected-error@+1 {{argument 0 of @bad_shard: 'kiln.shard' must be a dictionary {bucket, world_size, length, params} on an argument, but is {bucket = 0 : i64}}}
+func.func @bad_shard(%x: tensor<4xf32> {kiln.shard = {bucket = 0 : i64}}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{result 0 of @shard_result: 'kiln.shard' must be a dictionary}}
+func.func @shard_result(%x: tensor<4xf32>) -> (tensor<4xf32> {kiln.shard = {bucket = 0 : i64, world_size = 2 : i64, length = 7 : i64, params = []}}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
 // kiln.training is a #kiln.training.
 // expected-error@+1 {{'kiln.training' must be a #kiln.training<...>, but is "adam"}}
 module attributes {kiln.training = "adam"} {

@@ -26,6 +26,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <mutex>
@@ -228,7 +230,14 @@ Status checkCount(const std::string &what, int64_t count) {
 class InProcessCommunicator final : public Communicator {
 public:
   InProcessCommunicator(std::shared_ptr<Group> group, int rank)
-      : group_(std::move(group)), rank_(rank) {}
+      : group_(std::move(group)), rank_(rank) {
+    if (const char *fail = std::getenv("KILN_DIST_FAIL_AT")) {
+      int r = -1;
+      unsigned long long seq = 0;
+      if (std::sscanf(fail, "%d:%llu", &r, &seq) == 2 && r == rank)
+        failAt_ = seq;
+    }
+  }
   ~InProcessCommunicator() override { group_->leave(rank_); }
 
   int rank() const override { return rank_; }
@@ -366,6 +375,10 @@ private:
   template <typename Part, typename CopyOut>
   Status run(Post post, Part &&part, CopyOut &&copyOut) {
     uint64_t seq = ++seq_;
+    if (seq == failAt_)
+      return Status::error("rank " + std::to_string(rank_) + ": " + post.what +
+                           " (collective #" + std::to_string(seq) +
+                           "): failed on purpose (KILN_DIST_FAIL_AT)");
     if (Status s = group_->arrive(rank_, seq, std::move(post)); !s.isOk())
       return s;
     part(group_->scratch());
@@ -378,6 +391,10 @@ private:
   std::shared_ptr<Group> group_;
   int rank_;
   uint64_t seq_ = 0;
+  // KILN_DIST_FAIL_AT=RANK:N: rank RANK's collective N fails without
+  // meeting the others (fault injection for tests, as KILN_DIST_KILL_AT for
+  // processes: a thread cannot be killed).
+  uint64_t failAt_ = 0;
 };
 
 } // namespace

@@ -21,7 +21,8 @@
 // they wait for it, naming it. Ranks that issue different collectives (kind,
 // count, dtype, reduction or root) fail with both descriptions. A failed
 // collective leaves the group failed: every later call on any rank returns
-// an error.
+// an error. KILN_DIST_FAIL_AT=R:N makes rank R's collective number N fail
+// without meeting the others (fault injection for tests).
 //
 //===----------------------------------------------------------------------===//
 

@@ -43,6 +43,11 @@ deadline=$((SECONDS + 470))
 left() { local l=$((deadline - SECONDS)); [ $l -gt 5 ] && echo $l || echo 5; }
 bin=$in/bin
 log=$(mktemp -d)
+# NVRTC (the golden packages hold kernel source) needs cuda_fp16.h and
+# cuda_bf16.h: the toolkit's include directory, found beside nvcc.
+if [ -z "${KILN_CUDA_INCLUDE_DIR:-}" ] && command -v nvcc > /dev/null; then
+  export KILN_CUDA_INCLUDE_DIR=$(cd "$(dirname "$(command -v nvcc)")/../include" && pwd)
+fi
 
 # 1. The GPU.
 if command -v nvidia-smi > /dev/null; then

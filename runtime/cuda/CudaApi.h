@@ -124,7 +124,8 @@ public:
   virtual Status eventSynchronize(CudaEvent event) = 0;
   virtual Status eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) = 0;
 
-  // CUDA Graphs: stream capture (global mode), instantiate, launch.
+  // CUDA Graphs: stream capture (thread-local mode: other threads, such
+  // as a data loader, may call CUDA meanwhile), instantiate, launch.
   virtual Status streamBeginCapture(CudaStream stream) = 0;
   virtual Status streamEndCapture(CudaStream stream, CudaGraph *graph) = 0;
   virtual Status graphInstantiate(CudaGraphExec *exec, CudaGraph graph) = 0;

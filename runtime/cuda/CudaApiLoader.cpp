@@ -166,7 +166,7 @@ public:
 
   Status streamBeginCapture(CudaStream stream) override {
     return rt(rt_.cudaStreamBeginCapture(cudaStream_t(stream),
-                                         cudaStreamCaptureModeGlobal),
+                                         cudaStreamCaptureModeThreadLocal),
               "cudaStreamBeginCapture");
   }
   Status streamEndCapture(CudaStream stream, CudaGraph *graph) override {

@@ -532,7 +532,18 @@ Status CudaExecutable::enqueueStep() {
   return Status::ok();
 }
 
+Status CudaExecutable::onThisThread() {
+  if (std::this_thread::get_id() == current_)
+    return Status::ok();
+  if (Status s = api_.setDevice(options_.device); !s.isOk())
+    return s;
+  current_ = std::this_thread::get_id();
+  return Status::ok();
+}
+
 Status CudaExecutable::run() {
+  if (Status s = onThisThread(); !s.isOk())
+    return s;
   if (inputsPending_) {
     if (Status s = api_.streamWaitEvent(stream_, inputsReady_); !s.isOk())
       return s;
@@ -594,6 +605,8 @@ Status CudaExecutable::synchronize() {
 }
 
 Status CudaExecutable::readBuffer(uint32_t id, void *host) {
+  if (Status s = onThisThread(); !s.isOk())
+    return s;
   if (id >= package_.buffers.size())
     return Status::error("buffer " + std::to_string(id) + ": out of range");
   if (Status s = api_.memcpyAsync(host, deviceBuffer(id),
@@ -606,6 +619,8 @@ Status CudaExecutable::readBuffer(uint32_t id, void *host) {
 }
 
 Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
+  if (Status s = onThisThread(); !s.isOk())
+    return s;
   if (id >= package_.buffers.size())
     return Status::error("buffer " + std::to_string(id) + ": out of range");
   if (Status s = api_.memcpyAsync(deviceBuffer(id), host,
@@ -681,6 +696,8 @@ StatusOr<void *> CudaExecutable::hostInput(size_t i) {
 }
 
 Status CudaExecutable::submitInputs() {
+  if (Status s = onThisThread(); !s.isOk())
+    return s;
   bool any = false;
   for (size_t i = 0; i < staging_.size(); ++i) {
     Staging &s = staging_[i];

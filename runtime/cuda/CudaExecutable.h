@@ -52,6 +52,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::runtime::dist {
@@ -151,6 +152,9 @@ private:
   Status runCollective(size_t index);
   std::string thunkName(size_t index) const;
   void note(const std::string &text);
+  // Makes the device current on a thread other than create()'s (driver
+  // calls need the context current on the calling thread).
+  Status onThisThread();
 
   LoadedPackage package_;
   CudaApi &api_;
@@ -194,6 +198,7 @@ private:
   CudaGraphExec graphExec_ = nullptr;
   std::string graphFallback_;
   uint64_t steps_ = 0;
+  std::thread::id current_ = std::this_thread::get_id();
   // Profiling.
   bool profiling_ = false;
   std::vector<CudaEvent> profileEvents_; // one before each thunk, one after

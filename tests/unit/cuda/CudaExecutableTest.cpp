@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 namespace {
 
@@ -451,6 +452,21 @@ TEST_F(CudaExecutableTest, StagedInputsAreCopiedBeforeTheNextStep) {
   // Two pinned slots, allocated once.
   EXPECT_EQ(api.count("cudaMallocHost"), 2u);
   EXPECT_EQ(api.count("cudaMemcpyAsync H2D 128") - initialCopies, 3u);
+}
+
+TEST_F(CudaExecutableTest, AnotherThreadMakesTheDeviceCurrentOnce) {
+  options.graphs = false;
+  auto exec = make(mlpPackage());
+  ASSERT_TRUE(exec);
+  EXPECT_EQ(api.count("cudaSetDevice"), 1u);
+  ASSERT_TRUE(exec->run().isOk());
+  EXPECT_EQ(api.count("cudaSetDevice"), 1u); // create()'s thread
+  std::thread other([&] {
+    EXPECT_TRUE(exec->run().isOk());
+    EXPECT_TRUE(exec->run().isOk());
+  });
+  other.join();
+  EXPECT_EQ(api.count("cudaSetDevice"), 2u);
 }
 
 TEST_F(CudaExecutableTest, ConvolutionsAreRefusedByName) {

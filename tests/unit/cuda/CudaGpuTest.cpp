@@ -118,9 +118,13 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
                            stream);
           GemmPlan plan = nullptr;
           Status s = api->gemmPlan(&plan, desc, wsBytes);
-          if (!s.isOk() && epilogue == GemmEpilogue::BiasGradient) {
-            // cuBLASLt supports BGRADA only for some layouts and types.
-            std::printf("note: %s: %s\n", what.c_str(), s.message().c_str());
+          if (!s.isOk() && epilogue != GemmEpilogue::None &&
+              (s.message().find("NOT_SUPPORTED") != std::string::npos ||
+               s.message().find("found no algorithm") != std::string::npos)) {
+            // cuBLASLt supports some epilogues (BGRADA above all) only for
+            // some layouts and types; plain GEMMs must always plan.
+            std::printf("note: %s: unsupported: %s\n", what.c_str(),
+                        s.message().c_str());
           } else {
             ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
             bool grad = epilogue == GemmEpilogue::BiasGradient;

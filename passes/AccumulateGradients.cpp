@@ -41,8 +41,10 @@
 // Other results: a result with role `output` and the batch dimension first
 // is concatenated (the K*B rows in order); any other float output is
 // averaged; an integer output without a batch dimension is refused.
-// Randomness (kiln.dropout) is cloned as it is, so every micro-batch draws
-// the masks one batch of B would.
+// Randomness: micro-batch k's kiln.dropout ops (forward and backward, which
+// must agree) get seed + k * kSeedStride, so the micro-batches draw
+// different masks (with the same seed they would all drop the same
+// elements); micro-batch 0 keeps the model's seeds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +73,10 @@ std::optional<Role> roleOf(mlir::func::FuncOp func, unsigned result) {
     return std::nullopt;
   return role.getValue();
 }
+
+// Far apart seeds for the micro-batches' dropout masks (the 64-bit golden
+// ratio, as splitmix64 steps its state).
+constexpr uint64_t kSeedStride = 0x9E3779B97F4A7C15ull;
 
 // How one result of the step combines its K values.
 enum class Combine { sum, mean, concat };
@@ -232,6 +238,12 @@ private:
         Operation *copy = b.clone(*op, map);
         if (!firstOfClone)
           firstOfClone = copy;
+        if (m > 0)
+          copy->walk([&](DropoutOp dropout) {
+            uint64_t seed = static_cast<uint64_t>(dropout.getSeed()) +
+                            static_cast<uint64_t>(m) * kSeedStride;
+            dropout.setSeedAttr(b.getI64IntegerAttr(static_cast<int64_t>(seed)));
+          });
       }
       // Each sum grows right after micro-batch m produces its part, so the
       // part dies at once (and the last micro-batch's sums complete in its

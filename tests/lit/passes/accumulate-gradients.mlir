@@ -144,3 +144,28 @@ func.func @outputs(
 func.func @forward(%x: tensor<2x2xf32> {kiln.role = #kiln.role<input>}) -> (tensor<2x2xf32> {kiln.role = #kiln.role<output>}) {
   return %x : tensor<2x2xf32>
 }
+
+// -----
+
+// Dropout: each micro-batch draws its own masks (micro-batch 1's seed is 7
+// plus the stride 0x9E3779B97F4A7C15, as a signed i64), and its backward
+// pass reuses its forward pass's seed.
+// CHECK-LABEL: func.func @dropout
+// CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = 7 :
+// CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = 7 :
+// CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = -7046029254386353124 :
+// CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = -7046029254386353124 :
+// CHECK-NOT: kiln.dropout
+// DIST-LABEL: func.func @dropout
+// SMALL-LABEL: func.func @dropout
+func.func @dropout(
+    %x: tensor<2x3xf32> {kiln.role = #kiln.role<input>},
+    %w: tensor<3xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = ones>, kiln.name = "w"},
+    %step: tensor<i64> {kiln.role = #kiln.role<step>})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  %wb = kiln.broadcast_in_dim %w, dims = [1] : tensor<3xf32> -> tensor<2x3xf32>
+  %p = kiln.mul %x, %wb : tensor<2x3xf32>
+  %d = kiln.dropout %p, %step, rate = 5.000000e-01, seed = 7 : tensor<2x3xf32>
+  %m = kiln.reduce mean %d, dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
+  return %m : tensor<f32>
+}

@@ -127,9 +127,14 @@ def KilnAccumulateGradients : Pass<"kiln-accumulate-gradients", "mlir::ModuleOp"
     for a loss summed over the batch it is that gradient divided by K.
     Outputs with the batch dimension first are concatenated, other float
     outputs averaged. The clones follow one another, so micro-batch k's
-    activations die before micro-batch k + 1 starts; kiln-distribute then
-    reduces the accumulated gradients once per step. K = 1 changes nothing;
-    K < 1 is an error.
+    activations die before micro-batch k + 1 starts: each slice and each
+    running-sum step is a `kiln.fusion` of its own, which kiln-fuse leaves
+    alone (the compile pipeline also turns off kiln-fuse's sibling fusion
+    when K > 1), so no kernel mixes micro-batches. Micro-batch k's
+    `kiln.dropout` ops get seed + k * 0x9E3779B97F4A7C15, so the
+    micro-batches draw different masks. kiln-distribute then reduces the
+    accumulated gradients once per step. K = 1 changes nothing; K < 1 is an
+    error.
 
     Example: `kiln-opt --kiln-autodiff --kiln-accumulate-gradients="grad-accum=4"`.
   }];

@@ -195,7 +195,10 @@ private:
         absent.push_back("rank " + std::to_string(r) +
                          " did not finish its part");
     }
-    gone.insert(gone.end(), absent.begin(), absent.end());
+    // A rank that left is the cause; others not there yet may just be
+    // slower (and would have arrived).
+    if (gone.empty())
+      gone = absent;
     std::string list;
     for (size_t i = 0; i < gone.size(); ++i)
       list += (i ? "; " : "") + gone[i];

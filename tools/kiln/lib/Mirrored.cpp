@@ -18,6 +18,7 @@
 
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/LocalCommunicator.h"
+#include "runtime/package/Package.h"
 
 #include <algorithm>
 #include <memory>
@@ -34,6 +35,13 @@ thread_local const MirroredReplica *tlsReplica = nullptr;
 } // namespace
 
 const MirroredReplica *currentReplica() { return tlsReplica; }
+
+int mirroredPackageDevices(const std::string &path) {
+  runtime::StatusOr<runtime::LoadedPackage> pkg = runtime::loadPackage(path);
+  if (!pkg.isOk() || pkg->metadata.strategy != runtime::Strategy::Mirrored)
+    return 0;
+  return static_cast<int>(pkg->metadata.worldSize);
+}
 
 int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
                 llvm::raw_ostream &outs, llvm::raw_ostream &errs) {

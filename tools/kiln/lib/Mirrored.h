@@ -43,6 +43,10 @@ struct MirroredFlags {
   std::string devices, worldSize, threads, collectiveTimeout, backend;
 };
 
+// The device count of a package compiled with --strategy=mirrored (its
+// world size), or 0 for any other package or a file that does not load.
+int mirroredPackageDevices(const std::string &path);
+
 // Runs runTrain(|args|) on every replica and returns the first non-zero
 // exit status in rank order (0 when all succeeded). Bad flags: an error and
 // kExitError without running anything.

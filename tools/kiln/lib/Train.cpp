@@ -310,13 +310,16 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   runtime::dist::DistEnv env = distEnv.value();
   if (!parseDistFlags(kCommand, distFlags, options.pipeline, errs))
     return kExitError;
-  // --strategy=mirrored (or --devices with a package): the devices are
-  // threads of this process, each running this function as one rank
-  // (Mirrored.h).
+  // --strategy=mirrored (or a package compiled for it, or --devices with
+  // a package): the devices are threads of this process, each running this
+  // function as one rank (Mirrored.h).
   const MirroredReplica *replica = currentReplica();
+  bool kpkg = llvm::sys::path::extension(options.input) == ".kpkg";
+  if (kpkg && devices.empty() && !replica && env.worldSize == 1)
+    if (int n = mirroredPackageDevices(options.input))
+      devices = std::to_string(n);
   bool mirrored = options.pipeline.strategy == Strategy::mirrored ||
-                  (!devices.empty() &&
-                   llvm::sys::path::extension(options.input) == ".kpkg");
+                  (!devices.empty() && kpkg);
   if (!devices.empty() && !mirrored) {
     printError(errs, kCommand,
                "--devices=" + devices + " needs --strategy=mirrored");

@@ -344,6 +344,8 @@ def main():
     ap.add_argument("--buckets")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--gpus", default="8,64,512")
+    ap.add_argument("--kernels", action="store_true",
+                    help="list the roofline's kernels, summed over layers")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
@@ -375,6 +377,23 @@ def main():
           "%.2f GB moved (roofline's count, %d kernels)"
           % (times["forward"] * 1e3, times["backward"] * 1e3,
              times["optimizer"] * 1e3, flops / 1e12, nbytes / 1e9, len(ks)))
+    if args.kernels:
+        # Per kernel, summed over the 12 layers: what bounds it and its time.
+        rows = {}
+        for name, phase, layer, f, b in ks:
+            r = rows.setdefault(name, [phase, 0, 0, 0.0, 0])
+            r[1] += f
+            r[2] += b
+            r[3] += roofline_s(f, b)
+            r[4] += 1
+        print("  | kernel | phase | launches | GFLOP | MB | predicted us | bound |")
+        print("  |--|--|--|--|--|--|--|")
+        for name, (phase, f, b, t, n) in sorted(rows.items(),
+                                                 key=lambda kv: -kv[1][3]):
+            bound = ("compute" if f / (PEAK_FLOPS * GEMM_EFFICIENCY) >
+                     b / (PEAK_BYTES * MEMORY_EFFICIENCY) else "memory")
+            print("  | %s | %s | %d | %.1f | %.1f | %.1f | %s |"
+                  % (name, phase, n, f / 1e9, b / 1e6, t * 1e6, bound))
     if args.report:
         r = read_report(args.report)
         print("  kiln compile --report: %s kernels, %.2f GB modelled bytes, "

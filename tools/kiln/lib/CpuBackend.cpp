@@ -234,6 +234,25 @@ public:
     return train_.package().metadata.shards;
   }
 
+  bool setEvalParameter(const std::string &name,
+                        const std::vector<float> &values,
+                        std::string &error) override {
+    int input = eval_.exec ? eval_.exec->findInput(name) : -1;
+    if (input < 0) {
+      error = "is not an input of the eval step";
+      return false;
+    }
+    const runtime::SignatureEntry &e = eval_.package().inputs[input];
+    if (static_cast<int64_t>(values.size()) != elementCount(e.shape)) {
+      error = "holds " + std::to_string(values.size()) + " values: expected " +
+              std::to_string(elementCount(e.shape));
+      return false;
+    }
+    for (size_t i = 0; i < values.size(); ++i)
+      writeElement(eval_.exec->input(input), e.dtype, i, values[i]);
+    return true;
+  }
+
   void setStepCounter(int64_t step) override {
     if (train_.stepCounter < 0)
       return;

@@ -76,6 +76,14 @@ public:
                           std::string &error) = 0;
   // Sets the step counter argument (kiln.role step), if the step has one.
   virtual void setStepCounter(int64_t step) = 0;
+  // zero3: sets parameter |name| of the eval step, which the training step
+  // holds only as shards. Fails with a message in |error|.
+  virtual bool setEvalParameter(const std::string &name,
+                                const std::vector<float> &values,
+                                std::string &error) {
+    error = "cannot be set on this backend";
+    return false;
+  }
   // ZeRO (zero1/2/3): the step's sharded inputs, whose state entries hold
   // this rank's block; empty otherwise.
   virtual const std::vector<runtime::ShardLayout> &shards() const {

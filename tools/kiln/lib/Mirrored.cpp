@@ -21,7 +21,9 @@
 #include "runtime/package/Package.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -114,6 +116,20 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
   }
   std::vector<std::unique_ptr<runtime::dist::Communicator>> &communicators =
       comms.value();
+  // Replicas that have compiled their step or stopped.
+  std::mutex mutex;
+  std::condition_variable changed;
+  int ready = 0;
+  std::vector<bool> counted(devices, false);
+  auto markReady = [&](int r) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!counted[r]) {
+      counted[r] = true;
+      ++ready;
+      changed.notify_all();
+    }
+    return lock;
+  };
   std::vector<MirroredReplica> replicas(devices);
   std::vector<std::string> errors(devices);
   std::vector<int> codes(devices, kExitOk);
@@ -123,6 +139,10 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     replicas[r].devices = static_cast<int>(devices);
     replicas[r].communicator = communicators[r].get();
     replicas[r].threads = threadsEach;
+    replicas[r].compiled = [&, r] {
+      std::unique_lock<std::mutex> lock = markReady(r);
+      changed.wait(lock, [&] { return ready == devices; });
+    };
     threads.emplace_back([&, r] {
       tlsReplica = &replicas[r];
       llvm::raw_string_ostream err(errors[r]);
@@ -132,6 +152,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
       err.flush();
       // The others waiting on this replica fail now, naming it.
       communicators[r].reset();
+      (void)markReady(r);
       tlsReplica = nullptr;
     });
   }

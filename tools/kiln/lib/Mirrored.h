@@ -19,6 +19,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 
 namespace kiln::runtime::dist {
@@ -35,6 +36,11 @@ struct MirroredReplica {
   runtime::dist::Communicator *communicator = nullptr;
   // The --threads each replica gets (0: the machine's cores shared out).
   int threads = 0;
+  // Called once the replica has compiled and loaded its step (or failed
+  // to): returns when every replica has, so that the first collective's
+  // --collective-timeout never runs while the others still compile (they
+  // compile one after another). A replica that stops counts as done.
+  std::function<void()> compiled;
 };
 const MirroredReplica *currentReplica();
 

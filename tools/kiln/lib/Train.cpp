@@ -475,13 +475,6 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   backendOptions.pipeline = options.pipeline;
   // Eval runs on rank 0 alone (its result is printed there).
   backendOptions.wantEval = evalSpec.has_value() && leader;
-  if (distributed && options.pipeline.strategy == Strategy::zero3 &&
-      backendOptions.wantEval) {
-    // Rank 0 holds only its shards of the parameters.
-    console << "kiln train: zero3: no eval pass (no rank holds the full "
-               "parameters; the checkpoints do)\n";
-    backendOptions.wantEval = false;
-  }
   backendOptions.packageDir = options.pipeline.dumpDir;
   if (distributed && !options.pipeline.dumpDir.empty()) {
     // Every rank compiles the same step; each writes its own copy.
@@ -835,47 +828,59 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // replicated state and the full parameters (zero3: gathered for it), and,
   // once every rank has written, step-K.index.json and then `latest`.
   bool sharded = !shardLayouts.empty();
+  std::set<std::string> stateNames;
+  for (const StateEntry &e : stateEntries)
+    stateNames.insert(e.name);
+  // zero3: the parameters of shard entry |i| are not state anywhere; every
+  // rank all-gathers its shard and gets them (|out|: name, values). Nothing
+  // to do (true, |out| empty) for the other entries and strategies.
+  auto gatherParameters =
+      [&](size_t i, std::vector<runtime::NamedTensor> &out) -> bool {
+    out.clear();
+    const StateEntry &e = stateEntries[i];
+    auto l = shardLayouts.find(e.name);
+    if (!communicator || !e.parameter || l == shardLayouts.end() ||
+        llvm::all_of(l->second->slots, [&](const runtime::ShardSlot &s) {
+          return stateNames.count(s.name) != 0;
+        }))
+      return true;
+    std::vector<float> shard = model.readState(i);
+    std::vector<float> flat(shard.size() * env.worldSize);
+    runtime::Status g = communicator->allGather(
+        shard.data(), flat.data(), static_cast<int64_t>(shard.size()),
+        runtime::PkgDType::F32);
+    if (!g.isOk()) {
+      printError(errs, kCommand, g.message());
+      return false;
+    }
+    for (const runtime::ShardSlot &slot : l->second->slots) {
+      runtime::NamedTensor full;
+      full.name = slot.name;
+      full.shape = slot.shape;
+      int64_t n = 1;
+      for (int64_t d : slot.shape)
+        n *= d;
+      full.values.assign(flat.begin() + slot.offset,
+                         flat.begin() + slot.offset + n);
+      out.push_back(std::move(full));
+    }
+    return true;
+  };
   auto writeCheckpoint = [&]() -> bool {
     runtime::TrainingState state;
-    std::set<std::string> stateNames;
-    for (const StateEntry &e : stateEntries)
-      stateNames.insert(e.name);
     for (size_t i = 0; i < stateEntries.size(); ++i) {
       const StateEntry &e = stateEntries[i];
       bool shardEntry =
           shardLayouts.count(e.parameter ? e.name : stateKey(e.name).second);
       if (sharded && !leader && !shardEntry)
         continue;
-      if (sharded && shardEntry && e.parameter && communicator) {
-        // zero3: no rank has the full parameters; gathered for rank 0.
-        const runtime::ShardLayout &l = *shardLayouts[e.name];
-        bool missing = llvm::any_of(l.slots, [&](const runtime::ShardSlot &s) {
-          return !stateNames.count(s.name);
-        });
-        if (missing) {
-          std::vector<float> shard = model.readState(i);
-          std::vector<float> flat(shard.size() * env.worldSize);
-          runtime::Status g = communicator->allGather(
-              shard.data(), flat.data(), static_cast<int64_t>(shard.size()),
-              runtime::PkgDType::F32);
-          if (!g.isOk()) {
-            printError(errs, kCommand, "checkpoint: " + g.message());
-            return false;
-          }
-          for (const runtime::ShardSlot &slot : l.slots)
-            if (leader && !stateNames.count(slot.name)) {
-              runtime::NamedTensor full;
-              full.name = slot.name;
-              full.shape = slot.shape;
-              int64_t n = 1;
-              for (int64_t d : slot.shape)
-                n *= d;
-              full.values.assign(flat.begin() + slot.offset,
-                                 flat.begin() + slot.offset + n);
-              state.parameters.push_back(std::move(full));
-            }
-        }
-      }
+      // zero3: the full parameters, gathered for rank 0's file.
+      std::vector<runtime::NamedTensor> full;
+      if (!gatherParameters(i, full))
+        return false;
+      if (leader)
+        for (runtime::NamedTensor &t : full)
+          state.parameters.push_back(std::move(t));
       runtime::NamedTensor t;
       t.shape = e.shape;
       t.values = model.readState(i);
@@ -1019,6 +1024,20 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                            : std::accumulate(epochLosses.begin(), epochLosses.end(), 0.0) /
                                  epochLosses.size();
     std::optional<EvalResult> eval;
+    // zero3: rank 0's eval step reads the parameters every rank gathers.
+    if (evalSpec && !isPackage)
+      for (size_t i = 0; i < stateEntries.size(); ++i) {
+        std::vector<runtime::NamedTensor> full;
+        if (!gatherParameters(i, full))
+          return false;
+        for (const runtime::NamedTensor &t : full) {
+          std::string error;
+          if (evalDataset && !model.setEvalParameter(t.name, t.values, error)) {
+            printError(errs, kCommand, "eval: parameter '" + t.name + "' " + error);
+            return false;
+          }
+        }
+      }
     if (evalDataset) {
       eval = evaluate();
       if (!eval)

@@ -56,6 +56,9 @@ public:
   std::vector<std::string> loadedImages;
   std::vector<unsigned> nvrtcArchs;
   std::map<std::string, HostKernel> hostKernels;
+  // Host functions by the image text their module was loaded from (taken
+  // before hostKernels: two packages may use the same entry point name).
+  std::map<std::string, HostKernel> hostKernelsByImage;
   std::string failCall;
   int failAt = 0;
   bool capturing = false;
@@ -191,11 +194,18 @@ public:
     return Status::ok();
   }
   Status moduleUnload(CudaModule) override { return enter("cuModuleUnload"); }
-  Status moduleGetFunction(CudaFunction *function, CudaModule,
+  Status moduleGetFunction(CudaFunction *function, CudaModule module,
                            const char *name) override {
     if (Status s = enter(std::string("cuModuleGetFunction ") + name); !s.isOk())
       return s;
     functions_.push_back(name);
+    const std::string &image =
+        loadedImages[reinterpret_cast<size_t>(module) - 1];
+    auto byImage = hostKernelsByImage.find(image);
+    auto byName = hostKernels.find(name);
+    functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
+                             : byName != hostKernels.end()       ? byName->second
+                                                                 : nullptr);
     *function = reinterpret_cast<CudaFunction>(functions_.size());
     return Status::ok();
   }
@@ -215,9 +225,8 @@ public:
     for (size_t i = 0; i < paramCount; ++i)
       l.args.push_back(*static_cast<void **>(params[i]));
     launches.push_back(l);
-    auto it = hostKernels.find(entry);
-    if (it != hostKernels.end()) {
-      HostKernel fn = it->second;
+    if (HostKernel fn =
+            functionHosts_[reinterpret_cast<size_t>(function) - 1]) {
       std::vector<void *> args = l.args;
       unsigned g = grid[0], b = block[0];
       work(stream, [=]() mutable { fn(args.data(), g, b); });
@@ -338,6 +347,7 @@ private:
   std::set<void *> live_;
   std::map<std::string, int> seen_;
   std::vector<std::string> functions_;
+  std::vector<HostKernel> functionHosts_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
   std::vector<std::function<void()>> captured_;

@@ -301,14 +301,15 @@ public:
             llvm::raw_ostream &errs);
 
 private:
-  bool compile(const BackendOptions &options, unsigned arch,
+  bool compile(const BackendOptions &options, unsigned arch, bool cubins,
                llvm::raw_ostream &outs, llvm::raw_ostream &errs,
                std::string &trainPath, std::string &evalPath);
   bool load(const std::string &path, GpuStep &step, llvm::raw_ostream &errs,
             runtime::dist::Communicator *communicator);
 
   std::string command_, tempDir_;
-  std::unique_ptr<runtime::cuda::CudaApi> api_;
+  std::unique_ptr<runtime::cuda::CudaApi> ownedApi_;
+  runtime::cuda::CudaApi *api_ = nullptr;
   runtime::cuda::CudaOptions runOptions_;
   GpuStep train_, eval_;
   std::vector<runtime::TensorSpec> specs_, evalSpecs_;
@@ -347,6 +348,7 @@ bool CudaBackend::load(const std::string &path, GpuStep &step,
 }
 
 bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
+                          bool cubins,
                           llvm::raw_ostream &outs, llvm::raw_ostream &errs,
                           std::string &trainPath, std::string &evalPath) {
   DialectRegistry registry;
@@ -386,7 +388,7 @@ bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
   cudaCompile.archs = {arch};
   // Without NVRTC in this build the package holds source only and the
   // runtime compiles it at load.
-  cudaCompile.nvrtc = haveNvrtc();
+  cudaCompile.nvrtc = cubins && haveNvrtc();
   std::vector<CudaKernelReport> reports;
   if (failed(runCompilePipeline(*module, options.pipeline)))
     return false;
@@ -426,15 +428,19 @@ bool CudaBackend::init(const BackendOptions &options,
                        const CudaBackendOptions &cuda, llvm::StringRef command,
                        llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
   command_ = command.str();
-  runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaApi>> api =
-      runtime::cuda::loadCudaApi();
-  if (!api.isOk()) {
-    printError(errs, command_,
-               "--device=cuda:" + std::to_string(cuda.device) + ": " +
-                   api.status().message() + " (use --device=cpu)");
-    return false;
+  api_ = cuda.api;
+  if (!api_) {
+    runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaApi>> api =
+        runtime::cuda::loadCudaApi();
+    if (!api.isOk()) {
+      printError(errs, command_,
+                 "--device=cuda:" + std::to_string(cuda.device) + ": " +
+                     api.status().message() + " (use --device=cpu)");
+      return false;
+    }
+    ownedApi_ = std::move(api.value());
+    api_ = ownedApi_.get();
   }
-  api_ = std::move(api.value());
   runtime::StatusOr<runtime::cuda::CudaDeviceInfo> device =
       api_->deviceInfo(cuda.device);
   if (!device.isOk()) {
@@ -459,8 +465,8 @@ bool CudaBackend::init(const BackendOptions &options,
                                  "file");
       return false;
     }
-  } else if (!compile(options, device->smArch(), outs, errs, trainPath,
-                      evalPath)) {
+  } else if (!compile(options, device->smArch(), cuda.cubins, outs, errs,
+                      trainPath, evalPath)) {
     return false;
   }
   if (!load(trainPath, train_, errs, options.communicator))

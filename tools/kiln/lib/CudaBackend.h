@@ -19,11 +19,20 @@
 
 #include "tools/kiln/lib/TrainBackend.h"
 
+namespace kiln::runtime::cuda {
+class CudaApi;
+} // namespace kiln::runtime::cuda
+
 namespace kiln::cli {
 
 struct CudaBackendOptions {
   int device = 0;
   bool graphs = true; // CUDA Graph capture after the warm-up step
+  // Tests: the CUDA table to use (not owned; null: runtime::cuda::loadCudaApi)
+  // and whether compiled packages carry PTX and cubins (false: source only,
+  // which the runtime compiles through the table's NVRTC at load).
+  runtime::cuda::CudaApi *api = nullptr;
+  bool cubins = true;
 };
 
 std::unique_ptr<TrainBackend>

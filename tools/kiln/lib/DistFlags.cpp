@@ -16,7 +16,8 @@ void addDistFlags(FlagParser &parser, DistFlags &f,
   parser.addValue("world-size", &f.worldSize, "N", worldSizeHelp);
   parser.addValue("bucket-mb", &f.bucketMb, "MB",
                   "data-parallel: all-reduce gradients in buckets of MB "
-                  "megabytes after a first 1 MB bucket (default 25)");
+                  "megabytes after a first 1 MB bucket (default 25); zero1-3 "
+                  "shard the same buckets");
   parser.addValue("grad-accum", &f.gradAccum, "K",
                   "gradient accumulation: each step runs K micro-batches "
                   "of the model's batch (K*B samples per rank), averages "

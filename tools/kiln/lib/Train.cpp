@@ -153,6 +153,19 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "optimizer state, gradients and parameters and write one checkpoint\n"
       "file per rank plus an index); see docs/training.md and\n"
       "docs/distributed.md.");
+  parser.setEpilogue(
+      "Strategies under a launcher (WORLD_SIZE=N ranks), memory per rank for\n"
+      "P parameter elements with Adam (2 state slots; docs/distributed.md):\n"
+      "  strategy       parameters         gradients          optimizer state\n"
+      "  data-parallel  P                  P                  2P\n"
+      "  zero1          P + P/N shards     P                  2P/N\n"
+      "  zero2          P + P/N shards     one bucket + P/N   2P/N\n"
+      "  zero3          P/N (+ gathered)   one bucket + P/N   2P/N\n"
+      "ZeRO checkpoints: DIR/step-K.rank-R-of-N.safetensors per rank (its\n"
+      "shards; rank 0 also the full parameters) and DIR/step-K.index.json\n"
+      "(world size, files, each bucket's parameters with offsets and shapes),\n"
+      "named by DIR/latest; --resume rebuilds the full state from them, so\n"
+      "another world size or strategy can continue (keep the global batch).");
   parser.addPositional("FILE", &options.input,
                        "a graph file (.kiln), MLIR text (.mlir) or, for the "
                        "cpu backend, a package (.kpkg)");

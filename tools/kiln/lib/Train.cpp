@@ -661,6 +661,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // loss is the mean over whole batches (the step's loss is a batch mean,
   // which padding would skew), so without logits a partial batch is dropped.
   auto evaluate = [&]() -> std::optional<EvalResult> {
+    // The eval step is the forward model: one micro-batch of rows.
+    const int64_t batch = microBatch;
     EvalResult result;
     int64_t n = evalDataset->size();
     if (options.evalSubset)

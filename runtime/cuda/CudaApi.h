@@ -169,8 +169,11 @@ public:
 // libnvrtc ($KILN_CUBLASLT and $KILN_NVRTC name other files). Fails with a
 // message naming the library or symbol that is missing; a build without
 // the CUDA toolkit says so. cuBLASLt and NVRTC are optional at load: a
-// missing one fails the first call that needs it, naming it.
-StatusOr<std::unique_ptr<CudaApi>> loadCudaApi();
+// missing one fails the first call that needs it, naming it. With
+// |requireDriver| false a machine without a driver still gets the table
+// (NVRTC needs none; the driver calls then fail naming why), for tools and
+// tests that only compile.
+StatusOr<std::unique_ptr<CudaApi>> loadCudaApi(bool requireDriver = true);
 
 } // namespace kiln::runtime::cuda
 

@@ -69,7 +69,7 @@ std::string includeDirectory() {
 
 class RealCudaApi final : public CudaApi {
 public:
-  Status load();
+  Status load(bool requireDriver);
   ~RealCudaApi() override {
     if (lt_ && ltHandle_)
       lt_.cublasLtDestroy(ltHandle_);
@@ -197,16 +197,22 @@ public:
 
   Status moduleLoadData(CudaModule *module, const void *image,
                         size_t) override {
+    if (!drv_.cuModuleLoadData)
+      return noDriver("cuModuleLoadData");
     CUmodule m = nullptr;
     Status s = drv(drv_.cuModuleLoadData(&m, image), "cuModuleLoadData");
     *module = m;
     return s;
   }
   Status moduleUnload(CudaModule module) override {
+    if (!drv_.cuModuleUnload)
+      return noDriver("cuModuleUnload");
     return drv(drv_.cuModuleUnload(CUmodule(module)), "cuModuleUnload");
   }
   Status moduleGetFunction(CudaFunction *function, CudaModule module,
                            const char *name) override {
+    if (!drv_.cuModuleGetFunction)
+      return noDriver("cuModuleGetFunction");
     CUfunction f = nullptr;
     Status s = drv(drv_.cuModuleGetFunction(&f, CUmodule(module), name),
                    std::string("cuModuleGetFunction(") + name + ")");
@@ -217,6 +223,8 @@ public:
                       const std::array<uint32_t, 3> &block,
                       uint32_t sharedMemoryBytes, CudaStream stream,
                       void **params, size_t) override {
+    if (!drv_.cuLaunchKernel)
+      return noDriver("cuLaunchKernel");
     return drv(drv_.cuLaunchKernel(CUfunction(function), grid[0], grid[1],
                                    grid[2], block[0], block[1], block[2],
                                    sharedMemoryBytes, CUstream(stream), params,
@@ -242,6 +250,9 @@ private:
     return Status::error(call + " failed: " + rt_.cudaGetErrorName(code) + " (" +
                          std::to_string(int(code)) +
                          "): " + rt_.cudaGetErrorString(code));
+  }
+  Status noDriver(const std::string &call) const {
+    return Status::error(call + ": no CUDA driver (" + driverError_ + ")");
   }
   Status drv(CUresult code, const std::string &call) const {
     if (code == CUDA_SUCCESS)
@@ -340,6 +351,7 @@ private:
   } nvrtc_;
 
   std::string cudartPath_, ltPath_, nvrtcPath_, ltTried_, nvrtcTried_;
+  std::string driverError_;
   cublasLtHandle_t ltHandle_ = nullptr;
 };
 
@@ -349,7 +361,7 @@ private:
   (table.name = reinterpret_cast<decltype(table.name)>(dlsym(handle, #name)),  \
    table.name != nullptr || (missing = #name, false))
 
-Status RealCudaApi::load() {
+Status RealCudaApi::load(bool requireDriver) {
   std::string tried, missing;
   void *cudart = openFirst("KILN_CUDART", candidates("libcudart"), cudartPath_,
                            tried);
@@ -384,33 +396,6 @@ Status RealCudaApi::load() {
   if (!ok)
     return Status::error(cudartPath_ + ": expected the symbol " + missing +
                          ", found none (cudart 12.5 or newer is needed)");
-
-  // The driver's entry points; a machine without a driver fails here.
-  auto entry = [&](const char *symbol, void **fn) -> Status {
-    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSuccess;
-    cudaError_t code = rt_.cudaGetDriverEntryPointByVersion(
-        symbol, fn, kDriverAbiVersion, cudaEnableDefault, &query);
-    if (code != cudaSuccess)
-      return rt(code, std::string("cudaGetDriverEntryPointByVersion(") +
-                          symbol + ")");
-    if (query != cudaDriverEntryPointSuccess || !*fn)
-      return Status::error(std::string("cudaGetDriverEntryPointByVersion(") +
-                           symbol + "): the driver has no such entry point "
-                           "for CUDA " + std::to_string(kDriverAbiVersion / 1000) +
-                           " (query result " + std::to_string(int(query)) + ")");
-    return Status::ok();
-  };
-#define KILN_DRIVER(name)                                                      \
-  if (Status s = entry(#name, reinterpret_cast<void **>(&drv_.name));         \
-      !s.isOk())                                                               \
-    return s;
-  KILN_DRIVER(cuGetErrorName)
-  KILN_DRIVER(cuGetErrorString)
-  KILN_DRIVER(cuModuleLoadData)
-  KILN_DRIVER(cuModuleUnload)
-  KILN_DRIVER(cuModuleGetFunction)
-  KILN_DRIVER(cuLaunchKernel)
-#undef KILN_DRIVER
 
   // cuBLASLt and NVRTC: optional until used.
   if (void *lt = openFirst("KILN_CUBLASLT", candidates("libcublasLt"), ltPath_,
@@ -452,6 +437,36 @@ Status RealCudaApi::load() {
     else
       nvrtcTried_ = nvrtcPath_ + " (lacks " + missing + ")";
   }
+  // The driver's entry points; a machine without a driver fails here.
+  auto entry = [&](const char *symbol, void **fn) -> Status {
+    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSuccess;
+    cudaError_t code = rt_.cudaGetDriverEntryPointByVersion(
+        symbol, fn, kDriverAbiVersion, cudaEnableDefault, &query);
+    if (code != cudaSuccess)
+      return rt(code, std::string("cudaGetDriverEntryPointByVersion(") +
+                          symbol + ")");
+    if (query != cudaDriverEntryPointSuccess || !*fn)
+      return Status::error(std::string("cudaGetDriverEntryPointByVersion(") +
+                           symbol + "): the driver has no such entry point "
+                           "for CUDA " + std::to_string(kDriverAbiVersion / 1000) +
+                           " (query result " + std::to_string(int(query)) + ")");
+    return Status::ok();
+  };
+#define KILN_DRIVER(name)                                                      \
+  if (Status s = entry(#name, reinterpret_cast<void **>(&drv_.name));         \
+      !s.isOk()) {                                                             \
+    drv_ = Driver();                                                           \
+    driverError_ = s.message();                                                \
+    return requireDriver ? s : Status::ok();                                   \
+  }
+  KILN_DRIVER(cuGetErrorName)
+  KILN_DRIVER(cuGetErrorString)
+  KILN_DRIVER(cuModuleLoadData)
+  KILN_DRIVER(cuModuleUnload)
+  KILN_DRIVER(cuModuleGetFunction)
+  KILN_DRIVER(cuLaunchKernel)
+#undef KILN_DRIVER
+
   return Status::ok();
 }
 
@@ -708,9 +723,9 @@ Status RealCudaApi::gemmDestroy(GemmPlan handle) {
 
 } // namespace
 
-StatusOr<std::unique_ptr<CudaApi>> loadCudaApi() {
+StatusOr<std::unique_ptr<CudaApi>> loadCudaApi(bool requireDriver) {
   auto api = std::make_unique<RealCudaApi>();
-  if (Status s = api->load(); !s.isOk())
+  if (Status s = api->load(requireDriver); !s.isOk())
     return s;
   return std::unique_ptr<CudaApi>(std::move(api));
 }

@@ -10,7 +10,7 @@
 
 namespace kiln::runtime::cuda {
 
-StatusOr<std::unique_ptr<CudaApi>> loadCudaApi() {
+StatusOr<std::unique_ptr<CudaApi>> loadCudaApi(bool) {
   return Status::error("this kiln was built without the CUDA toolkit "
                        "(KILN_ENABLE_CUDA is off): no CUDA runtime");
 }

@@ -596,3 +596,60 @@ TEST(CheckGemmDesc, RefusesWhatCublasLtCannotRun) {
 }
 
 } // namespace
+
+namespace {
+
+// The real table on this machine, driver or not: NVRTC needs no GPU, so its
+// half of the table is checked wherever the toolkit's libraries are.
+TEST(RealCudaApiTest, NvrtcCompilesWithoutADriver) {
+  StatusOr<std::unique_ptr<CudaApi>> loaded = loadCudaApi(/*requireDriver=*/false);
+  if (!loaded.isOk())
+    GTEST_SKIP() << "no CUDA runtime library: " << loaded.status().message();
+  CudaApi &api = *loaded.value();
+  const char *source =
+      "#include <cuda_bf16.h>\n"
+      "extern \"C\" __global__ void kiln_scale(const __nv_bfloat16 *x, float *y) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  y[i] = 2.0f * __bfloat162float(x[i]);\n"
+      "}\n";
+  std::vector<uint8_t> cubin;
+  std::string log;
+  Status s = api.nvrtcCompile(source, "kiln_scale", 90, cubin, log);
+  if (!s.isOk() && s.message().find("NVRTC is not available") != std::string::npos)
+    GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_GT(cubin.size(), 4u);
+  EXPECT_EQ(std::string(cubin.begin(), cubin.begin() + 4), "\x7f" "ELF");
+  // A compile error names the call and carries NVRTC's log.
+  s = api.nvrtcCompile("extern \"C\" __global__ void k() { undeclared(); }", "k",
+                       90, cubin, log);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("nvrtcCompileProgram for sm_90 failed"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("undeclared"), std::string::npos) << s.message();
+  if (!api.deviceInfo(0).isOk()) {
+    // No driver here: the driver's calls say so, naming the call.
+    CudaModule module = nullptr;
+    s = api.moduleLoadData(&module, cubin.data(), cubin.size());
+    ASSERT_FALSE(s.isOk());
+    EXPECT_EQ(s.message().find("cuModuleLoadData: no CUDA driver ("), 0u)
+        << s.message();
+  }
+  EXPECT_NE(api.describe().find("libcublasLt"), std::string::npos) << api.describe();
+  // cuBLASLt's symbols all resolved: a plan fails (if at all) inside
+  // cuBLASLt, not for a missing library.
+  GemmDesc desc;
+  desc.params.m = desc.params.n = desc.params.k = 16;
+  GemmPlan plan = nullptr;
+  s = api.gemmPlan(&plan, desc, 1 << 20);
+  if (s.isOk())
+    api.gemmDestroy(plan);
+  else
+    EXPECT_EQ(s.message().find("cuBLASLt is not available"), std::string::npos)
+        << s.message();
+  std::printf("note: cuBLASLt plan without a GPU: %s\n",
+              s.isOk() ? "ok" : s.message().c_str());
+}
+
+} // namespace

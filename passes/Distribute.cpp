@@ -350,8 +350,14 @@ private:
         auto type = llvm::cast<mlir::RankedTensorType>(r.value.getType());
         auto name = func.getArgAttrOfType<mlir::StringAttr>(
             arg, KilnDialect::kNameAttrName);
+        if (!name) {
+          // The package's name for it; the shard and kiln-gather-shards
+          // find the parameter by name.
+          name = b.getStringAttr("arg" + std::to_string(arg));
+          func.setArgAttr(arg, KilnDialect::kNameAttrName, name);
+        }
         mlir::NamedAttrList p;
-        p.set("name", name ? name : b.getStringAttr("arg" + std::to_string(arg)));
+        p.set("name", name);
         p.set("offset", i64(total));
         p.set("shape", b.getDenseI64ArrayAttr(type.getShape()));
         if (auto init = func.getArgAttrOfType<InitializerAttr>(

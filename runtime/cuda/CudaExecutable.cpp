@@ -130,9 +130,8 @@ CudaExecutable::~CudaExecutable() {
     api_.graphExecDestroy(graphExec_);
   if (graph_)
     api_.graphDestroy(graph_);
-  for (ThunkPlan &t : thunks_)
-    if (t.gemm)
-      api_.gemmDestroy(t.gemm);
+  for (auto &[key, plan] : gemmPlans_)
+    api_.gemmDestroy(plan);
   for (CudaModule m : modules_)
     if (m)
       api_.moduleUnload(m);
@@ -436,8 +435,23 @@ Status CudaExecutable::planThunk(size_t index) {
       return Status::error("the cuBLASLt workspace: " + s.message());
     workspaceBytes_ = options_.gemmWorkspaceBytes;
   }
+  const GemmParams &q = desc.params;
+  std::string key = std::string(pkgDTypeName(desc.dtype)) + " " +
+                    std::to_string(q.m) + " " + std::to_string(q.n) + " " +
+                    std::to_string(q.k) + " " + std::to_string(q.batch) + " " +
+                    std::to_string(q.transposeLhs) + std::to_string(q.transposeRhs) +
+                    " " + std::to_string(q.alpha) + " " + std::to_string(q.beta) +
+                    " " + gemmEpilogueName(desc.epilogue) + " " +
+                    std::to_string(desc.allowTf32) + " " +
+                    std::to_string(desc.alignmentBytes);
+  auto found = gemmPlans_.find(key);
+  if (found != gemmPlans_.end()) {
+    plan.gemm = found->second;
+    return Status::ok();
+  }
   if (Status s = api_.gemmPlan(&plan.gemm, desc, workspaceBytes_); !s.isOk())
     return fail(s.message());
+  gemmPlans_[key] = plan.gemm;
   return Status::ok();
 }
 

@@ -14,8 +14,9 @@
 //     block = kernel.block and grid.x = min(kernel.grid.x, multiprocessors
 //     * (2048 / block.x)) (CudaCompile.h's rule: every kernel loops
 //     grid-stride), parameters the thunk's operands then results;
-//     LibraryCall Gemm -> cuBLASLt, planned at load (heuristic cached in
-//     the plan) with one workspace for all GEMMs; Copy -> cudaMemcpyAsync;
+//     LibraryCall Gemm -> cuBLASLt, planned at load (the heuristic's
+//     choice kept in the plan, one plan per distinct GEMM shape) with one
+//     workspace for all GEMMs; Copy -> cudaMemcpyAsync;
 //     Collective -> the Communicator, through host staging (refused by
 //     create() without one); Conv2D* -> refused by create(), naming the op;
 //   - streams: one for the step, one for input copies; events for the
@@ -50,6 +51,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -177,6 +179,9 @@ private:
     std::vector<uint8_t> hostScratch; // collectives' staging
   };
   std::vector<ThunkPlan> thunks_;
+  // cuBLASLt plans by GEMM shape: thunks with the same GemmDesc share one
+  // (the GPT's 12 blocks repeat a handful of shapes).
+  std::map<std::string, GemmPlan> gemmPlans_;
   struct UpdateCopy {
     const void *from;
     void *to;

@@ -469,6 +469,23 @@ TEST_F(CudaExecutableTest, AnotherThreadMakesTheDeviceCurrentOnce) {
   EXPECT_EQ(api.count("cudaSetDevice"), 2u);
 }
 
+TEST_F(CudaExecutableTest, GemmsOfOneShapeShareAPlan) {
+  options.graphs = false;
+  LoadedPackage p = mlpPackage();
+  PackageThunk again = p.thunks[0]; // the same GEMM once more
+  p.thunks.push_back(again);
+  PackageThunk other = p.thunks[0];
+  other.gemm.alpha = 2.0; // a different one
+  p.thunks.push_back(other);
+  auto exec = make(std::move(p));
+  ASSERT_TRUE(exec);
+  EXPECT_EQ(api.count("cublasLtMatmulAlgoGetHeuristic"), 2u);
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_EQ(api.gemms.size(), 3u);
+  EXPECT_EQ(api.gemms[2].desc.params.alpha, 2.0);
+  EXPECT_EQ(api.gemms[1].desc.params.alpha, 1.0);
+}
+
 TEST_F(CudaExecutableTest, ConvolutionsAreRefusedByName) {
   LoadedPackage p = mlpPackage();
   PackageThunk conv;

@@ -130,6 +130,66 @@ TEST(PackageRoundTrip, WriterRefusesAnInvalidPackage) {
             "buffer 41, but the package has 6 buffers");
 }
 
+// ZeRO shard layouts (kiln-distribute zero1/2/3): the sample's parameter
+// becomes a 16-element shard input of a 31-element bucket over 2 ranks.
+LoadedPackage withShards() {
+  LoadedPackage p = makeSamplePackage();
+  p.buffers[1].shape = p.buffers[2].shape = {16};
+  p.inputs[1].shape = p.outputs[1].shape = {16};
+  ShardLayout l;
+  l.name = "fc.weight";
+  l.length = 31;
+  l.worldSize = 2;
+  ShardSlot w{"w", 0, {5, 5}, {}};
+  w.init.kind = PkgInitKind::GlorotUniform;
+  w.init.scale = 1.5;
+  w.init.seed = 7;
+  l.slots = {w, ShardSlot{"b", 25, {6}, {}}};
+  p.metadata.strategy = Strategy::Zero3;
+  p.metadata.shards = {l};
+  return p;
+}
+
+TEST(PackageRoundTrip, ShardLayoutsSurvive) {
+  LoadedPackage original = withShards();
+  StatusOr<std::vector<uint8_t>> bytes =
+      kiln::serialize::writePackage(original);
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  StatusOr<LoadedPackage> loaded =
+      loadPackageFromBytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_TRUE(loaded.value() == original);
+  const std::vector<ShardLayout> &shards = loaded->metadata.shards;
+  ASSERT_EQ(shards.size(), 1u);
+  EXPECT_EQ(shards[0].shardLength(), 16);
+  ASSERT_EQ(shards[0].slots.size(), 2u);
+  EXPECT_EQ(shards[0].slots[0].init.kind, PkgInitKind::GlorotUniform);
+  EXPECT_EQ(shards[0].slots[0].init.seed, 7);
+  EXPECT_EQ(shards[0].slots[1].offset, 25);
+  EXPECT_THAT(shards[0].slots[1].shape, ::testing::ElementsAre(6));
+}
+
+TEST(PackageRoundTrip, BadShardLayoutsAreRefused) {
+  LoadedPackage p = withShards();
+  p.metadata.shards[0].worldSize = 4; // shards of 8, the input holds 16
+  EXPECT_EQ(checkPackage(p).message(),
+            "metadata: shard layout 'fc.weight' (31 elements over 4 ranks) "
+            "needs an input of that name with shape [8]");
+  p = withShards();
+  p.metadata.shards[0].name = "nope";
+  EXPECT_FALSE(checkPackage(p).isOk());
+  p = withShards();
+  p.metadata.shards[0].slots[1].offset = 24;
+  EXPECT_EQ(checkPackage(p).message(),
+            "metadata: shard layout 'fc.weight': slot 'b' starts at 24, "
+            "expected 25");
+  p = withShards();
+  p.metadata.shards[0].slots[1].shape = {5};
+  EXPECT_EQ(checkPackage(p).message(),
+            "metadata: shard layout 'fc.weight': its slots hold 30 elements, "
+            "expected 31");
+}
+
 TEST(PackageRoundTrip, FailedFileWriteKeepsTheOldFile) {
   std::string path =
       ::testing::TempDir() + "keep_" + std::to_string(getpid()) + ".kpkg";

@@ -198,7 +198,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("max-steps", &maxSteps, "N",
                   "stop after N steps in all (default 20 without --epochs)");
   parser.addValue("batch-size", &batchSize, "B",
-                  "per rank; must equal the compiled step's batch dimension");
+                  "per rank (with --grad-accum, the micro-batch); must "
+                  "equal the model's batch dimension");
   parser.addValue("train-subset", &subset, "N",
                   "use only the first N training samples (default: all)");
   parser.addValue("eval-subset", &evalSubset, "N",

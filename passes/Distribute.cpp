@@ -32,9 +32,15 @@
 // is not rounded. Everything depends only on the IR, so every
 // rank builds the same collectives in the same order.
 //
+// zero1/zero2/zero3 (DeepSpeed ZeRO, PyTorch FSDP) shard the same buckets
+// over the ranks: reduce-scatter instead of all-reduce, one shard argument
+// per bucket that the optimizer updates, and the parameters all-gathered
+// from the shards (zero() below says how).
+//
 // The module records the strategy and world size (kiln.strategy,
-// kiln.world_size) for the package metadata. The IR itself does not depend
-// on the world size: a mean divides by the world the job has at run time.
+// kiln.world_size) for the package metadata. Data-parallel IR does not
+// depend on the world size (a mean divides by the world the job has at run
+// time); ZeRO's does (the shard sizes).
 //
 //===----------------------------------------------------------------------===//
 

@@ -532,7 +532,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (distributed && replica) {
     backendOptions.communicator = replica->communicator;
   } else if (distributed) {
-    if (options.backend != "cpu") {
+    if (options.backend == "reference") {
       printError(errs, kCommand,
                  "--backend=" + options.backend +
                      ": runs one rank (the reference interpreter has no "
@@ -566,6 +566,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   std::unique_lock<std::mutex> compiling(compileMutex, std::defer_lock);
   if (replica)
     compiling.lock();
+  // Under a launcher, --device=cuda means this rank's GPU (LOCAL_RANK); its
+  // collectives run through the communicator on host copies.
+  if (distributed && options.backend == "cuda" &&
+      (device.empty() || device == "cuda"))
+    cudaOptions.device = env.localRank;
   // Without --device or --backend: the GPU when there is one (one process).
   if (device.empty() && backend.empty() && !distributed) {
     std::string line;

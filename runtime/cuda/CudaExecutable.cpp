@@ -274,7 +274,7 @@ Status CudaExecutable::prepare() {
                         static_cast<size_t>(from.size)});
   }
   staging_.resize(package_.inputs.size());
-  if (hasCollectives_ && options_.graphs) {
+  if (hasCollectives_ && !deviceCollectives_ && options_.graphs) {
     graphFallback_ = "the step has collectives, which run through the host "
                      "communicator: CUDA Graphs are off";
     note("kiln cuda: " + graphFallback_);
@@ -388,9 +388,12 @@ Status CudaExecutable::planThunk(size_t index) {
                   std::to_string(package_.metadata.worldSize) +
                   " ranks, the communicator has " +
                   std::to_string(options_.communicator->worldSize()));
-    plan.hostScratch.resize(
-        package_.buffers[t.operands[0]].size +
-        package_.buffers[t.results[0]].size);
+    // NCCL's collectives run on the arena's device pointers, on the step's
+    // stream; a host communicator's through host copies.
+    deviceCollectives_ = options_.communicator->deviceCollectives();
+    if (!deviceCollectives_)
+      plan.hostScratch.resize(package_.buffers[t.operands[0]].size +
+                              package_.buffers[t.results[0]].size);
     return Status::ok();
   }
   case ThunkKind::LibraryCall:
@@ -460,6 +463,27 @@ Status CudaExecutable::runCollective(size_t index) {
   ThunkPlan &plan = thunks_[index];
   const PackageBuffer &in = package_.buffers[t.operands[0]];
   const PackageBuffer &out = package_.buffers[t.results[0]];
+  if (deviceCollectives_) {
+    // Enqueued on the step's stream between its kernels (and captured
+    // with them into the step's graph); nothing waits here.
+    dist::DeviceCollectives &dc = *deviceCollectives_;
+    const CollectiveParams &c = t.collective;
+    int64_t inCount = elementCount(in.shape), outCount = elementCount(out.shape);
+    switch (c.kind) {
+    case CollectiveKind::AllReduce:
+      return dc.enqueueAllReduce(plan.args[0], plan.args[1], inCount, in.dtype,
+                                 c.reduction, stream_);
+    case CollectiveKind::ReduceScatter:
+      return dc.enqueueReduceScatter(plan.args[0], plan.args[1], outCount,
+                                     in.dtype, c.reduction, stream_);
+    case CollectiveKind::AllGather:
+      return dc.enqueueAllGather(plan.args[0], plan.args[1], inCount, in.dtype,
+                                 stream_);
+    default:
+      return dc.enqueueBroadcast(plan.args[0], plan.args[1], inCount, in.dtype,
+                                 static_cast<int>(c.root), stream_);
+    }
+  }
   uint8_t *hostIn = plan.hostScratch.data();
   uint8_t *hostOut = hostIn + in.size;
   if (Status s = api_.memcpyAsync(hostIn, plan.args[0], in.size,
@@ -612,10 +636,20 @@ Status CudaExecutable::run() {
   return api_.eventRecord(stepDone_, stream_);
 }
 
+Status CudaExecutable::waitForStream() {
+  // A stream holding NCCL's collectives waits on the other ranks: poll it
+  // within the communicator's timeout, naming a rank that died, before
+  // cudaStreamSynchronize (which would wait for ever).
+  if (deviceCollectives_)
+    if (Status s = deviceCollectives_->waitStream(stream_); !s.isOk())
+      return s;
+  return api_.streamSynchronize(stream_);
+}
+
 Status CudaExecutable::synchronize() {
   if (Status s = api_.streamSynchronize(copyStream_); !s.isOk())
     return s;
-  return api_.streamSynchronize(stream_);
+  return waitForStream();
 }
 
 Status CudaExecutable::readBuffer(uint32_t id, void *host) {
@@ -629,7 +663,7 @@ Status CudaExecutable::readBuffer(uint32_t id, void *host) {
       !s.isOk())
     return Status::error("reading buffer '" + package_.buffers[id].name +
                          "': " + s.message());
-  return api_.streamSynchronize(stream_);
+  return waitForStream();
 }
 
 Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
@@ -643,7 +677,7 @@ Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
       !s.isOk())
     return Status::error("writing buffer '" + package_.buffers[id].name +
                          "': " + s.message());
-  return api_.streamSynchronize(stream_);
+  return waitForStream();
 }
 
 Status CudaExecutable::readOutput(size_t i, void *host) {
@@ -761,7 +795,7 @@ void CudaExecutable::setProfiling(bool enabled) {
 Status CudaExecutable::collectProfile() {
   if (!profilePending_)
     return Status::ok();
-  if (Status s = api_.streamSynchronize(stream_); !s.isOk())
+  if (Status s = waitForStream(); !s.isOk())
     return s;
   for (size_t i = 0; i < thunks_.size(); ++i) {
     float ms = 0;

@@ -17,8 +17,11 @@
 //     LibraryCall Gemm -> cuBLASLt, planned at load (the heuristic's
 //     choice kept in the plan, one plan per distinct GEMM shape) with one
 //     workspace for all GEMMs; Copy -> cudaMemcpyAsync;
-//     Collective -> the Communicator, through host staging (refused by
-//     create() without one); Conv2D* -> refused by create(), naming the op;
+//     Collective -> with a communicator that has DeviceCollectives (NCCL),
+//     enqueued on the step's stream on the arena's device pointers (and
+//     captured into the step's graph with the kernels around it); with a
+//     host communicator (Gloo), through host staging, graphs off; refused
+//     by create() without one; Conv2D* -> refused by create(), naming the op;
 //   - streams: one for the step, one for input copies; events for the
 //     profile and for the input hand-over;
 //   - pinned host staging for the data inputs, two slots: the host fills
@@ -59,6 +62,7 @@
 
 namespace kiln::runtime::dist {
 class Communicator;
+class DeviceCollectives;
 } // namespace kiln::runtime::dist
 
 namespace kiln::runtime::cuda {
@@ -71,8 +75,10 @@ struct CudaOptions {
   bool allowTf32 = false;
   // cuBLASLt's workspace, allocated once (32 MiB suits Hopper).
   size_t gemmWorkspaceBytes = 32u << 20;
-  // Runs the Collective thunks on host copies (not owned). Null: a package
-  // with collectives is refused.
+  // Runs the Collective thunks (not owned): on device pointers on the
+  // step's stream when it has deviceCollectives() (NCCL; waits for the
+  // stream are then bounded by its timeout), else on host copies. Null: a
+  // package with collectives is refused.
   dist::Communicator *communicator = nullptr;
   // Where notes go (the graph fallback's reason); null: stderr.
   std::function<void(const std::string &)> log;
@@ -152,6 +158,9 @@ private:
   Status enqueueStep();
   Status enqueueThunk(size_t index);
   Status runCollective(size_t index);
+  // cudaStreamSynchronize of the step's stream, after the communicator's
+  // bounded wait when the step has device collectives.
+  Status waitForStream();
   std::string thunkName(size_t index) const;
   void note(const std::string &text);
   // Makes the device current on a thread other than create()'s (driver
@@ -198,6 +207,7 @@ private:
   int slot_ = 0;
   bool inputsPending_ = false;
   bool hasCollectives_ = false;
+  dist::DeviceCollectives *deviceCollectives_ = nullptr;
   // Graphs.
   CudaGraph graph_ = nullptr;
   CudaGraphExec graphExec_ = nullptr;

@@ -47,6 +47,8 @@ StatusOr<DistEnv> distEnvFromEnvironment();
 // As distEnvFromEnvironment, on a TF_CONFIG value alone (for tests).
 StatusOr<DistEnv> distEnvFromTfConfig(const std::string &tfConfig);
 
+class DeviceCollectives;
+
 class Communicator {
 public:
   virtual ~Communicator();
@@ -69,6 +71,35 @@ public:
   virtual Status broadcast(const void *in, void *out, int64_t count,
                            PkgDType dtype, int root) = 0;
   virtual Status barrier() = 0;
+  // The collectives on device memory, enqueued on a CUDA stream (NCCL's
+  // communicator); null for a communicator of host memory (Gloo, local).
+  virtual DeviceCollectives *deviceCollectives() { return nullptr; }
+};
+
+// Collectives whose buffers are device pointers and which are enqueued on
+// a CUDA stream (a cudaStream_t) and return once enqueued, without waiting:
+// the stream orders them with the kernels around them, and a CUDA Graph
+// being captured on that stream records them (NCCL's calls can be
+// captured). Ranks enqueue the same collectives in the same order.
+// waitStream bounds the wait for a stream's work by the communicator's
+// timeout and names a rank that died or never reached its collectives.
+class DeviceCollectives {
+public:
+  virtual ~DeviceCollectives() = default;
+  virtual Status enqueueAllReduce(const void *in, void *out, int64_t count,
+                                  PkgDType dtype, PkgReduceKind op,
+                                  void *stream) = 0;
+  virtual Status enqueueReduceScatter(const void *in, void *out,
+                                      int64_t countPerRank, PkgDType dtype,
+                                      PkgReduceKind op, void *stream) = 0;
+  virtual Status enqueueAllGather(const void *in, void *out,
+                                  int64_t countPerRank, PkgDType dtype,
+                                  void *stream) = 0;
+  virtual Status enqueueBroadcast(const void *in, void *out, int64_t count,
+                                  PkgDType dtype, int root, void *stream) = 0;
+  // Until |stream| has done everything enqueued on it, polling it together
+  // with the communicator's asynchronous error and the ranks' liveness.
+  virtual Status waitStream(void *stream) = 0;
 };
 
 struct CommOptions {

@@ -286,7 +286,7 @@ std::string seconds(Clock::duration d) {
 // The communicator
 //===----------------------------------------------------------------------===//
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public DeviceCollectives {
 public:
   NcclCommunicator(const DistEnv &env, milliseconds timeout, int device)
       : lib_(libraries()), env_(env), timeout_(timeout), device_(device) {}
@@ -299,36 +299,57 @@ public:
   int worldSize() const override { return env_.worldSize; }
   Status allReduce(const void *in, void *out, int64_t count, PkgDType dtype,
                    PkgReduceKind op) override {
-    std::string what = std::string("all_reduce ") + reduceName(op) + " of " +
-                       std::to_string(count) + " " + pkgDTypeName(dtype);
-    int type = ncclType(dtype, true);
-    return collective(what, count, type, [&] {
-      return lib_.ncclAllReduce(in, out, count, type, ncclOp(op), comm_,
-                                stream_);
-    }, "ncclAllReduce");
+    return enqueueAllReduce(in, out, count, dtype, op, nullptr);
   }
   Status reduceScatter(const void *in, void *out, int64_t countPerRank,
                        PkgDType dtype, PkgReduceKind op) override {
+    return enqueueReduceScatter(in, out, countPerRank, dtype, op, nullptr);
+  }
+  Status allGather(const void *in, void *out, int64_t countPerRank,
+                   PkgDType dtype) override {
+    return enqueueAllGather(in, out, countPerRank, dtype, nullptr);
+  }
+  Status broadcast(const void *in, void *out, int64_t count, PkgDType dtype,
+                   int root) override {
+    return enqueueBroadcast(in, out, count, dtype, root, nullptr);
+  }
+  DeviceCollectives *deviceCollectives() override { return this; }
+
+  // DeviceCollectives: with a null |stream|, the Communicator calls above
+  // (the communicator's stream, waited for).
+  Status enqueueAllReduce(const void *in, void *out, int64_t count,
+                          PkgDType dtype, PkgReduceKind op,
+                          void *stream) override {
+    std::string what = std::string("all_reduce ") + reduceName(op) + " of " +
+                       std::to_string(count) + " " + pkgDTypeName(dtype);
+    int type = ncclType(dtype, true);
+    return collective(what, count, type, [&](cudaStream st) {
+      return lib_.ncclAllReduce(in, out, count, type, ncclOp(op), comm_, st);
+    }, "ncclAllReduce", stream);
+  }
+  Status enqueueReduceScatter(const void *in, void *out, int64_t countPerRank,
+                              PkgDType dtype, PkgReduceKind op,
+                              void *stream) override {
     std::string what = std::string("reduce_scatter ") + reduceName(op) +
                        " of " + std::to_string(countPerRank) + " " +
                        pkgDTypeName(dtype) + " per rank";
     int type = ncclType(dtype, true);
-    return collective(what, countPerRank, type, [&] {
+    return collective(what, countPerRank, type, [&](cudaStream st) {
       return lib_.ncclReduceScatter(in, out, countPerRank, type, ncclOp(op),
-                                    comm_, stream_);
-    }, "ncclReduceScatter");
+                                    comm_, st);
+    }, "ncclReduceScatter", stream);
   }
-  Status allGather(const void *in, void *out, int64_t countPerRank,
-                   PkgDType dtype) override {
+  Status enqueueAllGather(const void *in, void *out, int64_t countPerRank,
+                          PkgDType dtype, void *stream) override {
     std::string what = "all_gather of " + std::to_string(countPerRank) + " " +
                        pkgDTypeName(dtype) + " per rank";
     int type = ncclType(dtype, false);
-    return collective(what, countPerRank, type, [&] {
-      return lib_.ncclAllGather(in, out, countPerRank, type, comm_, stream_);
-    }, "ncclAllGather");
+    return collective(what, countPerRank, type, [&](cudaStream st) {
+      return lib_.ncclAllGather(in, out, countPerRank, type, comm_, st);
+    }, "ncclAllGather", stream);
   }
-  Status broadcast(const void *in, void *out, int64_t count, PkgDType dtype,
-                   int root) override {
+  Status enqueueBroadcast(const void *in, void *out, int64_t count,
+                          PkgDType dtype, int root, void *stream) override {
     std::string what = "broadcast of " + std::to_string(count) + " " +
                        pkgDTypeName(dtype) + " from rank " +
                        std::to_string(root);
@@ -336,16 +357,26 @@ public:
       return Status::error(what + ": the root is not a rank of the world size " +
                            std::to_string(env_.worldSize));
     int type = ncclType(dtype, false);
-    return collective(what, count, type, [&] {
-      return lib_.ncclBroadcast(in, out, count, type, root, comm_, stream_);
-    }, "ncclBroadcast");
+    return collective(what, count, type, [&](cudaStream st) {
+      return lib_.ncclBroadcast(in, out, count, type, root, comm_, st);
+    }, "ncclBroadcast", stream);
   }
+  Status waitStream(void *stream) override;
   Status barrier() override;
 
 private:
+  // Enqueues (on |onStream|, else the communicator's stream) and, without
+  // |onStream|, waits until done.
   template <typename Enqueue>
   Status collective(const std::string &what, int64_t count, int type,
-                    Enqueue &&enqueue, const char *call);
+                    Enqueue &&enqueue, const char *call,
+                    cudaStream onStream = nullptr);
+  // Polls |stream| until done, NCCL's asynchronous error, a rank gone or
+  // the timeout. |anyStep|: the stream may hold collectives of any step
+  // (a graph's replays), so a rank that died at all is the culprit.
+  Status awaitStream(const std::string &head, const char *call,
+                     cudaStream stream, Clock::time_point start,
+                     bool anyStep = false);
   // Polls ncclCommGetAsyncError while it says ncclInProgress, until
   // |deadline|. Ok, an NCCL error, or a timeout (|timedOut| set).
   Status settle(const char *call, Clock::time_point deadline, bool &timedOut);
@@ -521,7 +552,7 @@ Status NcclCommunicator::connect() {
 template <typename Enqueue>
 Status NcclCommunicator::collective(const std::string &what, int64_t count,
                                     int type, Enqueue &&enqueue,
-                                    const char *call) {
+                                    const char *call, cudaStream onStream) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string head = "rank " + std::to_string(env_.rank) + ": " + what;
   if (count < 0)
@@ -540,16 +571,30 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
   if (int rc = lib_.cudaSetDevice(device_); rc != kCudaSuccess)
     return fail(head + ": " + cudaError(lib_, "cudaSetDevice", rc));
   Clock::time_point start = Clock::now(), deadline = start + timeout_;
-  Clock::time_point nextLivenessCheck = start + milliseconds(200);
-  int rc = enqueue();
+  cudaStream stream = onStream ? onStream : stream_;
+  int rc = enqueue(stream);
   if (rc != kNcclSuccess && rc != kNcclInProgress)
     return fail(head + ": " + ncclError(lib_, call, rc, comm_));
   bool timedOut = false;
   if (Status s = settle(call, deadline, timedOut); !s.isOk())
     return fail(head + ": " + s.message() + ": " + culprits(seq_));
+  if (timedOut)
+    return fail(head + ": enqueueing did not complete within " +
+                seconds(timeout_) + ": " + culprits(seq_));
+  // Enqueued on the caller's stream: the caller waits (waitStream).
+  if (onStream)
+    return Status::ok();
+  return awaitStream(head, call, stream, start);
+}
+
+Status NcclCommunicator::awaitStream(const std::string &head, const char *call,
+                                     cudaStream stream,
+                                     Clock::time_point start, bool anyStep) {
+  Clock::time_point deadline = start + timeout_;
+  Clock::time_point nextLivenessCheck = start + milliseconds(200);
   // Done when the stream is; NCCL's asynchronous errors end the wait too.
-  while (!timedOut) {
-    int q = lib_.cudaStreamQuery(stream_);
+  while (true) {
+    int q = lib_.cudaStreamQuery(stream);
     if (q == kCudaSuccess)
       return Status::ok();
     if (q != kCudaErrorNotReady)
@@ -562,18 +607,21 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
                                    comm_) +
                   ": " + culprits(seq_));
     Clock::time_point now = Clock::now();
-    if (now >= deadline) {
-      timedOut = true;
-    } else if (now >= nextLivenessCheck) {
+    if (now >= deadline)
+      break;
+    if (now >= nextLivenessCheck) {
       // A rank that died or left before reaching this collective never
       // will: fail now, naming it, rather than at the timeout.
       nextLivenessCheck = now + milliseconds(200);
       StatusOr<std::vector<RankState>> states = store_->ranks(milliseconds(0));
       bool gone = !states.isOk();
+      // Waiting for a stream (a CUDA Graph may replay collectives the
+      // sequence numbers never saw): a rank whose process died is gone.
       for (int r = 0; !gone && r < static_cast<int>(states.value().size()); ++r)
         gone = r != env_.rank &&
-               states.value()[r].kind != RankState::Kind::Alive &&
-               states.value()[r].progress < seq_;
+               ((states.value()[r].kind != RankState::Kind::Alive &&
+                 states.value()[r].progress < seq_) ||
+                (anyStep && states.value()[r].kind == RankState::Kind::Dropped));
       if (gone)
         return fail(head + " failed after " + seconds(now - start) + ": " +
                     culprits(seq_));
@@ -583,6 +631,20 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
   }
   return fail(head + " timed out after " + seconds(Clock::now() - start) +
               ": " + culprits(seq_));
+}
+
+Status NcclCommunicator::waitStream(void *stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string head = "rank " + std::to_string(env_.rank) +
+                     ": waiting for the step's collectives (up to #" +
+                     std::to_string(seq_) + ")";
+  if (!broken_.isOk())
+    return Status::error(head + ": the communicator failed earlier: " +
+                         broken_.message());
+  if (int rc = lib_.cudaSetDevice(device_); rc != kCudaSuccess)
+    return fail(head + ": " + cudaError(lib_, "cudaSetDevice", rc));
+  return awaitStream(head, "the stream's NCCL work", stream ? stream : stream_,
+                     Clock::now(), /*anyStep=*/true);
 }
 
 Status NcclCommunicator::barrier() {

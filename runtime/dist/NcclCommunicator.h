@@ -21,7 +21,13 @@
 // asynchronous error until done or the timeout, which aborts the
 // communicator and names the ranks that did not reach the collective (each
 // rank posts its sequence number to the store before enqueueing). A barrier
-// goes through the store. Every NCCL and CUDA return code is checked; errors
+// goes through the store.
+//
+// As DeviceCollectives (Communicator::deviceCollectives()), a collective is
+// enqueued on the caller's stream and returns once NCCL has taken it, so it
+// can be captured into a CUDA Graph (CudaExecutable does); waitStream then
+// bounds the wait for that stream by the same timeout, naming a rank whose
+// process died. Every NCCL and CUDA return code is checked; errors
 // give the call, the code's name and NCCL's last error text.
 //
 //===----------------------------------------------------------------------===//

@@ -9,10 +9,22 @@
 // called it. FAKE_NCCL_HANG_INIT_RANK=R makes rank R's init never complete
 // anyone's. Other dtypes are ncclInvalidArgument, as a real error would be.
 //
+// A stream this library did not create (a FakeCudaApi's, when
+// CudaExecutable enqueues on its own stream) takes the collective as stream
+// work through the hook a test installs with fakeNcclSetStreamHook: the
+// hook runs it now or records it into a CUDA Graph being captured (and the
+// graph's launches run it again), as a real stream would. That work
+// arrives at the next collective of the communicator and blocks until every
+// rank has arrived (a stream waits for its peers), at most 60 s.
+//
 //===----------------------------------------------------------------------===//
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <set>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -57,8 +69,20 @@ struct Stream {
 };
 
 std::mutex mutex;
+std::condition_variable arrivedAll;
 std::map<std::string, Group> groups;
 int uniqueIds = 0;
+std::set<void *> ownStreams;
+
+using StreamHook = void (*)(void *stream, void (*fn)(void *), void *arg);
+StreamHook streamHook = nullptr;
+
+// A collective handed to another stream's owner, kept for every replay.
+struct Deferred {
+  void *comm;
+  Post post;
+};
+std::deque<Deferred> deferred;
 
 void compute(Group &g, Collective &c) {
   int n = g.n;
@@ -109,9 +133,53 @@ int enqueue(void *comm, void *stream, Post post, int type) {
   return 0;
 }
 
+// Stream work on a foreign stream: arrive, and wait for every rank.
+void arrive(void *arg) {
+  Deferred *d = static_cast<Deferred *>(arg);
+  std::unique_lock<std::mutex> lock(mutex);
+  Comm *c = static_cast<Comm *>(d->comm);
+  Group &g = groups[c->id];
+  Collective &op = g.ops[++c->ops];
+  op.posts.resize(g.n);
+  op.posts[c->rank] = d->post;
+  if (++op.arrived == g.n) {
+    compute(g, op);
+    arrivedAll.notify_all();
+    return;
+  }
+  arrivedAll.wait_for(lock, std::chrono::seconds(60), [&] { return op.done; });
+}
+
+int enqueueOn(void *comm, void *stream, Post post, int type) {
+  bool own;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    own = ownStreams.count(stream) || !streamHook;
+  }
+  if (own)
+    return enqueue(comm, stream, post, type);
+  if (type != 7)
+    return 4; // ncclInvalidArgument
+  Deferred *d;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    deferred.push_back({comm, post});
+    d = &deferred.back();
+  }
+  streamHook(stream, arrive, d);
+  return 0;
+}
+
 } // namespace
 
 extern "C" {
+
+// Where collectives on foreign streams go (null: nowhere; they are then
+// treated as this library's streams).
+void fakeNcclSetStreamHook(StreamHook hook) {
+  std::lock_guard<std::mutex> lock(mutex);
+  streamHook = hook;
+}
 
 int ncclGetVersion(int *v) {
   *v = 22809;
@@ -159,28 +227,28 @@ const char *ncclGetErrorString(int) { return "fake NCCL error"; }
 const char *ncclGetLastError(void *) { return "fake NCCL: only f32 is reduced"; }
 int ncclAllReduce(const void *s, void *r, size_t count, int type, int op,
                   void *comm, void *stream) {
-  return enqueue(comm, stream,
+  return enqueueOn(comm, stream,
                  {AllReduce, static_cast<const float *>(s),
                   static_cast<float *>(r), count, op, 0},
                  type);
 }
 int ncclReduceScatter(const void *s, void *r, size_t count, int type, int op,
                       void *comm, void *stream) {
-  return enqueue(comm, stream,
+  return enqueueOn(comm, stream,
                  {ReduceScatter, static_cast<const float *>(s),
                   static_cast<float *>(r), count, op, 0},
                  type);
 }
 int ncclAllGather(const void *s, void *r, size_t count, int type, void *comm,
                   void *stream) {
-  return enqueue(comm, stream,
+  return enqueueOn(comm, stream,
                  {AllGather, static_cast<const float *>(s),
                   static_cast<float *>(r), count, 0, 0},
                  type);
 }
 int ncclBroadcast(const void *s, void *r, size_t count, int type, int root,
                   void *comm, void *stream) {
-  return enqueue(comm, stream,
+  return enqueueOn(comm, stream,
                  {Broadcast, static_cast<const float *>(s),
                   static_cast<float *>(r), count, 0, root},
                  type);
@@ -193,16 +261,24 @@ int cudaGetDeviceCount(int *n) {
 int cudaSetDevice(int) { return 0; }
 int cudaStreamCreateWithFlags(void **s, unsigned) {
   *s = new Stream;
+  std::lock_guard<std::mutex> lock(mutex);
+  ownStreams.insert(*s);
   return 0;
 }
 int cudaStreamQuery(void *stream) {
   std::lock_guard<std::mutex> lock(mutex);
+  if (!ownStreams.count(stream))
+    return 0; // a foreign stream's work ran when it was enqueued
   Stream *s = static_cast<Stream *>(stream);
   if (!s->op)
     return 0;
   return groups[s->id].ops[s->op].done ? 0 : 600; // cudaErrorNotReady
 }
 int cudaStreamDestroy(void *s) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    ownStreams.erase(s);
+  }
   delete static_cast<Stream *>(s);
   return 0;
 }

@@ -1,0 +1,626 @@
+//===- CudaConv.cpp - convolution library calls on the GPU, without cuDNN --===//
+//
+// See CudaConv.h. The kernels' source is below (kSource); the plan of each
+// thunk is a few launches before a batched GEMM and a few after, all made
+// at load, so a step only queues them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaConv.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace kiln::runtime::cuda {
+
+namespace {
+
+// Every kernel: one element per iteration of a grid-stride loop; loads
+// widen to the accumulation type A (f32, f64 for f64), stores round once.
+const char *kSource = R"cuda(// Kiln convolution kernels (runtime/cuda/CudaConv.cpp).
+#ifndef KILN_CUDA_EMULATION
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+typedef long long kiln_index;
+
+static __device__ __forceinline__ float kiln_conv_load(const float *p, kiln_index i) { return p[i]; }
+static __device__ __forceinline__ double kiln_conv_load(const double *p, kiln_index i) { return p[i]; }
+static __device__ __forceinline__ float kiln_conv_load(const __half *p, kiln_index i) { return __half2float(p[i]); }
+static __device__ __forceinline__ float kiln_conv_load(const __nv_bfloat16 *p, kiln_index i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ void kiln_conv_store(float *p, kiln_index i, float v) { p[i] = v; }
+static __device__ __forceinline__ void kiln_conv_store(double *p, kiln_index i, double v) { p[i] = v; }
+static __device__ __forceinline__ void kiln_conv_store(__half *p, kiln_index i, float v) { p[i] = __float2half_rn(v); }
+static __device__ __forceinline__ void kiln_conv_store(__nv_bfloat16 *p, kiln_index i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+#define KILN_CONV_GEOMETRY                                                     \
+  kiln_index N, kiln_index C, kiln_index H, kiln_index W, kiln_index G,        \
+      kiln_index KH, kiln_index KW, kiln_index OH, kiln_index OW,              \
+      kiln_index SH, kiln_index SW, kiln_index PT, kiln_index PL,              \
+      kiln_index DH, kiln_index DW
+#define KILN_CONV_GEOMETRY_ARGS N, C, H, W, G, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW
+#define KILN_CONV_LOOP(i, total)                                               \
+  for (kiln_index i = (kiln_index)blockIdx.x * blockDim.x + threadIdx.x;       \
+       i < (total); i += (kiln_index)gridDim.x * blockDim.x)
+
+// col[g, (c, ki, kj), n, (y, x)] = x[n, g * C/G + c, y * SH - PT + ki * DH,
+// x * SW - PL + kj * DW], zero outside the image.
+template <class T, class A>
+static __device__ __forceinline__ void kiln_conv_im2col(const T *in, A *col, KILN_CONV_GEOMETRY) {
+  kiln_index cg = C / G, P = OH * OW, rows = cg * KH * KW;
+  kiln_index total = G * rows * N * P;
+  KILN_CONV_LOOP(i, total) {
+    kiln_index p = i % P, t = i / P;
+    kiln_index n = t % N;
+    t /= N;
+    kiln_index r = t % rows, g = t / rows;
+    kiln_index c = r / (KH * KW), kk = r % (KH * KW);
+    kiln_index iy = (p / OW) * SH - PT + (kk / KW) * DH;
+    kiln_index ix = (p % OW) * SW - PL + (kk % KW) * DW;
+    A v = 0;
+    if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+      v = kiln_conv_load(in, ((n * C + g * cg + c) * H + iy) * W + ix);
+    col[i] = v;
+  }
+}
+
+// The adjoint of im2col as a gather: dx[n, c, iy, ix] is the sum of the
+// column entries that read it (no atomics, the same order every run).
+template <class A, class T>
+static __device__ __forceinline__ void kiln_conv_col2im(const A *col, T *out, KILN_CONV_GEOMETRY) {
+  kiln_index cg = C / G, P = OH * OW, rows = cg * KH * KW;
+  kiln_index total = N * C * H * W;
+  KILN_CONV_LOOP(i, total) {
+    kiln_index ix = i % W, t = i / W;
+    kiln_index iy = t % H;
+    t /= H;
+    kiln_index c = t % C, n = t / C;
+    kiln_index g = c / cg, cl = c % cg;
+    A sum = 0;
+    for (kiln_index ki = 0; ki < KH; ++ki) {
+      kiln_index ny = iy + PT - ki * DH;
+      if (ny < 0 || ny % SH)
+        continue;
+      kiln_index y = ny / SH;
+      if (y >= OH)
+        continue;
+      for (kiln_index kj = 0; kj < KW; ++kj) {
+        kiln_index nx = ix + PL - kj * DW;
+        if (nx < 0 || nx % SW)
+          continue;
+        kiln_index x = nx / SW;
+        if (x >= OW)
+          continue;
+        kiln_index r = (cl * KH + ki) * KW + kj;
+        sum += col[((g * rows + r) * N + n) * P + y * OW + x];
+      }
+    }
+    kiln_conv_store(out, i, sum);
+  }
+}
+
+// dst[b, a, p] = src[a, b, p] (src [A, B, P]), converting S to D; with
+// A = 1 a plain conversion.
+template <class S, class D>
+static __device__ __forceinline__ void kiln_conv_swap(const S *src, D *dst, kiln_index A, kiln_index B, kiln_index P) {
+  kiln_index total = A * B * P;
+  KILN_CONV_LOOP(i, total) {
+    kiln_index p = i % P, t = i / P;
+    kiln_index a = t % A, b = t / A;
+    kiln_conv_store(dst, i, kiln_conv_load(src, (a * B + b) * P + p));
+  }
+}
+
+#ifdef KILN_CUDA_EMULATION
+#define KILN_CONV_HOST_ARG(k) ((kiln_index)buffers[k])
+#define KILN_CONV_HOST_GEOMETRY                                                \
+  KILN_CONV_HOST_ARG(2), KILN_CONV_HOST_ARG(3), KILN_CONV_HOST_ARG(4),         \
+      KILN_CONV_HOST_ARG(5), KILN_CONV_HOST_ARG(6), KILN_CONV_HOST_ARG(7),     \
+      KILN_CONV_HOST_ARG(8), KILN_CONV_HOST_ARG(9), KILN_CONV_HOST_ARG(10),    \
+      KILN_CONV_HOST_ARG(11), KILN_CONV_HOST_ARG(12), KILN_CONV_HOST_ARG(13),  \
+      KILN_CONV_HOST_ARG(14), KILN_CONV_HOST_ARG(15), KILN_CONV_HOST_ARG(16)
+#define KILN_CONV_HOST(name, call)                                             \
+  extern "C" void name##_host(void **buffers, unsigned grid, unsigned block) { \
+    kiln_emulate(grid, block, [&] { call; });                                  \
+  }
+#else
+#define KILN_CONV_HOST(name, call)
+#endif
+
+#define KILN_CONV_TYPE(suffix, T, A)                                           \
+  extern "C" __global__ void __launch_bounds__(256)                            \
+      kiln_conv_im2col_##suffix(const T *in, A *col, KILN_CONV_GEOMETRY) {     \
+    kiln_conv_im2col<T, A>(in, col, KILN_CONV_GEOMETRY_ARGS);                  \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(256)                            \
+      kiln_conv_col2im_##suffix(const A *col, T *out, KILN_CONV_GEOMETRY) {    \
+    kiln_conv_col2im<A, T>(col, out, KILN_CONV_GEOMETRY_ARGS);                 \
+  }                                                                            \
+  KILN_CONV_HOST(kiln_conv_im2col_##suffix,                                    \
+                 kiln_conv_im2col_##suffix((const T *)buffers[0],              \
+                                           (A *)buffers[1],                    \
+                                           KILN_CONV_HOST_GEOMETRY))           \
+  KILN_CONV_HOST(kiln_conv_col2im_##suffix,                                    \
+                 kiln_conv_col2im_##suffix((const A *)buffers[0],              \
+                                           (T *)buffers[1],                    \
+                                           KILN_CONV_HOST_GEOMETRY))
+
+#define KILN_CONV_SWAP(suffix, S, D)                                           \
+  extern "C" __global__ void __launch_bounds__(256) kiln_conv_swap_##suffix(   \
+      const S *src, D *dst, kiln_index A, kiln_index B, kiln_index P) {        \
+    kiln_conv_swap<S, D>(src, dst, A, B, P);                                   \
+  }                                                                            \
+  KILN_CONV_HOST(kiln_conv_swap_##suffix,                                      \
+                 kiln_conv_swap_##suffix((const S *)buffers[0],                \
+                                         (D *)buffers[1],                      \
+                                         KILN_CONV_HOST_ARG(2),                \
+                                         KILN_CONV_HOST_ARG(3),                \
+                                         KILN_CONV_HOST_ARG(4)))
+
+KILN_CONV_TYPE(f32, float, float)
+KILN_CONV_TYPE(f64, double, double)
+KILN_CONV_TYPE(f16, __half, float)
+KILN_CONV_TYPE(bf16, __nv_bfloat16, float)
+KILN_CONV_SWAP(f32_f32, float, float)
+KILN_CONV_SWAP(f64_f64, double, double)
+KILN_CONV_SWAP(f16_f32, __half, float)
+KILN_CONV_SWAP(f32_f16, float, __half)
+KILN_CONV_SWAP(bf16_f32, __nv_bfloat16, float)
+KILN_CONV_SWAP(f32_bf16, float, __nv_bfloat16)
+)cuda";
+
+constexpr uint32_t kBlock = 256;
+
+const char *suffix(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F32: return "f32";
+  case PkgDType::F64: return "f64";
+  case PkgDType::F16: return "f16";
+  case PkgDType::BF16: return "bf16";
+  default: return nullptr;
+  }
+}
+
+// The accumulation type of |dtype|: f64 for f64, else f32.
+PkgDType accumulation(PkgDType dtype) {
+  return dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
+}
+
+int64_t product(const std::vector<int64_t> &v) {
+  int64_t n = 1;
+  for (int64_t d : v)
+    n *= d;
+  return n;
+}
+
+std::string list(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+struct Geometry {
+  int64_t n, c, h, w, groups, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, o;
+  int64_t cg() const { return c / groups; }
+  int64_t og() const { return o / groups; }
+  int64_t rows() const { return cg() * kh * kw; } // CKK
+  int64_t p() const { return oh * ow; }
+  // The workspace regions, in accumulation-type elements.
+  int64_t colElements() const { return groups * rows() * n * p(); }
+  int64_t midElements() const { return o * n * p(); }
+  int64_t filterElements() const { return o * rows(); }
+};
+
+Geometry geometryOf(const ConvParams &p) {
+  Geometry g;
+  g.n = p.inputShape[0], g.c = p.inputShape[1], g.h = p.inputShape[2];
+  g.w = p.inputShape[3], g.o = p.filterShape[0], g.kh = p.filterShape[2];
+  g.kw = p.filterShape[3], g.oh = p.outputShape[2], g.ow = p.outputShape[3];
+  g.groups = p.groups, g.sh = p.strides[0], g.sw = p.strides[1];
+  g.pt = p.padding[0], g.pl = p.padding[2], g.dh = p.dilation[0];
+  g.dw = p.dilation[1];
+  return g;
+}
+
+uint64_t roundUp(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The workspace one convolution needs: col, mid and (half inputs) the
+// filter in the accumulation type, each 256-byte aligned.
+uint64_t workspaceFor(const Geometry &g, PkgDType dtype) {
+  uint64_t e = pkgBytesPerElement(accumulation(dtype));
+  uint64_t bytes = roundUp(g.colElements() * e) + roundUp(g.midElements() * e);
+  if (accumulation(dtype) != dtype)
+    bytes += roundUp(g.filterElements() * e);
+  return bytes;
+}
+
+uint32_t alignmentOf(const void *address) {
+  auto v = reinterpret_cast<uintptr_t>(address);
+  uint32_t a = 256;
+  while (a > 1 && v % a)
+    a /= 2;
+  return a;
+}
+
+const char *libraryName(LibraryKind kind) {
+  switch (kind) {
+  case LibraryKind::Conv2D: return "conv2d";
+  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
+  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
+  default: return "gemm";
+  }
+}
+
+// The process-wide cache of compiled kernels: one cubin per table and
+// architecture.
+std::mutex cacheMutex;
+std::map<std::string, std::vector<uint8_t>> &cubinCache() {
+  static std::map<std::string, std::vector<uint8_t>> cache;
+  return cache;
+}
+
+} // namespace
+
+const std::string &convKernelSource() {
+  static const std::string source = kSource;
+  return source;
+}
+
+std::vector<std::string> convKernelEntryPoints() {
+  std::vector<std::string> entries;
+  for (const char *t : {"f32", "f64", "f16", "bf16"}) {
+    entries.push_back(std::string("kiln_conv_im2col_") + t);
+    entries.push_back(std::string("kiln_conv_col2im_") + t);
+  }
+  for (const char *s : {"f32_f32", "f64_f64", "f16_f32", "f32_f16", "bf16_f32",
+                        "f32_bf16"})
+    entries.push_back(std::string("kiln_conv_swap_") + s);
+  return entries;
+}
+
+Status checkConvShapes(const ConvParams &p) {
+  auto rank = [](const char *what, const std::vector<int64_t> &v, size_t r) {
+    if (v.size() == r)
+      return Status::ok();
+    return Status::error(std::string("conv2d: expected ") + std::to_string(r) +
+                         " entries in the " + what + ", found " + list(v));
+  };
+  for (Status s : {rank("input shape", p.inputShape, 4),
+                   rank("filter shape", p.filterShape, 4),
+                   rank("output shape", p.outputShape, 4),
+                   rank("strides", p.strides, 2), rank("padding", p.padding, 4),
+                   rank("dilation", p.dilation, 2)})
+    if (!s.isOk())
+      return s;
+  for (int64_t v : p.inputShape)
+    if (v < 0)
+      return Status::error("conv2d: input shape " + list(p.inputShape) +
+                           " has a negative size");
+  for (int64_t v : p.filterShape)
+    if (v <= 0)
+      return Status::error("conv2d: filter shape " + list(p.filterShape) +
+                           ": expected positive sizes");
+  for (const std::vector<int64_t> *v : {&p.strides, &p.dilation})
+    for (int64_t x : *v)
+      if (x <= 0)
+        return Status::error("conv2d: strides " + list(p.strides) +
+                             " and dilation " + list(p.dilation) +
+                             ": expected positive values");
+  for (int64_t v : p.padding)
+    if (v < 0)
+      return Status::error("conv2d: padding " + list(p.padding) +
+                           ": expected non-negative values");
+  if (p.groups <= 0 || p.inputShape[1] % p.groups || p.filterShape[0] % p.groups)
+    return Status::error("conv2d: groups " + std::to_string(p.groups) +
+                         ": expected a positive divisor of the input (" +
+                         std::to_string(p.inputShape[1]) + ") and output (" +
+                         std::to_string(p.filterShape[0]) + ") channels");
+  if (p.filterShape[1] != p.inputShape[1] / p.groups)
+    return Status::error("conv2d: filter shape " + list(p.filterShape) +
+                         ": expected " + std::to_string(p.inputShape[1] / p.groups) +
+                         " input channels (C / groups)");
+  std::vector<int64_t> expected = {p.inputShape[0], p.filterShape[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t span = p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] -
+                   p.dilation[i] * (p.filterShape[2 + i] - 1) - 1;
+    if (span < 0)
+      return Status::error("conv2d: the dilated filter " + list(p.filterShape) +
+                           " is larger than the padded input " +
+                           list(p.inputShape));
+    expected[2 + i] = span / p.strides[i] + 1;
+  }
+  if (expected != p.outputShape)
+    return Status::error("conv2d: expected the output shape " + list(expected) +
+                         ", found " + list(p.outputShape));
+  return Status::ok();
+}
+
+StatusOr<std::unique_ptr<CudaConv>>
+CudaConv::create(const LoadedPackage &package, CudaApi &api,
+                 const CudaDeviceInfo &device, bool allowTf32) {
+  std::unique_ptr<CudaConv> conv(new CudaConv(package, api, device, allowTf32));
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < package.thunks.size(); ++i) {
+    const PackageThunk &t = package.thunks[i];
+    if (t.kind != ThunkKind::LibraryCall || t.library == LibraryKind::Gemm)
+      continue;
+    if (!t.hasConv || t.results.empty())
+      return Status::error("thunk " + std::to_string(i) +
+                           ": expected a convolution with parameters and a "
+                           "result");
+    if (Status s = checkConvShapes(t.conv); !s.isOk())
+      return Status::error("thunk " + std::to_string(i) + " (" +
+                           libraryName(t.library) + "): " + s.message());
+    PkgDType dtype = package.buffers[t.results[0]].dtype;
+    if (suffix(dtype))
+      bytes = std::max(bytes, workspaceFor(geometryOf(t.conv), dtype));
+  }
+  if (Status s = conv->load(); !s.isOk())
+    return s;
+  if (bytes) {
+    if (Status s = api.malloc(&conv->workspace_, bytes); !s.isOk())
+      return Status::error("the convolution workspace (" + std::to_string(bytes) +
+                           " bytes): " + s.message());
+    conv->workspaceBytes_ = bytes;
+  }
+  return conv;
+}
+
+CudaConv::~CudaConv() {
+  for (auto &[key, plan] : gemmPlans_)
+    api_.gemmDestroy(plan);
+  if (module_)
+    api_.moduleUnload(module_);
+  if (workspace_)
+    api_.free(workspace_);
+}
+
+Status CudaConv::load() {
+  unsigned arch = device_.smArch();
+  std::string key = api_.describe() + " sm_" + std::to_string(arch);
+  std::vector<uint8_t> cubin;
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = cubinCache().find(key);
+    if (found != cubinCache().end())
+      cubin = found->second;
+  }
+  if (cubin.empty()) {
+    std::string log;
+    if (Status s = api_.nvrtcCompile(convKernelSource(), "kiln_conv", arch,
+                                     cubin, log);
+        !s.isOk())
+      return Status::error("the convolution kernels (NVRTC for sm_" +
+                           std::to_string(arch) + "): " + s.message() +
+                           (log.empty() ? "" : "\n" + log));
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    cubinCache()[key] = cubin;
+  }
+  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+      !s.isOk()) {
+    module_ = nullptr;
+    return Status::error("the convolution kernels: " + s.message());
+  }
+  return Status::ok();
+}
+
+StatusOr<CudaFunction> CudaConv::function(const std::string &entry) {
+  auto found = functions_.find(entry);
+  if (found != functions_.end())
+    return found->second;
+  CudaFunction fn = nullptr;
+  if (Status s = api_.moduleGetFunction(&fn, module_, entry.c_str()); !s.isOk())
+    return Status::error("the convolution kernel " + entry + ": " + s.message());
+  functions_[entry] = fn;
+  return fn;
+}
+
+Status CudaConv::plan(size_t index, const std::vector<void *> &args,
+                      size_t gemmWorkspaceBytes) {
+  const PackageThunk &t = package_.thunks[index];
+  if (t.operands.size() != 2 || t.results.size() != 1 || args.size() != 3)
+    return Status::error(std::string("expected a ") + libraryName(t.library) +
+                         " with two operands and one result");
+  PkgDType dtype = package_.buffers[t.results[0]].dtype;
+  const char *type = suffix(dtype);
+  if (!type)
+    return Status::error(std::string(libraryName(t.library)) +
+                         ": expected f32, f64, f16 or bf16, found " +
+                         pkgDTypeName(dtype));
+  const ConvParams &c = t.conv;
+  // Operand and result shapes: (x, w) -> y, (dy, w) -> dx, (x, dy) -> dw.
+  std::vector<int64_t> shapes[3];
+  switch (t.library) {
+  case LibraryKind::Conv2D:
+    shapes[0] = c.inputShape, shapes[1] = c.filterShape, shapes[2] = c.outputShape;
+    break;
+  case LibraryKind::Conv2DInputGrad:
+    shapes[0] = c.outputShape, shapes[1] = c.filterShape, shapes[2] = c.inputShape;
+    break;
+  default:
+    shapes[0] = c.inputShape, shapes[1] = c.outputShape, shapes[2] = c.filterShape;
+    break;
+  }
+  const char *names[3] = {"operand 0", "operand 1", "the result"};
+  for (int i = 0; i < 3; ++i) {
+    const PackageBuffer &b =
+        package_.buffers[i < 2 ? t.operands[i] : t.results[0]];
+    uint64_t need = uint64_t(product(shapes[i])) * pkgBytesPerElement(dtype);
+    if (b.dtype != dtype || b.size < need)
+      return Status::error(std::string(libraryName(t.library)) + ": " +
+                           names[i] + " '" + b.name + "' is " +
+                           pkgDTypeName(b.dtype) + " of " +
+                           std::to_string(b.size) + " bytes, expected " +
+                           pkgDTypeName(dtype) + " " + list(shapes[i]) + " (" +
+                           std::to_string(need) + " bytes)");
+  }
+
+  Geometry g = geometryOf(c);
+  Plan p;
+  if (g.n == 0 || g.o == 0 || g.c == 0 || g.p() == 0) {
+    // Nothing to multiply: the gradients are zero, the output empty.
+    p.zeroFill = args[2];
+    p.zeroBytes = uint64_t(product(shapes[2])) * pkgBytesPerElement(dtype);
+    plans_[index] = std::move(p);
+    return Status::ok();
+  }
+  PkgDType acc = accumulation(dtype);
+  uint64_t e = pkgBytesPerElement(acc);
+  auto *base = static_cast<uint8_t *>(workspace_);
+  void *col = base;
+  void *mid = base + roundUp(g.colElements() * e);
+  void *wacc = base + roundUp(g.colElements() * e) + roundUp(g.midElements() * e);
+  std::string accName = suffix(acc);
+
+  auto launch = [&](const std::string &entry, int64_t total,
+                    std::vector<void *> launchArgs) -> StatusOr<Launch> {
+    StatusOr<CudaFunction> fn = function(entry);
+    if (!fn.isOk())
+      return fn.status();
+    Launch l;
+    l.function = fn.value();
+    l.entry = entry;
+    uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) * (2048 / kBlock);
+    uint64_t blocks = (uint64_t(total) + kBlock - 1) / kBlock;
+    l.grid = static_cast<uint32_t>(std::max<uint64_t>(std::min(blocks, cap), 1));
+    l.args = std::move(launchArgs);
+    return l;
+  };
+  auto scalar = [](int64_t v) { return reinterpret_cast<void *>(v); };
+  auto geometryArgs = [&](void *a, void *b) {
+    return std::vector<void *>{a, b, scalar(g.n), scalar(g.c), scalar(g.h),
+                               scalar(g.w), scalar(g.groups), scalar(g.kh),
+                               scalar(g.kw), scalar(g.oh), scalar(g.ow),
+                               scalar(g.sh), scalar(g.sw), scalar(g.pt),
+                               scalar(g.pl), scalar(g.dh), scalar(g.dw)};
+  };
+  std::vector<Launch> *into = &p.before;
+  Status failed = Status::ok();
+  auto add = [&](StatusOr<Launch> l) {
+    if (!l.isOk()) {
+      if (failed.isOk())
+        failed = l.status();
+      return;
+    }
+    into->push_back(std::move(l.value()));
+  };
+  auto im2col = [&](void *x) {
+    add(launch(std::string("kiln_conv_im2col_") + type, g.colElements(),
+               geometryArgs(x, col)));
+  };
+  // src [a, b, rest] -> dst [b, a, rest], from |from| to |to| elements.
+  auto swap = [&](void *src, void *dst, const std::string &from,
+                  const std::string &to, int64_t a, int64_t b, int64_t rest) {
+    add(launch("kiln_conv_swap_" + from + "_" + to, a * b * rest,
+               {src, dst, scalar(a), scalar(b), scalar(rest)}));
+  };
+  // The filter in the accumulation type (itself when it already is).
+  auto filterAcc = [&](void *w) -> void * {
+    if (acc == dtype)
+      return w;
+    swap(w, wacc, type, accName, 1, 1, g.filterElements());
+    return wacc;
+  };
+
+  GemmParams gp;
+  gp.batch = g.groups;
+  switch (t.library) {
+  case LibraryKind::Conv2D: {
+    im2col(args[0]);
+    p.lhs = filterAcc(args[1]);
+    p.rhs = col;
+    p.out = mid;
+    gp.m = g.og(), gp.n = g.n * g.p(), gp.k = g.rows();
+    into = &p.after;
+    swap(mid, args[2], accName, type, g.o, g.n, g.p());
+    break;
+  }
+  case LibraryKind::Conv2DInputGrad: {
+    swap(args[0], mid, type, accName, g.n, g.o, g.p());
+    p.lhs = filterAcc(args[1]);
+    p.rhs = mid;
+    p.out = col;
+    gp.m = g.rows(), gp.n = g.n * g.p(), gp.k = g.og();
+    gp.transposeLhs = true;
+    into = &p.after;
+    add(launch(std::string("kiln_conv_col2im_") + type, g.n * g.c * g.h * g.w,
+               geometryArgs(col, args[2])));
+    break;
+  }
+  default: {
+    im2col(args[0]);
+    swap(args[1], mid, type, accName, g.n, g.o, g.p());
+    p.lhs = mid;
+    p.rhs = col;
+    p.out = acc == dtype ? args[2] : wacc;
+    gp.m = g.og(), gp.n = g.rows(), gp.k = g.n * g.p();
+    gp.transposeRhs = true;
+    into = &p.after;
+    if (acc != dtype)
+      swap(wacc, args[2], accName, type, 1, 1, g.filterElements());
+    break;
+  }
+  }
+  if (!failed.isOk())
+    return failed;
+
+  GemmDesc desc;
+  desc.dtype = acc;
+  desc.params = gp;
+  desc.allowTf32 = allowTf32_;
+  desc.alignmentBytes = std::min({alignmentOf(p.lhs), alignmentOf(p.rhs),
+                                  alignmentOf(p.out)});
+  if (Status s = checkGemmDesc(desc); !s.isOk())
+    return s;
+  std::string key = std::string(pkgDTypeName(acc)) + " " + std::to_string(gp.m) +
+                    " " + std::to_string(gp.n) + " " + std::to_string(gp.k) +
+                    " " + std::to_string(gp.batch) + " " +
+                    std::to_string(gp.transposeLhs) +
+                    std::to_string(gp.transposeRhs) + " " +
+                    std::to_string(desc.alignmentBytes);
+  auto found = gemmPlans_.find(key);
+  if (found != gemmPlans_.end()) {
+    p.gemm = found->second;
+  } else {
+    if (Status s = api_.gemmPlan(&p.gemm, desc, gemmWorkspaceBytes); !s.isOk())
+      return s;
+    gemmPlans_[key] = p.gemm;
+  }
+  plans_[index] = std::move(p);
+  return Status::ok();
+}
+
+Status CudaConv::run(size_t index, CudaStream stream, void *gemmWorkspace,
+                     size_t gemmWorkspaceBytes) {
+  auto found = plans_.find(index);
+  if (found == plans_.end())
+    return Status::error("the convolution was not planned");
+  Plan &p = found->second;
+  if (p.zeroFill)
+    return p.zeroBytes ? api_.memsetAsync(p.zeroFill, 0, p.zeroBytes, stream)
+                       : Status::ok();
+  auto enqueue = [&](Launch &l) {
+    void *params[17];
+    for (size_t i = 0; i < l.args.size(); ++i)
+      params[i] = &l.args[i];
+    Status s = api_.launchKernel(l.function, {l.grid, 1, 1}, {kBlock, 1, 1}, 0,
+                                 stream, params, l.args.size());
+    if (!s.isOk())
+      return Status::error("kernel " + l.entry + ": " + s.message());
+    return Status::ok();
+  };
+  for (Launch &l : p.before)
+    if (Status s = enqueue(l); !s.isOk())
+      return s;
+  if (Status s = api_.gemmRun(p.gemm, p.lhs, p.rhs, p.out, nullptr, nullptr,
+                              gemmWorkspace, gemmWorkspaceBytes, stream);
+      !s.isOk())
+    return s;
+  for (Launch &l : p.after)
+    if (Status s = enqueue(l); !s.isOk())
+      return s;
+  return Status::ok();
+}
+
+} // namespace kiln::runtime::cuda

@@ -1,0 +1,121 @@
+//===- CudaConv.h - convolution library calls on the GPU, without cuDNN -*- C++ -*-===//
+//
+// The GPU counterpart of the convolutions in runtime/cpu/Blas.cpp: the
+// three LibraryCall thunks Conv2D, Conv2DInputGrad and Conv2DFilterGrad
+// (NCHW input, OIHW filter, strides, padding, dilation, groups) as
+// im2col / col2im / layout kernels plus one batched cuBLASLt GEMM (batch =
+// groups) over every image at once, the CPU path's product made one big
+// GEMM:
+//
+//   conv2d:             col = im2col(x)               [G, CKK, N*P]
+//                       Y' = W[g] . col[g]            [G, Og, N*P] = [O, N, P]
+//                       y = swap(Y')                  [N, O, P]
+//   conv2d_input_grad:  dY' = swap(dy)                [O, N, P]
+//                       col[g] = W[g]^T . dY'[g]      [G, CKK, N*P]
+//                       dx = col2im(col)              (a gather: no atomics)
+//   conv2d_filter_grad: col = im2col(x), dY' = swap(dy)
+//                       dW[g] = dY'[g] . col[g]^T     [G, Og, CKK]
+//
+// (CKK = C/G * KH * KW, P = OH * OW.) The column buffer and the transposed
+// operands are f32 for f32, f16 and bf16 convolutions (f64 for f64): the
+// kernels widen on load and round once on the final store, and the GEMM
+// runs in f32, so a half-precision convolution is the f32 convolution of
+// its inputs rounded once, as on the CPU. The kernels are CUDA C++ kept as
+// source here (convKernelSource()), compiled once per process and
+// architecture through the CudaApi table's NVRTC (cached) and loaded per
+// executable; every kernel loops grid-stride, takes pointers and 64-bit
+// integers only (so tests run it on the host under
+// codegen/cuda/CudaEmulation.h: each NAME has a NAME_host wrapper there).
+// One device workspace, sized at load for the largest convolution of the
+// package, holds the column buffer and the transposed operands; the GEMMs
+// share the executable's cuBLASLt workspace.
+//
+// Not yet: the column buffer of one convolution holds every image (CKK x
+// N x P elements), so very large convolutions need a large workspace.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDACONV_H
+#define KILN_RUNTIME_CUDA_CUDACONV_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/package/Package.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+// The kernels' CUDA C++ (all of them, one translation unit).
+const std::string &convKernelSource();
+// Every entry point convKernelSource() defines.
+std::vector<std::string> convKernelEntryPoints();
+
+// Checks a convolution's parameters (ranks, positive sizes, groups, the
+// output shape the input, filter, strides, padding and dilation imply).
+Status checkConvShapes(const ConvParams &params);
+
+class CudaConv {
+public:
+  // Compiles (or takes from the process cache) and loads the kernels for
+  // |device| and allocates the workspace for the largest convolution
+  // thunk of |package|.
+  static StatusOr<std::unique_ptr<CudaConv>>
+  create(const LoadedPackage &package, CudaApi &api,
+         const CudaDeviceInfo &device, bool allowTf32);
+  ~CudaConv();
+  CudaConv(const CudaConv &) = delete;
+  CudaConv &operator=(const CudaConv &) = delete;
+
+  // Plans thunk |index| of the package (a Conv2D* library call) with
+  // |args|, its operands' then its result's device addresses; its GEMM is
+  // planned for |gemmWorkspaceBytes| of cuBLASLt workspace.
+  Status plan(size_t index, const std::vector<void *> &args,
+              size_t gemmWorkspaceBytes);
+  // Queues thunk |index| on |stream|; the GEMM uses |gemmWorkspace| (of
+  // the size plan() was given).
+  Status run(size_t index, CudaStream stream, void *gemmWorkspace,
+             size_t gemmWorkspaceBytes);
+
+  size_t workspaceBytes() const { return workspaceBytes_; }
+
+private:
+  CudaConv(const LoadedPackage &package, CudaApi &api,
+           const CudaDeviceInfo &device, bool allowTf32)
+      : package_(package), api_(api), device_(device), allowTf32_(allowTf32) {}
+  Status load();
+  StatusOr<CudaFunction> function(const std::string &entry);
+
+  struct Launch {
+    CudaFunction function = nullptr;
+    std::string entry;
+    uint32_t grid = 1;
+    std::vector<void *> args; // pointers and 64-bit integers, by value
+  };
+  struct Plan {
+    std::vector<Launch> before, after;
+    GemmPlan gemm = nullptr;
+    const void *lhs = nullptr, *rhs = nullptr;
+    void *out = nullptr;
+    void *zeroFill = nullptr; // an empty convolution: memset the result
+    size_t zeroBytes = 0;
+  };
+
+  const LoadedPackage &package_;
+  CudaApi &api_;
+  CudaDeviceInfo device_;
+  bool allowTf32_;
+  CudaModule module_ = nullptr;
+  std::map<std::string, CudaFunction> functions_;
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  std::map<size_t, Plan> plans_;
+  std::map<std::string, GemmPlan> gemmPlans_;
+};
+
+} // namespace kiln::runtime::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDACONV_H

@@ -10,6 +10,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 
 #include "runtime/Half.h"
+#include "runtime/cuda/CudaConv.h"
 #include "runtime/Initializers.h"
 #include "runtime/dist/Communicator.h"
 
@@ -130,6 +131,7 @@ CudaExecutable::~CudaExecutable() {
     api_.graphExecDestroy(graphExec_);
   if (graph_)
     api_.graphDestroy(graph_);
+  conv_.reset();
   for (auto &[key, plan] : gemmPlans_)
     api_.gemmDestroy(plan);
   for (CudaModule m : modules_)
@@ -399,10 +401,26 @@ Status CudaExecutable::planThunk(size_t index) {
   case ThunkKind::LibraryCall:
     break;
   }
-  if (t.library != LibraryKind::Gemm)
-    return fail(std::string("the CUDA runtime has no ") + libraryName(t.library) +
-                " library call yet (no cuDNN): train this model with "
-                "--device=cpu");
+  if (t.library != LibraryKind::Gemm) {
+    // Convolutions: kernels plus a cuBLASLt GEMM (CudaConv.h), which
+    // shares the GEMMs' workspace.
+    if (!workspace_ && options_.gemmWorkspaceBytes) {
+      if (Status s = api_.malloc(&workspace_, options_.gemmWorkspaceBytes);
+          !s.isOk())
+        return Status::error("the cuBLASLt workspace: " + s.message());
+      workspaceBytes_ = options_.gemmWorkspaceBytes;
+    }
+    if (!conv_) {
+      StatusOr<std::unique_ptr<CudaConv>> made =
+          CudaConv::create(package_, api_, device_, options_.allowTf32);
+      if (!made.isOk())
+        return fail(made.status().message());
+      conv_ = std::move(made.value());
+    }
+    if (Status s = conv_->plan(index, plan.args, workspaceBytes_); !s.isOk())
+      return fail(s.message());
+    return Status::ok();
+  }
   if (!t.hasGemm || t.operands.size() != 2 || t.results.size() != 1)
     return fail("expected a gemm with two operands and one result");
   GemmDesc desc;
@@ -534,6 +552,10 @@ Status CudaExecutable::enqueueThunk(size_t index) {
     break;
   }
   case ThunkKind::LibraryCall:
+    if (t.library != LibraryKind::Gemm) {
+      s = conv_->run(index, stream_, workspace_, workspaceBytes_);
+      break;
+    }
     s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.args[2],
                      nullptr, nullptr, workspace_, workspaceBytes_, stream_);
     break;

@@ -21,7 +21,8 @@
 //     enqueued on the step's stream on the arena's device pointers (and
 //     captured into the step's graph with the kernels around it); with a
 //     host communicator (Gloo), through host staging, graphs off; refused
-//     by create() without one; Conv2D* -> refused by create(), naming the op;
+//     by create() without one; Conv2D* -> im2col / col2im kernels and a
+//     batched cuBLASLt GEMM (CudaConv.h), planned at load;
 //   - streams: one for the step, one for input copies; events for the
 //     profile and for the input hand-over;
 //   - pinned host staging for the data inputs, two slots: the host fills
@@ -66,6 +67,8 @@ class DeviceCollectives;
 } // namespace kiln::runtime::dist
 
 namespace kiln::runtime::cuda {
+
+class CudaConv;
 
 struct CudaOptions {
   int device = 0;
@@ -191,6 +194,8 @@ private:
   // cuBLASLt plans by GEMM shape: thunks with the same GemmDesc share one
   // (the GPT's 12 blocks repeat a handful of shapes).
   std::map<std::string, GemmPlan> gemmPlans_;
+  // The convolutions' kernels, workspace and plans (made by the first).
+  std::unique_ptr<CudaConv> conv_;
   struct UpdateCopy {
     const void *from;
     void *to;

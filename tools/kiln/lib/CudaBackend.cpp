@@ -564,28 +564,6 @@ bool chooseCudaByDefault(const std::string &input, std::string &line) {
            "CUDA kernels)";
     return false;
   }
-  // Convolutions have no GPU library call yet (CudaExecutable refuses them).
-  DialectRegistry registry;
-  registerKilnDialects(registry);
-  MLIRContext context(registry);
-  std::string ignored;
-  llvm::raw_string_ostream quiet(ignored);
-  DiagnosticPrinter diagnostics(&context, quiet);
-  OwningOpRef<ModuleOp> module = loadModule(input, &context, diagnostics);
-  if (!module) {
-    line = "backend cpu"; // the CPU backend reports the problem
-    return false;
-  }
-  bool convolution = false;
-  module->walk([&](Operation *op) {
-    convolution |= isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op);
-  });
-  if (convolution) {
-    line = "backend cpu (a CUDA device is present, but the model has "
-           "convolutions, which the GPU runtime does not run yet; "
-           "--device=cuda says more)";
-    return false;
-  }
   return true;
 }
 

@@ -10,9 +10,11 @@
 #   2. GPU tests: kiln-cuda-runtime-tests, the gpu-labelled ones included:
 #      cuBLASLt GEMMs with every epilogue (f32/bf16/fp16, both transposes)
 #      against a host GEMM, an NVRTC kernel through the driver, the MLP
-#      package stepped with a falling loss, and the golden steps (small mlp
-#      and gpt, f32 and bf16, every fusion kind, kernels re-JITted by NVRTC)
-#      against the reference interpreter's outputs on fixed random data;
+#      package stepped with a falling loss, the three convolutions
+#      (CudaConv.h) against their definitions, and the golden steps (small
+#      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
+#      convolutions, kernels re-JITted by NVRTC) against the reference
+#      interpreter's outputs on fixed random data;
 #      the CudaExecutable tests on the fake table run too.
 #   3. The MLP on the GPU: its first 20 losses against the reference
 #      interpreter's (prepare.sh), step by step within 1e-3; then one epoch

@@ -4,8 +4,8 @@
 # (f32) and of the benchmark GPT (12 layers, hidden 768, 12 heads, sequence
 # 1024, vocabulary 50304, batch 8, --amp=bf16) for sm_90; the MLP's first 20
 # losses on the reference interpreter (the GPU must reproduce them step by
-# step); golden steps (small mlp and gpt packages, f32 and bf16, with the
-# interpreter's outputs); the GPT step's tokens and model FLOPs (peers.py's formula); the
+# step); golden steps (small mlp, lenet5 and gpt packages, f32 and bf16,
+# with the interpreter's outputs); the GPT step's tokens and model FLOPs (peers.py's formula); the
 # binaries that run there, none of which links LLVM or MLIR
 # (kiln-cuda-run, kiln-cuda-runtime-tests, kiln-cuda-device-tests); and
 # Fashion-MNIST's training split when it is at hand and fits. Everything
@@ -43,7 +43,8 @@ mkdir -p "$out/bin"
 "$kiln" train "$out/mlp.kiln" --backend=reference --data=synthetic --no-shuffle \
   --max-steps=20 --log-every=1 --eval-data=none > "$out/mlp.reference-losses.txt"
 python3 "$root/bench/gpu/peers.py" --flops > "$out/gpt.flops"
-# Golden steps: small mlp and gpt steps (f32, bf16; every fusion kind) with
+# Golden steps: small mlp, lenet5 and gpt steps (f32, bf16; every fusion
+# kind and the convolutions) with
 # the reference interpreter's outputs, checked here on the emulated kernels.
 KILN_CUDA_GOLDEN_DIR=$out/golden "$build/tests/unit/cuda/kiln-cuda-step-emulation-tests" \
   --gtest_brief=1 > "$out/golden.log" 2>&1 \

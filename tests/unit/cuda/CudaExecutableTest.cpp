@@ -7,10 +7,11 @@
 // CUDA ones; the GEMM against a direct triple loop), cubin / PTX / NVRTC
 // selection by architecture, failures that name the call and the kernel,
 // CUDA Graph capture after the warm-up step and its fallback, input
-// staging, refusals (convolutions, collectives without a communicator),
-// and the row-major to cuBLASLt column-major mapping of GEMMs checked
-// against a column-major GEMM written from cuBLASLt's definition. Links no
-// LLVM or MLIR, so it runs on the GPU machine too.
+// staging, refusals (a convolution whose shapes disagree, collectives
+// without a communicator), and the row-major to cuBLASLt column-major
+// mapping of GEMMs checked against a column-major GEMM written from
+// cuBLASLt's definition. Links no LLVM or MLIR, so it runs on the GPU
+// machine too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -486,7 +487,9 @@ TEST_F(CudaExecutableTest, GemmsOfOneShapeShareAPlan) {
   EXPECT_EQ(api.gemms[1].desc.params.alpha, 1.0);
 }
 
-TEST_F(CudaExecutableTest, ConvolutionsAreRefusedByName) {
+// Convolutions run (CudaConvTest.cpp); one whose output shape disagrees
+// with its parameters is refused at load, naming the op and the shape.
+TEST_F(CudaExecutableTest, ConvolutionWithBadShapesIsRefusedByName) {
   LoadedPackage p = mlpPackage();
   PackageThunk conv;
   conv.kind = ThunkKind::LibraryCall;
@@ -494,7 +497,7 @@ TEST_F(CudaExecutableTest, ConvolutionsAreRefusedByName) {
   conv.hasConv = true;
   conv.conv.inputShape = {1, 1, 4, 8};
   conv.conv.filterShape = {1, 1, 1, 1};
-  conv.conv.outputShape = {1, 1, 4, 8};
+  conv.conv.outputShape = {1, 1, 4, 7};
   conv.conv.strides = {1, 1};
   conv.conv.padding = {0, 0, 0, 0};
   conv.conv.dilation = {1, 1};
@@ -505,6 +508,9 @@ TEST_F(CudaExecutableTest, ConvolutionsAreRefusedByName) {
       CudaExecutable::create(std::move(p), api, options);
   ASSERT_FALSE(e.isOk());
   EXPECT_NE(e.status().message().find("conv2d_filter_grad"), std::string::npos)
+      << e.status().message();
+  EXPECT_NE(e.status().message().find("expected the output shape [1, 1, 4, 8]"),
+            std::string::npos)
       << e.status().message();
 }
 

@@ -10,12 +10,14 @@
 // ($KILN_CUDA_GOLDEN_DIR, written on the CPU machine by
 // kiln-cuda-step-emulation-tests: small mlp and gpt steps in f32 and bf16,
 // whose kernels cover every fusion kind, with the reference interpreter's
-// outputs) run once through CudaExecutable and compared output by output.
+// outputs) run once through CudaExecutable and compared output by output;
+// and the three convolutions (CudaConv.h) against their definitions.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaExecutable.h"
+#include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 
 #include <gtest/gtest.h>
@@ -324,6 +326,64 @@ TEST_F(CudaGpuTest, GoldenStepsMatchTheInterpreter) {
                 checked, e.kernelCode().size(),
                 e.kernelCode().empty() ? "-" : kernelCodeName(e.kernelCode()[0]));
   }
+}
+
+// The three convolutions through CudaExecutable (CudaConv.h: NVRTC-compiled
+// im2col / col2im kernels and batched cuBLASLt GEMMs) on random data,
+// against their definitions on the host in double precision: LeNet-5's
+// shapes and a strided, padded, dilated, grouped one, f32 and bf16. The
+// bound per element is relative to sum |a| |b| over its terms (1e-5; TF32
+// is off), plus one bf16 ulp of the result for bf16.
+TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
+  using namespace kiln::runtime::cuda::testing;
+  std::vector<ConvParams> shapes = {
+      convParams({8, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1),
+      convParams({8, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1),
+      convParams({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2)};
+  unsigned seed = 1;
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16})
+    for (const ConvParams &p : shapes)
+      for (LibraryKind kind : {LibraryKind::Conv2D, LibraryKind::Conv2DInputGrad,
+                               LibraryKind::Conv2DFilterGrad}) {
+        SCOPED_TRACE(std::string(pkgDTypeName(dtype)) + " kind " +
+                     std::to_string(int(kind)) + " input channels " +
+                     std::to_string(p.inputShape[1]));
+        std::vector<std::vector<int64_t>> s = convShapes(kind, p);
+        std::vector<uint8_t> a = randomBuffer(dtype, numel(s[0]), seed++);
+        std::vector<uint8_t> b = randomBuffer(dtype, numel(s[1]), seed++);
+        std::vector<double> av(numel(s[0])), bv(numel(s[1]));
+        for (size_t i = 0; i < av.size(); ++i)
+          av[i] = valueAt(dtype, a, i);
+        for (size_t i = 0; i < bv.size(); ++i)
+          bv[i] = valueAt(dtype, b, i);
+        std::vector<double> want = hostConv(kind, p, av, bv);
+        for (double &v : av)
+          v = std::fabs(v);
+        for (double &v : bv)
+          v = std::fabs(v);
+        std::vector<double> scale = hostConv(kind, p, av, bv);
+        StatusOr<std::unique_ptr<CudaExecutable>> made =
+            CudaExecutable::create(convPackage(kind, p, dtype), *api);
+        ASSERT_TRUE(made.isOk()) << made.status().message();
+        CudaExecutable &e = *made.value();
+        ASSERT_TRUE(e.writeInput(0, a.data()).isOk());
+        ASSERT_TRUE(e.writeInput(1, b.data()).isOk());
+        Status run = e.run();
+        ASSERT_TRUE(run.isOk()) << run.message();
+        std::vector<uint8_t> got(e.package().buffers[2].size);
+        ASSERT_TRUE(e.readOutput(0, got.data()).isOk());
+        double rel = dtype == PkgDType::BF16 ? 0x1p-7 : 0;
+        int bad = 0;
+        for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+          double have = valueAt(dtype, got, i);
+          double bound = 1e-5 * scale[i] + rel * std::fabs(want[i]) + 1e-30;
+          if (!(std::fabs(have - want[i]) <= bound)) {
+            ADD_FAILURE() << "element " << i << ": host " << want[i]
+                          << ", GPU " << have << " (bound " << bound << ")";
+            ++bad;
+          }
+        }
+      }
 }
 
 } // namespace

@@ -1,0 +1,408 @@
+//===- CudaConvTest.cpp - the GPU convolutions without a GPU --------------===//
+//
+// runtime/cuda/CudaConv.h through CudaExecutable on FakeCudaApi.h: the
+// convolution kernels' CUDA C++ (convKernelSource()) is compiled for the
+// host under codegen/cuda/CudaEmulation.h and runs on host threads with
+// the runtime's launch shapes, the GEMMs on the fake's host cuBLASLt; each
+// of conv2d, conv2d_input_grad and conv2d_filter_grad (strides, padding,
+// dilation, groups, several shapes; f32, bf16, f16) is compared with the
+// reference interpreter's kiln op on random data. Per element the bound is
+// relative to sum |a| |b| over its terms (the interpreter on the operands'
+// absolute values): 1e-5 for f32; for bf16 and f16 (computed in f32,
+// rounded once) one unit in the last place of the result besides. With
+// the CUDA toolkit, the same source compiles through NVRTC and ptxas for
+// sm_90; registers and spills are printed and recorded, and no kernel
+// spills.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaConv.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "tests/unit/cuda/ConvPackage.h"
+#include "tests/unit/cuda/FakeCudaApi.h"
+
+#include "ir/Interpreter.h"
+#include "ir/KilnOps.h"
+#include "runtime/Half.h"
+#if KILN_HAVE_NVRTC
+#include "codegen/cuda/Nvrtc.h"
+#endif
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+namespace {
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::cuda;
+using kiln::DType;
+using kiln::HostTensor;
+namespace ct = kiln::runtime::cuda::testing;
+using ct::FakeCudaApi;
+using ct::HostKernel;
+
+// The kernels built for the host once per process: entry point -> NAME_host.
+const std::map<std::string, HostKernel> &hostConvKernels(std::string &error) {
+  static std::map<std::string, HostKernel> kernels;
+  static std::string failure;
+  static bool built = false;
+  if (!built) {
+    built = true;
+    llvm::SmallString<128> dir;
+    if (llvm::sys::fs::createUniqueDirectory("kiln-cuda-conv", dir)) {
+      failure = "cannot create a temporary directory";
+    } else {
+      std::string cu = (dir + "/conv.cpp").str(), so = (dir + "/conv.so").str(),
+                  log = (dir + "/clang.log").str();
+      {
+        std::error_code ec;
+        llvm::raw_fd_ostream os(cu, ec);
+        os << convKernelSource();
+      }
+      std::vector<llvm::StringRef> argv = {
+          KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
+          "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
+          "-x", "c++", cu, "-o", so, "-lpthread"};
+      std::optional<llvm::StringRef> redirects[] = {
+          std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
+      if (llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv, std::nullopt,
+                                    redirects) != 0) {
+        failure = "host build of the convolution kernels failed; see " + log;
+      } else if (void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        for (const std::string &entry : convKernelEntryPoints()) {
+          void *fn = dlsym(library, (entry + "_host").c_str());
+          if (!fn) {
+            failure = "no " + entry + "_host in the host build";
+            break;
+          }
+          kernels[entry] = reinterpret_cast<HostKernel>(fn);
+        }
+      } else {
+        failure = dlerror();
+      }
+    }
+  }
+  error = failure;
+  return kernels;
+}
+
+std::string listStr(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+std::string typeStr(const std::vector<int64_t> &shape, DType dtype) {
+  std::ostringstream os;
+  os << "tensor<";
+  for (int64_t d : shape)
+    os << d << "x";
+  os << kiln::dtypeName(dtype) << ">";
+  return os.str();
+}
+
+PkgDType pkgDtype(DType dtype) {
+  switch (dtype) {
+  case DType::f64: return PkgDType::F64;
+  case DType::f16: return PkgDType::F16;
+  case DType::bf16: return PkgDType::BF16;
+  default: return PkgDType::F32;
+  }
+}
+
+std::vector<uint8_t> toNative(const HostTensor &t) {
+  int64_t width = kiln::byteWidth(t.dtype());
+  std::vector<uint8_t> out(t.size() * width);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    uint8_t *p = out.data() + i * width;
+    double v = t[i];
+    switch (t.dtype()) {
+    case DType::f64: std::memcpy(p, &v, 8); break;
+    case DType::f16: { uint16_t h = floatToF16(float(v)); std::memcpy(p, &h, 2); break; }
+    case DType::bf16: { uint16_t h = floatToBf16(float(v)); std::memcpy(p, &h, 2); break; }
+    default: { float f = float(v); std::memcpy(p, &f, 4); break; }
+    }
+  }
+  return out;
+}
+
+double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
+  const uint8_t *p = b.data() + i * kiln::byteWidth(dtype);
+  switch (dtype) {
+  case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
+  case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return f16ToFloat(h); }
+  case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
+  default: { float v; std::memcpy(&v, p, 4); return v; }
+  }
+}
+
+class CudaConvTest : public ::testing::Test {
+protected:
+  CudaConvTest() : gen(20261130) {
+    context.loadDialect<kiln::KilnDialect, mlir::func::FuncDialect>();
+    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(
+        &context, [this](mlir::Diagnostic &d) {
+          diagnostics += d.str() + "\n";
+          return mlir::success();
+        });
+  }
+
+  void SetUp() override {
+    std::string error;
+    kernels = &hostConvKernels(error);
+    ASSERT_TRUE(error.empty()) << error;
+  }
+
+  HostTensor random(DType dtype, const std::vector<int64_t> &shape) {
+    std::uniform_real_distribution<double> dist(-1, 1);
+    HostTensor t(dtype, shape);
+    for (double &v : t.values())
+      v = kiln::roundTo(dtype, dist(gen));
+    return t;
+  }
+
+  // The interpreter's |op| on |args| and on their absolute values.
+  std::pair<HostTensor, HostTensor> reference(const std::string &op,
+                                              const ConvParams &p,
+                                              const std::vector<std::vector<int64_t>> &shapes,
+                                              DType dtype, std::vector<HostTensor> args) {
+    std::string attrs = "strides = " + listStr(p.strides) + ", padding = " +
+                        listStr(p.padding) + ", dilation = " + listStr(p.dilation) +
+                        ", groups = " + std::to_string(p.groups);
+    std::string a = typeStr(shapes[0], dtype), b = typeStr(shapes[1], dtype),
+                r = typeStr(shapes[2], dtype);
+    std::string source = "func.func @f(%a: " + a + ", %b: " + b + ") -> " + r +
+                         " {\n  %r = kiln." + op + " %a, %b, " + attrs + " : (" +
+                         a + ", " + b + ") -> " + r + "\n  return %r : " + r +
+                         "\n}\n";
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(source, &context, "conv.mlir");
+    EXPECT_TRUE(module) << source << diagnostics;
+    if (!module)
+      return {};
+    auto f = module->lookupSymbol<mlir::func::FuncOp>("f");
+    kiln::Interpreter interpreter;
+    auto results = interpreter.run(f, args);
+    EXPECT_TRUE(mlir::succeeded(results)) << source << diagnostics;
+    // The bound's scale: the same op on absolute values, in f64.
+    std::vector<HostTensor> absArgs;
+    for (HostTensor &t : args) {
+      HostTensor x(DType::f64, t.shape());
+      for (int64_t i = 0; i < t.size(); ++i)
+        x.values()[i] = std::fabs(t[i]);
+      absArgs.push_back(x);
+    }
+    std::string a64 = typeStr(shapes[0], DType::f64), b64 = typeStr(shapes[1], DType::f64),
+                r64 = typeStr(shapes[2], DType::f64);
+    std::string absSource = "func.func @f(%a: " + a64 + ", %b: " + b64 + ") -> " +
+                            r64 + " {\n  %r = kiln." + op + " %a, %b, " + attrs +
+                            " : (" + a64 + ", " + b64 + ") -> " + r64 +
+                            "\n  return %r : " + r64 + "\n}\n";
+    mlir::OwningOpRef<mlir::ModuleOp> absModule =
+        mlir::parseSourceString<mlir::ModuleOp>(absSource, &context, "conv.mlir");
+    EXPECT_TRUE(absModule) << absSource << diagnostics;
+    if (!absModule || !mlir::succeeded(results))
+      return {};
+    auto absResults = interpreter.run(
+        absModule->lookupSymbol<mlir::func::FuncOp>("f"), absArgs);
+    EXPECT_TRUE(mlir::succeeded(absResults)) << absSource << diagnostics;
+    if (!mlir::succeeded(absResults))
+      return {};
+    return {(*results)[0], (*absResults)[0]};
+  }
+
+  // Runs |kind| of |p| through CudaExecutable and compares it with the
+  // interpreter; returns the fake for call checks.
+  void check(LibraryKind kind, const ConvParams &p, DType dtype) {
+    const char *op = kind == LibraryKind::Conv2D            ? "conv2d"
+                     : kind == LibraryKind::Conv2DInputGrad ? "conv2d_input_grad"
+                                                            : "conv2d_filter_grad";
+    SCOPED_TRACE(std::string(op) + " " + kiln::dtypeName(dtype) + " input " +
+                 listStr(p.inputShape) + " filter " + listStr(p.filterShape) +
+                 " strides " + listStr(p.strides) + " padding " +
+                 listStr(p.padding) + " dilation " + listStr(p.dilation) +
+                 " groups " + std::to_string(p.groups));
+    std::vector<std::vector<int64_t>> shapes = ct::convShapes(kind, p);
+    HostTensor a = random(dtype, shapes[0]), b = random(dtype, shapes[1]);
+    auto [want, scale] = reference(op, p, shapes, dtype, {a, b});
+    ASSERT_EQ(want.size(), ct::numel(shapes[2]));
+
+    FakeCudaApi api;
+    api.device.multiprocessors = 2; // grids of at most 16 blocks of 256
+    api.hostKernels = *kernels;
+    CudaOptions options;
+    options.log = [](const std::string &) {};
+    StatusOr<std::unique_ptr<CudaExecutable>> made = CudaExecutable::create(
+        ct::convPackage(kind, p, pkgDtype(dtype)), api, options);
+    ASSERT_TRUE(made.isOk()) << made.status().message();
+    CudaExecutable &exec = *made.value();
+    ASSERT_TRUE(exec.writeInput(0, toNative(a).data()).isOk());
+    ASSERT_TRUE(exec.writeInput(1, toNative(b).data()).isOk());
+    // Two steps: plain launches, then the captured graph's replay.
+    for (int step = 0; step < 2; ++step) {
+      std::vector<uint8_t> poison(exec.package().buffers[2].size, 0xcd);
+      ASSERT_TRUE(exec.writeBuffer(2, poison.data()).isOk());
+      Status s = exec.run();
+      ASSERT_TRUE(s.isOk()) << s.message();
+      std::vector<uint8_t> got(exec.package().buffers[2].size);
+      ASSERT_TRUE(exec.readOutput(0, got.data()).isOk());
+      double rel = dtype == DType::f32   ? 0
+                   : dtype == DType::bf16 ? 0x1p-7
+                                          : 0x1p-10;
+      int bad = 0;
+      for (int64_t i = 0; i < want.size() && bad < 5; ++i) {
+        double w = want[i], h = nativeAt(got, dtype, i);
+        double bound = 1e-5 * scale[i] + rel * std::fabs(w) + 1e-30;
+        if (!(std::fabs(w - h) <= bound)) {
+          ADD_FAILURE() << "step " << step << " element " << i
+                        << ": interpreter " << w << ", GPU path " << h
+                        << " (bound " << bound << ")";
+          ++bad;
+        }
+      }
+    }
+    EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
+    // One batched GEMM per step (batch = groups), f32 for half inputs.
+    ASSERT_EQ(api.gemms.size(), 2u);
+    EXPECT_EQ(api.gemms[0].desc.params.batch, p.groups);
+    EXPECT_EQ(api.gemms[0].desc.dtype,
+              dtype == DType::f64 ? PkgDType::F64 : PkgDType::F32);
+    for (const FakeCudaApi::Launch &l : api.launches) {
+      EXPECT_EQ(l.entry.rfind("kiln_conv_", 0), 0u) << l.entry;
+      EXPECT_EQ(l.block[0], 256u);
+      EXPECT_LE(l.grid[0], 16u);
+    }
+  }
+
+  void checkAll(const ConvParams &p, DType dtype) {
+    for (LibraryKind kind : {LibraryKind::Conv2D, LibraryKind::Conv2DInputGrad,
+                             LibraryKind::Conv2DFilterGrad})
+      check(kind, p, dtype);
+  }
+
+  mlir::MLIRContext context;
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
+  std::string diagnostics;
+  std::mt19937_64 gen;
+  const std::map<std::string, HostKernel> *kernels = nullptr;
+};
+
+using ct::convParams;
+
+// LeNet-5's two convolutions (padding 2, then none), small batches.
+TEST_F(CudaConvTest, LeNetShapesF32) {
+  checkAll(convParams({3, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1),
+           DType::f32);
+  checkAll(convParams({2, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1),
+           DType::f32);
+}
+
+// Strides, asymmetric padding, dilation and groups, and a 1x1 filter.
+TEST_F(CudaConvTest, StridedPaddedDilatedGroupedF32) {
+  checkAll(convParams({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2),
+           DType::f32);
+  checkAll(convParams({2, 3, 9, 7}, {4, 3, 3, 3}, {2, 3}, {1, 1, 0, 2}, {1, 1}, 1),
+           DType::f32);
+  checkAll(convParams({2, 6, 5, 5}, {6, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 3),
+           DType::f32);
+}
+
+// Half precision: computed in f32 (column buffer and GEMM), rounded once.
+TEST_F(CudaConvTest, HalfPrecisionAccumulatesInF32) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    checkAll(convParams({2, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1),
+             dtype);
+    checkAll(convParams({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2),
+             dtype);
+  }
+}
+
+TEST_F(CudaConvTest, F64StaysF64) {
+  checkAll(convParams({2, 3, 9, 7}, {4, 3, 3, 3}, {2, 3}, {1, 1, 0, 2}, {1, 1}, 1),
+           DType::f64);
+}
+
+// A shape the parameters do not imply, and an integer convolution, are
+// refused at load, naming the thunk and what was expected.
+TEST_F(CudaConvTest, BadConvolutionsAreRefusedAtLoad) {
+  FakeCudaApi api;
+  api.hostKernels = *kernels;
+  ConvParams p = convParams({2, 3, 9, 7}, {4, 3, 3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1);
+  ConvParams wrong = p;
+  wrong.outputShape[3] += 1;
+  StatusOr<std::unique_ptr<CudaExecutable>> e = CudaExecutable::create(
+      ct::convPackage(LibraryKind::Conv2DFilterGrad, wrong, PkgDType::F32), api);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("conv2d_filter_grad"), std::string::npos)
+      << e.status().message();
+  EXPECT_NE(e.status().message().find("expected the output shape [2, 4, 7, 5]"),
+            std::string::npos)
+      << e.status().message();
+  e = CudaExecutable::create(
+      ct::convPackage(LibraryKind::Conv2D, p, PkgDType::I32), api);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("expected f32, f64, f16 or bf16, found i32"),
+            std::string::npos)
+      << e.status().message();
+}
+
+// The kernels compile through NVRTC and assemble with ptxas for sm_90.
+TEST(CudaConvNvrtcTest, KernelsAssembleForSm90WithoutSpills) {
+#if KILN_HAVE_NVRTC
+  setenv("KILN_CACHE_DIR", "off", 1); // ptxas's report, not a cached one
+  kiln::NvrtcResult result;
+  std::string error;
+  ASSERT_TRUE(kiln::compileCudaSource(convKernelSource(), "kiln_conv", {90},
+                                      result, error))
+      << error;
+  ASSERT_EQ(result.cubins.size(), 1u);
+  const kiln::CubinResult &cubin = result.cubins[0];
+  ASSERT_GE(cubin.image.size(), 4u);
+  EXPECT_EQ(std::memcmp(cubin.image.data(), "\x7f" "ELF", 4), 0);
+  // ptxas -v: per entry function, its registers and spills.
+  const std::string &log = cubin.log;
+  size_t found = 0;
+  for (const std::string &entry : convKernelEntryPoints()) {
+    size_t at = log.find("Compiling entry function '" + entry + "'");
+    ASSERT_NE(at, std::string::npos) << entry << " missing from ptxas's log:\n" << log;
+    size_t spill = log.find("bytes spill stores", at);
+    size_t used = log.find("Used ", at);
+    ASSERT_NE(spill, std::string::npos) << log;
+    ASSERT_NE(used, std::string::npos) << log;
+    size_t lineStart = log.rfind(',', spill) + 1;
+    int spillBytes = std::atoi(log.c_str() + lineStart);
+    int registers = std::atoi(log.c_str() + used + 5);
+    std::printf("%-26s sm_90: %3d registers, %d bytes spill stores\n",
+                entry.c_str(), registers, spillBytes);
+    ::testing::Test::RecordProperty(entry + "_registers", registers);
+    EXPECT_EQ(spillBytes, 0) << entry;
+    EXPECT_GT(registers, 0) << entry;
+    EXPECT_LE(registers, 255) << entry;
+    ++found;
+  }
+  EXPECT_EQ(found, convKernelEntryPoints().size());
+#else
+  GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
+#endif
+}
+
+} // namespace

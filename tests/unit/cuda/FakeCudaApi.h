@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -64,6 +65,10 @@ public:
   bool capturing = false;
   // Replays launched graphs (false: a graph launch is only recorded).
   bool execute = true;
+  // When set, every host kernel runs under it (CudaEmulation.h runs one
+  // block at a time with static shared memory: tables on several threads
+  // share one lock).
+  std::mutex *kernelLock = nullptr;
 
   ~FakeCudaApi() override {
     for (void *p : live_)
@@ -229,7 +234,15 @@ public:
             functionHosts_[reinterpret_cast<size_t>(function) - 1]) {
       std::vector<void *> args = l.args;
       unsigned g = grid[0], b = block[0];
-      work(stream, [=]() mutable { fn(args.data(), g, b); });
+      std::mutex *lock = kernelLock;
+      work(stream, [=]() mutable {
+        if (lock) {
+          std::lock_guard<std::mutex> held(*lock);
+          fn(args.data(), g, b);
+        } else {
+          fn(args.data(), g, b);
+        }
+      });
     }
     return Status::ok();
   }
@@ -318,6 +331,12 @@ public:
           sum += get(rhs, p.transposeRhs ? j * p.k + l : l * p.n + j);
         put(biasGrad, j, sum);
       }
+  }
+
+  // Host work on |stream| from outside the table (FakeNccl's collectives on
+  // an executable's stream): run now, or recorded while it is captured.
+  void hostWork(CudaStream stream, std::function<void()> fn) {
+    work(stream, std::move(fn));
   }
 
   size_t count(const std::string &prefix) const {

@@ -86,13 +86,17 @@ std::deque<Deferred> deferred;
 
 void compute(Group &g, Collective &c) {
   int n = g.n;
+  // Every rank's result first, then the writes: a collective may be in
+  // place (recv == send), and other ranks read the sends.
+  std::vector<std::vector<float>> results(n);
   for (int r = 0; r < n; ++r) {
     const Post &p = c.posts[r];
+    std::vector<float> &acc = results[r];
     switch (p.kind) {
     case AllReduce:
     case ReduceScatter: {
       size_t count = p.count, offset = p.kind == ReduceScatter ? r * count : 0;
-      std::vector<float> acc(count);
+      acc.resize(count);
       for (size_t i = 0; i < count; ++i) {
         float a = c.posts[0].send[offset + i];
         for (int q = 1; q < n; ++q) {
@@ -101,18 +105,20 @@ void compute(Group &g, Collective &c) {
         }
         acc[i] = p.op == 4 ? a / n : a;
       }
-      std::memcpy(p.recv, acc.data(), count * 4);
       break;
     }
     case AllGather:
+      acc.resize(n * p.count);
       for (int q = 0; q < n; ++q)
-        std::memmove(p.recv + q * p.count, c.posts[q].send, p.count * 4);
+        std::memcpy(acc.data() + q * p.count, c.posts[q].send, p.count * 4);
       break;
     case Broadcast:
-      std::memmove(p.recv, c.posts[p.root].send, p.count * 4);
+      acc.assign(c.posts[p.root].send, c.posts[p.root].send + p.count);
       break;
     }
   }
+  for (int r = 0; r < n; ++r)
+    std::memcpy(c.posts[r].recv, results[r].data(), results[r].size() * 4);
   c.done = true;
 }
 

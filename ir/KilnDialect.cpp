@@ -164,6 +164,25 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                              << " on a '" << op->getName() << "' op";
     return success();
   }
+  if (name == "kiln.prefetch" || name == "kiln.issue_together") {
+    // Scheduling rules kiln-distribute puts on collectives for
+    // kiln-schedule (passes/Passes.h): a prefetch depth of 0 or more on an
+    // all_gather; issue_together (unit) on any collective.
+    bool prefetch = name == "kiln.prefetch";
+    auto depth = dyn_cast<IntegerAttr>(attr.getValue());
+    bool ok = prefetch ? isa<AllGatherOp>(op) && depth && depth.getInt() >= 0
+                       : isa<AllReduceOp, ReduceScatterOp, AllGatherOp,
+                             CollectiveBroadcastOp>(op) &&
+                             isa<UnitAttr>(attr.getValue());
+    if (!ok)
+      return op->emitError()
+             << "'" << name << "' must be "
+             << (prefetch ? "an integer of at least 0 on a 'kiln.all_gather'"
+                          : "a unit attribute on a collective")
+             << ", but is " << attr.getValue() << " on a '" << op->getName()
+             << "' op";
+    return success();
+  }
   if (name == kBufferOffsetsAttrName || name == kAliasesAttrName) {
     // One entry per result, -1 or more (an offset or an argument index).
     auto array = dyn_cast<DenseI64ArrayAttr>(attr.getValue());

@@ -35,7 +35,10 @@
 // zero1/zero2/zero3 (DeepSpeed ZeRO, PyTorch FSDP) shard the same buckets
 // over the ranks: reduce-scatter instead of all-reduce, one shard argument
 // per bucket that the optimizer updates, and the parameters all-gathered
-// from the shards (zero() below says how).
+// from the shards (zero() below says how). Where a collective must not be
+// issued as early as its inputs allow (zero3's gathers, zero1's
+// reduce-scatters), it carries a scheduling rule for kiln-schedule
+// (kiln.prefetch, kiln.issue_together: passes/Passes.h).
 //
 // The module records the strategy and world size (kiln.strategy,
 // kiln.world_size) for the package metadata. Data-parallel IR does not
@@ -49,6 +52,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -265,17 +269,26 @@ private:
   // full parameters stop being optimizer parameters (their gradients are no
   // longer results):
   //  - zero1: every bucket is reduce-scattered after the whole backward pass
-  //    (the full gradients live until then, as in stage 1);
+  //    (the full gradients live until then, as in stage 1); the
+  //    reduce-scatters carry kiln.issue_together so that kiln-schedule
+  //    keeps them there instead of moving each up to its last gradient;
   //  - zero2: each bucket's reduce_scatter comes right after its last
   //    gradient, interleaved with the backward pass, so the gradient
   //    buffers die early;
   //  - both keep the full parameters as state; kiln-gather-shards (after the
   //    optimizer) replaces them by the all-gathered updated shards;
-  //  - zero3: the full parameters are not state: the step starts with each
-  //    bucket's all_gather of its shard (kiln-schedule keeps collectives
-  //    early, which prefetches them), sliced and reshaped into the
-  //    parameters the forward and backward passes read; the parameter
-  //    arguments are removed.
+  //  - zero3 (FSDP, resharded after the forward pass): the full parameters
+  //    are not state; the parameter arguments are removed. Each bucket is
+  //    all-gathered from its shard right before the forward pass first
+  //    reads it (the forward pass: the ops the loss depends on) and sliced
+  //    and reshaped into the parameters the forward pass reads, and
+  //    gathered again right before the backward pass first reads it, for
+  //    the parameters the backward pass reads (none: no second gather).
+  //    So the forward copy dies after its last forward use. The gathers
+  //    carry kiln.prefetch = 1: kiln-schedule issues each only after the
+  //    uses of the gather two before it, i.e. while the bucket before it
+  //    computes (FSDP's forward and backward prefetch), instead of moving
+  //    them all to the start of the step.
   // The loss gets its own all_reduce mean right after it is computed.
   mlir::LogicalResult zero(mlir::func::FuncOp func) {
     mlir::MLIRContext *ctx = func.getContext();
@@ -342,7 +355,36 @@ private:
     llvm::BitVector eraseArgs(originalArgs);
     llvm::SmallVector<mlir::BlockArgument> shards;
     llvm::SmallVector<int64_t> lengths;
-    mlir::Operation *afterGathers = nullptr;
+    // zero3 gathers each bucket for the forward pass (the ops the loss
+    // depends on) and again for the backward pass (the rest); without a
+    // loss, every use counts as the forward pass's.
+    llvm::DenseSet<mlir::Operation *> forward;
+    if (zero3) {
+      // Ops nothing reads (kiln-autodiff's gradient of an input) would
+      // count as uses and cost a gather that canonicalize leaves behind.
+      for (mlir::Operation &op :
+           llvm::make_early_inc_range(llvm::reverse(block)))
+        if (mlir::isOpTriviallyDead(&op))
+          op.erase();
+      llvm::SmallVector<mlir::Operation *> work;
+      auto reach = [&](Value v) {
+        if (mlir::Operation *p = producerIn(block, v))
+          if (forward.insert(p).second)
+            work.push_back(p);
+      };
+      if (loss)
+        reach(loss->value);
+      else
+        for (mlir::Operation &op : block.without_terminator())
+          forward.insert(&op);
+      while (!work.empty()) {
+        mlir::Operation *op = work.pop_back_val();
+        op->walk([&](mlir::Operation *nested) {
+          for (Value operand : nested->getOperands())
+            reach(operand);
+        });
+      }
+    }
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
       auto firstType =
           llvm::cast<mlir::RankedTensorType>(bucket.front().value.getType());
@@ -391,34 +433,64 @@ private:
       lengths.push_back(total);
       if (!zero3)
         continue;
-      // The full bucket, gathered before anything reads it.
-      if (afterGathers)
-        b.setInsertionPointAfter(afterGathers);
-      else
-        b.setInsertionPointToStart(&block);
-      auto fullType =
-          mlir::RankedTensorType::get({shardLength * world}, element);
-      Value full = b.create<AllGatherOp>(loc, fullType, shard,
-                                         /*dimension=*/0, /*groups=*/nullptr);
-      int64_t offset = 0;
-      for (const Reduced &r : bucket) {
-        unsigned arg = argOf[r.result];
-        mlir::BlockArgument param = block.getArgument(arg);
-        auto type = llvm::cast<mlir::RankedTensorType>(param.getType());
-        int64_t n = type.getNumElements();
-        Value part = full;
-        if (n != shardLength * world)
-          part = b.create<SliceOp>(param.getLoc(), full,
-                                   b.getDenseI64ArrayAttr({offset}),
-                                   b.getDenseI64ArrayAttr({offset + n}),
-                                   b.getDenseI64ArrayAttr({1}));
-        if (part.getType() != type)
-          part = b.create<ReshapeOp>(param.getLoc(), type, part);
-        param.replaceAllUsesWith(part);
-        eraseArgs.set(arg);
-        afterGathers = part.getDefiningOp();
-        offset += n;
+      // The full bucket, gathered once for the forward pass and once more
+      // for the backward pass (each just before its first use there): the
+      // forward copy dies after the forward pass's last use.
+      for (bool forwardPhase : {true, false}) {
+        llvm::SmallVector<mlir::OpOperand *> uses;
+        mlir::Operation *first = nullptr;
+        for (const Reduced &r : bucket)
+          for (mlir::OpOperand &use :
+               block.getArgument(argOf[r.result]).getUses()) {
+            mlir::Operation *user = block.findAncestorOpInBlock(*use.getOwner());
+            if (forward.contains(user) != forwardPhase)
+              continue;
+            uses.push_back(&use);
+            if (!first || user->isBeforeInBlock(first))
+              first = user;
+          }
+        if (uses.empty())
+          continue;
+        b.setInsertionPoint(first);
+        auto fullType =
+            mlir::RankedTensorType::get({shardLength * world}, element);
+        auto gather = b.create<AllGatherOp>(loc, fullType, shard,
+                                            /*dimension=*/0,
+                                            /*groups=*/nullptr);
+        // kiln-schedule issues it while the bucket before it computes
+        // (prefetch one ahead), not at the start of the step.
+        gather->setAttr(kPrefetchAttrName, i64(1));
+        llvm::DenseMap<unsigned, Value> parts;
+        for (mlir::OpOperand *use : uses)
+          parts[llvm::cast<mlir::BlockArgument>(use->get()).getArgNumber()] =
+              nullptr;
+        int64_t offset = 0;
+        for (const Reduced &r : bucket) {
+          unsigned arg = argOf[r.result];
+          mlir::BlockArgument param = block.getArgument(arg);
+          auto type = llvm::cast<mlir::RankedTensorType>(param.getType());
+          int64_t n = type.getNumElements();
+          if (!parts.count(arg)) { // not read in this pass
+            offset += n;
+            continue;
+          }
+          Value part = gather;
+          if (n != shardLength * world)
+            part = b.create<SliceOp>(param.getLoc(), part,
+                                     b.getDenseI64ArrayAttr({offset}),
+                                     b.getDenseI64ArrayAttr({offset + n}),
+                                     b.getDenseI64ArrayAttr({1}));
+          if (part.getType() != type)
+            part = b.create<ReshapeOp>(param.getLoc(), type, part);
+          parts[arg] = part;
+          offset += n;
+        }
+        for (mlir::OpOperand *use : uses)
+          use->set(parts.lookup(
+              llvm::cast<mlir::BlockArgument>(use->get()).getArgNumber()));
       }
+      for (const Reduced &r : bucket)
+        eraseArgs.set(argOf[r.result]);
     }
 
     // Each bucket's gradient, reduce-scattered: right after its last
@@ -426,7 +498,7 @@ private:
     llvm::BitVector eraseResults(func.getNumResults());
     llvm::SmallVector<Value> shardGrads;
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
-      mlir::Operation *last = afterGathers;
+      mlir::Operation *last = nullptr;
       for (const Reduced &r : bucket) {
         mlir::Operation *p = producerIn(block, r.value);
         if (before(last, p))
@@ -468,9 +540,14 @@ private:
               ? flat.front()
               : b.create<ConcatenateOp>(loc, bufferType, flat, /*dimension=*/0)
                     .getResult();
-      shardGrads.push_back(b.create<ReduceScatterOp>(
+      auto scatter = b.create<ReduceScatterOp>(
           loc, shardType, ReduceKind::mean, buffer, /*dimension=*/0,
-          /*groups=*/nullptr));
+          /*groups=*/nullptr);
+      // Stage 1 reduces the gradients after the whole backward pass:
+      // kiln-schedule keeps them there (their full buffers live until then).
+      if (strategy == "zero1")
+        scatter->setAttr(kIssueTogetherAttrName, b.getUnitAttr());
+      shardGrads.push_back(scatter);
     }
 
     // The results: the others as they were, then one gradient per shard.

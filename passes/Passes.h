@@ -10,6 +10,19 @@
 
 namespace kiln {
 
+// Scheduling rules kiln-distribute puts on collectives for kiln-schedule
+// (passes/Schedule.cpp; docs/distributed.md, "Scheduling the collectives").
+// Without either, a collective is issued as soon as its inputs exist.
+//  - kiln.prefetch = D (i64, on an all_gather): among the collectives that
+//    carry it, in order, the k-th is issued only after every use of the
+//    (k-1-D)-th: at most D + 1 gathered buffers in use or in flight.
+//  - kiln.issue_together (unit): the collectives that carry it are issued
+//    only once the inputs of all of them exist (zero1's reduce-scatters
+//    after the whole backward pass).
+inline constexpr llvm::StringLiteral kPrefetchAttrName = "kiln.prefetch";
+inline constexpr llvm::StringLiteral kIssueTogetherAttrName =
+    "kiln.issue_together";
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

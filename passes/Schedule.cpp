@@ -17,7 +17,19 @@
 // inputs exist (and after the collective before it: every rank issues the
 // same collectives in the same order), together with the ops that only feed
 // it (a gradient bucket's producers and packing), so communication overlaps
-// compute.
+// compute. Two rules, put on collectives by kiln-distribute, hold them
+// back (as extra dependences, so every order respects them):
+//   - kiln.prefetch = D (zero3's all-gathers): the k-th such collective
+//     waits for every use of the (k-1-D)-th, so a bucket's parameters are
+//     gathered while the bucket D before it computes, and at most D + 1
+//     gathered buckets are in use or in flight (PyTorch FSDP's forward and
+//     backward prefetch with D = 1). A use is an op that reads the
+//     gathered buffer (or a slice, reshape or copy of it alone) together
+//     with anything else;
+//   - kiln.issue_together (zero1's reduce-scatters): none starts before
+//     the inputs of all of them exist (their own packing aside), so stage
+//     1 reduces the gradients after the whole backward pass.
+// A rule's dependence that would close a cycle is left out.
 //
 // Dependences: an op depends on the top-level ops defining the values it or
 // any op nested in it reads; ops with side effects (collectives, calls)
@@ -71,6 +83,8 @@ struct Graph {
   llvm::DenseMap<Value, int> valueUsers; // distinct top-level readers
   llvm::DenseSet<Value> liveOut;
   std::vector<bool> collective;
+  // Whether the op (or an op nested in it) reads an argument of the block.
+  std::vector<bool> readsArgument;
 
   explicit Graph(mlir::Block &block) {
     BlockLiveness liveness(block);
@@ -85,12 +99,17 @@ struct Graph {
     inputs.resize(n);
     definedBytes.assign(n, 0);
     collective.assign(n, false);
+    readsArgument.assign(n, false);
     int lastEffect = -1;
     for (int i = 0; i < n; ++i) {
       llvm::SetVector<Value> read;
       ops[i]->walk([&](Operation *nested) {
         for (Value operand : nested->getOperands())
           read.insert(operand);
+      });
+      readsArgument[i] = llvm::any_of(read, [&](Value value) {
+        return llvm::isa<mlir::BlockArgument>(value) &&
+               !ops[i]->isAncestor(value.getParentBlock()->getParentOp());
       });
       llvm::SetVector<int> from;
       for (Value value : read) {
@@ -120,6 +139,8 @@ struct Graph {
     }
     for (Value value : block.getTerminator()->getOperands())
       liveOut.insert(value);
+    addPrefetchEdges();
+    addTogetherEdges();
     // An update returned for an argument of its size will be written in
     // place (kiln-plan-buffers), so it takes no new memory: counting it
     // would make early updates look expensive.
@@ -165,6 +186,144 @@ struct Graph {
   }
 
   int size() const { return ops.size(); }
+
+  // Adds the dependence from -> to, unless it is there or |to| already
+  // comes before |from| (it would close a cycle: the rule then yields).
+  void addEdge(int from, int to) {
+    if (from == to ||
+        llvm::is_contained(preds[to], from) || reaches(to, from))
+      return;
+    preds[to].push_back(from);
+    succs[from].push_back(to);
+  }
+
+  bool reaches(int from, int to) const {
+    std::vector<bool> seen(size(), false);
+    std::vector<int> stack = {from};
+    seen[from] = true;
+    while (!stack.empty()) {
+      int i = stack.back();
+      stack.pop_back();
+      if (i == to)
+        return true;
+      for (int s : succs[i])
+        if (!seen[s]) {
+          seen[s] = true;
+          stack.push_back(s);
+        }
+    }
+    return false;
+  }
+
+  // The ops that use what collective |c| returns: starting from |c|, an op
+  // all of whose operands come from |c| or such ops (a slice, reshape or
+  // copy of the gathered buffer alone) only rearranges it; the uses are
+  // the ops reading one of those values together with anything else (the
+  // layer's GEMM reading the parameters and the activations).
+  std::vector<int> usersOf(int c) const {
+    std::vector<bool> derived(size(), false);
+    derived[c] = true;
+    std::vector<int> users;
+    for (int i = c + 1; i < size(); ++i) {
+      bool any = false, all = !inputs[i].empty() && !readsArgument[i] &&
+                             !collective[i] &&
+                             mlir::isMemoryEffectFree(ops[i]);
+      for (const Input &input : inputs[i]) {
+        any |= derived[input.producer];
+        all &= derived[input.producer];
+      }
+      if (!any)
+        continue;
+      if (all)
+        derived[i] = true;
+      else
+        users.push_back(i);
+    }
+    return users;
+  }
+
+  // Prefetch (the all-gathers of zero3, PyTorch FSDP's forward and backward
+  // prefetch): the collectives carrying kiln.prefetch = D, in their order
+  // P0, P1, ..., are not issued as early as their inputs allow (a shard
+  // argument is there from the start) but each Pi only after every use of
+  // P(i-1-D): so at most D + 1 gathered buffers are in use or in flight,
+  // and a bucket's parameters are gathered while the one before it
+  // computes (D = 1).
+  void addPrefetchEdges() {
+    std::vector<std::pair<int, int64_t>> prefetched;
+    for (int i = 0; i < size(); ++i)
+      if (auto depth = ops[i]->getAttrOfType<mlir::IntegerAttr>(
+              kPrefetchAttrName);
+          depth && collective[i])
+        prefetched.push_back({i, std::max<int64_t>(0, depth.getInt())});
+    for (size_t k = 0; k < prefetched.size(); ++k) {
+      auto [c, depth] = prefetched[k];
+      if (static_cast<int64_t>(k) < depth + 1)
+        continue;
+      for (int user : usersOf(prefetched[k - 1 - depth].first))
+        addEdge(user, c);
+    }
+  }
+
+  // Whether op |i| only packs values for a collective: reshapes,
+  // concatenations, slices, conversions and constants (or a fusion of
+  // them), no arithmetic.
+  bool packs(int i) const {
+    auto isPacking = [](Operation *op) {
+      return mlir::isa<ReshapeOp, ConcatenateOp, SliceOp, ConvertOp,
+                       ConstantOp>(op);
+    };
+    Operation *op = ops[i];
+    if (auto fusion = mlir::dyn_cast<FusionOp>(op)) {
+      bool only = true;
+      fusion.getBody().walk([&](Operation *nested) {
+        only &= nested->hasTrait<mlir::OpTrait::IsTerminator>() ||
+                isPacking(nested);
+      });
+      return only;
+    }
+    return isPacking(op);
+  }
+
+  // Issued together (zero1's reduce-scatters, DeepSpeed stage 1: gradients
+  // reduced after the whole backward pass): no collective carrying
+  // kiln.issue_together starts before the inputs of all of them exist,
+  // their own packing aside (the reshapes and concatenation only it reads:
+  // they move with it).
+  void addTogetherEdges() {
+    std::vector<int> members;
+    for (int i = 0; i < size(); ++i)
+      if (collective[i] &&
+          ops[i]->hasAttr(kIssueTogetherAttrName))
+        members.push_back(i);
+    if (members.size() < 2)
+      return;
+    std::vector<bool> group(size(), false);
+    for (int c : members) {
+      group[c] = true;
+      std::vector<bool> feeds(size(), false);
+      feeds[c] = true;
+      for (int i = c - 1; i >= 0; --i) {
+        if (collective[i] || !mlir::isMemoryEffectFree(ops[i]) ||
+            succs[i].empty() || !packs(i) ||
+            llvm::any_of(ops[i]->getResults(),
+                         [&](Value v) { return liveOut.contains(v); }))
+          continue;
+        feeds[i] = llvm::all_of(succs[i], [&](int s) { return feeds[s]; });
+        if (feeds[i])
+          group[i] = true;
+      }
+    }
+    llvm::SetVector<int> anchors;
+    for (int i = 0; i < size(); ++i)
+      if (group[i])
+        for (int p : preds[i])
+          if (!group[p])
+            anchors.insert(p);
+    for (int c : members)
+      for (int a : anchors)
+        addEdge(a, c);
+  }
 };
 
 // The peak of live bytes when the ops run in |order|: each op's results are

@@ -37,33 +37,71 @@
 // ZERO2-NEXT: return %[[MEAN]], %[[S0]], %[[S1]]
 // ZERO2-NOT: kiln.all_gather
 //
-// zero1: both buckets after the whole backward pass.
+// zero1: both buckets after the whole backward pass, marked to be issued
+// together (kiln-schedule keeps them there).
 // ZERO1: module attributes {kiln.strategy = "zero1", kiln.world_size = 4 : i64}
 // ZERO1: kiln.dot_general %arg0, {{.*}} -> tensor<8x6xf32>
-// ZERO1: kiln.reduce_scatter mean {{.*}} : tensor<28xf32> -> tensor<7xf32>
+// ZERO1: kiln.reduce_scatter mean {{.*}} {kiln.issue_together} : tensor<28xf32> -> tensor<7xf32>
 // ZERO1-NOT: kiln.dot_general
-// ZERO1: kiln.reduce_scatter mean {{.*}} : tensor<48xf32> -> tensor<12xf32>
+// ZERO1: kiln.reduce_scatter mean {{.*}} {kiln.issue_together} : tensor<48xf32> -> tensor<12xf32>
 // ZERO1-NEXT: return
 //
-// zero3: the parameter arguments are gone; the step starts by gathering
-// each bucket's shards and slicing the parameters out of them, which the
-// forward and backward passes read.
+// After kiln-schedule, zero1's first reduce-scatter still waits for the
+// last gradient (w1's), where zero2's is issued before it is computed.
+// RUN: kiln-opt %s --kiln-autodiff --kiln-distribute="strategy=zero1 world-size=4 bucket-mb=0.0001" --canonicalize --kiln-schedule | FileCheck %s --check-prefix=SCHED1
+// SCHED1: kiln.dot_general %arg0, {{.*}} -> tensor<8x6xf32>
+// SCHED1: kiln.reduce_scatter mean {{.*}} : tensor<28xf32> -> tensor<7xf32>
+// SCHED1: kiln.reduce_scatter mean {{.*}} : tensor<48xf32> -> tensor<12xf32>
+// RUN: kiln-opt %s --kiln-autodiff --kiln-distribute="strategy=zero2 world-size=4 bucket-mb=0.0001" --canonicalize --kiln-schedule | FileCheck %s --check-prefix=SCHED2
+// SCHED2: kiln.reduce_scatter mean {{.*}} : tensor<28xf32> -> tensor<7xf32>
+// SCHED2: kiln.dot_general %arg0, {{.*}} -> tensor<8x6xf32>
+// SCHED2: kiln.reduce_scatter mean {{.*}} : tensor<48xf32> -> tensor<12xf32>
+//
+// zero3 (FSDP, parameters resharded after the forward pass): the parameter
+// arguments are gone; each bucket is all-gathered right before the forward
+// pass first reads it (w1's bucket first, then b2, w2, b1's) and sliced
+// into the parameters, and gathered again right before the backward pass
+// first reads it, for w2 alone (the backward pass reads no other
+// parameter: the gradient of x is dead). Each gather carries
+// kiln.prefetch = 1 for kiln-schedule.
 // ZERO3-LABEL: func.func @mlp2
 // ZERO3-SAME: (%arg0: tensor<4x8xf32> {kiln.role = #kiln.role<input>}, %arg1: tensor<4xi32> {kiln.role = #kiln.role<label>}, %arg2: tensor<7xf32> {kiln.name = "zero.bucket0"
 // ZERO3-SAME: %arg3: tensor<12xf32> {kiln.name = "zero.bucket1"
 // ZERO3-SAME: tensor<7xf32> {kiln.grad_of = 2 : i64
 // ZERO3-SAME: tensor<12xf32> {kiln.grad_of = 3 : i64
-// ZERO3-NEXT: %[[G0:.*]] = kiln.all_gather %arg2, dim = 0 : tensor<7xf32> -> tensor<28xf32>
+// ZERO3-NEXT: %[[G1:.*]] = kiln.all_gather %arg3, dim = 0 {kiln.prefetch = 1 : i64} : tensor<12xf32> -> tensor<48xf32>
+// ZERO3-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]] : tensor<48xf32> -> tensor<8x6xf32>
+// ZERO3-NEXT: kiln.dot_general %arg0, %[[W1]]
+// ZERO3-NEXT: %[[G0:.*]] = kiln.all_gather %arg2, dim = 0 {kiln.prefetch = 1 : i64} : tensor<7xf32> -> tensor<28xf32>
 // ZERO3-NEXT: %[[B2:.*]] = kiln.slice %[[G0]], start = [0], limit = [3], strides = [1]
 // ZERO3-NEXT: %[[W2F:.*]] = kiln.slice %[[G0]], start = [3], limit = [21], strides = [1]
 // ZERO3-NEXT: %[[W2:.*]] = kiln.reshape %[[W2F]] : tensor<18xf32> -> tensor<6x3xf32>
 // ZERO3-NEXT: %[[B1:.*]] = kiln.slice %[[G0]], start = [21], limit = [27], strides = [1]
-// ZERO3-NEXT: %[[G1:.*]] = kiln.all_gather %arg3, dim = 0 : tensor<12xf32> -> tensor<48xf32>
-// ZERO3-NEXT: %[[W1:.*]] = kiln.reshape %[[G1]] : tensor<48xf32> -> tensor<8x6xf32>
-// ZERO3-NEXT: kiln.dot_general %arg0, %[[W1]]
+// ZERO3-NEXT: kiln.broadcast_in_dim %[[B1]]
+// ZERO3: kiln.dot_general {{.*}}, %[[W2]], {{.*}} -> tensor<4x3xf32>
+// ZERO3: kiln.broadcast_in_dim %[[B2]]
+// ZERO3: %[[LOSS:.*]] = kiln.reduce mean
+// ZERO3-NEXT: kiln.all_reduce mean %[[LOSS]] : tensor<f32>
+// ZERO3: %[[BG0:.*]] = kiln.all_gather %arg2, dim = 0 {kiln.prefetch = 1 : i64} : tensor<7xf32> -> tensor<28xf32>
+// ZERO3-NEXT: %[[BW2F:.*]] = kiln.slice %[[BG0]], start = [3], limit = [21], strides = [1]
+// ZERO3-NEXT: %[[BW2:.*]] = kiln.reshape %[[BW2F]] : tensor<18xf32> -> tensor<6x3xf32>
+// ZERO3-NEXT: kiln.dot_general {{.*}}, %[[BW2]], {{.*}} -> tensor<4x6xf32>
+// ZERO3-NOT: %[[W2]]
 // ZERO3: kiln.reduce_scatter mean {{.*}} : tensor<28xf32> -> tensor<7xf32>
+// ZERO3-NOT: kiln.all_gather
 // ZERO3: kiln.reduce_scatter mean {{.*}} : tensor<48xf32> -> tensor<12xf32>
 // ZERO3-NEXT: return
+//
+// kiln-schedule: the gathers are not all hoisted to the start. The first
+// two (nothing to wait for) open the step; the third, the backward pass's,
+// waits for every use of the first (w1's GEMM): one bucket ahead.
+// RUN: kiln-opt %s --kiln-autodiff --kiln-distribute="strategy=zero3 world-size=4 bucket-mb=0.0001" --kiln-schedule | FileCheck %s --check-prefix=SCHED3
+// SCHED3: kiln.all_gather %arg3, {{.*}} -> tensor<48xf32>
+// SCHED3-NEXT: kiln.all_gather %arg2, {{.*}} -> tensor<28xf32>
+// SCHED3: kiln.dot_general %arg0, {{.*}} -> tensor<4x6xf32>
+// SCHED3: kiln.all_gather %arg2, {{.*}} -> tensor<28xf32>
+// SCHED3: kiln.reduce_scatter mean {{.*}} : tensor<28xf32> -> tensor<7xf32>
+// SCHED3: kiln.reduce_scatter mean {{.*}} : tensor<48xf32> -> tensor<12xf32>
 //
 // After kiln-apply-optimizer: Adam's state is shard-sized (the sharded
 // optimizer state), the global norm for clipping is summed over the ranks,
@@ -86,8 +124,9 @@
 // STEP-NEXT: return
 //
 // Under zero3 kiln-gather-shards has nothing to gather after the update.
-// STEP3: kiln.all_gather {{.*}} -> tensor<28xf32>
 // STEP3: kiln.all_gather {{.*}} -> tensor<48xf32>
+// STEP3: kiln.all_gather {{.*}} -> tensor<28xf32>
+// STEP3: kiln.all_gather {{.*}} -> tensor<28xf32>
 // STEP3-NOT: kiln.all_gather
 // STEP3: return
 

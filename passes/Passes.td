@@ -182,11 +182,16 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     bucket; the full parameters' gradients are no longer results, so
     kiln-apply-optimizer updates the shards and creates shard-sized
     optimizer state. zero1 reduce-scatters every bucket after the whole
-    backward pass, zero2 right after the bucket's last gradient. Both keep
-    the full parameters as arguments; kiln-gather-shards refreshes them
-    from the all-gathered updated shards. zero3 removes the parameter
-    arguments: the step starts with each bucket's `kiln.all_gather` of its
-    shard, sliced and reshaped into the parameters. The loss gets its own
+    backward pass (marked `kiln.issue_together`, so kiln-schedule keeps
+    them there: stage 1), zero2 right after the bucket's last gradient.
+    Both keep the full parameters as arguments; kiln-gather-shards
+    refreshes them from the all-gathered updated shards. zero3 removes the
+    parameter arguments (FSDP, resharded after the forward pass): each
+    bucket's `kiln.all_gather` of its shard, sliced and reshaped into the
+    parameters, comes right before the forward pass (the ops the loss
+    depends on) first reads it, and again right before the backward pass
+    first reads it (only if it does); the gathers carry `kiln.prefetch = 1`
+    (kiln-schedule issues each one bucket ahead). The loss gets its own
     all-reduce mean. The IR depends on N (the shard sizes).
 
     `none` changes nothing; other strategies are refused by name.
@@ -389,6 +394,21 @@ def KilnSchedule : Pass<"kiln-schedule", "mlir::ModuleOp"> {
     gradient bucket's producers and packing (collectives keep their
     relative order: every rank issues them in the same order).
     Deterministic; every order is topological, so dominance always holds.
+
+    Two attributes on collectives (set by kiln-distribute) hold one back,
+    as extra dependences that every order respects:
+    - `kiln.prefetch = D` (on `kiln.all_gather`): among the collectives
+      carrying it, in order, the k-th is issued only after every use of the
+      (k-1-D)-th, where a use reads the gathered buffer (or a slice,
+      reshape or copy of it alone) together with anything else. With
+      D = 1 (zero3) a bucket is gathered while the one before it computes,
+      and at most two gathered buckets are in use or in flight (FSDP's
+      forward and backward prefetch), instead of every gather at the start.
+    - `kiln.issue_together` (unit): none of the collectives carrying it
+      starts before the inputs of all of them exist, their own packing
+      (reshapes, concatenation, constants) aside; zero1's reduce-scatters
+      so wait for the end of the backward pass.
+    A rule's dependence that would close a cycle is left out.
   }];
   let options = [
     Option<"reportPeaks", "report-peaks", "bool", /*default=*/"false",

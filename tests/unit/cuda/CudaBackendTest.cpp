@@ -7,12 +7,14 @@
 // NVRTC), feeds batches through the pinned staging, reads the loss, reads
 // and writes the checkpointed state and runs the eval package. Compared
 // with the reference backend (the interpreter) on the same synthetic
-// batches: losses, state after the steps, eval loss and logits.
+// batches: losses, state after the steps, eval loss and logits; and
+// LeNet-5 (convolutions through runtime/cuda/CudaConv.h) step by step.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tests/unit/cuda/FakeCudaApi.h"
 
+#include "runtime/cuda/CudaConv.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
 #include "tools/kiln/lib/CudaBackend.h"
@@ -67,6 +69,17 @@ public:
     if (!library)
       return rt::Status::error(dlerror());
     libraries_.push_back(library);
+    if (name == "kiln_conv") {
+      // The convolutions' module (runtime/cuda/CudaConv.h) has many
+      // kernels: found by name.
+      for (const std::string &entry : rt::cuda::convKernelEntryPoints()) {
+        void *fn = dlsym(library, (entry + "_host").c_str());
+        if (!fn)
+          return rt::Status::error(entry + "_host: not found");
+        hostKernels[entry] = reinterpret_cast<rt::cuda::testing::HostKernel>(fn);
+      }
+      return FakeCudaApi::nvrtcCompile(source, name, arch, cubin, log);
+    }
     void *fn = dlsym(library, (name + "_host").c_str());
     if (!fn)
       return rt::Status::error(name + "_host: not found");
@@ -197,6 +210,71 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   EXPECT_GT(api.nvrtcArchs.size(), 0u);
   EXPECT_GT(api.count("cudaMallocHost"), 0u);
   EXPECT_GT(api.count("cudaGraphLaunch"), 0u);
+  gpu.reset();
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// LeNet-5 through the CUDA backend: its convolutions (forward and both
+// gradients) run as CudaConv's kernels and GEMMs; three steps' losses and
+// the parameters and Adam state after them match the reference backend.
+TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-backend", dir));
+  std::string model = (dir + "/lenet5.mlir").str();
+  {
+    mlir::DialectRegistry registry;
+    cli::registerKilnDialects(registry);
+    mlir::MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    cli::LeNet5Options options;
+    options.batch = 2;
+    mlir::OwningOpRef<mlir::ModuleOp> module = cli::buildLeNet5(&context, options);
+    ASSERT_TRUE(module);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(model, ec);
+    ASSERT_FALSE(ec);
+    module->print(os);
+  }
+  cli::BackendOptions options;
+  options.input = model;
+  options.packageDir = (dir + "/packages").str();
+  std::string errors;
+  llvm::raw_string_ostream errs(errors), outs(errors);
+  HostNvrtcFake api(dir.str().str());
+  api.device.multiprocessors = 1;
+  cli::CudaBackendOptions cuda;
+  cuda.api = &api;
+  cuda.cubins = false;
+  std::unique_ptr<cli::TrainBackend> gpu =
+      cli::createCudaBackend(options, cuda, "test", outs, errs);
+  ASSERT_TRUE(gpu) << errs.str();
+  std::unique_ptr<cli::TrainBackend> ref =
+      cli::createReferenceBackend(options, "test", errs);
+  ASSERT_TRUE(ref) << errs.str();
+  EXPECT_EQ(diffState(*gpu, *ref, 1e-6), "") << "initial parameters";
+  auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 16, 3);
+  ASSERT_TRUE(data.isOk()) << data.status().message();
+  for (int step = 0; step < 3; ++step) {
+    rt::StatusOr<rt::Batch> batch =
+        rt::assembleBatch(*data.value(), {2 * step, 2 * step + 1});
+    ASSERT_TRUE(batch.isOk());
+    gpu->setStepCounter(step);
+    ref->setStepCounter(step);
+    double gpuLoss = 0, refLoss = 0;
+    ASSERT_TRUE(gpu->step(batch.value(), gpuLoss, errs)) << errs.str();
+    ASSERT_TRUE(ref->step(batch.value(), refLoss, errs)) << errs.str();
+    EXPECT_NEAR(gpuLoss, refLoss, 1e-5 * std::max(1.0, std::fabs(refLoss)))
+        << "step " << step;
+  }
+  EXPECT_EQ(diffState(*gpu, *ref, 1e-4), "") << "after 3 steps";
+  // The convolutions ran: im2col, col2im and the layout swaps.
+  size_t im2col = 0, col2im = 0;
+  for (const auto &l : api.launches) {
+    im2col += l.entry == "kiln_conv_im2col_f32";
+    col2im += l.entry == "kiln_conv_col2im_f32";
+  }
+  EXPECT_GT(im2col, 0u);
+  EXPECT_GT(col2im, 0u);
   gpu.reset();
   llvm::sys::fs::remove_directories(dir);
 }

@@ -332,8 +332,9 @@ TEST_F(CudaGpuTest, GoldenStepsMatchTheInterpreter) {
 // im2col / col2im kernels and batched cuBLASLt GEMMs) on random data,
 // against their definitions on the host in double precision: LeNet-5's
 // shapes and a strided, padded, dilated, grouped one, f32 and bf16. The
-// bound per element is relative to sum |a| |b| over its terms (1e-5; TF32
-// is off), plus one bf16 ulp of the result for bf16.
+// bound per element is relative to sum |a| |b| over its terms (1e-4: f32
+// sums of up to 6272 terms, TF32 off), plus one bf16 ulp of the result for
+// bf16; an indexing error is of the order of that sum.
 TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
   using namespace kiln::runtime::cuda::testing;
   std::vector<ConvParams> shapes = {
@@ -376,7 +377,7 @@ TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
         int bad = 0;
         for (size_t i = 0; i < want.size() && bad < 5; ++i) {
           double have = valueAt(dtype, got, i);
-          double bound = 1e-5 * scale[i] + rel * std::fabs(want[i]) + 1e-30;
+          double bound = 1e-4 * scale[i] + rel * std::fabs(want[i]) + 1e-30;
           if (!(std::fabs(have - want[i]) <= bound)) {
             ADD_FAILURE() << "element " << i << ": host " << want[i]
                           << ", GPU " << have << " (bound " << bound << ")";

@@ -67,7 +67,8 @@ Offset<fbs::Thunk> writeThunk(FlatBufferBuilder &b, const PackageThunk &t) {
   if (t.hasGemm)
     gemm = fbs::CreateGemmParams(b, t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.batch,
                                  t.gemm.transposeLhs, t.gemm.transposeRhs,
-                                 t.gemm.alpha, t.gemm.beta);
+                                 t.gemm.alpha, t.gemm.beta,
+                                 toFbs<fbs::GemmEpilogue>(t.gemm.epilogue));
   Offset<fbs::ConvParams> conv;
   if (t.hasConv) {
     const ConvParams &c = t.conv;

@@ -421,11 +421,36 @@ Status CudaExecutable::planThunk(size_t index) {
       return fail(s.message());
     return Status::ok();
   }
-  if (!t.hasGemm || t.operands.size() != 2 || t.results.size() != 1)
-    return fail("expected a gemm with two operands and one result");
+  // The epilogue's extra buffers: a bias operand (Bias*), a bias-gradient
+  // result (BiasGradient); checkPackage has checked the counts.
+  PkgGemmEpilogue epilogue = t.hasGemm ? t.gemm.epilogue : PkgGemmEpilogue::None;
+  bool hasBias = epilogue == PkgGemmEpilogue::Bias ||
+                 epilogue == PkgGemmEpilogue::BiasRelu ||
+                 epilogue == PkgGemmEpilogue::BiasGelu;
+  bool hasBiasGrad = epilogue == PkgGemmEpilogue::BiasGradient;
+  if (!t.hasGemm || t.operands.size() != (hasBias ? 3u : 2u) ||
+      t.results.size() != (hasBiasGrad ? 2u : 1u))
+    return fail(std::string("expected a gemm with ") +
+                (hasBias ? "three operands (lhs, rhs, bias)" : "two operands") +
+                " and " + (hasBiasGrad ? "two results" : "one result") +
+                " for epilogue " + pkgGemmEpilogueName(epilogue));
   GemmDesc desc;
   desc.dtype = package_.buffers[t.results[0]].dtype;
   desc.params = t.gemm;
+  switch (epilogue) {
+  case PkgGemmEpilogue::None: desc.epilogue = GemmEpilogue::None; break;
+  case PkgGemmEpilogue::Bias: desc.epilogue = GemmEpilogue::Bias; break;
+  case PkgGemmEpilogue::Relu: desc.epilogue = GemmEpilogue::Relu; break;
+  case PkgGemmEpilogue::BiasRelu: desc.epilogue = GemmEpilogue::BiasRelu; break;
+  case PkgGemmEpilogue::Gelu: desc.epilogue = GemmEpilogue::Gelu; break;
+  case PkgGemmEpilogue::BiasGelu: desc.epilogue = GemmEpilogue::BiasGelu; break;
+  case PkgGemmEpilogue::BiasGradient:
+    desc.epilogue = GemmEpilogue::BiasGradient;
+    break;
+  }
+  plan.bias = hasBias ? plan.args[2] : nullptr;
+  plan.biasGrad = hasBiasGrad ? plan.args.back() : nullptr;
+  plan.gemmOut = plan.args[t.operands.size()];
   desc.allowTf32 = options_.allowTf32;
   uint32_t align = 256;
   for (void *p : plan.args)
@@ -449,6 +474,13 @@ Status CudaExecutable::planThunk(size_t index) {
                    holds(t.operands[1], uint64_t(g.batch * g.k * g.n), "rhs"),
                    holds(t.results[0], uint64_t(g.batch * g.m * g.n), "result")})
     if (!s.isOk())
+      return s;
+  if (hasBias)
+    if (Status s = holds(t.operands[2], uint64_t(g.n), "bias"); !s.isOk())
+      return s;
+  if (hasBiasGrad)
+    if (Status s = holds(t.results[1], uint64_t(g.n), "bias gradient");
+        !s.isOk())
       return s;
   if (!workspace_ && options_.gemmWorkspaceBytes) {
     if (Status s = api_.malloc(&workspace_, options_.gemmWorkspaceBytes);
@@ -556,8 +588,9 @@ Status CudaExecutable::enqueueThunk(size_t index) {
       s = conv_->run(index, stream_, workspace_, workspaceBytes_);
       break;
     }
-    s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.args[2],
-                     nullptr, nullptr, workspace_, workspaceBytes_, stream_);
+    s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.gemmOut,
+                     plan.bias, plan.biasGrad, workspace_, workspaceBytes_,
+                     stream_);
     break;
   case ThunkKind::Copy:
     s = api_.memcpyAsync(plan.args[1], plan.args[0], plan.copyBytes,

@@ -14,7 +14,8 @@
 //     block = kernel.block and grid.x = min(kernel.grid.x, multiprocessors
 //     * (2048 / block.x)) (CudaCompile.h's rule: every kernel loops
 //     grid-stride), parameters the thunk's operands then results;
-//     LibraryCall Gemm -> cuBLASLt, planned at load (the heuristic's
+//     LibraryCall Gemm -> cuBLASLt with the thunk's epilogue (bias, ReLU,
+//     GELU, bias gradient: the package's GemmParams), planned at load (the heuristic's
 //     choice kept in the plan, one plan per distinct GEMM shape) with one
 //     workspace for all GEMMs; Copy -> cudaMemcpyAsync;
 //     Collective -> with a communicator that has DeviceCollectives (NCCL),
@@ -187,6 +188,8 @@ private:
     std::vector<void *> params;     // &args[i], for cuLaunchKernel
     std::array<uint32_t, 3> grid{}; // kernel launches
     GemmPlan gemm = nullptr;
+    // A GEMM's result and its epilogue's bias / bias gradient (or null).
+    void *gemmOut = nullptr, *bias = nullptr, *biasGrad = nullptr;
     size_t copyBytes = 0;
     std::vector<uint8_t> hostScratch; // collectives' staging
   };

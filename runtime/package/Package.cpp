@@ -44,6 +44,8 @@ constexpr unsigned kMaxCollectiveKind = raw(pkg::CollectiveKind::MAX);
 constexpr unsigned kMaxReduceKind = raw(pkg::ReduceKind::MAX);
 constexpr unsigned kMaxInitKind = raw(pkg::InitKind::MAX);
 constexpr unsigned kMaxStrategy = raw(pkg::Strategy::MAX);
+constexpr unsigned kMaxGemmEpilogue = raw(pkg::GemmEpilogue::MAX);
+static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::BiasGradient));
 static_assert(kMaxDType == raw(PkgDType::I1));
 static_assert(kMaxRole == raw(PkgRole::Gradient));
 static_assert(kMaxTarget == raw(TargetKind::Cuda));
@@ -174,6 +176,30 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
       if (Status s = checkFinite(where, "gemm beta", t.gemm.beta); !s.isOk())
         return s;
     }
+    if (t.hasGemm) {
+      if (Status s = checkEnum(where, "gemm epilogue", raw(t.gemm.epilogue),
+                               kMaxGemmEpilogue);
+          !s.isOk())
+        return s;
+      PkgGemmEpilogue e = t.gemm.epilogue;
+      bool bias = e == PkgGemmEpilogue::Bias || e == PkgGemmEpilogue::BiasRelu ||
+                  e == PkgGemmEpilogue::BiasGelu;
+      size_t operands = bias ? 3 : 2;
+      size_t results = e == PkgGemmEpilogue::BiasGradient ? 2 : 1;
+      if (e != PkgGemmEpilogue::None && p.target.kind != TargetKind::Cuda) {
+        os << where << ": gemm epilogue " << pkgGemmEpilogueName(e)
+           << " in a CPU package: only CUDA packages carry GEMM epilogues";
+        return fail(os);
+      }
+      if (e != PkgGemmEpilogue::None &&
+          (t.operands.size() != operands || t.results.size() != results)) {
+        os << where << ": gemm epilogue " << pkgGemmEpilogueName(e)
+           << " needs " << operands << " operands and " << results
+           << " result(s), found " << t.operands.size() << " and "
+           << t.results.size();
+        return fail(os);
+      }
+    }
     if (t.hasGemm &&
         (t.gemm.m < 0 || t.gemm.n < 0 || t.gemm.k < 0 || t.gemm.batch < 1)) {
       os << where << ": gemm m, n, k, batch are " << t.gemm.m << ", "
@@ -257,6 +283,19 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
 }
 
 } // namespace
+
+const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
+  switch (epilogue) {
+  case PkgGemmEpilogue::None: return "none";
+  case PkgGemmEpilogue::Bias: return "bias";
+  case PkgGemmEpilogue::Relu: return "relu";
+  case PkgGemmEpilogue::BiasRelu: return "bias_relu";
+  case PkgGemmEpilogue::Gelu: return "gelu";
+  case PkgGemmEpilogue::BiasGelu: return "bias_gelu";
+  case PkgGemmEpilogue::BiasGradient: return "bias_gradient";
+  }
+  return "unknown";
+}
 
 Status checkPackage(const LoadedPackage &p) {
   std::ostringstream os;
@@ -524,7 +563,8 @@ LoadedPackage copyOut(const pkg::Package *fb) {
                     g->transpose_lhs(),
                     g->transpose_rhs(),
                     g->alpha(),
-                    g->beta()};
+                    g->beta(),
+                    castEnum<PkgGemmEpilogue>(g->epilogue())};
       }
       if (const pkg::ConvParams *c = t->conv()) {
         out.hasConv = true;

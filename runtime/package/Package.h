@@ -171,14 +171,29 @@ struct PackageKernel {
   }
 };
 
+// A CUDA GEMM's cuBLASLt epilogue (package.fbs GemmEpilogue): Bias*
+// read the thunk's operand 2 ([n]), BiasGradient writes its result 1 ([n],
+// the sum over k of the rhs). CPU packages have none.
+enum class PkgGemmEpilogue : uint8_t {
+  None,
+  Bias,
+  Relu,
+  BiasRelu,
+  Gelu,
+  BiasGelu,
+  BiasGradient
+};
+const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue);
+
 struct GemmParams {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   bool transposeLhs = false, transposeRhs = false;
   double alpha = 1.0, beta = 0.0;
+  PkgGemmEpilogue epilogue = PkgGemmEpilogue::None;
   bool operator==(const GemmParams &o) const {
     return m == o.m && n == o.n && k == o.k && batch == o.batch &&
            transposeLhs == o.transposeLhs && transposeRhs == o.transposeRhs &&
-           alpha == o.alpha && beta == o.beta;
+           alpha == o.alpha && beta == o.beta && epilogue == o.epilogue;
   }
 };
 

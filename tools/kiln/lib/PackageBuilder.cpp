@@ -192,7 +192,9 @@ struct Builder {
   // transpose kernel into a scratch buffer for each operand that planGemm
   // wants packed. |name| prefixes the packed buffers' and kernels' names.
   bool addGemm(DotGeneralOp dot, uint32_t lhs, uint32_t rhs, uint32_t result,
-               const std::string &name, llvm::LLVMContext &llvmContext) {
+               const std::string &name, llvm::LLVMContext &llvmContext,
+               PkgGemmEpilogue epilogue = PkgGemmEpilogue::None,
+               std::optional<uint32_t> bias = std::nullopt) {
     runtime::cpu::GemmSpec spec;
     auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
     auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
@@ -243,12 +245,98 @@ struct Builder {
     thunk.library = LibraryKind::Gemm;
     thunk.hasGemm = true;
     thunk.gemm = plan->params;
+    thunk.gemm.epilogue = epilogue;
     thunk.operands = {lhs, rhs};
+    if (bias)
+      thunk.operands.push_back(*bias);
     thunk.results = {result};
     pkg.thunks.push_back(std::move(thunk));
     return true;
   }
 };
+
+// For a CUDA package: whether |fusion|'s epilogue after |split|'s dot is
+// exactly one cuBLASLt epilogue: its one result is |dotOp|'s result plus
+// a [n] bias broadcast along the last dimension (Bias), max(., 0) (Relu),
+// tanh-GELU (Gelu), or a bias then one of those, with nothing else in the
+// body and every value read once. |biasInput| gets the index of the
+// fusion input holding the bias. A fusion that also returns the
+// pre-activation (training keeps it for the backward) does not match.
+std::optional<PkgGemmEpilogue> matchGemmEpilogue(FusionOp fusion,
+                                                 DotGeneralOp dotOp,
+                                                 unsigned &biasInput) {
+  // f32 and f64 only: cuBLASLt rounds a bf16/f16 result once, after the
+  // epilogue, where the step's IR (and the interpreter) rounds the product
+  // and then the epilogue, so a low-precision step would no longer be the
+  // program it was compiled from.
+  auto resultType =
+      mlir::cast<mlir::RankedTensorType>(fusion.getResult(0).getType());
+  if (fusion.getNumResults() != 1 || !(resultType.getElementType().isF32() ||
+                                       resultType.getElementType().isF64()))
+    return std::nullopt;
+  mlir::Block &body = fusion.getBody().front();
+  auto yield = mlir::dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getNumOperands() != 1)
+    return std::nullopt;
+  mlir::Value dot = dotOp.getResult();
+  auto dotType = mlir::cast<mlir::RankedTensorType>(dot.getType());
+  mlir::Value v = yield.getOperand(0);
+  size_t ops = 2; // the dot and the yield
+  enum { None, Relu, Gelu } activation = None;
+  auto single = [](mlir::Value x) { return x.hasOneUse(); };
+  if (auto relu = v.getDefiningOp<ReluOp>()) {
+    activation = Relu;
+    v = relu.getOperand();
+    ++ops;
+  } else if (auto gelu = v.getDefiningOp<GeluOp>()) {
+    if (gelu.getApproximate() != GeluApproximation::tanh)
+      return std::nullopt;
+    activation = Gelu;
+    v = gelu.getOperand();
+    ++ops;
+  }
+  bool bias = false;
+  if (auto add = v.getDefiningOp<AddOp>()) {
+    if (!single(v))
+      return std::nullopt;
+    mlir::Value other = add.getLhs() == dot   ? add.getRhs()
+                        : add.getRhs() == dot ? add.getLhs()
+                                              : mlir::Value();
+    auto broadcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
+    if (!broadcast || !single(other))
+      return std::nullopt;
+    auto arg = mlir::dyn_cast<mlir::BlockArgument>(broadcast.getOperand());
+    auto argType = arg ? mlir::dyn_cast<mlir::RankedTensorType>(arg.getType())
+                       : nullptr;
+    llvm::ArrayRef<int64_t> dims = broadcast.getBroadcastDimensions();
+    if (!arg || arg.getOwner() != &body || !argType || argType.getRank() != 1 ||
+        argType.getElementType() != dotType.getElementType() ||
+        dims.size() != 1 || dims[0] != dotType.getRank() - 1)
+      return std::nullopt;
+    // The GEMM's n is the rhs's one free dimension, the result's last.
+    auto rhsType =
+        mlir::cast<mlir::RankedTensorType>(dotOp.getRhs().getType());
+    if (rhsType.getRank() -
+            static_cast<int64_t>(dotOp.getRhsBatchingDimensions().size() +
+                                 dotOp.getRhsContractingDimensions().size()) !=
+        1)
+      return std::nullopt;
+    biasInput = arg.getArgNumber();
+    bias = true;
+    v = dot;
+    ops += 2;
+  }
+  if (v != dot || !single(dot) ||
+      static_cast<size_t>(std::distance(body.begin(), body.end())) != ops)
+    return std::nullopt;
+  if (!bias)
+    return activation == Relu   ? std::optional(PkgGemmEpilogue::Relu)
+           : activation == Gelu ? std::optional(PkgGemmEpilogue::Gelu)
+                                : std::nullopt;
+  return activation == Relu   ? PkgGemmEpilogue::BiasRelu
+         : activation == Gelu ? PkgGemmEpilogue::BiasGelu
+                              : PkgGemmEpilogue::Bias;
+}
 
 PkgRole roleOf(mlir::Attribute attr) {
   if (auto role = mlir::dyn_cast_or_null<RoleAttr>(attr))
@@ -578,6 +666,23 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       if (mlir::failed(split))
         return fail("gemm fusion " + describe(&op) +
                     ": cannot split it into a GEMM and an epilogue");
+      // CUDA: an epilogue cuBLASLt has goes on the GEMM, writing the
+      // fusion's result, and no kernel is emitted for it.
+      unsigned biasInput = 0;
+      std::optional<PkgGemmEpilogue> epilogue;
+      if (pkg.target.kind == TargetKind::Cuda)
+        epilogue = matchGemmEpilogue(fusion, split->dot, biasInput);
+      if (epilogue) {
+        std::optional<uint32_t> bias;
+        if (*epilogue != PkgGemmEpilogue::Relu &&
+            *epilogue != PkgGemmEpilogue::Gelu)
+          bias = operands[biasInput];
+        if (!b.addGemm(split->dot, operands[split->lhsInput],
+                       operands[split->rhsInput], results[0], opName,
+                       llvmContext, *epilogue, bias))
+          return fail(b.error);
+        continue;
+      }
       uint32_t dotBuffer;
       if (!b.scratchBuffer(split->dot.getType(), opName + ".dot", dotBuffer) ||
           !b.addGemm(split->dot, operands[split->lhsInput],

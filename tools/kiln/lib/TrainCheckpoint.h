@@ -1,0 +1,102 @@
+//===- TrainCheckpoint.h - `kiln train`'s checkpoints ---------------*- C++ -*-===//
+//
+// Checkpoints of `kiln train` (runtime/checkpoint): reading the one --resume
+// continues from, writing the model's state back from it, and writing new
+// ones. A checkpoint holds the parameters, the optimizer state (entry
+// "P.SLOT" of parameter P is slot SLOT of P; any other entry is slot
+// "state"), the step, seed, epoch and data position.
+//
+// Under ZeRO (zero1/2/3) the step holds shards (TrainBackend::shards()) and
+// checkpoints are sharded (runtime/checkpoint/Sharded.h): every rank writes
+// step-K.rank-R-of-N.safetensors, rank 0 also the replicated state and the
+// full parameters, then step-K.index.json, and then `latest`. Resuming cuts
+// each rank's block out of the full tensors, so any strategy and world size
+// can continue.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_TRAINCHECKPOINT_H
+#define KILN_TOOLS_KILN_LIB_TRAINCHECKPOINT_H
+
+#include "tools/kiln/lib/TrainBackend.h"
+#include "tools/kiln/lib/TrainFlags.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/dist/Communicator.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::cli {
+
+// --resume: reads the checkpoint --checkpoint-dir's `latest` names (a ZeRO
+// index is consolidated into the full state) into |resumed| and takes its
+// seed into |options| (a different --seed is an error). Read before anything
+// is compiled, so a bad checkpoint fails fast. Prints the problem and fails.
+bool readResumeState(TrainOptions &options,
+                     std::optional<runtime::TrainingState> &resumed,
+                     llvm::raw_ostream &errs);
+
+// Where the training loop stands, as a checkpoint records it.
+struct TrainPosition {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t position = 0; // batches done in the epoch
+};
+
+// The model's checkpointed state on this rank: restores it, gathers zero3's
+// parameters and writes checkpoints.
+class TrainState {
+public:
+  // |communicator| is the process's own (null on one rank and in mirrored
+  // replicas): zero3's gathers and the sharded checkpoint's barrier run
+  // through it.
+  TrainState(TrainBackend &model, const runtime::dist::DistEnv &env,
+             runtime::dist::Communicator *communicator);
+
+  // Whether checkpoints are sharded (the step holds ZeRO shards).
+  bool sharded() const { return !shardLayouts_.empty(); }
+  size_t size() const { return entries_.size(); }
+
+  // Writes |resumed|'s parameters and optimizer state into the model (a
+  // shard entry gets this rank's block). Prints what is missing or of the
+  // wrong size and fails.
+  bool restore(const runtime::TrainingState &resumed, llvm::raw_ostream &errs);
+
+  // zero3: the parameters of shard entry |i| are not state anywhere; every
+  // rank all-gathers its shard and gets them (|out|: name, values). Nothing
+  // to do (true, |out| empty) for the other entries and strategies.
+  bool gatherParameters(size_t i, std::vector<runtime::NamedTensor> &out,
+                        llvm::raw_ostream &errs);
+
+  // Writes the checkpoint of |at| to |dir| and points `latest` at it; a
+  // failed write keeps the earlier checkpoints and the pointer. Every rank
+  // calls it when sharded, else rank 0 alone. Prints the problem and fails.
+  bool writeCheckpoint(const std::string &dir, const TrainPosition &at,
+                       uint64_t seed, llvm::raw_ostream &console,
+                       llvm::raw_ostream &errs);
+
+private:
+  // (slot, parameter) of optimizer state entry |name|; ("state", name) for
+  // state of no parameter.
+  std::pair<std::string, std::string> stateKey(const std::string &name) const;
+
+  TrainBackend &model_;
+  runtime::dist::DistEnv env_;
+  runtime::dist::Communicator *communicator_;
+  const std::vector<StateEntry> &entries_;
+  std::set<std::string> parameterNames_, stateNames_;
+  // ZeRO: the shard entries (zero.bucketK and its optimizer slots) by name.
+  std::map<std::string, const runtime::ShardLayout *> shardLayouts_;
+};
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_TRAINCHECKPOINT_H

@@ -1,0 +1,57 @@
+//===- TrainEval.h - `kiln train`'s eval pass -----------------------*- C++ -*-===//
+//
+// After each epoch (and at the end) `kiln train` runs the forward model on
+// --eval-data: the mean loss and, when the loss comes from
+// kiln.softmax_cross_entropy, the accuracy of its logits. The result is
+// printed and appended to --metrics-file as one JSON object.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_TRAINEVAL_H
+#define KILN_TOOLS_KILN_LIB_TRAINEVAL_H
+
+#include "tools/kiln/lib/TrainBackend.h"
+#include "tools/kiln/lib/TrainCheckpoint.h"
+
+#include "runtime/data/Dataset.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+namespace kiln::cli {
+
+struct EvalResult {
+  double loss = NAN;
+  double accuracy = NAN; // NaN when the model exposes no logits
+  int64_t samples = 0;
+};
+
+// Runs the forward model over the first |subset| samples of |data| (0: all),
+// in order, |batch| rows at a time (one micro-batch). With logits every
+// sample counts for the accuracy: a last partial batch is padded with
+// copies of its last sample, whose rows are not counted. The loss is the
+// mean over whole batches (the step's loss is a batch mean, which padding
+// would skew), so without logits a partial batch is dropped. Prints the
+// problem and returns std::nullopt.
+std::optional<EvalResult> evaluate(TrainBackend &model, runtime::Dataset &data,
+                                   int64_t batch, int64_t subset,
+                                   llvm::raw_ostream &errs);
+
+// zero3: every rank gathers the parameters, which the step holds as shards
+// only, and the eval step of |model| gets them when |evaluating| (rank 0).
+// A collective: every rank calls it. Prints the problem and fails.
+bool gatherEvalParameters(TrainBackend &model, TrainState &state,
+                          bool evaluating, llvm::raw_ostream &errs);
+
+// Appends one eval's JSON line to |metrics| (the eval's loss and accuracy
+// when it ran, else the train loss; null for what is not a number).
+void writeMetricsRecord(llvm::raw_ostream &metrics, int64_t step, int64_t epoch,
+                        const std::optional<EvalResult> &eval,
+                        double trainLoss, double samplesPerSecond);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_TRAINEVAL_H

@@ -1,0 +1,239 @@
+//===- TrainFlags.cpp - `kiln train`'s flags -------------------------------===//
+//
+// Declares `kiln train`'s flags (its --help), parses them into TrainOptions
+// and checks what the flags alone decide: the backend and device (a CUDA
+// device must be usable), --cuda-graphs, the counts, --resume's checkpoint
+// directory, the optimizer and the precision; and the data specs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/TrainFlags.h"
+
+#include "tools/kiln/lib/Diagnostics.h"
+#include "tools/kiln/lib/Driver.h"
+#include "tools/kiln/lib/Flags.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace kiln::cli {
+
+std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
+                                   TrainOptions &options,
+                                   llvm::raw_ostream &outs,
+                                   llvm::raw_ostream &errs) {
+  std::string &backend = options.backendFlag, &device = options.device,
+              &seed = options.seedFlag, &threads = options.threadsFlag,
+              &devices = options.devices,
+              &collectiveTimeout = options.collectiveTimeout;
+  std::string &evalData = options.evalData;
+  std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
+      checkpointEvery;
+  OptimizerFlags &optimizerFlags = options.optimizerFlags;
+  AmpFlags &ampFlags = options.ampFlags;
+  DistFlags &distFlags = options.distFlags;
+  FlagParser parser(
+      kTrainCommand.str(), "FILE [--backend=cpu] [--data=SPEC] [options]",
+      "Compiles the training step of a model (graph file or .mlir) into a\n"
+      "package and trains it on the CPU runtime, or trains a compiled package\n"
+      "(.kpkg) as it is. --backend=reference runs every step on the reference\n"
+      "interpreter instead (slow; for checking a backend). --dump-dir keeps\n"
+      "the IR dumps and the compiled step.kpkg and eval.kpkg. The input\n"
+      "arguments get one sample per row of their first dimension, the label\n"
+      "argument the classes. Under `kiln launch` each process is one rank\n"
+      "(--strategy=data-parallel, or zero1/zero2/zero3, which shard the\n"
+      "optimizer state, gradients and parameters and write one checkpoint\n"
+      "file per rank plus an index); see docs/training.md and\n"
+      "docs/distributed.md.");
+  parser.setEpilogue(
+      "Strategies under a launcher (WORLD_SIZE=N ranks), memory per rank for\n"
+      "P parameter elements with Adam (2 state slots; docs/distributed.md):\n"
+      "  strategy       parameters         gradients          optimizer state\n"
+      "  data-parallel  P                  P                  2P\n"
+      "  zero1          P + P/N shards     P                  2P/N\n"
+      "  zero2          P + P/N shards     one bucket + P/N   2P/N\n"
+      "  zero3          P/N (+ gathered)   one bucket + P/N   2P/N\n"
+      "ZeRO checkpoints: DIR/step-K.rank-R-of-N.safetensors per rank (its\n"
+      "shards; rank 0 also the full parameters) and DIR/step-K.index.json\n"
+      "(world size, files, each bucket's parameters with offsets and shapes),\n"
+      "named by DIR/latest; --resume rebuilds the full state from them, so\n"
+      "another world size or strategy can continue (keep the global batch).");
+  parser.addPositional("FILE", &options.input,
+                       "a graph file (.kiln), MLIR text (.mlir) or, for the "
+                       "cpu backend, a package (.kpkg)");
+  parser.addValue("backend", &backend, "NAME",
+                  "cpu, cuda or reference (default: cuda when a GPU is "
+                  "present, else cpu)");
+  parser.addValue("device", &device, "DEVICE",
+                  "cpu or cuda[:N] (default: cuda:0 when a GPU is present and "
+                  "this kiln compiles CUDA, else cpu; the choice is printed)");
+  std::string cudaGraphs;
+  parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
+                  "cuda: capture the step into a CUDA Graph after the warm-up "
+                  "step (default on)");
+  parser.addValue("threads", &threads, "N",
+                  "CPU threads (default: all cores, shared out among the "
+                  "ranks of one machine; under --strategy=mirrored N is "
+                  "shared out among the devices)");
+  parser.addValue("devices", &devices, "N",
+                  "--strategy=mirrored: N CPU device instances in this "
+                  "process, each a rank with its own step, its share of the "
+                  "threads and a batch of the compiled size (global batch: N "
+                  "times it); default: one per core");
+  parser.addValue("data", &data, "SPEC",
+                  "fashion-mnist[:DIR], npy:DIR, tokens:FILE or synthetic "
+                  "(default fashion-mnist)");
+  parser.addValue("eval-data", &evalData, "SPEC",
+                  "eval data after each epoch (default: fashion-mnist's test "
+                  "split for fashion-mnist, none otherwise; none: no eval)");
+  parser.addValue("epochs", &epochs, "N", "passes over the training data");
+  parser.addValue("max-steps", &maxSteps, "N",
+                  "stop after N steps in all (default 20 without --epochs)");
+  parser.addValue("batch-size", &batchSize, "B",
+                  "per rank (with --grad-accum, the micro-batch); must "
+                  "equal the model's batch dimension");
+  parser.addValue("train-subset", &subset, "N",
+                  "use only the first N training samples (default: all)");
+  parser.addValue("eval-subset", &evalSubset, "N",
+                  "evaluate only the first N eval samples (default: all)");
+  parser.addSwitch("no-shuffle", &options.noShuffle, "keep the data in file order");
+  parser.addValue("log-every", &logEvery, "N", "print the loss every N steps (default 1)");
+  parser.addValue("seed", &seed, "S", "shuffling and synthetic-data seed (default 0)");
+  parser.addValue("checkpoint-dir", &options.checkpointDir, "DIR",
+                  "write step-N.safetensors and a 'latest' pointer here");
+  parser.addValue("checkpoint-every", &checkpointEvery, "N",
+                  "checkpoint every N steps (and always at the end)");
+  parser.addSwitch("resume", &options.resume,
+                   "continue from the checkpoint --checkpoint-dir's 'latest' names");
+  parser.addValue("metrics-file", &options.metricsFile, "F.jsonl",
+                  "append one JSON object per eval");
+  parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
+                  "write the IR after every pass, and (cpu) the compiled "
+                  "packages, here");
+  parser.addValue("collective-timeout", &collectiveTimeout, "S",
+                  "with several ranks: give up on the rendezvous or a "
+                  "collective after S seconds, naming the missing rank "
+                  "(default 300)");
+  addDistFlags(parser, distFlags,
+               "number of ranks (default: WORLD_SIZE from the launcher, else "
+               "1); must agree with the launcher");
+  addAmpFlags(parser, ampFlags);
+  addOptimizerFlags(parser, optimizerFlags);
+  switch (parser.parse(args, outs, errs)) {
+  case ParseResult::help:
+    return kExitOk;
+  case ParseResult::usageError:
+    return kExitUsage;
+  case ParseResult::ok:
+    break;
+  }
+  if (!backend.empty())
+    options.backend = backend;
+  CudaBackendOptions &cudaOptions = options.cuda;
+  if (!device.empty()) {
+    llvm::StringRef d(device), index;
+    bool cuda = d == "cuda" || (d.starts_with("cuda:") &&
+                                !(index = d.drop_front(5)).empty() &&
+                                llvm::all_of(index, llvm::isDigit));
+    if (d != "cpu" && !cuda) {
+      printError(errs, kTrainCommand,
+                 "--device=" + device + ": expected cpu or cuda[:N], found '" +
+                     device + "'");
+      return kExitError;
+    }
+    unsigned cudaIndex = 0;
+    if (cuda && !index.empty() && index.getAsInteger(10, cudaIndex)) {
+      printError(errs, kTrainCommand, "--device=" + device + ": the index is too large");
+      return kExitError;
+    }
+    cudaOptions.device = static_cast<int>(cudaIndex);
+    if (cuda || backend.empty())
+      options.backend = cuda ? "cuda" : "cpu";
+  }
+  if (options.backend != "cpu" && options.backend != "reference" &&
+      options.backend != "cuda") {
+    printError(errs, kTrainCommand,
+               "--backend=" + options.backend + ": expected cpu, cuda or reference");
+    return kExitError;
+  }
+  if (cudaGraphs != "" && cudaGraphs != "on" && cudaGraphs != "off") {
+    printError(errs, kTrainCommand, "--cuda-graphs=" + cudaGraphs + ": expected on or off");
+    return kExitError;
+  }
+  cudaOptions.graphs = cudaGraphs != "off";
+  if (options.backend == "cuda") {
+    std::string reason;
+    if (!cudaDeviceUsable(cudaOptions.device, reason)) {
+      printError(errs, kTrainCommand,
+                 (device.empty() ? std::string("--backend=cuda") : "--device=" + device) +
+                     ": " + reason + "; use --device=cpu");
+      return kExitError;
+    }
+  }
+  auto integer = [&](const std::string &text, llvm::StringRef flag, int64_t min,
+                     int64_t &out) {
+    if (text.empty())
+      return true;
+    std::optional<int64_t> v = parseInteger(kTrainCommand, flag, text, min, errs);
+    if (v)
+      out = *v;
+    return v.has_value();
+  };
+  int64_t seedValue = 0;
+  if (!integer(maxSteps, "max-steps", 1, options.maxSteps) ||
+      !integer(epochs, "epochs", 1, options.epochs) ||
+      !integer(batchSize, "batch-size", 1, options.batchSize) ||
+      !integer(subset, "train-subset", 1, options.subset) ||
+      !integer(evalSubset, "eval-subset", 1, options.evalSubset) ||
+      !integer(logEvery, "log-every", 1, options.logEvery) ||
+      !integer(checkpointEvery, "checkpoint-every", 1, options.checkpointEvery) ||
+      !integer(threads, "threads", 1, options.threads) ||
+      !integer(seed, "seed", 0, seedValue))
+    return kExitError;
+  options.seed = static_cast<uint64_t>(seedValue);
+  if (options.maxSteps == 0 && options.epochs == 0)
+    options.maxSteps = 20;
+  if ((options.resume || options.checkpointEvery) && options.checkpointDir.empty()) {
+    printError(errs, kTrainCommand,
+               std::string(options.resume ? "--resume" : "--checkpoint-every") +
+                   " needs --checkpoint-dir=DIR");
+    return kExitUsage;
+  }
+  if (!parseOptimizerFlags(kTrainCommand, optimizerFlags, options.pipeline.optimizer,
+                           errs))
+    return kExitError;
+  if (!parseAmpFlags(kTrainCommand, ampFlags, options.pipeline, errs))
+    return kExitError;
+  if (!data.empty())
+    options.data = data;
+  return std::nullopt;
+}
+
+bool parseTrainData(const TrainOptions &options, runtime::DataSpec &spec,
+                    std::optional<runtime::DataSpec> &evalSpec,
+                    llvm::raw_ostream &errs) {
+  const std::string &evalData = options.evalData;
+  runtime::StatusOr<runtime::DataSpec> parsedSpec =
+      runtime::parseDataSpec(options.data);
+  if (!parsedSpec.isOk()) {
+    printError(errs, kTrainCommand, parsedSpec.status().message());
+    return false;
+  }
+  spec = parsedSpec.value();
+  evalSpec.reset();
+  if (evalData.empty()) {
+    if (spec.kind == runtime::DataSpec::Kind::fashionMnist)
+      evalSpec = spec;
+  } else if (evalData != "none") {
+    runtime::StatusOr<runtime::DataSpec> parsed = runtime::parseDataSpec(evalData);
+    if (!parsed.isOk()) {
+      printError(errs, kTrainCommand,
+                 "--eval-data: " + parsed.status().message());
+      return false;
+    }
+    evalSpec = parsed.value();
+  }
+  return true;
+}
+
+} // namespace kiln::cli

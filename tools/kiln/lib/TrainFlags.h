@@ -1,0 +1,85 @@
+//===- TrainFlags.h - `kiln train`'s options -----------------------*- C++ -*-===//
+//
+// What `kiln train` (Train.cpp) runs with: TrainOptions holds the checked
+// values of its flags, and the flags' text where a later step needs to know
+// whether one was given (the device choice, --seed against a resumed
+// checkpoint, the mirrored replicas' flags). TrainFlags.cpp declares the
+// flags, prints --help, and checks the values; the checks that need the
+// launcher's environment (ranks, strategy) stay in Train.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_TRAINFLAGS_H
+#define KILN_TOOLS_KILN_LIB_TRAINFLAGS_H
+
+#include "tools/kiln/lib/AmpFlags.h"
+#include "tools/kiln/lib/CudaBackend.h"
+#include "tools/kiln/lib/DistFlags.h"
+#include "tools/kiln/lib/OptimizerFlags.h"
+
+#include "passes/Pipelines.h"
+#include "runtime/data/DataSpec.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kiln::cli {
+
+// The command name every `kiln train` message starts with.
+inline constexpr llvm::StringLiteral kTrainCommand = "kiln train";
+
+struct TrainOptions {
+  std::string input;
+  std::string data = "fashion-mnist";
+  std::string evalData; // "" : the default, "none": no eval
+  int64_t maxSteps = 0; // 0: not given
+  int64_t epochs = 0;   // 0: not given
+  int64_t batchSize = 0;
+  int64_t subset = 0; // 0: the whole training split
+  int64_t evalSubset = 0;
+  int64_t logEvery = 1;
+  int64_t checkpointEvery = 0;
+  uint64_t seed = 0;
+  bool noShuffle = false;
+  bool resume = false;
+  std::string checkpointDir;
+  std::string metricsFile;
+  std::string backend = "cpu";
+  int64_t threads = 0; // 0: all cores
+  PipelineOptions pipeline;
+  // --device's index and --cuda-graphs.
+  CudaBackendOptions cuda;
+
+  // The flags' text; empty means "not given".
+  std::string backendFlag, device, seedFlag, threadsFlag, devices,
+      collectiveTimeout;
+  OptimizerFlags optimizerFlags;
+  AmpFlags ampFlags;
+  // Checked by parseDistFlags once the launcher's environment is read.
+  DistFlags distFlags;
+};
+
+// Parses |args| into |options| and checks every flag that needs nothing but
+// the flags (the device, the numbers, the optimizer and precision). Returns
+// std::nullopt to go on, or the exit code to return now: kExitOk after
+// --help, kExitUsage or kExitError after printing the problem to |errs|.
+std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
+                                   TrainOptions &options,
+                                   llvm::raw_ostream &outs,
+                                   llvm::raw_ostream &errs);
+
+// Parses --data into |spec| and --eval-data into |evalSpec| (the default:
+// fashion-mnist's test split for fashion-mnist, none otherwise). Prints the
+// problem and fails.
+bool parseTrainData(const TrainOptions &options, runtime::DataSpec &spec,
+                    std::optional<runtime::DataSpec> &evalSpec,
+                    llvm::raw_ostream &errs);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_TRAINFLAGS_H

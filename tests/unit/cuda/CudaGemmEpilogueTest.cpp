@@ -1,0 +1,201 @@
+//===- CudaGemmEpilogueTest.cpp - GEMM epilogues on CUDA packages' thunks --===//
+//
+// A CUDA package records a gemm fusion whose epilogue is exactly one that
+// cuBLASLt has (bias, ReLU, tanh-GELU, a bias then one of them) on the GEMM
+// thunk (package.fbs GemmParams.epilogue, the bias as operand 2) instead of
+// emitting an epilogue kernel; a CPU package of the same step keeps the
+// kernel. Checked on the f32 MLP and small GPT steps: the CUDA package has
+// one kernel fewer per epilogue GEMM and no scratch buffer for its product;
+// the epilogue survives the writer and the loader; checkPackage refuses an
+// epilogue on a CPU package and one with the wrong operands. (That the
+// steps still compute what the interpreter does is CudaStepEmulationTest's
+// f32 cases, whose packages now carry these epilogues.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/CudaEmitter.h"
+
+#include "passes/Pipelines.h"
+#include "runtime/package/Package.h"
+#include "serialize/PackageWriter.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/PackageBuilder.h"
+#include "tools/kiln/lib/Zoo.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+namespace rt = kiln::runtime;
+using ::testing::HasSubstr;
+
+class CudaGemmEpilogueTest : public ::testing::Test {
+protected:
+  CudaGemmEpilogueTest() {
+    DialectRegistry registry;
+    cli::registerKilnDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+    context.getDiagEngine().registerHandler([this](Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return success();
+    });
+  }
+
+  // The step of |build()| packaged for CUDA (|cuda|) or the CPU.
+  rt::LoadedPackage package(const std::function<OwningOpRef<ModuleOp>()> &build,
+                            bool cuda) {
+    OwningOpRef<ModuleOp> model = build();
+    EXPECT_TRUE(model) << diagnostics;
+    EXPECT_TRUE(succeeded(runCompilePipeline(*model, PipelineOptions())))
+        << diagnostics;
+    cli::PackageTargetHooks hooks;
+    hooks.target.kind = rt::TargetKind::Cuda;
+    hooks.target.smArchs = {90};
+    int count = 0;
+    hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
+                              rt::PackageKernel &kernel, std::string &error) {
+      std::string entry = "kiln_k" + std::to_string(count++);
+      FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
+      if (failed(source)) {
+        error = name + ": " + diagnostics;
+        return false;
+      }
+      kernel.kind = rt::KernelKind::Cuda;
+      kernel.entryPoint = entry;
+      kernel.source = source->source;
+      kernel.block = {source->launch.blockThreads, 1, 1};
+      kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
+      return true;
+    };
+    rt::LoadedPackage pkg;
+    std::string errors;
+    llvm::raw_string_ostream errs(errors);
+    EXPECT_TRUE(succeeded(cli::buildStepPackage(*model, "model", "", {}, "test",
+                                                errs, pkg,
+                                                cuda ? &hooks : nullptr)))
+        << errs.str() << diagnostics;
+    return pkg;
+  }
+
+  static std::map<rt::PkgGemmEpilogue, int>
+  epilogues(const rt::LoadedPackage &pkg) {
+    std::map<rt::PkgGemmEpilogue, int> out;
+    for (const rt::PackageThunk &t : pkg.thunks)
+      if (t.kind == rt::ThunkKind::LibraryCall && t.hasGemm)
+        ++out[t.gemm.epilogue];
+    return out;
+  }
+
+  static size_t launches(const rt::LoadedPackage &pkg) {
+    size_t n = 0;
+    for (const rt::PackageThunk &t : pkg.thunks)
+      n += t.kind == rt::ThunkKind::KernelLaunch;
+    return n;
+  }
+
+  MLIRContext context;
+  std::string diagnostics;
+};
+
+TEST_F(CudaGemmEpilogueTest, MlpBiasGoesOnTheGemmOnCudaOnly) {
+  cli::MlpOptions options;
+  options.layers = {40, 24, 10};
+  options.batch = 16;
+  auto build = [&] { return cli::buildMlp(&context, options); };
+  rt::LoadedPackage cuda = package(build, true), cpu = package(build, false);
+  // Training keeps the hidden layers' pre-activation for the backward, so
+  // only the last layer's gemm fusion is exactly a bias.
+  std::map<rt::PkgGemmEpilogue, int> e = epilogues(cuda);
+  EXPECT_EQ(e[rt::PkgGemmEpilogue::Bias], 1);
+  EXPECT_EQ(epilogues(cpu).count(rt::PkgGemmEpilogue::Bias), 0u);
+  EXPECT_EQ(epilogues(cpu).size(), 1u); // None only
+  EXPECT_EQ(cuda.kernels.size() + 1, cpu.kernels.size());
+  EXPECT_EQ(launches(cuda) + 1, launches(cpu));
+  for (const rt::PackageThunk &t : cuda.thunks) {
+    if (!t.hasGemm || t.gemm.epilogue != rt::PkgGemmEpilogue::Bias)
+      continue;
+    ASSERT_EQ(t.operands.size(), 3u);
+    const rt::PackageBuffer &bias = cuda.buffers[t.operands[2]];
+    EXPECT_EQ(bias.shape, std::vector<int64_t>{t.gemm.n});
+    EXPECT_EQ(bias.dtype, rt::PkgDType::F32);
+    // The GEMM writes the fusion's result, the logits, directly.
+    EXPECT_EQ(cuda.buffers[t.results[0]].shape,
+              (std::vector<int64_t>{16, 10}));
+  }
+
+  // The epilogue survives the writer and the loader.
+  rt::StatusOr<std::vector<uint8_t>> bytes = serialize::writePackage(cuda);
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  rt::StatusOr<rt::LoadedPackage> loaded =
+      rt::loadPackageFromBytes(bytes.value().data(), bytes.value().size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_EQ(epilogues(loaded.value()), e);
+  EXPECT_TRUE(loaded.value().thunks == cuda.thunks);
+}
+
+TEST_F(CudaGemmEpilogueTest, GptHasFewerKernelsOnCuda) {
+  cli::GptOptions options;
+  options.layers = 2;
+  options.hidden = 32;
+  options.heads = 2;
+  options.seq = 8;
+  options.vocab = 40;
+  options.batch = 2;
+  auto build = [&] { return cli::buildGpt(&context, options); };
+  rt::LoadedPackage cuda = package(build, true), cpu = package(build, false);
+  std::map<rt::PkgGemmEpilogue, int> e = epilogues(cuda);
+  int fused = 0;
+  for (auto [kind, n] : e)
+    if (kind != rt::PkgGemmEpilogue::None)
+      fused += n;
+  // Every block has a projection that is a GEMM plus a bias only (the
+  // others add the residual or keep the pre-GELU value for the backward).
+  EXPECT_EQ(e[rt::PkgGemmEpilogue::Bias], options.layers);
+  EXPECT_GE(fused, options.layers);
+  EXPECT_EQ(cuda.kernels.size() + fused, cpu.kernels.size());
+  EXPECT_EQ(launches(cuda) + fused, launches(cpu));
+}
+
+TEST_F(CudaGemmEpilogueTest, CheckPackageRefusesMisplacedEpilogues) {
+  cli::MlpOptions options;
+  options.layers = {8, 4};
+  options.batch = 4;
+  rt::LoadedPackage cuda =
+      package([&] { return cli::buildMlp(&context, options); }, true);
+  ASSERT_TRUE(rt::checkPackage(cuda).isOk());
+  size_t index = cuda.thunks.size();
+  for (size_t i = 0; i < cuda.thunks.size(); ++i)
+    if (cuda.thunks[i].hasGemm &&
+        cuda.thunks[i].gemm.epilogue == rt::PkgGemmEpilogue::Bias)
+      index = i;
+  ASSERT_LT(index, cuda.thunks.size());
+
+  rt::LoadedPackage onCpu = cuda;
+  onCpu.target.kind = rt::TargetKind::Cpu;
+  rt::Status s = rt::checkPackage(onCpu);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("thunk " + std::to_string(index)));
+  EXPECT_THAT(s.message(), HasSubstr("only CUDA packages carry GEMM epilogues"));
+
+  rt::LoadedPackage noBias = cuda;
+  noBias.thunks[index].operands.pop_back();
+  s = rt::checkPackage(noBias);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("gemm epilogue bias needs 3 operands"));
+
+  rt::LoadedPackage gradient = cuda;
+  gradient.thunks[index].gemm.epilogue = rt::PkgGemmEpilogue::BiasGradient;
+  s = rt::checkPackage(gradient);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("bias_gradient needs 2 operands and 2"));
+}
+
+} // namespace

@@ -12,7 +12,8 @@
 // rounded once) one unit in the last place of the result besides. With
 // the CUDA toolkit, the same source compiles through NVRTC and ptxas for
 // sm_90; registers and spills are printed and recorded, and no kernel
-// spills.
+// spills; and the runtime's real table (loadCudaApi without a driver)
+// compiles it with NVRTC as CudaConv does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -403,6 +404,23 @@ TEST(CudaConvNvrtcTest, KernelsAssembleForSm90WithoutSpills) {
 #else
   GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
 #endif
+}
+
+// The runtime's own path: the real table's NVRTC (no driver needed)
+// compiles the source as CudaConv::create does, to an sm_90 ELF cubin.
+TEST(CudaConvNvrtcTest, TheRealTableCompilesTheKernels) {
+  StatusOr<std::unique_ptr<CudaApi>> api = loadCudaApi(/*requireDriver=*/false);
+  if (!api.isOk())
+    GTEST_SKIP() << "no CUDA table: " << api.status().message();
+  std::vector<uint8_t> cubin;
+  std::string log;
+  Status s = api.value()->nvrtcCompile(convKernelSource(), "kiln_conv", 90,
+                                       cubin, log);
+  if (!s.isOk() && s.message().find("NVRTC is not available") != std::string::npos)
+    GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_GE(cubin.size(), 4u);
+  EXPECT_EQ(std::memcmp(cubin.data(), "\x7f" "ELF", 4), 0);
 }
 
 } // namespace

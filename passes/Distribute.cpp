@@ -283,8 +283,9 @@ private:
   //    reads it (the forward pass: the ops the loss depends on) and sliced
   //    and reshaped into the parameters the forward pass reads, and
   //    gathered again right before the backward pass first reads it, for
-  //    the parameters the backward pass reads (none: no second gather).
-  //    So the forward copy dies after its last forward use. The gathers
+  //    the parameters the backward pass reads (none: no second gather);
+  //    under gradient accumulation, once per micro-batch and pass. So the
+  //    forward copy dies after its last forward use. The gathers
   //    carry kiln.prefetch = 1: kiln-schedule issues each only after the
   //    uses of the gather two before it, i.e. while the bucket before it
   //    computes (FSDP's forward and backward prefetch), instead of moving
@@ -357,8 +358,10 @@ private:
     llvm::SmallVector<int64_t> lengths;
     // zero3 gathers each bucket for the forward pass (the ops the loss
     // depends on) and again for the backward pass (the rest); without a
-    // loss, every use counts as the forward pass's.
+    // loss, every use counts as the forward pass's. |position| is an op's
+    // segment of one pass.
     llvm::DenseSet<mlir::Operation *> forward;
+    llvm::DenseMap<mlir::Operation *, unsigned> position;
     if (zero3) {
       // Ops nothing reads (kiln-autodiff's gradient of an input) would
       // count as uses and cost a gather that canonicalize leaves behind.
@@ -383,6 +386,17 @@ private:
           for (Value operand : nested->getOperands())
             reach(operand);
         });
+      }
+      // The block in segments of the forward and backward passes (forward
+      // 0, backward 0, forward 1, ... under gradient accumulation).
+      bool inForward = true;
+      unsigned segment = 0;
+      for (mlir::Operation &op : block) {
+        if (forward.contains(&op) != inForward) {
+          inForward = !inForward;
+          ++segment;
+        }
+        position[&op] = segment;
       }
     }
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
@@ -433,24 +447,35 @@ private:
       lengths.push_back(total);
       if (!zero3)
         continue;
-      // The full bucket, gathered once for the forward pass and once more
-      // for the backward pass (each just before its first use there): the
+      // The full bucket, gathered for each run of uses of one pass: once
+      // for the forward pass and once more for the backward pass (each just
+      // before its first use there), or per micro-batch and pass under
+      // gradient accumulation (forward 0, backward 0, forward 1, ...). So a
       // forward copy dies after the forward pass's last use.
-      for (bool forwardPhase : {true, false}) {
+      llvm::SmallVector<std::pair<unsigned, mlir::OpOperand *>> sorted;
+      for (const Reduced &r : bucket)
+        for (mlir::OpOperand &use :
+             block.getArgument(argOf[r.result]).getUses())
+          sorted.push_back(
+              {position.lookup(block.findAncestorOpInBlock(*use.getOwner())),
+               &use});
+      llvm::stable_sort(sorted, [](auto &x, auto &y) {
+        return x.first < y.first;
+      });
+      for (size_t next = 0; next < sorted.size();) {
+        size_t end = next + 1;
+        while (end < sorted.size() && sorted[end].first == sorted[next].first)
+          ++end;
         llvm::SmallVector<mlir::OpOperand *> uses;
         mlir::Operation *first = nullptr;
-        for (const Reduced &r : bucket)
-          for (mlir::OpOperand &use :
-               block.getArgument(argOf[r.result]).getUses()) {
-            mlir::Operation *user = block.findAncestorOpInBlock(*use.getOwner());
-            if (forward.contains(user) != forwardPhase)
-              continue;
-            uses.push_back(&use);
-            if (!first || user->isBeforeInBlock(first))
-              first = user;
-          }
-        if (uses.empty())
-          continue;
+        for (size_t u = next; u < end; ++u) {
+          uses.push_back(sorted[u].second);
+          mlir::Operation *user =
+              block.findAncestorOpInBlock(*sorted[u].second->getOwner());
+          if (!first || user->isBeforeInBlock(first))
+            first = user;
+        }
+        next = end;
         b.setInsertionPoint(first);
         auto fullType =
             mlir::RankedTensorType::get({shardLength * world}, element);

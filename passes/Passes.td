@@ -190,7 +190,8 @@ def KilnDistribute : Pass<"kiln-distribute", "mlir::ModuleOp"> {
     bucket's `kiln.all_gather` of its shard, sliced and reshaped into the
     parameters, comes right before the forward pass (the ops the loss
     depends on) first reads it, and again right before the backward pass
-    first reads it (only if it does); the gathers carry `kiln.prefetch = 1`
+    first reads it (only if it does), per micro-batch under gradient
+    accumulation; the gathers carry `kiln.prefetch = 1`
     (kiln-schedule issues each one bucket ahead). The loss gets its own
     all-reduce mean. The IR depends on N (the shard sizes).
 

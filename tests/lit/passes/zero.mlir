@@ -92,6 +92,21 @@
 // ZERO3: kiln.reduce_scatter mean {{.*}} : tensor<48xf32> -> tensor<12xf32>
 // ZERO3-NEXT: return
 //
+// With gradient accumulation (two micro-batches, forward 0, backward 0,
+// forward 1, backward 1 in one step) each micro-batch gathers again, as
+// FSDP reshards per micro-batch.
+// RUN: kiln-opt %s --kiln-autodiff --kiln-accumulate-gradients="grad-accum=2" --kiln-distribute="strategy=zero3 world-size=4 bucket-mb=0.0001" | FileCheck %s --check-prefix=ACCUM3
+// ACCUM3: kiln.all_gather %arg3, {{.*}} -> tensor<48xf32>
+// ACCUM3: kiln.all_gather %arg2, {{.*}} -> tensor<28xf32>
+// ACCUM3: kiln.all_gather %arg2, {{.*}} -> tensor<28xf32>
+// ACCUM3: kiln.dot_general {{.*}} -> tensor<8x6xf32>
+// ACCUM3: kiln.all_gather %arg3, {{.*}} -> tensor<48xf32>
+// ACCUM3: kiln.all_gather %arg2, {{.*}} -> tensor<28xf32>
+// ACCUM3: kiln.all_reduce mean
+// ACCUM3: kiln.all_gather %arg2, {{.*}} -> tensor<28xf32>
+// ACCUM3-NOT: kiln.all_gather
+// ACCUM3: kiln.reduce_scatter
+//
 // kiln-schedule: the gathers are not all hoisted to the start. The first
 // two (nothing to wait for) open the step; the third, the backward pass's,
 // waits for every use of the first (w1's GEMM): one bucket ahead.

@@ -52,7 +52,7 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
       "  data-parallel  P                  P                  2P\n"
       "  zero1          P + P/N shards     P                  2P/N\n"
       "  zero2          P + P/N shards     one bucket + P/N   2P/N\n"
-      "  zero3          P/N (+ gathered)   one bucket + P/N   2P/N\n"
+      "  zero3          P/N (+ 2 buckets)  one bucket + P/N   2P/N\n"
       "ZeRO checkpoints: DIR/step-K.rank-R-of-N.safetensors per rank (its\n"
       "shards; rank 0 also the full parameters) and DIR/step-K.index.json\n"
       "(world size, files, each bucket's parameters with offsets and shapes),\n"

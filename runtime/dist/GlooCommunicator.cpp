@@ -22,6 +22,7 @@
 
 #include "runtime/dist/GlooCommunicator.h"
 
+#include "runtime/dist/CollectiveCall.h"
 #include "runtime/dist/Reduce.h"
 
 #include <gloo/allgather.h>
@@ -41,12 +42,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iomanip>
-#include <sstream>
 #include <type_traits>
 
 namespace kiln::runtime::dist {
@@ -140,12 +137,6 @@ bool isLoopback(const std::string &host) {
   return host == "::1";
 }
 
-std::string seconds(milliseconds ms) {
-  std::ostringstream os;
-  os << std::setprecision(3) << ms.count() / 1000.0 << " s";
-  return os.str();
-}
-
 std::string rankList(const std::vector<int> &ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -199,14 +190,8 @@ private:
 class GlooCommunicator final : public Communicator {
 public:
   GlooCommunicator(const DistEnv &env, milliseconds timeout)
-      : env_(env), timeout_(timeout) {
-    if (const char *kill = std::getenv("KILN_DIST_KILL_AT")) {
-      int rank = -1;
-      unsigned long long seq = 0;
-      if (std::sscanf(kill, "%d:%llu", &rank, &seq) == 2 && rank == env.rank)
-        killAt_ = seq;
-    }
-  }
+      : env_(env), timeout_(timeout),
+        killAt_(faultInjectionPoint("KILN_DIST_KILL_AT", env.rank)) {}
   ~GlooCommunicator() override;
 
   Status connect(std::unique_ptr<TcpStoreServer> server);
@@ -290,7 +275,7 @@ Status GlooCommunicator::rendezvous(std::unique_ptr<TcpStoreServer> server) {
     std::vector<int> ranks;
     for (const std::string &k : missing)
       ranks.push_back(std::atoi(k.c_str() + std::strlen("kiln/arrived/")));
-    return Status::error(where + " timed out after " + seconds(timeout_) +
+    return Status::error(where + " timed out after " + formatSeconds(timeout_) +
                          ": rank" + (ranks.size() > 1 ? "s " : " ") +
                          rankList(ranks) + " never arrived (world size " +
                          std::to_string(env_.worldSize) + ")");
@@ -380,7 +365,7 @@ Status GlooCommunicator::diagnose(const std::string &what,
                                   milliseconds elapsed) {
   std::string head = "rank " + std::to_string(env_.rank) + ": " + what +
                      " (collective #" + std::to_string(seq_) +
-                     ") failed after " + seconds(elapsed);
+                     ") failed after " + formatSeconds(elapsed);
   std::string tail = " [gloo: " + glooError + "]";
   // Timed out: the ranks that never reached this collective are the cause,
   // and the store knows them now. Otherwise a peer's socket closed: if the
@@ -434,22 +419,14 @@ Status GlooCommunicator::diagnose(const std::string &what,
   return Status::error(head + ": " + list + tail);
 }
 
-Status checkCount(const std::string &what, int64_t count) {
-  if (count < 0)
-    return Status::error(what + ": negative element count " +
-                         std::to_string(count));
-  return Status::ok();
-}
-
 Status GlooCommunicator::allReduce(const void *in, void *out, int64_t count,
                                    PkgDType dtype, PkgReduceKind op) {
-  std::string what = std::string("all_reduce ") + reduceName(op) + " of " +
-                     std::to_string(count) + " " + pkgDTypeName(dtype);
+  std::string what = describeAllReduce(count, dtype, op);
   if (Status s = checkCount(what, count); !s.isOk())
     return s;
-  ReduceFn fn = reduceFunction(dtype, op);
-  if (!fn)
-    return Status::error(what + ": not supported for this dtype");
+  ReduceFn fn;
+  if (Status s = checkReduction(what, dtype, op, fn); !s.isOk())
+    return s;
   size_t bytes = count * pkgBytesPerElement(dtype);
   if (in != out)
     std::memmove(out, in, bytes);
@@ -476,14 +453,12 @@ Status GlooCommunicator::allReduce(const void *in, void *out, int64_t count,
 Status GlooCommunicator::reduceScatter(const void *in, void *out,
                                        int64_t countPerRank, PkgDType dtype,
                                        PkgReduceKind op) {
-  std::string what = std::string("reduce_scatter ") + reduceName(op) + " of " +
-                     std::to_string(countPerRank) + " " + pkgDTypeName(dtype) +
-                     " per rank";
+  std::string what = describeReduceScatter(countPerRank, dtype, op);
   if (Status s = checkCount(what, countPerRank); !s.isOk())
     return s;
-  ReduceFn fn = reduceFunction(dtype, op);
-  if (!fn)
-    return Status::error(what + ": not supported for this dtype");
+  ReduceFn fn;
+  if (Status s = checkReduction(what, dtype, op, fn); !s.isOk())
+    return s;
   if (countPerRank == 0)
     return Status::ok();
   size_t block = countPerRank * pkgBytesPerElement(dtype);
@@ -513,8 +488,7 @@ Status GlooCommunicator::reduceScatter(const void *in, void *out,
 
 Status GlooCommunicator::allGather(const void *in, void *out,
                                    int64_t countPerRank, PkgDType dtype) {
-  std::string what = "all_gather of " + std::to_string(countPerRank) + " " +
-                     pkgDTypeName(dtype) + " per rank";
+  std::string what = describeAllGather(countPerRank, dtype);
   if (Status s = checkCount(what, countPerRank); !s.isOk())
     return s;
   size_t block = countPerRank * pkgBytesPerElement(dtype);
@@ -536,13 +510,11 @@ Status GlooCommunicator::allGather(const void *in, void *out,
 
 Status GlooCommunicator::broadcast(const void *in, void *out, int64_t count,
                                    PkgDType dtype, int root) {
-  std::string what = "broadcast of " + std::to_string(count) + " " +
-                     pkgDTypeName(dtype) + " from rank " + std::to_string(root);
+  std::string what = describeBroadcast(count, dtype, root);
   if (Status s = checkCount(what, count); !s.isOk())
     return s;
-  if (root < 0 || root >= env_.worldSize)
-    return Status::error(what + ": the root is not a rank of the world size " +
-                         std::to_string(env_.worldSize));
+  if (Status s = checkRoot(what, root, env_.worldSize); !s.isOk())
+    return s;
   size_t bytes = count * pkgBytesPerElement(dtype);
   if (env_.rank == root && in != out)
     std::memmove(out, in, bytes);
@@ -582,19 +554,16 @@ createGlooCommunicator(const DistEnv &env, const CommOptions &options,
     return Status::error("rank " + std::to_string(env.rank) +
                          " is not a rank of the world size " +
                          std::to_string(env.worldSize));
-  if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e7)
-    return Status::error("collective timeout " +
-                         std::to_string(options.timeoutSeconds) +
-                         " s: expected a positive number of seconds");
+  StatusOr<milliseconds> timeout = collectiveTimeout(options);
+  if (!timeout.isOk())
+    return timeout.status();
   if (env.worldSize == 1)
     return std::unique_ptr<Communicator>(new LocalCommunicator());
   if (env.masterPort < 0 || env.masterPort > 65535 ||
       (env.masterPort == 0 && !(env.rank == 0 && server)))
     return Status::error("MASTER_PORT " + std::to_string(env.masterPort) +
                          " is not a port (1-65535)");
-  milliseconds timeout(
-      static_cast<int64_t>(std::ceil(options.timeoutSeconds * 1000)));
-  auto comm = std::make_unique<GlooCommunicator>(env, timeout);
+  auto comm = std::make_unique<GlooCommunicator>(env, timeout.value());
   if (Status s = comm->connect(std::move(server)); !s.isOk())
     return s;
   return std::unique_ptr<Communicator>(std::move(comm));

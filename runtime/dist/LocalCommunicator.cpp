@@ -20,18 +20,15 @@
 
 #include "runtime/dist/LocalCommunicator.h"
 
+#include "runtime/dist/CollectiveCall.h"
 #include "runtime/dist/Reduce.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iomanip>
 #include <mutex>
-#include <sstream>
 
 namespace kiln::runtime::dist {
 namespace {
@@ -57,13 +54,6 @@ struct Post {
            op == o.op && root == o.root;
   }
 };
-
-std::string seconds(Clock::duration d) {
-  std::ostringstream os;
-  os << std::setprecision(3)
-     << std::chrono::duration_cast<milliseconds>(d).count() / 1000.0 << " s";
-  return os.str();
-}
 
 size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
@@ -174,7 +164,7 @@ private:
     // Who is missing: ranks that left, then ranks that did not get here.
     std::string head = "rank " + std::to_string(rank) + ": " + what +
                        " (collective #" + std::to_string(seq) +
-                       ") failed after " + seconds(Clock::now() - start);
+                       ") failed after " + formatSeconds(Clock::now() - start);
     std::vector<std::string> gone, absent;
     for (int r = 0; r < world_; ++r) {
       if (r == rank || progress[r] >= seq)
@@ -223,24 +213,11 @@ private:
   std::vector<uint8_t> scratch_;
 };
 
-Status checkCount(const std::string &what, int64_t count) {
-  if (count < 0)
-    return Status::error(what + ": negative element count " +
-                         std::to_string(count));
-  return Status::ok();
-}
-
 class InProcessCommunicator final : public Communicator {
 public:
   InProcessCommunicator(std::shared_ptr<Group> group, int rank)
-      : group_(std::move(group)), rank_(rank) {
-    if (const char *fail = std::getenv("KILN_DIST_FAIL_AT")) {
-      int r = -1;
-      unsigned long long seq = 0;
-      if (std::sscanf(fail, "%d:%llu", &r, &seq) == 2 && r == rank)
-        failAt_ = seq;
-    }
-  }
+      : group_(std::move(group)), rank_(rank),
+        failAt_(faultInjectionPoint("KILN_DIST_FAIL_AT", rank)) {}
   ~InProcessCommunicator() override { group_->leave(rank_); }
 
   int rank() const override { return rank_; }
@@ -249,13 +226,12 @@ public:
   Status allReduce(const void *in, void *out, int64_t count, PkgDType dtype,
                    PkgReduceKind op) override {
     Post p{Kind::AllReduce, in, out, count, dtype, op, 0,
-           std::string("all_reduce ") + reduceName(op) + " of " +
-               std::to_string(count) + " " + pkgDTypeName(dtype)};
+           describeAllReduce(count, dtype, op)};
     if (Status s = checkCount(p.what, count); !s.isOk())
       return s;
-    ReduceFn fn = reduceFunction(dtype, op);
-    if (!fn)
-      return Status::error(p.what + ": not supported for this dtype");
+    ReduceFn fn;
+    if (Status s = checkReduction(p.what, dtype, op, fn); !s.isOk())
+      return s;
     size_t e = pkgBytesPerElement(dtype), bytes = count * e;
     int world = worldSize();
     if (world == 1 || count == 0) {
@@ -288,14 +264,12 @@ public:
   Status reduceScatter(const void *in, void *out, int64_t countPerRank,
                        PkgDType dtype, PkgReduceKind op) override {
     Post p{Kind::ReduceScatter, in, out, countPerRank, dtype, op, 0,
-           std::string("reduce_scatter ") + reduceName(op) + " of " +
-               std::to_string(countPerRank) + " " + pkgDTypeName(dtype) +
-               " per rank"};
+           describeReduceScatter(countPerRank, dtype, op)};
     if (Status s = checkCount(p.what, countPerRank); !s.isOk())
       return s;
-    ReduceFn fn = reduceFunction(dtype, op);
-    if (!fn)
-      return Status::error(p.what + ": not supported for this dtype");
+    ReduceFn fn;
+    if (Status s = checkReduction(p.what, dtype, op, fn); !s.isOk())
+      return s;
     size_t block = countPerRank * pkgBytesPerElement(dtype);
     int world = worldSize();
     if (world == 1 || countPerRank == 0) {
@@ -323,8 +297,7 @@ public:
   Status allGather(const void *in, void *out, int64_t countPerRank,
                    PkgDType dtype) override {
     Post p{Kind::AllGather, in, out, countPerRank, dtype, PkgReduceKind::Sum, 0,
-           "all_gather of " + std::to_string(countPerRank) + " " +
-               pkgDTypeName(dtype) + " per rank"};
+           describeAllGather(countPerRank, dtype)};
     if (Status s = checkCount(p.what, countPerRank); !s.isOk())
       return s;
     size_t block = countPerRank * pkgBytesPerElement(dtype);
@@ -345,14 +318,12 @@ public:
   Status broadcast(const void *in, void *out, int64_t count, PkgDType dtype,
                    int root) override {
     Post p{Kind::Broadcast, in, out, count, dtype, PkgReduceKind::Sum, root,
-           "broadcast of " + std::to_string(count) + " " +
-               pkgDTypeName(dtype) + " from rank " + std::to_string(root)};
+           describeBroadcast(count, dtype, root)};
     if (Status s = checkCount(p.what, count); !s.isOk())
       return s;
     int world = worldSize();
-    if (root < 0 || root >= world)
-      return Status::error(p.what + ": the root is not a rank of the world "
-                                    "size " + std::to_string(world));
+    if (Status s = checkRoot(p.what, root, world); !s.isOk())
+      return s;
     size_t bytes = count * pkgBytesPerElement(dtype);
     if (world == 1 || count == 0) {
       if (rank_ == root && in != out)
@@ -407,13 +378,10 @@ createLocalCommunicators(int worldSize, const CommOptions &options) {
   if (worldSize < 1)
     return Status::error("world size " + std::to_string(worldSize) +
                          ": expected at least 1 device");
-  if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e7)
-    return Status::error("collective timeout " +
-                         std::to_string(options.timeoutSeconds) +
-                         " s: expected a positive number of seconds");
-  milliseconds timeout(
-      static_cast<int64_t>(std::ceil(options.timeoutSeconds * 1000)));
-  auto group = std::make_shared<Group>(worldSize, timeout);
+  StatusOr<milliseconds> timeout = collectiveTimeout(options);
+  if (!timeout.isOk())
+    return timeout.status();
+  auto group = std::make_shared<Group>(worldSize, timeout.value());
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < worldSize; ++r)
     comms.push_back(std::make_unique<InProcessCommunicator>(group, r));

@@ -38,6 +38,7 @@
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
 #include "runtime/dist/Communicator.h"
+#include "runtime/dist/NcclCommunicator.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -285,11 +286,28 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                      "the launcher");
       return kExitError;
     }
-#ifdef KILN_HAVE_GLOO
     runtime::dist::CommOptions commOptions;
     commOptions.timeoutSeconds = timeoutSeconds;
     runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
-        runtime::dist::createGlooCommunicator(env, commOptions);
+        runtime::Status::error("no communicator");
+    if (options.backend == "cuda") {
+      // GPUs: NCCL on this rank's device (LOCAL_RANK, or --device=cuda:N),
+      // the unique id through the store; the step's collectives then run
+      // on device memory inside its CUDA Graph.
+      runtime::dist::NcclOptions nccl;
+      nccl.device = device.empty() || device == "cuda" ? env.localRank
+                                                       : cudaOptions.device;
+      created = runtime::dist::createNcclCommunicator(env, commOptions, nccl);
+    } else {
+#ifdef KILN_HAVE_GLOO
+      created = runtime::dist::createGlooCommunicator(env, commOptions);
+#else
+      created = runtime::Status::error(
+          "WORLD_SIZE=" + std::to_string(env.worldSize) +
+          ": this kiln was built without the Gloo communicator "
+          "(KilnRuntimeDist), so it runs one rank only on the CPU");
+#endif
+    }
     if (!created.isOk()) {
       // The communicator's errors already start with "rank R".
       printError(errs, kTrainCommand, created.status().message());
@@ -297,14 +315,6 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
     communicator = std::move(created.value());
     backendOptions.communicator = communicator.get();
-#else
-    (void)timeoutSeconds;
-    printError(errs, kTrainCommand,
-               "WORLD_SIZE=" + std::to_string(env.worldSize) +
-                   ": this kiln was built without the Gloo communicator "
-                   "(KilnRuntimeDist), so it runs one rank only");
-    return kExitError;
-#endif
   }
   // Mirrored replicas compile and load their steps one at a time.
   static std::mutex compileMutex;
@@ -312,7 +322,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (replica)
     compiling.lock();
   // Under a launcher, --device=cuda means this rank's GPU (LOCAL_RANK); its
-  // collectives run through the communicator on host copies.
+  // collectives run through NCCL (above) on that GPU.
   if (distributed && options.backend == "cuda" &&
       (device.empty() || device == "cuda"))
     cudaOptions.device = env.localRank;

@@ -9,6 +9,7 @@
 #include "runtime/cuda/CudaConv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 namespace kiln::runtime::cuda {
@@ -235,6 +236,20 @@ uint64_t workspaceFor(const Geometry &g, PkgDType dtype) {
   return bytes;
 }
 
+std::atomic<size_t> columnLimit{size_t(256) << 20};
+
+// How many images one pass takes: as many as keep the column buffer and
+// the swapped operand (per image CKK x P + O x P elements) within the
+// limit, at least one.
+int64_t chunkImages(const Geometry &g, PkgDType dtype) {
+  if (g.n <= 0)
+    return 1;
+  uint64_t e = pkgBytesPerElement(accumulation(dtype));
+  uint64_t perImage = uint64_t(g.groups * g.rows() + g.o) * g.p() * e;
+  uint64_t fit = perImage ? columnLimit.load() / perImage : uint64_t(g.n);
+  return std::max<int64_t>(1, std::min<int64_t>(g.n, int64_t(fit)));
+}
+
 uint32_t alignmentOf(const void *address) {
   auto v = reinterpret_cast<uintptr_t>(address);
   uint32_t a = 256;
@@ -261,6 +276,9 @@ std::map<std::string, std::vector<uint8_t>> &cubinCache() {
 }
 
 } // namespace
+
+void setConvColumnLimit(size_t bytes) { columnLimit.store(bytes); }
+size_t convColumnLimit() { return columnLimit.load(); }
 
 const std::string &convKernelSource() {
   static const std::string source = kSource;
@@ -353,8 +371,11 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
       return Status::error("thunk " + std::to_string(i) + " (" +
                            libraryName(t.library) + "): " + s.message());
     PkgDType dtype = package.buffers[t.results[0]].dtype;
-    if (suffix(dtype))
-      bytes = std::max(bytes, workspaceFor(geometryOf(t.conv), dtype));
+    if (suffix(dtype)) {
+      Geometry g = geometryOf(t.conv);
+      g.n = chunkImages(g, dtype);
+      bytes = std::max(bytes, workspaceFor(g, dtype));
+    }
   }
   if (Status s = conv->load(); !s.isOk())
     return s;
@@ -466,127 +487,136 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     return Status::ok();
   }
   PkgDType acc = accumulation(dtype);
-  uint64_t e = pkgBytesPerElement(acc);
+  uint64_t e = pkgBytesPerElement(acc), te = pkgBytesPerElement(dtype);
+  int64_t chunk = chunkImages(g, dtype);
+  Geometry full = g;
+  full.n = chunk; // the workspace's layout: the largest chunk
   auto *base = static_cast<uint8_t *>(workspace_);
   void *col = base;
-  void *mid = base + roundUp(g.colElements() * e);
-  void *wacc = base + roundUp(g.colElements() * e) + roundUp(g.midElements() * e);
+  void *mid = base + roundUp(full.colElements() * e);
+  void *wacc = base + roundUp(full.colElements() * e) + roundUp(full.midElements() * e);
   std::string accName = suffix(acc);
+  Status failed = Status::ok();
 
   auto launch = [&](const std::string &entry, int64_t total,
-                    std::vector<void *> launchArgs) -> StatusOr<Launch> {
+                    std::vector<void *> launchArgs) {
     StatusOr<CudaFunction> fn = function(entry);
-    if (!fn.isOk())
-      return fn.status();
-    Launch l;
-    l.function = fn.value();
-    l.entry = entry;
-    uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) * (2048 / kBlock);
-    uint64_t blocks = (uint64_t(total) + kBlock - 1) / kBlock;
-    l.grid = static_cast<uint32_t>(std::max<uint64_t>(std::min(blocks, cap), 1));
-    l.args = std::move(launchArgs);
-    return l;
-  };
-  auto scalar = [](int64_t v) { return reinterpret_cast<void *>(v); };
-  auto geometryArgs = [&](void *a, void *b) {
-    return std::vector<void *>{a, b, scalar(g.n), scalar(g.c), scalar(g.h),
-                               scalar(g.w), scalar(g.groups), scalar(g.kh),
-                               scalar(g.kw), scalar(g.oh), scalar(g.ow),
-                               scalar(g.sh), scalar(g.sw), scalar(g.pt),
-                               scalar(g.pl), scalar(g.dh), scalar(g.dw)};
-  };
-  std::vector<Launch> *into = &p.before;
-  Status failed = Status::ok();
-  auto add = [&](StatusOr<Launch> l) {
-    if (!l.isOk()) {
+    if (!fn.isOk()) {
       if (failed.isOk())
-        failed = l.status();
+        failed = fn.status();
       return;
     }
-    into->push_back(std::move(l.value()));
+    Step step;
+    step.launch.function = fn.value();
+    step.launch.entry = entry;
+    uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) * (2048 / kBlock);
+    uint64_t blocks = (uint64_t(total) + kBlock - 1) / kBlock;
+    step.launch.grid =
+        static_cast<uint32_t>(std::max<uint64_t>(std::min(blocks, cap), 1));
+    step.launch.args = std::move(launchArgs);
+    p.steps.push_back(std::move(step));
   };
-  auto im2col = [&](void *x) {
-    add(launch(std::string("kiln_conv_im2col_") + type, g.colElements(),
-               geometryArgs(x, col)));
+  auto scalar = [](int64_t v) { return reinterpret_cast<void *>(v); };
+  auto geometryArgs = [&](const Geometry &q, void *a, void *b) {
+    return std::vector<void *>{a, b, scalar(q.n), scalar(q.c), scalar(q.h),
+                               scalar(q.w), scalar(q.groups), scalar(q.kh),
+                               scalar(q.kw), scalar(q.oh), scalar(q.ow),
+                               scalar(q.sh), scalar(q.sw), scalar(q.pt),
+                               scalar(q.pl), scalar(q.dh), scalar(q.dw)};
   };
   // src [a, b, rest] -> dst [b, a, rest], from |from| to |to| elements.
   auto swap = [&](void *src, void *dst, const std::string &from,
                   const std::string &to, int64_t a, int64_t b, int64_t rest) {
-    add(launch("kiln_conv_swap_" + from + "_" + to, a * b * rest,
-               {src, dst, scalar(a), scalar(b), scalar(rest)}));
+    launch("kiln_conv_swap_" + from + "_" + to, a * b * rest,
+           {src, dst, scalar(a), scalar(b), scalar(rest)});
   };
-  // The filter in the accumulation type (itself when it already is).
-  auto filterAcc = [&](void *w) -> void * {
-    if (acc == dtype)
-      return w;
-    swap(w, wacc, type, accName, 1, 1, g.filterElements());
-    return wacc;
+  auto gemm = [&](GemmParams gp, const void *lhs, const void *rhs, void *out) {
+    if (!failed.isOk())
+      return;
+    GemmDesc desc;
+    desc.dtype = acc;
+    desc.params = gp;
+    desc.allowTf32 = allowTf32_;
+    desc.alignmentBytes =
+        std::min({alignmentOf(lhs), alignmentOf(rhs), alignmentOf(out)});
+    if (Status s = checkGemmDesc(desc); !s.isOk()) {
+      failed = s;
+      return;
+    }
+    std::string key = std::string(pkgDTypeName(acc)) + " " +
+                      std::to_string(gp.m) + " " + std::to_string(gp.n) + " " +
+                      std::to_string(gp.k) + " " + std::to_string(gp.batch) +
+                      " " + std::to_string(gp.transposeLhs) +
+                      std::to_string(gp.transposeRhs) + " " +
+                      std::to_string(gp.beta) + " " +
+                      std::to_string(desc.alignmentBytes);
+    Step step;
+    step.isGemm = true;
+    auto found = gemmPlans_.find(key);
+    if (found != gemmPlans_.end()) {
+      step.gemm = found->second;
+    } else {
+      if (Status s = api_.gemmPlan(&step.gemm, desc, gemmWorkspaceBytes);
+          !s.isOk()) {
+        failed = s;
+        return;
+      }
+      gemmPlans_[key] = step.gemm;
+    }
+    step.lhs = lhs, step.rhs = rhs, step.out = out;
+    p.steps.push_back(std::move(step));
+  };
+  auto at = [](void *buffer, int64_t elements, uint64_t bytes) -> void * {
+    return static_cast<uint8_t *>(buffer) + elements * bytes;
   };
 
-  GemmParams gp;
-  gp.batch = g.groups;
-  switch (t.library) {
-  case LibraryKind::Conv2D: {
-    im2col(args[0]);
-    p.lhs = filterAcc(args[1]);
-    p.rhs = col;
-    p.out = mid;
-    gp.m = g.og(), gp.n = g.n * g.p(), gp.k = g.rows();
-    into = &p.after;
-    swap(mid, args[2], accName, type, g.o, g.n, g.p());
-    break;
+  // The filter in the accumulation type (itself when it already is).
+  void *w = t.library == LibraryKind::Conv2DFilterGrad ? nullptr : args[1];
+  void *wAcc = w;
+  if (w && acc != dtype) {
+    swap(w, wacc, type, accName, 1, 1, g.filterElements());
+    wAcc = wacc;
   }
-  case LibraryKind::Conv2DInputGrad: {
-    swap(args[0], mid, type, accName, g.n, g.o, g.p());
-    p.lhs = filterAcc(args[1]);
-    p.rhs = mid;
-    p.out = col;
-    gp.m = g.rows(), gp.n = g.n * g.p(), gp.k = g.og();
-    gp.transposeLhs = true;
-    into = &p.after;
-    add(launch(std::string("kiln_conv_col2im_") + type, g.n * g.c * g.h * g.w,
-               geometryArgs(col, args[2])));
-    break;
+  void *dwAcc = acc == dtype ? args[2] : wacc;
+  // Images [first, first + q.n) at a time: the column buffer holds a chunk.
+  for (int64_t first = 0; first < g.n; first += chunk) {
+    Geometry q = g;
+    q.n = std::min(chunk, g.n - first);
+    int64_t image = g.c * g.h * g.w, outImage = g.o * g.p();
+    GemmParams gp;
+    gp.batch = g.groups;
+    switch (t.library) {
+    case LibraryKind::Conv2D:
+      launch(std::string("kiln_conv_im2col_") + type, q.colElements(),
+             geometryArgs(q, at(args[0], first * image, te), col));
+      gp.m = g.og(), gp.n = q.n * g.p(), gp.k = g.rows();
+      gemm(gp, wAcc, col, mid);
+      swap(mid, at(args[2], first * outImage, te), accName, type, g.o, q.n, g.p());
+      break;
+    case LibraryKind::Conv2DInputGrad:
+      swap(at(args[0], first * outImage, te), mid, type, accName, q.n, g.o, g.p());
+      gp.m = g.rows(), gp.n = q.n * g.p(), gp.k = g.og();
+      gp.transposeLhs = true;
+      gemm(gp, wAcc, mid, col);
+      launch(std::string("kiln_conv_col2im_") + type, q.n * image,
+             geometryArgs(q, col, at(args[2], first * image, te)));
+      break;
+    default:
+      launch(std::string("kiln_conv_im2col_") + type, q.colElements(),
+             geometryArgs(q, at(args[0], first * image, te), col));
+      swap(at(args[1], first * outImage, te), mid, type, accName, q.n, g.o, g.p());
+      // dW accumulates over the chunks.
+      gp.m = g.og(), gp.n = g.rows(), gp.k = q.n * g.p();
+      gp.transposeRhs = true;
+      gp.beta = first == 0 ? 0.0 : 1.0;
+      gemm(gp, mid, col, dwAcc);
+      break;
+    }
   }
-  default: {
-    im2col(args[0]);
-    swap(args[1], mid, type, accName, g.n, g.o, g.p());
-    p.lhs = mid;
-    p.rhs = col;
-    p.out = acc == dtype ? args[2] : wacc;
-    gp.m = g.og(), gp.n = g.rows(), gp.k = g.n * g.p();
-    gp.transposeRhs = true;
-    into = &p.after;
-    if (acc != dtype)
-      swap(wacc, args[2], accName, type, 1, 1, g.filterElements());
-    break;
-  }
-  }
+  if (t.library == LibraryKind::Conv2DFilterGrad && acc != dtype)
+    swap(wacc, args[2], accName, type, 1, 1, g.filterElements());
   if (!failed.isOk())
     return failed;
-
-  GemmDesc desc;
-  desc.dtype = acc;
-  desc.params = gp;
-  desc.allowTf32 = allowTf32_;
-  desc.alignmentBytes = std::min({alignmentOf(p.lhs), alignmentOf(p.rhs),
-                                  alignmentOf(p.out)});
-  if (Status s = checkGemmDesc(desc); !s.isOk())
-    return s;
-  std::string key = std::string(pkgDTypeName(acc)) + " " + std::to_string(gp.m) +
-                    " " + std::to_string(gp.n) + " " + std::to_string(gp.k) +
-                    " " + std::to_string(gp.batch) + " " +
-                    std::to_string(gp.transposeLhs) +
-                    std::to_string(gp.transposeRhs) + " " +
-                    std::to_string(desc.alignmentBytes);
-  auto found = gemmPlans_.find(key);
-  if (found != gemmPlans_.end()) {
-    p.gemm = found->second;
-  } else {
-    if (Status s = api_.gemmPlan(&p.gemm, desc, gemmWorkspaceBytes); !s.isOk())
-      return s;
-    gemmPlans_[key] = p.gemm;
-  }
   plans_[index] = std::move(p);
   return Status::ok();
 }
@@ -610,16 +640,18 @@ Status CudaConv::run(size_t index, CudaStream stream, void *gemmWorkspace,
       return Status::error("kernel " + l.entry + ": " + s.message());
     return Status::ok();
   };
-  for (Launch &l : p.before)
-    if (Status s = enqueue(l); !s.isOk())
+  for (Step &step : p.steps) {
+    if (!step.isGemm) {
+      if (Status s = enqueue(step.launch); !s.isOk())
+        return s;
+      continue;
+    }
+    if (Status s = api_.gemmRun(step.gemm, step.lhs, step.rhs, step.out,
+                                nullptr, nullptr, gemmWorkspace,
+                                gemmWorkspaceBytes, stream);
+        !s.isOk())
       return s;
-  if (Status s = api_.gemmRun(p.gemm, p.lhs, p.rhs, p.out, nullptr, nullptr,
-                              gemmWorkspace, gemmWorkspaceBytes, stream);
-      !s.isOk())
-    return s;
-  for (Launch &l : p.after)
-    if (Status s = enqueue(l); !s.isOk())
-      return s;
+  }
   return Status::ok();
 }
 

@@ -4,8 +4,8 @@
 // three LibraryCall thunks Conv2D, Conv2DInputGrad and Conv2DFilterGrad
 // (NCHW input, OIHW filter, strides, padding, dilation, groups) as
 // im2col / col2im / layout kernels plus one batched cuBLASLt GEMM (batch =
-// groups) over every image at once, the CPU path's product made one big
-// GEMM:
+// groups) over every image at once (or a chunk of images, below), the
+// CPU path's product made one big GEMM:
 //
 //   conv2d:             col = im2col(x)               [G, CKK, N*P]
 //                       Y' = W[g] . col[g]            [G, Og, N*P] = [O, N, P]
@@ -30,8 +30,10 @@
 // package, holds the column buffer and the transposed operands; the GEMMs
 // share the executable's cuBLASLt workspace.
 //
-// Not yet: the column buffer of one convolution holds every image (CKK x
-// N x P elements), so very large convolutions need a large workspace.
+// The column buffer holds as many images as fit in convColumnLimit() (256
+// MiB by default; at least one image): a larger convolution runs as a few
+// chunks of images, each im2col / GEMM / swap (the filter gradient's GEMMs
+// accumulating into dW), so the workspace stays bounded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +55,13 @@ namespace kiln::runtime::cuda {
 const std::string &convKernelSource();
 // Every entry point convKernelSource() defines.
 std::vector<std::string> convKernelEntryPoints();
+
+// The most bytes a convolution's column buffer and swapped operand take
+// (256 MiB unless set): larger convolutions run a chunk of images at a time
+// (the filter gradient accumulating over the chunks, beta = 1). Applies to
+// executables created afterwards; tests lower it.
+void setConvColumnLimit(size_t bytes);
+size_t convColumnLimit();
 
 // Checks a convolution's parameters (ranks, positive sizes, groups, the
 // output shape the input, filter, strides, padding and dilation imply).
@@ -95,11 +104,16 @@ private:
     uint32_t grid = 1;
     std::vector<void *> args; // pointers and 64-bit integers, by value
   };
-  struct Plan {
-    std::vector<Launch> before, after;
+  // A kernel launch or a GEMM, in the order they run.
+  struct Step {
+    bool isGemm = false;
+    Launch launch;
     GemmPlan gemm = nullptr;
     const void *lhs = nullptr, *rhs = nullptr;
     void *out = nullptr;
+  };
+  struct Plan {
+    std::vector<Step> steps;
     void *zeroFill = nullptr; // an empty convolution: memset the result
     size_t zeroBytes = 0;
   };

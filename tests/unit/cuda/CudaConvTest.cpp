@@ -282,8 +282,10 @@ protected:
       }
     }
     EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
-    // One batched GEMM per step (batch = groups), f32 for half inputs.
-    ASSERT_EQ(api.gemms.size(), 2u);
+    // One batched GEMM per step and chunk of images (batch = groups), f32
+    // for half inputs.
+    int64_t chunks = (p.inputShape[0] + imagesPerChunk - 1) / imagesPerChunk;
+    ASSERT_EQ(api.gemms.size(), size_t(2 * chunks));
     EXPECT_EQ(api.gemms[0].desc.params.batch, p.groups);
     EXPECT_EQ(api.gemms[0].desc.dtype,
               dtype == DType::f64 ? PkgDType::F64 : PkgDType::F32);
@@ -305,6 +307,7 @@ protected:
   std::string diagnostics;
   std::mt19937_64 gen;
   const std::map<std::string, HostKernel> *kernels = nullptr;
+  int64_t imagesPerChunk = 1 << 30; // as setConvColumnLimit makes them
 };
 
 using ct::convParams;
@@ -335,6 +338,24 @@ TEST_F(CudaConvTest, HalfPrecisionAccumulatesInF32) {
     checkAll(convParams({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2),
              dtype);
   }
+}
+
+// A column limit of one image's worth: each convolution runs image by
+// image (im2col, GEMM, swap per image; the filter gradient accumulating
+// over them with beta = 1) and still matches.
+TEST_F(CudaConvTest, ChunksOfImagesMatchTheWholeBatch) {
+  size_t before = convColumnLimit();
+  ConvParams p = convParams({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2);
+  // One image: C x KH x KW x P + O x P f32 elements (P = 5 x 13).
+  setConvColumnLimit((4 * 3 * 2 + 6) * 5 * 13 * 4);
+  imagesPerChunk = 1;
+  checkAll(p, DType::f32);
+  checkAll(p, DType::bf16);
+  // Two images per chunk: chunks of 2 and 1.
+  setConvColumnLimit(2 * (4 * 3 * 2 + 6) * 5 * 13 * 4 + 100);
+  imagesPerChunk = 2;
+  checkAll(p, DType::f32);
+  setConvColumnLimit(before);
 }
 
 TEST_F(CudaConvTest, F64StaysF64) {

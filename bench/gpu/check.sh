@@ -15,7 +15,9 @@
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
 #      convolutions, kernels re-JITted by NVRTC) against the reference
 #      interpreter's outputs on fixed random data;
-#      the CudaExecutable tests on the fake table run too.
+#      the CudaExecutable tests on the fake table run too; then NCCL inside
+#      the step's CUDA Graph (kiln-cuda-nccl-gpu-tests: one rank on one
+#      GPU, a sum all-reduce thunk captured and replayed, values checked).
 #   3. The MLP on the GPU: its first 20 losses against the reference
 #      interpreter's (prepare.sh), step by step within 1e-3; then one epoch
 #      (Fashion-MNIST when prepared, else synthetic) with kiln-cuda-run, the
@@ -82,6 +84,23 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
   fi
 else
   fail "GPU tests: $bin/kiln-cuda-runtime-tests missing"
+fi
+
+if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then
+  timeout 60 "$bin/kiln-cuda-nccl-gpu-tests" --gtest_brief=1 \
+    > "$log/nccl-tests.txt" 2>&1
+  rc=$?
+  grep -E "no NCCL|Skipped|FAILED|PASSED" "$log/nccl-tests.txt" | head -5
+  if [ $rc -ne 0 ]; then
+    tail -20 "$log/nccl-tests.txt"
+    fail "NCCL in the step graph (kiln-cuda-nccl-gpu-tests)"
+  elif grep -q "SKIPPED" "$log/nccl-tests.txt"; then
+    skip "NCCL in the step graph: skipped (no NCCL library on this machine?)"
+  else
+    pass "NCCL in the step graph: 1-rank all-reduce captured and replayed"
+  fi
+else
+  fail "NCCL GPU test: $bin/kiln-cuda-nccl-gpu-tests missing (run prepare.sh)"
 fi
 
 # 3. The MLP.

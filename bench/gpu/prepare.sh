@@ -50,7 +50,8 @@ KILN_CUDA_GOLDEN_DIR=$out/golden "$build/tests/unit/cuda/kiln-cuda-step-emulatio
   --gtest_brief=1 > "$out/golden.log" 2>&1 \
   || { cat "$out/golden.log" >&2; echo "prepare.sh: the golden steps failed" >&2; exit 1; }
 for t in bin/kiln-cuda-run tests/unit/cuda/kiln-cuda-runtime-tests \
-         tests/unit/cuda/kiln-cuda-device-tests; do
+         tests/unit/cuda/kiln-cuda-device-tests \
+         tests/unit/cuda/kiln-cuda-nccl-gpu-tests; do
   [ -x "$build/$t" ] || { echo "prepare.sh: $build/$t not built" >&2; exit 1; }
   cp "$build/$t" "$out/bin/"
   if ldd "$out/bin/$(basename "$t")" | grep -qiE 'libLLVM|libMLIR|libcuda\.so'; then

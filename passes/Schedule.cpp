@@ -187,32 +187,28 @@ struct Graph {
 
   int size() const { return ops.size(); }
 
-  // Adds the dependence from -> to, unless it is there or |to| already
-  // comes before |from| (it would close a cycle: the rule then yields).
-  void addEdge(int from, int to) {
-    if (from == to ||
-        llvm::is_contained(preds[to], from) || reaches(to, from))
-      return;
-    preds[to].push_back(from);
-    succs[from].push_back(to);
-  }
-
-  bool reaches(int from, int to) const {
-    std::vector<bool> seen(size(), false);
-    std::vector<int> stack = {from};
-    seen[from] = true;
+  // Adds the dependences from each of |from| -> |to|, but for those there
+  // already or that would close a cycle (|to| already comes before that
+  // op: the rule then yields).
+  void addEdges(llvm::ArrayRef<int> from, int to) {
+    std::vector<bool> after(size(), false); // what depends on |to|
+    std::vector<int> stack = {to};
+    after[to] = true;
     while (!stack.empty()) {
       int i = stack.back();
       stack.pop_back();
-      if (i == to)
-        return true;
       for (int s : succs[i])
-        if (!seen[s]) {
-          seen[s] = true;
+        if (!after[s]) {
+          after[s] = true;
           stack.push_back(s);
         }
     }
-    return false;
+    for (int f : from) {
+      if (after[f] || llvm::is_contained(preds[to], f))
+        continue;
+      preds[to].push_back(f);
+      succs[f].push_back(to);
+    }
   }
 
   // The ops that use what collective |c| returns: starting from |c|, an op
@@ -260,8 +256,7 @@ struct Graph {
       auto [c, depth] = prefetched[k];
       if (static_cast<int64_t>(k) < depth + 1)
         continue;
-      for (int user : usersOf(prefetched[k - 1 - depth].first))
-        addEdge(user, c);
+      addEdges(usersOf(prefetched[k - 1 - depth].first), c);
     }
   }
 
@@ -321,8 +316,7 @@ struct Graph {
           if (!group[p])
             anchors.insert(p);
     for (int c : members)
-      for (int a : anchors)
-        addEdge(a, c);
+      addEdges(anchors.getArrayRef(), c);
   }
 };
 

@@ -190,64 +190,6 @@ bool signatureOf(RankedTensorType type, BufferSignature &signature) {
   return true;
 }
 
-// Host tensor <-> native buffer of its element type.
-void toNative(const HostTensor &tensor, std::vector<uint8_t> &buffer) {
-  int64_t width = byteWidth(tensor.dtype());
-  buffer.assign(tensor.size() * width, 0);
-  uint8_t *out = buffer.data();
-  for (int64_t i = 0; i < tensor.size(); ++i, out += width) {
-    double v = tensor[i];
-    switch (tensor.dtype()) {
-    case DType::f64: std::memcpy(out, &v, 8); break;
-    case DType::f32: { float f = v; std::memcpy(out, &f, 4); break; }
-    case DType::f16:
-    case DType::bf16: {
-      llvm::APFloat value(v);
-      bool lost;
-      value.convert(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
-                                                 : llvm::APFloat::BFloat(),
-                    llvm::APFloat::rmNearestTiesToEven, &lost);
-      uint16_t bits = value.bitcastToAPInt().getZExtValue();
-      std::memcpy(out, &bits, 2);
-      break;
-    }
-    case DType::i64: { int64_t x = v; std::memcpy(out, &x, 8); break; }
-    case DType::i32: { int32_t x = v; std::memcpy(out, &x, 4); break; }
-    case DType::i8: { int8_t x = v; std::memcpy(out, &x, 1); break; }
-    case DType::i1: *out = v != 0.0; break;
-    }
-  }
-}
-
-void fromNative(const std::vector<uint8_t> &buffer, HostTensor &tensor) {
-  int64_t width = byteWidth(tensor.dtype());
-  const uint8_t *in = buffer.data();
-  for (int64_t i = 0; i < tensor.size(); ++i, in += width) {
-    double &v = tensor[i];
-    switch (tensor.dtype()) {
-    case DType::f64: std::memcpy(&v, in, 8); break;
-    case DType::f32: { float f; std::memcpy(&f, in, 4); v = f; break; }
-    case DType::f16:
-    case DType::bf16: {
-      uint16_t bits;
-      std::memcpy(&bits, in, 2);
-      llvm::APFloat value(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
-                                                       : llvm::APFloat::BFloat(),
-                          llvm::APInt(16, bits));
-      bool lost;
-      value.convert(llvm::APFloat::IEEEdouble(),
-                    llvm::APFloat::rmNearestTiesToEven, &lost);
-      v = value.convertToDouble();
-      break;
-    }
-    case DType::i64: { int64_t x; std::memcpy(&x, in, 8); v = x; break; }
-    case DType::i32: { int32_t x; std::memcpy(&x, in, 4); v = x; break; }
-    case DType::i8: { int8_t x; std::memcpy(&x, in, 1); v = x; break; }
-    case DType::i1: v = *in != 0; break;
-    }
-  }
-}
-
 std::string describe(const BufferSignature &s) {
   std::string text = "tensor<";
   for (int64_t d : s.shape)
@@ -662,6 +604,65 @@ void CompiledKernel::runRaw(llvm::ArrayRef<void *> buffers, int64_t part,
   entry_(pointers.data(), part, parts);
 }
 
+void storeNativeElement(DType dtype, double v, uint8_t *out) {
+  switch (dtype) {
+  case DType::f64: std::memcpy(out, &v, 8); break;
+  case DType::f32: { float f = v; std::memcpy(out, &f, 4); break; }
+  case DType::f16:
+  case DType::bf16: {
+    llvm::APFloat value(v);
+    bool lost;
+    value.convert(dtype == DType::f16 ? llvm::APFloat::IEEEhalf()
+                                      : llvm::APFloat::BFloat(),
+                  llvm::APFloat::rmNearestTiesToEven, &lost);
+    uint16_t bits = value.bitcastToAPInt().getZExtValue();
+    std::memcpy(out, &bits, 2);
+    break;
+  }
+  case DType::i64: { int64_t x = v; std::memcpy(out, &x, 8); break; }
+  case DType::i32: { int32_t x = v; std::memcpy(out, &x, 4); break; }
+  case DType::i8: { int8_t x = v; std::memcpy(out, &x, 1); break; }
+  case DType::i1: *out = v != 0.0; break;
+  }
+}
+
+double loadNativeElement(DType dtype, const uint8_t *in) {
+  switch (dtype) {
+  case DType::f64: { double v; std::memcpy(&v, in, 8); return v; }
+  case DType::f32: { float f; std::memcpy(&f, in, 4); return f; }
+  case DType::f16:
+  case DType::bf16: {
+    uint16_t bits;
+    std::memcpy(&bits, in, 2);
+    llvm::APFloat value(dtype == DType::f16 ? llvm::APFloat::IEEEhalf()
+                                            : llvm::APFloat::BFloat(),
+                        llvm::APInt(16, bits));
+    bool lost;
+    value.convert(llvm::APFloat::IEEEdouble(),
+                  llvm::APFloat::rmNearestTiesToEven, &lost);
+    return value.convertToDouble();
+  }
+  case DType::i64: { int64_t x; std::memcpy(&x, in, 8); return x; }
+  case DType::i32: { int32_t x; std::memcpy(&x, in, 4); return x; }
+  case DType::i8: { int8_t x; std::memcpy(&x, in, 1); return x; }
+  case DType::i1: return *in != 0;
+  }
+  return 0;
+}
+
+void toNativeBuffer(const HostTensor &tensor, std::vector<uint8_t> &buffer) {
+  int64_t width = byteWidth(tensor.dtype());
+  buffer.assign(tensor.size() * width, 0);
+  for (int64_t i = 0; i < tensor.size(); ++i)
+    storeNativeElement(tensor.dtype(), tensor[i], buffer.data() + i * width);
+}
+
+void fromNativeBuffer(const std::vector<uint8_t> &buffer, HostTensor &tensor) {
+  int64_t width = byteWidth(tensor.dtype());
+  for (int64_t i = 0; i < tensor.size(); ++i)
+    tensor[i] = loadNativeElement(tensor.dtype(), buffer.data() + i * width);
+}
+
 LogicalResult CompiledKernel::run(llvm::ArrayRef<const HostTensor *> inputs,
                                   llvm::ArrayRef<HostTensor *> outputs,
                                   std::string *error) const {
@@ -681,7 +682,7 @@ LogicalResult CompiledKernel::run(llvm::ArrayRef<const HostTensor *> inputs,
     if (!matches(inputs_[i], *input))
       return fail("input " + std::to_string(i) + ": expected " +
                   describe(inputs_[i]) + ", found " + describe(*input));
-    toNative(*input, buffers[i]);
+    toNativeBuffer(*input, buffers[i]);
   }
   for (auto [i, output] : llvm::enumerate(outputs)) {
     if (!matches(outputs_[i], *output))
@@ -693,7 +694,7 @@ LogicalResult CompiledKernel::run(llvm::ArrayRef<const HostTensor *> inputs,
     pointers.push_back(buffer.data());
   runRaw(pointers);
   for (auto [i, output] : llvm::enumerate(outputs))
-    fromNative(buffers[inputs.size() + i], *output);
+    fromNativeBuffer(buffers[inputs.size() + i], *output);
   return success();
 }
 

@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace llvm {
 class LLVMContext;
@@ -99,6 +100,19 @@ private:
   llvm::SmallVector<BufferSignature> inputs_;
   llvm::SmallVector<BufferSignature> outputs_;
 };
+
+// One element of |dtype| in a kernel buffer, as the kernel ABI lays it out
+// (f16 and bf16 rounded to nearest even, i1 one byte holding 0 or 1), and
+// back as a double. The tests that run kernels on buffers of their own use
+// these too.
+void storeNativeElement(DType dtype, double value, uint8_t *at);
+double loadNativeElement(DType dtype, const uint8_t *at);
+
+// |tensor|'s elements as a kernel buffer (row-major, native element type),
+// and a buffer's elements back into |tensor| (whose dtype and size say how
+// many and of which type).
+void toNativeBuffer(const HostTensor &tensor, std::vector<uint8_t> &buffer);
+void fromNativeBuffer(const std::vector<uint8_t> &buffer, HostTensor &tensor);
 
 // Builds the kernel of |fusion| as a module holding `func.func @kernel` on
 // memrefs (scf/arith/math/memref), before lowering to LLVM: its arguments

@@ -29,7 +29,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -41,7 +40,6 @@
 #include <dlfcn.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 
 namespace {
@@ -51,63 +49,13 @@ using namespace kiln;
 using codegen_test::baseSeed;
 using codegen_test::randomTensor;
 
-// Host tensor <-> native buffer of its element type.
+// A kernel buffer of |tensor| (LowerToLLVM.h's layout), at least 16 bytes.
 std::vector<uint8_t> toNative(const HostTensor &tensor) {
-  int64_t width = byteWidth(tensor.dtype());
-  std::vector<uint8_t> buffer(std::max<int64_t>(tensor.size() * width, 16), 0);
-  uint8_t *out = buffer.data();
-  for (int64_t i = 0; i < tensor.size(); ++i, out += width) {
-    double v = tensor[i];
-    switch (tensor.dtype()) {
-    case DType::f64: std::memcpy(out, &v, 8); break;
-    case DType::f32: { float f = v; std::memcpy(out, &f, 4); break; }
-    case DType::f16:
-    case DType::bf16: {
-      llvm::APFloat value(v);
-      bool lost;
-      value.convert(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
-                                                 : llvm::APFloat::BFloat(),
-                    llvm::APFloat::rmNearestTiesToEven, &lost);
-      uint16_t bits = value.bitcastToAPInt().getZExtValue();
-      std::memcpy(out, &bits, 2);
-      break;
-    }
-    case DType::i64: { int64_t x = v; std::memcpy(out, &x, 8); break; }
-    case DType::i32: { int32_t x = v; std::memcpy(out, &x, 4); break; }
-    case DType::i8: { int8_t x = v; std::memcpy(out, &x, 1); break; }
-    case DType::i1: *out = v != 0.0; break;
-    }
-  }
+  std::vector<uint8_t> buffer;
+  toNativeBuffer(tensor, buffer);
+  if (buffer.size() < 16)
+    buffer.resize(16, 0);
   return buffer;
-}
-
-void fromNative(const std::vector<uint8_t> &buffer, HostTensor &tensor) {
-  int64_t width = byteWidth(tensor.dtype());
-  const uint8_t *in = buffer.data();
-  for (int64_t i = 0; i < tensor.size(); ++i, in += width) {
-    double &v = tensor[i];
-    switch (tensor.dtype()) {
-    case DType::f64: std::memcpy(&v, in, 8); break;
-    case DType::f32: { float f; std::memcpy(&f, in, 4); v = f; break; }
-    case DType::f16:
-    case DType::bf16: {
-      uint16_t bits;
-      std::memcpy(&bits, in, 2);
-      llvm::APFloat value(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
-                                                       : llvm::APFloat::BFloat(),
-                          llvm::APInt(16, bits));
-      bool lost;
-      value.convert(llvm::APFloat::IEEEdouble(),
-                    llvm::APFloat::rmNearestTiesToEven, &lost);
-      v = value.convertToDouble();
-      break;
-    }
-    case DType::i64: { int64_t x; std::memcpy(&x, in, 8); v = x; break; }
-    case DType::i32: { int32_t x; std::memcpy(&x, in, 4); v = x; break; }
-    case DType::i8: { int8_t x; std::memcpy(&x, in, 1); v = x; break; }
-    case DType::i1: v = *in != 0; break;
-    }
-  }
 }
 
 // Within the dtype's bound: f32 and f64 relative 1e-4 (sums are reordered
@@ -221,7 +169,7 @@ protected:
         pointers.push_back(b.data());
       host(pointers.data(), k.grid, 64);
       for (size_t i = 0; i < actual.size(); ++i) {
-        fromNative(buffers[k.inputs.size() + i], actual[i]);
+        fromNativeBuffer(buffers[k.inputs.size() + i], actual[i]);
         std::string mismatch = compareTensors(k.expected[i], actual[i]);
         if (!mismatch.empty())
           ADD_FAILURE() << k.name << " result " << i << ": " << mismatch

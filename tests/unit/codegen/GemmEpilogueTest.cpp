@@ -41,14 +41,8 @@ namespace {
 using namespace mlir;
 using namespace kiln;
 using codegen_test::baseSeed;
+using codegen_test::printed;
 using codegen_test::randomTensor;
-
-std::string printed(Operation *op) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  op->print(os);
-  return text;
-}
 
 std::vector<int64_t> vec(ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
 
@@ -204,9 +198,7 @@ protected:
   // Every gemm fusion and top-level dot_general of |model|'s compiled step.
   void checkModel(OwningOpRef<ModuleOp> model, size_t minGemmFusions,
                   size_t minDots) {
-    ASSERT_TRUE(model) << diagnostics;
-    PipelineOptions options;
-    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+    ASSERT_NO_FATAL_FAILURE(compileModel(model));
     SmallVector<FusionOp> fusions;
     SmallVector<DotGeneralOp> dots;
     model->walk([&](Operation *op) {

@@ -1,9 +1,11 @@
 //===- KernelTestSupport.h - shared parts of the CPU kernel tests -*- C++ -*-===//
 //
 // Random inputs, the seed, and a fixture that compiles a fusion, runs it and
-// the reference interpreter on the same inputs and compares the results.
-// Each test file supplies its own comparison (its tolerance differs: sums
-// reorder more arithmetic than elementwise chains).
+// the reference interpreter on the same inputs and compares the results:
+// one fusion, a run of random fusions from a builder, or the fusions of a
+// zoo model's compiled training step. Each test file supplies its own
+// comparison (its tolerance differs: sums reorder more arithmetic than
+// elementwise chains).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,15 +17,19 @@
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <random>
 #include <string>
@@ -36,6 +42,14 @@ inline uint64_t baseSeed() {
   if (const char *fixed = std::getenv("KILN_CODEGEN_SEED"))
     return std::strtoull(fixed, nullptr, 10);
   return std::random_device{}();
+}
+
+// |op| as text, for failure messages.
+inline std::string printed(mlir::Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os);
+  return text;
 }
 
 // Random inputs: floats uniform on [-2, 2], integers on [0, intBound),
@@ -110,6 +124,46 @@ protected:
         return "result " + std::to_string(i) + ": " + mismatch;
     }
     return "";
+  }
+
+  // check(), recording a failure that names the seed (and how to rerun it)
+  // and the fusion. Returns whether the results matched.
+  bool expectMatches(FusionOp fusion, uint64_t seed, int64_t intBound) {
+    diagnostics.clear();
+    std::string result = check(fusion, seed, intBound);
+    if (result.empty())
+      return true;
+    ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
+                  << "): " << result << "\n" << printed(fusion);
+    return false;
+  }
+
+  // Checks |count| random fusions of element type |element|, each built by
+  // Builder(&context, seed, element).build() (a module whose @main holds
+  // one fusion), on seeds from baseSeed() on; stops at the first mismatch.
+  template <typename Builder>
+  void checkRandomFusions(mlir::Type element, int count, int64_t intBound) {
+    uint64_t seed = baseSeed();
+    std::cout << "[ seed     ] KILN_CODEGEN_SEED=" << seed << "\n";
+    for (int i = 0; i < count; ++i, ++seed) {
+      diagnostics.clear();
+      mlir::OwningOpRef<mlir::ModuleOp> module =
+          Builder(&context, seed, element).build();
+      ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)))
+          << "seed " << seed << " built invalid IR: " << diagnostics;
+      FusionOp fusion;
+      module->walk([&](FusionOp f) { fusion = f; });
+      if (!expectMatches(fusion, seed, intBound))
+        return;
+    }
+  }
+
+  // Compiles |model| (a zoo model) with the default pipeline, in place.
+  void compileModel(mlir::OwningOpRef<mlir::ModuleOp> &model) {
+    ASSERT_TRUE(model) << diagnostics;
+    PipelineOptions options;
+    ASSERT_TRUE(mlir::succeeded(runCompilePipeline(*model, options)))
+        << diagnostics;
   }
 
   mlir::MLIRContext context;

@@ -329,49 +329,22 @@ private:
   SmallVector<Value> pool_;
 };
 
-void runRandomFusions(LoopKernelTest &test, MLIRContext *context, Type element,
-                      int count, std::string &diagnostics,
-                      const std::function<std::string(FusionOp, uint64_t)> &check) {
-  uint64_t seed = baseSeed();
-  for (int i = 0; i < count; ++i, ++seed) {
-    diagnostics.clear();
-    OwningOpRef<ModuleOp> module = RandomFusionBuilder(context, seed, element).build();
-    ASSERT_TRUE(succeeded(verify(*module)))
-        << "seed " << seed << " built invalid IR: " << diagnostics;
-    FusionOp fusion;
-    module->walk([&](FusionOp f) { fusion = f; });
-    std::string result = check(fusion, seed);
-    if (!result.empty()) {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      fusion.print(os);
-      ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
-                    << "): " << result << "\n" << os.str();
-      return;
-    }
-  }
-}
-
 TEST_F(LoopKernelTest, RandomF64FusionsMatchTheInterpreter) {
-  runRandomFusions(*this, &context, Float64Type::get(&context), 60, diagnostics,
-                   [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+  checkRandomFusions<RandomFusionBuilder>(Float64Type::get(&context), 60, 4);
 }
 
 TEST_F(LoopKernelTest, RandomF32FusionsMatchTheInterpreter) {
-  runRandomFusions(*this, &context, Float32Type::get(&context), 60, diagnostics,
-                   [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+  checkRandomFusions<RandomFusionBuilder>(Float32Type::get(&context), 60, 4);
 }
 
 // Stored narrow, computed in f32, rounded after every op as the interpreter
 // does; a transcendental's last f32 bit may still round either way.
 TEST_F(LoopKernelTest, RandomBF16FusionsMatchTheInterpreter) {
-  runRandomFusions(*this, &context, BFloat16Type::get(&context), 40, diagnostics,
-                   [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+  checkRandomFusions<RandomFusionBuilder>(BFloat16Type::get(&context), 40, 4);
 }
 
 TEST_F(LoopKernelTest, RandomF16FusionsMatchTheInterpreter) {
-  runRandomFusions(*this, &context, Float16Type::get(&context), 40, diagnostics,
-                   [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+  checkRandomFusions<RandomFusionBuilder>(Float16Type::get(&context), 40, 4);
 }
 
 TEST_F(LoopKernelTest, RejectsGemmFusions) {
@@ -512,9 +485,7 @@ protected:
   // change that silently leaves nothing to check.
   void checkModel(OwningOpRef<ModuleOp> model, int64_t intBound,
                   size_t minLoopFusions) {
-    ASSERT_TRUE(model) << diagnostics;
-    PipelineOptions options;
-    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+    ASSERT_NO_FATAL_FAILURE(compileModel(model));
     SmallVector<FusionOp> fusions;
     model->walk([&](FusionOp f) {
       if (f.getKind() == FusionKind::loop)
@@ -523,16 +494,8 @@ protected:
     EXPECT_GE(fusions.size(), minLoopFusions);
     RecordProperty("loop_fusions", static_cast<int>(fusions.size()));
     uint64_t seed = baseSeed();
-    for (FusionOp fusion : fusions) {
-      diagnostics.clear();
-      std::string result = check(fusion, seed, intBound);
-      if (!result.empty()) {
-        std::string text;
-        llvm::raw_string_ostream os(text);
-        fusion.print(os);
-        ADD_FAILURE() << "seed " << seed << ": " << result << "\n" << os.str();
-      }
-    }
+    for (FusionOp fusion : fusions)
+      expectMatches(fusion, seed, intBound);
   }
 };
 

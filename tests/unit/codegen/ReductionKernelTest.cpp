@@ -47,6 +47,7 @@ namespace {
 using namespace mlir;
 using namespace kiln;
 using codegen_test::baseSeed;
+using codegen_test::printed;
 using codegen_test::randomTensor;
 
 std::string compareTensors(const HostTensor &expected, const HostTensor &actual) {
@@ -66,13 +67,6 @@ std::string compareTensors(const HostTensor &expected, const HostTensor &actual)
              ", found " + std::to_string(a);
   }
   return "";
-}
-
-std::string printed(Operation *op) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  op->print(os);
-  return text;
 }
 
 class ReductionKernelTest : public codegen_test::KernelTestBase {
@@ -189,35 +183,12 @@ private:
   SmallVector<Value> pool_;
 };
 
-void runRandomReductions(ReductionKernelTest &test, MLIRContext *context,
-                         Type element, int count, std::string &diagnostics,
-                         const std::function<std::string(FusionOp, uint64_t)> &check) {
-  uint64_t seed = baseSeed();
-  std::cout << "[ seed     ] KILN_CODEGEN_SEED=" << seed << "\n";
-  for (int i = 0; i < count; ++i, ++seed) {
-    diagnostics.clear();
-    OwningOpRef<ModuleOp> module = RandomReductionBuilder(context, seed, element).build();
-    ASSERT_TRUE(succeeded(verify(*module)))
-        << "seed " << seed << " built invalid IR: " << diagnostics;
-    FusionOp fusion;
-    module->walk([&](FusionOp f) { fusion = f; });
-    std::string result = check(fusion, seed);
-    if (!result.empty()) {
-      ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
-                    << "): " << result << "\n" << printed(fusion);
-      return;
-    }
-  }
-}
-
 TEST_F(ReductionKernelTest, RandomF64ReductionsMatchTheInterpreter) {
-  runRandomReductions(*this, &context, Float64Type::get(&context), 60, diagnostics,
-                      [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+  checkRandomFusions<RandomReductionBuilder>(Float64Type::get(&context), 60, 4);
 }
 
 TEST_F(ReductionKernelTest, RandomF32ReductionsMatchTheInterpreter) {
-  runRandomReductions(*this, &context, Float32Type::get(&context), 60, diagnostics,
-                      [&](FusionOp f, uint64_t seed) { return check(f, seed, 4); });
+  checkRandomFusions<RandomReductionBuilder>(Float32Type::get(&context), 60, 4);
 }
 
 // Integer reductions accumulate in i64; an integer mean truncates toward 0.
@@ -460,9 +431,7 @@ TEST_F(ReductionKernelTest, RejectsDotGeneralInside) {
 class ZooReductionKernelTest : public ReductionKernelTest {
 protected:
   void checkModel(OwningOpRef<ModuleOp> model, int64_t intBound, size_t minFusions) {
-    ASSERT_TRUE(model) << diagnostics;
-    PipelineOptions options;
-    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+    ASSERT_NO_FATAL_FAILURE(compileModel(model));
     SmallVector<FusionOp> fusions;
     std::map<std::string, int> kinds;
     model->walk([&](FusionOp f) {
@@ -474,13 +443,8 @@ protected:
       std::cout << "[ fusions  ] " << kind << ": " << n << "\n";
     EXPECT_GE(fusions.size(), minFusions);
     uint64_t seed = baseSeed();
-    for (FusionOp fusion : fusions) {
-      diagnostics.clear();
-      std::string result = check(fusion, seed, intBound);
-      if (!result.empty())
-        ADD_FAILURE() << "seed " << seed << " (KILN_CODEGEN_SEED=" << seed
-                      << "): " << result << "\n" << printed(fusion);
-    }
+    for (FusionOp fusion : fusions)
+      expectMatches(fusion, seed, intBound);
   }
 };
 

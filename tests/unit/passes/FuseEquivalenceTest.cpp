@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/passes/PassTestSupport.h"
 #include "tests/unit/passes/RandomGraph.h"
 
 #include "ir/Interpreter.h"
@@ -37,12 +38,6 @@ namespace {
 
 using namespace mlir;
 using namespace kiln;
-
-uint64_t baseSeed() {
-  if (const char *fixed = std::getenv("KILN_FUSE_SEED"))
-    return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
-}
 
 struct OpCounts {
   int64_t dots = 0, convolutions = 0, reduces = 0, collectives = 0,
@@ -75,37 +70,8 @@ OpCounts countOps(ModuleOp module) {
   return counts;
 }
 
-class FuseEquivalenceTest : public ::testing::Test {
+class FuseEquivalenceTest : public test::PassTestBase {
 protected:
-  FuseEquivalenceTest() {
-    context.loadDialect<KilnDialect, func::FuncDialect>();
-    handler = std::make_unique<ScopedDiagnosticHandler>(&context, [this](Diagnostic &d) {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      os << d.getLocation() << ": " << d;
-      diagnostics += os.str() + "\n";
-      return success();
-    });
-  }
-
-  OwningOpRef<ModuleOp> cloneModule(ModuleOp module) {
-    return OwningOpRef<ModuleOp>(cast<ModuleOp>(module->clone()));
-  }
-
-  // Runs the passes |fill| adds on |module|.
-  bool run(ModuleOp module, const std::function<void(PassManager &)> &fill) {
-    PassManager pm(&context);
-    fill(pm);
-    return succeeded(pm.run(module));
-  }
-
-  static void decomposeAndFuse(PassManager &pm) {
-    pm.addPass(createKilnDecompose());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-    pm.addPass(createKilnFuse());
-  }
-
   // "" when @main of both modules gives the same values, bit for bit (NaN
   // equals NaN), on |args|; else the first difference.
   std::string compare(ModuleOp expected, ModuleOp actual,
@@ -137,13 +103,6 @@ protected:
     return "";
   }
 
-  std::string print(ModuleOp module) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module.print(os);
-    return text;
-  }
-
   // The invariants of fusing |before| into |after|.
   void expectFusionInvariants(ModuleOp before, ModuleOp after) {
     OpCounts b = countOps(before), a = countOps(after);
@@ -159,14 +118,10 @@ protected:
     EXPECT_LE(countKernels(g).kernels, countKernels(f).kernels);
     EXPECT_LE(countKernels(g).modeledUs, countKernels(f).modeledUs + 1e-9);
   }
-
-  MLIRContext context;
-  std::string diagnostics;
-  std::unique_ptr<ScopedDiagnosticHandler> handler;
 };
 
 TEST_F(FuseEquivalenceTest, RandomGraphsKeepTheirResults) {
-  uint64_t seed = baseSeed();
+  uint64_t seed = test::baseSeed("KILN_FUSE_SEED");
   for (uint64_t i = 0; i < 250; ++i) {
     uint64_t s = seed + i;
     SCOPED_TRACE("random graph seed " + std::to_string(s) +
@@ -200,7 +155,7 @@ TEST_F(FuseEquivalenceTest, RandomGraphsKeepTheirResults) {
 // Tighter operand limits on the same kind of graphs: still the same
 // results, and no fusion over the limits.
 TEST_F(FuseEquivalenceTest, RandomGraphsUnderTightLimits) {
-  uint64_t seed = baseSeed() ^ 0x5eed;
+  uint64_t seed = test::baseSeed("KILN_FUSE_SEED") ^ 0x5eed;
   for (uint64_t i = 0; i < 60; ++i) {
     uint64_t s = seed + i;
     SCOPED_TRACE("random graph seed " + std::to_string(s));
@@ -242,7 +197,7 @@ protected:
     OwningOpRef<ModuleOp> fused = cloneModule(*model);
     ASSERT_TRUE(run(*fused, decomposeAndFuse)) << diagnostics;
     ASSERT_TRUE(succeeded(verify(*fused)));
-    uint64_t seed = baseSeed();
+    uint64_t seed = test::baseSeed("KILN_FUSE_SEED");
     SCOPED_TRACE("argument seed " + std::to_string(seed));
     std::vector<HostTensor> args = test::randomArguments(
         model->lookupSymbol<func::FuncOp>("main"), seed, intBound);

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/passes/PassTestSupport.h"
 #include "tests/unit/passes/RandomGraph.h"
 
 #include "ir/Interpreter.h"
@@ -45,12 +46,6 @@ namespace {
 using namespace mlir;
 using namespace kiln;
 using ::testing::HasSubstr;
-
-uint64_t baseSeed() {
-  if (const char *fixed = std::getenv("KILN_PLAN_SEED"))
-    return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
-}
 
 // Element |i| of |tensor| into memory at |at|, as the element type lays it.
 void storeElement(const HostTensor &tensor, int64_t i, uint8_t *at) {
@@ -218,52 +213,11 @@ std::string runPlanned(func::FuncOp func, ArrayRef<HostTensor> args,
   return "";
 }
 
-class PlanBuffersTest : public ::testing::Test {
+class PlanBuffersTest : public test::PassTestBase {
 protected:
-  PlanBuffersTest() {
-    context.loadDialect<KilnDialect, func::FuncDialect>();
-    handler = std::make_unique<ScopedDiagnosticHandler>(
-        &context, [this](Diagnostic &d) {
-          std::string text;
-          llvm::raw_string_ostream os(text);
-          os << d.getLocation() << ": " << d;
-          diagnostics += os.str() + "\n";
-          return success();
-        });
-  }
-
-  OwningOpRef<ModuleOp> cloneModule(ModuleOp module) {
-    return OwningOpRef<ModuleOp>(cast<ModuleOp>(module->clone()));
-  }
-
-  bool run(ModuleOp module, const std::function<void(PassManager &)> &fill) {
-    PassManager pm(&context);
-    fill(pm);
-    return succeeded(pm.run(module));
-  }
-
-  static void trainingStep(PassManager &pm) {
-    pm.addPass(createKilnAutodiff());
-    pm.addPass(createKilnApplyOptimizer());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
-  static void fuse(PassManager &pm) {
-    pm.addPass(createKilnDecompose());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-    pm.addPass(createKilnFuse());
-  }
   static void schedulePlan(PassManager &pm) {
     pm.addPass(createKilnSchedule());
     pm.addPass(createKilnPlanBuffers());
-  }
-
-  std::string print(Operation *op) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    op->print(os);
-    return text;
   }
 
   // "" when the planned @main of |planned| run in simulated memory gives
@@ -296,7 +250,7 @@ protected:
   // Plans |step| (unfused, then fused) and runs both plans in memory.
   void checkPlannedStep(OwningOpRef<ModuleOp> step, int64_t intBound) {
     ASSERT_TRUE(step) << diagnostics;
-    uint64_t seed = baseSeed();
+    uint64_t seed = test::baseSeed("KILN_PLAN_SEED");
     SCOPED_TRACE("argument seed " + std::to_string(seed));
     std::vector<HostTensor> args = test::randomArguments(
         step->lookupSymbol<func::FuncOp>("main"), seed, intBound);
@@ -305,16 +259,12 @@ protected:
     ASSERT_TRUE(succeeded(verify(*planned)));
     EXPECT_EQ(compare(*step, *planned, args), "");
     OwningOpRef<ModuleOp> fused = cloneModule(*step);
-    ASSERT_TRUE(run(*fused, fuse)) << diagnostics;
+    ASSERT_TRUE(run(*fused, decomposeAndFuse)) << diagnostics;
     OwningOpRef<ModuleOp> fusedPlanned = cloneModule(*fused);
     ASSERT_TRUE(run(*fusedPlanned, schedulePlan)) << diagnostics;
     ASSERT_TRUE(succeeded(verify(*fusedPlanned)));
     EXPECT_EQ(compare(*fused, *fusedPlanned, args), "");
   }
-
-  MLIRContext context;
-  std::string diagnostics;
-  std::unique_ptr<ScopedDiagnosticHandler> handler;
 };
 
 //===----------------------------------------------------------------------===//
@@ -322,7 +272,7 @@ protected:
 //===----------------------------------------------------------------------===//
 
 TEST_F(PlanBuffersTest, RandomGraphsRunInTheirPlannedMemory) {
-  uint64_t seed = baseSeed();
+  uint64_t seed = test::baseSeed("KILN_PLAN_SEED");
   std::cout << "[ seed     ] KILN_PLAN_SEED=" << seed << "\n";
   for (uint64_t i = 0; i < 120; ++i) {
     uint64_t s = seed + i;
@@ -337,7 +287,7 @@ TEST_F(PlanBuffersTest, RandomGraphsRunInTheirPlannedMemory) {
     EXPECT_EQ(compare(*original, *planned, args), "") << print(*planned);
     // Fused: whole fusions are kernels, some writing over a dying input.
     OwningOpRef<ModuleOp> fused = cloneModule(*original);
-    ASSERT_TRUE(run(*fused, fuse)) << diagnostics;
+    ASSERT_TRUE(run(*fused, decomposeAndFuse)) << diagnostics;
     OwningOpRef<ModuleOp> fusedPlanned = cloneModule(*fused);
     ASSERT_TRUE(run(*fusedPlanned, schedulePlan))
         << diagnostics << print(*fused);
@@ -390,7 +340,7 @@ protected:
     for (bool fused : {false, true}) {
       OwningOpRef<ModuleOp> step = cloneModule(*model);
       if (fused)
-        ASSERT_TRUE(run(*step, fuse)) << diagnostics;
+        ASSERT_TRUE(run(*step, decomposeAndFuse)) << diagnostics;
       // The lower bound over the original order, for comparison.
       OwningOpRef<ModuleOp> unscheduled = cloneModule(*step);
       ASSERT_TRUE(run(*unscheduled, [](PassManager &pm) {

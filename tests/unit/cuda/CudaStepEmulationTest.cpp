@@ -107,10 +107,8 @@ protected:
   }
 
   // Compiles |model| for CUDA, runs two steps through CudaExecutable on
-  // the fake and compares them with the interpreter (f32 outputs within
-  // |f32Rel|, f16 and bf16 ones within 3e-2, of max(1, |value|)).
-  void check(OwningOpRef<ModuleOp> model, AmpMode amp, const std::string &name,
-             double f32Rel = 2e-5) {
+  // the fake and compares them with the interpreter.
+  void check(OwningOpRef<ModuleOp> model, AmpMode amp, const std::string &name) {
     ASSERT_TRUE(model) << diagnostics;
     PipelineOptions options;
     options.amp = amp;
@@ -241,7 +239,7 @@ protected:
         const HostTensor &e = (*expected)[r.index];
         std::vector<uint8_t> got(pkg.buffers[pkg.outputs[r.index].buffer].size);
         ASSERT_TRUE(exec.readOutput(r.index, got.data()).isOk());
-        double rel = e.dtype() == DType::f32 ? f32Rel : 3e-2;
+        double rel = e.dtype() == DType::f32 ? 2e-5 : 3e-2;
         int bad = 0;
         for (int64_t i = 0; i < e.size() && bad < 3; ++i) {
           double want = e[i], have = nativeAt(got, e.dtype(), i);
@@ -315,15 +313,10 @@ TEST_F(CudaStepEmulationTest, LeNet5F32TwoStepsMatchTheInterpreter) {
   check(cli::buildLeNet5(&context, options), AmpMode::off, "lenet5-f32");
 }
 
-// The bf16 convolutions compute in f32 and round once, the interpreter
-// rounds its exact result: at a rounding boundary a gradient is one bf16
-// ulp apart (2^-8 relative), which the f32 Adam state shows as 0.1 of it;
-// 1e-3 bounds that with room while a wrong convolution (errors of the
-// gradients' size) still fails.
 TEST_F(CudaStepEmulationTest, LeNet5BF16TwoStepsMatchTheInterpreter) {
   cli::LeNet5Options options;
   options.batch = 2;
-  check(cli::buildLeNet5(&context, options), AmpMode::bf16, "lenet5-bf16", 1e-3);
+  check(cli::buildLeNet5(&context, options), AmpMode::bf16, "lenet5-bf16");
 }
 
 } // namespace

@@ -388,11 +388,17 @@ private:
         });
       }
       // The block in segments of the forward and backward passes (forward
-      // 0, backward 0, forward 1, ... under gradient accumulation).
+      // 0, backward 0, forward 1, ... under gradient accumulation), as the
+      // ops that read parameters see them (an op of neither pass, such as
+      // a metric on the logits, starts no segment).
+      llvm::DenseSet<mlir::Operation *> readers;
+      for (const Reduced &g : grads)
+        for (mlir::Operation *user : block.getArgument(argOf[g.result]).getUsers())
+          readers.insert(block.findAncestorOpInBlock(*user));
       bool inForward = true;
       unsigned segment = 0;
       for (mlir::Operation &op : block) {
-        if (forward.contains(&op) != inForward) {
+        if (readers.contains(&op) && forward.contains(&op) != inForward) {
           inForward = !inForward;
           ++segment;
         }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <dlfcn.h>
 #include <cstdlib>
 #include <functional>
 #include <thread>
@@ -174,6 +175,50 @@ TEST(NcclFake, RankThatLeftIsNamedBeforeTheTimeout) {
   });
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
   EXPECT_THAT(errors[0], HasSubstr("(collective #2) failed after"));
+  EXPECT_THAT(errors[0], HasSubstr("rank 1 had already closed its "
+                                   "communicator"));
+}
+
+// DeviceCollectives (CudaExecutable's path): a collective enqueued on a
+// caller's stream; its values are there once waitStream returns; and
+// waitStream names a rank that left before reaching the collective, long
+// before the timeout.
+TEST(NcclFake, EnqueuedCollectivesAreWaitedForOnTheStream) {
+  void *fake = dlopen(KILN_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(fake) << dlerror();
+  auto createStream = reinterpret_cast<int (*)(void **, unsigned)>(
+      dlsym(fake, "cudaStreamCreateWithFlags"));
+  ASSERT_TRUE(createStream);
+  Clock::time_point start = Clock::now();
+  std::vector<std::vector<float>> values(2);
+  auto errors = run(2, 60, [&](int r, Communicator &c) -> std::string {
+    DeviceCollectives *dc = c.deviceCollectives();
+    if (!dc)
+      return "no device collectives";
+    void *stream = nullptr;
+    createStream(&stream, 1);
+    std::vector<float> &mine = values[r];
+    mine.assign(4, float(r + 1));
+    Status s = dc->enqueueAllReduce(mine.data(), mine.data(), 4, PkgDType::F32,
+                                    PkgReduceKind::Sum, stream);
+    if (!s.isOk())
+      return text(s);
+    if (Status w = dc->waitStream(stream); !w.isOk())
+      return text(w);
+    if (r == 1)
+      return ""; // leaves
+    // Rank 0 again: rank 1 never enqueues this one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s = dc->enqueueAllReduce(mine.data(), mine.data(), 4, PkgDType::F32,
+                             PkgReduceKind::Sum, stream);
+    if (!s.isOk())
+      return "enqueue: " + text(s);
+    return text(dc->waitStream(stream));
+  });
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(values[1], std::vector<float>(4, 3.0f));
+  EXPECT_THAT(errors[0], HasSubstr("waiting for the step's collectives"));
   EXPECT_THAT(errors[0], HasSubstr("rank 1 had already closed its "
                                    "communicator"));
 }

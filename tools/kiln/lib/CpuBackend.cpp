@@ -17,10 +17,9 @@
 
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
-#include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/PackageBuilder.h"
-#include "tools/kiln/lib/ReferenceStep.h"
 #include "tools/kiln/lib/TrainBackend.h"
+#include "tools/kiln/lib/TrainCompile.h"
 
 #include "runtime/Half.h"
 #include "runtime/Initializers.h"
@@ -30,9 +29,7 @@
 #include "runtime/cpu/jit/OrcKernelLoader.h"
 #include "runtime/package/Package.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cstring>
@@ -370,74 +367,21 @@ bool CpuBackend::load(const std::string &path, int threads, Step &step,
 bool CpuBackend::compile(const BackendOptions &options, llvm::raw_ostream &outs,
                          llvm::raw_ostream &errs, std::string &trainPath,
                          std::string &evalPath) {
-  DialectRegistry registry;
-  registerKilnDialects(registry);
-  MLIRContext context(registry);
-  DiagnosticPrinter diagnostics(&context, errs);
-  diagnostics.setShowRemarks(false);
-  OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
-  if (!module)
+  TrainPackages packages;
+  bool compiled = compileTrainPackages(
+      options, command_, "kiln-train",
+      [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,
+          llvm::ArrayRef<std::string> flags, const std::string &path) {
+        return writeStepPackage(module, model, source, flags, path, command_,
+                                errs);
+      },
+      outs, errs, packages);
+  tempDir_ = packages.tempDir; // removed by the destructor, even after a failure
+  if (!compiled)
     return false;
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
-      llvm::MemoryBuffer::getFile(options.input);
-  if (!source) {
-    printError(errs, command_, options.input + ": " + source.getError().message());
-    return false;
-  }
-  // Label ranges come from the graph as written (a cross-entropy's classes),
-  // before fusion hides the uses.
-  std::map<std::string, int64_t> classes = labelRanges(*module);
-  OwningOpRef<ModuleOp> evalModule;
-  if (options.wantEval)
-    evalModule = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));
-
-  std::string dir = options.packageDir;
-  if (dir.empty()) {
-    llvm::SmallString<128> temp;
-    if (std::error_code ec =
-            llvm::sys::fs::createUniqueDirectory("kiln-train", temp)) {
-      printError(errs, command_,
-                 "cannot create a temporary directory: " + ec.message());
-      return false;
-    }
-    tempDir_ = dir = temp.str().str();
-  } else if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
-    printError(errs, command_, dir + ": cannot create it: " + ec.message());
-    return false;
-  }
-  std::string model = llvm::sys::path::stem(options.input).str();
-  std::vector<std::string> flags = {"train"};
-
-  if (failed(runCompilePipeline(*module, options.pipeline)))
-    return false;
-  trainPath = dir + "/step.kpkg";
-  if (failed(writeStepPackage(*module, model, (*source)->getBuffer(), flags,
-                              trainPath, command_, errs)))
-    return false;
-  if (!options.packageDir.empty())
-    outs << "kiln train: compiled step " << trainPath << "\n";
-
-  if (evalModule) {
-    func::FuncOp evalFunc = findModelFunction(*evalModule);
-    if (!evalFunc)
-      return false;
-    unsigned lossIndex = 0;
-    for (const ResultInfo &r : describeResults(evalFunc))
-      if (r.role == Role::loss)
-        lossIndex = r.index;
-    exposeCrossEntropyLogits(evalFunc, lossIndex);
-    PipelineOptions forward = options.pipeline;
-    forward.trainingStep = false;
-    forward.optimize = true;
-    forward.dumpDir.clear();
-    if (failed(runCompilePipeline(*evalModule, forward)))
-      return false;
-    evalPath = dir + "/eval.kpkg";
-    if (failed(writeStepPackage(*evalModule, model, (*source)->getBuffer(),
-                                {"eval"}, evalPath, command_, errs)))
-      return false;
-  }
-  classes_ = std::move(classes);
+  trainPath = packages.trainPath;
+  evalPath = packages.evalPath;
+  classes_ = std::move(packages.classes);
   return true;
 }
 

@@ -66,7 +66,9 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "present, else cpu)");
   parser.addValue("device", &device, "DEVICE",
                   "cpu or cuda[:N] (default: cuda:0 when a GPU is present and "
-                  "this kiln compiles CUDA, else cpu; the choice is printed)");
+                  "this kiln compiles CUDA, else cpu; the choice is printed); "
+                  "under kiln launch, cuda is each rank's LOCAL_RANK GPU and "
+                  "the collectives go through NCCL");
   std::string cudaGraphs;
   parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
                   "cuda: capture the step into a CUDA Graph after the warm-up "

@@ -11,6 +11,7 @@
 
 #include "runtime/dist/GlooCommunicator.h"
 #include "runtime/dist/LocalCommunicator.h"
+#include "tests/unit/runtime-dist/ElementBytes.h"
 
 #include "runtime/Half.h"
 #include "runtime/dist/Reduce.h"
@@ -32,41 +33,10 @@ using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<uint8_t>;
 
-size_t bytesOf(PkgDType d) { return pkgBytesPerElement(d); }
-
-void put(PkgDType dtype, Bytes &data, size_t i, double v) {
-  uint8_t *p = data.data() + i * bytesOf(dtype);
-  switch (dtype) {
-  case PkgDType::F64: std::memcpy(p, &v, 8); break;
-  case PkgDType::F32: { float f = v; std::memcpy(p, &f, 4); break; }
-  case PkgDType::F16: { uint16_t h = floatToF16(v); std::memcpy(p, &h, 2); break; }
-  case PkgDType::BF16: { uint16_t h = floatToBf16(v); std::memcpy(p, &h, 2); break; }
-  case PkgDType::I64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
-  case PkgDType::I32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
-  case PkgDType::I8: { int8_t x = v; std::memcpy(p, &x, 1); break; }
-  case PkgDType::I1: *p = v != 0; break;
-  }
-}
-
-double get(PkgDType dtype, const Bytes &data, size_t i) {
-  const uint8_t *p = data.data() + i * bytesOf(dtype);
-  switch (dtype) {
-  case PkgDType::F64: { double v; std::memcpy(&v, p, 8); return v; }
-  case PkgDType::F32: { float v; std::memcpy(&v, p, 4); return v; }
-  case PkgDType::F16: { uint16_t h; std::memcpy(&h, p, 2); return f16ToFloat(h); }
-  case PkgDType::BF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
-  case PkgDType::I64: { int64_t v; std::memcpy(&v, p, 8); return v; }
-  case PkgDType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-  case PkgDType::I8: { int8_t v; std::memcpy(&v, p, 1); return v; }
-  case PkgDType::I1: return *p;
-  }
-  return 0;
-}
-
-bool isFloat(PkgDType d) {
-  return d == PkgDType::F64 || d == PkgDType::F32 || d == PkgDType::F16 ||
-         d == PkgDType::BF16;
-}
+using test::bytesOf;
+using test::get;
+using test::isFloat;
+using test::put;
 
 // Rank |rank|'s element |i|: random reals for floats (so the order of the
 // sum shows in the bits), small integers otherwise.

@@ -13,6 +13,7 @@
 #define KILN_TESTS_UNIT_CODEGEN_KERNELTESTSUPPORT_H
 
 #include "codegen/cpu/LowerToLLVM.h"
+#include "tests/unit/CollectDiagnostics.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -77,14 +78,7 @@ class KernelTestBase : public ::testing::Test {
 protected:
   KernelTestBase() {
     context.loadDialect<KilnDialect, mlir::func::FuncDialect>();
-    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(
-        &context, [this](mlir::Diagnostic &d) {
-          std::string text;
-          llvm::raw_string_ostream os(text);
-          os << d.getLocation() << ": " << d;
-          diagnostics += os.str() + "\n";
-          return mlir::success();
-        });
+    handler = test::collectDiagnostics(context, diagnostics);
   }
 
   // "" when |actual| matches |expected|, else the first mismatch.

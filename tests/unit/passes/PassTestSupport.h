@@ -11,6 +11,8 @@
 #ifndef KILN_TESTS_UNIT_PASSES_PASSTESTSUPPORT_H
 #define KILN_TESTS_UNIT_PASSES_PASSTESTSUPPORT_H
 
+#include "tests/unit/CollectDiagnostics.h"
+
 #include "ir/KilnDialect.h"
 #include "passes/Passes.h"
 
@@ -44,14 +46,7 @@ class PassTestBase : public ::testing::Test {
 protected:
   PassTestBase() {
     context.loadDialect<KilnDialect, mlir::func::FuncDialect>();
-    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(
-        &context, [this](mlir::Diagnostic &d) {
-          std::string text;
-          llvm::raw_string_ostream os(text);
-          os << d.getLocation() << ": " << d;
-          diagnostics += os.str() + "\n";
-          return mlir::success();
-        });
+    handler = test::collectDiagnostics(context, diagnostics);
   }
 
   mlir::OwningOpRef<mlir::ModuleOp> cloneModule(mlir::ModuleOp module) {

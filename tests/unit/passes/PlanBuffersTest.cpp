@@ -17,6 +17,8 @@
 #include "tests/unit/passes/PassTestSupport.h"
 #include "tests/unit/passes/RandomGraph.h"
 
+#include "codegen/cpu/LowerToLLVM.h"
+
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
 #include "passes/BufferReport.h"
@@ -47,48 +49,10 @@ using namespace mlir;
 using namespace kiln;
 using ::testing::HasSubstr;
 
-// Element |i| of |tensor| into memory at |at|, as the element type lays it.
-void storeElement(const HostTensor &tensor, int64_t i, uint8_t *at) {
-  double v = tensor[i];
-  switch (tensor.dtype()) {
-  case DType::f64:
-    std::memcpy(at, &v, 8);
-    return;
-  case DType::f32: {
-    float f = v;
-    std::memcpy(at, &f, 4);
-    return;
-  }
-  case DType::f16:
-  case DType::bf16: {
-    llvm::APFloat value(v);
-    bool lost;
-    value.convert(tensor.dtype() == DType::f16 ? llvm::APFloat::IEEEhalf()
-                                               : llvm::APFloat::BFloat(),
-                  llvm::APFloat::rmNearestTiesToEven, &lost);
-    uint16_t bits = value.bitcastToAPInt().getZExtValue();
-    std::memcpy(at, &bits, 2);
-    return;
-  }
-  case DType::i64: {
-    int64_t x = v;
-    std::memcpy(at, &x, 8);
-    return;
-  }
-  case DType::i32: {
-    int32_t x = v;
-    std::memcpy(at, &x, 4);
-    return;
-  }
-  case DType::i8:
-  case DType::i1: {
-    int8_t x = v;
-    std::memcpy(at, &x, 1);
-    return;
-  }
-  }
-}
-
+// Element |i| of a tensor goes to memory through storeNativeElement
+// (LowerToLLVM.h, the kernels' layout). Loads are this file's own: an i1
+// byte is read as it is, so one that no kernel wrote (the arena is filled
+// with 0xCD) reads as -51, neither false nor true.
 double loadElement(DType dtype, const uint8_t *at) {
   switch (dtype) {
   case DType::f64: {
@@ -152,7 +116,7 @@ std::string runPlanned(func::FuncOp func, ArrayRef<HostTensor> args,
     std::vector<uint8_t> &memory = argMemory.emplace_back(
         std::max<int64_t>(1, tensor.size() * byteWidth(tensor.dtype())));
     for (int64_t i = 0; i < tensor.size(); ++i)
-      storeElement(tensor, i, memory.data() + i * byteWidth(tensor.dtype()));
+      storeNativeElement(tensor.dtype(), tensor[i], memory.data() + i * byteWidth(tensor.dtype()));
     places[arg] = {arg.getArgNumber(), 0};
   }
   auto memoryOf = [&](Place place, int64_t bytes) -> uint8_t * {
@@ -204,7 +168,7 @@ std::string runPlanned(func::FuncOp func, ArrayRef<HostTensor> args,
       if (!at)
         return "a result lies outside its memory";
       for (int64_t i = 0; i < tensor.size(); ++i)
-        storeElement(tensor, i, at + i * byteWidth(tensor.dtype()));
+        storeNativeElement(tensor.dtype(), tensor[i], at + i * byteWidth(tensor.dtype()));
     }
   }
   for (Value value : block.getTerminator()->getOperands())

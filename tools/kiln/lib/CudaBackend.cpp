@@ -1,9 +1,10 @@
 //===- CudaBackend.cpp - `kiln train --device=cuda[:N]` -------------------===//
 //
-// See CudaBackend.h. The compile half mirrors CpuBackend.cpp (same
-// pipeline, the step and eval packages written to --dump-dir or a temporary
-// directory and loaded back), with --target=cuda for the device's
-// architecture; the run half is runtime/cuda/CudaExecutable.h.
+// See CudaBackend.h. The compile half is CpuBackend.cpp's
+// (compileTrainPackages in TrainCompile.h: the step and eval packages
+// written to --dump-dir or a temporary directory and loaded back), with the
+// CUDA package writer for the device's architecture; the run half is
+// runtime/cuda/CudaExecutable.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,8 +13,7 @@
 #include "tools/kiln/lib/CudaCompile.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
-#include "tools/kiln/lib/ModuleLoader.h"
-#include "tools/kiln/lib/ReferenceStep.h"
+#include "tools/kiln/lib/TrainCompile.h"
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
@@ -21,9 +21,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/package/Package.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cstring>
@@ -348,79 +346,31 @@ bool CudaBackend::load(const std::string &path, GpuStep &step,
 }
 
 bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
-                          bool cubins,
-                          llvm::raw_ostream &outs, llvm::raw_ostream &errs,
-                          std::string &trainPath, std::string &evalPath) {
-  DialectRegistry registry;
-  registerKilnDialects(registry);
-  MLIRContext context(registry);
-  DiagnosticPrinter diagnostics(&context, errs);
-  diagnostics.setShowRemarks(false);
-  OwningOpRef<ModuleOp> module = loadModule(options.input, &context, diagnostics);
-  if (!module)
-    return false;
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
-      llvm::MemoryBuffer::getFile(options.input);
-  if (!source) {
-    printError(errs, command_, options.input + ": " + source.getError().message());
-    return false;
-  }
-  std::map<std::string, int64_t> classes = labelRanges(*module);
-  OwningOpRef<ModuleOp> evalModule;
-  if (options.wantEval)
-    evalModule = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));
-  std::string dir = options.packageDir;
-  if (dir.empty()) {
-    llvm::SmallString<128> temp;
-    if (std::error_code ec =
-            llvm::sys::fs::createUniqueDirectory("kiln-train-cuda", temp)) {
-      printError(errs, command_,
-                 "cannot create a temporary directory: " + ec.message());
-      return false;
-    }
-    tempDir_ = dir = temp.str().str();
-  } else if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
-    printError(errs, command_, dir + ": cannot create it: " + ec.message());
-    return false;
-  }
-  std::string model = llvm::sys::path::stem(options.input).str();
+                          bool cubins, llvm::raw_ostream &outs,
+                          llvm::raw_ostream &errs, std::string &trainPath,
+                          std::string &evalPath) {
   CudaCompileOptions cudaCompile;
   cudaCompile.archs = {arch};
   // Without NVRTC in this build the package holds source only and the
   // runtime compiles it at load.
   cudaCompile.nvrtc = cubins && haveNvrtc();
-  std::vector<CudaKernelReport> reports;
-  if (failed(runCompilePipeline(*module, options.pipeline)))
+  TrainPackages packages;
+  bool compiled = compileTrainPackages(
+      options, command_, "kiln-train-cuda",
+      [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,
+          llvm::ArrayRef<std::string> flags, const std::string &path) {
+        std::vector<CudaKernelReport> reports;
+        return writeCudaPackage(module, model, source, flags, path, cudaCompile,
+                                command_, errs, reports);
+      },
+      outs, errs, packages);
+  // Removed by the destructor, even after a failure.
+  tempDir_ = packages.tempDir;
+  if (!compiled)
     return false;
-  trainPath = dir + "/step.kpkg";
-  if (failed(writeCudaPackage(*module, model, (*source)->getBuffer(), {"train"},
-                              trainPath, cudaCompile, command_, errs, reports)))
-    return false;
-  if (!options.packageDir.empty())
-    outs << "kiln train: compiled step " << trainPath << "\n";
-  if (evalModule) {
-    func::FuncOp evalFunc = findModelFunction(*evalModule);
-    if (!evalFunc)
-      return false;
-    unsigned lossIndex = 0;
-    for (const ResultInfo &r : describeResults(evalFunc))
-      if (r.role == Role::loss)
-        lossIndex = r.index;
-    exposeCrossEntropyLogits(evalFunc, lossIndex);
-    PipelineOptions forward = options.pipeline;
-    forward.trainingStep = false;
-    forward.optimize = true;
-    forward.dumpDir.clear();
-    if (failed(runCompilePipeline(*evalModule, forward)))
-      return false;
-    evalPath = dir + "/eval.kpkg";
-    reports.clear();
-    if (failed(writeCudaPackage(*evalModule, model, (*source)->getBuffer(),
-                                {"eval"}, evalPath, cudaCompile, command_, errs,
-                                reports)))
-      return false;
-  }
-  classes_ = std::move(classes);
+  trainPath = packages.trainPath;
+  evalPath = packages.evalPath;
+  classes_ = std::move(packages.classes);
   return true;
 }
 

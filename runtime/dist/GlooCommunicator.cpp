@@ -126,17 +126,6 @@ std::string localAddressToward(const std::string &host, int port) {
   return result;
 }
 
-// Whether |host| names a loopback address (then the store listens there
-// only; otherwise on every interface, as torch's TCPStore does).
-bool isLoopback(const std::string &host) {
-  if (host == "localhost")
-    return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  return host == "::1";
-}
-
 std::string rankList(const std::vector<int> &ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size(); ++i)

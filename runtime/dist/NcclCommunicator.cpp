@@ -11,20 +11,17 @@
 
 #include "runtime/dist/NcclCommunicator.h"
 
+#include "runtime/dist/CollectiveCall.h"
 #include "runtime/dist/Reduce.h"
 #include "runtime/dist/TcpStore.h"
 
-#include <arpa/inet.h>
 #include <dlfcn.h>
 
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <iomanip>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -264,23 +261,7 @@ StatusOr<int> usableDevices() {
   return count;
 }
 
-bool isLoopback(const std::string &host) {
-  if (host == "localhost")
-    return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  return host == "::1";
-}
-
 const char *const kEveryRankThere = "every rank reached it and is connected";
-
-std::string seconds(Clock::duration d) {
-  std::ostringstream os;
-  os << std::setprecision(3)
-     << std::chrono::duration_cast<milliseconds>(d).count() / 1000.0 << " s";
-  return os.str();
-}
 
 //===----------------------------------------------------------------------===//
 // The communicator
@@ -320,8 +301,7 @@ public:
   Status enqueueAllReduce(const void *in, void *out, int64_t count,
                           PkgDType dtype, PkgReduceKind op,
                           void *stream) override {
-    std::string what = std::string("all_reduce ") + reduceName(op) + " of " +
-                       std::to_string(count) + " " + pkgDTypeName(dtype);
+    std::string what = describeAllReduce(count, dtype, op);
     int type = ncclType(dtype, true);
     return collective(what, count, type, [&](cudaStream st) {
       return lib_.ncclAllReduce(in, out, count, type, ncclOp(op), comm_, st);
@@ -330,9 +310,7 @@ public:
   Status enqueueReduceScatter(const void *in, void *out, int64_t countPerRank,
                               PkgDType dtype, PkgReduceKind op,
                               void *stream) override {
-    std::string what = std::string("reduce_scatter ") + reduceName(op) +
-                       " of " + std::to_string(countPerRank) + " " +
-                       pkgDTypeName(dtype) + " per rank";
+    std::string what = describeReduceScatter(countPerRank, dtype, op);
     int type = ncclType(dtype, true);
     return collective(what, countPerRank, type, [&](cudaStream st) {
       return lib_.ncclReduceScatter(in, out, countPerRank, type, ncclOp(op),
@@ -341,8 +319,7 @@ public:
   }
   Status enqueueAllGather(const void *in, void *out, int64_t countPerRank,
                           PkgDType dtype, void *stream) override {
-    std::string what = "all_gather of " + std::to_string(countPerRank) + " " +
-                       pkgDTypeName(dtype) + " per rank";
+    std::string what = describeAllGather(countPerRank, dtype);
     int type = ncclType(dtype, false);
     return collective(what, countPerRank, type, [&](cudaStream st) {
       return lib_.ncclAllGather(in, out, countPerRank, type, comm_, st);
@@ -350,12 +327,9 @@ public:
   }
   Status enqueueBroadcast(const void *in, void *out, int64_t count,
                           PkgDType dtype, int root, void *stream) override {
-    std::string what = "broadcast of " + std::to_string(count) + " " +
-                       pkgDTypeName(dtype) + " from rank " +
-                       std::to_string(root);
-    if (root < 0 || root >= env_.worldSize)
-      return Status::error(what + ": the root is not a rank of the world size " +
-                           std::to_string(env_.worldSize));
+    std::string what = describeBroadcast(count, dtype, root);
+    if (Status s = checkRoot(what, root, env_.worldSize); !s.isOk())
+      return s;
     int type = ncclType(dtype, false);
     return collective(what, count, type, [&](cudaStream st) {
       return lib_.ncclBroadcast(in, out, count, type, root, comm_, st);
@@ -481,7 +455,7 @@ Status NcclCommunicator::connect() {
     std::string ranks;
     for (const std::string &k : missing)
       ranks += (ranks.empty() ? "" : ", ") + k.substr(std::strlen("nccl/arrived/"));
-    return fail(where + " timed out after " + seconds(timeout_) +
+    return fail(where + " timed out after " + formatSeconds(timeout_) +
                 (ranks.empty() ? ": " + s.message()
                                : ": rank(s) " + ranks + " never arrived"));
   }
@@ -544,7 +518,7 @@ Status NcclCommunicator::connect() {
             "store; NCCL did not finish connecting them (NCCL_DEBUG=INFO "
             "tells why)";
     return fail(where + ": ncclCommInitRankConfig did not complete within " +
-                seconds(timeout_) + ": " + who);
+                formatSeconds(timeout_) + ": " + who);
   }
   return Status::ok();
 }
@@ -555,9 +529,9 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
                                     const char *call, cudaStream onStream) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string head = "rank " + std::to_string(env_.rank) + ": " + what;
-  if (count < 0)
-    return Status::error(head + ": negative element count " +
-                         std::to_string(count));
+  if (Status s = checkCount(head, count); !s.isOk())
+    return s;
+  // NCCL's types, not Reduce.h's reductions: NCCL reduces on the device.
   if (type < 0)
     return Status::error(head + ": not supported for this dtype");
   if (!broken_.isOk())
@@ -580,7 +554,7 @@ Status NcclCommunicator::collective(const std::string &what, int64_t count,
     return fail(head + ": " + s.message() + ": " + culprits(seq_));
   if (timedOut)
     return fail(head + ": enqueueing did not complete within " +
-                seconds(timeout_) + ": " + culprits(seq_));
+                formatSeconds(timeout_) + ": " + culprits(seq_));
   // Enqueued on the caller's stream: the caller waits (waitStream).
   if (onStream)
     return Status::ok();
@@ -602,9 +576,9 @@ Status NcclCommunicator::awaitStream(const std::string &head, const char *call,
     int state = kNcclSuccess;
     int e = lib_.ncclCommGetAsyncError(comm_, &state);
     if (e != kNcclSuccess || (state != kNcclSuccess && state != kNcclInProgress))
-      return fail(head + " failed after " + seconds(Clock::now() - start) +
-                  ": " + ncclError(lib_, call, e != kNcclSuccess ? e : state,
-                                   comm_) +
+      return fail(head + " failed after " +
+                  formatSeconds(Clock::now() - start) + ": " +
+                  ncclError(lib_, call, e != kNcclSuccess ? e : state, comm_) +
                   ": " + culprits(seq_));
     Clock::time_point now = Clock::now();
     if (now >= deadline)
@@ -623,13 +597,13 @@ Status NcclCommunicator::awaitStream(const std::string &head, const char *call,
                  states.value()[r].progress < seq_) ||
                 (anyStep && states.value()[r].kind == RankState::Kind::Dropped));
       if (gone)
-        return fail(head + " failed after " + seconds(now - start) + ": " +
-                    culprits(seq_));
+        return fail(head + " failed after " + formatSeconds(now - start) +
+                    ": " + culprits(seq_));
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-  return fail(head + " timed out after " + seconds(Clock::now() - start) +
+  return fail(head + " timed out after " + formatSeconds(Clock::now() - start) +
               ": " + culprits(seq_));
 }
 
@@ -712,10 +686,9 @@ createNcclCommunicator(const DistEnv &env, const CommOptions &options,
     return Status::error("rank " + std::to_string(env.rank) +
                          " is not a rank of the world size " +
                          std::to_string(env.worldSize));
-  if (!(options.timeoutSeconds > 0) || options.timeoutSeconds > 1e7)
-    return Status::error("collective timeout " +
-                         std::to_string(options.timeoutSeconds) +
-                         " s: expected a positive number of seconds");
+  StatusOr<milliseconds> timeout = collectiveTimeout(options);
+  if (!timeout.isOk())
+    return timeout.status();
   if (env.masterPort < 1 || env.masterPort > 65535)
     return Status::error("MASTER_PORT " + std::to_string(env.masterPort) +
                          " is not a port (1-65535)");
@@ -729,9 +702,7 @@ createNcclCommunicator(const DistEnv &env, const CommOptions &options,
                          "device " + std::to_string(device) + " does not "
                          "exist (" + std::to_string(devices.value()) +
                          " found); one device per rank on a machine");
-  milliseconds timeout(
-      static_cast<int64_t>(std::ceil(options.timeoutSeconds * 1000)));
-  auto comm = std::make_unique<NcclCommunicator>(env, timeout, device);
+  auto comm = std::make_unique<NcclCommunicator>(env, timeout.value(), device);
   if (Status s = comm->connect(); !s.isOk())
     return s;
   return std::unique_ptr<Communicator>(std::move(comm));

@@ -48,6 +48,15 @@ const char *describe(RankState::Kind kind) {
   return "unknown";
 }
 
+bool isLoopback(const std::string &host) {
+  if (host == "localhost")
+    return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  return host == "::1";
+}
+
 namespace {
 
 enum Op : uint8_t {

@@ -58,6 +58,11 @@ struct RankState {
 // store dropped)", ...
 const char *describe(RankState::Kind kind);
 
+// Whether |host| names a loopback address ("localhost", 127.x.y.z, "::1"):
+// rank 0's store then listens there only; otherwise on every interface, as
+// torch's TCPStore does (TcpStoreServer::start with an empty host).
+bool isLoopback(const std::string &host);
+
 // The server: a thread serving clients until destroyed.
 class TcpStoreServer {
 public:

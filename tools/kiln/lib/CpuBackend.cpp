@@ -18,6 +18,7 @@
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/PackageBuilder.h"
+#include "tools/kiln/lib/StepSignature.h"
 #include "tools/kiln/lib/TrainBackend.h"
 #include "tools/kiln/lib/TrainCompile.h"
 
@@ -41,7 +42,6 @@ namespace kiln::cli {
 namespace {
 
 using runtime::PkgDType;
-using runtime::PkgRole;
 
 // Element |i| of a buffer of |dtype| as a double.
 double readElement(const void *data, PkgDType dtype, int64_t i) {
@@ -79,19 +79,9 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
-bool isFloat(PkgDType dtype) {
-  return dtype == PkgDType::F64 || dtype == PkgDType::F32 ||
-         dtype == PkgDType::F16 || dtype == PkgDType::BF16;
-}
-
 // A loaded package, its executable and where its data goes.
-struct Step {
+struct Step : StepSignature {
   std::unique_ptr<runtime::cpu::Executable> exec;
-  std::vector<size_t> dataInputs; // signature inputs: inputs, then labels
-  std::vector<DataArgument> data;
-  int loss = -1;   // signature output
-  int logits = -1; // signature output (eval)
-  int stepCounter = -1;
 
   const runtime::LoadedPackage &package() const { return exec->package(); }
 
@@ -99,27 +89,7 @@ struct Step {
   bool describe(llvm::StringRef path, llvm::raw_ostream &errs,
                 llvm::StringRef command) {
     const runtime::LoadedPackage &pkg = package();
-    for (PkgRole role : {PkgRole::Input, PkgRole::Label})
-      for (size_t i = 0; i < pkg.inputs.size(); ++i) {
-        const runtime::SignatureEntry &e = pkg.inputs[i];
-        if (e.role != role)
-          continue;
-        dataInputs.push_back(i);
-        DataArgument d;
-        d.name = e.name;
-        d.shape = e.shape;
-        d.isFloat = isFloat(e.dtype);
-        // A package does not say how many classes a label has; only
-        // synthetic data needs it.
-        d.classes = 2;
-        data.push_back(std::move(d));
-      }
-    for (size_t i = 0; i < pkg.inputs.size(); ++i)
-      if (pkg.inputs[i].role == PkgRole::Step)
-        stepCounter = static_cast<int>(i);
-    for (size_t i = 0; i < pkg.outputs.size(); ++i)
-      if (pkg.outputs[i].role == PkgRole::Loss)
-        loss = static_cast<int>(i);
+    StepSignature::describe(pkg);
     if (loss < 0) {
       printError(errs, command,
                  path.str() + ": expected an output with role loss, found none");
@@ -416,19 +386,11 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
   // Only the training step has collectives; eval runs on one rank.
   if (!load(trainPath, options.threads, train_, errs, options.communicator))
     return false;
-  for (DataArgument &d : train_.data)
-    if (classes_.count(d.name))
-      d.classes = classes_[d.name];
+  train_.setClasses(classes_);
   if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
     return false;
   const runtime::LoadedPackage &pkg = train_.package();
-  for (size_t i = 0; i < pkg.inputs.size(); ++i) {
-    const runtime::SignatureEntry &e = pkg.inputs[i];
-    if (e.role != PkgRole::Parameter && e.role != PkgRole::OptimizerState)
-      continue;
-    state_.push_back({e.name, e.role == PkgRole::Parameter, e.shape});
-    stateInputs_.push_back(i);
-  }
+  collectState(pkg, state_, stateInputs_);
   if (!pkg.metadata.shards.empty() &&
       !initShards(options.communicator ? options.communicator->rank() : 0,
                   options.communicator ? options.communicator->worldSize() : 1,
@@ -439,34 +401,13 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
 
   if (!load(evalPath, options.threads, eval_, errs))
     return false;
-  for (DataArgument &d : eval_.data)
-    if (classes_.count(d.name))
-      d.classes = classes_[d.name];
+  eval_.setClasses(classes_);
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))
     return false;
-  const runtime::LoadedPackage &evalPkg = eval_.package();
-  for (size_t i = 0; i < evalPkg.outputs.size(); ++i)
-    if (static_cast<int>(i) != eval_.loss && evalPkg.outputs[i].shape.size() == 2)
-      eval_.logits = static_cast<int>(i);
-  for (size_t e = 0; e < evalPkg.inputs.size(); ++e) {
-    const runtime::SignatureEntry &entry = evalPkg.inputs[e];
-    if (entry.role == PkgRole::Input || entry.role == PkgRole::Label)
-      continue;
-    for (size_t t = 0; t < pkg.inputs.size(); ++t)
-      if (pkg.inputs[t].name == entry.name) {
-        if (pkg.inputs[t].dtype != entry.dtype ||
-            pkg.inputs[t].shape != entry.shape) {
-          printError(errs, command_,
-                     "eval input '" + entry.name +
-                         "' differs in type from the training step's");
-          return false;
-        }
-        evalParameters_.emplace_back(e, t);
-      }
-  }
-  return true;
+  return matchEvalStep(pkg, eval_.package(), eval_, evalParameters_, command_,
+                       errs);
 }
 
 // ZeRO: each shard starts as block |rank| of its bucket's parameters'

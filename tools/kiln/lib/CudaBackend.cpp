@@ -13,6 +13,7 @@
 #include "tools/kiln/lib/CudaCompile.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/StepSignature.h"
 #include "tools/kiln/lib/TrainCompile.h"
 
 #include "runtime/Half.h"
@@ -33,7 +34,6 @@ namespace kiln::cli {
 namespace {
 
 using runtime::PkgDType;
-using runtime::PkgRole;
 
 double readElement(const void *data, PkgDType dtype, int64_t i) {
   switch (dtype) {
@@ -69,42 +69,16 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
-bool isFloat(PkgDType d) {
-  return d == PkgDType::F64 || d == PkgDType::F32 || d == PkgDType::F16 ||
-         d == PkgDType::BF16;
-}
-
 // One loaded package on the GPU and where its data goes.
-struct GpuStep {
+struct GpuStep : StepSignature {
   std::unique_ptr<runtime::cuda::CudaExecutable> exec;
-  std::vector<size_t> dataInputs;
-  std::vector<DataArgument> data;
-  int loss = -1, logits = -1, stepCounter = -1;
 
   const runtime::LoadedPackage &package() const { return exec->package(); }
 
   bool describe(const std::string &path, llvm::raw_ostream &errs,
                 llvm::StringRef command) {
     const runtime::LoadedPackage &pkg = package();
-    for (PkgRole role : {PkgRole::Input, PkgRole::Label})
-      for (size_t i = 0; i < pkg.inputs.size(); ++i) {
-        const runtime::SignatureEntry &e = pkg.inputs[i];
-        if (e.role != role)
-          continue;
-        dataInputs.push_back(i);
-        DataArgument d;
-        d.name = e.name;
-        d.shape = e.shape;
-        d.isFloat = isFloat(e.dtype);
-        d.classes = 2;
-        data.push_back(std::move(d));
-      }
-    for (size_t i = 0; i < pkg.inputs.size(); ++i)
-      if (pkg.inputs[i].role == PkgRole::Step)
-        stepCounter = static_cast<int>(i);
-    for (size_t i = 0; i < pkg.outputs.size(); ++i)
-      if (pkg.outputs[i].role == PkgRole::Loss)
-        loss = static_cast<int>(i);
+    StepSignature::describe(pkg);
     if (loss < 0 || !pkg.outputs[loss].shape.empty()) {
       printError(errs, command,
                  path + ": expected a scalar output with role loss");
@@ -421,51 +395,22 @@ bool CudaBackend::init(const BackendOptions &options,
   }
   if (!load(trainPath, train_, errs, options.communicator))
     return false;
-  for (DataArgument &d : train_.data)
-    if (classes_.count(d.name))
-      d.classes = classes_[d.name];
+  train_.setClasses(classes_);
   if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
     return false;
   const runtime::LoadedPackage &pkg = train_.package();
-  for (size_t i = 0; i < pkg.inputs.size(); ++i) {
-    const runtime::SignatureEntry &e = pkg.inputs[i];
-    if (e.role != PkgRole::Parameter && e.role != PkgRole::OptimizerState)
-      continue;
-    state_.push_back({e.name, e.role == PkgRole::Parameter, e.shape});
-    stateInputs_.push_back(i);
-  }
+  collectState(pkg, state_, stateInputs_);
   if (evalPath.empty())
     return true;
   if (!load(evalPath, eval_, errs, nullptr))
     return false;
-  for (DataArgument &d : eval_.data)
-    if (classes_.count(d.name))
-      d.classes = classes_[d.name];
+  eval_.setClasses(classes_);
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))
     return false;
-  const runtime::LoadedPackage &evalPkg = eval_.package();
-  for (size_t i = 0; i < evalPkg.outputs.size(); ++i)
-    if (int(i) != eval_.loss && evalPkg.outputs[i].shape.size() == 2)
-      eval_.logits = int(i);
-  for (size_t e = 0; e < evalPkg.inputs.size(); ++e) {
-    const runtime::SignatureEntry &entry = evalPkg.inputs[e];
-    if (entry.role == PkgRole::Input || entry.role == PkgRole::Label)
-      continue;
-    for (size_t t = 0; t < pkg.inputs.size(); ++t)
-      if (pkg.inputs[t].name == entry.name) {
-        if (pkg.inputs[t].dtype != entry.dtype ||
-            pkg.inputs[t].shape != entry.shape) {
-          printError(errs, command_,
-                     "eval input '" + entry.name +
-                         "' differs in type from the training step's");
-          return false;
-        }
-        evalParameters_.emplace_back(e, t);
-      }
-  }
-  return true;
+  return matchEvalStep(pkg, eval_.package(), eval_, evalParameters_, command_,
+                       errs);
 }
 
 } // namespace

@@ -1,0 +1,66 @@
+//===- StepSignature.h - a step package's signature -------------*- C++ -*-===//
+//
+// What kiln train's compiled backends (CpuBackend.cpp, CudaBackend.cpp) read
+// from a loaded step or eval package's signature, whichever runtime runs
+// it: the data inputs (inputs, then labels), the loss, the step counter,
+// the parameters and optimizer state, and how the eval step's logits and
+// parameters match the training step's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_STEPSIGNATURE_H
+#define KILN_TOOLS_KILN_LIB_STEPSIGNATURE_H
+
+#include "tools/kiln/lib/TrainBackend.h"
+
+#include "runtime/package/Package.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::cli {
+
+// Where a loaded package's data goes and where its results are.
+struct StepSignature {
+  std::vector<size_t> dataInputs; // signature inputs: inputs, then labels
+  std::vector<DataArgument> data;
+  int loss = -1;   // signature output
+  int logits = -1; // signature output (eval)
+  int stepCounter = -1;
+
+  // Fills in the data inputs (each label with 2 classes: a package does
+  // not say how many; see setClasses), the step counter and the loss (-1
+  // when no output has role loss; the backends say what they expected).
+  void describe(const runtime::LoadedPackage &pkg);
+
+  // The label ranges |classes| (by input name, from the graph as written)
+  // for the data arguments that have one.
+  void setClasses(const std::map<std::string, int64_t> &classes);
+};
+
+// The training step's parameters and optimizer state, in signature order,
+// and their signature inputs.
+void collectState(const runtime::LoadedPackage &pkg,
+                  std::vector<StateEntry> &state,
+                  std::vector<size_t> &stateInputs);
+
+// Matches the eval package |evalPkg| (described in |eval|) to the training
+// step |trainPkg|: sets eval.logits to its last rank-2 output other than
+// the loss, and |parameters| to the (eval input, training input) pairs of
+// the same name (its inputs other than data). Prints an input whose type
+// differs (prefixed with |command|) and fails.
+bool matchEvalStep(const runtime::LoadedPackage &trainPkg,
+                   const runtime::LoadedPackage &evalPkg, StepSignature &eval,
+                   std::vector<std::pair<size_t, size_t>> &parameters,
+                   llvm::StringRef command, llvm::raw_ostream &errs);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_STEPSIGNATURE_H

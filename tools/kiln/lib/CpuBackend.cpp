@@ -22,7 +22,6 @@
 #include "tools/kiln/lib/TrainBackend.h"
 #include "tools/kiln/lib/TrainCompile.h"
 
-#include "runtime/Half.h"
 #include "runtime/Initializers.h"
 #include "runtime/checkpoint/Sharded.h"
 #include "runtime/dist/Communicator.h"
@@ -43,41 +42,6 @@ namespace {
 
 using runtime::PkgDType;
 
-// Element |i| of a buffer of |dtype| as a double.
-double readElement(const void *data, PkgDType dtype, int64_t i) {
-  auto at = [&](auto *p) { return p + i; };
-  switch (dtype) {
-  case PkgDType::F64: return *at(static_cast<const double *>(data));
-  case PkgDType::F32: return *at(static_cast<const float *>(data));
-  case PkgDType::F16: return runtime::f16ToFloat(*at(static_cast<const uint16_t *>(data)));
-  case PkgDType::BF16: return runtime::bf16ToFloat(*at(static_cast<const uint16_t *>(data)));
-  case PkgDType::I64: return static_cast<double>(*at(static_cast<const int64_t *>(data)));
-  case PkgDType::I32: return *at(static_cast<const int32_t *>(data));
-  case PkgDType::I8: return *at(static_cast<const int8_t *>(data));
-  case PkgDType::I1: return *at(static_cast<const uint8_t *>(data)) != 0;
-  }
-  return 0;
-}
-
-void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
-  switch (dtype) {
-  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
-  case PkgDType::F32: static_cast<float *>(data)[i] = static_cast<float>(v); break;
-  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = runtime::floatToF16(static_cast<float>(v)); break;
-  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = runtime::floatToBf16(static_cast<float>(v)); break;
-  case PkgDType::I64: static_cast<int64_t *>(data)[i] = static_cast<int64_t>(v); break;
-  case PkgDType::I32: static_cast<int32_t *>(data)[i] = static_cast<int32_t>(v); break;
-  case PkgDType::I8: static_cast<int8_t *>(data)[i] = static_cast<int8_t>(v); break;
-  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
-  }
-}
-
-int64_t elementCount(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 // A loaded package, its executable and where its data goes.
 struct Step : StepSignature {
@@ -114,29 +78,10 @@ struct Step : StepSignature {
     for (size_t t = 0; t < dataInputs.size(); ++t) {
       const runtime::BatchTensor &src = batch.tensors[t];
       const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
-      void *dst = exec->input(dataInputs[t]);
-      int64_t n = elementCount(e.shape);
-      int64_t have = src.type == runtime::ElementType::f32
-                         ? static_cast<int64_t>(src.f32.size())
-                         : static_cast<int64_t>(src.i32.size());
-      if (have != n) {
-        printError(errs, command,
-                   "input '" + e.name + "': the batch holds " +
-                       std::to_string(have) + " values, expected " +
-                       std::to_string(n));
+      std::string error;
+      if (!copyBatchTensor(src, e, exec->input(dataInputs[t]), error)) {
+        printError(errs, command, error);
         return false;
-      }
-      if (src.type == runtime::ElementType::f32 && e.dtype == PkgDType::F32) {
-        std::memcpy(dst, src.f32.data(), n * sizeof(float));
-      } else if (src.type == runtime::ElementType::i32 &&
-                 e.dtype == PkgDType::I32) {
-        std::memcpy(dst, src.i32.data(), n * sizeof(int32_t));
-      } else if (src.type == runtime::ElementType::f32) {
-        for (int64_t i = 0; i < n; ++i)
-          writeElement(dst, e.dtype, i, src.f32[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          writeElement(dst, e.dtype, i, src.i32[i]);
       }
     }
     return true;

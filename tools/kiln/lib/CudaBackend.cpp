@@ -16,7 +16,6 @@
 #include "tools/kiln/lib/StepSignature.h"
 #include "tools/kiln/lib/TrainCompile.h"
 
-#include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutable.h"
@@ -25,7 +24,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
-#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -35,39 +33,6 @@ namespace {
 
 using runtime::PkgDType;
 
-double readElement(const void *data, PkgDType dtype, int64_t i) {
-  switch (dtype) {
-  case PkgDType::F64: return static_cast<const double *>(data)[i];
-  case PkgDType::F32: return static_cast<const float *>(data)[i];
-  case PkgDType::F16: return runtime::f16ToFloat(static_cast<const uint16_t *>(data)[i]);
-  case PkgDType::BF16: return runtime::bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
-  case PkgDType::I64: return double(static_cast<const int64_t *>(data)[i]);
-  case PkgDType::I32: return static_cast<const int32_t *>(data)[i];
-  case PkgDType::I8: return static_cast<const int8_t *>(data)[i];
-  case PkgDType::I1: return static_cast<const uint8_t *>(data)[i] != 0;
-  }
-  return 0;
-}
-
-void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
-  switch (dtype) {
-  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
-  case PkgDType::F32: static_cast<float *>(data)[i] = float(v); break;
-  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = runtime::floatToF16(float(v)); break;
-  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = runtime::floatToBf16(float(v)); break;
-  case PkgDType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
-  case PkgDType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;
-  case PkgDType::I8: static_cast<int8_t *>(data)[i] = int8_t(v); break;
-  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
-  }
-}
-
-int64_t elementCount(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 // One loaded package on the GPU and where its data goes.
 struct GpuStep : StepSignature {
@@ -100,28 +65,16 @@ struct GpuStep : StepSignature {
     for (size_t t = 0; t < dataInputs.size(); ++t) {
       const runtime::BatchTensor &src = batch.tensors[t];
       const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
-      int64_t n = elementCount(e.shape);
-      bool f32 = src.type == runtime::ElementType::f32;
-      int64_t have = f32 ? int64_t(src.f32.size()) : int64_t(src.i32.size());
-      if (have != n) {
-        printError(errs, command,
-                   "input '" + e.name + "': the batch holds " +
-                       std::to_string(have) + " values, expected " +
-                       std::to_string(n));
-        return false;
-      }
       runtime::StatusOr<void *> dst = exec->hostInput(dataInputs[t]);
       if (!dst.isOk()) {
         printError(errs, command, dst.status().message());
         return false;
       }
-      if (f32 && e.dtype == PkgDType::F32)
-        std::memcpy(dst.value(), src.f32.data(), n * sizeof(float));
-      else if (!f32 && e.dtype == PkgDType::I32)
-        std::memcpy(dst.value(), src.i32.data(), n * sizeof(int32_t));
-      else
-        for (int64_t i = 0; i < n; ++i)
-          writeElement(dst.value(), e.dtype, i, f32 ? src.f32[i] : src.i32[i]);
+      std::string error;
+      if (!copyBatchTensor(src, e, dst.value(), error)) {
+        printError(errs, command, error);
+        return false;
+      }
     }
     runtime::Status s = exec->submitInputs();
     if (!s.isOk()) {

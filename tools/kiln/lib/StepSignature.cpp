@@ -8,6 +8,10 @@
 
 #include "tools/kiln/lib/Flags.h"
 
+#include "runtime/Half.h"
+
+#include <cstring>
+
 namespace kiln::cli {
 
 using runtime::PkgDType;
@@ -88,6 +92,67 @@ bool matchEvalStep(const runtime::LoadedPackage &trainPkg,
         parameters.emplace_back(e, t);
       }
   }
+  return true;
+}
+
+using runtime::PkgDType;
+
+double readElement(const void *data, PkgDType dtype, int64_t i) {
+  switch (dtype) {
+  case PkgDType::F64: return static_cast<const double *>(data)[i];
+  case PkgDType::F32: return static_cast<const float *>(data)[i];
+  case PkgDType::F16: return runtime::f16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case PkgDType::BF16: return runtime::bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case PkgDType::I64: return static_cast<double>(static_cast<const int64_t *>(data)[i]);
+  case PkgDType::I32: return static_cast<const int32_t *>(data)[i];
+  case PkgDType::I8: return static_cast<const int8_t *>(data)[i];
+  case PkgDType::I1: return static_cast<const uint8_t *>(data)[i] != 0;
+  }
+  return 0;
+}
+
+void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
+  switch (dtype) {
+  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
+  case PkgDType::F32: static_cast<float *>(data)[i] = static_cast<float>(v); break;
+  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = runtime::floatToF16(static_cast<float>(v)); break;
+  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = runtime::floatToBf16(static_cast<float>(v)); break;
+  case PkgDType::I64: static_cast<int64_t *>(data)[i] = static_cast<int64_t>(v); break;
+  case PkgDType::I32: static_cast<int32_t *>(data)[i] = static_cast<int32_t>(v); break;
+  case PkgDType::I8: static_cast<int8_t *>(data)[i] = static_cast<int8_t>(v); break;
+  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
+  }
+}
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+bool copyBatchTensor(const runtime::BatchTensor &src,
+                     const runtime::SignatureEntry &e, void *dst,
+                     std::string &error) {
+  int64_t n = elementCount(e.shape);
+  bool f32 = src.type == runtime::ElementType::f32;
+  int64_t have = f32 ? static_cast<int64_t>(src.f32.size())
+                     : static_cast<int64_t>(src.i32.size());
+  if (have != n) {
+    error = "input '" + e.name + "': the batch holds " + std::to_string(have) +
+            " values, expected " + std::to_string(n);
+    return false;
+  }
+  if (f32 && e.dtype == PkgDType::F32)
+    std::memcpy(dst, src.f32.data(), n * sizeof(float));
+  else if (!f32 && e.dtype == PkgDType::I32)
+    std::memcpy(dst, src.i32.data(), n * sizeof(int32_t));
+  else if (f32)
+    for (int64_t i = 0; i < n; ++i)
+      writeElement(dst, e.dtype, i, src.f32[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      writeElement(dst, e.dtype, i, src.i32[i]);
   return true;
 }
 

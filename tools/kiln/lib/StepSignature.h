@@ -13,6 +13,7 @@
 
 #include "tools/kiln/lib/TrainBackend.h"
 
+#include "runtime/data/Sampler.h"
 #include "runtime/package/Package.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -60,6 +61,19 @@ bool matchEvalStep(const runtime::LoadedPackage &trainPkg,
                    const runtime::LoadedPackage &evalPkg, StepSignature &eval,
                    std::vector<std::pair<size_t, size_t>> &parameters,
                    llvm::StringRef command, llvm::raw_ostream &errs);
+
+// Element |i| of a buffer of |dtype| as a double, and the other way
+// (halves through runtime/Half.h).
+double readElement(const void *data, runtime::PkgDType dtype, int64_t i);
+void writeElement(void *data, runtime::PkgDType dtype, int64_t i, double v);
+int64_t elementCount(const std::vector<int64_t> &shape);
+
+// Copies one batch tensor into the host buffer |dst| of signature input
+// |e| (memcpy when the types agree, converted element by element
+// otherwise). A count that differs from |e|'s: false and |error| says so.
+bool copyBatchTensor(const runtime::BatchTensor &src,
+                     const runtime::SignatureEntry &e, void *dst,
+                     std::string &error);
 
 } // namespace kiln::cli
 

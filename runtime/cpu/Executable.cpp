@@ -711,17 +711,11 @@ const void *Executable::output(size_t i) {
 }
 
 int Executable::findInput(const std::string &name) const {
-  for (size_t i = 0; i < package_.inputs.size(); ++i)
-    if (package_.inputs[i].name == name)
-      return static_cast<int>(i);
-  return -1;
+  return findSignatureEntry(package_.inputs, name);
 }
 
 int Executable::findOutput(const std::string &name) const {
-  for (size_t i = 0; i < package_.outputs.size(); ++i)
-    if (package_.outputs[i].name == name)
-      return static_cast<int>(i);
-  return -1;
+  return findSignatureEntry(package_.outputs, name);
 }
 
 Status Executable::initialize() {

@@ -214,17 +214,11 @@ uint32_t CudaExecutable::gridFor(const PackageKernel &kernel) const {
 }
 
 int CudaExecutable::findInput(const std::string &name) const {
-  for (size_t i = 0; i < package_.inputs.size(); ++i)
-    if (package_.inputs[i].name == name)
-      return static_cast<int>(i);
-  return -1;
+  return findSignatureEntry(package_.inputs, name);
 }
 
 int CudaExecutable::findOutput(const std::string &name) const {
-  for (size_t i = 0; i < package_.outputs.size(); ++i)
-    if (package_.outputs[i].name == name)
-      return static_cast<int>(i);
-  return -1;
+  return findSignatureEntry(package_.outputs, name);
 }
 
 Status CudaExecutable::prepare() {

@@ -268,6 +268,16 @@ struct SignatureEntry {
   }
 };
 
+// The index of the entry named |name| in a signature (inputs or outputs),
+// or -1.
+inline int findSignatureEntry(const std::vector<SignatureEntry> &entries,
+                              const std::string &name) {
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
 // ZeRO: one parameter of a sharded bucket (package.fbs ShardSlot).
 struct ShardSlot {
   std::string name;

@@ -2,7 +2,7 @@
 //---------------------------===//
 //
 // A straight walk over the structs into a FlatBufferBuilder. Optional tables
-// (gemm, conv and collective parameters, inline parameter data) are written
+// (gemm, conv, attention and collective parameters, inline parameter data) are written
 // only when the struct says they are present, so a round trip through the
 // loader gives back an equal LoadedPackage.
 //
@@ -85,11 +85,18 @@ Offset<fbs::Thunk> writeThunk(FlatBufferBuilder &b, const PackageThunk &t) {
         toFbs<fbs::ReduceKind>(c.reduction), c.dimension, c.root, c.peer,
         c.channel, b.CreateVector(c.groups), b.CreateVector(c.groupsShape));
   }
+  Offset<fbs::AttentionParams> attention;
+  if (t.hasAttention) {
+    const AttentionParams &a = t.attention;
+    attention = fbs::CreateAttentionParams(b, a.batch, a.heads, a.qLen,
+                                           a.kvLen, a.headDim, a.valueDim,
+                                           a.scale, a.causal);
+  }
   auto operands = b.CreateVector(t.operands);
   auto results = b.CreateVector(t.results);
   return fbs::CreateThunk(b, toFbs<fbs::ThunkKind>(t.kind), t.kernel,
                           toFbs<fbs::LibraryKind>(t.library), gemm, conv,
-                          collective, operands, results);
+                          collective, operands, results, attention);
 }
 
 } // namespace

@@ -361,7 +361,10 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
   uint64_t bytes = 0;
   for (size_t i = 0; i < package.thunks.size(); ++i) {
     const PackageThunk &t = package.thunks[i];
-    if (t.kind != ThunkKind::LibraryCall || t.library == LibraryKind::Gemm)
+    if (t.kind != ThunkKind::LibraryCall ||
+        (t.library != LibraryKind::Conv2D &&
+         t.library != LibraryKind::Conv2DInputGrad &&
+         t.library != LibraryKind::Conv2DFilterGrad))
       continue;
     if (!t.hasConv || t.results.empty())
       return Status::error("thunk " + std::to_string(i) +

@@ -68,6 +68,8 @@ const char *libraryName(LibraryKind kind) {
   case LibraryKind::Conv2D: return "conv2d";
   case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
   case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
+  case LibraryKind::Attention: return "attention";
+  case LibraryKind::AttentionGrad: return "attention_grad";
   }
   return "unknown";
 }

@@ -51,7 +51,7 @@ static_assert(kMaxRole == raw(PkgRole::Gradient));
 static_assert(kMaxTarget == raw(TargetKind::Cuda));
 static_assert(kMaxKernelKind == raw(KernelKind::Cuda));
 static_assert(kMaxThunkKind == raw(ThunkKind::Copy));
-static_assert(kMaxLibraryKind == raw(LibraryKind::Conv2DFilterGrad));
+static_assert(kMaxLibraryKind == raw(LibraryKind::AttentionGrad));
 static_assert(kMaxCollectiveKind == raw(CollectiveKind::Recv));
 static_assert(kMaxReduceKind == raw(PkgReduceKind::Mean));
 static_assert(kMaxInitKind == raw(PkgInitKind::KaimingNormal));
@@ -138,6 +138,98 @@ Status checkSignature(const LoadedPackage &p,
   return Status::ok();
 }
 
+// An attention library call: its parameters, its operand and result counts,
+// and that every buffer has the shape and type the parameters imply (the
+// runtime indexes them by the parameters alone).
+Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
+                           const PackageThunk &t) {
+  std::ostringstream os;
+  bool grad = t.library == LibraryKind::AttentionGrad;
+  const char *name = grad ? "attention_grad" : "attention";
+  if (!t.hasAttention) {
+    os << where << ": an " << name << " library call needs attention "
+       << "parameters";
+    return fail(os);
+  }
+  if (p.target.kind != TargetKind::Cuda) {
+    os << where << ": an " << name << " library call in a CPU package: only "
+       << "CUDA packages carry attention (the CPU pipeline decomposes it)";
+    return fail(os);
+  }
+  const AttentionParams &a = t.attention;
+  for (auto [field, v] : {std::pair<const char *, int64_t>{"batch", a.batch},
+                          {"heads", a.heads},
+                          {"q_len", a.qLen},
+                          {"kv_len", a.kvLen},
+                          {"head_dim", a.headDim},
+                          {"value_dim", a.valueDim}})
+    if (v < 1) {
+      os << where << ": attention " << field << " is " << v
+         << ", expected >= 1";
+      return fail(os);
+    }
+  if (Status s = checkFinite(where, "attention scale", a.scale); !s.isOk())
+    return s;
+  size_t operands = grad ? 6 : 3, results = grad ? 3 : 2;
+  if (t.operands.size() != operands || t.results.size() != results) {
+    os << where << ": " << name << " needs " << operands << " operands and "
+       << results << " results, found " << t.operands.size() << " and "
+       << t.results.size();
+    return fail(os);
+  }
+  const std::vector<int64_t> q{a.batch, a.heads, a.qLen, a.headDim},
+      k{a.batch, a.heads, a.kvLen, a.headDim},
+      v{a.batch, a.heads, a.kvLen, a.valueDim},
+      out{a.batch, a.heads, a.qLen, a.valueDim}, lse{a.batch, a.heads, a.qLen};
+  PkgDType type = p.buffers[t.operands[0]].dtype;
+  if (type != PkgDType::F32 && type != PkgDType::F16 &&
+      type != PkgDType::BF16 && type != PkgDType::F64) {
+    os << where << ": " << name << " operand 0 (q) has dtype "
+       << pkgDTypeName(type) << ", expected f16, bf16, f32 or f64";
+    return fail(os);
+  }
+  PkgDType lseType = type == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
+  struct Expect {
+    const char *what;
+    uint32_t buffer;
+    const std::vector<int64_t> *shape;
+    PkgDType dtype;
+  };
+  std::vector<Expect> expected;
+  if (grad)
+    expected = {{"operand 0 (q)", t.operands[0], &q, type},
+                {"operand 1 (k)", t.operands[1], &k, type},
+                {"operand 2 (v)", t.operands[2], &v, type},
+                {"operand 3 (out)", t.operands[3], &out, type},
+                {"operand 4 (lse)", t.operands[4], &lse, lseType},
+                {"operand 5 (dout)", t.operands[5], &out, type},
+                {"result 0 (dq)", t.results[0], &q, type},
+                {"result 1 (dk)", t.results[1], &k, type},
+                {"result 2 (dv)", t.results[2], &v, type}};
+  else
+    expected = {{"operand 0 (q)", t.operands[0], &q, type},
+                {"operand 1 (k)", t.operands[1], &k, type},
+                {"operand 2 (v)", t.operands[2], &v, type},
+                {"result 0 (out)", t.results[0], &out, type},
+                {"result 1 (lse)", t.results[1], &lse, lseType}};
+  for (const Expect &e : expected) {
+    const PackageBuffer &b = p.buffers[e.buffer];
+    if (b.shape != *e.shape || b.dtype != e.dtype) {
+      auto dims = [](const std::vector<int64_t> &shape) {
+        std::string text = "[";
+        for (size_t d = 0; d < shape.size(); ++d)
+          text += (d ? "x" : "") + std::to_string(shape[d]);
+        return text + "]";
+      };
+      os << where << ": " << name << " " << e.what << " (buffer " << e.buffer
+         << ") is " << dims(b.shape) << " " << pkgDTypeName(b.dtype)
+         << ", expected " << dims(*e.shape) << " " << pkgDTypeName(e.dtype);
+      return fail(os);
+    }
+  }
+  return Status::ok();
+}
+
 Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
   std::string where = "thunk " + std::to_string(i);
   if (Status s = checkEnum(where, "kind", raw(t.kind), kMaxThunkKind);
@@ -207,6 +299,9 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
          << ", expected m, n, k >= 0 and batch >= 1";
       return fail(os);
     }
+    if (t.library == LibraryKind::Attention ||
+        t.library == LibraryKind::AttentionGrad)
+      return checkAttentionThunk(p, where, t);
     if (t.library != LibraryKind::Gemm && !t.hasConv) {
       os << where << ": a convolution library call needs conv parameters";
       return fail(os);
@@ -575,6 +670,12 @@ LoadedPackage copyOut(const pkg::Package *fb) {
         out.conv.padding = copyVector<int64_t>(c->padding());
         out.conv.dilation = copyVector<int64_t>(c->dilation());
         out.conv.groups = c->groups();
+      }
+      if (const pkg::AttentionParams *a = t->attention()) {
+        out.hasAttention = true;
+        out.attention = {a->batch(),    a->heads(),     a->q_len(),
+                         a->kv_len(),   a->head_dim(),  a->value_dim(),
+                         a->scale(),    a->causal()};
       }
       if (const pkg::CollectiveParams *c = t->collective()) {
         out.hasCollective = true;

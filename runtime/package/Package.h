@@ -48,7 +48,9 @@ enum class LibraryKind : uint8_t {
   Gemm,
   Conv2D,
   Conv2DInputGrad,
-  Conv2DFilterGrad
+  Conv2DFilterGrad,
+  Attention,
+  AttentionGrad
 };
 enum class CollectiveKind : uint8_t {
   AllReduce,
@@ -208,6 +210,18 @@ struct ConvParams {
   }
 };
 
+// package.fbs AttentionParams: q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv].
+struct AttentionParams {
+  int64_t batch = 0, heads = 0, qLen = 0, kvLen = 0, headDim = 0, valueDim = 0;
+  double scale = 1.0;
+  bool causal = false;
+  bool operator==(const AttentionParams &o) const {
+    return batch == o.batch && heads == o.heads && qLen == o.qLen &&
+           kvLen == o.kvLen && headDim == o.headDim && valueDim == o.valueDim &&
+           scale == o.scale && causal == o.causal;
+  }
+};
+
 struct CollectiveParams {
   CollectiveKind kind = CollectiveKind::AllReduce;
   PkgReduceKind reduction = PkgReduceKind::Sum;
@@ -226,17 +240,21 @@ struct PackageThunk {
   int32_t kernel = -1;
   LibraryKind library = LibraryKind::Gemm;
   // Exactly the table the kind needs is present (has* says so).
-  bool hasGemm = false, hasConv = false, hasCollective = false;
+  bool hasGemm = false, hasConv = false, hasCollective = false,
+       hasAttention = false;
   GemmParams gemm;
   ConvParams conv;
+  AttentionParams attention;
   CollectiveParams collective;
   std::vector<uint32_t> operands;
   std::vector<uint32_t> results;
   bool operator==(const PackageThunk &o) const {
     return kind == o.kind && kernel == o.kernel && library == o.library &&
            hasGemm == o.hasGemm && hasConv == o.hasConv &&
-           hasCollective == o.hasCollective && gemm == o.gemm &&
-           conv == o.conv && collective == o.collective &&
+           hasCollective == o.hasCollective &&
+           hasAttention == o.hasAttention && gemm == o.gemm &&
+           conv == o.conv && attention == o.attention &&
+           collective == o.collective &&
            operands == o.operands && results == o.results;
   }
 };

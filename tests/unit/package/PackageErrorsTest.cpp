@@ -143,7 +143,7 @@ TEST(PackageErrors, BufferOffsetOverflows) {
   EXPECT_EQ(
       loadError([](LoadedPackage &p) { p.buffers[4].offset = UINT64_MAX - 1; }),
       "buffer 4: offset 18446744073709551614 + size 4 exceeds the arena "
-      "of 448 bytes");
+      "of 1024 bytes");
 }
 
 TEST(PackageErrors, AliasesOutOfRange) {
@@ -193,13 +193,13 @@ TEST(PackageErrors, ThunkKind) {
 
 TEST(PackageErrors, ThunkOperandOutOfRange) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].operands[1] = 41; }),
-            "thunk 4: operand 1 names buffer 41, but the package has 6 "
+            "thunk 4: operand 1 names buffer 41, but the package has 11 "
             "buffers");
 }
 
 TEST(PackageErrors, ThunkResultOutOfRange) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[2].results[0] = 6; }),
-            "thunk 2: result 0 names buffer 6, but the package has 6 buffers");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[2].results[0] = 11; }),
+            "thunk 2: result 0 names buffer 11, but the package has 11 buffers");
 }
 
 TEST(PackageErrors, LaunchKernelOutOfRange) {
@@ -214,9 +214,9 @@ TEST(PackageErrors, LaunchWithoutKernel) {
 
 TEST(PackageErrors, LibraryKind) {
   EXPECT_EQ(loadError([](LoadedPackage &p) {
-              p.thunks[0].library = bad<LibraryKind>(4);
+              p.thunks[0].library = bad<LibraryKind>(6);
             }),
-            "thunk 0: library 4 is out of range (0..3)");
+            "thunk 0: library 6 is out of range (0..5)");
 }
 
 TEST(PackageErrors, GemmWithoutParameters) {
@@ -227,6 +227,59 @@ TEST(PackageErrors, GemmWithoutParameters) {
 TEST(PackageErrors, ConvWithoutParameters) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].hasConv = false; }),
             "thunk 4: a convolution library call needs conv parameters");
+}
+
+TEST(PackageErrors, AttentionWithoutParameters) {
+  EXPECT_EQ(
+      loadError([](LoadedPackage &p) { p.thunks[5].hasAttention = false; }),
+      "thunk 5: an attention library call needs attention parameters");
+}
+
+TEST(PackageErrors, AttentionInACpuPackage) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.target.kind = TargetKind::Cpu;
+              p.target.smArchs.clear();
+              p.kernels[1].cubins.clear();
+            }),
+            "thunk 5: an attention library call in a CPU package: only CUDA "
+            "packages carry attention (the CPU pipeline decomposes it)");
+}
+
+TEST(PackageErrors, AttentionDimensionZero) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[5].attention.headDim = 0;
+            }),
+            "thunk 5: attention head_dim is 0, expected >= 1");
+}
+
+TEST(PackageErrors, AttentionScaleNotFinite) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[5].attention.scale = std::nan("");
+            }).rfind("thunk 5: attention scale", 0),
+            0u);
+}
+
+TEST(PackageErrors, AttentionGradCounts) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[5].library = LibraryKind::AttentionGrad;
+            }),
+            "thunk 5: attention_grad needs 6 operands and 3 results, found 3 "
+            "and 2");
+}
+
+TEST(PackageErrors, AttentionBufferShape) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[5].attention.kvLen = 4; }),
+            "thunk 5: attention operand 1 (k) (buffer 7) is [1x2x5x4] f32, "
+            "expected [1x2x4x4] f32");
+}
+
+TEST(PackageErrors, AttentionLseType) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.buffers[10].dtype = PkgDType::BF16;
+              p.buffers[10].size = 12;
+            }),
+            "thunk 5: attention result 1 (lse) (buffer 10) is [1x2x3] bf16, "
+            "expected [1x2x3] f32");
 }
 
 TEST(PackageErrors, GemmAlphaNotFinite) {
@@ -329,8 +382,8 @@ TEST(PackageErrors, InitKind) {
 }
 
 TEST(PackageErrors, InitBufferOutOfRange) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.parameterInits[1].buffer = 9; }),
-            "parameter init 1 names buffer 9, but the package has 6 buffers");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.parameterInits[1].buffer = 19; }),
+            "parameter init 1 names buffer 19, but the package has 11 buffers");
 }
 
 TEST(PackageErrors, InitValueNotFinite) {
@@ -367,7 +420,7 @@ TEST(PackageErrors, OutputDType) {
 
 TEST(PackageErrors, InputBufferOutOfRange) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.inputs[0].buffer = 12; }),
-            "input 0 names buffer 12, but the package has 6 buffers");
+            "input 0 names buffer 12, but the package has 11 buffers");
 }
 
 TEST(PackageErrors, OutputShapeDiffersFromBuffer) {

@@ -42,8 +42,8 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   EXPECT_EQ(p.target.kind, TargetKind::Cuda);
   EXPECT_THAT(p.target.smArchs, ::testing::ElementsAre(80u, 90u));
   EXPECT_EQ(p.target.cpuFeatures, "+avx2,+fma");
-  EXPECT_EQ(p.arenaSize, 448u);
-  ASSERT_EQ(p.buffers.size(), 6u);
+  EXPECT_EQ(p.arenaSize, 1024u);
+  ASSERT_EQ(p.buffers.size(), 11u);
   EXPECT_EQ(p.buffers[2].name, "fc.weight.next");
   EXPECT_EQ(p.buffers[2].updates, 1);
   EXPECT_EQ(p.buffers[1].aliases, 1);
@@ -59,7 +59,7 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   EXPECT_EQ(p.kernels[0].grid, (std::array<uint32_t, 3>{2, 3, 1}));
   EXPECT_THAT(p.kernels[0].sourceNodes,
               ::testing::ElementsAre("relu_1", "add_2"));
-  ASSERT_EQ(p.thunks.size(), 5u);
+  ASSERT_EQ(p.thunks.size(), 6u);
   EXPECT_TRUE(p.thunks[0].hasGemm);
   EXPECT_FALSE(p.thunks[0].hasConv);
   EXPECT_EQ(p.thunks[0].gemm.batch, 3);
@@ -70,6 +70,13 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   EXPECT_THAT(p.thunks[2].collective.groupsShape, ::testing::ElementsAre(2, 2));
   EXPECT_EQ(p.thunks[4].conv.groups, 2);
   EXPECT_THAT(p.thunks[4].conv.padding, ::testing::ElementsAre(0, 1, 0, 1));
+  EXPECT_EQ(p.thunks[5].library, LibraryKind::Attention);
+  EXPECT_TRUE(p.thunks[5].hasAttention);
+  EXPECT_FALSE(p.thunks[5].hasGemm);
+  EXPECT_EQ(p.thunks[5].attention.kvLen, 5);
+  EXPECT_EQ(p.thunks[5].attention.valueDim, 2);
+  EXPECT_EQ(p.thunks[5].attention.scale, 0.5);
+  EXPECT_TRUE(p.thunks[5].attention.causal);
   ASSERT_EQ(p.parameterInits.size(), 2u);
   EXPECT_EQ(p.parameterInits[0].seed, 3);
   EXPECT_FALSE(p.parameterInits[0].hasData);
@@ -127,7 +134,7 @@ TEST(PackageRoundTrip, WriterRefusesAnInvalidPackage) {
   ASSERT_FALSE(bytes.isOk());
   EXPECT_EQ(bytes.status().message(),
             "refusing to write an invalid package: thunk 1: operand 0 names "
-            "buffer 41, but the package has 6 buffers");
+            "buffer 41, but the package has 11 buffers");
 }
 
 // ZeRO shard layouts (kiln-distribute zero1/2/3): the sample's parameter

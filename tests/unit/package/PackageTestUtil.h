@@ -40,14 +40,16 @@ inline SignatureEntry makeEntry(std::string name, PkgRole role,
   return e;
 }
 
-// Buffers: 0 x, 1 fc.weight, 2 fc.weight (new), 3 y, 4 loss, 5 a copy of 1.
+// Buffers: 0 x, 1 fc.weight, 2 fc.weight (new), 3 y, 4 loss, 5 a copy of 1,
+// 6-10 an attention's q, k, v, out and lse. Thunks: 0 gemm, 1 launch,
+// 2 collective, 3 copy, 4 conv, 5 attention.
 inline LoadedPackage makeSamplePackage() {
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;
   p.target.smArchs = {80, 90};
   p.target.triple = "x86_64-unknown-linux-gnu";
   p.target.cpuFeatures = "+avx2,+fma";
-  p.arenaSize = 448;
+  p.arenaSize = 1024;
   p.arenaAlignment = 64;
   p.buffers = {
       makeBuffer("x", {4, 8}, 0, 128, PkgRole::Input, 0),
@@ -56,6 +58,11 @@ inline LoadedPackage makeSamplePackage() {
       makeBuffer("y", {4, 2}, 256, 32, PkgRole::None),
       makeBuffer("loss", {}, 320, 4, PkgRole::Loss),
       makeBuffer("fc.weight.copy", {8, 2}, 384, 64, PkgRole::None),
+      makeBuffer("q", {1, 2, 3, 4}, 448, 96, PkgRole::None),
+      makeBuffer("k", {1, 2, 5, 4}, 576, 160, PkgRole::None),
+      makeBuffer("v", {1, 2, 5, 2}, 768, 80, PkgRole::None),
+      makeBuffer("out", {1, 2, 3, 2}, 896, 48, PkgRole::None),
+      makeBuffer("lse", {1, 2, 3}, 960, 24, PkgRole::None),
   };
   p.buffers[4].dtype = PkgDType::F32;
   p.buffers[3].dtype = PkgDType::BF16;
@@ -124,7 +131,14 @@ inline LoadedPackage makeSamplePackage() {
   conv.conv.groups = 2;
   conv.operands = {0, 3};
   conv.results = {1};
-  p.thunks = {gemm, launch, collective, copy, conv};
+  PackageThunk attention;
+  attention.kind = ThunkKind::LibraryCall;
+  attention.library = LibraryKind::Attention;
+  attention.hasAttention = true;
+  attention.attention = {1, 2, 3, 5, 4, 2, 0.5, true};
+  attention.operands = {6, 7, 8};
+  attention.results = {9, 10};
+  p.thunks = {gemm, launch, collective, copy, conv, attention};
 
   ParameterInit glorot;
   glorot.buffer = 1;

@@ -26,8 +26,17 @@ Within a node (p <= 8) bw and alpha are NVLink's; across nodes the ring's
 slowest link is a GPU's NIC (one 400 Gb/s NIC per GPU), so bw and alpha
 are the network's. The constants and their sources are in LINKS below.
 
+--attention=fused models the attention as the compiler's CUDA target runs it
+since kiln-fuse-attention (one FlashAttention-style kernel forward and one
+backward per layer, reading q, k, v, out and lse, never the [T, T] scores; at
+ATTENTION_EFFICIENCY of peak, causal half); --attention=materialized models
+the scores, softmax and context GEMMs as separate kernels (kiln before it, or
+--fuse-attention=off). The step's model FLOPs utilization (6 N tokens over
+step time x peak) is printed for the one-GPU step.
+
 usage: cost_model.py [--profile CSV] [--report FILE] [--buckets FILE]
                      [--batch B] [--gpus 8,64,512]
+                     [--attention fused|materialized]
        cost_model.py --self-test
 """
 import argparse
@@ -58,6 +67,11 @@ PEAK_BYTES = 4.8e12
 GEMM_EFFICIENCY = 0.70
 MEMORY_EFFICIENCY = 0.80
 LAUNCH_S = 3e-6  # per kernel, CUDA launch and tail
+# A fused attention kernel reaches less of the peak than a cuBLAS GEMM (its
+# softmax runs on the CUDA cores between two tensor-core products):
+# FlashAttention-2 reports 50-73% of peak on A100 and ~35% on H100 (without
+# Hopper's wgmma/TMA); 0.35 is used (stated, not measured for Kiln's kernel).
+ATTENTION_EFFICIENCY = 0.35
 
 
 def link_for(p):
@@ -81,9 +95,14 @@ def reduce_scatter_s(n, p, link=None):
 all_gather_s = reduce_scatter_s
 
 
-def roofline_s(flops, nbytes):
-    return LAUNCH_S + max(flops / (PEAK_FLOPS * GEMM_EFFICIENCY),
+def roofline_s(flops, nbytes, efficiency=GEMM_EFFICIENCY):
+    return LAUNCH_S + max(flops / (PEAK_FLOPS * efficiency),
                           nbytes / (PEAK_BYTES * MEMORY_EFFICIENCY))
+
+
+def kernel_s(k):
+    # (name, phase, layer, flops, bytes[, compute efficiency])
+    return roofline_s(k[3], k[4], *k[5:])
 
 
 class Gpt:
@@ -104,7 +123,7 @@ class Gpt:
             self.L * self.layer_params() + 2 * self.H
 
 
-def kernels(m):
+def kernels(m, attention="materialized"):
     """One GPU's step as (name, phase, layer, flops, bytes): bf16
     activations (2 bytes), f32 master parameters and gradients (4 bytes).
     Backward GEMMs are two GEMMs of the forward's size (input and weight
@@ -122,6 +141,19 @@ def kernels(m):
         if phase == "forward":
             out.append((name + ".grad", "backward", layer, 2 * flops, 2 * nbytes))
 
+    def flash(name, layer):
+        # Causal: half of the T x T products. Forward: q k^T and p v;
+        # backward: recomputed q k^T, dout v^T, p^T dout, ds k, ds^T q
+        # (2.5 x the forward). Bytes: q, k, v, out (and lse), backward
+        # also their gradients and dout.
+        HD = H // NH
+        flops = 2 * 2 * B * NH * T * T * HD // 2
+        act = a * B * T * H
+        out.append((name, "forward", layer, flops, 4 * act + 4 * B * NH * T,
+                    ATTENTION_EFFICIENCY))
+        out.append((name + ".grad", "backward", layer, 5 * flops // 2,
+                    9 * act + 8 * B * NH * T, ATTENTION_EFFICIENCY))
+
     def pointwise(name, layer, elems, reads=1, writes=1):
         nbytes = a * elems * (reads + writes)
         out.append((name, "forward", layer, 0, nbytes))
@@ -131,9 +163,12 @@ def kernels(m):
     for l in range(m.L):
         pointwise("ln1", l, tok * H)
         gemm("attn.qkv", l, tok, H, 3 * H)
-        gemm("attn.scores", l, B * NH * T, H // NH, T)
-        pointwise("attn.softmax", l, B * NH * T * T)
-        gemm("attn.context", l, B * NH * T, T, H // NH)
+        if attention == "fused":
+            flash("attn.flash", l)
+        else:
+            gemm("attn.scores", l, B * NH * T, H // NH, T)
+            pointwise("attn.softmax", l, B * NH * T * T)
+            gemm("attn.context", l, B * NH * T, T, H // NH)
         gemm("attn.proj", l, tok, H, H)
         pointwise("attn.residual", l, tok * H, reads=2)
         pointwise("ln2", l, tok * H)
@@ -187,18 +222,18 @@ def ddp_buckets(m, first=1 << 20, cap=25 << 20):
     return buckets
 
 
-def predict(m, p, times, bucket_sizes=None):
+def predict(m, p, times, bucket_sizes=None, attention="fused"):
     """Step time (s) per strategy at p GPUs, with |times| = {phase: s} and
     per-layer backward times from the roofline's shares."""
     fwd, bwd, opt = times["forward"], times["backward"], times["optimizer"]
     grad_bytes = 4 * m.params()
     # When each bucket's gradients are complete: the backward runs from the
     # head down to layer 0, then the embeddings; shares by roofline time.
-    ks = kernels(m)
+    ks = kernels(m, attention)
     share = {}
-    for name, phase, layer, flops, nbytes in ks:
-        if phase == "backward":
-            share[layer] = share.get(layer, 0.0) + roofline_s(flops, nbytes)
+    for k in ks:
+        if k[1] == "backward":
+            share[k[2]] = share.get(k[2], 0.0) + kernel_s(k)
     order = [-1] + list(reversed(range(m.L))) + [-2]
     share.setdefault(-2, 0.0)
     total = sum(share.values())
@@ -241,9 +276,9 @@ def predict(m, p, times, bucket_sizes=None):
     param_bytes[-1] = 2 * (2 * m.H)
     param_bytes[-2] = 2 * (m.V * m.H + m.T * m.H)
     fshare = {}
-    for name, phase, layer, flops, nbytes in ks:
-        if phase == "forward":
-            fshare[layer] = fshare.get(layer, 0.0) + roofline_s(flops, nbytes)
+    for k in ks:
+        if k[1] == "forward":
+            fshare[k[2]] = fshare.get(k[2], 0.0) + kernel_s(k)
     ftotal = sum(fshare.values())
     f3 = sum(max(fshare.get(l, 0.0) / ftotal * fwd, all_gather_s(param_bytes[l], p))
              for l in param_bytes)
@@ -334,6 +369,15 @@ def self_test():
                 "array<i64: 0>} : tensor<1000xf32>\n  %2 = kiln.add %1\n"
                 "%3 = kiln.all_reduce mean %2 : tensor<500xbf16>\n")
     assert read_buckets(f.name) == [4000, 1000], read_buckets(f.name)
+    # Fused attention: no [T, T] traffic, so it moves fewer bytes than the
+    # materialized scores/softmax/context and predicts a faster step.
+    mat = kernels(Gpt(), "materialized")
+    fused = kernels(Gpt(), "fused")
+    assert sum(k[4] for k in fused) < sum(k[4] for k in mat)
+    assert sum(kernel_s(k) for k in fused) < sum(kernel_s(k) for k in mat)
+    f = [k for k in fused if k[0] == "attn.flash"][0]
+    # 2 * 2 * B * NH * T^2 * HD / 2 (causal) for one layer.
+    assert f[3] == 2 * 8 * 12 * 1024 * 1024 * 64, f
     print("cost_model self-test: ok")
 
 
@@ -346,19 +390,21 @@ def main():
     ap.add_argument("--gpus", default="8,64,512")
     ap.add_argument("--kernels", action="store_true",
                     help="list the roofline's kernels, summed over layers")
+    ap.add_argument("--attention", choices=["fused", "materialized"],
+                    default="fused")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
     m = Gpt(batch=args.batch)
-    ks = kernels(m)
+    ks = kernels(m, args.attention)
     if args.profile:
         times = read_profile(args.profile)
         source = "MEASURED kernel times (%s)" % args.profile
     else:
         times = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
-        for name, phase, layer, flops, nbytes in ks:
-            times[phase] += roofline_s(flops, nbytes)
+        for k in ks:
+            times[k[1]] += kernel_s(k)
         source = ("PREDICTED kernel times (roofline: %.0f TFLOP/s x %.2f, "
                   "%.1f TB/s x %.2f, %.0f us launch; no GPU measurement)"
                   % (PEAK_FLOPS / 1e12, GEMM_EFFICIENCY, PEAK_BYTES / 1e12,
@@ -380,17 +426,19 @@ def main():
     if args.kernels:
         # Per kernel, summed over the 12 layers: what bounds it and its time.
         rows = {}
-        for name, phase, layer, f, b in ks:
-            r = rows.setdefault(name, [phase, 0, 0, 0.0, 0])
+        for k in ks:
+            name, phase, layer, f, b = k[:5]
+            r = rows.setdefault(name, [phase, 0, 0, 0.0, 0, k[5:]])
             r[1] += f
             r[2] += b
-            r[3] += roofline_s(f, b)
+            r[3] += kernel_s(k)
             r[4] += 1
         print("  | kernel | phase | launches | GFLOP | MB | predicted us | bound |")
         print("  |--|--|--|--|--|--|--|")
-        for name, (phase, f, b, t, n) in sorted(rows.items(),
-                                                 key=lambda kv: -kv[1][3]):
-            bound = ("compute" if f / (PEAK_FLOPS * GEMM_EFFICIENCY) >
+        for name, (phase, f, b, t, n, eff) in sorted(
+                rows.items(), key=lambda kv: -kv[1][3]):
+            efficiency = eff[0] if eff else GEMM_EFFICIENCY
+            bound = ("compute" if f / (PEAK_FLOPS * efficiency) >
                      b / (PEAK_BYTES * MEMORY_EFFICIENCY) else "memory")
             print("  | %s | %s | %d | %.1f | %.1f | %.1f | %s |"
                   % (name, phase, n, f / 1e9, b / 1e6, t * 1e6, bound))
@@ -405,12 +453,18 @@ def main():
              GPUS_PER_NODE, LINKS["network"]["bw"] / 1e9,
              LINKS["network"]["alpha"] * 1e6))
     one = times["forward"] + times["backward"] + times["optimizer"]
+    tokens = m.B * m.T
+    print("  attention %s; one GPU: %.2f ms per step, %.0f tokens/s, model "
+          "FLOPs utilization %.1f%% (6 N tokens / (step x %.0f TFLOP/s))"
+          % (args.attention, one * 1e3, tokens / one,
+             100 * 6 * m.params() * tokens / (one * PEAK_FLOPS),
+             PEAK_FLOPS / 1e12))
     print()
     print("| GPUs | strategy | bytes sent per GPU per step | step ms | "
           "scaling efficiency | tokens/s |")
     print("|--|--|--|--|--|--|")
     for p in [int(x) for x in args.gpus.split(",")]:
-        steps, volume, nb = predict(m, p, times, buckets)
+        steps, volume, nb = predict(m, p, times, buckets, args.attention)
         for strategy in ("data-parallel", "zero2", "zero3"):
             t = steps[strategy]
             print("| %d | %s%s | %.0f MB | %.2f | %.1f%% | %.0f |"

@@ -29,4 +29,24 @@ int64_t softmax(int64_t elements) { return 5 * elements; }
 int64_t layerNorm(int64_t elements) { return 7 * elements; }
 int64_t dropout(int64_t elements) { return 2 * elements; }
 
+namespace {
+// Query-key pairs of one head; a causal mask keeps about half.
+int64_t attentionPairs(int64_t qLen, int64_t kvLen, bool causal) {
+  int64_t pairs = qLen * kvLen;
+  return causal ? pairs / 2 : pairs;
+}
+} // namespace
+
+int64_t attention(int64_t batch, int64_t heads, int64_t qLen, int64_t kvLen,
+                  int64_t headDim, int64_t valueDim, bool causal) {
+  return 2 * batch * heads * attentionPairs(qLen, kvLen, causal) *
+         (headDim + valueDim);
+}
+
+int64_t attentionGrad(int64_t batch, int64_t heads, int64_t qLen, int64_t kvLen,
+                      int64_t headDim, int64_t valueDim, bool causal) {
+  return 2 * batch * heads * attentionPairs(qLen, kvLen, causal) *
+         (3 * headDim + 2 * valueDim);
+}
+
 } // namespace kiln::flops

@@ -30,6 +30,15 @@ int64_t softmax(int64_t elements);
 int64_t layerNorm(int64_t elements);
 // compare and scale: 2 per element.
 int64_t dropout(int64_t elements);
+// kiln.attention: 2 * B * H * pairs * (D + Dv), the two GEMMs, where pairs
+// is Tq * Tk, halved with a causal mask (the usual accounting).
+int64_t attention(int64_t batch, int64_t heads, int64_t qLen, int64_t kvLen,
+                  int64_t headDim, int64_t valueDim, bool causal);
+// kiln.attention_grad: 2 * B * H * pairs * (3 D + 2 Dv), the five GEMMs of
+// the backward pass (recomputed scores, dV, dP, dQ, dK); 2.5x the forward
+// when D = Dv.
+int64_t attentionGrad(int64_t batch, int64_t heads, int64_t qLen, int64_t kvLen,
+                      int64_t headDim, int64_t valueDim, bool causal);
 
 } // namespace kiln::flops
 

@@ -16,6 +16,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace kiln;
 
@@ -499,6 +501,109 @@ LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
 }
 
 //===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+Type kiln::attentionLseElementType(Type element) {
+  MLIRContext *ctx = element.getContext();
+  return element.isF64() ? Type(Float64Type::get(ctx)) : Type(Float32Type::get(ctx));
+}
+
+namespace {
+// Checks q, k and v of an attention op being built or verified: static
+// shapes, one element type, and the shape rule. Sets |outShape|.
+LogicalResult inferAttention(std::optional<Location> loc, StringRef opName,
+                             Value q, Value k, Value v, shape::Shape &outShape) {
+  if (failed(checkStatic(loc, opName, ValueRange{q, k, v})))
+    return failure();
+  if (failed(inferSameElement(loc, opName, "q", q, "k", k)) ||
+      failed(inferSameElement(loc, opName, "q", q, "v", v)))
+    return failure();
+  shape::ShapeOr rule = shape::attention(shapeOf(q), shapeOf(k), shapeOf(v));
+  if (!rule.ok())
+    return inferError(loc, opName, rule.error());
+  outShape = rule.shape();
+  return success();
+}
+
+// Written so that NaN is rejected too.
+LogicalResult checkScale(Operation *op, double scale) {
+  if (!std::isfinite(scale))
+    return op->emitOpError() << "scale must be finite, but is " << scale;
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  shape::Shape out;
+  if (failed(inferAttention(loc, getOperationName(), adaptor.getQ(),
+                            adaptor.getK(), adaptor.getV(), out)))
+    return failure();
+  Type element = elementOf(adaptor.getQ());
+  inferred.push_back(RankedTensorType::get(out, element));
+  inferred.push_back(RankedTensorType::get(ArrayRef<int64_t>(out).drop_back(),
+                                           attentionLseElementType(element)));
+  return success();
+}
+
+void AttentionOp::build(OpBuilder &b, OperationState &state, Value q, Value k,
+                        Value v, double scale, bool causal) {
+  build(b, state, q, k, v, b.getF64FloatAttr(scale), b.getBoolAttr(causal));
+}
+
+LogicalResult AttentionOp::verify() {
+  return checkScale(*this, getScale().convertToDouble());
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  shape::Shape out;
+  if (failed(inferAttention(loc, getOperationName(), adaptor.getQ(),
+                            adaptor.getK(), adaptor.getV(), out)))
+    return failure();
+  inferred.push_back(adaptor.getQ().getType());
+  inferred.push_back(adaptor.getK().getType());
+  inferred.push_back(adaptor.getV().getType());
+  return success();
+}
+
+void AttentionGradOp::build(OpBuilder &b, OperationState &state, Value q,
+                            Value k, Value v, Value out, Value lse, Value dout,
+                            double scale, bool causal) {
+  build(b, state, q, k, v, out, lse, dout, b.getF64FloatAttr(scale),
+        b.getBoolAttr(causal));
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(checkScale(*this, getScale().convertToDouble())))
+    return failure();
+  shape::ShapeOr rule =
+      shape::attention(shapeOf(getQ()), shapeOf(getK()), shapeOf(getV()));
+  if (failed(check(*this, rule)))
+    return failure();
+  Type element = elementOf(getQ());
+  auto outType = RankedTensorType::get(rule.shape(), element);
+  auto lseType =
+      RankedTensorType::get(ArrayRef<int64_t>(rule.shape()).drop_back(),
+                            attentionLseElementType(element));
+  if (getOut().getType() != outType)
+    return emitOpError() << "out must be the forward result " << outType
+                         << ", but is " << getOut().getType();
+  if (getLse().getType() != lseType)
+    return emitOpError() << "lse must be the forward result " << lseType
+                         << ", but is " << getLse().getType();
+  if (getDout().getType() != outType)
+    return emitOpError() << "dout must have out's type " << outType
+                         << ", but is " << getDout().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
 
@@ -661,6 +766,16 @@ int64_t DropoutOp::getFlops() {
 }
 int64_t SoftmaxCrossEntropyOp::getFlops() {
   return flops::softmax(shape::numElements(shapeOf(getLogits())));
+}
+int64_t AttentionOp::getFlops() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
+  return flops::attention(q[0], q[1], q[2], shapeOf(getK())[2], q[3], v[3],
+                          getCausal());
+}
+int64_t AttentionGradOp::getFlops() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
+  return flops::attentionGrad(q[0], q[1], q[2], shapeOf(getK())[2], q[3], v[3],
+                              getCausal());
 }
 int64_t AllReduceOp::getFlops() {
   return shape::numElements(shapeOf(getOperand()));

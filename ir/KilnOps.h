@@ -19,4 +19,10 @@
 #define GET_OP_CLASSES
 #include "ir/KilnOps.h.inc"
 
+namespace kiln {
+// The element type of kiln.attention's lse result for operands of element
+// type |element|: f64 for f64, f32 otherwise.
+mlir::Type attentionLseElementType(mlir::Type element);
+} // namespace kiln
+
 #endif // KILN_IR_KILNOPS_H

@@ -718,6 +718,87 @@ def Kiln_SoftmaxCrossEntropyOp : Kiln_Op<"softmax_cross_entropy",
   }];
 }
 
+def Kiln_AttentionOp : Kiln_Op<"attention",
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
+  let summary = "Fused scaled-dot-product attention";
+  let description = [{
+    `q` is [B, H, Tq, D], `k` is [B, H, Tk, D] and `v` is [B, H, Tk, Dv], all
+    of one float element type T. The results are `out` [B, H, Tq, Dv] of T
+    and `lse` [B, H, Tq], the log-sum-exp of each query's scores, of f32
+    (f64 when T is f64). Per batch and head, with `s_ij = scale * q_i . k_j`:
+    `lse_i = log(sum_j exp(s_ij))`, `p_ij = exp(s_ij - lse_i)` and
+    `out_i = sum_j p_ij v_j`. With `causal`, key `j` is visible to query `i`
+    only when `j <= i` (top-left aligned, as PyTorch's `is_causal`; every
+    query sees key 0) and masked keys have `p_ij = 0`. The reference
+    accumulates in f64 and rounds each result once.
+
+    On CUDA this is one fused kernel (FlashAttention-2 style) that never
+    materializes the [B, H, Tq, Tk] scores; elsewhere `kiln-decompose`
+    expands it into primitives. Differentiable in `q`, `k` and `v` through
+    `kiln.attention_grad`; no gradient may flow into `lse`.
+
+    Example:
+    ```mlir
+    %out, %lse = kiln.attention %q, %k, %v {causal = true, scale = 1.250000e-01 : f64}
+        : (tensor<2x12x128x64xbf16>, tensor<2x12x128x64xbf16>, tensor<2x12x128x64xbf16>)
+        -> (tensor<2x12x128x64xbf16>, tensor<2x12x128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k,
+                       Kiln_FloatTensor:$v, F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Kiln_FloatTensor:$out, Kiln_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [
+    // Infers out and lse from q, k and v.
+    OpBuilder<(ins "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
+                   "double":$scale, "bool":$causal)>,
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionGradOp : Kiln_Op<"attention_grad",
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
+  let summary = "Gradient of kiln.attention";
+  let description = [{
+    Given the forward operands `q`, `k`, `v`, its results `out` and `lse`
+    and the gradient `dout` of `out`, produces `dq`, `dk` and `dv` with the
+    types of `q`, `k` and `v`. `scale` and `causal` are the forward op's.
+    With `p_ij` as in `kiln.attention` (recomputed from `lse`),
+    `dp_ij = dout_i . v_j`, `D_i = dout_i . out_i`,
+    `ds_ij = p_ij (dp_ij - D_i)`: `dq_i = scale sum_j ds_ij k_j`,
+    `dk_j = scale sum_i ds_ij q_i`, `dv_j = sum_i p_ij dout_i`.
+    Not differentiable itself.
+
+    Example:
+    ```mlir
+    %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout
+        {causal = true, scale = 1.250000e-01 : f64}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+           tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$q, Kiln_FloatTensor:$k,
+                       Kiln_FloatTensor:$v, Kiln_FloatTensor:$out,
+                       Kiln_FloatTensor:$lse, Kiln_FloatTensor:$dout,
+                       F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Kiln_FloatTensor:$dq, Kiln_FloatTensor:$dk,
+                      Kiln_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let builders = [
+    // dq, dk and dv take the types of q, k and v.
+    OpBuilder<(ins "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
+                   "::mlir::Value":$out, "::mlir::Value":$lse,
+                   "::mlir::Value":$dout, "double":$scale, "bool":$causal)>,
+  ];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

@@ -403,6 +403,25 @@ ShapeOr softmaxCrossEntropy(llvm::ArrayRef<int64_t> logits,
   return Shape{logits[0]};
 }
 
+ShapeOr attention(llvm::ArrayRef<int64_t> q, llvm::ArrayRef<int64_t> k,
+                  llvm::ArrayRef<int64_t> v) {
+  if (q.size() != 4)
+    return fail("q must be rank 4 [B, H, Tq, D], but has rank ", q.size());
+  if (k.size() != 4)
+    return fail("k must be rank 4 [B, H, Tk, D], but has rank ", k.size());
+  if (v.size() != 4)
+    return fail("v must be rank 4 [B, H, Tk, Dv], but has rank ", v.size());
+  if (k[0] != q[0] || k[1] != q[1] || k[3] != q[3])
+    return fail("k must have q's batch, heads and head size [", q[0], ", ",
+                q[1], ", Tk, ", q[3], "], but has shape ", str(k));
+  if (v[0] != q[0] || v[1] != q[1] || v[2] != k[2])
+    return fail("v must have q's batch and heads and k's length [", q[0], ", ",
+                q[1], ", ", k[2], ", Dv], but has shape ", str(v));
+  if (k[2] == 0)
+    return fail("k and v must hold at least one key, but Tk is 0");
+  return Shape{q[0], q[1], q[2], v[3]};
+}
+
 ShapeOr shardOf(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> result,
                 int64_t dimension) {
   if (dimension < 0 || dimension >= static_cast<int64_t>(operand.size()))

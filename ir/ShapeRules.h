@@ -81,6 +81,11 @@ ShapeOr scatterAdd(llvm::ArrayRef<int64_t> operand,
                    llvm::ArrayRef<int64_t> updates);
 ShapeOr softmaxCrossEntropy(llvm::ArrayRef<int64_t> logits,
                             llvm::ArrayRef<int64_t> labels);
+// kiln.attention: q [B, H, Tq, D], k [B, H, Tk, D] and v [B, H, Tk, Dv] with
+// Tk >= 1 give out [B, H, Tq, Dv] (lse is out's shape without the last
+// dimension).
+ShapeOr attention(llvm::ArrayRef<int64_t> q, llvm::ArrayRef<int64_t> k,
+                  llvm::ArrayRef<int64_t> v);
 // |result| is one of several equal shards of |operand| along |dimension|.
 ShapeOr shardOf(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> result,
                 int64_t dimension);

@@ -13,6 +13,9 @@
 //   dropout:      dropout of g with the same seed, counter and rate (the same
 //                 mask and scale)
 //   softmax_cross_entropy: (softmax(logits) - one_hot(labels)) * g
+//   attention:    kiln.attention_grad of q, k, v, out, lse and g (the lse
+//                 result carries no gradient; one flowing into it is an
+//                 error, and attention_grad itself is not differentiable)
 // Indices, labels and the dropout counter carry no gradient.
 //
 //===----------------------------------------------------------------------===//
@@ -153,6 +156,31 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradients(
   operandGrads.append(
       {mul(b, loc, sub(b, loc, probabilities, oneHot), gFull), Value()});
   return success();
+}
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b,
+                                          ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  if (resultGrads.size() > 1 && resultGrads[1])
+    return emitOpError()
+           << "has a gradient flowing into its lse result (#1), which is not "
+              "differentiable: only the out result (#0) may reach the loss";
+  Value g = resultGrads.empty() ? Value() : resultGrads[0];
+  if (!g)
+    return noGradients(*this, operandGrads);
+  auto grad = b.create<AttentionGradOp>(getLoc(), getQ(), getK(), getV(),
+                                        getOut(), getLse(), g, getScaleAttr(),
+                                        getCausalAttr());
+  operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
+  return success();
+}
+
+LogicalResult AttentionGradOp::buildGradients(OpBuilder &,
+                                              ArrayRef<Value>,
+                                              SmallVectorImpl<Value> &) {
+  return emitOpError()
+         << "is not differentiable: a gradient flows through it to the loss "
+            "(second-order gradients of attention are not supported)";
 }
 
 } // namespace kiln

@@ -1,14 +1,16 @@
 //===- NN.cpp - reference semantics of neural-network composites ----------===//
 //
 // softmax, log_softmax, layer_norm, scatter_add, dropout and
-// softmax_cross_entropy, as ir/KilnOps.td describes them, computed in double
-// and rounded once by the interpreter. The softmax family subtracts the
+// softmax_cross_entropy, attention and attention_grad, as ir/KilnOps.td
+// describes them, computed in double and rounded once by the interpreter. The softmax family subtracts the
 // maximum first (log_softmax = x - max - log(sum(exp(x - max)))), so large
 // logits do not overflow. layer_norm takes the mean first and then the
 // biased variance of the centred values (two passes, no cancellation).
 // Dropout's mask follows the bit recipe written out in ir/reference/Philox.h.
-// An index or label out of range is an error naming the index, where it was
-// found and the valid range.
+// Attention takes the row maximum of the visible scores before the
+// exponentials, and attention_grad recomputes the probabilities from the lse
+// operand, as a fused kernel does. An index or label out of range is an error
+// naming the index, where it was found and the valid range.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,9 @@
 #include "ir/reference/Philox.h"
 #include "ir/reference/Support.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 using namespace mlir;
 
@@ -51,6 +55,32 @@ int64_t product(ArrayRef<int64_t> dims) {
   for (int64_t d : dims)
     p *= d;
   return p;
+}
+
+// The sizes of one attention problem and its causal visibility.
+struct AttentionDims {
+  int64_t batchHeads, qLen, kvLen, headDim, valueDim;
+  bool causal;
+
+  AttentionDims(const HostTensor &q, const HostTensor &v, bool causal)
+      : batchHeads(q.dim(0) * q.dim(1)), qLen(q.dim(2)), kvLen(v.dim(2)),
+        headDim(q.dim(3)), valueDim(v.dim(3)), causal(causal) {}
+  // Keys [0, visible(i)) are visible to query i (top-left aligned mask).
+  int64_t visible(int64_t i) const {
+    return causal ? std::min(i + 1, kvLen) : kvLen;
+  }
+};
+
+// scale * q_i . k_j of head |bh|.
+double attentionScore(const HostTensor &q, const HostTensor &k,
+                      const AttentionDims &a, double scale, int64_t bh,
+                      int64_t i, int64_t j) {
+  const double *qi = q.values().data() + (bh * a.qLen + i) * a.headDim;
+  const double *kj = k.values().data() + (bh * a.kvLen + j) * a.headDim;
+  double dot = 0;
+  for (int64_t d = 0; d < a.headDim; ++d)
+    dot += qi[d] * kj[d];
+  return scale * dot;
 }
 
 } // namespace
@@ -183,6 +213,93 @@ LogicalResult SoftmaxCrossEntropyOp::evaluate(ArrayRef<HostTensor> operands,
     (*result)[r] = max + std::log(sum) - row[label];
   }
   results.push_back(std::move(*result));
+  return success();
+}
+
+LogicalResult AttentionOp::evaluate(ArrayRef<HostTensor> operands,
+                                    SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> out = makeResult(*this, 0);
+  FailureOr<HostTensor> lse = makeResult(*this, 1);
+  if (failed(out) || failed(lse))
+    return failure();
+  const HostTensor &q = operands[0], &k = operands[1], &v = operands[2];
+  AttentionDims a(q, v, getCausal());
+  double scale = getScale().convertToDouble();
+  std::vector<double> s(a.kvLen);
+  for (int64_t bh = 0; bh < a.batchHeads; ++bh)
+    for (int64_t i = 0; i < a.qLen; ++i) {
+      int64_t visible = a.visible(i);
+      double max = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        s[j] = attentionScore(q, k, a, scale, bh, i, j);
+        max = std::isnan(s[j]) ? s[j] : std::max(max, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < visible; ++j)
+        sum += std::exp(s[j] - max);
+      double rowLse = max + std::log(sum);
+      int64_t row = bh * a.qLen + i;
+      (*lse)[row] = rowLse;
+      double *o = out->values().data() + row * a.valueDim;
+      for (int64_t j = 0; j < visible; ++j) {
+        double p = std::exp(s[j] - rowLse);
+        const double *vj = v.values().data() + (bh * a.kvLen + j) * a.valueDim;
+        for (int64_t e = 0; e < a.valueDim; ++e)
+          o[e] += p * vj[e];
+      }
+    }
+  results.push_back(std::move(*out));
+  results.push_back(std::move(*lse));
+  return success();
+}
+
+LogicalResult AttentionGradOp::evaluate(ArrayRef<HostTensor> operands,
+                                        SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> dq = makeResult(*this, 0);
+  FailureOr<HostTensor> dk = makeResult(*this, 1);
+  FailureOr<HostTensor> dv = makeResult(*this, 2);
+  if (failed(dq) || failed(dk) || failed(dv))
+    return failure();
+  const HostTensor &q = operands[0], &k = operands[1], &v = operands[2],
+                   &out = operands[3], &lse = operands[4], &dout = operands[5];
+  AttentionDims a(q, v, getCausal());
+  double scale = getScale().convertToDouble();
+  for (int64_t bh = 0; bh < a.batchHeads; ++bh)
+    for (int64_t i = 0; i < a.qLen; ++i) {
+      int64_t row = bh * a.qLen + i;
+      const double *doi = dout.values().data() + row * a.valueDim;
+      const double *oi = out.values().data() + row * a.valueDim;
+      double rowD = 0;
+      for (int64_t e = 0; e < a.valueDim; ++e)
+        rowD += doi[e] * oi[e];
+      const double *qi = q.values().data() + row * a.headDim;
+      double *dqi = dq->values().data() + row * a.headDim;
+      for (int64_t j = 0, visible = a.visible(i); j < visible; ++j) {
+        int64_t key = bh * a.kvLen + j;
+        double p = std::exp(attentionScore(q, k, a, scale, bh, i, j) - lse[row]);
+        const double *vj = v.values().data() + key * a.valueDim;
+        double *dvj = dv->values().data() + key * a.valueDim;
+        double dp = 0;
+        for (int64_t e = 0; e < a.valueDim; ++e) {
+          dp += doi[e] * vj[e];
+          dvj[e] += p * doi[e];
+        }
+        double ds = p * (dp - rowD);
+        const double *kj = k.values().data() + key * a.headDim;
+        double *dkj = dk->values().data() + key * a.headDim;
+        for (int64_t d = 0; d < a.headDim; ++d) {
+          dqi[d] += scale * ds * kj[d];
+          dkj[d] += scale * ds * qi[d];
+        }
+      }
+    }
+  results.push_back(std::move(*dq));
+  results.push_back(std::move(*dk));
+  results.push_back(std::move(*dv));
   return success();
 }
 

@@ -279,6 +279,20 @@ func.func @composites(%logits: tensor<32x10xf32>, %labels: tensor<32xi32>, %h: t
   return
 }
 
+// Attention and its gradient: causal and not, Tq != Tk and Dv != D, bf16
+// operands with an f32 lse and f64 operands with an f64 lse.
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x3x5x4xbf16>, %k: tensor<2x3x7x4xbf16>, %v: tensor<2x3x7x6xbf16>,
+                     %dout: tensor<2x3x5x6xbf16>, %x: tensor<1x2x8x16xf64>) {
+  // CHECK: %[[OUT:.*]], %[[LSE:.*]] = kiln.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>) -> (tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>)
+  %out, %lse = kiln.attention %q, %k, %v {scale = 0.125 : f64, causal = true} : (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>) -> (tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>)
+  // CHECK: kiln.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT]], %[[LSE]], %{{.*}} {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>, tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>, tensor<2x3x5x6xbf16>) -> (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>)
+  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %dout {scale = 0.125 : f64, causal = true} : (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>, tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>, tensor<2x3x5x6xbf16>) -> (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>)
+  // CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = false, scale = 2.500000e-01 : f64} : (tensor<1x2x8x16xf64>, tensor<1x2x8x16xf64>, tensor<1x2x8x16xf64>) -> (tensor<1x2x8x16xf64>, tensor<1x2x8xf64>)
+  %o2, %l2 = kiln.attention %x, %x, %x {scale = 0.25 : f64, causal = false} : (tensor<1x2x8x16xf64>, tensor<1x2x8x16xf64>, tensor<1x2x8x16xf64>) -> (tensor<1x2x8x16xf64>, tensor<1x2x8xf64>)
+  return
+}
+
 // Collectives, each without and with rank groups, every all_reduce kind,
 // and send/recv.
 // CHECK-LABEL: func.func @collectives

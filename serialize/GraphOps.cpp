@@ -86,7 +86,9 @@ using flatbuffers::Offset;
   X(AllGather, AllGatherOp, Collective)                                        \
   X(CollectiveBroadcast, CollectiveBroadcastOp, Collective)                    \
   X(Send, SendOp, Peer)                                                        \
-  X(Recv, RecvOp, Peer)
+  X(Recv, RecvOp, Peer)                                                        \
+  X(Attention, AttentionOp, Attention)                                         \
+  X(AttentionGrad, AttentionGradOp, Attention)
 
 namespace kiln::graph {
 namespace {
@@ -541,6 +543,23 @@ struct PeerFamily {
   template <typename OpT>
   static Written write(FlatBufferBuilder &fbb, OpT op) {
     return fbs::CreatePeerAttrs(fbb, int64_t(op.getPeer()), int64_t(op.getChannel()))
+        .Union();
+  }
+};
+
+// attention and attention_grad.
+struct AttentionFamily {
+  static constexpr fbs::Attrs kTable = fbs::Attrs::AttentionAttrs;
+  using Table = fbs::AttentionAttrs;
+  template <typename OpT>
+  static LogicalResult read(Reader &r, const Table &t) {
+    r.setDouble(OpT::getScaleAttrName(r.name()), t.scale());
+    r.set(OpT::getCausalAttrName(r.name()), r.b.getBoolAttr(t.causal()));
+    return success();
+  }
+  template <typename OpT>
+  static Written write(FlatBufferBuilder &fbb, OpT op) {
+    return fbs::CreateAttentionAttrs(fbb, toDouble(op.getScale()), op.getCausal())
         .Union();
   }
 };

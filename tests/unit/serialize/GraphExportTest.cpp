@@ -21,6 +21,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 namespace {
@@ -189,6 +190,53 @@ TEST_F(GraphExportTest, NegativeZeroSurvives) {
       "zero.kiln", &context);
   ASSERT_TRUE(imported);
   EXPECT_EQ(print(*imported), text);
+}
+
+// kiln.attention and kiln.attention_grad carry scale and causal in an
+// AttentionAttrs table and keep both results' and all three results' types.
+TEST_F(GraphExportTest, AttentionRoundTrips) {
+  mlir::OwningOpRef<mlir::ModuleOp> original = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @attn(%q: tensor<2x3x5x4xbf16>, %k: tensor<2x3x7x4xbf16>, %v: tensor<2x3x7x6xbf16>,
+                    %g: tensor<2x3x5x6xbf16>)
+        -> (tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>, tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>) {
+      %out, %lse = kiln.attention %q, %k, %v {scale = 0.125 : f64, causal = true}
+          : (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>)
+          -> (tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>)
+      %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %out, %lse, %g {scale = -0.0 : f64, causal = false}
+          : (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>, tensor<2x3x5x6xbf16>,
+             tensor<2x3x5xf32>, tensor<2x3x5x6xbf16>)
+          -> (tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>)
+      return %out, %lse, %dq, %dk, %dv : tensor<2x3x5x6xbf16>, tensor<2x3x5xf32>, tensor<2x3x5x4xbf16>, tensor<2x3x7x4xbf16>, tensor<2x3x7x6xbf16>
+    })mlir", &context);
+  ASSERT_TRUE(original);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(mlir::succeeded(exportGraph(*original, bytes)));
+
+  const fbs::Graph *graph = fbs::GetGraph(bytes.data());
+  EXPECT_EQ(graph->version()->minor_version(), graph::kFormatMinor);
+  ASSERT_EQ(graph->nodes()->size(), 2u);
+  const fbs::Node *fwd = graph->nodes()->Get(0), *bwd = graph->nodes()->Get(1);
+  EXPECT_EQ(fwd->op(), fbs::OpCode::Attention);
+  EXPECT_EQ(fwd->outputs()->size(), 2u);
+  ASSERT_EQ(fwd->attrs_type(), fbs::Attrs::AttentionAttrs);
+  EXPECT_EQ(fwd->attrs_as_AttentionAttrs()->scale(), 0.125);
+  EXPECT_TRUE(fwd->attrs_as_AttentionAttrs()->causal());
+  EXPECT_EQ(bwd->op(), fbs::OpCode::AttentionGrad);
+  EXPECT_EQ(bwd->inputs()->size(), 6u);
+  EXPECT_EQ(bwd->outputs()->size(), 3u);
+  ASSERT_EQ(bwd->attrs_type(), fbs::Attrs::AttentionAttrs);
+  EXPECT_FALSE(bwd->attrs_as_AttentionAttrs()->causal());
+  EXPECT_TRUE(std::signbit(bwd->attrs_as_AttentionAttrs()->scale()));
+
+  mlir::OwningOpRef<mlir::ModuleOp> imported = importGraph(
+      llvm::StringRef(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
+      "attn.kiln", &context);
+  ASSERT_TRUE(imported);
+  EXPECT_TRUE(mlir::succeeded(mlir::verify(*imported)));
+  EXPECT_EQ(print(*imported), print(*original));
+  std::vector<uint8_t> again;
+  ASSERT_TRUE(mlir::succeeded(exportGraph(*imported, again)));
+  EXPECT_EQ(again, bytes);
 }
 
 TEST_F(GraphExportTest, FusionIsRefused) {

@@ -797,6 +797,12 @@ Status Executable::runThunk(size_t index) {
     case LibraryKind::Conv2DFilterGrad:
       s = runConv(index, dtype);
       break;
+    case LibraryKind::Attention:
+    case LibraryKind::AttentionGrad:
+      // checkPackage refuses attention in a CPU package (kiln-decompose
+      // expands it for the CPU).
+      s = Status::error("attention runs in CUDA packages only");
+      break;
     }
     if (!s.isOk())
       return Status::error("thunk " + std::to_string(index) + ": " +

@@ -8,9 +8,8 @@
 
 #include "runtime/cuda/CudaDevice.h"
 
-#include <dlfcn.h>
+#include "runtime/DynamicLibrary.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -19,6 +18,8 @@
 namespace kiln::runtime::cuda {
 
 namespace {
+
+using kiln::runtime::DynamicLibrary;
 
 using GetCount = int (*)(int *);
 using GetAttribute = int (*)(int *, int, int);
@@ -31,8 +32,7 @@ constexpr int kAttrMajor = 75;
 constexpr int kAttrMinor = 76;
 
 struct Cudart {
-  void *handle = nullptr;
-  std::string path, tried;
+  DynamicLibrary library;
   GetCount getDeviceCount = nullptr;
   GetAttribute getAttribute = nullptr;
   GetVersion runtimeVersion = nullptr, driverVersion = nullptr;
@@ -44,26 +44,8 @@ const Cudart &cudart() {
   static Cudart lib;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::vector<std::string> names;
-    if (const char *env = std::getenv("KILN_CUDART"))
-      names.push_back(env);
-    for (const char *n : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      names.push_back(n);
-#ifdef KILN_CUDA_LIBRARY_DIR
-    for (const char *n : {"/libcudart.so.13", "/libcudart.so.12", "/libcudart.so"})
-      names.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + n);
-#endif
-    for (const std::string &name : names) {
-      lib.tried += (lib.tried.empty() ? "" : ", ") + name;
-      lib.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib.handle) {
-        lib.path = name;
-        break;
-      }
-    }
-    if (!lib.handle)
-      return;
-    auto symbol = [&](const char *name) { return dlsym(lib.handle, name); };
+    lib.library = openCudaLibrary("libcudart", "KILN_CUDART");
+    auto symbol = [&](const char *name) { return lib.library.symbol(name); };
     lib.getDeviceCount = reinterpret_cast<GetCount>(symbol("cudaGetDeviceCount"));
     lib.getAttribute =
         reinterpret_cast<GetAttribute>(symbol("cudaDeviceGetAttribute"));
@@ -94,15 +76,15 @@ std::string describeError(const Cudart &lib, const char *call, int code) {
 
 StatusOr<CudaRuntimeInfo> discoverCudaDevices() {
   const Cudart &lib = cudart();
-  if (!lib.handle)
-    return Status::error("no CUDA runtime library found (tried " + lib.tried +
-                         "; set KILN_CUDART to its path)");
+  if (!lib.library.handle)
+    return Status::error("no CUDA runtime library found: " +
+                         describeLoadFailure(lib.library, "KILN_CUDART"));
   if (!lib.getDeviceCount || !lib.getAttribute)
-    return Status::error(lib.path +
+    return Status::error(lib.library.path +
                          ": expected cudaGetDeviceCount and "
                          "cudaDeviceGetAttribute, found neither or one");
   CudaRuntimeInfo info;
-  info.library = lib.path;
+  info.library = lib.library.path;
   if (lib.runtimeVersion)
     lib.runtimeVersion(&info.runtimeVersion);
   if (lib.driverVersion)

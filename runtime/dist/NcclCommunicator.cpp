@@ -11,6 +11,7 @@
 
 #include "runtime/dist/NcclCommunicator.h"
 
+#include "runtime/DynamicLibrary.h"
 #include "runtime/dist/CollectiveCall.h"
 #include "runtime/dist/Reduce.h"
 #include "runtime/dist/TcpStore.h"
@@ -97,60 +98,28 @@ struct Libraries {
   const char *(*cudaGetErrorString)(int) = nullptr;
 };
 
-void *openFirst(const std::vector<std::string> &names, std::string &path,
-                std::string &tried) {
-  for (const std::string &name : names) {
-    void *h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-      path = name;
-      return h;
-    }
-    const char *why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + name + " (" +
-             (why ? why : "not found") + ")";
-  }
-  return nullptr;
-}
-
 const Libraries &libraries() {
   static Libraries lib;
   static std::once_flag once;
   std::call_once(once, [] {
     // KILN_NCCL / KILN_CUDART: that library only; otherwise the loader's
-    // search path, then the toolkit this was built with.
-    std::vector<std::string> ncclNames, cudartNames;
-    if (const char *env = std::getenv("KILN_NCCL"); env && *env) {
-      ncclNames.push_back(env);
-    } else {
-      ncclNames.push_back("libnccl.so.2");
-#ifdef KILN_CUDA_LIBRARY_DIR
-      ncclNames.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/libnccl.so.2");
-#endif
-    }
-    if (const char *env = std::getenv("KILN_CUDART"); env && *env) {
-      cudartNames.push_back(env);
-    } else {
-      for (const char *n : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-        cudartNames.push_back(n);
-#ifdef KILN_CUDA_LIBRARY_DIR
-      for (const char *n : {"/libcudart.so.13", "/libcudart.so.12", "/libcudart.so"})
-        cudartNames.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + n);
-#endif
-    }
-    std::string tried;
-    lib.nccl = openFirst(ncclNames, lib.info.ncclPath, tried);
-    if (!lib.nccl) {
-      lib.error = "cannot load NCCL: tried " + tried +
-                  " (set KILN_NCCL to the library's path)";
+    // search path, then the toolkit this was built with
+    // (runtime/DynamicLibrary.h).
+    DynamicLibrary nccl = openCudaLibrary("libnccl", "KILN_NCCL", {".so.2"});
+    if (!nccl.handle) {
+      lib.error = "cannot load NCCL: " + describeLoadFailure(nccl, "KILN_NCCL");
       return;
     }
-    tried.clear();
-    lib.cudart = openFirst(cudartNames, lib.info.cudartPath, tried);
-    if (!lib.cudart) {
-      lib.error = "cannot load the CUDA runtime: tried " + tried +
-                  " (set KILN_CUDART to the library's path)";
+    lib.nccl = nccl.handle;
+    lib.info.ncclPath = nccl.path;
+    DynamicLibrary cudart = openCudaLibrary("libcudart", "KILN_CUDART");
+    if (!cudart.handle) {
+      lib.error = "cannot load the CUDA runtime: " +
+                  describeLoadFailure(cudart, "KILN_CUDART");
       return;
     }
+    lib.cudart = cudart.handle;
+    lib.info.cudartPath = cudart.path;
     auto bind = [&](void *handle, const std::string &path, const char *name,
                     auto &fn) {
       void *sym = dlsym(handle, name);

@@ -24,7 +24,7 @@ TEST(CudaDeviceTest, DiscoveryListsDevicesOrSaysWhy) {
     const std::string &message = info.status().message();
     // Either the library is missing (and the names tried are listed) or a
     // cudart call failed (and is named with its error).
-    EXPECT_TRUE(message.find("no CUDA runtime library found (tried ") == 0 ||
+    EXPECT_TRUE(message.find("no CUDA runtime library found: tried ") == 0 ||
                 message.find("cudaGetDeviceCount failed: cuda") == 0)
         << message;
     EXPECT_NE(line.find(message), std::string::npos) << line;

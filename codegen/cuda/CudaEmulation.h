@@ -11,6 +11,15 @@
 // concurrently on std::threads (block must be a multiple of 32 and at most
 // 1024), so barriers and shuffles behave as on a GPU; __shared__ variables
 // are statics, which is right because only one block runs at a time.
+// nvcuda::wmma (mma.h) is emulated for 16x16x16 tiles: every lane holds the
+// whole tile (load_matrix_sync reads it all, mma_sync multiplies it with
+// f32 accumulation in k order, store_matrix_sync writes it; the 32 lanes of
+// a warp write the same values), so a kernel that touches fragments only
+// through the wmma calls runs as on a GPU, whatever the lane mapping. Like
+// the hardware's, load_matrix_sync and store_matrix_sync are warp-wide: each
+// starts at a warp barrier, so no lane stores a tile before every lane has
+// loaded what it read earlier (an accumulator loaded, multiplied into and
+// stored back is not added twice).
 // Only what the generated kernels use is provided; it is a test device, not
 // a performance model.
 //
@@ -25,6 +34,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -33,6 +43,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(n)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct kiln_dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -171,5 +182,85 @@ inline __nv_bfloat16 __float2bfloat16_rn(float v) {
 inline __nv_bfloat16 __double2bfloat16(double v) {
   return __float2bfloat16_rn(static_cast<float>(v));
 }
+
+// nvcuda::wmma for 16x16x16 tiles (see the header comment).
+inline float kiln_wmma_float(float v) { return v; }
+inline float kiln_wmma_float(__half v) { return __half2float(v); }
+inline float kiln_wmma_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+namespace nvcuda::wmma {
+inline void kiln_wmma_sync() {
+  kiln_emulation::warps[threadIdx.x / 32]->arrive_and_wait();
+}
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static constexpr int rows = std::is_same_v<Use, matrix_b> ? K : M;
+  static constexpr int cols = std::is_same_v<Use, matrix_a> ? K : N;
+  static constexpr int num_elements = rows * cols;
+  T x[num_elements];
+};
+
+template <class Use, int M, int N, int K, class T, class Layout, class V>
+void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, const V &value) {
+  for (T &e : f.x)
+    e = value;
+}
+
+// matrix_a / matrix_b: the layout is the fragment's.
+template <class Use, int M, int N, int K, class T, class Layout>
+void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const T *p,
+                      unsigned ldm) {
+  using F = fragment<Use, M, N, K, T, Layout>;
+  kiln_wmma_sync();
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c)
+      f.x[r * F::cols + c] = std::is_same_v<Layout, col_major>
+                                 ? p[size_t(c) * ldm + r]
+                                 : p[size_t(r) * ldm + c];
+}
+
+template <int M, int N, int K, class T>
+void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, const T *p,
+                      unsigned ldm, layout_t layout) {
+  kiln_wmma_sync();
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      f.x[r * N + c] = layout == mem_col_major ? p[size_t(c) * ldm + r]
+                                               : p[size_t(r) * ldm + c];
+}
+
+template <int M, int N, int K, class T>
+void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f,
+                       unsigned ldm, layout_t layout) {
+  kiln_wmma_sync();
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      (layout == mem_col_major ? p[size_t(c) * ldm + r]
+                               : p[size_t(r) * ldm + c]) = f.x[r * N + c];
+}
+
+template <int M, int N, int K, class TA, class LA, class TB, class LB>
+void mma_sync(fragment<accumulator, M, N, K, float> &d,
+              const fragment<matrix_a, M, N, K, TA, LA> &a,
+              const fragment<matrix_b, M, N, K, TB, LB> &b,
+              const fragment<accumulator, M, N, K, float> &c) {
+  float out[M * N];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float sum = c.x[i * N + j];
+      for (int k = 0; k < K; ++k)
+        sum += kiln_wmma_float(a.x[i * K + k]) * kiln_wmma_float(b.x[k * N + j]);
+      out[i * N + j] = sum;
+    }
+  std::memcpy(d.x, out, sizeof(out));
+}
+} // namespace nvcuda::wmma
 
 #endif // KILN_CODEGEN_CUDA_CUDAEMULATION_H

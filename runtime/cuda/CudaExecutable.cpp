@@ -10,6 +10,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 
 #include "runtime/Half.h"
+#include "runtime/cuda/CudaAttention.h"
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/Initializers.h"
 #include "runtime/dist/Communicator.h"
@@ -134,6 +135,7 @@ CudaExecutable::~CudaExecutable() {
   if (graph_)
     api_.graphDestroy(graph_);
   conv_.reset();
+  attention_.reset();
   for (auto &[key, plan] : gemmPlans_)
     api_.gemmDestroy(plan);
   for (CudaModule m : modules_)
@@ -397,7 +399,25 @@ Status CudaExecutable::planThunk(size_t index) {
   case ThunkKind::LibraryCall:
     break;
   }
-  if (t.library != LibraryKind::Gemm) {
+  switch (t.library) {
+  case LibraryKind::Gemm:
+    break;
+  case LibraryKind::Attention:
+  case LibraryKind::AttentionGrad:
+    // Fused attention: its own kernels (CudaAttention.h).
+    if (!attention_) {
+      StatusOr<std::unique_ptr<CudaAttention>> made =
+          CudaAttention::create(package_, api_, device_);
+      if (!made.isOk())
+        return fail(made.status().message());
+      attention_ = std::move(made.value());
+    }
+    if (Status s = attention_->plan(index, plan.args); !s.isOk())
+      return fail(s.message());
+    return Status::ok();
+  case LibraryKind::Conv2D:
+  case LibraryKind::Conv2DInputGrad:
+  case LibraryKind::Conv2DFilterGrad: {
     // Convolutions: kernels plus a cuBLASLt GEMM (CudaConv.h), which
     // shares the GEMMs' workspace.
     if (!workspace_ && options_.gemmWorkspaceBytes) {
@@ -416,6 +436,7 @@ Status CudaExecutable::planThunk(size_t index) {
     if (Status s = conv_->plan(index, plan.args, workspaceBytes_); !s.isOk())
       return fail(s.message());
     return Status::ok();
+  }
   }
   // The epilogue's extra buffers: a bias operand (Bias*), a bias-gradient
   // result (BiasGradient); checkPackage has checked the counts.
@@ -580,6 +601,11 @@ Status CudaExecutable::enqueueThunk(size_t index) {
     break;
   }
   case ThunkKind::LibraryCall:
+    if (t.library == LibraryKind::Attention ||
+        t.library == LibraryKind::AttentionGrad) {
+      s = attention_->run(index, stream_);
+      break;
+    }
     if (t.library != LibraryKind::Gemm) {
       s = conv_->run(index, stream_, workspace_, workspaceBytes_);
       break;

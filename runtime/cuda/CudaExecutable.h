@@ -23,7 +23,9 @@
 //     captured into the step's graph with the kernels around it); with a
 //     host communicator (Gloo), through host staging, graphs off; refused
 //     by create() without one; Conv2D* -> im2col / col2im kernels and a
-//     batched cuBLASLt GEMM (CudaConv.h), planned at load;
+//     batched cuBLASLt GEMM (CudaConv.h), planned at load; Attention /
+//     AttentionGrad -> the fused attention kernels (CudaAttention.h),
+//     planned at load;
 //   - streams: one for the step, one for input copies; events for the
 //     profile and for the input hand-over;
 //   - pinned host staging for the data inputs, two slots: the host fills
@@ -69,6 +71,7 @@ class DeviceCollectives;
 
 namespace kiln::runtime::cuda {
 
+class CudaAttention;
 class CudaConv;
 
 struct CudaOptions {
@@ -199,6 +202,8 @@ private:
   std::map<std::string, GemmPlan> gemmPlans_;
   // The convolutions' kernels, workspace and plans (made by the first).
   std::unique_ptr<CudaConv> conv_;
+  // The fused attention's kernels, workspace and plans (made by the first).
+  std::unique_ptr<CudaAttention> attention_;
   struct UpdateCopy {
     const void *from;
     void *to;

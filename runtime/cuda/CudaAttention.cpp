@@ -1,0 +1,742 @@
+//===- CudaAttention.cpp - fused scaled-dot-product attention on the GPU --===//
+//
+// See CudaAttention.h. The kernels' templates are below (kSource); the
+// entry points are instantiated per dtype and head-dim bucket by
+// attentionKernelSource(), which appends one KILN_ATTN_KERNEL line per
+// kernel. Each thunk's launches are planned at load, so a step only
+// queues them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaAttention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+namespace kiln::runtime::cuda {
+
+namespace {
+
+// Shared memory of each kernel (the byte counts attentionConfig() uses are
+// the same expressions, kept in step by the static_asserts).
+const char *kSource = R"cuda(// Kiln fused attention kernels (runtime/cuda/CudaAttention.cpp).
+#ifndef KILN_CUDA_EMULATION
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <mma.h>
+#endif
+typedef long long kiln_index;
+#define KILN_ATTN_THREADS 128
+#define KILN_ATTN_WARPS 4
+#define KILN_ATTN_SHARED_LIMIT 49152
+
+template <bool C, class X, class Y> struct kiln_attn_if { typedef X type; };
+template <class X, class Y> struct kiln_attn_if<false, X, Y> { typedef Y type; };
+
+__host__ __device__ constexpr int kiln_attn_round(int bytes) { return (bytes + 31) / 32 * 32; }
+
+// Global loads widen to the accumulation type, stores round once.
+static __device__ __forceinline__ float kiln_attn_load(const float *p, kiln_index i) { return p[i]; }
+static __device__ __forceinline__ double kiln_attn_load(const double *p, kiln_index i) { return p[i]; }
+static __device__ __forceinline__ float kiln_attn_load(const __half *p, kiln_index i) { return __half2float(p[i]); }
+static __device__ __forceinline__ float kiln_attn_load(const __nv_bfloat16 *p, kiln_index i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ void kiln_attn_set(float *p, kiln_index i, float v) { p[i] = v; }
+static __device__ __forceinline__ void kiln_attn_set(float *p, kiln_index i, double v) { p[i] = (float)v; }
+static __device__ __forceinline__ void kiln_attn_set(double *p, kiln_index i, double v) { p[i] = v; }
+static __device__ __forceinline__ void kiln_attn_set(__half *p, kiln_index i, float v) { p[i] = __float2half_rn(v); }
+static __device__ __forceinline__ void kiln_attn_set(__nv_bfloat16 *p, kiln_index i, float v) { p[i] = __float2bfloat16_rn(v); }
+// A shared tile element from a global one: 16-bit tiles (tensor cores)
+// copy, the others widen.
+static __device__ __forceinline__ void kiln_attn_put(__half *s, int x, const __half *g, kiln_index i) { s[x] = g[i]; }
+static __device__ __forceinline__ void kiln_attn_put(__nv_bfloat16 *s, int x, const __nv_bfloat16 *g, kiln_index i) { s[x] = g[i]; }
+template <class S, class T>
+static __device__ __forceinline__ void kiln_attn_put(S *s, int x, const T *g, kiln_index i) { s[x] = kiln_attn_load(g, i); }
+
+static __device__ __forceinline__ float kiln_attn_exp(float x) { return expf(x); }
+static __device__ __forceinline__ double kiln_attn_exp(double x) { return exp(x); }
+static __device__ __forceinline__ float kiln_attn_log(float x) { return logf(x); }
+static __device__ __forceinline__ double kiln_attn_log(double x) { return log(x); }
+static __device__ __forceinline__ void kiln_attn_ninf(float &x) { x = -__int_as_float(0x7f800000); }
+static __device__ __forceinline__ void kiln_attn_ninf(double &x) { x = -__longlong_as_double(0x7ff0000000000000LL); }
+
+// s[r][d] (row stride ld) = g[(row0 + r) * width + d] for rows < n, zero
+// for the rows past it; columns d < width.
+template <class S, class T>
+static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, kiln_index row0, kiln_index n, int rows, int width) {
+  for (int e = threadIdx.x; e < rows * width; e += KILN_ATTN_THREADS) {
+    int r = e / width, d = e % width;
+    if (row0 + r < n)
+      kiln_attn_put(s, r * ld + d, g, (row0 + r) * width + d);
+    else
+      kiln_attn_set(s, r * ld + d, 0.0f);
+  }
+}
+
+// c[M x N] (ldc) = (acc ? c : 0) + op(x)[M x K] . op(y)[K x N], x stored
+// [K][M] when XT, y stored [N][K] when YT. Tensor cores: each warp takes
+// 16x16 tiles of c (M, N, K multiples of 16); else one element per thread.
+template <bool W, bool XT, bool YT, class S, class A>
+static __device__ __forceinline__ void kiln_attn_mm(A *c, int ldc, const S *x, int ldx, const S *y, int ldy, int M, int N, int K, bool acc) {
+  if constexpr (W) {
+    using namespace nvcuda;
+    typedef typename kiln_attn_if<XT, wmma::col_major, wmma::row_major>::type LX;
+    typedef typename kiln_attn_if<YT, wmma::col_major, wmma::row_major>::type LY;
+    int warp = threadIdx.x / 32, tilesN = N / 16;
+    for (int t = warp; t < (M / 16) * tilesN; t += KILN_ATTN_WARPS) {
+      int r0 = t / tilesN * 16, c0 = t % tilesN * 16;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;
+      if (acc)
+        wmma::load_matrix_sync(f, c + r0 * ldc + c0, ldc, wmma::mem_row_major);
+      else
+        wmma::fill_fragment(f, 0.0f);
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, S, LX> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, S, LY> b;
+        wmma::load_matrix_sync(a, XT ? x + k0 * ldx + r0 : x + r0 * ldx + k0, ldx);
+        wmma::load_matrix_sync(b, YT ? y + c0 * ldy + k0 : y + k0 * ldy + c0, ldy);
+        wmma::mma_sync(f, a, b, f);
+      }
+      wmma::store_matrix_sync(c + r0 * ldc + c0, f, ldc, wmma::mem_row_major);
+    }
+  } else {
+    for (int e = threadIdx.x; e < M * N; e += KILN_ATTN_THREADS) {
+      int r = e / N, col = e % N;
+      A s = 0;
+      for (int k = 0; k < K; ++k)
+        s += (XT ? x[k * ldx + r] : x[r * ldx + k]) * (YT ? y[col * ldy + k] : y[k * ldy + col]);
+      c[r * ldc + col] = acc ? c[r * ldc + col] + s : s;
+    }
+  }
+}
+
+#define KILN_ATTN_PARAMS                                                       \
+  const void *q_, const void *k_, const void *v_, const void *o_,              \
+      const void *lse_, const void *do_, void *r0_, void *r1_, void *r2_,      \
+      void *work_, kiln_index BH, kiln_index Tq, kiln_index Tk, kiln_index D,  \
+      kiln_index DV, double scale, kiln_index causal
+#define KILN_ATTN_ARGS                                                         \
+  q_, k_, v_, o_, lse_, do_, r0_, r1_, r2_, work_, BH, Tq, Tk, D, DV, scale, causal
+
+// Forward: out, lse (r0_, r1_). One block per (query block, b*h).
+template <class T, class A, bool W, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
+  typedef typename kiln_attn_if<W, T, A>::type S;
+  constexpr int PB = W ? BQ * BK : 0;
+  constexpr int oS = 0, oO = oS + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int oM = oO + kiln_attn_round(BQ * DM * sizeof(A));
+  constexpr int oL = oM + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oAl = oL + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oQ = oAl + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oK = oQ + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oV = oK + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int oP = oV + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward: shared memory");
+  __shared__ __align__(32) unsigned char smem[total];
+  A *sS = (A *)(smem + oS), *sO = (A *)(smem + oO), *sM = (A *)(smem + oM);
+  A *sL = (A *)(smem + oL), *sAl = (A *)(smem + oAl);
+  S *sQ = (S *)(smem + oQ), *sK = (S *)(smem + oK), *sV = (S *)(smem + oV);
+  S *sP = (S *)(smem + oP);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const T *q = (const T *)q_ + bh * Tq * D, *k = (const T *)k_ + bh * Tk * D;
+  const T *v = (const T *)v_ + bh * Tk * DV;
+  T *out = (T *)r0_ + bh * Tq * DV;
+  A *lse = (A *)r1_ + bh * Tq;
+  A ninf;
+  kiln_attn_ninf(ninf);
+  const A sc = (A)scale;
+  kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
+  for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS)
+    sO[e / dv * DM + e % dv] = 0;
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
+    sM[r] = ninf, sL[r] = 0;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  if (causal && (q0 + BQ - 1) / BK + 1 < nKB)
+    nKB = (q0 + BQ - 1) / BK + 1;
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    __syncthreads();
+    kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
+    kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
+    __syncthreads();
+    kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
+    __syncthreads();
+    // Online softmax, one thread per row.
+    for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+      kiln_index i = q0 + r;
+      A mOld = sM[r], m = mOld;
+      for (int c = 0; c < BK; ++c) {
+        kiln_index j = k0 + c;
+        A s = ninf;
+        if (j < Tk && (!causal || j <= i))
+          s = sc * sS[r * BK + c];
+        sS[r * BK + c] = s;
+        m = s > m ? s : m;
+      }
+      A alpha = m == ninf ? (A)1 : kiln_attn_exp(mOld - m), sum = 0;
+      for (int c = 0; c < BK; ++c) {
+        A s = sS[r * BK + c];
+        A p = s == ninf ? (A)0 : kiln_attn_exp(s - m);
+        sS[r * BK + c] = p;
+        sum += p;
+      }
+      sL[r] = sL[r] * alpha + sum;
+      sM[r] = m;
+      sAl[r] = alpha;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS)
+      sO[e / dv * DM + e % dv] *= sAl[e / dv];
+    if constexpr (W)
+      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+        kiln_attn_set(sP, e, sS[e]);
+    __syncthreads();
+    if constexpr (W)
+      kiln_attn_mm<W, false, false>(sO, DM, sP, BK, sV, DM, BQ, dv, BK, true);
+    else
+      kiln_attn_mm<W, false, false>(sO, DM, sS, BK, sV, DM, BQ, dv, BK, true);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS) {
+    int r = e / dv, c = e % dv;
+    if (q0 + r < Tq) {
+      A l = sL[r];
+      kiln_attn_set(out, (q0 + r) * DV + c, l > 0 ? sO[r * DM + c] / l : (A)0);
+    }
+  }
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
+    if (q0 + r < Tq)
+      lse[q0 + r] = sL[r] > 0 ? sM[r] + kiln_attn_log(sL[r]) : ninf;
+}
+
+// Backward, first: work[i] = D_i = sum_e dout_ie out_ie (grid-stride).
+template <class T, class A>
+static __device__ __forceinline__ void kiln_attn_bwd_dot(KILN_ATTN_PARAMS) {
+  const T *out = (const T *)o_, *dout = (const T *)do_;
+  A *work = (A *)work_;
+  for (kiln_index i = (kiln_index)blockIdx.x * KILN_ATTN_THREADS + threadIdx.x;
+       i < BH * Tq; i += (kiln_index)gridDim.x * KILN_ATTN_THREADS) {
+    A s = 0;
+    for (kiln_index e = 0; e < DV; ++e)
+      s += (A)kiln_attn_load(dout, i * DV + e) * (A)kiln_attn_load(out, i * DV + e);
+    work[i] = s;
+  }
+}
+
+// P (into sS) and dS = P (dP - D_i) (into sD, and sP for the tensor cores)
+// of the tile at (q0, k0) from S in sS and dP in sD.
+template <class A, bool W, int BQ, int BK, class S>
+static __device__ __forceinline__ void kiln_attn_ds(A *sS, A *sD, S *sP, const A *sLse, const A *sDot, kiln_index q0, kiln_index k0, kiln_index Tq, kiln_index Tk, A sc, kiln_index causal) {
+  for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS) {
+    int r = e / BK, c = e % BK;
+    kiln_index i = q0 + r, j = k0 + c;
+    A p = 0;
+    if (i < Tq && j < Tk && (!causal || j <= i))
+      p = kiln_attn_exp(sc * sS[e] - sLse[r]);
+    sS[e] = p;
+    sD[e] = p * (sD[e] - sDot[r]);
+  }
+}
+
+// Backward, dK and dV (r1_, r2_): one block per (key block, b*h), walking
+// the query blocks that see it.
+template <class T, class A, bool W, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dkdv(KILN_ATTN_PARAMS) {
+  typedef typename kiln_attn_if<W, T, A>::type S;
+  constexpr int PB = W ? BQ * BK : 0;
+  constexpr int oS = 0, oD = oS + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int odK = oD + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int odV = odK + kiln_attn_round(BK * DM * sizeof(A));
+  constexpr int oLse = odV + kiln_attn_round(BK * DM * sizeof(A));
+  constexpr int oDot = oLse + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oK = oDot + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oV = oK + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int oQ = oV + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int odO = oQ + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oP = odO + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV: shared memory");
+  __shared__ __align__(32) unsigned char smem[total];
+  A *sS = (A *)(smem + oS), *sD = (A *)(smem + oD), *sdK = (A *)(smem + odK);
+  A *sdV = (A *)(smem + odV), *sLse = (A *)(smem + oLse), *sDot = (A *)(smem + oDot);
+  S *sK = (S *)(smem + oK), *sV = (S *)(smem + oV), *sQ = (S *)(smem + oQ);
+  S *sdO = (S *)(smem + odO), *sP = (S *)(smem + oP);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+  const T *q = (const T *)q_ + bh * Tq * D, *k = (const T *)k_ + bh * Tk * D;
+  const T *v = (const T *)v_ + bh * Tk * DV, *dout = (const T *)do_ + bh * Tq * DV;
+  const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
+  T *dk = (T *)r1_ + bh * Tk * D, *dvOut = (T *)r2_ + bh * Tk * DV;
+  const A sc = (A)scale;
+  kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
+  kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
+  for (int e = threadIdx.x; e < BK * DM; e += KILN_ATTN_THREADS)
+    sdK[e] = 0, sdV[e] = 0;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  for (kiln_index qb = causal ? k0 / BQ : 0; qb < nQB; ++qb) {
+    kiln_index q0 = qb * BQ;
+    __syncthreads();
+    kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
+    kiln_attn_tile(sdO, DM, dout, q0, Tq, BQ, dv);
+    for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+      bool in = q0 + r < Tq;
+      sLse[r] = in ? lse[q0 + r] : (A)0;
+      sDot[r] = in ? dot[q0 + r] : (A)0;
+    }
+    __syncthreads();
+    kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
+    kiln_attn_mm<W, false, true>(sD, BK, sdO, DM, sV, DM, BQ, BK, dv, false);
+    __syncthreads();
+    kiln_attn_ds<A, W, BQ, BK>(sS, sD, sP, sLse, sDot, q0, k0, Tq, Tk, sc, causal);
+    if constexpr (W) {
+      __syncthreads();
+      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+        kiln_attn_set(sP, e, sS[e]);
+      __syncthreads();
+      kiln_attn_mm<W, true, false>(sdV, DM, sP, BK, sdO, DM, BK, dv, BQ, true);
+      __syncthreads();
+      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+        kiln_attn_set(sP, e, sD[e]);
+      __syncthreads();
+      kiln_attn_mm<W, true, false>(sdK, DM, sP, BK, sQ, DM, BK, d, BQ, true);
+    } else {
+      __syncthreads();
+      kiln_attn_mm<W, true, false>(sdV, DM, sS, BK, sdO, DM, BK, dv, BQ, true);
+      kiln_attn_mm<W, true, false>(sdK, DM, sD, BK, sQ, DM, BK, d, BQ, true);
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < BK * d; e += KILN_ATTN_THREADS)
+    if (k0 + e / d < Tk)
+      kiln_attn_set(dk, (k0 + e / d) * D + e % d, sc * sdK[e / d * DM + e % d]);
+  for (int e = threadIdx.x; e < BK * dv; e += KILN_ATTN_THREADS)
+    if (k0 + e / dv < Tk)
+      kiln_attn_set(dvOut, (k0 + e / dv) * DV + e % dv, sdV[e / dv * DM + e % dv]);
+}
+
+// Backward, dQ (r0_): one block per (query block, b*h), walking the key
+// blocks it sees.
+template <class T, class A, bool W, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
+  typedef typename kiln_attn_if<W, T, A>::type S;
+  constexpr int PB = W ? BQ * BK : 0;
+  constexpr int oS = 0, oD = oS + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int odQ = oD + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int oLse = odQ + kiln_attn_round(BQ * DM * sizeof(A));
+  constexpr int oDot = oLse + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oQ = oDot + kiln_attn_round(BQ * sizeof(A));
+  constexpr int odO = oQ + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oK = odO + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oV = oK + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int oP = oV + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ: shared memory");
+  __shared__ __align__(32) unsigned char smem[total];
+  A *sS = (A *)(smem + oS), *sD = (A *)(smem + oD), *sdQ = (A *)(smem + odQ);
+  A *sLse = (A *)(smem + oLse), *sDot = (A *)(smem + oDot);
+  S *sQ = (S *)(smem + oQ), *sdO = (S *)(smem + odO), *sK = (S *)(smem + oK);
+  S *sV = (S *)(smem + oV), *sP = (S *)(smem + oP);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const T *q = (const T *)q_ + bh * Tq * D, *k = (const T *)k_ + bh * Tk * D;
+  const T *v = (const T *)v_ + bh * Tk * DV, *dout = (const T *)do_ + bh * Tq * DV;
+  const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
+  T *dq = (T *)r0_ + bh * Tq * D;
+  const A sc = (A)scale;
+  kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
+  kiln_attn_tile(sdO, DM, dout, q0, Tq, BQ, dv);
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+    bool in = q0 + r < Tq;
+    sLse[r] = in ? lse[q0 + r] : (A)0;
+    sDot[r] = in ? dot[q0 + r] : (A)0;
+  }
+  for (int e = threadIdx.x; e < BQ * DM; e += KILN_ATTN_THREADS)
+    sdQ[e] = 0;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  if (causal && (q0 + BQ - 1) / BK + 1 < nKB)
+    nKB = (q0 + BQ - 1) / BK + 1;
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    __syncthreads();
+    kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
+    kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
+    __syncthreads();
+    kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
+    kiln_attn_mm<W, false, true>(sD, BK, sdO, DM, sV, DM, BQ, BK, dv, false);
+    __syncthreads();
+    kiln_attn_ds<A, W, BQ, BK>(sS, sD, sP, sLse, sDot, q0, k0, Tq, Tk, sc, causal);
+    if constexpr (W) {
+      __syncthreads();
+      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+        kiln_attn_set(sP, e, sD[e]);
+      __syncthreads();
+      kiln_attn_mm<W, false, false>(sdQ, DM, sP, BK, sK, DM, BQ, d, BK, true);
+    } else {
+      __syncthreads();
+      kiln_attn_mm<W, false, false>(sdQ, DM, sD, BK, sK, DM, BQ, d, BK, true);
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < BQ * d; e += KILN_ATTN_THREADS)
+    if (q0 + e / d < Tq)
+      kiln_attn_set(dq, (q0 + e / d) * D + e % d, sc * sdQ[e / d * DM + e % d]);
+}
+
+#ifdef KILN_CUDA_EMULATION
+static inline double kiln_attn_bits(void *p) {
+  double d;
+  std::memcpy(&d, &p, sizeof d);
+  return d;
+}
+#define KILN_ATTN_HOST(name)                                                   \
+  extern "C" void name##_host(void **b, unsigned grid, unsigned block) {       \
+    kiln_emulate(grid, block, [&] {                                            \
+      name(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],         \
+           (kiln_index)b[10], (kiln_index)b[11], (kiln_index)b[12],            \
+           (kiln_index)b[13], (kiln_index)b[14], kiln_attn_bits(b[15]),        \
+           (kiln_index)b[16]);                                                 \
+    });                                                                        \
+  }
+#else
+#define KILN_ATTN_HOST(name)
+#endif
+
+#define KILN_ATTN_KERNEL(name, fn, ...)                                        \
+  extern "C" __global__ void __launch_bounds__(KILN_ATTN_THREADS)              \
+      name(KILN_ATTN_PARAMS) {                                                 \
+    fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
+  }                                                                            \
+  KILN_ATTN_HOST(name)
+
+)cuda";
+
+struct TypeInfo {
+  const char *suffix, *type, *acc;
+  int bytes, accBytes;
+};
+
+const TypeInfo *typeInfo(PkgDType dtype) {
+  static const TypeInfo f32{"f32", "float", "float", 4, 4};
+  static const TypeInfo f64{"f64", "double", "double", 8, 8};
+  static const TypeInfo f16{"f16", "__half", "float", 2, 4};
+  static const TypeInfo bf16{"bf16", "__nv_bfloat16", "float", 2, 4};
+  switch (dtype) {
+  case PkgDType::F32: return &f32;
+  case PkgDType::F64: return &f64;
+  case PkgDType::F16: return &f16;
+  case PkgDType::BF16: return &bf16;
+  default: return nullptr;
+  }
+}
+
+int round32(int bytes) { return (bytes + 31) / 32 * 32; }
+
+// The kernels' shared memory (the same sums as their constexpr offsets).
+void sharedBytes(AttentionConfig &c, int s, int a) {
+  int bq = c.blockQ, bk = c.blockK, dm = c.dmax, pb = c.tensorCores ? bq * bk : 0;
+  c.forwardShared = round32(bq * bk * a) + round32(bq * dm * a) +
+                    3 * round32(bq * a) + round32(bq * dm * s) +
+                    2 * round32(bk * dm * s) + round32(pb * s);
+  c.dkdvShared = 2 * round32(bq * bk * a) + 2 * round32(bk * dm * a) +
+                 2 * round32(bq * a) + 2 * round32(bk * dm * s) +
+                 2 * round32(bq * dm * s) + round32(pb * s);
+  c.dqShared = 2 * round32(bq * bk * a) + round32(bq * dm * a) +
+               2 * round32(bq * a) + 2 * round32(bq * dm * s) +
+               2 * round32(bk * dm * s) + round32(pb * s);
+}
+
+constexpr int kSharedLimit = 49152;
+
+// The largest tiles (query rows x key rows) whose kernels fit in 48 KiB.
+AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax) {
+  static const int candidates[][2] = {{32, 32}, {32, 16}, {16, 16}, {16, 8},
+                                      {8, 8},   {8, 4},   {4, 4},   {4, 2}};
+  AttentionConfig c;
+  c.tensorCores = wmma;
+  c.dmax = dmax;
+  for (const auto &tile : candidates) {
+    if (wmma && (tile[0] % 16 || tile[1] % 16))
+      continue;
+    c.blockQ = tile[0], c.blockK = tile[1];
+    sharedBytes(c, wmma ? t.bytes : t.accBytes, t.accBytes);
+    if (std::max({c.forwardShared, c.dkdvShared, c.dqShared}) <= kSharedLimit)
+      break;
+  }
+  std::string tag = std::string(t.suffix) + (wmma ? "_wmma" : "_simt") +
+                    std::to_string(dmax);
+  c.forward = "kiln_attn_fwd_" + tag;
+  c.dkdv = "kiln_attn_bwd_dkdv_" + tag;
+  c.dq = "kiln_attn_bwd_dq_" + tag;
+  c.dot = std::string("kiln_attn_bwd_dot_") + t.suffix;
+  return c;
+}
+
+bool hasTensorCores(PkgDType dtype, unsigned arch) {
+  return (dtype == PkgDType::F16 && arch >= 70) ||
+         (dtype == PkgDType::BF16 && arch >= 80);
+}
+
+// Every configuration the source instantiates for |arch|.
+std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch) {
+  std::vector<std::pair<PkgDType, AttentionConfig>> all;
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::F64, PkgDType::F16,
+                         PkgDType::BF16}) {
+    const TypeInfo &t = *typeInfo(dtype);
+    for (int dmax : {64, 128, 256})
+      all.push_back({dtype, chooseTiles(t, false, dmax)});
+    if (hasTensorCores(dtype, arch))
+      for (int dmax : {64, 128})
+        all.push_back({dtype, chooseTiles(t, true, dmax)});
+  }
+  return all;
+}
+
+const char *libraryName(LibraryKind kind) {
+  return kind == LibraryKind::Attention ? "attention" : "attention_grad";
+}
+
+std::mutex cacheMutex;
+std::map<std::string, std::vector<uint8_t>> &cubinCache() {
+  static std::map<std::string, std::vector<uint8_t>> cache;
+  return cache;
+}
+
+} // namespace
+
+StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
+                                          int64_t valueDim, unsigned arch) {
+  const TypeInfo *t = typeInfo(dtype);
+  if (!t)
+    return Status::error(std::string("attention: expected f32, f64, f16 or "
+                                     "bf16, found ") +
+                         pkgDTypeName(dtype));
+  if (headDim < 1 || headDim > 256 || valueDim < 1 || valueDim > 256)
+    return Status::error("attention: head dims " + std::to_string(headDim) +
+                         " and " + std::to_string(valueDim) +
+                         ": expected 1 to 256");
+  int64_t most = std::max(headDim, valueDim);
+  bool wmma = hasTensorCores(dtype, arch) && headDim % 16 == 0 &&
+              valueDim % 16 == 0 && most <= 128;
+  int dmax = most <= 64 ? 64 : most <= 128 ? 128 : 256;
+  return chooseTiles(*t, wmma, dmax);
+}
+
+std::string attentionKernelSource(unsigned arch) {
+  std::string source = kSource;
+  std::string types[4];
+  std::vector<std::string> dots;
+  for (const auto &[dtype, c] : allConfigs(arch)) {
+    const TypeInfo &t = *typeInfo(dtype);
+    std::string targs = std::string(t.type) + ", " + t.acc + ", " +
+                        (c.tensorCores ? "true" : "false") + ", " +
+                        std::to_string(c.dmax) + ", " +
+                        std::to_string(c.blockQ) + ", " +
+                        std::to_string(c.blockK);
+    source += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd, " + targs + ")\n";
+    source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
+    source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
+    if (std::find(dots.begin(), dots.end(), c.dot) == dots.end()) {
+      dots.push_back(c.dot);
+      source += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
+                ", " + t.acc + ")\n";
+    }
+  }
+  return source;
+}
+
+std::vector<std::string> attentionKernelEntryPoints(unsigned arch) {
+  std::vector<std::string> entries;
+  for (const auto &[dtype, c] : allConfigs(arch)) {
+    for (const std::string *e : {&c.forward, &c.dkdv, &c.dq, &c.dot})
+      if (std::find(entries.begin(), entries.end(), *e) == entries.end())
+        entries.push_back(*e);
+  }
+  return entries;
+}
+
+StatusOr<std::unique_ptr<CudaAttention>>
+CudaAttention::create(const LoadedPackage &package, CudaApi &api,
+                      const CudaDeviceInfo &device) {
+  std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < package.thunks.size(); ++i) {
+    const PackageThunk &t = package.thunks[i];
+    if (t.kind != ThunkKind::LibraryCall ||
+        (t.library != LibraryKind::Attention &&
+         t.library != LibraryKind::AttentionGrad))
+      continue;
+    if (!t.hasAttention)
+      return Status::error("thunk " + std::to_string(i) + " (" +
+                           libraryName(t.library) +
+                           "): expected attention parameters");
+    const AttentionParams &p = t.attention;
+    if (t.library == LibraryKind::AttentionGrad && !t.operands.empty()) {
+      PkgDType dtype = package.buffers[t.operands[0]].dtype;
+      if (const TypeInfo *info = typeInfo(dtype))
+        bytes = std::max<uint64_t>(
+            bytes, uint64_t(p.batch * p.heads * p.qLen) * info->accBytes);
+    }
+  }
+  if (Status s = attention->load(); !s.isOk())
+    return s;
+  if (bytes) {
+    if (Status s = api.malloc(&attention->workspace_, bytes); !s.isOk())
+      return Status::error("the attention workspace (" + std::to_string(bytes) +
+                           " bytes): " + s.message());
+    attention->workspaceBytes_ = bytes;
+  }
+  return attention;
+}
+
+CudaAttention::~CudaAttention() {
+  if (module_)
+    api_.moduleUnload(module_);
+  if (workspace_)
+    api_.free(workspace_);
+}
+
+Status CudaAttention::load() {
+  unsigned arch = device_.smArch();
+  std::string key = api_.describe() + " sm_" + std::to_string(arch);
+  std::vector<uint8_t> cubin;
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = cubinCache().find(key);
+    if (found != cubinCache().end())
+      cubin = found->second;
+  }
+  if (cubin.empty()) {
+    std::string log;
+    if (Status s = api_.nvrtcCompile(attentionKernelSource(arch), "kiln_attention",
+                                     arch, cubin, log);
+        !s.isOk())
+      return Status::error("the attention kernels (NVRTC for sm_" +
+                           std::to_string(arch) + "): " + s.message() +
+                           (log.empty() ? "" : "\n" + log));
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    cubinCache()[key] = cubin;
+  }
+  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+      !s.isOk()) {
+    module_ = nullptr;
+    return Status::error("the attention kernels: " + s.message());
+  }
+  return Status::ok();
+}
+
+StatusOr<CudaFunction> CudaAttention::function(const std::string &entry) {
+  auto found = functions_.find(entry);
+  if (found != functions_.end())
+    return found->second;
+  CudaFunction fn = nullptr;
+  if (Status s = api_.moduleGetFunction(&fn, module_, entry.c_str()); !s.isOk())
+    return Status::error("the attention kernel " + entry + ": " + s.message());
+  functions_[entry] = fn;
+  return fn;
+}
+
+Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
+  const PackageThunk &t = package_.thunks[index];
+  bool grad = t.library == LibraryKind::AttentionGrad;
+  const char *name = libraryName(t.library);
+  size_t operands = grad ? 6 : 3, results = grad ? 3 : 2;
+  if (!t.hasAttention || t.operands.size() != operands ||
+      t.results.size() != results || args.size() != operands + results)
+    return Status::error(std::string(name) + ": expected " +
+                         std::to_string(operands) + " operands and " +
+                         std::to_string(results) + " results with parameters");
+  const AttentionParams &p = t.attention;
+  PkgDType dtype = package_.buffers[t.operands[0]].dtype;
+  StatusOr<AttentionConfig> config =
+      attentionConfig(dtype, p.headDim, p.valueDim, device_.smArch());
+  if (!config.isOk())
+    return config.status();
+  const AttentionConfig &c = config.value();
+  int64_t bh = p.batch * p.heads;
+  if (p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
+    return Status::error(std::string(name) + ": negative sizes");
+
+  auto scalar = [](int64_t v) { return reinterpret_cast<void *>(v); };
+  void *scaleBits = nullptr;
+  std::memcpy(&scaleBits, &p.scale, sizeof(double));
+  // q, k, v, out, lse, dout, r0, r1, r2, work, BH, Tq, Tk, D, DV, scale, causal
+  std::vector<void *> common(17, nullptr);
+  for (int i = 0; i < 3; ++i)
+    common[i] = args[i];
+  if (grad) {
+    common[3] = args[3], common[4] = args[4], common[5] = args[5];
+    common[6] = args[6], common[7] = args[7], common[8] = args[8];
+    common[9] = workspace_;
+  } else {
+    common[6] = args[3], common[7] = args[4];
+  }
+  common[10] = scalar(bh), common[11] = scalar(p.qLen);
+  common[12] = scalar(p.kvLen), common[13] = scalar(p.headDim);
+  common[14] = scalar(p.valueDim), common[15] = scaleBits;
+  common[16] = scalar(p.causal ? 1 : 0);
+
+  std::vector<Launch> launches;
+  Status failed = Status::ok();
+  auto launch = [&](const std::string &entry, uint64_t blocks) {
+    if (!failed.isOk() || blocks == 0)
+      return; // an empty grid: nothing to compute
+    if (blocks > 0x7fffffffu) {
+      failed = Status::error(std::string(name) + ": " + std::to_string(blocks) +
+                             " blocks for " + entry + " exceed the grid");
+      return;
+    }
+    StatusOr<CudaFunction> fn = function(entry);
+    if (!fn.isOk()) {
+      failed = fn.status();
+      return;
+    }
+    Launch l;
+    l.function = fn.value();
+    l.entry = entry;
+    l.grid = static_cast<uint32_t>(blocks);
+    l.args = common;
+    launches.push_back(std::move(l));
+  };
+  uint64_t qBlocks = uint64_t(bh) * ((p.qLen + c.blockQ - 1) / c.blockQ);
+  uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
+  if (!grad) {
+    launch(c.forward, qBlocks);
+  } else {
+    uint64_t rows = uint64_t(bh) * p.qLen;
+    uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *
+                   (2048 / kAttentionThreads);
+    launch(c.dot, std::min<uint64_t>((rows + kAttentionThreads - 1) /
+                                         kAttentionThreads,
+                                     cap));
+    launch(c.dkdv, kBlocks);
+    launch(c.dq, qBlocks);
+  }
+  if (!failed.isOk())
+    return failed;
+  plans_[index] = std::move(launches);
+  return Status::ok();
+}
+
+Status CudaAttention::run(size_t index, CudaStream stream) {
+  auto found = plans_.find(index);
+  if (found == plans_.end())
+    return Status::error("the attention was not planned");
+  for (Launch &l : found->second) {
+    void *params[17];
+    for (size_t i = 0; i < l.args.size(); ++i)
+      params[i] = &l.args[i];
+    Status s = api_.launchKernel(l.function, {l.grid, 1, 1},
+                                 {kAttentionThreads, 1, 1}, 0, stream, params,
+                                 l.args.size());
+    if (!s.isOk())
+      return Status::error("kernel " + l.entry + ": " + s.message());
+  }
+  return Status::ok();
+}
+
+} // namespace kiln::runtime::cuda

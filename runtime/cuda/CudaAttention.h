@@ -1,0 +1,115 @@
+//===- CudaAttention.h - fused scaled-dot-product attention on the GPU -*- C++ -*-===//
+//
+// The GPU side of the Attention and AttentionGrad library calls
+// (runtime/package/Package.h AttentionParams; q [B,H,Tq,D], k [B,H,Tk,D],
+// v [B,H,Tk,Dv], out [B,H,Tq,Dv], lse [B,H,Tq]), FlashAttention-2 style:
+// the [Tq, Tk] scores never reach global memory.
+//
+//   forward:  one block per (query block, b*h); it walks the key blocks
+//             (causal: only up to the diagonal), keeps the running row
+//             maximum and sum (online softmax) and the output tile in
+//             shared memory, and writes out and lse = m + log(l).
+//   backward: three kernels, no atomics, so every run gives the same bits:
+//             dot  D_i = sum_e dout_ie out_ie into a workspace;
+//             dkdv one block per (key block, b*h) walks the query blocks,
+//                  recomputing P from lse, accumulating dV += P^T dO and
+//                  dK += dS^T Q (dS = P (dO V^T - D));
+//             dq   one block per (query block, b*h) walks the key blocks,
+//                  accumulating dQ += dS K.
+//
+// f16 and bf16 with head dims that are multiples of 16 (up to 128) multiply
+// their tiles on tensor cores through nvcuda::wmma (f16 from sm_70, bf16
+// from sm_80) with f32 accumulation, softmax in f32; every other case (f32,
+// f64, other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
+// f64). Tiles are chosen per head dim so that a block's static shared
+// memory stays within 48 KiB (attentionConfig()). The kernels are CUDA C++
+// kept as source here (attentionKernelSource()), compiled once per process
+// and architecture through the CudaApi table's NVRTC (cached) and loaded
+// per executable; every kernel takes the same parameters (pointers, 64-bit
+// integers and the scale as a double), so tests run them on the host under
+// codegen/cuda/CudaEmulation.h (each NAME has a NAME_host wrapper there).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDAATTENTION_H
+#define KILN_RUNTIME_CUDA_CUDAATTENTION_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/package/Package.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+// Threads per block of every attention kernel.
+constexpr uint32_t kAttentionThreads = 128;
+
+// The kernels and tiles one attention shape uses.
+struct AttentionConfig {
+  bool tensorCores = false; // wmma
+  int dmax = 0;             // the head-dim bucket (64, 128, 256)
+  int blockQ = 0, blockK = 0;
+  std::string forward, dot, dkdv, dq; // entry points
+  // Static shared memory of each kernel, in bytes.
+  int forwardShared = 0, dkdvShared = 0, dqShared = 0;
+};
+
+// The configuration for |dtype| and head dims |headDim| / |valueDim| on
+// sm_|arch|; fails for a type other than f32, f64, f16, bf16, or a head
+// dim outside 1..256.
+StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
+                                          int64_t valueDim, unsigned arch);
+
+// The kernels' CUDA C++ for sm_|arch| (the tensor-core kernels only where
+// the architecture has them), one translation unit.
+std::string attentionKernelSource(unsigned arch);
+// Every entry point attentionKernelSource(|arch|) defines.
+std::vector<std::string> attentionKernelEntryPoints(unsigned arch);
+
+class CudaAttention {
+public:
+  // Compiles (or takes from the process cache) and loads the kernels for
+  // |device| and allocates the backward's workspace (D_i) for the largest
+  // AttentionGrad thunk of |package|.
+  static StatusOr<std::unique_ptr<CudaAttention>>
+  create(const LoadedPackage &package, CudaApi &api, const CudaDeviceInfo &device);
+  ~CudaAttention();
+  CudaAttention(const CudaAttention &) = delete;
+  CudaAttention &operator=(const CudaAttention &) = delete;
+
+  // Plans thunk |index| (Attention or AttentionGrad) with |args|, its
+  // operands' then its results' device addresses.
+  Status plan(size_t index, const std::vector<void *> &args);
+  // Queues thunk |index| on |stream|.
+  Status run(size_t index, CudaStream stream);
+
+private:
+  CudaAttention(const LoadedPackage &package, CudaApi &api,
+                const CudaDeviceInfo &device)
+      : package_(package), api_(api), device_(device) {}
+  Status load();
+  StatusOr<CudaFunction> function(const std::string &entry);
+
+  struct Launch {
+    CudaFunction function = nullptr;
+    std::string entry;
+    uint32_t grid = 1;
+    std::vector<void *> args; // 17 values: pointers, integers, the scale's bits
+  };
+  const LoadedPackage &package_;
+  CudaApi &api_;
+  CudaDeviceInfo device_;
+  CudaModule module_ = nullptr;
+  std::map<std::string, CudaFunction> functions_;
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  std::map<size_t, std::vector<Launch>> plans_;
+};
+
+} // namespace kiln::runtime::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDAATTENTION_H

@@ -1,0 +1,302 @@
+//===- CudaAttentionTest.cpp - the fused attention kernels without a GPU --===//
+//
+// runtime/cuda/CudaAttention.h through CudaExecutable on FakeCudaApi.h: the
+// kernels' CUDA C++ (attentionKernelSource(90)) is compiled for the host
+// under codegen/cuda/CudaEmulation.h (nvcuda::wmma included) and runs on
+// host threads with the runtime's launch shapes. A package with an
+// Attention thunk then an AttentionGrad thunk (AttentionPackage.h) runs two
+// steps (plain launches, then the captured graph's replay; both give the
+// same bits) on B=2, H=2 and sequence lengths that are not multiples of
+// the tiles (5, 33, 70; Tq != Tk), causal and not, head dims 16 and 64 on
+// the tensor-core path (f16, bf16) and 12 and 24 on the CUDA-core path
+// (f32, f64, f16, bf16), against the definition in double precision
+// (the backward from the step's own out and lse). Errors are normwise:
+// max |got - want| / max |want| per tensor, within the dtype's bound.
+// With the CUDA toolkit, every kernel compiles through NVRTC and assembles
+// with ptxas for sm_90; registers and spills are printed and recorded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaAttention.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "tests/unit/cuda/AttentionPackage.h"
+#include "tests/unit/cuda/FakeCudaApi.h"
+#if KILN_HAVE_NVRTC
+#include "codegen/cuda/Nvrtc.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+namespace {
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::cuda;
+namespace ct = kiln::runtime::cuda::testing;
+using ct::FakeCudaApi;
+using ct::HostKernel;
+
+// The kernels built for the host once per process: entry -> NAME_host.
+const std::map<std::string, HostKernel> &hostAttentionKernels(std::string &error) {
+  static std::map<std::string, HostKernel> kernels;
+  static std::string failure;
+  static bool built = false;
+  if (!built) {
+    built = true;
+    char dir[] = "/tmp/kiln-cuda-attention-XXXXXX";
+    if (!mkdtemp(dir)) {
+      failure = "cannot create a temporary directory";
+    } else {
+      std::string cu = std::string(dir) + "/attention.cpp",
+                  so = std::string(dir) + "/attention.so",
+                  log = std::string(dir) + "/clang.log";
+      std::ofstream(cu) << attentionKernelSource(90);
+      std::string command = std::string(KILN_HOST_CXX) +
+                            " -std=c++20 -O1 -w -shared -fPIC "
+                            "-DKILN_CUDA_EMULATION -include " +
+                            KILN_CUDA_EMULATION_HEADER + " -x c++ " + cu +
+                            " -o " + so + " -lpthread > " + log + " 2>&1";
+      if (std::system(command.c_str()) != 0) {
+        failure = "host build of the attention kernels failed; see " + log;
+      } else if (void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        for (const std::string &entry : attentionKernelEntryPoints(90)) {
+          void *fn = dlsym(library, (entry + "_host").c_str());
+          if (!fn) {
+            failure = "no " + entry + "_host in the host build";
+            break;
+          }
+          kernels[entry] = reinterpret_cast<HostKernel>(fn);
+        }
+      } else {
+        failure = dlerror();
+      }
+    }
+  }
+  error = failure;
+  return kernels;
+}
+
+// Normwise bounds: f32 and f64 compute in their own precision; f16 and
+// bf16 round P and dS to the dtype before the tensor-core products and
+// round every result once.
+double bound(PkgDType dtype) {
+  switch (dtype) {
+  case PkgDType::F64: return 1e-12;
+  case PkgDType::F32: return 2e-6;
+  case PkgDType::F16: return 2e-3;
+  default: return 1.6e-2; // bf16
+  }
+}
+
+class CudaAttentionTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string error;
+    kernels = &hostAttentionKernels(error);
+    ASSERT_TRUE(error.empty()) << error;
+  }
+
+  void check(PkgDType dtype, const AttentionParams &a, bool expectWmma) {
+    std::string what = std::string(pkgDTypeName(dtype)) + " Tq=" +
+                       std::to_string(a.qLen) + " Tk=" + std::to_string(a.kvLen) +
+                       " D=" + std::to_string(a.headDim) + " Dv=" +
+                       std::to_string(a.valueDim) +
+                       (a.causal ? " causal" : "");
+    SCOPED_TRACE(what);
+    StatusOr<AttentionConfig> config =
+        attentionConfig(dtype, a.headDim, a.valueDim, 90);
+    ASSERT_TRUE(config.isOk()) << config.status().message();
+    EXPECT_EQ(config.value().tensorCores, expectWmma);
+
+    FakeCudaApi api;
+    api.device.multiprocessors = 2;
+    api.hostKernels = *kernels;
+    CudaOptions options;
+    options.log = [](const std::string &) {};
+    StatusOr<std::unique_ptr<CudaExecutable>> made =
+        CudaExecutable::create(ct::attentionPackage(a, dtype), api, options);
+    ASSERT_TRUE(made.isOk()) << made.status().message();
+    CudaExecutable &exec = *made.value();
+    const LoadedPackage &pkg = exec.package();
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i) {
+      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+      ASSERT_TRUE(exec.writeInput(i, in[i].data()).isOk());
+    }
+    std::vector<std::vector<uint8_t>> first;
+    for (int step = 0; step < 2; ++step) {
+      for (uint32_t b = 4; b < 9; ++b) {
+        std::vector<uint8_t> poison(pkg.buffers[b].size, 0xcd);
+        ASSERT_TRUE(exec.writeBuffer(b, poison.data()).isOk());
+      }
+      Status s = exec.run();
+      ASSERT_TRUE(s.isOk()) << s.message();
+      std::vector<std::vector<uint8_t>> got(5);
+      for (int o = 0; o < 5; ++o) {
+        got[o].resize(pkg.buffers[4 + o].size);
+        ASSERT_TRUE(exec.readOutput(o, got[o].data()).isOk());
+      }
+      if (step == 0) {
+        first = got;
+        continue;
+      }
+      // Deterministic: the graph's replay gives the same bits.
+      for (int o = 0; o < 5; ++o)
+        EXPECT_EQ(got[o], first[o]) << "output " << pkg.buffers[4 + o].name;
+    }
+    EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
+
+    std::vector<double> q = ct::typedValues(dtype, in[0]), k = ct::typedValues(dtype, in[1]),
+                        v = ct::typedValues(dtype, in[2]), dout = ct::typedValues(dtype, in[3]);
+    PkgDType lseType = dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
+    std::vector<double> out = ct::typedValues(dtype, first[0]),
+                        lse = ct::typedValues(lseType, first[1]);
+    ct::AttentionReference want =
+        ct::attentionReference(a, q, k, v, dout, &out, &lse);
+    double errOut = ct::relativeError(out, want.out);
+    double errLse = 0;
+    for (size_t i = 0; i < want.lse.size(); ++i)
+      errLse = std::max(errLse, std::fabs(lse[i] - want.lse[i]) / (1 + std::fabs(want.lse[i])));
+    double errDq = ct::relativeError(ct::typedValues(dtype, first[2]), want.dq);
+    double errDk = ct::relativeError(ct::typedValues(dtype, first[3]), want.dk);
+    double errDv = ct::relativeError(ct::typedValues(dtype, first[4]), want.dv);
+    std::printf("%-40s %s: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+                what.c_str(), expectWmma ? "wmma" : "simt", errOut, errLse,
+                errDq, errDk, errDv);
+    double b = bound(dtype);
+    double lseBound = dtype == PkgDType::F64 ? 1e-12 : 1e-5;
+    EXPECT_LE(errOut, b);
+    EXPECT_LE(errLse, lseBound);
+    EXPECT_LE(errDq, b);
+    EXPECT_LE(errDk, b);
+    EXPECT_LE(errDv, b);
+
+    // One forward launch and three backward launches per step, 128 threads.
+    const AttentionConfig &c = config.value();
+    std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
+    ASSERT_EQ(api.launches.size(), 8u);
+    for (size_t i = 0; i < api.launches.size(); ++i) {
+      EXPECT_EQ(api.launches[i].entry, expected[i % 4]);
+      EXPECT_EQ(api.launches[i].block[0], kAttentionThreads);
+    }
+    int64_t bh = a.batch * a.heads;
+    EXPECT_EQ(api.launches[0].grid[0], bh * ((a.qLen + c.blockQ - 1) / c.blockQ));
+    EXPECT_EQ(api.launches[2].grid[0], bh * ((a.kvLen + c.blockK - 1) / c.blockK));
+  }
+
+  void sweep(PkgDType dtype, std::vector<int64_t> dims, bool wmma) {
+    const int64_t lengths[][2] = {{5, 5}, {33, 70}, {70, 33}};
+    for (int64_t d : dims)
+      for (const auto &len : lengths)
+        for (bool causal : {false, true})
+          check(dtype, ct::attentionParams(2, 2, len[0], len[1], d, d, causal), wmma);
+  }
+
+  std::mt19937_64 gen{20261130};
+  const std::map<std::string, HostKernel> *kernels = nullptr;
+};
+
+TEST_F(CudaAttentionTest, TensorCoresF16) { sweep(PkgDType::F16, {16, 64}, true); }
+TEST_F(CudaAttentionTest, TensorCoresBF16) { sweep(PkgDType::BF16, {16, 64}, true); }
+TEST_F(CudaAttentionTest, CudaCoresF32) { sweep(PkgDType::F32, {12, 24}, false); }
+TEST_F(CudaAttentionTest, CudaCoresHalf) {
+  sweep(PkgDType::F16, {12, 24}, false);
+  sweep(PkgDType::BF16, {24}, false);
+}
+TEST_F(CudaAttentionTest, CudaCoresF64) { sweep(PkgDType::F64, {24}, false); }
+
+// Head dims past the first bucket, and value dims other than the head dim.
+TEST_F(CudaAttentionTest, OtherHeadDims) {
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 128, 128, true), true);
+  check(PkgDType::F16, ct::attentionParams(2, 1, 20, 17, 16, 48, false), true);
+  check(PkgDType::F32, ct::attentionParams(1, 2, 19, 21, 64, 64, true), false);
+  check(PkgDType::F32, ct::attentionParams(1, 1, 9, 11, 100, 36, false), false);
+  check(PkgDType::F32, ct::attentionParams(1, 1, 9, 6, 200, 256, true), false);
+}
+
+// Every configuration fits in 48 KiB of static shared memory.
+TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::F64, PkgDType::F16, PkgDType::BF16})
+    for (int64_t d : {8, 16, 24, 64, 96, 128, 160, 256}) {
+      StatusOr<AttentionConfig> c = attentionConfig(dtype, d, d, 90);
+      ASSERT_TRUE(c.isOk()) << c.status().message();
+      const AttentionConfig &x = c.value();
+      std::printf("%-5s D=%-3lld %s%d tiles %dx%d shared fwd %d dkdv %d dq %d\n",
+                  pkgDTypeName(dtype), (long long)d,
+                  x.tensorCores ? "wmma" : "simt", x.dmax, x.blockQ, x.blockK,
+                  x.forwardShared, x.dkdvShared, x.dqShared);
+      EXPECT_LE(std::max({x.forwardShared, x.dkdvShared, x.dqShared}), 49152);
+      EXPECT_GE(x.dmax, d);
+      bool half = dtype == PkgDType::F16 || dtype == PkgDType::BF16;
+      EXPECT_EQ(x.tensorCores, half && d % 16 == 0 && d <= 128);
+    }
+  // bf16 needs sm_80 for tensor cores, f16 sm_70.
+  EXPECT_FALSE(attentionConfig(PkgDType::BF16, 64, 64, 75).value().tensorCores);
+  EXPECT_TRUE(attentionConfig(PkgDType::F16, 64, 64, 75).value().tensorCores);
+  StatusOr<AttentionConfig> big = attentionConfig(PkgDType::F32, 300, 64, 90);
+  ASSERT_FALSE(big.isOk());
+  EXPECT_NE(big.status().message().find("head dims 300 and 64: expected 1 to 256"),
+            std::string::npos)
+      << big.status().message();
+}
+
+// A head dim the kernels lack is refused at load, naming the thunk.
+TEST_F(CudaAttentionTest, UnsupportedHeadDimIsRefusedAtLoad) {
+  FakeCudaApi api;
+  api.hostKernels = *kernels;
+  StatusOr<std::unique_ptr<CudaExecutable>> e = CudaExecutable::create(
+      ct::attentionPackage(ct::attentionParams(1, 1, 4, 4, 320, 16, false),
+                           PkgDType::F32),
+      api);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("thunk 0 (attention)"), std::string::npos)
+      << e.status().message();
+  EXPECT_NE(e.status().message().find("expected 1 to 256"), std::string::npos)
+      << e.status().message();
+}
+
+// Every kernel compiles through NVRTC and assembles with ptxas for sm_90;
+// the tensor-core kernels do not spill.
+TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
+#if KILN_HAVE_NVRTC
+  setenv("KILN_CACHE_DIR", "off", 1); // ptxas's report, not a cached one
+  kiln::NvrtcResult result;
+  std::string error;
+  ASSERT_TRUE(kiln::compileCudaSource(attentionKernelSource(90), "kiln_attention",
+                                      {90}, result, error))
+      << error;
+  ASSERT_EQ(result.cubins.size(), 1u);
+  const std::string &log = result.cubins[0].log;
+  for (const std::string &entry : attentionKernelEntryPoints(90)) {
+    size_t at = log.find("Compiling entry function '" + entry + "'");
+    ASSERT_NE(at, std::string::npos) << entry << " missing from ptxas's log:\n" << log;
+    size_t spill = log.find("bytes spill stores", at);
+    size_t used = log.find("Used ", at);
+    ASSERT_NE(spill, std::string::npos) << log;
+    ASSERT_NE(used, std::string::npos) << log;
+    size_t lineStart = log.rfind(',', spill) + 1;
+    int spillBytes = std::atoi(log.c_str() + lineStart);
+    int registers = std::atoi(log.c_str() + used + 5);
+    std::printf("%-30s sm_90: %3d registers, %d bytes spill stores\n",
+                entry.c_str(), registers, spillBytes);
+    ::testing::Test::RecordProperty(entry + "_registers", registers);
+    ::testing::Test::RecordProperty(entry + "_spill_bytes", spillBytes);
+    EXPECT_GT(registers, 0) << entry;
+    if (entry.find("_wmma") != std::string::npos)
+      EXPECT_EQ(spillBytes, 0) << entry;
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
+#endif
+}
+
+} // namespace

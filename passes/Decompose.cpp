@@ -1,12 +1,15 @@
 //===- Decompose.cpp - composite ops into fusible primitives --------------===//
 //
 // kiln-decompose rewrites the composite ops (softmax, log_softmax,
-// layer_norm, softmax_cross_entropy, reduce mean, and gelu on request) into
+// layer_norm, softmax_cross_entropy, reduce mean, attention and
+// attention_grad unless asked to keep them, and gelu on request) into
 // elementwise ops, broadcast_in_dim and reduce sum/max, so that kiln-fuse
 // can put their pieces into the kernels of their neighbours: a softmax
 // becomes part of the reduction kernel that also computes its input, a
 // layer_norm takes the residual add before it. GEMMs and convolutions stay
-// whole: they go to the libraries.
+// whole: they go to the libraries. Attention stays whole only where a fused
+// library kernel runs it (CUDA); elsewhere it becomes two GEMMs and a
+// softmax (backward: five GEMMs).
 //
 // Each decomposition performs the arithmetic of the op's reference semantics
 // (ir/reference/NN.cpp, ir/reference/Reduction.cpp, the ScalarSemantics of
@@ -222,12 +225,154 @@ struct DecomposeGelu : OpRewritePattern<GeluOp> {
   }
 };
 
+// kiln.attention and kiln.attention_grad, computed as the reference
+// semantics (ir/reference/NN.cpp) describe, in the compute type C of the
+// lse result (f32 for f16, bf16 and f32; f64 for f64) as a fused kernel
+// would, converting q, k, v (and out, dout) to C first and the results back:
+//   s = scale * (q . k)           dot_general, batch [0, 1], contract [3] x [3]
+//   s = select(j <= i, s, -inf)   causal only: iota i (dim 2) >= iota j (dim 3)
+//   m = max_j s; lse = m + log(sum_j exp(s - m)); p = exp(s - lse)
+//   out = p . v                   contract p[3] x v[2]
+// Backward, with p recomputed from lse as above:
+//   dv = p . dout (contract p[2] x dout[2]); dp = dout . v (contract [3] x [3])
+//   D = sum_e dout * out; ds = scale * (p * (dp - D))
+//   dq = ds . k (contract ds[3] x k[2]); dk = ds . q (contract ds[2] x q[2])
+// In f64 this is the reference's arithmetic in its order, apart from masked
+// keys, which contribute exact zeros instead of being skipped.
+class AttentionBuilder {
+public:
+  AttentionBuilder(PatternRewriter &r, Location loc, Value q, Value k, Value v,
+                   double scale, bool causal)
+      : r(r), loc(loc), scale(scale), causal(causal) {
+    auto qType = cast<RankedTensorType>(q.getType());
+    compute = cast<FloatType>(attentionLseElementType(qType.getElementType()));
+    this->q = toCompute(q);
+    this->k = toCompute(k);
+    this->v = toCompute(v);
+  }
+
+  // |x| converted to the compute type (|x| itself when it has it).
+  Value toCompute(Value x) { return convert(x, compute); }
+  // |x| converted to the element type |element|.
+  Value convert(Value x, Type element) {
+    auto type = cast<RankedTensorType>(x.getType());
+    if (type.getElementType() == element)
+      return x;
+    return r.create<ConvertOp>(loc, type.clone(element), x);
+  }
+
+  Value dot(Value lhs, Value rhs, int64_t lhsContract, int64_t rhsContract) {
+    int64_t batch[] = {0, 1};
+    return r.create<DotGeneralOp>(loc, lhs, rhs, batch, batch,
+                                  ArrayRef<int64_t>{lhsContract},
+                                  ArrayRef<int64_t>{rhsContract});
+  }
+
+  // The scaled, masked scores [B, H, Tq, Tk].
+  Value scores() {
+    Value s = dot(q, k, 3, 3);
+    auto type = cast<RankedTensorType>(s.getType());
+    s = r.create<MulOp>(loc, s, splat(r, loc, type, scale));
+    if (!causal)
+      return s;
+    // Key j is visible to query i when j <= i: one [Tq, Tk] mask, broadcast.
+    auto indexType = RankedTensorType::get(type.getShape().take_back(2),
+                                           r.getI64Type());
+    Value rows = r.create<IotaOp>(loc, indexType, 0);
+    Value cols = r.create<IotaOp>(loc, indexType, 1);
+    Value visible = r.create<CompareOp>(loc, CompareDirection::ge, rows, cols);
+    Value mask = r.create<BroadcastInDimOp>(
+        loc, type.clone(r.getI1Type()), visible, ArrayRef<int64_t>{2, 3});
+    return r.create<SelectOp>(loc, mask, s, splat(r, loc, type, -INFINITY));
+  }
+
+  // p = exp(s - lse) for scores |s| and lse [B, H, Tq].
+  Value probabilities(Value s, Value lse) {
+    auto type = cast<RankedTensorType>(s.getType());
+    int64_t keyDim[] = {3};
+    return r.create<ExpOp>(
+        loc, r.create<SubOp>(loc, s, broadcastBack(r, loc, lse, type, keyDim)));
+  }
+
+  // out (in C) and lse.
+  std::pair<Value, Value> forward() {
+    Value s = scores();
+    auto type = cast<RankedTensorType>(s.getType());
+    int64_t keyDim[] = {3};
+    Value max = reduce(r, loc, ReduceKind::max, s, keyDim);
+    Value shifted = r.create<SubOp>(loc, s, broadcastBack(r, loc, max, type, keyDim));
+    Value sum = reduce(r, loc, ReduceKind::sum, r.create<ExpOp>(loc, shifted), keyDim);
+    Value lse = r.create<AddOp>(loc, max, r.create<LogOp>(loc, sum));
+    Value out = dot(probabilities(s, lse), v, 3, 2);
+    return {out, lse};
+  }
+
+  // dq, dk, dv (in C).
+  std::tuple<Value, Value, Value> backward(Value out, Value lse, Value dout) {
+    out = toCompute(out);
+    lse = toCompute(lse);
+    dout = toCompute(dout);
+    Value s = scores();
+    auto type = cast<RankedTensorType>(s.getType());
+    Value p = probabilities(s, lse);
+    Value dv = dot(p, dout, 2, 2);
+    Value dp = dot(dout, v, 3, 3);
+    int64_t valueDim[] = {3};
+    Value rowD =
+        reduce(r, loc, ReduceKind::sum, r.create<MulOp>(loc, dout, out), valueDim);
+    Value ds = r.create<MulOp>(
+        loc, p, r.create<SubOp>(loc, dp, broadcastBack(r, loc, rowD, type, valueDim)));
+    ds = r.create<MulOp>(loc, splat(r, loc, type, scale), ds);
+    Value dq = dot(ds, k, 3, 2);
+    Value dk = dot(ds, q, 2, 2);
+    return {dq, dk, dv};
+  }
+
+private:
+  PatternRewriter &r;
+  Location loc;
+  double scale;
+  bool causal;
+  FloatType compute;
+  Value q, k, v;
+};
+
+struct DecomposeAttention : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &r) const override {
+    AttentionBuilder b(r, op.getLoc(), op.getQ(), op.getK(), op.getV(),
+                       op.getScale().convertToDouble(), op.getCausal());
+    auto [out, lse] = b.forward();
+    Type element = op.getOut().getType().getElementType();
+    r.replaceOp(op, {b.convert(out, element), lse});
+    return success();
+  }
+};
+
+struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &r) const override {
+    AttentionBuilder b(r, op.getLoc(), op.getQ(), op.getK(), op.getV(),
+                       op.getScale().convertToDouble(), op.getCausal());
+    auto [dq, dk, dv] = b.backward(op.getOut(), op.getLse(), op.getDout());
+    auto elementOf = [](Value x) {
+      return cast<RankedTensorType>(x.getType()).getElementType();
+    };
+    r.replaceOp(op, {b.convert(dq, elementOf(op.getDq())),
+                     b.convert(dk, elementOf(op.getDk())),
+                     b.convert(dv, elementOf(op.getDv()))});
+    return success();
+  }
+};
+
 struct DecomposePass : impl::KilnDecomposeBase<DecomposePass> {
   using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     DecomposeOptions options;
     options.gelu = gelu;
+    options.attention = attention;
     populateDecomposePatterns(patterns, options);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
@@ -244,6 +389,8 @@ void populateDecomposePatterns(RewritePatternSet &patterns,
                DecomposeSoftmaxCrossEntropy, DecomposeReduceMean>(context);
   if (options.gelu)
     patterns.add<DecomposeGelu>(context);
+  if (options.attention)
+    patterns.add<DecomposeAttention, DecomposeAttentionGrad>(context);
 }
 
 } // namespace kiln

@@ -17,11 +17,15 @@ struct DecomposeOptions {
   // epilogue fusion needs it whole (cuBLASLt's GELU epilogues). Decompose it
   // only for a backend without it.
   bool gelu = false;
+  // kiln.attention and kiln.attention_grad into dot_general, a softmax and
+  // (causal) an iota/compare/select mask. Kept whole where a fused attention
+  // kernel runs them (CUDA).
+  bool attention = true;
 };
 
 // softmax, log_softmax, layer_norm, softmax_cross_entropy and reduce mean
-// (and gelu when |options| asks) into elementwise ops, broadcasts and
-// reduce sum/max. Every result is what the op's reference semantics
+// (and gelu and attention as |options| asks) into elementwise ops,
+// broadcasts, reduce sum/max (and dot_general for attention). Every result is what the op's reference semantics
 // compute, in the same order of operations.
 void populateDecomposePatterns(mlir::RewritePatternSet &patterns,
                                const DecomposeOptions &options = {});

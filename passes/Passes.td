@@ -305,10 +305,17 @@ def KilnDecompose : Pass<"kiln-decompose", "mlir::ModuleOp"> {
     kiln.gelu is elementwise already and is what the GEMM epilogue fusion
     matches (cuBLASLt's GELU epilogues), so it is kept unless `gelu=true`,
     which writes it as its scalar formula with kiln elementwise ops.
+
+    kiln.attention and kiln.attention_grad become dot_general, the softmax
+    pieces and, when causal, an iota/compare/select mask, computed in f32
+    (f64 for f64 operands) like the fused kernel, unless `attention=false`
+    (the CUDA pipeline, where a fused kernel runs them whole).
   }];
   let options = [
     Option<"gelu", "gelu", "bool", /*default=*/"false",
            "also decompose kiln.gelu (both forms) into elementwise ops">,
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "decompose kiln.attention and kiln.attention_grad into primitives">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

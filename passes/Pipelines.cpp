@@ -214,7 +214,11 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   // how `kiln train` builds its eval step.
   if (!options.optimize)
     return;
-  pm.addPass(createKilnDecompose());
+  // kiln.attention stays whole for CUDA's fused kernel; elsewhere it becomes
+  // primitives the CPU backend compiles.
+  KilnDecomposeOptions decompose;
+  decompose.attention = options.target != TargetKind::cuda;
+  pm.addPass(createKilnDecompose(decompose));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   if (options.gradAccum > 1) {

@@ -11,7 +11,10 @@
 #      cuBLASLt GEMMs with every epilogue (f32/bf16/fp16, both transposes)
 #      against a host GEMM, an NVRTC kernel through the driver, the MLP
 #      package stepped with a falling loss, the three convolutions
-#      (CudaConv.h) against their definitions, and the golden steps (small
+#      (CudaConv.h) against their definitions, the fused attention
+#      (CudaAttention.h: forward and backward, wmma and CUDA-core kernels,
+#      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
+#      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
 #      convolutions, kernels re-JITted by NVRTC) against the reference
 #      interpreter's outputs on fixed random data;
@@ -73,14 +76,14 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
     timeout 150 "$bin/kiln-cuda-runtime-tests" \
     --gtest_brief=1 > "$log/runtime-tests.txt" 2>&1
   rc=$?
-  grep -E "note:|Skipped|FAILED|PASSED" "$log/runtime-tests.txt" | head -20
+  grep -E "note:|Skipped|FAILED|PASSED|^attention " "$log/runtime-tests.txt" | head -30
   if [ $rc -ne 0 ]; then
     tail -40 "$log/runtime-tests.txt"
     fail "GPU runtime tests (kiln-cuda-runtime-tests)"
   elif grep -q "SKIPPED" "$log/runtime-tests.txt"; then
     fail "GPU runtime tests skipped on a GPU machine"
   else
-    pass "GPU runtime tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package, golden steps vs the interpreter"
+    pass "GPU runtime tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package, convolutions, fused attention, golden steps vs the interpreter"
   fi
 else
   fail "GPU tests: $bin/kiln-cuda-runtime-tests missing"

@@ -407,7 +407,7 @@ static inline double kiln_attn_bits(void *p) {
 #endif
 
 #define KILN_ATTN_KERNEL(name, fn, ...)                                        \
-  extern "C" __global__ void __launch_bounds__(KILN_ATTN_THREADS)              \
+  extern "C" __global__ void __launch_bounds__(KILN_ATTN_THREADS, 1)           \
       name(KILN_ATTN_PARAMS) {                                                 \
     fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
   }                                                                            \

@@ -11,12 +11,15 @@
 // kiln-cuda-step-emulation-tests: small mlp and gpt steps in f32 and bf16,
 // whose kernels cover every fusion kind, with the reference interpreter's
 // outputs) run once through CudaExecutable and compared output by output;
-// and the three convolutions (CudaConv.h) against their definitions.
+// and the three convolutions (CudaConv.h) against their definitions; and
+// the fused attention (CudaAttention.h: forward and backward, tensor-core
+// and CUDA-core kernels) against its definition in double precision.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaExecutable.h"
+#include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 
@@ -385,6 +388,81 @@ TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
           }
         }
       }
+}
+
+// The fused attention on the GPU (NVRTC for the device, tensor cores for
+// bf16 and f16 at head dim 64, CUDA cores for f32 and head dim 24): an
+// Attention then an AttentionGrad thunk, twice (the second step a graph
+// replay, the same bits), against the definition in double precision, the
+// backward from the step's own out and lse; GPT-2's head dim and a causal
+// sequence of 256 included.
+TEST_F(CudaGpuTest, AttentionMatchesItsDefinition) {
+  using namespace kiln::runtime::cuda::testing;
+  struct Case {
+    PkgDType dtype;
+    AttentionParams params;
+    double bound;
+  };
+  std::vector<Case> cases = {
+      {PkgDType::BF16, attentionParams(2, 3, 256, 256, 64, 64, true), 1.6e-2},
+      {PkgDType::BF16, attentionParams(2, 2, 70, 33, 64, 64, false), 1.6e-2},
+      {PkgDType::F16, attentionParams(2, 2, 33, 70, 64, 64, true), 2e-3},
+      {PkgDType::BF16, attentionParams(1, 2, 100, 100, 128, 128, true), 1.6e-2},
+      {PkgDType::F32, attentionParams(2, 2, 70, 33, 24, 24, true), 2e-6},
+      {PkgDType::F32, attentionParams(2, 2, 65, 65, 64, 64, false), 2e-6},
+      {PkgDType::F64, attentionParams(1, 2, 33, 70, 24, 24, true), 1e-12}};
+  std::mt19937_64 gen(7);
+  for (const Case &c : cases) {
+    const AttentionParams &a = c.params;
+    SCOPED_TRACE(std::string(pkgDTypeName(c.dtype)) + " Tq=" +
+                 std::to_string(a.qLen) + " Tk=" + std::to_string(a.kvLen) +
+                 " D=" + std::to_string(a.headDim) +
+                 (a.causal ? " causal" : ""));
+    StatusOr<std::unique_ptr<CudaExecutable>> made =
+        CudaExecutable::create(attentionPackage(a, c.dtype), *api);
+    ASSERT_TRUE(made.isOk()) << made.status().message();
+    CudaExecutable &e = *made.value();
+    const LoadedPackage &pkg = e.package();
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i) {
+      in[i] = randomTyped(c.dtype, pkg.buffers[i].size / pkgBytesPerElement(c.dtype), gen);
+      ASSERT_TRUE(e.writeInput(i, in[i].data()).isOk());
+    }
+    std::vector<std::vector<uint8_t>> got[2];
+    for (int step = 0; step < 2; ++step) {
+      Status run = e.run();
+      ASSERT_TRUE(run.isOk()) << run.message();
+      got[step].resize(5);
+      for (int o = 0; o < 5; ++o) {
+        got[step][o].resize(pkg.buffers[4 + o].size);
+        ASSERT_TRUE(e.readOutput(o, got[step][o].data()).isOk());
+      }
+    }
+    for (int o = 0; o < 5; ++o)
+      EXPECT_EQ(got[0][o], got[1][o]) << "output " << o << " differs between steps";
+    PkgDType lseType = c.dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
+    std::vector<double> out = typedValues(c.dtype, got[0][0]),
+                        lse = typedValues(lseType, got[0][1]);
+    AttentionReference want = attentionReference(
+        a, typedValues(c.dtype, in[0]), typedValues(c.dtype, in[1]),
+        typedValues(c.dtype, in[2]), typedValues(c.dtype, in[3]), &out, &lse);
+    double errLse = 0;
+    for (size_t i = 0; i < want.lse.size(); ++i)
+      errLse = std::max(errLse, std::fabs(lse[i] - want.lse[i]) / (1 + std::fabs(want.lse[i])));
+    double errs[4] = {relativeError(out, want.out),
+                      relativeError(typedValues(c.dtype, got[0][2]), want.dq),
+                      relativeError(typedValues(c.dtype, got[0][3]), want.dk),
+                      relativeError(typedValues(c.dtype, got[0][4]), want.dv)};
+    std::printf("attention %s Tq=%lld Tk=%lld D=%lld%s: out %.2e lse %.2e dq %.2e "
+                "dk %.2e dv %.2e\n",
+                pkgDTypeName(c.dtype), (long long)a.qLen, (long long)a.kvLen,
+                (long long)a.headDim, a.causal ? " causal" : "", errs[0], errLse,
+                errs[1], errs[2], errs[3]);
+    EXPECT_LE(errLse, c.dtype == PkgDType::F64 ? 1e-12 : 1e-5);
+    const char *names[4] = {"out", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; ++i)
+      EXPECT_LE(errs[i], c.bound) << names[i];
+  }
 }
 
 } // namespace

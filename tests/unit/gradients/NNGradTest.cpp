@@ -3,7 +3,8 @@
 // softmax and log_softmax along a random dimension, layer_norm over random
 // trailing dimensions (input, scale and bias), gather and scatter_add with
 // repeated indices, dropout (the mask is fixed by seed and counter, so the
-// op is linear in its operand) and softmax_cross_entropy.
+// op is linear in its operand), softmax_cross_entropy, and attention (q, k
+// and v through kiln.attention_grad; causal or not, Tq != Tk, Dv != D).
 //
 //===----------------------------------------------------------------------===//
 
@@ -153,6 +154,37 @@ TEST(NNGradient, SmallModel) {
     c.resultShape = {};
     return c;
   });
+}
+
+// attention's out in q, k and v, through kiln.attention_grad; lse is left
+// unused (no gradient may flow into it).
+Case attention(Random &r, bool causal) {
+  int64_t b = r.integer(1, 2), h = r.integer(1, 2), tq = r.integer(1, 4),
+          tk = r.integer(1, 4), d = r.integer(1, 3), dv = r.integer(1, 3);
+  if (causal && tq == 1)
+    tq = 3; // more than one visible key somewhere
+  double scale = r.uniform(0.3, 1.2);
+  Shape qs = {b, h, tq, d}, ks = {b, h, tk, d}, vs = {b, h, tk, dv},
+        os = {b, h, tq, dv}, ls = {b, h, tq};
+  Case c;
+  c.args = {{"q", r.uniform(qs, -1.5, 1.5)},
+            {"k", r.uniform(ks, -1.5, 1.5)},
+            {"v", r.uniform(vs, -1.5, 1.5)}};
+  c.body = "  %y, %lse = kiln.attention %q, %k, %v {scale = " +
+           std::to_string(scale) + " : f64, causal = " +
+           (causal ? "true" : "false") + "} : (" + tensorType(qs) + ", " +
+           tensorType(ks) + ", " + tensorType(vs) + ") -> (" + tensorType(os) +
+           ", " + tensorType(ls) + ")";
+  c.resultShape = os;
+  return c;
+}
+
+TEST(NNGradient, Attention) {
+  trials([](Random &r) { return attention(r, /*causal=*/false); }, 4);
+}
+
+TEST(NNGradient, CausalAttention) {
+  trials([](Random &r) { return attention(r, /*causal=*/true); }, 4);
 }
 
 } // namespace

@@ -231,6 +231,35 @@ def KilnGatherShards : Pass<"kiln-gather-shards", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnFuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Rewrite primitive scaled-dot-product attention into kiln.attention";
+  let description = [{
+    Finds `dot_general(q, k)` (batch [0, 1] x [0, 1], contract [3] x [3]),
+    optionally multiplied by a splat constant (either operand), optionally
+    masked by `select(mask, s, -inf)`, then `softmax` over dimension 3 and
+    `dot_general(p, v)` (batch [0, 1] x [0, 1], contract [3] x [2]), with
+    q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] of one float type
+    (f16, bf16, f32, f64) and every intermediate used once, and replaces it
+    by `kiln.attention %q, %k, %v {scale, causal}` whose location fuses the
+    matched ops'. A mask is accepted only when it is provably the top-left
+    causal mask (key j visible to query i iff j <= i): it must be computed
+    from constants alone (iota, compare, broadcast_in_dim, ...), and the
+    pass evaluates it with the reference interpreter (a final broadcast over
+    the batch and head dimensions is not expanded; at most 2^22 elements
+    per tensor) and compares every element. Anything else is left as it is.
+
+    The compile pipeline runs it first, before mixed precision and
+    autodiff, for `--target=cuda` only (PipelineOptions::fuseAttention,
+    `--fuse-attention=on|off`): there kiln.attention and its gradient
+    kiln.attention_grad are fused library calls; other targets would only
+    decompose them again.
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "attention patterns rewritten into kiln.attention">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnAutoMixedPrecision : Pass<"kiln-auto-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Run matmuls and convolutions in bf16 or fp16, keep f32 master weights";
   let description = [{

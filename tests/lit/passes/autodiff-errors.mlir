@@ -49,3 +49,24 @@ func.func @twice(%w: tensor<f32> {kiln.role = #kiln.role<parameter>}) -> (tensor
   %one = kiln.constant dense<1.0> : tensor<f32>
   return %w, %one : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// kiln.attention's lse result carries no gradient: one flowing into it is an
+// error on the attention op.
+func.func @attention_lse_on_path(%q: tensor<1x1x2x2xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  // expected-error@+1 {{'kiln.attention' op has a gradient flowing into its lse result (#1), which is not differentiable: only the out result (#0) may reach the loss}}
+  %o, %l = kiln.attention %q, %q, %q {scale = 0.5 : f64, causal = true} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2xf32>)
+  %s = kiln.reduce sum %l, dims = [0, 1, 2] : tensor<1x1x2xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// kiln.attention_grad is not differentiable (no second-order gradients).
+func.func @attention_grad_on_path(%q: tensor<1x1x2x2xf32> {kiln.role = #kiln.role<parameter>}, %o: tensor<1x1x2x2xf32>, %l: tensor<1x1x2xf32>) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  // expected-error@+1 {{'kiln.attention_grad' op is not differentiable: a gradient flows through it to the loss (second-order gradients of attention are not supported)}}
+  %dq, %dk, %dv = kiln.attention_grad %q, %q, %q, %o, %l, %o {scale = 0.5 : f64, causal = false} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2xf32>, tensor<1x1x2x2xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>)
+  %s = kiln.reduce sum %dq, dims = [0, 1, 2, 3] : tensor<1x1x2x2xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -153,3 +153,20 @@ func.func @softmax_cross_entropy(%z: tensor<4x3xf32> {kiln.role = #kiln.role<par
   %l = kiln.reduce sum %y, dims = [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// attention: one kiln.attention_grad of q, k, v, the forward out and lse and
+// out's gradient, with the forward scale and causal; k and v share an
+// operand (%arg1), so their gradients are added.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = kiln.attention %arg0, %arg1, %arg1 {causal = true, scale = 2.500000e-01 : f64}
+// CHECK: %[[G:.*]] = kiln.broadcast_in_dim %{{.*}}, dims = [] : tensor<f32> -> tensor<2x3x4x8xf32>
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = kiln.attention_grad %arg0, %arg1, %arg1, %[[OUT]], %[[LSE]], %[[G]] {causal = true, scale = 2.500000e-01 : f64}
+// CHECK: %[[DKV:.*]] = kiln.add %[[DK]], %[[DV]]
+// CHECK: return %{{.*}}, %[[DQ]], %[[DKV]]
+func.func @attention(%q: tensor<2x3x4x8xf32> {kiln.role = #kiln.role<parameter>}, %kv: tensor<2x3x4x8xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  %o, %l = kiln.attention %q, %kv, %kv {scale = 0.25 : f64, causal = true} : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x3x4xf32>)
+  %s = kiln.reduce sum %o, dims = [0, 1, 2, 3] : tensor<2x3x4x8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -270,4 +270,32 @@ TEST_F(CostTest, ConstantInferenceNeedsValue) {
   finishAndVerify();
 }
 
+// The (q, k, v, scale, causal) builders infer out [B, H, Tq, Dv] and lse
+// [B, H, Tq] (f32 here), and attention_grad's results take q's, k's and v's
+// types; the costs are ir/Flops.h's.
+TEST_F(CostTest, AttentionBuildersAndCost) {
+  auto args = startFunction({{2, 4, 16, 8}, {2, 4, 32, 8}, {2, 4, 32, 6},
+                             {2, 4, 16, 6}});
+  auto fwd = builder.create<AttentionOp>(loc, args[0], args[1], args[2],
+                                         /*scale=*/0.125, /*causal=*/true);
+  EXPECT_THAT(shapeOf(fwd.getOut()), ElementsAre(2, 4, 16, 6));
+  EXPECT_THAT(shapeOf(fwd.getLse()), ElementsAre(2, 4, 16));
+  EXPECT_TRUE(fwd.getLse().getType().getElementType().isF32());
+  EXPECT_EQ(fwd.getScale().convertToDouble(), 0.125);
+  EXPECT_TRUE(fwd.getCausal());
+  // 2 * 8 heads * (16 * 32 / 2 pairs) * (8 + 6).
+  EXPECT_EQ(flopsOf(fwd), 57344);
+  auto bwd = builder.create<AttentionGradOp>(loc, args[0], args[1], args[2],
+                                             fwd.getOut(), fwd.getLse(),
+                                             args[3], 0.125, true);
+  EXPECT_EQ(bwd.getDq().getType(), args[0].getType());
+  EXPECT_EQ(bwd.getDk().getType(), args[1].getType());
+  EXPECT_EQ(bwd.getDv().getType(), args[2].getType());
+  // 2 * 8 * 256 * (3 * 8 + 2 * 6).
+  EXPECT_EQ(flopsOf(bwd), 147456);
+  EXPECT_EQ(attentionLseElementType(builder.getF64Type()), builder.getF64Type());
+  EXPECT_EQ(attentionLseElementType(builder.getBF16Type()), builder.getF32Type());
+  finishAndVerify();
+}
+
 } // namespace

@@ -91,4 +91,23 @@ TEST(Flops, Dropout) {
   EXPECT_EQ(flops::dropout(100), 200);
 }
 
+TEST(Flops, Attention) {
+  // B=2, H=12, Tq=Tk=128, D=Dv=64: two GEMMs of 2 * 128 * 128 * 64 each per
+  // head, 2 * 24 * 16384 * 128 = 100,663,296.
+  EXPECT_EQ(flops::attention(2, 12, 128, 128, 64, 64, false), 100663296);
+  // Causal keeps half the query-key pairs.
+  EXPECT_EQ(flops::attention(2, 12, 128, 128, 64, 64, true), 50331648);
+  // Tq=3, Tk=5, D=4, Dv=6: 2 * 15 * 10 = 300.
+  EXPECT_EQ(flops::attention(1, 1, 3, 5, 4, 6, false), 300);
+}
+
+TEST(Flops, AttentionGrad) {
+  // Five GEMMs (scores, dV, dP, dQ, dK): 2 * pairs * (3 D + 2 Dv); with
+  // D = Dv that is 2.5 times the forward.
+  EXPECT_EQ(flops::attentionGrad(2, 12, 128, 128, 64, 64, false), 251658240);
+  EXPECT_EQ(flops::attentionGrad(2, 12, 128, 128, 64, 64, true), 125829120);
+  // Tq=3, Tk=5, D=4, Dv=6: 2 * 15 * (12 + 12) = 720.
+  EXPECT_EQ(flops::attentionGrad(1, 1, 3, 5, 4, 6, false), 720);
+}
+
 } // namespace

@@ -530,4 +530,33 @@ TEST(ShapeRules, RankGroupsErrors) {
                     "appears twice");
 }
 
+TEST(ShapeRules, Attention) {
+  // out is [B, H, Tq, Dv]: Tq from q, Dv from v.
+  EXPECT_SHAPE(attention({2, 12, 5, 64}, {2, 12, 7, 64}, {2, 12, 7, 32}),
+               ElementsAre(2, 12, 5, 32));
+  EXPECT_SHAPE(attention({1, 1, 0, 4}, {1, 1, 3, 4}, {1, 1, 3, 4}),
+               ElementsAre(1, 1, 0, 4));
+}
+
+TEST(ShapeRules, AttentionErrors) {
+  EXPECT_RULE_ERROR(attention({12, 5, 64}, {2, 12, 7, 64}, {2, 12, 7, 64}),
+                    "q must be rank 4 [B, H, Tq, D], but has rank 3");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 12, 7}, {2, 12, 7, 64}),
+                    "k must be rank 4 [B, H, Tk, D], but has rank 3");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 12, 7, 64}, {2, 12, 7, 64, 1}),
+                    "v must be rank 4 [B, H, Tk, Dv], but has rank 5");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 12, 7, 32}, {2, 12, 7, 64}),
+                    "k must have q's batch, heads and head size [2, 12, Tk, 64], "
+                    "but has shape [2, 12, 7, 32]");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 6, 7, 64}, {2, 12, 7, 64}),
+                    "k must have q's batch, heads and head size");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 12, 7, 64}, {2, 12, 8, 64}),
+                    "v must have q's batch and heads and k's length [2, 12, 7, "
+                    "Dv], but has shape [2, 12, 8, 64]");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 12, 7, 64}, {1, 12, 7, 64}),
+                    "v must have q's batch and heads");
+  EXPECT_RULE_ERROR(attention({2, 12, 5, 64}, {2, 12, 0, 64}, {2, 12, 0, 64}),
+                    "k and v must hold at least one key, but Tk is 0");
+}
+
 } // namespace

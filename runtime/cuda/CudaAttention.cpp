@@ -133,6 +133,8 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
   constexpr int oP = oV + kiln_attn_round(BK * DM * sizeof(S));
   constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward: shared memory");
+  constexpr int G = KILN_ATTN_THREADS / BQ; // threads per row in the softmax
+  static_assert(G * BQ == KILN_ATTN_THREADS && G <= 32, "attention forward: rows");
   __shared__ __align__(32) unsigned char smem[total];
   A *sS = (A *)(smem + oS), *sO = (A *)(smem + oO), *sM = (A *)(smem + oM);
   A *sL = (A *)(smem + oL), *sAl = (A *)(smem + oAl);
@@ -164,11 +166,13 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
     __syncthreads();
     kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
     __syncthreads();
-    // Online softmax, one thread per row.
-    for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+    // Online softmax: G threads per row (a power of two within a warp),
+    // combined by shuffles in a fixed order.
+    {
+      int r = threadIdx.x / G, g = threadIdx.x % G;
       kiln_index i = q0 + r;
       A mOld = sM[r], m = mOld;
-      for (int c = 0; c < BK; ++c) {
+      for (int c = g; c < BK; c += G) {
         kiln_index j = k0 + c;
         A s = ninf;
         if (j < Tk && (!causal || j <= i))
@@ -176,16 +180,24 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
         sS[r * BK + c] = s;
         m = s > m ? s : m;
       }
+      for (int o = G / 2; o > 0; o /= 2) {
+        A other = __shfl_xor_sync(0xffffffffu, m, o);
+        m = other > m ? other : m;
+      }
       A alpha = m == ninf ? (A)1 : kiln_attn_exp(mOld - m), sum = 0;
-      for (int c = 0; c < BK; ++c) {
+      for (int c = g; c < BK; c += G) {
         A s = sS[r * BK + c];
         A p = s == ninf ? (A)0 : kiln_attn_exp(s - m);
         sS[r * BK + c] = p;
         sum += p;
       }
-      sL[r] = sL[r] * alpha + sum;
-      sM[r] = m;
-      sAl[r] = alpha;
+      for (int o = G / 2; o > 0; o /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (g == 0) {
+        sL[r] = sL[r] * alpha + sum;
+        sM[r] = m;
+        sAl[r] = alpha;
+      }
     }
     __syncthreads();
     for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS)

@@ -21,20 +21,17 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostAttentionKernels.h"
 #if KILN_HAVE_NVRTC
 #include "codegen/cuda/Nvrtc.h"
 #endif
 
 #include <gtest/gtest.h>
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
 
 namespace {
@@ -44,46 +41,6 @@ using namespace kiln::runtime::cuda;
 namespace ct = kiln::runtime::cuda::testing;
 using ct::FakeCudaApi;
 using ct::HostKernel;
-
-// The kernels built for the host once per process: entry -> NAME_host.
-const std::map<std::string, HostKernel> &hostAttentionKernels(std::string &error) {
-  static std::map<std::string, HostKernel> kernels;
-  static std::string failure;
-  static bool built = false;
-  if (!built) {
-    built = true;
-    char dir[] = "/tmp/kiln-cuda-attention-XXXXXX";
-    if (!mkdtemp(dir)) {
-      failure = "cannot create a temporary directory";
-    } else {
-      std::string cu = std::string(dir) + "/attention.cpp",
-                  so = std::string(dir) + "/attention.so",
-                  log = std::string(dir) + "/clang.log";
-      std::ofstream(cu) << attentionKernelSource(90);
-      std::string command = std::string(KILN_HOST_CXX) +
-                            " -std=c++20 -O1 -w -shared -fPIC "
-                            "-DKILN_CUDA_EMULATION -include " +
-                            KILN_CUDA_EMULATION_HEADER + " -x c++ " + cu +
-                            " -o " + so + " -lpthread > " + log + " 2>&1";
-      if (std::system(command.c_str()) != 0) {
-        failure = "host build of the attention kernels failed; see " + log;
-      } else if (void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-        for (const std::string &entry : attentionKernelEntryPoints(90)) {
-          void *fn = dlsym(library, (entry + "_host").c_str());
-          if (!fn) {
-            failure = "no " + entry + "_host in the host build";
-            break;
-          }
-          kernels[entry] = reinterpret_cast<HostKernel>(fn);
-        }
-      } else {
-        failure = dlerror();
-      }
-    }
-  }
-  error = failure;
-  return kernels;
-}
 
 // Normwise bounds: f32 and f64 compute in their own precision; f16 and
 // bf16 round P and dS to the dtype before the tensor-core products and
@@ -101,7 +58,7 @@ class CudaAttentionTest : public ::testing::Test {
 protected:
   void SetUp() override {
     std::string error;
-    kernels = &hostAttentionKernels(error);
+    kernels = &ct::hostAttentionKernels(error);
     ASSERT_TRUE(error.empty()) << error;
   }
 
@@ -296,6 +253,23 @@ TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
 #else
   GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
 #endif
+}
+
+// The runtime's own path: the real table's NVRTC (no driver needed)
+// compiles the source as CudaAttention::create does, to an sm_90 cubin.
+TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
+  StatusOr<std::unique_ptr<CudaApi>> api = loadCudaApi(/*requireDriver=*/false);
+  if (!api.isOk())
+    GTEST_SKIP() << "no CUDA table: " << api.status().message();
+  std::vector<uint8_t> cubin;
+  std::string log;
+  Status s = api.value()->nvrtcCompile(attentionKernelSource(90),
+                                       "kiln_attention", 90, cubin, log);
+  if (!s.isOk() && s.message().find("NVRTC is not available") != std::string::npos)
+    GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.isOk()) << s.message() << log;
+  ASSERT_GE(cubin.size(), 4u);
+  EXPECT_EQ(std::memcmp(cubin.data(), "\x7f" "ELF", 4), 0);
 }
 
 } // namespace

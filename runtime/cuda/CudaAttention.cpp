@@ -60,10 +60,29 @@ static __device__ __forceinline__ double kiln_attn_log(double x) { return log(x)
 static __device__ __forceinline__ void kiln_attn_ninf(float &x) { x = -__int_as_float(0x7f800000); }
 static __device__ __forceinline__ void kiln_attn_ninf(double &x) { x = -__longlong_as_double(0x7ff0000000000000LL); }
 
+struct __align__(16) kiln_attn_chunk {
+  unsigned int w[4];
+};
+
 // s[r][d] (row stride ld) = g[(row0 + r) * width + d] for rows < n, zero
-// for the rows past it; columns d < width.
+// for the rows past it; columns d < width. A tile stored as loaded (same
+// element size) whose rows are whole 16-byte chunks from a 16-byte aligned
+// g moves in 16-byte loads and stores (the shared rows, ld >= 64 elements,
+// are aligned); otherwise element by element, widening.
 template <class S, class T>
 static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, kiln_index row0, kiln_index n, int rows, int width) {
+  if (sizeof(S) == sizeof(T) && (width * (int)sizeof(T)) % 16 == 0 &&
+      (unsigned long long)g % 16 == 0) {
+    const int per = 16 / (int)sizeof(T), chunks = width / per;
+    for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
+      int r = e / chunks, c = e % chunks;
+      kiln_attn_chunk v = {{0u, 0u, 0u, 0u}};
+      if (row0 + r < n)
+        v = *(const kiln_attn_chunk *)(g + (row0 + r) * width + c * per);
+      *(kiln_attn_chunk *)(s + r * ld + c * per) = v;
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < rows * width; e += KILN_ATTN_THREADS) {
     int r = e / width, d = e % width;
     if (row0 + r < n)

@@ -43,7 +43,7 @@ hostAttentionKernels(std::string &error) {
                   log = std::string(dir) + "/clang.log";
       std::ofstream(cu) << attentionKernelSource(90);
       std::string command = std::string(KILN_HOST_CXX) +
-                            " -std=c++20 -O1 -w -shared -fPIC "
+                            " -std=c++20 -O1 -w -shared -fPIC -fno-strict-aliasing "
                             "-DKILN_CUDA_EMULATION -include " +
                             KILN_CUDA_EMULATION_HEADER + " -x c++ " + cu +
                             " -o " + so + " -lpthread > " + log + " 2>&1";

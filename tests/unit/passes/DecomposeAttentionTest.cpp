@@ -1,0 +1,185 @@
+//===- DecomposeAttentionTest.cpp - decomposed attention vs the whole op --===//
+//
+// kiln-decompose expands kiln.attention and kiln.attention_grad into
+// primitives computed in f32 (f64 for f64). On random data, the decomposed
+// function run by the reference interpreter must agree with the whole ops
+// run by it: in f64 to 1e-12 (tests/lit/passes/decompose-attention.mlir
+// checks bit equality on fixed data), in f32, bf16 and f16 to one unit in
+// the last place of the result type plus what f32 intermediates lose
+// (1e-5 relative). With attention=false the ops stay.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/CollectDiagnostics.h"
+
+#include "ir/Interpreter.h"
+#include "ir/KilnDialect.h"
+#include "ir/KilnOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using namespace mlir;
+using namespace kiln;
+
+struct Dims {
+  int64_t b, h, tq, tk, d, dv;
+};
+
+std::string tensorType(std::vector<int64_t> shape, const char *element) {
+  std::ostringstream os;
+  os << "tensor<";
+  for (int64_t s : shape)
+    os << s << "x";
+  os << element << ">";
+  return os.str();
+}
+
+// One unit in the last place of |x| in |dtype| (subnormals included).
+double ulp(DType dtype, double x) {
+  int mantissa = dtype == DType::f64    ? 52
+                 : dtype == DType::f32  ? 23
+                 : dtype == DType::f16  ? 10
+                                        : 7;
+  int minExponent = dtype == DType::f64 ? -1022 : dtype == DType::f16 ? -14 : -126;
+  int exponent = x == 0 ? minExponent : std::max(std::ilogb(x), minExponent);
+  return std::ldexp(1.0, exponent - mantissa);
+}
+
+class DecomposeAttentionTest : public ::testing::Test {
+protected:
+  DecomposeAttentionTest() {
+    context.loadDialect<KilnDialect, func::FuncDialect>();
+    handler = test::collectDiagnostics(context, diagnostics);
+  }
+
+  // attention, then attention_grad of its results; returns all five.
+  OwningOpRef<ModuleOp> parse(const Dims &n, const char *element, double scale,
+                              bool causal) {
+    const char *lseElement = std::string(element) == "f64" ? "f64" : "f32";
+    std::string tq = tensorType({n.b, n.h, n.tq, n.d}, element);
+    std::string tk = tensorType({n.b, n.h, n.tk, n.d}, element);
+    std::string tv = tensorType({n.b, n.h, n.tk, n.dv}, element);
+    std::string to = tensorType({n.b, n.h, n.tq, n.dv}, element);
+    std::string tl = tensorType({n.b, n.h, n.tq}, lseElement);
+    std::ostringstream attrs;
+    attrs.precision(17);
+    attrs << "{scale = " << std::scientific << scale
+          << " : f64, causal = " << (causal ? "true" : "false") << "}";
+    std::string src =
+        "func.func @f(%q: " + tq + ", %k: " + tk + ", %v: " + tv + ", %g: " +
+        to + ") -> (" + to + ", " + tl + ", " + tq + ", " + tk + ", " + tv +
+        ") {\n  %o, %l = kiln.attention %q, %k, %v " + attrs.str() + " : (" +
+        tq + ", " + tk + ", " + tv + ") -> (" + to + ", " + tl + ")\n" +
+        "  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %o, %l, %g " +
+        attrs.str() + " : (" + tq + ", " + tk + ", " + tv + ", " + to + ", " +
+        tl + ", " + to + ") -> (" + tq + ", " + tk + ", " + tv + ")\n" +
+        "  return %o, %l, %dq, %dk, %dv : " + to + ", " + tl + ", " + tq +
+        ", " + tk + ", " + tv + "\n}\n";
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(src, &context, "attention.mlir");
+    EXPECT_TRUE(module) << src << diagnostics;
+    return module;
+  }
+
+  bool decompose(ModuleOp module, bool attention) {
+    PassManager pm(&context);
+    KilnDecomposeOptions options;
+    options.attention = attention;
+    pm.addPass(createKilnDecompose(options));
+    return succeeded(pm.run(module));
+  }
+
+  static int count(ModuleOp module, StringRef name) {
+    int n = 0;
+    module.walk([&](Operation *op) { n += op->getName().getStringRef() == name; });
+    return n;
+  }
+
+  HostTensor random(DType dtype, std::vector<int64_t> shape, double lo, double hi) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    HostTensor t(dtype, shape);
+    for (double &x : t.values())
+      x = roundTo(dtype, dist(engine));
+    return t;
+  }
+
+  void check(const Dims &n, DType dtype, double scale, bool causal) {
+    SCOPED_TRACE(std::string(dtypeName(dtype)) + (causal ? " causal" : "") +
+                 " Tq=" + std::to_string(n.tq) + " Tk=" + std::to_string(n.tk) +
+                 " D=" + std::to_string(n.d) + " Dv=" + std::to_string(n.dv));
+    OwningOpRef<ModuleOp> whole = parse(n, dtypeName(dtype), scale, causal);
+    ASSERT_TRUE(whole);
+    OwningOpRef<ModuleOp> parts(cast<ModuleOp>((*whole)->clone()));
+    ASSERT_TRUE(decompose(*parts, /*attention=*/true)) << diagnostics;
+    EXPECT_EQ(count(*parts, "kiln.attention"), 0);
+    EXPECT_EQ(count(*parts, "kiln.attention_grad"), 0);
+    EXPECT_EQ(count(*parts, "kiln.select"), causal ? 2 : 0);
+
+    std::vector<HostTensor> args = {random(dtype, {n.b, n.h, n.tq, n.d}, -2, 2),
+                                    random(dtype, {n.b, n.h, n.tk, n.d}, -2, 2),
+                                    random(dtype, {n.b, n.h, n.tk, n.dv}, -2, 2),
+                                    random(dtype, {n.b, n.h, n.tq, n.dv}, -1, 1)};
+    Interpreter interpreter;
+    auto run = [&](ModuleOp m) {
+      return interpreter.run(m.lookupSymbol<func::FuncOp>("f"), args);
+    };
+    FailureOr<SmallVector<HostTensor>> want = run(*whole), got = run(*parts);
+    ASSERT_TRUE(succeeded(want) && succeeded(got)) << diagnostics;
+    const char *names[] = {"out", "lse", "dq", "dk", "dv"};
+    double relative = dtype == DType::f64 ? 1e-12 : 1e-5;
+    for (int r = 0; r < 5; ++r) {
+      const HostTensor &a = (*got)[r], &b = (*want)[r];
+      ASSERT_EQ(a.dtype(), b.dtype()) << names[r];
+      ASSERT_EQ(a.size(), b.size()) << names[r];
+      double oneUlp = dtype == DType::f64 ? 0 : 1;
+      for (int64_t i = 0; i < a.size(); ++i)
+        ASSERT_LE(std::abs(a[i] - b[i]),
+                  oneUlp * ulp(b.dtype(), b[i]) + relative * (1 + std::abs(b[i])))
+            << names[r] << "[" << i << "]: decomposed " << a[i] << ", whole "
+            << b[i];
+    }
+  }
+
+  MLIRContext context;
+  std::string diagnostics;
+  std::unique_ptr<ScopedDiagnosticHandler> handler;
+  std::mt19937_64 engine{std::random_device{}()};
+};
+
+TEST_F(DecomposeAttentionTest, MatchesTheWholeOps) {
+  for (bool causal : {false, true}) {
+    check({2, 2, 5, 7, 4, 3}, DType::f64, 0.5, causal);
+    check({1, 3, 7, 4, 3, 5}, DType::f64, 0.3, causal);
+    check({2, 2, 5, 7, 4, 3}, DType::f32, 0.5, causal);
+    check({1, 3, 7, 4, 8, 5}, DType::f32, 1 / std::sqrt(8.0), causal);
+    check({2, 2, 6, 6, 4, 4}, DType::bf16, 0.5, causal);
+    check({1, 2, 7, 3, 4, 6}, DType::bf16, 0.5, causal);
+    check({1, 2, 4, 6, 4, 3}, DType::f16, 0.5, causal);
+  }
+}
+
+TEST_F(DecomposeAttentionTest, AttentionFalseKeepsTheOps) {
+  OwningOpRef<ModuleOp> module = parse({1, 1, 2, 2, 2, 2}, "bf16", 0.5, true);
+  ASSERT_TRUE(module);
+  ASSERT_TRUE(decompose(*module, /*attention=*/false)) << diagnostics;
+  EXPECT_EQ(count(*module, "kiln.attention"), 1);
+  EXPECT_EQ(count(*module, "kiln.attention_grad"), 1);
+  EXPECT_EQ(count(*module, "kiln.dot_general"), 0);
+}
+
+} // namespace

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <set>
 
 namespace kiln::runtime::cuda {
 
@@ -557,11 +558,13 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
   return chooseTiles(*t, wmma, dmax);
 }
 
-std::string attentionKernelSource(unsigned arch) {
+std::string attentionKernelSource(unsigned arch,
+                                  const std::set<std::string> &only) {
   std::string source = kSource;
-  std::string types[4];
   std::vector<std::string> dots;
   for (const auto &[dtype, c] : allConfigs(arch)) {
+    if (!only.empty() && !only.count(c.forward))
+      continue;
     const TypeInfo &t = *typeInfo(dtype);
     std::string targs = std::string(t.type) + ", " + t.acc + ", " +
                         (c.tensorCores ? "true" : "false") + ", " +
@@ -595,6 +598,7 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
                       const CudaDeviceInfo &device) {
   std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
   uint64_t bytes = 0;
+  std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
     const PackageThunk &t = package.thunks[i];
     if (t.kind != ThunkKind::LibraryCall ||
@@ -606,14 +610,20 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
                            libraryName(t.library) +
                            "): expected attention parameters");
     const AttentionParams &p = t.attention;
-    if (t.library == LibraryKind::AttentionGrad && !t.operands.empty()) {
-      PkgDType dtype = package.buffers[t.operands[0]].dtype;
+    if (t.operands.empty())
+      continue; // plan() says what is wrong
+    PkgDType dtype = package.buffers[t.operands[0]].dtype;
+    StatusOr<AttentionConfig> config =
+        attentionConfig(dtype, p.headDim, p.valueDim, device.smArch());
+    if (config.isOk())
+      used.insert(config.value().forward);
+    if (t.library == LibraryKind::AttentionGrad) {
       if (const TypeInfo *info = typeInfo(dtype))
         bytes = std::max<uint64_t>(
             bytes, uint64_t(p.batch * p.heads * p.qLen) * info->accBytes);
     }
   }
-  if (Status s = attention->load(); !s.isOk())
+  if (Status s = attention->load(used); !s.isOk())
     return s;
   if (bytes) {
     if (Status s = api.malloc(&attention->workspace_, bytes); !s.isOk())
@@ -631,9 +641,13 @@ CudaAttention::~CudaAttention() {
     api_.free(workspace_);
 }
 
-Status CudaAttention::load() {
+Status CudaAttention::load(const std::set<std::string> &used) {
+  if (used.empty())
+    return Status::ok(); // no thunk has kernels to run
   unsigned arch = device_.smArch();
   std::string key = api_.describe() + " sm_" + std::to_string(arch);
+  for (const std::string &entry : used)
+    key += " " + entry;
   std::vector<uint8_t> cubin;
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
@@ -643,7 +657,7 @@ Status CudaAttention::load() {
   }
   if (cubin.empty()) {
     std::string log;
-    if (Status s = api_.nvrtcCompile(attentionKernelSource(arch), "kiln_attention",
+    if (Status s = api_.nvrtcCompile(attentionKernelSource(arch, used), "kiln_attention",
                                      arch, cubin, log);
         !s.isOk())
       return Status::error("the attention kernels (NVRTC for sm_" +

@@ -23,9 +23,9 @@
 // f64, other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
 // f64). Tiles are chosen per head dim so that a block's static shared
 // memory stays within 48 KiB (attentionConfig()). The kernels are CUDA C++
-// kept as source here (attentionKernelSource()), compiled once per process
-// and architecture through the CudaApi table's NVRTC (cached) and loaded
-// per executable; every kernel takes the same parameters (pointers, 64-bit
+// kept as source here (attentionKernelSource()); the sets a package uses
+// are compiled once per process, architecture and set through the CudaApi
+// table's NVRTC (cached) and loaded per executable; every kernel takes the same parameters (pointers, 64-bit
 // integers and the scale as a double), so tests run them on the host under
 // codegen/cuda/CudaEmulation.h (each NAME has a NAME_host wrapper there).
 //
@@ -40,6 +40,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,11 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                                           int64_t valueDim, unsigned arch);
 
 // The kernels' CUDA C++ for sm_|arch| (the tensor-core kernels only where
-// the architecture has them), one translation unit.
-std::string attentionKernelSource(unsigned arch);
+// the architecture has them), one translation unit; with |only|, just the
+// configurations whose forward entry point it names (and their backward
+// kernels): CudaAttention compiles the sets its package uses.
+std::string attentionKernelSource(unsigned arch,
+                                  const std::set<std::string> &only = {});
 // Every entry point attentionKernelSource(|arch|) defines.
 std::vector<std::string> attentionKernelEntryPoints(unsigned arch);
 
@@ -91,7 +95,7 @@ private:
   CudaAttention(const LoadedPackage &package, CudaApi &api,
                 const CudaDeviceInfo &device)
       : package_(package), api_(api), device_(device) {}
-  Status load();
+  Status load(const std::set<std::string> &used);
   StatusOr<CudaFunction> function(const std::string &entry);
 
   struct Launch {

@@ -199,6 +199,14 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
   // bf16 needs sm_80 for tensor cores, f16 sm_70.
   EXPECT_FALSE(attentionConfig(PkgDType::BF16, 64, 64, 75).value().tensorCores);
   EXPECT_TRUE(attentionConfig(PkgDType::F16, 64, 64, 75).value().tensorCores);
+  // A package's sets alone: GPT-2's bf16 head dim 64 is four kernels.
+  std::string gpt = attentionKernelSource(90, {"kiln_attn_fwd_bf16_wmma64"});
+  for (const char *entry : {"kiln_attn_fwd_bf16_wmma64", "kiln_attn_bwd_dot_bf16",
+                            "kiln_attn_bwd_dkdv_bf16_wmma64", "kiln_attn_bwd_dq_bf16_wmma64"})
+    EXPECT_NE(gpt.find(std::string("KILN_ATTN_KERNEL(") + entry + ","), std::string::npos)
+        << entry;
+  EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_f32"), std::string::npos);
+  EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_bf16_simt"), std::string::npos);
   StatusOr<AttentionConfig> big = attentionConfig(PkgDType::F32, 300, 64, 90);
   ASSERT_FALSE(big.isOk());
   EXPECT_NE(big.status().message().find("head dims 300 and 64: expected 1 to 256"),

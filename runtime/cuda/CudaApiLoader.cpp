@@ -11,6 +11,8 @@
 
 #include "runtime/cuda/CudaApi.h"
 
+#include "runtime/DynamicLibrary.h"
+
 #include <cublasLt.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -25,35 +27,10 @@ namespace kiln::runtime::cuda {
 
 namespace {
 
+using kiln::runtime::DynamicLibrary;
+
 // The driver ABI the entry points are requested at.
 constexpr unsigned kDriverAbiVersion = 12000;
-
-void *openFirst(const char *envVar, const std::vector<std::string> &names,
-                std::string &path, std::string &tried) {
-  std::vector<std::string> all;
-  if (const char *env = std::getenv(envVar))
-    all.push_back(env);
-  all.insert(all.end(), names.begin(), names.end());
-  for (const std::string &name : all) {
-    tried += (tried.empty() ? "" : ", ") + name;
-    if (void *handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      path = name;
-      return handle;
-    }
-  }
-  return nullptr;
-}
-
-std::vector<std::string> candidates(const char *stem) {
-  std::vector<std::string> names;
-  for (const char *v : {".so.13", ".so.12", ".so"})
-    names.push_back(std::string(stem) + v);
-#ifdef KILN_CUDA_LIBRARY_DIR
-  for (const char *v : {".so.13", ".so.12", ".so"})
-    names.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/" + stem + v);
-#endif
-  return names;
-}
 
 std::string includeDirectory() {
   if (const char *dir = std::getenv("KILN_CUDA_INCLUDE_DIR"))
@@ -362,12 +339,13 @@ private:
    table.name != nullptr || (missing = #name, false))
 
 Status RealCudaApi::load(bool requireDriver) {
-  std::string tried, missing;
-  void *cudart = openFirst("KILN_CUDART", candidates("libcudart"), cudartPath_,
-                           tried);
+  std::string missing;
+  DynamicLibrary cudartLibrary = openCudaLibrary("libcudart", "KILN_CUDART");
+  void *cudart = cudartLibrary.handle;
+  cudartPath_ = cudartLibrary.path;
   if (!cudart)
-    return Status::error("no CUDA runtime library found (tried " + tried +
-                         "; set KILN_CUDART to its path)");
+    return Status::error("no CUDA runtime library found: " +
+                         describeLoadFailure(cudartLibrary, "KILN_CUDART"));
   bool ok = KILN_DLSYM(rt_, cudart, cudaGetErrorName) &&
             KILN_DLSYM(rt_, cudart, cudaGetErrorString) &&
             KILN_DLSYM(rt_, cudart, cudaSetDevice) &&
@@ -398,8 +376,10 @@ Status RealCudaApi::load(bool requireDriver) {
                          ", found none (cudart 12.5 or newer is needed)");
 
   // cuBLASLt and NVRTC: optional until used.
-  if (void *lt = openFirst("KILN_CUBLASLT", candidates("libcublasLt"), ltPath_,
-                           ltTried_)) {
+  DynamicLibrary ltLibrary = openCudaLibrary("libcublasLt", "KILN_CUBLASLT");
+  ltPath_ = ltLibrary.path;
+  ltTried_ = ltLibrary.tried;
+  if (void *lt = ltLibrary.handle) {
     Lt table;
     bool ltOk = KILN_DLSYM(table, lt, cublasLtCreate) &&
                 KILN_DLSYM(table, lt, cublasLtDestroy) &&
@@ -421,8 +401,10 @@ Status RealCudaApi::load(bool requireDriver) {
     else
       ltTried_ = ltPath_ + " (lacks " + missing + ")";
   }
-  if (void *nv = openFirst("KILN_NVRTC", candidates("libnvrtc"), nvrtcPath_,
-                           nvrtcTried_)) {
+  DynamicLibrary nvrtcLibrary = openCudaLibrary("libnvrtc", "KILN_NVRTC");
+  nvrtcPath_ = nvrtcLibrary.path;
+  nvrtcTried_ = nvrtcLibrary.tried;
+  if (void *nv = nvrtcLibrary.handle) {
     Nvrtc table;
     bool nvOk = KILN_DLSYM(table, nv, nvrtcGetErrorString) &&
                 KILN_DLSYM(table, nv, nvrtcCreateProgram) &&

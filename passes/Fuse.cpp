@@ -87,6 +87,7 @@ public:
   using FusionPlan::FusionPlan;
 
   void formGemmEpilogues();
+  void formBiasGradients();
   void priorityFusion();
   void horizontalFusion();
   LogicalResult materialize();
@@ -179,6 +180,56 @@ void Fuser::formGemmEpilogues() {
       current = next;
       if (activation)
         break;
+    }
+  }
+}
+
+// A weight gradient dW = dot(X, dY) contracting the rows of both, with dY
+// as the rhs [rows..., n], takes the reduce-sum of dY over those rows (the
+// bias gradient) into its gemm cluster: cuBLASLt's BGRADA epilogue writes
+// it beside the product (the fusion then has two results). Only for
+// targets whose GEMM library has that epilogue (`bias-gradient-epilogues`).
+void Fuser::formBiasGradients() {
+  DenseSet<Operation *> taken;
+  for (Operation *node : nodes_) {
+    auto dot = dyn_cast<DotGeneralOp>(node);
+    if (!dot || !dot.getRhsBatchingDimensions().empty() ||
+        clusters_[home_.lookup(node)].cls != ClusterClass::Gemm ||
+        clusters_[home_.lookup(node)].ops.size() != 1)
+      continue;
+    Value rhs = dot.getRhs();
+    auto rhsType = cast<RankedTensorType>(rhs.getType());
+    auto dotType = cast<RankedTensorType>(dot.getType());
+    int64_t rank = rhsType.getRank();
+    // The contracting dimensions are the leading ones, n is the last.
+    SmallVector<int64_t> contract(dot.getRhsContractingDimensions());
+    llvm::sort(contract);
+    if (rank < 2 || static_cast<int64_t>(contract.size()) != rank - 1 ||
+        contract.back() != rank - 2 ||
+        !isa<FloatType>(dotType.getElementType()) ||
+        dotType.getElementType().isF64()) // cuBLASLt: no f64 epilogues
+      continue;
+    for (Operation *user : rhs.getUsers()) {
+      auto reduce = dyn_cast<ReduceOp>(user);
+      if (!reduce || taken.contains(reduce) || !isNode(reduce) ||
+          reduce.getKind() != ReduceKind::sum)
+        continue;
+      SmallVector<int64_t> dims(reduce.getDimensions());
+      llvm::sort(dims);
+      auto type = cast<RankedTensorType>(reduce.getType());
+      if (dims != contract || type.getRank() != 1 ||
+          type.getDimSize(0) != rhsType.getShape().back() ||
+          type.getElementType() != dotType.getElementType())
+        continue;
+      int gemm = home_.lookup(node), r = home_.lookup(reduce);
+      if (clusters_[r].cls != ClusterClass::Fusible ||
+          clusters_[r].ops.size() != 1 || reaches(gemm, r, /*skipDirect=*/false) ||
+          reaches(r, gemm, /*skipDirect=*/false))
+        continue;
+      merge(gemm, r);
+      ++generation_;
+      taken.insert(reduce);
+      break;
     }
   }
 }
@@ -680,6 +731,8 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
       Fuser planner(func.getBody().front(), limits, model);
       if (gemmEpilogues)
         planner.formGemmEpilogues();
+      if (biasGradientEpilogues)
+        planner.formBiasGradients();
       planner.priorityFusion();
       if (horizontal)
         planner.horizontalFusion();

@@ -362,7 +362,11 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
        epilogues take after it: a bias add (a 1-D vector broadcast along the
        last dimension), a residual add (a tensor of the result's type), then
        relu or tanh-gelu, whose input may also be a result (the AUX output).
-       The dot_general is the region's first op.
+       The dot_general is the region's first op. With
+       `bias-gradient-epilogues` (CUDA), a weight gradient's dot_general
+       whose rhs is [rows..., n] contracted over the rows also takes the
+       reduce-sum of that rhs over the rows (the bias gradient, cuBLASLt
+       BGRADA) as a second result.
     2. Priority fusion: candidate merges go into a priority queue by the
        time they save and the best is applied first, until none saves time:
        producer into consumer (loop fusion of elementwise ops and data
@@ -407,6 +411,10 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "smallest shared input that makes siblings worth a multi-output fusion">,
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
            "fuse bias, residual and activation into dot_general">,
+    Option<"biasGradientEpilogues", "bias-gradient-epilogues", "bool",
+           /*default=*/"false",
+           "fuse the reduce-sum of a weight gradient's rhs over its rows (the "
+           "bias gradient) into the dot_general (cuBLASLt BGRADA; CUDA)">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "pack independent loop kernels into horizontal fusions">,
     Option<"report", "report", "bool", /*default=*/"false",

@@ -228,9 +228,12 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     // (passes/AccumulateGradients.cpp says what else keeps them apart).
     KilnFuseOptions fuse;
     fuse.siblingMinBytes = std::numeric_limits<int64_t>::max();
+    fuse.biasGradientEpilogues = options.gemmBiasGradients;
     pm.addPass(createKilnFuse(fuse));
   } else {
-    pm.addPass(createKilnFuse());
+    KilnFuseOptions fuse;
+    fuse.biasGradientEpilogues = options.gemmBiasGradients;
+    pm.addPass(createKilnFuse(fuse));
   }
   pm.addPass(createKilnSchedule());
   pm.addPass(createKilnPlanBuffers());

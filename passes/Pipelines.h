@@ -59,6 +59,9 @@ struct PipelineOptions {
   int64_t gradAccum = 1;
   std::string gradCompression;
   AmpMode amp = AmpMode::off;
+  // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
+  // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.
+  bool gemmBiasGradients = false;
   // Op names moved into kiln-auto-mixed-precision's allow, deny and infer
   // lists (only with amp on).
   std::vector<std::string> ampAllow, ampDeny, ampInfer;

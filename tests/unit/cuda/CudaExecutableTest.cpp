@@ -601,6 +601,65 @@ TEST(LowerGemmToLt, RowMajorGemmsAreColumnMajorProductsOfTheSwappedOperands) {
     }
 }
 
+// The fake's cuBLASLt as cuBLASLt defines it, on bf16: BGRADA writes, for
+// each row r of D (row-major: each column n of the result), the sum over
+// k of A(r, k), A being the column-major view of the rhs (lowerGemmToLt),
+// accumulated in f32 and rounded once to bf16; a bias+ReLU result is the
+// f32 product plus the bias, then ReLU, rounded once.
+TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
+  GemmDesc desc;
+  desc.dtype = PkgDType::BF16;
+  desc.params.m = 6;
+  desc.params.n = 5;
+  desc.params.k = 9;
+  desc.params.transposeLhs = true; // dW = X^T dY: lhs X [k, m], rhs dY [k, n]
+  auto toBf16 = [](const std::vector<float> &v) {
+    std::vector<uint16_t> out;
+    for (float x : v)
+      out.push_back(floatToBf16(x));
+    return out;
+  };
+  std::vector<uint16_t> lhs = toBf16(randomValues(9 * 6, 11));
+  std::vector<uint16_t> rhs = toBf16(randomValues(9 * 5, 12));
+  std::vector<uint16_t> bias = toBf16(randomValues(5, 13));
+  LtGemm lt = lowerGemmToLt(desc.params);
+  ASSERT_FALSE(lt.transA);
+  ASSERT_EQ(lt.rows, 5u);
+
+  desc.epilogue = GemmEpilogue::BiasGradient;
+  std::vector<uint16_t> out(6 * 5), grad(5, 0xffff);
+  FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), out.data(), nullptr,
+                        grad.data());
+  for (uint64_t r = 0; r < lt.rows; ++r) {
+    float sum = 0;
+    for (uint64_t l = 0; l < lt.inner; ++l)
+      sum += bf16ToFloat(rhs[r + l * lt.lda]);
+    EXPECT_EQ(grad[r], floatToBf16(sum)) << "bias gradient " << r;
+  }
+
+  desc.epilogue = GemmEpilogue::BiasRelu;
+  FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), out.data(), bias.data(),
+                        nullptr);
+  int roundedTwiceDiffers = 0;
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      float acc = 0;
+      for (int64_t l = 0; l < 9; ++l)
+        acc += bf16ToFloat(lhs[l * 6 + i]) * bf16ToFloat(rhs[l * 5 + j]);
+      float once = std::max(acc + bf16ToFloat(bias[j]), 0.0f);
+      EXPECT_EQ(out[i * 5 + j], floatToBf16(once)) << i << ", " << j;
+      // What the step's IR computes: the product rounded, then the sum.
+      float twice = std::max(
+          bf16ToFloat(floatToBf16(bf16ToFloat(floatToBf16(acc)) +
+                                  bf16ToFloat(bias[j]))),
+          0.0f);
+      roundedTwiceDiffers += floatToBf16(twice) != floatToBf16(once);
+    }
+  // The data is such that the two roundings show (the test would not see
+  // a fake that rounds the product first otherwise).
+  EXPECT_GT(roundedTwiceDiffers, 0);
+}
+
 TEST(CheckGemmDesc, RefusesWhatCublasLtCannotRun) {
   GemmDesc desc;
   desc.params.m = 2;

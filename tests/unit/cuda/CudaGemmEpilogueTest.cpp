@@ -4,12 +4,14 @@
 // cuBLASLt has (bias, ReLU, tanh-GELU, a bias then one of them) on the GEMM
 // thunk (package.fbs GemmParams.epilogue, the bias as operand 2) instead of
 // emitting an epilogue kernel; a CPU package of the same step keeps the
-// kernel. Checked on the f32 MLP and small GPT steps: the CUDA package has
-// one kernel fewer per epilogue GEMM and no scratch buffer for its product;
-// the epilogue survives the writer and the loader; checkPackage refuses an
-// epilogue on a CPU package and one with the wrong operands. (That the
-// steps still compute what the interpreter does is CudaStepEmulationTest's
-// f32 cases, whose packages now carry these epilogues.)
+// kernel. Checked on the MLP and small GPT steps (f32, bf16, fp16): the
+// CUDA package has one kernel fewer per epilogue GEMM and no scratch buffer
+// for its product; the epilogue survives the writer and the loader;
+// checkPackage refuses an epilogue on a CPU package and one with the wrong
+// operands. With kiln-fuse's bias-gradient-epilogues, each weight gradient
+// is a BiasGradient GEMM writing the bias gradient as its result 1. (That
+// the steps still compute what the interpreter does, within the dtype's
+// bound, is CudaStepEmulationTest's, whose packages carry these epilogues.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +30,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace {
 
@@ -50,12 +54,17 @@ protected:
   }
 
   // The step of |build()| packaged for CUDA (|cuda|) or the CPU.
+  // With |amp| and, when |biasGradients|, kiln-fuse's
+  // bias-gradient-epilogues (as `kiln compile --target=cuda` runs it).
   rt::LoadedPackage package(const std::function<OwningOpRef<ModuleOp>()> &build,
-                            bool cuda) {
+                            bool cuda, AmpMode amp = AmpMode::off,
+                            bool biasGradients = false) {
     OwningOpRef<ModuleOp> model = build();
     EXPECT_TRUE(model) << diagnostics;
-    EXPECT_TRUE(succeeded(runCompilePipeline(*model, PipelineOptions())))
-        << diagnostics;
+    PipelineOptions options;
+    options.amp = amp;
+    options.gemmBiasGradients = biasGradients;
+    EXPECT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
     cli::PackageTargetHooks hooks;
     hooks.target.kind = rt::TargetKind::Cuda;
     hooks.target.smArchs = {90};
@@ -162,6 +171,89 @@ TEST_F(CudaGemmEpilogueTest, GptHasFewerKernelsOnCuda) {
   EXPECT_GE(fused, options.layers);
   EXPECT_EQ(cuda.kernels.size() + fused, cpu.kernels.size());
   EXPECT_EQ(launches(cuda) + fused, launches(cpu));
+}
+
+// bf16 and fp16 GEMMs take their epilogues too (cuBLASLt rounds once,
+// after the epilogue: CudaStepEmulationTest bounds the difference).
+TEST_F(CudaGemmEpilogueTest, HalfPrecisionBiasGoesOnTheGemm) {
+  cli::MlpOptions options;
+  options.layers = {40, 24, 10};
+  options.batch = 16;
+  auto build = [&] { return cli::buildMlp(&context, options); };
+  for (auto [amp, dtype] : {std::pair(AmpMode::bf16, rt::PkgDType::BF16),
+                            std::pair(AmpMode::fp16, rt::PkgDType::F16)}) {
+    rt::LoadedPackage cuda = package(build, true, amp),
+                      cpu = package(build, false, amp);
+    EXPECT_EQ(epilogues(cuda)[rt::PkgGemmEpilogue::Bias], 1);
+    EXPECT_EQ(epilogues(cpu).size(), 1u); // None only
+    EXPECT_EQ(cuda.kernels.size() + 1, cpu.kernels.size());
+    for (const rt::PackageThunk &t : cuda.thunks)
+      if (t.hasGemm && t.gemm.epilogue == rt::PkgGemmEpilogue::Bias) {
+        EXPECT_EQ(cuda.buffers[t.operands[2]].dtype, dtype);
+        EXPECT_EQ(cuda.buffers[t.results[0]].dtype, dtype);
+      }
+    EXPECT_TRUE(rt::checkPackage(cuda).isOk());
+  }
+}
+
+// kiln-fuse's bias-gradient-epilogues: each dense layer's weight gradient
+// dW = X^T dY is one GEMM thunk that also writes the bias gradient (the
+// sum of dY over the batch) as its result 1; the optimizer reads that.
+TEST_F(CudaGemmEpilogueTest, MlpBiasGradientsGoOnTheWeightGradients) {
+  cli::MlpOptions options;
+  options.layers = {40, 24, 10};
+  options.batch = 16;
+  auto build = [&] { return cli::buildMlp(&context, options); };
+  for (AmpMode amp : {AmpMode::off, AmpMode::bf16}) {
+    rt::LoadedPackage with = package(build, true, amp, true),
+                      without = package(build, true, amp, false);
+    ASSERT_TRUE(rt::checkPackage(with).isOk());
+    EXPECT_EQ(epilogues(with)[rt::PkgGemmEpilogue::BiasGradient], 2);
+    EXPECT_EQ(epilogues(without).count(rt::PkgGemmEpilogue::BiasGradient), 0u);
+    // One reduction over the batch fewer per layer: never more kernels.
+    EXPECT_LE(with.kernels.size(), without.kernels.size());
+    std::set<int64_t> widths;
+    for (const rt::PackageThunk &t : with.thunks) {
+      if (!t.hasGemm || t.gemm.epilogue != rt::PkgGemmEpilogue::BiasGradient)
+        continue;
+      ASSERT_EQ(t.operands.size(), 2u);
+      ASSERT_EQ(t.results.size(), 2u);
+      const rt::PackageBuffer &dy = with.buffers[t.operands[1]];
+      const rt::PackageBuffer &db = with.buffers[t.results[1]];
+      // rhs dY [batch, n], contracted over the batch; db [n].
+      EXPECT_FALSE(t.gemm.transposeRhs);
+      EXPECT_EQ(t.gemm.k, options.batch);
+      EXPECT_EQ(dy.shape, (std::vector<int64_t>{options.batch, t.gemm.n}));
+      EXPECT_EQ(db.shape, std::vector<int64_t>{t.gemm.n});
+      EXPECT_EQ(db.dtype, with.buffers[t.results[0]].dtype);
+      widths.insert(t.gemm.n);
+    }
+    EXPECT_EQ(widths, (std::set<int64_t>{24, 10}));
+    rt::StatusOr<std::vector<uint8_t>> bytes = serialize::writePackage(with);
+    ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+    rt::StatusOr<rt::LoadedPackage> loaded =
+        rt::loadPackageFromBytes(bytes.value().data(), bytes.value().size());
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    EXPECT_TRUE(loaded.value().thunks == with.thunks);
+  }
+}
+
+TEST_F(CudaGemmEpilogueTest, GptBiasGradientsGoOnTheWeightGradients) {
+  cli::GptOptions options;
+  options.layers = 2;
+  options.hidden = 32;
+  options.heads = 2;
+  options.seq = 8;
+  options.vocab = 40;
+  options.batch = 2;
+  auto build = [&] { return cli::buildGpt(&context, options); };
+  rt::LoadedPackage with = package(build, true, AmpMode::bf16, true);
+  ASSERT_TRUE(rt::checkPackage(with).isOk());
+  int n = epilogues(with)[rt::PkgGemmEpilogue::BiasGradient];
+  RecordProperty("bias_gradient_gemms", n);
+  // Every block's dense layers with a bias (qkv, the attention output, the
+  // two MLP layers) at least.
+  EXPECT_GE(n, 4 * options.layers);
 }
 
 TEST_F(CudaGemmEpilogueTest, CheckPackageRefusesMisplacedEpilogues) {

@@ -134,6 +134,8 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
       return false;
     }
   }
+  // cuBLASLt computes a weight gradient's bias gradient beside it (BGRADA).
+  p.gemmBiasGradients = options.cuda;
   if (options.cuda && !haveNvrtc() &&
       (options.emit == EmitKind::ptx || options.emit == EmitKind::package)) {
     printError(errs, kCommand,

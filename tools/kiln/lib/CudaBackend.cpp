@@ -282,8 +282,11 @@ bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
   // runtime compiles it at load.
   cudaCompile.nvrtc = cubins && haveNvrtc();
   TrainPackages packages;
+  // cuBLASLt computes a weight gradient's bias gradient beside it (BGRADA).
+  BackendOptions cudaOptions = options;
+  cudaOptions.pipeline.gemmBiasGradients = true;
   bool compiled = compileTrainPackages(
-      options, command_, "kiln-train-cuda",
+      cudaOptions, command_, "kiln-train-cuda",
       [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,
           llvm::ArrayRef<std::string> flags, const std::string &path) {
         std::vector<CudaKernelReport> reports;

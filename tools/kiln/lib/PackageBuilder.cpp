@@ -18,9 +18,13 @@
 // (codegen/GemmEpilogue.h): its dot_general becomes such a Gemm writing a
 // scratch buffer "NAME.dot", then a KernelLaunch of the epilogue kernel
 // reads the fusion inputs the epilogue uses and that buffer (last) and
-// writes the fusion's results. Any other top-level op becomes the kernel of
-// a one-op fusion (codegen/GemmEpilogue.h's buildSingleOpFusion) when the
-// kernel model expresses it (max_pool2d, max_pool2d_grad, gather,
+// writes the fusion's results. For CUDA, a gemm fusion whose epilogue
+// cuBLASLt has (matchGemmEpilogue: bias, ReLU, GELU) or that is a weight
+// gradient plus its bias gradient (matchBiasGradient: kiln-fuse's
+// bias-gradient-epilogues) is one Gemm thunk with that epilogue instead.
+// Any other top-level op becomes the kernel of a one-op fusion
+// (codegen/GemmEpilogue.h's buildSingleOpFusion) when the kernel model
+// expresses it (max_pool2d, max_pool2d_grad, gather,
 // scatter_add, a constant, a reshape copy), named after the op; a reshape
 // planned on its operand's bytes is a view and has no thunk; a collective
 // (all_reduce, reduce_scatter, all_gather, collective_broadcast; never
@@ -194,7 +198,8 @@ struct Builder {
   bool addGemm(DotGeneralOp dot, uint32_t lhs, uint32_t rhs, uint32_t result,
                const std::string &name, llvm::LLVMContext &llvmContext,
                PkgGemmEpilogue epilogue = PkgGemmEpilogue::None,
-               std::optional<uint32_t> bias = std::nullopt) {
+               std::optional<uint32_t> bias = std::nullopt,
+               std::optional<uint32_t> biasGradient = std::nullopt) {
     runtime::cpu::GemmSpec spec;
     auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
     auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
@@ -237,6 +242,12 @@ struct Builder {
       buffer = packed;
       return true;
     };
+    // BGRADA sums cuBLASLt's A over k: the row-major rhs as [k, n].
+    if (biasGradient && (plan->params.transposeRhs || plan->params.batch != 1)) {
+      error = "op " + describe(dot) + ": a bias-gradient GEMM needs its rhs "
+              "as [k, n] and no batch";
+      return false;
+    }
     if (!pack(lhsType, plan->lhsPermutation, lhs, "lhs") ||
         !pack(rhsType, plan->rhsPermutation, rhs, "rhs"))
       return false;
@@ -250,6 +261,8 @@ struct Builder {
     if (bias)
       thunk.operands.push_back(*bias);
     thunk.results = {result};
+    if (biasGradient)
+      thunk.results.push_back(*biasGradient);
     pkg.thunks.push_back(std::move(thunk));
     return true;
   }
@@ -265,14 +278,17 @@ struct Builder {
 std::optional<PkgGemmEpilogue> matchGemmEpilogue(FusionOp fusion,
                                                  DotGeneralOp dotOp,
                                                  unsigned &biasInput) {
-  // f32 and f64 only: cuBLASLt rounds a bf16/f16 result once, after the
-  // epilogue, where the step's IR (and the interpreter) rounds the product
-  // and then the epilogue, so a low-precision step would no longer be the
-  // program it was compiled from.
+  // f32, bf16 and f16 (cuBLASLt has no f64 epilogues). For bf16 and f16
+  // this is XLA's choice too: cuBLASLt keeps the product in f32 through
+  // the epilogue and rounds once, where the step's IR (and the
+  // interpreter) rounds the product and then the epilogue's result, so the
+  // fused result is the more accurate one and may differ from the
+  // interpreter's by one rounding of the output type (docs/cuda.md).
   auto resultType =
       mlir::cast<mlir::RankedTensorType>(fusion.getResult(0).getType());
-  if (fusion.getNumResults() != 1 || !(resultType.getElementType().isF32() ||
-                                       resultType.getElementType().isF64()))
+  mlir::Type element = resultType.getElementType();
+  if (fusion.getNumResults() != 1 ||
+      !(element.isF32() || element.isBF16() || element.isF16()))
     return std::nullopt;
   mlir::Block &body = fusion.getBody().front();
   auto yield = mlir::dyn_cast<YieldOp>(body.getTerminator());
@@ -336,6 +352,43 @@ std::optional<PkgGemmEpilogue> matchGemmEpilogue(FusionOp fusion,
   return activation == Relu   ? PkgGemmEpilogue::BiasRelu
          : activation == Gelu ? PkgGemmEpilogue::BiasGelu
                               : PkgGemmEpilogue::Bias;
+}
+
+// For a CUDA package: whether |fusion| is |dotOp| plus the reduce-sum of
+// its rhs over the rhs's contracting dimensions (kiln-fuse's
+// bias-gradient-epilogues), nothing else: cuBLASLt's BiasGradient epilogue
+// (BGRADA) computes both. |dotResult| and |gradResult| get the fusion
+// results holding the product and the sum.
+bool matchBiasGradient(FusionOp fusion, DotGeneralOp dotOp, unsigned &dotResult,
+                       unsigned &gradResult) {
+  mlir::Block &body = fusion.getBody().front();
+  auto yield = mlir::dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getNumOperands() != 2 ||
+      std::distance(body.begin(), body.end()) != 3 ||
+      !dotOp.getRhsBatchingDimensions().empty())
+    return false;
+  auto reduce = mlir::dyn_cast<ReduceOp>(&*std::next(body.begin()));
+  if (!reduce || reduce.getKind() != ReduceKind::sum ||
+      reduce.getOperand() != dotOp.getRhs() ||
+      reduce.getType().getElementType() != dotOp.getType().getElementType() ||
+      reduce.getType().getRank() != 1 ||
+      reduce.getType().getElementType().isF64()) // cuBLASLt: no f64 epilogues
+    return false;
+  llvm::SmallVector<int64_t> dims(reduce.getDimensions());
+  llvm::SmallVector<int64_t> contract(dotOp.getRhsContractingDimensions());
+  llvm::sort(dims);
+  llvm::sort(contract);
+  if (dims != contract)
+    return false;
+  for (unsigned i = 0; i < 2; ++i) {
+    if (yield.getOperand(i) == dotOp.getResult() &&
+        yield.getOperand(1 - i) == reduce.getResult()) {
+      dotResult = i;
+      gradResult = 1 - i;
+      return true;
+    }
+  }
+  return false;
 }
 
 PkgRole roleOf(mlir::Attribute attr) {
@@ -672,6 +725,16 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       std::optional<PkgGemmEpilogue> epilogue;
       if (pkg.target.kind == TargetKind::Cuda)
         epilogue = matchGemmEpilogue(fusion, split->dot, biasInput);
+      unsigned dotResult = 0, gradResult = 0;
+      if (pkg.target.kind == TargetKind::Cuda &&
+          matchBiasGradient(fusion, split->dot, dotResult, gradResult)) {
+        if (!b.addGemm(split->dot, operands[split->lhsInput],
+                       operands[split->rhsInput], results[dotResult], opName,
+                       llvmContext, PkgGemmEpilogue::BiasGradient,
+                       std::nullopt, results[gradResult]))
+          return fail(b.error);
+        continue;
+      }
       if (epilogue) {
         std::optional<uint32_t> bias;
         if (*epilogue != PkgGemmEpilogue::Relu &&

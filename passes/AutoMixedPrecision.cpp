@@ -4,8 +4,10 @@
 // fp16 while everything numerically delicate stays in f32, in the spirit of
 // TensorFlow's auto_mixed_precision graph rewrite. Ops fall in four lists:
 //
-//   allow  matmuls and convolutions: always low precision (their libraries
-//          accumulate in f32 and round the result once);
+//   allow  matmuls, convolutions and fused attention: always low precision
+//          (their libraries accumulate in f32 and round the result once;
+//          kiln.attention's log-sum-exp result stays f32, as the op
+//          requires);
 //   deny   exp, log, pow, softmax, log_softmax, softmax_cross_entropy,
 //          layer_norm and every reduce (sums and means feed the loss and
 //          norms' statistics): always f32;
@@ -67,7 +69,8 @@ enum class Category { allow, deny, infer, other };
 enum class Precision { neutral, low, high };
 
 constexpr llvm::StringLiteral kDefaultAllow[] = {
-    "dot_general", "conv2d", "conv2d_input_grad", "conv2d_filter_grad"};
+    "dot_general", "conv2d", "conv2d_input_grad", "conv2d_filter_grad",
+    "attention"};
 constexpr llvm::StringLiteral kDefaultDeny[] = {
     "exp",         "log",        "log1p",
     "pow",         "softmax",    "log_softmax",
@@ -90,6 +93,17 @@ bool isFloatTensor(Type type) {
 
 Type withElement(Type type, Type element) {
   return cast<RankedTensorType>(type).clone(element);
+}
+
+// Attention's row statistics (the log-sum-exp) are f32 whatever the
+// precision of q, k and v: kiln.attention's lse result and
+// kiln.attention_grad's lse operand keep their type when the op goes low.
+bool keepsF32(Operation *op, Value v) {
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return v == attention.getLse();
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    return v == grad.getLse();
+  return false;
 }
 
 struct AutoMixedPrecisionPass
@@ -238,7 +252,7 @@ struct AutoMixedPrecisionPass
                       llvm::any_of(op->getResultTypes(), isFloatTensor);
       if (target == Precision::low && retypable && hasFloat) {
         for (OpOperand &use : op->getOpOperands()) {
-          if (!isF32Tensor(use.get().getType()))
+          if (!isF32Tensor(use.get().getType()) || keepsF32(op, use.get()))
             continue;
           // Broadcasting (or reshaping) an f32 value only for this op:
           // convert its input instead, so the cast touches the small tensor
@@ -258,7 +272,7 @@ struct AutoMixedPrecisionPass
           convertUse(op, use, low);
         }
         for (Value result : op->getResults())
-          if (isF32Tensor(result.getType())) {
+          if (isF32Tensor(result.getType()) && !keepsF32(op, result)) {
             result.setType(withElement(result.getType(), low));
             precision[result] = Precision::low;
           }

@@ -54,8 +54,10 @@ private:
 };
 
 // Op classes that kiln-fuse and the kernel count share.
-// GEMMs and convolutions (and their gradients): calls into cuBLAS(Lt),
-// cuDNN or OpenBLAS, never generated kernels.
+// GEMMs, convolutions and fused attention (and their gradients): calls
+// into cuBLAS(Lt), cuDNN, OpenBLAS or the runtime's attention kernels,
+// never generated kernels. (kiln.attention exists only for CUDA targets;
+// kiln-decompose expands it elsewhere.)
 bool isLibraryOp(mlir::Operation *op);
 // Cross-rank communication (all_reduce, reduce_scatter, all_gather,
 // collective_broadcast, send, recv).

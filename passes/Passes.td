@@ -267,8 +267,9 @@ def KilnAutoMixedPrecision : Pass<"kiln-auto-mixed-precision", "mlir::ModuleOp">
     TensorFlow's auto_mixed_precision rewrite. Every op is in one list:
 
     - allow (`dot_general`, `conv2d`, `conv2d_input_grad`,
-      `conv2d_filter_grad`): computed in the low precision (`amp`), its f32
-      operands converted;
+      `conv2d_filter_grad`, `attention`): computed in the low precision
+      (`amp`), its f32 operands converted (kiln.attention's `lse` result
+      stays f32, as the op requires);
     - deny (`exp`, `log`, `log1p`, `pow`, `softmax`, `log_softmax`,
       `softmax_cross_entropy`, `layer_norm`, `reduce`): computed in f32, its
       low-precision operands converted back; the loss and norms' statistics

@@ -12,7 +12,7 @@
 // CHECK-NEXT: %[[D:.*]] = kiln.dot_general %[[XA]], %[[DA]], batch = [] x [], contract = [0] x [0]
 // CHECK-NEXT: %[[S:.*]] = kiln.reduce sum %[[DA]], dims = [0]
 // CHECK-NEXT: kiln.yield %[[D]], %[[S]]
-// CHECK: kiln.fusion loop(%[[G]]#1, %[[B]])
+// CHECK: kiln.fusion loop(%[[B]], %[[G]]#1)
 // OFF-LABEL: func.func @dense_grad
 // OFF: kiln.dot_general
 // OFF-NOT: kiln.fusion gemm

@@ -46,6 +46,15 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
        << k.fusionsByKind[3] << " horizontal, " << k.fusionsByKind[4]
        << " gemm; " << k.libraryCalls << " library calls; " << k.unfusedOps
        << " unfused ops)\n";
+    // Fused attention (kiln-fuse-attention, --target=cuda): library calls.
+    int64_t attention = 0, attentionGrad = 0;
+    for (mlir::Operation &op : func.getBody().front()) {
+      attention += mlir::isa<AttentionOp>(op);
+      attentionGrad += mlir::isa<AttentionGradOp>(op);
+    }
+    if (attention || attentionGrad)
+      os << "  attention calls:    " << attention << " kiln.attention, "
+         << attentionGrad << " kiln.attention_grad (fused library calls)\n";
     os << "  collectives:        " << k.collectives << "\n";
     os << "  modelled bytes:     " << k.bytesRead + k.bytesWritten << " ("
        << k.bytesRead << " read, " << k.bytesWritten << " written)\n";

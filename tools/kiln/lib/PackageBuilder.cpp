@@ -30,6 +30,10 @@
 // (all_reduce, reduce_scatter, all_gather, collective_broadcast; never
 // fused) is a Collective thunk with its CollectiveParams, operand 0 into
 // result 0 (the same buffer when the planner put an all_reduce in place);
+// kiln.attention and kiln.attention_grad (CUDA targets only; kiln-decompose
+// expands them elsewhere) are Attention and AttentionGrad LibraryCalls with
+// AttentionParams, operands and results in the op's order (q, k, v -> out,
+// lse; q, k, v, out, lse, dout -> dq, dk, dv);
 // anything else (avg_pool2d, send/recv, ...) is refused with an error
 // naming it. The metadata's strategy and world size are the module's
 // kiln.strategy and kiln.world_size (set by kiln-distribute), else none
@@ -458,6 +462,50 @@ bool collectiveThunk(mlir::Operation *op, PackageThunk &thunk,
   return true;
 }
 
+// A top-level kiln.attention or kiln.attention_grad as an Attention or
+// AttentionGrad LibraryCall's parameters (operands and results are filled
+// by the caller). Only a CUDA package runs them.
+bool attentionThunk(mlir::Operation *op, TargetKind target,
+                    PackageThunk &thunk, std::string &error) {
+  if (target != TargetKind::Cuda) {
+    error = "op " + describe(op) +
+            " is a CUDA library call: a CPU package has no attention thunks "
+            "(kiln-decompose expands kiln.attention into primitives for the "
+            "CPU; compile with --target=cuda or run kiln-decompose)";
+    return false;
+  }
+  mlir::Value q, k, v;
+  double scale;
+  bool causal;
+  if (auto a = mlir::dyn_cast<AttentionOp>(op)) {
+    thunk.library = LibraryKind::Attention;
+    q = a.getQ(), k = a.getK(), v = a.getV();
+    scale = a.getScale().convertToDouble();
+    causal = a.getCausal();
+  } else {
+    auto g = mlir::cast<AttentionGradOp>(op);
+    thunk.library = LibraryKind::AttentionGrad;
+    q = g.getQ(), k = g.getK(), v = g.getV();
+    scale = g.getScale().convertToDouble();
+    causal = g.getCausal();
+  }
+  auto shape = [](mlir::Value x) {
+    return mlir::cast<mlir::RankedTensorType>(x.getType()).getShape();
+  };
+  thunk.kind = ThunkKind::LibraryCall;
+  thunk.hasAttention = true;
+  AttentionParams &p = thunk.attention;
+  p.batch = shape(q)[0];
+  p.heads = shape(q)[1];
+  p.qLen = shape(q)[2];
+  p.headDim = shape(q)[3];
+  p.kvLen = shape(k)[2];
+  p.valueDim = shape(v)[3];
+  p.scale = scale;
+  p.causal = causal;
+  return true;
+}
+
 runtime::Strategy packageStrategy(llvm::StringRef name) {
   if (name == "mirrored")
     return runtime::Strategy::Mirrored;
@@ -583,6 +631,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     auto fusion = mlir::dyn_cast<FusionOp>(op);
     auto dot = mlir::dyn_cast<DotGeneralOp>(op);
     bool conv = mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op);
+    bool attention = mlir::isa<AttentionOp, AttentionGradOp>(op);
     auto offsets =
         op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.buffer_offsets");
     if (!offsets || offsets.size() != static_cast<int64_t>(op.getNumResults()))
@@ -683,6 +732,15 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       if (!b.addGemm(dot, operands[0], operands[1], results[0], opName,
                      llvmContext))
         return fail(b.error);
+      continue;
+    }
+    if (attention) {
+      PackageThunk thunk;
+      if (!attentionThunk(&op, pkg.target.kind, thunk, b.error))
+        return fail(b.error);
+      thunk.operands = std::move(operands);
+      thunk.results = std::move(results);
+      pkg.thunks.push_back(std::move(thunk));
       continue;
     }
     if (isCollective(&op)) {

@@ -6,7 +6,8 @@
 // needs do not exist yet: checkPipelineOptions then says so ("not supported
 // yet"), so no option is ever silently ignored.
 //
-// The pipeline today: kiln-verify-roles, canonicalize; with amp on,
+// The pipeline today: kiln-verify-roles, canonicalize; for a CUDA target
+// (unless fuseAttention is off) kiln-fuse-attention; with amp on,
 // kiln-auto-mixed-precision; then (unless only
 // the forward model is asked for) kiln-autodiff, kiln-distribute (with a
 // strategy: the collectives on the gradients) and kiln-apply-optimizer,
@@ -50,6 +51,10 @@ enum class AmpMode { off, bf16, fp16 };
 struct PipelineOptions {
   TargetKind target = TargetKind::none;
   int64_t cudaArch = 0; // 90 for cuda:sm_90; 0 when not given
+  // With target cuda: rewrite primitive attention into kiln.attention
+  // (kiln-fuse-attention, first, on the forward graph), a fused library
+  // call there. No effect on other targets.
+  bool fuseAttention = true;
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   // kiln-distribute's options (with a strategy other than none): the bucket

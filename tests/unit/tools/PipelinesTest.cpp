@@ -72,10 +72,12 @@ TEST(PipelinesTest, RefusesWhatIsNotSupportedYet) {
   EXPECT_THAT(checkPipelineOptions(options),
               HasSubstr("--amp-deny and --amp-infer need --amp=bf16"));
   options = {};
-  options.target = TargetKind::cuda;
+  options.target = TargetKind::cuda; // kiln-fuse-attention
   options.cudaArch = 90;
+  EXPECT_EQ(checkPipelineOptions(options), "");
+  options.target = TargetKind::cpu;
   EXPECT_THAT(checkPipelineOptions(options),
-              HasSubstr("--target=cuda:sm_90: not supported yet"));
+              HasSubstr("--target=cpu: not supported yet"));
   options = {};
   options.dumpAfter = "canon";
   EXPECT_THAT(checkPipelineOptions(options), HasSubstr("needs --dump-dir"));

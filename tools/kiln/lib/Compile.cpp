@@ -40,14 +40,15 @@ struct CompileOptions {
   EmitKind emit = EmitKind::mlir;
   PipelineOptions pipeline;
   // --target=cuda[:sm_NN,...]: CUDA kernels (CudaCompile.h). The pipeline
-  // itself is target-neutral, so pipeline.target stays none.
+  // then gets target cuda, for kiln-fuse-attention; the rest of it is
+  // target-neutral.
   bool cuda = false;
   CudaCompileOptions cudaOptions;
 };
 
 // The flags' raw text; empty means "not given".
 struct RawFlags {
-  std::string input, output, emit, target, dumpDir, dumpAfter;
+  std::string input, output, emit, target, dumpDir, dumpAfter, fuseAttention;
   AmpFlags amp;
   DistFlags dist;
   bool forwardOnly = false;
@@ -103,6 +104,13 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     }
     p.target = *target;
   }
+  if (!raw.fuseAttention.empty()) {
+    std::optional<bool> on =
+        parseOnOff(kCommand, "fuse-attention", raw.fuseAttention, errs);
+    if (!on)
+      return false;
+    p.fuseAttention = *on;
+  }
   if (!parseDistFlags(kCommand, raw.dist, p, errs))
     return false;
   if (!parseAmpFlags(kCommand, raw.amp, p, errs))
@@ -144,6 +152,8 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
                "(use --emit=cuda for the sources)");
     return false;
   }
+  if (options.cuda)
+    p.target = kiln::TargetKind::cuda;
   // NVRTC runs for PTX and packages, and for --report's register counts.
   options.cudaOptions.nvrtc =
       haveNvrtc() && (options.emit != EmitKind::cuda || raw.report);
@@ -188,7 +198,11 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "--emit=package. --report prints kernels per step, modelled bytes and\n"
       "the planned peak instead of the IR (which -o still writes); with\n"
       "--amp, also the planned bytes saved against --amp=off. --amp=bf16|fp16\n"
-      "runs kiln-auto-mixed-precision before kiln-autodiff.");
+      "runs kiln-auto-mixed-precision before kiln-autodiff. --target=cuda runs\n"
+      "kiln-fuse-attention first: causal attention written as matmul, scale,\n"
+      "mask, softmax and matmul becomes one kiln.attention (its gradient\n"
+      "kiln.attention_grad), a fused library call; --fuse-attention=off keeps\n"
+      "the primitives.");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -197,6 +211,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "mlir, package, cuda or ptx (cuda, ptx: one file per kernel in -o DIR)");
   parser.addValue("target", &raw.target, "TARGET",
                   "cpu, cuda or cuda:sm_NN[,sm_MM...] (CUDA kernels; sm_90 by default)");
+  parser.addValue("fuse-attention", &raw.fuseAttention, "on|off",
+                  "--target=cuda: rewrite attention into fused kiln.attention "
+                  "library calls (default on; no effect on other targets)");
   addDistFlags(parser, raw.dist,
                "number of ranks the step is compiled for (default 1; more "
                "needs a --strategy)");

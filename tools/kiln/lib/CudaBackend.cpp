@@ -285,6 +285,10 @@ bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
   // cuBLASLt computes a weight gradient's bias gradient beside it (BGRADA).
   BackendOptions cudaOptions = options;
   cudaOptions.pipeline.gemmBiasGradients = true;
+  // A CUDA target's pipeline: kiln-fuse-attention unless
+  // --fuse-attention=off.
+  cudaOptions.pipeline.target = kiln::TargetKind::cuda;
+  cudaOptions.pipeline.cudaArch = arch;
   bool compiled = compileTrainPackages(
       cudaOptions, command_, "kiln-train-cuda",
       [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,

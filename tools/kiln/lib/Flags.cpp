@@ -259,4 +259,14 @@ std::optional<double> parsePositiveReal(llvm::StringRef command,
   return v;
 }
 
+std::optional<bool> parseOnOff(llvm::StringRef command, llvm::StringRef flag,
+                               llvm::StringRef value, llvm::raw_ostream &errs) {
+  if (value == "on")
+    return true;
+  if (value == "off")
+    return false;
+  valueError(errs, command, flag, value, "on or off");
+  return std::nullopt;
+}
+
 } // namespace kiln::cli

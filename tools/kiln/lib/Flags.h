@@ -113,6 +113,9 @@ std::optional<double> parsePositiveReal(llvm::StringRef command,
                                         llvm::StringRef flag,
                                         llvm::StringRef value,
                                         llvm::raw_ostream &errs);
+// "on" or "off".
+std::optional<bool> parseOnOff(llvm::StringRef command, llvm::StringRef flag,
+                               llvm::StringRef value, llvm::raw_ostream &errs);
 
 // Prints "<command>: error: <message>\n".
 void printError(llvm::raw_ostream &errs, llvm::StringRef command,

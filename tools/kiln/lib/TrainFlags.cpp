@@ -69,10 +69,14 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "this kiln compiles CUDA, else cpu; the choice is printed); "
                   "under kiln launch, cuda is each rank's LOCAL_RANK GPU and "
                   "the collectives go through NCCL");
-  std::string cudaGraphs;
+  std::string cudaGraphs, fuseAttention;
   parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
                   "cuda: capture the step into a CUDA Graph after the warm-up "
                   "step (default on)");
+  parser.addValue("fuse-attention", &fuseAttention, "on|off",
+                  "cuda: compile attention into fused kiln.attention library "
+                  "calls (default on; no effect on the cpu and reference "
+                  "backends)");
   parser.addValue("threads", &threads, "N",
                   "CPU threads (default: all cores, shared out among the "
                   "ranks of one machine; under --strategy=mirrored N is "
@@ -163,6 +167,13 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
     return kExitError;
   }
   cudaOptions.graphs = cudaGraphs != "off";
+  if (!fuseAttention.empty()) {
+    std::optional<bool> on =
+        parseOnOff(kTrainCommand, "fuse-attention", fuseAttention, errs);
+    if (!on)
+      return kExitError;
+    options.pipeline.fuseAttention = *on;
+  }
   if (options.backend == "cuda") {
     std::string reason;
     if (!cudaDeviceUsable(cudaOptions.device, reason)) {

@@ -154,9 +154,17 @@ public:
   // cuBLASLt. gemmPlan picks the algorithm (cublasLtMatmulAlgoGetHeuristic)
   // for at most |workspaceBytes| of workspace; gemmRun runs it on |stream|.
   // |bias| is read by the Bias* epilogues, |biasGrad| written by
-  // BiasGradient (else null).
+  // BiasGradient (else null). When the plan fails because cuBLASLt offers
+  // no algorithm for the GemmDesc on this device (CUBLAS_STATUS_NOT_SUPPORTED
+  // from the heuristic or the epilogue attribute, or no heuristic result),
+  // *|unsupported| (when given) is set to true, so a caller can plan the
+  // GEMM without its epilogue and run the epilogue itself
+  // (CudaEpilogue.h); every other failure leaves it false.
   virtual Status gemmPlan(GemmPlan *plan, const GemmDesc &desc,
-                          size_t workspaceBytes) = 0;
+                          size_t workspaceBytes, bool *unsupported) = 0;
+  Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t workspaceBytes) {
+    return gemmPlan(plan, desc, workspaceBytes, nullptr);
+  }
   virtual Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
                          void *out, const void *bias, void *biasGrad,
                          void *workspace, size_t workspaceBytes,

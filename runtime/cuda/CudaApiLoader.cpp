@@ -213,8 +213,8 @@ public:
                       unsigned arch, std::vector<uint8_t> &cubin,
                       std::string &log) override;
 
-  Status gemmPlan(GemmPlan *plan, const GemmDesc &desc,
-                  size_t workspaceBytes) override;
+  Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t workspaceBytes,
+                  bool *unsupported) override;
   Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
                  const void *bias, void *biasGrad, void *workspace,
                  size_t workspaceBytes, CudaStream stream) override;
@@ -532,8 +532,11 @@ cublasLtEpilogue_t ltEpilogue(GemmEpilogue e) {
 }
 
 Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
-                             size_t workspaceBytes) {
+                             size_t workspaceBytes, bool *unsupported) {
   *result = nullptr;
+  bool refused = false; // cuBLASLt has no algorithm for this GEMM
+  if (unsupported)
+    *unsupported = false;
   if (Status s = needLt(); !s.isOk())
     return s;
   if (Status s = checkGemmDesc(desc); !s.isOk())
@@ -558,8 +561,11 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
                  : CUBLAS_COMPUTE_32F);
   cudaDataType_t type = dataType(desc.dtype);
   auto cleanup = [&](Status s) {
-    if (!s.isOk())
+    if (!s.isOk()) {
       gemmDestroy(plan.release());
+      if (unsupported)
+        *unsupported = refused;
+    }
     return s;
   };
   if (Status s = blas(lt_.cublasLtMatmulDescCreate(&plan->matmul, compute,
@@ -578,11 +584,19 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
   };
   for (Status s :
        {setDesc(CUBLASLT_MATMUL_DESC_TRANSA, &transA, sizeof(transA), "TRANSA"),
-        setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof(transB), "TRANSB"),
-        setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue),
-                "EPILOGUE")})
+        setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &transB, sizeof(transB), "TRANSB")})
     if (!s.isOk())
       return cleanup(s);
+  // A cuBLASLt that does not know the epilogue refuses the attribute.
+  cublasStatus_t epilogueCode = lt_.cublasLtMatmulDescSetAttribute(
+      plan->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+  if (epilogueCode != CUBLAS_STATUS_SUCCESS) {
+    refused = epilogueCode == CUBLAS_STATUS_NOT_SUPPORTED &&
+              desc.epilogue != GemmEpilogue::None;
+    return cleanup(blas(epilogueCode, std::string("cublasLtMatmulDescSetAttribute"
+                                                  "(EPILOGUE ") +
+                                          gemmEpilogueName(desc.epilogue) + ")"));
+  }
   auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t cols,
                     uint64_t ld, int64_t stride, const char *which) -> Status {
     std::string call = std::string("cublasLtMatrixLayoutCreate(") + which + ")";
@@ -632,15 +646,20 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
                 "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  if (ps.isOk())
-    ps = blas(lt_.cublasLtMatmulAlgoGetHeuristic(ltHandle_, plan->matmul,
-                                                 plan->a, plan->b, plan->d,
-                                                 plan->d, pref, 1, &heuristic,
-                                                 &found),
-              "cublasLtMatmulAlgoGetHeuristic");
+  if (ps.isOk()) {
+    cublasStatus_t code = lt_.cublasLtMatmulAlgoGetHeuristic(
+        ltHandle_, plan->matmul, plan->a, plan->b, plan->d, plan->d, pref, 1,
+        &heuristic, &found);
+    // NOT_SUPPORTED: no algorithm for this configuration.
+    refused = code == CUBLAS_STATUS_NOT_SUPPORTED;
+    ps = blas(code, std::string("cublasLtMatmulAlgoGetHeuristic (") +
+                        pkgDTypeName(desc.dtype) + " GEMM, epilogue " +
+                        gemmEpilogueName(desc.epilogue) + ")");
+  }
   lt_.cublasLtMatmulPreferenceDestroy(pref);
   if (!ps.isOk())
     return cleanup(ps);
+  refused = found < 1;
   if (found < 1)
     return cleanup(Status::error(
         "cublasLtMatmulAlgoGetHeuristic found no algorithm for a " +

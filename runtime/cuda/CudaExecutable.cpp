@@ -12,6 +12,7 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaAttention.h"
 #include "runtime/cuda/CudaConv.h"
+#include "runtime/cuda/CudaEpilogue.h"
 #include "runtime/Initializers.h"
 #include "runtime/dist/Communicator.h"
 
@@ -136,6 +137,7 @@ CudaExecutable::~CudaExecutable() {
     api_.graphDestroy(graph_);
   conv_.reset();
   attention_.reset();
+  epilogue_.reset();
   for (auto &[key, plan] : gemmPlans_)
     api_.gemmDestroy(plan);
   for (CudaModule m : modules_)
@@ -272,6 +274,23 @@ Status CudaExecutable::prepare() {
       continue;
     updates_.push_back({deviceBuffer(out.buffer), deviceBuffer(target),
                         static_cast<size_t>(from.size)});
+  }
+  if (!epilogueFallbacks_.empty()) {
+    // One note per executable, not per step.
+    std::string text = "kiln cuda: cuBLASLt offers no algorithm for these "
+                       "GEMM epilogues on this device; each runs as the plain "
+                       "GEMM then a runtime epilogue kernel:";
+    const char *separator = " ";
+    for (const auto &[what, indices] : epilogueFallbacks_) {
+      text += separator;
+      text += indices.size() == 1 ? "thunk " : "thunks ";
+      for (size_t i = 0; i < indices.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(indices[i]);
+      text += " (" + what + ")";
+      separator = "; ";
+    }
+    text += " (cuBLASLt said: " + unsupportedGemms_.begin()->second + ")";
+    note(text);
   }
   staging_.resize(package_.inputs.size());
   if (hasCollectives_ && !deviceCollectives_ && options_.graphs) {
@@ -505,23 +524,81 @@ Status CudaExecutable::planThunk(size_t index) {
       return Status::error("the cuBLASLt workspace: " + s.message());
     workspaceBytes_ = options_.gemmWorkspaceBytes;
   }
-  const GemmParams &q = desc.params;
-  std::string key = std::string(pkgDTypeName(desc.dtype)) + " " +
-                    std::to_string(q.m) + " " + std::to_string(q.n) + " " +
-                    std::to_string(q.k) + " " + std::to_string(q.batch) + " " +
-                    std::to_string(q.transposeLhs) + std::to_string(q.transposeRhs) +
-                    " " + std::to_string(q.alpha) + " " + std::to_string(q.beta) +
-                    " " + gemmEpilogueName(desc.epilogue) + " " +
-                    std::to_string(desc.allowTf32) + " " +
-                    std::to_string(desc.alignmentBytes);
-  auto found = gemmPlans_.find(key);
-  if (found != gemmPlans_.end()) {
-    plan.gemm = found->second;
+  auto keyOf = [](const GemmDesc &d) {
+    const GemmParams &q = d.params;
+    return std::string(pkgDTypeName(d.dtype)) + " " + std::to_string(q.m) +
+           " " + std::to_string(q.n) + " " + std::to_string(q.k) + " " +
+           std::to_string(q.batch) + " " + std::to_string(q.transposeLhs) +
+           std::to_string(q.transposeRhs) + " " + std::to_string(q.alpha) +
+           " " + std::to_string(q.beta) + " " + gemmEpilogueName(d.epilogue) +
+           " " + std::to_string(d.allowTf32) + " " +
+           std::to_string(d.alignmentBytes);
+  };
+  // The plan of |d| (shared by the thunks of its shape); |unsupported|
+  // says whether a failure is cuBLASLt offering no algorithm for it.
+  auto planned = [&](const GemmDesc &d, GemmPlan &out,
+                     bool &unsupported) -> Status {
+    std::string key = keyOf(d);
+    unsupported = false;
+    auto refused = unsupportedGemms_.find(key);
+    if (refused != unsupportedGemms_.end()) {
+      unsupported = true;
+      return Status::error(refused->second);
+    }
+    auto found = gemmPlans_.find(key);
+    if (found != gemmPlans_.end()) {
+      out = found->second;
+      return Status::ok();
+    }
+    Status s = api_.gemmPlan(&out, d, workspaceBytes_, &unsupported);
+    if (s.isOk())
+      gemmPlans_[key] = out;
+    else if (unsupported)
+      unsupportedGemms_[key] = s.message();
+    return s;
+  };
+  bool unsupported = false;
+  Status s = planned(desc, plan.gemm, unsupported);
+  if (s.isOk())
     return Status::ok();
-  }
-  if (Status s = api_.gemmPlan(&plan.gemm, desc, workspaceBytes_); !s.isOk())
+  if (!unsupported || desc.epilogue == GemmEpilogue::None)
     return fail(s.message());
-  gemmPlans_[key] = plan.gemm;
+
+  // cuBLASLt has no algorithm for this epilogue here: the plain GEMM, then
+  // the epilogue as a kernel on the same stream (CudaEpilogue.h).
+  GemmDesc plain = desc;
+  plain.epilogue = GemmEpilogue::None;
+  if (Status p = planned(plain, plan.gemm, unsupported); !p.isOk())
+    return fail("cuBLASLt refused the " +
+                std::string(gemmEpilogueName(desc.epilogue)) +
+                " epilogue (" + s.message() + ") and the plain GEMM: " +
+                p.message());
+  if (!epilogue_) {
+    // One workspace for every bias gradient's partial sums (the largest).
+    uint64_t bytes = 0;
+    for (const PackageThunk &other : package_.thunks)
+      if (other.kind == ThunkKind::LibraryCall && other.hasGemm &&
+          other.gemm.epilogue == PkgGemmEpilogue::BiasGradient)
+        bytes = std::max(bytes, epilogueWorkspaceBytes(
+                                    GemmEpilogue::BiasGradient, other.gemm));
+    StatusOr<std::unique_ptr<CudaEpilogue>> made =
+        CudaEpilogue::create(api_, device_, bytes);
+    if (!made.isOk())
+      return fail(made.status().message());
+    epilogue_ = std::move(made.value());
+  }
+  if (Status p = epilogue_->plan(index, desc.epilogue, desc.dtype, g,
+                                 plan.gemmOut, plan.bias, plan.args[1],
+                                 plan.biasGrad);
+      !p.isOk())
+    return fail(p.message());
+  plan.epilogueKernel = true;
+  epilogueFallbacks_[std::string(gemmEpilogueName(desc.epilogue)) + ", " +
+                     pkgDTypeName(desc.dtype) + ", m=" + std::to_string(g.m) +
+                     " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+                     (g.transposeLhs ? " lhs^T" : "") +
+                     (g.transposeRhs ? " rhs^T" : "")]
+      .push_back(index);
   return Status::ok();
 }
 
@@ -608,6 +685,14 @@ Status CudaExecutable::enqueueThunk(size_t index) {
     }
     if (t.library != LibraryKind::Gemm) {
       s = conv_->run(index, stream_, workspace_, workspaceBytes_);
+      break;
+    }
+    if (plan.epilogueKernel) {
+      // The plain GEMM, then its epilogue's kernel(s) on the same stream.
+      s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.gemmOut,
+                       nullptr, nullptr, workspace_, workspaceBytes_, stream_);
+      if (s.isOk())
+        s = epilogue_->run(index, stream_);
       break;
     }
     s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.gemmOut,

@@ -17,7 +17,10 @@
 //     LibraryCall Gemm -> cuBLASLt with the thunk's epilogue (bias, ReLU,
 //     GELU, bias gradient: the package's GemmParams), planned at load (the heuristic's
 //     choice kept in the plan, one plan per distinct GEMM shape) with one
-//     workspace for all GEMMs; Copy -> cudaMemcpyAsync;
+//     workspace for all GEMMs; an epilogue cuBLASLt offers no algorithm
+//     for on the device runs as the plain GEMM then CudaEpilogue.h's
+//     kernel on the same stream (one note per executable lists them);
+//     Copy -> cudaMemcpyAsync;
 //     Collective -> with a communicator that has DeviceCollectives (NCCL),
 //     enqueued on the step's stream on the arena's device pointers (and
 //     captured into the step's graph with the kernels around it); with a
@@ -73,6 +76,7 @@ namespace kiln::runtime::cuda {
 
 class CudaAttention;
 class CudaConv;
+class CudaEpilogue;
 
 struct CudaOptions {
   int device = 0;
@@ -193,6 +197,9 @@ private:
     GemmPlan gemm = nullptr;
     // A GEMM's result and its epilogue's bias / bias gradient (or null).
     void *gemmOut = nullptr, *bias = nullptr, *biasGrad = nullptr;
+    // The epilogue runs as a kernel after the plain GEMM (cuBLASLt had no
+    // algorithm for it): CudaEpilogue's plan of this thunk.
+    bool epilogueKernel = false;
     size_t copyBytes = 0;
     std::vector<uint8_t> hostScratch; // collectives' staging
   };
@@ -200,6 +207,11 @@ private:
   // cuBLASLt plans by GEMM shape: thunks with the same GemmDesc share one
   // (the GPT's 12 blocks repeat a handful of shapes).
   std::map<std::string, GemmPlan> gemmPlans_;
+  // GEMM shapes whose epilogue cuBLASLt refused, with its message, and the
+  // thunks (by shape and epilogue) that run it as a kernel instead.
+  std::map<std::string, std::string> unsupportedGemms_;
+  std::map<std::string, std::vector<size_t>> epilogueFallbacks_;
+  std::unique_ptr<CudaEpilogue> epilogue_;
   // The convolutions' kernels, workspace and plans (made by the first).
   std::unique_ptr<CudaConv> conv_;
   // The fused attention's kernels, workspace and plans (made by the first).

@@ -11,6 +11,9 @@
 // as cuBLASLt computes them (f32 compute for f32, f16 and bf16, the
 // epilogue in f32, one rounding to the output type; f64 in double).
 // failCall/failAt make the failAt-th call (0-based) of that name fail.
+// refusedEpilogues makes gemmPlan answer as cuBLASLt does when its
+// heuristic has no algorithm for a GemmDesc (CUBLAS_STATUS_NOT_SUPPORTED,
+// reported as unsupported) for a GEMM with one of those epilogues.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +66,7 @@ public:
   std::map<std::string, HostKernel> hostKernelsByImage;
   std::string failCall;
   int failAt = 0;
+  std::set<GemmEpilogue> refusedEpilogues;
   bool capturing = false;
   // Replays launched graphs (false: a graph launch is only recorded).
   bool execute = true;
@@ -261,11 +265,25 @@ public:
     return Status::ok();
   }
 
-  Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t) override {
+  using CudaApi::gemmPlan;
+  Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t,
+                  bool *unsupported) override {
+    if (unsupported)
+      *unsupported = false;
     if (Status s = enter("cublasLtMatmulAlgoGetHeuristic"); !s.isOk())
       return s;
     if (Status s = checkGemmDesc(desc); !s.isOk())
       return s;
+    if (refusedEpilogues.count(desc.epilogue)) {
+      if (unsupported)
+        *unsupported = true;
+      return Status::error(
+          std::string("cublasLtMatmulAlgoGetHeuristic (") +
+          pkgDTypeName(desc.dtype) + " GEMM, epilogue " +
+          gemmEpilogueName(desc.epilogue) +
+          ") failed: CUBLAS_STATUS_NOT_SUPPORTED (15): the functionality "
+          "requested is not supported");
+    }
     plans.push_back(desc);
     *plan = reinterpret_cast<GemmPlan>(plans.size());
     return Status::ok();

@@ -1,0 +1,105 @@
+//===- CudaEpilogue.h - GEMM epilogues cuBLASLt refuses, as kernels -*- C++ -*-===//
+//
+// A CUDA package's GEMM thunk may carry a cuBLASLt epilogue (CudaApi.h's
+// GemmEpilogue: bias, ReLU, bias+ReLU, tanh-GELU, bias+GELU, the bias
+// gradient). When cuBLASLt's heuristic offers no algorithm for one on the
+// device (gemmPlan reports it as unsupported), CudaExecutable plans the
+// plain GEMM instead and runs the epilogue right after it on the same
+// stream, as XLA and PyTorch do, with these kernels:
+//
+//   bias / activation:  out[r, j] = act(out[r, j] + bias[j]) in place over
+//                       the GEMM's [m, n] result (f32 arithmetic, one
+//                       rounding to the output type);
+//   bias gradient:      grad[j] = the sum over l < k of rhs[l, j] (rhs
+//                       [k, n], or [n, k] when transposed), in two passes
+//                       with no atomics: per chunk of 256 rows a partial
+//                       sum in f32 into a workspace (each block sums its
+//                       rows in a fixed order and combines its warps in
+//                       shared memory in a fixed order), then the chunks in
+//                       order, rounded once to the output type. So the
+//                       result is the same bits on every run.
+//
+// The GEMM then rounds its product to the output type before the epilogue
+// (as the step's IR and the reference interpreter do), where cuBLASLt's
+// fused epilogue keeps the f32 product: for bf16 and fp16 the two differ by
+// about one rounding, within the bounds the step tests use.
+//
+// The kernels are CUDA C++ kept as source here (epilogueKernelSource()),
+// compiled once per process and architecture through the CudaApi table's
+// NVRTC (cached) and loaded per executable, like CudaConv.h's; they take
+// pointers and 64-bit integers only, so tests run them on the host under
+// codegen/cuda/CudaEmulation.h (each NAME has a NAME_host wrapper there).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUDAEPILOGUE_H
+#define KILN_RUNTIME_CUDA_CUDAEPILOGUE_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/CudaApi.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+// The kernels' CUDA C++ (all of them, one translation unit).
+const std::string &epilogueKernelSource();
+// Every entry point epilogueKernelSource() defines.
+std::vector<std::string> epilogueKernelEntryPoints();
+
+// The workspace bytes the bias gradient of a GEMM with |params| needs (its
+// f32 partial sums), 0 for other epilogues.
+uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params);
+
+class CudaEpilogue {
+public:
+  // Compiles (or takes from the process cache) and loads the kernels for
+  // |device|, and allocates |workspaceBytes| of device workspace (the
+  // largest epilogueWorkspaceBytes of the GEMMs it will run).
+  static StatusOr<std::unique_ptr<CudaEpilogue>>
+  create(CudaApi &api, const CudaDeviceInfo &device, uint64_t workspaceBytes);
+  ~CudaEpilogue();
+  CudaEpilogue(const CudaEpilogue &) = delete;
+  CudaEpilogue &operator=(const CudaEpilogue &) = delete;
+
+  // Plans |epilogue| for thunk |index|, whose plain GEMM (|params|, batch
+  // 1, elements of |dtype|: f32, f16 or bf16) writes |out|: the Bias*
+  // epilogues read |bias| [n], BiasGradient reads |rhs| and writes
+  // |biasGrad| [n].
+  Status plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
+              const GemmParams &params, void *out, const void *bias,
+              const void *rhs, void *biasGrad);
+  // Queues thunk |index|'s epilogue kernels on |stream| (after its GEMM).
+  Status run(size_t index, CudaStream stream);
+
+  // The launches planned for thunk |index| (entry points, for tests).
+  std::vector<std::string> entries(size_t index) const;
+
+private:
+  CudaEpilogue(CudaApi &api, const CudaDeviceInfo &device)
+      : api_(api), device_(device) {}
+  Status load();
+  StatusOr<CudaFunction> function(const std::string &entry);
+
+  struct Launch {
+    CudaFunction function = nullptr;
+    std::string entry;
+    uint32_t grid = 1;
+    std::vector<void *> args; // pointers and 64-bit integers, by value
+  };
+
+  CudaApi &api_;
+  CudaDeviceInfo device_;
+  CudaModule module_ = nullptr;
+  std::map<std::string, CudaFunction> functions_;
+  void *workspace_ = nullptr;
+  uint64_t workspaceBytes_ = 0;
+  std::map<size_t, std::vector<Launch>> plans_;
+};
+
+} // namespace kiln::runtime::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUDAEPILOGUE_H

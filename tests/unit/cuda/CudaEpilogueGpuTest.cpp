@@ -1,0 +1,199 @@
+//===- CudaEpilogueGpuTest.cpp - the epilogue fallback on a real GPU (gpu) -===//
+//
+// Skips, saying why, without a GPU. On one, for f32 / bf16 / fp16, every
+// epilogue and both transposes: the plain cuBLASLt GEMM followed by
+// runtime/cuda/CudaEpilogue.h's kernels (NVRTC, driver launch) against the
+// host definition (FakeCudaApi.h's GEMM, then the epilogue in double on
+// the rounded product); where cuBLASLt plans the fused epilogue, the two
+// agree; where it does not, gemmPlan must say "unsupported" (else
+// CudaExecutable::create would fail instead of falling back) and the test
+// prints which combinations fell back. Part of kiln-cuda-runtime-tests
+// (no MLIR), run by bench/gpu/check.sh.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Half.h"
+#include "runtime/cuda/CudaEpilogue.h"
+#include "tests/unit/cuda/FakeCudaApi.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace {
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::cuda;
+
+std::vector<uint8_t> randomValues(PkgDType dtype, int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<uint8_t> out(n * pkgBytesPerElement(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    float v = d(rng);
+    if (dtype == PkgDType::F32)
+      reinterpret_cast<float *>(out.data())[i] = v;
+    else if (dtype == PkgDType::BF16)
+      reinterpret_cast<uint16_t *>(out.data())[i] = floatToBf16(v);
+    else
+      reinterpret_cast<uint16_t *>(out.data())[i] = floatToF16(v);
+  }
+  return out;
+}
+
+double at(PkgDType dtype, const std::vector<uint8_t> &b, int64_t i) {
+  if (dtype == PkgDType::F32)
+    return reinterpret_cast<const float *>(b.data())[i];
+  uint16_t h = reinterpret_cast<const uint16_t *>(b.data())[i];
+  return dtype == PkgDType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+}
+
+TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
+  StatusOr<std::unique_ptr<CudaApi>> loaded = loadCudaApi();
+  if (!loaded.isOk())
+    GTEST_SKIP() << "no CUDA: " << loaded.status().message();
+  StatusOr<CudaDeviceInfo> device = loaded.value()->deviceInfo(0);
+  if (!device.isOk())
+    GTEST_SKIP() << "no GPU: " << device.status().message();
+  CudaApi &api = *loaded.value();
+  ASSERT_TRUE(api.setDevice(0).isOk());
+  CudaStream stream = nullptr;
+  ASSERT_TRUE(api.streamCreate(&stream).isOk());
+  const int64_t m = 64, n = 96, k = 300; // two bias-gradient chunks
+  GemmParams shape;
+  shape.m = m, shape.n = n, shape.k = k;
+  uint64_t epilogueWorkspace =
+      epilogueWorkspaceBytes(GemmEpilogue::BiasGradient, shape);
+  StatusOr<std::unique_ptr<CudaEpilogue>> made =
+      CudaEpilogue::create(api, device.value(), epilogueWorkspace);
+  ASSERT_TRUE(made.isOk()) << made.status().message();
+  CudaEpilogue &epilogue = *made.value();
+  size_t wsBytes = 32u << 20;
+  void *ws = nullptr;
+  ASSERT_TRUE(api.malloc(&ws, wsBytes).isOk());
+  size_t index = 0;
+  int refused = 0;
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16, PkgDType::F16})
+    for (GemmEpilogue e : {GemmEpilogue::Bias, GemmEpilogue::Relu,
+                           GemmEpilogue::BiasRelu, GemmEpilogue::Gelu,
+                           GemmEpilogue::BiasGelu, GemmEpilogue::BiasGradient})
+      for (bool tl : {false, true})
+        for (bool tr : {false, true}) {
+          GemmDesc desc;
+          desc.dtype = dtype;
+          desc.params = shape;
+          desc.params.transposeLhs = tl;
+          desc.params.transposeRhs = tr;
+          std::string what = std::string(pkgDTypeName(dtype)) + " " +
+                             gemmEpilogueName(e) + " tl=" + std::to_string(tl) +
+                             " tr=" + std::to_string(tr);
+          size_t width = pkgBytesPerElement(dtype);
+          auto lhs = randomValues(dtype, m * k, 1), rhs = randomValues(dtype, k * n, 2),
+               bias = randomValues(dtype, n, 3);
+          // The host: the plain GEMM rounded to the type, then the
+          // epilogue in double, as the fallback computes it.
+          std::vector<uint8_t> plain(m * n * width);
+          cuda::testing::FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(),
+                                         plain.data(), nullptr, nullptr);
+          void *dl, *dr, *dout, *dfused, *dbias, *dgrad;
+          for (void **p : {&dl, &dr, &dout, &dfused})
+            ASSERT_TRUE(api.malloc(p, std::max(lhs.size(), std::max(rhs.size(),
+                                                                   plain.size())))
+                            .isOk());
+          ASSERT_TRUE(api.malloc(&dbias, bias.size()).isOk());
+          ASSERT_TRUE(api.malloc(&dgrad, bias.size()).isOk());
+          api.memcpyAsync(dl, lhs.data(), lhs.size(), CopyKind::HostToDevice, stream);
+          api.memcpyAsync(dr, rhs.data(), rhs.size(), CopyKind::HostToDevice, stream);
+          api.memcpyAsync(dbias, bias.data(), bias.size(), CopyKind::HostToDevice,
+                          stream);
+          // The fallback: the plain GEMM, then the kernels.
+          GemmPlan plainPlan = nullptr;
+          Status s = api.gemmPlan(&plainPlan, desc, wsBytes);
+          ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+          ASSERT_TRUE(api.gemmRun(plainPlan, dl, dr, dout, nullptr, nullptr, ws,
+                                  wsBytes, stream)
+                          .isOk())
+              << what;
+          bool grad = e == GemmEpilogue::BiasGradient;
+          s = epilogue.plan(index, e, dtype, desc.params, dout, grad ? nullptr : dbias,
+                            dr, grad ? dgrad : nullptr);
+          ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+          s = epilogue.run(index++, stream);
+          ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+          std::vector<uint8_t> got(plain.size()), gotGrad(bias.size());
+          api.memcpyAsync(got.data(), dout, got.size(), CopyKind::DeviceToHost, stream);
+          api.memcpyAsync(gotGrad.data(), dgrad, gotGrad.size(),
+                          CopyKind::DeviceToHost, stream);
+          ASSERT_TRUE(api.streamSynchronize(stream).isOk()) << what;
+          double tol = dtype == PkgDType::F32 ? 1e-4 : 2e-2;
+          bool addBias = e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
+                         e == GemmEpilogue::BiasGelu;
+          for (int64_t i = 0; i < m * n && !grad; ++i) {
+            double v = at(dtype, plain, i);
+            if (addBias)
+              v += at(dtype, bias, i % n);
+            if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
+              v = std::max(v, 0.0);
+            if (e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu)
+              v = 0.5 * v *
+                  (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+            ASSERT_LE(std::fabs(v - at(dtype, got, i)),
+                      tol * std::max(1.0, std::fabs(v)) * 8)
+                << what << " element " << i;
+          }
+          if (grad)
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int64_t l = 0; l < k; ++l)
+                sum += at(dtype, rhs, tr ? j * k + l : l * n + j);
+              ASSERT_LE(std::fabs(sum - at(dtype, gotGrad, j)),
+                        tol * std::max(1.0, std::fabs(sum)) * 8)
+                  << what << " bias gradient " << j;
+            }
+          // cuBLASLt's fused epilogue: the same within the bound, or
+          // refused as unsupported (never another failure).
+          desc.epilogue = e;
+          GemmPlan fused = nullptr;
+          bool unsupported = false;
+          s = api.gemmPlan(&fused, desc, wsBytes, &unsupported);
+          if (!s.isOk()) {
+            EXPECT_TRUE(unsupported) << what << ": " << s.message();
+            std::printf("note: %s: cuBLASLt refuses it, the fallback runs: %s\n",
+                        what.c_str(), s.message().c_str());
+            ++refused;
+          } else {
+            void *fusedGrad = dbias; // BGRADA writes over a copy of the bias
+            ASSERT_TRUE(api.gemmRun(fused, dl, dr, dfused, grad ? nullptr : dbias,
+                                    grad ? fusedGrad : nullptr, ws, wsBytes,
+                                    stream)
+                            .isOk())
+                << what;
+            std::vector<uint8_t> fusedOut(plain.size()), fusedGradOut(bias.size());
+            api.memcpyAsync(fusedOut.data(), dfused, fusedOut.size(),
+                            CopyKind::DeviceToHost, stream);
+            api.memcpyAsync(fusedGradOut.data(), fusedGrad, fusedGradOut.size(),
+                            CopyKind::DeviceToHost, stream);
+            ASSERT_TRUE(api.streamSynchronize(stream).isOk()) << what;
+            for (int64_t i = 0; i < m * n && !grad; ++i)
+              ASSERT_LE(std::fabs(at(dtype, fusedOut, i) - at(dtype, got, i)),
+                        tol * std::max(1.0, std::fabs(at(dtype, got, i))) * 8)
+                  << what << ": fused vs fallback, element " << i;
+            for (int64_t j = 0; j < n && grad; ++j)
+              ASSERT_LE(std::fabs(at(dtype, fusedGradOut, j) - at(dtype, gotGrad, j)),
+                        tol * std::max(1.0, std::fabs(at(dtype, gotGrad, j))) * 8)
+                  << what << ": fused vs fallback, bias gradient " << j;
+            api.gemmDestroy(fused);
+          }
+          api.gemmDestroy(plainPlan);
+          for (void *p : {dl, dr, dout, dfused, dbias, dgrad})
+            api.free(p);
+        }
+  std::printf("cuBLASLt refused %d of %zu epilogue combinations\n", refused, index);
+  RecordProperty("refused", refused);
+  api.free(ws);
+  api.streamDestroy(stream);
+}
+
+} // namespace

@@ -24,6 +24,7 @@
 
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostAttentionKernels.h"
 
 #include "ir/Interpreter.h"
 #include "passes/Pipelines.h"
@@ -109,10 +110,16 @@ protected:
 
   // Compiles |model| for CUDA, runs two steps through CudaExecutable on
   // the fake and compares them with the interpreter.
-  void check(OwningOpRef<ModuleOp> model, AmpMode amp, const std::string &name) {
+  void check(OwningOpRef<ModuleOp> model, AmpMode amp, const std::string &name,
+             bool fuseAttention = true) {
     ASSERT_TRUE(model) << diagnostics;
     PipelineOptions options;
     options.amp = amp;
+    // As `kiln compile --target=cuda` compiles it: attention fused into
+    // kiln.attention / kiln.attention_grad library calls (unless asked not
+    // to, as --fuse-attention=off), run by runtime/cuda/CudaAttention.h.
+    options.target = kiln::TargetKind::cuda;
+    options.fuseAttention = fuseAttention;
     // As `kiln compile --target=cuda` compiles it: weight gradients carry
     // their bias gradients (cuBLASLt BGRADA).
     options.gemmBiasGradients = true;
@@ -183,6 +190,11 @@ protected:
       api.hostKernels[k.entryPoint] =
           reinterpret_cast<rt::cuda::testing::HostKernel>(fn);
     }
+    std::string attentionError;
+    for (const auto &[entry, fn] :
+         rt::cuda::testing::hostAttentionKernels(attentionError))
+      api.hostKernels[entry] = fn;
+    ASSERT_TRUE(attentionError.empty()) << attentionError;
     for (const std::string &entry : rt::cuda::convKernelEntryPoints()) {
       void *fn = dlsym(library, (entry + "_host").c_str());
       ASSERT_TRUE(fn) << entry;
@@ -293,6 +305,12 @@ protected:
       biasGradients += t.hasGemm &&
                        t.gemm.epilogue == rt::PkgGemmEpilogue::BiasGradient;
     RecordProperty("bias_gradients", biasGradients);
+    attentionCalls = 0;
+    for (const rt::PackageThunk &t : pkg.thunks)
+      attentionCalls += t.kind == rt::ThunkKind::LibraryCall &&
+                        (t.library == rt::LibraryKind::Attention ||
+                         t.library == rt::LibraryKind::AttentionGrad);
+    RecordProperty("attention_calls", attentionCalls);
     RecordProperty("worst_relative_error", std::to_string(worstError));
     std::printf("%s: worst error %.3g of the output's magnitude (bound %.3g)\n",
                 name.c_str(), worstError, relativeBound(amp));
@@ -323,6 +341,8 @@ protected:
   // Of the last check(): GEMMs run with the BiasGradient epilogue (per
   // step, two steps) and the worst error over the output's magnitude.
   int biasGradients = 0;
+  // Attention and AttentionGrad library calls in the last check's package.
+  int attentionCalls = 0;
   double worstError = 0;
 };
 
@@ -361,19 +381,43 @@ cli::GptOptions smallGpt() {
   return options;
 }
 
+// The GPT steps run their attention through the fused kernels (one
+// Attention and one AttentionGrad call per block; head dim 20: the
+// CUDA-core path), except the one compiled with --fuse-attention=off.
 TEST_F(CudaStepEmulationTest, SmallGptF32TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::off, "gpt-f32");
   EXPECT_GT(biasGradients, 0);
+  EXPECT_EQ(attentionCalls, 2);
+}
+
+TEST_F(CudaStepEmulationTest, SmallGptF32MaterializedAttention) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::off, "gpt-f32-unfused",
+        /*fuseAttention=*/false);
+  EXPECT_EQ(attentionCalls, 0);
 }
 
 TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16");
   EXPECT_GT(biasGradients, 0);
+  EXPECT_EQ(attentionCalls, 2);
 }
 
 TEST_F(CudaStepEmulationTest, SmallGptFP16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::fp16, "gpt-fp16");
   EXPECT_GT(biasGradients, 0);
+  EXPECT_EQ(attentionCalls, 2);
+}
+
+// Head dim 32 in bf16: the tensor-core (wmma) attention kernels, two
+// blocks, a sequence longer than one 32-row tile.
+TEST_F(CudaStepEmulationTest, GptBF16TensorCoreAttention) {
+  cli::GptOptions options = smallGpt();
+  options.layers = 2;
+  options.hidden = 64;
+  options.heads = 2;
+  options.seq = 40;
+  check(cli::buildGpt(&context, options), AmpMode::bf16, "gpt-bf16-wmma");
+  EXPECT_EQ(attentionCalls, 4);
 }
 
 // LeNet-5 (two convolutions, forward and both gradients, through

@@ -21,10 +21,8 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
-#include "tests/unit/cuda/HostAttentionKernels.h"
-#if KILN_HAVE_NVRTC
-#include "codegen/cuda/Nvrtc.h"
-#endif
+#include "tests/unit/cuda/RuntimeHostKernels.h"
+#include "tests/unit/cuda/Sm90Kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -233,59 +231,29 @@ TEST_F(CudaAttentionTest, UnsupportedHeadDimIsRefusedAtLoad) {
 // Every kernel compiles through NVRTC and assembles with ptxas for sm_90,
 // without spills.
 TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
-#if KILN_HAVE_NVRTC
-  setenv("KILN_CACHE_DIR", "off", 1); // ptxas's report, not a cached one
-  kiln::NvrtcResult result;
-  std::string error;
-  ASSERT_TRUE(kiln::compileCudaSource(attentionKernelSource(90), "kiln_attention",
-                                      {90}, result, error))
-      << error;
-  ASSERT_EQ(result.cubins.size(), 1u);
-  const std::string &log = result.cubins[0].log;
-  for (const std::string &entry : attentionKernelEntryPoints(90)) {
-    size_t at = log.find("Compiling entry function '" + entry + "'");
-    ASSERT_NE(at, std::string::npos) << entry << " missing from ptxas's log:\n" << log;
-    size_t spill = log.find("bytes spill stores", at);
-    size_t used = log.find("Used ", at);
-    ASSERT_NE(spill, std::string::npos) << log;
-    ASSERT_NE(used, std::string::npos) << log;
-    size_t lineStart = log.rfind(',', spill) + 1;
-    int spillBytes = std::atoi(log.c_str() + lineStart);
-    int registers = std::atoi(log.c_str() + used + 5);
-    std::printf("%-30s sm_90: %3d registers, %d bytes spill stores\n",
-                entry.c_str(), registers, spillBytes);
-    ::testing::Test::RecordProperty(entry + "_registers", registers);
-    ::testing::Test::RecordProperty(entry + "_spill_bytes", spillBytes);
-    EXPECT_GT(registers, 0) << entry;
-    EXPECT_EQ(spillBytes, 0) << entry;
-  }
-#else
-  GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
-#endif
+  std::string skip;
+  ct::expectSm90WithoutSpills(attentionKernelSource(90), "kiln_attention",
+                              attentionKernelEntryPoints(90), skip);
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
 }
 
 // The runtime's own path: the real table's NVRTC (no driver needed)
 // compiles the source as CudaAttention::create does, to an sm_90 cubin.
 TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
-  StatusOr<std::unique_ptr<CudaApi>> api = loadCudaApi(/*requireDriver=*/false);
-  if (!api.isOk())
-    GTEST_SKIP() << "no CUDA table: " << api.status().message();
   // GPT-2's set (bf16, head dim 64), then every kernel; the times printed.
   for (const std::set<std::string> &only :
        {std::set<std::string>{"kiln_attn_fwd_bf16_wmma64"}, std::set<std::string>{}}) {
-    std::vector<uint8_t> cubin;
-    std::string log;
+    std::string skip;
     auto start = std::chrono::steady_clock::now();
-    Status s = api.value()->nvrtcCompile(attentionKernelSource(90, only),
-                                         "kiln_attention", 90, cubin, log);
-    if (!s.isOk() && s.message().find("NVRTC is not available") != std::string::npos)
-      GTEST_SKIP() << s.message();
-    ASSERT_TRUE(s.isOk()) << s.message() << log;
+    ct::expectRealTableCompiles(attentionKernelSource(90, only), "kiln_attention",
+                                skip);
+    if (!skip.empty())
+      GTEST_SKIP() << skip;
+    ASSERT_FALSE(HasFatalFailure());
     std::printf("NVRTC sm_90, %s: %.1f s\n",
                 only.empty() ? "all 52 kernels" : "the bf16 head-dim-64 set (4 kernels)",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    ASSERT_GE(cubin.size(), 4u);
-    EXPECT_EQ(std::memcmp(cubin.data(), "\x7f" "ELF", 4), 0);
   }
 }
 

@@ -21,26 +21,20 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/RuntimeHostKernels.h"
+#include "tests/unit/cuda/Sm90Kernels.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
 #include "runtime/Half.h"
-#if KILN_HAVE_NVRTC
-#include "codegen/cuda/Nvrtc.h"
-#endif
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Program.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -57,51 +51,6 @@ using kiln::HostTensor;
 namespace ct = kiln::runtime::cuda::testing;
 using ct::FakeCudaApi;
 using ct::HostKernel;
-
-// The kernels built for the host once per process: entry point -> NAME_host.
-const std::map<std::string, HostKernel> &hostConvKernels(std::string &error) {
-  static std::map<std::string, HostKernel> kernels;
-  static std::string failure;
-  static bool built = false;
-  if (!built) {
-    built = true;
-    llvm::SmallString<128> dir;
-    if (llvm::sys::fs::createUniqueDirectory("kiln-cuda-conv", dir)) {
-      failure = "cannot create a temporary directory";
-    } else {
-      std::string cu = (dir + "/conv.cpp").str(), so = (dir + "/conv.so").str(),
-                  log = (dir + "/clang.log").str();
-      {
-        std::error_code ec;
-        llvm::raw_fd_ostream os(cu, ec);
-        os << convKernelSource();
-      }
-      std::vector<llvm::StringRef> argv = {
-          KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
-          "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
-          "-x", "c++", cu, "-o", so, "-lpthread"};
-      std::optional<llvm::StringRef> redirects[] = {
-          std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
-      if (llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv, std::nullopt,
-                                    redirects) != 0) {
-        failure = "host build of the convolution kernels failed; see " + log;
-      } else if (void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-        for (const std::string &entry : convKernelEntryPoints()) {
-          void *fn = dlsym(library, (entry + "_host").c_str());
-          if (!fn) {
-            failure = "no " + entry + "_host in the host build";
-            break;
-          }
-          kernels[entry] = reinterpret_cast<HostKernel>(fn);
-        }
-      } else {
-        failure = dlerror();
-      }
-    }
-  }
-  error = failure;
-  return kernels;
-}
 
 std::string listStr(const std::vector<int64_t> &v) {
   std::ostringstream os;
@@ -169,7 +118,7 @@ protected:
 
   void SetUp() override {
     std::string error;
-    kernels = &hostConvKernels(error);
+    kernels = &ct::hostConvKernels(error);
     ASSERT_TRUE(error.empty()) << error;
   }
 
@@ -389,59 +338,20 @@ TEST_F(CudaConvTest, BadConvolutionsAreRefusedAtLoad) {
 
 // The kernels compile through NVRTC and assemble with ptxas for sm_90.
 TEST(CudaConvNvrtcTest, KernelsAssembleForSm90WithoutSpills) {
-#if KILN_HAVE_NVRTC
-  setenv("KILN_CACHE_DIR", "off", 1); // ptxas's report, not a cached one
-  kiln::NvrtcResult result;
-  std::string error;
-  ASSERT_TRUE(kiln::compileCudaSource(convKernelSource(), "kiln_conv", {90},
-                                      result, error))
-      << error;
-  ASSERT_EQ(result.cubins.size(), 1u);
-  const kiln::CubinResult &cubin = result.cubins[0];
-  ASSERT_GE(cubin.image.size(), 4u);
-  EXPECT_EQ(std::memcmp(cubin.image.data(), "\x7f" "ELF", 4), 0);
-  // ptxas -v: per entry function, its registers and spills.
-  const std::string &log = cubin.log;
-  size_t found = 0;
-  for (const std::string &entry : convKernelEntryPoints()) {
-    size_t at = log.find("Compiling entry function '" + entry + "'");
-    ASSERT_NE(at, std::string::npos) << entry << " missing from ptxas's log:\n" << log;
-    size_t spill = log.find("bytes spill stores", at);
-    size_t used = log.find("Used ", at);
-    ASSERT_NE(spill, std::string::npos) << log;
-    ASSERT_NE(used, std::string::npos) << log;
-    size_t lineStart = log.rfind(',', spill) + 1;
-    int spillBytes = std::atoi(log.c_str() + lineStart);
-    int registers = std::atoi(log.c_str() + used + 5);
-    std::printf("%-26s sm_90: %3d registers, %d bytes spill stores\n",
-                entry.c_str(), registers, spillBytes);
-    ::testing::Test::RecordProperty(entry + "_registers", registers);
-    EXPECT_EQ(spillBytes, 0) << entry;
-    EXPECT_GT(registers, 0) << entry;
-    EXPECT_LE(registers, 255) << entry;
-    ++found;
-  }
-  EXPECT_EQ(found, convKernelEntryPoints().size());
-#else
-  GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
-#endif
+  std::string skip;
+  ct::expectSm90WithoutSpills(convKernelSource(), "kiln_conv",
+                              convKernelEntryPoints(), skip);
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
 }
 
 // The runtime's own path: the real table's NVRTC (no driver needed)
 // compiles the source as CudaConv::create does, to an sm_90 ELF cubin.
 TEST(CudaConvNvrtcTest, TheRealTableCompilesTheKernels) {
-  StatusOr<std::unique_ptr<CudaApi>> api = loadCudaApi(/*requireDriver=*/false);
-  if (!api.isOk())
-    GTEST_SKIP() << "no CUDA table: " << api.status().message();
-  std::vector<uint8_t> cubin;
-  std::string log;
-  Status s = api.value()->nvrtcCompile(convKernelSource(), "kiln_conv", 90,
-                                       cubin, log);
-  if (!s.isOk() && s.message().find("NVRTC is not available") != std::string::npos)
-    GTEST_SKIP() << s.message();
-  ASSERT_TRUE(s.isOk()) << s.message();
-  ASSERT_GE(cubin.size(), 4u);
-  EXPECT_EQ(std::memcmp(cubin.data(), "\x7f" "ELF", 4), 0);
+  std::string skip;
+  ct::expectRealTableCompiles(convKernelSource(), "kiln_conv", skip);
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
 }
 
 } // namespace

@@ -24,7 +24,7 @@
 
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
-#include "tests/unit/cuda/HostAttentionKernels.h"
+#include "tests/unit/cuda/RuntimeHostKernels.h"
 
 #include "ir/Interpreter.h"
 #include "passes/Pipelines.h"

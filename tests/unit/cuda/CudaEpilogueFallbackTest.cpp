@@ -22,34 +22,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostKernels.h"
+#include "tests/unit/cuda/RuntimeHostKernels.h"
+#include "tests/unit/cuda/Sm90Kernels.h"
+#include "tests/unit/cuda/StepPackage.h"
 
-#include "ir/Interpreter.h"
-#include "passes/Pipelines.h"
 #include "runtime/Half.h"
-#include "runtime/cuda/CudaConv.h"
 #include "runtime/cuda/CudaEpilogue.h"
 #include "runtime/cuda/CudaExecutable.h"
-#include "tools/kiln/lib/ModuleLoader.h"
-#include "tools/kiln/lib/PackageBuilder.h"
-#include "tools/kiln/lib/ReferenceStep.h"
-#include "tools/kiln/lib/Zoo.h"
-
-#if KILN_HAVE_NVRTC
-#include "codegen/cuda/Nvrtc.h"
-#endif
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Program.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -65,67 +49,9 @@ namespace rt = kiln::runtime;
 using rt::cuda::GemmEpilogue;
 using rt::cuda::testing::FakeCudaApi;
 using rt::cuda::testing::HostKernel;
+using rt::cuda::testing::hostEpilogueKernels;
+using namespace kiln::cuda_step_test;
 using ::testing::HasSubstr;
-
-// Builds |source| for the host under the emulation header and returns its
-// NAME_host functions for |entries| (empty |error| on success).
-std::map<std::string, HostKernel> buildForHost(const std::string &source,
-                                               const std::vector<std::string> &entries,
-                                               const std::string &what,
-                                               std::string &error) {
-  std::map<std::string, HostKernel> kernels;
-  llvm::SmallString<128> dir;
-  if (llvm::sys::fs::createUniqueDirectory("kiln-cuda-epilogue", dir)) {
-    error = "cannot create a temporary directory";
-    return kernels;
-  }
-  std::string cu = (dir + "/" + what + ".cpp").str(),
-              so = (dir + "/" + what + ".so").str(),
-              log = (dir + "/clang.log").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(cu, ec);
-    if (ec) {
-      error = ec.message();
-      return kernels;
-    }
-    os << source;
-  }
-  std::vector<llvm::StringRef> argv = {
-      KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
-      "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
-      "-x", "c++", cu, "-o", so, "-lpthread"};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
-                                                llvm::StringRef(log)};
-  if (llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv, std::nullopt, redirects) != 0) {
-    error = "host build of " + what + " failed; see " + log;
-    return kernels;
-  }
-  void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    error = dlerror();
-    return kernels;
-  }
-  for (const std::string &entry : entries) {
-    void *fn = dlsym(library, (entry + "_host").c_str());
-    if (!fn) {
-      error = "no " + entry + "_host in the host build of " + what;
-      return kernels;
-    }
-    kernels[entry] = reinterpret_cast<HostKernel>(fn);
-  }
-  return kernels;
-}
-
-// The epilogue kernels for the host, built once per process.
-const std::map<std::string, HostKernel> &hostEpilogueKernels(std::string &error) {
-  static std::string failure;
-  static const std::map<std::string, HostKernel> kernels =
-      buildForHost(rt::cuda::epilogueKernelSource(),
-                   rt::cuda::epilogueKernelEntryPoints(), "epilogue", failure);
-  error = failure;
-  return kernels;
-}
 
 float loadAs(rt::PkgDType dtype, const std::vector<uint8_t> &b, int64_t i) {
   switch (dtype) {
@@ -329,109 +255,30 @@ TEST(CudaEpilogueKernelTest, PlanRefusesWhatItCannotRun) {
 
 // NVRTC and ptxas for sm_90: every kernel, its registers, no spills.
 TEST(CudaEpilogueKernelTest, KernelsCompileForSm90WithoutSpills) {
-#if KILN_HAVE_NVRTC
-  setenv("KILN_CACHE_DIR", "off", 1); // ptxas's report, not a cached one
-  kiln::NvrtcResult result;
-  std::string error;
-  ASSERT_TRUE(kiln::compileCudaSource(rt::cuda::epilogueKernelSource(),
-                                      "kiln_epilogue", {90}, result, error))
-      << error;
-  ASSERT_EQ(result.cubins.size(), 1u);
-  const kiln::CubinResult &cubin = result.cubins[0];
-  ASSERT_GE(cubin.image.size(), 4u);
-  EXPECT_EQ(std::memcmp(cubin.image.data(), "\x7f" "ELF", 4), 0);
-  const std::string &log = cubin.log;
-  for (const std::string &entry : rt::cuda::epilogueKernelEntryPoints()) {
-    size_t at = log.find("Compiling entry function '" + entry + "'");
-    ASSERT_NE(at, std::string::npos) << entry << " missing from ptxas's log:\n"
-                                     << log;
-    size_t spill = log.find("bytes spill stores", at);
-    size_t used = log.find("Used ", at);
-    ASSERT_NE(spill, std::string::npos) << log;
-    ASSERT_NE(used, std::string::npos) << log;
-    int spillBytes = std::atoi(log.c_str() + log.rfind(',', spill) + 1);
-    int registers = std::atoi(log.c_str() + used + 5);
-    std::printf("%-34s sm_90: %3d registers, %d bytes spill stores\n",
-                entry.c_str(), registers, spillBytes);
-    ::testing::Test::RecordProperty(entry + "_registers", registers);
-    EXPECT_EQ(spillBytes, 0) << entry;
-    EXPECT_GT(registers, 0) << entry;
-    EXPECT_LE(registers, 255) << entry;
-  }
-#else
-  GTEST_SKIP() << "built without the CUDA toolkit (no NVRTC)";
-#endif
+  std::string skip;
+  rt::cuda::testing::expectSm90WithoutSpills(rt::cuda::epilogueKernelSource(),
+                                             "kiln_epilogue",
+                                             rt::cuda::epilogueKernelEntryPoints(),
+                                             skip);
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
 }
 
 // The runtime's own path: the real table's NVRTC (no driver needed).
 TEST(CudaEpilogueKernelTest, TheRealTableCompilesTheKernels) {
-  rt::StatusOr<std::unique_ptr<rt::cuda::CudaApi>> api =
-      rt::cuda::loadCudaApi(/*requireDriver=*/false);
-  if (!api.isOk())
-    GTEST_SKIP() << "no CUDA table: " << api.status().message();
-  std::vector<uint8_t> cubin;
-  std::string log;
-  rt::Status s = api.value()->nvrtcCompile(rt::cuda::epilogueKernelSource(),
-                                           "kiln_epilogue", 90, cubin, log);
-  if (!s.isOk() && s.message().find("NVRTC is not available") != std::string::npos)
-    GTEST_SKIP() << s.message();
-  ASSERT_TRUE(s.isOk()) << s.message();
-  ASSERT_GE(cubin.size(), 4u);
-  EXPECT_EQ(std::memcmp(cubin.data(), "\x7f" "ELF", 4), 0);
-}
-
-std::vector<uint8_t> toNative(const HostTensor &t) {
-  int64_t width = byteWidth(t.dtype());
-  std::vector<uint8_t> out(t.size() * width);
-  for (int64_t i = 0; i < t.size(); ++i) {
-    uint8_t *p = out.data() + i * width;
-    double v = t[i];
-    switch (t.dtype()) {
-    case DType::f64: std::memcpy(p, &v, 8); break;
-    case DType::f32: { float f = v; std::memcpy(p, &f, 4); break; }
-    case DType::f16: { uint16_t h = rt::floatToF16(v); std::memcpy(p, &h, 2); break; }
-    case DType::bf16: { uint16_t h = rt::floatToBf16(v); std::memcpy(p, &h, 2); break; }
-    case DType::i64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
-    case DType::i32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
-    case DType::i8: { int8_t x = v; std::memcpy(p, &x, 1); break; }
-    case DType::i1: *p = v != 0; break;
-    }
-  }
-  return out;
-}
-
-double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
-  const uint8_t *p = b.data() + i * byteWidth(dtype);
-  switch (dtype) {
-  case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
-  case DType::f32: { float v; std::memcpy(&v, p, 4); return v; }
-  case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return rt::f16ToFloat(h); }
-  case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return rt::bf16ToFloat(h); }
-  case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
-  case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-  case DType::i8: { int8_t v; std::memcpy(&v, p, 1); return v; }
-  case DType::i1: return *p != 0;
-  }
-  return 0;
+  std::string skip;
+  rt::cuda::testing::expectRealTableCompiles(rt::cuda::epilogueKernelSource(),
+                                             "kiln_epilogue", skip);
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
 }
 
 const std::set<GemmEpilogue> kEveryEpilogue = {
     GemmEpilogue::Bias, GemmEpilogue::Relu, GemmEpilogue::BiasRelu,
     GemmEpilogue::Gelu, GemmEpilogue::BiasGelu, GemmEpilogue::BiasGradient};
 
-class CudaEpilogueFallbackStepTest : public ::testing::Test {
+class CudaEpilogueFallbackStepTest : public StepTest {
 protected:
-  CudaEpilogueFallbackStepTest() {
-    DialectRegistry registry;
-    cli::registerKilnDialects(registry);
-    context.appendDialectRegistry(registry);
-    context.loadAllAvailableDialects();
-    context.getDiagEngine().registerHandler([this](Diagnostic &d) {
-      diagnostics += d.str() + "\n";
-      return success();
-    });
-  }
-
   // |model|'s step packaged as `kiln compile --target=cuda` packages it
   // (bias gradients on), with its kernels' sources.
   void compile(OwningOpRef<ModuleOp> model, AmpMode amp, rt::LoadedPackage &pkg,
@@ -444,31 +291,9 @@ protected:
     ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
     func = cli::findModelFunction(*model);
     ASSERT_TRUE(func) << diagnostics;
-    cli::PackageTargetHooks hooks;
-    hooks.target.kind = rt::TargetKind::Cuda;
-    hooks.target.smArchs = {90};
-    int count = 0;
-    hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
-                              rt::PackageKernel &kernel, std::string &error) {
-      std::string entry = "kiln_k" + std::to_string(count++);
-      FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
-      if (failed(source)) {
-        error = name + ": " + diagnostics;
-        return false;
-      }
-      kernel.kind = rt::KernelKind::Cuda;
-      kernel.entryPoint = entry;
-      kernel.source = source->source;
-      kernel.block = {source->launch.blockThreads, 1, 1};
-      kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
-      sources += source->source + "\n";
-      return true;
-    };
+    cli::PackageTargetHooks hooks = cudaPackageHooks(diagnostics, &sources);
     std::string errors;
-    llvm::raw_string_ostream errs(errors);
-    ASSERT_TRUE(succeeded(cli::buildStepPackage(*model, "model", "", {}, "test",
-                                                errs, pkg, &hooks)))
-        << errs.str() << diagnostics;
+    ASSERT_TRUE(packageStep(*model, &hooks, pkg, errors)) << errors << diagnostics;
     module = std::move(model);
   }
 
@@ -483,11 +308,8 @@ protected:
     if (HasFatalFailure())
       return;
     std::string error;
-    std::vector<std::string> entries;
-    for (const rt::PackageKernel &k : pkg.kernels)
-      entries.push_back(k.entryPoint);
     std::map<std::string, HostKernel> stepKernels =
-        buildForHost(sources, entries, name, error);
+        rt::cuda::testing::buildHostKernels(sources, kernelEntries(pkg), name, error);
     ASSERT_TRUE(error.empty()) << error;
     const auto &epilogueKernels = hostEpilogueKernels(error);
     ASSERT_TRUE(error.empty()) << error;
@@ -538,58 +360,22 @@ protected:
     for (const rt::cuda::GemmDesc &d : api.plans)
       EXPECT_EQ(refused.count(d.epilogue), 0u) << rt::cuda::gemmEpilogueName(d.epilogue);
 
-    std::vector<cli::ArgumentInfo> args = cli::describeArguments(func);
-    std::vector<cli::ResultInfo> results = cli::describeResults(func);
-    ASSERT_EQ(args.size(), pkg.inputs.size());
-    std::mt19937_64 rng(5);
-    std::vector<HostTensor> values;
-    for (const cli::ArgumentInfo &a : args) {
-      bool data = a.role == Role::input || a.role == Role::label;
-      values.push_back(data ? cli::randomData(func, a, rng) : cli::initialValue(a));
-      std::vector<uint8_t> native = toNative(values.back());
-      ASSERT_EQ(native.size(), pkg.buffers[pkg.inputs[a.index].buffer].size);
-      ASSERT_TRUE(exec.writeInput(a.index, native.data()).isOk());
-    }
-    Interpreter interpreter;
     double worst = 0;
-    for (int step = 0; step < 2; ++step) {
-      size_t launchesBefore = api.launches.size();
-      FailureOr<SmallVector<HostTensor>> expected = interpreter.run(func, values);
-      ASSERT_TRUE(succeeded(expected)) << diagnostics;
-      rt::Status s = exec.run();
-      ASSERT_TRUE(s.isOk()) << s.message();
+    size_t launchesBefore = 0;
+    StepHooks hooks;
+    hooks.before = [&](int) { launchesBefore = api.launches.size(); };
+    hooks.after = [&](int step, const std::vector<HostTensor> &,
+                      llvm::ArrayRef<HostTensor>) {
       int ran = 0;
       for (size_t i = launchesBefore; i < api.launches.size(); ++i)
         ran += api.launches[i].entry.rfind("kiln_epilogue_", 0) == 0;
       // The second step is captured: its launches are recorded once.
       EXPECT_EQ(ran, epilogueLaunches) << "step " << step;
-      for (const cli::ResultInfo &r : results) {
-        const HostTensor &e = (*expected)[r.index];
-        std::vector<uint8_t> got(pkg.buffers[pkg.outputs[r.index].buffer].size);
-        ASSERT_TRUE(exec.readOutput(r.index, got.data()).isOk());
-        double magnitude = 0;
-        for (int64_t i = 0; i < e.size(); ++i)
-          magnitude = std::max(magnitude, std::fabs(e[i]));
-        double rel = relativeBound(amp);
-        double allowance =
-            r.role == Role::parameter ? 2 * kLearningRate * (step + 1) : 0;
-        int bad = 0;
-        for (int64_t i = 0; i < e.size(); ++i) {
-          double want = e[i], have = nativeAt(got, e.dtype(), i);
-          double err = std::max(std::fabs(want - have) - allowance, 0.0) /
-                       std::max(magnitude, 1e-30);
-          worst = std::max(worst, err == err ? err : HUGE_VAL);
-          if (!(err <= rel) && bad++ < 3)
-            ADD_FAILURE() << name << " step " << step << " output '" << r.name
-                          << "' element " << i << ": interpreter " << want
-                          << ", CudaExecutable " << have << " (magnitude "
-                          << magnitude << ", bound " << rel << ")";
-        }
-      }
-      for (const cli::ResultInfo &r : results)
-        if (r.updates)
-          values[*r.updates] = (*expected)[r.index];
-    }
+    };
+    runStepsAgainstInterpreter(func, pkg, exec, amp, name, diagnostics, worst,
+                               hooks);
+    if (HasFatalFailure())
+      return;
     EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
     EXPECT_EQ(notes.size(), 1u); // nothing more per step
     std::printf("%s: %zu GEMM thunks fell back; worst error %.3g of the "
@@ -612,31 +398,7 @@ protected:
     return GemmEpilogue::None;
   }
 
-  // CudaStepEmulationTest's bounds (of the output's largest magnitude).
-  static constexpr double kLearningRate = 1e-3;
-  static double relativeBound(AmpMode amp) {
-    switch (amp) {
-    case AmpMode::off: return std::ldexp(1.0, -16);
-    case AmpMode::bf16: return 4 * std::ldexp(1.0, -7);
-    case AmpMode::fp16: return 4 * std::ldexp(1.0, -10);
-    }
-    return 0;
-  }
-
-  static cli::GptOptions smallGpt() {
-    cli::GptOptions options;
-    options.layers = 1;
-    options.hidden = 40;
-    options.heads = 2;
-    options.seq = 6;
-    options.vocab = 36;
-    options.batch = 2;
-    return options;
-  }
-
-  MLIRContext context;
   OwningOpRef<ModuleOp> module;
-  std::string diagnostics;
   std::map<GemmEpilogue, int> fallbackKinds;
 };
 

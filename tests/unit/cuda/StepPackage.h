@@ -1,0 +1,274 @@
+//===- StepPackage.h - training steps packaged for CUDA, for tests -*- C++ -*-===//
+//
+// What the tests of whole CUDA training steps share:
+//
+//   - StepTest: a fixture with an MLIRContext holding Kiln's dialects and
+//     its diagnostics collected in |diagnostics|;
+//   - cudaPackageHooks / packageStep: a compiled step packaged as
+//     CudaCompile.cpp packages it for sm_90 (each fusion's kernel emitted as
+//     CUDA C++ by codegen/cuda/CudaEmitter.h, source only, with its launch
+//     shape), the kernels' sources concatenated for a host build
+//     (HostKernels.h);
+//   - runStepsAgainstInterpreter: two steps through CudaExecutable (the
+//     second captured as a CUDA Graph and replayed) against the reference
+//     interpreter running the same step function twice from the same
+//     arguments (parameters from their initializers, data random), every
+//     output within relativeBound(amp) of its largest magnitude (plus, for
+//     a parameter, Adam's allowance per step);
+//   - toNative / nativeAt, the zoo's learning rate, the small GPT.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H
+#define KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H
+
+#include "codegen/cuda/CudaEmitter.h"
+#include "ir/Interpreter.h"
+#include "passes/Pipelines.h"
+#include "runtime/Half.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/PackageBuilder.h"
+#include "tools/kiln/lib/ReferenceStep.h"
+#include "tools/kiln/lib/Zoo.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kiln::cuda_step_test {
+
+namespace rt = kiln::runtime;
+
+// A context with Kiln's dialects; its diagnostics go to |diagnostics|.
+class StepTest : public ::testing::Test {
+protected:
+  StepTest() {
+    mlir::DialectRegistry registry;
+    cli::registerKilnDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+    context.getDiagEngine().registerHandler([this](mlir::Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return mlir::success();
+    });
+  }
+
+  mlir::MLIRContext context;
+  std::string diagnostics;
+};
+
+// The package hooks of `kiln compile --target=cuda` for sm_90, kernels as
+// source only: kernel N's entry point is kiln_kN; its source is appended to
+// |*sources| when given. An emission failure names the kernel and carries
+// |diagnostics| (read when it happens).
+inline cli::PackageTargetHooks cudaPackageHooks(const std::string &diagnostics,
+                                                std::string *sources = nullptr) {
+  cli::PackageTargetHooks hooks;
+  hooks.target.kind = rt::TargetKind::Cuda;
+  hooks.target.smArchs = {90};
+  hooks.compileKernel = [&diagnostics, sources,
+                         count = 0](FusionOp fusion, const std::string &name,
+                                    rt::PackageKernel &kernel,
+                                    std::string &error) mutable {
+    std::string entry = "kiln_k" + std::to_string(count++);
+    mlir::FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
+    if (mlir::failed(source)) {
+      error = name + ": " + diagnostics;
+      return false;
+    }
+    kernel.kind = rt::KernelKind::Cuda;
+    kernel.entryPoint = entry;
+    kernel.source = source->source;
+    kernel.block = {source->launch.blockThreads, 1, 1};
+    kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
+    if (sources)
+      *sources += source->source + "\n";
+    return true;
+  };
+  return hooks;
+}
+
+// |model|'s compiled step packaged with |hooks| (the CPU's without);
+// false with |errors| on failure.
+inline bool packageStep(mlir::ModuleOp model, const cli::PackageTargetHooks *hooks,
+                        rt::LoadedPackage &pkg, std::string &errors) {
+  llvm::raw_string_ostream errs(errors);
+  bool ok = mlir::succeeded(cli::buildStepPackage(model, "model", "", {}, "test",
+                                                  errs, pkg, hooks));
+  errs.flush();
+  return ok;
+}
+
+// The entry points of |pkg|'s kernels.
+inline std::vector<std::string> kernelEntries(const rt::LoadedPackage &pkg) {
+  std::vector<std::string> entries;
+  for (const rt::PackageKernel &k : pkg.kernels)
+    entries.push_back(k.entryPoint);
+  return entries;
+}
+
+// |t| in its dtype's memory layout (bf16 and f16 rounded to nearest even).
+inline std::vector<uint8_t> toNative(const HostTensor &t) {
+  int64_t width = byteWidth(t.dtype());
+  std::vector<uint8_t> out(t.size() * width);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    uint8_t *p = out.data() + i * width;
+    double v = t[i];
+    switch (t.dtype()) {
+    case DType::f64: std::memcpy(p, &v, 8); break;
+    case DType::f32: { float f = v; std::memcpy(p, &f, 4); break; }
+    case DType::f16: { uint16_t h = rt::floatToF16(v); std::memcpy(p, &h, 2); break; }
+    case DType::bf16: { uint16_t h = rt::floatToBf16(v); std::memcpy(p, &h, 2); break; }
+    case DType::i64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
+    case DType::i32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
+    case DType::i8: { int8_t x = v; std::memcpy(p, &x, 1); break; }
+    case DType::i1: *p = v != 0; break;
+    }
+  }
+  return out;
+}
+
+// Element |i| of a buffer of |dtype|.
+inline double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
+  const uint8_t *p = b.data() + i * byteWidth(dtype);
+  switch (dtype) {
+  case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
+  case DType::f32: { float v; std::memcpy(&v, p, 4); return v; }
+  case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return rt::f16ToFloat(h); }
+  case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return rt::bf16ToFloat(h); }
+  case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
+  case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+  case DType::i8: { int8_t v; std::memcpy(&v, p, 1); return v; }
+  case DType::i1: return *p != 0;
+  }
+  return 0;
+}
+
+// The zoo's default learning rate (the steps' Adam).
+constexpr double kLearningRate = 1e-3;
+
+// The bound on |interpreter - CudaExecutable| over the output's largest
+// magnitude: f32 2^-16; bf16 and fp16 4 ulps of 1 (2^-5 and 2^-8: a
+// rounding of the output type is half an ulp, 2^-8 and 2^-11).
+inline double relativeBound(AmpMode amp) {
+  switch (amp) {
+  case AmpMode::off: return std::ldexp(1.0, -16);
+  case AmpMode::bf16: return 4 * std::ldexp(1.0, -7);
+  case AmpMode::fp16: return 4 * std::ldexp(1.0, -10);
+  }
+  return 0;
+}
+
+// One block, layer-norm rows longer than a warp, head dim 20.
+inline cli::GptOptions smallGpt() {
+  cli::GptOptions options;
+  options.layers = 1;
+  options.hidden = 40; // layer-norm rows longer than a warp
+  options.heads = 2;
+  options.seq = 6;
+  options.vocab = 36;
+  options.batch = 2;
+  return options;
+}
+
+// Per step of runStepsAgainstInterpreter: before the interpreter runs it,
+// and after the executable did (with the step's arguments and the
+// interpreter's outputs).
+struct StepHooks {
+  std::function<void(int step)> before;
+  std::function<void(int step, const std::vector<HostTensor> &arguments,
+                     llvm::ArrayRef<HostTensor> expected)>
+      after;
+};
+
+// Two steps of |exec| (made from |pkg|, the package of |func|) against the
+// interpreter, as the file comment says; |worst| gets the largest error
+// over an output's magnitude. Failures name |name|.
+inline void runStepsAgainstInterpreter(mlir::func::FuncOp func,
+                                       const rt::LoadedPackage &pkg,
+                                       rt::cuda::CudaExecutable &exec, AmpMode amp,
+                                       const std::string &name,
+                                       const std::string &diagnostics,
+                                       double &worst, const StepHooks &hooks = {}) {
+  std::vector<cli::ArgumentInfo> args = cli::describeArguments(func);
+  std::vector<cli::ResultInfo> results = cli::describeResults(func);
+  ASSERT_EQ(args.size(), pkg.inputs.size());
+  ASSERT_EQ(results.size(), pkg.outputs.size());
+  std::mt19937_64 rng(5);
+  std::vector<HostTensor> values;
+  for (const cli::ArgumentInfo &a : args) {
+    bool data = a.role == Role::input || a.role == Role::label;
+    values.push_back(data ? cli::randomData(func, a, rng) : cli::initialValue(a));
+    std::vector<uint8_t> native = toNative(values.back());
+    ASSERT_EQ(native.size(), pkg.buffers[pkg.inputs[a.index].buffer].size)
+        << a.name;
+    ASSERT_TRUE(exec.writeInput(a.index, native.data()).isOk());
+  }
+
+  Interpreter interpreter;
+  for (int step = 0; step < 2; ++step) {
+    if (hooks.before)
+      hooks.before(step);
+    mlir::FailureOr<llvm::SmallVector<HostTensor>> expected =
+        interpreter.run(func, values);
+    ASSERT_TRUE(mlir::succeeded(expected)) << diagnostics;
+    rt::Status s = exec.run();
+    ASSERT_TRUE(s.isOk()) << s.message();
+    if (hooks.after)
+      hooks.after(step, values, *expected);
+    for (const cli::ResultInfo &r : results) {
+      const HostTensor &e = (*expected)[r.index];
+      std::vector<uint8_t> got(pkg.buffers[pkg.outputs[r.index].buffer].size);
+      ASSERT_TRUE(exec.readOutput(r.index, got.data()).isOk());
+      // Relative to the output's magnitude (its largest element): the
+      // steps differ by the order of f32 sums and, for bf16 and fp16, by
+      // cuBLASLt's single rounding after a GEMM's epilogue where the
+      // interpreter rounds the product first (docs/cuda.md), which the
+      // backward and the optimizer carry into every output.
+      double magnitude = 0;
+      for (int64_t i = 0; i < e.size(); ++i)
+        magnitude = std::max(magnitude, std::fabs(e[i]));
+      double rel = relativeBound(amp);
+      // Adam divides each gradient by its own RMS, so an element whose
+      // gradient is rounding noise (a key bias's gradient is zero in exact
+      // arithmetic: softmax ignores a constant added to every key) moves
+      // by up to the learning rate either way on each side. Parameters
+      // get that allowance per step taken; the gradients themselves are
+      // checked through the optimizer state (Adam's m and v), which gets
+      // none.
+      double allowance =
+          r.role == Role::parameter ? 2 * kLearningRate * (step + 1) : 0;
+      int bad = 0;
+      for (int64_t i = 0; i < e.size(); ++i) {
+        double want = e[i], have = nativeAt(got, e.dtype(), i);
+        double error = std::max(std::fabs(want - have) - allowance, 0.0) /
+                       std::max(magnitude, 1e-30);
+        worst = std::max(worst, error == error ? error : HUGE_VAL);
+        if (!(error <= rel) && bad++ < 3)
+          ADD_FAILURE() << name << " step " << step << " output '" << r.name
+                        << "' element " << i << ": interpreter " << want
+                        << ", CudaExecutable " << have << " (output magnitude "
+                        << magnitude << ", bound " << rel << " of it plus "
+                        << allowance << ")";
+      }
+    }
+    // The next step reads the updated parameters and state.
+    for (const cli::ResultInfo &r : results)
+      if (r.updates)
+        values[*r.updates] = (*expected)[r.index];
+  }
+}
+
+} // namespace kiln::cuda_step_test
+
+#endif // KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H

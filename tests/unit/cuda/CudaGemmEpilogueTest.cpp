@@ -15,18 +15,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/cuda/CudaEmitter.h"
+#include "tests/unit/cuda/StepPackage.h"
 
-#include "passes/Pipelines.h"
 #include "runtime/package/Package.h"
 #include "serialize/PackageWriter.h"
-#include "tools/kiln/lib/ModuleLoader.h"
-#include "tools/kiln/lib/PackageBuilder.h"
-#include "tools/kiln/lib/Zoo.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -40,19 +32,8 @@ using namespace kiln;
 namespace rt = kiln::runtime;
 using ::testing::HasSubstr;
 
-class CudaGemmEpilogueTest : public ::testing::Test {
+class CudaGemmEpilogueTest : public cuda_step_test::StepTest {
 protected:
-  CudaGemmEpilogueTest() {
-    DialectRegistry registry;
-    cli::registerKilnDialects(registry);
-    context.appendDialectRegistry(registry);
-    context.loadAllAvailableDialects();
-    context.getDiagEngine().registerHandler([this](Diagnostic &d) {
-      diagnostics += d.str() + "\n";
-      return success();
-    });
-  }
-
   // The step of |build()| packaged for CUDA (|cuda|) or the CPU.
   // With |amp| and, when |biasGradients|, kiln-fuse's
   // bias-gradient-epilogues (as `kiln compile --target=cuda` runs it).
@@ -65,32 +46,12 @@ protected:
     options.amp = amp;
     options.gemmBiasGradients = biasGradients;
     EXPECT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
-    cli::PackageTargetHooks hooks;
-    hooks.target.kind = rt::TargetKind::Cuda;
-    hooks.target.smArchs = {90};
-    int count = 0;
-    hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
-                              rt::PackageKernel &kernel, std::string &error) {
-      std::string entry = "kiln_k" + std::to_string(count++);
-      FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
-      if (failed(source)) {
-        error = name + ": " + diagnostics;
-        return false;
-      }
-      kernel.kind = rt::KernelKind::Cuda;
-      kernel.entryPoint = entry;
-      kernel.source = source->source;
-      kernel.block = {source->launch.blockThreads, 1, 1};
-      kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
-      return true;
-    };
+    cli::PackageTargetHooks hooks = cuda_step_test::cudaPackageHooks(diagnostics);
     rt::LoadedPackage pkg;
     std::string errors;
-    llvm::raw_string_ostream errs(errors);
-    EXPECT_TRUE(succeeded(cli::buildStepPackage(*model, "model", "", {}, "test",
-                                                errs, pkg,
-                                                cuda ? &hooks : nullptr)))
-        << errs.str() << diagnostics;
+    EXPECT_TRUE(cuda_step_test::packageStep(*model, cuda ? &hooks : nullptr, pkg,
+                                            errors))
+        << errors << diagnostics;
     return pkg;
   }
 
@@ -103,6 +64,29 @@ protected:
     return out;
   }
 
+  // |pkg| through the writer and the loader: the same thunks.
+  static void roundTrip(const rt::LoadedPackage &pkg, rt::LoadedPackage &loaded) {
+    rt::StatusOr<std::vector<uint8_t>> bytes = serialize::writePackage(pkg);
+    ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+    rt::StatusOr<rt::LoadedPackage> read =
+        rt::loadPackageFromBytes(bytes.value().data(), bytes.value().size());
+    ASSERT_TRUE(read.isOk()) << read.status().message();
+    loaded = std::move(read.value());
+    EXPECT_TRUE(loaded.thunks == pkg.thunks);
+  }
+
+  // Two blocks of a small GPT.
+  static cli::GptOptions gpt() {
+    cli::GptOptions options;
+    options.layers = 2;
+    options.hidden = 32;
+    options.heads = 2;
+    options.seq = 8;
+    options.vocab = 40;
+    options.batch = 2;
+    return options;
+  }
+
   static size_t launches(const rt::LoadedPackage &pkg) {
     size_t n = 0;
     for (const rt::PackageThunk &t : pkg.thunks)
@@ -110,8 +94,6 @@ protected:
     return n;
   }
 
-  MLIRContext context;
-  std::string diagnostics;
 };
 
 TEST_F(CudaGemmEpilogueTest, MlpBiasGoesOnTheGemmOnCudaOnly) {
@@ -141,23 +123,14 @@ TEST_F(CudaGemmEpilogueTest, MlpBiasGoesOnTheGemmOnCudaOnly) {
   }
 
   // The epilogue survives the writer and the loader.
-  rt::StatusOr<std::vector<uint8_t>> bytes = serialize::writePackage(cuda);
-  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
-  rt::StatusOr<rt::LoadedPackage> loaded =
-      rt::loadPackageFromBytes(bytes.value().data(), bytes.value().size());
-  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-  EXPECT_EQ(epilogues(loaded.value()), e);
-  EXPECT_TRUE(loaded.value().thunks == cuda.thunks);
+  rt::LoadedPackage loaded;
+  roundTrip(cuda, loaded);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(epilogues(loaded), e);
 }
 
 TEST_F(CudaGemmEpilogueTest, GptHasFewerKernelsOnCuda) {
-  cli::GptOptions options;
-  options.layers = 2;
-  options.hidden = 32;
-  options.heads = 2;
-  options.seq = 8;
-  options.vocab = 40;
-  options.batch = 2;
+  cli::GptOptions options = gpt();
   auto build = [&] { return cli::buildGpt(&context, options); };
   rt::LoadedPackage cuda = package(build, true), cpu = package(build, false);
   std::map<rt::PkgGemmEpilogue, int> e = epilogues(cuda);
@@ -229,23 +202,14 @@ TEST_F(CudaGemmEpilogueTest, MlpBiasGradientsGoOnTheWeightGradients) {
       widths.insert(t.gemm.n);
     }
     EXPECT_EQ(widths, (std::set<int64_t>{24, 10}));
-    rt::StatusOr<std::vector<uint8_t>> bytes = serialize::writePackage(with);
-    ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
-    rt::StatusOr<rt::LoadedPackage> loaded =
-        rt::loadPackageFromBytes(bytes.value().data(), bytes.value().size());
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    EXPECT_TRUE(loaded.value().thunks == with.thunks);
+    rt::LoadedPackage loaded;
+    roundTrip(with, loaded);
+    ASSERT_FALSE(HasFatalFailure());
   }
 }
 
 TEST_F(CudaGemmEpilogueTest, GptBiasGradientsGoOnTheWeightGradients) {
-  cli::GptOptions options;
-  options.layers = 2;
-  options.hidden = 32;
-  options.heads = 2;
-  options.seq = 8;
-  options.vocab = 40;
-  options.batch = 2;
+  cli::GptOptions options = gpt();
   auto build = [&] { return cli::buildGpt(&context, options); };
   rt::LoadedPackage with = package(build, true, AmpMode::bf16, true);
   ASSERT_TRUE(rt::checkPackage(with).isOk());

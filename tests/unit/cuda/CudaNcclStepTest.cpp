@@ -20,24 +20,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostKernels.h"
+#include "tests/unit/cuda/StepPackage.h"
 
-#include "ir/Interpreter.h"
-#include "passes/Pipelines.h"
-#include "runtime/Half.h"
-#include "runtime/cuda/CudaExecutable.h"
 #include "runtime/dist/NcclCommunicator.h"
-#include "tools/kiln/lib/ModuleLoader.h"
-#include "tools/kiln/lib/PackageBuilder.h"
-#include "tools/kiln/lib/ReferenceStep.h"
-#include "tools/kiln/lib/Zoo.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Program.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -48,6 +35,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -126,22 +114,7 @@ HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t rows) {
   return out;
 }
 
-class CudaNcclStepTest : public ::testing::Test {
-protected:
-  CudaNcclStepTest() {
-    DialectRegistry registry;
-    cli::registerKilnDialects(registry);
-    context.appendDialectRegistry(registry);
-    context.loadAllAvailableDialects();
-    context.getDiagEngine().registerHandler([this](Diagnostic &d) {
-      diagnostics += d.str() + "\n";
-      return success();
-    });
-  }
-
-  MLIRContext context;
-  std::string diagnostics;
-};
+using CudaNcclStepTest = cuda_step_test::StepTest;
 
 TEST_F(CudaNcclStepTest, TwoRanksDataParallelMlpMatchesTheWholeBatch) {
   constexpr int kWorld = 2, kSteps = 3;
@@ -164,33 +137,12 @@ TEST_F(CudaNcclStepTest, TwoRanksDataParallelMlpMatchesTheWholeBatch) {
   func::FuncOp func = cli::findModelFunction(*model);
   ASSERT_TRUE(func) << diagnostics;
 
-  cli::PackageTargetHooks hooks;
-  hooks.target.kind = rt::TargetKind::Cuda;
-  hooks.target.smArchs = {90};
   std::string sources;
-  int count = 0;
-  hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
-                            rt::PackageKernel &kernel, std::string &error) {
-    std::string entry = "kiln_k" + std::to_string(count++);
-    FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
-    if (failed(source)) {
-      error = name + ": " + diagnostics;
-      return false;
-    }
-    kernel.kind = rt::KernelKind::Cuda;
-    kernel.entryPoint = entry;
-    kernel.source = source->source;
-    kernel.block = {source->launch.blockThreads, 1, 1};
-    kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
-    sources += source->source + "\n";
-    return true;
-  };
+  cli::PackageTargetHooks hooks = cuda_step_test::cudaPackageHooks(diagnostics, &sources);
   rt::LoadedPackage pkg;
   std::string errors;
-  llvm::raw_string_ostream errs(errors);
-  ASSERT_TRUE(succeeded(cli::buildStepPackage(*model, "model", "", {}, "test",
-                                              errs, pkg, &hooks)))
-      << errs.str() << diagnostics;
+  ASSERT_TRUE(cuda_step_test::packageStep(*model, &hooks, pkg, errors))
+      << errors << diagnostics;
   ASSERT_EQ(pkg.metadata.worldSize, uint32_t(kWorld));
   size_t collectives = 0;
   for (const rt::PackageThunk &t : pkg.thunks)
@@ -207,28 +159,11 @@ TEST_F(CudaNcclStepTest, TwoRanksDataParallelMlpMatchesTheWholeBatch) {
   ASSERT_TRUE(wholeFunc);
 
   // Kernels for the host.
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-nccl", dir));
-  std::string cu = (dir + "/kernels.cpp").str(), so = (dir + "/kernels.so").str(),
-              log = (dir + "/clang.log").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(cu, ec);
-    ASSERT_FALSE(ec) << ec.message();
-    os << sources;
-  }
-  std::vector<llvm::StringRef> argv = {
-      KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
-      "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
-      "-x", "c++", cu, "-o", so, "-lpthread"};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
-                                                llvm::StringRef(log)};
-  ASSERT_EQ(llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv, std::nullopt,
-                                      redirects),
-            0)
-      << "host build of the kernels failed; see " << log;
-  void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_TRUE(library) << dlerror();
+  std::string error;
+  std::map<std::string, rt::cuda::testing::HostKernel> hostKernels =
+      rt::cuda::testing::buildHostKernels(
+          sources, cuda_step_test::kernelEntries(pkg), "kernels", error);
+  ASSERT_TRUE(error.empty()) << error;
   void *fakeNccl = dlopen(KILN_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
   ASSERT_TRUE(fakeNccl) << dlerror();
   auto setHook = reinterpret_cast<void (*)(decltype(&streamHook))>(
@@ -281,10 +216,7 @@ TEST_F(CudaNcclStepTest, TwoRanksDataParallelMlpMatchesTheWholeBatch) {
       api.device.multiprocessors = 2;
       api.kernelLock = &kernelLock;
       rankApi = &api;
-      for (const rt::PackageKernel &k : pkg.kernels)
-        api.hostKernels[k.entryPoint] = reinterpret_cast<
-            rt::cuda::testing::HostKernel>(
-            dlsym(library, (k.entryPoint + "_host").c_str()));
+      api.hostKernels = hostKernels;
       dist::DistEnv env;
       env.rank = env.localRank = rank;
       env.worldSize = env.localWorldSize = kWorld;
@@ -383,8 +315,6 @@ TEST_F(CudaNcclStepTest, TwoRanksDataParallelMlpMatchesTheWholeBatch) {
     }
   }
   EXPECT_EQ(checked, size_t(kWorld) * (mlp.layers.size() - 1) * 2);
-  dlclose(library);
-  llvm::sys::fs::remove_directories(dir);
 }
 
 } // namespace

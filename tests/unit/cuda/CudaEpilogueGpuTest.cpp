@@ -15,6 +15,7 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaEpilogue.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/PkgBuffers.h"
 
 #include <gtest/gtest.h>
 
@@ -27,28 +28,8 @@ namespace {
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
 
-std::vector<uint8_t> randomValues(PkgDType dtype, int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<uint8_t> out(n * pkgBytesPerElement(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    float v = d(rng);
-    if (dtype == PkgDType::F32)
-      reinterpret_cast<float *>(out.data())[i] = v;
-    else if (dtype == PkgDType::BF16)
-      reinterpret_cast<uint16_t *>(out.data())[i] = floatToBf16(v);
-    else
-      reinterpret_cast<uint16_t *>(out.data())[i] = floatToF16(v);
-  }
-  return out;
-}
-
-double at(PkgDType dtype, const std::vector<uint8_t> &b, int64_t i) {
-  if (dtype == PkgDType::F32)
-    return reinterpret_cast<const float *>(b.data())[i];
-  uint16_t h = reinterpret_cast<const uint16_t *>(b.data())[i];
-  return dtype == PkgDType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
-}
+using kiln::runtime::cuda::testing::randomBuffer;
+using kiln::runtime::cuda::testing::valueAt;
 
 TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
   StatusOr<std::unique_ptr<CudaApi>> loaded = loadCudaApi();
@@ -90,8 +71,8 @@ TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
                              gemmEpilogueName(e) + " tl=" + std::to_string(tl) +
                              " tr=" + std::to_string(tr);
           size_t width = pkgBytesPerElement(dtype);
-          auto lhs = randomValues(dtype, m * k, 1), rhs = randomValues(dtype, k * n, 2),
-               bias = randomValues(dtype, n, 3);
+          auto lhs = randomBuffer(dtype, m * k, 1), rhs = randomBuffer(dtype, k * n, 2),
+               bias = randomBuffer(dtype, n, 3);
           // The host: the plain GEMM rounded to the type, then the
           // epilogue in double, as the fallback computes it.
           std::vector<uint8_t> plain(m * n * width);
@@ -131,15 +112,15 @@ TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
           bool addBias = e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
                          e == GemmEpilogue::BiasGelu;
           for (int64_t i = 0; i < m * n && !grad; ++i) {
-            double v = at(dtype, plain, i);
+            double v = valueAt(dtype, plain, i);
             if (addBias)
-              v += at(dtype, bias, i % n);
+              v += valueAt(dtype, bias, i % n);
             if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
               v = std::max(v, 0.0);
             if (e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu)
               v = 0.5 * v *
                   (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-            ASSERT_LE(std::fabs(v - at(dtype, got, i)),
+            ASSERT_LE(std::fabs(v - valueAt(dtype, got, i)),
                       tol * std::max(1.0, std::fabs(v)) * 8)
                 << what << " element " << i;
           }
@@ -147,8 +128,8 @@ TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
             for (int64_t j = 0; j < n; ++j) {
               double sum = 0;
               for (int64_t l = 0; l < k; ++l)
-                sum += at(dtype, rhs, tr ? j * k + l : l * n + j);
-              ASSERT_LE(std::fabs(sum - at(dtype, gotGrad, j)),
+                sum += valueAt(dtype, rhs, tr ? j * k + l : l * n + j);
+              ASSERT_LE(std::fabs(sum - valueAt(dtype, gotGrad, j)),
                         tol * std::max(1.0, std::fabs(sum)) * 8)
                   << what << " bias gradient " << j;
             }
@@ -177,12 +158,12 @@ TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
                             CopyKind::DeviceToHost, stream);
             ASSERT_TRUE(api.streamSynchronize(stream).isOk()) << what;
             for (int64_t i = 0; i < m * n && !grad; ++i)
-              ASSERT_LE(std::fabs(at(dtype, fusedOut, i) - at(dtype, got, i)),
-                        tol * std::max(1.0, std::fabs(at(dtype, got, i))) * 8)
+              ASSERT_LE(std::fabs(valueAt(dtype, fusedOut, i) - valueAt(dtype, got, i)),
+                        tol * std::max(1.0, std::fabs(valueAt(dtype, got, i))) * 8)
                   << what << ": fused vs fallback, element " << i;
             for (int64_t j = 0; j < n && grad; ++j)
-              ASSERT_LE(std::fabs(at(dtype, fusedGradOut, j) - at(dtype, gotGrad, j)),
-                        tol * std::max(1.0, std::fabs(at(dtype, gotGrad, j))) * 8)
+              ASSERT_LE(std::fabs(valueAt(dtype, fusedGradOut, j) - valueAt(dtype, gotGrad, j)),
+                        tol * std::max(1.0, std::fabs(valueAt(dtype, gotGrad, j))) * 8)
                   << what << ": fused vs fallback, bias gradient " << j;
             api.gemmDestroy(fused);
           }

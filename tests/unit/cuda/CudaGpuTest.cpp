@@ -22,6 +22,7 @@
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/PkgBuffers.h"
 
 #include <gtest/gtest.h>
 
@@ -59,28 +60,8 @@ protected:
   }
 };
 
-std::vector<uint8_t> randomBuffer(PkgDType dtype, int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<uint8_t> out(n * pkgBytesPerElement(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    float v = d(rng);
-    if (dtype == PkgDType::F32)
-      reinterpret_cast<float *>(out.data())[i] = v;
-    else if (dtype == PkgDType::BF16)
-      reinterpret_cast<uint16_t *>(out.data())[i] = floatToBf16(v);
-    else
-      reinterpret_cast<uint16_t *>(out.data())[i] = floatToF16(v);
-  }
-  return out;
-}
-
-double valueAt(PkgDType dtype, const std::vector<uint8_t> &b, int64_t i) {
-  if (dtype == PkgDType::F32)
-    return reinterpret_cast<const float *>(b.data())[i];
-  uint16_t h = reinterpret_cast<const uint16_t *>(b.data())[i];
-  return dtype == PkgDType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
-}
+using kiln::runtime::cuda::testing::randomBuffer;
+using kiln::runtime::cuda::testing::valueAt;
 
 TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
   for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16, PkgDType::F16})

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <set>
 
 namespace kiln::runtime::cuda {
@@ -532,12 +531,6 @@ const char *libraryName(LibraryKind kind) {
   return kind == LibraryKind::Attention ? "attention" : "attention_grad";
 }
 
-std::mutex cacheMutex;
-std::map<std::string, std::vector<uint8_t>> &cubinCache() {
-  static std::map<std::string, std::vector<uint8_t>> cache;
-  return cache;
-}
-
 } // namespace
 
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
@@ -623,8 +616,13 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
             bytes, uint64_t(p.batch * p.heads * p.qLen) * info->accBytes);
     }
   }
-  if (Status s = attention->load(used); !s.isOk())
-    return s;
+  // No kernels to run (no thunk with a supported shape): nothing to load.
+  if (!used.empty()) {
+    unsigned arch = device.smArch();
+    if (Status s = attention->kernels_.load(attentionKernelSource(arch, used), arch);
+        !s.isOk())
+      return s;
+  }
   if (bytes) {
     if (Status s = api.malloc(&attention->workspace_, bytes); !s.isOk())
       return Status::error("the attention workspace (" + std::to_string(bytes) +
@@ -635,54 +633,8 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
 }
 
 CudaAttention::~CudaAttention() {
-  if (module_)
-    api_.moduleUnload(module_);
   if (workspace_)
     api_.free(workspace_);
-}
-
-Status CudaAttention::load(const std::set<std::string> &used) {
-  if (used.empty())
-    return Status::ok(); // no thunk has kernels to run
-  unsigned arch = device_.smArch();
-  std::string key = api_.describe() + " sm_" + std::to_string(arch);
-  for (const std::string &entry : used)
-    key += " " + entry;
-  std::vector<uint8_t> cubin;
-  {
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    auto found = cubinCache().find(key);
-    if (found != cubinCache().end())
-      cubin = found->second;
-  }
-  if (cubin.empty()) {
-    std::string log;
-    if (Status s = api_.nvrtcCompile(attentionKernelSource(arch, used), "kiln_attention",
-                                     arch, cubin, log);
-        !s.isOk())
-      return Status::error("the attention kernels (NVRTC for sm_" +
-                           std::to_string(arch) + "): " + s.message() +
-                           (log.empty() ? "" : "\n" + log));
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    cubinCache()[key] = cubin;
-  }
-  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
-      !s.isOk()) {
-    module_ = nullptr;
-    return Status::error("the attention kernels: " + s.message());
-  }
-  return Status::ok();
-}
-
-StatusOr<CudaFunction> CudaAttention::function(const std::string &entry) {
-  auto found = functions_.find(entry);
-  if (found != functions_.end())
-    return found->second;
-  CudaFunction fn = nullptr;
-  if (Status s = api_.moduleGetFunction(&fn, module_, entry.c_str()); !s.isOk())
-    return Status::error("the attention kernel " + entry + ": " + s.message());
-  functions_[entry] = fn;
-  return fn;
 }
 
 Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
@@ -725,7 +677,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   common[14] = scalar(p.valueDim), common[15] = scaleBits;
   common[16] = scalar(p.causal ? 1 : 0);
 
-  std::vector<Launch> launches;
+  std::vector<KernelLaunch> launches;
   Status failed = Status::ok();
   auto launch = [&](const std::string &entry, uint64_t blocks) {
     if (!failed.isOk() || blocks == 0)
@@ -735,12 +687,12 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
                              " blocks for " + entry + " exceed the grid");
       return;
     }
-    StatusOr<CudaFunction> fn = function(entry);
+    StatusOr<CudaFunction> fn = kernels_.function(entry);
     if (!fn.isOk()) {
       failed = fn.status();
       return;
     }
-    Launch l;
+    KernelLaunch l;
     l.function = fn.value();
     l.entry = entry;
     l.grid = static_cast<uint32_t>(blocks);
@@ -771,13 +723,8 @@ Status CudaAttention::run(size_t index, CudaStream stream) {
   auto found = plans_.find(index);
   if (found == plans_.end())
     return Status::error("the attention was not planned");
-  for (Launch &l : found->second) {
-    void *params[17];
-    for (size_t i = 0; i < l.args.size(); ++i)
-      params[i] = &l.args[i];
-    Status s = api_.launchKernel(l.function, {l.grid, 1, 1},
-                                 {kAttentionThreads, 1, 1}, 0, stream, params,
-                                 l.args.size());
+  for (const KernelLaunch &l : found->second) {
+    Status s = kernels_.launch(l, kAttentionThreads, stream);
     if (!s.isOk())
       return Status::error("kernel " + l.entry + ": " + s.message());
   }

@@ -36,6 +36,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/RuntimeKernels.h"
 #include "runtime/package/Package.h"
 
 #include <map>
@@ -94,24 +95,17 @@ public:
 private:
   CudaAttention(const LoadedPackage &package, CudaApi &api,
                 const CudaDeviceInfo &device)
-      : package_(package), api_(api), device_(device) {}
-  Status load(const std::set<std::string> &used);
-  StatusOr<CudaFunction> function(const std::string &entry);
+      : package_(package), api_(api), device_(device),
+        kernels_(api, "kiln_attention", "attention") {}
 
-  struct Launch {
-    CudaFunction function = nullptr;
-    std::string entry;
-    uint32_t grid = 1;
-    std::vector<void *> args; // 17 values: pointers, integers, the scale's bits
-  };
   const LoadedPackage &package_;
   CudaApi &api_;
   CudaDeviceInfo device_;
-  CudaModule module_ = nullptr;
-  std::map<std::string, CudaFunction> functions_;
+  RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
-  std::map<size_t, std::vector<Launch>> plans_;
+  // Each thunk's launches (17 values: pointers, integers, the scale's bits).
+  std::map<size_t, std::vector<KernelLaunch>> plans_;
 };
 
 } // namespace kiln::runtime::cuda

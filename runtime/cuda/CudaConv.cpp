@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 
 namespace kiln::runtime::cuda {
 
@@ -267,14 +266,6 @@ const char *libraryName(LibraryKind kind) {
   }
 }
 
-// The process-wide cache of compiled kernels: one cubin per table and
-// architecture.
-std::mutex cacheMutex;
-std::map<std::string, std::vector<uint8_t>> &cubinCache() {
-  static std::map<std::string, std::vector<uint8_t>> cache;
-  return cache;
-}
-
 } // namespace
 
 void setConvColumnLimit(size_t bytes) { columnLimit.store(bytes); }
@@ -380,7 +371,8 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
       bytes = std::max(bytes, workspaceFor(g, dtype));
     }
   }
-  if (Status s = conv->load(); !s.isOk())
+  if (Status s = conv->kernels_.load(convKernelSource(), device.smArch());
+      !s.isOk())
     return s;
   if (bytes) {
     if (Status s = api.malloc(&conv->workspace_, bytes); !s.isOk())
@@ -394,50 +386,8 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
 CudaConv::~CudaConv() {
   for (auto &[key, plan] : gemmPlans_)
     api_.gemmDestroy(plan);
-  if (module_)
-    api_.moduleUnload(module_);
   if (workspace_)
     api_.free(workspace_);
-}
-
-Status CudaConv::load() {
-  unsigned arch = device_.smArch();
-  std::string key = api_.describe() + " sm_" + std::to_string(arch);
-  std::vector<uint8_t> cubin;
-  {
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    auto found = cubinCache().find(key);
-    if (found != cubinCache().end())
-      cubin = found->second;
-  }
-  if (cubin.empty()) {
-    std::string log;
-    if (Status s = api_.nvrtcCompile(convKernelSource(), "kiln_conv", arch,
-                                     cubin, log);
-        !s.isOk())
-      return Status::error("the convolution kernels (NVRTC for sm_" +
-                           std::to_string(arch) + "): " + s.message() +
-                           (log.empty() ? "" : "\n" + log));
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    cubinCache()[key] = cubin;
-  }
-  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
-      !s.isOk()) {
-    module_ = nullptr;
-    return Status::error("the convolution kernels: " + s.message());
-  }
-  return Status::ok();
-}
-
-StatusOr<CudaFunction> CudaConv::function(const std::string &entry) {
-  auto found = functions_.find(entry);
-  if (found != functions_.end())
-    return found->second;
-  CudaFunction fn = nullptr;
-  if (Status s = api_.moduleGetFunction(&fn, module_, entry.c_str()); !s.isOk())
-    return Status::error("the convolution kernel " + entry + ": " + s.message());
-  functions_[entry] = fn;
-  return fn;
 }
 
 Status CudaConv::plan(size_t index, const std::vector<void *> &args,
@@ -503,7 +453,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
 
   auto launch = [&](const std::string &entry, int64_t total,
                     std::vector<void *> launchArgs) {
-    StatusOr<CudaFunction> fn = function(entry);
+    StatusOr<CudaFunction> fn = kernels_.function(entry);
     if (!fn.isOk()) {
       if (failed.isOk())
         failed = fn.status();
@@ -633,12 +583,8 @@ Status CudaConv::run(size_t index, CudaStream stream, void *gemmWorkspace,
   if (p.zeroFill)
     return p.zeroBytes ? api_.memsetAsync(p.zeroFill, 0, p.zeroBytes, stream)
                        : Status::ok();
-  auto enqueue = [&](Launch &l) {
-    void *params[17];
-    for (size_t i = 0; i < l.args.size(); ++i)
-      params[i] = &l.args[i];
-    Status s = api_.launchKernel(l.function, {l.grid, 1, 1}, {kBlock, 1, 1}, 0,
-                                 stream, params, l.args.size());
+  auto enqueue = [&](const KernelLaunch &l) {
+    Status s = kernels_.launch(l, kBlock, stream);
     if (!s.isOk())
       return Status::error("kernel " + l.entry + ": " + s.message());
     return Status::ok();

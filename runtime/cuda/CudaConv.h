@@ -42,6 +42,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/RuntimeKernels.h"
 #include "runtime/package/Package.h"
 
 #include <map>
@@ -94,20 +95,14 @@ public:
 private:
   CudaConv(const LoadedPackage &package, CudaApi &api,
            const CudaDeviceInfo &device, bool allowTf32)
-      : package_(package), api_(api), device_(device), allowTf32_(allowTf32) {}
-  Status load();
-  StatusOr<CudaFunction> function(const std::string &entry);
+      : package_(package), api_(api), device_(device), allowTf32_(allowTf32),
+        kernels_(api, "kiln_conv", "convolution") {}
 
-  struct Launch {
-    CudaFunction function = nullptr;
-    std::string entry;
-    uint32_t grid = 1;
-    std::vector<void *> args; // pointers and 64-bit integers, by value
-  };
-  // A kernel launch or a GEMM, in the order they run.
+  // A kernel launch (pointers and 64-bit integers) or a GEMM, in the order
+  // they run.
   struct Step {
     bool isGemm = false;
-    Launch launch;
+    KernelLaunch launch;
     GemmPlan gemm = nullptr;
     const void *lhs = nullptr, *rhs = nullptr;
     void *out = nullptr;
@@ -122,8 +117,7 @@ private:
   CudaApi &api_;
   CudaDeviceInfo device_;
   bool allowTf32_;
-  CudaModule module_ = nullptr;
-  std::map<std::string, CudaFunction> functions_;
+  RuntimeKernels kernels_;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   std::map<size_t, Plan> plans_;

@@ -9,7 +9,6 @@
 #include "runtime/cuda/CudaEpilogue.h"
 
 #include <algorithm>
-#include <mutex>
 
 namespace kiln::runtime::cuda {
 
@@ -199,12 +198,6 @@ bool readsBias(GemmEpilogue e) {
          e == GemmEpilogue::BiasGelu;
 }
 
-std::mutex cacheMutex;
-std::map<std::string, std::vector<uint8_t>> &cubinCache() {
-  static std::map<std::string, std::vector<uint8_t>> cache;
-  return cache;
-}
-
 } // namespace
 
 const std::string &epilogueKernelSource() {
@@ -234,7 +227,8 @@ StatusOr<std::unique_ptr<CudaEpilogue>>
 CudaEpilogue::create(CudaApi &api, const CudaDeviceInfo &device,
                      uint64_t workspaceBytes) {
   std::unique_ptr<CudaEpilogue> epilogue(new CudaEpilogue(api, device));
-  if (Status s = epilogue->load(); !s.isOk())
+  if (Status s = epilogue->kernels_.load(epilogueKernelSource(), device.smArch());
+      !s.isOk())
     return s;
   if (workspaceBytes) {
     if (Status s = api.malloc(&epilogue->workspace_, workspaceBytes); !s.isOk())
@@ -247,51 +241,8 @@ CudaEpilogue::create(CudaApi &api, const CudaDeviceInfo &device,
 }
 
 CudaEpilogue::~CudaEpilogue() {
-  if (module_)
-    api_.moduleUnload(module_);
   if (workspace_)
     api_.free(workspace_);
-}
-
-Status CudaEpilogue::load() {
-  unsigned arch = device_.smArch();
-  std::string key = api_.describe() + " sm_" + std::to_string(arch);
-  std::vector<uint8_t> cubin;
-  {
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    auto found = cubinCache().find(key);
-    if (found != cubinCache().end())
-      cubin = found->second;
-  }
-  if (cubin.empty()) {
-    std::string log;
-    if (Status s = api_.nvrtcCompile(epilogueKernelSource(), "kiln_epilogue",
-                                     arch, cubin, log);
-        !s.isOk())
-      return Status::error("the GEMM epilogue kernels (NVRTC for sm_" +
-                           std::to_string(arch) + "): " + s.message() +
-                           (log.empty() ? "" : "\n" + log));
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    cubinCache()[key] = cubin;
-  }
-  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
-      !s.isOk()) {
-    module_ = nullptr;
-    return Status::error("the GEMM epilogue kernels: " + s.message());
-  }
-  return Status::ok();
-}
-
-StatusOr<CudaFunction> CudaEpilogue::function(const std::string &entry) {
-  auto found = functions_.find(entry);
-  if (found != functions_.end())
-    return found->second;
-  CudaFunction fn = nullptr;
-  if (Status s = api_.moduleGetFunction(&fn, module_, entry.c_str()); !s.isOk())
-    return Status::error("the GEMM epilogue kernel " + entry + ": " +
-                         s.message());
-  functions_[entry] = fn;
-  return fn;
 }
 
 Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
@@ -306,17 +257,17 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
     return Status::error(std::string("the ") + gemmEpilogueName(epilogue) +
                          " epilogue kernel: expected a GEMM of batch 1 and "
                          "positive m, n, k");
-  std::vector<Launch> launches;
+  std::vector<KernelLaunch> launches;
   uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) * (2048 / kBlock);
   auto grid = [&](uint64_t blocks) {
     return static_cast<uint32_t>(std::max<uint64_t>(std::min(blocks, cap), 1));
   };
   auto add = [&](const std::string &entry, uint32_t blocks,
                  std::vector<void *> args) -> Status {
-    StatusOr<CudaFunction> fn = function(entry);
+    StatusOr<CudaFunction> fn = kernels_.function(entry);
     if (!fn.isOk())
       return fn.status();
-    Launch l;
+    KernelLaunch l;
     l.function = fn.value();
     l.entry = entry;
     l.grid = blocks;
@@ -371,12 +322,8 @@ Status CudaEpilogue::run(size_t index, CudaStream stream) {
   auto found = plans_.find(index);
   if (found == plans_.end())
     return Status::error("the GEMM epilogue was not planned");
-  for (Launch &l : found->second) {
-    void *params[8];
-    for (size_t i = 0; i < l.args.size(); ++i)
-      params[i] = &l.args[i];
-    Status s = api_.launchKernel(l.function, {l.grid, 1, 1}, {kBlock, 1, 1}, 0,
-                                 stream, params, l.args.size());
+  for (const KernelLaunch &l : found->second) {
+    Status s = kernels_.launch(l, kBlock, stream);
     if (!s.isOk())
       return Status::error("the epilogue kernel " + l.entry + ": " +
                            s.message());
@@ -388,7 +335,7 @@ std::vector<std::string> CudaEpilogue::entries(size_t index) const {
   std::vector<std::string> out;
   auto found = plans_.find(index);
   if (found != plans_.end())
-    for (const Launch &l : found->second)
+    for (const KernelLaunch &l : found->second)
       out.push_back(l.entry);
   return out;
 }

@@ -37,6 +37,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/RuntimeKernels.h"
 
 #include <map>
 #include <memory>
@@ -80,24 +81,15 @@ public:
 
 private:
   CudaEpilogue(CudaApi &api, const CudaDeviceInfo &device)
-      : api_(api), device_(device) {}
-  Status load();
-  StatusOr<CudaFunction> function(const std::string &entry);
-
-  struct Launch {
-    CudaFunction function = nullptr;
-    std::string entry;
-    uint32_t grid = 1;
-    std::vector<void *> args; // pointers and 64-bit integers, by value
-  };
+      : api_(api), device_(device), kernels_(api, "kiln_epilogue", "GEMM epilogue") {}
 
   CudaApi &api_;
   CudaDeviceInfo device_;
-  CudaModule module_ = nullptr;
-  std::map<std::string, CudaFunction> functions_;
+  RuntimeKernels kernels_;
   void *workspace_ = nullptr;
   uint64_t workspaceBytes_ = 0;
-  std::map<size_t, std::vector<Launch>> plans_;
+  // Each thunk's launches (pointers and 64-bit integers), in order.
+  std::map<size_t, std::vector<KernelLaunch>> plans_;
 };
 
 } // namespace kiln::runtime::cuda

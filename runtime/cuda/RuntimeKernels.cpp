@@ -1,0 +1,100 @@
+//===- RuntimeKernels.cpp - the runtime's own CUDA kernels, via NVRTC -----===//
+//
+// See RuntimeKernels.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/RuntimeKernels.h"
+
+#include <functional>
+#include <mutex>
+
+namespace kiln::runtime::cuda {
+
+namespace {
+
+// The process-wide cache of compiled kernel sets: one cubin per set, table,
+// architecture and source.
+struct CachedCubin {
+  std::string source; // what was compiled (a hash collision recompiles)
+  std::vector<uint8_t> cubin;
+};
+std::mutex cacheMutex;
+std::map<std::string, CachedCubin> &cubinCache() {
+  static std::map<std::string, CachedCubin> cache;
+  return cache;
+}
+
+// The most parameters a runtime kernel takes.
+constexpr size_t kMaxKernelArgs = 32;
+
+} // namespace
+
+RuntimeKernels::~RuntimeKernels() {
+  if (module_)
+    api_.moduleUnload(module_);
+}
+
+Status RuntimeKernels::load(const std::string &source, unsigned arch) {
+  std::string key = program_ + " " + api_.describe() + " sm_" +
+                    std::to_string(arch) + " " +
+                    std::to_string(std::hash<std::string>()(source));
+  std::vector<uint8_t> cubin;
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = cubinCache().find(key);
+    if (found != cubinCache().end() && found->second.source == source)
+      cubin = found->second.cubin;
+  }
+  if (cubin.empty()) {
+    std::string log;
+    if (Status s = api_.nvrtcCompile(source, program_, arch, cubin, log);
+        !s.isOk())
+      return Status::error("the " + what_ + " kernels (NVRTC for sm_" +
+                           std::to_string(arch) + "): " + s.message() +
+                           (log.empty() ? "" : "\n" + log));
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    cubinCache()[key] = {source, cubin};
+  }
+  if (module_) {
+    api_.moduleUnload(module_);
+    module_ = nullptr;
+    functions_.clear();
+  }
+  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+      !s.isOk()) {
+    module_ = nullptr;
+    return Status::error("the " + what_ + " kernels: " + s.message());
+  }
+  return Status::ok();
+}
+
+StatusOr<CudaFunction> RuntimeKernels::function(const std::string &entry) {
+  auto found = functions_.find(entry);
+  if (found != functions_.end())
+    return found->second;
+  CudaFunction fn = nullptr;
+  if (Status s = api_.moduleGetFunction(&fn, module_, entry.c_str()); !s.isOk())
+    return Status::error("the " + what_ + " kernel " + entry + ": " +
+                         s.message());
+  functions_[entry] = fn;
+  return fn;
+}
+
+Status RuntimeKernels::launch(const KernelLaunch &launch, uint32_t block,
+                              CudaStream stream) {
+  if (launch.args.size() > kMaxKernelArgs)
+    return Status::error(std::to_string(launch.args.size()) +
+                         " parameters, expected at most " +
+                         std::to_string(kMaxKernelArgs));
+  // The table reads each parameter through its address.
+  void *values[kMaxKernelArgs], *params[kMaxKernelArgs];
+  for (size_t i = 0; i < launch.args.size(); ++i) {
+    values[i] = launch.args[i];
+    params[i] = &values[i];
+  }
+  return api_.launchKernel(launch.function, {launch.grid, 1, 1}, {block, 1, 1},
+                           0, stream, params, launch.args.size());
+}
+
+} // namespace kiln::runtime::cuda

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/AttentionText.h"
 #include "tests/unit/CollectDiagnostics.h"
 
 #include "ir/Interpreter.h"
@@ -36,29 +37,9 @@ namespace {
 using namespace mlir;
 using namespace kiln;
 
-struct Dims {
-  int64_t b, h, tq, tk, d, dv;
-};
-
-std::string tensorType(std::vector<int64_t> shape, const char *element) {
-  std::ostringstream os;
-  os << "tensor<";
-  for (int64_t s : shape)
-    os << s << "x";
-  os << element << ">";
-  return os.str();
-}
-
-// One unit in the last place of |x| in |dtype| (subnormals included).
-double ulp(DType dtype, double x) {
-  int mantissa = dtype == DType::f64    ? 52
-                 : dtype == DType::f32  ? 23
-                 : dtype == DType::f16  ? 10
-                                        : 7;
-  int minExponent = dtype == DType::f64 ? -1022 : dtype == DType::f16 ? -14 : -126;
-  int exponent = x == 0 ? minExponent : std::max(std::ilogb(x), minExponent);
-  return std::ldexp(1.0, exponent - mantissa);
-}
+using Dims = test::AttentionDims;
+using test::tensorType;
+using test::ulp;
 
 class DecomposeAttentionTest : public ::testing::Test {
 protected:
@@ -70,26 +51,7 @@ protected:
   // attention, then attention_grad of its results; returns all five.
   OwningOpRef<ModuleOp> parse(const Dims &n, const char *element, double scale,
                               bool causal) {
-    const char *lseElement = std::string(element) == "f64" ? "f64" : "f32";
-    std::string tq = tensorType({n.b, n.h, n.tq, n.d}, element);
-    std::string tk = tensorType({n.b, n.h, n.tk, n.d}, element);
-    std::string tv = tensorType({n.b, n.h, n.tk, n.dv}, element);
-    std::string to = tensorType({n.b, n.h, n.tq, n.dv}, element);
-    std::string tl = tensorType({n.b, n.h, n.tq}, lseElement);
-    std::ostringstream attrs;
-    attrs.precision(17);
-    attrs << "{scale = " << std::scientific << scale
-          << " : f64, causal = " << (causal ? "true" : "false") << "}";
-    std::string src =
-        "func.func @f(%q: " + tq + ", %k: " + tk + ", %v: " + tv + ", %g: " +
-        to + ") -> (" + to + ", " + tl + ", " + tq + ", " + tk + ", " + tv +
-        ") {\n  %o, %l = kiln.attention %q, %k, %v " + attrs.str() + " : (" +
-        tq + ", " + tk + ", " + tv + ") -> (" + to + ", " + tl + ")\n" +
-        "  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %o, %l, %g " +
-        attrs.str() + " : (" + tq + ", " + tk + ", " + tv + ", " + to + ", " +
-        tl + ", " + to + ") -> (" + tq + ", " + tk + ", " + tv + ")\n" +
-        "  return %o, %l, %dq, %dk, %dv : " + to + ", " + tl + ", " + tq +
-        ", " + tk + ", " + tv + "\n}\n";
+    std::string src = test::attentionFunction(n, element, scale, causal);
     OwningOpRef<ModuleOp> module =
         parseSourceString<ModuleOp>(src, &context, "attention.mlir");
     EXPECT_TRUE(module) << src << diagnostics;
@@ -110,12 +72,9 @@ protected:
     return n;
   }
 
-  HostTensor random(DType dtype, std::vector<int64_t> shape, double lo, double hi) {
-    std::uniform_real_distribution<double> dist(lo, hi);
-    HostTensor t(dtype, shape);
-    for (double &x : t.values())
-      x = roundTo(dtype, dist(engine));
-    return t;
+  HostTensor random(DType dtype, std::vector<int64_t> shape, double lo,
+                    double hi) {
+    return test::randomTensor(engine, dtype, std::move(shape), lo, hi);
   }
 
   void check(const Dims &n, DType dtype, double scale, bool causal) {

@@ -17,6 +17,7 @@
 
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
+#include "tests/unit/AttentionText.h"
 #include "tests/unit/CollectDiagnostics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,32 +39,10 @@ namespace {
 using namespace mlir;
 using namespace kiln;
 
-struct Dims {
-  int64_t b, h, tq, tk, d, dv;
-};
-
-std::string tensorType(std::vector<int64_t> shape, const char *element) {
-  std::ostringstream os;
-  os << "tensor<";
-  for (int64_t s : shape)
-    os << s << "x";
-  os << element << ">";
-  return os.str();
-}
+using Dims = test::AttentionDims;
 
 // Half a unit in the last place of |x| in |dtype| (subnormals included).
-double halfUlp(DType dtype, double x) {
-  int mantissa = dtype == DType::f64    ? 52
-                 : dtype == DType::f32  ? 23
-                 : dtype == DType::f16  ? 10
-                                        : 7; // bf16
-  int minExponent = dtype == DType::f64   ? -1022
-                    : dtype == DType::f16 ? -14
-                                          : -126; // f32, bf16
-  if (x == 0)
-    return std::ldexp(1.0, minExponent - mantissa - 1);
-  return std::ldexp(1.0, std::max(std::ilogb(x), minExponent) - mantissa - 1);
-}
+double halfUlp(DType dtype, double x) { return 0.5 * test::ulp(dtype, x); }
 
 // The direct computation, all in double, on one (batch, head).
 struct Expected {
@@ -140,28 +119,7 @@ protected:
   // attention then attention_grad of its results, returning all five.
   func::FuncOp parse(const Dims &n, const char *element, double scale,
                      bool causal) {
-    const char *lseElement = std::string(element) == "f64" ? "f64" : "f32";
-    std::string tq = tensorType({n.b, n.h, n.tq, n.d}, element);
-    std::string tk = tensorType({n.b, n.h, n.tk, n.d}, element);
-    std::string tv = tensorType({n.b, n.h, n.tk, n.dv}, element);
-    std::string to = tensorType({n.b, n.h, n.tq, n.dv}, element);
-    std::string tl = tensorType({n.b, n.h, n.tq}, lseElement);
-    std::ostringstream attrs;
-    attrs.precision(17);
-    attrs << "{scale = " << std::scientific << scale
-          << " : f64, causal = " << (causal ? "true" : "false") << "}";
-    std::string src = "func.func @f(%q: " + tq + ", %k: " + tk + ", %v: " + tv +
-                      ", %g: " + to + ") -> (" + to + ", " + tl + ", " + tq +
-                      ", " + tk + ", " + tv + ") {\n" +
-                      "  %o, %l = kiln.attention %q, %k, %v " + attrs.str() +
-                      " : (" + tq + ", " + tk + ", " + tv + ") -> (" + to +
-                      ", " + tl + ")\n" +
-                      "  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %o, %l, %g " +
-                      attrs.str() + " : (" + tq + ", " + tk + ", " + tv + ", " +
-                      to + ", " + tl + ", " + to + ") -> (" + tq + ", " + tk +
-                      ", " + tv + ")\n" + "  return %o, %l, %dq, %dk, %dv : " +
-                      to + ", " + tl + ", " + tq + ", " + tk + ", " + tv +
-                      "\n}\n";
+    std::string src = test::attentionFunction(n, element, scale, causal);
     module = parseSourceString<ModuleOp>(src, &context, "attention.mlir");
     EXPECT_TRUE(module) << src << diagnosticsText();
     return module ? module->lookupSymbol<func::FuncOp>("f") : func::FuncOp();
@@ -171,11 +129,7 @@ protected:
 
   HostTensor random(DType dtype, std::vector<int64_t> shape, double lo,
                     double hi) {
-    std::uniform_real_distribution<double> dist(lo, hi);
-    HostTensor t(dtype, shape);
-    for (double &x : t.values())
-      x = roundTo(dtype, dist(engine));
-    return t;
+    return test::randomTensor(engine, dtype, std::move(shape), lo, hi);
   }
 
   // Runs one case and compares every element of the five results.

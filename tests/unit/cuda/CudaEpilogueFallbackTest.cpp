@@ -320,10 +320,8 @@ protected:
     api.hostKernels.insert(epilogueKernels.begin(), epilogueKernels.end());
     api.refusedEpilogues = refused;
     std::vector<std::string> notes;
-    rt::cuda::CudaOptions cudaOptions;
-    cudaOptions.log = [&](const std::string &n) { notes.push_back(n); };
     rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>> made =
-        rt::cuda::CudaExecutable::create(pkg, api, cudaOptions);
+        createExecutable(pkg, api, notes);
     ASSERT_TRUE(made.isOk()) << made.status().message();
     rt::cuda::CudaExecutable &exec = *made.value();
 

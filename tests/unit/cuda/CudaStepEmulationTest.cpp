@@ -89,10 +89,8 @@ protected:
     }
 
     std::vector<std::string> notes;
-    rt::cuda::CudaOptions cudaOptions;
-    cudaOptions.log = [&](const std::string &n) { notes.push_back(n); };
     rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>> made =
-        rt::cuda::CudaExecutable::create(pkg, api, cudaOptions);
+        createExecutable(pkg, api, notes);
     ASSERT_TRUE(made.isOk()) << made.status().message();
     rt::cuda::CudaExecutable &exec = *made.value();
     for (rt::cuda::KernelCode code : exec.kernelCode())
@@ -130,16 +128,15 @@ protected:
     EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
     EXPECT_EQ(api.count("cudaGraphLaunch"), 1u);
     EXPECT_TRUE(notes.empty());
-    biasGradients = 0;
-    for (const rt::PackageThunk &t : pkg.thunks)
-      biasGradients += t.hasGemm &&
-                       t.gemm.epilogue == rt::PkgGemmEpilogue::BiasGradient;
+    biasGradients = countThunks(pkg, [](const rt::PackageThunk &t) {
+      return t.hasGemm && t.gemm.epilogue == rt::PkgGemmEpilogue::BiasGradient;
+    });
     RecordProperty("bias_gradients", biasGradients);
-    attentionCalls = 0;
-    for (const rt::PackageThunk &t : pkg.thunks)
-      attentionCalls += t.kind == rt::ThunkKind::LibraryCall &&
-                        (t.library == rt::LibraryKind::Attention ||
-                         t.library == rt::LibraryKind::AttentionGrad);
+    attentionCalls = countThunks(pkg, [](const rt::PackageThunk &t) {
+      return t.kind == rt::ThunkKind::LibraryCall &&
+             (t.library == rt::LibraryKind::Attention ||
+              t.library == rt::LibraryKind::AttentionGrad);
+    });
     RecordProperty("attention_calls", attentionCalls);
     RecordProperty("worst_relative_error", std::to_string(worstError));
     std::printf("%s: worst error %.3g of the output's magnitude (bound %.3g)\n",

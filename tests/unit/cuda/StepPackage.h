@@ -117,6 +117,25 @@ inline std::vector<std::string> kernelEntries(const rt::LoadedPackage &pkg) {
   return entries;
 }
 
+// CudaExecutable::create(|pkg|, |api|) with the executable's notes
+// appended to |notes| (which must outlive it).
+inline rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>>
+createExecutable(const rt::LoadedPackage &pkg, rt::cuda::CudaApi &api,
+                 std::vector<std::string> &notes) {
+  rt::cuda::CudaOptions options;
+  options.log = [&notes](const std::string &n) { notes.push_back(n); };
+  return rt::cuda::CudaExecutable::create(pkg, api, options);
+}
+
+// How many of |pkg|'s thunks |count| holds for.
+inline int countThunks(const rt::LoadedPackage &pkg,
+                       const std::function<bool(const rt::PackageThunk &)> &count) {
+  int n = 0;
+  for (const rt::PackageThunk &t : pkg.thunks)
+    n += count(t);
+  return n;
+}
+
 // |t| in its dtype's memory layout (bf16 and f16 rounded to nearest even).
 inline std::vector<uint8_t> toNative(const HostTensor &t) {
   int64_t width = byteWidth(t.dtype());

@@ -19,6 +19,8 @@
 
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
+#include "tests/unit/cuda/HostKernels.h"
+#include "tests/unit/cuda/StepPackage.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -29,15 +31,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <random>
@@ -124,38 +121,17 @@ protected:
   // mismatching kernel.
   void runAll() {
     ASSERT_FALSE(kernels.empty());
-    llvm::SmallString<128> dir;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-emu", dir));
-    std::string cu = (dir + "/kernels.cpp").str();
-    std::string so = (dir + "/kernels.so").str();
-    {
-      std::error_code ec;
-      llvm::raw_fd_ostream os(cu, ec);
-      ASSERT_FALSE(ec) << ec.message();
-      for (const EmulatedKernel &k : kernels)
-        os << k.source << "\n";
+    std::string source, error;
+    std::vector<std::string> names;
+    for (const EmulatedKernel &k : kernels) {
+      source += k.source + "\n";
+      names.push_back(k.name);
     }
-    std::string log = (dir + "/clang.log").str();
-    std::vector<llvm::StringRef> argv = {
-        KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
-        "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
-        "-x", "c++", cu, "-o", so, "-lpthread"};
-    std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
-                                                  llvm::StringRef(log)};
-    int rc = llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv, std::nullopt,
-                                       redirects);
-    if (rc != 0) {
-      auto text = llvm::MemoryBuffer::getFile(log);
-      FAIL() << "host compilation of the emitted kernels failed (" << cu
-             << "):\n"
-             << (text ? (*text)->getBuffer().take_front(4000).str() : "");
-    }
-    void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_TRUE(library) << dlerror();
-    using Host = void (*)(void **, unsigned, unsigned);
+    std::map<std::string, runtime::cuda::testing::HostKernel> hosts =
+        runtime::cuda::testing::buildHostKernels(source, names, "kernels", error);
+    ASSERT_TRUE(error.empty()) << error;
     for (EmulatedKernel &k : kernels) {
-      auto host = reinterpret_cast<Host>(dlsym(library, (k.name + "_host").c_str()));
-      ASSERT_TRUE(host) << k.name;
+      runtime::cuda::testing::HostKernel host = hosts.at(k.name);
       std::vector<std::vector<uint8_t>> buffers;
       for (const HostTensor &t : k.inputs)
         buffers.push_back(toNative(t));
@@ -177,8 +153,6 @@ protected:
       }
       ++ran;
     }
-    dlclose(library);
-    llvm::sys::fs::remove_directories(dir);
   }
 
   // Every kernel of a zoo model's step as `kiln compile --target=cuda`
@@ -230,16 +204,7 @@ cli::MlpOptions smallMlp() {
   return options;
 }
 
-cli::GptOptions smallGpt() {
-  cli::GptOptions options;
-  options.layers = 1;
-  options.hidden = 40; // layer-norm rows longer than a warp
-  options.heads = 2;
-  options.seq = 6;
-  options.vocab = 36;
-  options.batch = 2;
-  return options;
-}
+using cuda_step_test::smallGpt;
 
 TEST_F(CudaEmulationTest, MlpF32) {
   // 7: in f32 the last layer's bias add is the GEMM's cuBLASLt epilogue

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostKernels.h"
 
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/data/Dataset.h"
@@ -24,12 +25,9 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <cmath>
 
@@ -38,64 +36,40 @@ namespace {
 using namespace kiln;
 namespace rt = kiln::runtime;
 
-// A fake whose NVRTC builds the kernel for the host.
+// A fake whose NVRTC builds the kernel for the host (HostKernels.h).
 class HostNvrtcFake : public rt::cuda::testing::FakeCudaApi {
 public:
-  explicit HostNvrtcFake(std::string dir) : dir_(std::move(dir)) {}
-  ~HostNvrtcFake() override {
-    for (void *l : libraries_)
-      dlclose(l);
-  }
   rt::Status nvrtcCompile(const std::string &source, const std::string &name,
                           unsigned arch, std::vector<uint8_t> &cubin,
                           std::string &log) override {
     // Two packages (the step and eval) may both have a kiln_fusion0.
     std::string unique = name + "." + std::to_string(++compiles_);
-    std::string cu = dir_ + "/" + unique + ".cpp", so = dir_ + "/" + unique + ".so";
-    {
-      std::error_code ec;
-      llvm::raw_fd_ostream os(cu, ec);
-      if (ec)
-        return rt::Status::error(cu + ": " + ec.message());
-      os << source;
-    }
-    std::vector<llvm::StringRef> argv = {
-        KILN_HOST_CXX, "-std=c++20", "-O1", "-w", "-shared", "-fPIC",
-        "-DKILN_CUDA_EMULATION", "-include", KILN_CUDA_EMULATION_HEADER,
-        "-x", "c++", cu, "-o", so, "-lpthread"};
-    if (llvm::sys::ExecuteAndWait(KILN_HOST_CXX, argv) != 0)
-      return rt::Status::error("host build of " + name + " failed");
-    void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!library)
-      return rt::Status::error(dlerror());
-    libraries_.push_back(library);
-    if (name == "kiln_conv") {
-      // The convolutions' module (runtime/cuda/CudaConv.h) has many
-      // kernels: found by name.
-      for (const std::string &entry : rt::cuda::convKernelEntryPoints()) {
-        void *fn = dlsym(library, (entry + "_host").c_str());
-        if (!fn)
-          return rt::Status::error(entry + "_host: not found");
-        hostKernels[entry] = reinterpret_cast<rt::cuda::testing::HostKernel>(fn);
-      }
+    // The convolutions' module (runtime/cuda/CudaConv.h) has many kernels:
+    // found by name.
+    bool conv = name == "kiln_conv";
+    std::string error;
+    std::map<std::string, rt::cuda::testing::HostKernel> built =
+        rt::cuda::testing::buildHostKernels(
+            source,
+            conv ? rt::cuda::convKernelEntryPoints() : std::vector<std::string>{name},
+            unique, error);
+    if (!error.empty())
+      return rt::Status::error(error);
+    if (conv) {
+      hostKernels.insert(built.begin(), built.end());
       return FakeCudaApi::nvrtcCompile(source, name, arch, cubin, log);
     }
-    void *fn = dlsym(library, (name + "_host").c_str());
-    if (!fn)
-      return rt::Status::error(name + "_host: not found");
     if (rt::Status s = FakeCudaApi::nvrtcCompile(source, name, arch, cubin, log);
         !s.isOk())
       return s;
     std::string image = "HOST " + unique;
     cubin.assign(image.begin(), image.end());
     cubin.push_back(0);
-    hostKernelsByImage[image] = reinterpret_cast<rt::cuda::testing::HostKernel>(fn);
+    hostKernelsByImage[image] = built.at(name);
     return rt::Status::ok();
   }
 
 private:
-  std::string dir_;
-  std::vector<void *> libraries_;
   int compiles_ = 0;
 };
 
@@ -115,25 +89,69 @@ std::string diffState(cli::TrainBackend &a, cli::TrainBackend &b, double rel) {
   return "";
 }
 
+// |build|'s module for a fresh context, printed to |path|.
+void writeModel(const std::string &path,
+                const std::function<mlir::OwningOpRef<mlir::ModuleOp>(
+                    mlir::MLIRContext *)> &build) {
+  mlir::DialectRegistry registry;
+  cli::registerKilnDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module = build(&context);
+  ASSERT_TRUE(module);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  ASSERT_FALSE(ec);
+  module->print(os);
+}
+
+// The CUDA backend of |options| on |api| (one SM, kernels through its
+// NVRTC) and the reference backend, with the same initial parameters.
+void createBackends(const cli::BackendOptions &options, HostNvrtcFake &api,
+                    llvm::raw_ostream &outs, llvm::raw_string_ostream &errs,
+                    std::unique_ptr<cli::TrainBackend> &gpu,
+                    std::unique_ptr<cli::TrainBackend> &ref) {
+  api.device.multiprocessors = 1;
+  cli::CudaBackendOptions cuda;
+  cuda.api = &api;
+  cuda.cubins = false;
+  gpu = cli::createCudaBackend(options, cuda, "test", outs, errs);
+  ASSERT_TRUE(gpu) << errs.str();
+  ref = cli::createReferenceBackend(options, "test", errs);
+  ASSERT_TRUE(ref) << errs.str();
+  EXPECT_EQ(diffState(*gpu, *ref, 1e-6), "") << "initial parameters";
+}
+
+// |steps| training steps of both backends, step i on the rows
+// |rows(i)| of |data|: the same loss each step.
+void stepBoth(cli::TrainBackend &gpu, cli::TrainBackend &ref,
+              const rt::Dataset &data, int steps,
+              const std::function<std::vector<int64_t>(int)> &rows,
+              llvm::raw_string_ostream &errs) {
+  for (int step = 0; step < steps; ++step) {
+    rt::StatusOr<rt::Batch> batch = rt::assembleBatch(data, rows(step));
+    ASSERT_TRUE(batch.isOk());
+    gpu.setStepCounter(step);
+    ref.setStepCounter(step);
+    double gpuLoss = 0, refLoss = 0;
+    ASSERT_TRUE(gpu.step(batch.value(), gpuLoss, errs)) << errs.str();
+    ASSERT_TRUE(ref.step(batch.value(), refLoss, errs)) << errs.str();
+    EXPECT_NEAR(gpuLoss, refLoss, 1e-5 * std::max(1.0, std::fabs(refLoss)))
+        << "step " << step;
+  }
+}
+
 TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-backend", dir));
   std::string model = (dir + "/mlp.mlir").str();
-  {
-    mlir::DialectRegistry registry;
-    cli::registerKilnDialects(registry);
-    mlir::MLIRContext context(registry);
-    context.loadAllAvailableDialects();
+  writeModel(model, [](mlir::MLIRContext *context) {
     cli::MlpOptions options;
     options.layers = {24, 16, 10};
     options.batch = 8;
-    mlir::OwningOpRef<mlir::ModuleOp> module = cli::buildMlp(&context, options);
-    ASSERT_TRUE(module);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(model, ec);
-    ASSERT_FALSE(ec);
-    module->print(os);
-  }
+    return cli::buildMlp(context, options);
+  });
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   cli::BackendOptions options;
   options.input = model;
   options.wantEval = true;
@@ -141,43 +159,28 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   std::string errors;
   llvm::raw_string_ostream errs(errors), outs(errors);
 
-  HostNvrtcFake api(dir.str().str());
-  api.device.multiprocessors = 1;
-  cli::CudaBackendOptions cuda;
-  cuda.api = &api;
-  cuda.cubins = false;
-  std::unique_ptr<cli::TrainBackend> gpu =
-      cli::createCudaBackend(options, cuda, "test", outs, errs);
-  ASSERT_TRUE(gpu) << errs.str();
+  HostNvrtcFake api;
+  std::unique_ptr<cli::TrainBackend> gpu, ref;
+  createBackends(options, api, outs, errs, gpu, ref);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_NE(errs.str().find("kiln train: backend cuda, device 0: Fake H200 "
                             "(sm_90, 1 SMs)"),
             std::string::npos)
       << errs.str();
-  std::unique_ptr<cli::TrainBackend> ref =
-      cli::createReferenceBackend(options, "test", errs);
-  ASSERT_TRUE(ref) << errs.str();
   EXPECT_STREQ(gpu->name(), "cuda");
   ASSERT_EQ(gpu->batch(), 8);
   ASSERT_TRUE(gpu->hasEval());
   ASSERT_TRUE(gpu->evalHasLogits());
-  EXPECT_EQ(diffState(*gpu, *ref, 1e-6), "") << "initial parameters";
 
   auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 64, 3);
   ASSERT_TRUE(data.isOk()) << data.status().message();
-  for (int step = 0; step < 4; ++step) {
+  stepBoth(*gpu, *ref, *data.value(), 4, [](int step) {
     std::vector<int64_t> indices;
     for (int i = 0; i < 8; ++i)
       indices.push_back(step * 8 + i);
-    rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*data.value(), indices);
-    ASSERT_TRUE(batch.isOk());
-    gpu->setStepCounter(step);
-    ref->setStepCounter(step);
-    double gpuLoss = 0, refLoss = 0;
-    ASSERT_TRUE(gpu->step(batch.value(), gpuLoss, errs)) << errs.str();
-    ASSERT_TRUE(ref->step(batch.value(), refLoss, errs)) << errs.str();
-    EXPECT_NEAR(gpuLoss, refLoss, 1e-5 * std::max(1.0, std::fabs(refLoss)))
-        << "step " << step;
-  }
+    return indices;
+  }, errs);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_EQ(diffState(*gpu, *ref, 1e-4), "") << "after 4 steps";
 
   // Writing the state (a resume) is read back and trained from.
@@ -221,51 +224,27 @@ TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-backend", dir));
   std::string model = (dir + "/lenet5.mlir").str();
-  {
-    mlir::DialectRegistry registry;
-    cli::registerKilnDialects(registry);
-    mlir::MLIRContext context(registry);
-    context.loadAllAvailableDialects();
+  writeModel(model, [](mlir::MLIRContext *context) {
     cli::LeNet5Options options;
     options.batch = 2;
-    mlir::OwningOpRef<mlir::ModuleOp> module = cli::buildLeNet5(&context, options);
-    ASSERT_TRUE(module);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(model, ec);
-    ASSERT_FALSE(ec);
-    module->print(os);
-  }
+    return cli::buildLeNet5(context, options);
+  });
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   cli::BackendOptions options;
   options.input = model;
   options.packageDir = (dir + "/packages").str();
   std::string errors;
   llvm::raw_string_ostream errs(errors), outs(errors);
-  HostNvrtcFake api(dir.str().str());
-  api.device.multiprocessors = 1;
-  cli::CudaBackendOptions cuda;
-  cuda.api = &api;
-  cuda.cubins = false;
-  std::unique_ptr<cli::TrainBackend> gpu =
-      cli::createCudaBackend(options, cuda, "test", outs, errs);
-  ASSERT_TRUE(gpu) << errs.str();
-  std::unique_ptr<cli::TrainBackend> ref =
-      cli::createReferenceBackend(options, "test", errs);
-  ASSERT_TRUE(ref) << errs.str();
-  EXPECT_EQ(diffState(*gpu, *ref, 1e-6), "") << "initial parameters";
+  HostNvrtcFake api;
+  std::unique_ptr<cli::TrainBackend> gpu, ref;
+  createBackends(options, api, outs, errs, gpu, ref);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 16, 3);
   ASSERT_TRUE(data.isOk()) << data.status().message();
-  for (int step = 0; step < 3; ++step) {
-    rt::StatusOr<rt::Batch> batch =
-        rt::assembleBatch(*data.value(), {2 * step, 2 * step + 1});
-    ASSERT_TRUE(batch.isOk());
-    gpu->setStepCounter(step);
-    ref->setStepCounter(step);
-    double gpuLoss = 0, refLoss = 0;
-    ASSERT_TRUE(gpu->step(batch.value(), gpuLoss, errs)) << errs.str();
-    ASSERT_TRUE(ref->step(batch.value(), refLoss, errs)) << errs.str();
-    EXPECT_NEAR(gpuLoss, refLoss, 1e-5 * std::max(1.0, std::fabs(refLoss)))
-        << "step " << step;
-  }
+  stepBoth(*gpu, *ref, *data.value(), 3, [](int step) {
+    return std::vector<int64_t>{2 * step, 2 * step + 1};
+  }, errs);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_EQ(diffState(*gpu, *ref, 1e-4), "") << "after 3 steps";
   // The convolutions ran: im2col, col2im and the layout swaps.
   size_t im2col = 0, col2im = 0;

@@ -15,6 +15,7 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaEpilogue.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/GpuTest.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
 #include <gtest/gtest.h>
@@ -31,24 +32,17 @@ using namespace kiln::runtime::cuda;
 using kiln::runtime::cuda::testing::randomBuffer;
 using kiln::runtime::cuda::testing::valueAt;
 
-TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
-  StatusOr<std::unique_ptr<CudaApi>> loaded = loadCudaApi();
-  if (!loaded.isOk())
-    GTEST_SKIP() << "no CUDA: " << loaded.status().message();
-  StatusOr<CudaDeviceInfo> device = loaded.value()->deviceInfo(0);
-  if (!device.isOk())
-    GTEST_SKIP() << "no GPU: " << device.status().message();
-  CudaApi &api = *loaded.value();
-  ASSERT_TRUE(api.setDevice(0).isOk());
-  CudaStream stream = nullptr;
-  ASSERT_TRUE(api.streamCreate(&stream).isOk());
+using CudaGpuEpilogueTest = kiln::runtime::cuda::testing::GpuTest;
+
+TEST_F(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
+  CudaApi &api = *this->api;
   const int64_t m = 64, n = 96, k = 300; // two bias-gradient chunks
   GemmParams shape;
   shape.m = m, shape.n = n, shape.k = k;
   uint64_t epilogueWorkspace =
       epilogueWorkspaceBytes(GemmEpilogue::BiasGradient, shape);
   StatusOr<std::unique_ptr<CudaEpilogue>> made =
-      CudaEpilogue::create(api, device.value(), epilogueWorkspace);
+      CudaEpilogue::create(api, device, epilogueWorkspace);
   ASSERT_TRUE(made.isOk()) << made.status().message();
   CudaEpilogue &epilogue = *made.value();
   size_t wsBytes = 32u << 20;
@@ -174,7 +168,6 @@ TEST(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
   std::printf("cuBLASLt refused %d of %zu epilogue combinations\n", refused, index);
   RecordProperty("refused", refused);
   api.free(ws);
-  api.streamDestroy(stream);
 }
 
 } // namespace

@@ -22,6 +22,7 @@
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/GpuTest.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
 #include <gtest/gtest.h>
@@ -38,27 +39,7 @@ namespace {
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
 
-class CudaGpuTest : public ::testing::Test {
-protected:
-  std::unique_ptr<CudaApi> api;
-  CudaStream stream = nullptr;
-
-  void SetUp() override {
-    StatusOr<std::unique_ptr<CudaApi>> loaded = loadCudaApi();
-    if (!loaded.isOk())
-      GTEST_SKIP() << "no CUDA: " << loaded.status().message();
-    StatusOr<CudaDeviceInfo> device = loaded.value()->deviceInfo(0);
-    if (!device.isOk())
-      GTEST_SKIP() << "no GPU: " << device.status().message();
-    api = std::move(loaded.value());
-    ASSERT_TRUE(api->setDevice(0).isOk());
-    ASSERT_TRUE(api->streamCreate(&stream).isOk());
-  }
-  void TearDown() override {
-    if (api && stream)
-      api->streamDestroy(stream);
-  }
-};
+using CudaGpuTest = kiln::runtime::cuda::testing::GpuTest;
 
 using kiln::runtime::cuda::testing::randomBuffer;
 using kiln::runtime::cuda::testing::valueAt;

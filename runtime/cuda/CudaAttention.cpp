@@ -137,6 +137,15 @@ static __device__ __forceinline__ void kiln_attn_mm(A *c, int ldc, const S *x, i
 #define KILN_ATTN_ARGS                                                         \
   q_, k_, v_, o_, lse_, do_, r0_, r1_, r2_, work_, BH, Tq, Tk, D, DV, scale, causal
 
+// The key blocks the query block at q0 sees (causal: up to the diagonal).
+template <int BQ, int BK>
+static __device__ __forceinline__ kiln_index kiln_attn_key_blocks(kiln_index q0, kiln_index Tk, kiln_index causal) {
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  if (causal && (q0 + BQ - 1) / BK + 1 < nKB)
+    nKB = (q0 + BQ - 1) / BK + 1;
+  return nKB;
+}
+
 // Forward: out, lse (r0_, r1_). One block per (query block, b*h).
 template <class T, class A, bool W, int DM, int BQ, int BK>
 static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
@@ -174,9 +183,7 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
     sO[e / dv * DM + e % dv] = 0;
   for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
     sM[r] = ninf, sL[r] = 0;
-  kiln_index nKB = (Tk + BK - 1) / BK;
-  if (causal && (q0 + BQ - 1) / BK + 1 < nKB)
-    nKB = (q0 + BQ - 1) / BK + 1;
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
     __syncthreads();
@@ -257,10 +264,23 @@ static __device__ __forceinline__ void kiln_attn_bwd_dot(KILN_ATTN_PARAMS) {
   }
 }
 
-// P (into sS) and dS = P (dP - D_i) (into sD, and sP for the tensor cores)
-// of the tile at (q0, k0) from S in sS and dP in sD.
-template <class A, bool W, int BQ, int BK, class S>
-static __device__ __forceinline__ void kiln_attn_ds(A *sS, A *sD, S *sP, const A *sLse, const A *sDot, kiln_index q0, kiln_index k0, kiln_index Tq, kiln_index Tk, A sc, kiln_index causal) {
+// lse and D_i of the query rows q0.. into shared memory (0 past Tq).
+template <int BQ, class A>
+static __device__ __forceinline__ void kiln_attn_rows(A *sLse, A *sDot, const A *lse, const A *dot, kiln_index q0, kiln_index Tq) {
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+    bool in = q0 + r < Tq;
+    sLse[r] = in ? lse[q0 + r] : (A)0;
+    sDot[r] = in ? dot[q0 + r] : (A)0;
+  }
+}
+
+// For the tile at (q0, k0): S = Q K^T into sS and dP = dO V^T into sD, then
+// P (into sS) and dS = P (dP - D_i) (into sD).
+template <class A, bool W, int DM, int BQ, int BK, class S>
+static __device__ __forceinline__ void kiln_attn_ds(A *sS, A *sD, const S *sQ, const S *sK, const S *sdO, const S *sV, const A *sLse, const A *sDot, kiln_index q0, kiln_index k0, kiln_index Tq, kiln_index Tk, int d, int dv, A sc, kiln_index causal) {
+  kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
+  kiln_attn_mm<W, false, true>(sD, BK, sdO, DM, sV, DM, BQ, BK, dv, false);
+  __syncthreads();
   for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS) {
     int r = e / BK, c = e % BK;
     kiln_index i = q0 + r, j = k0 + c;
@@ -269,6 +289,22 @@ static __device__ __forceinline__ void kiln_attn_ds(A *sS, A *sD, S *sP, const A
       p = kiln_attn_exp(sc * sS[e] - sLse[r]);
     sS[e] = p;
     sD[e] = p * (sD[e] - sDot[r]);
+  }
+}
+
+// c += op(p) . y for a [BQ, BK] tile p of A that the block has just written
+// (hence the barrier first): the tensor cores multiply its copy in S (sP),
+// the CUDA cores p itself.
+template <bool W, bool XT, int BQ, int BK, class S, class A>
+static __device__ __forceinline__ void kiln_attn_mm_p(A *c, int ldc, const A *p, S *sP, const S *y, int ldy, int M, int N, int K) {
+  __syncthreads();
+  if constexpr (W) {
+    for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+      kiln_attn_set(sP, e, p[e]);
+    __syncthreads();
+    kiln_attn_mm<W, XT, false>(c, ldc, sP, BK, y, ldy, M, N, K, true);
+  } else {
+    kiln_attn_mm<W, XT, false>(c, ldc, p, BK, y, ldy, M, N, K, true);
   }
 }
 
@@ -313,32 +349,11 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv(KILN_ATTN_PARAMS) {
     __syncthreads();
     kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
     kiln_attn_tile(sdO, DM, dout, q0, Tq, BQ, dv);
-    for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
-      bool in = q0 + r < Tq;
-      sLse[r] = in ? lse[q0 + r] : (A)0;
-      sDot[r] = in ? dot[q0 + r] : (A)0;
-    }
+    kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
     __syncthreads();
-    kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
-    kiln_attn_mm<W, false, true>(sD, BK, sdO, DM, sV, DM, BQ, BK, dv, false);
-    __syncthreads();
-    kiln_attn_ds<A, W, BQ, BK>(sS, sD, sP, sLse, sDot, q0, k0, Tq, Tk, sc, causal);
-    if constexpr (W) {
-      __syncthreads();
-      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
-        kiln_attn_set(sP, e, sS[e]);
-      __syncthreads();
-      kiln_attn_mm<W, true, false>(sdV, DM, sP, BK, sdO, DM, BK, dv, BQ, true);
-      __syncthreads();
-      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
-        kiln_attn_set(sP, e, sD[e]);
-      __syncthreads();
-      kiln_attn_mm<W, true, false>(sdK, DM, sP, BK, sQ, DM, BK, d, BQ, true);
-    } else {
-      __syncthreads();
-      kiln_attn_mm<W, true, false>(sdV, DM, sS, BK, sdO, DM, BK, dv, BQ, true);
-      kiln_attn_mm<W, true, false>(sdK, DM, sD, BK, sQ, DM, BK, d, BQ, true);
-    }
+    kiln_attn_ds<A, W, DM, BQ, BK>(sS, sD, sQ, sK, sdO, sV, sLse, sDot, q0, k0, Tq, Tk, d, dv, sc, causal);
+    kiln_attn_mm_p<W, true, BQ, BK>(sdV, DM, sS, sP, sdO, DM, BK, dv, BQ);
+    kiln_attn_mm_p<W, true, BQ, BK>(sdK, DM, sD, sP, sQ, DM, BK, d, BQ);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < BK * d; e += KILN_ATTN_THREADS)
@@ -381,36 +396,18 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
   const A sc = (A)scale;
   kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
   kiln_attn_tile(sdO, DM, dout, q0, Tq, BQ, dv);
-  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
-    bool in = q0 + r < Tq;
-    sLse[r] = in ? lse[q0 + r] : (A)0;
-    sDot[r] = in ? dot[q0 + r] : (A)0;
-  }
+  kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
   for (int e = threadIdx.x; e < BQ * DM; e += KILN_ATTN_THREADS)
     sdQ[e] = 0;
-  kiln_index nKB = (Tk + BK - 1) / BK;
-  if (causal && (q0 + BQ - 1) / BK + 1 < nKB)
-    nKB = (q0 + BQ - 1) / BK + 1;
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
     __syncthreads();
     kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
     kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
     __syncthreads();
-    kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
-    kiln_attn_mm<W, false, true>(sD, BK, sdO, DM, sV, DM, BQ, BK, dv, false);
-    __syncthreads();
-    kiln_attn_ds<A, W, BQ, BK>(sS, sD, sP, sLse, sDot, q0, k0, Tq, Tk, sc, causal);
-    if constexpr (W) {
-      __syncthreads();
-      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
-        kiln_attn_set(sP, e, sD[e]);
-      __syncthreads();
-      kiln_attn_mm<W, false, false>(sdQ, DM, sP, BK, sK, DM, BQ, d, BK, true);
-    } else {
-      __syncthreads();
-      kiln_attn_mm<W, false, false>(sdQ, DM, sD, BK, sK, DM, BQ, d, BK, true);
-    }
+    kiln_attn_ds<A, W, DM, BQ, BK>(sS, sD, sQ, sK, sdO, sV, sLse, sDot, q0, k0, Tq, Tk, d, dv, sc, causal);
+    kiln_attn_mm_p<W, false, BQ, BK>(sdQ, DM, sD, sP, sK, DM, BQ, d, BK);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < BQ * d; e += KILN_ATTN_THREADS)

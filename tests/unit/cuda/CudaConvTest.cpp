@@ -21,6 +21,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/NativeTensor.h"
 #include "tests/unit/cuda/RuntimeHostKernels.h"
 #include "tests/unit/cuda/Sm90Kernels.h"
 
@@ -79,31 +80,8 @@ PkgDType pkgDtype(DType dtype) {
   }
 }
 
-std::vector<uint8_t> toNative(const HostTensor &t) {
-  int64_t width = kiln::byteWidth(t.dtype());
-  std::vector<uint8_t> out(t.size() * width);
-  for (int64_t i = 0; i < t.size(); ++i) {
-    uint8_t *p = out.data() + i * width;
-    double v = t[i];
-    switch (t.dtype()) {
-    case DType::f64: std::memcpy(p, &v, 8); break;
-    case DType::f16: { uint16_t h = floatToF16(float(v)); std::memcpy(p, &h, 2); break; }
-    case DType::bf16: { uint16_t h = floatToBf16(float(v)); std::memcpy(p, &h, 2); break; }
-    default: { float f = float(v); std::memcpy(p, &f, 4); break; }
-    }
-  }
-  return out;
-}
-
-double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
-  const uint8_t *p = b.data() + i * kiln::byteWidth(dtype);
-  switch (dtype) {
-  case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
-  case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return f16ToFloat(h); }
-  case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
-  default: { float v; std::memcpy(&v, p, 4); return v; }
-  }
-}
+using kiln::cuda_step_test::nativeAt;
+using kiln::cuda_step_test::toNative;
 
 class CudaConvTest : public ::testing::Test {
 protected:

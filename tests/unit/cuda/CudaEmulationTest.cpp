@@ -196,14 +196,8 @@ protected:
   size_t ran = 0;
 };
 
-cli::MlpOptions smallMlp() {
-  cli::MlpOptions options;
-  // Rows longer than a warp (40 features) and an odd batch.
-  options.layers = {40, 24, 10};
-  options.batch = 37;
-  return options;
-}
-
+// Rows longer than a warp (40 features) and an odd batch.
+cli::MlpOptions smallMlp() { return cuda_step_test::smallMlp(37); }
 using cuda_step_test::smallGpt;
 
 TEST_F(CudaEmulationTest, MlpF32) {

@@ -401,20 +401,14 @@ protected:
 };
 
 TEST_F(CudaEpilogueFallbackStepTest, MlpF32EveryEpilogueRefused) {
-  cli::MlpOptions options;
-  options.layers = {40, 24, 10};
-  options.batch = 37;
-  check(cli::buildMlp(&context, options), AmpMode::off, "mlp-f32",
+  check(cli::buildMlp(&context, smallMlp(37)), AmpMode::off, "mlp-f32",
         kEveryEpilogue);
   EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGradient], 2);
   EXPECT_EQ(fallbackKinds[GemmEpilogue::Bias], 1);
 }
 
 TEST_F(CudaEpilogueFallbackStepTest, MlpBF16EveryEpilogueRefused) {
-  cli::MlpOptions options;
-  options.layers = {40, 24, 10};
-  options.batch = 16;
-  check(cli::buildMlp(&context, options), AmpMode::bf16, "mlp-bf16",
+  check(cli::buildMlp(&context, smallMlp(16)), AmpMode::bf16, "mlp-bf16",
         kEveryEpilogue);
   EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGradient], 2);
 }
@@ -445,13 +439,10 @@ TEST_F(CudaEpilogueFallbackStepTest, GptBF16OnlyBiasGradientRefused) {
 // A gemmPlan failure other than "no algorithm" fails create, naming the
 // thunk, as before; so does the plain GEMM's plan after a refusal.
 TEST_F(CudaEpilogueFallbackStepTest, OtherPlanFailuresStillFailCreate) {
-  cli::MlpOptions options;
-  options.layers = {40, 24, 10};
-  options.batch = 16;
   rt::LoadedPackage pkg;
   std::string sources;
   func::FuncOp func;
-  compile(cli::buildMlp(&context, options), AmpMode::off, pkg, sources, func);
+  compile(cli::buildMlp(&context, smallMlp(16)), AmpMode::off, pkg, sources, func);
   ASSERT_FALSE(HasFatalFailure());
   size_t firstGemm = pkg.thunks.size();
   for (size_t i = 0; i < pkg.thunks.size() && firstGemm == pkg.thunks.size(); ++i)

@@ -155,26 +155,17 @@ protected:
 };
 
 TEST_F(CudaStepEmulationTest, MlpF32TwoStepsMatchTheInterpreter) {
-  cli::MlpOptions options;
-  options.layers = {40, 24, 10};
-  options.batch = 37;
-  check(cli::buildMlp(&context, options), AmpMode::off, "mlp-f32");
+  check(cli::buildMlp(&context, smallMlp(37)), AmpMode::off, "mlp-f32");
   EXPECT_EQ(biasGradients, 2);
 }
 
 TEST_F(CudaStepEmulationTest, MlpBF16TwoStepsMatchTheInterpreter) {
-  cli::MlpOptions options;
-  options.layers = {40, 24, 10};
-  options.batch = 16;
-  check(cli::buildMlp(&context, options), AmpMode::bf16, "mlp-bf16");
+  check(cli::buildMlp(&context, smallMlp(16)), AmpMode::bf16, "mlp-bf16");
   EXPECT_EQ(biasGradients, 2); // one per layer
 }
 
 TEST_F(CudaStepEmulationTest, MlpFP16TwoStepsMatchTheInterpreter) {
-  cli::MlpOptions options;
-  options.layers = {40, 24, 10};
-  options.batch = 16;
-  check(cli::buildMlp(&context, options), AmpMode::fp16, "mlp-fp16");
+  check(cli::buildMlp(&context, smallMlp(16)), AmpMode::fp16, "mlp-fp16");
   EXPECT_EQ(biasGradients, 2);
 }
 

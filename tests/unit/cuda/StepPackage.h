@@ -15,17 +15,18 @@
 //     arguments (parameters from their initializers, data random), every
 //     output within relativeBound(amp) of its largest magnitude (plus, for
 //     a parameter, Adam's allowance per step);
-//   - toNative / nativeAt, the zoo's learning rate, the small GPT.
+//   - the zoo's learning rate, the small MLP and GPT (and NativeTensor.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H
 #define KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H
 
+#include "tests/unit/cuda/NativeTensor.h"
+
 #include "codegen/cuda/CudaEmitter.h"
 #include "ir/Interpreter.h"
 #include "passes/Pipelines.h"
-#include "runtime/Half.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/PackageBuilder.h"
@@ -136,43 +137,6 @@ inline int countThunks(const rt::LoadedPackage &pkg,
   return n;
 }
 
-// |t| in its dtype's memory layout (bf16 and f16 rounded to nearest even).
-inline std::vector<uint8_t> toNative(const HostTensor &t) {
-  int64_t width = byteWidth(t.dtype());
-  std::vector<uint8_t> out(t.size() * width);
-  for (int64_t i = 0; i < t.size(); ++i) {
-    uint8_t *p = out.data() + i * width;
-    double v = t[i];
-    switch (t.dtype()) {
-    case DType::f64: std::memcpy(p, &v, 8); break;
-    case DType::f32: { float f = v; std::memcpy(p, &f, 4); break; }
-    case DType::f16: { uint16_t h = rt::floatToF16(v); std::memcpy(p, &h, 2); break; }
-    case DType::bf16: { uint16_t h = rt::floatToBf16(v); std::memcpy(p, &h, 2); break; }
-    case DType::i64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
-    case DType::i32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
-    case DType::i8: { int8_t x = v; std::memcpy(p, &x, 1); break; }
-    case DType::i1: *p = v != 0; break;
-    }
-  }
-  return out;
-}
-
-// Element |i| of a buffer of |dtype|.
-inline double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
-  const uint8_t *p = b.data() + i * byteWidth(dtype);
-  switch (dtype) {
-  case DType::f64: { double v; std::memcpy(&v, p, 8); return v; }
-  case DType::f32: { float v; std::memcpy(&v, p, 4); return v; }
-  case DType::f16: { uint16_t h; std::memcpy(&h, p, 2); return rt::f16ToFloat(h); }
-  case DType::bf16: { uint16_t h; std::memcpy(&h, p, 2); return rt::bf16ToFloat(h); }
-  case DType::i64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
-  case DType::i32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-  case DType::i8: { int8_t v; std::memcpy(&v, p, 1); return v; }
-  case DType::i1: return *p != 0;
-  }
-  return 0;
-}
-
 // The zoo's default learning rate (the steps' Adam).
 constexpr double kLearningRate = 1e-3;
 
@@ -186,6 +150,14 @@ inline double relativeBound(AmpMode amp) {
   case AmpMode::fp16: return 4 * std::ldexp(1.0, -10);
   }
   return 0;
+}
+
+// The MLP of the step tests: rows longer than a warp (40 features).
+inline cli::MlpOptions smallMlp(int64_t batch) {
+  cli::MlpOptions options;
+  options.layers = {40, 24, 10};
+  options.batch = batch;
+  return options;
 }
 
 // One block, layer-norm rows longer than a warp, head dim 20.

@@ -509,6 +509,15 @@ Type kiln::attentionLseElementType(Type element) {
   return element.isF64() ? Type(Float64Type::get(ctx)) : Type(Float32Type::get(ctx));
 }
 
+bool kiln::fitsFusedAttention(Value q, Value v) {
+  auto fits = [](Value x) {
+    auto type = dyn_cast<RankedTensorType>(x.getType());
+    return type && type.getRank() == 4 && !type.isDynamicDim(3) &&
+           type.getDimSize(3) <= kMaxFusedAttentionHeadDim;
+  };
+  return fits(q) && fits(v);
+}
+
 namespace {
 // Checks q, k and v of an attention op being built or verified: static
 // shapes, one element type, and the shape rule. Sets |outShape|.

@@ -337,9 +337,15 @@ private:
   Value q, k, v;
 };
 
+// |wideOnly|: only an attention the fused kernels cannot run (head dims
+// past kMaxFusedAttentionHeadDim), for a target that keeps the rest whole.
 struct DecomposeAttention : OpRewritePattern<AttentionOp> {
-  using OpRewritePattern::OpRewritePattern;
+  DecomposeAttention(MLIRContext *context, bool wideOnly)
+      : OpRewritePattern(context), wideOnly(wideOnly) {}
+  bool wideOnly;
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &r) const override {
+    if (wideOnly && fitsFusedAttention(op.getQ(), op.getV()))
+      return r.notifyMatchFailure(op, "the fused attention kernels run it");
     AttentionBuilder b(r, op.getLoc(), op.getQ(), op.getK(), op.getV(),
                        op.getScale().convertToDouble(), op.getCausal());
     auto [out, lse] = b.forward();
@@ -350,9 +356,13 @@ struct DecomposeAttention : OpRewritePattern<AttentionOp> {
 };
 
 struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
-  using OpRewritePattern::OpRewritePattern;
+  DecomposeAttentionGrad(MLIRContext *context, bool wideOnly)
+      : OpRewritePattern(context), wideOnly(wideOnly) {}
+  bool wideOnly;
   LogicalResult matchAndRewrite(AttentionGradOp op,
                                 PatternRewriter &r) const override {
+    if (wideOnly && fitsFusedAttention(op.getQ(), op.getV()))
+      return r.notifyMatchFailure(op, "the fused attention kernels run it");
     AttentionBuilder b(r, op.getLoc(), op.getQ(), op.getK(), op.getV(),
                        op.getScale().convertToDouble(), op.getCausal());
     auto [dq, dk, dv] = b.backward(op.getOut(), op.getLse(), op.getDout());
@@ -389,8 +399,10 @@ void populateDecomposePatterns(RewritePatternSet &patterns,
                DecomposeSoftmaxCrossEntropy, DecomposeReduceMean>(context);
   if (options.gelu)
     patterns.add<DecomposeGelu>(context);
-  if (options.attention)
-    patterns.add<DecomposeAttention, DecomposeAttentionGrad>(context);
+  // Kept whole (options.attention off), an attention still decomposes when
+  // its head dims are past what the fused kernels take.
+  patterns.add<DecomposeAttention, DecomposeAttentionGrad>(
+      context, /*wideOnly=*/!options.attention);
 }
 
 } // namespace kiln

@@ -19,7 +19,8 @@ struct DecomposeOptions {
   bool gelu = false;
   // kiln.attention and kiln.attention_grad into dot_general, a softmax and
   // (causal) an iota/compare/select mask. Kept whole where a fused attention
-  // kernel runs them (CUDA).
+  // kernel runs them (CUDA), unless their head dims are past the kernels'
+  // (kMaxFusedAttentionHeadDim, ir/KilnOps.h): those decompose anyway.
   bool attention = true;
 };
 

@@ -271,6 +271,10 @@ private:
       return std::nullopt;
     // One float type for q, k, v (the scores and the context have it too).
     Type element = staticTensor(m.scores.getLhs()).getElementType();
+    // The fused kernels' head dims (kMaxFusedAttentionHeadDim); a wider
+    // attention stays in primitives.
+    if (!fitsFusedAttention(m.scores.getLhs(), context.getRhs()))
+      return std::nullopt;
     if (!isAttentionFloat(element) ||
         staticTensor(m.scores.getRhs()).getElementType() != element ||
         staticTensor(context.getRhs()).getElementType() != element ||

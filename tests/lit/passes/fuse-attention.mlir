@@ -207,3 +207,36 @@ func.func @library_call(%x: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: te
   %r = kiln.relu %o : tensor<1x2x4x8xf32>
   return %r : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// A head dim past the fused kernels' 256 (kMaxFusedAttentionHeadDim): left
+// in primitives, which the CUDA target runs as GEMMs and a softmax; 256
+// itself fuses.
+// CHECK-LABEL: func.func @head_dim_too_wide
+// CHECK-NOT: kiln.attention
+// CHECK: kiln.softmax
+func.func @head_dim_too_wide(%q: tensor<1x1x4x320xf32>, %k: tensor<1x1x4x320xf32>, %v: tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32> {
+  %s = kiln.dot_general %q, %k, batch = [0, 1] x [0, 1], contract = [3] x [3] : (tensor<1x1x4x320xf32>, tensor<1x1x4x320xf32>) -> tensor<1x1x4x4xf32>
+  %p = kiln.softmax %s, dim = 3 : tensor<1x1x4x4xf32>
+  %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  return %o : tensor<1x1x4x8xf32>
+}
+// CHECK-LABEL: func.func @value_dim_too_wide
+// CHECK-NOT: kiln.attention
+// CHECK: kiln.softmax
+func.func @value_dim_too_wide(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x264xf32>) -> tensor<1x1x4x264xf32> {
+  %s = kiln.dot_general %q, %k, batch = [0, 1] x [0, 1], contract = [3] x [3] : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
+  %p = kiln.softmax %s, dim = 3 : tensor<1x1x4x4xf32>
+  %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x1x4x4xf32>, tensor<1x1x4x264xf32>) -> tensor<1x1x4x264xf32>
+  return %o : tensor<1x1x4x264xf32>
+}
+// CHECK-LABEL: func.func @head_dim_256
+// CHECK: kiln.attention
+// CHECK-NOT: kiln.softmax
+func.func @head_dim_256(%q: tensor<1x1x4x256xf32>, %k: tensor<1x1x4x256xf32>, %v: tensor<1x1x4x256xf32>) -> tensor<1x1x4x256xf32> {
+  %s = kiln.dot_general %q, %k, batch = [0, 1] x [0, 1], contract = [3] x [3] : (tensor<1x1x4x256xf32>, tensor<1x1x4x256xf32>) -> tensor<1x1x4x4xf32>
+  %p = kiln.softmax %s, dim = 3 : tensor<1x1x4x4xf32>
+  %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x1x4x4xf32>, tensor<1x1x4x256xf32>) -> tensor<1x1x4x256xf32>
+  return %o : tensor<1x1x4x256xf32>
+}

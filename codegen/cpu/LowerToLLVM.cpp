@@ -405,10 +405,92 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   return module;
 }
 
+namespace {
+
+// f32 sin and cos, vectorizable and accurate to a few ulp relative to the
+// result for |x| up to ~2^13 pi: MLIR's polynomial approximation reduces x
+// by floor(x / (pi/2)) with one f32 constant, so sin of a small negative x
+// (reduced to near pi/2 and taken as -cos) and every result near a zero
+// other than 0 keep only an absolute error of ~1e-7 (sqrt(|sin x|) of
+// x = -2.8e-4 was off by 1.2e-4 relative). Here, as Cephes' sinf/cosf: k =
+// round(x / (pi/2)) and y = x - k pi/2 with pi/2 in three parts (Cody-Waite;
+// k pi/2's first two parts are exact in f32), |y| <= pi/4, then sin or cos
+// of y by the quadrant k mod 4 (cos x = sin(x + pi/2): quadrant k + 1).
+template <typename Op, bool isCos>
+struct AccurateSinCos : OpRewritePattern<Op> {
+  using OpRewritePattern<Op>::OpRewritePattern;
+  LogicalResult matchAndRewrite(Op op, PatternRewriter &r) const override {
+    Type type = op.getType();
+    if (!getElementTypeOrSelf(type).isF32())
+      return r.notifyMatchFailure(op, "f32 only");
+    Location loc = op.getLoc();
+    Type intType = r.getI32Type();
+    if (auto shaped = dyn_cast<ShapedType>(type))
+      intType = shaped.clone(intType);
+    auto f = [&](double v) -> Value {
+      Attribute a = r.getF32FloatAttr(v);
+      if (auto shaped = dyn_cast<ShapedType>(type))
+        a = DenseElementsAttr::get(shaped, a);
+      return r.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(a));
+    };
+    auto i = [&](int32_t v) -> Value {
+      Attribute a = r.getI32IntegerAttr(v);
+      if (auto shaped = dyn_cast<ShapedType>(intType))
+        a = DenseElementsAttr::get(shaped, a);
+      return r.create<arith::ConstantOp>(loc, intType, cast<TypedAttr>(a));
+    };
+    auto fma = [&](Value a, Value b, Value c) -> Value {
+      return r.create<math::FmaOp>(loc, a, b, c);
+    };
+    Value x = op.getOperand();
+    Value k = r.create<math::RoundEvenOp>(
+        loc, r.create<arith::MulFOp>(loc, x, f(0.63661977236758134308)));
+    Value negK = r.create<arith::NegFOp>(loc, k);
+    Value y = fma(negK, f(1.5703125), x);
+    y = fma(negK, f(4.837512969970703125e-4), y);
+    y = fma(negK, f(7.54978995489188216e-8), y);
+    Value z = r.create<arith::MulFOp>(loc, y, y);
+    // sin(y) = y + y z (s1 + z (s2 + z s3)); cos(y) = 1 - z/2 + z^2 (c1 +
+    // z (c2 + z c3)) on |y| <= pi/4 (Cephes sinf.c's coefficients).
+    Value sinP = fma(fma(f(-1.9515295891e-4), z, f(8.3321608736e-3)), z,
+                     f(-1.6666654611e-1));
+    Value sinY = fma(r.create<arith::MulFOp>(loc, y, z), sinP, y);
+    Value cosP = fma(fma(f(2.443315711809948e-5), z, f(-1.388731625493765e-3)),
+                     z, f(4.166664568298827e-2));
+    Value cosY = fma(r.create<arith::MulFOp>(loc, z, z), cosP,
+                     fma(f(-0.5), z, f(1.0)));
+    // The quadrant: k mod 4 (k + 1 for cos) from k's integer value.
+    Value q = r.create<arith::FPToSIOp>(loc, intType, k);
+    if (isCos)
+      q = r.create<arith::AddIOp>(loc, q, i(1));
+    Value useCos = r.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne, r.create<arith::AndIOp>(loc, q, i(1)),
+        i(0));
+    Value negate = r.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne, r.create<arith::AndIOp>(loc, q, i(2)),
+        i(0));
+    Value v = r.create<arith::SelectOp>(loc, useCos, cosY, sinY);
+    v = r.create<arith::SelectOp>(loc, negate, r.create<arith::NegFOp>(loc, v),
+                                  v);
+    r.replaceOp(op, v);
+    return success();
+  }
+};
+
+} // namespace
+
 LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
-  // f32 transcendentals (exp, log, tanh, erf, ...) as MLIR's polynomial
+  // f32 sin and cos first (AccurateSinCos above), then the other f32
+  // transcendentals (exp, log, tanh, erf, ...) as MLIR's polynomial
   // approximations: plain arith that LLVM vectorizes, where a libm call or
   // an LLVM intrinsic without a vector math library would be scalarized.
+  {
+    RewritePatternSet patterns(module.getContext());
+    patterns.add<AccurateSinCos<math::SinOp, false>,
+                 AccurateSinCos<math::CosOp, true>>(module.getContext());
+    if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
+      return failure();
+  }
   {
     RewritePatternSet patterns(module.getContext());
     populateMathPolynomialApproximationPatterns(patterns);

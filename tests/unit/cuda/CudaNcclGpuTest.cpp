@@ -15,6 +15,7 @@
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/dist/NcclCommunicator.h"
+#include "tests/unit/runtime-dist/FreePort.h"
 
 #include <gtest/gtest.h>
 
@@ -30,17 +31,7 @@ namespace {
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using kiln::runtime::testing::freePort;
 
 // x [n] f32 -> all_reduce sum -> y, y updates x.
 LoadedPackage allReducePackage(int64_t n, int world) {

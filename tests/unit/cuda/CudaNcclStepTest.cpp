@@ -23,6 +23,7 @@
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/HostKernels.h"
 #include "tests/unit/cuda/StepPackage.h"
+#include "tests/unit/runtime-dist/FreePort.h"
 
 #include "runtime/dist/NcclCommunicator.h"
 
@@ -63,17 +64,7 @@ void streamHook(void *stream, void (*fn)(void *), void *arg) {
   rankApi->hostWork(stream, [fn, arg] { fn(arg); });
 }
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using kiln::runtime::testing::freePort;
 
 std::vector<float> toF32(const HostTensor &t) {
   std::vector<float> out(t.size());

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/dist/NcclCommunicator.h"
+#include "tests/unit/runtime-dist/FreePort.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -29,18 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A port nothing listens on now (bound to 0, then released).
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using kiln::runtime::testing::freePort;
 
 // The CUDA device count, asked in a child process (so that this process
 // never initializes CUDA and may fork ranks): -1 without NCCL or cudart.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/dist/NcclCommunicator.h"
+#include "tests/unit/runtime-dist/FreePort.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -38,17 +39,7 @@ const bool kFakeLoaded = [] {
   return true;
 }();
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using kiln::runtime::testing::freePort;
 
 // Runs |body| on |world| ranks (threads); |ranks| limits which create a
 // communicator. Each rank's error ("" if none).

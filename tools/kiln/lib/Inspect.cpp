@@ -2,7 +2,9 @@
 //
 // `kiln inspect FILE [--dot]` loads a model (graph file or .mlir), and prints
 // its summary (tools/kiln/lib/Summary.h) or, with --dot, a Graphviz graph of
-// its ops.
+// its ops. `kiln inspect STEP.kpkg [--roofline [--csv]]` loads a compiled
+// step package with the runtime's loader and prints what it holds, and with
+// --roofline what each thunk would cost on an H200 (PackageRoofline.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,23 +13,162 @@
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/PackageRoofline.h"
 #include "tools/kiln/lib/Summary.h"
 
+#include "runtime/package/Package.h"
+
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+
+#include <map>
 
 namespace kiln::cli {
 
+namespace {
+
+constexpr llvm::StringLiteral kCommand = "kiln inspect";
+
+// What a package holds: target, memory, kernels, and thunks by kind.
+void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
+                         llvm::raw_ostream &os) {
+  using namespace kiln::runtime;
+  os << "package: " << path << " (format " << p.majorVersion << "."
+     << p.minorVersion << ")\n";
+  os << "  model:            " << p.metadata.modelName << "\n";
+  os << "  target:           "
+     << (p.target.kind == TargetKind::Cuda ? "cuda" : "cpu");
+  for (size_t i = 0; i < p.target.smArchs.size(); ++i)
+    os << (i ? "," : " sm_") << (i ? "sm_" : "") << p.target.smArchs[i];
+  if (!p.target.triple.empty())
+    os << " " << p.target.triple;
+  os << "\n";
+  int64_t parameters = 0, parameterBytes = 0;
+  for (const PackageBuffer &b : p.buffers)
+    if (b.role == PkgRole::Parameter) {
+      int64_t n = 1;
+      for (int64_t d : b.shape)
+        n *= d;
+      parameters += n;
+      parameterBytes += int64_t(b.size);
+    }
+  os << "  parameters:       " << parameters << " (" << parameterBytes
+     << " bytes)\n";
+  os << "  arena:            " << p.arenaSize << " bytes ("
+     << llvm::format("%.2f MiB", p.arenaSize / 1048576.0) << "), "
+     << p.buffers.size() << " buffers\n";
+  os << "  inputs:          ";
+  for (const SignatureEntry &e : p.inputs)
+    if (e.role == PkgRole::Input || e.role == PkgRole::Label) {
+      os << " " << e.name << ":" << pkgDTypeName(e.dtype) << "[";
+      for (size_t i = 0; i < e.shape.size(); ++i)
+        os << (i ? "x" : "") << e.shape[i];
+      os << "]";
+    }
+  os << "\n";
+  std::map<std::string, int64_t> library;
+  int64_t launches = 0, calls = 0, collectives = 0, copies = 0;
+  for (const PackageThunk &t : p.thunks) {
+    switch (t.kind) {
+    case ThunkKind::KernelLaunch:
+      ++launches;
+      break;
+    case ThunkKind::LibraryCall:
+      ++calls;
+      if (t.hasGemm)
+        ++library[t.gemm.epilogue == PkgGemmEpilogue::None
+                      ? std::string("gemm")
+                      : std::string("gemm+") +
+                            pkgGemmEpilogueName(t.gemm.epilogue)];
+      else if (t.hasAttention)
+        ++library[t.library == LibraryKind::AttentionGrad ? "attention_grad"
+                                                          : "attention"];
+      else
+        ++library["conv2d"];
+      break;
+    case ThunkKind::Collective:
+      ++collectives;
+      break;
+    case ThunkKind::Copy:
+      ++copies;
+      break;
+    }
+  }
+  os << "  kernels:          " << p.kernels.size() << "\n";
+  os << "  thunks per step:  " << p.thunks.size() << " (" << launches
+     << " kernel launches, " << calls << " library calls, " << collectives
+     << " collectives, " << copies << " copies)\n";
+  if (!library.empty()) {
+    os << "  library calls:   ";
+    bool first = true;
+    for (auto &[name, count] : library) {
+      os << (first ? " " : ", ") << count << " " << name;
+      first = false;
+    }
+    os << "\n";
+  }
+}
+
+int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
+                   int64_t top, llvm::raw_ostream &outs,
+                   llvm::raw_ostream &errs) {
+  runtime::StatusOr<runtime::LoadedPackage> loaded =
+      runtime::loadPackage(input.str());
+  if (!loaded.isOk()) {
+    printError(errs, kCommand, loaded.status().message());
+    return kExitError;
+  }
+  if (!roofline) {
+    printPackageSummary(loaded.value(), input, outs);
+    return kExitOk;
+  }
+  if (loaded.value().target.kind != runtime::TargetKind::Cuda) {
+    printError(errs, kCommand,
+               input.str() + ": --roofline predicts a CUDA step on a GPU; this "
+               "package targets the CPU (compile it with --target=cuda)");
+    return kExitError;
+  }
+  RooflineDevice device;
+  PackageRooflineResult result = predictPackageRoofline(loaded.value(), device);
+  if (csv) {
+    printPackageRooflineCsv(result, outs);
+    return kExitOk;
+  }
+  printPackageSummary(loaded.value(), input, outs);
+  printPackageRoofline(result, device, static_cast<size_t>(top), outs);
+  return kExitOk;
+}
+
+} // namespace
+
 int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs) {
-  std::string input;
-  bool dot = false;
+  std::string input, top = "15";
+  bool dot = false, roofline = false, csv = false;
   FlagParser parser(
-      "kiln inspect", "FILE [--dot]",
+      kCommand.str(), "FILE [--dot] | STEP.kpkg [--roofline [--csv]]",
       "Prints a model's inputs and outputs (name, role, shape, dtype), its\n"
       "parameters (count and bytes), the FLOPs of one forward step (summed\n"
-      "from every op's cost) and a histogram of its ops.");
-  parser.addPositional("FILE", &input, "a graph file (.kiln) or MLIR text (.mlir)");
+      "from every op's cost) and a histogram of its ops.\n"
+      "For a compiled step package (.kpkg, from `kiln compile -o`): its\n"
+      "target, parameters, arena, kernels and thunks by kind; --roofline\n"
+      "adds what the step would take on one H200, predicted thunk by thunk\n"
+      "(one launch plus the longer of its bytes at 80% of 4.8 TB/s and its\n"
+      "FLOPs at 70% of the tensor-core peak, 35% for fused attention), the\n"
+      "FLOPs utilization, tokens/s for a token model, and the costliest\n"
+      "thunks with the layers folded together.");
+  parser.addPositional("FILE", &input,
+                       "a graph file (.kiln), MLIR text (.mlir) or a compiled "
+                       "step (.kpkg)");
   parser.addSwitch("dot", &dot, "print a Graphviz graph of the ops instead");
+  parser.addSwitch("roofline", &roofline,
+                   "for a .kpkg: the predicted step time on one H200");
+  parser.addSwitch("csv", &csv,
+                   "with --roofline: one CSV row per thunk instead (thunk, "
+                   "kind, name, detail, flops, bytes, us, bound)");
+  parser.addValue("top", &top, "N",
+                  "with --roofline: how many thunk groups to list (default 15)");
   switch (parser.parse(args, outs, errs)) {
   case ParseResult::help:
     return kExitOk;
@@ -35,6 +176,31 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return kExitUsage;
   case ParseResult::ok:
     break;
+  }
+  bool package = llvm::sys::path::extension(input) == ".kpkg";
+  if (!package && (roofline || csv || parser.wasSet("top"))) {
+    printError(errs, kCommand,
+               "--roofline, --csv and --top read a compiled step (.kpkg), "
+               "found '" + input + "' (compile it with `kiln compile " + input +
+               " --target=cuda -o STEP.kpkg`)");
+    return kExitUsage;
+  }
+  if (package && dot) {
+    printError(errs, kCommand,
+               "--dot draws a model (.kiln or .mlir), found the package '" +
+                   input + "'");
+    return kExitUsage;
+  }
+  if (csv && !roofline) {
+    printError(errs, kCommand, "--csv goes with --roofline");
+    return kExitUsage;
+  }
+  if (package) {
+    std::optional<int64_t> topCount =
+        parseInteger(kCommand, "top", top, 1, errs);
+    if (!topCount)
+      return kExitUsage;
+    return inspectPackage(input, roofline, csv, *topCount, outs, errs);
   }
 
   mlir::DialectRegistry registry;

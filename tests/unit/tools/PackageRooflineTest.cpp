@@ -1,0 +1,240 @@
+//===- PackageRooflineTest.cpp - the predicted cost of a package's thunks -===//
+//
+// Hand-built packages whose thunks' FLOPs, bytes and roofline times are
+// computed here from the formulas (closed forms, not the implementation's
+// loops), and the printed summary's folding of layers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/PackageRoofline.h"
+
+#include "gtest/gtest.h"
+
+#include <string>
+
+namespace kiln::cli {
+namespace {
+
+using namespace kiln::runtime;
+
+uint32_t addBuffer(LoadedPackage &p, std::string name, PkgDType dtype,
+                   std::vector<int64_t> shape, PkgRole role = PkgRole::None) {
+  PackageBuffer b;
+  b.name = std::move(name);
+  b.dtype = dtype;
+  b.shape = std::move(shape);
+  uint64_t n = 1;
+  for (int64_t d : b.shape)
+    n *= uint64_t(d);
+  b.size = n * pkgBytesPerElement(dtype);
+  b.role = role;
+  p.buffers.push_back(b);
+  return uint32_t(p.buffers.size() - 1);
+}
+
+double seconds(const RooflineDevice &d, double flops, double peak,
+               double efficiency, double bytes) {
+  return std::max(flops / (peak * efficiency),
+                  bytes / (d.bandwidthGBps * 1e9 * d.memoryEfficiency));
+}
+
+TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  const int64_t m = 4096, n = 3072, k = 768;
+  uint32_t a = addBuffer(p, "fusion3.lhs", PkgDType::BF16, {m, k});
+  uint32_t w = addBuffer(p, "w", PkgDType::BF16, {k, n}, PkgRole::Parameter);
+  uint32_t bias = addBuffer(p, "b", PkgDType::BF16, {n}, PkgRole::Parameter);
+  uint32_t out = addBuffer(p, "fusion3.0", PkgDType::BF16, {m, n});
+  PackageThunk gemm;
+  gemm.kind = ThunkKind::LibraryCall;
+  gemm.library = LibraryKind::Gemm;
+  gemm.hasGemm = true;
+  gemm.gemm.m = m;
+  gemm.gemm.n = n;
+  gemm.gemm.k = k;
+  gemm.gemm.epilogue = PkgGemmEpilogue::BiasGelu;
+  gemm.operands = {a, w, bias};
+  gemm.results = {out};
+  p.thunks.push_back(gemm);
+
+  // A kernel reading the GEMM's result twice (counted once) and writing one.
+  PackageKernel kernel;
+  kernel.kind = KernelKind::Cuda;
+  kernel.name = "fusion3";
+  kernel.sourceNodes = {"blocks.3.mlp.fc.matmul", "blocks.3.mlp.gelu"};
+  p.kernels.push_back(kernel);
+  uint32_t act = addBuffer(p, "fusion4.0", PkgDType::BF16, {m, n});
+  PackageThunk launch;
+  launch.kind = ThunkKind::KernelLaunch;
+  launch.kernel = 0;
+  launch.operands = {out, out};
+  launch.results = {act};
+  p.thunks.push_back(launch);
+
+  // Causal attention, B 2, H 4, T 256, D 64, and its gradient.
+  const int64_t B = 2, H = 4, T = 256, D = 64;
+  uint32_t q = addBuffer(p, "q", PkgDType::BF16, {B, H, T, D});
+  uint32_t kk = addBuffer(p, "k", PkgDType::BF16, {B, H, T, D});
+  uint32_t v = addBuffer(p, "v", PkgDType::BF16, {B, H, T, D});
+  uint32_t o = addBuffer(p, "attention7.0", PkgDType::BF16, {B, H, T, D});
+  uint32_t lse = addBuffer(p, "attention7.1", PkgDType::F32, {B, H, T});
+  PackageThunk attention;
+  attention.kind = ThunkKind::LibraryCall;
+  attention.library = LibraryKind::Attention;
+  attention.hasAttention = true;
+  attention.attention = {B, H, T, T, D, D, 0.125, true};
+  attention.operands = {q, kk, v};
+  attention.results = {o, lse};
+  p.thunks.push_back(attention);
+  PackageThunk attentionGrad = attention;
+  attentionGrad.library = LibraryKind::AttentionGrad;
+  uint32_t dq = addBuffer(p, "dq", PkgDType::BF16, {B, H, T, D});
+  uint32_t dk = addBuffer(p, "dk", PkgDType::BF16, {B, H, T, D});
+  uint32_t dv = addBuffer(p, "dv", PkgDType::BF16, {B, H, T, D});
+  attentionGrad.operands = {q, kk, v, o, lse, act};
+  attentionGrad.results = {dq, dk, dv};
+  p.thunks.push_back(attentionGrad);
+
+  PackageThunk copy;
+  copy.kind = ThunkKind::Copy;
+  copy.operands = {q};
+  copy.results = {dq};
+  p.thunks.push_back(copy);
+  PackageThunk collective;
+  collective.kind = ThunkKind::Collective;
+  collective.hasCollective = true;
+  collective.operands = {dq};
+  collective.results = {dq};
+  p.thunks.push_back(collective);
+
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  ASSERT_EQ(r.thunks.size(), 5u);
+  EXPECT_EQ(r.collectives, 1);
+  const double tc = d.bf16Tflops * 1e12;
+
+  const ThunkCost &g = r.thunks[0];
+  EXPECT_EQ(g.kind, "gemm+bias_gelu");
+  EXPECT_EQ(g.name, "blocks.3.mlp.fc.matmul +1"); // fusion3's kernel
+  EXPECT_DOUBLE_EQ(g.flops, 2.0 * m * n * k);
+  EXPECT_EQ(g.bytes, uint64_t(2 * (m * k + k * n + n + m * n)));
+  EXPECT_NEAR(g.us,
+              d.launchUs + 1e6 * seconds(d, g.flops, tc, d.gemmEfficiency,
+                                         double(g.bytes)),
+              1e-9);
+  EXPECT_TRUE(g.computeBound);
+
+  const ThunkCost &l = r.thunks[1];
+  EXPECT_EQ(l.kind, "kernel");
+  EXPECT_EQ(l.flops, 0.0);
+  EXPECT_EQ(l.bytes, uint64_t(2 * 2 * m * n));
+  EXPECT_NEAR(l.us, d.launchUs + 1e6 * double(l.bytes) /
+                                     (d.bandwidthGBps * 1e9 * d.memoryEfficiency),
+              1e-9);
+  EXPECT_FALSE(l.computeBound);
+
+  // Causal, Tq = Tk = T: T (T + 1) / 2 of the T^2 pairs.
+  double pairs = double(B * H) * T * (T + 1) / 2.0;
+  const ThunkCost &f = r.thunks[2];
+  EXPECT_EQ(f.kind, "attention");
+  EXPECT_DOUBLE_EQ(f.flops, 2.0 * pairs * (D + D));
+  EXPECT_EQ(f.bytes, uint64_t(4 * 2 * B * H * T * D + 4 * B * H * T));
+  EXPECT_NEAR(f.us,
+              d.launchUs + 1e6 * seconds(d, f.flops, tc, d.attentionEfficiency,
+                                         double(f.bytes)),
+              1e-9);
+  const ThunkCost &b = r.thunks[3];
+  EXPECT_EQ(b.kind, "attention_grad");
+  EXPECT_DOUBLE_EQ(b.flops, 2.0 * pairs * (3 * D + 2 * D));
+
+  const ThunkCost &c = r.thunks[4];
+  EXPECT_EQ(c.kind, "copy");
+  EXPECT_EQ(c.bytes, uint64_t(2 * 2 * B * H * T * D));
+
+  double total = 0, flops = 0;
+  for (const ThunkCost &t : r.thunks) {
+    total += t.us;
+    flops += t.flops;
+  }
+  EXPECT_NEAR(r.totalUs, total, 1e-9);
+  EXPECT_DOUBLE_EQ(r.flops, flops);
+  EXPECT_EQ(r.parameters, k * n + n);
+  EXPECT_EQ(r.tokens, 0); // no integer input
+}
+
+TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {
+  LoadedPackage p;
+  uint32_t a = addBuffer(p, "a", PkgDType::F32, {512, 512});
+  uint32_t out = addBuffer(p, "dot0.0", PkgDType::F32, {512, 512});
+  PackageThunk gemm;
+  gemm.kind = ThunkKind::LibraryCall;
+  gemm.hasGemm = true;
+  gemm.gemm.m = gemm.gemm.n = gemm.gemm.k = 512;
+  gemm.gemm.beta = 1.0; // accumulates: reads its output too
+  gemm.operands = {a, a};
+  gemm.results = {out};
+  p.thunks.push_back(gemm);
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  ASSERT_EQ(r.thunks.size(), 1u);
+  EXPECT_EQ(r.thunks[0].bytes, uint64_t(3 * 512 * 512 * 4));
+  double flops = 2.0 * 512 * 512 * 512;
+  EXPECT_NEAR(r.thunks[0].us,
+              d.launchUs + 1e6 * seconds(d, flops, d.f32Tflops * 1e12,
+                                         d.gemmEfficiency, 3.0 * 512 * 512 * 4),
+              1e-9);
+  d.allowTf32 = true;
+  PackageRooflineResult tf32 = predictPackageRoofline(p, d);
+  EXPECT_NEAR(tf32.thunks[0].us,
+              d.launchUs + 1e6 * seconds(d, flops, d.tf32Tflops * 1e12,
+                                         d.gemmEfficiency, 3.0 * 512 * 512 * 4),
+              1e-9);
+  EXPECT_LT(tf32.totalUs, r.totalUs);
+}
+
+TEST(PackageRooflineTest, TokensAndLayersFoldedInTheSummary) {
+  LoadedPackage p;
+  uint32_t tokens = addBuffer(p, "tokens", PkgDType::I32, {8, 1024});
+  addBuffer(p, "w", PkgDType::F32, {1000, 10}, PkgRole::Parameter);
+  SignatureEntry in;
+  in.name = "tokens";
+  in.role = PkgRole::Input;
+  in.dtype = PkgDType::I32;
+  in.shape = {8, 1024};
+  in.buffer = tokens;
+  p.inputs.push_back(in);
+  for (int layer = 0; layer < 3; ++layer) {
+    PackageKernel k;
+    k.kind = KernelKind::Cuda;
+    k.name = "fusion" + std::to_string(layer);
+    k.sourceNodes = {"blocks." + std::to_string(layer) + ".ln1"};
+    p.kernels.push_back(k);
+    uint32_t out = addBuffer(p, k.name + ".0", PkgDType::BF16, {8, 1024, 768});
+    PackageThunk t;
+    t.kind = ThunkKind::KernelLaunch;
+    t.kernel = layer;
+    t.operands = {tokens};
+    t.results = {out};
+    p.thunks.push_back(t);
+  }
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  EXPECT_EQ(r.tokens, 8 * 1024);
+  EXPECT_EQ(r.parameters, 10000);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPackageRoofline(r, d, 10, os);
+  // One group for the three layers' kernels, three launches.
+  EXPECT_NE(text.find("| kernel | blocks.*.ln1 | 3 |"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tokens/s:"), std::string::npos) << text;
+  std::string csv;
+  llvm::raw_string_ostream cs(csv);
+  printPackageRooflineCsv(r, cs);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+  EXPECT_EQ(csv.rfind("thunk,kind,name,detail,flops,bytes,us,bound\n", 0), 0u);
+}
+
+} // namespace
+} // namespace kiln::cli

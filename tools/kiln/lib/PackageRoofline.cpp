@@ -1,0 +1,323 @@
+//===- PackageRoofline.cpp - what a compiled step costs on a GPU ----------===//
+
+#include "tools/kiln/lib/PackageRoofline.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace kiln::cli {
+
+using namespace kiln::runtime;
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+bool isInteger(PkgDType dtype) {
+  return dtype == PkgDType::I64 || dtype == PkgDType::I32 ||
+         dtype == PkgDType::I8 || dtype == PkgDType::I1;
+}
+
+// The fraction of the Tq x Tk score matrix a query attends to: all of it,
+// or with a top-left causal mask (key j <= query i) the visible part.
+double attendedFraction(const AttentionParams &a) {
+  if (!a.causal || a.qLen <= 0 || a.kvLen <= 0)
+    return 1.0;
+  double visible = 0;
+  for (int64_t i = 0; i < a.qLen; ++i)
+    visible += double(std::min<int64_t>(i + 1, a.kvLen));
+  return visible / (double(a.qLen) * double(a.kvLen));
+}
+
+// Tensor-core (or CUDA-core) peak in FLOP/s for a GEMM in |dtype|.
+double gemmPeak(PkgDType dtype, const RooflineDevice &d) {
+  switch (dtype) {
+  case PkgDType::BF16:
+  case PkgDType::F16:
+    return d.bf16Tflops * 1e12;
+  case PkgDType::F32:
+    return (d.allowTf32 ? d.tf32Tflops : d.f32Tflops) * 1e12;
+  default:
+    return d.f64Tflops * 1e12;
+  }
+}
+
+// "blocks.11.mlp.fc" -> "blocks.*.mlp.fc": a layer's thunks and the same
+// thunks of every other layer fall into one group.
+std::string foldLayers(llvm::StringRef name) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  name.split(parts, '.');
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i)
+      out += '.';
+    bool digits = !parts[i].empty() &&
+                  llvm::all_of(parts[i], [](char c) { return llvm::isDigit(c); });
+    out += digits ? std::string("*") : parts[i].str();
+  }
+  return out;
+}
+
+std::string humanBytes(double bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.2f GB", bytes / 1e9);
+  return s;
+}
+
+} // namespace
+
+PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
+                                             const RooflineDevice &d) {
+  PackageRooflineResult result;
+  const double bandwidth = d.bandwidthGBps * 1e9 * d.memoryEfficiency;
+  auto bufferBytes = [&](uint32_t b) -> uint64_t {
+    return b < p.buffers.size() ? p.buffers[b].size : 0;
+  };
+  auto bufferName = [&](uint32_t b) -> std::string {
+    return b < p.buffers.size() ? p.buffers[b].name : std::string();
+  };
+  // Kernels by name, for the source nodes of a library call whose result
+  // buffer is named after its fusion ("fusion10.dot" -> kernel "fusion10").
+  std::map<std::string, const PackageKernel *> kernelsByName;
+  for (const PackageKernel &k : p.kernels)
+    kernelsByName[k.name] = &k;
+  auto sourceName = [](const PackageKernel &k) {
+    if (k.sourceNodes.empty())
+      return k.name;
+    std::string name = k.sourceNodes.front();
+    if (k.sourceNodes.size() > 1)
+      name += " +" + std::to_string(k.sourceNodes.size() - 1);
+    return name;
+  };
+
+  for (size_t i = 0; i < p.thunks.size(); ++i) {
+    const PackageThunk &t = p.thunks[i];
+    if (t.kind == ThunkKind::Collective) {
+      ++result.collectives;
+      continue;
+    }
+    ThunkCost cost;
+    cost.thunk = i;
+    std::set<uint32_t> read(t.operands.begin(), t.operands.end());
+    for (uint32_t b : read)
+      cost.bytes += bufferBytes(b);
+    for (uint32_t b : t.results)
+      cost.bytes += bufferBytes(b);
+    double peak = 0, efficiency = 1.0;
+    PkgDType dtype = !t.results.empty() && t.results[0] < p.buffers.size()
+                         ? p.buffers[t.results[0]].dtype
+                         : PkgDType::F32;
+    std::string resultName = t.results.empty() ? "" : bufferName(t.results[0]);
+    llvm::StringRef owner = llvm::StringRef(resultName).split('.').first;
+    auto ownerKernel = kernelsByName.find(owner.str());
+    cost.name = ownerKernel != kernelsByName.end()
+                    ? sourceName(*ownerKernel->second)
+                    : resultName;
+    std::string detail;
+    llvm::raw_string_ostream os(detail);
+    switch (t.kind) {
+    case ThunkKind::KernelLaunch: {
+      cost.kind = "kernel";
+      if (t.kernel >= 0 && size_t(t.kernel) < p.kernels.size()) {
+        cost.name = sourceName(p.kernels[t.kernel]);
+        os << p.kernels[t.kernel].name;
+      }
+      break;
+    }
+    case ThunkKind::Copy:
+      cost.kind = "copy";
+      os << cost.bytes / 2 << " bytes";
+      break;
+    case ThunkKind::LibraryCall:
+      if (t.hasGemm) {
+        const GemmParams &g = t.gemm;
+        cost.kind = g.epilogue == PkgGemmEpilogue::None
+                        ? "gemm"
+                        : std::string("gemm+") + pkgGemmEpilogueName(g.epilogue);
+        cost.flops = 2.0 * double(g.m) * double(g.n) * double(g.k) *
+                     double(std::max<int64_t>(g.batch, 1));
+        // A GEMM that accumulates into its output reads it too.
+        if (g.beta != 0.0)
+          for (uint32_t b : t.results)
+            if (!read.count(b))
+              cost.bytes += bufferBytes(b);
+        peak = gemmPeak(dtype, d);
+        efficiency = d.gemmEfficiency;
+        os << pkgDTypeName(dtype) << " " << g.m << "x" << g.n << "x" << g.k;
+        if (g.batch > 1)
+          os << " batch " << g.batch;
+      } else if (t.hasAttention) {
+        const AttentionParams &a = t.attention;
+        bool grad = t.library == LibraryKind::AttentionGrad;
+        cost.kind = grad ? "attention_grad" : "attention";
+        // Forward: q k^T and p v. Backward: q k^T again, dO v^T, p^T dO,
+        // dS k, dS^T q.
+        double pairs = double(a.batch) * double(a.heads) * double(a.qLen) *
+                       double(a.kvLen) * attendedFraction(a);
+        double dims = grad ? 3.0 * double(a.headDim) + 2.0 * double(a.valueDim)
+                           : double(a.headDim) + double(a.valueDim);
+        cost.flops = 2.0 * pairs * dims;
+        // The attention's dtype is its inputs' (the lse is f32).
+        if (!t.operands.empty() && t.operands[0] < p.buffers.size())
+          dtype = p.buffers[t.operands[0]].dtype;
+        peak = gemmPeak(dtype, d);
+        efficiency = d.attentionEfficiency;
+        os << pkgDTypeName(dtype) << " B" << a.batch << " H" << a.heads << " T"
+           << a.qLen << "x" << a.kvLen << " D" << a.headDim
+           << (a.causal ? " causal" : "");
+      } else if (t.hasConv) {
+        const ConvParams &c = t.conv;
+        cost.kind = t.library == LibraryKind::Conv2D ? "conv2d"
+                    : t.library == LibraryKind::Conv2DInputGrad
+                        ? "conv2d_input_grad"
+                        : "conv2d_filter_grad";
+        int64_t perOutput = c.filterShape.size() == 4
+                                ? c.filterShape[1] * c.filterShape[2] *
+                                      c.filterShape[3]
+                                : 0;
+        cost.flops = 2.0 * double(product(c.outputShape)) * double(perOutput);
+        if (!t.operands.empty() && t.operands[0] < p.buffers.size())
+          dtype = p.buffers[t.operands[0]].dtype;
+        peak = gemmPeak(dtype, d);
+        efficiency = d.gemmEfficiency;
+        os << pkgDTypeName(dtype) << " out";
+        for (int64_t v : c.outputShape)
+          os << " " << v;
+      } else {
+        cost.kind = "library";
+      }
+      break;
+    case ThunkKind::Collective:
+      break;
+    }
+    cost.detail = os.str();
+    double computeS = peak > 0 ? cost.flops / (peak * efficiency) : 0.0;
+    double memoryS = double(cost.bytes) / bandwidth;
+    cost.computeBound = computeS > memoryS;
+    cost.us = d.launchUs + 1e6 * std::max(computeS, memoryS);
+    result.totalUs += cost.us;
+    result.flops += cost.flops;
+    result.bytes += cost.bytes;
+    result.thunks.push_back(std::move(cost));
+  }
+
+  for (const PackageBuffer &b : p.buffers)
+    if (b.role == PkgRole::Parameter)
+      result.parameters += product(b.shape);
+  int64_t integerInputs = 0, tokens = 0;
+  for (const SignatureEntry &e : p.inputs)
+    if (e.role == PkgRole::Input && isInteger(e.dtype)) {
+      ++integerInputs;
+      tokens = product(e.shape);
+    }
+  bool otherInputs = llvm::any_of(p.inputs, [](const SignatureEntry &e) {
+    return e.role == PkgRole::Input && !isInteger(e.dtype);
+  });
+  result.tokens = integerInputs == 1 && !otherInputs ? tokens : 0;
+  return result;
+}
+
+void printPackageRoofline(const PackageRooflineResult &r,
+                          const RooflineDevice &d, size_t top,
+                          llvm::raw_ostream &os) {
+  double peak = d.bf16Tflops * 1e12;
+  double stepS = r.totalUs * 1e-6;
+  int64_t bound = llvm::count_if(
+      r.thunks, [](const ThunkCost &c) { return c.computeBound; });
+  os << "roofline on one " << d.name << " (PREDICTED, not measured): "
+     << llvm::format("%.0f", d.bf16Tflops) << " TFLOP/s bf16 x "
+     << llvm::format("%.2f", d.gemmEfficiency) << " for GEMMs, x "
+     << llvm::format("%.2f", d.attentionEfficiency) << " for attention, "
+     << llvm::format("%.1f", d.bandwidthGBps / 1000) << " TB/s x "
+     << llvm::format("%.2f", d.memoryEfficiency) << ", "
+     << llvm::format("%.0f", d.launchUs) << " us per launch\n";
+  os << "  thunks:           " << r.thunks.size() << " (" << bound
+     << " compute-bound); " << r.collectives
+     << " collectives not counted\n";
+  os << "  work:             " << llvm::format("%.3f", r.flops / 1e12)
+     << " TFLOP, " << humanBytes(double(r.bytes)) << " moved\n";
+  os << "  step:             " << llvm::format("%.2f", r.totalUs / 1000)
+     << " ms (thunks one after another)\n";
+  if (stepS > 0)
+    os << "  FLOPs utilization: "
+       << llvm::format("%.1f", 100.0 * r.flops / (stepS * peak))
+       << "% of bf16 peak (the thunks' own FLOPs)\n";
+  if (r.tokens > 0 && stepS > 0) {
+    double modelFlops = 6.0 * double(r.parameters) * double(r.tokens);
+    os << "  tokens/s:         " << llvm::format("%.0f", r.tokens / stepS)
+       << " (" << r.tokens << " tokens per step)\n";
+    os << "  model FLOPs utilization: "
+       << llvm::format("%.1f", 100.0 * modelFlops / (stepS * peak))
+       << "% (6 x " << r.parameters << " parameters x tokens)\n";
+  }
+
+  // Alike thunks (same kind, detail and layer-folded name) summed.
+  struct Group {
+    std::string kind, name, detail;
+    size_t count = 0;
+    double flops = 0, us = 0;
+    uint64_t bytes = 0;
+    bool computeBound = false;
+  };
+  std::map<std::string, Group> groups;
+  for (const ThunkCost &c : r.thunks) {
+    std::string name = foldLayers(c.name);
+    // A kernel's name is unique per kernel; group kernels by their nodes.
+    std::string detail = c.kind == "kernel" ? "" : c.detail;
+    Group &g = groups[c.kind + "|" + name + "|" + detail];
+    g.kind = c.kind;
+    g.name = name;
+    g.detail = detail;
+    ++g.count;
+    g.flops += c.flops;
+    g.us += c.us;
+    g.bytes += c.bytes;
+    g.computeBound = c.computeBound;
+  }
+  std::vector<const Group *> sorted;
+  for (auto &[key, g] : groups)
+    sorted.push_back(&g);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Group *a, const Group *b) { return a->us > b->us; });
+  os << "  | thunk | nodes | launches | GFLOP | MB | predicted us | share | bound |\n";
+  os << "  |--|--|--|--|--|--|--|--|\n";
+  for (size_t i = 0; i < sorted.size() && i < top; ++i) {
+    const Group &g = *sorted[i];
+    os << "  | " << g.kind << (g.detail.empty() ? "" : " " + g.detail) << " | "
+       << g.name << " | " << g.count << " | "
+       << llvm::format("%.1f", g.flops / 1e9) << " | "
+       << llvm::format("%.1f", double(g.bytes) / 1e6) << " | "
+       << llvm::format("%.1f", g.us) << " | "
+       << llvm::format("%.1f%%", r.totalUs > 0 ? 100.0 * g.us / r.totalUs : 0)
+       << " | " << (g.computeBound ? "compute" : "memory") << " |\n";
+  }
+  if (sorted.size() > top)
+    os << "  (" << sorted.size() - top << " more groups; --csv lists every thunk)\n";
+}
+
+void printPackageRooflineCsv(const PackageRooflineResult &r,
+                             llvm::raw_ostream &os) {
+  auto quoted = [](llvm::StringRef s) {
+    std::string out = "\"";
+    for (char c : s)
+      out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+  };
+  os << "thunk,kind,name,detail,flops,bytes,us,bound\n";
+  for (const ThunkCost &c : r.thunks)
+    os << c.thunk << "," << c.kind << "," << quoted(c.name) << ","
+       << quoted(c.detail) << "," << llvm::format("%.0f", c.flops) << ","
+       << c.bytes << "," << llvm::format("%.3f", c.us) << ","
+       << (c.computeBound ? "compute" : "memory") << "\n";
+}
+
+} // namespace kiln::cli

@@ -1,0 +1,102 @@
+//===- PackageRoofline.h - what a compiled step costs on a GPU, predicted -*- C++ -*-===//
+//
+// A roofline of a compiled training step, thunk by thunk: each kernel
+// launch, GEMM, convolution, fused attention and copy in a package costs one
+// launch plus the longer of moving its bytes through HBM and doing its
+// arithmetic at the peak of its number format, scaled by the fraction of
+// peak such a kernel reaches in practice. It is the package the runtime
+// would run (the plain GEMM plus epilogue kernel where cuBLASLt takes no
+// epilogue, the layout copies around fused attention), not an idealized
+// model, so a change to fusion or to the package builder shows in it.
+//
+// Bytes are each distinct operand buffer read once and each result written
+// once (the FusionCostModel's rule). FLOPs are exact for GEMMs,
+// convolutions and attention; generated kernels count none (they are
+// memory-bound elementwise and reduction kernels). Collectives are counted
+// apart and cost nothing here: a single device's step.
+//
+// `kiln inspect STEP.kpkg --roofline` prints it; bench/dist/cost_model.py
+// reads its CSV (`--csv`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_PACKAGEROOFLINE_H
+#define KILN_TOOLS_KILN_LIB_PACKAGEROOFLINE_H
+
+#include "runtime/package/Package.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::cli {
+
+// The device the roofline assumes. Defaults: one NVIDIA H200 SXM (dense
+// tensor-core peaks from NVIDIA's H200 datasheet, 4.8 TB/s HBM3e), with
+// the efficiencies bench/dist/cost_model.py uses: cuBLAS GEMMs at 70% of
+// peak, FlashAttention-2 at 35%, streaming kernels at 80% of bandwidth, and
+// 3 us per launch.
+struct RooflineDevice {
+  std::string name = "H200";
+  double bf16Tflops = 989.4; // also fp16
+  double tf32Tflops = 494.7;
+  double f32Tflops = 66.9; // CUDA cores
+  double f64Tflops = 66.9; // FP64 tensor cores
+  double bandwidthGBps = 4800.0;
+  double gemmEfficiency = 0.70;
+  double attentionEfficiency = 0.35;
+  double memoryEfficiency = 0.80;
+  double launchUs = 3.0;
+  // f32 GEMMs on TF32 tensor cores (kiln train --allow-tf32).
+  bool allowTf32 = false;
+};
+
+struct ThunkCost {
+  size_t thunk = 0;
+  // What ran: "kernel", "gemm", "gemm+bias_gelu" (the cuBLASLt epilogue),
+  // "conv2d", "attention", "attention_grad", "copy", "collective".
+  std::string kind;
+  // The model nodes behind it: a kernel's source nodes (the first, and how
+  // many more), else the buffer its first result names.
+  std::string name;
+  // The shape of a library call ("m x n x k", attention's B H Tq Tk D), or
+  // a kernel's name; thunks with the same kind and detail are alike.
+  std::string detail;
+  double flops = 0;
+  uint64_t bytes = 0;
+  double us = 0;
+  bool computeBound = false;
+};
+
+struct PackageRooflineResult {
+  std::vector<ThunkCost> thunks;
+  double totalUs = 0;
+  double flops = 0;
+  uint64_t bytes = 0;
+  int64_t collectives = 0;
+  // Parameters (elements of Parameter buffers) and tokens (elements of the
+  // single integer Input, a language model's [batch, sequence]; 0 when the
+  // inputs are not one integer tensor), for model FLOPs utilization.
+  int64_t parameters = 0;
+  int64_t tokens = 0;
+};
+
+PackageRooflineResult
+predictPackageRoofline(const runtime::LoadedPackage &package,
+                       const RooflineDevice &device = {});
+
+// The summary: totals, the step's predicted time, FLOPs utilization, and
+// the |top| costliest groups of alike thunks (layers folded together).
+void printPackageRoofline(const PackageRooflineResult &roofline,
+                          const RooflineDevice &device, size_t top,
+                          llvm::raw_ostream &os);
+
+// One CSV row per thunk: thunk,kind,name,detail,flops,bytes,us,bound.
+void printPackageRooflineCsv(const PackageRooflineResult &roofline,
+                             llvm::raw_ostream &os);
+
+} // namespace kiln::cli
+
+#endif // KILN_TOOLS_KILN_LIB_PACKAGEROOFLINE_H

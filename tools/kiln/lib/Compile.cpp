@@ -343,7 +343,13 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       return kExitError;
     return kExitOk;
   }
-  if (mlir::failed(writeModule(*module, options.output)))
+  // --emit=mlir: MLIR text whatever OUT is called (-o /dev/null, -o
+  // step.txt); a graph file cannot hold a compiled step's fusions anyway.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  os << "\n";
+  if (mlir::failed(writeTextFile(&context, options.output, text)))
     return kExitError;
   return kExitOk;
 }

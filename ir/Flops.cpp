@@ -28,6 +28,9 @@ int64_t reduce(int64_t inputElements) { return inputElements; }
 int64_t softmax(int64_t elements) { return 5 * elements; }
 int64_t layerNorm(int64_t elements) { return 7 * elements; }
 int64_t dropout(int64_t elements) { return 2 * elements; }
+int64_t geluGrad(int64_t elements, bool tanh) {
+  return (tanh ? 18 : 11) * elements;
+}
 
 namespace {
 // Query-key pairs of one head; a causal mask keeps about half.

@@ -30,6 +30,10 @@ int64_t softmax(int64_t elements);
 int64_t layerNorm(int64_t elements);
 // compare and scale: 2 per element.
 int64_t dropout(int64_t elements);
+// kiln.gelu_grad: the operations of its scalar formula per element
+// (ir/ScalarSemantics.cpp; a transcendental counts as one): 18 for the tanh
+// form, 11 for the erf form.
+int64_t geluGrad(int64_t elements, bool tanh);
 // kiln.attention: 2 * B * H * pairs * (D + Dv), the two GEMMs, where pairs
 // is Tq * Tk, halved with a causal mask (the usual accounting).
 int64_t attention(int64_t batch, int64_t heads, int64_t qLen, int64_t kvLen,

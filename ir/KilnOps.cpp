@@ -773,6 +773,10 @@ int64_t ScatterAddOp::getFlops() {
 int64_t DropoutOp::getFlops() {
   return flops::dropout(shape::numElements(shapeOf(getType())));
 }
+int64_t GeluGradOp::getFlops() {
+  return flops::geluGrad(shape::numElements(shapeOf(getType())),
+                         getApproximate() == GeluApproximation::tanh);
+}
 int64_t SoftmaxCrossEntropyOp::getFlops() {
   return flops::softmax(shape::numElements(shapeOf(getLogits())));
 }

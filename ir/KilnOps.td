@@ -119,6 +119,34 @@ def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
   let assemblyFormat = "$approximate `,` $operand attr-dict `:` type($result)";
 }
 
+def Kiln_GeluGradOp : Kiln_Op<"gelu_grad", [Pure, Elementwise,
+    SameOperandsAndResultType, Kiln_CustomCost, Kiln_Scalar, Kiln_Grad]> {
+  let summary = "Gradient of the Gaussian error linear unit";
+  let description = [{
+    `result = dy * gelu'(x)`, the derivative of `kiln.gelu` with the same
+    `approximate` form at `x`, times the incoming gradient `dy`; `x`, `dy`
+    and the result have one type. Autodiff emits it for `kiln.gelu`, so the
+    backward stays one op (cuBLASLt's DGELU epilogue, PyTorch's
+    `gelu_backward`).
+
+    `approximate = erf`: `gelu'(x) = Phi(x) + x phi(x)` with
+    `Phi(x) = 0.5 (1 + erf(x / sqrt(2)))` and `phi(x) = e^(-x^2/2) / sqrt(2 pi)`.
+    `approximate = tanh`: with `u = sqrt(2/pi) (x + 0.044715 x^3)` and
+    `t = tanh(u)`, `gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx`.
+
+    f16 and bf16 compute in f32 and round once.
+
+    Example:
+    ```mlir
+    %dx = kiln.gelu_grad tanh, %x, %dy : tensor<8xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_GeluApproximationAttr:$approximate,
+                       Kiln_FloatTensor:$x, Kiln_FloatTensor:$dy);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$approximate `,` $x `,` $dy attr-dict `:` type($result)";
+}
+
 def Kiln_ConvertOp : Kiln_Op<"convert", [Pure, Elementwise,
     SameOperandsAndResultShape, Kiln_DataMovement, Kiln_Scalar, Kiln_Grad]> {
   let summary = "Element type conversion";

@@ -186,6 +186,40 @@ Value GeluOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   return b.create<arith::MulFOp>(loc, halfX, b.create<arith::AddFOp>(loc, one, inner));
 }
 
+Value GeluGradOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
+  // dy * gelu'(x); the operation count is flops::geluGrad's (ir/Flops.h).
+  Value x = operands[0], dy = operands[1];
+  Type t = x.getType();
+  auto mulf = [&](Value l, Value r) { return b.create<arith::MulFOp>(loc, l, r).getResult(); };
+  auto addf = [&](Value l, Value r) { return b.create<arith::AddFOp>(loc, l, r).getResult(); };
+  Value half = floatConst(b, loc, t, 0.5);
+  Value one = floatConst(b, loc, t, 1.0);
+  Value derivative;
+  if (getApproximate() == GeluApproximation::erf) {
+    // Phi(x) + x phi(x): 0.5 (1 + erf(x / sqrt(2))) + x e^(-x^2/2) / sqrt(2 pi).
+    Value scaled = mulf(x, floatConst(b, loc, t, M_SQRT1_2));
+    Value cdf = mulf(half, addf(one, b.create<math::ErfOp>(loc, scaled)));
+    Value pdf = b.create<math::ExpOp>(
+        loc, mulf(mulf(x, x), floatConst(b, loc, t, -0.5)));
+    Value xScaled = mulf(x, floatConst(b, loc, t, 0.5 * M_2_SQRTPI * M_SQRT1_2));
+    derivative = addf(cdf, mulf(xScaled, pdf));
+  } else {
+    // u = k (x + c x^3), t = tanh(u), du/dx = k (1 + 3 c x^2):
+    // 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx.
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Value x2 = mulf(x, x);
+    Value poly = addf(x, mulf(floatConst(b, loc, t, c), mulf(x2, x)));
+    Value th = b.create<math::TanhOp>(loc, mulf(floatConst(b, loc, t, k), poly));
+    Value left = mulf(half, addf(one, th));
+    Value sech2 = b.create<arith::SubFOp>(loc, one, mulf(th, th));
+    Value du = mulf(floatConst(b, loc, t, k),
+                    addf(one, mulf(floatConst(b, loc, t, 3.0 * c), x2)));
+    Value right = mulf(mulf(mulf(half, x), sech2), du);
+    derivative = addf(left, right);
+  }
+  return mulf(dy, derivative);
+}
+
 Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   Type to = computeType(getType().getElementType());
   return convertScalar(b, loc, operands[0], to);

@@ -11,10 +11,12 @@
 //   deny   exp, log, pow, softmax, log_softmax, softmax_cross_entropy,
 //          layer_norm and every reduce (sums and means feed the loss and
 //          norms' statistics): always f32;
-//   infer  elementwise ops and data movement: follow their inputs: f32 when
-//          an input comes from a deny op (an f32 decision propagates, as
-//          TensorFlow's "infer after deny" does), low precision when an
-//          input is low precision, otherwise untouched;
+//   infer  elementwise ops (kiln.gelu and its backward kiln.gelu_grad among
+//          them: a GELU's gradient runs in the GELU's precision, as one op
+//          that computes in f32 inside) and data movement: follow their
+//          inputs: f32 when an input comes from a deny op (an f32 decision
+//          propagates, as TensorFlow's "infer after deny" does), low
+//          precision when an input is low precision, otherwise untouched;
 //   other  everything else: f32.
 //
 // Each list is an op-name list the user can override (`allow=`, `deny=`,

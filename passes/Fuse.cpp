@@ -8,7 +8,8 @@
 // and stop when no merge saves anything. Three phases:
 //
 //   1. GEMM epilogues: a dot_general takes the bias add, residual add and
-//      relu/gelu after it, in the order cuBLASLt epilogues apply them.
+//      relu/gelu after it, in the order cuBLASLt epilogues apply them, and
+//      (gelu-grad-epilogues, CUDA) a tanh gelu_grad whose dy it is (DGELU).
 //   2. Priority fusion of the generated kernels: producer into consumer
 //      (loop and reduction fusion, multi-output when the producer has other
 //      users), a copy of a cheap producer into its consumers, and siblings
@@ -86,7 +87,7 @@ class Fuser : public FusionPlan {
 public:
   using FusionPlan::FusionPlan;
 
-  void formGemmEpilogues();
+  void formGemmEpilogues(bool geluGrad);
   void formBiasGradients();
   void priorityFusion();
   void horizontalFusion();
@@ -111,7 +112,7 @@ private:
 // Phase 1: GEMM epilogues
 //===----------------------------------------------------------------------===//
 
-void Fuser::formGemmEpilogues() {
+void Fuser::formGemmEpilogues(bool geluGrad) {
   for (Operation *node : nodes_) {
     auto dot = dyn_cast<DotGeneralOp>(node);
     if (!dot || clusters_[home_.lookup(node)].cls != ClusterClass::Gemm ||
@@ -157,6 +158,20 @@ void Fuser::formGemmEpilogues() {
             activation = true;
             break;
           }
+        }
+      }
+      // The backward of a GELU after a GEMM: dx = gelu_grad(x, dot), the
+      // dot being dY (W^T) with no other user and x the forward's
+      // pre-activation, read as a fusion input (cuBLASLt's DGELU epilogue
+      // reads it as AUX). Only straight after the dot, for tanh-GELU, and
+      // not in f64 (cuBLASLt has no f64 epilogues).
+      if (!next && geluGrad && current == node && directUsers.size() == 1 &&
+          !type.getElementType().isF64()) {
+        auto grad = dyn_cast<GeluGradOp>(directUsers.front());
+        if (grad && grad.getApproximate() == GeluApproximation::tanh &&
+            grad.getDy() == value && grad.getX() != value) {
+          next = grad;
+          activation = true;
         }
       }
       if (!next || clusters_[home_.lookup(next)].cls != ClusterClass::Fusible ||
@@ -730,7 +745,7 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
         continue;
       Fuser planner(func.getBody().front(), limits, model);
       if (gemmEpilogues)
-        planner.formGemmEpilogues();
+        planner.formGemmEpilogues(geluGradEpilogues);
       if (biasGradientEpilogues)
         planner.formBiasGradients();
       planner.priorityFusion();

@@ -367,7 +367,9 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
        `bias-gradient-epilogues` (CUDA), a weight gradient's dot_general
        whose rhs is [rows..., n] contracted over the rows also takes the
        reduce-sum of that rhs over the rows (the bias gradient, cuBLASLt
-       BGRADA) as a second result.
+       BGRADA) as a second result. With `gelu-grad-epilogues` (CUDA), a
+       dot_general whose only user is a tanh `kiln.gelu_grad` reading it as
+       `dy` takes that gelu_grad, its `x` a fusion input (cuBLASLt DGELU).
     2. Priority fusion: candidate merges go into a priority queue by the
        time they save and the best is applied first, until none saves time:
        producer into consumer (loop fusion of elementwise ops and data
@@ -416,6 +418,10 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            /*default=*/"false",
            "fuse the reduce-sum of a weight gradient's rhs over its rows (the "
            "bias gradient) into the dot_general (cuBLASLt BGRADA; CUDA)">,
+    Option<"geluGradEpilogues", "gelu-grad-epilogues", "bool",
+           /*default=*/"false",
+           "fuse a tanh kiln.gelu_grad(x, dot) into the dot_general that is "
+           "its only dy (cuBLASLt DGELU; CUDA)">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "pack independent loop kernels into horizontal fusions">,
     Option<"report", "report", "bool", /*default=*/"false",

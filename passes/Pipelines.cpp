@@ -235,10 +235,12 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     KilnFuseOptions fuse;
     fuse.siblingMinBytes = std::numeric_limits<int64_t>::max();
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
+    fuse.geluGradEpilogues = options.target == TargetKind::cuda;
     pm.addPass(createKilnFuse(fuse));
   } else {
     KilnFuseOptions fuse;
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
+    fuse.geluGradEpilogues = options.target == TargetKind::cuda;
     pm.addPass(createKilnFuse(fuse));
   }
   pm.addPass(createKilnSchedule());

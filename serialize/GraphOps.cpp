@@ -88,7 +88,8 @@ using flatbuffers::Offset;
   X(Send, SendOp, Peer)                                                        \
   X(Recv, RecvOp, Peer)                                                        \
   X(Attention, AttentionOp, Attention)                                         \
-  X(AttentionGrad, AttentionGradOp, Attention)
+  X(AttentionGrad, AttentionGradOp, Attention)                                 \
+  X(GeluGrad, GeluGradOp, Gelu)
 
 namespace kiln::graph {
 namespace {

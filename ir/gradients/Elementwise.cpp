@@ -175,36 +175,51 @@ LogicalResult StopGradientOp::buildGradients(OpBuilder &, ArrayRef<Value>,
 
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
+  // One kiln.gelu_grad, so the backward stays one op (a GEMM epilogue).
   return unary(*this, resultGrads, operandGrads, [&](Value g, Location loc) {
     Value x = getOperand();
-    Type type = x.getType();
-    Value half = splatLike(b, loc, x, 0.5);
-    Value one = splatLike(b, loc, x, 1.0);
-    Value derivative;
-    if (getApproximate() == GeluApproximation::erf) {
-      // 0.5 (1 + erf(x / sqrt 2)) + x e^(-x^2 / 2) / sqrt(2 pi).
-      Value cdf = mul(b, loc, half,
-                      add(b, loc, one,
-                          b.create<ErfOp>(loc, type, scale(b, loc, x, M_SQRT1_2))));
-      Value pdf = b.create<ExpOp>(loc, type, scale(b, loc, mul(b, loc, x, x), -0.5));
-      derivative = add(b, loc, cdf,
-                       mul(b, loc, scale(b, loc, x, 0.5 * M_2_SQRTPI * M_SQRT1_2),
-                           pdf));
-    } else {
-      // u = c (x + k x^3), t = tanh(u):
-      // 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2).
-      const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
-      Value x2 = mul(b, loc, x, x);
-      Value inner = add(b, loc, x, scale(b, loc, mul(b, loc, x2, x), k));
-      Value t = b.create<TanhOp>(loc, type, scale(b, loc, inner, c));
-      Value left = mul(b, loc, half, add(b, loc, one, t));
-      Value sech2 = sub(b, loc, one, mul(b, loc, t, t));
-      Value du = scale(b, loc, add(b, loc, one, scale(b, loc, x2, 3.0 * k)), c);
-      Value right = mul(b, loc, mul(b, loc, scale(b, loc, x, 0.5), sech2), du);
-      derivative = add(b, loc, left, right);
-    }
-    return mul(b, loc, g, derivative);
+    return b.create<GeluGradOp>(loc, x.getType(), getApproximate(), x, g)
+        .getResult();
   });
+}
+
+LogicalResult GeluGradOp::buildGradients(OpBuilder &b,
+                                         ArrayRef<Value> resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  // result = dy * gelu'(x): d/d(dy) = gelu'(x), d/dx = dy * gelu''(x).
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  Value x = getX();
+  Type type = x.getType();
+  Value second;
+  if (getApproximate() == GeluApproximation::erf) {
+    // gelu''(x) = phi(x) (2 - x^2), phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
+    Value x2 = mul(b, loc, x, x);
+    Value pdf = scale(b, loc, b.create<ExpOp>(loc, type, scale(b, loc, x2, -0.5)),
+                      0.5 * M_2_SQRTPI * M_SQRT1_2);
+    second = mul(b, loc, pdf, sub(b, loc, splatLike(b, loc, x, 2.0), x2));
+  } else {
+    // u = k (x + c x^3), t = tanh(u), u' = k (1 + 3 c x^2), u'' = 6 k c x:
+    // gelu''(x) = (1 - t^2) (u' + 0.5 x u'' - x t u'^2)
+    //           = (1 - t^2) (u' + 3 k c x^2 - x t u'^2).
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Value one = splatLike(b, loc, x, 1.0);
+    Value x2 = mul(b, loc, x, x);
+    Value inner = add(b, loc, x, scale(b, loc, mul(b, loc, x2, x), c));
+    Value t = b.create<TanhOp>(loc, type, scale(b, loc, inner, k));
+    Value sech2 = sub(b, loc, one, mul(b, loc, t, t));
+    Value du = scale(b, loc, add(b, loc, one, scale(b, loc, x2, 3.0 * c)), k);
+    Value xt = mul(b, loc, x, t);
+    Value sum = sub(b, loc, add(b, loc, du, scale(b, loc, x2, 3.0 * k * c)),
+                    mul(b, loc, xt, mul(b, loc, du, du)));
+    second = mul(b, loc, sech2, sum);
+  }
+  operandGrads.push_back(mul(b, loc, mul(b, loc, g, getDy()), second));
+  operandGrads.push_back(
+      b.create<GeluGradOp>(loc, type, getApproximate(), x, g).getResult());
+  return success();
 }
 
 LogicalResult ConvertOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,

@@ -143,6 +143,24 @@ func.func @binary_mixed(%a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<4xf32> {
 
 // -----
 
+// kiln.gelu_grad takes one type for x, dy and the result.
+func.func @gelu_grad_mixed(%x: tensor<4xf32>, %dy: tensor<4xbf16>) -> tensor<4xf32> {
+  // expected-error@+1 {{'kiln.gelu_grad' op requires the same type for all operands and results}}
+  %0 = "kiln.gelu_grad"(%x, %dy) <{approximate = 1 : i32}> : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// kiln.gelu_grad is float-only (Kiln_FloatTensor).
+func.func @gelu_grad_int(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error@+1 {{'kiln.gelu_grad' op operand #0 must be statically shaped tensor of 64-bit float or 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = kiln.gelu_grad tanh, %x, %x : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
 // Unary ops keep the operand's type.
 func.func @unary_type(%a: tensor<4xf32>) -> tensor<4xf16> {
   // expected-error@+1 {{'kiln.neg' op requires the same type for all operands and results}}

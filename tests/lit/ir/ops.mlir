@@ -63,7 +63,7 @@ func.func @generators() -> (tensor<2xf32>, tensor<2x2xi64>, tensor<3xi1>, tensor
   return %0, %1, %2, %3, %4 : tensor<2xf32>, tensor<2x2xi64>, tensor<3xi1>, tensor<bf16>, tensor<2x3xi32>
 }
 
-// Every elementwise unary op, gelu in both forms, and stop_gradient.
+// Every elementwise unary op, gelu and gelu_grad in both forms, and stop_gradient.
 // CHECK-LABEL: func.func @unary
 func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %h: tensor<2x2xf16>) {
   // CHECK: kiln.neg %{{.*}} : tensor<4xf32>
@@ -102,6 +102,10 @@ func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %h: tensor<2x2xf16>) {
   %16 = kiln.gelu tanh, %h : tensor<2x2xf16>
   // CHECK: kiln.stop_gradient %{{.*}} : tensor<4xi32>
   %17 = kiln.stop_gradient %i : tensor<4xi32>
+  // CHECK: kiln.gelu_grad tanh, %{{.*}}, %{{.*}} : tensor<2x2xf16>
+  %18 = kiln.gelu_grad tanh, %h, %16 : tensor<2x2xf16>
+  // CHECK: kiln.gelu_grad erf, %{{.*}}, %{{.*}} : tensor<4xf32>
+  %19 = kiln.gelu_grad erf, %x, %15 : tensor<4xf32>
   return
 }
 

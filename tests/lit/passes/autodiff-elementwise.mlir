@@ -238,19 +238,12 @@ func.func @stop_gradient(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) 
 
 // -----
 
-// gelu (erf): dx = g * (0.5 (1 + erf(x / sqrt 2)) + x / sqrt(2 pi) * exp(-x^2 / 2)).
+// gelu (erf): one kiln.gelu_grad of the operand and the incoming gradient,
+// dx = g * gelu'(x), not the derivative's expansion into primitives.
 // CHECK-LABEL: func.func @gelu_erf
-// CHECK-DAG: %[[INV_SQRT_2PI:.*]] = kiln.constant dense<0.398942292> : tensor<4xf32>
-// CHECK-DAG: %[[INV_SQRT2:.*]] = kiln.constant dense<0.707106769> : tensor<4xf32>
 // CHECK: %[[G:.*]] = kiln.broadcast_in_dim %{{.*}}, dims = [] : tensor<f32> -> tensor<4xf32>
-// CHECK: %[[S:.*]] = kiln.mul %arg0, %[[INV_SQRT2]]
-// CHECK: %[[E:.*]] = kiln.erf %[[S]]
-// CHECK: %[[PDF:.*]] = kiln.exp
-// CHECK: %[[XS:.*]] = kiln.mul %arg0, %[[INV_SQRT_2PI]]
-// CHECK: kiln.mul %[[XS]], %[[PDF]]
-// CHECK: %[[D:.*]] = kiln.add
-// CHECK: %[[DX:.*]] = kiln.mul %[[G]], %[[D]]
-// CHECK: return %{{.*}}, %[[DX]]
+// CHECK-NEXT: %[[DX:.*]] = kiln.gelu_grad erf, %arg0, %[[G]] : tensor<4xf32>
+// CHECK-NEXT: return %{{.*}}, %[[DX]]
 func.func @gelu_erf(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %y = kiln.gelu erf, %x : tensor<4xf32>
   %l = kiln.reduce sum %y, dims = [0] : tensor<4xf32> -> tensor<f32>
@@ -259,19 +252,55 @@ func.func @gelu_erf(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (t
 
 // -----
 
-// gelu (tanh): t = tanh(c (x + k x^3)), dx = g * (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2)).
+// gelu (tanh): likewise one kiln.gelu_grad tanh.
 // CHECK-LABEL: func.func @gelu_tanh
-// CHECK-DAG: %[[K3:.*]] = kiln.constant dense<1.341450e-01> : tensor<4xf32>
-// CHECK-DAG: %[[C:.*]] = kiln.constant dense<0.797884583> : tensor<4xf32>
-// CHECK-DAG: %[[K:.*]] = kiln.constant dense<4.471500e-02> : tensor<4xf32>
 // CHECK: %[[G:.*]] = kiln.broadcast_in_dim %{{.*}}, dims = [] : tensor<f32> -> tensor<4xf32>
-// CHECK: %[[T:.*]] = kiln.tanh
-// CHECK: kiln.mul %[[T]], %[[T]]
-// CHECK: kiln.mul %{{.*}}, %[[K3]]
-// CHECK: %[[DX:.*]] = kiln.mul %[[G]], %{{.*}}
+// CHECK-NEXT: %[[DX:.*]] = kiln.gelu_grad tanh, %arg0, %[[G]] : tensor<4xf32>
 // CHECK-NEXT: return %{{.*}}, %[[DX]]
 func.func @gelu_tanh(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %y = kiln.gelu tanh, %x : tensor<4xf32>
+  %l = kiln.reduce sum %y, dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// gelu_grad (erf), its own gradient: d/d(dy) = gelu_grad(x, g) and
+// d/dx = g * dy * gelu''(x) with gelu''(x) = phi(x) (2 - x^2).
+// CHECK-LABEL: func.func @gelu_grad_erf
+// CHECK-DAG: %[[INV_SQRT_2PI:.*]] = kiln.constant dense<0.398942292> : tensor<4xf32>
+// CHECK-DAG: %[[TWO:.*]] = kiln.constant dense<2.000000e+00> : tensor<4xf32>
+// CHECK: %[[G:.*]] = kiln.broadcast_in_dim %{{.*}}, dims = [] : tensor<f32> -> tensor<4xf32>
+// CHECK: %[[X2:.*]] = kiln.mul %arg0, %arg0
+// CHECK: %[[E:.*]] = kiln.exp
+// CHECK: %[[PDF:.*]] = kiln.mul %[[E]], %[[INV_SQRT_2PI]]
+// CHECK: %[[S:.*]] = kiln.sub %[[TWO]], %[[X2]]
+// CHECK: %[[D2:.*]] = kiln.mul %[[PDF]], %[[S]]
+// CHECK: %[[GD:.*]] = kiln.mul %[[G]], %arg1
+// CHECK: %[[DX:.*]] = kiln.mul %[[GD]], %[[D2]]
+// CHECK: %[[DDY:.*]] = kiln.gelu_grad erf, %arg0, %[[G]] : tensor<4xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DDY]]
+func.func @gelu_grad_erf(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}, %dy: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  %y = kiln.gelu_grad erf, %x, %dy : tensor<4xf32>
+  %l = kiln.reduce sum %y, dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// gelu_grad (tanh): t = tanh(c (x + k x^3)), u' = c (1 + 3 k x^2),
+// d/dx = g * dy * (1 - t^2) (u' + 3 c k x^2 - x t u'^2).
+// CHECK-LABEL: func.func @gelu_grad_tanh
+// CHECK: %[[G:.*]] = kiln.broadcast_in_dim %{{.*}}, dims = [] : tensor<f32> -> tensor<4xf32>
+// CHECK: %[[T:.*]] = kiln.tanh
+// CHECK: kiln.mul %[[T]], %[[T]]
+// CHECK: kiln.mul %arg0, %[[T]]
+// CHECK: %[[GD:.*]] = kiln.mul %[[G]], %arg1
+// CHECK: %[[DX:.*]] = kiln.mul %[[GD]], %{{.*}}
+// CHECK: %[[DDY:.*]] = kiln.gelu_grad tanh, %arg0, %[[G]] : tensor<4xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DDY]]
+func.func @gelu_grad_tanh(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}, %dy: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  %y = kiln.gelu_grad tanh, %x, %dy : tensor<4xf32>
   %l = kiln.reduce sum %y, dims = [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

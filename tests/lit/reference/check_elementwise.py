@@ -68,6 +68,28 @@ for approx, fn in (("erf", lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2)))), ("t
         r = f.op("kiln.gelu %s, %s : %s" % (approx, a, tensor_type(shape, dtype)))
         f.expect(r, shape, dtype, fn(x), mode="elementwise")
 
+
+def gelu_prime(approx, x):
+    """d gelu / dx in float64 (the derivative of the two functions above)."""
+    if approx == "erf":
+        return 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    k = math.sqrt(2 / math.pi)
+    u = k * (x + 0.044715 * x ** 3)
+    return 0.5 * (1 + np.tanh(u)) + 0.5 * x * (1 - np.tanh(u) ** 2) * k * (1 + 3 * 0.044715 * x * x)
+
+
+# gelu_grad(x, dy) = dy * gelu'(x), computed in f32 for f16 and bf16 and
+# rounded once.
+for approx in ("erf", "tanh"):
+    for dtype in FLOAT_TYPES:
+        shape = random_shape(rng, 0, 3)
+        x = random_values(rng, dtype, shape, -4, 4)
+        dy = random_values(rng, dtype, shape, -1.5, 1.5)
+        f = suite.function("gelu_grad_%s_%s" % (approx, dtype))
+        a, g = f.const(x, dtype), f.const(dy, dtype)
+        r = f.op("kiln.gelu_grad %s, %s, %s : %s" % (approx, a, g, tensor_type(shape, dtype)))
+        f.expect(r, shape, dtype, dy * gelu_prime(approx, x), mode="elementwise")
+
 # Integer results wrap as two's complement; NumPy's fixed-width arithmetic
 # does the same, and round_to wraps the exact float64 value likewise.
 BINARY = {

@@ -72,8 +72,12 @@ func.func @elementwise(%x: tensor<2x3xf32> {kiln.role = #kiln.role<input>, kiln.
   %15 = kiln.gelu erf, %14 : tensor<2x3xf32>
   // CHECK: kiln.gelu tanh,
   %16 = kiln.gelu tanh, %15 : tensor<2x3xf32>
+  // CHECK: kiln.gelu_grad tanh, %{{.+}}, %{{.+}} : tensor<2x3xf32>
+  %ga = kiln.gelu_grad tanh, %15, %16 : tensor<2x3xf32>
+  // CHECK: kiln.gelu_grad erf, %{{.+}}, %{{.+}} : tensor<2x3xf32>
+  %gb = kiln.gelu_grad erf, %ga, %15 : tensor<2x3xf32>
   // CHECK: kiln.convert %{{.+}} : tensor<2x3xf32> -> tensor<2x3xbf16>
-  %17 = kiln.convert %16 : tensor<2x3xf32> -> tensor<2x3xbf16>
+  %17 = kiln.convert %gb : tensor<2x3xf32> -> tensor<2x3xbf16>
   // CHECK: kiln.convert %{{.+}} : tensor<2x3xbf16> -> tensor<2x3xf32>
   %18 = kiln.convert %17 : tensor<2x3xbf16> -> tensor<2x3xf32>
   // CHECK: %[[SUM:.+]] = kiln.add %{{.+}}, %[[Y]] : tensor<2x3xf32>

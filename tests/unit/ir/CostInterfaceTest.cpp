@@ -4,8 +4,8 @@
 // checks that result types are inferred and that CostInterface::getFlops
 // reached through the op (not through ir/Flops.h directly) gives the
 // hand-computed count: dot_general and conv2d, elementwise ops (one
-// operation per result element), data movement (zero) and fusions (the sum
-// of their body).
+// operation per result element; gelu_grad the operations of its scalar
+// formula), data movement (zero) and fusions (the sum of their body).
 //
 //===----------------------------------------------------------------------===//
 
@@ -168,6 +168,33 @@ TEST_F(CostTest, ReduceAndSoftmax) {
   auto sm = builder.create<SoftmaxOp>(loc, args[0], /*dimension=*/1);
   // 5 per element.
   EXPECT_EQ(flopsOf(sm), 100);
+  finishAndVerify();
+}
+
+// kiln.gelu_grad counts the operations its scalar formula
+// (ScalarSemantics::buildScalar) performs per element, constants aside:
+// built into a scratch function and counted here, in both forms.
+TEST_F(CostTest, GeluGradCountsItsScalarFormula) {
+  auto args = startFunction({{4, 8}, {4, 8}});
+  for (GeluApproximation form : {GeluApproximation::tanh, GeluApproximation::erf}) {
+    auto grad = builder.create<GeluGradOp>(loc, args[0].getType(), form,
+                                           args[0], args[1]);
+    OpBuilder scratch(&context);
+    Block block;
+    Type f32 = scratch.getF32Type();
+    block.addArguments({f32, f32}, {loc, loc});
+    scratch.setInsertionPointToStart(&block);
+    cast<ScalarSemantics>(grad.getOperation())
+        .buildScalar(scratch, loc, block.getArguments());
+    int64_t ops = 0;
+    for (Operation &op : block)
+      if (!op.hasTrait<OpTrait::ConstantLike>())
+        ++ops;
+    EXPECT_EQ(flopsOf(grad), 32 * ops)
+        << stringifyGeluApproximation(form).str();
+    EXPECT_EQ(flopsOf(grad),
+              32 * (form == GeluApproximation::tanh ? 18 : 11));
+  }
   finishAndVerify();
 }
 

@@ -91,6 +91,13 @@ TEST(Flops, Dropout) {
   EXPECT_EQ(flops::dropout(100), 200);
 }
 
+TEST(Flops, GeluGrad) {
+  // The operations of dy * gelu'(x) per element: 18 for tanh, 11 for erf.
+  EXPECT_EQ(flops::geluGrad(100, /*tanh=*/true), 1800);
+  EXPECT_EQ(flops::geluGrad(100, /*tanh=*/false), 1100);
+  EXPECT_EQ(flops::geluGrad(0, true), 0);
+}
+
 TEST(Flops, Attention) {
   // B=2, H=12, Tq=Tk=128, D=Dv=64: two GEMMs of 2 * 128 * 128 * 64 each per
   // head, 2 * 24 * 16384 * 128 = 100,663,296.

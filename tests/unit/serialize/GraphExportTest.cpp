@@ -238,6 +238,40 @@ TEST_F(GraphExportTest, AttentionRoundTrips) {
   expectRoundTrip(*original, bytes, "attn.kiln");
 }
 
+// kiln.gelu_grad (format 1.2, op code 59) takes GeluAttrs, as kiln.gelu does;
+// x and dy stay in order and both forms survive.
+TEST_F(GraphExportTest, GeluGradRoundTrips) {
+  mlir::OwningOpRef<mlir::ModuleOp> original = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @dgelu(%x: tensor<4x6xbf16>, %dy: tensor<4x6xbf16>) -> (tensor<4x6xbf16>, tensor<4x6xbf16>) {
+      %a = kiln.gelu_grad tanh, %x, %dy : tensor<4x6xbf16>
+      %b = kiln.gelu_grad erf, %dy, %x : tensor<4x6xbf16>
+      return %a, %b : tensor<4x6xbf16>, tensor<4x6xbf16>
+    })mlir", &context);
+  ASSERT_TRUE(original);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(mlir::succeeded(exportGraph(*original, bytes)));
+
+  const fbs::Graph *graph = fbs::GetGraph(bytes.data());
+  EXPECT_EQ(graph->version()->minor_version(), 2);
+  EXPECT_EQ(static_cast<int>(fbs::OpCode::GeluGrad), 59);
+  ASSERT_EQ(graph->nodes()->size(), 2u);
+  const fbs::Node *a = graph->nodes()->Get(0), *b = graph->nodes()->Get(1);
+  EXPECT_EQ(a->op(), fbs::OpCode::GeluGrad);
+  ASSERT_EQ(a->inputs()->size(), 2u);
+  EXPECT_EQ(a->outputs()->size(), 1u);
+  ASSERT_EQ(a->attrs_type(), fbs::Attrs::GeluAttrs);
+  EXPECT_EQ(a->attrs_as_GeluAttrs()->approximate(), fbs::GeluApproximation::Tanh);
+  EXPECT_EQ(b->op(), fbs::OpCode::GeluGrad);
+  ASSERT_EQ(b->attrs_type(), fbs::Attrs::GeluAttrs);
+  EXPECT_EQ(b->attrs_as_GeluAttrs()->approximate(), fbs::GeluApproximation::Erf);
+  // b reads (dy, x): the operands keep their order.
+  ASSERT_EQ(b->inputs()->size(), 2u);
+  EXPECT_EQ(a->inputs()->Get(0), b->inputs()->Get(1));
+  EXPECT_EQ(a->inputs()->Get(1), b->inputs()->Get(0));
+
+  expectRoundTrip(*original, bytes, "dgelu.kiln");
+}
+
 TEST_F(GraphExportTest, FusionIsRefused) {
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
     func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {

@@ -198,7 +198,7 @@ TEST_F(GraphImportTest, FutureVersions) {
   GraphSpec g = tinyGraph();
   g.major = 2;
   expectRefused(g.bytes(), "unsupported graph format version 2.0: this reader "
-                           "reads version 1.1");
+                           "reads version 1.2");
   g.major = 1;
   g.minor = 3;
   expectRefused(g.bytes(), "unsupported graph format version 1.3");

@@ -48,6 +48,21 @@ TEST(FlagsTest, ValuesInBothSpellings) {
   EXPECT_EQ(p.file, "--odd-name");
 }
 
+// parseOrExit: the exit code a command returns at once, or none to run.
+TEST(FlagsTest, ParseOrExitCodes) {
+  auto exitFor = [](std::vector<std::string> args) {
+    std::string file, out, err;
+    FlagParser parser("kiln test", "FILE", "A test command.");
+    parser.addPositional("FILE", &file, "the input");
+    llvm::raw_string_ostream os(out), es(err);
+    return parser.parseOrExit(args, os, es);
+  };
+  EXPECT_EQ(exitFor({"in"}), std::nullopt);
+  EXPECT_EQ(exitFor({"--help"}), std::optional<int>(0));
+  EXPECT_EQ(exitFor({"in", "--nope"}), std::optional<int>(2));
+  EXPECT_EQ(exitFor({}), std::optional<int>(2));
+}
+
 TEST(FlagsTest, UsageErrors) {
   Parsed p = run({"in", "--nope"});
   EXPECT_EQ(p.result, ParseResult::usageError);

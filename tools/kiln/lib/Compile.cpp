@@ -232,14 +232,8 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    "print kernels per step, modelled bytes and the planned "
                    "peak against its lower bound");
   addOptimizerFlags(parser, raw.optimizer);
-  switch (parser.parse(args, outs, errs)) {
-  case ParseResult::help:
-    return kExitOk;
-  case ParseResult::usageError:
-    return kExitUsage;
-  case ParseResult::ok:
-    break;
-  }
+  if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
+    return *exit;
 
   CompileOptions options;
   if (!interpret(raw, options, errs))

@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/Flags.h"
 
+#include "tools/kiln/lib/Driver.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -148,6 +150,20 @@ ParseResult FlagParser::parse(llvm::ArrayRef<std::string> args,
     if (positionals[p].required)
       return usageError(errs, "missing " + positionals[p].name);
   return ParseResult::ok;
+}
+
+std::optional<int> FlagParser::parseOrExit(llvm::ArrayRef<std::string> args,
+                                           llvm::raw_ostream &outs,
+                                           llvm::raw_ostream &errs) {
+  switch (parse(args, outs, errs)) {
+  case ParseResult::help:
+    return kExitOk;
+  case ParseResult::usageError:
+    return kExitUsage;
+  case ParseResult::ok:
+    break;
+  }
+  return std::nullopt;
 }
 
 void FlagParser::printUsage(llvm::raw_ostream &os) const {

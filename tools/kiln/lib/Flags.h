@@ -64,6 +64,12 @@ public:
   // |errs| and |outs|.
   ParseResult parse(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                     llvm::raw_ostream &errs);
+  // parse(), as a command's entry uses it: std::nullopt to run the command,
+  // else the exit code to return at once (Driver.h's kExitOk after --help,
+  // kExitUsage after a usage error).
+  std::optional<int> parseOrExit(llvm::ArrayRef<std::string> args,
+                                 llvm::raw_ostream &outs,
+                                 llvm::raw_ostream &errs);
 
   // True when flag --|name| appeared on the command line.
   bool wasSet(llvm::StringRef name) const;

@@ -183,14 +183,8 @@ int runGradcheck(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "elements checked per parameter (default: 8)");
   parser.addValue("tolerance", &toleranceText, "T",
                   "largest accepted relative error (default: 1e-6)");
-  switch (parser.parse(args, outs, errs)) {
-  case ParseResult::help:
-    return kExitOk;
-  case ParseResult::usageError:
-    return kExitUsage;
-  case ParseResult::ok:
-    break;
-  }
+  if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
+    return *exit;
   GradCheckOptions options;
   if (!seedText.empty()) {
     std::optional<int64_t> seed = parseInteger(kCommand, "seed", seedText, 0, errs);

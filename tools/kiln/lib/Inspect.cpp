@@ -169,14 +169,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    "kind, name, detail, flops, bytes, us, bound)");
   parser.addValue("top", &top, "N",
                   "with --roofline: how many thunk groups to list (default 15)");
-  switch (parser.parse(args, outs, errs)) {
-  case ParseResult::help:
-    return kExitOk;
-  case ParseResult::usageError:
-    return kExitUsage;
-  case ParseResult::ok:
-    break;
-  }
+  if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
+    return *exit;
   bool package = llvm::sys::path::extension(input) == ".kpkg";
   if (!package && (roofline || csv || parser.wasSet("top"))) {
     printError(errs, kCommand,

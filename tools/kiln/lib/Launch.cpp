@@ -261,11 +261,8 @@ int runLaunch(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.setEpilogue("Example:\n"
                      "  kiln launch --nproc-per-node=2 -- kiln train "
                      "model.kiln --strategy=data-parallel\n");
-  switch (parser.parse(flagArgs, outs, errs)) {
-  case ParseResult::help: return kExitOk;
-  case ParseResult::usageError: return kExitUsage;
-  case ParseResult::ok: break;
-  }
+  if (std::optional<int> exit = parser.parseOrExit(flagArgs, outs, errs))
+    return *exit;
   if (command.empty()) {
     printError(errs, kCommand,
                flagArgs.size() == args.size()

@@ -218,14 +218,8 @@ int runModels(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
 
   RawFlags raw;
   FlagParser parser = makeParser(named, raw);
-  switch (parser.parse(args, outs, errs)) {
-  case ParseResult::help:
-    return kExitOk;
-  case ParseResult::usageError:
-    return kExitUsage;
-  case ParseResult::ok:
-    break;
-  }
+  if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
+    return *exit;
 
   const ModelInfo *model = findModel(raw.model);
   if (!model) {

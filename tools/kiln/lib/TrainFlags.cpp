@@ -125,14 +125,8 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                "1); must agree with the launcher");
   addAmpFlags(parser, ampFlags);
   addOptimizerFlags(parser, optimizerFlags);
-  switch (parser.parse(args, outs, errs)) {
-  case ParseResult::help:
-    return kExitOk;
-  case ParseResult::usageError:
-    return kExitUsage;
-  case ParseResult::ok:
-    break;
-  }
+  if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
+    return *exit;
   if (!backend.empty())
     options.backend = backend;
   CudaBackendOptions &cudaOptions = options.cuda;

@@ -157,9 +157,15 @@ struct Builder {
     } else if (!compileCpuKernel(fusion, kernel, llvmContext)) {
       return false;
     }
-    for (mlir::Operation &inner : fusion.getBody().front())
-      if (!mlir::isa<YieldOp>(inner))
-        kernel.sourceNodes.push_back(inner.getName().getStringRef().str());
+    // The graph node each fused op came from (package.fbs source_nodes);
+    // an op without a node name (one a pass made up) by its op name.
+    for (mlir::Operation &inner : fusion.getBody().front()) {
+      if (mlir::isa<YieldOp>(inner))
+        continue;
+      auto node = inner.getLoc()->findInstanceOf<mlir::NameLoc>();
+      kernel.sourceNodes.push_back(node ? node.getName().str()
+                                        : inner.getName().getStringRef().str());
+    }
     PackageThunk thunk;
     thunk.kind = ThunkKind::KernelLaunch;
     thunk.kernel = pkg.kernels.size();

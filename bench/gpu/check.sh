@@ -155,6 +155,9 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
   rc=$?
   cat "$log/gpt.txt" | tail -12
   [ $rc -eq 0 ] && pass "Kiln GPT step (bf16)" || fail "Kiln GPT step"
+  # What the package roofline predicted here (kiln inspect --roofline).
+  [ -f "$in/gpt-bf16.roofline.txt" ] && grep -E "^  (step|tokens/s|model FLOPs)" \
+    "$in/gpt-bf16.roofline.txt" | sed 's/^/  predicted /'
 else
   fail "Kiln GPT step: $run or $in/gpt-bf16.kpkg missing"
 fi

@@ -37,6 +37,8 @@ mkdir -p "$out/bin"
   > "$out/mlp.report.txt" 2>&1
 "$kiln" compile "$out/gpt.kiln" --amp=bf16 --target=cuda:sm_90 \
   -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt" 2>&1
+# The step's roofline prediction, for check.sh to print beside the measurement.
+"$kiln" inspect "$out/gpt-bf16.kpkg" --roofline --top=25 > "$out/gpt-bf16.roofline.txt"
 # The reference: the MLP's first 20 steps on the interpreter, synthetic data
 # in file order (kiln-cuda-run --no-shuffle=1 --synthetic-size=1024 draws the
 # same batches).

@@ -21,8 +21,29 @@ const char *gemmEpilogueName(GemmEpilogue epilogue) {
   case GemmEpilogue::Gelu: return "gelu";
   case GemmEpilogue::BiasGelu: return "bias+gelu";
   case GemmEpilogue::BiasGradient: return "bias-gradient";
+  case GemmEpilogue::GeluAux: return "gelu+aux";
+  case GemmEpilogue::BiasGeluAux: return "bias+gelu+aux";
   }
   return "unknown";
+}
+
+bool gemmEpilogueReadsBias(GemmEpilogue e) {
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
+         e == GemmEpilogue::BiasGelu || e == GemmEpilogue::BiasGeluAux;
+}
+
+bool gemmEpilogueWritesAux(GemmEpilogue e) {
+  return e == GemmEpilogue::GeluAux || e == GemmEpilogue::BiasGeluAux;
+}
+
+std::string gemmLtRefusal(const GemmDesc &desc) {
+  if (gemmEpilogueWritesAux(desc.epilogue) && desc.params.n % 8 != 0)
+    return std::string("the ") + gemmEpilogueName(desc.epilogue) +
+           " epilogue's aux leading dimension " +
+           std::to_string(desc.params.n) +
+           " is not a multiple of 8 elements (CUBLASLT_MATMUL_DESC_EPILOGUE_"
+           "AUX_LD)";
+  return std::string();
 }
 
 LtGemm lowerGemmToLt(const GemmParams &p) {
@@ -71,12 +92,21 @@ Status checkGemmDesc(const GemmDesc &desc) {
                                      "found ") +
                          pkgDTypeName(desc.dtype));
   }
+  // An epilogue's beta scales C (residual), never the result in place.
   if (desc.epilogue != GemmEpilogue::None &&
-      (p.batch != 1 || p.beta != 0.0 || desc.dtype == PkgDType::F64))
+      (p.batch != 1 || (p.beta != 0.0 && !desc.residual) ||
+       desc.dtype == PkgDType::F64))
     return Status::error(std::string("gemm: the ") +
                          gemmEpilogueName(desc.epilogue) +
-                         " epilogue needs batch 1, beta 0 and f32, f16 or "
-                         "bf16");
+                         " epilogue needs batch 1, beta 0 (unless it reads a "
+                         "C) and f32, f16 or bf16");
+  // A C input goes with no epilogue or the bias (the residual adds the
+  // packages carry; CudaEpilogue's fallback covers exactly those).
+  if (desc.residual && desc.epilogue != GemmEpilogue::None &&
+      desc.epilogue != GemmEpilogue::Bias)
+    return Status::error(std::string("gemm: a C (residual) input goes with "
+                                     "no epilogue or bias, not ") +
+                         gemmEpilogueName(desc.epilogue));
   return Status::ok();
 }
 

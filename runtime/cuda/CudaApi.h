@@ -55,8 +55,20 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 // Bias adds bias[n] to every row of the result; Gelu is the tanh
 // approximation; BiasGradient also writes biasGrad[n] = the sum over k of
 // the rhs (a dense layer's bias gradient, when the rhs is dY and k runs
-// over the batch).
-enum class GemmEpilogue { None, Bias, Relu, BiasRelu, Gelu, BiasGelu, BiasGradient };
+// over the batch); GeluAux and BiasGeluAux (CUBLASLT_EPILOGUE_GELU_AUX,
+// _GELU_AUX_BIAS) also write aux[m, n] = the pre-activation (the product,
+// plus the bias), which training keeps for the backward.
+enum class GemmEpilogue {
+  None,
+  Bias,
+  Relu,
+  BiasRelu,
+  Gelu,
+  BiasGelu,
+  BiasGradient,
+  GeluAux,
+  BiasGeluAux
+};
 
 const char *gemmEpilogueName(GemmEpilogue epilogue);
 
@@ -64,11 +76,14 @@ const char *gemmEpilogueName(GemmEpilogue epilogue);
 // row-major: lhs [batch, m, k] (transposeLhs: [batch, k, m]), rhs [batch,
 // k, n] (transposeRhs: [batch, n, k]), out [batch, m, n], all of |dtype|;
 // f16 and bf16 accumulate in f32; f32 uses TF32 tensor cores only when
-// |allowTf32|.
+// |allowTf32|. With |residual|, beta scales a separate C input of out's
+// layout (cuBLASLt's C; it may be out itself) instead of out: out =
+// epilogue(alpha * op(lhs) . op(rhs) + beta * C), the bias added after C.
 struct GemmDesc {
   PkgDType dtype = PkgDType::F32;
   GemmParams params;
   GemmEpilogue epilogue = GemmEpilogue::None;
+  bool residual = false;
   bool allowTf32 = false;
   // The alignment every pointer passed to gemmRun has (cuBLASLt assumes
   // 256 bytes unless told; the arena's buffers are 64-byte aligned).
@@ -92,6 +107,17 @@ LtGemm lowerGemmToLt(const GemmParams &params);
 // Checks what a GemmDesc promises (sizes, dtype, epilogue) before any
 // library sees it.
 Status checkGemmDesc(const GemmDesc &desc);
+
+// Whether |epilogue| reads a bias / writes an aux matrix.
+bool gemmEpilogueReadsBias(GemmEpilogue epilogue);
+bool gemmEpilogueWritesAux(GemmEpilogue epilogue);
+
+// Why cuBLASLt has no algorithm for a valid |desc| whatever the device, or
+// an empty string: an aux matrix's leading dimension (n, its rows being
+// the result's) must be a multiple of 8 elements
+// (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD). gemmPlan reports such a desc as
+// unsupported, so the executable runs its epilogue as a kernel instead.
+std::string gemmLtRefusal(const GemmDesc &desc);
 
 class CudaApi {
 public:
@@ -154,7 +180,8 @@ public:
   // cuBLASLt. gemmPlan picks the algorithm (cublasLtMatmulAlgoGetHeuristic)
   // for at most |workspaceBytes| of workspace; gemmRun runs it on |stream|.
   // |bias| is read by the Bias* epilogues, |biasGrad| written by
-  // BiasGradient (else null). When the plan fails because cuBLASLt offers
+  // BiasGradient, |c| read by a residual desc (cuBLASLt's C), |aux|
+  // written by the *Aux epilogues (else null). When the plan fails because cuBLASLt offers
   // no algorithm for the GemmDesc on this device (CUBLAS_STATUS_NOT_SUPPORTED
   // from the heuristic or the epilogue attribute, or no heuristic result),
   // *|unsupported| (when given) is set to true, so a caller can plan the
@@ -167,8 +194,15 @@ public:
   }
   virtual Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
                          void *out, const void *bias, void *biasGrad,
-                         void *workspace, size_t workspaceBytes,
-                         CudaStream stream) = 0;
+                         const void *c, void *aux, void *workspace,
+                         size_t workspaceBytes, CudaStream stream) = 0;
+  // A GEMM that reads no C and writes no aux.
+  Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
+                 const void *bias, void *biasGrad, void *workspace,
+                 size_t workspaceBytes, CudaStream stream) {
+    return gemmRun(plan, lhs, rhs, out, bias, biasGrad, nullptr, nullptr,
+                   workspace, workspaceBytes, stream);
+  }
   virtual Status gemmDestroy(GemmPlan plan) = 0;
 };
 

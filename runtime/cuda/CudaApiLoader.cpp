@@ -215,9 +215,11 @@ public:
 
   Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t workspaceBytes,
                   bool *unsupported) override;
+  using CudaApi::gemmRun;
   Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
-                 const void *bias, void *biasGrad, void *workspace,
-                 size_t workspaceBytes, CudaStream stream) override;
+                 const void *bias, void *biasGrad, const void *c, void *aux,
+                 void *workspace, size_t workspaceBytes,
+                 CudaStream stream) override;
   Status gemmDestroy(GemmPlan plan) override;
 
 private:
@@ -527,6 +529,8 @@ cublasLtEpilogue_t ltEpilogue(GemmEpilogue e) {
   case GemmEpilogue::BiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
   // Row-major rhs is cuBLASLt's A (CudaApi.h's LtGemm).
   case GemmEpilogue::BiasGradient: return CUBLASLT_EPILOGUE_BGRADA;
+  case GemmEpilogue::GeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
+  case GemmEpilogue::BiasGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -541,6 +545,14 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
     return s;
   if (Status s = checkGemmDesc(desc); !s.isOk())
     return s;
+  if (std::string why = gemmLtRefusal(desc); !why.empty()) {
+    if (unsupported)
+      *unsupported = true;
+    return Status::error("cublasLtMatmulAlgoGetHeuristic (" +
+                         std::string(pkgDTypeName(desc.dtype)) +
+                         " GEMM, epilogue " + gemmEpilogueName(desc.epilogue) +
+                         "): " + why);
+  }
   if (!ltHandle_)
     if (Status s = blas(lt_.cublasLtCreate(&ltHandle_), "cublasLtCreate");
         !s.isOk())
@@ -596,6 +608,15 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
     return cleanup(blas(epilogueCode, std::string("cublasLtMatmulDescSetAttribute"
                                                   "(EPILOGUE ") +
                                           gemmEpilogueName(desc.epilogue) + ")"));
+  }
+  // The aux matrix has D's layout: column-major rows x cols, ld = rows (n);
+  // its pointer is set per run, like the bias's.
+  if (gemmEpilogueWritesAux(desc.epilogue)) {
+    int64_t auxLd = static_cast<int64_t>(lt.ldd);
+    if (Status s = setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd,
+                           sizeof(auxLd), "EPILOGUE_AUX_LD");
+        !s.isOk())
+      return cleanup(s);
   }
   auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t cols,
                     uint64_t ld, int64_t stride, const char *which) -> Status {
@@ -675,13 +696,25 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
 
 Status RealCudaApi::gemmRun(GemmPlan handle, const void *lhs, const void *rhs,
                             void *out, const void *bias, void *biasGrad,
-                            void *workspace, size_t workspaceBytes,
-                            CudaStream stream) {
+                            const void *c, void *aux, void *workspace,
+                            size_t workspaceBytes, CudaStream stream) {
   auto *plan = static_cast<LtPlan *>(handle);
   GemmEpilogue e = plan->desc.epilogue;
+  if (plan->desc.residual && !c)
+    return Status::error("gemm: a residual GEMM needs a C pointer");
+  if (gemmEpilogueWritesAux(e)) {
+    if (!aux)
+      return Status::error(std::string("gemm: the ") + gemmEpilogueName(e) +
+                           " epilogue needs an aux pointer");
+    if (Status s = blas(lt_.cublasLtMatmulDescSetAttribute(
+                            plan->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                            &aux, sizeof(aux)),
+                        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
+        !s.isOk())
+      return s;
+  }
   const void *biasPointer = e == GemmEpilogue::BiasGradient ? biasGrad : bias;
-  if (e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
-      e == GemmEpilogue::BiasGelu || e == GemmEpilogue::BiasGradient) {
+  if (gemmEpilogueReadsBias(e) || e == GemmEpilogue::BiasGradient) {
     if (!biasPointer)
       return Status::error(std::string("gemm: the ") + gemmEpilogueName(e) +
                            " epilogue needs a bias pointer");
@@ -697,9 +730,12 @@ Status RealCudaApi::gemmRun(GemmPlan handle, const void *lhs, const void *rhs,
                           : static_cast<const void *>(&plan->alpha32);
   const void *beta = f64 ? static_cast<const void *>(&plan->beta64)
                          : static_cast<const void *>(&plan->beta32);
-  // D^T = A . B with A the rhs and B the lhs (lowerGemmToLt).
+  // D^T = A . B with A the rhs and B the lhs (lowerGemmToLt); C has D's
+  // layout (a residual's own buffer, else D itself).
+  const void *cPointer = plan->desc.residual ? c : out;
   return blas(lt_.cublasLtMatmul(ltHandle_, plan->matmul, alpha, rhs, plan->a,
-                                 lhs, plan->b, beta, out, plan->d, out, plan->d,
+                                 lhs, plan->b, beta, cPointer, plan->d, out,
+                                 plan->d,
                                  &plan->algo, workspace,
                                  std::min(workspaceBytes, plan->workspaceBytes),
                                  cudaStream_t(stream)),

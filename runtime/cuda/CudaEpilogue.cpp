@@ -2,7 +2,8 @@
 //
 // See CudaEpilogue.h. The kernels' source is below (kSource); a thunk's
 // plan is one launch (bias / activation) or two (the bias gradient's
-// partial sums, then their total), made at load.
+// partial sums, then their total), made at load. The aux epilogues' kernel
+// reads the plain GEMM's product from the aux buffer and writes both.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +49,21 @@ static __device__ __forceinline__ void kiln_epi_apply(T *out, const T *bias, kil
     if (ACT == 2)
       v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     kiln_epi_store(out, i, v);
+  }
+}
+
+// The aux epilogues: pre = aux[r, j] (+ bias[j]) in f32 over [rows, n],
+// the plain GEMM's product being in |aux|; aux = pre and out = gelu(pre)
+// (tanh approximation), each rounded once.
+template <class T, int BIAS>
+static __device__ __forceinline__ void kiln_epi_gelu_aux(T *out, T *aux, const T *bias, kiln_index rows, kiln_index n) {
+  kiln_index total = rows * n;
+  KILN_EPI_LOOP(i, total) {
+    float v = kiln_epi_load(aux, i);
+    if (BIAS)
+      v += kiln_epi_load(bias, i % n);
+    kiln_epi_store(aux, i, v);
+    kiln_epi_store(out, i, 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))));
   }
 }
 
@@ -137,12 +153,27 @@ static __device__ __forceinline__ void kiln_epi_bgrad_final(const float *partial
                                                 KILN_EPI_ARG(2),               \
                                                 KILN_EPI_ARG(3)))
 
+#define KILN_EPI_AUX(mode, suffix, T, BIAS)                                    \
+  extern "C" __global__ void __launch_bounds__(256)                            \
+      kiln_epilogue_##mode##_##suffix(T *out, T *aux, const T *bias,           \
+                                      kiln_index rows, kiln_index n) {         \
+    kiln_epi_gelu_aux<T, BIAS>(out, aux, bias, rows, n);                       \
+  }                                                                            \
+  KILN_EPI_HOST(kiln_epilogue_##mode##_##suffix,                               \
+                kiln_epilogue_##mode##_##suffix((T *)buffers[0],               \
+                                                (T *)buffers[1],               \
+                                                (const T *)buffers[2],         \
+                                                KILN_EPI_ARG(3),               \
+                                                KILN_EPI_ARG(4)))
+
 #define KILN_EPI_TYPE(suffix, T)                                               \
   KILN_EPI_APPLY(bias, suffix, T, 1, 0)                                        \
   KILN_EPI_APPLY(relu, suffix, T, 0, 1)                                        \
   KILN_EPI_APPLY(bias_relu, suffix, T, 1, 1)                                   \
   KILN_EPI_APPLY(gelu, suffix, T, 0, 2)                                        \
   KILN_EPI_APPLY(bias_gelu, suffix, T, 1, 2)                                   \
+  KILN_EPI_AUX(gelu_aux, suffix, T, 0)                                         \
+  KILN_EPI_AUX(bias_gelu_aux, suffix, T, 1)                                    \
   extern "C" __global__ void __launch_bounds__(256)                            \
       kiln_epilogue_bgrad_partial_##suffix(const T *rhs, float *partial,       \
                                            kiln_index k, kiln_index n,         \
@@ -193,9 +224,13 @@ const char *applyMode(GemmEpilogue e) {
   }
 }
 
-bool readsBias(GemmEpilogue e) {
-  return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
-         e == GemmEpilogue::BiasGelu;
+// The aux kernels' mode, or null.
+const char *auxMode(GemmEpilogue e) {
+  switch (e) {
+  case GemmEpilogue::GeluAux: return "gelu_aux";
+  case GemmEpilogue::BiasGeluAux: return "bias_gelu_aux";
+  default: return nullptr;
+  }
 }
 
 } // namespace
@@ -208,7 +243,8 @@ const std::string &epilogueKernelSource() {
 std::vector<std::string> epilogueKernelEntryPoints() {
   std::vector<std::string> out;
   for (const char *type : {"f32", "f16", "bf16"}) {
-    for (const char *mode : {"bias", "relu", "bias_relu", "gelu", "bias_gelu"})
+    for (const char *mode : {"bias", "relu", "bias_relu", "gelu", "bias_gelu",
+                             "gelu_aux", "bias_gelu_aux"})
       out.push_back(std::string("kiln_epilogue_") + mode + "_" + type);
     out.push_back(std::string("kiln_epilogue_bgrad_partial_") + type);
     out.push_back(std::string("kiln_epilogue_bgrad_final_") + type);
@@ -247,7 +283,8 @@ CudaEpilogue::~CudaEpilogue() {
 
 Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
                           const GemmParams &params, void *out,
-                          const void *bias, const void *rhs, void *biasGrad) {
+                          const void *bias, const void *rhs, void *biasGrad,
+                          void *aux) {
   const char *type = suffix(dtype);
   if (!type)
     return Status::error(std::string("the ") + gemmEpilogueName(epilogue) +
@@ -276,10 +313,21 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
     return Status::ok();
   };
   auto scalar = [](int64_t v) { return reinterpret_cast<void *>(v); };
-  if (const char *mode = applyMode(epilogue)) {
-    if (readsBias(epilogue) && !bias)
+  if (gemmEpilogueReadsBias(epilogue) && !bias)
+    return Status::error(std::string("the ") + gemmEpilogueName(epilogue) +
+                         " epilogue kernel needs a bias");
+  if (const char *mode = auxMode(epilogue)) {
+    if (!aux)
       return Status::error(std::string("the ") + gemmEpilogueName(epilogue) +
-                           " epilogue kernel needs a bias");
+                           " epilogue kernel needs an aux buffer");
+    uint64_t total = uint64_t(params.m) * uint64_t(params.n);
+    if (Status s = add(std::string("kiln_epilogue_") + mode + "_" + type,
+                       grid((total + kBlock - 1) / kBlock),
+                       {out, aux, const_cast<void *>(bias), scalar(params.m),
+                        scalar(params.n)});
+        !s.isOk())
+      return s;
+  } else if (const char *mode = applyMode(epilogue)) {
     uint64_t total = uint64_t(params.m) * uint64_t(params.n);
     if (Status s = add(std::string("kiln_epilogue_") + mode + "_" + type,
                        grid((total + kBlock - 1) / kBlock),

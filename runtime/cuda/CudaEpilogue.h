@@ -2,7 +2,8 @@
 //
 // A CUDA package's GEMM thunk may carry a cuBLASLt epilogue (CudaApi.h's
 // GemmEpilogue: bias, ReLU, bias+ReLU, tanh-GELU, bias+GELU, the bias
-// gradient). When cuBLASLt's heuristic offers no algorithm for one on the
+// gradient, tanh-GELU with its pre-activation as aux, with or without
+// the bias). When cuBLASLt's heuristic offers no algorithm for one on the
 // device (gemmPlan reports it as unsupported), CudaExecutable plans the
 // plain GEMM instead and runs the epilogue right after it on the same
 // stream, as XLA and PyTorch do, with these kernels:
@@ -10,6 +11,9 @@
 //   bias / activation:  out[r, j] = act(out[r, j] + bias[j]) in place over
 //                       the GEMM's [m, n] result (f32 arithmetic, one
 //                       rounding to the output type);
+//   gelu + aux:         pre = aux[r, j] (+ bias[j]), the plain GEMM having
+//                       written its product into the aux buffer; aux = pre
+//                       and out = gelu(pre), each rounded once;
 //   bias gradient:      grad[j] = the sum over l < k of rhs[l, j] (rhs
 //                       [k, n], or [n, k] when transposed), in two passes
 //                       with no atomics: per chunk of 256 rows a partial
@@ -69,10 +73,12 @@ public:
   // Plans |epilogue| for thunk |index|, whose plain GEMM (|params|, batch
   // 1, elements of |dtype|: f32, f16 or bf16) writes |out|: the Bias*
   // epilogues read |bias| [n], BiasGradient reads |rhs| and writes
-  // |biasGrad| [n].
+  // |biasGrad| [n], the *Aux ones read the product from |aux| and write
+  // |aux| and |out|. (A residual GEMM's C is the plain GEMM's: cuBLASLt
+  // reads it, and the kernel adds the bias.)
   Status plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
               const GemmParams &params, void *out, const void *bias,
-              const void *rhs, void *biasGrad);
+              const void *rhs, void *biasGrad, void *aux = nullptr);
   // Queues thunk |index|'s epilogue kernels on |stream| (after its GEMM).
   Status run(size_t index, CudaStream stream);
 

@@ -457,22 +457,22 @@ Status CudaExecutable::planThunk(size_t index) {
     return Status::ok();
   }
   }
-  // The epilogue's extra buffers: a bias operand (Bias*), a bias-gradient
-  // result (BiasGradient); checkPackage has checked the counts.
+  // The epilogue's extra buffers: a bias operand (Bias*), a C operand
+  // (*Residual, last), a bias-gradient or aux result (result 1);
+  // checkPackage has checked the counts.
   PkgGemmEpilogue epilogue = t.hasGemm ? t.gemm.epilogue : PkgGemmEpilogue::None;
-  bool hasBias = epilogue == PkgGemmEpilogue::Bias ||
-                 epilogue == PkgGemmEpilogue::BiasRelu ||
-                 epilogue == PkgGemmEpilogue::BiasGelu;
-  bool hasBiasGrad = epilogue == PkgGemmEpilogue::BiasGradient;
-  if (!t.hasGemm || t.operands.size() != (hasBias ? 3u : 2u) ||
-      t.results.size() != (hasBiasGrad ? 2u : 1u))
-    return fail(std::string("expected a gemm with ") +
-                (hasBias ? "three operands (lhs, rhs, bias)" : "two operands") +
-                " and " + (hasBiasGrad ? "two results" : "one result") +
-                " for epilogue " + pkgGemmEpilogueName(epilogue));
+  PkgGemmEpilogueBuffers extra = pkgGemmEpilogueBuffers(epilogue);
+  if (!t.hasGemm || t.operands.size() != extra.operands() ||
+      t.results.size() != extra.results())
+    return fail("expected a gemm with " + std::to_string(extra.operands()) +
+                " operands (lhs, rhs" + (extra.bias ? ", bias" : "") +
+                (extra.c ? ", C" : "") + ") and " +
+                std::to_string(extra.results()) + " result(s) for epilogue " +
+                pkgGemmEpilogueName(epilogue));
   GemmDesc desc;
   desc.dtype = package_.buffers[t.results[0]].dtype;
   desc.params = t.gemm;
+  desc.residual = extra.c;
   switch (epilogue) {
   case PkgGemmEpilogue::None: desc.epilogue = GemmEpilogue::None; break;
   case PkgGemmEpilogue::Bias: desc.epilogue = GemmEpilogue::Bias; break;
@@ -483,10 +483,19 @@ Status CudaExecutable::planThunk(size_t index) {
   case PkgGemmEpilogue::BiasGradient:
     desc.epilogue = GemmEpilogue::BiasGradient;
     break;
+  case PkgGemmEpilogue::Residual: desc.epilogue = GemmEpilogue::None; break;
+  case PkgGemmEpilogue::BiasResidual: desc.epilogue = GemmEpilogue::Bias; break;
+  case PkgGemmEpilogue::GeluAux: desc.epilogue = GemmEpilogue::GeluAux; break;
+  case PkgGemmEpilogue::BiasGeluAux:
+    desc.epilogue = GemmEpilogue::BiasGeluAux;
+    break;
   }
-  plan.bias = hasBias ? plan.args[2] : nullptr;
-  plan.biasGrad = hasBiasGrad ? plan.args.back() : nullptr;
-  plan.gemmOut = plan.args[t.operands.size()];
+  size_t resultArg = t.operands.size();
+  plan.bias = extra.bias ? plan.args[2] : nullptr;
+  plan.c = extra.c ? plan.args[resultArg - 1] : nullptr;
+  plan.biasGrad = extra.biasGradient ? plan.args[resultArg + 1] : nullptr;
+  plan.aux = extra.aux ? plan.args[resultArg + 1] : nullptr;
+  plan.gemmOut = plan.args[resultArg];
   desc.allowTf32 = options_.allowTf32;
   uint32_t align = 256;
   for (void *p : plan.args)
@@ -511,12 +520,20 @@ Status CudaExecutable::planThunk(size_t index) {
                    holds(t.results[0], uint64_t(g.batch * g.m * g.n), "result")})
     if (!s.isOk())
       return s;
-  if (hasBias)
+  uint64_t outElements = uint64_t(g.batch * g.m * g.n);
+  if (extra.bias)
     if (Status s = holds(t.operands[2], uint64_t(g.n), "bias"); !s.isOk())
       return s;
-  if (hasBiasGrad)
+  if (extra.c)
+    if (Status s = holds(t.operands.back(), outElements, "C (residual)");
+        !s.isOk())
+      return s;
+  if (extra.biasGradient)
     if (Status s = holds(t.results[1], uint64_t(g.n), "bias gradient");
         !s.isOk())
+      return s;
+  if (extra.aux)
+    if (Status s = holds(t.results[1], outElements, "aux"); !s.isOk())
       return s;
   if (!workspace_ && options_.gemmWorkspaceBytes) {
     if (Status s = api_.malloc(&workspace_, options_.gemmWorkspaceBytes);
@@ -530,7 +547,8 @@ Status CudaExecutable::planThunk(size_t index) {
            " " + std::to_string(q.n) + " " + std::to_string(q.k) + " " +
            std::to_string(q.batch) + " " + std::to_string(q.transposeLhs) +
            std::to_string(q.transposeRhs) + " " + std::to_string(q.alpha) +
-           " " + std::to_string(q.beta) + " " + gemmEpilogueName(d.epilogue) +
+           " " + std::to_string(q.beta) + (d.residual ? " C " : " ") +
+           gemmEpilogueName(d.epilogue) +
            " " + std::to_string(d.allowTf32) + " " +
            std::to_string(d.alignmentBytes);
   };
@@ -565,7 +583,11 @@ Status CudaExecutable::planThunk(size_t index) {
     return fail(s.message());
 
   // cuBLASLt has no algorithm for this epilogue here: the plain GEMM, then
-  // the epilogue as a kernel on the same stream (CudaEpilogue.h).
+  // the epilogue as a kernel on the same stream (CudaEpilogue.h). A
+  // residual GEMM stays one (its C is read by cuBLASLt, so a C that is the
+  // result's own buffer is read before it is written) and the kernel adds
+  // the bias; an aux epilogue's plain GEMM writes the aux buffer, which
+  // the kernel turns into the pre-activation and the result.
   GemmDesc plain = desc;
   plain.epilogue = GemmEpilogue::None;
   if (Status p = planned(plain, plan.gemm, unsupported); !p.isOk())
@@ -589,10 +611,12 @@ Status CudaExecutable::planThunk(size_t index) {
   }
   if (Status p = epilogue_->plan(index, desc.epilogue, desc.dtype, g,
                                  plan.gemmOut, plan.bias, plan.args[1],
-                                 plan.biasGrad);
+                                 plan.biasGrad, plan.aux);
       !p.isOk())
     return fail(p.message());
   plan.epilogueKernel = true;
+  if (plan.aux)
+    plan.gemmOut = plan.aux;
   epilogueFallbacks_[std::string(gemmEpilogueName(desc.epilogue)) + ", " +
                      pkgDTypeName(desc.dtype) + ", m=" + std::to_string(g.m) +
                      " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
@@ -690,14 +714,15 @@ Status CudaExecutable::enqueueThunk(size_t index) {
     if (plan.epilogueKernel) {
       // The plain GEMM, then its epilogue's kernel(s) on the same stream.
       s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.gemmOut,
-                       nullptr, nullptr, workspace_, workspaceBytes_, stream_);
+                       nullptr, nullptr, plan.c, nullptr, workspace_,
+                       workspaceBytes_, stream_);
       if (s.isOk())
         s = epilogue_->run(index, stream_);
       break;
     }
     s = api_.gemmRun(plan.gemm, plan.args[0], plan.args[1], plan.gemmOut,
-                     plan.bias, plan.biasGrad, workspace_, workspaceBytes_,
-                     stream_);
+                     plan.bias, plan.biasGrad, plan.c, plan.aux, workspace_,
+                     workspaceBytes_, stream_);
     break;
   case ThunkKind::Copy:
     s = api_.memcpyAsync(plan.args[1], plan.args[0], plan.copyBytes,

@@ -195,8 +195,10 @@ private:
     std::vector<void *> params;     // &args[i], for cuLaunchKernel
     std::array<uint32_t, 3> grid{}; // kernel launches
     GemmPlan gemm = nullptr;
-    // A GEMM's result and its epilogue's bias / bias gradient (or null).
+    // A GEMM's result (the aux buffer when an aux epilogue runs as a
+    // kernel) and its epilogue's bias / bias gradient / C / aux (or null).
     void *gemmOut = nullptr, *bias = nullptr, *biasGrad = nullptr;
+    void *c = nullptr, *aux = nullptr;
     // The epilogue runs as a kernel after the plain GEMM (cuBLASLt had no
     // algorithm for it): CudaEpilogue's plan of this thunk.
     bool epilogueKernel = false;

@@ -45,7 +45,7 @@ constexpr unsigned kMaxReduceKind = raw(pkg::ReduceKind::MAX);
 constexpr unsigned kMaxInitKind = raw(pkg::InitKind::MAX);
 constexpr unsigned kMaxStrategy = raw(pkg::Strategy::MAX);
 constexpr unsigned kMaxGemmEpilogue = raw(pkg::GemmEpilogue::MAX);
-static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::BiasGradient));
+static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::BiasGeluAux));
 static_assert(kMaxDType == raw(PkgDType::I1));
 static_assert(kMaxRole == raw(PkgRole::Gradient));
 static_assert(kMaxTarget == raw(TargetKind::Cuda));
@@ -274,10 +274,9 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
           !s.isOk())
         return s;
       PkgGemmEpilogue e = t.gemm.epilogue;
-      bool bias = e == PkgGemmEpilogue::Bias || e == PkgGemmEpilogue::BiasRelu ||
-                  e == PkgGemmEpilogue::BiasGelu;
-      size_t operands = bias ? 3 : 2;
-      size_t results = e == PkgGemmEpilogue::BiasGradient ? 2 : 1;
+      PkgGemmEpilogueBuffers extra = pkgGemmEpilogueBuffers(e);
+      size_t operands = extra.operands();
+      size_t results = extra.results();
       if (e != PkgGemmEpilogue::None && p.target.kind != TargetKind::Cuda) {
         os << where << ": gemm epilogue " << pkgGemmEpilogueName(e)
            << " in a CPU package: only CUDA packages carry GEMM epilogues";
@@ -291,6 +290,32 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
            << t.results.size();
         return fail(os);
       }
+      // C and aux have the result's layout: its dtype and shape (the
+      // counts are checked above, so result 0 exists).
+      auto sameAsResult = [&](const char *what, uint32_t id) {
+        const PackageBuffer &d = p.buffers[t.results[0]];
+        const PackageBuffer &b = p.buffers[id];
+        if (b.dtype == d.dtype && b.shape == d.shape && b.size == d.size)
+          return Status::ok();
+        auto dims = [](const std::vector<int64_t> &shape) {
+          std::string text = "[";
+          for (size_t k = 0; k < shape.size(); ++k)
+            text += (k ? "x" : "") + std::to_string(shape[k]);
+          return text + "]";
+        };
+        os << where << ": gemm epilogue " << pkgGemmEpilogueName(e) << " "
+           << what << " (buffer " << id << ") is " << dims(b.shape) << " "
+           << pkgDTypeName(b.dtype) << " (" << b.size << " bytes), expected "
+           << "the result's " << dims(d.shape) << " " << pkgDTypeName(d.dtype)
+           << " (" << d.size << " bytes)";
+        return fail(os);
+      };
+      if (extra.c)
+        if (Status s = sameAsResult("C", t.operands.back()); !s.isOk())
+          return s;
+      if (extra.aux)
+        if (Status s = sameAsResult("aux", t.results[1]); !s.isOk())
+          return s;
     }
     if (t.hasGemm &&
         (t.gemm.m < 0 || t.gemm.n < 0 || t.gemm.k < 0 || t.gemm.batch < 1)) {
@@ -388,8 +413,24 @@ const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
   case PkgGemmEpilogue::Gelu: return "gelu";
   case PkgGemmEpilogue::BiasGelu: return "bias_gelu";
   case PkgGemmEpilogue::BiasGradient: return "bias_gradient";
+  case PkgGemmEpilogue::Residual: return "residual";
+  case PkgGemmEpilogue::BiasResidual: return "bias_residual";
+  case PkgGemmEpilogue::GeluAux: return "gelu_aux";
+  case PkgGemmEpilogue::BiasGeluAux: return "bias_gelu_aux";
   }
   return "unknown";
+}
+
+PkgGemmEpilogueBuffers pkgGemmEpilogueBuffers(PkgGemmEpilogue e) {
+  PkgGemmEpilogueBuffers b;
+  b.bias = e == PkgGemmEpilogue::Bias || e == PkgGemmEpilogue::BiasRelu ||
+           e == PkgGemmEpilogue::BiasGelu ||
+           e == PkgGemmEpilogue::BiasResidual ||
+           e == PkgGemmEpilogue::BiasGeluAux;
+  b.c = e == PkgGemmEpilogue::Residual || e == PkgGemmEpilogue::BiasResidual;
+  b.biasGradient = e == PkgGemmEpilogue::BiasGradient;
+  b.aux = e == PkgGemmEpilogue::GeluAux || e == PkgGemmEpilogue::BiasGeluAux;
+  return b;
 }
 
 Status checkPackage(const LoadedPackage &p) {

@@ -26,7 +26,7 @@ namespace kiln::runtime {
 
 // The version this reader understands (package.fbs's compatibility rule).
 constexpr uint16_t kPackageMajorVersion = 1;
-constexpr uint16_t kPackageMinorVersion = 0;
+constexpr uint16_t kPackageMinorVersion = 1;
 
 // Enum values equal package.fbs's.
 enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
@@ -175,7 +175,12 @@ struct PackageKernel {
 
 // A CUDA GEMM's cuBLASLt epilogue (package.fbs GemmEpilogue): Bias*
 // read the thunk's operand 2 ([n]), BiasGradient writes its result 1 ([n],
-// the sum over k of the rhs). CPU packages have none.
+// the sum over k of the rhs). Since 1.1: Residual and BiasResidual read
+// their last operand C (the result's dtype and [batch, m, n] shape) and
+// compute result = alpha * op(lhs) x op(rhs) + beta * C (+ bias);
+// GeluAux and BiasGeluAux also write result 1, aux (the result's dtype and
+// shape), the pre-activation: aux = op(lhs) x op(rhs) (+ bias), result =
+// gelu(aux). CPU packages have none.
 enum class PkgGemmEpilogue : uint8_t {
   None,
   Bias,
@@ -183,9 +188,23 @@ enum class PkgGemmEpilogue : uint8_t {
   BiasRelu,
   Gelu,
   BiasGelu,
-  BiasGradient
+  BiasGradient,
+  Residual,
+  BiasResidual,
+  GeluAux,
+  BiasGeluAux
 };
 const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue);
+
+// What a Gemm thunk with |epilogue| has besides lhs, rhs and the result:
+// a bias operand (operand 2), a C operand (the last one), a bias-gradient
+// result or an aux result (result 1).
+struct PkgGemmEpilogueBuffers {
+  bool bias = false, c = false, biasGradient = false, aux = false;
+  size_t operands() const { return 2 + bias + c; }
+  size_t results() const { return 1 + biasGradient + aux; }
+};
+PkgGemmEpilogueBuffers pkgGemmEpilogueBuffers(PkgGemmEpilogue epilogue);
 
 struct GemmParams {
   int64_t m = 0, n = 0, k = 0, batch = 1;

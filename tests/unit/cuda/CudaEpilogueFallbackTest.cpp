@@ -7,14 +7,18 @@
 // supported", with the epilogue kernels built for the host under
 // codegen/cuda/CudaEmulation.h:
 //
-//   - each kernel (bias, ReLU, GELU and their bias forms; the bias gradient
+//   - each kernel (bias, ReLU, GELU and their bias forms; GELU keeping its
+//     pre-activation as aux, with and without the bias; the bias gradient
 //     with and without a transposed rhs, several chunks, grid-stride
 //     blocks) against its definition computed in double, f32, bf16, fp16;
-//   - whole MLP and small GPT training steps (f32 and bf16, compiled as
-//     CudaStepEmulationTest compiles them, bias gradients on) with every
-//     epilogue refused, or only the bias gradient, run two steps (the
-//     second as a replayed CUDA Graph) and match the reference interpreter
-//     within CudaStepEmulationTest's bounds; one note names the thunks;
+//   - whole MLP and small GPT training steps (f32, bf16 and fp16, compiled
+//     as CudaStepEmulationTest compiles them, bias gradients on) with every
+//     epilogue refused, only the bias gradient, only GELU+aux, or nothing
+//     but an aux leading dimension cuBLASLt refuses anywhere, run two steps
+//     (the second as a replayed CUDA Graph) and match the reference
+//     interpreter within CudaStepEmulationTest's bounds; one note names the
+//     thunks; a residual GEMM whose bias falls back stays one GEMM reading
+//     its C (the result's own buffer or not) before the bias kernel;
 //   - a gemmPlan failure that is not "unsupported" still fails create,
 //     naming the thunk;
 //   - with the toolkit, the kernels compile through NVRTC and ptxas for
@@ -167,6 +171,75 @@ TEST(CudaEpilogueKernelTest, BiasAndActivationsMatchTheirDefinition) {
   }
 }
 
+// The aux epilogues' kernel: the plain GEMM's product is in aux; after it
+// aux holds the pre-activation (plus the bias) and out its tanh-GELU, each
+// rounded once from the same f32 value. n = 45: not a multiple of 8 (the
+// aux leading dimension cuBLASLt refuses, so this kernel runs it).
+TEST(CudaEpilogueKernelTest, GeluAuxMatchesItsDefinition) {
+  std::string error;
+  const auto &kernels = hostEpilogueKernels(error);
+  ASSERT_TRUE(error.empty()) << error;
+  const int64_t m = 37, n = 45;
+  for (rt::PkgDType dtype :
+       {rt::PkgDType::F32, rt::PkgDType::BF16, rt::PkgDType::F16}) {
+    for (GemmEpilogue e : {GemmEpilogue::GeluAux, GemmEpilogue::BiasGeluAux}) {
+      SCOPED_TRACE(std::string(rt::pkgDTypeName(dtype)) + " " +
+                   rt::cuda::gemmEpilogueName(e));
+      FakeCudaApi api;
+      api.device.multiprocessors = 1; // 8 blocks: grid-stride loops
+      api.hostKernels = kernels;
+      size_t width = rt::pkgBytesPerElement(dtype);
+      std::vector<uint8_t> product(m * n * width), bias(n * width),
+          out(m * n * width, 0);
+      std::mt19937 rng(13);
+      std::uniform_real_distribution<float> dist(-3, 3);
+      for (int64_t i = 0; i < m * n; ++i)
+        storeAs(dtype, product, i, dist(rng));
+      for (int64_t j = 0; j < n; ++j)
+        storeAs(dtype, bias, j, dist(rng));
+      void *dAux = deviceCopy(api, product), *dBias = deviceCopy(api, bias),
+           *dOut = deviceCopy(api, out);
+      rt::StatusOr<std::unique_ptr<rt::cuda::CudaEpilogue>> made =
+          rt::cuda::CudaEpilogue::create(api, api.device, 0);
+      ASSERT_TRUE(made.isOk()) << made.status().message();
+      rt::GemmParams p;
+      p.m = m, p.n = n, p.k = 3;
+      bool addBias = e == GemmEpilogue::BiasGeluAux;
+      rt::Status planned =
+          made.value()->plan(0, e, dtype, p, dOut, addBias ? dBias : nullptr,
+                             nullptr, nullptr, dAux);
+      ASSERT_TRUE(planned.isOk()) << planned.message();
+      EXPECT_EQ(made.value()->entries(0),
+                std::vector<std::string>{std::string("kiln_epilogue_") +
+                                         (addBias ? "bias_" : "") + "gelu_aux_" +
+                                         rt::pkgDTypeName(dtype)});
+      rt::Status s = made.value()->run(0, nullptr);
+      ASSERT_TRUE(s.isOk()) << s.message();
+      std::vector<uint8_t> gotAux(product.size()), gotOut(out.size());
+      std::memcpy(gotAux.data(), dAux, gotAux.size());
+      std::memcpy(gotOut.data(), dOut, gotOut.size());
+      int bad = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        double pre = loadAs(dtype, product, i);
+        if (addBias)
+          pre += loadAs(dtype, bias, i % n);
+        double gelu =
+            0.5 * pre *
+            (1 + std::tanh(0.7978845608028654 * (pre + 0.044715 * pre * pre * pre)));
+        double haveAux = loadAs(dtype, gotAux, i),
+               haveOut = loadAs(dtype, gotOut, i);
+        auto bound = [&](double v) {
+          return unitRoundoff(dtype) * std::fabs(v) + 1e-6 * (std::fabs(v) + 1);
+        };
+        if (!(std::fabs(haveAux - pre) <= bound(pre)) && bad++ < 3)
+          ADD_FAILURE() << "aux " << i << ": " << haveAux << ", expected " << pre;
+        if (!(std::fabs(haveOut - gelu) <= bound(gelu)) && bad++ < 3)
+          ADD_FAILURE() << "out " << i << ": " << haveOut << ", expected " << gelu;
+      }
+    }
+  }
+}
+
 TEST(CudaEpilogueKernelTest, BiasGradientIsTheDeterministicColumnSum) {
   std::string error;
   const auto &kernels = hostEpilogueKernels(error);
@@ -250,6 +323,9 @@ TEST(CudaEpilogueKernelTest, PlanRefusesWhatItCannotRun) {
   s = made.value()->plan(0, GemmEpilogue::Bias, rt::PkgDType::F32, p, &x,
                          nullptr, nullptr, nullptr);
   EXPECT_THAT(s.message(), HasSubstr("needs a bias"));
+  s = made.value()->plan(0, GemmEpilogue::GeluAux, rt::PkgDType::F32, p, &x,
+                         nullptr, nullptr, nullptr, nullptr);
+  EXPECT_THAT(s.message(), HasSubstr("gelu+aux epilogue kernel needs an aux"));
   EXPECT_FALSE(made.value()->run(3, nullptr).isOk());
 }
 
@@ -274,8 +350,10 @@ TEST(CudaEpilogueKernelTest, TheRealTableCompilesTheKernels) {
 }
 
 const std::set<GemmEpilogue> kEveryEpilogue = {
-    GemmEpilogue::Bias, GemmEpilogue::Relu, GemmEpilogue::BiasRelu,
-    GemmEpilogue::Gelu, GemmEpilogue::BiasGelu, GemmEpilogue::BiasGradient};
+    GemmEpilogue::Bias,        GemmEpilogue::Relu,
+    GemmEpilogue::BiasRelu,    GemmEpilogue::Gelu,
+    GemmEpilogue::BiasGelu,    GemmEpilogue::BiasGradient,
+    GemmEpilogue::GeluAux,     GemmEpilogue::BiasGeluAux};
 
 class CudaEpilogueFallbackStepTest : public StepTest {
 protected:
@@ -325,25 +403,37 @@ protected:
     ASSERT_TRUE(made.isOk()) << made.status().message();
     rt::cuda::CudaExecutable &exec = *made.value();
 
-    // Which thunks fall back: those whose epilogue was refused.
+    // Which thunks fall back: those whose epilogue was refused, or that
+    // cuBLASLt refuses anywhere (an aux leading dimension that is no
+    // multiple of 8).
     std::vector<size_t> fallbacks;
     int epilogueLaunches = 0;
+    bool refusedByName = false;
     for (size_t i = 0; i < pkg.thunks.size(); ++i) {
       const rt::PackageThunk &t = pkg.thunks[i];
-      if (!t.hasGemm || t.gemm.epilogue == rt::PkgGemmEpilogue::None)
+      GemmEpilogue e = t.hasGemm ? toEpilogue(t.gemm.epilogue)
+                                 : GemmEpilogue::None;
+      if (e == GemmEpilogue::None)
         continue;
-      GemmEpilogue e = toEpilogue(t.gemm.epilogue);
-      if (!refused.count(e))
+      rt::cuda::GemmDesc desc;
+      desc.params = t.gemm;
+      desc.epilogue = e;
+      bool anywhere = !rt::cuda::gemmLtRefusal(desc).empty();
+      if (!refused.count(e) && !anywhere)
         continue;
+      refusedByName = refusedByName || refused.count(e);
       fallbacks.push_back(i);
       epilogueLaunches += e == GemmEpilogue::BiasGradient ? 2 : 1;
       ++fallbackKinds[e];
+      if (rt::pkgGemmEpilogueBuffers(t.gemm.epilogue).c)
+        ++residualFallbacks;
     }
     ASSERT_FALSE(fallbacks.empty()) << "nothing to fall back in " << name;
     // One note for the executable, naming every thunk that fell back.
     ASSERT_EQ(notes.size(), 1u);
     EXPECT_THAT(notes[0], HasSubstr("cuBLASLt offers no algorithm"));
-    EXPECT_THAT(notes[0], HasSubstr("CUBLAS_STATUS_NOT_SUPPORTED"));
+    if (refusedByName)
+      EXPECT_THAT(notes[0], HasSubstr("CUBLAS_STATUS_NOT_SUPPORTED"));
     for (size_t i : fallbacks) {
       std::string epilogueName =
           rt::cuda::gemmEpilogueName(toEpilogue(pkg.thunks[i].gemm.epilogue));
@@ -354,9 +444,17 @@ protected:
                       std::string::npos)
           << "thunk " << i << " in: " << notes[0];
     }
-    // Every plan made has an epilogue cuBLASLt did not refuse.
+    // Every plan made has an epilogue cuBLASLt did not refuse; a residual
+    // GEMM that fell back is still one (cuBLASLt reads its C).
     for (const rt::cuda::GemmDesc &d : api.plans)
       EXPECT_EQ(refused.count(d.epilogue), 0u) << rt::cuda::gemmEpilogueName(d.epilogue);
+    int residualPlans = 0;
+    for (const rt::cuda::GemmDesc &d : api.plans)
+      residualPlans += d.residual;
+    int residualThunks = countThunks(pkg, [](const rt::PackageThunk &t) {
+      return t.hasGemm && rt::pkgGemmEpilogueBuffers(t.gemm.epilogue).c;
+    });
+    EXPECT_EQ(residualPlans > 0, residualThunks > 0);
 
     double worst = 0;
     size_t launchesBefore = 0;
@@ -392,12 +490,20 @@ protected:
     case rt::PkgGemmEpilogue::Gelu: return GemmEpilogue::Gelu;
     case rt::PkgGemmEpilogue::BiasGelu: return GemmEpilogue::BiasGelu;
     case rt::PkgGemmEpilogue::BiasGradient: return GemmEpilogue::BiasGradient;
+    // The residual is cuBLASLt's C, not an epilogue: only the bias can
+    // fall back.
+    case rt::PkgGemmEpilogue::Residual: return GemmEpilogue::None;
+    case rt::PkgGemmEpilogue::BiasResidual: return GemmEpilogue::Bias;
+    case rt::PkgGemmEpilogue::GeluAux: return GemmEpilogue::GeluAux;
+    case rt::PkgGemmEpilogue::BiasGeluAux: return GemmEpilogue::BiasGeluAux;
     }
     return GemmEpilogue::None;
   }
 
   OwningOpRef<ModuleOp> module;
   std::map<GemmEpilogue, int> fallbackKinds;
+  // Thunks with a residual C whose bias fell back to the kernel.
+  int residualFallbacks = 0;
 };
 
 TEST_F(CudaEpilogueFallbackStepTest, MlpF32EveryEpilogueRefused) {
@@ -413,18 +519,52 @@ TEST_F(CudaEpilogueFallbackStepTest, MlpBF16EveryEpilogueRefused) {
   EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGradient], 2);
 }
 
+// One block: qkv is a bias, the attention and MLP projections a bias plus
+// the residual, the MLP's first layer a bias+GELU keeping its aux.
 TEST_F(CudaEpilogueFallbackStepTest, GptF32EveryEpilogueRefused) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::off, "gpt-f32",
         kEveryEpilogue);
   EXPECT_GE(fallbackKinds[GemmEpilogue::BiasGradient], 4);
-  EXPECT_GE(fallbackKinds[GemmEpilogue::Bias], 1);
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::Bias], 3);
+  EXPECT_EQ(residualFallbacks, 2);
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGeluAux], 1);
 }
 
 TEST_F(CudaEpilogueFallbackStepTest, GptBF16EveryEpilogueRefused) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16",
         kEveryEpilogue);
   EXPECT_GE(fallbackKinds[GemmEpilogue::BiasGradient], 4);
-  EXPECT_GE(fallbackKinds[GemmEpilogue::Bias], 1);
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::Bias], 3);
+  EXPECT_EQ(residualFallbacks, 2);
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGeluAux], 1);
+}
+
+TEST_F(CudaEpilogueFallbackStepTest, GptFP16EveryEpilogueRefused) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::fp16, "gpt-fp16",
+        kEveryEpilogue);
+  EXPECT_EQ(residualFallbacks, 2);
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGeluAux], 1);
+}
+
+// Only the aux epilogues refused: the residual GEMMs keep their bias
+// epilogue on cuBLASLt, the MLP's first layer runs its GELU as a kernel.
+TEST_F(CudaEpilogueFallbackStepTest, GptBF16OnlyGeluAuxRefused) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16-aux",
+        {GemmEpilogue::BiasGeluAux});
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGeluAux], 1);
+  EXPECT_EQ(fallbackKinds.count(GemmEpilogue::Bias), 0u);
+}
+
+// Hidden 21: the MLP's width 84 is no multiple of 8, so cuBLASLt refuses
+// the aux leading dimension on any device and the GELU runs as a kernel
+// with nothing refused by name.
+TEST_F(CudaEpilogueFallbackStepTest, GptF32AuxLeadingDimensionFallsBack) {
+  cli::GptOptions options = smallGpt();
+  options.hidden = 21;
+  options.heads = 3;
+  check(cli::buildGpt(&context, options), AmpMode::off, "gpt-f32-aux-ld", {});
+  EXPECT_EQ(fallbackKinds[GemmEpilogue::BiasGeluAux], 1);
+  EXPECT_EQ(fallbackKinds.size(), 1u);
 }
 
 // The least certain combination on a real cuBLASLt: BGRADA with a bf16

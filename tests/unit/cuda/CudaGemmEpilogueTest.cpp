@@ -9,7 +9,11 @@
 // for its product; the epilogue survives the writer and the loader;
 // checkPackage refuses an epilogue on a CPU package and one with the wrong
 // operands. With kiln-fuse's bias-gradient-epilogues, each weight gradient
-// is a BiasGradient GEMM writing the bias gradient as its result 1. (That
+// is a BiasGradient GEMM writing the bias gradient as its result 1. A GPT
+// block's projections that add the residual are BiasResidual GEMMs (the
+// residual as cuBLASLt's C, the last operand) and its MLP's first layer a
+// BiasGeluAux GEMM (the pre-activation as result 1); checkPackage refuses
+// a C or aux of another layout. (That
 // the steps still compute what the interpreter does, within the dtype's
 // bound, is CudaStepEmulationTest's, whose packages carry these epilogues.)
 //
@@ -220,6 +224,90 @@ TEST_F(CudaGemmEpilogueTest, GptBiasGradientsGoOnTheWeightGradients) {
   EXPECT_GE(n, 4 * options.layers);
 }
 
+// Each GPT block's attention and MLP projections add the residual stream
+// to their product plus bias: one BiasResidual GEMM reading the residual
+// as cuBLASLt's C (the result's dtype and shape, beta 1); the MLP's first
+// layer keeps its pre-GELU value for the backward: one BiasGeluAux GEMM
+// writing it as result 1. Neither has an epilogue kernel or a scratch
+// product, on f32, bf16 and fp16; CPU packages keep the kernels.
+TEST_F(CudaGemmEpilogueTest, GptResidualAndGeluAuxGoOnTheGemm) {
+  cli::GptOptions options = gpt();
+  auto build = [&] { return cli::buildGpt(&context, options); };
+  for (AmpMode amp : {AmpMode::off, AmpMode::bf16, AmpMode::fp16}) {
+    SCOPED_TRACE(static_cast<int>(amp));
+    rt::LoadedPackage cuda = package(build, true, amp),
+                      cpu = package(build, false, amp);
+    std::map<rt::PkgGemmEpilogue, int> e = epilogues(cuda);
+    EXPECT_EQ(e[rt::PkgGemmEpilogue::BiasResidual], 2 * options.layers);
+    EXPECT_EQ(e[rt::PkgGemmEpilogue::BiasGeluAux], options.layers);
+    // The tied embedding's gradient in f32: the lm head's dW plus the
+    // lookup's scatter-add, dW = dot + C with C the result's own buffer
+    // (in bf16 and fp16 a conversion sits between them).
+    EXPECT_EQ(e.count(rt::PkgGemmEpilogue::Residual) == 1 &&
+                  e[rt::PkgGemmEpilogue::Residual] == 1,
+              amp == AmpMode::off);
+    EXPECT_EQ(e.count(rt::PkgGemmEpilogue::GeluAux), 0u);
+    EXPECT_EQ(epilogues(cpu).size(), 1u); // None only
+    ASSERT_TRUE(rt::checkPackage(cuda).isOk());
+    std::set<uint32_t> products; // the GEMMs' results
+    for (const rt::PackageThunk &t : cuda.thunks) {
+      if (!t.hasGemm)
+        continue;
+      const rt::PackageBuffer &out = cuda.buffers[t.results[0]];
+      EXPECT_EQ(out.name.find(".dot"), std::string::npos) << out.name;
+      if (t.gemm.epilogue == rt::PkgGemmEpilogue::Residual) {
+        ASSERT_EQ(t.operands.size(), 3u);
+        EXPECT_EQ(cuda.buffers[t.operands[2]].offset, out.offset);
+        EXPECT_EQ(t.gemm.beta, 1.0);
+      }
+      if (t.gemm.epilogue == rt::PkgGemmEpilogue::BiasResidual) {
+        ASSERT_EQ(t.operands.size(), 4u);
+        ASSERT_EQ(t.results.size(), 1u);
+        const rt::PackageBuffer &bias = cuda.buffers[t.operands[2]];
+        const rt::PackageBuffer &c = cuda.buffers[t.operands[3]];
+        EXPECT_EQ(bias.shape, std::vector<int64_t>{t.gemm.n});
+        EXPECT_EQ(c.shape, out.shape);
+        EXPECT_EQ(c.dtype, out.dtype);
+        EXPECT_EQ(c.size, out.size);
+        EXPECT_EQ(t.gemm.beta, 1.0);
+        EXPECT_EQ(t.gemm.alpha, 1.0);
+        EXPECT_EQ(t.gemm.batch, 1);
+        // [batch, seq, hidden] = [m, n]; the residual stream is hidden wide.
+        EXPECT_EQ(t.gemm.n, options.hidden);
+        EXPECT_EQ(t.gemm.m, options.batch * options.seq);
+      }
+      if (t.gemm.epilogue == rt::PkgGemmEpilogue::BiasGeluAux) {
+        ASSERT_EQ(t.operands.size(), 3u);
+        ASSERT_EQ(t.results.size(), 2u);
+        const rt::PackageBuffer &aux = cuda.buffers[t.results[1]];
+        EXPECT_EQ(aux.shape, out.shape);
+        EXPECT_EQ(aux.dtype, out.dtype);
+        EXPECT_NE(t.results[0], t.results[1]);
+        EXPECT_EQ(t.gemm.n, 4 * options.hidden);
+        EXPECT_EQ(t.gemm.beta, 0.0);
+        // The backward reads the pre-activation: some later thunk does.
+        bool read = false;
+        for (const rt::PackageThunk &later : cuda.thunks)
+          for (uint32_t o : later.operands)
+            read = read || o == t.results[1];
+        EXPECT_TRUE(read);
+      }
+    }
+    // One kernel and one launch fewer per fused GEMM than on the CPU.
+    int fused = 0;
+    for (auto [kind, n] : e)
+      if (kind != rt::PkgGemmEpilogue::None)
+        fused += n;
+    EXPECT_EQ(cuda.kernels.size() + fused, cpu.kernels.size());
+    EXPECT_EQ(launches(cuda) + fused, launches(cpu));
+    rt::LoadedPackage loaded;
+    roundTrip(cuda, loaded);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(loaded.minorVersion, 1);
+    EXPECT_EQ(epilogues(loaded), e);
+  }
+}
+
 TEST_F(CudaGemmEpilogueTest, CheckPackageRefusesMisplacedEpilogues) {
   cli::MlpOptions options;
   options.layers = {8, 4};
@@ -252,6 +340,23 @@ TEST_F(CudaGemmEpilogueTest, CheckPackageRefusesMisplacedEpilogues) {
   s = rt::checkPackage(gradient);
   ASSERT_FALSE(s.isOk());
   EXPECT_THAT(s.message(), HasSubstr("bias_gradient needs 2 operands and 2"));
+
+  // A residual whose C is the bias: the wrong shape, named.
+  rt::LoadedPackage residual = cuda;
+  residual.thunks[index].gemm.epilogue = rt::PkgGemmEpilogue::BiasResidual;
+  residual.thunks[index].operands.push_back(residual.thunks[index].operands[2]);
+  s = rt::checkPackage(residual);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("gemm epilogue bias_residual C (buffer"));
+  EXPECT_THAT(s.message(), HasSubstr("expected the result's [4x4] f32"));
+
+  // GELU's aux written over the bias: the wrong shape, named.
+  rt::LoadedPackage aux = cuda;
+  aux.thunks[index].gemm.epilogue = rt::PkgGemmEpilogue::BiasGeluAux;
+  aux.thunks[index].results.push_back(aux.thunks[index].operands[2]);
+  s = rt::checkPackage(aux);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("gemm epilogue bias_gelu_aux aux (buffer"));
 }
 
 } // namespace

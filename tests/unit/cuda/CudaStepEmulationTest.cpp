@@ -12,7 +12,10 @@
 // LibraryCall thunks say, and the updates copies feed the next step. Two
 // steps (the second captured as a CUDA Graph and replayed by the fake) are
 // compared with the reference interpreter running the same step function
-// twice, every output within the dtype's bound.
+// twice, every output within the dtype's bound. The GPT steps' GEMMs carry
+// every epilogue the package has for them (bias, the residual as
+// cuBLASLt's C, GELU with its pre-activation as aux, the bias gradient),
+// which the fake computes as cuBLASLt does.
 //
 // With KILN_CUDA_GOLDEN_DIR set, each case also writes NAME.kpkg (kernels as
 // source: a GPU loads them through NVRTC), NAME.inputs (the first step's
@@ -132,6 +135,24 @@ protected:
       return t.hasGemm && t.gemm.epilogue == rt::PkgGemmEpilogue::BiasGradient;
     });
     RecordProperty("bias_gradients", biasGradients);
+    // The residual adds and GELU's kept pre-activation on the GEMMs, and
+    // the GEMMs cuBLASLt ran with a C or an aux (per step).
+    residuals = countThunks(pkg, [](const rt::PackageThunk &t) {
+      return t.hasGemm && rt::pkgGemmEpilogueBuffers(t.gemm.epilogue).c;
+    });
+    geluAux = countThunks(pkg, [](const rt::PackageThunk &t) {
+      return t.hasGemm && rt::pkgGemmEpilogueBuffers(t.gemm.epilogue).aux;
+    });
+    int withC = 0, withAux = 0;
+    for (const FakeCudaApi::Gemm &g : api.gemms) {
+      withC += g.desc.residual && g.c;
+      withAux += rt::cuda::gemmEpilogueWritesAux(g.desc.epilogue) && g.aux;
+    }
+    // Both steps: the first run directly, the second captured and replayed.
+    EXPECT_EQ(withC, 2 * residuals);
+    EXPECT_EQ(withAux, 2 * geluAux);
+    RecordProperty("residual_gemms", residuals);
+    RecordProperty("gelu_aux_gemms", geluAux);
     attentionCalls = countThunks(pkg, [](const rt::PackageThunk &t) {
       return t.kind == rt::ThunkKind::LibraryCall &&
              (t.library == rt::LibraryKind::Attention ||
@@ -149,6 +170,9 @@ protected:
   // Of the last check(): GEMMs run with the BiasGradient epilogue (per
   // step, two steps) and the worst error over the output's magnitude.
   int biasGradients = 0;
+  // GEMMs with a residual C (Residual, BiasResidual) and with GELU's aux
+  // (GeluAux, BiasGeluAux) in the last check's package.
+  int residuals = 0, geluAux = 0;
   // Attention and AttentionGrad library calls in the last check's package.
   int attentionCalls = 0;
   double worstError = 0;
@@ -176,6 +200,12 @@ TEST_F(CudaStepEmulationTest, SmallGptF32TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::off, "gpt-f32");
   EXPECT_GT(biasGradients, 0);
   EXPECT_EQ(attentionCalls, 2);
+  // One block: the attention and MLP projections add the residual, the
+  // MLP's first layer keeps its pre-GELU value; in f32 the tied embedding's
+  // gradient (the lm head's dW plus the lookup's scatter-add, in place) is
+  // a third residual GEMM.
+  EXPECT_EQ(residuals, 3);
+  EXPECT_EQ(geluAux, 1);
 }
 
 TEST_F(CudaStepEmulationTest, SmallGptF32MaterializedAttention) {
@@ -188,12 +218,16 @@ TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16");
   EXPECT_GT(biasGradients, 0);
   EXPECT_EQ(attentionCalls, 2);
+  EXPECT_EQ(residuals, 2);
+  EXPECT_EQ(geluAux, 1);
 }
 
 TEST_F(CudaStepEmulationTest, SmallGptFP16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::fp16, "gpt-fp16");
   EXPECT_GT(biasGradients, 0);
   EXPECT_EQ(attentionCalls, 2);
+  EXPECT_EQ(residuals, 2);
+  EXPECT_EQ(geluAux, 1);
 }
 
 // Head dim 32 in bf16: the tensor-core (wmma) attention kernels, two
@@ -206,6 +240,8 @@ TEST_F(CudaStepEmulationTest, GptBF16TensorCoreAttention) {
   options.seq = 40;
   check(cli::buildGpt(&context, options), AmpMode::bf16, "gpt-bf16-wmma");
   EXPECT_EQ(attentionCalls, 4);
+  EXPECT_EQ(residuals, 4);
+  EXPECT_EQ(geluAux, 2);
 }
 
 // LeNet-5 (two convolutions, forward and both gradients, through

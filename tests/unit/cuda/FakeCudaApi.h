@@ -13,7 +13,9 @@
 // failCall/failAt make the failAt-th call (0-based) of that name fail.
 // refusedEpilogues makes gemmPlan answer as cuBLASLt does when its
 // heuristic has no algorithm for a GemmDesc (CUBLAS_STATUS_NOT_SUPPORTED,
-// reported as unsupported) for a GEMM with one of those epilogues.
+// reported as unsupported) for a GEMM with one of those epilogues; a desc
+// that cuBLASLt refuses on every device (gemmLtRefusal: an aux leading
+// dimension that is no multiple of 8) is refused the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +56,8 @@ public:
     GemmDesc desc;
     const void *lhs, *rhs;
     void *out;
+    const void *c = nullptr;
+    void *aux = nullptr;
   };
   std::vector<Gemm> gemms;
   std::vector<GemmDesc> plans;
@@ -274,28 +278,45 @@ public:
       return s;
     if (Status s = checkGemmDesc(desc); !s.isOk())
       return s;
-    if (refusedEpilogues.count(desc.epilogue)) {
+    std::string why = gemmLtRefusal(desc);
+    if (refusedEpilogues.count(desc.epilogue) || !why.empty()) {
       if (unsupported)
         *unsupported = true;
       return Status::error(
           std::string("cublasLtMatmulAlgoGetHeuristic (") +
           pkgDTypeName(desc.dtype) + " GEMM, epilogue " +
-          gemmEpilogueName(desc.epilogue) +
-          ") failed: CUBLAS_STATUS_NOT_SUPPORTED (15): the functionality "
-          "requested is not supported");
+          gemmEpilogueName(desc.epilogue) + ") failed: " +
+          (why.empty() ? std::string("CUBLAS_STATUS_NOT_SUPPORTED (15): the "
+                                     "functionality requested is not "
+                                     "supported")
+                       : why));
     }
     plans.push_back(desc);
     *plan = reinterpret_cast<GemmPlan>(plans.size());
     return Status::ok();
   }
+  using CudaApi::gemmRun;
   Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
-                 const void *bias, void *biasGrad, void *, size_t,
-                 CudaStream stream) override {
+                 const void *bias, void *biasGrad, const void *c, void *aux,
+                 void *, size_t, CudaStream stream) override {
     if (Status s = enter("cublasLtMatmul"); !s.isOk())
       return s;
     GemmDesc desc = plans[reinterpret_cast<size_t>(plan) - 1];
-    gemms.push_back({desc, lhs, rhs, out});
-    work(stream, [=] { hostGemm(desc, lhs, rhs, out, bias, biasGrad); });
+    // What cuBLASLt needs a pointer for (the real table's checks).
+    if (desc.residual && !c)
+      return Status::error("gemm: a residual GEMM needs a C pointer");
+    if (gemmEpilogueWritesAux(desc.epilogue) && !aux)
+      return Status::error(std::string("gemm: the ") +
+                           gemmEpilogueName(desc.epilogue) +
+                           " epilogue needs an aux pointer");
+    if ((gemmEpilogueReadsBias(desc.epilogue) && !bias) ||
+        (desc.epilogue == GemmEpilogue::BiasGradient && !biasGrad))
+      return Status::error(std::string("gemm: the ") +
+                           gemmEpilogueName(desc.epilogue) +
+                           " epilogue needs a bias pointer");
+    gemms.push_back({desc, lhs, rhs, out, c, aux});
+    work(stream,
+         [=] { hostGemm(desc, lhs, rhs, out, bias, biasGrad, c, aux); });
     return Status::ok();
   }
   Status gemmDestroy(GemmPlan) override { return Status::ok(); }
@@ -304,21 +325,28 @@ public:
   // it: f64 in double; f32, f16 and bf16 with CUBLAS_COMPUTE_32F (the
   // product accumulated in float, alpha, beta, the bias and the activation
   // applied in float) and one rounding to the output type at the end.
-  // BiasGradient (BGRADA: the row-major rhs is cuBLASLt's A) sums the rhs
-  // over k in the compute type and rounds that once into biasGrad[n],
-  // which has the output's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's
-  // default).
+  // A residual desc reads beta * C from |c| (cuBLASLt's C, which may be
+  // |out|: each element is read before it is written) instead of |out|,
+  // the bias added after it. The *Aux epilogues write the pre-activation
+  // (the product plus the bias, still in the compute type) rounded once
+  // into |aux| (the output's type, EPILOGUE_AUX_DATA_TYPE's default) and
+  // gelu of that same unrounded value into |out|. BiasGradient (BGRADA:
+  // the row-major rhs is cuBLASLt's A) sums the rhs over k in the compute
+  // type and rounds that once into biasGrad[n], which has the output's
+  // type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's default).
   static void hostGemm(const GemmDesc &desc, const void *lhs, const void *rhs,
-                       void *out, const void *bias, void *biasGrad) {
+                       void *out, const void *bias, void *biasGrad,
+                       const void *c = nullptr, void *aux = nullptr) {
     if (desc.dtype == PkgDType::F64)
-      hostGemmIn<double>(desc, lhs, rhs, out, bias, biasGrad);
+      hostGemmIn<double>(desc, lhs, rhs, out, bias, biasGrad, c, aux);
     else
-      hostGemmIn<float>(desc, lhs, rhs, out, bias, biasGrad);
+      hostGemmIn<float>(desc, lhs, rhs, out, bias, biasGrad, c, aux);
   }
 
   template <typename Compute>
   static void hostGemmIn(const GemmDesc &desc, const void *lhs, const void *rhs,
-                         void *out, const void *bias, void *biasGrad) {
+                         void *out, const void *bias, void *biasGrad,
+                         const void *c, void *aux) {
     const GemmParams &p = desc.params;
     auto get = [&](const void *base, int64_t i) -> Compute {
       switch (desc.dtype) {
@@ -337,8 +365,10 @@ public:
       }
     };
     GemmEpilogue e = desc.epilogue;
-    bool addBias = e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
-                   e == GemmEpilogue::BiasGelu;
+    bool addBias = gemmEpilogueReadsBias(e);
+    bool gelu = e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu ||
+                gemmEpilogueWritesAux(e);
+    const void *cIn = desc.residual ? c : out;
     const Compute alpha = Compute(p.alpha), beta = Compute(p.beta);
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t i = 0; i < p.m; ++i)
@@ -350,12 +380,14 @@ public:
             acc += get(lhs, li) * get(rhs, ri);
           }
           int64_t oi = b * p.m * p.n + i * p.n + j;
-          Compute v = alpha * acc + (p.beta != 0 ? beta * get(out, oi) : Compute(0));
+          Compute v = alpha * acc + (p.beta != 0 ? beta * get(cIn, oi) : Compute(0));
           if (addBias)
             v += get(bias, j);
+          if (gemmEpilogueWritesAux(e))
+            put(aux, oi, v);
           if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
             v = v > 0 ? v : Compute(0);
-          if (e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu)
+          if (gelu)
             v = Compute(0.5) * v *
                 (Compute(1) + std::tanh(Compute(0.7978845608028654) *
                                         (v + Compute(0.044715) * v * v * v)));

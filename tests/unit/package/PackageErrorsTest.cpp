@@ -76,14 +76,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.0 is not supported: this reader reads 1.0 "
-            "(same major, minor at most 0)");
+            "package version 2.1 is not supported: this reader reads 1.1 "
+            "(same major, minor at most 1)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 3; }),
-            "package version 1.3 is not supported: this reader reads 1.0 "
-            "(same major, minor at most 0)");
+            "package version 1.3 is not supported: this reader reads 1.1 "
+            "(same major, minor at most 1)");
 }
 
 TEST(PackageErrors, TargetKind) {
@@ -438,6 +438,51 @@ TEST(PackageErrors, Strategy) {
 TEST(PackageErrors, WorldSizeZero) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.metadata.worldSize = 0; }),
             "metadata: world size is 0, expected >= 1");
+}
+
+// Version 1.1's GEMM epilogue buffers: C and aux have the result's dtype,
+// shape and size; each epilogue has its operand and result count.
+TEST(PackageErrors, GemmEpilogueBuffers) {
+  using kiln::runtime::testing::setGemmEpilogue;
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::BiasResidual);
+            }),
+            "<loaded>");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::Residual);
+              p.buffers[12].dtype = PkgDType::F32;
+            }),
+            "thunk 0: gemm epilogue residual C (buffer 12) is [4x2] f32 (32 "
+            "bytes), expected the result's [4x2] bf16 (32 bytes)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::BiasResidual);
+              p.thunks[0].operands.back() = 11; // the bias as C
+            }),
+            "thunk 0: gemm epilogue bias_residual C (buffer 11) is [2] bf16 "
+            "(64 bytes), expected the result's [4x2] bf16 (32 bytes)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::BiasGeluAux);
+              p.buffers[13].shape = {2, 4};
+            }),
+            "thunk 0: gemm epilogue bias_gelu_aux aux (buffer 13) is [2x4] "
+            "bf16 (32 bytes), expected the result's [4x2] bf16 (32 bytes)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::GeluAux);
+              p.thunks[0].results.pop_back();
+            }),
+            "thunk 0: gemm epilogue gelu_aux needs 2 operands and 2 "
+            "result(s), found 2 and 1");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::GeluAux);
+              p.thunks[0].results.back() = 14;
+            }),
+            "thunk 0: result 1 names buffer 14, but the package has 14 "
+            "buffers");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::BiasGeluAux);
+              p.thunks[0].gemm.epilogue = bad<PkgGemmEpilogue>(11);
+            }),
+            "thunk 0: gemm epilogue 11 is out of range (0..10)");
 }
 
 TEST(PackageErrors, LoadFromFileNamesThePath) {

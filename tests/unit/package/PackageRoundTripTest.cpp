@@ -38,7 +38,7 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   // Spot checks on top of the whole-struct comparison, so a broken
   // operator== cannot hide a dropped field.
   EXPECT_EQ(p.majorVersion, 1);
-  EXPECT_EQ(p.minorVersion, 0);
+  EXPECT_EQ(p.minorVersion, 1);
   EXPECT_EQ(p.target.kind, TargetKind::Cuda);
   EXPECT_THAT(p.target.smArchs, ::testing::ElementsAre(80u, 90u));
   EXPECT_EQ(p.target.cpuFeatures, "+avx2,+fma");
@@ -90,6 +90,37 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
               ::testing::ElementsAre("--target=cuda:sm_90", "--amp=bf16"));
   EXPECT_EQ(p.metadata.graphHash.size(), 32u);
   EXPECT_TRUE(p == original);
+}
+
+// Version 1.1's GEMM epilogues: the residual's C operand and GELU's aux
+// result come back in their places, with the epilogue.
+TEST(PackageRoundTrip, GemmEpilogueBuffersSurvive) {
+  using kiln::runtime::testing::setGemmEpilogue;
+  for (PkgGemmEpilogue e :
+       {PkgGemmEpilogue::Residual, PkgGemmEpilogue::BiasResidual,
+        PkgGemmEpilogue::GeluAux, PkgGemmEpilogue::BiasGeluAux}) {
+    SCOPED_TRACE(pkgGemmEpilogueName(e));
+    LoadedPackage original = makeSamplePackage();
+    setGemmEpilogue(original, e);
+    StatusOr<std::vector<uint8_t>> bytes =
+        kiln::serialize::writePackage(original);
+    ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+    StatusOr<LoadedPackage> loaded =
+        loadPackageFromBytes(bytes->data(), bytes->size());
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    const PackageThunk &t = loaded->thunks[0];
+    EXPECT_EQ(t.gemm.epilogue, e);
+    PkgGemmEpilogueBuffers extra = pkgGemmEpilogueBuffers(e);
+    EXPECT_EQ(t.operands.size(), extra.operands());
+    EXPECT_EQ(t.results.size(), extra.results());
+    if (extra.c)
+      EXPECT_EQ(t.operands.back(), 12u);
+    if (extra.bias)
+      EXPECT_EQ(t.operands[2], 11u);
+    if (extra.aux)
+      EXPECT_THAT(t.results, ::testing::ElementsAre(3u, 13u));
+    EXPECT_TRUE(loaded.value() == original);
+  }
 }
 
 TEST(PackageRoundTrip, EmptyPackageLoads) {

@@ -168,6 +168,30 @@ inline LoadedPackage makeSamplePackage() {
   return p;
 }
 
+// The sample's gemm (thunk 0, writing y: [4, 2] bf16) with |epilogue| and
+// the buffers it reads or writes besides lhs and rhs: a bias [2] (buffer
+// 11), C (12) and aux (13), both shaped as y, in a grown arena.
+inline void setGemmEpilogue(LoadedPackage &p, PkgGemmEpilogue epilogue) {
+  p.arenaSize = 1216;
+  p.buffers.push_back(makeBuffer("bias", {2}, 1024, 64, PkgRole::None));
+  p.buffers.push_back(makeBuffer("residual", {4, 2}, 1088, 32, PkgRole::None));
+  p.buffers.push_back(makeBuffer("pre", {4, 2}, 1152, 32, PkgRole::None));
+  for (size_t i = 11; i < 14; ++i)
+    p.buffers[i].dtype = PkgDType::BF16;
+  PackageThunk &t = p.thunks[0];
+  PkgGemmEpilogueBuffers extra = pkgGemmEpilogueBuffers(epilogue);
+  t.gemm.epilogue = epilogue;
+  t.gemm.batch = 1;
+  t.operands = {0, 1};
+  if (extra.bias)
+    t.operands.push_back(11);
+  if (extra.c)
+    t.operands.push_back(12);
+  t.results = {3};
+  if (extra.aux)
+    t.results.push_back(13);
+}
+
 } // namespace kiln::runtime::testing
 
 #endif // KILN_TESTS_UNIT_PACKAGE_PACKAGETESTUTIL_H

@@ -73,6 +73,8 @@ int main(int argc, char **argv) {
                   (long long)t.gemm.m, (long long)t.gemm.n, (long long)t.gemm.k,
                   (long long)t.gemm.batch, t.gemm.transposeLhs,
                   t.gemm.transposeRhs);
+    if (t.hasGemm && t.gemm.epilogue != PkgGemmEpilogue::None)
+      std::printf(" epilogue %s", pkgGemmEpilogueName(t.gemm.epilogue));
     if (t.hasConv) {
       std::printf(" library %u conv", (unsigned)t.library);
       for (const std::vector<int64_t> *v :

@@ -19,7 +19,8 @@
 // scratch buffer "NAME.dot", then a KernelLaunch of the epilogue kernel
 // reads the fusion inputs the epilogue uses and that buffer (last) and
 // writes the fusion's results. For CUDA, a gemm fusion whose epilogue
-// cuBLASLt has (matchGemmEpilogue: bias, ReLU, GELU) or that is a weight
+// cuBLASLt has (matchGemmEpilogue: bias, ReLU, GELU, a residual added as
+// cuBLASLt's C, GELU keeping its pre-activation as aux) or that is a weight
 // gradient plus its bias gradient (matchBiasGradient: kiln-fuse's
 // bias-gradient-epilogues) is one Gemm thunk with that epilogue instead.
 // Any other top-level op becomes the kernel of a one-op fusion
@@ -209,7 +210,9 @@ struct Builder {
                const std::string &name, llvm::LLVMContext &llvmContext,
                PkgGemmEpilogue epilogue = PkgGemmEpilogue::None,
                std::optional<uint32_t> bias = std::nullopt,
-               std::optional<uint32_t> biasGradient = std::nullopt) {
+               std::optional<uint32_t> biasGradient = std::nullopt,
+               std::optional<uint32_t> c = std::nullopt,
+               std::optional<uint32_t> aux = std::nullopt) {
     runtime::cpu::GemmSpec spec;
     auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
     auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
@@ -270,24 +273,44 @@ struct Builder {
     thunk.operands = {lhs, rhs};
     if (bias)
       thunk.operands.push_back(*bias);
+    // A residual is cuBLASLt's C, scaled by beta.
+    if (c) {
+      thunk.operands.push_back(*c);
+      thunk.gemm.beta = 1.0;
+    }
     thunk.results = {result};
     if (biasGradient)
       thunk.results.push_back(*biasGradient);
+    if (aux)
+      thunk.results.push_back(*aux);
     pkg.thunks.push_back(std::move(thunk));
     return true;
   }
 };
 
-// For a CUDA package: whether |fusion|'s epilogue after |split|'s dot is
-// exactly one cuBLASLt epilogue: its one result is |dotOp|'s result plus
-// a [n] bias broadcast along the last dimension (Bias), max(., 0) (Relu),
-// tanh-GELU (Gelu), or a bias then one of those, with nothing else in the
-// body and every value read once. |biasInput| gets the index of the
-// fusion input holding the bias. A fusion that also returns the
-// pre-activation (training keeps it for the backward) does not match.
-std::optional<PkgGemmEpilogue> matchGemmEpilogue(FusionOp fusion,
-                                                 DotGeneralOp dotOp,
-                                                 unsigned &biasInput) {
+// A gemm fusion's epilogue as one cuBLASLt epilogue: its kind and where
+// its extra buffers come from (fusion input and result indices).
+struct GemmEpilogueMatch {
+  PkgGemmEpilogue kind = PkgGemmEpilogue::None;
+  std::optional<unsigned> biasInput, cInput, auxResult;
+  unsigned outResult = 0;
+};
+
+// For a CUDA package: whether |fusion|'s epilogue after |dotOp| is exactly
+// one cuBLASLt epilogue, with nothing else in the body and every value
+// read once:
+//  - one result: |dotOp|'s result plus a [n] bias broadcast along the last
+//    dimension (Bias), max(., 0) (Relu), tanh-GELU (Gelu), or a bias then
+//    one of those; or the product (plus a bias) plus a residual C, a
+//    fusion input of the result's type read only there (Residual,
+//    BiasResidual: cuBLASLt's beta * C);
+//  - two results (training's forward keeps the pre-activation for the
+//    backward): the pre-activation (the product, plus a bias) and tanh-GELU
+//    of it (GeluAux, BiasGeluAux: the pre-activation is cuBLASLt's aux).
+// The new epilogues take an unbatched product only (the runtime's
+// epilogues need batch 1).
+std::optional<GemmEpilogueMatch> matchGemmEpilogue(FusionOp fusion,
+                                                   DotGeneralOp dotOp) {
   // f32, bf16 and f16 (cuBLASLt has no f64 epilogues). For bf16 and f16
   // this is XLA's choice too: cuBLASLt keeps the product in f32 through
   // the epilogue and rounds once, where the step's IR (and the
@@ -297,19 +320,93 @@ std::optional<PkgGemmEpilogue> matchGemmEpilogue(FusionOp fusion,
   auto resultType =
       mlir::cast<mlir::RankedTensorType>(fusion.getResult(0).getType());
   mlir::Type element = resultType.getElementType();
-  if (fusion.getNumResults() != 1 ||
+  if (fusion.getNumResults() > 2 ||
       !(element.isF32() || element.isBF16() || element.isF16()))
     return std::nullopt;
   mlir::Block &body = fusion.getBody().front();
   auto yield = mlir::dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield || yield.getNumOperands() != 1)
+  if (!yield || yield.getNumOperands() != fusion.getNumResults())
     return std::nullopt;
   mlir::Value dot = dotOp.getResult();
   auto dotType = mlir::cast<mlir::RankedTensorType>(dot.getType());
-  mlir::Value v = yield.getOperand(0);
+  bool unbatched = dotOp.getLhsBatchingDimensions().empty();
+  GemmEpilogueMatch match;
   size_t ops = 2; // the dot and the yield
-  enum { None, Relu, Gelu } activation = None;
   auto single = [](mlir::Value x) { return x.hasOneUse(); };
+  // A fusion input of the body, read once.
+  auto input = [&](mlir::Value x) -> mlir::BlockArgument {
+    auto arg = mlir::dyn_cast<mlir::BlockArgument>(x);
+    return arg && arg.getOwner() == &body && single(x) ? arg
+                                                       : mlir::BlockArgument();
+  };
+  // v = add(dot, broadcast(bias)): sets biasInput and returns the dot, or
+  // returns v.
+  auto peelBias = [&](mlir::Value v) -> mlir::Value {
+    auto add = v.getDefiningOp<AddOp>();
+    if (!add)
+      return v;
+    mlir::Value other = add.getLhs() == dot   ? add.getRhs()
+                        : add.getRhs() == dot ? add.getLhs()
+                                              : mlir::Value();
+    auto broadcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
+    if (!broadcast || !single(other))
+      return v;
+    mlir::BlockArgument arg = input(broadcast.getOperand());
+    auto argType = arg ? mlir::dyn_cast<mlir::RankedTensorType>(arg.getType())
+                       : nullptr;
+    llvm::ArrayRef<int64_t> dims = broadcast.getBroadcastDimensions();
+    if (!arg || !argType || argType.getRank() != 1 ||
+        argType.getElementType() != dotType.getElementType() ||
+        dims.size() != 1 || dims[0] != dotType.getRank() - 1)
+      return v;
+    // The GEMM's n is the rhs's one free dimension, the result's last.
+    auto rhsType =
+        mlir::cast<mlir::RankedTensorType>(dotOp.getRhs().getType());
+    if (rhsType.getRank() -
+            static_cast<int64_t>(dotOp.getRhsBatchingDimensions().size() +
+                                 dotOp.getRhsContractingDimensions().size()) !=
+        1)
+      return v;
+    match.biasInput = arg.getArgNumber();
+    ops += 2;
+    return dot;
+  };
+  auto bodyIs = [&](size_t count) {
+    return static_cast<size_t>(std::distance(body.begin(), body.end())) ==
+           count;
+  };
+
+  if (fusion.getNumResults() == 2) {
+    // (pre, gelu(pre)) in either order, pre = dot (+ bias).
+    if (!unbatched || fusion.getResult(1).getType() != resultType)
+      return std::nullopt;
+    for (unsigned out = 0; out < 2; ++out) {
+      auto gelu = yield.getOperand(out).getDefiningOp<GeluOp>();
+      mlir::Value pre = yield.getOperand(1 - out);
+      if (!gelu || gelu.getApproximate() != GeluApproximation::tanh ||
+          gelu.getOperand() != pre || !single(gelu.getResult()) ||
+          std::distance(pre.use_begin(), pre.use_end()) != 2 ||
+          pre.getType() != resultType)
+        continue;
+      ops = 3; // the dot, the gelu and the yield
+      match.biasInput.reset();
+      if (pre != dot) {
+        if (!single(dot) || peelBias(pre) != dot)
+          return std::nullopt;
+      }
+      if (!bodyIs(ops))
+        return std::nullopt;
+      match.kind = match.biasInput ? PkgGemmEpilogue::BiasGeluAux
+                                   : PkgGemmEpilogue::GeluAux;
+      match.outResult = out;
+      match.auxResult = 1 - out;
+      return match;
+    }
+    return std::nullopt;
+  }
+
+  mlir::Value v = yield.getOperand(0);
+  enum { None, Relu, Gelu } activation = None;
   if (auto relu = v.getDefiningOp<ReluOp>()) {
     activation = Relu;
     v = relu.getOperand();
@@ -320,48 +417,50 @@ std::optional<PkgGemmEpilogue> matchGemmEpilogue(FusionOp fusion,
     activation = Gelu;
     v = gelu.getOperand();
     ++ops;
+  } else if (auto add = v.getDefiningOp<AddOp>();
+             add && unbatched && v.getType() == resultType) {
+    // A residual: add(C, dot (+ bias)) or add(dot (+ bias), C), C a fusion
+    // input of the result's type (a bias add is tried first, so a
+    // broadcast operand is never taken for C).
+    for (unsigned side = 0; side < 2 && !match.cInput; ++side) {
+      mlir::BlockArgument c = input(add->getOperand(side));
+      mlir::Value rest = add->getOperand(1 - side);
+      if (!c || c.getType() != resultType || !single(rest))
+        continue;
+      size_t before = ops;
+      match.biasInput.reset();
+      if (rest == dot || peelBias(rest) == dot) {
+        match.cInput = c.getArgNumber();
+        v = dot;
+        ++ops; // the residual add
+      } else {
+        ops = before;
+      }
+    }
+    if (match.cInput) {
+      if (!single(dot) || !bodyIs(ops))
+        return std::nullopt;
+      match.kind = match.biasInput ? PkgGemmEpilogue::BiasResidual
+                                   : PkgGemmEpilogue::Residual;
+      return match;
+    }
   }
-  bool bias = false;
-  if (auto add = v.getDefiningOp<AddOp>()) {
+  if (v != dot) {
     if (!single(v))
       return std::nullopt;
-    mlir::Value other = add.getLhs() == dot   ? add.getRhs()
-                        : add.getRhs() == dot ? add.getLhs()
-                                              : mlir::Value();
-    auto broadcast = other ? other.getDefiningOp<BroadcastInDimOp>() : nullptr;
-    if (!broadcast || !single(other))
-      return std::nullopt;
-    auto arg = mlir::dyn_cast<mlir::BlockArgument>(broadcast.getOperand());
-    auto argType = arg ? mlir::dyn_cast<mlir::RankedTensorType>(arg.getType())
-                       : nullptr;
-    llvm::ArrayRef<int64_t> dims = broadcast.getBroadcastDimensions();
-    if (!arg || arg.getOwner() != &body || !argType || argType.getRank() != 1 ||
-        argType.getElementType() != dotType.getElementType() ||
-        dims.size() != 1 || dims[0] != dotType.getRank() - 1)
-      return std::nullopt;
-    // The GEMM's n is the rhs's one free dimension, the result's last.
-    auto rhsType =
-        mlir::cast<mlir::RankedTensorType>(dotOp.getRhs().getType());
-    if (rhsType.getRank() -
-            static_cast<int64_t>(dotOp.getRhsBatchingDimensions().size() +
-                                 dotOp.getRhsContractingDimensions().size()) !=
-        1)
-      return std::nullopt;
-    biasInput = arg.getArgNumber();
-    bias = true;
-    v = dot;
-    ops += 2;
+    v = peelBias(v);
   }
-  if (v != dot || !single(dot) ||
-      static_cast<size_t>(std::distance(body.begin(), body.end())) != ops)
+  if (v != dot || !single(dot) || !bodyIs(ops))
     return std::nullopt;
-  if (!bias)
-    return activation == Relu   ? std::optional(PkgGemmEpilogue::Relu)
-           : activation == Gelu ? std::optional(PkgGemmEpilogue::Gelu)
-                                : std::nullopt;
-  return activation == Relu   ? PkgGemmEpilogue::BiasRelu
-         : activation == Gelu ? PkgGemmEpilogue::BiasGelu
-                              : PkgGemmEpilogue::Bias;
+  bool bias = match.biasInput.has_value();
+  if (!bias && activation == None)
+    return std::nullopt;
+  match.kind = activation == Relu
+                   ? (bias ? PkgGemmEpilogue::BiasRelu : PkgGemmEpilogue::Relu)
+               : activation == Gelu
+                   ? (bias ? PkgGemmEpilogue::BiasGelu : PkgGemmEpilogue::Gelu)
+                   : PkgGemmEpilogue::Bias;
+  return match;
 }
 
 // For a CUDA package: whether |fusion| is |dotOp| plus the reduce-sum of
@@ -784,11 +883,10 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
         return fail("gemm fusion " + describe(&op) +
                     ": cannot split it into a GEMM and an epilogue");
       // CUDA: an epilogue cuBLASLt has goes on the GEMM, writing the
-      // fusion's result, and no kernel is emitted for it.
-      unsigned biasInput = 0;
-      std::optional<PkgGemmEpilogue> epilogue;
+      // fusion's result(s), and no kernel is emitted for it.
+      std::optional<GemmEpilogueMatch> epilogue;
       if (pkg.target.kind == TargetKind::Cuda)
-        epilogue = matchGemmEpilogue(fusion, split->dot, biasInput);
+        epilogue = matchGemmEpilogue(fusion, split->dot);
       unsigned dotResult = 0, gradResult = 0;
       if (pkg.target.kind == TargetKind::Cuda &&
           matchBiasGradient(fusion, split->dot, dotResult, gradResult)) {
@@ -800,13 +898,18 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
         continue;
       }
       if (epilogue) {
-        std::optional<uint32_t> bias;
-        if (*epilogue != PkgGemmEpilogue::Relu &&
-            *epilogue != PkgGemmEpilogue::Gelu)
-          bias = operands[biasInput];
+        auto buffer = [](const std::vector<uint32_t> &from,
+                         std::optional<unsigned> i) -> std::optional<uint32_t> {
+          if (i)
+            return from[*i];
+          return std::nullopt;
+        };
         if (!b.addGemm(split->dot, operands[split->lhsInput],
-                       operands[split->rhsInput], results[0], opName,
-                       llvmContext, *epilogue, bias))
+                       operands[split->rhsInput], results[epilogue->outResult],
+                       opName, llvmContext, epilogue->kind,
+                       buffer(operands, epilogue->biasInput), std::nullopt,
+                       buffer(operands, epilogue->cInput),
+                       buffer(results, epilogue->auxResult)))
           return fail(b.error);
         continue;
       }

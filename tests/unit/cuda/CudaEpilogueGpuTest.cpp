@@ -7,7 +7,10 @@
 // the rounded product); where cuBLASLt plans the fused epilogue, the two
 // agree; where it does not, gemmPlan must say "unsupported" (else
 // CudaExecutable::create would fail instead of falling back) and the test
-// prints which combinations fell back. Part of kiln-cuda-runtime-tests
+// prints which combinations fell back. Also the residual (cuBLASLt's C,
+// separate or in place) and GELU's aux output against FakeCudaApi.h's
+// definition, the aux through the fallback kernel where cuBLASLt refuses
+// it. Part of kiln-cuda-runtime-tests
 // (no MLIR), run by bench/gpu/check.sh.
 //
 //===----------------------------------------------------------------------===//
@@ -167,6 +170,137 @@ TEST_F(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
         }
   std::printf("cuBLASLt refused %d of %zu epilogue combinations\n", refused, index);
   RecordProperty("refused", refused);
+  api.free(ws);
+}
+
+// The residual (cuBLASLt's C: a separate buffer, and the result's own
+// buffer in place) and GELU's aux (the pre-activation as a second output)
+// on the real cuBLASLt against FakeCudaApi.h's definition (f32 compute,
+// one rounding of each output), for f32 / bf16 / fp16 and both transposes.
+// Where cuBLASLt refuses the aux epilogue (it must say "unsupported"; n = 90
+// is no multiple of 8, which it refuses everywhere), the fallback runs: the
+// plain GEMM into aux, then CudaEpilogue's kernel, within one rounding.
+TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
+  CudaApi &api = *this->api;
+  StatusOr<std::unique_ptr<CudaEpilogue>> made =
+      CudaEpilogue::create(api, device, 0);
+  ASSERT_TRUE(made.isOk()) << made.status().message();
+  CudaEpilogue &epilogue = *made.value();
+  size_t wsBytes = 32u << 20;
+  void *ws = nullptr;
+  ASSERT_TRUE(api.malloc(&ws, wsBytes).isOk());
+  struct Kind {
+    const char *name;
+    GemmEpilogue epilogue;
+    bool residual, inPlace;
+  };
+  const Kind kinds[] = {{"residual", GemmEpilogue::None, true, false},
+                        {"residual in place", GemmEpilogue::None, true, true},
+                        {"bias+residual", GemmEpilogue::Bias, true, false},
+                        {"bias+residual in place", GemmEpilogue::Bias, true, true},
+                        {"gelu+aux", GemmEpilogue::GeluAux, false, false},
+                        {"bias+gelu+aux", GemmEpilogue::BiasGeluAux, false, false}};
+  size_t index = 0;
+  int fellBack = 0;
+  for (int64_t n : {96, 90})
+    for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16, PkgDType::F16})
+      for (const Kind &kind : kinds)
+        for (bool tl : {false, true})
+          for (bool tr : {false, true}) {
+            const int64_t m = 64, k = 300;
+            GemmDesc desc;
+            desc.dtype = dtype;
+            desc.params.m = m, desc.params.n = n, desc.params.k = k;
+            desc.params.transposeLhs = tl;
+            desc.params.transposeRhs = tr;
+            desc.params.beta = kind.residual ? 1.0 : 0.0;
+            desc.epilogue = kind.epilogue;
+            desc.residual = kind.residual;
+            bool aux = gemmEpilogueWritesAux(kind.epilogue);
+            std::string what = std::string(pkgDTypeName(dtype)) + " " +
+                               kind.name + " n=" + std::to_string(n) +
+                               " tl=" + std::to_string(tl) +
+                               " tr=" + std::to_string(tr);
+            auto lhs = randomBuffer(dtype, m * k, 1),
+                 rhs = randomBuffer(dtype, k * n, 2),
+                 bias = randomBuffer(dtype, n, 3),
+                 c = randomBuffer(dtype, m * n, 4);
+            size_t outBytes = c.size();
+            // The definition.
+            std::vector<uint8_t> want(outBytes), wantAux(outBytes);
+            cuda::testing::FakeCudaApi::hostGemm(
+                desc, lhs.data(), rhs.data(), want.data(), bias.data(), nullptr,
+                c.data(), wantAux.data());
+            void *dl, *dr, *dbias, *dc, *dout, *daux;
+            ASSERT_TRUE(api.malloc(&dl, lhs.size()).isOk());
+            ASSERT_TRUE(api.malloc(&dr, rhs.size()).isOk());
+            ASSERT_TRUE(api.malloc(&dbias, bias.size()).isOk());
+            ASSERT_TRUE(api.malloc(&dc, outBytes).isOk());
+            ASSERT_TRUE(api.malloc(&dout, outBytes).isOk());
+            ASSERT_TRUE(api.malloc(&daux, outBytes).isOk());
+            api.memcpyAsync(dl, lhs.data(), lhs.size(), CopyKind::HostToDevice, stream);
+            api.memcpyAsync(dr, rhs.data(), rhs.size(), CopyKind::HostToDevice, stream);
+            api.memcpyAsync(dbias, bias.data(), bias.size(), CopyKind::HostToDevice,
+                            stream);
+            api.memcpyAsync(dc, c.data(), outBytes, CopyKind::HostToDevice, stream);
+            if (kind.inPlace)
+              api.memcpyAsync(dout, c.data(), outBytes, CopyKind::HostToDevice,
+                              stream);
+            const void *cIn = !kind.residual ? nullptr : kind.inPlace ? dout : dc;
+            const void *biasIn = gemmEpilogueReadsBias(kind.epilogue) ? dbias : nullptr;
+            GemmPlan plan = nullptr;
+            bool unsupported = false;
+            Status s = api.gemmPlan(&plan, desc, wsBytes, &unsupported);
+            if (s.isOk()) {
+              s = api.gemmRun(plan, dl, dr, dout, biasIn, nullptr, cIn,
+                              aux ? daux : nullptr, ws, wsBytes, stream);
+              ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+              api.gemmDestroy(plan);
+            } else {
+              // Only an aux epilogue may be refused, and only as unsupported.
+              ASSERT_TRUE(aux && unsupported) << what << ": " << s.message();
+              std::printf("note: %s: cuBLASLt refuses it, the fallback runs: %s\n",
+                          what.c_str(), s.message().c_str());
+              ++fellBack;
+              GemmDesc plain = desc;
+              plain.epilogue = GemmEpilogue::None;
+              ASSERT_TRUE(api.gemmPlan(&plan, plain, wsBytes).isOk()) << what;
+              ASSERT_TRUE(api.gemmRun(plan, dl, dr, daux, nullptr, nullptr, ws,
+                                      wsBytes, stream)
+                              .isOk())
+                  << what;
+              api.gemmDestroy(plan);
+              s = epilogue.plan(index, kind.epilogue, dtype, desc.params, dout,
+                                biasIn, dr, nullptr, daux);
+              ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+              s = epilogue.run(index++, stream);
+              ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+            }
+            std::vector<uint8_t> got(outBytes), gotAux(outBytes);
+            api.memcpyAsync(got.data(), dout, outBytes, CopyKind::DeviceToHost, stream);
+            api.memcpyAsync(gotAux.data(), daux, outBytes, CopyKind::DeviceToHost,
+                            stream);
+            ASSERT_TRUE(api.streamSynchronize(stream).isOk()) << what;
+            // Summation order (and TF32 off: plain f32) plus a rounding or
+            // two of the type.
+            double tol = dtype == PkgDType::F32 ? 1e-4 : 2e-2;
+            for (int64_t i = 0; i < m * n; ++i) {
+              double w = valueAt(dtype, want, i), g = valueAt(dtype, got, i);
+              ASSERT_LE(std::fabs(w - g), tol * std::max(1.0, std::fabs(w)) * 2)
+                  << what << " element " << i;
+              if (!aux)
+                continue;
+              double wa = valueAt(dtype, wantAux, i), ga = valueAt(dtype, gotAux, i);
+              ASSERT_LE(std::fabs(wa - ga), tol * std::max(1.0, std::fabs(wa)) * 2)
+                  << what << " aux element " << i;
+            }
+            for (void *p : {dl, dr, dbias, dc, dout, daux})
+              api.free(p);
+          }
+  // n = 90: every aux combination (2 kinds x 3 types x 4 transposes).
+  EXPECT_GE(fellBack, 24);
+  std::printf("%d aux combinations fell back to the kernel\n", fellBack);
+  RecordProperty("fell_back", fellBack);
   api.free(ws);
 }
 

@@ -200,7 +200,7 @@ struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
                                   << func.getName()
                                   << " must be a ranked tensor, but is "
                                   << arg.getType();
-        emitRemark(arg.getLoc()) << "parameter argument " << i
+        emitWarning(arg.getLoc()) << "parameter argument " << i
                           << (name ? " ('" + name.getValue().str() + "')" : "")
                           << " of @" << func.getName()
                           << " receives no gradient from the loss; its gradient "

@@ -229,7 +229,7 @@ func.func @reciprocal(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> 
 // CHECK: %[[ZERO:.*]] = kiln.constant dense<0.000000e+00> : tensor<4xf32>
 // CHECK-NOT: kiln.broadcast_in_dim
 // CHECK: return %{{.*}}, %[[ZERO]]
-// expected-remark@+1 {{parameter argument 0 of @stop_gradient receives no gradient from the loss; its gradient is zero}}
+// expected-warning@+1 {{parameter argument 0 of @stop_gradient receives no gradient from the loss; its gradient is zero}}
 func.func @stop_gradient(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %y = kiln.stop_gradient %x : tensor<4xf32>
   %l = kiln.reduce sum %y, dims = [0] : tensor<4xf32> -> tensor<f32>
@@ -325,7 +325,7 @@ func.func @convert(%x: tensor<4xbf16> {kiln.role = #kiln.role<parameter>}) -> (t
 // CHECK-LABEL: func.func @convert_int
 // CHECK: %[[ZERO:.*]] = kiln.constant dense<0.000000e+00> : tensor<4xf32>
 // CHECK: return %{{.*}}, %[[ZERO]]
-// expected-remark@+1 {{parameter argument 0 of @convert_int receives no gradient from the loss; its gradient is zero}}
+// expected-warning@+1 {{parameter argument 0 of @convert_int receives no gradient from the loss; its gradient is zero}}
 func.func @convert_int(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %i = kiln.convert %x : tensor<4xf32> -> tensor<4xi32>
   %y = kiln.convert %i : tensor<4xi32> -> tensor<4xf32>
@@ -450,8 +450,8 @@ func.func @pow(%a: tensor<4xf32> {kiln.role = #kiln.role<parameter>}, %b: tensor
 // CHECK-LABEL: func.func @compare
 // CHECK: %[[ZERO:.*]] = kiln.constant dense<0.000000e+00> : tensor<4xf32>
 // CHECK: return %{{.*}}, %[[ZERO]], %[[ZERO]]
-// expected-remark@+2 {{parameter argument 0 of @compare receives no gradient from the loss; its gradient is zero}}
-// expected-remark@+1 {{parameter argument 1 of @compare receives no gradient from the loss; its gradient is zero}}
+// expected-warning@+2 {{parameter argument 0 of @compare receives no gradient from the loss; its gradient is zero}}
+// expected-warning@+1 {{parameter argument 1 of @compare receives no gradient from the loss; its gradient is zero}}
 func.func @compare(%a: tensor<4xf32> {kiln.role = #kiln.role<parameter>}, %b: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %p = kiln.compare lt, %a, %b : tensor<4xf32>
   %y = kiln.convert %p : tensor<4xi1> -> tensor<4xf32>

@@ -64,7 +64,7 @@ func.func @fan_out(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (te
 // CHECK: %[[ZERO:.*]] = kiln.constant dense<0.000000e+00> : tensor<2x2xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %[[ZERO]]
 func.func @unused_parameter(%x: tensor<4xf32> {kiln.role = #kiln.role<parameter>, kiln.name = "used"},
-    // expected-remark@+1 {{parameter argument 1 ('spare') of @unused_parameter receives no gradient from the loss; its gradient is zero}}
+    // expected-warning@+1 {{parameter argument 1 ('spare') of @unused_parameter receives no gradient from the loss; its gradient is zero}}
     %u: tensor<2x2xf32> {kiln.role = #kiln.role<parameter>, kiln.name = "spare"}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %l = kiln.reduce sum %x, dims = [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>

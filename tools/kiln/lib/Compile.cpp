@@ -54,6 +54,7 @@ struct RawFlags {
   bool forwardOnly = false;
   bool noOptimize = false;
   bool report = false;
+  bool remarks = false;
   OptimizerFlags optimizer;
 };
 
@@ -231,6 +232,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addSwitch("report", &raw.report,
                    "print kernels per step, modelled bytes and the planned "
                    "peak against its lower bound");
+  parser.addSwitch("remarks", &raw.remarks,
+                   "also print the passes' remarks (why an update is not in "
+                   "place, the schedule's peaks, ...); errors and warnings "
+                   "always print");
   addOptimizerFlags(parser, raw.optimizer);
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
@@ -243,6 +248,7 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   registerKilnDialects(registry);
   mlir::MLIRContext context(registry);
   DiagnosticPrinter diagnostics(&context, errs);
+  diagnostics.setShowRemarks(raw.remarks);
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
       loadModule(options.input, &context, diagnostics);

@@ -54,6 +54,10 @@ double gemmPeak(PkgDType dtype, const RooflineDevice &d) {
 // "blocks.11.mlp.fc" -> "blocks.*.mlp.fc": a layer's thunks and the same
 // thunks of every other layer fall into one group.
 std::string foldLayers(llvm::StringRef name) {
+  // "blocks.3.mlp.fc +2": the node, then what the kernel fuses besides.
+  auto [node, rest] = name.split(' ');
+  if (!rest.empty())
+    return foldLayers(node) + " " + rest.str();
   llvm::SmallVector<llvm::StringRef> parts;
   name.split(parts, '.');
   std::string out;
@@ -90,12 +94,15 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
   std::map<std::string, const PackageKernel *> kernelsByName;
   for (const PackageKernel &k : p.kernels)
     kernelsByName[k.name] = &k;
+  // The kernel's first graph node, and how many other nodes it fuses.
   auto sourceName = [](const PackageKernel &k) {
     if (k.sourceNodes.empty())
       return k.name;
+    std::set<std::string> others(k.sourceNodes.begin(), k.sourceNodes.end());
+    others.erase(k.sourceNodes.front());
     std::string name = k.sourceNodes.front();
-    if (k.sourceNodes.size() > 1)
-      name += " +" + std::to_string(k.sourceNodes.size() - 1);
+    if (!others.empty())
+      name += " +" + std::to_string(others.size());
     return name;
   };
 
@@ -271,9 +278,16 @@ void printPackageRoofline(const PackageRooflineResult &r,
   std::map<std::string, Group> groups;
   for (const ThunkCost &c : r.thunks) {
     std::string name = foldLayers(c.name);
-    // A kernel's name is unique per kernel; group kernels by their nodes.
-    std::string detail = c.kind == "kernel" ? "" : c.detail;
-    Group &g = groups[c.kind + "|" + name + "|" + detail];
+    // Library calls of one shape are alike whatever their nodes; kernels
+    // (their names are unique) are alike when they come from the same
+    // nodes of different layers and move the same bytes.
+    bool kernel = c.kind == "kernel";
+    std::string detail = kernel ? "" : c.detail;
+    std::string key = c.kind + "|" +
+                      (kernel ? name + "|" + std::to_string(c.bytes) : detail);
+    Group &g = groups[key];
+    if (g.count && g.name != name)
+      name = g.name; // the first member names a group of library calls
     g.kind = c.kind;
     g.name = name;
     g.detail = detail;

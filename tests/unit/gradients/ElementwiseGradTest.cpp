@@ -91,6 +91,30 @@ TEST(ElementwiseGradient, GeluTanh) {
   });
 }
 
+// gelu_grad(x, dy) = dy gelu'(x): its own gradient needs gelu''(x) for x
+// and gelu'(x) for dy (a second-order use: the gradient of a gradient).
+TEST(ElementwiseGradient, GeluGradErf) {
+  trials([](Random &r) {
+    Shape s = anyShape(r);
+    Case c;
+    c.args = {{"x", r.uniform(s, -3.0, 3.0)}, {"dy", r.uniform(s, -2.0, 2.0)}};
+    c.body = "  %y = kiln.gelu_grad erf, %x, %dy : " + tensorType(s);
+    c.resultShape = s;
+    return c;
+  });
+}
+
+TEST(ElementwiseGradient, GeluGradTanh) {
+  trials([](Random &r) {
+    Shape s = anyShape(r);
+    Case c;
+    c.args = {{"x", r.uniform(s, -3.0, 3.0)}, {"dy", r.uniform(s, -2.0, 2.0)}};
+    c.body = "  %y = kiln.gelu_grad tanh, %x, %dy : " + tensorType(s);
+    c.resultShape = s;
+    return c;
+  });
+}
+
 TEST(ElementwiseGradient, StopGradient) {
   // stop_gradient is the identity going forward, so finite differences see
   // a slope; autodiff must see none.

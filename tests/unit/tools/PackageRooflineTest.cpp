@@ -32,6 +32,16 @@ uint32_t addBuffer(LoadedPackage &p, std::string name, PkgDType dtype,
   return uint32_t(p.buffers.size() - 1);
 }
 
+PackageThunk &addThunk(LoadedPackage &p, ThunkKind kind,
+                       std::vector<uint32_t> operands,
+                       std::vector<uint32_t> results) {
+  PackageThunk &t = p.thunks.emplace_back();
+  t.kind = kind;
+  t.operands = std::move(operands);
+  t.results = std::move(results);
+  return t;
+}
+
 double seconds(const RooflineDevice &d, double flops, double peak,
                double efficiency, double bytes) {
   return std::max(flops / (peak * efficiency),
@@ -46,17 +56,14 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
   uint32_t w = addBuffer(p, "w", PkgDType::BF16, {k, n}, PkgRole::Parameter);
   uint32_t bias = addBuffer(p, "b", PkgDType::BF16, {n}, PkgRole::Parameter);
   uint32_t out = addBuffer(p, "fusion3.0", PkgDType::BF16, {m, n});
-  PackageThunk gemm;
-  gemm.kind = ThunkKind::LibraryCall;
+  PackageThunk &gemm =
+      addThunk(p, ThunkKind::LibraryCall, {a, w, bias}, {out});
   gemm.library = LibraryKind::Gemm;
   gemm.hasGemm = true;
   gemm.gemm.m = m;
   gemm.gemm.n = n;
   gemm.gemm.k = k;
   gemm.gemm.epilogue = PkgGemmEpilogue::BiasGelu;
-  gemm.operands = {a, w, bias};
-  gemm.results = {out};
-  p.thunks.push_back(gemm);
 
   // A kernel reading the GEMM's result twice (counted once) and writing one.
   PackageKernel kernel;
@@ -65,12 +72,7 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
   kernel.sourceNodes = {"blocks.3.mlp.fc.matmul", "blocks.3.mlp.gelu"};
   p.kernels.push_back(kernel);
   uint32_t act = addBuffer(p, "fusion4.0", PkgDType::BF16, {m, n});
-  PackageThunk launch;
-  launch.kind = ThunkKind::KernelLaunch;
-  launch.kernel = 0;
-  launch.operands = {out, out};
-  launch.results = {act};
-  p.thunks.push_back(launch);
+  addThunk(p, ThunkKind::KernelLaunch, {out, out}, {act}).kernel = 0;
 
   // Causal attention, B 2, H 4, T 256, D 64, and its gradient.
   const int64_t B = 2, H = 4, T = 256, D = 64;
@@ -79,34 +81,21 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
   uint32_t v = addBuffer(p, "v", PkgDType::BF16, {B, H, T, D});
   uint32_t o = addBuffer(p, "attention7.0", PkgDType::BF16, {B, H, T, D});
   uint32_t lse = addBuffer(p, "attention7.1", PkgDType::F32, {B, H, T});
-  PackageThunk attention;
-  attention.kind = ThunkKind::LibraryCall;
-  attention.library = LibraryKind::Attention;
-  attention.hasAttention = true;
-  attention.attention = {B, H, T, T, D, D, 0.125, true};
-  attention.operands = {q, kk, v};
-  attention.results = {o, lse};
-  p.thunks.push_back(attention);
-  PackageThunk attentionGrad = attention;
-  attentionGrad.library = LibraryKind::AttentionGrad;
   uint32_t dq = addBuffer(p, "dq", PkgDType::BF16, {B, H, T, D});
   uint32_t dk = addBuffer(p, "dk", PkgDType::BF16, {B, H, T, D});
   uint32_t dv = addBuffer(p, "dv", PkgDType::BF16, {B, H, T, D});
-  attentionGrad.operands = {q, kk, v, o, lse, act};
-  attentionGrad.results = {dq, dk, dv};
-  p.thunks.push_back(attentionGrad);
+  for (bool grad : {false, true}) {
+    PackageThunk &t =
+        grad ? addThunk(p, ThunkKind::LibraryCall, {q, kk, v, o, lse, act},
+                        {dq, dk, dv})
+             : addThunk(p, ThunkKind::LibraryCall, {q, kk, v}, {o, lse});
+    t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
+    t.hasAttention = true;
+    t.attention = {B, H, T, T, D, D, 0.125, true};
+  }
 
-  PackageThunk copy;
-  copy.kind = ThunkKind::Copy;
-  copy.operands = {q};
-  copy.results = {dq};
-  p.thunks.push_back(copy);
-  PackageThunk collective;
-  collective.kind = ThunkKind::Collective;
-  collective.hasCollective = true;
-  collective.operands = {dq};
-  collective.results = {dq};
-  p.thunks.push_back(collective);
+  addThunk(p, ThunkKind::Copy, {q}, {dq});
+  addThunk(p, ThunkKind::Collective, {dq}, {dq}).hasCollective = true;
 
   RooflineDevice d;
   PackageRooflineResult r = predictPackageRoofline(p, d);
@@ -167,14 +156,10 @@ TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {
   LoadedPackage p;
   uint32_t a = addBuffer(p, "a", PkgDType::F32, {512, 512});
   uint32_t out = addBuffer(p, "dot0.0", PkgDType::F32, {512, 512});
-  PackageThunk gemm;
-  gemm.kind = ThunkKind::LibraryCall;
+  PackageThunk &gemm = addThunk(p, ThunkKind::LibraryCall, {a, a}, {out});
   gemm.hasGemm = true;
   gemm.gemm.m = gemm.gemm.n = gemm.gemm.k = 512;
   gemm.gemm.beta = 1.0; // accumulates: reads its output too
-  gemm.operands = {a, a};
-  gemm.results = {out};
-  p.thunks.push_back(gemm);
   RooflineDevice d;
   PackageRooflineResult r = predictPackageRoofline(p, d);
   ASSERT_EQ(r.thunks.size(), 1u);
@@ -211,12 +196,7 @@ TEST(PackageRooflineTest, TokensAndLayersFoldedInTheSummary) {
     k.sourceNodes = {"blocks." + std::to_string(layer) + ".ln1"};
     p.kernels.push_back(k);
     uint32_t out = addBuffer(p, k.name + ".0", PkgDType::BF16, {8, 1024, 768});
-    PackageThunk t;
-    t.kind = ThunkKind::KernelLaunch;
-    t.kernel = layer;
-    t.operands = {tokens};
-    t.results = {out};
-    p.thunks.push_back(t);
+    addThunk(p, ThunkKind::KernelLaunch, {tokens}, {out}).kernel = layer;
   }
   RooflineDevice d;
   PackageRooflineResult r = predictPackageRoofline(p, d);

@@ -23,6 +23,7 @@ const char *gemmEpilogueName(GemmEpilogue epilogue) {
   case GemmEpilogue::BiasGradient: return "bias-gradient";
   case GemmEpilogue::GeluAux: return "gelu+aux";
   case GemmEpilogue::BiasGeluAux: return "bias+gelu+aux";
+  case GemmEpilogue::DGelu: return "dgelu";
   }
   return "unknown";
 }
@@ -36,8 +37,12 @@ bool gemmEpilogueWritesAux(GemmEpilogue e) {
   return e == GemmEpilogue::GeluAux || e == GemmEpilogue::BiasGeluAux;
 }
 
+bool gemmEpilogueReadsAux(GemmEpilogue e) { return e == GemmEpilogue::DGelu; }
+
 std::string gemmLtRefusal(const GemmDesc &desc) {
-  if (gemmEpilogueWritesAux(desc.epilogue) && desc.params.n % 8 != 0)
+  if ((gemmEpilogueWritesAux(desc.epilogue) ||
+       gemmEpilogueReadsAux(desc.epilogue)) &&
+      desc.params.n % 8 != 0)
     return std::string("the ") + gemmEpilogueName(desc.epilogue) +
            " epilogue's aux leading dimension " +
            std::to_string(desc.params.n) +

@@ -57,7 +57,9 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 // the rhs (a dense layer's bias gradient, when the rhs is dY and k runs
 // over the batch); GeluAux and BiasGeluAux (CUBLASLT_EPILOGUE_GELU_AUX,
 // _GELU_AUX_BIAS) also write aux[m, n] = the pre-activation (the product,
-// plus the bias), which training keeps for the backward.
+// plus the bias), which training keeps for the backward; DGelu
+// (CUBLASLT_EPILOGUE_DGELU) reads aux[m, n], the forward's pre-activation,
+// and writes the product times gelu'(aux) (tanh approximation).
 enum class GemmEpilogue {
   None,
   Bias,
@@ -67,7 +69,8 @@ enum class GemmEpilogue {
   BiasGelu,
   BiasGradient,
   GeluAux,
-  BiasGeluAux
+  BiasGeluAux,
+  DGelu
 };
 
 const char *gemmEpilogueName(GemmEpilogue epilogue);
@@ -108,9 +111,10 @@ LtGemm lowerGemmToLt(const GemmParams &params);
 // library sees it.
 Status checkGemmDesc(const GemmDesc &desc);
 
-// Whether |epilogue| reads a bias / writes an aux matrix.
+// Whether |epilogue| reads a bias / writes an aux matrix / reads one.
 bool gemmEpilogueReadsBias(GemmEpilogue epilogue);
 bool gemmEpilogueWritesAux(GemmEpilogue epilogue);
+bool gemmEpilogueReadsAux(GemmEpilogue epilogue);
 
 // Why cuBLASLt has no algorithm for a valid |desc| whatever the device, or
 // an empty string: an aux matrix's leading dimension (n, its rows being
@@ -181,7 +185,7 @@ public:
   // for at most |workspaceBytes| of workspace; gemmRun runs it on |stream|.
   // |bias| is read by the Bias* epilogues, |biasGrad| written by
   // BiasGradient, |c| read by a residual desc (cuBLASLt's C), |aux|
-  // written by the *Aux epilogues (else null). When the plan fails because cuBLASLt offers
+  // written by the *Aux epilogues or read by DGelu (else null). When the plan fails because cuBLASLt offers
   // no algorithm for the GemmDesc on this device (CUBLAS_STATUS_NOT_SUPPORTED
   // from the heuristic or the epilogue attribute, or no heuristic result),
   // *|unsupported| (when given) is set to true, so a caller can plan the

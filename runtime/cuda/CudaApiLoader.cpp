@@ -531,6 +531,7 @@ cublasLtEpilogue_t ltEpilogue(GemmEpilogue e) {
   case GemmEpilogue::BiasGradient: return CUBLASLT_EPILOGUE_BGRADA;
   case GemmEpilogue::GeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
   case GemmEpilogue::BiasGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case GemmEpilogue::DGelu: return CUBLASLT_EPILOGUE_DGELU;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -611,7 +612,8 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
   }
   // The aux matrix has D's layout: column-major rows x cols, ld = rows (n);
   // its pointer is set per run, like the bias's.
-  if (gemmEpilogueWritesAux(desc.epilogue)) {
+  if (gemmEpilogueWritesAux(desc.epilogue) ||
+      gemmEpilogueReadsAux(desc.epilogue)) {
     int64_t auxLd = static_cast<int64_t>(lt.ldd);
     if (Status s = setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxLd,
                            sizeof(auxLd), "EPILOGUE_AUX_LD");
@@ -702,7 +704,7 @@ Status RealCudaApi::gemmRun(GemmPlan handle, const void *lhs, const void *rhs,
   GemmEpilogue e = plan->desc.epilogue;
   if (plan->desc.residual && !c)
     return Status::error("gemm: a residual GEMM needs a C pointer");
-  if (gemmEpilogueWritesAux(e)) {
+  if (gemmEpilogueWritesAux(e) || gemmEpilogueReadsAux(e)) {
     if (!aux)
       return Status::error(std::string("gemm: the ") + gemmEpilogueName(e) +
                            " epilogue needs an aux pointer");

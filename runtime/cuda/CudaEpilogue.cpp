@@ -67,6 +67,22 @@ static __device__ __forceinline__ void kiln_epi_gelu_aux(T *out, T *aux, const T
   }
 }
 
+// DGELU: out[i] = product[i] * gelu'(aux[i]) (tanh approximation: u = k (x
+// + c x^3), t = tanh(u), gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c
+// x^2)), in f32, rounded once. |product| may be |out| and |aux| may be
+// |out| (each element is read before it is written), not both.
+template <class T>
+static __device__ __forceinline__ void kiln_epi_dgelu(T *out, const T *product, const T *aux, kiln_index rows, kiln_index n) {
+  kiln_index total = rows * n;
+  KILN_EPI_LOOP(i, total) {
+    float x = kiln_epi_load(aux, i);
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    float t = tanhf(k * (x + c * x * x * x));
+    float d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+    kiln_epi_store(out, i, kiln_epi_load(product, i) * d);
+  }
+}
+
 // The bias gradient's first pass: partial[c, j] = the sum of rhs[l, j] over
 // the rows l of chunk c (256 rows), in f32. rhs is [k, n], or [n, k] when
 // |transposed|. A block (8 warps) takes one tile of columns of one chunk:
@@ -175,6 +191,16 @@ static __device__ __forceinline__ void kiln_epi_bgrad_final(const float *partial
   KILN_EPI_AUX(gelu_aux, suffix, T, 0)                                         \
   KILN_EPI_AUX(bias_gelu_aux, suffix, T, 1)                                    \
   extern "C" __global__ void __launch_bounds__(256)                            \
+      kiln_epilogue_dgelu_##suffix(T *out, const T *product, const T *aux,     \
+                                   kiln_index rows, kiln_index n) {            \
+    kiln_epi_dgelu<T>(out, product, aux, rows, n);                             \
+  }                                                                            \
+  KILN_EPI_HOST(kiln_epilogue_dgelu_##suffix,                                  \
+                kiln_epilogue_dgelu_##suffix((T *)buffers[0],                  \
+                                             (const T *)buffers[1],            \
+                                             (const T *)buffers[2],            \
+                                             KILN_EPI_ARG(3), KILN_EPI_ARG(4)))  \
+  extern "C" __global__ void __launch_bounds__(256)                            \
       kiln_epilogue_bgrad_partial_##suffix(const T *rhs, float *partial,       \
                                            kiln_index k, kiln_index n,         \
                                            kiln_index transposed) {            \
@@ -244,7 +270,7 @@ std::vector<std::string> epilogueKernelEntryPoints() {
   std::vector<std::string> out;
   for (const char *type : {"f32", "f16", "bf16"}) {
     for (const char *mode : {"bias", "relu", "bias_relu", "gelu", "bias_gelu",
-                             "gelu_aux", "bias_gelu_aux"})
+                             "gelu_aux", "bias_gelu_aux", "dgelu"})
       out.push_back(std::string("kiln_epilogue_") + mode + "_" + type);
     out.push_back(std::string("kiln_epilogue_bgrad_partial_") + type);
     out.push_back(std::string("kiln_epilogue_bgrad_final_") + type);
@@ -253,6 +279,8 @@ std::vector<std::string> epilogueKernelEntryPoints() {
 }
 
 uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params) {
+  if (epilogue == GemmEpilogue::DGelu && params.m > 0 && params.n > 0)
+    return uint64_t(params.m) * uint64_t(params.n) * sizeof(float);
   if (epilogue != GemmEpilogue::BiasGradient || params.k < 1 || params.n < 1)
     return 0;
   uint64_t chunks = (uint64_t(params.k) + kChunkRows - 1) / kChunkRows;
@@ -295,6 +323,8 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
                          " epilogue kernel: expected a GEMM of batch 1 and "
                          "positive m, n, k");
   std::vector<KernelLaunch> launches;
+  // Where the plain GEMM writes its product.
+  void *target = gemmEpilogueWritesAux(epilogue) ? aux : out;
   uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) * (2048 / kBlock);
   auto grid = [&](uint64_t blocks) {
     return static_cast<uint32_t>(std::max<uint64_t>(std::min(blocks, cap), 1));
@@ -325,6 +355,27 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
                        grid((total + kBlock - 1) / kBlock),
                        {out, aux, const_cast<void *>(bias), scalar(params.m),
                         scalar(params.n)});
+        !s.isOk())
+      return s;
+  } else if (epilogue == GemmEpilogue::DGelu) {
+    if (!aux)
+      return Status::error("the dgelu epilogue kernel needs the aux input "
+                           "(the pre-activation)");
+    uint64_t total = uint64_t(params.m) * uint64_t(params.n);
+    uint64_t bytes = total * pkgBytesPerElement(dtype);
+    auto *o = static_cast<uint8_t *>(out);
+    auto *a = static_cast<uint8_t *>(aux);
+    bool overlap = o < a + bytes && a < o + bytes;
+    if (overlap && bytes > workspaceBytes_)
+      return Status::error("the dgelu epilogue kernel needs " +
+                           std::to_string(bytes) +
+                           " bytes of workspace for the product (its aux is "
+                           "the result's buffer), found " +
+                           std::to_string(workspaceBytes_));
+    target = overlap ? workspace_ : out;
+    if (Status s = add(std::string("kiln_epilogue_dgelu_") + type,
+                       grid((total + kBlock - 1) / kBlock),
+                       {out, target, aux, scalar(params.m), scalar(params.n)});
         !s.isOk())
       return s;
   } else if (const char *mode = applyMode(epilogue)) {
@@ -363,7 +414,13 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
                          std::string(gemmEpilogueName(epilogue)));
   }
   plans_[index] = std::move(launches);
+  gemmTargets_[index] = target;
   return Status::ok();
+}
+
+void *CudaEpilogue::gemmTarget(size_t index) const {
+  auto found = gemmTargets_.find(index);
+  return found == gemmTargets_.end() ? nullptr : found->second;
 }
 
 Status CudaEpilogue::run(size_t index, CudaStream stream) {

@@ -3,7 +3,7 @@
 // A CUDA package's GEMM thunk may carry a cuBLASLt epilogue (CudaApi.h's
 // GemmEpilogue: bias, ReLU, bias+ReLU, tanh-GELU, bias+GELU, the bias
 // gradient, tanh-GELU with its pre-activation as aux, with or without
-// the bias). When cuBLASLt's heuristic offers no algorithm for one on the
+// the bias; the GELU gradient reading it back). When cuBLASLt's heuristic offers no algorithm for one on the
 // device (gemmPlan reports it as unsupported), CudaExecutable plans the
 // plain GEMM instead and runs the epilogue right after it on the same
 // stream, as XLA and PyTorch do, with these kernels:
@@ -14,6 +14,10 @@
 //   gelu + aux:         pre = aux[r, j] (+ bias[j]), the plain GEMM having
 //                       written its product into the aux buffer; aux = pre
 //                       and out = gelu(pre), each rounded once;
+//   dgelu:              out = product * gelu'(aux), aux the forward's
+//                       pre-activation (tanh approximation, f32, one
+//                       rounding); the product is out itself, or the
+//                       workspace when aux is on out's bytes;
 //   bias gradient:      grad[j] = the sum over l < k of rhs[l, j] (rhs
 //                       [k, n], or [n, k] when transposed), in two passes
 //                       with no atomics: per chunk of 256 rows a partial
@@ -56,7 +60,9 @@ const std::string &epilogueKernelSource();
 std::vector<std::string> epilogueKernelEntryPoints();
 
 // The workspace bytes the bias gradient of a GEMM with |params| needs (its
-// f32 partial sums), 0 for other epilogues.
+// f32 partial sums), or DGELU's (room for its product, [m, n] of at most 4
+// bytes each, for when the aux input is the result's own buffer), 0 for
+// other epilogues.
 uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params);
 
 class CudaEpilogue {
@@ -74,13 +80,19 @@ public:
   // 1, elements of |dtype|: f32, f16 or bf16) writes |out|: the Bias*
   // epilogues read |bias| [n], BiasGradient reads |rhs| and writes
   // |biasGrad| [n], the *Aux ones read the product from |aux| and write
-  // |aux| and |out|. (A residual GEMM's C is the plain GEMM's: cuBLASLt
+  // |aux| and |out|, DGelu scales |out| by gelu'(|aux|). (A residual GEMM's C is the plain GEMM's: cuBLASLt
   // reads it, and the kernel adds the bias.)
   Status plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
               const GemmParams &params, void *out, const void *bias,
               const void *rhs, void *biasGrad, void *aux = nullptr);
   // Queues thunk |index|'s epilogue kernels on |stream| (after its GEMM).
   Status run(size_t index, CudaStream stream);
+  // Where thunk |index|'s plain GEMM writes its product: |out|, |aux| for
+  // the *Aux epilogues, or the workspace for DGelu when |aux| overlaps
+  // |out| (the planner puts the GELU gradient on its input's bytes; the
+  // product must not overwrite the pre-activation before the kernel reads
+  // it).
+  void *gemmTarget(size_t index) const;
 
   // The launches planned for thunk |index| (entry points, for tests).
   std::vector<std::string> entries(size_t index) const;
@@ -94,8 +106,10 @@ private:
   RuntimeKernels kernels_;
   void *workspace_ = nullptr;
   uint64_t workspaceBytes_ = 0;
-  // Each thunk's launches (pointers and 64-bit integers), in order.
+  // Each thunk's launches (pointers and 64-bit integers), in order, and
+  // where its plain GEMM writes.
   std::map<size_t, std::vector<KernelLaunch>> plans_;
+  std::map<size_t, void *> gemmTargets_;
 };
 
 } // namespace kiln::runtime::cuda

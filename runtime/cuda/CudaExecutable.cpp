@@ -458,7 +458,8 @@ Status CudaExecutable::planThunk(size_t index) {
   }
   }
   // The epilogue's extra buffers: a bias operand (Bias*), a C operand
-  // (*Residual, last), a bias-gradient or aux result (result 1);
+  // (*Residual, last), an aux operand (DGelu, operand 2), a bias-gradient
+  // or aux result (result 1);
   // checkPackage has checked the counts.
   PkgGemmEpilogue epilogue = t.hasGemm ? t.gemm.epilogue : PkgGemmEpilogue::None;
   PkgGemmEpilogueBuffers extra = pkgGemmEpilogueBuffers(epilogue);
@@ -489,12 +490,15 @@ Status CudaExecutable::planThunk(size_t index) {
   case PkgGemmEpilogue::BiasGeluAux:
     desc.epilogue = GemmEpilogue::BiasGeluAux;
     break;
+  case PkgGemmEpilogue::DGelu: desc.epilogue = GemmEpilogue::DGelu; break;
   }
   size_t resultArg = t.operands.size();
   plan.bias = extra.bias ? plan.args[2] : nullptr;
   plan.c = extra.c ? plan.args[resultArg - 1] : nullptr;
   plan.biasGrad = extra.biasGradient ? plan.args[resultArg + 1] : nullptr;
-  plan.aux = extra.aux ? plan.args[resultArg + 1] : nullptr;
+  plan.aux = extra.aux        ? plan.args[resultArg + 1]
+             : extra.auxInput ? plan.args[2]
+                              : nullptr;
   plan.gemmOut = plan.args[resultArg];
   desc.allowTf32 = options_.allowTf32;
   uint32_t align = 256;
@@ -534,6 +538,9 @@ Status CudaExecutable::planThunk(size_t index) {
       return s;
   if (extra.aux)
     if (Status s = holds(t.results[1], outElements, "aux"); !s.isOk())
+      return s;
+  if (extra.auxInput)
+    if (Status s = holds(t.operands[2], outElements, "aux"); !s.isOk())
       return s;
   if (!workspace_ && options_.gemmWorkspaceBytes) {
     if (Status s = api_.malloc(&workspace_, options_.gemmWorkspaceBytes);
@@ -587,7 +594,8 @@ Status CudaExecutable::planThunk(size_t index) {
   // residual GEMM stays one (its C is read by cuBLASLt, so a C that is the
   // result's own buffer is read before it is written) and the kernel adds
   // the bias; an aux epilogue's plain GEMM writes the aux buffer, which
-  // the kernel turns into the pre-activation and the result.
+  // the kernel turns into the pre-activation and the result; DGelu's plain
+  // GEMM writes the result, which the kernel scales by gelu'(aux).
   GemmDesc plain = desc;
   plain.epilogue = GemmEpilogue::None;
   if (Status p = planned(plain, plan.gemm, unsupported); !p.isOk())
@@ -596,13 +604,19 @@ Status CudaExecutable::planThunk(size_t index) {
                 " epilogue (" + s.message() + ") and the plain GEMM: " +
                 p.message());
   if (!epilogue_) {
-    // One workspace for every bias gradient's partial sums (the largest).
+    // One workspace for every bias gradient's partial sums and every
+    // DGELU product that cannot go to its result (the largest).
     uint64_t bytes = 0;
     for (const PackageThunk &other : package_.thunks)
-      if (other.kind == ThunkKind::LibraryCall && other.hasGemm &&
-          other.gemm.epilogue == PkgGemmEpilogue::BiasGradient)
-        bytes = std::max(bytes, epilogueWorkspaceBytes(
-                                    GemmEpilogue::BiasGradient, other.gemm));
+      if (other.kind == ThunkKind::LibraryCall && other.hasGemm)
+        bytes = std::max(
+            bytes, epilogueWorkspaceBytes(
+                       other.gemm.epilogue == PkgGemmEpilogue::BiasGradient
+                           ? GemmEpilogue::BiasGradient
+                       : other.gemm.epilogue == PkgGemmEpilogue::DGelu
+                           ? GemmEpilogue::DGelu
+                           : GemmEpilogue::None,
+                       other.gemm));
     StatusOr<std::unique_ptr<CudaEpilogue>> made =
         CudaEpilogue::create(api_, device_, bytes);
     if (!made.isOk())
@@ -615,8 +629,9 @@ Status CudaExecutable::planThunk(size_t index) {
       !p.isOk())
     return fail(p.message());
   plan.epilogueKernel = true;
-  if (plan.aux)
-    plan.gemmOut = plan.aux;
+  // Where the plain GEMM writes: the result, the aux buffer, or (DGELU
+  // with its aux on the result's bytes) the epilogue's workspace.
+  plan.gemmOut = epilogue_->gemmTarget(index);
   epilogueFallbacks_[std::string(gemmEpilogueName(desc.epilogue)) + ", " +
                      pkgDTypeName(desc.dtype) + ", m=" + std::to_string(g.m) +
                      " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +

@@ -45,7 +45,7 @@ constexpr unsigned kMaxReduceKind = raw(pkg::ReduceKind::MAX);
 constexpr unsigned kMaxInitKind = raw(pkg::InitKind::MAX);
 constexpr unsigned kMaxStrategy = raw(pkg::Strategy::MAX);
 constexpr unsigned kMaxGemmEpilogue = raw(pkg::GemmEpilogue::MAX);
-static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::BiasGeluAux));
+static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::DGelu));
 static_assert(kMaxDType == raw(PkgDType::I1));
 static_assert(kMaxRole == raw(PkgRole::Gradient));
 static_assert(kMaxTarget == raw(TargetKind::Cuda));
@@ -316,6 +316,9 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
       if (extra.aux)
         if (Status s = sameAsResult("aux", t.results[1]); !s.isOk())
           return s;
+      if (extra.auxInput)
+        if (Status s = sameAsResult("aux", t.operands[2]); !s.isOk())
+          return s;
     }
     if (t.hasGemm &&
         (t.gemm.m < 0 || t.gemm.n < 0 || t.gemm.k < 0 || t.gemm.batch < 1)) {
@@ -417,6 +420,7 @@ const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
   case PkgGemmEpilogue::BiasResidual: return "bias_residual";
   case PkgGemmEpilogue::GeluAux: return "gelu_aux";
   case PkgGemmEpilogue::BiasGeluAux: return "bias_gelu_aux";
+  case PkgGemmEpilogue::DGelu: return "dgelu";
   }
   return "unknown";
 }
@@ -430,6 +434,7 @@ PkgGemmEpilogueBuffers pkgGemmEpilogueBuffers(PkgGemmEpilogue e) {
   b.c = e == PkgGemmEpilogue::Residual || e == PkgGemmEpilogue::BiasResidual;
   b.biasGradient = e == PkgGemmEpilogue::BiasGradient;
   b.aux = e == PkgGemmEpilogue::GeluAux || e == PkgGemmEpilogue::BiasGeluAux;
+  b.auxInput = e == PkgGemmEpilogue::DGelu;
   return b;
 }
 

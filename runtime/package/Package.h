@@ -180,7 +180,10 @@ struct PackageKernel {
 // compute result = alpha * op(lhs) x op(rhs) + beta * C (+ bias);
 // GeluAux and BiasGeluAux also write result 1, aux (the result's dtype and
 // shape), the pre-activation: aux = op(lhs) x op(rhs) (+ bias), result =
-// gelu(aux). CPU packages have none.
+// gelu(aux). Since 1.1 too: DGelu reads operand 2, aux (the result's
+// dtype and shape, the forward's pre-activation), and computes result =
+// op(lhs) x op(rhs) * gelu'(aux) (tanh approximation). CPU packages have
+// none.
 enum class PkgGemmEpilogue : uint8_t {
   None,
   Bias,
@@ -192,16 +195,18 @@ enum class PkgGemmEpilogue : uint8_t {
   Residual,
   BiasResidual,
   GeluAux,
-  BiasGeluAux
+  BiasGeluAux,
+  DGelu
 };
 const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue);
 
 // What a Gemm thunk with |epilogue| has besides lhs, rhs and the result:
-// a bias operand (operand 2), a C operand (the last one), a bias-gradient
-// result or an aux result (result 1).
+// a bias operand (operand 2), a C operand (the last one), an aux operand
+// (operand 2, DGelu), a bias-gradient result or an aux result (result 1).
 struct PkgGemmEpilogueBuffers {
-  bool bias = false, c = false, biasGradient = false, aux = false;
-  size_t operands() const { return 2 + bias + c; }
+  bool bias = false, c = false, auxInput = false, biasGradient = false,
+       aux = false;
+  size_t operands() const { return 2 + bias + c + auxInput; }
   size_t results() const { return 1 + biasGradient + aux; }
 };
 PkgGemmEpilogueBuffers pkgGemmEpilogueBuffers(PkgGemmEpilogue epilogue);

@@ -240,6 +240,87 @@ TEST(CudaEpilogueKernelTest, GeluAuxMatchesItsDefinition) {
   }
 }
 
+// The DGELU kernel: out = the plain GEMM's product * gelu'(aux), aux the
+// forward's pre-activation (tanh approximation), in f32 and rounded once.
+// With aux a separate buffer the GEMM writes out and the kernel scales it
+// in place; with aux on out's bytes (as the planner places the GELU
+// gradient) the GEMM writes the workspace (gemmTarget) and the kernel
+// reads the pre-activation before it overwrites it.
+TEST(CudaEpilogueKernelTest, DGeluMatchesItsDefinition) {
+  std::string error;
+  const auto &kernels = hostEpilogueKernels(error);
+  ASSERT_TRUE(error.empty()) << error;
+  const int64_t m = 37, n = 45;
+  for (rt::PkgDType dtype :
+       {rt::PkgDType::F32, rt::PkgDType::BF16, rt::PkgDType::F16}) {
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(std::string(rt::pkgDTypeName(dtype)) +
+                   (inPlace ? " aux = out" : ""));
+      FakeCudaApi api;
+      api.device.multiprocessors = 1;
+      api.hostKernels = kernels;
+      size_t width = rt::pkgBytesPerElement(dtype);
+      std::vector<uint8_t> product(m * n * width), pre(m * n * width);
+      std::mt19937 rng(17);
+      std::uniform_real_distribution<float> dist(-4, 4);
+      for (int64_t i = 0; i < m * n; ++i) {
+        storeAs(dtype, product, i, dist(rng));
+        storeAs(dtype, pre, i, dist(rng));
+      }
+      void *dAux = deviceCopy(api, pre);
+      void *dOut = inPlace ? dAux : deviceCopy(api, product);
+      rt::GemmParams p;
+      p.m = m, p.n = n, p.k = 3;
+      uint64_t ws = rt::cuda::epilogueWorkspaceBytes(GemmEpilogue::DGelu, p);
+      EXPECT_EQ(ws, uint64_t(m * n * 4));
+      rt::StatusOr<std::unique_ptr<rt::cuda::CudaEpilogue>> made =
+          rt::cuda::CudaEpilogue::create(api, api.device, inPlace ? ws : 0);
+      ASSERT_TRUE(made.isOk()) << made.status().message();
+      rt::cuda::CudaEpilogue &epilogue = *made.value();
+      rt::Status s = epilogue.plan(0, GemmEpilogue::DGelu, dtype, p, dOut,
+                                   nullptr, nullptr, nullptr, dAux);
+      ASSERT_TRUE(s.isOk()) << s.message();
+      void *target = epilogue.gemmTarget(0);
+      if (inPlace) {
+        ASSERT_NE(target, dOut);
+        std::memcpy(target, product.data(), product.size()); // the "GEMM"
+      } else {
+        EXPECT_EQ(target, dOut);
+      }
+      ASSERT_TRUE(epilogue.run(0, nullptr).isOk());
+      std::vector<uint8_t> got(product.size());
+      std::memcpy(got.data(), dOut, got.size());
+      int bad = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        double x = loadAs(dtype, pre, i), dy = loadAs(dtype, product, i);
+        const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+        double t = std::tanh(k * (x + c * x * x * x));
+        double want = dy * (0.5 * (1 + t) +
+                            0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x));
+        double have = loadAs(dtype, got, i);
+        double bound =
+            unitRoundoff(dtype) * std::fabs(want) + 1e-5 * (std::fabs(dy) + 1);
+        if (!(std::fabs(have - want) <= bound) && bad++ < 3)
+          ADD_FAILURE() << "element " << i << ": " << have << ", expected "
+                        << want;
+      }
+      // Without the pre-activation, or without room for the product when
+      // it is on the result's bytes, there is nothing to plan.
+      EXPECT_THAT(epilogue
+                      .plan(1, GemmEpilogue::DGelu, dtype, p, dOut, nullptr,
+                            nullptr, nullptr, nullptr)
+                      .message(),
+                  HasSubstr("needs the aux input"));
+      if (!inPlace)
+        EXPECT_THAT(epilogue
+                        .plan(1, GemmEpilogue::DGelu, dtype, p, dAux, nullptr,
+                              nullptr, nullptr, dAux)
+                        .message(),
+                    HasSubstr("bytes of workspace for the product"));
+    }
+  }
+}
+
 TEST(CudaEpilogueKernelTest, BiasGradientIsTheDeterministicColumnSum) {
   std::string error;
   const auto &kernels = hostEpilogueKernels(error);
@@ -329,6 +410,103 @@ TEST(CudaEpilogueKernelTest, PlanRefusesWhatItCannotRun) {
   EXPECT_FALSE(made.value()->run(3, nullptr).isOk());
 }
 
+// A package's DGelu GEMM (package 1.1; the package builder does not emit it
+// yet, docs/cuda.md) through CudaExecutable on the fake: out = (x . w) *
+// gelu'(pre), by the fake cuBLASLt and, with DGELU refused, by the plain
+// GEMM and the dgelu kernel; pre a separate buffer or on out's bytes (as
+// the planner places a GELU gradient, which the fallback must not
+// overwrite before reading). Against the definition in double.
+TEST(CudaEpilogueDGeluPackageTest, RunsOnCublasLtAndAsAKernel) {
+  std::string error;
+  const auto &kernels = hostEpilogueKernels(error);
+  ASSERT_TRUE(error.empty()) << error;
+  const int64_t m = 24, n = 40, k = 16;
+  auto buffer = [](const char *name, std::vector<int64_t> shape,
+                   uint64_t offset) {
+    rt::PackageBuffer b;
+    b.name = name;
+    b.dtype = rt::PkgDType::F32;
+    b.shape = std::move(shape);
+    b.offset = offset;
+    b.size = 4 * uint64_t(b.shape[0] * b.shape[1]);
+    return b;
+  };
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  std::vector<float> x(m * k), w(k * n), pre(m * n);
+  for (std::vector<float> *v : {&x, &w, &pre})
+    for (float &e : *v)
+      e = dist(rng);
+  for (bool refused : {false, true}) {
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(std::string(refused ? "refused" : "cuBLASLt") +
+                   (inPlace ? ", pre on out's bytes" : ""));
+      rt::LoadedPackage pkg;
+      pkg.target.kind = rt::TargetKind::Cuda;
+      pkg.target.smArchs = {90};
+      pkg.buffers = {buffer("x", {m, k}, 0), buffer("w", {k, n}, 1536),
+                     buffer("pre", {m, n}, 4096),
+                     buffer("out", {m, n}, inPlace ? 4096 : 8192)};
+      pkg.arenaSize = 12288;
+      rt::PackageThunk t;
+      t.kind = rt::ThunkKind::LibraryCall;
+      t.library = rt::LibraryKind::Gemm;
+      t.hasGemm = true;
+      t.gemm.m = m, t.gemm.n = n, t.gemm.k = k;
+      t.gemm.epilogue = rt::PkgGemmEpilogue::DGelu;
+      t.operands = {0, 1, 2};
+      t.results = {3};
+      pkg.thunks = {t};
+      ASSERT_TRUE(rt::checkPackage(pkg).isOk());
+      FakeCudaApi api;
+      api.hostKernels = kernels;
+      if (refused)
+        api.refusedEpilogues = {GemmEpilogue::DGelu};
+      rt::cuda::CudaOptions options;
+      options.graphs = false;
+      std::vector<std::string> notes;
+      options.log = [&](const std::string &note) { notes.push_back(note); };
+      auto made = rt::cuda::CudaExecutable::create(pkg, api, options);
+      ASSERT_TRUE(made.isOk()) << made.status().message();
+      rt::cuda::CudaExecutable &exec = *made.value();
+      ASSERT_TRUE(exec.writeBuffer(0, x.data()).isOk());
+      ASSERT_TRUE(exec.writeBuffer(1, w.data()).isOk());
+      ASSERT_TRUE(exec.writeBuffer(2, pre.data()).isOk());
+      ASSERT_TRUE(exec.run().isOk());
+      ASSERT_TRUE(exec.synchronize().isOk());
+      std::vector<float> got(m * n);
+      ASSERT_TRUE(exec.readBuffer(3, got.data()).isOk());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double dot = 0;
+          for (int64_t l = 0; l < k; ++l)
+            dot += double(x[i * k + l]) * w[l * n + j];
+          double v = pre[i * n + j];
+          const double kk = std::sqrt(2.0 / M_PI), c = 0.044715;
+          double th = std::tanh(kk * (v + c * v * v * v));
+          double want = dot * (0.5 * (1 + th) + 0.5 * v * (1 - th * th) * kk *
+                                                   (1 + 3 * c * v * v));
+          ASSERT_NEAR(got[i * n + j], want, 1e-5 * (std::fabs(dot) + 1))
+              << i << ", " << j;
+        }
+      ASSERT_EQ(api.gemms.size(), 1u);
+      if (refused) {
+        EXPECT_EQ(api.gemms[0].desc.epilogue, GemmEpilogue::None);
+        ASSERT_EQ(api.launches.size(), 1u);
+        EXPECT_EQ(api.launches[0].entry, "kiln_epilogue_dgelu_f32");
+        // The product went to the workspace when pre is on out's bytes.
+        EXPECT_EQ(api.gemms[0].out == exec.deviceBuffer(3), !inPlace);
+        ASSERT_EQ(notes.size(), 1u);
+        EXPECT_THAT(notes[0], HasSubstr("dgelu, f32, m=24 n=40 k=16"));
+      } else {
+        EXPECT_EQ(api.gemms[0].desc.epilogue, GemmEpilogue::DGelu);
+        EXPECT_EQ(api.gemms[0].aux, exec.deviceBuffer(2));
+        EXPECT_TRUE(api.launches.empty());
+      }
+    }
+  }
+}
+
 // NVRTC and ptxas for sm_90: every kernel, its registers, no spills.
 TEST(CudaEpilogueKernelTest, KernelsCompileForSm90WithoutSpills) {
   std::string skip;
@@ -353,7 +531,8 @@ const std::set<GemmEpilogue> kEveryEpilogue = {
     GemmEpilogue::Bias,        GemmEpilogue::Relu,
     GemmEpilogue::BiasRelu,    GemmEpilogue::Gelu,
     GemmEpilogue::BiasGelu,    GemmEpilogue::BiasGradient,
-    GemmEpilogue::GeluAux,     GemmEpilogue::BiasGeluAux};
+    GemmEpilogue::GeluAux,     GemmEpilogue::BiasGeluAux,
+    GemmEpilogue::DGelu};
 
 class CudaEpilogueFallbackStepTest : public StepTest {
 protected:
@@ -496,6 +675,7 @@ protected:
     case rt::PkgGemmEpilogue::BiasResidual: return GemmEpilogue::Bias;
     case rt::PkgGemmEpilogue::GeluAux: return GemmEpilogue::GeluAux;
     case rt::PkgGemmEpilogue::BiasGeluAux: return GemmEpilogue::BiasGeluAux;
+    case rt::PkgGemmEpilogue::DGelu: return GemmEpilogue::DGelu;
     }
     return GemmEpilogue::None;
   }

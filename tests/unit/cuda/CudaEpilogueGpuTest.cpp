@@ -176,7 +176,8 @@ TEST_F(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
 // The residual (cuBLASLt's C: a separate buffer, and the result's own
 // buffer in place) and GELU's aux (the pre-activation as a second output)
 // on the real cuBLASLt against FakeCudaApi.h's definition (f32 compute,
-// one rounding of each output), for f32 / bf16 / fp16 and both transposes.
+// one rounding of each output), and DGELU reading a pre-activation back,
+// for f32 / bf16 / fp16 and both transposes.
 // Where cuBLASLt refuses the aux epilogue (it must say "unsupported"; n = 90
 // is no multiple of 8, which it refuses everywhere), the fallback runs: the
 // plain GEMM into aux, then CudaEpilogue's kernel, within one rounding.
@@ -194,12 +195,14 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
     GemmEpilogue epilogue;
     bool residual, inPlace;
   };
+  // DGelu reads aux (a random pre-activation) rather than writing it.
   const Kind kinds[] = {{"residual", GemmEpilogue::None, true, false},
                         {"residual in place", GemmEpilogue::None, true, true},
                         {"bias+residual", GemmEpilogue::Bias, true, false},
                         {"bias+residual in place", GemmEpilogue::Bias, true, true},
                         {"gelu+aux", GemmEpilogue::GeluAux, false, false},
-                        {"bias+gelu+aux", GemmEpilogue::BiasGeluAux, false, false}};
+                        {"bias+gelu+aux", GemmEpilogue::BiasGeluAux, false, false},
+                        {"dgelu", GemmEpilogue::DGelu, false, false}};
   size_t index = 0;
   int fellBack = 0;
   for (int64_t n : {96, 90})
@@ -217,6 +220,7 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
             desc.epilogue = kind.epilogue;
             desc.residual = kind.residual;
             bool aux = gemmEpilogueWritesAux(kind.epilogue);
+            bool auxIn = gemmEpilogueReadsAux(kind.epilogue);
             std::string what = std::string(pkgDTypeName(dtype)) + " " +
                                kind.name + " n=" + std::to_string(n) +
                                " tl=" + std::to_string(tl) +
@@ -224,10 +228,12 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
             auto lhs = randomBuffer(dtype, m * k, 1),
                  rhs = randomBuffer(dtype, k * n, 2),
                  bias = randomBuffer(dtype, n, 3),
-                 c = randomBuffer(dtype, m * n, 4);
+                 c = randomBuffer(dtype, m * n, 4),
+                 pre = randomBuffer(dtype, m * n, 5);
             size_t outBytes = c.size();
             // The definition.
-            std::vector<uint8_t> want(outBytes), wantAux(outBytes);
+            std::vector<uint8_t> want(outBytes),
+                wantAux = auxIn ? pre : std::vector<uint8_t>(outBytes);
             cuda::testing::FakeCudaApi::hostGemm(
                 desc, lhs.data(), rhs.data(), want.data(), bias.data(), nullptr,
                 c.data(), wantAux.data());
@@ -243,6 +249,9 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
             api.memcpyAsync(dbias, bias.data(), bias.size(), CopyKind::HostToDevice,
                             stream);
             api.memcpyAsync(dc, c.data(), outBytes, CopyKind::HostToDevice, stream);
+            if (auxIn)
+              api.memcpyAsync(daux, pre.data(), outBytes, CopyKind::HostToDevice,
+                              stream);
             if (kind.inPlace)
               api.memcpyAsync(dout, c.data(), outBytes, CopyKind::HostToDevice,
                               stream);
@@ -253,20 +262,21 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
             Status s = api.gemmPlan(&plan, desc, wsBytes, &unsupported);
             if (s.isOk()) {
               s = api.gemmRun(plan, dl, dr, dout, biasIn, nullptr, cIn,
-                              aux ? daux : nullptr, ws, wsBytes, stream);
+                              aux || auxIn ? daux : nullptr, ws, wsBytes, stream);
               ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
               api.gemmDestroy(plan);
             } else {
               // Only an aux epilogue may be refused, and only as unsupported.
-              ASSERT_TRUE(aux && unsupported) << what << ": " << s.message();
+              ASSERT_TRUE((aux || auxIn) && unsupported)
+                  << what << ": " << s.message();
               std::printf("note: %s: cuBLASLt refuses it, the fallback runs: %s\n",
                           what.c_str(), s.message().c_str());
               ++fellBack;
               GemmDesc plain = desc;
               plain.epilogue = GemmEpilogue::None;
               ASSERT_TRUE(api.gemmPlan(&plan, plain, wsBytes).isOk()) << what;
-              ASSERT_TRUE(api.gemmRun(plan, dl, dr, daux, nullptr, nullptr, ws,
-                                      wsBytes, stream)
+              ASSERT_TRUE(api.gemmRun(plan, dl, dr, auxIn ? dout : daux, nullptr,
+                                      nullptr, ws, wsBytes, stream)
                               .isOk())
                   << what;
               api.gemmDestroy(plan);
@@ -297,8 +307,8 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
             for (void *p : {dl, dr, dbias, dc, dout, daux})
               api.free(p);
           }
-  // n = 90: every aux combination (2 kinds x 3 types x 4 transposes).
-  EXPECT_GE(fellBack, 24);
+  // n = 90: every aux combination (3 kinds x 3 types x 4 transposes).
+  EXPECT_GE(fellBack, 36);
   std::printf("%d aux combinations fell back to the kernel\n", fellBack);
   RecordProperty("fell_back", fellBack);
   api.free(ws);

@@ -305,7 +305,9 @@ public:
     // What cuBLASLt needs a pointer for (the real table's checks).
     if (desc.residual && !c)
       return Status::error("gemm: a residual GEMM needs a C pointer");
-    if (gemmEpilogueWritesAux(desc.epilogue) && !aux)
+    if ((gemmEpilogueWritesAux(desc.epilogue) ||
+         gemmEpilogueReadsAux(desc.epilogue)) &&
+        !aux)
       return Status::error(std::string("gemm: the ") +
                            gemmEpilogueName(desc.epilogue) +
                            " epilogue needs an aux pointer");
@@ -330,7 +332,8 @@ public:
   // the bias added after it. The *Aux epilogues write the pre-activation
   // (the product plus the bias, still in the compute type) rounded once
   // into |aux| (the output's type, EPILOGUE_AUX_DATA_TYPE's default) and
-  // gelu of that same unrounded value into |out|. BiasGradient (BGRADA:
+  // gelu of that same unrounded value into |out|; DGelu multiplies the
+  // product by gelu'(aux) in the compute type. BiasGradient (BGRADA:
   // the row-major rhs is cuBLASLt's A) sums the rhs over k in the compute
   // type and rounds that once into biasGrad[n], which has the output's
   // type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's default).
@@ -385,6 +388,15 @@ public:
             v += get(bias, j);
           if (gemmEpilogueWritesAux(e))
             put(aux, oi, v);
+          if (e == GemmEpilogue::DGelu) {
+            // The product times gelu'(x), x the stored pre-activation.
+            const Compute k = Compute(0.7978845608028654), c = Compute(0.044715);
+            Compute x = get(aux, oi);
+            Compute t = std::tanh(k * (x + c * x * x * x));
+            v *= Compute(0.5) * (Compute(1) + t) +
+                 Compute(0.5) * x * (Compute(1) - t * t) * k *
+                     (Compute(1) + Compute(3) * c * x * x);
+          }
           if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
             v = v > 0 ? v : Compute(0);
           if (gelu)

@@ -480,9 +480,15 @@ TEST(PackageErrors, GemmEpilogueBuffers) {
             "buffers");
   EXPECT_EQ(loadError([](LoadedPackage &p) {
               setGemmEpilogue(p, PkgGemmEpilogue::BiasGeluAux);
-              p.thunks[0].gemm.epilogue = bad<PkgGemmEpilogue>(11);
+              p.thunks[0].gemm.epilogue = bad<PkgGemmEpilogue>(12);
             }),
-            "thunk 0: gemm epilogue 11 is out of range (0..10)");
+            "thunk 0: gemm epilogue 12 is out of range (0..11)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::DGelu);
+              p.thunks[0].operands[2] = 0; // x [4x8] f32 as the aux
+            }),
+            "thunk 0: gemm epilogue dgelu aux (buffer 0) is [4x8] f32 (128 "
+            "bytes), expected the result's [4x2] bf16 (32 bytes)");
 }
 
 TEST(PackageErrors, LoadFromFileNamesThePath) {

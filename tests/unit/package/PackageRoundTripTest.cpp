@@ -98,7 +98,8 @@ TEST(PackageRoundTrip, GemmEpilogueBuffersSurvive) {
   using kiln::runtime::testing::setGemmEpilogue;
   for (PkgGemmEpilogue e :
        {PkgGemmEpilogue::Residual, PkgGemmEpilogue::BiasResidual,
-        PkgGemmEpilogue::GeluAux, PkgGemmEpilogue::BiasGeluAux}) {
+        PkgGemmEpilogue::GeluAux, PkgGemmEpilogue::BiasGeluAux,
+        PkgGemmEpilogue::DGelu}) {
     SCOPED_TRACE(pkgGemmEpilogueName(e));
     LoadedPackage original = makeSamplePackage();
     setGemmEpilogue(original, e);
@@ -119,6 +120,8 @@ TEST(PackageRoundTrip, GemmEpilogueBuffersSurvive) {
       EXPECT_EQ(t.operands[2], 11u);
     if (extra.aux)
       EXPECT_THAT(t.results, ::testing::ElementsAre(3u, 13u));
+    if (extra.auxInput)
+      EXPECT_THAT(t.operands, ::testing::ElementsAre(0u, 1u, 13u));
     EXPECT_TRUE(loaded.value() == original);
   }
 }

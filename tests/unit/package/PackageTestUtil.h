@@ -170,7 +170,8 @@ inline LoadedPackage makeSamplePackage() {
 
 // The sample's gemm (thunk 0, writing y: [4, 2] bf16) with |epilogue| and
 // the buffers it reads or writes besides lhs and rhs: a bias [2] (buffer
-// 11), C (12) and aux (13), both shaped as y, in a grown arena.
+// 11), C (12) and aux (13, written, or read by DGelu), both shaped as y,
+// in a grown arena.
 inline void setGemmEpilogue(LoadedPackage &p, PkgGemmEpilogue epilogue) {
   p.arenaSize = 1216;
   p.buffers.push_back(makeBuffer("bias", {2}, 1024, 64, PkgRole::None));
@@ -185,6 +186,8 @@ inline void setGemmEpilogue(LoadedPackage &p, PkgGemmEpilogue epilogue) {
   t.operands = {0, 1};
   if (extra.bias)
     t.operands.push_back(11);
+  if (extra.auxInput)
+    t.operands.push_back(13);
   if (extra.c)
     t.operands.push_back(12);
   t.results = {3};

@@ -307,6 +307,11 @@ struct GemmEpilogueMatch {
 //  - two results (training's forward keeps the pre-activation for the
 //    backward): the pre-activation (the product, plus a bias) and tanh-GELU
 //    of it (GeluAux, BiasGeluAux: the pre-activation is cuBLASLt's aux).
+// The backward's dot -> gelu_grad(x, dot) is the shape of the package's
+// DGelu (x as aux) but is not matched: cuBLASLt's DGELU keeps the product
+// in f32 where the IR rounds it first, and with it the bf16 GPT step with
+// 2 blocks and tensor-core attention drifts from the interpreter past its
+// bound after two Adam steps (CudaStepEmulationTest, docs/cuda.md).
 // The new epilogues take an unbatched product only (the runtime's
 // epilogues need batch 1).
 std::optional<GemmEpilogueMatch> matchGemmEpilogue(FusionOp fusion,

@@ -22,6 +22,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
 #include <map>
 
 namespace kiln::cli {
@@ -110,9 +111,53 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
   }
 }
 
+// --assume=KEY=VALUE[,...]: the roofline's efficiencies (gemm, attention,
+// memory: fractions in (0, 1]), its launch cost (launch-us) and whether f32
+// GEMMs use TF32 (tf32=on|off).
+bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
+                      llvm::raw_ostream &errs) {
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    value = value.trim();
+    auto bad = [&](llvm::StringRef expected) {
+      printError(errs, kCommand,
+                 "--assume: '" + item.str() + "': expected " + expected.str());
+      return false;
+    };
+    if (key == "tf32") {
+      if (value != "on" && value != "off")
+        return bad("tf32=on or tf32=off");
+      device.allowTf32 = value == "on";
+      continue;
+    }
+    double number = 0;
+    if (value.empty() || value.getAsDouble(number) || !std::isfinite(number))
+      return bad("KEY=NUMBER (keys: gemm, attention, memory, launch-us, tf32)");
+    if (key == "launch-us") {
+      if (number < 0)
+        return bad("launch-us >= 0");
+      device.launchUs = number;
+      continue;
+    }
+    double *fraction = key == "gemm"        ? &device.gemmEfficiency
+                       : key == "attention" ? &device.attentionEfficiency
+                       : key == "memory"    ? &device.memoryEfficiency
+                                            : nullptr;
+    if (!fraction)
+      return bad("one of gemm, attention, memory, launch-us, tf32");
+    if (number <= 0 || number > 1)
+      return bad("a fraction of peak in (0, 1]");
+    *fraction = number;
+  }
+  return true;
+}
+
 int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
-                   int64_t top, llvm::raw_ostream &outs,
-                   llvm::raw_ostream &errs) {
+                   int64_t top, const RooflineDevice &device,
+                   llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
   runtime::StatusOr<runtime::LoadedPackage> loaded =
       runtime::loadPackage(input.str());
   if (!loaded.isOk()) {
@@ -129,7 +174,6 @@ int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
                "package targets the CPU (compile it with --target=cuda)");
     return kExitError;
   }
-  RooflineDevice device;
   PackageRooflineResult result = predictPackageRoofline(loaded.value(), device);
   if (csv) {
     printPackageRooflineCsv(result, outs);
@@ -144,7 +188,7 @@ int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
 
 int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs) {
-  std::string input, top = "15";
+  std::string input, top = "15", assume;
   bool dot = false, roofline = false, csv = false;
   FlagParser parser(
       kCommand.str(), "FILE [--dot] | STEP.kpkg [--roofline [--csv]]",
@@ -169,12 +213,17 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    "kind, name, detail, flops, bytes, us, bound)");
   parser.addValue("top", &top, "N",
                   "with --roofline: how many thunk groups to list (default 15)");
+  parser.addValue("assume", &assume, "KEY=V,...",
+                  "with --roofline: other efficiencies and costs, e.g. "
+                  "attention=0.15,launch-us=1.5 (keys: gemm, attention, "
+                  "memory: fractions of peak; launch-us; tf32=on|off)");
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
   bool package = llvm::sys::path::extension(input) == ".kpkg";
-  if (!package && (roofline || csv || parser.wasSet("top"))) {
+  if (!package && (roofline || csv || parser.wasSet("top") ||
+                   parser.wasSet("assume"))) {
     printError(errs, kCommand,
-               "--roofline, --csv and --top read a compiled step (.kpkg), "
+               "--roofline, --csv, --top and --assume read a compiled step (.kpkg), "
                "found '" + input + "' (compile it with `kiln compile " + input +
                " --target=cuda -o STEP.kpkg`)");
     return kExitUsage;
@@ -194,7 +243,10 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         parseInteger(kCommand, "top", top, 1, errs);
     if (!topCount)
       return kExitUsage;
-    return inspectPackage(input, roofline, csv, *topCount, outs, errs);
+    RooflineDevice device;
+    if (!parseAssumptions(assume, device, errs))
+      return kExitUsage;
+    return inspectPackage(input, roofline, csv, *topCount, device, outs, errs);
   }
 
   mlir::DialectRegistry registry;

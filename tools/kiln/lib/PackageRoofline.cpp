@@ -246,7 +246,7 @@ void printPackageRoofline(const PackageRooflineResult &r,
      << llvm::format("%.2f", d.attentionEfficiency) << " for attention, "
      << llvm::format("%.1f", d.bandwidthGBps / 1000) << " TB/s x "
      << llvm::format("%.2f", d.memoryEfficiency) << ", "
-     << llvm::format("%.0f", d.launchUs) << " us per launch\n";
+     << llvm::format("%.1f", d.launchUs) << " us per launch\n";
   os << "  thunks:           " << r.thunks.size() << " (" << bound
      << " compute-bound); " << r.collectives
      << " collectives not counted\n";

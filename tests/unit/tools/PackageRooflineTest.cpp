@@ -178,6 +178,47 @@ TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {
   EXPECT_LT(tf32.totalUs, r.totalUs);
 }
 
+// Updates planned outside their input's buffer are copied over it after
+// the step; those planned in place cost nothing.
+TEST(PackageRooflineTest, UpdatesNotInPlaceAreCopies) {
+  LoadedPackage p;
+  uint32_t w = addBuffer(p, "w", PkgDType::F32, {256, 256}, PkgRole::Parameter);
+  uint32_t b = addBuffer(p, "b", PkgDType::F32, {256}, PkgRole::Parameter);
+  uint32_t newW = addBuffer(p, "fusion3.0", PkgDType::F32, {256, 256});
+  uint32_t newB = addBuffer(p, "fusion3.1", PkgDType::F32, {256});
+  p.buffers[w].offset = 0;
+  p.buffers[newW].offset = 1 << 20;
+  p.buffers[b].offset = 4096;
+  p.buffers[newB].offset = 4096; // planned in place
+  for (auto [name, buffer] : {std::pair<const char *, uint32_t>{"w", w}, {"b", b}}) {
+    SignatureEntry in;
+    in.name = name;
+    in.role = PkgRole::Parameter;
+    in.buffer = buffer;
+    p.inputs.push_back(in);
+  }
+  p.buffers[newW].updates = 0;
+  p.buffers[newB].updates = 1;
+  for (uint32_t buffer : {newW, newB}) {
+    SignatureEntry out;
+    out.name = p.buffers[buffer].name;
+    out.buffer = buffer;
+    p.outputs.push_back(out);
+  }
+  addThunk(p, ThunkKind::KernelLaunch, {w, b}, {newW, newB});
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  ASSERT_EQ(r.thunks.size(), 2u);
+  const ThunkCost &copy = r.thunks[1];
+  EXPECT_EQ(copy.kind, "update_copy");
+  EXPECT_EQ(copy.name, "fusion3.0");
+  EXPECT_EQ(copy.bytes, uint64_t(2 * 256 * 256 * 4));
+  EXPECT_NEAR(copy.us, d.launchUs + 1e6 * 2.0 * 256 * 256 * 4 /
+                                        (d.bandwidthGBps * 1e9 * d.memoryEfficiency),
+              1e-9);
+  EXPECT_NEAR(r.totalUs, r.thunks[0].us + copy.us, 1e-9);
+}
+
 TEST(PackageRooflineTest, TokensAndLayersFoldedInTheSummary) {
   LoadedPackage p;
   uint32_t tokens = addBuffer(p, "tokens", PkgDType::I32, {8, 1024});

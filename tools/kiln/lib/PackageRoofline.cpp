@@ -217,6 +217,30 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     result.thunks.push_back(std::move(cost));
   }
 
+  // An output that updates an input but was planned in another buffer is
+  // copied over the input after the step (CudaExecutable's update copies).
+  for (const SignatureEntry &out : p.outputs) {
+    if (out.buffer >= p.buffers.size())
+      continue;
+    const PackageBuffer &from = p.buffers[out.buffer];
+    if (from.updates < 0 || size_t(from.updates) >= p.inputs.size())
+      continue;
+    uint32_t target = p.inputs[from.updates].buffer;
+    if (target == out.buffer ||
+        (target < p.buffers.size() && p.buffers[target].offset == from.offset))
+      continue;
+    ThunkCost cost;
+    cost.thunk = p.thunks.size();
+    cost.kind = "update_copy";
+    cost.name = from.name;
+    cost.detail = std::to_string(from.size) + " bytes";
+    cost.bytes = 2 * from.size;
+    cost.us = d.launchUs + 1e6 * double(cost.bytes) / bandwidth;
+    result.totalUs += cost.us;
+    result.bytes += cost.bytes;
+    result.thunks.push_back(std::move(cost));
+  }
+
   for (const PackageBuffer &b : p.buffers)
     if (b.role == PkgRole::Parameter)
       result.parameters += product(b.shape);
@@ -247,8 +271,11 @@ void printPackageRoofline(const PackageRooflineResult &r,
      << llvm::format("%.1f", d.bandwidthGBps / 1000) << " TB/s x "
      << llvm::format("%.2f", d.memoryEfficiency) << ", "
      << llvm::format("%.1f", d.launchUs) << " us per launch\n";
-  os << "  thunks:           " << r.thunks.size() << " (" << bound
-     << " compute-bound); " << r.collectives
+  int64_t copies = llvm::count_if(
+      r.thunks, [](const ThunkCost &c) { return c.kind == "update_copy"; });
+  os << "  thunks:           " << int64_t(r.thunks.size()) - copies << " ("
+     << bound << " compute-bound), " << copies
+     << " update copies after the step; " << r.collectives
      << " collectives not counted\n";
   os << "  work:             " << llvm::format("%.3f", r.flops / 1e12)
      << " TFLOP, " << humanBytes(double(r.bytes)) << " moved\n";

@@ -56,7 +56,9 @@ struct RooflineDevice {
 struct ThunkCost {
   size_t thunk = 0;
   // What ran: "kernel", "gemm", "gemm+bias_gelu" (the cuBLASLt epilogue),
-  // "conv2d", "attention", "attention_grad", "copy", "collective".
+  // "conv2d", "attention", "attention_grad", "copy", or "update_copy" (an
+  // output copied over the input it updates after the step, because it was
+  // not planned in place; |thunk| is then the number of thunks).
   std::string kind;
   // The model nodes behind it: a kernel's source nodes (the first, and how
   // many more), else the buffer its first result names.

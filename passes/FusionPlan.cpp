@@ -115,6 +115,16 @@ void FusionPlan::buildGraph() {
   }
   for (BlockArgument arg : block_.getArguments())
     collect(arg, argUsers_[arg]);
+  if (auto func = dyn_cast_or_null<func::FuncOp>(block_.getParentOp())) {
+    Operation *terminator = block_.getTerminator();
+    for (unsigned j = 0, e = terminator->getNumOperands(); j < e; ++j)
+      if (auto index = func.getResultAttrOfType<IntegerAttr>(
+              j, KilnDialect::kUpdatesAttrName);
+          index && index.getInt() >= 0 &&
+          index.getInt() < int64_t(block_.getNumArguments()))
+        updates_[traceReshapes(terminator->getOperand(j))] =
+            block_.getArgument(index.getInt());
+  }
 }
 
 bool FusionPlan::cheap(int c) const {
@@ -284,6 +294,37 @@ bool FusionPlan::legal(int c) const {
   if (static_cast<int64_t>(inputs.size()) > limits_.maxInputs ||
       static_cast<int64_t>(exports.size()) > limits_.maxOutputs)
     return false;
+  // A kernel that writes an argument's update may read that argument only
+  // elementwise, element by element as it writes it; otherwise (a broadcast
+  // of the argument, a transpose, a reduce) one thread would read what
+  // another has already overwritten, and kiln-plan-buffers would give the
+  // update a buffer of its own and a copy after every step.
+  for (Value v : exports) {
+    Value arg = updates_.lookup(v);
+    if (!arg)
+      continue;
+    int64_t count = cast<ShapedType>(arg.getType()).getNumElements();
+    // Values of the kernel that hold element j of the argument at element
+    // j: the argument, and what elementwise ops of its size make of it.
+    DenseSet<Value> aligned{arg};
+    for (Operation *op : cluster.ops) { // in block order
+      bool reads = llvm::any_of(op->getOperands(), [&](Value operand) {
+        return aligned.contains(traceReshapes(operand));
+      });
+      if (!reads)
+        continue;
+      bool elementwise =
+          op->hasTrait<OpTrait::Elementwise>() &&
+          llvm::all_of(op->getResultTypes(), [&](Type t) {
+            auto shaped = dyn_cast<ShapedType>(t);
+            return shaped && shaped.getNumElements() == count;
+          });
+      if (!elementwise)
+        return false;
+      for (Value result : op->getResults())
+        aligned.insert(result);
+    }
+  }
   SmallVector<Operation *> reduces;
   for (Operation *op : cluster.ops)
     if (isa<ReduceOp>(op))

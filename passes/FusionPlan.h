@@ -144,6 +144,9 @@ protected:
   // Users of a node's results through reshapes: nodes, or the terminator.
   llvm::DenseMap<Operation *, llvm::SmallVector<Operation *, 4>> users_;
   llvm::DenseMap<Value, llvm::SmallVector<Operation *, 4>> argUsers_;
+  // Returned values (through reshapes) that update an argument in place
+  // (the function result's kiln.updates), and that argument.
+  llvm::DenseMap<Value, Value> updates_;
   llvm::DenseMap<Operation *, Operation *> orderNext_, orderPrev_;
   llvm::DenseMap<Operation *, int64_t> flops_;
 

@@ -212,7 +212,8 @@ struct Builder {
                std::optional<uint32_t> bias = std::nullopt,
                std::optional<uint32_t> biasGradient = std::nullopt,
                std::optional<uint32_t> c = std::nullopt,
-               std::optional<uint32_t> aux = std::nullopt) {
+               std::optional<uint32_t> aux = std::nullopt,
+               std::optional<uint32_t> auxInput = std::nullopt) {
     runtime::cpu::GemmSpec spec;
     auto lhsType = mlir::cast<mlir::RankedTensorType>(dot.getLhs().getType());
     auto rhsType = mlir::cast<mlir::RankedTensorType>(dot.getRhs().getType());
@@ -273,6 +274,9 @@ struct Builder {
     thunk.operands = {lhs, rhs};
     if (bias)
       thunk.operands.push_back(*bias);
+    // DGelu's aux: the forward's pre-activation, read.
+    if (auxInput)
+      thunk.operands.push_back(*auxInput);
     // A residual is cuBLASLt's C, scaled by beta.
     if (c) {
       thunk.operands.push_back(*c);
@@ -292,7 +296,7 @@ struct Builder {
 // its extra buffers come from (fusion input and result indices).
 struct GemmEpilogueMatch {
   PkgGemmEpilogue kind = PkgGemmEpilogue::None;
-  std::optional<unsigned> biasInput, cInput, auxResult;
+  std::optional<unsigned> biasInput, cInput, auxResult, auxInput;
   unsigned outResult = 0;
 };
 
@@ -307,11 +311,11 @@ struct GemmEpilogueMatch {
 //  - two results (training's forward keeps the pre-activation for the
 //    backward): the pre-activation (the product, plus a bias) and tanh-GELU
 //    of it (GeluAux, BiasGeluAux: the pre-activation is cuBLASLt's aux).
-// The backward's dot -> gelu_grad(x, dot) is the shape of the package's
-// DGelu (x as aux) but is not matched: cuBLASLt's DGELU keeps the product
-// in f32 where the IR rounds it first, and with it the bf16 GPT step with
-// 2 blocks and tensor-core attention drifts from the interpreter past its
-// bound after two Adam steps (CudaStepEmulationTest, docs/cuda.md).
+//  - the backward's tanh gelu_grad(x, dot), x a fusion input (DGelu: x,
+//    the forward's pre-activation, is cuBLASLt's aux input). cuBLASLt keeps
+//    the product in f32 through gelu' where the IR rounds it first, so the
+//    bf16 steps are closer to exact arithmetic than the interpreter's and
+//    are checked against both (CudaStepEmulationTest, docs/cuda.md).
 // The new epilogues take an unbatched product only (the runtime's
 // epilogues need batch 1).
 std::optional<GemmEpilogueMatch> matchGemmEpilogue(FusionOp fusion,
@@ -411,6 +415,16 @@ std::optional<GemmEpilogueMatch> matchGemmEpilogue(FusionOp fusion,
   }
 
   mlir::Value v = yield.getOperand(0);
+  if (auto grad = v.getDefiningOp<GeluGradOp>()) {
+    mlir::BlockArgument x = input(grad.getX());
+    if (!unbatched || grad.getApproximate() != GeluApproximation::tanh ||
+        grad.getDy() != dot || !single(dot) || !x ||
+        x.getType() != resultType || v.getType() != resultType || !bodyIs(3))
+      return std::nullopt;
+    match.kind = PkgGemmEpilogue::DGelu;
+    match.auxInput = x.getArgNumber();
+    return match;
+  }
   enum { None, Relu, Gelu } activation = None;
   if (auto relu = v.getDefiningOp<ReluOp>()) {
     activation = Relu;
@@ -914,7 +928,8 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                        opName, llvmContext, epilogue->kind,
                        buffer(operands, epilogue->biasInput), std::nullopt,
                        buffer(operands, epilogue->cInput),
-                       buffer(results, epilogue->auxResult)))
+                       buffer(results, epilogue->auxResult),
+                       buffer(operands, epilogue->auxInput)))
           return fail(b.error);
         continue;
       }

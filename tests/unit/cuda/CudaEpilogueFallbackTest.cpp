@@ -104,6 +104,17 @@ double unitRoundoff(rt::PkgDType dtype) {
   }
 }
 
+// One rounding of |v| to |dtype| after f32 arithmetic (a few ulps of f32).
+double roundingBound(rt::PkgDType dtype, double v) {
+  return unitRoundoff(dtype) * std::fabs(v) + 1e-6 * (std::fabs(v) + 1);
+}
+
+// tanh-GELU, in double.
+double geluTanh(double x) {
+  return 0.5 * x *
+         (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
 // Device memory on the fake (host memory it frees).
 void *deviceCopy(FakeCudaApi &api, const std::vector<uint8_t> &host) {
   void *p = nullptr;
@@ -159,12 +170,9 @@ TEST(CudaEpilogueKernelTest, BiasAndActivationsMatchTheirDefinition) {
         if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
           v = std::max(v, 0.0);
         if (e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu)
-          v = 0.5 * v *
-              (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          v = geluTanh(v);
         double have = loadAs(dtype, got, i);
-        // One rounding to the type, plus f32 arithmetic (a few ulps of f32).
-        double bound = unitRoundoff(dtype) * std::fabs(v) + 1e-6 * (std::fabs(v) + 1);
-        if (!(std::fabs(have - v) <= bound) && bad++ < 3)
+        if (!(std::fabs(have - v) <= roundingBound(dtype, v)) && bad++ < 3)
           ADD_FAILURE() << "element " << i << ": " << have << ", expected " << v;
       }
     }
@@ -223,17 +231,14 @@ TEST(CudaEpilogueKernelTest, GeluAuxMatchesItsDefinition) {
         double pre = loadAs(dtype, product, i);
         if (addBias)
           pre += loadAs(dtype, bias, i % n);
-        double gelu =
-            0.5 * pre *
-            (1 + std::tanh(0.7978845608028654 * (pre + 0.044715 * pre * pre * pre)));
+        double gelu = geluTanh(pre);
         double haveAux = loadAs(dtype, gotAux, i),
                haveOut = loadAs(dtype, gotOut, i);
-        auto bound = [&](double v) {
-          return unitRoundoff(dtype) * std::fabs(v) + 1e-6 * (std::fabs(v) + 1);
-        };
-        if (!(std::fabs(haveAux - pre) <= bound(pre)) && bad++ < 3)
+        if (!(std::fabs(haveAux - pre) <= roundingBound(dtype, pre)) &&
+            bad++ < 3)
           ADD_FAILURE() << "aux " << i << ": " << haveAux << ", expected " << pre;
-        if (!(std::fabs(haveOut - gelu) <= bound(gelu)) && bad++ < 3)
+        if (!(std::fabs(haveOut - gelu) <= roundingBound(dtype, gelu)) &&
+            bad++ < 3)
           ADD_FAILURE() << "out " << i << ": " << haveOut << ", expected " << gelu;
       }
     }

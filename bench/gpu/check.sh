@@ -147,14 +147,19 @@ fi
 
 # 4. The GPT step against peers.
 read -r tokens flops < "$in/gpt.flops" 2>/dev/null || { tokens=8192; flops=0; }
+# Each thunk's time in one profiled step: bring it back (the device tool's
+# $OUT) and compare it with the prediction on the CPU machine:
+#   kiln inspect bench/gpu/out/gpt-bf16.kpkg --roofline --measured=gpt-profile.csv
+profile=${OUT:-$in}/gpt-profile.csv
 if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
   timeout "$(left)" "$run" "$in/gpt-bf16.kpkg" --data=synthetic --classes=50304 \
     --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
     --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
-    > "$log/gpt.txt" 2>&1
+    --profile="$profile" > "$log/gpt.txt" 2>&1
   rc=$?
   cat "$log/gpt.txt" | tail -12
   [ $rc -eq 0 ] && pass "Kiln GPT step (bf16)" || fail "Kiln GPT step"
+  [ -f "$profile" ] && echo "  thunk times: $profile (kiln inspect gpt-bf16.kpkg --roofline --measured=...)"
   # What the package roofline predicted here (kiln inspect --roofline).
   [ -f "$in/gpt-bf16.roofline.txt" ] && grep -E "^  (step|tokens/s|model FLOPs)" \
     "$in/gpt-bf16.roofline.txt" | sed 's/^/  predicted /'

@@ -20,6 +20,10 @@
 //                     events around each) and print the median step time,
 //                     tokens/s (--tokens-per-step) and model FLOPs
 //                     utilization (--flops-per-step, --peak-tflops)
+//   --profile=FILE    with --time: write each thunk's time in one more
+//                     profiled step as CSV (thunk,ms), for `kiln inspect
+//                     STEP.kpkg --roofline --measured=FILE` on the machine
+//                     that compiled it
 //
 // Prints the device, the kernels' code source, the loss every --log-every
 // steps and at the end; exits 1 on any error (naming it) and when the loss
@@ -76,7 +80,8 @@ int main(int argc, char **argv) {
       std::printf("usage: kiln-cuda-run PACKAGE.kpkg [--data=SPEC] "
                   "[--epochs=N|--steps=N] [--device=N] [--cuda-graphs=on|off] "
                   "[--log-every=N] [--time=N] [--tokens-per-step=T] "
-                  "[--flops-per-step=F] [--peak-tflops=P] [--classes=C]\n");
+                  "[--flops-per-step=F] [--peak-tflops=P] [--classes=C] "
+                  "[--profile=FILE]\n");
       return 0;
     }
     if (a.rfind("--", 0) == 0) {
@@ -101,8 +106,12 @@ int main(int argc, char **argv) {
         name != "device" && name != "cuda-graphs" && name != "log-every" &&
         name != "time" && name != "tokens-per-step" &&
         name != "flops-per-step" && name != "peak-tflops" && name != "classes" &&
-        name != "no-shuffle" && name != "seed" && name != "synthetic-size")
+        name != "no-shuffle" && name != "seed" && name != "synthetic-size" &&
+        name != "profile")
       return fail("--" + name + ": unknown option");
+  if (flags.count("profile") && number("time", 0) <= 0)
+    return fail("--profile: needs --time=N (the thunks are timed after the "
+                "timed steps)");
 
   StatusOr<LoadedPackage> pkg = loadPackage(path);
   if (!pkg.isOk())
@@ -283,6 +292,21 @@ int main(int argc, char **argv) {
       return fail(s.message());
     if (Status s = exec.collectProfile(); !s.isOk())
       return fail(s.message());
+    if (auto it = flags.find("profile"); it != flags.end()) {
+      FILE *f = std::fopen(it->second.c_str(), "w");
+      if (!f)
+        return fail("--profile=" + it->second + ": cannot write it");
+      std::fprintf(f, "thunk,ms\n");
+      for (size_t i = 0; i < exec.profile().size(); ++i) {
+        const cuda::CudaThunkProfile &t = exec.profile()[i];
+        std::fprintf(f, "%zu,%.6f\n", i,
+                     t.calls ? t.totalMs / double(t.calls) : 0.0);
+      }
+      if (std::fclose(f) != 0)
+        return fail("--profile=" + it->second + ": cannot write it");
+      std::printf("kiln-cuda-run: thunk times written to %s\n",
+                  it->second.c_str());
+    }
     // The five slowest thunks.
     std::vector<std::pair<double, size_t>> slow;
     for (size_t i = 0; i < exec.profile().size(); ++i)

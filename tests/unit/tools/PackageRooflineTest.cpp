@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/PackageRoofline.h"
 
+#include "llvm/Support/Format.h"
+
 #include "gtest/gtest.h"
 
 #include <string>
@@ -217,6 +219,38 @@ TEST(PackageRooflineTest, UpdatesNotInPlaceAreCopies) {
                                         (d.bandwidthGBps * 1e9 * d.memoryEfficiency),
               1e-9);
   EXPECT_NEAR(r.totalUs, r.thunks[0].us + copy.us, 1e-9);
+}
+
+// kiln-cuda-run --profile's CSV fills the thunks' measured times; the
+// summary adds them up beside the prediction for the same thunks.
+TEST(PackageRooflineTest, MeasuredProfileBesideThePrediction) {
+  LoadedPackage p;
+  uint32_t a = addBuffer(p, "a", PkgDType::BF16, {1024, 1024});
+  uint32_t b = addBuffer(p, "fusion0.0", PkgDType::BF16, {1024, 1024});
+  uint32_t c = addBuffer(p, "fusion1.0", PkgDType::BF16, {1024, 1024});
+  addThunk(p, ThunkKind::KernelLaunch, {a}, {b}).kernel = -1;
+  addThunk(p, ThunkKind::KernelLaunch, {b}, {c}).kernel = -1;
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  EXPECT_EQ(applyMeasuredProfile(r, "thunk,ms\n1,0.25\n"), "");
+  EXPECT_EQ(r.thunks[0].measuredUs, -1);
+  EXPECT_DOUBLE_EQ(r.thunks[1].measuredUs, 250);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPackageRoofline(r, d, 10, os);
+  std::string expected;
+  llvm::raw_string_ostream es(expected);
+  es << "measured:         0.25 ms over 1 thunks on the GPU, predicted "
+     << llvm::format("%.2f", r.thunks[1].us / 1000)
+     << " ms for them (measured / predicted "
+     << llvm::format("%.2f", 250 / r.thunks[1].us) << ")";
+  EXPECT_NE(text.find(expected), std::string::npos) << text;
+  EXPECT_NE(applyMeasuredProfile(r, "thunk,ms\n2,1\n").find("no thunk 2"),
+            std::string::npos);
+  EXPECT_NE(applyMeasuredProfile(r, "thunk,ms\n0,-1\n")
+                .find("expected THUNK,MILLISECONDS"),
+            std::string::npos);
+  EXPECT_EQ(applyMeasuredProfile(r, "thunk,ms\n"), "no thunk times in it");
 }
 
 TEST(PackageRooflineTest, TokensAndLayersFoldedInTheSummary) {

@@ -20,6 +20,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cmath>
@@ -157,7 +158,8 @@ bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
 
 int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
                    int64_t top, const RooflineDevice &device,
-                   llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+                   llvm::StringRef measured, llvm::raw_ostream &outs,
+                   llvm::raw_ostream &errs) {
   runtime::StatusOr<runtime::LoadedPackage> loaded =
       runtime::loadPackage(input.str());
   if (!loaded.isOk()) {
@@ -175,6 +177,25 @@ int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
     return kExitError;
   }
   PackageRooflineResult result = predictPackageRoofline(loaded.value(), device);
+  if (!measured.empty()) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+        llvm::MemoryBuffer::getFile(measured, /*IsText=*/true);
+    if (!file) {
+      printError(errs, kCommand,
+                 measured.str() + ": cannot read it: " +
+                     file.getError().message());
+      return kExitError;
+    }
+    std::string problem =
+        applyMeasuredProfile(result, (*file)->getBuffer());
+    if (!problem.empty()) {
+      printError(errs, kCommand,
+                 measured.str() + ": " + problem +
+                     " (expected kiln-cuda-run --profile's CSV of this "
+                     "package)");
+      return kExitError;
+    }
+  }
   if (csv) {
     printPackageRooflineCsv(result, outs);
     return kExitOk;
@@ -188,7 +209,7 @@ int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
 
 int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                llvm::raw_ostream &errs) {
-  std::string input, top = "15", assume;
+  std::string input, top = "15", assume, measured;
   bool dot = false, roofline = false, csv = false;
   FlagParser parser(
       kCommand.str(), "FILE [--dot] | STEP.kpkg [--roofline [--csv]]",
@@ -217,13 +238,17 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "with --roofline: other efficiencies and costs, e.g. "
                   "attention=0.15,launch-us=1.5 (keys: gemm, attention, "
                   "memory: fractions of peak; launch-us; tf32=on|off)");
+  parser.addValue("measured", &measured, "FILE",
+                  "with --roofline: the thunk times a GPU measured "
+                  "(kiln-cuda-run --time=N --profile=FILE), beside the "
+                  "prediction");
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
   bool package = llvm::sys::path::extension(input) == ".kpkg";
   if (!package && (roofline || csv || parser.wasSet("top") ||
-                   parser.wasSet("assume"))) {
+                   parser.wasSet("assume") || parser.wasSet("measured"))) {
     printError(errs, kCommand,
-               "--roofline, --csv, --top and --assume read a compiled step (.kpkg), "
+               "--roofline, --csv, --top, --assume and --measured read a compiled step (.kpkg), "
                "found '" + input + "' (compile it with `kiln compile " + input +
                " --target=cuda -o STEP.kpkg`)");
     return kExitUsage;
@@ -234,8 +259,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    input + "'");
     return kExitUsage;
   }
-  if (csv && !roofline) {
-    printError(errs, kCommand, "--csv goes with --roofline");
+  if ((csv || !measured.empty()) && !roofline) {
+    printError(errs, kCommand, "--csv and --measured go with --roofline");
     return kExitUsage;
   }
   if (package) {
@@ -246,7 +271,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     RooflineDevice device;
     if (!parseAssumptions(assume, device, errs))
       return kExitUsage;
-    return inspectPackage(input, roofline, csv, *topCount, device, outs, errs);
+    return inspectPackage(input, roofline, csv, *topCount, device, measured,
+                          outs, errs);
   }
 
   mlir::DialectRegistry registry;

@@ -285,6 +285,22 @@ void printPackageRoofline(const PackageRooflineResult &r,
     os << "  FLOPs utilization: "
        << llvm::format("%.1f", 100.0 * r.flops / (stepS * peak))
        << "% of bf16 peak (the thunks' own FLOPs)\n";
+  double measured = 0, predictedThere = 0;
+  int64_t measuredThunks = 0;
+  for (const ThunkCost &c : r.thunks)
+    if (c.measuredUs >= 0) {
+      measured += c.measuredUs;
+      predictedThere += c.us;
+      ++measuredThunks;
+    }
+  if (measuredThunks)
+    os << "  measured:         " << llvm::format("%.2f", measured / 1000)
+       << " ms over " << measuredThunks << " thunks on the GPU, predicted "
+       << llvm::format("%.2f", predictedThere / 1000)
+       << " ms for them (measured / predicted "
+       << llvm::format("%.2f", predictedThere > 0 ? measured / predictedThere
+                                                  : 0.0)
+       << ")\n";
   if (r.tokens > 0 && stepS > 0) {
     double modelFlops = 6.0 * double(r.parameters) * double(r.tokens);
     os << "  tokens/s:         " << llvm::format("%.0f", r.tokens / stepS)
@@ -298,9 +314,9 @@ void printPackageRoofline(const PackageRooflineResult &r,
   struct Group {
     std::string kind, name, detail;
     size_t count = 0;
-    double flops = 0, us = 0;
+    double flops = 0, us = 0, measuredUs = 0;
     uint64_t bytes = 0;
-    bool computeBound = false;
+    bool computeBound = false, measured = false;
   };
   std::map<std::string, Group> groups;
   for (const ThunkCost &c : r.thunks) {
@@ -323,14 +339,19 @@ void printPackageRoofline(const PackageRooflineResult &r,
     g.us += c.us;
     g.bytes += c.bytes;
     g.computeBound = c.computeBound;
+    if (c.measuredUs >= 0) {
+      g.measured = true;
+      g.measuredUs += c.measuredUs;
+    }
   }
   std::vector<const Group *> sorted;
   for (auto &[key, g] : groups)
     sorted.push_back(&g);
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const Group *a, const Group *b) { return a->us > b->us; });
-  os << "  | thunk | nodes | launches | GFLOP | MB | predicted us | share | bound |\n";
-  os << "  |--|--|--|--|--|--|--|--|\n";
+  os << "  | thunk | nodes | launches | GFLOP | MB | predicted us | share | bound |"
+     << (measuredThunks ? " measured us |" : "") << "\n";
+  os << "  |--|--|--|--|--|--|--|--|" << (measuredThunks ? "--|" : "") << "\n";
   for (size_t i = 0; i < sorted.size() && i < top; ++i) {
     const Group &g = *sorted[i];
     os << "  | " << g.kind << (g.detail.empty() ? "" : " " + g.detail) << " | "
@@ -339,10 +360,50 @@ void printPackageRoofline(const PackageRooflineResult &r,
        << llvm::format("%.1f", double(g.bytes) / 1e6) << " | "
        << llvm::format("%.1f", g.us) << " | "
        << llvm::format("%.1f%%", r.totalUs > 0 ? 100.0 * g.us / r.totalUs : 0)
-       << " | " << (g.computeBound ? "compute" : "memory") << " |\n";
+       << " | " << (g.computeBound ? "compute" : "memory") << " |";
+    if (measuredThunks) {
+      if (g.measured)
+        os << " " << llvm::format("%.1f", g.measuredUs) << " |";
+      else
+        os << " - |";
+    }
+    os << "\n";
   }
   if (sorted.size() > top)
     os << "  (" << sorted.size() - top << " more groups; --csv lists every thunk)\n";
+}
+
+std::string applyMeasuredProfile(PackageRooflineResult &r,
+                                 llvm::StringRef csv) {
+  std::map<size_t, ThunkCost *> byThunk;
+  for (ThunkCost &c : r.thunks)
+    if (c.kind != "update_copy")
+      byThunk[c.thunk] = &c;
+  llvm::SmallVector<llvm::StringRef> lines;
+  csv.split(lines, '\n', -1, /*KeepEmpty=*/false);
+  size_t read = 0;
+  for (size_t n = 0; n < lines.size(); ++n) {
+    llvm::StringRef line = lines[n].trim();
+    if (line.empty() || (n == 0 && line.starts_with("thunk")))
+      continue;
+    auto [index, ms] = line.split(',');
+    size_t thunk = 0;
+    double value = 0;
+    std::string where = "line " + std::to_string(n + 1) + " ('" + line.str() +
+                        "')";
+    if (index.trim().getAsInteger(10, thunk) ||
+        ms.trim().getAsDouble(value) || !(value >= 0))
+      return where + ": expected THUNK,MILLISECONDS";
+    auto it = byThunk.find(thunk);
+    if (it == byThunk.end())
+      return where + ": the package has no thunk " + std::to_string(thunk) +
+             " (a profile of another package?)";
+    it->second->measuredUs = value * 1000;
+    ++read;
+  }
+  if (!read)
+    return "no thunk times in it";
+  return "";
 }
 
 void printPackageRooflineCsv(const PackageRooflineResult &r,

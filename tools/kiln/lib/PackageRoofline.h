@@ -15,8 +15,8 @@
 // memory-bound elementwise and reduction kernels). Collectives are counted
 // apart and cost nothing here: a single device's step.
 //
-// `kiln inspect STEP.kpkg --roofline` prints it; bench/dist/cost_model.py
-// reads its CSV (`--csv`).
+// `kiln inspect STEP.kpkg --roofline` prints it, and beside it the times
+// a GPU measured (`--measured=FILE`, from kiln-cuda-run --profile).
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +70,8 @@ struct ThunkCost {
   uint64_t bytes = 0;
   double us = 0;
   bool computeBound = false;
+  // Microseconds measured on a GPU (kiln-cuda-run --profile), or -1.
+  double measuredUs = -1;
 };
 
 struct PackageRooflineResult {
@@ -96,6 +98,12 @@ void printPackageRoofline(const PackageRooflineResult &roofline,
                           llvm::raw_ostream &os);
 
 // One CSV row per thunk: thunk,kind,name,detail,flops,bytes,us,bound.
+// Reads kiln-cuda-run --profile's CSV (a "thunk,ms" header, then one
+// "INDEX,MS" line per thunk) into the thunks' measuredUs. Returns an empty
+// string, or what is wrong and on which line.
+std::string applyMeasuredProfile(PackageRooflineResult &roofline,
+                                 llvm::StringRef csv);
+
 void printPackageRooflineCsv(const PackageRooflineResult &roofline,
                              llvm::raw_ostream &os);
 

@@ -548,7 +548,9 @@ void Fuser::horizontalFusion() {
       commit();
       group = s;
     } else {
+      // The group is full (operand limits): the next casts start another.
       rollback();
+      group = c;
     }
   }
 }

@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s -split-input-file --kiln-fuse | FileCheck %s
 // RUN: kiln-opt %s -split-input-file --kiln-fuse=max-inputs=4 | FileCheck %s --check-prefix=LIMIT
+// RUN: kiln-opt %s -split-input-file --kiln-fuse=max-inputs=2 | FileCheck %s --check-prefix=CASTS
 
 // Horizontal fusion: SGD updates of three parameters, independent and all feeding the return, share one launch.
 // CHECK-LABEL: func.func @sgd
@@ -55,5 +56,30 @@ func.func @argument_casts(%x: tensor<8x16xf32>, %w1: tensor<16x16xf32>, %w2: ten
   %w2b = kiln.convert %w2 : tensor<16x4xf32> -> tensor<16x4xbf16>
   %h = kiln.dot_general %xb, %w1b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
   %y = kiln.dot_general %h, %w2b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
+  return %y : tensor<8x4xbf16>
+}
+
+// -----
+
+// More argument casts than one kernel may hold (max-inputs=2 here), each
+// feeding its own matmul: each full group closes and the next casts start
+// another, so five casts are three launches (not one of two casts and three
+// single ones).
+// CASTS-LABEL: func.func @many_argument_casts
+// CASTS: kiln.fusion horizontal(%arg0, %arg1)
+// CASTS: kiln.fusion horizontal(%arg2, %arg3)
+// CASTS: kiln.fusion loop(%arg4)
+// CASTS-NOT: kiln.fusion
+// CASTS: return
+func.func @many_argument_casts(%x: tensor<8x16xf32>, %w1: tensor<16x16xf32>, %w2: tensor<16x16xf32>, %w3: tensor<16x16xf32>, %w4: tensor<16x4xf32>) -> tensor<8x4xbf16> {
+  %xb = kiln.convert %x : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %w1b = kiln.convert %w1 : tensor<16x16xf32> -> tensor<16x16xbf16>
+  %w2b = kiln.convert %w2 : tensor<16x16xf32> -> tensor<16x16xbf16>
+  %w3b = kiln.convert %w3 : tensor<16x16xf32> -> tensor<16x16xbf16>
+  %w4b = kiln.convert %w4 : tensor<16x4xf32> -> tensor<16x4xbf16>
+  %h1 = kiln.dot_general %xb, %w1b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %h2 = kiln.dot_general %h1, %w2b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %h3 = kiln.dot_general %h2, %w3b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %y = kiln.dot_general %h3, %w4b, batch = [] x [], contract = [1] x [0] : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
   return %y : tensor<8x4xbf16>
 }

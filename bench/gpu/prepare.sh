@@ -9,8 +9,9 @@
 # binaries that run there, none of which links LLVM or MLIR
 # (kiln-cuda-run, kiln-cuda-runtime-tests, kiln-cuda-device-tests); and
 # Fashion-MNIST's training split when it is at hand and fits. Everything
-# goes to OUT (default bench/gpu/out), which is what to copy to the GPU
-# machine beside the repository's bench/gpu (at most 64 MiB).
+# goes to OUT (default bench/gpu/out, ignored by git), which is what to copy
+# to the GPU machine beside the repository's bench/gpu (at most 64 MiB; a
+# remote runner that copies the working tree must be told to carry it).
 #
 # Usage: bench/gpu/prepare.sh [--build DIR] [--out DIR] [--no-data]
 set -euo pipefail

@@ -115,6 +115,16 @@ double geluTanh(double x) {
          (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
+// |count| values of |dtype| drawn uniformly from [-range, range].
+std::vector<uint8_t> randomValues(rt::PkgDType dtype, int64_t count,
+                                  std::mt19937 &rng, float range) {
+  std::uniform_real_distribution<float> dist(-range, range);
+  std::vector<uint8_t> values(count * rt::pkgBytesPerElement(dtype));
+  for (int64_t i = 0; i < count; ++i)
+    storeAs(dtype, values, i, dist(rng));
+  return values;
+}
+
 // Device memory on the fake (host memory it frees).
 void *deviceCopy(FakeCudaApi &api, const std::vector<uint8_t> &host) {
   void *p = nullptr;
@@ -138,14 +148,9 @@ TEST(CudaEpilogueKernelTest, BiasAndActivationsMatchTheirDefinition) {
       FakeCudaApi api;
       api.device.multiprocessors = 1; // 8 blocks: grid-stride loops
       api.hostKernels = kernels;
-      size_t width = rt::pkgBytesPerElement(dtype);
-      std::vector<uint8_t> out(m * n * width), bias(n * width);
       std::mt19937 rng(7);
-      std::uniform_real_distribution<float> dist(-3, 3);
-      for (int64_t i = 0; i < m * n; ++i)
-        storeAs(dtype, out, i, dist(rng));
-      for (int64_t j = 0; j < n; ++j)
-        storeAs(dtype, bias, j, dist(rng));
+      std::vector<uint8_t> out = randomValues(dtype, m * n, rng, 3),
+                           bias = randomValues(dtype, n, rng, 3);
       void *dOut = deviceCopy(api, out), *dBias = deviceCopy(api, bias);
       rt::StatusOr<std::unique_ptr<rt::cuda::CudaEpilogue>> made =
           rt::cuda::CudaEpilogue::create(api, api.device, 0);
@@ -196,15 +201,10 @@ TEST(CudaEpilogueKernelTest, GeluAuxMatchesItsDefinition) {
       FakeCudaApi api;
       api.device.multiprocessors = 1; // 8 blocks: grid-stride loops
       api.hostKernels = kernels;
-      size_t width = rt::pkgBytesPerElement(dtype);
-      std::vector<uint8_t> product(m * n * width), bias(n * width),
-          out(m * n * width, 0);
       std::mt19937 rng(13);
-      std::uniform_real_distribution<float> dist(-3, 3);
-      for (int64_t i = 0; i < m * n; ++i)
-        storeAs(dtype, product, i, dist(rng));
-      for (int64_t j = 0; j < n; ++j)
-        storeAs(dtype, bias, j, dist(rng));
+      std::vector<uint8_t> product = randomValues(dtype, m * n, rng, 3),
+                           bias = randomValues(dtype, n, rng, 3),
+                           out(product.size(), 0);
       void *dAux = deviceCopy(api, product), *dBias = deviceCopy(api, bias),
            *dOut = deviceCopy(api, out);
       rt::StatusOr<std::unique_ptr<rt::cuda::CudaEpilogue>> made =
@@ -264,14 +264,9 @@ TEST(CudaEpilogueKernelTest, DGeluMatchesItsDefinition) {
       FakeCudaApi api;
       api.device.multiprocessors = 1;
       api.hostKernels = kernels;
-      size_t width = rt::pkgBytesPerElement(dtype);
-      std::vector<uint8_t> product(m * n * width), pre(m * n * width);
       std::mt19937 rng(17);
-      std::uniform_real_distribution<float> dist(-4, 4);
-      for (int64_t i = 0; i < m * n; ++i) {
-        storeAs(dtype, product, i, dist(rng));
-        storeAs(dtype, pre, i, dist(rng));
-      }
+      std::vector<uint8_t> product = randomValues(dtype, m * n, rng, 4),
+                           pre = randomValues(dtype, m * n, rng, 4);
       void *dAux = deviceCopy(api, pre);
       void *dOut = inPlace ? dAux : deviceCopy(api, product);
       rt::GemmParams p;
@@ -340,12 +335,9 @@ TEST(CudaEpilogueKernelTest, BiasGradientIsTheDeterministicColumnSum) {
         FakeCudaApi api;
         api.device.multiprocessors = 2; // 16 blocks: grid-stride over tiles
         api.hostKernels = kernels;
-        size_t width = rt::pkgBytesPerElement(dtype);
-        std::vector<uint8_t> rhs(k * n * width), grad(n * width, 0);
         std::mt19937 rng(11 + k);
-        std::uniform_real_distribution<float> dist(-1, 1);
-        for (int64_t i = 0; i < k * n; ++i)
-          storeAs(dtype, rhs, i, dist(rng));
+        std::vector<uint8_t> rhs = randomValues(dtype, k * n, rng, 1),
+                             grad(n * rt::pkgBytesPerElement(dtype), 0);
         void *dRhs = deviceCopy(api, rhs), *dGrad = deviceCopy(api, grad);
         rt::GemmParams p;
         p.m = 5, p.n = n, p.k = k;

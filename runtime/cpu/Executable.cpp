@@ -588,24 +588,8 @@ Status Executable::prepare(KernelLoader &loader) {
       pointers.push_back(buffer(id));
   }
 
-  for (size_t i = 0; i < p.outputs.size(); ++i) {
-    const PackageBuffer &from = p.buffers[p.outputs[i].buffer];
-    if (from.updates < 0)
-      continue;
-    uint32_t toId = p.inputs[from.updates].buffer;
-    const PackageBuffer &to = p.buffers[toId];
-    if (from.dtype != to.dtype || from.shape != to.shape) {
-      os << "output " << i << " (\"" << p.outputs[i].name << "\") updates input "
-         << from.updates << " (\"" << p.inputs[from.updates].name
-         << "\"), but their dtypes or shapes differ";
-      return fail(os);
-    }
-    if (from.offset == to.offset)
-      continue;
-    size_t size = static_cast<size_t>(
-        elementCount(from.shape) * pkgBytesPerElement(from.dtype));
-    updates_.push_back({buffer(p.outputs[i].buffer), buffer(toId), size});
-  }
+  for (const PkgUpdateCopy &u : pkgUpdateCopies(p))
+    updates_.push_back({buffer(u.from), buffer(u.to), size_t(u.bytes)});
 
   setBlasThreads(gemmThreading_ == GemmThreading::Pool ? 1 : pool_.size());
   profile_.assign(p.thunks.size(), ThunkProfile());

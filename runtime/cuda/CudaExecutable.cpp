@@ -264,17 +264,9 @@ Status CudaExecutable::prepare() {
     if (Status s = planThunk(i); !s.isOk())
       return s;
 
-  for (const SignatureEntry &out : package_.outputs) {
-    const PackageBuffer &from = package_.buffers[out.buffer];
-    if (from.updates < 0)
-      continue;
-    uint32_t target = package_.inputs[from.updates].buffer;
-    if (target == out.buffer ||
-        package_.buffers[target].offset == from.offset)
-      continue;
-    updates_.push_back({deviceBuffer(out.buffer), deviceBuffer(target),
-                        static_cast<size_t>(from.size)});
-  }
+  for (const PkgUpdateCopy &u : pkgUpdateCopies(package_))
+    updates_.push_back({deviceBuffer(u.from), deviceBuffer(u.to),
+                        static_cast<size_t>(u.bytes)});
   if (!epilogueFallbacks_.empty()) {
     // One note per executable, not per step.
     std::string text = "kiln cuda: cuBLASLt offers no algorithm for these "

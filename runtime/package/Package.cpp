@@ -545,6 +545,19 @@ Status checkPackage(const LoadedPackage &p) {
     return s;
   if (Status s = checkSignature(p, p.outputs, "output"); !s.isOk())
     return s;
+  // An output that updates an input is copied over it after a step.
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const PackageBuffer &from = p.buffers[p.outputs[i].buffer];
+    if (from.updates < 0)
+      continue;
+    const PackageBuffer &to = p.buffers[p.inputs[from.updates].buffer];
+    if (from.dtype != to.dtype || from.shape != to.shape) {
+      os << "output " << i << " (\"" << p.outputs[i].name << "\") updates input "
+         << from.updates << " (\"" << p.inputs[from.updates].name
+         << "\"), but their dtypes or shapes differ";
+      return fail(os);
+    }
+  }
 
   if (Status s = checkEnum("metadata", "strategy", raw(p.metadata.strategy),
                            kMaxStrategy);
@@ -588,6 +601,21 @@ Status checkPackage(const LoadedPackage &p) {
     }
   }
   return Status::ok();
+}
+
+std::vector<PkgUpdateCopy> pkgUpdateCopies(const LoadedPackage &p) {
+  std::vector<PkgUpdateCopy> copies;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    uint32_t from = p.outputs[i].buffer;
+    const PackageBuffer &b = p.buffers[from];
+    if (b.updates < 0)
+      continue;
+    uint32_t to = p.inputs[b.updates].buffer;
+    if (to == from || p.buffers[to].offset == b.offset)
+      continue;
+    copies.push_back({static_cast<uint32_t>(i), from, to, b.size});
+  }
+  return copies;
 }
 
 namespace {

@@ -386,6 +386,16 @@ struct LoadedPackage {
   }
 };
 
+// An output that updates an input (its buffer's `updates`) but was planned
+// in another buffer: after every step the runtime copies its bytes over
+// that input's. checkPackage has checked that both have one dtype and shape.
+struct PkgUpdateCopy {
+  uint32_t output = 0; // index into the signature outputs
+  uint32_t from = 0, to = 0; // buffer ids
+  uint64_t bytes = 0;
+};
+std::vector<PkgUpdateCopy> pkgUpdateCopies(const LoadedPackage &package);
+
 // Reads and checks the package at |path|; errors start with the path.
 StatusOr<LoadedPackage> loadPackage(const std::string &path);
 

@@ -180,6 +180,28 @@ TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {
   EXPECT_LT(tf32.totalUs, r.totalUs);
 }
 
+// A residual GEMM (cuBLASLt's C, beta 1) reads C, an operand, and writes
+// its result: the result is not read as well.
+TEST(PackageRooflineTest, ResidualGemmReadsCNotItsResult) {
+  LoadedPackage p;
+  const int64_t m = 256, n = 128, k = 64;
+  uint32_t a = addBuffer(p, "a", PkgDType::BF16, {m, k});
+  uint32_t w = addBuffer(p, "w", PkgDType::BF16, {k, n});
+  uint32_t bias = addBuffer(p, "b", PkgDType::BF16, {n});
+  uint32_t c = addBuffer(p, "c", PkgDType::BF16, {m, n});
+  uint32_t out = addBuffer(p, "fusion0.0", PkgDType::BF16, {m, n});
+  PackageThunk &gemm =
+      addThunk(p, ThunkKind::LibraryCall, {a, w, bias, c}, {out});
+  gemm.hasGemm = true;
+  gemm.gemm.m = m, gemm.gemm.n = n, gemm.gemm.k = k;
+  gemm.gemm.beta = 1.0;
+  gemm.gemm.epilogue = PkgGemmEpilogue::BiasResidual;
+  PackageRooflineResult r = predictPackageRoofline(p);
+  ASSERT_EQ(r.thunks.size(), 1u);
+  EXPECT_EQ(r.thunks[0].kind, "gemm+bias_residual");
+  EXPECT_EQ(r.thunks[0].bytes, uint64_t(2 * (m * k + k * n + n + 2 * m * n)));
+}
+
 // Updates planned outside their input's buffer are copied over it after
 // the step; those planned in place cost nothing.
 TEST(PackageRooflineTest, UpdatesNotInPlaceAreCopies) {

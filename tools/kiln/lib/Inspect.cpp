@@ -42,20 +42,15 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
   os << "  target:           "
      << (p.target.kind == TargetKind::Cuda ? "cuda" : "cpu");
   for (size_t i = 0; i < p.target.smArchs.size(); ++i)
-    os << (i ? "," : " sm_") << (i ? "sm_" : "") << p.target.smArchs[i];
+    os << (i ? ",sm_" : " sm_") << p.target.smArchs[i];
   if (!p.target.triple.empty())
     os << " " << p.target.triple;
   os << "\n";
-  int64_t parameters = 0, parameterBytes = 0;
+  uint64_t parameterBytes = 0;
   for (const PackageBuffer &b : p.buffers)
-    if (b.role == PkgRole::Parameter) {
-      int64_t n = 1;
-      for (int64_t d : b.shape)
-        n *= d;
-      parameters += n;
-      parameterBytes += int64_t(b.size);
-    }
-  os << "  parameters:       " << parameters << " (" << parameterBytes
+    if (b.role == PkgRole::Parameter)
+      parameterBytes += b.size;
+  os << "  parameters:       " << parameterCount(p) << " (" << parameterBytes
      << " bytes)\n";
   os << "  arena:            " << p.arenaSize << " bytes ("
      << llvm::format("%.2f MiB", p.arenaSize / 1048576.0) << "), "
@@ -78,16 +73,7 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
       break;
     case ThunkKind::LibraryCall:
       ++calls;
-      if (t.hasGemm)
-        ++library[t.gemm.epilogue == PkgGemmEpilogue::None
-                      ? std::string("gemm")
-                      : std::string("gemm+") +
-                            pkgGemmEpilogueName(t.gemm.epilogue)];
-      else if (t.hasAttention)
-        ++library[t.library == LibraryKind::AttentionGrad ? "attention_grad"
-                                                          : "attention"];
-      else
-        ++library["conv2d"];
+      ++library[libraryCallKind(t)];
       break;
     case ThunkKind::Collective:
       ++collectives;

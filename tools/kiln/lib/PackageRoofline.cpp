@@ -2,6 +2,8 @@
 
 #include "tools/kiln/lib/PackageRoofline.h"
 
+#include "tools/kiln/lib/StepSignature.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -14,13 +16,6 @@ namespace kiln::cli {
 using namespace kiln::runtime;
 
 namespace {
-
-int64_t product(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 bool isInteger(PkgDType dtype) {
   return dtype == PkgDType::I64 || dtype == PkgDType::I32 ||
@@ -78,6 +73,30 @@ std::string humanBytes(double bytes) {
 }
 
 } // namespace
+
+std::string libraryCallKind(const PackageThunk &t) {
+  if (t.hasGemm)
+    return t.gemm.epilogue == PkgGemmEpilogue::None
+               ? "gemm"
+               : std::string("gemm+") + pkgGemmEpilogueName(t.gemm.epilogue);
+  switch (t.library) {
+  case LibraryKind::Gemm: return "gemm";
+  case LibraryKind::Conv2D: return "conv2d";
+  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
+  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
+  case LibraryKind::Attention: return "attention";
+  case LibraryKind::AttentionGrad: return "attention_grad";
+  }
+  return "library";
+}
+
+int64_t parameterCount(const LoadedPackage &p) {
+  int64_t n = 0;
+  for (const PackageBuffer &b : p.buffers)
+    if (b.role == PkgRole::Parameter)
+      n += elementCount(b.shape);
+  return n;
+}
 
 PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
                                              const RooflineDevice &d) {
@@ -145,15 +164,14 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
       os << cost.bytes / 2 << " bytes";
       break;
     case ThunkKind::LibraryCall:
+      cost.kind = libraryCallKind(t);
       if (t.hasGemm) {
         const GemmParams &g = t.gemm;
-        cost.kind = g.epilogue == PkgGemmEpilogue::None
-                        ? "gemm"
-                        : std::string("gemm+") + pkgGemmEpilogueName(g.epilogue);
         cost.flops = 2.0 * double(g.m) * double(g.n) * double(g.k) *
                      double(std::max<int64_t>(g.batch, 1));
-        // A GEMM that accumulates into its output reads it too.
-        if (g.beta != 0.0)
+        // A GEMM that accumulates into its output reads it too (with a
+        // residual epilogue, beta scales C, an operand already counted).
+        if (g.beta != 0.0 && !pkgGemmEpilogueBuffers(g.epilogue).c)
           for (uint32_t b : t.results)
             if (!read.count(b))
               cost.bytes += bufferBytes(b);
@@ -165,7 +183,6 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
       } else if (t.hasAttention) {
         const AttentionParams &a = t.attention;
         bool grad = t.library == LibraryKind::AttentionGrad;
-        cost.kind = grad ? "attention_grad" : "attention";
         // Forward: q k^T and p v. Backward: q k^T again, dO v^T, p^T dO,
         // dS k, dS^T q.
         double pairs = double(a.batch) * double(a.heads) * double(a.qLen) *
@@ -183,15 +200,11 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
            << (a.causal ? " causal" : "");
       } else if (t.hasConv) {
         const ConvParams &c = t.conv;
-        cost.kind = t.library == LibraryKind::Conv2D ? "conv2d"
-                    : t.library == LibraryKind::Conv2DInputGrad
-                        ? "conv2d_input_grad"
-                        : "conv2d_filter_grad";
         int64_t perOutput = c.filterShape.size() == 4
                                 ? c.filterShape[1] * c.filterShape[2] *
                                       c.filterShape[3]
                                 : 0;
-        cost.flops = 2.0 * double(product(c.outputShape)) * double(perOutput);
+        cost.flops = 2.0 * double(elementCount(c.outputShape)) * double(perOutput);
         if (!t.operands.empty() && t.operands[0] < p.buffers.size())
           dtype = p.buffers[t.operands[0]].dtype;
         peak = gemmPeak(dtype, d);
@@ -199,8 +212,6 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
         os << pkgDTypeName(dtype) << " out";
         for (int64_t v : c.outputShape)
           os << " " << v;
-      } else {
-        cost.kind = "library";
       }
       break;
     case ThunkKind::Collective:
@@ -219,36 +230,25 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
 
   // An output that updates an input but was planned in another buffer is
   // copied over the input after the step (CudaExecutable's update copies).
-  for (const SignatureEntry &out : p.outputs) {
-    if (out.buffer >= p.buffers.size())
-      continue;
-    const PackageBuffer &from = p.buffers[out.buffer];
-    if (from.updates < 0 || size_t(from.updates) >= p.inputs.size())
-      continue;
-    uint32_t target = p.inputs[from.updates].buffer;
-    if (target == out.buffer ||
-        (target < p.buffers.size() && p.buffers[target].offset == from.offset))
-      continue;
+  for (const PkgUpdateCopy &u : pkgUpdateCopies(p)) {
     ThunkCost cost;
     cost.thunk = p.thunks.size();
     cost.kind = "update_copy";
-    cost.name = from.name;
-    cost.detail = std::to_string(from.size) + " bytes";
-    cost.bytes = 2 * from.size;
+    cost.name = p.buffers[u.from].name;
+    cost.detail = std::to_string(u.bytes) + " bytes";
+    cost.bytes = 2 * u.bytes;
     cost.us = d.launchUs + 1e6 * double(cost.bytes) / bandwidth;
     result.totalUs += cost.us;
     result.bytes += cost.bytes;
     result.thunks.push_back(std::move(cost));
   }
 
-  for (const PackageBuffer &b : p.buffers)
-    if (b.role == PkgRole::Parameter)
-      result.parameters += product(b.shape);
+  result.parameters = parameterCount(p);
   int64_t integerInputs = 0, tokens = 0;
   for (const SignatureEntry &e : p.inputs)
     if (e.role == PkgRole::Input && isInteger(e.dtype)) {
       ++integerInputs;
-      tokens = product(e.shape);
+      tokens = elementCount(e.shape);
     }
   bool otherInputs = llvm::any_of(p.inputs, [](const SignatureEntry &e) {
     return e.role == PkgRole::Input && !isInteger(e.dtype);

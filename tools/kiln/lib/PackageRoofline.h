@@ -87,6 +87,13 @@ struct PackageRooflineResult {
   int64_t tokens = 0;
 };
 
+// A library call's kind: "gemm" or "gemm+EPILOGUE", "conv2d",
+// "conv2d_input_grad", "conv2d_filter_grad", "attention", "attention_grad".
+std::string libraryCallKind(const runtime::PackageThunk &thunk);
+
+// Elements of the package's Parameter buffers.
+int64_t parameterCount(const runtime::LoadedPackage &package);
+
 PackageRooflineResult
 predictPackageRoofline(const runtime::LoadedPackage &package,
                        const RooflineDevice &device = {});

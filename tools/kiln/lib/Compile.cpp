@@ -345,11 +345,7 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   // --emit=mlir: MLIR text whatever OUT is called (-o /dev/null, -o
   // step.txt); a graph file cannot hold a compiled step's fusions anyway.
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os);
-  os << "\n";
-  if (mlir::failed(writeTextFile(&context, options.output, text)))
+  if (mlir::failed(writeModuleText(*module, options.output)))
     return kExitError;
   return kExitOk;
 }

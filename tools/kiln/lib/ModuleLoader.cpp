@@ -94,15 +94,19 @@ mlir::LogicalResult writeTextFile(mlir::MLIRContext *context,
   return mlir::success();
 }
 
+mlir::LogicalResult writeModuleText(mlir::ModuleOp module,
+                                    llvm::StringRef path) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  os << "\n";
+  return writeTextFile(module.getContext(), path, text);
+}
+
 mlir::LogicalResult writeModule(mlir::ModuleOp module, llvm::StringRef path) {
   mlir::MLIRContext *context = module.getContext();
-  if (isTextPath(path)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module.print(os);
-    os << "\n";
-    return writeTextFile(context, path, text);
-  }
+  if (isTextPath(path))
+    return writeModuleText(module, path);
   std::vector<uint8_t> bytes;
   if (mlir::failed(kiln::exportGraph(module, bytes)))
     return mlir::emitError(fileLocation(context, path))

@@ -40,6 +40,9 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
 // Emits a diagnostic naming |path| when it cannot be written.
 mlir::LogicalResult writeModule(mlir::ModuleOp module, llvm::StringRef path);
 
+// Writes |module| to |path| as MLIR text whatever |path| is called.
+mlir::LogicalResult writeModuleText(mlir::ModuleOp module, llvm::StringRef path);
+
 // Writes |text| to |path| (`-` is stdout).
 mlir::LogicalResult writeTextFile(mlir::MLIRContext *context,
                                   llvm::StringRef path, llvm::StringRef text);

@@ -311,7 +311,8 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       printCudaReport(reports, outs);
     return kExitOk;
   }
-  if (options.emit == EmitKind::package && options.cuda) {
+  if (options.emit == EmitKind::package) {
+    // The package records the model file's hash.
     auto source = llvm::MemoryBuffer::getFile(options.input);
     if (!source) {
       printError(errs, kCommand,
@@ -319,28 +320,20 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                      source.getError().message());
       return kExitError;
     }
+    llvm::StringRef stem = llvm::sys::path::stem(options.input);
+    if (!options.cuda)
+      return mlir::failed(writeStepPackage(*module, stem,
+                                           (*source)->getBuffer(), args,
+                                           options.output, kCommand, errs))
+                 ? kExitError
+                 : kExitOk;
     std::vector<CudaKernelReport> reports;
-    if (mlir::failed(writeCudaPackage(
-            *module, llvm::sys::path::stem(options.input),
-            (*source)->getBuffer(), args, options.output, options.cudaOptions,
-            kCommand, errs, reports)))
+    if (mlir::failed(writeCudaPackage(*module, stem, (*source)->getBuffer(),
+                                      args, options.output, options.cudaOptions,
+                                      kCommand, errs, reports)))
       return kExitError;
     if (raw.report)
       printCudaReport(reports, outs);
-    return kExitOk;
-  }
-  if (options.emit == EmitKind::package) {
-    auto source = llvm::MemoryBuffer::getFile(options.input);
-    if (!source) {
-      printError(errs, kCommand,
-                 options.input + ": cannot read it again to hash it: " +
-                     source.getError().message());
-      return kExitError;
-    }
-    if (mlir::failed(writeStepPackage(
-            *module, llvm::sys::path::stem(options.input),
-            (*source)->getBuffer(), args, options.output, kCommand, errs)))
-      return kExitError;
     return kExitOk;
   }
   // --emit=mlir: MLIR text whatever OUT is called (-o /dev/null, -o

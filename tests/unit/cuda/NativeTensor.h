@@ -1,7 +1,7 @@
 //===- NativeTensor.h - HostTensors as device buffers, for tests --*- C++ -*-===//
 //
 // A HostTensor in its dtype's memory layout (what CudaExecutable's inputs
-// and outputs hold) and one element of such a buffer read back. No LLVM.
+// and outputs hold), one element of such a buffer or all of it read back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +54,15 @@ inline double nativeAt(const std::vector<uint8_t> &b, DType dtype, int64_t i) {
   case DType::i1: return *p != 0;
   }
   return 0;
+}
+
+// A buffer of |dtype| and |shape| (toNative's layout) as a HostTensor.
+inline HostTensor fromNative(const std::vector<uint8_t> &b, DType dtype,
+                             llvm::ArrayRef<int64_t> shape) {
+  HostTensor t(dtype, shape);
+  for (int64_t i = 0; i < t.size(); ++i)
+    t[i] = nativeAt(b, dtype, i);
+  return t;
 }
 
 } // namespace kiln::cuda_step_test

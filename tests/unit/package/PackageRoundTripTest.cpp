@@ -23,6 +23,17 @@ using kiln::runtime::testing::makeSamplePackage;
 
 namespace {
 
+// |original| written by the package writer and read back by the loader.
+void roundTrip(const LoadedPackage &original, LoadedPackage &loaded) {
+  StatusOr<std::vector<uint8_t>> bytes =
+      kiln::serialize::writePackage(original);
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  StatusOr<LoadedPackage> read =
+      loadPackageFromBytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(read.isOk()) << read.status().message();
+  loaded = std::move(read.value());
+}
+
 TEST(PackageRoundTrip, EveryFieldSurvives) {
   LoadedPackage original = makeSamplePackage();
   StatusOr<std::vector<uint8_t>> bytes =
@@ -103,13 +114,9 @@ TEST(PackageRoundTrip, GemmEpilogueBuffersSurvive) {
     SCOPED_TRACE(pkgGemmEpilogueName(e));
     LoadedPackage original = makeSamplePackage();
     setGemmEpilogue(original, e);
-    StatusOr<std::vector<uint8_t>> bytes =
-        kiln::serialize::writePackage(original);
-    ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
-    StatusOr<LoadedPackage> loaded =
-        loadPackageFromBytes(bytes->data(), bytes->size());
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    const PackageThunk &t = loaded->thunks[0];
+    LoadedPackage loaded;
+    ASSERT_NO_FATAL_FAILURE(roundTrip(original, loaded));
+    const PackageThunk &t = loaded.thunks[0];
     EXPECT_EQ(t.gemm.epilogue, e);
     PkgGemmEpilogueBuffers extra = pkgGemmEpilogueBuffers(e);
     EXPECT_EQ(t.operands.size(), extra.operands());
@@ -122,18 +129,14 @@ TEST(PackageRoundTrip, GemmEpilogueBuffersSurvive) {
       EXPECT_THAT(t.results, ::testing::ElementsAre(3u, 13u));
     if (extra.auxInput)
       EXPECT_THAT(t.operands, ::testing::ElementsAre(0u, 1u, 13u));
-    EXPECT_TRUE(loaded.value() == original);
+    EXPECT_TRUE(loaded == original);
   }
 }
 
 TEST(PackageRoundTrip, EmptyPackageLoads) {
-  LoadedPackage empty;
-  StatusOr<std::vector<uint8_t>> bytes = kiln::serialize::writePackage(empty);
-  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
-  StatusOr<LoadedPackage> loaded =
-      loadPackageFromBytes(bytes->data(), bytes->size());
-  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-  EXPECT_TRUE(loaded.value() == empty);
+  LoadedPackage empty, loaded;
+  ASSERT_NO_FATAL_FAILURE(roundTrip(empty, loaded));
+  EXPECT_TRUE(loaded == empty);
 }
 
 TEST(PackageRoundTrip, UnalignedBytesLoad) {
@@ -193,14 +196,10 @@ LoadedPackage withShards() {
 
 TEST(PackageRoundTrip, ShardLayoutsSurvive) {
   LoadedPackage original = withShards();
-  StatusOr<std::vector<uint8_t>> bytes =
-      kiln::serialize::writePackage(original);
-  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
-  StatusOr<LoadedPackage> loaded =
-      loadPackageFromBytes(bytes->data(), bytes->size());
-  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-  EXPECT_TRUE(loaded.value() == original);
-  const std::vector<ShardLayout> &shards = loaded->metadata.shards;
+  LoadedPackage loaded;
+  ASSERT_NO_FATAL_FAILURE(roundTrip(original, loaded));
+  EXPECT_TRUE(loaded == original);
+  const std::vector<ShardLayout> &shards = loaded.metadata.shards;
   ASSERT_EQ(shards.size(), 1u);
   EXPECT_EQ(shards[0].shardLength(), 16);
   ASSERT_EQ(shards[0].slots.size(), 2u);

@@ -69,50 +69,39 @@ TEST(ElementwiseGradient, Reciprocal) {
   });
 }
 
+// kiln.gelu (x) or kiln.gelu_grad (x, dy) in |form|, erf or tanh: x in
+// [-3, 3] and dy in [-2, 2].
+Case gelu(Random &r, const std::string &op, const std::string &form) {
+  Shape s = anyShape(r);
+  Case c;
+  c.args = {{"x", r.uniform(s, -3.0, 3.0)}};
+  std::string operands = "%x";
+  if (op == "gelu_grad") {
+    c.args.push_back({"dy", r.uniform(s, -2.0, 2.0)});
+    operands += ", %dy";
+  }
+  c.body = "  %y = kiln." + op + " " + form + ", " + operands + " : " +
+           tensorType(s);
+  c.resultShape = s;
+  return c;
+}
+
 TEST(ElementwiseGradient, GeluErf) {
-  trials([](Random &r) {
-    Shape s = anyShape(r);
-    Case c;
-    c.args = {{"x", r.uniform(s, -3.0, 3.0)}};
-    c.body = "  %y = kiln.gelu erf, %x : " + tensorType(s);
-    c.resultShape = s;
-    return c;
-  });
+  trials([](Random &r) { return gelu(r, "gelu", "erf"); });
 }
 
 TEST(ElementwiseGradient, GeluTanh) {
-  trials([](Random &r) {
-    Shape s = anyShape(r);
-    Case c;
-    c.args = {{"x", r.uniform(s, -3.0, 3.0)}};
-    c.body = "  %y = kiln.gelu tanh, %x : " + tensorType(s);
-    c.resultShape = s;
-    return c;
-  });
+  trials([](Random &r) { return gelu(r, "gelu", "tanh"); });
 }
 
 // gelu_grad(x, dy) = dy gelu'(x): its own gradient needs gelu''(x) for x
 // and gelu'(x) for dy (a second-order use: the gradient of a gradient).
 TEST(ElementwiseGradient, GeluGradErf) {
-  trials([](Random &r) {
-    Shape s = anyShape(r);
-    Case c;
-    c.args = {{"x", r.uniform(s, -3.0, 3.0)}, {"dy", r.uniform(s, -2.0, 2.0)}};
-    c.body = "  %y = kiln.gelu_grad erf, %x, %dy : " + tensorType(s);
-    c.resultShape = s;
-    return c;
-  });
+  trials([](Random &r) { return gelu(r, "gelu_grad", "erf"); });
 }
 
 TEST(ElementwiseGradient, GeluGradTanh) {
-  trials([](Random &r) {
-    Shape s = anyShape(r);
-    Case c;
-    c.args = {{"x", r.uniform(s, -3.0, 3.0)}, {"dy", r.uniform(s, -2.0, 2.0)}};
-    c.body = "  %y = kiln.gelu_grad tanh, %x, %dy : " + tensorType(s);
-    c.resultShape = s;
-    return c;
-  });
+  trials([](Random &r) { return gelu(r, "gelu_grad", "tanh"); });
 }
 
 TEST(ElementwiseGradient, StopGradient) {

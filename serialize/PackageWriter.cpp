@@ -90,7 +90,8 @@ Offset<fbs::Thunk> writeThunk(FlatBufferBuilder &b, const PackageThunk &t) {
     const AttentionParams &a = t.attention;
     attention = fbs::CreateAttentionParams(b, a.batch, a.heads, a.qLen,
                                            a.kvLen, a.headDim, a.valueDim,
-                                           a.scale, a.causal);
+                                           a.scale, a.causal,
+                                           toFbs<fbs::AttentionLayout>(a.layout));
   }
   auto operands = b.CreateVector(t.operands);
   auto results = b.CreateVector(t.results);

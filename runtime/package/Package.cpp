@@ -45,6 +45,8 @@ constexpr unsigned kMaxReduceKind = raw(pkg::ReduceKind::MAX);
 constexpr unsigned kMaxInitKind = raw(pkg::InitKind::MAX);
 constexpr unsigned kMaxStrategy = raw(pkg::Strategy::MAX);
 constexpr unsigned kMaxGemmEpilogue = raw(pkg::GemmEpilogue::MAX);
+constexpr unsigned kMaxAttentionLayout = raw(pkg::AttentionLayout::MAX);
+static_assert(kMaxAttentionLayout == raw(AttentionLayout::PackedBTHD));
 static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::DGelu));
 static_assert(kMaxDType == raw(PkgDType::I1));
 static_assert(kMaxRole == raw(PkgRole::Gradient));
@@ -138,9 +140,10 @@ Status checkSignature(const LoadedPackage &p,
   return Status::ok();
 }
 
-// An attention library call: its parameters, its operand and result counts,
-// and that every buffer has the shape and type the parameters imply (the
-// runtime indexes them by the parameters alone).
+// An attention library call: its parameters, its operand and result counts
+// for its layout, and that every buffer has the shape and type the
+// parameters and the layout imply (the runtime indexes them by the
+// parameters alone).
 Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
                            const PackageThunk &t) {
   std::ostringstream os;
@@ -157,6 +160,10 @@ Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
     return fail(os);
   }
   const AttentionParams &a = t.attention;
+  if (Status s = checkEnum(where, "attention layout", raw(a.layout),
+                           kMaxAttentionLayout);
+      !s.isOk())
+    return s;
   for (auto [field, v] : {std::pair<const char *, int64_t>{"batch", a.batch},
                           {"heads", a.heads},
                           {"q_len", a.qLen},
@@ -170,22 +177,37 @@ Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
     }
   if (Status s = checkFinite(where, "attention scale", a.scale); !s.isOk())
     return s;
-  size_t operands = grad ? 6 : 3, results = grad ? 3 : 2;
+  bool packed = a.layout == AttentionLayout::PackedBTHD;
+  if (packed && (a.headDim != a.valueDim || a.qLen != a.kvLen)) {
+    os << where << ": " << name << " layout packed_bthd needs head_dim == "
+       << "value_dim and q_len == kv_len, found head_dim " << a.headDim
+       << ", value_dim " << a.valueDim << ", q_len " << a.qLen << ", kv_len "
+       << a.kvLen;
+    return fail(os);
+  }
+  size_t operands = packed ? (grad ? 4 : 1) : (grad ? 6 : 3);
+  size_t results = packed ? (grad ? 1 : 2) : (grad ? 3 : 2);
   if (t.operands.size() != operands || t.results.size() != results) {
-    os << where << ": " << name << " needs " << operands << " operands and "
-       << results << " results, found " << t.operands.size() << " and "
+    os << where << ": " << name;
+    if (packed)
+      os << " (layout " << attentionLayoutName(a.layout) << ")";
+    os << " needs " << operands << " operands and " << results
+       << " results, found " << t.operands.size() << " and "
        << t.results.size();
     return fail(os);
   }
   const std::vector<int64_t> q{a.batch, a.heads, a.qLen, a.headDim},
       k{a.batch, a.heads, a.kvLen, a.headDim},
       v{a.batch, a.heads, a.kvLen, a.valueDim},
-      out{a.batch, a.heads, a.qLen, a.valueDim}, lse{a.batch, a.heads, a.qLen};
+      out{a.batch, a.heads, a.qLen, a.valueDim}, lse{a.batch, a.heads, a.qLen},
+      qkv{a.batch, a.qLen, 3, a.heads, a.headDim},
+      outPacked{a.batch, a.qLen, a.heads, a.headDim};
   PkgDType type = p.buffers[t.operands[0]].dtype;
   if (type != PkgDType::F32 && type != PkgDType::F16 &&
       type != PkgDType::BF16 && type != PkgDType::F64) {
-    os << where << ": " << name << " operand 0 (q) has dtype "
-       << pkgDTypeName(type) << ", expected f16, bf16, f32 or f64";
+    os << where << ": " << name << " operand 0 (" << (packed ? "qkv" : "q")
+       << ") has dtype " << pkgDTypeName(type)
+       << ", expected f16, bf16, f32 or f64";
     return fail(os);
   }
   PkgDType lseType = type == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
@@ -196,7 +218,17 @@ Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
     PkgDType dtype;
   };
   std::vector<Expect> expected;
-  if (grad)
+  if (packed && grad)
+    expected = {{"operand 0 (qkv)", t.operands[0], &qkv, type},
+                {"operand 1 (out)", t.operands[1], &outPacked, type},
+                {"operand 2 (lse)", t.operands[2], &lse, lseType},
+                {"operand 3 (dout)", t.operands[3], &outPacked, type},
+                {"result 0 (dqkv)", t.results[0], &qkv, type}};
+  else if (packed)
+    expected = {{"operand 0 (qkv)", t.operands[0], &qkv, type},
+                {"result 0 (out)", t.results[0], &outPacked, type},
+                {"result 1 (lse)", t.results[1], &lse, lseType}};
+  else if (grad)
     expected = {{"operand 0 (q)", t.operands[0], &q, type},
                 {"operand 1 (k)", t.operands[1], &k, type},
                 {"operand 2 (v)", t.operands[2], &v, type},
@@ -421,6 +453,14 @@ const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
   case PkgGemmEpilogue::GeluAux: return "gelu_aux";
   case PkgGemmEpilogue::BiasGeluAux: return "bias_gelu_aux";
   case PkgGemmEpilogue::DGelu: return "dgelu";
+  }
+  return "unknown";
+}
+
+const char *attentionLayoutName(AttentionLayout layout) {
+  switch (layout) {
+  case AttentionLayout::BHTD: return "bhtd";
+  case AttentionLayout::PackedBTHD: return "packed_bthd";
   }
   return "unknown";
 }
@@ -749,7 +789,8 @@ LoadedPackage copyOut(const pkg::Package *fb) {
         out.hasAttention = true;
         out.attention = {a->batch(),    a->heads(),     a->q_len(),
                          a->kv_len(),   a->head_dim(),  a->value_dim(),
-                         a->scale(),    a->causal()};
+                         a->scale(),    a->causal(),
+                         castEnum<AttentionLayout>(a->layout())};
       }
       if (const pkg::CollectiveParams *c = t->collective()) {
         out.hasCollective = true;

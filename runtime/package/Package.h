@@ -26,7 +26,7 @@ namespace kiln::runtime {
 
 // The version this reader understands (package.fbs's compatibility rule).
 constexpr uint16_t kPackageMajorVersion = 1;
-constexpr uint16_t kPackageMinorVersion = 1;
+constexpr uint16_t kPackageMinorVersion = 2;
 
 // Enum values equal package.fbs's.
 enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
@@ -234,15 +234,26 @@ struct ConvParams {
   }
 };
 
-// package.fbs AttentionParams: q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv].
+// How an attention thunk's tensors are laid out (package.fbs
+// AttentionLayout, since 1.2). BHTD: operands q [B,H,Tq,D], k [B,H,Tk,D],
+// v [B,H,Tk,Dv] (grad: then out, lse, dout), results out [B,H,Tq,Dv] and lse
+// [B,H,Tq] (grad: dq, dk, dv shaped as q, k, v). PackedBTHD (D == Dv,
+// Tq == Tk = T): operands qkv [B,T,3,H,D] (grad: then out, lse, dout, with
+// out and dout [B,T,H,D]), results out [B,T,H,D] and lse [B,H,T] (grad: one
+// dqkv [B,T,3,H,D]).
+enum class AttentionLayout : uint8_t { BHTD, PackedBTHD };
+const char *attentionLayoutName(AttentionLayout layout);
+
+// package.fbs AttentionParams.
 struct AttentionParams {
   int64_t batch = 0, heads = 0, qLen = 0, kvLen = 0, headDim = 0, valueDim = 0;
   double scale = 1.0;
   bool causal = false;
+  AttentionLayout layout = AttentionLayout::BHTD;
   bool operator==(const AttentionParams &o) const {
     return batch == o.batch && heads == o.heads && qLen == o.qLen &&
            kvLen == o.kvLen && headDim == o.headDim && valueDim == o.valueDim &&
-           scale == o.scale && causal == o.causal;
+           scale == o.scale && causal == o.causal && layout == o.layout;
   }
 };
 

@@ -76,14 +76,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.1 is not supported: this reader reads 1.1 "
-            "(same major, minor at most 1)");
+            "package version 2.2 is not supported: this reader reads 1.2 "
+            "(same major, minor at most 2)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 3; }),
-            "package version 1.3 is not supported: this reader reads 1.1 "
-            "(same major, minor at most 1)");
+            "package version 1.3 is not supported: this reader reads 1.2 "
+            "(same major, minor at most 2)");
 }
 
 TEST(PackageErrors, TargetKind) {
@@ -280,6 +280,95 @@ TEST(PackageErrors, AttentionLseType) {
             }),
             "thunk 5: attention result 1 (lse) (buffer 10) is [1x2x3] bf16, "
             "expected [1x2x3] f32");
+}
+
+// Version 1.2's packed attention (addPackedAttention: thunk 6 forward,
+// thunk 7 backward): its counts, shapes, dtypes and constraints.
+std::string packedError(const std::function<void(LoadedPackage &)> &mutate) {
+  return loadError([&](LoadedPackage &p) {
+    kiln::runtime::testing::addPackedAttention(p);
+    mutate(p);
+  });
+}
+
+TEST(PackageErrors, PackedAttentionLoads) {
+  EXPECT_EQ(packedError([](LoadedPackage &) {}), "<loaded>");
+}
+
+TEST(PackageErrors, PackedAttentionCounts) {
+  // Packed parameters on the three BHTD buffers.
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.thunks[6].operands = {6, 7, 8};
+            }),
+            "thunk 6: attention (layout packed_bthd) needs 1 operands and 2 "
+            "results, found 3 and 2");
+  // dq, dk, dv as three results.
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.thunks[7].results = {15, 15, 15};
+            }),
+            "thunk 7: attention_grad (layout packed_bthd) needs 4 operands "
+            "and 1 results, found 4 and 3");
+  // BHTD parameters on the packed buffers.
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.thunks[6].attention.layout = AttentionLayout::BHTD;
+            }),
+            "thunk 6: attention needs 3 operands and 2 results, found 1 and 2");
+}
+
+TEST(PackageErrors, PackedAttentionShapes) {
+  // q laid out [B,H,T,D] where qkv [B,T,3,H,D] is expected.
+  EXPECT_EQ(packedError([](LoadedPackage &p) { p.thunks[6].operands = {6}; }),
+            "thunk 6: attention operand 0 (qkv) (buffer 6) is [1x2x3x4] f32, "
+            "expected [1x3x3x2x4] f32");
+  // out in the BHTD layout.
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.buffers[12].shape = {1, 2, 3, 4};
+            }),
+            "thunk 6: attention result 0 (out) (buffer 12) is [1x2x3x4] f32, "
+            "expected [1x3x2x4] f32");
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.buffers[14].shape = {1, 3, 8};
+            }),
+            "thunk 7: attention_grad operand 3 (dout) (buffer 14) is [1x3x8] "
+            "f32, expected [1x3x2x4] f32");
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.buffers[15].shape = {3, 1, 3, 2, 4};
+            }),
+            "thunk 7: attention_grad result 0 (dqkv) (buffer 15) is "
+            "[3x1x3x2x4] f32, expected [1x3x3x2x4] f32");
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.buffers[13].dtype = PkgDType::BF16;
+              p.buffers[13].size = 12;
+            }),
+            "thunk 6: attention result 1 (lse) (buffer 13) is [1x2x3] bf16, "
+            "expected [1x2x3] f32");
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.buffers[11].dtype = PkgDType::I32;
+            }),
+            "thunk 6: attention operand 0 (qkv) has dtype i32, expected f16, "
+            "bf16, f32 or f64");
+}
+
+TEST(PackageErrors, PackedAttentionNeedsOneLengthAndHeadDim) {
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.thunks[6].attention.kvLen = 5;
+            }),
+            "thunk 6: attention layout packed_bthd needs head_dim == "
+            "value_dim and q_len == kv_len, found head_dim 4, value_dim 4, "
+            "q_len 3, kv_len 5");
+  EXPECT_EQ(packedError([](LoadedPackage &p) {
+              p.thunks[7].attention.valueDim = 2;
+            }),
+            "thunk 7: attention_grad layout packed_bthd needs head_dim == "
+            "value_dim and q_len == kv_len, found head_dim 4, value_dim 2, "
+            "q_len 3, kv_len 3");
+}
+
+TEST(PackageErrors, AttentionLayoutOutOfRange) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[5].attention.layout = bad<AttentionLayout>(2);
+            }),
+            "thunk 5: attention layout 2 is out of range (0..1)");
 }
 
 TEST(PackageErrors, GemmAlphaNotFinite) {

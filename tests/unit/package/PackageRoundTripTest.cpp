@@ -49,7 +49,7 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   // Spot checks on top of the whole-struct comparison, so a broken
   // operator== cannot hide a dropped field.
   EXPECT_EQ(p.majorVersion, 1);
-  EXPECT_EQ(p.minorVersion, 1);
+  EXPECT_EQ(p.minorVersion, 2);
   EXPECT_EQ(p.target.kind, TargetKind::Cuda);
   EXPECT_THAT(p.target.smArchs, ::testing::ElementsAre(80u, 90u));
   EXPECT_EQ(p.target.cpuFeatures, "+avx2,+fma");
@@ -88,6 +88,7 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   EXPECT_EQ(p.thunks[5].attention.valueDim, 2);
   EXPECT_EQ(p.thunks[5].attention.scale, 0.5);
   EXPECT_TRUE(p.thunks[5].attention.causal);
+  EXPECT_EQ(p.thunks[5].attention.layout, AttentionLayout::BHTD);
   ASSERT_EQ(p.parameterInits.size(), 2u);
   EXPECT_EQ(p.parameterInits[0].seed, 3);
   EXPECT_FALSE(p.parameterInits[0].hasData);
@@ -131,6 +132,33 @@ TEST(PackageRoundTrip, GemmEpilogueBuffersSurvive) {
       EXPECT_THAT(t.operands, ::testing::ElementsAre(0u, 1u, 13u));
     EXPECT_TRUE(loaded == original);
   }
+}
+
+// Version 1.2's attention layout: packed thunks come back packed, with
+// their one qkv operand and one dqkv result; BHTD (the default, so not
+// written) comes back BHTD.
+TEST(PackageRoundTrip, AttentionLayoutSurvives) {
+  LoadedPackage original = makeSamplePackage();
+  kiln::runtime::testing::addPackedAttention(original);
+  LoadedPackage loaded;
+  ASSERT_NO_FATAL_FAILURE(roundTrip(original, loaded));
+  ASSERT_EQ(loaded.thunks.size(), 8u);
+  EXPECT_EQ(loaded.thunks[5].attention.layout, AttentionLayout::BHTD);
+  for (size_t i : {6, 7}) {
+    const PackageThunk &t = loaded.thunks[i];
+    EXPECT_EQ(t.attention.layout, AttentionLayout::PackedBTHD);
+    EXPECT_EQ(t.attention.qLen, 3);
+    EXPECT_EQ(t.attention.headDim, 4);
+  }
+  EXPECT_THAT(loaded.thunks[6].operands, ::testing::ElementsAre(11u));
+  EXPECT_THAT(loaded.thunks[6].results, ::testing::ElementsAre(12u, 13u));
+  EXPECT_THAT(loaded.thunks[7].operands,
+              ::testing::ElementsAre(11u, 12u, 13u, 14u));
+  EXPECT_THAT(loaded.thunks[7].results, ::testing::ElementsAre(15u));
+  EXPECT_TRUE(loaded == original);
+  // The field takes part in the comparison.
+  loaded.thunks[6].attention.layout = AttentionLayout::BHTD;
+  EXPECT_FALSE(loaded == original);
 }
 
 TEST(PackageRoundTrip, EmptyPackageLoads) {

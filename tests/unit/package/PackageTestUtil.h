@@ -195,6 +195,33 @@ inline void setGemmEpilogue(LoadedPackage &p, PkgGemmEpilogue epilogue) {
     t.results.push_back(13);
 }
 
+// Version 1.2's packed attention appended to the sample: buffers 11 qkv
+// [1,3,3,2,4], 12 out [1,3,2,4], 13 lse [1,2,3], 14 dout [1,3,2,4], 15 dqkv
+// [1,3,3,2,4] (f32, in a grown arena); thunk 6 an Attention (qkv -> out,
+// lse) and thunk 7 an AttentionGrad (qkv, out, lse, dout -> dqkv), both
+// layout PackedBTHD with B 1, T 3, H 2, D 4, causal.
+inline void addPackedAttention(LoadedPackage &p) {
+  p.buffers.push_back(makeBuffer("qkv", {1, 3, 3, 2, 4}, 1024, 288, PkgRole::None));
+  p.buffers.push_back(makeBuffer("out.packed", {1, 3, 2, 4}, 1344, 96, PkgRole::None));
+  p.buffers.push_back(makeBuffer("lse.packed", {1, 2, 3}, 1472, 24, PkgRole::None));
+  p.buffers.push_back(makeBuffer("dout.packed", {1, 3, 2, 4}, 1536, 96, PkgRole::None));
+  p.buffers.push_back(makeBuffer("dqkv", {1, 3, 3, 2, 4}, 1664, 288, PkgRole::None));
+  p.arenaSize = 1984;
+  PackageThunk fwd;
+  fwd.kind = ThunkKind::LibraryCall;
+  fwd.library = LibraryKind::Attention;
+  fwd.hasAttention = true;
+  fwd.attention = {1, 2, 3, 3, 4, 4, 0.5, true, AttentionLayout::PackedBTHD};
+  fwd.operands = {11};
+  fwd.results = {12, 13};
+  PackageThunk grad = fwd;
+  grad.library = LibraryKind::AttentionGrad;
+  grad.operands = {11, 12, 13, 14};
+  grad.results = {15};
+  p.thunks.push_back(fwd);
+  p.thunks.push_back(grad);
+}
+
 } // namespace kiln::runtime::testing
 
 #endif // KILN_TESTS_UNIT_PACKAGE_PACKAGETESTUTIL_H

@@ -612,6 +612,87 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+namespace {
+// The [B, T, H, D] out and [B, H, T] lse of a packed attention over |qkv|
+// ([B, T, 3, H, D], static); an error naming the operand otherwise.
+LogicalResult inferPackedAttention(std::optional<Location> loc, StringRef opName,
+                                   Value qkv, RankedTensorType &out,
+                                   RankedTensorType &lse) {
+  if (failed(checkStatic(loc, opName, ValueRange{qkv})))
+    return failure();
+  ArrayRef<int64_t> s = shapeOf(qkv);
+  if (s.size() != 5 || s[2] != 3) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "qkv must be [B, T, 3, H, D] (q, k and v packed along dimension 2), "
+          "but is '"
+       << qkv.getType() << "'";
+    return inferError(loc, opName, os.str());
+  }
+  Type element = elementOf(qkv);
+  out = RankedTensorType::get({s[0], s[1], s[3], s[4]}, element);
+  lse = RankedTensorType::get({s[0], s[3], s[1]}, attentionLseElementType(element));
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionQkvOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &inferred) {
+  RankedTensorType out, lse;
+  if (failed(inferPackedAttention(loc, getOperationName(), adaptor.getQkv(), out, lse)))
+    return failure();
+  inferred.append({out, lse});
+  return success();
+}
+
+void AttentionQkvOp::build(OpBuilder &b, OperationState &state, Value qkv,
+                           double scale, bool causal) {
+  build(b, state, qkv, b.getF64FloatAttr(scale), b.getBoolAttr(causal));
+}
+
+LogicalResult AttentionQkvOp::verify() {
+  return checkScale(*this, getScale().convertToDouble());
+}
+
+LogicalResult AttentionQkvGradOp::inferReturnTypes(MLIRContext *,
+                                                   std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &inferred) {
+  RankedTensorType out, lse;
+  if (failed(inferPackedAttention(loc, getOperationName(), adaptor.getQkv(), out, lse)))
+    return failure();
+  inferred.push_back(adaptor.getQkv().getType());
+  return success();
+}
+
+void AttentionQkvGradOp::build(OpBuilder &b, OperationState &state, Value qkv,
+                               Value out, Value lse, Value dout, double scale,
+                               bool causal) {
+  build(b, state, qkv, out, lse, dout, b.getF64FloatAttr(scale),
+        b.getBoolAttr(causal));
+}
+
+LogicalResult AttentionQkvGradOp::verify() {
+  if (failed(checkScale(*this, getScale().convertToDouble())))
+    return failure();
+  RankedTensorType outType, lseType;
+  if (failed(inferPackedAttention(getLoc(), getOperationName(), getQkv(), outType,
+                                  lseType)))
+    return failure();
+  if (getOut().getType() != outType)
+    return emitOpError() << "out must be the forward result " << outType
+                         << ", but is " << getOut().getType();
+  if (getLse().getType() != lseType)
+    return emitOpError() << "lse must be the forward result " << lseType
+                         << ", but is " << getLse().getType();
+  if (getDout().getType() != outType)
+    return emitOpError() << "dout must have out's type " << outType
+                         << ", but is " << getDout().getType();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
@@ -789,6 +870,14 @@ int64_t AttentionGradOp::getFlops() {
   ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
   return flops::attentionGrad(q[0], q[1], q[2], shapeOf(getK())[2], q[3], v[3],
                               getCausal());
+}
+int64_t AttentionQkvOp::getFlops() {
+  ArrayRef<int64_t> s = shapeOf(getQkv());
+  return flops::attention(s[0], s[3], s[1], s[1], s[4], s[4], getCausal());
+}
+int64_t AttentionQkvGradOp::getFlops() {
+  ArrayRef<int64_t> s = shapeOf(getQkv());
+  return flops::attentionGrad(s[0], s[3], s[1], s[1], s[4], s[4], getCausal());
 }
 int64_t AllReduceOp::getFlops() {
   return shape::numElements(shapeOf(getOperand()));

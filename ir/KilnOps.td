@@ -827,6 +827,81 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad",
   let hasVerifier = 1;
 }
 
+def Kiln_AttentionQkvOp : Kiln_Op<"attention_qkv",
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
+  let summary = "Fused attention over packed q, k and v, token-major";
+  let description = [{
+    `kiln.attention` in the layout a transformer's qkv projection writes:
+    `qkv` is [B, T, 3, H, D] of one float element type T, holding
+    `q = qkv[:, :, 0]`, `k = qkv[:, :, 1]` and `v = qkv[:, :, 2]`, each
+    [B, T, H, D]. The results are `out` [B, T, H, D] of T and `lse`
+    [B, H, T] of f32 (f64 when T is f64): with qh, kh and vh the [B, H, T, D]
+    transposes of q, k and v, `out` is the [B, T, H, D] transpose of
+    `kiln.attention(qh, kh, vh)`'s out and `lse` its lse. `scale` and
+    `causal` mean what they mean there.
+
+    `kiln-pack-attention` (CUDA) forms it from a `kiln.attention` whose q, k
+    and v are the transposed thirds of one projection, so that the fused
+    kernels read the projection where it lies and write `out` where the next
+    projection reads it: no layout copies. `kiln-decompose` expands it into
+    those slices and transposes around `kiln.attention`. Differentiable in
+    `qkv` through `kiln.attention_qkv_grad`; no gradient may flow into
+    `lse`.
+
+    Example:
+    ```mlir
+    %out, %lse = kiln.attention_qkv %qkv {causal = true, scale = 1.250000e-01 : f64}
+        : (tensor<2x128x3x12x64xbf16>) -> (tensor<2x128x12x64xbf16>, tensor<2x12x128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$qkv, F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Kiln_FloatTensor:$out, Kiln_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $qkv attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [
+    // Infers out and lse from qkv.
+    OpBuilder<(ins "::mlir::Value":$qkv, "double":$scale, "bool":$causal)>,
+  ];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionQkvGradOp : Kiln_Op<"attention_qkv_grad",
+    [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
+  let summary = "Gradient of kiln.attention_qkv";
+  let description = [{
+    Given the forward operand `qkv` [B, T, 3, H, D], its results `out`
+    [B, T, H, D] and `lse` [B, H, T] and the gradient `dout` [B, T, H, D]
+    of `out`, produces `dqkv` with the type of `qkv`: `dqkv[:, :, 0]`,
+    `dqkv[:, :, 1]` and `dqkv[:, :, 2]` are the [B, T, H, D] transposes of
+    `kiln.attention_grad`'s dq, dk and dv for the transposed operands.
+    `scale` and `causal` are the forward op's. Not differentiable itself.
+
+    Example:
+    ```mlir
+    %dqkv = kiln.attention_qkv_grad %qkv, %out, %lse, %dout
+        {causal = true, scale = 1.250000e-01 : f64}
+        : (tensor<2x16x3x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>,
+           tensor<2x16x4x8xf32>) -> tensor<2x16x3x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$qkv, Kiln_FloatTensor:$out,
+                       Kiln_FloatTensor:$lse, Kiln_FloatTensor:$dout,
+                       F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs Kiln_FloatTensor:$dqkv);
+  let assemblyFormat = [{
+    $qkv `,` $out `,` $lse `,` $dout attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let builders = [
+    // dqkv takes the type of qkv.
+    OpBuilder<(ins "::mlir::Value":$qkv, "::mlir::Value":$out,
+                   "::mlir::Value":$lse, "::mlir::Value":$dout,
+                   "double":$scale, "bool":$causal)>,
+  ];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

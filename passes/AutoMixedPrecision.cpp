@@ -105,6 +105,10 @@ bool keepsF32(Operation *op, Value v) {
     return v == attention.getLse();
   if (auto grad = dyn_cast<AttentionGradOp>(op))
     return v == grad.getLse();
+  if (auto packed = dyn_cast<AttentionQkvOp>(op))
+    return v == packed.getLse();
+  if (auto packedGrad = dyn_cast<AttentionQkvGradOp>(op))
+    return v == packedGrad.getLse();
   return false;
 }
 

@@ -26,6 +26,7 @@
 #include "passes/Decompose.h"
 
 #include "ir/KilnOps.h"
+#include "ir/gradients/GradientUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -376,6 +377,64 @@ struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
   }
 };
 
+// The packed forms: kiln.attention over the [B, H, T, D] parts of qkv,
+// out and the gradients moved back to [B, T, H, D] (then expanded further
+// when the target wants the primitives).
+Value packedPart(PatternRewriter &r, Location loc, Value qkv, int64_t part) {
+  auto type = cast<RankedTensorType>(qkv.getType());
+  ArrayRef<int64_t> s = type.getShape();
+  Value slice = grad::slice(r, loc, qkv, {0, 0, part, 0, 0},
+                            {s[0], s[1], part + 1, s[3], s[4]}, {1, 1, 1, 1, 1});
+  Value heads = grad::reshape(
+      r, loc, slice, RankedTensorType::get({s[0], s[1], s[3], s[4]}, type.getElementType()));
+  return grad::transpose(r, loc, heads, {0, 2, 1, 3});
+}
+
+struct DecomposeAttentionQkv : OpRewritePattern<AttentionQkvOp> {
+  DecomposeAttentionQkv(MLIRContext *context, bool wideOnly)
+      : OpRewritePattern(context), wideOnly(wideOnly) {}
+  bool wideOnly;
+  LogicalResult matchAndRewrite(AttentionQkvOp op, PatternRewriter &r) const override {
+    if (wideOnly && fitsFusedAttention(op.getOut(), op.getOut()))
+      return r.notifyMatchFailure(op, "the fused attention kernels run it");
+    Location loc = op.getLoc();
+    auto attention = r.create<AttentionOp>(
+        loc, packedPart(r, loc, op.getQkv(), 0), packedPart(r, loc, op.getQkv(), 1),
+        packedPart(r, loc, op.getQkv(), 2), op.getScaleAttr(), op.getCausalAttr());
+    r.replaceOp(op, {grad::transpose(r, loc, attention.getOut(), {0, 2, 1, 3}),
+                     attention.getLse()});
+    return success();
+  }
+};
+
+struct DecomposeAttentionQkvGrad : OpRewritePattern<AttentionQkvGradOp> {
+  DecomposeAttentionQkvGrad(MLIRContext *context, bool wideOnly)
+      : OpRewritePattern(context), wideOnly(wideOnly) {}
+  bool wideOnly;
+  LogicalResult matchAndRewrite(AttentionQkvGradOp op,
+                                PatternRewriter &r) const override {
+    if (wideOnly && fitsFusedAttention(op.getOut(), op.getOut()))
+      return r.notifyMatchFailure(op, "the fused attention kernels run it");
+    Location loc = op.getLoc();
+    auto g = r.create<AttentionGradOp>(
+        loc, packedPart(r, loc, op.getQkv(), 0), packedPart(r, loc, op.getQkv(), 1),
+        packedPart(r, loc, op.getQkv(), 2),
+        grad::transpose(r, loc, op.getOut(), {0, 2, 1, 3}), op.getLse(),
+        grad::transpose(r, loc, op.getDout(), {0, 2, 1, 3}), op.getScaleAttr(),
+        op.getCausalAttr());
+    auto type = cast<RankedTensorType>(op.getQkv().getType());
+    ArrayRef<int64_t> s = type.getShape();
+    auto partType =
+        RankedTensorType::get({s[0], s[1], 1, s[3], s[4]}, type.getElementType());
+    SmallVector<Value, 3> parts;
+    for (Value d : {g.getDq(), g.getDk(), g.getDv()})
+      parts.push_back(
+          grad::reshape(r, loc, grad::transpose(r, loc, d, {0, 2, 1, 3}), partType));
+    r.replaceOpWithNewOp<ConcatenateOp>(op, type, parts, /*dimension=*/2);
+    return success();
+  }
+};
+
 struct DecomposePass : impl::KilnDecomposeBase<DecomposePass> {
   using Base::Base;
   void runOnOperation() override {
@@ -401,8 +460,8 @@ void populateDecomposePatterns(RewritePatternSet &patterns,
     patterns.add<DecomposeGelu>(context);
   // Kept whole (options.attention off), an attention still decomposes when
   // its head dims are past what the fused kernels take.
-  patterns.add<DecomposeAttention, DecomposeAttentionGrad>(
-      context, /*wideOnly=*/!options.attention);
+  patterns.add<DecomposeAttention, DecomposeAttentionGrad, DecomposeAttentionQkv,
+               DecomposeAttentionQkvGrad>(context, /*wideOnly=*/!options.attention);
 }
 
 } // namespace kiln

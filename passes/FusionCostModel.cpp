@@ -41,7 +41,7 @@ double FusionCostModel::kernelTimeUs(int64_t bytes, int64_t flops) const {
 
 bool isLibraryOp(Operation *op) {
   return isa<DotGeneralOp, Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp,
-             AttentionOp, AttentionGradOp>(op);
+             AttentionOp, AttentionGradOp, AttentionQkvOp, AttentionQkvGradOp>(op);
 }
 
 bool isCollectiveOp(Operation *op) {

@@ -260,6 +260,35 @@ def KilnFuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnPackAttention : Pass<"kiln-pack-attention", "mlir::ModuleOp"> {
+  let summary = "Let fused attention read and write its qkv projection in place";
+  let description = [{
+    Rewrites `kiln.attention %q, %k, %v` whose operands are the three thirds
+    of one projection X ([B, T, 3HD]), each sliced from X's last dimension,
+    reshaped to [B, T, H, D] and transposed to [B, H, T, D], into
+    `kiln.attention_qkv` over X reshaped to [B, T, 3, H, D]. Its out is
+    [B, T, H, D]: users that transposed out back to token-major read it
+    directly. Each `kiln.attention_grad` of that forward becomes
+    `kiln.attention_qkv_grad` (dout taken before the transpose that made it
+    head-major, when there is one); when dq, dk and dv only feed the
+    gradient of the split (transposed back, reshaped to [B, T, HD], padded
+    into their thirds and summed), the sum becomes dqkv reshaped to
+    [B, T, 3HD]; other users of dq, dk and dv read slices of dqkv. Anything
+    else is left as it is.
+
+    The compile pipeline runs it for `--target=cuda` (with
+    `--fuse-attention=on`) after kiln-decompose and before kiln-fuse, so
+    that the fused kernels read the projection in place and the layout
+    copies around every attention disappear.
+  }];
+  let statistics = [
+    Statistic<"numPacked", "packed", "kiln.attention ops rewritten into kiln.attention_qkv">,
+    Statistic<"numGradientsPacked", "gradients-packed",
+              "qkv gradients summed from pads replaced by dqkv">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnAutoMixedPrecision : Pass<"kiln-auto-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Run matmuls and convolutions in bf16 or fp16, keep f32 master weights";
   let description = [{

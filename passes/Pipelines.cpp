@@ -227,6 +227,12 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createKilnDecompose(decompose));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  if (options.target == TargetKind::cuda && options.fuseAttention) {
+    // The fused kernels read q, k and v from the qkv projection and write
+    // its gradient in place (passes/PackAttention.cpp).
+    pm.addPass(createKilnPackAttention());
+    pm.addPass(mlir::createCanonicalizerPass());
+  }
   if (options.gradAccum > 1) {
     // The micro-batches' kernels that read the same parameter (a position
     // embedding, a causal mask) would be merged as siblings, which computes

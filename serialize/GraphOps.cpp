@@ -89,7 +89,9 @@ using flatbuffers::Offset;
   X(Recv, RecvOp, Peer)                                                        \
   X(Attention, AttentionOp, Attention)                                         \
   X(AttentionGrad, AttentionGradOp, Attention)                                 \
-  X(GeluGrad, GeluGradOp, Gelu)
+  X(GeluGrad, GeluGradOp, Gelu)                                                \
+  X(AttentionQkv, AttentionQkvOp, Attention)                                   \
+  X(AttentionQkvGrad, AttentionQkvGradOp, Attention)
 
 namespace kiln::graph {
 namespace {
@@ -548,7 +550,7 @@ struct PeerFamily {
   }
 };
 
-// attention and attention_grad.
+// attention, attention_grad and their packed forms.
 struct AttentionFamily {
   static constexpr fbs::Attrs kTable = fbs::Attrs::AttentionAttrs;
   using Table = fbs::AttentionAttrs;

@@ -183,4 +183,27 @@ LogicalResult AttentionGradOp::buildGradients(OpBuilder &,
             "(second-order gradients of attention are not supported)";
 }
 
+LogicalResult AttentionQkvOp::buildGradients(OpBuilder &b,
+                                             ArrayRef<Value> resultGrads,
+                                             SmallVectorImpl<Value> &operandGrads) {
+  if (resultGrads.size() > 1 && resultGrads[1])
+    return emitOpError()
+           << "has a gradient flowing into its lse result (#1), which is not "
+              "differentiable: only the out result (#0) may reach the loss";
+  Value g = resultGrads.empty() ? Value() : resultGrads[0];
+  if (!g)
+    return noGradients(*this, operandGrads);
+  auto grad = b.create<AttentionQkvGradOp>(getLoc(), getQkv(), getOut(), getLse(),
+                                           g, getScaleAttr(), getCausalAttr());
+  operandGrads.push_back(grad.getDqkv());
+  return success();
+}
+
+LogicalResult AttentionQkvGradOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                                 SmallVectorImpl<Value> &) {
+  return emitOpError()
+         << "is not differentiable: a gradient flows through it to the loss "
+            "(second-order gradients of attention are not supported)";
+}
+
 } // namespace kiln

@@ -1,7 +1,8 @@
 //===- NN.cpp - reference semantics of neural-network composites ----------===//
 //
 // softmax, log_softmax, layer_norm, scatter_add, dropout and
-// softmax_cross_entropy, attention and attention_grad, as ir/KilnOps.td
+// softmax_cross_entropy, attention and attention_grad (and their packed
+// forms attention_qkv and attention_qkv_grad), as ir/KilnOps.td
 // describes them, computed in double and rounded once by the interpreter. The softmax family subtracts the
 // maximum first (log_softmax = x - max - log(sum(exp(x - max)))), so large
 // logits do not overflow. layer_norm takes the mean first and then the
@@ -81,6 +82,102 @@ double attentionScore(const HostTensor &q, const HostTensor &k,
   for (int64_t d = 0; d < a.headDim; ++d)
     dot += qi[d] * kj[d];
   return scale * dot;
+}
+
+// kiln.attention on [B, H, T, D] tensors: accumulates into the zeroed
+// |out| and sets |lse|.
+void attentionForward(const HostTensor &q, const HostTensor &k,
+                      const HostTensor &v, double scale, bool causal,
+                      HostTensor &out, HostTensor &lse) {
+  AttentionDims a(q, v, causal);
+  std::vector<double> s(a.kvLen);
+  for (int64_t bh = 0; bh < a.batchHeads; ++bh)
+    for (int64_t i = 0; i < a.qLen; ++i) {
+      int64_t visible = a.visible(i);
+      double max = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        s[j] = attentionScore(q, k, a, scale, bh, i, j);
+        max = std::isnan(s[j]) ? s[j] : std::max(max, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < visible; ++j)
+        sum += std::exp(s[j] - max);
+      double rowLse = max + std::log(sum);
+      int64_t row = bh * a.qLen + i;
+      lse[row] = rowLse;
+      double *o = out.values().data() + row * a.valueDim;
+      for (int64_t j = 0; j < visible; ++j) {
+        double p = std::exp(s[j] - rowLse);
+        const double *vj = v.values().data() + (bh * a.kvLen + j) * a.valueDim;
+        for (int64_t e = 0; e < a.valueDim; ++e)
+          o[e] += p * vj[e];
+      }
+    }
+}
+
+// kiln.attention_grad on [B, H, T, D] tensors: accumulates into the zeroed
+// |dq|, |dk| and |dv|.
+void attentionBackward(const HostTensor &q, const HostTensor &k,
+                       const HostTensor &v, const HostTensor &out,
+                       const HostTensor &lse, const HostTensor &dout,
+                       double scale, bool causal, HostTensor &dq,
+                       HostTensor &dk, HostTensor &dv) {
+  AttentionDims a(q, v, causal);
+  for (int64_t bh = 0; bh < a.batchHeads; ++bh)
+    for (int64_t i = 0; i < a.qLen; ++i) {
+      int64_t row = bh * a.qLen + i;
+      const double *doi = dout.values().data() + row * a.valueDim;
+      const double *oi = out.values().data() + row * a.valueDim;
+      double rowD = 0;
+      for (int64_t e = 0; e < a.valueDim; ++e)
+        rowD += doi[e] * oi[e];
+      const double *qi = q.values().data() + row * a.headDim;
+      double *dqi = dq.values().data() + row * a.headDim;
+      for (int64_t j = 0, visible = a.visible(i); j < visible; ++j) {
+        int64_t key = bh * a.kvLen + j;
+        double p = std::exp(attentionScore(q, k, a, scale, bh, i, j) - lse[row]);
+        const double *vj = v.values().data() + key * a.valueDim;
+        double *dvj = dv.values().data() + key * a.valueDim;
+        double dp = 0;
+        for (int64_t e = 0; e < a.valueDim; ++e) {
+          dp += doi[e] * vj[e];
+          dvj[e] += p * doi[e];
+        }
+        double ds = p * (dp - rowD);
+        const double *kj = k.values().data() + key * a.headDim;
+        double *dkj = dk.values().data() + key * a.headDim;
+        for (int64_t d = 0; d < a.headDim; ++d) {
+          dqi[d] += scale * ds * kj[d];
+          dkj[d] += scale * ds * qi[d];
+        }
+      }
+    }
+}
+
+// Part |part| (0 q, 1 k, 2 v) of a packed [B, T, 3, H, D] tensor as
+// [B, H, T, D].
+HostTensor unpackHeads(const HostTensor &qkv, int64_t part) {
+  int64_t B = qkv.dim(0), T = qkv.dim(1), H = qkv.dim(3), D = qkv.dim(4);
+  HostTensor x(qkv.dtype(), {B, H, T, D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d)
+          x[((b * H + h) * T + t) * D + d] =
+              qkv[(((b * T + t) * 3 + part) * H + h) * D + d];
+  return x;
+}
+
+// Swaps dimensions 1 and 2 of a rank-4 tensor ([B, H, T, D] <-> [B, T, H, D]).
+HostTensor swapHeadsAndTokens(const HostTensor &x) {
+  int64_t B = x.dim(0), P = x.dim(1), Q = x.dim(2), D = x.dim(3);
+  HostTensor y(x.dtype(), {B, Q, P, D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t q = 0; q < Q; ++q)
+        for (int64_t d = 0; d < D; ++d)
+          y[((b * Q + q) * P + p) * D + d] = x[((b * P + p) * Q + q) * D + d];
+  return y;
 }
 
 } // namespace
@@ -224,32 +321,8 @@ LogicalResult AttentionOp::evaluate(ArrayRef<HostTensor> operands,
   FailureOr<HostTensor> lse = makeResult(*this, 1);
   if (failed(out) || failed(lse))
     return failure();
-  const HostTensor &q = operands[0], &k = operands[1], &v = operands[2];
-  AttentionDims a(q, v, getCausal());
-  double scale = getScale().convertToDouble();
-  std::vector<double> s(a.kvLen);
-  for (int64_t bh = 0; bh < a.batchHeads; ++bh)
-    for (int64_t i = 0; i < a.qLen; ++i) {
-      int64_t visible = a.visible(i);
-      double max = -INFINITY;
-      for (int64_t j = 0; j < visible; ++j) {
-        s[j] = attentionScore(q, k, a, scale, bh, i, j);
-        max = std::isnan(s[j]) ? s[j] : std::max(max, s[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < visible; ++j)
-        sum += std::exp(s[j] - max);
-      double rowLse = max + std::log(sum);
-      int64_t row = bh * a.qLen + i;
-      (*lse)[row] = rowLse;
-      double *o = out->values().data() + row * a.valueDim;
-      for (int64_t j = 0; j < visible; ++j) {
-        double p = std::exp(s[j] - rowLse);
-        const double *vj = v.values().data() + (bh * a.kvLen + j) * a.valueDim;
-        for (int64_t e = 0; e < a.valueDim; ++e)
-          o[e] += p * vj[e];
-      }
-    }
+  attentionForward(operands[0], operands[1], operands[2],
+                   getScale().convertToDouble(), getCausal(), *out, *lse);
   results.push_back(std::move(*out));
   results.push_back(std::move(*lse));
   return success();
@@ -264,42 +337,57 @@ LogicalResult AttentionGradOp::evaluate(ArrayRef<HostTensor> operands,
   FailureOr<HostTensor> dv = makeResult(*this, 2);
   if (failed(dq) || failed(dk) || failed(dv))
     return failure();
-  const HostTensor &q = operands[0], &k = operands[1], &v = operands[2],
-                   &out = operands[3], &lse = operands[4], &dout = operands[5];
-  AttentionDims a(q, v, getCausal());
-  double scale = getScale().convertToDouble();
-  for (int64_t bh = 0; bh < a.batchHeads; ++bh)
-    for (int64_t i = 0; i < a.qLen; ++i) {
-      int64_t row = bh * a.qLen + i;
-      const double *doi = dout.values().data() + row * a.valueDim;
-      const double *oi = out.values().data() + row * a.valueDim;
-      double rowD = 0;
-      for (int64_t e = 0; e < a.valueDim; ++e)
-        rowD += doi[e] * oi[e];
-      const double *qi = q.values().data() + row * a.headDim;
-      double *dqi = dq->values().data() + row * a.headDim;
-      for (int64_t j = 0, visible = a.visible(i); j < visible; ++j) {
-        int64_t key = bh * a.kvLen + j;
-        double p = std::exp(attentionScore(q, k, a, scale, bh, i, j) - lse[row]);
-        const double *vj = v.values().data() + key * a.valueDim;
-        double *dvj = dv->values().data() + key * a.valueDim;
-        double dp = 0;
-        for (int64_t e = 0; e < a.valueDim; ++e) {
-          dp += doi[e] * vj[e];
-          dvj[e] += p * doi[e];
-        }
-        double ds = p * (dp - rowD);
-        const double *kj = k.values().data() + key * a.headDim;
-        double *dkj = dk->values().data() + key * a.headDim;
-        for (int64_t d = 0; d < a.headDim; ++d) {
-          dqi[d] += scale * ds * kj[d];
-          dkj[d] += scale * ds * qi[d];
-        }
-      }
-    }
+  attentionBackward(operands[0], operands[1], operands[2], operands[3],
+                    operands[4], operands[5], getScale().convertToDouble(),
+                    getCausal(), *dq, *dk, *dv);
   results.push_back(std::move(*dq));
   results.push_back(std::move(*dk));
   results.push_back(std::move(*dv));
+  return success();
+}
+
+LogicalResult AttentionQkvOp::evaluate(ArrayRef<HostTensor> operands,
+                                       SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> lse = makeResult(*this, 1);
+  if (failed(lse))
+    return failure();
+  const HostTensor &qkv = operands[0];
+  HostTensor q = unpackHeads(qkv, 0), k = unpackHeads(qkv, 1),
+             v = unpackHeads(qkv, 2);
+  HostTensor out(qkv.dtype(), q.shape());
+  attentionForward(q, k, v, getScale().convertToDouble(), getCausal(), out, *lse);
+  results.push_back(swapHeadsAndTokens(out));
+  results.push_back(std::move(*lse));
+  return success();
+}
+
+LogicalResult AttentionQkvGradOp::evaluate(ArrayRef<HostTensor> operands,
+                                           SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> dqkv = makeResult(*this, 0);
+  if (failed(dqkv))
+    return failure();
+  const HostTensor &qkv = operands[0];
+  HostTensor q = unpackHeads(qkv, 0), k = unpackHeads(qkv, 1),
+             v = unpackHeads(qkv, 2);
+  HostTensor dq(qkv.dtype(), q.shape()), dk(qkv.dtype(), q.shape()),
+      dv(qkv.dtype(), q.shape());
+  attentionBackward(q, k, v, swapHeadsAndTokens(operands[1]), operands[2],
+                    swapHeadsAndTokens(operands[3]), getScale().convertToDouble(),
+                    getCausal(), dq, dk, dv);
+  int64_t B = qkv.dim(0), T = qkv.dim(1), H = qkv.dim(3), D = qkv.dim(4);
+  const HostTensor *parts[3] = {&dq, &dk, &dv};
+  for (int64_t part = 0; part < 3; ++part)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t d = 0; d < D; ++d)
+            (*dqkv)[(((b * T + t) * 3 + part) * H + h) * D + d] =
+                (*parts[part])[((b * H + h) * T + t) * D + d];
+  results.push_back(std::move(*dqkv));
   return success();
 }
 

@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s -split-input-file -verify-diagnostics
 //
-// Verifier messages of kiln.attention and kiln.attention_grad
+// Verifier messages of kiln.attention and kiln.attention_grad (and of
+// their packed forms kiln.attention_qkv and kiln.attention_qkv_grad)
 // (ir/ShapeRules.cpp and ir/KilnOps.cpp). Both infer their result types, so
 // a shape rule's message is followed by MLIR's "failed to infer returned
 // types", as in invalid-linalg.mlir. Each case opens with a line saying what
@@ -184,5 +185,52 @@ func.func @grad_results(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: te
   // expected-error@+2 {{'kiln.attention_grad' op inferred type(s) 'tensor<2x3x5x4xf32>', 'tensor<2x3x7x4xf32>', 'tensor<2x3x7x4xf32>' are incompatible with return type(s) of operation 'tensor<2x3x5x4xf32>', 'tensor<2x3x5x4xf32>', 'tensor<2x3x7x4xf32>'}}
   // expected-error@+1 {{'kiln.attention_grad' op failed to infer returned types}}
   %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %o, %l, %o {scale = 0.5 : f64, causal = true} : (tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>)
+  return
+}
+
+// -----
+
+// attention_qkv's operand packs q, k and v along dimension 2.
+func.func @qkv_not_packed(%qkv: tensor<2x5x4x4x8xf32>) {
+  // expected-error@+2 {{'kiln.attention_qkv' op qkv must be [B, T, 3, H, D] (q, k and v packed along dimension 2), but is 'tensor<2x5x4x4x8xf32>'}}
+  // expected-error@+1 {{'kiln.attention_qkv' op failed to infer returned types}}
+  %o, %l = kiln.attention_qkv %qkv {scale = 0.5 : f64, causal = true} : (tensor<2x5x4x4x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5xf32>)
+  return
+}
+
+// -----
+
+// attention_qkv's operand is rank 5.
+func.func @qkv_rank(%qkv: tensor<2x5x3x32xf32>) {
+  // expected-error@+2 {{'kiln.attention_qkv' op qkv must be [B, T, 3, H, D] (q, k and v packed along dimension 2), but is 'tensor<2x5x3x32xf32>'}}
+  // expected-error@+1 {{'kiln.attention_qkv' op failed to infer returned types}}
+  %o, %l = kiln.attention_qkv %qkv {scale = 0.5 : f64, causal = true} : (tensor<2x5x3x32xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5xf32>)
+  return
+}
+
+// -----
+
+// attention_qkv's scale is finite.
+func.func @qkv_scale(%qkv: tensor<2x5x3x4x8xf32>) {
+  // expected-error@+1 {{'kiln.attention_qkv' op scale must be finite, but is INF}}
+  %o, %l = kiln.attention_qkv %qkv {scale = 0x7FF0000000000000 : f64, causal = true} : (tensor<2x5x3x4x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5xf32>)
+  return
+}
+
+// -----
+
+// attention_qkv_grad's lse is the forward's [B, H, T].
+func.func @qkv_grad_lse(%qkv: tensor<2x5x3x4x8xbf16>, %o: tensor<2x5x4x8xbf16>, %l: tensor<2x5x4xf32>) {
+  // expected-error@+1 {{'kiln.attention_qkv_grad' op lse must be the forward result 'tensor<2x4x5xf32>', but is 'tensor<2x5x4xf32>'}}
+  %d = kiln.attention_qkv_grad %qkv, %o, %l, %o {scale = 0.5 : f64, causal = true} : (tensor<2x5x3x4x8xbf16>, tensor<2x5x4x8xbf16>, tensor<2x5x4xf32>, tensor<2x5x4x8xbf16>) -> tensor<2x5x3x4x8xbf16>
+  return
+}
+
+// -----
+
+// attention_qkv_grad's dout has out's type.
+func.func @qkv_grad_dout(%qkv: tensor<2x5x3x4x8xbf16>, %o: tensor<2x5x4x8xbf16>, %l: tensor<2x4x5xf32>, %g: tensor<2x5x4x8xf32>) {
+  // expected-error@+1 {{'kiln.attention_qkv_grad' op dout must have out's type 'tensor<2x5x4x8xbf16>', but is 'tensor<2x5x4x8xf32>'}}
+  %d = kiln.attention_qkv_grad %qkv, %o, %l, %g {scale = 0.5 : f64, causal = true} : (tensor<2x5x3x4x8xbf16>, tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>, tensor<2x5x4x8xf32>) -> tensor<2x5x3x4x8xbf16>
   return
 }

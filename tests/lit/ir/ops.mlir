@@ -297,6 +297,19 @@ func.func @attention(%q: tensor<2x3x5x4xbf16>, %k: tensor<2x3x7x4xbf16>, %v: ten
   return
 }
 
+// The packed forms: qkv [B, T, 3, H, D], out and dout [B, T, H, D], lse
+// [B, H, T] (f32 for bf16, f64 for f64).
+// CHECK-LABEL: func.func @attention_qkv
+func.func @attention_qkv(%qkv: tensor<2x5x3x4x8xbf16>, %dout: tensor<2x5x4x8xbf16>, %x: tensor<1x3x3x2x16xf64>) {
+  // CHECK: %[[OUT:.*]], %[[LSE:.*]] = kiln.attention_qkv %{{.*}} {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x5x3x4x8xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>)
+  %out, %lse = kiln.attention_qkv %qkv {scale = 0.125 : f64, causal = true} : (tensor<2x5x3x4x8xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>)
+  // CHECK: kiln.attention_qkv_grad %{{.*}}, %[[OUT]], %[[LSE]], %{{.*}} {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x5x3x4x8xbf16>, tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>, tensor<2x5x4x8xbf16>) -> tensor<2x5x3x4x8xbf16>
+  %dqkv = kiln.attention_qkv_grad %qkv, %out, %lse, %dout {scale = 0.125 : f64, causal = true} : (tensor<2x5x3x4x8xbf16>, tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>, tensor<2x5x4x8xbf16>) -> tensor<2x5x3x4x8xbf16>
+  // CHECK: kiln.attention_qkv %{{.*}} {causal = false, scale = 2.500000e-01 : f64} : (tensor<1x3x3x2x16xf64>) -> (tensor<1x3x2x16xf64>, tensor<1x2x3xf64>)
+  %o2, %l2 = kiln.attention_qkv %x {scale = 0.25 : f64, causal = false} : (tensor<1x3x3x2x16xf64>) -> (tensor<1x3x2x16xf64>, tensor<1x2x3xf64>)
+  return
+}
+
 // Collectives, each without and with rank groups, every all_reduce kind,
 // and send/recv.
 // CHECK-LABEL: func.func @collectives

@@ -198,10 +198,10 @@ TEST_F(GraphImportTest, FutureVersions) {
   GraphSpec g = tinyGraph();
   g.major = 2;
   expectRefused(g.bytes(), "unsupported graph format version 2.0: this reader "
-                           "reads version 1.2");
+                           "reads version 1.3");
   g.major = 1;
-  g.minor = 3;
-  expectRefused(g.bytes(), "unsupported graph format version 1.3");
+  g.minor = 4;
+  expectRefused(g.bytes(), "unsupported graph format version 1.4");
   g.major = 0;
   g.minor = 0;
   expectRefused(g.bytes(), "unsupported graph format version 0.0");

@@ -47,14 +47,21 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
        << " gemm; " << k.libraryCalls << " library calls; " << k.unfusedOps
        << " unfused ops)\n";
     // Fused attention (kiln-fuse-attention, --target=cuda): library calls.
-    int64_t attention = 0, attentionGrad = 0;
-    for (mlir::Operation &op : func.getBody().front()) {
-      attention += mlir::isa<AttentionOp>(op);
-      attentionGrad += mlir::isa<AttentionGradOp>(op);
-    }
-    if (attention || attentionGrad)
-      os << "  attention calls:    " << attention << " kiln.attention, "
-         << attentionGrad << " kiln.attention_grad (fused library calls)\n";
+    // The packed forms (kiln-pack-attention) read the qkv projection in place.
+    std::pair<llvm::StringRef, int64_t> calls[] = {
+        {AttentionOp::getOperationName(), 0},
+        {AttentionGradOp::getOperationName(), 0},
+        {AttentionQkvOp::getOperationName(), 0},
+        {AttentionQkvGradOp::getOperationName(), 0}};
+    for (mlir::Operation &op : func.getBody().front())
+      for (auto &[name, count] : calls)
+        count += op.getName().getStringRef() == name;
+    std::string listed;
+    for (auto &[name, count] : calls)
+      if (count)
+        listed += (listed.empty() ? "" : ", ") + std::to_string(count) + " " + name.str();
+    if (!listed.empty())
+      os << "  attention calls:    " << listed << " (fused library calls)\n";
     os << "  collectives:        " << k.collectives << "\n";
     os << "  modelled bytes:     " << k.bytesRead + k.bytesWritten << " ("
        << k.bytesRead << " read, " << k.bytesWritten << " written)\n";

@@ -34,7 +34,9 @@
 // kiln.attention and kiln.attention_grad (CUDA targets only; kiln-decompose
 // expands them elsewhere) are Attention and AttentionGrad LibraryCalls with
 // AttentionParams, operands and results in the op's order (q, k, v -> out,
-// lse; q, k, v, out, lse, dout -> dq, dk, dv);
+// lse; q, k, v, out, lse, dout -> dq, dk, dv); their packed forms
+// kiln.attention_qkv and kiln.attention_qkv_grad too, with layout
+// PackedBTHD (qkv -> out, lse; qkv, out, lse, dout -> dqkv);
 // anything else (avg_pool2d, send/recv, ...) is refused with an error
 // naming it. The metadata's strategy and world size are the module's
 // kiln.strategy and kiln.world_size (set by kiln-distribute), else none
@@ -586,7 +588,8 @@ bool collectiveThunk(mlir::Operation *op, PackageThunk &thunk,
   return true;
 }
 
-// A top-level kiln.attention or kiln.attention_grad as an Attention or
+// A top-level kiln.attention or kiln.attention_grad (or their packed
+// forms kiln.attention_qkv, kiln.attention_qkv_grad) as an Attention or
 // AttentionGrad LibraryCall's parameters (operands and results are filled
 // by the caller). Only a CUDA package runs them.
 bool attentionThunk(mlir::Operation *op, TargetKind target,
@@ -597,6 +600,33 @@ bool attentionThunk(mlir::Operation *op, TargetKind target,
             "(kiln-decompose expands kiln.attention into primitives for the "
             "CPU; compile with --target=cuda or run kiln-decompose)";
     return false;
+  }
+  auto shape = [](mlir::Value x) {
+    return mlir::cast<mlir::RankedTensorType>(x.getType()).getShape();
+  };
+  // The packed forms: one [B, T, 3, H, D] qkv operand (AttentionLayout
+  // PackedBTHD; runtime/package/Package.h).
+  mlir::Value qkv;
+  mlir::FloatAttr packedScale;
+  bool packedCausal = false;
+  if (auto a = mlir::dyn_cast<AttentionQkvOp>(op)) {
+    thunk.library = LibraryKind::Attention;
+    qkv = a.getQkv(), packedScale = a.getScaleAttr(), packedCausal = a.getCausal();
+  } else if (auto g = mlir::dyn_cast<AttentionQkvGradOp>(op)) {
+    thunk.library = LibraryKind::AttentionGrad;
+    qkv = g.getQkv(), packedScale = g.getScaleAttr(), packedCausal = g.getCausal();
+  }
+  if (qkv) {
+    thunk.kind = ThunkKind::LibraryCall;
+    thunk.hasAttention = true;
+    AttentionParams &p = thunk.attention;
+    llvm::ArrayRef<int64_t> s = shape(qkv);
+    p.batch = s[0], p.qLen = p.kvLen = s[1], p.heads = s[3];
+    p.headDim = p.valueDim = s[4];
+    p.scale = packedScale.getValueAsDouble();
+    p.causal = packedCausal;
+    p.layout = AttentionLayout::PackedBTHD;
+    return true;
   }
   mlir::Value q, k, v;
   double scale;
@@ -613,9 +643,6 @@ bool attentionThunk(mlir::Operation *op, TargetKind target,
     scale = g.getScale().convertToDouble();
     causal = g.getCausal();
   }
-  auto shape = [](mlir::Value x) {
-    return mlir::cast<mlir::RankedTensorType>(x.getType()).getShape();
-  };
   thunk.kind = ThunkKind::LibraryCall;
   thunk.hasAttention = true;
   AttentionParams &p = thunk.attention;
@@ -755,7 +782,8 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     auto fusion = mlir::dyn_cast<FusionOp>(op);
     auto dot = mlir::dyn_cast<DotGeneralOp>(op);
     bool conv = mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op);
-    bool attention = mlir::isa<AttentionOp, AttentionGradOp>(op);
+    bool attention =
+        mlir::isa<AttentionOp, AttentionGradOp, AttentionQkvOp, AttentionQkvGradOp>(op);
     auto offsets =
         op.getAttrOfType<mlir::DenseI64ArrayAttr>("kiln.buffer_offsets");
     if (!offsets || offsets.size() != static_cast<int64_t>(op.getNumResults()))

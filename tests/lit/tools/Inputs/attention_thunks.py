@@ -20,8 +20,8 @@ for thunk in package["thunks"]:
     count += 1
     params = thunk["attention"]
     fields = ["batch", "heads", "q_len", "kv_len", "head_dim", "value_dim",
-              "scale", "causal"]
-    defaults = {"scale": 1.0, "causal": False}
+              "scale", "causal", "layout"]
+    defaults = {"scale": 1.0, "causal": False, "layout": "BHTD"}
     shown = {f: params.get(f, defaults.get(f, 0)) for f in fields}
     print(library, shown, "operands", describe(thunk.get("operands", [])),
           "results", describe(thunk.get("results", [])))

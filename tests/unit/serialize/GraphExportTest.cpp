@@ -238,6 +238,39 @@ TEST_F(GraphExportTest, AttentionRoundTrips) {
   expectRoundTrip(*original, bytes, "attn.kiln");
 }
 
+// kiln.attention_qkv and kiln.attention_qkv_grad (format 1.3, op codes 60
+// and 61) take AttentionAttrs; operands stay in order.
+TEST_F(GraphExportTest, PackedAttentionRoundTrips) {
+  mlir::OwningOpRef<mlir::ModuleOp> original = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @packed(%qkv: tensor<2x5x3x4x8xbf16>, %dout: tensor<2x5x4x8xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x5x3x4x8xbf16>) {
+      %out, %lse = kiln.attention_qkv %qkv {scale = 0.125 : f64, causal = true} : (tensor<2x5x3x4x8xbf16>) -> (tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>)
+      %d = kiln.attention_qkv_grad %qkv, %out, %lse, %dout {scale = 0.125 : f64, causal = true} : (tensor<2x5x3x4x8xbf16>, tensor<2x5x4x8xbf16>, tensor<2x4x5xf32>, tensor<2x5x4x8xbf16>) -> tensor<2x5x3x4x8xbf16>
+      return %out, %d : tensor<2x5x4x8xbf16>, tensor<2x5x3x4x8xbf16>
+    })mlir", &context);
+  ASSERT_TRUE(original);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(mlir::succeeded(exportGraph(*original, bytes)));
+
+  const fbs::Graph *graph = fbs::GetGraph(bytes.data());
+  EXPECT_EQ(graph->version()->minor_version(), 3);
+  EXPECT_EQ(static_cast<int>(fbs::OpCode::AttentionQkv), 60);
+  EXPECT_EQ(static_cast<int>(fbs::OpCode::AttentionQkvGrad), 61);
+  ASSERT_EQ(graph->nodes()->size(), 2u);
+  const fbs::Node *fwd = graph->nodes()->Get(0), *bwd = graph->nodes()->Get(1);
+  EXPECT_EQ(fwd->op(), fbs::OpCode::AttentionQkv);
+  EXPECT_EQ(fwd->inputs()->size(), 1u);
+  EXPECT_EQ(fwd->outputs()->size(), 2u);
+  ASSERT_EQ(fwd->attrs_type(), fbs::Attrs::AttentionAttrs);
+  EXPECT_EQ(fwd->attrs_as_AttentionAttrs()->scale(), 0.125);
+  EXPECT_TRUE(fwd->attrs_as_AttentionAttrs()->causal());
+  EXPECT_EQ(bwd->op(), fbs::OpCode::AttentionQkvGrad);
+  EXPECT_EQ(bwd->inputs()->size(), 4u);
+  EXPECT_EQ(bwd->outputs()->size(), 1u);
+  ASSERT_EQ(bwd->attrs_type(), fbs::Attrs::AttentionAttrs);
+
+  expectRoundTrip(*original, bytes, "packed.kiln");
+}
+
 // kiln.gelu_grad (format 1.2, op code 59) takes GeluAttrs, as kiln.gelu does;
 // x and dy stay in order and both forms survive.
 TEST_F(GraphExportTest, GeluGradRoundTrips) {
@@ -252,7 +285,7 @@ TEST_F(GraphExportTest, GeluGradRoundTrips) {
   ASSERT_TRUE(mlir::succeeded(exportGraph(*original, bytes)));
 
   const fbs::Graph *graph = fbs::GetGraph(bytes.data());
-  EXPECT_EQ(graph->version()->minor_version(), 2);
+  EXPECT_EQ(graph->version()->minor_version(), graph::kFormatMinor);
   EXPECT_EQ(static_cast<int>(fbs::OpCode::GeluGrad), 59);
   ASSERT_EQ(graph->nodes()->size(), 2u);
   const fbs::Node *a = graph->nodes()->Get(0), *b = graph->nodes()->Get(1);

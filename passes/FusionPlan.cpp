@@ -343,8 +343,10 @@ bool FusionPlan::legal(int c) const {
 // shape F and reduced dimensions R, leaving the kept shape K. Ops before the
 // reduces are index maps and elementwise ops of any shape; ops after them
 // work on K, or on F after a broadcast of a K value along the kept
-// dimensions (the row is then held on chip, within the shared-memory
-// budget). Results have shape F or K.
+// dimensions (the row is then read again after its reduction: the rows of
+// the kernel's inputs of shape F, which a CUDA kernel caches in shared
+// memory, must fit the shared-memory budget together). Results have shape
+// F or K.
 bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
   auto first = cast<ReduceOp>(reduces.front());
   SmallVector<int64_t> full(shapeOf(first.getOperand()));
@@ -378,11 +380,17 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
   const Cluster &cluster = clusters_[c];
   DenseSet<Operation *> after; // ops that depend on a reduce in the kernel
   bool rowReused = false;
-  int64_t elementBytes = 1;
+  // The bytes of one row of every input of shape F (each input once).
+  DenseSet<Value> rowInputs;
+  int64_t rowBytes = 0;
   for (Operation *op : cluster.ops) {
-    if (isa<ReduceOp>(op))
-      elementBytes = std::max(elementBytes, tensorBytes(op->getOperand(0).getType()) /
-                                                std::max<int64_t>(1, elementsOf(op->getOperand(0))));
+    for (Value v : op->getOperands()) {
+      if (internal(v, c) || shapeOf(v) != ArrayRef<int64_t>(full) ||
+          !rowInputs.insert(traceReshapes(v)).second)
+        continue;
+      rowBytes += rowElements * (tensorBytes(v.getType()) /
+                                 std::max<int64_t>(1, elementsOf(v)));
+    }
     bool dependsOnReduce = false;
     for (Value v : op->getOperands()) {
       if (!internal(v, c))
@@ -412,7 +420,7 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
     if (!isa<ScalarSemantics>(op))
       return false;
   }
-  return !rowReused || rowElements * elementBytes <= limits_.sharedMemoryBytes;
+  return !rowReused || rowBytes <= limits_.sharedMemoryBytes;
 }
 
 //===----------------------------------------------------------------------===//

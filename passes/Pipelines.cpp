@@ -242,11 +242,15 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     fuse.siblingMinBytes = std::numeric_limits<int64_t>::max();
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
+    if (options.fuseSharedMemoryBytes > 0)
+      fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));
   } else {
     KilnFuseOptions fuse;
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
+    if (options.fuseSharedMemoryBytes > 0)
+      fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));
   }
   pm.addPass(createKilnSchedule());

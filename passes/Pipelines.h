@@ -67,6 +67,12 @@ struct PipelineOptions {
   // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
   // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.
   bool gemmBiasGradients = false;
+  // kiln-fuse's shared-memory-bytes, the on-chip bytes for the rows a
+  // reduction kernel reads again after reducing them; 0 keeps kiln-fuse's
+  // default (49152). CUDA packages: the dynamic shared memory one block may
+  // take on every target architecture (codegen/cuda/CudaEmitter.h
+  // cudaRowCacheBytes), where the kernel caches those rows.
+  int64_t fuseSharedMemoryBytes = 0;
   // Op names moved into kiln-auto-mixed-precision's allow, deny and infer
   // lists (only with amp on).
   std::vector<std::string> ampAllow, ampDeny, ampInfer;

@@ -268,11 +268,148 @@ SmallVector<Value, 4> delinearize(OpBuilder &b, Location loc, Value flat,
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// Whether two index values are the same index: one value, or constants
+// with one value (a hoisted reduction rebuilds its constant indices).
+bool sameIndex(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto ca = a.getDefiningOp<arith::ConstantIndexOp>();
+  auto cb = b.getDefiningOp<arith::ConstantIndexOp>();
+  return ca && cb && ca.value() == cb.value();
+}
+
+// The row cache of one block-scope nest (CudaEmitter.h): |unitBody| holds
+// the unit's passes over the row, each an scf.for from |lane| to the row's
+// length stepping by |laneCount| (a cooperative reduction, or the row
+// layout's lane loop). Inputs of shape |unitShape| + [columns] loaded at
+// (|outer|..., the pass's column) in more than one pass, the first of them
+// loading it unconditionally in its own body, get a slot of dynamic shared
+// memory at |kernel|.dynamicSharedBytes (while the slots fit
+// |rowCacheBytes|): the first pass stores what it loads, the later passes
+// load from the slot. A slot is a `kiln.shared_row` call (the printer's
+// typed pointer into the kernel's dynamic shared memory).
+void cacheRows(Block *unitBody, ArrayRef<int64_t> unitShape,
+               ArrayRef<Value> outer, Value lane, Value laneCount,
+               const KernelModel &model, ValueRange inputs, Block *entry,
+               Intrinsics &intrinsics, int64_t rowCacheBytes,
+               CudaKernelSource &kernel) {
+  // The passes, in program order.
+  SmallVector<scf::ForOp> passes;
+  for (Operation &op : *unitBody) {
+    auto loop = dyn_cast<scf::ForOp>(&op);
+    if (!loop || loop.getLowerBound() != lane || loop.getStep() != laneCount ||
+        !loop.getUpperBound().getDefiningOp<arith::ConstantIndexOp>())
+      continue;
+    passes.push_back(loop);
+  }
+  if (passes.size() < 2)
+    return;
+  // Per input, its loads at the row's own indices, by pass.
+  struct RowLoads {
+    SmallVector<std::pair<unsigned, memref::LoadOp>> loads; // (pass, load)
+  };
+  std::map<unsigned, RowLoads> byInput;
+  for (unsigned p = 0; p < passes.size(); ++p) {
+    scf::ForOp pass = passes[p];
+    int64_t columns =
+        pass.getUpperBound().getDefiningOp<arith::ConstantIndexOp>().value();
+    Value column = pass.getInductionVar();
+    pass.walk([&](memref::LoadOp load) {
+      auto arg = dyn_cast<BlockArgument>(load.getMemRef());
+      if (!arg || arg.getOwner() != entry || arg.getArgNumber() >= inputs.size())
+        return;
+      unsigned input = arg.getArgNumber();
+      ArrayRef<int64_t> shape = model.inputs[input].getShape();
+      ValueRange indices = load.getIndices();
+      if (shape.size() != unitShape.size() + 1 ||
+          shape.drop_back() != unitShape || shape.back() != columns ||
+          indices.back() != column)
+        return;
+      for (size_t d = 0; d < outer.size(); ++d)
+        if (!sameIndex(indices[d], outer[d]))
+          return;
+      byInput[input].loads.push_back({p, load});
+    });
+  }
+  for (auto &[input, rowLoads] : byInput) {
+    auto &loads = rowLoads.loads;
+    unsigned first = loads.front().first;
+    if (llvm::all_of(loads, [&](auto &l) { return l.first == first; }))
+      continue; // one pass: nothing to reuse
+    // The writer: a load of the first pass directly in its body (so it runs
+    // for every column the pass visits, which is every column of the row).
+    memref::LoadOp writer;
+    for (auto &[p, load] : loads)
+      if (p == first && load->getBlock() == passes[p].getBody()) {
+        writer = load;
+        break;
+      }
+    if (!writer)
+      continue;
+    Type element = model.inputs[input].getElementType();
+    int64_t columns = model.inputs[input].getShape().back();
+    int64_t offset = (int64_t(kernel.dynamicSharedBytes) + 15) / 16 * 16;
+    int64_t end = offset + columns * storedBytes(element);
+    if (end > rowCacheBytes)
+      continue;
+    kernel.dynamicSharedBytes = static_cast<uint32_t>(end);
+    if (!llvm::is_contained(kernel.cachedInputs, input))
+      kernel.cachedInputs.push_back(input);
+    Location loc = writer.getLoc();
+    OpBuilder b = OpBuilder::atBlockBegin(entry);
+    Value slot = intrinsics.call(
+        b, loc, "kiln.shared_row",
+        {b.create<arith::ConstantIndexOp>(loc, offset)},
+        {MemRefType::get({columns}, element)})[0];
+    b.setInsertionPointAfter(writer);
+    b.create<memref::StoreOp>(loc, writer.getResult(), slot,
+                              ValueRange{writer.getIndices().back()});
+    for (auto &[p, load] : loads) {
+      if (p == first)
+        continue;
+      b.setInsertionPoint(load);
+      Value cached = b.create<memref::LoadOp>(load.getLoc(), slot,
+                                              ValueRange{load.getIndices().back()});
+      load.getResult().replaceAllUsesWith(cached);
+      load.erase();
+    }
+  }
+}
+
 } // namespace
 
+int64_t cudaRowCacheBytes(unsigned arch) {
+  int64_t optIn = 48 * 1024;
+  if (arch >= 90 && arch < 100)
+    optIn = 227 * 1024; // sm_90
+  else if (arch == 100 || arch == 101 || arch == 103)
+    optIn = 227 * 1024; // sm_100 class
+  else if (arch == 80 || arch == 87)
+    optIn = 163 * 1024;
+  else if (arch == 86 || arch == 89 || arch >= 110)
+    optIn = 99 * 1024;
+  else if (arch == 75)
+    optIn = 64 * 1024;
+  else if (arch >= 70 && arch < 75)
+    optIn = 96 * 1024;
+  return optIn - kCudaStaticSharedReserve;
+}
+
+int64_t cudaRowCacheBytes(ArrayRef<unsigned> archs) {
+  int64_t bytes = cudaRowCacheBytes(90u);
+  for (unsigned arch : archs)
+    bytes = std::min(bytes, cudaRowCacheBytes(arch));
+  return bytes;
+}
+
 FailureOr<OwningOpRef<ModuleOp>>
-buildCudaKernelModule(FusionOp fusion, CudaLaunchRule &launch,
-                      SmallVectorImpl<std::string> &layouts) {
+buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
+                      int64_t rowCacheBytes) {
+  CudaLaunchRule &launch = kernel.launch;
+  SmallVectorImpl<std::string> &layouts = kernel.layouts;
+  layouts.clear();
+  kernel.dynamicSharedBytes = 0;
+  kernel.cachedInputs.clear();
   FailureOr<KernelModel> model = buildKernelModel(fusion);
   if (failed(model))
     return failure();
@@ -303,9 +440,35 @@ buildCudaKernelModule(FusionOp fusion, CudaLaunchRule &launch,
   launch = CudaLaunchRule();
   launch.maxBlocks = 1;
   const unsigned warpsPerBlock = kCudaBlockThreads / 32;
-  for (const LoopNest &nest : model->nests) {
+  // A block-scope element nest whose units are the rows of a block-scope
+  // row nest (a loss per row beside the row's gradient) is built in that
+  // row nest's unit body, before its lane loop: the reductions both need
+  // are built once and every pass over the row (both nests') shares one
+  // row cache, so the row is read from global memory once.
+  SmallVector<NestUses> nestUses;
+  for (const LoopNest &nest : model->nests)
+    nestUses.push_back(usesOf(nest, yield));
+  SmallVector<int> partner(model->nests.size(), -1); // row nest -> element nest
+  SmallVector<bool> merged(model->nests.size(), false);
+  for (auto [r, row] : llvm::enumerate(model->nests)) {
+    const NestUses &ru = nestUses[r];
+    if (ru.elementReduce || ru.rowReduce < kBlockRowElements)
+      continue;
+    for (auto [e, element] : llvm::enumerate(model->nests)) {
+      const NestUses &eu = nestUses[e];
+      if (merged[e] || eu.elementReduce != ru.rowReduce || eu.rowReduce ||
+          ArrayRef<int64_t>(element.shape) != ArrayRef<int64_t>(row.shape).drop_back())
+        continue;
+      partner[r] = e;
+      merged[e] = true;
+      break;
+    }
+  }
+  for (auto [nestIndex, nest] : llvm::enumerate(model->nests)) {
+    if (merged[nestIndex])
+      continue; // built with its row nest
     hooks.reset();
-    NestUses uses = usesOf(nest, yield);
+    NestUses uses = nestUses[nestIndex];
     ArrayRef<int64_t> shape = nest.shape;
     int64_t total = product(shape);
     auto store = [&](OpBuilder &nb, Location nloc, unsigned result, Value v,
@@ -356,21 +519,42 @@ buildCudaKernelModule(FusionOp fusion, CudaLaunchRule &launch,
         for (auto [result, v] : llvm::zip(nest.results, values))
           store(ib, loc, result, v, outer);
       } else {
+        if (partner[nestIndex] >= 0) {
+          // The element nest's results at the row's indices, lane 0 stores.
+          const LoopNest &element = model->nests[partner[nestIndex]];
+          SmallVector<Value> values;
+          for (unsigned result : element.results)
+            values.push_back(emitter.emit(yield.getOperand(result), outer));
+          Value first = nb.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::eq, lane,
+              nb.create<arith::ConstantIndexOp>(loc, 0));
+          auto ifOp = nb.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+          OpBuilder ib = ifOp.getThenBodyBuilder();
+          for (auto [result, v] : llvm::zip(element.results, values))
+            store(ib, loc, result, v, outer);
+        }
         auto lanes = nb.create<scf::ForOp>(
             loc, lane, nb.create<arith::ConstantIndexOp>(loc, shape.back()),
             laneCount);
-        OpBuilder lb = OpBuilder::atBlockTerminator(lanes.getBody());
         SmallVector<Value, 4> ivs(outer);
         ivs.push_back(lanes.getInductionVar());
         // The emitter builds at the lane loop; reductions that do not
-        // depend on its variable are hoisted before it (into the row).
-        ElementEmitter laneEmitter(*model, hooks, lb);
+        // depend on its variable are hoisted before it (into the row),
+        // where those the element nest built are found in its cache.
+        OpBuilder::InsertionGuard guard(nb);
+        nb.setInsertionPoint(lanes.getBody()->getTerminator());
         for (unsigned result : nest.results)
-          store(lb, loc, result,
-                laneEmitter.emit(yield.getOperand(result), ivs), ivs);
+          store(nb, loc, result, emitter.emit(yield.getOperand(result), ivs),
+                ivs);
       }
+      if (blockScope)
+        cacheRows(unitBody, unitShape, outer, lane, laneCount, *model,
+                  args.take_front(numInputs), entry, intrinsics,
+                  rowCacheBytes, kernel);
       layouts.push_back(std::string(perElement ? "element." : "row.") +
                         (blockScope ? "block" : "warp"));
+      if (partner[nestIndex] >= 0)
+        layouts.push_back("element.block.in-row");
       launch.maxBlocks = std::max<uint64_t>(
           launch.maxBlocks,
           blockScope ? units : ceilDiv(units, warpsPerBlock));
@@ -526,6 +710,17 @@ public:
     os_ << "extern \"C\" __global__ void __launch_bounds__(" << kCudaBlockThreads
         << ") " << name << "(" << params << ") {\n";
     indent_ = 1;
+    if (dynamicSharedBytes_) {
+      // The row cache (CudaEmitter.h); the emulation gives each block its
+      // own array of the launch's size.
+      line("// " + std::to_string(dynamicSharedBytes_) +
+           " bytes of dynamic shared memory: the row cache");
+      os_ << "#ifndef KILN_CUDA_EMULATION\n";
+      line("extern __shared__ __align__(16) unsigned char kiln_shared[];");
+      os_ << "#else\n";
+      line("unsigned char *const kiln_shared = kiln_emulation_dynamic_shared();");
+      os_ << "#endif\n";
+    }
     if (failed(printBlock(func.getBody().front())))
       return failure();
     os_ << "}\n";
@@ -534,11 +729,15 @@ public:
         << "  (void)buffers;\n  kiln_emulate(grid, block, [&] { " << name << "(";
     for (size_t i = 0; i < casts.size(); ++i)
       os_ << (i ? ", " : "") << casts[i];
-    os_ << "); });\n}\n#endif\n";
+    os_ << "); }";
+    if (dynamicSharedBytes_)
+      os_ << ", " << dynamicSharedBytes_ << "u";
+    os_ << ");\n}\n#endif\n";
     return success();
   }
 
   void setNumOutputs(unsigned n) { numOutputs_ = n; }
+  void setDynamicSharedBytes(uint32_t n) { dynamicSharedBytes_ = n; }
 
 private:
   static std::string cType(Type type) {
@@ -694,6 +893,7 @@ private:
   llvm::raw_ostream &os_;
   std::string prefix_;
   unsigned indent_ = 0, next_ = 0, numOutputs_ = 0;
+  uint32_t dynamicSharedBytes_ = 0;
   llvm::DenseMap<Value, std::string> names_;
   llvm::StringMap<std::string> globals_;
   // Variables that scf.yield assigns: per scf op, its result variables.
@@ -967,6 +1167,15 @@ LogicalResult Printer::printCall(func::CallOp call) {
                                   kind.str() + "())");
     return success();
   }
+  if (name == "kiln.shared_row") {
+    // A row-cache slot: a typed pointer into the dynamic shared memory.
+    Type element = cast<MemRefType>(call.getResult(0).getType()).getElementType();
+    std::string slot = fresh();
+    names_[call.getResult(0)] = slot;
+    line(cType(element) + " *const " + slot + " = reinterpret_cast<" +
+         cType(element) + " *>(kiln_shared + " + ref(call.getOperand(0)) + ");");
+    return success();
+  }
   if (name == "kiln.vload") {
     Value memref = call.getOperand(0);
     Type element = cast<MemRefType>(memref.getType()).getElementType();
@@ -1106,11 +1315,12 @@ LogicalResult Printer::printOp(Operation *op) {
 
 } // namespace
 
-FailureOr<CudaKernelSource> emitCudaKernel(FusionOp fusion, StringRef name) {
+FailureOr<CudaKernelSource> emitCudaKernel(FusionOp fusion, StringRef name,
+                                           int64_t rowCacheBytes) {
   CudaKernelSource kernel;
   kernel.name = name.str();
   FailureOr<OwningOpRef<ModuleOp>> module =
-      buildCudaKernelModule(fusion, kernel.launch, kernel.layouts);
+      buildCudaKernelModule(fusion, kernel, rowCacheBytes);
   if (failed(module))
     return failure();
   std::string text;
@@ -1121,10 +1331,19 @@ FailureOr<CudaKernelSource> emitCudaKernel(FusionOp fusion, StringRef name) {
     os << " " << layout;
   os << "; block " << kernel.launch.blockThreads << ", up to "
      << kernel.launch.maxBlocks << " blocks, at most "
-     << kernel.launch.blocksPerSm << " per SM)\n";
+     << kernel.launch.blocksPerSm << " per SM";
+  if (kernel.dynamicSharedBytes) {
+    os << "; rows of";
+    for (unsigned input : kernel.cachedInputs)
+      os << " in" << input;
+    os << " cached in " << kernel.dynamicSharedBytes
+       << " bytes of dynamic shared memory";
+  }
+  os << ")\n";
   os << kPrelude;
   Printer printer(os, name.str() + "_");
   printer.setNumOutputs(fusion.getNumResults());
+  printer.setDynamicSharedBytes(kernel.dynamicSharedBytes);
   if (failed(printer.printModule(**module, name)))
     return fusion.emitOpError() << "cannot print its CUDA kernel";
   kernel.source = std::move(os.str());

@@ -32,6 +32,29 @@
 //     stride over the row's last dimension writing the results.
 //   - element: the nest's results are such reductions themselves (a row
 //     sum, a loss): a warp (or block) per output element, lane 0 stores.
+//     A block-scope element nest whose elements are the rows of a
+//     block-scope row nest (a loss per row beside its logits gradient) is
+//     built in that nest's unit body, before the lane loop, so the
+//     reductions both use are built once and share the row cache below.
+// Row cache (block-scope row and element layouts): a fusion input whose
+// shape is the unit's shape plus the row (the logits of a softmax
+// cross-entropy) and that is read at the row's own indices (unit, column)
+// by more than one pass over the row (the row max, the sum of exp(x - max),
+// the lane loop writing the gradient) is read from global memory once: the
+// first pass, a reduction over the whole row built directly in the unit's
+// body (unconditional, every column), stores each element it loads into
+// dynamic shared memory (`extern __shared__`, at the element's column, in
+// its stored type), and the later passes load it from there. Every pass
+// strides the row identically (start at the thread's lane, step by the
+// block's threads: the emitter checks both values), so the thread that
+// stores a column is the one that reads it back and no barrier is needed;
+// each cached input of each nest has its own 16-byte-aligned slot. Inputs
+// are cached in order while their rows fit the budget given to
+// emitCudaKernel (cudaRowCacheBytes of the target architectures); the rest
+// keep today's global loads. The kernel's dynamic shared bytes are
+// CudaKernelSource::dynamicSharedBytes: the launch must pass them (and, over
+// 48 KiB, the function must allow them first: cuFuncSetAttribute with
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
 // Column reductions (bias gradients) stay one thread per output element,
 // summing over rows in order: consecutive threads read consecutive
 // columns. f16 and bf16 are stored as __half / __nv_bfloat16 (cuda_fp16.h,
@@ -57,6 +80,7 @@
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -88,23 +112,46 @@ struct CudaKernelSource {
   std::string source; // a complete CUDA C++ translation unit
   CudaLaunchRule launch;
   // One word per nest: "elementwise", "elementwise.v4", "row.warp",
-  // "row.block", "element.warp", "element.block" (for reports and tests).
+  // "row.block", "element.warp", "element.block", or
+  // "element.block.in-row" for an element nest built in the rows of the
+  // row.block nest before it (for reports and tests).
   llvm::SmallVector<std::string, 2> layouts;
+  // Dynamic shared memory the kernel needs per block (its row cache; 0
+  // when it caches no row): the launch's sharedMemBytes.
+  uint32_t dynamicSharedBytes = 0;
+  // The inputs whose rows it caches (for reports and tests).
+  llvm::SmallVector<unsigned, 2> cachedInputs;
 };
+
+// Static shared memory a generated kernel may use besides its row cache
+// (kiln_block_allreduce's partial results, one array per accumulator type).
+constexpr int64_t kCudaStaticSharedReserve = 1024;
+
+// The dynamic shared memory one block may take on sm_|arch| after
+// cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): the
+// device's opt-in maximum per block (sm_90 227 KiB, sm_80/87 163 KiB,
+// sm_86/89/120 99 KiB, sm_75 64 KiB, sm_70 96 KiB, 48 KiB before) less
+// kCudaStaticSharedReserve. For several architectures, the smallest.
+int64_t cudaRowCacheBytes(unsigned arch);
+int64_t cudaRowCacheBytes(llvm::ArrayRef<unsigned> archs);
 
 // Builds the kernel of |fusion| (not `gemm`) as an MLIR module holding
 // `func.func @kernel` (memref arguments: inputs then outputs) and the
 // declarations of the kiln.* intrinsics it calls. Fails with a diagnostic
 // on the fusion or the op the kernel model cannot express.
+// |kernel| gets the launch rule, the layouts, the dynamic shared bytes and
+// the cached inputs; rows are cached within |rowCacheBytes| (0: none).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-buildCudaKernelModule(FusionOp fusion, CudaLaunchRule &launch,
-                      llvm::SmallVectorImpl<std::string> &layouts);
+buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
+                      int64_t rowCacheBytes);
 
 // The kernel of |fusion| as CUDA C++ with entry point |name| (a C
-// identifier). Fails with a diagnostic as above, or naming an op the
-// printer does not support.
-mlir::FailureOr<CudaKernelSource> emitCudaKernel(FusionOp fusion,
-                                                 llvm::StringRef name);
+// identifier), its row cache within |rowCacheBytes| of dynamic shared
+// memory (the default: sm_90's). Fails with a diagnostic as above, or
+// naming an op the printer does not support.
+mlir::FailureOr<CudaKernelSource>
+emitCudaKernel(FusionOp fusion, llvm::StringRef name,
+               int64_t rowCacheBytes = cudaRowCacheBytes(90u));
 
 } // namespace kiln
 

@@ -11,6 +11,12 @@
 // concurrently on std::threads (block must be a multiple of 32 and at most
 // 1024), so barriers and shuffles behave as on a GPU; __shared__ variables
 // are statics, which is right because only one block runs at a time.
+// Dynamic shared memory (a generated kernel's row cache, which reaches it
+// through kiln_emulation_dynamic_shared() where the GPU source declares
+// `extern __shared__`): kiln_emulate's last argument is its size per
+// block, and each block gets an array of its own, filled with 0xff bytes
+// (a NaN in every float type), so a kernel that reads a cached element
+// before its block wrote it computes NaN instead of a stale row.
 // nvcuda::wmma (mma.h) is emulated for 16x16x16 tiles: every lane holds the
 // whole tile (load_matrix_sync reads it all, mma_sync multiplies it with
 // f32 accumulation in k order, store_matrix_sync writes it; the 32 lanes of
@@ -30,6 +36,7 @@
 
 #include <barrier>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -55,7 +62,13 @@ namespace kiln_emulation {
 inline std::unique_ptr<std::barrier<>> block;
 inline std::vector<std::unique_ptr<std::barrier<>>> warps;
 inline uint64_t slots[1024];
+// The running block's dynamic shared memory (kiln_emulate).
+inline std::unique_ptr<std::max_align_t[]> dynamicShared;
 } // namespace kiln_emulation
+
+inline unsigned char *kiln_emulation_dynamic_shared() {
+  return reinterpret_cast<unsigned char *>(kiln_emulation::dynamicShared.get());
+}
 
 inline void __syncthreads() { kiln_emulation::block->arrive_and_wait(); }
 
@@ -72,10 +85,18 @@ template <class T> T __shfl_xor_sync(unsigned, T value, int laneMask) {
   return result;
 }
 
-template <class Body> void kiln_emulate(unsigned grid, unsigned block, Body body) {
+template <class Body>
+void kiln_emulate(unsigned grid, unsigned block, Body body,
+                  size_t dynamicSharedBytes = 0) {
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
   for (unsigned b = 0; b < grid; ++b) {
+    size_t words = (dynamicSharedBytes + sizeof(std::max_align_t) - 1) /
+                   sizeof(std::max_align_t);
+    kiln_emulation::dynamicShared =
+        std::make_unique<std::max_align_t[]>(words ? words : 1);
+    std::memset(kiln_emulation::dynamicShared.get(), 0xff,
+                (words ? words : 1) * sizeof(std::max_align_t));
     kiln_emulation::block = std::make_unique<std::barrier<>>(block);
     kiln_emulation::warps.clear();
     for (unsigned w = 0; w < (block + 31) / 32; ++w)

@@ -170,6 +170,11 @@ public:
   virtual Status moduleUnload(CudaModule module) = 0;
   virtual Status moduleGetFunction(CudaFunction *function, CudaModule module,
                                    const char *name) = 0;
+  // cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES):
+  // lets |function| launch with up to |bytes| of dynamic shared memory
+  // (more than 48 KiB needs it).
+  virtual Status funcSetMaxDynamicSharedMemory(CudaFunction function,
+                                               uint32_t bytes) = 0;
   virtual Status launchKernel(CudaFunction function,
                               const std::array<uint32_t, 3> &grid,
                               const std::array<uint32_t, 3> &block,

@@ -196,6 +196,16 @@ public:
     *function = f;
     return s;
   }
+  Status funcSetMaxDynamicSharedMemory(CudaFunction function,
+                                       uint32_t bytes) override {
+    if (!drv_.cuFuncSetAttribute)
+      return noDriver("cuFuncSetAttribute");
+    return drv(drv_.cuFuncSetAttribute(
+                   CUfunction(function),
+                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
+               "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_"
+               "BYTES, " + std::to_string(bytes) + ")");
+  }
   Status launchKernel(CudaFunction function, const std::array<uint32_t, 3> &grid,
                       const std::array<uint32_t, 3> &block,
                       uint32_t sharedMemoryBytes, CudaStream stream,
@@ -297,6 +307,7 @@ private:
     KILN_CUDA_FN(cuModuleLoadData);
     KILN_CUDA_FN(cuModuleUnload);
     KILN_CUDA_FN(cuModuleGetFunction);
+    KILN_CUDA_FN(cuFuncSetAttribute);
     KILN_CUDA_FN(cuLaunchKernel);
   } drv_;
   struct Lt {
@@ -448,6 +459,7 @@ Status RealCudaApi::load(bool requireDriver) {
   KILN_DRIVER(cuModuleLoadData)
   KILN_DRIVER(cuModuleUnload)
   KILN_DRIVER(cuModuleGetFunction)
+  KILN_DRIVER(cuFuncSetAttribute)
   KILN_DRIVER(cuLaunchKernel)
 #undef KILN_DRIVER
 

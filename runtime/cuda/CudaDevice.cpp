@@ -30,6 +30,7 @@ using GetProperties = int (*)(void *, int);
 constexpr int kAttrMultiprocessors = 16;
 constexpr int kAttrMajor = 75;
 constexpr int kAttrMinor = 76;
+constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
 
 struct Cudart {
   DynamicLibrary library;
@@ -100,6 +101,8 @@ StatusOr<CudaRuntimeInfo> discoverCudaDevices() {
       return Status::error(describeError(lib, "cudaDeviceGetAttribute", code));
     lib.getAttribute(&device.major, kAttrMajor, i);
     lib.getAttribute(&device.minor, kAttrMinor, i);
+    lib.getAttribute(&device.maxSharedMemoryPerBlockOptin,
+                     kAttrMaxSharedMemoryPerBlockOptin, i);
     if (lib.getProperties) {
       // Generously larger than any cudaDeviceProp.
       std::vector<char> props(64 * 1024, 0);

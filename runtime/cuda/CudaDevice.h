@@ -5,7 +5,8 @@
 // the toolkit's library directory known at build time, or the file named by
 // $KILN_CUDART) and asks it for the devices: count, name, compute
 // capability and multiprocessor count (which the kernels' launch rule,
-// codegen/cuda/CudaEmitter.h, needs). Nothing links libcudart or libcuda:
+// codegen/cuda/CudaEmitter.h, needs) and the shared memory a block may opt
+// in to (what a kernel's row cache may take). Nothing links libcudart or libcuda:
 // a machine without them, or without a GPU or driver, gets a Status whose
 // message says which (no library, cudart's error name and text), so the
 // caller can print it and fall back to the CPU. Plain C++17 and <dlfcn.h>.
@@ -27,6 +28,10 @@ struct CudaDeviceInfo {
   std::string name;
   int major = 0, minor = 0; // compute capability (9.0 for an H200)
   int multiprocessors = 0;
+  // Shared memory (static plus dynamic) one block may use once its kernel
+  // opts in (cudaDevAttrMaxSharedMemoryPerBlockOptin: 232448 on sm_90);
+  // 0 when unknown.
+  int maxSharedMemoryPerBlockOptin = 0;
   unsigned smArch() const { return unsigned(major * 10 + minor); }
 };
 

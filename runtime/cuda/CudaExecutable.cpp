@@ -25,6 +25,9 @@ namespace kiln::runtime::cuda {
 
 namespace {
 
+// Dynamic shared memory a kernel may launch with before it opts in.
+constexpr uint32_t kDefaultDynamicSharedBytes = 48 * 1024;
+
 int64_t elementCount(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -347,6 +350,24 @@ Status CudaExecutable::loadKernel(size_t index) {
                                         k.entryPoint.c_str());
       !s.isOk())
     return Status::error(where + ": " + s.message());
+  // A row cache over 48 KiB of dynamic shared memory (CudaEmitter.h): the
+  // device must allow it, and the function must opt in before a launch.
+  if (k.sharedMemoryBytes > kDefaultDynamicSharedBytes) {
+    int optIn = device_.maxSharedMemoryPerBlockOptin;
+    if (optIn > 0 && k.sharedMemoryBytes > uint32_t(optIn))
+      return Status::error(
+          where + ": needs " + std::to_string(k.sharedMemoryBytes) +
+          " bytes of dynamic shared memory per block, and device " +
+          std::to_string(device_.index) + " (sm_" + std::to_string(arch) +
+          ") allows at most " + std::to_string(optIn) +
+          " (cudaDevAttrMaxSharedMemoryPerBlockOptin); compile the package "
+          "for this architecture (--target=cuda:sm_" + std::to_string(arch) +
+          ")");
+    if (Status s = api_.funcSetMaxDynamicSharedMemory(functions_[index],
+                                                      k.sharedMemoryBytes);
+        !s.isOk())
+      return Status::error(where + ": " + s.message());
+  }
   return Status::ok();
 }
 

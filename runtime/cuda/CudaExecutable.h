@@ -9,11 +9,16 @@
 //   - one module per kernel: the package's cubin for the device's sm_NN,
 //     else its PTX through the driver's JIT (when the PTX's .target is not
 //     newer than the device), else the kernel's source compiled by NVRTC for
-//     the device (KernelCode says which, per kernel);
+//     the device (KernelCode says which, per kernel); a kernel whose
+//     sharedMemoryBytes (its row cache's dynamic shared memory) exceed
+//     48 KiB opts in with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES),
+//     after checking the device allows that much per block (an error
+//     naming the kernel otherwise);
 //   - per thunk, its launch: KernelLaunch -> cuLaunchKernel with
 //     block = kernel.block and grid.x = min(kernel.grid.x, multiprocessors
 //     * (2048 / block.x)) (CudaCompile.h's rule: every kernel loops
-//     grid-stride), parameters the thunk's operands then results;
+//     grid-stride) and the kernel's sharedMemoryBytes of dynamic shared
+//     memory, parameters the thunk's operands then results;
 //     LibraryCall Gemm -> cuBLASLt with the thunk's epilogue (bias, ReLU,
 //     GELU, bias gradient: the package's GemmParams), planned at load (the heuristic's
 //     choice kept in the plan, one plan per distinct GEMM shape) with one

@@ -88,3 +88,42 @@ func.func @row_too_long(%x: tensor<4x4096xf32>) -> tensor<4x4096xf32> {
   %d = kiln.sub %x, %mb : tensor<4x4096xf32>
   return %d : tensor<4x4096xf32>
 }
+
+// -----
+
+// One kernel: the budget counts the row as the kernel reads it, in the
+// input's stored type (a bf16 row of 1536 is 3 KiB, within 4 KiB; the f32
+// values the reduction works on would be 6 KiB).
+// CHECK-LABEL: func.func @bf16_row_in_stored_bytes
+// CHECK: %[[R:.*]] = kiln.fusion reduction(%{{.*}}) : (tensor<4x1536xbf16>) -> tensor<4x1536xf32>
+// CHECK: kiln.reduce max
+// CHECK: kiln.broadcast_in_dim
+// CHECK: kiln.sub
+// CHECK: return %[[R]]
+func.func @bf16_row_in_stored_bytes(%x: tensor<4x1536xbf16>) -> tensor<4x1536xf32> {
+  %c = kiln.convert %x : tensor<4x1536xbf16> -> tensor<4x1536xf32>
+  %m = kiln.reduce max %c, dims = [1] : tensor<4x1536xf32> -> tensor<4xf32>
+  %mb = kiln.broadcast_in_dim %m, dims = [0] : tensor<4xf32> -> tensor<4x1536xf32>
+  %d = kiln.sub %c, %mb : tensor<4x1536xf32>
+  return %d : tensor<4x1536xf32>
+}
+
+// -----
+
+// Not one kernel: each input's row is 3 KiB, and a kernel reading both
+// would hold both rows (6 KiB) to reuse them after the reduction; the add
+// is a kernel of its own, and the reducing kernel holds its one row.
+// CHECK-LABEL: func.func @two_rows_over_budget
+// CHECK: %[[S:.*]] = kiln.fusion loop(%{{.*}}, %{{.*}}) : (tensor<4x768xf32>, tensor<4x768xf32>) -> tensor<4x768xf32>
+// CHECK: kiln.add
+// CHECK: %[[D:.*]] = kiln.fusion reduction(%[[S]]) : (tensor<4x768xf32>) -> tensor<4x768xf32>
+// CHECK: kiln.reduce max
+// CHECK: kiln.sub
+// CHECK: return %[[D]]
+func.func @two_rows_over_budget(%x: tensor<4x768xf32>, %y: tensor<4x768xf32>) -> tensor<4x768xf32> {
+  %s = kiln.add %x, %y : tensor<4x768xf32>
+  %m = kiln.reduce max %s, dims = [1] : tensor<4x768xf32> -> tensor<4xf32>
+  %mb = kiln.broadcast_in_dim %m, dims = [0] : tensor<4xf32> -> tensor<4x768xf32>
+  %d = kiln.sub %s, %mb : tensor<4x768xf32>
+  return %d : tensor<4x768xf32>
+}

@@ -13,7 +13,9 @@
 // evaluation of the same fusion. Kernels run with 64-thread blocks and at
 // most 3 blocks, so the grid-stride loops wrap. Hand-written fusions cover
 // the block-per-row layouts (rows of 2048+ elements) the small zoo steps do
-// not reach. Set KILN_CODEGEN_SEED to rerun one seed.
+// not reach, and their row cache in dynamic shared memory (each emulated
+// block gets its own array, filled with NaN bytes). Set KILN_CODEGEN_SEED
+// to rerun one seed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,10 +94,12 @@ protected:
   // Emits |fusion| as kernel |name| and evaluates it on random inputs with
   // the interpreter; "" or what went wrong.
   std::string add(FusionOp fusion, const std::string &name, uint64_t seed,
-                  int64_t intBound) {
+                  int64_t intBound,
+                  int64_t rowCacheBytes = cudaRowCacheBytes(90u)) {
     EmulatedKernel k;
     k.name = name;
-    FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, name);
+    FailureOr<CudaKernelSource> source =
+        emitCudaKernel(fusion, name, rowCacheBytes);
     if (failed(source))
       return "emission failed: " + diagnostics;
     k.source = source->source;
@@ -286,6 +290,108 @@ func.func @main(%x: tensor<3x2500xf32>, %y: tensor<4100xf32>, %z: tensor<2x2100x
   EXPECT_EQ(layouts["element.block"], 2);
   runAll();
   EXPECT_EQ(ran, 3u) << "seed " << seed;
+}
+
+
+// A softmax cross-entropy's loss and logits gradient (the GPT's loss, rows
+// of 5000 classes standing in for its 50304) in one multi-output fusion:
+// one kernel, the loss built in the gradient's row (a block per row), and
+// every pass over a row (the max, the sum of exp, the picked logit, the
+// gradient) after the first reads the logits from the row cache in dynamic
+// shared memory, so the source loads them from global memory in one place.
+// Against the interpreter in f32 and bf16, and with no cache budget (the
+// kernel then reads the logits in every pass, as before).
+std::string crossEntropyFusion(const std::string &t) {
+  std::string x = "tensor<4x5000x" + t + ">";
+  std::string text =
+      "func.func @main(%x: " + x + ", %l: tensor<4xi64>, %g: tensor<4xf32>)\n"
+      "    -> (tensor<4xf32>, " + x + ") {\n"
+      "  %r:2 = kiln.fusion multi_output (%x, %l, %g) : (" + x +
+      ", tensor<4xi64>, tensor<4xf32>) -> (tensor<4xf32>, " + x + ") {\n"
+      "  ^bb0(%xa: " + x + ", %la: tensor<4xi64>, %ga: tensor<4xf32>):\n";
+  if (t == "f32")
+    text += "    %a = kiln.add %xa, %xa : tensor<4x5000xf32>\n";
+  else
+    text += "    %a = kiln.convert %xa : " + x + " -> tensor<4x5000xf32>\n";
+  text += R"mlir(    %m = kiln.reduce max %a, dims = [1] : tensor<4x5000xf32> -> tensor<4xf32>
+    %mb = kiln.broadcast_in_dim %m, dims = [0] : tensor<4xf32> -> tensor<4x5000xf32>
+    %d = kiln.sub %a, %mb : tensor<4x5000xf32>
+    %e = kiln.exp %d : tensor<4x5000xf32>
+    %s = kiln.reduce sum %e, dims = [1] : tensor<4x5000xf32> -> tensor<4xf32>
+    %ls = kiln.log %s : tensor<4xf32>
+    %lse = kiln.add %m, %ls : tensor<4xf32>
+    %io = kiln.iota dim = 1 : tensor<4x5000xi64>
+    %lb = kiln.broadcast_in_dim %la, dims = [0] : tensor<4xi64> -> tensor<4x5000xi64>
+    %eq = kiln.compare eq, %io, %lb : tensor<4x5000xi64>
+    %z = kiln.constant dense<0.0> : tensor<4x5000xf32>
+    %pk = kiln.select %eq, %a, %z : tensor<4x5000xi1>, tensor<4x5000xf32>
+    %ps = kiln.reduce sum %pk, dims = [1] : tensor<4x5000xf32> -> tensor<4xf32>
+    %loss = kiln.sub %lse, %ps : tensor<4xf32>
+    %sb = kiln.broadcast_in_dim %s, dims = [0] : tensor<4xf32> -> tensor<4x5000xf32>
+    %p = kiln.div %e, %sb : tensor<4x5000xf32>
+    %one = kiln.constant dense<1.0> : tensor<4x5000xf32>
+    %oh = kiln.select %eq, %one, %z : tensor<4x5000xi1>, tensor<4x5000xf32>
+    %gp = kiln.sub %p, %oh : tensor<4x5000xf32>
+    %gb = kiln.broadcast_in_dim %ga, dims = [0] : tensor<4xf32> -> tensor<4x5000xf32>
+    %dl = kiln.mul %gp, %gb : tensor<4x5000xf32>
+)mlir";
+  if (t == "f32") {
+    text += "    kiln.yield %loss, %dl : tensor<4xf32>, " + x + "\n";
+  } else {
+    text += "    %dlo = kiln.convert %dl : tensor<4x5000xf32> -> " + x + "\n";
+    text += "    kiln.yield %loss, %dlo : tensor<4xf32>, " + x + "\n";
+  }
+  text += "  }\n  return %r#0, %r#1 : tensor<4xf32>, " + x + "\n}\n";
+  return text;
+}
+
+// How often |needle| occurs in |text|.
+size_t occurrences(const std::string &text, const std::string &needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size()))
+    ++n;
+  return n;
+}
+
+TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
+  uint64_t seed = baseSeed();
+  int i = 0;
+  for (const char *type : {"f32", "bf16"}) {
+    SCOPED_TRACE(type);
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(crossEntropyFusion(type), &context);
+    ASSERT_TRUE(module) << diagnostics;
+    FusionOp fusion;
+    module->walk([&](FusionOp f) { fusion = f; });
+    ASSERT_TRUE(fusion);
+    int64_t elementBytes = std::string(type) == "f32" ? 4 : 2;
+
+    FailureOr<CudaKernelSource> cached = emitCudaKernel(fusion, "probe");
+    ASSERT_TRUE(succeeded(cached)) << diagnostics;
+    // One slot: the logits' row, in their stored type.
+    EXPECT_EQ(cached->dynamicSharedBytes, uint32_t(5000 * elementBytes));
+    EXPECT_EQ(cached->cachedInputs, SmallVector<unsigned>({0u}));
+    EXPECT_EQ(cached->layouts,
+              SmallVector<std::string>({"row.block", "element.block.in-row"}));
+    EXPECT_EQ(occurrences(cached->source, "extern __shared__"), 1u);
+    // The logits are loaded from global memory once: the first pass.
+    EXPECT_EQ(occurrences(cached->source, "in0["), 1u) << cached->source;
+
+    // No budget: no cache, every pass loads the logits.
+    FailureOr<CudaKernelSource> plain = emitCudaKernel(fusion, "probe", 0);
+    ASSERT_TRUE(succeeded(plain)) << diagnostics;
+    EXPECT_EQ(plain->dynamicSharedBytes, 0u);
+    EXPECT_EQ(occurrences(plain->source, "__shared__ __align__"), 0u);
+    EXPECT_GE(occurrences(plain->source, "in0["), 4u);
+
+    // Both run against the interpreter (labels in [0, 5000)).
+    EXPECT_EQ(add(fusion, "xent_cached_" + std::string(type), seed + i, 5000), "");
+    EXPECT_EQ(add(fusion, "xent_plain_" + std::string(type), seed + i, 5000, 0), "");
+    ++i;
+  }
+  runAll();
+  EXPECT_EQ(ran, 4u) << "seed " << seed;
 }
 
 } // namespace

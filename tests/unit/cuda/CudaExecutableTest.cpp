@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <random>
 #include <thread>
 
@@ -341,6 +343,66 @@ TEST_F(CudaExecutableTest, LaunchFailureNamesTheCallAndTheKernel) {
   EXPECT_NE(s.message().find("cuLaunchKernel failed: CUDA_ERROR_LAUNCH_FAILED"),
             std::string::npos)
       << s.message();
+}
+
+// A kernel with a row cache over 48 KiB (CudaEmitter.h): the executable
+// opts in once at load (cuFuncSetAttribute, after cuModuleGetFunction)
+// and every launch passes the bytes; a kernel within 48 KiB needs no
+// opt-in. The fake refuses a launch over 48 KiB without the opt-in, as
+// CUDA does.
+TEST_F(CudaExecutableTest, DynamicSharedMemoryOverTheDefaultOptsInAtLoad) {
+  options.graphs = false;
+  LoadedPackage p = mlpPackage();
+  p.kernels[0].sharedMemoryBytes = 100608; // the GPT's bf16 logits row
+  p.kernels[1].sharedMemoryBytes = 20000;
+  auto exec = make(std::move(p));
+  ASSERT_TRUE(exec);
+  EXPECT_EQ(api.count("cuFuncSetAttribute kiln_relu "
+                      "MAX_DYNAMIC_SHARED_SIZE_BYTES=100608"),
+            1u);
+  EXPECT_EQ(api.count("cuFuncSetAttribute"), 1u);
+  auto get = std::find(api.calls.begin(), api.calls.end(),
+                       "cuModuleGetFunction kiln_relu");
+  auto set = std::find(api.calls.begin(), api.calls.end(),
+                       "cuFuncSetAttribute kiln_relu "
+                       "MAX_DYNAMIC_SHARED_SIZE_BYTES=100608");
+  EXPECT_LT(get, set);
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_EQ(api.launches.size(), 2u);
+  EXPECT_EQ(api.launches[0].entry, "kiln_relu");
+  EXPECT_EQ(api.launches[0].sharedMemoryBytes, 100608u);
+  EXPECT_EQ(api.launches[1].sharedMemoryBytes, 20000u);
+}
+
+TEST_F(CudaExecutableTest, DynamicSharedMemoryBeyondTheDeviceIsRefusedByName) {
+  api.device.major = 8;
+  api.device.minor = 6;
+  api.device.maxSharedMemoryPerBlockOptin = 101376; // sm_86: 99 KiB
+  LoadedPackage p = mlpPackage({86}, 86);
+  p.kernels[1].sharedMemoryBytes = 200000;
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  const std::string &m = e.status().message();
+  EXPECT_NE(m.find("kernel 1 'sgd' (kiln_sgd)"), std::string::npos) << m;
+  EXPECT_NE(m.find("needs 200000 bytes of dynamic shared memory"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("allows at most 101376"), std::string::npos) << m;
+  EXPECT_NE(m.find("--target=cuda:sm_86"), std::string::npos) << m;
+  EXPECT_EQ(api.count("cuFuncSetAttribute"), 0u);
+}
+
+TEST_F(CudaExecutableTest, FailedSharedMemoryOptInNamesTheCallAndTheKernel) {
+  LoadedPackage p = mlpPackage();
+  p.kernels[0].sharedMemoryBytes = 100608;
+  api.failCall = "cuFuncSetAttribute";
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  const std::string &m = e.status().message();
+  EXPECT_NE(m.find("kernel 0 'relu' (kiln_relu)"), std::string::npos) << m;
+  EXPECT_NE(m.find("cuFuncSetAttribute failed"), std::string::npos) << m;
 }
 
 TEST_F(CudaExecutableTest, GemmFailureNamesCublasLt) {

@@ -11,6 +11,10 @@
 // as cuBLASLt computes them (f32 compute for f32, f16 and bf16, the
 // epilogue in f32, one rounding to the output type; f64 in double).
 // failCall/failAt make the failAt-th call (0-based) of that name fail.
+// cuFuncSetAttribute's dynamic shared memory opt-in is recorded per entry
+// point, and a launch with more than 48 KiB of it beyond the opt-in fails
+// (CUDA_ERROR_INVALID_VALUE), as on a GPU; the device (a fake H200) allows
+// 232448 bytes per block.
 // refusedEpilogues makes gemmPlan answer as cuBLASLt does when its
 // heuristic has no algorithm for a GemmDesc (CUBLAS_STATUS_NOT_SUPPORTED,
 // reported as unsupported) for a GEMM with one of those epilogues; a desc
@@ -43,14 +47,19 @@ using HostKernel = void (*)(void **buffers, unsigned grid, unsigned block);
 
 class FakeCudaApi : public CudaApi {
 public:
-  CudaDeviceInfo device{0, "Fake H200", 9, 0, 132};
+  CudaDeviceInfo device{0, "Fake H200", 9, 0, 132, 232448};
   std::vector<std::string> calls;
   // Per launch: the entry point, shape and arguments.
   struct Launch {
     std::string entry;
     std::array<uint32_t, 3> grid, block;
     std::vector<void *> args;
+    uint32_t sharedMemoryBytes = 0;
   };
+  // Per entry point, the dynamic shared memory it opted in to
+  // (cuFuncSetAttribute); a launch with more than 48 KiB beyond it fails
+  // as on a GPU.
+  std::map<std::string, uint32_t> maxDynamicShared;
   std::vector<Launch> launches;
   struct Gemm {
     GemmDesc desc;
@@ -223,10 +232,26 @@ public:
     *function = reinterpret_cast<CudaFunction>(functions_.size());
     return Status::ok();
   }
+  Status funcSetMaxDynamicSharedMemory(CudaFunction function,
+                                       uint32_t bytes) override {
+    const std::string &entry =
+        functions_[reinterpret_cast<size_t>(function) - 1];
+    if (Status s = enter("cuFuncSetAttribute " + entry +
+                         " MAX_DYNAMIC_SHARED_SIZE_BYTES=" +
+                         std::to_string(bytes));
+        !s.isOk())
+      return s;
+    if (device.maxSharedMemoryPerBlockOptin > 0 &&
+        bytes > uint32_t(device.maxSharedMemoryPerBlockOptin))
+      return Status::error("cuFuncSetAttribute failed: "
+                           "CUDA_ERROR_INVALID_VALUE (1): invalid argument");
+    maxDynamicShared[entry] = bytes;
+    return Status::ok();
+  }
   Status launchKernel(CudaFunction function, const std::array<uint32_t, 3> &grid,
-                      const std::array<uint32_t, 3> &block, uint32_t,
-                      CudaStream stream, void **params,
-                      size_t paramCount) override {
+                      const std::array<uint32_t, 3> &block,
+                      uint32_t sharedMemoryBytes, CudaStream stream,
+                      void **params, size_t paramCount) override {
     const std::string &entry =
         functions_[reinterpret_cast<size_t>(function) - 1];
     if (Status s = enter("cuLaunchKernel " + entry + " grid=" +
@@ -234,7 +259,15 @@ public:
                          std::to_string(block[0]));
         !s.isOk())
       return s;
-    Launch l{entry, grid, block, {}};
+    if (sharedMemoryBytes > 48 * 1024 &&
+        sharedMemoryBytes > maxDynamicShared[entry])
+      return Status::error("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE "
+                           "(1): invalid argument (" +
+                           std::to_string(sharedMemoryBytes) +
+                           " bytes of dynamic shared memory, the function "
+                           "allows " + std::to_string(maxDynamicShared[entry]) +
+                           ")");
+    Launch l{entry, grid, block, {}, sharedMemoryBytes};
     // cuLaunchKernel reads the parameters at the call: so does the fake.
     for (size_t i = 0; i < paramCount; ++i)
       l.args.push_back(*static_cast<void **>(params[i]));

@@ -102,6 +102,7 @@ inline cli::PackageTargetHooks cudaPackageHooks(const std::string &diagnostics,
     kernel.source = source->source;
     kernel.block = {source->launch.blockThreads, 1, 1};
     kernel.grid = {static_cast<uint32_t>(source->launch.maxBlocks), 1, 1};
+    kernel.sharedMemoryBytes = source->dynamicSharedBytes; // its row cache
     if (sources)
       *sources += source->source + "\n";
     return true;

@@ -19,6 +19,7 @@
 #include "tools/kiln/lib/OptimizerFlags.h"
 #include "tools/kiln/lib/PackageBuilder.h"
 
+#include "codegen/cuda/CudaEmitter.h"
 #include "passes/Pipelines.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -145,6 +146,11 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
   }
   // cuBLASLt computes a weight gradient's bias gradient beside it (BGRADA).
   p.gemmBiasGradients = options.cuda;
+  // A reduction kernel's reused rows are cached in dynamic shared memory:
+  // kiln-fuse's budget for them is what every target architecture allows.
+  if (options.cuda)
+    p.fuseSharedMemoryBytes = cudaRowCacheBytes(
+        llvm::ArrayRef<unsigned>(options.cudaOptions.archs));
   if (options.cuda && !haveNvrtc() &&
       (options.emit == EmitKind::ptx || options.emit == EmitKind::package)) {
     printError(errs, kCommand,

@@ -16,6 +16,7 @@
 #include "tools/kiln/lib/StepSignature.h"
 #include "tools/kiln/lib/TrainCompile.h"
 
+#include "codegen/cuda/CudaEmitter.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutable.h"
@@ -289,6 +290,8 @@ bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
   // --fuse-attention=off.
   cudaOptions.pipeline.target = kiln::TargetKind::cuda;
   cudaOptions.pipeline.cudaArch = arch;
+  // Reused rows of reduction kernels go to dynamic shared memory.
+  cudaOptions.pipeline.fuseSharedMemoryBytes = cudaRowCacheBytes(arch);
   bool compiled = compileTrainPackages(
       cudaOptions, command_, "kiln-train-cuda",
       [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,

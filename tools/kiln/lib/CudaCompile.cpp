@@ -44,7 +44,9 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
                                              runtime::PackageKernel &kernel,
                                              std::string &error) {
     std::string entry = entryPointFor(name);
-    mlir::FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
+    // Rows cached in dynamic shared memory fit every target architecture.
+    mlir::FailureOr<CudaKernelSource> source =
+        emitCudaKernel(fusion, entry, cudaRowCacheBytes(options.archs));
     if (mlir::failed(source)) {
       error = "kernel " + name + ": the CUDA code generator could not emit it";
       return false;
@@ -56,6 +58,7 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
     kernel.grid = {static_cast<uint32_t>(std::min<uint64_t>(
                        source->launch.maxBlocks, UINT32_MAX)),
                    1, 1};
+    kernel.sharedMemoryBytes = source->dynamicSharedBytes;
     CudaKernelReport report;
     report.name = name;
     report.entryPoint = entry;

@@ -152,6 +152,10 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     llvm::raw_string_ostream os(detail);
     switch (t.kind) {
     case ThunkKind::KernelLaunch: {
+      // Each operand once is what a generated kernel reads from HBM: a
+      // row it reads in several passes (a softmax's max, sum and outputs)
+      // is in its row cache in shared memory after the first
+      // (sharedMemoryBytes; codegen/cuda/CudaEmitter.h).
       cost.kind = "kernel";
       if (t.kernel >= 0 && size_t(t.kernel) < p.kernels.size()) {
         cost.name = sourceName(p.kernels[t.kernel]);

@@ -11,6 +11,7 @@
 #include "runtime/cuda/CudaAttention.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <set>
 
@@ -64,21 +65,24 @@ struct __align__(16) kiln_attn_chunk {
   unsigned int w[4];
 };
 
-// s[r][d] (row stride ld) = g[(row0 + r) * width + d] for rows < n, zero
-// for the rows past it; columns d < width. A tile stored as loaded (same
-// element size) whose rows are whole 16-byte chunks from a 16-byte aligned
-// g moves in 16-byte loads and stores (the shared rows, ld >= 64 elements,
-// are aligned); otherwise element by element, widening.
+// s[r][d] (row stride ld) = g[(row0 + r) * ldg + d] for rows < n, zero
+// for the rows past it; columns d < width (ldg, the global row stride in
+// elements, is width for the BHTD layout, 3 H D for packed q/k/v). A tile
+// stored as loaded (same element size) whose rows are whole 16-byte chunks
+// at 16-byte aligned addresses (g and ldg both) moves in 16-byte loads and
+// stores (the shared rows, ld >= 64 elements, are aligned); otherwise
+// element by element, widening.
 template <class S, class T>
-static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, kiln_index row0, kiln_index n, int rows, int width) {
+static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, kiln_index ldg, kiln_index row0, kiln_index n, int rows, int width) {
   if (sizeof(S) == sizeof(T) && (width * (int)sizeof(T)) % 16 == 0 &&
+      (ldg * (kiln_index)sizeof(T)) % 16 == 0 &&
       (unsigned long long)g % 16 == 0) {
     const int per = 16 / (int)sizeof(T), chunks = width / per;
     for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
       int r = e / chunks, c = e % chunks;
       kiln_attn_chunk v = {{0u, 0u, 0u, 0u}};
       if (row0 + r < n)
-        v = *(const kiln_attn_chunk *)(g + (row0 + r) * width + c * per);
+        v = *(const kiln_attn_chunk *)(g + (row0 + r) * ldg + c * per);
       *(kiln_attn_chunk *)(s + r * ld + c * per) = v;
     }
     return;
@@ -86,7 +90,7 @@ static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, 
   for (int e = threadIdx.x; e < rows * width; e += KILN_ATTN_THREADS) {
     int r = e / width, d = e % width;
     if (row0 + r < n)
-      kiln_attn_put(s, r * ld + d, g, (row0 + r) * width + d);
+      kiln_attn_put(s, r * ld + d, g, (row0 + r) * ldg + d);
     else
       kiln_attn_set(s, r * ld + d, 0.0f);
   }
@@ -129,13 +133,29 @@ static __device__ __forceinline__ void kiln_attn_mm(A *c, int ldc, const S *x, i
   }
 }
 
+// Every kernel's parameters. r0_, r1_, r2_ are the results (out, lse; or
+// dq, dk, dv), work_ the backward's D_i. q, k, v and their gradients are
+// addressed through strides in elements: element (b, h, t, d) of q (and
+// of dq) is q_[b * qB + h * qH + t * qT + d], likewise k with kB, kH, kT
+// and v with vB, vH, vT; out and dout share oB, oH, oT. lse and D_i are
+// [B, H, Tq] contiguous. H splits b*h (blockIdx) into b and h.
 #define KILN_ATTN_PARAMS                                                       \
   const void *q_, const void *k_, const void *v_, const void *o_,              \
       const void *lse_, const void *do_, void *r0_, void *r1_, void *r2_,      \
       void *work_, kiln_index BH, kiln_index Tq, kiln_index Tk, kiln_index D,  \
-      kiln_index DV, double scale, kiln_index causal
+      kiln_index DV, double scale, kiln_index causal, kiln_index H,            \
+      kiln_index qB, kiln_index qH, kiln_index qT, kiln_index kB,              \
+      kiln_index kH, kiln_index kT, kiln_index vB, kiln_index vH,              \
+      kiln_index vT, kiln_index oB, kiln_index oH, kiln_index oT
 #define KILN_ATTN_ARGS                                                         \
-  q_, k_, v_, o_, lse_, do_, r0_, r1_, r2_, work_, BH, Tq, Tk, D, DV, scale, causal
+  q_, k_, v_, o_, lse_, do_, r0_, r1_, r2_, work_, BH, Tq, Tk, D, DV, scale,   \
+      causal, H, qB, qH, qT, kB, kH, kT, vB, vH, vT, oB, oH, oT
+
+// The offset of head |bh| (= b * H + h) of a tensor with batch stride |sb|
+// and head stride |sh|.
+static __device__ __forceinline__ kiln_index kiln_attn_head(kiln_index bh, kiln_index H, kiln_index sb, kiln_index sh) {
+  return bh / H * sb + bh % H * sh;
+}
 
 // The key blocks the query block at q0 sees (causal: up to the diagonal).
 template <int BQ, int BK>
@@ -171,14 +191,15 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
   const int d = (int)D, dv = (int)DV;
   kiln_index nQB = (Tq + BQ - 1) / BQ;
   kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
-  const T *q = (const T *)q_ + bh * Tq * D, *k = (const T *)k_ + bh * Tk * D;
-  const T *v = (const T *)v_ + bh * Tk * DV;
-  T *out = (T *)r0_ + bh * Tq * DV;
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH);
+  const T *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  T *out = (T *)r0_ + kiln_attn_head(bh, H, oB, oH);
   A *lse = (A *)r1_ + bh * Tq;
   A ninf;
   kiln_attn_ninf(ninf);
   const A sc = (A)scale;
-  kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
+  kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
   for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS)
     sO[e / dv * DM + e % dv] = 0;
   for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
@@ -187,8 +208,8 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
     __syncthreads();
-    kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
-    kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
+    kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
+    kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
     __syncthreads();
     kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
     __syncthreads();
@@ -242,7 +263,7 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
     int r = e / dv, c = e % dv;
     if (q0 + r < Tq) {
       A l = sL[r];
-      kiln_attn_set(out, (q0 + r) * DV + c, l > 0 ? sO[r * DM + c] / l : (A)0);
+      kiln_attn_set(out, (q0 + r) * oT + c, l > 0 ? sO[r * DM + c] / l : (A)0);
     }
   }
   for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
@@ -250,16 +271,18 @@ static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
       lse[q0 + r] = sL[r] > 0 ? sM[r] + kiln_attn_log(sL[r]) : ninf;
 }
 
-// Backward, first: work[i] = D_i = sum_e dout_ie out_ie (grid-stride).
+// Backward, first: work[i] = D_i = sum_e dout_ie out_ie (grid-stride over
+// the rows i = bh * Tq + t).
 template <class T, class A>
 static __device__ __forceinline__ void kiln_attn_bwd_dot(KILN_ATTN_PARAMS) {
   const T *out = (const T *)o_, *dout = (const T *)do_;
   A *work = (A *)work_;
   for (kiln_index i = (kiln_index)blockIdx.x * KILN_ATTN_THREADS + threadIdx.x;
        i < BH * Tq; i += (kiln_index)gridDim.x * KILN_ATTN_THREADS) {
+    kiln_index row = kiln_attn_head(i / Tq, H, oB, oH) + i % Tq * oT;
     A s = 0;
     for (kiln_index e = 0; e < DV; ++e)
-      s += (A)kiln_attn_load(dout, i * DV + e) * (A)kiln_attn_load(out, i * DV + e);
+      s += (A)kiln_attn_load(dout, row + e) * (A)kiln_attn_load(out, row + e);
     work[i] = s;
   }
 }
@@ -334,21 +357,23 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv(KILN_ATTN_PARAMS) {
   const int d = (int)D, dv = (int)DV;
   kiln_index nKB = (Tk + BK - 1) / BK;
   kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
-  const T *q = (const T *)q_ + bh * Tq * D, *k = (const T *)k_ + bh * Tk * D;
-  const T *v = (const T *)v_ + bh * Tk * DV, *dout = (const T *)do_ + bh * Tq * DV;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH), kAt = kiln_attn_head(bh, H, kB, kH);
+  const kiln_index vAt = kiln_attn_head(bh, H, vB, vH), oAt = kiln_attn_head(bh, H, oB, oH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kAt;
+  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + oAt;
   const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
-  T *dk = (T *)r1_ + bh * Tk * D, *dvOut = (T *)r2_ + bh * Tk * DV;
+  T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
   const A sc = (A)scale;
-  kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
-  kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
+  kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
+  kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
   for (int e = threadIdx.x; e < BK * DM; e += KILN_ATTN_THREADS)
     sdK[e] = 0, sdV[e] = 0;
   kiln_index nQB = (Tq + BQ - 1) / BQ;
   for (kiln_index qb = causal ? k0 / BQ : 0; qb < nQB; ++qb) {
     kiln_index q0 = qb * BQ;
     __syncthreads();
-    kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
-    kiln_attn_tile(sdO, DM, dout, q0, Tq, BQ, dv);
+    kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
+    kiln_attn_tile(sdO, DM, dout, oT, q0, Tq, BQ, dv);
     kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
     __syncthreads();
     kiln_attn_ds<A, W, DM, BQ, BK>(sS, sD, sQ, sK, sdO, sV, sLse, sDot, q0, k0, Tq, Tk, d, dv, sc, causal);
@@ -358,10 +383,10 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv(KILN_ATTN_PARAMS) {
   __syncthreads();
   for (int e = threadIdx.x; e < BK * d; e += KILN_ATTN_THREADS)
     if (k0 + e / d < Tk)
-      kiln_attn_set(dk, (k0 + e / d) * D + e % d, sc * sdK[e / d * DM + e % d]);
+      kiln_attn_set(dk, (k0 + e / d) * kT + e % d, sc * sdK[e / d * DM + e % d]);
   for (int e = threadIdx.x; e < BK * dv; e += KILN_ATTN_THREADS)
     if (k0 + e / dv < Tk)
-      kiln_attn_set(dvOut, (k0 + e / dv) * DV + e % dv, sdV[e / dv * DM + e % dv]);
+      kiln_attn_set(dvOut, (k0 + e / dv) * vT + e % dv, sdV[e / dv * DM + e % dv]);
 }
 
 // Backward, dQ (r0_): one block per (query block, b*h), walking the key
@@ -389,13 +414,15 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
   const int d = (int)D, dv = (int)DV;
   kiln_index nQB = (Tq + BQ - 1) / BQ;
   kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
-  const T *q = (const T *)q_ + bh * Tq * D, *k = (const T *)k_ + bh * Tk * D;
-  const T *v = (const T *)v_ + bh * Tk * DV, *dout = (const T *)do_ + bh * Tq * DV;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
   const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
-  T *dq = (T *)r0_ + bh * Tq * D;
+  T *dq = (T *)r0_ + qAt;
   const A sc = (A)scale;
-  kiln_attn_tile(sQ, DM, q, q0, Tq, BQ, d);
-  kiln_attn_tile(sdO, DM, dout, q0, Tq, BQ, dv);
+  kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile(sdO, DM, dout, oT, q0, Tq, BQ, dv);
   kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
   for (int e = threadIdx.x; e < BQ * DM; e += KILN_ATTN_THREADS)
     sdQ[e] = 0;
@@ -403,8 +430,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
     __syncthreads();
-    kiln_attn_tile(sK, DM, k, k0, Tk, BK, d);
-    kiln_attn_tile(sV, DM, v, k0, Tk, BK, dv);
+    kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
+    kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
     __syncthreads();
     kiln_attn_ds<A, W, DM, BQ, BK>(sS, sD, sQ, sK, sdO, sV, sLse, sDot, q0, k0, Tq, Tk, d, dv, sc, causal);
     kiln_attn_mm_p<W, false, BQ, BK>(sdQ, DM, sD, sP, sK, DM, BQ, d, BK);
@@ -412,7 +439,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
   __syncthreads();
   for (int e = threadIdx.x; e < BQ * d; e += KILN_ATTN_THREADS)
     if (q0 + e / d < Tq)
-      kiln_attn_set(dq, (q0 + e / d) * D + e % d, sc * sdQ[e / d * DM + e % d]);
+      kiln_attn_set(dq, (q0 + e / d) * qT + e % d, sc * sdQ[e / d * DM + e % d]);
 }
 
 #ifdef KILN_CUDA_EMULATION
@@ -427,7 +454,11 @@ static inline double kiln_attn_bits(void *p) {
       name(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],         \
            (kiln_index)b[10], (kiln_index)b[11], (kiln_index)b[12],            \
            (kiln_index)b[13], (kiln_index)b[14], kiln_attn_bits(b[15]),        \
-           (kiln_index)b[16]);                                                 \
+           (kiln_index)b[16], (kiln_index)b[17], (kiln_index)b[18],            \
+           (kiln_index)b[19], (kiln_index)b[20], (kiln_index)b[21],            \
+           (kiln_index)b[22], (kiln_index)b[23], (kiln_index)b[24],            \
+           (kiln_index)b[25], (kiln_index)b[26], (kiln_index)b[27],            \
+           (kiln_index)b[28], (kiln_index)b[29]);                              \
     });                                                                        \
   }
 #else
@@ -638,13 +669,22 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   const PackageThunk &t = package_.thunks[index];
   bool grad = t.library == LibraryKind::AttentionGrad;
   const char *name = libraryName(t.library);
-  size_t operands = grad ? 6 : 3, results = grad ? 3 : 2;
+  bool packed = t.hasAttention &&
+                t.attention.layout == AttentionLayout::PackedBTHD;
+  // BHTD: q, k, v (grad: then out, lse, dout); results out, lse (grad: dq,
+  // dk, dv). PackedBTHD: qkv (grad: then out, lse, dout); results out, lse
+  // (grad: dqkv).
+  size_t operands = packed ? (grad ? 4 : 1) : (grad ? 6 : 3);
+  size_t results = packed ? (grad ? 1 : 2) : (grad ? 3 : 2);
   if (!t.hasAttention || t.operands.size() != operands ||
       t.results.size() != results || args.size() != operands + results)
     return Status::error(std::string(name) + ": expected " +
                          std::to_string(operands) + " operands and " +
                          std::to_string(results) + " results with parameters");
   const AttentionParams &p = t.attention;
+  if (packed && (p.headDim != p.valueDim || p.qLen != p.kvLen))
+    return Status::error(std::string(name) + ": the packed layout needs "
+                         "head_dim == value_dim and q_len == kv_len");
   PkgDType dtype = package_.buffers[t.operands[0]].dtype;
   StatusOr<AttentionConfig> config =
       attentionConfig(dtype, p.headDim, p.valueDim, device_.smArch());
@@ -658,21 +698,58 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   auto scalar = [](int64_t v) { return reinterpret_cast<void *>(v); };
   void *scaleBits = nullptr;
   std::memcpy(&scaleBits, &p.scale, sizeof(double));
-  // q, k, v, out, lse, dout, r0, r1, r2, work, BH, Tq, Tk, D, DV, scale, causal
-  std::vector<void *> common(17, nullptr);
-  for (int i = 0; i < 3; ++i)
-    common[i] = args[i];
-  if (grad) {
-    common[3] = args[3], common[4] = args[4], common[5] = args[5];
-    common[6] = args[6], common[7] = args[7], common[8] = args[8];
-    common[9] = workspace_;
+  // The kernels' parameters (KILN_ATTN_PARAMS): q, k, v, out, lse, dout,
+  // r0, r1, r2, work, BH, Tq, Tk, D, DV, scale, causal, H, then the batch,
+  // head and row strides (elements) of q, k, v and out.
+  std::vector<void *> common(30, nullptr);
+  const int64_t H = p.heads, D = p.headDim, DV = p.valueDim;
+  if (!packed) {
+    for (int i = 0; i < 3; ++i)
+      common[i] = args[i];
+    if (grad) {
+      common[3] = args[3], common[4] = args[4], common[5] = args[5];
+      common[6] = args[6], common[7] = args[7], common[8] = args[8];
+    } else {
+      common[6] = args[3], common[7] = args[4];
+    }
+    const int64_t Tq = p.qLen, Tk = p.kvLen;
+    const int64_t strides[12] = {H * Tq * D,  Tq * D,  D,   // q, dq
+                                 H * Tk * D,  Tk * D,  D,   // k, dk
+                                 H * Tk * DV, Tk * DV, DV,  // v, dv
+                                 H * Tq * DV, Tq * DV, DV}; // out, dout
+    for (int i = 0; i < 12; ++i)
+      common[18 + i] = scalar(strides[i]);
   } else {
-    common[6] = args[3], common[7] = args[4];
+    // q, k and v are the thirds of each qkv row [3, H, D] (likewise dq, dk
+    // and dv of dqkv's); out and dout rows are [H, D].
+    auto third = [&](void *base, int i) {
+      return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(base) +
+                                      uint64_t(i * H * D) *
+                                          pkgBytesPerElement(dtype));
+    };
+    for (int i = 0; i < 3; ++i)
+      common[i] = third(args[0], i);
+    if (grad) {
+      common[3] = args[1], common[4] = args[2], common[5] = args[3];
+      for (int i = 0; i < 3; ++i)
+        common[6 + i] = third(args[4], i);
+    } else {
+      common[6] = args[1], common[7] = args[2];
+    }
+    const int64_t row = 3 * H * D, T = p.qLen;
+    const int64_t strides[12] = {T * row,   D, row,    // q, dq
+                                 T * row,   D, row,    // k, dk
+                                 T * row,   D, row,    // v, dv
+                                 T * H * D, D, H * D}; // out, dout
+    for (int i = 0; i < 12; ++i)
+      common[18 + i] = scalar(strides[i]);
   }
+  if (grad)
+    common[9] = workspace_;
   common[10] = scalar(bh), common[11] = scalar(p.qLen);
   common[12] = scalar(p.kvLen), common[13] = scalar(p.headDim);
   common[14] = scalar(p.valueDim), common[15] = scaleBits;
-  common[16] = scalar(p.causal ? 1 : 0);
+  common[16] = scalar(p.causal ? 1 : 0), common[17] = scalar(H);
 
   std::vector<KernelLaunch> launches;
   Status failed = Status::ok();

@@ -5,6 +5,18 @@
 // v [B,H,Tk,Dv], out [B,H,Tq,Dv], lse [B,H,Tq]), FlashAttention-2 style:
 // the [Tq, Tk] scores never reach global memory.
 //
+// Layouts: the kernels address q, k, v, out, dout and the gradients
+// through batch, head and row strides (lse and the D_i workspace stay
+// [B,H,Tq] contiguous), so one set of kernels serves both of
+// AttentionLayout's: BHTD (the shapes above, rows of D contiguous) and
+// PackedBTHD, where q, k and v are the thirds of each [3,H,D] row of one
+// qkv [B,T,3,H,D] buffer (k at qkv + H*D elements, v at qkv + 2*H*D; dq, dk
+// and dv likewise of dqkv) and out and dout are [B,T,H,D], as the qkv
+// GEMM writes them and the projection GEMM reads them: no transposes
+// around the attention. The same tiles in the same order either way, so
+// the two layouts give the same bits. 16-byte loads wherever the row
+// stride and the base are 16-byte aligned (packed D=64 bf16 is).
+//
 //   forward:  one block per (query block, b*h); it walks the key blocks
 //             (causal: only up to the diagonal), keeps the running row
 //             maximum and sum (online softmax) and the output tile in
@@ -86,8 +98,9 @@ public:
   CudaAttention(const CudaAttention &) = delete;
   CudaAttention &operator=(const CudaAttention &) = delete;
 
-  // Plans thunk |index| (Attention or AttentionGrad) with |args|, its
-  // operands' then its results' device addresses.
+  // Plans thunk |index| (Attention or AttentionGrad, either layout) with
+  // |args|, its operands' then its results' device addresses (BHTD: 3 + 2
+  // or 6 + 3; PackedBTHD: 1 + 2 or 4 + 1).
   Status plan(size_t index, const std::vector<void *> &args);
   // Queues thunk |index| on |stream|.
   Status run(size_t index, CudaStream stream);
@@ -104,7 +117,8 @@ private:
   RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
-  // Each thunk's launches (17 values: pointers, integers, the scale's bits).
+  // Each thunk's launches (30 values: pointers, integers, the scale's bits,
+  // strides; KILN_ATTN_PARAMS in CudaAttention.cpp).
   std::map<size_t, std::vector<KernelLaunch>> plans_;
 };
 

@@ -3,10 +3,12 @@
 // For the fused attention tests (CudaAttentionTest.cpp on the fake table,
 // CudaGpuTest.cpp on a GPU): a CUDA package with an Attention thunk (q, k,
 // v -> out, lse) followed by an AttentionGrad thunk (q, k, v, out, lse,
-// dout -> dq, dk, dv); typed buffers to and from doubles; and the
-// operations by their definition (docs: the attention contract), naively,
-// in double precision: scores, causal mask (key j visible to query i when
-// j <= i), lse, out, and the backward from given out and lse.
+// dout -> dq, dk, dv), and the same in the packed layout (qkv -> out, lse;
+// qkv, out, lse, dout -> dqkv) with the rearrangements between the two;
+// typed buffers to and from doubles; and the operations by their
+// definition (docs: the attention contract), naively, in double precision:
+// scores, causal mask (key j visible to query i when j <= i), lse, out,
+// and the backward from given out and lse.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 #include "runtime/package/Package.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -82,6 +85,102 @@ inline LoadedPackage attentionPackage(const AttentionParams &a, PkgDType dtype) 
   bwd.results = {6, 7, 8};
   pkg.thunks = {fwd, bwd};
   return pkg;
+}
+
+// The packed layout (AttentionLayout::PackedBTHD; |a| has Tq == Tk = T and
+// D == Dv). Buffers: 0 qkv [B,T,3,H,D], 1 dout [B,T,H,D] (inputs); 2 out
+// [B,T,H,D], 3 lse [B,H,T], 4 dqkv [B,T,3,H,D] (outputs, in this order).
+inline LoadedPackage packedAttentionPackage(AttentionParams a, PkgDType dtype) {
+  a.layout = AttentionLayout::PackedBTHD;
+  LoadedPackage pkg;
+  pkg.target.kind = TargetKind::Cuda;
+  pkg.target.smArchs = {90};
+  PkgDType lse = dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
+  const int64_t B = a.batch, T = a.qLen, H = a.heads, D = a.headDim;
+  struct Entry {
+    const char *name;
+    std::vector<int64_t> shape;
+    PkgDType dtype;
+    bool input;
+  };
+  std::vector<Entry> entries = {{"qkv", {B, T, 3, H, D}, dtype, true},
+                                {"dout", {B, T, H, D}, dtype, true},
+                                {"out", {B, T, H, D}, dtype, false},
+                                {"lse", {B, H, T}, lse, false},
+                                {"dqkv", {B, T, 3, H, D}, dtype, false}};
+  uint64_t offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    PackageBuffer b;
+    b.name = entries[i].name;
+    b.dtype = entries[i].dtype;
+    b.shape = entries[i].shape;
+    b.offset = offset;
+    int64_t n = 1;
+    for (int64_t d : b.shape)
+      n *= d;
+    b.size = uint64_t(n) * pkgBytesPerElement(b.dtype);
+    b.role = entries[i].input ? PkgRole::Input : PkgRole::Output;
+    offset += (b.size + 255) / 256 * 256;
+    pkg.buffers.push_back(b);
+    SignatureEntry e;
+    e.name = b.name;
+    e.role = b.role;
+    e.dtype = b.dtype;
+    e.shape = b.shape;
+    e.buffer = static_cast<uint32_t>(i);
+    (entries[i].input ? pkg.inputs : pkg.outputs).push_back(e);
+  }
+  pkg.arenaSize = offset;
+  PackageThunk fwd;
+  fwd.kind = ThunkKind::LibraryCall;
+  fwd.library = LibraryKind::Attention;
+  fwd.hasAttention = true;
+  fwd.attention = a;
+  fwd.operands = {0};
+  fwd.results = {2, 3};
+  PackageThunk bwd = fwd;
+  bwd.library = LibraryKind::AttentionGrad;
+  bwd.operands = {0, 2, 3, 1};
+  bwd.results = {4};
+  pkg.thunks = {fwd, bwd};
+  return pkg;
+}
+
+// Element (b, h, t, d) of a [B,H,T,D] tensor is element |at|(b, t, h, d)
+// of |from|: copies it there, element by element (|bytes| each).
+template <class At>
+std::vector<uint8_t> toHeadsFirst(const AttentionParams &a, size_t bytes,
+                                  const std::vector<uint8_t> &from, At at) {
+  const int64_t B = a.batch, H = a.heads, T = a.qLen, D = a.headDim;
+  std::vector<uint8_t> to(size_t(B * H * T * D) * bytes);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          std::memcpy(to.data() + size_t(((b * H + h) * T + t) * D + d) * bytes,
+                      from.data() + size_t(at(b, t, h, d)) * bytes, bytes);
+  return to;
+}
+
+// Part |which| (0 q, 1 k, 2 v) of a packed [B,T,3,H,D] tensor as [B,H,T,D].
+inline std::vector<uint8_t> unpackQkv(const AttentionParams &a, PkgDType dtype,
+                                      const std::vector<uint8_t> &qkv,
+                                      int which) {
+  const int64_t T = a.qLen, H = a.heads, D = a.headDim;
+  return toHeadsFirst(a, pkgBytesPerElement(dtype), qkv,
+                      [&](int64_t b, int64_t t, int64_t h, int64_t d) {
+                        return (((b * T + t) * 3 + which) * H + h) * D + d;
+                      });
+}
+
+// A [B,T,H,D] tensor (packed out, dout) as [B,H,T,D].
+inline std::vector<uint8_t> unpackRows(const AttentionParams &a, PkgDType dtype,
+                                       const std::vector<uint8_t> &bthd) {
+  const int64_t T = a.qLen, H = a.heads, D = a.headDim;
+  return toHeadsFirst(a, pkgBytesPerElement(dtype), bthd,
+                      [&](int64_t b, int64_t t, int64_t h, int64_t d) {
+                        return ((b * T + t) * H + h) * D + d;
+                      });
 }
 
 inline double typedAt(PkgDType dtype, const std::vector<uint8_t> &b, int64_t i) {

@@ -12,6 +12,11 @@
 // (f32, f64, f16, bf16), against the definition in double precision
 // (the backward from the step's own out and lse). Errors are normwise:
 // max |got - want| / max |want| per tensor, within the dtype's bound.
+// The packed layout (qkv [B,T,3,H,D], out and dout [B,T,H,D], dqkv) runs
+// the same way, f32, bf16 and f16, head dims 20 (CUDA cores) and 64
+// (tensor cores for the 16-bit types), causal and not; its results,
+// rearranged to [B,H,T,D] here, are checked against the definition on the
+// rearranged inputs and bit for bit against the BHTD package's run on them.
 // With the CUDA toolkit, every kernel compiles through NVRTC and assembles
 // with ptxas for sm_90; registers and spills are printed and recorded.
 //
@@ -61,6 +66,80 @@ protected:
     ASSERT_TRUE(error.empty()) << error;
   }
 
+  // Runs |pkg| (CudaExecutable on |api|) for two steps on |in|, its
+  // inputs' bytes: plain launches, then the captured graph's replay, which
+  // gives the same bits; the outputs start poisoned each step. Returns the
+  // first step's outputs, in the package's output order.
+  std::vector<std::vector<uint8_t>> run(const LoadedPackage &package,
+                                        FakeCudaApi &api,
+                                        const std::vector<std::vector<uint8_t>> &in) {
+    CudaOptions options;
+    options.log = [](const std::string &) {};
+    StatusOr<std::unique_ptr<CudaExecutable>> made =
+        CudaExecutable::create(package, api, options);
+    EXPECT_TRUE(made.isOk()) << made.status().message();
+    if (!made.isOk())
+      return {};
+    CudaExecutable &exec = *made.value();
+    const LoadedPackage &pkg = exec.package();
+    for (size_t i = 0; i < in.size(); ++i)
+      EXPECT_TRUE(exec.writeInput(i, in[i].data()).isOk());
+    std::vector<std::vector<uint8_t>> first;
+    for (int step = 0; step < 2; ++step) {
+      for (const SignatureEntry &o : pkg.outputs) {
+        std::vector<uint8_t> poison(pkg.buffers[o.buffer].size, 0xcd);
+        EXPECT_TRUE(exec.writeBuffer(o.buffer, poison.data()).isOk());
+      }
+      Status s = exec.run();
+      EXPECT_TRUE(s.isOk()) << s.message();
+      std::vector<std::vector<uint8_t>> got(pkg.outputs.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        got[o].resize(pkg.buffers[pkg.outputs[o].buffer].size);
+        EXPECT_TRUE(exec.readOutput(o, got[o].data()).isOk());
+      }
+      if (step == 0) {
+        first = got;
+        continue;
+      }
+      for (size_t o = 0; o < got.size(); ++o)
+        EXPECT_EQ(got[o], first[o]) << "output " << pkg.outputs[o].name;
+    }
+    EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
+    return first;
+  }
+
+  // The step's errors against the definition, printed and checked against
+  // the dtype's bounds: |got| holds out, lse, dq, dk, dv as [B,H,T,D] (lse
+  // [B,H,T]), |in| q, k, v, dout likewise.
+  void expectDefinition(PkgDType dtype, const AttentionParams &a,
+                        const std::string &what, const char *path,
+                        const std::vector<std::vector<uint8_t>> &in,
+                        const std::vector<std::vector<uint8_t>> &got) {
+    std::vector<double> q = ct::typedValues(dtype, in[0]), k = ct::typedValues(dtype, in[1]),
+                        v = ct::typedValues(dtype, in[2]), dout = ct::typedValues(dtype, in[3]);
+    PkgDType lseType = dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
+    std::vector<double> out = ct::typedValues(dtype, got[0]),
+                        lse = ct::typedValues(lseType, got[1]);
+    ct::AttentionReference want =
+        ct::attentionReference(a, q, k, v, dout, &out, &lse);
+    double errOut = ct::relativeError(out, want.out);
+    double errLse = 0;
+    for (size_t i = 0; i < want.lse.size(); ++i)
+      errLse = std::max(errLse, std::fabs(lse[i] - want.lse[i]) / (1 + std::fabs(want.lse[i])));
+    double errDq = ct::relativeError(ct::typedValues(dtype, got[2]), want.dq);
+    double errDk = ct::relativeError(ct::typedValues(dtype, got[3]), want.dk);
+    double errDv = ct::relativeError(ct::typedValues(dtype, got[4]), want.dv);
+    std::printf("%-40s %s: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+                what.c_str(), path, errOut, errLse, errDq, errDk, errDv);
+    double b = bound(dtype);
+    double lseBound = dtype == PkgDType::F64 ? 1e-12 : 1e-5;
+    EXPECT_LE(errOut, b);
+    EXPECT_LE(errLse, lseBound);
+    EXPECT_LE(errDq, b);
+    EXPECT_LE(errDk, b);
+    EXPECT_LE(errDv, b);
+  }
+
   void check(PkgDType dtype, const AttentionParams &a, bool expectWmma) {
     std::string what = std::string(pkgDTypeName(dtype)) + " Tq=" +
                        std::to_string(a.qLen) + " Tk=" + std::to_string(a.kvLen) +
@@ -76,65 +155,13 @@ protected:
     FakeCudaApi api;
     api.device.multiprocessors = 2;
     api.hostKernels = *kernels;
-    CudaOptions options;
-    options.log = [](const std::string &) {};
-    StatusOr<std::unique_ptr<CudaExecutable>> made =
-        CudaExecutable::create(ct::attentionPackage(a, dtype), api, options);
-    ASSERT_TRUE(made.isOk()) << made.status().message();
-    CudaExecutable &exec = *made.value();
-    const LoadedPackage &pkg = exec.package();
+    LoadedPackage pkg = ct::attentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(4);
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4; ++i)
       in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
-      ASSERT_TRUE(exec.writeInput(i, in[i].data()).isOk());
-    }
-    std::vector<std::vector<uint8_t>> first;
-    for (int step = 0; step < 2; ++step) {
-      for (uint32_t b = 4; b < 9; ++b) {
-        std::vector<uint8_t> poison(pkg.buffers[b].size, 0xcd);
-        ASSERT_TRUE(exec.writeBuffer(b, poison.data()).isOk());
-      }
-      Status s = exec.run();
-      ASSERT_TRUE(s.isOk()) << s.message();
-      std::vector<std::vector<uint8_t>> got(5);
-      for (int o = 0; o < 5; ++o) {
-        got[o].resize(pkg.buffers[4 + o].size);
-        ASSERT_TRUE(exec.readOutput(o, got[o].data()).isOk());
-      }
-      if (step == 0) {
-        first = got;
-        continue;
-      }
-      // Deterministic: the graph's replay gives the same bits.
-      for (int o = 0; o < 5; ++o)
-        EXPECT_EQ(got[o], first[o]) << "output " << pkg.buffers[4 + o].name;
-    }
-    EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
-
-    std::vector<double> q = ct::typedValues(dtype, in[0]), k = ct::typedValues(dtype, in[1]),
-                        v = ct::typedValues(dtype, in[2]), dout = ct::typedValues(dtype, in[3]);
-    PkgDType lseType = dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
-    std::vector<double> out = ct::typedValues(dtype, first[0]),
-                        lse = ct::typedValues(lseType, first[1]);
-    ct::AttentionReference want =
-        ct::attentionReference(a, q, k, v, dout, &out, &lse);
-    double errOut = ct::relativeError(out, want.out);
-    double errLse = 0;
-    for (size_t i = 0; i < want.lse.size(); ++i)
-      errLse = std::max(errLse, std::fabs(lse[i] - want.lse[i]) / (1 + std::fabs(want.lse[i])));
-    double errDq = ct::relativeError(ct::typedValues(dtype, first[2]), want.dq);
-    double errDk = ct::relativeError(ct::typedValues(dtype, first[3]), want.dk);
-    double errDv = ct::relativeError(ct::typedValues(dtype, first[4]), want.dv);
-    std::printf("%-40s %s: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
-                what.c_str(), expectWmma ? "wmma" : "simt", errOut, errLse,
-                errDq, errDk, errDv);
-    double b = bound(dtype);
-    double lseBound = dtype == PkgDType::F64 ? 1e-12 : 1e-5;
-    EXPECT_LE(errOut, b);
-    EXPECT_LE(errLse, lseBound);
-    EXPECT_LE(errDq, b);
-    EXPECT_LE(errDk, b);
-    EXPECT_LE(errDv, b);
+    std::vector<std::vector<uint8_t>> got = run(pkg, api, in);
+    ASSERT_EQ(got.size(), 5u);
+    expectDefinition(dtype, a, what, expectWmma ? "wmma" : "simt", in, got);
 
     // One forward launch and three backward launches per step, 128 threads.
     const AttentionConfig &c = config.value();
@@ -147,6 +174,58 @@ protected:
     int64_t bh = a.batch * a.heads;
     EXPECT_EQ(api.launches[0].grid[0], bh * ((a.qLen + c.blockQ - 1) / c.blockQ));
     EXPECT_EQ(api.launches[2].grid[0], bh * ((a.kvLen + c.blockK - 1) / c.blockK));
+  }
+
+  // The packed layout on |a| (Tq == Tk, D == Dv): the definition on the
+  // inputs rearranged to [B,H,T,D], and the BHTD package on them gives the
+  // same bits (the same tiles in the same order).
+  void checkPacked(PkgDType dtype, const AttentionParams &a, bool expectWmma) {
+    std::string what = std::string("packed ") + pkgDTypeName(dtype) + " T=" +
+                       std::to_string(a.qLen) + " H=" + std::to_string(a.heads) +
+                       " D=" + std::to_string(a.headDim) +
+                       (a.causal ? " causal" : "");
+    SCOPED_TRACE(what);
+    StatusOr<AttentionConfig> config =
+        attentionConfig(dtype, a.headDim, a.valueDim, 90);
+    ASSERT_TRUE(config.isOk()) << config.status().message();
+    EXPECT_EQ(config.value().tensorCores, expectWmma);
+
+    LoadedPackage pkg = ct::packedAttentionPackage(a, dtype);
+    std::vector<std::vector<uint8_t>> in(2);
+    for (int i = 0; i < 2; ++i)
+      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+    FakeCudaApi api;
+    api.device.multiprocessors = 2;
+    api.hostKernels = *kernels;
+    std::vector<std::vector<uint8_t>> packed = run(pkg, api, in);
+    ASSERT_EQ(packed.size(), 3u);
+    // One forward and three backward launches per step, as BHTD's.
+    const AttentionConfig &c = config.value();
+    std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
+    ASSERT_EQ(api.launches.size(), 8u);
+    for (size_t i = 0; i < api.launches.size(); ++i)
+      EXPECT_EQ(api.launches[i].entry, expected[i % 4]);
+
+    // Everything as [B,H,T,D]: the inputs q, k, v, dout; the results out,
+    // lse (already [B,H,T]), dq, dk, dv.
+    std::vector<std::vector<uint8_t>> heads = {
+        ct::unpackQkv(a, dtype, in[0], 0), ct::unpackQkv(a, dtype, in[0], 1),
+        ct::unpackQkv(a, dtype, in[0], 2), ct::unpackRows(a, dtype, in[1])};
+    std::vector<std::vector<uint8_t>> got = {
+        ct::unpackRows(a, dtype, packed[0]), packed[1],
+        ct::unpackQkv(a, dtype, packed[2], 0), ct::unpackQkv(a, dtype, packed[2], 1),
+        ct::unpackQkv(a, dtype, packed[2], 2)};
+    expectDefinition(dtype, a, what, expectWmma ? "wmma" : "simt", heads, got);
+
+    FakeCudaApi bhtdApi;
+    bhtdApi.device.multiprocessors = 2;
+    bhtdApi.hostKernels = *kernels;
+    std::vector<std::vector<uint8_t>> bhtd =
+        run(ct::attentionPackage(a, dtype), bhtdApi, heads);
+    ASSERT_EQ(bhtd.size(), 5u);
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(got[o] == bhtd[o]) << names[o] << " differs from the BHTD run's";
   }
 
   void sweep(PkgDType dtype, std::vector<int64_t> dims, bool wmma) {
@@ -177,6 +256,34 @@ TEST_F(CudaAttentionTest, OtherHeadDims) {
   check(PkgDType::F32, ct::attentionParams(1, 2, 19, 21, 64, 64, true), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 11, 100, 36, false), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 6, 200, 256, true), false);
+}
+
+// The packed layout: CUDA-core head dim 20 and tensor-core head dim 64 (f32
+// stays on CUDA cores), causal and not, a length that is no multiple of
+// the tiles, three heads (so b and h strides differ from BHTD's).
+TEST_F(CudaAttentionTest, PackedLayout) {
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16, PkgDType::F16})
+    for (int64_t d : {20, 64})
+      for (bool causal : {false, true})
+        checkPacked(dtype, ct::attentionParams(2, 3, 37, 37, d, d, causal),
+                    dtype != PkgDType::F32 && d == 64);
+  checkPacked(PkgDType::F64, ct::attentionParams(1, 2, 5, 5, 24, 24, true), false);
+}
+
+// A packed package whose buffers do not fit its layout is refused at load.
+TEST_F(CudaAttentionTest, PackedLayoutBadShapeIsRefused) {
+  LoadedPackage pkg = ct::packedAttentionPackage(
+      ct::attentionParams(1, 2, 8, 8, 16, 16, false), PkgDType::BF16);
+  pkg.thunks[1].results = {4, 4, 4}; // dq, dk, dv as if BHTD
+  FakeCudaApi api;
+  api.hostKernels = *kernels;
+  StatusOr<std::unique_ptr<CudaExecutable>> e = CudaExecutable::create(pkg, api);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find(
+                "thunk 1: attention_grad (layout packed_bthd) needs 4 operands "
+                "and 1 results, found 4 and 3"),
+            std::string::npos)
+      << e.status().message();
 }
 
 // Every configuration fits in 48 KiB of static shared memory.

@@ -13,7 +13,8 @@
 // outputs) run once through CudaExecutable and compared output by output;
 // and the three convolutions (CudaConv.h) against their definitions; and
 // the fused attention (CudaAttention.h: forward and backward, tensor-core
-// and CUDA-core kernels) against its definition in double precision.
+// and CUDA-core kernels, both layouts) against its definition in double
+// precision.
 //
 //===----------------------------------------------------------------------===//
 
@@ -424,6 +425,92 @@ TEST_F(CudaGpuTest, AttentionMatchesItsDefinition) {
     const char *names[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; ++i)
       EXPECT_LE(errs[i], c.bound) << names[i];
+  }
+}
+
+// The packed layout on the GPU (qkv [B,T,3,H,D], out and dout [B,T,H,D],
+// dqkv): each step twice (the second a graph replay, the same bits), its
+// results rearranged to [B,H,T,D] against the definition on the rearranged
+// inputs, and bit for bit against the BHTD package's step on them (the
+// same kernels, tiles and order).
+TEST_F(CudaGpuTest, PackedAttentionMatchesBhtdAndItsDefinition) {
+  using namespace kiln::runtime::cuda::testing;
+  struct Case {
+    PkgDType dtype;
+    AttentionParams params;
+    double bound;
+  };
+  std::vector<Case> cases = {
+      {PkgDType::BF16, attentionParams(2, 3, 256, 256, 64, 64, true), 1.6e-2},
+      {PkgDType::F16, attentionParams(2, 2, 70, 70, 64, 64, false), 2e-3},
+      {PkgDType::F32, attentionParams(2, 3, 65, 65, 20, 20, true), 2e-6}};
+  std::mt19937_64 gen(11);
+  // Two steps of |pkg| on |in|; the first step's outputs.
+  auto steps = [&](const LoadedPackage &pkg,
+                   const std::vector<std::vector<uint8_t>> &in,
+                   std::vector<std::vector<uint8_t>> &out) {
+    StatusOr<std::unique_ptr<CudaExecutable>> made =
+        CudaExecutable::create(pkg, *api);
+    ASSERT_TRUE(made.isOk()) << made.status().message();
+    CudaExecutable &e = *made.value();
+    for (size_t i = 0; i < in.size(); ++i)
+      ASSERT_TRUE(e.writeInput(i, in[i].data()).isOk());
+    std::vector<std::vector<uint8_t>> got[2];
+    for (int step = 0; step < 2; ++step) {
+      Status run = e.run();
+      ASSERT_TRUE(run.isOk()) << run.message();
+      for (const SignatureEntry &o : pkg.outputs) {
+        got[step].emplace_back(pkg.buffers[o.buffer].size);
+        ASSERT_TRUE(e.readOutput(got[step].size() - 1, got[step].back().data()).isOk());
+      }
+    }
+    for (size_t o = 0; o < got[0].size(); ++o)
+      EXPECT_EQ(got[0][o], got[1][o]) << "output " << o << " differs between steps";
+    out = got[0];
+  };
+  for (const Case &c : cases) {
+    const AttentionParams &a = c.params;
+    SCOPED_TRACE(std::string("packed ") + pkgDTypeName(c.dtype) + " T=" +
+                 std::to_string(a.qLen) + " D=" + std::to_string(a.headDim) +
+                 (a.causal ? " causal" : ""));
+    LoadedPackage packed = packedAttentionPackage(a, c.dtype);
+    std::vector<std::vector<uint8_t>> in(2), got, bhtd;
+    for (int i = 0; i < 2; ++i)
+      in[i] = randomTyped(c.dtype, packed.buffers[i].size / pkgBytesPerElement(c.dtype), gen);
+    ASSERT_NO_FATAL_FAILURE(steps(packed, in, got));
+    ASSERT_EQ(got.size(), 3u);
+    std::vector<std::vector<uint8_t>> heads = {
+        unpackQkv(a, c.dtype, in[0], 0), unpackQkv(a, c.dtype, in[0], 1),
+        unpackQkv(a, c.dtype, in[0], 2), unpackRows(a, c.dtype, in[1])};
+    std::vector<std::vector<uint8_t>> mine = {
+        unpackRows(a, c.dtype, got[0]), got[1], unpackQkv(a, c.dtype, got[2], 0),
+        unpackQkv(a, c.dtype, got[2], 1), unpackQkv(a, c.dtype, got[2], 2)};
+    ASSERT_NO_FATAL_FAILURE(steps(attentionPackage(a, c.dtype), heads, bhtd));
+    ASSERT_EQ(bhtd.size(), 5u);
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(mine[o] == bhtd[o]) << names[o] << " differs from the BHTD step's";
+    std::vector<double> out = typedValues(c.dtype, mine[0]),
+                        lse = typedValues(PkgDType::F32, mine[1]);
+    AttentionReference want = attentionReference(
+        a, typedValues(c.dtype, heads[0]), typedValues(c.dtype, heads[1]),
+        typedValues(c.dtype, heads[2]), typedValues(c.dtype, heads[3]), &out, &lse);
+    double errLse = 0;
+    for (size_t i = 0; i < want.lse.size(); ++i)
+      errLse = std::max(errLse, std::fabs(lse[i] - want.lse[i]) / (1 + std::fabs(want.lse[i])));
+    double errs[4] = {relativeError(out, want.out),
+                      relativeError(typedValues(c.dtype, mine[2]), want.dq),
+                      relativeError(typedValues(c.dtype, mine[3]), want.dk),
+                      relativeError(typedValues(c.dtype, mine[4]), want.dv)};
+    std::printf("packed attention %s T=%lld D=%lld%s: out %.2e lse %.2e dq %.2e "
+                "dk %.2e dv %.2e\n",
+                pkgDTypeName(c.dtype), (long long)a.qLen, (long long)a.headDim,
+                a.causal ? " causal" : "", errs[0], errLse, errs[1], errs[2],
+                errs[3]);
+    EXPECT_LE(errLse, 1e-5);
+    const char *errNames[4] = {"out", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; ++i)
+      EXPECT_LE(errs[i], c.bound) << errNames[i];
   }
 }
 

@@ -159,6 +159,10 @@ protected:
               t.library == rt::LibraryKind::AttentionGrad);
     });
     RecordProperty("attention_calls", attentionCalls);
+    packedAttentionCalls = countThunks(pkg, [](const rt::PackageThunk &t) {
+      return t.kind == rt::ThunkKind::LibraryCall && t.hasAttention &&
+             t.attention.layout == rt::AttentionLayout::PackedBTHD;
+    });
     RecordProperty("worst_relative_error", std::to_string(worstError));
     std::printf("%s: worst error %.3g of the output's magnitude (bound %.3g)\n",
                 name.c_str(), worstError, relativeBound(amp));
@@ -173,8 +177,10 @@ protected:
   // GEMMs with a residual C (Residual, BiasResidual) and with GELU's aux
   // (GeluAux, BiasGeluAux) in the last check's package.
   int residuals = 0, geluAux = 0;
-  // Attention and AttentionGrad library calls in the last check's package.
-  int attentionCalls = 0;
+  // Attention and AttentionGrad library calls in the last check's package,
+  // and those of them in the packed layout (kiln-pack-attention: q, k, v
+  // read from the qkv projection in place).
+  int attentionCalls = 0, packedAttentionCalls = 0;
   double worstError = 0;
 };
 
@@ -195,11 +201,13 @@ TEST_F(CudaStepEmulationTest, MlpFP16TwoStepsMatchTheInterpreter) {
 
 // The GPT steps run their attention through the fused kernels (one
 // Attention and one AttentionGrad call per block; head dim 20: the
-// CUDA-core path), except the one compiled with --fuse-attention=off.
+// CUDA-core path), reading and writing the qkv projection in place (the
+// packed layout), except the one compiled with --fuse-attention=off.
 TEST_F(CudaStepEmulationTest, SmallGptF32TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::off, "gpt-f32");
   EXPECT_GT(biasGradients, 0);
   EXPECT_EQ(attentionCalls, 2);
+  EXPECT_EQ(packedAttentionCalls, 2);
   // One block: the attention and MLP projections add the residual, the
   // MLP's first layer keeps its pre-GELU value; in f32 the tied embedding's
   // gradient (the lm head's dW plus the lookup's scatter-add, in place) is
@@ -218,6 +226,7 @@ TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16");
   EXPECT_GT(biasGradients, 0);
   EXPECT_EQ(attentionCalls, 2);
+  EXPECT_EQ(packedAttentionCalls, 2);
   EXPECT_EQ(residuals, 2);
   EXPECT_EQ(geluAux, 1);
 }
@@ -226,6 +235,7 @@ TEST_F(CudaStepEmulationTest, SmallGptFP16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::fp16, "gpt-fp16");
   EXPECT_GT(biasGradients, 0);
   EXPECT_EQ(attentionCalls, 2);
+  EXPECT_EQ(packedAttentionCalls, 2);
   EXPECT_EQ(residuals, 2);
   EXPECT_EQ(geluAux, 1);
 }
@@ -240,6 +250,7 @@ TEST_F(CudaStepEmulationTest, GptBF16TensorCoreAttention) {
   options.seq = 40;
   check(cli::buildGpt(&context, options), AmpMode::bf16, "gpt-bf16-wmma");
   EXPECT_EQ(attentionCalls, 4);
+  EXPECT_EQ(packedAttentionCalls, 4);
   EXPECT_EQ(residuals, 4);
   EXPECT_EQ(geluAux, 2);
 }

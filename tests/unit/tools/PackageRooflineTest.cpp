@@ -154,6 +154,50 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
   EXPECT_EQ(r.tokens, 0); // no integer input
 }
 
+// The packed attention layout (qkv [B,T,3,H,D] -> out [B,T,H,D], lse; its
+// gradient qkv, out, lse, dout -> dqkv): the FLOPs of its parameters, the
+// bytes of its buffers (one qkv, one dqkv), the same as BHTD's thunks of
+// the same shape.
+TEST(PackageRooflineTest, PackedAttentionCosts) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  const int64_t B = 4, H = 12, T = 1024, D = 64;
+  uint32_t qkv = addBuffer(p, "qkv", PkgDType::BF16, {B, T, 3, H, D});
+  uint32_t o = addBuffer(p, "attention3.0", PkgDType::BF16, {B, T, H, D});
+  uint32_t lse = addBuffer(p, "attention3.1", PkgDType::F32, {B, H, T});
+  uint32_t dout = addBuffer(p, "dout", PkgDType::BF16, {B, T, H, D});
+  uint32_t dqkv = addBuffer(p, "dqkv", PkgDType::BF16, {B, T, 3, H, D});
+  for (bool grad : {false, true}) {
+    PackageThunk &t =
+        grad ? addThunk(p, ThunkKind::LibraryCall, {qkv, o, lse, dout}, {dqkv})
+             : addThunk(p, ThunkKind::LibraryCall, {qkv}, {o, lse});
+    t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
+    t.hasAttention = true;
+    t.attention = {B, H, T, T, D, D, 0.125, true, AttentionLayout::PackedBTHD};
+  }
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  ASSERT_EQ(r.thunks.size(), 2u);
+  const double tc = d.bf16Tflops * 1e12;
+  const double pairs = double(B * H) * T * (T + 1) / 2.0, n = double(B * T * H * D);
+  const ThunkCost &f = r.thunks[0];
+  EXPECT_EQ(f.kind, "attention");
+  EXPECT_EQ(f.detail, "bf16 B4 H12 T1024x1024 D64 causal packed");
+  EXPECT_DOUBLE_EQ(f.flops, 2.0 * pairs * (D + D));
+  // qkv (3 n) and out (n) in bf16, lse in f32.
+  EXPECT_EQ(f.bytes, uint64_t(2 * (3 * n + n) + 4 * B * H * T));
+  EXPECT_NEAR(f.us,
+              d.launchUs + 1e6 * seconds(d, f.flops, tc, d.attentionEfficiency,
+                                         double(f.bytes)),
+              1e-9);
+  const ThunkCost &b = r.thunks[1];
+  EXPECT_EQ(b.kind, "attention_grad");
+  EXPECT_DOUBLE_EQ(b.flops, 2.0 * pairs * (3 * D + 2 * D));
+  // Reads qkv, out, dout and lse; writes dqkv.
+  EXPECT_EQ(b.bytes, uint64_t(2 * (3 * n + n + n + 3 * n) + 4 * B * H * T));
+  EXPECT_TRUE(b.computeBound);
+}
+
 TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {
   LoadedPackage p;
   uint32_t a = addBuffer(p, "a", PkgDType::F32, {512, 512});

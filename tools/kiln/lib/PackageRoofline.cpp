@@ -199,9 +199,12 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
           dtype = p.buffers[t.operands[0]].dtype;
         peak = gemmPeak(dtype, d);
         efficiency = d.attentionEfficiency;
+        // Either layout: the FLOPs are the parameters'; the bytes the
+        // buffers' (packed: one qkv buffer for q, k and v, one dqkv).
         os << pkgDTypeName(dtype) << " B" << a.batch << " H" << a.heads << " T"
            << a.qLen << "x" << a.kvLen << " D" << a.headDim
-           << (a.causal ? " causal" : "");
+           << (a.causal ? " causal" : "")
+           << (a.layout == AttentionLayout::PackedBTHD ? " packed" : "");
       } else if (t.hasConv) {
         const ConvParams &c = t.conv;
         int64_t perOutput = c.filterShape.size() == 4

@@ -6,7 +6,8 @@
 // arithmetic at the peak of its number format, scaled by the fraction of
 // peak such a kernel reaches in practice. It is the package the runtime
 // would run (the plain GEMM plus epilogue kernel where cuBLASLt takes no
-// epilogue, the layout copies around fused attention), not an idealized
+// epilogue, the layout copies around BHTD fused attention, none around
+// packed), not an idealized
 // model, so a change to fusion or to the package builder shows in it.
 //
 // Bytes are each distinct operand buffer read once and each result written

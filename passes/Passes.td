@@ -289,6 +289,42 @@ def KilnPackAttention : Pass<"kiln-pack-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnSplitReductions : Pass<"kiln-split-reductions", "mlir::ModuleOp"> {
+  let summary = "Sum wide column reductions in two stages, for GPU parallelism";
+  let description = [{
+    Rewrites a float `kiln.reduce` over the leading dimensions of its
+    operand (R rows, K results, as a layer norm's scale gradient sums
+    [B, T, C] over B and T) into a reduction of R1 groups of R / R1 rows
+    ([R1, K] partials) followed by a reduction of the R1 partials. A
+    generated CUDA kernel computes a column reduction with one thread per
+    result summing its rows in order, so without the split K = 768 results
+    keep three blocks busy streaming 8192 rows each while the rest of the
+    GPU idles. R1 is the smallest power of two dividing R with
+    R1 * K >= target-partials (R / R1 stays >= 16). f16 and bf16 operands
+    are summed in f32 and rounded once at the end, as before; only the
+    order of the additions changes. Integer reductions, other dimensions,
+    K >= target-partials / 4 or R < min-reduced are left alone, and so are
+    bias gradients (sums of a weight gradient's rhs over the rows it
+    contracts) while keep-bias-gradients is on: kiln-fuse hands those to
+    the GEMM's cuBLASLt epilogue.
+
+    The compile pipeline runs it for `--target=cuda` before kiln-fuse.
+  }];
+  let options = [
+    Option<"minReduced", "min-reduced", "int64_t", /*default=*/"1024",
+           "Split only reductions over at least this many rows">,
+    Option<"targetPartials", "target-partials", "int64_t", /*default=*/"32768",
+           "Partial results (threads of work) the first stage aims for">,
+    Option<"keepBiasGradients", "keep-bias-gradients", "bool", /*default=*/"true",
+           "Leave sums of a weight gradient's rhs over its contracted rows "
+           "(kiln-fuse's bias-gradient epilogues compute them)">,
+  ];
+  let statistics = [
+    Statistic<"numSplit", "split", "column reductions split in two stages">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnAutoMixedPrecision : Pass<"kiln-auto-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Run matmuls and convolutions in bf16 or fp16, keep f32 master weights";
   let description = [{

@@ -233,6 +233,11 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     pm.addPass(createKilnPackAttention());
     pm.addPass(mlir::createCanonicalizerPass());
   }
+  if (options.target == TargetKind::cuda) {
+    // A generated kernel sums a column reduction with one thread per
+    // result: wide ones go in two stages (passes/SplitReductions.cpp).
+    pm.addPass(createKilnSplitReductions());
+  }
   if (options.gradAccum > 1) {
     // The micro-batches' kernels that read the same parameter (a position
     // embedding, a causal mask) would be merged as siblings, which computes

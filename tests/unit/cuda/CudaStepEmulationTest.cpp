@@ -68,6 +68,14 @@ protected:
     ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
     func::FuncOp func = cli::findModelFunction(*model);
     ASSERT_TRUE(func) << diagnostics;
+    // First stages of split column reductions (kiln-split-reductions):
+    // [R1, R2, K...] summed over dimension 1, inside the kernels.
+    splitStages = 0;
+    func.walk([&](ReduceOp reduce) {
+      auto type = cast<RankedTensorType>(reduce.getOperand().getType());
+      splitStages += type.getRank() == 3 &&
+                     reduce.getDimensions() == ArrayRef<int64_t>{1};
+    });
 
     // The package, as CudaCompile.cpp builds it (sources only: the fake's
     // NVRTC hands them to the host build below).
@@ -181,6 +189,8 @@ protected:
   // and those of them in the packed layout (kiln-pack-attention: q, k, v
   // read from the qkv projection in place).
   int attentionCalls = 0, packedAttentionCalls = 0;
+  // Split column reductions' first stages in the last check's step.
+  int splitStages = 0;
   double worstError = 0;
 };
 
@@ -229,6 +239,20 @@ TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
   EXPECT_EQ(packedAttentionCalls, 2);
   EXPECT_EQ(residuals, 2);
   EXPECT_EQ(geluAux, 1);
+}
+
+// 4 x 256 = 1024 rows: the layer norms' scale and shift gradients are
+// column reductions long enough for kiln-split-reductions (64 groups of 16
+// rows, then the 64 partials), in f32 inside bf16 kernels.
+TEST_F(CudaStepEmulationTest, GptBF16SplitColumnReductions) {
+  cli::GptOptions options = smallGpt();
+  options.hidden = 32;
+  options.seq = 256;
+  options.batch = 4;
+  check(cli::buildGpt(&context, options), AmpMode::bf16, "gpt-bf16-split");
+  // ln1, ln2 and ln_f: a scale and a shift gradient each.
+  EXPECT_EQ(splitStages, 6);
+  EXPECT_EQ(packedAttentionCalls, 2);
 }
 
 TEST_F(CudaStepEmulationTest, SmallGptFP16TwoStepsMatchTheInterpreter) {

@@ -1,0 +1,134 @@
+//===- SplitReductions.cpp - column reductions in two stages ----------------===//
+//
+// kiln-split-reductions rewrites a float kiln.reduce over the leading
+// dimensions of its operand (a column reduction: a layer norm's scale and
+// shift gradients sum [B, T, C] over B and T) that has few results and many
+// rows into two reductions:
+//
+//   reduce(x [R..., K...], dims [0, j))
+//     -> reduce(reduce(reshape(x, [R1, R2, K...]), dims [1]), dims [0])
+//
+// A generated CUDA kernel computes a column reduction with one thread per
+// result, each summing its column's R rows in order (codegen/cuda/
+// CudaEmitter.h): with K = 768 results that is 768 threads, three blocks,
+// streaming R = 8192 rows each, which leaves the GPU idle and waits on
+// memory latency row after row (a load's latency per few rows: about a
+// millisecond for 8192 rows, where the bytes alone would take 10 us).
+// Split, the first stage has R1 * K partial results (at least
+// target-partials threads' worth of work, R2 rows each) and the second sums
+// R1 partials per result: both chains are short (R1 = 64 and R2 = 128 for
+// the GPT's 8192 x 768). R1 is the smallest power of two dividing R that
+// reaches target-partials (keeping R2 >= 16).
+// Operands of f16 or bf16 are converted to f32 first and the result back,
+// so the partials are not rounded: the result is rounded once, as before;
+// only the order of the additions changes (mean: the mean of equal-sized
+// groups' means). Integer reductions, reductions over other dimensions,
+// those with at least target-partials / 4 results or fewer than
+// min-reduced rows, and bias gradients that kiln-fuse hands to a GEMM's
+// cuBLASLt epilogue (keep-bias-gradients) are left as they are.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/KilnOps.h"
+#include "ir/gradients/GradientUtils.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_KILNSPLITREDUCTIONS
+#include "passes/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+// Whether |op| sums the rhs of a weight gradient dot_general over the rows
+// it contracts: kiln-fuse gives such a bias gradient to the GEMM's
+// cuBLASLt epilogue (passes/Fuse.cpp formBiasGradients), which computes it
+// in parallel already.
+bool isBiasGradient(ReduceOp op, ArrayRef<int64_t> dims) {
+  if (op.getKind() != ReduceKind::sum)
+    return false;
+  Value x = op.getOperand();
+  for (Operation *user : x.getUsers()) {
+    auto dot = dyn_cast<DotGeneralOp>(user);
+    if (!dot || dot.getRhs() != x || !dot.getRhsBatchingDimensions().empty())
+      continue;
+    SmallVector<int64_t> contract(dot.getRhsContractingDimensions());
+    llvm::sort(contract);
+    if (ArrayRef<int64_t>(contract) == dims)
+      return true;
+  }
+  return false;
+}
+
+struct SplitReductionsPass : impl::KilnSplitReductionsBase<SplitReductionsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<ReduceOp> reduces;
+    getOperation().walk([&](ReduceOp op) {
+      // Not inside fusions: kiln-fuse has not run yet in the pipeline, and
+      // a fusion body is a kernel already.
+      if (!op->getParentOfType<FusionOp>())
+        reduces.push_back(op);
+    });
+    for (ReduceOp op : reduces)
+      split(op);
+  }
+
+  void split(ReduceOp op) {
+    auto type = cast<RankedTensorType>(op.getOperand().getType());
+    if (!isa<FloatType>(type.getElementType()))
+      return;
+    SmallVector<int64_t> dims(op.getDimensions());
+    llvm::sort(dims);
+    int64_t leading = dims.size();
+    if (leading == 0 || leading >= type.getRank())
+      return;
+    for (int64_t i = 0; i < leading; ++i)
+      if (dims[i] != i)
+        return;
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t rows = 1, results = 1;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      (i < leading ? rows : results) *= shape[i];
+    if (rows < minReduced || results >= targetPartials / 4)
+      return;
+    if (keepBiasGradients && isBiasGradient(op, dims))
+      return;
+    int64_t groups = 1;
+    while (groups * results < targetPartials && rows % (2 * groups) == 0 &&
+           rows / (2 * groups) >= 16)
+      groups *= 2;
+    if (groups == 1)
+      return;
+
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type element = type.getElementType();
+    Type accumulate = element.isF16() || element.isBF16()
+                          ? Type(b.getF32Type())
+                          : element;
+    Value x = op.getOperand();
+    if (accumulate != element)
+      x = grad::convert(b, loc, x, accumulate);
+    SmallVector<int64_t> grouped = {groups, rows / groups};
+    grouped.append(shape.begin() + leading, shape.end());
+    x = grad::reshape(b, loc, x, RankedTensorType::get(grouped, accumulate));
+    Value partial = grad::reduce(b, loc, op.getKind(), x, {1});
+    Value result = grad::reduce(b, loc, op.getKind(), partial, {0});
+    if (accumulate != element)
+      result = grad::convert(b, loc, result, element);
+    op.getResult().replaceAllUsesWith(result);
+    op.erase();
+    ++numSplit;
+  }
+};
+
+} // namespace
+} // namespace kiln

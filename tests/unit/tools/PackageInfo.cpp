@@ -55,9 +55,13 @@ int main(int argc, char **argv) {
     bool bitcode = k.object.size() >= 4 && k.object[0] == 'B' &&
                    k.object[1] == 'C' && k.object[2] == 0xC0 &&
                    k.object[3] == 0xDE;
-    std::printf("kernel %u '%s' kind %u entry '%s' %s nodes %zu\n", i,
+    std::printf("kernel %u '%s' kind %u entry '%s' %s nodes %zu", i,
                 k.name.c_str(), (unsigned)k.kind, k.entryPoint.c_str(),
                 bitcode ? "bitcode" : "not-bitcode", k.sourceNodes.size());
+    // A CUDA kernel's dynamic shared memory (its row cache), when any.
+    if (k.sharedMemoryBytes)
+      std::printf(" shared %u", k.sharedMemoryBytes);
+    std::printf("\n");
   }
   for (uint32_t i = 0; i < p.thunks.size(); ++i) {
     const PackageThunk &t = p.thunks[i];

@@ -300,10 +300,11 @@ def KilnSplitReductions : Pass<"kiln-split-reductions", "mlir::ModuleOp"> {
     result summing its rows in order, so without the split K = 768 results
     keep three blocks busy streaming 8192 rows each while the rest of the
     GPU idles. R1 is the smallest power of two dividing R with
-    R1 * K >= target-partials (R / R1 stays >= 16). f16 and bf16 operands
+    R1 * K >= target-partials and R / R1 <= max-rows (R / R1 stays >= 16).
+    f16 and bf16 operands
     are summed in f32 and rounded once at the end, as before; only the
     order of the additions changes. Integer reductions, other dimensions,
-    K >= target-partials / 4 or R < min-reduced are left alone, and so are
+    K >= target-partials or R < min-reduced are left alone, and so are
     bias gradients (sums of a weight gradient's rhs over the rows it
     contracts) while keep-bias-gradients is on: kiln-fuse hands those to
     the GEMM's cuBLASLt epilogue.
@@ -313,8 +314,11 @@ def KilnSplitReductions : Pass<"kiln-split-reductions", "mlir::ModuleOp"> {
   let options = [
     Option<"minReduced", "min-reduced", "int64_t", /*default=*/"1024",
            "Split only reductions over at least this many rows">,
-    Option<"targetPartials", "target-partials", "int64_t", /*default=*/"32768",
-           "Partial results (threads of work) the first stage aims for">,
+    Option<"targetPartials", "target-partials", "int64_t", /*default=*/"65536",
+           "Partial results (threads of work) the first stage aims for; "
+           "reductions with this many results are left alone">,
+    Option<"maxRows", "max-rows", "int64_t", /*default=*/"128",
+           "Rows one thread of the first stage sums at most">,
     Option<"keepBiasGradients", "keep-bias-gradients", "bool", /*default=*/"true",
            "Leave sums of a weight gradient's rhs over its contracted rows "
            "(kiln-fuse's bias-gradient epilogues compute them)">,

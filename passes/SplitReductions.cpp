@@ -16,15 +16,16 @@
 // millisecond for 8192 rows, where the bytes alone would take 10 us).
 // Split, the first stage has R1 * K partial results (at least
 // target-partials threads' worth of work, R2 rows each) and the second sums
-// R1 partials per result: both chains are short (R1 = 64 and R2 = 128 for
+// R1 partials per result: both chains are short (R1 = 128 and R2 = 64 for
 // the GPT's 8192 x 768). R1 is the smallest power of two dividing R that
-// reaches target-partials (keeping R2 >= 16).
+// reaches target-partials with R2 <= max-rows (keeping R2 >= 16).
+// Reductions with at least target-partials results have threads enough.
 // Operands of f16 or bf16 are converted to f32 first and the result back,
 // so the partials are not rounded: the result is rounded once, as before;
 // only the order of the additions changes (mean: the mean of equal-sized
 // groups' means). Integer reductions, reductions over other dimensions,
-// those with at least target-partials / 4 results or fewer than
-// min-reduced rows, and bias gradients that kiln-fuse hands to a GEMM's
+// those with at least target-partials results or fewer than min-reduced
+// rows, and bias gradients that kiln-fuse hands to a GEMM's
 // cuBLASLt epilogue (keep-bias-gradients) are left as they are.
 //
 //===----------------------------------------------------------------------===//
@@ -97,13 +98,15 @@ struct SplitReductionsPass : impl::KilnSplitReductionsBase<SplitReductionsPass> 
     int64_t rows = 1, results = 1;
     for (int64_t i = 0; i < type.getRank(); ++i)
       (i < leading ? rows : results) *= shape[i];
-    if (rows < minReduced || results >= targetPartials / 4)
+    if (rows < minReduced || results >= targetPartials)
       return;
     if (keepBiasGradients && isBiasGradient(op, dims))
       return;
+    // Enough partials to keep the GPU's memory busy, and no chain of more
+    // than max-rows rows; never groups of fewer than 16 rows.
     int64_t groups = 1;
-    while (groups * results < targetPartials && rows % (2 * groups) == 0 &&
-           rows / (2 * groups) >= 16)
+    while ((groups * results < targetPartials || rows / groups > maxRows) &&
+           rows % (2 * groups) == 0 && rows / (2 * groups) >= 16)
       groups *= 2;
     if (groups == 1)
       return;

@@ -282,12 +282,13 @@ bool sameIndex(Value a, Value b) {
 // the unit's passes over the row, each an scf.for from |lane| to the row's
 // length stepping by |laneCount| (a cooperative reduction, or the row
 // layout's lane loop). Inputs of shape |unitShape| + [columns] loaded at
-// (|outer|..., the pass's column) in more than one pass, the first of them
-// loading it unconditionally in its own body, get a slot of dynamic shared
-// memory at |kernel|.dynamicSharedBytes (while the slots fit
-// |rowCacheBytes|): the first pass stores what it loads, the later passes
-// load from the slot. A slot is a `kiln.shared_row` call (the printer's
-// typed pointer into the kernel's dynamic shared memory).
+// (|outer|..., the pass's column) in more than one pass get a slot of
+// dynamic shared memory at |kernel|.dynamicSharedBytes (while the slots fit
+// |rowCacheBytes|): before the first pass the block stages the input's row
+// into the slot (`kiln.stage_row`: 16-byte vector copies between two
+// barriers), and every pass loads from the slot. A slot is a
+// `kiln.shared_row` call (the printer's typed pointer into the kernel's
+// dynamic shared memory).
 void cacheRows(Block *unitBody, ArrayRef<int64_t> unitShape,
                ArrayRef<Value> outer, Value lane, Value laneCount,
                const KernelModel &model, ValueRange inputs, Block *entry,
@@ -304,11 +305,8 @@ void cacheRows(Block *unitBody, ArrayRef<int64_t> unitShape,
   }
   if (passes.size() < 2)
     return;
-  // Per input, its loads at the row's own indices, by pass.
-  struct RowLoads {
-    SmallVector<std::pair<unsigned, memref::LoadOp>> loads; // (pass, load)
-  };
-  std::map<unsigned, RowLoads> byInput;
+  // Per input, its loads at the row's own indices, with their pass.
+  std::map<unsigned, SmallVector<std::pair<unsigned, memref::LoadOp>>> byInput;
   for (unsigned p = 0; p < passes.size(); ++p) {
     scf::ForOp pass = passes[p];
     int64_t columns =
@@ -328,24 +326,13 @@ void cacheRows(Block *unitBody, ArrayRef<int64_t> unitShape,
       for (size_t d = 0; d < outer.size(); ++d)
         if (!sameIndex(indices[d], outer[d]))
           return;
-      byInput[input].loads.push_back({p, load});
+      byInput[input].push_back({p, load});
     });
   }
-  for (auto &[input, rowLoads] : byInput) {
-    auto &loads = rowLoads.loads;
+  for (auto &[input, loads] : byInput) {
     unsigned first = loads.front().first;
     if (llvm::all_of(loads, [&](auto &l) { return l.first == first; }))
       continue; // one pass: nothing to reuse
-    // The writer: a load of the first pass directly in its body (so it runs
-    // for every column the pass visits, which is every column of the row).
-    memref::LoadOp writer;
-    for (auto &[p, load] : loads)
-      if (p == first && load->getBlock() == passes[p].getBody()) {
-        writer = load;
-        break;
-      }
-    if (!writer)
-      continue;
     Type element = model.inputs[input].getElementType();
     int64_t columns = model.inputs[input].getShape().back();
     int64_t offset = (int64_t(kernel.dynamicSharedBytes) + 15) / 16 * 16;
@@ -355,21 +342,32 @@ void cacheRows(Block *unitBody, ArrayRef<int64_t> unitShape,
     kernel.dynamicSharedBytes = static_cast<uint32_t>(end);
     if (!llvm::is_contained(kernel.cachedInputs, input))
       kernel.cachedInputs.push_back(input);
-    Location loc = writer.getLoc();
+    Location loc = passes.front().getLoc();
     OpBuilder b = OpBuilder::atBlockBegin(entry);
     Value slot = intrinsics.call(
         b, loc, "kiln.shared_row",
         {b.create<arith::ConstantIndexOp>(loc, offset)},
         {MemRefType::get({columns}, element)})[0];
-    b.setInsertionPointAfter(writer);
-    b.create<memref::StoreOp>(loc, writer.getResult(), slot,
-                              ValueRange{writer.getIndices().back()});
+    // The row's first element, (outer..., 0) in row-major order.
+    b.setInsertionPoint(passes.front());
+    ArrayRef<int64_t> shape = model.inputs[input].getShape();
+    Value base = b.create<arith::ConstantIndexOp>(loc, 0);
+    for (size_t d = 0; d < outer.size(); ++d)
+      base = b.create<arith::AddIOp>(
+          loc,
+          b.create<arith::MulIOp>(
+              loc, base, b.create<arith::ConstantIndexOp>(loc, shape[d])),
+          outer[d]);
+    base = b.create<arith::MulIOp>(
+        loc, base, b.create<arith::ConstantIndexOp>(loc, columns));
+    intrinsics.call(b, loc, "kiln.stage_row",
+                    {slot, inputs[input], base,
+                     b.create<arith::ConstantIndexOp>(loc, columns)},
+                    {});
     for (auto &[p, load] : loads) {
-      if (p == first)
-        continue;
       b.setInsertionPoint(load);
-      Value cached = b.create<memref::LoadOp>(load.getLoc(), slot,
-                                              ValueRange{load.getIndices().back()});
+      Value cached = b.create<memref::LoadOp>(
+          load.getLoc(), slot, ValueRange{load.getIndices().back()});
       load.getResult().replaceAllUsesWith(cached);
       load.erase();
     }
@@ -676,6 +674,26 @@ template <class T, class Op> static __device__ T kiln_block_allreduce(T v, Op op
   for (unsigned w = 1; w < (blockDim.x + 31u) / 32u; ++w)
     r = op(r, partial[w]);
   return r;
+}
+// The row cache (CudaEmitter.h): the block copies a row of n elements
+// from global memory into its dynamic shared memory, 16-byte vectors when
+// both ends are 16-byte aligned, then the rest element by element. The
+// barrier before lets the block's threads finish reading the previous
+// row; the one after makes every column visible to every thread.
+template <class T> static __device__ void kiln_stage_row(T *dst, const T *src, kiln_index n) {
+  constexpr int V = 16 / sizeof(T);
+  __syncthreads();
+  kiln_index done = 0;
+  if (V > 1 && reinterpret_cast<unsigned long long>(src) % 16 == 0 &&
+      reinterpret_cast<unsigned long long>(dst) % 16 == 0) {
+    done = n / V * V;
+#pragma unroll 4
+    for (kiln_index i = (kiln_index)threadIdx.x * V; i < done; i += (kiln_index)blockDim.x * V)
+      *reinterpret_cast<kiln_vec<T, V> *>(dst + i) = *reinterpret_cast<const kiln_vec<T, V> *>(src + i);
+  }
+  for (kiln_index i = done + threadIdx.x; i < n; i += blockDim.x)
+    dst[i] = src[i];
+  __syncthreads();
 }
 #endif // KILN_CUDA_PRELUDE
 )cuda";
@@ -1174,6 +1192,13 @@ LogicalResult Printer::printCall(func::CallOp call) {
     names_[call.getResult(0)] = slot;
     line(cType(element) + " *const " + slot + " = reinterpret_cast<" +
          cType(element) + " *>(kiln_shared + " + ref(call.getOperand(0)) + ");");
+    return success();
+  }
+  if (name == "kiln.stage_row") {
+    // The row cache's staging (barriers inside: every thread calls it).
+    line("kiln_stage_row(" + ref(call.getOperand(0)) + ", " +
+         ref(call.getOperand(1)) + " + " + ref(call.getOperand(2)) + ", " +
+         ref(call.getOperand(3)) + ");");
     return success();
   }
   if (name == "kiln.vload") {

@@ -40,21 +40,21 @@
 // shape is the unit's shape plus the row (the logits of a softmax
 // cross-entropy) and that is read at the row's own indices (unit, column)
 // by more than one pass over the row (the row max, the sum of exp(x - max),
-// the lane loop writing the gradient) is read from global memory once: the
-// first pass, a reduction over the whole row built directly in the unit's
-// body (unconditional, every column), stores each element it loads into
-// dynamic shared memory (`extern __shared__`, at the element's column, in
-// its stored type), and the later passes load it from there. Every pass
-// strides the row identically (start at the thread's lane, step by the
-// block's threads: the emitter checks both values), so the thread that
-// stores a column is the one that reads it back and no barrier is needed;
-// each cached input of each nest has its own 16-byte-aligned slot. Inputs
-// are cached in order while their rows fit the budget given to
-// emitCudaKernel (cudaRowCacheBytes of the target architectures); the rest
-// keep today's global loads. The kernel's dynamic shared bytes are
-// CudaKernelSource::dynamicSharedBytes: the launch must pass them (and, over
-// 48 KiB, the function must allow them first: cuFuncSetAttribute with
-// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+// the lane loop writing the gradient) is read from global memory once per
+// row: before the first pass the block copies the row into dynamic shared
+// memory (`extern __shared__`, in its stored type; kiln_stage_row: 16-byte
+// vector loads when the row is 16-byte aligned, which keeps enough bytes in
+// flight at the low occupancy such a block has, between two barriers: the
+// first waits for the previous row's readers, the second publishes the
+// row), and every pass loads from there. The passes are recognized as the
+// unit body's loops from the thread's lane stepping by the block's threads
+// (checked by value); each cached input of each nest has its own
+// 16-byte-aligned slot. Inputs are cached in order while their rows fit the
+// budget given to emitCudaKernel (cudaRowCacheBytes of the target
+// architectures); the rest keep today's global loads. The kernel's dynamic
+// shared bytes are CudaKernelSource::dynamicSharedBytes: the launch must
+// pass them (and, over 48 KiB, the function must allow them first:
+// cuFuncSetAttribute with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
 // Column reductions (bias gradients) stay one thread per output element,
 // summing over rows in order: consecutive threads read consecutive
 // columns. f16 and bf16 are stored as __half / __nv_bfloat16 (cuda_fp16.h,

@@ -314,7 +314,7 @@ def KilnSplitReductions : Pass<"kiln-split-reductions", "mlir::ModuleOp"> {
   let options = [
     Option<"minReduced", "min-reduced", "int64_t", /*default=*/"1024",
            "Split only reductions over at least this many rows">,
-    Option<"targetPartials", "target-partials", "int64_t", /*default=*/"65536",
+    Option<"targetPartials", "target-partials", "int64_t", /*default=*/"32768",
            "Partial results (threads of work) the first stage aims for; "
            "reductions with this many results are left alone">,
     Option<"maxRows", "max-rows", "int64_t", /*default=*/"128",

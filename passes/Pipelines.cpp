@@ -233,7 +233,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     pm.addPass(createKilnPackAttention());
     pm.addPass(mlir::createCanonicalizerPass());
   }
-  if (options.target == TargetKind::cuda) {
+  if (options.target == TargetKind::cuda && options.splitReductions) {
     // A generated kernel sums a column reduction with one thread per
     // result: wide ones go in two stages (passes/SplitReductions.cpp).
     pm.addPass(createKilnSplitReductions());

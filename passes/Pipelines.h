@@ -55,6 +55,9 @@ struct PipelineOptions {
   // (kiln-fuse-attention, first, on the forward graph), a fused library
   // call there. No effect on other targets.
   bool fuseAttention = true;
+  // With target cuda: sum wide column reductions in two stages
+  // (kiln-split-reductions), for the GPU's parallelism.
+  bool splitReductions = true;
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   // kiln-distribute's options (with a strategy other than none): the bucket

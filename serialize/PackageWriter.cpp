@@ -59,7 +59,8 @@ Offset<fbs::Kernel> writeKernel(FlatBufferBuilder &b, const PackageKernel &k) {
   fbs::Dim3 grid(k.grid[0], k.grid[1], k.grid[2]);
   return fbs::CreateKernel(b, toFbs<fbs::KernelKind>(k.kind), name, entry,
                            source, ptx, cubinVec, object, &block, &grid,
-                           k.sharedMemoryBytes, nodes);
+                           k.sharedMemoryBytes, nodes, k.serialSteps,
+                           k.serialThreads);
 }
 
 Offset<fbs::Thunk> writeThunk(FlatBufferBuilder &b, const PackageThunk &t) {

@@ -755,6 +755,8 @@ LoadedPackage copyOut(const pkg::Package *fb) {
       out.grid = copyDim3(k->grid());
       out.sharedMemoryBytes = k->shared_memory_bytes();
       out.sourceNodes = copyStrings(k->source_nodes());
+      out.serialSteps = k->serial_steps();
+      out.serialThreads = k->serial_threads();
       p.kernels.push_back(std::move(out));
     }
   if (fb->thunks())

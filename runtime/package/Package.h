@@ -164,12 +164,17 @@ struct PackageKernel {
   std::array<uint32_t, 3> grid = {1, 1, 1};
   uint32_t sharedMemoryBytes = 0;
   std::vector<std::string> sourceNodes;
+  // Since 1.2, for cost estimates (kiln inspect --roofline): the longest
+  // chain of element loads one thread performs in order (a column
+  // reduction's rows), and how many threads perform such chains; 0 none.
+  uint64_t serialSteps = 0, serialThreads = 0;
   bool operator==(const PackageKernel &o) const {
     return kind == o.kind && name == o.name && entryPoint == o.entryPoint &&
            source == o.source && ptx == o.ptx && cubins == o.cubins &&
            object == o.object && block == o.block && grid == o.grid &&
            sharedMemoryBytes == o.sharedMemoryBytes &&
-           sourceNodes == o.sourceNodes;
+           sourceNodes == o.sourceNodes && serialSteps == o.serialSteps &&
+           serialThreads == o.serialThreads;
   }
 };
 

@@ -5,12 +5,12 @@
 // RUN: kiln-opt %s -split-input-file --kiln-split-reductions | FileCheck %s
 
 // The layer norm scale gradient's shape: [8, 1024, 768] summed over the
-// 8192 rows: 128 groups of 64 rows (128 x 768 = 98304 partials, at least
-// the default target-partials 65536).
+// 8192 rows: 64 groups of 128 rows (64 x 768 = 49152 partials, at least
+// the default target-partials 32768).
 // CHECK-LABEL: func.func @layer_norm_grad
-// CHECK: %[[G:.*]] = kiln.reshape %{{.*}} : tensor<8x1024x768xf32> -> tensor<128x64x768xf32>
-// CHECK: %[[P:.*]] = kiln.reduce sum %[[G]], dims = [1] : tensor<128x64x768xf32> -> tensor<128x768xf32>
-// CHECK: kiln.reduce sum %[[P]], dims = [0] : tensor<128x768xf32> -> tensor<768xf32>
+// CHECK: %[[G:.*]] = kiln.reshape %{{.*}} : tensor<8x1024x768xf32> -> tensor<64x128x768xf32>
+// CHECK: %[[P:.*]] = kiln.reduce sum %[[G]], dims = [1] : tensor<64x128x768xf32> -> tensor<64x768xf32>
+// CHECK: kiln.reduce sum %[[P]], dims = [0] : tensor<64x768xf32> -> tensor<768xf32>
 
 func.func @layer_norm_grad(%x: tensor<8x1024x768xf32>) -> tensor<768xf32> {
   %r = kiln.reduce sum %x, dims = [0, 1] : tensor<8x1024x768xf32> -> tensor<768xf32>

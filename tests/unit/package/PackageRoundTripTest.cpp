@@ -66,6 +66,8 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   EXPECT_THAT(p.kernels[1].cubins[1].image, ::testing::ElementsAre(4, 5, 6, 7));
   EXPECT_EQ(p.kernels[1].ptx, ".version 8.0\n.target sm_80\n");
   EXPECT_EQ(p.kernels[1].sharedMemoryBytes, 1024u);
+  EXPECT_EQ(p.kernels[1].serialSteps, 128u);
+  EXPECT_EQ(p.kernels[1].serialThreads, 768u);
   EXPECT_EQ(p.kernels[0].object.size(), 8u);
   EXPECT_EQ(p.kernels[0].grid, (std::array<uint32_t, 3>{2, 3, 1}));
   EXPECT_THAT(p.kernels[0].sourceNodes,

@@ -86,6 +86,8 @@ inline LoadedPackage makeSamplePackage() {
   cuda.block = {128, 1, 1};
   cuda.grid = {4, 2, 1};
   cuda.sharedMemoryBytes = 1024;
+  cuda.serialSteps = 128;
+  cuda.serialThreads = 768;
   cuda.sourceNodes = {"softmax_cross_entropy_3"};
   p.kernels = {cpu, cuda};
 

@@ -158,6 +158,63 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
 // gradient qkv, out, lse, dout -> dqkv): the FLOPs of its parameters, the
 // bytes of its buffers (one qkv, one dqkv), the same as BHTD's thunks of
 // the same shape.
+// A kernel whose threads each walk a chain of loads in order (a column
+// reduction: 768 threads over 8192 rows) is priced by latency, steps x
+// latency / loads in flight per wave of resident threads, when that is
+// longer than its bytes; a short chain stays memory-bound.
+TEST(PackageRooflineTest, SerialChainsCostLatency) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  uint32_t x = addBuffer(p, "x", PkgDType::BF16, {8192, 768});
+  uint32_t y = addBuffer(p, "fusion1.0", PkgDType::F32, {768});
+  uint32_t z = addBuffer(p, "fusion2.0", PkgDType::F32, {64, 768});
+  PackageKernel column;
+  column.kind = KernelKind::Cuda;
+  column.name = "fusion1";
+  column.serialSteps = 8192;
+  column.serialThreads = 768;
+  PackageKernel partials = column;
+  partials.name = "fusion2";
+  partials.serialSteps = 128;
+  partials.serialThreads = 64 * 768;
+  p.kernels = {column, partials};
+  addThunk(p, ThunkKind::KernelLaunch, {x}, {y}).kernel = 0;
+  addThunk(p, ThunkKind::KernelLaunch, {x}, {z}).kernel = 1;
+
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  ASSERT_EQ(r.thunks.size(), 2u);
+  const ThunkCost &slow = r.thunks[0];
+  EXPECT_TRUE(slow.latencyBound);
+  EXPECT_FALSE(slow.computeBound);
+  EXPECT_NEAR(slow.us, d.launchUs + 8192 * d.latencyUs / d.loadsInFlight, 1e-6);
+  // 128 steps: 19.2 us against the 12.6 MB read at 3.84 TB/s, 3.3 us.
+  const ThunkCost &split = r.thunks[1];
+  EXPECT_TRUE(split.latencyBound);
+  EXPECT_NEAR(split.us, d.launchUs + 128 * d.latencyUs / d.loadsInFlight, 1e-6);
+  // More threads than the GPU holds at once run in waves.
+  p.kernels[1].serialThreads = uint64_t(3) * d.multiprocessors *
+                                   d.threadsPerMultiprocessor;
+  r = predictPackageRoofline(p, d);
+  EXPECT_NEAR(r.thunks[1].us, d.launchUs + 3 * 128 * d.latencyUs / d.loadsInFlight,
+              1e-6);
+  // A short chain: the bytes decide.
+  p.kernels[1].serialSteps = 4;
+  p.kernels[1].serialThreads = 64 * 768;
+  r = predictPackageRoofline(p, d);
+  EXPECT_FALSE(r.thunks[1].latencyBound);
+  double bytes = double(p.buffers[x].size + p.buffers[z].size);
+  EXPECT_NEAR(r.thunks[1].us,
+              d.launchUs + 1e6 * bytes / (d.bandwidthGBps * 1e9 * d.memoryEfficiency),
+              1e-6);
+  // The table says which bound.
+  std::string table;
+  llvm::raw_string_ostream os(table);
+  printPackageRoofline(predictPackageRoofline(p, d), d, 10, os);
+  EXPECT_NE(table.find("| latency |"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 latency-bound"), std::string::npos) << table;
+}
+
 TEST(PackageRooflineTest, PackedAttentionCosts) {
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;

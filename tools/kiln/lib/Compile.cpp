@@ -49,7 +49,8 @@ struct CompileOptions {
 
 // The flags' raw text; empty means "not given".
 struct RawFlags {
-  std::string input, output, emit, target, dumpDir, dumpAfter, fuseAttention;
+  std::string input, output, emit, target, dumpDir, dumpAfter, fuseAttention,
+      splitReductions;
   AmpFlags amp;
   DistFlags dist;
   bool forwardOnly = false;
@@ -112,6 +113,13 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     if (!on)
       return false;
     p.fuseAttention = *on;
+  }
+  if (!raw.splitReductions.empty()) {
+    std::optional<bool> on =
+        parseOnOff(kCommand, "split-reductions", raw.splitReductions, errs);
+    if (!on)
+      return false;
+    p.splitReductions = *on;
   }
   if (!parseDistFlags(kCommand, raw.dist, p, errs))
     return false;
@@ -209,7 +217,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "kiln-fuse-attention first: causal attention written as matmul, scale,\n"
       "mask, softmax and matmul becomes one kiln.attention (its gradient\n"
       "kiln.attention_grad), a fused library call; --fuse-attention=off keeps\n"
-      "the primitives.");
+      "the primitives. kiln-pack-attention then lets it read its qkv\n"
+      "projection in place. --target=cuda also runs kiln-split-reductions\n"
+      "before kiln-fuse (--split-reductions=off does not): wide column\n"
+      "reductions sum in two stages, for the GPU's parallelism.");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -221,6 +232,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("fuse-attention", &raw.fuseAttention, "on|off",
                   "--target=cuda: rewrite attention into fused kiln.attention "
                   "library calls (default on; no effect on other targets)");
+  parser.addValue("split-reductions", &raw.splitReductions, "on|off",
+                  "--target=cuda: sum wide column reductions in two stages "
+                  "(kiln-split-reductions; default on; no effect on other "
+                  "targets)");
   addDistFlags(parser, raw.dist,
                "number of ranks the step is compiled for (default 1; more "
                "needs a --strategy)");

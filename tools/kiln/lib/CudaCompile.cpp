@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace kiln::cli {
 
@@ -59,6 +60,7 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
                        source->launch.maxBlocks, UINT32_MAX)),
                    1, 1};
     kernel.sharedMemoryBytes = source->dynamicSharedBytes;
+    std::tie(kernel.serialSteps, kernel.serialThreads) = cudaSerialChain(fusion);
     CudaKernelReport report;
     report.name = name;
     report.entryPoint = entry;
@@ -95,6 +97,28 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
 }
 
 } // namespace
+
+std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion) {
+  uint64_t steps = 0, threads = 0;
+  fusion->walk([&](ReduceOp reduce) {
+    auto type = mlir::cast<mlir::RankedTensorType>(reduce.getOperand().getType());
+    llvm::ArrayRef<int64_t> shape = type.getShape();
+    llvm::ArrayRef<int64_t> dims = reduce.getDimensions();
+    uint64_t reduced = 1, results = 1;
+    for (int64_t d = 0, e = shape.size(); d < e; ++d)
+      (llvm::is_contained(dims, d) ? reduced : results) *= uint64_t(shape[d]);
+    bool shared = !shape.empty() && llvm::is_contained(dims, int64_t(shape.size()) - 1);
+    uint64_t lanes = !shared ? 1
+                     : reduced >= uint64_t(kBlockRowElements) ? kCudaBlockThreads
+                                                              : 32;
+    uint64_t chain = (reduced + lanes - 1) / lanes;
+    if (chain > steps || (chain == steps && results * lanes < threads)) {
+      steps = chain;
+      threads = results * lanes;
+    }
+  });
+  return {steps, threads};
+}
 
 bool haveNvrtc() {
 #ifdef KILN_HAVE_NVRTC

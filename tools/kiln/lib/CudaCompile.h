@@ -22,13 +22,25 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::cli {
 
 // Whether this build can compile CUDA C++ (NVRTC found at build time).
 bool haveNvrtc();
+
+// The longest chain of element loads one thread of |fusion|'s CUDA kernel
+// makes in order, and how many threads make such chains (the package
+// kernel's serialSteps and serialThreads, which kiln inspect --roofline
+// prices by memory latency): from codegen/cuda/CudaEmitter.h's layouts, a
+// reduction over its operand's last dimension is shared by a warp's 32
+// lanes (a block's threads from kBlockRowElements elements), each walking
+// its share; any other reduction (a column reduction) gives one thread per
+// result all of its reduced elements. {0, 0} without reductions.
+std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion);
 
 // "cuda" -> {90}; "cuda:sm_80,sm_90" -> {80, 90}. False with |error| when
 // |text| names no CUDA target or a bad architecture.

@@ -99,7 +99,8 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
 }
 
 // --assume=KEY=VALUE[,...]: the roofline's efficiencies (gemm, attention,
-// memory: fractions in (0, 1]), its launch cost (launch-us) and whether f32
+// memory: fractions in (0, 1]), its launch cost (launch-us), the latency of
+// a dependent load (latency-us) and whether f32
 // GEMMs use TF32 (tf32=on|off).
 bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
                       llvm::raw_ostream &errs) {
@@ -122,11 +123,12 @@ bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
     }
     double number = 0;
     if (value.empty() || value.getAsDouble(number) || !std::isfinite(number))
-      return bad("KEY=NUMBER (keys: gemm, attention, memory, launch-us, tf32)");
-    if (key == "launch-us") {
+      return bad("KEY=NUMBER (keys: gemm, attention, memory, launch-us, "
+                 "latency-us, tf32)");
+    if (key == "launch-us" || key == "latency-us") {
       if (number < 0)
-        return bad("launch-us >= 0");
-      device.launchUs = number;
+        return bad(key.str() + " >= 0");
+      (key == "launch-us" ? device.launchUs : device.latencyUs) = number;
       continue;
     }
     double *fraction = key == "gemm"        ? &device.gemmEfficiency
@@ -134,7 +136,7 @@ bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
                        : key == "memory"    ? &device.memoryEfficiency
                                             : nullptr;
     if (!fraction)
-      return bad("one of gemm, attention, memory, launch-us, tf32");
+      return bad("one of gemm, attention, memory, launch-us, latency-us, tf32");
     if (number <= 0 || number > 1)
       return bad("a fraction of peak in (0, 1]");
     *fraction = number;
@@ -223,7 +225,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("assume", &assume, "KEY=V,...",
                   "with --roofline: other efficiencies and costs, e.g. "
                   "attention=0.15,launch-us=1.5 (keys: gemm, attention, "
-                  "memory: fractions of peak; launch-us; tf32=on|off)");
+                  "memory: fractions of peak; launch-us; latency-us, a "
+                  "dependent load's; tf32=on|off)");
   parser.addValue("measured", &measured, "FILE",
                   "with --roofline: the thunk times a GPU measured "
                   "(kiln-cuda-run --time=N --profile=FILE), beside the "

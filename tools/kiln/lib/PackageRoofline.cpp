@@ -138,7 +138,7 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
       cost.bytes += bufferBytes(b);
     for (uint32_t b : t.results)
       cost.bytes += bufferBytes(b);
-    double peak = 0, efficiency = 1.0;
+    double peak = 0, efficiency = 1.0, serialS = 0;
     PkgDType dtype = !t.results.empty() && t.results[0] < p.buffers.size()
                          ? p.buffers[t.results[0]].dtype
                          : PkgDType::F32;
@@ -158,8 +158,18 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
       // (sharedMemoryBytes; codegen/cuda/CudaEmitter.h).
       cost.kind = "kernel";
       if (t.kernel >= 0 && size_t(t.kernel) < p.kernels.size()) {
-        cost.name = sourceName(p.kernels[t.kernel]);
-        os << p.kernels[t.kernel].name;
+        const PackageKernel &k = p.kernels[t.kernel];
+        cost.name = sourceName(k);
+        os << k.name;
+        // Threads that each load a long chain in order wait on latency.
+        if (k.serialSteps > 0) {
+          double resident = double(std::max<int64_t>(d.multiprocessors, 1)) *
+                            double(std::max<int64_t>(d.threadsPerMultiprocessor, 1));
+          double waves = std::ceil(double(std::max<uint64_t>(k.serialThreads, 1)) /
+                                   resident);
+          serialS = double(k.serialSteps) * d.latencyUs * 1e-6 /
+                    std::max(d.loadsInFlight, 1.0) * waves;
+        }
       }
       break;
     }
@@ -227,8 +237,9 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     cost.detail = os.str();
     double computeS = peak > 0 ? cost.flops / (peak * efficiency) : 0.0;
     double memoryS = double(cost.bytes) / bandwidth;
-    cost.computeBound = computeS > memoryS;
-    cost.us = d.launchUs + 1e6 * std::max(computeS, memoryS);
+    cost.computeBound = computeS > memoryS && computeS >= serialS;
+    cost.latencyBound = serialS > std::max(computeS, memoryS);
+    cost.us = d.launchUs + 1e6 * std::max({computeS, memoryS, serialS});
     result.totalUs += cost.us;
     result.flops += cost.flops;
     result.bytes += cost.bytes;
@@ -264,6 +275,12 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
   return result;
 }
 
+namespace {
+const char *boundName(bool compute, bool latency) {
+  return latency ? "latency" : compute ? "compute" : "memory";
+}
+} // namespace
+
 void printPackageRoofline(const PackageRooflineResult &r,
                           const RooflineDevice &d, size_t top,
                           llvm::raw_ostream &os) {
@@ -271,17 +288,22 @@ void printPackageRoofline(const PackageRooflineResult &r,
   double stepS = r.totalUs * 1e-6;
   int64_t bound = llvm::count_if(
       r.thunks, [](const ThunkCost &c) { return c.computeBound; });
+  int64_t latencyBound = llvm::count_if(
+      r.thunks, [](const ThunkCost &c) { return c.latencyBound; });
   os << "roofline on one " << d.name << " (PREDICTED, not measured): "
      << llvm::format("%.0f", d.bf16Tflops) << " TFLOP/s bf16 x "
      << llvm::format("%.2f", d.gemmEfficiency) << " for GEMMs, x "
      << llvm::format("%.2f", d.attentionEfficiency) << " for attention, "
      << llvm::format("%.1f", d.bandwidthGBps / 1000) << " TB/s x "
      << llvm::format("%.2f", d.memoryEfficiency) << ", "
-     << llvm::format("%.1f", d.launchUs) << " us per launch\n";
+     << llvm::format("%.1f", d.launchUs) << " us per launch, "
+     << llvm::format("%.2f", d.latencyUs) << " us per dependent load ("
+     << llvm::format("%.0f", d.loadsInFlight) << " in flight)\n";
   int64_t copies = llvm::count_if(
       r.thunks, [](const ThunkCost &c) { return c.kind == "update_copy"; });
   os << "  thunks:           " << int64_t(r.thunks.size()) - copies << " ("
-     << bound << " compute-bound), " << copies
+     << bound << " compute-bound, " << latencyBound << " latency-bound), "
+     << copies
      << " update copies after the step; " << r.collectives
      << " collectives not counted\n";
   os << "  work:             " << llvm::format("%.3f", r.flops / 1e12)
@@ -323,7 +345,7 @@ void printPackageRoofline(const PackageRooflineResult &r,
     size_t count = 0;
     double flops = 0, us = 0, measuredUs = 0;
     uint64_t bytes = 0;
-    bool computeBound = false, measured = false;
+    bool computeBound = false, latencyBound = false, measured = false;
   };
   std::map<std::string, Group> groups;
   for (const ThunkCost &c : r.thunks) {
@@ -346,6 +368,7 @@ void printPackageRoofline(const PackageRooflineResult &r,
     g.us += c.us;
     g.bytes += c.bytes;
     g.computeBound = c.computeBound;
+    g.latencyBound = c.latencyBound;
     if (c.measuredUs >= 0) {
       g.measured = true;
       g.measuredUs += c.measuredUs;
@@ -367,7 +390,7 @@ void printPackageRoofline(const PackageRooflineResult &r,
        << llvm::format("%.1f", double(g.bytes) / 1e6) << " | "
        << llvm::format("%.1f", g.us) << " | "
        << llvm::format("%.1f%%", r.totalUs > 0 ? 100.0 * g.us / r.totalUs : 0)
-       << " | " << (g.computeBound ? "compute" : "memory") << " |";
+       << " | " << boundName(g.computeBound, g.latencyBound) << " |";
     if (measuredThunks) {
       if (g.measured)
         os << " " << llvm::format("%.1f", g.measuredUs) << " |";
@@ -426,7 +449,7 @@ void printPackageRooflineCsv(const PackageRooflineResult &r,
     os << c.thunk << "," << c.kind << "," << quoted(c.name) << ","
        << quoted(c.detail) << "," << llvm::format("%.0f", c.flops) << ","
        << c.bytes << "," << llvm::format("%.3f", c.us) << ","
-       << (c.computeBound ? "compute" : "memory") << "\n";
+       << boundName(c.computeBound, c.latencyBound) << "\n";
 }
 
 } // namespace kiln::cli

@@ -50,6 +50,15 @@ struct RooflineDevice {
   double attentionEfficiency = 0.35;
   double memoryEfficiency = 0.80;
   double launchUs = 3.0;
+  // A generated kernel whose threads each walk a long chain of loads in
+  // order (PackageKernel::serialSteps: a column reduction's rows) waits on
+  // memory latency, not bandwidth: each step costs latencyUs /
+  // loadsInFlight (the loads the compiler's unrolling keeps in flight), in
+  // waves of multiprocessors x threadsPerMultiprocessor threads.
+  double latencyUs = 0.6;
+  double loadsInFlight = 4.0;
+  int64_t multiprocessors = 132;
+  int64_t threadsPerMultiprocessor = 2048;
   // f32 GEMMs on TF32 tensor cores (kiln train --allow-tf32).
   bool allowTf32 = false;
 };
@@ -71,6 +80,9 @@ struct ThunkCost {
   uint64_t bytes = 0;
   double us = 0;
   bool computeBound = false;
+  // A kernel priced by its threads' chains of loads (RooflineDevice's
+  // latencyUs), not by its bytes or FLOPs.
+  bool latencyBound = false;
   // Microseconds measured on a GPU (kiln-cuda-run --profile), or -1.
   double measuredUs = -1;
 };

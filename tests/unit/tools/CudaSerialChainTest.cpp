@@ -1,0 +1,95 @@
+//===- CudaSerialChainTest.cpp - the chains a CUDA kernel's threads walk ----===//
+//
+// cudaSerialChain (tools/kiln/lib/CudaCompile.h) against the layouts of
+// codegen/cuda/CudaEmitter.h, worked out by hand: a column reduction gives
+// one thread per result all its rows; a row reduction is shared by a
+// warp's 32 lanes, or a block's 256 threads from 2048 elements on; the
+// longest chain wins.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/CudaCompile.h"
+
+#include "tools/kiln/lib/ModuleLoader.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::cli {
+namespace {
+
+class CudaSerialChainTest : public ::testing::Test {
+protected:
+  CudaSerialChainTest() {
+    mlir::DialectRegistry registry;
+    registerKilnDialects(registry);
+    context.appendDialectRegistry(registry);
+  }
+  std::pair<uint64_t, uint64_t> chainOf(const char *body) {
+    module = mlir::parseSourceString<mlir::ModuleOp>(body, &context);
+    EXPECT_TRUE(module);
+    return module ? cudaSerialChain(*module) : std::pair<uint64_t, uint64_t>{};
+  }
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+TEST_F(CudaSerialChainTest, ColumnReductionIsOneThreadPerResult) {
+  // A layer norm's scale gradient: 768 threads, 8192 rows each.
+  auto [steps, threads] = chainOf(R"mlir(
+    func.func @f(%x: tensor<8x1024x768xf32>) -> tensor<768xf32> {
+      %r = kiln.reduce sum %x, dims = [0, 1] : tensor<8x1024x768xf32> -> tensor<768xf32>
+      return %r : tensor<768xf32>
+    })mlir");
+  EXPECT_EQ(steps, 8192u);
+  EXPECT_EQ(threads, 768u);
+}
+
+TEST_F(CudaSerialChainTest, SplitStagesAreShort) {
+  // kiln-split-reductions' stages: 64 x 768 threads over 128 rows, then
+  // 768 threads over 64 partials; the longer chain is the first's.
+  auto [steps, threads] = chainOf(R"mlir(
+    func.func @f(%x: tensor<64x128x768xf32>) -> tensor<768xf32> {
+      %p = kiln.reduce sum %x, dims = [1] : tensor<64x128x768xf32> -> tensor<64x768xf32>
+      %r = kiln.reduce sum %p, dims = [0] : tensor<64x768xf32> -> tensor<768xf32>
+      return %r : tensor<768xf32>
+    })mlir");
+  EXPECT_EQ(steps, 128u);
+  EXPECT_EQ(threads, 64u * 768u);
+}
+
+TEST_F(CudaSerialChainTest, RowReductionsAreShared) {
+  // A warp per 768-element row: 24 steps per lane. A block per 50304-
+  // element row (the logits): 197 steps per thread, 256 threads per row.
+  auto [warpSteps, warpThreads] = chainOf(R"mlir(
+    func.func @f(%x: tensor<8192x768xf32>) -> tensor<8192xf32> {
+      %r = kiln.reduce max %x, dims = [1] : tensor<8192x768xf32> -> tensor<8192xf32>
+      return %r : tensor<8192xf32>
+    })mlir");
+  EXPECT_EQ(warpSteps, 24u);
+  EXPECT_EQ(warpThreads, 8192u * 32u);
+  auto [blockSteps, blockThreads] = chainOf(R"mlir(
+    func.func @f(%x: tensor<16x50304xbf16>) -> tensor<16xf32> {
+      %c = kiln.convert %x : tensor<16x50304xbf16> -> tensor<16x50304xf32>
+      %r = kiln.reduce sum %c, dims = [1] : tensor<16x50304xf32> -> tensor<16xf32>
+      return %r : tensor<16xf32>
+    })mlir");
+  EXPECT_EQ(blockSteps, (50304u + 255u) / 256u);
+  EXPECT_EQ(blockThreads, 16u * 256u);
+}
+
+TEST_F(CudaSerialChainTest, NoReductionNoChain) {
+  auto [steps, threads] = chainOf(R"mlir(
+    func.func @f(%x: tensor<8192x768xf32>) -> tensor<8192x768xf32> {
+      %y = kiln.exp %x : tensor<8192x768xf32>
+      return %y : tensor<8192x768xf32>
+    })mlir");
+  EXPECT_EQ(steps, 0u);
+  EXPECT_EQ(threads, 0u);
+}
+
+} // namespace
+} // namespace kiln::cli

@@ -317,7 +317,7 @@ def KilnSplitReductions : Pass<"kiln-split-reductions", "mlir::ModuleOp"> {
     Option<"targetPartials", "target-partials", "int64_t", /*default=*/"32768",
            "Partial results (threads of work) the first stage aims for; "
            "reductions with this many results are left alone">,
-    Option<"maxRows", "max-rows", "int64_t", /*default=*/"128",
+    Option<"maxRows", "max-rows", "int64_t", /*default=*/"32",
            "Rows one thread of the first stage sums at most">,
     Option<"keepBiasGradients", "keep-bias-gradients", "bool", /*default=*/"true",
            "Leave sums of a weight gradient's rhs over its contracted rows "

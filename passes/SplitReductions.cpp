@@ -16,9 +16,9 @@
 // millisecond for 8192 rows, where the bytes alone would take 10 us).
 // Split, the first stage has R1 * K partial results (at least
 // target-partials threads' worth of work, R2 rows each) and the second sums
-// R1 partials per result: both chains are short (R1 = 64 and R2 = 128 for
-// the GPT's 8192 x 768; the short one is the second stage, which has only
-// K threads). R1 is the smallest power of two dividing R that
+// R1 partials per result: both chains are short (R1 = 256 and R2 = 32 for
+// the GPT's 8192 x 768; the second stage, with few results, takes a warp
+// per result, codegen/cuda/CudaEmitter.h's cudaColumnReductionLanes). R1 is the smallest power of two dividing R that
 // reaches target-partials with R2 <= max-rows (keeping R2 >= 16).
 // Reductions with at least target-partials results have threads enough.
 // Operands of f16 or bf16 are converted to f32 first and the result back,

@@ -238,6 +238,11 @@ NestUses usesOf(const LoopNest &nest, YieldOp yield) {
           uses.elementReduce = std::max(uses.elementReduce, count);
         else if (!shape.empty() && result == shape.drop_back())
           uses.rowReduce = std::max(uses.rowReduce, count);
+      } else if (rank > 0 && result == shape &&
+                 cudaColumnReductionLanes(product(shape), count) > 1) {
+        // Few results with a column each: a warp per result, the lanes
+        // splitting the rows (the element layout).
+        uses.elementReduce = std::max(uses.elementReduce, count);
       }
     }
     for (Value operand : op->getOperands())

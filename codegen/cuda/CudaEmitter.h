@@ -57,7 +57,10 @@
 // cuFuncSetAttribute with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
 // Column reductions (bias gradients) stay one thread per output element,
 // summing over rows in order: consecutive threads read consecutive
-// columns. f16 and bf16 are stored as __half / __nv_bfloat16 (cuda_fp16.h,
+// columns; except a nest whose results are few column reductions of a few
+// rows each (cudaColumnReductionLanes), which takes the element layout, a
+// warp per result, the lanes splitting the rows (a chain of 8192 rows is
+// kiln-split-reductions' to shorten first). f16 and bf16 are stored as __half / __nv_bfloat16 (cuda_fp16.h,
 // cuda_bf16.h) and computed in f32 (the model's compute type), reductions
 // accumulating in f32 (f64 for f64, i64 for integers). Indices are 64-bit.
 //
@@ -93,6 +96,16 @@ constexpr unsigned kCudaBlockThreads = 256;
 // Rows reduced by a whole block (rather than a warp) from this many
 // elements on.
 constexpr int64_t kBlockRowElements = 2048;
+
+// Lanes that share one result of a column reduction (a reduce that keeps
+// its operand's last dimension): a warp's 32 when the nest's results are
+// few (at most 4096) and each has 32 to kBlockRowElements - 1 rows (the
+// lanes split the rows, then shuffle; a layer norm's scale gradient after
+// kiln-split-reductions), else 1, a thread per result walking its rows in
+// order (coalesced across the threads).
+inline int64_t cudaColumnReductionLanes(int64_t results, int64_t reduced) {
+  return results <= 4096 && reduced >= 32 && reduced < kBlockRowElements ? 32 : 1;
+}
 
 struct CudaLaunchRule {
   unsigned blockThreads = kCudaBlockThreads;

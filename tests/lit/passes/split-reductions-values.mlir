@@ -1,7 +1,7 @@
 // kiln-split-reductions leaves the values alone: the inputs are small
 // integers (every sum and mean here is exact in f64), and the reference
 // interpreter gives the same bits before and after the split, with the
-// default thresholds (128 groups of 16 rows) and small ones (16 and 8
+// default thresholds (128 groups of 16 rows) and small ones (64 and 8
 // groups).
 // RUN: kiln-opt %s --kiln-test-interpret > %t.before
 // RUN: kiln-opt %s --kiln-split-reductions | FileCheck %s
@@ -16,7 +16,7 @@
 // CHECK: kiln.reshape %{{.*}} : tensor<2048x3xf64> -> tensor<128x16x3xf64>
 // CHECK-COUNT-2: kiln.reduce mean
 // SMALL-LABEL: func.func @values
-// SMALL: kiln.reshape %{{.*}} : tensor<2048x3xf64> -> tensor<16x128x3xf64>
+// SMALL: kiln.reshape %{{.*}} : tensor<2048x3xf64> -> tensor<64x32x3xf64>
 // SMALL: kiln.reshape %{{.*}} : tensor<256x3xf64> -> tensor<8x32x3xf64>
 func.func @values() -> (tensor<3xf64>, tensor<3xf64>) {
   %i = kiln.iota dim = 0 : tensor<2048x3xf64>

@@ -5,12 +5,12 @@
 // RUN: kiln-opt %s -split-input-file --kiln-split-reductions | FileCheck %s
 
 // The layer norm scale gradient's shape: [8, 1024, 768] summed over the
-// 8192 rows: 64 groups of 128 rows (64 x 768 = 49152 partials, at least
-// the default target-partials 32768).
+// 8192 rows: 256 groups of 32 rows (the default max-rows; 256 x 768 =
+// 196608 partials), then 256 partials per result.
 // CHECK-LABEL: func.func @layer_norm_grad
-// CHECK: %[[G:.*]] = kiln.reshape %{{.*}} : tensor<8x1024x768xf32> -> tensor<64x128x768xf32>
-// CHECK: %[[P:.*]] = kiln.reduce sum %[[G]], dims = [1] : tensor<64x128x768xf32> -> tensor<64x768xf32>
-// CHECK: kiln.reduce sum %[[P]], dims = [0] : tensor<64x768xf32> -> tensor<768xf32>
+// CHECK: %[[G:.*]] = kiln.reshape %{{.*}} : tensor<8x1024x768xf32> -> tensor<256x32x768xf32>
+// CHECK: %[[P:.*]] = kiln.reduce sum %[[G]], dims = [1] : tensor<256x32x768xf32> -> tensor<256x768xf32>
+// CHECK: kiln.reduce sum %[[P]], dims = [0] : tensor<256x768xf32> -> tensor<768xf32>
 
 func.func @layer_norm_grad(%x: tensor<8x1024x768xf32>) -> tensor<768xf32> {
   %r = kiln.reduce sum %x, dims = [0, 1] : tensor<8x1024x768xf32> -> tensor<768xf32>
@@ -20,9 +20,9 @@ func.func @layer_norm_grad(%x: tensor<8x1024x768xf32>) -> tensor<768xf32> {
 // -----
 
 // Many results (16384, below target-partials) over long columns: the
-// chains stay at max-rows (64 groups of 128 rows).
+// chains stay at max-rows (256 groups of 32 rows).
 // CHECK-LABEL: func.func @wide
-// CHECK: kiln.reshape %{{.*}} : tensor<8192x16384xf32> -> tensor<64x128x16384xf32>
+// CHECK: kiln.reshape %{{.*}} : tensor<8192x16384xf32> -> tensor<256x32x16384xf32>
 func.func @wide(%x: tensor<8192x16384xf32>) -> tensor<16384xf32> {
   %r = kiln.reduce sum %x, dims = [0] : tensor<8192x16384xf32> -> tensor<16384xf32>
   return %r : tensor<16384xf32>

@@ -293,6 +293,51 @@ func.func @main(%x: tensor<3x2500xf32>, %y: tensor<4100xf32>, %z: tensor<2x2100x
 }
 
 
+// Few column reductions of a few rows each (kiln-split-reductions' second
+// stage: a layer norm's 768 scale gradients from 64 partials, here 24 from
+// 64 and a bf16 max over 40 rows with an Adam-like update after it): a warp
+// per result, the lanes splitting the rows (element.warp). Longer columns
+// and many results keep a thread per result (elementwise).
+TEST_F(CudaEmulationTest, ColumnReductionsOfFewResultsShareAWarp) {
+  const char *text = R"mlir(
+func.func @main(%p: tensor<64x24xf32>, %w: tensor<24xf32>, %q: tensor<40x3x5xbf16>,
+                %long: tensor<3000x4xf32>)
+    -> (tensor<24xf32>, tensor<24xf32>, tensor<3x5xbf16>, tensor<4xf32>) {
+  %g:2 = kiln.fusion multi_output (%p, %w) : (tensor<64x24xf32>, tensor<24xf32>) -> (tensor<24xf32>, tensor<24xf32>) {
+  ^bb0(%a: tensor<64x24xf32>, %b: tensor<24xf32>):
+    %s = kiln.reduce sum %a, dims = [0] : tensor<64x24xf32> -> tensor<24xf32>
+    %h = kiln.constant dense<0.5> : tensor<24xf32>
+    %t = kiln.mul %s, %h : tensor<24xf32>
+    %u = kiln.sub %b, %t : tensor<24xf32>
+    kiln.yield %s, %u : tensor<24xf32>, tensor<24xf32>
+  }
+  %m = kiln.fusion reduction (%q) : (tensor<40x3x5xbf16>) -> tensor<3x5xbf16> {
+  ^bb0(%a: tensor<40x3x5xbf16>):
+    %r = kiln.reduce max %a, dims = [0] : tensor<40x3x5xbf16> -> tensor<3x5xbf16>
+    kiln.yield %r : tensor<3x5xbf16>
+  }
+  %l = kiln.fusion reduction (%long) : (tensor<3000x4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<3000x4xf32>):
+    %r = kiln.reduce sum %a, dims = [0] : tensor<3000x4xf32> -> tensor<4xf32>
+    kiln.yield %r : tensor<4xf32>
+  }
+  return %g#0, %g#1, %m, %l : tensor<24xf32>, tensor<24xf32>, tensor<3x5xbf16>, tensor<4xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = baseSeed();
+  int i = 0;
+  module->walk([&](FusionOp fusion) {
+    EXPECT_EQ(add(fusion, "c" + std::to_string(i), seed + i, 4), "");
+    ++i;
+  });
+  EXPECT_EQ(layouts["element.warp"], 2);
+  EXPECT_EQ(layouts["elementwise"], 1); // 3000 rows: a thread per result
+  runAll();
+  EXPECT_EQ(ran, 3u) << "seed " << seed;
+}
+
 // A softmax cross-entropy's loss and logits gradient (the GPT's loss, rows
 // of 5000 classes standing in for its 50304) in one multi-output fusion:
 // one kernel, the loss built in the gradient's row (a block per row), and

@@ -108,9 +108,10 @@ std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion) {
     for (int64_t d = 0, e = shape.size(); d < e; ++d)
       (llvm::is_contained(dims, d) ? reduced : results) *= uint64_t(shape[d]);
     bool shared = !shape.empty() && llvm::is_contained(dims, int64_t(shape.size()) - 1);
-    uint64_t lanes = !shared ? 1
-                     : reduced >= uint64_t(kBlockRowElements) ? kCudaBlockThreads
-                                                              : 32;
+    uint64_t lanes =
+        !shared ? uint64_t(cudaColumnReductionLanes(int64_t(results), int64_t(reduced)))
+        : reduced >= uint64_t(kBlockRowElements) ? kCudaBlockThreads
+                                                 : 32;
     uint64_t chain = (reduced + lanes - 1) / lanes;
     if (chain > steps || (chain == steps && results * lanes < threads)) {
       steps = chain;

@@ -38,8 +38,10 @@ bool haveNvrtc();
 // prices by memory latency): from codegen/cuda/CudaEmitter.h's layouts, a
 // reduction over its operand's last dimension is shared by a warp's 32
 // lanes (a block's threads from kBlockRowElements elements), each walking
-// its share; any other reduction (a column reduction) gives one thread per
-// result all of its reduced elements. {0, 0} without reductions.
+// its share; a column reduction gives one thread per result all of its
+// reduced elements, or a warp per result where cudaColumnReductionLanes
+// says so (assuming the reduction's results are its nest's). {0, 0}
+// without reductions.
 std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion);
 
 // "cuda" -> {90}; "cuda:sm_80,sm_90" -> {80, 90}. False with |error| when

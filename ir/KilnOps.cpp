@@ -535,6 +535,22 @@ LogicalResult inferAttention(std::optional<Location> loc, StringRef opName,
   return success();
 }
 
+// An attention gradient's forward results and dout have the forward's
+// types: |outType| for out and dout, |lseType| for lse.
+LogicalResult checkForwardResults(Operation *op, Type outType, Type lseType,
+                                  Value out, Value lse, Value dout) {
+  if (out.getType() != outType)
+    return op->emitOpError() << "out must be the forward result " << outType
+                             << ", but is " << out.getType();
+  if (lse.getType() != lseType)
+    return op->emitOpError() << "lse must be the forward result " << lseType
+                             << ", but is " << lse.getType();
+  if (dout.getType() != outType)
+    return op->emitOpError() << "dout must have out's type " << outType
+                             << ", but is " << dout.getType();
+  return success();
+}
+
 // Written so that NaN is rejected too.
 LogicalResult checkScale(Operation *op, double scale) {
   if (!std::isfinite(scale))
@@ -600,16 +616,8 @@ LogicalResult AttentionGradOp::verify() {
   auto lseType =
       RankedTensorType::get(ArrayRef<int64_t>(rule.shape()).drop_back(),
                             attentionLseElementType(element));
-  if (getOut().getType() != outType)
-    return emitOpError() << "out must be the forward result " << outType
-                         << ", but is " << getOut().getType();
-  if (getLse().getType() != lseType)
-    return emitOpError() << "lse must be the forward result " << lseType
-                         << ", but is " << getLse().getType();
-  if (getDout().getType() != outType)
-    return emitOpError() << "dout must have out's type " << outType
-                         << ", but is " << getDout().getType();
-  return success();
+  return checkForwardResults(*this, outType, lseType, getOut(), getLse(),
+                             getDout());
 }
 
 namespace {
@@ -681,16 +689,8 @@ LogicalResult AttentionQkvGradOp::verify() {
   if (failed(inferPackedAttention(getLoc(), getOperationName(), getQkv(), outType,
                                   lseType)))
     return failure();
-  if (getOut().getType() != outType)
-    return emitOpError() << "out must be the forward result " << outType
-                         << ", but is " << getOut().getType();
-  if (getLse().getType() != lseType)
-    return emitOpError() << "lse must be the forward result " << lseType
-                         << ", but is " << getLse().getType();
-  if (getDout().getType() != outType)
-    return emitOpError() << "dout must have out's type " << outType
-                         << ", but is " << getDout().getType();
-  return success();
+  return checkForwardResults(*this, outType, lseType, getOut(), getLse(),
+                             getDout());
 }
 
 //===----------------------------------------------------------------------===//

@@ -510,32 +510,25 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       SmallVector<Value, 4> outer =
           delinearize(nb, loc, loop.getInductionVar(), unitShape);
       ElementEmitter emitter(*model, hooks, nb);
-      if (perElement) {
+      // |results| built at the unit's indices by every lane; lane 0 stores.
+      auto storeFromLaneZero = [&](ArrayRef<unsigned> results) {
         SmallVector<Value> values;
-        for (unsigned result : nest.results)
+        for (unsigned result : results)
           values.push_back(emitter.emit(yield.getOperand(result), outer));
         Value first = nb.create<arith::CmpIOp>(
             loc, arith::CmpIPredicate::eq, lane,
             nb.create<arith::ConstantIndexOp>(loc, 0));
         auto ifOp = nb.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
         OpBuilder ib = ifOp.getThenBodyBuilder();
-        for (auto [result, v] : llvm::zip(nest.results, values))
+        for (auto [result, v] : llvm::zip(results, values))
           store(ib, loc, result, v, outer);
+      };
+      if (perElement) {
+        storeFromLaneZero(nest.results);
       } else {
-        if (partner[nestIndex] >= 0) {
-          // The element nest's results at the row's indices, lane 0 stores.
-          const LoopNest &element = model->nests[partner[nestIndex]];
-          SmallVector<Value> values;
-          for (unsigned result : element.results)
-            values.push_back(emitter.emit(yield.getOperand(result), outer));
-          Value first = nb.create<arith::CmpIOp>(
-              loc, arith::CmpIPredicate::eq, lane,
-              nb.create<arith::ConstantIndexOp>(loc, 0));
-          auto ifOp = nb.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
-          OpBuilder ib = ifOp.getThenBodyBuilder();
-          for (auto [result, v] : llvm::zip(element.results, values))
-            store(ib, loc, result, v, outer);
-        }
+        // The element nest's results at the row's indices.
+        if (partner[nestIndex] >= 0)
+          storeFromLaneZero(model->nests[partner[nestIndex]].results);
         auto lanes = nb.create<scf::ForOp>(
             loc, lane, nb.create<arith::ConstantIndexOp>(loc, shape.back()),
             laneCount);

@@ -158,18 +158,27 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradients(
   return success();
 }
 
+// The gradient of an attention's out result (either form): null when none
+// reaches it; an error when one reaches lse.
+static FailureOr<Value> attentionOutGrad(Operation *op,
+                                         ArrayRef<Value> resultGrads) {
+  if (resultGrads.size() > 1 && resultGrads[1])
+    return op->emitOpError()
+           << "has a gradient flowing into its lse result (#1), which is not "
+              "differentiable: only the out result (#0) may reach the loss";
+  return resultGrads.empty() ? Value() : resultGrads[0];
+}
+
 LogicalResult AttentionOp::buildGradients(OpBuilder &b,
                                           ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
-  if (resultGrads.size() > 1 && resultGrads[1])
-    return emitOpError()
-           << "has a gradient flowing into its lse result (#1), which is not "
-              "differentiable: only the out result (#0) may reach the loss";
-  Value g = resultGrads.empty() ? Value() : resultGrads[0];
-  if (!g)
+  FailureOr<Value> g = attentionOutGrad(*this, resultGrads);
+  if (failed(g))
+    return failure();
+  if (!*g)
     return noGradients(*this, operandGrads);
   auto grad = b.create<AttentionGradOp>(getLoc(), getQ(), getK(), getV(),
-                                        getOut(), getLse(), g, getScaleAttr(),
+                                        getOut(), getLse(), *g, getScaleAttr(),
                                         getCausalAttr());
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   return success();
@@ -186,15 +195,13 @@ LogicalResult AttentionGradOp::buildGradients(OpBuilder &,
 LogicalResult AttentionQkvOp::buildGradients(OpBuilder &b,
                                              ArrayRef<Value> resultGrads,
                                              SmallVectorImpl<Value> &operandGrads) {
-  if (resultGrads.size() > 1 && resultGrads[1])
-    return emitOpError()
-           << "has a gradient flowing into its lse result (#1), which is not "
-              "differentiable: only the out result (#0) may reach the loss";
-  Value g = resultGrads.empty() ? Value() : resultGrads[0];
-  if (!g)
+  FailureOr<Value> g = attentionOutGrad(*this, resultGrads);
+  if (failed(g))
+    return failure();
+  if (!*g)
     return noGradients(*this, operandGrads);
   auto grad = b.create<AttentionQkvGradOp>(getLoc(), getQkv(), getOut(), getLse(),
-                                           g, getScaleAttr(), getCausalAttr());
+                                           *g, getScaleAttr(), getCausalAttr());
   operandGrads.push_back(grad.getDqkv());
   return success();
 }

@@ -377,19 +377,9 @@ struct DecomposeAttentionGrad : OpRewritePattern<AttentionGradOp> {
   }
 };
 
-// The packed forms: kiln.attention over the [B, H, T, D] parts of qkv,
-// out and the gradients moved back to [B, T, H, D] (then expanded further
-// when the target wants the primitives).
-Value packedPart(PatternRewriter &r, Location loc, Value qkv, int64_t part) {
-  auto type = cast<RankedTensorType>(qkv.getType());
-  ArrayRef<int64_t> s = type.getShape();
-  Value slice = grad::slice(r, loc, qkv, {0, 0, part, 0, 0},
-                            {s[0], s[1], part + 1, s[3], s[4]}, {1, 1, 1, 1, 1});
-  Value heads = grad::reshape(
-      r, loc, slice, RankedTensorType::get({s[0], s[1], s[3], s[4]}, type.getElementType()));
-  return grad::transpose(r, loc, heads, {0, 2, 1, 3});
-}
-
+// The packed forms: kiln.attention over the [B, H, T, D] parts of qkv
+// (packedAttentionPart), out and the gradients moved back to [B, T, H, D]
+// (then expanded further when the target wants the primitives).
 struct DecomposeAttentionQkv : OpRewritePattern<AttentionQkvOp> {
   DecomposeAttentionQkv(MLIRContext *context, bool wideOnly)
       : OpRewritePattern(context), wideOnly(wideOnly) {}
@@ -398,9 +388,9 @@ struct DecomposeAttentionQkv : OpRewritePattern<AttentionQkvOp> {
     if (wideOnly && fitsFusedAttention(op.getOut(), op.getOut()))
       return r.notifyMatchFailure(op, "the fused attention kernels run it");
     Location loc = op.getLoc();
-    auto attention = r.create<AttentionOp>(
-        loc, packedPart(r, loc, op.getQkv(), 0), packedPart(r, loc, op.getQkv(), 1),
-        packedPart(r, loc, op.getQkv(), 2), op.getScaleAttr(), op.getCausalAttr());
+    auto part = [&](int64_t p) { return packedAttentionPart(r, loc, op.getQkv(), p); };
+    auto attention = r.create<AttentionOp>(loc, part(0), part(1), part(2),
+                                           op.getScaleAttr(), op.getCausalAttr());
     r.replaceOp(op, {grad::transpose(r, loc, attention.getOut(), {0, 2, 1, 3}),
                      attention.getLse()});
     return success();
@@ -416,9 +406,9 @@ struct DecomposeAttentionQkvGrad : OpRewritePattern<AttentionQkvGradOp> {
     if (wideOnly && fitsFusedAttention(op.getOut(), op.getOut()))
       return r.notifyMatchFailure(op, "the fused attention kernels run it");
     Location loc = op.getLoc();
+    auto part = [&](int64_t p) { return packedAttentionPart(r, loc, op.getQkv(), p); };
     auto g = r.create<AttentionGradOp>(
-        loc, packedPart(r, loc, op.getQkv(), 0), packedPart(r, loc, op.getQkv(), 1),
-        packedPart(r, loc, op.getQkv(), 2),
+        loc, part(0), part(1), part(2),
         grad::transpose(r, loc, op.getOut(), {0, 2, 1, 3}), op.getLse(),
         grad::transpose(r, loc, op.getDout(), {0, 2, 1, 3}), op.getScaleAttr(),
         op.getCausalAttr());
@@ -449,6 +439,16 @@ struct DecomposePass : impl::KilnDecomposeBase<DecomposePass> {
 };
 
 } // namespace
+
+Value packedAttentionPart(OpBuilder &b, Location loc, Value qkv, int64_t part) {
+  auto type = cast<RankedTensorType>(qkv.getType());
+  ArrayRef<int64_t> s = type.getShape();
+  Value slice = grad::slice(b, loc, qkv, {0, 0, part, 0, 0},
+                            {s[0], s[1], part + 1, s[3], s[4]}, {1, 1, 1, 1, 1});
+  Value heads = grad::reshape(
+      b, loc, slice, RankedTensorType::get({s[0], s[1], s[3], s[4]}, type.getElementType()));
+  return grad::transpose(b, loc, heads, {0, 2, 1, 3});
+}
 
 void populateDecomposePatterns(RewritePatternSet &patterns,
                                const DecomposeOptions &options) {

@@ -28,6 +28,12 @@ struct DecomposeOptions {
 // (and gelu and attention as |options| asks) into elementwise ops,
 // broadcasts, reduce sum/max (and dot_general for attention). Every result is what the op's reference semantics
 // compute, in the same order of operations.
+// Part |part| (0 q, 1 k, 2 v) of a packed [B, T, 3, H, D] tensor as
+// [B, H, T, D]: slice, reshape, transpose (the inverse of
+// kiln.attention_qkv's packing; kiln-decompose and kiln-pack-attention).
+mlir::Value packedAttentionPart(mlir::OpBuilder &b, mlir::Location loc,
+                                mlir::Value qkv, int64_t part);
+
 void populateDecomposePatterns(mlir::RewritePatternSet &patterns,
                                const DecomposeOptions &options = {});
 

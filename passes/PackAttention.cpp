@@ -26,6 +26,7 @@
 
 #include "ir/KilnOps.h"
 #include "ir/gradients/GradientUtils.h"
+#include "passes/Decompose.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -234,15 +235,10 @@ struct PackAttentionPass : impl::KilnPackAttentionBase<PackAttentionPass> {
         }
       }
       // Whatever still reads dq, dk or dv reads its part of dqkv.
-      for (int64_t p = 0; p < 3; ++p) {
-        if (parts[p].use_empty())
-          continue;
-        Value slice = grad::slice(gb, gloc, dqkv.getDqkv(), {0, 0, p, 0, 0},
-                                  {B, T, p + 1, H, D}, {1, 1, 1, 1, 1});
-        Value heads = grad::reshape(
-            gb, gloc, slice, RankedTensorType::get({B, T, H, D}, elementType));
-        parts[p].replaceAllUsesWith(grad::transpose(gb, gloc, heads, kSwapHeads));
-      }
+      for (int64_t p = 0; p < 3; ++p)
+        if (!parts[p].use_empty())
+          parts[p].replaceAllUsesWith(
+              packedAttentionPart(gb, gloc, dqkv.getDqkv(), p));
       g.erase();
     }
   }

@@ -169,6 +169,13 @@ static FailureOr<Value> attentionOutGrad(Operation *op,
   return resultGrads.empty() ? Value() : resultGrads[0];
 }
 
+// Neither form of attention's gradient is differentiable itself.
+static LogicalResult attentionGradNotDifferentiable(Operation *op) {
+  return op->emitOpError()
+         << "is not differentiable: a gradient flows through it to the loss "
+            "(second-order gradients of attention are not supported)";
+}
+
 LogicalResult AttentionOp::buildGradients(OpBuilder &b,
                                           ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
@@ -187,9 +194,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b,
 LogicalResult AttentionGradOp::buildGradients(OpBuilder &,
                                               ArrayRef<Value>,
                                               SmallVectorImpl<Value> &) {
-  return emitOpError()
-         << "is not differentiable: a gradient flows through it to the loss "
-            "(second-order gradients of attention are not supported)";
+  return attentionGradNotDifferentiable(*this);
 }
 
 LogicalResult AttentionQkvOp::buildGradients(OpBuilder &b,
@@ -208,9 +213,7 @@ LogicalResult AttentionQkvOp::buildGradients(OpBuilder &b,
 
 LogicalResult AttentionQkvGradOp::buildGradients(OpBuilder &, ArrayRef<Value>,
                                                  SmallVectorImpl<Value> &) {
-  return emitOpError()
-         << "is not differentiable: a gradient flows through it to the loss "
-            "(second-order gradients of attention are not supported)";
+  return attentionGradNotDifferentiable(*this);
 }
 
 } // namespace kiln

@@ -27,6 +27,43 @@
 
 namespace kiln::runtime::cuda::testing {
 
+// One buffer of an attention test package: an input or an output.
+struct AttentionBufferSpec {
+  const char *name;
+  std::vector<int64_t> shape;
+  PkgDType dtype;
+  bool input;
+};
+
+// Appends |specs| as buffers in order (256-byte aligned in the arena) with
+// their input or output signature entries, and sets the arena's size.
+inline void addAttentionBuffers(LoadedPackage &pkg,
+                                const std::vector<AttentionBufferSpec> &specs) {
+  uint64_t offset = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    PackageBuffer b;
+    b.name = specs[i].name;
+    b.dtype = specs[i].dtype;
+    b.shape = specs[i].shape;
+    b.offset = offset;
+    int64_t n = 1;
+    for (int64_t d : b.shape)
+      n *= d;
+    b.size = uint64_t(n) * pkgBytesPerElement(b.dtype);
+    b.role = specs[i].input ? PkgRole::Input : PkgRole::Output;
+    offset += (b.size + 255) / 256 * 256;
+    pkg.buffers.push_back(b);
+    SignatureEntry e;
+    e.name = b.name;
+    e.role = b.role;
+    e.dtype = b.dtype;
+    e.shape = b.shape;
+    e.buffer = static_cast<uint32_t>(i);
+    (specs[i].input ? pkg.inputs : pkg.outputs).push_back(e);
+  }
+  pkg.arenaSize = offset;
+}
+
 // Buffers: 0 q, 1 k, 2 v, 3 dout (inputs); 4 out, 5 lse, 6 dq, 7 dk, 8 dv
 // (outputs, in this order).
 inline LoadedPackage attentionPackage(const AttentionParams &a, PkgDType dtype) {
@@ -38,40 +75,15 @@ inline LoadedPackage attentionPackage(const AttentionParams &a, PkgDType dtype) 
       k{a.batch, a.heads, a.kvLen, a.headDim},
       v{a.batch, a.heads, a.kvLen, a.valueDim},
       o{a.batch, a.heads, a.qLen, a.valueDim}, l{a.batch, a.heads, a.qLen};
-  struct B {
-    const char *name;
-    std::vector<int64_t> shape;
-    PkgDType dtype;
-    bool input;
-  };
-  std::vector<B> bs = {{"q", q, dtype, true},     {"k", k, dtype, true},
-                       {"v", v, dtype, true},     {"dout", o, dtype, true},
-                       {"out", o, dtype, false},  {"lse", l, lse, false},
-                       {"dq", q, dtype, false},   {"dk", k, dtype, false},
-                       {"dv", v, dtype, false}};
-  uint64_t offset = 0;
-  for (size_t i = 0; i < bs.size(); ++i) {
-    PackageBuffer b;
-    b.name = bs[i].name;
-    b.dtype = bs[i].dtype;
-    b.shape = bs[i].shape;
-    b.offset = offset;
-    int64_t n = 1;
-    for (int64_t d : b.shape)
-      n *= d;
-    b.size = uint64_t(n) * pkgBytesPerElement(b.dtype);
-    b.role = bs[i].input ? PkgRole::Input : PkgRole::Output;
-    offset += (b.size + 255) / 256 * 256;
-    pkg.buffers.push_back(b);
-    SignatureEntry e;
-    e.name = b.name;
-    e.role = b.role;
-    e.dtype = b.dtype;
-    e.shape = b.shape;
-    e.buffer = static_cast<uint32_t>(i);
-    (bs[i].input ? pkg.inputs : pkg.outputs).push_back(e);
-  }
-  pkg.arenaSize = offset;
+  addAttentionBuffers(pkg, {{"q", q, dtype, true},
+                           {"k", k, dtype, true},
+                           {"v", v, dtype, true},
+                           {"dout", o, dtype, true},
+                           {"out", o, dtype, false},
+                           {"lse", l, lse, false},
+                           {"dq", q, dtype, false},
+                           {"dk", k, dtype, false},
+                           {"dv", v, dtype, false}});
   PackageThunk fwd;
   fwd.kind = ThunkKind::LibraryCall;
   fwd.library = LibraryKind::Attention;
@@ -97,40 +109,11 @@ inline LoadedPackage packedAttentionPackage(AttentionParams a, PkgDType dtype) {
   pkg.target.smArchs = {90};
   PkgDType lse = dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
   const int64_t B = a.batch, T = a.qLen, H = a.heads, D = a.headDim;
-  struct Entry {
-    const char *name;
-    std::vector<int64_t> shape;
-    PkgDType dtype;
-    bool input;
-  };
-  std::vector<Entry> entries = {{"qkv", {B, T, 3, H, D}, dtype, true},
-                                {"dout", {B, T, H, D}, dtype, true},
-                                {"out", {B, T, H, D}, dtype, false},
-                                {"lse", {B, H, T}, lse, false},
-                                {"dqkv", {B, T, 3, H, D}, dtype, false}};
-  uint64_t offset = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    PackageBuffer b;
-    b.name = entries[i].name;
-    b.dtype = entries[i].dtype;
-    b.shape = entries[i].shape;
-    b.offset = offset;
-    int64_t n = 1;
-    for (int64_t d : b.shape)
-      n *= d;
-    b.size = uint64_t(n) * pkgBytesPerElement(b.dtype);
-    b.role = entries[i].input ? PkgRole::Input : PkgRole::Output;
-    offset += (b.size + 255) / 256 * 256;
-    pkg.buffers.push_back(b);
-    SignatureEntry e;
-    e.name = b.name;
-    e.role = b.role;
-    e.dtype = b.dtype;
-    e.shape = b.shape;
-    e.buffer = static_cast<uint32_t>(i);
-    (entries[i].input ? pkg.inputs : pkg.outputs).push_back(e);
-  }
-  pkg.arenaSize = offset;
+  addAttentionBuffers(pkg, {{"qkv", {B, T, 3, H, D}, dtype, true},
+                           {"dout", {B, T, H, D}, dtype, true},
+                           {"out", {B, T, H, D}, dtype, false},
+                           {"lse", {B, H, T}, lse, false},
+                           {"dqkv", {B, T, 3, H, D}, dtype, false}});
   PackageThunk fwd;
   fwd.kind = ThunkKind::LibraryCall;
   fwd.library = LibraryKind::Attention;

@@ -191,9 +191,76 @@ void ElementEmitter::emitScatterTile(ScatterAddOp scatter, ValueRange outer,
 
 void ElementEmitter::seedScatter(ScatterAddOp scatter, ValueRange indices,
                                  Value lane, LaneLoad load) {
+  seedScatterValue(scatter, indices, load(b_, scatter.getLoc(), lane));
+}
+
+SmallVector<Value, 4>
+ElementEmitter::emitScatterRows(ScatterAddOp scatter, ValueRange outer,
+                                ArrayRef<Value> columns, Value chunkStep,
+                                ScatterCollect collect, ScatterCollect match) {
   Location loc = scatter.getLoc();
+  auto indicesType = cast<RankedTensorType>(scatter.getIndices().getType());
+  Type acc = accumulatorOf(
+      cast<RankedTensorType>(scatter.getType()).getElementType());
+  auto at = [&](ValueRange front, Value column) {
+    SmallVector<Value, 4> indices(front.begin(), front.end());
+    indices.push_back(column);
+    return indices;
+  };
+  // The operand's elements, built where the caller is.
+  SmallVector<Value, 4> init;
+  for (Value column : columns)
+    init.push_back(
+        convertScalar(b_, loc, emit(scatter.getOperand(), at(outer, column)), acc));
+  if (indicesType.getNumElements() == 0)
+    return init;
+  CacheScope scope(*this);
+  OpBuilder::InsertionGuard guard(b_);
+  Value zero = indexConstant(loc, 0), one = indexConstant(loc, 1);
+  auto chunks = b_.create<scf::ForOp>(
+      loc, zero,
+      b_.create<arith::ConstantIndexOp>(loc, indicesType.getNumElements()),
+      chunkStep, init);
+  b_.setInsertionPointToStart(chunks.getBody());
+  Value count = collect(b_, loc, chunks.getInductionVar());
+  auto matches = b_.create<scf::ForOp>(loc, zero, count, one,
+                                       chunks.getRegionIterArgs());
+  b_.setInsertionPointToStart(matches.getBody());
+  Value flat = match(b_, loc, matches.getInductionVar());
+  // The position's indices (row-major over the indices' shape).
+  ArrayRef<int64_t> shape = indicesType.getShape();
+  SmallVector<Value, 4> position(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (i == 0) {
+      position[i] = flat;
+      break;
+    }
+    Value extent = b_.create<arith::ConstantIndexOp>(loc, shape[i]);
+    position[i] = b_.create<arith::RemUIOp>(loc, flat, extent);
+    flat = b_.create<arith::DivUIOp>(loc, flat, extent);
+  }
+  SmallVector<Value, 4> sums;
+  for (auto [column, carried] :
+       llvm::zip(columns, matches.getRegionIterArgs())) {
+    SmallVector<Value, 4> front(position);
+    front.append(outer.begin() + 1, outer.end());
+    Value update =
+        convertScalar(b_, loc, emit(scatter.getUpdates(), at(front, column)), acc);
+    sums.push_back(
+        isa<FloatType>(acc)
+            ? b_.create<arith::AddFOp>(loc, carried, update).getResult()
+            : b_.create<arith::AddIOp>(loc, carried, update).getResult());
+  }
+  b_.create<scf::YieldOp>(loc, sums);
+  b_.setInsertionPointToEnd(chunks.getBody());
+  b_.create<scf::YieldOp>(loc, matches.getResults());
+  return SmallVector<Value, 4>(chunks.getResults());
+}
+
+void ElementEmitter::seedScatterValue(ScatterAddOp scatter, ValueRange indices,
+                                      Value accumulator) {
   Value value = convertScalar(
-      b_, loc, load(b_, loc, lane),
+      b_, scatter.getLoc(), accumulator,
       cast<RankedTensorType>(scatter.getType()).getElementType());
   std::vector<void *> key;
   key.push_back(scatter.getResult().getAsOpaquePointer());

@@ -139,6 +139,27 @@ public:
                        LaneLoad load, LaneStore store);
   void seedScatter(ScatterAddOp scatter, mlir::ValueRange indices,
                    mlir::Value lane, LaneLoad load);
+  // Scatter rows built by a target that finds the index positions naming a
+  // row itself (CUDA: a block scans the indices together and lists the
+  // matches in shared memory). The result elements (|outer|...,
+  // |columns|[l]) for every l, in the accumulator type: the operand's
+  // elements, then, for every chunk start c = 0, |chunkStep|, ... below the
+  // indices' element count, |collect|(c) positions (the count it returns)
+  // in increasing flat row-major order, the k-th of which |match|(k) gives,
+  // each adding its updates' elements in that order (the interpreter's
+  // order, as emitScatterAdd). |collect| must be called by every thread of
+  // the target's cooperation, so the chunk loop has the same trip count in
+  // all of them.
+  using ScatterCollect = llvm::function_ref<mlir::Value(
+      mlir::OpBuilder &, mlir::Location, mlir::Value)>;
+  llvm::SmallVector<mlir::Value, 4>
+  emitScatterRows(ScatterAddOp scatter, mlir::ValueRange outer,
+                  llvm::ArrayRef<mlir::Value> columns, mlir::Value chunkStep,
+                  ScatterCollect collect, ScatterCollect match);
+  // Makes emit(|scatter|, |indices|) give |accumulator| (converted to the
+  // result's element type).
+  void seedScatterValue(ScatterAddOp scatter, mlir::ValueRange indices,
+                        mlir::Value accumulator);
   // Dispatch over the tiled ops (a column ReduceOp or a ScatterAddOp).
   static mlir::Type tileAccumulatorType(mlir::Operation *op);
   void emitTile(mlir::Operation *op, mlir::ValueRange outer,

@@ -209,6 +209,8 @@ struct NestUses {
   // nest's shape without its last dimension (row layout); 0 if none.
   int64_t elementReduce = 0, rowReduce = 0;
   bool loops = false; // any reduce, scatter_add or pooling op
+  // The scatter_adds it reaches (the scatter-rows layout takes one).
+  SmallVector<ScatterAddOp, 1> scatters;
 };
 
 NestUses usesOf(const LoopNest &nest, YieldOp yield) {
@@ -224,6 +226,8 @@ NestUses usesOf(const LoopNest &nest, YieldOp yield) {
       continue;
     if (isa<ReduceOp, ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp>(op))
       uses.loops = true;
+    if (auto scatter = dyn_cast<ScatterAddOp>(op))
+      uses.scatters.push_back(scatter);
     if (auto reduce = dyn_cast<ReduceOp>(op)) {
       auto operand = cast<RankedTensorType>(reduce.getOperand().getType());
       int64_t rank = operand.getRank();
@@ -381,6 +385,28 @@ void cacheRows(Block *unitBody, ArrayRef<int64_t> unitShape,
 
 } // namespace
 
+// The scatter_add a nest builds in the scatter-rows layout (CudaEmitter.h),
+// and the fusion input holding its indices; null when the nest takes
+// another layout: it must reach exactly one scatter_add, of rank >= 2 and
+// of the nest's shape, and no reduction the element or row layout would
+// take; the indices must be a fusion input of integers (the block scans
+// them in memory), fewer than 2^32 of them (list slots are 32-bit).
+std::pair<ScatterAddOp, unsigned> scatterRowsOf(const LoopNest &nest,
+                                                const NestUses &uses,
+                                                FusionOp fusion) {
+  if (uses.scatters.size() != 1 || uses.elementReduce || uses.rowReduce)
+    return {};
+  ScatterAddOp scatter = uses.scatters.front();
+  auto type = cast<RankedTensorType>(scatter.getType());
+  auto indices = dyn_cast<BlockArgument>(scatter.getIndices());
+  if (!ElementEmitter::isTiledScatter(scatter) ||
+      type.getShape() != ArrayRef<int64_t>(nest.shape) || !indices ||
+      indices.getOwner() != &fusion.getBody().front() ||
+      cast<RankedTensorType>(indices.getType()).getNumElements() >= (int64_t(1) << 32))
+    return {};
+  return {scatter, indices.getArgNumber()};
+}
+
 int64_t cudaRowCacheBytes(unsigned arch) {
   int64_t optIn = 48 * 1024;
   if (arch >= 90 && arch < 100)
@@ -413,6 +439,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
   layouts.clear();
   kernel.dynamicSharedBytes = 0;
   kernel.cachedInputs.clear();
+  kernel.serialSteps = kernel.serialThreads = 0;
   FailureOr<KernelModel> model = buildKernelModel(fusion);
   if (failed(model))
     return failure();
@@ -478,6 +505,89 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                      ValueRange ivs) {
       nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
     };
+
+    if (auto [scatter, indicesInput] = scatterRowsOf(nest, uses, fusion);
+        scatter) {
+      // Scatter rows: a block per row of the result (all but its last
+      // dimension); per pass over the row's columns, each thread keeps
+      // |perThread| columns (clamped to the last; stores only in range) and
+      // the block lists, chunk by chunk, the index positions naming the row
+      // (kiln.scatter_collect), whose updates every thread adds.
+      ArrayRef<int64_t> unitShape = shape.drop_back();
+      int64_t units = product(unitShape), columns = shape.back();
+      int64_t perThread = std::clamp<int64_t>(
+          ceilDiv(columns, kCudaBlockThreads), 1, 4);
+      auto constant = [&](OpBuilder &cb, int64_t v) -> Value {
+        return cb.create<arith::ConstantIndexOp>(loc, v);
+      };
+      Value unit = intrinsics.index(b, loc, "kiln.block");
+      Value unitCount = intrinsics.index(b, loc, "kiln.blocks");
+      Value tid = intrinsics.index(b, loc, "kiln.tid");
+      Value threads = intrinsics.index(b, loc, "kiln.block_threads");
+      auto loop =
+          b.create<scf::ForOp>(loc, unit, constant(b, units), unitCount);
+      OpBuilder ub = OpBuilder::atBlockTerminator(loop.getBody());
+      SmallVector<Value, 4> outer =
+          delinearize(ub, loc, loop.getInductionVar(), unitShape);
+      // Every thread makes the same passes (the chunk loop's barriers).
+      auto pass = ub.create<scf::ForOp>(
+          loc, constant(ub, 0), constant(ub, columns),
+          ub.create<arith::MulIOp>(loc, threads, constant(ub, perThread)));
+      OpBuilder nb = OpBuilder::atBlockTerminator(pass.getBody());
+      SmallVector<Value, 4> cols, inRange;
+      for (int64_t l = 0; l < perThread; ++l) {
+        Value column = nb.create<arith::AddIOp>(
+            loc, pass.getInductionVar(),
+            nb.create<arith::AddIOp>(
+                loc, nb.create<arith::MulIOp>(loc, threads, constant(nb, l)),
+                tid));
+        inRange.push_back(nb.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::slt, column, constant(nb, columns)));
+        cols.push_back(
+            nb.create<arith::MinSIOp>(loc, column, constant(nb, columns - 1)));
+      }
+      int64_t positions =
+          cast<RankedTensorType>(scatter.getIndices().getType()).getNumElements();
+      Value target = outer.front();
+      Value indicesBuffer = args[indicesInput];
+      ElementEmitter emitter(*model, hooks, nb);
+      SmallVector<Value, 4> sums = emitter.emitScatterRows(
+          scatter, outer, cols, intrinsics.index(nb, loc, "kiln.scatter_chunk"),
+          [&](OpBuilder &cb, Location cl, Value chunk) {
+            return intrinsics.call(
+                cb, cl, "kiln.scatter_collect",
+                {indicesBuffer, chunk, constant(cb, positions), target},
+                {cb.getIndexType()})[0];
+          },
+          [&](OpBuilder &cb, Location cl, Value k) {
+            return intrinsics.call(cb, cl, "kiln.scatter_match", {k},
+                                   {cb.getIndexType()})[0];
+          });
+      for (int64_t l = 0; l < perThread; ++l) {
+        SmallVector<Value, 4> ivs(outer);
+        ivs.push_back(cols[l]);
+        emitter.seedScatterValue(scatter, ivs, sums[l]);
+        SmallVector<Value> values;
+        for (unsigned result : nest.results)
+          values.push_back(emitter.emit(yield.getOperand(result), ivs));
+        auto ifOp = nb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
+        OpBuilder ib = ifOp.getThenBodyBuilder();
+        for (auto [result, v] : llvm::zip(nest.results, values))
+          store(ib, loc, result, v, ivs);
+      }
+      layouts.push_back("scatter.block");
+      launch.maxBlocks = std::max<uint64_t>(launch.maxBlocks, units);
+      // A row's chain: per chunk of positions, the index loads, then the
+      // matches' update loads (on average positions / rows per row).
+      uint64_t chunk = uint64_t(kCudaBlockThreads) * 8;
+      uint64_t steps = 2 * ceilDiv(positions, chunk) +
+                       ceilDiv(positions, std::max<int64_t>(shape.front(), 1));
+      if (steps > kernel.serialSteps) {
+        kernel.serialSteps = steps;
+        kernel.serialThreads = uint64_t(units) * kCudaBlockThreads;
+      }
+      continue;
+    }
 
     if (uses.elementReduce || uses.rowReduce) {
       // A warp or a block per unit (an output element, or a row).
@@ -602,6 +712,15 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
     }
     layouts.push_back(width > 1 ? "elementwise.v" + std::to_string(width)
                                 : "elementwise");
+    // A scatter_add element scans every index position in order.
+    for (ScatterAddOp scatter : uses.scatters) {
+      uint64_t steps = cast<RankedTensorType>(scatter.getIndices().getType())
+                           .getNumElements();
+      if (steps > kernel.serialSteps) {
+        kernel.serialSteps = steps;
+        kernel.serialThreads = uint64_t(total);
+      }
+    }
     launch.maxBlocks = std::max<uint64_t>(
         launch.maxBlocks, ceilDiv(ceilDiv(total, width), kCudaBlockThreads));
   }
@@ -693,6 +812,49 @@ template <class T> static __device__ void kiln_stage_row(T *dst, const T *src, k
     dst[i] = src[i];
   __syncthreads();
 }
+// Scatter rows (CudaEmitter.h): the block lists, in kiln_scatter_list and
+// in increasing order, the positions p in [begin, begin + blockDim.x *
+// KILN_SCATTER_PER_THREAD) below n whose index idx[p] names |row|, and
+// every thread gets their count. Each thread tests KILN_SCATTER_PER_THREAD
+// consecutive positions; a warp scan of the hit counts and the warps'
+// totals (in warp order) give each hit its slot. The barrier before lets
+// the block finish reading the previous chunk's list; the one after
+// publishes this one.
+#define KILN_SCATTER_PER_THREAD 8
+#define KILN_SCATTER_LIST (256 * KILN_SCATTER_PER_THREAD)
+template <class I>
+static __device__ kiln_index kiln_scatter_collect(const I *idx, kiln_index begin, kiln_index n,
+                                                  kiln_index row, unsigned *list) {
+  __shared__ unsigned warp_hits[32];
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const kiln_index first = begin + (kiln_index)threadIdx.x * KILN_SCATTER_PER_THREAD;
+  unsigned mine = 0, hits = 0;
+  for (int j = 0; j < KILN_SCATTER_PER_THREAD; ++j)
+    if (first + j < n && (kiln_index)idx[first + j] == row) {
+      mine |= 1u << j;
+      ++hits;
+    }
+  unsigned scan = hits;
+  for (unsigned d = 1; d < 32; d <<= 1) {
+    unsigned other = __shfl_up_sync(0xffffffffu, scan, d);
+    if (lane >= d)
+      scan += other;
+  }
+  __syncthreads();
+  if (lane == 31u)
+    warp_hits[warp] = scan;
+  __syncthreads();
+  unsigned slot = scan - hits, total = 0;
+  for (unsigned w = 0; w < (blockDim.x + 31u) / 32u; ++w) {
+    slot += w < warp ? warp_hits[w] : 0u;
+    total += warp_hits[w];
+  }
+  for (int j = 0; j < KILN_SCATTER_PER_THREAD; ++j)
+    if (mine >> j & 1u)
+      list[slot++] = (unsigned)(first + j);
+  __syncthreads();
+  return (kiln_index)total;
+}
 #endif // KILN_CUDA_PRELUDE
 )cuda";
 
@@ -737,6 +899,11 @@ public:
       line("unsigned char *const kiln_shared = kiln_emulation_dynamic_shared();");
       os_ << "#endif\n";
     }
+    bool scatterRows = llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
+      return intrinsicName(f.getSymName()) == "kiln.scatter_collect";
+    });
+    if (scatterRows)
+      line("__shared__ unsigned kiln_scatter_list[KILN_SCATTER_LIST];");
     if (failed(printBlock(func.getBody().front())))
       return failure();
     os_ << "}\n";
@@ -1183,6 +1350,16 @@ LogicalResult Printer::printCall(func::CallOp call) {
                                   kind.str() + "())");
     return success();
   }
+  if (name == "kiln.scatter_chunk")
+    return defineIndex("(kiln_index)blockDim.x * KILN_SCATTER_PER_THREAD");
+  if (name == "kiln.scatter_collect")
+    // Barriers inside: every thread of the block calls it.
+    return defineIndex("kiln_scatter_collect(" + ref(call.getOperand(0)) + ", " +
+                       ref(call.getOperand(1)) + ", " + ref(call.getOperand(2)) +
+                       ", " + ref(call.getOperand(3)) + ", kiln_scatter_list)");
+  if (name == "kiln.scatter_match")
+    return defineIndex("(kiln_index)kiln_scatter_list[" +
+                       ref(call.getOperand(0)) + "]");
   if (name == "kiln.shared_row") {
     // A row-cache slot: a typed pointer into the dynamic shared memory.
     Type element = cast<MemRefType>(call.getResult(0).getType()).getElementType();

@@ -13,7 +13,7 @@
 // outside its subset with a diagnostic naming it.
 //
 // Each loop nest of the model (KernelModel.h) becomes one phase of the
-// kernel, in one of three layouts (every loop is grid-stride, so any grid
+// kernel, in one of four layouts (every loop is grid-stride, so any grid
 // computes every element exactly once, and the nests read only inputs):
 //   - elementwise: a grid-stride loop over the flattened nest, each thread
 //     taking V consecutive elements per step when the element count is a
@@ -36,6 +36,22 @@
 //     block-scope row nest (a loss per row beside its logits gradient) is
 //     built in that nest's unit body, before the lane loop, so the
 //     reductions both use are built once and share the row cache below.
+//   - scatter rows: the nest is a scatter_add's result of rank >= 2 (an
+//     embedding's gradient) whose indices are a fusion input: a block per
+//     row of the result (all but the last dimension). Thread t keeps up to
+//     four columns t, t + blockDim, ... per pass over the row (every thread
+//     makes the same passes), starting from the operand's elements; the
+//     block then walks the index positions in chunks of blockDim x 8:
+//     kiln_scatter_collect (prelude) has each thread test 8 consecutive
+//     positions against the row, and a warp scan of the hit counts plus
+//     the warps' totals give each hit its slot in a shared-memory list
+//     (kiln_scatter_list, 8 KiB), in increasing position order, between
+//     two barriers; every thread then adds the listed positions' updates
+//     for its columns. So each row reads the indices once per pass (from
+//     L1/L2) and only its own updates, where a thread per element would
+//     scan every index for every element (8192 x 38.6M tests for GPT-2's
+//     token embedding); the sum order is the interpreter's (operand, then
+//     positions in order), and no atomics are needed.
 // Row cache (block-scope row and element layouts): a fusion input whose
 // shape is the unit's shape plus the row (the logits of a softmax
 // cross-entropy) and that is read at the row's own indices (unit, column)
@@ -125,7 +141,7 @@ struct CudaKernelSource {
   std::string source; // a complete CUDA C++ translation unit
   CudaLaunchRule launch;
   // One word per nest: "elementwise", "elementwise.v4", "row.warp",
-  // "row.block", "element.warp", "element.block", or
+  // "row.block", "element.warp", "element.block", "scatter.block", or
   // "element.block.in-row" for an element nest built in the rows of the
   // row.block nest before it (for reports and tests).
   llvm::SmallVector<std::string, 2> layouts;
@@ -134,6 +150,13 @@ struct CudaKernelSource {
   uint32_t dynamicSharedBytes = 0;
   // The inputs whose rows it caches (for reports and tests).
   llvm::SmallVector<unsigned, 2> cachedInputs;
+  // The longest chain of dependent steps one thread makes for a
+  // scatter_add, and how many threads make it (scatter.block: per row,
+  // two per chunk of positions plus the average matches; a scatter in an
+  // elementwise nest: every position); 0 without scatter_adds. The
+  // reductions' chains are derived from the fusion (cudaSerialChain in
+  // tools/kiln/lib/CudaCompile.h); the package takes the longer.
+  uint64_t serialSteps = 0, serialThreads = 0;
 };
 
 // Static shared memory a generated kernel may use besides its row cache

@@ -4,8 +4,8 @@
 // -std=c++20 -DKILN_CUDA_EMULATION -include this file) so that tests can
 // execute their arithmetic and indexing on a machine without a GPU:
 // threadIdx/blockIdx/blockDim/gridDim, __syncthreads (a block barrier),
-// __shfl_xor_sync (lanes exchange through memory between two warp
-// barriers), __half and __nv_bfloat16 (16-bit storage, conversions rounded
+// __shfl_xor_sync and __shfl_up_sync (lanes exchange through memory
+// between two warp barriers), __half and __nv_bfloat16 (16-bit storage, conversions rounded
 // to nearest even), __int_as_float and friends. kiln_emulate(grid, block,
 // body) runs the grid's blocks one after another, each block's threads
 // concurrently on std::threads (block must be a multiple of 32 and at most
@@ -81,6 +81,20 @@ template <class T> T __shfl_xor_sync(unsigned, T value, int laneMask) {
   T result;
   std::memcpy(&result, &kiln_emulation::slots[(t & ~31u) | ((t & 31u) ^ unsigned(laneMask))],
               sizeof(T));
+  warp.arrive_and_wait();
+  return result;
+}
+
+// Lane t gets lane t - delta's value (its own below delta).
+template <class T> T __shfl_up_sync(unsigned, T value, unsigned delta) {
+  static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
+  unsigned t = threadIdx.x;
+  std::barrier<> &warp = *kiln_emulation::warps[t / 32];
+  std::memcpy(&kiln_emulation::slots[t], &value, sizeof(T));
+  warp.arrive_and_wait();
+  T result = value;
+  if ((t & 31u) >= delta)
+    std::memcpy(&result, &kiln_emulation::slots[t - delta], sizeof(T));
   warp.arrive_and_wait();
   return result;
 }

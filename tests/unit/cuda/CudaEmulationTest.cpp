@@ -338,6 +338,71 @@ func.func @main(%p: tensor<64x24xf32>, %w: tensor<24xf32>, %q: tensor<40x3x5xbf1
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
 
+// How often |needle| occurs in |text|.
+size_t occurrences(const std::string &text, const std::string &needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size()))
+    ++n;
+  return n;
+}
+
+// Scatter rows (an embedding's gradient): a block per result row lists the
+// index positions naming its row chunk by chunk (64-thread blocks: chunks
+// of 512 positions, so 900 and 1400 positions take several, with rows
+// named up to ~40 times) and adds their updates in position order. f32
+// rows of 70 columns (two passes of 64, the second partly out of range),
+// rows no index names (indices below 30 of 37 rows), a bf16 rank-3 result
+// over i64 indices with a zero operand and an epilogue in the fusion, and
+// rows of 600 columns (three columns per thread and pass). Against the
+// interpreter; each kernel lists positions with kiln_scatter_collect
+// instead of scanning every index per element.
+TEST_F(CudaEmulationTest, ScatterRowsListTheirPositions) {
+  const char *text = R"mlir(
+func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x70xf32>,
+                %j: tensor<2x700xi64>, %v: tensor<2x700x3x40xbf16>,
+                %w: tensor<5x600xf32>, %k: tensor<1400xi32>, %x: tensor<1400x600xf32>)
+    -> (tensor<37x70xf32>, tensor<30x3x40xbf16>, tensor<5x600xf32>) {
+  %a = kiln.fusion loop (%o, %i, %u) : (tensor<37x70xf32>, tensor<3x300xi32>, tensor<3x300x70xf32>) -> tensor<37x70xf32> {
+  ^bb0(%oa: tensor<37x70xf32>, %ia: tensor<3x300xi32>, %ua: tensor<3x300x70xf32>):
+    %s = kiln.scatter_add %oa, %ia, %ua : (tensor<37x70xf32>, tensor<3x300xi32>, tensor<3x300x70xf32>) -> tensor<37x70xf32>
+    kiln.yield %s : tensor<37x70xf32>
+  }
+  %b = kiln.fusion loop (%j, %v) : (tensor<2x700xi64>, tensor<2x700x3x40xbf16>) -> tensor<30x3x40xbf16> {
+  ^bb0(%ja: tensor<2x700xi64>, %va: tensor<2x700x3x40xbf16>):
+    %z = kiln.constant dense<0.0> : tensor<30x3x40xf32>
+    %vf = kiln.convert %va : tensor<2x700x3x40xbf16> -> tensor<2x700x3x40xf32>
+    %s = kiln.scatter_add %z, %ja, %vf : (tensor<30x3x40xf32>, tensor<2x700xi64>, tensor<2x700x3x40xf32>) -> tensor<30x3x40xf32>
+    %h = kiln.constant dense<0.25> : tensor<30x3x40xf32>
+    %m = kiln.mul %s, %h : tensor<30x3x40xf32>
+    %c = kiln.convert %m : tensor<30x3x40xf32> -> tensor<30x3x40xbf16>
+    kiln.yield %c : tensor<30x3x40xbf16>
+  }
+  %c = kiln.fusion loop (%w, %k, %x) : (tensor<5x600xf32>, tensor<1400xi32>, tensor<1400x600xf32>) -> tensor<5x600xf32> {
+  ^bb0(%wa: tensor<5x600xf32>, %ka: tensor<1400xi32>, %xa: tensor<1400x600xf32>):
+    %s = kiln.scatter_add %wa, %ka, %xa : (tensor<5x600xf32>, tensor<1400xi32>, tensor<1400x600xf32>) -> tensor<5x600xf32>
+    kiln.yield %s : tensor<5x600xf32>
+  }
+  return %a, %b, %c : tensor<37x70xf32>, tensor<30x3x40xbf16>, tensor<5x600xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = baseSeed();
+  int i = 0;
+  const int64_t bounds[] = {30, 30, 5};
+  module->walk([&](FusionOp fusion) {
+    EXPECT_EQ(add(fusion, "s" + std::to_string(i), seed + i, bounds[i]), "");
+    ++i;
+  });
+  ASSERT_EQ(kernels.size(), 3u);
+  EXPECT_EQ(layouts["scatter.block"], 3);
+  for (const EmulatedKernel &k : kernels)
+    EXPECT_EQ(occurrences(k.source, "kiln_scatter_collect(in"), 1u) << k.source;
+  runAll();
+  EXPECT_EQ(ran, 3u) << "seed " << seed;
+}
+
 // A softmax cross-entropy's loss and logits gradient (the GPT's loss, rows
 // of 5000 classes standing in for its 50304) in one multi-output fusion:
 // one kernel, the loss built in the gradient's row (a block per row), and
@@ -391,14 +456,6 @@ std::string crossEntropyFusion(const std::string &t) {
   return text;
 }
 
-// How often |needle| occurs in |text|.
-size_t occurrences(const std::string &text, const std::string &needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos;
-       at = text.find(needle, at + needle.size()))
-    ++n;
-  return n;
-}
 
 TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
   uint64_t seed = baseSeed();

@@ -61,6 +61,11 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
                    1, 1};
     kernel.sharedMemoryBytes = source->dynamicSharedBytes;
     std::tie(kernel.serialSteps, kernel.serialThreads) = cudaSerialChain(fusion);
+    if (source->serialSteps > kernel.serialSteps) {
+      // Layouts report the chains of scatter_adds (CudaKernelSource).
+      kernel.serialSteps = source->serialSteps;
+      kernel.serialThreads = source->serialThreads;
+    }
     CudaKernelReport report;
     report.name = name;
     report.entryPoint = entry;

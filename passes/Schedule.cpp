@@ -29,6 +29,10 @@
 //   - kiln.issue_together (zero1's reduce-scatters): none starts before
 //     the inputs of all of them exist (their own packing aside), so stage
 //     1 reduces the gradients after the whole backward pass.
+// A third rule keeps in-place updates in place: the op producing an
+// argument's update (an optimizer step, returned for the argument it
+// replaces) runs after every other op that reads the argument, since
+// kiln-plan-buffers writes the update over the argument only then.
 // A rule's dependence that would close a cycle is left out.
 //
 // Dependences: an op depends on the top-level ops defining the values it or
@@ -85,6 +89,8 @@ struct Graph {
   std::vector<bool> collective;
   // Whether the op (or an op nested in it) reads an argument of the block.
   std::vector<bool> readsArgument;
+  // The ops reading each argument of the block (by number), in order.
+  llvm::DenseMap<unsigned, llvm::SmallVector<int>> argumentReaders;
 
   explicit Graph(mlir::Block &block) {
     BlockLiveness liveness(block);
@@ -111,6 +117,10 @@ struct Graph {
         return llvm::isa<mlir::BlockArgument>(value) &&
                !ops[i]->isAncestor(value.getParentBlock()->getParentOp());
       });
+      for (Value value : read)
+        if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(value);
+            arg && arg.getOwner() == &block)
+          argumentReaders[arg.getArgNumber()].push_back(i);
       llvm::SetVector<int> from;
       for (Value value : read) {
         Operation *def = value.getDefiningOp();
@@ -162,6 +172,29 @@ struct Graph {
           index.lookup(block.findAncestorOpInBlock(*value.getDefiningOp()));
       definedBytes[producer] -= valueBytes.lookup(value);
       valueBytes[value] = 0;
+      // Written in place only once the argument's other readers are done
+      // (else kiln-plan-buffers gives the update a buffer of its own and a
+      // copy after the step): they run before the update's producer.
+      // Only readers not already before it (an edge implied by others
+      // would only perturb the orders' tie-breaking).
+      std::vector<bool> before(size(), false);
+      std::vector<int> stack = {producer};
+      while (!stack.empty()) {
+        int i = stack.back();
+        stack.pop_back();
+        for (int p : preds[i])
+          if (!before[p]) {
+            before[p] = true;
+            stack.push_back(p);
+          }
+      }
+      llvm::SmallVector<int> readers;
+      for (int reader : argumentReaders.lookup(updates.getInt()))
+        if (reader != producer && !before[reader] &&
+            !llvm::is_contained(readers, reader))
+          readers.push_back(reader);
+      if (!readers.empty())
+        addEdges(readers, producer);
     }
   }
 

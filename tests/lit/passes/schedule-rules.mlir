@@ -121,3 +121,23 @@ func.func @rule_broken_in_input(%x: tensor<4x4xf32>, %s0: tensor<8xf32>,
   %y2 = kiln.dot_general %y1, %w2, batch = [] x [], contract = [1] x [0] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %y2 : tensor<4x4xf32>
 }
+
+// -----
+
+// In-place updates: %u replaces %w (kiln.updates = 0), and kiln-plan-buffers
+// writes it over %w only once every other reader of %w is done, so the
+// reader (%r, whose reduction is returned) runs before the update even
+// though the input order, which every heuristic ties with, has it after:
+// otherwise the update would get a buffer of its own and a copy after
+// every step.
+// CHECK-LABEL: func.func @update_after_readers
+// CHECK: kiln.mul %arg0, %arg1
+// CHECK: kiln.sub %arg0
+func.func @update_after_readers(%w: tensor<256xf32>, %x: tensor<256xf32>)
+    -> (tensor<256xf32> {kiln.updates = 0 : i64}, tensor<f32>) {
+  %g = kiln.exp %x : tensor<256xf32>
+  %u = kiln.sub %w, %g : tensor<256xf32>
+  %r = kiln.mul %w, %x : tensor<256xf32>
+  %s = kiln.reduce sum %r, dims = [0] : tensor<256xf32> -> tensor<f32>
+  return %u, %s : tensor<256xf32>, tensor<f32>
+}

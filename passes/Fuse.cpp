@@ -13,7 +13,9 @@
 //   2. Priority fusion of the generated kernels: producer into consumer
 //      (loop and reduction fusion, multi-output when the producer has other
 //      users), a copy of a cheap producer into its consumers, and siblings
-//      that read the same large input.
+//      that read the same large input. A scatter_add fuses with its
+//      elementwise consumers and a splat operand only
+//      (FusionPlan::legalScatter), and is never copied.
 //   3. Horizontal fusion: independent loop kernels that feed the same
 //      consumer (the optimizer updates, feeding the return) share a launch,
 //      and so do the kernels that only cast the step's arguments (the
@@ -472,9 +474,11 @@ void Fuser::horizontalFusion() {
   // order; a kernel joins the last open group of its consumer while the
   // operand limits allow. Two kernels whose results only feed the same
   // consumer cannot reach each other, so no cycle can form.
+  // (A scatter_add's kernel stays apart: a nest of its shape in the same
+  // kernel would take its row-by-row layout.)
   SmallVector<int> order;
   for (int c = 0, e = clusters_.size(); c < e; ++c)
-    if (fusible(c) && !hasReduce(c))
+    if (fusible(c) && !hasReduce(c) && !hasScatter(c))
       order.push_back(c);
   auto firstPos = [&](int c) { return pos_[clusters_[c].ops.front()]; };
   llvm::stable_sort(order, [&](int x, int y) { return firstPos(x) < firstPos(y); });

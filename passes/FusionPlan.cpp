@@ -129,12 +129,19 @@ void FusionPlan::buildGraph() {
 
 bool FusionPlan::cheap(int c) const {
   const Cluster &cluster = clusters_[c];
+  // A copied scatter_add would scan its indices once per copy.
   return cluster.alive && cluster.cls == ClusterClass::Fusible &&
-         cluster.ops.size() <= kMaxDuplicatedOps && !hasReduce(c);
+         cluster.ops.size() <= kMaxDuplicatedOps && !hasReduce(c) &&
+         !hasScatter(c);
 }
 
 bool FusionPlan::hasReduce(int c) const {
   return llvm::any_of(clusters_[c].ops, [](Operation *op) { return isa<ReduceOp>(op); });
+}
+
+bool FusionPlan::hasScatter(int c) const {
+  return llvm::any_of(clusters_[c].ops,
+                      [](Operation *op) { return isa<ScatterAddOp>(op); });
 }
 
 bool FusionPlan::needsExport(Operation *x, int c) const {
@@ -329,6 +336,8 @@ bool FusionPlan::legal(int c) const {
   for (Operation *op : cluster.ops)
     if (isa<ReduceOp>(op))
       reduces.push_back(op);
+  if (!legalScatter(c, !reduces.empty()))
+    return false;
   if (!reduces.empty())
     return legalReduction(c, reduces);
   // A loop kernel iterates over its results: they have one element count.
@@ -337,6 +346,51 @@ bool FusionPlan::legal(int c) const {
     return true;
   int64_t count = elementsOf(exports.front());
   return llvm::all_of(exports, [&](Value v) { return elementsOf(v) == count; });
+}
+
+// A scatter_add kernel works a result row at a time, listing the index
+// positions that name the row (the CUDA scatter-rows layout; the CPU tiles
+// rows the same way): at most one scatter_add, in a kernel without
+// reduces; its indices and updates come from outside the kernel (computing
+// them inside would redo them for every row), its operand too or a splat
+// constant; and what the kernel makes of its result is elementwise ops of
+// the result's shape, each element read at its own indices (no broadcast,
+// transpose or copy of the rows elsewhere).
+bool FusionPlan::legalScatter(int c, bool hasReduces) const {
+  const Cluster &cluster = clusters_[c];
+  ScatterAddOp scatter;
+  for (Operation *op : cluster.ops) {
+    auto s = dyn_cast<ScatterAddOp>(op);
+    if (!s)
+      continue;
+    if (scatter || hasReduces)
+      return false;
+    scatter = s;
+  }
+  if (!scatter)
+    return true;
+  if (internal(scatter.getIndices(), c) || internal(scatter.getUpdates(), c))
+    return false;
+  if (internal(scatter.getOperand(), c) &&
+      !isSmallConstant(traceReshapes(scatter.getOperand()).getDefiningOp()))
+    return false;
+  ArrayRef<int64_t> shape = shapeOf(scatter.getResult());
+  DenseSet<Operation *> after{scatter};
+  for (Operation *op : cluster.ops) { // in block order
+    if (op == scatter.getOperation())
+      continue;
+    bool reads = llvm::any_of(op->getOperands(), [&](Value v) {
+      return after.contains(v.getDefiningOp());
+    });
+    if (!reads)
+      continue;
+    if (!isa<ScalarSemantics>(op) ||
+        llvm::any_of(op->getResults(),
+                     [&](Value r) { return shapeOf(r) != shape; }))
+      return false;
+    after.insert(op);
+  }
+  return true;
 }
 
 // A reduction kernel works row by row: every reduce has the same operand

@@ -92,6 +92,7 @@ public:
   // A fusible cluster without reduces, small enough to copy.
   bool cheap(int c) const;
   bool hasReduce(int c) const;
+  bool hasScatter(int c) const;
   // Whether the value of |x| (at home in |c|) is needed outside |c|.
   bool needsExport(Operation *x, int c) const;
   // The values |c| writes: its results.
@@ -131,6 +132,9 @@ public:
 protected:
   void buildGraph();
   bool legalReduction(int c, llvm::ArrayRef<Operation *> reduces) const;
+  // Whether cluster |c|'s scatter_add, if any, can be its kernel's rows
+  // (FusionPlan.cpp); |hasReduces|: the cluster holds a reduce.
+  bool legalScatter(int c, bool hasReduces) const;
   void saveCluster(int c);
   void setHome(Operation *op, int c);
   void setMembers(Operation *op, llvm::SmallVector<int, 2> members);

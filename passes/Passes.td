@@ -447,16 +447,24 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
        with other users stays a result: multi-output), a copy of a cheap
        producer (no reduce) into consumers (the original goes when no user
        is left), and siblings that read the same input of at least
-       `sibling-min-bytes` (kind `multi_output`).
+       `sibling-min-bytes` (kind `multi_output`). A scatter_add (an
+       embedding's gradient) fuses with its elementwise consumers of its
+       shape, its operand a splat constant or an input (so no kernel
+       writes the zeros it scatters onto, and the optimizer update reading
+       the gradient is in the same kernel); its indices and updates come
+       from outside, it is never copied, never in a kernel with a reduce,
+       and one per kernel: kernels work through it a result row at a time
+       (CUDA: codegen/cuda/CudaEmitter.h's scatter rows).
     3. Horizontal fusion (kind `horizontal`): independent loop kernels whose
        results all go to the same consumer, such as every parameter's
        optimizer update feeding the function's return, packed into as few
-       kernels as the operand limits allow.
+       kernels as the operand limits allow (a scatter_add's kernel stays
+       apart).
 
     Never fused: library ops (dot_general outside its epilogue, the
     convolutions), collectives (and nothing across one: merges that would
     put a collective between two parts of one kernel are cycles and are
-    refused), other ops without a kernel model (gather, pools, ...) and
+    refused), other ops outside the fusion rules (gather, pools, ...) and
     existing fusions. A reduce, a dot_general or a convolution is never
     copied. All reduces in one kernel share their operand shape and reduced
     dimensions; a reduction kernel that broadcasts a reduced value back over
@@ -529,6 +537,11 @@ def KilnSchedule : Pass<"kiln-schedule", "mlir::ModuleOp"> {
       starts before the inputs of all of them exist, their own packing
       (reshapes, concatenation, constants) aside; zero1's reduce-scatters
       so wait for the end of the backward pass.
+    And an in-place update (a result returned for the argument it replaces,
+    `kiln.updates`: an optimizer step) is produced only after every other
+    op reading that argument, since kiln-plan-buffers writes it over the
+    argument only then (else it gets its own buffer and a copy after every
+    step).
     A rule's dependence that would close a cycle is left out.
   }];
   let options = [

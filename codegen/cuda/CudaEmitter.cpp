@@ -823,7 +823,7 @@ template <class T> static __device__ void kiln_stage_row(T *dst, const T *src, k
 #define KILN_SCATTER_PER_THREAD 8
 #define KILN_SCATTER_LIST (256 * KILN_SCATTER_PER_THREAD)
 template <class I>
-static __device__ kiln_index kiln_scatter_collect(const I *idx, kiln_index begin, kiln_index n,
+static __device__ __forceinline__ kiln_index kiln_scatter_collect(const I *idx, kiln_index begin, kiln_index n,
                                                   kiln_index row, unsigned *list) {
   __shared__ unsigned warp_hits[32];
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;

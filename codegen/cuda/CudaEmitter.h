@@ -148,6 +148,14 @@ constexpr int64_t kCudaStaticSharedReserve = 1024;
 int64_t cudaRowCacheBytes(unsigned arch);
 int64_t cudaRowCacheBytes(llvm::ArrayRef<unsigned> archs);
 
+// The independent groups among |results| (indices of |fusion|'s results)
+// that the element layout gives units of their own: in a `horizontal`
+// fusion, results joined when they reach a common kiln.reduce (a result
+// reaching none is a group of its own), in result order; in any other
+// fusion, one group of all of them.
+llvm::SmallVector<llvm::SmallVector<unsigned, 2>>
+cudaResultGroups(FusionOp fusion, llvm::ArrayRef<unsigned> results);
+
 // Builds the kernel of |fusion| (not `gemm`) as an MLIR module holding
 // `func.func @kernel` (memref arguments: inputs then outputs) and the
 // declarations of the kiln.* intrinsics it calls. Fails with a diagnostic

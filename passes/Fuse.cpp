@@ -19,7 +19,14 @@
 //   3. Horizontal fusion: independent loop kernels that feed the same
 //      consumer (the optimizer updates, feeding the return) share a launch,
 //      and so do the kernels that only cast the step's arguments (the
-//      parameter casts of mixed precision).
+//      parameter casts of mixed precision). With `horizontal-reductions`
+//      (CUDA), so do independent small reduction kernels that the CUDA
+//      emitter builds with a warp per result (a layer norm's scale and
+//      bias gradients, second stage of kiln-split-reductions, with their
+//      Adam updates): only with each other, when their reduces have one
+//      operand shape and reduced dimensions and their results are the
+//      reduced shape; the emitter gives each packed kernel units of its
+//      own (codegen/cuda/CudaEmitter.h, cudaResultGroups).
 //
 // The plan (passes/FusionPlan.h) is a set of clusters of ops over the
 // unchanged body; merges are priced by applying them to the plan,
@@ -32,6 +39,7 @@
 
 #include "passes/FusionPlan.h"
 
+#include "codegen/cuda/CudaEmitter.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
 
@@ -92,10 +100,11 @@ public:
   void formGemmEpilogues(bool geluGrad);
   void formBiasGradients();
   void priorityFusion();
-  void horizontalFusion();
+  void horizontalFusion(bool reductions);
   LogicalResult materialize();
 
 private:
+  std::optional<std::vector<int64_t>> warpReductionLayout(int c) const;
   std::optional<double> trial(Move move, int a, int b, bool keep);
   void push(Move move, int a, int b);
   void enqueueAround(int c);
@@ -469,23 +478,77 @@ void Fuser::priorityFusion() {
 // Phase 3: horizontal fusion
 //===----------------------------------------------------------------------===//
 
-void Fuser::horizontalFusion() {
+// For a reduction cluster whose CUDA kernel is one element nest with a
+// warp per result (CudaEmitter.h: a reduction over the last dimension of
+// fewer than kBlockRowElements elements, or a column reduction that
+// cudaColumnReductionLanes gives a warp), with every result of the reduced
+// shape: its reduces' operand shape, -1, and their reduced dimensions.
+// Clusters with the same layout can share a horizontal kernel (one nest).
+std::optional<std::vector<int64_t>> Fuser::warpReductionLayout(int c) const {
+  SmallVector<ReduceOp> reduces;
+  for (Operation *op : clusters_[c].ops)
+    if (auto reduce = dyn_cast<ReduceOp>(op))
+      reduces.push_back(reduce);
+  if (reduces.empty())
+    return std::nullopt;
+  ArrayRef<int64_t> full = shapeOf(reduces.front().getOperand());
+  SmallVector<int64_t> dims(reduces.front().getDimensions());
+  llvm::sort(dims);
+  for (ReduceOp reduce : reduces) {
+    SmallVector<int64_t> other(reduce.getDimensions());
+    llvm::sort(other);
+    if (shapeOf(reduce.getOperand()) != full || other != dims)
+      return std::nullopt;
+  }
+  SmallVector<int64_t> kept;
+  int64_t reduced = 1, results = 1;
+  for (int64_t d = 0, e = full.size(); d < e; ++d) {
+    if (llvm::is_contained(dims, d)) {
+      reduced *= full[d];
+    } else {
+      kept.push_back(full[d]);
+      results *= full[d];
+    }
+  }
+  if (full.empty() || llvm::any_of(exportsOf(c), [&](Value v) {
+        return shapeOf(v) != ArrayRef<int64_t>(kept);
+      }))
+    return std::nullopt;
+  int64_t rank = full.size();
+  bool lastReduced = llvm::is_contained(dims, rank - 1) && full.back() > 1;
+  bool warp = lastReduced ? reduced < kBlockRowElements
+                          : cudaColumnReductionLanes(results, reduced) > 1;
+  if (!warp)
+    return std::nullopt;
+  std::vector<int64_t> layout(full.begin(), full.end());
+  layout.push_back(-1);
+  layout.insert(layout.end(), dims.begin(), dims.end());
+  return layout;
+}
+
+void Fuser::horizontalFusion(bool reductions) {
   // Kernels are grouped by their one consumer (-1: the return), in block
   // order; a kernel joins the last open group of its consumer while the
   // operand limits allow. Two kernels whose results only feed the same
-  // consumer cannot reach each other, so no cycle can form.
-  // (A scatter_add's kernel stays apart: a nest of its shape in the same
-  // kernel would take its row-by-row layout.)
+  // consumer cannot reach each other, so no cycle can form. With
+  // |reductions|, warp-per-result reduction kernels form groups of their
+  // own, one per consumer and reduction layout; loop kernels have the
+  // empty layout. (A scatter_add's kernel stays apart: a nest of its shape
+  // in the same kernel would take its row-by-row layout.)
   SmallVector<int> order;
   for (int c = 0, e = clusters_.size(); c < e; ++c)
-    if (fusible(c) && !hasReduce(c) && !hasScatter(c))
+    if (fusible(c) && !hasScatter(c) &&
+        (!hasReduce(c) || (reductions && warpReductionLayout(c))))
       order.push_back(c);
   auto firstPos = [&](int c) { return pos_[clusters_[c].ops.front()]; };
   llvm::stable_sort(order, [&](int x, int y) { return firstPos(x) < firstPos(y); });
-  DenseMap<int, int> openGroup;
+  std::map<std::pair<int, std::vector<int64_t>>, int> openGroup;
   for (int c : order) {
     if (!clusters_[c].alive)
       continue;
+    std::vector<int64_t> layout;
+    if (hasReduce(c))
+      layout = *warpReductionLayout(c);
     std::optional<int> key;
     bool single = true;
     for (Value v : exportsOf(c)) {
@@ -506,9 +569,10 @@ void Fuser::horizontalFusion() {
     }
     if (!key || !single)
       continue;
-    auto it = openGroup.find(*key);
+    auto group = std::make_pair(*key, std::move(layout));
+    auto it = openGroup.find(group);
     if (it == openGroup.end() || !clusters_[it->second].alive) {
-      openGroup[*key] = c;
+      openGroup[group] = c;
       continue;
     }
     begin();
@@ -516,10 +580,10 @@ void Fuser::horizontalFusion() {
     clusters_[s].horizontal = true;
     if (legal(s)) {
       commit();
-      openGroup[*key] = s;
+      openGroup[group] = s;
     } else {
       rollback();
-      openGroup[*key] = c;
+      openGroup[group] = c;
     }
   }
 
@@ -756,7 +820,7 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
         planner.formBiasGradients();
       planner.priorityFusion();
       if (horizontal)
-        planner.horizontalFusion();
+        planner.horizontalFusion(horizontalReductions);
       if (failed(planner.materialize()))
         return signalPassFailure();
       if (report) {

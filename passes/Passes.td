@@ -459,7 +459,14 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
        results all go to the same consumer, such as every parameter's
        optimizer update feeding the function's return, packed into as few
        kernels as the operand limits allow (a scatter_add's kernel stays
-       apart).
+       apart). With `horizontal-reductions`
+       (CUDA), independent reduction kernels that the CUDA emitter builds
+       with a warp per result (a reduce over the last dimension of fewer
+       than 2048 elements, or a column reduction of 32 to 2047 rows and at
+       most 4096 results; every result of the reduced shape) are packed the
+       same way, only with others whose reduces have the same operand shape
+       and reduced dimensions (a layer norm's scale and bias gradients with
+       their optimizer updates); each keeps units of its own in the kernel.
 
     Never fused: library ops (dot_general outside its epilogue, the
     convolutions), collectives (and nothing across one: merges that would
@@ -501,6 +508,10 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "its only dy (cuBLASLt DGELU; CUDA)">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "pack independent loop kernels into horizontal fusions">,
+    Option<"horizontalReductions", "horizontal-reductions", "bool",
+           /*default=*/"false",
+           "also pack independent warp-per-result reduction kernels of one "
+           "layout into horizontal fusions (CUDA)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "emit a remark per function with its kernels and modelled bytes">,
   ];

@@ -247,6 +247,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     fuse.siblingMinBytes = std::numeric_limits<int64_t>::max();
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
+    fuse.horizontalReductions = options.target == TargetKind::cuda;
     if (options.fuseSharedMemoryBytes > 0)
       fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));
@@ -254,6 +255,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     KilnFuseOptions fuse;
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
+    fuse.horizontalReductions = options.target == TargetKind::cuda;
     if (options.fuseSharedMemoryBytes > 0)
       fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));

@@ -431,6 +431,50 @@ int64_t cudaRowCacheBytes(ArrayRef<unsigned> archs) {
   return bytes;
 }
 
+SmallVector<SmallVector<unsigned, 2>>
+cudaResultGroups(FusionOp fusion, ArrayRef<unsigned> results) {
+  SmallVector<SmallVector<unsigned, 2>> groups;
+  if (fusion.getKind() != FusionKind::horizontal) {
+    groups.emplace_back(results.begin(), results.end());
+    return groups;
+  }
+  auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+  // Union-find over the results, through the reduces they reach.
+  SmallVector<unsigned> parent(results.size());
+  for (unsigned i = 0; i < parent.size(); ++i)
+    parent[i] = i;
+  auto find = [&](unsigned i) {
+    while (parent[i] != i)
+      i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  llvm::DenseMap<Operation *, unsigned> owner; // reduce -> a result reaching it
+  for (auto [i, result] : llvm::enumerate(results)) {
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    SmallVector<Value> work = {yield.getOperand(result)};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val().getDefiningOp();
+      if (!op || !seen.insert(op).second)
+        continue;
+      if (isa<ReduceOp>(op)) {
+        auto [it, inserted] = owner.try_emplace(op, i);
+        if (!inserted)
+          parent[find(i)] = find(it->second);
+      }
+      for (Value operand : op->getOperands())
+        work.push_back(operand);
+    }
+  }
+  llvm::DenseMap<unsigned, unsigned> groupOf; // root -> group, in result order
+  for (unsigned i = 0; i < parent.size(); ++i) {
+    auto [it, inserted] = groupOf.try_emplace(find(i), groups.size());
+    if (inserted)
+      groups.emplace_back();
+    groups[it->second].push_back(results[i]);
+  }
+  return groups;
+}
+
 FailureOr<OwningOpRef<ModuleOp>>
 buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                       int64_t rowCacheBytes) {
@@ -596,6 +640,13 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       bool blockScope = count >= kBlockRowElements;
       ArrayRef<int64_t> unitShape = perElement ? shape : shape.drop_back();
       int64_t units = product(unitShape);
+      // Independent groups of results (a horizontal fusion's reductions):
+      // unit u builds group u / units at element u % units.
+      SmallVector<SmallVector<unsigned, 2>> groups =
+          perElement ? cudaResultGroups(fusion, nest.results)
+                     : SmallVector<SmallVector<unsigned, 2>>{
+                           SmallVector<unsigned, 2>(nest.results)};
+      int64_t numGroups = groups.size();
       Value unit = intrinsics.index(b, loc, blockScope ? "kiln.block" : "kiln.warp");
       Value unitCount =
           intrinsics.index(b, loc, blockScope ? "kiln.blocks" : "kiln.warps");
@@ -603,7 +654,8 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       Value laneCount = blockScope ? intrinsics.index(b, loc, "kiln.block_threads")
                                    : b.create<arith::ConstantIndexOp>(loc, 32).getResult();
       auto loop = b.create<scf::ForOp>(
-          loc, unit, b.create<arith::ConstantIndexOp>(loc, units), unitCount);
+          loc, unit, b.create<arith::ConstantIndexOp>(loc, units * numGroups),
+          unitCount);
       Block *unitBody = loop.getBody();
       if (unitShape.empty()) {
         // No index depends on the unit loop, so the emitter would hoist
@@ -617,28 +669,54 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       }
       OpBuilder nb = OpBuilder::atBlockTerminator(unitBody);
       hooks.setCooperative(unitBody, lane, laneCount, blockScope);
-      SmallVector<Value, 4> outer =
-          delinearize(nb, loc, loop.getInductionVar(), unitShape);
+      SmallVector<Value, 4> outer;
+      if (numGroups == 1)
+        outer = delinearize(nb, loc, loop.getInductionVar(), unitShape);
       ElementEmitter emitter(*model, hooks, nb);
-      // |results| built at the unit's indices by every lane; lane 0 stores.
-      auto storeFromLaneZero = [&](ArrayRef<unsigned> results) {
+      // |results| built by every lane with |eb| at |at|; lane 0 stores.
+      auto storeFromLaneZero = [&](OpBuilder &sb, ElementEmitter &eb,
+                                   ArrayRef<Value> at,
+                                   ArrayRef<unsigned> results) {
         SmallVector<Value> values;
         for (unsigned result : results)
-          values.push_back(emitter.emit(yield.getOperand(result), outer));
-        Value first = nb.create<arith::CmpIOp>(
+          values.push_back(eb.emit(yield.getOperand(result), at));
+        Value first = sb.create<arith::CmpIOp>(
             loc, arith::CmpIPredicate::eq, lane,
-            nb.create<arith::ConstantIndexOp>(loc, 0));
-        auto ifOp = nb.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+            sb.create<arith::ConstantIndexOp>(loc, 0));
+        auto ifOp = sb.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
         OpBuilder ib = ifOp.getThenBodyBuilder();
         for (auto [result, v] : llvm::zip(results, values))
-          store(ib, loc, result, v, outer);
+          store(ib, loc, result, v, at);
       };
-      if (perElement) {
-        storeFromLaneZero(nest.results);
+      if (perElement && numGroups > 1) {
+        // One scf.if per group; the warp's (block's) lanes share the unit,
+        // so they take the same branch and their shuffles stay converged.
+        // Each group has its own emitter: values built in one branch do not
+        // dominate the next (the reductions are not hoisted out of an
+        // scf.if; rank-0 values go before the unit loop as usual).
+        Value unitsValue = nb.create<arith::ConstantIndexOp>(loc, units);
+        Value group =
+            nb.create<arith::DivUIOp>(loc, loop.getInductionVar(), unitsValue);
+        Value element =
+            nb.create<arith::RemUIOp>(loc, loop.getInductionVar(), unitsValue);
+        for (auto [g, results] : llvm::enumerate(groups)) {
+          Value taken = nb.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::eq, group,
+              nb.create<arith::ConstantIndexOp>(loc, g));
+          auto branch = nb.create<scf::IfOp>(loc, taken, /*withElseRegion=*/false);
+          OpBuilder gb = branch.getThenBodyBuilder();
+          hooks.setCooperative(branch.thenBlock(), lane, laneCount, blockScope);
+          SmallVector<Value, 4> at = delinearize(gb, loc, element, unitShape);
+          ElementEmitter groupEmitter(*model, hooks, gb);
+          storeFromLaneZero(gb, groupEmitter, at, results);
+        }
+      } else if (perElement) {
+        storeFromLaneZero(nb, emitter, outer, nest.results);
       } else {
         // The element nest's results at the row's indices.
         if (partner[nestIndex] >= 0)
-          storeFromLaneZero(model->nests[partner[nestIndex]].results);
+          storeFromLaneZero(nb, emitter, outer,
+                            model->nests[partner[nestIndex]].results);
         auto lanes = nb.create<scf::ForOp>(
             loc, lane, nb.create<arith::ConstantIndexOp>(loc, shape.back()),
             laneCount);
@@ -658,12 +736,15 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                   args.take_front(numInputs), entry, intrinsics,
                   rowCacheBytes, kernel);
       layouts.push_back(std::string(perElement ? "element." : "row.") +
-                        (blockScope ? "block" : "warp"));
+                        (blockScope ? "block" : "warp") +
+                        (numGroups > 1
+                             ? ".groups=" + std::to_string(numGroups)
+                             : ""));
       if (partner[nestIndex] >= 0)
         layouts.push_back("element.block.in-row");
       launch.maxBlocks = std::max<uint64_t>(
-          launch.maxBlocks,
-          blockScope ? units : ceilDiv(units, warpsPerBlock));
+          launch.maxBlocks, blockScope ? units * numGroups
+                                       : ceilDiv(units * numGroups, warpsPerBlock));
       continue;
     }
 

@@ -32,6 +32,13 @@
 //     stride over the row's last dimension writing the results.
 //   - element: the nest's results are such reductions themselves (a row
 //     sum, a loss): a warp (or block) per output element, lane 0 stores.
+//     In a `horizontal` fusion (independent reduction kernels packed by
+//     kiln-fuse's horizontal-reductions) each independent group of the
+//     nest's results (cudaResultGroups) has units of its own: the unit
+//     loop runs over groups x elements, unit u building group u / elements
+//     at element u % elements under one scf.if per group (a warp's lanes
+//     share the unit, so they take the same branch and their shuffles stay
+//     converged); the layout word is "element.warp.groups=N".
 //     A block-scope element nest whose elements are the rows of a
 //     block-scope row nest (a loss per row beside its logits gradient) is
 //     built in that nest's unit body, before the lane loop, so the
@@ -141,7 +148,9 @@ struct CudaKernelSource {
   std::string source; // a complete CUDA C++ translation unit
   CudaLaunchRule launch;
   // One word per nest: "elementwise", "elementwise.v4", "row.warp",
-  // "row.block", "element.warp", "element.block", "scatter.block", or
+  // "row.block", "element.warp", "element.block", "element.warp.groups=N"
+  // (or .block.) for an element nest of N independent groups,
+  // "scatter.block", or
   // "element.block.in-row" for an element nest built in the rows of the
   // row.block nest before it (for reports and tests).
   llvm::SmallVector<std::string, 2> layouts;
@@ -170,6 +179,14 @@ constexpr int64_t kCudaStaticSharedReserve = 1024;
 // kCudaStaticSharedReserve. For several architectures, the smallest.
 int64_t cudaRowCacheBytes(unsigned arch);
 int64_t cudaRowCacheBytes(llvm::ArrayRef<unsigned> archs);
+
+// The independent groups among |results| (indices of |fusion|'s results)
+// that the element layout gives units of their own: in a `horizontal`
+// fusion, results joined when they reach a common kiln.reduce (a result
+// reaching none is a group of its own), in result order; in any other
+// fusion, one group of all of them.
+llvm::SmallVector<llvm::SmallVector<unsigned, 2>>
+cudaResultGroups(FusionOp fusion, llvm::ArrayRef<unsigned> results);
 
 // Builds the kernel of |fusion| (not `gemm`) as an MLIR module holding
 // `func.func @kernel` (memref arguments: inputs then outputs) and the

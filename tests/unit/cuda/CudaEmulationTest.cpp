@@ -403,6 +403,103 @@ func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x7
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
 
+// A horizontal fusion of independent reductions with epilogues (what
+// kiln-fuse's horizontal-reductions packs: the layer norms' split scale
+// and bias gradients with their Adam updates): every group of results that
+// shares a reduce gets units of its own (element.warp.groups=N), each unit
+// building only its group under an if. Groups: an Adam-like update after a
+// column sum of 64 partials (three results, one reduce, a rank-0 step
+// read by every group), a bf16 column max over 40 rows, and a row sum of
+// 100 elements with two results sharing it. 3 groups x 7 results = 21
+// units over the 6 warps of the emulated grid (3 blocks of 64 threads):
+// the grid-stride loop wraps unevenly. A second fusion has results of
+// shape 3x5 (the group's element index delinearized) and 2 groups, a
+// third two scalar reductions (one unit per group), a fourth two row
+// reductions of 2048+ elements (a block per unit: the block's barriers
+// inside one group's branch, which every thread of the block takes).
+TEST_F(CudaEmulationTest, HorizontalReductionsGetUnitsPerGroup) {
+  const char *text = R"mlir(
+func.func @main(%p: tensor<64x7xf32>, %m: tensor<7xf32>, %w: tensor<7xf32>, %t: tensor<f32>,
+                %q: tensor<40x7xbf16>, %r: tensor<7x100xf32>,
+                %a: tensor<50x3x5xf32>, %b: tensor<3x5x90xf32>, %c: tensor<300xf32>,
+                %d: tensor<4x70xf32>, %e: tensor<2x3000xf32>, %f: tensor<2x2500xbf16>)
+    -> (tensor<7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<7xbf16>, tensor<7xf32>, tensor<7xf32>,
+        tensor<3x5xf32>, tensor<3x5xf32>, tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xbf16>) {
+  %h:6 = kiln.fusion horizontal (%p, %m, %w, %t, %q, %r) : (tensor<64x7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<f32>, tensor<40x7xbf16>, tensor<7x100xf32>) -> (tensor<7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<7xbf16>, tensor<7xf32>, tensor<7xf32>) {
+  ^bb0(%ap: tensor<64x7xf32>, %am: tensor<7xf32>, %aw: tensor<7xf32>, %at: tensor<f32>, %aq: tensor<40x7xbf16>, %ar: tensor<7x100xf32>):
+    %g = kiln.reduce sum %ap, dims = [0] : tensor<64x7xf32> -> tensor<7xf32>
+    %beta = kiln.constant dense<0.9> : tensor<7xf32>
+    %mb = kiln.mul %am, %beta : tensor<7xf32>
+    %mn = kiln.add %mb, %g : tensor<7xf32>
+    %te = kiln.exp %at : tensor<f32>
+    %tb = kiln.broadcast_in_dim %te, dims = [] : tensor<f32> -> tensor<7xf32>
+    %sq = kiln.mul %g, %g : tensor<7xf32>
+    %den = kiln.add %sq, %tb : tensor<7xf32>
+    %st = kiln.div %mn, %den : tensor<7xf32>
+    %wn = kiln.sub %aw, %st : tensor<7xf32>
+    %mx = kiln.reduce max %aq, dims = [0] : tensor<40x7xbf16> -> tensor<7xbf16>
+    %rs = kiln.reduce sum %ar, dims = [1] : tensor<7x100xf32> -> tensor<7xf32>
+    %re = kiln.exp %rs : tensor<7xf32>
+    kiln.yield %g, %mn, %wn, %mx, %rs, %re : tensor<7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<7xbf16>, tensor<7xf32>, tensor<7xf32>
+  }
+  %k:2 = kiln.fusion horizontal (%a, %b) : (tensor<50x3x5xf32>, tensor<3x5x90xf32>) -> (tensor<3x5xf32>, tensor<3x5xf32>) {
+  ^bb0(%aa: tensor<50x3x5xf32>, %ab: tensor<3x5x90xf32>):
+    %ca = kiln.reduce sum %aa, dims = [0] : tensor<50x3x5xf32> -> tensor<3x5xf32>
+    %cb = kiln.reduce max %ab, dims = [2] : tensor<3x5x90xf32> -> tensor<3x5xf32>
+    kiln.yield %ca, %cb : tensor<3x5xf32>, tensor<3x5xf32>
+  }
+  %s:2 = kiln.fusion horizontal (%c, %d) : (tensor<300xf32>, tensor<4x70xf32>) -> (tensor<f32>, tensor<f32>) {
+  ^bb0(%ac: tensor<300xf32>, %ad: tensor<4x70xf32>):
+    %sc = kiln.reduce sum %ac, dims = [0] : tensor<300xf32> -> tensor<f32>
+    %sd = kiln.reduce max %ad, dims = [0, 1] : tensor<4x70xf32> -> tensor<f32>
+    kiln.yield %sc, %sd : tensor<f32>, tensor<f32>
+  }
+  %l:2 = kiln.fusion horizontal (%e, %f) : (tensor<2x3000xf32>, tensor<2x2500xbf16>) -> (tensor<2xf32>, tensor<2xbf16>) {
+  ^bb0(%ae: tensor<2x3000xf32>, %af: tensor<2x2500xbf16>):
+    %le = kiln.reduce sum %ae, dims = [1] : tensor<2x3000xf32> -> tensor<2xf32>
+    %lf = kiln.reduce max %af, dims = [1] : tensor<2x2500xbf16> -> tensor<2xbf16>
+    kiln.yield %le, %lf : tensor<2xf32>, tensor<2xbf16>
+  }
+  return %h#0, %h#1, %h#2, %h#3, %h#4, %h#5, %k#0, %k#1, %s#0, %s#1, %l#0, %l#1 : tensor<7xf32>, tensor<7xf32>, tensor<7xf32>, tensor<7xbf16>, tensor<7xf32>, tensor<7xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<f32>, tensor<f32>, tensor<2xf32>, tensor<2xbf16>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = baseSeed();
+  int i = 0;
+  std::vector<uint64_t> maxBlocks;
+  module->walk([&](FusionOp fusion) {
+    EXPECT_EQ(add(fusion, "h" + std::to_string(i), seed + i, 4), "");
+    FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, "again");
+    ASSERT_TRUE(succeeded(source));
+    maxBlocks.push_back(source->launch.maxBlocks);
+    ++i;
+  });
+  EXPECT_EQ(layouts["element.warp.groups=3"], 1);
+  EXPECT_EQ(layouts["element.warp.groups=2"], 2);
+  EXPECT_EQ(layouts["element.block.groups=2"], 1);
+  // A warp per unit, 8 warps per 256-thread block: 21, 30 and 2 units; a
+  // block per unit for rows of 2048+ elements: 2 groups x 2 rows.
+  EXPECT_EQ(maxBlocks, (std::vector<uint64_t>{3, 4, 1, 4}));
+  ASSERT_EQ(kernels.size(), 4u);
+  // Every group's reduction is shared by its unit's lanes (built in its
+  // branch, not hoisted out of it for one thread to build alone).
+  auto count = [](const std::string &text, const std::string &needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos;
+         at = text.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count(kernels[0].source, ", kiln_sum());"), 2u);
+  EXPECT_EQ(count(kernels[0].source, ", kiln_max());"), 1u);
+  EXPECT_EQ(count(kernels[2].source, ", kiln_sum());"), 1u);
+  EXPECT_EQ(count(kernels[2].source, ", kiln_max());"), 1u);
+  EXPECT_EQ(count(kernels[3].source, "= kiln_block_allreduce("), 2u);
+  runAll();
+  EXPECT_EQ(ran, 4u) << "seed " << seed;
+}
+
 // A softmax cross-entropy's loss and logits gradient (the GPT's loss, rows
 // of 5000 classes standing in for its 50304) in one multi-output fusion:
 // one kernel, the loss built in the gradient's row (a block per row), and

@@ -76,6 +76,13 @@ protected:
       splitStages += type.getRank() == 3 &&
                      reduce.getDimensions() == ArrayRef<int64_t>{1};
     });
+    // Reductions inside horizontal fusions (kiln-fuse's
+    // horizontal-reductions: the split second stages with their updates).
+    packedReductions = 0;
+    func.walk([&](FusionOp fusion) {
+      if (fusion.getKind() == FusionKind::horizontal)
+        fusion.walk([&](ReduceOp) { ++packedReductions; });
+    });
 
     // The package, as CudaCompile.cpp builds it (sources only: the fake's
     // NVRTC hands them to the host build below).
@@ -191,6 +198,8 @@ protected:
   int attentionCalls = 0, packedAttentionCalls = 0;
   // Split column reductions' first stages in the last check's step.
   int splitStages = 0;
+  // Reduces inside horizontal fusions in the last check's step.
+  int packedReductions = 0;
   double worstError = 0;
 };
 
@@ -250,8 +259,11 @@ TEST_F(CudaStepEmulationTest, GptBF16SplitColumnReductions) {
   options.seq = 256;
   options.batch = 4;
   check(cli::buildGpt(&context, options), AmpMode::bf16, "gpt-bf16-split");
-  // ln1, ln2 and ln_f: a scale and a shift gradient each.
+  // ln1, ln2 and ln_f: a scale and a shift gradient each; their second
+  // stages, each with its Adam update, share one horizontal kernel (a
+  // warp per result and group), run in place on the optimizer state.
   EXPECT_EQ(splitStages, 6);
+  EXPECT_EQ(packedReductions, 6);
   EXPECT_EQ(packedAttentionCalls, 2);
 }
 

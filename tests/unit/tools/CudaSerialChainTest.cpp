@@ -4,13 +4,16 @@
 // codegen/cuda/CudaEmitter.h, worked out by hand: a column reduction gives
 // one thread per result all its rows; a row reduction is shared by a
 // warp's 32 lanes, or a block's 256 threads from 2048 elements on; the
-// longest chain wins.
+// longest chain wins; a horizontal fusion's independent groups each bring
+// threads of their own.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/CudaCompile.h"
 
 #include "tools/kiln/lib/ModuleLoader.h"
+
+#include "ir/KilnOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -79,6 +82,45 @@ TEST_F(CudaSerialChainTest, RowReductionsAreShared) {
     })mlir");
   EXPECT_EQ(blockSteps, (50304u + 255u) / 256u);
   EXPECT_EQ(blockThreads, 16u * 256u);
+}
+
+TEST_F(CudaSerialChainTest, HorizontalGroupsHaveThreadsOfTheirOwn) {
+  // kiln-fuse's horizontal-reductions: independent second stages of split
+  // scale gradients in one horizontal fusion, each group a warp per
+  // result (cudaColumnReductionLanes: 768 results, 256 or 64 rows). The
+  // longest chain is 256 / 32 = 8 loads; every group's warps run at once:
+  // three groups of 768 x 32 threads (the two results of the first share
+  // one reduce: one group). The same body as a multi_output fusion is one
+  // group: one reduction's threads.
+  const char *body = R"mlir(
+    func.func @f(%a: tensor<256x768xf32>, %b: tensor<256x768xf32>, %c: tensor<64x768xf32>)
+        -> (tensor<768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<768xf32>) {
+      %r:4 = kiln.fusion KIND (%a, %b, %c) : (tensor<256x768xf32>, tensor<256x768xf32>, tensor<64x768xf32>) -> (tensor<768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<768xf32>) {
+      ^bb0(%x: tensor<256x768xf32>, %y: tensor<256x768xf32>, %z: tensor<64x768xf32>):
+        %s = kiln.reduce sum %x, dims = [0] : tensor<256x768xf32> -> tensor<768xf32>
+        %e = kiln.exp %s : tensor<768xf32>
+        %t = kiln.reduce sum %y, dims = [0] : tensor<256x768xf32> -> tensor<768xf32>
+        %u = kiln.reduce max %z, dims = [0] : tensor<64x768xf32> -> tensor<768xf32>
+        kiln.yield %s, %e, %t, %u : tensor<768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<768xf32>
+      }
+      return %r#0, %r#1, %r#2, %r#3 : tensor<768xf32>, tensor<768xf32>, tensor<768xf32>, tensor<768xf32>
+    })mlir";
+  auto chainOfKind = [&](const std::string &kind) {
+    std::string text = body;
+    text.replace(text.find("KIND"), 4, kind);
+    module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+    EXPECT_TRUE(module);
+    std::pair<uint64_t, uint64_t> chain;
+    if (module)
+      module->walk([&](FusionOp fusion) { chain = cudaSerialChain(fusion); });
+    return chain;
+  };
+  auto [steps, threads] = chainOfKind("horizontal");
+  EXPECT_EQ(steps, 8u);
+  EXPECT_EQ(threads, 3u * 768u * 32u);
+  auto [oneSteps, oneThreads] = chainOfKind("multi_output");
+  EXPECT_EQ(oneSteps, 8u);
+  EXPECT_EQ(oneThreads, 768u * 32u);
 }
 
 TEST_F(CudaSerialChainTest, NoReductionNoChain) {

@@ -40,8 +40,10 @@ bool haveNvrtc();
 // lanes (a block's threads from kBlockRowElements elements), each walking
 // its share; a column reduction gives one thread per result all of its
 // reduced elements, or a warp per result where cudaColumnReductionLanes
-// says so (assuming the reduction's results are its nest's). {0, 0}
-// without reductions.
+// says so (assuming the reduction's results are its nest's). In a
+// `horizontal` fusion the independent groups of results (cudaResultGroups)
+// each have threads of their own: the longest chain of any group, and the
+// sum of the groups' threads. {0, 0} without reductions.
 std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion);
 
 // "cuda" -> {90}; "cuda:sm_80,sm_90" -> {80, 90}. False with |error| when

@@ -209,6 +209,9 @@ struct NestUses {
   // nest's shape without its last dimension (row layout); 0 if none.
   int64_t elementReduce = 0, rowReduce = 0;
   bool loops = false; // any reduce, scatter_add or pooling op
+  // The most elements any reduce it reaches sums (what one thread walks
+  // where the layout does not share the reduce among lanes).
+  int64_t reduced = 0;
   // The scatter_adds it reaches (the scatter-rows layout takes one).
   SmallVector<ScatterAddOp, 1> scatters;
 };
@@ -236,6 +239,7 @@ NestUses usesOf(const LoopNest &nest, YieldOp yield) {
       int64_t count = 1;
       for (int64_t d : reduce.getDimensions())
         count *= operand.getDimSize(d);
+      uses.reduced = std::max(uses.reduced, count);
       if (rank > 0 && llvm::is_contained(reduce.getDimensions(), rank - 1) &&
           operand.getDimSize(rank - 1) > 1) {
         if (result == shape)
@@ -484,6 +488,15 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
   kernel.dynamicSharedBytes = 0;
   kernel.cachedInputs.clear();
   kernel.serialSteps = kernel.serialThreads = 0;
+  // The kernel's longest chain of dependent loads per thread (the longest
+  // of its nests'; on a tie, the one fewer threads make).
+  auto recordChain = [&](uint64_t steps, uint64_t threads) {
+    if (steps > kernel.serialSteps ||
+        (steps == kernel.serialSteps && steps && threads < kernel.serialThreads)) {
+      kernel.serialSteps = steps;
+      kernel.serialThreads = threads;
+    }
+  };
   FailureOr<KernelModel> model = buildKernelModel(fusion);
   if (failed(model))
     return failure();
@@ -624,12 +637,9 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       // A row's chain: per chunk of positions, the index loads, then the
       // matches' update loads (on average positions / rows per row).
       uint64_t chunk = uint64_t(kCudaBlockThreads) * 8;
-      uint64_t steps = 2 * ceilDiv(positions, chunk) +
-                       ceilDiv(positions, std::max<int64_t>(shape.front(), 1));
-      if (steps > kernel.serialSteps) {
-        kernel.serialSteps = steps;
-        kernel.serialThreads = uint64_t(units) * kCudaBlockThreads;
-      }
+      recordChain(2 * ceilDiv(positions, chunk) +
+                      ceilDiv(positions, std::max<int64_t>(shape.front(), 1)),
+                  uint64_t(units) * kCudaBlockThreads);
       continue;
     }
 
@@ -745,6 +755,9 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       launch.maxBlocks = std::max<uint64_t>(
           launch.maxBlocks, blockScope ? units * numGroups
                                        : ceilDiv(units * numGroups, warpsPerBlock));
+      // Each unit's lanes share its reductions: a lane walks its share.
+      uint64_t lanes = blockScope ? kCudaBlockThreads : 32;
+      recordChain(ceilDiv(count, lanes), uint64_t(units * numGroups) * lanes);
       continue;
     }
 
@@ -793,15 +806,14 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
     }
     layouts.push_back(width > 1 ? "elementwise.v" + std::to_string(width)
                                 : "elementwise");
-    // A scatter_add element scans every index position in order.
-    for (ScatterAddOp scatter : uses.scatters) {
-      uint64_t steps = cast<RankedTensorType>(scatter.getIndices().getType())
-                           .getNumElements();
-      if (steps > kernel.serialSteps) {
-        kernel.serialSteps = steps;
-        kernel.serialThreads = uint64_t(total);
-      }
-    }
+    // A thread builds its elements' reductions alone (a column reduction
+    // walks its rows), and a scatter_add element scans every position.
+    if (uses.reduced > 0)
+      recordChain(uint64_t(uses.reduced), uint64_t(total));
+    for (ScatterAddOp scatter : uses.scatters)
+      recordChain(cast<RankedTensorType>(scatter.getIndices().getType())
+                      .getNumElements(),
+                  uint64_t(total));
     launch.maxBlocks = std::max<uint64_t>(
         launch.maxBlocks, ceilDiv(ceilDiv(total, width), kCudaBlockThreads));
   }

@@ -159,12 +159,14 @@ struct CudaKernelSource {
   uint32_t dynamicSharedBytes = 0;
   // The inputs whose rows it caches (for reports and tests).
   llvm::SmallVector<unsigned, 2> cachedInputs;
-  // The longest chain of dependent steps one thread makes for a
-  // scatter_add, and how many threads make it (scatter.block: per row,
-  // two per chunk of positions plus the average matches; a scatter in an
-  // elementwise nest: every position); 0 without scatter_adds. The
-  // reductions' chains are derived from the fusion (cudaSerialChain in
-  // tools/kiln/lib/CudaCompile.h); the package takes the longer.
+  // The longest chain of dependent loads one thread makes, and how many
+  // threads make one (kiln inspect --roofline prices it by latency), from
+  // the layouts chosen: a warp's or block's lanes share a unit's reductions
+  // (each walks its share), an elementwise thread walks its elements'
+  // reductions alone (a column reduction's rows), a scatter-rows block
+  // makes two steps per chunk of positions plus the matches of its row, a
+  // scatter in an elementwise nest scans every position; a horizontal
+  // fusion's groups add their threads. 0 without reductions or scatters.
   uint64_t serialSteps = 0, serialThreads = 0;
 };
 

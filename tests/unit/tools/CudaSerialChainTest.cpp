@@ -1,10 +1,11 @@
 //===- CudaSerialChainTest.cpp - the chains a CUDA kernel's threads walk ----===//
 //
-// cudaSerialChain (tools/kiln/lib/CudaCompile.h) against the layouts of
-// codegen/cuda/CudaEmitter.h, worked out by hand: a column reduction gives
-// one thread per result all its rows; a row reduction is shared by a
-// warp's 32 lanes, or a block's 256 threads from 2048 elements on; the
-// longest chain wins; a horizontal fusion's independent groups each bring
+// cudaSerialChain (tools/kiln/lib/CudaCompile.h: the chain the CUDA
+// emitter reports for the layouts it chose, codegen/cuda/CudaEmitter.h)
+// against chains worked out by hand: a column reduction gives one thread
+// per result all its rows; a row reduction is shared by a warp's 32 lanes,
+// or a block's 256 threads from 2048 elements on; the longest chain of a
+// step's kernels wins; a horizontal fusion's independent groups each bring
 // threads of their own.
 //
 //===----------------------------------------------------------------------===//
@@ -31,10 +32,20 @@ protected:
     registerKilnDialects(registry);
     context.appendDialectRegistry(registry);
   }
+  // The longest chain of the module's fusions (on a tie, the one fewer
+  // threads make).
   std::pair<uint64_t, uint64_t> chainOf(const char *body) {
     module = mlir::parseSourceString<mlir::ModuleOp>(body, &context);
     EXPECT_TRUE(module);
-    return module ? cudaSerialChain(*module) : std::pair<uint64_t, uint64_t>{};
+    std::pair<uint64_t, uint64_t> longest{0, 0};
+    if (module)
+      module->walk([&](FusionOp fusion) {
+        auto chain = cudaSerialChain(fusion);
+        if (chain.first > longest.first ||
+            (chain.first == longest.first && chain.second < longest.second))
+          longest = chain;
+      });
+    return longest;
   }
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -44,7 +55,11 @@ TEST_F(CudaSerialChainTest, ColumnReductionIsOneThreadPerResult) {
   // A layer norm's scale gradient: 768 threads, 8192 rows each.
   auto [steps, threads] = chainOf(R"mlir(
     func.func @f(%x: tensor<8x1024x768xf32>) -> tensor<768xf32> {
-      %r = kiln.reduce sum %x, dims = [0, 1] : tensor<8x1024x768xf32> -> tensor<768xf32>
+      %r = kiln.fusion reduction (%x) : (tensor<8x1024x768xf32>) -> tensor<768xf32> {
+      ^bb0(%a: tensor<8x1024x768xf32>):
+        %s = kiln.reduce sum %a, dims = [0, 1] : tensor<8x1024x768xf32> -> tensor<768xf32>
+        kiln.yield %s : tensor<768xf32>
+      }
       return %r : tensor<768xf32>
     })mlir");
   EXPECT_EQ(steps, 8192u);
@@ -52,12 +67,21 @@ TEST_F(CudaSerialChainTest, ColumnReductionIsOneThreadPerResult) {
 }
 
 TEST_F(CudaSerialChainTest, SplitStagesAreShort) {
-  // kiln-split-reductions' stages: 64 x 768 threads over 128 rows, then
-  // 768 threads over 64 partials; the longer chain is the first's.
+  // kiln-split-reductions' stages, two kernels: 64 x 768 threads over 128
+  // rows, then a warp per result over 64 partials (2 loads a lane); the
+  // longer chain is the first's.
   auto [steps, threads] = chainOf(R"mlir(
     func.func @f(%x: tensor<64x128x768xf32>) -> tensor<768xf32> {
-      %p = kiln.reduce sum %x, dims = [1] : tensor<64x128x768xf32> -> tensor<64x768xf32>
-      %r = kiln.reduce sum %p, dims = [0] : tensor<64x768xf32> -> tensor<768xf32>
+      %p = kiln.fusion reduction (%x) : (tensor<64x128x768xf32>) -> tensor<64x768xf32> {
+      ^bb0(%a: tensor<64x128x768xf32>):
+        %s = kiln.reduce sum %a, dims = [1] : tensor<64x128x768xf32> -> tensor<64x768xf32>
+        kiln.yield %s : tensor<64x768xf32>
+      }
+      %r = kiln.fusion reduction (%p) : (tensor<64x768xf32>) -> tensor<768xf32> {
+      ^bb0(%a: tensor<64x768xf32>):
+        %s = kiln.reduce sum %a, dims = [0] : tensor<64x768xf32> -> tensor<768xf32>
+        kiln.yield %s : tensor<768xf32>
+      }
       return %r : tensor<768xf32>
     })mlir");
   EXPECT_EQ(steps, 128u);
@@ -69,15 +93,23 @@ TEST_F(CudaSerialChainTest, RowReductionsAreShared) {
   // element row (the logits): 197 steps per thread, 256 threads per row.
   auto [warpSteps, warpThreads] = chainOf(R"mlir(
     func.func @f(%x: tensor<8192x768xf32>) -> tensor<8192xf32> {
-      %r = kiln.reduce max %x, dims = [1] : tensor<8192x768xf32> -> tensor<8192xf32>
+      %r = kiln.fusion reduction (%x) : (tensor<8192x768xf32>) -> tensor<8192xf32> {
+      ^bb0(%a: tensor<8192x768xf32>):
+        %m = kiln.reduce max %a, dims = [1] : tensor<8192x768xf32> -> tensor<8192xf32>
+        kiln.yield %m : tensor<8192xf32>
+      }
       return %r : tensor<8192xf32>
     })mlir");
   EXPECT_EQ(warpSteps, 24u);
   EXPECT_EQ(warpThreads, 8192u * 32u);
   auto [blockSteps, blockThreads] = chainOf(R"mlir(
     func.func @f(%x: tensor<16x50304xbf16>) -> tensor<16xf32> {
-      %c = kiln.convert %x : tensor<16x50304xbf16> -> tensor<16x50304xf32>
-      %r = kiln.reduce sum %c, dims = [1] : tensor<16x50304xf32> -> tensor<16xf32>
+      %r = kiln.fusion reduction (%x) : (tensor<16x50304xbf16>) -> tensor<16xf32> {
+      ^bb0(%a: tensor<16x50304xbf16>):
+        %c = kiln.convert %a : tensor<16x50304xbf16> -> tensor<16x50304xf32>
+        %s = kiln.reduce sum %c, dims = [1] : tensor<16x50304xf32> -> tensor<16xf32>
+        kiln.yield %s : tensor<16xf32>
+      }
       return %r : tensor<16xf32>
     })mlir");
   EXPECT_EQ(blockSteps, (50304u + 255u) / 256u);
@@ -123,10 +155,45 @@ TEST_F(CudaSerialChainTest, HorizontalGroupsHaveThreadsOfTheirOwn) {
   EXPECT_EQ(oneThreads, 768u * 32u);
 }
 
+TEST_F(CudaSerialChainTest, ScatterRowsScanInChunks) {
+  // An embedding's gradient, 8192 positions into 50304 rows: a block per
+  // row, two steps per chunk of 2048 positions (4 chunks) plus the row's
+  // matches (8192 / 50304: 1). A rank-1 scatter takes no row layout: every
+  // element's thread scans all 8192 positions.
+  auto [steps, threads] = chainOf(R"mlir(
+    func.func @f(%i: tensor<8x1024xi32>, %u: tensor<8x1024x768xf32>) -> tensor<50304x768xf32> {
+      %r = kiln.fusion loop (%i, %u) : (tensor<8x1024xi32>, tensor<8x1024x768xf32>) -> tensor<50304x768xf32> {
+      ^bb0(%a: tensor<8x1024xi32>, %b: tensor<8x1024x768xf32>):
+        %z = kiln.constant dense<0.0> : tensor<50304x768xf32>
+        %s = kiln.scatter_add %z, %a, %b : (tensor<50304x768xf32>, tensor<8x1024xi32>, tensor<8x1024x768xf32>) -> tensor<50304x768xf32>
+        kiln.yield %s : tensor<50304x768xf32>
+      }
+      return %r : tensor<50304x768xf32>
+    })mlir");
+  EXPECT_EQ(steps, 2u * 4u + 1u);
+  EXPECT_EQ(threads, 50304u * 256u);
+  auto [flatSteps, flatThreads] = chainOf(R"mlir(
+    func.func @f(%i: tensor<8192xi32>, %u: tensor<8192xf32>) -> tensor<1000xf32> {
+      %r = kiln.fusion loop (%i, %u) : (tensor<8192xi32>, tensor<8192xf32>) -> tensor<1000xf32> {
+      ^bb0(%a: tensor<8192xi32>, %b: tensor<8192xf32>):
+        %z = kiln.constant dense<0.0> : tensor<1000xf32>
+        %s = kiln.scatter_add %z, %a, %b : (tensor<1000xf32>, tensor<8192xi32>, tensor<8192xf32>) -> tensor<1000xf32>
+        kiln.yield %s : tensor<1000xf32>
+      }
+      return %r : tensor<1000xf32>
+    })mlir");
+  EXPECT_EQ(flatSteps, 8192u);
+  EXPECT_EQ(flatThreads, 1000u);
+}
+
 TEST_F(CudaSerialChainTest, NoReductionNoChain) {
   auto [steps, threads] = chainOf(R"mlir(
     func.func @f(%x: tensor<8192x768xf32>) -> tensor<8192x768xf32> {
-      %y = kiln.exp %x : tensor<8192x768xf32>
+      %y = kiln.fusion loop (%x) : (tensor<8192x768xf32>) -> tensor<8192x768xf32> {
+      ^bb0(%a: tensor<8192x768xf32>):
+        %e = kiln.exp %a : tensor<8192x768xf32>
+        kiln.yield %e : tensor<8192x768xf32>
+      }
       return %y : tensor<8192x768xf32>
     })mlir");
   EXPECT_EQ(steps, 0u);

@@ -61,12 +61,8 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
                        source->launch.maxBlocks, UINT32_MAX)),
                    1, 1};
     kernel.sharedMemoryBytes = source->dynamicSharedBytes;
-    std::tie(kernel.serialSteps, kernel.serialThreads) = cudaSerialChain(fusion);
-    if (source->serialSteps > kernel.serialSteps) {
-      // Layouts report the chains of scatter_adds (CudaKernelSource).
-      kernel.serialSteps = source->serialSteps;
-      kernel.serialThreads = source->serialThreads;
-    }
+    kernel.serialSteps = source->serialSteps;
+    kernel.serialThreads = source->serialThreads;
     CudaKernelReport report;
     report.name = name;
     report.entryPoint = entry;
@@ -105,63 +101,13 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
 } // namespace
 
 std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion) {
-  // The longest chain among |reduces| and how many threads walk it.
-  auto longest = [](llvm::ArrayRef<ReduceOp> reduces) {
-    uint64_t steps = 0, threads = 0;
-    for (ReduceOp reduce : reduces) {
-      auto type = mlir::cast<mlir::RankedTensorType>(reduce.getOperand().getType());
-      llvm::ArrayRef<int64_t> shape = type.getShape();
-      llvm::ArrayRef<int64_t> dims = reduce.getDimensions();
-      uint64_t reduced = 1, results = 1;
-      for (int64_t d = 0, e = shape.size(); d < e; ++d)
-        (llvm::is_contained(dims, d) ? reduced : results) *= uint64_t(shape[d]);
-      bool shared = !shape.empty() && llvm::is_contained(dims, int64_t(shape.size()) - 1);
-      uint64_t lanes =
-          !shared ? uint64_t(cudaColumnReductionLanes(int64_t(results), int64_t(reduced)))
-          : reduced >= uint64_t(kBlockRowElements) ? kCudaBlockThreads
-                                                   : 32;
-      uint64_t chain = (reduced + lanes - 1) / lanes;
-      if (chain > steps || (chain == steps && results * lanes < threads)) {
-        steps = chain;
-        threads = results * lanes;
-      }
-    }
-    return std::pair<uint64_t, uint64_t>{steps, threads};
-  };
-  // A horizontal fusion's independent groups (cudaResultGroups) run side
-  // by side, each on threads of its own: the longest chain of any group,
-  // walked by every group's threads together.
-  auto horizontal = mlir::dyn_cast<FusionOp>(fusion);
-  if (horizontal && horizontal.getKind() == FusionKind::horizontal) {
-    auto yield = mlir::cast<YieldOp>(horizontal.getBody().front().getTerminator());
-    llvm::SmallVector<unsigned> all;
-    for (unsigned i = 0, e = horizontal.getNumResults(); i < e; ++i)
-      all.push_back(i);
-    uint64_t steps = 0, threads = 0;
-    for (const auto &group : cudaResultGroups(horizontal, all)) {
-      llvm::SmallVector<ReduceOp> reduces;
-      llvm::SmallPtrSet<mlir::Operation *, 16> seen;
-      llvm::SmallVector<mlir::Value> work;
-      for (unsigned result : group)
-        work.push_back(yield.getOperand(result));
-      while (!work.empty()) {
-        mlir::Operation *op = work.pop_back_val().getDefiningOp();
-        if (!op || !seen.insert(op).second)
-          continue;
-        if (auto reduce = mlir::dyn_cast<ReduceOp>(op))
-          reduces.push_back(reduce);
-        for (mlir::Value operand : op->getOperands())
-          work.push_back(operand);
-      }
-      auto [groupSteps, groupThreads] = longest(reduces);
-      steps = std::max(steps, groupSteps);
-      threads += groupThreads;
-    }
-    return {steps, threads};
-  }
-  llvm::SmallVector<ReduceOp> reduces;
-  fusion->walk([&](ReduceOp reduce) { reduces.push_back(reduce); });
-  return longest(reduces);
+  auto op = mlir::dyn_cast<FusionOp>(fusion);
+  if (!op)
+    return {0, 0};
+  CudaKernelSource kernel;
+  if (mlir::failed(buildCudaKernelModule(op, kernel, /*rowCacheBytes=*/0)))
+    return {0, 0};
+  return {kernel.serialSteps, kernel.serialThreads};
 }
 
 bool haveNvrtc() {

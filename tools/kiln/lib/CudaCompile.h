@@ -35,15 +35,10 @@ bool haveNvrtc();
 // The longest chain of element loads one thread of |fusion|'s CUDA kernel
 // makes in order, and how many threads make such chains (the package
 // kernel's serialSteps and serialThreads, which kiln inspect --roofline
-// prices by memory latency): from codegen/cuda/CudaEmitter.h's layouts, a
-// reduction over its operand's last dimension is shared by a warp's 32
-// lanes (a block's threads from kBlockRowElements elements), each walking
-// its share; a column reduction gives one thread per result all of its
-// reduced elements, or a warp per result where cudaColumnReductionLanes
-// says so (assuming the reduction's results are its nest's). In a
-// `horizontal` fusion the independent groups of results (cudaResultGroups)
-// each have threads of their own: the longest chain of any group, and the
-// sum of the groups' threads. {0, 0} without reductions.
+// prices by memory latency), as the emitter reports them from the layouts
+// it chose (CudaKernelSource::serialSteps, codegen/cuda/CudaEmitter.h).
+// {0, 0} without reductions or scatters, or when |fusion| is not a fusion
+// the emitter builds.
 std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion);
 
 // "cuda" -> {90}; "cuda:sm_80,sm_90" -> {80, 90}. False with |error| when

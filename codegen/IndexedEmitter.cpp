@@ -228,17 +228,8 @@ ElementEmitter::emitScatterRows(ScatterAddOp scatter, ValueRange outer,
   b_.setInsertionPointToStart(matches.getBody());
   Value flat = match(b_, loc, matches.getInductionVar());
   // The position's indices (row-major over the indices' shape).
-  ArrayRef<int64_t> shape = indicesType.getShape();
-  SmallVector<Value, 4> position(shape.size());
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (i == 0) {
-      position[i] = flat;
-      break;
-    }
-    Value extent = b_.create<arith::ConstantIndexOp>(loc, shape[i]);
-    position[i] = b_.create<arith::RemUIOp>(loc, flat, extent);
-    flat = b_.create<arith::DivUIOp>(loc, flat, extent);
-  }
+  SmallVector<Value, 4> position =
+      delinearizeIndex(b_, loc, flat, indicesType.getShape());
   SmallVector<Value, 4> sums;
   for (auto [column, carried] :
        llvm::zip(columns, matches.getRegionIterArgs())) {

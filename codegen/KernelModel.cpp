@@ -40,6 +40,25 @@ bool isModeled(Operation *op) {
 
 } // namespace
 
+SmallVector<Value, 4> delinearizeIndex(OpBuilder &b, Location loc, Value flat,
+                                       ArrayRef<int64_t> shape) {
+  SmallVector<Value, 4> ivs(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) {
+      ivs[i] = b.create<arith::ConstantIndexOp>(loc, 0);
+      continue;
+    }
+    if (i == 0) {
+      ivs[i] = flat;
+      break;
+    }
+    Value extent = b.create<arith::ConstantIndexOp>(loc, shape[i]);
+    ivs[i] = b.create<arith::RemUIOp>(loc, flat, extent);
+    flat = b.create<arith::DivUIOp>(loc, flat, extent);
+  }
+  return ivs;
+}
+
 FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {
   if (fusion.getKind() == FusionKind::gemm)
     return fusion.emitOpError()

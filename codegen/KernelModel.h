@@ -60,6 +60,13 @@ struct KernelModel {
 // naming the first body op the model cannot express.
 mlir::FailureOr<KernelModel> buildKernelModel(FusionOp fusion);
 
+// |flat| as indices into |shape| (row-major, index values built at |b|'s
+// insertion point); unit dimensions get the constant 0.
+llvm::SmallVector<mlir::Value, 4> delinearizeIndex(mlir::OpBuilder &b,
+                                                   mlir::Location loc,
+                                                   mlir::Value flat,
+                                                   llvm::ArrayRef<int64_t> shape);
+
 // Target hooks: how an element of an input or of a non-splat constant is
 // read at given `index` values.
 class KernelHooks {

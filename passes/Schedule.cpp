@@ -177,17 +177,7 @@ struct Graph {
       // copy after the step): they run before the update's producer.
       // Only readers not already before it (an edge implied by others
       // would only perturb the orders' tie-breaking).
-      std::vector<bool> before(size(), false);
-      std::vector<int> stack = {producer};
-      while (!stack.empty()) {
-        int i = stack.back();
-        stack.pop_back();
-        for (int p : preds[i])
-          if (!before[p]) {
-            before[p] = true;
-            stack.push_back(p);
-          }
-      }
+      std::vector<bool> before = reachable(producer, preds);
       llvm::SmallVector<int> readers;
       for (int reader : argumentReaders.lookup(updates.getInt()))
         if (reader != producer && !before[reader] &&
@@ -223,19 +213,27 @@ struct Graph {
   // Adds the dependences from each of |from| -> |to|, but for those there
   // already or that would close a cycle (|to| already comes before that
   // op: the rule then yields).
-  void addEdges(llvm::ArrayRef<int> from, int to) {
-    std::vector<bool> after(size(), false); // what depends on |to|
-    std::vector<int> stack = {to};
-    after[to] = true;
+  // The ops reachable from |start| through |edges| (preds or succs),
+  // |start| itself included.
+  std::vector<bool> reachable(int start,
+                              const std::vector<std::vector<int>> &edges) const {
+    std::vector<bool> seen(size(), false);
+    std::vector<int> stack = {start};
+    seen[start] = true;
     while (!stack.empty()) {
       int i = stack.back();
       stack.pop_back();
-      for (int s : succs[i])
-        if (!after[s]) {
-          after[s] = true;
-          stack.push_back(s);
+      for (int next : edges[i])
+        if (!seen[next]) {
+          seen[next] = true;
+          stack.push_back(next);
         }
     }
+    return seen;
+  }
+
+  void addEdges(llvm::ArrayRef<int> from, int to) {
+    std::vector<bool> after = reachable(to, succs); // what depends on |to|
     for (int f : from) {
       if (after[f] || llvm::is_contained(preds[to], f))
         continue;

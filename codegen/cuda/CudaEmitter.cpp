@@ -259,25 +259,6 @@ NestUses usesOf(const LoopNest &nest, YieldOp yield) {
   return uses;
 }
 
-// |flat| as indices into |shape| (row-major); unit dimensions get 0.
-SmallVector<Value, 4> delinearize(OpBuilder &b, Location loc, Value flat,
-                                  ArrayRef<int64_t> shape) {
-  SmallVector<Value, 4> ivs(shape.size());
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 1) {
-      ivs[i] = b.create<arith::ConstantIndexOp>(loc, 0);
-      continue;
-    }
-    if (i == 0) {
-      ivs[i] = flat;
-      break;
-    }
-    Value extent = b.create<arith::ConstantIndexOp>(loc, shape[i]);
-    ivs[i] = b.create<arith::RemUIOp>(loc, flat, extent);
-    flat = b.create<arith::DivUIOp>(loc, flat, extent);
-  }
-  return ivs;
-}
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -585,7 +566,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
           b.create<scf::ForOp>(loc, unit, constant(b, units), unitCount);
       OpBuilder ub = OpBuilder::atBlockTerminator(loop.getBody());
       SmallVector<Value, 4> outer =
-          delinearize(ub, loc, loop.getInductionVar(), unitShape);
+          delinearizeIndex(ub, loc, loop.getInductionVar(), unitShape);
       // Every thread makes the same passes (the chunk loop's barriers).
       auto pass = ub.create<scf::ForOp>(
           loc, constant(ub, 0), constant(ub, columns),
@@ -681,7 +662,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       hooks.setCooperative(unitBody, lane, laneCount, blockScope);
       SmallVector<Value, 4> outer;
       if (numGroups == 1)
-        outer = delinearize(nb, loc, loop.getInductionVar(), unitShape);
+        outer = delinearizeIndex(nb, loc, loop.getInductionVar(), unitShape);
       ElementEmitter emitter(*model, hooks, nb);
       // |results| built by every lane with |eb| at |at|; lane 0 stores.
       auto storeFromLaneZero = [&](OpBuilder &sb, ElementEmitter &eb,
@@ -716,7 +697,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
           auto branch = nb.create<scf::IfOp>(loc, taken, /*withElseRegion=*/false);
           OpBuilder gb = branch.getThenBodyBuilder();
           hooks.setCooperative(branch.thenBlock(), lane, laneCount, blockScope);
-          SmallVector<Value, 4> at = delinearize(gb, loc, element, unitShape);
+          SmallVector<Value, 4> at = delinearizeIndex(gb, loc, element, unitShape);
           ElementEmitter groupEmitter(*model, hooks, gb);
           storeFromLaneZero(gb, groupEmitter, at, results);
         }
@@ -787,7 +768,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                                   loc, base,
                                   nb.create<arith::ConstantIndexOp>(loc, k))
                                 .getResult();
-      elementIvs.push_back(delinearize(nb, loc, flat, shape));
+      elementIvs.push_back(delinearizeIndex(nb, loc, flat, shape));
     }
     if (width > 1)
       hooks.setVector(width, shape, loop.getBody(), base, elementIvs);

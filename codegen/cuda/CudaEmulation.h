@@ -72,31 +72,29 @@ inline unsigned char *kiln_emulation_dynamic_shared() {
 
 inline void __syncthreads() { kiln_emulation::block->arrive_and_wait(); }
 
-template <class T> T __shfl_xor_sync(unsigned, T value, int laneMask) {
+// Every lane of the warp publishes |value|, then reads lane |source|'s
+// (between two warp barriers, so no lane overwrites a slot still read).
+template <class T> T kiln_emulation_shuffle(T value, unsigned source) {
   static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
   unsigned t = threadIdx.x;
   std::barrier<> &warp = *kiln_emulation::warps[t / 32];
   std::memcpy(&kiln_emulation::slots[t], &value, sizeof(T));
   warp.arrive_and_wait();
   T result;
-  std::memcpy(&result, &kiln_emulation::slots[(t & ~31u) | ((t & 31u) ^ unsigned(laneMask))],
-              sizeof(T));
+  std::memcpy(&result, &kiln_emulation::slots[source], sizeof(T));
   warp.arrive_and_wait();
   return result;
 }
 
+template <class T> T __shfl_xor_sync(unsigned, T value, int laneMask) {
+  unsigned t = threadIdx.x;
+  return kiln_emulation_shuffle(value, (t & ~31u) | ((t & 31u) ^ unsigned(laneMask)));
+}
+
 // Lane t gets lane t - delta's value (its own below delta).
 template <class T> T __shfl_up_sync(unsigned, T value, unsigned delta) {
-  static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
   unsigned t = threadIdx.x;
-  std::barrier<> &warp = *kiln_emulation::warps[t / 32];
-  std::memcpy(&kiln_emulation::slots[t], &value, sizeof(T));
-  warp.arrive_and_wait();
-  T result = value;
-  if ((t & 31u) >= delta)
-    std::memcpy(&result, &kiln_emulation::slots[t - delta], sizeof(T));
-  warp.arrive_and_wait();
-  return result;
+  return kiln_emulation_shuffle(value, (t & 31u) >= delta ? t - delta : t);
 }
 
 template <class Body>

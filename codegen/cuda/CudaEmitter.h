@@ -4,9 +4,9 @@
 // exactly as the CPU kernel is (codegen/KernelModel.h's ElementEmitter
 // builds every element as arith/math/scf ops, reading inputs through
 // KernelHooks), only the loop structure around the elements and the hooks
-// differ; then a small printer writes that op subset (arith, math, scf.for,
-// scf.if, memref.load/store/get_global, func.call of the `kiln.*` thread
-// intrinsics below) as CUDA C++. So the CPU and CUDA backends share the
+// differ; then a small printer (CudaPrinter.cpp) writes that op subset
+// (arith, math, scf.for, scf.if, memref.load/store/get_global, func.call of
+// the `kiln.*` thread intrinsics below) as CUDA C++. So the CPU and CUDA backends share the
 // element semantics (the ScalarSemantics op table, index mapping of data
 // movement, reductions, gather/scatter/pooling) and differ only in
 // CudaHooks, the nest shapes and the printer. The printer refuses any op

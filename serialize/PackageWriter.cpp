@@ -60,7 +60,7 @@ Offset<fbs::Kernel> writeKernel(FlatBufferBuilder &b, const PackageKernel &k) {
   return fbs::CreateKernel(b, toFbs<fbs::KernelKind>(k.kind), name, entry,
                            source, ptx, cubinVec, object, &block, &grid,
                            k.sharedMemoryBytes, nodes, k.serialSteps,
-                           k.serialThreads);
+                           k.serialThreads, k.readBytes);
 }
 
 Offset<fbs::Thunk> writeThunk(FlatBufferBuilder &b, const PackageThunk &t) {

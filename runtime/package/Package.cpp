@@ -757,6 +757,7 @@ LoadedPackage copyOut(const pkg::Package *fb) {
       out.sourceNodes = copyStrings(k->source_nodes());
       out.serialSteps = k->serial_steps();
       out.serialThreads = k->serial_threads();
+      out.readBytes = k->read_bytes();
       p.kernels.push_back(std::move(out));
     }
   if (fb->thunks())

@@ -76,14 +76,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.2 is not supported: this reader reads 1.2 "
-            "(same major, minor at most 2)");
+            "package version 2.3 is not supported: this reader reads 1.3 "
+            "(same major, minor at most 3)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 3; }),
-            "package version 1.3 is not supported: this reader reads 1.2 "
-            "(same major, minor at most 2)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 4; }),
+            "package version 1.4 is not supported: this reader reads 1.3 "
+            "(same major, minor at most 3)");
 }
 
 TEST(PackageErrors, TargetKind) {

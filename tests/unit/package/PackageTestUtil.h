@@ -88,6 +88,7 @@ inline LoadedPackage makeSamplePackage() {
   cuda.sharedMemoryBytes = 1024;
   cuda.serialSteps = 128;
   cuda.serialThreads = 768;
+  cuda.readBytes = 4096;
   cuda.sourceNodes = {"softmax_cross_entropy_3"};
   p.kernels = {cpu, cuda};
 

@@ -215,6 +215,34 @@ TEST(PackageRooflineTest, SerialChainsCostLatency) {
   EXPECT_NE(table.find("1 latency-bound"), std::string::npos) << table;
 }
 
+// A gather reads only the table rows its indices name (the kernel's
+// readBytes, set by kiln compile --target=cuda): the embedding lookup's
+// 8192 rows of a 50304-row f32 table, not the table.
+TEST(PackageRooflineTest, GatherReadsItsRowsNotItsTable) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  uint32_t table = addBuffer(p, "wte", PkgDType::F32, {50304, 768});
+  uint32_t ids = addBuffer(p, "tokens", PkgDType::I32, {8, 1024});
+  uint32_t rows = addBuffer(p, "gather0.0", PkgDType::F32, {8, 1024, 768});
+  PackageKernel gather;
+  gather.kind = KernelKind::Cuda;
+  gather.name = "gather0";
+  uint64_t read = uint64_t(8192) * 768 * 4 + 8192 * 4;
+  gather.readBytes = read;
+  p.kernels = {gather};
+  addThunk(p, ThunkKind::KernelLaunch, {table, ids}, {rows}).kernel = 0;
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  ASSERT_EQ(r.thunks.size(), 1u);
+  EXPECT_EQ(r.thunks[0].bytes, read + p.buffers[rows].size);
+  // Without it (a package before 1.3, or a kernel that reads its operands
+  // whole) every operand counts whole.
+  p.kernels[0].readBytes = 0;
+  r = predictPackageRoofline(p, d);
+  EXPECT_EQ(r.thunks[0].bytes,
+            p.buffers[table].size + p.buffers[ids].size + p.buffers[rows].size);
+}
+
 TEST(PackageRooflineTest, PackedAttentionCosts) {
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;

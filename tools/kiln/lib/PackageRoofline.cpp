@@ -161,6 +161,12 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
         const PackageKernel &k = p.kernels[t.kernel];
         cost.name = sourceName(k);
         os << k.name;
+        // A gather reads only the table rows its indices name.
+        if (k.readBytes > 0) {
+          cost.bytes = k.readBytes;
+          for (uint32_t b : t.results)
+            cost.bytes += bufferBytes(b);
+        }
         // Threads that each load a long chain in order wait on latency.
         if (k.serialSteps > 0) {
           double resident = double(std::max<int64_t>(d.multiprocessors, 1)) *

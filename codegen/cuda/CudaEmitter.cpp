@@ -10,6 +10,7 @@
 
 #include "codegen/KernelModel.h"
 #include "ir/HostTensor.h"
+#include "ir/ScalarSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -475,6 +476,123 @@ cudaResultGroups(FusionOp fusion, ArrayRef<unsigned> results) {
   return groups;
 }
 
+namespace {
+
+// The row-group layout's plan (CudaEmitter.h): a kernel of two nests, the
+// rows [R..., C] of row reductions over C and the partials [G, C], whose
+// results reach only reduce sums of reshape(v, [G, S, C]) over S (v of the
+// row shape) and elementwise ops of [G, C].
+struct RowGroupPlan {
+  unsigned rowNest = 0, partialNest = 0;
+  int64_t groups = 0, rowsPerGroup = 0, columns = 0;
+  int64_t rowReduces = 0; // the row reductions the row nest builds per row
+  SmallVector<ReduceOp, 2> partials;
+};
+
+constexpr int64_t kRowGroupMaxColumnsPerThread = 4;
+
+// The row-group layout's block: kCudaBlockThreads, or as many threads as
+// the row has columns (rounded up to a warp) up to 1024.
+unsigned rowGroupBlockThreads(int64_t columns) {
+  if (columns <= int64_t(kCudaBlockThreads))
+    return kCudaBlockThreads;
+  return unsigned(std::min<int64_t>(1024, (columns + 31) / 32 * 32));
+}
+
+std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
+                                           ArrayRef<NestUses> uses,
+                                           YieldOp yield) {
+  if (model.nests.size() != 2)
+    return std::nullopt;
+  for (unsigned r = 0; r < 2; ++r) {
+    const LoopNest &rows = model.nests[r], &parts = model.nests[1 - r];
+    if (!uses[r].rowReduce || uses[r].elementReduce ||
+        !uses[r].scatters.empty() || rows.shape.size() < 2 ||
+        parts.shape.size() != 2 || parts.shape[1] != rows.shape.back())
+      continue;
+    RowGroupPlan plan;
+    plan.rowNest = r;
+    plan.partialNest = 1 - r;
+    plan.groups = parts.shape[0];
+    plan.columns = parts.shape[1];
+    int64_t rowCount = product(ArrayRef<int64_t>(rows.shape).drop_back());
+    // Everything the partial results reach: the partials, elementwise ops
+    // of [G, C] after them, and whatever the partials' operands read.
+    bool ok = true;
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    SmallVector<Value> work;
+    for (unsigned result : parts.results)
+      work.push_back(yield.getOperand(result));
+    while (ok && !work.empty()) {
+      Value v = work.pop_back_val();
+      Operation *op = v.getDefiningOp();
+      if (!op || !seen.insert(op).second)
+        continue;
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        auto reshape = reduce.getOperand().getDefiningOp<ReshapeOp>();
+        ArrayRef<int64_t> s =
+            cast<RankedTensorType>(reduce.getOperand().getType()).getShape();
+        if (reduce.getKind() != ReduceKind::sum ||
+            reduce.getDimensions() != ArrayRef<int64_t>{1} || s.size() != 3 ||
+            s[0] != plan.groups || s[2] != plan.columns ||
+            s[0] * s[1] != rowCount ||
+            !isa<FloatType>(reduce.getType().getElementType()) ||
+            (plan.rowsPerGroup && plan.rowsPerGroup != s[1])) {
+          ok = false;
+          break;
+        }
+        plan.rowsPerGroup = s[1];
+        if (!llvm::is_contained(plan.partials, reduce))
+          plan.partials.push_back(reduce);
+        // A reshape of a value of the row shape is built at the rows'
+        // indices; any other operand (a fusion input, the reshape of an
+        // argument kiln-fuse left outside) at the group's.
+        if (reshape && cast<RankedTensorType>(reshape.getOperand().getType())
+                               .getShape() == ArrayRef<int64_t>(rows.shape))
+          continue;
+        work.push_back(reduce.getOperand());
+        continue;
+      }
+      if (isa<BlockArgument>(v) || !op)
+        continue;
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      if (!isa<ScalarSemantics>(op) || !type ||
+          type.getShape() != ArrayRef<int64_t>(parts.shape)) {
+        ok = false;
+        break;
+      }
+      for (Value operand : op->getOperands())
+        work.push_back(operand);
+    }
+    // The rows reach only row reductions (over their last dimension).
+    seen.clear();
+    for (unsigned result : rows.results)
+      work.push_back(yield.getOperand(result));
+    while (ok && !work.empty()) {
+      Operation *op = work.pop_back_val().getDefiningOp();
+      if (!op || !seen.insert(op).second)
+        continue;
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        int64_t rank =
+            cast<RankedTensorType>(reduce.getOperand().getType()).getRank();
+        if (reduce.getDimensions() != ArrayRef<int64_t>{rank - 1})
+          ok = false;
+        ++plan.rowReduces;
+      }
+      for (Value operand : op->getOperands())
+        work.push_back(operand);
+    }
+    if (!ok || plan.partials.empty() ||
+        ceilDiv(plan.columns, rowGroupBlockThreads(plan.columns)) >
+            uint64_t(kRowGroupMaxColumnsPerThread))
+      continue;
+    return plan;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 FailureOr<OwningOpRef<ModuleOp>>
 buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                       int64_t rowCacheBytes) {
@@ -538,9 +656,13 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       break;
     }
   }
+  std::optional<RowGroupPlan> rowGroups =
+      rowGroupPlanOf(*model, nestUses, yield);
   for (auto [nestIndex, nest] : llvm::enumerate(model->nests)) {
     if (merged[nestIndex])
       continue; // built with its row nest
+    if (rowGroups && nestIndex == rowGroups->partialNest)
+      continue; // built with the rows
     hooks.reset();
     NestUses uses = nestUses[nestIndex];
     ArrayRef<int64_t> shape = nest.shape;
@@ -549,6 +671,154 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                      ValueRange ivs) {
       nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
     };
+
+    if (rowGroups && nestIndex == rowGroups->rowNest) {
+      // Row groups: a block per group g of S rows; per pass over the
+      // columns each thread keeps |perThread| columns (clamped to the last,
+      // stored only in range) and an accumulator per (partial, column); for
+      // each row of the group in order, the row reductions (block-scope,
+      // cooperative), then the row's results at the thread's columns and
+      // the partials' operand elements there, one emitter for both so each
+      // input element is loaded once; after the rows, the partial nest's
+      // results from the accumulators.
+      const RowGroupPlan &plan = *rowGroups;
+      const LoopNest &parts = model->nests[plan.partialNest];
+      ArrayRef<int64_t> rowShape = ArrayRef<int64_t>(shape).drop_back();
+      int64_t columns = plan.columns;
+      // Blocks as wide as the row (up to 1024 threads, the most a block
+      // has): one column per thread, a block's share of each row reduction
+      // one element per thread, and G blocks fill the device (GPT-2: 256
+      // blocks of 768 threads).
+      unsigned blockThreads = rowGroupBlockThreads(columns);
+      launch.blockThreads = blockThreads;
+      launch.blocksPerSm = std::max(1u, 2048u / blockThreads);
+      int64_t perThread = std::clamp<int64_t>(
+          ceilDiv(columns, blockThreads), 1, kRowGroupMaxColumnsPerThread);
+      auto constant = [&](OpBuilder &cb, int64_t v) -> Value {
+        return cb.create<arith::ConstantIndexOp>(loc, v);
+      };
+      Value unit = intrinsics.index(b, loc, "kiln.block");
+      Value unitCount = intrinsics.index(b, loc, "kiln.blocks");
+      Value tid = intrinsics.index(b, loc, "kiln.tid");
+      Value threads = intrinsics.index(b, loc, "kiln.block_threads");
+      auto loop =
+          b.create<scf::ForOp>(loc, unit, constant(b, plan.groups), unitCount);
+      OpBuilder gb = OpBuilder::atBlockTerminator(loop.getBody());
+      Value group = loop.getInductionVar();
+      // Every thread makes the same passes and rows (the barriers).
+      auto pass = gb.create<scf::ForOp>(
+          loc, constant(gb, 0), constant(gb, columns),
+          gb.create<arith::MulIOp>(loc, threads, constant(gb, perThread)));
+      OpBuilder pb = OpBuilder::atBlockTerminator(pass.getBody());
+      SmallVector<Value, 4> cols, inRange;
+      for (int64_t l = 0; l < perThread; ++l) {
+        Value column = pb.create<arith::AddIOp>(
+            loc, pass.getInductionVar(),
+            pb.create<arith::AddIOp>(
+                loc, pb.create<arith::MulIOp>(loc, threads, constant(pb, l)),
+                tid));
+        inRange.push_back(pb.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::slt, column, constant(pb, columns)));
+        cols.push_back(
+            pb.create<arith::MinSIOp>(loc, column, constant(pb, columns - 1)));
+      }
+      // Accumulators: partial p's column l at p * perThread + l.
+      SmallVector<Value> init;
+      for (ReduceOp partial : plan.partials) {
+        Type acc = ElementEmitter::reductionAccumulatorType(partial);
+        for (int64_t l = 0; l < perThread; ++l)
+          init.push_back(pb.create<arith::ConstantOp>(
+              loc, pb.getFloatAttr(acc, 0.0)));
+      }
+      auto rowLoop = pb.create<scf::ForOp>(
+          loc, constant(pb, 0), constant(pb, plan.rowsPerGroup),
+          constant(pb, 1), init);
+      {
+        Block *rowBody = rowLoop.getBody();
+        OpBuilder rb = OpBuilder::atBlockEnd(rowBody);
+        hooks.setCooperative(rowBody, tid, threads, /*blockScope=*/true);
+        Value row = rb.create<arith::AddIOp>(
+            loc,
+            rb.create<arith::MulIOp>(loc, group,
+                                     constant(rb, plan.rowsPerGroup)),
+            rowLoop.getInductionVar());
+        SmallVector<Value, 4> outer = delinearize(rb, loc, row, rowShape);
+        ElementEmitter emitter(*model, hooks, rb);
+        SmallVector<Value> next;
+        SmallVector<SmallVector<Value, 4>> ivsOf;
+        for (int64_t l = 0; l < perThread; ++l) {
+          SmallVector<Value, 4> ivs(outer);
+          ivs.push_back(cols[l]);
+          ivsOf.push_back(ivs);
+        }
+        for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
+          ReduceOp partial = constPartial;
+          auto reshape = partial.getOperand().getDefiningOp<ReshapeOp>();
+          bool rowShaped =
+              reshape && cast<RankedTensorType>(reshape.getOperand().getType())
+                                 .getShape() == ArrayRef<int64_t>(shape);
+          Type acc = ElementEmitter::reductionAccumulatorType(partial);
+          for (int64_t l = 0; l < perThread; ++l) {
+            SmallVector<Value, 3> grouped = {group, rowLoop.getInductionVar(),
+                                             cols[l]};
+            Value element = convertScalar(
+                rb, loc,
+                rowShaped ? emitter.emit(reshape.getOperand(), ivsOf[l])
+                          : emitter.emit(partial.getOperand(), grouped),
+                acc);
+            next.push_back(rb.create<arith::AddFOp>(
+                loc, rowBody->getArgument(1 + p * perThread + l), element));
+          }
+        }
+        for (int64_t l = 0; l < perThread; ++l) {
+          SmallVector<Value> values;
+          for (unsigned result : nest.results)
+            values.push_back(emitter.emit(yield.getOperand(result), ivsOf[l]));
+          auto ifOp =
+              rb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
+          OpBuilder ib = ifOp.getThenBodyBuilder();
+          for (auto [result, v] : llvm::zip(nest.results, values))
+            store(ib, loc, result, v, ivsOf[l]);
+        }
+        rb.create<scf::YieldOp>(loc, next);
+      }
+      hooks.reset();
+      {
+        ElementEmitter emitter(*model, hooks, pb);
+        for (int64_t l = 0; l < perThread; ++l) {
+          SmallVector<Value, 2> ivs = {group, cols[l]};
+          for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
+            ReduceOp partial = constPartial;
+            Value sum = rowLoop.getResult(p * perThread + l);
+            emitter.seedReduction(
+                partial, ivs, sum,
+                [](OpBuilder &, Location, Value lane) { return lane; });
+          }
+          SmallVector<Value> values;
+          for (unsigned result : parts.results)
+            values.push_back(emitter.emit(yield.getOperand(result), ivs));
+          auto ifOp =
+              pb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
+          OpBuilder ib = ifOp.getThenBodyBuilder();
+          for (auto [result, v] : llvm::zip(parts.results, values))
+            store(ib, loc, result, v, ivs);
+        }
+      }
+      layouts.push_back("rowgroup.block");
+      launch.maxBlocks = std::max<uint64_t>(launch.maxBlocks, plan.groups);
+      // A block makes its group's rows in order; a row's chain is each row
+      // reduction's share per thread plus its block allreduce's two
+      // barriers.
+      uint64_t perRow =
+          uint64_t(plan.rowReduces) * (ceilDiv(columns, blockThreads) + 2);
+      uint64_t steps = ceilDiv(columns, uint64_t(blockThreads) * perThread) *
+                       uint64_t(plan.rowsPerGroup) * perRow;
+      if (steps > kernel.serialSteps) {
+        kernel.serialSteps = steps;
+        kernel.serialThreads = uint64_t(plan.groups) * blockThreads;
+      }
+      continue;
+    }
 
     if (auto [scatter, indicesInput] = scatterRowsOf(nest, uses, fusion);
         scatter) {
@@ -966,7 +1236,7 @@ public:
       params += (i ? ", " : "") + qualified + argName;
       casts.push_back("(" + qualified + ")buffers[" + std::to_string(i) + "]");
     }
-    os_ << "extern \"C\" __global__ void __launch_bounds__(" << kCudaBlockThreads
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << blockThreads_
         << ") " << name << "(" << params << ") {\n";
     indent_ = 1;
     if (dynamicSharedBytes_) {
@@ -1002,6 +1272,7 @@ public:
 
   void setNumOutputs(unsigned n) { numOutputs_ = n; }
   void setDynamicSharedBytes(uint32_t n) { dynamicSharedBytes_ = n; }
+  void setBlockThreads(unsigned n) { blockThreads_ = n; }
 
 private:
   static std::string cType(Type type) {
@@ -1158,6 +1429,7 @@ private:
   std::string prefix_;
   unsigned indent_ = 0, next_ = 0, numOutputs_ = 0;
   uint32_t dynamicSharedBytes_ = 0;
+  unsigned blockThreads_ = kCudaBlockThreads;
   llvm::DenseMap<Value, std::string> names_;
   llvm::StringMap<std::string> globals_;
   // Variables that scf.yield assigns: per scf op, its result variables.
@@ -1625,6 +1897,7 @@ FailureOr<CudaKernelSource> emitCudaKernel(FusionOp fusion, StringRef name,
   Printer printer(os, name.str() + "_");
   printer.setNumOutputs(fusion.getNumResults());
   printer.setDynamicSharedBytes(kernel.dynamicSharedBytes);
+  printer.setBlockThreads(kernel.launch.blockThreads);
   if (failed(printer.printModule(**module, name)))
     return fusion.emitOpError() << "cannot print its CUDA kernel";
   kernel.source = std::move(os.str());

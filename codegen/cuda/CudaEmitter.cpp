@@ -491,6 +491,70 @@ struct RowGroupPlan {
 
 constexpr int64_t kRowGroupMaxColumnsPerThread = 4;
 
+// Merges, in |body| (its own ops, not nested ones), consecutive pairs of
+// block allreduces of one kind and type where the second's operand does
+// not depend on the first's result into one kiln.allreduce_pair call at
+// the second's place (one pair of barriers for both; each value reduced
+// exactly as kiln_block_allreduce reduces it); what used the first's
+// result before the second moves after the pair. Returns the block
+// allreduce calls left.
+int64_t pairBlockAllreduces(Block *body, Intrinsics &intrinsics) {
+  constexpr StringLiteral prefix = "kiln.allreduce.block.";
+  SmallVector<func::CallOp> calls;
+  for (Operation &op : *body)
+    if (auto call = dyn_cast<func::CallOp>(op))
+      if (intrinsicName(call.getCallee()).starts_with(prefix))
+        calls.push_back(call);
+  int64_t left = calls.size();
+  for (size_t i = 0; i + 1 < calls.size(); ++i) {
+    func::CallOp first = calls[i], second = calls[i + 1];
+    StringRef kind = intrinsicName(first.getCallee()).drop_front(prefix.size());
+    Type type = first.getResult(0).getType();
+    if (kind != intrinsicName(second.getCallee()).drop_front(prefix.size()) ||
+        type != second.getResult(0).getType())
+      continue;
+    // The ops between that depend on the first's result.
+    DenseSet<Operation *> dependent{first.getOperation()};
+    SmallVector<Operation *> moved;
+    for (Operation *op = first->getNextNode(); op != second.getOperation();
+         op = op->getNextNode()) {
+      bool uses = false;
+      op->walk([&](Operation *inner) {
+        for (Value v : inner->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          Operation *top = def ? body->findAncestorOpInBlock(*def) : nullptr;
+          if (top && dependent.contains(top))
+            uses = true;
+        }
+      });
+      if (uses) {
+        dependent.insert(op);
+        moved.push_back(op);
+      }
+    }
+    Operation *def = second.getOperand(0).getDefiningOp();
+    Operation *top = def ? body->findAncestorOpInBlock(*def) : nullptr;
+    if (top && dependent.contains(top))
+      continue;
+    OpBuilder b(second);
+    SmallVector<Value> pair = intrinsics.call(
+        b, second.getLoc(), ("kiln.allreduce_pair.block." + kind).str(),
+        {first.getOperand(0), second.getOperand(0)}, {type, type});
+    first.getResult(0).replaceAllUsesWith(pair[0]);
+    second.getResult(0).replaceAllUsesWith(pair[1]);
+    Operation *after = pair[1].getDefiningOp();
+    for (Operation *op : moved) {
+      op->moveAfter(after);
+      after = op;
+    }
+    first.erase();
+    second.erase();
+    --left;
+    ++i; // both are taken
+  }
+  return left;
+}
+
 // The row-group layout's block: kCudaBlockThreads, or as many threads as
 // the row has columns (rounded up to a warp) up to 1024.
 unsigned rowGroupBlockThreads(int64_t columns) {
@@ -733,6 +797,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       auto rowLoop = pb.create<scf::ForOp>(
           loc, constant(pb, 0), constant(pb, plan.rowsPerGroup),
           constant(pb, 1), init);
+      int64_t allreduces = 0; // block allreduce calls per row
       {
         Block *rowBody = rowLoop.getBody();
         OpBuilder rb = OpBuilder::atBlockEnd(rowBody);
@@ -781,6 +846,7 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
             store(ib, loc, result, v, ivsOf[l]);
         }
         rb.create<scf::YieldOp>(loc, next);
+        allreduces = pairBlockAllreduces(rowBody, intrinsics);
       }
       hooks.reset();
       {
@@ -807,10 +873,11 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       layouts.push_back("rowgroup.block");
       launch.maxBlocks = std::max<uint64_t>(launch.maxBlocks, plan.groups);
       // A block makes its group's rows in order; a row's chain is each row
-      // reduction's share per thread plus its block allreduce's two
-      // barriers.
+      // reduction's share per thread plus two barriers per block allreduce
+      // (a pair of reductions shares one).
       uint64_t perRow =
-          uint64_t(plan.rowReduces) * (ceilDiv(columns, blockThreads) + 2);
+          uint64_t(plan.rowReduces) * ceilDiv(columns, blockThreads) +
+          2 * uint64_t(allreduces);
       uint64_t steps = ceilDiv(columns, uint64_t(blockThreads) * perThread) *
                        uint64_t(plan.rowsPerGroup) * perRow;
       if (steps > kernel.serialSteps) {
@@ -1148,6 +1215,26 @@ template <class T, class Op> static __device__ T kiln_block_allreduce(T v, Op op
 // both ends are 16-byte aligned, then the rest element by element. The
 // barrier before lets the block's threads finish reading the previous
 // row; the one after makes every column visible to every thread.
+// Two values reduced over the block, each exactly as kiln_block_allreduce
+// reduces it, behind one pair of barriers.
+template <class T> struct kiln_pair { T a, b; };
+template <class T, class Op> static __device__ kiln_pair<T> kiln_block_allreduce_pair(T a, T b, Op op) {
+  __shared__ T partial[2][32];
+  a = kiln_warp_allreduce(a, op);
+  b = kiln_warp_allreduce(b, op);
+  __syncthreads();
+  if ((threadIdx.x & 31u) == 0) {
+    partial[0][threadIdx.x >> 5] = a;
+    partial[1][threadIdx.x >> 5] = b;
+  }
+  __syncthreads();
+  kiln_pair<T> r{partial[0][0], partial[1][0]};
+  for (unsigned w = 1; w < (blockDim.x + 31u) / 32u; ++w) {
+    r.a = op(r.a, partial[0][w]);
+    r.b = op(r.b, partial[1][w]);
+  }
+  return r;
+}
 template <class T> static __device__ void kiln_stage_row(T *dst, const T *src, kiln_index n) {
   constexpr int V = 16 / sizeof(T);
   __syncthreads();
@@ -1696,6 +1783,18 @@ LogicalResult Printer::printCall(func::CallOp call) {
     return defineIndex("(kiln_index)threadIdx.x");
   if (name == "kiln.block_threads")
     return defineIndex("(kiln_index)blockDim.x");
+  if (name.starts_with("kiln.allreduce_pair.")) {
+    auto [scope, kind] =
+        name.drop_front(strlen("kiln.allreduce_pair.")).split('.');
+    std::string pair = fresh();
+    line("const kiln_pair<" + cType(call.getResult(0).getType()) + "> " + pair +
+         " = kiln_" + scope.str() + "_allreduce_pair(" +
+         ref(call.getOperand(0)) + ", " + ref(call.getOperand(1)) + ", kiln_" +
+         kind.str() + "());");
+    names_[call.getResult(0)] = pair + ".a";
+    names_[call.getResult(1)] = pair + ".b";
+    return success();
+  }
   if (name.starts_with("kiln.allreduce.")) {
     auto [scope, kind] = name.drop_front(strlen("kiln.allreduce.")).split('.');
     define(call.getResult(0), "kiln_" + scope.str() + "_allreduce(" +

@@ -72,8 +72,13 @@
 //     at each column the rows' results and the partials' operand elements
 //     with one emitter, so each input element of the row is loaded once
 //     for both; after the rows, the partial results from the accumulators
-//     (the interpreter's sum order: row order). The serial chain: S rows
-//     of, per row reduction, C / blockDim loads plus two barriers.
+//     (the interpreter's sum order: row order). Blocks are as wide as the
+//     row (CudaLaunchRule::blockThreads up to 1024; the kernel's
+//     __launch_bounds__), and two row reductions that do not depend on
+//     each other share one kiln_block_allreduce_pair (one pair of
+//     barriers). The serial chain (CudaKernelSource::serialSteps): S rows
+//     of, per row reduction, C / blockDim loads, plus two barrier steps
+//     per allreduce.
 // Row cache (block-scope row and element layouts): a fusion input whose
 // shape is the unit's shape plus the row (the logits of a softmax
 // cross-entropy) and that is read at the row's own indices (unit, column)

@@ -565,8 +565,11 @@ std::string crossEntropyFusion(const std::string &t) {
 // f32 and bf16 (rows of 1100 in bf16: in f32, dx's cancellation after
 // 1100-element sums in another order than the interpreter's can exceed
 // the f32 bound). Grid 3: the group loop wraps.
+// With |groupedInput| (f32), the bias gradient's partials sum a fusion
+// input of shape [G, S, C] (as when kiln-fuse leaves the reshape of an
+// argument outside), read at the group's indices.
 std::string rowGroupFusion(int64_t b, int64_t t, int64_t c, int64_t s,
-                           const std::string &dt) {
+                           const std::string &dt, bool groupedInput = false) {
   int64_t g = b * t / s;
   std::string row = std::to_string(b) + "x" + std::to_string(t);
   std::string full = "tensor<" + row + "x" + std::to_string(c) + "xf32>";
@@ -579,14 +582,18 @@ std::string rowGroupFusion(int64_t b, int64_t t, int64_t c, int64_t s,
   std::string partOut = "tensor<" + std::to_string(g) + "x" + std::to_string(c) + "x" + dt + ">";
   std::string text;
   llvm::raw_string_ostream os(text);
+  std::string extraArg = groupedInput ? ", %dyg: " + grouped : "";
+  std::string extraOperand = groupedInput ? ", %dyg" : "";
+  std::string extraType = groupedInput ? ", " + grouped : "";
+  std::string extraBlockArg = groupedInput ? ", %adyg: " + grouped : "";
   os << "func.func @main(%x: " << fullIn << ", %mean: " << rows << ", %rstd: " << rows
-     << ", %w: " << col << ", %dy: " << fullIn << ") -> (" << fullIn << ", " << part
+     << ", %w: " << col << ", %dy: " << fullIn << extraArg << ") -> (" << fullIn << ", " << part
      << ", " << partOut << ") {\n"
-     << "  %r:3 = kiln.fusion multi_output (%x, %mean, %rstd, %w, %dy) : (" << fullIn
-     << ", " << rows << ", " << rows << ", " << col << ", " << fullIn << ") -> ("
+     << "  %r:3 = kiln.fusion multi_output (%x, %mean, %rstd, %w, %dy" << extraOperand << ") : (" << fullIn
+     << ", " << rows << ", " << rows << ", " << col << ", " << fullIn << extraType << ") -> ("
      << fullIn << ", " << part << ", " << partOut << ") {\n"
      << "  ^bb0(%ax: " << fullIn << ", %am: " << rows << ", %ar: " << rows
-     << ", %aw: " << col << ", %ady: " << fullIn << "):\n"
+     << ", %aw: " << col << ", %ady: " << fullIn << extraBlockArg << "):\n"
      << "    %xf = kiln.convert %ax : " << fullIn << " -> " << full << "\n"
      << "    %mb = kiln.broadcast_in_dim %am, dims = [0, 1] : " << rows << " -> " << full << "\n"
      << "    %xc = kiln.sub %xf, %mb : " << full << "\n"
@@ -605,8 +612,9 @@ std::string rowGroupFusion(int64_t b, int64_t t, int64_t c, int64_t s,
      << "    %d3 = kiln.sub %d1, %d2 : " << full << "\n"
      << "    %dx = kiln.mul %rb, %d3 : " << full << "\n"
      << "    %dxo = kiln.convert %dx : " << full << " -> " << fullIn << "\n"
-     << "    %gr = kiln.reshape %dyf : " << full << " -> " << grouped << "\n"
-     << "    %pb = kiln.reduce sum %gr, dims = [1] : " << grouped << " -> " << part << "\n"
+     << (groupedInput ? "" : "    %gr = kiln.reshape %dyf : " + full + " -> " + grouped + "\n")
+     << "    %pb = kiln.reduce sum " << (groupedInput ? "%adyg" : "%gr")
+     << ", dims = [1] : " << grouped << " -> " << part << "\n"
      << "    %dxh = kiln.mul %dyf, %xh : " << full << "\n"
      << "    %gw = kiln.reshape %dxh : " << full << " -> " << grouped << "\n"
      << "    %pw = kiln.reduce sum %gw, dims = [1] : " << grouped << " -> " << part << "\n"
@@ -625,18 +633,20 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
     const char *dt;
     uint64_t groups;
     unsigned blockThreads;
+    bool groupedInput = false;
   };
   const Case cases[] = {{3, 40, 70, 5, "f32", 24, 256},
                         {3, 40, 200, 5, "bf16", 24, 256},
                         {4, 16, 200, 32, "f32", 2, 256},
                         {4, 16, 300, 32, "bf16", 2, 320},
-                        {3, 40, 1100, 5, "bf16", 24, 1024}};
+                        {3, 40, 1100, 5, "bf16", 24, 1024},
+                        {3, 40, 300, 5, "f32", 24, 320, true}};
   uint64_t seed = baseSeed();
   std::vector<OwningOpRef<ModuleOp>> modules;
   int i = 0;
   for (const Case &c : cases) {
     modules.push_back(parseSourceString<ModuleOp>(
-        rowGroupFusion(c.b, c.t, c.c, c.s, c.dt), &context));
+        rowGroupFusion(c.b, c.t, c.c, c.s, c.dt, c.groupedInput), &context));
     ASSERT_TRUE(modules.back()) << diagnostics;
     modules.back()->walk([&](FusionOp fusion) {
       EXPECT_EQ(add(fusion, "rg" + std::to_string(i), seed + i, 4), "");
@@ -654,7 +664,7 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
     });
     ++i;
   }
-  ASSERT_EQ(kernels.size(), 5u);
+  ASSERT_EQ(kernels.size(), 6u);
   auto count = [](const std::string &text, const std::string &needle) {
     size_t n = 0;
     for (size_t at = text.find(needle); at != std::string::npos;
@@ -672,10 +682,13 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
     // the reductions' loops (dy in both, x in the second).
     size_t perThread = (c.c + c.blockThreads - 1) / c.blockThreads;
     EXPECT_EQ(count(k.source, "= in4["), perThread + 2) << k.source;
+    // The grouped input (in5), at the group's indices once per column.
+    EXPECT_EQ(count(k.source, "= in5["), c.groupedInput ? perThread : 0)
+        << k.source;
     EXPECT_EQ(count(k.source, "= in0["), perThread + 1) << k.source;
   }
   runAll();
-  EXPECT_EQ(ran, 5u) << "seed " << seed;
+  EXPECT_EQ(ran, 6u) << "seed " << seed;
 }
 
 TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {

@@ -810,6 +810,7 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
     limits.maxOutputs = maxOutputs;
     limits.sharedMemoryBytes = sharedMemoryBytes;
     limits.siblingMinBytes = siblingMinBytes;
+    limits.rowGroupPartials = rowGroupPartials;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;

@@ -393,20 +393,77 @@ bool FusionPlan::legalScatter(int c, bool hasReduces) const {
   return true;
 }
 
+// The row-group partials of a reduction kernel (Limits::rowGroupPartials):
+// the sums reduce(reshape(v, [G, S, C]), dims=[1]) with S <= 32 whose |v|
+// (through reshapes) has the kernel's row shape |full| = [R..., C], its
+// rows reduced over their last dimension (a layer norm's dx kernel beside
+// its scale and bias gradients' first stage after kiln-split-reductions).
+// Partition |reduces| into the row reduces and such partials; the partials
+// are empty unless every reduce that is not one shares one operand shape
+// and reduced dimensions, the last only.
+static void splitRowGroupPartials(ArrayRef<Operation *> reduces,
+                                  SmallVectorImpl<Operation *> &rows,
+                                  SmallVectorImpl<Operation *> &partials) {
+  auto isCandidate = [](ReduceOp reduce) {
+    ArrayRef<int64_t> s = shapeOf(reduce.getOperand());
+    return reduce.getKind() == ReduceKind::sum && s.size() == 3 &&
+           s[1] <= 32 && reduce.getDimensions() == ArrayRef<int64_t>{1} &&
+           reduce.getOperand().getDefiningOp<ReshapeOp>();
+  };
+  for (Operation *op : reduces)
+    (isCandidate(cast<ReduceOp>(op)) ? partials : rows).push_back(op);
+  auto keepAll = [&] {
+    rows.assign(reduces.begin(), reduces.end());
+    partials.clear();
+  };
+  if (rows.empty() || partials.empty())
+    return keepAll();
+  auto first = cast<ReduceOp>(rows.front());
+  ArrayRef<int64_t> full = shapeOf(first.getOperand());
+  int64_t rank = full.size();
+  if (rank < 2 || first.getDimensions() != ArrayRef<int64_t>{rank - 1})
+    return keepAll();
+  int64_t rowCount = 1;
+  for (int64_t d : full.drop_back())
+    rowCount *= d;
+  for (Operation *op : partials) {
+    auto reduce = cast<ReduceOp>(op);
+    ArrayRef<int64_t> s = shapeOf(reduce.getOperand());
+    if (shapeOf(traceReshapes(reduce.getOperand())) != full ||
+        s[2] != full.back() || s[0] * s[1] != rowCount)
+      return keepAll();
+  }
+}
+
 // A reduction kernel works row by row: every reduce has the same operand
-// shape F and reduced dimensions R, leaving the kept shape K. Ops before the
+// shape F and reduced dimensions R, leaving the kept shape K (besides
+// row-group partials, when enabled: results of shape [G, C], see
+// splitRowGroupPartials, and elementwise ops of that shape after them,
+// which depend on no other reduce). Ops before the
 // reduces are index maps and elementwise ops of any shape; ops after them
 // work on K, or on F after a broadcast of a K value along the kept
 // dimensions (the row is then read again after its reduction: the rows of
 // the kernel's inputs of shape F, which a CUDA kernel caches in shared
 // memory, must fit the shared-memory budget together). Results have shape
 // F or K.
-bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
+bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
+  SmallVector<Operation *> reduces, partials;
+  if (limits_.rowGroupPartials)
+    splitRowGroupPartials(allReduces, reduces, partials);
+  else
+    reduces.assign(allReduces.begin(), allReduces.end());
+  SmallVector<int64_t> partialShape;
+  if (!partials.empty())
+    partialShape.assign(shapeOf(partials.front()->getResult(0)).begin(),
+                        shapeOf(partials.front()->getResult(0)).end());
+  for (Operation *op : partials)
+    if (shapeOf(op->getResult(0)) != ArrayRef<int64_t>(partialShape))
+      return false;
   auto first = cast<ReduceOp>(reduces.front());
   SmallVector<int64_t> full(shapeOf(first.getOperand()));
   SmallVector<int64_t> dims(first.getDimensions());
   llvm::sort(dims);
-  for (Operation *op : reduces.drop_front()) {
+  for (Operation *op : ArrayRef<Operation *>(reduces).drop_front()) {
     auto reduce = cast<ReduceOp>(op);
     SmallVector<int64_t> other(reduce.getDimensions());
     llvm::sort(other);
@@ -427,12 +484,17 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
     ArrayRef<int64_t> s = shapeOf(v);
     return s == ArrayRef<int64_t>(full) || s == ArrayRef<int64_t>(kept);
   };
+  auto isPartialShape = [&](Value v) {
+    return !partials.empty() && shapeOf(v) == ArrayRef<int64_t>(partialShape);
+  };
   for (Value v : exportsOf(c))
-    if (!isRowShape(v))
+    if (!isRowShape(v) && !isPartialShape(v))
       return false;
 
   const Cluster &cluster = clusters_[c];
   DenseSet<Operation *> after; // ops that depend on a reduce in the kernel
+  // Ops that depend on a row-group partial (partials included).
+  DenseSet<Operation *> afterPartial(partials.begin(), partials.end());
   bool rowReused = false;
   // The bytes of one row of every input of shape F (each input once).
   DenseSet<Value> rowInputs;
@@ -445,16 +507,38 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> reduces) const {
       rowBytes += rowElements * (tensorBytes(v.getType()) /
                                  std::max<int64_t>(1, elementsOf(v)));
     }
-    bool dependsOnReduce = false;
+    if (isa<ReduceOp>(op) && afterPartial.contains(op)) {
+      // A partial: its rows are built beside the kernel's rows, before
+      // their reductions are known.
+      Operation *def = traceReshapes(op->getOperand(0)).getDefiningOp();
+      if (def && (isa<ReduceOp>(def) || after.contains(def)))
+        return false;
+      continue;
+    }
+    bool dependsOnReduce = false, dependsOnPartial = false;
     for (Value v : op->getOperands()) {
       if (!internal(v, c))
         continue;
       Operation *def = traceReshapes(v).getDefiningOp();
+      if (afterPartial.contains(def)) {
+        dependsOnPartial = true;
+        if (v.getDefiningOp() != def)
+          return false;
+        continue;
+      }
       if (!isa<ReduceOp>(def) && !after.contains(def))
         continue;
       dependsOnReduce = true;
       if (v.getDefiningOp() != def) // a reshape of a reduced value
         return false;
+    }
+    if (dependsOnPartial) {
+      // An elementwise epilogue of the partials, of their shape.
+      if (dependsOnReduce || !isa<ScalarSemantics>(op) ||
+          !llvm::all_of(op->getResults(), isPartialShape))
+        return false;
+      afterPartial.insert(op);
+      continue;
     }
     if (!dependsOnReduce)
       continue;

@@ -43,6 +43,9 @@ struct Limits {
   int64_t maxOutputs = 32;
   int64_t sharedMemoryBytes = 49152;
   int64_t siblingMinBytes = 4096;
+  // A reduction kernel may also hold row-group partials (FusionPlan.cpp's
+  // splitRowGroupPartials; kiln-fuse's row-group-partials, CUDA).
+  bool rowGroupPartials = false;
 };
 
 // Clusters of at most this many ops may be copied into consumers.
@@ -131,7 +134,7 @@ public:
 
 protected:
   void buildGraph();
-  bool legalReduction(int c, llvm::ArrayRef<Operation *> reduces) const;
+  bool legalReduction(int c, llvm::ArrayRef<Operation *> allReduces) const;
   // Whether cluster |c|'s scatter_add, if any, can be its kernel's rows
   // (FusionPlan.cpp); |hasReduces|: the cluster holds a reduce.
   bool legalScatter(int c, bool hasReduces) const;

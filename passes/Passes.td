@@ -468,13 +468,23 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
        and reduced dimensions (a layer norm's scale and bias gradients with
        their optimizer updates); each keeps units of its own in the kernel.
 
+    With `row-group-partials` (CUDA), a reduction kernel over rows of C
+    elements (every row reduce over the last dimension of one shape
+    [R..., C]) may also hold row-group partials: reduce sums
+    `reduce(reshape(v, [G, S, C]), dims=[1])` of a value v of the row shape,
+    S <= 32 (kiln-split-reductions' groups), with elementwise ops of the
+    [G, C] result after them; so a layer norm's dx kernel and its scale and
+    bias gradients' first stage, siblings reading x and dy, become one
+    kernel (the CUDA emitter's rowgroup.block layout reads each element
+    once for both).
+
     Never fused: library ops (dot_general outside its epilogue, the
     convolutions), collectives (and nothing across one: merges that would
     put a collective between two parts of one kernel are cycles and are
     refused), other ops outside the fusion rules (gather, pools, ...) and
     existing fusions. A reduce, a dot_general or a convolution is never
     copied. All reduces in one kernel share their operand shape and reduced
-    dimensions; a reduction kernel that broadcasts a reduced value back over
+    dimensions (but for row-group partials above); a reduction kernel that broadcasts a reduced value back over
     the row must fit the row in `shared-memory-bytes`. Every fusion has at
     most `max-inputs` inputs and `max-outputs` results. Constants that are
     splats or tiny are copied into the regions; reshapes are bitcasts and
@@ -512,6 +522,11 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            /*default=*/"false",
            "also pack independent warp-per-result reduction kernels of one "
            "layout into horizontal fusions (CUDA)">,
+    Option<"rowGroupPartials", "row-group-partials", "bool",
+           /*default=*/"false",
+           "let a reduction kernel over rows also hold sums of groups of at "
+           "most 32 of its rows (reduce(reshape(v, [G, S, C]), dims=[1])), "
+           "which the CUDA rowgroup.block layout builds beside the rows">,
     Option<"report", "report", "bool", /*default=*/"false",
            "emit a remark per function with its kernels and modelled bytes">,
   ];

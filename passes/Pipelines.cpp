@@ -248,6 +248,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
     fuse.horizontalReductions = options.target == TargetKind::cuda;
+    fuse.rowGroupPartials = options.target == TargetKind::cuda;
     if (options.fuseSharedMemoryBytes > 0)
       fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));
@@ -256,6 +257,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
     fuse.horizontalReductions = options.target == TargetKind::cuda;
+    fuse.rowGroupPartials = options.target == TargetKind::cuda;
     if (options.fuseSharedMemoryBytes > 0)
       fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));

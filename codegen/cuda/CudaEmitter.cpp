@@ -9,6 +9,7 @@
 #include "codegen/cuda/CudaPrinter.h"
 
 #include "codegen/KernelModel.h"
+#include "ir/ScalarSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -449,6 +450,187 @@ cudaResultGroups(FusionOp fusion, ArrayRef<unsigned> results) {
   return groups;
 }
 
+namespace {
+
+// The row-group layout's plan (CudaEmitter.h): a kernel of two nests, the
+// rows [R..., C] of row reductions over C and the partials [G, C], whose
+// results reach only reduce sums of reshape(v, [G, S, C]) over S (v of the
+// row shape) and elementwise ops of [G, C].
+struct RowGroupPlan {
+  unsigned rowNest = 0, partialNest = 0;
+  int64_t groups = 0, rowsPerGroup = 0, columns = 0;
+  int64_t rowReduces = 0; // the row reductions the row nest builds per row
+  SmallVector<ReduceOp, 2> partials;
+};
+
+constexpr int64_t kRowGroupMaxColumnsPerThread = 4;
+
+// Merges, in |body| (its own ops, not nested ones), consecutive pairs of
+// block allreduces of one kind and type where the second's operand does
+// not depend on the first's result into one kiln.allreduce_pair call at
+// the second's place (one pair of barriers for both; each value reduced
+// exactly as kiln_block_allreduce reduces it); what used the first's
+// result before the second moves after the pair. Returns the block
+// allreduce calls left.
+int64_t pairBlockAllreduces(Block *body, Intrinsics &intrinsics) {
+  constexpr StringLiteral prefix = "kiln.allreduce.block.";
+  SmallVector<func::CallOp> calls;
+  for (Operation &op : *body)
+    if (auto call = dyn_cast<func::CallOp>(op))
+      if (cudaIntrinsicName(call.getCallee()).starts_with(prefix))
+        calls.push_back(call);
+  int64_t left = calls.size();
+  for (size_t i = 0; i + 1 < calls.size(); ++i) {
+    func::CallOp first = calls[i], second = calls[i + 1];
+    StringRef kind = cudaIntrinsicName(first.getCallee()).drop_front(prefix.size());
+    Type type = first.getResult(0).getType();
+    if (kind != cudaIntrinsicName(second.getCallee()).drop_front(prefix.size()) ||
+        type != second.getResult(0).getType())
+      continue;
+    // The ops between that depend on the first's result.
+    DenseSet<Operation *> dependent{first.getOperation()};
+    SmallVector<Operation *> moved;
+    for (Operation *op = first->getNextNode(); op != second.getOperation();
+         op = op->getNextNode()) {
+      bool uses = false;
+      op->walk([&](Operation *inner) {
+        for (Value v : inner->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          Operation *top = def ? body->findAncestorOpInBlock(*def) : nullptr;
+          if (top && dependent.contains(top))
+            uses = true;
+        }
+      });
+      if (uses) {
+        dependent.insert(op);
+        moved.push_back(op);
+      }
+    }
+    Operation *def = second.getOperand(0).getDefiningOp();
+    Operation *top = def ? body->findAncestorOpInBlock(*def) : nullptr;
+    if (top && dependent.contains(top))
+      continue;
+    OpBuilder b(second);
+    SmallVector<Value> pair = intrinsics.call(
+        b, second.getLoc(), ("kiln.allreduce_pair.block." + kind).str(),
+        {first.getOperand(0), second.getOperand(0)}, {type, type});
+    first.getResult(0).replaceAllUsesWith(pair[0]);
+    second.getResult(0).replaceAllUsesWith(pair[1]);
+    Operation *after = pair[1].getDefiningOp();
+    for (Operation *op : moved) {
+      op->moveAfter(after);
+      after = op;
+    }
+    first.erase();
+    second.erase();
+    --left;
+    ++i; // both are taken
+  }
+  return left;
+}
+
+// The row-group layout's block: kCudaBlockThreads, or as many threads as
+// the row has columns (rounded up to a warp) up to 1024.
+unsigned rowGroupBlockThreads(int64_t columns) {
+  if (columns <= int64_t(kCudaBlockThreads))
+    return kCudaBlockThreads;
+  return unsigned(std::min<int64_t>(1024, (columns + 31) / 32 * 32));
+}
+
+std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
+                                           ArrayRef<NestUses> uses,
+                                           YieldOp yield) {
+  if (model.nests.size() != 2)
+    return std::nullopt;
+  for (unsigned r = 0; r < 2; ++r) {
+    const LoopNest &rows = model.nests[r], &parts = model.nests[1 - r];
+    if (!uses[r].rowReduce || uses[r].elementReduce ||
+        !uses[r].scatters.empty() || rows.shape.size() < 2 ||
+        parts.shape.size() != 2 || parts.shape[1] != rows.shape.back())
+      continue;
+    RowGroupPlan plan;
+    plan.rowNest = r;
+    plan.partialNest = 1 - r;
+    plan.groups = parts.shape[0];
+    plan.columns = parts.shape[1];
+    int64_t rowCount = product(ArrayRef<int64_t>(rows.shape).drop_back());
+    // Everything the partial results reach: the partials, elementwise ops
+    // of [G, C] after them, and whatever the partials' operands read.
+    bool ok = true;
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    SmallVector<Value> work;
+    for (unsigned result : parts.results)
+      work.push_back(yield.getOperand(result));
+    while (ok && !work.empty()) {
+      Value v = work.pop_back_val();
+      Operation *op = v.getDefiningOp();
+      if (!op || !seen.insert(op).second)
+        continue;
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        auto reshape = reduce.getOperand().getDefiningOp<ReshapeOp>();
+        ArrayRef<int64_t> s =
+            cast<RankedTensorType>(reduce.getOperand().getType()).getShape();
+        if (reduce.getKind() != ReduceKind::sum ||
+            reduce.getDimensions() != ArrayRef<int64_t>{1} || s.size() != 3 ||
+            s[0] != plan.groups || s[2] != plan.columns ||
+            s[0] * s[1] != rowCount ||
+            !isa<FloatType>(reduce.getType().getElementType()) ||
+            (plan.rowsPerGroup && plan.rowsPerGroup != s[1])) {
+          ok = false;
+          break;
+        }
+        plan.rowsPerGroup = s[1];
+        if (!llvm::is_contained(plan.partials, reduce))
+          plan.partials.push_back(reduce);
+        // A reshape of a value of the row shape is built at the rows'
+        // indices; any other operand (a fusion input, the reshape of an
+        // argument kiln-fuse left outside) at the group's.
+        if (reshape && cast<RankedTensorType>(reshape.getOperand().getType())
+                               .getShape() == ArrayRef<int64_t>(rows.shape))
+          continue;
+        work.push_back(reduce.getOperand());
+        continue;
+      }
+      if (isa<BlockArgument>(v) || !op)
+        continue;
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      if (!isa<ScalarSemantics>(op) || !type ||
+          type.getShape() != ArrayRef<int64_t>(parts.shape)) {
+        ok = false;
+        break;
+      }
+      for (Value operand : op->getOperands())
+        work.push_back(operand);
+    }
+    // The rows reach only row reductions (over their last dimension).
+    seen.clear();
+    for (unsigned result : rows.results)
+      work.push_back(yield.getOperand(result));
+    while (ok && !work.empty()) {
+      Operation *op = work.pop_back_val().getDefiningOp();
+      if (!op || !seen.insert(op).second)
+        continue;
+      if (auto reduce = dyn_cast<ReduceOp>(op)) {
+        int64_t rank =
+            cast<RankedTensorType>(reduce.getOperand().getType()).getRank();
+        if (reduce.getDimensions() != ArrayRef<int64_t>{rank - 1})
+          ok = false;
+        ++plan.rowReduces;
+      }
+      for (Value operand : op->getOperands())
+        work.push_back(operand);
+    }
+    if (!ok || plan.partials.empty() ||
+        ceilDiv(plan.columns, rowGroupBlockThreads(plan.columns)) >
+            uint64_t(kRowGroupMaxColumnsPerThread))
+      continue;
+    return plan;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 FailureOr<OwningOpRef<ModuleOp>>
 buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                       int64_t rowCacheBytes) {
@@ -521,9 +703,13 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       break;
     }
   }
+  std::optional<RowGroupPlan> rowGroups =
+      rowGroupPlanOf(*model, nestUses, yield);
   for (auto [nestIndex, nest] : llvm::enumerate(model->nests)) {
     if (merged[nestIndex])
       continue; // built with its row nest
+    if (rowGroups && nestIndex == rowGroups->partialNest)
+      continue; // built with the rows
     hooks.reset();
     NestUses uses = nestUses[nestIndex];
     ArrayRef<int64_t> shape = nest.shape;
@@ -532,6 +718,154 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
                      ValueRange ivs) {
       nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
     };
+
+    if (rowGroups && nestIndex == rowGroups->rowNest) {
+      // Row groups: a block per group g of S rows; per pass over the
+      // columns each thread keeps |perThread| columns (clamped to the last,
+      // stored only in range) and an accumulator per (partial, column); for
+      // each row of the group in order, the row reductions (block-scope,
+      // cooperative), then the row's results at the thread's columns and
+      // the partials' operand elements there, one emitter for both so each
+      // input element is loaded once; after the rows, the partial nest's
+      // results from the accumulators.
+      const RowGroupPlan &plan = *rowGroups;
+      const LoopNest &parts = model->nests[plan.partialNest];
+      ArrayRef<int64_t> rowShape = ArrayRef<int64_t>(shape).drop_back();
+      int64_t columns = plan.columns;
+      // Blocks as wide as the row (up to 1024 threads, the most a block
+      // has): one column per thread, a block's share of each row reduction
+      // one element per thread, and G blocks fill the device (GPT-2: 256
+      // blocks of 768 threads).
+      unsigned blockThreads = rowGroupBlockThreads(columns);
+      launch.blockThreads = blockThreads;
+      launch.blocksPerSm = std::max(1u, 2048u / blockThreads);
+      int64_t perThread = std::clamp<int64_t>(
+          ceilDiv(columns, blockThreads), 1, kRowGroupMaxColumnsPerThread);
+      auto constant = [&](OpBuilder &cb, int64_t v) -> Value {
+        return cb.create<arith::ConstantIndexOp>(loc, v);
+      };
+      Value unit = intrinsics.index(b, loc, "kiln.block");
+      Value unitCount = intrinsics.index(b, loc, "kiln.blocks");
+      Value tid = intrinsics.index(b, loc, "kiln.tid");
+      Value threads = intrinsics.index(b, loc, "kiln.block_threads");
+      auto loop =
+          b.create<scf::ForOp>(loc, unit, constant(b, plan.groups), unitCount);
+      OpBuilder gb = OpBuilder::atBlockTerminator(loop.getBody());
+      Value group = loop.getInductionVar();
+      // Every thread makes the same passes and rows (the barriers).
+      auto pass = gb.create<scf::ForOp>(
+          loc, constant(gb, 0), constant(gb, columns),
+          gb.create<arith::MulIOp>(loc, threads, constant(gb, perThread)));
+      OpBuilder pb = OpBuilder::atBlockTerminator(pass.getBody());
+      SmallVector<Value, 4> cols, inRange;
+      for (int64_t l = 0; l < perThread; ++l) {
+        Value column = pb.create<arith::AddIOp>(
+            loc, pass.getInductionVar(),
+            pb.create<arith::AddIOp>(
+                loc, pb.create<arith::MulIOp>(loc, threads, constant(pb, l)),
+                tid));
+        inRange.push_back(pb.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::slt, column, constant(pb, columns)));
+        cols.push_back(
+            pb.create<arith::MinSIOp>(loc, column, constant(pb, columns - 1)));
+      }
+      // Accumulators: partial p's column l at p * perThread + l.
+      SmallVector<Value> init;
+      for (ReduceOp partial : plan.partials) {
+        Type acc = ElementEmitter::reductionAccumulatorType(partial);
+        for (int64_t l = 0; l < perThread; ++l)
+          init.push_back(pb.create<arith::ConstantOp>(
+              loc, pb.getFloatAttr(acc, 0.0)));
+      }
+      auto rowLoop = pb.create<scf::ForOp>(
+          loc, constant(pb, 0), constant(pb, plan.rowsPerGroup),
+          constant(pb, 1), init);
+      int64_t allreduces = 0; // block allreduce calls per row
+      {
+        Block *rowBody = rowLoop.getBody();
+        OpBuilder rb = OpBuilder::atBlockEnd(rowBody);
+        hooks.setCooperative(rowBody, tid, threads, /*blockScope=*/true);
+        Value row = rb.create<arith::AddIOp>(
+            loc,
+            rb.create<arith::MulIOp>(loc, group,
+                                     constant(rb, plan.rowsPerGroup)),
+            rowLoop.getInductionVar());
+        SmallVector<Value, 4> outer = delinearizeIndex(rb, loc, row, rowShape);
+        ElementEmitter emitter(*model, hooks, rb);
+        SmallVector<Value> next;
+        SmallVector<SmallVector<Value, 4>> ivsOf;
+        for (int64_t l = 0; l < perThread; ++l) {
+          SmallVector<Value, 4> ivs(outer);
+          ivs.push_back(cols[l]);
+          ivsOf.push_back(ivs);
+        }
+        for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
+          ReduceOp partial = constPartial;
+          auto reshape = partial.getOperand().getDefiningOp<ReshapeOp>();
+          bool rowShaped =
+              reshape && cast<RankedTensorType>(reshape.getOperand().getType())
+                                 .getShape() == ArrayRef<int64_t>(shape);
+          Type acc = ElementEmitter::reductionAccumulatorType(partial);
+          for (int64_t l = 0; l < perThread; ++l) {
+            SmallVector<Value, 3> grouped = {group, rowLoop.getInductionVar(),
+                                             cols[l]};
+            Value element = convertScalar(
+                rb, loc,
+                rowShaped ? emitter.emit(reshape.getOperand(), ivsOf[l])
+                          : emitter.emit(partial.getOperand(), grouped),
+                acc);
+            next.push_back(rb.create<arith::AddFOp>(
+                loc, rowBody->getArgument(1 + p * perThread + l), element));
+          }
+        }
+        for (int64_t l = 0; l < perThread; ++l) {
+          SmallVector<Value> values;
+          for (unsigned result : nest.results)
+            values.push_back(emitter.emit(yield.getOperand(result), ivsOf[l]));
+          auto ifOp =
+              rb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
+          OpBuilder ib = ifOp.getThenBodyBuilder();
+          for (auto [result, v] : llvm::zip(nest.results, values))
+            store(ib, loc, result, v, ivsOf[l]);
+        }
+        rb.create<scf::YieldOp>(loc, next);
+        allreduces = pairBlockAllreduces(rowBody, intrinsics);
+      }
+      hooks.reset();
+      {
+        ElementEmitter emitter(*model, hooks, pb);
+        for (int64_t l = 0; l < perThread; ++l) {
+          SmallVector<Value, 2> ivs = {group, cols[l]};
+          for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
+            ReduceOp partial = constPartial;
+            Value sum = rowLoop.getResult(p * perThread + l);
+            emitter.seedReduction(
+                partial, ivs, sum,
+                [](OpBuilder &, Location, Value lane) { return lane; });
+          }
+          SmallVector<Value> values;
+          for (unsigned result : parts.results)
+            values.push_back(emitter.emit(yield.getOperand(result), ivs));
+          auto ifOp =
+              pb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
+          OpBuilder ib = ifOp.getThenBodyBuilder();
+          for (auto [result, v] : llvm::zip(parts.results, values))
+            store(ib, loc, result, v, ivs);
+        }
+      }
+      layouts.push_back("rowgroup.block");
+      launch.maxBlocks = std::max<uint64_t>(launch.maxBlocks, plan.groups);
+      // A block makes its group's rows in order; a row's chain is each row
+      // reduction's share per thread plus two barriers per block allreduce
+      // (a pair of reductions shares one).
+      uint64_t perRow =
+          uint64_t(plan.rowReduces) * ceilDiv(columns, blockThreads) +
+          2 * uint64_t(allreduces);
+      uint64_t steps = ceilDiv(columns, uint64_t(blockThreads) * perThread) *
+                       uint64_t(plan.rowsPerGroup) * perRow;
+      recordChain(steps, uint64_t(plan.groups) * blockThreads);
+      continue;
+    }
 
     if (auto [scatter, indicesInput] = scatterRowsOf(nest, uses, fusion);
         scatter) {
@@ -821,7 +1155,8 @@ FailureOr<CudaKernelSource> emitCudaKernel(FusionOp fusion, StringRef name,
   os << ")\n";
   os << kCudaPrelude;
   if (failed(printCudaKernel(**module, name, fusion.getNumResults(),
-                             kernel.dynamicSharedBytes, os)))
+                             kernel.dynamicSharedBytes,
+                             kernel.launch.blockThreads, os)))
     return fusion.emitOpError() << "cannot print its CUDA kernel";
   kernel.source = std::move(os.str());
   return kernel;

@@ -13,7 +13,7 @@
 // outside its subset with a diagnostic naming it.
 //
 // Each loop nest of the model (KernelModel.h) becomes one phase of the
-// kernel, in one of four layouts (every loop is grid-stride, so any grid
+// kernel, in one of five layouts (every loop is grid-stride, so any grid
 // computes every element exactly once, and the nests read only inputs):
 //   - elementwise: a grid-stride loop over the flattened nest, each thread
 //     taking V consecutive elements per step when the element count is a
@@ -59,6 +59,26 @@
 //     scan every index for every element (8192 x 38.6M tests for GPT-2's
 //     token embedding); the sum order is the interpreter's (operand, then
 //     positions in order), and no atomics are needed.
+//   - row groups ("rowgroup.block"): a kernel of two nests, rows [R..., C]
+//     that reduce over C (a layer norm's dx) and partials [G, C] whose
+//     results are reduce sums of reshape(v, [G, S, C]) over S rows (v of
+//     the row shape; kiln-fuse's row-group-partials: the scale and bias
+//     gradients' first stage after kiln-split-reductions) and elementwise
+//     ops of [G, C]: a block per group; per pass over the columns (one
+//     pass when C <= 4 x blockDim) each thread keeps up to four columns
+//     c_l = l x blockDim + tid (clamped to C - 1, stored only in range) and
+//     an f32 accumulator per (partial, column); for each of the group's S
+//     rows in order it builds the row reductions as block allreduces, then
+//     at each column the rows' results and the partials' operand elements
+//     with one emitter, so each input element of the row is loaded once
+//     for both; after the rows, the partial results from the accumulators
+//     (the interpreter's sum order: row order). Blocks are as wide as the
+//     row (CudaLaunchRule::blockThreads up to 1024; the kernel's
+//     __launch_bounds__), and two row reductions that do not depend on
+//     each other share one kiln_block_allreduce_pair (one pair of
+//     barriers). The serial chain (CudaKernelSource::serialSteps): S rows
+//     of, per row reduction, C / blockDim loads, plus two barrier steps
+//     per allreduce.
 // Row cache (block-scope row and element layouts): a fusion input whose
 // shape is the unit's shape plus the row (the logits of a softmax
 // cross-entropy) and that is read at the row's own indices (unit, column)
@@ -150,7 +170,8 @@ struct CudaKernelSource {
   // One word per nest: "elementwise", "elementwise.v4", "row.warp",
   // "row.block", "element.warp", "element.block", "element.warp.groups=N"
   // (or .block.) for an element nest of N independent groups,
-  // "scatter.block", or
+  // "scatter.block", "rowgroup.block" (the rows and the row-group
+  // partials, one word for both nests), or
   // "element.block.in-row" for an element nest built in the rows of the
   // row.block nest before it (for reports and tests).
   llvm::SmallVector<std::string, 2> layouts;

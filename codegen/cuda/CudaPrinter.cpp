@@ -93,6 +93,26 @@ template <class T, class Op> static __device__ T kiln_block_allreduce(T v, Op op
 // both ends are 16-byte aligned, then the rest element by element. The
 // barrier before lets the block's threads finish reading the previous
 // row; the one after makes every column visible to every thread.
+// Two values reduced over the block, each exactly as kiln_block_allreduce
+// reduces it, behind one pair of barriers.
+template <class T> struct kiln_pair { T a, b; };
+template <class T, class Op> static __device__ kiln_pair<T> kiln_block_allreduce_pair(T a, T b, Op op) {
+  __shared__ T partial[2][32];
+  a = kiln_warp_allreduce(a, op);
+  b = kiln_warp_allreduce(b, op);
+  __syncthreads();
+  if ((threadIdx.x & 31u) == 0) {
+    partial[0][threadIdx.x >> 5] = a;
+    partial[1][threadIdx.x >> 5] = b;
+  }
+  __syncthreads();
+  kiln_pair<T> r{partial[0][0], partial[1][0]};
+  for (unsigned w = 1; w < (blockDim.x + 31u) / 32u; ++w) {
+    r.a = op(r.a, partial[0][w]);
+    r.b = op(r.b, partial[1][w]);
+  }
+  return r;
+}
 template <class T> static __device__ void kiln_stage_row(T *dst, const T *src, kiln_index n) {
   constexpr int V = 16 / sizeof(T);
   __syncthreads();
@@ -187,7 +207,7 @@ public:
       params += (i ? ", " : "") + qualified + argName;
       casts.push_back("(" + qualified + ")buffers[" + std::to_string(i) + "]");
     }
-    os_ << "extern \"C\" __global__ void __launch_bounds__(" << kCudaBlockThreads
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << blockThreads_
         << ") " << name << "(" << params << ") {\n";
     indent_ = 1;
     if (dynamicSharedBytes_) {
@@ -223,6 +243,7 @@ public:
 
   void setNumOutputs(unsigned n) { numOutputs_ = n; }
   void setDynamicSharedBytes(uint32_t n) { dynamicSharedBytes_ = n; }
+  void setBlockThreads(unsigned n) { blockThreads_ = n; }
 
 private:
   static std::string cType(Type type) {
@@ -379,6 +400,7 @@ private:
   std::string prefix_;
   unsigned indent_ = 0, next_ = 0, numOutputs_ = 0;
   uint32_t dynamicSharedBytes_ = 0;
+  unsigned blockThreads_ = kCudaBlockThreads;
   llvm::DenseMap<Value, std::string> names_;
   llvm::StringMap<std::string> globals_;
   // Variables that scf.yield assigns: per scf op, its result variables.
@@ -645,6 +667,18 @@ LogicalResult Printer::printCall(func::CallOp call) {
     return defineIndex("(kiln_index)threadIdx.x");
   if (name == "kiln.block_threads")
     return defineIndex("(kiln_index)blockDim.x");
+  if (name.starts_with("kiln.allreduce_pair.")) {
+    auto [scope, kind] =
+        name.drop_front(strlen("kiln.allreduce_pair.")).split('.');
+    std::string pair = fresh();
+    line("const kiln_pair<" + cType(call.getResult(0).getType()) + "> " + pair +
+         " = kiln_" + scope.str() + "_allreduce_pair(" +
+         ref(call.getOperand(0)) + ", " + ref(call.getOperand(1)) + ", kiln_" +
+         kind.str() + "());");
+    names_[call.getResult(0)] = pair + ".a";
+    names_[call.getResult(1)] = pair + ".b";
+    return success();
+  }
   if (name.starts_with("kiln.allreduce.")) {
     auto [scope, kind] = name.drop_front(strlen("kiln.allreduce.")).split('.');
     define(call.getResult(0), "kiln_" + scope.str() + "_allreduce(" +
@@ -819,10 +853,11 @@ LogicalResult Printer::printOp(Operation *op) {
 
 LogicalResult printCudaKernel(ModuleOp module, StringRef name,
                               unsigned numOutputs, uint32_t dynamicSharedBytes,
-                              llvm::raw_ostream &os) {
+                              unsigned blockThreads, llvm::raw_ostream &os) {
   Printer printer(os, name.str() + "_");
   printer.setNumOutputs(numOutputs);
   printer.setDynamicSharedBytes(dynamicSharedBytes);
+  printer.setBlockThreads(blockThreads);
   return printer.printModule(module, name);
 }
 

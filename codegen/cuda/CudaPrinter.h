@@ -30,13 +30,15 @@ extern const char *const kCudaPrelude;
 llvm::StringRef cudaIntrinsicName(llvm::StringRef symbol);
 
 // Writes |module|'s kernel function as `extern "C" __global__ void
-// |name|(inputs..., outputs...)` (its last |numOutputs| arguments are the
-// outputs), with |dynamicSharedBytes| of dynamic shared memory declared
-// when non-zero, and the host entry point the emulation defines. Fails with
+// __launch_bounds__(|blockThreads|) |name|(inputs..., outputs...)` (its
+// last |numOutputs| arguments are the outputs), with |dynamicSharedBytes|
+// of dynamic shared memory declared when non-zero, and the host entry
+// point the emulation defines. Fails with
 // a diagnostic naming an op or type outside the printer's subset.
 mlir::LogicalResult printCudaKernel(mlir::ModuleOp module, llvm::StringRef name,
                                     unsigned numOutputs,
                                     uint32_t dynamicSharedBytes,
+                                    unsigned blockThreads,
                                     llvm::raw_ostream &os);
 
 } // namespace kiln

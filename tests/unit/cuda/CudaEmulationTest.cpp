@@ -554,6 +554,143 @@ std::string crossEntropyFusion(const std::string &t) {
 }
 
 
+// A layer norm's backward (dx: two row reductions over C columns) beside
+// its scale and bias gradients' first stage, sums over groups of S rows
+// (kiln-split-reductions' reshape to [G, S, C]) with an elementwise
+// epilogue: the rowgroup.block layout (kiln-fuse's row-group-partials).
+// Leading dims [3, 40] (G = 24 of 5 rows) and [4, 16] (G = 2 of 32);
+// C = 70, 200, 300 and 1100 (blocks of 256, 256, 320 and 1024 threads:
+// one column per thread, two for 1100); the emulation runs 64-thread
+// blocks, so 2, 4, 5 and 9 passes over the columns, the last clamped);
+// f32 and bf16 (rows of 1100 in bf16: in f32, dx's cancellation after
+// 1100-element sums in another order than the interpreter's can exceed
+// the f32 bound). Grid 3: the group loop wraps.
+// With |groupedInput| (f32), the bias gradient's partials sum a fusion
+// input of shape [G, S, C] (as when kiln-fuse leaves the reshape of an
+// argument outside), read at the group's indices.
+std::string rowGroupFusion(int64_t b, int64_t t, int64_t c, int64_t s,
+                           const std::string &dt, bool groupedInput = false) {
+  int64_t g = b * t / s;
+  std::string row = std::to_string(b) + "x" + std::to_string(t);
+  std::string full = "tensor<" + row + "x" + std::to_string(c) + "xf32>";
+  std::string fullIn = "tensor<" + row + "x" + std::to_string(c) + "x" + dt + ">";
+  std::string rows = "tensor<" + row + "xf32>";
+  std::string col = "tensor<" + std::to_string(c) + "xf32>";
+  std::string grouped = "tensor<" + std::to_string(g) + "x" + std::to_string(s) +
+                        "x" + std::to_string(c) + "xf32>";
+  std::string part = "tensor<" + std::to_string(g) + "x" + std::to_string(c) + "xf32>";
+  std::string partOut = "tensor<" + std::to_string(g) + "x" + std::to_string(c) + "x" + dt + ">";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  std::string extraArg = groupedInput ? ", %dyg: " + grouped : "";
+  std::string extraOperand = groupedInput ? ", %dyg" : "";
+  std::string extraType = groupedInput ? ", " + grouped : "";
+  std::string extraBlockArg = groupedInput ? ", %adyg: " + grouped : "";
+  os << "func.func @main(%x: " << fullIn << ", %mean: " << rows << ", %rstd: " << rows
+     << ", %w: " << col << ", %dy: " << fullIn << extraArg << ") -> (" << fullIn << ", " << part
+     << ", " << partOut << ") {\n"
+     << "  %r:3 = kiln.fusion multi_output (%x, %mean, %rstd, %w, %dy" << extraOperand << ") : (" << fullIn
+     << ", " << rows << ", " << rows << ", " << col << ", " << fullIn << extraType << ") -> ("
+     << fullIn << ", " << part << ", " << partOut << ") {\n"
+     << "  ^bb0(%ax: " << fullIn << ", %am: " << rows << ", %ar: " << rows
+     << ", %aw: " << col << ", %ady: " << fullIn << extraBlockArg << "):\n"
+     << "    %xf = kiln.convert %ax : " << fullIn << " -> " << full << "\n"
+     << "    %mb = kiln.broadcast_in_dim %am, dims = [0, 1] : " << rows << " -> " << full << "\n"
+     << "    %xc = kiln.sub %xf, %mb : " << full << "\n"
+     << "    %rb = kiln.broadcast_in_dim %ar, dims = [0, 1] : " << rows << " -> " << full << "\n"
+     << "    %xh = kiln.mul %xc, %rb : " << full << "\n"
+     << "    %dyf = kiln.convert %ady : " << fullIn << " -> " << full << "\n"
+     << "    %wb = kiln.broadcast_in_dim %aw, dims = [2] : " << col << " -> " << full << "\n"
+     << "    %g = kiln.mul %dyf, %wb : " << full << "\n"
+     << "    %s1 = kiln.reduce sum %g, dims = [2] : " << full << " -> " << rows << "\n"
+     << "    %s1b = kiln.broadcast_in_dim %s1, dims = [0, 1] : " << rows << " -> " << full << "\n"
+     << "    %gx = kiln.mul %g, %xh : " << full << "\n"
+     << "    %s2 = kiln.reduce sum %gx, dims = [2] : " << full << " -> " << rows << "\n"
+     << "    %s2b = kiln.broadcast_in_dim %s2, dims = [0, 1] : " << rows << " -> " << full << "\n"
+     << "    %d1 = kiln.sub %g, %s1b : " << full << "\n"
+     << "    %d2 = kiln.mul %xh, %s2b : " << full << "\n"
+     << "    %d3 = kiln.sub %d1, %d2 : " << full << "\n"
+     << "    %dx = kiln.mul %rb, %d3 : " << full << "\n"
+     << "    %dxo = kiln.convert %dx : " << full << " -> " << fullIn << "\n"
+     << (groupedInput ? "" : "    %gr = kiln.reshape %dyf : " + full + " -> " + grouped + "\n")
+     << "    %pb = kiln.reduce sum " << (groupedInput ? "%adyg" : "%gr")
+     << ", dims = [1] : " << grouped << " -> " << part << "\n"
+     << "    %dxh = kiln.mul %dyf, %xh : " << full << "\n"
+     << "    %gw = kiln.reshape %dxh : " << full << " -> " << grouped << "\n"
+     << "    %pw = kiln.reduce sum %gw, dims = [1] : " << grouped << " -> " << part << "\n"
+     << "    %pe = kiln.exp %pw : " << part << "\n"
+     << "    %pc = kiln.convert %pe : " << part << " -> " << partOut << "\n"
+     << "    kiln.yield %dxo, %pb, %pc : " << fullIn << ", " << part << ", " << partOut << "\n"
+     << "  }\n"
+     << "  return %r#0, %r#1, %r#2 : " << fullIn << ", " << part << ", " << partOut << "\n"
+     << "}\n";
+  return os.str();
+}
+
+TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
+  struct Case {
+    int64_t b, t, c, s;
+    const char *dt;
+    uint64_t groups;
+    unsigned blockThreads;
+    bool groupedInput = false;
+  };
+  const Case cases[] = {{3, 40, 70, 5, "f32", 24, 256},
+                        {3, 40, 200, 5, "bf16", 24, 256},
+                        {4, 16, 200, 32, "f32", 2, 256},
+                        {4, 16, 300, 32, "bf16", 2, 320},
+                        {3, 40, 1100, 5, "bf16", 24, 1024},
+                        {3, 40, 300, 5, "f32", 24, 320, true}};
+  uint64_t seed = baseSeed();
+  std::vector<OwningOpRef<ModuleOp>> modules;
+  int i = 0;
+  for (const Case &c : cases) {
+    modules.push_back(parseSourceString<ModuleOp>(
+        rowGroupFusion(c.b, c.t, c.c, c.s, c.dt, c.groupedInput), &context));
+    ASSERT_TRUE(modules.back()) << diagnostics;
+    modules.back()->walk([&](FusionOp fusion) {
+      EXPECT_EQ(add(fusion, "rg" + std::to_string(i), seed + i, 4), "");
+      FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, "again");
+      ASSERT_TRUE(succeeded(source));
+      EXPECT_EQ(source->launch.maxBlocks, c.groups);
+      EXPECT_EQ(source->launch.blockThreads, c.blockThreads);
+      EXPECT_EQ(source->layouts, (SmallVector<std::string, 2>{"rowgroup.block"}));
+      // Per row: the two row reductions' shares per thread plus the two
+      // barriers of the allreduce they share; a block makes S rows in
+      // order.
+      uint64_t perThread = (c.c + c.blockThreads - 1) / c.blockThreads;
+      EXPECT_EQ(source->serialSteps, uint64_t(c.s) * (2 * perThread + 2));
+      EXPECT_EQ(source->serialThreads, c.groups * c.blockThreads);
+    });
+    ++i;
+  }
+  ASSERT_EQ(kernels.size(), 6u);
+  auto count = [](const std::string &text, const std::string &needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos;
+         at = text.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  for (auto [k, c] : llvm::zip(kernels, cases)) {
+    // The two row reductions, block-scope, once each per row, in one
+    // allreduce of the pair (the first's users wait for both).
+    EXPECT_EQ(count(k.source, "= kiln_block_allreduce("), 0u) << k.source;
+    EXPECT_EQ(count(k.source, "= kiln_block_allreduce_pair("), 1u) << k.source;
+    // dy (in4) and x (in0) are loaded once per column of the thread for
+    // the row's results and the partials together, besides the loads of
+    // the reductions' loops (dy in both, x in the second).
+    size_t perThread = (c.c + c.blockThreads - 1) / c.blockThreads;
+    EXPECT_EQ(count(k.source, "= in4["), perThread + 2) << k.source;
+    // The grouped input (in5), at the group's indices once per column.
+    EXPECT_EQ(count(k.source, "= in5["), c.groupedInput ? perThread : 0)
+        << k.source;
+    EXPECT_EQ(count(k.source, "= in0["), perThread + 1) << k.source;
+  }
+  runAll();
+  EXPECT_EQ(ran, 6u) << "seed " << seed;
+}
+
 TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
   uint64_t seed = baseSeed();
   int i = 0;

@@ -83,6 +83,18 @@ protected:
       if (fusion.getKind() == FusionKind::horizontal)
         fusion.walk([&](ReduceOp) { ++packedReductions; });
     });
+    // Kernels of a layer norm's dx beside its split first stages
+    // (kiln-fuse's row-group-partials; the rowgroup.block layout).
+    rowGroupKernels = 0;
+    func.walk([&](FusionOp fusion) {
+      if (fusion.getKind() != FusionKind::reduction &&
+          fusion.getKind() != FusionKind::multi_output)
+        return;
+      FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, "probe");
+      if (succeeded(source) &&
+          llvm::is_contained(source->layouts, "rowgroup.block"))
+        ++rowGroupKernels;
+    });
 
     // The package, as CudaCompile.cpp builds it (sources only: the fake's
     // NVRTC hands them to the host build below).
@@ -200,6 +212,8 @@ protected:
   int splitStages = 0;
   // Reduces inside horizontal fusions in the last check's step.
   int packedReductions = 0;
+  // Kernels in the rowgroup.block layout in the last check's step.
+  int rowGroupKernels = 0;
   double worstError = 0;
 };
 
@@ -265,6 +279,13 @@ TEST_F(CudaStepEmulationTest, GptBF16SplitColumnReductions) {
   EXPECT_EQ(splitStages, 6);
   EXPECT_EQ(packedReductions, 6);
   EXPECT_EQ(packedAttentionCalls, 2);
+  // The first stages sit beside their layer norm's dx (kiln-fuse's
+  // row-group-partials): ln2's and ln_f's backward in the rowgroup.block
+  // layout, matching the interpreter above. ln1's dx joins the kernel
+  // that adds the embeddings' gradient, so its partials go beside its row
+  // sums instead (a third nest: the row sums' element.warp and the
+  // partials' thread per result).
+  EXPECT_EQ(rowGroupKernels, 2);
 }
 
 TEST_F(CudaStepEmulationTest, SmallGptFP16TwoStepsMatchTheInterpreter) {

@@ -248,7 +248,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
     fuse.horizontalReductions = options.target == TargetKind::cuda;
-    fuse.rowGroupPartials = options.target == TargetKind::cuda;
+    fuse.rowGroupPartials =
+        options.target == TargetKind::cuda && options.rowGroupPartials;
     if (options.fuseSharedMemoryBytes > 0)
       fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));
@@ -257,7 +258,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     fuse.biasGradientEpilogues = options.gemmBiasGradients;
     fuse.geluGradEpilogues = options.target == TargetKind::cuda;
     fuse.horizontalReductions = options.target == TargetKind::cuda;
-    fuse.rowGroupPartials = options.target == TargetKind::cuda;
+    fuse.rowGroupPartials =
+        options.target == TargetKind::cuda && options.rowGroupPartials;
     if (options.fuseSharedMemoryBytes > 0)
       fuse.sharedMemoryBytes = options.fuseSharedMemoryBytes;
     pm.addPass(createKilnFuse(fuse));

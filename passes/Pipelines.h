@@ -58,6 +58,10 @@ struct PipelineOptions {
   // With target cuda: sum wide column reductions in two stages
   // (kiln-split-reductions), for the GPU's parallelism.
   bool splitReductions = true;
+  // With target cuda: a row kernel also sums groups of its rows (kiln-fuse
+  // row-group-partials: a layer norm's dx and its scale/bias gradients'
+  // first stage in one kernel, CUDA layout rowgroup.block).
+  bool rowGroupPartials = true;
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   // kiln-distribute's options (with a strategy other than none): the bucket

@@ -166,6 +166,19 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
 else
   fail "Kiln GPT step: $run or $in/gpt-bf16.kpkg missing"
 fi
+# The same step with the layer norms' gradient partials in kernels of their
+# own (kiln compile --row-groups=off): which layout is faster on the GPU.
+if [ -x "$run" ] && [ -f "$in/gpt-bf16-rowgroups-off.kpkg" ]; then
+  timeout "$(left)" "$run" "$in/gpt-bf16-rowgroups-off.kpkg" --data=synthetic \
+    --classes=50304 --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
+    --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
+    > "$log/gpt-rowgroups-off.txt" 2>&1 \
+    && { grep -iE "tokens/s|step time|MFU|utilization" "$log/gpt-rowgroups-off.txt" | sed 's/^/  --row-groups=off: /';
+         pass "Kiln GPT step, --row-groups=off"; } \
+    || { tail -5 "$log/gpt-rowgroups-off.txt"; fail "Kiln GPT step, --row-groups=off"; }
+  [ -f "$in/gpt-bf16-rowgroups-off.roofline.txt" ] && grep -E "^  step" \
+    "$in/gpt-bf16-rowgroups-off.roofline.txt" | sed 's/^/  --row-groups=off predicted /'
+fi
 if command -v python3 > /dev/null; then
   timeout "$(left)" python3 "$root/bench/gpu/peers.py" --steps "$steps" \
     && pass "peers (PyTorch eager, torch.compile, JAX)" || fail "peers"

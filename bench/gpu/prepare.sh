@@ -40,6 +40,14 @@ mkdir -p "$out/bin"
   -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt" 2>&1
 # The step's roofline prediction, for check.sh to print beside the measurement.
 "$kiln" inspect "$out/gpt-bf16.kpkg" --roofline --top=25 > "$out/gpt-bf16.roofline.txt"
+# The same step with each layer norm's dx and its scale/bias gradients'
+# first stage in two kernels (--row-groups=off): the rowgroup.block layout
+# walks a group's 32 rows in order behind barriers, which only a GPU can
+# say is faster than re-reading x and dy (check.sh times both).
+"$kiln" compile "$out/gpt.kiln" --amp=bf16 --target=cuda:sm_90 --row-groups=off \
+  -o "$out/gpt-bf16-rowgroups-off.kpkg"
+"$kiln" inspect "$out/gpt-bf16-rowgroups-off.kpkg" --roofline --top=25 \
+  > "$out/gpt-bf16-rowgroups-off.roofline.txt"
 # The reference: the MLP's first 20 steps on the interpreter, synthetic data
 # in file order (kiln-cuda-run --no-shuffle=1 --synthetic-size=1024 draws the
 # same batches).

@@ -50,7 +50,7 @@ struct CompileOptions {
 // The flags' raw text; empty means "not given".
 struct RawFlags {
   std::string input, output, emit, target, dumpDir, dumpAfter, fuseAttention,
-      splitReductions;
+      splitReductions, rowGroups;
   AmpFlags amp;
   DistFlags dist;
   bool forwardOnly = false;
@@ -120,6 +120,12 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     if (!on)
       return false;
     p.splitReductions = *on;
+  }
+  if (!raw.rowGroups.empty()) {
+    std::optional<bool> on = parseOnOff(kCommand, "row-groups", raw.rowGroups, errs);
+    if (!on)
+      return false;
+    p.rowGroupPartials = *on;
   }
   if (!parseDistFlags(kCommand, raw.dist, p, errs))
     return false;
@@ -220,7 +226,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "the primitives. kiln-pack-attention then lets it read its qkv\n"
       "projection in place. --target=cuda also runs kiln-split-reductions\n"
       "before kiln-fuse (--split-reductions=off does not): wide column\n"
-      "reductions sum in two stages, for the GPU's parallelism.");
+      "reductions sum in two stages, for the GPU's parallelism; a row kernel\n"
+      "then also sums the first stage's groups of its rows (a layer norm's\n"
+      "dx and its scale/bias gradients in one kernel; --row-groups=off\n"
+      "keeps two).");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -236,6 +245,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "--target=cuda: sum wide column reductions in two stages "
                   "(kiln-split-reductions; default on; no effect on other "
                   "targets)");
+  parser.addValue("row-groups", &raw.rowGroups, "on|off",
+                  "--target=cuda: a row kernel also sums groups of its rows "
+                  "(kiln-fuse row-group-partials; default on; no effect on "
+                  "other targets)");
   addDistFlags(parser, raw.dist,
                "number of ranks the step is compiled for (default 1; more "
                "needs a --strategy)");

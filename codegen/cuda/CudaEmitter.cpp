@@ -252,6 +252,40 @@ NestUses usesOf(const LoopNest &nest, YieldOp yield) {
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// A block's passes over a row of |columns| columns, the same passes in
+// every thread (layouts with barriers inside need that): per pass p
+// (stepping by |threads| x |perThread|), thread |tid| keeps the columns
+// p + l x |threads| + |tid| for l < |perThread|, clamped to the last
+// (columns, valid to load at) and whether each is in the row (inRange:
+// store only then). The values are built at the start of the pass body.
+struct ColumnPasses {
+  scf::ForOp pass;
+  SmallVector<Value, 4> columns, inRange;
+};
+
+ColumnPasses buildColumnPasses(OpBuilder &b, Location loc, Value threads,
+                               Value tid, int64_t columns, int64_t perThread) {
+  auto constant = [&](OpBuilder &cb, int64_t v) -> Value {
+    return cb.create<arith::ConstantIndexOp>(loc, v);
+  };
+  ColumnPasses passes;
+  passes.pass = b.create<scf::ForOp>(
+      loc, constant(b, 0), constant(b, columns),
+      b.create<arith::MulIOp>(loc, threads, constant(b, perThread)));
+  OpBuilder pb = OpBuilder::atBlockTerminator(passes.pass.getBody());
+  for (int64_t l = 0; l < perThread; ++l) {
+    Value column = pb.create<arith::AddIOp>(
+        loc, passes.pass.getInductionVar(),
+        pb.create<arith::AddIOp>(
+            loc, pb.create<arith::MulIOp>(loc, threads, constant(pb, l)), tid));
+    passes.inRange.push_back(pb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::slt, column, constant(pb, columns)));
+    passes.columns.push_back(
+        pb.create<arith::MinSIOp>(loc, column, constant(pb, columns - 1)));
+  }
+  return passes;
+}
+
 // Whether two index values are the same index: one value, or constants
 // with one value (a hoisted reduction rebuilds its constant indices).
 bool sameIndex(Value a, Value b) {
@@ -753,22 +787,10 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       OpBuilder gb = OpBuilder::atBlockTerminator(loop.getBody());
       Value group = loop.getInductionVar();
       // Every thread makes the same passes and rows (the barriers).
-      auto pass = gb.create<scf::ForOp>(
-          loc, constant(gb, 0), constant(gb, columns),
-          gb.create<arith::MulIOp>(loc, threads, constant(gb, perThread)));
-      OpBuilder pb = OpBuilder::atBlockTerminator(pass.getBody());
-      SmallVector<Value, 4> cols, inRange;
-      for (int64_t l = 0; l < perThread; ++l) {
-        Value column = pb.create<arith::AddIOp>(
-            loc, pass.getInductionVar(),
-            pb.create<arith::AddIOp>(
-                loc, pb.create<arith::MulIOp>(loc, threads, constant(pb, l)),
-                tid));
-        inRange.push_back(pb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::slt, column, constant(pb, columns)));
-        cols.push_back(
-            pb.create<arith::MinSIOp>(loc, column, constant(pb, columns - 1)));
-      }
+      ColumnPasses passes =
+          buildColumnPasses(gb, loc, threads, tid, columns, perThread);
+      OpBuilder pb = OpBuilder::atBlockTerminator(passes.pass.getBody());
+      ArrayRef<Value> cols = passes.columns, inRange = passes.inRange;
       // Accumulators: partial p's column l at p * perThread + l.
       SmallVector<Value> init;
       for (ReduceOp partial : plan.partials) {
@@ -891,22 +913,10 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       SmallVector<Value, 4> outer =
           delinearizeIndex(ub, loc, loop.getInductionVar(), unitShape);
       // Every thread makes the same passes (the chunk loop's barriers).
-      auto pass = ub.create<scf::ForOp>(
-          loc, constant(ub, 0), constant(ub, columns),
-          ub.create<arith::MulIOp>(loc, threads, constant(ub, perThread)));
-      OpBuilder nb = OpBuilder::atBlockTerminator(pass.getBody());
-      SmallVector<Value, 4> cols, inRange;
-      for (int64_t l = 0; l < perThread; ++l) {
-        Value column = nb.create<arith::AddIOp>(
-            loc, pass.getInductionVar(),
-            nb.create<arith::AddIOp>(
-                loc, nb.create<arith::MulIOp>(loc, threads, constant(nb, l)),
-                tid));
-        inRange.push_back(nb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::slt, column, constant(nb, columns)));
-        cols.push_back(
-            nb.create<arith::MinSIOp>(loc, column, constant(nb, columns - 1)));
-      }
+      ColumnPasses passes =
+          buildColumnPasses(ub, loc, threads, tid, columns, perThread);
+      OpBuilder nb = OpBuilder::atBlockTerminator(passes.pass.getBody());
+      ArrayRef<Value> cols = passes.columns, inRange = passes.inRange;
       int64_t positions =
           cast<RankedTensorType>(scatter.getIndices().getType()).getNumElements();
       Value target = outer.front();

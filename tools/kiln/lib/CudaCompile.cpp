@@ -14,8 +14,8 @@
 #ifdef KILN_HAVE_NVRTC
 #include "codegen/cuda/Nvrtc.h"
 #endif
+#include "passes/BufferLiveness.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -41,15 +41,10 @@ std::string entryPointFor(const std::string &name) {
 // embedding lookup reads 8192 of 50304 rows); 0 when it reads every input
 // whole (the roofline then counts the operands' sizes).
 uint64_t partialReadBytes(FusionOp fusion) {
-  auto bytesOf = [](mlir::Type type) -> uint64_t {
-    auto tensor = mlir::cast<mlir::RankedTensorType>(type);
-    unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
-    return uint64_t(tensor.getNumElements()) * ((bits + 7) / 8);
-  };
   uint64_t total = 0;
   bool partial = false;
   for (mlir::BlockArgument arg : fusion.getBody().front().getArguments()) {
-    uint64_t whole = bytesOf(arg.getType());
+    uint64_t whole = uint64_t(getTensorBytes(arg.getType()).value_or(0));
     uint64_t rows = 0;
     bool onlyTables = !arg.use_empty();
     for (mlir::OpOperand &use : arg.getUses()) {

@@ -63,10 +63,11 @@ def Kiln_RoleStep : I32EnumAttrCase<"step", 4>;
 def Kiln_RoleLoss : I32EnumAttrCase<"loss", 5>;
 def Kiln_RoleOutput : I32EnumAttrCase<"output", 6>;
 def Kiln_RoleGradient : I32EnumAttrCase<"gradient", 7>;
+def Kiln_RoleParameterCopy : I32EnumAttrCase<"parameter_copy", 8>;
 def Kiln_Role : I32EnumAttr<"Role", "role of a function argument or result",
     [Kiln_RoleInput, Kiln_RoleLabel, Kiln_RoleParameter,
      Kiln_RoleOptimizerState, Kiln_RoleStep, Kiln_RoleLoss, Kiln_RoleOutput,
-     Kiln_RoleGradient]> {
+     Kiln_RoleGradient, Kiln_RoleParameterCopy]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
 }

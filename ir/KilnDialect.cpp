@@ -89,8 +89,9 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
                              << "' must be a string, but is " << attr.getValue();
     return success();
   }
-  if (name == KilnDialect::kGradOfAttrName || name == KilnDialect::kUpdatesAttrName) {
-    // Both name an argument of the function by index.
+  if (name == KilnDialect::kGradOfAttrName || name == KilnDialect::kUpdatesAttrName ||
+      name == KilnDialect::kCopyOfAttrName) {
+    // All three name an argument of the function by index.
     auto target = dyn_cast<IntegerAttr>(attr.getValue());
     auto func = dyn_cast<func::FuncOp>(op);
     if (!target || (func && (target.getInt() < 0 ||
@@ -213,7 +214,8 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                "kiln.aliases, kiln.arena_bytes, kiln.peak_bytes "
                                "and kiln.lower_bound_bytes, on functions and ops";
   if (name == kRoleAttrName || name == kInitAttrName || name == kNameAttrName ||
-      name == kGradOfAttrName || name == kUpdatesAttrName)
+      name == kGradOfAttrName || name == kUpdatesAttrName ||
+      name == kCopyOfAttrName)
     diag << "; '" << name << "' belongs on a function argument or result";
   diag << ")";
   return diag;

@@ -41,6 +41,9 @@ def Kiln_Dialect : Dialect {
     static constexpr llvm::StringLiteral kGradOfAttrName = "kiln.grad_of";
     // On an updated parameter/state/step result: the argument it replaces.
     static constexpr llvm::StringLiteral kUpdatesAttrName = "kiln.updates";
+    // On a parameter copy argument (kiln-parameter-copies): the index of the
+    // parameter argument it is a lower-precision copy of.
+    static constexpr llvm::StringLiteral kCopyOfAttrName = "kiln.copy_of";
     // The buffer plan (kiln-plan-buffers). On each top-level op: the arena
     // offset of each result (-1: it lives in an argument's buffer) and, when
     // some result does, the argument index per result (-1: none).

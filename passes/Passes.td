@@ -231,6 +231,27 @@ def KilnGatherShards : Pass<"kiln-gather-shards", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnParameterCopies : Pass<"kiln-parameter-copies", "mlir::ModuleOp"> {
+  let summary = "Keep mixed precision's low-precision parameter copies as step state";
+  let description = [{
+    Runs after kiln-apply-optimizer (and kiln-gather-shards) on a mixed
+    precision training step. Each f32 parameter that the step converts to a
+    narrower float type (kiln-auto-mixed-precision's casts) and updates
+    (a `kiln.updates` result), and that is not a ZeRO shard, gets a copy per
+    such type instead: a new argument (`#kiln.role<parameter_copy>`, named
+    `<parameter>.bf16` or `.f16`, `kiln.copy_of` = the parameter's index)
+    replaces every one of those converts, and a new result, the convert of
+    the updated parameter, updates it. The optimizer update's kernel then
+    writes the copy beside the new parameter, and no kernel converts the
+    parameters at the start of the step (Megatron-LM's and DeepSpeed's bf16
+    parameters with f32 master weights). The step's values are unchanged:
+    the copy is the convert of the parameter it is read beside. The runtime
+    fills a copy from its parameter whenever it sets the parameter and never
+    checkpoints it.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnFuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
   let summary = "Rewrite primitive scaled-dot-product attention into kiln.attention";
   let description = [{

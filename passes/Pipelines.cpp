@@ -213,6 +213,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     if (options.strategy == Strategy::zero1 ||
         options.strategy == Strategy::zero2)
       pm.addPass(createKilnGatherShards());
+    // Mixed precision: the optimizer writes the parameters' bf16/f16 copies
+    // (passes/ParameterCopies.cpp), so no kernel converts them every step.
+    if (options.amp != AmpMode::off && options.parameterCopies)
+      pm.addPass(createKilnParameterCopies());
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
   }

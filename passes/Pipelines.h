@@ -62,6 +62,9 @@ struct PipelineOptions {
   // row-group-partials: a layer norm's dx and its scale/bias gradients'
   // first stage in one kernel, CUDA layout rowgroup.block).
   bool rowGroupPartials = true;
+  // With amp: keep each converted f32 parameter's low-precision copy as step
+  // state that the optimizer update writes (kiln-parameter-copies).
+  bool parameterCopies = true;
   Strategy strategy = Strategy::none;
   int64_t worldSize = 1;
   // kiln-distribute's options (with a strategy other than none): the bucket

@@ -48,6 +48,7 @@ const Pair<fbs::Role, Role> kRoles[] = {
     {fbs::Role::Loss, Role::loss},
     {fbs::Role::Output, Role::output},
     {fbs::Role::Gradient, Role::gradient},
+    {fbs::Role::ParameterCopy, Role::parameter_copy},
 };
 
 const Pair<fbs::InitKind, InitKind> kInitKinds[] = {

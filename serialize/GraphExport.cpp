@@ -39,16 +39,18 @@ struct TensorInfo {
   std::optional<InitializerAttr> init;
   int32_t gradOf = -1;  // kiln.grad_of
   int32_t updates = -1; // kiln.updates
+  int32_t copyOf = -1;  // kiln.copy_of
 };
 
-// Reads kiln.grad_of or kiln.updates (an argument index) into |info|: None
-// when |attr| is neither (or holds no index that fits), Conflict when |info|
+// Reads kiln.grad_of, kiln.updates or kiln.copy_of (an argument index) into
+// |info|: None when |attr| is none of them (or holds no index that fits), Conflict when |info|
 // already holds a different one.
 enum class IndexAttr { None, Ok, Conflict };
 IndexAttr readIndexAttr(NamedAttribute attr, TensorInfo &info) {
   StringRef name = attr.getName().getValue();
   int32_t *slot = name == KilnDialect::kGradOfAttrName   ? &info.gradOf
                   : name == KilnDialect::kUpdatesAttrName ? &info.updates
+                  : name == KilnDialect::kCopyOfAttrName  ? &info.copyOf
                                                           : nullptr;
   auto value = dyn_cast<IntegerAttr>(attr.getValue());
   if (!slot || !value || value.getValue().getSignificantBits() > 32 ||
@@ -370,7 +372,7 @@ LogicalResult Exporter::run(std::vector<uint8_t> &bytes) {
     auto name = fbb.CreateString(t.name);
     auto shape = fbb.CreateVector(t.shape.data(), t.shape.size());
     tensorOffsets.push_back(fbs::CreateTensor(fbb, name, shape, t.dtype, t.role,
-                                              init, t.gradOf, t.updates));
+                                              init, t.gradOf, t.updates, t.copyOf));
   }
   fbs::Version version(graph::kFormatMajor, graph::kFormatMinor);
   auto name = fbb.CreateString(func.getSymName().str());

@@ -228,6 +228,9 @@ LogicalResult Importer::checkTensors() {
     if (ten.updates() < -1 || ten.updates() >= numInputs)
       tensorError(t) << "updates is " << ten.updates() << ", but the graph has "
                      << numInputs << " inputs (-1 means none)";
+    if (ten.copy_of() < -1 || ten.copy_of() >= numInputs)
+      tensorError(t) << "copy_of is " << ten.copy_of() << ", but the graph has "
+                     << numInputs << " inputs (-1 means none)";
     if (const fbs::Initializer *init = ten.init()) {
       if (!isKnown(init->kind()))
         tensorError(t) << "unknown initializer kind " << unsigned(init->kind())
@@ -484,6 +487,8 @@ DictionaryAttr Importer::boundaryAttrs(uint32_t t, bool withInit) {
     attrs.append(KilnDialect::kGradOfAttrName, b.getI64IntegerAttr(ten.grad_of()));
   if (ten.updates() >= 0)
     attrs.append(KilnDialect::kUpdatesAttrName, b.getI64IntegerAttr(ten.updates()));
+  if (ten.copy_of() >= 0)
+    attrs.append(KilnDialect::kCopyOfAttrName, b.getI64IntegerAttr(ten.copy_of()));
   return attrs.getDictionary(context);
 }
 

@@ -41,7 +41,8 @@ Offset<fbs::SignatureEntry> writeEntry(FlatBufferBuilder &b,
   auto name = b.CreateString(e.name);
   auto shape = b.CreateVector(e.shape);
   return fbs::CreateSignatureEntry(b, name, toFbs<fbs::Role>(e.role),
-                                   toFbs<fbs::DType>(e.dtype), shape, e.buffer);
+                                   toFbs<fbs::DType>(e.dtype), shape, e.buffer,
+                                   e.copyOf);
 }
 
 Offset<fbs::Kernel> writeKernel(FlatBufferBuilder &b, const PackageKernel &k) {

@@ -723,6 +723,11 @@ Status Executable::initialize() {
     spec.seed = static_cast<uint64_t>(init.seed);
     storeAs(b.dtype, runtime::initialize(spec, b.shape), out);
   }
+  // Parameter copies start as their parameters' values.
+  for (size_t i = 0; i < package_.inputs.size(); ++i)
+    if (package_.inputs[i].role == PkgRole::ParameterCopy)
+      pkgFillParameterCopy(package_, i, input(package_.inputs[i].copyOf),
+                           input(i));
   return Status::ok();
 }
 

@@ -131,8 +131,9 @@ public:
 
   // Gives every input its first value: each ParameterInit's distribution
   // (runtime/Initializers.h, converted to the buffer's dtype, f16 and bf16
-  // rounded to nearest even) or its exact data bytes; every other input is
-  // zeroed.
+  // rounded to nearest even) or its exact data bytes; a parameter copy gets
+  // its parameter's values (pkgFillParameterCopy); every other input is
+  // zeroed. Whoever later writes a parameter refills its copies.
   Status initialize();
 
   // Runs one step: every thunk in order, then the updates copies.

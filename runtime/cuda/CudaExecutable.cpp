@@ -934,6 +934,12 @@ Status CudaExecutable::initialize() {
     spec.seed = static_cast<uint64_t>(init.seed);
     storeAs(b.dtype, runtime::initialize(spec, b.shape), image.data());
   }
+  // Parameter copies start as their parameters' values.
+  for (size_t i = 0; i < package_.inputs.size(); ++i)
+    if (package_.inputs[i].role == PkgRole::ParameterCopy)
+      pkgFillParameterCopy(package_, i,
+                           images[package_.inputs[i].copyOf].data(),
+                           images[i].data());
   for (size_t i = 0; i < images.size(); ++i)
     if (Status s = writeInput(i, images[i].data()); !s.isOk())
       return s;

@@ -133,8 +133,9 @@ public:
   int findInput(const std::string &name) const;
   int findOutput(const std::string &name) const;
 
-  // Gives every input its first value (the package's initializers, as the
-  // CPU Executable does), computed on the host and copied in.
+  // Gives every input its first value (the package's initializers and
+  // parameter copies, as the CPU Executable does), computed on the host and
+  // copied in.
   Status initialize();
 
   // Synchronous copies between the host and buffer |id| (all of it).

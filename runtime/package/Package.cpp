@@ -14,6 +14,7 @@
 
 #include "runtime/package/Package.h"
 
+#include "runtime/Half.h"
 #include "serialize/schema/package_generated.h"
 
 #include <algorithm>
@@ -49,7 +50,7 @@ constexpr unsigned kMaxAttentionLayout = raw(pkg::AttentionLayout::MAX);
 static_assert(kMaxAttentionLayout == raw(AttentionLayout::PackedBTHD));
 static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::DGelu));
 static_assert(kMaxDType == raw(PkgDType::I1));
-static_assert(kMaxRole == raw(PkgRole::Gradient));
+static_assert(kMaxRole == raw(PkgRole::ParameterCopy));
 static_assert(kMaxTarget == raw(TargetKind::Cuda));
 static_assert(kMaxKernelKind == raw(KernelKind::Cuda));
 static_assert(kMaxThunkKind == raw(ThunkKind::Copy));
@@ -134,6 +135,29 @@ Status checkSignature(const LoadedPackage &p,
       std::ostringstream os;
       os << where << " (\"" << e.name << "\"): dtype or shape differs from "
          << "buffer " << e.buffer << "'s";
+      return fail(os);
+    }
+    // A parameter copy input names a floating-point parameter input of its
+    // shape (an output that updates it does not).
+    bool copy = &entries == &p.inputs && e.role == PkgRole::ParameterCopy;
+    if (copy || e.copyOf != -1) {
+      std::ostringstream os;
+      os << where << " (\"" << e.name << "\"): ";
+      const SignatureEntry *source =
+          e.copyOf >= 0 && size_t(e.copyOf) < entries.size() ? &entries[e.copyOf]
+                                                             : nullptr;
+      if (!copy)
+        os << "copy_of is " << e.copyOf << ", but only a parameter_copy input "
+           << "copies a parameter (-1)";
+      else if (!source)
+        os << "a parameter_copy input needs copy_of, the index of an input "
+           << "(0.." << entries.size() - 1 << "), but it is " << e.copyOf;
+      else if (source->role != PkgRole::Parameter || source->shape != e.shape ||
+               !isFloatDType(source->dtype) || !isFloatDType(e.dtype))
+        os << "copies input " << e.copyOf << " (\"" << source->name
+           << "\"), which is not a floating-point parameter of its shape";
+      else
+        continue;
       return fail(os);
     }
   }
@@ -709,6 +733,7 @@ SignatureEntry copyEntry(const pkg::SignatureEntry *e) {
   out.dtype = castEnum<PkgDType>(e->dtype());
   out.shape = copyVector<int64_t>(e->shape());
   out.buffer = e->buffer();
+  out.copyOf = e->copy_of();
   return out;
 }
 
@@ -863,6 +888,42 @@ LoadedPackage copyOut(const pkg::Package *fb) {
 }
 
 } // namespace
+
+std::vector<size_t> pkgParameterCopiesOf(const LoadedPackage &p,
+                                         size_t parameter) {
+  std::vector<size_t> copies;
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    if (p.inputs[i].role == PkgRole::ParameterCopy &&
+        p.inputs[i].copyOf == static_cast<int32_t>(parameter))
+      copies.push_back(i);
+  return copies;
+}
+
+void pkgFillParameterCopy(const LoadedPackage &p, size_t copy,
+                          const void *parameter, void *out) {
+  const SignatureEntry &to = p.inputs[copy];
+  PkgDType from = p.inputs[to.copyOf].dtype;
+  int64_t n = 1;
+  for (int64_t d : to.shape)
+    n *= d;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = 0;
+    switch (from) {
+    case PkgDType::F64: v = static_cast<float>(static_cast<const double *>(parameter)[i]); break;
+    case PkgDType::F32: v = static_cast<const float *>(parameter)[i]; break;
+    case PkgDType::F16: v = f16ToFloat(static_cast<const uint16_t *>(parameter)[i]); break;
+    case PkgDType::BF16: v = bf16ToFloat(static_cast<const uint16_t *>(parameter)[i]); break;
+    default: break; // not a float: checkPackage refuses the package
+    }
+    switch (to.dtype) {
+    case PkgDType::F64: static_cast<double *>(out)[i] = v; break;
+    case PkgDType::F32: static_cast<float *>(out)[i] = v; break;
+    case PkgDType::F16: static_cast<uint16_t *>(out)[i] = floatToF16(v); break;
+    case PkgDType::BF16: static_cast<uint16_t *>(out)[i] = floatToBf16(v); break;
+    default: break;
+    }
+  }
+}
 
 StatusOr<LoadedPackage> loadPackageFromBytes(const uint8_t *data, size_t size) {
   // A FlatBuffer starts with the root offset, then the file identifier.

@@ -26,7 +26,7 @@ namespace kiln::runtime {
 
 // The version this reader understands (package.fbs's compatibility rule).
 constexpr uint16_t kPackageMajorVersion = 1;
-constexpr uint16_t kPackageMinorVersion = 3;
+constexpr uint16_t kPackageMinorVersion = 4;
 
 // Enum values equal package.fbs's.
 enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
@@ -39,7 +39,11 @@ enum class PkgRole : uint8_t {
   Step,
   Loss,
   Output,
-  Gradient
+  Gradient,
+  // A lower-precision copy of a parameter the step reads instead of
+  // converting the parameter (kiln-parameter-copies); never checkpointed,
+  // filled from the parameter whenever the runtime sets it.
+  ParameterCopy
 };
 enum class TargetKind : uint8_t { Cpu, Cuda };
 enum class KernelKind : uint8_t { CpuObject, LlvmBitcode, Cuda };
@@ -323,11 +327,19 @@ struct SignatureEntry {
   PkgDType dtype = PkgDType::F32;
   std::vector<int64_t> shape;
   uint32_t buffer = 0;
+  // A ParameterCopy input: the index of the input it copies; else -1.
+  int32_t copyOf = -1;
   bool operator==(const SignatureEntry &o) const {
     return name == o.name && role == o.role && dtype == o.dtype &&
-           shape == o.shape && buffer == o.buffer;
+           shape == o.shape && buffer == o.buffer && copyOf == o.copyOf;
   }
 };
+
+// Whether |dtype| is a floating-point type.
+inline bool isFloatDType(PkgDType dtype) {
+  return dtype == PkgDType::F64 || dtype == PkgDType::F32 ||
+         dtype == PkgDType::F16 || dtype == PkgDType::BF16;
+}
 
 // The index of the entry named |name| in a signature (inputs or outputs),
 // or -1.
@@ -414,6 +426,18 @@ struct PkgUpdateCopy {
   uint64_t bytes = 0;
 };
 std::vector<PkgUpdateCopy> pkgUpdateCopies(const LoadedPackage &package);
+
+// The ParameterCopy inputs that copy input |parameter| (SignatureEntry::
+// copyOf), in signature order.
+std::vector<size_t> pkgParameterCopiesOf(const LoadedPackage &package,
+                                         size_t parameter);
+
+// Fills ParameterCopy input |copy| of |package| from the parameter it copies:
+// |parameter| holds that parameter's elements (in its dtype), |out| receives
+// the copy's, each converted as the step's convert would (through f32, then
+// rounded to nearest even). checkPackage has checked both dtypes are floats.
+void pkgFillParameterCopy(const LoadedPackage &package, size_t copy,
+                          const void *parameter, void *out);
 
 // Reads and checks the package at |path|; errors start with the path.
 StatusOr<LoadedPackage> loadPackage(const std::string &path);

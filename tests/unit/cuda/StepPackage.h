@@ -237,7 +237,11 @@ inline void runStepsAgainstInterpreter(mlir::func::FuncOp func,
   for (const cli::ArgumentInfo &a : args) {
     bool data = a.role == Role::input || a.role == Role::label;
     values.push_back(data ? cli::randomData(func, a, rng) : cli::initialValue(a));
-    std::vector<uint8_t> native = toNative(values.back());
+  }
+  // Parameter copies (kiln-parameter-copies) hold their parameters' values.
+  cli::fillParameterCopies(args, values);
+  for (const cli::ArgumentInfo &a : args) {
+    std::vector<uint8_t> native = toNative(values[a.index]);
     ASSERT_EQ(native.size(), pkg.buffers[pkg.inputs[a.index].buffer].size)
         << a.name;
     ASSERT_TRUE(exec.writeInput(a.index, native.data()).isOk());
@@ -300,11 +304,13 @@ inline void runStepsAgainstInterpreter(mlir::func::FuncOp func,
       // gradient is rounding noise (a key bias's gradient is zero in exact
       // arithmetic: softmax ignores a constant added to every key) moves
       // by up to the learning rate either way on each side. Parameters
-      // get that allowance per step taken; the gradients themselves are
-      // checked through the optimizer state (Adam's m and v), which gets
-      // none.
-      double allowance =
-          r.role == Role::parameter ? 2 * kLearningRate * (step + 1) : 0;
+      // and their bf16/fp16 copies (the converts of the updated
+      // parameters) get that allowance per step taken; the gradients
+      // themselves are checked through the optimizer state (Adam's m and
+      // v), which gets none.
+      double allowance = r.role == Role::parameter || r.role == Role::parameter_copy
+                             ? 2 * kLearningRate * (step + 1)
+                             : 0;
       int bad = 0;
       for (int64_t i = 0; i < e.size(); ++i) {
         double want = e[i], have = mine[i];

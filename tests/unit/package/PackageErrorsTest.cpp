@@ -76,14 +76,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.3 is not supported: this reader reads 1.3 "
-            "(same major, minor at most 3)");
+            "package version 2.4 is not supported: this reader reads 1.4 "
+            "(same major, minor at most 4)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 4; }),
-            "package version 1.4 is not supported: this reader reads 1.3 "
-            "(same major, minor at most 3)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 5; }),
+            "package version 1.5 is not supported: this reader reads 1.4 "
+            "(same major, minor at most 4)");
 }
 
 TEST(PackageErrors, TargetKind) {
@@ -106,8 +106,8 @@ TEST(PackageErrors, BufferDType) {
 
 TEST(PackageErrors, BufferRole) {
   EXPECT_EQ(
-      loadError([](LoadedPackage &p) { p.buffers[3].role = bad<PkgRole>(9); }),
-      "buffer 3: role 9 is out of range (0..8)");
+      loadError([](LoadedPackage &p) { p.buffers[3].role = bad<PkgRole>(10); }),
+      "buffer 3: role 10 is out of range (0..9)");
 }
 
 TEST(PackageErrors, NegativeDimension) {
@@ -154,6 +154,78 @@ TEST(PackageErrors, AliasesOutOfRange) {
 TEST(PackageErrors, UpdatesOutOfRange) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[2].updates = -2; }),
             "buffer 2: updates input -2, but the signature has 2 inputs");
+}
+
+// Adds input 2, a bf16 copy of parameter input 1 (fc.weight) in a grown
+// arena, updated by output 2.
+void addParameterCopy(LoadedPackage &p) {
+  p.arenaSize = 1088;
+  PackageBuffer copy = kiln::runtime::testing::makeBuffer(
+      "fc.weight.bf16", {8, 2}, 1024, 32, PkgRole::ParameterCopy, -1, 2);
+  copy.dtype = PkgDType::BF16;
+  p.buffers.push_back(copy);
+  SignatureEntry in = kiln::runtime::testing::makeEntry(
+      "fc.weight.bf16", PkgRole::ParameterCopy, {8, 2},
+      uint32_t(p.buffers.size() - 1));
+  in.dtype = PkgDType::BF16;
+  in.copyOf = 1;
+  p.inputs.push_back(in);
+  SignatureEntry out = in;
+  out.copyOf = -1;
+  p.outputs.push_back(out);
+}
+
+TEST(PackageErrors, ParameterCopyLoads) {
+  LoadedPackage p = makeSamplePackage();
+  addParameterCopy(p);
+  std::vector<uint8_t> bytes = kiln::serialize::writePackageUnchecked(p);
+  StatusOr<LoadedPackage> loaded = loadPackageFromBytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_EQ(loaded.value().inputs[2].copyOf, 1);
+  EXPECT_EQ(loaded.value().outputs[2].copyOf, -1);
+  EXPECT_EQ(pkgParameterCopiesOf(loaded.value(), 1), std::vector<size_t>{2});
+  EXPECT_TRUE(pkgParameterCopiesOf(loaded.value(), 0).empty());
+}
+
+TEST(PackageErrors, ParameterCopyWithoutItsParameter) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              addParameterCopy(p);
+              p.inputs[2].copyOf = -1;
+            }),
+            "input 2 (\"fc.weight.bf16\"): a parameter_copy input needs copy_of, "
+            "the index of an input (0..2), but it is -1");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              addParameterCopy(p);
+              p.inputs[2].copyOf = 3;
+            }),
+            "input 2 (\"fc.weight.bf16\"): a parameter_copy input needs copy_of, "
+            "the index of an input (0..2), but it is 3");
+}
+
+TEST(PackageErrors, ParameterCopyOfANonParameter) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              addParameterCopy(p);
+              p.inputs[2].shape = {4, 8};
+              p.inputs[2].copyOf = 0;
+              p.buffers.back().shape = {4, 8};
+              p.buffers.back().size = 64;
+              p.outputs[2].shape = {4, 8};
+              p.arenaSize = 1088;
+            }),
+            "input 2 (\"fc.weight.bf16\"): copies input 0 (\"x\"), which is not "
+            "a floating-point parameter of its shape");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              addParameterCopy(p);
+              p.inputs[2].shape = p.outputs[2].shape = p.buffers.back().shape = {16};
+            }),
+            "input 2 (\"fc.weight.bf16\"): copies input 1 (\"fc.weight\"), which "
+            "is not a floating-point parameter of its shape");
+}
+
+TEST(PackageErrors, CopyOfOnAnotherEntry) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.inputs[0].copyOf = 1; }),
+            "input 0 (\"x\"): copy_of is 1, but only a parameter_copy input "
+            "copies a parameter (-1)");
 }
 
 TEST(PackageErrors, KernelKind) {
@@ -497,7 +569,7 @@ TEST(PackageErrors, InitDataSize) {
 TEST(PackageErrors, InputRole) {
   EXPECT_EQ(
       loadError([](LoadedPackage &p) { p.inputs[1].role = bad<PkgRole>(200); }),
-      "input 1: role 200 is out of range (0..8)");
+      "input 1: role 200 is out of range (0..9)");
 }
 
 TEST(PackageErrors, OutputDType) {

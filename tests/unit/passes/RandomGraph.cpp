@@ -8,6 +8,7 @@
 
 #include "tests/unit/passes/RandomGraph.h"
 
+#include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -337,14 +338,10 @@ std::vector<HostTensor> randomArguments(func::FuncOp func, uint64_t seed,
   std::vector<HostTensor> args;
   for (Type type : func.getArgumentTypes()) {
     auto tensorType = cast<RankedTensorType>(type);
+    // The argument's own element type (f64 where the interpreter has none).
     DType dtype = DType::f64;
-    Type element = tensorType.getElementType();
-    if (element.isF32())
-      dtype = DType::f32;
-    else if (element.isInteger(64))
-      dtype = DType::i64;
-    else if (element.isInteger(32))
-      dtype = DType::i32;
+    if (!dtypeOfTensor(tensorType, dtype))
+      dtype = DType::f64;
     HostTensor t(dtype, tensorType.getShape());
     for (double &v : t.values()) {
       if (isFloat(dtype))

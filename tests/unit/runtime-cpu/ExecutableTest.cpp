@@ -450,6 +450,15 @@ double fromBf16(uint16_t b) {
   return f;
 }
 
+// Dirties every input of |exe|, then initializes it: initialize() must
+// overwrite all of them.
+void dirtyAndInitialize(Executable &exe) {
+  for (size_t i = 0; i < exe.numInputs(); ++i)
+    std::memset(exe.input(i), 0x5a,
+                exe.package().buffers[exe.package().inputs[i].buffer].size);
+  ASSERT_TRUE(exe.initialize().isOk());
+}
+
 TEST(Executable, InitializeMatchesInitializersInEveryDtype) {
   LoadedPackage p;
   struct Param {
@@ -499,11 +508,8 @@ TEST(Executable, InitializeMatchesInitializersInEveryDtype) {
   MapLoader loader;
   auto exe = mustCreate(p, loader);
   ASSERT_TRUE(exe);
-  // Dirty every input first: initialize() must overwrite all of them.
-  for (size_t i = 0; i < exe->numInputs(); ++i)
-    std::memset(exe->input(i), 0x5a,
-                exe->package().buffers[exe->package().inputs[i].buffer].size);
-  ASSERT_TRUE(exe->initialize().isOk());
+  dirtyAndInitialize(*exe);
+  ASSERT_FALSE(HasFatalFailure());
 
   for (size_t i = 0; i < params.size(); ++i) {
     InitSpec spec;
@@ -540,6 +546,44 @@ TEST(Executable, InitializeMatchesInitializersInEveryDtype) {
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(s[i], 0.0f);
   EXPECT_EQ(std::memcmp(exe->input(params.size() + 1), values, 24), 0);
+}
+
+// A parameter copy (kiln-parameter-copies) starts as its parameter's values
+// rounded to its dtype, each rounded once to nearest even.
+TEST(Executable, InitializeFillsParameterCopies) {
+  LoadedPackage p;
+  std::vector<int64_t> shape = {8, 16};
+  uint32_t w = addBuffer(p, "w", PkgDType::F32, shape, PkgRole::Parameter);
+  addInput(p, w, "w");
+  ParameterInit init;
+  init.buffer = w;
+  init.kind = PkgInitKind::Normal;
+  init.scale = 3;
+  init.seed = 11;
+  p.parameterInits.push_back(init);
+  for (PkgDType dtype : {PkgDType::BF16, PkgDType::F16}) {
+    uint32_t c = addBuffer(p, "w.copy", dtype, shape, PkgRole::ParameterCopy);
+    addInput(p, c, "w.copy");
+    p.inputs.back().copyOf = 0;
+  }
+  MapLoader loader;
+  auto exe = mustCreate(p, loader);
+  ASSERT_TRUE(exe);
+  dirtyAndInitialize(*exe);
+  ASSERT_FALSE(HasFatalFailure());
+  const auto *param = static_cast<const float *>(exe->input(0));
+  const auto *bf16 = static_cast<const uint16_t *>(exe->input(1));
+  const auto *f16 = static_cast<const uint16_t *>(exe->input(2));
+  int rounded = 0;
+  for (int64_t e = 0; e < 8 * 16; ++e) {
+    double want = param[e];
+    ASSERT_EQ(fromBf16(bf16[e]), roundTo(DType::bf16, want)) << "element " << e;
+    ASSERT_EQ(fromF16(f16[e]), roundTo(DType::f16, want)) << "element " << e;
+    rounded += fromBf16(bf16[e]) != want;
+  }
+  EXPECT_GT(rounded, 100) << "the copies were really rounded";
+  EXPECT_EQ(pkgParameterCopiesOf(exe->package(), 0),
+            (std::vector<size_t>{1, 2}));
 }
 
 TEST(Executable, RefusesWhatWouldCrash) {

@@ -165,10 +165,15 @@ protected:
       inputOf[arg.index] = step.findInput(arg.name);
       ASSERT_GE(inputOf[arg.index], 0) << "no package input " << arg.name;
       values.push_back(cli::initialValue(arg));
+    }
+    // Parameter copies (kiln-parameter-copies, with amp) start as their
+    // parameters' values.
+    cli::fillParameterCopies(args, values);
+    for (const cli::ArgumentInfo &arg : args) {
       const SignatureEntry &in = step.package().inputs[inputOf[arg.index]];
-      for (int64_t i = 0; i < values.back().size(); ++i)
+      for (int64_t i = 0; i < values[arg.index].size(); ++i)
         ASSERT_EQ(load(step.input(inputOf[arg.index]), in.dtype, i),
-                  values.back()[i])
+                  values[arg.index][i])
             << arg.name << " element " << i << " after initialize()";
     }
 

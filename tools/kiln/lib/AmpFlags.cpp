@@ -17,6 +17,10 @@ void addAmpFlags(FlagParser &parser, AmpFlags &f) {
                   "with --amp: compute these ops in f32");
   parser.addValue("amp-infer", &f.infer, "OPS",
                   "with --amp: these ops follow their inputs' precision");
+  parser.addValue("amp-param-copies", &f.paramCopies, "on|off",
+                  "with --amp: keep each f32 parameter's bf16/fp16 copy as "
+                  "step state that the optimizer writes, instead of "
+                  "converting the parameters every step (default on)");
 }
 
 bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
@@ -30,6 +34,13 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
       return false;
     }
     options.amp = *amp;
+  }
+  if (!f.paramCopies.empty()) {
+    std::optional<bool> on =
+        parseOnOff(command, "amp-param-copies", f.paramCopies, errs);
+    if (!on)
+      return false;
+    options.parameterCopies = *on;
   }
   auto split = [&](const std::string &text, llvm::StringRef flag,
                    std::vector<std::string> &out) {

@@ -17,10 +17,11 @@ namespace kiln::cli {
 
 // The flags' raw text; empty means "not given".
 struct AmpFlags {
-  std::string amp, allow, deny, infer;
+  std::string amp, allow, deny, infer, paramCopies;
 };
 
-// Declares --amp, --amp-allow, --amp-deny and --amp-infer on |parser|.
+// Declares --amp, --amp-allow, --amp-deny, --amp-infer and
+// --amp-param-copies on |parser|.
 void addAmpFlags(FlagParser &parser, AmpFlags &flags);
 
 // Checks the values and stores them in |options|. Prints the first bad

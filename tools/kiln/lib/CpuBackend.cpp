@@ -138,6 +138,11 @@ public:
     }
     for (int64_t i = 0; i < n; ++i)
       writeElement(data, e.dtype, i, values[i]);
+    // The step reads the parameter's copies, not the parameter.
+    for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
+                                                     stateInputs_[entry]))
+      runtime::pkgFillParameterCopy(train_.package(), copy, data,
+                                    train_.exec->input(copy));
     evalStale_ = true;
     return true;
   }

@@ -149,6 +149,17 @@ public:
     for (int64_t i = 0; i < n; ++i)
       writeElement(bytes.data(), e.dtype, i, values[i]);
     runtime::Status s = train_.exec->writeBuffer(e.buffer, bytes.data());
+    // The step reads the parameter's copies, not the parameter.
+    for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
+                                                     stateInputs_[entry])) {
+      if (!s.isOk())
+        break;
+      const runtime::SignatureEntry &c = train_.package().inputs[copy];
+      std::vector<uint8_t> copyBytes(train_.package().buffers[c.buffer].size);
+      runtime::pkgFillParameterCopy(train_.package(), copy, bytes.data(),
+                                    copyBytes.data());
+      s = train_.exec->writeBuffer(c.buffer, copyBytes.data());
+    }
     if (!s.isOk()) {
       error = s.message();
       return false;

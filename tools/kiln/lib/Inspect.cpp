@@ -52,6 +52,16 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
       parameterBytes += b.size;
   os << "  parameters:       " << parameterCount(p) << " (" << parameterBytes
      << " bytes)\n";
+  // Mixed precision's low-precision parameter copies (docs/training.md).
+  uint64_t parameterCopies = 0, parameterCopyBytes = 0;
+  for (const SignatureEntry &e : p.inputs)
+    if (e.role == PkgRole::ParameterCopy) {
+      ++parameterCopies;
+      parameterCopyBytes += p.buffers[e.buffer].size;
+    }
+  if (parameterCopies)
+    os << "  parameter copies: " << parameterCopies << " ("
+       << parameterCopyBytes << " bytes)\n";
   os << "  arena:            " << p.arenaSize << " bytes ("
      << llvm::format("%.2f MiB", p.arenaSize / 1048576.0) << "), "
      << p.buffers.size() << " buffers\n";

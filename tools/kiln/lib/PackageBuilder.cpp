@@ -760,6 +760,10 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     entry.dtype = pkg.buffers.back().dtype;
     entry.shape = pkg.buffers.back().shape;
     entry.buffer = b.bufferOf[arg];
+    // Inputs are the arguments in order, so the index is the input's too.
+    if (auto of = func.getArgAttrOfType<mlir::IntegerAttr>(
+            i, KilnDialect::kCopyOfAttrName))
+      entry.copyOf = static_cast<int32_t>(of.getInt());
     pkg.inputs.push_back(entry);
     if (auto init = func.getArgAttrOfType<InitializerAttr>(i, "kiln.init")) {
       ParameterInit p;

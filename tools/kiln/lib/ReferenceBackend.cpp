@@ -107,6 +107,10 @@ public:
     }
     for (size_t i = 0; i < values.size(); ++i)
       dst[i] = values[i];
+    // The step reads the parameter's copies, not the parameter.
+    for (const ArgumentInfo &arg : argInfo_)
+      if (arg.copyOf == stateArgs_[entry])
+        values_[arg.index] = parameterCopyValue(arg, dst);
     return true;
   }
 
@@ -254,6 +258,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
       stateArgs_.push_back(arg.index);
     }
   }
+  fillParameterCopies(argInfo_, values_);
 
   if (!evalModule_)
     return true;

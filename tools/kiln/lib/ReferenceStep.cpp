@@ -51,6 +51,8 @@ std::vector<ArgumentInfo> describeArguments(func::FuncOp func) {
       info.name = "arg" + std::to_string(i);
     info.type = cast<RankedTensorType>(func.getArgumentTypes()[i]);
     info.init = func.getArgAttrOfType<InitializerAttr>(i, KilnDialect::kInitAttrName);
+    if (auto of = func.getArgAttrOfType<IntegerAttr>(i, KilnDialect::kCopyOfAttrName))
+      info.copyOf = of.getInt();
     args.push_back(info);
   }
   return args;
@@ -88,6 +90,21 @@ HostTensor initialValue(const ArgumentInfo &arg) {
                runtime::initialize(spec, std::vector<int64_t>(arg.type.getShape().begin(), arg.type.getShape().end())));
   t.roundAll();
   return t;
+}
+
+HostTensor parameterCopyValue(const ArgumentInfo &copy, const HostTensor &parameter) {
+  DType dtype = DType::f32;
+  dtypeOfTensor(copy.type, dtype);
+  HostTensor t(dtype, copy.type.getShape(), parameter.values());
+  t.roundAll();
+  return t;
+}
+
+void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
+                         llvm::MutableArrayRef<HostTensor> values) {
+  for (const ArgumentInfo &arg : args)
+    if (arg.copyOf && *arg.copyOf < values.size() && arg.index < values.size())
+      values[arg.index] = parameterCopyValue(arg, values[*arg.copyOf]);
 }
 
 int64_t integerRange(func::FuncOp func, unsigned argIndex) {

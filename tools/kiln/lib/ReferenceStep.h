@@ -30,6 +30,7 @@ struct ArgumentInfo {
   std::string name;
   mlir::RankedTensorType type;
   InitializerAttr init; // null when absent
+  std::optional<unsigned> copyOf; // kiln.copy_of (a parameter copy)
 };
 
 struct ResultInfo {
@@ -50,6 +51,15 @@ std::vector<ResultInfo> describeResults(mlir::func::FuncOp func);
 // The host tensor of |arg|'s type holding its initial value: the
 // initializer's values for parameters, zeros for everything else.
 HostTensor initialValue(const ArgumentInfo &arg);
+
+// A parameter copy argument's value (ArgumentInfo::copyOf): |parameter|'s
+// values rounded to the copy's element type, as the step's convert would.
+HostTensor parameterCopyValue(const ArgumentInfo &copy, const HostTensor &parameter);
+
+// Sets every parameter copy in |values| (one per argument of |args|) from
+// its parameter's value there: after initialValue, which leaves copies zero.
+void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
+                         llvm::MutableArrayRef<HostTensor> values);
 
 // For an integer argument: the exclusive upper bound of valid values, found
 // from how it is used (gather indices -> table rows, cross-entropy labels ->

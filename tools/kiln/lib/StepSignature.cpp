@@ -17,15 +17,6 @@ namespace kiln::cli {
 using runtime::PkgDType;
 using runtime::PkgRole;
 
-namespace {
-
-bool isFloat(PkgDType dtype) {
-  return dtype == PkgDType::F64 || dtype == PkgDType::F32 ||
-         dtype == PkgDType::F16 || dtype == PkgDType::BF16;
-}
-
-} // namespace
-
 void StepSignature::describe(const runtime::LoadedPackage &pkg) {
   for (PkgRole role : {PkgRole::Input, PkgRole::Label})
     for (size_t i = 0; i < pkg.inputs.size(); ++i) {
@@ -36,7 +27,7 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
       DataArgument d;
       d.name = e.name;
       d.shape = e.shape;
-      d.isFloat = isFloat(e.dtype);
+      d.isFloat = runtime::isFloatDType(e.dtype);
       // A package does not say how many classes a label has; only
       // synthetic data needs it.
       d.classes = 2;

@@ -286,6 +286,27 @@ ColumnPasses buildColumnPasses(OpBuilder &b, Location loc, Value threads,
   return passes;
 }
 
+// The block layouts' loop over their units (a scatter's table rows, a
+// row-group layout's groups): a block per unit, striding by the grid
+// (every thread of a block makes every iteration, as the barriers inside
+// need), with the thread's index in its block and the block's threads.
+struct BlockUnits {
+  scf::ForOp loop;
+  Value tid, threads;
+};
+
+BlockUnits buildBlockUnits(OpBuilder &b, Location loc, Intrinsics &intrinsics,
+                           int64_t units) {
+  BlockUnits u;
+  Value unit = intrinsics.index(b, loc, "kiln.block");
+  Value unitCount = intrinsics.index(b, loc, "kiln.blocks");
+  u.tid = intrinsics.index(b, loc, "kiln.tid");
+  u.threads = intrinsics.index(b, loc, "kiln.block_threads");
+  u.loop = b.create<scf::ForOp>(
+      loc, unit, b.create<arith::ConstantIndexOp>(loc, units), unitCount);
+  return u;
+}
+
 // Whether two index values are the same index: one value, or constants
 // with one value (a hoisted reduction rebuilds its constant indices).
 bool sameIndex(Value a, Value b) {
@@ -497,7 +518,10 @@ struct RowGroupPlan {
   SmallVector<ReduceOp, 2> partials;
 };
 
-constexpr int64_t kRowGroupMaxColumnsPerThread = 4;
+// The most columns a thread of a block layout (scatter rows, row groups)
+// keeps per pass over a row: its registers per column are the layout's
+// accumulators.
+constexpr int64_t kBlockMaxColumnsPerThread = 4;
 
 // Merges, in |body| (its own ops, not nested ones), consecutive pairs of
 // block allreduces of one kind and type where the second's operand does
@@ -656,7 +680,7 @@ std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
     }
     if (!ok || plan.partials.empty() ||
         ceilDiv(plan.columns, rowGroupBlockThreads(plan.columns)) >
-            uint64_t(kRowGroupMaxColumnsPerThread))
+            uint64_t(kBlockMaxColumnsPerThread))
       continue;
     return plan;
   }
@@ -774,16 +798,13 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       launch.blockThreads = blockThreads;
       launch.blocksPerSm = std::max(1u, 2048u / blockThreads);
       int64_t perThread = std::clamp<int64_t>(
-          ceilDiv(columns, blockThreads), 1, kRowGroupMaxColumnsPerThread);
+          ceilDiv(columns, blockThreads), 1, kBlockMaxColumnsPerThread);
       auto constant = [&](OpBuilder &cb, int64_t v) -> Value {
         return cb.create<arith::ConstantIndexOp>(loc, v);
       };
-      Value unit = intrinsics.index(b, loc, "kiln.block");
-      Value unitCount = intrinsics.index(b, loc, "kiln.blocks");
-      Value tid = intrinsics.index(b, loc, "kiln.tid");
-      Value threads = intrinsics.index(b, loc, "kiln.block_threads");
-      auto loop =
-          b.create<scf::ForOp>(loc, unit, constant(b, plan.groups), unitCount);
+      BlockUnits groups = buildBlockUnits(b, loc, intrinsics, plan.groups);
+      Value tid = groups.tid, threads = groups.threads;
+      scf::ForOp loop = groups.loop;
       OpBuilder gb = OpBuilder::atBlockTerminator(loop.getBody());
       Value group = loop.getInductionVar();
       // Every thread makes the same passes and rows (the barriers).
@@ -899,16 +920,13 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       ArrayRef<int64_t> unitShape = shape.drop_back();
       int64_t units = product(unitShape), columns = shape.back();
       int64_t perThread = std::clamp<int64_t>(
-          ceilDiv(columns, kCudaBlockThreads), 1, 4);
+          ceilDiv(columns, kCudaBlockThreads), 1, kBlockMaxColumnsPerThread);
       auto constant = [&](OpBuilder &cb, int64_t v) -> Value {
         return cb.create<arith::ConstantIndexOp>(loc, v);
       };
-      Value unit = intrinsics.index(b, loc, "kiln.block");
-      Value unitCount = intrinsics.index(b, loc, "kiln.blocks");
-      Value tid = intrinsics.index(b, loc, "kiln.tid");
-      Value threads = intrinsics.index(b, loc, "kiln.block_threads");
-      auto loop =
-          b.create<scf::ForOp>(loc, unit, constant(b, units), unitCount);
+      BlockUnits rows = buildBlockUnits(b, loc, intrinsics, units);
+      Value tid = rows.tid, threads = rows.threads;
+      scf::ForOp loop = rows.loop;
       OpBuilder ub = OpBuilder::atBlockTerminator(loop.getBody());
       SmallVector<Value, 4> outer =
           delinearizeIndex(ub, loc, loop.getInductionVar(), unitShape);

@@ -6,7 +6,8 @@
 // step's loss and every parameter gradient, run on the reference
 // interpreter, must match the step built from the primitives (fusion off)
 // on the same random batch: in f64 to 1e-9 of each tensor's largest
-// magnitude (the two differ only in rounding order), in f32 to 1e-4. The
+// magnitude (the two differ only in rounding order), in f32 within 2e-3
+// of the exact (f64) step. The
 // compile pipeline fuses only for a CUDA target and with fuseAttention on,
 // and under --amp=bf16 computes attention in bf16 with an f32 lse.
 //
@@ -105,9 +106,40 @@ protected:
     return "";
   }
 
+  // "" when every result of @main in |fused| (f32) is within |tolerance|
+  // times that result's largest magnitude of |exact| (the unfused step in
+  // f64) on the same arguments; else the first result past it.
+  std::string compareToExact(ModuleOp exact, ModuleOp fused,
+                             ArrayRef<HostTensor> args, double tolerance) {
+    std::vector<HostTensor> wide;
+    for (const HostTensor &t : args)
+      wide.push_back(isFloat(t.dtype())
+                         ? HostTensor(DType::f64, t.shape(), t.values())
+                         : t);
+    Interpreter e, f;
+    auto truth = e.run(exact.lookupSymbol<func::FuncOp>("main"), wide);
+    auto mine = f.run(fused.lookupSymbol<func::FuncOp>("main"), args);
+    if (failed(truth) || failed(mine))
+      return "a step does not run: " + diagnostics;
+    for (size_t r = 0; r < truth->size(); ++r) {
+      const HostTensor &t = (*truth)[r], &y = (*mine)[r];
+      double scale = 0, error = 0;
+      for (int64_t i = 0; i < t.size(); ++i) {
+        scale = std::max(scale, std::fabs(t[i]));
+        error = std::max(error, std::fabs(y[i] - t[i]));
+      }
+      if (!(error <= tolerance * scale))
+        return "result " + std::to_string(r) + ": error " +
+               std::to_string(error) + " from the exact step (largest "
+               "magnitude " + std::to_string(scale) + ")";
+    }
+    return "";
+  }
+
   void checkStep(bool f64, double tolerance) {
     OwningOpRef<ModuleOp> unfused = smallGpt();
     ASSERT_TRUE(unfused) << diagnostics;
+    OwningOpRef<ModuleOp> exact = cloneModule(*unfused);
     OwningOpRef<ModuleOp> fused = cloneModule(*unfused);
     ASSERT_TRUE(run(*fused, [](PassManager &pm) {
       pm.addPass(createKilnFuseAttention());
@@ -117,6 +149,7 @@ protected:
     EXPECT_EQ(forward.softmax, 0) << "a block's softmax was left";
     ASSERT_TRUE(lossAndGradients(*unfused, f64)) << diagnostics;
     ASSERT_TRUE(lossAndGradients(*fused, f64)) << diagnostics;
+    ASSERT_TRUE(lossAndGradients(*exact, /*f64=*/true)) << diagnostics;
     ASSERT_TRUE(succeeded(verify(*fused))) << diagnostics;
     Counts step = countOps(*fused);
     EXPECT_EQ(step.attention, 2);
@@ -128,13 +161,22 @@ protected:
                  " (rerun with KILN_FUSE_SEED=" + std::to_string(seed) + ")");
     std::vector<HostTensor> args = test::randomArguments(
         unfused->lookupSymbol<func::FuncOp>("main"), seed, /*intBound=*/24);
-    EXPECT_EQ(compare(*unfused, *fused, args, tolerance), "");
+    if (f64)
+      EXPECT_EQ(compare(*unfused, *fused, args, tolerance), "");
+    else
+      EXPECT_EQ(compareToExact(*exact, *fused, args, tolerance), "");
   }
 };
 
+// Same arithmetic: in f64 the fused and unfused steps agree to 1e-9.
 TEST_F(FuseAttentionTest, GptLossAndGradientsF64) { checkStep(true, 1e-9); }
 
-TEST_F(FuseAttentionTest, GptLossAndGradientsF32) { checkStep(false, 1e-4); }
+// In f32 the fused step is checked against the exact (f64) step, not the
+// unfused f32 one: with random weights up to 2 both round their own way
+// (over 300 seeds the fused step's worst error was 4.3e-4 of a result's
+// magnitude, the unfused step's 1.0e-3; they were 1e-4 apart for 1 seed
+// in 75), while a wrong mask, scale or layout is off by far more.
+TEST_F(FuseAttentionTest, GptLossAndGradientsF32) { checkStep(false, 2e-3); }
 
 // The pipeline fuses only for a CUDA target with the option on.
 TEST_F(FuseAttentionTest, PipelineFusesOnlyForCuda) {

@@ -6,6 +6,7 @@
 #include "tools/kiln/lib/Summary.h"
 
 #include "ir/KilnOps.h"
+#include "passes/BufferLiveness.h"
 #include "passes/BufferReport.h"
 #include "passes/FusionCostModel.h"
 
@@ -83,6 +84,19 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
     os << "  planned peak:       " << peak << " bytes (" << mib(peak)
        << ") with arguments, lower bound " << bound << ", ratio "
        << llvm::format("%.4f", bound > 0 ? double(peak) / bound : 1.0) << "\n";
+    // Mixed precision's parameter copies (kiln-parameter-copies) are
+    // arguments: in the peak for as long as the step lives.
+    int64_t copies = 0, copyBytes = 0;
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      if (auto role = func.getArgAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName);
+          role && role.getValue() == Role::parameter_copy) {
+        ++copies;
+        copyBytes += getTensorBytes(func.getArgument(i).getType()).value_or(0);
+      }
+    if (copies)
+      os << "  parameter copies:   " << copies << " arguments, " << copyBytes
+         << " bytes of the peak (--amp-param-copies=off converts the "
+            "parameters each step instead)\n";
     if (!baseline)
       continue;
     auto off = baseline.lookupSymbol<mlir::func::FuncOp>(func.getName());

@@ -105,30 +105,37 @@ void writeModel(const std::string &path,
   module->print(os);
 }
 
-// The CUDA backend of |options| on |api| (one SM, kernels through its
-// NVRTC) and the reference backend, with the same initial parameters.
-void createBackends(const cli::BackendOptions &options, HostNvrtcFake &api,
-                    llvm::raw_ostream &outs, llvm::raw_string_ostream &errs,
-                    std::unique_ptr<cli::TrainBackend> &gpu,
-                    std::unique_ptr<cli::TrainBackend> &ref) {
-  api.device.multiprocessors = 1;
+// A CUDA backend on a fake device (one SM, kernels through its NVRTC) and
+// the reference backend, and where they write their messages.
+struct Backends {
+  std::string errors;
+  llvm::raw_string_ostream errs{errors}, outs{errors};
+  HostNvrtcFake api;
+  std::unique_ptr<cli::TrainBackend> gpu, ref;
+};
+
+// Both backends of |options| in |b|, with the same initial parameters.
+void createBackends(const cli::BackendOptions &options, Backends &b) {
+  b.api.device.multiprocessors = 1;
   cli::CudaBackendOptions cuda;
-  cuda.api = &api;
+  cuda.api = &b.api;
   cuda.cubins = false;
-  gpu = cli::createCudaBackend(options, cuda, "test", outs, errs);
-  ASSERT_TRUE(gpu) << errs.str();
-  ref = cli::createReferenceBackend(options, "test", errs);
-  ASSERT_TRUE(ref) << errs.str();
-  EXPECT_EQ(diffState(*gpu, *ref, 1e-6), "") << "initial parameters";
+  b.gpu = cli::createCudaBackend(options, cuda, "test", b.outs, b.errs);
+  ASSERT_TRUE(b.gpu) << b.errs.str();
+  b.ref = cli::createReferenceBackend(options, "test", b.errs);
+  ASSERT_TRUE(b.ref) << b.errs.str();
+  EXPECT_EQ(diffState(*b.gpu, *b.ref, 1e-6), "") << "initial parameters";
 }
 
-// |steps| training steps of both backends, step i on the rows
-// |rows(i)| of |data|: the same loss each step.
-void stepBoth(cli::TrainBackend &gpu, cli::TrainBackend &ref,
-              const rt::Dataset &data, int steps,
+// Training steps |first| .. |first| + |count| - 1 of both backends of |b|,
+// step i on the rows |rows(i)| of |data|: the same loss each step, within
+// |tolerance| of the reference's (relative, at least 1 in magnitude).
+void stepBoth(Backends &b, const rt::Dataset &data, int first, int count,
               const std::function<std::vector<int64_t>(int)> &rows,
-              llvm::raw_string_ostream &errs) {
-  for (int step = 0; step < steps; ++step) {
+              double tolerance = 1e-5) {
+  cli::TrainBackend &gpu = *b.gpu, &ref = *b.ref;
+  llvm::raw_string_ostream &errs = b.errs;
+  for (int step = first; step < first + count; ++step) {
     rt::StatusOr<rt::Batch> batch = rt::assembleBatch(data, rows(step));
     ASSERT_TRUE(batch.isOk());
     gpu.setStepCounter(step);
@@ -136,9 +143,30 @@ void stepBoth(cli::TrainBackend &gpu, cli::TrainBackend &ref,
     double gpuLoss = 0, refLoss = 0;
     ASSERT_TRUE(gpu.step(batch.value(), gpuLoss, errs)) << errs.str();
     ASSERT_TRUE(ref.step(batch.value(), refLoss, errs)) << errs.str();
-    EXPECT_NEAR(gpuLoss, refLoss, 1e-5 * std::max(1.0, std::fabs(refLoss)))
+    EXPECT_NEAR(gpuLoss, refLoss, tolerance * std::max(1.0, std::fabs(refLoss)))
         << "step " << step;
   }
+}
+
+// Writes every state entry of the reference backend times |factor| into
+// both backends of |b| (as a resume writes a checkpoint's).
+void scaleState(Backends &b, float factor) {
+  for (size_t i = 0; i < b.gpu->state().size(); ++i) {
+    std::vector<float> v = b.ref->readState(i);
+    for (float &x : v)
+      x *= factor;
+    std::string error;
+    ASSERT_TRUE(b.gpu->writeState(i, v, error)) << error;
+    ASSERT_TRUE(b.ref->writeState(i, v, error)) << error;
+  }
+}
+
+// The zoo MLP's batch of step |step|: rows 8 x step .. 8 x step + 7.
+std::vector<int64_t> mlpRows(int step) {
+  std::vector<int64_t> indices;
+  for (int i = 0; i < 8; ++i)
+    indices.push_back(step * 8 + i);
+  return indices;
 }
 
 // Writes a 24-16-10 MLP (batch 8) into a new directory |dir| and returns
@@ -162,13 +190,12 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   mlpOptions(dir, options);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   options.wantEval = true;
-  std::string errors;
-  llvm::raw_string_ostream errs(errors), outs(errors);
-
-  HostNvrtcFake api;
-  std::unique_ptr<cli::TrainBackend> gpu, ref;
-  createBackends(options, api, outs, errs, gpu, ref);
+  Backends b;
+  createBackends(options, b);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  std::unique_ptr<cli::TrainBackend> &gpu = b.gpu, &ref = b.ref;
+  llvm::raw_string_ostream &errs = b.errs;
+  HostNvrtcFake &api = b.api;
   EXPECT_NE(errs.str().find("kiln train: backend cuda, device 0: Fake H200 "
                             "(sm_90, 1 SMs)"),
             std::string::npos)
@@ -180,24 +207,13 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
 
   auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 64, 3);
   ASSERT_TRUE(data.isOk()) << data.status().message();
-  stepBoth(*gpu, *ref, *data.value(), 4, [](int step) {
-    std::vector<int64_t> indices;
-    for (int i = 0; i < 8; ++i)
-      indices.push_back(step * 8 + i);
-    return indices;
-  }, errs);
+  stepBoth(b, *data.value(), 0, 4, mlpRows);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_EQ(diffState(*gpu, *ref, 1e-4), "") << "after 4 steps";
 
   // Writing the state (a resume) is read back and trained from.
-  for (size_t i = 0; i < gpu->state().size(); ++i) {
-    std::vector<float> v = ref->readState(i);
-    for (float &x : v)
-      x *= 0.5f;
-    std::string error;
-    ASSERT_TRUE(gpu->writeState(i, v, error)) << error;
-    ASSERT_TRUE(ref->writeState(i, v, error)) << error;
-  }
+  scaleState(b, 0.5f);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_EQ(diffState(*gpu, *ref, 0), "") << "written state";
 
   std::vector<int64_t> indices;
@@ -233,45 +249,20 @@ TEST(CudaBackendTest, WrittenParametersRefillTheirBF16Copies) {
   mlpOptions(dir, options);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   options.pipeline.amp = AmpMode::bf16;
-  std::string errors;
-  llvm::raw_string_ostream errs(errors), outs(errors);
-  HostNvrtcFake api;
-  std::unique_ptr<cli::TrainBackend> gpu, ref;
-  createBackends(options, api, outs, errs, gpu, ref);
+  Backends b;
+  createBackends(options, b);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
 
-  auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 64, 3);
+  auto data = rt::SyntheticDataset::create(b.gpu->dataSpecs(), 64, 3);
   ASSERT_TRUE(data.isOk()) << data.status().message();
-  auto loss = [&](cli::TrainBackend &backend, int step) {
-    std::vector<int64_t> rows;
-    for (int i = 0; i < 8; ++i)
-      rows.push_back(step * 8 + i);
-    rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*data.value(), rows);
-    EXPECT_TRUE(batch.isOk());
-    backend.setStepCounter(step);
-    double l = 0;
-    EXPECT_TRUE(backend.step(batch.value(), l, errs)) << errs.str();
-    return l;
-  };
   // bf16 rounds at other places on the two backends (docs/training.md).
-  auto close = [](double a, double b) {
-    return std::fabs(a - b) <= 1e-2 * std::max(1.0, std::fabs(b));
-  };
-  for (int step = 0; step < 2; ++step) {
-    double g = loss(*gpu, step), r = loss(*ref, step);
-    EXPECT_TRUE(close(g, r)) << "step " << step << ": " << g << " vs " << r;
-  }
-  for (size_t i = 0; i < gpu->state().size(); ++i) {
-    std::vector<float> v = ref->readState(i);
-    for (float &x : v)
-      x *= 3.0f;
-    std::string error;
-    ASSERT_TRUE(gpu->writeState(i, v, error)) << error;
-    ASSERT_TRUE(ref->writeState(i, v, error)) << error;
-  }
-  double g = loss(*gpu, 2), r = loss(*ref, 2);
-  EXPECT_TRUE(close(g, r)) << "after the write: " << g << " vs " << r;
-  gpu.reset();
+  constexpr double kBF16Tolerance = 1e-2;
+  stepBoth(b, *data.value(), 0, 2, mlpRows, kBF16Tolerance);
+  scaleState(b, 3.0f);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  SCOPED_TRACE("after the write");
+  stepBoth(b, *data.value(), 2, 1, mlpRows, kBF16Tolerance);
+  b.gpu.reset();
   llvm::sys::fs::remove_directories(dir);
 }
 
@@ -291,17 +282,16 @@ TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
   cli::BackendOptions options;
   options.input = model;
   options.packageDir = (dir + "/packages").str();
-  std::string errors;
-  llvm::raw_string_ostream errs(errors), outs(errors);
-  HostNvrtcFake api;
-  std::unique_ptr<cli::TrainBackend> gpu, ref;
-  createBackends(options, api, outs, errs, gpu, ref);
+  Backends b;
+  createBackends(options, b);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  std::unique_ptr<cli::TrainBackend> &gpu = b.gpu, &ref = b.ref;
+  HostNvrtcFake &api = b.api;
   auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 16, 3);
   ASSERT_TRUE(data.isOk()) << data.status().message();
-  stepBoth(*gpu, *ref, *data.value(), 3, [](int step) {
+  stepBoth(b, *data.value(), 0, 3, [](int step) {
     return std::vector<int64_t>{2 * step, 2 * step + 1};
-  }, errs);
+  });
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_EQ(diffState(*gpu, *ref, 1e-4), "") << "after 3 steps";
   // The convolutions ran: im2col, col2im and the layout swaps.

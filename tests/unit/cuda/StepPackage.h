@@ -28,6 +28,7 @@
 #ifndef KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H
 #define KILN_TESTS_UNIT_CUDA_STEPPACKAGE_H
 
+#include "tests/unit/AsF64.h"
 #include "tests/unit/cuda/NativeTensor.h"
 
 #include "codegen/cuda/CudaEmitter.h"
@@ -193,16 +194,6 @@ inline mlir::OwningOpRef<mlir::ModuleOp> exactTwin(mlir::func::FuncOp func) {
   if (mlir::failed(pm.run(*twin)))
     return nullptr;
   return twin;
-}
-
-// |values| with every float tensor as f64, for exactTwin's function.
-inline std::vector<HostTensor> asF64(const std::vector<HostTensor> &values) {
-  std::vector<HostTensor> out;
-  for (const HostTensor &v : values)
-    out.push_back(isFloat(v.dtype())
-                      ? HostTensor(DType::f64, v.shape(), v.values())
-                      : v);
-  return out;
 }
 
 // Per step of runStepsAgainstInterpreter: before the interpreter runs it,

@@ -35,13 +35,9 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
     }
     options.amp = *amp;
   }
-  if (!f.paramCopies.empty()) {
-    std::optional<bool> on =
-        parseOnOff(command, "amp-param-copies", f.paramCopies, errs);
-    if (!on)
-      return false;
-    options.parameterCopies = *on;
-  }
+  if (!applyOnOff(command, "amp-param-copies", f.paramCopies,
+                  options.parameterCopies, errs))
+    return false;
   auto split = [&](const std::string &text, llvm::StringRef flag,
                    std::vector<std::string> &out) {
     out.clear();

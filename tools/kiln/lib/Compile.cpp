@@ -107,26 +107,13 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     }
     p.target = *target;
   }
-  if (!raw.fuseAttention.empty()) {
-    std::optional<bool> on =
-        parseOnOff(kCommand, "fuse-attention", raw.fuseAttention, errs);
-    if (!on)
-      return false;
-    p.fuseAttention = *on;
-  }
-  if (!raw.splitReductions.empty()) {
-    std::optional<bool> on =
-        parseOnOff(kCommand, "split-reductions", raw.splitReductions, errs);
-    if (!on)
-      return false;
-    p.splitReductions = *on;
-  }
-  if (!raw.rowGroups.empty()) {
-    std::optional<bool> on = parseOnOff(kCommand, "row-groups", raw.rowGroups, errs);
-    if (!on)
-      return false;
-    p.rowGroupPartials = *on;
-  }
+  if (!applyOnOff(kCommand, "fuse-attention", raw.fuseAttention,
+                  p.fuseAttention, errs) ||
+      !applyOnOff(kCommand, "split-reductions", raw.splitReductions,
+                  p.splitReductions, errs) ||
+      !applyOnOff(kCommand, "row-groups", raw.rowGroups, p.rowGroupPartials,
+                  errs))
+    return false;
   if (!parseDistFlags(kCommand, raw.dist, p, errs))
     return false;
   if (!parseAmpFlags(kCommand, raw.amp, p, errs))

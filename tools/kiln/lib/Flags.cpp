@@ -285,4 +285,14 @@ std::optional<bool> parseOnOff(llvm::StringRef command, llvm::StringRef flag,
   return std::nullopt;
 }
 
+bool applyOnOff(llvm::StringRef command, llvm::StringRef flag,
+                llvm::StringRef value, bool &field, llvm::raw_ostream &errs) {
+  if (value.empty())
+    return true;
+  std::optional<bool> on = parseOnOff(command, flag, value, errs);
+  if (on)
+    field = *on;
+  return on.has_value();
+}
+
 } // namespace kiln::cli

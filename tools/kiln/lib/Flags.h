@@ -122,6 +122,10 @@ std::optional<double> parsePositiveReal(llvm::StringRef command,
 // "on" or "off".
 std::optional<bool> parseOnOff(llvm::StringRef command, llvm::StringRef flag,
                                llvm::StringRef value, llvm::raw_ostream &errs);
+// An on|off flag's raw |value| ("" when not given): sets |field| when
+// given; false, after parseOnOff's error, when it is neither.
+bool applyOnOff(llvm::StringRef command, llvm::StringRef flag,
+                llvm::StringRef value, bool &field, llvm::raw_ostream &errs);
 
 // Prints "<command>: error: <message>\n".
 void printError(llvm::raw_ostream &errs, llvm::StringRef command,

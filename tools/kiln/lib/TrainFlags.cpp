@@ -161,13 +161,9 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
     return kExitError;
   }
   cudaOptions.graphs = cudaGraphs != "off";
-  if (!fuseAttention.empty()) {
-    std::optional<bool> on =
-        parseOnOff(kTrainCommand, "fuse-attention", fuseAttention, errs);
-    if (!on)
-      return kExitError;
-    options.pipeline.fuseAttention = *on;
-  }
+  if (!applyOnOff(kTrainCommand, "fuse-attention", fuseAttention,
+                  options.pipeline.fuseAttention, errs))
+    return kExitError;
   if (options.backend == "cuda") {
     std::string reason;
     if (!cudaDeviceUsable(cudaOptions.device, reason)) {

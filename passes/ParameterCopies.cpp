@@ -92,8 +92,9 @@ struct KilnParameterCopies
           convertsOf[arg.getArgNumber()][to].push_back(convert);
       }
 
-    unsigned numParams = func.getNumArguments();
-    for (unsigned arg = 0; arg < numParams; ++arg) {
+    // The arguments the step had (the copies added below come after them).
+    unsigned numArgs = func.getNumArguments();
+    for (unsigned arg = 0; arg < numArgs; ++arg) {
       auto role =
           func.getArgAttrOfType<RoleAttr>(arg, KilnDialect::kRoleAttrName);
       auto type =

@@ -523,66 +523,92 @@ struct RowGroupPlan {
 // accumulators.
 constexpr int64_t kBlockMaxColumnsPerThread = 4;
 
-// Merges, in |body| (its own ops, not nested ones), consecutive pairs of
-// block allreduces of one kind and type where the second's operand does
-// not depend on the first's result into one kiln.allreduce_pair call at
-// the second's place (one pair of barriers for both; each value reduced
-// exactly as kiln_block_allreduce reduces it); what used the first's
-// result before the second moves after the pair. Returns the block
+// Rows of a group the row-group layout builds per iteration when the
+// group's rows divide by it.
+constexpr int64_t kRowGroupRowsPerStep = 2;
+
+// The most values one kiln.allreduce_n call reduces (its shared memory:
+// kMaxMergedAllreduces x 32 accumulators).
+constexpr int64_t kMaxMergedAllreduces = 8;
+
+// Merges, in |body| (its own ops, not nested ones), runs of consecutive
+// block allreduces of one kind and type, none of whose operands depends on
+// an earlier one's result, into one kiln.allreduce_n call at the last one's
+// place (up to kMaxMergedAllreduces values behind one pair of barriers,
+// each reduced exactly as kiln_block_allreduce reduces it); what used an
+// earlier result before the last moves after the call. Returns the block
 // allreduce calls left.
-int64_t pairBlockAllreduces(Block *body, Intrinsics &intrinsics) {
+int64_t mergeBlockAllreduces(Block *body, Intrinsics &intrinsics) {
   constexpr StringLiteral prefix = "kiln.allreduce.block.";
   SmallVector<func::CallOp> calls;
   for (Operation &op : *body)
     if (auto call = dyn_cast<func::CallOp>(op))
       if (cudaIntrinsicName(call.getCallee()).starts_with(prefix))
         calls.push_back(call);
+  auto kindOf = [&](func::CallOp call) {
+    return cudaIntrinsicName(call.getCallee()).drop_front(prefix.size());
+  };
+  // |op|'s ancestor among |body|'s own ops is in |set|.
+  auto within = [&](Operation *op, const DenseSet<Operation *> &set) {
+    Operation *top = op ? body->findAncestorOpInBlock(*op) : nullptr;
+    return top && set.contains(top);
+  };
   int64_t left = calls.size();
-  for (size_t i = 0; i + 1 < calls.size(); ++i) {
-    func::CallOp first = calls[i], second = calls[i + 1];
-    StringRef kind = cudaIntrinsicName(first.getCallee()).drop_front(prefix.size());
+  for (size_t i = 0; i < calls.size();) {
+    func::CallOp first = calls[i];
+    StringRef kind = kindOf(first);
     Type type = first.getResult(0).getType();
-    if (kind != cudaIntrinsicName(second.getCallee()).drop_front(prefix.size()) ||
-        type != second.getResult(0).getType())
-      continue;
-    // The ops between that depend on the first's result.
+    SmallVector<func::CallOp> group = {first};
+    // The ops after the first that depend on a member's result, in order;
+    // |movedBefore| of them lie before the last member taken.
     DenseSet<Operation *> dependent{first.getOperation()};
     SmallVector<Operation *> moved;
-    for (Operation *op = first->getNextNode(); op != second.getOperation();
-         op = op->getNextNode()) {
-      bool uses = false;
-      op->walk([&](Operation *inner) {
-        for (Value v : inner->getOperands()) {
-          Operation *def = v.getDefiningOp();
-          Operation *top = def ? body->findAncestorOpInBlock(*def) : nullptr;
-          if (top && dependent.contains(top))
-            uses = true;
+    size_t movedBefore = 0;
+    size_t j = i + 1;
+    Operation *op = first->getNextNode();
+    for (; j < calls.size() && int64_t(group.size()) < kMaxMergedAllreduces;
+         ++j) {
+      func::CallOp next = calls[j];
+      for (; op != next.getOperation(); op = op->getNextNode()) {
+        bool uses = false;
+        op->walk([&](Operation *inner) {
+          for (Value v : inner->getOperands())
+            uses |= within(v.getDefiningOp(), dependent);
+        });
+        if (uses) {
+          dependent.insert(op);
+          moved.push_back(op);
         }
-      });
-      if (uses) {
-        dependent.insert(op);
-        moved.push_back(op);
       }
+      if (kindOf(next) != kind || next.getResult(0).getType() != type ||
+          within(next.getOperand(0).getDefiningOp(), dependent))
+        break;
+      group.push_back(next);
+      dependent.insert(next.getOperation());
+      movedBefore = moved.size();
+      op = next->getNextNode();
     }
-    Operation *def = second.getOperand(0).getDefiningOp();
-    Operation *top = def ? body->findAncestorOpInBlock(*def) : nullptr;
-    if (top && dependent.contains(top))
+    i += group.size();
+    if (group.size() < 2)
       continue;
-    OpBuilder b(second);
-    SmallVector<Value> pair = intrinsics.call(
-        b, second.getLoc(), ("kiln.allreduce_pair.block." + kind).str(),
-        {first.getOperand(0), second.getOperand(0)}, {type, type});
-    first.getResult(0).replaceAllUsesWith(pair[0]);
-    second.getResult(0).replaceAllUsesWith(pair[1]);
-    Operation *after = pair[1].getDefiningOp();
-    for (Operation *op : moved) {
-      op->moveAfter(after);
-      after = op;
+    func::CallOp last = group.back();
+    SmallVector<Value> operands;
+    for (func::CallOp call : group)
+      operands.push_back(call.getOperand(0));
+    OpBuilder b(last);
+    SmallVector<Value> results = intrinsics.call(
+        b, last.getLoc(), ("kiln.allreduce_n.block." + kind).str(), operands,
+        SmallVector<Type>(group.size(), type));
+    for (auto [call, result] : llvm::zip(group, results))
+      call.getResult(0).replaceAllUsesWith(result);
+    Operation *after = results.front().getDefiningOp();
+    for (Operation *m : ArrayRef<Operation *>(moved).take_front(movedBefore)) {
+      m->moveAfter(after);
+      after = m;
     }
-    first.erase();
-    second.erase();
-    --left;
-    ++i; // both are taken
+    for (func::CallOp call : group)
+      call.erase();
+    left -= group.size() - 1;
   }
   return left;
 }
@@ -820,59 +846,73 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
           init.push_back(pb.create<arith::ConstantOp>(
               loc, pb.getFloatAttr(acc, 0.0)));
       }
+      // Rows per iteration: two when the group's rows pair up, so both
+      // rows' reductions share one allreduce (one pair of barriers for two
+      // rows) and the chain per row is shorter.
+      int64_t unroll = plan.rowsPerGroup % kRowGroupRowsPerStep == 0
+                           ? kRowGroupRowsPerStep
+                           : 1;
       auto rowLoop = pb.create<scf::ForOp>(
           loc, constant(pb, 0), constant(pb, plan.rowsPerGroup),
-          constant(pb, 1), init);
-      int64_t allreduces = 0; // block allreduce calls per row
+          constant(pb, unroll), init);
+      int64_t allreduces = 0; // block allreduce calls per iteration
       {
         Block *rowBody = rowLoop.getBody();
         OpBuilder rb = OpBuilder::atBlockEnd(rowBody);
         hooks.setCooperative(rowBody, tid, threads, /*blockScope=*/true);
-        Value row = rb.create<arith::AddIOp>(
-            loc,
-            rb.create<arith::MulIOp>(loc, group,
-                                     constant(rb, plan.rowsPerGroup)),
-            rowLoop.getInductionVar());
-        SmallVector<Value, 4> outer = delinearizeIndex(rb, loc, row, rowShape);
-        ElementEmitter emitter(*model, hooks, rb);
-        SmallVector<Value> next;
-        SmallVector<SmallVector<Value, 4>> ivsOf;
-        for (int64_t l = 0; l < perThread; ++l) {
-          SmallVector<Value, 4> ivs(outer);
-          ivs.push_back(cols[l]);
-          ivsOf.push_back(ivs);
-        }
-        for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
-          ReduceOp partial = constPartial;
-          auto reshape = partial.getOperand().getDefiningOp<ReshapeOp>();
-          bool rowShaped =
-              reshape && cast<RankedTensorType>(reshape.getOperand().getType())
-                                 .getShape() == ArrayRef<int64_t>(shape);
-          Type acc = ElementEmitter::reductionAccumulatorType(partial);
+        // The accumulators, each row's element added in row order (the
+        // interpreter's sum order).
+        SmallVector<Value> acc(rowBody->getArguments().drop_front());
+        for (int64_t u = 0; u < unroll; ++u) {
+          Value inGroup = rb.create<arith::AddIOp>(
+              loc, rowLoop.getInductionVar(), constant(rb, u));
+          Value row = rb.create<arith::AddIOp>(
+              loc,
+              rb.create<arith::MulIOp>(loc, group,
+                                       constant(rb, plan.rowsPerGroup)),
+              inGroup);
+          SmallVector<Value, 4> outer =
+              delinearizeIndex(rb, loc, row, rowShape);
+          ElementEmitter emitter(*model, hooks, rb);
+          SmallVector<SmallVector<Value, 4>> ivsOf;
           for (int64_t l = 0; l < perThread; ++l) {
-            SmallVector<Value, 3> grouped = {group, rowLoop.getInductionVar(),
-                                             cols[l]};
-            Value element = convertScalar(
-                rb, loc,
-                rowShaped ? emitter.emit(reshape.getOperand(), ivsOf[l])
-                          : emitter.emit(partial.getOperand(), grouped),
-                acc);
-            next.push_back(rb.create<arith::AddFOp>(
-                loc, rowBody->getArgument(1 + p * perThread + l), element));
+            SmallVector<Value, 4> ivs(outer);
+            ivs.push_back(cols[l]);
+            ivsOf.push_back(ivs);
+          }
+          for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
+            ReduceOp partial = constPartial;
+            auto reshape = partial.getOperand().getDefiningOp<ReshapeOp>();
+            bool rowShaped =
+                reshape &&
+                cast<RankedTensorType>(reshape.getOperand().getType())
+                        .getShape() == ArrayRef<int64_t>(shape);
+            Type accType = ElementEmitter::reductionAccumulatorType(partial);
+            for (int64_t l = 0; l < perThread; ++l) {
+              SmallVector<Value, 3> grouped = {group, inGroup, cols[l]};
+              Value element = convertScalar(
+                  rb, loc,
+                  rowShaped ? emitter.emit(reshape.getOperand(), ivsOf[l])
+                            : emitter.emit(partial.getOperand(), grouped),
+                  accType);
+              Value &sum = acc[p * perThread + l];
+              sum = rb.create<arith::AddFOp>(loc, sum, element);
+            }
+          }
+          for (int64_t l = 0; l < perThread; ++l) {
+            SmallVector<Value> values;
+            for (unsigned result : nest.results)
+              values.push_back(
+                  emitter.emit(yield.getOperand(result), ivsOf[l]));
+            auto ifOp =
+                rb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
+            OpBuilder ib = ifOp.getThenBodyBuilder();
+            for (auto [result, v] : llvm::zip(nest.results, values))
+              store(ib, loc, result, v, ivsOf[l]);
           }
         }
-        for (int64_t l = 0; l < perThread; ++l) {
-          SmallVector<Value> values;
-          for (unsigned result : nest.results)
-            values.push_back(emitter.emit(yield.getOperand(result), ivsOf[l]));
-          auto ifOp =
-              rb.create<scf::IfOp>(loc, inRange[l], /*withElseRegion=*/false);
-          OpBuilder ib = ifOp.getThenBodyBuilder();
-          for (auto [result, v] : llvm::zip(nest.results, values))
-            store(ib, loc, result, v, ivsOf[l]);
-        }
-        rb.create<scf::YieldOp>(loc, next);
-        allreduces = pairBlockAllreduces(rowBody, intrinsics);
+        rb.create<scf::YieldOp>(loc, acc);
+        allreduces = mergeBlockAllreduces(rowBody, intrinsics);
       }
       hooks.reset();
       {
@@ -898,14 +938,15 @@ buildCudaKernelModule(FusionOp fusion, CudaKernelSource &kernel,
       }
       layouts.push_back("rowgroup.block");
       launch.maxBlocks = std::max<uint64_t>(launch.maxBlocks, plan.groups);
-      // A block makes its group's rows in order; a row's chain is each row
-      // reduction's share per thread plus two barriers per block allreduce
-      // (a pair of reductions shares one).
-      uint64_t perRow =
-          uint64_t(plan.rowReduces) * ceilDiv(columns, blockThreads) +
-          2 * uint64_t(allreduces);
+      // A block makes its group's rows in order, |unroll| per iteration;
+      // an iteration's chain is each of its rows' reductions' share per
+      // thread (one reduction's loop after another) plus two barriers per
+      // block allreduce (independent reductions share one).
+      uint64_t perIteration = uint64_t(unroll) * uint64_t(plan.rowReduces) *
+                                  ceilDiv(columns, blockThreads) +
+                              2 * uint64_t(allreduces);
       uint64_t steps = ceilDiv(columns, uint64_t(blockThreads) * perThread) *
-                       uint64_t(plan.rowsPerGroup) * perRow;
+                       uint64_t(plan.rowsPerGroup / unroll) * perIteration;
       recordChain(steps, uint64_t(plan.groups) * blockThreads);
       continue;
     }

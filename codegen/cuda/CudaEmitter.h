@@ -68,17 +68,19 @@
 //     pass when C <= 4 x blockDim) each thread keeps up to four columns
 //     c_l = l x blockDim + tid (clamped to C - 1, stored only in range) and
 //     an f32 accumulator per (partial, column); for each of the group's S
-//     rows in order it builds the row reductions as block allreduces, then
-//     at each column the rows' results and the partials' operand elements
-//     with one emitter, so each input element of the row is loaded once
-//     for both; after the rows, the partial results from the accumulators
-//     (the interpreter's sum order: row order). Blocks are as wide as the
-//     row (CudaLaunchRule::blockThreads up to 1024; the kernel's
-//     __launch_bounds__), and two row reductions that do not depend on
-//     each other share one kiln_block_allreduce_pair (one pair of
-//     barriers). The serial chain (CudaKernelSource::serialSteps): S rows
-//     of, per row reduction, C / blockDim loads, plus two barrier steps
-//     per allreduce.
+//     rows in order, two rows per iteration when S is even, it builds the
+//     row reductions as block allreduces, then at each column the rows'
+//     results and the partials' operand elements with one emitter, so each
+//     input element of the row is loaded once for both; after the rows,
+//     the partial results from the accumulators (the interpreter's sum
+//     order: row order). Blocks are as wide as the row
+//     (CudaLaunchRule::blockThreads up to 1024; the kernel's
+//     __launch_bounds__), and an iteration's row reductions that do not
+//     depend on each other share one kiln_block_allreduce_n (one pair of
+//     barriers for both rows). The serial chain
+//     (CudaKernelSource::serialSteps): per iteration, per row reduction of
+//     each of its rows C / blockDim loads, plus two barrier steps per
+//     allreduce.
 // Row cache (block-scope row and element layouts): a fusion input whose
 // shape is the unit's shape plus the row (the logits of a softmax
 // cross-entropy) and that is read at the row's own indices (unit, column)

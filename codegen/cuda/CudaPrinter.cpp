@@ -88,31 +88,34 @@ template <class T, class Op> static __device__ T kiln_block_allreduce(T v, Op op
     r = op(r, partial[w]);
   return r;
 }
+// N values reduced over the block, each exactly as kiln_block_allreduce
+// reduces it, behind one pair of barriers.
+template <class T, int N> struct kiln_tuple { T v[N]; };
+template <class T, int N, class Op> static __device__ kiln_tuple<T, N> kiln_block_allreduce_n(kiln_tuple<T, N> t, Op op) {
+  __shared__ T partial[N][32];
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    t.v[i] = kiln_warp_allreduce(t.v[i], op);
+  __syncthreads();
+  if ((threadIdx.x & 31u) == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      partial[i][threadIdx.x >> 5] = t.v[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    t.v[i] = partial[i][0];
+    for (unsigned w = 1; w < (blockDim.x + 31u) / 32u; ++w)
+      t.v[i] = op(t.v[i], partial[i][w]);
+  }
+  return t;
+}
 // The row cache (CudaEmitter.h): the block copies a row of n elements
 // from global memory into its dynamic shared memory, 16-byte vectors when
 // both ends are 16-byte aligned, then the rest element by element. The
 // barrier before lets the block's threads finish reading the previous
 // row; the one after makes every column visible to every thread.
-// Two values reduced over the block, each exactly as kiln_block_allreduce
-// reduces it, behind one pair of barriers.
-template <class T> struct kiln_pair { T a, b; };
-template <class T, class Op> static __device__ kiln_pair<T> kiln_block_allreduce_pair(T a, T b, Op op) {
-  __shared__ T partial[2][32];
-  a = kiln_warp_allreduce(a, op);
-  b = kiln_warp_allreduce(b, op);
-  __syncthreads();
-  if ((threadIdx.x & 31u) == 0) {
-    partial[0][threadIdx.x >> 5] = a;
-    partial[1][threadIdx.x >> 5] = b;
-  }
-  __syncthreads();
-  kiln_pair<T> r{partial[0][0], partial[1][0]};
-  for (unsigned w = 1; w < (blockDim.x + 31u) / 32u; ++w) {
-    r.a = op(r.a, partial[0][w]);
-    r.b = op(r.b, partial[1][w]);
-  }
-  return r;
-}
 template <class T> static __device__ void kiln_stage_row(T *dst, const T *src, kiln_index n) {
   constexpr int V = 16 / sizeof(T);
   __syncthreads();
@@ -667,16 +670,20 @@ LogicalResult Printer::printCall(func::CallOp call) {
     return defineIndex("(kiln_index)threadIdx.x");
   if (name == "kiln.block_threads")
     return defineIndex("(kiln_index)blockDim.x");
-  if (name.starts_with("kiln.allreduce_pair.")) {
+  if (name.starts_with("kiln.allreduce_n.")) {
     auto [scope, kind] =
-        name.drop_front(strlen("kiln.allreduce_pair.")).split('.');
-    std::string pair = fresh();
-    line("const kiln_pair<" + cType(call.getResult(0).getType()) + "> " + pair +
-         " = kiln_" + scope.str() + "_allreduce_pair(" +
-         ref(call.getOperand(0)) + ", " + ref(call.getOperand(1)) + ", kiln_" +
+        name.drop_front(strlen("kiln.allreduce_n.")).split('.');
+    std::string tuple = "kiln_tuple<" + cType(call.getResult(0).getType()) +
+                        ", " + std::to_string(call.getNumResults()) + ">";
+    std::string operands;
+    for (Value v : call.getOperands())
+      operands += (operands.empty() ? "" : ", ") + ref(v);
+    std::string all = fresh();
+    line("const " + tuple + " " + all + " = kiln_" + scope.str() +
+         "_allreduce_n(" + tuple + "{{" + operands + "}}, kiln_" +
          kind.str() + "());");
-    names_[call.getResult(0)] = pair + ".a";
-    names_[call.getResult(1)] = pair + ".b";
+    for (auto [i, result] : llvm::enumerate(call.getResults()))
+      names_[result] = all + ".v[" + std::to_string(i) + "]";
     return success();
   }
   if (name.starts_with("kiln.allreduce.")) {

@@ -159,6 +159,19 @@ protected:
     }
   }
 
+  // Adds |module|'s fusions in order, the i-th as |prefix|i on seed
+  // |seed| + i, its integer inputs below |intBounds|[i] (the last bound for
+  // the rest).
+  void addFusions(ModuleOp module, const std::string &prefix, uint64_t seed,
+                  ArrayRef<int64_t> intBounds = {4}) {
+    size_t i = 0;
+    module->walk([&](FusionOp fusion) {
+      int64_t bound = intBounds[std::min(i, intBounds.size() - 1)];
+      EXPECT_EQ(add(fusion, prefix + std::to_string(i), seed + i, bound), "");
+      ++i;
+    });
+  }
+
   // Every kernel of a zoo model's step as `kiln compile --target=cuda`
   // collects them.
   void checkModel(OwningOpRef<ModuleOp> model, AmpMode amp, int64_t intBound,
@@ -281,11 +294,7 @@ func.func @main(%x: tensor<3x2500xf32>, %y: tensor<4100xf32>, %z: tensor<2x2100x
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   ASSERT_TRUE(module) << diagnostics;
   uint64_t seed = baseSeed();
-  int i = 0;
-  module->walk([&](FusionOp fusion) {
-    EXPECT_EQ(add(fusion, "k" + std::to_string(i), seed + i, 4), "");
-    ++i;
-  });
+  addFusions(*module, "k", seed);
   EXPECT_EQ(layouts["row.block"], 1);
   EXPECT_EQ(layouts["element.block"], 2);
   runAll();
@@ -327,24 +336,11 @@ func.func @main(%p: tensor<64x24xf32>, %w: tensor<24xf32>, %q: tensor<40x3x5xbf1
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   ASSERT_TRUE(module) << diagnostics;
   uint64_t seed = baseSeed();
-  int i = 0;
-  module->walk([&](FusionOp fusion) {
-    EXPECT_EQ(add(fusion, "c" + std::to_string(i), seed + i, 4), "");
-    ++i;
-  });
+  addFusions(*module, "c", seed);
   EXPECT_EQ(layouts["element.warp"], 2);
   EXPECT_EQ(layouts["elementwise"], 1); // 3000 rows: a thread per result
   runAll();
   EXPECT_EQ(ran, 3u) << "seed " << seed;
-}
-
-// How often |needle| occurs in |text|.
-size_t occurrences(const std::string &text, const std::string &needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos;
-       at = text.find(needle, at + needle.size()))
-    ++n;
-  return n;
 }
 
 // Scatter rows (an embedding's gradient): a block per result row lists the
@@ -389,16 +385,11 @@ func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x7
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   ASSERT_TRUE(module) << diagnostics;
   uint64_t seed = baseSeed();
-  int i = 0;
-  const int64_t bounds[] = {30, 30, 5};
-  module->walk([&](FusionOp fusion) {
-    EXPECT_EQ(add(fusion, "s" + std::to_string(i), seed + i, bounds[i]), "");
-    ++i;
-  });
+  addFusions(*module, "s", seed, {30, 30, 5});
   ASSERT_EQ(kernels.size(), 3u);
   EXPECT_EQ(layouts["scatter.block"], 3);
   for (const EmulatedKernel &k : kernels)
-    EXPECT_EQ(occurrences(k.source, "kiln_scatter_collect(in"), 1u) << k.source;
+    EXPECT_EQ(StringRef(k.source).count("kiln_scatter_collect(in"), 1u) << k.source;
   runAll();
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
@@ -466,14 +457,12 @@ func.func @main(%p: tensor<64x7xf32>, %m: tensor<7xf32>, %w: tensor<7xf32>, %t: 
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   ASSERT_TRUE(module) << diagnostics;
   uint64_t seed = baseSeed();
-  int i = 0;
+  addFusions(*module, "h", seed);
   std::vector<uint64_t> maxBlocks;
   module->walk([&](FusionOp fusion) {
-    EXPECT_EQ(add(fusion, "h" + std::to_string(i), seed + i, 4), "");
     FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, "again");
     ASSERT_TRUE(succeeded(source));
     maxBlocks.push_back(source->launch.maxBlocks);
-    ++i;
   });
   EXPECT_EQ(layouts["element.warp.groups=3"], 1);
   EXPECT_EQ(layouts["element.warp.groups=2"], 2);
@@ -557,7 +546,8 @@ std::string crossEntropyFusion(const std::string &t) {
 // blocks, so 2, 4, 5 and 9 passes over the columns, the last clamped);
 // f32 and bf16 (rows of 1100 in bf16: in f32, dx's cancellation after
 // 1100-element sums in another order than the interpreter's can exceed
-// the f32 bound). Grid 3: the group loop wraps.
+// the f32 bound). Grid 3: the group loop wraps. Groups of 32 rows are
+// built two rows per iteration, groups of 5 one.
 // With |groupedInput| (f32), the bias gradient's partials sum a fusion
 // input of shape [G, S, C] (as when kiln-fuse leaves the reshape of an
 // argument outside), read at the group's indices.
@@ -633,7 +623,8 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
                         {4, 16, 200, 32, "f32", 2, 256},
                         {4, 16, 300, 32, "bf16", 2, 320},
                         {3, 40, 1100, 5, "bf16", 24, 1024},
-                        {3, 40, 300, 5, "f32", 24, 320, true}};
+                        {3, 40, 300, 5, "f32", 24, 320, true},
+                        {4, 16, 300, 32, "f32", 2, 320, true}};
   uint64_t seed = baseSeed();
   std::vector<OwningOpRef<ModuleOp>> modules;
   int i = 0;
@@ -648,33 +639,46 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
       EXPECT_EQ(source->launch.maxBlocks, c.groups);
       EXPECT_EQ(source->launch.blockThreads, c.blockThreads);
       EXPECT_EQ(source->layouts, (SmallVector<std::string, 2>{"rowgroup.block"}));
-      // Per row: the two row reductions' shares per thread plus the two
-      // barriers of the allreduce they share; a block makes S rows in
-      // order.
+      // A block makes its S rows in order, two per iteration when S is
+      // even; per iteration, the two row reductions' shares per thread of
+      // each of its rows plus the two barriers of the allreduce they all
+      // share.
       uint64_t perThread = (c.c + c.blockThreads - 1) / c.blockThreads;
-      EXPECT_EQ(source->serialSteps, uint64_t(c.s) * (2 * perThread + 2));
+      uint64_t unroll = c.s % 2 == 0 ? 2 : 1;
+      EXPECT_EQ(source->serialSteps,
+                uint64_t(c.s) / unroll * (unroll * 2 * perThread + 2));
       EXPECT_EQ(source->serialThreads, c.groups * c.blockThreads);
     });
     ++i;
   }
-  ASSERT_EQ(kernels.size(), 6u);
+  ASSERT_EQ(kernels.size(), 7u);
   for (auto [k, c] : llvm::zip(kernels, cases)) {
-    // The two row reductions, block-scope, once each per row, in one
-    // allreduce of the pair (the first's users wait for both).
+    // The two row reductions, block-scope, once each per row of an
+    // iteration, in one allreduce of all of them (what used the earlier
+    // ones waits for the last).
+    size_t unroll = c.s % 2 == 0 ? 2 : 1;
     EXPECT_EQ(StringRef(k.source).count("= kiln_block_allreduce("), 0u) << k.source;
-    EXPECT_EQ(StringRef(k.source).count("= kiln_block_allreduce_pair("), 1u) << k.source;
-    // dy (in4) and x (in0) are loaded once per column of the thread for
-    // the row's results and the partials together, besides the loads of
-    // the reductions' loops (dy in both, x in the second).
-    size_t perThread = (c.c + c.blockThreads - 1) / c.blockThreads;
-    EXPECT_EQ(StringRef(k.source).count("= in4["), perThread + 2) << k.source;
-    // The grouped input (in5), at the group's indices once per column.
-    EXPECT_EQ(StringRef(k.source).count("= in5["), c.groupedInput ? perThread : 0)
+    EXPECT_EQ(StringRef(k.source).count("= kiln_block_allreduce_n("), 1u) << k.source;
+    EXPECT_EQ(StringRef(k.source).count(
+                  "kiln_tuple<float, " + std::to_string(2 * unroll) + ">{{"),
+              1u)
         << k.source;
-    EXPECT_EQ(StringRef(k.source).count("= in0["), perThread + 1) << k.source;
+    // Per row of an iteration, dy (in4) and x (in0) are loaded once per
+    // column of the thread for the row's results and the partials
+    // together, besides the loads of the reductions' loops (dy in both, x
+    // in the second).
+    size_t perThread = (c.c + c.blockThreads - 1) / c.blockThreads;
+    EXPECT_EQ(StringRef(k.source).count("= in4["), unroll * (perThread + 2))
+        << k.source;
+    // The grouped input (in5), at the group's indices once per column.
+    EXPECT_EQ(StringRef(k.source).count("= in5["),
+              c.groupedInput ? unroll * perThread : 0)
+        << k.source;
+    EXPECT_EQ(StringRef(k.source).count("= in0["), unroll * (perThread + 1))
+        << k.source;
   }
   runAll();
-  EXPECT_EQ(ran, 6u) << "seed " << seed;
+  EXPECT_EQ(ran, 7u) << "seed " << seed;
 }
 
 TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
@@ -697,19 +701,19 @@ TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
     EXPECT_EQ(cached->cachedInputs, SmallVector<unsigned>({0u}));
     EXPECT_EQ(cached->layouts,
               SmallVector<std::string>({"row.block", "element.block.in-row"}));
-    EXPECT_EQ(occurrences(cached->source, "extern __shared__"), 1u);
+    EXPECT_EQ(StringRef(cached->source).count("extern __shared__"), 1u);
     // The logits are read from global memory once per row, by the block's
     // staging copy (kiln_stage_row); every pass loads them from the slot.
-    EXPECT_EQ(occurrences(cached->source, "kiln_stage_row(v"), 1u)
+    EXPECT_EQ(StringRef(cached->source).count("kiln_stage_row(v"), 1u)
         << cached->source;
-    EXPECT_EQ(occurrences(cached->source, "in0["), 0u) << cached->source;
+    EXPECT_EQ(StringRef(cached->source).count("in0["), 0u) << cached->source;
 
     // No budget: no cache, every pass loads the logits.
     FailureOr<CudaKernelSource> plain = emitCudaKernel(fusion, "probe", 0);
     ASSERT_TRUE(succeeded(plain)) << diagnostics;
     EXPECT_EQ(plain->dynamicSharedBytes, 0u);
-    EXPECT_EQ(occurrences(plain->source, "__shared__ __align__"), 0u);
-    EXPECT_GE(occurrences(plain->source, "in0["), 4u);
+    EXPECT_EQ(StringRef(plain->source).count("__shared__ __align__"), 0u);
+    EXPECT_GE(StringRef(plain->source).count("in0["), 4u);
 
     // Both run against the interpreter (labels in [0, 5000)).
     EXPECT_EQ(add(fusion, "xent_cached_" + std::string(type), seed + i, 5000), "");

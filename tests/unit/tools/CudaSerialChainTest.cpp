@@ -1,17 +1,17 @@
 //===- CudaSerialChainTest.cpp - the chains a CUDA kernel's threads walk ----===//
 //
-// cudaSerialChain (tools/kiln/lib/CudaCompile.h: the chain the CUDA
-// emitter reports for the layouts it chose, codegen/cuda/CudaEmitter.h)
-// against chains worked out by hand: a column reduction gives one thread
-// per result all its rows; a row reduction is shared by a warp's 32 lanes,
-// or a block's 256 threads from 2048 elements on; the longest chain of a
-// step's kernels wins; a horizontal fusion's independent groups each bring
-// threads of their own.
+// The chain the CUDA emitter reports for the layouts it chose
+// (CudaKernelSource::serialSteps and serialThreads,
+// codegen/cuda/CudaEmitter.h), which kiln inspect --roofline prices by
+// memory latency, against chains worked out by hand: a column reduction
+// gives one thread per result all its rows; a row reduction is shared by
+// a warp's 32 lanes, or a block's 256 threads from 2048 elements on; the
+// longest chain of a step's kernels wins; a horizontal fusion's
+// independent groups each bring threads of their own.
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/kiln/lib/CudaCompile.h"
-
+#include "codegen/cuda/CudaEmitter.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 
 #include "ir/KilnOps.h"
@@ -32,6 +32,15 @@ protected:
     registerKilnDialects(registry);
     context.appendDialectRegistry(registry);
   }
+  // The longest chain of element loads one thread of |fusion|'s kernel
+  // makes in order, and how many threads make such chains; {0, 0} without
+  // reductions or scatters.
+  static std::pair<uint64_t, uint64_t> chainOfFusion(FusionOp fusion) {
+    CudaKernelSource kernel;
+    EXPECT_TRUE(mlir::succeeded(
+        buildCudaKernelModule(fusion, kernel, /*rowCacheBytes=*/0)));
+    return {kernel.serialSteps, kernel.serialThreads};
+  }
   // The longest chain of the module's fusions (on a tie, the one fewer
   // threads make).
   std::pair<uint64_t, uint64_t> chainOf(const char *body) {
@@ -40,7 +49,7 @@ protected:
     std::pair<uint64_t, uint64_t> longest{0, 0};
     if (module)
       module->walk([&](FusionOp fusion) {
-        auto chain = cudaSerialChain(fusion);
+        auto chain = chainOfFusion(fusion);
         if (chain.first > longest.first ||
             (chain.first == longest.first && chain.second < longest.second))
           longest = chain;
@@ -144,7 +153,7 @@ TEST_F(CudaSerialChainTest, HorizontalGroupsHaveThreadsOfTheirOwn) {
     EXPECT_TRUE(module);
     std::pair<uint64_t, uint64_t> chain;
     if (module)
-      module->walk([&](FusionOp fusion) { chain = cudaSerialChain(fusion); });
+      module->walk([&](FusionOp fusion) { chain = chainOfFusion(fusion); });
     return chain;
   };
   auto [steps, threads] = chainOfKind("horizontal");

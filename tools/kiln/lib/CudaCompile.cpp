@@ -135,16 +135,6 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
 
 } // namespace
 
-std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion) {
-  auto op = mlir::dyn_cast<FusionOp>(fusion);
-  if (!op)
-    return {0, 0};
-  CudaKernelSource kernel;
-  if (mlir::failed(buildCudaKernelModule(op, kernel, /*rowCacheBytes=*/0)))
-    return {0, 0};
-  return {kernel.serialSteps, kernel.serialThreads};
-}
-
 bool haveNvrtc() {
 #ifdef KILN_HAVE_NVRTC
   return true;

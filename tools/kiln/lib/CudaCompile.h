@@ -32,15 +32,6 @@ namespace kiln::cli {
 // Whether this build can compile CUDA C++ (NVRTC found at build time).
 bool haveNvrtc();
 
-// The longest chain of element loads one thread of |fusion|'s CUDA kernel
-// makes in order, and how many threads make such chains (the package
-// kernel's serialSteps and serialThreads, which kiln inspect --roofline
-// prices by memory latency), as the emitter reports them from the layouts
-// it chose (CudaKernelSource::serialSteps, codegen/cuda/CudaEmitter.h).
-// {0, 0} without reductions or scatters, or when |fusion| is not a fusion
-// the emitter builds.
-std::pair<uint64_t, uint64_t> cudaSerialChain(mlir::Operation *fusion);
-
 // "cuda" -> {90}; "cuda:sm_80,sm_90" -> {80, 90}. False with |error| when
 // |text| names no CUDA target or a bad architecture.
 bool parseCudaTarget(const std::string &text, std::vector<unsigned> &archs,

@@ -185,5 +185,10 @@ if command -v python3 > /dev/null; then
 else
   skip "peers: no python3"
 fi
+# Every step's whole log beside the profile (the device tool brings back
+# $OUT; the output above keeps only their tails).
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT/logs" && cp "$log"/*.txt "$OUT/logs/" 2>/dev/null
+fi
 rm -rf "$log"
 exit $failed

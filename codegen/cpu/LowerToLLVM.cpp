@@ -21,6 +21,7 @@
 #include "codegen/cpu/LowerToLLVM.h"
 
 #include "codegen/KernelModel.h"
+#include "runtime/cpu/jit/Bf16Libcall.h"
 #include "ir/Interpreter.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -53,6 +54,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/IR/Dominators.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
@@ -576,13 +579,93 @@ void markInnermostLoopsParallel(llvm::Module &module) {
   }
 }
 
-// -O3 for |machine|, after marking the loops parallel.
+// bf16 values as their i16 bits: loads, stores and selects of bf16 (scalar
+// or vector) become loads, stores and selects of i16. arith-expand leaves
+// no bf16 arithmetic, but a bf16 copied from an input to an output is
+// loaded and stored as bf16, and InstCombine turns the expanded truncf's
+// select of two bit patterns (a quiet NaN or the rounded bits) back into a
+// select of bf16 values. x86 without AVX512-BF16 holds a bf16 value as an
+// f32 and stores it through a __truncsfbf2 libcall, which no JIT here can
+// resolve. The bits are the same value on every host, and nothing is
+// converted.
+void bf16AsBits(llvm::Module &module) {
+  auto isBf16 = [](llvm::Type *type) {
+    return type->getScalarType()->isBFloatTy();
+  };
+  auto bitsOf = [](llvm::Type *type) -> llvm::Type * {
+    llvm::Type *bits = llvm::Type::getInt16Ty(type->getContext());
+    if (auto *vector = llvm::dyn_cast<llvm::VectorType>(type))
+      return llvm::VectorType::get(bits, vector->getElementCount());
+    return bits;
+  };
+  // |v|'s bits: the operand of a bitcast from them, else a new bitcast.
+  auto asBits = [&](llvm::IRBuilder<> &b, llvm::Value *v) -> llvm::Value * {
+    if (auto *cast = llvm::dyn_cast<llvm::BitCastInst>(v))
+      if (cast->getSrcTy() == bitsOf(v->getType()))
+        return cast->getOperand(0);
+    return b.CreateBitCast(v, bitsOf(v->getType()));
+  };
+  llvm::SmallVector<llvm::Instruction *> work;
+  for (llvm::Function &f : module)
+    for (llvm::Instruction &inst : llvm::instructions(f))
+      if ((llvm::isa<llvm::LoadInst, llvm::SelectInst>(inst) &&
+           isBf16(inst.getType())) ||
+          (llvm::isa<llvm::StoreInst>(inst) &&
+           isBf16(inst.getOperand(0)->getType())))
+        work.push_back(&inst);
+  for (llvm::Instruction *inst : work) {
+    llvm::IRBuilder<> b(inst);
+    if (auto *load = llvm::dyn_cast<llvm::LoadInst>(inst)) {
+      llvm::LoadInst *bits = b.CreateAlignedLoad(
+          bitsOf(load->getType()), load->getPointerOperand(), load->getAlign(),
+          load->isVolatile());
+      bits->copyMetadata(*load);
+      load->replaceAllUsesWith(b.CreateBitCast(bits, load->getType()));
+    } else if (auto *store = llvm::dyn_cast<llvm::StoreInst>(inst)) {
+      llvm::StoreInst *bits = b.CreateAlignedStore(
+          asBits(b, store->getValueOperand()), store->getPointerOperand(),
+          store->getAlign(), store->isVolatile());
+      bits->copyMetadata(*store);
+    } else {
+      auto *select = llvm::cast<llvm::SelectInst>(inst);
+      llvm::Value *chosen =
+          b.CreateSelect(select->getCondition(),
+                         asBits(b, select->getTrueValue()),
+                         asBits(b, select->getFalseValue()));
+      select->replaceAllUsesWith(b.CreateBitCast(chosen, select->getType()));
+    }
+    inst->eraseFromParent();
+  }
+  // Bits cast to bf16 and back: the bits.
+  for (llvm::Function &f : module)
+    for (llvm::Instruction &inst : llvm::make_early_inc_range(llvm::instructions(f)))
+      if (auto *cast = llvm::dyn_cast<llvm::BitCastInst>(&inst)) {
+        if (auto *inner = llvm::dyn_cast<llvm::BitCastInst>(cast->getOperand(0)))
+          if (inner->getSrcTy() == cast->getDestTy())
+            cast->replaceAllUsesWith(inner->getOperand(0));
+        if (cast->use_empty())
+          cast->eraseFromParent();
+      }
+  for (llvm::Function &f : module)
+    for (llvm::Instruction &inst : llvm::make_early_inc_range(llvm::instructions(f)))
+      if (llvm::isa<llvm::BitCastInst>(inst) && inst.use_empty())
+        inst.eraseFromParent();
+}
+
+// -O3 for |machine|, after marking the loops parallel and with bf16 values
+// as their bits (before -O3, so that no pass makes a bf16 argument of a
+// loaded element, and again after it, should a pass make bf16 values
+// again).
 std::function<llvm::Error(llvm::Module *)>
 kernelTransformer(llvm::TargetMachine *machine) {
   auto optimize = makeOptimizingTransformer(3, 0, machine);
-  return [optimize](llvm::Module *module) {
+  return [optimize](llvm::Module *module) -> llvm::Error {
     markInnermostLoopsParallel(*module);
-    return optimize(module);
+    bf16AsBits(*module);
+    if (llvm::Error error = optimize(module))
+      return error;
+    bf16AsBits(*module);
+    return llvm::Error::success();
   };
 }
 
@@ -668,6 +751,14 @@ FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
     return fusion.emitOpError() << "JIT compilation failed: "
                                 << llvm::toString(engine.takeError());
   kernel.engine_ = std::move(*engine);
+  if (runtime::cpu::kHasBf16Libcall)
+    kernel.engine_->registerSymbols([](llvm::orc::MangleAndInterner intern) {
+      llvm::orc::SymbolMap libcalls;
+      libcalls[intern("__truncsfbf2")] = {
+          llvm::orc::ExecutorAddr::fromPtr(&runtime::cpu::kiln_truncsfbf2),
+          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+      return libcalls;
+    });
   llvm::Expected<void *> entry = kernel.engine_->lookup(kCpuKernelEntryPoint);
   if (!entry)
     return fusion.emitOpError() << "JIT compilation lost the entry point: "

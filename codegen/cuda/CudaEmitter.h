@@ -118,7 +118,7 @@
 // translation unit (a guarded prelude, constants, the kernel); compiled
 // with -DKILN_CUDA_EMULATION and codegen/cuda/CudaEmulation.h it also
 // defines `extern "C" void NAME_host(void **buffers, unsigned grid,
-// unsigned block)`, which runs the kernel on host threads (tests).
+// unsigned block)`, which runs the kernel on the host (tests; a block's threads as fibers).
 //
 //===----------------------------------------------------------------------===//
 

@@ -362,6 +362,8 @@ inline unsigned short kiln_emulation_to_half(double v) {
   double a = std::fabs(v);
   if (std::isnan(v))
     return sign | 0x7e00;
+  if (std::isinf(v)) // frexp leaves the exponent of an infinity unspecified
+    return sign | 0x7c00;
   if (a < 0x1p-14) // subnormal (or zero): units of 2^-24, rounded to even
     return sign | static_cast<unsigned short>(std::nearbyint(a * 0x1p24));
   int e;
@@ -376,13 +378,24 @@ inline unsigned short kiln_emulation_to_half(double v) {
     return sign | 0x7c00;
   return sign | static_cast<unsigned short>((exponent << 10) | (static_cast<int>(q) - 1024));
 }
+// Exact, by bits: a normal half's exponent rebiased, a subnormal's
+// mantissa in units of 2^-24 (a power-of-two scale, exact in float).
 inline float __half2float(__half h) {
-  int exponent = (h.x >> 10) & 0x1f, mantissa = h.x & 0x3ff;
-  float magnitude = exponent == 0 ? std::ldexp(float(mantissa), -24)
-                    : exponent == 31
-                        ? (mantissa ? std::nanf("") : INFINITY)
-                        : std::ldexp(float(mantissa | 0x400), exponent - 25);
-  return (h.x & 0x8000) ? -magnitude : magnitude;
+  uint32_t sign = uint32_t(h.x & 0x8000) << 16;
+  uint32_t exponent = (h.x >> 10) & 0x1f, mantissa = h.x & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0) {
+    float magnitude = float(mantissa) * 0x1p-24f;
+    std::memcpy(&bits, &magnitude, 4);
+    bits |= sign;
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 inline __half __float2half_rn(float v) {
   __half h;
@@ -482,12 +495,16 @@ void mma_sync(fragment<accumulator, M, N, K, float> &d,
               const fragment<matrix_a, M, N, K, TA, LA> &a,
               const fragment<matrix_b, M, N, K, TB, LB> &b,
               const fragment<accumulator, M, N, K, float> &c) {
-  float out[M * N];
+  float fa[M * K], fb[K * N], out[M * N];
+  for (int i = 0; i < M * K; ++i)
+    fa[i] = kiln_wmma_float(a.x[i]);
+  for (int i = 0; i < K * N; ++i)
+    fb[i] = kiln_wmma_float(b.x[i]);
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       float sum = c.x[i * N + j];
       for (int k = 0; k < K; ++k)
-        sum += kiln_wmma_float(a.x[i * K + k]) * kiln_wmma_float(b.x[k * N + j]);
+        sum += fa[i * K + k] * fb[k * N + j];
       out[i * N + j] = sum;
     }
   std::memcpy(d.x, out, sizeof(out));

@@ -3,8 +3,9 @@
 // runtime/cuda/CudaAttention.h through CudaExecutable on FakeCudaApi.h: the
 // kernels' CUDA C++ (attentionKernelSource(90)) is compiled for the host
 // under codegen/cuda/CudaEmulation.h (nvcuda::wmma included) and runs on
-// host threads with the runtime's launch shapes. A package with an
-// Attention thunk then an AttentionGrad thunk (AttentionPackage.h) runs two
+// the host (a block's threads as fibers) with the runtime's launch shapes.
+// A package with an Attention thunk then an AttentionGrad thunk
+// (AttentionPackage.h) runs two
 // steps (plain launches, then the captured graph's replay; both give the
 // same bits) on B=2, H=2 and sequence lengths that are not multiples of
 // the tiles (5, 33, 70; Tq != Tk), causal and not, head dims 16 and 64 on

@@ -2,7 +2,7 @@
 //
 // runtime/cuda/CudaConv.h through CudaExecutable on FakeCudaApi.h: the
 // convolution kernels' CUDA C++ (convKernelSource()) is compiled for the
-// host under codegen/cuda/CudaEmulation.h and runs on host threads with
+// host under codegen/cuda/CudaEmulation.h and runs on the host (fibers) with
 // the runtime's launch shapes, the GEMMs on the fake's host cuBLASLt; each
 // of conv2d, conv2d_input_grad and conv2d_filter_grad (strides, padding,
 // dilation, groups, several shapes; f32, bf16, f16) is compared with the

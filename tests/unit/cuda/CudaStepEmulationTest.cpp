@@ -8,7 +8,7 @@
 // runtime/cuda/CudaExecutable.h on FakeCudaApi.h: the kernels reach the
 // executable through its NVRTC path (the package holds source only), are
 // launched with the runtime's launch shapes (256-thread blocks, grid capped
-// by the fake device's multiprocessors) on host threads, GEMMs run as the
+// by the fake device's multiprocessors) on the host (fibers), GEMMs run as the
 // LibraryCall thunks say, and the updates copies feed the next step. Two
 // steps (the second captured as a CUDA Graph and replayed by the fake) are
 // compared with the reference interpreter running the same step function

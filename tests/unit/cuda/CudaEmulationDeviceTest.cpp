@@ -1,0 +1,268 @@
+//===- CudaEmulationDeviceTest.cpp - the emulated device itself ------------===//
+//
+// codegen/cuda/CudaEmulation.h is the device every CUDA kernel test without
+// a GPU runs on, so its own behaviour is checked here with hand-written
+// kernels built for the host (HostKernels.h): block barriers order shared
+// memory, a missing barrier shows in one of the two thread orders, warp
+// shuffles exchange lanes as on a GPU, a block deadlocked at a barrier and
+// a block size a GPU refuses end the process with a message instead of
+// hanging, and the 16-bit conversions agree with runtime/Half.h (an
+// independent implementation) on every half and bfloat16 and on floats
+// around every rounding boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Half.h"
+#include "tests/unit/cuda/HostKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace {
+
+using kiln::runtime::cuda::testing::buildHostKernels;
+using kiln::runtime::cuda::testing::HostKernel;
+
+const char *kSource = R"(
+// Each thread stores its value in shared memory, waits (or not) and reads
+// its neighbour's: |step| 1 reads thread t + 1, |step| -1 thread t - 1.
+__global__ void exchange(float *out, int barrier, int step) {
+  __shared__ float tile[1024];
+  unsigned n = blockDim.x, t = threadIdx.x;
+  tile[t] = float(blockIdx.x * 10000 + t);
+  if (barrier)
+    __syncthreads();
+  out[blockIdx.x * n + t] = tile[(t + n + step) % n];
+}
+extern "C" void exchange_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    exchange((float *)buffers[0], *(int *)buffers[1], *(int *)buffers[2]);
+  });
+}
+
+// Per warp: the butterfly sum of the lanes' values and the inclusive scan.
+__global__ void lanes(const float *in, float *sum, float *scan) {
+  unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = in[t], s = v;
+  for (int mask = 16; mask > 0; mask /= 2)
+    s += __shfl_xor_sync(0xffffffffu, s, mask);
+  sum[t] = s;
+  float p = v;
+  for (unsigned delta = 1; delta < 32; delta *= 2) {
+    float other = __shfl_up_sync(0xffffffffu, p, delta);
+    if ((threadIdx.x & 31u) >= delta)
+      p += other;
+  }
+  scan[t] = p;
+}
+extern "C" void lanes_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    lanes((const float *)buffers[0], (float *)buffers[1], (float *)buffers[2]);
+  });
+}
+
+// Thread 0 leaves before the barrier the others wait at.
+__global__ void early(float *out) {
+  if (threadIdx.x == 0)
+    return;
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+extern "C" void early_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] { early((float *)buffers[0]); });
+}
+
+// Conversions: |count| halves, bfloat16s and floats, a thread per element
+// in a grid-stride loop.
+__global__ void convert(const unsigned short *halves, const unsigned short *bf16s,
+                        const float *floats, float *fromHalf, float *fromBf16,
+                        unsigned short *toHalf, unsigned short *toBf16,
+                        unsigned count) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += gridDim.x * blockDim.x) {
+    __half h;
+    h.x = halves[i];
+    fromHalf[i] = __half2float(h);
+    __nv_bfloat16 b;
+    b.x = bf16s[i];
+    fromBf16[i] = __bfloat162float(b);
+    toHalf[i] = __float2half_rn(floats[i]).x;
+    toBf16[i] = __float2bfloat16_rn(floats[i]).x;
+  }
+}
+extern "C" void convert_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    convert((const unsigned short *)buffers[0], (const unsigned short *)buffers[1],
+            (const float *)buffers[2], (float *)buffers[3], (float *)buffers[4],
+            (unsigned short *)buffers[5], (unsigned short *)buffers[6],
+            *(unsigned *)buffers[7]);
+  });
+}
+)";
+
+class CudaEmulationDeviceTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    std::string error;
+    kernels = new std::map<std::string, HostKernel>(buildHostKernels(
+        kSource, {"exchange", "lanes", "early", "convert"}, "device", error));
+    ASSERT_TRUE(error.empty()) << error;
+  }
+  static void TearDownTestSuite() {
+    delete kernels;
+    kernels = nullptr;
+  }
+
+  // exchange on |grid| blocks of |block| threads: out[b * block + t].
+  static std::vector<float> exchange(unsigned grid, unsigned block, int barrier,
+                                     int step) {
+    std::vector<float> out(size_t(grid) * block, -1.0f);
+    void *buffers[] = {out.data(), &barrier, &step};
+    kernels->at("exchange")(buffers, grid, block);
+    return out;
+  }
+
+  static std::map<std::string, HostKernel> *kernels;
+};
+
+std::map<std::string, HostKernel> *CudaEmulationDeviceTest::kernels = nullptr;
+
+TEST_F(CudaEmulationDeviceTest, BarriersOrderSharedMemory) {
+  for (unsigned block : {32u, 256u, 1024u})
+    for (int step : {1, -1}) {
+      std::vector<float> out = exchange(3, block, /*barrier=*/1, step);
+      for (unsigned b = 0; b < 3; ++b)
+        for (unsigned t = 0; t < block; ++t)
+          ASSERT_EQ(out[b * block + t],
+                    float(b * 10000 + (t + block + step) % block))
+              << "block " << b << " of " << block << " threads, thread " << t
+              << ", step " << step;
+    }
+}
+
+// Without the barrier, threads that read a neighbour not yet run get the
+// previous block's value: reading thread t + 1 fails in the ascending
+// (even) blocks, reading thread t - 1 in the descending (odd) ones, so a
+// kernel missing a barrier fails in one of the two whichever neighbour it
+// reads. (In each, the thread that runs first also reads the one that
+// wraps around, which runs last.)
+TEST_F(CudaEmulationDeviceTest, MissingBarrierShowsInOneOrder) {
+  const unsigned block = 64;
+  for (int step : {1, -1}) {
+    std::vector<float> out = exchange(2, block, /*barrier=*/0, step);
+    int wrong[2] = {0, 0};
+    for (unsigned b = 0; b < 2; ++b)
+      for (unsigned t = 0; t < block; ++t)
+        wrong[b] += out[b * block + t] != float(b * 10000 + (t + block + step) % block);
+    // All but the thread whose neighbour wraps around to one already run;
+    // in the other order only the first thread.
+    EXPECT_EQ(wrong[step == 1 ? 0 : 1], int(block) - 1) << "step " << step;
+    EXPECT_EQ(wrong[step == 1 ? 1 : 0], 1) << "step " << step;
+  }
+}
+
+TEST_F(CudaEmulationDeviceTest, ShufflesExchangeLanes) {
+  const unsigned grid = 2, block = 96;
+  std::vector<float> in(grid * block), sum(in.size()), scan(in.size());
+  std::mt19937 rng(7);
+  for (float &v : in)
+    v = float(std::uniform_int_distribution<int>(-50, 50)(rng));
+  void *buffers[] = {in.data(), sum.data(), scan.data()};
+  kernels->at("lanes")(buffers, grid, block);
+  for (size_t warp = 0; warp < in.size() / 32; ++warp) {
+    float total = 0, prefix = 0;
+    for (size_t lane = 0; lane < 32; ++lane)
+      total += in[warp * 32 + lane];
+    for (size_t lane = 0; lane < 32; ++lane) {
+      prefix += in[warp * 32 + lane];
+      EXPECT_EQ(sum[warp * 32 + lane], total) << "warp " << warp << " lane " << lane;
+      EXPECT_EQ(scan[warp * 32 + lane], prefix) << "warp " << warp << " lane " << lane;
+    }
+  }
+}
+
+TEST_F(CudaEmulationDeviceTest, DeadlockedBlockEndsWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> out(64);
+  void *buffers[] = {out.data()};
+  EXPECT_DEATH(kernels->at("early")(buffers, 1, 64),
+               "block 0: all 63 live threads wait at barriers that cannot "
+               "complete");
+}
+
+TEST_F(CudaEmulationDeviceTest, BlockSizeAGpuRefusesEndsWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> out(2048);
+  int barrier = 1, step = 1;
+  void *buffers[] = {out.data(), &barrier, &step};
+  EXPECT_DEATH(kernels->at("exchange")(buffers, 1, 48),
+               "a block of 48 threads \\(expected a multiple of 32, at most 1024\\)");
+  EXPECT_DEATH(kernels->at("exchange")(buffers, 1, 2048), "a block of 2048 threads");
+}
+
+// Every 16-bit pattern to float, and floats around every f16 and bf16
+// rounding boundary (the midpoints between neighbours and one float step
+// either side) back, against runtime/Half.h.
+TEST_F(CudaEmulationDeviceTest, SixteenBitConversionsMatchTheRuntime) {
+  std::vector<uint16_t> halves(65536), bf16s(65536);
+  std::vector<float> floats;
+  for (uint32_t i = 0; i < 65536; ++i) {
+    halves[i] = bf16s[i] = static_cast<uint16_t>(i);
+    float h = kiln::runtime::f16ToFloat(uint16_t(i));
+    float next = kiln::runtime::f16ToFloat(uint16_t(i + 1));
+    if (std::isfinite(h) && std::isfinite(next) && (i & 0x7fff) < 0x7bff) {
+      float mid = h + (next - h) / 2;
+      floats.insert(floats.end(), {h, mid, std::nextafter(mid, h),
+                                   std::nextafter(mid, next)});
+    }
+    float b = kiln::runtime::bf16ToFloat(uint16_t(i));
+    float bnext = kiln::runtime::bf16ToFloat(uint16_t(i + 1));
+    if (std::isfinite(b) && std::isfinite(bnext) && (i & 0x7fff) < 0x7f7f) {
+      float mid = b + (bnext - b) / 2;
+      floats.insert(floats.end(), {mid, std::nextafter(mid, b),
+                                   std::nextafter(mid, bnext)});
+    }
+  }
+  floats.insert(floats.end(), {INFINITY, -INFINITY, 65504.0f, 65520.0f, 1e30f,
+                               -1e30f, std::nanf(""), 0.0f, -0.0f});
+  halves.resize(floats.size());
+  bf16s.resize(floats.size());
+  unsigned count = static_cast<unsigned>(floats.size());
+  std::vector<float> fromHalf(count), fromBf16(count);
+  std::vector<uint16_t> toHalf(count), toBf16(count);
+  void *buffers[] = {halves.data(),   bf16s.data(),  floats.data(),
+                     fromHalf.data(), fromBf16.data(), toHalf.data(),
+                     toBf16.data(),   &count};
+  kernels->at("convert")(buffers, 4, 256);
+  auto same = [](float a, float b) {
+    uint32_t x, y;
+    std::memcpy(&x, &a, 4);
+    std::memcpy(&y, &b, 4);
+    return x == y || (std::isnan(a) && std::isnan(b));
+  };
+  int bad = 0;
+  for (uint32_t i = 0; i < 65536 && bad < 10; ++i) {
+    if (!same(fromHalf[i], kiln::runtime::f16ToFloat(uint16_t(i))))
+      ADD_FAILURE() << "half 0x" << std::hex << i << ": " << fromHalf[i], ++bad;
+    if (!same(fromBf16[i], kiln::runtime::bf16ToFloat(uint16_t(i))))
+      ADD_FAILURE() << "bf16 0x" << std::hex << i << ": " << fromBf16[i], ++bad;
+  }
+  for (unsigned i = 0; i < count && bad < 10; ++i) {
+    float f = floats[i];
+    uint16_t h = kiln::runtime::floatToF16(f), b = kiln::runtime::floatToBf16(f);
+    bool nan = std::isnan(f);
+    if (nan ? (toHalf[i] & 0x7fff) <= 0x7c00 : toHalf[i] != h)
+      ADD_FAILURE() << "float " << f << " to half: 0x" << std::hex << toHalf[i]
+                    << ", runtime 0x" << h,
+          ++bad;
+    if (nan ? (toBf16[i] & 0x7fff) <= 0x7f80 : toBf16[i] != b)
+      ADD_FAILURE() << "float " << f << " to bf16: 0x" << std::hex << toBf16[i]
+                    << ", runtime 0x" << b,
+          ++bad;
+  }
+}
+
+} // namespace

@@ -636,20 +636,22 @@ void bf16AsBits(llvm::Module &module) {
     }
     inst->eraseFromParent();
   }
-  // Bits cast to bf16 and back: the bits.
+  // Bits cast to bf16 and back: the bits. Users before what they use
+  // (blocks and instructions in reverse), so a cast whose last user goes
+  // is dead when it is reached.
   for (llvm::Function &f : module)
-    for (llvm::Instruction &inst : llvm::make_early_inc_range(llvm::instructions(f)))
-      if (auto *cast = llvm::dyn_cast<llvm::BitCastInst>(&inst)) {
+    for (llvm::BasicBlock &block : llvm::reverse(f))
+      for (llvm::Instruction &inst :
+           llvm::make_early_inc_range(llvm::reverse(block))) {
+        auto *cast = llvm::dyn_cast<llvm::BitCastInst>(&inst);
+        if (!cast)
+          continue;
         if (auto *inner = llvm::dyn_cast<llvm::BitCastInst>(cast->getOperand(0)))
           if (inner->getSrcTy() == cast->getDestTy())
             cast->replaceAllUsesWith(inner->getOperand(0));
         if (cast->use_empty())
           cast->eraseFromParent();
       }
-  for (llvm::Function &f : module)
-    for (llvm::Instruction &inst : llvm::make_early_inc_range(llvm::instructions(f)))
-      if (llvm::isa<llvm::BitCastInst>(inst) && inst.use_empty())
-        inst.eraseFromParent();
 }
 
 // -O3 for |machine|, after marking the loops parallel and with bf16 values

@@ -6,11 +6,13 @@
 // KernelHooks), only the loop structure around the elements and the hooks
 // differ; then a small printer (CudaPrinter.cpp) writes that op subset
 // (arith, math, scf.for, scf.if, memref.load/store/get_global, func.call of
-// the `kiln.*` thread intrinsics below) as CUDA C++. So the CPU and CUDA backends share the
-// element semantics (the ScalarSemantics op table, index mapping of data
-// movement, reductions, gather/scatter/pooling) and differ only in
-// CudaHooks, the nest shapes and the printer. The printer refuses any op
-// outside its subset with a diagnostic naming it.
+// the `kiln.*` thread intrinsics below) as CUDA C++. So the CPU and CUDA
+// backends share the element semantics (the ScalarSemantics op table, index
+// mapping of data movement, reductions, gather/scatter/pooling) and differ
+// only in CudaHooks (CudaHooks.h), the nest layouts (CudaLayouts.h: one
+// builder per layout, in CudaEmitter.cpp, CudaReductionLayouts.cpp and
+// CudaBlockLayouts.cpp) and the printer. The printer refuses any op outside
+// its subset with a diagnostic naming it.
 //
 // Each loop nest of the model (KernelModel.h) becomes one phase of the
 // kernel, in one of five layouts (every loop is grid-stride, so any grid
@@ -105,12 +107,14 @@
 // columns; except a nest whose results are few column reductions of a few
 // rows each (cudaColumnReductionLanes), which takes the element layout, a
 // warp per result, the lanes splitting the rows (a chain of 8192 rows is
-// kiln-split-reductions' to shorten first). f16 and bf16 are stored as __half / __nv_bfloat16 (cuda_fp16.h,
-// cuda_bf16.h) and computed in f32 (the model's compute type), reductions
-// accumulating in f32 (f64 for f64, i64 for integers). Indices are 64-bit.
+// kiln-split-reductions' to shorten first). f16 and bf16 are stored as
+// __half / __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h) and computed in f32 (the
+// model's compute type), reductions accumulating in f32 (f64 for f64, i64
+// for integers). Indices are 64-bit.
 //
-// Launch: every kernel runs with kCudaBlockThreads threads per block; the
-// grid is CudaLaunchRule::gridFor(the device's multiprocessor count), the
+// Launch: a kernel runs with CudaLaunchRule::blockThreads threads per block
+// (kCudaBlockThreads, except the row-group layout's blocks as wide as the
+// row); the grid is CudaLaunchRule::gridFor(the device's multiprocessor count), the
 // blocks needed to give every thread work, capped at blocksPerSm per
 // multiprocessor (the grid-stride loops cover the rest). Entry point:
 //   extern "C" __global__ void NAME(const T *in0, ..., T *out0, ...)
@@ -118,7 +122,8 @@
 // translation unit (a guarded prelude, constants, the kernel); compiled
 // with -DKILN_CUDA_EMULATION and codegen/cuda/CudaEmulation.h it also
 // defines `extern "C" void NAME_host(void **buffers, unsigned grid,
-// unsigned block)`, which runs the kernel on the host (tests; a block's threads as fibers).
+// unsigned block)`, which runs the kernel on the host (tests; a block's
+// threads as fibers).
 //
 //===----------------------------------------------------------------------===//
 

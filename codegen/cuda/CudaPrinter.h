@@ -1,7 +1,8 @@
 //===- CudaPrinter.h - the CUDA C++ text of a kernel module --------*- C++ -*-===//
 //
-// Internal to codegen/cuda: what CudaEmitter.cpp (which builds a kernel as
-// MLIR) and CudaPrinter.cpp (which writes that MLIR as CUDA C++) share.
+// Internal to codegen/cuda: what the kernel builders (CudaEmitter.cpp and
+// the layouts of CudaLayouts.h, which build a kernel as MLIR) and
+// CudaPrinter.cpp (which writes that MLIR as CUDA C++) share.
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,19 +5,19 @@
 // execute their arithmetic and indexing on a machine without a GPU:
 // threadIdx/blockIdx/blockDim/gridDim, __syncthreads (a block barrier),
 // __shfl_xor_sync and __shfl_up_sync (lanes exchange through memory
-// between two warp barriers), __half and __nv_bfloat16 (16-bit storage, conversions rounded
-// to nearest even), __int_as_float and friends. kiln_emulate(grid, block,
-// body) runs the grid's blocks one after another, each block's threads
-// (a multiple of 32, at most 1024) as fibers on the calling thread: a thread
-// runs until it waits at a barrier or a shuffle, then the next one in thread
-// order runs (even blocks in ascending order, odd ones descending: a missing
-// barrier between a store to shared memory and another thread's load of it
-// shows in one of the two, whichever way the data goes), so barriers and
-// shuffles behave as on a GPU (a block whose
-// live threads all wait at barriers that cannot complete is reported and
-// aborts, where a GPU would hang); __shared__ variables are statics, which
-// is right because only one block runs at a time. x86-64 only (the fiber
-// switch is assembly).
+// between two warp barriers), __half and __nv_bfloat16 (16-bit storage,
+// conversions rounded to nearest even), __int_as_float and friends.
+// kiln_emulate(grid, block, body) runs the grid's blocks one after
+// another, each block's threads (a multiple of 32, at most 1024) as fibers
+// on the calling thread: a thread runs until it waits at a barrier or a
+// shuffle, then the next one in thread order runs (even blocks in
+// ascending order, odd ones descending: a missing barrier between a store
+// to shared memory and another thread's load of it shows in one of the
+// two, whichever way the data goes), so barriers and shuffles behave as on
+// a GPU (a block whose live threads all wait at barriers that cannot
+// complete is reported and aborts, where a GPU would hang); __shared__
+// variables are statics, which is right because only one block runs at a
+// time. x86-64 only (the fiber switch is assembly).
 // Dynamic shared memory (a generated kernel's row cache, which reaches it
 // through kiln_emulation_dynamic_shared() where the GPU source declares
 // `extern __shared__`): kiln_emulate's last argument is its size per
@@ -33,6 +33,14 @@
 // starts at a warp barrier, so no lane stores a tile before every lane has
 // loaded what it read earlier (an accumulator loaded, multiplied into and
 // stored back is not added twice).
+// The warp-wide matrix instructions a kernel reaches through inline PTX on
+// a GPU (ldmatrix .x4 and mma.sync m16n8k16, the register-fragment path of
+// the attention forward) are functions here, kiln_emulation_ldmatrix_x4 and
+// kiln_emulation_mma_m16n8k16, with the PTX ISA's lane mappings: each lane
+// publishes its operands, the warp meets at a barrier, each lane computes
+// its own registers from every lane's operands, and the warp meets again
+// before the slots are reused. A kernel whose fragments are in the wrong
+// lanes computes wrong numbers here, as it would on the GPU.
 // Only what the generated kernels use is provided; it is a test device, not
 // a performance model.
 //
@@ -309,7 +317,7 @@ void kiln_emulate(unsigned grid, unsigned block, Body body,
     std::memset(dynamicShared.get(), 0xff,
                 (words ? words : 1) * sizeof(std::max_align_t));
     kiln_emulation::block = Barrier{block};
-    warps.assign((block + 31) / 32, Barrier{32});
+    warps.assign(block / 32, Barrier{32});
     fibers.assign(block, Fiber{});
     for (unsigned t = 0; t < block; ++t)
       fibers[t].sp = stacks.initialSp(t);
@@ -510,5 +518,90 @@ void mma_sync(fragment<accumulator, M, N, K, float> &d,
   std::memcpy(d.x, out, sizeof(out));
 }
 } // namespace nvcuda::wmma
+
+
+inline unsigned short __half_as_ushort(__half h) { return h.x; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+
+// ldmatrix and mma.sync (see the header comment).
+namespace kiln_emulation {
+// Each thread's published mma operands as floats: A's 8 elements (a0 low,
+// a0 high, a1 low, ...) then B's 4.
+inline float fragments[1024][12];
+inline float b16ToFloat(const __half *, uint16_t bits) {
+  return __half2float(__half(__half_raw{bits}));
+}
+inline float b16ToFloat(const __nv_bfloat16 *, uint16_t bits) {
+  return __bfloat162float(__nv_bfloat16(__nv_bfloat16_raw{bits}));
+}
+} // namespace kiln_emulation
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives the
+// address of row l % 8 of matrix l / 8 (eight 16-bit elements); with g =
+// l / 4 and c = 2 (l % 4), r[i] gets matrix i's elements (g, c) and
+// (g, c + 1), or with |trans| (c, g) and (c + 1, g), the first in the low
+// half.
+inline void kiln_emulation_ldmatrix_x4(unsigned r[4], const void *row,
+                                       bool trans) {
+  using namespace kiln_emulation;
+  unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
+  Barrier &warp = warps[t / 32];
+  std::memcpy(&slots[t], &row, sizeof row);
+  arriveAndWait(warp);
+  auto rowOf = [&](unsigned matrix, unsigned index) {
+    const void *p;
+    std::memcpy(&p, &slots[base + matrix * 8 + index], sizeof p);
+    return static_cast<const uint16_t *>(p);
+  };
+  unsigned g = lane / 4, c = 2 * (lane % 4);
+  unsigned out[4];
+  for (unsigned i = 0; i < 4; ++i) {
+    uint16_t lo = trans ? rowOf(i, c)[g] : rowOf(i, g)[c];
+    uint16_t hi = trans ? rowOf(i, c + 1)[g] : rowOf(i, g)[c + 1];
+    out[i] = uint32_t(lo) | uint32_t(hi) << 16;
+  }
+  arriveAndWait(warp);
+  std::memcpy(r, out, sizeof out);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32 (T __half or
+// __nv_bfloat16): d = a b + c for A 16 x 16, B 16 x 8, C and D 16 x 8 in
+// f32. With g = l / 4 and c = 2 (l % 4), lane l holds A's (row, col) pairs
+// (g, c..c+1) in a[0], (g + 8, c..) in a[1], (g, c + 8..) in a[2] and
+// (g + 8, c + 8..) in a[3]; B's (c..c+1, g) in b[0] and (c + 8.., g) in
+// b[1]; C's and D's (g, c), (g, c + 1), (g + 8, c), (g + 8, c + 1) in
+// [0..3]. The products (exact in f32) are added to c in k order.
+template <class T>
+inline void kiln_emulation_mma_m16n8k16(float d[4], const unsigned a[4],
+                                        const unsigned b[2],
+                                        const float c[4]) {
+  using namespace kiln_emulation;
+  unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
+  Barrier &warp = warps[t / 32];
+  const unsigned regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  for (int i = 0; i < 12; ++i)
+    fragments[t][i] = b16ToFloat(static_cast<const T *>(nullptr),
+                                 uint16_t(regs[i / 2] >> (16 * (i % 2))));
+  arriveAndWait(warp);
+  // Element k (of the pair's two) of register |reg| of lane |owner|.
+  auto element = [&](unsigned owner, unsigned reg, unsigned k) {
+    return fragments[base + owner][2 * reg + k % 2];
+  };
+  unsigned g = lane / 4, col0 = 2 * (lane % 4);
+  float out[4];
+  for (unsigned e = 0; e < 4; ++e) {
+    unsigned row = g + (e >= 2 ? 8 : 0), col = col0 + (e & 1);
+    float sum = c[e];
+    for (unsigned k = 0; k < 16; ++k) {
+      float x = element((row % 8) * 4 + (k % 8) / 2,
+                        (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0), k);
+      float y = element(col * 4 + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0), k);
+      sum += x * y;
+    }
+    out[e] = sum;
+  }
+  arriveAndWait(warp);
+  std::memcpy(d, out, sizeof out);
+}
 
 #endif // KILN_CODEGEN_CUDA_CUDAEMULATION_H

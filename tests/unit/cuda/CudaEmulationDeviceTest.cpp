@@ -8,7 +8,12 @@
 // a block size a GPU refuses end the process with a message instead of
 // hanging, and the 16-bit conversions agree with runtime/Half.h (an
 // independent implementation) on every half and bfloat16 and on floats
-// around every rounding boundary.
+// around every rounding boundary. The warp-wide matrix instructions
+// (ldmatrix .x4 with and without .trans, mma.sync m16n8k16 in f16 and
+// bf16) give each lane the registers the PTX ISA's fragment layouts name:
+// fragments built element by element from those layouts equal ldmatrix's
+// from shared memory, and the product of random matrices equals A B + C
+// computed here in double precision.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,6 +98,66 @@ __global__ void convert(const unsigned short *halves, const unsigned short *bf16
     toBf16[i] = __float2bfloat16_rn(floats[i]).x;
   }
 }
+// One warp: A (16 x 16), B (16 x 8, [k][n]) and C (16 x 8, f32) from
+// memory. Each lane builds its fragments from the documented layouts
+// (g = lane / 4, c = 2 (lane % 4): A's pairs (g, c), (g + 8, c), (g, c + 8),
+// (g + 8, c + 8); B's (c, g) and (c + 8, g), as [k][n]; C's and D's (g, c),
+// (g, c + 1), (g + 8, c), (g + 8, c + 1)), loads A, B ([k][n], .trans) and
+// B^T ([n][k]) with ldmatrix from shared memory, and computes D = A B + C
+// with the built fragments. regs[lane * 12 + i]: the built A (i < 4) and B
+// (4, 5), ldmatrix's A (6 to 9) and B (10, 11); regs[384 + lane * 2 + i]:
+// ldmatrix's B from B^T.
+template <class T>
+__global__ void matrix(const unsigned short *a, const unsigned short *b,
+                       const float *c, float *d, unsigned *regs) {
+  __shared__ __align__(16) unsigned short sA[16 * 16], sB[16 * 8], sBt[8 * 16];
+  unsigned l = threadIdx.x, g = l / 4, q = 2 * (l % 4);
+  for (unsigned i = l; i < 256; i += 32)
+    sA[i] = a[i];
+  for (unsigned i = l; i < 128; i += 32) {
+    sB[i] = b[i];
+    sBt[(i % 8) * 16 + i / 8] = b[i];
+  }
+  __syncthreads();
+  auto pair = [](unsigned short lo, unsigned short hi) {
+    return unsigned(lo) | unsigned(hi) << 16;
+  };
+  unsigned fa[4] = {pair(a[g * 16 + q], a[g * 16 + q + 1]),
+                    pair(a[(g + 8) * 16 + q], a[(g + 8) * 16 + q + 1]),
+                    pair(a[g * 16 + q + 8], a[g * 16 + q + 9]),
+                    pair(a[(g + 8) * 16 + q + 8], a[(g + 8) * 16 + q + 9])};
+  unsigned fb[2] = {pair(b[q * 8 + g], b[(q + 1) * 8 + g]),
+                    pair(b[(q + 8) * 8 + g], b[(q + 9) * 8 + g])};
+  unsigned la[4], lb[4], lbt[4];
+  kiln_emulation_ldmatrix_x4(la, &sA[((l / 8) % 2 * 8 + l % 8) * 16 + l / 16 * 8], false);
+  kiln_emulation_ldmatrix_x4(lb, &sB[((l / 8) % 2 * 8 + l % 8) * 8], true);
+  kiln_emulation_ldmatrix_x4(lbt, &sBt[(l % 8) * 16 + (l / 8) % 2 * 8], false);
+  unsigned *r = regs + l * 12;
+  for (int i = 0; i < 4; ++i)
+    r[i] = fa[i], r[6 + i] = la[i];
+  r[4] = fb[0], r[5] = fb[1];
+  r[10] = lb[0], r[11] = lb[1];
+  regs[32 * 12 + l * 2] = lbt[0], regs[32 * 12 + l * 2 + 1] = lbt[1];
+  float cf[4] = {c[g * 8 + q], c[g * 8 + q + 1], c[(g + 8) * 8 + q],
+                 c[(g + 8) * 8 + q + 1]};
+  float out[4];
+  kiln_emulation_mma_m16n8k16<T>(out, fa, fb, cf);
+  d[g * 8 + q] = out[0], d[g * 8 + q + 1] = out[1];
+  d[(g + 8) * 8 + q] = out[2], d[(g + 8) * 8 + q + 1] = out[3];
+}
+extern "C" void matrix_f16_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    matrix<__half>((const unsigned short *)buffers[0], (const unsigned short *)buffers[1],
+                   (const float *)buffers[2], (float *)buffers[3], (unsigned *)buffers[4]);
+  });
+}
+extern "C" void matrix_bf16_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    matrix<__nv_bfloat16>((const unsigned short *)buffers[0], (const unsigned short *)buffers[1],
+                          (const float *)buffers[2], (float *)buffers[3], (unsigned *)buffers[4]);
+  });
+}
+
 extern "C" void convert_host(void **buffers, unsigned grid, unsigned block) {
   kiln_emulate(grid, block, [&] {
     convert((const unsigned short *)buffers[0], (const unsigned short *)buffers[1],
@@ -108,7 +173,8 @@ protected:
   static void SetUpTestSuite() {
     std::string error;
     kernels = new std::map<std::string, HostKernel>(buildHostKernels(
-        kSource, {"exchange", "lanes", "early", "convert"}, "device", error));
+        kSource, {"exchange", "lanes", "early", "convert", "matrix_f16", "matrix_bf16"},
+        "device", error));
     ASSERT_TRUE(error.empty()) << error;
   }
   static void TearDownTestSuite() {
@@ -262,6 +328,54 @@ TEST_F(CudaEmulationDeviceTest, SixteenBitConversionsMatchTheRuntime) {
       ADD_FAILURE() << "float " << f << " to bf16: 0x" << std::hex << toBf16[i]
                     << ", runtime 0x" << b,
           ++bad;
+  }
+}
+
+// ldmatrix's registers are the documented fragments, and mma.sync's
+// product is A B + C, in f16 and bf16 (random values whose products are
+// exact in f32; the sum's rounding is bounded by 2^-22 of the terms).
+TEST_F(CudaEmulationDeviceTest, MatrixInstructionsFollowTheFragmentLayouts) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "f16");
+    std::vector<uint16_t> a(256), b(128);
+    std::vector<float> c(128), d(128, NAN);
+    std::vector<double> fa(256), fb(128);
+    for (size_t i = 0; i < a.size(); ++i) {
+      float v = value(rng);
+      a[i] = bf16 ? kiln::runtime::floatToBf16(v) : kiln::runtime::floatToF16(v);
+      fa[i] = bf16 ? kiln::runtime::bf16ToFloat(a[i]) : kiln::runtime::f16ToFloat(a[i]);
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+      float v = value(rng);
+      b[i] = bf16 ? kiln::runtime::floatToBf16(v) : kiln::runtime::floatToF16(v);
+      fb[i] = bf16 ? kiln::runtime::bf16ToFloat(b[i]) : kiln::runtime::f16ToFloat(b[i]);
+    }
+    for (float &v : c)
+      v = value(rng);
+    std::vector<uint32_t> regs(32 * 12 + 32 * 2, 0);
+    void *buffers[] = {a.data(), b.data(), c.data(), d.data(), regs.data()};
+    kernels->at(bf16 ? "matrix_bf16" : "matrix_f16")(buffers, 1, 32);
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      const uint32_t *r = &regs[lane * 12];
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(r[6 + i], r[i]) << "lane " << lane << ": ldmatrix A register " << i;
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(r[10 + i], r[4 + i]) << "lane " << lane << ": ldmatrix.trans B register " << i;
+        EXPECT_EQ(regs[32 * 12 + lane * 2 + i], r[4 + i])
+            << "lane " << lane << ": ldmatrix B^T register " << i;
+      }
+    }
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        double want = c[m * 8 + n], magnitude = std::fabs(want);
+        for (int k = 0; k < 16; ++k) {
+          want += fa[m * 16 + k] * fb[k * 8 + n];
+          magnitude += std::fabs(fa[m * 16 + k] * fb[k * 8 + n]);
+        }
+        EXPECT_NEAR(d[m * 8 + n], want, magnitude * 0x1p-22) << "D[" << m << "][" << n << "]";
+      }
   }
 }
 

@@ -12,7 +12,7 @@
 #      against a host GEMM, an NVRTC kernel through the driver, the MLP
 #      package stepped with a falling loss, the three convolutions
 #      (CudaConv.h) against their definitions, the fused attention
-#      (CudaAttention.h: forward and backward, wmma and CUDA-core kernels,
+#      (CudaAttention.h: forward and backward, mma.sync, wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the

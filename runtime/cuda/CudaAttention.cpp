@@ -133,6 +133,56 @@ static __device__ __forceinline__ void kiln_attn_mm(A *c, int ldc, const S *x, i
   }
 }
 
+// The register-fragment path (sm_80+): ldmatrix .x4 and mma.sync
+// m16n8k16 with f32 accumulation, through inline PTX on a GPU and
+// CudaEmulation.h's emulation of the same instructions on the host. A
+// 16-bit pair packs the first element in the low half.
+#ifdef KILN_CUDA_EMULATION
+static inline void kiln_attn_ldsm_x4(unsigned r[4], const void *row) { kiln_emulation_ldmatrix_x4(r, row, false); }
+static inline void kiln_attn_ldsm_x4_trans(unsigned r[4], const void *row) { kiln_emulation_ldmatrix_x4(r, row, true); }
+template <class T>
+static inline void kiln_attn_mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  const unsigned b[2] = {b0, b1};
+  kiln_emulation_mma_m16n8k16<T>(d, a, b, d);
+}
+#else
+static __device__ __forceinline__ void kiln_attn_ldsm_x4(unsigned r[4], const void *row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+static __device__ __forceinline__ void kiln_attn_ldsm_x4_trans(unsigned r[4], const void *row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+template <class T> struct kiln_attn_mma_op;
+template <> struct kiln_attn_mma_op<__half> {
+  static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct kiln_attn_mma_op<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <class T>
+static __device__ __forceinline__ void kiln_attn_mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  kiln_attn_mma_op<T>::run(d, a, b0, b1);
+}
+#endif
+static __device__ __forceinline__ unsigned kiln_attn_pack(const __half *, float lo, float hi) {
+  return (unsigned)__half_as_ushort(__float2half_rn(lo)) | (unsigned)__half_as_ushort(__float2half_rn(hi)) << 16;
+}
+static __device__ __forceinline__ unsigned kiln_attn_pack(const __nv_bfloat16 *, float lo, float hi) {
+  return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) | (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16;
+}
+
 // Every kernel's parameters. r0_, r1_, r2_ are the results (out, lse; or
 // dq, dk, dv), work_ the backward's D_i. q, k, v and their gradients are
 // addressed through strides in elements: element (b, h, t, d) of q (and
@@ -442,6 +492,365 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
       kiln_attn_set(dq, (q0 + e / d) * qT + e % d, sc * sdQ[e / d * DM + e % d]);
 }
 
+// The register-fragment kernels (sm_80+), FlashAttention-2 style: a block
+// of 4 warps takes 64 rows of its walk's other side fixed (query rows for
+// the forward and dQ, key rows for dK/dV), each warp 16 of them, and keeps
+// everything about its rows in registers: their fragments (loaded once),
+// the products of a tile (mma.sync f32 accumulators), the softmax state,
+// and the results' accumulators. A product's f32 accumulators, rounded to
+// T, are the next product's A fragments in place (the m16n8 accumulator
+// layout is the m16k16 A layout), so P and dS never leave the registers.
+// Only the tiles the block walks go through shared memory, rows padded by
+// 8 elements so the 8 rows one ldmatrix reads fall in distinct banks. A
+// warp's lane holds rows g = lane / 4 and g + 8 of its 16, columns c =
+// 2 (lane % 4) and c + 1 of each 8-column tile.
+
+// The A fragments of one 16 x 16 step from two 16 x 8 accumulator tiles.
+template <class T>
+static __device__ __forceinline__ void kiln_attn_afrag(unsigned a[4], const float x[4], const float y[4]) {
+  const T *tag = nullptr;
+  a[0] = kiln_attn_pack(tag, x[0], x[1]);
+  a[1] = kiln_attn_pack(tag, x[2], x[3]);
+  a[2] = kiln_attn_pack(tag, y[0], y[1]);
+  a[3] = kiln_attn_pack(tag, y[2], y[3]);
+}
+
+// The A fragments of the warp's 16 rows of |s| (row stride LD), the first
+// k columns (16 per step; matrix m of a step: rows (m % 2) x 8, columns
+// (m / 2) x 8).
+template <int KS, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_arows(unsigned af[][4], const T *s, int k) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+    if (kk * 16 < k)
+      kiln_attn_ldsm_x4(af[kk], s + ((threadIdx.x / 32) * 16 + (lm % 2) * 8 + lr) * LD + kk * 16 + (lm / 2) * 8);
+}
+
+// acc (16 x N) += A (16 x k: af) . B where B's columns are |s|'s N rows as
+// stored (B = s^T; s has k columns): ldmatrix, two 8-column tiles per
+// call (matrix m: rows (m / 2) x 8, columns (m % 2) x 8).
+template <int KS, int N, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_mm_t(float acc[][4], const unsigned af[][4], const T *s, int k) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    if (kk * 16 >= k)
+      break;
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) {
+      unsigned b[4];
+      kiln_attn_ldsm_x4(b, s + (j * 16 + (lm / 2) * 8 + lr) * LD + kk * 16 + (lm % 2) * 8);
+      kiln_attn_mma<T>(acc[2 * j], af[kk], b[0], b[1]);
+      kiln_attn_mma<T>(acc[2 * j + 1], af[kk], b[2], b[3]);
+    }
+  }
+}
+
+// acc (16 x n) += A (16 x 16 KS: af) . B where B is |s|'s rows as stored
+// (16 KS rows, the first n columns): ldmatrix.trans (matrix m: rows
+// (m % 2) x 8, columns (m / 2) x 8).
+template <int KS, int NMAX, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_mm_n(float acc[][4], const unsigned af[][4], const T *s, int n) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+    for (int j = 0; j < NMAX / 16; ++j) {
+      if (j * 16 >= n)
+        break;
+      unsigned b[4];
+      kiln_attn_ldsm_x4_trans(b, s + (kk * 16 + (lm % 2) * 8 + lr) * LD + j * 16 + (lm / 2) * 8);
+      kiln_attn_mma<T>(acc[2 * j], af[kk], b[0], b[1]);
+      kiln_attn_mma<T>(acc[2 * j + 1], af[kk], b[2], b[3]);
+    }
+}
+
+template <int N>
+static __device__ __forceinline__ void kiln_attn_zero(float acc[][4]) {
+#pragma unroll
+  for (int t = 0; t < N / 8; ++t)
+    acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+}
+
+// Forward: out, lse (r0_, r1_). One block per (64 query rows, b*h); it
+// walks the key blocks (causal: up to the diagonal) with an online softmax
+// per row (a row's values in the 4 lanes of a quad, combined by shuffles).
+// Scores are kept in the log2 domain (scale x log2 e in one multiply,
+// exp2f); lse = m ln 2 + log(l), what the other forwards write.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8;
+  constexpr int total = 2 * BK * LD * (int)sizeof(T);
+  static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention forward (mma): a warp per 16 rows");
+  static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward (mma): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *sK = (T *)smem, *sV = sK + BK * LD;
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH);
+  const T *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  T *out = (T *)r0_ + kiln_attn_head(bh, H, oB, oH);
+  float *lse = (float *)r1_ + bh * Tq;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  float ninf;
+  kiln_attn_ninf(ninf);
+  const float sc = (float)(scale * 1.4426950408889634); // x log2 e
+  // Q's fragments, staged once through K's tile.
+  kiln_attn_tile(sK, LD, q, qT, q0, Tq, BQ, d);
+  __syncthreads();
+  unsigned qf[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(qf, sK, d);
+  float o[DM / 8][4];
+  kiln_attn_zero<DM>(o);
+  // Rows g and g + 8: their maxima (log2 domain) and sums.
+  float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f};
+  const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    __syncthreads();
+    kiln_attn_tile(sK, LD, k, kT, k0, Tk, BK, d);
+    kiln_attn_tile(sV, LD, v, vT, k0, Tk, BK, dv);
+    __syncthreads();
+    float s[BK / 8][4];
+    kiln_attn_zero<BK>(s);
+    kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
+    // Scale and mask (keys past Tk; causal: past the row), the maxima.
+    float mNew[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        kiln_index i = row0 + (e / 2) * 8, j = k0 + nt * 8 + c + (e & 1);
+        float x = ninf;
+        if (j < Tk && (!causal || j <= i))
+          x = sc * s[nt][e];
+        s[nt][e] = x;
+        mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
+      }
+    float alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      for (int off = 1; off < 4; off *= 2) {
+        float other = __shfl_xor_sync(0xffffffffu, mNew[h], off);
+        mNew[h] = other > mNew[h] ? other : mNew[h];
+      }
+      alpha[h] = mNew[h] == ninf ? 1.0f : exp2f(m[h] - mNew[h]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = s[nt][e] == ninf ? 0.0f : exp2f(s[nt][e] - mNew[e / 2]);
+        s[nt][e] = p;
+        sum[e / 2] += p;
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      for (int off = 1; off < 4; off *= 2)
+        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], off);
+      l[h] = l[h] * alpha[h] + sum[h];
+      m[h] = mNew[h];
+    }
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[nt][e] *= alpha[e / 2];
+    // O += P V.
+    unsigned pf[BK / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      kiln_attn_afrag<T>(pf[kk], s[2 * kk], s[2 * kk + 1]);
+    kiln_attn_mm_n<BK / 16, DM, LD>(o, pf, sV, dv);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    kiln_index i = row0 + h * 8;
+    if (i >= Tq)
+      continue;
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+      if (nt * 8 < dv)
+        for (int e = 0; e < 2; ++e)
+          kiln_attn_set(out, i * oT + nt * 8 + c + e,
+                        l[h] > 0 ? o[nt][2 * h + e] / l[h] : 0.0f);
+    if (c == 0)
+      lse[i] = l[h] > 0 ? m[h] * 0.6931471805599453f + kiln_attn_log(l[h]) : ninf;
+  }
+}
+
+// Backward, dQ (r0_): one block per (64 query rows, b*h), walking the key
+// blocks they see: S = Q K^T and dP = dO V^T (Q's and dO's fragments
+// loaded once), P and dS in place, dQ += dS K.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8;
+  constexpr int total = 2 * BK * LD * (int)sizeof(T);
+  static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention dQ (mma): a warp per 16 rows");
+  static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention dQ (mma): tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ (mma): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *sK = (T *)smem, *sV = sK + BK * LD;
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  T *dq = (T *)r0_ + qAt;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const float sc = (float)scale;
+  // Q's and dO's fragments, staged once through the K and V tiles.
+  kiln_attn_tile(sK, LD, q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile(sV, LD, dout, oT, q0, Tq, BQ, dv);
+  __syncthreads();
+  unsigned qf[DM / 16][4], df[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(qf, sK, d);
+  kiln_attn_arows<DM / 16, LD>(df, sV, dv);
+  const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
+  float rowLse[2], rowDot[2];
+  for (int h = 0; h < 2; ++h) {
+    bool in = row0 + h * 8 < Tq;
+    rowLse[h] = in ? lse[row0 + h * 8] : 0.0f;
+    rowDot[h] = in ? dot[row0 + h * 8] : 0.0f;
+  }
+  float acc[DM / 8][4];
+  kiln_attn_zero<DM>(acc);
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    __syncthreads();
+    kiln_attn_tile(sK, LD, k, kT, k0, Tk, BK, d);
+    kiln_attn_tile(sV, LD, v, vT, k0, Tk, BK, dv);
+    __syncthreads();
+    float s[BK / 8][4], dp[BK / 8][4];
+    kiln_attn_zero<BK>(s);
+    kiln_attn_zero<BK>(dp);
+    kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
+    kiln_attn_mm_t<DM / 16, BK, LD>(dp, df, sV, dv);
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        kiln_index i = row0 + (e / 2) * 8, j = k0 + nt * 8 + c + (e & 1);
+        float p = 0.0f;
+        if (i < Tq && j < Tk && (!causal || j <= i))
+          p = kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]);
+        s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
+      }
+    unsigned sf[BK / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+      kiln_attn_afrag<T>(sf[kk], s[2 * kk], s[2 * kk + 1]);
+    kiln_attn_mm_n<BK / 16, DM, LD>(acc, sf, sK, d);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    kiln_index i = row0 + h * 8;
+    if (i >= Tq)
+      continue;
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+      if (nt * 8 < d)
+        for (int e = 0; e < 2; ++e)
+          kiln_attn_set(dq, i * qT + nt * 8 + c + e, sc * acc[nt][2 * h + e]);
+  }
+}
+
+// Backward, dK and dV (r1_, r2_): one block per (64 key rows, b*h),
+// walking the query blocks that see them: S^T = K Q^T and dP^T = V dO^T
+// (K's and V's fragments loaded once), P^T and dS^T in place, dV += P^T dO
+// and dK += dS^T Q.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8;
+  constexpr int oLse = 2 * BQ * LD * (int)sizeof(T);
+  constexpr int total = oLse + 2 * BQ * (int)sizeof(float);
+  static_assert(BK == 16 * KILN_ATTN_WARPS, "attention dK/dV (mma): a warp per 16 rows");
+  static_assert(BK <= BQ && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma): tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *sQ = (T *)smem, *sdO = sQ + BQ * LD;
+  float *sLse = (float *)(smem + oLse), *sDot = sLse + BQ;
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+  const kiln_index kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), *k = (const T *)k_ + kAt;
+  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const float sc = (float)scale;
+  // K's and V's fragments, staged once through the Q and dO tiles.
+  kiln_attn_tile(sQ, LD, k, kT, k0, Tk, BK, d);
+  kiln_attn_tile(sdO, LD, v, vT, k0, Tk, BK, dv);
+  __syncthreads();
+  unsigned kf[DM / 16][4], vf[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(kf, sQ, d);
+  kiln_attn_arows<DM / 16, LD>(vf, sdO, dv);
+  const kiln_index key0 = k0 + (threadIdx.x / 32) * 16 + g;
+  float accK[DM / 8][4], accV[DM / 8][4];
+  kiln_attn_zero<DM>(accK);
+  kiln_attn_zero<DM>(accV);
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  for (kiln_index qb = causal ? k0 / BQ : 0; qb < nQB; ++qb) {
+    kiln_index q0 = qb * BQ;
+    __syncthreads();
+    kiln_attn_tile(sQ, LD, q, qT, q0, Tq, BQ, d);
+    kiln_attn_tile(sdO, LD, dout, oT, q0, Tq, BQ, dv);
+    kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
+    __syncthreads();
+    float st[BQ / 8][4], dpt[BQ / 8][4];
+    kiln_attn_zero<BQ>(st);
+    kiln_attn_zero<BQ>(dpt);
+    kiln_attn_mm_t<DM / 16, BQ, LD>(st, kf, sQ, d);
+    kiln_attn_mm_t<DM / 16, BQ, LD>(dpt, vf, sdO, dv);
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int r = nt * 8 + c + (e & 1);
+        kiln_index i = q0 + r, j = key0 + (e / 2) * 8;
+        float p = 0.0f;
+        if (i < Tq && j < Tk && (!causal || j <= i))
+          p = kiln_attn_exp(sc * st[nt][e] - sLse[r]);
+        st[nt][e] = p;
+        dpt[nt][e] = p * (dpt[nt][e] - sDot[r]);
+      }
+    unsigned af[BQ / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; ++kk)
+      kiln_attn_afrag<T>(af[kk], st[2 * kk], st[2 * kk + 1]);
+    kiln_attn_mm_n<BQ / 16, DM, LD>(accV, af, sdO, dv);
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; ++kk)
+      kiln_attn_afrag<T>(af[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+    kiln_attn_mm_n<BQ / 16, DM, LD>(accK, af, sQ, d);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    kiln_index j = key0 + h * 8;
+    if (j >= Tk)
+      continue;
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+      for (int e = 0; e < 2; ++e) {
+        if (nt * 8 < d)
+          kiln_attn_set(dk, j * kT + nt * 8 + c + e, sc * accK[nt][2 * h + e]);
+        if (nt * 8 < dv)
+          kiln_attn_set(dvOut, j * vT + nt * 8 + c + e, accV[nt][2 * h + e]);
+      }
+  }
+}
+
 #ifdef KILN_CUDA_EMULATION
 static inline double kiln_attn_bits(void *p) {
   double d;
@@ -511,8 +920,18 @@ void sharedBytes(AttentionConfig &c, int s, int a) {
 
 constexpr int kSharedLimit = 49152;
 
-// The largest tiles (query rows x key rows) whose kernels fit in 48 KiB.
-AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax) {
+// The register-fragment kernels' tiles (a warp per 16 rows of the side a
+// block keeps: 64 query rows and 64-key tiles for the forward and dQ, the
+// reverse for dK/dV) and the largest head dim whose backward keeps its
+// fragments and accumulators in registers without spilling (dK/dV holds
+// K's and V's fragments, both accumulators and two score tiles).
+constexpr int kMmaRows = 16 * (kAttentionThreads / 32), kMmaTile = 64;
+constexpr int kMmaBackwardMaxDim = 64;
+
+// The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
+// with |mma|, the register-fragment kernels (their own tiles): the forward,
+// and the backward up to kMmaBackwardMaxDim.
+AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
   static const int candidates[][2] = {{32, 32}, {32, 16}, {16, 16}, {16, 8},
                                       {8, 8},   {8, 4},   {4, 4},   {4, 2}};
   AttentionConfig c;
@@ -531,6 +950,25 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax) {
   c.forward = "kiln_attn_fwd_" + tag;
   c.dkdv = "kiln_attn_bwd_dkdv_" + tag;
   c.dq = "kiln_attn_bwd_dq_" + tag;
+  c.forwardBlockQ = c.blockQ, c.forwardBlockK = c.blockK;
+  if (mma) {
+    // Shared memory: two tiles of 64 rows padded by 8 (and dK/dV's lse and
+    // D_i of its query rows).
+    std::string mmaTag = std::string(t.suffix) + "_mma" + std::to_string(dmax);
+    int tiles = 2 * kMmaTile * (dmax + 8) * t.bytes;
+    c.forwardMma = true;
+    c.forward = "kiln_attn_fwd_" + mmaTag;
+    c.forwardBlockQ = kMmaRows, c.forwardBlockK = kMmaTile;
+    c.forwardShared = tiles;
+    if (dmax <= kMmaBackwardMaxDim) {
+      c.backwardMma = true;
+      c.dkdv = "kiln_attn_bwd_dkdv_" + mmaTag;
+      c.dq = "kiln_attn_bwd_dq_" + mmaTag;
+      c.blockQ = c.blockK = kMmaTile;
+      c.dqShared = tiles;
+      c.dkdvShared = tiles + 2 * kMmaTile * 4;
+    }
+  }
   c.dot = std::string("kiln_attn_bwd_dot_") + t.suffix;
   return c;
 }
@@ -540,6 +978,9 @@ bool hasTensorCores(PkgDType dtype, unsigned arch) {
          (dtype == PkgDType::BF16 && arch >= 80);
 }
 
+// ldmatrix and mma.sync m16n8k16 for f16 and bf16: sm_80 on.
+bool hasMma(unsigned arch) { return arch >= 80; }
+
 // Every configuration the source instantiates for |arch|.
 std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch) {
   std::vector<std::pair<PkgDType, AttentionConfig>> all;
@@ -547,10 +988,10 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch) {
                          PkgDType::BF16}) {
     const TypeInfo &t = *typeInfo(dtype);
     for (int dmax : {64, 128, 256})
-      all.push_back({dtype, chooseTiles(t, false, dmax)});
+      all.push_back({dtype, chooseTiles(t, false, dmax, false)});
     if (hasTensorCores(dtype, arch))
       for (int dmax : {64, 128})
-        all.push_back({dtype, chooseTiles(t, true, dmax)});
+        all.push_back({dtype, chooseTiles(t, true, dmax, hasMma(arch))});
   }
   return all;
 }
@@ -576,7 +1017,7 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
   bool wmma = hasTensorCores(dtype, arch) && headDim % 16 == 0 &&
               valueDim % 16 == 0 && most <= 128;
   int dmax = most <= 64 ? 64 : most <= 128 ? 128 : 256;
-  return chooseTiles(*t, wmma, dmax);
+  return chooseTiles(*t, wmma, dmax, wmma && hasMma(arch));
 }
 
 std::string attentionKernelSource(unsigned arch,
@@ -592,9 +1033,23 @@ std::string attentionKernelSource(unsigned arch,
                         std::to_string(c.dmax) + ", " +
                         std::to_string(c.blockQ) + ", " +
                         std::to_string(c.blockK);
-    source += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd, " + targs + ")\n";
-    source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
-    source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
+    if (c.forwardMma)
+      source += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd_mma, " +
+                t.type + ", " + std::to_string(c.dmax) + ", " +
+                std::to_string(c.forwardBlockQ) + ", " +
+                std::to_string(c.forwardBlockK) + ")\n";
+    else
+      source += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd, " + targs + ")\n";
+    std::string mmaArgs = std::string(t.type) + ", " + std::to_string(c.dmax) +
+                          ", " + std::to_string(kMmaTile) + ", " +
+                          std::to_string(kMmaTile) + ")\n";
+    if (c.backwardMma) {
+      source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
+      source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
+    } else {
+      source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
+      source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
+    }
     if (std::find(dots.begin(), dots.end(), c.dot) == dots.end()) {
       dots.push_back(c.dot);
       source += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
@@ -774,9 +1229,11 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
     launches.push_back(std::move(l));
   };
   uint64_t qBlocks = uint64_t(bh) * ((p.qLen + c.blockQ - 1) / c.blockQ);
+  uint64_t forwardBlocks =
+      uint64_t(bh) * ((p.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ);
   uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
   if (!grad) {
-    launch(c.forward, qBlocks);
+    launch(c.forward, forwardBlocks);
   } else {
     uint64_t rows = uint64_t(bh) * p.qLen;
     uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *

@@ -19,9 +19,16 @@
 //
 //   forward:  one block per (query block, b*h); it walks the key blocks
 //             (causal: only up to the diagonal), keeps the running row
-//             maximum and sum (online softmax) and the output tile in
-//             shared memory, and writes out and lse = m + log(l).
-//   backward: three kernels, no atomics, so every run gives the same bits:
+//             maximum and sum (online softmax) and the output tile, and
+//             writes out and lse = m + log(l). On tensor cores from sm_80
+//             (kiln_attn_fwd_mma) each warp keeps its 16 query rows' Q
+//             fragments, scores, softmax state and output in registers
+//             (ldmatrix, mma.sync m16n8k16; P never leaves the registers),
+//             64 x 64 tiles; otherwise the state lives in shared memory.
+//   backward: three kernels, no atomics, so every run gives the same bits
+//             (on tensor cores from sm_80 up to head dim 64, dkdv and dq
+//             keep their 64 rows' fragments and accumulators in registers
+//             as the mma forward does):
 //             dot  D_i = sum_e dout_ie out_ie into a workspace;
 //             dkdv one block per (key block, b*h) walks the query blocks,
 //                  recomputing P from lse, accumulating dV += P^T dO and
@@ -30,16 +37,19 @@
 //                  accumulating dQ += dS K.
 //
 // f16 and bf16 with head dims that are multiples of 16 (up to 128) multiply
-// their tiles on tensor cores through nvcuda::wmma (f16 from sm_70, bf16
-// from sm_80) with f32 accumulation, softmax in f32; every other case (f32,
-// f64, other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
+// their tiles on tensor cores (through mma.sync from sm_80, the backward up
+// to head dim 64; else through nvcuda::wmma: f16 from sm_70, bf16 from
+// sm_80) with f32 accumulation, softmax in f32; every other case (f32, f64,
+// other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
 // f64). Tiles are chosen per head dim so that a block's static shared
 // memory stays within 48 KiB (attentionConfig()). The kernels are CUDA C++
 // kept as source here (attentionKernelSource()); the sets a package uses
 // are compiled once per process, architecture and set through the CudaApi
-// table's NVRTC (cached) and loaded per executable; every kernel takes the same parameters (pointers, 64-bit
-// integers and the scale as a double), so tests run them on the host under
-// codegen/cuda/CudaEmulation.h (each NAME has a NAME_host wrapper there).
+// table's NVRTC (cached) and loaded per executable; every kernel takes the
+// same parameters (pointers, 64-bit integers and the scale as a double), so
+// tests run them on the host under codegen/cuda/CudaEmulation.h (each NAME
+// has a NAME_host wrapper there; the emulation provides ldmatrix and
+// mma.sync with their PTX lane mappings).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +77,12 @@ struct AttentionConfig {
   bool tensorCores = false; // wmma
   int dmax = 0;             // the head-dim bucket (64, 128, 256)
   int blockQ = 0, blockK = 0;
+  // The forward and the backward (dK/dV and dQ) on mma.sync register
+  // fragments (tensor cores from sm_80; the backward up to head dim
+  // kMmaBackwardMaxDim), and the forward's tiles (blockQ x blockK, the
+  // backward's, unless the forward is mma and the backward not).
+  bool forwardMma = false, backwardMma = false;
+  int forwardBlockQ = 0, forwardBlockK = 0;
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;

@@ -2,14 +2,15 @@
 //
 // runtime/cuda/CudaAttention.h through CudaExecutable on FakeCudaApi.h: the
 // kernels' CUDA C++ (attentionKernelSource(90)) is compiled for the host
-// under codegen/cuda/CudaEmulation.h (nvcuda::wmma included) and runs on
-// the host (a block's threads as fibers) with the runtime's launch shapes.
-// A package with an Attention thunk then an AttentionGrad thunk
-// (AttentionPackage.h) runs two
-// steps (plain launches, then the captured graph's replay; both give the
-// same bits) on B=2, H=2 and sequence lengths that are not multiples of
-// the tiles (5, 33, 70; Tq != Tk), causal and not, head dims 16 and 64 on
-// the tensor-core path (f16, bf16) and 12 and 24 on the CUDA-core path
+// under codegen/cuda/CudaEmulation.h (nvcuda::wmma, ldmatrix and mma.sync
+// included) and runs on the host (a block's threads as fibers) with the
+// runtime's launch shapes. A package with an Attention thunk then an
+// AttentionGrad thunk (AttentionPackage.h) runs two steps (plain launches,
+// then the captured graph's replay; both give the same bits) on B=2, H=2
+// and sequence lengths that are not multiples of the tiles (5, 33, 70;
+// Tq != Tk), causal and not, head dims 16 and 64 on the tensor-core path
+// (f16, bf16: the mma.sync kernels, head dim 128 with the wmma backward;
+// sm_75's wmma kernels for f16 too) and 12 and 24 on the CUDA-core path
 // (f32, f64, f16, bf16), against the definition in double precision
 // (the backward from the step's own out and lse). Errors are normwise:
 // max |got - want| / max |want| per tensor, within the dtype's bound.
@@ -149,12 +150,16 @@ protected:
                        (a.causal ? " causal" : "");
     SCOPED_TRACE(what);
     StatusOr<AttentionConfig> config =
-        attentionConfig(dtype, a.headDim, a.valueDim, 90);
+        attentionConfig(dtype, a.headDim, a.valueDim, arch);
     ASSERT_TRUE(config.isOk()) << config.status().message();
     EXPECT_EQ(config.value().tensorCores, expectWmma);
+    EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80);
+    EXPECT_EQ(config.value().backwardMma,
+              expectWmma && arch >= 80 && config.value().dmax <= 64);
 
     FakeCudaApi api;
     api.device.multiprocessors = 2;
+    api.device.major = int(arch / 10), api.device.minor = int(arch % 10);
     api.hostKernels = *kernels;
     LoadedPackage pkg = ct::attentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(4);
@@ -162,7 +167,7 @@ protected:
       in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
     std::vector<std::vector<uint8_t>> got = run(pkg, api, in);
     ASSERT_EQ(got.size(), 5u);
-    expectDefinition(dtype, a, what, expectWmma ? "wmma" : "simt", in, got);
+    expectDefinition(dtype, a, what, pathOf(config.value()), in, got);
 
     // One forward launch and three backward launches per step, 128 threads.
     const AttentionConfig &c = config.value();
@@ -173,7 +178,9 @@ protected:
       EXPECT_EQ(api.launches[i].block[0], kAttentionThreads);
     }
     int64_t bh = a.batch * a.heads;
-    EXPECT_EQ(api.launches[0].grid[0], bh * ((a.qLen + c.blockQ - 1) / c.blockQ));
+    EXPECT_EQ(api.launches[0].grid[0],
+              bh * ((a.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ));
+    EXPECT_EQ(api.launches[3].grid[0], bh * ((a.qLen + c.blockQ - 1) / c.blockQ));
     EXPECT_EQ(api.launches[2].grid[0], bh * ((a.kvLen + c.blockK - 1) / c.blockK));
   }
 
@@ -187,9 +194,12 @@ protected:
                        (a.causal ? " causal" : "");
     SCOPED_TRACE(what);
     StatusOr<AttentionConfig> config =
-        attentionConfig(dtype, a.headDim, a.valueDim, 90);
+        attentionConfig(dtype, a.headDim, a.valueDim, arch);
     ASSERT_TRUE(config.isOk()) << config.status().message();
     EXPECT_EQ(config.value().tensorCores, expectWmma);
+    EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80);
+    EXPECT_EQ(config.value().backwardMma,
+              expectWmma && arch >= 80 && config.value().dmax <= 64);
 
     LoadedPackage pkg = ct::packedAttentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(2);
@@ -216,7 +226,7 @@ protected:
         ct::unpackRows(a, dtype, packed[0]), packed[1],
         ct::unpackQkv(a, dtype, packed[2], 0), ct::unpackQkv(a, dtype, packed[2], 1),
         ct::unpackQkv(a, dtype, packed[2], 2)};
-    expectDefinition(dtype, a, what, expectWmma ? "wmma" : "simt", heads, got);
+    expectDefinition(dtype, a, what, pathOf(config.value()), heads, got);
 
     FakeCudaApi bhtdApi;
     bhtdApi.device.multiprocessors = 2;
@@ -237,7 +247,17 @@ protected:
           check(dtype, ct::attentionParams(2, 2, len[0], len[1], d, d, causal), wmma);
   }
 
+  // The kernels' path: the forward's, then the backward's when they differ.
+  static const char *pathOf(const AttentionConfig &c) {
+    return c.backwardMma ? "mma"
+           : c.forwardMma ? "mma/wmma"
+           : c.tensorCores ? "wmma"
+                           : "simt";
+  }
+
   std::mt19937_64 gen{20261130};
+  // The device's architecture and its kernels (SetUp: sm_90's).
+  unsigned arch = 90;
   const std::map<std::string, HostKernel> *kernels = nullptr;
 };
 
@@ -249,6 +269,20 @@ TEST_F(CudaAttentionTest, CudaCoresHalf) {
   sweep(PkgDType::BF16, {24}, false);
 }
 TEST_F(CudaAttentionTest, CudaCoresF64) { sweep(PkgDType::F64, {24}, false); }
+
+// Before sm_80 there is no m16n8k16 mma.sync: f16 keeps the wmma forward
+// there (sm_75's kernels on an sm_75 device), and bf16 the CUDA cores.
+TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
+  std::string error;
+  kernels = &ct::hostAttentionKernels(error, 75);
+  ASSERT_TRUE(error.empty()) << error;
+  arch = 75;
+  for (bool causal : {false, true}) {
+    check(PkgDType::F16, ct::attentionParams(2, 2, 33, 70, 64, 64, causal), true);
+    check(PkgDType::F16, ct::attentionParams(1, 2, 70, 33, 16, 16, causal), true);
+  }
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 64, 64, true), false);
+}
 
 // Head dims past the first bucket, and value dims other than the head dim.
 TEST_F(CudaAttentionTest, OtherHeadDims) {
@@ -294,22 +328,33 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
       StatusOr<AttentionConfig> c = attentionConfig(dtype, d, d, 90);
       ASSERT_TRUE(c.isOk()) << c.status().message();
       const AttentionConfig &x = c.value();
-      std::printf("%-5s D=%-3lld %s%d tiles %dx%d shared fwd %d dkdv %d dq %d\n",
+      std::printf("%-5s D=%-3lld %s%d tiles %dx%d (backward) shared fwd %d dkdv %d dq %d\n",
                   pkgDTypeName(dtype), (long long)d,
-                  x.tensorCores ? "wmma" : "simt", x.dmax, x.blockQ, x.blockK,
+                  x.backwardMma ? "mma" : x.forwardMma ? "mma/wmma" : x.tensorCores ? "wmma" : "simt",
+                  x.dmax, x.blockQ, x.blockK,
                   x.forwardShared, x.dkdvShared, x.dqShared);
       EXPECT_LE(std::max({x.forwardShared, x.dkdvShared, x.dqShared}), 49152);
       EXPECT_GE(x.dmax, d);
       bool half = dtype == PkgDType::F16 || dtype == PkgDType::BF16;
       EXPECT_EQ(x.tensorCores, half && d % 16 == 0 && d <= 128);
+      // sm_90: the register-fragment forward wherever the tensor cores
+      // are, the backward up to head dim 64, with their 64-row tiles.
+      EXPECT_EQ(x.forwardMma, x.tensorCores);
+      EXPECT_EQ(x.backwardMma, x.tensorCores && d <= 64);
+      if (x.forwardMma)
+        EXPECT_EQ(x.forwardBlockQ, 64);
+      if (x.backwardMma)
+        EXPECT_TRUE(x.blockQ == 64 && x.blockK == 64);
     }
-  // bf16 needs sm_80 for tensor cores, f16 sm_70.
+  // bf16 needs sm_80 for tensor cores, f16 sm_70; mma.sync m16n8k16 sm_80.
   EXPECT_FALSE(attentionConfig(PkgDType::BF16, 64, 64, 75).value().tensorCores);
   EXPECT_TRUE(attentionConfig(PkgDType::F16, 64, 64, 75).value().tensorCores);
+  EXPECT_FALSE(attentionConfig(PkgDType::F16, 64, 64, 75).value().forwardMma);
+  EXPECT_TRUE(attentionConfig(PkgDType::F16, 64, 64, 80).value().backwardMma);
   // A package's sets alone: GPT-2's bf16 head dim 64 is four kernels.
-  std::string gpt = attentionKernelSource(90, {"kiln_attn_fwd_bf16_wmma64"});
-  for (const char *entry : {"kiln_attn_fwd_bf16_wmma64", "kiln_attn_bwd_dot_bf16",
-                            "kiln_attn_bwd_dkdv_bf16_wmma64", "kiln_attn_bwd_dq_bf16_wmma64"})
+  std::string gpt = attentionKernelSource(90, {"kiln_attn_fwd_bf16_mma64"});
+  for (const char *entry : {"kiln_attn_fwd_bf16_mma64", "kiln_attn_bwd_dot_bf16",
+                            "kiln_attn_bwd_dkdv_bf16_mma64", "kiln_attn_bwd_dq_bf16_mma64"})
     EXPECT_NE(gpt.find(std::string("KILN_ATTN_KERNEL(") + entry + ","), std::string::npos)
         << entry;
   EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_f32"), std::string::npos);
@@ -351,7 +396,7 @@ TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
 TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
   // GPT-2's set (bf16, head dim 64), then every kernel; the times printed.
   for (const std::set<std::string> &only :
-       {std::set<std::string>{"kiln_attn_fwd_bf16_wmma64"}, std::set<std::string>{}}) {
+       {std::set<std::string>{"kiln_attn_fwd_bf16_mma64"}, std::set<std::string>{}}) {
     std::string skip;
     auto start = std::chrono::steady_clock::now();
     ct::expectRealTableCompiles(attentionKernelSource(90, only), "kiln_attention",

@@ -1,7 +1,7 @@
 //===- RuntimeHostKernels.h - the runtime's kernels built for the host -*- C++ -*-===//
 //
 // The CUDA C++ the runtime keeps as source (runtime/cuda/CudaAttention.h's
-// attentionKernelSource(90), CudaConv.h's convKernelSource(),
+// attentionKernelSource(arch), CudaConv.h's convKernelSource(),
 // CudaEpilogue.h's epilogueKernelSource()) built once per process for the
 // host (HostKernels.h) and loaded: entry point -> its NAME_host function,
 // for FakeCudaApi::hostKernels. Tests that run a package holding
@@ -21,14 +21,22 @@
 
 namespace kiln::runtime::cuda::testing {
 
+// The attention kernels of sm_|arch| (90: the mma.sync forward; 75: the
+// wmma forward f16 keeps before sm_80), built once per architecture.
 inline const std::map<std::string, HostKernel> &
-hostAttentionKernels(std::string &error) {
-  static std::string failure;
-  static const std::map<std::string, HostKernel> kernels = buildHostKernels(
-      attentionKernelSource(90), attentionKernelEntryPoints(90), "attention",
-      failure);
-  error = failure;
-  return kernels;
+hostAttentionKernels(std::string &error, unsigned arch = 90) {
+  struct Built {
+    std::string failure;
+    std::map<std::string, HostKernel> kernels;
+  };
+  static std::map<unsigned, Built> built;
+  auto [it, inserted] = built.try_emplace(arch);
+  if (inserted)
+    it->second.kernels = buildHostKernels(
+        attentionKernelSource(arch), attentionKernelEntryPoints(arch),
+        "attention_sm" + std::to_string(arch), it->second.failure);
+  error = it->second.failure;
+  return it->second.kernels;
 }
 
 inline const std::map<std::string, HostKernel> &hostConvKernels(std::string &error) {

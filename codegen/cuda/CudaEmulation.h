@@ -34,13 +34,15 @@
 // loaded what it read earlier (an accumulator loaded, multiplied into and
 // stored back is not added twice).
 // The warp-wide matrix instructions a kernel reaches through inline PTX on
-// a GPU (ldmatrix .x4 and mma.sync m16n8k16, the register-fragment path of
-// the attention forward) are functions here, kiln_emulation_ldmatrix_x4 and
+// a GPU (ldmatrix .x4 and mma.sync m16n8k16, the attention kernels'
+// register-fragment path) are functions here, kiln_emulation_ldmatrix_x4 and
 // kiln_emulation_mma_m16n8k16, with the PTX ISA's lane mappings: each lane
 // publishes its operands, the warp meets at a barrier, each lane computes
 // its own registers from every lane's operands, and the warp meets again
 // before the slots are reused. A kernel whose fragments are in the wrong
-// lanes computes wrong numbers here, as it would on the GPU.
+// lanes computes wrong numbers here, as it would on the GPU. So are the
+// asynchronous copies (cp.async with commit and wait groups), which land
+// only when their thread waits for them.
 // Only what the generated kernels use is provided; it is a test device, not
 // a performance model.
 //
@@ -100,6 +102,19 @@ inline std::vector<Barrier> warps;
 inline uint64_t slots[1024];
 // The running block's dynamic shared memory (kiln_emulate).
 inline std::unique_ptr<std::max_align_t[]> dynamicShared;
+
+// cp.async: per thread, the copies issued since its last commit and the
+// committed groups not yet waited for (kiln_emulation_cp_async).
+struct AsyncCopy {
+  void *dst;
+  const void *src;
+  unsigned size, srcBytes;
+};
+struct AsyncCopies {
+  std::vector<AsyncCopy> open;
+  std::vector<std::vector<AsyncCopy>> groups;
+};
+inline std::vector<AsyncCopies> asyncCopies;
 
 inline std::vector<Fiber> fibers;
 inline unsigned current = 0, live = 0, blocked = 0;
@@ -317,6 +332,7 @@ void kiln_emulate(unsigned grid, unsigned block, Body body,
     std::memset(dynamicShared.get(), 0xff,
                 (words ? words : 1) * sizeof(std::max_align_t));
     kiln_emulation::block = Barrier{block};
+    asyncCopies.assign(block, AsyncCopies{});
     warps.assign(block / 32, Barrier{32});
     fibers.assign(block, Fiber{});
     for (unsigned t = 0; t < block; ++t)
@@ -535,6 +551,36 @@ inline float b16ToFloat(const __nv_bfloat16 *, uint16_t bits) {
   return __bfloat162float(__nv_bfloat16(__nv_bfloat16_raw{bits}));
 }
 } // namespace kiln_emulation
+
+// cp.async.cg.shared.global [dst], [src], size, srcBytes: copies srcBytes
+// bytes and zero-fills the rest of |size|, but only when the thread waits
+// for its group (kiln_emulation_cp_async_wait), as late as a GPU may: a
+// kernel that reads the destination before waiting (or before the barrier
+// after every thread's wait) reads what was there before.
+inline void kiln_emulation_cp_async(void *dst, const void *src, unsigned size,
+                                    unsigned srcBytes) {
+  kiln_emulation::asyncCopies[threadIdx.x].open.push_back(
+      {dst, src, size, srcBytes});
+}
+// cp.async.commit_group: the copies issued since the last commit form a
+// group.
+inline void kiln_emulation_cp_async_commit() {
+  kiln_emulation::AsyncCopies &mine = kiln_emulation::asyncCopies[threadIdx.x];
+  mine.groups.push_back(std::move(mine.open));
+  mine.open.clear();
+}
+// cp.async.wait_group n: completes all but the newest |newest| groups.
+inline void kiln_emulation_cp_async_wait(unsigned newest) {
+  kiln_emulation::AsyncCopies &mine = kiln_emulation::asyncCopies[threadIdx.x];
+  size_t done = mine.groups.size() > newest ? mine.groups.size() - newest : 0;
+  for (size_t i = 0; i < done; ++i)
+    for (const kiln_emulation::AsyncCopy &c : mine.groups[i]) {
+      std::memcpy(c.dst, c.src, c.srcBytes);
+      std::memset(static_cast<char *>(c.dst) + c.srcBytes, 0,
+                  c.size - c.srcBytes);
+    }
+  mine.groups.erase(mine.groups.begin(), mine.groups.begin() + done);
+}
 
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives the
 // address of row l % 8 of matrix l / 8 (eight 16-bit elements); with g =

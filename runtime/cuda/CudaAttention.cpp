@@ -138,6 +138,9 @@ static __device__ __forceinline__ void kiln_attn_mm(A *c, int ldc, const S *x, i
 // CudaEmulation.h's emulation of the same instructions on the host. A
 // 16-bit pair packs the first element in the low half.
 #ifdef KILN_CUDA_EMULATION
+static inline void kiln_attn_cp16(void *dst, const void *src, bool valid) { kiln_emulation_cp_async(dst, src, 16, valid ? 16 : 0); }
+static inline void kiln_attn_cp_commit() { kiln_emulation_cp_async_commit(); }
+template <int N> static inline void kiln_attn_cp_wait() { kiln_emulation_cp_async_wait(N); }
 static inline void kiln_attn_ldsm_x4(unsigned r[4], const void *row) { kiln_emulation_ldmatrix_x4(r, row, false); }
 static inline void kiln_attn_ldsm_x4_trans(unsigned r[4], const void *row) { kiln_emulation_ldmatrix_x4(r, row, true); }
 template <class T>
@@ -146,6 +149,14 @@ static inline void kiln_attn_mma(float d[4], const unsigned a[4], unsigned b0, u
   kiln_emulation_mma_m16n8k16<T>(d, a, b, d);
 }
 #else
+// 16 bytes from global to shared memory without the registers (sm_80
+// cp.async, L2 only); zeros when !valid.
+static __device__ __forceinline__ void kiln_attn_cp16(void *dst, const void *src, bool valid) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+static __device__ __forceinline__ void kiln_attn_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void kiln_attn_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 static __device__ __forceinline__ void kiln_attn_ldsm_x4(unsigned r[4], const void *row) {
   unsigned s = (unsigned)__cvta_generic_to_shared(row);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -176,6 +187,24 @@ static __device__ __forceinline__ void kiln_attn_mma(float d[4], const unsigned 
   kiln_attn_mma_op<T>::run(d, a, b0, b1);
 }
 #endif
+// kiln_attn_tile through cp.async where its rows move in 16-byte chunks
+// (rows past n zero-filled by the copy itself): the copies land by the
+// caller's kiln_attn_cp_wait; otherwise kiln_attn_tile's own stores.
+template <class T>
+static __device__ __forceinline__ void kiln_attn_tile_async(T *s, int ld, const T *g, kiln_index ldg, kiln_index row0, kiln_index n, int rows, int width) {
+  if ((width * (int)sizeof(T)) % 16 == 0 && (ldg * (kiln_index)sizeof(T)) % 16 == 0 &&
+      (unsigned long long)g % 16 == 0) {
+    const int per = 16 / (int)sizeof(T), chunks = width / per;
+    for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
+      int r = e / chunks, c = e % chunks;
+      bool in = row0 + r < n;
+      kiln_attn_cp16(s + r * ld + c * per, in ? g + (row0 + r) * ldg + c * per : g, in);
+    }
+    return;
+  }
+  kiln_attn_tile(s, ld, g, ldg, row0, n, rows, width);
+}
+
 static __device__ __forceinline__ unsigned kiln_attn_pack(const __half *, float lo, float hi) {
   return (unsigned)__half_as_ushort(__float2half_rn(lo)) | (unsigned)__half_as_ushort(__float2half_rn(hi)) << 16;
 }
@@ -573,6 +602,30 @@ static __device__ __forceinline__ void kiln_attn_zero(float acc[][4]) {
     acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 }
 
+// The tiles a block walks come in stages: with two (when both fit the
+// shared memory), tile i + 1's copies (cp.async, one group per tile pair)
+// are in flight while tile i is multiplied. Stage s's two tiles are
+// at |base| + 2 s tile elements and after it.
+template <int TILE, int LIMIT>
+struct kiln_attn_stages {
+  static constexpr int count = 4 * TILE <= LIMIT ? 2 : 1;
+};
+
+// |v| clamped to [0, n], as an int (the tiles' masks compare 32-bit column
+// offsets against a bound per row and tile).
+static __device__ __forceinline__ int kiln_attn_clamp(kiln_index v, int n) {
+  return v < 0 ? 0 : v > n ? n : (int)v;
+}
+
+// Issues rows row0.. of two tiles (|a| from |ga| with |wa| columns, |b|
+// from |gb| with |wb|) as one group of copies.
+template <class T>
+static __device__ __forceinline__ void kiln_attn_issue(T *a, const T *ga, kiln_index lda, int wa, T *b, const T *gb, kiln_index ldb, int wb, int ld, kiln_index row0, kiln_index n, int rows) {
+  kiln_attn_tile_async(a, ld, ga, lda, row0, n, rows, wa);
+  kiln_attn_tile_async(b, ld, gb, ldb, row0, n, rows, wb);
+  kiln_attn_cp_commit();
+}
+
 // Forward: out, lse (r0_, r1_). One block per (64 query rows, b*h); it
 // walks the key blocks (causal: up to the diagonal) with an online softmax
 // per row (a row's values in the 4 lanes of a quad, combined by shuffles).
@@ -580,13 +633,14 @@ static __device__ __forceinline__ void kiln_attn_zero(float acc[][4]) {
 // exp2f); lse = m ln 2 + log(l), what the other forwards write.
 template <class T, int DM, int BQ, int BK>
 static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
-  constexpr int LD = DM + 8;
-  constexpr int total = 2 * BK * LD * (int)sizeof(T);
+  constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
+  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int total = 2 * STAGES * TILE;
   static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention forward (mma): a warp per 16 rows");
   static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward (mma): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
-  T *sK = (T *)smem, *sV = sK + BK * LD;
+  T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
   kiln_index nQB = (Tq + BQ - 1) / BQ;
   kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
@@ -599,35 +653,47 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   float ninf;
   kiln_attn_ninf(ninf);
   const float sc = (float)(scale * 1.4426950408889634); // x log2 e
-  // Q's fragments, staged once through K's tile.
-  kiln_attn_tile(sK, LD, q, qT, q0, Tq, BQ, d);
+  // Q's fragments, staged once through the first K tile.
+  kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
   __syncthreads();
   unsigned qf[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(qf, sK, d);
+  kiln_attn_arows<DM / 16, LD>(qf, tiles, d);
+  __syncthreads();
   float o[DM / 8][4];
   kiln_attn_zero<DM>(o);
   // Rows g and g + 8: their maxima (log2 domain) and sums.
   float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f};
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  if (nKB > 0)
+    kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    __syncthreads();
-    kiln_attn_tile(sK, LD, k, kT, k0, Tk, BK, d);
-    kiln_attn_tile(sV, LD, v, vT, k0, Tk, BK, dv);
+    T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD, *sV = sK + BK * LD;
+    if (STAGES == 1 && kb > 0)
+      kiln_attn_issue(sK, k, kT, d, sV, v, vT, dv, LD, k0, Tk, BK);
+    if (STAGES == 2 && kb + 1 < nKB) {
+      T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
+      kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, k0 + BK, Tk, BK);
+      kiln_attn_cp_wait<1>();
+    } else {
+      kiln_attn_cp_wait<0>();
+    }
     __syncthreads();
     float s[BK / 8][4];
     kiln_attn_zero<BK>(s);
     kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
     // Scale and mask (keys past Tk; causal: past the row), the maxima.
+    int hi[2];
+    for (int h = 0; h < 2; ++h)
+      hi[h] = kiln_attn_clamp(causal && row0 + h * 8 + 1 < Tk ? row0 + h * 8 + 1 - k0 : Tk - k0, BK);
     float mNew[2] = {m[0], m[1]};
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        kiln_index i = row0 + (e / 2) * 8, j = k0 + nt * 8 + c + (e & 1);
         float x = ninf;
-        if (j < Tk && (!causal || j <= i))
+        if (nt * 8 + c + (e & 1) < hi[e / 2])
           x = sc * s[nt][e];
         s[nt][e] = x;
         mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
@@ -667,6 +733,7 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
     for (int kk = 0; kk < BK / 16; ++kk)
       kiln_attn_afrag<T>(pf[kk], s[2 * kk], s[2 * kk + 1]);
     kiln_attn_mm_n<BK / 16, DM, LD>(o, pf, sV, dv);
+    __syncthreads(); // the stage is read: the next issue may refill it
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -689,13 +756,14 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
 // loaded once), P and dS in place, dQ += dS K.
 template <class T, int DM, int BQ, int BK>
 static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
-  constexpr int LD = DM + 8;
-  constexpr int total = 2 * BK * LD * (int)sizeof(T);
+  constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
+  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int total = 2 * STAGES * TILE;
   static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention dQ (mma): a warp per 16 rows");
   static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention dQ (mma): tiles");
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ (mma): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
-  T *sK = (T *)smem, *sV = sK + BK * LD;
+  T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
   kiln_index nQB = (Tq + BQ - 1) / BQ;
   kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
@@ -707,13 +775,14 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   T *dq = (T *)r0_ + qAt;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const float sc = (float)scale;
-  // Q's and dO's fragments, staged once through the K and V tiles.
-  kiln_attn_tile(sK, LD, q, qT, q0, Tq, BQ, d);
-  kiln_attn_tile(sV, LD, dout, oT, q0, Tq, BQ, dv);
+  // Q's and dO's fragments, staged once through the first K and V tiles.
+  kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile(tiles + BK * LD, LD, dout, oT, q0, Tq, BQ, dv);
   __syncthreads();
   unsigned qf[DM / 16][4], df[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(qf, sK, d);
-  kiln_attn_arows<DM / 16, LD>(df, sV, dv);
+  kiln_attn_arows<DM / 16, LD>(qf, tiles, d);
+  kiln_attn_arows<DM / 16, LD>(df, tiles + BK * LD, dv);
+  __syncthreads();
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   float rowLse[2], rowDot[2];
   for (int h = 0; h < 2; ++h) {
@@ -724,24 +793,38 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   float acc[DM / 8][4];
   kiln_attn_zero<DM>(acc);
   kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  if (nKB > 0)
+    kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    __syncthreads();
-    kiln_attn_tile(sK, LD, k, kT, k0, Tk, BK, d);
-    kiln_attn_tile(sV, LD, v, vT, k0, Tk, BK, dv);
+    T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD, *sV = sK + BK * LD;
+    if (STAGES == 1 && kb > 0)
+      kiln_attn_issue(sK, k, kT, d, sV, v, vT, dv, LD, k0, Tk, BK);
+    if (STAGES == 2 && kb + 1 < nKB) {
+      T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
+      kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, k0 + BK, Tk, BK);
+      kiln_attn_cp_wait<1>();
+    } else {
+      kiln_attn_cp_wait<0>();
+    }
     __syncthreads();
     float s[BK / 8][4], dp[BK / 8][4];
     kiln_attn_zero<BK>(s);
     kiln_attn_zero<BK>(dp);
     kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
     kiln_attn_mm_t<DM / 16, BK, LD>(dp, df, sV, dv);
+    // The keys row i sees in this tile: those before Tk (causal: up to i).
+    int hi[2];
+    for (int h = 0; h < 2; ++h) {
+      kiln_index i = row0 + h * 8;
+      hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
+    }
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        kiln_index i = row0 + (e / 2) * 8, j = k0 + nt * 8 + c + (e & 1);
         float p = 0.0f;
-        if (i < Tq && j < Tk && (!causal || j <= i))
+        if (nt * 8 + c + (e & 1) < hi[e / 2])
           p = kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]);
         s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
       }
@@ -750,6 +833,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
     for (int kk = 0; kk < BK / 16; ++kk)
       kiln_attn_afrag<T>(sf[kk], s[2 * kk], s[2 * kk + 1]);
     kiln_attn_mm_n<BK / 16, DM, LD>(acc, sf, sK, d);
+    __syncthreads(); // the stage is read: the next issue may refill it
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -770,15 +854,18 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
 // and dK += dS^T Q.
 template <class T, int DM, int BQ, int BK>
 static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) {
-  constexpr int LD = DM + 8;
-  constexpr int oLse = 2 * BQ * LD * (int)sizeof(T);
-  constexpr int total = oLse + 2 * BQ * (int)sizeof(float);
+  constexpr int LD = DM + 8, TILE = BQ * LD * (int)sizeof(T);
+  constexpr int STAGES =
+      kiln_attn_stages<TILE + BQ * (int)sizeof(float), KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int oRows = 2 * STAGES * TILE;
+  constexpr int total = oRows + 2 * STAGES * BQ * (int)sizeof(float);
   static_assert(BK == 16 * KILN_ATTN_WARPS, "attention dK/dV (mma): a warp per 16 rows");
   static_assert(BK <= BQ && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma): tiles");
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
-  T *sQ = (T *)smem, *sdO = sQ + BQ * LD;
-  float *sLse = (float *)(smem + oLse), *sDot = sLse + BQ;
+  T *const tiles = (T *)smem;
+  // Stage s: Q, dO at tiles + 2 s BQ LD; lse and D_i at rows + 2 s BQ.
+  float *const rows = (float *)(smem + oRows);
   const int d = (int)D, dv = (int)DV;
   kiln_index nKB = (Tk + BK - 1) / BK;
   kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
@@ -789,38 +876,62 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const float sc = (float)scale;
-  // K's and V's fragments, staged once through the Q and dO tiles.
-  kiln_attn_tile(sQ, LD, k, kT, k0, Tk, BK, d);
-  kiln_attn_tile(sdO, LD, v, vT, k0, Tk, BK, dv);
+  // K's and V's fragments, staged once through the first Q and dO tiles.
+  kiln_attn_tile(tiles, LD, k, kT, k0, Tk, BK, d);
+  kiln_attn_tile(tiles + BQ * LD, LD, v, vT, k0, Tk, BK, dv);
   __syncthreads();
   unsigned kf[DM / 16][4], vf[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(kf, sQ, d);
-  kiln_attn_arows<DM / 16, LD>(vf, sdO, dv);
+  kiln_attn_arows<DM / 16, LD>(kf, tiles, d);
+  kiln_attn_arows<DM / 16, LD>(vf, tiles + BQ * LD, dv);
+  __syncthreads();
   const kiln_index key0 = k0 + (threadIdx.x / 32) * 16 + g;
   float accK[DM / 8][4], accV[DM / 8][4];
   kiln_attn_zero<DM>(accK);
   kiln_attn_zero<DM>(accV);
-  kiln_index nQB = (Tq + BQ - 1) / BQ;
-  for (kiln_index qb = causal ? k0 / BQ : 0; qb < nQB; ++qb) {
+  kiln_index nQB = (Tq + BQ - 1) / BQ, qFirst = causal ? k0 / BQ : 0;
+  if (qFirst < nQB) {
+    kiln_attn_issue(tiles, q, qT, d, tiles + BQ * LD, dout, oT, dv, LD, qFirst * BQ, Tq, BQ);
+    kiln_attn_rows<BQ>(rows, rows + BQ, lse, dot, qFirst * BQ, Tq);
+  }
+  for (kiln_index qb = qFirst; qb < nQB; ++qb) {
     kiln_index q0 = qb * BQ;
-    __syncthreads();
-    kiln_attn_tile(sQ, LD, q, qT, q0, Tq, BQ, d);
-    kiln_attn_tile(sdO, LD, dout, oT, q0, Tq, BQ, dv);
-    kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
+    const int stage = STAGES == 2 ? (int)((qb - qFirst) % 2) : 0;
+    T *sQ = tiles + 2 * stage * BQ * LD, *sdO = sQ + BQ * LD;
+    float *sLse = rows + 2 * stage * BQ, *sDot = sLse + BQ;
+    if (STAGES == 1 && qb > qFirst) {
+      kiln_attn_issue(sQ, q, qT, d, sdO, dout, oT, dv, LD, q0, Tq, BQ);
+      kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
+    }
+    if (STAGES == 2 && qb + 1 < nQB) {
+      T *nQ = tiles + 2 * (1 - stage) * BQ * LD;
+      float *nLse = rows + 2 * (1 - stage) * BQ;
+      kiln_attn_issue(nQ, q, qT, d, nQ + BQ * LD, dout, oT, dv, LD, q0 + BQ, Tq, BQ);
+      kiln_attn_rows<BQ>(nLse, nLse + BQ, lse, dot, q0 + BQ, Tq);
+      kiln_attn_cp_wait<1>();
+    } else {
+      kiln_attn_cp_wait<0>();
+    }
     __syncthreads();
     float st[BQ / 8][4], dpt[BQ / 8][4];
     kiln_attn_zero<BQ>(st);
     kiln_attn_zero<BQ>(dpt);
     kiln_attn_mm_t<DM / 16, BQ, LD>(st, kf, sQ, d);
     kiln_attn_mm_t<DM / 16, BQ, LD>(dpt, vf, sdO, dv);
+    // The queries key j sees in this tile: those before Tq (causal: from
+    // j on); none for a key past Tk.
+    int lo[2], hi[2];
+    for (int h = 0; h < 2; ++h) {
+      kiln_index j = key0 + h * 8;
+      lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
+      hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
+    }
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int r = nt * 8 + c + (e & 1);
-        kiln_index i = q0 + r, j = key0 + (e / 2) * 8;
         float p = 0.0f;
-        if (i < Tq && j < Tk && (!causal || j <= i))
+        if (lo[e / 2] <= r && r < hi[e / 2])
           p = kiln_attn_exp(sc * st[nt][e] - sLse[r]);
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - sDot[r]);
@@ -834,6 +945,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
     for (int kk = 0; kk < BQ / 16; ++kk)
       kiln_attn_afrag<T>(af[kk], dpt[2 * kk], dpt[2 * kk + 1]);
     kiln_attn_mm_n<BQ / 16, DM, LD>(accK, af, sQ, d);
+    __syncthreads(); // the stage is read: the next issue may refill it
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -953,9 +1065,13 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
   c.forwardBlockQ = c.blockQ, c.forwardBlockK = c.blockK;
   if (mma) {
     // Shared memory: two tiles of 64 rows padded by 8 (and dK/dV's lse and
-    // D_i of its query rows).
+    // D_i of its query rows), twice when that fits (kiln_attn_stages).
     std::string mmaTag = std::string(t.suffix) + "_mma" + std::to_string(dmax);
-    int tiles = 2 * kMmaTile * (dmax + 8) * t.bytes;
+    auto staged = [](int tile) {
+      return (4 * tile <= kSharedLimit ? 2 : 1) * 2 * tile;
+    };
+    int tile = kMmaTile * (dmax + 8) * t.bytes;
+    int tiles = staged(tile);
     c.forwardMma = true;
     c.forward = "kiln_attn_fwd_" + mmaTag;
     c.forwardBlockQ = kMmaRows, c.forwardBlockK = kMmaTile;
@@ -966,7 +1082,7 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
       c.dq = "kiln_attn_bwd_dq_" + mmaTag;
       c.blockQ = c.blockK = kMmaTile;
       c.dqShared = tiles;
-      c.dkdvShared = tiles + 2 * kMmaTile * 4;
+      c.dkdvShared = staged(tile + kMmaTile * 4);
     }
   }
   c.dot = std::string("kiln_attn_bwd_dot_") + t.suffix;

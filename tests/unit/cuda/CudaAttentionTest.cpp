@@ -287,6 +287,8 @@ TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
 // Head dims past the first bucket, and value dims other than the head dim.
 TEST_F(CudaAttentionTest, OtherHeadDims) {
   check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 128, 128, true), true);
+  // Head dim 128's forward holds one stage of K and V: three key tiles.
+  check(PkgDType::F16, ct::attentionParams(1, 1, 70, 130, 128, 128, false), true);
   check(PkgDType::F16, ct::attentionParams(2, 1, 20, 17, 16, 48, false), true);
   check(PkgDType::F32, ct::attentionParams(1, 2, 19, 21, 64, 64, true), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 11, 100, 36, false), false);

@@ -12,6 +12,7 @@
 #include "ir/ScalarSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -342,6 +343,23 @@ Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
                              cast<ShapedType>(iota.getType()).getElementType());
       })
       .Default([](Operation *) { return Value(); });
+}
+
+Value ConstantGlobals::load(OpBuilder &b, Location loc, ConstantOp constant,
+                            ValueRange indices) {
+  auto type = cast<RankedTensorType>(constant.getType());
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  std::string &name = names_[constant.getOperation()];
+  if (name.empty()) {
+    name = "constant_" + std::to_string(names_.size() - 1);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module_.getBody());
+    b.create<memref::GlobalOp>(loc, name, b.getStringAttr("private"),
+                               memrefType, constant.getValue(),
+                               /*constant=*/true, IntegerAttr());
+  }
+  Value global = b.create<memref::GetGlobalOp>(loc, memrefType, name);
+  return b.create<memref::LoadOp>(loc, global, indices);
 }
 
 } // namespace kiln

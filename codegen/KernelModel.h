@@ -32,12 +32,14 @@
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -102,6 +104,20 @@ public:
     (void)kind;
     return value;
   }
+};
+
+// What both targets' loadConstant do: a fusion's non-splat constants as
+// private memref.globals of the kernel's |module| ("constant_N", one per
+// constant op, declared on first use), loaded at an element's indices.
+class ConstantGlobals {
+public:
+  explicit ConstantGlobals(mlir::ModuleOp module) : module_(module) {}
+  mlir::Value load(mlir::OpBuilder &b, mlir::Location loc, ConstantOp constant,
+                   mlir::ValueRange indices);
+
+private:
+  mlir::ModuleOp module_;
+  llvm::DenseMap<mlir::Operation *, std::string> names_;
 };
 
 // Builds element values of the fusion body's tensors at insertion points the

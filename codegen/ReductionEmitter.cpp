@@ -159,7 +159,6 @@ Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
 Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
   Location loc = reduce.getLoc();
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  Type resultElement = cast<RankedTensorType>(reduce.getType()).getElementType();
   Type acc = accumulatorType(operandType.getElementType());
   ReduceKind kind = reduce.getKind();
   ArrayRef<int64_t> dims = reduce.getDimensions();

@@ -141,7 +141,7 @@ LogicalResult addEntryPoint(ModuleOp module) {
 class CpuHooks : public KernelHooks {
 public:
   CpuHooks(ModuleOp module, ValueRange inputs)
-      : module_(module), inputs_(inputs.begin(), inputs.end()) {}
+      : inputs_(inputs.begin(), inputs.end()), constants_(module) {}
 
   Value loadInput(OpBuilder &b, Location loc, unsigned input,
                   ValueRange indices) override {
@@ -150,25 +150,12 @@ public:
 
   Value loadConstant(OpBuilder &b, Location loc, ConstantOp constant,
                      ValueRange indices) override {
-    auto type = cast<RankedTensorType>(constant.getType());
-    auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
-    std::string &name = globals_[constant.getOperation()];
-    if (name.empty()) {
-      name = "constant_" + std::to_string(globals_.size() - 1);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(module_.getBody());
-      b.create<memref::GlobalOp>(loc, name, b.getStringAttr("private"),
-                                 memrefType, constant.getValue(),
-                                 /*constant=*/true, IntegerAttr());
-    }
-    Value global = b.create<memref::GetGlobalOp>(loc, memrefType, name);
-    return b.create<memref::LoadOp>(loc, global, indices);
+    return constants_.load(b, loc, constant, indices);
   }
 
 private:
-  ModuleOp module_;
   SmallVector<Value> inputs_;
-  llvm::DenseMap<Operation *, std::string> globals_;
+  ConstantGlobals constants_;
 };
 
 MemRefType memrefOf(RankedTensorType type) {

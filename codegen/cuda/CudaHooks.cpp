@@ -63,19 +63,7 @@ Value CudaHooks::loadInput(OpBuilder &b, Location loc, unsigned input,
 
 Value CudaHooks::loadConstant(OpBuilder &b, Location loc, ConstantOp constant,
                               ValueRange indices) {
-  auto type = cast<RankedTensorType>(constant.getType());
-  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
-  std::string &name = globals_[constant.getOperation()];
-  if (name.empty()) {
-    name = "constant_" + std::to_string(globals_.size() - 1);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module_.getBody());
-    b.create<memref::GlobalOp>(loc, name, b.getStringAttr("private"),
-                               memrefType, constant.getValue(),
-                               /*constant=*/true, IntegerAttr());
-  }
-  Value global = b.create<memref::GetGlobalOp>(loc, memrefType, name);
-  return b.create<memref::LoadOp>(loc, global, indices);
+  return constants_.load(b, loc, constant, indices);
 }
 
 std::optional<CudaHooks::ReductionLanes> CudaHooks::reductionLanes(OpBuilder &b) {

@@ -55,8 +55,8 @@ class CudaHooks : public KernelHooks {
 public:
   CudaHooks(mlir::ModuleOp module, const KernelModel &model,
             mlir::ValueRange inputs, Intrinsics &intrinsics)
-      : module_(module), model_(model),
-        inputs_(inputs.begin(), inputs.end()), intrinsics_(intrinsics) {}
+      : model_(model), inputs_(inputs.begin(), inputs.end()),
+        intrinsics_(intrinsics), constants_(module) {}
 
   mlir::Value loadInput(mlir::OpBuilder &b, mlir::Location loc, unsigned input,
                         mlir::ValueRange indices) override;
@@ -97,11 +97,10 @@ public:
   }
 
 private:
-  mlir::ModuleOp module_;
   const KernelModel &model_;
   llvm::SmallVector<mlir::Value> inputs_;
   Intrinsics &intrinsics_;
-  llvm::DenseMap<mlir::Operation *, std::string> globals_;
+  ConstantGlobals constants_;
   mlir::Block *coopBlock_ = nullptr;
   mlir::Value lane_, laneCount_;
   bool blockScope_ = false;

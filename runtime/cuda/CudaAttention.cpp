@@ -626,6 +626,26 @@ static __device__ __forceinline__ void kiln_attn_issue(T *a, const T *ga, kiln_i
   kiln_attn_cp_commit();
 }
 
+// The forward's and dQ's walk over the key tiles: the stage holding tile
+// kb (K at the pointer returned, V after it) with its copies landed (wait
+// and barrier); with two stages, tile kb + 1's copies are issued first.
+// Tile 0 is issued before the walk (kiln_attn_issue into stage 0).
+template <int STAGES, int BK, int LD, class T>
+static __device__ __forceinline__ T *kiln_attn_key_stage(T *tiles, kiln_index kb, kiln_index nKB, const T *k, kiln_index kT, int d, const T *v, kiln_index vT, int dv, kiln_index Tk) {
+  T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD;
+  if (STAGES == 1 && kb > 0)
+    kiln_attn_issue(sK, k, kT, d, sK + BK * LD, v, vT, dv, LD, kb * BK, Tk, BK);
+  if (STAGES == 2 && kb + 1 < nKB) {
+    T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
+    kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, (kb + 1) * BK, Tk, BK);
+    kiln_attn_cp_wait<1>();
+  } else {
+    kiln_attn_cp_wait<0>();
+  }
+  __syncthreads();
+  return sK;
+}
+
 // Forward: out, lse (r0_, r1_). One block per (64 query rows, b*h); it
 // walks the key blocks (causal: up to the diagonal) with an online softmax
 // per row (a row's values in the 4 lanes of a quad, combined by shuffles).
@@ -669,17 +689,8 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
     kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD, *sV = sK + BK * LD;
-    if (STAGES == 1 && kb > 0)
-      kiln_attn_issue(sK, k, kT, d, sV, v, vT, dv, LD, k0, Tk, BK);
-    if (STAGES == 2 && kb + 1 < nKB) {
-      T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
-      kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, k0 + BK, Tk, BK);
-      kiln_attn_cp_wait<1>();
-    } else {
-      kiln_attn_cp_wait<0>();
-    }
-    __syncthreads();
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sV = sK + BK * LD;
     float s[BK / 8][4];
     kiln_attn_zero<BK>(s);
     kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
@@ -797,17 +808,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
     kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD, *sV = sK + BK * LD;
-    if (STAGES == 1 && kb > 0)
-      kiln_attn_issue(sK, k, kT, d, sV, v, vT, dv, LD, k0, Tk, BK);
-    if (STAGES == 2 && kb + 1 < nKB) {
-      T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
-      kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, k0 + BK, Tk, BK);
-      kiln_attn_cp_wait<1>();
-    } else {
-      kiln_attn_cp_wait<0>();
-    }
-    __syncthreads();
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sV = sK + BK * LD;
     float s[BK / 8][4], dp[BK / 8][4];
     kiln_attn_zero<BK>(s);
     kiln_attn_zero<BK>(dp);

@@ -12,7 +12,8 @@
 #      against a host GEMM, an NVRTC kernel through the driver, the MLP
 #      package stepped with a falling loss, the three convolutions
 #      (CudaConv.h) against their definitions, the fused attention
-#      (CudaAttention.h: forward and backward, mma.sync, wmma and CUDA-core kernels,
+#      (CudaAttention.h: forward and backward, mma.sync (and again with
+#      KILN_CUDA_ATTENTION=wmma, the wmma kernels), wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
@@ -87,6 +88,19 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
   fi
 else
   fail "GPU tests: $bin/kiln-cuda-runtime-tests missing"
+fi
+
+# The attention again on the wmma kernels (KILN_CUDA_ATTENTION=wmma), the
+# sm_80+ default being the mma.sync ones: both against the definition, so a
+# failure above says which kernels are wrong (and the GPT step below can be
+# rerun with the variable set).
+if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
+  KILN_CUDA_ATTENTION=wmma timeout 60 "$bin/kiln-cuda-runtime-tests" \
+    --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' \
+    > "$log/attention-wmma.txt" 2>&1 \
+    && { grep -E "^attention " "$log/attention-wmma.txt" | sed 's/^/  wmma: /';
+         pass "fused attention with KILN_CUDA_ATTENTION=wmma"; } \
+    || { tail -20 "$log/attention-wmma.txt"; fail "fused attention with KILN_CUDA_ATTENTION=wmma"; }
 fi
 
 if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then
@@ -178,6 +192,17 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16-rowgroups-off.kpkg" ]; then
     || { tail -5 "$log/gpt-rowgroups-off.txt"; fail "Kiln GPT step, --row-groups=off"; }
   [ -f "$in/gpt-bf16-rowgroups-off.roofline.txt" ] && grep -E "^  step" \
     "$in/gpt-bf16-rowgroups-off.roofline.txt" | sed 's/^/  --row-groups=off predicted /'
+fi
+# The same step on the wmma attention kernels: what the mma.sync kernels
+# gain (skipped when less than three minutes are left for the peers).
+if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 180 ]; then
+  KILN_CUDA_ATTENTION=wmma timeout 60 "$run" "$in/gpt-bf16.kpkg" --data=synthetic \
+    --classes=50304 --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
+    --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
+    > "$log/gpt-attention-wmma.txt" 2>&1 \
+    && { grep -iE "tokens/s|step time|MFU|utilization" "$log/gpt-attention-wmma.txt" | sed 's/^/  KILN_CUDA_ATTENTION=wmma: /';
+         pass "Kiln GPT step, wmma attention"; } \
+    || { tail -5 "$log/gpt-attention-wmma.txt"; fail "Kiln GPT step, wmma attention"; }
 fi
 if command -v python3 > /dev/null; then
   timeout "$(left)" python3 "$root/bench/gpu/peers.py" --steps "$steps" \

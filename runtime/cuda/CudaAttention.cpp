@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -1099,8 +1100,10 @@ bool hasTensorCores(PkgDType dtype, unsigned arch) {
 // ldmatrix and mma.sync m16n8k16 for f16 and bf16: sm_80 on.
 bool hasMma(unsigned arch) { return arch >= 80; }
 
-// Every configuration the source instantiates for |arch|.
-std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch) {
+// Every configuration the source instantiates for |arch| (|mma|: the
+// register-fragment kernels where the architecture has them).
+std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
+                                                             bool mma) {
   std::vector<std::pair<PkgDType, AttentionConfig>> all;
   for (PkgDType dtype : {PkgDType::F32, PkgDType::F64, PkgDType::F16,
                          PkgDType::BF16}) {
@@ -1109,7 +1112,7 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch) {
       all.push_back({dtype, chooseTiles(t, false, dmax, false)});
     if (hasTensorCores(dtype, arch))
       for (int dmax : {64, 128})
-        all.push_back({dtype, chooseTiles(t, true, dmax, hasMma(arch))});
+        all.push_back({dtype, chooseTiles(t, true, dmax, mma && hasMma(arch))});
   }
   return all;
 }
@@ -1121,7 +1124,8 @@ const char *libraryName(LibraryKind kind) {
 } // namespace
 
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
-                                          int64_t valueDim, unsigned arch) {
+                                          int64_t valueDim, unsigned arch,
+                                          bool mma) {
   const TypeInfo *t = typeInfo(dtype);
   if (!t)
     return Status::error(std::string("attention: expected f32, f64, f16 or "
@@ -1135,14 +1139,15 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
   bool wmma = hasTensorCores(dtype, arch) && headDim % 16 == 0 &&
               valueDim % 16 == 0 && most <= 128;
   int dmax = most <= 64 ? 64 : most <= 128 ? 128 : 256;
-  return chooseTiles(*t, wmma, dmax, wmma && hasMma(arch));
+  return chooseTiles(*t, wmma, dmax, mma && wmma && hasMma(arch));
 }
 
 std::string attentionKernelSource(unsigned arch,
-                                  const std::set<std::string> &only) {
+                                  const std::set<std::string> &only,
+                                  bool mma) {
   std::string source = kSource;
   std::vector<std::string> dots;
-  for (const auto &[dtype, c] : allConfigs(arch)) {
+  for (const auto &[dtype, c] : allConfigs(arch, mma)) {
     if (!only.empty() && !only.count(c.forward))
       continue;
     const TypeInfo &t = *typeInfo(dtype);
@@ -1177,9 +1182,9 @@ std::string attentionKernelSource(unsigned arch,
   return source;
 }
 
-std::vector<std::string> attentionKernelEntryPoints(unsigned arch) {
+std::vector<std::string> attentionKernelEntryPoints(unsigned arch, bool mma) {
   std::vector<std::string> entries;
-  for (const auto &[dtype, c] : allConfigs(arch)) {
+  for (const auto &[dtype, c] : allConfigs(arch, mma)) {
     for (const std::string *e : {&c.forward, &c.dkdv, &c.dq, &c.dot})
       if (std::find(entries.begin(), entries.end(), *e) == entries.end())
         entries.push_back(*e);
@@ -1187,10 +1192,24 @@ std::vector<std::string> attentionKernelEntryPoints(unsigned arch) {
   return entries;
 }
 
+StatusOr<bool> attentionMmaFromEnv() {
+  const char *value = std::getenv("KILN_CUDA_ATTENTION");
+  if (!value || !*value || std::strcmp(value, "mma") == 0)
+    return true;
+  if (std::strcmp(value, "wmma") == 0)
+    return false;
+  return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
+                       ": expected mma or wmma");
+}
+
 StatusOr<std::unique_ptr<CudaAttention>>
 CudaAttention::create(const LoadedPackage &package, CudaApi &api,
                       const CudaDeviceInfo &device) {
+  StatusOr<bool> mma = attentionMmaFromEnv();
+  if (!mma.isOk())
+    return mma.status();
   std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
+  attention->mma_ = mma.value();
   uint64_t bytes = 0;
   std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
@@ -1208,7 +1227,8 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
       continue; // plan() says what is wrong
     PkgDType dtype = package.buffers[t.operands[0]].dtype;
     StatusOr<AttentionConfig> config =
-        attentionConfig(dtype, p.headDim, p.valueDim, device.smArch());
+        attentionConfig(dtype, p.headDim, p.valueDim, device.smArch(),
+                        attention->mma_);
     if (config.isOk())
       used.insert(config.value().forward);
     if (t.library == LibraryKind::AttentionGrad) {
@@ -1220,7 +1240,8 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
   // No kernels to run (no thunk with a supported shape): nothing to load.
   if (!used.empty()) {
     unsigned arch = device.smArch();
-    if (Status s = attention->kernels_.load(attentionKernelSource(arch, used), arch);
+    if (Status s = attention->kernels_.load(
+            attentionKernelSource(arch, used, attention->mma_), arch);
         !s.isOk())
       return s;
   }
@@ -1260,7 +1281,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
                          "head_dim == value_dim and q_len == kv_len");
   PkgDType dtype = package_.buffers[t.operands[0]].dtype;
   StatusOr<AttentionConfig> config =
-      attentionConfig(dtype, p.headDim, p.valueDim, device_.smArch());
+      attentionConfig(dtype, p.headDim, p.valueDim, device_.smArch(), mma_);
   if (!config.isOk())
     return config.status();
   const AttentionConfig &c = config.value();

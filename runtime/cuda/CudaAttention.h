@@ -92,18 +92,28 @@ struct AttentionConfig {
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
 // sm_|arch|; fails for a type other than f32, f64, f16, bf16, or a head
-// dim outside 1..256.
+// dim outside 1..256. |mma| false: the wmma kernels even where mma.sync
+// kernels exist (KILN_CUDA_ATTENTION=wmma).
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
-                                          int64_t valueDim, unsigned arch);
+                                          int64_t valueDim, unsigned arch,
+                                          bool mma = true);
 
 // The kernels' CUDA C++ for sm_|arch| (the tensor-core kernels only where
 // the architecture has them), one translation unit; with |only|, just the
 // configurations whose forward entry point it names (and their backward
 // kernels): CudaAttention compiles the sets its package uses.
 std::string attentionKernelSource(unsigned arch,
-                                  const std::set<std::string> &only = {});
-// Every entry point attentionKernelSource(|arch|) defines.
-std::vector<std::string> attentionKernelEntryPoints(unsigned arch);
+                                  const std::set<std::string> &only = {},
+                                  bool mma = true);
+// Every entry point attentionKernelSource(|arch|, {}, |mma|) defines.
+std::vector<std::string> attentionKernelEntryPoints(unsigned arch,
+                                                    bool mma = true);
+
+// KILN_CUDA_ATTENTION from the environment: unset, empty or "mma" (the
+// register-fragment kernels where the device has them: true), "wmma" (the
+// wmma kernels there instead: false, to compare the two or to step past a
+// problem in one); anything else is an error naming the variable.
+StatusOr<bool> attentionMmaFromEnv();
 
 class CudaAttention {
 public:
@@ -133,6 +143,7 @@ private:
   CudaApi &api_;
   CudaDeviceInfo device_;
   RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
+  bool mma_ = true;        // attentionMmaFromEnv()
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   // Each thunk's launches (30 values: pointers, integers, the scale's bits,

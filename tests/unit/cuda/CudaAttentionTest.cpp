@@ -39,10 +39,29 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace {
 
 using namespace kiln::runtime;
+
+// Sets an environment variable for a scope, then restores it.
+struct ScopedEnv {
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    if (const char *old = std::getenv(name))
+      previous = old, had = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had)
+      setenv(name, previous.c_str(), 1);
+    else
+      unsetenv(name);
+  }
+  const char *name;
+  std::string previous;
+  bool had = false;
+};
 using namespace kiln::runtime::cuda;
 namespace ct = kiln::runtime::cuda::testing;
 using ct::FakeCudaApi;
@@ -150,12 +169,12 @@ protected:
                        (a.causal ? " causal" : "");
     SCOPED_TRACE(what);
     StatusOr<AttentionConfig> config =
-        attentionConfig(dtype, a.headDim, a.valueDim, arch);
+        attentionConfig(dtype, a.headDim, a.valueDim, arch, mma);
     ASSERT_TRUE(config.isOk()) << config.status().message();
     EXPECT_EQ(config.value().tensorCores, expectWmma);
-    EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80);
+    EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80 && mma);
     EXPECT_EQ(config.value().backwardMma,
-              expectWmma && arch >= 80 && config.value().dmax <= 64);
+              expectWmma && arch >= 80 && mma && config.value().dmax <= 64);
 
     FakeCudaApi api;
     api.device.multiprocessors = 2;
@@ -194,12 +213,12 @@ protected:
                        (a.causal ? " causal" : "");
     SCOPED_TRACE(what);
     StatusOr<AttentionConfig> config =
-        attentionConfig(dtype, a.headDim, a.valueDim, arch);
+        attentionConfig(dtype, a.headDim, a.valueDim, arch, mma);
     ASSERT_TRUE(config.isOk()) << config.status().message();
     EXPECT_EQ(config.value().tensorCores, expectWmma);
-    EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80);
+    EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80 && mma);
     EXPECT_EQ(config.value().backwardMma,
-              expectWmma && arch >= 80 && config.value().dmax <= 64);
+              expectWmma && arch >= 80 && mma && config.value().dmax <= 64);
 
     LoadedPackage pkg = ct::packedAttentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(2);
@@ -256,8 +275,10 @@ protected:
   }
 
   std::mt19937_64 gen{20261130};
-  // The device's architecture and its kernels (SetUp: sm_90's).
+  // The device's architecture and its kernels (SetUp: sm_90's), and
+  // whether they are the mma.sync ones where the architecture has them.
   unsigned arch = 90;
+  bool mma = true;
   const std::map<std::string, HostKernel> *kernels = nullptr;
 };
 
@@ -282,6 +303,32 @@ TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
     check(PkgDType::F16, ct::attentionParams(1, 2, 70, 33, 16, 16, causal), true);
   }
   check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 64, 64, true), false);
+}
+
+// KILN_CUDA_ATTENTION=wmma: the wmma kernels at sm_90 (to compare them
+// with the mma kernels on a GPU, or to step past a problem in one).
+TEST_F(CudaAttentionTest, WmmaKernelsOnRequest) {
+  std::string error;
+  kernels = &ct::hostAttentionKernels(error, 90, /*mma=*/false);
+  ASSERT_TRUE(error.empty()) << error;
+  mma = false;
+  ScopedEnv env("KILN_CUDA_ATTENTION", "wmma");
+  for (bool causal : {false, true})
+    check(PkgDType::BF16, ct::attentionParams(2, 2, 33, 70, 64, 64, causal), true);
+}
+
+TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
+  ScopedEnv env("KILN_CUDA_ATTENTION", "fast");
+  FakeCudaApi api;
+  api.hostKernels = *kernels;
+  StatusOr<std::unique_ptr<CudaExecutable>> e = CudaExecutable::create(
+      ct::attentionPackage(ct::attentionParams(1, 1, 4, 4, 16, 16, false),
+                           PkgDType::BF16),
+      api);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("KILN_CUDA_ATTENTION=fast: expected mma or wmma"),
+            std::string::npos)
+      << e.status().message();
 }
 
 // Head dims past the first bucket, and value dims other than the head dim.

@@ -21,20 +21,22 @@
 
 namespace kiln::runtime::cuda::testing {
 
-// The attention kernels of sm_|arch| (90: the mma.sync forward; 75: the
-// wmma forward f16 keeps before sm_80), built once per architecture.
+// The attention kernels of sm_|arch| (90: the mma.sync kernels; 75: the
+// wmma kernels f16 keeps before sm_80; |mma| false: wmma's at any
+// architecture), built once per architecture and choice.
 inline const std::map<std::string, HostKernel> &
-hostAttentionKernels(std::string &error, unsigned arch = 90) {
+hostAttentionKernels(std::string &error, unsigned arch = 90, bool mma = true) {
   struct Built {
     std::string failure;
     std::map<std::string, HostKernel> kernels;
   };
-  static std::map<unsigned, Built> built;
-  auto [it, inserted] = built.try_emplace(arch);
+  static std::map<std::pair<unsigned, bool>, Built> built;
+  auto [it, inserted] = built.try_emplace({arch, mma});
   if (inserted)
     it->second.kernels = buildHostKernels(
-        attentionKernelSource(arch), attentionKernelEntryPoints(arch),
-        "attention_sm" + std::to_string(arch), it->second.failure);
+        attentionKernelSource(arch, {}, mma), attentionKernelEntryPoints(arch, mma),
+        "attention_sm" + std::to_string(arch) + (mma ? "" : "_wmma"),
+        it->second.failure);
   error = it->second.failure;
   return it->second.kernels;
 }

@@ -1182,9 +1182,12 @@ std::string attentionKernelSource(unsigned arch,
   return source;
 }
 
-std::vector<std::string> attentionKernelEntryPoints(unsigned arch, bool mma) {
+std::vector<std::string> attentionKernelEntryPoints(unsigned arch, bool mma,
+                                                    const std::set<std::string> &only) {
   std::vector<std::string> entries;
   for (const auto &[dtype, c] : allConfigs(arch, mma)) {
+    if (!only.empty() && !only.count(c.forward))
+      continue;
     for (const std::string *e : {&c.forward, &c.dkdv, &c.dq, &c.dot})
       if (std::find(entries.begin(), entries.end(), *e) == entries.end())
         entries.push_back(*e);

@@ -105,9 +105,10 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
 std::string attentionKernelSource(unsigned arch,
                                   const std::set<std::string> &only = {},
                                   bool mma = true);
-// Every entry point attentionKernelSource(|arch|, {}, |mma|) defines.
-std::vector<std::string> attentionKernelEntryPoints(unsigned arch,
-                                                    bool mma = true);
+// Every entry point attentionKernelSource(|arch|, |only|, |mma|) defines.
+std::vector<std::string>
+attentionKernelEntryPoints(unsigned arch, bool mma = true,
+                           const std::set<std::string> &only = {});
 
 // KILN_CUDA_ATTENTION from the environment: unset, empty or "mma" (the
 // register-fragment kernels where the device has them: true), "wmma" (the

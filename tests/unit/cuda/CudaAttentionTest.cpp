@@ -295,7 +295,8 @@ TEST_F(CudaAttentionTest, CudaCoresF64) { sweep(PkgDType::F64, {24}, false); }
 // there (sm_75's kernels on an sm_75 device), and bf16 the CUDA cores.
 TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
   std::string error;
-  kernels = &ct::hostAttentionKernels(error, 75);
+  kernels = &ct::hostAttentionKernels(
+      error, 75, /*mma=*/true, {"kiln_attn_fwd_f16_wmma64", "kiln_attn_fwd_bf16_simt64"});
   ASSERT_TRUE(error.empty()) << error;
   arch = 75;
   for (bool causal : {false, true}) {
@@ -309,7 +310,8 @@ TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
 // with the mma kernels on a GPU, or to step past a problem in one).
 TEST_F(CudaAttentionTest, WmmaKernelsOnRequest) {
   std::string error;
-  kernels = &ct::hostAttentionKernels(error, 90, /*mma=*/false);
+  kernels = &ct::hostAttentionKernels(error, 90, /*mma=*/false,
+                                      {"kiln_attn_fwd_bf16_wmma64"});
   ASSERT_TRUE(error.empty()) << error;
   mma = false;
   ScopedEnv env("KILN_CUDA_ATTENTION", "wmma");

@@ -19,22 +19,28 @@
 #include "runtime/cuda/CudaEpilogue.h"
 #include "tests/unit/cuda/HostKernels.h"
 
+#include <set>
+#include <tuple>
+
 namespace kiln::runtime::cuda::testing {
 
 // The attention kernels of sm_|arch| (90: the mma.sync kernels; 75: the
 // wmma kernels f16 keeps before sm_80; |mma| false: wmma's at any
-// architecture), built once per architecture and choice.
+// architecture), built once per architecture and choice; with |only|, just
+// the sets whose forward entry points it names (attentionKernelSource).
 inline const std::map<std::string, HostKernel> &
-hostAttentionKernels(std::string &error, unsigned arch = 90, bool mma = true) {
+hostAttentionKernels(std::string &error, unsigned arch = 90, bool mma = true,
+                     const std::set<std::string> &only = {}) {
   struct Built {
     std::string failure;
     std::map<std::string, HostKernel> kernels;
   };
-  static std::map<std::pair<unsigned, bool>, Built> built;
-  auto [it, inserted] = built.try_emplace({arch, mma});
+  static std::map<std::tuple<unsigned, bool, std::set<std::string>>, Built> built;
+  auto [it, inserted] = built.try_emplace({arch, mma, only});
   if (inserted)
     it->second.kernels = buildHostKernels(
-        attentionKernelSource(arch, {}, mma), attentionKernelEntryPoints(arch, mma),
+        attentionKernelSource(arch, only, mma),
+        attentionKernelEntryPoints(arch, mma, only),
         "attention_sm" + std::to_string(arch) + (mma ? "" : "_wmma"),
         it->second.failure);
   error = it->second.failure;

@@ -577,23 +577,47 @@ static __device__ __forceinline__ void kiln_attn_mm_t(float acc[][4], const unsi
   }
 }
 
-// acc (16 x n) += A (16 x 16 KS: af) . B where B is |s|'s rows as stored
-// (16 KS rows, the first n columns): ldmatrix.trans (matrix m: rows
-// (m % 2) x 8, columns (m / 2) x 8).
+// acc (16 x n) += P (16 x 16 KS) . B where P is the accumulator tiles |p|
+// (16 x 8 each) rounded to T, taken as A fragments in place (afrag), and B
+// is |s|'s rows as stored (16 KS rows, the first n columns):
+// ldmatrix.trans (matrix m: rows (m % 2) x 8, columns (m / 2) x 8).
 template <int KS, int NMAX, int LD, class T>
-static __device__ __forceinline__ void kiln_attn_mm_n(float acc[][4], const unsigned af[][4], const T *s, int n) {
+static __device__ __forceinline__ void kiln_attn_mm_n(float acc[][4], const float p[][4], const T *s, int n) {
   const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
 #pragma unroll
-  for (int kk = 0; kk < KS; ++kk)
+  for (int kk = 0; kk < KS; ++kk) {
+    unsigned af[4];
+    kiln_attn_afrag<T>(af, p[2 * kk], p[2 * kk + 1]);
 #pragma unroll
     for (int j = 0; j < NMAX / 16; ++j) {
       if (j * 16 >= n)
         break;
       unsigned b[4];
       kiln_attn_ldsm_x4_trans(b, s + (kk * 16 + (lm % 2) * 8 + lr) * LD + j * 16 + (lm / 2) * 8);
-      kiln_attn_mma<T>(acc[2 * j], af[kk], b[0], b[1]);
-      kiln_attn_mma<T>(acc[2 * j + 1], af[kk], b[2], b[3]);
+      kiln_attn_mma<T>(acc[2 * j], af, b[0], b[1]);
+      kiln_attn_mma<T>(acc[2 * j + 1], af, b[2], b[3]);
     }
+  }
+}
+
+// Writes the warp's 16 x n accumulator tile |acc| to |dst| (row stride
+// |stride|): the lane's rows row0 and row0 + 8 where below |rows|, its
+// columns c and c + 1 of each 8-column tile, each value v of row half h
+// as value(h, v).
+template <int DM, class T, class F>
+static __device__ __forceinline__ void kiln_attn_store(T *dst, kiln_index stride, kiln_index row0, kiln_index rows, int n, const float acc[][4], F value) {
+  const int c = 2 * (threadIdx.x % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    kiln_index i = row0 + h * 8;
+    if (i >= rows)
+      continue;
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+      if (nt * 8 < n)
+        for (int e = 0; e < 2; ++e)
+          kiln_attn_set(dst, i * stride + nt * 8 + c + e, value(h, acc[nt][2 * h + e]));
+  }
 }
 
 template <int N>
@@ -740,27 +764,14 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
       for (int e = 0; e < 4; ++e)
         o[nt][e] *= alpha[e / 2];
     // O += P V.
-    unsigned pf[BK / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      kiln_attn_afrag<T>(pf[kk], s[2 * kk], s[2 * kk + 1]);
-    kiln_attn_mm_n<BK / 16, DM, LD>(o, pf, sV, dv);
+    kiln_attn_mm_n<BK / 16, DM, LD>(o, s, sV, dv);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    kiln_index i = row0 + h * 8;
-    if (i >= Tq)
-      continue;
-#pragma unroll
-    for (int nt = 0; nt < DM / 8; ++nt)
-      if (nt * 8 < dv)
-        for (int e = 0; e < 2; ++e)
-          kiln_attn_set(out, i * oT + nt * 8 + c + e,
-                        l[h] > 0 ? o[nt][2 * h + e] / l[h] : 0.0f);
-    if (c == 0)
-      lse[i] = l[h] > 0 ? m[h] * 0.6931471805599453f + kiln_attn_log(l[h]) : ninf;
-  }
+  kiln_attn_store<DM>(out, oT, row0, Tq, dv, o,
+                      [&](int h, float v) { return l[h] > 0 ? v / l[h] : 0.0f; });
+  for (int h = 0; h < 2; ++h)
+    if (c == 0 && row0 + h * 8 < Tq)
+      lse[row0 + h * 8] = l[h] > 0 ? m[h] * 0.6931471805599453f + kiln_attn_log(l[h]) : ninf;
 }
 
 // Backward, dQ (r0_): one block per (64 query rows, b*h), walking the key
@@ -831,24 +842,10 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
           p = kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]);
         s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
       }
-    unsigned sf[BK / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      kiln_attn_afrag<T>(sf[kk], s[2 * kk], s[2 * kk + 1]);
-    kiln_attn_mm_n<BK / 16, DM, LD>(acc, sf, sK, d);
+    kiln_attn_mm_n<BK / 16, DM, LD>(acc, s, sK, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    kiln_index i = row0 + h * 8;
-    if (i >= Tq)
-      continue;
-#pragma unroll
-    for (int nt = 0; nt < DM / 8; ++nt)
-      if (nt * 8 < d)
-        for (int e = 0; e < 2; ++e)
-          kiln_attn_set(dq, i * qT + nt * 8 + c + e, sc * acc[nt][2 * h + e]);
-  }
+  kiln_attn_store<DM>(dq, qT, row0, Tq, d, acc, [&](int, float v) { return sc * v; });
 }
 
 // Backward, dK and dV (r1_, r2_): one block per (64 key rows, b*h),
@@ -939,31 +936,12 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - sDot[r]);
       }
-    unsigned af[BQ / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk)
-      kiln_attn_afrag<T>(af[kk], st[2 * kk], st[2 * kk + 1]);
-    kiln_attn_mm_n<BQ / 16, DM, LD>(accV, af, sdO, dv);
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk)
-      kiln_attn_afrag<T>(af[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-    kiln_attn_mm_n<BQ / 16, DM, LD>(accK, af, sQ, d);
+    kiln_attn_mm_n<BQ / 16, DM, LD>(accV, st, sdO, dv);
+    kiln_attn_mm_n<BQ / 16, DM, LD>(accK, dpt, sQ, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    kiln_index j = key0 + h * 8;
-    if (j >= Tk)
-      continue;
-#pragma unroll
-    for (int nt = 0; nt < DM / 8; ++nt)
-      for (int e = 0; e < 2; ++e) {
-        if (nt * 8 < d)
-          kiln_attn_set(dk, j * kT + nt * 8 + c + e, sc * accK[nt][2 * h + e]);
-        if (nt * 8 < dv)
-          kiln_attn_set(dvOut, j * vT + nt * 8 + c + e, accV[nt][2 * h + e]);
-      }
-  }
+  kiln_attn_store<DM>(dk, kT, key0, Tk, d, accK, [&](int, float v) { return sc * v; });
+  kiln_attn_store<DM>(dvOut, vT, key0, Tk, dv, accV, [](int, float v) { return v; });
 }
 
 #ifdef KILN_CUDA_EMULATION

@@ -148,7 +148,7 @@ private:
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   // Each thunk's launches (30 values: pointers, integers, the scale's bits,
-  // strides; KILN_ATTN_PARAMS in CudaAttention.cpp).
+  // strides; KILN_ATTN_PARAMS in CudaAttentionKernels.cpp).
   std::map<size_t, std::vector<KernelLaunch>> plans_;
 };
 

@@ -1,0 +1,972 @@
+//===- CudaAttentionKernels.cpp - the fused attention kernels' CUDA C++ ---===//
+//
+// The templates of every attention kernel (CudaAttention.h describes them):
+// CUDA C++ kept as source, which attentionKernelSource() (CudaAttention.cpp)
+// instantiates per dtype and head-dim bucket and NVRTC compiles at load;
+// under -DKILN_CUDA_EMULATION and codegen/cuda/CudaEmulation.h the same
+// text builds for the host (tests).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaAttentionKernels.h"
+
+namespace kiln::runtime::cuda {
+
+// Each kernel's shared memory is a sum of constexpr offsets here; the byte
+// counts attentionConfig() reports (CudaAttention.cpp) are the same
+// expressions, kept in step by the static_asserts.
+const char *const kAttentionKernelTemplates = R"cuda(// Kiln fused attention kernels (runtime/cuda/CudaAttentionKernels.cpp).
+#ifndef KILN_CUDA_EMULATION
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <mma.h>
+#endif
+typedef long long kiln_index;
+#define KILN_ATTN_THREADS 128
+#define KILN_ATTN_WARPS 4
+#define KILN_ATTN_SHARED_LIMIT 49152
+
+template <bool C, class X, class Y> struct kiln_attn_if { typedef X type; };
+template <class X, class Y> struct kiln_attn_if<false, X, Y> { typedef Y type; };
+
+__host__ __device__ constexpr int kiln_attn_round(int bytes) { return (bytes + 31) / 32 * 32; }
+
+// Global loads widen to the accumulation type, stores round once.
+static __device__ __forceinline__ float kiln_attn_load(const float *p, kiln_index i) { return p[i]; }
+static __device__ __forceinline__ double kiln_attn_load(const double *p, kiln_index i) { return p[i]; }
+static __device__ __forceinline__ float kiln_attn_load(const __half *p, kiln_index i) { return __half2float(p[i]); }
+static __device__ __forceinline__ float kiln_attn_load(const __nv_bfloat16 *p, kiln_index i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ void kiln_attn_set(float *p, kiln_index i, float v) { p[i] = v; }
+static __device__ __forceinline__ void kiln_attn_set(float *p, kiln_index i, double v) { p[i] = (float)v; }
+static __device__ __forceinline__ void kiln_attn_set(double *p, kiln_index i, double v) { p[i] = v; }
+static __device__ __forceinline__ void kiln_attn_set(__half *p, kiln_index i, float v) { p[i] = __float2half_rn(v); }
+static __device__ __forceinline__ void kiln_attn_set(__nv_bfloat16 *p, kiln_index i, float v) { p[i] = __float2bfloat16_rn(v); }
+// A shared tile element from a global one: 16-bit tiles (tensor cores)
+// copy, the others widen.
+static __device__ __forceinline__ void kiln_attn_put(__half *s, int x, const __half *g, kiln_index i) { s[x] = g[i]; }
+static __device__ __forceinline__ void kiln_attn_put(__nv_bfloat16 *s, int x, const __nv_bfloat16 *g, kiln_index i) { s[x] = g[i]; }
+template <class S, class T>
+static __device__ __forceinline__ void kiln_attn_put(S *s, int x, const T *g, kiln_index i) { s[x] = kiln_attn_load(g, i); }
+
+static __device__ __forceinline__ float kiln_attn_exp(float x) { return expf(x); }
+static __device__ __forceinline__ double kiln_attn_exp(double x) { return exp(x); }
+static __device__ __forceinline__ float kiln_attn_log(float x) { return logf(x); }
+static __device__ __forceinline__ double kiln_attn_log(double x) { return log(x); }
+static __device__ __forceinline__ void kiln_attn_ninf(float &x) { x = -__int_as_float(0x7f800000); }
+static __device__ __forceinline__ void kiln_attn_ninf(double &x) { x = -__longlong_as_double(0x7ff0000000000000LL); }
+
+struct __align__(16) kiln_attn_chunk {
+  unsigned int w[4];
+};
+
+// s[r][d] (row stride ld) = g[(row0 + r) * ldg + d] for rows < n, zero
+// for the rows past it; columns d < width (ldg, the global row stride in
+// elements, is width for the BHTD layout, 3 H D for packed q/k/v). A tile
+// stored as loaded (same element size) whose rows are whole 16-byte chunks
+// at 16-byte aligned addresses (g and ldg both) moves in 16-byte loads and
+// stores (the shared rows, ld >= 64 elements, are aligned); otherwise
+// element by element, widening.
+template <class S, class T>
+static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, kiln_index ldg, kiln_index row0, kiln_index n, int rows, int width) {
+  if (sizeof(S) == sizeof(T) && (width * (int)sizeof(T)) % 16 == 0 &&
+      (ldg * (kiln_index)sizeof(T)) % 16 == 0 &&
+      (unsigned long long)g % 16 == 0) {
+    const int per = 16 / (int)sizeof(T), chunks = width / per;
+    for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
+      int r = e / chunks, c = e % chunks;
+      kiln_attn_chunk v = {{0u, 0u, 0u, 0u}};
+      if (row0 + r < n)
+        v = *(const kiln_attn_chunk *)(g + (row0 + r) * ldg + c * per);
+      *(kiln_attn_chunk *)(s + r * ld + c * per) = v;
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < rows * width; e += KILN_ATTN_THREADS) {
+    int r = e / width, d = e % width;
+    if (row0 + r < n)
+      kiln_attn_put(s, r * ld + d, g, (row0 + r) * ldg + d);
+    else
+      kiln_attn_set(s, r * ld + d, 0.0f);
+  }
+}
+
+// c[M x N] (ldc) = (acc ? c : 0) + op(x)[M x K] . op(y)[K x N], x stored
+// [K][M] when XT, y stored [N][K] when YT. Tensor cores: each warp takes
+// 16x16 tiles of c (M, N, K multiples of 16); else one element per thread.
+template <bool W, bool XT, bool YT, class S, class A>
+static __device__ __forceinline__ void kiln_attn_mm(A *c, int ldc, const S *x, int ldx, const S *y, int ldy, int M, int N, int K, bool acc) {
+  if constexpr (W) {
+    using namespace nvcuda;
+    typedef typename kiln_attn_if<XT, wmma::col_major, wmma::row_major>::type LX;
+    typedef typename kiln_attn_if<YT, wmma::col_major, wmma::row_major>::type LY;
+    int warp = threadIdx.x / 32, tilesN = N / 16;
+    for (int t = warp; t < (M / 16) * tilesN; t += KILN_ATTN_WARPS) {
+      int r0 = t / tilesN * 16, c0 = t % tilesN * 16;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;
+      if (acc)
+        wmma::load_matrix_sync(f, c + r0 * ldc + c0, ldc, wmma::mem_row_major);
+      else
+        wmma::fill_fragment(f, 0.0f);
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, S, LX> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, S, LY> b;
+        wmma::load_matrix_sync(a, XT ? x + k0 * ldx + r0 : x + r0 * ldx + k0, ldx);
+        wmma::load_matrix_sync(b, YT ? y + c0 * ldy + k0 : y + k0 * ldy + c0, ldy);
+        wmma::mma_sync(f, a, b, f);
+      }
+      wmma::store_matrix_sync(c + r0 * ldc + c0, f, ldc, wmma::mem_row_major);
+    }
+  } else {
+    for (int e = threadIdx.x; e < M * N; e += KILN_ATTN_THREADS) {
+      int r = e / N, col = e % N;
+      A s = 0;
+      for (int k = 0; k < K; ++k)
+        s += (XT ? x[k * ldx + r] : x[r * ldx + k]) * (YT ? y[col * ldy + k] : y[k * ldy + col]);
+      c[r * ldc + col] = acc ? c[r * ldc + col] + s : s;
+    }
+  }
+}
+
+// The register-fragment path (sm_80+): ldmatrix .x4 and mma.sync
+// m16n8k16 with f32 accumulation, through inline PTX on a GPU and
+// CudaEmulation.h's emulation of the same instructions on the host. A
+// 16-bit pair packs the first element in the low half.
+#ifdef KILN_CUDA_EMULATION
+static inline void kiln_attn_cp16(void *dst, const void *src, bool valid) { kiln_emulation_cp_async(dst, src, 16, valid ? 16 : 0); }
+static inline void kiln_attn_cp_commit() { kiln_emulation_cp_async_commit(); }
+template <int N> static inline void kiln_attn_cp_wait() { kiln_emulation_cp_async_wait(N); }
+static inline void kiln_attn_ldsm_x4(unsigned r[4], const void *row) { kiln_emulation_ldmatrix_x4(r, row, false); }
+static inline void kiln_attn_ldsm_x4_trans(unsigned r[4], const void *row) { kiln_emulation_ldmatrix_x4(r, row, true); }
+template <class T>
+static inline void kiln_attn_mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  const unsigned b[2] = {b0, b1};
+  kiln_emulation_mma_m16n8k16<T>(d, a, b, d);
+}
+#else
+// 16 bytes from global to shared memory without the registers (sm_80
+// cp.async, L2 only); zeros when !valid.
+static __device__ __forceinline__ void kiln_attn_cp16(void *dst, const void *src, bool valid) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+static __device__ __forceinline__ void kiln_attn_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void kiln_attn_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+static __device__ __forceinline__ void kiln_attn_ldsm_x4(unsigned r[4], const void *row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+static __device__ __forceinline__ void kiln_attn_ldsm_x4_trans(unsigned r[4], const void *row) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+template <class T> struct kiln_attn_mma_op;
+template <> struct kiln_attn_mma_op<__half> {
+  static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct kiln_attn_mma_op<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <class T>
+static __device__ __forceinline__ void kiln_attn_mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  kiln_attn_mma_op<T>::run(d, a, b0, b1);
+}
+#endif
+// kiln_attn_tile through cp.async where its rows move in 16-byte chunks
+// (rows past n zero-filled by the copy itself): the copies land by the
+// caller's kiln_attn_cp_wait; otherwise kiln_attn_tile's own stores.
+template <class T>
+static __device__ __forceinline__ void kiln_attn_tile_async(T *s, int ld, const T *g, kiln_index ldg, kiln_index row0, kiln_index n, int rows, int width) {
+  if ((width * (int)sizeof(T)) % 16 == 0 && (ldg * (kiln_index)sizeof(T)) % 16 == 0 &&
+      (unsigned long long)g % 16 == 0) {
+    const int per = 16 / (int)sizeof(T), chunks = width / per;
+    for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
+      int r = e / chunks, c = e % chunks;
+      bool in = row0 + r < n;
+      kiln_attn_cp16(s + r * ld + c * per, in ? g + (row0 + r) * ldg + c * per : g, in);
+    }
+    return;
+  }
+  kiln_attn_tile(s, ld, g, ldg, row0, n, rows, width);
+}
+
+static __device__ __forceinline__ unsigned kiln_attn_pack(const __half *, float lo, float hi) {
+  return (unsigned)__half_as_ushort(__float2half_rn(lo)) | (unsigned)__half_as_ushort(__float2half_rn(hi)) << 16;
+}
+static __device__ __forceinline__ unsigned kiln_attn_pack(const __nv_bfloat16 *, float lo, float hi) {
+  return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) | (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16;
+}
+
+// Every kernel's parameters. r0_, r1_, r2_ are the results (out, lse; or
+// dq, dk, dv), work_ the backward's D_i. q, k, v and their gradients are
+// addressed through strides in elements: element (b, h, t, d) of q (and
+// of dq) is q_[b * qB + h * qH + t * qT + d], likewise k with kB, kH, kT
+// and v with vB, vH, vT; out and dout share oB, oH, oT. lse and D_i are
+// [B, H, Tq] contiguous. H splits b*h (blockIdx) into b and h.
+#define KILN_ATTN_PARAMS                                                       \
+  const void *q_, const void *k_, const void *v_, const void *o_,              \
+      const void *lse_, const void *do_, void *r0_, void *r1_, void *r2_,      \
+      void *work_, kiln_index BH, kiln_index Tq, kiln_index Tk, kiln_index D,  \
+      kiln_index DV, double scale, kiln_index causal, kiln_index H,            \
+      kiln_index qB, kiln_index qH, kiln_index qT, kiln_index kB,              \
+      kiln_index kH, kiln_index kT, kiln_index vB, kiln_index vH,              \
+      kiln_index vT, kiln_index oB, kiln_index oH, kiln_index oT
+#define KILN_ATTN_ARGS                                                         \
+  q_, k_, v_, o_, lse_, do_, r0_, r1_, r2_, work_, BH, Tq, Tk, D, DV, scale,   \
+      causal, H, qB, qH, qT, kB, kH, kT, vB, vH, vT, oB, oH, oT
+
+// The offset of head |bh| (= b * H + h) of a tensor with batch stride |sb|
+// and head stride |sh|.
+static __device__ __forceinline__ kiln_index kiln_attn_head(kiln_index bh, kiln_index H, kiln_index sb, kiln_index sh) {
+  return bh / H * sb + bh % H * sh;
+}
+
+// The key blocks the query block at q0 sees (causal: up to the diagonal).
+template <int BQ, int BK>
+static __device__ __forceinline__ kiln_index kiln_attn_key_blocks(kiln_index q0, kiln_index Tk, kiln_index causal) {
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  if (causal && (q0 + BQ - 1) / BK + 1 < nKB)
+    nKB = (q0 + BQ - 1) / BK + 1;
+  return nKB;
+}
+
+// Forward: out, lse (r0_, r1_). One block per (query block, b*h).
+template <class T, class A, bool W, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
+  typedef typename kiln_attn_if<W, T, A>::type S;
+  constexpr int PB = W ? BQ * BK : 0;
+  constexpr int oS = 0, oO = oS + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int oM = oO + kiln_attn_round(BQ * DM * sizeof(A));
+  constexpr int oL = oM + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oAl = oL + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oQ = oAl + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oK = oQ + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oV = oK + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int oP = oV + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward: shared memory");
+  constexpr int G = KILN_ATTN_THREADS / BQ; // threads per row in the softmax
+  static_assert(G * BQ == KILN_ATTN_THREADS && G <= 32, "attention forward: rows");
+  __shared__ __align__(32) unsigned char smem[total];
+  A *sS = (A *)(smem + oS), *sO = (A *)(smem + oO), *sM = (A *)(smem + oM);
+  A *sL = (A *)(smem + oL), *sAl = (A *)(smem + oAl);
+  S *sQ = (S *)(smem + oQ), *sK = (S *)(smem + oK), *sV = (S *)(smem + oV);
+  S *sP = (S *)(smem + oP);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH);
+  const T *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  T *out = (T *)r0_ + kiln_attn_head(bh, H, oB, oH);
+  A *lse = (A *)r1_ + bh * Tq;
+  A ninf;
+  kiln_attn_ninf(ninf);
+  const A sc = (A)scale;
+  kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
+  for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS)
+    sO[e / dv * DM + e % dv] = 0;
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
+    sM[r] = ninf, sL[r] = 0;
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    __syncthreads();
+    kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
+    kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
+    __syncthreads();
+    kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
+    __syncthreads();
+    // Online softmax: G threads per row (a power of two within a warp),
+    // combined by shuffles in a fixed order.
+    {
+      int r = threadIdx.x / G, g = threadIdx.x % G;
+      kiln_index i = q0 + r;
+      A mOld = sM[r], m = mOld;
+      for (int c = g; c < BK; c += G) {
+        kiln_index j = k0 + c;
+        A s = ninf;
+        if (j < Tk && (!causal || j <= i))
+          s = sc * sS[r * BK + c];
+        sS[r * BK + c] = s;
+        m = s > m ? s : m;
+      }
+      for (int o = G / 2; o > 0; o /= 2) {
+        A other = __shfl_xor_sync(0xffffffffu, m, o);
+        m = other > m ? other : m;
+      }
+      A alpha = m == ninf ? (A)1 : kiln_attn_exp(mOld - m), sum = 0;
+      for (int c = g; c < BK; c += G) {
+        A s = sS[r * BK + c];
+        A p = s == ninf ? (A)0 : kiln_attn_exp(s - m);
+        sS[r * BK + c] = p;
+        sum += p;
+      }
+      for (int o = G / 2; o > 0; o /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (g == 0) {
+        sL[r] = sL[r] * alpha + sum;
+        sM[r] = m;
+        sAl[r] = alpha;
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS)
+      sO[e / dv * DM + e % dv] *= sAl[e / dv];
+    if constexpr (W)
+      for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+        kiln_attn_set(sP, e, sS[e]);
+    __syncthreads();
+    if constexpr (W)
+      kiln_attn_mm<W, false, false>(sO, DM, sP, BK, sV, DM, BQ, dv, BK, true);
+    else
+      kiln_attn_mm<W, false, false>(sO, DM, sS, BK, sV, DM, BQ, dv, BK, true);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < BQ * dv; e += KILN_ATTN_THREADS) {
+    int r = e / dv, c = e % dv;
+    if (q0 + r < Tq) {
+      A l = sL[r];
+      kiln_attn_set(out, (q0 + r) * oT + c, l > 0 ? sO[r * DM + c] / l : (A)0);
+    }
+  }
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS)
+    if (q0 + r < Tq)
+      lse[q0 + r] = sL[r] > 0 ? sM[r] + kiln_attn_log(sL[r]) : ninf;
+}
+
+// Backward, first: work[i] = D_i = sum_e dout_ie out_ie (grid-stride over
+// the rows i = bh * Tq + t).
+template <class T, class A>
+static __device__ __forceinline__ void kiln_attn_bwd_dot(KILN_ATTN_PARAMS) {
+  const T *out = (const T *)o_, *dout = (const T *)do_;
+  A *work = (A *)work_;
+  for (kiln_index i = (kiln_index)blockIdx.x * KILN_ATTN_THREADS + threadIdx.x;
+       i < BH * Tq; i += (kiln_index)gridDim.x * KILN_ATTN_THREADS) {
+    kiln_index row = kiln_attn_head(i / Tq, H, oB, oH) + i % Tq * oT;
+    A s = 0;
+    for (kiln_index e = 0; e < DV; ++e)
+      s += (A)kiln_attn_load(dout, row + e) * (A)kiln_attn_load(out, row + e);
+    work[i] = s;
+  }
+}
+
+// lse and D_i of the query rows q0.. into shared memory (0 past Tq).
+template <int BQ, class A>
+static __device__ __forceinline__ void kiln_attn_rows(A *sLse, A *sDot, const A *lse, const A *dot, kiln_index q0, kiln_index Tq) {
+  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+    bool in = q0 + r < Tq;
+    sLse[r] = in ? lse[q0 + r] : (A)0;
+    sDot[r] = in ? dot[q0 + r] : (A)0;
+  }
+}
+
+// For the tile at (q0, k0): S = Q K^T into sS and dP = dO V^T into sD, then
+// P (into sS) and dS = P (dP - D_i) (into sD).
+template <class A, bool W, int DM, int BQ, int BK, class S>
+static __device__ __forceinline__ void kiln_attn_ds(A *sS, A *sD, const S *sQ, const S *sK, const S *sdO, const S *sV, const A *sLse, const A *sDot, kiln_index q0, kiln_index k0, kiln_index Tq, kiln_index Tk, int d, int dv, A sc, kiln_index causal) {
+  kiln_attn_mm<W, false, true>(sS, BK, sQ, DM, sK, DM, BQ, BK, d, false);
+  kiln_attn_mm<W, false, true>(sD, BK, sdO, DM, sV, DM, BQ, BK, dv, false);
+  __syncthreads();
+  for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS) {
+    int r = e / BK, c = e % BK;
+    kiln_index i = q0 + r, j = k0 + c;
+    A p = 0;
+    if (i < Tq && j < Tk && (!causal || j <= i))
+      p = kiln_attn_exp(sc * sS[e] - sLse[r]);
+    sS[e] = p;
+    sD[e] = p * (sD[e] - sDot[r]);
+  }
+}
+
+// c += op(p) . y for a [BQ, BK] tile p of A that the block has just written
+// (hence the barrier first): the tensor cores multiply its copy in S (sP),
+// the CUDA cores p itself.
+template <bool W, bool XT, int BQ, int BK, class S, class A>
+static __device__ __forceinline__ void kiln_attn_mm_p(A *c, int ldc, const A *p, S *sP, const S *y, int ldy, int M, int N, int K) {
+  __syncthreads();
+  if constexpr (W) {
+    for (int e = threadIdx.x; e < BQ * BK; e += KILN_ATTN_THREADS)
+      kiln_attn_set(sP, e, p[e]);
+    __syncthreads();
+    kiln_attn_mm<W, XT, false>(c, ldc, sP, BK, y, ldy, M, N, K, true);
+  } else {
+    kiln_attn_mm<W, XT, false>(c, ldc, p, BK, y, ldy, M, N, K, true);
+  }
+}
+
+// Backward, dK and dV (r1_, r2_): one block per (key block, b*h), walking
+// the query blocks that see it.
+template <class T, class A, bool W, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dkdv(KILN_ATTN_PARAMS) {
+  typedef typename kiln_attn_if<W, T, A>::type S;
+  constexpr int PB = W ? BQ * BK : 0;
+  constexpr int oS = 0, oD = oS + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int odK = oD + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int odV = odK + kiln_attn_round(BK * DM * sizeof(A));
+  constexpr int oLse = odV + kiln_attn_round(BK * DM * sizeof(A));
+  constexpr int oDot = oLse + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oK = oDot + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oV = oK + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int oQ = oV + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int odO = oQ + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oP = odO + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV: shared memory");
+  __shared__ __align__(32) unsigned char smem[total];
+  A *sS = (A *)(smem + oS), *sD = (A *)(smem + oD), *sdK = (A *)(smem + odK);
+  A *sdV = (A *)(smem + odV), *sLse = (A *)(smem + oLse), *sDot = (A *)(smem + oDot);
+  S *sK = (S *)(smem + oK), *sV = (S *)(smem + oV), *sQ = (S *)(smem + oQ);
+  S *sdO = (S *)(smem + odO), *sP = (S *)(smem + oP);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH), kAt = kiln_attn_head(bh, H, kB, kH);
+  const kiln_index vAt = kiln_attn_head(bh, H, vB, vH), oAt = kiln_attn_head(bh, H, oB, oH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kAt;
+  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + oAt;
+  const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
+  T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
+  const A sc = (A)scale;
+  kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
+  kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
+  for (int e = threadIdx.x; e < BK * DM; e += KILN_ATTN_THREADS)
+    sdK[e] = 0, sdV[e] = 0;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  for (kiln_index qb = causal ? k0 / BQ : 0; qb < nQB; ++qb) {
+    kiln_index q0 = qb * BQ;
+    __syncthreads();
+    kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
+    kiln_attn_tile(sdO, DM, dout, oT, q0, Tq, BQ, dv);
+    kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
+    __syncthreads();
+    kiln_attn_ds<A, W, DM, BQ, BK>(sS, sD, sQ, sK, sdO, sV, sLse, sDot, q0, k0, Tq, Tk, d, dv, sc, causal);
+    kiln_attn_mm_p<W, true, BQ, BK>(sdV, DM, sS, sP, sdO, DM, BK, dv, BQ);
+    kiln_attn_mm_p<W, true, BQ, BK>(sdK, DM, sD, sP, sQ, DM, BK, d, BQ);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < BK * d; e += KILN_ATTN_THREADS)
+    if (k0 + e / d < Tk)
+      kiln_attn_set(dk, (k0 + e / d) * kT + e % d, sc * sdK[e / d * DM + e % d]);
+  for (int e = threadIdx.x; e < BK * dv; e += KILN_ATTN_THREADS)
+    if (k0 + e / dv < Tk)
+      kiln_attn_set(dvOut, (k0 + e / dv) * vT + e % dv, sdV[e / dv * DM + e % dv]);
+}
+
+// Backward, dQ (r0_): one block per (query block, b*h), walking the key
+// blocks it sees.
+template <class T, class A, bool W, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
+  typedef typename kiln_attn_if<W, T, A>::type S;
+  constexpr int PB = W ? BQ * BK : 0;
+  constexpr int oS = 0, oD = oS + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int odQ = oD + kiln_attn_round(BQ * BK * sizeof(A));
+  constexpr int oLse = odQ + kiln_attn_round(BQ * DM * sizeof(A));
+  constexpr int oDot = oLse + kiln_attn_round(BQ * sizeof(A));
+  constexpr int oQ = oDot + kiln_attn_round(BQ * sizeof(A));
+  constexpr int odO = oQ + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oK = odO + kiln_attn_round(BQ * DM * sizeof(S));
+  constexpr int oV = oK + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int oP = oV + kiln_attn_round(BK * DM * sizeof(S));
+  constexpr int total = oP + kiln_attn_round(PB * sizeof(S));
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ: shared memory");
+  __shared__ __align__(32) unsigned char smem[total];
+  A *sS = (A *)(smem + oS), *sD = (A *)(smem + oD), *sdQ = (A *)(smem + odQ);
+  A *sLse = (A *)(smem + oLse), *sDot = (A *)(smem + oDot);
+  S *sQ = (S *)(smem + oQ), *sdO = (S *)(smem + odO), *sK = (S *)(smem + oK);
+  S *sV = (S *)(smem + oV), *sP = (S *)(smem + oP);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
+  T *dq = (T *)r0_ + qAt;
+  const A sc = (A)scale;
+  kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile(sdO, DM, dout, oT, q0, Tq, BQ, dv);
+  kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
+  for (int e = threadIdx.x; e < BQ * DM; e += KILN_ATTN_THREADS)
+    sdQ[e] = 0;
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    __syncthreads();
+    kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
+    kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
+    __syncthreads();
+    kiln_attn_ds<A, W, DM, BQ, BK>(sS, sD, sQ, sK, sdO, sV, sLse, sDot, q0, k0, Tq, Tk, d, dv, sc, causal);
+    kiln_attn_mm_p<W, false, BQ, BK>(sdQ, DM, sD, sP, sK, DM, BQ, d, BK);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < BQ * d; e += KILN_ATTN_THREADS)
+    if (q0 + e / d < Tq)
+      kiln_attn_set(dq, (q0 + e / d) * qT + e % d, sc * sdQ[e / d * DM + e % d]);
+}
+
+// The register-fragment kernels (sm_80+), FlashAttention-2 style: a block
+// of 4 warps takes 64 rows of its walk's other side fixed (query rows for
+// the forward and dQ, key rows for dK/dV), each warp 16 of them, and keeps
+// everything about its rows in registers: their fragments (loaded once),
+// the products of a tile (mma.sync f32 accumulators), the softmax state,
+// and the results' accumulators. A product's f32 accumulators, rounded to
+// T, are the next product's A fragments in place (the m16n8 accumulator
+// layout is the m16k16 A layout), so P and dS never leave the registers.
+// Only the tiles the block walks go through shared memory, rows padded by
+// 8 elements so the 8 rows one ldmatrix reads fall in distinct banks. A
+// warp's lane holds rows g = lane / 4 and g + 8 of its 16, columns c =
+// 2 (lane % 4) and c + 1 of each 8-column tile.
+
+// The A fragments of one 16 x 16 step from two 16 x 8 accumulator tiles.
+template <class T>
+static __device__ __forceinline__ void kiln_attn_afrag(unsigned a[4], const float x[4], const float y[4]) {
+  const T *tag = nullptr;
+  a[0] = kiln_attn_pack(tag, x[0], x[1]);
+  a[1] = kiln_attn_pack(tag, x[2], x[3]);
+  a[2] = kiln_attn_pack(tag, y[0], y[1]);
+  a[3] = kiln_attn_pack(tag, y[2], y[3]);
+}
+
+// The A fragments of the warp's 16 rows of |s| (row stride LD), the first
+// k columns (16 per step; matrix m of a step: rows (m % 2) x 8, columns
+// (m / 2) x 8).
+template <int KS, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_arows(unsigned af[][4], const T *s, int k) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+    if (kk * 16 < k)
+      kiln_attn_ldsm_x4(af[kk], s + ((threadIdx.x / 32) * 16 + (lm % 2) * 8 + lr) * LD + kk * 16 + (lm / 2) * 8);
+}
+
+// acc (16 x N) += A (16 x k: af) . B where B's columns are |s|'s N rows as
+// stored (B = s^T; s has k columns): ldmatrix, two 8-column tiles per
+// call (matrix m: rows (m / 2) x 8, columns (m % 2) x 8).
+template <int KS, int N, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_mm_t(float acc[][4], const unsigned af[][4], const T *s, int k) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    if (kk * 16 >= k)
+      break;
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) {
+      unsigned b[4];
+      kiln_attn_ldsm_x4(b, s + (j * 16 + (lm / 2) * 8 + lr) * LD + kk * 16 + (lm % 2) * 8);
+      kiln_attn_mma<T>(acc[2 * j], af[kk], b[0], b[1]);
+      kiln_attn_mma<T>(acc[2 * j + 1], af[kk], b[2], b[3]);
+    }
+  }
+}
+
+// acc (16 x n) += P (16 x 16 KS) . B where P is the accumulator tiles |p|
+// (16 x 8 each) rounded to T, taken as A fragments in place (afrag), and B
+// is |s|'s rows as stored (16 KS rows, the first n columns):
+// ldmatrix.trans (matrix m: rows (m % 2) x 8, columns (m / 2) x 8).
+template <int KS, int NMAX, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_mm_n(float acc[][4], const float p[][4], const T *s, int n) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    unsigned af[4];
+    kiln_attn_afrag<T>(af, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int j = 0; j < NMAX / 16; ++j) {
+      if (j * 16 >= n)
+        break;
+      unsigned b[4];
+      kiln_attn_ldsm_x4_trans(b, s + (kk * 16 + (lm % 2) * 8 + lr) * LD + j * 16 + (lm / 2) * 8);
+      kiln_attn_mma<T>(acc[2 * j], af, b[0], b[1]);
+      kiln_attn_mma<T>(acc[2 * j + 1], af, b[2], b[3]);
+    }
+  }
+}
+
+// Writes the warp's 16 x n accumulator tile |acc| to |dst| (row stride
+// |stride|): the lane's rows row0 and row0 + 8 where below |rows|, its
+// columns c and c + 1 of each 8-column tile, each value v of row half h
+// as value(h, v).
+template <int DM, class T, class F>
+static __device__ __forceinline__ void kiln_attn_store(T *dst, kiln_index stride, kiln_index row0, kiln_index rows, int n, const float acc[][4], F value) {
+  const int c = 2 * (threadIdx.x % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    kiln_index i = row0 + h * 8;
+    if (i >= rows)
+      continue;
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+      if (nt * 8 < n)
+        for (int e = 0; e < 2; ++e)
+          kiln_attn_set(dst, i * stride + nt * 8 + c + e, value(h, acc[nt][2 * h + e]));
+  }
+}
+
+template <int N>
+static __device__ __forceinline__ void kiln_attn_zero(float acc[][4]) {
+#pragma unroll
+  for (int t = 0; t < N / 8; ++t)
+    acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+}
+
+// The tiles a block walks come in stages: with two (when both fit the
+// shared memory), tile i + 1's copies (cp.async, one group per tile pair)
+// are in flight while tile i is multiplied. Stage s's two tiles are
+// at |base| + 2 s tile elements and after it.
+template <int TILE, int LIMIT>
+struct kiln_attn_stages {
+  static constexpr int count = 4 * TILE <= LIMIT ? 2 : 1;
+};
+
+// |v| clamped to [0, n], as an int (the tiles' masks compare 32-bit column
+// offsets against a bound per row and tile).
+static __device__ __forceinline__ int kiln_attn_clamp(kiln_index v, int n) {
+  return v < 0 ? 0 : v > n ? n : (int)v;
+}
+
+// Issues rows row0.. of two tiles (|a| from |ga| with |wa| columns, |b|
+// from |gb| with |wb|) as one group of copies.
+template <class T>
+static __device__ __forceinline__ void kiln_attn_issue(T *a, const T *ga, kiln_index lda, int wa, T *b, const T *gb, kiln_index ldb, int wb, int ld, kiln_index row0, kiln_index n, int rows) {
+  kiln_attn_tile_async(a, ld, ga, lda, row0, n, rows, wa);
+  kiln_attn_tile_async(b, ld, gb, ldb, row0, n, rows, wb);
+  kiln_attn_cp_commit();
+}
+
+// The forward's and dQ's walk over the key tiles: the stage holding tile
+// kb (K at the pointer returned, V after it) with its copies landed (wait
+// and barrier); with two stages, tile kb + 1's copies are issued first.
+// Tile 0 is issued before the walk (kiln_attn_issue into stage 0).
+template <int STAGES, int BK, int LD, class T>
+static __device__ __forceinline__ T *kiln_attn_key_stage(T *tiles, kiln_index kb, kiln_index nKB, const T *k, kiln_index kT, int d, const T *v, kiln_index vT, int dv, kiln_index Tk) {
+  T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD;
+  if (STAGES == 1 && kb > 0)
+    kiln_attn_issue(sK, k, kT, d, sK + BK * LD, v, vT, dv, LD, kb * BK, Tk, BK);
+  if (STAGES == 2 && kb + 1 < nKB) {
+    T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
+    kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, (kb + 1) * BK, Tk, BK);
+    kiln_attn_cp_wait<1>();
+  } else {
+    kiln_attn_cp_wait<0>();
+  }
+  __syncthreads();
+  return sK;
+}
+
+// Forward: out, lse (r0_, r1_). One block per (64 query rows, b*h); it
+// walks the key blocks (causal: up to the diagonal) with an online softmax
+// per row (a row's values in the 4 lanes of a quad, combined by shuffles).
+// Scores are kept in the log2 domain (scale x log2 e in one multiply,
+// exp2f); lse = m ln 2 + log(l), what the other forwards write.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
+  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int total = 2 * STAGES * TILE;
+  static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention forward (mma): a warp per 16 rows");
+  static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward (mma): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *const tiles = (T *)smem;
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH);
+  const T *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  T *out = (T *)r0_ + kiln_attn_head(bh, H, oB, oH);
+  float *lse = (float *)r1_ + bh * Tq;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  float ninf;
+  kiln_attn_ninf(ninf);
+  const float sc = (float)(scale * 1.4426950408889634); // x log2 e
+  // Q's fragments, staged once through the first K tile.
+  kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
+  __syncthreads();
+  unsigned qf[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(qf, tiles, d);
+  __syncthreads();
+  float o[DM / 8][4];
+  kiln_attn_zero<DM>(o);
+  // Rows g and g + 8: their maxima (log2 domain) and sums.
+  float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f};
+  const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  if (nKB > 0)
+    kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sV = sK + BK * LD;
+    float s[BK / 8][4];
+    kiln_attn_zero<BK>(s);
+    kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
+    // Scale and mask (keys past Tk; causal: past the row), the maxima.
+    int hi[2];
+    for (int h = 0; h < 2; ++h)
+      hi[h] = kiln_attn_clamp(causal && row0 + h * 8 + 1 < Tk ? row0 + h * 8 + 1 - k0 : Tk - k0, BK);
+    float mNew[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = ninf;
+        if (nt * 8 + c + (e & 1) < hi[e / 2])
+          x = sc * s[nt][e];
+        s[nt][e] = x;
+        mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
+      }
+    float alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      for (int off = 1; off < 4; off *= 2) {
+        float other = __shfl_xor_sync(0xffffffffu, mNew[h], off);
+        mNew[h] = other > mNew[h] ? other : mNew[h];
+      }
+      alpha[h] = mNew[h] == ninf ? 1.0f : exp2f(m[h] - mNew[h]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = s[nt][e] == ninf ? 0.0f : exp2f(s[nt][e] - mNew[e / 2]);
+        s[nt][e] = p;
+        sum[e / 2] += p;
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      for (int off = 1; off < 4; off *= 2)
+        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], off);
+      l[h] = l[h] * alpha[h] + sum[h];
+      m[h] = mNew[h];
+    }
+#pragma unroll
+    for (int nt = 0; nt < DM / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[nt][e] *= alpha[e / 2];
+    // O += P V.
+    kiln_attn_mm_n<BK / 16, DM, LD>(o, s, sV, dv);
+    __syncthreads(); // the stage is read: the next issue may refill it
+  }
+  kiln_attn_store<DM>(out, oT, row0, Tq, dv, o,
+                      [&](int h, float v) { return l[h] > 0 ? v / l[h] : 0.0f; });
+  for (int h = 0; h < 2; ++h)
+    if (c == 0 && row0 + h * 8 < Tq)
+      lse[row0 + h * 8] = l[h] > 0 ? m[h] * 0.6931471805599453f + kiln_attn_log(l[h]) : ninf;
+}
+
+// Backward, dQ (r0_): one block per (64 query rows, b*h), walking the key
+// blocks they see: S = Q K^T and dP = dO V^T (Q's and dO's fragments
+// loaded once), P and dS in place, dQ += dS K.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
+  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int total = 2 * STAGES * TILE;
+  static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention dQ (mma): a warp per 16 rows");
+  static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention dQ (mma): tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ (mma): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *const tiles = (T *)smem;
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  T *dq = (T *)r0_ + qAt;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const float sc = (float)scale;
+  // Q's and dO's fragments, staged once through the first K and V tiles.
+  kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile(tiles + BK * LD, LD, dout, oT, q0, Tq, BQ, dv);
+  __syncthreads();
+  unsigned qf[DM / 16][4], df[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(qf, tiles, d);
+  kiln_attn_arows<DM / 16, LD>(df, tiles + BK * LD, dv);
+  __syncthreads();
+  const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
+  float rowLse[2], rowDot[2];
+  for (int h = 0; h < 2; ++h) {
+    bool in = row0 + h * 8 < Tq;
+    rowLse[h] = in ? lse[row0 + h * 8] : 0.0f;
+    rowDot[h] = in ? dot[row0 + h * 8] : 0.0f;
+  }
+  float acc[DM / 8][4];
+  kiln_attn_zero<DM>(acc);
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  if (nKB > 0)
+    kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sV = sK + BK * LD;
+    float s[BK / 8][4], dp[BK / 8][4];
+    kiln_attn_zero<BK>(s);
+    kiln_attn_zero<BK>(dp);
+    kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
+    kiln_attn_mm_t<DM / 16, BK, LD>(dp, df, sV, dv);
+    // The keys row i sees in this tile: those before Tk (causal: up to i).
+    int hi[2];
+    for (int h = 0; h < 2; ++h) {
+      kiln_index i = row0 + h * 8;
+      hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
+    }
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = 0.0f;
+        if (nt * 8 + c + (e & 1) < hi[e / 2])
+          p = kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]);
+        s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
+      }
+    kiln_attn_mm_n<BK / 16, DM, LD>(acc, s, sK, d);
+    __syncthreads(); // the stage is read: the next issue may refill it
+  }
+  kiln_attn_store<DM>(dq, qT, row0, Tq, d, acc, [&](int, float v) { return sc * v; });
+}
+
+// Backward, dK and dV (r1_, r2_): one block per (64 key rows, b*h),
+// walking the query blocks that see them: S^T = K Q^T and dP^T = V dO^T
+// (K's and V's fragments loaded once), P^T and dS^T in place, dV += P^T dO
+// and dK += dS^T Q.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8, TILE = BQ * LD * (int)sizeof(T);
+  constexpr int STAGES =
+      kiln_attn_stages<TILE + BQ * (int)sizeof(float), KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int oRows = 2 * STAGES * TILE;
+  constexpr int total = oRows + 2 * STAGES * BQ * (int)sizeof(float);
+  static_assert(BK == 16 * KILN_ATTN_WARPS, "attention dK/dV (mma): a warp per 16 rows");
+  static_assert(BK <= BQ && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma): tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *const tiles = (T *)smem;
+  // Stage s: Q, dO at tiles + 2 s BQ LD; lse and D_i at rows + 2 s BQ.
+  float *const rows = (float *)(smem + oRows);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+  const kiln_index kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), *k = (const T *)k_ + kAt;
+  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const float sc = (float)scale;
+  // K's and V's fragments, staged once through the first Q and dO tiles.
+  kiln_attn_tile(tiles, LD, k, kT, k0, Tk, BK, d);
+  kiln_attn_tile(tiles + BQ * LD, LD, v, vT, k0, Tk, BK, dv);
+  __syncthreads();
+  unsigned kf[DM / 16][4], vf[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(kf, tiles, d);
+  kiln_attn_arows<DM / 16, LD>(vf, tiles + BQ * LD, dv);
+  __syncthreads();
+  const kiln_index key0 = k0 + (threadIdx.x / 32) * 16 + g;
+  float accK[DM / 8][4], accV[DM / 8][4];
+  kiln_attn_zero<DM>(accK);
+  kiln_attn_zero<DM>(accV);
+  kiln_index nQB = (Tq + BQ - 1) / BQ, qFirst = causal ? k0 / BQ : 0;
+  if (qFirst < nQB) {
+    kiln_attn_issue(tiles, q, qT, d, tiles + BQ * LD, dout, oT, dv, LD, qFirst * BQ, Tq, BQ);
+    kiln_attn_rows<BQ>(rows, rows + BQ, lse, dot, qFirst * BQ, Tq);
+  }
+  for (kiln_index qb = qFirst; qb < nQB; ++qb) {
+    kiln_index q0 = qb * BQ;
+    const int stage = STAGES == 2 ? (int)((qb - qFirst) % 2) : 0;
+    T *sQ = tiles + 2 * stage * BQ * LD, *sdO = sQ + BQ * LD;
+    float *sLse = rows + 2 * stage * BQ, *sDot = sLse + BQ;
+    if (STAGES == 1 && qb > qFirst) {
+      kiln_attn_issue(sQ, q, qT, d, sdO, dout, oT, dv, LD, q0, Tq, BQ);
+      kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
+    }
+    if (STAGES == 2 && qb + 1 < nQB) {
+      T *nQ = tiles + 2 * (1 - stage) * BQ * LD;
+      float *nLse = rows + 2 * (1 - stage) * BQ;
+      kiln_attn_issue(nQ, q, qT, d, nQ + BQ * LD, dout, oT, dv, LD, q0 + BQ, Tq, BQ);
+      kiln_attn_rows<BQ>(nLse, nLse + BQ, lse, dot, q0 + BQ, Tq);
+      kiln_attn_cp_wait<1>();
+    } else {
+      kiln_attn_cp_wait<0>();
+    }
+    __syncthreads();
+    float st[BQ / 8][4], dpt[BQ / 8][4];
+    kiln_attn_zero<BQ>(st);
+    kiln_attn_zero<BQ>(dpt);
+    kiln_attn_mm_t<DM / 16, BQ, LD>(st, kf, sQ, d);
+    kiln_attn_mm_t<DM / 16, BQ, LD>(dpt, vf, sdO, dv);
+    // The queries key j sees in this tile: those before Tq (causal: from
+    // j on); none for a key past Tk.
+    int lo[2], hi[2];
+    for (int h = 0; h < 2; ++h) {
+      kiln_index j = key0 + h * 8;
+      lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
+      hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
+    }
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int r = nt * 8 + c + (e & 1);
+        float p = 0.0f;
+        if (lo[e / 2] <= r && r < hi[e / 2])
+          p = kiln_attn_exp(sc * st[nt][e] - sLse[r]);
+        st[nt][e] = p;
+        dpt[nt][e] = p * (dpt[nt][e] - sDot[r]);
+      }
+    kiln_attn_mm_n<BQ / 16, DM, LD>(accV, st, sdO, dv);
+    kiln_attn_mm_n<BQ / 16, DM, LD>(accK, dpt, sQ, d);
+    __syncthreads(); // the stage is read: the next issue may refill it
+  }
+  kiln_attn_store<DM>(dk, kT, key0, Tk, d, accK, [&](int, float v) { return sc * v; });
+  kiln_attn_store<DM>(dvOut, vT, key0, Tk, dv, accV, [](int, float v) { return v; });
+}
+
+#ifdef KILN_CUDA_EMULATION
+static inline double kiln_attn_bits(void *p) {
+  double d;
+  std::memcpy(&d, &p, sizeof d);
+  return d;
+}
+#define KILN_ATTN_HOST(name)                                                   \
+  extern "C" void name##_host(void **b, unsigned grid, unsigned block) {       \
+    kiln_emulate(grid, block, [&] {                                            \
+      name(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],         \
+           (kiln_index)b[10], (kiln_index)b[11], (kiln_index)b[12],            \
+           (kiln_index)b[13], (kiln_index)b[14], kiln_attn_bits(b[15]),        \
+           (kiln_index)b[16], (kiln_index)b[17], (kiln_index)b[18],            \
+           (kiln_index)b[19], (kiln_index)b[20], (kiln_index)b[21],            \
+           (kiln_index)b[22], (kiln_index)b[23], (kiln_index)b[24],            \
+           (kiln_index)b[25], (kiln_index)b[26], (kiln_index)b[27],            \
+           (kiln_index)b[28], (kiln_index)b[29]);                              \
+    });                                                                        \
+  }
+#else
+#define KILN_ATTN_HOST(name)
+#endif
+
+#define KILN_ATTN_KERNEL(name, fn, ...)                                        \
+  extern "C" __global__ void __launch_bounds__(KILN_ATTN_THREADS, 1)           \
+      name(KILN_ATTN_PARAMS) {                                                 \
+    fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
+  }                                                                            \
+  KILN_ATTN_HOST(name)
+
+)cuda";
+
+} // namespace kiln::runtime::cuda

@@ -180,29 +180,30 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
 else
   fail "Kiln GPT step: $run or $in/gpt-bf16.kpkg missing"
 fi
+# A variant of the timed GPT step: gpt_variant LABEL PACKAGE LOG SECONDS
+# (the caller's environment passes through, as KILN_CUDA_ATTENTION below).
+gpt_variant() {
+  local label=$1 package=$2 out=$log/$3.txt
+  timeout "$4" "$run" "$package" --data=synthetic \
+    --classes=50304 --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
+    --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
+    > "$out" 2>&1 \
+    && { grep -iE "tokens/s|step time|MFU|utilization" "$out" | sed "s/^/  $label: /";
+         pass "Kiln GPT step, $label"; } \
+    || { tail -5 "$out"; fail "Kiln GPT step, $label"; }
+}
 # The same step with the layer norms' gradient partials in kernels of their
 # own (kiln compile --row-groups=off): which layout is faster on the GPU.
 if [ -x "$run" ] && [ -f "$in/gpt-bf16-rowgroups-off.kpkg" ]; then
-  timeout "$(left)" "$run" "$in/gpt-bf16-rowgroups-off.kpkg" --data=synthetic \
-    --classes=50304 --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
-    --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
-    > "$log/gpt-rowgroups-off.txt" 2>&1 \
-    && { grep -iE "tokens/s|step time|MFU|utilization" "$log/gpt-rowgroups-off.txt" | sed 's/^/  --row-groups=off: /';
-         pass "Kiln GPT step, --row-groups=off"; } \
-    || { tail -5 "$log/gpt-rowgroups-off.txt"; fail "Kiln GPT step, --row-groups=off"; }
+  gpt_variant --row-groups=off "$in/gpt-bf16-rowgroups-off.kpkg" gpt-rowgroups-off "$(left)"
   [ -f "$in/gpt-bf16-rowgroups-off.roofline.txt" ] && grep -E "^  step" \
     "$in/gpt-bf16-rowgroups-off.roofline.txt" | sed 's/^/  --row-groups=off predicted /'
 fi
 # The same step on the wmma attention kernels: what the mma.sync kernels
 # gain (skipped when less than three minutes are left for the peers).
 if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 180 ]; then
-  KILN_CUDA_ATTENTION=wmma timeout 60 "$run" "$in/gpt-bf16.kpkg" --data=synthetic \
-    --classes=50304 --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
-    --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
-    > "$log/gpt-attention-wmma.txt" 2>&1 \
-    && { grep -iE "tokens/s|step time|MFU|utilization" "$log/gpt-attention-wmma.txt" | sed 's/^/  KILN_CUDA_ATTENTION=wmma: /';
-         pass "Kiln GPT step, wmma attention"; } \
-    || { tail -5 "$log/gpt-attention-wmma.txt"; fail "Kiln GPT step, wmma attention"; }
+  KILN_CUDA_ATTENTION=wmma gpt_variant KILN_CUDA_ATTENTION=wmma "$in/gpt-bf16.kpkg" \
+    gpt-attention-wmma 60
 fi
 if command -v python3 > /dev/null; then
   timeout "$(left)" python3 "$root/bench/gpu/peers.py" --steps "$steps" \

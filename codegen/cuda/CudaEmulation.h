@@ -544,12 +544,6 @@ namespace kiln_emulation {
 // Each thread's published mma operands as floats: A's 8 elements (a0 low,
 // a0 high, a1 low, ...) then B's 4.
 inline float fragments[1024][12];
-inline float b16ToFloat(const __half *, uint16_t bits) {
-  return __half2float(__half(__half_raw{bits}));
-}
-inline float b16ToFloat(const __nv_bfloat16 *, uint16_t bits) {
-  return __bfloat162float(__nv_bfloat16(__nv_bfloat16_raw{bits}));
-}
 } // namespace kiln_emulation
 
 // cp.async.cg.shared.global [dst], [src], size, srcBytes: copies srcBytes
@@ -625,9 +619,11 @@ inline void kiln_emulation_mma_m16n8k16(float d[4], const unsigned a[4],
   unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
   Barrier &warp = warps[t / 32];
   const unsigned regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-  for (int i = 0; i < 12; ++i)
-    fragments[t][i] = b16ToFloat(static_cast<const T *>(nullptr),
-                                 uint16_t(regs[i / 2] >> (16 * (i % 2))));
+  for (int i = 0; i < 12; ++i) {
+    T element;
+    element.x = uint16_t(regs[i / 2] >> (16 * (i % 2)));
+    fragments[t][i] = kiln_wmma_float(element);
+  }
   arriveAndWait(warp);
   // Element k (of the pair's two) of register |reg| of lane |owner|.
   auto element = [&](unsigned owner, unsigned reg, unsigned k) {

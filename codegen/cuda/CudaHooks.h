@@ -18,7 +18,6 @@
 
 #include "mlir/IR/Block.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <map>

@@ -61,15 +61,17 @@ constexpr int kSharedLimit = 49152;
 
 // The register-fragment kernels' tiles (a warp per 16 rows of the side a
 // block keeps: 64 query rows and 64-key tiles for the forward and dQ, the
-// reverse for dK/dV) and the largest head dim whose backward keeps its
-// fragments and accumulators in registers without spilling (dK/dV holds
-// K's and V's fragments, both accumulators and two score tiles).
+// reverse for dK/dV) and the largest head dim whose dK/dV kernel keeps
+// K's and V's fragments, both accumulators and two score tiles in one
+// warp's registers without spilling. Past it, dK/dV runs on warp pairs
+// (kiln_attn_bwd_dkdv_mma_pairs: twice the threads, each warp one side)
+// walking query tiles of kMmaPairsTileQ rows, beside which the hand-over
+// of P^T (kMmaTile x kMmaPairsTileQ floats) fits.
 constexpr int kMmaRows = 16 * (kAttentionThreads / 32), kMmaTile = 64;
-constexpr int kMmaBackwardMaxDim = 64;
+constexpr int kMmaSingleWarpMaxDim = 64, kMmaPairsTileQ = 32;
 
 // The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
-// with |mma|, the register-fragment kernels (their own tiles): the forward,
-// and the backward up to kMmaBackwardMaxDim.
+// with |mma|, the register-fragment kernels (their own tiles).
 AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
   static const int candidates[][2] = {{32, 32}, {32, 16}, {16, 16}, {16, 8},
                                       {8, 8},   {8, 4},   {4, 4},   {4, 2}};
@@ -94,22 +96,30 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
     // Shared memory: two tiles of 64 rows padded by 8 (and dK/dV's lse and
     // D_i of its query rows), twice when that fits (kiln_attn_stages).
     std::string mmaTag = std::string(t.suffix) + "_mma" + std::to_string(dmax);
-    auto staged = [](int tile) {
-      return (4 * tile <= kSharedLimit ? 2 : 1) * 2 * tile;
+    // (kiln_attn_stages: two stages where both fit |limit|.)
+    auto staged = [](int tile, int limit) {
+      return (4 * tile <= limit ? 2 : 1) * 2 * tile;
     };
     int tile = kMmaTile * (dmax + 8) * t.bytes;
-    int tiles = staged(tile);
+    int tiles = staged(tile, kSharedLimit);
     c.forwardMma = true;
     c.forward = "kiln_attn_fwd_" + mmaTag;
     c.forwardBlockQ = kMmaRows, c.forwardBlockK = kMmaTile;
     c.forwardShared = tiles;
-    if (dmax <= kMmaBackwardMaxDim) {
-      c.backwardMma = true;
-      c.dkdv = "kiln_attn_bwd_dkdv_" + mmaTag;
-      c.dq = "kiln_attn_bwd_dq_" + mmaTag;
-      c.blockQ = c.blockK = kMmaTile;
-      c.dqShared = tiles;
-      c.dkdvShared = staged(tile + kMmaTile * 4);
+    c.backwardMma = true;
+    c.dkdv = "kiln_attn_bwd_dkdv_" + mmaTag;
+    c.dq = "kiln_attn_bwd_dq_" + mmaTag;
+    c.blockQ = c.blockK = kMmaTile;
+    c.dqShared = tiles;
+    if (dmax <= kMmaSingleWarpMaxDim) {
+      c.dkdvShared = staged(tile + kMmaTile * 4, kSharedLimit);
+    } else {
+      int hand = kMmaTile * kMmaPairsTileQ * 4;
+      c.dkdvPairs = true;
+      c.dkdvThreads = 2 * kAttentionThreads;
+      c.dkdvShared = staged(kMmaPairsTileQ * ((dmax + 8) * t.bytes + 4),
+                            kSharedLimit - hand) +
+                     hand;
     }
   }
   c.dot = std::string("kiln_attn_bwd_dot_") + t.suffix;
@@ -190,13 +200,20 @@ std::string attentionKernelSource(unsigned arch,
     std::string mmaArgs = std::string(t.type) + ", " + std::to_string(c.dmax) +
                           ", " + std::to_string(kMmaTile) + ", " +
                           std::to_string(kMmaTile) + ")\n";
-    if (c.backwardMma) {
+    if (c.dkdvPairs)
+      source += "KILN_ATTN_KERNEL_N(" + c.dkdv + ", " +
+                std::to_string(c.dkdvThreads) +
+                ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
+                std::to_string(c.dmax) + ", " + std::to_string(kMmaPairsTileQ) +
+                ", " + std::to_string(kMmaTile) + ")\n";
+    else if (c.backwardMma)
       source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
-      source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
-    } else {
+    else
       source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
+    if (c.backwardMma)
+      source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
+    else
       source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
-    }
     if (std::find(dots.begin(), dots.end(), c.dot) == dots.end()) {
       dots.push_back(c.dot);
       source += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
@@ -374,7 +391,8 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
 
   std::vector<KernelLaunch> launches;
   Status failed = Status::ok();
-  auto launch = [&](const std::string &entry, uint64_t blocks) {
+  auto launch = [&](const std::string &entry, uint64_t blocks,
+                    uint32_t threads) {
     if (!failed.isOk() || blocks == 0)
       return; // an empty grid: nothing to compute
     if (blocks > 0x7fffffffu) {
@@ -391,6 +409,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
     l.function = fn.value();
     l.entry = entry;
     l.grid = static_cast<uint32_t>(blocks);
+    l.block = threads;
     l.args = common;
     launches.push_back(std::move(l));
   };
@@ -399,16 +418,17 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
       uint64_t(bh) * ((p.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ);
   uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
   if (!grad) {
-    launch(c.forward, forwardBlocks);
+    launch(c.forward, forwardBlocks, kAttentionThreads);
   } else {
     uint64_t rows = uint64_t(bh) * p.qLen;
     uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *
                    (2048 / kAttentionThreads);
     launch(c.dot, std::min<uint64_t>((rows + kAttentionThreads - 1) /
                                          kAttentionThreads,
-                                     cap));
-    launch(c.dkdv, kBlocks);
-    launch(c.dq, qBlocks);
+                                     cap),
+           kAttentionThreads);
+    launch(c.dkdv, kBlocks, c.dkdvThreads);
+    launch(c.dq, qBlocks, kAttentionThreads);
   }
   if (!failed.isOk())
     return failed;
@@ -421,7 +441,7 @@ Status CudaAttention::run(size_t index, CudaStream stream) {
   if (found == plans_.end())
     return Status::error("the attention was not planned");
   for (const KernelLaunch &l : found->second) {
-    Status s = kernels_.launch(l, kAttentionThreads, stream);
+    Status s = kernels_.launch(l, stream);
     if (!s.isOk())
       return Status::error("kernel " + l.entry + ": " + s.message());
   }

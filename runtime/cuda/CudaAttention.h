@@ -28,9 +28,11 @@
 //             the current is multiplied; otherwise the state lives in
 //             shared memory.
 //   backward: three kernels, no atomics, so every run gives the same bits
-//             (on tensor cores from sm_80 up to head dim 64, dkdv and dq
-//             keep their 64 rows' fragments and accumulators in registers
-//             as the mma forward does):
+//             (on tensor cores from sm_80, dkdv and dq keep their 64 rows'
+//             fragments and accumulators in registers as the mma forward
+//             does; past head dim 64, dkdv on warp pairs, one warp of a
+//             pair accumulating dV and the other dK, P^T handed over
+//             through shared memory):
 //             dot  D_i = sum_e dout_ie out_ie into a workspace;
 //             dkdv one block per (key block, b*h) walks the query blocks,
 //                  recomputing P from lse, accumulating dV += P^T dO and
@@ -39,9 +41,8 @@
 //                  accumulating dQ += dS K.
 //
 // f16 and bf16 with head dims that are multiples of 16 (up to 128) multiply
-// their tiles on tensor cores (through mma.sync from sm_80, the backward up
-// to head dim 64; else through nvcuda::wmma: f16 from sm_70, bf16 from
-// sm_80) with f32 accumulation, softmax in f32; every other case (f32, f64,
+// their tiles on tensor cores (through mma.sync from sm_80; else through
+// nvcuda::wmma: f16 from sm_70, bf16 from sm_80) with f32 accumulation, softmax in f32; every other case (f32, f64,
 // other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
 // f64). Tiles are chosen per head dim so that a block's static shared
 // memory stays within 48 KiB (attentionConfig()). The kernels are CUDA C++
@@ -71,7 +72,8 @@
 
 namespace kiln::runtime::cuda {
 
-// Threads per block of every attention kernel.
+// Threads per block of every attention kernel but the paired dK/dV one
+// (AttentionConfig::dkdvThreads).
 constexpr uint32_t kAttentionThreads = 128;
 
 // The kernels and tiles one attention shape uses.
@@ -80,11 +82,15 @@ struct AttentionConfig {
   int dmax = 0;             // the head-dim bucket (64, 128, 256)
   int blockQ = 0, blockK = 0;
   // The forward and the backward (dK/dV and dQ) on mma.sync register
-  // fragments (tensor cores from sm_80; the backward up to head dim
-  // kMmaBackwardMaxDim), and the forward's tiles (blockQ x blockK, the
-  // backward's, unless the forward is mma and the backward not).
+  // fragments (tensor cores from sm_80), and the forward's tiles (blockQ x
+  // blockK, the backward's, unless the forward is mma and the backward
+  // not).
   bool forwardMma = false, backwardMma = false;
   int forwardBlockQ = 0, forwardBlockK = 0;
+  // dK/dV on warp pairs (head dim 128's mma backward: one warp of a pair
+  // accumulates dV, the other dK), with its threads per block.
+  bool dkdvPairs = false;
+  int dkdvThreads = kAttentionThreads;
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;

@@ -65,14 +65,14 @@ struct __align__(16) kiln_attn_chunk {
 // stored as loaded (same element size) whose rows are whole 16-byte chunks
 // at 16-byte aligned addresses (g and ldg both) moves in 16-byte loads and
 // stores (the shared rows, ld >= 64 elements, are aligned); otherwise
-// element by element, widening.
-template <class S, class T>
+// element by element, widening. NT: the block's threads.
+template <int NT = KILN_ATTN_THREADS, class S, class T>
 static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, kiln_index ldg, kiln_index row0, kiln_index n, int rows, int width) {
   if (sizeof(S) == sizeof(T) && (width * (int)sizeof(T)) % 16 == 0 &&
       (ldg * (kiln_index)sizeof(T)) % 16 == 0 &&
       (unsigned long long)g % 16 == 0) {
     const int per = 16 / (int)sizeof(T), chunks = width / per;
-    for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
+    for (int e = threadIdx.x; e < rows * chunks; e += NT) {
       int r = e / chunks, c = e % chunks;
       kiln_attn_chunk v = {{0u, 0u, 0u, 0u}};
       if (row0 + r < n)
@@ -81,7 +81,7 @@ static __device__ __forceinline__ void kiln_attn_tile(S *s, int ld, const T *g, 
     }
     return;
   }
-  for (int e = threadIdx.x; e < rows * width; e += KILN_ATTN_THREADS) {
+  for (int e = threadIdx.x; e < rows * width; e += NT) {
     int r = e / width, d = e % width;
     if (row0 + r < n)
       kiln_attn_put(s, r * ld + d, g, (row0 + r) * ldg + d);
@@ -184,19 +184,19 @@ static __device__ __forceinline__ void kiln_attn_mma(float d[4], const unsigned 
 // kiln_attn_tile through cp.async where its rows move in 16-byte chunks
 // (rows past n zero-filled by the copy itself): the copies land by the
 // caller's kiln_attn_cp_wait; otherwise kiln_attn_tile's own stores.
-template <class T>
+template <int NT = KILN_ATTN_THREADS, class T>
 static __device__ __forceinline__ void kiln_attn_tile_async(T *s, int ld, const T *g, kiln_index ldg, kiln_index row0, kiln_index n, int rows, int width) {
   if ((width * (int)sizeof(T)) % 16 == 0 && (ldg * (kiln_index)sizeof(T)) % 16 == 0 &&
       (unsigned long long)g % 16 == 0) {
     const int per = 16 / (int)sizeof(T), chunks = width / per;
-    for (int e = threadIdx.x; e < rows * chunks; e += KILN_ATTN_THREADS) {
+    for (int e = threadIdx.x; e < rows * chunks; e += NT) {
       int r = e / chunks, c = e % chunks;
       bool in = row0 + r < n;
       kiln_attn_cp16(s + r * ld + c * per, in ? g + (row0 + r) * ldg + c * per : g, in);
     }
     return;
   }
-  kiln_attn_tile(s, ld, g, ldg, row0, n, rows, width);
+  kiln_attn_tile<NT>(s, ld, g, ldg, row0, n, rows, width);
 }
 
 static __device__ __forceinline__ unsigned kiln_attn_pack(const __half *, float lo, float hi) {
@@ -361,9 +361,9 @@ static __device__ __forceinline__ void kiln_attn_bwd_dot(KILN_ATTN_PARAMS) {
 }
 
 // lse and D_i of the query rows q0.. into shared memory (0 past Tq).
-template <int BQ, class A>
+template <int BQ, int NT = KILN_ATTN_THREADS, class A>
 static __device__ __forceinline__ void kiln_attn_rows(A *sLse, A *sDot, const A *lse, const A *dot, kiln_index q0, kiln_index Tq) {
-  for (int r = threadIdx.x; r < BQ; r += KILN_ATTN_THREADS) {
+  for (int r = threadIdx.x; r < BQ; r += NT) {
     bool in = q0 + r < Tq;
     sLse[r] = in ? lse[q0 + r] : (A)0;
     sDot[r] = in ? dot[q0 + r] : (A)0;
@@ -538,8 +538,8 @@ static __device__ __forceinline__ void kiln_attn_afrag(unsigned a[4], const floa
   a[3] = kiln_attn_pack(tag, y[2], y[3]);
 }
 
-// The A fragments of the warp's 16 rows of |s| (row stride LD), the first
-// k columns (16 per step; matrix m of a step: rows (m % 2) x 8, columns
+// The A fragments of the 16 rows at |s| (row stride LD), the first k
+// columns (16 per step; matrix m of a step: rows (m % 2) x 8, columns
 // (m / 2) x 8).
 template <int KS, int LD, class T>
 static __device__ __forceinline__ void kiln_attn_arows(unsigned af[][4], const T *s, int k) {
@@ -547,7 +547,7 @@ static __device__ __forceinline__ void kiln_attn_arows(unsigned af[][4], const T
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk)
     if (kk * 16 < k)
-      kiln_attn_ldsm_x4(af[kk], s + ((threadIdx.x / 32) * 16 + (lm % 2) * 8 + lr) * LD + kk * 16 + (lm / 2) * 8);
+      kiln_attn_ldsm_x4(af[kk], s + ((lm % 2) * 8 + lr) * LD + kk * 16 + (lm / 2) * 8);
 }
 
 // acc (16 x N) += A (16 x k: af) . B where B's columns are |s|'s N rows as
@@ -636,11 +636,11 @@ static __device__ __forceinline__ int kiln_attn_clamp(kiln_index v, int n) {
 }
 
 // Issues rows row0.. of two tiles (|a| from |ga| with |wa| columns, |b|
-// from |gb| with |wb|) as one group of copies.
-template <class T>
+// from |gb| with |wb|) as one group of copies (NT: the block's threads).
+template <int NT = KILN_ATTN_THREADS, class T>
 static __device__ __forceinline__ void kiln_attn_issue(T *a, const T *ga, kiln_index lda, int wa, T *b, const T *gb, kiln_index ldb, int wb, int ld, kiln_index row0, kiln_index n, int rows) {
-  kiln_attn_tile_async(a, ld, ga, lda, row0, n, rows, wa);
-  kiln_attn_tile_async(b, ld, gb, ldb, row0, n, rows, wb);
+  kiln_attn_tile_async<NT>(a, ld, ga, lda, row0, n, rows, wa);
+  kiln_attn_tile_async<NT>(b, ld, gb, ldb, row0, n, rows, wb);
   kiln_attn_cp_commit();
 }
 
@@ -695,7 +695,7 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
   __syncthreads();
   unsigned qf[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(qf, tiles, d);
+  kiln_attn_arows<DM / 16, LD>(qf, tiles + (threadIdx.x / 32) * 16 * LD, d);
   __syncthreads();
   float o[DM / 8][4];
   kiln_attn_zero<DM>(o);
@@ -796,8 +796,9 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   kiln_attn_tile(tiles + BK * LD, LD, dout, oT, q0, Tq, BQ, dv);
   __syncthreads();
   unsigned qf[DM / 16][4], df[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(qf, tiles, d);
-  kiln_attn_arows<DM / 16, LD>(df, tiles + BK * LD, dv);
+  const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
+  kiln_attn_arows<DM / 16, LD>(qf, tiles + mine, d);
+  kiln_attn_arows<DM / 16, LD>(df, tiles + BK * LD + mine, dv);
   __syncthreads();
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   float rowLse[2], rowDot[2];
@@ -874,8 +875,9 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   kiln_attn_tile(tiles + BQ * LD, LD, v, vT, k0, Tk, BK, dv);
   __syncthreads();
   unsigned kf[DM / 16][4], vf[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(kf, tiles, d);
-  kiln_attn_arows<DM / 16, LD>(vf, tiles + BQ * LD, dv);
+  const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
+  kiln_attn_arows<DM / 16, LD>(kf, tiles + mine, d);
+  kiln_attn_arows<DM / 16, LD>(vf, tiles + BQ * LD + mine, dv);
   __syncthreads();
   const kiln_index key0 = k0 + (threadIdx.x / 32) * 16 + g;
   float accK[DM / 8][4], accV[DM / 8][4];
@@ -937,6 +939,129 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   kiln_attn_store<DM>(dvOut, vT, key0, Tk, dv, accV, [](int, float v) { return v; });
 }
 
+// Backward, dK and dV for the head dims whose kiln_attn_bwd_dkdv_mma would
+// spill (a warp there holds K's and V's fragments, both accumulators and
+// two score tiles: at 128, 255 registers and more): a block of 8 warps
+// takes 64 key rows, two warps per 16 of them, each holding one side.
+// Warp w < 4 keeps K's fragments of its rows, computes S^T = K Q^T and
+// P^T, hands P^T to its partner w + 4 and accumulates dV += P^T dO; the
+// partner keeps V's fragments, computes dP^T = V dO^T, dS^T = P^T (dP^T -
+// D_i) and accumulates dK += dS^T Q. Both partners lay out a 16 x BQ tile
+// the same way, so P^T passes through shared memory as each lane's own
+// values (16 bytes a lane and tile, as computed: the dK side multiplies
+// the same f32 P as kiln_attn_bwd_dkdv_mma). The query tiles walked are BQ
+// rows, in two stages where they fit beside the hand-over.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PARAMS) {
+  constexpr int NT = 2 * 32 * (BK / 16); // threads
+  constexpr int LD = DM + 8, TILE = BQ * LD * (int)sizeof(T);
+  constexpr int HANDOVER = BK * BQ * (int)sizeof(float);
+  constexpr int STAGES =
+      kiln_attn_stages<TILE + BQ * (int)sizeof(float), KILN_ATTN_SHARED_LIMIT - HANDOVER>::count;
+  constexpr int oRows = 2 * STAGES * TILE;
+  constexpr int oHand = oRows + 2 * STAGES * BQ * (int)sizeof(float);
+  constexpr int total = oHand + HANDOVER;
+  static_assert(BK % 16 == 0 && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma pairs): tiles");
+  static_assert(BK <= STAGES * BQ, "attention dK/dV (mma pairs): K and V staged through the tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma pairs): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *const tiles = (T *)smem;
+  // Stage s: Q, dO at tiles + 2 s BQ LD; lse and D_i at rows + 2 s BQ.
+  float *const rows = (float *)(smem + oRows);
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nKB = (Tk + BK - 1) / BK;
+  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+  const kiln_index kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
+  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), *k = (const T *)k_ + kAt;
+  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const int pair = (threadIdx.x / 32) % (BK / 16);
+  const bool dK = threadIdx.x / 32 >= BK / 16; // the partner accumulating dK
+  const float sc = (float)scale;
+  // K's (or V's) fragments, staged once through the first stages' tiles.
+  kiln_attn_tile<NT>(tiles, LD, k, kT, k0, Tk, BK, d);
+  kiln_attn_tile<NT>(tiles + BK * LD, LD, v, vT, k0, Tk, BK, dv);
+  __syncthreads();
+  unsigned f[DM / 16][4];
+  kiln_attn_arows<DM / 16, LD>(f, tiles + (dK ? BK : 0) * LD + pair * 16 * LD, dK ? dv : d);
+  __syncthreads();
+  // The lane's hand-over slots: tile nt's 4 values at hand[nt * 32].
+  struct __align__(16) kiln_attn_four { float x[4]; };
+  kiln_attn_four *hand = (kiln_attn_four *)(smem + oHand) + pair * (BQ / 8) * 32 + lane;
+  const kiln_index key0 = k0 + pair * 16 + g;
+  float acc[DM / 8][4];
+  kiln_attn_zero<DM>(acc);
+  kiln_index nQB = (Tq + BQ - 1) / BQ, qFirst = causal ? k0 / BQ : 0;
+  if (qFirst < nQB) {
+    kiln_attn_issue<NT>(tiles, q, qT, d, tiles + BQ * LD, dout, oT, dv, LD, qFirst * BQ, Tq, BQ);
+    kiln_attn_rows<BQ, NT>(rows, rows + BQ, lse, dot, qFirst * BQ, Tq);
+  }
+  for (kiln_index qb = qFirst; qb < nQB; ++qb) {
+    kiln_index q0 = qb * BQ;
+    const int stage = STAGES == 2 ? (int)((qb - qFirst) % 2) : 0;
+    T *sQ = tiles + 2 * stage * BQ * LD, *sdO = sQ + BQ * LD;
+    float *sLse = rows + 2 * stage * BQ, *sDot = sLse + BQ;
+    if (STAGES == 1 && qb > qFirst) {
+      kiln_attn_issue<NT>(sQ, q, qT, d, sdO, dout, oT, dv, LD, q0, Tq, BQ);
+      kiln_attn_rows<BQ, NT>(sLse, sDot, lse, dot, q0, Tq);
+    }
+    if (STAGES == 2 && qb + 1 < nQB) {
+      T *nQ = tiles + 2 * (1 - stage) * BQ * LD;
+      float *nLse = rows + 2 * (1 - stage) * BQ;
+      kiln_attn_issue<NT>(nQ, q, qT, d, nQ + BQ * LD, dout, oT, dv, LD, q0 + BQ, Tq, BQ);
+      kiln_attn_rows<BQ, NT>(nLse, nLse + BQ, lse, dot, q0 + BQ, Tq);
+      kiln_attn_cp_wait<1>();
+    } else {
+      kiln_attn_cp_wait<0>();
+    }
+    __syncthreads();
+    // S^T = K Q^T, or dP^T = V dO^T.
+    float s[BQ / 8][4];
+    kiln_attn_zero<BQ>(s);
+    kiln_attn_mm_t<DM / 16, BQ, LD>(s, f, dK ? sdO : sQ, dK ? dv : d);
+    if (!dK) {
+      // P^T: the queries key j sees in this tile are those before Tq
+      // (causal: from j on); none for a key past Tk.
+      int lo[2], hi[2];
+      for (int h = 0; h < 2; ++h) {
+        kiln_index j = key0 + h * 8;
+        lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
+        hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
+      }
+#pragma unroll
+      for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int r = nt * 8 + c + (e & 1);
+          float p = 0.0f;
+          if (lo[e / 2] <= r && r < hi[e / 2])
+            p = kiln_attn_exp(sc * s[nt][e] - sLse[r]);
+          s[nt][e] = p;
+        }
+        hand[nt * 32] = {{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
+      }
+    }
+    __syncthreads(); // P^T handed over
+    if (dK) {
+#pragma unroll
+      for (int nt = 0; nt < BQ / 8; ++nt) {
+        const kiln_attn_four p = hand[nt * 32];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = p.x[e] * (s[nt][e] - sDot[nt * 8 + c + (e & 1)]);
+      }
+    }
+    // dV += P^T dO, or dK += dS^T Q.
+    kiln_attn_mm_n<BQ / 16, DM, LD>(acc, s, dK ? sQ : sdO, dK ? d : dv);
+    __syncthreads(); // the stage and the hand-over are read
+  }
+  if (dK)
+    kiln_attn_store<DM>((T *)r1_ + kAt, kT, key0, Tk, d, acc, [&](int, float x) { return sc * x; });
+  else
+    kiln_attn_store<DM>((T *)r2_ + vAt, vT, key0, Tk, dv, acc, [](int, float x) { return x; });
+}
+
 #ifdef KILN_CUDA_EMULATION
 static inline double kiln_attn_bits(void *p) {
   double d;
@@ -960,12 +1085,16 @@ static inline double kiln_attn_bits(void *p) {
 #define KILN_ATTN_HOST(name)
 #endif
 
-#define KILN_ATTN_KERNEL(name, fn, ...)                                        \
-  extern "C" __global__ void __launch_bounds__(KILN_ATTN_THREADS, 1)           \
+// An entry point |name| running fn<...> with |threads| per block (the
+// kernels that take no count: KILN_ATTN_THREADS).
+#define KILN_ATTN_KERNEL_N(name, threads, fn, ...)                             \
+  extern "C" __global__ void __launch_bounds__(threads, 1)                     \
       name(KILN_ATTN_PARAMS) {                                                 \
     fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
   }                                                                            \
   KILN_ATTN_HOST(name)
+#define KILN_ATTN_KERNEL(name, fn, ...)                                        \
+  KILN_ATTN_KERNEL_N(name, KILN_ATTN_THREADS, fn, __VA_ARGS__)
 
 )cuda";
 

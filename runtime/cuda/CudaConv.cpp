@@ -466,6 +466,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     uint64_t blocks = (uint64_t(total) + kBlock - 1) / kBlock;
     step.launch.grid =
         static_cast<uint32_t>(std::max<uint64_t>(std::min(blocks, cap), 1));
+    step.launch.block = kBlock;
     step.launch.args = std::move(launchArgs);
     p.steps.push_back(std::move(step));
   };
@@ -584,7 +585,7 @@ Status CudaConv::run(size_t index, CudaStream stream, void *gemmWorkspace,
     return p.zeroBytes ? api_.memsetAsync(p.zeroFill, 0, p.zeroBytes, stream)
                        : Status::ok();
   auto enqueue = [&](const KernelLaunch &l) {
-    Status s = kernels_.launch(l, kBlock, stream);
+    Status s = kernels_.launch(l, stream);
     if (!s.isOk())
       return Status::error("kernel " + l.entry + ": " + s.message());
     return Status::ok();

@@ -338,6 +338,7 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
     l.function = fn.value();
     l.entry = entry;
     l.grid = blocks;
+    l.block = kBlock;
     l.args = std::move(args);
     launches.push_back(std::move(l));
     return Status::ok();
@@ -428,7 +429,7 @@ Status CudaEpilogue::run(size_t index, CudaStream stream) {
   if (found == plans_.end())
     return Status::error("the GEMM epilogue was not planned");
   for (const KernelLaunch &l : found->second) {
-    Status s = kernels_.launch(l, kBlock, stream);
+    Status s = kernels_.launch(l, stream);
     if (!s.isOk())
       return Status::error("the epilogue kernel " + l.entry + ": " +
                            s.message());

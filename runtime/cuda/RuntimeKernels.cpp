@@ -81,8 +81,7 @@ StatusOr<CudaFunction> RuntimeKernels::function(const std::string &entry) {
   return fn;
 }
 
-Status RuntimeKernels::launch(const KernelLaunch &launch, uint32_t block,
-                              CudaStream stream) {
+Status RuntimeKernels::launch(const KernelLaunch &launch, CudaStream stream) {
   if (launch.args.size() > kMaxKernelArgs)
     return Status::error(std::to_string(launch.args.size()) +
                          " parameters, expected at most " +
@@ -93,7 +92,8 @@ Status RuntimeKernels::launch(const KernelLaunch &launch, uint32_t block,
     values[i] = launch.args[i];
     params[i] = &values[i];
   }
-  return api_.launchKernel(launch.function, {launch.grid, 1, 1}, {block, 1, 1},
+  return api_.launchKernel(launch.function, {launch.grid, 1, 1},
+                           {launch.block, 1, 1},
                            0, stream, params, launch.args.size());
 }
 

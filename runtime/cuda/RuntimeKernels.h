@@ -23,11 +23,12 @@
 
 namespace kiln::runtime::cuda {
 
-// One kernel launch, planned at load: a 1-D grid of |grid| blocks.
+// One kernel launch, planned at load: a 1-D grid of |grid| blocks of
+// |block| threads.
 struct KernelLaunch {
   CudaFunction function = nullptr;
   std::string entry;
-  uint32_t grid = 1;
+  uint32_t grid = 1, block = 1;
   std::vector<void *> args; // the parameters' values (pointers, integers)
 };
 
@@ -51,9 +52,9 @@ public:
   // The loaded module's entry point |entry| (looked up once).
   StatusOr<CudaFunction> function(const std::string &entry);
 
-  // Queues |launch| on |stream| with |block| threads per block; the
-  // table's status as it is (the caller names the kernel).
-  Status launch(const KernelLaunch &launch, uint32_t block, CudaStream stream);
+  // Queues |launch| on |stream|; the table's status as it is (the caller
+  // names the kernel).
+  Status launch(const KernelLaunch &launch, CudaStream stream);
 
 private:
   CudaApi &api_;

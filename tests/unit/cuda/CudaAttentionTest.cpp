@@ -79,6 +79,14 @@ double bound(PkgDType dtype) {
   }
 }
 
+// The kernels' path.
+const char *pathOf(const AttentionConfig &c) {
+  return c.dkdvPairs     ? "mma, dK/dV on warp pairs"
+         : c.backwardMma ? "mma"
+         : c.tensorCores ? "wmma"
+                         : "simt";
+}
+
 class CudaAttentionTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -173,8 +181,8 @@ protected:
     ASSERT_TRUE(config.isOk()) << config.status().message();
     EXPECT_EQ(config.value().tensorCores, expectWmma);
     EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80 && mma);
-    EXPECT_EQ(config.value().backwardMma,
-              expectWmma && arch >= 80 && mma && config.value().dmax <= 64);
+    EXPECT_EQ(config.value().backwardMma, expectWmma && arch >= 80 && mma);
+    EXPECT_EQ(config.value().dkdvPairs, config.value().backwardMma && config.value().dmax > 64);
 
     FakeCudaApi api;
     api.device.multiprocessors = 2;
@@ -188,13 +196,15 @@ protected:
     ASSERT_EQ(got.size(), 5u);
     expectDefinition(dtype, a, what, pathOf(config.value()), in, got);
 
-    // One forward launch and three backward launches per step, 128 threads.
+    // One forward launch and three backward launches per step, 128 threads
+    // (256 for dK/dV on warp pairs).
     const AttentionConfig &c = config.value();
     std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
     ASSERT_EQ(api.launches.size(), 8u);
     for (size_t i = 0; i < api.launches.size(); ++i) {
       EXPECT_EQ(api.launches[i].entry, expected[i % 4]);
-      EXPECT_EQ(api.launches[i].block[0], kAttentionThreads);
+      EXPECT_EQ(api.launches[i].block[0],
+                i % 4 == 2 && c.dkdvPairs ? 2 * kAttentionThreads : kAttentionThreads);
     }
     int64_t bh = a.batch * a.heads;
     EXPECT_EQ(api.launches[0].grid[0],
@@ -217,8 +227,8 @@ protected:
     ASSERT_TRUE(config.isOk()) << config.status().message();
     EXPECT_EQ(config.value().tensorCores, expectWmma);
     EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80 && mma);
-    EXPECT_EQ(config.value().backwardMma,
-              expectWmma && arch >= 80 && mma && config.value().dmax <= 64);
+    EXPECT_EQ(config.value().backwardMma, expectWmma && arch >= 80 && mma);
+    EXPECT_EQ(config.value().dkdvPairs, config.value().backwardMma && config.value().dmax > 64);
 
     LoadedPackage pkg = ct::packedAttentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(2);
@@ -279,14 +289,6 @@ protected:
     return e.status().message();
   }
 
-  // The kernels' path: the forward's, then the backward's when they differ.
-  static const char *pathOf(const AttentionConfig &c) {
-    return c.backwardMma ? "mma"
-           : c.forwardMma ? "mma/wmma"
-           : c.tensorCores ? "wmma"
-                           : "simt";
-  }
-
   std::mt19937_64 gen{20261130};
   // The device's architecture and its kernels (SetUp: sm_90's), and
   // whether they are the mma.sync ones where the architecture has them.
@@ -345,7 +347,15 @@ TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
 TEST_F(CudaAttentionTest, OtherHeadDims) {
   check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 128, 128, true), true);
   // Head dim 128's forward holds one stage of K and V: three key tiles.
+  // Its dK/dV (warp pairs) walks three 32-row query tiles, the last partial,
+  // through both stages.
   check(PkgDType::F16, ct::attentionParams(1, 1, 70, 130, 128, 128, false), true);
+  // Causal over three key blocks: each starts at its own query tile.
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 150, 150, 128, 128, true), true);
+  // Value and head dims differ in the 128 bucket (the pairs' sides use
+  // different widths: K and Q d, V and dO dv).
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 100, 128, 96, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 37, 37, 80, 128, false), true);
   check(PkgDType::F16, ct::attentionParams(2, 1, 20, 17, 16, 48, false), true);
   check(PkgDType::F32, ct::attentionParams(1, 2, 19, 21, 64, 64, true), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 11, 100, 36, false), false);
@@ -383,19 +393,21 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
       StatusOr<AttentionConfig> c = attentionConfig(dtype, d, d, 90);
       ASSERT_TRUE(c.isOk()) << c.status().message();
       const AttentionConfig &x = c.value();
-      std::printf("%-5s D=%-3lld %s%d tiles %dx%d (backward) shared fwd %d dkdv %d dq %d\n",
+      std::printf("%-5s D=%-3lld %s, bucket %d, tiles %dx%d (backward), shared fwd %d dkdv %d dq %d\n",
                   pkgDTypeName(dtype), (long long)d,
-                  x.backwardMma ? "mma" : x.forwardMma ? "mma/wmma" : x.tensorCores ? "wmma" : "simt",
+                  pathOf(x),
                   x.dmax, x.blockQ, x.blockK,
                   x.forwardShared, x.dkdvShared, x.dqShared);
       EXPECT_LE(std::max({x.forwardShared, x.dkdvShared, x.dqShared}), 49152);
       EXPECT_GE(x.dmax, d);
       bool half = dtype == PkgDType::F16 || dtype == PkgDType::BF16;
       EXPECT_EQ(x.tensorCores, half && d % 16 == 0 && d <= 128);
-      // sm_90: the register-fragment forward wherever the tensor cores
-      // are, the backward up to head dim 64, with their 64-row tiles.
+      // sm_90: the register-fragment kernels wherever the tensor cores
+      // are, with their 64-row tiles; dK/dV on warp pairs past head dim 64.
       EXPECT_EQ(x.forwardMma, x.tensorCores);
-      EXPECT_EQ(x.backwardMma, x.tensorCores && d <= 64);
+      EXPECT_EQ(x.backwardMma, x.tensorCores);
+      EXPECT_EQ(x.dkdvPairs, x.tensorCores && d > 64);
+      EXPECT_EQ(x.dkdvThreads, x.dkdvPairs ? 256 : 128);
       if (x.forwardMma)
         EXPECT_EQ(x.forwardBlockQ, 64);
       if (x.backwardMma)

@@ -664,6 +664,70 @@ static __device__ __forceinline__ T *kiln_attn_key_stage(T *tiles, kiln_index kb
   return sK;
 }
 
+// A dK/dV block's key rows (BK of them from k0, of head bh: blockIdx's)
+// and its head's q, k, v, dout, lse and D_i.
+template <class T, int BK>
+struct kiln_attn_key_rows {
+  kiln_index bh, k0, kAt, vAt;
+  const T *q, *k, *v, *dout;
+  const float *lse, *dot;
+
+  __device__ __forceinline__ kiln_attn_key_rows(KILN_ATTN_PARAMS) {
+    kiln_index nKB = (Tk + BK - 1) / BK;
+    bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+    kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
+    q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), k = (const T *)k_ + kAt;
+    v = (const T *)v_ + vAt, dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+    lse = (const float *)lse_ + bh * Tq, dot = (const float *)work_ + bh * Tq;
+  }
+};
+
+// dK/dV's walk over the query tiles that see key rows |at| (qFirst ..
+// nQB - 1; causal: from the tile of the first key row): stage s holds Q
+// and dO at tiles + 2 s BQ LD, lse and D_i at rows + 2 s BQ. Constructing
+// it issues tile qFirst; stage(qb) returns the stage holding tile qb with
+// its copies landed (wait and barrier), with two stages issuing tile qb +
+// 1's copies first. NT: the block's threads.
+template <int STAGES, int BQ, int LD, int NT, class T>
+struct kiln_attn_query_walk {
+  T *tiles;
+  float *rows;
+  const T *q, *dout;
+  const float *lse, *dot;
+  kiln_index qT, oT, Tq, qFirst, nQB;
+  int d, dv;
+
+  template <int BK>
+  __device__ __forceinline__ kiln_attn_query_walk(T *tiles_, float *rows_, const kiln_attn_key_rows<T, BK> &at, kiln_index qT_, kiln_index oT_, kiln_index Tq_, kiln_index causal, int d_, int dv_)
+      : tiles(tiles_), rows(rows_), q(at.q), dout(at.dout), lse(at.lse), dot(at.dot), qT(qT_), oT(oT_), Tq(Tq_),
+        qFirst(causal ? at.k0 / BQ : 0), nQB((Tq_ + BQ - 1) / BQ), d(d_), dv(dv_) {
+    if (qFirst < nQB)
+      issue(0, qFirst);
+  }
+
+  __device__ __forceinline__ void issue(int s, kiln_index qb) {
+    T *sQ = tiles + 2 * s * BQ * LD;
+    float *sLse = rows + 2 * s * BQ;
+    kiln_attn_issue<NT>(sQ, q, qT, d, sQ + BQ * LD, dout, oT, dv, LD, qb * BQ, Tq, BQ);
+    kiln_attn_rows<BQ, NT>(sLse, sLse + BQ, lse, dot, qb * BQ, Tq);
+  }
+  // Q at the pointer returned, dO after it; lse at |sLse|, D_i after it.
+  __device__ __forceinline__ T *stage(kiln_index qb, float *&sLse) {
+    const int s = STAGES == 2 ? (int)((qb - qFirst) % 2) : 0;
+    if (STAGES == 1 && qb > qFirst)
+      issue(0, qb);
+    if (STAGES == 2 && qb + 1 < nQB) {
+      issue(1 - s, qb + 1);
+      kiln_attn_cp_wait<1>();
+    } else {
+      kiln_attn_cp_wait<0>();
+    }
+    __syncthreads();
+    sLse = rows + 2 * s * BQ;
+    return tiles + 2 * s * BQ * LD;
+  }
+};
+
 // Forward: out, lse (r0_, r1_). One block per (64 query rows, b*h); it
 // walks the key blocks (causal: up to the diagonal) with an online softmax
 // per row (a row's values in the 4 lanes of a quad, combined by shuffles).
@@ -842,6 +906,30 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   kiln_attn_store<DM>(dq, qT, row0, Tq, d, acc, [&](int, float v) { return sc * v; });
 }
 
+// P^T in place of the warp's S^T tile |s| (its 16 key rows from key0
+// against the BQ queries from q0): exp(sc s - lse) where the query sees
+// the key (query before Tq; causal: from the key on; no query for a key
+// past Tk), else 0; then each(nt, e, r) for the element (tile nt, value
+// e, query r of the tile).
+template <int BQ, class F>
+static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key0, kiln_index q0, kiln_index Tq, kiln_index Tk, kiln_index causal, float sc, const float *sLse, F each) {
+  const int c = 2 * (threadIdx.x % 4);
+  int lo[2], hi[2];
+  for (int h = 0; h < 2; ++h) {
+    kiln_index j = key0 + h * 8;
+    lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
+    hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
+  }
+#pragma unroll
+  for (int nt = 0; nt < BQ / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      int r = nt * 8 + c + (e & 1);
+      s[nt][e] = lo[e / 2] <= r && r < hi[e / 2] ? kiln_attn_exp(sc * s[nt][e] - sLse[r]) : 0.0f;
+      each(nt, e, r);
+    }
+}
+
 // Backward, dK and dV (r1_, r2_): one block per (64 key rows, b*h),
 // walking the query blocks that see them: S^T = K Q^T and dP^T = V dO^T
 // (K's and V's fragments loaded once), P^T and dS^T in place, dV += P^T dO
@@ -858,21 +946,16 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
-  // Stage s: Q, dO at tiles + 2 s BQ LD; lse and D_i at rows + 2 s BQ.
-  float *const rows = (float *)(smem + oRows);
+  float *const rows = (float *)(smem + oRows); // kiln_attn_query_walk's
   const int d = (int)D, dv = (int)DV;
-  kiln_index nKB = (Tk + BK - 1) / BK;
-  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
-  const kiln_index kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
-  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), *k = (const T *)k_ + kAt;
-  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
-  T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
-  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const kiln_attn_key_rows<T, BK> at(KILN_ATTN_ARGS);
+  const kiln_index k0 = at.k0;
+  T *dk = (T *)r1_ + at.kAt, *dvOut = (T *)r2_ + at.vAt;
+  const int g = threadIdx.x % 32 / 4;
   const float sc = (float)scale;
   // K's and V's fragments, staged once through the first Q and dO tiles.
-  kiln_attn_tile(tiles, LD, k, kT, k0, Tk, BK, d);
-  kiln_attn_tile(tiles + BQ * LD, LD, v, vT, k0, Tk, BK, dv);
+  kiln_attn_tile(tiles, LD, at.k, kT, k0, Tk, BK, d);
+  kiln_attn_tile(tiles + BQ * LD, LD, at.v, vT, k0, Tk, BK, dv);
   __syncthreads();
   unsigned kf[DM / 16][4], vf[DM / 16][4];
   const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
@@ -883,60 +966,26 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   float accK[DM / 8][4], accV[DM / 8][4];
   kiln_attn_zero<DM>(accK);
   kiln_attn_zero<DM>(accV);
-  kiln_index nQB = (Tq + BQ - 1) / BQ, qFirst = causal ? k0 / BQ : 0;
-  if (qFirst < nQB) {
-    kiln_attn_issue(tiles, q, qT, d, tiles + BQ * LD, dout, oT, dv, LD, qFirst * BQ, Tq, BQ);
-    kiln_attn_rows<BQ>(rows, rows + BQ, lse, dot, qFirst * BQ, Tq);
-  }
-  for (kiln_index qb = qFirst; qb < nQB; ++qb) {
-    kiln_index q0 = qb * BQ;
-    const int stage = STAGES == 2 ? (int)((qb - qFirst) % 2) : 0;
-    T *sQ = tiles + 2 * stage * BQ * LD, *sdO = sQ + BQ * LD;
-    float *sLse = rows + 2 * stage * BQ, *sDot = sLse + BQ;
-    if (STAGES == 1 && qb > qFirst) {
-      kiln_attn_issue(sQ, q, qT, d, sdO, dout, oT, dv, LD, q0, Tq, BQ);
-      kiln_attn_rows<BQ>(sLse, sDot, lse, dot, q0, Tq);
-    }
-    if (STAGES == 2 && qb + 1 < nQB) {
-      T *nQ = tiles + 2 * (1 - stage) * BQ * LD;
-      float *nLse = rows + 2 * (1 - stage) * BQ;
-      kiln_attn_issue(nQ, q, qT, d, nQ + BQ * LD, dout, oT, dv, LD, q0 + BQ, Tq, BQ);
-      kiln_attn_rows<BQ>(nLse, nLse + BQ, lse, dot, q0 + BQ, Tq);
-      kiln_attn_cp_wait<1>();
-    } else {
-      kiln_attn_cp_wait<0>();
-    }
-    __syncthreads();
+  kiln_attn_query_walk<STAGES, BQ, LD, KILN_ATTN_THREADS, T> walk(tiles, rows, at, qT, oT, Tq, causal, d, dv);
+  for (kiln_index qb = walk.qFirst; qb < walk.nQB; ++qb) {
+    float *sLse;
+    T *sQ = walk.stage(qb, sLse), *sdO = sQ + BQ * LD;
+    const float *sDot = sLse + BQ;
     float st[BQ / 8][4], dpt[BQ / 8][4];
     kiln_attn_zero<BQ>(st);
     kiln_attn_zero<BQ>(dpt);
     kiln_attn_mm_t<DM / 16, BQ, LD>(st, kf, sQ, d);
     kiln_attn_mm_t<DM / 16, BQ, LD>(dpt, vf, sdO, dv);
-    // The queries key j sees in this tile: those before Tq (causal: from
-    // j on); none for a key past Tk.
-    int lo[2], hi[2];
-    for (int h = 0; h < 2; ++h) {
-      kiln_index j = key0 + h * 8;
-      lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
-      hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
-    }
-#pragma unroll
-    for (int nt = 0; nt < BQ / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int r = nt * 8 + c + (e & 1);
-        float p = 0.0f;
-        if (lo[e / 2] <= r && r < hi[e / 2])
-          p = kiln_attn_exp(sc * st[nt][e] - sLse[r]);
-        st[nt][e] = p;
-        dpt[nt][e] = p * (dpt[nt][e] - sDot[r]);
-      }
+    // P^T, then dS^T = P^T (dP^T - D_i).
+    kiln_attn_pt<BQ>(st, key0, qb * BQ, Tq, Tk, causal, sc, sLse, [&](int nt, int e, int r) {
+      dpt[nt][e] = st[nt][e] * (dpt[nt][e] - sDot[r]);
+    });
     kiln_attn_mm_n<BQ / 16, DM, LD>(accV, st, sdO, dv);
     kiln_attn_mm_n<BQ / 16, DM, LD>(accK, dpt, sQ, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
-  kiln_attn_store<DM>(dk, kT, key0, Tk, d, accK, [&](int, float v) { return sc * v; });
-  kiln_attn_store<DM>(dvOut, vT, key0, Tk, dv, accV, [](int, float v) { return v; });
+  kiln_attn_store<DM>(dk, kT, key0, Tk, d, accK, [&](int, float x) { return sc * x; });
+  kiln_attn_store<DM>(dvOut, vT, key0, Tk, dv, accV, [](int, float x) { return x; });
 }
 
 // Backward, dK and dV for the head dims whose kiln_attn_bwd_dkdv_mma would
@@ -966,22 +1015,17 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma pairs): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
-  // Stage s: Q, dO at tiles + 2 s BQ LD; lse and D_i at rows + 2 s BQ.
-  float *const rows = (float *)(smem + oRows);
+  float *const rows = (float *)(smem + oRows); // kiln_attn_query_walk's
   const int d = (int)D, dv = (int)DV;
-  kiln_index nKB = (Tk + BK - 1) / BK;
-  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
-  const kiln_index kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
-  const T *q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), *k = (const T *)k_ + kAt;
-  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  const kiln_attn_key_rows<T, BK> at(KILN_ATTN_ARGS);
+  const kiln_index k0 = at.k0;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const int pair = (threadIdx.x / 32) % (BK / 16);
   const bool dK = threadIdx.x / 32 >= BK / 16; // the partner accumulating dK
   const float sc = (float)scale;
   // K's (or V's) fragments, staged once through the first stages' tiles.
-  kiln_attn_tile<NT>(tiles, LD, k, kT, k0, Tk, BK, d);
-  kiln_attn_tile<NT>(tiles + BK * LD, LD, v, vT, k0, Tk, BK, dv);
+  kiln_attn_tile<NT>(tiles, LD, at.k, kT, k0, Tk, BK, d);
+  kiln_attn_tile<NT>(tiles + BK * LD, LD, at.v, vT, k0, Tk, BK, dv);
   __syncthreads();
   unsigned f[DM / 16][4];
   kiln_attn_arows<DM / 16, LD>(f, tiles + (dK ? BK : 0) * LD + pair * 16 * LD, dK ? dv : d);
@@ -992,58 +1036,24 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   const kiln_index key0 = k0 + pair * 16 + g;
   float acc[DM / 8][4];
   kiln_attn_zero<DM>(acc);
-  kiln_index nQB = (Tq + BQ - 1) / BQ, qFirst = causal ? k0 / BQ : 0;
-  if (qFirst < nQB) {
-    kiln_attn_issue<NT>(tiles, q, qT, d, tiles + BQ * LD, dout, oT, dv, LD, qFirst * BQ, Tq, BQ);
-    kiln_attn_rows<BQ, NT>(rows, rows + BQ, lse, dot, qFirst * BQ, Tq);
-  }
-  for (kiln_index qb = qFirst; qb < nQB; ++qb) {
-    kiln_index q0 = qb * BQ;
-    const int stage = STAGES == 2 ? (int)((qb - qFirst) % 2) : 0;
-    T *sQ = tiles + 2 * stage * BQ * LD, *sdO = sQ + BQ * LD;
-    float *sLse = rows + 2 * stage * BQ, *sDot = sLse + BQ;
-    if (STAGES == 1 && qb > qFirst) {
-      kiln_attn_issue<NT>(sQ, q, qT, d, sdO, dout, oT, dv, LD, q0, Tq, BQ);
-      kiln_attn_rows<BQ, NT>(sLse, sDot, lse, dot, q0, Tq);
-    }
-    if (STAGES == 2 && qb + 1 < nQB) {
-      T *nQ = tiles + 2 * (1 - stage) * BQ * LD;
-      float *nLse = rows + 2 * (1 - stage) * BQ;
-      kiln_attn_issue<NT>(nQ, q, qT, d, nQ + BQ * LD, dout, oT, dv, LD, q0 + BQ, Tq, BQ);
-      kiln_attn_rows<BQ, NT>(nLse, nLse + BQ, lse, dot, q0 + BQ, Tq);
-      kiln_attn_cp_wait<1>();
-    } else {
-      kiln_attn_cp_wait<0>();
-    }
-    __syncthreads();
+  kiln_attn_query_walk<STAGES, BQ, LD, NT, T> walk(tiles, rows, at, qT, oT, Tq, causal, d, dv);
+  for (kiln_index qb = walk.qFirst; qb < walk.nQB; ++qb) {
+    float *sLse;
+    T *sQ = walk.stage(qb, sLse), *sdO = sQ + BQ * LD;
+    const float *sDot = sLse + BQ;
     // S^T = K Q^T, or dP^T = V dO^T.
     float s[BQ / 8][4];
     kiln_attn_zero<BQ>(s);
     kiln_attn_mm_t<DM / 16, BQ, LD>(s, f, dK ? sdO : sQ, dK ? dv : d);
     if (!dK) {
-      // P^T: the queries key j sees in this tile are those before Tq
-      // (causal: from j on); none for a key past Tk.
-      int lo[2], hi[2];
-      for (int h = 0; h < 2; ++h) {
-        kiln_index j = key0 + h * 8;
-        lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
-        hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
-      }
+      kiln_attn_pt<BQ>(s, key0, qb * BQ, Tq, Tk, causal, sc, sLse, [](int, int, int) {});
 #pragma unroll
-      for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int r = nt * 8 + c + (e & 1);
-          float p = 0.0f;
-          if (lo[e / 2] <= r && r < hi[e / 2])
-            p = kiln_attn_exp(sc * s[nt][e] - sLse[r]);
-          s[nt][e] = p;
-        }
+      for (int nt = 0; nt < BQ / 8; ++nt)
         hand[nt * 32] = {{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
-      }
     }
     __syncthreads(); // P^T handed over
     if (dK) {
+      // dS^T = P^T (dP^T - D_i).
 #pragma unroll
       for (int nt = 0; nt < BQ / 8; ++nt) {
         const kiln_attn_four p = hand[nt * 32];
@@ -1057,9 +1067,9 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
     __syncthreads(); // the stage and the hand-over are read
   }
   if (dK)
-    kiln_attn_store<DM>((T *)r1_ + kAt, kT, key0, Tk, d, acc, [&](int, float x) { return sc * x; });
+    kiln_attn_store<DM>((T *)r1_ + at.kAt, kT, key0, Tk, d, acc, [&](int, float x) { return sc * x; });
   else
-    kiln_attn_store<DM>((T *)r2_ + vAt, vT, key0, Tk, dv, acc, [](int, float x) { return x; });
+    kiln_attn_store<DM>((T *)r2_ + at.vAt, vT, key0, Tk, dv, acc, [](int, float x) { return x; });
 }
 
 #ifdef KILN_CUDA_EMULATION

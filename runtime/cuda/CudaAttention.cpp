@@ -170,10 +170,15 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                          " and " + std::to_string(valueDim) +
                          ": expected 1 to 256");
   int64_t most = std::max(headDim, valueDim);
-  bool wmma = hasTensorCores(dtype, arch) && headDim % 16 == 0 &&
-              valueDim % 16 == 0 && most <= 128;
+  bool tensorCores = hasTensorCores(dtype, arch) && most <= 128;
+  // wmma takes 16 x 16 x 16 tiles; the mma kernels' k steps (16 wide) may
+  // end half-way, on zeros (kiln_attn_clear), and their stores write 8
+  // columns at a time.
+  bool wmma = tensorCores && headDim % 16 == 0 && valueDim % 16 == 0;
+  bool useMma = mma && tensorCores && hasMma(arch) && headDim % 8 == 0 &&
+                valueDim % 8 == 0;
   int dmax = most <= 64 ? 64 : most <= 128 ? 128 : 256;
-  return chooseTiles(*t, wmma, dmax, mma && wmma && hasMma(arch));
+  return chooseTiles(*t, wmma || useMma, dmax, useMma);
 }
 
 std::string attentionKernelSource(unsigned arch,

@@ -40,9 +40,10 @@
 //             dq   one block per (query block, b*h) walks the key blocks,
 //                  accumulating dQ += dS K.
 //
-// f16 and bf16 with head dims that are multiples of 16 (up to 128) multiply
-// their tiles on tensor cores (through mma.sync from sm_80; else through
-// nvcuda::wmma: f16 from sm_70, bf16 from sm_80) with f32 accumulation, softmax in f32; every other case (f32, f64,
+// f16 and bf16 with head dims up to 128 multiply their tiles on tensor
+// cores: through mma.sync from sm_80 (head and value dims multiples of 8),
+// else through nvcuda::wmma (multiples of 16; f16 from sm_70, bf16 from
+// sm_80) with f32 accumulation, softmax in f32; every other case (f32, f64,
 // other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
 // f64). Tiles are chosen per head dim so that a block's static shared
 // memory stays within 48 KiB (attentionConfig()). The kernels are CUDA C++
@@ -78,7 +79,7 @@ constexpr uint32_t kAttentionThreads = 128;
 
 // The kernels and tiles one attention shape uses.
 struct AttentionConfig {
-  bool tensorCores = false; // wmma
+  bool tensorCores = false; // through mma.sync (forwardMma) or wmma
   int dmax = 0;             // the head-dim bucket (64, 128, 256)
   int blockQ = 0, blockK = 0;
   // The forward and the backward (dK/dV and dQ) on mma.sync register

@@ -613,6 +613,19 @@ static __device__ __forceinline__ void kiln_attn_store(T *dst, kiln_index stride
   }
 }
 
+// A head dim (or value dim) that is a multiple of 8 but not of 16 ends
+// half-way through a 16-wide k step, whose upper half then multiplies
+// whatever the tiles hold past it. The kernels clear their shared memory
+// first (a barrier after), and the tiles' loads and copies write only a
+// row's first d (or dv) elements, so those columns are zero in both
+// operands. NT: the block's threads.
+template <int NT>
+static __device__ __forceinline__ void kiln_attn_clear(unsigned char *smem, int bytes) {
+  for (int i = threadIdx.x; i < bytes / 16; i += NT)
+    *(kiln_attn_chunk *)(smem + 16 * i) = kiln_attn_chunk{{0u, 0u, 0u, 0u}};
+  __syncthreads();
+}
+
 template <int N>
 static __device__ __forceinline__ void kiln_attn_zero(float acc[][4]) {
 #pragma unroll
@@ -755,6 +768,8 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   float ninf;
   kiln_attn_ninf(ninf);
   const float sc = (float)(scale * 1.4426950408889634); // x log2 e
+  if ((d | dv) % 16)
+    kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // Q's fragments, staged once through the first K tile.
   kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
   __syncthreads();
@@ -855,6 +870,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   T *dq = (T *)r0_ + qAt;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const float sc = (float)scale;
+  if ((d | dv) % 16)
+    kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // Q's and dO's fragments, staged once through the first K and V tiles.
   kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
   kiln_attn_tile(tiles + BK * LD, LD, dout, oT, q0, Tq, BQ, dv);
@@ -953,6 +970,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   T *dk = (T *)r1_ + at.kAt, *dvOut = (T *)r2_ + at.vAt;
   const int g = threadIdx.x % 32 / 4;
   const float sc = (float)scale;
+  if ((d | dv) % 16)
+    kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // K's and V's fragments, staged once through the first Q and dO tiles.
   kiln_attn_tile(tiles, LD, at.k, kT, k0, Tk, BK, d);
   kiln_attn_tile(tiles + BQ * LD, LD, at.v, vT, k0, Tk, BK, dv);
@@ -1023,6 +1042,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   const int pair = (threadIdx.x / 32) % (BK / 16);
   const bool dK = threadIdx.x / 32 >= BK / 16; // the partner accumulating dK
   const float sc = (float)scale;
+  if ((d | dv) % 16)
+    kiln_attn_clear<NT>(smem, total);
   // K's (or V's) fragments, staged once through the first stages' tiles.
   kiln_attn_tile<NT>(tiles, LD, at.k, kT, k0, Tk, BK, d);
   kiln_attn_tile<NT>(tiles + BK * LD, LD, at.v, vT, k0, Tk, BK, dv);
@@ -1030,6 +1051,12 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   unsigned f[DM / 16][4];
   kiln_attn_arows<DM / 16, LD>(f, tiles + (dK ? BK : 0) * LD + pair * 16 * LD, dK ? dv : d);
   __syncthreads();
+  // K's rows spanned Q's and dO's tiles (and V's the second stage's): where
+  // their widths differ, clear what they left past a tile's own width. (It
+  // would multiply the other side's cleared columns, zeros, but an infinite
+  // input times zero would still be NaN.)
+  if ((d | dv) % 16 && d != dv)
+    kiln_attn_clear<NT>(smem, total);
   // The lane's hand-over slots: tile nt's 4 values at hand[nt * 32].
   struct __align__(16) kiln_attn_four { float x[4]; };
   kiln_attn_four *hand = (kiln_attn_four *)(smem + oHand) + pair * (BQ / 8) * 32 + lane;

@@ -297,21 +297,27 @@ protected:
   const std::map<std::string, HostKernel> *kernels = nullptr;
 };
 
-TEST_F(CudaAttentionTest, TensorCoresF16) { sweep(PkgDType::F16, {16, 64}, true); }
-TEST_F(CudaAttentionTest, TensorCoresBF16) { sweep(PkgDType::BF16, {16, 64}, true); }
+// Head dims that are multiples of 8 but not of 16 (40, 24) run on the mma
+// kernels too, their last k step half zeros. They run after head dim 64,
+// whose tiles (the same kernels' shared memory: statics on the emulated
+// device) leave values past their width: a kernel that did not clear them
+// would multiply those.
+TEST_F(CudaAttentionTest, TensorCoresF16) { sweep(PkgDType::F16, {16, 64, 40}, true); }
+TEST_F(CudaAttentionTest, TensorCoresBF16) { sweep(PkgDType::BF16, {16, 64, 24}, true); }
 TEST_F(CudaAttentionTest, CudaCoresF32) { sweep(PkgDType::F32, {12, 24}, false); }
 TEST_F(CudaAttentionTest, CudaCoresHalf) {
-  sweep(PkgDType::F16, {12, 24}, false);
-  sweep(PkgDType::BF16, {24}, false);
+  sweep(PkgDType::F16, {12, 20}, false);
+  sweep(PkgDType::BF16, {20}, false);
 }
 TEST_F(CudaAttentionTest, CudaCoresF64) { sweep(PkgDType::F64, {24}, false); }
 
-// Before sm_80 there is no m16n8k16 mma.sync: f16 keeps the wmma forward
+// Before sm_80 there is no m16n8k16 mma.sync: f16 keeps the wmma kernels
 // there (sm_75's kernels on an sm_75 device), and bf16 the CUDA cores.
 TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
   std::string error;
   kernels = &ct::hostAttentionKernels(
-      error, 75, /*mma=*/true, {"kiln_attn_fwd_f16_wmma64", "kiln_attn_fwd_bf16_simt64"});
+      error, 75, /*mma=*/true,
+      {"kiln_attn_fwd_f16_wmma64", "kiln_attn_fwd_bf16_simt64", "kiln_attn_fwd_f16_simt64"});
   ASSERT_TRUE(error.empty()) << error;
   arch = 75;
   for (bool causal : {false, true}) {
@@ -319,6 +325,8 @@ TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
     check(PkgDType::F16, ct::attentionParams(1, 2, 70, 33, 16, 16, causal), true);
   }
   check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 64, 64, true), false);
+  // No mma.sync: head dim 40 (no multiple of 16) on the CUDA cores.
+  check(PkgDType::F16, ct::attentionParams(1, 2, 33, 40, 40, 40, true), false);
 }
 
 // KILN_CUDA_ATTENTION=wmma: the wmma kernels at sm_90 (to compare them
@@ -326,12 +334,14 @@ TEST_F(CudaAttentionTest, WmmaForwardBeforeSm80) {
 TEST_F(CudaAttentionTest, WmmaKernelsOnRequest) {
   std::string error;
   kernels = &ct::hostAttentionKernels(error, 90, /*mma=*/false,
-                                      {"kiln_attn_fwd_bf16_wmma64"});
+                                      {"kiln_attn_fwd_bf16_wmma64", "kiln_attn_fwd_bf16_simt64"});
   ASSERT_TRUE(error.empty()) << error;
   mma = false;
   ScopedEnv env("KILN_CUDA_ATTENTION", "wmma");
   for (bool causal : {false, true})
     check(PkgDType::BF16, ct::attentionParams(2, 2, 33, 70, 64, 64, causal), true);
+  // wmma needs multiples of 16: head dim 40 goes to the CUDA cores.
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 40, 40, true), false);
 }
 
 TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
@@ -356,6 +366,12 @@ TEST_F(CudaAttentionTest, OtherHeadDims) {
   // different widths: K and Q d, V and dO dv).
   check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 100, 128, 96, true), true);
   check(PkgDType::F16, ct::attentionParams(1, 1, 37, 37, 80, 128, false), true);
+  // Multiples of 8 in the 128 bucket, after the 128s (see TensorCoresF16);
+  // then with value dims of another width, where the pairs' K and V staging
+  // crosses tiles of both widths.
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 40, 50, 120, 120, true), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 100, 120, 72, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 70, 37, 72, 120, false), true);
   check(PkgDType::F16, ct::attentionParams(2, 1, 20, 17, 16, 48, false), true);
   check(PkgDType::F32, ct::attentionParams(1, 2, 19, 21, 64, 64, true), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 11, 100, 36, false), false);
@@ -401,7 +417,7 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
       EXPECT_LE(std::max({x.forwardShared, x.dkdvShared, x.dqShared}), 49152);
       EXPECT_GE(x.dmax, d);
       bool half = dtype == PkgDType::F16 || dtype == PkgDType::BF16;
-      EXPECT_EQ(x.tensorCores, half && d % 16 == 0 && d <= 128);
+      EXPECT_EQ(x.tensorCores, half && d % 8 == 0 && d <= 128);
       // sm_90: the register-fragment kernels wherever the tensor cores
       // are, with their 64-row tiles; dK/dV on warp pairs past head dim 64.
       EXPECT_EQ(x.forwardMma, x.tensorCores);

@@ -66,9 +66,14 @@ constexpr int kSharedLimit = 49152;
 // warp's registers without spilling. Past it, dK/dV runs on warp pairs
 // (kiln_attn_bwd_dkdv_mma_pairs: twice the threads, each warp one side)
 // walking query tiles of kMmaPairsTileQ rows, beside which the hand-over
-// of P^T (kMmaTile x kMmaPairsTileQ floats) fits.
+// of P^T (kMmaTile x kMmaPairsTileQ floats) fits. dQ keeps Q's and dO's
+// fragments and its accumulator in one warp up to kMmaSingleWarpDqMaxDim;
+// past it (256) on warp pairs too (kiln_attn_bwd_dq_mma_pairs), and there
+// the forward and dQ walk key tiles of kMmaWideTileK rows (one stage of
+// K and V, 33792 bytes in 16 bits, beside dQ's hand-over).
 constexpr int kMmaRows = 16 * (kAttentionThreads / 32), kMmaTile = 64;
 constexpr int kMmaSingleWarpMaxDim = 64, kMmaPairsTileQ = 32;
+constexpr int kMmaSingleWarpDqMaxDim = 128, kMmaWideTileK = 32;
 
 // The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
 // with |mma|, the register-fragment kernels (their own tiles).
@@ -93,24 +98,32 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
   c.dq = "kiln_attn_bwd_dq_" + tag;
   c.forwardBlockQ = c.blockQ, c.forwardBlockK = c.blockK;
   if (mma) {
-    // Shared memory: two tiles of 64 rows padded by 8 (and dK/dV's lse and
-    // D_i of its query rows), twice when that fits (kiln_attn_stages).
+    // Shared memory: two tiles (K and V, or Q and dO) of rows padded by 8
+    // (and dK/dV's lse and D_i of its query rows), twice when that fits
+    // (kiln_attn_stages: two stages where both fit |limit|), and the warp
+    // pairs' hand-over.
     std::string mmaTag = std::string(t.suffix) + "_mma" + std::to_string(dmax);
-    // (kiln_attn_stages: two stages where both fit |limit|.)
     auto staged = [](int tile, int limit) {
       return (4 * tile <= limit ? 2 : 1) * 2 * tile;
     };
-    int tile = kMmaTile * (dmax + 8) * t.bytes;
-    int tiles = staged(tile, kSharedLimit);
+    int keys = dmax <= kMmaSingleWarpDqMaxDim ? kMmaTile : kMmaWideTileK;
+    int tile = keys * (dmax + 8) * t.bytes;
     c.forwardMma = true;
     c.forward = "kiln_attn_fwd_" + mmaTag;
-    c.forwardBlockQ = kMmaRows, c.forwardBlockK = kMmaTile;
-    c.forwardShared = tiles;
+    c.forwardBlockQ = kMmaRows, c.forwardBlockK = keys;
+    c.forwardShared = staged(tile, kSharedLimit);
     c.backwardMma = true;
     c.dkdv = "kiln_attn_bwd_dkdv_" + mmaTag;
     c.dq = "kiln_attn_bwd_dq_" + mmaTag;
     c.blockQ = c.blockK = kMmaTile;
-    c.dqShared = tiles;
+    if (dmax <= kMmaSingleWarpDqMaxDim) {
+      c.dqShared = staged(tile, kSharedLimit);
+    } else {
+      int hand = kMmaRows * keys * 4;
+      c.dqPairs = true;
+      c.dqThreads = 2 * kAttentionThreads;
+      c.dqShared = staged(tile, kSharedLimit - hand) + hand;
+    }
     if (dmax <= kMmaSingleWarpMaxDim) {
       c.dkdvShared = staged(tile + kMmaTile * 4, kSharedLimit);
     } else {
@@ -147,6 +160,9 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
     if (hasTensorCores(dtype, arch))
       for (int dmax : {64, 128})
         all.push_back({dtype, chooseTiles(t, true, dmax, mma && hasMma(arch))});
+    // Head dims past 128: the mma kernels only (wmma's stay within 128).
+    if (hasTensorCores(dtype, arch) && mma && hasMma(arch))
+      all.push_back({dtype, chooseTiles(t, true, 256, true)});
   }
   return all;
 }
@@ -170,13 +186,13 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                          " and " + std::to_string(valueDim) +
                          ": expected 1 to 256");
   int64_t most = std::max(headDim, valueDim);
-  bool tensorCores = hasTensorCores(dtype, arch) && most <= 128;
-  // wmma takes 16 x 16 x 16 tiles; the mma kernels' k steps (16 wide) may
-  // end half-way, on zeros (kiln_attn_clear), and their stores write 8
-  // columns at a time.
-  bool wmma = tensorCores && headDim % 16 == 0 && valueDim % 16 == 0;
-  bool useMma = mma && tensorCores && hasMma(arch) && headDim % 8 == 0 &&
-                valueDim % 8 == 0;
+  // wmma takes 16 x 16 x 16 tiles, up to head dim 128; the mma kernels' k
+  // steps (16 wide) may end half-way, on zeros (kiln_attn_clear), and
+  // their stores write 8 columns at a time, up to 256.
+  bool wmma = hasTensorCores(dtype, arch) && headDim % 16 == 0 &&
+              valueDim % 16 == 0 && most <= 128;
+  bool useMma = mma && hasTensorCores(dtype, arch) && hasMma(arch) &&
+                headDim % 8 == 0 && valueDim % 8 == 0;
   int dmax = most <= 64 ? 64 : most <= 128 ? 128 : 256;
   return chooseTiles(*t, wmma || useMma, dmax, useMma);
 }
@@ -215,7 +231,13 @@ std::string attentionKernelSource(unsigned arch,
       source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
     else
       source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
-    if (c.backwardMma)
+    if (c.dqPairs)
+      source += "KILN_ATTN_KERNEL_N(" + c.dq + ", " +
+                std::to_string(c.dqThreads) +
+                ", kiln_attn_bwd_dq_mma_pairs, " + t.type + ", " +
+                std::to_string(c.dmax) + ", " + std::to_string(kMmaRows) +
+                ", " + std::to_string(c.forwardBlockK) + ")\n";
+    else if (c.backwardMma)
       source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
     else
       source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
@@ -433,7 +455,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
                                      cap),
            kAttentionThreads);
     launch(c.dkdv, kBlocks, c.dkdvThreads);
-    launch(c.dq, qBlocks, kAttentionThreads);
+    launch(c.dq, qBlocks, c.dqThreads);
   }
   if (!failed.isOk())
     return failed;

@@ -32,7 +32,7 @@
 //             fragments and accumulators in registers as the mma forward
 //             does; past head dim 64, dkdv on warp pairs, one warp of a
 //             pair accumulating dV and the other dK, P^T handed over
-//             through shared memory):
+//             through shared memory; past 128, dq too):
 //             dot  D_i = sum_e dout_ie out_ie into a workspace;
 //             dkdv one block per (key block, b*h) walks the query blocks,
 //                  recomputing P from lse, accumulating dV += P^T dO and
@@ -40,9 +40,9 @@
 //             dq   one block per (query block, b*h) walks the key blocks,
 //                  accumulating dQ += dS K.
 //
-// f16 and bf16 with head dims up to 128 multiply their tiles on tensor
-// cores: through mma.sync from sm_80 (head and value dims multiples of 8),
-// else through nvcuda::wmma (multiples of 16; f16 from sm_70, bf16 from
+// f16 and bf16 multiply their tiles on tensor cores: through mma.sync from
+// sm_80 (head and value dims multiples of 8, up to 256), else through
+// nvcuda::wmma (multiples of 16 up to 128; f16 from sm_70, bf16 from
 // sm_80) with f32 accumulation, softmax in f32; every other case (f32, f64,
 // other head dims up to 256) multiplies on CUDA cores, in f32 (f64 for
 // f64). Tiles are chosen per head dim so that a block's static shared
@@ -84,14 +84,16 @@ struct AttentionConfig {
   int blockQ = 0, blockK = 0;
   // The forward and the backward (dK/dV and dQ) on mma.sync register
   // fragments (tensor cores from sm_80), and the forward's tiles (blockQ x
-  // blockK, the backward's, unless the forward is mma and the backward
-  // not).
+  // blockK, the backward's, unless the forward is mma; then forwardBlockK
+  // is also the key tile dQ walks).
   bool forwardMma = false, backwardMma = false;
   int forwardBlockQ = 0, forwardBlockK = 0;
-  // dK/dV on warp pairs (head dim 128's mma backward: one warp of a pair
-  // accumulates dV, the other dK), with its threads per block.
-  bool dkdvPairs = false;
-  int dkdvThreads = kAttentionThreads;
+  // dK/dV on warp pairs (the mma backward past head dim 64: one warp of a
+  // pair accumulates dV, the other dK), and dQ (past 128: one warp of a
+  // pair computes P, the other dS, each accumulates half of dQ's columns),
+  // with their threads per block.
+  bool dkdvPairs = false, dqPairs = false;
+  int dkdvThreads = kAttentionThreads, dqThreads = kAttentionThreads;
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;

@@ -660,15 +660,16 @@ static __device__ __forceinline__ void kiln_attn_issue(T *a, const T *ga, kiln_i
 // The forward's and dQ's walk over the key tiles: the stage holding tile
 // kb (K at the pointer returned, V after it) with its copies landed (wait
 // and barrier); with two stages, tile kb + 1's copies are issued first.
-// Tile 0 is issued before the walk (kiln_attn_issue into stage 0).
-template <int STAGES, int BK, int LD, class T>
+// Tile 0 is issued before the walk (kiln_attn_issue into stage 0). NT: the
+// block's threads.
+template <int STAGES, int BK, int LD, int NT = KILN_ATTN_THREADS, class T>
 static __device__ __forceinline__ T *kiln_attn_key_stage(T *tiles, kiln_index kb, kiln_index nKB, const T *k, kiln_index kT, int d, const T *v, kiln_index vT, int dv, kiln_index Tk) {
   T *sK = tiles + 2 * (STAGES == 2 ? kb % 2 : 0) * BK * LD;
   if (STAGES == 1 && kb > 0)
-    kiln_attn_issue(sK, k, kT, d, sK + BK * LD, v, vT, dv, LD, kb * BK, Tk, BK);
+    kiln_attn_issue<NT>(sK, k, kT, d, sK + BK * LD, v, vT, dv, LD, kb * BK, Tk, BK);
   if (STAGES == 2 && kb + 1 < nKB) {
     T *nK = tiles + 2 * ((kb + 1) % 2) * BK * LD;
-    kiln_attn_issue(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, (kb + 1) * BK, Tk, BK);
+    kiln_attn_issue<NT>(nK, k, kT, d, nK + BK * LD, v, vT, dv, LD, (kb + 1) * BK, Tk, BK);
     kiln_attn_cp_wait<1>();
   } else {
     kiln_attn_cp_wait<0>();
@@ -676,6 +677,42 @@ static __device__ __forceinline__ T *kiln_attn_key_stage(T *tiles, kiln_index kb
   __syncthreads();
   return sK;
 }
+
+// The warp-pair kernels' fragments: warp w of a pair (side 0: w < NT /
+// 64) loads the A fragments of its pair's 16 rows of |g0| (side 0, |w0|
+// columns) or |g1| (side 1, |w1| columns), ROWS rows of each from row0
+// (zeros past n), staged one after the other through |tiles| (ROWS rows at
+// its start). Where the widths differ and one is no multiple of 16 the
+// block's shared memory (|smem|, |bytes|) is cleared between and after
+// the rounds, so no operand's columns past its width hold the other's
+// values (see kiln_attn_clear; they would multiply the other side's
+// cleared columns, zeros, but an infinite input times zero is still NaN).
+template <int NT, int ROWS, int DM, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_pair_frags(unsigned f[][4], T *tiles, unsigned char *smem, int bytes, const T *g0, kiln_index ld0, int w0, const T *g1, kiln_index ld1, int w1, kiln_index row0, kiln_index n) {
+  const int pair = (threadIdx.x / 32) % (NT / 64);
+  const bool side = threadIdx.x / 32 >= NT / 64;
+  const bool mixed = (w0 | w1) % 16 && w0 != w1;
+  kiln_attn_tile<NT>(tiles, LD, g0, ld0, row0, n, ROWS, w0);
+  __syncthreads();
+  if (!side)
+    kiln_attn_arows<DM / 16, LD>(f, tiles + pair * 16 * LD, w0);
+  __syncthreads();
+  if (mixed)
+    kiln_attn_clear<NT>(smem, bytes);
+  kiln_attn_tile<NT>(tiles, LD, g1, ld1, row0, n, ROWS, w1);
+  __syncthreads();
+  if (side)
+    kiln_attn_arows<DM / 16, LD>(f, tiles + pair * 16 * LD, w1);
+  __syncthreads();
+  if (mixed)
+    kiln_attn_clear<NT>(smem, bytes);
+}
+
+// A lane's 4 values of one 16 x 8 accumulator tile, as the warp pairs hand
+// them over through shared memory (each lane its own, 16 bytes).
+struct __align__(16) kiln_attn_four {
+  float x[4];
+};
 
 // A dK/dV block's key rows (BK of them from k0, of head bh: blockIdx's)
 // and its head's q, k, v, dout, lse and D_i.
@@ -752,7 +789,7 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
   constexpr int total = 2 * STAGES * TILE;
   static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention forward (mma): a warp per 16 rows");
-  static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
+  static_assert(BQ <= 2 * STAGES * BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward (mma): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
@@ -770,7 +807,7 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   const float sc = (float)(scale * 1.4426950408889634); // x log2 e
   if ((d | dv) % 16)
     kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
-  // Q's fragments, staged once through the first K tile.
+  // Q's fragments, staged once through the first stage's tiles.
   kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
   __syncthreads();
   unsigned qf[DM / 16][4];
@@ -1030,7 +1067,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   constexpr int oHand = oRows + 2 * STAGES * BQ * (int)sizeof(float);
   constexpr int total = oHand + HANDOVER;
   static_assert(BK % 16 == 0 && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma pairs): tiles");
-  static_assert(BK <= STAGES * BQ, "attention dK/dV (mma pairs): K and V staged through the tiles");
+  static_assert(BK <= 2 * STAGES * BQ, "attention dK/dV (mma pairs): K and V staged through the tiles");
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma pairs): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
@@ -1044,21 +1081,10 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   const float sc = (float)scale;
   if ((d | dv) % 16)
     kiln_attn_clear<NT>(smem, total);
-  // K's (or V's) fragments, staged once through the first stages' tiles.
-  kiln_attn_tile<NT>(tiles, LD, at.k, kT, k0, Tk, BK, d);
-  kiln_attn_tile<NT>(tiles + BK * LD, LD, at.v, vT, k0, Tk, BK, dv);
-  __syncthreads();
+  // K's fragments (the dV side), then V's, staged through the query tiles.
   unsigned f[DM / 16][4];
-  kiln_attn_arows<DM / 16, LD>(f, tiles + (dK ? BK : 0) * LD + pair * 16 * LD, dK ? dv : d);
-  __syncthreads();
-  // K's rows spanned Q's and dO's tiles (and V's the second stage's): where
-  // their widths differ, clear what they left past a tile's own width. (It
-  // would multiply the other side's cleared columns, zeros, but an infinite
-  // input times zero would still be NaN.)
-  if ((d | dv) % 16 && d != dv)
-    kiln_attn_clear<NT>(smem, total);
+  kiln_attn_pair_frags<NT, BK, DM, LD>(f, tiles, smem, total, at.k, kT, d, at.v, vT, dv, k0, Tk);
   // The lane's hand-over slots: tile nt's 4 values at hand[nt * 32].
-  struct __align__(16) kiln_attn_four { float x[4]; };
   kiln_attn_four *hand = (kiln_attn_four *)(smem + oHand) + pair * (BQ / 8) * 32 + lane;
   const kiln_index key0 = k0 + pair * 16 + g;
   float acc[DM / 8][4];
@@ -1097,6 +1123,111 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
     kiln_attn_store<DM>((T *)r1_ + at.kAt, kT, key0, Tk, d, acc, [&](int, float x) { return sc * x; });
   else
     kiln_attn_store<DM>((T *)r2_ + at.vAt, vT, key0, Tk, dv, acc, [](int, float x) { return x; });
+}
+
+// Backward, dQ (r0_) for the head dims whose kiln_attn_bwd_dq_mma would
+// spill (256: Q's and dO's fragments alone take 128 registers, dQ's
+// accumulator 128 more): a block of 8 warps takes 64 query rows, two warps
+// per 16 of them. Warp w < 4 keeps Q's fragments and computes S = Q K^T
+// and P, which it hands to its partner w + 4; the partner keeps dO's,
+// computes dP = dO V^T and dS = P (dP - D_i), which it hands back. Each
+// accumulates half of dQ += dS K: the head dim's first DM / 2 columns
+// (w < 4) or the rest. The key tiles walked are BK rows.
+template <class T, int DM, int BQ, int BK>
+static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARAMS) {
+  constexpr int NT = 2 * 32 * (BQ / 16); // threads
+  constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
+  constexpr int HANDOVER = BQ * BK * (int)sizeof(float);
+  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT - HANDOVER>::count;
+  constexpr int oHand = 2 * STAGES * TILE;
+  constexpr int total = oHand + HANDOVER;
+  static_assert(BK % 16 == 0 && BQ % 16 == 0 && DM % 32 == 0, "attention dQ (mma pairs): tiles");
+  static_assert(BQ <= 2 * STAGES * BK, "attention dQ (mma pairs): Q and dO staged through the tiles");
+  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ (mma pairs): shared memory");
+  __shared__ __align__(16) unsigned char smem[total];
+  T *const tiles = (T *)smem;
+  const int d = (int)D, dv = (int)DV;
+  kiln_index nQB = (Tq + BQ - 1) / BQ;
+  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
+  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
+  const int pair = (threadIdx.x / 32) % (BQ / 16);
+  const bool dS = threadIdx.x / 32 >= BQ / 16; // the partner computing dP and dS
+  const float sc = (float)scale;
+  if ((d | dv) % 16)
+    kiln_attn_clear<NT>(smem, total);
+  // Q's fragments (the S side), then dO's, staged through the key tiles.
+  unsigned f[DM / 16][4];
+  kiln_attn_pair_frags<NT, BQ, DM, LD>(f, tiles, smem, total, q, qT, d, dout, oT, dv, q0, Tq);
+  kiln_attn_four *hand = (kiln_attn_four *)(smem + oHand) + pair * (BK / 8) * 32 + lane;
+  const kiln_index row0 = q0 + pair * 16 + g;
+  float rowLse[2], rowDot[2];
+  for (int h = 0; h < 2; ++h) {
+    bool in = row0 + h * 8 < Tq;
+    rowLse[h] = in ? lse[row0 + h * 8] : 0.0f;
+    rowDot[h] = in ? dot[row0 + h * 8] : 0.0f;
+  }
+  // The partner's half of dQ's columns: from |half|, |n| of them.
+  const int half = dS ? DM / 2 : 0;
+  const int n = kiln_attn_clamp(d - half, DM / 2);
+  float acc[DM / 16][4];
+  kiln_attn_zero<DM / 2>(acc);
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  if (nKB > 0)
+    kiln_attn_issue<NT>(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    kiln_index k0 = kb * BK;
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD, NT>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sV = sK + BK * LD;
+    // S = Q K^T, or dP = dO V^T.
+    float s[BK / 8][4];
+    kiln_attn_zero<BK>(s);
+    kiln_attn_mm_t<DM / 16, BK, LD>(s, f, dS ? sV : sK, dS ? dv : d);
+    if (!dS) {
+      // P: the keys row i sees in this tile, those before Tk (causal: up
+      // to i).
+      int hi[2];
+      for (int h = 0; h < 2; ++h) {
+        kiln_index i = row0 + h * 8;
+        hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
+      }
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = nt * 8 + c + (e & 1) < hi[e / 2] ? kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]) : 0.0f;
+        hand[nt * 32] = {{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
+      }
+    }
+    __syncthreads(); // P handed over
+    if (dS) {
+      // dS = P (dP - D_i), handed back in P's place.
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt) {
+        const kiln_attn_four p = hand[nt * 32];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = p.x[e] * (s[nt][e] - rowDot[e / 2]);
+        hand[nt * 32] = {{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
+      }
+    }
+    __syncthreads(); // dS handed back
+    if (!dS) {
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt) {
+        const kiln_attn_four x = hand[nt * 32];
+        s[nt][0] = x.x[0], s[nt][1] = x.x[1], s[nt][2] = x.x[2], s[nt][3] = x.x[3];
+      }
+    }
+    // The half's dQ += dS K.
+    kiln_attn_mm_n<BK / 16, DM / 2, LD>(acc, s, sK + half, n);
+    __syncthreads(); // the stage and the hand-over are read
+  }
+  kiln_attn_store<DM / 2>((T *)r0_ + qAt + half, qT, row0, Tq, n, acc, [&](int, float x) { return sc * x; });
 }
 
 #ifdef KILN_CUDA_EMULATION

@@ -81,7 +81,8 @@ double bound(PkgDType dtype) {
 
 // The kernels' path.
 const char *pathOf(const AttentionConfig &c) {
-  return c.dkdvPairs     ? "mma, dK/dV on warp pairs"
+  return c.dqPairs       ? "mma, dK/dV and dQ on warp pairs"
+         : c.dkdvPairs   ? "mma, dK/dV on warp pairs"
          : c.backwardMma ? "mma"
          : c.tensorCores ? "wmma"
                          : "simt";
@@ -183,6 +184,7 @@ protected:
     EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80 && mma);
     EXPECT_EQ(config.value().backwardMma, expectWmma && arch >= 80 && mma);
     EXPECT_EQ(config.value().dkdvPairs, config.value().backwardMma && config.value().dmax > 64);
+    EXPECT_EQ(config.value().dqPairs, config.value().backwardMma && config.value().dmax > 128);
 
     FakeCudaApi api;
     api.device.multiprocessors = 2;
@@ -197,14 +199,14 @@ protected:
     expectDefinition(dtype, a, what, pathOf(config.value()), in, got);
 
     // One forward launch and three backward launches per step, 128 threads
-    // (256 for dK/dV on warp pairs).
+    // (256 for dK/dV and dQ on warp pairs).
     const AttentionConfig &c = config.value();
     std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
     ASSERT_EQ(api.launches.size(), 8u);
     for (size_t i = 0; i < api.launches.size(); ++i) {
       EXPECT_EQ(api.launches[i].entry, expected[i % 4]);
-      EXPECT_EQ(api.launches[i].block[0],
-                i % 4 == 2 && c.dkdvPairs ? 2 * kAttentionThreads : kAttentionThreads);
+      bool pairs = (i % 4 == 2 && c.dkdvPairs) || (i % 4 == 3 && c.dqPairs);
+      EXPECT_EQ(api.launches[i].block[0], pairs ? 2 * kAttentionThreads : kAttentionThreads);
     }
     int64_t bh = a.batch * a.heads;
     EXPECT_EQ(api.launches[0].grid[0],
@@ -229,6 +231,7 @@ protected:
     EXPECT_EQ(config.value().forwardMma, expectWmma && arch >= 80 && mma);
     EXPECT_EQ(config.value().backwardMma, expectWmma && arch >= 80 && mma);
     EXPECT_EQ(config.value().dkdvPairs, config.value().backwardMma && config.value().dmax > 64);
+    EXPECT_EQ(config.value().dqPairs, config.value().backwardMma && config.value().dmax > 128);
 
     LoadedPackage pkg = ct::packedAttentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(2);
@@ -373,6 +376,13 @@ TEST_F(CudaAttentionTest, OtherHeadDims) {
   check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 100, 120, 72, true), true);
   check(PkgDType::F16, ct::attentionParams(1, 1, 70, 37, 72, 120, false), true);
   check(PkgDType::F16, ct::attentionParams(2, 1, 20, 17, 16, 48, false), true);
+  // Past 128: the mma kernels with dQ on warp pairs too, 32-key tiles; D
+  // 256 with Dv 64 (dO's fragments narrower than Q's), and D 64 with Dv 256
+  // (the second half of dQ's columns empty).
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 70, 90, 256, 256, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 40, 33, 160, 200, false), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 37, 50, 256, 64, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 33, 33, 64, 256, true), true);
   check(PkgDType::F32, ct::attentionParams(1, 2, 19, 21, 64, 64, true), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 11, 100, 36, false), false);
   check(PkgDType::F32, ct::attentionParams(1, 1, 9, 6, 200, 256, true), false);
@@ -417,13 +427,15 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
       EXPECT_LE(std::max({x.forwardShared, x.dkdvShared, x.dqShared}), 49152);
       EXPECT_GE(x.dmax, d);
       bool half = dtype == PkgDType::F16 || dtype == PkgDType::BF16;
-      EXPECT_EQ(x.tensorCores, half && d % 8 == 0 && d <= 128);
+      EXPECT_EQ(x.tensorCores, half && d % 8 == 0);
       // sm_90: the register-fragment kernels wherever the tensor cores
       // are, with their 64-row tiles; dK/dV on warp pairs past head dim 64.
       EXPECT_EQ(x.forwardMma, x.tensorCores);
       EXPECT_EQ(x.backwardMma, x.tensorCores);
       EXPECT_EQ(x.dkdvPairs, x.tensorCores && d > 64);
       EXPECT_EQ(x.dkdvThreads, x.dkdvPairs ? 256 : 128);
+      EXPECT_EQ(x.dqPairs, x.tensorCores && d > 128);
+      EXPECT_EQ(x.dqThreads, x.dqPairs ? 256 : 128);
       if (x.forwardMma)
         EXPECT_EQ(x.forwardBlockQ, 64);
       if (x.backwardMma)

@@ -354,7 +354,7 @@ TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
 }
 
 // The fused attention on the GPU (NVRTC for the device, tensor cores for
-// bf16 and f16 at head dims 64 and 128 and multiples of 8 between, CUDA
+// bf16 and f16 at head dims 64, 128, 256 and multiples of 8 between, CUDA
 // cores for f32 and head dim 24): an Attention then an AttentionGrad
 // thunk, twice (the second step a graph replay, the same bits), against
 // the definition in double precision, the backward from the step's own out
@@ -374,6 +374,7 @@ TEST_F(CudaGpuTest, AttentionMatchesItsDefinition) {
       {PkgDType::F16, attentionParams(1, 2, 150, 150, 80, 128, false), 2e-3},
       {PkgDType::BF16, attentionParams(2, 2, 77, 77, 40, 40, true), 1.6e-2},
       {PkgDType::F16, attentionParams(1, 2, 90, 60, 120, 72, false), 2e-3},
+      {PkgDType::BF16, attentionParams(1, 2, 130, 130, 256, 256, true), 1.6e-2},
       {PkgDType::F32, attentionParams(2, 2, 70, 33, 24, 24, true), 2e-6},
       {PkgDType::F32, attentionParams(2, 2, 65, 65, 64, 64, false), 2e-6},
       {PkgDType::F64, attentionParams(1, 2, 33, 70, 24, 24, true), 1e-12}};

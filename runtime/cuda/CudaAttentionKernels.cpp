@@ -682,16 +682,19 @@ static __device__ __forceinline__ T *kiln_attn_key_stage(T *tiles, kiln_index kb
 // 64) loads the A fragments of its pair's 16 rows of |g0| (side 0, |w0|
 // columns) or |g1| (side 1, |w1| columns), ROWS rows of each from row0
 // (zeros past n), staged one after the other through |tiles| (ROWS rows at
-// its start). Where the widths differ and one is no multiple of 16 the
-// block's shared memory (|smem|, |bytes|) is cleared between and after
-// the rounds, so no operand's columns past its width hold the other's
-// values (see kiln_attn_clear; they would multiply the other side's
-// cleared columns, zeros, but an infinite input times zero is still NaN).
+// its start). Where a width is no multiple of 16, the block's shared
+// memory (|smem|, |bytes|) is cleared first (kiln_attn_clear); where the
+// widths also differ, again between and after the rounds, so no operand's
+// columns past its width hold the other's values (they would multiply the
+// other side's cleared columns, zeros, but an infinite input times zero
+// is still NaN).
 template <int NT, int ROWS, int DM, int LD, class T>
 static __device__ __forceinline__ void kiln_attn_pair_frags(unsigned f[][4], T *tiles, unsigned char *smem, int bytes, const T *g0, kiln_index ld0, int w0, const T *g1, kiln_index ld1, int w1, kiln_index row0, kiln_index n) {
   const int pair = (threadIdx.x / 32) % (NT / 64);
   const bool side = threadIdx.x / 32 >= NT / 64;
   const bool mixed = (w0 | w1) % 16 && w0 != w1;
+  if ((w0 | w1) % 16)
+    kiln_attn_clear<NT>(smem, bytes);
   kiln_attn_tile<NT>(tiles, LD, g0, ld0, row0, n, ROWS, w0);
   __syncthreads();
   if (!side)
@@ -713,6 +716,45 @@ static __device__ __forceinline__ void kiln_attn_pair_frags(unsigned f[][4], T *
 struct __align__(16) kiln_attn_four {
   float x[4];
 };
+
+// A dQ block's query rows (BQ of them from q0, of head bh: blockIdx's)
+// and its head's q, k, v, dout, lse and D_i.
+template <class T, int BQ>
+struct kiln_attn_query_rows {
+  kiln_index bh, q0, qAt;
+  const T *q, *k, *v, *dout;
+  const float *lse, *dot;
+
+  __device__ __forceinline__ kiln_attn_query_rows(KILN_ATTN_PARAMS) {
+    kiln_index nQB = (Tq + BQ - 1) / BQ;
+    bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+    qAt = kiln_attn_head(bh, H, qB, qH);
+    q = (const T *)q_ + qAt, k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+    v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+    dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+    lse = (const float *)lse_ + bh * Tq, dot = (const float *)work_ + bh * Tq;
+  }
+};
+
+// lse and D_i of the lane's query rows row0 and row0 + 8 (0 past Tq).
+static __device__ __forceinline__ void kiln_attn_row_stats(float rowLse[2], float rowDot[2], const float *lse, const float *dot, kiln_index row0, kiln_index Tq) {
+  for (int h = 0; h < 2; ++h) {
+    bool in = row0 + h * 8 < Tq;
+    rowLse[h] = in ? lse[row0 + h * 8] : 0.0f;
+    rowDot[h] = in ? dot[row0 + h * 8] : 0.0f;
+  }
+}
+
+// The keys the lane's query rows i = row0 and row0 + 8 see in the BK-key
+// tile at k0 (columns below hi[h]): those before Tk (causal: up to i);
+// none for a row past Tq.
+template <int BK>
+static __device__ __forceinline__ void kiln_attn_key_bounds(int hi[2], kiln_index row0, kiln_index Tq, kiln_index Tk, kiln_index k0, kiln_index causal) {
+  for (int h = 0; h < 2; ++h) {
+    kiln_index i = row0 + h * 8;
+    hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
+  }
+}
 
 // A dK/dV block's key rows (BK of them from k0, of head bh: blockIdx's)
 // and its head's q, k, v, dout, lse and D_i.
@@ -897,21 +939,16 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
-  kiln_index nQB = (Tq + BQ - 1) / BQ;
-  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
-  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
-  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
-  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
-  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
-  T *dq = (T *)r0_ + qAt;
+  const kiln_attn_query_rows<T, BQ> at(KILN_ATTN_ARGS);
+  const kiln_index q0 = at.q0;
+  T *dq = (T *)r0_ + at.qAt;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const float sc = (float)scale;
   if ((d | dv) % 16)
     kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // Q's and dO's fragments, staged once through the first K and V tiles.
-  kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
-  kiln_attn_tile(tiles + BK * LD, LD, dout, oT, q0, Tq, BQ, dv);
+  kiln_attn_tile(tiles, LD, at.q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile(tiles + BK * LD, LD, at.dout, oT, q0, Tq, BQ, dv);
   __syncthreads();
   unsigned qf[DM / 16][4], df[DM / 16][4];
   const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
@@ -920,31 +957,23 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   __syncthreads();
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   float rowLse[2], rowDot[2];
-  for (int h = 0; h < 2; ++h) {
-    bool in = row0 + h * 8 < Tq;
-    rowLse[h] = in ? lse[row0 + h * 8] : 0.0f;
-    rowDot[h] = in ? dot[row0 + h * 8] : 0.0f;
-  }
+  kiln_attn_row_stats(rowLse, rowDot, at.lse, at.dot, row0, Tq);
   float acc[DM / 8][4];
   kiln_attn_zero<DM>(acc);
   kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
   if (nKB > 0)
-    kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
+    kiln_attn_issue(tiles, at.k, kT, d, tiles + BK * LD, at.v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, at.k, kT, d, at.v, vT, dv, Tk);
     T *sV = sK + BK * LD;
     float s[BK / 8][4], dp[BK / 8][4];
     kiln_attn_zero<BK>(s);
     kiln_attn_zero<BK>(dp);
     kiln_attn_mm_t<DM / 16, BK, LD>(s, qf, sK, d);
     kiln_attn_mm_t<DM / 16, BK, LD>(dp, df, sV, dv);
-    // The keys row i sees in this tile: those before Tk (causal: up to i).
     int hi[2];
-    for (int h = 0; h < 2; ++h) {
-      kiln_index i = row0 + h * 8;
-      hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
-    }
+    kiln_attn_key_bounds<BK>(hi, row0, Tq, Tk, k0, causal);
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
@@ -957,7 +986,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
     kiln_attn_mm_n<BK / 16, DM, LD>(acc, s, sK, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
-  kiln_attn_store<DM>(dq, qT, row0, Tq, d, acc, [&](int, float v) { return sc * v; });
+  kiln_attn_store<DM>(dq, qT, row0, Tq, d, acc, [&](int, float x) { return sc * x; });
 }
 
 // P^T in place of the warp's S^T tile |s| (its 16 key rows from key0
@@ -1079,8 +1108,6 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   const int pair = (threadIdx.x / 32) % (BK / 16);
   const bool dK = threadIdx.x / 32 >= BK / 16; // the partner accumulating dK
   const float sc = (float)scale;
-  if ((d | dv) % 16)
-    kiln_attn_clear<NT>(smem, total);
   // K's fragments (the dV side), then V's, staged through the query tiles.
   unsigned f[DM / 16][4];
   kiln_attn_pair_frags<NT, BK, DM, LD>(f, tiles, smem, total, at.k, kT, d, at.v, vT, dv, k0, Tk);
@@ -1147,30 +1174,19 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARA
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
-  kiln_index nQB = (Tq + BQ - 1) / BQ;
-  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
-  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
-  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
-  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
-  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-  const float *lse = (const float *)lse_ + bh * Tq, *dot = (const float *)work_ + bh * Tq;
+  const kiln_attn_query_rows<T, BQ> at(KILN_ATTN_ARGS);
+  const kiln_index q0 = at.q0;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const int pair = (threadIdx.x / 32) % (BQ / 16);
   const bool dS = threadIdx.x / 32 >= BQ / 16; // the partner computing dP and dS
   const float sc = (float)scale;
-  if ((d | dv) % 16)
-    kiln_attn_clear<NT>(smem, total);
   // Q's fragments (the S side), then dO's, staged through the key tiles.
   unsigned f[DM / 16][4];
-  kiln_attn_pair_frags<NT, BQ, DM, LD>(f, tiles, smem, total, q, qT, d, dout, oT, dv, q0, Tq);
+  kiln_attn_pair_frags<NT, BQ, DM, LD>(f, tiles, smem, total, at.q, qT, d, at.dout, oT, dv, q0, Tq);
   kiln_attn_four *hand = (kiln_attn_four *)(smem + oHand) + pair * (BK / 8) * 32 + lane;
   const kiln_index row0 = q0 + pair * 16 + g;
   float rowLse[2], rowDot[2];
-  for (int h = 0; h < 2; ++h) {
-    bool in = row0 + h * 8 < Tq;
-    rowLse[h] = in ? lse[row0 + h * 8] : 0.0f;
-    rowDot[h] = in ? dot[row0 + h * 8] : 0.0f;
-  }
+  kiln_attn_row_stats(rowLse, rowDot, at.lse, at.dot, row0, Tq);
   // The partner's half of dQ's columns: from |half|, |n| of them.
   const int half = dS ? DM / 2 : 0;
   const int n = kiln_attn_clamp(d - half, DM / 2);
@@ -1178,23 +1194,19 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARA
   kiln_attn_zero<DM / 2>(acc);
   kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
   if (nKB > 0)
-    kiln_attn_issue<NT>(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
+    kiln_attn_issue<NT>(tiles, at.k, kT, d, tiles + BK * LD, at.v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    T *sK = kiln_attn_key_stage<STAGES, BK, LD, NT>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD, NT>(tiles, kb, nKB, at.k, kT, d, at.v, vT, dv, Tk);
     T *sV = sK + BK * LD;
     // S = Q K^T, or dP = dO V^T.
     float s[BK / 8][4];
     kiln_attn_zero<BK>(s);
     kiln_attn_mm_t<DM / 16, BK, LD>(s, f, dS ? sV : sK, dS ? dv : d);
     if (!dS) {
-      // P: the keys row i sees in this tile, those before Tk (causal: up
-      // to i).
+      // P.
       int hi[2];
-      for (int h = 0; h < 2; ++h) {
-        kiln_index i = row0 + h * 8;
-        hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
-      }
+      kiln_attn_key_bounds<BK>(hi, row0, Tq, Tk, k0, causal);
 #pragma unroll
       for (int nt = 0; nt < BK / 8; ++nt) {
 #pragma unroll
@@ -1227,7 +1239,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARA
     kiln_attn_mm_n<BK / 16, DM / 2, LD>(acc, s, sK + half, n);
     __syncthreads(); // the stage and the hand-over are read
   }
-  kiln_attn_store<DM / 2>((T *)r0_ + qAt + half, qT, row0, Tq, n, acc, [&](int, float x) { return sc * x; });
+  kiln_attn_store<DM / 2>((T *)r0_ + at.qAt + half, qT, row0, Tq, n, acc, [&](int, float x) { return sc * x; });
 }
 
 #ifdef KILN_CUDA_EMULATION

@@ -24,9 +24,9 @@
 //             (kiln_attn_fwd_mma) each warp keeps its 16 query rows' Q
 //             fragments, scores, softmax state and output in registers
 //             (ldmatrix, mma.sync m16n8k16; P never leaves the registers),
-//             64 x 64 tiles arriving by cp.async, the next in flight while
-//             the current is multiplied; otherwise the state lives in
-//             shared memory.
+//             64-key tiles (32 past head dim 128) arriving by cp.async, the
+//             next in flight while the current is multiplied where two
+//             stages fit; otherwise the state lives in shared memory.
 //   backward: three kernels, no atomics, so every run gives the same bits
 //             (on tensor cores from sm_80, dkdv and dq keep their 64 rows'
 //             fragments and accumulators in registers as the mma forward

@@ -239,6 +239,45 @@ static __device__ __forceinline__ kiln_index kiln_attn_key_blocks(kiln_index q0,
   return nKB;
 }
 
+// A dK/dV block's key rows (BK of them from k0, of head bh: blockIdx's)
+// and its head's q, k, v, dout, lse and D_i (of type A: the
+// accumulation type).
+template <class T, int BK, class A = float>
+struct kiln_attn_key_rows {
+  kiln_index bh, k0, kAt, vAt;
+  const T *q, *k, *v, *dout;
+  const A *lse, *dot;
+
+  __device__ __forceinline__ kiln_attn_key_rows(KILN_ATTN_PARAMS) {
+    kiln_index nKB = (Tk + BK - 1) / BK;
+    bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
+    kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
+    q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), k = (const T *)k_ + kAt;
+    v = (const T *)v_ + vAt, dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+    lse = (const A *)lse_ + bh * Tq, dot = (const A *)work_ + bh * Tq;
+  }
+};
+
+// A dQ block's query rows (BQ of them from q0, of head bh: blockIdx's)
+// and its head's q, k, v, dout, lse and D_i (of type A: the
+// accumulation type).
+template <class T, int BQ, class A = float>
+struct kiln_attn_query_rows {
+  kiln_index bh, q0, qAt;
+  const T *q, *k, *v, *dout;
+  const A *lse, *dot;
+
+  __device__ __forceinline__ kiln_attn_query_rows(KILN_ATTN_PARAMS) {
+    kiln_index nQB = (Tq + BQ - 1) / BQ;
+    bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
+    qAt = kiln_attn_head(bh, H, qB, qH);
+    q = (const T *)q_ + qAt, k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
+    v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
+    dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
+    lse = (const A *)lse_ + bh * Tq, dot = (const A *)work_ + bh * Tq;
+  }
+};
+
 // Forward: out, lse (r0_, r1_). One block per (query block, b*h).
 template <class T, class A, bool W, int DM, int BQ, int BK>
 static __device__ __forceinline__ void kiln_attn_fwd(KILN_ATTN_PARAMS) {
@@ -428,14 +467,11 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv(KILN_ATTN_PARAMS) {
   S *sK = (S *)(smem + oK), *sV = (S *)(smem + oV), *sQ = (S *)(smem + oQ);
   S *sdO = (S *)(smem + odO), *sP = (S *)(smem + oP);
   const int d = (int)D, dv = (int)DV;
-  kiln_index nKB = (Tk + BK - 1) / BK;
-  kiln_index bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
-  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH), kAt = kiln_attn_head(bh, H, kB, kH);
-  const kiln_index vAt = kiln_attn_head(bh, H, vB, vH), oAt = kiln_attn_head(bh, H, oB, oH);
-  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kAt;
-  const T *v = (const T *)v_ + vAt, *dout = (const T *)do_ + oAt;
-  const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
-  T *dk = (T *)r1_ + kAt, *dvOut = (T *)r2_ + vAt;
+  const kiln_attn_key_rows<T, BK, A> at(KILN_ATTN_ARGS);
+  const kiln_index k0 = at.k0;
+  const T *q = at.q, *k = at.k, *v = at.v, *dout = at.dout;
+  const A *lse = at.lse, *dot = at.dot;
+  T *dk = (T *)r1_ + at.kAt, *dvOut = (T *)r2_ + at.vAt;
   const A sc = (A)scale;
   kiln_attn_tile(sK, DM, k, kT, k0, Tk, BK, d);
   kiln_attn_tile(sV, DM, v, vT, k0, Tk, BK, dv);
@@ -485,14 +521,11 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq(KILN_ATTN_PARAMS) {
   S *sQ = (S *)(smem + oQ), *sdO = (S *)(smem + odO), *sK = (S *)(smem + oK);
   S *sV = (S *)(smem + oV), *sP = (S *)(smem + oP);
   const int d = (int)D, dv = (int)DV;
-  kiln_index nQB = (Tq + BQ - 1) / BQ;
-  kiln_index bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
-  const kiln_index qAt = kiln_attn_head(bh, H, qB, qH);
-  const T *q = (const T *)q_ + qAt, *k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
-  const T *v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
-  const T *dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-  const A *lse = (const A *)lse_ + bh * Tq, *dot = (const A *)work_ + bh * Tq;
-  T *dq = (T *)r0_ + qAt;
+  const kiln_attn_query_rows<T, BQ, A> at(KILN_ATTN_ARGS);
+  const kiln_index q0 = at.q0;
+  const T *q = at.q, *k = at.k, *v = at.v, *dout = at.dout;
+  const A *lse = at.lse, *dot = at.dot;
+  T *dq = (T *)r0_ + at.qAt;
   const A sc = (A)scale;
   kiln_attn_tile(sQ, DM, q, qT, q0, Tq, BQ, d);
   kiln_attn_tile(sdO, DM, dout, oT, q0, Tq, BQ, dv);
@@ -717,25 +750,6 @@ struct __align__(16) kiln_attn_four {
   float x[4];
 };
 
-// A dQ block's query rows (BQ of them from q0, of head bh: blockIdx's)
-// and its head's q, k, v, dout, lse and D_i.
-template <class T, int BQ>
-struct kiln_attn_query_rows {
-  kiln_index bh, q0, qAt;
-  const T *q, *k, *v, *dout;
-  const float *lse, *dot;
-
-  __device__ __forceinline__ kiln_attn_query_rows(KILN_ATTN_PARAMS) {
-    kiln_index nQB = (Tq + BQ - 1) / BQ;
-    bh = blockIdx.x / nQB, q0 = (blockIdx.x % nQB) * BQ;
-    qAt = kiln_attn_head(bh, H, qB, qH);
-    q = (const T *)q_ + qAt, k = (const T *)k_ + kiln_attn_head(bh, H, kB, kH);
-    v = (const T *)v_ + kiln_attn_head(bh, H, vB, vH);
-    dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-    lse = (const float *)lse_ + bh * Tq, dot = (const float *)work_ + bh * Tq;
-  }
-};
-
 // lse and D_i of the lane's query rows row0 and row0 + 8 (0 past Tq).
 static __device__ __forceinline__ void kiln_attn_row_stats(float rowLse[2], float rowDot[2], const float *lse, const float *dot, kiln_index row0, kiln_index Tq) {
   for (int h = 0; h < 2; ++h) {
@@ -755,24 +769,6 @@ static __device__ __forceinline__ void kiln_attn_key_bounds(int hi[2], kiln_inde
     hi[h] = i < Tq ? kiln_attn_clamp(causal && i + 1 < Tk ? i + 1 - k0 : Tk - k0, BK) : 0;
   }
 }
-
-// A dK/dV block's key rows (BK of them from k0, of head bh: blockIdx's)
-// and its head's q, k, v, dout, lse and D_i.
-template <class T, int BK>
-struct kiln_attn_key_rows {
-  kiln_index bh, k0, kAt, vAt;
-  const T *q, *k, *v, *dout;
-  const float *lse, *dot;
-
-  __device__ __forceinline__ kiln_attn_key_rows(KILN_ATTN_PARAMS) {
-    kiln_index nKB = (Tk + BK - 1) / BK;
-    bh = blockIdx.x / nKB, k0 = (blockIdx.x % nKB) * BK;
-    kAt = kiln_attn_head(bh, H, kB, kH), vAt = kiln_attn_head(bh, H, vB, vH);
-    q = (const T *)q_ + kiln_attn_head(bh, H, qB, qH), k = (const T *)k_ + kAt;
-    v = (const T *)v_ + vAt, dout = (const T *)do_ + kiln_attn_head(bh, H, oB, oH);
-    lse = (const float *)lse_ + bh * Tq, dot = (const float *)work_ + bh * Tq;
-  }
-};
 
 // dK/dV's walk over the query tiles that see key rows |at| (qFirst ..
 // nQB - 1; causal: from the tile of the first key row): stage s holds Q

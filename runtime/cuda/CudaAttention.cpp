@@ -200,54 +200,58 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
 std::string attentionKernelSource(unsigned arch,
                                   const std::set<std::string> &only,
                                   bool mma) {
-  std::string source = kAttentionKernelTemplates;
+  // The instantiations; the mma.sync templates only where one uses them.
+  std::string lines;
+  bool mmaKernels = false;
   std::vector<std::string> dots;
   for (const auto &[dtype, c] : allConfigs(arch, mma)) {
     if (!only.empty() && !only.count(c.forward))
       continue;
     const TypeInfo &t = *typeInfo(dtype);
+    mmaKernels |= c.forwardMma;
     std::string targs = std::string(t.type) + ", " + t.acc + ", " +
                         (c.tensorCores ? "true" : "false") + ", " +
                         std::to_string(c.dmax) + ", " +
                         std::to_string(c.blockQ) + ", " +
                         std::to_string(c.blockK);
     if (c.forwardMma)
-      source += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd_mma, " +
-                t.type + ", " + std::to_string(c.dmax) + ", " +
-                std::to_string(c.forwardBlockQ) + ", " +
-                std::to_string(c.forwardBlockK) + ")\n";
+      lines += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd_mma, " +
+               t.type + ", " + std::to_string(c.dmax) + ", " +
+               std::to_string(c.forwardBlockQ) + ", " +
+               std::to_string(c.forwardBlockK) + ")\n";
     else
-      source += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd, " + targs + ")\n";
+      lines += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd, " + targs + ")\n";
     std::string mmaArgs = std::string(t.type) + ", " + std::to_string(c.dmax) +
                           ", " + std::to_string(kMmaTile) + ", " +
                           std::to_string(kMmaTile) + ")\n";
     if (c.dkdvPairs)
-      source += "KILN_ATTN_KERNEL_N(" + c.dkdv + ", " +
-                std::to_string(c.dkdvThreads) +
-                ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
-                std::to_string(c.dmax) + ", " + std::to_string(kMmaPairsTileQ) +
-                ", " + std::to_string(kMmaTile) + ")\n";
+      lines += "KILN_ATTN_KERNEL_N(" + c.dkdv + ", " +
+               std::to_string(c.dkdvThreads) +
+               ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
+               std::to_string(c.dmax) + ", " + std::to_string(kMmaPairsTileQ) +
+               ", " + std::to_string(kMmaTile) + ")\n";
     else if (c.backwardMma)
-      source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
+      lines += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
     else
-      source += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
+      lines += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
     if (c.dqPairs)
-      source += "KILN_ATTN_KERNEL_N(" + c.dq + ", " +
-                std::to_string(c.dqThreads) +
-                ", kiln_attn_bwd_dq_mma_pairs, " + t.type + ", " +
-                std::to_string(c.dmax) + ", " + std::to_string(kMmaRows) +
-                ", " + std::to_string(c.forwardBlockK) + ")\n";
+      lines += "KILN_ATTN_KERNEL_N(" + c.dq + ", " +
+               std::to_string(c.dqThreads) +
+               ", kiln_attn_bwd_dq_mma_pairs, " + t.type + ", " +
+               std::to_string(c.dmax) + ", " + std::to_string(kMmaRows) +
+               ", " + std::to_string(c.forwardBlockK) + ")\n";
     else if (c.backwardMma)
-      source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
+      lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
     else
-      source += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
+      lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
     if (std::find(dots.begin(), dots.end(), c.dot) == dots.end()) {
       dots.push_back(c.dot);
-      source += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
-                ", " + t.acc + ")\n";
+      lines += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
+               ", " + t.acc + ")\n";
     }
   }
-  return source;
+  return std::string(kAttentionKernelTemplates) +
+         (mmaKernels ? kAttentionMmaKernelTemplates : "") + lines;
 }
 
 std::vector<std::string> attentionKernelEntryPoints(unsigned arch, bool mma,

@@ -1,8 +1,11 @@
 //===- CudaAttentionKernels.h - the attention kernels' templates -*- C++ -*-===//
 //
-// Internal to runtime/cuda: the attention kernels' CUDA C++ templates
-// (CudaAttentionKernels.cpp), one guarded translation unit without entry
-// points; attentionKernelSource() (CudaAttention.cpp) appends one
+// Internal to runtime/cuda: the attention kernels' CUDA C++ templates,
+// without entry points: kAttentionKernelTemplates (CudaAttentionKernels.cpp:
+// the shared helpers, the CUDA-core and wmma kernels, the entry-point
+// macros) and kAttentionMmaKernelTemplates (CudaAttentionMmaKernels.cpp:
+// the mma.sync kernels, which use those helpers and so follow them).
+// attentionKernelSource() (CudaAttention.cpp) joins them and appends one
 // KILN_ATTN_KERNEL line per kernel it instantiates.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +16,7 @@
 namespace kiln::runtime::cuda {
 
 extern const char *const kAttentionKernelTemplates;
+extern const char *const kAttentionMmaKernelTemplates;
 
 } // namespace kiln::runtime::cuda
 

@@ -454,6 +454,12 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
         << entry;
   EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_f32"), std::string::npos);
   EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_bf16_simt"), std::string::npos);
+  // The mma.sync templates come only with a set that runs on them.
+  EXPECT_NE(gpt.find("kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PARAMS)"), std::string::npos);
+  std::string f32 = attentionKernelSource(90, {"kiln_attn_fwd_f32_simt64"});
+  EXPECT_NE(f32.find("KILN_ATTN_KERNEL(kiln_attn_fwd_f32_simt64,"), std::string::npos);
+  EXPECT_EQ(f32.find("kiln_attn_ldsm_x4"), std::string::npos);
+  EXPECT_EQ(attentionKernelSource(75).find("kiln_attn_ldsm_x4"), std::string::npos);
   StatusOr<AttentionConfig> big = attentionConfig(PkgDType::F32, 300, 64, 90);
   ASSERT_FALSE(big.isOk());
   EXPECT_NE(big.status().message().find("head dims 300 and 64: expected 1 to 256"),

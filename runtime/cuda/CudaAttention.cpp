@@ -1,9 +1,10 @@
 //===- CudaAttention.cpp - fused scaled-dot-product attention on the GPU --===//
 //
 // See CudaAttention.h. The kernels' templates are in
-// CudaAttentionKernels.cpp; the entry points are instantiated per dtype and
-// head-dim bucket by attentionKernelSource(), which appends one
-// KILN_ATTN_KERNEL line per kernel. This file chooses each shape's
+// CudaAttentionKernels.cpp (shared, CUDA-core and wmma) and
+// CudaAttentionMmaKernels.cpp (mma.sync); the entry points are
+// instantiated per dtype and head-dim bucket by attentionKernelSource(),
+// which appends one KILN_ATTN_KERNEL line per kernel. This file chooses each shape's
 // configuration and plans and queues each thunk's launches (planned at
 // load, so a step only queues them).
 //

@@ -28,7 +28,11 @@
 #      runtime half of `kiln train --device=cuda` (kiln itself needs MLIR).
 #   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
 #      Kiln (kiln-cuda-run --time), PyTorch eager, torch.compile and JAX
-#      (peers.py), tokens/s and MFU with the same FLOPs formula.
+#      (peers.py), tokens/s and MFU with the same FLOPs formula. The
+#      runtime times cuBLASLt's algorithms for each GEMM shape at load
+#      (GemmAutotune.h; a fresh cache under the log directory, so they are
+#      timed here): their times and choices are printed, and the step is
+#      timed again with --gemm-autotune=off when time allows.
 #
 # Usage: bench/gpu/check.sh [--in DIR] [--steps N]
 # Not yet run on a GPU: it was prepared on a machine without one.
@@ -51,6 +55,8 @@ deadline=$((SECONDS + 470))
 left() { local l=$((deadline - SECONDS)); [ $l -gt 5 ] && echo $l || echo 5; }
 bin=$in/bin
 log=$(mktemp -d)
+# The GEMM autotuner's cache: fresh, so this run times every shape.
+export KILN_CACHE_DIR=$log/cache
 # NVRTC (the golden packages hold kernel source) needs cuda_fp16.h and
 # cuda_bf16.h: the toolkit's include directory, found beside nvcc.
 if [ -z "${KILN_CUDA_INCLUDE_DIR:-}" ] && command -v nvcc > /dev/null; then
@@ -171,6 +177,8 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
     --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
     --profile="$profile" > "$log/gpt.txt" 2>&1
   rc=$?
+  # The autotuner's note and each GEMM shape's algorithm times.
+  grep -E "GEMM autotuning|^kiln-cuda-run: gemm " "$log/gpt.txt" | head -40
   cat "$log/gpt.txt" | tail -12
   [ $rc -eq 0 ] && pass "Kiln GPT step (bf16)" || fail "Kiln GPT step"
   [ -f "$profile" ] && echo "  thunk times: $profile (kiln inspect gpt-bf16.kpkg --roofline --measured=...)"
@@ -181,17 +189,24 @@ else
   fail "Kiln GPT step: $run or $in/gpt-bf16.kpkg missing"
 fi
 # A variant of the timed GPT step: gpt_variant LABEL PACKAGE LOG SECONDS
-# (the caller's environment passes through, as KILN_CUDA_ATTENTION below).
+# [FLAGS...] (the caller's environment passes through, as
+# KILN_CUDA_ATTENTION below).
 gpt_variant() {
-  local label=$1 package=$2 out=$log/$3.txt
-  timeout "$4" "$run" "$package" --data=synthetic \
+  local label=$1 package=$2 out=$log/$3.txt seconds=$4
+  shift 4
+  timeout "$seconds" "$run" "$package" --data=synthetic \
     --classes=50304 --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \
     --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
-    > "$out" 2>&1 \
+    "$@" > "$out" 2>&1 \
     && { grep -iE "tokens/s|step time|MFU|utilization" "$out" | sed "s/^/  $label: /";
          pass "Kiln GPT step, $label"; } \
     || { tail -5 "$out"; fail "Kiln GPT step, $label"; }
 }
+# The same step on cuBLASLt's heuristic choices: what the autotuning gains.
+if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 200 ]; then
+  gpt_variant --gemm-autotune=off "$in/gpt-bf16.kpkg" gpt-autotune-off 60 \
+    --gemm-autotune=off
+fi
 # The same step with the layer norms' gradient partials in kernels of their
 # own (kiln compile --row-groups=off): which layout is faster on the GPU.
 if [ -x "$run" ] && [ -f "$in/gpt-bf16-rowgroups-off.kpkg" ]; then

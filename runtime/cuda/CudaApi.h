@@ -91,6 +91,19 @@ struct GemmDesc {
   // The alignment every pointer passed to gemmRun has (cuBLASLt assumes
   // 256 bytes unless told; the arena's buffers are 64-byte aligned).
   uint32_t alignmentBytes = 256;
+  // How many of cuBLASLt's heuristic algorithms the plan keeps, best
+  // first (the autotuner times them; GemmAutotune.h). gemmRun uses the
+  // first until gemmSelectAlgorithm picks another.
+  int algorithms = 1;
+};
+
+// One algorithm a GEMM plan holds: |id| identifies it across processes
+// (the bytes of cuBLASLt's cublasLtMatmulAlgo_t, in hex), |description|
+// names its configuration for people ("algo 66, tile 21, stages 19,
+// split-k 1, ..."), |workspaceBytes| is what it needs.
+struct GemmAlgorithm {
+  std::string id, description;
+  size_t workspaceBytes = 0;
 };
 
 // A GemmDesc as cuBLASLt's column-major D = op(A) op(B): a row-major
@@ -213,6 +226,16 @@ public:
                    workspace, workspaceBytes, stream);
   }
   virtual Status gemmDestroy(GemmPlan plan) = 0;
+  // The algorithms |plan| holds (at least one; at most its desc's
+  // |algorithms|), the one its runs use (0 until selected) and what each
+  // is; gemmSelectAlgorithm fails for an index out of range.
+  virtual int gemmAlgorithmCount(GemmPlan plan) = 0;
+  virtual int gemmSelectedAlgorithm(GemmPlan plan) = 0;
+  virtual Status gemmSelectAlgorithm(GemmPlan plan, int index) = 0;
+  virtual StatusOr<GemmAlgorithm> gemmAlgorithm(GemmPlan plan, int index) = 0;
+  // The GEMM library and its version ("cuBLASLt 130100"), for the
+  // autotuning cache's keys: another version may offer other algorithms.
+  virtual std::string gemmLibraryVersion() = 0;
 };
 
 // The real table: dlopens libcudart (as CudaDevice.h), then the driver's

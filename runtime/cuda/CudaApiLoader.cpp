@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace kiln::runtime::cuda {
@@ -231,6 +232,19 @@ public:
                  void *workspace, size_t workspaceBytes,
                  CudaStream stream) override;
   Status gemmDestroy(GemmPlan plan) override;
+  int gemmAlgorithmCount(GemmPlan plan) override;
+  int gemmSelectedAlgorithm(GemmPlan plan) override;
+  Status gemmSelectAlgorithm(GemmPlan plan, int index) override;
+  StatusOr<GemmAlgorithm> gemmAlgorithm(GemmPlan plan, int index) override;
+  std::string gemmLibraryVersion() override {
+    if (!lt_)
+      return "no cuBLASLt";
+    // Optional symbols: older libraries may lack them.
+    return "cuBLASLt " + (lt_.cublasLtGetVersion
+                              ? std::to_string(lt_.cublasLtGetVersion())
+                              : std::string("unknown")) +
+           " (" + ltPath_ + ")";
+  }
 
 private:
   Status rt(cudaError_t code, const std::string &call) const {
@@ -327,6 +341,9 @@ private:
     KILN_CUDA_FN(cublasLtMatmulPreferenceSetAttribute);
     KILN_CUDA_FN(cublasLtMatmulAlgoGetHeuristic);
     KILN_CUDA_FN(cublasLtMatmul);
+    // Optional: for the autotuner's descriptions and cache keys.
+    KILN_CUDA_FN(cublasLtGetVersion);
+    KILN_CUDA_FN(cublasLtMatmulAlgoConfigGetAttribute);
   } lt_;
   struct Nvrtc {
     explicit operator bool() const { return nvrtcCompileProgram != nullptr; }
@@ -409,6 +426,11 @@ Status RealCudaApi::load(bool requireDriver) {
                 KILN_DLSYM(table, lt, cublasLtMatmulPreferenceSetAttribute) &&
                 KILN_DLSYM(table, lt, cublasLtMatmulAlgoGetHeuristic) &&
                 KILN_DLSYM(table, lt, cublasLtMatmul);
+    table.cublasLtGetVersion = reinterpret_cast<decltype(
+        table.cublasLtGetVersion)>(dlsym(lt, "cublasLtGetVersion"));
+    table.cublasLtMatmulAlgoConfigGetAttribute =
+        reinterpret_cast<decltype(table.cublasLtMatmulAlgoConfigGetAttribute)>(
+            dlsym(lt, "cublasLtMatmulAlgoConfigGetAttribute"));
     if (ltOk)
       lt_ = table;
     else
@@ -510,13 +532,15 @@ Status RealCudaApi::nvrtcCompile(const std::string &source,
   return s;
 }
 
-// A planned GEMM: cuBLASLt's descriptors and the algorithm the heuristic
-// chose, kept for every run.
+// A planned GEMM: cuBLASLt's descriptors and the algorithms the heuristic
+// offered (best first, at most desc.algorithms), kept for every run, which
+// uses algos[selected].
 struct LtPlan {
   GemmDesc desc;
   cublasLtMatmulDesc_t matmul = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulHeuristicResult_t> algos;
+  int selected = 0;
   size_t workspaceBytes = 0;
   float alpha32 = 1, beta32 = 0;
   double alpha64 = 1, beta64 = 0;
@@ -679,12 +703,13 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
       ps = blas(lt_.cublasLtMatmulPreferenceSetAttribute(pref, attr, &align,
                                                          sizeof(align)),
                 "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  std::vector<cublasLtMatmulHeuristicResult_t> heuristic(
+      std::max(desc.algorithms, 1));
   int found = 0;
   if (ps.isOk()) {
     cublasStatus_t code = lt_.cublasLtMatmulAlgoGetHeuristic(
-        ltHandle_, plan->matmul, plan->a, plan->b, plan->d, plan->d, pref, 1,
-        &heuristic, &found);
+        ltHandle_, plan->matmul, plan->a, plan->b, plan->d, plan->d, pref,
+        int(heuristic.size()), heuristic.data(), &found);
     // NOT_SUPPORTED: no algorithm for this configuration.
     refused = code == CUBLAS_STATUS_NOT_SUPPORTED;
     ps = blas(code, std::string("cublasLtMatmulAlgoGetHeuristic (") +
@@ -694,6 +719,10 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
   lt_.cublasLtMatmulPreferenceDestroy(pref);
   if (!ps.isOk())
     return cleanup(ps);
+  for (int i = 0; i < found; ++i)
+    if (heuristic[i].state == CUBLAS_STATUS_SUCCESS)
+      plan->algos.push_back(heuristic[i]);
+  found = int(plan->algos.size());
   refused = found < 1;
   if (found < 1)
     return cleanup(Status::error(
@@ -703,7 +732,6 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
         " k=" + std::to_string(desc.params.k) + " batch=" +
         std::to_string(desc.params.batch) + " epilogue " +
         gemmEpilogueName(desc.epilogue)));
-  plan->algo = heuristic.algo;
   *result = plan.release();
   return Status::ok();
 }
@@ -750,7 +778,7 @@ Status RealCudaApi::gemmRun(GemmPlan handle, const void *lhs, const void *rhs,
   return blas(lt_.cublasLtMatmul(ltHandle_, plan->matmul, alpha, rhs, plan->a,
                                  lhs, plan->b, beta, cPointer, plan->d, out,
                                  plan->d,
-                                 &plan->algo, workspace,
+                                 &plan->algos[plan->selected].algo, workspace,
                                  std::min(workspaceBytes, plan->workspaceBytes),
                                  cudaStream_t(stream)),
               "cublasLtMatmul");
@@ -770,6 +798,70 @@ Status RealCudaApi::gemmDestroy(GemmPlan handle) {
     lt_.cublasLtMatmulDescDestroy(plan->matmul);
   delete plan;
   return Status::ok();
+}
+
+int RealCudaApi::gemmAlgorithmCount(GemmPlan handle) {
+  return int(static_cast<LtPlan *>(handle)->algos.size());
+}
+
+int RealCudaApi::gemmSelectedAlgorithm(GemmPlan handle) {
+  return static_cast<LtPlan *>(handle)->selected;
+}
+
+Status RealCudaApi::gemmSelectAlgorithm(GemmPlan handle, int index) {
+  auto *plan = static_cast<LtPlan *>(handle);
+  if (index < 0 || index >= int(plan->algos.size()))
+    return Status::error("gemm: algorithm " + std::to_string(index) +
+                         " of a plan that holds " +
+                         std::to_string(plan->algos.size()));
+  plan->selected = index;
+  return Status::ok();
+}
+
+StatusOr<GemmAlgorithm> RealCudaApi::gemmAlgorithm(GemmPlan handle, int index) {
+  auto *plan = static_cast<LtPlan *>(handle);
+  if (index < 0 || index >= int(plan->algos.size()))
+    return Status::error("gemm: algorithm " + std::to_string(index) +
+                         " of a plan that holds " +
+                         std::to_string(plan->algos.size()));
+  const cublasLtMatmulHeuristicResult_t &r = plan->algos[index];
+  GemmAlgorithm out;
+  static const char *hex = "0123456789abcdef";
+  for (uint64_t word : r.algo.data)
+    for (int shift = 60; shift >= 0; shift -= 4)
+      out.id += hex[(word >> shift) & 15];
+  out.workspaceBytes = r.workspaceSize;
+  if (lt_.cublasLtMatmulAlgoConfigGetAttribute) {
+    // Every attribute read into a zeroed 64-bit word (each is a 16- or
+    // 32-bit integer, little-endian).
+    auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t which) {
+      uint64_t value = 0;
+      size_t written = 0;
+      if (lt_.cublasLtMatmulAlgoConfigGetAttribute(
+              &r.algo, which, &value, sizeof(value), &written) !=
+          CUBLAS_STATUS_SUCCESS)
+        return std::string("?");
+      if (written == 4)
+        return std::to_string(int32_t(uint32_t(value)));
+      return std::to_string(value);
+    };
+    out.description =
+        "algo " + attr(CUBLASLT_ALGO_CONFIG_ID) + ", tile " +
+        attr(CUBLASLT_ALGO_CONFIG_TILE_ID) + ", stages " +
+        attr(CUBLASLT_ALGO_CONFIG_STAGES_ID) + ", split-k " +
+        attr(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) + ", reduction " +
+        attr(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) + ", swizzle " +
+        attr(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) + ", cluster " +
+        attr(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) + ", option " +
+        attr(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+  } else {
+    out.description = "algorithm " + std::to_string(index);
+  }
+  char waves[32];
+  std::snprintf(waves, sizeof(waves), "%.2f", r.wavesCount);
+  out.description +=
+      ", workspace " + std::to_string(r.workspaceSize) + ", waves " + waves;
+  return out;
 }
 
 } // namespace

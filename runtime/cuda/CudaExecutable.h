@@ -20,9 +20,11 @@
 //     grid-stride) and the kernel's sharedMemoryBytes of dynamic shared
 //     memory, parameters the thunk's operands then results;
 //     LibraryCall Gemm -> cuBLASLt with the thunk's epilogue (bias, ReLU,
-//     GELU, bias gradient: the package's GemmParams), planned at load (the heuristic's
-//     choice kept in the plan, one plan per distinct GEMM shape) with one
-//     workspace for all GEMMs; an epilogue cuBLASLt offers no algorithm
+//     GELU, bias gradient: the package's GemmParams), planned at load
+//     (one plan per distinct GEMM shape, holding the heuristic's first
+//     algorithms; with CudaOptions::gemmAutotune each shape's are timed
+//     at the end of create() and the fastest kept, GemmAutotune.h) with
+//     one workspace for all GEMMs; an epilogue cuBLASLt offers no algorithm
 //     for on the device runs as the plain GEMM then CudaEpilogue.h's
 //     kernel on the same stream (one note per executable lists them);
 //     Copy -> cudaMemcpyAsync;
@@ -62,6 +64,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/GemmAutotune.h"
 #include "runtime/package/Package.h"
 
 #include <cstdint>
@@ -91,6 +94,13 @@ struct CudaOptions {
   bool allowTf32 = false;
   // cuBLASLt's workspace, allocated once (32 MiB suits Hopper).
   size_t gemmWorkspaceBytes = 32u << 20;
+  // Times cuBLASLt's first |gemmAlgorithms| algorithms for each GEMM shape
+  // at load and runs the fastest (GemmAutotune.h); the choices are kept in
+  // |gemmAutotuneCache| ("": gemmAutotuneCacheDirectory(), from
+  // $KILN_CACHE_DIR; "off": not kept).
+  bool gemmAutotune = true;
+  int gemmAlgorithms = 8;
+  std::string gemmAutotuneCache;
   // Runs the Collective thunks (not owned): on device pointers on the
   // step's stream when it has deviceCollectives() (NCCL; waits for the
   // stream are then bounded by its timeout), else on host copies. Null: a
@@ -167,6 +177,11 @@ public:
   Status collectProfile(); // waits for the step and adds its times
   const std::vector<CudaThunkProfile> &profile() const { return profile_; }
 
+  // Each GEMM shape's autotuning (empty when it was off, or when no plan
+  // held more than one algorithm), in the order of the shapes' first
+  // thunks.
+  const std::vector<GemmTuning> &gemmTuning() const { return gemmTuning_; }
+
 private:
   CudaExecutable(LoadedPackage package, CudaApi &api, CudaOptions options);
   Status prepare();
@@ -174,6 +189,11 @@ private:
   Status planThunk(size_t index);
   Status enqueueStep();
   Status enqueueThunk(size_t index);
+  // Queues thunk |index|'s cuBLASLt call (a GEMM thunk's, without an
+  // epilogue kernel that follows it) on |stream|.
+  Status queueGemm(size_t index, CudaStream stream);
+  // GemmAutotune.h over every GEMM plan, at the end of prepare().
+  Status autotuneGemms();
   Status runCollective(size_t index);
   // cudaStreamSynchronize of the step's stream, after the communicator's
   // bounded wait when the step has device collectives.
@@ -215,6 +235,7 @@ private:
   // cuBLASLt plans by GEMM shape: thunks with the same GemmDesc share one
   // (the GPT's 12 blocks repeat a handful of shapes).
   std::map<std::string, GemmPlan> gemmPlans_;
+  std::vector<GemmTuning> gemmTuning_;
   // GEMM shapes whose epilogue cuBLASLt refused, with its message, and the
   // thunks (by shape and epilogue) that run it as a kernel instead.
   std::map<std::string, std::string> unsupportedGemms_;

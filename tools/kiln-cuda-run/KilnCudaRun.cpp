@@ -16,6 +16,9 @@
 //                     compared step by step with `kiln train --no-shuffle`
 //   --epochs=N / --steps=N   one epoch by default
 //   --device=N, --cuda-graphs=on|off, --log-every=N
+//   --gemm-autotune=on|off   cuBLASLt's algorithms timed per GEMM shape at
+//                     load (default on; GemmAutotune.h); each shape timed
+//                     now gets a line: every algorithm's time, the choice
 //   --time=N          after the training steps, time N more steps (CUDA
 //                     events around each) and print the median step time,
 //                     tokens/s (--tokens-per-step) and model FLOPs
@@ -79,6 +82,7 @@ int main(int argc, char **argv) {
     if (a == "--help" || a == "-h") {
       std::printf("usage: kiln-cuda-run PACKAGE.kpkg [--data=SPEC] "
                   "[--epochs=N|--steps=N] [--device=N] [--cuda-graphs=on|off] "
+                  "[--gemm-autotune=on|off] "
                   "[--log-every=N] [--time=N] [--tokens-per-step=T] "
                   "[--flops-per-step=F] [--peak-tflops=P] [--classes=C] "
                   "[--profile=FILE]\n");
@@ -104,11 +108,16 @@ int main(int argc, char **argv) {
   for (auto &[name, value] : flags)
     if (name != "data" && name != "epochs" && name != "steps" &&
         name != "device" && name != "cuda-graphs" && name != "log-every" &&
+        name != "gemm-autotune" &&
         name != "time" && name != "tokens-per-step" &&
         name != "flops-per-step" && name != "peak-tflops" && name != "classes" &&
         name != "no-shuffle" && name != "seed" && name != "synthetic-size" &&
         name != "profile")
       return fail("--" + name + ": unknown option");
+  for (const char *onOff : {"cuda-graphs", "gemm-autotune"})
+    if (flags.count(onOff) && flags[onOff] != "on" && flags[onOff] != "off")
+      return fail(std::string("--") + onOff + "=" + flags[onOff] +
+                  ": expected on or off");
   if (flags.count("profile") && number("time", 0) <= 0)
     return fail("--profile: needs --time=N (the thunks are timed after the "
                 "timed steps)");
@@ -122,6 +131,8 @@ int main(int argc, char **argv) {
   cuda::CudaOptions options;
   options.device = int(number("device", 0));
   options.graphs = flags.count("cuda-graphs") == 0 || flags["cuda-graphs"] != "off";
+  options.gemmAutotune =
+      flags.count("gemm-autotune") == 0 || flags["gemm-autotune"] != "off";
   options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
   auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<cuda::CudaExecutable>> made =
@@ -143,6 +154,16 @@ int main(int argc, char **argv) {
   std::printf("), %zu thunks, arena %.1f MiB, loaded in %.2f s\n",
               exec.package().thunks.size(),
               exec.package().arenaSize / 1048576.0, loadSeconds);
+  for (const cuda::GemmTuning &t : exec.gemmTuning()) {
+    if (t.ms.empty())
+      continue;
+    std::printf("kiln-cuda-run: gemm %s (%zu thunks): ms", t.gemm.c_str(),
+                t.thunks.size());
+    for (size_t i = 0; i < t.ms.size(); ++i)
+      std::printf(i == size_t(t.chosen) ? " [%.4f]" : " %.4f", t.ms[i]);
+    std::printf("; algorithm %d (%s)%s%s\n", t.chosen, t.description.c_str(),
+                t.error.empty() ? "" : "; failed: ", t.error.c_str());
+  }
   if (Status s = exec.initialize(); !s.isOk())
     return fail(s.message());
 

@@ -540,13 +540,18 @@ TEST_F(CudaExecutableTest, GemmsOfOneShapeShareAPlan) {
   PackageThunk other = p.thunks[0];
   other.gemm.alpha = 2.0; // a different one
   p.thunks.push_back(other);
+  // Another, whose alpha differs from the first's past six digits.
+  PackageThunk close = p.thunks[0];
+  close.gemm.alpha = 1.0 + 1e-9;
+  p.thunks.push_back(close);
   auto exec = make(std::move(p));
   ASSERT_TRUE(exec);
-  EXPECT_EQ(api.count("cublasLtMatmulAlgoGetHeuristic"), 2u);
+  EXPECT_EQ(api.count("cublasLtMatmulAlgoGetHeuristic"), 3u);
   ASSERT_TRUE(exec->run().isOk());
-  ASSERT_EQ(api.gemms.size(), 3u);
+  ASSERT_EQ(api.gemms.size(), 4u);
   EXPECT_EQ(api.gemms[2].desc.params.alpha, 2.0);
   EXPECT_EQ(api.gemms[1].desc.params.alpha, 1.0);
+  EXPECT_EQ(api.gemms[3].desc.params.alpha, 1.0 + 1e-9);
 }
 
 // Convolutions run (CudaConvTest.cpp); one whose output shape disagrees

@@ -11,6 +11,8 @@
 // kiln-cuda-step-emulation-tests: small mlp and gpt steps in f32 and bf16,
 // whose kernels cover every fusion kind, with the reference interpreter's
 // outputs) run once through CudaExecutable and compared output by output;
+// and every algorithm the GEMM autotuner may choose against the host GEMM
+// and the tuner timing them (GemmAutotune.h);
 // and the three convolutions (CudaConv.h) against their definitions; and
 // the fused attention (CudaAttention.h: forward and backward, tensor-core
 // and CUDA-core kernels, both layouts) against its definition in double
@@ -34,6 +36,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <random>
+#include <set>
 
 namespace {
 
@@ -122,6 +125,94 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
           for (void *ptr : {dl, dr, dout, dbias, ws})
             api->free(ptr);
         }
+}
+
+// What the autotuner (GemmAutotune.h) may choose: every algorithm a plan
+// holds computes the same GEMM (within the dtype's bound) as the host; the
+// ids differ; the tuner times them all and keeps one.
+TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16})
+    for (GemmEpilogue epilogue : {GemmEpilogue::None, GemmEpilogue::BiasGelu}) {
+      GemmDesc desc;
+      desc.dtype = dtype;
+      desc.epilogue = epilogue;
+      desc.params.m = 256;
+      desc.params.n = 384;
+      desc.params.k = 512;
+      desc.params.transposeRhs = true;
+      desc.algorithms = 8;
+      const GemmParams &p = desc.params;
+      std::string what = std::string(pkgDTypeName(dtype)) + " " +
+                         gemmEpilogueName(epilogue);
+      auto lhs = randomBuffer(dtype, p.m * p.k, 11);
+      auto rhs = randomBuffer(dtype, p.k * p.n, 12);
+      auto bias = randomBuffer(dtype, p.n, 13);
+      std::vector<uint8_t> want(p.m * p.n * pkgBytesPerElement(dtype));
+      kiln::runtime::cuda::testing::FakeCudaApi::hostGemm(
+          desc, lhs.data(), rhs.data(), want.data(), bias.data(), nullptr);
+      void *dl, *dr, *dout, *dbias, *ws;
+      size_t wsBytes = 32u << 20;
+      ASSERT_TRUE(api->malloc(&dl, lhs.size()).isOk());
+      ASSERT_TRUE(api->malloc(&dr, rhs.size()).isOk());
+      ASSERT_TRUE(api->malloc(&dout, want.size()).isOk());
+      ASSERT_TRUE(api->malloc(&dbias, bias.size()).isOk());
+      ASSERT_TRUE(api->malloc(&ws, wsBytes).isOk());
+      api->memcpyAsync(dl, lhs.data(), lhs.size(), CopyKind::HostToDevice, stream);
+      api->memcpyAsync(dr, rhs.data(), rhs.size(), CopyKind::HostToDevice, stream);
+      api->memcpyAsync(dbias, bias.data(), bias.size(), CopyKind::HostToDevice,
+                       stream);
+      GemmPlan plan = nullptr;
+      Status s = api->gemmPlan(&plan, desc, wsBytes);
+      ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+      int count = api->gemmAlgorithmCount(plan);
+      ASSERT_GE(count, 1) << what;
+      std::set<std::string> ids;
+      double tol = dtype == PkgDType::F32 ? 1e-4 : 2e-2;
+      for (int a = 0; a < count; ++a) {
+        StatusOr<GemmAlgorithm> info = api->gemmAlgorithm(plan, a);
+        ASSERT_TRUE(info.isOk()) << info.status().message();
+        ids.insert(info.value().id);
+        std::printf("note: %s algorithm %d: %s\n", what.c_str(), a,
+                    info.value().description.c_str());
+        ASSERT_TRUE(api->gemmSelectAlgorithm(plan, a).isOk());
+        ASSERT_EQ(api->gemmSelectedAlgorithm(plan), a);
+        api->memsetAsync(dout, 0, want.size(), stream);
+        s = api->gemmRun(plan, dl, dr, dout, dbias, nullptr, ws, wsBytes, stream);
+        ASSERT_TRUE(s.isOk()) << what << " algorithm " << a << ": " << s.message();
+        std::vector<uint8_t> got(want.size());
+        api->memcpyAsync(got.data(), dout, got.size(), CopyKind::DeviceToHost,
+                         stream);
+        ASSERT_TRUE(api->streamSynchronize(stream).isOk()) << what;
+        for (int64_t i = 0; i < p.m * p.n; ++i) {
+          double e = valueAt(dtype, want, i), g = valueAt(dtype, got, i);
+          ASSERT_LE(std::fabs(e - g), tol * std::max(1.0, std::fabs(e)) * 8)
+              << what << " algorithm " << a << " element " << i;
+        }
+      }
+      EXPECT_EQ(int(ids.size()), count) << what << ": two algorithms share an id";
+      EXPECT_FALSE(api->gemmSelectAlgorithm(plan, count).isOk());
+      // The tuner on the device: every algorithm timed, one kept.
+      GemmAutotuner tuner(*api, api->deviceInfo(0).value(), {});
+      StatusOr<GemmTuning> tuned = tuner.tune(
+          plan, what,
+          [&](CudaStream st) {
+            return api->gemmRun(plan, dl, dr, dout, dbias, nullptr, ws, wsBytes,
+                                st);
+          },
+          stream);
+      ASSERT_TRUE(tuned.isOk()) << tuned.status().message();
+      if (count > 1) {
+        ASSERT_EQ(int(tuned.value().ms.size()), count);
+        for (double ms : tuned.value().ms)
+          EXPECT_GT(ms, 0) << what;
+        std::printf("note: %s tuned: algorithm %d of %d\n", what.c_str(),
+                    tuned.value().chosen, count);
+      }
+      EXPECT_EQ(api->gemmSelectedAlgorithm(plan), tuned.value().chosen);
+      api->gemmDestroy(plan);
+      for (void *ptr : {dl, dr, dout, dbias, ws})
+        api->free(ptr);
+    }
 }
 
 TEST_F(CudaGpuTest, NvrtcKernelLaunchesThroughTheDriver) {

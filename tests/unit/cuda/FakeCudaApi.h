@@ -20,6 +20,11 @@
 // reported as unsupported) for a GEMM with one of those epilogues; a desc
 // that cuBLASLt refuses on every device (gemmLtRefusal: an aux leading
 // dimension that is no multiple of 8) is refused the same way.
+// A GEMM plan holds min(desc.algorithms, gemmAlgorithms) algorithms (ids
+// "fake-N"); with gemmAlgorithmMs set, each cublasLtMatmul advances a
+// clock by its selected algorithm's time, eventRecord notes the clock and
+// eventElapsedMs subtracts (else every elapsed time is 0.5 ms); runs of
+// the algorithms in failAlgorithms fail to queue.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,8 +72,12 @@ public:
     void *out;
     const void *c = nullptr;
     void *aux = nullptr;
+    int algorithm = 0;
   };
   std::vector<Gemm> gemms;
+  int gemmAlgorithms = 1;
+  std::function<double(const GemmDesc &, int)> gemmAlgorithmMs;
+  std::set<int> failAlgorithms;
   std::vector<GemmDesc> plans;
   // The images handed to cuModuleLoadData, as text up to the first NUL.
   std::vector<std::string> loadedImages;
@@ -162,14 +171,15 @@ public:
     return enter("cudaEventCreate");
   }
   Status eventDestroy(CudaEvent) override { return enter("cudaEventDestroy"); }
-  Status eventRecord(CudaEvent, CudaStream) override {
+  Status eventRecord(CudaEvent event, CudaStream) override {
+    eventClock_[event] = clock_;
     return enter("cudaEventRecord");
   }
   Status eventSynchronize(CudaEvent) override {
     return enter("cudaEventSynchronize");
   }
-  Status eventElapsedMs(float *ms, CudaEvent, CudaEvent) override {
-    *ms = 0.5f;
+  Status eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) override {
+    *ms = gemmAlgorithmMs ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
     return enter("cudaEventElapsedTime");
   }
   Status streamBeginCapture(CudaStream stream) override {
@@ -325,16 +335,45 @@ public:
                        : why));
     }
     plans.push_back(desc);
+    selected_.push_back(0);
     *plan = reinterpret_cast<GemmPlan>(plans.size());
     return Status::ok();
   }
+  int gemmAlgorithmCount(GemmPlan plan) override {
+    return std::max(1, std::min(plans[index(plan)].algorithms, gemmAlgorithms));
+  }
+  int gemmSelectedAlgorithm(GemmPlan plan) override {
+    return selected_[index(plan)];
+  }
+  Status gemmSelectAlgorithm(GemmPlan plan, int algorithm) override {
+    if (algorithm < 0 || algorithm >= gemmAlgorithmCount(plan))
+      return Status::error("gemm: algorithm " + std::to_string(algorithm) +
+                           " of a plan that holds " +
+                           std::to_string(gemmAlgorithmCount(plan)));
+    selected_[index(plan)] = algorithm;
+    return Status::ok();
+  }
+  StatusOr<GemmAlgorithm> gemmAlgorithm(GemmPlan plan, int algorithm) override {
+    if (algorithm < 0 || algorithm >= gemmAlgorithmCount(plan))
+      return Status::error("gemm: no algorithm " + std::to_string(algorithm));
+    return GemmAlgorithm{"fake-" + std::to_string(algorithm),
+                         "fake algorithm " + std::to_string(algorithm), 0};
+  }
+  std::string gemmLibraryVersion() override { return library; }
+  std::string library = "fake cuBLASLt 1";
   using CudaApi::gemmRun;
   Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
                  const void *bias, void *biasGrad, const void *c, void *aux,
                  void *, size_t, CudaStream stream) override {
     if (Status s = enter("cublasLtMatmul"); !s.isOk())
       return s;
-    GemmDesc desc = plans[reinterpret_cast<size_t>(plan) - 1];
+    GemmDesc desc = plans[index(plan)];
+    int algorithm = selected_[index(plan)];
+    if (failAlgorithms.count(algorithm))
+      return Status::error("cublasLtMatmul failed: CUBLAS_STATUS_NOT_SUPPORTED "
+                           "(15): algorithm " + std::to_string(algorithm));
+    if (gemmAlgorithmMs)
+      clock_ += gemmAlgorithmMs(desc, algorithm);
     // What cuBLASLt needs a pointer for (the real table's checks).
     if (desc.residual && !c)
       return Status::error("gemm: a residual GEMM needs a C pointer");
@@ -349,7 +388,7 @@ public:
       return Status::error(std::string("gemm: the ") +
                            gemmEpilogueName(desc.epilogue) +
                            " epilogue needs a bias pointer");
-    gemms.push_back({desc, lhs, rhs, out, c, aux});
+    gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
     work(stream,
          [=] { hostGemm(desc, lhs, rhs, out, bias, biasGrad, c, aux); });
     return Status::ok();
@@ -461,6 +500,7 @@ public:
   }
 
 private:
+  static size_t index(GemmPlan plan) { return reinterpret_cast<size_t>(plan) - 1; }
   Status enter(const std::string &call) {
     calls.push_back(call);
     std::string name = call.substr(0, call.find(' '));
@@ -478,6 +518,9 @@ private:
   }
 
   std::set<void *> live_;
+  std::vector<int> selected_;
+  double clock_ = 0;
+  std::map<CudaEvent, double> eventClock_;
   std::map<std::string, int> seen_;
   std::vector<std::string> functions_;
   std::vector<HostKernel> functionHosts_;

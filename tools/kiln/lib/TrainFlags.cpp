@@ -69,10 +69,15 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "this kiln compiles CUDA, else cpu; the choice is printed); "
                   "under kiln launch, cuda is each rank's LOCAL_RANK GPU and "
                   "the collectives go through NCCL");
-  std::string cudaGraphs, fuseAttention;
+  std::string cudaGraphs, fuseAttention, gemmAutotune;
   parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
                   "cuda: capture the step into a CUDA Graph after the warm-up "
                   "step (default on)");
+  parser.addValue("gemm-autotune", &gemmAutotune, "on|off",
+                  "cuda: time cuBLASLt's first 8 algorithms for each GEMM "
+                  "shape at load and run the fastest, keeping the choices in "
+                  "$KILN_CACHE_DIR (default on; off: the heuristic's first, "
+                  "the same on every machine)");
   parser.addValue("fuse-attention", &fuseAttention, "on|off",
                   "cuda: compile attention into fused kiln.attention library "
                   "calls (default on; no effect on the cpu and reference "
@@ -161,6 +166,9 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
     return kExitError;
   }
   cudaOptions.graphs = cudaGraphs != "off";
+  if (!applyOnOff(kTrainCommand, "gemm-autotune", gemmAutotune,
+                  cudaOptions.gemmAutotune, errs))
+    return kExitError;
   if (!applyOnOff(kTrainCommand, "fuse-attention", fuseAttention,
                   options.pipeline.fuseAttention, errs))
     return kExitError;

@@ -1,0 +1,222 @@
+//===- GemmAutotune.cpp - timing cuBLASLt's algorithms per GEMM shape -----===//
+//
+// See GemmAutotune.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/GemmAutotune.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace kiln::runtime::cuda {
+
+namespace {
+
+constexpr const char *kCacheVersion = "kiln gemm autotune 1";
+
+// FNV-1a: a file name for a key (the file holds the key itself, so a
+// collision is only a miss).
+uint64_t fnv1a(const std::string &text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool makeDirectories(const std::string &path) {
+  std::string partial;
+  std::stringstream parts(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/')
+    partial = "/";
+  while (std::getline(parts, part, '/')) {
+    if (part.empty())
+      continue;
+    partial += part;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      return false;
+    partial += "/";
+  }
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+} // namespace
+
+std::string gemmAutotuneCacheDirectory() {
+  std::string dir;
+  if (const char *env = std::getenv("KILN_CACHE_DIR")) {
+    if (std::string(env) == "off" || !*env)
+      return "";
+    dir = env;
+  } else if (const char *home = std::getenv("HOME")) {
+    dir = std::string(home) + "/.cache/kiln";
+  } else {
+    return "";
+  }
+  dir += "/gemm-autotune";
+  return makeDirectories(dir) ? dir : "";
+}
+
+GemmAutotuner::~GemmAutotuner() {
+  for (CudaEvent e : {start_, end_})
+    if (e)
+      api_.eventDestroy(e);
+}
+
+std::string GemmAutotuner::cacheKey(const std::string &gemm,
+                                    int algorithms) const {
+  return std::string(kCacheVersion) + "\ndevice " + device_.name + " sm_" +
+         std::to_string(device_.smArch()) + "\nlibrary " +
+         api_.gemmLibraryVersion() + "\nalgorithms " +
+         std::to_string(algorithms) + "\ngemm " + gemm + "\n";
+}
+
+std::string GemmAutotuner::cachePath(const std::string &key) const {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016llx.txt",
+                static_cast<unsigned long long>(fnv1a(key)));
+  return options_.cacheDir + "/" + name;
+}
+
+int GemmAutotuner::readCache(GemmPlan plan, const std::string &key) const {
+  if (options_.cacheDir.empty())
+    return -1;
+  std::ifstream in(cachePath(key), std::ios::binary);
+  if (!in)
+    return -1;
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (text.compare(0, key.size(), key) != 0)
+    return -1;
+  std::istringstream rest(text.substr(key.size()));
+  std::string word, id;
+  if (!(rest >> word >> id) || word != "chosen")
+    return -1;
+  for (int i = 0, n = api_.gemmAlgorithmCount(plan); i < n; ++i) {
+    StatusOr<GemmAlgorithm> a = api_.gemmAlgorithm(plan, i);
+    if (a.isOk() && a.value().id == id)
+      return i;
+  }
+  return -1;
+}
+
+void GemmAutotuner::writeCache(const std::string &key, const std::string &id,
+                               const GemmTuning &tuning) const {
+  if (options_.cacheDir.empty())
+    return;
+  std::string path = cachePath(key);
+  std::string temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return; // the cache is an optimization: a read-only one is no error
+    out << key << "chosen " << id << "\n";
+    out << "# " << tuning.description << "\n# ms";
+    for (double ms : tuning.ms)
+      out << " " << ms;
+    out << "\n";
+    if (!out.flush())
+      return (void)std::remove(temp.c_str());
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0)
+    std::remove(temp.c_str());
+}
+
+StatusOr<GemmTuning>
+GemmAutotuner::tune(GemmPlan plan, const std::string &gemm,
+                    const std::function<Status(CudaStream)> &run,
+                    CudaStream stream) {
+  GemmTuning t;
+  t.gemm = gemm;
+  t.algorithms = api_.gemmAlgorithmCount(plan);
+  auto select = [&](int index) -> StatusOr<GemmTuning> {
+    t.chosen = index;
+    if (Status s = api_.gemmSelectAlgorithm(plan, index); !s.isOk())
+      return s;
+    StatusOr<GemmAlgorithm> a = api_.gemmAlgorithm(plan, index);
+    if (!a.isOk())
+      return a.status();
+    t.description = a.value().description;
+    return t;
+  };
+  if (t.algorithms < 2)
+    return select(0);
+  std::string key = cacheKey(gemm, t.algorithms);
+  if (int cached = readCache(plan, key); cached >= 0) {
+    t.cached = true;
+    return select(cached);
+  }
+
+  for (CudaEvent *e : {&start_, &end_})
+    if (!*e)
+      if (Status s = api_.eventCreate(e); !s.isOk())
+        return s;
+  std::string where = "autotuning the GEMM " + gemm + ": ";
+  t.ms.assign(t.algorithms, -1.0);
+  for (int i = 0; i < t.algorithms; ++i) {
+    if (Status s = api_.gemmSelectAlgorithm(plan, i); !s.isOk())
+      return Status::error(where + s.message());
+    // The warm-up run: one that cannot be queued is skipped.
+    if (Status s = run(stream); !s.isOk()) {
+      if (t.error.empty())
+        t.error = "algorithm " + std::to_string(i) + ": " + s.message();
+      continue;
+    }
+    double best = std::numeric_limits<double>::infinity();
+    for (int trial = 0; trial < std::max(options_.trials, 1); ++trial) {
+      if (Status s = api_.eventRecord(start_, stream); !s.isOk())
+        return Status::error(where + s.message());
+      Status queued;
+      for (int r = 0; r < std::max(options_.runs, 1) && queued.isOk(); ++r)
+        queued = run(stream);
+      if (Status s = api_.eventRecord(end_, stream); !s.isOk())
+        return Status::error(where + s.message());
+      // An error the device reports here is sticky: the step could not
+      // run either, so it fails the executable.
+      if (Status s = api_.eventSynchronize(end_); !s.isOk())
+        return Status::error(where + "algorithm " + std::to_string(i) + ": " +
+                             s.message());
+      if (!queued.isOk()) {
+        if (t.error.empty())
+          t.error = "algorithm " + std::to_string(i) + ": " + queued.message();
+        best = std::numeric_limits<double>::infinity();
+        break;
+      }
+      float ms = 0;
+      if (Status s = api_.eventElapsedMs(&ms, start_, end_); !s.isOk())
+        return Status::error(where + s.message());
+      best = std::min(best, double(ms) / std::max(options_.runs, 1));
+    }
+    if (best != std::numeric_limits<double>::infinity())
+      t.ms[i] = best;
+  }
+  int fastest = -1;
+  for (int i = 0; i < t.algorithms; ++i)
+    if (t.ms[i] >= 0 && (fastest < 0 || t.ms[i] < t.ms[fastest]))
+      fastest = i;
+  if (fastest < 0)
+    return Status::error(where + "every algorithm failed (" + t.error + ")");
+  int chosen = fastest;
+  if (t.ms[0] >= 0 && t.ms[0] <= t.ms[fastest] * (1 + options_.keepFirstWithin))
+    chosen = 0;
+  StatusOr<GemmTuning> done = select(chosen);
+  if (!done.isOk())
+    return done;
+  if (StatusOr<GemmAlgorithm> a = api_.gemmAlgorithm(plan, chosen); a.isOk())
+    writeCache(key, a.value().id, t);
+  return done;
+}
+
+} // namespace kiln::runtime::cuda

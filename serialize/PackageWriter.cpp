@@ -61,7 +61,8 @@ Offset<fbs::Kernel> writeKernel(FlatBufferBuilder &b, const PackageKernel &k) {
   return fbs::CreateKernel(b, toFbs<fbs::KernelKind>(k.kind), name, entry,
                            source, ptx, cubinVec, object, &block, &grid,
                            k.sharedMemoryBytes, nodes, k.serialSteps,
-                           k.serialThreads, k.readBytes);
+                           k.serialThreads, k.readBytes,
+                           k.programmaticLaunch);
 }
 
 Offset<fbs::Thunk> writeThunk(FlatBufferBuilder &b, const PackageThunk &t) {

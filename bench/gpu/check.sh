@@ -32,7 +32,8 @@
 #      runtime times cuBLASLt's algorithms for each GEMM shape at load
 #      (GemmAutotune.h; a fresh cache under the log directory, so they are
 #      timed here): their times and choices are printed, and the step is
-#      timed again with --gemm-autotune=off when time allows.
+#      timed again with --gemm-autotune=off, and with --cuda-pdl=off (no
+#      programmatic dependent launch), when time allows.
 #
 # Usage: bench/gpu/check.sh [--in DIR] [--steps N]
 # Not yet run on a GPU: it was prepared on a machine without one.
@@ -202,11 +203,15 @@ gpt_variant() {
          pass "Kiln GPT step, $label"; } \
     || { tail -5 "$out"; fail "Kiln GPT step, $label"; }
 }
-# The same step on cuBLASLt's heuristic choices: what the autotuning gains.
-if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 200 ]; then
-  gpt_variant --gemm-autotune=off "$in/gpt-bf16.kpkg" gpt-autotune-off 60 \
-    --gemm-autotune=off
-fi
+# The same step on cuBLASLt's heuristic choices (what the autotuning
+# gains), and without programmatic dependent launch (what it gains); each
+# only while four minutes are left, three of them for the peers.
+for variant in gemm-autotune cuda-pdl; do
+  if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 240 ]; then
+    gpt_variant "--$variant=off" "$in/gpt-bf16.kpkg" "gpt-$variant-off" 60 \
+      "--$variant=off"
+  fi
+done
 # The same step with the layer norms' gradient partials in kernels of their
 # own (kiln compile --row-groups=off): which layout is faster on the GPU.
 if [ -x "$run" ] && [ -f "$in/gpt-bf16-rowgroups-off.kpkg" ]; then

@@ -196,6 +196,13 @@ struct CudaKernelSource {
   // scatter in an elementwise nest scans every position; a horizontal
   // fusion's groups add their threads. 0 without reductions or scatters.
   uint64_t serialSteps = 0, serialThreads = 0;
+  // The kernel's code for sm_90 and newer begins by waiting for the kernel
+  // before it on the stream (griddepcontrol.wait, before any global memory
+  // access) and then lets the next one start its blocks
+  // (griddepcontrol.launch_dependents): it may be launched with
+  // programmatic stream serialization (PDL; the package kernel's
+  // programmatic_launch). Every printed kernel does.
+  bool programmaticLaunch = true;
 };
 
 // Static shared memory a generated kernel may use besides its row cache

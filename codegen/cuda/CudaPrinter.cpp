@@ -213,6 +213,15 @@ public:
     os_ << "extern \"C\" __global__ void __launch_bounds__(" << blockThreads_
         << ") " << name << "(" << params << ") {\n";
     indent_ = 1;
+    // Programmatic dependent launch (CudaKernelSource::programmaticLaunch):
+    // launched with programmatic stream serialization, the kernel's blocks
+    // may start before the previous kernel on the stream has finished, so
+    // it waits for that kernel's results before touching global memory;
+    // then the next kernel may start its blocks (they wait the same way).
+    os_ << "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n";
+    line("asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");");
+    line("asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");");
+    os_ << "#endif\n";
     if (dynamicSharedBytes_) {
       // The row cache (CudaEmitter.h); the emulation gives each block its
       // own array of the launch's size.

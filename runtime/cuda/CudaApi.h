@@ -193,6 +193,20 @@ public:
                               const std::array<uint32_t, 3> &block,
                               uint32_t sharedMemoryBytes, CudaStream stream,
                               void **params, size_t paramCount) = 0;
+  // cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+  // (programmatic dependent launch, sm_90 on): the kernel's blocks may
+  // start before the previous kernel on |stream| has finished, so the
+  // kernel must wait for it (griddepcontrol.wait) before touching global
+  // memory. A table without cuLaunchKernelEx launches plainly.
+  virtual Status launchKernelProgrammatic(CudaFunction function,
+                                          const std::array<uint32_t, 3> &grid,
+                                          const std::array<uint32_t, 3> &block,
+                                          uint32_t sharedMemoryBytes,
+                                          CudaStream stream, void **params,
+                                          size_t paramCount) {
+    return launchKernel(function, grid, block, sharedMemoryBytes, stream,
+                        params, paramCount);
+  }
 
   // NVRTC: |source| to a cubin for sm_|arch|; |log| gets NVRTC's log.
   virtual Status nvrtcCompile(const std::string &source, const std::string &name,

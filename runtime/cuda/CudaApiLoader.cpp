@@ -219,6 +219,29 @@ public:
                                    nullptr),
                "cuLaunchKernel");
   }
+  Status launchKernelProgrammatic(CudaFunction function,
+                                  const std::array<uint32_t, 3> &grid,
+                                  const std::array<uint32_t, 3> &block,
+                                  uint32_t sharedMemoryBytes, CudaStream stream,
+                                  void **params, size_t count) override {
+    if (!drv_.cuLaunchKernelEx)
+      return launchKernel(function, grid, block, sharedMemoryBytes, stream,
+                          params, count);
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
+    config.blockDimX = block[0], config.blockDimY = block[1],
+    config.blockDimZ = block[2];
+    config.sharedMemBytes = sharedMemoryBytes;
+    config.hStream = CUstream(stream);
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    return drv(drv_.cuLaunchKernelEx(&config, CUfunction(function), params,
+                                     nullptr),
+               "cuLaunchKernelEx(PROGRAMMATIC_STREAM_SERIALIZATION)");
+  }
 
   Status nvrtcCompile(const std::string &source, const std::string &name,
                       unsigned arch, std::vector<uint8_t> &cubin,
@@ -323,6 +346,9 @@ private:
     KILN_CUDA_FN(cuModuleGetFunction);
     KILN_CUDA_FN(cuFuncSetAttribute);
     KILN_CUDA_FN(cuLaunchKernel);
+    // Optional (CUDA 12): launches with attributes, for programmatic
+    // dependent launch; without it such launches are plain ones.
+    KILN_CUDA_FN(cuLaunchKernelEx);
   } drv_;
   struct Lt {
     explicit operator bool() const { return cublasLtMatmul != nullptr; }
@@ -484,6 +510,9 @@ Status RealCudaApi::load(bool requireDriver) {
   KILN_DRIVER(cuFuncSetAttribute)
   KILN_DRIVER(cuLaunchKernel)
 #undef KILN_DRIVER
+  if (!entry("cuLaunchKernelEx", reinterpret_cast<void **>(&drv_.cuLaunchKernelEx))
+           .isOk())
+    drv_.cuLaunchKernelEx = nullptr;
 
   return Status::ok();
 }

@@ -252,6 +252,7 @@ Status CudaExecutable::prepare() {
   modules_.assign(package_.kernels.size(), nullptr);
   functions_.assign(package_.kernels.size(), nullptr);
   kernelCode_.assign(package_.kernels.size(), KernelCode::Cubin);
+  codeArch_.assign(package_.kernels.size(), 0);
   // Only kernels some thunk launches are loaded.
   std::vector<bool> used(package_.kernels.size(), false);
   for (const PackageThunk &t : package_.thunks)
@@ -266,6 +267,24 @@ Status CudaExecutable::prepare() {
   for (size_t i = 0; i < package_.thunks.size(); ++i)
     if (Status s = planThunk(i); !s.isOk())
       return s;
+  // Programmatic dependent launch: only after work that ends with a kernel
+  // on the step's stream (a kernel, a cuBLASLt GEMM with or without its
+  // epilogue kernel, an attention's kernels), never after a copy, a
+  // collective or a convolution, nor for the step's first thunk (it
+  // follows the input hand-over and the previous step's update copies).
+  if (options_.programmaticLaunch && device_.smArch() >= 90)
+    for (size_t i = 1; i < thunks_.size(); ++i) {
+      const PackageThunk &t = package_.thunks[i], &before = package_.thunks[i - 1];
+      bool afterKernel =
+          before.kind == ThunkKind::KernelLaunch ||
+          (before.kind == ThunkKind::LibraryCall &&
+           (before.library == LibraryKind::Gemm ||
+            before.library == LibraryKind::Attention ||
+            before.library == LibraryKind::AttentionGrad));
+      thunks_[i].programmatic = t.kind == ThunkKind::KernelLaunch && afterKernel &&
+                                package_.kernels[t.kernel].programmaticLaunch &&
+                                codeArch_[t.kernel] >= 90;
+    }
 
   if (Status s = autotuneGemms(); !s.isOk())
     return s;
@@ -308,10 +327,12 @@ Status CudaExecutable::loadKernel(size_t index) {
   unsigned arch = device_.smArch();
   std::string tried;
   CudaModule module = nullptr;
-  auto load = [&](const void *image, size_t bytes, KernelCode code) {
+  auto load = [&](const void *image, size_t bytes, KernelCode code,
+                  unsigned codeArch) {
     Status s = api_.moduleLoadData(&module, image, bytes);
     if (s.isOk()) {
       kernelCode_[index] = code;
+      codeArch_[index] = codeArch;
       return true;
     }
     tried += std::string(tried.empty() ? "" : "; ") + kernelCodeName(code) +
@@ -322,12 +343,12 @@ Status CudaExecutable::loadKernel(size_t index) {
   bool loaded = false;
   for (const Cubin &c : k.cubins)
     if (c.arch == arch && !loaded)
-      loaded = load(c.image.data(), c.image.size(), KernelCode::Cubin);
+      loaded = load(c.image.data(), c.image.size(), KernelCode::Cubin, c.arch);
   if (!loaded && !k.ptx.empty()) {
     unsigned target = ptxTarget(k.ptx);
     if (target && target <= arch) {
       std::string ptx = k.ptx; // NUL-terminated for the driver
-      loaded = load(ptx.c_str(), ptx.size() + 1, KernelCode::Ptx);
+      loaded = load(ptx.c_str(), ptx.size() + 1, KernelCode::Ptx, target);
     } else {
       tried += std::string(tried.empty() ? "" : "; ") + "ptx: for sm_" +
                std::to_string(target) + ", newer than the device";
@@ -338,7 +359,7 @@ Status CudaExecutable::loadKernel(size_t index) {
     std::string log;
     Status s = api_.nvrtcCompile(k.source, k.entryPoint, arch, cubin, log);
     if (s.isOk())
-      loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc);
+      loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc, arch);
     else
       tried += std::string(tried.empty() ? "" : "; ") + "nvrtc: " + s.message();
   }
@@ -738,9 +759,16 @@ Status CudaExecutable::enqueueThunk(size_t index) {
   switch (t.kind) {
   case ThunkKind::KernelLaunch: {
     const PackageKernel &k = package_.kernels[t.kernel];
-    s = api_.launchKernel(functions_[t.kernel], plan.grid, k.block,
-                          k.sharedMemoryBytes, stream_, plan.params.data(),
-                          plan.params.size());
+    // Not while profiling: the events between thunks would order them
+    // anyway, and each thunk's time should be its own.
+    if (plan.programmatic && !profiling_)
+      s = api_.launchKernelProgrammatic(functions_[t.kernel], plan.grid,
+                                        k.block, k.sharedMemoryBytes, stream_,
+                                        plan.params.data(), plan.params.size());
+    else
+      s = api_.launchKernel(functions_[t.kernel], plan.grid, k.block,
+                            k.sharedMemoryBytes, stream_, plan.params.data(),
+                            plan.params.size());
     break;
   }
   case ThunkKind::LibraryCall:

@@ -90,6 +90,12 @@ struct CudaOptions {
   int device = 0;
   // CUDA Graph capture of the whole step after the warm-up step.
   bool graphs = true;
+  // Programmatic dependent launch (sm_90 on): a kernel whose loaded code
+  // waits for the kernel before it (PackageKernel::programmaticLaunch, code
+  // for sm_90 or newer) and that follows a kernel, a GEMM or an attention
+  // thunk is launched with programmatic stream serialization, so its
+  // blocks start while that one finishes (not while profiling).
+  bool programmaticLaunch = true;
   // f32 GEMMs on TF32 tensor cores (f16 and bf16 always accumulate in f32).
   bool allowTf32 = false;
   // cuBLASLt's workspace, allocated once (32 MiB suits Hopper).
@@ -136,6 +142,11 @@ public:
   void *deviceBuffer(uint32_t id) const;
   // The launch shape and code source of each kernel, for reports and tests.
   const std::vector<KernelCode> &kernelCode() const { return kernelCode_; }
+  // Whether thunk |index| is launched with programmatic stream
+  // serialization (CudaOptions::programmaticLaunch).
+  bool programmaticLaunch(size_t index) const {
+    return index < thunks_.size() && thunks_[index].programmatic;
+  }
   uint32_t gridFor(const PackageKernel &kernel) const;
 
   size_t numInputs() const { return package_.inputs.size(); }
@@ -216,10 +227,14 @@ private:
   std::vector<CudaModule> modules_;
   std::vector<CudaFunction> functions_;
   std::vector<KernelCode> kernelCode_;
+  // The architecture each loaded kernel's code was compiled for (its
+  // cubin's, its PTX's .target, the device's for NVRTC).
+  std::vector<unsigned> codeArch_;
   struct ThunkPlan {
     std::vector<void *> args;       // device pointers: operands, results
     std::vector<void *> params;     // &args[i], for cuLaunchKernel
     std::array<uint32_t, 3> grid{}; // kernel launches
+    bool programmatic = false;      // launched with PDL (above)
     GemmPlan gemm = nullptr;
     // A GEMM's result (the aux buffer when an aux epilogue runs as a
     // kernel) and its epilogue's bias / bias gradient / C / aux (or null).

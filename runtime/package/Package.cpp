@@ -783,6 +783,7 @@ LoadedPackage copyOut(const pkg::Package *fb) {
       out.serialSteps = k->serial_steps();
       out.serialThreads = k->serial_threads();
       out.readBytes = k->read_bytes();
+      out.programmaticLaunch = k->programmatic_launch();
       p.kernels.push_back(std::move(out));
     }
   if (fb->thunks())

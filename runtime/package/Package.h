@@ -26,7 +26,7 @@ namespace kiln::runtime {
 
 // The version this reader understands (package.fbs's compatibility rule).
 constexpr uint16_t kPackageMajorVersion = 1;
-constexpr uint16_t kPackageMinorVersion = 4;
+constexpr uint16_t kPackageMinorVersion = 5;
 
 // Enum values equal package.fbs's.
 enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
@@ -175,13 +175,18 @@ struct PackageKernel {
   // Since 1.3, for cost estimates: the bytes it reads from its operands
   // when less than their sizes (a gather's table rows); 0: all of them.
   uint64_t readBytes = 0;
+  // Since 1.5: its code for sm_90 and newer waits for the previous kernel
+  // on the stream before touching global memory (griddepcontrol.wait), so
+  // it may be launched with programmatic stream serialization.
+  bool programmaticLaunch = false;
   bool operator==(const PackageKernel &o) const {
     return kind == o.kind && name == o.name && entryPoint == o.entryPoint &&
            source == o.source && ptx == o.ptx && cubins == o.cubins &&
            object == o.object && block == o.block && grid == o.grid &&
            sharedMemoryBytes == o.sharedMemoryBytes &&
            sourceNodes == o.sourceNodes && serialSteps == o.serialSteps &&
-           serialThreads == o.serialThreads && readBytes == o.readBytes;
+           serialThreads == o.serialThreads && readBytes == o.readBytes &&
+           programmaticLaunch == o.programmaticLaunch;
   }
 };
 

@@ -16,6 +16,7 @@
 //                     compared step by step with `kiln train --no-shuffle`
 //   --epochs=N / --steps=N   one epoch by default
 //   --device=N, --cuda-graphs=on|off, --log-every=N
+//   --cuda-pdl=on|off programmatic dependent launch of the kernels (sm_90)
 //   --gemm-autotune=on|off   cuBLASLt's algorithms timed per GEMM shape at
 //                     load (default on; GemmAutotune.h); each shape timed
 //                     now gets a line: every algorithm's time, the choice
@@ -82,7 +83,7 @@ int main(int argc, char **argv) {
     if (a == "--help" || a == "-h") {
       std::printf("usage: kiln-cuda-run PACKAGE.kpkg [--data=SPEC] "
                   "[--epochs=N|--steps=N] [--device=N] [--cuda-graphs=on|off] "
-                  "[--gemm-autotune=on|off] "
+                  "[--cuda-pdl=on|off] [--gemm-autotune=on|off] "
                   "[--log-every=N] [--time=N] [--tokens-per-step=T] "
                   "[--flops-per-step=F] [--peak-tflops=P] [--classes=C] "
                   "[--profile=FILE]\n");
@@ -108,13 +109,13 @@ int main(int argc, char **argv) {
   for (auto &[name, value] : flags)
     if (name != "data" && name != "epochs" && name != "steps" &&
         name != "device" && name != "cuda-graphs" && name != "log-every" &&
-        name != "gemm-autotune" &&
+        name != "gemm-autotune" && name != "cuda-pdl" &&
         name != "time" && name != "tokens-per-step" &&
         name != "flops-per-step" && name != "peak-tflops" && name != "classes" &&
         name != "no-shuffle" && name != "seed" && name != "synthetic-size" &&
         name != "profile")
       return fail("--" + name + ": unknown option");
-  for (const char *onOff : {"cuda-graphs", "gemm-autotune"})
+  for (const char *onOff : {"cuda-graphs", "gemm-autotune", "cuda-pdl"})
     if (flags.count(onOff) && flags[onOff] != "on" && flags[onOff] != "off")
       return fail(std::string("--") + onOff + "=" + flags[onOff] +
                   ": expected on or off");
@@ -133,6 +134,8 @@ int main(int argc, char **argv) {
   options.graphs = flags.count("cuda-graphs") == 0 || flags["cuda-graphs"] != "off";
   options.gemmAutotune =
       flags.count("gemm-autotune") == 0 || flags["gemm-autotune"] != "off";
+  options.programmaticLaunch =
+      flags.count("cuda-pdl") == 0 || flags["cuda-pdl"] != "off";
   options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
   auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<cuda::CudaExecutable>> made =
@@ -151,8 +154,12 @@ int main(int argc, char **argv) {
               exec.kernelCode().size());
   for (auto &[name, n] : codes)
     std::printf("%s %d ", name.c_str(), n);
-  std::printf("), %zu thunks, arena %.1f MiB, loaded in %.2f s\n",
-              exec.package().thunks.size(),
+  size_t programmatic = 0;
+  for (size_t i = 0; i < exec.package().thunks.size(); ++i)
+    programmatic += exec.programmaticLaunch(i);
+  std::printf("), %zu thunks (%zu kernels launched with PDL), arena %.1f MiB, "
+              "loaded in %.2f s\n",
+              exec.package().thunks.size(), programmatic,
               exec.package().arenaSize / 1048576.0, loadSeconds);
   for (const cuda::GemmTuning &t : exec.gemmTuning()) {
     if (t.ms.empty())

@@ -18,6 +18,7 @@
 #include "runtime/Initializers.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/PkgBuffers.h"
 
 #include <gtest/gtest.h>
 
@@ -30,23 +31,11 @@ namespace {
 
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
+using kiln::runtime::cuda::testing::f32Buffer;
 using kiln::runtime::cuda::testing::FakeCudaApi;
+using kiln::runtime::cuda::testing::randomFloats;
 
 constexpr int M = 4, K = 8, N = 16;
-
-PackageBuffer buffer(const char *name, PkgRole role, std::vector<int64_t> shape,
-                     uint64_t offset, int32_t updates = -1) {
-  PackageBuffer b;
-  b.name = name;
-  b.role = role;
-  b.shape = shape;
-  b.offset = offset;
-  b.size = 4;
-  for (int64_t d : shape)
-    b.size *= d;
-  b.updates = updates;
-  return b;
-}
 
 PackageKernel kernel(const char *name, const char *entry, uint32_t grid,
                      std::vector<unsigned> archs, unsigned ptxArch) {
@@ -77,12 +66,12 @@ LoadedPackage mlpPackage(std::vector<unsigned> archs = {80, 90},
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;
   p.target.smArchs = archs;
-  p.buffers = {buffer("x", PkgRole::Input, {M, K}, 0),
-               buffer("w", PkgRole::Parameter, {K, N}, 128),
-               buffer("dot", PkgRole::None, {M, N}, 640),
-               buffer("y", PkgRole::Output, {M, N}, 896),
-               buffer("w_new", PkgRole::Output, {K, N}, 1152, 1),
-               buffer("y_copy", PkgRole::Output, {M, N}, 1664)};
+  p.buffers = {f32Buffer("x", PkgRole::Input, {M, K}, 0),
+               f32Buffer("w", PkgRole::Parameter, {K, N}, 128),
+               f32Buffer("dot", PkgRole::None, {M, N}, 640),
+               f32Buffer("y", PkgRole::Output, {M, N}, 896),
+               f32Buffer("w_new", PkgRole::Output, {K, N}, 1152, 1),
+               f32Buffer("y_copy", PkgRole::Output, {M, N}, 1664)};
   p.arenaSize = 1920;
   p.kernels = {kernel("relu", "kiln_relu", 5000, archs, ptxArch),
                kernel("sgd", "kiln_sgd", 3, archs, ptxArch)};
@@ -187,15 +176,6 @@ std::vector<float> expectedY(const std::vector<float> &x,
   return y;
 }
 
-std::vector<float> randomValues(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
-}
-
 TEST_F(CudaExecutableTest, ArenaIsOneAllocationAtThePlannedOffsets) {
   auto exec = make(mlpPackage());
   ASSERT_TRUE(exec);
@@ -215,7 +195,7 @@ TEST_F(CudaExecutableTest, ThunksBecomeTheExpectedCallsInOrder) {
   auto exec = make(mlpPackage());
   ASSERT_TRUE(exec);
   ASSERT_TRUE(exec->initialize().isOk());
-  std::vector<float> x = randomValues(M * K, 1);
+  std::vector<float> x = randomFloats(M * K, 1);
   ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
   std::vector<float> w(K * N);
   ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
@@ -420,7 +400,7 @@ TEST_F(CudaExecutableTest, GraphIsCapturedAfterTheWarmUpStep) {
   auto exec = make(mlpPackage());
   ASSERT_TRUE(exec);
   ASSERT_TRUE(exec->initialize().isOk());
-  std::vector<float> x = randomValues(M * K, 2);
+  std::vector<float> x = randomFloats(M * K, 2);
   ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
   std::vector<float> w(K * N);
   ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
@@ -498,7 +478,7 @@ TEST_F(CudaExecutableTest, StagedInputsAreCopiedBeforeTheNextStep) {
   ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
   size_t initialCopies = api.count("cudaMemcpyAsync H2D 128");
   for (unsigned step = 0; step < 3; ++step) {
-    std::vector<float> x = randomValues(M * K, 10 + step);
+    std::vector<float> x = randomFloats(M * K, 10 + step);
     StatusOr<void *> staged = exec->hostInput(0);
     ASSERT_TRUE(staged.isOk()) << staged.status().message();
     std::memcpy(staged.value(), x.data(), x.size() * 4);
@@ -623,6 +603,88 @@ TEST_F(CudaExecutableTest, ProfileTimesEveryThunk) {
   EXPECT_EQ(api.count("cudaStreamBeginCapture"), 0u); // no graphs while profiling
 }
 
+// The MLP package with kernels whose code waits for the kernel before it
+// (PackageKernel::programmaticLaunch), and thunk 4: relu again after the
+// copy.
+LoadedPackage programmaticPackage(std::vector<unsigned> archs = {80, 90},
+                                  unsigned ptxArch = 80) {
+  LoadedPackage p = mlpPackage(archs, ptxArch);
+  for (PackageKernel &k : p.kernels)
+    k.programmaticLaunch = true;
+  p.thunks.push_back(p.thunks[1]);
+  return p;
+}
+
+// Programmatic dependent launch: a waiting kernel after a GEMM or a kernel
+// starts early (cuLaunchKernelEx); after a copy, or as the step's first
+// thunk, it does not; the step's values stay the same.
+TEST_F(CudaExecutableTest, ProgrammaticLaunchFollowsKernelsAndGemms) {
+  options.graphs = false;
+  auto exec = make(programmaticPackage());
+  ASSERT_TRUE(exec);
+  EXPECT_FALSE(exec->programmaticLaunch(0)); // the GEMM
+  EXPECT_TRUE(exec->programmaticLaunch(1));  // relu after the GEMM
+  EXPECT_TRUE(exec->programmaticLaunch(2));  // sgd after relu
+  EXPECT_FALSE(exec->programmaticLaunch(3)); // the copy
+  EXPECT_FALSE(exec->programmaticLaunch(4)); // relu after the copy
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> x = randomFloats(M * K, 1);
+  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
+  std::vector<float> w(K * N);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+  size_t before = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk());
+  EXPECT_EQ(work(before),
+            (std::vector<std::string>{"cublasLtMatmul",
+                                      "cuLaunchKernelEx kiln_relu grid=1056 block=256",
+                                      "cuLaunchKernelEx kiln_sgd grid=3 block=256",
+                                      "cudaMemcpyAsync D2D 256",
+                                      "cuLaunchKernel kiln_relu grid=1056 block=256",
+                                      "cudaMemcpyAsync D2D 512"}));
+  std::vector<float> y(M * N);
+  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+  std::vector<float> want = expectedY(x, w);
+  for (int i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  // Profiling launches plainly (events sit between the thunks).
+  exec->setProfiling(true);
+  before = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk());
+  ASSERT_TRUE(exec->collectProfile().isOk());
+  for (const std::string &c : work(before))
+    EXPECT_EQ(c.rfind("cuLaunchKernelEx", 0), std::string::npos) << c;
+}
+
+TEST_F(CudaExecutableTest, ProgrammaticLaunchNeedsWaitingCodeForSm90) {
+  options.graphs = false;
+  auto launchedEarly = [&](std::unique_ptr<CudaExecutable> exec) {
+    std::vector<size_t> early;
+    for (size_t i = 0; exec && i < exec->package().thunks.size(); ++i)
+      if (exec->programmaticLaunch(i))
+        early.push_back(i);
+    return early;
+  };
+  const std::vector<size_t> both{1, 2};
+  // The step's first thunk never starts early.
+  LoadedPackage first = programmaticPackage();
+  std::swap(first.thunks[0], first.thunks[2]); // sgd, relu, gemm, copy, relu
+  EXPECT_EQ(launchedEarly(make(std::move(first))), (std::vector<size_t>{1}));
+  // The NVRTC path compiles for the device (sm_90): its code waits.
+  LoadedPackage source = programmaticPackage({}, 0);
+  EXPECT_EQ(launchedEarly(make(std::move(source))), both);
+  // sm_80 code (PTX JIT-compiled for the sm_90 device) has no wait.
+  EXPECT_TRUE(launchedEarly(make(programmaticPackage({80}, 80))).empty());
+  // Kernels whose code does not say it waits (a 1.4 package).
+  EXPECT_TRUE(launchedEarly(make(mlpPackage())).empty());
+  // Off.
+  options.programmaticLaunch = false;
+  EXPECT_TRUE(launchedEarly(make(programmaticPackage())).empty());
+  options.programmaticLaunch = true;
+  // An sm_80 device has no programmatic dependent launch.
+  api.device.major = 8;
+  EXPECT_TRUE(launchedEarly(make(programmaticPackage())).empty());
+}
+
 // cuBLASLt's definition, column-major: D[r + c*ldd] = sum_l opA(r, l) *
 // opB(l, c), op(X)(i, j) = X[i + j*ld] or, transposed, X[j + i*ld].
 void columnMajorGemm(const LtGemm &lt, const float *a, const float *b, float *d) {
@@ -650,8 +712,8 @@ TEST(LowerGemmToLt, RowMajorGemmsAreColumnMajorProductsOfTheSwappedOperands) {
       desc.params.batch = 2;
       desc.params.transposeLhs = tl;
       desc.params.transposeRhs = tr;
-      std::vector<float> lhs = randomValues(2 * 3 * 7, 3);
-      std::vector<float> rhs = randomValues(2 * 7 * 5, 4);
+      std::vector<float> lhs = randomFloats(2 * 3 * 7, 3);
+      std::vector<float> rhs = randomFloats(2 * 7 * 5, 4);
       std::vector<float> want(2 * 3 * 5), got(2 * 3 * 5);
       FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), want.data(), nullptr,
                             nullptr);
@@ -686,9 +748,9 @@ TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
       out.push_back(floatToBf16(x));
     return out;
   };
-  std::vector<uint16_t> lhs = toBf16(randomValues(9 * 6, 11));
-  std::vector<uint16_t> rhs = toBf16(randomValues(9 * 5, 12));
-  std::vector<uint16_t> bias = toBf16(randomValues(5, 13));
+  std::vector<uint16_t> lhs = toBf16(randomFloats(9 * 6, 11));
+  std::vector<uint16_t> rhs = toBf16(randomFloats(9 * 5, 12));
+  std::vector<uint16_t> bias = toBf16(randomFloats(5, 13));
   LtGemm lt = lowerGemmToLt(desc.params);
   ASSERT_FALSE(lt.transA);
   ASSERT_EQ(lt.rows, 5u);

@@ -60,6 +60,9 @@ public:
     std::array<uint32_t, 3> grid, block;
     std::vector<void *> args;
     uint32_t sharedMemoryBytes = 0;
+    // Launched with programmatic stream serialization (recorded as
+    // "cuLaunchKernelEx ...").
+    bool programmatic = false;
   };
   // Per entry point, the dynamic shared memory it opted in to
   // (cuFuncSetAttribute); a launch with more than 48 KiB beyond it fails
@@ -264,7 +267,10 @@ public:
                       void **params, size_t paramCount) override {
     const std::string &entry =
         functions_[reinterpret_cast<size_t>(function) - 1];
-    if (Status s = enter("cuLaunchKernel " + entry + " grid=" +
+    bool programmatic = programmatic_;
+    programmatic_ = false;
+    if (Status s = enter((programmatic ? "cuLaunchKernelEx " : "cuLaunchKernel ") +
+                         entry + " grid=" +
                          std::to_string(grid[0]) + " block=" +
                          std::to_string(block[0]));
         !s.isOk())
@@ -277,7 +283,7 @@ public:
                            " bytes of dynamic shared memory, the function "
                            "allows " + std::to_string(maxDynamicShared[entry]) +
                            ")");
-    Launch l{entry, grid, block, {}, sharedMemoryBytes};
+    Launch l{entry, grid, block, {}, sharedMemoryBytes, programmatic};
     // cuLaunchKernel reads the parameters at the call: so does the fake.
     for (size_t i = 0; i < paramCount; ++i)
       l.args.push_back(*static_cast<void **>(params[i]));
@@ -297,6 +303,15 @@ public:
       });
     }
     return Status::ok();
+  }
+  Status launchKernelProgrammatic(CudaFunction function,
+                                  const std::array<uint32_t, 3> &grid,
+                                  const std::array<uint32_t, 3> &block,
+                                  uint32_t sharedMemoryBytes, CudaStream stream,
+                                  void **params, size_t paramCount) override {
+    programmatic_ = true;
+    return launchKernel(function, grid, block, sharedMemoryBytes, stream,
+                        params, paramCount);
   }
   Status nvrtcCompile(const std::string &source, const std::string &name,
                       unsigned arch, std::vector<uint8_t> &cubin,
@@ -517,6 +532,7 @@ private:
       fn();
   }
 
+  bool programmatic_ = false; // the launch in progress is programmatic
   std::set<void *> live_;
   std::vector<int> selected_;
   double clock_ = 0;

@@ -14,6 +14,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/cuda/GemmAutotune.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/PkgBuffers.h"
 
 #include <gtest/gtest.h>
 
@@ -28,22 +29,11 @@ namespace {
 
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
+using kiln::runtime::cuda::testing::f32Buffer;
 using kiln::runtime::cuda::testing::FakeCudaApi;
+using kiln::runtime::cuda::testing::randomFloats;
 
 constexpr int M = 4, K = 8, N = 16;
-
-PackageBuffer buffer(const char *name, PkgRole role, std::vector<int64_t> shape,
-                     uint64_t offset) {
-  PackageBuffer b;
-  b.name = name;
-  b.role = role;
-  b.shape = shape;
-  b.offset = offset;
-  b.size = 4;
-  for (int64_t d : shape)
-    b.size *= d;
-  return b;
-}
 
 PackageThunk gemm(int64_t m, int64_t n, int64_t k, uint32_t lhs, uint32_t rhs,
                   uint32_t out) {
@@ -65,12 +55,12 @@ LoadedPackage twoShapes() {
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;
   p.target.smArchs = {90};
-  p.buffers = {buffer("x", PkgRole::Input, {M, K}, 0),
-               buffer("w", PkgRole::Parameter, {K, N}, 256),
-               buffer("v", PkgRole::Parameter, {N, N}, 1024),
-               buffer("h", PkgRole::Output, {M, N}, 2048),
-               buffer("y", PkgRole::Output, {M, N}, 2560),
-               buffer("h2", PkgRole::Output, {M, N}, 3072)};
+  p.buffers = {f32Buffer("x", PkgRole::Input, {M, K}, 0),
+               f32Buffer("w", PkgRole::Parameter, {K, N}, 256),
+               f32Buffer("v", PkgRole::Parameter, {N, N}, 1024),
+               f32Buffer("h", PkgRole::Output, {M, N}, 2048),
+               f32Buffer("y", PkgRole::Output, {M, N}, 2560),
+               f32Buffer("h2", PkgRole::Output, {M, N}, 3072)};
   p.arenaSize = 3584;
   p.thunks = {gemm(M, N, K, 0, 1, 3), gemm(M, N, N, 3, 2, 4),
               gemm(M, N, K, 0, 1, 5)};
@@ -87,15 +77,6 @@ LoadedPackage twoShapes() {
   p.outputs = {entry("h", PkgRole::Output, 3), entry("y", PkgRole::Output, 4),
                entry("h2", PkgRole::Output, 5)};
   return p;
-}
-
-std::vector<float> randomValues(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(rng);
-  return v;
 }
 
 std::vector<float> product(const std::vector<float> &a,
@@ -173,8 +154,8 @@ protected:
   // host; returns the algorithms the step's GEMMs ran.
   std::vector<int> stepAndCheck(CudaExecutable &exec) {
     EXPECT_TRUE(exec.initialize().isOk());
-    std::vector<float> x = randomValues(M * K, 1), w = randomValues(K * N, 2),
-                       v = randomValues(N * N, 3);
+    std::vector<float> x = randomFloats(M * K, 1), w = randomFloats(K * N, 2),
+                       v = randomFloats(N * N, 3);
     EXPECT_TRUE(exec.writeInput(0, x.data()).isOk());
     EXPECT_TRUE(exec.writeInput(1, w.data()).isOk());
     EXPECT_TRUE(exec.writeInput(2, v.data()).isOk());

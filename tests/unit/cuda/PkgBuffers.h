@@ -2,7 +2,8 @@
 //
 // Host buffers of a package dtype (f32, bf16 or f16) for the tests that run
 // kernels and GEMMs on a GPU or the fake table: random values, and one
-// element read back as a double. No LLVM.
+// element read back as a double; f32 package buffers for packages built by
+// hand. No LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +42,33 @@ inline double valueAt(PkgDType dtype, const std::vector<uint8_t> &b, int64_t i) 
     return reinterpret_cast<const float *>(b.data())[i];
   uint16_t h = reinterpret_cast<const uint16_t *>(b.data())[i];
   return dtype == PkgDType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+}
+
+// An f32 package buffer of |shape| at arena offset |offset| (its size
+// from the shape), for packages built by hand.
+inline PackageBuffer f32Buffer(const char *name, PkgRole role,
+                               std::vector<int64_t> shape, uint64_t offset,
+                               int32_t updates = -1) {
+  PackageBuffer b;
+  b.name = name;
+  b.role = role;
+  b.shape = shape;
+  b.offset = offset;
+  b.size = 4;
+  for (int64_t d : shape)
+    b.size *= d;
+  b.updates = updates;
+  return b;
+}
+
+// |n| floats uniform on [-1, 1), seeded by |seed|.
+inline std::vector<float> randomFloats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(rng);
+  return v;
 }
 
 } // namespace kiln::runtime::cuda::testing

@@ -76,14 +76,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.4 is not supported: this reader reads 1.4 "
-            "(same major, minor at most 4)");
+            "package version 2.5 is not supported: this reader reads 1.5 "
+            "(same major, minor at most 5)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 5; }),
-            "package version 1.5 is not supported: this reader reads 1.4 "
-            "(same major, minor at most 4)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 6; }),
+            "package version 1.6 is not supported: this reader reads 1.5 "
+            "(same major, minor at most 5)");
 }
 
 TEST(PackageErrors, TargetKind) {

@@ -49,7 +49,7 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   // Spot checks on top of the whole-struct comparison, so a broken
   // operator== cannot hide a dropped field.
   EXPECT_EQ(p.majorVersion, 1);
-  EXPECT_EQ(p.minorVersion, 4);
+  EXPECT_EQ(p.minorVersion, 5);
   EXPECT_EQ(p.target.kind, TargetKind::Cuda);
   EXPECT_THAT(p.target.smArchs, ::testing::ElementsAre(80u, 90u));
   EXPECT_EQ(p.target.cpuFeatures, "+avx2,+fma");
@@ -69,6 +69,8 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   EXPECT_EQ(p.kernels[1].serialSteps, 128u);
   EXPECT_EQ(p.kernels[1].serialThreads, 768u);
   EXPECT_EQ(p.kernels[1].readBytes, 4096u);
+  EXPECT_TRUE(p.kernels[1].programmaticLaunch);
+  EXPECT_FALSE(p.kernels[0].programmaticLaunch);
   EXPECT_EQ(p.kernels[0].object.size(), 8u);
   EXPECT_EQ(p.kernels[0].grid, (std::array<uint32_t, 3>{2, 3, 1}));
   EXPECT_THAT(p.kernels[0].sourceNodes,

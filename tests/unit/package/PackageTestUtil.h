@@ -89,6 +89,7 @@ inline LoadedPackage makeSamplePackage() {
   cuda.serialSteps = 128;
   cuda.serialThreads = 768;
   cuda.readBytes = 4096;
+  cuda.programmaticLaunch = true;
   cuda.sourceNodes = {"softmax_cross_entropy_3"};
   p.kernels = {cpu, cuda};
 

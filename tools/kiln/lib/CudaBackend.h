@@ -30,6 +30,8 @@ struct CudaBackendOptions {
   bool graphs = true; // CUDA Graph capture after the warm-up step
   // cuBLASLt's algorithms timed per GEMM shape at load (GemmAutotune.h).
   bool gemmAutotune = true;
+  // Programmatic dependent launch of the generated kernels (sm_90 on).
+  bool programmaticLaunch = true;
   // Tests: the CUDA table to use (not owned; null: runtime::cuda::loadCudaApi)
   // and whether compiled packages carry PTX and cubins (false: source only,
   // which the runtime compiles through the table's NVRTC at load).

@@ -98,6 +98,7 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
     kernel.serialSteps = source->serialSteps;
     kernel.serialThreads = source->serialThreads;
     kernel.readBytes = partialReadBytes(fusion);
+    kernel.programmaticLaunch = source->programmaticLaunch;
     CudaKernelReport report;
     report.name = name;
     report.entryPoint = entry;

@@ -69,10 +69,15 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "this kiln compiles CUDA, else cpu; the choice is printed); "
                   "under kiln launch, cuda is each rank's LOCAL_RANK GPU and "
                   "the collectives go through NCCL");
-  std::string cudaGraphs, fuseAttention, gemmAutotune;
+  std::string cudaGraphs, fuseAttention, gemmAutotune, cudaPdl;
   parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
                   "cuda: capture the step into a CUDA Graph after the warm-up "
                   "step (default on)");
+  parser.addValue("cuda-pdl", &cudaPdl, "on|off",
+                  "cuda: launch each generated kernel that follows a kernel "
+                  "or GEMM with programmatic dependent launch on sm_90 and "
+                  "newer, its blocks starting while that one finishes "
+                  "(default on)");
   parser.addValue("gemm-autotune", &gemmAutotune, "on|off",
                   "cuda: time cuBLASLt's first 8 algorithms for each GEMM "
                   "shape at load and run the fastest, keeping the choices in "
@@ -167,7 +172,9 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
   }
   cudaOptions.graphs = cudaGraphs != "off";
   if (!applyOnOff(kTrainCommand, "gemm-autotune", gemmAutotune,
-                  cudaOptions.gemmAutotune, errs))
+                  cudaOptions.gemmAutotune, errs) ||
+      !applyOnOff(kTrainCommand, "cuda-pdl", cudaPdl,
+                  cudaOptions.programmaticLaunch, errs))
     return kExitError;
   if (!applyOnOff(kTrainCommand, "fuse-attention", fuseAttention,
                   options.pipeline.fuseAttention, errs))

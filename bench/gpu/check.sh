@@ -13,7 +13,8 @@
 #      package stepped with a falling loss, the three convolutions
 #      (CudaConv.h) against their definitions, the fused attention
 #      (CudaAttention.h: forward and backward, mma.sync (and again with
-#      KILN_CUDA_ATTENTION=wmma, the wmma kernels), wmma and CUDA-core kernels,
+#      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with
+#      KILN_CUDA_ATTENTION=pairs, dK/dV on warp pairs), wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
@@ -29,10 +30,11 @@
 #   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
 #      Kiln (kiln-cuda-run --time), PyTorch eager, torch.compile and JAX
 #      (peers.py), tokens/s and MFU with the same FLOPs formula. The
-#      runtime times cuBLASLt's algorithms for each GEMM shape at load
-#      (GemmAutotune.h; a fresh cache under the log directory, so they are
+#      runtime times cuBLASLt's algorithms for each GEMM shape, and the
+#      attention backward's variants, at load
+#      (Autotune.h; a fresh cache under the log directory, so they are
 #      timed here): their times and choices are printed, and the step is
-#      timed again with --gemm-autotune=off, and with --cuda-pdl=off (no
+#      timed again with --autotune=off, and with --cuda-pdl=off (no
 #      programmatic dependent launch), when time allows.
 #
 # Usage: bench/gpu/check.sh [--in DIR] [--steps N]
@@ -110,6 +112,18 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
     || { tail -20 "$log/attention-wmma.txt"; fail "fused attention with KILN_CUDA_ATTENTION=wmma"; }
 fi
 
+# And with dK/dV on warp pairs wherever that is a variant (head dims up to
+# 64: the autotuner's other candidate), so both are checked whichever the
+# autotuner keeps.
+if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
+  KILN_CUDA_ATTENTION=pairs timeout 60 "$bin/kiln-cuda-runtime-tests" \
+    --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' \
+    > "$log/attention-pairs.txt" 2>&1 \
+    && { grep -E "^attention " "$log/attention-pairs.txt" | sed 's/^/  pairs: /';
+         pass "fused attention with KILN_CUDA_ATTENTION=pairs"; } \
+    || { tail -20 "$log/attention-pairs.txt"; fail "fused attention with KILN_CUDA_ATTENTION=pairs"; }
+fi
+
 if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then
   timeout 60 "$bin/kiln-cuda-nccl-gpu-tests" --gtest_brief=1 \
     > "$log/nccl-tests.txt" 2>&1
@@ -178,8 +192,8 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
     --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
     --profile="$profile" > "$log/gpt.txt" 2>&1
   rc=$?
-  # The autotuner's note and each GEMM shape's algorithm times.
-  grep -E "GEMM autotuning|^kiln-cuda-run: gemm " "$log/gpt.txt" | head -40
+  # The autotuner's note and each shape's candidate times.
+  grep -E "autotuning|^kiln-cuda-run: tuned " "$log/gpt.txt" | head -40
   cat "$log/gpt.txt" | tail -12
   [ $rc -eq 0 ] && pass "Kiln GPT step (bf16)" || fail "Kiln GPT step"
   [ -f "$profile" ] && echo "  thunk times: $profile (kiln inspect gpt-bf16.kpkg --roofline --measured=...)"
@@ -206,7 +220,7 @@ gpt_variant() {
 # The same step on cuBLASLt's heuristic choices (what the autotuning
 # gains), and without programmatic dependent launch (what it gains); each
 # only while four minutes are left, three of them for the peers.
-for variant in gemm-autotune cuda-pdl; do
+for variant in autotune cuda-pdl; do
   if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 240 ]; then
     gpt_variant "--$variant=off" "$in/gpt-bf16.kpkg" "gpt-$variant-off" 60 \
       "--$variant=off"

@@ -92,7 +92,7 @@ struct GemmDesc {
   // 256 bytes unless told; the arena's buffers are 64-byte aligned).
   uint32_t alignmentBytes = 256;
   // How many of cuBLASLt's heuristic algorithms the plan keeps, best
-  // first (the autotuner times them; GemmAutotune.h). gemmRun uses the
+  // first (the autotuner times them; Autotune.h). gemmRun uses the
   // first until gemmSelectAlgorithm picks another.
   int algorithms = 1;
 };
@@ -250,6 +250,10 @@ public:
   // The GEMM library and its version ("cuBLASLt 130100"), for the
   // autotuning cache's keys: another version may offer other algorithms.
   virtual std::string gemmLibraryVersion() = 0;
+  // Whether events time the work between them (a GPU does; a fake table
+  // only when a test gives it times): the autotuner times nothing
+  // otherwise.
+  virtual bool timesWork() const { return true; }
 };
 
 // The real table: dlopens libcudart (as CudaDevice.h), then the driver's

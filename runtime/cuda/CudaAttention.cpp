@@ -14,6 +14,7 @@
 #include "runtime/cuda/CudaAttentionKernels.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -73,8 +74,14 @@ constexpr int kSharedLimit = 49152;
 // the forward and dQ walk key tiles of kMmaWideTileK rows (one stage of
 // K and V, 33792 bytes in 16 bits, beside dQ's hand-over).
 constexpr int kMmaRows = 16 * (kAttentionThreads / 32), kMmaTile = 64;
+
+// Shared memory of |tile| bytes per stage, two stages where both fit
+// |limit| (kiln_attn_stages), for two tiles (K and V, or Q and dO).
+int staged(int tile, int limit) { return (4 * tile <= limit ? 2 : 1) * 2 * tile; }
 constexpr int kMmaSingleWarpMaxDim = 64, kMmaPairsTileQ = 32;
 constexpr int kMmaSingleWarpDqMaxDim = 128, kMmaWideTileK = 32;
+
+AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t);
 
 // The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
 // with |mma|, the register-fragment kernels (their own tiles).
@@ -104,9 +111,6 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
     // (kiln_attn_stages: two stages where both fit |limit|), and the warp
     // pairs' hand-over.
     std::string mmaTag = std::string(t.suffix) + "_mma" + std::to_string(dmax);
-    auto staged = [](int tile, int limit) {
-      return (4 * tile <= limit ? 2 : 1) * 2 * tile;
-    };
     int keys = dmax <= kMmaSingleWarpDqMaxDim ? kMmaTile : kMmaWideTileK;
     int tile = keys * (dmax + 8) * t.bytes;
     c.forwardMma = true;
@@ -125,18 +129,29 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
       c.dqThreads = 2 * kAttentionThreads;
       c.dqShared = staged(tile, kSharedLimit - hand) + hand;
     }
-    if (dmax <= kMmaSingleWarpMaxDim) {
+    if (dmax <= kMmaSingleWarpMaxDim)
       c.dkdvShared = staged(tile + kMmaTile * 4, kSharedLimit);
-    } else {
-      int hand = kMmaTile * kMmaPairsTileQ * 4;
-      c.dkdvPairs = true;
-      c.dkdvThreads = 2 * kAttentionThreads;
-      c.dkdvShared = staged(kMmaPairsTileQ * ((dmax + 8) * t.bytes + 4),
-                            kSharedLimit - hand) +
-                     hand;
-    }
+    else
+      c = onWarpPairs(c, t);
   }
   c.dot = std::string("kiln_attn_bwd_dot_") + t.suffix;
+  return c;
+}
+
+// |c| with dK/dV on warp pairs (kiln_attn_bwd_dkdv_mma_pairs): walking
+// query tiles of kMmaPairsTileQ rows beside the hand-over of P^T. Past
+// head dim 64 the only mma dK/dV; up to 64 an alternative to the
+// single-warp kernel (twice the warps per block, 128 registers a thread
+// against 232), its entry point marked "p".
+AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t) {
+  int hand = kMmaTile * kMmaPairsTileQ * 4;
+  if (c.dmax <= kMmaSingleWarpMaxDim)
+    c.dkdv += "p";
+  c.dkdvPairs = true;
+  c.dkdvThreads = 2 * kAttentionThreads;
+  c.dkdvShared = staged(kMmaPairsTileQ * ((c.dmax + 8) * t.bytes + 4),
+                        kSharedLimit - hand) +
+                 hand;
   return c;
 }
 
@@ -159,8 +174,14 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
     for (int dmax : {64, 128, 256})
       all.push_back({dtype, chooseTiles(t, false, dmax, false)});
     if (hasTensorCores(dtype, arch))
-      for (int dmax : {64, 128})
+      for (int dmax : {64, 128}) {
         all.push_back({dtype, chooseTiles(t, true, dmax, mma && hasMma(arch))});
+        // Up to head dim 64, dK/dV on warp pairs as well (the autotuner
+        // times both).
+        const AttentionConfig &c = all.back().second;
+        if (c.backwardMma && !c.dkdvPairs)
+          all.push_back({dtype, onWarpPairs(c, t)});
+      }
     // Head dims past 128: the mma kernels only (wmma's stay within 128).
     if (hasTensorCores(dtype, arch) && mma && hasMma(arch))
       all.push_back({dtype, chooseTiles(t, true, 256, true)});
@@ -198,16 +219,30 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
   return chooseTiles(*t, wmma || useMma, dmax, useMma);
 }
 
+StatusOr<std::vector<AttentionConfig>>
+attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
+                        unsigned arch, bool mma) {
+  StatusOr<AttentionConfig> c =
+      attentionConfig(dtype, headDim, valueDim, arch, mma);
+  if (!c.isOk())
+    return c.status();
+  std::vector<AttentionConfig> variants{c.value()};
+  if (c.value().backwardMma && !c.value().dkdvPairs)
+    variants.push_back(onWarpPairs(c.value(), *typeInfo(dtype)));
+  return variants;
+}
+
 std::string attentionKernelSource(unsigned arch,
                                   const std::set<std::string> &only,
                                   bool mma) {
   // The instantiations; the mma.sync templates only where one uses them.
   std::string lines;
   bool mmaKernels = false;
-  std::vector<std::string> dots;
+  std::set<std::string> emitted; // variants share their other kernels
   for (const auto &[dtype, c] : allConfigs(arch, mma)) {
     if (!only.empty() && !only.count(c.forward))
       continue;
+    size_t before = lines.size();
     const TypeInfo &t = *typeInfo(dtype);
     mmaKernels |= c.forwardMma;
     std::string targs = std::string(t.type) + ", " + t.acc + ", " +
@@ -245,10 +280,18 @@ std::string attentionKernelSource(unsigned arch,
       lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
     else
       lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
-    if (std::find(dots.begin(), dots.end(), c.dot) == dots.end()) {
-      dots.push_back(c.dot);
-      lines += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
-               ", " + t.acc + ")\n";
+    lines += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
+             ", " + t.acc + ")\n";
+    // Keep each entry point's first instantiation.
+    std::string mine = lines.substr(before);
+    lines.resize(before);
+    for (size_t at = 0; at < mine.size();) {
+      size_t end = mine.find('\n', at) + 1;
+      std::string line = mine.substr(at, end - at);
+      size_t open = line.find('('), comma = line.find(',');
+      if (emitted.insert(line.substr(open + 1, comma - open - 1)).second)
+        lines += line;
+      at = end;
     }
   }
   return std::string(kAttentionKernelTemplates) +
@@ -274,8 +317,15 @@ StatusOr<bool> attentionMmaFromEnv() {
     return true;
   if (std::strcmp(value, "wmma") == 0)
     return false;
+  if (std::strcmp(value, "pairs") == 0)
+    return true;
   return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
-                       ": expected mma or wmma");
+                       ": expected mma, pairs or wmma");
+}
+
+bool attentionPairsFromEnv() {
+  const char *value = std::getenv("KILN_CUDA_ATTENTION");
+  return value && std::strcmp(value, "pairs") == 0;
 }
 
 StatusOr<std::unique_ptr<CudaAttention>>
@@ -286,6 +336,7 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
     return mma.status();
   std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
   attention->mma_ = mma.value();
+  attention->pairs_ = attentionPairsFromEnv();
   uint64_t bytes = 0;
   std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
@@ -316,10 +367,18 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
   // No kernels to run (no thunk with a supported shape): nothing to load.
   if (!used.empty()) {
     unsigned arch = device.smArch();
-    if (Status s = attention->kernels_.load(
-            attentionKernelSource(arch, used, attention->mma_), arch);
-        !s.isOk())
+    std::string source = attentionKernelSource(arch, used, attention->mma_);
+    if (Status s = attention->kernels_.load(source, arch); !s.isOk())
       return s;
+    // The kernels' identity for the autotuning cache: another Kiln may time
+    // differently.
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char ch : source)
+      h = (h ^ ch) * 0x100000001b3ull;
+    char text[48];
+    std::snprintf(text, sizeof(text), "kiln attention kernels %016llx",
+                  static_cast<unsigned long long>(h));
+    attention->library_ = text;
   }
   if (bytes) {
     if (Status s = api.malloc(&attention->workspace_, bytes); !s.isOk())
@@ -356,11 +415,16 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
     return Status::error(std::string(name) + ": the packed layout needs "
                          "head_dim == value_dim and q_len == kv_len");
   PkgDType dtype = package_.buffers[t.operands[0]].dtype;
-  StatusOr<AttentionConfig> config =
-      attentionConfig(dtype, p.headDim, p.valueDim, device_.smArch(), mma_);
-  if (!config.isOk())
-    return config.status();
-  const AttentionConfig &c = config.value();
+  StatusOr<std::vector<AttentionConfig>> configs = attentionConfigVariants(
+      dtype, p.headDim, p.valueDim, device_.smArch(), mma_);
+  if (!configs.isOk())
+    return configs.status();
+  // The forward has one way; the backward one per variant (with
+  // KILN_CUDA_ATTENTION=pairs, the warp-pair one alone).
+  if (!grad)
+    configs.value().resize(1);
+  else if (pairs_ && configs.value().size() > 1)
+    configs.value().erase(configs.value().begin());
   int64_t bh = p.batch * p.heads;
   if (p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
     return Status::error(std::string(name) + ": negative sizes");
@@ -421,6 +485,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   common[14] = scalar(p.valueDim), common[15] = scaleBits;
   common[16] = scalar(p.causal ? 1 : 0), common[17] = scalar(H);
 
+  std::vector<std::vector<KernelLaunch>> variants;
   std::vector<KernelLaunch> launches;
   Status failed = Status::ok();
   auto launch = [&](const std::string &entry, uint64_t blocks,
@@ -445,26 +510,58 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
     l.args = common;
     launches.push_back(std::move(l));
   };
-  uint64_t qBlocks = uint64_t(bh) * ((p.qLen + c.blockQ - 1) / c.blockQ);
-  uint64_t forwardBlocks =
-      uint64_t(bh) * ((p.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ);
-  uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
-  if (!grad) {
-    launch(c.forward, forwardBlocks, kAttentionThreads);
-  } else {
-    uint64_t rows = uint64_t(bh) * p.qLen;
-    uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *
-                   (2048 / kAttentionThreads);
-    launch(c.dot, std::min<uint64_t>((rows + kAttentionThreads - 1) /
-                                         kAttentionThreads,
-                                     cap),
-           kAttentionThreads);
-    launch(c.dkdv, kBlocks, c.dkdvThreads);
-    launch(c.dq, qBlocks, c.dqThreads);
+  for (const AttentionConfig &c : configs.value()) {
+    uint64_t qBlocks = uint64_t(bh) * ((p.qLen + c.blockQ - 1) / c.blockQ);
+    uint64_t forwardBlocks =
+        uint64_t(bh) * ((p.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ);
+    uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
+    if (!grad) {
+      launch(c.forward, forwardBlocks, kAttentionThreads);
+    } else {
+      uint64_t rows = uint64_t(bh) * p.qLen;
+      uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *
+                     (2048 / kAttentionThreads);
+      launch(c.dot, std::min<uint64_t>((rows + kAttentionThreads - 1) /
+                                           kAttentionThreads,
+                                       cap),
+             kAttentionThreads);
+      launch(c.dkdv, kBlocks, c.dkdvThreads);
+      launch(c.dq, qBlocks, c.dqThreads);
+    }
+    if (!failed.isOk())
+      return failed;
+    variants.push_back(std::move(launches));
+    launches.clear();
   }
-  if (!failed.isOk())
-    return failed;
-  plans_[index] = std::move(launches);
+  Plan &plan = plans_[index];
+  plan.variants = std::move(variants);
+  plan.dkdv.clear();
+  for (const AttentionConfig &c : configs.value())
+    plan.dkdv.push_back(grad ? c.dkdv : c.forward);
+  plan.selected = 0;
+  return Status::ok();
+}
+
+int CudaAttention::variantCount(size_t index) const {
+  auto found = plans_.find(index);
+  return found == plans_.end() ? 0 : int(found->second.variants.size());
+}
+
+std::string CudaAttention::variantName(size_t index, int variant) const {
+  auto found = plans_.find(index);
+  if (found == plans_.end() || variant < 0 ||
+      variant >= int(found->second.dkdv.size()))
+    return "";
+  return found->second.dkdv[variant];
+}
+
+Status CudaAttention::selectVariant(size_t index, int variant) {
+  auto found = plans_.find(index);
+  if (found == plans_.end() || variant < 0 ||
+      variant >= int(found->second.variants.size()))
+    return Status::error("attention: thunk " + std::to_string(index) +
+                         " has no variant " + std::to_string(variant));
+  found->second.selected = variant;
   return Status::ok();
 }
 
@@ -472,7 +569,8 @@ Status CudaAttention::run(size_t index, CudaStream stream) {
   auto found = plans_.find(index);
   if (found == plans_.end())
     return Status::error("the attention was not planned");
-  for (const KernelLaunch &l : found->second) {
+  for (const KernelLaunch &l :
+       found->second.variants[found->second.selected]) {
     Status s = kernels_.launch(l, stream);
     if (!s.isOk())
       return Status::error("kernel " + l.entry + ": " + s.message());

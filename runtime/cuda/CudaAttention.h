@@ -32,7 +32,9 @@
 //             fragments and accumulators in registers as the mma forward
 //             does; past head dim 64, dkdv on warp pairs, one warp of a
 //             pair accumulating dV and the other dK, P^T handed over
-//             through shared memory; past 128, dq too):
+//             through shared memory, and up to 64 as a variant the
+//             autotuner times against the single-warp kernel; past 128,
+//             dq too):
 //             dot  D_i = sum_e dout_ie out_ie into a workspace;
 //             dkdv one block per (key block, b*h) walks the query blocks,
 //                  recomputing P from lse, accumulating dV += P^T dO and
@@ -100,12 +102,18 @@ struct AttentionConfig {
 };
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
-// sm_|arch|; fails for a type other than f32, f64, f16, bf16, or a head
+// sm_|arch| (attentionConfigVariants' first); fails for a type other than f32, f64, f16, bf16, or a head
 // dim outside 1..256. |mma| false: the wmma kernels even where mma.sync
 // kernels exist (KILN_CUDA_ATTENTION=wmma).
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                                           int64_t valueDim, unsigned arch,
                                           bool mma = true);
+// Every way to run that shape's backward, the default first: up to head
+// dim 64 on mma.sync, dK/dV on one warp per 16 key rows and on warp pairs
+// ("..._mma64p"); CudaExecutable's autotuner times them (Autotune.h).
+StatusOr<std::vector<AttentionConfig>>
+attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
+                        unsigned arch, bool mma = true);
 
 // The kernels' CUDA C++ for sm_|arch| (the tensor-core kernels only where
 // the architecture has them), one translation unit; with |only|, just the
@@ -120,10 +128,14 @@ attentionKernelEntryPoints(unsigned arch, bool mma = true,
                            const std::set<std::string> &only = {});
 
 // KILN_CUDA_ATTENTION from the environment: unset, empty or "mma" (the
-// register-fragment kernels where the device has them: true), "wmma" (the
-// wmma kernels there instead: false, to compare the two or to step past a
-// problem in one); anything else is an error naming the variable.
+// register-fragment kernels where the device has them: true), "pairs"
+// (those too, with dK/dV on warp pairs wherever that is a variant, not
+// tuned: true), "wmma" (the wmma kernels there instead: false, to compare
+// the two or to step past a problem in one); anything else is an error
+// naming the variable.
 StatusOr<bool> attentionMmaFromEnv();
+// Whether KILN_CUDA_ATTENTION is "pairs".
+bool attentionPairsFromEnv();
 
 class CudaAttention {
 public:
@@ -143,6 +155,16 @@ public:
   // Queues thunk |index| on |stream|.
   Status run(size_t index, CudaStream stream);
 
+  // The ways thunk |index| can run (attentionConfigVariants; 1 for a
+  // forward), each named by its dK/dV entry point (a forward's by its
+  // own), and which one run() uses (0 unless selected).
+  int variantCount(size_t index) const;
+  std::string variantName(size_t index, int variant) const;
+  Status selectVariant(size_t index, int variant);
+  // The loaded kernels' identity ("kiln attention kernels HASH" of their
+  // source), for the autotuning cache.
+  const std::string &library() const { return library_; }
+
 private:
   CudaAttention(const LoadedPackage &package, CudaApi &api,
                 const CudaDeviceInfo &device)
@@ -154,11 +176,18 @@ private:
   CudaDeviceInfo device_;
   RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
   bool mma_ = true;        // attentionMmaFromEnv()
+  bool pairs_ = false;     // attentionPairsFromEnv()
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   // Each thunk's launches (30 values: pointers, integers, the scale's bits,
-  // strides; KILN_ATTN_PARAMS in CudaAttentionKernels.cpp).
-  std::map<size_t, std::vector<KernelLaunch>> plans_;
+  // strides; KILN_ATTN_PARAMS in CudaAttentionKernels.cpp), per variant.
+  struct Plan {
+    std::vector<std::vector<KernelLaunch>> variants;
+    std::vector<std::string> dkdv; // each variant's name
+    int selected = 0;
+  };
+  std::map<size_t, Plan> plans_;
+  std::string library_;
 };
 
 } // namespace kiln::runtime::cuda

@@ -17,6 +17,7 @@
 #include "runtime/dist/Communicator.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -286,7 +287,7 @@ Status CudaExecutable::prepare() {
                                 codeArch_[t.kernel] >= 90;
     }
 
-  if (Status s = autotuneGemms(); !s.isOk())
+  if (Status s = autotune(); !s.isOk())
     return s;
 
   for (const PkgUpdateCopy &u : pkgUpdateCopies(package_))
@@ -538,7 +539,7 @@ Status CudaExecutable::planThunk(size_t index) {
                               : nullptr;
   plan.gemmOut = plan.args[resultArg];
   desc.allowTf32 = options_.allowTf32;
-  desc.algorithms = options_.gemmAutotune ? std::max(options_.gemmAlgorithms, 1) : 1;
+  desc.algorithms = options_.autotune ? std::max(options_.gemmAlgorithms, 1) : 1;
   uint32_t align = 256;
   for (void *p : plan.args)
     align = std::min(align, alignmentOf(p));
@@ -811,29 +812,57 @@ Status CudaExecutable::queueGemm(size_t index, CudaStream stream) {
                       workspaceBytes_, stream);
 }
 
-Status CudaExecutable::autotuneGemms() {
-  if (!options_.gemmAutotune)
+Status CudaExecutable::autotune() {
+  if (!options_.autotune || !api_.timesWork())
     return Status::ok();
-  // The shapes in the order of their first thunks, with their thunks.
-  std::vector<std::pair<std::string, std::vector<size_t>>> shapes;
-  std::map<GemmPlan, size_t> shapeOf;
+  // What to tune: each shape with two or more candidates, in the order of
+  // its first thunk, with its thunks; GEMMs first.
+  struct Shape {
+    std::string key;
+    std::vector<size_t> thunks;
+    bool gemm = true;
+  };
+  std::vector<Shape> shapes;
   std::map<GemmPlan, std::string> keys;
   for (const auto &[key, plan] : gemmPlans_)
     keys[plan] = key;
-  bool several = false;
+  std::map<std::string, size_t> shapeOf;
+  auto add = [&](const std::string &key, size_t thunk, bool gemm) {
+    auto [it, added] = shapeOf.emplace(key, shapes.size());
+    if (added)
+      shapes.push_back({key, {}, gemm});
+    shapes[it->second].thunks.push_back(thunk);
+  };
   for (size_t i = 0; i < thunks_.size(); ++i) {
-    GemmPlan plan = thunks_[i].gemm;
     const PackageThunk &t = package_.thunks[i];
-    if (!plan || t.kind != ThunkKind::LibraryCall || t.library != LibraryKind::Gemm)
+    if (t.kind != ThunkKind::LibraryCall)
       continue;
-    auto [it, added] = shapeOf.emplace(plan, shapes.size());
-    if (added) {
-      shapes.push_back({keys[plan], {}});
-      several = several || api_.gemmAlgorithmCount(plan) > 1;
-    }
-    shapes[it->second].second.push_back(i);
+    if (t.library == LibraryKind::Gemm && thunks_[i].gemm &&
+        api_.gemmAlgorithmCount(thunks_[i].gemm) > 1)
+      add("gemm " + keys[thunks_[i].gemm], i, true);
   }
-  if (!several)
+  for (size_t i = 0; i < thunks_.size(); ++i) {
+    const PackageThunk &t = package_.thunks[i];
+    if (t.kind == ThunkKind::LibraryCall &&
+        t.library == LibraryKind::AttentionGrad && attention_ &&
+        attention_->variantCount(i) > 1) {
+      const AttentionParams &a = t.attention;
+      char scale[40];
+      std::snprintf(scale, sizeof(scale), "%.17g", a.scale);
+      add("attention backward " +
+              std::string(pkgDTypeName(package_.buffers[t.operands[0]].dtype)) +
+              " batch=" + std::to_string(a.batch) +
+              " heads=" + std::to_string(a.heads) +
+              " q=" + std::to_string(a.qLen) + " kv=" + std::to_string(a.kvLen) +
+              " d=" + std::to_string(a.headDim) +
+              " dv=" + std::to_string(a.valueDim) +
+              (a.causal ? " causal" : "") +
+              (a.layout == AttentionLayout::PackedBTHD ? " packed" : "") +
+              " scale=" + scale,
+          i, false);
+    }
+  }
+  if (shapes.empty())
     return Status::ok();
   // The runs read and write the arena's buffers before initialize(): give
   // them finite values (0x3c bytes: about 0.011 in bf16, 1.06 in f16,
@@ -842,34 +871,58 @@ Status CudaExecutable::autotuneGemms() {
                                   std::max<uint64_t>(package_.arenaSize, 1),
                                   stream_);
       !s.isOk())
-    return Status::error("autotuning the GEMMs: " + s.message());
-  GemmAutotuneOptions tuneOptions;
-  tuneOptions.cacheDir = options_.gemmAutotuneCache.empty()
-                             ? gemmAutotuneCacheDirectory()
-                         : options_.gemmAutotuneCache == "off"
-                             ? std::string()
-                             : options_.gemmAutotuneCache;
-  GemmAutotuner tuner(api_, device_, tuneOptions);
-  for (auto &[key, indices] : shapes) {
-    size_t first = indices.front();
-    StatusOr<GemmTuning> tuned = tuner.tune(
-        thunks_[first].gemm, key,
-        [&](CudaStream stream) { return queueGemm(first, stream); }, stream_);
+    return Status::error("autotuning: " + s.message());
+  AutotuneOptions tuneOptions;
+  tuneOptions.runs = options_.autotuneRuns;
+  tuneOptions.trials = options_.autotuneTrials;
+  tuneOptions.cacheDir = options_.autotuneCache.empty()  ? autotuneCacheDirectory()
+                         : options_.autotuneCache == "off" ? std::string()
+                                                           : options_.autotuneCache;
+  Autotuner tuner(api_, device_, tuneOptions);
+  for (Shape &shape : shapes) {
+    size_t first = shape.thunks.front();
+    AutotuneCandidates candidates;
+    std::function<Status(CudaStream)> run;
+    std::string library;
+    if (shape.gemm) {
+      candidates = gemmCandidates(api_, thunks_[first].gemm);
+      run = [&](CudaStream stream) { return queueGemm(first, stream); };
+      library = api_.gemmLibraryVersion();
+    } else {
+      CudaAttention &attention = *attention_;
+      candidates.count = attention.variantCount(first);
+      const std::vector<size_t> &all = shape.thunks;
+      candidates.select = [&attention, &all](int v) {
+        for (size_t i : all)
+          if (Status s = attention.selectVariant(i, v); !s.isOk())
+            return s;
+        return Status::ok();
+      };
+      candidates.id = [&attention, first](int v) -> StatusOr<std::string> {
+        return attention.variantName(first, v);
+      };
+      candidates.description = [&attention, first](int v) {
+        return attention.variantName(first, v);
+      };
+      run = [&](CudaStream stream) { return attention.run(first, stream); };
+      library = attention.library();
+    }
+    StatusOr<Tuning> tuned =
+        tuner.tune(shape.key, library, candidates, run, stream_);
     if (!tuned.isOk())
       return Status::error(thunkName(first) + ": " + tuned.status().message());
-    gemmTuning_.push_back(std::move(tuned.value()));
-    gemmTuning_.back().thunks = indices;
+    tuning_.push_back(std::move(tuned.value()));
+    tuning_.back().thunks = shape.thunks;
   }
   if (Status s = api_.streamSynchronize(stream_); !s.isOk())
-    return Status::error("autotuning the GEMMs: " + s.message());
+    return Status::error("autotuning: " + s.message());
 
   // One note: what was timed, what changed and what it saves a step by
   // these timings.
-  size_t timed = 0, cached = 0, moved = 0;
+  size_t timed = 0, cached = 0, moved = 0, gemms = 0;
   double saved = 0;
-  for (const GemmTuning &t : gemmTuning_) {
-    if (t.algorithms < 2)
-      continue;
+  for (const Tuning &t : tuning_) {
+    gemms += t.shape.rfind("gemm ", 0) == 0;
     (t.cached ? cached : timed) += 1;
     if (t.chosen != 0)
       ++moved;
@@ -878,13 +931,13 @@ Status CudaExecutable::autotuneGemms() {
   }
   char savedText[64];
   std::snprintf(savedText, sizeof(savedText), "%.3f", saved);
-  note("kiln cuda: GEMM autotuning: " + std::to_string(gemmTuning_.size()) +
-       " shape(s), up to " + std::to_string(options_.gemmAlgorithms) +
-       " cuBLASLt algorithms each; " + std::to_string(timed) + " timed, " +
+  note("kiln cuda: autotuning: " + std::to_string(gemms) +
+       " GEMM shape(s) (up to " + std::to_string(options_.gemmAlgorithms) +
+       " cuBLASLt algorithms each), " + std::to_string(tuning_.size() - gemms) +
+       " attention shape(s); " + std::to_string(timed) + " timed, " +
        std::to_string(cached) + " from the cache" +
        (tuneOptions.cacheDir.empty() ? "" : " (" + tuneOptions.cacheDir + ")") +
-       "; " + std::to_string(moved) +
-       " run another algorithm than the heuristic's first" +
+       "; " + std::to_string(moved) + " run another candidate than the first" +
        (timed ? std::string(", ") + savedText +
                     " ms less per step by these timings"
               : std::string()));

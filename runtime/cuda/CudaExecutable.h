@@ -22,8 +22,8 @@
 //     LibraryCall Gemm -> cuBLASLt with the thunk's epilogue (bias, ReLU,
 //     GELU, bias gradient: the package's GemmParams), planned at load
 //     (one plan per distinct GEMM shape, holding the heuristic's first
-//     algorithms; with CudaOptions::gemmAutotune each shape's are timed
-//     at the end of create() and the fastest kept, GemmAutotune.h) with
+//     algorithms; with CudaOptions::autotune each shape's are timed
+//     at the end of create() and the fastest kept, Autotune.h) with
 //     one workspace for all GEMMs; an epilogue cuBLASLt offers no algorithm
 //     for on the device runs as the plain GEMM then CudaEpilogue.h's
 //     kernel on the same stream (one note per executable lists them);
@@ -64,7 +64,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/cuda/CudaApi.h"
-#include "runtime/cuda/GemmAutotune.h"
+#include "runtime/cuda/Autotune.h"
 #include "runtime/package/Package.h"
 
 #include <cstdint>
@@ -100,13 +100,17 @@ struct CudaOptions {
   bool allowTf32 = false;
   // cuBLASLt's workspace, allocated once (32 MiB suits Hopper).
   size_t gemmWorkspaceBytes = 32u << 20;
-  // Times cuBLASLt's first |gemmAlgorithms| algorithms for each GEMM shape
-  // at load and runs the fastest (GemmAutotune.h); the choices are kept in
-  // |gemmAutotuneCache| ("": gemmAutotuneCacheDirectory(), from
-  // $KILN_CACHE_DIR; "off": not kept).
-  bool gemmAutotune = true;
+  // Times, at load, cuBLASLt's first |gemmAlgorithms| algorithms for each
+  // GEMM shape and the attention backward's variants for each attention
+  // shape, and runs the fastest (Autotune.h); the choices are kept in
+  // |autotuneCache| ("": autotuneCacheDirectory(), from $KILN_CACHE_DIR;
+  // "off": not kept).
+  bool autotune = true;
   int gemmAlgorithms = 8;
-  std::string gemmAutotuneCache;
+  std::string autotuneCache;
+  // Each candidate's timing: |autotuneTrials| trials of |autotuneRuns|
+  // runs after a warm-up (AutotuneOptions).
+  int autotuneRuns = 3, autotuneTrials = 3;
   // Runs the Collective thunks (not owned): on device pointers on the
   // step's stream when it has deviceCollectives() (NCCL; waits for the
   // stream are then bounded by its timeout), else on host copies. Null: a
@@ -188,10 +192,11 @@ public:
   Status collectProfile(); // waits for the step and adds its times
   const std::vector<CudaThunkProfile> &profile() const { return profile_; }
 
-  // Each GEMM shape's autotuning (empty when it was off, or when no plan
-  // held more than one algorithm), in the order of the shapes' first
-  // thunks.
-  const std::vector<GemmTuning> &gemmTuning() const { return gemmTuning_; }
+  // Each tuned shape (empty when autotuning was off, or when nothing had
+  // two candidates or could be timed): the GEMM shapes in the order of
+  // their first thunks ("gemm ..."), then the attention shapes
+  // ("attention ...").
+  const std::vector<Tuning> &tuning() const { return tuning_; }
 
 private:
   CudaExecutable(LoadedPackage package, CudaApi &api, CudaOptions options);
@@ -203,8 +208,9 @@ private:
   // Queues thunk |index|'s cuBLASLt call (a GEMM thunk's, without an
   // epilogue kernel that follows it) on |stream|.
   Status queueGemm(size_t index, CudaStream stream);
-  // GemmAutotune.h over every GEMM plan, at the end of prepare().
-  Status autotuneGemms();
+  // Autotune.h over every GEMM plan and attention backward, at the end of
+  // prepare().
+  Status autotune();
   Status runCollective(size_t index);
   // cudaStreamSynchronize of the step's stream, after the communicator's
   // bounded wait when the step has device collectives.
@@ -250,7 +256,7 @@ private:
   // cuBLASLt plans by GEMM shape: thunks with the same GemmDesc share one
   // (the GPT's 12 blocks repeat a handful of shapes).
   std::map<std::string, GemmPlan> gemmPlans_;
-  std::vector<GemmTuning> gemmTuning_;
+  std::vector<Tuning> tuning_;
   // GEMM shapes whose epilogue cuBLASLt refused, with its message, and the
   // thunks (by shape and epilogue) that run it as a kernel instead.
   std::map<std::string, std::string> unsupportedGemms_;

@@ -17,9 +17,10 @@
 //   --epochs=N / --steps=N   one epoch by default
 //   --device=N, --cuda-graphs=on|off, --log-every=N
 //   --cuda-pdl=on|off programmatic dependent launch of the kernels (sm_90)
-//   --gemm-autotune=on|off   cuBLASLt's algorithms timed per GEMM shape at
-//                     load (default on; GemmAutotune.h); each shape timed
-//                     now gets a line: every algorithm's time, the choice
+//   --autotune=on|off cuBLASLt's algorithms and the attention backward's
+//                     variants timed per shape at load (default on;
+//                     Autotune.h); each shape timed now gets a line: every
+//                     candidate's time, the choice
 //   --time=N          after the training steps, time N more steps (CUDA
 //                     events around each) and print the median step time,
 //                     tokens/s (--tokens-per-step) and model FLOPs
@@ -83,7 +84,7 @@ int main(int argc, char **argv) {
     if (a == "--help" || a == "-h") {
       std::printf("usage: kiln-cuda-run PACKAGE.kpkg [--data=SPEC] "
                   "[--epochs=N|--steps=N] [--device=N] [--cuda-graphs=on|off] "
-                  "[--cuda-pdl=on|off] [--gemm-autotune=on|off] "
+                  "[--cuda-pdl=on|off] [--autotune=on|off] "
                   "[--log-every=N] [--time=N] [--tokens-per-step=T] "
                   "[--flops-per-step=F] [--peak-tflops=P] [--classes=C] "
                   "[--profile=FILE]\n");
@@ -109,13 +110,13 @@ int main(int argc, char **argv) {
   for (auto &[name, value] : flags)
     if (name != "data" && name != "epochs" && name != "steps" &&
         name != "device" && name != "cuda-graphs" && name != "log-every" &&
-        name != "gemm-autotune" && name != "cuda-pdl" &&
+        name != "autotune" && name != "cuda-pdl" &&
         name != "time" && name != "tokens-per-step" &&
         name != "flops-per-step" && name != "peak-tflops" && name != "classes" &&
         name != "no-shuffle" && name != "seed" && name != "synthetic-size" &&
         name != "profile")
       return fail("--" + name + ": unknown option");
-  for (const char *onOff : {"cuda-graphs", "gemm-autotune", "cuda-pdl"})
+  for (const char *onOff : {"cuda-graphs", "autotune", "cuda-pdl"})
     if (flags.count(onOff) && flags[onOff] != "on" && flags[onOff] != "off")
       return fail(std::string("--") + onOff + "=" + flags[onOff] +
                   ": expected on or off");
@@ -132,8 +133,7 @@ int main(int argc, char **argv) {
   cuda::CudaOptions options;
   options.device = int(number("device", 0));
   options.graphs = flags.count("cuda-graphs") == 0 || flags["cuda-graphs"] != "off";
-  options.gemmAutotune =
-      flags.count("gemm-autotune") == 0 || flags["gemm-autotune"] != "off";
+  options.autotune = flags.count("autotune") == 0 || flags["autotune"] != "off";
   options.programmaticLaunch =
       flags.count("cuda-pdl") == 0 || flags["cuda-pdl"] != "off";
   options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
@@ -161,14 +161,14 @@ int main(int argc, char **argv) {
               "loaded in %.2f s\n",
               exec.package().thunks.size(), programmatic,
               exec.package().arenaSize / 1048576.0, loadSeconds);
-  for (const cuda::GemmTuning &t : exec.gemmTuning()) {
+  for (const cuda::Tuning &t : exec.tuning()) {
     if (t.ms.empty())
       continue;
-    std::printf("kiln-cuda-run: gemm %s (%zu thunks): ms", t.gemm.c_str(),
+    std::printf("kiln-cuda-run: tuned %s (%zu thunks): ms", t.shape.c_str(),
                 t.thunks.size());
     for (size_t i = 0; i < t.ms.size(); ++i)
       std::printf(i == size_t(t.chosen) ? " [%.4f]" : " %.4f", t.ms[i]);
-    std::printf("; algorithm %d (%s)%s%s\n", t.chosen, t.description.c_str(),
+    std::printf("; candidate %d (%s)%s%s\n", t.chosen, t.description.c_str(),
                 t.error.empty() ? "" : "; failed: ", t.error.c_str());
   }
   if (Status s = exec.initialize(); !s.isOk())

@@ -105,6 +105,10 @@ protected:
                                         const std::vector<std::vector<uint8_t>> &in) {
     CudaOptions options;
     options.log = [](const std::string &) {};
+    // The autotuner runs only where the fake is given times (pairs64):
+    // once per variant after the warm-up, nothing cached.
+    options.autotuneCache = "off";
+    options.autotuneRuns = options.autotuneTrials = 1;
     StatusOr<std::unique_ptr<CudaExecutable>> made =
         CudaExecutable::create(package, api, options);
     EXPECT_TRUE(made.isOk()) << made.status().message();
@@ -190,29 +194,52 @@ protected:
     api.device.multiprocessors = 2;
     api.device.major = int(arch / 10), api.device.minor = int(arch % 10);
     api.hostKernels = *kernels;
+    // The warp-pair dK/dV variant (head dims up to 64): the fake's launch
+    // times make it the faster, so the autotuner picks it.
+    StatusOr<std::vector<AttentionConfig>> variants =
+        attentionConfigVariants(dtype, a.headDim, a.valueDim, arch, mma);
+    ASSERT_TRUE(variants.isOk());
+    bool tuned = pairs64 && variants.value().size() > 1;
+    if (pairs64)
+      ASSERT_TRUE(tuned) << "no warp-pair variant for this shape";
+    if (tuned)
+      api.launchMs = [](const std::string &entry) {
+        return entry.back() == 'p' ? 1.0 : 2.0;
+      };
     LoadedPackage pkg = ct::attentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(4);
     for (int i = 0; i < 4; ++i)
       in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
     std::vector<std::vector<uint8_t>> got = run(pkg, api, in);
     ASSERT_EQ(got.size(), 5u);
-    expectDefinition(dtype, a, what, pathOf(config.value()), in, got);
+    const AttentionConfig &c =
+        variants.value()[tuned || (attentionPairsFromEnv() &&
+                                   variants.value().size() > 1)
+                             ? 1
+                             : 0];
+    expectDefinition(dtype, a, what,
+                     tuned ? "mma, dK/dV on warp pairs (tuned)" : pathOf(c), in,
+                     got);
 
     // One forward launch and three backward launches per step, 128 threads
-    // (256 for dK/dV and dQ on warp pairs).
-    const AttentionConfig &c = config.value();
+    // (256 for dK/dV and dQ on warp pairs); before them, when tuned, the
+    // backward once per variant for the warm-up and once timed.
     std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
-    ASSERT_EQ(api.launches.size(), 8u);
-    for (size_t i = 0; i < api.launches.size(); ++i) {
-      EXPECT_EQ(api.launches[i].entry, expected[i % 4]);
+    size_t tuning = tuned ? 2 * 2 * 3 : 0;
+    ASSERT_EQ(api.launches.size(), tuning + 8u);
+    for (size_t i = 0; i < 8; ++i) {
+      const auto &l = api.launches[tuning + i];
+      EXPECT_EQ(l.entry, expected[i % 4]);
       bool pairs = (i % 4 == 2 && c.dkdvPairs) || (i % 4 == 3 && c.dqPairs);
-      EXPECT_EQ(api.launches[i].block[0], pairs ? 2 * kAttentionThreads : kAttentionThreads);
+      EXPECT_EQ(l.block[0], pairs ? 2 * kAttentionThreads : kAttentionThreads);
     }
     int64_t bh = a.batch * a.heads;
-    EXPECT_EQ(api.launches[0].grid[0],
+    EXPECT_EQ(api.launches[tuning].grid[0],
               bh * ((a.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ));
-    EXPECT_EQ(api.launches[3].grid[0], bh * ((a.qLen + c.blockQ - 1) / c.blockQ));
-    EXPECT_EQ(api.launches[2].grid[0], bh * ((a.kvLen + c.blockK - 1) / c.blockK));
+    EXPECT_EQ(api.launches[tuning + 3].grid[0],
+              bh * ((a.qLen + c.blockQ - 1) / c.blockQ));
+    EXPECT_EQ(api.launches[tuning + 2].grid[0],
+              bh * ((a.kvLen + c.blockK - 1) / c.blockK));
   }
 
   // The packed layout on |a| (Tq == Tk, D == Dv): the definition on the
@@ -297,6 +324,8 @@ protected:
   // whether they are the mma.sync ones where the architecture has them.
   unsigned arch = 90;
   bool mma = true;
+  // check() with the warp-pair dK/dV variant picked by the autotuner.
+  bool pairs64 = false;
   const std::map<std::string, HostKernel> *kernels = nullptr;
 };
 
@@ -307,6 +336,19 @@ protected:
 // would multiply those.
 TEST_F(CudaAttentionTest, TensorCoresF16) { sweep(PkgDType::F16, {16, 64, 40}, true); }
 TEST_F(CudaAttentionTest, TensorCoresBF16) { sweep(PkgDType::BF16, {16, 64, 24}, true); }
+
+// Up to head dim 64 dK/dV may also run on warp pairs (the autotuner times
+// both; here the fake's launch times make the pairs faster): the same
+// definition holds, for both types, causal or not, odd lengths, head dims
+// that are multiples of 8 only, and Dv != D.
+TEST_F(CudaAttentionTest, DkdvOnWarpPairsUpToHeadDim64) {
+  pairs64 = true;
+  check(PkgDType::F16, ct::attentionParams(2, 2, 70, 33, 64, 64, false), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 130, 130, 64, 64, true), true);
+  check(PkgDType::F16, ct::attentionParams(2, 1, 33, 70, 40, 40, true), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 70, 64, 32, false), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 5, 5, 16, 48, true), true);
+}
 TEST_F(CudaAttentionTest, CudaCoresF32) { sweep(PkgDType::F32, {12, 24}, false); }
 TEST_F(CudaAttentionTest, CudaCoresHalf) {
   sweep(PkgDType::F16, {12, 20}, false);
@@ -347,11 +389,20 @@ TEST_F(CudaAttentionTest, WmmaKernelsOnRequest) {
   check(PkgDType::BF16, ct::attentionParams(1, 2, 33, 40, 40, 40, true), false);
 }
 
+// KILN_CUDA_ATTENTION=pairs: dK/dV on warp pairs wherever that is a
+// variant, nothing tuned (to check those kernels on a GPU).
+TEST_F(CudaAttentionTest, WarpPairsOnRequest) {
+  ScopedEnv env("KILN_CUDA_ATTENTION", "pairs");
+  check(PkgDType::BF16, ct::attentionParams(2, 2, 33, 70, 64, 64, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 2, 33, 40, 40, 24, false), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 40, 40, 128, 128, true), true);
+}
+
 TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
   ScopedEnv env("KILN_CUDA_ATTENTION", "fast");
   std::string message = loadError(ct::attentionPackage(
       ct::attentionParams(1, 1, 4, 4, 16, 16, false), PkgDType::BF16));
-  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma or wmma"),
+  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, pairs or wmma"),
             std::string::npos)
       << message;
 }
@@ -446,12 +497,35 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
   EXPECT_TRUE(attentionConfig(PkgDType::F16, 64, 64, 75).value().tensorCores);
   EXPECT_FALSE(attentionConfig(PkgDType::F16, 64, 64, 75).value().forwardMma);
   EXPECT_TRUE(attentionConfig(PkgDType::F16, 64, 64, 80).value().backwardMma);
-  // A package's sets alone: GPT-2's bf16 head dim 64 is four kernels.
+  // A package's sets alone: GPT-2's bf16 head dim 64 is five kernels (dK/dV
+  // twice: one warp or warp pairs), each instantiated once.
   std::string gpt = attentionKernelSource(90, {"kiln_attn_fwd_bf16_mma64"});
   for (const char *entry : {"kiln_attn_fwd_bf16_mma64", "kiln_attn_bwd_dot_bf16",
-                            "kiln_attn_bwd_dkdv_bf16_mma64", "kiln_attn_bwd_dq_bf16_mma64"})
-    EXPECT_NE(gpt.find(std::string("KILN_ATTN_KERNEL(") + entry + ","), std::string::npos)
-        << entry;
+                            "kiln_attn_bwd_dkdv_bf16_mma64", "kiln_attn_bwd_dq_bf16_mma64"}) {
+    std::string line = std::string("KILN_ATTN_KERNEL(") + entry + ",";
+    EXPECT_NE(gpt.find(line), std::string::npos) << entry;
+    EXPECT_EQ(gpt.find(line), gpt.rfind(line)) << entry << " twice";
+  }
+  EXPECT_NE(gpt.find("KILN_ATTN_KERNEL_N(kiln_attn_bwd_dkdv_bf16_mma64p, 256, "
+                     "kiln_attn_bwd_dkdv_mma_pairs, __nv_bfloat16, 64, 32, 64)"),
+            std::string::npos);
+  // The variants: up to head dim 64 on mma.sync, dK/dV on one warp then on
+  // warp pairs; past it, or on wmma, one way.
+  for (PkgDType dtype : {PkgDType::F16, PkgDType::BF16}) {
+    std::vector<AttentionConfig> v =
+        attentionConfigVariants(dtype, 64, 40, 90).value();
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_FALSE(v[0].dkdvPairs);
+    EXPECT_TRUE(v[1].dkdvPairs);
+    EXPECT_EQ(v[1].dkdv, v[0].dkdv + "p");
+    EXPECT_EQ(v[1].dkdvThreads, 2 * int(kAttentionThreads));
+    EXPECT_LE(v[1].dkdvShared, 49152);
+    EXPECT_EQ(v[1].forward, v[0].forward);
+    EXPECT_EQ(v[1].dq, v[0].dq);
+    EXPECT_EQ(attentionConfigVariants(dtype, 128, 128, 90).value().size(), 1u);
+    EXPECT_EQ(attentionConfigVariants(dtype, 64, 64, 90, false).value().size(), 1u);
+  }
+  EXPECT_EQ(attentionConfigVariants(PkgDType::F32, 64, 64, 90).value().size(), 1u);
   EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_f32"), std::string::npos);
   EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_bf16_simt"), std::string::npos);
   // The mma.sync templates come only with a set that runs on them.
@@ -487,7 +561,7 @@ TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
 
 // The runtime's own path: the real table's NVRTC (no driver needed)
 // compiles the source as CudaAttention::create does, to an sm_90 cubin:
-// GPT-2's set (bf16, head dim 64), the time printed. (Every kernel compiles
+// GPT-2's set (bf16, head dim 64, dK/dV both ways), the time printed. (Every kernel compiles
 // and assembles in KernelsAssembleForSm90; compiling all 52 again here took
 // another 50 s of the suite.)
 TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
@@ -498,7 +572,7 @@ TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
   if (!skip.empty())
     GTEST_SKIP() << skip;
   ASSERT_FALSE(HasFatalFailure());
-  std::printf("NVRTC sm_90, the bf16 head-dim-64 set (4 kernels): %.1f s\n",
+  std::printf("NVRTC sm_90, the bf16 head-dim-64 set (5 kernels): %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 

@@ -12,7 +12,7 @@
 // whose kernels cover every fusion kind, with the reference interpreter's
 // outputs) run once through CudaExecutable and compared output by output;
 // and every algorithm the GEMM autotuner may choose against the host GEMM
-// and the tuner timing them (GemmAutotune.h);
+// and the tuner timing them (Autotune.h);
 // and the three convolutions (CudaConv.h) against their definitions; and
 // the fused attention (CudaAttention.h: forward and backward, tensor-core
 // and CUDA-core kernels, both layouts) against its definition in double
@@ -127,7 +127,7 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
         }
 }
 
-// What the autotuner (GemmAutotune.h) may choose: every algorithm a plan
+// What the autotuner (Autotune.h) may choose: every algorithm a plan
 // holds computes the same GEMM (within the dtype's bound) as the host; the
 // ids differ; the tuner times them all and keeps one.
 TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
@@ -192,9 +192,9 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
       EXPECT_EQ(int(ids.size()), count) << what << ": two algorithms share an id";
       EXPECT_FALSE(api->gemmSelectAlgorithm(plan, count).isOk());
       // The tuner on the device: every algorithm timed, one kept.
-      GemmAutotuner tuner(*api, api->deviceInfo(0).value(), {});
-      StatusOr<GemmTuning> tuned = tuner.tune(
-          plan, what,
+      Autotuner tuner(*api, api->deviceInfo(0).value(), {});
+      StatusOr<Tuning> tuned = tuner.tune(
+          "gemm " + what, api->gemmLibraryVersion(), gemmCandidates(*api, plan),
           [&](CudaStream st) {
             return api->gemmRun(plan, dl, dr, dout, dbias, nullptr, ws, wsBytes,
                                 st);

@@ -24,7 +24,9 @@
 // "fake-N"); with gemmAlgorithmMs set, each cublasLtMatmul advances a
 // clock by its selected algorithm's time, eventRecord notes the clock and
 // eventElapsedMs subtracts (else every elapsed time is 0.5 ms); runs of
-// the algorithms in failAlgorithms fail to queue.
+// the algorithms in failAlgorithms fail to queue; with launchMs set, each
+// kernel launch advances it by launchMs(entry point). timesWork() says
+// whether either is set (the autotuner times nothing otherwise).
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +83,8 @@ public:
   int gemmAlgorithms = 1;
   std::function<double(const GemmDesc &, int)> gemmAlgorithmMs;
   std::set<int> failAlgorithms;
+  std::function<double(const std::string &)> launchMs;
+  bool timesWork() const override { return gemmAlgorithmMs || launchMs; }
   std::vector<GemmDesc> plans;
   // The images handed to cuModuleLoadData, as text up to the first NUL.
   std::vector<std::string> loadedImages;
@@ -182,7 +186,7 @@ public:
     return enter("cudaEventSynchronize");
   }
   Status eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) override {
-    *ms = gemmAlgorithmMs ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
+    *ms = timesWork() ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
     return enter("cudaEventElapsedTime");
   }
   Status streamBeginCapture(CudaStream stream) override {
@@ -284,6 +288,8 @@ public:
                            "allows " + std::to_string(maxDynamicShared[entry]) +
                            ")");
     Launch l{entry, grid, block, {}, sharedMemoryBytes, programmatic};
+    if (launchMs)
+      clock_ += launchMs(entry);
     // cuLaunchKernel reads the parameters at the call: so does the fake.
     for (size_t i = 0; i < paramCount; ++i)
       l.args.push_back(*static_cast<void **>(params[i]));

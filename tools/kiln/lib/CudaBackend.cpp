@@ -349,7 +349,7 @@ bool CudaBackend::init(const BackendOptions &options,
   }
   runOptions_.device = cuda.device;
   runOptions_.graphs = cuda.graphs;
-  runOptions_.gemmAutotune = cuda.gemmAutotune;
+  runOptions_.autotune = cuda.autotune;
   runOptions_.programmaticLaunch = cuda.programmaticLaunch;
   runOptions_.log = [&outs](const std::string &note) { outs << note << "\n"; };
   outs << "kiln train: backend cuda, device " << cuda.device << ": "

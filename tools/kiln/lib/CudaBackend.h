@@ -28,8 +28,9 @@ namespace kiln::cli {
 struct CudaBackendOptions {
   int device = 0;
   bool graphs = true; // CUDA Graph capture after the warm-up step
-  // cuBLASLt's algorithms timed per GEMM shape at load (GemmAutotune.h).
-  bool gemmAutotune = true;
+  // cuBLASLt's algorithms and the attention backward's variants timed per
+  // shape at load (Autotune.h).
+  bool autotune = true;
   // Programmatic dependent launch of the generated kernels (sm_90 on).
   bool programmaticLaunch = true;
   // Tests: the CUDA table to use (not owned; null: runtime::cuda::loadCudaApi)

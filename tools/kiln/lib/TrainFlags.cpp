@@ -69,7 +69,7 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "this kiln compiles CUDA, else cpu; the choice is printed); "
                   "under kiln launch, cuda is each rank's LOCAL_RANK GPU and "
                   "the collectives go through NCCL");
-  std::string cudaGraphs, fuseAttention, gemmAutotune, cudaPdl;
+  std::string cudaGraphs, fuseAttention, autotune, cudaPdl;
   parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
                   "cuda: capture the step into a CUDA Graph after the warm-up "
                   "step (default on)");
@@ -78,11 +78,12 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "or GEMM with programmatic dependent launch on sm_90 and "
                   "newer, its blocks starting while that one finishes "
                   "(default on)");
-  parser.addValue("gemm-autotune", &gemmAutotune, "on|off",
-                  "cuda: time cuBLASLt's first 8 algorithms for each GEMM "
-                  "shape at load and run the fastest, keeping the choices in "
-                  "$KILN_CACHE_DIR (default on; off: the heuristic's first, "
-                  "the same on every machine)");
+  parser.addValue("autotune", &autotune, "on|off",
+                  "cuda: at load, time cuBLASLt's first 8 algorithms for "
+                  "each GEMM shape and the attention backward's variants, "
+                  "run the fastest and keep the choices in $KILN_CACHE_DIR "
+                  "(default on; off: the first of each, the same on every "
+                  "machine)");
   parser.addValue("fuse-attention", &fuseAttention, "on|off",
                   "cuda: compile attention into fused kiln.attention library "
                   "calls (default on; no effect on the cpu and reference "
@@ -171,8 +172,8 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
     return kExitError;
   }
   cudaOptions.graphs = cudaGraphs != "off";
-  if (!applyOnOff(kTrainCommand, "gemm-autotune", gemmAutotune,
-                  cudaOptions.gemmAutotune, errs) ||
+  if (!applyOnOff(kTrainCommand, "autotune", autotune, cudaOptions.autotune,
+                  errs) ||
       !applyOnOff(kTrainCommand, "cuda-pdl", cudaPdl,
                   cudaOptions.programmaticLaunch, errs))
     return kExitError;

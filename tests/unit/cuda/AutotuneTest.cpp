@@ -1,18 +1,18 @@
-//===- GemmAutotuneTest.cpp - timing cuBLASLt's algorithms, on a fake -----===//
+//===- AutotuneTest.cpp - timing cuBLASLt's algorithms, on a fake ---------===//
 //
-// runtime/cuda/GemmAutotune.h through CudaExecutable on FakeCudaApi.h,
+// runtime/cuda/Autotune.h through CudaExecutable on FakeCudaApi.h,
 // whose GEMM plans hold several algorithms and whose events read a clock
 // that each GEMM run advances by its algorithm's time: the fastest is
 // chosen per shape (the heuristic's first kept within 2%), the step runs
 // it and still computes the right values, the choice is read back from the
 // cache without timing, a cache whose key or algorithm no longer matches is
-// timed again, an algorithm that fails is skipped, and --gemm-autotune=off
+// timed again, an algorithm that fails is skipped, and --autotune=off
 // and one-algorithm plans time nothing. Links no LLVM or MLIR.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaExecutable.h"
-#include "runtime/cuda/GemmAutotune.h"
+#include "runtime/cuda/Autotune.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
@@ -99,7 +99,7 @@ double timeOf(const GemmDesc &desc, int algorithm) {
   return desc.params.k == K ? byK8[algorithm] : byK16[algorithm];
 }
 
-class GemmAutotuneTest : public ::testing::Test {
+class AutotuneTest : public ::testing::Test {
 protected:
   FakeCudaApi api;
   std::vector<std::string> notes;
@@ -111,10 +111,10 @@ protected:
     api.gemmAlgorithmMs = timeOf;
     options.graphs = false;
     options.log = [this](const std::string &n) { notes.push_back(n); };
-    char pattern[] = "/tmp/kiln-gemm-autotune-XXXXXX";
+    char pattern[] = "/tmp/kiln-autotune-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     cacheDir = pattern;
-    options.gemmAutotuneCache = cacheDir;
+    options.autotuneCache = cacheDir;
   }
   void TearDown() override {
     std::string command = "rm -rf '" + cacheDir + "'";
@@ -180,26 +180,26 @@ protected:
   }
 };
 
-TEST_F(GemmAutotuneTest, TheFastestAlgorithmRunsInTheStep) {
+TEST_F(AutotuneTest, TheFastestAlgorithmRunsInTheStep) {
   auto exec = make();
   ASSERT_TRUE(exec);
   // Each plan asked for 8 and holds the fake's 4.
   ASSERT_EQ(api.plans.size(), 2u);
   for (const GemmDesc &d : api.plans)
     EXPECT_EQ(d.algorithms, 8);
-  const std::vector<GemmTuning> &tuning = exec->gemmTuning();
+  const std::vector<Tuning> &tuning = exec->tuning();
   ASSERT_EQ(tuning.size(), 2u);
   // x . w: algorithm 1 is 40% faster than the heuristic's first.
   EXPECT_EQ(tuning[0].thunks, (std::vector<size_t>{0, 2}));
-  EXPECT_EQ(tuning[0].algorithms, 4);
+  EXPECT_EQ(tuning[0].candidates, 4);
   EXPECT_EQ(tuning[0].chosen, 1);
   EXPECT_FALSE(tuning[0].cached);
   EXPECT_EQ(tuning[0].description, "fake algorithm 1");
   ASSERT_EQ(tuning[0].ms.size(), 4u);
   for (int i = 0; i < 4; ++i)
     EXPECT_NEAR(tuning[0].ms[i], timeOf(api.plans[0], i), 1e-6) << i;
-  EXPECT_NE(tuning[0].gemm.find("f32 m=4 n=16 k=8"), std::string::npos)
-      << tuning[0].gemm;
+  EXPECT_NE(tuning[0].shape.find("f32 m=4 n=16 k=8"), std::string::npos)
+      << tuning[0].shape;
   // h . v: algorithm 1 is 1% faster, within 2%: the first stays.
   EXPECT_EQ(tuning[1].thunks, (std::vector<size_t>{1}));
   EXPECT_EQ(tuning[1].chosen, 0);
@@ -207,13 +207,14 @@ TEST_F(GemmAutotuneTest, TheFastestAlgorithmRunsInTheStep) {
   // Each algorithm: a warm-up and 3 trials of 3 runs.
   EXPECT_EQ(runs(), 2u * 4u * 10u);
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_NE(notes[0].find("GEMM autotuning: 2 shape(s), up to 8 cuBLASLt "
-                          "algorithms each; 2 timed, 0 from the cache"),
+  EXPECT_NE(notes[0].find("autotuning: 2 GEMM shape(s) (up to 8 cuBLASLt "
+                          "algorithms each), 0 attention shape(s); 2 timed, 0 "
+                          "from the cache"),
             std::string::npos)
       << notes[0];
   // Saved: (1.0 - 0.6) ms for each of x . w's two thunks.
-  EXPECT_NE(notes[0].find("1 run another algorithm than the heuristic's "
-                          "first, 0.800 ms less per step"),
+  EXPECT_NE(notes[0].find("1 run another candidate than the first, 0.800 "
+                          "ms less per step"),
             std::string::npos)
       << notes[0];
   // The step runs the choices and its values are right (the tuning's runs
@@ -222,7 +223,7 @@ TEST_F(GemmAutotuneTest, TheFastestAlgorithmRunsInTheStep) {
   EXPECT_EQ(cacheFiles().size(), 2u);
 }
 
-TEST_F(GemmAutotuneTest, TheCacheSkipsTimingAndMatchesItsKey) {
+TEST_F(AutotuneTest, TheCacheSkipsTimingAndMatchesItsKey) {
   { auto first = make(); ASSERT_TRUE(first); }
   ASSERT_EQ(cacheFiles().size(), 2u);
   size_t timedRuns = runs();
@@ -231,7 +232,7 @@ TEST_F(GemmAutotuneTest, TheCacheSkipsTimingAndMatchesItsKey) {
   ASSERT_TRUE(second);
   // Nothing timed: the choices came from the files.
   EXPECT_EQ(runs(), timedRuns);
-  const std::vector<GemmTuning> &tuning = second->gemmTuning();
+  const std::vector<Tuning> &tuning = second->tuning();
   ASSERT_EQ(tuning.size(), 2u);
   EXPECT_TRUE(tuning[0].cached);
   EXPECT_TRUE(tuning[0].ms.empty());
@@ -245,7 +246,7 @@ TEST_F(GemmAutotuneTest, TheCacheSkipsTimingAndMatchesItsKey) {
   // Another library version is another key: timed again, two more files.
   api.library = "fake cuBLASLt 2";
   size_t before = runs();
-  { auto third = make(); ASSERT_TRUE(third); EXPECT_FALSE(third->gemmTuning()[0].cached); }
+  { auto third = make(); ASSERT_TRUE(third); EXPECT_FALSE(third->tuning()[0].cached); }
   EXPECT_EQ(runs(), before + 80u);
   EXPECT_EQ(cacheFiles().size(), 4u);
 
@@ -267,9 +268,9 @@ TEST_F(GemmAutotuneTest, TheCacheSkipsTimingAndMatchesItsKey) {
   before = runs();
   auto fourth = make();
   ASSERT_TRUE(fourth);
-  EXPECT_FALSE(fourth->gemmTuning()[0].cached);
-  EXPECT_EQ(fourth->gemmTuning()[0].chosen, 1);
-  EXPECT_TRUE(fourth->gemmTuning()[1].cached);
+  EXPECT_FALSE(fourth->tuning()[0].cached);
+  EXPECT_EQ(fourth->tuning()[0].chosen, 1);
+  EXPECT_TRUE(fourth->tuning()[1].cached);
   EXPECT_EQ(runs(), before + 40u);
   bool rewritten = false;
   for (const std::string &name : cacheFiles()) {
@@ -283,31 +284,31 @@ TEST_F(GemmAutotuneTest, TheCacheSkipsTimingAndMatchesItsKey) {
   EXPECT_TRUE(rewritten);
 }
 
-TEST_F(GemmAutotuneTest, AnAlgorithmThatFailsIsSkipped) {
+TEST_F(AutotuneTest, AnAlgorithmThatFailsIsSkipped) {
   api.failAlgorithms = {1}; // the fastest for x . w
   auto exec = make();
   ASSERT_TRUE(exec);
-  const GemmTuning &t = exec->gemmTuning()[0];
+  const Tuning &t = exec->tuning()[0];
   EXPECT_EQ(t.ms[1], -1);
   EXPECT_EQ(t.chosen, 2); // 0.8 against the first's 1.0
-  EXPECT_NE(t.error.find("algorithm 1: cublasLtMatmul failed"), std::string::npos)
+  EXPECT_NE(t.error.find("candidate 1: cublasLtMatmul failed"), std::string::npos)
       << t.error;
   EXPECT_EQ(stepAndCheck(*exec), (std::vector<int>{2, 0, 2}));
 }
 
-TEST_F(GemmAutotuneTest, FailuresThatLeaveNoAlgorithmFailTheLoadByName) {
+TEST_F(AutotuneTest, FailuresThatLeaveNoAlgorithmFailTheLoadByName) {
   // Every algorithm fails to queue.
   api.failAlgorithms = {0, 1, 2, 3};
   StatusOr<std::unique_ptr<CudaExecutable>> e =
       CudaExecutable::create(twoShapes(), api, options);
   ASSERT_FALSE(e.isOk());
   EXPECT_NE(e.status().message().find(
-                "thunk 0 (gemm m=4 n=16 k=8 batch=1): autotuning the GEMM f32 "
+                "thunk 0 (gemm m=4 n=16 k=8 batch=1): autotuning the gemm f32 "
                 "m=4 n=16 k=8"),
             std::string::npos)
       << e.status().message();
   EXPECT_NE(e.status().message().find(
-                "every algorithm failed (algorithm 0: cublasLtMatmul failed"),
+                "every candidate failed (candidate 0: cublasLtMatmul failed"),
             std::string::npos)
       << e.status().message();
 
@@ -319,23 +320,23 @@ TEST_F(GemmAutotuneTest, FailuresThatLeaveNoAlgorithmFailTheLoadByName) {
   e = CudaExecutable::create(twoShapes(), other, options);
   ASSERT_FALSE(e.isOk());
   EXPECT_NE(e.status().message().find(
-                "autotuning the GEMM f32 m=4 n=16 k=8 batch=1 alpha=1 beta=0 "
+                "autotuning the gemm f32 m=4 n=16 k=8 batch=1 alpha=1 beta=0 "
                 "epilogue=none align="),
             std::string::npos)
       << e.status().message();
   EXPECT_NE(e.status().message().find(
-                "algorithm 0: cudaEventSynchronize failed"),
+                "candidate 0: cudaEventSynchronize failed"),
             std::string::npos)
       << e.status().message();
 }
 
-TEST_F(GemmAutotuneTest, OffAndSingleAlgorithmPlansTimeNothing) {
-  options.gemmAutotune = false;
+TEST_F(AutotuneTest, OffAndSingleAlgorithmPlansTimeNothing) {
+  options.autotune = false;
   auto off = make();
   ASSERT_TRUE(off);
   for (const GemmDesc &d : api.plans)
     EXPECT_EQ(d.algorithms, 1);
-  EXPECT_TRUE(off->gemmTuning().empty());
+  EXPECT_TRUE(off->tuning().empty());
   EXPECT_EQ(runs(), 0u);
   EXPECT_EQ(api.count("cudaMemsetAsync"), 0u);
   EXPECT_TRUE(notes.empty());
@@ -343,40 +344,40 @@ TEST_F(GemmAutotuneTest, OffAndSingleAlgorithmPlansTimeNothing) {
 
   // On, but the library offers one algorithm per GEMM: nothing to time,
   // the arena untouched, no note.
-  options.gemmAutotune = true;
+  options.autotune = true;
   api.gemmAlgorithms = 1;
   size_t before = runs();
   auto one = make();
   ASSERT_TRUE(one);
-  EXPECT_TRUE(one->gemmTuning().empty());
+  EXPECT_TRUE(one->tuning().empty());
   EXPECT_EQ(runs(), before);
   EXPECT_EQ(api.count("cudaMemsetAsync"), 0u);
   EXPECT_TRUE(notes.empty());
   EXPECT_TRUE(cacheFiles().empty());
 }
 
-TEST_F(GemmAutotuneTest, CacheOffWritesNothing) {
-  options.gemmAutotuneCache = "off";
+TEST_F(AutotuneTest, CacheOffWritesNothing) {
+  options.autotuneCache = "off";
   auto exec = make();
   ASSERT_TRUE(exec);
-  EXPECT_EQ(exec->gemmTuning()[0].chosen, 1);
+  EXPECT_EQ(exec->tuning()[0].chosen, 1);
   EXPECT_TRUE(cacheFiles().empty());
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0].find(cacheDir), std::string::npos) << notes[0];
 }
 
-TEST(GemmAutotuneCacheDirectory, FollowsKilnCacheDir) {
+TEST(AutotuneCacheDirectory, FollowsKilnCacheDir) {
   const char *saved = std::getenv("KILN_CACHE_DIR");
   std::string restore = saved ? saved : "";
   setenv("KILN_CACHE_DIR", "off", 1);
-  EXPECT_EQ(gemmAutotuneCacheDirectory(), "");
+  EXPECT_EQ(autotuneCacheDirectory(), "");
   char pattern[] = "/tmp/kiln-gemm-cache-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
   setenv("KILN_CACHE_DIR", (std::string(pattern) + "/a/b").c_str(), 1);
-  EXPECT_EQ(gemmAutotuneCacheDirectory(),
-            std::string(pattern) + "/a/b/gemm-autotune");
+  EXPECT_EQ(autotuneCacheDirectory(),
+            std::string(pattern) + "/a/b/autotune");
   std::string command = std::string("test -d '") + pattern +
-                        "/a/b/gemm-autotune' && rm -rf '" + pattern + "'";
+                        "/a/b/autotune' && rm -rf '" + pattern + "'";
   EXPECT_EQ(std::system(command.c_str()), 0);
   if (saved)
     setenv("KILN_CACHE_DIR", restore.c_str(), 1);

@@ -1,10 +1,10 @@
-//===- GemmAutotune.cpp - timing cuBLASLt's algorithms per GEMM shape -----===//
+//===- Autotune.cpp - timing the candidates of a GEMM or an attention -----===//
 //
-// See GemmAutotune.h.
+// See Autotune.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/GemmAutotune.h"
+#include "runtime/cuda/Autotune.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,7 +21,7 @@ namespace kiln::runtime::cuda {
 
 namespace {
 
-constexpr const char *kCacheVersion = "kiln gemm autotune 1";
+constexpr const char *kCacheVersion = "kiln autotune 1";
 
 // FNV-1a: a file name for a key (the file holds the key itself, so a
 // collision is only a miss).
@@ -54,7 +54,7 @@ bool makeDirectories(const std::string &path) {
 
 } // namespace
 
-std::string gemmAutotuneCacheDirectory() {
+std::string autotuneCacheDirectory() {
   std::string dir;
   if (const char *env = std::getenv("KILN_CACHE_DIR")) {
     if (std::string(env) == "off" || !*env)
@@ -65,32 +65,32 @@ std::string gemmAutotuneCacheDirectory() {
   } else {
     return "";
   }
-  dir += "/gemm-autotune";
+  dir += "/autotune";
   return makeDirectories(dir) ? dir : "";
 }
 
-GemmAutotuner::~GemmAutotuner() {
+Autotuner::~Autotuner() {
   for (CudaEvent e : {start_, end_})
     if (e)
       api_.eventDestroy(e);
 }
 
-std::string GemmAutotuner::cacheKey(const std::string &gemm,
-                                    int algorithms) const {
+std::string Autotuner::cacheKey(const std::string &shape,
+                                const std::string &library, int count) const {
   return std::string(kCacheVersion) + "\ndevice " + device_.name + " sm_" +
-         std::to_string(device_.smArch()) + "\nlibrary " +
-         api_.gemmLibraryVersion() + "\nalgorithms " +
-         std::to_string(algorithms) + "\ngemm " + gemm + "\n";
+         std::to_string(device_.smArch()) + "\nlibrary " + library +
+         "\ncandidates " + std::to_string(count) + "\nshape " + shape + "\n";
 }
 
-std::string GemmAutotuner::cachePath(const std::string &key) const {
+std::string Autotuner::cachePath(const std::string &key) const {
   char name[32];
   std::snprintf(name, sizeof(name), "%016llx.txt",
                 static_cast<unsigned long long>(fnv1a(key)));
   return options_.cacheDir + "/" + name;
 }
 
-int GemmAutotuner::readCache(GemmPlan plan, const std::string &key) const {
+int Autotuner::readCache(const AutotuneCandidates &candidates,
+                         const std::string &key) const {
   if (options_.cacheDir.empty())
     return -1;
   std::ifstream in(cachePath(key), std::ios::binary);
@@ -104,16 +104,16 @@ int GemmAutotuner::readCache(GemmPlan plan, const std::string &key) const {
   std::string word, id;
   if (!(rest >> word >> id) || word != "chosen")
     return -1;
-  for (int i = 0, n = api_.gemmAlgorithmCount(plan); i < n; ++i) {
-    StatusOr<GemmAlgorithm> a = api_.gemmAlgorithm(plan, i);
-    if (a.isOk() && a.value().id == id)
+  for (int i = 0; i < candidates.count; ++i) {
+    StatusOr<std::string> candidate = candidates.id(i);
+    if (candidate.isOk() && candidate.value() == id)
       return i;
   }
   return -1;
 }
 
-void GemmAutotuner::writeCache(const std::string &key, const std::string &id,
-                               const GemmTuning &tuning) const {
+void Autotuner::writeCache(const std::string &key, const std::string &id,
+                           const Tuning &tuning) const {
   if (options_.cacheDir.empty())
     return;
   std::string path = cachePath(key);
@@ -134,27 +134,42 @@ void GemmAutotuner::writeCache(const std::string &key, const std::string &id,
     std::remove(temp.c_str());
 }
 
-StatusOr<GemmTuning>
-GemmAutotuner::tune(GemmPlan plan, const std::string &gemm,
-                    const std::function<Status(CudaStream)> &run,
-                    CudaStream stream) {
-  GemmTuning t;
-  t.gemm = gemm;
-  t.algorithms = api_.gemmAlgorithmCount(plan);
-  auto select = [&](int index) -> StatusOr<GemmTuning> {
-    t.chosen = index;
-    if (Status s = api_.gemmSelectAlgorithm(plan, index); !s.isOk())
-      return s;
-    StatusOr<GemmAlgorithm> a = api_.gemmAlgorithm(plan, index);
+AutotuneCandidates gemmCandidates(CudaApi &api, GemmPlan plan) {
+  AutotuneCandidates c;
+  c.count = api.gemmAlgorithmCount(plan);
+  c.select = [&api, plan](int i) { return api.gemmSelectAlgorithm(plan, i); };
+  c.id = [&api, plan](int i) -> StatusOr<std::string> {
+    StatusOr<GemmAlgorithm> a = api.gemmAlgorithm(plan, i);
     if (!a.isOk())
       return a.status();
-    t.description = a.value().description;
+    return a.value().id;
+  };
+  c.description = [&api, plan](int i) {
+    StatusOr<GemmAlgorithm> a = api.gemmAlgorithm(plan, i);
+    return a.isOk() ? a.value().description : a.status().message();
+  };
+  return c;
+}
+
+StatusOr<Tuning> Autotuner::tune(const std::string &shape,
+                                 const std::string &library,
+                                 const AutotuneCandidates &candidates,
+                                 const std::function<Status(CudaStream)> &run,
+                                 CudaStream stream) {
+  Tuning t;
+  t.shape = shape;
+  t.candidates = candidates.count;
+  auto select = [&](int index) -> StatusOr<Tuning> {
+    t.chosen = index;
+    if (Status s = candidates.select(index); !s.isOk())
+      return s;
+    t.description = candidates.description(index);
     return t;
   };
-  if (t.algorithms < 2)
+  if (t.candidates < 2)
     return select(0);
-  std::string key = cacheKey(gemm, t.algorithms);
-  if (int cached = readCache(plan, key); cached >= 0) {
+  std::string key = cacheKey(shape, library, t.candidates);
+  if (int cached = readCache(candidates, key); cached >= 0) {
     t.cached = true;
     return select(cached);
   }
@@ -163,15 +178,15 @@ GemmAutotuner::tune(GemmPlan plan, const std::string &gemm,
     if (!*e)
       if (Status s = api_.eventCreate(e); !s.isOk())
         return s;
-  std::string where = "autotuning the GEMM " + gemm + ": ";
-  t.ms.assign(t.algorithms, -1.0);
-  for (int i = 0; i < t.algorithms; ++i) {
-    if (Status s = api_.gemmSelectAlgorithm(plan, i); !s.isOk())
+  std::string where = "autotuning the " + shape + ": ";
+  t.ms.assign(t.candidates, -1.0);
+  for (int i = 0; i < t.candidates; ++i) {
+    if (Status s = candidates.select(i); !s.isOk())
       return Status::error(where + s.message());
     // The warm-up run: one that cannot be queued is skipped.
     if (Status s = run(stream); !s.isOk()) {
       if (t.error.empty())
-        t.error = "algorithm " + std::to_string(i) + ": " + s.message();
+        t.error = "candidate " + std::to_string(i) + ": " + s.message();
       continue;
     }
     double best = std::numeric_limits<double>::infinity();
@@ -186,11 +201,11 @@ GemmAutotuner::tune(GemmPlan plan, const std::string &gemm,
       // An error the device reports here is sticky: the step could not
       // run either, so it fails the executable.
       if (Status s = api_.eventSynchronize(end_); !s.isOk())
-        return Status::error(where + "algorithm " + std::to_string(i) + ": " +
+        return Status::error(where + "candidate " + std::to_string(i) + ": " +
                              s.message());
       if (!queued.isOk()) {
         if (t.error.empty())
-          t.error = "algorithm " + std::to_string(i) + ": " + queued.message();
+          t.error = "candidate " + std::to_string(i) + ": " + queued.message();
         best = std::numeric_limits<double>::infinity();
         break;
       }
@@ -203,19 +218,19 @@ GemmAutotuner::tune(GemmPlan plan, const std::string &gemm,
       t.ms[i] = best;
   }
   int fastest = -1;
-  for (int i = 0; i < t.algorithms; ++i)
+  for (int i = 0; i < t.candidates; ++i)
     if (t.ms[i] >= 0 && (fastest < 0 || t.ms[i] < t.ms[fastest]))
       fastest = i;
   if (fastest < 0)
-    return Status::error(where + "every algorithm failed (" + t.error + ")");
+    return Status::error(where + "every candidate failed (" + t.error + ")");
   int chosen = fastest;
   if (t.ms[0] >= 0 && t.ms[0] <= t.ms[fastest] * (1 + options_.keepFirstWithin))
     chosen = 0;
-  StatusOr<GemmTuning> done = select(chosen);
+  StatusOr<Tuning> done = select(chosen);
   if (!done.isOk())
     return done;
-  if (StatusOr<GemmAlgorithm> a = api_.gemmAlgorithm(plan, chosen); a.isOk())
-    writeCache(key, a.value().id, t);
+  if (StatusOr<std::string> id = candidates.id(chosen); id.isOk())
+    writeCache(key, id.value(), t);
   return done;
 }
 

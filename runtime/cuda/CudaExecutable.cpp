@@ -17,10 +17,10 @@
 #include "runtime/dist/Communicator.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 namespace kiln::runtime::cuda {
 
@@ -762,14 +762,22 @@ Status CudaExecutable::enqueueThunk(size_t index) {
     const PackageKernel &k = package_.kernels[t.kernel];
     // Not while profiling: the events between thunks would order them
     // anyway, and each thunk's time should be its own.
-    if (plan.programmatic && !profiling_)
+    if (plan.programmatic && !profiling_ && pdlFallback_.empty()) {
       s = api_.launchKernelProgrammatic(functions_[t.kernel], plan.grid,
                                         k.block, k.sharedMemoryBytes, stream_,
                                         plan.params.data(), plan.params.size());
-    else
-      s = api_.launchKernel(functions_[t.kernel], plan.grid, k.block,
-                            k.sharedMemoryBytes, stream_, plan.params.data(),
-                            plan.params.size());
+      if (s.isOk())
+        break;
+      // A driver or device that refuses the attribute: plain launches
+      // from now on (an error a plain launch meets too still fails).
+      pdlFallback_ = "programmatic dependent launch failed at " +
+                     thunkName(index) + " (" + s.message() +
+                     "): plain launches from now on";
+      note("kiln cuda: " + pdlFallback_);
+    }
+    s = api_.launchKernel(functions_[t.kernel], plan.grid, k.block,
+                          k.sharedMemoryBytes, stream_, plan.params.data(),
+                          plan.params.size());
     break;
   }
   case ThunkKind::LibraryCall:

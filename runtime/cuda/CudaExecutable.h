@@ -147,10 +147,14 @@ public:
   // The launch shape and code source of each kernel, for reports and tests.
   const std::vector<KernelCode> &kernelCode() const { return kernelCode_; }
   // Whether thunk |index| is launched with programmatic stream
-  // serialization (CudaOptions::programmaticLaunch).
+  // serialization (CudaOptions::programmaticLaunch), and why such
+  // launches stopped: the first one that failed falls back to a plain
+  // launch, and so do all later ones ("" while they go on).
   bool programmaticLaunch(size_t index) const {
-    return index < thunks_.size() && thunks_[index].programmatic;
+    return index < thunks_.size() && thunks_[index].programmatic &&
+           pdlFallback_.empty();
   }
+  const std::string &programmaticFallbackReason() const { return pdlFallback_; }
   uint32_t gridFor(const PackageKernel &kernel) const;
 
   size_t numInputs() const { return package_.inputs.size(); }
@@ -287,6 +291,8 @@ private:
   CudaGraph graph_ = nullptr;
   CudaGraphExec graphExec_ = nullptr;
   std::string graphFallback_;
+  // Why programmatic launches stopped ("" while they go on).
+  std::string pdlFallback_;
   uint64_t steps_ = 0;
   std::thread::id current_ = std::this_thread::get_id();
   // Profiling.

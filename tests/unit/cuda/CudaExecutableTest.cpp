@@ -655,6 +655,46 @@ TEST_F(CudaExecutableTest, ProgrammaticLaunchFollowsKernelsAndGemms) {
     EXPECT_EQ(c.rfind("cuLaunchKernelEx", 0), std::string::npos) << c;
 }
 
+// A driver that refuses the launch attribute: that kernel and every later
+// one launch plainly, with one note; the values stay right.
+TEST_F(CudaExecutableTest, RefusedProgrammaticLaunchFallsBackToPlainLaunches) {
+  options.graphs = false;
+  api.failCall = "cuLaunchKernelEx";
+  auto exec = make(programmaticPackage());
+  ASSERT_TRUE(exec);
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> x = randomFloats(M * K, 1);
+  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
+  std::vector<float> w(K * N);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+  size_t before = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk());
+  EXPECT_EQ(work(before),
+            (std::vector<std::string>{"cublasLtMatmul",
+                                      "cuLaunchKernelEx kiln_relu grid=1056 block=256",
+                                      "cuLaunchKernel kiln_relu grid=1056 block=256",
+                                      "cuLaunchKernel kiln_sgd grid=3 block=256",
+                                      "cudaMemcpyAsync D2D 256",
+                                      "cuLaunchKernel kiln_relu grid=1056 block=256",
+                                      "cudaMemcpyAsync D2D 512"}));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("programmatic dependent launch failed at thunk 1 "
+                          "(kernel 'relu', kiln_relu) (cuLaunchKernelEx failed"),
+            std::string::npos)
+      << notes[0];
+  EXPECT_EQ(exec->programmaticFallbackReason(), notes[0].substr(11));
+  EXPECT_FALSE(exec->programmaticLaunch(1));
+  std::vector<float> y(M * N);
+  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+  std::vector<float> want = expectedY(x, w);
+  for (int i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  before = api.calls.size();
+  ASSERT_TRUE(exec->run().isOk());
+  EXPECT_EQ(api.count("cuLaunchKernelEx"), 1u);
+  EXPECT_EQ(notes.size(), 1u);
+}
+
 TEST_F(CudaExecutableTest, ProgrammaticLaunchNeedsWaitingCodeForSm90) {
   options.graphs = false;
   auto launchedEarly = [&](std::unique_ptr<CudaExecutable> exec) {

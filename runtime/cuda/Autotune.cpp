@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -117,7 +119,11 @@ void Autotuner::writeCache(const std::string &key, const std::string &id,
   if (options_.cacheDir.empty())
     return;
   std::string path = cachePath(key);
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process and per writer within it (executables of several
+  // devices may tune at once in one process).
+  static std::atomic<uint64_t> writers{0};
+  std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                     std::to_string(writers.fetch_add(1));
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out)

@@ -82,6 +82,7 @@ constexpr int kMmaSingleWarpMaxDim = 64, kMmaPairsTileQ = 32;
 constexpr int kMmaSingleWarpDqMaxDim = 128, kMmaWideTileK = 32;
 
 AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t);
+AttentionConfig inTwoStages(AttentionConfig c, const TypeInfo &t);
 
 // The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
 // with |mma|, the register-fragment kernels (their own tiles).
@@ -155,6 +156,29 @@ AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t) {
   return c;
 }
 
+// The mma tiles' bytes (K's or V's rows of the forward, padded by 8).
+int mmaTileBytes(const AttentionConfig &c, const TypeInfo &t) {
+  return c.forwardBlockK * (c.dmax + 8) * t.bytes;
+}
+
+// |c| with the forward, and dQ where one warp keeps it (up to head dim
+// 128), walking two stages of tiles in dynamic shared memory where static
+// memory holds one: the next tiles' copies in flight while the current
+// ones are multiplied. Entry points marked "s2"; |c| unchanged where both
+// already have two stages.
+AttentionConfig inTwoStages(AttentionConfig c, const TypeInfo &t) {
+  int tile = mmaTileBytes(c, t);
+  if (c.forwardShared < 4 * tile) {
+    c.forward += "s2";
+    c.forwardShared = c.forwardDynamic = 4 * tile;
+  }
+  if (!c.dqPairs && c.dqShared < 4 * tile) {
+    c.dq += "s2";
+    c.dqShared = c.dqDynamic = 4 * tile;
+  }
+  return c;
+}
+
 bool hasTensorCores(PkgDType dtype, unsigned arch) {
   return (dtype == PkgDType::F16 && arch >= 70) ||
          (dtype == PkgDType::BF16 && arch >= 80);
@@ -176,15 +200,22 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
     if (hasTensorCores(dtype, arch))
       for (int dmax : {64, 128}) {
         all.push_back({dtype, chooseTiles(t, true, dmax, mma && hasMma(arch))});
-        // Up to head dim 64, dK/dV on warp pairs as well (the autotuner
-        // times both).
-        const AttentionConfig &c = all.back().second;
+        // Up to head dim 64, dK/dV on warp pairs as well; past it, two
+        // stages in dynamic shared memory (the autotuner times them).
+        AttentionConfig c = all.back().second;
         if (c.backwardMma && !c.dkdvPairs)
           all.push_back({dtype, onWarpPairs(c, t)});
+        AttentionConfig staged2 = inTwoStages(c, t);
+        if (c.forwardMma && (staged2.forwardDynamic || staged2.dqDynamic))
+          all.push_back({dtype, staged2});
       }
     // Head dims past 128: the mma kernels only (wmma's stay within 128).
-    if (hasTensorCores(dtype, arch) && mma && hasMma(arch))
+    if (hasTensorCores(dtype, arch) && mma && hasMma(arch)) {
       all.push_back({dtype, chooseTiles(t, true, 256, true)});
+      AttentionConfig staged2 = inTwoStages(all.back().second, t);
+      if (staged2.forwardDynamic || staged2.dqDynamic)
+        all.push_back({dtype, staged2});
+    }
   }
   return all;
 }
@@ -221,14 +252,21 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
 
 StatusOr<std::vector<AttentionConfig>>
 attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
-                        unsigned arch, bool mma) {
+                        unsigned arch, bool mma, int maxSharedPerBlock) {
   StatusOr<AttentionConfig> c =
       attentionConfig(dtype, headDim, valueDim, arch, mma);
   if (!c.isOk())
     return c.status();
   std::vector<AttentionConfig> variants{c.value()};
+  const TypeInfo &t = *typeInfo(dtype);
   if (c.value().backwardMma && !c.value().dkdvPairs)
-    variants.push_back(onWarpPairs(c.value(), *typeInfo(dtype)));
+    variants.push_back(onWarpPairs(c.value(), t));
+  if (c.value().forwardMma) {
+    AttentionConfig staged2 = inTwoStages(c.value(), t);
+    int most = std::max(staged2.forwardDynamic, staged2.dqDynamic);
+    if (most && most <= std::max(maxSharedPerBlock, kSharedLimit))
+      variants.push_back(staged2);
+  }
   return variants;
 }
 
@@ -250,7 +288,15 @@ std::string attentionKernelSource(unsigned arch,
                         std::to_string(c.dmax) + ", " +
                         std::to_string(c.blockQ) + ", " +
                         std::to_string(c.blockK);
-    if (c.forwardMma)
+    if (c.forwardMma && c.forwardDynamic)
+      lines += "KILN_ATTN_KERNEL_DYN(" + c.forward + ", " +
+               std::to_string(kAttentionThreads) + ", " +
+               std::to_string(c.forwardDynamic) + ", kiln_attn_fwd_mma, " +
+               t.type + ", " + std::to_string(c.dmax) + ", " +
+               std::to_string(c.forwardBlockQ) + ", " +
+               std::to_string(c.forwardBlockK) + ", " +
+               std::to_string(c.forwardDynamic) + ")\n";
+    else if (c.forwardMma)
       lines += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd_mma, " +
                t.type + ", " + std::to_string(c.dmax) + ", " +
                std::to_string(c.forwardBlockQ) + ", " +
@@ -276,6 +322,13 @@ std::string attentionKernelSource(unsigned arch,
                ", kiln_attn_bwd_dq_mma_pairs, " + t.type + ", " +
                std::to_string(c.dmax) + ", " + std::to_string(kMmaRows) +
                ", " + std::to_string(c.forwardBlockK) + ")\n";
+    else if (c.backwardMma && c.dqDynamic)
+      lines += "KILN_ATTN_KERNEL_DYN(" + c.dq + ", " +
+               std::to_string(kAttentionThreads) + ", " +
+               std::to_string(c.dqDynamic) + ", kiln_attn_bwd_dq_mma, " +
+               t.type + ", " + std::to_string(c.dmax) + ", " +
+               std::to_string(kMmaTile) + ", " + std::to_string(kMmaTile) +
+               ", " + std::to_string(c.dqDynamic) + ")\n";
     else if (c.backwardMma)
       lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
     else
@@ -353,11 +406,12 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
     if (t.operands.empty())
       continue; // plan() says what is wrong
     PkgDType dtype = package.buffers[t.operands[0]].dtype;
-    StatusOr<AttentionConfig> config =
-        attentionConfig(dtype, p.headDim, p.valueDim, device.smArch(),
-                        attention->mma_);
-    if (config.isOk())
-      used.insert(config.value().forward);
+    StatusOr<std::vector<AttentionConfig>> configs = attentionConfigVariants(
+        dtype, p.headDim, p.valueDim, device.smArch(), attention->mma_,
+        device.maxSharedMemoryPerBlockOptin);
+    if (configs.isOk())
+      for (const AttentionConfig &c : configs.value())
+        used.insert(c.forward);
     if (t.library == LibraryKind::AttentionGrad) {
       if (const TypeInfo *info = typeInfo(dtype))
         bytes = std::max<uint64_t>(
@@ -415,16 +469,25 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
     return Status::error(std::string(name) + ": the packed layout needs "
                          "head_dim == value_dim and q_len == kv_len");
   PkgDType dtype = package_.buffers[t.operands[0]].dtype;
-  StatusOr<std::vector<AttentionConfig>> configs = attentionConfigVariants(
-      dtype, p.headDim, p.valueDim, device_.smArch(), mma_);
-  if (!configs.isOk())
-    return configs.status();
-  // The forward has one way; the backward one per variant (with
-  // KILN_CUDA_ATTENTION=pairs, the warp-pair one alone).
-  if (!grad)
-    configs.value().resize(1);
-  else if (pairs_ && configs.value().size() > 1)
-    configs.value().erase(configs.value().begin());
+  StatusOr<std::vector<AttentionConfig>> all = attentionConfigVariants(
+      dtype, p.headDim, p.valueDim, device_.smArch(), mma_,
+      device_.maxSharedMemoryPerBlockOptin);
+  if (!all.isOk())
+    return all.status();
+  // The variants that differ for this thunk: a forward's forward kernel, a
+  // backward's dK/dV and dQ kernels (KILN_CUDA_ATTENTION=pairs: only those
+  // with dK/dV on warp pairs, where there are such).
+  std::vector<AttentionConfig> configs;
+  std::set<std::string> seen;
+  bool anyPairs = false;
+  for (const AttentionConfig &c : all.value())
+    anyPairs |= c.dkdvPairs;
+  for (const AttentionConfig &c : all.value()) {
+    if (grad && pairs_ && anyPairs && !c.dkdvPairs)
+      continue;
+    if (seen.insert(grad ? c.dkdv + " " + c.dq : c.forward).second)
+      configs.push_back(c);
+  }
   int64_t bh = p.batch * p.heads;
   if (p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
     return Status::error(std::string(name) + ": negative sizes");
@@ -489,7 +552,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   std::vector<KernelLaunch> launches;
   Status failed = Status::ok();
   auto launch = [&](const std::string &entry, uint64_t blocks,
-                    uint32_t threads) {
+                    uint32_t threads, int dynamicBytes = 0) {
     if (!failed.isOk() || blocks == 0)
       return; // an empty grid: nothing to compute
     if (blocks > 0x7fffffffu) {
@@ -502,21 +565,30 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
       failed = fn.status();
       return;
     }
+    // Past 48 KiB of shared memory the function opts in, once.
+    if (dynamicBytes > kSharedLimit && optedIn_.insert(entry).second)
+      if (Status s = api_.funcSetMaxDynamicSharedMemory(fn.value(),
+                                                        uint32_t(dynamicBytes));
+          !s.isOk()) {
+        failed = Status::error("kernel " + entry + ": " + s.message());
+        return;
+      }
     KernelLaunch l;
     l.function = fn.value();
     l.entry = entry;
     l.grid = static_cast<uint32_t>(blocks);
     l.block = threads;
+    l.sharedBytes = uint32_t(dynamicBytes);
     l.args = common;
     launches.push_back(std::move(l));
   };
-  for (const AttentionConfig &c : configs.value()) {
+  for (const AttentionConfig &c : configs) {
     uint64_t qBlocks = uint64_t(bh) * ((p.qLen + c.blockQ - 1) / c.blockQ);
     uint64_t forwardBlocks =
         uint64_t(bh) * ((p.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ);
     uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
     if (!grad) {
-      launch(c.forward, forwardBlocks, kAttentionThreads);
+      launch(c.forward, forwardBlocks, kAttentionThreads, c.forwardDynamic);
     } else {
       uint64_t rows = uint64_t(bh) * p.qLen;
       uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *
@@ -526,7 +598,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
                                        cap),
              kAttentionThreads);
       launch(c.dkdv, kBlocks, c.dkdvThreads);
-      launch(c.dq, qBlocks, c.dqThreads);
+      launch(c.dq, qBlocks, c.dqThreads, c.dqDynamic);
     }
     if (!failed.isOk())
       return failed;
@@ -536,8 +608,8 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   Plan &plan = plans_[index];
   plan.variants = std::move(variants);
   plan.dkdv.clear();
-  for (const AttentionConfig &c : configs.value())
-    plan.dkdv.push_back(grad ? c.dkdv : c.forward);
+  for (const AttentionConfig &c : configs)
+    plan.dkdv.push_back(grad ? c.dkdv + " + " + c.dq : c.forward);
   plan.selected = 0;
   return Status::ok();
 }

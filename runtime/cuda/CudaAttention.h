@@ -99,6 +99,10 @@ struct AttentionConfig {
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;
+  // The forward and dQ kernels' shared memory when it is dynamic (past 48
+  // KiB: two stages where static memory fits one; the "s2" variants),
+  // else 0.
+  int forwardDynamic = 0, dqDynamic = 0;
 };
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
@@ -108,12 +112,17 @@ struct AttentionConfig {
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                                           int64_t valueDim, unsigned arch,
                                           bool mma = true);
-// Every way to run that shape's backward, the default first: up to head
-// dim 64 on mma.sync, dK/dV on one warp per 16 key rows and on warp pairs
-// ("..._mma64p"); CudaExecutable's autotuner times them (Autotune.h).
+// Every way to run that shape, the default first; CudaExecutable's
+// autotuner times them (Autotune.h). On mma.sync: up to head dim 64, dK/dV
+// on one warp per 16 key rows and on warp pairs ("..._mma64p"); past it,
+// the forward and (up to 128) dQ walking one stage of tiles in static
+// shared memory and two stages in dynamic shared memory ("...s2", over
+// 48 KiB) where the device allows that much per block
+// (|maxSharedPerBlock|, 0: 48 KiB).
 StatusOr<std::vector<AttentionConfig>>
 attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
-                        unsigned arch, bool mma = true);
+                        unsigned arch, bool mma = true,
+                        int maxSharedPerBlock = 232448);
 
 // The kernels' CUDA C++ for sm_|arch| (the tensor-core kernels only where
 // the architecture has them), one translation unit; with |only|, just the
@@ -155,9 +164,10 @@ public:
   // Queues thunk |index| on |stream|.
   Status run(size_t index, CudaStream stream);
 
-  // The ways thunk |index| can run (attentionConfigVariants; 1 for a
-  // forward), each named by its dK/dV entry point (a forward's by its
-  // own), and which one run() uses (0 unless selected).
+  // The ways thunk |index| can run (attentionConfigVariants: those that
+  // differ for it), each named by its kernels (a forward's entry point;
+  // a backward's dK/dV and dQ ones, "DKDV + DQ"), and which one run()
+  // uses (0 unless selected).
   int variantCount(size_t index) const;
   std::string variantName(size_t index, int variant) const;
   Status selectVariant(size_t index, int variant);
@@ -188,6 +198,7 @@ private:
   };
   std::map<size_t, Plan> plans_;
   std::string library_;
+  std::set<std::string> optedIn_; // kernels past 48 KiB of shared memory
 };
 
 } // namespace kiln::runtime::cuda

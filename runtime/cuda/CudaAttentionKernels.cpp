@@ -29,6 +29,21 @@ typedef long long kiln_index;
 #define KILN_ATTN_WARPS 4
 #define KILN_ATTN_SHARED_LIMIT 49152
 
+// A kernel's shared memory, |bytes| of it: static up to 48 KiB, else the
+// launch's dynamic shared memory (the runtime opts the kernel in; the
+// emulation gives each block the host wrapper's bytes,
+// KILN_ATTN_KERNEL_DYN).
+#ifndef KILN_CUDA_EMULATION
+#define KILN_ATTN_SMEM(name, bytes)                                            \
+  __shared__ __align__(16) unsigned char name##_static[(bytes) <= KILN_ATTN_SHARED_LIMIT ? (bytes) : 16]; \
+  extern __shared__ __align__(16) unsigned char kiln_attn_dynamic[];           \
+  unsigned char *const name = (bytes) <= KILN_ATTN_SHARED_LIMIT ? name##_static : kiln_attn_dynamic;
+#else
+#define KILN_ATTN_SMEM(name, bytes)                                            \
+  __shared__ __align__(16) unsigned char name##_static[(bytes) <= KILN_ATTN_SHARED_LIMIT ? (bytes) : 16]; \
+  unsigned char *const name = (bytes) <= KILN_ATTN_SHARED_LIMIT ? name##_static : kiln_emulation_dynamic_shared();
+#endif
+
 template <bool C, class X, class Y> struct kiln_attn_if { typedef X type; };
 template <class X, class Y> struct kiln_attn_if<false, X, Y> { typedef Y type; };
 
@@ -478,7 +493,8 @@ static inline double kiln_attn_bits(void *p) {
   std::memcpy(&d, &p, sizeof d);
   return d;
 }
-#define KILN_ATTN_HOST(name)                                                   \
+#define KILN_ATTN_HOST(name) KILN_ATTN_HOST_DYN(name, 0)
+#define KILN_ATTN_HOST_DYN(name, bytes)                                        \
   extern "C" void name##_host(void **b, unsigned grid, unsigned block) {       \
     kiln_emulate(grid, block, [&] {                                            \
       name(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],         \
@@ -489,10 +505,11 @@ static inline double kiln_attn_bits(void *p) {
            (kiln_index)b[22], (kiln_index)b[23], (kiln_index)b[24],            \
            (kiln_index)b[25], (kiln_index)b[26], (kiln_index)b[27],            \
            (kiln_index)b[28], (kiln_index)b[29]);                              \
-    });                                                                        \
+    }, (bytes));                                                               \
   }
 #else
 #define KILN_ATTN_HOST(name)
+#define KILN_ATTN_HOST_DYN(name, bytes)
 #endif
 
 // An entry point |name| running fn<...> with |threads| per block (the
@@ -505,6 +522,14 @@ static inline double kiln_attn_bits(void *p) {
   KILN_ATTN_HOST(name)
 #define KILN_ATTN_KERNEL(name, fn, ...)                                        \
   KILN_ATTN_KERNEL_N(name, KILN_ATTN_THREADS, fn, __VA_ARGS__)
+// One whose shared memory, |bytes|, is past 48 KiB: launched with that
+// much dynamic shared memory (fn's last template argument is |bytes|).
+#define KILN_ATTN_KERNEL_DYN(name, threads, bytes, fn, ...)                    \
+  extern "C" __global__ void __launch_bounds__(threads, 1)                     \
+      name(KILN_ATTN_PARAMS) {                                                 \
+    fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
+  }                                                                            \
+  KILN_ATTN_HOST_DYN(name, bytes)
 
 )cuda";
 

@@ -367,15 +367,17 @@ struct kiln_attn_query_walk {
 // per row (a row's values in the 4 lanes of a quad, combined by shuffles).
 // Scores are kept in the log2 domain (scale x log2 e in one multiply,
 // exp2f); lse = m ln 2 + log(l), what the other forwards write.
-template <class T, int DM, int BQ, int BK>
+// LIMIT: the shared memory it may take (past 48 KiB, dynamic: two stages
+// where static memory fits one; KILN_ATTN_SMEM).
+template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
 static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
-  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int STAGES = kiln_attn_stages<TILE, LIMIT>::count;
   constexpr int total = 2 * STAGES * TILE;
   static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention forward (mma): a warp per 16 rows");
   static_assert(BQ <= 2 * STAGES * BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
-  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention forward (mma): shared memory");
-  __shared__ __align__(16) unsigned char smem[total];
+  static_assert(total <= LIMIT, "attention forward (mma): shared memory");
+  KILN_ATTN_SMEM(smem, total)
   T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
   kiln_index nQB = (Tq + BQ - 1) / BQ;
@@ -470,15 +472,15 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
 // Backward, dQ (r0_): one block per (64 query rows, b*h), walking the key
 // blocks they see: S = Q K^T and dP = dO V^T (Q's and dO's fragments
 // loaded once), P and dS in place, dQ += dS K.
-template <class T, int DM, int BQ, int BK>
+template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
 static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
-  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT>::count;
+  constexpr int STAGES = kiln_attn_stages<TILE, LIMIT>::count;
   constexpr int total = 2 * STAGES * TILE;
   static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention dQ (mma): a warp per 16 rows");
   static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention dQ (mma): tiles");
-  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ (mma): shared memory");
-  __shared__ __align__(16) unsigned char smem[total];
+  static_assert(total <= LIMIT, "attention dQ (mma): shared memory");
+  KILN_ATTN_SMEM(smem, total)
   T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
   const kiln_attn_query_rows<T, BQ> at(KILN_ATTN_ARGS);

@@ -852,12 +852,15 @@ Status CudaExecutable::autotune() {
   for (size_t i = 0; i < thunks_.size(); ++i) {
     const PackageThunk &t = package_.thunks[i];
     if (t.kind == ThunkKind::LibraryCall &&
-        t.library == LibraryKind::AttentionGrad && attention_ &&
-        attention_->variantCount(i) > 1) {
+        (t.library == LibraryKind::Attention ||
+         t.library == LibraryKind::AttentionGrad) &&
+        attention_ && attention_->variantCount(i) > 1) {
       const AttentionParams &a = t.attention;
       char scale[40];
       std::snprintf(scale, sizeof(scale), "%.17g", a.scale);
-      add("attention backward " +
+      add(std::string(t.library == LibraryKind::Attention
+                          ? "attention forward "
+                          : "attention backward ") +
               std::string(pkgDTypeName(package_.buffers[t.operands[0]].dtype)) +
               " batch=" + std::to_string(a.batch) +
               " heads=" + std::to_string(a.heads) +

@@ -93,8 +93,8 @@ Status RuntimeKernels::launch(const KernelLaunch &launch, CudaStream stream) {
     params[i] = &values[i];
   }
   return api_.launchKernel(launch.function, {launch.grid, 1, 1},
-                           {launch.block, 1, 1},
-                           0, stream, params, launch.args.size());
+                           {launch.block, 1, 1}, launch.sharedBytes, stream,
+                           params, launch.args.size());
 }
 
 } // namespace kiln::runtime::cuda

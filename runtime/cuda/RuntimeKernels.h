@@ -24,11 +24,13 @@
 namespace kiln::runtime::cuda {
 
 // One kernel launch, planned at load: a 1-D grid of |grid| blocks of
-// |block| threads.
+// |block| threads, with |sharedBytes| of dynamic shared memory (past 48
+// KiB the function must have opted in).
 struct KernelLaunch {
   CudaFunction function = nullptr;
   std::string entry;
   uint32_t grid = 1, block = 1;
+  uint32_t sharedBytes = 0;
   std::vector<void *> args; // the parameters' values (pointers, integers)
 };
 

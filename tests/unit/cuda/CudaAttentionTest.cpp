@@ -37,7 +37,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -105,7 +107,7 @@ protected:
                                         const std::vector<std::vector<uint8_t>> &in) {
     CudaOptions options;
     options.log = [](const std::string &) {};
-    // The autotuner runs only where the fake is given times (pairs64):
+    // The autotuner runs only where the fake is given times (prefer):
     // once per variant after the warm-up, nothing cached.
     options.autotuneCache = "off";
     options.autotuneRuns = options.autotuneTrials = 1;
@@ -194,44 +196,90 @@ protected:
     api.device.multiprocessors = 2;
     api.device.major = int(arch / 10), api.device.minor = int(arch % 10);
     api.hostKernels = *kernels;
-    // The warp-pair dK/dV variant (head dims up to 64): the fake's launch
-    // times make it the faster, so the autotuner picks it.
-    StatusOr<std::vector<AttentionConfig>> variants =
-        attentionConfigVariants(dtype, a.headDim, a.valueDim, arch, mma);
+    // The variants (attentionConfigVariants): with |prefer| set, the
+    // fake's launch times make the kernels it names faster (1 ms against
+    // 2), so the autotuner picks, per thunk, the variant whose kernels it
+    // prefers most: the forward's own, the backward's dK/dV and dQ.
+    StatusOr<std::vector<AttentionConfig>> variants = attentionConfigVariants(
+        dtype, a.headDim, a.valueDim, arch, mma,
+        api.device.maxSharedMemoryPerBlockOptin);
     ASSERT_TRUE(variants.isOk());
-    bool tuned = pairs64 && variants.value().size() > 1;
-    if (pairs64)
-      ASSERT_TRUE(tuned) << "no warp-pair variant for this shape";
-    if (tuned)
-      api.launchMs = [](const std::string &entry) {
-        return entry.back() == 'p' ? 1.0 : 2.0;
-      };
+    auto ms = [&](const std::string &entry) {
+      return prefer && prefer(entry) ? 1.0 : 2.0;
+    };
+    if (prefer)
+      api.launchMs = ms;
+    // The forward variants and the backward ones, each distinct.
+    std::vector<AttentionConfig> forwards, backwards;
+    bool anyPairs = false;
+    for (const AttentionConfig &v : variants.value())
+      anyPairs |= v.dkdvPairs;
+    for (const AttentionConfig &v : variants.value()) {
+      if (std::none_of(forwards.begin(), forwards.end(),
+                       [&](const AttentionConfig &f) { return f.forward == v.forward; }))
+        forwards.push_back(v);
+      if (attentionPairsFromEnv() && anyPairs && !v.dkdvPairs)
+        continue;
+      if (std::none_of(backwards.begin(), backwards.end(), [&](const AttentionConfig &b) {
+            return b.dkdv == v.dkdv && b.dq == v.dq;
+          }))
+        backwards.push_back(v);
+    }
+    size_t f = 0, b = 0;
+    if (prefer) {
+      for (size_t i = 1; i < forwards.size(); ++i)
+        if (ms(forwards[i].forward) < ms(forwards[f].forward))
+          f = i;
+      auto cost = [&](const AttentionConfig &c) { return ms(c.dkdv) + ms(c.dq); };
+      for (size_t i = 1; i < backwards.size(); ++i)
+        if (cost(backwards[i]) < cost(backwards[b]))
+          b = i;
+      ASSERT_TRUE(f > 0 || b > 0) << "no preferred variant for this shape";
+    }
     LoadedPackage pkg = ct::attentionPackage(a, dtype);
     std::vector<std::vector<uint8_t>> in(4);
     for (int i = 0; i < 4; ++i)
       in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
     std::vector<std::vector<uint8_t>> got = run(pkg, api, in);
     ASSERT_EQ(got.size(), 5u);
-    const AttentionConfig &c =
-        variants.value()[tuned || (attentionPairsFromEnv() &&
-                                   variants.value().size() > 1)
-                             ? 1
-                             : 0];
-    expectDefinition(dtype, a, what,
-                     tuned ? "mma, dK/dV on warp pairs (tuned)" : pathOf(c), in,
-                     got);
+    AttentionConfig c = backwards[b];
+    c.forward = forwards[f].forward;
+    c.forwardBlockQ = forwards[f].forwardBlockQ;
+    c.forwardDynamic = forwards[f].forwardDynamic;
+    std::string path = pathOf(c);
+    if (c.forwardDynamic || c.dqDynamic)
+      path += std::string(", two stages (") +
+              (c.forwardDynamic ? "forward" : "") +
+              (c.forwardDynamic && c.dqDynamic ? ", " : "") +
+              (c.dqDynamic ? "dQ" : "") + ")";
+    if (prefer)
+      path += " (tuned)";
+    expectDefinition(dtype, a, what, path.c_str(), in, got);
 
     // One forward launch and three backward launches per step, 128 threads
-    // (256 for dK/dV and dQ on warp pairs); before them, when tuned, the
-    // backward once per variant for the warm-up and once timed.
+    // (256 for dK/dV and dQ on warp pairs), the dynamic shared memory of
+    // the two-stage kernels; before them, when tuned, each thunk once per
+    // variant for the warm-up and once timed.
     std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
-    size_t tuning = tuned ? 2 * 2 * 3 : 0;
+    std::vector<uint32_t> dynamic = {uint32_t(c.forwardDynamic), 0, 0,
+                                     uint32_t(c.dqDynamic)};
+    size_t tuning = 0;
+    if (prefer)
+      tuning = (forwards.size() > 1 ? 2 * forwards.size() : 0) +
+               (backwards.size() > 1 ? 2 * 3 * backwards.size() : 0);
     ASSERT_EQ(api.launches.size(), tuning + 8u);
     for (size_t i = 0; i < 8; ++i) {
       const auto &l = api.launches[tuning + i];
       EXPECT_EQ(l.entry, expected[i % 4]);
+      EXPECT_EQ(l.sharedMemoryBytes, dynamic[i % 4]) << l.entry;
       bool pairs = (i % 4 == 2 && c.dkdvPairs) || (i % 4 == 3 && c.dqPairs);
       EXPECT_EQ(l.block[0], pairs ? 2 * kAttentionThreads : kAttentionThreads);
+    }
+    // Kernels past 48 KiB opted in to their dynamic shared memory.
+    for (const std::string *e : {&c.forward, &c.dq}) {
+      uint32_t bytes = e == &c.forward ? c.forwardDynamic : c.dqDynamic;
+      if (bytes > 49152)
+        EXPECT_GE(api.maxDynamicShared[*e], bytes) << *e;
     }
     int64_t bh = a.batch * a.heads;
     EXPECT_EQ(api.launches[tuning].grid[0],
@@ -324,8 +372,9 @@ protected:
   // whether they are the mma.sync ones where the architecture has them.
   unsigned arch = 90;
   bool mma = true;
-  // check() with the warp-pair dK/dV variant picked by the autotuner.
-  bool pairs64 = false;
+  // check() with the variants whose kernels this names picked by the
+  // autotuner (the fake's launch times favour them).
+  std::function<bool(const std::string &)> prefer;
   const std::map<std::string, HostKernel> *kernels = nullptr;
 };
 
@@ -341,8 +390,24 @@ TEST_F(CudaAttentionTest, TensorCoresBF16) { sweep(PkgDType::BF16, {16, 64, 24},
 // both; here the fake's launch times make the pairs faster): the same
 // definition holds, for both types, causal or not, odd lengths, head dims
 // that are multiples of 8 only, and Dv != D.
+// Past head dim 64 the forward, and dQ up to 128, may also walk two stages
+// of tiles in dynamic shared memory (over 48 KiB: the kernels opt in; the
+// emulation fills it with NaN bytes first): the autotuner picks them here
+// (the fake's launch times favour them) and the same definition holds,
+// head dims multiples of 8 only (cleared first) and Dv != D included.
+TEST_F(CudaAttentionTest, TwoStagesInDynamicSharedMemory) {
+  prefer = [](const std::string &entry) {
+    return entry.size() > 2 && entry.compare(entry.size() - 2, 2, "s2") == 0;
+  };
+  check(PkgDType::F16, ct::attentionParams(1, 2, 70, 130, 128, 128, false), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 150, 150, 128, 128, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 70, 70, 120, 72, true), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 40, 70, 256, 256, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 160, 200, false), true);
+}
+
 TEST_F(CudaAttentionTest, DkdvOnWarpPairsUpToHeadDim64) {
-  pairs64 = true;
+  prefer = [](const std::string &entry) { return entry.back() == 'p'; };
   check(PkgDType::F16, ct::attentionParams(2, 2, 70, 33, 64, 64, false), true);
   check(PkgDType::BF16, ct::attentionParams(1, 2, 130, 130, 64, 64, true), true);
   check(PkgDType::F16, ct::attentionParams(2, 1, 33, 70, 40, 40, true), true);
@@ -522,8 +587,21 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
     EXPECT_LE(v[1].dkdvShared, 49152);
     EXPECT_EQ(v[1].forward, v[0].forward);
     EXPECT_EQ(v[1].dq, v[0].dq);
-    EXPECT_EQ(attentionConfigVariants(dtype, 128, 128, 90).value().size(), 1u);
     EXPECT_EQ(attentionConfigVariants(dtype, 64, 64, 90, false).value().size(), 1u);
+    // Past 64: two stages in dynamic shared memory, the forward and dQ up
+    // to 128, the forward alone past it; none where a block may not take
+    // more than 48 KiB.
+    for (int d : {128, 256}) {
+      std::vector<AttentionConfig> w = attentionConfigVariants(dtype, d, d, 90).value();
+      ASSERT_EQ(w.size(), 2u) << d;
+      EXPECT_EQ(w[1].forward, w[0].forward + "s2");
+      EXPECT_EQ(w[1].forwardDynamic, 2 * w[0].forwardShared);
+      EXPECT_GT(w[1].forwardDynamic, 49152);
+      EXPECT_EQ(w[1].dq, d == 128 ? w[0].dq + "s2" : w[0].dq);
+      EXPECT_EQ(w[1].dqDynamic, d == 128 ? 2 * w[0].dqShared : 0);
+      EXPECT_EQ(w[1].dkdv, w[0].dkdv);
+      EXPECT_EQ(attentionConfigVariants(dtype, d, d, 90, true, 0).value().size(), 1u);
+    }
   }
   EXPECT_EQ(attentionConfigVariants(PkgDType::F32, 64, 64, 90).value().size(), 1u);
   EXPECT_EQ(gpt.find("KILN_ATTN_KERNEL(kiln_attn_fwd_f32"), std::string::npos);

@@ -6,7 +6,9 @@
 // is usually good but not always the fastest (a GELU+aux epilogue, a skinny
 // weight gradient, a split-k choice); the fused attention's dK/dV kernel at
 // head dims up to 64 can run on one warp per 16 key rows or on warp pairs
-// (twice the warps per SM, a hand-over through shared memory). XLA's GPU
+// (twice the warps per SM, a hand-over through shared memory), and past 64
+// its forward and dQ on one stage of tiles in static shared memory or two
+// in dynamic shared memory (CudaAttention.h). XLA's GPU
 // autotuner and cudnn.benchmark time the candidates on the device; so does
 // Kiln, once per shape, when an executable is made (CudaOptions::autotune,
 // on by default; `kiln train --autotune=off`, `kiln-cuda-run

@@ -26,7 +26,10 @@
 //             (ldmatrix, mma.sync m16n8k16; P never leaves the registers),
 //             64-key tiles (32 past head dim 128) arriving by cp.async, the
 //             next in flight while the current is multiplied where two
-//             stages fit; otherwise the state lives in shared memory.
+//             stages fit in 48 KiB (past head dim 64, a variant the
+//             autotuner times takes two stages in dynamic shared memory,
+//             "s2", and so does dQ up to 128); otherwise the state lives
+//             in shared memory.
 //   backward: three kernels, no atomics, so every run gives the same bits
 //             (on tensor cores from sm_80, dkdv and dq keep their 64 rows'
 //             fragments and accumulators in registers as the mma forward

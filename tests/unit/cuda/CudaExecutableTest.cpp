@@ -161,6 +161,10 @@ protected:
     }
     return out;
   }
+
+  // initialize(), one step on random x, y checked against relu(x . w):
+  // the calls that did the step's work.
+  std::vector<std::string> stepChecked(CudaExecutable &exec);
 };
 
 std::vector<float> expectedY(const std::vector<float> &x,
@@ -174,6 +178,23 @@ std::vector<float> expectedY(const std::vector<float> &x,
       y[i * N + j] = acc > 0 ? float(acc) : 0.f;
     }
   return y;
+}
+
+std::vector<std::string> CudaExecutableTest::stepChecked(CudaExecutable &exec) {
+  EXPECT_TRUE(exec.initialize().isOk());
+  std::vector<float> x = randomFloats(M * K, 1);
+  EXPECT_TRUE(exec.writeInput(0, x.data()).isOk());
+  std::vector<float> w(K * N);
+  EXPECT_TRUE(exec.readBuffer(1, w.data()).isOk());
+  size_t before = api.calls.size();
+  EXPECT_TRUE(exec.run().isOk());
+  std::vector<std::string> calls = work(before);
+  std::vector<float> y(M * N);
+  EXPECT_TRUE(exec.readOutput(0, y.data()).isOk());
+  std::vector<float> want = expectedY(x, w);
+  for (int i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  return calls;
 }
 
 TEST_F(CudaExecutableTest, ArenaIsOneAllocationAtThePlannedOffsets) {
@@ -627,28 +648,16 @@ TEST_F(CudaExecutableTest, ProgrammaticLaunchFollowsKernelsAndGemms) {
   EXPECT_TRUE(exec->programmaticLaunch(2));  // sgd after relu
   EXPECT_FALSE(exec->programmaticLaunch(3)); // the copy
   EXPECT_FALSE(exec->programmaticLaunch(4)); // relu after the copy
-  ASSERT_TRUE(exec->initialize().isOk());
-  std::vector<float> x = randomFloats(M * K, 1);
-  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
-  std::vector<float> w(K * N);
-  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
-  size_t before = api.calls.size();
-  ASSERT_TRUE(exec->run().isOk());
-  EXPECT_EQ(work(before),
+  EXPECT_EQ(stepChecked(*exec),
             (std::vector<std::string>{"cublasLtMatmul",
                                       "cuLaunchKernelEx kiln_relu grid=1056 block=256",
                                       "cuLaunchKernelEx kiln_sgd grid=3 block=256",
                                       "cudaMemcpyAsync D2D 256",
                                       "cuLaunchKernel kiln_relu grid=1056 block=256",
                                       "cudaMemcpyAsync D2D 512"}));
-  std::vector<float> y(M * N);
-  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
-  std::vector<float> want = expectedY(x, w);
-  for (int i = 0; i < M * N; ++i)
-    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
   // Profiling launches plainly (events sit between the thunks).
   exec->setProfiling(true);
-  before = api.calls.size();
+  size_t before = api.calls.size();
   ASSERT_TRUE(exec->run().isOk());
   ASSERT_TRUE(exec->collectProfile().isOk());
   for (const std::string &c : work(before))
@@ -662,14 +671,7 @@ TEST_F(CudaExecutableTest, RefusedProgrammaticLaunchFallsBackToPlainLaunches) {
   api.failCall = "cuLaunchKernelEx";
   auto exec = make(programmaticPackage());
   ASSERT_TRUE(exec);
-  ASSERT_TRUE(exec->initialize().isOk());
-  std::vector<float> x = randomFloats(M * K, 1);
-  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
-  std::vector<float> w(K * N);
-  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
-  size_t before = api.calls.size();
-  ASSERT_TRUE(exec->run().isOk());
-  EXPECT_EQ(work(before),
+  EXPECT_EQ(stepChecked(*exec),
             (std::vector<std::string>{"cublasLtMatmul",
                                       "cuLaunchKernelEx kiln_relu grid=1056 block=256",
                                       "cuLaunchKernel kiln_relu grid=1056 block=256",
@@ -684,12 +686,6 @@ TEST_F(CudaExecutableTest, RefusedProgrammaticLaunchFallsBackToPlainLaunches) {
       << notes[0];
   EXPECT_EQ(exec->programmaticFallbackReason(), notes[0].substr(11));
   EXPECT_FALSE(exec->programmaticLaunch(1));
-  std::vector<float> y(M * N);
-  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
-  std::vector<float> want = expectedY(x, w);
-  for (int i = 0; i < M * N; ++i)
-    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
-  before = api.calls.size();
   ASSERT_TRUE(exec->run().isOk());
   EXPECT_EQ(api.count("cuLaunchKernelEx"), 1u);
   EXPECT_EQ(notes.size(), 1u);

@@ -93,7 +93,16 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
       break;
     }
   }
-  os << "  kernels:          " << p.kernels.size() << "\n";
+  os << "  kernels:          " << p.kernels.size();
+  if (p.target.kind == runtime::TargetKind::Cuda) {
+    size_t waiting = 0;
+    for (const runtime::PackageKernel &k : p.kernels)
+      waiting += k.programmaticLaunch;
+    // Package 1.5: kernels whose sm_90 code waits for the kernel before
+    // them, so the runtime may start them early.
+    os << " (" << waiting << " with programmatic dependent launch on sm_90+)";
+  }
+  os << "\n";
   os << "  thunks per step:  " << p.thunks.size() << " (" << launches
      << " kernel launches, " << calls << " library calls, " << collectives
      << " collectives, " << copies << " copies)\n";

@@ -161,10 +161,10 @@ int mmaTileBytes(const AttentionConfig &c, const TypeInfo &t) {
   return c.forwardBlockK * (c.dmax + 8) * t.bytes;
 }
 
-// |c| with the forward, and dQ where one warp keeps it (up to head dim
-// 128), walking two stages of tiles in dynamic shared memory where static
-// memory holds one: the next tiles' copies in flight while the current
-// ones are multiplied. Entry points marked "s2"; |c| unchanged where both
+// |c| with the forward, dK/dV and dQ walking two stages of tiles in
+// dynamic shared memory where static memory holds one (beside the warp
+// pairs' hand-over): the next tiles' copies in flight while the current
+// ones are multiplied. Entry points marked "s2"; |c| unchanged where all
 // already have two stages.
 AttentionConfig inTwoStages(AttentionConfig c, const TypeInfo &t) {
   int tile = mmaTileBytes(c, t);
@@ -175,6 +175,21 @@ AttentionConfig inTwoStages(AttentionConfig c, const TypeInfo &t) {
   if (!c.dqPairs && c.dqShared < 4 * tile) {
     c.dq += "s2";
     c.dqShared = c.dqDynamic = 4 * tile;
+  }
+  if (c.dqPairs) {
+    int hand = kMmaRows * c.forwardBlockK * 4;
+    if (c.dqShared < 4 * tile + hand) {
+      c.dq += "s2";
+      c.dqShared = c.dqDynamic = 4 * tile + hand;
+    }
+  }
+  if (c.dkdvPairs) {
+    int hand = kMmaTile * kMmaPairsTileQ * 4;
+    int rows = kMmaPairsTileQ * ((c.dmax + 8) * t.bytes + 4);
+    if (c.dkdvShared < 4 * rows + hand) {
+      c.dkdv += "s2";
+      c.dkdvShared = c.dkdvDynamic = 4 * rows + hand;
+    }
   }
   return c;
 }
@@ -206,14 +221,15 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
         if (c.backwardMma && !c.dkdvPairs)
           all.push_back({dtype, onWarpPairs(c, t)});
         AttentionConfig staged2 = inTwoStages(c, t);
-        if (c.forwardMma && (staged2.forwardDynamic || staged2.dqDynamic))
+        if (c.forwardMma && (staged2.forwardDynamic || staged2.dkdvDynamic ||
+                             staged2.dqDynamic))
           all.push_back({dtype, staged2});
       }
     // Head dims past 128: the mma kernels only (wmma's stay within 128).
     if (hasTensorCores(dtype, arch) && mma && hasMma(arch)) {
       all.push_back({dtype, chooseTiles(t, true, 256, true)});
       AttentionConfig staged2 = inTwoStages(all.back().second, t);
-      if (staged2.forwardDynamic || staged2.dqDynamic)
+      if (staged2.forwardDynamic || staged2.dkdvDynamic || staged2.dqDynamic)
         all.push_back({dtype, staged2});
     }
   }
@@ -263,7 +279,8 @@ attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
     variants.push_back(onWarpPairs(c.value(), t));
   if (c.value().forwardMma) {
     AttentionConfig staged2 = inTwoStages(c.value(), t);
-    int most = std::max(staged2.forwardDynamic, staged2.dqDynamic);
+    int most = std::max({staged2.forwardDynamic, staged2.dkdvDynamic,
+                         staged2.dqDynamic});
     if (most && most <= std::max(maxSharedPerBlock, kSharedLimit))
       variants.push_back(staged2);
   }
@@ -306,7 +323,15 @@ std::string attentionKernelSource(unsigned arch,
     std::string mmaArgs = std::string(t.type) + ", " + std::to_string(c.dmax) +
                           ", " + std::to_string(kMmaTile) + ", " +
                           std::to_string(kMmaTile) + ")\n";
-    if (c.dkdvPairs)
+    if (c.dkdvPairs && c.dkdvDynamic)
+      lines += "KILN_ATTN_KERNEL_DYN(" + c.dkdv + ", " +
+               std::to_string(c.dkdvThreads) + ", " +
+               std::to_string(c.dkdvDynamic) +
+               ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
+               std::to_string(c.dmax) + ", " + std::to_string(kMmaPairsTileQ) +
+               ", " + std::to_string(kMmaTile) + ", " +
+               std::to_string(c.dkdvDynamic) + ")\n";
+    else if (c.dkdvPairs)
       lines += "KILN_ATTN_KERNEL_N(" + c.dkdv + ", " +
                std::to_string(c.dkdvThreads) +
                ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
@@ -316,7 +341,15 @@ std::string attentionKernelSource(unsigned arch,
       lines += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
     else
       lines += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
-    if (c.dqPairs)
+    if (c.dqPairs && c.dqDynamic)
+      lines += "KILN_ATTN_KERNEL_DYN(" + c.dq + ", " +
+               std::to_string(c.dqThreads) + ", " +
+               std::to_string(c.dqDynamic) + ", kiln_attn_bwd_dq_mma_pairs, " +
+               t.type + ", " + std::to_string(c.dmax) + ", " +
+               std::to_string(kMmaRows) + ", " +
+               std::to_string(c.forwardBlockK) + ", " +
+               std::to_string(c.dqDynamic) + ")\n";
+    else if (c.dqPairs)
       lines += "KILN_ATTN_KERNEL_N(" + c.dq + ", " +
                std::to_string(c.dqThreads) +
                ", kiln_attn_bwd_dq_mma_pairs, " + t.type + ", " +
@@ -597,7 +630,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
                                            kAttentionThreads,
                                        cap),
              kAttentionThreads);
-      launch(c.dkdv, kBlocks, c.dkdvThreads);
+      launch(c.dkdv, kBlocks, c.dkdvThreads, c.dkdvDynamic);
       launch(c.dq, qBlocks, c.dqThreads, c.dqDynamic);
     }
     if (!failed.isOk())

@@ -28,8 +28,8 @@
 //             next in flight while the current is multiplied where two
 //             stages fit in 48 KiB (past head dim 64, a variant the
 //             autotuner times takes two stages in dynamic shared memory,
-//             "s2", and so does dQ up to 128); otherwise the state lives
-//             in shared memory.
+//             "s2", and so do dQ and, past 128, dK/dV); otherwise the
+//             state lives in shared memory.
 //   backward: three kernels, no atomics, so every run gives the same bits
 //             (on tensor cores from sm_80, dkdv and dq keep their 64 rows'
 //             fragments and accumulators in registers as the mma forward
@@ -102,10 +102,10 @@ struct AttentionConfig {
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;
-  // The forward and dQ kernels' shared memory when it is dynamic (past 48
-  // KiB: two stages where static memory fits one; the "s2" variants),
-  // else 0.
-  int forwardDynamic = 0, dqDynamic = 0;
+  // The forward, dK/dV and dQ kernels' shared memory when it is dynamic
+  // (past 48 KiB: two stages where static memory fits one; the "s2"
+  // variants), else 0.
+  int forwardDynamic = 0, dkdvDynamic = 0, dqDynamic = 0;
 };
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
@@ -118,9 +118,9 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
 // Every way to run that shape, the default first; CudaExecutable's
 // autotuner times them (Autotune.h). On mma.sync: up to head dim 64, dK/dV
 // on one warp per 16 key rows and on warp pairs ("..._mma64p"); past it,
-// the forward and (up to 128) dQ walking one stage of tiles in static
-// shared memory and two stages in dynamic shared memory ("...s2", over
-// 48 KiB) where the device allows that much per block
+// the forward, dQ and (past 128) dK/dV walking one stage of tiles in
+// static shared memory and two stages in dynamic shared memory ("...s2",
+// over 48 KiB) where the device allows that much per block
 // (|maxSharedPerBlock|, 0: 48 KiB).
 StatusOr<std::vector<AttentionConfig>>
 attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,

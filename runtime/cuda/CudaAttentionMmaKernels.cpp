@@ -629,20 +629,20 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
 // values (16 bytes a lane and tile, as computed: the dK side multiplies
 // the same f32 P as kiln_attn_bwd_dkdv_mma). The query tiles walked are BQ
 // rows, in two stages where they fit beside the hand-over.
-template <class T, int DM, int BQ, int BK>
+template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
 static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PARAMS) {
   constexpr int NT = 2 * 32 * (BK / 16); // threads
   constexpr int LD = DM + 8, TILE = BQ * LD * (int)sizeof(T);
   constexpr int HANDOVER = BK * BQ * (int)sizeof(float);
   constexpr int STAGES =
-      kiln_attn_stages<TILE + BQ * (int)sizeof(float), KILN_ATTN_SHARED_LIMIT - HANDOVER>::count;
+      kiln_attn_stages<TILE + BQ * (int)sizeof(float), LIMIT - HANDOVER>::count;
   constexpr int oRows = 2 * STAGES * TILE;
   constexpr int oHand = oRows + 2 * STAGES * BQ * (int)sizeof(float);
   constexpr int total = oHand + HANDOVER;
   static_assert(BK % 16 == 0 && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma pairs): tiles");
   static_assert(BK <= 2 * STAGES * BQ, "attention dK/dV (mma pairs): K and V staged through the tiles");
-  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma pairs): shared memory");
-  __shared__ __align__(16) unsigned char smem[total];
+  static_assert(total <= LIMIT, "attention dK/dV (mma pairs): shared memory");
+  KILN_ATTN_SMEM(smem, total)
   T *const tiles = (T *)smem;
   float *const rows = (float *)(smem + oRows); // kiln_attn_query_walk's
   const int d = (int)D, dv = (int)DV;
@@ -704,18 +704,18 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
 // computes dP = dO V^T and dS = P (dP - D_i), which it hands back. Each
 // accumulates half of dQ += dS K: the head dim's first DM / 2 columns
 // (w < 4) or the rest. The key tiles walked are BK rows.
-template <class T, int DM, int BQ, int BK>
+template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
 static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARAMS) {
   constexpr int NT = 2 * 32 * (BQ / 16); // threads
   constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
   constexpr int HANDOVER = BQ * BK * (int)sizeof(float);
-  constexpr int STAGES = kiln_attn_stages<TILE, KILN_ATTN_SHARED_LIMIT - HANDOVER>::count;
+  constexpr int STAGES = kiln_attn_stages<TILE, LIMIT - HANDOVER>::count;
   constexpr int oHand = 2 * STAGES * TILE;
   constexpr int total = oHand + HANDOVER;
   static_assert(BK % 16 == 0 && BQ % 16 == 0 && DM % 32 == 0, "attention dQ (mma pairs): tiles");
   static_assert(BQ <= 2 * STAGES * BK, "attention dQ (mma pairs): Q and dO staged through the tiles");
-  static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dQ (mma pairs): shared memory");
-  __shared__ __align__(16) unsigned char smem[total];
+  static_assert(total <= LIMIT, "attention dQ (mma pairs): shared memory");
+  KILN_ATTN_SMEM(smem, total)
   T *const tiles = (T *)smem;
   const int d = (int)D, dv = (int)DV;
   const kiln_attn_query_rows<T, BQ> at(KILN_ATTN_ARGS);

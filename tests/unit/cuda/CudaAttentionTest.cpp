@@ -246,12 +246,14 @@ protected:
     c.forward = forwards[f].forward;
     c.forwardBlockQ = forwards[f].forwardBlockQ;
     c.forwardDynamic = forwards[f].forwardDynamic;
-    std::string path = pathOf(c);
-    if (c.forwardDynamic || c.dqDynamic)
-      path += std::string(", two stages (") +
-              (c.forwardDynamic ? "forward" : "") +
-              (c.forwardDynamic && c.dqDynamic ? ", " : "") +
-              (c.dqDynamic ? "dQ" : "") + ")";
+    std::string path = pathOf(c), staged;
+    for (auto [bytes, kernel] : {std::pair<int, const char *>{c.forwardDynamic, "forward"},
+                                 {c.dkdvDynamic, "dK/dV"},
+                                 {c.dqDynamic, "dQ"}})
+      if (bytes)
+        staged += (staged.empty() ? "" : ", ") + std::string(kernel);
+    if (!staged.empty())
+      path += ", two stages (" + staged + ")";
     if (prefer)
       path += " (tuned)";
     expectDefinition(dtype, a, what, path.c_str(), in, got);
@@ -261,7 +263,8 @@ protected:
     // the two-stage kernels; before them, when tuned, each thunk once per
     // variant for the warm-up and once timed.
     std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
-    std::vector<uint32_t> dynamic = {uint32_t(c.forwardDynamic), 0, 0,
+    std::vector<uint32_t> dynamic = {uint32_t(c.forwardDynamic), 0,
+                                     uint32_t(c.dkdvDynamic),
                                      uint32_t(c.dqDynamic)};
     size_t tuning = 0;
     if (prefer)
@@ -276,11 +279,9 @@ protected:
       EXPECT_EQ(l.block[0], pairs ? 2 * kAttentionThreads : kAttentionThreads);
     }
     // Kernels past 48 KiB opted in to their dynamic shared memory.
-    for (const std::string *e : {&c.forward, &c.dq}) {
-      uint32_t bytes = e == &c.forward ? c.forwardDynamic : c.dqDynamic;
-      if (bytes > 49152)
-        EXPECT_GE(api.maxDynamicShared[*e], bytes) << *e;
-    }
+    for (size_t i = 0; i < 4; ++i)
+      if (dynamic[i] > 49152)
+        EXPECT_GE(api.maxDynamicShared[expected[i]], dynamic[i]) << expected[i];
     int64_t bh = a.batch * a.heads;
     EXPECT_EQ(api.launches[tuning].grid[0],
               bh * ((a.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ));
@@ -588,18 +589,23 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
     EXPECT_EQ(v[1].forward, v[0].forward);
     EXPECT_EQ(v[1].dq, v[0].dq);
     EXPECT_EQ(attentionConfigVariants(dtype, 64, 64, 90, false).value().size(), 1u);
-    // Past 64: two stages in dynamic shared memory, the forward and dQ up
-    // to 128, the forward alone past it; none where a block may not take
-    // more than 48 KiB.
+    // Past 64: two stages in dynamic shared memory, the forward and dQ,
+    // and dK/dV past 128 (at 128 it has two stages already); the warp
+    // pairs' hand-over stays once. None where a block may not take more
+    // than 48 KiB.
     for (int d : {128, 256}) {
       std::vector<AttentionConfig> w = attentionConfigVariants(dtype, d, d, 90).value();
       ASSERT_EQ(w.size(), 2u) << d;
       EXPECT_EQ(w[1].forward, w[0].forward + "s2");
       EXPECT_EQ(w[1].forwardDynamic, 2 * w[0].forwardShared);
       EXPECT_GT(w[1].forwardDynamic, 49152);
-      EXPECT_EQ(w[1].dq, d == 128 ? w[0].dq + "s2" : w[0].dq);
-      EXPECT_EQ(w[1].dqDynamic, d == 128 ? 2 * w[0].dqShared : 0);
-      EXPECT_EQ(w[1].dkdv, w[0].dkdv);
+      EXPECT_EQ(w[1].dq, w[0].dq + "s2");
+      EXPECT_EQ(w[1].dqDynamic, d == 128 ? 2 * w[0].dqShared
+                                         : 2 * w[0].dqShared - 64 * 32 * 4);
+      EXPECT_EQ(w[1].dkdv, d == 128 ? w[0].dkdv : w[0].dkdv + "s2");
+      EXPECT_EQ(w[1].dkdvDynamic, d == 128 ? 0 : 2 * w[0].dkdvShared - 64 * 32 * 4);
+      for (int bytes : {w[1].forwardDynamic, w[1].dkdvDynamic, w[1].dqDynamic})
+        EXPECT_LE(bytes, 232448);
       EXPECT_EQ(attentionConfigVariants(dtype, d, d, 90, true, 0).value().size(), 1u);
     }
   }

@@ -407,6 +407,39 @@ TEST_F(CudaAttentionTest, TwoStagesInDynamicSharedMemory) {
   check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 160, 200, false), true);
 }
 
+// Two stages or one, the same tiles are multiplied in the same order: the
+// same bits, forward and backward, at 128 and 256.
+TEST_F(CudaAttentionTest, TwoStagesGiveTheSameBitsAsOne) {
+  for (auto [dtype, d] : {std::pair<PkgDType, int>{PkgDType::BF16, 128},
+                          {PkgDType::F16, 256}}) {
+    AttentionParams a = ct::attentionParams(1, 2, 70, 100, d, d, true);
+    LoadedPackage pkg = ct::attentionPackage(a, dtype);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+    std::vector<std::vector<uint8_t>> outs[2];
+    for (int staged = 0; staged < 2; ++staged) {
+      FakeCudaApi api;
+      api.device.multiprocessors = 2;
+      api.hostKernels = *kernels;
+      if (staged)
+        api.launchMs = [](const std::string &entry) {
+          return entry.compare(entry.size() - 2, 2, "s2") == 0 ? 1.0 : 2.0;
+        };
+      outs[staged] = run(pkg, api, in);
+      size_t s2 = 0;
+      for (const auto &l : api.launches)
+        s2 += l.entry.compare(l.entry.size() - 2, 2, "s2") == 0;
+      // Two-stage kernels ran in the steps (and the tuning) or none did.
+      EXPECT_EQ(s2 > 0, staged == 1) << d;
+    }
+    ASSERT_EQ(outs[0].size(), 5u);
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << " at head dim " << d;
+  }
+}
+
 TEST_F(CudaAttentionTest, DkdvOnWarpPairsUpToHeadDim64) {
   prefer = [](const std::string &entry) { return entry.back() == 'p'; };
   check(PkgDType::F16, ct::attentionParams(2, 2, 70, 33, 64, 64, false), true);

@@ -13,8 +13,8 @@
 #      package stepped with a falling loss, the three convolutions
 #      (CudaConv.h) against their definitions, the fused attention
 #      (CudaAttention.h: forward and backward, mma.sync (and again with
-#      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with
-#      KILN_CUDA_ATTENTION=pairs, dK/dV on warp pairs), wmma and CUDA-core kernels,
+#      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with =pairs and
+#      =stages, the autotuner's other candidates), wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
@@ -112,17 +112,18 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
     || { tail -20 "$log/attention-wmma.txt"; fail "fused attention with KILN_CUDA_ATTENTION=wmma"; }
 fi
 
-# And with dK/dV on warp pairs wherever that is a variant (head dims up to
-# 64: the autotuner's other candidate), so both are checked whichever the
-# autotuner keeps.
-if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
-  KILN_CUDA_ATTENTION=pairs timeout 60 "$bin/kiln-cuda-runtime-tests" \
+# And with the autotuner's other candidates forced: dK/dV on warp pairs
+# (head dims up to 64), two stages in dynamic shared memory (past 64), so
+# every variant is checked whichever the autotuner keeps.
+for variant in pairs stages; do
+  [ -x "$bin/kiln-cuda-runtime-tests" ] || break
+  KILN_CUDA_ATTENTION=$variant timeout 60 "$bin/kiln-cuda-runtime-tests" \
     --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' \
-    > "$log/attention-pairs.txt" 2>&1 \
-    && { grep -E "^attention " "$log/attention-pairs.txt" | sed 's/^/  pairs: /';
-         pass "fused attention with KILN_CUDA_ATTENTION=pairs"; } \
-    || { tail -20 "$log/attention-pairs.txt"; fail "fused attention with KILN_CUDA_ATTENTION=pairs"; }
-fi
+    > "$log/attention-$variant.txt" 2>&1 \
+    && { grep -E "^attention " "$log/attention-$variant.txt" | sed "s/^/  $variant: /";
+         pass "fused attention with KILN_CUDA_ATTENTION=$variant"; } \
+    || { tail -20 "$log/attention-$variant.txt"; fail "fused attention with KILN_CUDA_ATTENTION=$variant"; }
+done
 
 if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then
   timeout 60 "$bin/kiln-cuda-nccl-gpu-tests" --gtest_brief=1 \

@@ -403,15 +403,20 @@ StatusOr<bool> attentionMmaFromEnv() {
     return true;
   if (std::strcmp(value, "wmma") == 0)
     return false;
-  if (std::strcmp(value, "pairs") == 0)
+  if (std::strcmp(value, "pairs") == 0 || std::strcmp(value, "stages") == 0)
     return true;
   return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
-                       ": expected mma, pairs or wmma");
+                       ": expected mma, pairs, stages or wmma");
 }
 
 bool attentionPairsFromEnv() {
   const char *value = std::getenv("KILN_CUDA_ATTENTION");
   return value && std::strcmp(value, "pairs") == 0;
+}
+
+bool attentionStagesFromEnv() {
+  const char *value = std::getenv("KILN_CUDA_ATTENTION");
+  return value && std::strcmp(value, "stages") == 0;
 }
 
 StatusOr<std::unique_ptr<CudaAttention>>
@@ -423,6 +428,7 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
   std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
   attention->mma_ = mma.value();
   attention->pairs_ = attentionPairsFromEnv();
+  attention->stages_ = attentionStagesFromEnv();
   uint64_t bytes = 0;
   std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
@@ -509,14 +515,20 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
     return all.status();
   // The variants that differ for this thunk: a forward's forward kernel, a
   // backward's dK/dV and dQ kernels (KILN_CUDA_ATTENTION=pairs: only those
-  // with dK/dV on warp pairs, where there are such).
+  // with dK/dV on warp pairs, =stages: only those in two stages in dynamic
+  // shared memory, where there are such).
+  auto forced = [&](const AttentionConfig &c) {
+    if (pairs_)
+      return !grad || c.dkdvPairs;
+    if (stages_)
+      return grad ? c.dkdvDynamic || c.dqDynamic : c.forwardDynamic > 0;
+    return true;
+  };
+  bool anyForced = std::any_of(all.value().begin(), all.value().end(), forced);
   std::vector<AttentionConfig> configs;
   std::set<std::string> seen;
-  bool anyPairs = false;
-  for (const AttentionConfig &c : all.value())
-    anyPairs |= c.dkdvPairs;
   for (const AttentionConfig &c : all.value()) {
-    if (grad && pairs_ && anyPairs && !c.dkdvPairs)
+    if (anyForced && !forced(c))
       continue;
     if (seen.insert(grad ? c.dkdv + " " + c.dq : c.forward).second)
       configs.push_back(c);

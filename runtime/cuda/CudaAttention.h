@@ -142,12 +142,14 @@ attentionKernelEntryPoints(unsigned arch, bool mma = true,
 // KILN_CUDA_ATTENTION from the environment: unset, empty or "mma" (the
 // register-fragment kernels where the device has them: true), "pairs"
 // (those too, with dK/dV on warp pairs wherever that is a variant, not
-// tuned: true), "wmma" (the wmma kernels there instead: false, to compare
-// the two or to step past a problem in one); anything else is an error
-// naming the variable.
+// tuned: true), "stages" (those too, in two stages in dynamic shared
+// memory wherever that is a variant, not tuned: true), "wmma" (the wmma
+// kernels there instead: false, to compare the two or to step past a
+// problem in one); anything else is an error naming the variable.
 StatusOr<bool> attentionMmaFromEnv();
-// Whether KILN_CUDA_ATTENTION is "pairs".
+// Whether KILN_CUDA_ATTENTION is "pairs", or "stages".
 bool attentionPairsFromEnv();
+bool attentionStagesFromEnv();
 
 class CudaAttention {
 public:
@@ -190,6 +192,7 @@ private:
   RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
   bool mma_ = true;        // attentionMmaFromEnv()
   bool pairs_ = false;     // attentionPairsFromEnv()
+  bool stages_ = false;    // attentionStagesFromEnv()
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   // Each thunk's launches (30 values: pointers, integers, the scale's bits,

@@ -210,17 +210,27 @@ protected:
     if (prefer)
       api.launchMs = ms;
     // The forward variants and the backward ones, each distinct.
+    // KILN_CUDA_ATTENTION=pairs or =stages keeps only the variants it
+    // names, where there are such.
+    const std::vector<AttentionConfig> &vs = variants.value();
+    auto forcedForward = [](const AttentionConfig &v) {
+      return !attentionStagesFromEnv() || v.forwardDynamic > 0;
+    };
+    auto forcedBackward = [](const AttentionConfig &v) {
+      return attentionPairsFromEnv()    ? v.dkdvPairs
+             : attentionStagesFromEnv() ? v.dkdvDynamic || v.dqDynamic
+                                        : true;
+    };
+    bool anyForward = std::any_of(vs.begin(), vs.end(), forcedForward);
+    bool anyBackward = std::any_of(vs.begin(), vs.end(), forcedBackward);
     std::vector<AttentionConfig> forwards, backwards;
-    bool anyPairs = false;
-    for (const AttentionConfig &v : variants.value())
-      anyPairs |= v.dkdvPairs;
-    for (const AttentionConfig &v : variants.value()) {
-      if (std::none_of(forwards.begin(), forwards.end(),
+    for (const AttentionConfig &v : vs) {
+      if ((!anyForward || forcedForward(v)) &&
+          std::none_of(forwards.begin(), forwards.end(),
                        [&](const AttentionConfig &f) { return f.forward == v.forward; }))
         forwards.push_back(v);
-      if (attentionPairsFromEnv() && anyPairs && !v.dkdvPairs)
-        continue;
-      if (std::none_of(backwards.begin(), backwards.end(), [&](const AttentionConfig &b) {
+      if ((!anyBackward || forcedBackward(v)) &&
+          std::none_of(backwards.begin(), backwards.end(), [&](const AttentionConfig &b) {
             return b.dkdv == v.dkdv && b.dq == v.dq;
           }))
         backwards.push_back(v);
@@ -497,11 +507,21 @@ TEST_F(CudaAttentionTest, WarpPairsOnRequest) {
   check(PkgDType::BF16, ct::attentionParams(1, 1, 40, 40, 128, 128, true), true);
 }
 
+// KILN_CUDA_ATTENTION=stages: two stages in dynamic shared memory wherever
+// that is a variant, nothing tuned.
+TEST_F(CudaAttentionTest, TwoStagesOnRequest) {
+  ScopedEnv env("KILN_CUDA_ATTENTION", "stages");
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 40, 70, 128, 128, true), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 256, 256, false), true);
+  // Head dim 64 has no such variant: its defaults.
+  check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 64, 64, true), true);
+}
+
 TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
   ScopedEnv env("KILN_CUDA_ATTENTION", "fast");
   std::string message = loadError(ct::attentionPackage(
       ct::attentionParams(1, 1, 4, 4, 16, 16, false), PkgDType::BF16));
-  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, pairs or wmma"),
+  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, pairs, stages or wmma"),
             std::string::npos)
       << message;
 }

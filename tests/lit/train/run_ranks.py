@@ -2,11 +2,14 @@
 each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port), and writes its stdout
 to PREFIX.R and its stderr to PREFIX.R.err. Exits with the first non-zero
-exit status (printing that rank's stderr) or 0 when every rank succeeded.
-Every rank is killed after TIMEOUT seconds (default 300).
+exit status (printing that rank's stderr) or 0 when every rank succeeded;
+every other rank that failed gets a line with its status too (a signal by
+name), so a rank that died without a word still shows. Every rank is
+killed after TIMEOUT seconds (default 300).
 
 usage: run_ranks.py N PREFIX [--timeout=S] -- COMMAND..."""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -53,4 +56,9 @@ for r, (p, out, err) in enumerate(procs):
         status = code if code > 0 else 1
         sys.stderr.write("run_ranks.py: rank %d exited with %d:\n" % (r, code))
         sys.stderr.write(open("%s.%d.err" % (prefix, r)).read())
+    elif code != 0:
+        what = "%d" % code
+        if code < 0:
+            what += " (%s)" % signal.Signals(-code).name
+        sys.stderr.write("run_ranks.py: rank %d also exited with %s\n" % (r, what))
 sys.exit(status)

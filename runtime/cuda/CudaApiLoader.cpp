@@ -861,16 +861,22 @@ StatusOr<GemmAlgorithm> RealCudaApi::gemmAlgorithm(GemmPlan handle, int index) {
       out.id += hex[(word >> shift) & 15];
   out.workspaceBytes = r.workspaceSize;
   if (lt_.cublasLtMatmulAlgoConfigGetAttribute) {
-    // Every attribute read into a zeroed 64-bit word (each is a 16- or
-    // 32-bit integer, little-endian).
+    // Each attribute is a 16- or 32-bit integer, and the call wants the
+    // buffer's size to match the attribute's exactly: ask for the size
+    // first (sizeInBytes 0), then read it into a zeroed 64-bit word
+    // (little-endian).
     auto attr = [&](cublasLtMatmulAlgoConfigAttributes_t which) {
+      size_t need = 0, written = 0;
       uint64_t value = 0;
-      size_t written = 0;
-      if (lt_.cublasLtMatmulAlgoConfigGetAttribute(
-              &r.algo, which, &value, sizeof(value), &written) !=
-          CUBLAS_STATUS_SUCCESS)
+      if (lt_.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, which, nullptr, 0,
+                                                   &need) !=
+              CUBLAS_STATUS_SUCCESS ||
+          need == 0 || need > sizeof(value) ||
+          lt_.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, which, &value,
+                                                   need, &written) !=
+              CUBLAS_STATUS_SUCCESS)
         return std::string("?");
-      if (written == 4)
+      if (need == 4)
         return std::to_string(int32_t(uint32_t(value)));
       return std::to_string(value);
     };

@@ -174,6 +174,9 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
         ids.insert(info.value().id);
         std::printf("note: %s algorithm %d: %s\n", what.c_str(), a,
                     info.value().description.c_str());
+        // Every configuration attribute was read ("?" where a read failed).
+        EXPECT_EQ(info.value().description.find('?'), std::string::npos)
+            << info.value().description;
         ASSERT_TRUE(api->gemmSelectAlgorithm(plan, a).isOk());
         ASSERT_EQ(api->gemmSelectedAlgorithm(plan), a);
         api->memsetAsync(dout, 0, want.size(), stream);

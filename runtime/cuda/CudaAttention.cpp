@@ -294,91 +294,66 @@ std::string attentionKernelSource(unsigned arch,
   std::string lines;
   bool mmaKernels = false;
   std::set<std::string> emitted; // variants share their other kernels
-  for (const auto &[dtype, c] : allConfigs(arch, mma)) {
+  // Entry point |name| running fn<targs> with |threads| per block, its
+  // shared memory static or, with |dynamic| bytes, dynamic (then fn's last
+  // template argument); each entry point instantiated once.
+  auto instantiate = [&](const std::string &name, int threads, int dynamic,
+                         const char *fn, const std::string &targs) {
+    if (!emitted.insert(name).second)
+      return;
+    if (dynamic)
+      lines += "KILN_ATTN_KERNEL_DYN(" + name + ", " + std::to_string(threads) +
+               ", " + std::to_string(dynamic) + ", " + fn + ", " + targs +
+               ", " + std::to_string(dynamic) + ")\n";
+    else if (threads != int(kAttentionThreads))
+      lines += "KILN_ATTN_KERNEL_N(" + name + ", " + std::to_string(threads) +
+               ", " + fn + ", " + targs + ")\n";
+    else
+      lines += "KILN_ATTN_KERNEL(" + name + ", " + fn + ", " + targs + ")\n";
+  };
+  for (const auto &entry : allConfigs(arch, mma)) {
+    const AttentionConfig &c = entry.second;
     if (!only.empty() && !only.count(c.forward))
       continue;
-    size_t before = lines.size();
-    const TypeInfo &t = *typeInfo(dtype);
+    const TypeInfo &t = *typeInfo(entry.first);
     mmaKernels |= c.forwardMma;
+    // Template arguments: the CUDA-core and wmma kernels' (type,
+    // accumulator, tensor cores, bucket, tiles), the mma kernels' (type,
+    // bucket, the rows a block keeps, the rows it walks).
     std::string targs = std::string(t.type) + ", " + t.acc + ", " +
                         (c.tensorCores ? "true" : "false") + ", " +
                         std::to_string(c.dmax) + ", " +
                         std::to_string(c.blockQ) + ", " +
                         std::to_string(c.blockK);
-    if (c.forwardMma && c.forwardDynamic)
-      lines += "KILN_ATTN_KERNEL_DYN(" + c.forward + ", " +
-               std::to_string(kAttentionThreads) + ", " +
-               std::to_string(c.forwardDynamic) + ", kiln_attn_fwd_mma, " +
-               t.type + ", " + std::to_string(c.dmax) + ", " +
-               std::to_string(c.forwardBlockQ) + ", " +
-               std::to_string(c.forwardBlockK) + ", " +
-               std::to_string(c.forwardDynamic) + ")\n";
-    else if (c.forwardMma)
-      lines += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd_mma, " +
-               t.type + ", " + std::to_string(c.dmax) + ", " +
-               std::to_string(c.forwardBlockQ) + ", " +
-               std::to_string(c.forwardBlockK) + ")\n";
+    auto mmaArgs = [&](int keep, int walk) {
+      return std::string(t.type) + ", " + std::to_string(c.dmax) + ", " +
+             std::to_string(keep) + ", " + std::to_string(walk);
+    };
+    const int threads = kAttentionThreads;
+    if (c.forwardMma)
+      instantiate(c.forward, threads, c.forwardDynamic, "kiln_attn_fwd_mma",
+                  mmaArgs(c.forwardBlockQ, c.forwardBlockK));
     else
-      lines += "KILN_ATTN_KERNEL(" + c.forward + ", kiln_attn_fwd, " + targs + ")\n";
-    std::string mmaArgs = std::string(t.type) + ", " + std::to_string(c.dmax) +
-                          ", " + std::to_string(kMmaTile) + ", " +
-                          std::to_string(kMmaTile) + ")\n";
-    if (c.dkdvPairs && c.dkdvDynamic)
-      lines += "KILN_ATTN_KERNEL_DYN(" + c.dkdv + ", " +
-               std::to_string(c.dkdvThreads) + ", " +
-               std::to_string(c.dkdvDynamic) +
-               ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
-               std::to_string(c.dmax) + ", " + std::to_string(kMmaPairsTileQ) +
-               ", " + std::to_string(kMmaTile) + ", " +
-               std::to_string(c.dkdvDynamic) + ")\n";
-    else if (c.dkdvPairs)
-      lines += "KILN_ATTN_KERNEL_N(" + c.dkdv + ", " +
-               std::to_string(c.dkdvThreads) +
-               ", kiln_attn_bwd_dkdv_mma_pairs, " + t.type + ", " +
-               std::to_string(c.dmax) + ", " + std::to_string(kMmaPairsTileQ) +
-               ", " + std::to_string(kMmaTile) + ")\n";
+      instantiate(c.forward, threads, 0, "kiln_attn_fwd", targs);
+    if (c.dkdvPairs)
+      instantiate(c.dkdv, c.dkdvThreads, c.dkdvDynamic,
+                  "kiln_attn_bwd_dkdv_mma_pairs",
+                  mmaArgs(kMmaPairsTileQ, kMmaTile));
     else if (c.backwardMma)
-      lines += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv_mma, " + mmaArgs;
+      instantiate(c.dkdv, threads, 0, "kiln_attn_bwd_dkdv_mma",
+                  mmaArgs(kMmaTile, kMmaTile));
     else
-      lines += "KILN_ATTN_KERNEL(" + c.dkdv + ", kiln_attn_bwd_dkdv, " + targs + ")\n";
-    if (c.dqPairs && c.dqDynamic)
-      lines += "KILN_ATTN_KERNEL_DYN(" + c.dq + ", " +
-               std::to_string(c.dqThreads) + ", " +
-               std::to_string(c.dqDynamic) + ", kiln_attn_bwd_dq_mma_pairs, " +
-               t.type + ", " + std::to_string(c.dmax) + ", " +
-               std::to_string(kMmaRows) + ", " +
-               std::to_string(c.forwardBlockK) + ", " +
-               std::to_string(c.dqDynamic) + ")\n";
-    else if (c.dqPairs)
-      lines += "KILN_ATTN_KERNEL_N(" + c.dq + ", " +
-               std::to_string(c.dqThreads) +
-               ", kiln_attn_bwd_dq_mma_pairs, " + t.type + ", " +
-               std::to_string(c.dmax) + ", " + std::to_string(kMmaRows) +
-               ", " + std::to_string(c.forwardBlockK) + ")\n";
-    else if (c.backwardMma && c.dqDynamic)
-      lines += "KILN_ATTN_KERNEL_DYN(" + c.dq + ", " +
-               std::to_string(kAttentionThreads) + ", " +
-               std::to_string(c.dqDynamic) + ", kiln_attn_bwd_dq_mma, " +
-               t.type + ", " + std::to_string(c.dmax) + ", " +
-               std::to_string(kMmaTile) + ", " + std::to_string(kMmaTile) +
-               ", " + std::to_string(c.dqDynamic) + ")\n";
+      instantiate(c.dkdv, threads, 0, "kiln_attn_bwd_dkdv", targs);
+    if (c.dqPairs)
+      instantiate(c.dq, c.dqThreads, c.dqDynamic, "kiln_attn_bwd_dq_mma_pairs",
+                  mmaArgs(kMmaRows, c.forwardBlockK));
     else if (c.backwardMma)
-      lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq_mma, " + mmaArgs;
+      instantiate(c.dq, threads, c.dqDynamic, "kiln_attn_bwd_dq_mma",
+                  mmaArgs(kMmaTile, kMmaTile));
     else
-      lines += "KILN_ATTN_KERNEL(" + c.dq + ", kiln_attn_bwd_dq, " + targs + ")\n";
-    lines += "KILN_ATTN_KERNEL(" + c.dot + ", kiln_attn_bwd_dot, " + t.type +
-             ", " + t.acc + ")\n";
-    // Keep each entry point's first instantiation.
-    std::string mine = lines.substr(before);
-    lines.resize(before);
-    for (size_t at = 0; at < mine.size();) {
-      size_t end = mine.find('\n', at) + 1;
-      std::string line = mine.substr(at, end - at);
-      size_t open = line.find('('), comma = line.find(',');
-      if (emitted.insert(line.substr(open + 1, comma - open - 1)).second)
-        lines += line;
-      at = end;
-    }
+      instantiate(c.dq, threads, 0, "kiln_attn_bwd_dq", targs);
+    instantiate(c.dot, threads, 0, "kiln_attn_bwd_dot",
+                std::string(t.type) + ", " + t.acc);
   }
   return std::string(kAttentionKernelTemplates) +
          (mmaKernels ? kAttentionMmaKernelTemplates : "") + lines;
@@ -670,6 +645,22 @@ std::string CudaAttention::variantName(size_t index, int variant) const {
       variant >= int(found->second.dkdv.size()))
     return "";
   return found->second.dkdv[variant];
+}
+
+std::string CudaAttention::shapeKey(size_t index) const {
+  const PackageThunk &t = package_.thunks[index];
+  const AttentionParams &a = t.attention;
+  char scale[40];
+  std::snprintf(scale, sizeof(scale), "%.17g", a.scale);
+  return std::string(t.library == LibraryKind::Attention ? "attention forward "
+                                                         : "attention backward ") +
+         pkgDTypeName(package_.buffers[t.operands[0]].dtype) +
+         " batch=" + std::to_string(a.batch) +
+         " heads=" + std::to_string(a.heads) + " q=" + std::to_string(a.qLen) +
+         " kv=" + std::to_string(a.kvLen) + " d=" + std::to_string(a.headDim) +
+         " dv=" + std::to_string(a.valueDim) + (a.causal ? " causal" : "") +
+         (a.layout == AttentionLayout::PackedBTHD ? " packed" : "") +
+         " scale=" + scale;
 }
 
 Status CudaAttention::selectVariant(size_t index, int variant) {

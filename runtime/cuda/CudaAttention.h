@@ -176,6 +176,10 @@ public:
   int variantCount(size_t index) const;
   std::string variantName(size_t index, int variant) const;
   Status selectVariant(size_t index, int variant);
+  // Thunk |index|'s shape, everything its variants depend on ("attention
+  // forward bf16 batch=8 heads=12 q=1024 kv=1024 d=64 dv=64 causal packed
+  // scale=0.125"), for the autotuner.
+  std::string shapeKey(size_t index) const;
   // The loaded kernels' identity ("kiln attention kernels HASH" of their
   // source), for the autotuning cache.
   const std::string &library() const { return library_; }

@@ -619,6 +619,7 @@ Status CudaExecutable::planThunk(size_t index) {
       unsupported = true;
       return Status::error(refused->second);
     }
+    plan.gemmKey = key;
     auto found = gemmPlans_.find(key);
     if (found != gemmPlans_.end()) {
       out = found->second;
@@ -831,9 +832,6 @@ Status CudaExecutable::autotune() {
     bool gemm = true;
   };
   std::vector<Shape> shapes;
-  std::map<GemmPlan, std::string> keys;
-  for (const auto &[key, plan] : gemmPlans_)
-    keys[plan] = key;
   std::map<std::string, size_t> shapeOf;
   auto add = [&](const std::string &key, size_t thunk, bool gemm) {
     auto [it, added] = shapeOf.emplace(key, shapes.size());
@@ -847,31 +845,15 @@ Status CudaExecutable::autotune() {
       continue;
     if (t.library == LibraryKind::Gemm && thunks_[i].gemm &&
         api_.gemmAlgorithmCount(thunks_[i].gemm) > 1)
-      add("gemm " + keys[thunks_[i].gemm], i, true);
+      add("gemm " + thunks_[i].gemmKey, i, true);
   }
   for (size_t i = 0; i < thunks_.size(); ++i) {
     const PackageThunk &t = package_.thunks[i];
     if (t.kind == ThunkKind::LibraryCall &&
         (t.library == LibraryKind::Attention ||
          t.library == LibraryKind::AttentionGrad) &&
-        attention_ && attention_->variantCount(i) > 1) {
-      const AttentionParams &a = t.attention;
-      char scale[40];
-      std::snprintf(scale, sizeof(scale), "%.17g", a.scale);
-      add(std::string(t.library == LibraryKind::Attention
-                          ? "attention forward "
-                          : "attention backward ") +
-              std::string(pkgDTypeName(package_.buffers[t.operands[0]].dtype)) +
-              " batch=" + std::to_string(a.batch) +
-              " heads=" + std::to_string(a.heads) +
-              " q=" + std::to_string(a.qLen) + " kv=" + std::to_string(a.kvLen) +
-              " d=" + std::to_string(a.headDim) +
-              " dv=" + std::to_string(a.valueDim) +
-              (a.causal ? " causal" : "") +
-              (a.layout == AttentionLayout::PackedBTHD ? " packed" : "") +
-              " scale=" + scale,
-          i, false);
-    }
+        attention_ && attention_->variantCount(i) > 1)
+      add(attention_->shapeKey(i), i, false);
   }
   if (shapes.empty())
     return Status::ok();

@@ -250,6 +250,7 @@ private:
     // kernel) and its epilogue's bias / bias gradient / C / aux (or null).
     void *gemmOut = nullptr, *bias = nullptr, *biasGrad = nullptr;
     void *c = nullptr, *aux = nullptr;
+    std::string gemmKey; // its plan's shape (gemmPlans_'s key)
     // The epilogue runs as a kernel after the plain GEMM (cuBLASLt had no
     // algorithm for it): CudaEpilogue's plan of this thunk.
     bool epilogueKernel = false;

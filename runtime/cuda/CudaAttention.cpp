@@ -143,7 +143,7 @@ AttentionConfig chooseTiles(const TypeInfo &t, bool wmma, int dmax, bool mma) {
 // query tiles of kMmaPairsTileQ rows beside the hand-over of P^T. Past
 // head dim 64 the only mma dK/dV; up to 64 an alternative to the
 // single-warp kernel (twice the warps per block, 128 registers a thread
-// against 234), its entry point marked "p".
+// against 232), its entry point marked "p".
 AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t) {
   int hand = kMmaTile * kMmaPairsTileQ * 4;
   if (c.dmax <= kMmaSingleWarpMaxDim)

@@ -290,6 +290,21 @@ static __device__ __forceinline__ void kiln_attn_pair_frags(unsigned f[][4], T *
     kiln_attn_clear<NT>(smem, bytes);
 }
 
+// The single-warp kernels' fragments: each warp loads the A fragments of
+// its 16 rows of both |g0| (|w0| columns, into |f0|) and |g1| (|w1|
+// columns, into |f1|), ROWS rows of each from row0 (zeros past n), staged
+// together through |tiles|, g1's ROWS1 rows after g0's.
+template <int ROWS, int ROWS1, int DM, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_warp_frags(unsigned f0[][4], unsigned f1[][4], T *tiles, const T *g0, kiln_index ld0, int w0, const T *g1, kiln_index ld1, int w1, kiln_index row0, kiln_index n) {
+  kiln_attn_tile(tiles, LD, g0, ld0, row0, n, ROWS, w0);
+  kiln_attn_tile(tiles + ROWS1 * LD, LD, g1, ld1, row0, n, ROWS, w1);
+  __syncthreads();
+  const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
+  kiln_attn_arows<DM / 16, LD>(f0, tiles + mine, w0);
+  kiln_attn_arows<DM / 16, LD>(f1, tiles + ROWS1 * LD + mine, w1);
+  __syncthreads();
+}
+
 // A lane's 4 values of one 16 x 8 accumulator tile, as the warp pairs hand
 // them over through shared memory (each lane its own, 16 bytes).
 struct __align__(16) kiln_attn_four {
@@ -491,14 +506,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   if ((d | dv) % 16)
     kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // Q's and dO's fragments, staged once through the first K and V tiles.
-  kiln_attn_tile(tiles, LD, at.q, qT, q0, Tq, BQ, d);
-  kiln_attn_tile(tiles + BK * LD, LD, at.dout, oT, q0, Tq, BQ, dv);
-  __syncthreads();
   unsigned qf[DM / 16][4], df[DM / 16][4];
-  const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
-  kiln_attn_arows<DM / 16, LD>(qf, tiles + mine, d);
-  kiln_attn_arows<DM / 16, LD>(df, tiles + BK * LD + mine, dv);
-  __syncthreads();
+  kiln_attn_warp_frags<BQ, BK, DM, LD>(qf, df, tiles, at.q, qT, d, at.dout, oT, dv, q0, Tq);
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   float rowLse[2], rowDot[2];
   kiln_attn_row_stats(rowLse, rowDot, at.lse, at.dot, row0, Tq);
@@ -583,14 +592,8 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   if ((d | dv) % 16)
     kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // K's and V's fragments, staged once through the first Q and dO tiles.
-  kiln_attn_tile(tiles, LD, at.k, kT, k0, Tk, BK, d);
-  kiln_attn_tile(tiles + BQ * LD, LD, at.v, vT, k0, Tk, BK, dv);
-  __syncthreads();
   unsigned kf[DM / 16][4], vf[DM / 16][4];
-  const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
-  kiln_attn_arows<DM / 16, LD>(kf, tiles + mine, d);
-  kiln_attn_arows<DM / 16, LD>(vf, tiles + BQ * LD + mine, dv);
-  __syncthreads();
+  kiln_attn_warp_frags<BK, BQ, DM, LD>(kf, vf, tiles, at.k, kT, d, at.v, vT, dv, k0, Tk);
   const kiln_index key0 = k0 + (threadIdx.x / 32) * 16 + g;
   float accK[DM / 8][4], accV[DM / 8][4];
   kiln_attn_zero<DM>(accK);

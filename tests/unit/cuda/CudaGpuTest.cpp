@@ -48,6 +48,38 @@ using CudaGpuTest = kiln::runtime::cuda::testing::GpuTest;
 using kiln::runtime::cuda::testing::randomBuffer;
 using kiln::runtime::cuda::testing::valueAt;
 
+// A GEMM's buffers on the device: lhs, rhs and bias copied in (on
+// |stream|), room for the result, a cuBLASLt workspace; freed when it goes.
+struct DeviceGemm {
+  DeviceGemm(CudaApi &api, CudaStream stream, const std::vector<uint8_t> &lhs,
+             const std::vector<uint8_t> &rhs, const std::vector<uint8_t> &bias,
+             size_t outBytes)
+      : api(api) {
+    const std::pair<void **, size_t> all[] = {{&l, lhs.size()},
+                                              {&r, rhs.size()},
+                                              {&out, outBytes},
+                                              {&b, bias.size()},
+                                              {&ws, wsBytes}};
+    for (auto [ptr, bytes] : all)
+      ok = ok && api.malloc(ptr, bytes).isOk();
+    const std::pair<void *, const std::vector<uint8_t> *> copies[] = {
+        {l, &lhs}, {r, &rhs}, {b, &bias}};
+    for (auto [to, from] : copies)
+      ok = ok && api.memcpyAsync(to, from->data(), from->size(),
+                                 CopyKind::HostToDevice, stream)
+                     .isOk();
+  }
+  ~DeviceGemm() {
+    for (void *ptr : {l, r, out, b, ws})
+      if (ptr)
+        api.free(ptr);
+  }
+  CudaApi &api;
+  void *l = nullptr, *r = nullptr, *out = nullptr, *b = nullptr, *ws = nullptr;
+  size_t wsBytes = 32u << 20;
+  bool ok = true; // every allocation and copy was queued
+};
+
 TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
   for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16, PkgDType::F16})
     for (GemmEpilogue epilogue :
@@ -76,19 +108,10 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
           kiln::runtime::cuda::testing::FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(),
                                          want.data(), bias.data(),
                                          wantGrad.data());
-          void *dl, *dr, *dout, *dbias, *ws;
-          size_t wsBytes = 32u << 20;
-          ASSERT_TRUE(api->malloc(&dl, lhs.size()).isOk());
-          ASSERT_TRUE(api->malloc(&dr, rhs.size()).isOk());
-          ASSERT_TRUE(api->malloc(&dout, want.size()).isOk());
-          ASSERT_TRUE(api->malloc(&dbias, bias.size()).isOk());
-          ASSERT_TRUE(api->malloc(&ws, wsBytes).isOk());
-          api->memcpyAsync(dl, lhs.data(), lhs.size(), CopyKind::HostToDevice, stream);
-          api->memcpyAsync(dr, rhs.data(), rhs.size(), CopyKind::HostToDevice, stream);
-          api->memcpyAsync(dbias, bias.data(), bias.size(), CopyKind::HostToDevice,
-                           stream);
+          DeviceGemm d(*api, stream, lhs, rhs, bias, want.size());
+          ASSERT_TRUE(d.ok) << what;
           GemmPlan plan = nullptr;
-          Status s = api->gemmPlan(&plan, desc, wsBytes);
+          Status s = api->gemmPlan(&plan, desc, d.wsBytes);
           if (!s.isOk() && epilogue != GemmEpilogue::None &&
               (s.message().find("NOT_SUPPORTED") != std::string::npos ||
                s.message().find("found no algorithm") != std::string::npos)) {
@@ -99,13 +122,13 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
           } else {
             ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
             bool grad = epilogue == GemmEpilogue::BiasGradient;
-            s = api->gemmRun(plan, dl, dr, dout, grad ? nullptr : dbias,
-                             grad ? dbias : nullptr, ws, wsBytes, stream);
+            s = api->gemmRun(plan, d.l, d.r, d.out, grad ? nullptr : d.b,
+                             grad ? d.b : nullptr, d.ws, d.wsBytes, stream);
             ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
             std::vector<uint8_t> got(want.size()), gotGrad(bias.size());
-            api->memcpyAsync(got.data(), dout, got.size(), CopyKind::DeviceToHost,
+            api->memcpyAsync(got.data(), d.out, got.size(), CopyKind::DeviceToHost,
                              stream);
-            api->memcpyAsync(gotGrad.data(), dbias, gotGrad.size(),
+            api->memcpyAsync(gotGrad.data(), d.b, gotGrad.size(),
                              CopyKind::DeviceToHost, stream);
             ASSERT_TRUE(api->streamSynchronize(stream).isOk()) << what;
             double tol = dtype == PkgDType::F32 ? 1e-4 : 2e-2;
@@ -122,8 +145,6 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
               }
             api->gemmDestroy(plan);
           }
-          for (void *ptr : {dl, dr, dout, dbias, ws})
-            api->free(ptr);
         }
 }
 
@@ -150,19 +171,10 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
       std::vector<uint8_t> want(p.m * p.n * pkgBytesPerElement(dtype));
       kiln::runtime::cuda::testing::FakeCudaApi::hostGemm(
           desc, lhs.data(), rhs.data(), want.data(), bias.data(), nullptr);
-      void *dl, *dr, *dout, *dbias, *ws;
-      size_t wsBytes = 32u << 20;
-      ASSERT_TRUE(api->malloc(&dl, lhs.size()).isOk());
-      ASSERT_TRUE(api->malloc(&dr, rhs.size()).isOk());
-      ASSERT_TRUE(api->malloc(&dout, want.size()).isOk());
-      ASSERT_TRUE(api->malloc(&dbias, bias.size()).isOk());
-      ASSERT_TRUE(api->malloc(&ws, wsBytes).isOk());
-      api->memcpyAsync(dl, lhs.data(), lhs.size(), CopyKind::HostToDevice, stream);
-      api->memcpyAsync(dr, rhs.data(), rhs.size(), CopyKind::HostToDevice, stream);
-      api->memcpyAsync(dbias, bias.data(), bias.size(), CopyKind::HostToDevice,
-                       stream);
+      DeviceGemm d(*api, stream, lhs, rhs, bias, want.size());
+      ASSERT_TRUE(d.ok) << what;
       GemmPlan plan = nullptr;
-      Status s = api->gemmPlan(&plan, desc, wsBytes);
+      Status s = api->gemmPlan(&plan, desc, d.wsBytes);
       ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
       int count = api->gemmAlgorithmCount(plan);
       ASSERT_GE(count, 1) << what;
@@ -179,11 +191,12 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
             << info.value().description;
         ASSERT_TRUE(api->gemmSelectAlgorithm(plan, a).isOk());
         ASSERT_EQ(api->gemmSelectedAlgorithm(plan), a);
-        api->memsetAsync(dout, 0, want.size(), stream);
-        s = api->gemmRun(plan, dl, dr, dout, dbias, nullptr, ws, wsBytes, stream);
+        api->memsetAsync(d.out, 0, want.size(), stream);
+        s = api->gemmRun(plan, d.l, d.r, d.out, d.b, nullptr, d.ws, d.wsBytes,
+                         stream);
         ASSERT_TRUE(s.isOk()) << what << " algorithm " << a << ": " << s.message();
         std::vector<uint8_t> got(want.size());
-        api->memcpyAsync(got.data(), dout, got.size(), CopyKind::DeviceToHost,
+        api->memcpyAsync(got.data(), d.out, got.size(), CopyKind::DeviceToHost,
                          stream);
         ASSERT_TRUE(api->streamSynchronize(stream).isOk()) << what;
         for (int64_t i = 0; i < p.m * p.n; ++i) {
@@ -199,8 +212,8 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
       StatusOr<Tuning> tuned = tuner.tune(
           "gemm " + what, api->gemmLibraryVersion(), gemmCandidates(*api, plan),
           [&](CudaStream st) {
-            return api->gemmRun(plan, dl, dr, dout, dbias, nullptr, ws, wsBytes,
-                                st);
+            return api->gemmRun(plan, d.l, d.r, d.out, d.b, nullptr, d.ws,
+                                d.wsBytes, st);
           },
           stream);
       ASSERT_TRUE(tuned.isOk()) << tuned.status().message();
@@ -213,8 +226,6 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
       }
       EXPECT_EQ(api->gemmSelectedAlgorithm(plan), tuned.value().chosen);
       api->gemmDestroy(plan);
-      for (void *ptr : {dl, dr, dout, dbias, ws})
-        api->free(ptr);
     }
 }
 

@@ -207,6 +207,8 @@ private:
   Status prepare();
   Status loadKernel(size_t index);
   Status planThunk(size_t index);
+  // A GEMM thunk's cuBLASLt plan (CudaExecutableGemm.cpp).
+  Status planGemm(size_t index);
   Status enqueueStep();
   Status enqueueThunk(size_t index);
   // Queues thunk |index|'s cuBLASLt call (a GEMM thunk's, without an

@@ -6,14 +6,13 @@
 
 #include "runtime/cuda/Autotune.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -36,24 +35,6 @@ uint64_t fnv1a(const std::string &text) {
   return h;
 }
 
-bool makeDirectories(const std::string &path) {
-  std::string partial;
-  std::stringstream parts(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/')
-    partial = "/";
-  while (std::getline(parts, part, '/')) {
-    if (part.empty())
-      continue;
-    partial += part;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-      return false;
-    partial += "/";
-  }
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-}
-
 } // namespace
 
 std::string autotuneCacheDirectory() {
@@ -68,7 +49,9 @@ std::string autotuneCacheDirectory() {
     return "";
   }
   dir += "/autotune";
-  return makeDirectories(dir) ? dir : "";
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  return std::filesystem::is_directory(dir, error) ? dir : "";
 }
 
 Autotuner::~Autotuner() {

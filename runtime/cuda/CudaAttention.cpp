@@ -627,9 +627,9 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   }
   Plan &plan = plans_[index];
   plan.variants = std::move(variants);
-  plan.dkdv.clear();
+  plan.names.clear();
   for (const AttentionConfig &c : configs)
-    plan.dkdv.push_back(grad ? c.dkdv + " + " + c.dq : c.forward);
+    plan.names.push_back(grad ? c.dkdv + " + " + c.dq : c.forward);
   plan.selected = 0;
   return Status::ok();
 }
@@ -642,9 +642,9 @@ int CudaAttention::variantCount(size_t index) const {
 std::string CudaAttention::variantName(size_t index, int variant) const {
   auto found = plans_.find(index);
   if (found == plans_.end() || variant < 0 ||
-      variant >= int(found->second.dkdv.size()))
+      variant >= int(found->second.names.size()))
     return "";
-  return found->second.dkdv[variant];
+  return found->second.names[variant];
 }
 
 std::string CudaAttention::shapeKey(size_t index) const {

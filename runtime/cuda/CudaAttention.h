@@ -203,7 +203,7 @@ private:
   // strides; KILN_ATTN_PARAMS in CudaAttentionKernels.cpp), per variant.
   struct Plan {
     std::vector<std::vector<KernelLaunch>> variants;
-    std::vector<std::string> dkdv; // each variant's name
+    std::vector<std::string> names; // each variant's (variantName)
     int selected = 0;
   };
   std::map<size_t, Plan> plans_;

@@ -152,6 +152,10 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
   EXPECT_DOUBLE_EQ(r.flops, flops);
   EXPECT_EQ(r.parameters, k * n + n);
   EXPECT_EQ(r.tokens, 0); // no integer input
+  // Model FLOPs of the attention (PaLM's 12 x layers x hidden x sequence
+  // per token): the forward thunk's whole T x T scores, causal or not,
+  // three times (forward and backward); the gradient thunk adds nothing.
+  EXPECT_DOUBLE_EQ(r.attentionModelFlops, 12.0 * (H * D) * T * (B * T));
 }
 
 // The packed attention layout (qkv [B,T,3,H,D] -> out [B,T,H,D], lse; its
@@ -435,11 +439,71 @@ TEST(PackageRooflineTest, TokensAndLayersFoldedInTheSummary) {
   EXPECT_NE(text.find("| kernel | blocks.*.ln1 | 3 |"), std::string::npos)
       << text;
   EXPECT_NE(text.find("tokens/s:"), std::string::npos) << text;
+  // No attention: model FLOPs are 6 x parameters x tokens.
+  double stepS = r.totalUs * 1e-6, peak = d.bf16Tflops * 1e12;
+  std::string mfu;
+  llvm::raw_string_ostream(mfu)
+      << "model FLOPs utilization: "
+      << llvm::format("%.1f", 100.0 * 6 * 10000 * 8192 / (stepS * peak))
+      << "% (6 x 10000 parameters x tokens)\n";
+  EXPECT_NE(text.find(mfu), std::string::npos) << text;
   std::string csv;
   llvm::raw_string_ostream cs(csv);
   printPackageRooflineCsv(r, cs);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
   EXPECT_EQ(csv.rfind("thunk,kind,name,detail,flops,bytes,us,bound\n", 0), 0u);
+}
+
+// A language model with fused attention: model FLOPs utilization by
+// bench/gpu/peers.py's formula (which check.sh gives the measured step),
+// 6 x parameters x tokens plus the attention's 12 x layers x hidden x
+// sequence x tokens, and by 6 N tokens alone.
+TEST(PackageRooflineTest, ModelFlopsCountTheAttentionAsPeersDo) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  const int64_t B = 2, H = 4, T = 128, D = 32, layers = 2;
+  uint32_t tokens = addBuffer(p, "tokens", PkgDType::I32, {B, T});
+  addBuffer(p, "w", PkgDType::F32, {1000, 10}, PkgRole::Parameter);
+  SignatureEntry in;
+  in.name = "tokens";
+  in.role = PkgRole::Input;
+  in.dtype = PkgDType::I32;
+  in.shape = {B, T};
+  in.buffer = tokens;
+  p.inputs.push_back(in);
+  uint32_t qkv = addBuffer(p, "qkv", PkgDType::BF16, {B, T, 3, H, D});
+  for (int layer = 0; layer < layers; ++layer) {
+    std::string at = "attention" + std::to_string(layer);
+    uint32_t o = addBuffer(p, at + ".0", PkgDType::BF16, {B, T, H, D});
+    uint32_t lse = addBuffer(p, at + ".1", PkgDType::F32, {B, H, T});
+    uint32_t dqkv = addBuffer(p, at + ".dqkv", PkgDType::BF16, {B, T, 3, H, D});
+    for (bool grad : {false, true}) {
+      PackageThunk &t =
+          grad ? addThunk(p, ThunkKind::LibraryCall, {qkv, o, lse, o}, {dqkv})
+               : addThunk(p, ThunkKind::LibraryCall, {qkv}, {o, lse});
+      t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
+      t.hasAttention = true;
+      t.attention = {B, H, T, T, D, D, 0.125, true, AttentionLayout::PackedBTHD};
+    }
+  }
+  RooflineDevice d;
+  PackageRooflineResult r = predictPackageRoofline(p, d);
+  const double n = B * T; // tokens
+  const double attention = 12.0 * layers * (H * D) * T * n;
+  EXPECT_DOUBLE_EQ(r.attentionModelFlops, attention);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printPackageRoofline(r, d, 10, os);
+  double stepS = r.totalUs * 1e-6, peak = d.bf16Tflops * 1e12;
+  std::string mfu;
+  llvm::raw_string_ostream(mfu)
+      << "model FLOPs utilization: "
+      << llvm::format("%.1f", 100.0 * (6 * 10000 * n + attention) / (stepS * peak))
+      << "% (6 x 10000 parameters x tokens + 100.7 MFLOP of attention, 12 x "
+         "layers x hidden x sequence x tokens: bench/gpu/peers.py's formula); "
+      << llvm::format("%.1f", 100.0 * 6 * 10000 * n / (stepS * peak))
+      << "% by 6 x parameters x tokens alone\n";
+  EXPECT_NE(text.find(mfu), std::string::npos) << mfu << "\n" << text;
 }
 
 } // namespace

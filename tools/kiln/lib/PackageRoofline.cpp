@@ -72,6 +72,19 @@ std::string humanBytes(double bytes) {
   return s;
 }
 
+// |flops| in the largest unit that keeps a digit before the point.
+std::string humanFlops(double flops) {
+  static const char *units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP"};
+  int u = 0;
+  while (u < 4 && flops >= 1000.0) {
+    flops /= 1000.0;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.1f ", flops) << units[u];
+  return s;
+}
+
 } // namespace
 
 std::string libraryCallKind(const PackageThunk &t) {
@@ -210,6 +223,11 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
         double dims = grad ? 3.0 * double(a.headDim) + 2.0 * double(a.valueDim)
                            : double(a.headDim) + double(a.valueDim);
         cost.flops = 2.0 * pairs * dims;
+        if (!grad)
+          result.attentionModelFlops += 3.0 * 2.0 * double(a.batch) *
+                                        double(a.heads) * double(a.qLen) *
+                                        double(a.kvLen) *
+                                        double(a.headDim + a.valueDim);
         // The attention's dtype is its inputs' (the lse is f32).
         if (!t.operands.empty() && t.operands[0] < p.buffers.size())
           dtype = p.buffers[t.operands[0]].dtype;
@@ -337,12 +355,23 @@ void printPackageRoofline(const PackageRooflineResult &r,
                                                   : 0.0)
        << ")\n";
   if (r.tokens > 0 && stepS > 0) {
-    double modelFlops = 6.0 * double(r.parameters) * double(r.tokens);
+    // bench/gpu/peers.py's formula, which check.sh gives the measured step
+    // too: 6 N tokens, plus the attention's 12 L H T tokens.
+    double dense = 6.0 * double(r.parameters) * double(r.tokens);
+    double modelFlops = dense + r.attentionModelFlops;
     os << "  tokens/s:         " << llvm::format("%.0f", r.tokens / stepS)
        << " (" << r.tokens << " tokens per step)\n";
     os << "  model FLOPs utilization: "
        << llvm::format("%.1f", 100.0 * modelFlops / (stepS * peak))
-       << "% (6 x " << r.parameters << " parameters x tokens)\n";
+       << "% (6 x " << r.parameters << " parameters x tokens";
+    if (r.attentionModelFlops > 0)
+      os << " + " << humanFlops(r.attentionModelFlops)
+         << " of attention, 12 x layers x hidden x sequence x tokens: "
+            "bench/gpu/peers.py's formula); "
+         << llvm::format("%.1f", 100.0 * dense / (stepS * peak))
+         << "% by 6 x parameters x tokens alone\n";
+    else
+      os << ")\n";
   }
 
   // Alike thunks (same kind, detail and layer-folded name) summed.

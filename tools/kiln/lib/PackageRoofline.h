@@ -98,6 +98,11 @@ struct PackageRooflineResult {
   // inputs are not one integer tensor), for model FLOPs utilization.
   int64_t parameters = 0;
   int64_t tokens = 0;
+  // The attention term of model FLOPs (PaLM's, and bench/gpu/peers.py's:
+  // 12 x layers x hidden x sequence per token): 3 x 2 x B x H x Tq x Tk x
+  // (D + Dv) per forward attention thunk, the whole score matrix even
+  // where a causal mask hides half of it. 0 without fused attention.
+  double attentionModelFlops = 0;
 };
 
 // A library call's kind: "gemm" or "gemm+EPILOGUE", "conv2d",

@@ -13,8 +13,8 @@
 #      package stepped with a falling loss, the three convolutions
 #      (CudaConv.h) against their definitions, the fused attention
 #      (CudaAttention.h: forward and backward, mma.sync (and again with
-#      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with =pairs and
-#      =stages, the autotuner's other candidates), wmma and CUDA-core kernels,
+#      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with =pairs,
+#      =stages and =q128, the autotuner's other candidates), wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
@@ -113,9 +113,10 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
 fi
 
 # And with the autotuner's other candidates forced: dK/dV on warp pairs
-# (head dims up to 64), two stages in dynamic shared memory (past 64), so
-# every variant is checked whichever the autotuner keeps.
-for variant in pairs stages; do
+# (head dims up to 64), two stages in dynamic shared memory (past 64), the
+# forward and dQ on 128 query rows (up to 64), so every variant is checked
+# whichever the autotuner keeps.
+for variant in pairs stages q128; do
   [ -x "$bin/kiln-cuda-runtime-tests" ] || break
   KILN_CUDA_ATTENTION=$variant timeout 60 "$bin/kiln-cuda-runtime-tests" \
     --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' \

@@ -80,8 +80,13 @@ constexpr int kMmaRows = 16 * (kAttentionThreads / 32), kMmaTile = 64;
 int staged(int tile, int limit) { return (4 * tile <= limit ? 2 : 1) * 2 * tile; }
 constexpr int kMmaSingleWarpMaxDim = 64, kMmaPairsTileQ = 32;
 constexpr int kMmaSingleWarpDqMaxDim = 128, kMmaWideTileK = 32;
+// The "q128" forward and dQ: a warp per 16 of 128 query rows, up to head
+// dim 64 (where dQ's Q and dO, 128 rows each, stage through the two
+// stages of K and V tiles).
+constexpr int kMmaWideRows = 128, kMmaWideRowsMaxDim = 64;
 
 AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t);
+AttentionConfig withWideRows(AttentionConfig c);
 AttentionConfig inTwoStages(AttentionConfig c, const TypeInfo &t);
 
 // The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
@@ -156,6 +161,26 @@ AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t) {
   return c;
 }
 
+// |c| (single-warp dQ, up to head dim 64) with the forward and dQ keeping
+// 128 query rows per block, 8 warps ("q128"): each K and V tile they walk
+// is read from global memory and staged once for twice the rows. The
+// shared memory is the same (Q, and dQ's dO, stage through the tiles).
+AttentionConfig withWideRows(AttentionConfig c) {
+  c.wideRows = true;
+  c.forward += "q128";
+  c.forwardBlockQ = kMmaWideRows;
+  c.forwardThreads = 2 * kMmaWideRows;
+  c.dq += "q128";
+  c.blockQ = kMmaWideRows;
+  c.dqThreads = 2 * kMmaWideRows;
+  return c;
+}
+
+bool hasWideRows(const AttentionConfig &c) {
+  return c.forwardMma && c.backwardMma && !c.dqPairs &&
+         c.dmax <= kMmaWideRowsMaxDim;
+}
+
 // The mma tiles' bytes (K's or V's rows of the forward, padded by 8).
 int mmaTileBytes(const AttentionConfig &c, const TypeInfo &t) {
   return c.forwardBlockK * (c.dmax + 8) * t.bytes;
@@ -220,6 +245,12 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
         AttentionConfig c = all.back().second;
         if (c.backwardMma && !c.dkdvPairs)
           all.push_back({dtype, onWarpPairs(c, t)});
+        // And the forward and dQ on 128 query rows, with either dK/dV.
+        if (hasWideRows(c)) {
+          all.push_back({dtype, withWideRows(c)});
+          if (!c.dkdvPairs)
+            all.push_back({dtype, withWideRows(onWarpPairs(c, t))});
+        }
         AttentionConfig staged2 = inTwoStages(c, t);
         if (c.forwardMma && (staged2.forwardDynamic || staged2.dkdvDynamic ||
                              staged2.dqDynamic))
@@ -277,6 +308,11 @@ attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
   const TypeInfo &t = *typeInfo(dtype);
   if (c.value().backwardMma && !c.value().dkdvPairs)
     variants.push_back(onWarpPairs(c.value(), t));
+  if (hasWideRows(c.value())) {
+    size_t narrow = variants.size();
+    for (size_t i = 0; i < narrow; ++i)
+      variants.push_back(withWideRows(variants[i]));
+  }
   if (c.value().forwardMma) {
     AttentionConfig staged2 = inTwoStages(c.value(), t);
     int most = std::max({staged2.forwardDynamic, staged2.dkdvDynamic,
@@ -331,7 +367,7 @@ std::string attentionKernelSource(unsigned arch,
     };
     const int threads = kAttentionThreads;
     if (c.forwardMma)
-      instantiate(c.forward, threads, c.forwardDynamic, "kiln_attn_fwd_mma",
+      instantiate(c.forward, c.forwardThreads, c.forwardDynamic, "kiln_attn_fwd_mma",
                   mmaArgs(c.forwardBlockQ, c.forwardBlockK));
     else
       instantiate(c.forward, threads, 0, "kiln_attn_fwd", targs);
@@ -348,8 +384,8 @@ std::string attentionKernelSource(unsigned arch,
       instantiate(c.dq, c.dqThreads, c.dqDynamic, "kiln_attn_bwd_dq_mma_pairs",
                   mmaArgs(kMmaRows, c.forwardBlockK));
     else if (c.backwardMma)
-      instantiate(c.dq, threads, c.dqDynamic, "kiln_attn_bwd_dq_mma",
-                  mmaArgs(kMmaTile, kMmaTile));
+      instantiate(c.dq, c.dqThreads, c.dqDynamic, "kiln_attn_bwd_dq_mma",
+                  mmaArgs(c.blockQ, c.blockK));
     else
       instantiate(c.dq, threads, 0, "kiln_attn_bwd_dq", targs);
     instantiate(c.dot, threads, 0, "kiln_attn_bwd_dot",
@@ -378,20 +414,39 @@ StatusOr<bool> attentionMmaFromEnv() {
     return true;
   if (std::strcmp(value, "wmma") == 0)
     return false;
-  if (std::strcmp(value, "pairs") == 0 || std::strcmp(value, "stages") == 0)
+  if (std::strcmp(value, "pairs") == 0 || std::strcmp(value, "stages") == 0 ||
+      std::strcmp(value, "q128") == 0)
     return true;
   return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
-                       ": expected mma, pairs, stages or wmma");
+                       ": expected mma, pairs, stages, q128 or wmma");
 }
 
-bool attentionPairsFromEnv() {
+AttentionRequest attentionRequestFromEnv() {
   const char *value = std::getenv("KILN_CUDA_ATTENTION");
-  return value && std::strcmp(value, "pairs") == 0;
+  if (!value)
+    return AttentionRequest::Any;
+  if (std::strcmp(value, "pairs") == 0)
+    return AttentionRequest::Pairs;
+  if (std::strcmp(value, "stages") == 0)
+    return AttentionRequest::Stages;
+  if (std::strcmp(value, "q128") == 0)
+    return AttentionRequest::Q128;
+  return AttentionRequest::Any;
 }
 
-bool attentionStagesFromEnv() {
-  const char *value = std::getenv("KILN_CUDA_ATTENTION");
-  return value && std::strcmp(value, "stages") == 0;
+bool attentionVariantRequested(AttentionRequest request,
+                               const AttentionConfig &c, bool grad) {
+  switch (request) {
+  case AttentionRequest::Pairs: // dK/dV on warp pairs, the rest as is
+    return grad ? c.dkdvPairs && !c.wideRows : !c.wideRows;
+  case AttentionRequest::Stages:
+    return grad ? c.dkdvDynamic || c.dqDynamic : c.forwardDynamic > 0;
+  case AttentionRequest::Q128: // dK/dV on one warp where that is a choice
+    return c.wideRows && (!grad || !c.dkdvPairs);
+  case AttentionRequest::Any:
+    break;
+  }
+  return true;
 }
 
 StatusOr<std::unique_ptr<CudaAttention>>
@@ -402,8 +457,7 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
     return mma.status();
   std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
   attention->mma_ = mma.value();
-  attention->pairs_ = attentionPairsFromEnv();
-  attention->stages_ = attentionStagesFromEnv();
+  attention->request_ = attentionRequestFromEnv();
   uint64_t bytes = 0;
   std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
@@ -489,15 +543,10 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   if (!all.isOk())
     return all.status();
   // The variants that differ for this thunk: a forward's forward kernel, a
-  // backward's dK/dV and dQ kernels (KILN_CUDA_ATTENTION=pairs: only those
-  // with dK/dV on warp pairs, =stages: only those in two stages in dynamic
-  // shared memory, where there are such).
+  // backward's dK/dV and dQ kernels (KILN_CUDA_ATTENTION=pairs, =stages or
+  // =q128: only those it asks for, where there are such).
   auto forced = [&](const AttentionConfig &c) {
-    if (pairs_)
-      return !grad || c.dkdvPairs;
-    if (stages_)
-      return grad ? c.dkdvDynamic || c.dqDynamic : c.forwardDynamic > 0;
-    return true;
+    return attentionVariantRequested(request_, c, grad);
   };
   bool anyForced = std::any_of(all.value().begin(), all.value().end(), forced);
   std::vector<AttentionConfig> configs;
@@ -608,7 +657,7 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
         uint64_t(bh) * ((p.qLen + c.forwardBlockQ - 1) / c.forwardBlockQ);
     uint64_t kBlocks = uint64_t(bh) * ((p.kvLen + c.blockK - 1) / c.blockK);
     if (!grad) {
-      launch(c.forward, forwardBlocks, kAttentionThreads, c.forwardDynamic);
+      launch(c.forward, forwardBlocks, c.forwardThreads, c.forwardDynamic);
     } else {
       uint64_t rows = uint64_t(bh) * p.qLen;
       uint64_t cap = uint64_t(std::max(device_.multiprocessors, 1)) *

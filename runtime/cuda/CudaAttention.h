@@ -78,8 +78,9 @@
 
 namespace kiln::runtime::cuda {
 
-// Threads per block of every attention kernel but the paired dK/dV one
-// (AttentionConfig::dkdvThreads).
+// Threads per block of every attention kernel but those on warp pairs
+// and the "q128" forward and dQ (AttentionConfig's forwardThreads,
+// dkdvThreads, dqThreads).
 constexpr uint32_t kAttentionThreads = 128;
 
 // The kernels and tiles one attention shape uses.
@@ -99,6 +100,10 @@ struct AttentionConfig {
   // with their threads per block.
   bool dkdvPairs = false, dqPairs = false;
   int dkdvThreads = kAttentionThreads, dqThreads = kAttentionThreads;
+  // The forward's threads: 128 (a warp per 16 of its 64 query rows) or,
+  // in the "q128" variant (wideRows; dQ too, its blockQ 128), 256.
+  int forwardThreads = kAttentionThreads;
+  bool wideRows = false;
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;
@@ -117,7 +122,9 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                                           bool mma = true);
 // Every way to run that shape, the default first; CudaExecutable's
 // autotuner times them (Autotune.h). On mma.sync: up to head dim 64, dK/dV
-// on one warp per 16 key rows and on warp pairs ("..._mma64p"); past it,
+// on one warp per 16 key rows and on warp pairs ("..._mma64p"), each with
+// the forward and dQ on 64 query rows per block (4 warps) and on 128 (8
+// warps, "...q128": each K and V tile read once for twice the rows); past it,
 // the forward, dQ and (past 128) dK/dV walking one stage of tiles in
 // static shared memory and two stages in dynamic shared memory ("...s2",
 // over 48 KiB) where the device allows that much per block
@@ -143,13 +150,22 @@ attentionKernelEntryPoints(unsigned arch, bool mma = true,
 // register-fragment kernels where the device has them: true), "pairs"
 // (those too, with dK/dV on warp pairs wherever that is a variant, not
 // tuned: true), "stages" (those too, in two stages in dynamic shared
-// memory wherever that is a variant, not tuned: true), "wmma" (the wmma
-// kernels there instead: false, to compare the two or to step past a
-// problem in one); anything else is an error naming the variable.
+// memory wherever that is a variant, not tuned: true), "q128" (those too,
+// the forward and dQ on 128 query rows per block wherever that is a
+// variant, not tuned: true), "wmma" (the wmma kernels there instead:
+// false, to compare the two or to step past a problem in one); anything
+// else is an error naming the variable.
 StatusOr<bool> attentionMmaFromEnv();
-// Whether KILN_CUDA_ATTENTION is "pairs", or "stages".
-bool attentionPairsFromEnv();
-bool attentionStagesFromEnv();
+
+// The variants KILN_CUDA_ATTENTION asks for (to check each on a GPU
+// whichever the autotuner would keep).
+enum class AttentionRequest { Any, Pairs, Stages, Q128 };
+AttentionRequest attentionRequestFromEnv();
+// Whether |c| is a variant |request| asks for in a forward thunk (|grad|
+// false: its forward kernel) or a backward one (its dK/dV and dQ
+// kernels). Where no variant of a shape is, the thunk keeps them all.
+bool attentionVariantRequested(AttentionRequest request,
+                               const AttentionConfig &c, bool grad);
 
 class CudaAttention {
 public:
@@ -195,8 +211,7 @@ private:
   CudaDeviceInfo device_;
   RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
   bool mma_ = true;        // attentionMmaFromEnv()
-  bool pairs_ = false;     // attentionPairsFromEnv()
-  bool stages_ = false;    // attentionStagesFromEnv()
+  AttentionRequest request_ = AttentionRequest::Any; // attentionRequestFromEnv()
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   // Each thunk's launches (30 values: pointers, integers, the scale's bits,

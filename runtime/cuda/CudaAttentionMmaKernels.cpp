@@ -293,11 +293,12 @@ static __device__ __forceinline__ void kiln_attn_pair_frags(unsigned f[][4], T *
 // The single-warp kernels' fragments: each warp loads the A fragments of
 // its 16 rows of both |g0| (|w0| columns, into |f0|) and |g1| (|w1|
 // columns, into |f1|), ROWS rows of each from row0 (zeros past n), staged
-// together through |tiles|, g1's ROWS1 rows after g0's.
-template <int ROWS, int ROWS1, int DM, int LD, class T>
+// together through |tiles|, g1's ROWS1 rows after g0's. NT: the block's
+// threads.
+template <int ROWS, int ROWS1, int DM, int LD, int NT = KILN_ATTN_THREADS, class T>
 static __device__ __forceinline__ void kiln_attn_warp_frags(unsigned f0[][4], unsigned f1[][4], T *tiles, const T *g0, kiln_index ld0, int w0, const T *g1, kiln_index ld1, int w1, kiln_index row0, kiln_index n) {
-  kiln_attn_tile(tiles, LD, g0, ld0, row0, n, ROWS, w0);
-  kiln_attn_tile(tiles + ROWS1 * LD, LD, g1, ld1, row0, n, ROWS, w1);
+  kiln_attn_tile<NT>(tiles, LD, g0, ld0, row0, n, ROWS, w0);
+  kiln_attn_tile<NT>(tiles + ROWS1 * LD, LD, g1, ld1, row0, n, ROWS, w1);
   __syncthreads();
   const int mine = (threadIdx.x / 32) * 16 * LD; // the warp's rows
   kiln_attn_arows<DM / 16, LD>(f0, tiles + mine, w0);
@@ -377,7 +378,9 @@ struct kiln_attn_query_walk {
   }
 };
 
-// Forward: out, lse (r0_, r1_). One block per (64 query rows, b*h); it
+// Forward: out, lse (r0_, r1_). One block per (BQ query rows, b*h), a
+// warp per 16 of them (64 rows: 4 warps; 128: 8, the "q128" variant, which
+// reads each K and V tile once for twice the rows); it
 // walks the key blocks (causal: up to the diagonal) with an online softmax
 // per row (a row's values in the 4 lanes of a quad, combined by shuffles).
 // Scores are kept in the log2 domain (scale x log2 e in one multiply,
@@ -388,8 +391,8 @@ template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
 static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
   constexpr int STAGES = kiln_attn_stages<TILE, LIMIT>::count;
-  constexpr int total = 2 * STAGES * TILE;
-  static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention forward (mma): a warp per 16 rows");
+  constexpr int total = 2 * STAGES * TILE, NT = 2 * BQ; // a warp per 16 rows
+  static_assert(BQ % 16 == 0 && NT <= 1024, "attention forward (mma): a warp per 16 rows");
   static_assert(BQ <= 2 * STAGES * BK && BK % 16 == 0 && DM % 16 == 0, "attention forward (mma): tiles");
   static_assert(total <= LIMIT, "attention forward (mma): shared memory");
   KILN_ATTN_SMEM(smem, total)
@@ -407,9 +410,9 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   kiln_attn_ninf(ninf);
   const float sc = (float)(scale * 1.4426950408889634); // x log2 e
   if ((d | dv) % 16)
-    kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
+    kiln_attn_clear<NT>(smem, total);
   // Q's fragments, staged once through the first stage's tiles.
-  kiln_attn_tile(tiles, LD, q, qT, q0, Tq, BQ, d);
+  kiln_attn_tile<NT>(tiles, LD, q, qT, q0, Tq, BQ, d);
   __syncthreads();
   unsigned qf[DM / 16][4];
   kiln_attn_arows<DM / 16, LD>(qf, tiles + (threadIdx.x / 32) * 16 * LD, d);
@@ -421,10 +424,10 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
   if (nKB > 0)
-    kiln_attn_issue(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
+    kiln_attn_issue<NT>(tiles, k, kT, d, tiles + BK * LD, v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD, NT>(tiles, kb, nKB, k, kT, d, v, vT, dv, Tk);
     T *sV = sK + BK * LD;
     float s[BK / 8][4];
     kiln_attn_zero<BK>(s);
@@ -484,16 +487,19 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
       lse[row0 + h * 8] = l[h] > 0 ? m[h] * 0.6931471805599453f + kiln_attn_log(l[h]) : ninf;
 }
 
-// Backward, dQ (r0_): one block per (64 query rows, b*h), walking the key
+// Backward, dQ (r0_): one block per (BQ query rows, b*h), a warp per 16
+// of them (64: 4 warps; 128: 8, the "q128" variant), walking the key
 // blocks they see: S = Q K^T and dP = dO V^T (Q's and dO's fragments
-// loaded once), P and dS in place, dQ += dS K.
+// loaded once, staged through the tiles: Q's rows, then dO's from row
+// max(BQ, BK)), P and dS in place, dQ += dS K.
 template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
 static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
   constexpr int STAGES = kiln_attn_stages<TILE, LIMIT>::count;
-  constexpr int total = 2 * STAGES * TILE;
-  static_assert(BQ == 16 * KILN_ATTN_WARPS, "attention dQ (mma): a warp per 16 rows");
-  static_assert(BQ <= BK && BK % 16 == 0 && DM % 16 == 0, "attention dQ (mma): tiles");
+  constexpr int total = 2 * STAGES * TILE, NT = 2 * BQ; // a warp per 16 rows
+  constexpr int ROWS1 = BQ > BK ? BQ : BK; // dO's staged rows
+  static_assert(BQ % 16 == 0 && NT <= 1024, "attention dQ (mma): a warp per 16 rows");
+  static_assert(BQ + ROWS1 <= 2 * STAGES * BK && BK % 16 == 0 && DM % 16 == 0, "attention dQ (mma): tiles");
   static_assert(total <= LIMIT, "attention dQ (mma): shared memory");
   KILN_ATTN_SMEM(smem, total)
   T *const tiles = (T *)smem;
@@ -504,10 +510,10 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const float sc = (float)scale;
   if ((d | dv) % 16)
-    kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
+    kiln_attn_clear<NT>(smem, total);
   // Q's and dO's fragments, staged once through the first K and V tiles.
   unsigned qf[DM / 16][4], df[DM / 16][4];
-  kiln_attn_warp_frags<BQ, BK, DM, LD>(qf, df, tiles, at.q, qT, d, at.dout, oT, dv, q0, Tq);
+  kiln_attn_warp_frags<BQ, ROWS1, DM, LD, NT>(qf, df, tiles, at.q, qT, d, at.dout, oT, dv, q0, Tq);
   const kiln_index row0 = q0 + (threadIdx.x / 32) * 16 + g;
   float rowLse[2], rowDot[2];
   kiln_attn_row_stats(rowLse, rowDot, at.lse, at.dot, row0, Tq);
@@ -515,10 +521,10 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   kiln_attn_zero<DM>(acc);
   kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
   if (nKB > 0)
-    kiln_attn_issue(tiles, at.k, kT, d, tiles + BK * LD, at.v, vT, dv, LD, 0, Tk, BK);
+    kiln_attn_issue<NT>(tiles, at.k, kT, d, tiles + BK * LD, at.v, vT, dv, LD, 0, Tk, BK);
   for (kiln_index kb = 0; kb < nKB; ++kb) {
     kiln_index k0 = kb * BK;
-    T *sK = kiln_attn_key_stage<STAGES, BK, LD>(tiles, kb, nKB, at.k, kT, d, at.v, vT, dv, Tk);
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD, NT>(tiles, kb, nKB, at.k, kT, d, at.v, vT, dv, Tk);
     T *sV = sK + BK * LD;
     float s[BK / 8][4], dp[BK / 8][4];
     kiln_attn_zero<BK>(s);

@@ -210,16 +210,15 @@ protected:
     if (prefer)
       api.launchMs = ms;
     // The forward variants and the backward ones, each distinct.
-    // KILN_CUDA_ATTENTION=pairs or =stages keeps only the variants it
-    // names, where there are such.
+    // KILN_CUDA_ATTENTION=pairs, =stages or =q128 keeps only the variants
+    // it names, where there are such.
     const std::vector<AttentionConfig> &vs = variants.value();
-    auto forcedForward = [](const AttentionConfig &v) {
-      return !attentionStagesFromEnv() || v.forwardDynamic > 0;
+    const AttentionRequest request = attentionRequestFromEnv();
+    auto forcedForward = [&](const AttentionConfig &v) {
+      return attentionVariantRequested(request, v, false);
     };
-    auto forcedBackward = [](const AttentionConfig &v) {
-      return attentionPairsFromEnv()    ? v.dkdvPairs
-             : attentionStagesFromEnv() ? v.dkdvDynamic || v.dqDynamic
-                                        : true;
+    auto forcedBackward = [&](const AttentionConfig &v) {
+      return attentionVariantRequested(request, v, true);
     };
     bool anyForward = std::any_of(vs.begin(), vs.end(), forcedForward);
     bool anyBackward = std::any_of(vs.begin(), vs.end(), forcedBackward);
@@ -255,6 +254,7 @@ protected:
     AttentionConfig c = backwards[b];
     c.forward = forwards[f].forward;
     c.forwardBlockQ = forwards[f].forwardBlockQ;
+    c.forwardThreads = forwards[f].forwardThreads;
     c.forwardDynamic = forwards[f].forwardDynamic;
     std::string path = pathOf(c), staged;
     for (auto [bytes, kernel] : {std::pair<int, const char *>{c.forwardDynamic, "forward"},
@@ -264,12 +264,18 @@ protected:
         staged += (staged.empty() ? "" : ", ") + std::string(kernel);
     if (!staged.empty())
       path += ", two stages (" + staged + ")";
+    if (c.forwardBlockQ == 128 || (c.backwardMma && c.blockQ == 128))
+      path += std::string(", 128 query rows (") +
+              (c.forwardBlockQ == 128 ? "forward" : "") +
+              (c.forwardBlockQ == 128 && c.blockQ == 128 ? ", " : "") +
+              (c.blockQ == 128 ? "dQ" : "") + ")";
     if (prefer)
       path += " (tuned)";
     expectDefinition(dtype, a, what, path.c_str(), in, got);
 
     // One forward launch and three backward launches per step, 128 threads
-    // (256 for dK/dV and dQ on warp pairs), the dynamic shared memory of
+    // (256 for dK/dV and dQ on warp pairs, and for the forward and dQ on
+    // 128 query rows: a warp per 16), the dynamic shared memory of
     // the two-stage kernels; before them, when tuned, each thunk once per
     // variant for the warm-up and once timed.
     std::vector<std::string> expected = {c.forward, c.dot, c.dkdv, c.dq};
@@ -286,7 +292,12 @@ protected:
       EXPECT_EQ(l.entry, expected[i % 4]);
       EXPECT_EQ(l.sharedMemoryBytes, dynamic[i % 4]) << l.entry;
       bool pairs = (i % 4 == 2 && c.dkdvPairs) || (i % 4 == 3 && c.dqPairs);
-      EXPECT_EQ(l.block[0], pairs ? 2 * kAttentionThreads : kAttentionThreads);
+      uint32_t rows = i % 4 == 0 ? uint32_t(c.forwardBlockQ)
+                      : i % 4 == 3 && c.backwardMma ? uint32_t(c.blockQ)
+                                                    : 0u;
+      EXPECT_EQ(l.block[0], pairs || rows == 128 ? 2 * kAttentionThreads
+                                                 : kAttentionThreads)
+          << l.entry;
     }
     // Kernels past 48 KiB opted in to their dynamic shared memory.
     for (size_t i = 0; i < 4; ++i)
@@ -458,6 +469,66 @@ TEST_F(CudaAttentionTest, DkdvOnWarpPairsUpToHeadDim64) {
   check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 70, 64, 32, false), true);
   check(PkgDType::F16, ct::attentionParams(1, 1, 5, 5, 16, 48, true), true);
 }
+// Up to head dim 64 the forward and dQ may also keep 128 query rows per
+// block (8 warps, "q128"; the fake's launch times favour them here): the
+// same definition holds, with rows past Tq in the last block (130, 70),
+// fewer rows than one block (33), causal (a block's first 64 rows walk a
+// key tile past their diagonal, all masked), Dv != D and head dims that
+// are multiples of 8 only.
+TEST_F(CudaAttentionTest, ForwardAndDqOn128QueryRows) {
+  auto q128 = [](const std::string &entry) {
+    return entry.size() > 4 && entry.compare(entry.size() - 4, 4, "q128") == 0;
+  };
+  prefer = q128;
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 130, 130, 64, 64, true), true);
+  check(PkgDType::F16, ct::attentionParams(2, 2, 70, 33, 64, 64, false), true);
+  check(PkgDType::F16, ct::attentionParams(2, 1, 33, 70, 40, 40, true), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 200, 150, 64, 32, false), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 1, 5, 5, 16, 48, true), true);
+  // And with dK/dV on warp pairs: the tuner picks both.
+  prefer = [&](const std::string &entry) { return q128(entry) || entry.back() == 'p'; };
+  check(PkgDType::F16, ct::attentionParams(1, 2, 150, 150, 64, 64, true), true);
+}
+
+// 128 query rows per block or 64, each row walks the same key tiles in
+// the same order (a causal block's extra tile is all masked: it adds
+// zeros): the same bits, forward and backward.
+TEST_F(CudaAttentionTest, Q128GivesTheSameBitsAsQ64) {
+  for (auto [dtype, causal] : {std::pair<PkgDType, bool>{PkgDType::BF16, true},
+                               {PkgDType::F16, false}}) {
+    AttentionParams a = ct::attentionParams(1, 2, 150, 100, 64, 64, causal);
+    LoadedPackage pkg = ct::attentionPackage(a, dtype);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+    std::vector<std::vector<uint8_t>> outs[2];
+    for (int wide = 0; wide < 2; ++wide) {
+      FakeCudaApi api;
+      api.device.multiprocessors = 2;
+      api.hostKernels = *kernels;
+      auto isWide = [](const std::string &entry) {
+        return entry.compare(entry.size() - 4, 4, "q128") == 0;
+      };
+      if (wide)
+        api.launchMs = [&](const std::string &entry) { return isWide(entry) ? 1.0 : 2.0; };
+      outs[wide] = run(pkg, api, in);
+      // The step's last four launches (forward, D_i, dK/dV, dQ): the
+      // forward and dQ on 128 rows, 256 threads, or neither.
+      ASSERT_GE(api.launches.size(), 4u);
+      const auto *last = &api.launches[api.launches.size() - 4];
+      EXPECT_EQ(isWide(last[0].entry), wide == 1) << last[0].entry;
+      EXPECT_EQ(isWide(last[3].entry), wide == 1) << last[3].entry;
+      EXPECT_EQ(last[0].block[0], wide ? 256u : 128u);
+      EXPECT_EQ(last[3].block[0], wide ? 256u : 128u);
+      EXPECT_EQ(last[0].grid[0], uint32_t(2 * (wide ? 2 : 3)));
+    }
+    ASSERT_EQ(outs[0].size(), 5u);
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << (causal ? " causal" : "");
+  }
+}
+
 TEST_F(CudaAttentionTest, CudaCoresF32) { sweep(PkgDType::F32, {12, 24}, false); }
 TEST_F(CudaAttentionTest, CudaCoresHalf) {
   sweep(PkgDType::F16, {12, 20}, false);
@@ -517,11 +588,36 @@ TEST_F(CudaAttentionTest, TwoStagesOnRequest) {
   check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 64, 64, true), true);
 }
 
+// KILN_CUDA_ATTENTION=q128: the forward and dQ on 128 query rows per
+// block wherever that is a variant (dK/dV on one warp), nothing tuned.
+TEST_F(CudaAttentionTest, Q128OnRequest) {
+  ScopedEnv env("KILN_CUDA_ATTENTION", "q128");
+  for (bool causal : {false, true}) {
+    AttentionParams a = ct::attentionParams(1, 2, 140, 70, 64, 64, causal);
+    check(PkgDType::BF16, a, true);
+    // The package's forward and dQ are the q128 kernels.
+    FakeCudaApi api;
+    api.device.multiprocessors = 2;
+    api.hostKernels = *kernels;
+    LoadedPackage pkg = ct::attentionPackage(a, PkgDType::BF16);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = ct::randomTyped(PkgDType::BF16, pkg.buffers[i].size / 2, gen);
+    run(pkg, api, in);
+    ASSERT_EQ(api.launches.size(), 8u);
+    EXPECT_EQ(api.launches[0].entry, "kiln_attn_fwd_bf16_mma64q128");
+    EXPECT_EQ(api.launches[2].entry, "kiln_attn_bwd_dkdv_bf16_mma64");
+    EXPECT_EQ(api.launches[3].entry, "kiln_attn_bwd_dq_bf16_mma64q128");
+  }
+  // Past head dim 64 there is no such variant: the defaults.
+  check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 128, 128, true), true);
+}
+
 TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
   ScopedEnv env("KILN_CUDA_ATTENTION", "fast");
   std::string message = loadError(ct::attentionPackage(
       ct::attentionParams(1, 1, 4, 4, 16, 16, false), PkgDType::BF16));
-  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, pairs, stages or wmma"),
+  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, pairs, stages, q128 or wmma"),
             std::string::npos)
       << message;
 }
@@ -629,11 +725,12 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
                      "kiln_attn_bwd_dkdv_mma_pairs, __nv_bfloat16, 64, 32, 64)"),
             std::string::npos);
   // The variants: up to head dim 64 on mma.sync, dK/dV on one warp then on
-  // warp pairs; past it, or on wmma, one way.
+  // warp pairs, each with the forward and dQ on 64 query rows then on 128;
+  // past it, or on wmma, one way.
   for (PkgDType dtype : {PkgDType::F16, PkgDType::BF16}) {
     std::vector<AttentionConfig> v =
         attentionConfigVariants(dtype, 64, 40, 90).value();
-    ASSERT_EQ(v.size(), 2u);
+    ASSERT_EQ(v.size(), 4u);
     EXPECT_FALSE(v[0].dkdvPairs);
     EXPECT_TRUE(v[1].dkdvPairs);
     EXPECT_EQ(v[1].dkdv, v[0].dkdv + "p");
@@ -641,6 +738,34 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
     EXPECT_LE(v[1].dkdvShared, 49152);
     EXPECT_EQ(v[1].forward, v[0].forward);
     EXPECT_EQ(v[1].dq, v[0].dq);
+    for (int i : {2, 3}) {
+      const AttentionConfig &n = v[i - 2], &w = v[i];
+      EXPECT_TRUE(w.wideRows && !n.wideRows);
+      EXPECT_EQ(w.forward, n.forward + "q128");
+      EXPECT_EQ(w.dq, n.dq + "q128");
+      EXPECT_EQ(w.dkdv, n.dkdv);
+      EXPECT_EQ(w.forwardBlockQ, 128);
+      EXPECT_EQ(w.blockQ, 128);
+      EXPECT_EQ(w.blockK, 64);
+      EXPECT_EQ(w.forwardThreads, 256);
+      EXPECT_EQ(w.dqThreads, 256);
+      EXPECT_EQ(w.forwardShared, n.forwardShared);
+      EXPECT_EQ(w.dqShared, n.dqShared);
+    }
+    // KILN_CUDA_ATTENTION's requests pick one forward and one backward.
+    auto requested = [&](AttentionRequest r, bool grad) {
+      std::vector<int> ids;
+      for (int i = 0; i < 4; ++i)
+        if (attentionVariantRequested(r, v[i], grad))
+          ids.push_back(i);
+      return ids;
+    };
+    EXPECT_EQ(requested(AttentionRequest::Pairs, false), (std::vector<int>{0, 1}));
+    EXPECT_EQ(requested(AttentionRequest::Pairs, true), (std::vector<int>{1}));
+    EXPECT_EQ(requested(AttentionRequest::Q128, false), (std::vector<int>{2, 3}));
+    EXPECT_EQ(requested(AttentionRequest::Q128, true), (std::vector<int>{2}));
+    EXPECT_TRUE(requested(AttentionRequest::Stages, true).empty());
+    EXPECT_EQ(requested(AttentionRequest::Any, true).size(), 4u);
     EXPECT_EQ(attentionConfigVariants(dtype, 64, 64, 90, false).value().size(), 1u);
     // Past 64: two stages in dynamic shared memory, the forward and dQ,
     // and dK/dV past 128 (at 128 it has two stages already); the warp
@@ -698,18 +823,20 @@ TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
 
 // The runtime's own path: the real table's NVRTC (no driver needed)
 // compiles the source as CudaAttention::create does, to an sm_90 cubin:
-// GPT-2's set (bf16, head dim 64, dK/dV both ways), the time printed. (Every kernel compiles
+// GPT-2's set (bf16, head dim 64, dK/dV both ways, the forward and dQ
+// on 64 and 128 query rows), the time printed. (Every kernel compiles
 // and assembles in KernelsAssembleForSm90; compiling all 52 again here took
 // another 50 s of the suite.)
 TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
   std::string skip;
   auto start = std::chrono::steady_clock::now();
   ct::expectRealTableCompiles(
-      attentionKernelSource(90, {"kiln_attn_fwd_bf16_mma64"}), "kiln_attention", skip);
+      attentionKernelSource(90, {"kiln_attn_fwd_bf16_mma64", "kiln_attn_fwd_bf16_mma64q128"}),
+      "kiln_attention", skip);
   if (!skip.empty())
     GTEST_SKIP() << skip;
   ASSERT_FALSE(HasFatalFailure());
-  std::printf("NVRTC sm_90, the bf16 head-dim-64 set (5 kernels): %.1f s\n",
+  std::printf("NVRTC sm_90, the bf16 head-dim-64 set (7 kernels): %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 

@@ -14,7 +14,8 @@
 #      (CudaConv.h) against their definitions, the fused attention
 #      (CudaAttention.h: forward and backward, mma.sync (and again with
 #      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with =pairs,
-#      =stages and =q128, the autotuner's other candidates), wmma and CUDA-core kernels,
+#      =stages, =q128, =occupancy and =q128,occupancy, the autotuner's
+#      other candidates), wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
@@ -114,16 +115,16 @@ fi
 
 # And with the autotuner's other candidates forced: dK/dV on warp pairs
 # (head dims up to 64), two stages in dynamic shared memory (past 64), the
-# forward and dQ on 128 query rows (up to 64), so every variant is checked
-# whichever the autotuner keeps.
-for variant in pairs stages q128; do
+# forward and dQ on 128 query rows (up to 64), and those compiled for more
+# blocks per SM, so every variant is checked whichever the autotuner keeps.
+for variant in pairs stages q128 occupancy q128,occupancy; do
   [ -x "$bin/kiln-cuda-runtime-tests" ] || break
+  file=$log/attention-${variant//,/-}.txt
   KILN_CUDA_ATTENTION=$variant timeout 60 "$bin/kiln-cuda-runtime-tests" \
-    --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' \
-    > "$log/attention-$variant.txt" 2>&1 \
-    && { grep -E "^attention " "$log/attention-$variant.txt" | sed "s/^/  $variant: /";
+    --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' > "$file" 2>&1 \
+    && { grep -E "^attention " "$file" | sed "s/^/  $variant: /";
          pass "fused attention with KILN_CUDA_ATTENTION=$variant"; } \
-    || { tail -20 "$log/attention-$variant.txt"; fail "fused attention with KILN_CUDA_ATTENTION=$variant"; }
+    || { tail -20 "$file"; fail "fused attention with KILN_CUDA_ATTENTION=$variant"; }
 done
 
 if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then

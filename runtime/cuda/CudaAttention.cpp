@@ -84,9 +84,18 @@ constexpr int kMmaSingleWarpDqMaxDim = 128, kMmaWideTileK = 32;
 // dim 64 (where dQ's Q and dO, 128 rows each, stage through the two
 // stages of K and V tiles).
 constexpr int kMmaWideRows = 128, kMmaWideRowsMaxDim = 64;
+// The "occupancy" variants' warps per SM, up to head dim 64: the forward
+// (152 registers by default: 3 blocks of 4 warps in 64K registers, or 1 of
+// 8) compiled for 16 (at most 128 registers; ptxas needs 122 without
+// spilling), dQ on 64 rows (193: 2 blocks of 4) for 12 (at most 168; it
+// needs 164). dQ on 128 rows stays at one block: capped at 128 registers
+// for two, it spills.
+constexpr int kOccupancyForwardWarps = 16, kOccupancyDqWarps = 12;
+constexpr int kOccupancyMaxDim = 64;
 
 AttentionConfig onWarpPairs(AttentionConfig c, const TypeInfo &t);
 AttentionConfig withWideRows(AttentionConfig c);
+AttentionConfig withOccupancy(AttentionConfig c);
 AttentionConfig inTwoStages(AttentionConfig c, const TypeInfo &t);
 
 // The largest tiles (query rows x key rows) whose kernels fit in 48 KiB;
@@ -181,6 +190,44 @@ bool hasWideRows(const AttentionConfig &c) {
          c.dmax <= kMmaWideRowsMaxDim;
 }
 
+// |c| (up to head dim 64, on mma.sync) with the forward, and dQ on 64
+// rows, compiled for more blocks per SM (kOccupancyForwardWarps,
+// kOccupancyDqWarps): "b" and the count after their names. The same PTX;
+// only ptxas's register allocation differs.
+AttentionConfig withOccupancy(AttentionConfig c) {
+  c.forwardMinBlocks = kOccupancyForwardWarps * 32 / c.forwardThreads;
+  c.forward += "b" + std::to_string(c.forwardMinBlocks);
+  if (!c.wideRows) {
+    c.dqMinBlocks = kOccupancyDqWarps * 32 / c.dqThreads;
+    c.dq += "b" + std::to_string(c.dqMinBlocks);
+  }
+  return c;
+}
+
+bool hasOccupancy(const AttentionConfig &c) {
+  return c.forwardMma && c.backwardMma && !c.dqPairs &&
+         c.dmax <= kOccupancyMaxDim;
+}
+
+// The mma variants up to head dim 64, from |c| (dK/dV on one warp): dK/dV
+// on one warp and on warp pairs, each with the forward and dQ on 64 query
+// rows then on 128, all of those compiled for one block per SM then for
+// more. c first; none past head dim 64.
+std::vector<AttentionConfig> smallHeadVariants(const AttentionConfig &c,
+                                               const TypeInfo &t) {
+  std::vector<AttentionConfig> v{c};
+  if (!c.backwardMma || c.dkdvPairs)
+    return v;
+  v.push_back(onWarpPairs(c, t));
+  if (hasWideRows(c))
+    for (size_t i = 0, n = v.size(); i < n; ++i)
+      v.push_back(withWideRows(v[i]));
+  if (hasOccupancy(c))
+    for (size_t i = 0, n = v.size(); i < n; ++i)
+      v.push_back(withOccupancy(v[i]));
+  return v;
+}
+
 // The mma tiles' bytes (K's or V's rows of the forward, padded by 8).
 int mmaTileBytes(const AttentionConfig &c, const TypeInfo &t) {
   return c.forwardBlockK * (c.dmax + 8) * t.bytes;
@@ -243,14 +290,9 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
         // Up to head dim 64, dK/dV on warp pairs as well; past it, two
         // stages in dynamic shared memory (the autotuner times them).
         AttentionConfig c = all.back().second;
-        if (c.backwardMma && !c.dkdvPairs)
-          all.push_back({dtype, onWarpPairs(c, t)});
-        // And the forward and dQ on 128 query rows, with either dK/dV.
-        if (hasWideRows(c)) {
-          all.push_back({dtype, withWideRows(c)});
-          if (!c.dkdvPairs)
-            all.push_back({dtype, withWideRows(onWarpPairs(c, t))});
-        }
+        std::vector<AttentionConfig> small = smallHeadVariants(c, t);
+        for (size_t i = 1; i < small.size(); ++i)
+          all.push_back({dtype, small[i]});
         AttentionConfig staged2 = inTwoStages(c, t);
         if (c.forwardMma && (staged2.forwardDynamic || staged2.dkdvDynamic ||
                              staged2.dqDynamic))
@@ -304,15 +346,8 @@ attentionConfigVariants(PkgDType dtype, int64_t headDim, int64_t valueDim,
       attentionConfig(dtype, headDim, valueDim, arch, mma);
   if (!c.isOk())
     return c.status();
-  std::vector<AttentionConfig> variants{c.value()};
   const TypeInfo &t = *typeInfo(dtype);
-  if (c.value().backwardMma && !c.value().dkdvPairs)
-    variants.push_back(onWarpPairs(c.value(), t));
-  if (hasWideRows(c.value())) {
-    size_t narrow = variants.size();
-    for (size_t i = 0; i < narrow; ++i)
-      variants.push_back(withWideRows(variants[i]));
-  }
+  std::vector<AttentionConfig> variants = smallHeadVariants(c.value(), t);
   if (c.value().forwardMma) {
     AttentionConfig staged2 = inTwoStages(c.value(), t);
     int most = std::max({staged2.forwardDynamic, staged2.dkdvDynamic,
@@ -334,10 +369,15 @@ std::string attentionKernelSource(unsigned arch,
   // shared memory static or, with |dynamic| bytes, dynamic (then fn's last
   // template argument); each entry point instantiated once.
   auto instantiate = [&](const std::string &name, int threads, int dynamic,
-                         const char *fn, const std::string &targs) {
+                         const char *fn, const std::string &targs,
+                         int minBlocks = 1) {
     if (!emitted.insert(name).second)
       return;
-    if (dynamic)
+    if (minBlocks > 1 && !dynamic)
+      lines += "KILN_ATTN_KERNEL_NB(" + name + ", " + std::to_string(threads) +
+               ", " + std::to_string(minBlocks) + ", " + fn + ", " + targs +
+               ")\n";
+    else if (dynamic)
       lines += "KILN_ATTN_KERNEL_DYN(" + name + ", " + std::to_string(threads) +
                ", " + std::to_string(dynamic) + ", " + fn + ", " + targs +
                ", " + std::to_string(dynamic) + ")\n";
@@ -368,7 +408,7 @@ std::string attentionKernelSource(unsigned arch,
     const int threads = kAttentionThreads;
     if (c.forwardMma)
       instantiate(c.forward, c.forwardThreads, c.forwardDynamic, "kiln_attn_fwd_mma",
-                  mmaArgs(c.forwardBlockQ, c.forwardBlockK));
+                  mmaArgs(c.forwardBlockQ, c.forwardBlockK), c.forwardMinBlocks);
     else
       instantiate(c.forward, threads, 0, "kiln_attn_fwd", targs);
     if (c.dkdvPairs)
@@ -385,7 +425,7 @@ std::string attentionKernelSource(unsigned arch,
                   mmaArgs(kMmaRows, c.forwardBlockK));
     else if (c.backwardMma)
       instantiate(c.dq, c.dqThreads, c.dqDynamic, "kiln_attn_bwd_dq_mma",
-                  mmaArgs(c.blockQ, c.blockK));
+                  mmaArgs(c.blockQ, c.blockK), c.dqMinBlocks);
     else
       instantiate(c.dq, threads, 0, "kiln_attn_bwd_dq", targs);
     instantiate(c.dot, threads, 0, "kiln_attn_bwd_dot",
@@ -408,45 +448,58 @@ std::vector<std::string> attentionKernelEntryPoints(unsigned arch, bool mma,
   return entries;
 }
 
+namespace {
+
+// KILN_CUDA_ATTENTION's value as a request: unset, empty, "mma" or "wmma"
+// ask for no trait; otherwise each comma-separated word must name one.
+StatusOr<AttentionRequest> parseAttentionRequest(const char *value) {
+  AttentionRequest r;
+  if (!value || !*value || std::strcmp(value, "mma") == 0 ||
+      std::strcmp(value, "wmma") == 0)
+    return r;
+  std::string list = value;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = std::min(list.find(',', start), list.size());
+    std::string word = list.substr(start, end - start);
+    bool *trait = word == "pairs"       ? &r.pairs
+                  : word == "stages"    ? &r.stages
+                  : word == "q128"      ? &r.q128
+                  : word == "occupancy" ? &r.occupancy
+                                        : nullptr;
+    if (!trait)
+      return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
+                           ": expected mma, wmma, or a comma-separated list "
+                           "of pairs, stages, q128 and occupancy");
+    *trait = true;
+    start = end + 1;
+  }
+  return r;
+}
+
+} // namespace
+
 StatusOr<bool> attentionMmaFromEnv() {
   const char *value = std::getenv("KILN_CUDA_ATTENTION");
-  if (!value || !*value || std::strcmp(value, "mma") == 0)
-    return true;
-  if (std::strcmp(value, "wmma") == 0)
-    return false;
-  if (std::strcmp(value, "pairs") == 0 || std::strcmp(value, "stages") == 0 ||
-      std::strcmp(value, "q128") == 0)
-    return true;
-  return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
-                       ": expected mma, pairs, stages, q128 or wmma");
+  StatusOr<AttentionRequest> request = parseAttentionRequest(value);
+  if (!request.isOk())
+    return request.status();
+  return !(value && std::strcmp(value, "wmma") == 0);
 }
 
-AttentionRequest attentionRequestFromEnv() {
-  const char *value = std::getenv("KILN_CUDA_ATTENTION");
-  if (!value)
-    return AttentionRequest::Any;
-  if (std::strcmp(value, "pairs") == 0)
-    return AttentionRequest::Pairs;
-  if (std::strcmp(value, "stages") == 0)
-    return AttentionRequest::Stages;
-  if (std::strcmp(value, "q128") == 0)
-    return AttentionRequest::Q128;
-  return AttentionRequest::Any;
+StatusOr<AttentionRequest> attentionRequestFromEnv() {
+  return parseAttentionRequest(std::getenv("KILN_CUDA_ATTENTION"));
 }
 
-bool attentionVariantRequested(AttentionRequest request,
+bool attentionVariantRequested(const AttentionRequest &request,
                                const AttentionConfig &c, bool grad) {
-  switch (request) {
-  case AttentionRequest::Pairs: // dK/dV on warp pairs, the rest as is
-    return grad ? c.dkdvPairs && !c.wideRows : !c.wideRows;
-  case AttentionRequest::Stages:
-    return grad ? c.dkdvDynamic || c.dqDynamic : c.forwardDynamic > 0;
-  case AttentionRequest::Q128: // dK/dV on one warp where that is a choice
-    return c.wideRows && (!grad || !c.dkdvPairs);
-  case AttentionRequest::Any:
-    break;
-  }
-  return true;
+  if (!request.any())
+    return true;
+  // The traits that matter to the thunk, each as |c| has it.
+  bool stages = grad ? c.dkdvDynamic || c.dqDynamic : c.forwardDynamic > 0;
+  bool occupancy = grad ? c.dqMinBlocks > 1 : c.forwardMinBlocks > 1;
+  bool pairs = grad && c.dkdvPairs && c.dmax <= kMmaSingleWarpMaxDim;
+  return stages == request.stages && c.wideRows == request.q128 &&
+         occupancy == request.occupancy && (!grad || pairs == request.pairs);
 }
 
 StatusOr<std::unique_ptr<CudaAttention>>
@@ -457,7 +510,10 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
     return mma.status();
   std::unique_ptr<CudaAttention> attention(new CudaAttention(package, api, device));
   attention->mma_ = mma.value();
-  attention->request_ = attentionRequestFromEnv();
+  StatusOr<AttentionRequest> request = attentionRequestFromEnv();
+  if (!request.isOk())
+    return request.status();
+  attention->request_ = request.value();
   uint64_t bytes = 0;
   std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
@@ -543,8 +599,8 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   if (!all.isOk())
     return all.status();
   // The variants that differ for this thunk: a forward's forward kernel, a
-  // backward's dK/dV and dQ kernels (KILN_CUDA_ATTENTION=pairs, =stages or
-  // =q128: only those it asks for, where there are such).
+  // backward's dK/dV and dQ kernels (with KILN_CUDA_ATTENTION's traits:
+  // only those it asks for, where there are such).
   auto forced = [&](const AttentionConfig &c) {
     return attentionVariantRequested(request_, c, grad);
   };

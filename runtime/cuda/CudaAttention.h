@@ -104,6 +104,12 @@ struct AttentionConfig {
   // in the "q128" variant (wideRows; dQ too, its blockQ 128), 256.
   int forwardThreads = kAttentionThreads;
   bool wideRows = false;
+  // The blocks per SM the forward and dQ are compiled for
+  // (__launch_bounds__'s second argument): 1, or in the "occupancy"
+  // variants ("...b4", "...b2", "...b3") as many as 16 forward warps and
+  // 12 dQ warps make, which caps their registers (ptxas fits them without
+  // spilling up to head dim 64).
+  int forwardMinBlocks = 1, dqMinBlocks = 1;
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;
@@ -124,7 +130,9 @@ StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
 // autotuner times them (Autotune.h). On mma.sync: up to head dim 64, dK/dV
 // on one warp per 16 key rows and on warp pairs ("..._mma64p"), each with
 // the forward and dQ on 64 query rows per block (4 warps) and on 128 (8
-// warps, "...q128": each K and V tile read once for twice the rows); past it,
+// warps, "...q128": each K and V tile read once for twice the rows), and
+// each of those compiled for one block per SM and for more ("...bN": the
+// forward 16 warps per SM, dQ on 64 rows 12, in fewer registers); past it,
 // the forward, dQ and (past 128) dK/dV walking one stage of tiles in
 // static shared memory and two stages in dynamic shared memory ("...s2",
 // over 48 KiB) where the device allows that much per block
@@ -147,24 +155,30 @@ attentionKernelEntryPoints(unsigned arch, bool mma = true,
                            const std::set<std::string> &only = {});
 
 // KILN_CUDA_ATTENTION from the environment: unset, empty or "mma" (the
-// register-fragment kernels where the device has them: true), "pairs"
-// (those too, with dK/dV on warp pairs wherever that is a variant, not
-// tuned: true), "stages" (those too, in two stages in dynamic shared
-// memory wherever that is a variant, not tuned: true), "q128" (those too,
-// the forward and dQ on 128 query rows per block wherever that is a
-// variant, not tuned: true), "wmma" (the wmma kernels there instead:
-// false, to compare the two or to step past a problem in one); anything
-// else is an error naming the variable.
+// register-fragment kernels where the device has them: true); "wmma" (the
+// wmma kernels there instead: false, to compare the two or to step past a
+// problem in one); or a comma-separated list of the mma variants' traits
+// (true; AttentionRequest): "pairs" (dK/dV on warp pairs), "stages" (two
+// stages in dynamic shared memory), "q128" (the forward and dQ on 128
+// query rows per block), "occupancy" (the forward and dQ compiled for more
+// blocks per SM). Anything else is an error naming the variable.
 StatusOr<bool> attentionMmaFromEnv();
 
-// The variants KILN_CUDA_ATTENTION asks for (to check each on a GPU
-// whichever the autotuner would keep).
-enum class AttentionRequest { Any, Pairs, Stages, Q128 };
-AttentionRequest attentionRequestFromEnv();
+// The variants KILN_CUDA_ATTENTION asks for, untimed (to check each on a
+// GPU whichever the autotuner would keep): those with exactly the traits
+// it names, among the traits that matter to the thunk (a forward's: its
+// kernel's stages, rows and occupancy; a backward's: those of dK/dV and
+// dQ, and dK/dV on warp pairs where that is a choice, up to head dim 64).
+struct AttentionRequest {
+  bool pairs = false, stages = false, q128 = false, occupancy = false;
+  bool any() const { return pairs || stages || q128 || occupancy; }
+};
+// Fails on a list with another word (attentionMmaFromEnv's message).
+StatusOr<AttentionRequest> attentionRequestFromEnv();
 // Whether |c| is a variant |request| asks for in a forward thunk (|grad|
-// false: its forward kernel) or a backward one (its dK/dV and dQ
-// kernels). Where no variant of a shape is, the thunk keeps them all.
-bool attentionVariantRequested(AttentionRequest request,
+// false) or a backward one. Where no variant of a shape is, the thunk keeps
+// them all (and the autotuner times them).
+bool attentionVariantRequested(const AttentionRequest &request,
                                const AttentionConfig &c, bool grad);
 
 class CudaAttention {
@@ -211,7 +225,7 @@ private:
   CudaDeviceInfo device_;
   RuntimeKernels kernels_; // loaded only when a thunk has kernels to run
   bool mma_ = true;        // attentionMmaFromEnv()
-  AttentionRequest request_ = AttentionRequest::Any; // attentionRequestFromEnv()
+  AttentionRequest request_; // attentionRequestFromEnv()
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   // Each thunk's launches (30 values: pointers, integers, the scale's bits,

@@ -522,6 +522,14 @@ static inline double kiln_attn_bits(void *p) {
   KILN_ATTN_HOST(name)
 #define KILN_ATTN_KERNEL(name, fn, ...)                                        \
   KILN_ATTN_KERNEL_N(name, KILN_ATTN_THREADS, fn, __VA_ARGS__)
+// One compiled for |blocks| blocks per SM (ptxas caps its registers so
+// that many fit).
+#define KILN_ATTN_KERNEL_NB(name, threads, blocks, fn, ...)                    \
+  extern "C" __global__ void __launch_bounds__(threads, blocks)                \
+      name(KILN_ATTN_PARAMS) {                                                 \
+    fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
+  }                                                                            \
+  KILN_ATTN_HOST(name)
 // One whose shared memory, |bytes|, is past 48 KiB: launched with that
 // much dynamic shared memory (fn's last template argument is |bytes|).
 #define KILN_ATTN_KERNEL_DYN(name, threads, bytes, fn, ...)                    \

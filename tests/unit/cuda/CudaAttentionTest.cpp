@@ -41,7 +41,10 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
+#include <cctype>
 
 namespace {
 
@@ -213,7 +216,7 @@ protected:
     // KILN_CUDA_ATTENTION=pairs, =stages or =q128 keeps only the variants
     // it names, where there are such.
     const std::vector<AttentionConfig> &vs = variants.value();
-    const AttentionRequest request = attentionRequestFromEnv();
+    const AttentionRequest request = attentionRequestFromEnv().value();
     auto forcedForward = [&](const AttentionConfig &v) {
       return attentionVariantRequested(request, v, false);
     };
@@ -255,6 +258,7 @@ protected:
     c.forward = forwards[f].forward;
     c.forwardBlockQ = forwards[f].forwardBlockQ;
     c.forwardThreads = forwards[f].forwardThreads;
+    c.forwardMinBlocks = forwards[f].forwardMinBlocks;
     c.forwardDynamic = forwards[f].forwardDynamic;
     std::string path = pathOf(c), staged;
     for (auto [bytes, kernel] : {std::pair<int, const char *>{c.forwardDynamic, "forward"},
@@ -269,6 +273,9 @@ protected:
               (c.forwardBlockQ == 128 ? "forward" : "") +
               (c.forwardBlockQ == 128 && c.blockQ == 128 ? ", " : "") +
               (c.blockQ == 128 ? "dQ" : "") + ")";
+    if (c.forwardMinBlocks > 1 || c.dqMinBlocks > 1)
+      path += ", " + std::to_string(c.forwardMinBlocks) + "/" +
+              std::to_string(c.dqMinBlocks) + " blocks per SM (forward/dQ)";
     if (prefer)
       path += " (tuned)";
     expectDefinition(dtype, a, what, path.c_str(), in, got);
@@ -529,6 +536,25 @@ TEST_F(CudaAttentionTest, Q128GivesTheSameBitsAsQ64) {
   }
 }
 
+// Up to head dim 64 the forward and dQ on 64 rows are also compiled for
+// more blocks per SM (fewer registers; "b4", "b2", "b3"; the fake's launch
+// times favour them here): the same definition holds. The host emulation
+// runs the same source; ptxas's allocation is checked (no spills) in
+// KernelsAssembleForSm90, and the GPU runs them in check.sh.
+TEST_F(CudaAttentionTest, MoreBlocksPerSm) {
+  prefer = [](const std::string &entry) {
+    return entry.size() > 2 && entry[entry.size() - 2] == 'b' &&
+           std::isdigit(static_cast<unsigned char>(entry.back()));
+  };
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 130, 130, 64, 64, true), true);
+  check(PkgDType::F16, ct::attentionParams(2, 1, 33, 70, 40, 24, false), true);
+  // With 128 query rows: the forward for two blocks of 8 warps.
+  prefer = [](const std::string &entry) {
+    return entry.size() > 6 && entry.compare(entry.size() - 6, 6, "q128b2") == 0;
+  };
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 150, 70, 64, 64, true), true);
+}
+
 TEST_F(CudaAttentionTest, CudaCoresF32) { sweep(PkgDType::F32, {12, 24}, false); }
 TEST_F(CudaAttentionTest, CudaCoresHalf) {
   sweep(PkgDType::F16, {12, 20}, false);
@@ -613,11 +639,37 @@ TEST_F(CudaAttentionTest, Q128OnRequest) {
   check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 128, 128, true), true);
 }
 
+// KILN_CUDA_ATTENTION=occupancy, and with q128: the kernels compiled for
+// more blocks per SM wherever that is a variant, nothing tuned (q128's dQ
+// has none: the backward keeps every variant, untimed here, so the first).
+TEST_F(CudaAttentionTest, OccupancyOnRequest) {
+  for (auto [value, forward, dq] :
+       {std::tuple<const char *, const char *, const char *>{
+            "occupancy", "kiln_attn_fwd_f16_mma64b4", "kiln_attn_bwd_dq_f16_mma64b3"},
+        {"q128,occupancy", "kiln_attn_fwd_f16_mma64q128b2", "kiln_attn_bwd_dq_f16_mma64"}}) {
+    ScopedEnv env("KILN_CUDA_ATTENTION", value);
+    AttentionParams a = ct::attentionParams(1, 2, 140, 70, 64, 64, true);
+    check(PkgDType::F16, a, true);
+    FakeCudaApi api;
+    api.device.multiprocessors = 2;
+    api.hostKernels = *kernels;
+    LoadedPackage pkg = ct::attentionPackage(a, PkgDType::F16);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = ct::randomTyped(PkgDType::F16, pkg.buffers[i].size / 2, gen);
+    run(pkg, api, in);
+    ASSERT_EQ(api.launches.size(), 8u);
+    EXPECT_EQ(api.launches[0].entry, forward) << value;
+    EXPECT_EQ(api.launches[3].entry, dq) << value;
+  }
+}
+
 TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
   ScopedEnv env("KILN_CUDA_ATTENTION", "fast");
   std::string message = loadError(ct::attentionPackage(
       ct::attentionParams(1, 1, 4, 4, 16, 16, false), PkgDType::BF16));
-  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, pairs, stages, q128 or wmma"),
+  EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, wmma, or a comma-separated "
+                         "list of pairs, stages, q128 and occupancy"),
             std::string::npos)
       << message;
 }
@@ -730,7 +782,7 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
   for (PkgDType dtype : {PkgDType::F16, PkgDType::BF16}) {
     std::vector<AttentionConfig> v =
         attentionConfigVariants(dtype, 64, 40, 90).value();
-    ASSERT_EQ(v.size(), 4u);
+    ASSERT_EQ(v.size(), 8u);
     EXPECT_FALSE(v[0].dkdvPairs);
     EXPECT_TRUE(v[1].dkdvPairs);
     EXPECT_EQ(v[1].dkdv, v[0].dkdv + "p");
@@ -752,20 +804,46 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
       EXPECT_EQ(w.forwardShared, n.forwardShared);
       EXPECT_EQ(w.dqShared, n.dqShared);
     }
+    // Then each of those compiled for more blocks per SM: the forward for
+    // 16 warps, dQ on 64 rows for 12 (on 128 it stays at one block).
+    for (int i = 4; i < 8; ++i) {
+      const AttentionConfig &n = v[i - 4], &o = v[i];
+      int blocks = n.wideRows ? 2 : 4;
+      EXPECT_EQ(o.forwardMinBlocks, blocks);
+      EXPECT_EQ(o.forward, n.forward + "b" + std::to_string(blocks));
+      EXPECT_EQ(o.dqMinBlocks, n.wideRows ? 1 : 3);
+      EXPECT_EQ(o.dq, n.wideRows ? n.dq : n.dq + "b3");
+      EXPECT_EQ(o.dkdv, n.dkdv);
+      EXPECT_EQ(o.forwardThreads * o.forwardMinBlocks, 16 * 32);
+      EXPECT_EQ(n.forwardMinBlocks, 1);
+      EXPECT_EQ(n.dqMinBlocks, 1);
+    }
     // KILN_CUDA_ATTENTION's requests pick one forward and one backward.
-    auto requested = [&](AttentionRequest r, bool grad) {
+    auto requested = [&](const char *value, bool grad) {
+      ScopedEnv env("KILN_CUDA_ATTENTION", value);
+      StatusOr<AttentionRequest> r = attentionRequestFromEnv();
+      EXPECT_TRUE(r.isOk()) << value;
       std::vector<int> ids;
-      for (int i = 0; i < 4; ++i)
-        if (attentionVariantRequested(r, v[i], grad))
+      for (int i = 0; i < 8; ++i)
+        if (attentionVariantRequested(r.value(), v[i], grad))
           ids.push_back(i);
       return ids;
     };
-    EXPECT_EQ(requested(AttentionRequest::Pairs, false), (std::vector<int>{0, 1}));
-    EXPECT_EQ(requested(AttentionRequest::Pairs, true), (std::vector<int>{1}));
-    EXPECT_EQ(requested(AttentionRequest::Q128, false), (std::vector<int>{2, 3}));
-    EXPECT_EQ(requested(AttentionRequest::Q128, true), (std::vector<int>{2}));
-    EXPECT_TRUE(requested(AttentionRequest::Stages, true).empty());
-    EXPECT_EQ(requested(AttentionRequest::Any, true).size(), 4u);
+    EXPECT_EQ(requested("pairs", false), (std::vector<int>{0, 1}));
+    EXPECT_EQ(requested("pairs", true), (std::vector<int>{1}));
+    EXPECT_EQ(requested("q128", false), (std::vector<int>{2, 3}));
+    // (6's backward kernels are 2's: dQ on 128 rows has one occupancy.)
+    EXPECT_EQ(requested("q128", true), (std::vector<int>{2, 6}));
+    EXPECT_EQ(requested("occupancy", false), (std::vector<int>{4, 5}));
+    EXPECT_EQ(requested("occupancy", true), (std::vector<int>{4}));
+    EXPECT_EQ(requested("q128,occupancy", false), (std::vector<int>{6, 7}));
+    EXPECT_EQ(requested("pairs,occupancy", true), (std::vector<int>{5}));
+    // dQ on 128 rows has no occupancy variant: none (all are kept).
+    EXPECT_TRUE(requested("q128,occupancy", true).empty());
+    EXPECT_TRUE(requested("stages", true).empty());
+    EXPECT_EQ(requested("mma", true).size(), 8u);
+    ScopedEnv bad("KILN_CUDA_ATTENTION", "pairs,,q128");
+    EXPECT_FALSE(attentionRequestFromEnv().isOk());
     EXPECT_EQ(attentionConfigVariants(dtype, 64, 64, 90, false).value().size(), 1u);
     // Past 64: two stages in dynamic shared memory, the forward and dQ,
     // and dK/dV past 128 (at 128 it has two stages already); the warp
@@ -823,20 +901,27 @@ TEST(CudaAttentionNvrtcTest, KernelsAssembleForSm90) {
 
 // The runtime's own path: the real table's NVRTC (no driver needed)
 // compiles the source as CudaAttention::create does, to an sm_90 cubin:
-// GPT-2's set (bf16, head dim 64, dK/dV both ways, the forward and dQ
-// on 64 and 128 query rows), the time printed. (Every kernel compiles
-// and assembles in KernelsAssembleForSm90; compiling all 52 again here took
-// another 50 s of the suite.)
+// GPT-2's set as CudaAttention::create compiles it (bf16, head dim 64,
+// every variant: dK/dV both ways, the forward and dQ on 64 and 128 query
+// rows, each for one block per SM and for more), the time printed. (Every
+// kernel compiles and assembles in KernelsAssembleForSm90; compiling all
+// of them again here would add most of a minute to the suite.)
 TEST(CudaAttentionNvrtcTest, TheRealTableCompilesTheKernels) {
   std::string skip;
+  std::set<std::string> forwards;
+  StatusOr<std::vector<AttentionConfig>> variants =
+      attentionConfigVariants(PkgDType::BF16, 64, 64, 90);
+  ASSERT_TRUE(variants.isOk());
+  for (const AttentionConfig &c : variants.value())
+    forwards.insert(c.forward);
+  EXPECT_EQ(forwards.size(), 4u);
+  std::vector<std::string> entries = attentionKernelEntryPoints(90, true, forwards);
   auto start = std::chrono::steady_clock::now();
-  ct::expectRealTableCompiles(
-      attentionKernelSource(90, {"kiln_attn_fwd_bf16_mma64", "kiln_attn_fwd_bf16_mma64q128"}),
-      "kiln_attention", skip);
+  ct::expectRealTableCompiles(attentionKernelSource(90, forwards), "kiln_attention", skip);
   if (!skip.empty())
     GTEST_SKIP() << skip;
   ASSERT_FALSE(HasFatalFailure());
-  std::printf("NVRTC sm_90, the bf16 head-dim-64 set (7 kernels): %.1f s\n",
+  std::printf("NVRTC sm_90, the bf16 head-dim-64 set (%zu kernels): %.1f s\n", entries.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 

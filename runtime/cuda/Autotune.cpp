@@ -5,14 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Autotune.h"
-
-#include <unistd.h>
+#include "runtime/cuda/CubinCache.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -24,35 +20,9 @@ namespace {
 
 constexpr const char *kCacheVersion = "kiln autotune 1";
 
-// FNV-1a: a file name for a key (the file holds the key itself, so a
-// collision is only a miss).
-uint64_t fnv1a(const std::string &text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 } // namespace
 
-std::string autotuneCacheDirectory() {
-  std::string dir;
-  if (const char *env = std::getenv("KILN_CACHE_DIR")) {
-    if (std::string(env) == "off" || !*env)
-      return "";
-    dir = env;
-  } else if (const char *home = std::getenv("HOME")) {
-    dir = std::string(home) + "/.cache/kiln";
-  } else {
-    return "";
-  }
-  dir += "/autotune";
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  return std::filesystem::is_directory(dir, error) ? dir : "";
-}
+std::string autotuneCacheDirectory() { return kilnCacheDirectory("autotune"); }
 
 Autotuner::~Autotuner() {
   for (CudaEvent e : {start_, end_})
@@ -101,26 +71,14 @@ void Autotuner::writeCache(const std::string &key, const std::string &id,
                            const Tuning &tuning) const {
   if (options_.cacheDir.empty())
     return;
-  std::string path = cachePath(key);
-  // Unique per process and per writer within it (executables of several
-  // devices may tune at once in one process).
-  static std::atomic<uint64_t> writers{0};
-  std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(writers.fetch_add(1));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return; // the cache is an optimization: a read-only one is no error
-    out << key << "chosen " << id << "\n";
-    out << "# " << tuning.description << "\n# ms";
-    for (double ms : tuning.ms)
-      out << " " << ms;
-    out << "\n";
-    if (!out.flush())
-      return (void)std::remove(temp.c_str());
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0)
-    std::remove(temp.c_str());
+  std::ostringstream out;
+  out << key << "chosen " << id << "\n";
+  out << "# " << tuning.description << "\n# ms";
+  for (double ms : tuning.ms)
+    out << " " << ms;
+  out << "\n";
+  // The cache is an optimization: a read-only one is no error.
+  writeFileAtomically(cachePath(key), out.str());
 }
 
 AutotuneCandidates gemmCandidates(CudaApi &api, GemmPlan plan) {

@@ -212,6 +212,11 @@ public:
   virtual Status nvrtcCompile(const std::string &source, const std::string &name,
                               unsigned arch, std::vector<uint8_t> &cubin,
                               std::string &log) = 0;
+  // What nvrtcCompile's cubin depends on besides the source, the name and
+  // the architecture (NVRTC's version, its options and headers), for
+  // CubinCache.h's key; "" where that is unknown, and then nothing is
+  // cached on disk.
+  virtual std::string nvrtcIdentity() { return ""; }
 
   // cuBLASLt. gemmPlan picks the algorithm (cublasLtMatmulAlgoGetHeuristic)
   // for at most |workspaceBytes| of workspace; gemmRun runs it on |stream|.

@@ -247,6 +247,18 @@ public:
                       unsigned arch, std::vector<uint8_t> &cubin,
                       std::string &log) override;
 
+  std::string nvrtcIdentity() override {
+    int major = 0, minor = 0;
+    if (!nvrtc_ || !nvrtc_.nvrtcVersion ||
+        nvrtc_.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+      return "";
+    // What a compile depends on besides the source and the architecture:
+    // the version, the library and the headers it includes.
+    return "NVRTC " + std::to_string(major) + "." + std::to_string(minor) +
+           " (" + nvrtcPath_ + ") -std=c++17 -default-device -I" +
+           includeDirectory();
+  }
+
   Status gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t workspaceBytes,
                   bool *unsupported) override;
   using CudaApi::gemmRun;
@@ -381,6 +393,8 @@ private:
     KILN_CUDA_FN(nvrtcGetCUBINSize);
     KILN_CUDA_FN(nvrtcGetCUBIN);
     KILN_CUDA_FN(nvrtcDestroyProgram);
+    // Optional: for the cubin cache's key.
+    KILN_CUDA_FN(nvrtcVersion);
   } nvrtc_;
 
   std::string cudartPath_, ltPath_, nvrtcPath_, ltTried_, nvrtcTried_;
@@ -475,6 +489,8 @@ Status RealCudaApi::load(bool requireDriver) {
                 KILN_DLSYM(table, nv, nvrtcGetCUBINSize) &&
                 KILN_DLSYM(table, nv, nvrtcGetCUBIN) &&
                 KILN_DLSYM(table, nv, nvrtcDestroyProgram);
+    table.nvrtcVersion = reinterpret_cast<decltype(table.nvrtcVersion)>(
+        dlsym(nv, "nvrtcVersion"));
     if (nvOk)
       nvrtc_ = table;
     else

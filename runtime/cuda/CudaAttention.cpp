@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaAttention.h"
+#include "runtime/cuda/CubinCache.h"
 #include "runtime/cuda/CudaAttentionKernels.h"
 
 #include <algorithm>
@@ -550,12 +551,9 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
       return s;
     // The kernels' identity for the autotuning cache: another Kiln may time
     // differently.
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char ch : source)
-      h = (h ^ ch) * 0x100000001b3ull;
     char text[48];
     std::snprintf(text, sizeof(text), "kiln attention kernels %016llx",
-                  static_cast<unsigned long long>(h));
+                  static_cast<unsigned long long>(fnv1a(source)));
     attention->library_ = text;
   }
   if (bytes) {

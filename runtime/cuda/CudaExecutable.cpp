@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaExecutable.h"
+#include "runtime/cuda/CubinCache.h"
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaAttention.h"
@@ -350,10 +351,19 @@ Status CudaExecutable::loadKernel(size_t index) {
   if (!loaded && !k.source.empty()) {
     std::vector<uint8_t> cubin;
     std::string log;
-    Status s = api_.nvrtcCompile(k.source, k.entryPoint, arch, cubin, log);
+    bool fromDisk = false;
+    Status s = nvrtcCompileCached(api_, k.source, k.entryPoint, arch, cubin,
+                                  log, &fromDisk);
     if (s.isOk())
       loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc, arch);
-    else
+    // A cached cubin that does not load: NVRTC's own, once.
+    if (s.isOk() && !loaded && fromDisk) {
+      s = nvrtcCompileCached(api_, k.source, k.entryPoint, arch, cubin, log,
+                             nullptr, /*refresh=*/true);
+      if (s.isOk())
+        loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc, arch);
+    }
+    if (!s.isOk())
       tried += std::string(tried.empty() ? "" : "; ") + "nvrtc: " + s.message();
   }
   if (!loaded)

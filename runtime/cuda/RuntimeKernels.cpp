@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/RuntimeKernels.h"
+#include "runtime/cuda/CubinCache.h"
 
 #include <functional>
 #include <mutex>
@@ -30,6 +31,11 @@ constexpr size_t kMaxKernelArgs = 32;
 
 } // namespace
 
+void RuntimeKernels::clearProcessCache() {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  cubinCache().clear();
+}
+
 RuntimeKernels::~RuntimeKernels() {
   if (module_)
     api_.moduleUnload(module_);
@@ -46,25 +52,40 @@ Status RuntimeKernels::load(const std::string &source, unsigned arch) {
     if (found != cubinCache().end() && found->second.source == source)
       cubin = found->second.cubin;
   }
-  if (cubin.empty()) {
+  // Compiled by NVRTC, or read from the disk cache (CubinCache.h);
+  // |refresh| compiles whatever the disk holds.
+  bool fromDisk = false;
+  auto compile = [&](bool refresh) {
     std::string log;
-    if (Status s = api_.nvrtcCompile(source, program_, arch, cubin, log);
-        !s.isOk())
+    Status s = nvrtcCompileCached(api_, source, program_, arch, cubin, log,
+                                  &fromDisk, refresh);
+    if (!s.isOk())
       return Status::error("the " + what_ + " kernels (NVRTC for sm_" +
                            std::to_string(arch) + "): " + s.message() +
                            (log.empty() ? "" : "\n" + log));
     std::lock_guard<std::mutex> lock(cacheMutex);
     cubinCache()[key] = {source, cubin};
-  }
+    return Status::ok();
+  };
+  if (cubin.empty())
+    if (Status s = compile(false); !s.isOk())
+      return s;
   if (module_) {
     api_.moduleUnload(module_);
     module_ = nullptr;
     functions_.clear();
   }
-  if (Status s = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
-      !s.isOk()) {
+  Status loaded = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+  // A cubin from the disk that does not load (a damaged file, a driver
+  // that refuses it): NVRTC's own, once.
+  if (!loaded.isOk() && fromDisk) {
+    if (Status s = compile(true); !s.isOk())
+      return s;
+    loaded = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+  }
+  if (!loaded.isOk()) {
     module_ = nullptr;
-    return Status::error("the " + what_ + " kernels: " + s.message());
+    return Status::error("the " + what_ + " kernels: " + loaded.message());
   }
   return Status::ok();
 }

@@ -46,9 +46,13 @@ public:
   RuntimeKernels(const RuntimeKernels &) = delete;
   RuntimeKernels &operator=(const RuntimeKernels &) = delete;
 
-  // Compiles |source| for sm_|arch| (or takes it from the process cache)
-  // and loads it.
+  // Compiles |source| for sm_|arch| (or takes it from the process cache,
+  // else from the disk cache: CubinCache.h) and loads it. A cubin from the
+  // disk that does not load is compiled again, once.
   Status load(const std::string &source, unsigned arch);
+  // Empties the process cache (tests: the next load reads the disk cache
+  // or compiles).
+  static void clearProcessCache();
   bool loaded() const { return module_ != nullptr; }
 
   // The loaded module's entry point |entry| (looked up once).

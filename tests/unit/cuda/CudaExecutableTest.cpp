@@ -22,8 +22,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -305,6 +308,36 @@ TEST_F(CudaExecutableTest, CodeSelectionFollowsTheDeviceArchitecture) {
     ASSERT_TRUE(exec2);
     EXPECT_EQ(exec2->kernelCode()[1], KernelCode::Nvrtc);
     EXPECT_EQ(api.nvrtcArchs, (std::vector<unsigned>{90, 90, 90, 90}));
+  }
+  {
+    // With an NVRTC the disk cache knows (CubinCache.h), a second
+    // executable of the package takes the re-JITted cubins from the disk.
+    std::string dir = ::testing::TempDir() + "kiln-rejit-cache-" +
+                      std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    const char *old = std::getenv("KILN_CACHE_DIR");
+    std::string previous = old ? old : "";
+    setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+    api.nvrtcIdentityText = "fake NVRTC 1.0";
+    api.nvrtcArchs.clear();
+    api.loadedImages.clear();
+    auto first = make(mlpPackage({80}, 0));
+    ASSERT_TRUE(first);
+    size_t compiled = api.nvrtcArchs.size();
+    EXPECT_GE(compiled, 1u);
+    auto second = make(mlpPackage({80}, 0));
+    ASSERT_TRUE(second);
+    EXPECT_EQ(api.nvrtcArchs.size(), compiled); // nothing compiled again
+    EXPECT_EQ(second->kernelCode()[0], KernelCode::Nvrtc);
+    ASSERT_EQ(api.loadedImages.size(), 2 * compiled);
+    for (size_t i = 0; i < compiled; ++i)
+      EXPECT_EQ(api.loadedImages[compiled + i], api.loadedImages[i]);
+    api.nvrtcIdentityText.clear();
+    if (old)
+      setenv("KILN_CACHE_DIR", previous.c_str(), 1);
+    else
+      unsetenv("KILN_CACHE_DIR");
+    std::filesystem::remove_all(dir);
   }
   {
     // An sm_80 device takes the sm_80 cubin.

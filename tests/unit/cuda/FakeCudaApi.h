@@ -319,6 +319,10 @@ public:
     return launchKernel(function, grid, block, sharedMemoryBytes, stream,
                         params, paramCount);
   }
+  // The NVRTC this fake claims to be (nvrtcIdentityText): "" by default,
+  // so nothing is cached on disk (CubinCache.h) unless a test asks.
+  std::string nvrtcIdentity() override { return nvrtcIdentityText; }
+  std::string nvrtcIdentityText;
   Status nvrtcCompile(const std::string &source, const std::string &name,
                       unsigned arch, std::vector<uint8_t> &cubin,
                       std::string &log) override {

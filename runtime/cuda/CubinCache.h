@@ -1,0 +1,65 @@
+//===- CubinCache.h - NVRTC's cubins for the runtime, kept on disk -------===//
+//
+// The runtime compiles kernels of its own through NVRTC when an executable
+// is made: the attention, convolution and epilogue kernel sets
+// (RuntimeKernels.h) and, for a device a package has no code for, the
+// package's kernel source (CudaExecutable). GPT-2's attention set alone is
+// 10 kernels, seconds of NVRTC in every process. nvrtcCompileCached keeps
+// each cubin on disk, as `kiln compile`'s own cache does for the
+// generated kernels (codegen/cuda/Nvrtc.h), so a second process loads it:
+//
+//   $KILN_CACHE_DIR/cubin/HASH.cubin (default ~/.cache/kiln/cubin;
+//   KILN_CACHE_DIR=off disables it, as it does the autotuner's cache)
+//
+// Each file holds its whole key (CudaApi::nvrtcIdentity(): NVRTC's
+// version, options and headers; the program's name; the architecture) and
+// the source, both compared in full on read: a hash collision, another
+// NVRTC or a changed source compiles again and rewrites the file. Files
+// are written under a name unique to the writer, then renamed, so
+// processes may share the directory. Nothing is cached where the table
+// cannot say which NVRTC it has (nvrtcIdentity() ""). The cache is an
+// optimization: a directory that cannot be written, or a file that cannot
+// be read, is a miss, never an error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_CUBINCACHE_H
+#define KILN_RUNTIME_CUDA_CUBINCACHE_H
+
+#include "runtime/Status.h"
+#include "runtime/cuda/CudaApi.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+// $KILN_CACHE_DIR/|sub| (else $HOME/.cache/kiln/|sub|), created; "" when
+// KILN_CACHE_DIR is "off" or empty, there is no HOME, or it cannot be made.
+std::string kilnCacheDirectory(const std::string &sub);
+
+// FNV-1a over |text|: a file name for a key whose file holds the key
+// itself (a collision is only a miss), or a short identity of a source.
+uint64_t fnv1a(const std::string &text);
+
+// Writes |bytes| to |path| through a name unique to this writer (process
+// and call), renamed over |path|; false (and nothing left behind) when
+// that fails.
+bool writeFileAtomically(const std::string &path, const std::string &bytes);
+
+// |api|'s NVRTC compile of |source| (program |name|) for sm_|arch|, taken
+// from the disk cache when it holds it (*|fromDisk| set then). |refresh|:
+// compile whatever the cache holds and rewrite its entry (after a cached
+// cubin failed to load). |log| gets NVRTC's log when it compiled.
+Status nvrtcCompileCached(CudaApi &api, const std::string &source,
+                          const std::string &name, unsigned arch,
+                          std::vector<uint8_t> &cubin, std::string &log,
+                          bool *fromDisk = nullptr, bool refresh = false);
+
+// The directory nvrtcCompileCached uses ("" when it caches nothing).
+std::string cubinCacheDirectory();
+
+} // namespace kiln::runtime::cuda
+
+#endif // KILN_RUNTIME_CUDA_CUBINCACHE_H

@@ -1,0 +1,238 @@
+//===- CubinCacheTest.cpp - NVRTC's cubins for the runtime, on disk -------===//
+//
+// runtime/cuda/CubinCache.h on the fake table (its "cubin" is text naming
+// the source it came from; its NVRTC counts its compiles) and on the real
+// table's NVRTC, which needs no GPU: a second compile comes from the disk;
+// another source, program, architecture or NVRTC compiles again; a damaged
+// entry is a miss and is rewritten; an unknown NVRTC, KILN_CACHE_DIR=off
+// or a cache directory that cannot be made caches nothing and is no error;
+// RuntimeKernels and CudaExecutable's re-JIT read the disk cache, and
+// compile again when a cached cubin does not load.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CubinCache.h"
+#include "runtime/cuda/RuntimeKernels.h"
+#include "tests/unit/cuda/FakeCudaApi.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakeCudaApi;
+
+// KILN_CACHE_DIR set to a fresh directory (or |value|) for a test.
+class CubinCacheTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    root = fs::temp_directory_path() /
+           ("kiln-cubin-cache-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root);
+    fs::create_directories(root);
+    if (const char *old = std::getenv("KILN_CACHE_DIR"))
+      previous = old, had = true;
+    setenv("KILN_CACHE_DIR", root.c_str(), 1);
+    api.nvrtcIdentityText = "fake NVRTC 1.0";
+    RuntimeKernels::clearProcessCache();
+  }
+  void TearDown() override {
+    if (had)
+      setenv("KILN_CACHE_DIR", previous.c_str(), 1);
+    else
+      unsetenv("KILN_CACHE_DIR");
+    fs::remove_all(root);
+    RuntimeKernels::clearProcessCache();
+  }
+  // The cache's files (temporary ones included, which must not remain).
+  std::vector<fs::path> entries() const {
+    std::vector<fs::path> files;
+    if (fs::is_directory(root / "cubin"))
+      for (const auto &e : fs::directory_iterator(root / "cubin"))
+        files.push_back(e.path());
+    return files;
+  }
+  std::vector<uint8_t> compile(FakeCudaApi &on, const std::string &source,
+                               const std::string &name, unsigned arch,
+                               bool *fromDisk) {
+    std::vector<uint8_t> cubin;
+    std::string log;
+    Status s = nvrtcCompileCached(on, source, name, arch, cubin, log, fromDisk);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    return cubin;
+  }
+
+  fs::path root;
+  std::string previous;
+  bool had = false;
+  FakeCudaApi api;
+};
+
+const char *kSource = "extern \"C\" __global__ void k(float *x) { x[0] = 1; }";
+
+TEST_F(CubinCacheTest, SecondCompileComesFromTheDisk) {
+  bool fromDisk = true;
+  std::vector<uint8_t> first = compile(api, kSource, "kiln_k", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  EXPECT_EQ(api.nvrtcArchs, (std::vector<unsigned>{90}));
+  ASSERT_EQ(entries().size(), 1u);
+  EXPECT_EQ(entries()[0].extension(), ".cubin");
+  // Another process (a fresh table): no NVRTC, the same bytes.
+  FakeCudaApi other;
+  other.nvrtcIdentityText = api.nvrtcIdentityText;
+  std::vector<uint8_t> second = compile(other, kSource, "kiln_k", 90, &fromDisk);
+  EXPECT_TRUE(fromDisk);
+  EXPECT_TRUE(other.nvrtcArchs.empty());
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(cubinCacheDirectory(), (root / "cubin").string());
+}
+
+TEST_F(CubinCacheTest, AnotherSourceProgramArchitectureOrNvrtcCompilesAgain) {
+  bool fromDisk = false;
+  compile(api, kSource, "kiln_k", 90, &fromDisk);
+  std::string changed = std::string(kSource) + " // changed";
+  compile(api, changed, "kiln_k", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  compile(api, kSource, "kiln_other", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  compile(api, kSource, "kiln_k", 80, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  FakeCudaApi newer;
+  newer.nvrtcIdentityText = "fake NVRTC 1.1";
+  compile(newer, kSource, "kiln_k", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  EXPECT_EQ(api.nvrtcArchs, (std::vector<unsigned>{90, 90, 90, 80}));
+  EXPECT_EQ(newer.nvrtcArchs, (std::vector<unsigned>{90}));
+  EXPECT_EQ(entries().size(), 5u);
+  // Each is still there.
+  FakeCudaApi again;
+  again.nvrtcIdentityText = "fake NVRTC 1.0";
+  compile(again, changed, "kiln_k", 90, &fromDisk);
+  EXPECT_TRUE(fromDisk);
+  compile(again, kSource, "kiln_k", 80, &fromDisk);
+  EXPECT_TRUE(fromDisk);
+  EXPECT_TRUE(again.nvrtcArchs.empty());
+}
+
+TEST_F(CubinCacheTest, DamagedEntryIsAMissAndIsRewritten) {
+  bool fromDisk = false;
+  std::vector<uint8_t> good = compile(api, kSource, "kiln_k", 90, &fromDisk);
+  ASSERT_EQ(entries().size(), 1u);
+  fs::path entry = entries()[0];
+  std::string bytes;
+  {
+    std::ifstream in(entry, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Cut short, then one byte of the source changed, then empty: each a
+  // miss, compiled and rewritten, then read back.
+  std::string flipped = bytes;
+  flipped[bytes.find("x[0]")] = 'y';
+  for (const std::string &damaged : {bytes.substr(0, bytes.size() - 3), flipped,
+                                     std::string()}) {
+    {
+      std::ofstream out(entry, std::ios::binary | std::ios::trunc);
+      out << damaged;
+    }
+    FakeCudaApi fresh;
+    fresh.nvrtcIdentityText = api.nvrtcIdentityText;
+    EXPECT_EQ(compile(fresh, kSource, "kiln_k", 90, &fromDisk), good);
+    EXPECT_FALSE(fromDisk);
+    EXPECT_EQ(fresh.nvrtcArchs.size(), 1u);
+    compile(fresh, kSource, "kiln_k", 90, &fromDisk);
+    EXPECT_TRUE(fromDisk);
+  }
+  EXPECT_EQ(entries().size(), 1u); // no temporary file left behind
+}
+
+TEST_F(CubinCacheTest, NothingIsCachedWithoutAKnownNvrtcOrADirectory) {
+  bool fromDisk = true;
+  api.nvrtcIdentityText = "";
+  compile(api, kSource, "kiln_k", 90, &fromDisk);
+  compile(api, kSource, "kiln_k", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  EXPECT_EQ(api.nvrtcArchs.size(), 2u);
+  EXPECT_TRUE(entries().empty());
+  api.nvrtcIdentityText = "fake NVRTC 1.0";
+  setenv("KILN_CACHE_DIR", "off", 1);
+  compile(api, kSource, "kiln_k", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  EXPECT_TRUE(entries().empty());
+  EXPECT_EQ(cubinCacheDirectory(), "");
+  // A cache "directory" that is a file cannot be made: compiles, no error.
+  std::ofstream(root / "file") << "not a directory";
+  setenv("KILN_CACHE_DIR", (root / "file").c_str(), 1);
+  compile(api, kSource, "kiln_k", 90, &fromDisk);
+  EXPECT_FALSE(fromDisk);
+  EXPECT_EQ(api.nvrtcArchs.size(), 4u);
+  EXPECT_EQ(cubinCacheDirectory(), "");
+}
+
+// RuntimeKernels (the attention, convolution and epilogue sets): the
+// process cache first, then the disk; a cubin from the disk that the
+// driver refuses is compiled again, once, and loads.
+TEST_F(CubinCacheTest, RuntimeKernelsReadTheDiskCache) {
+  {
+    RuntimeKernels k(api, "kiln_k", "test");
+    ASSERT_TRUE(k.load(kSource, 90).isOk());
+  }
+  EXPECT_EQ(api.nvrtcArchs.size(), 1u);
+  RuntimeKernels::clearProcessCache();
+  FakeCudaApi other;
+  other.nvrtcIdentityText = api.nvrtcIdentityText;
+  {
+    RuntimeKernels k(other, "kiln_k", "test");
+    ASSERT_TRUE(k.load(kSource, 90).isOk());
+    EXPECT_TRUE(k.loaded());
+  }
+  EXPECT_TRUE(other.nvrtcArchs.empty());
+  EXPECT_EQ(other.loadedImages, api.loadedImages);
+  RuntimeKernels::clearProcessCache();
+  FakeCudaApi refusing;
+  refusing.nvrtcIdentityText = api.nvrtcIdentityText;
+  refusing.failCall = "cuModuleLoadData";
+  refusing.failAt = 0; // the cached cubin's load
+  RuntimeKernels k(refusing, "kiln_k", "test");
+  Status s = k.load(kSource, 90);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(refusing.nvrtcArchs, (std::vector<unsigned>{90}));
+  EXPECT_EQ(refusing.loadedImages.size(), 1u);
+}
+
+// The real table's NVRTC (no GPU needed): its identity names its version,
+// and its cubin comes back from the disk byte for byte.
+TEST_F(CubinCacheTest, RealNvrtcCubinsComeBackFromTheDisk) {
+  StatusOr<std::unique_ptr<CudaApi>> loaded = loadCudaApi(/*requireDriver=*/false);
+  if (!loaded.isOk())
+    GTEST_SKIP() << "no CUDA runtime library: " << loaded.status().message();
+  CudaApi &real = *loaded.value();
+  std::string identity = real.nvrtcIdentity();
+  if (identity.empty())
+    GTEST_SKIP() << "NVRTC is not available here (or has no nvrtcVersion)";
+  EXPECT_EQ(identity.rfind("NVRTC ", 0), 0u) << identity;
+  EXPECT_NE(identity.find("-I"), std::string::npos) << identity;
+  std::vector<uint8_t> first, second;
+  std::string log;
+  bool fromDisk = true;
+  ASSERT_TRUE(nvrtcCompileCached(real, kSource, "kiln_k", 90, first, log, &fromDisk).isOk());
+  EXPECT_FALSE(fromDisk);
+  ASSERT_TRUE(nvrtcCompileCached(real, kSource, "kiln_k", 90, second, log, &fromDisk).isOk());
+  EXPECT_TRUE(fromDisk);
+  EXPECT_EQ(second, first);
+  ASSERT_GT(second.size(), 4u);
+  EXPECT_EQ(std::string(second.begin(), second.begin() + 4), "\x7f" "ELF");
+}
+
+} // namespace
+} // namespace kiln::runtime::cuda

@@ -44,6 +44,25 @@ PackageThunk &addThunk(LoadedPackage &p, ThunkKind kind,
   return t;
 }
 
+// A causal packed attention (qkv [B,T,3,H,D] -> out [B,T,H,D], lse) and
+// its gradient (qkv, out, lse, dout -> dqkv), named attentionN.*.
+void addPackedAttention(LoadedPackage &p, const std::string &name, int64_t B,
+                        int64_t H, int64_t T, int64_t D) {
+  uint32_t qkv = addBuffer(p, "qkv", PkgDType::BF16, {B, T, 3, H, D});
+  uint32_t o = addBuffer(p, name + ".0", PkgDType::BF16, {B, T, H, D});
+  uint32_t lse = addBuffer(p, name + ".1", PkgDType::F32, {B, H, T});
+  uint32_t dout = addBuffer(p, "dout", PkgDType::BF16, {B, T, H, D});
+  uint32_t dqkv = addBuffer(p, "dqkv", PkgDType::BF16, {B, T, 3, H, D});
+  for (bool grad : {false, true}) {
+    PackageThunk &t =
+        grad ? addThunk(p, ThunkKind::LibraryCall, {qkv, o, lse, dout}, {dqkv})
+             : addThunk(p, ThunkKind::LibraryCall, {qkv}, {o, lse});
+    t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
+    t.hasAttention = true;
+    t.attention = {B, H, T, T, D, D, 0.125, true, AttentionLayout::PackedBTHD};
+  }
+}
+
 double seconds(const RooflineDevice &d, double flops, double peak,
                double efficiency, double bytes) {
   return std::max(flops / (peak * efficiency),
@@ -251,19 +270,7 @@ TEST(PackageRooflineTest, PackedAttentionCosts) {
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;
   const int64_t B = 4, H = 12, T = 1024, D = 64;
-  uint32_t qkv = addBuffer(p, "qkv", PkgDType::BF16, {B, T, 3, H, D});
-  uint32_t o = addBuffer(p, "attention3.0", PkgDType::BF16, {B, T, H, D});
-  uint32_t lse = addBuffer(p, "attention3.1", PkgDType::F32, {B, H, T});
-  uint32_t dout = addBuffer(p, "dout", PkgDType::BF16, {B, T, H, D});
-  uint32_t dqkv = addBuffer(p, "dqkv", PkgDType::BF16, {B, T, 3, H, D});
-  for (bool grad : {false, true}) {
-    PackageThunk &t =
-        grad ? addThunk(p, ThunkKind::LibraryCall, {qkv, o, lse, dout}, {dqkv})
-             : addThunk(p, ThunkKind::LibraryCall, {qkv}, {o, lse});
-    t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
-    t.hasAttention = true;
-    t.attention = {B, H, T, T, D, D, 0.125, true, AttentionLayout::PackedBTHD};
-  }
+  addPackedAttention(p, "attention3", B, H, T, D);
   RooflineDevice d;
   PackageRooflineResult r = predictPackageRoofline(p, d);
   ASSERT_EQ(r.thunks.size(), 2u);
@@ -471,21 +478,8 @@ TEST(PackageRooflineTest, ModelFlopsCountTheAttentionAsPeersDo) {
   in.shape = {B, T};
   in.buffer = tokens;
   p.inputs.push_back(in);
-  uint32_t qkv = addBuffer(p, "qkv", PkgDType::BF16, {B, T, 3, H, D});
-  for (int layer = 0; layer < layers; ++layer) {
-    std::string at = "attention" + std::to_string(layer);
-    uint32_t o = addBuffer(p, at + ".0", PkgDType::BF16, {B, T, H, D});
-    uint32_t lse = addBuffer(p, at + ".1", PkgDType::F32, {B, H, T});
-    uint32_t dqkv = addBuffer(p, at + ".dqkv", PkgDType::BF16, {B, T, 3, H, D});
-    for (bool grad : {false, true}) {
-      PackageThunk &t =
-          grad ? addThunk(p, ThunkKind::LibraryCall, {qkv, o, lse, o}, {dqkv})
-               : addThunk(p, ThunkKind::LibraryCall, {qkv}, {o, lse});
-      t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
-      t.hasAttention = true;
-      t.attention = {B, H, T, T, D, D, 0.125, true, AttentionLayout::PackedBTHD};
-    }
-  }
+  for (int layer = 0; layer < layers; ++layer)
+    addPackedAttention(p, "attention" + std::to_string(layer), B, H, T, D);
   RooflineDevice d;
   PackageRooflineResult r = predictPackageRoofline(p, d);
   const double n = B * T; // tokens

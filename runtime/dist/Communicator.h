@@ -110,10 +110,11 @@ struct CommOptions {
 // Rendezvous through a TCP store at env.masterAddr:env.masterPort (rank 0
 // serves it). Errors (a timeout, a dead rank) name the rank that is
 // missing. Defined in KilnRuntimeDist. One communicator per process and job:
-// rank 0's store lives as long as its communicator. SIGPIPE is set to
-// ignored if it had the default action (Gloo writes to sockets whose peer
-// may be gone). A failed collective leaves the communicator failed: every
-// later call returns that error.
+// rank 0's store lives as long as its communicator. Gloo's writes to a
+// socket whose peer is gone fail with EPIPE, whatever the program's
+// SIGPIPE action (Sigpipe.h: blocked in the threads that write). A failed
+// collective leaves the communicator failed: every later call returns that
+// error.
 StatusOr<std::unique_ptr<Communicator>>
 createGlooCommunicator(const DistEnv &env, const CommOptions &options);
 

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/dist/GlooCommunicator.h"
+#include "runtime/dist/Sigpipe.h"
 
 #include "runtime/dist/CollectiveCall.h"
 #include "runtime/dist/Reduce.h"
@@ -271,6 +272,9 @@ Status GlooCommunicator::rendezvous(std::unique_ptr<TcpStoreServer> server) {
   }
 
   try {
+    // Gloo's event-loop thread, started by CreateDevice, inherits the
+    // block for good; the connections' writes here have it too (Sigpipe.h).
+    ScopedSigpipeBlock noSigpipe;
     gloo::transport::tcp::attr attr;
     if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
       attr.iface = iface;
@@ -305,9 +309,13 @@ Status GlooCommunicator::rendezvous(std::unique_ptr<TcpStoreServer> server) {
 
 GlooCommunicator::~GlooCommunicator() {
   // Peers may still be finishing their last collective on data this rank
-  // sent; the sockets deliver it before they close.
-  context_.reset();
-  device_.reset();
+  // sent; the sockets deliver it before they close (to a dead peer: EPIPE,
+  // not SIGPIPE).
+  {
+    ScopedSigpipeBlock noSigpipe;
+    context_.reset();
+    device_.reset();
+  }
   if (store_)
     (void)store_->leave();
   if (server_) {
@@ -333,6 +341,9 @@ Status GlooCommunicator::run(const std::string &what, Body &&body) {
     raise(SIGKILL); // fault injection for tests (KILN_DIST_KILL_AT)
   store_->postProgress(seq_);
   auto start = std::chrono::steady_clock::now();
+  // A write to a dead peer's socket fails with EPIPE (an error naming
+  // it), not SIGPIPE (Sigpipe.h).
+  ScopedSigpipeBlock noSigpipe;
   try {
     body(static_cast<uint32_t>(seq_));
   } catch (const std::exception &e) {
@@ -533,12 +544,6 @@ Status GlooCommunicator::barrier() {
 StatusOr<std::unique_ptr<Communicator>>
 createGlooCommunicator(const DistEnv &env, const CommOptions &options,
                        std::unique_ptr<TcpStoreServer> server) {
-  // Gloo writes to its sockets with writev(2): a peer that died would end
-  // this process with SIGPIPE instead of an error naming it. Ignored unless
-  // the program has its own handler.
-  struct sigaction old {};
-  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
-    signal(SIGPIPE, SIG_IGN);
   if (env.worldSize < 1 || env.rank < 0 || env.rank >= env.worldSize)
     return Status::error("rank " + std::to_string(env.rank) +
                          " is not a rank of the world size " +

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/dist/GlooCommunicator.h"
+#include "runtime/dist/Sigpipe.h"
 #include "tests/unit/runtime-dist/ElementBytes.h"
 
 #include "runtime/Half.h"
@@ -22,9 +23,11 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -561,8 +564,19 @@ double elapsedOf(const std::string &report) {
   return at == std::string::npos ? 1e9 : std::atof(report.c_str() + at + 2);
 }
 
+// A SIGPIPE handler like the one llvm::InitLLVM installs in `kiln`: the
+// process exits with 74 (EX_IOERR), saying nothing.
+void exitOnSigpipe(int) { _exit(74); }
+bool installExitOnSigpipe(int) {
+  struct sigaction a {};
+  a.sa_handler = exitOnSigpipe;
+  return sigaction(SIGPIPE, &a, nullptr) == 0;
+}
+
 TEST(CommunicatorFailure, DeadRankIsNamedBySurvivorsWithinTheTimeout) {
   const double timeout = 3;
+  // Each rank has kiln's SIGPIPE handler: a survivor whose write reaches
+  // the dead rank's socket must fail with an error, not exit 74.
   auto reports = runForked(3, timeout, [](int rank, Communicator &comm, int) {
     float x[1024] = {};
     // A first collective that succeeds, so the failure is #2.
@@ -574,7 +588,7 @@ TEST(CommunicatorFailure, DeadRankIsNamedBySurvivorsWithinTheTimeout) {
     return timed([&] {
       return comm.allReduce(x, x, 1024, PkgDType::F32, PkgReduceKind::Sum);
     });
-  });
+  }, "127.0.0.1", installExitOnSigpipe);
   EXPECT_FALSE(reports[2].reported);
   for (int r : {0, 1}) {
     SCOPED_TRACE("rank " + std::to_string(r) + ": " + reports[r].text);
@@ -585,6 +599,61 @@ TEST(CommunicatorFailure, DeadRankIsNamedBySurvivorsWithinTheTimeout) {
     EXPECT_THAT(reports[r].text, Not(HasSubstr("rank 1 ")));
     EXPECT_LT(elapsedOf(reports[r].text), timeout);
   }
+}
+
+// The mechanism itself (Sigpipe.h), in a child with kiln's SIGPIPE handler:
+// a write to a socket whose peer closed fails with EPIPE inside the scope,
+// in the scope's thread and in a thread started inside it (Gloo's event
+// loop), and nothing is delivered when the scope ends; outside it the
+// handler runs (so this test can fail).
+// The mechanism test's handler: 74 only for the last, unblocked write; a
+// SIGPIPE delivered earlier (one a scope failed to consume) exits 20.
+volatile sig_atomic_t lastWrite = 0;
+void exitOnSigpipeAtTheEnd(int) { _exit(lastWrite ? 74 : 20); }
+
+TEST(Sigpipe, BlockedWritesToAClosedPeerFailWithEpipe) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    struct sigaction a {};
+    a.sa_handler = exitOnSigpipeAtTheEnd;
+    sigaction(SIGPIPE, &a, nullptr);
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0)
+      _exit(10);
+    close(fds[1]);
+    char byte = 1;
+    std::thread inherited;
+    bool threadGotEpipe = false;
+    {
+      ScopedSigpipeBlock block;
+      if (write(fds[0], &byte, 1) != -1 || errno != EPIPE)
+        _exit(11);
+      inherited = std::thread([&] {
+        threadGotEpipe = write(fds[0], &byte, 1) == -1 && errno == EPIPE;
+      });
+    }
+    inherited.join(); // the thread keeps the block after the scope
+    if (!threadGotEpipe)
+      _exit(12);
+    {
+      // Nested in a caller's own block: its pending signal stays its own.
+      ScopedSigpipeBlock outer;
+      { ScopedSigpipeBlock inner; (void)!write(fds[0], &byte, 1); }
+      sigset_t pending;
+      if (sigpending(&pending) != 0 || sigismember(&pending, SIGPIPE) != 1)
+        _exit(13);
+    } // consumed here
+    lastWrite = 1;
+    (void)!write(fds[0], &byte, 1); // unblocked: the handler exits 74
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 74)
+      << "10-13: the blocked writes misbehaved; 20: a SIGPIPE got through "
+         "a scope; 0: the last write did not reach the handler";
 }
 
 TEST(CommunicatorFailure, HungRankIsNamedAfterTheTimeout) {

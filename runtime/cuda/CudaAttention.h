@@ -213,6 +213,9 @@ public:
   // The loaded kernels' identity ("kiln attention kernels HASH" of their
   // source), for the autotuning cache.
   const std::string &library() const { return library_; }
+  // Its kernel set (loaded() false when no thunk has kernels to run), and
+  // where the cubin came from (RuntimeKernels::origin).
+  const RuntimeKernels &kernels() const { return kernels_; }
 
 private:
   CudaAttention(const LoadedPackage &package, CudaApi &api,

@@ -92,6 +92,9 @@ public:
 
   size_t workspaceBytes() const { return workspaceBytes_; }
 
+  // Its kernel set and where the cubin came from (RuntimeKernels::origin).
+  const RuntimeKernels &kernels() const { return kernels_; }
+
 private:
   CudaConv(const LoadedPackage &package, CudaApi &api,
            const CudaDeviceInfo &device, bool allowTf32)

@@ -97,6 +97,9 @@ public:
   // The launches planned for thunk |index| (entry points, for tests).
   std::vector<std::string> entries(size_t index) const;
 
+  // Its kernel set and where the cubin came from (RuntimeKernels::origin).
+  const RuntimeKernels &kernels() const { return kernels_; }
+
 private:
   CudaEpilogue(CudaApi &api, const CudaDeviceInfo &device)
       : api_(api), device_(device), kernels_(api, "kiln_epilogue", "GEMM epilogue") {}

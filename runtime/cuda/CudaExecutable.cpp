@@ -172,6 +172,18 @@ CudaExecutable::create(LoadedPackage package, CudaApi &api, CudaOptions options)
   return exec;
 }
 
+std::vector<std::string> CudaExecutable::kernelOrigins() const {
+  std::vector<std::string> lines;
+  auto add = [&](const char *what, const RuntimeKernels *k) {
+    if (k && k->loaded())
+      lines.push_back(std::string(what) + " kernels " + k->origin());
+  };
+  add("attention", attention_ ? &attention_->kernels() : nullptr);
+  add("convolution", conv_ ? &conv_->kernels() : nullptr);
+  add("GEMM epilogue", epilogue_ ? &epilogue_->kernels() : nullptr);
+  return lines;
+}
+
 void CudaExecutable::note(const std::string &text) {
   if (options_.log)
     options_.log(text);

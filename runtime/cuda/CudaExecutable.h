@@ -202,6 +202,13 @@ public:
   // ("attention ...").
   const std::vector<Tuning> &tuning() const { return tuning_; }
 
+  // Where the runtime's own kernel sets this executable loaded came from,
+  // one line each: "attention kernels compiled by NVRTC in 5.43 s (kept in
+  // DIR)", "... read from the cubin cache (DIR)", "... compiled earlier in
+  // this process" (RuntimeKernels::origin; the attention, convolution and
+  // GEMM epilogue sets, those it has).
+  std::vector<std::string> kernelOrigins() const;
+
 private:
   CudaExecutable(LoadedPackage package, CudaApi &api, CudaOptions options);
   Status prepare();

@@ -7,6 +7,8 @@
 #include "runtime/cuda/RuntimeKernels.h"
 #include "runtime/cuda/CubinCache.h"
 
+#include <chrono>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 
@@ -55,10 +57,21 @@ Status RuntimeKernels::load(const std::string &source, unsigned arch) {
   // Compiled by NVRTC, or read from the disk cache (CubinCache.h);
   // |refresh| compiles whatever the disk holds.
   bool fromDisk = false;
+  origin_ = "compiled earlier in this process";
   auto compile = [&](bool refresh) {
     std::string log;
+    auto start = std::chrono::steady_clock::now();
     Status s = nvrtcCompileCached(api_, source, program_, arch, cubin, log,
                                   &fromDisk, refresh);
+    std::string dir = api_.nvrtcIdentity().empty() ? "" : cubinCacheDirectory();
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.2f",
+                  std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count());
+    origin_ = fromDisk ? "read from the cubin cache (" + dir + ")"
+                       : std::string("compiled by NVRTC in ") + seconds +
+                             " s" + (dir.empty() ? "" : " (kept in " + dir + ")");
     if (!s.isOk())
       return Status::error("the " + what_ + " kernels (NVRTC for sm_" +
                            std::to_string(arch) + "): " + s.message() +

@@ -54,6 +54,10 @@ public:
   // or compiles).
   static void clearProcessCache();
   bool loaded() const { return module_ != nullptr; }
+  // Where the loaded cubin came from, for a note: "compiled by NVRTC in
+  // 5.43 s (kept in DIR)", "read from the cubin cache (DIR)" or "compiled
+  // earlier in this process"; "" before a load.
+  const std::string &origin() const { return origin_; }
 
   // The loaded module's entry point |entry| (looked up once).
   StatusOr<CudaFunction> function(const std::string &entry);
@@ -65,6 +69,7 @@ public:
 private:
   CudaApi &api_;
   std::string program_, what_;
+  std::string origin_;
   CudaModule module_ = nullptr;
   std::map<std::string, CudaFunction> functions_;
 };

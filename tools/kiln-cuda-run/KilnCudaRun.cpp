@@ -161,6 +161,10 @@ int main(int argc, char **argv) {
               "loaded in %.2f s\n",
               exec.package().thunks.size(), programmatic,
               exec.package().arenaSize / 1048576.0, loadSeconds);
+  // Where the runtime's own kernels came from: NVRTC (its time) or the
+  // cubin cache, part of the load time above.
+  for (const std::string &origin : exec.kernelOrigins())
+    std::printf("kiln-cuda-run: %s\n", origin.c_str());
   for (const cuda::Tuning &t : exec.tuning()) {
     if (t.ms.empty())
       continue;

@@ -183,9 +183,18 @@ TEST_F(CubinCacheTest, NothingIsCachedWithoutAKnownNvrtcOrADirectory) {
 // process cache first, then the disk; a cubin from the disk that the
 // driver refuses is compiled again, once, and loads.
 TEST_F(CubinCacheTest, RuntimeKernelsReadTheDiskCache) {
+  const std::string dir = (root / "cubin").string();
   {
     RuntimeKernels k(api, "kiln_k", "test");
+    EXPECT_EQ(k.origin(), "");
     ASSERT_TRUE(k.load(kSource, 90).isOk());
+    EXPECT_EQ(k.origin().rfind("compiled by NVRTC in ", 0), 0u) << k.origin();
+    EXPECT_NE(k.origin().find(" s (kept in " + dir + ")"), std::string::npos)
+        << k.origin();
+    // Again in this process: its own cache.
+    RuntimeKernels again(api, "kiln_k", "test");
+    ASSERT_TRUE(again.load(kSource, 90).isOk());
+    EXPECT_EQ(again.origin(), "compiled earlier in this process");
   }
   EXPECT_EQ(api.nvrtcArchs.size(), 1u);
   RuntimeKernels::clearProcessCache();
@@ -195,9 +204,11 @@ TEST_F(CubinCacheTest, RuntimeKernelsReadTheDiskCache) {
     RuntimeKernels k(other, "kiln_k", "test");
     ASSERT_TRUE(k.load(kSource, 90).isOk());
     EXPECT_TRUE(k.loaded());
+    EXPECT_EQ(k.origin(), "read from the cubin cache (" + dir + ")");
   }
   EXPECT_TRUE(other.nvrtcArchs.empty());
-  EXPECT_EQ(other.loadedImages, api.loadedImages);
+  ASSERT_EQ(other.loadedImages.size(), 1u);
+  EXPECT_EQ(other.loadedImages[0], api.loadedImages[0]);
   RuntimeKernels::clearProcessCache();
   FakeCudaApi refusing;
   refusing.nvrtcIdentityText = api.nvrtcIdentityText;
@@ -208,6 +219,7 @@ TEST_F(CubinCacheTest, RuntimeKernelsReadTheDiskCache) {
   ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_EQ(refusing.nvrtcArchs, (std::vector<unsigned>{90}));
   EXPECT_EQ(refusing.loadedImages.size(), 1u);
+  EXPECT_EQ(k.origin().rfind("compiled by NVRTC in ", 0), 0u) << k.origin();
 }
 
 // The real table's NVRTC (no GPU needed): its identity names its version,

@@ -668,6 +668,29 @@ TEST_F(CudaAttentionTest, OccupancyOnRequest) {
   }
 }
 
+// An executable says where its attention kernels came from (kiln-cuda-run
+// prints it): NVRTC with its time, or this process's cache (the fake's
+// NVRTC has no identity, so nothing goes to the disk cache here).
+TEST_F(CudaAttentionTest, KernelOriginsSayWhereTheKernelsCameFrom) {
+  FakeCudaApi api;
+  api.device.multiprocessors = 2;
+  api.hostKernels = *kernels;
+  CudaOptions options;
+  options.autotuneCache = "off";
+  StatusOr<std::unique_ptr<CudaExecutable>> made = CudaExecutable::create(
+      ct::attentionPackage(ct::attentionParams(1, 1, 20, 20, 16, 16, false),
+                           PkgDType::F16),
+      api, options);
+  ASSERT_TRUE(made.isOk()) << made.status().message();
+  std::vector<std::string> origins = made.value()->kernelOrigins();
+  ASSERT_EQ(origins.size(), 1u);
+  const std::string &o = origins[0];
+  EXPECT_TRUE(o == "attention kernels compiled earlier in this process" ||
+              (o.rfind("attention kernels compiled by NVRTC in ", 0) == 0 &&
+               o.compare(o.size() - 2, 2, " s") == 0))
+      << o;
+}
+
 TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
   ScopedEnv env("KILN_CUDA_ATTENTION", "fast");
   std::string message = loadError(ct::attentionPackage(

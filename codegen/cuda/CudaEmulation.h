@@ -226,34 +226,53 @@ extern "C" inline void kiln_emulation_start() {
   __builtin_unreachable();
 }
 
-// Stacks of |count| fibers, each with a guard page below it (an overflow
-// faults instead of writing into the next stack). Mapped without reserving
-// memory: a stack takes pages as its thread touches them.
+// Stacks for the fibers of a block, in one mapping: a guard page below the
+// lowest, and below each stack a canary that kiln_emulate checks after
+// every block (an overflow into the next stack is reported, then aborts).
+// Mapped without reserving memory: a stack takes pages as its thread
+// touches them. One mapping, not a guard page per stack: every host-kernel
+// library has its own set per launching thread (its own copy of this
+// header), and a guard page per stack cost two mappings a stack, 2048 a
+// set, so a test process that loaded some 30 libraries reached the
+// kernel's limit on mappings (vm.max_map_count, 65530), after which
+// malloc failed and a later allocation threw std::bad_alloc.
 class Stacks {
 public:
   static constexpr size_t kBytes = size_t(256) << 10;
-  explicit Stacks(unsigned count) : count(count) {
-    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    stride = kBytes + page;
-    base = static_cast<unsigned char *>(
-        mmap(nullptr, stride * count, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-    if (base == MAP_FAILED) {
-      std::fprintf(stderr, "kiln_emulate: cannot map %u fiber stacks\n", count);
-      std::abort();
-    }
-    for (unsigned i = 0; i < count; ++i)
-      mprotect(base + i * stride, page, PROT_NONE);
-  }
-  ~Stacks() { munmap(base, stride * count); }
+  static constexpr uint64_t kCanary = 0x6b696c6e5f737461ull; // "kiln_sta"
+  static constexpr unsigned kCanaryWords = 8;
+  Stacks() = default;
+  ~Stacks() { unmap(); }
   Stacks(const Stacks &) = delete;
   Stacks &operator=(const Stacks &) = delete;
+
+  // Room for |threads| fibers (mapped again, larger, when a block has more
+  // threads than any before; between launches, so no fiber is running).
+  void reserve(unsigned threads) {
+    if (threads <= count)
+      return;
+    unmap();
+    page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    mapped = page + kBytes * threads;
+    void *m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+      std::fprintf(stderr, "kiln_emulate: cannot map %u fiber stacks\n", threads);
+      std::abort();
+    }
+    mprotect(m, page, PROT_NONE);
+    base = static_cast<unsigned char *>(m) + page;
+    count = threads;
+    for (unsigned i = 0; i < count; ++i)
+      for (unsigned w = 0; w < kCanaryWords; ++w)
+        reinterpret_cast<uint64_t *>(base + i * kBytes)[w] = kCanary;
+  }
 
   // Fiber |i|'s first context: kiln_emulation_switch pops the registers
   // (zero), MXCSR and the x87 control word (the defaults) and returns into
   // kiln_emulation_start with the stack aligned as after a call.
   void *initialSp(unsigned i) const {
-    auto top = reinterpret_cast<uintptr_t>(base + (i + 1) * stride);
+    auto top = reinterpret_cast<uintptr_t>(base + (i + 1) * kBytes);
     top &= ~uintptr_t(15);
     auto *words = reinterpret_cast<uint64_t *>(top);
     *--words = 0;                                              // alignment
@@ -264,16 +283,36 @@ public:
     return words;
   }
 
+  // Aborts, naming the thread, when a fiber of the first |threads| wrote
+  // below its stack.
+  void checkCanaries(unsigned threads, unsigned blockIndex) const {
+    for (unsigned i = 0; i < threads && i < count; ++i)
+      for (unsigned w = 0; w < kCanaryWords; ++w)
+        if (reinterpret_cast<const uint64_t *>(base + i * kBytes)[w] != kCanary) {
+          std::fprintf(stderr,
+                       "kiln_emulate: block %u: thread %u overflowed its %zu "
+                       "KiB stack\n",
+                       blockIndex, i, kBytes >> 10);
+          std::abort();
+        }
+  }
+
 private:
-  unsigned count;
-  size_t stride = 0;
+  void unmap() {
+    if (base)
+      munmap(base - page, mapped);
+    base = nullptr;
+    count = 0;
+  }
+  unsigned count = 0;
+  size_t page = 0, mapped = 0;
   unsigned char *base = nullptr;
 };
 
-// One set per launching thread, for the largest block, reused by every
-// launch of every kernel.
+// One set per launching thread, for the largest block so far, reused by
+// every launch of every kernel.
 inline Stacks &launchStacks() {
-  static thread_local Stacks stacks(1024);
+  static thread_local Stacks stacks;
   return stacks;
 }
 
@@ -325,6 +364,7 @@ void kiln_emulate(unsigned grid, unsigned block, Body body,
     std::abort();
   }
   Stacks &stacks = launchStacks();
+  stacks.reserve(block);
   for (unsigned b = 0; b < grid; ++b) {
     size_t words = (dynamicSharedBytes + sizeof(std::max_align_t) - 1) /
                    sizeof(std::max_align_t);
@@ -342,6 +382,7 @@ void kiln_emulate(unsigned grid, unsigned block, Body body,
     blockIdx = {b, 1, 1};
     descending = b % 2 == 1;
     resume(descending ? block - 1 : 0, &schedulerSp);
+    stacks.checkCanaries(block, b);
   }
   kiln_emulation::body = nullptr;
   threadIdx = {};

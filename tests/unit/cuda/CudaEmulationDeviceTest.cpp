@@ -24,6 +24,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <algorithm>
 #include <random>
 
 namespace {
@@ -158,6 +161,26 @@ extern "C" void matrix_bf16_host(void **buffers, unsigned grid, unsigned block) 
   });
 }
 
+// Thread |deep| of the block takes |kib| KiB of its stack (a local array
+// it writes whole); the others a little.
+__global__ void stack(int deep, int kib, int *out) {
+  volatile char local[64];
+  local[0] = 1;
+  if ((int)threadIdx.x == deep) {
+    volatile char *big = (volatile char *)__builtin_alloca(size_t(kib) << 10);
+    for (int i = 0; i < kib << 10; ++i)
+      big[i] = char(i);
+    out[threadIdx.x] = big[(kib << 10) - 1];
+  } else {
+    out[threadIdx.x] = local[0];
+  }
+}
+extern "C" void stack_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    stack(*(int *)buffers[0], *(int *)buffers[1], (int *)buffers[2]);
+  });
+}
+
 extern "C" void convert_host(void **buffers, unsigned grid, unsigned block) {
   kiln_emulate(grid, block, [&] {
     convert((const unsigned short *)buffers[0], (const unsigned short *)buffers[1],
@@ -173,7 +196,7 @@ protected:
   static void SetUpTestSuite() {
     std::string error;
     kernels = new std::map<std::string, HostKernel>(buildHostKernels(
-        kSource, {"exchange", "lanes", "early", "convert", "matrix_f16", "matrix_bf16"},
+        kSource, {"exchange", "lanes", "early", "convert", "matrix_f16", "matrix_bf16", "stack"},
         "device", error));
     ASSERT_TRUE(error.empty()) << error;
   }
@@ -267,6 +290,55 @@ TEST_F(CudaEmulationDeviceTest, BlockSizeAGpuRefusesEndsWithAMessage) {
   EXPECT_DEATH(kernels->at("exchange")(buffers, 1, 48),
                "a block of 48 threads \\(expected a multiple of 32, at most 1024\\)");
   EXPECT_DEATH(kernels->at("exchange")(buffers, 1, 2048), "a block of 2048 threads");
+}
+
+// A thread that runs past its 256 KiB stack into the next one's is named
+// (each stack has a canary below it, checked after every block); one that
+// stays within it runs.
+TEST_F(CudaEmulationDeviceTest, StackOverflowEndsWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<int> out(64);
+  int deep = 5, kib = 200;
+  void *buffers[] = {&deep, &kib, out.data()};
+  kernels->at("stack")(buffers, 2, 64);
+  EXPECT_EQ(out[5], char((200 << 10) - 1));
+  kib = 300;
+  EXPECT_DEATH(kernels->at("stack")(buffers, 1, 64),
+               "block 0: thread 5 overflowed its 256 KiB stack");
+}
+
+// Every host-kernel library (its own copy of CudaEmulation.h) keeps a set
+// of fiber stacks per launching thread. A set is one mapping (and its
+// guard page), sized for the largest block: loading and running many
+// libraries stays far from the kernel's limit on a process's mappings
+// (vm.max_map_count, 65530), which a guard page per stack (2048 mappings
+// a set) reached after some 30 libraries.
+TEST(CudaEmulationStacks, ManyLibrariesTakeFewMappings) {
+  auto mappings = [] {
+    std::ifstream maps("/proc/self/maps");
+    return std::count(std::istreambuf_iterator<char>(maps),
+                      std::istreambuf_iterator<char>(), '\n');
+  };
+  const int libraries = 6;
+  std::vector<std::map<std::string, HostKernel>> built;
+  for (int i = 0; i < libraries; ++i) {
+    std::string error;
+    // A distinct source each, so each is its own library.
+    built.push_back(buildHostKernels(std::string(kSource) + "\n// copy " +
+                                         std::to_string(i) + "\n",
+                                     {"exchange"}, "stacks" + std::to_string(i),
+                                     error));
+    ASSERT_TRUE(error.empty()) << error;
+  }
+  long before = mappings();
+  std::vector<float> out(2 * 1024);
+  int barrier = 1, step = 1;
+  void *buffers[] = {out.data(), &barrier, &step};
+  for (auto &kernels : built)
+    kernels.at("exchange")(buffers, 2, 1024);
+  long added = mappings() - before;
+  EXPECT_LE(added, 4 * libraries) << added << " mappings for " << libraries
+                                  << " libraries' stacks";
 }
 
 // Every 16-bit pattern to float, and floats around every f16 and bf16

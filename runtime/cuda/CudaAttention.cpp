@@ -87,10 +87,10 @@ constexpr int kMmaSingleWarpDqMaxDim = 128, kMmaWideTileK = 32;
 constexpr int kMmaWideRows = 128, kMmaWideRowsMaxDim = 64;
 // The "occupancy" variants' warps per SM, up to head dim 64: the forward
 // (152 registers by default: 3 blocks of 4 warps in 64K registers, or 1 of
-// 8) compiled for 16 (at most 128 registers; ptxas needs 122 without
-// spilling), dQ on 64 rows (193: 2 blocks of 4) for 12 (at most 168; it
-// needs 164). dQ on 128 rows stays at one block: capped at 128 registers
-// for two, it spills.
+// 8) compiled for 16 (at most 128 registers; NVRTC's ptxas needs 124
+// without spilling), dQ on 64 rows (193: 2 blocks of 4) for 12 (at most
+// 168; it needs 166). dQ on 128 rows stays at one block: capped at 128
+// registers for two, it spills.
 constexpr int kOccupancyForwardWarps = 16, kOccupancyDqWarps = 12;
 constexpr int kOccupancyMaxDim = 64;
 
@@ -288,8 +288,10 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
     if (hasTensorCores(dtype, arch))
       for (int dmax : {64, 128}) {
         all.push_back({dtype, chooseTiles(t, true, dmax, mma && hasMma(arch))});
-        // Up to head dim 64, dK/dV on warp pairs as well; past it, two
-        // stages in dynamic shared memory (the autotuner times them).
+        // Up to head dim 64, dK/dV on warp pairs as well, and the forward
+        // and dQ on 128 query rows and for more blocks per SM
+        // (smallHeadVariants); past it, two stages in dynamic shared
+        // memory (the autotuner times them).
         AttentionConfig c = all.back().second;
         std::vector<AttentionConfig> small = smallHeadVariants(c, t);
         for (size_t i = 1; i < small.size(); ++i)

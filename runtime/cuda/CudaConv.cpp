@@ -347,8 +347,10 @@ Status checkConvShapes(const ConvParams &p) {
 
 StatusOr<std::unique_ptr<CudaConv>>
 CudaConv::create(const LoadedPackage &package, CudaApi &api,
-                 const CudaDeviceInfo &device, bool allowTf32) {
-  std::unique_ptr<CudaConv> conv(new CudaConv(package, api, device, allowTf32));
+                 const CudaDeviceInfo &device, bool allowTf32,
+                 int gemmAlgorithms) {
+  std::unique_ptr<CudaConv> conv(new CudaConv(package, api, device, allowTf32,
+                                              std::max(gemmAlgorithms, 1)));
   uint64_t bytes = 0;
   for (size_t i = 0; i < package.thunks.size(); ++i) {
     const PackageThunk &t = package.thunks[i];
@@ -388,6 +390,10 @@ CudaConv::~CudaConv() {
     api_.gemmDestroy(plan);
   if (workspace_)
     api_.free(workspace_);
+}
+
+std::vector<CudaConv::GemmShape> CudaConv::gemmShapes() const {
+  return gemmShapes_;
 }
 
 Status CudaConv::plan(size_t index, const std::vector<void *> &args,
@@ -491,6 +497,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     desc.dtype = acc;
     desc.params = gp;
     desc.allowTf32 = allowTf32_;
+    desc.algorithms = gemmAlgorithms_;
     desc.alignmentBytes =
         std::min({alignmentOf(lhs), alignmentOf(rhs), alignmentOf(out)});
     if (Status s = checkGemmDesc(desc); !s.isOk()) {
@@ -516,6 +523,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
         return;
       }
       gemmPlans_[key] = step.gemm;
+      gemmShapes_.push_back({key, step.gemm, index});
     }
     step.lhs = lhs, step.rhs = rhs, step.out = out;
     p.steps.push_back(std::move(step));

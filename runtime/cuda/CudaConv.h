@@ -73,9 +73,11 @@ public:
   // Compiles (or takes from the process cache) and loads the kernels for
   // |device| and allocates the workspace for the largest convolution
   // thunk of |package|.
+  // Its GEMM plans keep |gemmAlgorithms| of cuBLASLt's heuristic choices
+  // for the autotuner (1: the heuristic's first).
   static StatusOr<std::unique_ptr<CudaConv>>
   create(const LoadedPackage &package, CudaApi &api,
-         const CudaDeviceInfo &device, bool allowTf32);
+         const CudaDeviceInfo &device, bool allowTf32, int gemmAlgorithms = 1);
   ~CudaConv();
   CudaConv(const CudaConv &) = delete;
   CudaConv &operator=(const CudaConv &) = delete;
@@ -95,10 +97,21 @@ public:
   // Its kernel set and where the cubin came from (RuntimeKernels::origin).
   const RuntimeKernels &kernels() const { return kernels_; }
 
+  // The GEMM plans planned so far, one per shape (thunks of one shape
+  // share it), each with its key and the first thunk that runs it: what
+  // CudaExecutable's autotuner times, by running that thunk.
+  struct GemmShape {
+    std::string key;
+    GemmPlan plan = nullptr;
+    size_t thunk = 0;
+  };
+  std::vector<GemmShape> gemmShapes() const;
+
 private:
   CudaConv(const LoadedPackage &package, CudaApi &api,
-           const CudaDeviceInfo &device, bool allowTf32)
+           const CudaDeviceInfo &device, bool allowTf32, int gemmAlgorithms)
       : package_(package), api_(api), device_(device), allowTf32_(allowTf32),
+        gemmAlgorithms_(gemmAlgorithms),
         kernels_(api, "kiln_conv", "convolution") {}
 
   // A kernel launch (pointers and 64-bit integers) or a GEMM, in the order
@@ -120,11 +133,13 @@ private:
   CudaApi &api_;
   CudaDeviceInfo device_;
   bool allowTf32_;
+  int gemmAlgorithms_ = 1;
   RuntimeKernels kernels_;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   std::map<size_t, Plan> plans_;
   std::map<std::string, GemmPlan> gemmPlans_;
+  std::vector<GemmShape> gemmShapes_; // in the order they were planned
 };
 
 } // namespace kiln::runtime::cuda

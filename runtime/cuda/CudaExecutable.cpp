@@ -499,7 +499,8 @@ Status CudaExecutable::planThunk(size_t index) {
     }
     if (!conv_) {
       StatusOr<std::unique_ptr<CudaConv>> made =
-          CudaConv::create(package_, api_, device_, options_.allowTf32);
+          CudaConv::create(package_, api_, device_, options_.allowTf32,
+                           options_.autotune ? options_.gemmAlgorithms : 1);
       if (!made.isOk())
         return fail(made.status().message());
       conv_ = std::move(made.value());

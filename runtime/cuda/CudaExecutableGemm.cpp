@@ -10,6 +10,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 
 #include "runtime/cuda/CudaAttention.h"
+#include "runtime/cuda/CudaConv.h"
 #include "runtime/cuda/CudaEpilogue.h"
 
 #include <algorithm>
@@ -248,18 +249,23 @@ Status CudaExecutable::autotune() {
   if (!options_.autotune || !api_.timesWork())
     return Status::ok();
   // What to tune: each shape with two or more candidates, in the order of
-  // its first thunk, with its thunks; GEMMs first.
+  // its first thunk, with its thunks; GEMMs first, then the convolutions'
+  // GEMMs (each timed by running a thunk that uses it: its im2col and
+  // swaps too, the same for every candidate), then the attention shapes.
+  enum class Kind { Gemm, ConvGemm, Attention };
   struct Shape {
     std::string key;
     std::vector<size_t> thunks;
-    bool gemm = true;
+    Kind kind = Kind::Gemm;
+    GemmPlan plan = nullptr;
   };
   std::vector<Shape> shapes;
   std::map<std::string, size_t> shapeOf;
-  auto add = [&](const std::string &key, size_t thunk, bool gemm) {
+  auto add = [&](const std::string &key, size_t thunk, Kind kind,
+                 GemmPlan plan = nullptr) {
     auto [it, added] = shapeOf.emplace(key, shapes.size());
     if (added)
-      shapes.push_back({key, {}, gemm});
+      shapes.push_back({key, {}, kind, plan});
     shapes[it->second].thunks.push_back(thunk);
   };
   for (size_t i = 0; i < thunks_.size(); ++i) {
@@ -268,15 +274,19 @@ Status CudaExecutable::autotune() {
       continue;
     if (t.library == LibraryKind::Gemm && thunks_[i].gemm &&
         api_.gemmAlgorithmCount(thunks_[i].gemm) > 1)
-      add("gemm " + thunks_[i].gemmKey, i, true);
+      add("gemm " + thunks_[i].gemmKey, i, Kind::Gemm, thunks_[i].gemm);
   }
+  if (conv_)
+    for (const CudaConv::GemmShape &g : conv_->gemmShapes())
+      if (api_.gemmAlgorithmCount(g.plan) > 1)
+        add("gemm " + g.key + " (convolution)", g.thunk, Kind::ConvGemm, g.plan);
   for (size_t i = 0; i < thunks_.size(); ++i) {
     const PackageThunk &t = package_.thunks[i];
     if (t.kind == ThunkKind::LibraryCall &&
         (t.library == LibraryKind::Attention ||
          t.library == LibraryKind::AttentionGrad) &&
         attention_ && attention_->variantCount(i) > 1)
-      add(attention_->shapeKey(i), i, false);
+      add(attention_->shapeKey(i), i, Kind::Attention);
   }
   if (shapes.empty())
     return Status::ok();
@@ -300,9 +310,15 @@ Status CudaExecutable::autotune() {
     AutotuneCandidates candidates;
     std::function<Status(CudaStream)> run;
     std::string library;
-    if (shape.gemm) {
-      candidates = gemmCandidates(api_, thunks_[first].gemm);
+    if (shape.kind == Kind::Gemm) {
+      candidates = gemmCandidates(api_, shape.plan);
       run = [&](CudaStream stream) { return queueGemm(first, stream); };
+      library = api_.gemmLibraryVersion();
+    } else if (shape.kind == Kind::ConvGemm) {
+      candidates = gemmCandidates(api_, shape.plan);
+      run = [&](CudaStream stream) {
+        return conv_->run(first, stream, workspace_, workspaceBytes_);
+      };
       library = api_.gemmLibraryVersion();
     } else {
       CudaAttention &attention = *attention_;

@@ -159,8 +159,12 @@ protected:
   }
 
   // Runs |kind| of |p| through CudaExecutable and compares it with the
-  // interpreter; returns the fake for call checks.
-  void check(LibraryKind kind, const ConvParams &p, DType dtype) {
+  // interpreter; returns the fake for call checks. |tuned|: the fake's
+  // GEMM plans hold 4 algorithms and its clock makes the third the
+  // fastest, so the autotuner picks it for each convolution GEMM and the
+  // steps run it.
+  void check(LibraryKind kind, const ConvParams &p, DType dtype,
+             bool tuned = false) {
     const char *op = kind == LibraryKind::Conv2D            ? "conv2d"
                      : kind == LibraryKind::Conv2DInputGrad ? "conv2d_input_grad"
                                                             : "conv2d_filter_grad";
@@ -179,10 +183,30 @@ protected:
     api.hostKernels = *kernels;
     CudaOptions options;
     options.log = [](const std::string &) {};
+    if (tuned) {
+      api.gemmAlgorithms = 4;
+      api.gemmAlgorithmMs = [](const GemmDesc &, int algorithm) {
+        return algorithm == 2 ? 1.0 : 2.0;
+      };
+      options.autotuneCache = "off";
+      options.autotuneRuns = options.autotuneTrials = 1;
+    }
     StatusOr<std::unique_ptr<CudaExecutable>> made = CudaExecutable::create(
         ct::convPackage(kind, p, pkgDtype(dtype)), api, options);
     ASSERT_TRUE(made.isOk()) << made.status().message();
     CudaExecutable &exec = *made.value();
+    size_t tuningGemms = api.gemms.size();
+    if (tuned) {
+      // One GEMM shape per chunk size, each tuned to the third algorithm.
+      ASSERT_FALSE(exec.tuning().empty());
+      for (const Tuning &t : exec.tuning()) {
+        EXPECT_NE(t.shape.find(" (convolution)"), std::string::npos) << t.shape;
+        EXPECT_EQ(t.chosen, 2) << t.shape;
+        EXPECT_EQ(t.ms.size(), 4u) << t.shape;
+      }
+    } else {
+      EXPECT_EQ(tuningGemms, 0u);
+    }
     ASSERT_TRUE(exec.writeInput(0, toNative(a).data()).isOk());
     ASSERT_TRUE(exec.writeInput(1, toNative(b).data()).isOk());
     // Two steps: plain launches, then the captured graph's replay.
@@ -212,10 +236,12 @@ protected:
     // One batched GEMM per step and chunk of images (batch = groups), f32
     // for half inputs.
     int64_t chunks = (p.inputShape[0] + imagesPerChunk - 1) / imagesPerChunk;
-    ASSERT_EQ(api.gemms.size(), size_t(2 * chunks));
-    EXPECT_EQ(api.gemms[0].desc.params.batch, p.groups);
-    EXPECT_EQ(api.gemms[0].desc.dtype,
+    ASSERT_EQ(api.gemms.size() - tuningGemms, size_t(2 * chunks));
+    EXPECT_EQ(api.gemms[tuningGemms].desc.params.batch, p.groups);
+    EXPECT_EQ(api.gemms[tuningGemms].desc.dtype,
               dtype == DType::f64 ? PkgDType::F64 : PkgDType::F32);
+    for (size_t i = tuningGemms; i < api.gemms.size(); ++i)
+      EXPECT_EQ(api.gemms[i].algorithm, tuned ? 2 : 0) << "step GEMM " << i;
     for (const FakeCudaApi::Launch &l : api.launches) {
       EXPECT_EQ(l.entry.rfind("kiln_conv_", 0), 0u) << l.entry;
       EXPECT_EQ(l.block[0], 256u);
@@ -283,6 +309,18 @@ TEST_F(CudaConvTest, ChunksOfImagesMatchTheWholeBatch) {
   imagesPerChunk = 2;
   checkAll(p, DType::f32);
   setConvColumnLimit(before);
+}
+
+// The autotuner times the convolutions' GEMMs too (each by running a
+// thunk that uses it); the steps run its choice and still match the
+// interpreter: every kind, and half precision.
+TEST_F(CudaConvTest, ConvolutionGemmsAreTuned) {
+  ConvParams lenet =
+      convParams({3, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1);
+  for (LibraryKind kind : {LibraryKind::Conv2D, LibraryKind::Conv2DInputGrad,
+                           LibraryKind::Conv2DFilterGrad})
+    check(kind, lenet, DType::f32, /*tuned=*/true);
+  check(LibraryKind::Conv2D, lenet, DType::bf16, /*tuned=*/true);
 }
 
 TEST_F(CudaConvTest, F64StaysF64) {

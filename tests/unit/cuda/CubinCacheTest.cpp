@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::runtime::cuda {
@@ -177,6 +178,34 @@ TEST_F(CubinCacheTest, NothingIsCachedWithoutAKnownNvrtcOrADirectory) {
   EXPECT_FALSE(fromDisk);
   EXPECT_EQ(api.nvrtcArchs.size(), 4u);
   EXPECT_EQ(cubinCacheDirectory(), "");
+}
+
+// Ranks on one machine compile the same kernels at once on their first
+// start: writers racing on one entry each succeed, the entry is whole, and
+// no temporary file is left.
+TEST_F(CubinCacheTest, WritersRacingOnOneEntry) {
+  const int writers = 8;
+  std::vector<FakeCudaApi> apis(writers);
+  std::vector<std::vector<uint8_t>> cubins(writers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < writers; ++i) {
+    apis[i].nvrtcIdentityText = api.nvrtcIdentityText;
+    threads.emplace_back([&, i] {
+      std::string log;
+      EXPECT_TRUE(nvrtcCompileCached(apis[i], kSource, "kiln_k", 90, cubins[i], log).isOk());
+    });
+  }
+  for (std::thread &t : threads)
+    t.join();
+  for (int i = 1; i < writers; ++i)
+    EXPECT_EQ(cubins[i], cubins[0]);
+  ASSERT_EQ(entries().size(), 1u);
+  EXPECT_EQ(entries()[0].extension(), ".cubin");
+  bool fromDisk = false;
+  FakeCudaApi reader;
+  reader.nvrtcIdentityText = api.nvrtcIdentityText;
+  EXPECT_EQ(compile(reader, kSource, "kiln_k", 90, &fromDisk), cubins[0]);
+  EXPECT_TRUE(fromDisk);
 }
 
 // RuntimeKernels (the attention, convolution and epilogue sets): the

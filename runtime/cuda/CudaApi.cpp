@@ -8,6 +8,9 @@
 
 #include "runtime/cuda/CudaApi.h"
 
+#include <cstdio>
+#include <string>
+
 namespace kiln::runtime::cuda {
 
 CudaApi::~CudaApi() = default;
@@ -76,6 +79,24 @@ LtGemm lowerGemmToLt(const GemmParams &p) {
   lt.strideD = static_cast<int64_t>(m * n);
   lt.batch = static_cast<int>(p.batch);
   return lt;
+}
+
+std::string gemmDescKey(const GemmDesc &d, size_t workspaceBytes) {
+  auto exact = [](double v) {
+    char text[40];
+    std::snprintf(text, sizeof(text), "%.17g", v);
+    return std::string(text);
+  };
+  const GemmParams &q = d.params;
+  return std::string(pkgDTypeName(d.dtype)) + " m=" + std::to_string(q.m) +
+         " n=" + std::to_string(q.n) + " k=" + std::to_string(q.k) +
+         " batch=" + std::to_string(q.batch) +
+         (q.transposeLhs ? " lhs^T" : "") + (q.transposeRhs ? " rhs^T" : "") +
+         " alpha=" + exact(q.alpha) + " beta=" + exact(q.beta) +
+         (d.residual ? " C" : "") + " epilogue=" + gemmEpilogueName(d.epilogue) +
+         (d.allowTf32 ? " tf32" : "") +
+         " align=" + std::to_string(d.alignmentBytes) +
+         " workspace=" + std::to_string(workspaceBytes);
 }
 
 Status checkGemmDesc(const GemmDesc &desc) {

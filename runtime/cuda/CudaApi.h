@@ -124,6 +124,12 @@ LtGemm lowerGemmToLt(const GemmParams &params);
 // library sees it.
 Status checkGemmDesc(const GemmDesc &desc);
 
+// Everything a plan of |desc| with |workspaceBytes| of workspace depends
+// on, as text (alpha and beta to the last bit: two GEMMs whose alphas
+// differ past six digits need two plans): the key under which
+// CudaExecutable and CudaConv share plans, and the autotuner's shape.
+std::string gemmDescKey(const GemmDesc &desc, size_t workspaceBytes);
+
 // Whether |epilogue| reads a bias / writes an aux matrix / reads one.
 bool gemmEpilogueReadsBias(GemmEpilogue epilogue);
 bool gemmEpilogueWritesAux(GemmEpilogue epilogue);

@@ -504,13 +504,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
       failed = s;
       return;
     }
-    std::string key = std::string(pkgDTypeName(acc)) + " " +
-                      std::to_string(gp.m) + " " + std::to_string(gp.n) + " " +
-                      std::to_string(gp.k) + " " + std::to_string(gp.batch) +
-                      " " + std::to_string(gp.transposeLhs) +
-                      std::to_string(gp.transposeRhs) + " " +
-                      std::to_string(gp.beta) + " " +
-                      std::to_string(desc.alignmentBytes);
+    std::string key = gemmDescKey(desc, gemmWorkspaceBytes);
     Step step;
     step.isGemm = true;
     auto found = gemmPlans_.find(key);

@@ -130,27 +130,8 @@ Status CudaExecutable::planGemm(size_t index) {
       return Status::error("the cuBLASLt workspace: " + s.message());
     workspaceBytes_ = options_.gemmWorkspaceBytes;
   }
-  // The shape's key: everything its plan depends on (alpha and beta to
-  // the last bit: two GEMMs whose alphas differ past six digits need two
-  // plans).
-  auto exact = [](double v) {
-    char text[40];
-    std::snprintf(text, sizeof(text), "%.17g", v);
-    return std::string(text);
-  };
-  auto keyOf = [&](const GemmDesc &d) {
-    const GemmParams &q = d.params;
-    return std::string(pkgDTypeName(d.dtype)) + " m=" + std::to_string(q.m) +
-           " n=" + std::to_string(q.n) + " k=" + std::to_string(q.k) +
-           " batch=" + std::to_string(q.batch) +
-           (q.transposeLhs ? " lhs^T" : "") + (q.transposeRhs ? " rhs^T" : "") +
-           " alpha=" + exact(q.alpha) + " beta=" + exact(q.beta) +
-           (d.residual ? " C" : "") +
-           " epilogue=" + gemmEpilogueName(d.epilogue) +
-           (d.allowTf32 ? " tf32" : "") +
-           " align=" + std::to_string(d.alignmentBytes) +
-           " workspace=" + std::to_string(workspaceBytes_);
-  };
+  // The shape's key: everything its plan depends on (gemmDescKey).
+  auto keyOf = [&](const GemmDesc &d) { return gemmDescKey(d, workspaceBytes_); };
   // The plan of |d| (shared by the thunks of its shape); |unsupported|
   // says whether a failure is cuBLASLt offering no algorithm for it.
   auto planned = [&](const GemmDesc &d, GemmPlan &out,

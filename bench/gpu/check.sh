@@ -57,6 +57,19 @@ fail() { echo "FAIL $*"; failed=1; }
 skip() { echo "SKIP $*"; }
 deadline=$((SECONDS + 470))
 left() { local l=$((deadline - SECONDS)); [ $l -gt 5 ] && echo $l || echo 5; }
+# judge RC FILE LINES LABEL: PASS, or FAIL with FILE's last LINES lines,
+# for a gtest run that exited RC with its output in FILE; one whose tests
+# skipped (no GPU after all) fails too.
+judge() {
+  if [ "$1" -ne 0 ]; then
+    tail -"$3" "$2"
+    fail "$4"
+  elif grep -q "SKIPPED" "$2"; then
+    fail "$4: skipped on a GPU machine"
+  else
+    pass "$4"
+  fi
+}
 bin=$in/bin
 log=$(mktemp -d)
 # The GEMM autotuner's cache: fresh, so this run times every shape.
@@ -75,8 +88,10 @@ else
   fail "nvidia-smi: not found"
 fi
 if [ -x "$bin/kiln-cuda-device-tests" ]; then
-  timeout 60 "$bin/kiln-cuda-device-tests" --gtest_brief=1 \
-    && pass "device discovery (kiln-cuda-device-tests)" || fail "device discovery"
+  timeout 60 "$bin/kiln-cuda-device-tests" --gtest_brief=1 > "$log/device-tests.txt" 2>&1
+  rc=$?
+  grep -iE "sm_[0-9]|device [0-9]" "$log/device-tests.txt" | head -5
+  judge $rc "$log/device-tests.txt" 20 "device discovery (kiln-cuda-device-tests)"
 else
   fail "device discovery: $bin/kiln-cuda-device-tests missing (run prepare.sh)"
 fi
@@ -88,14 +103,7 @@ if [ -x "$bin/kiln-cuda-runtime-tests" ]; then
     --gtest_brief=1 > "$log/runtime-tests.txt" 2>&1
   rc=$?
   grep -E "note:|Skipped|FAILED|PASSED|^attention " "$log/runtime-tests.txt" | head -30
-  if [ $rc -ne 0 ]; then
-    tail -40 "$log/runtime-tests.txt"
-    fail "GPU runtime tests (kiln-cuda-runtime-tests)"
-  elif grep -q "SKIPPED" "$log/runtime-tests.txt"; then
-    fail "GPU runtime tests skipped on a GPU machine"
-  else
-    pass "GPU runtime tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package, convolutions, fused attention, golden steps vs the interpreter"
-  fi
+  judge $rc "$log/runtime-tests.txt" 40 "GPU runtime tests (kiln-cuda-runtime-tests: cuBLASLt epilogues, NVRTC + driver launch, MLP package, convolutions, fused attention, golden steps vs the interpreter)"
 else
   fail "GPU tests: $bin/kiln-cuda-runtime-tests missing"
 fi
@@ -116,14 +124,7 @@ for variant in wmma pairs stages q128 occupancy q128,occupancy; do
     --gtest_brief=1 --gtest_filter='CudaGpuTest.*Attention*' > "$file" 2>&1
   rc=$?
   grep -E "^attention " "$file" | sed "s/^/  $variant: /"
-  if [ $rc -ne 0 ]; then
-    tail -20 "$file"
-    fail "fused attention with KILN_CUDA_ATTENTION=$variant"
-  elif grep -q "SKIPPED" "$file"; then
-    fail "fused attention with KILN_CUDA_ATTENTION=$variant: skipped on a GPU machine"
-  else
-    pass "fused attention with KILN_CUDA_ATTENTION=$variant"
-  fi
+  judge $rc "$file" 20 "fused attention with KILN_CUDA_ATTENTION=$variant"
 done
 
 if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then

@@ -90,7 +90,7 @@ fi
 if [ -x "$bin/kiln-cuda-device-tests" ]; then
   timeout 60 "$bin/kiln-cuda-device-tests" --gtest_brief=1 > "$log/device-tests.txt" 2>&1
   rc=$?
-  grep -iE "sm_[0-9]|device [0-9]" "$log/device-tests.txt" | head -5
+  grep -E "^CUDA: " "$log/device-tests.txt" | head -5
   judge $rc "$log/device-tests.txt" 20 "device discovery (kiln-cuda-device-tests)"
 else
   fail "device discovery: $bin/kiln-cuda-device-tests missing (run prepare.sh)"

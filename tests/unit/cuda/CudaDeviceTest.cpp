@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 namespace {
 
 using namespace kiln::runtime::cuda;
@@ -43,6 +45,8 @@ TEST(CudaDeviceGpuTest, GpuPresent) {
   EXPECT_GT(info.value().runtimeVersion, 0);
   EXPECT_GT(info.value().driverVersion, 0);
   EXPECT_FALSE(info.value().devices.front().name.empty());
+  // What bench/gpu/check.sh prints of the machine.
+  std::printf("%s\n", describeCudaDevices().c_str());
 }
 
 } // namespace

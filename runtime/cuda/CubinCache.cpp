@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -128,23 +129,27 @@ std::string cubinCacheDirectory() { return kilnCacheDirectory("cubin"); }
 Status nvrtcCompileCached(CudaApi &api, const std::string &source,
                           const std::string &name, unsigned arch,
                           std::vector<uint8_t> &cubin, std::string &log,
-                          bool *fromDisk, bool refresh) {
-  if (fromDisk)
-    *fromDisk = false;
+                          CubinOrigin *origin, bool refresh) {
+  CubinOrigin unused;
+  CubinOrigin &o = origin ? *origin : unused;
   std::string key = cubinKey(api, name, arch);
-  std::string dir = key.empty() ? "" : cubinCacheDirectory();
+  o = CubinOrigin();
+  o.directory = key.empty() ? "" : cubinCacheDirectory();
   char file[32];
   std::snprintf(file, sizeof(file), "%016llx.cubin",
                 static_cast<unsigned long long>(fnv1a(key + '\0' + source)));
-  std::string path = dir.empty() ? "" : dir + "/" + file;
+  std::string path = o.directory.empty() ? "" : o.directory + "/" + file;
   if (!path.empty() && !refresh && readEntry(path, key, source, cubin)) {
     log.clear();
-    if (fromDisk)
-      *fromDisk = true;
+    o.fromDisk = true;
     return Status::ok();
   }
+  auto start = std::chrono::steady_clock::now();
   if (Status s = api.nvrtcCompile(source, name, arch, cubin, log); !s.isOk())
     return s;
+  o.compileSeconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
   if (!path.empty()) {
     std::string entry = kMagic;
     putSize(entry, key.size());
@@ -155,6 +160,27 @@ Status nvrtcCompileCached(CudaApi &api, const std::string &source,
     entry.append(cubin.begin(), cubin.end());
     writeFileAtomically(path, entry); // a cache that cannot be written: a miss
   }
+  return Status::ok();
+}
+
+Status nvrtcCompileAndLoad(CudaApi &api, const std::string &source,
+                           const std::string &name, unsigned arch,
+                           std::string &log,
+                           const std::function<bool(const std::vector<uint8_t> &)> &load,
+                           CubinOrigin *origin) {
+  CubinOrigin unused;
+  CubinOrigin &o = origin ? *origin : unused;
+  std::vector<uint8_t> cubin;
+  if (Status s = nvrtcCompileCached(api, source, name, arch, cubin, log, &o);
+      !s.isOk())
+    return s;
+  if (load(cubin) || !o.fromDisk)
+    return Status::ok();
+  if (Status s = nvrtcCompileCached(api, source, name, arch, cubin, log, &o,
+                                    /*refresh=*/true);
+      !s.isOk())
+    return s;
+  load(cubin);
   return Status::ok();
 }
 

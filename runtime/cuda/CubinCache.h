@@ -30,6 +30,7 @@
 #include "runtime/cuda/CudaApi.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,14 +49,32 @@ uint64_t fnv1a(const std::string &text);
 // that fails.
 bool writeFileAtomically(const std::string &path, const std::string &bytes);
 
+// Where nvrtcCompileCached's cubin came from.
+struct CubinOrigin {
+  bool fromDisk = false;     // read from the cache, not compiled
+  std::string directory;     // the cache read or written ("": none)
+  double compileSeconds = 0; // NVRTC's time (0 when read)
+};
+
 // |api|'s NVRTC compile of |source| (program |name|) for sm_|arch|, taken
-// from the disk cache when it holds it (*|fromDisk| set then). |refresh|:
-// compile whatever the cache holds and rewrite its entry (after a cached
-// cubin failed to load). |log| gets NVRTC's log when it compiled.
+// from the disk cache when it holds it; *|origin| says which. |refresh|:
+// compile whatever the cache holds and rewrite its entry. |log| gets
+// NVRTC's log when it compiled.
 Status nvrtcCompileCached(CudaApi &api, const std::string &source,
                           const std::string &name, unsigned arch,
                           std::vector<uint8_t> &cubin, std::string &log,
-                          bool *fromDisk = nullptr, bool refresh = false);
+                          CubinOrigin *origin = nullptr, bool refresh = false);
+
+// nvrtcCompileCached, its cubin handed to |load| (true: it loaded). A
+// cubin from the disk that |load| refuses (a damaged file, a driver that
+// refuses it) is compiled again, once, its entry rewritten, and handed
+// over. Fails only when NVRTC does; a refusal of NVRTC's own cubin is
+// |load|'s to report. *|origin| describes the cubin handed over last.
+Status nvrtcCompileAndLoad(CudaApi &api, const std::string &source,
+                           const std::string &name, unsigned arch,
+                           std::string &log,
+                           const std::function<bool(const std::vector<uint8_t> &)> &load,
+                           CubinOrigin *origin = nullptr);
 
 // The directory nvrtcCompileCached uses ("" when it caches nothing).
 std::string cubinCacheDirectory();

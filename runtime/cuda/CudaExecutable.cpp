@@ -361,20 +361,12 @@ Status CudaExecutable::loadKernel(size_t index) {
     }
   }
   if (!loaded && !k.source.empty()) {
-    std::vector<uint8_t> cubin;
     std::string log;
-    bool fromDisk = false;
-    Status s = nvrtcCompileCached(api_, k.source, k.entryPoint, arch, cubin,
-                                  log, &fromDisk);
-    if (s.isOk())
-      loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc, arch);
-    // A cached cubin that does not load: NVRTC's own, once.
-    if (s.isOk() && !loaded && fromDisk) {
-      s = nvrtcCompileCached(api_, k.source, k.entryPoint, arch, cubin, log,
-                             nullptr, /*refresh=*/true);
-      if (s.isOk())
-        loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc, arch);
-    }
+    Status s = nvrtcCompileAndLoad(
+        api_, k.source, k.entryPoint, arch, log,
+        [&](const std::vector<uint8_t> &cubin) {
+          return loaded = load(cubin.data(), cubin.size(), KernelCode::Nvrtc, arch);
+        });
     if (!s.isOk())
       tried += std::string(tried.empty() ? "" : "; ") + "nvrtc: " + s.message();
   }

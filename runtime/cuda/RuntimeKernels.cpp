@@ -7,7 +7,6 @@
 #include "runtime/cuda/RuntimeKernels.h"
 #include "runtime/cuda/CubinCache.h"
 
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -54,47 +53,48 @@ Status RuntimeKernels::load(const std::string &source, unsigned arch) {
     if (found != cubinCache().end() && found->second.source == source)
       cubin = found->second.cubin;
   }
-  // Compiled by NVRTC, or read from the disk cache (CubinCache.h);
-  // |refresh| compiles whatever the disk holds.
-  bool fromDisk = false;
-  origin_ = "compiled earlier in this process";
-  auto compile = [&](bool refresh) {
+  // From the process cache, else NVRTC's or the disk cache's
+  // (nvrtcCompileAndLoad: a cached cubin the driver refuses is compiled
+  // again, once).
+  auto unloadOld = [&] {
+    if (module_) {
+      api_.moduleUnload(module_);
+      module_ = nullptr;
+      functions_.clear();
+    }
+  };
+  Status loaded = Status::ok();
+  if (!cubin.empty()) {
+    origin_ = "compiled earlier in this process";
+    unloadOld();
+    loaded = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+  } else {
     std::string log;
-    auto start = std::chrono::steady_clock::now();
-    Status s = nvrtcCompileCached(api_, source, program_, arch, cubin, log,
-                                  &fromDisk, refresh);
-    std::string dir = api_.nvrtcIdentity().empty() ? "" : cubinCacheDirectory();
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%.2f",
-                  std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - start)
-                      .count());
-    origin_ = fromDisk ? "read from the cubin cache (" + dir + ")"
-                       : std::string("compiled by NVRTC in ") + seconds +
-                             " s" + (dir.empty() ? "" : " (kept in " + dir + ")");
+    CubinOrigin origin;
+    Status s = nvrtcCompileAndLoad(
+        api_, source, program_, arch, log,
+        [&](const std::vector<uint8_t> &compiled) {
+          {
+            std::lock_guard<std::mutex> lock(cacheMutex);
+            cubinCache()[key] = {source, compiled};
+          }
+          unloadOld();
+          loaded = api_.moduleLoadData(&module_, compiled.data(), compiled.size());
+          return loaded.isOk();
+        },
+        &origin);
     if (!s.isOk())
       return Status::error("the " + what_ + " kernels (NVRTC for sm_" +
                            std::to_string(arch) + "): " + s.message() +
                            (log.empty() ? "" : "\n" + log));
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    cubinCache()[key] = {source, cubin};
-    return Status::ok();
-  };
-  if (cubin.empty())
-    if (Status s = compile(false); !s.isOk())
-      return s;
-  if (module_) {
-    api_.moduleUnload(module_);
-    module_ = nullptr;
-    functions_.clear();
-  }
-  Status loaded = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
-  // A cubin from the disk that does not load (a damaged file, a driver
-  // that refuses it): NVRTC's own, once.
-  if (!loaded.isOk() && fromDisk) {
-    if (Status s = compile(true); !s.isOk())
-      return s;
-    loaded = api_.moduleLoadData(&module_, cubin.data(), cubin.size());
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.2f", origin.compileSeconds);
+    origin_ = origin.fromDisk
+                  ? "read from the cubin cache (" + origin.directory + ")"
+                  : std::string("compiled by NVRTC in ") + seconds + " s" +
+                        (origin.directory.empty()
+                             ? ""
+                             : " (kept in " + origin.directory + ")");
   }
   if (!loaded.isOk()) {
     module_ = nullptr;

@@ -69,8 +69,12 @@ protected:
                                bool *fromDisk) {
     std::vector<uint8_t> cubin;
     std::string log;
-    Status s = nvrtcCompileCached(on, source, name, arch, cubin, log, fromDisk);
+    CubinOrigin origin;
+    Status s = nvrtcCompileCached(on, source, name, arch, cubin, log, &origin);
     EXPECT_TRUE(s.isOk()) << s.message();
+    *fromDisk = origin.fromDisk;
+    // It names the directory it read or wrote, when it caches.
+    EXPECT_EQ(origin.directory, on.nvrtcIdentityText.empty() ? "" : cubinCacheDirectory());
     return cubin;
   }
 
@@ -265,11 +269,14 @@ TEST_F(CubinCacheTest, RealNvrtcCubinsComeBackFromTheDisk) {
   EXPECT_NE(identity.find("-I"), std::string::npos) << identity;
   std::vector<uint8_t> first, second;
   std::string log;
-  bool fromDisk = true;
-  ASSERT_TRUE(nvrtcCompileCached(real, kSource, "kiln_k", 90, first, log, &fromDisk).isOk());
-  EXPECT_FALSE(fromDisk);
-  ASSERT_TRUE(nvrtcCompileCached(real, kSource, "kiln_k", 90, second, log, &fromDisk).isOk());
-  EXPECT_TRUE(fromDisk);
+  CubinOrigin origin;
+  ASSERT_TRUE(nvrtcCompileCached(real, kSource, "kiln_k", 90, first, log, &origin).isOk());
+  EXPECT_FALSE(origin.fromDisk);
+  EXPECT_GT(origin.compileSeconds, 0);
+  EXPECT_EQ(origin.directory, (root / "cubin").string());
+  ASSERT_TRUE(nvrtcCompileCached(real, kSource, "kiln_k", 90, second, log, &origin).isOk());
+  EXPECT_TRUE(origin.fromDisk);
+  EXPECT_EQ(origin.compileSeconds, 0);
   EXPECT_EQ(second, first);
   ASSERT_GT(second.size(), 4u);
   EXPECT_EQ(std::string(second.begin(), second.begin() + 4), "\x7f" "ELF");

@@ -81,6 +81,14 @@ LtGemm lowerGemmToLt(const GemmParams &p) {
   return lt;
 }
 
+uint32_t gemmAlignmentOf(const void *address) {
+  auto v = reinterpret_cast<uintptr_t>(address);
+  uint32_t a = 256;
+  while (a > 1 && v % a)
+    a /= 2;
+  return a;
+}
+
 std::string gemmDescKey(const GemmDesc &d, size_t workspaceBytes) {
   auto exact = [](double v) {
     char text[40];

@@ -124,6 +124,10 @@ LtGemm lowerGemmToLt(const GemmParams &params);
 // library sees it.
 Status checkGemmDesc(const GemmDesc &desc);
 
+// The largest power of two up to 256 dividing |address|: what a GEMM
+// operand there promises for GemmDesc::alignmentBytes.
+uint32_t gemmAlignmentOf(const void *address);
+
 // Everything a plan of |desc| with |workspaceBytes| of workspace depends
 // on, as text (alpha and beta to the last bit: two GEMMs whose alphas
 // differ past six digits need two plans): the key under which

@@ -249,14 +249,6 @@ int64_t chunkImages(const Geometry &g, PkgDType dtype) {
   return std::max<int64_t>(1, std::min<int64_t>(g.n, int64_t(fit)));
 }
 
-uint32_t alignmentOf(const void *address) {
-  auto v = reinterpret_cast<uintptr_t>(address);
-  uint32_t a = 256;
-  while (a > 1 && v % a)
-    a /= 2;
-  return a;
-}
-
 const char *libraryName(LibraryKind kind) {
   switch (kind) {
   case LibraryKind::Conv2D: return "conv2d";
@@ -499,7 +491,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     desc.allowTf32 = allowTf32_;
     desc.algorithms = gemmAlgorithms_;
     desc.alignmentBytes =
-        std::min({alignmentOf(lhs), alignmentOf(rhs), alignmentOf(out)});
+        std::min({gemmAlignmentOf(lhs), gemmAlignmentOf(rhs), gemmAlignmentOf(out)});
     if (Status s = checkGemmDesc(desc); !s.isOk()) {
       failed = s;
       return;

@@ -19,19 +19,6 @@
 
 namespace kiln::runtime::cuda {
 
-namespace {
-
-// The largest power of two up to 256 dividing |address|.
-uint32_t alignmentOf(const void *address) {
-  auto v = reinterpret_cast<uintptr_t>(address);
-  uint32_t a = 256;
-  while (a > 1 && v % a)
-    a /= 2;
-  return a;
-}
-
-} // namespace
-
 Status CudaExecutable::planGemm(size_t index) {
   const PackageThunk &t = package_.thunks[index];
   ThunkPlan &plan = thunks_[index];
@@ -85,7 +72,7 @@ Status CudaExecutable::planGemm(size_t index) {
   desc.algorithms = options_.autotune ? std::max(options_.gemmAlgorithms, 1) : 1;
   uint32_t align = 256;
   for (void *p : plan.args)
-    align = std::min(align, alignmentOf(p));
+    align = std::min(align, gemmAlignmentOf(p));
   desc.alignmentBytes = align;
   if (Status s = checkGemmDesc(desc); !s.isOk())
     return fail(s.message());

@@ -15,6 +15,7 @@
 #include "runtime/cuda/Autotune.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/PkgBuffers.h"
+#include "tests/unit/cuda/ScopedEnv.h"
 
 #include <gtest/gtest.h>
 
@@ -30,24 +31,13 @@ namespace {
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
 using kiln::runtime::cuda::testing::f32Buffer;
+using kiln::runtime::cuda::testing::gemmThunk;
+using kiln::runtime::cuda::testing::ScopedEnv;
+using kiln::runtime::cuda::testing::signatureEntry;
 using kiln::runtime::cuda::testing::FakeCudaApi;
 using kiln::runtime::cuda::testing::randomFloats;
 
 constexpr int M = 4, K = 8, N = 16;
-
-PackageThunk gemm(int64_t m, int64_t n, int64_t k, uint32_t lhs, uint32_t rhs,
-                  uint32_t out) {
-  PackageThunk t;
-  t.kind = ThunkKind::LibraryCall;
-  t.library = LibraryKind::Gemm;
-  t.hasGemm = true;
-  t.gemm.m = m;
-  t.gemm.n = n;
-  t.gemm.k = k;
-  t.operands = {lhs, rhs};
-  t.results = {out};
-  return t;
-}
 
 // h = x . w [M, N]; y = h . v [M, N]; h2 = x . w again (h's shape: two
 // thunks share a plan).
@@ -62,15 +52,10 @@ LoadedPackage twoShapes() {
                f32Buffer("y", PkgRole::Output, {M, N}, 2560),
                f32Buffer("h2", PkgRole::Output, {M, N}, 3072)};
   p.arenaSize = 3584;
-  p.thunks = {gemm(M, N, K, 0, 1, 3), gemm(M, N, N, 3, 2, 4),
-              gemm(M, N, K, 0, 1, 5)};
+  p.thunks = {gemmThunk(M, N, K, 0, 1, 3), gemmThunk(M, N, N, 3, 2, 4),
+              gemmThunk(M, N, K, 0, 1, 5)};
   auto entry = [&](const char *name, PkgRole role, uint32_t id) {
-    SignatureEntry e;
-    e.name = name;
-    e.role = role;
-    e.shape = p.buffers[id].shape;
-    e.buffer = id;
-    return e;
+    return signatureEntry(p, name, role, id);
   };
   p.inputs = {entry("x", PkgRole::Input, 0), entry("w", PkgRole::Parameter, 1),
               entry("v", PkgRole::Parameter, 2)};
@@ -367,9 +352,7 @@ TEST_F(AutotuneTest, CacheOffWritesNothing) {
 }
 
 TEST(AutotuneCacheDirectory, FollowsKilnCacheDir) {
-  const char *saved = std::getenv("KILN_CACHE_DIR");
-  std::string restore = saved ? saved : "";
-  setenv("KILN_CACHE_DIR", "off", 1);
+  ScopedEnv cacheDir("KILN_CACHE_DIR", "off");
   EXPECT_EQ(autotuneCacheDirectory(), "");
   char pattern[] = "/tmp/kiln-gemm-cache-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
@@ -379,10 +362,6 @@ TEST(AutotuneCacheDirectory, FollowsKilnCacheDir) {
   std::string command = std::string("test -d '") + pattern +
                         "/a/b/autotune' && rm -rf '" + pattern + "'";
   EXPECT_EQ(std::system(command.c_str()), 0);
-  if (saved)
-    setenv("KILN_CACHE_DIR", restore.c_str(), 1);
-  else
-    unsetenv("KILN_CACHE_DIR");
 }
 
 } // namespace

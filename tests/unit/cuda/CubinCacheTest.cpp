@@ -14,6 +14,7 @@
 #include "runtime/cuda/CubinCache.h"
 #include "runtime/cuda/RuntimeKernels.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/ScopedEnv.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,17 +44,12 @@ protected:
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root);
     fs::create_directories(root);
-    if (const char *old = std::getenv("KILN_CACHE_DIR"))
-      previous = old, had = true;
-    setenv("KILN_CACHE_DIR", root.c_str(), 1);
+    cacheDir = std::make_unique<testing::ScopedEnv>("KILN_CACHE_DIR", root.string());
     api.nvrtcIdentityText = "fake NVRTC 1.0";
     RuntimeKernels::clearProcessCache();
   }
   void TearDown() override {
-    if (had)
-      setenv("KILN_CACHE_DIR", previous.c_str(), 1);
-    else
-      unsetenv("KILN_CACHE_DIR");
+    cacheDir.reset();
     fs::remove_all(root);
     RuntimeKernels::clearProcessCache();
   }
@@ -79,8 +76,7 @@ protected:
   }
 
   fs::path root;
-  std::string previous;
-  bool had = false;
+  std::unique_ptr<testing::ScopedEnv> cacheDir; // KILN_CACHE_DIR=root
   FakeCudaApi api;
 };
 

@@ -29,6 +29,7 @@
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/RuntimeHostKernels.h"
+#include "tests/unit/cuda/ScopedEnv.h"
 #include "tests/unit/cuda/Sm90Kernels.h"
 
 #include <gtest/gtest.h>
@@ -50,27 +51,18 @@ namespace {
 
 using namespace kiln::runtime;
 
-// Sets an environment variable for a scope, then restores it.
-struct ScopedEnv {
-  ScopedEnv(const char *name, const char *value) : name(name) {
-    if (const char *old = std::getenv(name))
-      previous = old, had = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had)
-      setenv(name, previous.c_str(), 1);
-    else
-      unsetenv(name);
-  }
-  const char *name;
-  std::string previous;
-  bool had = false;
-};
 using namespace kiln::runtime::cuda;
 namespace ct = kiln::runtime::cuda::testing;
 using ct::FakeCudaApi;
 using ct::HostKernel;
+using ct::ScopedEnv;
+
+// Whether the entry point |entry| ends with |suffix| (a variant's mark:
+// "s2", "q128", "q128b2", ...).
+bool endsWith(const std::string &entry, const std::string &suffix) {
+  return entry.size() >= suffix.size() &&
+         entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 // Normwise bounds: f32 and f64 compute in their own precision; f16 and
 // bf16 round P and dS to the dtype before the tensor-core products and
@@ -444,7 +436,7 @@ TEST_F(CudaAttentionTest, TensorCoresBF16) { sweep(PkgDType::BF16, {16, 64, 24},
 // head dims multiples of 8 only (cleared first) and Dv != D included.
 TEST_F(CudaAttentionTest, TwoStagesInDynamicSharedMemory) {
   prefer = [](const std::string &entry) {
-    return entry.size() > 2 && entry.compare(entry.size() - 2, 2, "s2") == 0;
+    return endsWith(entry, "s2");
   };
   check(PkgDType::F16, ct::attentionParams(1, 2, 70, 130, 128, 128, false), true);
   check(PkgDType::BF16, ct::attentionParams(1, 1, 150, 150, 128, 128, true), true);
@@ -470,12 +462,12 @@ TEST_F(CudaAttentionTest, TwoStagesGiveTheSameBitsAsOne) {
       api.hostKernels = *kernels;
       if (staged)
         api.launchMs = [](const std::string &entry) {
-          return entry.compare(entry.size() - 2, 2, "s2") == 0 ? 1.0 : 2.0;
+          return endsWith(entry, "s2") ? 1.0 : 2.0;
         };
       outs[staged] = run(pkg, api, in);
       size_t s2 = 0;
       for (const auto &l : api.launches)
-        s2 += l.entry.compare(l.entry.size() - 2, 2, "s2") == 0;
+        s2 += endsWith(l.entry, "s2");
       // Two-stage kernels ran in the steps (and the tuning) or none did.
       EXPECT_EQ(s2 > 0, staged == 1) << d;
     }
@@ -501,9 +493,7 @@ TEST_F(CudaAttentionTest, DkdvOnWarpPairsUpToHeadDim64) {
 // key tile past their diagonal, all masked), Dv != D and head dims that
 // are multiples of 8 only.
 TEST_F(CudaAttentionTest, ForwardAndDqOn128QueryRows) {
-  auto q128 = [](const std::string &entry) {
-    return entry.size() > 4 && entry.compare(entry.size() - 4, 4, "q128") == 0;
-  };
+  auto q128 = [](const std::string &entry) { return endsWith(entry, "q128"); };
   prefer = q128;
   check(PkgDType::BF16, ct::attentionParams(1, 2, 130, 130, 64, 64, true), true);
   check(PkgDType::F16, ct::attentionParams(2, 2, 70, 33, 64, 64, false), true);
@@ -531,9 +521,7 @@ TEST_F(CudaAttentionTest, Q128GivesTheSameBitsAsQ64) {
       FakeCudaApi api;
       api.device.multiprocessors = 2;
       api.hostKernels = *kernels;
-      auto isWide = [](const std::string &entry) {
-        return entry.compare(entry.size() - 4, 4, "q128") == 0;
-      };
+      auto isWide = [](const std::string &entry) { return endsWith(entry, "q128"); };
       if (wide)
         api.launchMs = [&](const std::string &entry) { return isWide(entry) ? 1.0 : 2.0; };
       outs[wide] = run(pkg, api, in);
@@ -568,7 +556,7 @@ TEST_F(CudaAttentionTest, MoreBlocksPerSm) {
   check(PkgDType::F16, ct::attentionParams(2, 1, 33, 70, 40, 24, false), true);
   // With 128 query rows: the forward for two blocks of 8 warps.
   prefer = [](const std::string &entry) {
-    return entry.size() > 6 && entry.compare(entry.size() - 6, 6, "q128b2") == 0;
+    return endsWith(entry, "q128b2");
   };
   check(PkgDType::BF16, ct::attentionParams(1, 2, 150, 70, 64, 64, true), true);
 }
@@ -687,7 +675,7 @@ TEST_F(CudaAttentionTest, KernelOriginsSayWhereTheKernelsCameFrom) {
   const std::string &o = origins[0];
   EXPECT_TRUE(o == "attention kernels compiled earlier in this process" ||
               (o.rfind("attention kernels compiled by NVRTC in ", 0) == 0 &&
-               o.compare(o.size() - 2, 2, " s") == 0))
+               endsWith(o, " s")))
       << o;
 }
 

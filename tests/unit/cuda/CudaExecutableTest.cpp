@@ -19,6 +19,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/PkgBuffers.h"
+#include "tests/unit/cuda/ScopedEnv.h"
 
 #include <gtest/gtest.h>
 
@@ -35,6 +36,9 @@ namespace {
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
 using kiln::runtime::cuda::testing::f32Buffer;
+using kiln::runtime::cuda::testing::gemmThunk;
+using kiln::runtime::cuda::testing::ScopedEnv;
+using kiln::runtime::cuda::testing::signatureEntry;
 using kiln::runtime::cuda::testing::FakeCudaApi;
 using kiln::runtime::cuda::testing::randomFloats;
 
@@ -78,15 +82,7 @@ LoadedPackage mlpPackage(std::vector<unsigned> archs = {80, 90},
   p.arenaSize = 1920;
   p.kernels = {kernel("relu", "kiln_relu", 5000, archs, ptxArch),
                kernel("sgd", "kiln_sgd", 3, archs, ptxArch)};
-  PackageThunk gemm;
-  gemm.kind = ThunkKind::LibraryCall;
-  gemm.library = LibraryKind::Gemm;
-  gemm.hasGemm = true;
-  gemm.gemm.m = M;
-  gemm.gemm.n = N;
-  gemm.gemm.k = K;
-  gemm.operands = {0, 1};
-  gemm.results = {2};
+  PackageThunk gemm = gemmThunk(M, N, K, 0, 1, 2);
   PackageThunk relu;
   relu.kernel = 0;
   relu.operands = {2};
@@ -107,12 +103,7 @@ LoadedPackage mlpPackage(std::vector<unsigned> archs = {80, 90},
   init.seed = 7;
   p.parameterInits = {init};
   auto entry = [&](const char *name, PkgRole role, uint32_t id) {
-    SignatureEntry e;
-    e.name = name;
-    e.role = role;
-    e.shape = p.buffers[id].shape;
-    e.buffer = id;
-    return e;
+    return signatureEntry(p, name, role, id);
   };
   p.inputs = {entry("x", PkgRole::Input, 0), entry("w", PkgRole::Parameter, 1)};
   p.outputs = {entry("y", PkgRole::Output, 3), entry("w_new", PkgRole::Output, 4),
@@ -315,9 +306,7 @@ TEST_F(CudaExecutableTest, CodeSelectionFollowsTheDeviceArchitecture) {
     std::string dir = ::testing::TempDir() + "kiln-rejit-cache-" +
                       std::to_string(::getpid());
     std::filesystem::remove_all(dir);
-    const char *old = std::getenv("KILN_CACHE_DIR");
-    std::string previous = old ? old : "";
-    setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+    ScopedEnv cacheDir("KILN_CACHE_DIR", dir);
     api.nvrtcIdentityText = "fake NVRTC 1.0";
     api.nvrtcArchs.clear();
     api.loadedImages.clear();
@@ -333,10 +322,6 @@ TEST_F(CudaExecutableTest, CodeSelectionFollowsTheDeviceArchitecture) {
     for (size_t i = 0; i < compiled; ++i)
       EXPECT_EQ(api.loadedImages[compiled + i], api.loadedImages[i]);
     api.nvrtcIdentityText.clear();
-    if (old)
-      setenv("KILN_CACHE_DIR", previous.c_str(), 1);
-    else
-      unsetenv("KILN_CACHE_DIR");
     std::filesystem::remove_all(dir);
   }
   {

@@ -2,8 +2,8 @@
 //
 // Host buffers of a package dtype (f32, bf16 or f16) for the tests that run
 // kernels and GEMMs on a GPU or the fake table: random values, and one
-// element read back as a double; f32 package buffers for packages built by
-// hand. No LLVM.
+// element read back as a double; f32 package buffers, GEMM thunks and
+// signature entries for packages built by hand. No LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +59,33 @@ inline PackageBuffer f32Buffer(const char *name, PkgRole role,
     b.size *= d;
   b.updates = updates;
   return b;
+}
+
+// A plain GEMM thunk out = lhs . rhs ([m, k] x [k, n]), for packages
+// built by hand.
+inline PackageThunk gemmThunk(int64_t m, int64_t n, int64_t k, uint32_t lhs,
+                              uint32_t rhs, uint32_t out) {
+  PackageThunk t;
+  t.kind = ThunkKind::LibraryCall;
+  t.library = LibraryKind::Gemm;
+  t.hasGemm = true;
+  t.gemm.m = m;
+  t.gemm.n = n;
+  t.gemm.k = k;
+  t.operands = {lhs, rhs};
+  t.results = {out};
+  return t;
+}
+
+// The signature entry |name| of |role| for buffer |id| of |p| (its shape).
+inline SignatureEntry signatureEntry(const LoadedPackage &p, const char *name,
+                                     PkgRole role, uint32_t id) {
+  SignatureEntry e;
+  e.name = name;
+  e.role = role;
+  e.shape = p.buffers[id].shape;
+  e.buffer = id;
+  return e;
 }
 
 // |n| floats uniform on [-1, 1), seeded by |seed|.

@@ -101,8 +101,8 @@ struct CudaOptions {
   // cuBLASLt's workspace, allocated once (32 MiB suits Hopper).
   size_t gemmWorkspaceBytes = 32u << 20;
   // Times, at load, cuBLASLt's first |gemmAlgorithms| algorithms for each
-  // GEMM shape and the attention backward's variants for each attention
-  // shape, and runs the fastest (Autotune.h); the choices are kept in
+  // GEMM shape (the convolutions' too) and the attention's kernel variants
+  // for each attention shape, forward and backward, and runs the fastest (Autotune.h); the choices are kept in
   // |autotuneCache| ("": autotuneCacheDirectory(), from $KILN_CACHE_DIR;
   // "off": not kept).
   bool autotune = true;
@@ -221,8 +221,8 @@ private:
   // Queues thunk |index|'s cuBLASLt call (a GEMM thunk's, without an
   // epilogue kernel that follows it) on |stream|.
   Status queueGemm(size_t index, CudaStream stream);
-  // Autotune.h over every GEMM plan and attention backward, at the end of
-  // prepare().
+  // Autotune.h over every GEMM plan (the convolutions' too) and attention
+  // thunk, at the end of prepare().
   Status autotune();
   Status runCollective(size_t index);
   // cudaStreamSynchronize of the step's stream, after the communicator's

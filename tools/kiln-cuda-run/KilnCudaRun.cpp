@@ -17,8 +17,8 @@
 //   --epochs=N / --steps=N   one epoch by default
 //   --device=N, --cuda-graphs=on|off, --log-every=N
 //   --cuda-pdl=on|off programmatic dependent launch of the kernels (sm_90)
-//   --autotune=on|off cuBLASLt's algorithms and the attention backward's
-//                     variants timed per shape at load (default on;
+//   --autotune=on|off cuBLASLt's algorithms (the convolutions' GEMMs too)
+//                     and the attention's variants timed per shape at load (default on;
 //                     Autotune.h); each shape timed now gets a line: every
 //                     candidate's time, the choice
 //   --time=N          after the training steps, time N more steps (CUDA

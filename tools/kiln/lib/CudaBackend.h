@@ -28,8 +28,8 @@ namespace kiln::cli {
 struct CudaBackendOptions {
   int device = 0;
   bool graphs = true; // CUDA Graph capture after the warm-up step
-  // cuBLASLt's algorithms and the attention backward's variants timed per
-  // shape at load (Autotune.h).
+  // cuBLASLt's algorithms (the convolutions' GEMMs too) and the attention's
+  // kernel variants timed per shape at load (Autotune.h).
   bool autotune = true;
   // Programmatic dependent launch of the generated kernels (sm_90 on).
   bool programmaticLaunch = true;

@@ -80,8 +80,8 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "(default on)");
   parser.addValue("autotune", &autotune, "on|off",
                   "cuda: at load, time cuBLASLt's first 8 algorithms for "
-                  "each GEMM shape and the attention backward's variants, "
-                  "run the fastest and keep the choices in $KILN_CACHE_DIR "
+                  "each GEMM shape (the convolutions' too) and the "
+                  "attention's kernel variants, run the fastest and keep the choices in $KILN_CACHE_DIR "
                   "(default on; off: the first of each, the same on every "
                   "machine)");
   parser.addValue("fuse-attention", &fuseAttention, "on|off",

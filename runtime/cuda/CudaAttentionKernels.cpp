@@ -512,24 +512,20 @@ static inline double kiln_attn_bits(void *p) {
 #define KILN_ATTN_HOST_DYN(name, bytes)
 #endif
 
-// An entry point |name| running fn<...> with |threads| per block (the
-// kernels that take no count: KILN_ATTN_THREADS).
-#define KILN_ATTN_KERNEL_N(name, threads, fn, ...)                             \
-  extern "C" __global__ void __launch_bounds__(threads, 1)                     \
-      name(KILN_ATTN_PARAMS) {                                                 \
-    fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
-  }                                                                            \
-  KILN_ATTN_HOST(name)
-#define KILN_ATTN_KERNEL(name, fn, ...)                                        \
-  KILN_ATTN_KERNEL_N(name, KILN_ATTN_THREADS, fn, __VA_ARGS__)
-// One compiled for |blocks| blocks per SM (ptxas caps its registers so
-// that many fit).
+// An entry point |name| running fn<...> with |threads| per block,
+// compiled for |blocks| blocks per SM (ptxas caps its registers so that
+// many fit; 1: no cap); KILN_ATTN_KERNEL_N with one block, and
+// KILN_ATTN_KERNEL with KILN_ATTN_THREADS too.
 #define KILN_ATTN_KERNEL_NB(name, threads, blocks, fn, ...)                    \
   extern "C" __global__ void __launch_bounds__(threads, blocks)                \
       name(KILN_ATTN_PARAMS) {                                                 \
     fn<__VA_ARGS__>(KILN_ATTN_ARGS);                                           \
   }                                                                            \
   KILN_ATTN_HOST(name)
+#define KILN_ATTN_KERNEL_N(name, threads, fn, ...)                             \
+  KILN_ATTN_KERNEL_NB(name, threads, 1, fn, __VA_ARGS__)
+#define KILN_ATTN_KERNEL(name, fn, ...)                                        \
+  KILN_ATTN_KERNEL_N(name, KILN_ATTN_THREADS, fn, __VA_ARGS__)
 // One whose shared memory, |bytes|, is past 48 KiB: launched with that
 // much dynamic shared memory (fn's last template argument is |bytes|).
 #define KILN_ATTN_KERNEL_DYN(name, threads, bytes, fn, ...)                    \

@@ -9,7 +9,9 @@
 #include "runtime/cuda/CudaConv.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <optional>
 
 namespace kiln::runtime::cuda {
 
@@ -186,13 +188,6 @@ PkgDType accumulation(PkgDType dtype) {
   return dtype == PkgDType::F64 ? PkgDType::F64 : PkgDType::F32;
 }
 
-int64_t product(const std::vector<int64_t> &v) {
-  int64_t n = 1;
-  for (int64_t d : v)
-    n *= d;
-  return n;
-}
-
 std::string list(const std::vector<int64_t> &v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i)
@@ -256,6 +251,65 @@ const char *libraryName(LibraryKind kind) {
   case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
   default: return "gemm";
   }
+}
+
+// The operand and result shapes of convolution |t|: (x, w) -> y,
+// (dy, w) -> dx, (x, dy) -> dw.
+std::array<std::vector<int64_t>, 3> convBufferShapes(const PackageThunk &t) {
+  const ConvParams &c = t.conv;
+  switch (t.library) {
+  case LibraryKind::Conv2D: return {c.inputShape, c.filterShape, c.outputShape};
+  case LibraryKind::Conv2DInputGrad:
+    return {c.outputShape, c.filterShape, c.inputShape};
+  default: return {c.inputShape, c.outputShape, c.filterShape};
+  }
+}
+
+// That convolution |t| (its shapes checked by checkConvShapes) has two
+// operands and a result of one float dtype, each holding its shape; and
+// that one image's column buffer (CKK x P + O x P accumulation elements,
+// chunkImages) has a 64-bit size. Every size is multiplied with overflow
+// checks: the shapes are the package's word.
+Status checkConvBuffers(const LoadedPackage &package, const PackageThunk &t) {
+  if (t.operands.size() != 2 || t.results.size() != 1)
+    return Status::error(std::string("expected a ") + libraryName(t.library) +
+                         " with two operands and one result, found " +
+                         std::to_string(t.operands.size()) + " and " +
+                         std::to_string(t.results.size()));
+  PkgDType dtype = package.buffers[t.results[0]].dtype;
+  if (!suffix(dtype))
+    return Status::error(std::string(libraryName(t.library)) +
+                         ": expected f32, f64, f16 or bf16, found " +
+                         pkgDTypeName(dtype));
+  std::array<std::vector<int64_t>, 3> shapes = convBufferShapes(t);
+  const char *names[3] = {"operand 0", "operand 1", "the result"};
+  for (int i = 0; i < 3; ++i) {
+    const PackageBuffer &b =
+        package.buffers[i < 2 ? t.operands[i] : t.results[0]];
+    std::optional<uint64_t> need = pkgShapeBytes(dtype, shapes[i]);
+    if (b.dtype != dtype || !need || b.size < *need)
+      return Status::error(
+          std::string(libraryName(t.library)) + ": " + names[i] + " '" +
+          b.name + "' is " + pkgDTypeName(b.dtype) + " of " +
+          std::to_string(b.size) + " bytes, expected " + pkgDTypeName(dtype) +
+          " " + list(shapes[i]) + " (" +
+          (need ? std::to_string(*need) + " bytes" : "over 2^64 bytes") + ")");
+  }
+  const ConvParams &c = t.conv;
+  std::optional<uint64_t> rows = pkgElementCount(
+      {c.groups, c.filterShape[1], c.filterShape[2], c.filterShape[3]});
+  uint64_t perImageRows = 0;
+  if (!rows ||
+      __builtin_add_overflow(*rows, uint64_t(c.filterShape[0]), &perImageRows) ||
+      perImageRows > uint64_t(INT64_MAX) ||
+      !pkgShapeBytes(accumulation(dtype),
+                     {int64_t(perImageRows), c.outputShape[2], c.outputShape[3]}))
+    return Status::error(std::string(libraryName(t.library)) +
+                         ": the column buffer of one image (filter " +
+                         list(c.filterShape) + ", output " + list(c.outputShape) +
+                         ", groups " + std::to_string(c.groups) +
+                         ") overflows 64-bit sizes");
+  return Status::ok();
 }
 
 } // namespace
@@ -358,12 +412,13 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
     if (Status s = checkConvShapes(t.conv); !s.isOk())
       return Status::error("thunk " + std::to_string(i) + " (" +
                            libraryName(t.library) + "): " + s.message());
+    // Before the workspace is sized from the shapes.
+    if (Status s = checkConvBuffers(package, t); !s.isOk())
+      return Status::error("thunk " + std::to_string(i) + ": " + s.message());
     PkgDType dtype = package.buffers[t.results[0]].dtype;
-    if (suffix(dtype)) {
-      Geometry g = geometryOf(t.conv);
-      g.n = chunkImages(g, dtype);
-      bytes = std::max(bytes, workspaceFor(g, dtype));
-    }
+    Geometry g = geometryOf(t.conv);
+    g.n = chunkImages(g, dtype);
+    bytes = std::max(bytes, workspaceFor(g, dtype));
   }
   if (Status s = conv->kernels_.load(convKernelSource(), device.smArch());
       !s.isOk())
@@ -391,49 +446,23 @@ std::vector<CudaConv::GemmShape> CudaConv::gemmShapes() const {
 Status CudaConv::plan(size_t index, const std::vector<void *> &args,
                       size_t gemmWorkspaceBytes) {
   const PackageThunk &t = package_.thunks[index];
-  if (t.operands.size() != 2 || t.results.size() != 1 || args.size() != 3)
+  if (args.size() != 3)
     return Status::error(std::string("expected a ") + libraryName(t.library) +
                          " with two operands and one result");
+  // create() checked this; repeated for a caller that planned without it.
+  if (Status s = checkConvBuffers(package_, t); !s.isOk())
+    return s;
   PkgDType dtype = package_.buffers[t.results[0]].dtype;
   const char *type = suffix(dtype);
-  if (!type)
-    return Status::error(std::string(libraryName(t.library)) +
-                         ": expected f32, f64, f16 or bf16, found " +
-                         pkgDTypeName(dtype));
   const ConvParams &c = t.conv;
-  // Operand and result shapes: (x, w) -> y, (dy, w) -> dx, (x, dy) -> dw.
-  std::vector<int64_t> shapes[3];
-  switch (t.library) {
-  case LibraryKind::Conv2D:
-    shapes[0] = c.inputShape, shapes[1] = c.filterShape, shapes[2] = c.outputShape;
-    break;
-  case LibraryKind::Conv2DInputGrad:
-    shapes[0] = c.outputShape, shapes[1] = c.filterShape, shapes[2] = c.inputShape;
-    break;
-  default:
-    shapes[0] = c.inputShape, shapes[1] = c.outputShape, shapes[2] = c.filterShape;
-    break;
-  }
-  const char *names[3] = {"operand 0", "operand 1", "the result"};
-  for (int i = 0; i < 3; ++i) {
-    const PackageBuffer &b =
-        package_.buffers[i < 2 ? t.operands[i] : t.results[0]];
-    uint64_t need = uint64_t(product(shapes[i])) * pkgBytesPerElement(dtype);
-    if (b.dtype != dtype || b.size < need)
-      return Status::error(std::string(libraryName(t.library)) + ": " +
-                           names[i] + " '" + b.name + "' is " +
-                           pkgDTypeName(b.dtype) + " of " +
-                           std::to_string(b.size) + " bytes, expected " +
-                           pkgDTypeName(dtype) + " " + list(shapes[i]) + " (" +
-                           std::to_string(need) + " bytes)");
-  }
+  std::array<std::vector<int64_t>, 3> shapes = convBufferShapes(t);
 
   Geometry g = geometryOf(c);
   Plan p;
   if (g.n == 0 || g.o == 0 || g.c == 0 || g.p() == 0) {
     // Nothing to multiply: the gradients are zero, the output empty.
     p.zeroFill = args[2];
-    p.zeroBytes = uint64_t(product(shapes[2])) * pkgBytesPerElement(dtype);
+    p.zeroBytes = *pkgShapeBytes(dtype, shapes[2]);
     plans_[index] = std::move(p);
     return Status::ok();
   }

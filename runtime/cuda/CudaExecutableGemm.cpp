@@ -77,39 +77,45 @@ Status CudaExecutable::planGemm(size_t index) {
   if (Status s = checkGemmDesc(desc); !s.isOk())
     return fail(s.message());
   const GemmParams &g = t.gemm;
-  uint64_t elem = pkgBytesPerElement(desc.dtype);
-  auto holds = [&](uint32_t id, uint64_t elements, const char *what) {
+  // What each buffer must hold, [batch, rows, columns] or [n]: the sizes
+  // are the package's word, so they are multiplied with overflow checks
+  // (a wrapped product would let cuBLASLt run past the buffer).
+  auto holds = [&](uint32_t id, const std::vector<int64_t> &shape,
+                   const char *what) {
     const PackageBuffer &b = package_.buffers[id];
     if (b.dtype != desc.dtype)
       return fail(std::string(what) + " is " + pkgDTypeName(b.dtype) +
                   ", expected " + pkgDTypeName(desc.dtype));
-    if (b.size < elements * elem)
+    std::optional<uint64_t> need = pkgShapeBytes(desc.dtype, shape);
+    if (!need)
+      return fail(std::string(what) + " would span more than 2^64 bytes "
+                  "(its size overflows)");
+    if (b.size < *need)
       return fail(std::string(what) + " holds " + std::to_string(b.size) +
-                  " bytes, expected " + std::to_string(elements * elem));
+                  " bytes, expected " + std::to_string(*need));
     return Status::ok();
   };
-  for (Status s : {holds(t.operands[0], uint64_t(g.batch * g.m * g.k), "lhs"),
-                   holds(t.operands[1], uint64_t(g.batch * g.k * g.n), "rhs"),
-                   holds(t.results[0], uint64_t(g.batch * g.m * g.n), "result")})
+  const std::vector<int64_t> outShape{g.batch, g.m, g.n};
+  for (Status s : {holds(t.operands[0], {g.batch, g.m, g.k}, "lhs"),
+                   holds(t.operands[1], {g.batch, g.k, g.n}, "rhs"),
+                   holds(t.results[0], outShape, "result")})
     if (!s.isOk())
       return s;
-  uint64_t outElements = uint64_t(g.batch * g.m * g.n);
   if (extra.bias)
-    if (Status s = holds(t.operands[2], uint64_t(g.n), "bias"); !s.isOk())
+    if (Status s = holds(t.operands[2], {g.n}, "bias"); !s.isOk())
       return s;
   if (extra.c)
-    if (Status s = holds(t.operands.back(), outElements, "C (residual)");
+    if (Status s = holds(t.operands.back(), outShape, "C (residual)");
         !s.isOk())
       return s;
   if (extra.biasGradient)
-    if (Status s = holds(t.results[1], uint64_t(g.n), "bias gradient");
-        !s.isOk())
+    if (Status s = holds(t.results[1], {g.n}, "bias gradient"); !s.isOk())
       return s;
   if (extra.aux)
-    if (Status s = holds(t.results[1], outElements, "aux"); !s.isOk())
+    if (Status s = holds(t.results[1], outShape, "aux"); !s.isOk())
       return s;
   if (extra.auxInput)
-    if (Status s = holds(t.operands[2], outElements, "aux"); !s.isOk())
+    if (Status s = holds(t.operands[2], outShape, "aux"); !s.isOk())
       return s;
   if (!workspace_ && options_.gemmWorkspaceBytes) {
     if (Status s = api_.malloc(&workspace_, options_.gemmWorkspaceBytes);

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,27 @@ inline unsigned pkgBytesPerElement(PkgDType dtype) {
     return 1;
   }
   return 0;
+}
+
+// The elements of |shape|, or nullopt when a dimension is negative or the
+// product overflows 64 bits; pkgShapeBytes: the bytes it takes in |dtype|.
+// Everything that sizes a buffer from dimensions a package states (a
+// library call's parameters) goes through these, so a corrupted dimension
+// cannot wrap around to a small size.
+inline std::optional<uint64_t> pkgElementCount(const std::vector<int64_t> &shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+      return std::nullopt;
+  return n;
+}
+inline std::optional<uint64_t> pkgShapeBytes(PkgDType dtype,
+                                             const std::vector<int64_t> &shape) {
+  std::optional<uint64_t> n = pkgElementCount(shape);
+  uint64_t bytes = 0;
+  if (!n || __builtin_mul_overflow(*n, uint64_t(pkgBytesPerElement(dtype)), &bytes))
+    return std::nullopt;
+  return bytes;
 }
 
 // The element type's name as the IR spells it (f32, bf16, i1, ...).

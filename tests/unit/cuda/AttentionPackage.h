@@ -17,6 +17,7 @@
 
 #include "runtime/Half.h"
 #include "runtime/package/Package.h"
+#include "tests/unit/package/PackageMutants.h"
 
 #include <cmath>
 #include <cstdint>
@@ -27,41 +28,11 @@
 
 namespace kiln::runtime::cuda::testing {
 
-// One buffer of an attention test package: an input or an output.
-struct AttentionBufferSpec {
-  const char *name;
-  std::vector<int64_t> shape;
-  PkgDType dtype;
-  bool input;
-};
-
-// Appends |specs| as buffers in order (256-byte aligned in the arena) with
-// their input or output signature entries, and sets the arena's size.
+// The buffers of a test package (tests/unit/package/PackageMutants.h).
+using AttentionBufferSpec = kiln::runtime::testing::BufferSpec;
 inline void addAttentionBuffers(LoadedPackage &pkg,
                                 const std::vector<AttentionBufferSpec> &specs) {
-  uint64_t offset = 0;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    PackageBuffer b;
-    b.name = specs[i].name;
-    b.dtype = specs[i].dtype;
-    b.shape = specs[i].shape;
-    b.offset = offset;
-    int64_t n = 1;
-    for (int64_t d : b.shape)
-      n *= d;
-    b.size = uint64_t(n) * pkgBytesPerElement(b.dtype);
-    b.role = specs[i].input ? PkgRole::Input : PkgRole::Output;
-    offset += (b.size + 255) / 256 * 256;
-    pkg.buffers.push_back(b);
-    SignatureEntry e;
-    e.name = b.name;
-    e.role = b.role;
-    e.dtype = b.dtype;
-    e.shape = b.shape;
-    e.buffer = static_cast<uint32_t>(i);
-    (specs[i].input ? pkg.inputs : pkg.outputs).push_back(e);
-  }
-  pkg.arenaSize = offset;
+  kiln::runtime::testing::addBuffers(pkg, specs);
 }
 
 // Buffers: 0 q, 1 k, 2 v, 3 dout (inputs); 4 out, 5 lse, 6 dq, 7 dk, 8 dv

@@ -45,6 +45,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace kiln::runtime::cuda::testing {
@@ -55,6 +56,8 @@ using HostKernel = void (*)(void **buffers, unsigned grid, unsigned block);
 class FakeCudaApi : public CudaApi {
 public:
   CudaDeviceInfo device{0, "Fake H200", 9, 0, 132, 232448};
+  // The fake device's memory: allocations past it fail (out of memory).
+  static constexpr size_t kDeviceMemoryBytes = size_t(2) << 30;
   std::vector<std::string> calls;
   // Per launch: the entry point, shape and arguments.
   struct Launch {
@@ -95,6 +98,12 @@ public:
   std::map<std::string, HostKernel> hostKernelsByImage;
   std::string failCall;
   int failAt = 0;
+  // Every copy, memset and GEMM whose device bytes run past the allocation
+  // they start in (or start in none), as "cublasLtMatmul lhs: 4096 bytes at
+  // offset 256 of a 2048-byte allocation"; the call also fails. A GPU
+  // would fault there or silently corrupt a neighbour, so tests assert
+  // that this stays empty.
+  std::vector<std::string> outOfBounds;
   std::set<GemmEpilogue> refusedEpilogues;
   bool capturing = false;
   // Replays launched graphs (false: a graph launch is only recorded).
@@ -105,8 +114,8 @@ public:
   std::mutex *kernelLock = nullptr;
 
   ~FakeCudaApi() override {
-    for (void *p : live_)
-      std::free(p);
+    for (auto &[p, bytes] : live_)
+      std::free(const_cast<char *>(p));
   }
 
   std::string describe() const override { return "fake"; }
@@ -121,25 +130,37 @@ public:
   Status malloc(void **ptr, size_t bytes) override {
     if (Status s = enter("cudaMalloc " + std::to_string(bytes)); !s.isOk())
       return s;
-    *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    // More than the fake H200 has (or than the host gives) fails as on a GPU.
+    *ptr = bytes <= kDeviceMemoryBytes
+               ? std::aligned_alloc(256, (bytes + 255) / 256 * 256)
+               : nullptr;
+    if (!*ptr)
+      return Status::error("cudaMalloc failed: cudaErrorMemoryAllocation (2): "
+                           "out of memory (" + std::to_string(bytes) + " bytes)");
     std::memset(*ptr, 0xcd, bytes); // uninitialised device memory
-    live_.insert(*ptr);
+    live_[static_cast<const char *>(*ptr)] = bytes;
     return Status::ok();
   }
   Status free(void *ptr) override {
-    live_.erase(ptr);
+    live_.erase(static_cast<const char *>(ptr));
     std::free(ptr);
     return enter("cudaFree");
   }
   Status mallocHost(void **ptr, size_t bytes) override {
     if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
       return s;
-    *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-    live_.insert(*ptr);
+    *ptr = bytes <= kDeviceMemoryBytes
+               ? std::aligned_alloc(256, (bytes + 255) / 256 * 256)
+               : nullptr;
+    if (!*ptr)
+      return Status::error("cudaMallocHost failed: cudaErrorMemoryAllocation "
+                           "(2): out of memory (" + std::to_string(bytes) +
+                           " bytes)");
+    live_[static_cast<const char *>(*ptr)] = bytes;
     return Status::ok();
   }
   Status freeHost(void *ptr) override {
-    live_.erase(ptr);
+    live_.erase(static_cast<const char *>(ptr));
     std::free(ptr);
     return enter("cudaFreeHost");
   }
@@ -152,12 +173,18 @@ public:
                          std::to_string(bytes));
         !s.isOk())
       return s;
+    if (Status s = inBounds(std::string("cudaMemcpyAsync ") + k, kind,
+                            dst, src, bytes);
+        !s.isOk())
+      return s;
     work(stream, [=] { std::memmove(dst, src, bytes); });
     return Status::ok();
   }
   Status memsetAsync(void *dst, int value, size_t bytes,
                      CudaStream stream) override {
     if (Status s = enter("cudaMemsetAsync"); !s.isOk())
+      return s;
+    if (Status s = inBounds("cudaMemsetAsync", dst, bytes); !s.isOk())
       return s;
     work(stream, [=] { std::memset(dst, value, bytes); });
     return Status::ok();
@@ -413,6 +440,24 @@ public:
       return Status::error(std::string("gemm: the ") +
                            gemmEpilogueName(desc.epilogue) +
                            " epilogue needs a bias pointer");
+    // The bytes each operand spans, as hostGemm reads and writes them.
+    const GemmParams &g = desc.params;
+    uint64_t e = pkgBytesPerElement(desc.dtype);
+    uint64_t lhsBytes = uint64_t(g.batch * g.m * g.k) * e,
+             rhsBytes = uint64_t(g.batch * g.k * g.n) * e,
+             outBytes = uint64_t(g.batch * g.m * g.n) * e, nBytes = g.n * e;
+    for (auto [what, p, bytes] :
+         {std::tuple<const char *, const void *, uint64_t>{"lhs", lhs, lhsBytes},
+          {"rhs", rhs, rhsBytes},
+          {"result", out, outBytes},
+          {"C", desc.residual ? c : nullptr, outBytes},
+          {"aux", aux, outBytes},
+          {"bias", gemmEpilogueReadsBias(desc.epilogue) ? bias : nullptr, nBytes},
+          {"bias gradient", biasGrad, nBytes}})
+      if (p)
+        if (Status s = inBounds(std::string("cublasLtMatmul ") + what, p, bytes);
+            !s.isOk())
+          return s;
     gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
     work(stream,
          [=] { hostGemm(desc, lhs, rhs, out, bias, biasGrad, c, aux); });
@@ -525,6 +570,35 @@ public:
   }
 
 private:
+  // Fails (and notes in outOfBounds) unless [p, p + bytes) lies in one
+  // live allocation.
+  Status inBounds(const std::string &what, const void *p, uint64_t bytes) {
+    const char *at = static_cast<const char *>(p);
+    auto it = live_.upper_bound(at);
+    std::string why;
+    if (it == live_.begin() || (--it, at >= it->first + it->second))
+      why = what + ": " + std::to_string(bytes) +
+            " bytes at an address outside every allocation";
+    else if (bytes > it->second - size_t(at - it->first))
+      why = what + ": " + std::to_string(bytes) + " bytes at offset " +
+            std::to_string(at - it->first) + " of a " +
+            std::to_string(it->second) + "-byte allocation";
+    if (why.empty())
+      return Status::ok();
+    outOfBounds.push_back(why);
+    return Status::error("fake: out of bounds: " + why);
+  }
+  // A copy's device side(s): the destination of H2D, the source of D2H,
+  // both of D2D.
+  Status inBounds(const std::string &what, CopyKind kind, const void *dst,
+                  const void *src, uint64_t bytes) {
+    if (kind != CopyKind::DeviceToHost)
+      if (Status s = inBounds(what + " destination", dst, bytes); !s.isOk())
+        return s;
+    if (kind != CopyKind::HostToDevice)
+      return inBounds(what + " source", src, bytes);
+    return Status::ok();
+  }
   static size_t index(GemmPlan plan) { return reinterpret_cast<size_t>(plan) - 1; }
   Status enter(const std::string &call) {
     calls.push_back(call);
@@ -543,7 +617,8 @@ private:
   }
 
   bool programmatic_ = false; // the launch in progress is programmatic
-  std::set<void *> live_;
+  // Live allocations (device and pinned host): start -> bytes asked for.
+  std::map<const char *, size_t> live_;
   std::vector<int> selected_;
   double clock_ = 0;
   std::map<CudaEvent, double> eventClock_;

@@ -286,7 +286,61 @@ Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
   return Status::ok();
 }
 
-Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
+// A library call's results overlap none of its operands and none of each
+// other in the arena: cuBLASLt, the convolutions and the attention read
+// their operands while they write, so a shared byte would be read after it
+// was overwritten (on a GPU, a race). The exceptions are the GEMM operands
+// read only at the element written, which may be the result exactly (the
+// buffer planner puts a result over such a dying operand, BufferModel.cpp):
+// a residual GEMM's C (cuBLASLt reads each element of C before it writes
+// that element of D) and DGelu's aux. Empty buffers overlap nothing.
+Status checkLibraryCallOverlap(const LoadedPackage &p, const std::string &where,
+                               const PackageThunk &t) {
+  auto overlap = [&](uint32_t a, uint32_t b) {
+    const PackageBuffer &x = p.buffers[a], &y = p.buffers[b];
+    return x.size && y.size && x.offset < y.offset + y.size &&
+           y.offset < x.offset + x.size;
+  };
+  PkgGemmEpilogueBuffers extra;
+  if (t.library == LibraryKind::Gemm && t.hasGemm)
+    extra = pkgGemmEpilogueBuffers(t.gemm.epilogue);
+  // Operand o is read only at the element of result 0 it is written to.
+  auto elementwise = [&](size_t o) {
+    if (t.operands.size() != extra.operands())
+      return false; // refused below for its counts
+    return (extra.c && o + 1 == t.operands.size()) ||
+           (extra.auxInput && o == 2);
+  };
+  for (size_t r = 0; r < t.results.size(); ++r) {
+    for (size_t o = 0; o < t.operands.size(); ++o) {
+      uint32_t result = t.results[r], operand = t.operands[o];
+      if (!overlap(result, operand))
+        continue;
+      const PackageBuffer &x = p.buffers[result], &y = p.buffers[operand];
+      if (r == 0 && elementwise(o) && x.offset == y.offset && x.size == y.size)
+        continue; // C or aux in place of the result
+      std::ostringstream os;
+      os << where << ": result " << r << " (buffer " << result << ", bytes "
+         << x.offset << ".." << x.offset + x.size << ") overlaps operand " << o
+         << " (buffer " << operand << ", bytes " << y.offset << ".."
+         << y.offset + y.size << "): a library call reads its operands while "
+         << "it writes its results";
+      return fail(os);
+    }
+    for (size_t q = 0; q < r; ++q)
+      if (overlap(t.results[r], t.results[q])) {
+        std::ostringstream os;
+        os << where << ": results " << q << " and " << r << " (buffers "
+           << t.results[q] << " and " << t.results[r]
+           << ") overlap in the arena";
+        return fail(os);
+      }
+  }
+  return Status::ok();
+}
+
+Status checkThunkFields(const LoadedPackage &p, size_t i,
+                        const PackageThunk &t) {
   std::string where = "thunk " + std::to_string(i);
   if (Status s = checkEnum(where, "kind", raw(t.kind), kMaxThunkKind);
       !s.isOk())
@@ -458,6 +512,16 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
     }
     break;
   }
+  return Status::ok();
+}
+
+// A thunk's fields, then (a library call's counts and shapes being right)
+// where its buffers lie.
+Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
+  if (Status s = checkThunkFields(p, i, t); !s.isOk())
+    return s;
+  if (t.kind == ThunkKind::LibraryCall)
+    return checkLibraryCallOverlap(p, "thunk " + std::to_string(i), t);
   return Status::ok();
 }
 

@@ -443,6 +443,58 @@ TEST(PackageErrors, AttentionLayoutOutOfRange) {
             "thunk 5: attention layout 2 is out of range (0..1)");
 }
 
+// A library call reads its operands while it writes its results, so none
+// may share arena bytes with another, except a residual GEMM's C, which may
+// be its result exactly.
+TEST(PackageErrors, LibraryResultOverlapsAnOperand) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[9].offset = 496; }),
+            "thunk 5: result 0 (buffer 9, bytes 496..544) overlaps operand 0 "
+            "(buffer 6, bytes 448..544): a library call reads its operands "
+            "while it writes its results");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[0].results = {0}; }),
+            "thunk 0: result 0 (buffer 0, bytes 0..128) overlaps operand 0 "
+            "(buffer 0, bytes 0..128): a library call reads its operands "
+            "while it writes its results");
+}
+
+TEST(PackageErrors, LibraryResultsOverlap) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[10].offset = 920; }),
+            "thunk 5: results 0 and 1 (buffers 9 and 10) overlap in the arena");
+}
+
+// The GEMM operands read only at the element written (a residual's C,
+// DGelu's aux) may be the result exactly: the buffer planner puts the
+// result over them when they die there.
+TEST(PackageErrors, ElementwiseGemmOperandMayBeTheResult) {
+  using kiln::runtime::testing::setGemmEpilogue;
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::Residual);
+              p.thunks[0].operands.back() = 3; // C is y, the result
+            }),
+            "<loaded>");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::DGelu);
+              p.buffers[13].offset = 256; // aux where y is
+            }),
+            "<loaded>");
+  // Not the rhs: every element of it is read for a column of the result.
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::DGelu);
+              p.thunks[0].operands[1] = 3;
+            }),
+            "thunk 0: result 0 (buffer 3, bytes 256..288) overlaps operand 1 "
+            "(buffer 3, bytes 256..288): a library call reads its operands "
+            "while it writes its results");
+  // Overlapping it without being it is refused.
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              setGemmEpilogue(p, PkgGemmEpilogue::Residual);
+              p.buffers[12].offset = 272;
+            }),
+            "thunk 0: result 0 (buffer 3, bytes 256..288) overlaps operand 2 "
+            "(buffer 12, bytes 272..304): a library call reads its operands "
+            "while it writes its results");
+}
+
 TEST(PackageErrors, GemmAlphaNotFinite) {
   EXPECT_EQ(loadError([](LoadedPackage &p) {
               p.thunks[0].gemm.alpha = std::nan("");

@@ -243,6 +243,12 @@ Status CudaExecutable::prepare() {
   device_ = info.value();
   if (Status s = api_.setDevice(options_.device); !s.isOk())
     return s;
+  // cudaMalloc aligns to 256 bytes (at least); buffers sit at multiples of
+  // the package's alignment from the base (checkPackage).
+  if (package_.arenaAlignment > 256)
+    return Status::error("the arena: the package asks for " +
+                         std::to_string(package_.arenaAlignment) +
+                         "-byte alignment, cudaMalloc gives 256");
   void *arena = nullptr;
   if (Status s = api_.malloc(&arena, std::max<uint64_t>(package_.arenaSize, 1));
       !s.isOk())

@@ -595,6 +595,14 @@ Status checkPackage(const LoadedPackage &p) {
     if (Status s = checkShapeAndSize(where, b.dtype, b.shape, b.size);
         !s.isOk())
       return s;
+    // Kernels load and store vectors (16 bytes on a GPU) from a buffer's
+    // start, and the arena's base has the arena's alignment: a misaligned
+    // offset is a fault on a GPU (misaligned address), so it is refused.
+    if (b.offset % p.arenaAlignment) {
+      os << where << ": offset " << b.offset << " is not a multiple of the "
+         << "arena's alignment (" << p.arenaAlignment << " bytes)";
+      return fail(os);
+    }
     uint64_t end;
     if (__builtin_add_overflow(b.offset, b.size, &end) || end > p.arenaSize) {
       os << where << ": offset " << b.offset << " + size " << b.size

@@ -151,4 +151,25 @@ TEST(CudaPackageMutation, GemmSizesThatWrapAreRefused) {
   EXPECT_TRUE(api.outOfBounds.empty());
 }
 
+// Buffers sit at multiples of the package's alignment from the arena's
+// base, which cudaMalloc aligns to 256 bytes: a larger alignment cannot be
+// kept and is refused (checkPackage refuses misaligned offsets).
+TEST(CudaPackageMutation, ArenaAlignmentPastCudaMallocsIsRefused) {
+  LoadedPackage pkg =
+      gemmPackage(TargetKind::Cuda, PkgGemmEpilogue::None, PkgDType::F32);
+  pkg.arenaAlignment = 512;
+  for (size_t i = 0; i < pkg.buffers.size(); ++i)
+    pkg.buffers[i].offset = 512 * i;
+  pkg.arenaSize = 512 * pkg.buffers.size();
+  ASSERT_TRUE(checkPackage(pkg).isOk());
+  FakeCudaApi api;
+  auto made = CudaExecutable::create(pkg, api);
+  ASSERT_FALSE(made.isOk());
+  EXPECT_EQ(made.status().message(),
+            "the arena: the package asks for 512-byte alignment, cudaMalloc "
+            "gives 256");
+  pkg.arenaAlignment = 256;
+  EXPECT_TRUE(CudaExecutable::create(pkg, api).isOk());
+}
+
 } // namespace

@@ -416,7 +416,8 @@ inline std::vector<Mutant> mutants(const LoadedPackage &base) {
           });
     }
   }
-  // The buffers: each dtype, each dimension (the size kept), the size.
+  // The buffers: each dtype, each dimension (the size kept), the size, the
+  // offset.
   for (size_t b = 0; b < base.buffers.size(); ++b) {
     std::string at = "buffer " + std::to_string(b) + " ";
     for (unsigned d = 0; d <= unsigned(PkgDType::I1); ++d)
@@ -431,6 +432,15 @@ inline std::vector<Mutant> mutants(const LoadedPackage &base) {
                           base.buffers[b].size - 1})
       emit(at + "size = " + std::to_string(size),
            [&](LoadedPackage &p) { p.buffers[b].size = size; });
+    // Its place: misaligned, over a neighbour, at the start, at the end.
+    const PackageBuffer &buffer = base.buffers[b];
+    for (uint64_t offset :
+         {buffer.offset + 4, buffer.offset + 64, buffer.offset + 256,
+          uint64_t(0), base.arenaSize - buffer.size,
+          std::numeric_limits<uint64_t>::max() - 255})
+      if (offset != buffer.offset)
+        emit(at + "offset = " + std::to_string(offset),
+             [&](LoadedPackage &p) { p.buffers[b].offset = offset; });
   }
   return out;
 }

@@ -650,7 +650,9 @@ TEST(Executable, RefusesWhatWouldCrash) {
   }
   {
     LoadedPackage p = gemmAddCopyPackage();
-    p.buffers[0].offset = p.arenaSize; // past the arena: checkPackage
+    // Past the arena (at an aligned offset): checkPackage.
+    p.buffers[0].offset = (p.arenaSize + p.arenaAlignment - 1) /
+                          p.arenaAlignment * p.arenaAlignment;
     EXPECT_THAT(createError(p, loader), HasSubstr("exceeds the arena"));
   }
   {

@@ -31,8 +31,9 @@
 #   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
 #      Kiln (kiln-cuda-run --time), PyTorch eager, torch.compile and JAX
 #      (peers.py), tokens/s and MFU with the same FLOPs formula. The
-#      runtime times cuBLASLt's algorithms for each GEMM shape, and the
-#      attention backward's variants, at load
+#      runtime times cuBLASLt's algorithms for each GEMM shape (the
+#      convolutions' too), and the attention's variants, forward and
+#      backward, at load
 #      (Autotune.h; a fresh cache under the log directory, so they are
 #      timed here): their times and choices are printed, and the step is
 #      timed again with --autotune=off, and with --cuda-pdl=off (no

@@ -510,6 +510,17 @@ Status checkThunkFields(const LoadedPackage &p, size_t i,
          << " bytes): sizes differ";
       return fail(os);
     }
+    // The same bytes (nothing to do) or none in common: cudaMemcpyAsync's
+    // result is undefined for ranges that partly overlap.
+    if (uint64_t from = p.buffers[t.operands[0]].offset,
+        to = p.buffers[t.results[0]].offset,
+        size = p.buffers[t.results[0]].size;
+        from != to && from < to + size && to < from + size) {
+      os << where << ": copy from bytes " << from << ".." << from + size
+         << " to bytes " << to << ".." << to + size
+         << ": the ranges partly overlap";
+      return fail(os);
+    }
     break;
   }
   return Status::ok();

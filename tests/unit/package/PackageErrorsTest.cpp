@@ -493,6 +493,19 @@ TEST(PackageErrors, ElementwiseGemmOperandMayBeTheResult) {
             "while it writes its results");
 }
 
+TEST(PackageErrors, CopyRangesPartlyOverlap) {
+  // Thunk 3 copies fc.weight (128..192) to fc.weight.copy (384..448).
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[5].offset = 128; }),
+            "<loaded>");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.arenaSize = 2048;
+              p.buffers[1].size = p.buffers[5].size = 128;
+              p.buffers[5].offset = 192;
+            }),
+            "thunk 3: copy from bytes 128..256 to bytes 192..320: the ranges "
+            "partly overlap");
+}
+
 TEST(PackageErrors, GemmAlphaNotFinite) {
   EXPECT_EQ(loadError([](LoadedPackage &p) {
               p.thunks[0].gemm.alpha = std::nan("");

@@ -315,18 +315,6 @@ void gemmBlock(const GemmParams &g, const void *lhsRaw, const void *rhsRaw,
               g.n);
 }
 
-const char *collectiveName(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduce: return "all_reduce";
-  case CollectiveKind::ReduceScatter: return "reduce_scatter";
-  case CollectiveKind::AllGather: return "all_gather";
-  case CollectiveKind::Broadcast: return "collective_broadcast";
-  case CollectiveKind::Send: return "send";
-  case CollectiveKind::Recv: return "recv";
-  }
-  return "collective";
-}
-
 // What running collective thunk |t| needs beyond checkPackage: a
 // communicator, one operand and one result of the same dtype, sizes that
 // match the kind at the communicator's world size (scatter and gather along
@@ -339,16 +327,16 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
   if (!comm) {
     os << where << ": collectives need a distributed strategy's "
        << "communicator (kiln launch), which this executable has not "
-       << "(thunk kind: " << collectiveName(c.kind) << ")";
+       << "(thunk kind: " << pkgCollectiveKindName(c.kind) << ")";
     return fail(os);
   }
   if (c.kind == CollectiveKind::Send || c.kind == CollectiveKind::Recv) {
-    os << where << ": " << collectiveName(c.kind)
+    os << where << ": " << pkgCollectiveKindName(c.kind)
        << " is not supported by the CPU executable";
     return fail(os);
   }
   if (t.operands.size() != 1 || t.results.size() != 1) {
-    os << where << ": " << collectiveName(c.kind)
+    os << where << ": " << pkgCollectiveKindName(c.kind)
        << " takes 1 operand and 1 result, found " << t.operands.size()
        << " and " << t.results.size();
     return fail(os);
@@ -356,14 +344,14 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
   const PackageBuffer &in = p.buffers[t.operands[0]];
   const PackageBuffer &out = p.buffers[t.results[0]];
   if (in.dtype != out.dtype) {
-    os << where << ": " << collectiveName(c.kind) << " from "
+    os << where << ": " << pkgCollectiveKindName(c.kind) << " from "
        << pkgDTypeName(in.dtype) << " to " << pkgDTypeName(out.dtype)
        << ": dtypes differ";
     return fail(os);
   }
   if (in.dtype == PkgDType::I1 && (c.kind == CollectiveKind::AllReduce ||
                                    c.kind == CollectiveKind::ReduceScatter)) {
-    os << where << ": " << collectiveName(c.kind) << " of "
+    os << where << ": " << pkgCollectiveKindName(c.kind) << " of "
        << pkgDTypeName(in.dtype) << " is not supported";
     return fail(os);
   }
@@ -379,7 +367,7 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
   if (inCount < 0 || outCount < 0 ||
       static_cast<uint64_t>(inCount) * bytes > in.size ||
       static_cast<uint64_t>(outCount) * bytes > out.size) {
-    os << where << ": " << collectiveName(c.kind)
+    os << where << ": " << pkgCollectiveKindName(c.kind)
        << ": buffer shapes do not fit their sizes";
     return fail(os);
   }
@@ -387,14 +375,14 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
   if (c.kind == CollectiveKind::ReduceScatter ||
       c.kind == CollectiveKind::AllGather) {
     if (c.dimension != 0) {
-      os << where << ": " << collectiveName(c.kind) << " along dimension "
+      os << where << ": " << pkgCollectiveKindName(c.kind) << " along dimension "
          << c.dimension << "; the CPU executable splits dimension 0 only";
       return fail(os);
     }
     const std::vector<int64_t> &split =
         c.kind == CollectiveKind::ReduceScatter ? in.shape : out.shape;
     if (split.empty() || split[0] % world != 0) {
-      os << where << ": " << collectiveName(c.kind) << ": dimension 0 of "
+      os << where << ": " << pkgCollectiveKindName(c.kind) << ": dimension 0 of "
          << (c.kind == CollectiveKind::ReduceScatter ? "the operand"
                                                      : "the result")
          << " is " << (split.empty() ? std::string("absent (rank 0)")
@@ -406,7 +394,7 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
                                                           : inCount * world;
   }
   if (outCount != expectedOut) {
-    os << where << ": " << collectiveName(c.kind) << " of " << inCount
+    os << where << ": " << pkgCollectiveKindName(c.kind) << " of " << inCount
        << " elements at world size " << world << " yields " << expectedOut
        << " elements, but the result holds " << outCount;
     return fail(os);
@@ -422,7 +410,7 @@ Status checkCollective(const LoadedPackage &p, const std::string &where,
     for (size_t r = 0; all && r < c.groups.size(); ++r)
       all = c.groups[r] == static_cast<int64_t>(r);
     if (!all) {
-      os << where << ": " << collectiveName(c.kind)
+      os << where << ": " << pkgCollectiveKindName(c.kind)
          << " over replica groups other than all " << world
          << " ranks in order is not supported";
       return fail(os);
@@ -837,7 +825,7 @@ Status Executable::runCollective(size_t index) {
   }
   if (!s.isOk())
     return Status::error("thunk " + std::to_string(index) + " (" +
-                         collectiveName(c.kind) + "): " + s.message());
+                         pkgCollectiveKindName(c.kind) + "): " + s.message());
   return Status::ok();
 }
 

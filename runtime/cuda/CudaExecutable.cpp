@@ -82,18 +82,6 @@ const char *libraryName(LibraryKind kind) {
   return "unknown";
 }
 
-const char *collectiveName(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduce: return "all_reduce";
-  case CollectiveKind::ReduceScatter: return "reduce_scatter";
-  case CollectiveKind::AllGather: return "all_gather";
-  case CollectiveKind::Broadcast: return "collective_broadcast";
-  case CollectiveKind::Send: return "send";
-  case CollectiveKind::Recv: return "recv";
-  }
-  return "unknown";
-}
-
 // The sm_NN of PTX's `.target sm_NN` line, or 0.
 unsigned ptxTarget(const std::string &ptx) {
   size_t at = ptx.find(".target");
@@ -209,7 +197,7 @@ std::string CudaExecutable::thunkName(size_t index) const {
   case ThunkKind::Copy:
     return name + " (copy)";
   case ThunkKind::Collective:
-    return name + " (" + collectiveName(t.collective.kind) + ")";
+    return name + " (" + pkgCollectiveKindName(t.collective.kind) + ")";
   }
   return name;
 }

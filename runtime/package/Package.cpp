@@ -526,13 +526,44 @@ Status checkThunkFields(const LoadedPackage &p, size_t i,
   return Status::ok();
 }
 
-// A thunk's fields, then (a library call's counts and shapes being right)
-// where its buffers lie.
+// A collective's results and operands: the same bytes only for an
+// all-reduce or a broadcast (NCCL and Gloo run them in place, and the
+// buffer planner puts them there, BufferModel.cpp), else disjoint; NCCL's
+// in-place reduce-scatter and all-gather depend on the rank, which one
+// package for every rank cannot say.
+Status checkCollectiveOverlap(const LoadedPackage &p, const std::string &where,
+                              const PackageThunk &t) {
+  bool inPlace = t.collective.kind == CollectiveKind::AllReduce ||
+                 t.collective.kind == CollectiveKind::Broadcast;
+  for (size_t r = 0; r < t.results.size(); ++r)
+    for (size_t o = 0; o < t.operands.size(); ++o) {
+      const PackageBuffer &x = p.buffers[t.results[r]];
+      const PackageBuffer &y = p.buffers[t.operands[o]];
+      if (!x.size || !y.size || x.offset >= y.offset + y.size ||
+          y.offset >= x.offset + x.size)
+        continue;
+      if (inPlace && x.offset == y.offset && x.size == y.size)
+        continue;
+      std::ostringstream os;
+      os << where << ": " << pkgCollectiveKindName(t.collective.kind)
+         << " result " << r << " (bytes " << x.offset << ".."
+         << x.offset + x.size << ") overlaps operand " << o << " (bytes "
+         << y.offset << ".." << y.offset + y.size << ")"
+         << (inPlace ? " without being it" : "");
+      return fail(os);
+    }
+  return Status::ok();
+}
+
+// A thunk's fields, then (its counts and shapes being right) where its
+// buffers lie.
 Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
   if (Status s = checkThunkFields(p, i, t); !s.isOk())
     return s;
   if (t.kind == ThunkKind::LibraryCall)
     return checkLibraryCallOverlap(p, "thunk " + std::to_string(i), t);
+  if (t.kind == ThunkKind::Collective)
+    return checkCollectiveOverlap(p, "thunk " + std::to_string(i), t);
   return Status::ok();
 }
 
@@ -552,6 +583,18 @@ const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
   case PkgGemmEpilogue::GeluAux: return "gelu_aux";
   case PkgGemmEpilogue::BiasGeluAux: return "bias_gelu_aux";
   case PkgGemmEpilogue::DGelu: return "dgelu";
+  }
+  return "unknown";
+}
+
+const char *pkgCollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce: return "all_reduce";
+  case CollectiveKind::ReduceScatter: return "reduce_scatter";
+  case CollectiveKind::AllGather: return "all_gather";
+  case CollectiveKind::Broadcast: return "collective_broadcast";
+  case CollectiveKind::Send: return "send";
+  case CollectiveKind::Recv: return "recv";
   }
   return "unknown";
 }

@@ -238,6 +238,9 @@ enum class PkgGemmEpilogue : uint8_t {
   DGelu
 };
 const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue);
+// A collective's name as the IR spells its op (all_reduce, reduce_scatter,
+// all_gather, collective_broadcast, send, recv).
+const char *pkgCollectiveKindName(CollectiveKind kind);
 
 // What a Gemm thunk with |epilogue| has besides lhs, rhs and the result:
 // a bias operand (operand 2), a C operand (the last one), an aux operand

@@ -498,12 +498,32 @@ TEST(PackageErrors, CopyRangesPartlyOverlap) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[5].offset = 128; }),
             "<loaded>");
   EXPECT_EQ(loadError([](LoadedPackage &p) {
-              p.arenaSize = 2048;
-              p.buffers[1].size = p.buffers[5].size = 128;
-              p.buffers[5].offset = 192;
+              p.arenaAlignment = 32;
+              p.buffers[5].offset = 160;
             }),
-            "thunk 3: copy from bytes 128..256 to bytes 192..320: the ranges "
+            "thunk 3: copy from bytes 128..192 to bytes 160..224: the ranges "
             "partly overlap");
+}
+
+// A collective's result is its operand's bytes only for an all-reduce or
+// a broadcast (run in place), else it shares none of them.
+TEST(PackageErrors, CollectiveOverlaps) {
+  // Thunk 2 reduce-scatters fc.weight (128..192) into fc.weight.next.
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.buffers[2].offset = 128; }),
+            "thunk 2: reduce_scatter result 0 (bytes 128..192) overlaps "
+            "operand 0 (bytes 128..192)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[2].collective.kind = CollectiveKind::AllReduce;
+              p.buffers[2].offset = 128;
+            }),
+            "<loaded>");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[2].collective.kind = CollectiveKind::AllReduce;
+              p.buffers[2].offset = 128;
+              p.buffers[2].size = 128;
+            }),
+            "thunk 2: all_reduce result 0 (bytes 128..256) overlaps operand 0 "
+            "(bytes 128..192) without being it");
 }
 
 TEST(PackageErrors, GemmAlphaNotFinite) {

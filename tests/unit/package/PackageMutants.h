@@ -534,6 +534,37 @@ inline MutantOutcome checkMutants(const std::string &name,
   return outcome;
 }
 
+// checkMutants over the three convolutions (conv2d, its input gradient
+// and its filter gradient), each in f32 and bf16, as |make| builds their
+// packages; stops at the first failure.
+inline MutantOutcome checkConvolutionMutants(
+    const std::string &prefix,
+    const std::function<LoadedPackage(LibraryKind, PkgDType)> &make,
+    MutantBackend &backend) {
+  MutantOutcome all;
+  for (auto [kind, name] :
+       {std::pair{LibraryKind::Conv2D, "conv2d "},
+        std::pair{LibraryKind::Conv2DInputGrad, "conv2d_input_grad "},
+        std::pair{LibraryKind::Conv2DFilterGrad, "conv2d_filter_grad "}}) {
+    for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16}) {
+      all.add(checkMutants(prefix + name + pkgDTypeName(dtype),
+                           make(kind, dtype), backend));
+      if (::testing::Test::HasFailure())
+        return all;
+    }
+  }
+  return all;
+}
+
+// Each layer of checks had work to do: some mutants were refused by
+// checkPackage, some by the runtime's create(), and some (a smaller m, a
+// larger buffer) were harmless and ran.
+inline void expectEveryOutcome(const MutantOutcome &all) {
+  EXPECT_GT(all.refusedByCheck, 0u);
+  EXPECT_GT(all.refusedByCreate, 0u);
+  EXPECT_GT(all.accepted, 0u);
+}
+
 } // namespace kiln::runtime::testing
 
 #endif // KILN_TESTS_UNIT_PACKAGE_PACKAGEMUTANTS_H

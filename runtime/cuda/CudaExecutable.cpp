@@ -415,6 +415,12 @@ Status CudaExecutable::planThunk(size_t index) {
                   std::to_string(k.block[0]) + ", " +
                   std::to_string(k.block[1]) + ", " +
                   std::to_string(k.block[2]) + ")");
+    // Kiln's kernels loop grid-stride over x; a y or z the launch would
+    // drop is refused rather than ignored.
+    if (k.grid[1] != 1 || k.grid[2] != 1)
+      return fail("expected a grid in x only, found (" +
+                  std::to_string(k.grid[0]) + ", " + std::to_string(k.grid[1]) +
+                  ", " + std::to_string(k.grid[2]) + ")");
     plan.grid = {gridFor(k), 1, 1};
     for (void *&arg : plan.args)
       plan.params.push_back(&arg);

@@ -600,6 +600,31 @@ TEST_F(CudaExecutableTest, ConvolutionWithBadShapesIsRefusedByName) {
       << e.status().message();
 }
 
+// Kiln's kernels are 1-D: a block of 1 to 1024 threads in x, and a grid
+// they loop over in x. Anything else is refused at load, naming the
+// kernel, rather than failing at the first launch or being ignored.
+TEST_F(CudaExecutableTest, LaunchShapesKernelsDoNotUseAreRefusedByName) {
+  LoadedPackage p = mlpPackage();
+  p.kernels[0].block = {2048, 1, 1};
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(p, api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("thunk 1 (kernel 'relu', kiln_relu): "
+                                      "expected a block of 1 to 1024 threads "
+                                      "in x, found (2048, 1, 1)"),
+            std::string::npos)
+      << e.status().message();
+  p = mlpPackage();
+  p.kernels[1].grid = {3, 1, 2};
+  e = CudaExecutable::create(p, api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("thunk 2 (kernel 'sgd', kiln_sgd): "
+                                      "expected a grid in x only, found "
+                                      "(3, 1, 2)"),
+            std::string::npos)
+      << e.status().message();
+}
+
 TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {
   LoadedPackage p = mlpPackage();
   PackageThunk ar;

@@ -26,6 +26,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/ConvPackage.h"
+#include "tests/unit/cuda/CudaMutantBackend.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/package/PackageMutants.h"
 
@@ -45,33 +46,7 @@ using kiln::runtime::testing::checkMutants;
 using kiln::runtime::testing::expectEveryOutcome;
 using kiln::runtime::testing::gemmPackage;
 using kiln::runtime::testing::MutantOutcome;
-
-// CudaExecutable on a fresh fake table per package.
-class CudaBackend : public ::kiln::runtime::testing::MutantBackend {
-public:
-  Status create(const LoadedPackage &package) override {
-    exec_.reset();
-    api_ = std::make_unique<FakeCudaApi>();
-    CudaOptions options;
-    options.log = [](const std::string &) {};
-    options.autotuneCache = "off";
-    options.gemmWorkspaceBytes = 1 << 16;
-    auto made = CudaExecutable::create(package, *api_, options);
-    if (!made.isOk())
-      return made.status();
-    exec_ = std::move(made.value());
-    return Status::ok();
-  }
-  Status step() override { return exec_->run(); }
-  std::string outOfBounds() override {
-    return api_->outOfBounds.empty() ? "" : api_->outOfBounds.front();
-  }
-
-private:
-  // Declared first: the executable is destroyed before its table.
-  std::unique_ptr<FakeCudaApi> api_;
-  std::unique_ptr<CudaExecutable> exec_;
-};
+using ct::CudaBackend;
 
 TEST(CudaPackageMutation, GemmsStayInTheirBuffers) {
   CudaBackend backend;

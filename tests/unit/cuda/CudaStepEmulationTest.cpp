@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/cuda/CudaMutantBackend.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/HostKernels.h"
 #include "tests/unit/cuda/RuntimeHostKernels.h"
@@ -38,6 +39,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <set>
+#include <tuple>
 #include <cstdlib>
 
 namespace {
@@ -310,6 +313,45 @@ TEST_F(CudaStepEmulationTest, GptBF16TensorCoreAttention) {
   EXPECT_EQ(packedAttentionCalls, 4);
   EXPECT_EQ(residuals, 4);
   EXPECT_EQ(geluAux, 2);
+}
+
+// The small bf16 GPT's step as `kiln compile --target=cuda` packages it,
+// its library calls mutated one field at a time
+// (tests/unit/package/PackageMutants.h): one call of each kind, epilogue
+// and layout (the packed attention and its gradient, the GEMMs with their
+// residual C, GELU aux, DGelu aux in place, bias gradients). Each mutant
+// is refused with a message or runs in bounds on the fake table, as for
+// the hand-built packages of CudaPackageMutationTest, but with the
+// compiler's buffer plan and every other thunk of the step around it.
+TEST_F(CudaStepEmulationTest, CompiledGptLibraryCallMutantsStayInTheirBuffers) {
+  cli::GptOptions gpt = smallGpt();
+  gpt.layers = 1;
+  OwningOpRef<ModuleOp> model = cli::buildGpt(&context, gpt);
+  ASSERT_TRUE(model) << diagnostics;
+  PipelineOptions options;
+  options.amp = AmpMode::bf16;
+  options.target = kiln::TargetKind::cuda;
+  options.gemmBiasGradients = true;
+  ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
+  cli::PackageTargetHooks hooks = cudaPackageHooks(diagnostics);
+  rt::LoadedPackage pkg;
+  std::string errors;
+  ASSERT_TRUE(packageStep(*model, &hooks, pkg, errors)) << errors << diagnostics;
+  // The first library call of each kind, epilogue and layout.
+  std::vector<size_t> chosen;
+  std::set<std::tuple<int, int, int>> seen;
+  for (size_t i = 0; i < pkg.thunks.size(); ++i) {
+    const rt::PackageThunk &t = pkg.thunks[i];
+    if (t.kind == rt::ThunkKind::LibraryCall &&
+        seen.insert({int(t.library), t.hasGemm ? int(t.gemm.epilogue) : -1,
+                     t.hasAttention ? int(t.attention.layout) : -1})
+            .second)
+      chosen.push_back(i);
+  }
+  ASSERT_GE(chosen.size(), 6u); // attention, its gradient, 4+ epilogues
+  rt::cuda::testing::CudaBackend backend;
+  rt::testing::expectEveryOutcome(
+      rt::testing::checkMutants("compiled gpt bf16", pkg, backend, &chosen));
 }
 
 // LeNet-5 (two convolutions, forward and both gradients, through

@@ -3,7 +3,7 @@
 // A runtime trusts a package's library-call parameters to size what its
 // GEMMs, convolutions and attention read and write. These helpers make
 // every single-field mutant of a package's library calls and of the
-// buffers they name (mutants()), compute what each call spans by the
+// buffers they name (forEachMutant()), compute what each call spans by the
 // contract Package.h documents, in 128-bit arithmetic (contractExtents()),
 // and check a runtime against both (checkMutants(): each mutant is refused
 // with a message, or accepted with every extent inside its buffer and two
@@ -276,16 +276,32 @@ inline std::vector<int64_t> integerValues(int64_t v) {
   return out;
 }
 
-// Every single-field mutant of the library calls of |base| and of the
-// buffers they name.
-inline std::vector<Mutant> mutants(const LoadedPackage &base) {
-  std::vector<Mutant> out;
+// Calls |visit| with every single-field mutant of the library calls of
+// |base| (those in |only| when it is given) and of the buffers they name,
+// one at a time, until it returns false.
+inline void forEachMutant(const LoadedPackage &base,
+                          const std::vector<size_t> *only,
+                          const std::function<bool(Mutant &)> &visit) {
+  bool going = true;
   auto emit = [&](const std::string &what,
                   const std::function<void(LoadedPackage &)> &change) {
+    if (!going)
+      return;
     Mutant m{what, base};
     change(m.package);
-    out.push_back(std::move(m));
+    going = visit(m);
   };
+  auto chosen = [&](size_t i) {
+    return !only || std::find(only->begin(), only->end(), i) != only->end();
+  };
+  std::vector<bool> named(base.buffers.size(), !only);
+  for (size_t i = 0; i < base.thunks.size(); ++i)
+    if (base.thunks[i].kind == ThunkKind::LibraryCall && chosen(i)) {
+      for (uint32_t id : base.thunks[i].operands)
+        named[id] = true;
+      for (uint32_t id : base.thunks[i].results)
+        named[id] = true;
+    }
   auto integer = [&](const std::string &what, size_t thunk,
                      std::function<int64_t &(PackageThunk &)> field) {
     PackageThunk copy = base.thunks[thunk];
@@ -302,7 +318,7 @@ inline std::vector<Mutant> mutants(const LoadedPackage &base) {
   };
   for (size_t i = 0; i < base.thunks.size(); ++i) {
     const PackageThunk &t = base.thunks[i];
-    if (t.kind != ThunkKind::LibraryCall)
+    if (t.kind != ThunkKind::LibraryCall || !chosen(i))
       continue;
     std::string at = "thunk " + std::to_string(i) + " ";
     for (unsigned lib = 0; lib <= unsigned(LibraryKind::AttentionGrad) + 1; ++lib)
@@ -419,6 +435,8 @@ inline std::vector<Mutant> mutants(const LoadedPackage &base) {
   // The buffers: each dtype, each dimension (the size kept), the size, the
   // offset.
   for (size_t b = 0; b < base.buffers.size(); ++b) {
+    if (!named[b])
+      continue;
     std::string at = "buffer " + std::to_string(b) + " ";
     for (unsigned d = 0; d <= unsigned(PkgDType::I1); ++d)
       if (d != unsigned(base.buffers[b].dtype))
@@ -442,7 +460,6 @@ inline std::vector<Mutant> mutants(const LoadedPackage &base) {
         emit(at + "offset = " + std::to_string(offset),
              [&](LoadedPackage &p) { p.buffers[b].offset = offset; });
   }
-  return out;
 }
 
 struct MutantOutcome {
@@ -465,14 +482,16 @@ public:
   virtual std::string outOfBounds() { return ""; }
 };
 
-// Runs the base package and every mutant of it through |backend|: a
-// mutant is refused by checkPackage or create() with a message, or is
-// accepted with the operand and result counts its kind implies, every
-// extent inside its buffer, and two steps (each ok or failing with a
-// message) during which nothing goes out of bounds. Prints the counts.
+// Runs the base package and every mutant of it (of the library calls in
+// |only| when given) through |backend|: a mutant is refused by
+// checkPackage or create() with a message, or is accepted with the operand
+// and result counts its kind implies, every extent inside its buffer, and
+// two steps (each ok or failing with a message) during which nothing goes
+// out of bounds. Stops at the first failure; prints the counts.
 inline MutantOutcome checkMutants(const std::string &name,
                                   const LoadedPackage &base,
-                                  MutantBackend &backend) {
+                                  MutantBackend &backend,
+                                  const std::vector<size_t> *only = nullptr) {
   MutantOutcome outcome;
   {
     // The base package itself loads and runs cleanly.
@@ -483,19 +502,19 @@ inline MutantOutcome checkMutants(const std::string &name,
     s = backend.step();
     EXPECT_TRUE(s.isOk()) << name << ": " << s.message();
   }
-  for (Mutant &m : mutants(base)) {
+  forEachMutant(base, only, [&](Mutant &m) {
     SCOPED_TRACE(name + ": " + m.what);
     if (Status s = checkPackage(m.package); !s.isOk()) {
       EXPECT_FALSE(s.message().empty());
       ++outcome.refusedByCheck;
-      continue;
+      return true;
     }
     Status made = backend.create(m.package);
     EXPECT_EQ(backend.outOfBounds(), "");
     if (!made.isOk()) {
       EXPECT_FALSE(made.message().empty());
       ++outcome.refusedByCreate;
-      continue;
+      return !::testing::Test::HasFailure();
     }
     ++outcome.accepted;
     const LoadedPackage &p = m.package;
@@ -506,7 +525,7 @@ inline MutantOutcome checkMutants(const std::string &name,
       EXPECT_EQ(t.operands.size(), operands) << "accepted with the wrong operands";
       EXPECT_EQ(t.results.size(), results) << "accepted with the wrong results";
       if (t.operands.size() != operands || t.results.size() != results)
-        return outcome;
+        return false;
       for (const Extent &e : contractExtents(p, t))
         EXPECT_LE(e.bytes, Wide(p.buffers[e.buffer].size))
             << "accepted, but the " << e.what << " spans "
@@ -515,7 +534,7 @@ inline MutantOutcome checkMutants(const std::string &name,
             << p.buffers[e.buffer].size << " bytes)";
     }
     if (::testing::Test::HasFailure())
-      return outcome;
+      return false;
     for (int step = 0; step < 2; ++step) {
       Status s = backend.step();
       EXPECT_EQ(backend.outOfBounds(), "") << "step " << step;
@@ -524,9 +543,8 @@ inline MutantOutcome checkMutants(const std::string &name,
         break;
       }
     }
-    if (::testing::Test::HasFailure())
-      return outcome;
-  }
+    return !::testing::Test::HasFailure();
+  });
   std::printf("%s: %zu mutants refused by checkPackage, %zu by create, %zu "
               "accepted (and ran in bounds)\n",
               name.c_str(), outcome.refusedByCheck, outcome.refusedByCreate,

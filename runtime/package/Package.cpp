@@ -286,6 +286,12 @@ Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
   return Status::ok();
 }
 
+// Whether |x| and |y| share arena bytes (an empty buffer shares none).
+bool sharesBytes(const PackageBuffer &x, const PackageBuffer &y) {
+  return x.size && y.size && x.offset < y.offset + y.size &&
+         y.offset < x.offset + x.size;
+}
+
 // A library call's results overlap none of its operands and none of each
 // other in the arena: cuBLASLt, the convolutions and the attention read
 // their operands while they write, so a shared byte would be read after it
@@ -296,11 +302,6 @@ Status checkAttentionThunk(const LoadedPackage &p, const std::string &where,
 // that element of D) and DGelu's aux. Empty buffers overlap nothing.
 Status checkLibraryCallOverlap(const LoadedPackage &p, const std::string &where,
                                const PackageThunk &t) {
-  auto overlap = [&](uint32_t a, uint32_t b) {
-    const PackageBuffer &x = p.buffers[a], &y = p.buffers[b];
-    return x.size && y.size && x.offset < y.offset + y.size &&
-           y.offset < x.offset + x.size;
-  };
   PkgGemmEpilogueBuffers extra;
   if (t.library == LibraryKind::Gemm && t.hasGemm)
     extra = pkgGemmEpilogueBuffers(t.gemm.epilogue);
@@ -314,7 +315,7 @@ Status checkLibraryCallOverlap(const LoadedPackage &p, const std::string &where,
   for (size_t r = 0; r < t.results.size(); ++r) {
     for (size_t o = 0; o < t.operands.size(); ++o) {
       uint32_t result = t.results[r], operand = t.operands[o];
-      if (!overlap(result, operand))
+      if (!sharesBytes(p.buffers[result], p.buffers[operand]))
         continue;
       const PackageBuffer &x = p.buffers[result], &y = p.buffers[operand];
       if (r == 0 && elementwise(o) && x.offset == y.offset && x.size == y.size)
@@ -328,7 +329,7 @@ Status checkLibraryCallOverlap(const LoadedPackage &p, const std::string &where,
       return fail(os);
     }
     for (size_t q = 0; q < r; ++q)
-      if (overlap(t.results[r], t.results[q])) {
+      if (sharesBytes(p.buffers[t.results[r]], p.buffers[t.results[q]])) {
         std::ostringstream os;
         os << where << ": results " << q << " and " << r << " (buffers "
            << t.results[q] << " and " << t.results[r]
@@ -515,7 +516,8 @@ Status checkThunkFields(const LoadedPackage &p, size_t i,
     if (uint64_t from = p.buffers[t.operands[0]].offset,
         to = p.buffers[t.results[0]].offset,
         size = p.buffers[t.results[0]].size;
-        from != to && from < to + size && to < from + size) {
+        from != to &&
+        sharesBytes(p.buffers[t.operands[0]], p.buffers[t.results[0]])) {
       os << where << ": copy from bytes " << from << ".." << from + size
          << " to bytes " << to << ".." << to + size
          << ": the ranges partly overlap";
@@ -539,8 +541,7 @@ Status checkCollectiveOverlap(const LoadedPackage &p, const std::string &where,
     for (size_t o = 0; o < t.operands.size(); ++o) {
       const PackageBuffer &x = p.buffers[t.results[r]];
       const PackageBuffer &y = p.buffers[t.operands[o]];
-      if (!x.size || !y.size || x.offset >= y.offset + y.size ||
-          y.offset >= x.offset + x.size)
+      if (!sharesBytes(x, y))
         continue;
       if (inPlace && x.offset == y.offset && x.size == y.size)
         continue;

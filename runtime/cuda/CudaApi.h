@@ -198,6 +198,15 @@ public:
   // (more than 48 KiB needs it).
   virtual Status funcSetMaxDynamicSharedMemory(CudaFunction function,
                                                uint32_t bytes) = 0;
+  // The byte sizes of |function|'s parameters in order
+  // (cuFuncGetParamInfo, drivers of CUDA 12.4 on). |known| is false, and
+  // |sizes| empty, where the driver or the table cannot say.
+  virtual Status funcParamSizes(CudaFunction function,
+                                std::vector<size_t> &sizes, bool &known) {
+    sizes.clear();
+    known = false;
+    return Status::ok();
+  }
   virtual Status launchKernel(CudaFunction function,
                               const std::array<uint32_t, 3> &grid,
                               const std::array<uint32_t, 3> &block,

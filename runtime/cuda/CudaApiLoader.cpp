@@ -207,6 +207,34 @@ public:
                "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_"
                "BYTES, " + std::to_string(bytes) + ")");
   }
+  Status funcParamSizes(CudaFunction function, std::vector<size_t> &sizes,
+                        bool &known) override {
+    sizes.clear();
+    known = false;
+    if (!drv_.cuFuncGetParamInfo)
+      return Status::ok();
+    // Index by index until the driver says there is no such parameter
+    // (CUDA_ERROR_INVALID_VALUE); a kernel takes at most 32764 bytes of them.
+    for (size_t i = 0; i < 32768; ++i) {
+      size_t offset = 0, size = 0;
+      CUresult code = drv_.cuFuncGetParamInfo(CUfunction(function), i, &offset,
+                                              &size);
+      if (code == CUDA_ERROR_INVALID_VALUE) {
+        known = true;
+        return Status::ok();
+      }
+      if (code != CUDA_SUCCESS) {
+        // Any other answer (a function kind the query does not cover):
+        // the driver cannot say, and the launch goes unchecked as on a
+        // driver without the query.
+        sizes.clear();
+        return Status::ok();
+      }
+      sizes.push_back(size);
+    }
+    sizes.clear();
+    return Status::ok();
+  }
   Status launchKernel(CudaFunction function, const std::array<uint32_t, 3> &grid,
                       const std::array<uint32_t, 3> &block,
                       uint32_t sharedMemoryBytes, CudaStream stream,
@@ -361,6 +389,9 @@ private:
     // Optional (CUDA 12): launches with attributes, for programmatic
     // dependent launch; without it such launches are plain ones.
     KILN_CUDA_FN(cuLaunchKernelEx);
+    // Optional (CUDA 12.4): a kernel's parameter sizes, checked against
+    // the buffers a package's thunk passes it.
+    KILN_CUDA_FN(cuFuncGetParamInfo);
   } drv_;
   struct Lt {
     explicit operator bool() const { return cublasLtMatmul != nullptr; }
@@ -529,6 +560,16 @@ Status RealCudaApi::load(bool requireDriver) {
   if (!entry("cuLaunchKernelEx", reinterpret_cast<void **>(&drv_.cuLaunchKernelEx))
            .isOk())
     drv_.cuLaunchKernelEx = nullptr;
+  // Since CUDA 12.4, so asked for by that version.
+  {
+    cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSuccess;
+    if (rt_.cudaGetDriverEntryPointByVersion(
+            "cuFuncGetParamInfo",
+            reinterpret_cast<void **>(&drv_.cuFuncGetParamInfo), 12040,
+            cudaEnableDefault, &query) != cudaSuccess ||
+        query != cudaDriverEntryPointSuccess)
+      drv_.cuFuncGetParamInfo = nullptr;
+  }
 
   return Status::ok();
 }

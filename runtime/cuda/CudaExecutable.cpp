@@ -251,6 +251,7 @@ Status CudaExecutable::prepare() {
 
   modules_.assign(package_.kernels.size(), nullptr);
   functions_.assign(package_.kernels.size(), nullptr);
+  paramSizes_.assign(package_.kernels.size(), std::nullopt);
   kernelCode_.assign(package_.kernels.size(), KernelCode::Cubin);
   codeArch_.assign(package_.kernels.size(), 0);
   // Only kernels some thunk launches are loaded.
@@ -375,6 +376,12 @@ Status CudaExecutable::loadKernel(size_t index) {
                                         k.entryPoint.c_str());
       !s.isOk())
     return Status::error(where + ": " + s.message());
+  std::vector<size_t> sizes;
+  bool known = false;
+  if (Status s = api_.funcParamSizes(functions_[index], sizes, known); !s.isOk())
+    return Status::error(where + ": " + s.message());
+  if (known)
+    paramSizes_[index] = std::move(sizes);
   // A row cache over 48 KiB of dynamic shared memory (CudaEmitter.h): the
   // device must allow it, and the function must opt in before a launch.
   if (k.sharedMemoryBytes > kDefaultDynamicSharedBytes) {
@@ -421,6 +428,25 @@ Status CudaExecutable::planThunk(size_t index) {
       return fail("expected a grid in x only, found (" +
                   std::to_string(k.grid[0]) + ", " + std::to_string(k.grid[1]) +
                   ", " + std::to_string(k.grid[2]) + ")");
+    // A launch passes one pointer per operand and result: a kernel that
+    // takes other parameters would read them from garbage.
+    if (const std::optional<std::vector<size_t>> &sizes = paramSizes_[t.kernel]) {
+      bool pointers = sizes->size() == plan.args.size() &&
+                      std::all_of(sizes->begin(), sizes->end(), [](size_t b) {
+                        return b == sizeof(void *);
+                      });
+      if (!pointers) {
+        std::string list;
+        for (size_t b : *sizes)
+          list += (list.empty() ? "" : ", ") + std::to_string(b);
+        return fail("the kernel takes " + std::to_string(sizes->size()) +
+                    " parameter(s) of " + (list.empty() ? "no" : list) +
+                    " bytes, but the thunk passes " +
+                    std::to_string(plan.args.size()) + " buffer pointers (" +
+                    std::to_string(t.operands.size()) + " operands, " +
+                    std::to_string(t.results.size()) + " results)");
+      }
+    }
     plan.grid = {gridFor(k), 1, 1};
     for (void *&arg : plan.args)
       plan.params.push_back(&arg);

@@ -71,6 +71,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -245,6 +246,9 @@ private:
   CudaEvent stepDone_ = nullptr, inputsReady_ = nullptr;
   std::vector<CudaModule> modules_;
   std::vector<CudaFunction> functions_;
+  // Each loaded kernel's parameter sizes, when the driver says them
+  // (CudaApi::funcParamSizes): a launch must pass one pointer for each.
+  std::vector<std::optional<std::vector<size_t>>> paramSizes_;
   std::vector<KernelCode> kernelCode_;
   // The architecture each loaded kernel's code was compiled for (its
   // cubin's, its PTX's .target, the device's for NVRTC).

@@ -625,6 +625,36 @@ TEST_F(CudaExecutableTest, LaunchShapesKernelsDoNotUseAreRefusedByName) {
       << e.status().message();
 }
 
+// A launch passes one pointer per operand and result; where the driver
+// says what the kernel takes (cuFuncGetParamInfo), anything else is
+// refused at load, naming the kernel, instead of the kernel reading its
+// parameters from garbage.
+TEST_F(CudaExecutableTest, KernelParametersMustBeTheThunksBuffers) {
+  api.paramSizes["kiln_relu"] = {8};
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(mlpPackage(), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find(
+                "thunk 1 (kernel 'relu', kiln_relu): the kernel takes 1 "
+                "parameter(s) of 8 bytes, but the thunk passes 2 buffer "
+                "pointers (1 operands, 1 results)"),
+            std::string::npos)
+      << e.status().message();
+  api.paramSizes["kiln_relu"] = {8, 4};
+  e = CudaExecutable::create(mlpPackage(), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("takes 2 parameter(s) of 8, 4 bytes"),
+            std::string::npos)
+      << e.status().message();
+  api.paramSizes["kiln_relu"] = {8, 8};
+  api.paramSizes["kiln_sgd"] = {8, 8};
+  e = CudaExecutable::create(mlpPackage(), api, options);
+  EXPECT_TRUE(e.isOk()) << e.status().message();
+  // kiln_relu's three loads and kiln_sgd's last were answered (the fake
+  // knows nothing of the package's cubins by itself).
+  EXPECT_EQ(api.paramSizesKnown, 4);
+}
+
 TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {
   LoadedPackage p = mlpPackage();
   PackageThunk ar;

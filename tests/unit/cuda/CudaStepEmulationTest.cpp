@@ -125,6 +125,10 @@ protected:
     rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>> made =
         createExecutable(pkg, api, notes);
     ASSERT_TRUE(made.isOk()) << made.status().message();
+    // Every kernel's parameters (read from its emitted signature, as
+    // cuFuncGetParamInfo would give them) are the thunk's buffers.
+    EXPECT_GT(api.paramSizesKnown, 0);
+    EXPECT_EQ(api.paramSizesKnown, int(api.count("cuFuncGetParamInfo")));
     rt::cuda::CudaExecutable &exec = *made.value();
     for (rt::cuda::KernelCode code : exec.kernelCode())
       EXPECT_EQ(code, rt::cuda::KernelCode::Nvrtc);

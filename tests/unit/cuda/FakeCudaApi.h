@@ -36,6 +36,7 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,13 @@ public:
   // Host functions by the image text their module was loaded from (taken
   // before hostKernels: two packages may use the same entry point name).
   std::map<std::string, HostKernel> hostKernelsByImage;
+  // Parameter sizes by entry point, as cuFuncGetParamInfo gives them: set
+  // by a test, else read from the kernel's signature in the source NVRTC
+  // compiled (a pointer 8 bytes, an int, unsigned or float 4, else 8);
+  // unknown for other images.
+  std::map<std::string, std::vector<size_t>> paramSizes;
+  // How many cuFuncGetParamInfo queries had an answer.
+  int paramSizesKnown = 0;
   std::string failCall;
   int failAt = 0;
   // Every copy, memset and GEMM whose device bytes run past the allocation
@@ -268,6 +276,7 @@ public:
     functions_.push_back(name);
     const std::string &image =
         loadedImages[reinterpret_cast<size_t>(module) - 1];
+    functionImages_.push_back(image);
     auto byImage = hostKernelsByImage.find(image);
     auto byName = hostKernels.find(name);
     functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
@@ -290,6 +299,26 @@ public:
       return Status::error("cuFuncSetAttribute failed: "
                            "CUDA_ERROR_INVALID_VALUE (1): invalid argument");
     maxDynamicShared[entry] = bytes;
+    return Status::ok();
+  }
+  Status funcParamSizes(CudaFunction function, std::vector<size_t> &sizes,
+                        bool &known) override {
+    size_t i = reinterpret_cast<size_t>(function) - 1;
+    const std::string &entry = functions_[i];
+    if (Status s = enter("cuFuncGetParamInfo " + entry); !s.isOk())
+      return s;
+    auto set = paramSizes.find(entry);
+    auto image = sourceParams_.find(functionImages_[i]);
+    const std::vector<size_t> *found =
+        set != paramSizes.end() ? &set->second : nullptr;
+    if (!found && image != sourceParams_.end()) {
+      auto parsed = image->second.find(entry);
+      if (parsed != image->second.end())
+        found = &parsed->second;
+    }
+    known = found != nullptr;
+    paramSizesKnown += known;
+    sizes = found ? *found : std::vector<size_t>();
     return Status::ok();
   }
   Status launchKernel(CudaFunction function, const std::array<uint32_t, 3> &grid,
@@ -358,6 +387,7 @@ public:
     nvrtcArchs.push_back(arch);
     std::string image = "NVRTC sm_" + std::to_string(arch) + " " + name +
                         " from " + std::to_string(source.size()) + " bytes";
+    sourceParams_[image] = kernelSignatures(source);
     cubin.assign(image.begin(), image.end());
     cubin.push_back(0);
     log.clear();
@@ -570,6 +600,53 @@ public:
   }
 
 private:
+  // The parameter sizes of each `extern "C" __global__ void NAME(...)` in
+  // |source|.
+  static std::map<std::string, std::vector<size_t>>
+  kernelSignatures(const std::string &source) {
+    std::map<std::string, std::vector<size_t>> out;
+    const std::string marker = "extern \"C\" __global__ void";
+    for (size_t at = source.find(marker); at != std::string::npos;
+         at = source.find(marker, at + 1)) {
+      size_t open = source.find('(', at + marker.size());
+      // Past __launch_bounds__(...) to the entry point's own parenthesis.
+      while (open != std::string::npos &&
+             source.compare(open - 17, 17, "__launch_bounds__") == 0)
+        open = source.find('(', source.find(')', open) + 1);
+      if (open == std::string::npos)
+        break;
+      size_t nameEnd = open;
+      while (nameEnd > 0 && source[nameEnd - 1] == ' ')
+        --nameEnd;
+      size_t nameBegin = nameEnd;
+      while (nameBegin > 0 && (std::isalnum(static_cast<unsigned char>(
+                                   source[nameBegin - 1])) ||
+                               source[nameBegin - 1] == '_'))
+        --nameBegin;
+      std::string name = source.substr(nameBegin, nameEnd - nameBegin);
+      size_t close = source.find(')', open);
+      std::string params = source.substr(open + 1, close - open - 1);
+      std::vector<size_t> sizes;
+      size_t begin = 0;
+      while (params.find_first_not_of(' ') != std::string::npos &&
+             begin <= params.size()) {
+        size_t comma = params.find(',', begin);
+        std::string p = params.substr(begin, comma == std::string::npos
+                                                 ? std::string::npos
+                                                 : comma - begin);
+        size_t first = p.find_first_not_of(' ');
+        p = first == std::string::npos ? "" : p.substr(first);
+        bool narrow = p.rfind("int ", 0) == 0 || p.rfind("unsigned ", 0) == 0 ||
+                      p.rfind("float ", 0) == 0 || p.rfind("const int ", 0) == 0;
+        sizes.push_back(p.find('*') != std::string::npos ? 8 : narrow ? 4 : 8);
+        if (comma == std::string::npos)
+          break;
+        begin = comma + 1;
+      }
+      out[name] = sizes;
+    }
+    return out;
+  }
   // Fails (and notes in outOfBounds) unless [p, p + bytes) lies in one
   // live allocation.
   Status inBounds(const std::string &what, const void *p, uint64_t bytes) {
@@ -624,6 +701,10 @@ private:
   std::map<CudaEvent, double> eventClock_;
   std::map<std::string, int> seen_;
   std::vector<std::string> functions_;
+  std::vector<std::string> functionImages_; // the image each was loaded from
+  // By NVRTC image text: the parameter sizes of each kernel in its source.
+  std::map<std::string, std::map<std::string, std::vector<size_t>>>
+      sourceParams_;
   std::vector<HostKernel> functionHosts_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;

@@ -196,9 +196,10 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
     --tokens-per-step="$tokens" --flops-per-step="$flops" --peak-tflops=989 \
     --profile="$profile" > "$log/gpt.txt" 2>&1
   rc=$?
-  # The autotuner's note, each shape's candidate times, and where the
-  # attention and epilogue kernels came from (NVRTC or the cubin cache).
-  grep -E "autotuning|^kiln-cuda-run: .*kernels (compiled|read)|^kiln-cuda-run: tuned " \
+  # The autotuner's note, each shape's candidate times, where the
+  # attention and epilogue kernels came from (NVRTC or the cubin cache),
+  # and how many kernels' parameters the driver let the runtime check.
+  grep -E "autotuning|^kiln-cuda-run: .*kernels (compiled|read)|^kiln-cuda-run: tuned |parameters checked" \
     "$log/gpt.txt" | head -40
   cat "$log/gpt.txt" | tail -12
   [ $rc -eq 0 ] && pass "Kiln GPT step (bf16)" || fail "Kiln GPT step"

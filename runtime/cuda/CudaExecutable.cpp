@@ -172,6 +172,15 @@ std::vector<std::string> CudaExecutable::kernelOrigins() const {
   return lines;
 }
 
+std::pair<size_t, size_t> CudaExecutable::checkedKernelParameters() const {
+  size_t checked = 0, loaded = 0;
+  for (size_t k = 0; k < functions_.size(); ++k) {
+    loaded += functions_[k] != nullptr;
+    checked += paramSizes_[k].has_value();
+  }
+  return {checked, loaded};
+}
+
 void CudaExecutable::note(const std::string &text) {
   if (options_.log)
     options_.log(text);

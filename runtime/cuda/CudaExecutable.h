@@ -74,6 +74,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace kiln::runtime::dist {
@@ -209,6 +210,11 @@ public:
   // this process" (RuntimeKernels::origin; the attention, convolution and
   // GEMM epilogue sets, those it has).
   std::vector<std::string> kernelOrigins() const;
+
+  // How many of the package's loaded kernels had their parameters checked
+  // against their thunks' buffers (the driver said them), and how many
+  // were loaded.
+  std::pair<size_t, size_t> checkedKernelParameters() const;
 
 private:
   CudaExecutable(LoadedPackage package, CudaApi &api, CudaOptions options);

@@ -165,6 +165,10 @@ int main(int argc, char **argv) {
   // cubin cache, part of the load time above.
   for (const std::string &origin : exec.kernelOrigins())
     std::printf("kiln-cuda-run: %s\n", origin.c_str());
+  auto [checked, loaded] = exec.checkedKernelParameters();
+  std::printf("kiln-cuda-run: %zu of %zu kernels' parameters checked against "
+              "their thunks (cuFuncGetParamInfo)\n",
+              checked, loaded);
   for (const cuda::Tuning &t : exec.tuning()) {
     if (t.ms.empty())
       continue;

@@ -649,10 +649,15 @@ TEST_F(CudaExecutableTest, KernelParametersMustBeTheThunksBuffers) {
   api.paramSizes["kiln_relu"] = {8, 8};
   api.paramSizes["kiln_sgd"] = {8, 8};
   e = CudaExecutable::create(mlpPackage(), api, options);
-  EXPECT_TRUE(e.isOk()) << e.status().message();
+  ASSERT_TRUE(e.isOk()) << e.status().message();
+  EXPECT_EQ(e.value()->checkedKernelParameters(), std::make_pair(size_t(2), size_t(2)));
   // kiln_relu's three loads and kiln_sgd's last were answered (the fake
   // knows nothing of the package's cubins by itself).
   EXPECT_EQ(api.paramSizesKnown, 4);
+  api.paramSizes.erase("kiln_sgd");
+  e = CudaExecutable::create(mlpPackage(), api, options);
+  ASSERT_TRUE(e.isOk()) << e.status().message();
+  EXPECT_EQ(e.value()->checkedKernelParameters(), std::make_pair(size_t(1), size_t(2)));
 }
 
 TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {

@@ -102,6 +102,7 @@ std::string gemmDescKey(const GemmDesc &d, size_t workspaceBytes) {
          (q.transposeLhs ? " lhs^T" : "") + (q.transposeRhs ? " rhs^T" : "") +
          " alpha=" + exact(q.alpha) + " beta=" + exact(q.beta) +
          (d.residual ? " C" : "") + " epilogue=" + gemmEpilogueName(d.epilogue) +
+         (d.auxIsOutput ? " aux=D" : "") +
          (d.allowTf32 ? " tf32" : "") +
          " align=" + std::to_string(d.alignmentBytes) +
          " workspace=" + std::to_string(workspaceBytes);

@@ -95,6 +95,12 @@ struct GemmDesc {
   // first (the autotuner times them; Autotune.h). gemmRun uses the
   // first until gemmSelectAlgorithm picks another.
   int algorithms = 1;
+  // DGelu's aux is D itself (the buffer planner put the result over its
+  // dying aux). An element of aux is then read only where that element of
+  // D is written, except by split-K algorithms that reduce their partial
+  // sums in D (CUBLASLT_REDUCTION_SCHEME_INPLACE), which would overwrite
+  // aux before the epilogue reads it: the plan excludes those.
+  bool auxIsOutput = false;
 };
 
 // One algorithm a GEMM plan holds: |id| identifies it across processes

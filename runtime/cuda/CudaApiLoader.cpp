@@ -780,6 +780,15 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
                        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                        sizeof(ws)),
                    "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  if (ps.isOk() && desc.auxIsOutput) {
+    // No split-K reduction in D, which is aux here (GemmDesc::auxIsOutput).
+    uint32_t schemes =
+        CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE);
+    ps = blas(lt_.cublasLtMatmulPreferenceSetAttribute(
+                  pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                  sizeof(schemes)),
+              "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)");
+  }
   for (cublasLtMatmulPreferenceAttributes_t attr :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,

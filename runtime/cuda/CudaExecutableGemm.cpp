@@ -68,6 +68,7 @@ Status CudaExecutable::planGemm(size_t index) {
              : extra.auxInput ? plan.args[2]
                               : nullptr;
   plan.gemmOut = plan.args[resultArg];
+  desc.auxIsOutput = extra.auxInput && plan.aux == plan.gemmOut;
   desc.allowTf32 = options_.allowTf32;
   desc.algorithms = options_.autotune ? std::max(options_.gemmAlgorithms, 1) : 1;
   uint32_t align = 256;

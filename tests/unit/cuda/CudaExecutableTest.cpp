@@ -20,6 +20,7 @@
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 #include "tests/unit/cuda/ScopedEnv.h"
+#include "tests/unit/package/PackageMutants.h"
 
 #include <gtest/gtest.h>
 
@@ -658,6 +659,54 @@ TEST_F(CudaExecutableTest, KernelParametersMustBeTheThunksBuffers) {
   e = CudaExecutable::create(mlpPackage(), api, options);
   ASSERT_TRUE(e.isOk()) << e.status().message();
   EXPECT_EQ(e.value()->checkedKernelParameters(), std::make_pair(size_t(1), size_t(2)));
+}
+
+// A DGelu GEMM whose result the planner put over its dying aux (as the
+// compiled GPT's are) is planned without split-K algorithms that reduce in
+// D (GemmDesc::auxIsOutput), which would overwrite aux before cuBLASLt's
+// epilogue reads it; with aux elsewhere, every algorithm is allowed. The
+// step computes the same either way.
+TEST_F(CudaExecutableTest, DGeluWithAuxInPlaceExcludesReductionInD) {
+  using kiln::runtime::testing::gemmPackage;
+  for (bool inPlace : {false, true}) {
+    SCOPED_TRACE(inPlace ? "aux is the result" : "aux apart");
+    LoadedPackage p =
+        gemmPackage(TargetKind::Cuda, PkgGemmEpilogue::DGelu, PkgDType::F32);
+    PackageThunk &t = p.thunks[0];
+    ASSERT_EQ(t.operands.size(), 3u);
+    uint32_t aux = t.operands[2], out = t.results[0];
+    if (inPlace)
+      t.operands[2] = out;
+    ASSERT_TRUE(checkPackage(p).isOk());
+    FakeCudaApi fake;
+    auto e = CudaExecutable::create(p, fake, options);
+    ASSERT_TRUE(e.isOk()) << e.status().message();
+    ASSERT_EQ(fake.plans.size(), 1u);
+    EXPECT_EQ(fake.plans[0].auxIsOutput, inPlace);
+    EXPECT_EQ(gemmDescKey(fake.plans[0], 0).find(" aux=D") != std::string::npos,
+              inPlace);
+    // One step on known values: result = (lhs . rhs) * gelu'(aux).
+    CudaExecutable &exec = *e.value();
+    std::vector<float> lhs = randomFloats(4 * 16, 3), rhs = randomFloats(16 * 8, 4),
+                       pre = randomFloats(4 * 8, 5);
+    ASSERT_TRUE(exec.writeBuffer(0, lhs.data()).isOk());
+    ASSERT_TRUE(exec.writeBuffer(1, rhs.data()).isOk());
+    ASSERT_TRUE(exec.writeBuffer(inPlace ? out : aux, pre.data()).isOk());
+    ASSERT_TRUE(exec.run().isOk());
+    std::vector<float> got(4 * 8);
+    ASSERT_TRUE(exec.readBuffer(out, got.data()).isOk());
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 8; ++j) {
+        double dot = 0;
+        for (int l = 0; l < 16; ++l)
+          dot += double(lhs[i * 16 + l]) * rhs[l * 8 + j];
+        double x = pre[i * 8 + j], k = 0.7978845608028654, c = 0.044715;
+        double th = std::tanh(k * (x + c * x * x * x));
+        double dg = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * c * x * x);
+        EXPECT_NEAR(got[i * 8 + j], dot * dg, 1e-5) << i << "," << j;
+      }
+    EXPECT_TRUE(fake.outOfBounds.empty());
+  }
 }
 
 TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {

@@ -27,6 +27,12 @@
 // the algorithms in failAlgorithms fail to queue; with launchMs set, each
 // kernel launch advances it by launchMs(entry point). timesWork() says
 // whether either is set (the autotuner times nothing otherwise).
+// Copies, memsets and GEMMs are checked against the allocation their
+// device pointer starts in: one that runs past it fails and is noted in
+// outOfBounds. The device has 2 GiB (kDeviceMemoryBytes); a larger
+// cudaMalloc fails with out-of-memory. cuFuncGetParamInfo
+// (funcParamSizes) answers from paramSizes, or from the kernel's
+// signature in the source NVRTC compiled.
 //
 //===----------------------------------------------------------------------===//
 

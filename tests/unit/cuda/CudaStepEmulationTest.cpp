@@ -187,6 +187,24 @@ protected:
     EXPECT_EQ(withAux, 2 * geluAux);
     RecordProperty("residual_gemms", residuals);
     RecordProperty("gelu_aux_gemms", geluAux);
+    // DGelu GEMMs whose result is their own aux (the buffer planner's in
+    // place), and that every one was planned as such (GemmDesc::
+    // auxIsOutput: no split-K reduction in D on cuBLASLt).
+    dgeluInPlace = countThunks(pkg, [&](const rt::PackageThunk &t) {
+      return t.hasGemm && t.gemm.epilogue == rt::PkgGemmEpilogue::DGelu &&
+             pkg.buffers[t.operands[2]].offset ==
+                 pkg.buffers[t.results[0]].offset;
+    });
+    int dgeluPlannedInPlace = 0, dgeluInPlaceRuns = 0;
+    for (const rt::cuda::GemmDesc &d : api.plans)
+      dgeluPlannedInPlace += d.auxIsOutput;
+    for (const FakeCudaApi::Gemm &g : api.gemms)
+      if (g.desc.epilogue == rt::cuda::GemmEpilogue::DGelu) {
+        EXPECT_EQ(g.desc.auxIsOutput, g.aux == g.out);
+        dgeluInPlaceRuns += g.aux == g.out;
+      }
+    EXPECT_EQ(dgeluInPlaceRuns, 2 * dgeluInPlace);
+    EXPECT_EQ(dgeluPlannedInPlace > 0, dgeluInPlace > 0);
     attentionCalls = countThunks(pkg, [](const rt::PackageThunk &t) {
       return t.kind == rt::ThunkKind::LibraryCall &&
              (t.library == rt::LibraryKind::Attention ||
@@ -211,6 +229,8 @@ protected:
   // GEMMs with a residual C (Residual, BiasResidual) and with GELU's aux
   // (GeluAux, BiasGeluAux) in the last check's package.
   int residuals = 0, geluAux = 0;
+  // DGelu GEMMs whose result is their own aux, in the last check's package.
+  int dgeluInPlace = 0;
   // Attention and AttentionGrad library calls in the last check's package,
   // and those of them in the packed layout (kiln-pack-attention: q, k, v
   // read from the qkv projection in place).
@@ -265,6 +285,7 @@ TEST_F(CudaStepEmulationTest, SmallGptF32MaterializedAttention) {
 TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
   check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16");
   EXPECT_GT(biasGradients, 0);
+  EXPECT_GT(dgeluInPlace, 0); // the planner's in place, planned as such
   EXPECT_EQ(attentionCalls, 2);
   EXPECT_EQ(packedAttentionCalls, 2);
   EXPECT_EQ(residuals, 2);

@@ -8,20 +8,19 @@
 
 #include "codegen/cuda/Nvrtc.h"
 
+#include "runtime/Files.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <nvrtc.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <unistd.h>
 
 namespace kiln {
 
@@ -72,28 +71,6 @@ bool readFile(const std::string &path, std::string &out) {
   if (!buffer)
     return false;
   out = (*buffer)->getBuffer().str();
-  return true;
-}
-
-bool writeFileAtomically(const std::string &path, llvm::StringRef bytes) {
-  std::string temp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(temp, ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return false;
-    os << bytes;
-    os.close();
-    if (os.has_error()) {
-      os.clear_error();
-      llvm::sys::fs::remove(temp);
-      return false;
-    }
-  }
-  if (llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    return false;
-  }
   return true;
 }
 
@@ -160,25 +137,7 @@ std::string nvrtcVersionString() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-std::string nvrtcCacheDirectory() {
-  std::string dir;
-  if (const char *env = std::getenv("KILN_CACHE_DIR")) {
-    if (llvm::StringRef(env) == "off" || !*env)
-      return "";
-    dir = env;
-  } else if (const char *home = std::getenv("HOME")) {
-    llvm::SmallString<256> path(home);
-    llvm::sys::path::append(path, ".cache", "kiln");
-    dir = std::string(path);
-  } else {
-    return "";
-  }
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, "nvrtc");
-  if (llvm::sys::fs::create_directories(path))
-    return "";
-  return std::string(path);
-}
+std::string nvrtcCacheDirectory() { return runtime::kilnCacheDirectory("nvrtc"); }
 
 bool compileCudaSource(const std::string &source, const std::string &name,
                        const std::vector<unsigned> &archs, NvrtcResult &result,
@@ -217,11 +176,10 @@ bool compileCudaSource(const std::string &source, const std::string &name,
         return false;
       if (!stem.empty()) {
         // The log last: an entry counts only once all three files exist.
-        llvm::StringRef bytes(reinterpret_cast<const char *>(cubin.image.data()),
-                              cubin.image.size());
-        (void)(writeFileAtomically(stem + ".ptx", ptx) &&
-               writeFileAtomically(stem + ".cubin", bytes) &&
-               writeFileAtomically(stem + ".log", cubin.log));
+        std::string bytes(cubin.image.begin(), cubin.image.end());
+        (void)(runtime::writeFileAtomically(stem + ".ptx", ptx).isOk() &&
+               runtime::writeFileAtomically(stem + ".cubin", bytes).isOk() &&
+               runtime::writeFileAtomically(stem + ".log", cubin.log).isOk());
       }
     }
     parsePtxasInfo(cubin);

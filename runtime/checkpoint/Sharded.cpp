@@ -6,6 +6,7 @@
 
 #include "runtime/checkpoint/Sharded.h"
 
+#include "runtime/Files.h"
 #include "runtime/checkpoint/Json.h"
 
 #include <cerrno>
@@ -309,27 +310,6 @@ StatusOr<TrainingState> loadShardedCheckpoint(const std::string &indexPath) {
     ranks.push_back(std::move(state.value()));
   }
   return consolidateShards(index.value(), ranks, indexPath);
-}
-
-Status writeFileAtomically(const std::string &path, const std::string &text) {
-  std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Status::error(temp + ": cannot open for writing: " +
-                           std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out)
-      return Status::error(temp + ": write failed");
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string message =
-        path + ": rename from " + temp + " failed: " + std::strerror(errno);
-    std::remove(temp.c_str());
-    return Status::error(message);
-  }
-  return Status::ok();
 }
 
 } // namespace kiln::runtime

@@ -91,9 +91,6 @@ StatusOr<TrainingState> consolidateShards(const ShardedIndex &index,
 // Reads the index at |indexPath| and every rank file it names.
 StatusOr<TrainingState> loadShardedCheckpoint(const std::string &indexPath);
 
-// Writes |text| to |path| through a temporary file and a rename.
-Status writeFileAtomically(const std::string &path, const std::string &text);
-
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_CHECKPOINT_SHARDED_H

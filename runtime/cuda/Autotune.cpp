@@ -78,7 +78,7 @@ void Autotuner::writeCache(const std::string &key, const std::string &id,
     out << " " << ms;
   out << "\n";
   // The cache is an optimization: a read-only one is no error.
-  writeFileAtomically(cachePath(key), out.str());
+  (void)writeFileAtomically(cachePath(key), out.str());
 }
 
 AutotuneCandidates gemmCandidates(CudaApi &api, GemmPlan plan) {

@@ -6,13 +6,8 @@
 
 #include "runtime/cuda/CubinCache.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -75,55 +70,6 @@ bool readEntry(const std::string &path, const std::string &key,
 
 } // namespace
 
-std::string kilnCacheDirectory(const std::string &sub) {
-  std::string dir;
-  if (const char *env = std::getenv("KILN_CACHE_DIR")) {
-    if (std::string(env) == "off" || !*env)
-      return "";
-    dir = env;
-  } else if (const char *home = std::getenv("HOME")) {
-    dir = std::string(home) + "/.cache/kiln";
-  } else {
-    return "";
-  }
-  dir += "/" + sub;
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  return std::filesystem::is_directory(dir, error) ? dir : "";
-}
-
-uint64_t fnv1a(const std::string &text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-bool writeFileAtomically(const std::string &path, const std::string &bytes) {
-  // Unique per process and per writer within it (executables of several
-  // devices may write at once in one process).
-  static std::atomic<uint64_t> writers{0};
-  std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(writers.fetch_add(1));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return false;
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!out.flush()) {
-      std::remove(temp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    return false;
-  }
-  return true;
-}
-
 std::string cubinCacheDirectory() { return kilnCacheDirectory("cubin"); }
 
 Status nvrtcCompileCached(CudaApi &api, const std::string &source,
@@ -158,7 +104,7 @@ Status nvrtcCompileCached(CudaApi &api, const std::string &source,
     entry += source;
     putSize(entry, cubin.size());
     entry.append(cubin.begin(), cubin.end());
-    writeFileAtomically(path, entry); // a cache that cannot be written: a miss
+    (void)writeFileAtomically(path, entry); // a cache that cannot be written: a miss
   }
   return Status::ok();
 }

@@ -27,6 +27,7 @@
 #define KILN_RUNTIME_CUDA_CUBINCACHE_H
 
 #include "runtime/Status.h"
+#include "runtime/Files.h"
 #include "runtime/cuda/CudaApi.h"
 
 #include <cstdint>
@@ -35,19 +36,6 @@
 #include <vector>
 
 namespace kiln::runtime::cuda {
-
-// $KILN_CACHE_DIR/|sub| (else $HOME/.cache/kiln/|sub|), created; "" when
-// KILN_CACHE_DIR is "off" or empty, there is no HOME, or it cannot be made.
-std::string kilnCacheDirectory(const std::string &sub);
-
-// FNV-1a over |text|: a file name for a key whose file holds the key
-// itself (a collision is only a miss), or a short identity of a source.
-uint64_t fnv1a(const std::string &text);
-
-// Writes |bytes| to |path| through a name unique to this writer (process
-// and call), renamed over |path|; false (and nothing left behind) when
-// that fails.
-bool writeFileAtomically(const std::string &path, const std::string &bytes);
 
 // Where nvrtcCompileCached's cubin came from.
 struct CubinOrigin {

@@ -477,11 +477,14 @@ public:
                            gemmEpilogueName(desc.epilogue) +
                            " epilogue needs a bias pointer");
     // The bytes each operand spans, as hostGemm reads and writes them.
+    // (A size past 64 bits is past every allocation.)
     const GemmParams &g = desc.params;
-    uint64_t e = pkgBytesPerElement(desc.dtype);
-    uint64_t lhsBytes = uint64_t(g.batch * g.m * g.k) * e,
-             rhsBytes = uint64_t(g.batch * g.k * g.n) * e,
-             outBytes = uint64_t(g.batch * g.m * g.n) * e, nBytes = g.n * e;
+    auto span = [&](const std::vector<int64_t> &shape) {
+      return pkgShapeBytes(desc.dtype, shape).value_or(UINT64_MAX);
+    };
+    uint64_t lhsBytes = span({g.batch, g.m, g.k}),
+             rhsBytes = span({g.batch, g.k, g.n}),
+             outBytes = span({g.batch, g.m, g.n}), nBytes = span({g.n});
     for (auto [what, p, bytes] :
          {std::tuple<const char *, const void *, uint64_t>{"lhs", lhs, lhsBytes},
           {"rhs", rhs, rhsBytes},

@@ -1,6 +1,7 @@
 //===- ShardedCheckpointTest.cpp - ZeRO checkpoints: index and resharding ---===//
 
 #include "runtime/checkpoint/Sharded.h"
+#include "runtime/Files.h"
 #include "tests/unit/runtime/TestFiles.h"
 
 #include <gmock/gmock.h>

@@ -13,6 +13,7 @@
 
 #include "tools/kiln/lib/Diagnostics.h"
 
+#include "runtime/Files.h"
 #include "runtime/checkpoint/Sharded.h"
 
 #include "llvm/ADT/STLExtras.h"

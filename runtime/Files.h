@@ -1,0 +1,35 @@
+//===- Files.h - atomic writes and Kiln's cache directories -------*- C++ -*-===//
+//
+// What every part of Kiln that keeps files uses: checkpoints and their
+// indexes, the runtime's cubin and autotuning caches, the compiler's NVRTC
+// cache. No LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_FILES_H
+#define KILN_RUNTIME_FILES_H
+
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::runtime {
+
+// Writes |text| to |path| through a temporary file whose name is unique to
+// this writer (process and call: several threads of one process may write
+// the same path), renamed over |path|. On failure the error names the file
+// and the reason, |path| is untouched and no temporary file is left.
+Status writeFileAtomically(const std::string &path, const std::string &text);
+
+// $KILN_CACHE_DIR/|sub| (else $HOME/.cache/kiln/|sub|), created; "" when
+// KILN_CACHE_DIR is "off" or empty, there is no HOME, or it cannot be made.
+std::string kilnCacheDirectory(const std::string &sub);
+
+// FNV-1a over |text|: a file name for a key whose file holds the key
+// itself (a collision is only a miss), or a short identity of a source.
+uint64_t fnv1a(const std::string &text);
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_FILES_H

@@ -161,6 +161,7 @@ TEST(CudaEpilogueKernelTest, BiasAndActivationsMatchTheirDefinition) {
           made.value()->plan(0, e, dtype, p, dOut, dBias, nullptr, nullptr).isOk());
       rt::Status s = made.value()->run(0, nullptr);
       ASSERT_TRUE(s.isOk()) << s.message();
+      ASSERT_TRUE(api.streamSynchronize(nullptr).isOk());
       ASSERT_EQ(api.launches.size(), 1u);
       EXPECT_LE(api.launches[0].grid[0], 8u);
       std::vector<uint8_t> got(out.size());
@@ -223,6 +224,7 @@ TEST(CudaEpilogueKernelTest, GeluAuxMatchesItsDefinition) {
                                          rt::pkgDTypeName(dtype)});
       rt::Status s = made.value()->run(0, nullptr);
       ASSERT_TRUE(s.isOk()) << s.message();
+      ASSERT_TRUE(api.streamSynchronize(nullptr).isOk());
       std::vector<uint8_t> gotAux(product.size()), gotOut(out.size());
       std::memcpy(gotAux.data(), dAux, gotAux.size());
       std::memcpy(gotOut.data(), dOut, gotOut.size());
@@ -288,6 +290,7 @@ TEST(CudaEpilogueKernelTest, DGeluMatchesItsDefinition) {
         EXPECT_EQ(target, dOut);
       }
       ASSERT_TRUE(epilogue.run(0, nullptr).isOk());
+      ASSERT_TRUE(api.streamSynchronize(nullptr).isOk());
       std::vector<uint8_t> got(product.size());
       std::memcpy(got.data(), dOut, got.size());
       int bad = 0;
@@ -360,6 +363,7 @@ TEST(CudaEpilogueKernelTest, BiasGradientIsTheDeterministicColumnSum) {
                       std::string("kiln_epilogue_bgrad_final_") +
                           rt::pkgDTypeName(dtype)}));
         ASSERT_TRUE(epilogue.run(0, nullptr).isOk());
+        ASSERT_TRUE(api.streamSynchronize(nullptr).isOk());
         std::vector<uint8_t> first(grad.size());
         std::memcpy(first.data(), dGrad, first.size());
         for (int64_t j = 0; j < n; ++j) {
@@ -378,6 +382,7 @@ TEST(CudaEpilogueKernelTest, BiasGradientIsTheDeterministicColumnSum) {
         // The same bits again (no atomics, a fixed order).
         std::memset(dGrad, 0x5a, grad.size());
         ASSERT_TRUE(epilogue.run(0, nullptr).isOk());
+        ASSERT_TRUE(api.streamSynchronize(nullptr).isOk());
         EXPECT_EQ(std::memcmp(first.data(), dGrad, first.size()), 0);
       }
     }

@@ -537,6 +537,195 @@ TEST_F(CudaExecutableTest, StagedInputsAreCopiedBeforeTheNextStep) {
   EXPECT_EQ(api.count("cudaMemcpyAsync H2D 128") - initialCopies, 3u);
 }
 
+// acc_new = acc + x (updates acc): a step that sums every batch it is
+// fed, so the sum read at the end says whether each batch reached exactly
+// one step.
+constexpr int kAccumulated = 64;
+LoadedPackage accumulatorPackage() {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  p.target.smArchs = {90};
+  p.buffers = {f32Buffer("x", PkgRole::Input, {kAccumulated}, 0),
+               f32Buffer("acc", PkgRole::Parameter, {kAccumulated}, 256),
+               f32Buffer("acc_new", PkgRole::Output, {kAccumulated}, 512, 1)};
+  p.arenaSize = 768;
+  p.kernels = {kernel("add", "kiln_add", 1, {90}, 0)};
+  PackageThunk add;
+  add.kernel = 0;
+  add.operands = {1, 0};
+  add.results = {2};
+  p.thunks = {add};
+  p.inputs = {signatureEntry(p, "x", PkgRole::Input, 0),
+              signatureEntry(p, "acc", PkgRole::Parameter, 1)};
+  p.outputs = {signatureEntry(p, "acc_new", PkgRole::Output, 2)};
+  return p;
+}
+void addHost(void **b, unsigned, unsigned) {
+  for (int i = 0; i < kAccumulated; ++i)
+    static_cast<float *>(b[2])[i] =
+        static_cast<float *>(b[0])[i] + static_cast<float *>(b[1])[i];
+}
+
+// Batch |step| of the accumulator: small integers, so every sum is exact.
+std::vector<float> accumulatorBatch(int step) {
+  std::vector<float> x(kAccumulated);
+  for (int i = 0; i < kAccumulated; ++i)
+    x[i] = float((step * 7 + i * 3) % 23 + 1);
+  return x;
+}
+
+// Feeds |steps| batches through the pinned staging and runs a step after
+// each, reading nothing until the end (the host runs ahead of the GPU as
+// far as the two staging slots let it), then reads acc_new. "" when it
+// holds the sum of the batches; else what went wrong.
+std::string accumulate(FakeCudaApi &api, CudaOptions options, int steps,
+                       std::function<void()> afterInitialize = {}) {
+  // Outlives the executable: its copy may still be queued when a test has
+  // dropped the wait for it (the executable's cudaFree runs it).
+  std::vector<float> got(kAccumulated, -1.0f);
+  api.hostKernels["kiln_add"] = addHost;
+  StatusOr<std::unique_ptr<CudaExecutable>> made =
+      CudaExecutable::create(accumulatorPackage(), api, options);
+  if (!made.isOk())
+    return made.status().message();
+  CudaExecutable &exec = *made.value();
+  if (Status s = exec.initialize(); !s.isOk())
+    return s.message();
+  if (afterInitialize)
+    afterInitialize();
+  std::vector<float> want(kAccumulated, 0.0f);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<float> x = accumulatorBatch(step);
+    for (int i = 0; i < kAccumulated; ++i)
+      want[i] += x[i];
+    StatusOr<void *> staged = exec.hostInput(0);
+    if (!staged.isOk())
+      return staged.status().message();
+    std::memcpy(staged.value(), x.data(), x.size() * 4);
+    if (Status s = exec.submitInputs(); !s.isOk())
+      return "step " + std::to_string(step) + ": " + s.message();
+    if (Status s = exec.run(); !s.isOk())
+      return "step " + std::to_string(step) + ": " + s.message();
+  }
+  if (Status s = exec.readOutput(0, got.data()); !s.isOk())
+    return s.message();
+  for (int i = 0; i < kAccumulated; ++i)
+    if (got[i] != want[i])
+      return "acc_new[" + std::to_string(i) + "] is " + std::to_string(got[i]) +
+             ", the batches sum to " + std::to_string(want[i]);
+  return "";
+}
+
+// The staging's two streams on a fake that orders them as CUDA does and
+// runs each stream's work only when the host waits for it: eight batches,
+// with the step as plain launches and as a CUDA Graph, reach exactly one
+// step each, and no copy races a step.
+TEST_F(CudaExecutableTest, StagedInputsOverlapStepsWithoutARace) {
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "plain launches");
+    FakeCudaApi fake;
+    ASSERT_TRUE(fake.asyncStreams);
+    options.graphs = graphs;
+    EXPECT_EQ(accumulate(fake, options, 8), "");
+    EXPECT_EQ(fake.races, std::vector<std::string>());
+    EXPECT_EQ(fake.count("cudaGraphLaunch"), graphs ? 7u : 0u);
+    // The host waited for a slot's previous copy before refilling it.
+    EXPECT_EQ(fake.count("cudaEventSynchronize"), 8u);
+  }
+}
+
+// Each synchronization the staging makes is needed: without any one of
+// them a copy races a step (the fake's stream order says so) or a batch
+// is lost (the fake runs work late, as a GPU may).
+TEST_F(CudaExecutableTest, EverySynchronizationOfTheStagingIsNeeded) {
+  struct Drop {
+    const char *what, *call;
+    int parity; // drop the calls of this parity (-1: all)
+    const char *expect; // in the failure
+  };
+  // submitInputs' wait (the copy stream after the previous step) and
+  // run()'s (the step after the copies) alternate.
+  for (const Drop &d :
+       {Drop{"the copies' wait for the previous step", "cudaStreamWaitEvent",
+             0, "a race: cuLaunchKernel kiln_add argument 1 on stream 1 and "
+                "cudaMemcpyAsync H2D destination on stream 2"},
+        Drop{"the step's wait for the copies", "cudaStreamWaitEvent", 1,
+             "a race: cudaMemcpyAsync H2D destination on stream 2 and "
+             "cuLaunchKernel kiln_add argument 1 on stream 1"},
+        Drop{"hostInput's wait for the slot's last copy",
+             "cudaEventSynchronize", -1, "the batches sum to"},
+        Drop{"readOutput's wait for the step", "cudaStreamSynchronize", -1,
+             "acc_new[0] is -1"}}) {
+    for (bool graphs : {false, true}) {
+      SCOPED_TRACE(std::string(d.what) + (graphs ? ", graphs" : ""));
+      FakeCudaApi fake;
+      options.graphs = graphs;
+      std::string failure = accumulate(fake, options, 8, [&] {
+        fake.dropSync = [&](const std::string &call, int nth) {
+          return call == d.call && (d.parity < 0 || nth % 2 == d.parity);
+        };
+      });
+      EXPECT_NE(failure.find(d.expect), std::string::npos) << failure;
+      EXPECT_EQ(fake.races.empty(), failure.find("a race") == std::string::npos);
+      EXPECT_GT(fake.count(std::string(d.call) + " (dropped)"), 0u);
+    }
+  }
+}
+
+// The fake's stream order itself: unordered accesses on two streams
+// race when one writes, an event or a host synchronization orders them,
+// and work runs only once the host waits for it.
+TEST(FakeStreams, OrderAsCudaDoes) {
+  FakeCudaApi api;
+  void *dev = nullptr, *pinned = nullptr;
+  ASSERT_TRUE(api.malloc(&dev, 1024).isOk());
+  ASSERT_TRUE(api.mallocHost(&pinned, 1024).isOk());
+  std::memset(pinned, 7, 1024);
+  CudaStream a = nullptr, b = nullptr;
+  CudaEvent e = nullptr;
+  ASSERT_TRUE(api.streamCreate(&a).isOk());
+  ASSERT_TRUE(api.streamCreate(&b).isOk());
+  ASSERT_TRUE(api.eventCreate(&e).isOk());
+  char *d = static_cast<char *>(dev);
+  ASSERT_TRUE(api.memcpyAsync(d, pinned, 512, CopyKind::HostToDevice, a).isOk());
+  // Reading what stream a writes, unordered: a race (the call fails).
+  EXPECT_FALSE(
+      api.memcpyAsync(d + 512, d + 256, 256, CopyKind::DeviceToDevice, b).isOk());
+  ASSERT_EQ(api.races.size(), 1u);
+  EXPECT_EQ(api.races[0],
+            "cudaMemcpyAsync H2D destination on stream 1 and cudaMemcpyAsync "
+            "D2D source on stream 2, bytes 256..512 of a 1024-byte "
+            "allocation: nothing orders them");
+  // Other bytes do not race.
+  EXPECT_TRUE(api.memsetAsync(d + 512, 0, 512, b).isOk());
+  // An event orders stream b after a's work so far.
+  ASSERT_TRUE(api.eventRecord(e, a).isOk());
+  ASSERT_TRUE(api.streamWaitEvent(b, e).isOk());
+  EXPECT_TRUE(api.memcpyAsync(d + 256, d, 256, CopyKind::DeviceToDevice, b).isOk());
+  // Two streams reading the same bytes do not race.
+  EXPECT_TRUE(api.memcpyAsync(pinned, d, 16, CopyKind::DeviceToHost, a).isOk());
+  EXPECT_EQ(api.races.size(), 1u);
+  // Nothing has run yet: the host has not waited.
+  EXPECT_NE(d[0], 7);
+  // Waiting for b runs a's work up to the event first, then b's.
+  ASSERT_TRUE(api.streamSynchronize(b).isOk());
+  EXPECT_EQ(d[0], 7);
+  EXPECT_EQ(d[300], 7);
+  EXPECT_EQ(d[600], 0);
+  // The host has waited for b: new work on a is ordered after b's.
+  EXPECT_TRUE(api.memsetAsync(d + 512, 1, 512, a).isOk());
+  // Without that wait, b's write would race a's.
+  EXPECT_FALSE(api.memsetAsync(d + 512, 2, 16, b).isOk());
+  ASSERT_EQ(api.races.size(), 2u);
+  EXPECT_EQ(api.races[1].find("cudaMemsetAsync on stream 1 and cudaMemsetAsync "
+                              "on stream 2, bytes 512..528"),
+            0u)
+      << api.races[1];
+  ASSERT_TRUE(api.free(dev).isOk()); // waits for everything
+  EXPECT_EQ(static_cast<char *>(pinned)[0], 7);
+  ASSERT_TRUE(api.freeHost(pinned).isOk());
+}
+
 TEST_F(CudaExecutableTest, AnotherThreadMakesTheDeviceCurrentOnce) {
   options.graphs = false;
   auto exec = make(mlpPackage());

@@ -34,6 +34,26 @@
 // (funcParamSizes) answers from paramSizes, or from the kernel's
 // signature in the source NVRTC compiled.
 //
+// Stream order. Every stream is ordered as CUDA orders it, with a vector
+// clock per stream and one for the host: work queued on a stream comes
+// after the stream's earlier work and after whatever the host has waited
+// for; cudaStreamWaitEvent orders a stream after the event's record;
+// cudaStreamSynchronize, cudaEventSynchronize, cudaFree and cudaFreeHost
+// order the host after the work they wait for. Each copy, memset, GEMM and
+// kernel notes the device and pinned bytes it reads and writes (a copy its
+// ranges; a GEMM its operands, results and workspace; a kernel one byte at
+// each pointer argument, taken as written: the fake does not know a
+// kernel's extents). Two accesses of one allocation from different streams
+// that overlap, where one writes and neither is ordered before the other,
+// are a race on a GPU: the second call fails and |races| says which two.
+// A captured graph's work is checked when it is launched. With
+// asyncStreams the work also runs as late as CUDA allows: a stream's work
+// is queued and runs only when the host waits for it (a synchronize, or a
+// cudaFree), a waited-for event's stream running first up to its record,
+// so a host that reads a result or refills a pinned buffer without
+// waiting sees the old bytes, as it may on a GPU. dropSync makes the
+// synchronizations it names do nothing (to show that a test notices).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
@@ -42,10 +62,12 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +103,18 @@ public:
   // as on a GPU.
   std::map<std::string, uint32_t> maxDynamicShared;
   std::vector<Launch> launches;
+  // Bytes a call reads or writes (what: "cudaMemcpyAsync H2D destination").
+  struct Access {
+    std::string what;
+    const void *at;
+    uint64_t bytes;
+    bool write;
+  };
+  // Work on a stream, as a captured graph holds it.
+  struct Work {
+    std::function<void()> fn;
+    std::vector<Access> accesses;
+  };
   struct Gemm {
     GemmDesc desc;
     const void *lhs, *rhs;
@@ -122,6 +156,17 @@ public:
   bool capturing = false;
   // Replays launched graphs (false: a graph launch is only recorded).
   bool execute = true;
+  // Defers each stream's work until the host waits for it (see above).
+  bool asyncStreams = true;
+  // Each race: "cudaMemcpyAsync H2D destination on stream 2 and
+  // cuLaunchKernel kiln_relu argument 0 on stream 1, bytes 0..128 of a
+  // 4096-byte allocation: nothing orders them"; the second call failed.
+  std::vector<std::string> races;
+  // When it answers true for (a synchronization's call name, how many
+  // calls of that name came before), that call does nothing: for
+  // "cudaStreamWaitEvent", "cudaStreamSynchronize" and
+  // "cudaEventSynchronize".
+  std::function<bool(const std::string &, int)> dropSync;
   // When set, every host kernel runs under it (CudaEmulation.h runs one
   // block at a time with static shared memory: tables on several threads
   // share one lock).
@@ -156,7 +201,9 @@ public:
     return Status::ok();
   }
   Status free(void *ptr) override {
-    live_.erase(static_cast<const char *>(ptr));
+    // cudaFree waits for the device's work.
+    synchronizeAll();
+    forget(ptr);
     std::free(ptr);
     return enter("cudaFree");
   }
@@ -174,7 +221,8 @@ public:
     return Status::ok();
   }
   Status freeHost(void *ptr) override {
-    live_.erase(static_cast<const char *>(ptr));
+    synchronizeAll();
+    forget(ptr);
     std::free(ptr);
     return enter("cudaFreeHost");
   }
@@ -191,8 +239,11 @@ public:
                             dst, src, bytes);
         !s.isOk())
       return s;
-    work(stream, [=] { std::memmove(dst, src, bytes); });
-    return Status::ok();
+    std::string call = std::string("cudaMemcpyAsync ") + k;
+    return work(stream,
+                {{call + " source", src, bytes, false},
+                 {call + " destination", dst, bytes, true}},
+                [=] { std::memmove(dst, src, bytes); });
   }
   Status memsetAsync(void *dst, int value, size_t bytes,
                      CudaStream stream) override {
@@ -200,31 +251,65 @@ public:
       return s;
     if (Status s = inBounds("cudaMemsetAsync", dst, bytes); !s.isOk())
       return s;
-    work(stream, [=] { std::memset(dst, value, bytes); });
-    return Status::ok();
+    return work(stream, {{"cudaMemsetAsync", dst, bytes, true}},
+                [=] { std::memset(dst, value, bytes); });
   }
   Status streamCreate(CudaStream *stream) override {
     *stream = reinterpret_cast<CudaStream>(++handles_);
+    agent(*stream);
     return enter("cudaStreamCreateWithFlags");
   }
   Status streamDestroy(CudaStream) override { return enter("cudaStreamDestroy"); }
-  Status streamSynchronize(CudaStream) override {
-    return enter("cudaStreamSynchronize");
+  Status streamSynchronize(CudaStream stream) override {
+    if (dropped("cudaStreamSynchronize"))
+      return Status::ok();
+    if (Status s = enter("cudaStreamSynchronize"); !s.isOk())
+      return s;
+    join(clock(0), clock(agent(stream)));
+    drain(stream, queues_[stream].issued);
+    return Status::ok();
   }
-  Status streamWaitEvent(CudaStream, CudaEvent) override {
-    return enter("cudaStreamWaitEvent");
+  Status streamWaitEvent(CudaStream stream, CudaEvent event) override {
+    if (dropped("cudaStreamWaitEvent"))
+      return Status::ok();
+    if (Status s = enter("cudaStreamWaitEvent"); !s.isOk())
+      return s;
+    auto recorded = records_.find(event);
+    if (recorded == records_.end()) // never recorded: nothing to wait for
+      return Status::ok();
+    join(clock(agent(stream)), recorded->second.clock);
+    if (asyncStreams) {
+      Queue &q = queues_[stream];
+      q.ops.push_back({nullptr, recorded->second.stream, recorded->second.at});
+      ++q.issued;
+    }
+    return Status::ok();
   }
   Status eventCreate(CudaEvent *event) override {
     *event = reinterpret_cast<CudaEvent>(++handles_);
     return enter("cudaEventCreate");
   }
   Status eventDestroy(CudaEvent) override { return enter("cudaEventDestroy"); }
-  Status eventRecord(CudaEvent event, CudaStream) override {
+  Status eventRecord(CudaEvent event, CudaStream stream) override {
     eventClock_[event] = clock_;
-    return enter("cudaEventRecord");
+    if (Status s = enter("cudaEventRecord"); !s.isOk())
+      return s;
+    Clock &c = clock(agent(stream));
+    join(c, clock(0));
+    records_[event] = {c, stream, queues_[stream].issued};
+    return Status::ok();
   }
-  Status eventSynchronize(CudaEvent) override {
-    return enter("cudaEventSynchronize");
+  Status eventSynchronize(CudaEvent event) override {
+    if (dropped("cudaEventSynchronize"))
+      return Status::ok();
+    if (Status s = enter("cudaEventSynchronize"); !s.isOk())
+      return s;
+    auto recorded = records_.find(event);
+    if (recorded == records_.end())
+      return Status::ok();
+    join(clock(0), recorded->second.clock);
+    drain(recorded->second.stream, recorded->second.at);
+    return Status::ok();
   }
   Status eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) override {
     *ms = timesWork() ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
@@ -252,13 +337,22 @@ public:
     *exec = graph;
     return enter("cudaGraphInstantiate");
   }
-  Status graphLaunch(CudaGraphExec exec, CudaStream) override {
+  Status graphLaunch(CudaGraphExec exec, CudaStream stream) override {
     if (Status s = enter("cudaGraphLaunch"); !s.isOk())
       return s;
-    if (execute)
-      for (auto &fn : graphs_[reinterpret_cast<size_t>(exec) - 1])
-        fn();
-    return Status::ok();
+    size_t index = reinterpret_cast<size_t>(exec) - 1;
+    const std::vector<Work> &graph = graphs_[index];
+    // The graph's nodes run in capture order on |stream|: each is ordered
+    // (and checked) as that work queued there.
+    for (const Work &w : graph)
+      if (Status s = order(stream, w.accesses); !s.isOk())
+        return s;
+    if (!execute)
+      return Status::ok();
+    return dispatch(stream, [this, index] {
+      for (const Work &w : graphs_[index])
+        w.fn();
+    });
   }
   Status graphDestroy(CudaGraph) override { return enter("cudaGraphDestroy"); }
   Status graphExecDestroy(CudaGraphExec) override {
@@ -361,7 +455,7 @@ public:
       std::vector<void *> args = l.args;
       unsigned g = grid[0], b = block[0];
       std::mutex *lock = kernelLock;
-      work(stream, [=]() mutable {
+        return work(stream, kernelAccesses(entry, l.args), [=]() mutable {
         if (lock) {
           std::lock_guard<std::mutex> held(*lock);
           fn(args.data(), g, b);
@@ -370,7 +464,7 @@ public:
         }
       });
     }
-    return Status::ok();
+    return work(stream, kernelAccesses(entry, l.args), [] {});
   }
   Status launchKernelProgrammatic(CudaFunction function,
                                   const std::array<uint32_t, 3> &grid,
@@ -452,7 +546,8 @@ public:
   using CudaApi::gemmRun;
   Status gemmRun(GemmPlan plan, const void *lhs, const void *rhs, void *out,
                  const void *bias, void *biasGrad, const void *c, void *aux,
-                 void *, size_t, CudaStream stream) override {
+                 void *workspace, size_t workspaceBytes,
+                 CudaStream stream) override {
     if (Status s = enter("cublasLtMatmul"); !s.isOk())
       return s;
     GemmDesc desc = plans[index(plan)];
@@ -498,9 +593,25 @@ public:
             !s.isOk())
           return s;
     gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
-    work(stream,
-         [=] { hostGemm(desc, lhs, rhs, out, bias, biasGrad, c, aux); });
-    return Status::ok();
+    std::vector<Access> accesses = {{"cublasLtMatmul lhs", lhs, lhsBytes, false},
+                                    {"cublasLtMatmul rhs", rhs, rhsBytes, false},
+                                    {"cublasLtMatmul result", out, outBytes, true}};
+    if (desc.residual)
+      accesses.push_back({"cublasLtMatmul C", c, outBytes, false});
+    if (gemmEpilogueReadsAux(desc.epilogue) ||
+        gemmEpilogueWritesAux(desc.epilogue))
+      accesses.push_back({"cublasLtMatmul aux", aux, outBytes,
+                          gemmEpilogueWritesAux(desc.epilogue)});
+    if (gemmEpilogueReadsBias(desc.epilogue))
+      accesses.push_back({"cublasLtMatmul bias", bias, nBytes, false});
+    if (biasGrad)
+      accesses.push_back({"cublasLtMatmul bias gradient", biasGrad, nBytes, true});
+    if (workspace && workspaceBytes)
+      accesses.push_back(
+          {"cublasLtMatmul workspace", workspace, workspaceBytes, true});
+    return work(stream, std::move(accesses), [=] {
+      hostGemm(desc, lhs, rhs, out, bias, biasGrad, c, aux);
+    });
   }
   Status gemmDestroy(GemmPlan) override { return Status::ok(); }
 
@@ -598,7 +709,7 @@ public:
   // Host work on |stream| from outside the table (FakeNccl's collectives on
   // an executable's stream): run now, or recorded while it is captured.
   void hostWork(CudaStream stream, std::function<void()> fn) {
-    work(stream, std::move(fn));
+    work(stream, {}, std::move(fn));
   }
 
   size_t count(const std::string &prefix) const {
@@ -695,11 +806,146 @@ private:
                            "launch failure");
     return Status::ok();
   }
-  void work(CudaStream stream, std::function<void()> fn) {
-    if (capturing && stream == captureStream_)
-      captured_.push_back(std::move(fn));
-    else
+  // Work queued on |stream| that reads and writes |accesses|: recorded
+  // while the stream is captured, else ordered (and checked for races)
+  // and run (or queued, with asyncStreams).
+  Status work(CudaStream stream, std::vector<Access> accesses,
+              std::function<void()> fn) {
+    if (capturing && stream == captureStream_) {
+      captured_.push_back({std::move(fn), std::move(accesses)});
+      return Status::ok();
+    }
+    if (Status s = order(stream, accesses); !s.isOk())
+      return s;
+    return dispatch(stream, std::move(fn));
+  }
+  Status dispatch(CudaStream stream, std::function<void()> fn) {
+    if (!asyncStreams) {
       fn();
+      return Status::ok();
+    }
+    Queue &q = queues_[stream];
+    q.ops.push_back({std::move(fn), nullptr, 0});
+    ++q.issued;
+    return Status::ok();
+  }
+  // Runs |stream|'s queued work up to (not including) its |until|-th
+  // operation, a wait first running the waited-for stream to its record.
+  void drain(CudaStream stream, uint64_t until) {
+    Queue &q = queues_[stream];
+    while (q.done < until && !q.ops.empty()) {
+      Pending p = std::move(q.ops.front());
+      q.ops.pop_front();
+      if (p.fn)
+        p.fn();
+      else
+        drain(p.after, p.until);
+      ++q.done;
+    }
+  }
+  // The host waits for every stream (cudaFree, cudaFreeHost).
+  void synchronizeAll() {
+    for (auto &[stream, id] : agents_) {
+      join(clock(0), clock(id));
+      drain(stream, queues_[stream].issued);
+    }
+  }
+  bool dropped(const std::string &call) {
+    if (!dropSync || !dropSync(call, syncCalls_[call]++))
+      return false;
+    calls.push_back(call + " (dropped)");
+    return true;
+  }
+
+  // The vector clocks: by agent, 0 the host and then each stream.
+  using Clock = std::vector<uint64_t>;
+  static void join(Clock &into, const Clock &from) {
+    if (into.size() < from.size())
+      into.resize(from.size(), 0);
+    for (size_t i = 0; i < from.size(); ++i)
+      into[i] = std::max(into[i], from[i]);
+  }
+  size_t agent(CudaStream stream) {
+    auto [it, added] = agents_.try_emplace(stream, agents_.size() + 1);
+    return it->second;
+  }
+  // (A deque: growing it keeps the references clock() gave out.)
+  Clock &clock(size_t agent) {
+    if (clocks_.size() <= agent)
+      clocks_.resize(agent + 1);
+    Clock &c = clocks_[agent];
+    if (c.size() <= agent)
+      c.resize(agent + 1, 0); // its own entry, at least
+    return c;
+  }
+  // One access as the history keeps it: bytes [begin, end) of the
+  // allocation, by |agent| at its clock |epoch|.
+  struct Touch {
+    uint64_t begin, end;
+    size_t agent;
+    uint64_t epoch;
+    bool write;
+    std::string what;
+  };
+  // Orders work on |stream| after the stream's earlier work and what the
+  // host has waited for, and checks each of its accesses against the
+  // earlier accesses of the same allocation.
+  Status order(CudaStream stream, const std::vector<Access> &accesses) {
+    size_t me = agent(stream);
+    Clock &c = clock(me);
+    join(c, clock(0));
+    uint64_t epoch = ++c[me];
+    for (const Access &a : accesses) {
+      const char *at = static_cast<const char *>(a.at);
+      auto it = live_.upper_bound(at);
+      if (!a.at || !a.bytes || it == live_.begin() ||
+          (--it, at >= it->first + it->second))
+        continue; // pageable host memory, or nothing
+      uint64_t begin = uint64_t(at - it->first);
+      uint64_t end = std::min<uint64_t>(begin + a.bytes, it->second);
+      std::vector<Touch> &history = history_[it->first];
+      for (const Touch &t : history) {
+        bool ordered = t.agent < c.size() && c[t.agent] >= t.epoch;
+        if (ordered || t.end <= begin || end <= t.begin ||
+            !(t.write || a.write))
+          continue;
+        std::string race =
+            t.what + " on stream " + std::to_string(t.agent) + " and " +
+            a.what + " on stream " + std::to_string(me) + ", bytes " +
+            std::to_string(std::max(begin, t.begin)) + ".." +
+            std::to_string(std::min(end, t.end)) + " of a " +
+            std::to_string(it->second) + "-byte allocation: nothing orders them";
+        races.push_back(race);
+        return Status::error("fake: a race: " + race);
+      }
+      // What this access covers and follows needs no keeping: a later
+      // access unordered with it is unordered with this one too.
+      history.erase(
+          std::remove_if(history.begin(), history.end(),
+                         [&](const Touch &t) {
+                           return t.agent < c.size() && c[t.agent] >= t.epoch &&
+                                  begin <= t.begin && t.end <= end &&
+                                  (a.write || !t.write);
+                         }),
+          history.end());
+      history.push_back({begin, end, me, epoch, a.write, a.what});
+    }
+    return Status::ok();
+  }
+  // A kernel's accesses: one byte at each argument (its extents are the
+  // kernel's own business), taken as written.
+  static std::vector<Access> kernelAccesses(const std::string &entry,
+                                            const std::vector<void *> &args) {
+    std::vector<Access> out;
+    for (size_t i = 0; i < args.size(); ++i)
+      out.push_back({"cuLaunchKernel " + entry + " argument " +
+                         std::to_string(i),
+                     args[i], 1, true});
+    return out;
+  }
+  void forget(void *ptr) {
+    history_.erase(static_cast<const char *>(ptr));
+    live_.erase(static_cast<const char *>(ptr));
   }
 
   bool programmatic_ = false; // the launch in progress is programmatic
@@ -717,8 +963,32 @@ private:
   std::vector<HostKernel> functionHosts_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
-  std::vector<std::function<void()>> captured_;
-  std::vector<std::vector<std::function<void()>>> graphs_;
+  std::vector<Work> captured_;
+  std::vector<std::vector<Work>> graphs_;
+  // Stream order: each agent's clock, the streams' agents, each event's
+  // last record (its clock, stream and place in that stream's queue),
+  // each allocation's accesses that may still race, and with
+  // asyncStreams each stream's queued work.
+  std::deque<Clock> clocks_{Clock(1, 0)};
+  std::map<CudaStream, size_t> agents_;
+  struct Record {
+    Clock clock;
+    CudaStream stream;
+    uint64_t at;
+  };
+  std::map<CudaEvent, Record> records_;
+  std::map<const char *, std::vector<Touch>> history_;
+  struct Pending {
+    std::function<void()> fn; // else a wait: run |after| to |until|
+    CudaStream after;
+    uint64_t until;
+  };
+  struct Queue {
+    std::deque<Pending> ops;
+    uint64_t issued = 0, done = 0;
+  };
+  std::map<CudaStream, Queue> queues_;
+  std::map<std::string, int> syncCalls_;
 };
 
 } // namespace kiln::runtime::cuda::testing

@@ -7,7 +7,8 @@
 // CUDA ones; the GEMM against a direct triple loop), cubin / PTX / NVRTC
 // selection by architecture, failures that name the call and the kernel,
 // CUDA Graph capture after the warm-up step and its fallback, input
-// staging, refusals (a convolution whose shapes disagree, collectives
+// staging (on the fake's stream order: no copy races a step, and each of
+// the staging's synchronizations is needed), refusals (a convolution whose shapes disagree, collectives
 // without a communicator), and the row-major to cuBLASLt column-major
 // mapping of GEMMs checked against a column-major GEMM written from
 // cuBLASLt's definition. Links no LLVM or MLIR, so it runs on the GPU

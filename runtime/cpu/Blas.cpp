@@ -505,66 +505,22 @@ Status gemm(PkgDType dtype, const GemmParams &params, const void *lhs, const voi
 // Convolutions
 //===----------------------------------------------------------------------===//
 
-Status checkConvParams(const ConvParams &p) {
-  auto rankIs = [](const char *what, const std::vector<int64_t> &v, size_t rank) {
-    if (v.size() == rank)
-      return Status::ok();
-    return Status::error(std::string("conv2d: ") + what + " must have " +
-                         std::to_string(rank) + " entries, but is " + listStr(v));
-  };
-  for (auto [what, v, rank] :
-       {std::make_tuple("input shape", &p.inputShape, 4),
-        std::make_tuple("filter shape", &p.filterShape, 4),
-        std::make_tuple("output shape", &p.outputShape, 4),
-        std::make_tuple("strides", &p.strides, 2), std::make_tuple("padding", &p.padding, 4),
-        std::make_tuple("dilation", &p.dilation, 2)})
-    if (Status s = rankIs(what, *v, rank); !s.isOk())
-      return s;
-  for (int64_t v : p.inputShape)
-    if (v < 0)
-      return Status::error("conv2d: input shape " + listStr(p.inputShape) + " has a negative size");
-  for (int64_t v : p.filterShape)
-    if (v <= 0)
-      return Status::error("conv2d: filter shape " + listStr(p.filterShape) +
-                           " must be positive");
-  for (int64_t v : p.strides)
-    if (v <= 0)
-      return Status::error("conv2d: strides " + listStr(p.strides) + " must be positive");
-  for (int64_t v : p.dilation)
-    if (v <= 0)
-      return Status::error("conv2d: dilation " + listStr(p.dilation) + " must be positive");
-  for (int64_t v : p.padding)
-    if (v < 0)
-      return Status::error("conv2d: padding " + listStr(p.padding) + " must be non-negative");
-  if (p.groups <= 0 || p.inputShape[1] % p.groups || p.filterShape[0] % p.groups)
-    return Status::error("conv2d: groups " + std::to_string(p.groups) +
-                         " must be positive and divide the input channels (" +
-                         std::to_string(p.inputShape[1]) + ") and output channels (" +
-                         std::to_string(p.filterShape[0]) + ")");
-  if (p.filterShape[1] != p.inputShape[1] / p.groups)
-    return Status::error("conv2d: filter shape " + listStr(p.filterShape) + " must have " +
-                         std::to_string(p.inputShape[1] / p.groups) +
-                         " input channels (C / groups), but has " +
-                         std::to_string(p.filterShape[1]));
-  std::vector<int64_t> expected = {p.inputShape[0], p.filterShape[0], 0, 0};
-  for (int i = 0; i < 2; ++i) {
-    int64_t span = p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] -
-                   p.dilation[i] * (p.filterShape[2 + i] - 1) - 1;
-    if (span < 0)
-      return Status::error("conv2d: the dilated filter " + listStr(p.filterShape) +
-                           " is larger than the padded input " + listStr(p.inputShape));
-    expected[2 + i] = span / p.strides[i] + 1;
-  }
-  if (expected != p.outputShape)
-    return Status::error("conv2d: output shape must be " + listStr(expected) + ", but is " +
-                         listStr(p.outputShape));
+
+namespace {
+
+// pkgCheckConvParams, its message after the call's name.
+Status checkConv(const char *name, const ConvParams &params) {
+  if (Status s = pkgCheckConvParams(params); !s.isOk())
+    return Status::error(std::string(name) + ": " + s.message());
   return Status::ok();
 }
+
+} // namespace
 
 Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
               const void *filter, void *output) {
   if (isHalfDtype(dtype)) {
-    if (Status s = checkConvParams(params); !s.isOk())
+    if (Status s = checkConv("conv2d", params); !s.isOk())
       return s;
     return viaF32(dtype, input, product(params.inputShape), filter, product(params.filterShape), output,
                   product(params.outputShape), false,
@@ -574,7 +530,7 @@ Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
   }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("conv2d", dtype);
-  if (Status s = checkConvParams(params); !s.isOk())
+  if (Status s = checkConv("conv2d", params); !s.isOk())
     return s;
   ConvGeometry g = geometry(params);
   if (dtype == PkgDType::F32)
@@ -589,7 +545,7 @@ Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
 Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gradOutput,
                        const void *filter, void *gradInput) {
   if (isHalfDtype(dtype)) {
-    if (Status s = checkConvParams(params); !s.isOk())
+    if (Status s = checkConv("conv2d_input_grad", params); !s.isOk())
       return s;
     return viaF32(dtype, gradOutput, product(params.outputShape), filter, product(params.filterShape), gradInput,
                   product(params.inputShape), false,
@@ -599,7 +555,7 @@ Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gra
   }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("conv2d_input_grad", dtype);
-  if (Status s = checkConvParams(params); !s.isOk())
+  if (Status s = checkConv("conv2d_input_grad", params); !s.isOk())
     return s;
   ConvGeometry g = geometry(params);
   if (dtype == PkgDType::F32)
@@ -615,7 +571,7 @@ Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gra
 Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *input,
                         const void *gradOutput, void *gradFilter) {
   if (isHalfDtype(dtype)) {
-    if (Status s = checkConvParams(params); !s.isOk())
+    if (Status s = checkConv("conv2d_filter_grad", params); !s.isOk())
       return s;
     return viaF32(dtype, input, product(params.inputShape), gradOutput, product(params.outputShape), gradFilter,
                   product(params.filterShape), false,
@@ -625,7 +581,7 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *in
   }
   if (dtype != PkgDType::F32 && dtype != PkgDType::F64)
     return unsupportedDtype("conv2d_filter_grad", dtype);
-  if (Status s = checkConvParams(params); !s.isOk())
+  if (Status s = checkConv("conv2d_filter_grad", params); !s.isOk())
     return s;
   ConvGeometry g = geometry(params);
   if (dtype == PkgDType::F32)

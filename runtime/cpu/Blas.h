@@ -75,10 +75,6 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params,
                         const void *input, const void *gradOutput,
                         void *gradFilter);
 
-// Checks |params|: ranks, positive sizes, groups dividing C and O, the
-// filter's channel count, and the output shape the formula gives.
-Status checkConvParams(const ConvParams &params);
-
 // f16 and bf16 (round to nearest even) to and from f32, for callers that
 // split half-precision library calls themselves.
 bool isHalfDtype(PkgDType dtype);

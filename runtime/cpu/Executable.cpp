@@ -219,7 +219,7 @@ Status checkLibraryCall(const LoadedPackage &p, const std::string &where,
   }
   if (Status s = checkCounts(where, "a convolution", t, 2, 1); !s.isOk())
     return s;
-  if (Status s = checkConvParams(t.conv); !s.isOk())
+  if (Status s = pkgCheckConvParams(t.conv); !s.isOk())
     return Status::error(where + ": " + s.message());
   PkgDType dtype = p.buffers[t.results[0]].dtype;
   const ConvParams &c = t.conv;

@@ -312,10 +312,6 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
   return all;
 }
 
-const char *libraryName(LibraryKind kind) {
-  return kind == LibraryKind::Attention ? "attention" : "attention_grad";
-}
-
 } // namespace
 
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
@@ -527,7 +523,7 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
       continue;
     if (!t.hasAttention)
       return Status::error("thunk " + std::to_string(i) + " (" +
-                           libraryName(t.library) +
+                           pkgLibraryKindName(t.library) +
                            "): expected attention parameters");
     const AttentionParams &p = t.attention;
     if (t.operands.empty())
@@ -575,7 +571,7 @@ CudaAttention::~CudaAttention() {
 Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   const PackageThunk &t = package_.thunks[index];
   bool grad = t.library == LibraryKind::AttentionGrad;
-  const char *name = libraryName(t.library);
+  const char *name = pkgLibraryKindName(t.library);
   bool packed = t.hasAttention &&
                 t.attention.layout == AttentionLayout::PackedBTHD;
   // BHTD: q, k, v (grad: then out, lse, dout); results out, lse (grad: dq,

@@ -244,15 +244,6 @@ int64_t chunkImages(const Geometry &g, PkgDType dtype) {
   return std::max<int64_t>(1, std::min<int64_t>(g.n, int64_t(fit)));
 }
 
-const char *libraryName(LibraryKind kind) {
-  switch (kind) {
-  case LibraryKind::Conv2D: return "conv2d";
-  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
-  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
-  default: return "gemm";
-  }
-}
-
 // The operand and result shapes of convolution |t|: (x, w) -> y,
 // (dy, w) -> dx, (x, dy) -> dw.
 std::array<std::vector<int64_t>, 3> convBufferShapes(const PackageThunk &t) {
@@ -265,20 +256,20 @@ std::array<std::vector<int64_t>, 3> convBufferShapes(const PackageThunk &t) {
   }
 }
 
-// That convolution |t| (its shapes checked by checkConvShapes) has two
+// That convolution |t| (its shapes checked by pkgCheckConvParams) has two
 // operands and a result of one float dtype, each holding its shape; and
 // that one image's column buffer (CKK x P + O x P accumulation elements,
 // chunkImages) has a 64-bit size. Every size is multiplied with overflow
 // checks: the shapes are the package's word.
 Status checkConvBuffers(const LoadedPackage &package, const PackageThunk &t) {
   if (t.operands.size() != 2 || t.results.size() != 1)
-    return Status::error(std::string("expected a ") + libraryName(t.library) +
+    return Status::error(std::string("expected a ") + pkgLibraryKindName(t.library) +
                          " with two operands and one result, found " +
                          std::to_string(t.operands.size()) + " and " +
                          std::to_string(t.results.size()));
   PkgDType dtype = package.buffers[t.results[0]].dtype;
   if (!suffix(dtype))
-    return Status::error(std::string(libraryName(t.library)) +
+    return Status::error(std::string(pkgLibraryKindName(t.library)) +
                          ": expected f32, f64, f16 or bf16, found " +
                          pkgDTypeName(dtype));
   std::array<std::vector<int64_t>, 3> shapes = convBufferShapes(t);
@@ -289,7 +280,7 @@ Status checkConvBuffers(const LoadedPackage &package, const PackageThunk &t) {
     std::optional<uint64_t> need = pkgShapeBytes(dtype, shapes[i]);
     if (b.dtype != dtype || !need || b.size < *need)
       return Status::error(
-          std::string(libraryName(t.library)) + ": " + names[i] + " '" +
+          std::string(pkgLibraryKindName(t.library)) + ": " + names[i] + " '" +
           b.name + "' is " + pkgDTypeName(b.dtype) + " of " +
           std::to_string(b.size) + " bytes, expected " + pkgDTypeName(dtype) +
           " " + list(shapes[i]) + " (" +
@@ -304,7 +295,7 @@ Status checkConvBuffers(const LoadedPackage &package, const PackageThunk &t) {
       perImageRows > uint64_t(INT64_MAX) ||
       !pkgShapeBytes(accumulation(dtype),
                      {int64_t(perImageRows), c.outputShape[2], c.outputShape[3]}))
-    return Status::error(std::string(libraryName(t.library)) +
+    return Status::error(std::string(pkgLibraryKindName(t.library)) +
                          ": the column buffer of one image (filter " +
                          list(c.filterShape) + ", output " + list(c.outputShape) +
                          ", groups " + std::to_string(c.groups) +
@@ -334,62 +325,6 @@ std::vector<std::string> convKernelEntryPoints() {
   return entries;
 }
 
-Status checkConvShapes(const ConvParams &p) {
-  auto rank = [](const char *what, const std::vector<int64_t> &v, size_t r) {
-    if (v.size() == r)
-      return Status::ok();
-    return Status::error(std::string("conv2d: expected ") + std::to_string(r) +
-                         " entries in the " + what + ", found " + list(v));
-  };
-  for (Status s : {rank("input shape", p.inputShape, 4),
-                   rank("filter shape", p.filterShape, 4),
-                   rank("output shape", p.outputShape, 4),
-                   rank("strides", p.strides, 2), rank("padding", p.padding, 4),
-                   rank("dilation", p.dilation, 2)})
-    if (!s.isOk())
-      return s;
-  for (int64_t v : p.inputShape)
-    if (v < 0)
-      return Status::error("conv2d: input shape " + list(p.inputShape) +
-                           " has a negative size");
-  for (int64_t v : p.filterShape)
-    if (v <= 0)
-      return Status::error("conv2d: filter shape " + list(p.filterShape) +
-                           ": expected positive sizes");
-  for (const std::vector<int64_t> *v : {&p.strides, &p.dilation})
-    for (int64_t x : *v)
-      if (x <= 0)
-        return Status::error("conv2d: strides " + list(p.strides) +
-                             " and dilation " + list(p.dilation) +
-                             ": expected positive values");
-  for (int64_t v : p.padding)
-    if (v < 0)
-      return Status::error("conv2d: padding " + list(p.padding) +
-                           ": expected non-negative values");
-  if (p.groups <= 0 || p.inputShape[1] % p.groups || p.filterShape[0] % p.groups)
-    return Status::error("conv2d: groups " + std::to_string(p.groups) +
-                         ": expected a positive divisor of the input (" +
-                         std::to_string(p.inputShape[1]) + ") and output (" +
-                         std::to_string(p.filterShape[0]) + ") channels");
-  if (p.filterShape[1] != p.inputShape[1] / p.groups)
-    return Status::error("conv2d: filter shape " + list(p.filterShape) +
-                         ": expected " + std::to_string(p.inputShape[1] / p.groups) +
-                         " input channels (C / groups)");
-  std::vector<int64_t> expected = {p.inputShape[0], p.filterShape[0], 0, 0};
-  for (int i = 0; i < 2; ++i) {
-    int64_t span = p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] -
-                   p.dilation[i] * (p.filterShape[2 + i] - 1) - 1;
-    if (span < 0)
-      return Status::error("conv2d: the dilated filter " + list(p.filterShape) +
-                           " is larger than the padded input " +
-                           list(p.inputShape));
-    expected[2 + i] = span / p.strides[i] + 1;
-  }
-  if (expected != p.outputShape)
-    return Status::error("conv2d: expected the output shape " + list(expected) +
-                         ", found " + list(p.outputShape));
-  return Status::ok();
-}
 
 StatusOr<std::unique_ptr<CudaConv>>
 CudaConv::create(const LoadedPackage &package, CudaApi &api,
@@ -409,9 +344,9 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
       return Status::error("thunk " + std::to_string(i) +
                            ": expected a convolution with parameters and a "
                            "result");
-    if (Status s = checkConvShapes(t.conv); !s.isOk())
+    if (Status s = pkgCheckConvParams(t.conv); !s.isOk())
       return Status::error("thunk " + std::to_string(i) + " (" +
-                           libraryName(t.library) + "): " + s.message());
+                           pkgLibraryKindName(t.library) + "): " + s.message());
     // Before the workspace is sized from the shapes.
     if (Status s = checkConvBuffers(package, t); !s.isOk())
       return Status::error("thunk " + std::to_string(i) + ": " + s.message());
@@ -447,7 +382,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
                       size_t gemmWorkspaceBytes) {
   const PackageThunk &t = package_.thunks[index];
   if (args.size() != 3)
-    return Status::error(std::string("expected a ") + libraryName(t.library) +
+    return Status::error(std::string("expected a ") + pkgLibraryKindName(t.library) +
                          " with two operands and one result");
   // create() checked this; repeated for a caller that planned without it.
   if (Status s = checkConvBuffers(package_, t); !s.isOk())

@@ -64,10 +64,6 @@ std::vector<std::string> convKernelEntryPoints();
 void setConvColumnLimit(size_t bytes);
 size_t convColumnLimit();
 
-// Checks a convolution's parameters (ranks, positive sizes, groups, the
-// output shape the input, filter, strides, padding and dilation imply).
-Status checkConvShapes(const ConvParams &params);
-
 class CudaConv {
 public:
   // Compiles (or takes from the process cache) and loads the kernels for

@@ -70,18 +70,6 @@ InitKind initKind(PkgInitKind kind) {
   return InitKind::zeros;
 }
 
-const char *libraryName(LibraryKind kind) {
-  switch (kind) {
-  case LibraryKind::Gemm: return "gemm";
-  case LibraryKind::Conv2D: return "conv2d";
-  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
-  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
-  case LibraryKind::Attention: return "attention";
-  case LibraryKind::AttentionGrad: return "attention_grad";
-  }
-  return "unknown";
-}
-
 // The sm_NN of PTX's `.target sm_NN` line, or 0.
 unsigned ptxTarget(const std::string &ptx) {
   size_t at = ptx.find(".target");
@@ -202,7 +190,7 @@ std::string CudaExecutable::thunkName(size_t index) const {
              " n=" + std::to_string(t.gemm.n) + " k=" +
              std::to_string(t.gemm.k) + " batch=" +
              std::to_string(t.gemm.batch) + ")";
-    return name + " (" + libraryName(t.library) + ")";
+    return name + " (" + pkgLibraryKindName(t.library) + ")";
   case ThunkKind::Copy:
     return name + " (copy)";
   case ThunkKind::Collective:

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -445,27 +446,10 @@ Status checkThunkFields(const LoadedPackage &p, size_t i,
       os << where << ": a convolution library call needs conv parameters";
       return fail(os);
     }
-    if (t.hasConv) {
-      const ConvParams &c = t.conv;
-      for (auto [field, v, rank] :
-           {std::tuple<const char *, const std::vector<int64_t> *, size_t>{
-                "input shape", &c.inputShape, 4},
-            {"filter shape", &c.filterShape, 4},
-            {"output shape", &c.outputShape, 4},
-            {"strides", &c.strides, 2},
-            {"padding", &c.padding, 4},
-            {"dilation", &c.dilation, 2}}) {
-        if (v->size() != rank) {
-          os << where << ": conv " << field << " has " << v->size()
-             << " entries, expected " << rank;
-          return fail(os);
-        }
-      }
-      if (c.groups < 1) {
-        os << where << ": conv groups is " << c.groups << ", expected >= 1";
-        return fail(os);
-      }
-    }
+    if (t.hasConv)
+      if (Status s = pkgCheckConvParams(t.conv); !s.isOk())
+        return Status::error(where + " (" + pkgLibraryKindName(t.library) +
+                             "): " + s.message());
     break;
   case ThunkKind::Collective:
     if (!t.hasCollective) {
@@ -569,6 +553,90 @@ Status checkThunk(const LoadedPackage &p, size_t i, const PackageThunk &t) {
 }
 
 } // namespace
+
+Status pkgCheckConvParams(const ConvParams &p) {
+  auto list = [](const std::vector<int64_t> &v) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(v[i]);
+    return out + "]";
+  };
+  for (auto [what, v, rank] :
+       {std::tuple<const char *, const std::vector<int64_t> *, size_t>{
+            "input shape", &p.inputShape, 4},
+        {"filter shape", &p.filterShape, 4},
+        {"output shape", &p.outputShape, 4},
+        {"strides", &p.strides, 2},
+        {"padding", &p.padding, 4},
+        {"dilation", &p.dilation, 2}})
+    if (v->size() != rank)
+      return Status::error(std::string(what) + " must have " +
+                           std::to_string(rank) + " entries, but is " + list(*v));
+  for (int64_t v : p.inputShape)
+    if (v < 0)
+      return Status::error("input shape " + list(p.inputShape) +
+                           " has a negative size");
+  for (int64_t v : p.filterShape)
+    if (v <= 0)
+      return Status::error("filter shape " + list(p.filterShape) +
+                           " must be positive");
+  for (int64_t v : p.strides)
+    if (v <= 0)
+      return Status::error("strides " + list(p.strides) +
+                           " must be positive");
+  for (int64_t v : p.dilation)
+    if (v <= 0)
+      return Status::error("dilation " + list(p.dilation) +
+                           " must be positive");
+  for (int64_t v : p.padding)
+    if (v < 0)
+      return Status::error("padding " + list(p.padding) +
+                           " must be non-negative");
+  if (p.groups <= 0 || p.inputShape[1] % p.groups || p.filterShape[0] % p.groups)
+    return Status::error("groups " + std::to_string(p.groups) +
+                         " must be positive and divide the input channels (" +
+                         std::to_string(p.inputShape[1]) +
+                         ") and output channels (" +
+                         std::to_string(p.filterShape[0]) + ")");
+  if (p.filterShape[1] != p.inputShape[1] / p.groups)
+    return Status::error("filter shape " + list(p.filterShape) +
+                         " must have " + std::to_string(p.inputShape[1] / p.groups) +
+                         " input channels (C / groups), but has " +
+                         std::to_string(p.filterShape[1]));
+  std::vector<int64_t> expected = {p.inputShape[0], p.filterShape[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    __int128 span = __int128(p.inputShape[2 + i]) + p.padding[2 * i] +
+                    p.padding[2 * i + 1] -
+                    __int128(p.dilation[i]) * (p.filterShape[2 + i] - 1) - 1;
+    if (span < 0)
+      return Status::error("the dilated filter " + list(p.filterShape) +
+                           " is larger than the padded input " +
+                           list(p.inputShape));
+    // At most (3 (2^63 - 1) - 1) / 1 + 1: past int64 only by padding.
+    __int128 size = span / p.strides[i] + 1;
+    if (size > INT64_MAX)
+      return Status::error("the padded input " + list(p.inputShape) +
+                           " with padding " + list(p.padding) +
+                           " makes an output dimension past 2^63 - 1");
+    expected[2 + i] = int64_t(size);
+  }
+  if (expected != p.outputShape)
+    return Status::error("output shape must be " + list(expected) +
+                         ", but is " + list(p.outputShape));
+  return Status::ok();
+}
+
+const char *pkgLibraryKindName(LibraryKind kind) {
+  switch (kind) {
+  case LibraryKind::Gemm: return "gemm";
+  case LibraryKind::Conv2D: return "conv2d";
+  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
+  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
+  case LibraryKind::Attention: return "attention";
+  case LibraryKind::AttentionGrad: return "attention_grad";
+  }
+  return "unknown";
+}
 
 const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
   switch (epilogue) {

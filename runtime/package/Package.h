@@ -276,6 +276,20 @@ struct ConvParams {
   }
 };
 
+// Whether a convolution's shapes agree: input [N, C, H, W], filter
+// [K, C / groups, R, S], output [N, K, P, Q] with P = (H + padding top +
+// bottom - dilation (R - 1) - 1) / stride + 1 (Q alike), strides and
+// dilation positive, padding non-negative, groups dividing C and K.
+// Computed in 128 bits, so no dimension can wrap the arithmetic. The one
+// rule for checkPackage, both runtimes and the package builder; the
+// message names the field ("output shape must be [1, 2, 3, 2], but is
+// [1, 2, 2, 2]"), the caller says which call.
+Status pkgCheckConvParams(const ConvParams &params);
+
+// "gemm", "conv2d", "conv2d_input_grad", "conv2d_filter_grad",
+// "attention", "attention_grad".
+const char *pkgLibraryKindName(LibraryKind kind);
+
 // How an attention thunk's tensors are laid out (package.fbs
 // AttentionLayout, since 1.2). BHTD: operands q [B,H,Tq,D], k [B,H,Tk,D],
 // v [B,H,Tk,Dv] (grad: then out, lse, dout), results out [B,H,Tq,Dv] and lse

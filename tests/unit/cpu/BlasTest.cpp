@@ -454,7 +454,7 @@ protected:
                        p.strides[i] +
                    1;
     p.outputShape = out;
-    ASSERT_TRUE(checkConvParams(p).isOk()) << checkConvParams(p).message();
+    ASSERT_TRUE(pkgCheckConvParams(p).isOk()) << pkgCheckConvParams(p).message();
     std::string attrs = "strides = " + listStr(p.strides) + ", padding = " + listStr(p.padding) +
                         ", dilation = " + listStr(p.dilation) +
                         ", groups = " + std::to_string(p.groups);
@@ -564,7 +564,7 @@ TEST_F(ConvTest, RandomConfigurationsMatchTheInterpreter) {
 TEST_F(ConvTest, ErrorsNameTheProblem) {
   ConvParams p = params({1, 4, 5, 5}, {2, 2, 3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2);
   p.outputShape = {1, 2, 3, 3};
-  EXPECT_TRUE(checkConvParams(p).isOk());
+  EXPECT_TRUE(pkgCheckConvParams(p).isOk());
   char buf[1024] = {};
   EXPECT_THAT(conv2d(PkgDType::I8, p, buf, buf, buf).message(),
               HasSubstr("conv2d: element type must be f32, f64, f16 or bf16, but "
@@ -579,10 +579,10 @@ TEST_F(ConvTest, ErrorsNameTheProblem) {
               HasSubstr("groups 3 must be positive and divide"));
   bad = p;
   bad.padding = {0, 0};
-  EXPECT_THAT(checkConvParams(bad).message(), HasSubstr("padding must have 4 entries"));
+  EXPECT_THAT(pkgCheckConvParams(bad).message(), HasSubstr("padding must have 4 entries"));
   bad = p;
   bad.filterShape = {2, 4, 3, 3};
-  EXPECT_THAT(checkConvParams(bad).message(), HasSubstr("must have 2 input channels"));
+  EXPECT_THAT(pkgCheckConvParams(bad).message(), HasSubstr("must have 2 input channels"));
 }
 
 } // namespace

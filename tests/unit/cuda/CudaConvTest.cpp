@@ -341,7 +341,7 @@ TEST_F(CudaConvTest, BadConvolutionsAreRefusedAtLoad) {
   ASSERT_FALSE(e.isOk());
   EXPECT_NE(e.status().message().find("conv2d_filter_grad"), std::string::npos)
       << e.status().message();
-  EXPECT_NE(e.status().message().find("expected the output shape [2, 4, 7, 5]"),
+  EXPECT_NE(e.status().message().find("output shape must be [2, 4, 7, 5]"),
             std::string::npos)
       << e.status().message();
   e = CudaExecutable::create(

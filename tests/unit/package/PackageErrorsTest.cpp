@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -555,17 +557,54 @@ TEST(PackageErrors, ConvShapeRank) {
   EXPECT_EQ(loadError([](LoadedPackage &p) {
               p.thunks[4].conv.filterShape = {2, 3, 3};
             }),
-            "thunk 4: conv filter shape has 3 entries, expected 4");
+            "thunk 4 (conv2d_filter_grad): filter shape must have 4 entries, "
+            "but is [2, 3, 3]");
 }
 
 TEST(PackageErrors, ConvStridesRank) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].conv.strides = {}; }),
-            "thunk 4: conv strides has 0 entries, expected 2");
+            "thunk 4 (conv2d_filter_grad): strides must have 2 entries, but "
+            "is []");
 }
 
 TEST(PackageErrors, ConvGroups) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.thunks[4].conv.groups = 0; }),
-            "thunk 4: conv groups is 0, expected >= 1");
+            "thunk 4 (conv2d_filter_grad): groups 0 must be positive and "
+            "divide the input channels (2) and output channels (2)");
+}
+
+TEST(PackageErrors, ConvOutputShapeDisagrees) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[4].conv.outputShape = {1, 2, 2, 2};
+            }),
+            "thunk 4 (conv2d_filter_grad): output shape must be [1, 2, 3, 2], "
+            "but is [1, 2, 2, 2]");
+}
+
+// Sizes whose arithmetic would pass 64 bits are refused, not wrapped (the
+// sanitizer build, scripts/sanitize.sh, fails on a signed overflow).
+TEST(PackageErrors, ConvSizesThatWrapAreRefused) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[4].conv.inputShape = {1, 2, kMax, 4};
+              p.thunks[4].conv.padding = {kMax, kMax, 0, 1};
+            }),
+            "thunk 4 (conv2d_filter_grad): the padded input [1, 2, "
+            "9223372036854775807, 4] with padding [9223372036854775807, "
+            "9223372036854775807, 0, 1] makes an output dimension past 2^63 "
+            "- 1");
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[4].conv.dilation = {kMax, 1};
+            }),
+            "thunk 4 (conv2d_filter_grad): the dilated filter [2, 1, 3, 3] is "
+            "larger than the padded input [1, 2, 4, 4]");
+  // The largest input that fits: its output size is stated exactly.
+  EXPECT_EQ(loadError([](LoadedPackage &p) {
+              p.thunks[4].conv.inputShape = {1, 2, kMax, 4};
+              p.thunks[4].conv.padding = {0, 0, 0, 1};
+            }),
+            "thunk 4 (conv2d_filter_grad): output shape must be [1, 2, "
+            "9223372036854775805, 2], but is [1, 2, 3, 2]");
 }
 
 TEST(PackageErrors, CollectiveGroupsShape) {

@@ -395,7 +395,7 @@ inline void forEachMutant(const LoadedPackage &base,
       }
       integer(at + "conv groups", i,
               [](PackageThunk &t) -> int64_t & { return t.conv.groups; });
-      // Two fields at once, so the shapes still agree (checkConvShapes):
+      // Two fields at once, so the shapes still agree (pkgCheckConvParams):
       // the batch of the input and the output, the output channels of the
       // filter and the output.
       for (int64_t x : integerValues(t.conv.inputShape[0]))

@@ -127,8 +127,8 @@ inline LoadedPackage makeSamplePackage() {
   conv.library = LibraryKind::Conv2DFilterGrad;
   conv.hasConv = true;
   conv.conv.inputShape = {1, 2, 4, 4};
-  conv.conv.filterShape = {2, 2, 3, 3};
-  conv.conv.outputShape = {1, 2, 2, 2};
+  conv.conv.filterShape = {2, 1, 3, 3};
+  conv.conv.outputShape = {1, 2, 3, 2};
   conv.conv.strides = {1, 2};
   conv.conv.padding = {0, 1, 0, 1};
   conv.conv.dilation = {1, 1};

@@ -312,7 +312,7 @@ TEST(Executable, SplitConvolutionsMatchOneCall) {
   c.strides = {1, 1};
   c.padding = {0, 0, 0, 0};
   c.dilation = {1, 1};
-  ASSERT_TRUE(checkConvParams(c).isOk());
+  ASSERT_TRUE(pkgCheckConvParams(c).isOk());
   for (LibraryKind kind : {LibraryKind::Conv2D, LibraryKind::Conv2DInputGrad,
                            LibraryKind::Conv2DFilterGrad}) {
     std::vector<int64_t> x = c.inputShape, y = c.filterShape,

@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <thread>
 
 namespace kiln::runtime::dist {
@@ -180,6 +181,9 @@ TEST(NcclFake, EnqueuedCollectivesAreWaitedForOnTheStream) {
   auto createStream = reinterpret_cast<int (*)(void **, unsigned)>(
       dlsym(fake, "cudaStreamCreateWithFlags"));
   ASSERT_TRUE(createStream);
+  auto destroyStream =
+      reinterpret_cast<int (*)(void *)>(dlsym(fake, "cudaStreamDestroy"));
+  ASSERT_TRUE(destroyStream);
   Clock::time_point start = Clock::now();
   std::vector<std::vector<float>> values(2);
   auto errors = run(2, 60, [&](int r, Communicator &c) -> std::string {
@@ -188,6 +192,7 @@ TEST(NcclFake, EnqueuedCollectivesAreWaitedForOnTheStream) {
       return "no device collectives";
     void *stream = nullptr;
     createStream(&stream, 1);
+    std::unique_ptr<void, int (*)(void *)> destroy(stream, destroyStream);
     std::vector<float> &mine = values[r];
     mine.assign(4, float(r + 1));
     Status s = dc->enqueueAllReduce(mine.data(), mine.data(), 4, PkgDType::F32,

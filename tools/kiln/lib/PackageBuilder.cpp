@@ -861,7 +861,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
         c.dilation = copy(w.getDilation());
         c.groups = w.getGroups();
       }
-      if (runtime::Status s = runtime::cpu::checkConvParams(c); !s.isOk())
+      if (runtime::Status s = runtime::pkgCheckConvParams(c); !s.isOk())
         return fail("op " + describe(&op) + ": " + s.message());
       for (mlir::Value operand : op.getOperands()) {
         auto it = b.bufferOf.find(operand);

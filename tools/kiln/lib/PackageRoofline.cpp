@@ -92,15 +92,7 @@ std::string libraryCallKind(const PackageThunk &t) {
     return t.gemm.epilogue == PkgGemmEpilogue::None
                ? "gemm"
                : std::string("gemm+") + pkgGemmEpilogueName(t.gemm.epilogue);
-  switch (t.library) {
-  case LibraryKind::Gemm: return "gemm";
-  case LibraryKind::Conv2D: return "conv2d";
-  case LibraryKind::Conv2DInputGrad: return "conv2d_input_grad";
-  case LibraryKind::Conv2DFilterGrad: return "conv2d_filter_grad";
-  case LibraryKind::Attention: return "attention";
-  case LibraryKind::AttentionGrad: return "attention_grad";
-  }
-  return "library";
+  return pkgLibraryKindName(t.library);
 }
 
 int64_t parameterCount(const LoadedPackage &p) {

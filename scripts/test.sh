@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, runs every test (lit and
-# GoogleTest, through ctest) and ends with a pass/fail count.
+# GoogleTest, through ctest), then the runtime's suites under sanitizers
+# (scripts/sanitize.sh), and ends with a pass/fail count.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
@@ -23,5 +24,20 @@ failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Exception|Tim
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$log" || true)
 lit_summary=$(grep -E '^ *(Passed|Failed|Unsupported|Expectedly Failed) *:' "$log" | tr -s ' ' | paste -sd ',' - || true)
 [ -n "$lit_summary" ] && echo "lit:$lit_summary"
+
+# The runtime's suites again under AddressSanitizer, UBSan and
+# ThreadSanitizer, in their own build trees (KILN_SANITIZERS=off skips them).
+sanitizers=0
+if [ "${KILN_SANITIZERS:-on}" != off ]; then
+  set +e
+  "$root/scripts/sanitize.sh" 2>&1 | tee "$log.san"
+  sanitizers=${PIPESTATUS[0]}
+  set -e
+  grep -E '^sanitize.sh: [0-9]+ of' "$log.san" || true
+  rm -f "$log.san"
+fi
+
 echo "$passed passed, $failed failed, $skipped skipped"
-exit "$status"
+[ "$sanitizers" -eq 0 ] || echo "test.sh: a sanitized test failed (above)"
+[ "$status" -eq 0 ] || exit "$status"
+exit "$sanitizers"

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the tests of Kiln's runtime, package loader, serializer and
+# reference interpreter with sanitizers and runs them: AddressSanitizer,
+# LeakSanitizer and UndefinedBehaviorSanitizer in build-asan/, then
+# ThreadSanitizer over the threaded runtime (thread pool, asynchronous
+# collectives, Gloo, the TCP store, the NCCL fake, the data pipeline) in
+# build-tsan/. A report ends its test binary with a non-zero status.
+#
+#   scripts/sanitize.sh                 both
+#   scripts/sanitize.sh address         ASan + UBSan only
+#   scripts/sanitize.sh thread          TSan only
+#
+# scripts/test.sh runs it after ctest. Build directories:
+# $KILN_ASAN_BUILD_DIR, $KILN_TSAN_BUILD_DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+modes=("$@")
+[ ${#modes[@]} -eq 0 ] && modes=(address thread)
+
+# The suites that run without MLIR's passes or the CPU code generator (the
+# instrumented code is Kiln's own; MLIR and LLVM come from Debian as they
+# are).
+address_targets=(kiln-package-tests kiln-runtime-tests kiln-runtime-cpu-tests
+  kiln-runtime-dist-tests kiln-nccl-fake-tests kiln-serialize-tests
+  kiln-reference-tests kiln-cpu-blas-tests)
+thread_targets=(kiln-runtime-tests kiln-runtime-cpu-tests
+  kiln-runtime-dist-tests kiln-nccl-fake-tests)
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
+  address_targets+=(kiln-cuda-runtime-tests)
+fi
+
+export LSAN_OPTIONS="suppressions=$root/scripts/sanitizers/lsan.supp"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp"
+
+failed=0
+ran=0
+for mode in "${modes[@]}"; do
+  case "$mode" in
+  address)
+    build=${KILN_ASAN_BUILD_DIR:-$root/build-asan}
+    flags=address,undefined
+    targets=("${address_targets[@]}")
+    ;;
+  thread)
+    build=${KILN_TSAN_BUILD_DIR:-$root/build-tsan}
+    flags=thread
+    targets=("${thread_targets[@]}")
+    ;;
+  *)
+    echo "sanitize.sh: unknown mode '$mode': expected address or thread" >&2
+    exit 2
+    ;;
+  esac
+  if [ ! -f "$build/build.ninja" ]; then
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      -DKILN_SANITIZE="$flags" >/dev/null
+  fi
+  start=$(date +%s)
+  ninja -C "$build" -j "${KILN_JOBS:-$(nproc)}" "${targets[@]}"
+  echo "sanitize.sh: $mode build took $(( $(date +%s) - start )) s"
+  for t in "${targets[@]}"; do
+    ran=$((ran + 1))
+    binary=$(find "$build/tests" -type f -name "$t" -perm -u+x | head -n 1)
+    if [ -z "$binary" ]; then
+      echo "sanitize.sh: $t was not built in $build" >&2
+      failed=$((failed + 1))
+      continue
+    fi
+    log=$(mktemp)
+    start=$(date +%s)
+    # The binaries run from the build tree, as ctest runs them.
+    if (cd "$(dirname "$binary")" && "$binary") >"$log" 2>&1; then
+      echo "sanitize.sh: $mode: $t passed ($(grep -E '^\[  PASSED  \]' "$log" | tail -1 | sed 's/\[  PASSED  \] //'), $(( $(date +%s) - start )) s)"
+    else
+      failed=$((failed + 1))
+      echo "sanitize.sh: $mode: $t FAILED; the end of its output:"
+      tail -n 60 "$log"
+    fi
+    rm -f "$log"
+  done
+done
+echo "sanitize.sh: $((ran - failed)) of $ran sanitized test binaries passed"
+[ "$failed" -eq 0 ]

@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -43,11 +44,12 @@ const bool kFakeLoaded = [] {
 using kiln::runtime::testing::freePort;
 
 // Runs |body| on |world| ranks (threads); |ranks| limits which create a
-// communicator. Each rank's error ("" if none).
+// communicator; |closed| (if set) is called with a rank once its
+// communicator is destroyed. Each rank's error ("" if none).
 std::vector<std::string>
 run(int world, double timeout,
     const std::function<std::string(int, Communicator &)> &body,
-    int ranks = -1) {
+    int ranks = -1, const std::function<void(int)> &closed = {}) {
   int port = freePort();
   std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
@@ -60,8 +62,13 @@ run(int world, double timeout,
       env.masterPort = port;
       CommOptions options;
       options.timeoutSeconds = timeout;
-      auto comm = createNcclCommunicator(env, options);
-      errors[r] = comm.isOk() ? body(r, *comm.value()) : comm.status().message();
+      {
+        auto comm = createNcclCommunicator(env, options);
+        errors[r] =
+            comm.isOk() ? body(r, *comm.value()) : comm.status().message();
+      }
+      if (closed)
+        closed(r);
     });
   for (std::thread &t : threads)
     t.join();
@@ -155,16 +162,25 @@ TEST(NcclFake, RankThatNeverArrivesIsNamedAfterTheTimeout) {
 
 TEST(NcclFake, RankThatLeftIsNamedBeforeTheTimeout) {
   Clock::time_point start = Clock::now();
-  auto errors = run(2, 60, [&](int r, Communicator &c) -> std::string {
-    std::vector<float> mine(4, 1.0f);
-    Status s = c.allReduce(mine.data(), mine.data(), 4, PkgDType::F32,
-                           PkgReduceKind::Sum);
-    if (!s.isOk() || r == 1)
-      return text(s); // rank 1's communicator is destroyed: it left
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return text(c.allReduce(mine.data(), mine.data(), 4, PkgDType::F32,
-                            PkgReduceKind::Sum));
-  });
+  std::promise<void> left;
+  std::shared_future<void> rank1Left = left.get_future().share();
+  auto errors = run(
+      2, 60,
+      [&](int r, Communicator &c) -> std::string {
+        std::vector<float> mine(4, 1.0f);
+        Status s = c.allReduce(mine.data(), mine.data(), 4, PkgDType::F32,
+                               PkgReduceKind::Sum);
+        if (!s.isOk() || r == 1)
+          return text(s); // rank 1's communicator is destroyed: it left
+        rank1Left.wait();
+        return text(c.allReduce(mine.data(), mine.data(), 4, PkgDType::F32,
+                                PkgReduceKind::Sum));
+      },
+      -1,
+      [&](int r) {
+        if (r == 1)
+          left.set_value();
+      });
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
   EXPECT_THAT(errors[0], HasSubstr("(collective #2) failed after"));
   EXPECT_THAT(errors[0], HasSubstr("rank 1 had already closed its "
@@ -186,7 +202,9 @@ TEST(NcclFake, EnqueuedCollectivesAreWaitedForOnTheStream) {
   ASSERT_TRUE(destroyStream);
   Clock::time_point start = Clock::now();
   std::vector<std::vector<float>> values(2);
-  auto errors = run(2, 60, [&](int r, Communicator &c) -> std::string {
+  std::promise<void> left;
+  std::shared_future<void> rank1Left = left.get_future().share();
+  auto body = [&](int r, Communicator &c) -> std::string {
     DeviceCollectives *dc = c.deviceCollectives();
     if (!dc)
       return "no device collectives";
@@ -203,13 +221,18 @@ TEST(NcclFake, EnqueuedCollectivesAreWaitedForOnTheStream) {
       return text(w);
     if (r == 1)
       return ""; // leaves
-    // Rank 0 again: rank 1 never enqueues this one.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Rank 0 again, once rank 1 has closed its communicator: rank 1 never
+    // enqueues this one.
+    rank1Left.wait();
     s = dc->enqueueAllReduce(mine.data(), mine.data(), 4, PkgDType::F32,
                              PkgReduceKind::Sum, stream);
     if (!s.isOk())
       return "enqueue: " + text(s);
     return text(dc->waitStream(stream));
+  };
+  auto errors = run(2, 60, body, -1, [&](int r) {
+    if (r == 1)
+      left.set_value();
   });
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
   EXPECT_EQ(errors[1], "");

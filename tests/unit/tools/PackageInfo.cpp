@@ -100,8 +100,11 @@ int main(int argc, char **argv) {
                   (long long)t.collective.root, t.collective.groups.size());
     std::printf("\n");
   }
-  std::printf("model '%s' hash-bytes %zu\n", p.metadata.modelName.c_str(),
+  std::printf("model '%s' hash-bytes %zu hash ", p.metadata.modelName.c_str(),
               p.metadata.graphHash.size());
+  for (uint8_t b : p.metadata.graphHash)
+    std::printf("%02x", b);
+  std::printf("\n");
   std::printf("strategy %u world-size %u\n", (unsigned)p.metadata.strategy,
               p.metadata.worldSize);
   for (const ShardLayout &l : p.metadata.shards) {

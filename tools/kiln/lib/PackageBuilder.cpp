@@ -62,6 +62,7 @@
 #include "codegen/cpu/LowerToLLVM.h"
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
+#include "runtime/Files.h"
 #include "runtime/cpu/Blas.h"
 #include "serialize/PackageWriter.h"
 
@@ -677,12 +678,12 @@ runtime::Strategy packageStrategy(llvm::StringRef name) {
   return runtime::Strategy::None;
 }
 
-std::vector<uint8_t> fnv1a64(llvm::StringRef bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+// The package's graph hash: FNV-1a (64 bits) of the source graph file's
+// bytes, little-endian. (Until the sixteenth session the offset basis had
+// lost its last digit, 1469598103934665603 for 14695981039346656037, so
+// the hash was no FNV-1a anyone could recompute.)
+std::vector<uint8_t> graphHash(llvm::StringRef bytes) {
+  uint64_t h = runtime::fnv1a(bytes.str());
   std::vector<uint8_t> out(8);
   for (int i = 0; i < 8; ++i)
     out[i] = static_cast<uint8_t>(h >> (8 * i));
@@ -1014,7 +1015,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
   if (auto world = module->getAttrOfType<mlir::IntegerAttr>("kiln.world_size"))
     pkg.metadata.worldSize = static_cast<uint32_t>(world.getInt());
   pkg.metadata.compileFlags.assign(flags.begin(), flags.end());
-  pkg.metadata.graphHash = fnv1a64(sourceBytes);
+  pkg.metadata.graphHash = graphHash(sourceBytes);
   // ZeRO: the layout of every shard argument (kiln-distribute's kiln.shard),
   // so the runtime can initialize, checkpoint and reshard it.
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {

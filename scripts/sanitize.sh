@@ -73,7 +73,7 @@ for mode in "${modes[@]}"; do
     start=$(date +%s)
     # The binaries run from the build tree, as ctest runs them.
     if (cd "$(dirname "$binary")" && "$binary") >"$log" 2>&1; then
-      echo "sanitize.sh: $mode: $t passed ($(grep -E '^\[  PASSED  \]' "$log" | tail -1 | sed 's/\[  PASSED  \] //'), $(( $(date +%s) - start )) s)"
+      echo "sanitize.sh: $mode: $t passed ($(grep -E '^\[  PASSED  \]' "$log" | tail -1 | sed -e 's/\[  PASSED  \] //' -e 's/\.$//'), $(( $(date +%s) - start )) s)"
     else
       failed=$((failed + 1))
       echo "sanitize.sh: $mode: $t FAILED; the end of its output:"

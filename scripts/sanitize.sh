@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the tests of Kiln's runtime, package loader, serializer and
-# reference interpreter with sanitizers and runs them: AddressSanitizer,
-# LeakSanitizer and UndefinedBehaviorSanitizer in build-asan/, then
-# ThreadSanitizer over the threaded runtime (thread pool, asynchronous
-# collectives, Gloo, the TCP store, the NCCL fake, the data pipeline) in
-# build-tsan/. A report ends its test binary with a non-zero status.
+# Builds Kiln with sanitizers and runs its tests: AddressSanitizer,
+# LeakSanitizer and UndefinedBehaviorSanitizer in build-asan/ (the test
+# suites of the runtime, package loader, serializer, reference interpreter
+# and BLAS calls, and the whole lit suite through instrumented kiln,
+# kiln-opt, kiln-translate and kiln-cuda-run), then ThreadSanitizer over the
+# threaded runtime (thread pool, asynchronous collectives, Gloo, the TCP
+# store, the NCCL fake, the data pipeline) in build-tsan/. A report ends its
+# process with a non-zero status, which fails its test.
 #
 #   scripts/sanitize.sh                 both
 #   scripts/sanitize.sh address         ASan + UBSan only
@@ -18,18 +20,25 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(address thread)
 
-# The suites that run without MLIR's passes or the CPU code generator (the
-# instrumented code is Kiln's own; MLIR and LLVM come from Debian as they
-# are).
+# The instrumented code is Kiln's own; MLIR and LLVM come from Debian as
+# they are.
 address_targets=(kiln-package-tests kiln-runtime-tests kiln-runtime-cpu-tests
   kiln-runtime-dist-tests kiln-nccl-fake-tests kiln-serialize-tests
   kiln-reference-tests kiln-cpu-blas-tests)
+# What the lit suite runs.
+lit_tools=(kiln kiln-opt kiln-translate kiln-package-info)
 thread_targets=(kiln-runtime-tests kiln-runtime-cpu-tests
   kiln-runtime-dist-tests kiln-nccl-fake-tests)
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
   address_targets+=(kiln-cuda-runtime-tests)
+  lit_tools+=(kiln-cuda-run)
 fi
 
+# allow_user_poisoning=0: LLVM's BumpPtrAllocator, inlined into Kiln's
+# instrumented code, poisons its slabs, and libMLIR's uninstrumented copy
+# hands out the same slabs without unpoisoning them (a false
+# use-after-poison in every MLIR parse).
+export ASAN_OPTIONS="detect_leaks=1:allow_user_poisoning=0"
 export LSAN_OPTIONS="suppressions=$root/scripts/sanitizers/lsan.supp"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp"
@@ -41,7 +50,7 @@ for mode in "${modes[@]}"; do
   address)
     build=${KILN_ASAN_BUILD_DIR:-$root/build-asan}
     flags=address,undefined
-    targets=("${address_targets[@]}")
+    targets=("${address_targets[@]}" "${lit_tools[@]}")
     ;;
   thread)
     build=${KILN_TSAN_BUILD_DIR:-$root/build-tsan}
@@ -62,6 +71,7 @@ for mode in "${modes[@]}"; do
   ninja -C "$build" -j "${KILN_JOBS:-$(nproc)}" "${targets[@]}"
   echo "sanitize.sh: $mode build took $(( $(date +%s) - start )) s"
   for t in "${targets[@]}"; do
+    case " ${lit_tools[*]} " in *" $t "*) continue ;; esac
     ran=$((ran + 1))
     binary=$(find "$build/tests" -type f -name "$t" -perm -u+x | head -n 1)
     if [ -z "$binary" ]; then
@@ -81,6 +91,22 @@ for mode in "${modes[@]}"; do
     fi
     rm -f "$log"
   done
+  if [ "$mode" = address ]; then
+    # lit passes the sanitizers' options through to the tools it runs.
+    ran=$((ran + 1))
+    log=$(mktemp)
+    start=$(date +%s)
+    if python3 /usr/lib/llvm-19/build/utils/lit/lit.py -j "$(nproc)" \
+        "$build/tests/lit" >"$log" 2>&1; then
+      echo "sanitize.sh: address: lit passed ($(grep -E '^ *Passed *:' "$log" | tr -s ' '| sed 's/^ //'), $(( $(date +%s) - start )) s)"
+    else
+      failed=$((failed + 1))
+      echo "sanitize.sh: address: lit FAILED; its failures:"
+      sed -n '/^Failed Tests/,$p' "$log"
+      grep -m 3 -B 2 -A 30 -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$log" || true
+    fi
+    rm -f "$log"
+  fi
 done
-echo "sanitize.sh: $((ran - failed)) of $ran sanitized test binaries passed"
+echo "sanitize.sh: $((ran - failed)) of $ran sanitized test runs passed"
 [ "$failed" -eq 0 ]

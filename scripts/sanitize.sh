@@ -5,8 +5,10 @@
 # and BLAS calls, and the whole lit suite through instrumented kiln,
 # kiln-opt, kiln-translate and kiln-cuda-run), then ThreadSanitizer over the
 # threaded runtime (thread pool, asynchronous collectives, Gloo, the TCP
-# store, the NCCL fake, the data pipeline) in build-tsan/. A report ends its
-# process with a non-zero status, which fails its test.
+# store, the NCCL fake, the data pipeline) and over `kiln train` and
+# `kiln launch` (lit's train/ and tools/launch* tests: prefetching,
+# checkpoints, several processes) in build-tsan/. A report ends its process
+# with a non-zero status, which fails its test.
 #
 #   scripts/sanitize.sh                 both
 #   scripts/sanitize.sh address         ASan + UBSan only
@@ -55,7 +57,7 @@ for mode in "${modes[@]}"; do
   thread)
     build=${KILN_TSAN_BUILD_DIR:-$root/build-tsan}
     flags=thread
-    targets=("${thread_targets[@]}")
+    targets=("${thread_targets[@]}" "${lit_tools[@]}")
     ;;
   *)
     echo "sanitize.sh: unknown mode '$mode': expected address or thread" >&2
@@ -91,22 +93,23 @@ for mode in "${modes[@]}"; do
     fi
     rm -f "$log"
   done
-  if [ "$mode" = address ]; then
-    # lit passes the sanitizers' options through to the tools it runs.
-    ran=$((ran + 1))
-    log=$(mktemp)
-    start=$(date +%s)
-    if python3 /usr/lib/llvm-19/build/utils/lit/lit.py -j "$(nproc)" \
-        "$build/tests/lit" >"$log" 2>&1; then
-      echo "sanitize.sh: address: lit passed ($(grep -E '^ *Passed *:' "$log" | tr -s ' '| sed 's/^ //'), $(( $(date +%s) - start )) s)"
-    else
-      failed=$((failed + 1))
-      echo "sanitize.sh: address: lit FAILED; its failures:"
-      sed -n '/^Failed Tests/,$p' "$log"
-      grep -m 3 -B 2 -A 30 -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$log" || true
-    fi
-    rm -f "$log"
+  # lit passes the sanitizers' options through to the tools it runs: all
+  # of it under ASan, the threaded commands under TSan.
+  filter=.
+  [ "$mode" = thread ] && filter='train/|tools/launch'
+  ran=$((ran + 1))
+  log=$(mktemp)
+  start=$(date +%s)
+  if python3 /usr/lib/llvm-19/build/utils/lit/lit.py -j "$(nproc)" \
+      --filter "$filter" "$build/tests/lit" >"$log" 2>&1; then
+    echo "sanitize.sh: $mode: lit passed ($(grep -E '^ *Passed *:' "$log" | tr -s ' '| sed 's/^ //'), $(( $(date +%s) - start )) s)"
+  else
+    failed=$((failed + 1))
+    echo "sanitize.sh: $mode: lit FAILED; its failures:"
+    sed -n '/^Failed Tests/,$p' "$log"
+    grep -m 3 -B 2 -A 30 -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error' "$log" || true
   fi
+  rm -f "$log"
 done
 echo "sanitize.sh: $((ran - failed)) of $ran sanitized test runs passed"
 [ "$failed" -eq 0 ]

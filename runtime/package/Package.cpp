@@ -576,22 +576,17 @@ Status pkgCheckConvParams(const ConvParams &p) {
     if (v < 0)
       return Status::error("input shape " + list(p.inputShape) +
                            " has a negative size");
-  for (int64_t v : p.filterShape)
-    if (v <= 0)
-      return Status::error("filter shape " + list(p.filterShape) +
-                           " must be positive");
-  for (int64_t v : p.strides)
-    if (v <= 0)
-      return Status::error("strides " + list(p.strides) +
-                           " must be positive");
-  for (int64_t v : p.dilation)
-    if (v <= 0)
-      return Status::error("dilation " + list(p.dilation) +
-                           " must be positive");
-  for (int64_t v : p.padding)
-    if (v < 0)
-      return Status::error("padding " + list(p.padding) +
-                           " must be non-negative");
+  for (auto [what, v, least] :
+       {std::tuple<const char *, const std::vector<int64_t> *, int64_t>{
+            "filter shape", &p.filterShape, 1},
+        {"strides", &p.strides, 1},
+        {"dilation", &p.dilation, 1},
+        {"padding", &p.padding, 0}})
+    for (int64_t x : *v)
+      if (x < least)
+        return Status::error(std::string(what) + " " + list(*v) +
+                             (least ? " must be positive"
+                                    : " must be non-negative"));
   if (p.groups <= 0 || p.inputShape[1] % p.groups || p.filterShape[0] % p.groups)
     return Status::error("groups " + std::to_string(p.groups) +
                          " must be positive and divide the input channels (" +

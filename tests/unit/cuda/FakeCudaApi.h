@@ -450,21 +450,24 @@ public:
     for (size_t i = 0; i < paramCount; ++i)
       l.args.push_back(*static_cast<void **>(params[i]));
     launches.push_back(l);
+    // Without a host function the launch only takes its place in the
+    // stream.
+    std::function<void()> run = [] {};
     if (HostKernel fn =
             functionHosts_[reinterpret_cast<size_t>(function) - 1]) {
       std::vector<void *> args = l.args;
       unsigned g = grid[0], b = block[0];
       std::mutex *lock = kernelLock;
-        return work(stream, kernelAccesses(entry, l.args), [=]() mutable {
+      run = [=]() mutable {
         if (lock) {
           std::lock_guard<std::mutex> held(*lock);
           fn(args.data(), g, b);
         } else {
           fn(args.data(), g, b);
         }
-      });
+      };
     }
-    return work(stream, kernelAccesses(entry, l.args), [] {});
+    return work(stream, kernelAccesses(entry, l.args), std::move(run));
   }
   Status launchKernelProgrammatic(CudaFunction function,
                                   const std::array<uint32_t, 3> &grid,
@@ -577,35 +580,27 @@ public:
     auto span = [&](const std::vector<int64_t> &shape) {
       return pkgShapeBytes(desc.dtype, shape).value_or(UINT64_MAX);
     };
-    uint64_t lhsBytes = span({g.batch, g.m, g.k}),
-             rhsBytes = span({g.batch, g.k, g.n}),
-             outBytes = span({g.batch, g.m, g.n}), nBytes = span({g.n});
-    for (auto [what, p, bytes] :
-         {std::tuple<const char *, const void *, uint64_t>{"lhs", lhs, lhsBytes},
-          {"rhs", rhs, rhsBytes},
-          {"result", out, outBytes},
-          {"C", desc.residual ? c : nullptr, outBytes},
-          {"aux", aux, outBytes},
-          {"bias", gemmEpilogueReadsBias(desc.epilogue) ? bias : nullptr, nBytes},
-          {"bias gradient", biasGrad, nBytes}})
-      if (p)
-        if (Status s = inBounds(std::string("cublasLtMatmul ") + what, p, bytes);
-            !s.isOk())
-          return s;
+    uint64_t outBytes = span({g.batch, g.m, g.n}), nBytes = span({g.n});
+    std::vector<Access> accesses;
+    for (Access a :
+         {Access{"lhs", lhs, span({g.batch, g.m, g.k}), false},
+          {"rhs", rhs, span({g.batch, g.k, g.n}), false},
+          {"result", out, outBytes, true},
+          {"C", desc.residual ? c : nullptr, outBytes, false},
+          {"aux", aux, outBytes, gemmEpilogueWritesAux(desc.epilogue)},
+          {"bias", gemmEpilogueReadsBias(desc.epilogue) ? bias : nullptr,
+           nBytes, false},
+          {"bias gradient", biasGrad, nBytes, true}}) {
+      if (!a.at)
+        continue;
+      a.what = "cublasLtMatmul " + a.what;
+      if (Status s = inBounds(a.what, a.at, a.bytes); !s.isOk())
+        return s;
+      accesses.push_back(std::move(a));
+    }
     gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
-    std::vector<Access> accesses = {{"cublasLtMatmul lhs", lhs, lhsBytes, false},
-                                    {"cublasLtMatmul rhs", rhs, rhsBytes, false},
-                                    {"cublasLtMatmul result", out, outBytes, true}};
-    if (desc.residual)
-      accesses.push_back({"cublasLtMatmul C", c, outBytes, false});
-    if (gemmEpilogueReadsAux(desc.epilogue) ||
-        gemmEpilogueWritesAux(desc.epilogue))
-      accesses.push_back({"cublasLtMatmul aux", aux, outBytes,
-                          gemmEpilogueWritesAux(desc.epilogue)});
-    if (gemmEpilogueReadsBias(desc.epilogue))
-      accesses.push_back({"cublasLtMatmul bias", bias, nBytes, false});
-    if (biasGrad)
-      accesses.push_back({"cublasLtMatmul bias gradient", biasGrad, nBytes, true});
+    // cuBLASLt's scratch (not bounds-checked: the fake's GEMM never
+    // touches it).
     if (workspace && workspaceBytes)
       accesses.push_back(
           {"cublasLtMatmul workspace", workspace, workspaceBytes, true});
@@ -707,7 +702,8 @@ public:
   }
 
   // Host work on |stream| from outside the table (FakeNccl's collectives on
-  // an executable's stream): run now, or recorded while it is captured.
+  // an executable's stream): queued as the stream's other work, or
+  // recorded while it is captured.
   void hostWork(CudaStream stream, std::function<void()> fn) {
     work(stream, {}, std::move(fn));
   }
@@ -769,11 +765,19 @@ private:
   }
   // Fails (and notes in outOfBounds) unless [p, p + bytes) lies in one
   // live allocation.
-  Status inBounds(const std::string &what, const void *p, uint64_t bytes) {
+  // The live allocation |p| points into, or live_.end().
+  std::map<const char *, size_t>::const_iterator allocationOf(const void *p) const {
     const char *at = static_cast<const char *>(p);
     auto it = live_.upper_bound(at);
-    std::string why;
     if (it == live_.begin() || (--it, at >= it->first + it->second))
+      return live_.end();
+    return it;
+  }
+  Status inBounds(const std::string &what, const void *p, uint64_t bytes) {
+    const char *at = static_cast<const char *>(p);
+    auto it = allocationOf(p);
+    std::string why;
+    if (it == live_.end())
       why = what + ": " + std::to_string(bytes) +
             " bytes at an address outside every allocation";
     else if (bytes > it->second - size_t(at - it->first))
@@ -895,18 +899,19 @@ private:
     Clock &c = clock(me);
     join(c, clock(0));
     uint64_t epoch = ++c[me];
+    // Whether |t| happened before this work (so cannot race it).
+    auto before = [&](const Touch &t) {
+      return t.agent < c.size() && c[t.agent] >= t.epoch;
+    };
     for (const Access &a : accesses) {
-      const char *at = static_cast<const char *>(a.at);
-      auto it = live_.upper_bound(at);
-      if (!a.at || !a.bytes || it == live_.begin() ||
-          (--it, at >= it->first + it->second))
+      auto it = allocationOf(a.at);
+      if (!a.at || !a.bytes || it == live_.end())
         continue; // pageable host memory, or nothing
-      uint64_t begin = uint64_t(at - it->first);
+      uint64_t begin = uint64_t(static_cast<const char *>(a.at) - it->first);
       uint64_t end = std::min<uint64_t>(begin + a.bytes, it->second);
       std::vector<Touch> &history = history_[it->first];
       for (const Touch &t : history) {
-        bool ordered = t.agent < c.size() && c[t.agent] >= t.epoch;
-        if (ordered || t.end <= begin || end <= t.begin ||
+        if (before(t) || t.end <= begin || end <= t.begin ||
             !(t.write || a.write))
           continue;
         std::string race =
@@ -923,9 +928,8 @@ private:
       history.erase(
           std::remove_if(history.begin(), history.end(),
                          [&](const Touch &t) {
-                           return t.agent < c.size() && c[t.agent] >= t.epoch &&
-                                  begin <= t.begin && t.end <= end &&
-                                  (a.write || !t.write);
+                           return before(t) && begin <= t.begin &&
+                                  t.end <= end && (a.write || !t.write);
                          }),
           history.end());
       history.push_back({begin, end, me, epoch, a.write, a.what});

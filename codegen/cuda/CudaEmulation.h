@@ -45,6 +45,10 @@
 // only when their thread waits for them.
 // Only what the generated kernels use is provided; it is a test device, not
 // a performance model.
+// Built with AddressSanitizer (the sanitized tests build their kernels so,
+// scripts/sanitize.sh), every switch between stacks is announced to it
+// (__sanitizer_start_switch_fiber), so a kernel's memory accesses are
+// checked on the fibers' stacks as on any other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +77,22 @@
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_EMULATION_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(KILN_EMULATION_ASAN)
+#define KILN_EMULATION_ASAN 1
+#endif
+#ifdef KILN_EMULATION_ASAN
+extern "C" void __sanitizer_start_switch_fiber(void **fakeStackSave,
+                                               const void *bottom, size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void *fakeStackSave,
+                                                const void **bottomOld,
+                                                size_t *sizeOld);
+#endif
+
 struct kiln_dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
@@ -89,6 +109,9 @@ namespace kiln_emulation {
 struct Fiber {
   void *sp = nullptr;
   bool done = false;
+  // Its stack, [stackBottom, stackBottom + stackBytes).
+  const void *stackBottom = nullptr;
+  size_t stackBytes = 0;
 };
 
 // Barrier of |expected| fibers: the last to arrive releases the others.
@@ -120,6 +143,11 @@ inline std::vector<Fiber> fibers;
 inline unsigned current = 0, live = 0, blocked = 0;
 inline bool descending = false;
 inline void *schedulerSp = nullptr;
+// The launching thread's stack (kiln_emulate's), as AddressSanitizer
+// reports it on the first switch away from it.
+inline const void *schedulerStackBottom = nullptr;
+inline size_t schedulerStackBytes = 0;
+inline bool leavingScheduler = false;
 inline std::function<void()> body;
 
 extern "C" void kiln_emulation_switch(void **saveSp, void *nextSp);
@@ -163,12 +191,46 @@ kiln_emulation_switch:
 #error "CudaEmulation.h switches fibers with x86-64 code only"
 #endif
 
+// Under AddressSanitizer: the context that has just been switched to
+// (|fakeStack| is what it saved when it left, null when it starts) tells
+// the sanitizer so, learning the scheduler's stack on the way out of it.
+inline void switched([[maybe_unused]] void *fakeStack) {
+#ifdef KILN_EMULATION_ASAN
+  const void *bottom = nullptr;
+  size_t bytes = 0;
+  __sanitizer_finish_switch_fiber(fakeStack, &bottom, &bytes);
+  if (leavingScheduler) {
+    schedulerStackBottom = bottom;
+    schedulerStackBytes = bytes;
+    leavingScheduler = false;
+  }
+#endif
+}
+
+// Switches to the context saved at |nextSp|, whose stack is [bottom,
+// bottom + bytes), saving the running one's stack pointer in |*saveSp|;
+// |leaving| when the running context never runs again (a finished fiber).
+inline void switchTo(void **saveSp, void *nextSp,
+                     [[maybe_unused]] const void *bottom,
+                     [[maybe_unused]] size_t bytes,
+                     [[maybe_unused]] bool leaving) {
+#ifdef KILN_EMULATION_ASAN
+  void *fakeStack = nullptr;
+  __sanitizer_start_switch_fiber(leaving ? nullptr : &fakeStack, bottom, bytes);
+  kiln_emulation_switch(saveSp, nextSp);
+  switched(fakeStack);
+#else
+  kiln_emulation_switch(saveSp, nextSp);
+#endif
+}
+
 // Resumes fiber |next| (its threadIdx first), saving the running context's
 // stack pointer in |*saveSp|.
-inline void resume(unsigned next, void **saveSp) {
+inline void resume(unsigned next, void **saveSp, bool leaving = false) {
   current = next;
   threadIdx = {next, 1, 1};
-  kiln_emulation_switch(saveSp, fibers[next].sp);
+  switchTo(saveSp, fibers[next].sp, fibers[next].stackBottom,
+           fibers[next].stackBytes, leaving);
 }
 
 // The next live fiber after the current one, in thread order (reversed
@@ -214,15 +276,17 @@ inline void arriveAndWait(Barrier &b) {
 // A fiber's first frame: runs the kernel's body for its thread, then
 // hands over to the next live fiber, or back to kiln_emulate after the last.
 extern "C" inline void kiln_emulation_start() {
+  switched(nullptr);
   body();
   fibers[current].done = true;
   --live;
   unsigned from = current;
   if (live == 0) {
     void *unused;
-    kiln_emulation_switch(&unused, schedulerSp);
+    switchTo(&unused, schedulerSp, schedulerStackBottom, schedulerStackBytes,
+             /*leaving=*/true);
   }
-  resume(nextLive(), &fibers[from].sp);
+  resume(nextLive(), &fibers[from].sp, /*leaving=*/true);
   __builtin_unreachable();
 }
 
@@ -271,6 +335,9 @@ public:
   // Fiber |i|'s first context: kiln_emulation_switch pops the registers
   // (zero), MXCSR and the x87 control word (the defaults) and returns into
   // kiln_emulation_start with the stack aligned as after a call.
+  // Fiber |i|'s stack: its lowest byte (the canary's) and its size.
+  const void *bottom(unsigned i) const { return base + i * kBytes; }
+
   void *initialSp(unsigned i) const {
     auto top = reinterpret_cast<uintptr_t>(base + (i + 1) * kBytes);
     top &= ~uintptr_t(15);
@@ -375,12 +442,16 @@ void kiln_emulate(unsigned grid, unsigned block, Body body,
     asyncCopies.assign(block, AsyncCopies{});
     warps.assign(block / 32, Barrier{32});
     fibers.assign(block, Fiber{});
-    for (unsigned t = 0; t < block; ++t)
+    for (unsigned t = 0; t < block; ++t) {
       fibers[t].sp = stacks.initialSp(t);
+      fibers[t].stackBottom = stacks.bottom(t);
+      fibers[t].stackBytes = Stacks::kBytes;
+    }
     live = block;
     blocked = 0;
     blockIdx = {b, 1, 1};
     descending = b % 2 == 1;
+    leavingScheduler = true;
     resume(descending ? block - 1 : 0, &schedulerSp);
     stacks.checkCanaries(block, b);
   }

@@ -29,6 +29,15 @@
 #include <algorithm>
 #include <random>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_TEST_HAS_ASAN 1
+#endif
+#endif
+#ifndef KILN_TEST_HAS_ASAN
+#define KILN_TEST_HAS_ASAN 0
+#endif
+
 namespace {
 
 using kiln::runtime::cuda::testing::buildHostKernels;
@@ -81,6 +90,22 @@ __global__ void early(float *out) {
 }
 extern "C" void early_host(void **buffers, unsigned grid, unsigned block) {
   kiln_emulate(grid, block, [&] { early((float *)buffers[0]); });
+}
+
+// A grid-stride loop one element too long (i <= n): it reads in[n], which a
+// GPU may well not fault on.
+__global__ void overread(const float *in, float *out, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i <= n;
+       i += gridDim.x * blockDim.x) {
+    float v = in[i];
+    if (i < n)
+      out[i] = v;
+  }
+}
+extern "C" void overread_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    overread((const float *)buffers[0], (float *)buffers[1], *(int *)buffers[2]);
+  });
 }
 
 // Conversions: |count| halves, bfloat16s and floats, a thread per element
@@ -196,7 +221,9 @@ protected:
   static void SetUpTestSuite() {
     std::string error;
     kernels = new std::map<std::string, HostKernel>(buildHostKernels(
-        kSource, {"exchange", "lanes", "early", "convert", "matrix_f16", "matrix_bf16", "stack"},
+        kSource,
+        {"exchange", "lanes", "early", "convert", "matrix_f16", "matrix_bf16", "stack",
+         "overread"},
         "device", error));
     ASSERT_TRUE(error.empty()) << error;
   }
@@ -303,8 +330,14 @@ TEST_F(CudaEmulationDeviceTest, StackOverflowEndsWithAMessage) {
   kernels->at("stack")(buffers, 2, 64);
   EXPECT_EQ(out[5], char((200 << 10) - 1));
   kib = 300;
-  EXPECT_DEATH(kernels->at("stack")(buffers, 1, 64),
-               "block 0: thread 5 overflowed its 256 KiB stack");
+  // Under AddressSanitizer (scripts/sanitize.sh builds the kernels with it
+  // too) the first store into the neighbouring stack's frames is a report
+  // before the canary is checked.
+  const char *expected =
+      KILN_TEST_HAS_ASAN ? "block 0: thread 5 overflowed its 256 KiB stack|"
+                           "AddressSanitizer: stack-buffer-(underflow|overflow)"
+                         : "block 0: thread 5 overflowed its 256 KiB stack";
+  EXPECT_DEATH(kernels->at("stack")(buffers, 1, 64), expected);
 }
 
 // Every host-kernel library (its own copy of CudaEmulation.h) keeps a set
@@ -449,6 +482,25 @@ TEST_F(CudaEmulationDeviceTest, MatrixInstructionsFollowTheFragmentLayouts) {
         EXPECT_NEAR(d[m * 8 + n], want, magnitude * 0x1p-22) << "D[" << m << "][" << n << "]";
       }
   }
+}
+
+// Built with AddressSanitizer (scripts/sanitize.sh builds the kernels with
+// the test's sanitizers), an emulated kernel's read past its buffer is a
+// report where it happens, on the fibers' stacks as anywhere.
+TEST_F(CudaEmulationDeviceTest, ReadPastABufferIsAnAddressSanitizerReport) {
+  if (!KILN_TEST_HAS_ASAN)
+    GTEST_SKIP() << "needs the kernels built with AddressSanitizer "
+                    "(scripts/sanitize.sh)";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> in(100, 1.0f), out(100);
+  int n = 100;
+  void *buffers[] = {in.data(), out.data(), &n};
+  EXPECT_DEATH(kernels->at("overread")(buffers, 2, 64),
+               "AddressSanitizer: heap-buffer-overflow.*\n.*READ of size 4");
+  // The same kernel within bounds (one element fewer) runs.
+  n = 99;
+  kernels->at("overread")(buffers, 2, 64);
+  EXPECT_EQ(out[98], 1.0f);
 }
 
 } // namespace

@@ -5,7 +5,10 @@
 // codegen/cuda/CudaEmulation.h with KILN_HOST_CXX (both macros from CMake),
 // loads the shared library and returns entry point -> its NAME_host
 // function, as FakeCudaApi::hostKernels takes them. No LLVM: tests that link
-// only the runtime use it too.
+// only the runtime use it too. In a build under AddressSanitizer
+// (KILN_HOST_SANITIZE, from CMake) the kernels are instrumented with the
+// same sanitizers as the test that loads them, so a kernel's access outside
+// its buffers, its shared arrays or its stack is reported where it happens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +71,9 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
   std::map<std::string, HostKernel> kernels;
   error.clear();
   std::string flags = " -std=c++20 -O1 -w -shared -fPIC -fno-strict-aliasing "
+#ifdef KILN_HOST_SANITIZE
+                      KILN_HOST_SANITIZE " "
+#endif
                       "-DKILN_CUDA_EMULATION -include ";
   std::string cached;
 #ifdef KILN_HOST_KERNEL_CACHE

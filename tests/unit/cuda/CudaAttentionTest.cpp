@@ -106,6 +106,9 @@ protected:
     // once per variant after the warm-up, nothing cached.
     options.autotuneCache = "off";
     options.autotuneRuns = options.autotuneTrials = 1;
+    // The attention kernels run on copies of the buffers they point into
+    // (FakeCudaApi::kernelArgs).
+    api.learnPackage(package);
     StatusOr<std::unique_ptr<CudaExecutable>> made =
         CudaExecutable::create(package, api, options);
     EXPECT_TRUE(made.isOk()) << made.status().message();

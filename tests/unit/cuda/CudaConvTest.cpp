@@ -191,8 +191,12 @@ protected:
       options.autotuneCache = "off";
       options.autotuneRuns = options.autotuneTrials = 1;
     }
-    StatusOr<std::unique_ptr<CudaExecutable>> made = CudaExecutable::create(
-        ct::convPackage(kind, p, pkgDtype(dtype)), api, options);
+    LoadedPackage package = ct::convPackage(kind, p, pkgDtype(dtype));
+    // The convolution kernels run on copies of the buffers they point into
+    // (FakeCudaApi::kernelArgs).
+    api.learnPackage(package);
+    StatusOr<std::unique_ptr<CudaExecutable>> made =
+        CudaExecutable::create(std::move(package), api, options);
     ASSERT_TRUE(made.isOk()) << made.status().message();
     CudaExecutable &exec = *made.value();
     size_t tuningGemms = api.gemms.size();

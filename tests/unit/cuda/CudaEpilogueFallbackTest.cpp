@@ -468,6 +468,7 @@ TEST(CudaEpilogueDGeluPackageTest, RunsOnCublasLtAndAsAKernel) {
       options.graphs = false;
       std::vector<std::string> notes;
       options.log = [&](const std::string &note) { notes.push_back(note); };
+      api.learnPackage(pkg);
       auto made = rt::cuda::CudaExecutable::create(pkg, api, options);
       ASSERT_TRUE(made.isOk()) << made.status().message();
       rt::cuda::CudaExecutable &exec = *made.value();
@@ -578,6 +579,7 @@ protected:
     api.hostKernels = stepKernels;
     api.hostKernels.insert(epilogueKernels.begin(), epilogueKernels.end());
     api.refusedEpilogues = refused;
+    api.learnPackage(pkg);
     std::vector<std::string> notes;
     rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>> made =
         createExecutable(pkg, api, notes);

@@ -139,6 +139,7 @@ protected:
   }
 
   std::unique_ptr<CudaExecutable> make(LoadedPackage p) {
+    api.learnPackage(p);
     StatusOr<std::unique_ptr<CudaExecutable>> e =
         CudaExecutable::create(std::move(p), api, options);
     EXPECT_TRUE(e.isOk()) << e.status().message();
@@ -586,8 +587,10 @@ std::string accumulate(FakeCudaApi &api, CudaOptions options, int steps,
   // dropped the wait for it (the executable's cudaFree runs it).
   std::vector<float> got(kAccumulated, -1.0f);
   api.hostKernels["kiln_add"] = addHost;
+  LoadedPackage package = accumulatorPackage();
+  api.learnPackage(package);
   StatusOr<std::unique_ptr<CudaExecutable>> made =
-      CudaExecutable::create(accumulatorPackage(), api, options);
+      CudaExecutable::create(std::move(package), api, options);
   if (!made.isOk())
     return made.status().message();
   CudaExecutable &exec = *made.value();

@@ -208,6 +208,7 @@ TEST_F(CudaNcclStepTest, TwoRanksDataParallelMlpMatchesTheWholeBatch) {
       api.kernelLock = &kernelLock;
       rankApi = &api;
       api.hostKernels = hostKernels;
+      api.learnPackage(pkg);
       dist::DistEnv env;
       env.rank = env.localRank = rank;
       env.worldSize = env.localWorldSize = kWorld;

@@ -121,6 +121,9 @@ protected:
       api.hostKernels.insert(kernels->begin(), kernels->end());
     }
 
+    // Every kernel runs on copies of its arguments' extents, so one that
+    // strays outside them is caught (FakeCudaApi::kernelArgs).
+    api.learnPackage(pkg);
     std::vector<std::string> notes;
     rt::StatusOr<std::unique_ptr<rt::cuda::CudaExecutable>> made =
         createExecutable(pkg, api, notes);

@@ -29,7 +29,10 @@
 // whether either is set (the autotuner times nothing otherwise).
 // Copies, memsets and GEMMs are checked against the allocation their
 // device pointer starts in: one that runs past it fails and is noted in
-// outOfBounds. The device has 2 GiB (kDeviceMemoryBytes); a larger
+// outOfBounds. Allocations are exactly the size asked for (under
+// AddressSanitizer, an access past it is reported). Kernels whose
+// arguments the fake knows run on copies of them, checked after the run
+// (kernelArgs, kernelFaults). The device has 2 GiB (kDeviceMemoryBytes); a larger
 // cudaMalloc fails with out-of-memory. cuFuncGetParamInfo
 // (funcParamSizes) answers from paramSizes, or from the kernel's
 // signature in the source NVRTC compiled.
@@ -41,9 +44,10 @@
 // cudaStreamSynchronize, cudaEventSynchronize, cudaFree and cudaFreeHost
 // order the host after the work they wait for. Each copy, memset, GEMM and
 // kernel notes the device and pinned bytes it reads and writes (a copy its
-// ranges; a GEMM its operands, results and workspace; a kernel one byte at
-// each pointer argument, taken as written: the fake does not know a
-// kernel's extents). Two accesses of one allocation from different streams
+// ranges; a GEMM its operands, results and workspace; a kernel its
+// arguments' extents once learnPackage has told the fake its package (see
+// kernelArgs), else one byte at each pointer argument, taken as written).
+// Two accesses of one allocation from different streams
 // that overlap, where one writes and neither is ordered before the other,
 // are a race on a GPU: the second call fails and |races| says which two.
 // A captured graph's work is checked when it is launched. With
@@ -59,11 +63,21 @@
 #ifndef KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
 #define KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_FAKE_HAS_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(KILN_FAKE_HAS_ASAN)
+#define KILN_FAKE_HAS_ASAN 1
+#endif
+
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -171,6 +185,60 @@ public:
   // block at a time with static shared memory: tables on several threads
   // share one lock).
   std::mutex *kernelLock = nullptr;
+  // What each pointer argument of a kernel may touch, by entry point: its
+  // bytes, and whether the kernel may write it. learnPackage fills it
+  // from a package's kernel thunks (one pointer per operand, read, then
+  // per result, written, as CudaExecutable launches them). The runtime's
+  // own kernels (attention, convolutions, epilogue fallbacks: library
+  // calls, whose parameters are pointers and integers in an order of the
+  // runtime's) get theirs from the learned package's buffers instead: a
+  // parameter that points into an arena of the learned size may touch up
+  // to the end of the buffer(s) it points into, one into another
+  // allocation (a workspace) up to its end, both taken as written; other
+  // values are integers. A launch of such a
+  // kernel accesses those whole extents (for the race check) and, with
+  // isolateKernels, runs on copies of them: each set of overlapping
+  // arguments its own allocation of exactly their bytes, between guard
+  // bytes. A kernel that writes outside its arguments, or into one it may
+  // only read, is a fault: |kernelFaults| says where, and that call and
+  // every later one fail, as CUDA's sticky cudaErrorIllegalAddress does.
+  // Under AddressSanitizer (scripts/sanitize.sh builds the host kernels
+  // with it), which sees the copies' exact ends, so is a read outside them.
+  struct KernelArg {
+    size_t bytes = 0;
+    bool written = false;
+  };
+  std::map<std::string, std::vector<KernelArg>> kernelArgs;
+  bool isolateKernels = true;
+  // "kiln_fusion3 wrote 4 bytes after argument 2 (a 1024-byte buffer)".
+  std::vector<std::string> kernelFaults;
+  // Learns |pkg|'s kernels' arguments (kernelArgs; a kernel that several
+  // thunks launch gets the larger extent of each argument) and its arena's
+  // buffers.
+  void learnPackage(const LoadedPackage &pkg) {
+    std::vector<std::pair<uint64_t, uint64_t>> &spans =
+        arenas_[std::max<uint64_t>(pkg.arenaSize, 1)];
+    for (const PackageBuffer &b : pkg.buffers)
+      if (b.size)
+        spans.push_back({b.offset, b.offset + b.size});
+    for (const PackageThunk &t : pkg.thunks) {
+      if (t.kind != ThunkKind::KernelLaunch || t.kernel < 0 ||
+          size_t(t.kernel) >= pkg.kernels.size())
+        continue;
+      std::vector<KernelArg> &args = kernelArgs[pkg.kernels[t.kernel].entryPoint];
+      size_t n = t.operands.size() + t.results.size();
+      if (args.size() < n)
+        args.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t id = i < t.operands.size() ? t.operands[i]
+                                            : t.results[i - t.operands.size()];
+        if (id >= pkg.buffers.size())
+          continue;
+        args[i].bytes = std::max<size_t>(args[i].bytes, pkg.buffers[id].size);
+        args[i].written |= i >= t.operands.size();
+      }
+    }
+  }
 
   ~FakeCudaApi() override {
     for (auto &[p, bytes] : live_)
@@ -190,9 +258,7 @@ public:
     if (Status s = enter("cudaMalloc " + std::to_string(bytes)); !s.isOk())
       return s;
     // More than the fake H200 has (or than the host gives) fails as on a GPU.
-    *ptr = bytes <= kDeviceMemoryBytes
-               ? std::aligned_alloc(256, (bytes + 255) / 256 * 256)
-               : nullptr;
+    *ptr = allocate(bytes);
     if (!*ptr)
       return Status::error("cudaMalloc failed: cudaErrorMemoryAllocation (2): "
                            "out of memory (" + std::to_string(bytes) + " bytes)");
@@ -210,9 +276,7 @@ public:
   Status mallocHost(void **ptr, size_t bytes) override {
     if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
       return s;
-    *ptr = bytes <= kDeviceMemoryBytes
-               ? std::aligned_alloc(256, (bytes + 255) / 256 * 256)
-               : nullptr;
+    *ptr = allocate(bytes);
     if (!*ptr)
       return Status::error("cudaMallocHost failed: cudaErrorMemoryAllocation "
                            "(2): out of memory (" + std::to_string(bytes) +
@@ -267,7 +331,7 @@ public:
       return s;
     join(clock(0), clock(agent(stream)));
     drain(stream, queues_[stream].issued);
-    return Status::ok();
+    return faulted();
   }
   Status streamWaitEvent(CudaStream stream, CudaEvent event) override {
     if (dropped("cudaStreamWaitEvent"))
@@ -309,7 +373,7 @@ public:
       return Status::ok();
     join(clock(0), recorded->second.clock);
     drain(recorded->second.stream, recorded->second.at);
-    return Status::ok();
+    return faulted();
   }
   Status eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) override {
     *ms = timesWork() ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
@@ -452,22 +516,34 @@ public:
     launches.push_back(l);
     // Without a host function the launch only takes its place in the
     // stream.
+    std::vector<KernelArg> extents;
+    if (auto known = kernelArgs.find(entry);
+        known != kernelArgs.end() && known->second.size() == l.args.size())
+      extents = known->second;
+    else
+      extents = extentsByAddress(l.args);
     std::function<void()> run = [] {};
     if (HostKernel fn =
             functionHosts_[reinterpret_cast<size_t>(function) - 1]) {
       std::vector<void *> args = l.args;
       unsigned g = grid[0], b = block[0];
       std::mutex *lock = kernelLock;
+      bool isolate = isolateKernels && !extents.empty();
+      FakeCudaApi *self = this;
       run = [=]() mutable {
-        if (lock) {
-          std::lock_guard<std::mutex> held(*lock);
+        std::unique_lock<std::mutex> held;
+        if (lock)
+          held = std::unique_lock<std::mutex>(*lock);
+        if (isolate)
+          self->runIsolated(entry, fn, args, extents, g, b);
+        else
           fn(args.data(), g, b);
-        } else {
-          fn(args.data(), g, b);
-        }
       };
     }
-    return work(stream, kernelAccesses(entry, l.args), std::move(run));
+    if (Status s = work(stream, kernelAccesses(entry, l.args, extents), std::move(run));
+        !s.isOk())
+      return s;
+    return faulted();
   }
   Status launchKernelProgrammatic(CudaFunction function,
                                   const std::array<uint32_t, 3> &grid,
@@ -803,6 +879,8 @@ private:
   static size_t index(GemmPlan plan) { return reinterpret_cast<size_t>(plan) - 1; }
   Status enter(const std::string &call) {
     calls.push_back(call);
+    if (Status s = faulted(); !s.isOk())
+      return s;
     std::string name = call.substr(0, call.find(' '));
     if (!failCall.empty() && name == failCall && seen_[name]++ == failAt)
       return Status::error(name +
@@ -936,16 +1014,154 @@ private:
     }
     return Status::ok();
   }
-  // A kernel's accesses: one byte at each argument (its extents are the
-  // kernel's own business), taken as written.
+  // A kernel's accesses: each argument's |extents| where known
+  // (kernelArgs), else one byte at each argument, taken as written.
   static std::vector<Access> kernelAccesses(const std::string &entry,
-                                            const std::vector<void *> &args) {
+                                            const std::vector<void *> &args,
+                                            const std::vector<KernelArg> &extents) {
     std::vector<Access> out;
-    for (size_t i = 0; i < args.size(); ++i)
-      out.push_back({"cuLaunchKernel " + entry + " argument " +
-                         std::to_string(i),
-                     args[i], 1, true});
+    for (size_t i = 0; i < args.size(); ++i) {
+      KernelArg a = extents.empty() ? KernelArg{1, true} : extents[i];
+      if (a.bytes)
+        out.push_back({"cuLaunchKernel " + entry + " argument " +
+                           std::to_string(i),
+                       args[i], a.bytes, a.written});
+    }
     return out;
+  }
+
+  // A runtime kernel's parameters' extents from where they point (see
+  // kernelArgs); none when no parameter points into a learned arena.
+  std::vector<KernelArg> extentsByAddress(const std::vector<void *> &args) const {
+    std::vector<KernelArg> out(args.size());
+    bool inArena = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      auto it = allocationOf(args[i]);
+      if (it == live_.end())
+        continue; // an integer
+      uint64_t at = uint64_t(static_cast<const char *>(args[i]) - it->first);
+      uint64_t end = it->second;
+      if (auto arena = arenas_.find(it->second); arena != arenas_.end()) {
+        uint64_t bufferEnd = 0;
+        for (const auto &[begin, stop] : arena->second)
+          if (begin <= at && at < stop)
+            bufferEnd = std::max(bufferEnd, stop);
+        if (bufferEnd) {
+          end = bufferEnd;
+          inArena = true;
+        }
+      }
+      out[i] = {size_t(end - at), true};
+    }
+    return inArena ? out : std::vector<KernelArg>();
+  }
+
+  // After a kernel wrote outside its arguments: the error every call
+  // returns from then on, as CUDA's does after an illegal access.
+  Status faulted() const {
+    if (kernelFaults.empty())
+      return Status::ok();
+    return Status::error("cudaErrorIllegalAddress (700): an illegal memory "
+                         "access was encountered (fake: " +
+                         kernelFaults.front() + ")");
+  }
+
+  // Runs host kernel |fn| on copies of its arguments (isolateKernels):
+  // arguments whose extents overlap (an update in place passes one buffer
+  // as an operand and a result) share one copy. Each copy keeps its
+  // original's alignment (up to 256 bytes) and sits between guard bytes
+  // (none under AddressSanitizer, whose redzones are exact); after the
+  // kernel, a changed guard or a changed read-only copy is a fault, and
+  // the written copies go back.
+  void runIsolated(const std::string &entry, HostKernel fn,
+                   const std::vector<void *> &args,
+                   const std::vector<KernelArg> &extents, unsigned grid,
+                   unsigned block) {
+#ifdef KILN_FAKE_HAS_ASAN
+    constexpr size_t kGuard = 0;
+#else
+    constexpr size_t kGuard = 256;
+#endif
+    constexpr unsigned char kGuardByte = 0xa5;
+    struct Region {
+      char *begin, *end;
+      bool written;
+      std::vector<size_t> args;
+      void *block = nullptr;
+      char *copy = nullptr;
+    };
+    std::vector<size_t> order;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (extents[i].bytes)
+        order.push_back(i);
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return args[a] < args[b]; });
+    std::vector<Region> regions;
+    for (size_t i : order) {
+      char *b = static_cast<char *>(args[i]), *e = b + extents[i].bytes;
+      if (regions.empty() || b >= regions.back().end) {
+        regions.push_back({b, e, extents[i].written, {i}});
+        continue;
+      }
+      Region &r = regions.back();
+      r.end = std::max(r.end, e);
+      r.written |= extents[i].written;
+      r.args.push_back(i);
+    }
+    std::vector<void *> copies = args;
+    for (Region &r : regions) {
+      auto at = reinterpret_cast<uintptr_t>(r.begin);
+      size_t align = std::max<size_t>(sizeof(void *),
+                                      std::min<size_t>(256, at & (~at + 1)));
+      size_t slack = at % align, bytes = size_t(r.end - r.begin);
+      if (posix_memalign(&r.block, align, kGuard + slack + bytes + kGuard) != 0)
+        std::abort();
+      auto *block8 = static_cast<char *>(r.block);
+      std::memset(block8, kGuardByte, kGuard + slack);
+      r.copy = block8 + kGuard + slack;
+      std::memcpy(r.copy, r.begin, bytes);
+      std::memset(r.copy + bytes, kGuardByte, kGuard);
+      for (size_t i : r.args)
+        copies[i] = r.copy + (static_cast<char *>(args[i]) - r.begin);
+    }
+    fn(copies.data(), grid, block);
+    for (Region &r : regions) {
+      size_t bytes = size_t(r.end - r.begin);
+      auto *block8 = static_cast<const unsigned char *>(r.block);
+      size_t before = 0, after = 0;
+      for (const unsigned char *p = block8;
+           p < reinterpret_cast<const unsigned char *>(r.copy); ++p)
+        before += *p != kGuardByte;
+      for (size_t k = 0; k < kGuard; ++k)
+        after += static_cast<unsigned char>(r.copy[bytes + k]) != kGuardByte;
+      std::string what = "argument" + std::string(r.args.size() > 1 ? "s" : "");
+      for (size_t i : r.args)
+        what += " " + std::to_string(i);
+      what += " (" + std::to_string(bytes) + " bytes)";
+      if (before)
+        kernelFaults.push_back(entry + " wrote " + std::to_string(before) +
+                               " byte(s) before " + what);
+      if (after)
+        kernelFaults.push_back(entry + " wrote " + std::to_string(after) +
+                               " byte(s) after " + what);
+      if (r.written)
+        std::memcpy(r.begin, r.copy, bytes);
+      else if (std::memcmp(r.begin, r.copy, bytes) != 0)
+        kernelFaults.push_back(entry + " wrote " + what +
+                               ", which it only reads");
+      std::free(r.block);
+    }
+  }
+  // |bytes| of host memory, 256-byte aligned as cudaMalloc's; null past
+  // the fake H200's memory. Exactly |bytes|, not rounded up as a GPU's
+  // allocator rounds: under AddressSanitizer (scripts/sanitize.sh) an access
+  // past what was asked for is reported, even where a GPU would not fault.
+  static void *allocate(size_t bytes) {
+    void *p = nullptr;
+    if (bytes > kDeviceMemoryBytes ||
+        posix_memalign(&p, 256, std::max<size_t>(bytes, 1)) != 0)
+      return nullptr;
+    return p;
   }
   void forget(void *ptr) {
     history_.erase(static_cast<const char *>(ptr));
@@ -953,6 +1169,8 @@ private:
   }
 
   bool programmatic_ = false; // the launch in progress is programmatic
+  // Learned packages' arenas: by size, their buffers' [offset, end).
+  std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> arenas_;
   // Live allocations (device and pinned host): start -> bytes asked for.
   std::map<const char *, size_t> live_;
   std::vector<int> selected_;

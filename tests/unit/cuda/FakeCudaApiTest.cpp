@@ -3,7 +3,8 @@
 // tests/unit/cuda/FakeCudaApi.h is the GPU every runtime test runs on, so
 // its own rules are tested against their definitions: its streams order
 // work as CUDA does (events, host waits, races named, work that runs only
-// once waited for), and its cuBLASLt rounds as cuBLASLt does.
+// once waited for), its cuBLASLt rounds as cuBLASLt does, and a kernel whose
+// arguments it knows cannot touch memory outside them unnoticed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,7 @@ namespace {
 using namespace kiln::runtime;
 using namespace kiln::runtime::cuda;
 using kiln::runtime::cuda::testing::FakeCudaApi;
+using kiln::runtime::cuda::testing::HostKernel;
 using kiln::runtime::cuda::testing::randomFloats;
 
 // The fake's stream order itself: unordered accesses on two streams
@@ -136,5 +138,275 @@ TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
   // a fake that rounds the product first otherwise).
   EXPECT_GT(roundedTwiceDiffers, 0);
 }
+
+
+// Host kernels for the isolation tests: out[i] = in[i] + 1 over
+// |buffers[2]| elements (a count in host memory), and the same with an
+// extra store one element past |out|, or before it, or into |in|.
+int isolationCount = 0;
+void addOne(void **b, unsigned, unsigned) {
+  for (int i = 0; i < isolationCount; ++i)
+    static_cast<float *>(b[1])[i] = static_cast<const float *>(b[0])[i] + 1;
+}
+void addOnePastTheEnd(void **b, unsigned g, unsigned t) {
+  addOne(b, g, t);
+  static_cast<float *>(b[1])[isolationCount] = -1;
+}
+void addOneBeforeTheStart(void **b, unsigned g, unsigned t) {
+  addOne(b, g, t);
+  static_cast<float *>(b[1])[-1] = -1;
+}
+void addOneIntoTheOperand(void **b, unsigned g, unsigned t) {
+  addOne(b, g, t);
+  static_cast<float *>(b[0])[0] = -1;
+}
+// In place: b[0] and b[1] are one buffer.
+void incrementInPlace(void **b, unsigned, unsigned) {
+  for (int i = 0; i < isolationCount; ++i)
+    static_cast<float *>(b[1])[i] = static_cast<const float *>(b[0])[i] + 1;
+}
+// Reads one element past |in| (into |out|, which the arena puts next).
+[[maybe_unused]] void addOneReadingPastTheEnd(void **b, unsigned g, unsigned t) {
+  addOne(b, g, t);
+  static_cast<float *>(b[1])[0] = static_cast<const float *>(b[0])[isolationCount];
+}
+
+// A package of one kernel thunk, |entry|(in, out), over an arena holding
+// in (n floats) then out (n floats).
+LoadedPackage isolationPackage(const std::string &entry, int n) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  p.arenaSize = 2 * n * 4;
+  PackageBuffer in, out;
+  in.name = "in";
+  in.offset = 0;
+  in.size = n * 4;
+  out.name = "out";
+  out.offset = n * 4;
+  out.size = n * 4;
+  p.buffers = {in, out};
+  PackageKernel k;
+  k.entryPoint = entry;
+  p.kernels = {k};
+  PackageThunk t;
+  t.kind = ThunkKind::KernelLaunch;
+  t.kernel = 0;
+  t.operands = {0};
+  t.results = {1};
+  p.thunks = {t};
+  return p;
+}
+
+// Launches |entry| on the fake, its arguments learned from
+// isolationPackage: |in| and |out| adjacent in one allocation, as in an
+// arena. Returns the launch's status, then the synchronization's.
+std::pair<Status, Status> launchIsolated(FakeCudaApi &api, const std::string &entry,
+                                         char *arena, int n, bool inPlace = false) {
+  api.learnPackage(isolationPackage(entry, n));
+  CudaModule module = nullptr;
+  CudaFunction function = nullptr;
+  const char image[] = "isolation";
+  EXPECT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
+  EXPECT_TRUE(api.moduleGetFunction(&function, module, entry.c_str()).isOk());
+  void *in = arena, *out = inPlace ? arena : arena + n * 4;
+  void *params[] = {&in, &out};
+  Status launched =
+      api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr, params, 2);
+  return {launched, api.streamSynchronize(nullptr)};
+}
+
+// A kernel whose arguments the fake knows runs on copies of them: what it
+// writes inside its results comes back; a store past a result's end or
+// before its start, or into an operand, is a fault that names the kernel
+// and the argument, and the synchronization and every later call fail
+// as after CUDA's illegal address - even where, in the arena, the stray
+// store lands in another buffer and no GPU would fault.
+TEST(FakeKernelIsolation, StrayStoresAreFaults) {
+  constexpr int n = 8;
+  isolationCount = n;
+  auto fill = [](char *arena) {
+    for (int i = 0; i < 2 * n; ++i)
+      reinterpret_cast<float *>(arena)[i] = float(100 + i);
+  };
+  {
+    FakeCudaApi api;
+    api.hostKernels["add_one"] = addOne;
+    void *arena = nullptr;
+    ASSERT_TRUE(api.malloc(&arena, 2 * n * 4).isOk());
+    fill(static_cast<char *>(arena));
+    auto [launched, synced] = launchIsolated(api, "add_one", static_cast<char *>(arena), n);
+    EXPECT_TRUE(launched.isOk()) << launched.message();
+    EXPECT_TRUE(synced.isOk()) << synced.message();
+    EXPECT_TRUE(api.kernelFaults.empty());
+    const float *f = static_cast<const float *>(arena);
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(f[i], float(100 + i));     // the operand, untouched
+      EXPECT_EQ(f[n + i], float(101 + i)); // the result, copied back
+    }
+    // Its whole extents take part in the race check: a copy on another
+    // stream into the operand's last element races the kernel's read.
+    CudaStream other = nullptr;
+    ASSERT_TRUE(api.streamCreate(&other).isOk());
+    CudaModule module = nullptr;
+    CudaFunction function = nullptr;
+    const char image[] = "isolation";
+    ASSERT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
+    ASSERT_TRUE(api.moduleGetFunction(&function, module, "add_one").isOk());
+    void *in = arena, *out = static_cast<char *>(arena) + n * 4;
+    void *params[] = {&in, &out};
+    ASSERT_TRUE(api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
+                                 params, 2)
+                    .isOk());
+    EXPECT_FALSE(api.memsetAsync(static_cast<char *>(arena) + (n - 1) * 4, 0, 4,
+                                 other)
+                     .isOk());
+    ASSERT_EQ(api.races.size(), 1u);
+    EXPECT_NE(api.races[0].find("cuLaunchKernel add_one argument 0"),
+              std::string::npos)
+        << api.races[0];
+    ASSERT_TRUE(api.free(arena).isOk());
+  }
+  struct Case {
+    const char *entry;
+    HostKernel fn;
+    bool inPlace;
+    const char *fault; // empty: none
+  };
+  const Case cases[] = {
+      {"past_end", addOnePastTheEnd, false,
+       "past_end wrote 4 byte(s) after argument 1 (32 bytes)"},
+      {"before_start", addOneBeforeTheStart, false,
+       "before_start wrote 4 byte(s) before argument 1 (32 bytes)"},
+      {"into_operand", addOneIntoTheOperand, false,
+       "into_operand wrote argument 0 (32 bytes), which it only reads"},
+      {"in_place", incrementInPlace, true, ""},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.entry);
+#ifdef KILN_FAKE_HAS_ASAN
+    // Under AddressSanitizer the copies have no guard bytes: a stray store
+    // is its report (FakeKernelIsolation.AStrayReadIsAnAddressSanitizerReport).
+    if (*c.fault)
+      continue;
+#endif
+    FakeCudaApi api;
+    api.hostKernels[c.entry] = c.fn;
+    void *arena = nullptr;
+    ASSERT_TRUE(api.malloc(&arena, 2 * n * 4).isOk());
+    fill(static_cast<char *>(arena));
+    auto [launched, synced] =
+        launchIsolated(api, c.entry, static_cast<char *>(arena), n, c.inPlace);
+    EXPECT_TRUE(launched.isOk()) << launched.message(); // it ran at the sync
+    const float *f = static_cast<const float *>(arena);
+    if (!*c.fault) {
+      EXPECT_TRUE(synced.isOk()) << synced.message();
+      EXPECT_TRUE(api.kernelFaults.empty());
+      for (int i = 0; i < n; ++i)
+        EXPECT_EQ(f[i], float(101 + i));
+      EXPECT_EQ(f[n], float(100 + n)); // the next buffer, untouched
+    } else {
+      ASSERT_EQ(api.kernelFaults.size(), 1u);
+      EXPECT_EQ(api.kernelFaults[0], c.fault);
+      EXPECT_FALSE(synced.isOk());
+      EXPECT_NE(synced.message().find("cudaErrorIllegalAddress (700)"),
+                std::string::npos)
+          << synced.message();
+      EXPECT_NE(synced.message().find(c.fault), std::string::npos);
+      // Sticky: every later call fails too.
+      void *more = nullptr;
+      EXPECT_FALSE(api.malloc(&more, 16).isOk());
+      // The stray stores never reached the arena: the operand is as it
+      // was (before_start's store fell on its last element, into_operand's
+      // on its first), the result as the kernel computed it.
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(f[i], float(100 + i));
+        EXPECT_EQ(f[n + i], float(101 + i));
+      }
+    }
+    api.free(arena);
+  }
+}
+
+// A kernel of the runtime's own (a library call's: pointers and integers
+// in an order of the runtime's) gets its extents from the learned
+// package's buffers: a pointer into a buffer may touch up to its end.
+// Here the parameters are (pointer to element 4 of in, the arena's first
+// buffer; a count as an integer): fill writes count floats there, and a
+// fifth would land on out's first element, where no GPU would fault.
+void fill(void **b, unsigned, unsigned) {
+  auto count = reinterpret_cast<uintptr_t>(b[1]);
+  for (uintptr_t i = 0; i < count; ++i)
+    static_cast<float *>(b[0])[i] = -2;
+}
+
+TEST(FakeKernelIsolation, RuntimeKernelsStayInTheBuffersTheyPointInto) {
+  constexpr int n = 8;
+  for (uintptr_t count : {4, 5}) {
+    SCOPED_TRACE(count);
+#ifdef KILN_FAKE_HAS_ASAN
+    if (count == 5)
+      continue; // a report, not a fault (AStrayReadIsAnAddressSanitizerReport)
+#endif
+    FakeCudaApi api;
+    api.hostKernels["fill"] = fill;
+    api.learnPackage(isolationPackage("some_fusion", n));
+    void *arena = nullptr;
+    ASSERT_TRUE(api.malloc(&arena, 2 * n * 4).isOk());
+    std::fill_n(static_cast<float *>(arena), 2 * n, 1.0f);
+    CudaModule module = nullptr;
+    CudaFunction function = nullptr;
+    const char image[] = "runtime";
+    ASSERT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
+    ASSERT_TRUE(api.moduleGetFunction(&function, module, "fill").isOk());
+    void *at = static_cast<float *>(arena) + 4;
+    void *value = reinterpret_cast<void *>(count);
+    void *params[] = {&at, &value};
+    ASSERT_TRUE(api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
+                                 params, 2)
+                    .isOk());
+    Status synced = api.streamSynchronize(nullptr);
+    const float *f = static_cast<const float *>(arena);
+    if (count == 4) {
+      EXPECT_TRUE(synced.isOk()) << synced.message();
+      for (int i = 0; i < 2 * n; ++i)
+        EXPECT_EQ(f[i], i >= 4 && i < n ? -2.0f : 1.0f) << i;
+    } else {
+      ASSERT_EQ(api.kernelFaults.size(), 1u);
+      EXPECT_EQ(api.kernelFaults[0], "fill wrote 4 byte(s) after argument 0 (16 bytes)");
+      EXPECT_FALSE(synced.isOk());
+      EXPECT_EQ(f[n], 1.0f); // out, untouched
+    }
+    api.free(arena);
+  }
+}
+
+#ifdef KILN_FAKE_HAS_ASAN
+// Under AddressSanitizer, each copy is an allocation of exactly its bytes:
+// a read one element past an operand is reported where it happens, though
+// in the arena it would read the next buffer.
+TEST(FakeKernelIsolation, AStrayReadIsAnAddressSanitizerReport) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  constexpr int n = 8;
+  isolationCount = n;
+  EXPECT_DEATH(
+      {
+        FakeCudaApi api;
+        api.hostKernels["read_past_end"] = addOneReadingPastTheEnd;
+        void *arena = nullptr;
+        (void)api.malloc(&arena, 2 * n * 4);
+        launchIsolated(api, "read_past_end", static_cast<char *>(arena), n);
+      },
+      "AddressSanitizer: heap-buffer-overflow");
+  EXPECT_DEATH(
+      {
+        FakeCudaApi api;
+        api.hostKernels["past_end"] = addOnePastTheEnd;
+        void *arena = nullptr;
+        (void)api.malloc(&arena, 2 * n * 4);
+        launchIsolated(api, "past_end", static_cast<char *>(arena), n);
+      },
+      "AddressSanitizer: heap-buffer-overflow");
+}
+#endif
 
 } // namespace

@@ -279,7 +279,8 @@ inline void runStepsAgainstInterpreter(mlir::func::FuncOp func,
     for (const cli::ResultInfo &r : results) {
       const HostTensor &e = (*expected)[r.index];
       std::vector<uint8_t> got(pkg.buffers[pkg.outputs[r.index].buffer].size);
-      ASSERT_TRUE(exec.readOutput(r.index, got.data()).isOk());
+      rt::Status read = exec.readOutput(r.index, got.data());
+      ASSERT_TRUE(read.isOk()) << read.message();
       outputs.push_back(fromNative(got, e.dtype(), e.shape()));
       const HostTensor &mine = outputs.back();
       // Relative to the output's magnitude (its largest element): the

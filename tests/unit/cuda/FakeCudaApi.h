@@ -1114,8 +1114,14 @@ private:
       size_t align = std::max<size_t>(sizeof(void *),
                                       std::min<size_t>(256, at & (~at + 1)));
       size_t slack = at % align, bytes = size_t(r.end - r.begin);
-      if (posix_memalign(&r.block, align, kGuard + slack + bytes + kGuard) != 0)
-        std::abort();
+      if (posix_memalign(&r.block, align, kGuard + slack + bytes + kGuard) != 0) {
+        r.block = nullptr;
+        for (Region &allocated : regions)
+          std::free(allocated.block);
+        kernelFaults.push_back("no host memory to copy " + std::to_string(bytes) +
+                               " bytes of " + entry + "'s arguments");
+        return;
+      }
       auto *block8 = static_cast<char *>(r.block);
       std::memset(block8, kGuardByte, kGuard + slack);
       r.copy = block8 + kGuard + slack;

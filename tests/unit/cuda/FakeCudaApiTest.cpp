@@ -139,10 +139,9 @@ TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
   EXPECT_GT(roundedTwiceDiffers, 0);
 }
 
-
 // Host kernels for the isolation tests: out[i] = in[i] + 1 over
-// |buffers[2]| elements (a count in host memory), and the same with an
-// extra store one element past |out|, or before it, or into |in|.
+// isolationCount elements, and the same with an extra store one element
+// past |out|, or before it, or into |in|.
 int isolationCount = 0;
 void addOne(void **b, unsigned, unsigned) {
   for (int i = 0; i < isolationCount; ++i)
@@ -197,21 +196,30 @@ LoadedPackage isolationPackage(const std::string &entry, int n) {
   return p;
 }
 
+// Launches host kernel |entry| (in api.hostKernels) on the default stream,
+// one block of 32 threads, with parameters |values|.
+Status launch(FakeCudaApi &api, const std::string &entry, std::vector<void *> values) {
+  CudaModule module = nullptr;
+  CudaFunction function = nullptr;
+  const char image[] = "host kernels";
+  if (Status s = api.moduleLoadData(&module, image, sizeof(image)); !s.isOk())
+    return s;
+  if (Status s = api.moduleGetFunction(&function, module, entry.c_str()); !s.isOk())
+    return s;
+  std::vector<void *> params;
+  for (void *&v : values)
+    params.push_back(&v);
+  return api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
+                          params.data(), params.size());
+}
+
 // Launches |entry| on the fake, its arguments learned from
 // isolationPackage: |in| and |out| adjacent in one allocation, as in an
 // arena. Returns the launch's status, then the synchronization's.
 std::pair<Status, Status> launchIsolated(FakeCudaApi &api, const std::string &entry,
                                          char *arena, int n, bool inPlace = false) {
   api.learnPackage(isolationPackage(entry, n));
-  CudaModule module = nullptr;
-  CudaFunction function = nullptr;
-  const char image[] = "isolation";
-  EXPECT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
-  EXPECT_TRUE(api.moduleGetFunction(&function, module, entry.c_str()).isOk());
-  void *in = arena, *out = inPlace ? arena : arena + n * 4;
-  void *params[] = {&in, &out};
-  Status launched =
-      api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr, params, 2);
+  Status launched = launch(api, entry, {arena, inPlace ? arena : arena + n * 4});
   return {launched, api.streamSynchronize(nullptr)};
 }
 
@@ -247,16 +255,7 @@ TEST(FakeKernelIsolation, StrayStoresAreFaults) {
     // stream into the operand's last element races the kernel's read.
     CudaStream other = nullptr;
     ASSERT_TRUE(api.streamCreate(&other).isOk());
-    CudaModule module = nullptr;
-    CudaFunction function = nullptr;
-    const char image[] = "isolation";
-    ASSERT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
-    ASSERT_TRUE(api.moduleGetFunction(&function, module, "add_one").isOk());
-    void *in = arena, *out = static_cast<char *>(arena) + n * 4;
-    void *params[] = {&in, &out};
-    ASSERT_TRUE(api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
-                                 params, 2)
-                    .isOk());
+    ASSERT_TRUE(launch(api, "add_one", {arena, static_cast<char *>(arena) + n * 4}).isOk());
     EXPECT_FALSE(api.memsetAsync(static_cast<char *>(arena) + (n - 1) * 4, 0, 4,
                                  other)
                      .isOk());
@@ -331,9 +330,9 @@ TEST(FakeKernelIsolation, StrayStoresAreFaults) {
 // in an order of the runtime's) gets its extents from the learned
 // package's buffers: a pointer into a buffer may touch up to its end.
 // Here the parameters are (pointer to element 4 of in, the arena's first
-// buffer; a count as an integer): fill writes count floats there, and a
+// buffer; a count as an integer): writeCount writes count floats there, and a
 // fifth would land on out's first element, where no GPU would fault.
-void fill(void **b, unsigned, unsigned) {
+void writeCount(void **b, unsigned, unsigned) {
   auto count = reinterpret_cast<uintptr_t>(b[1]);
   for (uintptr_t i = 0; i < count; ++i)
     static_cast<float *>(b[0])[i] = -2;
@@ -348,21 +347,13 @@ TEST(FakeKernelIsolation, RuntimeKernelsStayInTheBuffersTheyPointInto) {
       continue; // a report, not a fault (AStrayReadIsAnAddressSanitizerReport)
 #endif
     FakeCudaApi api;
-    api.hostKernels["fill"] = fill;
+    api.hostKernels["write_count"] = writeCount;
     api.learnPackage(isolationPackage("some_fusion", n));
     void *arena = nullptr;
     ASSERT_TRUE(api.malloc(&arena, 2 * n * 4).isOk());
     std::fill_n(static_cast<float *>(arena), 2 * n, 1.0f);
-    CudaModule module = nullptr;
-    CudaFunction function = nullptr;
-    const char image[] = "runtime";
-    ASSERT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
-    ASSERT_TRUE(api.moduleGetFunction(&function, module, "fill").isOk());
-    void *at = static_cast<float *>(arena) + 4;
-    void *value = reinterpret_cast<void *>(count);
-    void *params[] = {&at, &value};
-    ASSERT_TRUE(api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
-                                 params, 2)
+    ASSERT_TRUE(launch(api, "write_count",
+                       {static_cast<float *>(arena) + 4, reinterpret_cast<void *>(count)})
                     .isOk());
     Status synced = api.streamSynchronize(nullptr);
     const float *f = static_cast<const float *>(arena);
@@ -372,7 +363,8 @@ TEST(FakeKernelIsolation, RuntimeKernelsStayInTheBuffersTheyPointInto) {
         EXPECT_EQ(f[i], i >= 4 && i < n ? -2.0f : 1.0f) << i;
     } else {
       ASSERT_EQ(api.kernelFaults.size(), 1u);
-      EXPECT_EQ(api.kernelFaults[0], "fill wrote 4 byte(s) after argument 0 (16 bytes)");
+      EXPECT_EQ(api.kernelFaults[0],
+                "write_count wrote 4 byte(s) after argument 0 (16 bytes)");
       EXPECT_FALSE(synced.isOk());
       EXPECT_EQ(f[n], 1.0f); // out, untouched
     }
@@ -388,24 +380,18 @@ TEST(FakeKernelIsolation, AStrayReadIsAnAddressSanitizerReport) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   constexpr int n = 8;
   isolationCount = n;
-  EXPECT_DEATH(
-      {
-        FakeCudaApi api;
-        api.hostKernels["read_past_end"] = addOneReadingPastTheEnd;
-        void *arena = nullptr;
-        (void)api.malloc(&arena, 2 * n * 4);
-        launchIsolated(api, "read_past_end", static_cast<char *>(arena), n);
-      },
-      "AddressSanitizer: heap-buffer-overflow");
-  EXPECT_DEATH(
-      {
-        FakeCudaApi api;
-        api.hostKernels["past_end"] = addOnePastTheEnd;
-        void *arena = nullptr;
-        (void)api.malloc(&arena, 2 * n * 4);
-        launchIsolated(api, "past_end", static_cast<char *>(arena), n);
-      },
-      "AddressSanitizer: heap-buffer-overflow");
+  const std::pair<const char *, HostKernel> kernels[] = {
+      {"read_past_end", addOneReadingPastTheEnd}, {"past_end", addOnePastTheEnd}};
+  for (const auto &[entry, fn] : kernels) {
+    SCOPED_TRACE(entry);
+    FakeCudaApi api;
+    api.hostKernels[entry] = fn;
+    void *arena = nullptr;
+    ASSERT_TRUE(api.malloc(&arena, 2 * n * 4).isOk());
+    EXPECT_DEATH(launchIsolated(api, entry, static_cast<char *>(arena), n),
+                 "AddressSanitizer: heap-buffer-overflow");
+    api.free(arena);
+  }
 }
 #endif
 

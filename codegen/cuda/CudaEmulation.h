@@ -106,12 +106,14 @@ namespace kiln_emulation {
 // thread order. A switch saves and restores the callee-saved registers, not
 // the kernel's whole state, so a barrier costs a few nanoseconds per thread
 // instead of an OS thread's wake-up.
+// Each fiber's stack (Stacks).
+inline constexpr size_t kFiberStackBytes = size_t(256) << 10;
+
 struct Fiber {
   void *sp = nullptr;
   bool done = false;
-  // Its stack, [stackBottom, stackBottom + stackBytes).
+  // Its stack, [stackBottom, stackBottom + kFiberStackBytes).
   const void *stackBottom = nullptr;
-  size_t stackBytes = 0;
 };
 
 // Barrier of |expected| fibers: the last to arrive releases the others.
@@ -229,8 +231,8 @@ inline void switchTo(void **saveSp, void *nextSp,
 inline void resume(unsigned next, void **saveSp, bool leaving = false) {
   current = next;
   threadIdx = {next, 1, 1};
-  switchTo(saveSp, fibers[next].sp, fibers[next].stackBottom,
-           fibers[next].stackBytes, leaving);
+  switchTo(saveSp, fibers[next].sp, fibers[next].stackBottom, kFiberStackBytes,
+           leaving);
 }
 
 // The next live fiber after the current one, in thread order (reversed
@@ -302,7 +304,7 @@ extern "C" inline void kiln_emulation_start() {
 // malloc failed and a later allocation threw std::bad_alloc.
 class Stacks {
 public:
-  static constexpr size_t kBytes = size_t(256) << 10;
+  static constexpr size_t kBytes = kFiberStackBytes;
   static constexpr uint64_t kCanary = 0x6b696c6e5f737461ull; // "kiln_sta"
   static constexpr unsigned kCanaryWords = 8;
   Stacks() = default;
@@ -445,7 +447,6 @@ void kiln_emulate(unsigned grid, unsigned block, Body body,
     for (unsigned t = 0; t < block; ++t) {
       fibers[t].sp = stacks.initialSp(t);
       fibers[t].stackBottom = stacks.bottom(t);
-      fibers[t].stackBytes = Stacks::kBytes;
     }
     live = block;
     blocked = 0;

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Half.h"
+#include "tests/unit/cuda/AddressSanitizer.h"
 #include "tests/unit/cuda/HostKernels.h"
 
 #include <gtest/gtest.h>
@@ -28,15 +29,6 @@
 #include <iterator>
 #include <algorithm>
 #include <random>
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KILN_TEST_HAS_ASAN 1
-#endif
-#endif
-#ifndef KILN_TEST_HAS_ASAN
-#define KILN_TEST_HAS_ASAN 0
-#endif
 
 namespace {
 

@@ -63,22 +63,14 @@
 #ifndef KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
 #define KILN_TESTS_UNIT_CUDA_FAKECUDAAPI_H
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KILN_FAKE_HAS_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(KILN_FAKE_HAS_ASAN)
-#define KILN_FAKE_HAS_ASAN 1
-#endif
-
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
+#include "tests/unit/cuda/AddressSanitizer.h"
 
 #include <algorithm>
 #include <cctype>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -210,7 +202,7 @@ public:
   };
   std::map<std::string, std::vector<KernelArg>> kernelArgs;
   bool isolateKernels = true;
-  // "kiln_fusion3 wrote 4 bytes after argument 2 (a 1024-byte buffer)".
+  // "kiln_fusion3 wrote 4 byte(s) after argument 2 (1024 bytes)".
   std::vector<std::string> kernelFaults;
   // Learns |pkg|'s kernels' arguments (kernelArgs; a kernel that several
   // thunks launch gets the larger extent of each argument) and its arena's
@@ -514,14 +506,14 @@ public:
     for (size_t i = 0; i < paramCount; ++i)
       l.args.push_back(*static_cast<void **>(params[i]));
     launches.push_back(l);
-    // Without a host function the launch only takes its place in the
-    // stream.
     std::vector<KernelArg> extents;
     if (auto known = kernelArgs.find(entry);
         known != kernelArgs.end() && known->second.size() == l.args.size())
       extents = known->second;
     else
       extents = extentsByAddress(l.args);
+    // Without a host function the launch only takes its place in the
+    // stream.
     std::function<void()> run = [] {};
     if (HostKernel fn =
             functionHosts_[reinterpret_cast<size_t>(function) - 1]) {
@@ -1077,11 +1069,7 @@ private:
                    const std::vector<void *> &args,
                    const std::vector<KernelArg> &extents, unsigned grid,
                    unsigned block) {
-#ifdef KILN_FAKE_HAS_ASAN
-    constexpr size_t kGuard = 0;
-#else
-    constexpr size_t kGuard = 256;
-#endif
+    constexpr size_t kGuard = KILN_TEST_HAS_ASAN ? 0 : 256;
     constexpr unsigned char kGuardByte = 0xa5;
     struct Region {
       char *begin, *end;

@@ -282,7 +282,7 @@ TEST(FakeKernelIsolation, StrayStoresAreFaults) {
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.entry);
-#ifdef KILN_FAKE_HAS_ASAN
+#if KILN_TEST_HAS_ASAN
     // Under AddressSanitizer the copies have no guard bytes: a stray store
     // is its report (FakeKernelIsolation.AStrayReadIsAnAddressSanitizerReport).
     if (*c.fault)
@@ -342,7 +342,7 @@ TEST(FakeKernelIsolation, RuntimeKernelsStayInTheBuffersTheyPointInto) {
   constexpr int n = 8;
   for (uintptr_t count : {4, 5}) {
     SCOPED_TRACE(count);
-#ifdef KILN_FAKE_HAS_ASAN
+#if KILN_TEST_HAS_ASAN
     if (count == 5)
       continue; // a report, not a fault (AStrayReadIsAnAddressSanitizerReport)
 #endif
@@ -372,7 +372,7 @@ TEST(FakeKernelIsolation, RuntimeKernelsStayInTheBuffersTheyPointInto) {
   }
 }
 
-#ifdef KILN_FAKE_HAS_ASAN
+#if KILN_TEST_HAS_ASAN
 // Under AddressSanitizer, each copy is an allocation of exactly its bytes:
 // a read one element past an operand is reported where it happens, though
 // in the arena it would read the next buffer.

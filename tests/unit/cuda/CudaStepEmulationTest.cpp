@@ -108,17 +108,29 @@ protected:
     ASSERT_TRUE(packageStep(*model, &hooks, pkg, errors)) << errors << diagnostics;
 
     // The kernels for the host; the attention (runtime/cuda/CudaAttention.h)
-    // and convolution (runtime/cuda/CudaConv.h) kernels join them.
+    // and convolution (runtime/cuda/CudaConv.h) kernels join them when the
+    // step calls them (the runtime compiles only those it calls: a step
+    // without attention that asked for the attention kernels would fail).
     FakeCudaApi api;
     api.device.multiprocessors = 2; // grids of at most 16 blocks
     std::string error;
     api.hostKernels = rt::cuda::testing::buildHostKernels(
         sources, kernelEntries(pkg), "kernels", error);
     ASSERT_TRUE(error.empty()) << error;
-    for (const auto &kernels : {&rt::cuda::testing::hostAttentionKernels(error),
-                                &rt::cuda::testing::hostConvKernels(error)}) {
+    bool attention = false, conv = false;
+    for (const rt::PackageThunk &thunk : pkg.thunks) {
+      attention |= thunk.hasAttention;
+      conv |= thunk.hasConv;
+    }
+    if (attention) {
+      const auto &kernels = rt::cuda::testing::hostAttentionKernels(error);
       ASSERT_TRUE(error.empty()) << error;
-      api.hostKernels.insert(kernels->begin(), kernels->end());
+      api.hostKernels.insert(kernels.begin(), kernels.end());
+    }
+    if (conv) {
+      const auto &kernels = rt::cuda::testing::hostConvKernels(error);
+      ASSERT_TRUE(error.empty()) << error;
+      api.hostKernels.insert(kernels.begin(), kernels.end());
     }
 
     // Every kernel runs on copies of its arguments' extents, so one that

@@ -16,8 +16,12 @@
 #define KILN_TESTS_UNIT_CUDA_HOSTKERNELS_H
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdint>
 #include <cstdio>
@@ -45,6 +49,37 @@ inline uint64_t fnv1a(const std::string &text, uint64_t hash = 14695981039346656
   return hash;
 }
 
+// An exclusive flock(2) on a file, held until release() or destruction;
+// one that cannot be taken (no such directory) is not held, and the build
+// goes on without it.
+class BuildLock {
+public:
+  BuildLock() = default;
+  BuildLock(const BuildLock &) = delete;
+  BuildLock &operator=(const BuildLock &) = delete;
+  ~BuildLock() { release(); }
+  void acquire(const std::string &path) {
+    release();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      return;
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        release();
+        return;
+      }
+    }
+  }
+  void release() {
+    if (fd_ >= 0)
+      ::close(fd_); // drops the lock
+    fd_ = -1;
+  }
+
+private:
+  int fd_ = -1;
+};
+
 inline std::string readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)),
@@ -60,11 +95,16 @@ inline std::string readFile(const std::string &path) {
 //
 // Built libraries are kept in KILN_HOST_KERNEL_CACHE (a directory of the
 // build tree, from CMake) under a hash of the compile command, the
-// emulation header and the source, so the runtime's own kernels
+// emulation header and the source (not |what|: two tests that emit the same
+// kernels share one build), so the runtime's own kernels
 // (RuntimeHostKernels.h), which every test process that runs attention or
 // a convolution needs, are compiled once per build rather than once per
 // test. A library enters the cache by rename, whole or not at all, so
-// processes running side by side never load half of one.
+// processes running side by side never load half of one; and a process
+// holds the hash's lock file while it builds, so one that wants the same
+// library meanwhile (ctest and scripts/sanitize.sh run suites side by side,
+// and the attention kernels take a minute under ASan) waits for that build
+// instead of repeating it.
 inline std::map<std::string, HostKernel>
 buildHostKernels(const std::string &source, const std::vector<std::string> &entries,
                  const std::string &what, std::string &error) {
@@ -76,15 +116,19 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
 #endif
                       "-DKILN_CUDA_EMULATION -include ";
   std::string cached;
+  detail::BuildLock lock;
 #ifdef KILN_HOST_KERNEL_CACHE
   {
     uint64_t hash = detail::fnv1a(std::string(KILN_HOST_CXX) + flags);
     hash = detail::fnv1a(detail::readFile(KILN_CUDA_EMULATION_HEADER), hash);
     hash = detail::fnv1a(source, hash);
     char name[32];
-    std::snprintf(name, sizeof(name), "-%016llx.so",
+    std::snprintf(name, sizeof(name), "/%016llx",
                   static_cast<unsigned long long>(hash));
-    cached = std::string(KILN_HOST_KERNEL_CACHE) + "/" + what + name;
+    std::error_code ec;
+    std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
+    cached = std::string(KILN_HOST_KERNEL_CACHE) + name + ".so";
+    lock.acquire(std::string(KILN_HOST_KERNEL_CACHE) + name + ".lock");
   }
 #endif
   std::string dir;
@@ -119,10 +163,8 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
       // Copied next to its place first: the rename is atomic only within
       // one file system.
       std::string partial = cached + "." + std::to_string(getpid()) + ".partial";
-      std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
-      if (!ec)
-        std::filesystem::copy_file(so, partial,
-                                   std::filesystem::copy_options::overwrite_existing, ec);
+      std::filesystem::copy_file(so, partial,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
       if (!ec)
         std::filesystem::rename(partial, cached, ec);
       if (ec) { // not cached: load the temporary build
@@ -133,6 +175,7 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
       cached = so;
     }
   }
+  lock.release();
   void *library = dlopen(cached.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library) {
     error = dlerror();

@@ -23,12 +23,18 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <algorithm>
 #include <random>
+#include <set>
 
 namespace {
 
@@ -494,5 +500,95 @@ TEST_F(CudaEmulationDeviceTest, ReadPastABufferIsAnAddressSanitizerReport) {
   kernels->at("overread")(buffers, 2, 64);
   EXPECT_EQ(out[98], 1.0f);
 }
+
+#ifdef KILN_HOST_KERNEL_CACHE
+// The host-kernel cache (HostKernels.h): one source is one library, under
+// whatever name a test builds it and however many processes build it at
+// once (ctest and scripts/sanitize.sh run suites side by side). Three
+// processes build a source no other test has, together; then this one
+// builds it under a fourth name. Each runs it; the cache gains exactly one
+// library and keeps no partial copy.
+TEST(HostKernelCache, OneSourceIsOneLibraryWhoeverBuildsIt) {
+  namespace fs = std::filesystem;
+  auto libraries = [] {
+    std::set<std::string> names;
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(KILN_HOST_KERNEL_CACHE, ec))
+      names.insert(entry.path().filename().string());
+    return names;
+  };
+  // Unique to this run (the cache outlives the test), and kept in the
+  // library, so that its file can be told from those of tests running
+  // beside this one.
+  std::string nonce =
+      "kiln-cache-test-" + std::to_string(getpid()) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::string source = "extern \"C\" const char twice_nonce[] = \"" + nonce +
+                       "\";\n" + R"(
+__global__ void twice(const float *in, float *out) {
+  unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  out[t] = 2.0f * in[t];
+}
+extern "C" void twice_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] { twice((const float *)buffers[0], (float *)buffers[1]); });
+}
+)";
+  auto buildAndRun = [&](const std::string &name, std::string &error) {
+    std::map<std::string, HostKernel> built =
+        buildHostKernels(source, {"twice"}, name, error);
+    if (!error.empty())
+      return false;
+    std::vector<float> in(64), out(64, 0.0f);
+    for (int i = 0; i < 64; ++i)
+      in[i] = float(i) - 20.5f;
+    void *buffers[] = {in.data(), out.data()};
+    built.at("twice")(buffers, 2, 32);
+    for (int i = 0; i < 64; ++i)
+      if (out[i] != 2.0f * in[i]) {
+        error = "element " + std::to_string(i) + " is " + std::to_string(out[i]);
+        return false;
+      }
+    return true;
+  };
+
+  std::set<std::string> before = libraries();
+  std::vector<pid_t> children;
+  for (int i = 0; i < 3; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+      std::string error;
+      bool ok = buildAndRun("together" + std::to_string(i), error);
+      if (!ok)
+        std::fprintf(stderr, "child %d: %s\n", i, error.c_str());
+      _exit(ok ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "a building process failed (status " << status << ")";
+  }
+  std::string error;
+  EXPECT_TRUE(buildAndRun("afterwards", error)) << error;
+
+  // The files the cache gained that hold this source's library.
+  std::vector<std::string> ours;
+  for (const std::string &name : libraries()) {
+    if (before.count(name))
+      continue;
+    std::ifstream file(std::string(KILN_HOST_KERNEL_CACHE) + "/" + name,
+                       std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(file)),
+                      std::istreambuf_iterator<char>());
+    if (bytes.find(nonce) != std::string::npos)
+      ours.push_back(name);
+  }
+  ASSERT_EQ(ours.size(), 1u) << ::testing::PrintToString(ours);
+  EXPECT_EQ(fs::path(ours[0]).extension(), ".so") << ours[0];
+}
+#endif
 
 } // namespace

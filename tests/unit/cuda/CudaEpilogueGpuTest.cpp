@@ -3,12 +3,12 @@
 // Skips, saying why, without a GPU. On one, for f32 / bf16 / fp16, every
 // epilogue and both transposes: the plain cuBLASLt GEMM followed by
 // runtime/cuda/CudaEpilogue.h's kernels (NVRTC, driver launch) against the
-// host definition (FakeCudaApi.h's GEMM, then the epilogue in double on
+// host definition (HostGemm.h's GEMM, then the epilogue in double on
 // the rounded product); where cuBLASLt plans the fused epilogue, the two
 // agree; where it does not, gemmPlan must say "unsupported" (else
 // CudaExecutable::create would fail instead of falling back) and the test
 // prints which combinations fell back. Also the residual (cuBLASLt's C,
-// separate or in place) and GELU's aux output against FakeCudaApi.h's
+// separate or in place) and GELU's aux output against HostGemm.h's
 // definition, the aux through the fallback kernel where cuBLASLt refuses
 // it. Part of kiln-cuda-runtime-tests
 // (no MLIR), run by bench/gpu/check.sh.
@@ -17,7 +17,7 @@
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaEpilogue.h"
-#include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostGemm.h"
 #include "tests/unit/cuda/GpuTest.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
@@ -73,7 +73,7 @@ TEST_F(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
           // The host: the plain GEMM rounded to the type, then the
           // epilogue in double, as the fallback computes it.
           std::vector<uint8_t> plain(m * n * width);
-          cuda::testing::FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(),
+          cuda::testing::hostGemm(desc, lhs.data(), rhs.data(),
                                          plain.data(), nullptr, nullptr);
           void *dl, *dr, *dout, *dfused, *dbias, *dgrad;
           for (void **p : {&dl, &dr, &dout, &dfused})
@@ -175,7 +175,7 @@ TEST_F(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
 
 // The residual (cuBLASLt's C: a separate buffer, and the result's own
 // buffer in place) and GELU's aux (the pre-activation as a second output)
-// on the real cuBLASLt against FakeCudaApi.h's definition (f32 compute,
+// on the real cuBLASLt against HostGemm.h's definition (f32 compute,
 // one rounding of each output), and DGELU reading a pre-activation back,
 // for f32 / bf16 / fp16 and both transposes.
 // Where cuBLASLt refuses the aux epilogue (it must say "unsupported"; n = 90
@@ -234,7 +234,7 @@ TEST_F(CudaGpuEpilogueTest, ResidualAndGeluAuxMatchTheDefinition) {
             // The definition.
             std::vector<uint8_t> want(outBytes),
                 wantAux = auxIn ? pre : std::vector<uint8_t>(outBytes);
-            cuda::testing::FakeCudaApi::hostGemm(
+            cuda::testing::hostGemm(
                 desc, lhs.data(), rhs.data(), want.data(), bias.data(), nullptr,
                 c.data(), wantAux.data());
             void *dl, *dr, *dbias, *dc, *dout, *daux;

@@ -1018,8 +1018,8 @@ TEST(LowerGemmToLt, RowMajorGemmsAreColumnMajorProductsOfTheSwappedOperands) {
       std::vector<float> lhs = randomFloats(2 * 3 * 7, 3);
       std::vector<float> rhs = randomFloats(2 * 7 * 5, 4);
       std::vector<float> want(2 * 3 * 5), got(2 * 3 * 5);
-      FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), want.data(), nullptr,
-                            nullptr);
+      kiln::runtime::cuda::testing::hostGemm(desc, lhs.data(), rhs.data(),
+                                             want.data(), nullptr, nullptr);
       LtGemm lt = lowerGemmToLt(desc.params);
       EXPECT_EQ(lt.transA, tr);
       EXPECT_EQ(lt.transB, tl);

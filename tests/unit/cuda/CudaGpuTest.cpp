@@ -3,7 +3,7 @@
 // Skips, saying why, where loadCudaApi() or device discovery finds no GPU.
 // On a GPU: cuBLASLt GEMMs through the real table (CudaApiLoader.cpp), every
 // epilogue and both transposes, f32 / bf16 / fp16, against the host GEMM of
-// FakeCudaApi.h on random data; an NVRTC-compiled kernel through the
+// HostGemm.h on random data; an NVRTC-compiled kernel through the
 // driver's module load and cuLaunchKernel; and a CUDA package prepared on
 // the CPU machine ($KILN_CUDA_TEST_PACKAGE, bench/gpu/prepare.sh's MLP)
 // loaded and stepped, its loss finite and falling; and golden steps
@@ -24,7 +24,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/AttentionPackage.h"
 #include "tests/unit/cuda/ConvPackage.h"
-#include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/HostGemm.h"
 #include "tests/unit/cuda/GpuTest.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
@@ -105,7 +105,7 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
           auto bias = randomBuffer(dtype, p.n, 3);
           std::vector<uint8_t> want(p.m * p.n * pkgBytesPerElement(dtype));
           std::vector<uint8_t> wantGrad(p.n * pkgBytesPerElement(dtype));
-          kiln::runtime::cuda::testing::FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(),
+          kiln::runtime::cuda::testing::hostGemm(desc, lhs.data(), rhs.data(),
                                          want.data(), bias.data(),
                                          wantGrad.data());
           DeviceGemm d(*api, stream, lhs, rhs, bias, want.size());
@@ -169,7 +169,7 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
       auto rhs = randomBuffer(dtype, p.k * p.n, 12);
       auto bias = randomBuffer(dtype, p.n, 13);
       std::vector<uint8_t> want(p.m * p.n * pkgBytesPerElement(dtype));
-      kiln::runtime::cuda::testing::FakeCudaApi::hostGemm(
+      kiln::runtime::cuda::testing::hostGemm(
           desc, lhs.data(), rhs.data(), want.data(), bias.data(), nullptr);
       DeviceGemm d(*api, stream, lhs, rhs, bias, want.size());
       ASSERT_TRUE(d.ok) << what;

@@ -8,8 +8,8 @@
 // run, and cudaGraphLaunch replays it, as CUDA does. Kernels run when the
 // test registers a host function for their entry point (a kernel compiled
 // for the host under codegen/cuda/CudaEmulation.h); GEMMs run on the host
-// as cuBLASLt computes them (f32 compute for f32, f16 and bf16, the
-// epilogue in f32, one rounding to the output type; f64 in double).
+// as cuBLASLt computes them (HostGemm.h: f32 compute for f32, f16 and bf16,
+// the epilogue in f32, one rounding to the output type; f64 in double).
 // failCall/failAt make the failAt-th call (0-based) of that name fail.
 // cuFuncSetAttribute's dynamic shared memory opt-in is recorded per entry
 // point, and a launch with more than 48 KiB of it beyond the opt-in fails
@@ -66,6 +66,7 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
 #include "tests/unit/cuda/AddressSanitizer.h"
+#include "tests/unit/cuda/HostGemm.h"
 
 #include <algorithm>
 #include <cctype>
@@ -678,97 +679,6 @@ public:
     });
   }
   Status gemmDestroy(GemmPlan) override { return Status::ok(); }
-
-  // The row-major GEMM of |desc| with its epilogue as cuBLASLt computes
-  // it: f64 in double; f32, f16 and bf16 with CUBLAS_COMPUTE_32F (the
-  // product accumulated in float, alpha, beta, the bias and the activation
-  // applied in float) and one rounding to the output type at the end.
-  // A residual desc reads beta * C from |c| (cuBLASLt's C, which may be
-  // |out|: each element is read before it is written) instead of |out|,
-  // the bias added after it. The *Aux epilogues write the pre-activation
-  // (the product plus the bias, still in the compute type) rounded once
-  // into |aux| (the output's type, EPILOGUE_AUX_DATA_TYPE's default) and
-  // gelu of that same unrounded value into |out|; DGelu multiplies the
-  // product by gelu'(aux) in the compute type. BiasGradient (BGRADA:
-  // the row-major rhs is cuBLASLt's A) sums the rhs over k in the compute
-  // type and rounds that once into biasGrad[n], which has the output's
-  // type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's default).
-  static void hostGemm(const GemmDesc &desc, const void *lhs, const void *rhs,
-                       void *out, const void *bias, void *biasGrad,
-                       const void *c = nullptr, void *aux = nullptr) {
-    if (desc.dtype == PkgDType::F64)
-      hostGemmIn<double>(desc, lhs, rhs, out, bias, biasGrad, c, aux);
-    else
-      hostGemmIn<float>(desc, lhs, rhs, out, bias, biasGrad, c, aux);
-  }
-
-  template <typename Compute>
-  static void hostGemmIn(const GemmDesc &desc, const void *lhs, const void *rhs,
-                         void *out, const void *bias, void *biasGrad,
-                         const void *c, void *aux) {
-    const GemmParams &p = desc.params;
-    auto get = [&](const void *base, int64_t i) -> Compute {
-      switch (desc.dtype) {
-      case PkgDType::F64: return Compute(static_cast<const double *>(base)[i]);
-      case PkgDType::F16: return f16ToFloat(static_cast<const uint16_t *>(base)[i]);
-      case PkgDType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
-      default: return static_cast<const float *>(base)[i];
-      }
-    };
-    auto put = [&](void *base, int64_t i, Compute v) {
-      switch (desc.dtype) {
-      case PkgDType::F64: static_cast<double *>(base)[i] = double(v); break;
-      case PkgDType::F16: static_cast<uint16_t *>(base)[i] = floatToF16(float(v)); break;
-      case PkgDType::BF16: static_cast<uint16_t *>(base)[i] = floatToBf16(float(v)); break;
-      default: static_cast<float *>(base)[i] = float(v); break;
-      }
-    };
-    GemmEpilogue e = desc.epilogue;
-    bool addBias = gemmEpilogueReadsBias(e);
-    bool gelu = e == GemmEpilogue::Gelu || e == GemmEpilogue::BiasGelu ||
-                gemmEpilogueWritesAux(e);
-    const void *cIn = desc.residual ? c : out;
-    const Compute alpha = Compute(p.alpha), beta = Compute(p.beta);
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t i = 0; i < p.m; ++i)
-        for (int64_t j = 0; j < p.n; ++j) {
-          Compute acc = 0;
-          for (int64_t l = 0; l < p.k; ++l) {
-            int64_t li = b * p.m * p.k + (p.transposeLhs ? l * p.m + i : i * p.k + l);
-            int64_t ri = b * p.k * p.n + (p.transposeRhs ? j * p.k + l : l * p.n + j);
-            acc += get(lhs, li) * get(rhs, ri);
-          }
-          int64_t oi = b * p.m * p.n + i * p.n + j;
-          Compute v = alpha * acc + (p.beta != 0 ? beta * get(cIn, oi) : Compute(0));
-          if (addBias)
-            v += get(bias, j);
-          if (gemmEpilogueWritesAux(e))
-            put(aux, oi, v);
-          if (e == GemmEpilogue::DGelu) {
-            // The product times gelu'(x), x the stored pre-activation.
-            const Compute k = Compute(0.7978845608028654), c = Compute(0.044715);
-            Compute x = get(aux, oi);
-            Compute t = std::tanh(k * (x + c * x * x * x));
-            v *= Compute(0.5) * (Compute(1) + t) +
-                 Compute(0.5) * x * (Compute(1) - t * t) * k *
-                     (Compute(1) + Compute(3) * c * x * x);
-          }
-          if (e == GemmEpilogue::Relu || e == GemmEpilogue::BiasRelu)
-            v = v > 0 ? v : Compute(0);
-          if (gelu)
-            v = Compute(0.5) * v *
-                (Compute(1) + std::tanh(Compute(0.7978845608028654) *
-                                        (v + Compute(0.044715) * v * v * v)));
-          put(out, oi, v);
-        }
-    if (e == GemmEpilogue::BiasGradient)
-      for (int64_t j = 0; j < p.n; ++j) {
-        Compute sum = 0;
-        for (int64_t l = 0; l < p.k; ++l)
-          sum += get(rhs, p.transposeRhs ? j * p.k + l : l * p.n + j);
-        put(biasGrad, j, sum);
-      }
-  }
 
   // Host work on |stream| from outside the table (FakeNccl's collectives on
   // an executable's stream): queued as the stream's other work, or

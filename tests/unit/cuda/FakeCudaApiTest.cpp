@@ -107,8 +107,8 @@ TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
 
   desc.epilogue = GemmEpilogue::BiasGradient;
   std::vector<uint16_t> out(6 * 5), grad(5, 0xffff);
-  FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), out.data(), nullptr,
-                        grad.data());
+  kiln::runtime::cuda::testing::hostGemm(desc, lhs.data(), rhs.data(),
+                                         out.data(), nullptr, grad.data());
   for (uint64_t r = 0; r < lt.rows; ++r) {
     float sum = 0;
     for (uint64_t l = 0; l < lt.inner; ++l)
@@ -117,8 +117,8 @@ TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
   }
 
   desc.epilogue = GemmEpilogue::BiasRelu;
-  FakeCudaApi::hostGemm(desc, lhs.data(), rhs.data(), out.data(), bias.data(),
-                        nullptr);
+  kiln::runtime::cuda::testing::hostGemm(desc, lhs.data(), rhs.data(),
+                                         out.data(), bias.data(), nullptr);
   int roundedTwiceDiffers = 0;
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t j = 0; j < 5; ++j) {

@@ -1,18 +1,706 @@
-//===- FakeCudaApi.cpp - the fake CUDA table's key function ----------------===//
+//===- FakeCudaApi.cpp - a CUDA table without a GPU, for tests ------------===//
 //
-// FakeCudaApi's destructor, its one member defined out of line: the vtable
-// goes where the key function is, so this file alone compiles the fake's
-// overrides (FakeCudaApi.h).
+// See FakeCudaApi.h. The destructor, defined here first, is the class's
+// key function: its vtable, and with it every CUDA call the fake
+// overrides, is compiled in this file alone.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tests/unit/cuda/FakeCudaApi.h"
 
-namespace kiln::runtime::cuda::testing {
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 
-FakeCudaApi::~FakeCudaApi() {
-  for (auto &[p, bytes] : live_)
-    std::free(const_cast<char *>(p));
+namespace kiln::runtime::cuda::testing {
+namespace {
+
+// The parameter sizes of each `extern "C" __global__ void NAME(...)` in
+// |source|: a pointer 8 bytes, an int, unsigned or float 4, else 8.
+std::map<std::string, std::vector<size_t>>
+kernelSignatures(const std::string &source) {
+  std::map<std::string, std::vector<size_t>> out;
+  const std::string marker = "extern \"C\" __global__ void";
+  for (size_t at = source.find(marker); at != std::string::npos;
+       at = source.find(marker, at + 1)) {
+    size_t open = source.find('(', at + marker.size());
+    // Past __launch_bounds__(...) to the entry point's own parenthesis.
+    while (open != std::string::npos &&
+           source.compare(open - 17, 17, "__launch_bounds__") == 0)
+      open = source.find('(', source.find(')', open) + 1);
+    if (open == std::string::npos)
+      break;
+    size_t nameEnd = open;
+    while (nameEnd > 0 && source[nameEnd - 1] == ' ')
+      --nameEnd;
+    size_t nameBegin = nameEnd;
+    while (nameBegin > 0 &&
+           (std::isalnum(static_cast<unsigned char>(source[nameBegin - 1])) ||
+            source[nameBegin - 1] == '_'))
+      --nameBegin;
+    std::string name = source.substr(nameBegin, nameEnd - nameBegin);
+    size_t close = source.find(')', open);
+    std::string params = source.substr(open + 1, close - open - 1);
+    std::vector<size_t> sizes;
+    size_t begin = 0;
+    while (params.find_first_not_of(' ') != std::string::npos &&
+           begin <= params.size()) {
+      size_t comma = params.find(',', begin);
+      std::string p = params.substr(
+          begin, comma == std::string::npos ? std::string::npos : comma - begin);
+      size_t first = p.find_first_not_of(' ');
+      p = first == std::string::npos ? "" : p.substr(first);
+      bool narrow = p.rfind("int ", 0) == 0 || p.rfind("unsigned ", 0) == 0 ||
+                    p.rfind("float ", 0) == 0 || p.rfind("const int ", 0) == 0;
+      sizes.push_back(p.find('*') != std::string::npos ? 8 : narrow ? 4 : 8);
+      if (comma == std::string::npos)
+        break;
+      begin = comma + 1;
+    }
+    out[name] = sizes;
+  }
+  return out;
+}
+
+// A kernel's accesses: each argument's |extents| where known, else one
+// byte at each argument, taken as written.
+std::vector<DeviceAccess> kernelAccesses(const std::string &entry,
+                                         const std::vector<void *> &args,
+                                         const std::vector<KernelExtent> &extents) {
+  std::vector<DeviceAccess> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    KernelExtent a = extents.empty() ? KernelExtent{1, true} : extents[i];
+    if (a.bytes)
+      out.push_back({"cuLaunchKernel " + entry + " argument " + std::to_string(i),
+                     args[i], a.bytes, a.written});
+  }
+  return out;
+}
+
+} // namespace
+
+FakeCudaApi::~FakeCudaApi() = default;
+
+//===----------------------------------------------------------------------===//
+// What tests call
+//===----------------------------------------------------------------------===//
+
+void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
+  memory_.learnArena(pkg.arenaSize, pkg.buffers);
+  for (const PackageThunk &t : pkg.thunks) {
+    if (t.kind != ThunkKind::KernelLaunch || t.kernel < 0 ||
+        size_t(t.kernel) >= pkg.kernels.size())
+      continue;
+    std::vector<KernelArg> &args = kernelArgs[pkg.kernels[t.kernel].entryPoint];
+    size_t n = t.operands.size() + t.results.size();
+    if (args.size() < n)
+      args.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t id = i < t.operands.size() ? t.operands[i]
+                                          : t.results[i - t.operands.size()];
+      if (id >= pkg.buffers.size())
+        continue;
+      args[i].bytes = std::max<size_t>(args[i].bytes, pkg.buffers[id].size);
+      args[i].written |= i >= t.operands.size();
+    }
+  }
+}
+
+void FakeCudaApi::hostWork(CudaStream stream, std::function<void()> fn) {
+  (void)work(stream, {}, std::move(fn));
+}
+
+size_t FakeCudaApi::count(const std::string &prefix) const {
+  size_t n = 0;
+  for (const std::string &c : calls)
+    n += c.rfind(prefix, 0) == 0;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Devices and memory
+//===----------------------------------------------------------------------===//
+
+StatusOr<CudaDeviceInfo> FakeCudaApi::deviceInfo(int index) {
+  if (Status s = enter("cudaGetDeviceProperties"); !s.isOk())
+    return s;
+  if (index != 0)
+    return Status::error("fake: no device " + std::to_string(index));
+  return device;
+}
+
+Status FakeCudaApi::setDevice(int) { return enter("cudaSetDevice"); }
+
+Status FakeCudaApi::malloc(void **ptr, size_t bytes) {
+  if (Status s = enter("cudaMalloc " + std::to_string(bytes)); !s.isOk())
+    return s;
+  // More than the fake H200 has (or than the host gives) fails as on a GPU.
+  *ptr = memory_.allocate(bytes);
+  if (!*ptr)
+    return Status::error("cudaMalloc failed: cudaErrorMemoryAllocation (2): "
+                         "out of memory (" + std::to_string(bytes) + " bytes)");
+  std::memset(*ptr, 0xcd, bytes); // uninitialised device memory
+  return Status::ok();
+}
+
+Status FakeCudaApi::free(void *ptr) {
+  // cudaFree waits for the device's work.
+  synchronizeAll();
+  order_.forget(ptr);
+  bool freed = memory_.release(ptr);
+  if (Status s = enter("cudaFree"); !s.isOk())
+    return s;
+  if (!freed)
+    return Status::error("cudaFree failed: cudaErrorInvalidValue (1): invalid "
+                         "argument (fake: not an allocation's start)");
+  return Status::ok();
+}
+
+Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
+  if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
+    return s;
+  *ptr = memory_.allocate(bytes);
+  if (!*ptr)
+    return Status::error("cudaMallocHost failed: cudaErrorMemoryAllocation "
+                         "(2): out of memory (" + std::to_string(bytes) +
+                         " bytes)");
+  return Status::ok();
+}
+
+Status FakeCudaApi::freeHost(void *ptr) {
+  synchronizeAll();
+  order_.forget(ptr);
+  bool freed = memory_.release(ptr);
+  if (Status s = enter("cudaFreeHost"); !s.isOk())
+    return s;
+  if (!freed)
+    return Status::error("cudaFreeHost failed: cudaErrorInvalidValue (1): "
+                         "invalid argument (fake: not an allocation's start)");
+  return Status::ok();
+}
+
+Status FakeCudaApi::memcpyAsync(void *dst, const void *src, size_t bytes,
+                                CopyKind kind, CudaStream stream) {
+  const char *k = kind == CopyKind::HostToDevice   ? "H2D"
+                  : kind == CopyKind::DeviceToHost ? "D2H"
+                                                   : "D2D";
+  std::string call = std::string("cudaMemcpyAsync ") + k;
+  if (Status s = enter(call + " " + std::to_string(bytes)); !s.isOk())
+    return s;
+  if (Status s = inBounds(call, kind, dst, src, bytes); !s.isOk())
+    return s;
+  return work(stream,
+              {{call + " source", src, bytes, false},
+               {call + " destination", dst, bytes, true}},
+              [=] { std::memmove(dst, src, bytes); });
+}
+
+Status FakeCudaApi::memsetAsync(void *dst, int value, size_t bytes,
+                                CudaStream stream) {
+  if (Status s = enter("cudaMemsetAsync"); !s.isOk())
+    return s;
+  if (Status s = inBounds("cudaMemsetAsync", dst, bytes); !s.isOk())
+    return s;
+  return work(stream, {{"cudaMemsetAsync", dst, bytes, true}},
+              [=] { std::memset(dst, value, bytes); });
+}
+
+//===----------------------------------------------------------------------===//
+// Streams, events and graphs
+//===----------------------------------------------------------------------===//
+
+Status FakeCudaApi::streamCreate(CudaStream *stream) {
+  *stream = reinterpret_cast<CudaStream>(++handles_);
+  order_.stream(*stream);
+  return enter("cudaStreamCreateWithFlags");
+}
+
+Status FakeCudaApi::streamDestroy(CudaStream) {
+  return enter("cudaStreamDestroy");
+}
+
+Status FakeCudaApi::streamSynchronize(CudaStream stream) {
+  if (dropped("cudaStreamSynchronize"))
+    return Status::ok();
+  if (Status s = enter("cudaStreamSynchronize"); !s.isOk())
+    return s;
+  order_.hostWaits(stream);
+  drain(stream, queues_[stream].issued);
+  return faulted();
+}
+
+Status FakeCudaApi::streamWaitEvent(CudaStream stream, CudaEvent event) {
+  if (dropped("cudaStreamWaitEvent"))
+    return Status::ok();
+  if (Status s = enter("cudaStreamWaitEvent"); !s.isOk())
+    return s;
+  auto recorded = records_.find(event);
+  if (recorded == records_.end()) // never recorded: nothing to wait for
+    return Status::ok();
+  order_.streamWaits(stream, recorded->second.clock);
+  if (asyncStreams) {
+    Queue &q = queues_[stream];
+    q.ops.push_back({nullptr, recorded->second.stream, recorded->second.at});
+    ++q.issued;
+  }
+  return Status::ok();
+}
+
+Status FakeCudaApi::eventCreate(CudaEvent *event) {
+  *event = reinterpret_cast<CudaEvent>(++handles_);
+  return enter("cudaEventCreate");
+}
+
+Status FakeCudaApi::eventDestroy(CudaEvent) { return enter("cudaEventDestroy"); }
+
+Status FakeCudaApi::eventRecord(CudaEvent event, CudaStream stream) {
+  eventClock_[event] = clock_;
+  if (Status s = enter("cudaEventRecord"); !s.isOk())
+    return s;
+  records_[event] = {order_.record(stream), stream, queues_[stream].issued};
+  return Status::ok();
+}
+
+Status FakeCudaApi::eventSynchronize(CudaEvent event) {
+  if (dropped("cudaEventSynchronize"))
+    return Status::ok();
+  if (Status s = enter("cudaEventSynchronize"); !s.isOk())
+    return s;
+  auto recorded = records_.find(event);
+  if (recorded == records_.end())
+    return Status::ok();
+  order_.hostWaits(recorded->second.clock);
+  drain(recorded->second.stream, recorded->second.at);
+  return faulted();
+}
+
+Status FakeCudaApi::eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) {
+  *ms = timesWork() ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
+  return enter("cudaEventElapsedTime");
+}
+
+Status FakeCudaApi::streamBeginCapture(CudaStream stream) {
+  if (Status s = enter("cudaStreamBeginCapture"); !s.isOk())
+    return s;
+  capturing = true;
+  captureStream_ = stream;
+  captured_.clear();
+  return Status::ok();
+}
+
+Status FakeCudaApi::streamEndCapture(CudaStream, CudaGraph *graph) {
+  capturing = false;
+  if (Status s = enter("cudaStreamEndCapture"); !s.isOk()) {
+    *graph = nullptr;
+    return s;
+  }
+  graphs_.push_back(std::move(captured_));
+  *graph = reinterpret_cast<CudaGraph>(graphs_.size());
+  return Status::ok();
+}
+
+Status FakeCudaApi::graphInstantiate(CudaGraphExec *exec, CudaGraph graph) {
+  *exec = graph;
+  return enter("cudaGraphInstantiate");
+}
+
+Status FakeCudaApi::graphLaunch(CudaGraphExec exec, CudaStream stream) {
+  if (Status s = enter("cudaGraphLaunch"); !s.isOk())
+    return s;
+  size_t index = reinterpret_cast<size_t>(exec) - 1;
+  // The graph's nodes run in capture order on |stream|: each is ordered
+  // (and checked) as that work queued there.
+  for (const Work &w : graphs_[index])
+    if (Status s = order(stream, w.accesses); !s.isOk())
+      return s;
+  if (!execute)
+    return Status::ok();
+  return dispatch(stream, [this, index] {
+    for (const Work &w : graphs_[index])
+      w.fn();
+  });
+}
+
+Status FakeCudaApi::graphDestroy(CudaGraph) { return enter("cudaGraphDestroy"); }
+
+Status FakeCudaApi::graphExecDestroy(CudaGraphExec) {
+  return enter("cudaGraphExecDestroy");
+}
+
+//===----------------------------------------------------------------------===//
+// Modules and kernels
+//===----------------------------------------------------------------------===//
+
+Status FakeCudaApi::moduleLoadData(CudaModule *module, const void *image,
+                                   size_t bytes) {
+  std::string text(static_cast<const char *>(image),
+                   strnlen(static_cast<const char *>(image), bytes));
+  if (Status s = enter("cuModuleLoadData " + text); !s.isOk())
+    return s;
+  loadedImages.push_back(text);
+  *module = reinterpret_cast<CudaModule>(loadedImages.size());
+  return Status::ok();
+}
+
+Status FakeCudaApi::moduleUnload(CudaModule) { return enter("cuModuleUnload"); }
+
+Status FakeCudaApi::moduleGetFunction(CudaFunction *function, CudaModule module,
+                                      const char *name) {
+  if (Status s = enter(std::string("cuModuleGetFunction ") + name); !s.isOk())
+    return s;
+  functions_.push_back(name);
+  const std::string &image = loadedImages[reinterpret_cast<size_t>(module) - 1];
+  functionImages_.push_back(image);
+  auto byImage = hostKernelsByImage.find(image);
+  auto byName = hostKernels.find(name);
+  functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
+                           : byName != hostKernels.end()       ? byName->second
+                                                               : nullptr);
+  *function = reinterpret_cast<CudaFunction>(functions_.size());
+  return Status::ok();
+}
+
+Status FakeCudaApi::funcSetMaxDynamicSharedMemory(CudaFunction function,
+                                                  uint32_t bytes) {
+  const std::string &entry = functions_[reinterpret_cast<size_t>(function) - 1];
+  if (Status s = enter("cuFuncSetAttribute " + entry +
+                       " MAX_DYNAMIC_SHARED_SIZE_BYTES=" + std::to_string(bytes));
+      !s.isOk())
+    return s;
+  if (device.maxSharedMemoryPerBlockOptin > 0 &&
+      bytes > uint32_t(device.maxSharedMemoryPerBlockOptin))
+    return Status::error("cuFuncSetAttribute failed: "
+                         "CUDA_ERROR_INVALID_VALUE (1): invalid argument");
+  maxDynamicShared[entry] = bytes;
+  return Status::ok();
+}
+
+Status FakeCudaApi::funcParamSizes(CudaFunction function,
+                                   std::vector<size_t> &sizes, bool &known) {
+  size_t i = reinterpret_cast<size_t>(function) - 1;
+  const std::string &entry = functions_[i];
+  if (Status s = enter("cuFuncGetParamInfo " + entry); !s.isOk())
+    return s;
+  auto set = paramSizes.find(entry);
+  auto image = sourceParams_.find(functionImages_[i]);
+  const std::vector<size_t> *found =
+      set != paramSizes.end() ? &set->second : nullptr;
+  if (!found && image != sourceParams_.end()) {
+    auto parsed = image->second.find(entry);
+    if (parsed != image->second.end())
+      found = &parsed->second;
+  }
+  known = found != nullptr;
+  paramSizesKnown += known;
+  sizes = found ? *found : std::vector<size_t>();
+  return Status::ok();
+}
+
+Status FakeCudaApi::launchKernel(CudaFunction function,
+                                 const std::array<uint32_t, 3> &grid,
+                                 const std::array<uint32_t, 3> &block,
+                                 uint32_t sharedMemoryBytes, CudaStream stream,
+                                 void **params, size_t paramCount) {
+  const std::string &entry = functions_[reinterpret_cast<size_t>(function) - 1];
+  bool programmatic = programmatic_;
+  programmatic_ = false;
+  if (Status s = enter((programmatic ? "cuLaunchKernelEx " : "cuLaunchKernel ") +
+                       entry + " grid=" + std::to_string(grid[0]) +
+                       " block=" + std::to_string(block[0]));
+      !s.isOk())
+    return s;
+  if (sharedMemoryBytes > 48 * 1024 &&
+      sharedMemoryBytes > maxDynamicShared[entry])
+    return Status::error("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE "
+                         "(1): invalid argument (" +
+                         std::to_string(sharedMemoryBytes) +
+                         " bytes of dynamic shared memory, the function "
+                         "allows " + std::to_string(maxDynamicShared[entry]) +
+                         ")");
+  Launch l{entry, grid, block, {}, sharedMemoryBytes, programmatic};
+  if (launchMs)
+    clock_ += launchMs(entry);
+  // cuLaunchKernel reads the parameters at the call: so does the fake.
+  for (size_t i = 0; i < paramCount; ++i)
+    l.args.push_back(*static_cast<void **>(params[i]));
+  launches.push_back(l);
+  std::vector<KernelExtent> extents;
+  if (auto known = kernelArgs.find(entry);
+      known != kernelArgs.end() && known->second.size() == l.args.size())
+    extents = known->second;
+  else
+    extents = memory_.extentsByAddress(l.args);
+  // Without a host function the launch only takes its place in the
+  // stream.
+  std::function<void()> run = [] {};
+  if (HostKernel fn = functionHosts_[reinterpret_cast<size_t>(function) - 1]) {
+    std::vector<void *> args = l.args;
+    unsigned g = grid[0], b = block[0];
+    std::mutex *lock = kernelLock;
+    bool isolate = isolateKernels && !extents.empty();
+    std::vector<std::string> *faults = &kernelFaults;
+    run = [=]() mutable {
+      std::unique_lock<std::mutex> held;
+      if (lock)
+        held = std::unique_lock<std::mutex>(*lock);
+      if (isolate)
+        runIsolated(entry, fn, args, extents, g, b, *faults);
+      else
+        fn(args.data(), g, b);
+    };
+  }
+  if (Status s = work(stream, kernelAccesses(entry, l.args, extents),
+                      std::move(run));
+      !s.isOk())
+    return s;
+  return faulted();
+}
+
+Status FakeCudaApi::launchKernelProgrammatic(CudaFunction function,
+                                             const std::array<uint32_t, 3> &grid,
+                                             const std::array<uint32_t, 3> &block,
+                                             uint32_t sharedMemoryBytes,
+                                             CudaStream stream, void **params,
+                                             size_t paramCount) {
+  programmatic_ = true;
+  return launchKernel(function, grid, block, sharedMemoryBytes, stream, params,
+                      paramCount);
+}
+
+Status FakeCudaApi::nvrtcCompile(const std::string &source,
+                                 const std::string &name, unsigned arch,
+                                 std::vector<uint8_t> &cubin, std::string &log) {
+  if (Status s = enter("nvrtcCompileProgram " + name); !s.isOk())
+    return s;
+  nvrtcArchs.push_back(arch);
+  std::string image = "NVRTC sm_" + std::to_string(arch) + " " + name +
+                      " from " + std::to_string(source.size()) + " bytes";
+  sourceParams_[image] = kernelSignatures(source);
+  cubin.assign(image.begin(), image.end());
+  cubin.push_back(0);
+  log.clear();
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLASLt
+//===----------------------------------------------------------------------===//
+
+size_t FakeCudaApi::planIndex(GemmPlan plan) const {
+  return reinterpret_cast<size_t>(plan) - 1;
+}
+
+Status FakeCudaApi::gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t,
+                             bool *unsupported) {
+  if (unsupported)
+    *unsupported = false;
+  if (Status s = enter("cublasLtMatmulAlgoGetHeuristic"); !s.isOk())
+    return s;
+  if (Status s = checkGemmDesc(desc); !s.isOk())
+    return s;
+  std::string why = gemmLtRefusal(desc);
+  if (refusedEpilogues.count(desc.epilogue) || !why.empty()) {
+    if (unsupported)
+      *unsupported = true;
+    return Status::error(
+        std::string("cublasLtMatmulAlgoGetHeuristic (") +
+        pkgDTypeName(desc.dtype) + " GEMM, epilogue " +
+        gemmEpilogueName(desc.epilogue) + ") failed: " +
+        (why.empty() ? std::string("CUBLAS_STATUS_NOT_SUPPORTED (15): the "
+                                   "functionality requested is not "
+                                   "supported")
+                     : why));
+  }
+  plans.push_back(desc);
+  selected_.push_back(0);
+  *plan = reinterpret_cast<GemmPlan>(plans.size());
+  return Status::ok();
+}
+
+int FakeCudaApi::gemmAlgorithmCount(GemmPlan plan) {
+  return std::max(1, std::min(plans[planIndex(plan)].algorithms, gemmAlgorithms));
+}
+
+int FakeCudaApi::gemmSelectedAlgorithm(GemmPlan plan) {
+  return selected_[planIndex(plan)];
+}
+
+Status FakeCudaApi::gemmSelectAlgorithm(GemmPlan plan, int algorithm) {
+  if (algorithm < 0 || algorithm >= gemmAlgorithmCount(plan))
+    return Status::error("gemm: algorithm " + std::to_string(algorithm) +
+                         " of a plan that holds " +
+                         std::to_string(gemmAlgorithmCount(plan)));
+  selected_[planIndex(plan)] = algorithm;
+  return Status::ok();
+}
+
+StatusOr<GemmAlgorithm> FakeCudaApi::gemmAlgorithm(GemmPlan plan, int algorithm) {
+  if (algorithm < 0 || algorithm >= gemmAlgorithmCount(plan))
+    return Status::error("gemm: no algorithm " + std::to_string(algorithm));
+  return GemmAlgorithm{"fake-" + std::to_string(algorithm),
+                       "fake algorithm " + std::to_string(algorithm), 0};
+}
+
+Status FakeCudaApi::gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
+                            void *out, const void *bias, void *biasGrad,
+                            const void *c, void *aux, void *workspace,
+                            size_t workspaceBytes, CudaStream stream) {
+  if (Status s = enter("cublasLtMatmul"); !s.isOk())
+    return s;
+  GemmDesc desc = plans[planIndex(plan)];
+  int algorithm = selected_[planIndex(plan)];
+  if (failAlgorithms.count(algorithm))
+    return Status::error("cublasLtMatmul failed: CUBLAS_STATUS_NOT_SUPPORTED "
+                         "(15): algorithm " + std::to_string(algorithm));
+  if (gemmAlgorithmMs)
+    clock_ += gemmAlgorithmMs(desc, algorithm);
+  // What cuBLASLt needs a pointer for (the real table's checks).
+  if (desc.residual && !c)
+    return Status::error("gemm: a residual GEMM needs a C pointer");
+  if ((gemmEpilogueWritesAux(desc.epilogue) ||
+       gemmEpilogueReadsAux(desc.epilogue)) &&
+      !aux)
+    return Status::error(std::string("gemm: the ") +
+                         gemmEpilogueName(desc.epilogue) +
+                         " epilogue needs an aux pointer");
+  if ((gemmEpilogueReadsBias(desc.epilogue) && !bias) ||
+      (desc.epilogue == GemmEpilogue::BiasGradient && !biasGrad))
+    return Status::error(std::string("gemm: the ") +
+                         gemmEpilogueName(desc.epilogue) +
+                         " epilogue needs a bias pointer");
+  // The bytes each operand spans, as hostGemm reads and writes them.
+  // (A size past 64 bits is past every allocation.)
+  const GemmParams &g = desc.params;
+  auto span = [&](const std::vector<int64_t> &shape) {
+    return pkgShapeBytes(desc.dtype, shape).value_or(UINT64_MAX);
+  };
+  uint64_t outBytes = span({g.batch, g.m, g.n}), nBytes = span({g.n});
+  std::vector<DeviceAccess> accesses;
+  for (DeviceAccess a :
+       {DeviceAccess{"lhs", lhs, span({g.batch, g.m, g.k}), false},
+        {"rhs", rhs, span({g.batch, g.k, g.n}), false},
+        {"result", out, outBytes, true},
+        {"C", desc.residual ? c : nullptr, outBytes, false},
+        {"aux", aux, outBytes, gemmEpilogueWritesAux(desc.epilogue)},
+        {"bias", gemmEpilogueReadsBias(desc.epilogue) ? bias : nullptr, nBytes,
+         false},
+        {"bias gradient", biasGrad, nBytes, true}}) {
+    if (!a.at)
+      continue;
+    a.what = "cublasLtMatmul " + a.what;
+    if (Status s = inBounds(a.what, a.at, a.bytes); !s.isOk())
+      return s;
+    accesses.push_back(std::move(a));
+  }
+  gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
+  // cuBLASLt's scratch (not bounds-checked: the fake's GEMM never touches
+  // it).
+  if (workspace && workspaceBytes)
+    accesses.push_back(
+        {"cublasLtMatmul workspace", workspace, workspaceBytes, true});
+  return work(stream, std::move(accesses), [=] {
+    hostGemm(desc, lhs, rhs, out, bias, biasGrad, c, aux);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// The fake's own machinery
+//===----------------------------------------------------------------------===//
+
+Status FakeCudaApi::enter(const std::string &call) {
+  calls.push_back(call);
+  if (Status s = faulted(); !s.isOk())
+    return s;
+  std::string name = call.substr(0, call.find(' '));
+  if (!failCall.empty() && name == failCall && seen_[name]++ == failAt)
+    return Status::error(name +
+                         " failed: CUDA_ERROR_LAUNCH_FAILED (719): unspecified "
+                         "launch failure");
+  return Status::ok();
+}
+
+Status FakeCudaApi::inBounds(const std::string &what, const void *p,
+                             uint64_t bytes) {
+  std::string why = memory_.outOfBounds(what, p, bytes);
+  if (why.empty())
+    return Status::ok();
+  outOfBounds.push_back(why);
+  return Status::error("fake: out of bounds: " + why);
+}
+
+Status FakeCudaApi::inBounds(const std::string &what, CopyKind kind,
+                             const void *dst, const void *src, uint64_t bytes) {
+  if (kind != CopyKind::DeviceToHost)
+    if (Status s = inBounds(what + " destination", dst, bytes); !s.isOk())
+      return s;
+  if (kind != CopyKind::HostToDevice)
+    return inBounds(what + " source", src, bytes);
+  return Status::ok();
+}
+
+Status FakeCudaApi::work(CudaStream stream, std::vector<DeviceAccess> accesses,
+                         std::function<void()> fn) {
+  if (capturing && stream == captureStream_) {
+    captured_.push_back({std::move(fn), std::move(accesses)});
+    return Status::ok();
+  }
+  if (Status s = order(stream, accesses); !s.isOk())
+    return s;
+  return dispatch(stream, std::move(fn));
+}
+
+Status FakeCudaApi::order(CudaStream stream,
+                          const std::vector<DeviceAccess> &accesses) {
+  std::string race = order_.queue(stream, accesses, memory_);
+  if (race.empty())
+    return Status::ok();
+  races.push_back(race);
+  return Status::error("fake: a race: " + race);
+}
+
+Status FakeCudaApi::dispatch(CudaStream stream, std::function<void()> fn) {
+  if (!asyncStreams) {
+    fn();
+    return Status::ok();
+  }
+  Queue &q = queues_[stream];
+  q.ops.push_back({std::move(fn), nullptr, 0});
+  ++q.issued;
+  return Status::ok();
+}
+
+void FakeCudaApi::drain(CudaStream stream, uint64_t until) {
+  Queue &q = queues_[stream];
+  while (q.done < until && !q.ops.empty()) {
+    Pending p = std::move(q.ops.front());
+    q.ops.pop_front();
+    if (p.fn)
+      p.fn();
+    else
+      drain(p.after, p.until);
+    ++q.done;
+  }
+}
+
+void FakeCudaApi::synchronizeAll() {
+  order_.hostWaitsForAll();
+  for (auto &[stream, q] : queues_)
+    drain(stream, q.issued);
+}
+
+bool FakeCudaApi::dropped(const std::string &call) {
+  if (!dropSync || !dropSync(call, syncCalls_[call]++))
+    return false;
+  calls.push_back(call + " (dropped)");
+  return true;
+}
+
+Status FakeCudaApi::faulted() const {
+  if (kernelFaults.empty())
+    return Status::ok();
+  return Status::error("cudaErrorIllegalAddress (700): an illegal memory "
+                       "access was encountered (fake: " +
+                       kernelFaults.front() + ")");
 }
 
 } // namespace kiln::runtime::cuda::testing

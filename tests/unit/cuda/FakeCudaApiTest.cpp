@@ -10,6 +10,7 @@
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
+#include "tests/unit/cuda/AddressSanitizer.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
@@ -78,6 +79,43 @@ TEST(FakeStreams, OrderAsCudaDoes) {
   ASSERT_TRUE(api.free(dev).isOk()); // waits for everything
   EXPECT_EQ(static_cast<char *>(pinned)[0], 7);
   ASSERT_TRUE(api.freeHost(pinned).isOk());
+}
+
+// Freeing as CUDA frees: only an allocation's start, once (a second
+// cudaFree of a pointer is cudaErrorInvalidValue, where a host free would
+// corrupt the heap); null is nothing to free. Freed memory is outside
+// every allocation. cudaFree waits for all work first, so a new
+// allocation, wherever it lands, may be written by any stream at once.
+TEST(FakeMemory, FreesAsCudaDoes) {
+  FakeCudaApi api;
+  void *dev = nullptr;
+  ASSERT_TRUE(api.malloc(&dev, 256).isOk());
+  CudaStream a = nullptr, b = nullptr;
+  ASSERT_TRUE(api.streamCreate(&a).isOk());
+  ASSERT_TRUE(api.streamCreate(&b).isOk());
+  ASSERT_TRUE(api.memsetAsync(dev, 1, 256, a).isOk());
+  Status interior = api.free(static_cast<char *>(dev) + 16);
+  ASSERT_FALSE(interior.isOk());
+  EXPECT_NE(interior.message().find("cudaFree failed: cudaErrorInvalidValue"),
+            std::string::npos)
+      << interior.message();
+  EXPECT_TRUE(api.free(nullptr).isOk());
+  ASSERT_TRUE(api.free(dev).isOk());
+  Status twice = api.free(dev);
+  ASSERT_FALSE(twice.isOk());
+  EXPECT_NE(twice.message().find("cudaErrorInvalidValue"), std::string::npos);
+  EXPECT_FALSE(api.memsetAsync(dev, 0, 1, b).isOk());
+  ASSERT_EQ(api.outOfBounds.size(), 1u);
+  EXPECT_EQ(api.outOfBounds[0], "cudaMemsetAsync: 1 bytes at an address "
+                                "outside every allocation");
+  void *again = nullptr;
+  ASSERT_TRUE(api.malloc(&again, 256).isOk());
+  EXPECT_TRUE(api.memsetAsync(again, 2, 256, b).isOk());
+  EXPECT_TRUE(api.races.empty()) << api.races[0];
+  Status pinnedTwice = api.freeHost(dev);
+  EXPECT_FALSE(pinnedTwice.isOk());
+  EXPECT_NE(pinnedTwice.message().find("cudaFreeHost failed"), std::string::npos);
+  ASSERT_TRUE(api.free(again).isOk());
 }
 
 // The fake's cuBLASLt as cuBLASLt defines it, on bf16: BGRADA writes, for

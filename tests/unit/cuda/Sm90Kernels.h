@@ -14,7 +14,7 @@
 #define KILN_TESTS_UNIT_CUDA_SM90KERNELS_H
 
 #include "runtime/cuda/CudaApi.h"
-#if KILN_HAVE_NVRTC
+#ifdef KILN_HAVE_NVRTC
 #include "codegen/cuda/Nvrtc.h"
 #endif
 
@@ -37,7 +37,7 @@ inline void expectSm90WithoutSpills(const std::string &source,
                                     const std::vector<std::string> &entries,
                                     std::string &skip) {
   skip.clear();
-#if KILN_HAVE_NVRTC
+#ifdef KILN_HAVE_NVRTC
   setenv("KILN_CACHE_DIR", "off", 1); // ptxas's report, not a cached one
   kiln::NvrtcResult result;
   std::string error;

@@ -143,18 +143,7 @@ Status FakeCudaApi::malloc(void **ptr, size_t bytes) {
   return Status::ok();
 }
 
-Status FakeCudaApi::free(void *ptr) {
-  // cudaFree waits for the device's work.
-  synchronizeAll();
-  order_.forget(ptr);
-  bool freed = memory_.release(ptr);
-  if (Status s = enter("cudaFree"); !s.isOk())
-    return s;
-  if (!freed)
-    return Status::error("cudaFree failed: cudaErrorInvalidValue (1): invalid "
-                         "argument (fake: not an allocation's start)");
-  return Status::ok();
-}
+Status FakeCudaApi::free(void *ptr) { return release("cudaFree", ptr); }
 
 Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
   if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
@@ -167,15 +156,18 @@ Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
   return Status::ok();
 }
 
-Status FakeCudaApi::freeHost(void *ptr) {
+Status FakeCudaApi::freeHost(void *ptr) { return release("cudaFreeHost", ptr); }
+
+Status FakeCudaApi::release(const std::string &call, void *ptr) {
+  // cudaFree and cudaFreeHost wait for the device's work.
   synchronizeAll();
   order_.forget(ptr);
   bool freed = memory_.release(ptr);
-  if (Status s = enter("cudaFreeHost"); !s.isOk())
+  if (Status s = enter(call); !s.isOk())
     return s;
   if (!freed)
-    return Status::error("cudaFreeHost failed: cudaErrorInvalidValue (1): "
-                         "invalid argument (fake: not an allocation's start)");
+    return Status::error(call + " failed: cudaErrorInvalidValue (1): invalid "
+                                "argument (fake: not an allocation's start)");
   return Status::ok();
 }
 

@@ -281,6 +281,8 @@ private:
   void drain(CudaStream stream, uint64_t until);
   // The host waits for every stream (cudaFree, cudaFreeHost).
   void synchronizeAll();
+  // cudaFree or cudaFreeHost (|call|) of |ptr|.
+  Status release(const std::string &call, void *ptr);
   // Whether dropSync drops this call of |call| (then noted as dropped).
   bool dropped(const std::string &call);
   // After a kernel wrote outside its arguments: the error every call

@@ -120,6 +120,9 @@ void createBackends(const cli::BackendOptions &options, Backends &b) {
   cli::CudaBackendOptions cuda;
   cuda.api = &b.api;
   cuda.cubins = false;
+  // Each kernel then runs on copies of its arguments: a store outside them
+  // is a fault that fails the step (FakeCudaApi::kernelArgs).
+  cuda.loaded = [&b](const rt::LoadedPackage &pkg) { b.api.learnPackage(pkg); };
   b.gpu = cli::createCudaBackend(options, cuda, "test", b.outs, b.errs);
   ASSERT_TRUE(b.gpu) << b.errs.str();
   b.ref = cli::createReferenceBackend(options, "test", b.errs);

@@ -247,6 +247,7 @@ private:
   std::string command_, tempDir_;
   std::unique_ptr<runtime::cuda::CudaApi> ownedApi_;
   runtime::cuda::CudaApi *api_ = nullptr;
+  std::function<void(const runtime::LoadedPackage &)> loaded_;
   runtime::cuda::CudaOptions runOptions_;
   GpuStep train_, eval_;
   std::vector<runtime::TensorSpec> specs_, evalSpecs_;
@@ -266,6 +267,8 @@ bool CudaBackend::load(const std::string &path, GpuStep &step,
     printError(errs, command_, pkg.status().message());
     return false;
   }
+  if (loaded_)
+    loaded_(pkg.value());
   runtime::cuda::CudaOptions options = runOptions_;
   options.communicator = communicator;
   runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaExecutable>> exec =
@@ -327,6 +330,7 @@ bool CudaBackend::init(const BackendOptions &options,
                        llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
   command_ = command.str();
   api_ = cuda.api;
+  loaded_ = cuda.loaded;
   if (!api_) {
     runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaApi>> api =
         runtime::cuda::loadCudaApi();

@@ -19,6 +19,12 @@
 
 #include "tools/kiln/lib/TrainBackend.h"
 
+#include <functional>
+
+namespace kiln::runtime {
+struct LoadedPackage;
+} // namespace kiln::runtime
+
 namespace kiln::runtime::cuda {
 class CudaApi;
 } // namespace kiln::runtime::cuda
@@ -38,6 +44,10 @@ struct CudaBackendOptions {
   // which the runtime compiles through the table's NVRTC at load).
   runtime::cuda::CudaApi *api = nullptr;
   bool cubins = true;
+  // Tests: called with each package the backend loads (the step's, the
+  // eval's), before its executable is created on |api|: a fake table
+  // learns from it what each kernel may touch.
+  std::function<void(const runtime::LoadedPackage &)> loaded;
 };
 
 std::unique_ptr<TrainBackend>

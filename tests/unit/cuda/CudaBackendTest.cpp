@@ -62,10 +62,9 @@ public:
     if (rt::Status s = FakeCudaApi::nvrtcCompile(source, name, arch, cubin, log);
         !s.isOk())
       return s;
-    std::string image = "HOST " + unique;
-    cubin.assign(image.begin(), image.end());
-    cubin.push_back(0);
-    hostKernelsByImage[image] = built.at(name);
+    // The fake's image (its text, up to the NUL) names this compile alone.
+    hostKernelsByImage[reinterpret_cast<const char *>(cubin.data())] =
+        built.at(name);
     return rt::Status::ok();
   }
 

@@ -87,11 +87,13 @@ FakeCudaApi::~FakeCudaApi() = default;
 
 void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
   memory_.learnArena(pkg.arenaSize, pkg.buffers);
+  // This package's kernels' extents, by entry point.
+  std::map<std::string, std::vector<KernelArg>> learned;
   for (const PackageThunk &t : pkg.thunks) {
     if (t.kind != ThunkKind::KernelLaunch || t.kernel < 0 ||
         size_t(t.kernel) >= pkg.kernels.size())
       continue;
-    std::vector<KernelArg> &args = kernelArgs[pkg.kernels[t.kernel].entryPoint];
+    std::vector<KernelArg> &args = learned[pkg.kernels[t.kernel].entryPoint];
     size_t n = t.operands.size() + t.results.size();
     if (args.size() < n)
       args.resize(n);
@@ -104,6 +106,19 @@ void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
       args[i].written |= i >= t.operands.size();
     }
   }
+  for (const auto &[entry, args] : learned) {
+    std::vector<KernelArg> &merged = kernelArgs[entry];
+    if (merged.size() < args.size())
+      merged.resize(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      merged[i].bytes = std::max(merged[i].bytes, args[i].bytes);
+      merged[i].written |= args[i].written;
+    }
+  }
+  for (const PackageKernel &k : pkg.kernels)
+    if (!k.source.empty() && learned.count(k.entryPoint))
+      argsBySource_[std::hash<std::string>()(k.source)][k.entryPoint] =
+          learned[k.entryPoint];
 }
 
 void FakeCudaApi::hostWork(CudaStream stream, std::function<void()> fn) {
@@ -348,6 +363,15 @@ Status FakeCudaApi::moduleGetFunction(CudaFunction *function, CudaModule module,
   functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
                            : byName != hostKernels.end()       ? byName->second
                                                                : nullptr);
+  // The extents learned from the package whose source NVRTC compiled
+  // into this image, if any.
+  std::optional<std::vector<KernelArg>> args;
+  if (auto source = imageSources_.find(image); source != imageSources_.end())
+    if (auto learned = argsBySource_.find(source->second);
+        learned != argsBySource_.end())
+      if (auto entry = learned->second.find(name); entry != learned->second.end())
+        args = entry->second;
+  functionArgs_.push_back(std::move(args));
   *function = reinterpret_cast<CudaFunction>(functions_.size());
   return Status::ok();
 }
@@ -417,8 +441,12 @@ Status FakeCudaApi::launchKernel(CudaFunction function,
     l.args.push_back(*static_cast<void **>(params[i]));
   launches.push_back(l);
   std::vector<KernelExtent> extents;
-  if (auto known = kernelArgs.find(entry);
-      known != kernelArgs.end() && known->second.size() == l.args.size())
+  const std::optional<std::vector<KernelArg>> &fromSource =
+      functionArgs_[reinterpret_cast<size_t>(function) - 1];
+  if (fromSource && fromSource->size() == l.args.size())
+    extents = *fromSource;
+  else if (auto known = kernelArgs.find(entry);
+           known != kernelArgs.end() && known->second.size() == l.args.size())
     extents = known->second;
   else
     extents = memory_.extentsByAddress(l.args);
@@ -465,9 +493,12 @@ Status FakeCudaApi::nvrtcCompile(const std::string &source,
   if (Status s = enter("nvrtcCompileProgram " + name); !s.isOk())
     return s;
   nvrtcArchs.push_back(arch);
+  // One image per compile: two packages may compile kernels of one name.
   std::string image = "NVRTC sm_" + std::to_string(arch) + " " + name +
-                      " from " + std::to_string(source.size()) + " bytes";
+                      " from " + std::to_string(source.size()) + " bytes #" +
+                      std::to_string(nvrtcArchs.size());
   sourceParams_[image] = kernelSignatures(source);
+  imageSources_[image] = std::hash<std::string>()(source);
   cubin.assign(image.begin(), image.end());
   cubin.push_back(0);
   log.clear();

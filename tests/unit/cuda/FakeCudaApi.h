@@ -70,6 +70,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -155,7 +156,11 @@ public:
   // What each pointer argument of a kernel may touch, by entry point.
   // learnPackage fills it from a package's kernel thunks (one pointer per
   // operand, read, then per result, written, as CudaExecutable launches
-  // them). The runtime's own kernels (attention, convolutions, epilogue
+  // them); a kernel several thunks or packages launch gets the larger
+  // extent of each argument. A kernel that NVRTC compiled from the source
+  // of a learned package's kernel takes that package's own extents
+  // instead (a training step and its eval package both have a
+  // kiln_fusion0, and each is held to its own). The runtime's own kernels (attention, convolutions, epilogue
   // fallbacks) get theirs from where their parameters point instead
   // (FakeDeviceMemory::extentsByAddress, from the learned packages'
   // arenas). A launch accesses its arguments' whole extents (for the race
@@ -303,6 +308,13 @@ private:
   std::map<std::string, std::map<std::string, std::vector<size_t>>>
       sourceParams_;
   std::vector<HostKernel> functionHosts_;
+  // Per function, the extents of its kernel in the learned package whose
+  // source it was compiled from (see kernelArgs).
+  std::vector<std::optional<std::vector<KernelArg>>> functionArgs_;
+  // Learned kernels' extents by their source's hash and entry point, and
+  // the hash of the source each NVRTC image was compiled from.
+  std::map<size_t, std::map<std::string, std::vector<KernelArg>>> argsBySource_;
+  std::map<std::string, size_t> imageSources_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
   std::vector<Work> captured_;

@@ -364,6 +364,63 @@ TEST(FakeKernelIsolation, StrayStoresAreFaults) {
   }
 }
 
+// A training step and its eval package both have a kiln_fusion0, each
+// with its own buffers: a kernel NVRTC compiled from one package's source
+// is held to that package's extents, not to the larger of the two. Here
+// package A's add_one writes 8 floats, package B's 16; A's kernel writing
+// 16 is a fault, though B's add_one may.
+TEST(FakeKernelIsolation, EachPackageHoldsItsKernelsToItsOwnExtents) {
+  isolationCount = 16;
+  FakeCudaApi api;
+  api.hostKernels["add_one"] = addOne;
+  // Loads add_one from |source| (NVRTC, then the module), as CudaExecutable
+  // does after the package is learned.
+  auto load = [&](const std::string &source, CudaFunction &function) {
+    std::vector<uint8_t> cubin;
+    std::string log;
+    CudaModule module = nullptr;
+    ASSERT_TRUE(api.nvrtcCompile(source, "add_one", 90, cubin, log).isOk());
+    ASSERT_TRUE(api.moduleLoadData(&module, cubin.data(), cubin.size()).isOk());
+    ASSERT_TRUE(api.moduleGetFunction(&function, module, "add_one").isOk());
+  };
+  LoadedPackage a = isolationPackage("add_one", 8), b = isolationPackage("add_one", 16);
+  a.kernels[0].source = "extern \"C\" __global__ void add_one(const float *in, float *out) {} // A";
+  b.kernels[0].source = "extern \"C\" __global__ void add_one(const float *in, float *out) {} // B";
+  CudaFunction fa = nullptr, fb = nullptr;
+  api.learnPackage(a);
+  load(a.kernels[0].source, fa);
+  api.learnPackage(b);
+  load(b.kernels[0].source, fb);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  // Both arenas 128 bytes: A's out (bytes 32..64) has room for 16 floats
+  // in the allocation, so only A's own extents can tell.
+  void *arenaA = nullptr, *arenaB = nullptr;
+  ASSERT_TRUE(api.malloc(&arenaA, 128).isOk());
+  ASSERT_TRUE(api.malloc(&arenaB, 128).isOk());
+  auto run = [&](CudaFunction f, void *arena, int n) {
+    std::vector<void *> values = {arena, static_cast<char *>(arena) + n * 4};
+    std::vector<void *> params = {&values[0], &values[1]};
+    Status s = api.launchKernel(f, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
+                                params.data(), params.size());
+    return s.isOk() ? api.streamSynchronize(nullptr) : s;
+  };
+  Status sb = run(fb, arenaB, 16);
+  EXPECT_TRUE(sb.isOk()) << sb.message();
+  EXPECT_TRUE(api.kernelFaults.empty());
+#if !KILN_TEST_HAS_ASAN
+  // (Under AddressSanitizer the copies have no guard bytes, and the store
+  // past A's out is ASan's report, as AStrayReadIsAnAddressSanitizerReport
+  // shows for another kernel.)
+  Status sa = run(fa, arenaA, 8);
+  EXPECT_FALSE(sa.isOk());
+  ASSERT_EQ(api.kernelFaults.size(), 1u);
+  EXPECT_EQ(api.kernelFaults[0], "add_one wrote 32 byte(s) after argument 1 (32 bytes)");
+#endif
+  // By name alone, add_one's merged extents are B's.
+  ASSERT_EQ(api.kernelArgs["add_one"].size(), 2u);
+  EXPECT_EQ(api.kernelArgs["add_one"][1].bytes, 64u);
+}
+
 // A kernel of the runtime's own (a library call's: pointers and integers
 // in an order of the runtime's) gets its extents from the learned
 // package's buffers: a pointer into a buffer may touch up to its end.

@@ -160,10 +160,10 @@ public:
   // extent of each argument. A kernel that NVRTC compiled from the source
   // of a learned package's kernel takes that package's own extents
   // instead (a training step and its eval package both have a
-  // kiln_fusion0, and each is held to its own). The runtime's own kernels (attention, convolutions, epilogue
-  // fallbacks) get theirs from where their parameters point instead
-  // (FakeDeviceMemory::extentsByAddress, from the learned packages'
-  // arenas). A launch accesses its arguments' whole extents (for the race
+  // kiln_fusion0, and each is held to its own). The runtime's own kernels
+  // (attention, convolutions, epilogue fallbacks) get theirs from where
+  // their parameters point (FakeDeviceMemory::extentsByAddress, from the
+  // learned packages' arenas). A launch accesses its arguments' whole extents (for the race
   // check) and, with isolateKernels, runs on copies of them
   // (KernelIsolation.h); without known extents it accesses one byte at
   // each argument, taken as written, and runs in place.
@@ -172,9 +172,10 @@ public:
   bool isolateKernels = true;
   // "kiln_fusion3 wrote 4 byte(s) after argument 2 (1024 bytes)".
   std::vector<std::string> kernelFaults;
-  // Learns |pkg|'s kernels' arguments (kernelArgs; a kernel that several
-  // thunks launch gets the larger extent of each argument) and its arena's
-  // buffers.
+  // Learns |pkg|'s kernels' arguments (kernelArgs, and by the kernels'
+  // sources) and its arena's buffers. Learned before the package's
+  // executable is created (which compiles and loads its kernels), each
+  // kernel is held to this package's own extents; after, to kernelArgs.
   void learnPackage(const LoadedPackage &pkg);
   // The NVRTC this fake claims to be (nvrtcIdentity): "" by default, so
   // nothing is cached on disk (CubinCache.h) unless a test asks.

@@ -88,12 +88,12 @@ FakeCudaApi::~FakeCudaApi() = default;
 void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
   memory_.learnArena(pkg.arenaSize, pkg.buffers);
   // This package's kernels' extents, by entry point.
-  std::map<std::string, std::vector<KernelArg>> learned;
+  std::map<std::string, std::vector<KernelExtent>> learned;
   for (const PackageThunk &t : pkg.thunks) {
     if (t.kind != ThunkKind::KernelLaunch || t.kernel < 0 ||
         size_t(t.kernel) >= pkg.kernels.size())
       continue;
-    std::vector<KernelArg> &args = learned[pkg.kernels[t.kernel].entryPoint];
+    std::vector<KernelExtent> &args = learned[pkg.kernels[t.kernel].entryPoint];
     size_t n = t.operands.size() + t.results.size();
     if (args.size() < n)
       args.resize(n);
@@ -107,7 +107,7 @@ void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
     }
   }
   for (const auto &[entry, args] : learned) {
-    std::vector<KernelArg> &merged = kernelArgs[entry];
+    std::vector<KernelExtent> &merged = kernelArgs[entry];
     if (merged.size() < args.size())
       merged.resize(args.size());
     for (size_t i = 0; i < args.size(); ++i) {
@@ -116,9 +116,10 @@ void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
     }
   }
   for (const PackageKernel &k : pkg.kernels)
-    if (!k.source.empty() && learned.count(k.entryPoint))
+    if (auto args = learned.find(k.entryPoint);
+        !k.source.empty() && args != learned.end())
       argsBySource_[std::hash<std::string>()(k.source)][k.entryPoint] =
-          learned[k.entryPoint];
+          args->second;
 }
 
 void FakeCudaApi::hostWork(CudaStream stream, std::function<void()> fn) {
@@ -363,15 +364,6 @@ Status FakeCudaApi::moduleGetFunction(CudaFunction *function, CudaModule module,
   functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
                            : byName != hostKernels.end()       ? byName->second
                                                                : nullptr);
-  // The extents learned from the package whose source NVRTC compiled
-  // into this image, if any.
-  std::optional<std::vector<KernelArg>> args;
-  if (auto source = imageSources_.find(image); source != imageSources_.end())
-    if (auto learned = argsBySource_.find(source->second);
-        learned != argsBySource_.end())
-      if (auto entry = learned->second.find(name); entry != learned->second.end())
-        args = entry->second;
-  functionArgs_.push_back(std::move(args));
   *function = reinterpret_cast<CudaFunction>(functions_.size());
   return Status::ok();
 }
@@ -398,12 +390,12 @@ Status FakeCudaApi::funcParamSizes(CudaFunction function,
   if (Status s = enter("cuFuncGetParamInfo " + entry); !s.isOk())
     return s;
   auto set = paramSizes.find(entry);
-  auto image = sourceParams_.find(functionImages_[i]);
+  auto image = compiled_.find(functionImages_[i]);
   const std::vector<size_t> *found =
       set != paramSizes.end() ? &set->second : nullptr;
-  if (!found && image != sourceParams_.end()) {
-    auto parsed = image->second.find(entry);
-    if (parsed != image->second.end())
+  if (!found && image != compiled_.end()) {
+    auto parsed = image->second.params.find(entry);
+    if (parsed != image->second.params.end())
       found = &parsed->second;
   }
   known = found != nullptr;
@@ -441,8 +433,8 @@ Status FakeCudaApi::launchKernel(CudaFunction function,
     l.args.push_back(*static_cast<void **>(params[i]));
   launches.push_back(l);
   std::vector<KernelExtent> extents;
-  const std::optional<std::vector<KernelArg>> &fromSource =
-      functionArgs_[reinterpret_cast<size_t>(function) - 1];
+  const std::vector<KernelExtent> *fromSource =
+      learnedExtents(reinterpret_cast<size_t>(function) - 1);
   if (fromSource && fromSource->size() == l.args.size())
     extents = *fromSource;
   else if (auto known = kernelArgs.find(entry);
@@ -497,8 +489,7 @@ Status FakeCudaApi::nvrtcCompile(const std::string &source,
   std::string image = "NVRTC sm_" + std::to_string(arch) + " " + name +
                       " from " + std::to_string(source.size()) + " bytes #" +
                       std::to_string(nvrtcArchs.size());
-  sourceParams_[image] = kernelSignatures(source);
-  imageSources_[image] = std::hash<std::string>()(source);
+  compiled_[image] = {kernelSignatures(source), std::hash<std::string>()(source)};
   cubin.assign(image.begin(), image.end());
   cubin.push_back(0);
   log.clear();
@@ -508,6 +499,18 @@ Status FakeCudaApi::nvrtcCompile(const std::string &source,
 //===----------------------------------------------------------------------===//
 // cuBLASLt
 //===----------------------------------------------------------------------===//
+
+const std::vector<KernelExtent> *
+FakeCudaApi::learnedExtents(size_t function) const {
+  auto image = compiled_.find(functionImages_[function]);
+  if (image == compiled_.end())
+    return nullptr;
+  auto learned = argsBySource_.find(image->second.sourceHash);
+  if (learned == argsBySource_.end())
+    return nullptr;
+  auto entry = learned->second.find(functions_[function]);
+  return entry == learned->second.end() ? nullptr : &entry->second;
+}
 
 size_t FakeCudaApi::planIndex(GemmPlan plan) const {
   return reinterpret_cast<size_t>(plan) - 1;

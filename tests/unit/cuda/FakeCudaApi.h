@@ -70,7 +70,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -80,7 +79,6 @@ namespace kiln::runtime::cuda::testing {
 class FakeCudaApi : public CudaApi {
 public:
   CudaDeviceInfo device{0, "Fake H200", 9, 0, 132, 232448};
-  static constexpr size_t kDeviceMemoryBytes = FakeDeviceMemory::kDeviceMemoryBytes;
   std::vector<std::string> calls;
   // Per launch: the entry point, shape and arguments.
   struct Launch {
@@ -159,23 +157,20 @@ public:
   // them); a kernel several thunks or packages launch gets the larger
   // extent of each argument. A kernel that NVRTC compiled from the source
   // of a learned package's kernel takes that package's own extents
-  // instead (a training step and its eval package both have a
-  // kiln_fusion0, and each is held to its own). The runtime's own kernels
+  // instead, whenever the package was learned (a training step and its
+  // eval package both have a kiln_fusion0, and each is held to its own). The runtime's own kernels
   // (attention, convolutions, epilogue fallbacks) get theirs from where
   // their parameters point (FakeDeviceMemory::extentsByAddress, from the
   // learned packages' arenas). A launch accesses its arguments' whole extents (for the race
   // check) and, with isolateKernels, runs on copies of them
   // (KernelIsolation.h); without known extents it accesses one byte at
   // each argument, taken as written, and runs in place.
-  using KernelArg = KernelExtent;
-  std::map<std::string, std::vector<KernelArg>> kernelArgs;
+  std::map<std::string, std::vector<KernelExtent>> kernelArgs;
   bool isolateKernels = true;
   // "kiln_fusion3 wrote 4 byte(s) after argument 2 (1024 bytes)".
   std::vector<std::string> kernelFaults;
   // Learns |pkg|'s kernels' arguments (kernelArgs, and by the kernels'
-  // sources) and its arena's buffers. Learned before the package's
-  // executable is created (which compiles and loads its kernels), each
-  // kernel is held to this package's own extents; after, to kernelArgs.
+  // sources) and its arena's buffers.
   void learnPackage(const LoadedPackage &pkg);
   // The NVRTC this fake claims to be (nvrtcIdentity): "" by default, so
   // nothing is cached on disk (CubinCache.h) unless a test asks.
@@ -294,6 +289,9 @@ private:
   // After a kernel wrote outside its arguments: the error every call
   // returns from then on, as CUDA's does after an illegal access.
   Status faulted() const;
+  // The extents learned for |function|'s kernel from the package whose
+  // source NVRTC compiled it, or null.
+  const std::vector<KernelExtent> *learnedExtents(size_t function) const;
   size_t planIndex(GemmPlan plan) const;
 
   FakeDeviceMemory memory_;
@@ -305,17 +303,16 @@ private:
   std::map<std::string, int> seen_;
   std::vector<std::string> functions_;
   std::vector<std::string> functionImages_; // the image each was loaded from
-  // By NVRTC image text: the parameter sizes of each kernel in its source.
-  std::map<std::string, std::map<std::string, std::vector<size_t>>>
-      sourceParams_;
   std::vector<HostKernel> functionHosts_;
-  // Per function, the extents of its kernel in the learned package whose
-  // source it was compiled from (see kernelArgs).
-  std::vector<std::optional<std::vector<KernelArg>>> functionArgs_;
-  // Learned kernels' extents by their source's hash and entry point, and
-  // the hash of the source each NVRTC image was compiled from.
-  std::map<size_t, std::map<std::string, std::vector<KernelArg>>> argsBySource_;
-  std::map<std::string, size_t> imageSources_;
+  // What each NVRTC image was compiled from: the parameter sizes of each
+  // kernel in its source, and the source's hash.
+  struct CompiledImage {
+    std::map<std::string, std::vector<size_t>> params;
+    size_t sourceHash;
+  };
+  std::map<std::string, CompiledImage> compiled_;
+  // Learned kernels' extents by their source's hash and entry point.
+  std::map<size_t, std::map<std::string, std::vector<KernelExtent>>> argsBySource_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
   std::vector<Work> captured_;

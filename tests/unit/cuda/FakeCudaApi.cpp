@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <string_view>
 
 namespace kiln::runtime::cuda::testing {
 namespace {
@@ -77,6 +78,24 @@ std::vector<DeviceAccess> kernelAccesses(const std::string &entry,
   return out;
 }
 
+// Widens |into| to hold |args| too: each argument's larger extent, written
+// if either writes it.
+void mergeExtents(std::vector<KernelExtent> &into,
+                  const std::vector<KernelExtent> &args) {
+  if (into.size() < args.size())
+    into.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    into[i].bytes = std::max(into[i].bytes, args[i].bytes);
+    into[i].written |= args[i].written;
+  }
+}
+
+// A module image's bytes, hashed whole.
+size_t imageHash(const void *image, size_t bytes) {
+  return std::hash<std::string_view>()(
+      std::string_view(static_cast<const char *>(image), bytes));
+}
+
 } // namespace
 
 FakeCudaApi::~FakeCudaApi() = default;
@@ -106,20 +125,27 @@ void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
       args[i].written |= i >= t.operands.size();
     }
   }
-  for (const auto &[entry, args] : learned) {
-    std::vector<KernelExtent> &merged = kernelArgs[entry];
-    if (merged.size() < args.size())
-      merged.resize(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      merged[i].bytes = std::max(merged[i].bytes, args[i].bytes);
-      merged[i].written |= args[i].written;
-    }
+  for (const auto &[entry, args] : learned)
+    mergeExtents(kernelArgs[entry], args);
+  // The same code in two packages (one source, one cubin) gets the larger
+  // extents of the two, as by name.
+  for (const PackageKernel &k : pkg.kernels) {
+    auto args = learned.find(k.entryPoint);
+    if (args == learned.end())
+      continue;
+    if (!k.source.empty())
+      mergeExtents(argsBySource_[std::hash<std::string>()(k.source)][k.entryPoint],
+                   args->second);
+    for (const Cubin &c : k.cubins)
+      mergeExtents(argsByImage_[imageHash(c.image.data(), c.image.size())]
+                               [k.entryPoint],
+                   args->second);
+    // CudaExecutable hands the driver the PTX with its NUL.
+    if (!k.ptx.empty())
+      mergeExtents(argsByImage_[imageHash(k.ptx.c_str(), k.ptx.size() + 1)]
+                               [k.entryPoint],
+                   args->second);
   }
-  for (const PackageKernel &k : pkg.kernels)
-    if (auto args = learned.find(k.entryPoint);
-        !k.source.empty() && args != learned.end())
-      argsBySource_[std::hash<std::string>()(k.source)][k.entryPoint] =
-          args->second;
 }
 
 void FakeCudaApi::hostWork(CudaStream stream, std::function<void()> fn) {
@@ -346,6 +372,7 @@ Status FakeCudaApi::moduleLoadData(CudaModule *module, const void *image,
   if (Status s = enter("cuModuleLoadData " + text); !s.isOk())
     return s;
   loadedImages.push_back(text);
+  imageHashes_.push_back(imageHash(image, bytes));
   *module = reinterpret_cast<CudaModule>(loadedImages.size());
   return Status::ok();
 }
@@ -357,8 +384,10 @@ Status FakeCudaApi::moduleGetFunction(CudaFunction *function, CudaModule module,
   if (Status s = enter(std::string("cuModuleGetFunction ") + name); !s.isOk())
     return s;
   functions_.push_back(name);
-  const std::string &image = loadedImages[reinterpret_cast<size_t>(module) - 1];
+  size_t m = reinterpret_cast<size_t>(module) - 1;
+  const std::string &image = loadedImages[m];
   functionImages_.push_back(image);
+  functionImageHashes_.push_back(imageHashes_[m]);
   auto byImage = hostKernelsByImage.find(image);
   auto byName = hostKernels.find(name);
   functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
@@ -433,10 +462,10 @@ Status FakeCudaApi::launchKernel(CudaFunction function,
     l.args.push_back(*static_cast<void **>(params[i]));
   launches.push_back(l);
   std::vector<KernelExtent> extents;
-  const std::vector<KernelExtent> *fromSource =
+  const std::vector<KernelExtent> *own =
       learnedExtents(reinterpret_cast<size_t>(function) - 1);
-  if (fromSource && fromSource->size() == l.args.size())
-    extents = *fromSource;
+  if (own && own->size() == l.args.size())
+    extents = *own;
   else if (auto known = kernelArgs.find(entry);
            known != kernelArgs.end() && known->second.size() == l.args.size())
     extents = known->second;
@@ -502,14 +531,19 @@ Status FakeCudaApi::nvrtcCompile(const std::string &source,
 
 const std::vector<KernelExtent> *
 FakeCudaApi::learnedExtents(size_t function) const {
-  auto image = compiled_.find(functionImages_[function]);
-  if (image == compiled_.end())
+  const ExtentsByEntry *learned = nullptr;
+  if (auto code = argsByImage_.find(functionImageHashes_[function]);
+      code != argsByImage_.end())
+    learned = &code->second;
+  else if (auto image = compiled_.find(functionImages_[function]);
+           image != compiled_.end())
+    if (auto source = argsBySource_.find(image->second.sourceHash);
+        source != argsBySource_.end())
+      learned = &source->second;
+  if (!learned)
     return nullptr;
-  auto learned = argsBySource_.find(image->second.sourceHash);
-  if (learned == argsBySource_.end())
-    return nullptr;
-  auto entry = learned->second.find(functions_[function]);
-  return entry == learned->second.end() ? nullptr : &entry->second;
+  auto entry = learned->find(functions_[function]);
+  return entry == learned->end() ? nullptr : &entry->second;
 }
 
 size_t FakeCudaApi::planIndex(GemmPlan plan) const {

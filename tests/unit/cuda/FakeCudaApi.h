@@ -155,10 +155,11 @@ public:
   // learnPackage fills it from a package's kernel thunks (one pointer per
   // operand, read, then per result, written, as CudaExecutable launches
   // them); a kernel several thunks or packages launch gets the larger
-  // extent of each argument. A kernel that NVRTC compiled from the source
-  // of a learned package's kernel takes that package's own extents
-  // instead, whenever the package was learned (a training step and its
-  // eval package both have a kiln_fusion0, and each is held to its own). The runtime's own kernels
+  // extent of each argument. A kernel loaded from a learned package's own
+  // code (one of its cubins, its PTX, or what NVRTC compiled from its
+  // source) takes that package's own extents instead, whenever the package
+  // was learned (a training step and its eval package both have a
+  // kiln_fusion0, and each is held to its own). The runtime's own kernels
   // (attention, convolutions, epilogue fallbacks) get theirs from where
   // their parameters point (FakeDeviceMemory::extentsByAddress, from the
   // learned packages' arenas). A launch accesses its arguments' whole extents (for the race
@@ -170,7 +171,7 @@ public:
   // "kiln_fusion3 wrote 4 byte(s) after argument 2 (1024 bytes)".
   std::vector<std::string> kernelFaults;
   // Learns |pkg|'s kernels' arguments (kernelArgs, and by the kernels'
-  // sources) and its arena's buffers.
+  // sources, cubins and PTX) and its arena's buffers.
   void learnPackage(const LoadedPackage &pkg);
   // The NVRTC this fake claims to be (nvrtcIdentity): "" by default, so
   // nothing is cached on disk (CubinCache.h) unless a test asks.
@@ -290,7 +291,8 @@ private:
   // returns from then on, as CUDA's does after an illegal access.
   Status faulted() const;
   // The extents learned for |function|'s kernel from the package whose
-  // source NVRTC compiled it, or null.
+  // code it was loaded from (a cubin or PTX of the package, or an NVRTC
+  // image of its source), or null.
   const std::vector<KernelExtent> *learnedExtents(size_t function) const;
   size_t planIndex(GemmPlan plan) const;
 
@@ -303,6 +305,9 @@ private:
   std::map<std::string, int> seen_;
   std::vector<std::string> functions_;
   std::vector<std::string> functionImages_; // the image each was loaded from
+  // Each loaded module's image, hashed whole (a cubin's text would stop at
+  // its ELF header's first NUL), and each function's module's.
+  std::vector<size_t> imageHashes_, functionImageHashes_;
   std::vector<HostKernel> functionHosts_;
   // What each NVRTC image was compiled from: the parameter sizes of each
   // kernel in its source, and the source's hash.
@@ -311,8 +316,13 @@ private:
     size_t sourceHash;
   };
   std::map<std::string, CompiledImage> compiled_;
-  // Learned kernels' extents by their source's hash and entry point.
-  std::map<size_t, std::map<std::string, std::vector<KernelExtent>>> argsBySource_;
+  // Learned kernels' extents by entry point, for one package's code.
+  using ExtentsByEntry = std::map<std::string, std::vector<KernelExtent>>;
+  // By the hash of the source they were compiled from (NVRTC at load).
+  std::map<size_t, ExtentsByEntry> argsBySource_;
+  // By the hash of a cubin's or the PTX's bytes, as the driver is given
+  // them (ahead-of-time code).
+  std::map<size_t, ExtentsByEntry> argsByImage_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
   std::vector<Work> captured_;

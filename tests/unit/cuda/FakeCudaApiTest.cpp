@@ -365,35 +365,57 @@ TEST(FakeKernelIsolation, StrayStoresAreFaults) {
 }
 
 // A training step and its eval package both have a kiln_fusion0, each
-// with its own buffers: a kernel NVRTC compiled from one package's source
-// is held to that package's extents, not to the larger of the two. Here
-// package A's add_one writes 8 floats, package B's 16; A's kernel writing
-// 16 is a fault, though B's add_one may.
-TEST(FakeKernelIsolation, EachPackageHoldsItsKernelsToItsOwnExtents) {
+// with its own buffers: a kernel loaded from one package's code is held to
+// that package's extents, not to the larger of the two. Here package A's
+// add_one writes 8 floats, package B's 16; A's kernel writing 16 is a
+// fault, though B's add_one may. The code arrives as the runtime finds it:
+// compiled by NVRTC from the package's source, or ahead of time as a cubin
+// (two cubins alike up to their ELF header's first NUL, as real ones are)
+// or as PTX.
+void holdsToOwnExtents(const std::string &code) {
   isolationCount = 16;
   FakeCudaApi api;
   api.hostKernels["add_one"] = addOne;
-  // Loads add_one from |source| (NVRTC, then the module), as CudaExecutable
-  // does after the package is learned.
-  auto load = [&](const std::string &source, CudaFunction &function) {
-    std::vector<uint8_t> cubin;
+  LoadedPackage a = isolationPackage("add_one", 8),
+                b = isolationPackage("add_one", 16);
+  for (auto [p, tag] : {std::pair{&a, 'A'}, std::pair{&b, 'B'}}) {
+    PackageKernel &k = p->kernels[0];
+    if (code == "source") {
+      k.source = "extern \"C\" __global__ void add_one(const float *in, "
+                 "float *out) {} // " +
+                 std::string(1, tag);
+    } else if (code == "cubin") {
+      const char header[] = "\x7f"
+                            "ELF\x02\x01\x01\0\0 add_one sm_90 ";
+      std::string elf(header, sizeof header - 1);
+      elf += tag;
+      k.cubins.push_back({90, std::vector<uint8_t>(elf.begin(), elf.end())});
+    } else {
+      k.ptx = ".version 9.0\n.target sm_90\n// add_one " + std::string(1, tag);
+    }
+  }
+  // Loads add_one as CudaExecutable does after the package is learned.
+  auto load = [&](const PackageKernel &k, CudaFunction &function) {
+    std::vector<uint8_t> image;
     std::string log;
+    if (!k.source.empty())
+      ASSERT_TRUE(api.nvrtcCompile(k.source, "add_one", 90, image, log).isOk());
+    else if (!k.cubins.empty())
+      image = k.cubins[0].image;
+    else
+      image.assign(k.ptx.c_str(), k.ptx.c_str() + k.ptx.size() + 1);
     CudaModule module = nullptr;
-    ASSERT_TRUE(api.nvrtcCompile(source, "add_one", 90, cubin, log).isOk());
-    ASSERT_TRUE(api.moduleLoadData(&module, cubin.data(), cubin.size()).isOk());
+    ASSERT_TRUE(api.moduleLoadData(&module, image.data(), image.size()).isOk());
     ASSERT_TRUE(api.moduleGetFunction(&function, module, "add_one").isOk());
   };
-  LoadedPackage a = isolationPackage("add_one", 8), b = isolationPackage("add_one", 16);
-  a.kernels[0].source = "extern \"C\" __global__ void add_one(const float *in, float *out) {} // A";
-  b.kernels[0].source = "extern \"C\" __global__ void add_one(const float *in, float *out) {} // B";
   CudaFunction fa = nullptr, fb = nullptr;
   api.learnPackage(a);
-  load(a.kernels[0].source, fa);
+  load(a.kernels[0], fa);
   api.learnPackage(b);
-  load(b.kernels[0].source, fb);
+  load(b.kernels[0], fb);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
-  // Both arenas 128 bytes: A's out (bytes 32..64) has room for 16 floats
-  // in the allocation, so only A's own extents can tell.
+  // Both arenas 128 bytes: A's out (bytes 32..64) has room for 16
+  // floats in the allocation, so only A's own extents can tell.
   void *arenaA = nullptr, *arenaB = nullptr;
   ASSERT_TRUE(api.malloc(&arenaA, 128).isOk());
   ASSERT_TRUE(api.malloc(&arenaB, 128).isOk());
@@ -408,17 +430,25 @@ TEST(FakeKernelIsolation, EachPackageHoldsItsKernelsToItsOwnExtents) {
   EXPECT_TRUE(sb.isOk()) << sb.message();
   EXPECT_TRUE(api.kernelFaults.empty());
 #if !KILN_TEST_HAS_ASAN
-  // (Under AddressSanitizer the copies have no guard bytes, and the store
-  // past A's out is ASan's report, as AStrayReadIsAnAddressSanitizerReport
-  // shows for another kernel.)
+  // (Under AddressSanitizer the copies have no guard bytes, and the
+  // store past A's out is ASan's report, as
+  // AStrayReadIsAnAddressSanitizerReport shows for another kernel.)
   Status sa = run(fa, arenaA, 8);
   EXPECT_FALSE(sa.isOk());
   ASSERT_EQ(api.kernelFaults.size(), 1u);
-  EXPECT_EQ(api.kernelFaults[0], "add_one wrote 32 byte(s) after argument 1 (32 bytes)");
+  EXPECT_EQ(api.kernelFaults[0],
+            "add_one wrote 32 byte(s) after argument 1 (32 bytes)");
 #endif
   // By name alone, add_one's merged extents are B's.
   ASSERT_EQ(api.kernelArgs["add_one"].size(), 2u);
   EXPECT_EQ(api.kernelArgs["add_one"][1].bytes, 64u);
+}
+
+TEST(FakeKernelIsolation, EachPackageHoldsItsKernelsToItsOwnExtents) {
+  for (const char *code : {"source", "cubin", "ptx"}) {
+    SCOPED_TRACE(code);
+    holdsToOwnExtents(code);
+  }
 }
 
 // A kernel of the runtime's own (a library call's: pointers and integers

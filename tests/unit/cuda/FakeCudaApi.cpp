@@ -176,6 +176,8 @@ Status FakeCudaApi::setDevice(int) { return enter("cudaSetDevice"); }
 Status FakeCudaApi::malloc(void **ptr, size_t bytes) {
   if (Status s = enter("cudaMalloc " + std::to_string(bytes)); !s.isOk())
     return s;
+  if (Status s = unsafeWhileCapturing("cudaMalloc"); !s.isOk())
+    return s;
   // More than the fake H200 has (or than the host gives) fails as on a GPU.
   *ptr = memory_.allocate(bytes);
   if (!*ptr)
@@ -190,6 +192,8 @@ Status FakeCudaApi::free(void *ptr) { return release("cudaFree", ptr); }
 Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
   if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
     return s;
+  if (Status s = unsafeWhileCapturing("cudaMallocHost"); !s.isOk())
+    return s;
   *ptr = memory_.allocate(bytes);
   if (!*ptr)
     return Status::error("cudaMallocHost failed: cudaErrorMemoryAllocation "
@@ -201,6 +205,10 @@ Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
 Status FakeCudaApi::freeHost(void *ptr) { return release("cudaFreeHost", ptr); }
 
 Status FakeCudaApi::release(const std::string &call, void *ptr) {
+  if (Status s = unsafeWhileCapturing(call); !s.isOk()) {
+    (void)enter(call);
+    return s;
+  }
   // cudaFree and cudaFreeHost wait for the device's work.
   synchronizeAll();
   order_.forget(ptr);
@@ -258,6 +266,10 @@ Status FakeCudaApi::streamSynchronize(CudaStream stream) {
     return Status::ok();
   if (Status s = enter("cudaStreamSynchronize"); !s.isOk())
     return s;
+  if (capturing && stream == captureStream_)
+    return breaksCapture("cudaStreamSynchronize",
+                         "cudaErrorStreamCaptureUnsupported (900)",
+                         "operation not permitted when stream is capturing");
   order_.hostWaits(stream);
   drain(stream, queues_[stream].issued);
   return faulted();
@@ -268,6 +280,18 @@ Status FakeCudaApi::streamWaitEvent(CudaStream stream, CudaEvent event) {
     return Status::ok();
   if (Status s = enter("cudaStreamWaitEvent"); !s.isOk())
     return s;
+  if (capturing && capturedEvents_.count(event)) {
+    if (stream == captureStream_) // already in the capture's order
+      return captureInvalidated("cudaStreamWaitEvent");
+    return Status::error("fake: cudaStreamWaitEvent of a captured event on "
+                         "another stream (a fork of the capture) is not "
+                         "modelled");
+  }
+  if (capturing && stream == captureStream_ && records_.count(event))
+    return breaksCapture("cudaStreamWaitEvent",
+                         "cudaErrorStreamCaptureIsolation (905)",
+                         "dependency created on uncaptured work in another "
+                         "stream (an event recorded outside the capture)");
   auto recorded = records_.find(event);
   if (recorded == records_.end()) // never recorded: nothing to wait for
     return Status::ok();
@@ -291,6 +315,13 @@ Status FakeCudaApi::eventRecord(CudaEvent event, CudaStream stream) {
   eventClock_[event] = clock_;
   if (Status s = enter("cudaEventRecord"); !s.isOk())
     return s;
+  if (capturing && stream == captureStream_) {
+    if (Status s = captureInvalidated("cudaEventRecord"); !s.isOk())
+      return s;
+    capturedEvents_.insert(event);
+    return Status::ok();
+  }
+  capturedEvents_.erase(event);
   records_[event] = {order_.record(stream), stream, queues_[stream].issued};
   return Status::ok();
 }
@@ -300,6 +331,10 @@ Status FakeCudaApi::eventSynchronize(CudaEvent event) {
     return Status::ok();
   if (Status s = enter("cudaEventSynchronize"); !s.isOk())
     return s;
+  if (capturing && capturedEvents_.count(event))
+    return breaksCapture("cudaEventSynchronize", "cudaErrorCapturedEvent (907)",
+                         "operation not permitted on an event last recorded "
+                         "in a capturing stream");
   auto recorded = records_.find(event);
   if (recorded == records_.end())
     return Status::ok();
@@ -310,7 +345,13 @@ Status FakeCudaApi::eventSynchronize(CudaEvent event) {
 
 Status FakeCudaApi::eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) {
   *ms = timesWork() ? float(eventClock_[end] - eventClock_[start]) : 0.5f;
-  return enter("cudaEventElapsedTime");
+  if (Status s = enter("cudaEventElapsedTime"); !s.isOk())
+    return s;
+  if (capturing && (capturedEvents_.count(start) || capturedEvents_.count(end)))
+    return breaksCapture("cudaEventElapsedTime", "cudaErrorCapturedEvent (907)",
+                         "operation not permitted on an event last recorded "
+                         "in a capturing stream");
+  return Status::ok();
 }
 
 Status FakeCudaApi::streamBeginCapture(CudaStream stream) {
@@ -318,15 +359,25 @@ Status FakeCudaApi::streamBeginCapture(CudaStream stream) {
     return s;
   capturing = true;
   captureStream_ = stream;
+  captureThread_ = std::this_thread::get_id();
+  captureBroken_.clear();
+  capturedEvents_.clear();
   captured_.clear();
   return Status::ok();
 }
 
 Status FakeCudaApi::streamEndCapture(CudaStream, CudaGraph *graph) {
   capturing = false;
-  if (Status s = enter("cudaStreamEndCapture"); !s.isOk()) {
-    *graph = nullptr;
+  capturedEvents_.clear();
+  *graph = nullptr;
+  if (Status s = enter("cudaStreamEndCapture"); !s.isOk())
     return s;
+  if (!captureBroken_.empty()) {
+    captured_.clear();
+    return Status::error("cudaStreamEndCapture failed: "
+                         "cudaErrorStreamCaptureInvalidated (901): operation "
+                         "failed due to a previous error during capture (" +
+                         captureBroken_ + ")");
   }
   graphs_.push_back(std::move(captured_));
   *graph = reinterpret_cast<CudaGraph>(graphs_.size());
@@ -701,12 +752,38 @@ Status FakeCudaApi::inBounds(const std::string &what, CopyKind kind,
 Status FakeCudaApi::work(CudaStream stream, std::vector<DeviceAccess> accesses,
                          std::function<void()> fn) {
   if (capturing && stream == captureStream_) {
+    if (Status s = captureInvalidated("work queued on the capturing stream");
+        !s.isOk())
+      return s;
     captured_.push_back({std::move(fn), std::move(accesses)});
     return Status::ok();
   }
   if (Status s = order(stream, accesses); !s.isOk())
     return s;
   return dispatch(stream, std::move(fn));
+}
+
+Status FakeCudaApi::breaksCapture(const std::string &call,
+                                  const std::string &code,
+                                  const std::string &text) {
+  if (captureBroken_.empty())
+    captureBroken_ = call + ": " + code;
+  return Status::error(call + " failed: " + code + ": " + text);
+}
+
+Status FakeCudaApi::unsafeWhileCapturing(const std::string &call) {
+  if (!capturing || std::this_thread::get_id() != captureThread_)
+    return Status::ok();
+  return breaksCapture(call, "cudaErrorStreamCaptureUnsupported (900)",
+                       "operation not permitted when stream is capturing");
+}
+
+Status FakeCudaApi::captureInvalidated(const std::string &call) const {
+  if (captureBroken_.empty())
+    return Status::ok();
+  return Status::error(call + " failed: cudaErrorStreamCaptureInvalidated "
+                              "(901): operation failed due to a previous "
+                              "error during capture");
 }
 
 Status FakeCudaApi::order(CudaStream stream,

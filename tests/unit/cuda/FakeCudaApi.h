@@ -6,7 +6,8 @@
 // ("cuLaunchKernel kiln_relu grid=3 block=256", "cublasLtMatmul",
 // "cudaMemcpyAsync D2D 512", "cudaGraphLaunch", ...). While a stream is
 // being captured, work is recorded into the graph instead of run, and
-// cudaGraphLaunch replays it, as CUDA does. Kernels run when the test
+// cudaGraphLaunch replays it, as CUDA does (and what CUDA refuses during a
+// capture, the fake refuses: below). Kernels run when the test
 // registers a host function for their entry point (a kernel compiled for
 // the host under codegen/cuda/CudaEmulation.h); GEMMs run on the host as
 // cuBLASLt computes them (HostGemm.h).
@@ -35,6 +36,19 @@
 //   (CUDA_ERROR_INVALID_VALUE); the device (a fake H200) allows 232448
 //   bytes per block. A cudaMalloc past the device's memory fails with out
 //   of memory. cudaFree of a pointer that is no allocation fails.
+// - Capture's rules, as CUDA applies them to a capture begun in
+//   cudaStreamCaptureModeThreadLocal (the runtime's mode): on the
+//   capturing thread, cudaMalloc, cudaMallocHost, cudaFree and
+//   cudaFreeHost fail (cudaErrorStreamCaptureUnsupported); so do
+//   synchronizing the capturing stream (the same code) and synchronizing
+//   or timing an event last recorded in the capture
+//   (cudaErrorCapturedEvent), from any thread; the capturing stream may
+//   not wait on an event recorded outside the capture
+//   (cudaErrorStreamCaptureIsolation). Each of these invalidates the
+//   capture: its stream's work fails (cudaErrorStreamCaptureInvalidated)
+//   and cudaStreamEndCapture returns that error and no graph. A GPU would
+//   refuse the call; the fake's recording would have hidden it. A second
+//   stream waiting on a captured event (a fork) is not modelled and fails.
 // - cuBLASLt's refusals. refusedEpilogues makes gemmPlan answer as
 //   cuBLASLt does when its heuristic has no algorithm for a GemmDesc
 //   (CUBLAS_STATUS_NOT_SUPPORTED, reported as unsupported); a desc that
@@ -72,6 +86,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::runtime::cuda::testing {
@@ -290,6 +305,16 @@ private:
   // After a kernel wrote outside its arguments: the error every call
   // returns from then on, as CUDA's does after an illegal access.
   Status faulted() const;
+  // While a capture is in progress: the error |call| meets with CUDA's
+  // |code| (as "cudaErrorCapturedEvent (907)") and |text|, after which the
+  // capture is invalidated.
+  Status breaksCapture(const std::string &call, const std::string &code,
+                       const std::string &text);
+  // cudaMalloc and its kind (|call|) on the capturing thread: refused.
+  Status unsafeWhileCapturing(const std::string &call);
+  // The capture's error for work queued on its stream after it was
+  // invalidated, else ok.
+  Status captureInvalidated(const std::string &call) const;
   // The extents learned for |function|'s kernel from the package whose
   // code it was loaded from (a cubin or PTX of the package, or an NVRTC
   // image of its source), or null.
@@ -325,6 +350,11 @@ private:
   std::map<size_t, ExtentsByEntry> argsByImage_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
+  std::thread::id captureThread_;
+  // Why the capture in progress was invalidated ("" while it holds).
+  std::string captureBroken_;
+  // Events last recorded in the capture in progress.
+  std::set<CudaEvent> capturedEvents_;
   std::vector<Work> captured_;
   std::vector<std::vector<Work>> graphs_;
   // Each event's last record: its clock, stream and place in that

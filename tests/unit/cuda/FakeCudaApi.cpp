@@ -497,6 +497,20 @@ Status FakeCudaApi::launchKernel(CudaFunction function,
                        " block=" + std::to_string(block[0]));
       !s.isOk())
     return s;
+  // CUDA's limits on every device since sm_30: at most 1024 threads in a
+  // block (64 in z), a grid of up to 2^31 - 1 blocks in x and 65535 in y
+  // and z, and no dimension 0.
+  uint64_t threads = uint64_t(block[0]) * block[1] * block[2];
+  if (threads == 0 || threads > 1024 || block[2] > 64 || grid[0] == 0 ||
+      grid[1] == 0 || grid[2] == 0 || grid[0] > 0x7fffffffu ||
+      grid[1] > 65535 || grid[2] > 65535)
+    return Status::error(
+        "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (1): invalid "
+        "argument (" + entry + ": grid (" + std::to_string(grid[0]) + ", " +
+        std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
+        "), block (" + std::to_string(block[0]) + ", " +
+        std::to_string(block[1]) + ", " + std::to_string(block[2]) +
+        ") outside CUDA's limits)");
   if (sharedMemoryBytes > 48 * 1024 &&
       sharedMemoryBytes > maxDynamicShared[entry])
     return Status::error("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE "

@@ -31,10 +31,11 @@
 //   or refills a pinned buffer without waiting sees the old bytes, as it
 //   may on a GPU. dropSync makes the synchronizations it names do nothing
 //   (to show that a test notices).
-// - Limits. A launch with more than 48 KiB of dynamic shared memory beyond
-//   its entry point's cuFuncSetAttribute opt-in fails
-//   (CUDA_ERROR_INVALID_VALUE); the device (a fake H200) allows 232448
-//   bytes per block. A cudaMalloc past the device's memory fails with out
+// - Limits. A launch of more than 1024 threads a block (64 in z), of more
+//   than 2^31 - 1 blocks in x or 65535 in y or z, or with a dimension 0,
+//   fails (CUDA_ERROR_INVALID_VALUE), as does one with more than 48 KiB of
+//   dynamic shared memory beyond its entry point's cuFuncSetAttribute
+//   opt-in; the device (a fake H200) allows 232448 bytes per block. A cudaMalloc past the device's memory fails with out
 //   of memory. cudaFree of a pointer that is no allocation fails.
 // - Capture's rules, as CUDA applies them to a capture begun in
 //   cudaStreamCaptureModeThreadLocal (the runtime's mode): on the

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <thread>
 
@@ -348,6 +349,48 @@ Status launch(FakeCudaApi &api, const std::string &entry, std::vector<void *> va
     params.push_back(&v);
   return api.launchKernel(function, {1, 1, 1}, {32, 1, 1}, 0, nullptr,
                           params.data(), params.size());
+}
+
+// Launch shapes within CUDA's limits: 1024 threads a block (64 in z),
+// 2^31 - 1 blocks in x, 65535 in y and z, none 0. A GPU refuses the
+// rest; so does the fake, naming the kernel and the shape.
+TEST(FakeKernels, LaunchShapesWithinCudasLimits) {
+  using Dims = std::array<uint32_t, 3>;
+  struct Case {
+    Dims grid, block;
+    bool ok;
+  };
+  for (const Case &c : {Case{{0x7fffffffu, 65535, 65535}, {1024, 1, 1}, true},
+                        Case{{1, 1, 1}, {16, 1, 64}, true},
+                        Case{{1, 1, 1}, {1025, 1, 1}, false},
+                        Case{{1, 1, 1}, {32, 32, 2}, false},
+                        Case{{1, 1, 1}, {1, 1, 65}, false},
+                        Case{{1, 1, 1}, {0, 1, 1}, false},
+                        Case{{0, 1, 1}, {32, 1, 1}, false},
+                        Case{{0x80000000u, 1, 1}, {32, 1, 1}, false},
+                        Case{{1, 65536, 1}, {32, 1, 1}, false},
+                        Case{{1, 1, 65536}, {32, 1, 1}, false}}) {
+    FakeCudaApi api; // no host kernel: a launch only takes its place
+    CudaModule module = nullptr;
+    CudaFunction function = nullptr;
+    const char image[] = "host kernels";
+    ASSERT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
+    ASSERT_TRUE(api.moduleGetFunction(&function, module, "k").isOk());
+    Status s = api.launchKernel(function, c.grid, c.block, 0, nullptr,
+                                nullptr, 0);
+    std::string shape = "grid (" + std::to_string(c.grid[0]) + ", " +
+                        std::to_string(c.grid[1]) + ", " +
+                        std::to_string(c.grid[2]) + "), block (" +
+                        std::to_string(c.block[0]) + ", " +
+                        std::to_string(c.block[1]) + ", " +
+                        std::to_string(c.block[2]) + ")";
+    SCOPED_TRACE(shape);
+    EXPECT_EQ(s.isOk(), c.ok) << s.message();
+    if (!c.ok)
+      EXPECT_EQ(s.message(), "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE "
+                             "(1): invalid argument (k: " + shape +
+                             " outside CUDA's limits)");
+  }
 }
 
 // Launches |entry| on the fake, its arguments learned from

@@ -717,6 +717,19 @@ Status FakeCudaApi::gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
       return s;
     accesses.push_back(std::move(a));
   }
+  // The plan's algorithms were chosen for pointers aligned to
+  // desc.alignmentBytes (cuBLASLt's MIN_ALIGNMENT preferences): one that
+  // is less aligned may meet vector loads it cannot take.
+  for (const DeviceAccess &a : accesses)
+    if (desc.alignmentBytes &&
+        reinterpret_cast<uintptr_t>(a.at) % desc.alignmentBytes)
+      return Status::error(
+          a.what + ": the pointer is " +
+          std::to_string(reinterpret_cast<uintptr_t>(a.at) % 256) +
+          " bytes past a 256-byte boundary, and the plan's algorithm was "
+          "chosen for " + std::to_string(desc.alignmentBytes) +
+          "-byte alignment (MIN_ALIGNMENT preferences): cuBLASLt may refuse "
+          "it or misread it (fake)");
   gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
   // cuBLASLt's scratch (not bounds-checked: the fake's GEMM never touches
   // it).

@@ -50,6 +50,9 @@
 //   and cudaStreamEndCapture returns that error and no graph. A GPU would
 //   refuse the call; the fake's recording would have hidden it. A second
 //   stream waiting on a captured event (a fork) is not modelled and fails.
+// - GEMM pointers. A cublasLtMatmul whose pointers are less aligned than
+//   its plan's GemmDesc::alignmentBytes (the MIN_ALIGNMENT preferences its
+//   algorithms were chosen for) fails.
 // - cuBLASLt's refusals. refusedEpilogues makes gemmPlan answer as
 //   cuBLASLt does when its heuristic has no algorithm for a GemmDesc
 //   (CUBLAS_STATUS_NOT_SUPPORTED, reported as unsupported); a desc that

@@ -277,6 +277,41 @@ TEST(FakeCublasLt, BgradaAndEpiloguesRoundOnceFromF32) {
   EXPECT_GT(roundedTwiceDiffers, 0);
 }
 
+// A GEMM's pointers as aligned as its plan promised cuBLASLt
+// (GemmDesc::alignmentBytes, the MIN_ALIGNMENT preferences its algorithms
+// were chosen for): an operand 128 bytes past a 256-byte boundary fails a
+// plan made for 256, and runs under one made for 128.
+TEST(FakeCublasLt, PointersAsAlignedAsThePlanPromised) {
+  FakeCudaApi api;
+  void *dev = nullptr;
+  ASSERT_TRUE(api.malloc(&dev, 4096).isOk());
+  char *d = static_cast<char *>(dev);
+  GemmDesc desc;
+  desc.dtype = PkgDType::F32;
+  desc.params.m = 4;
+  desc.params.n = 4;
+  desc.params.k = 4;
+  for (uint32_t align : {256u, 128u}) {
+    SCOPED_TRACE(align);
+    desc.alignmentBytes = align;
+    GemmPlan plan = nullptr;
+    ASSERT_TRUE(api.gemmPlan(&plan, desc, 0, nullptr).isOk());
+    Status s = api.gemmRun(plan, d, d + 128, d + 256, nullptr, nullptr,
+                           nullptr, nullptr, nullptr, 0, nullptr);
+    if (align == 256) {
+      ASSERT_FALSE(s.isOk());
+      EXPECT_EQ(s.message().find("cublasLtMatmul rhs: the pointer is 128 "
+                                 "bytes past a 256-byte boundary, and the "
+                                 "plan's algorithm was chosen for 256-byte "
+                                 "alignment"),
+                0u)
+          << s.message();
+    } else {
+      EXPECT_TRUE(s.isOk()) << s.message();
+    }
+  }
+}
+
 // Host kernels for the isolation tests: out[i] = in[i] + 1 over
 // isolationCount elements, and the same with an extra store one element
 // past |out|, or before it, or into |in|.

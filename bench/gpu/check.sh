@@ -40,6 +40,15 @@
 #      programmatic dependent launch), when time allows.
 #
 # Usage: bench/gpu/check.sh [--in DIR] [--steps N]
+#
+# Through the device tool, from a tree where scripts/build.sh and
+# bench/gpu/prepare.sh have run (its output, bench/gpu/out, is ignored by
+# git, so it must be carried; with the tracked files it is about 61 MiB
+# of the 64 the tool takes):
+#   run(command="set -o pipefail; bash bench/gpu/check.sh --in bench/gpu/out
+#       2>&1 | tee $OUT/check.txt", carry=["bench/gpu/out"], timeout_s=560)
+# What comes back: check.txt (the whole output), gpt-profile.csv and
+# check-logs.tar.gz (every step's log).
 # Not yet run on a GPU: it was prepared on a machine without one.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -252,10 +261,11 @@ if command -v python3 > /dev/null; then
 else
   skip "peers: no python3"
 fi
-# Every step's whole log beside the profile (the device tool brings back
-# $OUT; the output above keeps only their tails).
+# Every step's whole log beside the profile, as one archive: the device
+# tool brings back at most 8 files from $OUT, and there are about 17 logs
+# (the output above keeps only their tails).
 if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT/logs" && cp "$log"/*.txt "$OUT/logs/" 2>/dev/null
+  tar -czf "$OUT/check-logs.tar.gz" -C "$log" . 2>/dev/null
 fi
 rm -rf "$log"
 exit $failed

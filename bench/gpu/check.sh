@@ -20,7 +20,8 @@
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
 #      convolutions, kernels re-JITted by NVRTC) against the reference
-#      interpreter's outputs on fixed random data;
+#      interpreter's outputs on fixed random data, and what a stream
+#      capture refuses, against what the fake CUDA table says it refuses;
 #      the CudaExecutable tests on the fake table run too; then NCCL inside
 #      the step's CUDA Graph (kiln-cuda-nccl-gpu-tests: one rank on one
 #      GPU, a sum all-reduce thunk captured and replayed, values checked).

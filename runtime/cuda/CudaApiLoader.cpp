@@ -313,6 +313,12 @@ private:
   Status rt(cudaError_t code, const std::string &call) const {
     if (code == cudaSuccess)
       return Status::ok();
+    // The error is reported here; cudart would also keep it as the
+    // thread's last error, where a library that checks cudaGetLastError
+    // after its own launches (cuBLASLt, NCCL) would take it for its own:
+    // after a capture that failed and fell back to plain launches, say.
+    // (A sticky error stays: every later call returns it anyway.)
+    (void)rt_.cudaGetLastError();
     return Status::error(call + " failed: " + rt_.cudaGetErrorName(code) + " (" +
                          std::to_string(int(code)) +
                          "): " + rt_.cudaGetErrorString(code));
@@ -354,6 +360,7 @@ private:
   struct Runtime {
     KILN_CUDA_FN(cudaGetErrorName);
     KILN_CUDA_FN(cudaGetErrorString);
+    KILN_CUDA_FN(cudaGetLastError);
     KILN_CUDA_FN(cudaSetDevice);
     KILN_CUDA_FN(cudaMalloc);
     KILN_CUDA_FN(cudaFree);
@@ -449,6 +456,7 @@ Status RealCudaApi::load(bool requireDriver) {
                          describeLoadFailure(cudartLibrary, "KILN_CUDART"));
   bool ok = KILN_DLSYM(rt_, cudart, cudaGetErrorName) &&
             KILN_DLSYM(rt_, cudart, cudaGetErrorString) &&
+            KILN_DLSYM(rt_, cudart, cudaGetLastError) &&
             KILN_DLSYM(rt_, cudart, cudaSetDevice) &&
             KILN_DLSYM(rt_, cudart, cudaMalloc) &&
             KILN_DLSYM(rt_, cudart, cudaFree) &&

@@ -16,13 +16,14 @@
 // and the three convolutions (CudaConv.h) against their definitions; and
 // the fused attention (CudaAttention.h: forward and backward, tensor-core
 // and CUDA-core kernels, both layouts) against its definition in double
-// precision.
+// precision; and the capture rules the fake claims (CaptureRules.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/AttentionPackage.h"
+#include "tests/unit/cuda/CaptureRules.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/HostGemm.h"
 #include "tests/unit/cuda/GpuTest.h"
@@ -31,9 +32,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fstream>
 #include <random>
 #include <set>
@@ -45,6 +48,9 @@ using namespace kiln::runtime::cuda;
 
 using CudaGpuTest = kiln::runtime::cuda::testing::GpuTest;
 
+using kiln::runtime::cuda::testing::CaptureRule;
+using kiln::runtime::cuda::testing::captureRules;
+using kiln::runtime::cuda::testing::checkCaptureRule;
 using kiln::runtime::cuda::testing::randomBuffer;
 using kiln::runtime::cuda::testing::valueAt;
 
@@ -227,6 +233,35 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
       EXPECT_EQ(api->gemmSelectedAlgorithm(plan), tuned.value().chosen);
       api->gemmDestroy(plan);
     }
+}
+
+// The fake's capture rules (CaptureRules.h, FakeCudaApi.h) on the real
+// table: each call the fake refuses during a capture fails here with the
+// same CUDA code and invalidates the capture, and the stream works again
+// after it; the capture that breaks no rule replays. After each failure
+// cudart's last error is clear (CudaApiLoader.cpp resets it), so a
+// library that checks cudaGetLastError after its own launches does not
+// take an error already reported for its own.
+TEST_F(CudaGpuTest, CaptureRefusesWhatTheFakeRefuses) {
+  using LastError = int (*)();
+  LastError lastError = nullptr;
+  for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+    if (void *lib = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+      lastError = reinterpret_cast<LastError>(dlsym(lib, "cudaGetLastError"));
+      dlclose(lib);
+      break;
+    }
+  for (const CaptureRule &rule : captureRules()) {
+    SCOPED_TRACE(rule.forbidden);
+    std::string ended = checkCaptureRule(*api, rule);
+    if (!ended.empty())
+      std::printf("capture rule %s: %s\n", rule.forbidden, ended.c_str());
+    if (lastError)
+      EXPECT_EQ(lastError(), 0) << "cudart kept an error after " << rule.forbidden;
+  }
+  if (!lastError)
+    std::printf("note: cudart not found by its name: its last error was not "
+                "checked\n");
 }
 
 TEST_F(CudaGpuTest, NvrtcKernelLaunchesThroughTheDriver) {

@@ -16,14 +16,15 @@
 // and the three convolutions (CudaConv.h) against their definitions; and
 // the fused attention (CudaAttention.h: forward and backward, tensor-core
 // and CUDA-core kernels, both layouts) against its definition in double
-// precision; and the capture rules the fake claims (CaptureRules.h).
+// precision; and what the fake says CUDA refuses (CudaRules.h): a
+// capture's forbidden calls, launch shapes past CUDA's limits.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "tests/unit/cuda/AttentionPackage.h"
-#include "tests/unit/cuda/CaptureRules.h"
+#include "tests/unit/cuda/CudaRules.h"
 #include "tests/unit/cuda/ConvPackage.h"
 #include "tests/unit/cuda/HostGemm.h"
 #include "tests/unit/cuda/GpuTest.h"
@@ -51,6 +52,8 @@ using CudaGpuTest = kiln::runtime::cuda::testing::GpuTest;
 using kiln::runtime::cuda::testing::CaptureRule;
 using kiln::runtime::cuda::testing::captureRules;
 using kiln::runtime::cuda::testing::checkCaptureRule;
+using kiln::runtime::cuda::testing::LaunchShape;
+using kiln::runtime::cuda::testing::refusedLaunchShapes;
 using kiln::runtime::cuda::testing::randomBuffer;
 using kiln::runtime::cuda::testing::valueAt;
 
@@ -235,7 +238,7 @@ TEST_F(CudaGpuTest, EveryAlgorithmTheAutotunerMayChooseMatchesTheHost) {
     }
 }
 
-// The fake's capture rules (CaptureRules.h, FakeCudaApi.h) on the real
+// The fake's capture rules (CudaRules.h, FakeCudaApi.h) on the real
 // table: each call the fake refuses during a capture fails here with the
 // same CUDA code and invalidates the capture, and the stream works again
 // after it; the capture that breaks no rule replays. After each failure
@@ -262,6 +265,44 @@ TEST_F(CudaGpuTest, CaptureRefusesWhatTheFakeRefuses) {
   if (!lastError)
     std::printf("note: cudart not found by its name: its last error was not "
                 "checked\n");
+}
+
+// The launch shapes the fake refuses (CudaRules.h) on the real driver:
+// each fails as the fake says, and does not break the context (a launch
+// within the limits runs after them).
+TEST_F(CudaGpuTest, LaunchShapesTheFakeRefusesAreRefused) {
+  const char *source =
+      "extern \"C\" __global__ void kiln_mark(int *flag) { *flag = 7; }\n";
+  std::vector<uint8_t> cubin;
+  std::string log;
+  Status s = api->nvrtcCompile(source, "kiln_mark", device.smArch(), cubin, log);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  CudaModule module = nullptr;
+  CudaFunction fn = nullptr;
+  ASSERT_TRUE(api->moduleLoadData(&module, cubin.data(), cubin.size()).isOk());
+  ASSERT_TRUE(api->moduleGetFunction(&fn, module, "kiln_mark").isOk());
+  void *flag = nullptr;
+  ASSERT_TRUE(api->malloc(&flag, 4).isOk());
+  ASSERT_TRUE(api->memsetAsync(flag, 0, 4, stream).isOk());
+  void *params[] = {&flag};
+  for (const LaunchShape &shape : refusedLaunchShapes()) {
+    SCOPED_TRACE(shape.text());
+    Status launched =
+        api->launchKernel(fn, shape.grid, shape.block, 0, stream, params, 1);
+    EXPECT_EQ(launched.message().find(
+                  "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (1)"),
+              0u)
+        << launched.message();
+  }
+  ASSERT_TRUE(
+      api->launchKernel(fn, {1, 1, 1}, {1, 1, 1}, 0, stream, params, 1).isOk());
+  int value = 0;
+  ASSERT_TRUE(
+      api->memcpyAsync(&value, flag, 4, CopyKind::DeviceToHost, stream).isOk());
+  ASSERT_TRUE(api->streamSynchronize(stream).isOk());
+  EXPECT_EQ(value, 7);
+  api->free(flag);
+  api->moduleUnload(module);
 }
 
 TEST_F(CudaGpuTest, NvrtcKernelLaunchesThroughTheDriver) {

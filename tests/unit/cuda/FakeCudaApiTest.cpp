@@ -11,7 +11,7 @@
 #include "runtime/Half.h"
 #include "runtime/cuda/CudaApi.h"
 #include "tests/unit/cuda/AddressSanitizer.h"
-#include "tests/unit/cuda/CaptureRules.h"
+#include "tests/unit/cuda/CudaRules.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 
@@ -29,6 +29,8 @@ using kiln::runtime::cuda::testing::CaptureRule;
 using kiln::runtime::cuda::testing::captureRules;
 using kiln::runtime::cuda::testing::checkCaptureRule;
 using kiln::runtime::cuda::testing::FakeCudaApi;
+using kiln::runtime::cuda::testing::LaunchShape;
+using kiln::runtime::cuda::testing::refusedLaunchShapes;
 using kiln::runtime::cuda::testing::HostKernel;
 using kiln::runtime::cuda::testing::randomFloats;
 
@@ -126,7 +128,7 @@ TEST(FakeMemory, FreesAsCudaDoes) {
 }
 
 // Capture's rules, as a GPU applies them to a thread-local capture
-// (CaptureRules.h; CudaGpuTest runs the same scenario on the real table):
+// (CudaRules.h; CudaGpuTest runs the same scenario on the real table):
 // each forbidden call fails with CUDA's code and invalidates the capture,
 // so later work on the stream fails and cudaStreamEndCapture returns no
 // graph, saying (here) which call broke it; what the rules allow still
@@ -316,40 +318,25 @@ Status launch(FakeCudaApi &api, const std::string &entry, std::vector<void *> va
 // 2^31 - 1 blocks in x, 65535 in y and z, none 0. A GPU refuses the
 // rest; so does the fake, naming the kernel and the shape.
 TEST(FakeKernels, LaunchShapesWithinCudasLimits) {
-  using Dims = std::array<uint32_t, 3>;
-  struct Case {
-    Dims grid, block;
-    bool ok;
-  };
-  for (const Case &c : {Case{{0x7fffffffu, 65535, 65535}, {1024, 1, 1}, true},
-                        Case{{1, 1, 1}, {16, 1, 64}, true},
-                        Case{{1, 1, 1}, {1025, 1, 1}, false},
-                        Case{{1, 1, 1}, {32, 32, 2}, false},
-                        Case{{1, 1, 1}, {1, 1, 65}, false},
-                        Case{{1, 1, 1}, {0, 1, 1}, false},
-                        Case{{0, 1, 1}, {32, 1, 1}, false},
-                        Case{{0x80000000u, 1, 1}, {32, 1, 1}, false},
-                        Case{{1, 65536, 1}, {32, 1, 1}, false},
-                        Case{{1, 1, 65536}, {32, 1, 1}, false}}) {
+  std::vector<std::pair<LaunchShape, bool>> cases = {
+      {{{0x7fffffffu, 65535, 65535}, {1024, 1, 1}}, true},
+      {{{1, 1, 1}, {16, 1, 64}}, true}};
+  for (const LaunchShape &refused : refusedLaunchShapes())
+    cases.push_back({refused, false});
+  for (const auto &[shape, ok] : cases) {
+    SCOPED_TRACE(shape.text());
     FakeCudaApi api; // no host kernel: a launch only takes its place
     CudaModule module = nullptr;
     CudaFunction function = nullptr;
     const char image[] = "host kernels";
     ASSERT_TRUE(api.moduleLoadData(&module, image, sizeof(image)).isOk());
     ASSERT_TRUE(api.moduleGetFunction(&function, module, "k").isOk());
-    Status s = api.launchKernel(function, c.grid, c.block, 0, nullptr,
+    Status s = api.launchKernel(function, shape.grid, shape.block, 0, nullptr,
                                 nullptr, 0);
-    std::string shape = "grid (" + std::to_string(c.grid[0]) + ", " +
-                        std::to_string(c.grid[1]) + ", " +
-                        std::to_string(c.grid[2]) + "), block (" +
-                        std::to_string(c.block[0]) + ", " +
-                        std::to_string(c.block[1]) + ", " +
-                        std::to_string(c.block[2]) + ")";
-    SCOPED_TRACE(shape);
-    EXPECT_EQ(s.isOk(), c.ok) << s.message();
-    if (!c.ok)
+    EXPECT_EQ(s.isOk(), ok) << s.message();
+    if (!ok)
       EXPECT_EQ(s.message(), "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE "
-                             "(1): invalid argument (k: " + shape +
+                             "(1): invalid argument (k: " + shape.text() +
                              " outside CUDA's limits)");
   }
 }

@@ -1,25 +1,32 @@
-//===- CaptureRules.h - what a stream capture refuses, on any table -*- C++ -*-===//
+//===- CudaRules.h - what CUDA refuses, checked on any table ------*- C++ -*-===//
 //
-// One scenario for the fake CUDA table (FakeCudaApi.h, which claims to
-// refuse what CUDA refuses during a capture) and for the real one on a GPU
-// (CudaGpuTest), so that a GPU run checks the fake's claims: in a capture
-// begun as the runtime begins it (cudaStreamCaptureModeThreadLocal), the
-// call |forbidden| names fails with CUDA's |code|, the capture is
-// invalidated (later work on its stream fails, cudaStreamEndCapture
-// returns no graph), and the stream works again once the capture has
-// ended. With |forbidden| "nothing", what the rules allow (waiting on an
-// event of the capture, work and a synchronization on a stream outside
-// it, an allocation on another thread) leaves a graph that replays.
+// Scenarios for the fake CUDA table (FakeCudaApi.h, which claims to refuse
+// what CUDA refuses) and for the real one on a GPU (CudaGpuTest), so that a
+// GPU run checks the fake's claims, error codes included.
+//
+// Capture: in a capture begun as the runtime begins it
+// (cudaStreamCaptureModeThreadLocal), the call a CaptureRule names fails
+// with CUDA's code, the capture is invalidated (later work on its stream
+// fails, cudaStreamEndCapture returns no graph), and the stream works
+// again once the capture has ended. With "nothing" forbidden, what the
+// rules allow (waiting on an event of the capture, work and a
+// synchronization on a stream outside it, an allocation on another
+// thread) leaves a graph that replays.
+//
+// Launch shapes: the grids and blocks every CUDA device refuses
+// (CUDA_ERROR_INVALID_VALUE).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_TESTS_UNIT_CUDA_CAPTURERULES_H
-#define KILN_TESTS_UNIT_CUDA_CAPTURERULES_H
+#ifndef KILN_TESTS_UNIT_CUDA_CUDARULES_H
+#define KILN_TESTS_UNIT_CUDA_CUDARULES_H
 
 #include "runtime/cuda/CudaApi.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,6 +174,26 @@ inline std::string checkCaptureRule(CudaApi &api, const CaptureRule &rule) {
   return ended;
 }
 
+struct LaunchShape {
+  std::array<uint32_t, 3> grid, block;
+  std::string text() const {
+    return "grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) +
+           ", " + std::to_string(grid[2]) + "), block (" +
+           std::to_string(block[0]) + ", " + std::to_string(block[1]) + ", " +
+           std::to_string(block[2]) + ")";
+  }
+};
+
+// Over 1024 threads a block (or 64 in z), over 2^31 - 1 blocks in x or
+// 65535 in y or z, a dimension 0: every CUDA device refuses these
+// launches with CUDA_ERROR_INVALID_VALUE.
+inline std::vector<LaunchShape> refusedLaunchShapes() {
+  return {{{1, 1, 1}, {1025, 1, 1}},  {{1, 1, 1}, {32, 32, 2}},
+          {{1, 1, 1}, {1, 1, 65}},    {{1, 1, 1}, {0, 1, 1}},
+          {{0, 1, 1}, {32, 1, 1}},    {{0x80000000u, 1, 1}, {32, 1, 1}},
+          {{1, 65536, 1}, {32, 1, 1}}, {{1, 1, 65536}, {32, 1, 1}}};
+}
+
 } // namespace kiln::runtime::cuda::testing
 
-#endif // KILN_TESTS_UNIT_CUDA_CAPTURERULES_H
+#endif // KILN_TESTS_UNIT_CUDA_CUDARULES_H

@@ -49,7 +49,8 @@
 #   run(command="set -o pipefail; bash bench/gpu/check.sh --in bench/gpu/out
 #       2>&1 | tee $OUT/check.txt", carry=["bench/gpu/out"], timeout_s=560)
 # What comes back: check.txt (the whole output), gpt-profile.csv and
-# check-logs.tar.gz (every step's log).
+# check-logs.tar.gz (every step's log). Then, while the machine is warm,
+# bench/gpu/sanitize.sh (compute-sanitizer over the kernels, 4 minutes).
 # Not yet run on a GPU: it was prepared on a machine without one.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -407,13 +407,29 @@ template <class T> T kiln_emulation_shuffle(T value, unsigned source) {
   return result;
 }
 
-template <class T> T __shfl_xor_sync(unsigned, T value, int laneMask) {
+// Shuffles are emulated for whole warps: every lane exchanges, and a lane
+// that left the kernel before one is reported (yield()). A kernel that
+// names fewer lanes (a partial mask) would run here as if it named all,
+// so it is refused rather than emulated wrongly.
+inline void kiln_emulation_full_mask(unsigned mask, const char *what) {
+  if (mask != 0xffffffffu) {
+    std::fprintf(stderr,
+                 "kiln_emulate: %s with mask 0x%08x: only whole warps "
+                 "(0xffffffff) are emulated\n",
+                 what, mask);
+    std::abort();
+  }
+}
+
+template <class T> T __shfl_xor_sync(unsigned mask, T value, int laneMask) {
+  kiln_emulation_full_mask(mask, "__shfl_xor_sync");
   unsigned t = threadIdx.x;
   return kiln_emulation_shuffle(value, (t & ~31u) | ((t & 31u) ^ unsigned(laneMask)));
 }
 
 // Lane t gets lane t - delta's value (its own below delta).
-template <class T> T __shfl_up_sync(unsigned, T value, unsigned delta) {
+template <class T> T __shfl_up_sync(unsigned mask, T value, unsigned delta) {
+  kiln_emulation_full_mask(mask, "__shfl_up_sync");
   unsigned t = threadIdx.x;
   return kiln_emulation_shuffle(value, (t & 31u) >= delta ? t - delta : t);
 }

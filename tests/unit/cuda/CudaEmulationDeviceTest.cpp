@@ -90,6 +90,15 @@ extern "C" void early_host(void **buffers, unsigned grid, unsigned block) {
   kiln_emulate(grid, block, [&] { early((float *)buffers[0]); });
 }
 
+// A shuffle among the warp's lower half only: the emulation, which
+// exchanges whole warps, refuses it.
+__global__ void halfwarp(float *out) {
+  out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, float(threadIdx.x), 1);
+}
+extern "C" void halfwarp_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] { halfwarp((float *)buffers[0]); });
+}
+
 // A grid-stride loop one element too long (i <= n): it reads in[n], which a
 // GPU may well not fault on.
 __global__ void overread(const float *in, float *out, int n) {
@@ -220,8 +229,8 @@ protected:
     std::string error;
     kernels = new std::map<std::string, HostKernel>(buildHostKernels(
         kSource,
-        {"exchange", "lanes", "early", "convert", "matrix_f16", "matrix_bf16", "stack",
-         "overread"},
+        {"exchange", "lanes", "early", "halfwarp", "convert", "matrix_f16",
+         "matrix_bf16", "stack", "overread"},
         "device", error));
     ASSERT_TRUE(error.empty()) << error;
   }
@@ -305,6 +314,18 @@ TEST_F(CudaEmulationDeviceTest, DeadlockedBlockEndsWithAMessage) {
   EXPECT_DEATH(kernels->at("early")(buffers, 1, 64),
                "block 0: all 63 live threads wait at barriers that cannot "
                "complete");
+}
+
+// Every shuffle the emitter and the runtime's kernels write names the
+// whole warp; one that names fewer lanes would be emulated as if it named
+// all, so the emulation stops instead.
+TEST_F(CudaEmulationDeviceTest, PartialWarpShuffleEndsWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> out(32);
+  void *buffers[] = {out.data()};
+  EXPECT_DEATH(kernels->at("halfwarp")(buffers, 1, 32),
+               "__shfl_xor_sync with mask 0x0000ffff: only whole warps "
+               "\\(0xffffffff\\) are emulated");
 }
 
 TEST_F(CudaEmulationDeviceTest, BlockSizeAGpuRefusesEndsWithAMessage) {

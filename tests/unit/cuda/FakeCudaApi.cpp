@@ -615,8 +615,8 @@ size_t FakeCudaApi::planIndex(GemmPlan plan) const {
   return reinterpret_cast<size_t>(plan) - 1;
 }
 
-Status FakeCudaApi::gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t,
-                             bool *unsupported) {
+Status FakeCudaApi::gemmPlan(GemmPlan *plan, const GemmDesc &desc,
+                             size_t workspaceBytes, bool *unsupported) {
   if (unsupported)
     *unsupported = false;
   if (Status s = enter("cublasLtMatmulAlgoGetHeuristic"); !s.isOk())
@@ -637,6 +637,7 @@ Status FakeCudaApi::gemmPlan(GemmPlan *plan, const GemmDesc &desc, size_t,
                      : why));
   }
   plans.push_back(desc);
+  planWorkspaceBytes.push_back(workspaceBytes);
   selected_.push_back(0);
   *plan = reinterpret_cast<GemmPlan>(plans.size());
   return Status::ok();
@@ -730,6 +731,16 @@ Status FakeCudaApi::gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
           "chosen for " + std::to_string(desc.alignmentBytes) +
           "-byte alignment (MIN_ALIGNMENT preferences): cuBLASLt may refuse "
           "it or misread it (fake)");
+  // The plan's algorithms were chosen for its workspace: one that needs
+  // all of it fails with less (CUBLAS_STATUS_INVALID_VALUE, cuBLASLt's
+  // answer when workspaceSizeInBytes is below what the algorithm needs).
+  if (size_t allowed = planWorkspaceBytes[planIndex(plan)];
+      (workspace ? workspaceBytes : 0) < allowed)
+    return Status::error(
+        "cublasLtMatmul failed: CUBLAS_STATUS_INVALID_VALUE (7): " +
+        std::to_string(workspace ? workspaceBytes : 0) +
+        " bytes of workspace, and the plan's algorithms were chosen for " +
+        std::to_string(allowed) + " (fake)");
   gemms.push_back({desc, lhs, rhs, out, c, aux, algorithm});
   // cuBLASLt's scratch (not bounds-checked: the fake's GEMM never touches
   // it).

@@ -52,7 +52,8 @@
 //   stream waiting on a captured event (a fork) is not modelled and fails.
 // - GEMM pointers. A cublasLtMatmul whose pointers are less aligned than
 //   its plan's GemmDesc::alignmentBytes (the MIN_ALIGNMENT preferences its
-//   algorithms were chosen for) fails.
+//   algorithms were chosen for) fails, as does one given less workspace
+//   than its plan allowed its algorithms (planWorkspaceBytes).
 // - cuBLASLt's refusals. refusedEpilogues makes gemmPlan answer as
 //   cuBLASLt does when its heuristic has no algorithm for a GemmDesc
 //   (CUBLAS_STATUS_NOT_SUPPORTED, reported as unsupported); a desc that
@@ -129,6 +130,10 @@ public:
   std::function<double(const std::string &)> launchMs;
   bool timesWork() const override { return gemmAlgorithmMs || launchMs; }
   std::vector<GemmDesc> plans;
+  // The workspace each plan's algorithms may use (cuBLASLt's
+  // MAX_WORKSPACE_BYTES preference): a cublasLtMatmul that passes less
+  // fails, as cuBLASLt fails it when its algorithm needs more.
+  std::vector<size_t> planWorkspaceBytes;
   // The images handed to cuModuleLoadData, as text up to the first NUL.
   std::vector<std::string> loadedImages;
   std::vector<unsigned> nvrtcArchs;

@@ -240,6 +240,35 @@ TEST(FakeCublasLt, PointersAsAlignedAsThePlanPromised) {
   }
 }
 
+// A GEMM given as much workspace as its plan allowed its algorithms
+// (cuBLASLt's MAX_WORKSPACE_BYTES preference): with less, or none, the
+// call fails as cuBLASLt fails an algorithm that needs more.
+TEST(FakeCublasLt, WorkspaceAsLargeAsThePlanAllowed) {
+  FakeCudaApi api;
+  void *dev = nullptr, *workspace = nullptr;
+  ASSERT_TRUE(api.malloc(&dev, 4096).isOk());
+  ASSERT_TRUE(api.malloc(&workspace, 1024).isOk());
+  char *d = static_cast<char *>(dev);
+  GemmDesc desc;
+  desc.dtype = PkgDType::F32;
+  desc.params.m = desc.params.n = desc.params.k = 4;
+  GemmPlan plan = nullptr;
+  ASSERT_TRUE(api.gemmPlan(&plan, desc, 1024, nullptr).isOk());
+  auto run = [&](void *ws, size_t bytes) {
+    return api.gemmRun(plan, d, d + 256, d + 512, nullptr, nullptr, nullptr,
+                       nullptr, ws, bytes, nullptr);
+  };
+  EXPECT_TRUE(run(workspace, 1024).isOk());
+  Status less = run(workspace, 512);
+  EXPECT_EQ(less.message(), "cublasLtMatmul failed: CUBLAS_STATUS_INVALID_VALUE "
+                            "(7): 512 bytes of workspace, and the plan's "
+                            "algorithms were chosen for 1024 (fake)");
+  EXPECT_FALSE(run(nullptr, 1024).isOk());
+  // A plan made for no workspace runs without one.
+  ASSERT_TRUE(api.gemmPlan(&plan, desc, 0, nullptr).isOk());
+  EXPECT_TRUE(run(nullptr, 0).isOk());
+}
+
 // Host kernels for the isolation tests: out[i] = in[i] + 1 over
 // isolationCount elements, and the same with an extra store one element
 // past |out|, or before it, or into |in|.

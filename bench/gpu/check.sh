@@ -63,12 +63,8 @@ while [ $# -gt 0 ]; do
     *) echo "check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-failed=0
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; failed=1; }
-skip() { echo "SKIP $*"; }
-deadline=$((SECONDS + 470))
-left() { local l=$((deadline - SECONDS)); [ $l -gt 5 ] && echo $l || echo 5; }
+budget=470
+. "$root/bench/gpu/common.sh"
 # judge RC FILE LINES LABEL: PASS, or FAIL with FILE's last LINES lines,
 # for a gtest run that exited RC with its output in FILE; one whose tests
 # skipped (no GPU after all) fails too.
@@ -82,15 +78,6 @@ judge() {
     pass "$4"
   fi
 }
-bin=$in/bin
-log=$(mktemp -d)
-# The GEMM autotuner's cache: fresh, so this run times every shape.
-export KILN_CACHE_DIR=$log/cache
-# NVRTC (the golden packages hold kernel source) needs cuda_fp16.h and
-# cuda_bf16.h: the toolkit's include directory, found beside nvcc.
-if [ -z "${KILN_CUDA_INCLUDE_DIR:-}" ] && command -v nvcc > /dev/null; then
-  export KILN_CUDA_INCLUDE_DIR=$(cd "$(dirname "$(command -v nvcc)")/../include" && pwd)
-fi
 
 # 1. The GPU.
 if command -v nvidia-smi > /dev/null; then

@@ -36,19 +36,9 @@ while [ $# -gt 0 ]; do
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-failed=0
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; failed=1; }
-skip() { echo "SKIP $*"; }
-deadline=$((SECONDS + 230))
-left() { local l=$((deadline - SECONDS)); [ $l -gt 5 ] && echo $l || echo 5; }
-bin=$in/bin
-log=$(mktemp -d)
-# One NVRTC cache for the four runs: the kernels are compiled by the first.
-export KILN_CACHE_DIR=$log/cache
-if [ -z "${KILN_CUDA_INCLUDE_DIR:-}" ] && command -v nvcc > /dev/null; then
-  export KILN_CUDA_INCLUDE_DIR=$(cd "$(dirname "$(command -v nvcc)")/../include" && pwd)
-fi
+budget=230
+# (One NVRTC cache for the four runs: the kernels are compiled by the first.)
+. "$root/bench/gpu/common.sh"
 export KILN_CUDA_TEST_PACKAGE=$in/mlp.kpkg KILN_CUDA_GOLDEN_DIR=$in/golden
 
 sanitizer=$(command -v compute-sanitizer || true)

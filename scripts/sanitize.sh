@@ -144,9 +144,10 @@ for mode in "${modes[@]}"; do
   # lit passes the sanitizers' options through to the tools it runs: all
   # of it under ASan but tools/compile-cuda.test (a minute of NVRTC and
   # ptxas on every zoo kernel; the step emulations emit the same kernels
-  # under ASan), the threaded commands under TSan (unless KILN_TSAN_CLI=0).
+  # under ASan) and peers/bench-gpu-peers.test (PyTorch and JAX alone, no
+  # Kiln tool), the threaded commands under TSan (unless KILN_TSAN_CLI=0).
   filter=.
-  filter_out='tools/compile-cuda\.test'
+  filter_out='tools/compile-cuda\.test|peers/bench-gpu-peers\.test'
   if [ "$mode" = thread ]; then
     [ "${KILN_TSAN_CLI:-1}" = 1 ] || continue
     filter='train/|tools/launch'

@@ -9,8 +9,10 @@ utilization: 6 * parameters * tokens plus 12 * layers * hidden * sequence
 H200). JAX: jax.jit of the same step (bf16 compute from f32 master weights,
 the same AdamW written out, jax.nn.dot_product_attention when present).
 --flops prints the step's tokens and model FLOPs for bench/gpu/check.sh, which
-gives Kiln's step the same MFU formula. Written on a machine without a GPU:
-not yet run.
+gives Kiln's step the same MFU formula. Each peer that fails says why, and
+the others still run. Not yet run on a GPU; with KILN_PEERS_ANY_DEVICE=1 it
+runs on the CPU too (tests/lit/peers/bench-gpu-peers.test runs a tiny GPT
+through every peer, so an API the script uses that has gone shows there).
 """
 import argparse
 import os
@@ -31,6 +33,9 @@ def step_flops(a, params):
 
 
 def run_jax(a):
+    # PyTorch's allocator may hold memory already: JAX takes what it needs
+    # instead of 75% of the device up front.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     try:
         import jax
         import jax.numpy as jnp
@@ -113,7 +118,20 @@ def run_jax(a):
     tok, flops = step_flops(a, params)
     mfu = flops / seconds / (a.peak_tflops * 1e12)
     print(f"{'jax.jit':14s} {seconds * 1e3:8.2f} ms/step {tok / seconds:10.0f} tokens/s "
-          f"MFU {100 * mfu:5.1f}%  loss {float(loss):.3f}  params {params / 1e6:.1f}M")
+          f"MFU {100 * mfu:5.1f}%  loss {float(loss):.3f}  params {params / 1e6:.1f}M",
+          flush=True)
+
+
+def guarded(name, fn, *args):
+    """Runs one peer; a peer that fails says why, and the others still run.
+    Returns whether it ran."""
+    try:
+        fn(*args)
+        return True
+    except Exception as e:  # a peer's failure is a result to print
+        print(f"{name:14s} failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
+              flush=True)
+        return False
 
 
 def main():
@@ -136,8 +154,7 @@ def main():
         print(tok, flops)
         return 0
     if a.only == "jax":
-        run_jax(a)
-        return 0
+        return 0 if guarded("jax.jit", run_jax, a) else 1
     try:
         import torch
         import torch.nn as nn
@@ -145,9 +162,18 @@ def main():
     except ImportError:
         print("peers: PyTorch is not installed")
         return 1
-    if not torch.cuda.is_available():
+    # KILN_PEERS_ANY_DEVICE=1 lets a CPU-only machine check this code too.
+    if torch.cuda.is_available():
+        dev = "cuda"
+    elif os.environ.get("KILN_PEERS_ANY_DEVICE") == "1":
+        dev = "cpu"
+    else:
         print("peers: torch sees no CUDA device")
         return 1
+
+    def sync():
+        if dev == "cuda":
+            torch.cuda.synchronize()
 
     class Block(nn.Module):
         def __init__(self):
@@ -184,15 +210,15 @@ def main():
 
     def run(compiled):
         torch.manual_seed(0)
-        model = Gpt().cuda()
+        model = Gpt().to(dev)
         params = sum(p.numel() for p in model.parameters())
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
         step_model = torch.compile(model) if compiled else model
-        tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda")
-        targets = torch.randint(0, a.vocab, (a.batch, a.seq), device="cuda")
+        tokens = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
+        targets = torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)
 
         def step():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast(dev, dtype=torch.bfloat16):
                 loss = step_model(tokens, targets)
             loss.backward()
             opt.step()
@@ -201,25 +227,29 @@ def main():
 
         for _ in range(a.warmup):
             step()
-        torch.cuda.synchronize()
+        sync()
         start = time.perf_counter()
         for _ in range(a.steps):
             loss = step()
-        torch.cuda.synchronize()
+        sync()
         seconds = (time.perf_counter() - start) / a.steps
         tok, flops = step_flops(a, params)
         mfu = flops / seconds / (a.peak_tflops * 1e12)
         name = "torch.compile" if compiled else "pytorch eager"
         print(f"{name:14s} {seconds * 1e3:8.2f} ms/step {tok / seconds:10.0f} tokens/s "
-              f"MFU {100 * mfu:5.1f}%  loss {loss.item():.3f}  params {params / 1e6:.1f}M")
+              f"MFU {100 * mfu:5.1f}%  loss {loss.item():.3f}  params {params / 1e6:.1f}M",
+              flush=True)
+        del model, opt, step_model
 
     print(f"gpt {a.layers}x{a.hidden}, {a.heads} heads, seq {a.seq}, batch {a.batch}, bf16 "
-          f"on {torch.cuda.get_device_name()}")
-    run(False)
-    run(True)
+          f"on {torch.cuda.get_device_name() if dev == 'cuda' else 'the CPU'}", flush=True)
+    ok = guarded("pytorch eager", run, False)
+    ok = guarded("torch.compile", run, True) and ok
     if a.only == "all":
-        run_jax(a)
-    return 0
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        ok = guarded("jax.jit", run_jax, a) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

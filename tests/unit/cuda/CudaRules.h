@@ -56,12 +56,12 @@ inline std::vector<CaptureRule> captureRules() {
 inline std::string checkCaptureRule(CudaApi &api, const CaptureRule &rule) {
   std::string what = rule.forbidden;
   std::string ended;
-  void *dev = nullptr, *pinned = nullptr, *elsewhere = nullptr;
+  void *dev = nullptr, *side = nullptr, *pinned = nullptr, *elsewhere = nullptr;
   void *more = nullptr; // what a forbidden allocation made after all
   CudaStream s = nullptr, other = nullptr;
   CudaEvent outside = nullptr, inside = nullptr;
   auto cleanUp = [&] {
-    for (void *p : {dev, elsewhere, what == "cudaMalloc" ? more : nullptr})
+    for (void *p : {dev, side, elsewhere, what == "cudaMalloc" ? more : nullptr})
       if (p)
         (void)api.free(p);
     for (void *p : {pinned, what == "cudaMallocHost" ? more : nullptr})
@@ -76,6 +76,7 @@ inline std::string checkCaptureRule(CudaApi &api, const CaptureRule &rule) {
   };
   auto run = [&] {
     ASSERT_TRUE(api.malloc(&dev, 256).isOk());
+    ASSERT_TRUE(api.malloc(&side, 256).isOk());
     ASSERT_TRUE(api.mallocHost(&pinned, 256).isOk());
     ASSERT_TRUE(api.streamCreate(&s).isOk());
     ASSERT_TRUE(api.streamCreate(&other).isOk());
@@ -92,7 +93,7 @@ inline std::string checkCaptureRule(CudaApi &api, const CaptureRule &rule) {
     // synchronization on a stream outside it, an allocation on another
     // thread (a thread-local capture checks only its own).
     EXPECT_TRUE(api.streamWaitEvent(s, inside).isOk());
-    EXPECT_TRUE(api.memsetAsync(pinned, 1, 16, other).isOk());
+    EXPECT_TRUE(api.memsetAsync(side, 1, 256, other).isOk());
     EXPECT_TRUE(api.streamSynchronize(other).isOk());
     Status there;
     std::thread([&] { there = api.malloc(&elsewhere, 64); }).join();

@@ -529,10 +529,9 @@ void holdsToOwnExtents(const std::string &code) {
   };
   CudaFunction fa = nullptr, fb = nullptr;
   api.learnPackage(a);
-  load(a.kernels[0], fa);
+  ASSERT_NO_FATAL_FAILURE(load(a.kernels[0], fa));
   api.learnPackage(b);
-  load(b.kernels[0], fb);
-  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  ASSERT_NO_FATAL_FAILURE(load(b.kernels[0], fb));
   // Both arenas 128 bytes: A's out (bytes 32..64) has room for 16
   // floats in the allocation, so only A's own extents can tell.
   void *arenaA = nullptr, *arenaB = nullptr;

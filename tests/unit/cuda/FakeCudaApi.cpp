@@ -90,11 +90,21 @@ void mergeExtents(std::vector<KernelExtent> &into,
   }
 }
 
-// A module image's bytes, hashed whole.
-size_t imageHash(const void *image, size_t bytes) {
+// The key learned extents are found by: |bytes| of code (a kernel's
+// source, a cubin, PTX), hashed whole.
+size_t codeKey(const void *code, size_t bytes) {
   return std::hash<std::string_view>()(
-      std::string_view(static_cast<const char *>(image), bytes));
+      std::string_view(static_cast<const char *>(code), bytes));
 }
+
+// What the fake's cuda calls answer when a capture refuses them, with
+// CUDA's codes and texts.
+constexpr const char *kCaptureUnsupported = "cudaErrorStreamCaptureUnsupported (900)";
+constexpr const char *kCaptureUnsupportedText =
+    "operation not permitted when stream is capturing";
+constexpr const char *kCapturedEvent = "cudaErrorCapturedEvent (907)";
+constexpr const char *kCapturedEventText =
+    "operation not permitted on an event last recorded in a capturing stream";
 
 } // namespace
 
@@ -134,16 +144,17 @@ void FakeCudaApi::learnPackage(const LoadedPackage &pkg) {
     if (args == learned.end())
       continue;
     if (!k.source.empty())
-      mergeExtents(argsBySource_[std::hash<std::string>()(k.source)][k.entryPoint],
+      mergeExtents(learned_[codeKey(k.source.data(), k.source.size())]
+                           [k.entryPoint],
                    args->second);
     for (const Cubin &c : k.cubins)
-      mergeExtents(argsByImage_[imageHash(c.image.data(), c.image.size())]
-                               [k.entryPoint],
+      mergeExtents(learned_[codeKey(c.image.data(), c.image.size())]
+                           [k.entryPoint],
                    args->second);
     // CudaExecutable hands the driver the PTX with its NUL.
     if (!k.ptx.empty())
-      mergeExtents(argsByImage_[imageHash(k.ptx.c_str(), k.ptx.size() + 1)]
-                               [k.entryPoint],
+      mergeExtents(learned_[codeKey(k.ptx.c_str(), k.ptx.size() + 1)]
+                           [k.entryPoint],
                    args->second);
   }
 }
@@ -267,9 +278,8 @@ Status FakeCudaApi::streamSynchronize(CudaStream stream) {
   if (Status s = enter("cudaStreamSynchronize"); !s.isOk())
     return s;
   if (capturing && stream == captureStream_)
-    return breaksCapture("cudaStreamSynchronize",
-                         "cudaErrorStreamCaptureUnsupported (900)",
-                         "operation not permitted when stream is capturing");
+    return breaksCapture("cudaStreamSynchronize", kCaptureUnsupported,
+                         kCaptureUnsupportedText);
   order_.hostWaits(stream);
   drain(stream, queues_[stream].issued);
   return faulted();
@@ -332,9 +342,8 @@ Status FakeCudaApi::eventSynchronize(CudaEvent event) {
   if (Status s = enter("cudaEventSynchronize"); !s.isOk())
     return s;
   if (capturing && capturedEvents_.count(event))
-    return breaksCapture("cudaEventSynchronize", "cudaErrorCapturedEvent (907)",
-                         "operation not permitted on an event last recorded "
-                         "in a capturing stream");
+    return breaksCapture("cudaEventSynchronize", kCapturedEvent,
+                         kCapturedEventText);
   auto recorded = records_.find(event);
   if (recorded == records_.end())
     return Status::ok();
@@ -348,9 +357,8 @@ Status FakeCudaApi::eventElapsedMs(float *ms, CudaEvent start, CudaEvent end) {
   if (Status s = enter("cudaEventElapsedTime"); !s.isOk())
     return s;
   if (capturing && (capturedEvents_.count(start) || capturedEvents_.count(end)))
-    return breaksCapture("cudaEventElapsedTime", "cudaErrorCapturedEvent (907)",
-                         "operation not permitted on an event last recorded "
-                         "in a capturing stream");
+    return breaksCapture("cudaEventElapsedTime", kCapturedEvent,
+                         kCapturedEventText);
   return Status::ok();
 }
 
@@ -423,7 +431,9 @@ Status FakeCudaApi::moduleLoadData(CudaModule *module, const void *image,
   if (Status s = enter("cuModuleLoadData " + text); !s.isOk())
     return s;
   loadedImages.push_back(text);
-  imageHashes_.push_back(imageHash(image, bytes));
+  auto compiled = compiled_.find(text);
+  moduleCode_.push_back(compiled != compiled_.end() ? compiled->second.sourceKey
+                                                    : codeKey(image, bytes));
   *module = reinterpret_cast<CudaModule>(loadedImages.size());
   return Status::ok();
 }
@@ -438,7 +448,7 @@ Status FakeCudaApi::moduleGetFunction(CudaFunction *function, CudaModule module,
   size_t m = reinterpret_cast<size_t>(module) - 1;
   const std::string &image = loadedImages[m];
   functionImages_.push_back(image);
-  functionImageHashes_.push_back(imageHashes_[m]);
+  functionCode_.push_back(moduleCode_[m]);
   auto byImage = hostKernelsByImage.find(image);
   auto byName = hostKernels.find(name);
   functionHosts_.push_back(byImage != hostKernelsByImage.end() ? byImage->second
@@ -583,7 +593,7 @@ Status FakeCudaApi::nvrtcCompile(const std::string &source,
   std::string image = "NVRTC sm_" + std::to_string(arch) + " " + name +
                       " from " + std::to_string(source.size()) + " bytes #" +
                       std::to_string(nvrtcArchs.size());
-  compiled_[image] = {kernelSignatures(source), std::hash<std::string>()(source)};
+  compiled_[image] = {kernelSignatures(source), codeKey(source.data(), source.size())};
   cubin.assign(image.begin(), image.end());
   cubin.push_back(0);
   log.clear();
@@ -596,19 +606,11 @@ Status FakeCudaApi::nvrtcCompile(const std::string &source,
 
 const std::vector<KernelExtent> *
 FakeCudaApi::learnedExtents(size_t function) const {
-  const ExtentsByEntry *learned = nullptr;
-  if (auto code = argsByImage_.find(functionImageHashes_[function]);
-      code != argsByImage_.end())
-    learned = &code->second;
-  else if (auto image = compiled_.find(functionImages_[function]);
-           image != compiled_.end())
-    if (auto source = argsBySource_.find(image->second.sourceHash);
-        source != argsBySource_.end())
-      learned = &source->second;
-  if (!learned)
+  auto code = learned_.find(functionCode_[function]);
+  if (code == learned_.end())
     return nullptr;
-  auto entry = learned->find(functions_[function]);
-  return entry == learned->end() ? nullptr : &entry->second;
+  auto entry = code->second.find(functions_[function]);
+  return entry == code->second.end() ? nullptr : &entry->second;
 }
 
 size_t FakeCudaApi::planIndex(GemmPlan plan) const {
@@ -812,8 +814,7 @@ Status FakeCudaApi::breaksCapture(const std::string &call,
 Status FakeCudaApi::unsafeWhileCapturing(const std::string &call) {
   if (!capturing || std::this_thread::get_id() != captureThread_)
     return Status::ok();
-  return breaksCapture(call, "cudaErrorStreamCaptureUnsupported (900)",
-                       "operation not permitted when stream is capturing");
+  return breaksCapture(call, kCaptureUnsupported, kCaptureUnsupportedText);
 }
 
 Status FakeCudaApi::captureInvalidated(const std::string &call) const {

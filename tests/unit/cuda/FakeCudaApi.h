@@ -35,8 +35,9 @@
 //   than 2^31 - 1 blocks in x or 65535 in y or z, or with a dimension 0,
 //   fails (CUDA_ERROR_INVALID_VALUE), as does one with more than 48 KiB of
 //   dynamic shared memory beyond its entry point's cuFuncSetAttribute
-//   opt-in; the device (a fake H200) allows 232448 bytes per block. A cudaMalloc past the device's memory fails with out
-//   of memory. cudaFree of a pointer that is no allocation fails.
+//   opt-in; the device (a fake H200) allows 232448 bytes per block. A
+//   cudaMalloc past the device's memory fails with out of memory. cudaFree
+//   of a pointer that is no allocation fails.
 // - Capture's rules, as CUDA applies them to a capture begun in
 //   cudaStreamCaptureModeThreadLocal (the runtime's mode): on the
 //   capturing thread, cudaMalloc, cudaMallocHost, cudaFree and
@@ -339,24 +340,23 @@ private:
   std::map<std::string, int> seen_;
   std::vector<std::string> functions_;
   std::vector<std::string> functionImages_; // the image each was loaded from
-  // Each loaded module's image, hashed whole (a cubin's text would stop at
-  // its ELF header's first NUL), and each function's module's.
-  std::vector<size_t> imageHashes_, functionImageHashes_;
+  // Each loaded module's code key, and each function's module's: for an
+  // NVRTC image, the key of the source it was compiled from; else the
+  // image's own bytes, hashed whole (a cubin's text would stop at its ELF
+  // header's first NUL).
+  std::vector<size_t> moduleCode_, functionCode_;
   std::vector<HostKernel> functionHosts_;
   // What each NVRTC image was compiled from: the parameter sizes of each
-  // kernel in its source, and the source's hash.
+  // kernel in its source, and the source's code key.
   struct CompiledImage {
     std::map<std::string, std::vector<size_t>> params;
-    size_t sourceHash;
+    size_t sourceKey;
   };
   std::map<std::string, CompiledImage> compiled_;
-  // Learned kernels' extents by entry point, for one package's code.
-  using ExtentsByEntry = std::map<std::string, std::vector<KernelExtent>>;
-  // By the hash of the source they were compiled from (NVRTC at load).
-  std::map<size_t, ExtentsByEntry> argsBySource_;
-  // By the hash of a cubin's or the PTX's bytes, as the driver is given
-  // them (ahead-of-time code).
-  std::map<size_t, ExtentsByEntry> argsByImage_;
+  // Learned kernels' extents by code key (a package kernel's source, each
+  // of its cubins, and its PTX with the NUL the driver is given) and entry
+  // point.
+  std::map<size_t, std::map<std::string, std::vector<KernelExtent>>> learned_;
   uintptr_t handles_ = 0x1000;
   CudaStream captureStream_ = nullptr;
   std::thread::id captureThread_;

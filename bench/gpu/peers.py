@@ -239,7 +239,6 @@ def main():
         print(f"{name:14s} {seconds * 1e3:8.2f} ms/step {tok / seconds:10.0f} tokens/s "
               f"MFU {100 * mfu:5.1f}%  loss {loss.item():.3f}  params {params / 1e6:.1f}M",
               flush=True)
-        del model, opt, step_model
 
     print(f"gpt {a.layers}x{a.hidden}, {a.heads} heads, seq {a.seq}, batch {a.batch}, bf16 "
           f"on {torch.cuda.get_device_name() if dev == 'cuda' else 'the CPU'}", flush=True)

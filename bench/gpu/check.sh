@@ -14,8 +14,8 @@
 #      (CudaConv.h) against their definitions, the fused attention
 #      (CudaAttention.h: forward and backward, mma.sync (and again with
 #      KILN_CUDA_ATTENTION=wmma, the wmma kernels, and with =pairs,
-#      =stages, =q128, =occupancy and =q128,occupancy, the autotuner's
-#      other candidates), wmma and CUDA-core kernels,
+#      =stages, =q128, =occupancy, =q128,occupancy and =stored, the
+#      autotuner's other candidates), wmma and CUDA-core kernels,
 #      f32/f64/bf16/fp16, causal, GPT-2's head dim 64) against its
 #      definition in double precision, and the golden steps (small
 #      mlp, lenet5 and gpt, f32 and bf16, every fusion kind and the
@@ -113,10 +113,11 @@ fi
 # rerun with the variable set). And with the autotuner's other candidates
 # forced: dK/dV on warp pairs (head dims up to 64), two stages in dynamic
 # shared memory (past 64), the forward and dQ on 128 query rows (up to
-# 64), and those compiled for more blocks per SM, so every variant is
-# checked whichever the autotuner keeps. Each run that skips its tests
-# (no GPU after all) fails, as the first one does.
-for variant in wmma pairs stages q128 occupancy q128,occupancy; do
+# 64), those compiled for more blocks per SM, and dQ from the dS tiles
+# dK/dV stores (up to 64), so every variant is checked whichever the
+# autotuner keeps. Each run that skips its tests (no GPU after all) fails,
+# as the first one does.
+for variant in wmma pairs stages q128 occupancy q128,occupancy stored; do
   [ -x "$bin/kiln-cuda-runtime-tests" ] || break
   file=$log/attention-${variant//,/-}.txt
   KILN_CUDA_ATTENTION=$variant timeout 60 "$bin/kiln-cuda-runtime-tests" \

@@ -210,10 +210,31 @@ bool hasOccupancy(const AttentionConfig &c) {
          c.dmax <= kOccupancyMaxDim;
 }
 
+// |c| (dK/dV on one warp, dQ on 64 rows, up to head dim 64) with dK/dV
+// storing dS and dQ reading it ("ds"; AttentionConfig::storedScores).
+// dQ's static shared memory: two stages of a K tile and a dS^T tile, rows
+// padded as the other tiles' (BQ <= DM: a dS^T row fits one).
+AttentionConfig withStoredScores(AttentionConfig c, const TypeInfo &t) {
+  c.storedScores = true;
+  c.dkdv += "ds";
+  c.dq += "ds";
+  c.dqShared = staged(kMmaTile * (c.dmax + 8) * t.bytes, kSharedLimit);
+  c.dqDynamic = 0;
+  c.dqMinBlocks = 1;
+  return c;
+}
+
+bool hasStoredScores(const AttentionConfig &c) {
+  return c.forwardMma && c.backwardMma && !c.dkdvPairs && !c.dqPairs &&
+         !c.wideRows && c.dmax == kMmaTile && c.blockQ == kMmaTile &&
+         c.blockK == kMmaTile;
+}
+
 // The mma variants up to head dim 64, from |c| (dK/dV on one warp): dK/dV
 // on one warp and on warp pairs, each with the forward and dQ on 64 query
 // rows then on 128, all of those compiled for one block per SM then for
-// more. c first; none past head dim 64.
+// more; and dQ from the dS tiles dK/dV stores. c first; none past head dim
+// 64.
 std::vector<AttentionConfig> smallHeadVariants(const AttentionConfig &c,
                                                const TypeInfo &t) {
   std::vector<AttentionConfig> v{c};
@@ -226,6 +247,8 @@ std::vector<AttentionConfig> smallHeadVariants(const AttentionConfig &c,
   if (hasOccupancy(c))
     for (size_t i = 0, n = v.size(); i < n; ++i)
       v.push_back(withOccupancy(v[i]));
+  if (hasStoredScores(c))
+    v.push_back(withStoredScores(c, t));
   return v;
 }
 
@@ -313,6 +336,53 @@ std::vector<std::pair<PkgDType, AttentionConfig>> allConfigs(unsigned arch,
 }
 
 } // namespace
+
+AttentionTiles attentionTiles(const AttentionConfig &c) {
+  AttentionTiles tiles;
+  tiles.forward = {c.forwardBlockQ, c.forwardBlockK};
+  if (c.dkdvPairs)
+    tiles.dkdv = {kMmaPairsTileQ, kMmaTile};
+  else if (c.backwardMma)
+    tiles.dkdv = {kMmaTile, kMmaTile};
+  else
+    tiles.dkdv = {c.blockQ, c.blockK};
+  if (c.dqPairs)
+    tiles.dq = {kMmaRows, c.forwardBlockK};
+  else
+    tiles.dq = {c.blockQ, c.blockK};
+  return tiles;
+}
+
+double attentionTilePairs(AttentionTile tile, int64_t qLen, int64_t kvLen,
+                          bool causal) {
+  if (tile.queryRows <= 0 || tile.keyRows <= 0 || qLen <= 0 || kvLen <= 0)
+    return 0;
+  const int64_t bq = tile.queryRows, bk = tile.keyRows;
+  const int64_t queryTiles = (qLen + bq - 1) / bq;
+  const int64_t keyTiles = (kvLen + bk - 1) / bk;
+  double tiles = 0;
+  for (int64_t qi = 0; qi < queryTiles; ++qi)
+    tiles += double(causal ? std::min(keyTiles, (qi * bq + bq - 1) / bk + 1)
+                           : keyTiles);
+  return tiles * double(bq) * double(bk);
+}
+
+uint64_t attentionWorkspaceBytes(const AttentionConfig &c,
+                                 const AttentionParams &p, PkgDType dtype) {
+  const TypeInfo *t = typeInfo(dtype);
+  if (!t || p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
+    return 0;
+  const uint64_t bh = uint64_t(p.batch) * uint64_t(p.heads);
+  uint64_t bytes = bh * uint64_t(p.qLen) * uint64_t(t->accBytes);
+  if (!c.storedScores)
+    return bytes;
+  // kiln_attn_ds_tile's layout.
+  AttentionTile tile = attentionTiles(c).dq;
+  double scores = double(bh) *
+                  attentionTilePairs(tile, p.qLen, p.kvLen, p.causal) *
+                  double(t->bytes);
+  return (bytes + 255) / 256 * 256 + uint64_t(scores);
+}
 
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
                                           int64_t valueDim, unsigned arch,
@@ -405,26 +475,32 @@ std::string attentionKernelSource(unsigned arch,
              std::to_string(keep) + ", " + std::to_string(walk);
     };
     const int threads = kAttentionThreads;
+    const AttentionTiles tiles = attentionTiles(c);
+    auto mmaTile = [&](AttentionTile tile) {
+      return mmaArgs(tile.queryRows, tile.keyRows);
+    };
     if (c.forwardMma)
       instantiate(c.forward, c.forwardThreads, c.forwardDynamic, "kiln_attn_fwd_mma",
-                  mmaArgs(c.forwardBlockQ, c.forwardBlockK), c.forwardMinBlocks);
+                  mmaTile(tiles.forward), c.forwardMinBlocks);
     else
       instantiate(c.forward, threads, 0, "kiln_attn_fwd", targs);
     if (c.dkdvPairs)
       instantiate(c.dkdv, c.dkdvThreads, c.dkdvDynamic,
-                  "kiln_attn_bwd_dkdv_mma_pairs",
-                  mmaArgs(kMmaPairsTileQ, kMmaTile));
+                  "kiln_attn_bwd_dkdv_mma_pairs", mmaTile(tiles.dkdv));
     else if (c.backwardMma)
       instantiate(c.dkdv, threads, 0, "kiln_attn_bwd_dkdv_mma",
-                  mmaArgs(kMmaTile, kMmaTile));
+                  mmaTile(tiles.dkdv) + (c.storedScores ? ", true" : ""));
     else
       instantiate(c.dkdv, threads, 0, "kiln_attn_bwd_dkdv", targs);
     if (c.dqPairs)
       instantiate(c.dq, c.dqThreads, c.dqDynamic, "kiln_attn_bwd_dq_mma_pairs",
-                  mmaArgs(kMmaRows, c.forwardBlockK));
+                  mmaTile(tiles.dq));
+    else if (c.storedScores)
+      instantiate(c.dq, c.dqThreads, 0, "kiln_attn_bwd_dq_ds_mma",
+                  mmaTile(tiles.dq));
     else if (c.backwardMma)
       instantiate(c.dq, c.dqThreads, c.dqDynamic, "kiln_attn_bwd_dq_mma",
-                  mmaArgs(c.blockQ, c.blockK), c.dqMinBlocks);
+                  mmaTile(tiles.dq), c.dqMinBlocks);
     else
       instantiate(c.dq, threads, 0, "kiln_attn_bwd_dq", targs);
     instantiate(c.dot, threads, 0, "kiln_attn_bwd_dot",
@@ -464,11 +540,12 @@ StatusOr<AttentionRequest> parseAttentionRequest(const char *value) {
                   : word == "stages"    ? &r.stages
                   : word == "q128"      ? &r.q128
                   : word == "occupancy" ? &r.occupancy
+                  : word == "stored"    ? &r.stored
                                         : nullptr;
     if (!trait)
       return Status::error(std::string("KILN_CUDA_ATTENTION=") + value +
                            ": expected mma, wmma, or a comma-separated list "
-                           "of pairs, stages, q128 and occupancy");
+                           "of pairs, stages, q128, occupancy and stored");
     *trait = true;
     start = end + 1;
   }
@@ -498,7 +575,9 @@ bool attentionVariantRequested(const AttentionRequest &request,
   bool occupancy = grad ? c.dqMinBlocks > 1 : c.forwardMinBlocks > 1;
   bool pairs = grad && c.dkdvPairs && c.dmax <= kMmaSingleWarpMaxDim;
   return stages == request.stages && c.wideRows == request.q128 &&
-         occupancy == request.occupancy && (!grad || pairs == request.pairs);
+         occupancy == request.occupancy &&
+         (!grad || (pairs == request.pairs &&
+                    c.storedScores == request.stored));
 }
 
 StatusOr<std::unique_ptr<CudaAttention>>
@@ -535,11 +614,14 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
     if (configs.isOk())
       for (const AttentionConfig &c : configs.value())
         used.insert(c.forward);
-    if (t.library == LibraryKind::AttentionGrad) {
-      if (const TypeInfo *info = typeInfo(dtype))
-        bytes = std::max<uint64_t>(
-            bytes, uint64_t(p.batch * p.heads * p.qLen) * info->accBytes);
-    }
+    // D_i, and the dS tiles of a "ds" variant within the cap.
+    if (t.library == LibraryKind::AttentionGrad && configs.isOk())
+      for (const AttentionConfig &c : configs.value()) {
+        uint64_t need = attentionWorkspaceBytes(c, p, dtype);
+        uint64_t plain = attentionWorkspaceBytes(AttentionConfig(), p, dtype);
+        if (!c.storedScores || need - plain <= kMaxStoredScoresBytes)
+          bytes = std::max(bytes, need);
+      }
   }
   // No kernels to run (no thunk with a supported shape): nothing to load.
   if (!used.empty()) {
@@ -606,9 +688,20 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   for (const AttentionConfig &c : all.value()) {
     if (anyForced && !forced(c))
       continue;
+    // A "ds" variant whose dS tiles the workspace was not sized for (over
+    // kMaxStoredScoresBytes) is not offered.
+    if (grad && c.storedScores &&
+        attentionWorkspaceBytes(c, p, dtype) > workspaceBytes_)
+      continue;
     if (seen.insert(grad ? c.dkdv + " " + c.dq : c.forward).second)
       configs.push_back(c);
   }
+  if (configs.empty())
+    return Status::error(std::string(name) +
+                         ": KILN_CUDA_ATTENTION asks for the \"ds\" variant, "
+                         "whose dS tiles would take more than " +
+                         std::to_string(kMaxStoredScoresBytes) +
+                         " bytes of workspace for this shape");
   int64_t bh = p.batch * p.heads;
   if (p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
     return Status::error(std::string(name) + ": negative sizes");

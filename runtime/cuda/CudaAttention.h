@@ -110,6 +110,12 @@ struct AttentionConfig {
   // 12 dQ warps make, which caps their registers (ptxas fits them without
   // spilling up to head dim 64).
   int forwardMinBlocks = 1, dqMinBlocks = 1;
+  // The "ds" variant (up to head dim 64, dK/dV on one warp, dQ on 64
+  // rows): dK/dV also stores dS, rounded to the input type, tile by tile
+  // in the workspace after D_i (attentionStoredScoresBytes), and dQ reads
+  // it, dQ += dS K, instead of computing S and dP again: one product per
+  // tile in place of three, for the tiles' bytes written and read.
+  bool storedScores = false;
   std::string forward, dot, dkdv, dq; // entry points
   // Static shared memory of each kernel, in bytes.
   int forwardShared = 0, dkdvShared = 0, dqShared = 0;
@@ -118,6 +124,38 @@ struct AttentionConfig {
   // variants), else 0.
   int forwardDynamic = 0, dkdvDynamic = 0, dqDynamic = 0;
 };
+
+// The tiles each of a configuration's kernels multiplies, query rows x key
+// rows (the kernels' template arguments BQ and BK): the forward's and
+// dQ's (a block keeps BQ query rows and walks BK-row key tiles), and
+// dK/dV's (a block keeps BK key rows and walks BQ-row query tiles).
+struct AttentionTile {
+  int queryRows = 0, keyRows = 0;
+};
+struct AttentionTiles {
+  AttentionTile forward, dkdv, dq;
+};
+AttentionTiles attentionTiles(const AttentionConfig &c);
+
+// The query x key pairs a kernel on |tile| multiplies over a |qLen| x
+// |kvLen| score matrix, per batch and head: whole tiles (the last ones
+// padded past qLen or kvLen, their rows masked), and with a causal mask
+// only the tiles that hold a key at or before one of their query rows
+// (the bound of the forward's and dQ's key walk, and of dK/dV's query
+// walk). A tile the diagonal cuts is multiplied whole.
+double attentionTilePairs(AttentionTile tile, int64_t qLen, int64_t kvLen,
+                          bool causal);
+
+// The workspace an AttentionGrad thunk with |p| in |dtype| needs under
+// |c|: D_i (an f32 per query row of each head; f64 for f64), and for a
+// "ds" variant after it, rounded up to 256 bytes, the stored dS tiles (one
+// per tile the kernels visit, attentionTiles(c).dq's rows x keys, in
+// |dtype|). 0 for a type the kernels do not take.
+uint64_t attentionWorkspaceBytes(const AttentionConfig &c,
+                                 const AttentionParams &p, PkgDType dtype);
+// The most a "ds" variant may ask of the workspace for its dS tiles: past
+// it (long sequences, many heads), the variant is not offered.
+constexpr uint64_t kMaxStoredScoresBytes = uint64_t(1) << 30;
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
 // sm_|arch| (attentionConfigVariants' first); fails for a type other than f32, f64, f16, bf16, or a head
@@ -161,7 +199,8 @@ attentionKernelEntryPoints(unsigned arch, bool mma = true,
 // (true; AttentionRequest): "pairs" (dK/dV on warp pairs), "stages" (two
 // stages in dynamic shared memory), "q128" (the forward and dQ on 128
 // query rows per block), "occupancy" (the forward and dQ compiled for more
-// blocks per SM). Anything else is an error naming the variable.
+// blocks per SM), "stored" (dQ from the dS tiles dK/dV stores). Anything
+// else is an error naming the variable.
 StatusOr<bool> attentionMmaFromEnv();
 
 // The variants KILN_CUDA_ATTENTION asks for, untimed (to check each on a
@@ -171,7 +210,8 @@ StatusOr<bool> attentionMmaFromEnv();
 // dQ, and dK/dV on warp pairs where that is a choice, up to head dim 64).
 struct AttentionRequest {
   bool pairs = false, stages = false, q128 = false, occupancy = false;
-  bool any() const { return pairs || stages || q128 || occupancy; }
+  bool stored = false; // "stored": the "ds" variant (storedScores)
+  bool any() const { return pairs || stages || q128 || occupancy || stored; }
 };
 // Fails on a list with another word (attentionMmaFromEnv's message).
 StatusOr<AttentionRequest> attentionRequestFromEnv();

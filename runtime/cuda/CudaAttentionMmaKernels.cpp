@@ -149,26 +149,33 @@ static __device__ __forceinline__ void kiln_attn_mm_t(float acc[][4], const unsi
   }
 }
 
+// acc (16 x n) += A (16 x 16: af) . B where B is |s|'s 16 rows as stored
+// (the first n columns): ldmatrix.trans (matrix m: rows (m % 2) x 8,
+// columns (m / 2) x 8).
+template <int NMAX, int LD, class T>
+static __device__ __forceinline__ void kiln_attn_mm_n_step(float acc[][4], const unsigned af[4], const T *s, int n) {
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
+#pragma unroll
+  for (int j = 0; j < NMAX / 16; ++j) {
+    if (j * 16 >= n)
+      break;
+    unsigned b[4];
+    kiln_attn_ldsm_x4_trans(b, s + ((lm % 2) * 8 + lr) * LD + j * 16 + (lm / 2) * 8);
+    kiln_attn_mma<T>(acc[2 * j], af, b[0], b[1]);
+    kiln_attn_mma<T>(acc[2 * j + 1], af, b[2], b[3]);
+  }
+}
+
 // acc (16 x n) += P (16 x 16 KS) . B where P is the accumulator tiles |p|
 // (16 x 8 each) rounded to T, taken as A fragments in place (afrag), and B
-// is |s|'s rows as stored (16 KS rows, the first n columns):
-// ldmatrix.trans (matrix m: rows (m % 2) x 8, columns (m / 2) x 8).
+// is |s|'s rows as stored (16 KS rows, the first n columns).
 template <int KS, int NMAX, int LD, class T>
 static __device__ __forceinline__ void kiln_attn_mm_n(float acc[][4], const float p[][4], const T *s, int n) {
-  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8;
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
     unsigned af[4];
     kiln_attn_afrag<T>(af, p[2 * kk], p[2 * kk + 1]);
-#pragma unroll
-    for (int j = 0; j < NMAX / 16; ++j) {
-      if (j * 16 >= n)
-        break;
-      unsigned b[4];
-      kiln_attn_ldsm_x4_trans(b, s + (kk * 16 + (lm % 2) * 8 + lr) * LD + j * 16 + (lm / 2) * 8);
-      kiln_attn_mma<T>(acc[2 * j], af, b[0], b[1]);
-      kiln_attn_mma<T>(acc[2 * j + 1], af, b[2], b[3]);
-    }
+    kiln_attn_mm_n_step<NMAX, LD>(acc, af, s + kk * 16 * LD, n);
   }
 }
 
@@ -572,11 +579,32 @@ static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key
     }
 }
 
+// The stored dS tiles ("ds" variants: kiln_attn_bwd_dkdv_mma with DS
+// writes them, kiln_attn_bwd_dq_ds_mma reads them): after the workspace's
+// D_i (BH x Tq floats, rounded up to 256 bytes), for each head the B x B
+// tiles (query tile qb, key tile kb) that the kernels visit (those with a
+// key at or before one of their queries under a causal mask, else all), in
+// order of qb then kb. A tile holds dS^T rounded to T: its B key rows,
+// each of B queries. The tile (qb, kb) of head bh.
+template <class T, int B>
+static __device__ __forceinline__ T *kiln_attn_ds_tile(void *work, kiln_index BH, kiln_index Tq, kiln_index Tk, kiln_index causal, kiln_index bh, kiln_index qb, kiln_index kb) {
+  const kiln_index nQ = (Tq + B - 1) / B, nK = (Tk + B - 1) / B;
+  // The tiles of the query tiles before qi.
+  auto before = [&](kiln_index qi) -> kiln_index {
+    if (!causal)
+      return qi * nK;
+    return qi <= nK ? qi * (qi + 1) / 2 : nK * (nK + 1) / 2 + (qi - nK) * nK;
+  };
+  T *tiles = (T *)((char *)work + (BH * Tq * (kiln_index)sizeof(float) + 255) / 256 * 256);
+  return tiles + (bh * before(nQ) + before(qb) + kb) * B * B;
+}
+
 // Backward, dK and dV (r1_, r2_): one block per (64 key rows, b*h),
 // walking the query blocks that see them: S^T = K Q^T and dP^T = V dO^T
 // (K's and V's fragments loaded once), P^T and dS^T in place, dV += P^T dO
-// and dK += dS^T Q.
-template <class T, int DM, int BQ, int BK>
+// and dK += dS^T Q. With DS ("ds" variants), dS^T rounded to T is also
+// stored, tile by tile, for kiln_attn_bwd_dq_ds_mma (kiln_attn_ds_tile).
+template <class T, int DM, int BQ, int BK, bool DS = false>
 static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) {
   constexpr int LD = DM + 8, TILE = BQ * LD * (int)sizeof(T);
   constexpr int STAGES =
@@ -585,6 +613,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   constexpr int total = oRows + 2 * STAGES * BQ * (int)sizeof(float);
   static_assert(BK == 16 * KILN_ATTN_WARPS, "attention dK/dV (mma): a warp per 16 rows");
   static_assert(BK <= BQ && BQ % 16 == 0 && DM % 16 == 0, "attention dK/dV (mma): tiles");
+  static_assert(!DS || BQ == BK, "attention dK/dV (mma): stored dS tiles are square");
   static_assert(total <= KILN_ATTN_SHARED_LIMIT, "attention dK/dV (mma): shared memory");
   __shared__ __align__(16) unsigned char smem[total];
   T *const tiles = (T *)smem;
@@ -618,12 +647,72 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
     kiln_attn_pt<BQ>(st, key0, qb * BQ, Tq, Tk, causal, sc, sLse, [&](int nt, int e, int r) {
       dpt[nt][e] = st[nt][e] * (dpt[nt][e] - sDot[r]);
     });
+    if (DS) {
+      // The warp's 16 key rows of the tile, as dK's A fragments round them.
+      T *tile = kiln_attn_ds_tile<T, BQ>(work_, BH, Tq, Tk, causal, at.bh, qb, k0 / BK) +
+                (key0 - k0) * BQ + 2 * (threadIdx.x % 4);
+      const T *tag = nullptr;
+#pragma unroll
+      for (int nt = 0; nt < BQ / 8; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *(unsigned *)(tile + h * 8 * BQ + nt * 8) = kiln_attn_pack(tag, dpt[nt][2 * h], dpt[nt][2 * h + 1]);
+    }
     kiln_attn_mm_n<BQ / 16, DM, LD>(accV, st, sdO, dv);
     kiln_attn_mm_n<BQ / 16, DM, LD>(accK, dpt, sQ, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
   kiln_attn_store<DM>(dk, kT, key0, Tk, d, accK, [&](int, float x) { return sc * x; });
   kiln_attn_store<DM>(dvOut, vT, key0, Tk, dv, accV, [](int, float x) { return x; });
+}
+
+// Backward, dQ from the stored dS tiles (r0_; the "ds" variants, after
+// kiln_attn_bwd_dkdv_mma with DS): one block per (BQ query rows, b*h), a
+// warp per 16 of them, walking the key tiles they see: each K tile and its
+// dS^T tile staged together (as the other dQ stages K and V), dS's A
+// fragments by ldmatrix.trans, dQ += dS K. S and dP are not computed
+// again, so the block does one product per tile where the other dQ does
+// three; the same A fragments and products in the same order, so the same
+// bits.
+template <class T, int DM, int BQ, int BK, int LIMIT = KILN_ATTN_SHARED_LIMIT>
+static __device__ __forceinline__ void kiln_attn_bwd_dq_ds_mma(KILN_ATTN_PARAMS) {
+  constexpr int LD = DM + 8, TILE = BK * LD * (int)sizeof(T);
+  constexpr int STAGES = kiln_attn_stages<TILE, LIMIT>::count;
+  constexpr int total = 2 * STAGES * TILE, NT = 2 * BQ; // a warp per 16 rows
+  static_assert(BQ == BK && BQ <= DM && BQ % 16 == 0 && DM % 16 == 0, "attention dQ (stored dS): square tiles within a row of the stage");
+  static_assert(total <= LIMIT, "attention dQ (stored dS): shared memory");
+  KILN_ATTN_SMEM(smem, total)
+  T *const tiles = (T *)smem;
+  const int d = (int)D;
+  const kiln_attn_query_rows<T, BQ> at(KILN_ATTN_ARGS);
+  const kiln_index q0 = at.q0;
+  T *dq = (T *)r0_ + at.qAt;
+  const int lane = threadIdx.x % 32, lr = lane % 8, lm = lane / 8, w = threadIdx.x / 32;
+  const float sc = (float)scale;
+  if (d % 16)
+    kiln_attn_clear<NT>(smem, total);
+  // This query tile's dS^T tiles: key rows (kb BK + r) at BQ apart.
+  const T *ds = kiln_attn_ds_tile<T, BQ>(work_, BH, Tq, Tk, causal, at.bh, q0 / BQ, 0);
+  const kiln_index row0 = q0 + w * 16 + lane / 4;
+  float acc[DM / 8][4];
+  kiln_attn_zero<DM>(acc);
+  kiln_index nKB = kiln_attn_key_blocks<BQ, BK>(q0, Tk, causal);
+  if (nKB > 0)
+    kiln_attn_issue<NT>(tiles, at.k, kT, d, tiles + BK * LD, ds, (kiln_index)BQ, BQ, LD, 0, Tk, BK);
+  for (kiln_index kb = 0; kb < nKB; ++kb) {
+    T *sK = kiln_attn_key_stage<STAGES, BK, LD, NT>(tiles, kb, nKB, at.k, kT, d, ds, (kiln_index)BQ, BQ, Tk);
+    const T *sDs = sK + BK * LD;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      // A = dS (the warp's 16 queries x 16 keys) from dS^T's rows: matrix
+      // m holds queries (m % 2) x 8, keys (m / 2) x 8.
+      unsigned af[4];
+      kiln_attn_ldsm_x4_trans(af, sDs + (kk * 16 + (lm / 2) * 8 + lr) * LD + w * 16 + (lm % 2) * 8);
+      kiln_attn_mm_n_step<DM, LD>(acc, af, sK + kk * 16 * LD, d);
+    }
+    __syncthreads(); // the stage is read: the next issue may refill it
+  }
+  kiln_attn_store<DM>(dq, qT, row0, Tq, d, acc, [&](int, float x) { return sc * x; });
 }
 
 // Backward, dK and dV for the head dims whose kiln_attn_bwd_dkdv_mma would

@@ -78,8 +78,9 @@ double bound(PkgDType dtype) {
 
 // The kernels' path.
 const char *pathOf(const AttentionConfig &c) {
-  return c.dqPairs       ? "mma, dK/dV and dQ on warp pairs"
-         : c.dkdvPairs   ? "mma, dK/dV on warp pairs"
+  return c.dqPairs        ? "mma, dK/dV and dQ on warp pairs"
+         : c.dkdvPairs    ? "mma, dK/dV on warp pairs"
+         : c.storedScores ? "mma, dQ from stored dS"
          : c.backwardMma ? "mma"
          : c.tensorCores ? "wmma"
                          : "simt";
@@ -641,6 +642,110 @@ TEST_F(CudaAttentionTest, Q128OnRequest) {
   check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 128, 128, true), true);
 }
 
+// Up to head dim 64, dK/dV may also store dS tile by tile and dQ read it
+// ("ds"; the fake's launch times favour them here): the same definition
+// holds, causal or not, with fewer query tiles than key tiles and more
+// (the tile index's two branches), odd lengths, Dv != D and head dims that
+// are multiples of 8 only. The workspace holds D_i and the tiles; the fake
+// refuses a store or a read outside it.
+TEST_F(CudaAttentionTest, DqFromStoredScores) {
+  prefer = [](const std::string &entry) { return endsWith(entry, "ds"); };
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 130, 130, 64, 64, true), true);
+  check(PkgDType::F16, ct::attentionParams(2, 2, 70, 33, 64, 64, false), true);
+  check(PkgDType::F16, ct::attentionParams(2, 1, 33, 70, 40, 40, true), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 200, 70, 64, 64, true), true);
+  check(PkgDType::BF16, ct::attentionParams(1, 2, 45, 70, 64, 32, false), true);
+  check(PkgDType::F16, ct::attentionParams(1, 1, 5, 5, 16, 48, true), true);
+}
+
+// dQ from the stored dS or computed again: dK/dV's S^T = K Q^T and dP^T
+// = V dO^T are dQ's S and dP transposed, each element the same products
+// summed in the same order, so dS rounds to the same bits, and dQ
+// multiplies the same A fragments in the same order: the same bits.
+TEST_F(CudaAttentionTest, StoredScoresGiveTheSameBitsAsRecomputed) {
+  for (auto [dtype, causal] : {std::pair<PkgDType, bool>{PkgDType::BF16, true},
+                               {PkgDType::F16, false}}) {
+    AttentionParams a = ct::attentionParams(1, 2, 150, 100, 64, 64, causal);
+    LoadedPackage pkg = ct::attentionPackage(a, dtype);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+    std::vector<std::vector<uint8_t>> outs[2];
+    for (int stored = 0; stored < 2; ++stored) {
+      ScopedEnv env("KILN_CUDA_ATTENTION", stored ? "stored" : "mma");
+      FakeCudaApi api;
+      api.device.multiprocessors = 2;
+      api.hostKernels = *kernels;
+      api.launchMs = [](const std::string &entry) { return 1.0; };
+      outs[stored] = run(pkg, api, in);
+      // The step's last two launches: dK/dV and dQ, storing and reading
+      // dS or not.
+      ASSERT_GE(api.launches.size(), 4u);
+      const auto *last = &api.launches[api.launches.size() - 2];
+      EXPECT_EQ(endsWith(last[0].entry, "ds"), stored == 1) << last[0].entry;
+      EXPECT_EQ(endsWith(last[1].entry, "ds"), stored == 1) << last[1].entry;
+    }
+    ASSERT_EQ(outs[0].size(), 5u);
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << (causal ? " causal" : "");
+  }
+}
+
+// KILN_CUDA_ATTENTION=stored: dK/dV storing dS and dQ reading it wherever
+// that is a variant, nothing tuned; the forward keeps its default.
+TEST_F(CudaAttentionTest, StoredScoresOnRequest) {
+  ScopedEnv env("KILN_CUDA_ATTENTION", "stored");
+  AttentionParams a = ct::attentionParams(1, 2, 140, 70, 64, 64, true);
+  check(PkgDType::BF16, a, true);
+  std::vector<std::string> entries = stepEntries(PkgDType::BF16, a);
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0], "kiln_attn_fwd_bf16_mma64");
+  EXPECT_EQ(entries[2], "kiln_attn_bwd_dkdv_bf16_mma64ds");
+  EXPECT_EQ(entries[3], "kiln_attn_bwd_dq_bf16_mma64ds");
+  // Past head dim 64 there is no such variant: the defaults.
+  check(PkgDType::F16, ct::attentionParams(1, 1, 33, 40, 128, 128, true), true);
+}
+
+// The workspace: D_i (an f32 per query row and head) rounded up to 256
+// bytes, then one 64 x 64 tile of dS per tile the kernels visit, counted
+// here by hand. A shape whose tiles would pass the cap has no "ds"
+// variant; asked for one, the load says why.
+TEST_F(CudaAttentionTest, StoredScoresWorkspace) {
+  AttentionConfig ds;
+  for (const AttentionConfig &c :
+       attentionConfigVariants(PkgDType::BF16, 64, 64, 90).value())
+    if (c.storedScores)
+      ds = c;
+  ASSERT_TRUE(ds.storedScores);
+  const uint64_t tile = 64 * 64 * 2;
+  struct Case {
+    int64_t b, h, tq, tk;
+    bool causal;
+    uint64_t tiles; // per head
+  } cases[] = {{1, 2, 130, 130, true, 1 + 2 + 3},
+               {1, 2, 130, 130, false, 9},
+               {2, 1, 200, 70, true, 1 + 2 + 2 + 2},
+               {1, 1, 33, 70, true, 1},
+               {3, 1, 45, 70, false, 2}};
+  for (const Case &k : cases) {
+    AttentionParams a = ct::attentionParams(k.b, k.h, k.tq, k.tk, 64, 64, k.causal);
+    uint64_t di = uint64_t(k.b * k.h * k.tq) * 4;
+    EXPECT_EQ(attentionWorkspaceBytes(ds, a, PkgDType::BF16),
+              (di + 255) / 256 * 256 + uint64_t(k.b * k.h) * k.tiles * tile)
+        << k.tq << " x " << k.tk;
+    EXPECT_EQ(attentionWorkspaceBytes(AttentionConfig(), a, PkgDType::BF16), di);
+  }
+  // 131072 rows of one head: 2048 x 2049 / 2 tiles, 17 GB.
+  ScopedEnv env("KILN_CUDA_ATTENTION", "stored");
+  std::string message = loadError(ct::attentionPackage(
+      ct::attentionParams(1, 1, 131072, 131072, 64, 64, true), PkgDType::BF16));
+  EXPECT_NE(message.find("asks for the \"ds\" variant, whose dS tiles would take "
+                         "more than 1073741824 bytes of workspace"),
+            std::string::npos)
+      << message;
+}
+
 // KILN_CUDA_ATTENTION=occupancy, and with q128: the kernels compiled for
 // more blocks per SM wherever that is a variant, nothing tuned (q128's dQ
 // has none: the backward keeps every variant, untimed here, so the first).
@@ -687,7 +792,7 @@ TEST_F(CudaAttentionTest, UnknownKernelChoiceIsRefusedAtLoad) {
   std::string message = loadError(ct::attentionPackage(
       ct::attentionParams(1, 1, 4, 4, 16, 16, false), PkgDType::BF16));
   EXPECT_NE(message.find("KILN_CUDA_ATTENTION=fast: expected mma, wmma, or a comma-separated "
-                         "list of pairs, stages, q128 and occupancy"),
+                         "list of pairs, stages, q128, occupancy and stored"),
             std::string::npos)
       << message;
 }
@@ -795,12 +900,13 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
                      "kiln_attn_bwd_dkdv_mma_pairs, __nv_bfloat16, 64, 32, 64)"),
             std::string::npos);
   // The variants: up to head dim 64 on mma.sync, dK/dV on one warp then on
-  // warp pairs, each with the forward and dQ on 64 query rows then on 128;
-  // past it, or on wmma, one way.
+  // warp pairs, each with the forward and dQ on 64 query rows then on 128,
+  // those for more blocks per SM, then dQ from stored dS; past it, or on
+  // wmma, one way.
   for (PkgDType dtype : {PkgDType::F16, PkgDType::BF16}) {
     std::vector<AttentionConfig> v =
         attentionConfigVariants(dtype, 64, 40, 90).value();
-    ASSERT_EQ(v.size(), 8u);
+    ASSERT_EQ(v.size(), 9u);
     EXPECT_FALSE(v[0].dkdvPairs);
     EXPECT_TRUE(v[1].dkdvPairs);
     EXPECT_EQ(v[1].dkdv, v[0].dkdv + "p");
@@ -836,18 +942,36 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
       EXPECT_EQ(n.forwardMinBlocks, 1);
       EXPECT_EQ(n.dqMinBlocks, 1);
     }
+    // The last: dK/dV on one warp storing dS, dQ on 64 rows reading it;
+    // the forward is the first's. dQ's shared memory: two stages of a K
+    // tile and a dS^T tile, rows padded by 8.
+    const AttentionConfig &ds = v[8];
+    EXPECT_TRUE(ds.storedScores);
+    for (int i = 0; i < 8; ++i)
+      EXPECT_FALSE(v[i].storedScores) << i;
+    EXPECT_EQ(ds.forward, v[0].forward);
+    EXPECT_EQ(ds.dkdv, v[0].dkdv + "ds");
+    EXPECT_EQ(ds.dq, v[0].dq + "ds");
+    EXPECT_FALSE(ds.dkdvPairs || ds.dqPairs || ds.wideRows);
+    EXPECT_EQ(ds.dqMinBlocks, 1);
+    EXPECT_EQ(ds.dqThreads, int(kAttentionThreads));
+    EXPECT_EQ(ds.dqShared, 2 * 2 * 64 * (64 + 8) * 2);
+    EXPECT_EQ(ds.dqDynamic, 0);
     // KILN_CUDA_ATTENTION's requests pick one forward and one backward.
     auto requested = [&](const char *value, bool grad) {
       ScopedEnv env("KILN_CUDA_ATTENTION", value);
       StatusOr<AttentionRequest> r = attentionRequestFromEnv();
       EXPECT_TRUE(r.isOk()) << value;
       std::vector<int> ids;
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < int(v.size()); ++i)
         if (attentionVariantRequested(r.value(), v[i], grad))
           ids.push_back(i);
       return ids;
     };
-    EXPECT_EQ(requested("pairs", false), (std::vector<int>{0, 1}));
+    EXPECT_EQ(requested("pairs", false), (std::vector<int>{0, 1, 8}));
+    EXPECT_EQ(requested("stored", true), (std::vector<int>{8}));
+    EXPECT_EQ(requested("stored", false), (std::vector<int>{0, 1, 8}));
+    EXPECT_TRUE(requested("stored,pairs", true).empty());
     EXPECT_EQ(requested("pairs", true), (std::vector<int>{1}));
     EXPECT_EQ(requested("q128", false), (std::vector<int>{2, 3}));
     // (6's backward kernels are 2's: dQ on 128 rows has one occupancy.)
@@ -859,7 +983,7 @@ TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
     // dQ on 128 rows has no occupancy variant: none (all are kept).
     EXPECT_TRUE(requested("q128,occupancy", true).empty());
     EXPECT_TRUE(requested("stages", true).empty());
-    EXPECT_EQ(requested("mma", true).size(), 8u);
+    EXPECT_EQ(requested("mma", true).size(), 9u);
     ScopedEnv bad("KILN_CUDA_ATTENTION", "pairs,,q128");
     EXPECT_FALSE(attentionRequestFromEnv().isOk());
     EXPECT_EQ(attentionConfigVariants(dtype, 64, 64, 90, false).value().size(), 1u);

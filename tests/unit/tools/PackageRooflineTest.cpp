@@ -144,8 +144,10 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
               1e-9);
   EXPECT_FALSE(l.computeBound);
 
-  // Causal, Tq = Tk = T: T (T + 1) / 2 of the T^2 pairs.
-  double pairs = double(B * H) * T * (T + 1) / 2.0;
+  // What sm_90's bf16 kernels at head dim 64 multiply: 64 x 64 tiles
+  // (query x key), under the causal mask those on or below the diagonal,
+  // 1 + 2 + 3 + 4 of the 4 x 4 at T = 256.
+  double pairs = double(B * H) * (1 + 2 + 3 + 4) * 64 * 64;
   const ThunkCost &f = r.thunks[2];
   EXPECT_EQ(f.kind, "attention");
   EXPECT_DOUBLE_EQ(f.flops, 2.0 * pairs * (D + D));
@@ -154,9 +156,11 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
               d.launchUs + 1e6 * seconds(d, f.flops, tc, d.attentionEfficiency,
                                          double(f.bytes)),
               1e-9);
+  // The backward: dK/dV's S, dP, dV and dK (4 products of D) and dQ's S
+  // and dP again and dQ (3), over the same tiles.
   const ThunkCost &b = r.thunks[3];
   EXPECT_EQ(b.kind, "attention_grad");
-  EXPECT_DOUBLE_EQ(b.flops, 2.0 * pairs * (3 * D + 2 * D));
+  EXPECT_DOUBLE_EQ(b.flops, 2.0 * pairs * (4 * D + 3 * D));
 
   const ThunkCost &c = r.thunks[4];
   EXPECT_EQ(c.kind, "copy");
@@ -275,7 +279,8 @@ TEST(PackageRooflineTest, PackedAttentionCosts) {
   PackageRooflineResult r = predictPackageRoofline(p, d);
   ASSERT_EQ(r.thunks.size(), 2u);
   const double tc = d.bf16Tflops * 1e12;
-  const double pairs = double(B * H) * T * (T + 1) / 2.0, n = double(B * T * H * D);
+  // 16 x 16 tiles of 64 x 64 at T = 1024, 136 on or below the diagonal.
+  const double pairs = double(B * H) * 136 * 64 * 64, n = double(B * T * H * D);
   const ThunkCost &f = r.thunks[0];
   EXPECT_EQ(f.kind, "attention");
   EXPECT_EQ(f.detail, "bf16 B4 H12 T1024x1024 D64 causal packed");
@@ -288,10 +293,58 @@ TEST(PackageRooflineTest, PackedAttentionCosts) {
               1e-9);
   const ThunkCost &b = r.thunks[1];
   EXPECT_EQ(b.kind, "attention_grad");
-  EXPECT_DOUBLE_EQ(b.flops, 2.0 * pairs * (3 * D + 2 * D));
+  EXPECT_DOUBLE_EQ(b.flops, 2.0 * pairs * (4 * D + 3 * D));
   // Reads qkv, out, dout and lse; writes dqkv.
   EXPECT_EQ(b.bytes, uint64_t(2 * (3 * n + n + n + 3 * n) + 4 * B * H * T));
   EXPECT_TRUE(b.computeBound);
+}
+
+// Attention counts what the kernels multiply: their whole tiles (the
+// last ones padded past the lengths), the backward's dQ recomputing S and
+// dP. Tiles counted by hand for sm_90's kernels: bf16 at head dim 64 on
+// 64 x 64, f32 on the CUDA cores at 32 x 16; a head dim the kernels do not
+// take counts its visible pairs exactly.
+TEST(PackageRooflineTest, AttentionCountsTheKernelsTiles) {
+  struct Case {
+    PkgDType dtype;
+    int64_t t, d;
+    bool causal;
+    double pairs; // per head, forward and backward alike
+  } cases[] = {
+      // T = 100: 2 x 2 tiles, causal 1 + 2.
+      {PkgDType::BF16, 100, 64, true, 3.0 * 64 * 64},
+      {PkgDType::BF16, 100, 64, false, 4.0 * 64 * 64},
+      // 4 query tiles of 32 x 7 key tiles of 16.
+      {PkgDType::F32, 100, 24, false, 28.0 * 32 * 16},
+      // Query tile i sees key tiles up to row 32 i + 31: 2, 4, 6, 7.
+      {PkgDType::F32, 100, 24, true, 19.0 * 32 * 16},
+      // No kernels past head dim 256: T (T + 1) / 2 pairs.
+      {PkgDType::BF16, 100, 320, true, 5050.0},
+  };
+  for (const Case &c : cases) {
+    LoadedPackage p;
+    p.target.kind = TargetKind::Cuda;
+    const int64_t B = 2, H = 3;
+    uint32_t q = addBuffer(p, "q", c.dtype, {B, H, c.t, c.d});
+    uint32_t o = addBuffer(p, "attention1.0", c.dtype, {B, H, c.t, c.d});
+    uint32_t lse = addBuffer(p, "attention1.1", PkgDType::F32, {B, H, c.t});
+    for (bool grad : {false, true}) {
+      PackageThunk &t =
+          grad ? addThunk(p, ThunkKind::LibraryCall, {q, q, q, o, lse, o},
+                          {q, q, q})
+               : addThunk(p, ThunkKind::LibraryCall, {q, q, q}, {o, lse});
+      t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
+      t.hasAttention = true;
+      t.attention = {B, H, c.t, c.t, c.d, c.d, 0.125, c.causal};
+    }
+    PackageRooflineResult r = predictPackageRoofline(p, RooflineDevice());
+    ASSERT_EQ(r.thunks.size(), 2u);
+    const double pairs = double(B * H) * c.pairs, d = double(c.d);
+    EXPECT_DOUBLE_EQ(r.thunks[0].flops, 2.0 * pairs * 2 * d)
+        << pkgDTypeName(c.dtype) << " T" << c.t << " D" << c.d;
+    EXPECT_DOUBLE_EQ(r.thunks[1].flops, 2.0 * pairs * 7 * d)
+        << pkgDTypeName(c.dtype) << " T" << c.t << " D" << c.d;
+  }
 }
 
 TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {

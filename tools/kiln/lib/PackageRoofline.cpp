@@ -4,6 +4,8 @@
 
 #include "tools/kiln/lib/StepSignature.h"
 
+#include "runtime/cuda/CudaAttention.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -31,6 +33,36 @@ double attendedFraction(const AttentionParams &a) {
   for (int64_t i = 0; i < a.qLen; ++i)
     visible += double(std::min<int64_t>(i + 1, a.kvLen));
   return visible / (double(a.qLen) * double(a.kvLen));
+}
+
+// What the fused attention's kernels multiply on |d| (the runtime's
+// default configuration for the shape, runtime/cuda/CudaAttention.h), 2
+// FLOPs per multiply-add. The forward: S = Q K^T and O += P V over its
+// tiles. The backward: dK/dV's kernel S, dP = dO V^T, dV += P^T dO and
+// dK += dS^T Q over its tiles, and dQ's kernel S and dP again (dQ has a
+// kernel of its own, summed without atomics) and dQ += dS K over its: 4
+// products of the head dim and 3 of the value dim, where a backward with
+// atomics (FlashAttention-2's) does 3 and 2. A causal mask skips whole
+// tiles only. A shape the runtime has no kernels for counts its visible
+// pairs exactly.
+double attentionKernelFlops(const AttentionParams &a, bool grad,
+                            PkgDType dtype, const RooflineDevice &d) {
+  const double bh = double(a.batch) * double(a.heads);
+  const double dk = double(a.headDim), dv = double(a.valueDim);
+  StatusOr<cuda::AttentionConfig> config =
+      cuda::attentionConfig(dtype, a.headDim, a.valueDim, d.smArch);
+  if (!config.isOk()) {
+    double pairs = bh * double(a.qLen) * double(a.kvLen) * attendedFraction(a);
+    return 2.0 * pairs * (grad ? 4.0 * dk + 3.0 * dv : dk + dv);
+  }
+  cuda::AttentionTiles tiles = cuda::attentionTiles(config.value());
+  auto pairs = [&](cuda::AttentionTile tile) {
+    return bh * cuda::attentionTilePairs(tile, a.qLen, a.kvLen, a.causal);
+  };
+  if (!grad)
+    return 2.0 * pairs(tiles.forward) * (dk + dv);
+  return 2.0 * pairs(tiles.dkdv) * (2.0 * dk + 2.0 * dv) +
+         2.0 * pairs(tiles.dq) * (2.0 * dk + dv);
 }
 
 // Tensor-core (or CUDA-core) peak in FLOP/s for a GEMM in |dtype|.
@@ -208,21 +240,15 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
       } else if (t.hasAttention) {
         const AttentionParams &a = t.attention;
         bool grad = t.library == LibraryKind::AttentionGrad;
-        // Forward: q k^T and p v. Backward: q k^T again, dO v^T, p^T dO,
-        // dS k, dS^T q.
-        double pairs = double(a.batch) * double(a.heads) * double(a.qLen) *
-                       double(a.kvLen) * attendedFraction(a);
-        double dims = grad ? 3.0 * double(a.headDim) + 2.0 * double(a.valueDim)
-                           : double(a.headDim) + double(a.valueDim);
-        cost.flops = 2.0 * pairs * dims;
+        // The attention's dtype is its inputs' (the lse is f32).
+        if (!t.operands.empty() && t.operands[0] < p.buffers.size())
+          dtype = p.buffers[t.operands[0]].dtype;
+        cost.flops = attentionKernelFlops(a, grad, dtype, d);
         if (!grad)
           result.attentionModelFlops += 3.0 * 2.0 * double(a.batch) *
                                         double(a.heads) * double(a.qLen) *
                                         double(a.kvLen) *
                                         double(a.headDim + a.valueDim);
-        // The attention's dtype is its inputs' (the lse is f32).
-        if (!t.operands.empty() && t.operands[0] < p.buffers.size())
-          dtype = p.buffers[t.operands[0]].dtype;
         peak = gemmPeak(dtype, d);
         efficiency = d.attentionEfficiency;
         // Either layout: the FLOPs are the parameters'; the bytes the

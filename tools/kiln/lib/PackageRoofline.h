@@ -11,10 +11,12 @@
 // model, so a change to fusion or to the package builder shows in it.
 //
 // Bytes are each distinct operand buffer read once and each result written
-// once (the FusionCostModel's rule). FLOPs are exact for GEMMs,
-// convolutions and attention; generated kernels count none (they are
-// memory-bound elementwise and reduction kernels). Collectives are counted
-// apart and cost nothing here: a single device's step.
+// once (the FusionCostModel's rule). FLOPs are exact for GEMMs and
+// convolutions, and for attention what its kernels multiply (whole tiles;
+// the backward's dQ kernel recomputes the scores); generated kernels count
+// none (they are memory-bound elementwise and reduction kernels).
+// Collectives are counted apart and cost nothing here: a single device's
+// step.
 //
 // `kiln inspect STEP.kpkg --roofline` prints it, and beside it the times
 // a GPU measured (`--measured=FILE`, from kiln-cuda-run --profile).
@@ -58,6 +60,9 @@ struct RooflineDevice {
   double latencyUs = 0.6;
   double loadsInFlight = 4.0;
   int64_t multiprocessors = 132;
+  // The architecture whose attention kernels (and their tiles) the
+  // runtime would run.
+  unsigned smArch = 90;
   int64_t threadsPerMultiprocessor = 2048;
   // f32 GEMMs on TF32 tensor cores (kiln train --allow-tf32).
   bool allowTf32 = false;

@@ -29,6 +29,7 @@
 #include "tests/unit/cuda/HostGemm.h"
 #include "tests/unit/cuda/GpuTest.h"
 #include "tests/unit/cuda/PkgBuffers.h"
+#include "tests/unit/cuda/ScopedEnv.h"
 
 #include <gtest/gtest.h>
 
@@ -696,6 +697,51 @@ TEST_F(CudaGpuTest, PackedAttentionMatchesBhtdAndItsDefinition) {
     const char *errNames[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; ++i)
       EXPECT_LE(errs[i], c.bound) << errNames[i];
+  }
+}
+
+// dQ from the dS tiles dK/dV stores ("ds", KILN_CUDA_ATTENTION=stored)
+// against dQ computing S and dP again (the first variant, nothing tuned):
+// the same bits, as on the emulated device, if mma.sync sums an element's
+// products the same way whichever operand is A (dK/dV's S^T = K Q^T is
+// dQ's S = Q K^T transposed). A difference here is that assumption
+// failing, not a wrong result: AttentionMatchesItsDefinition checks the
+// variant against the definition with =stored.
+TEST_F(CudaGpuTest, StoredScoresGiveTheSameBitsAsRecomputed) {
+  using namespace kiln::runtime::cuda::testing;
+  std::mt19937_64 gen(13);
+  for (auto [dtype, a] :
+       {std::pair<PkgDType, AttentionParams>{PkgDType::BF16,
+                                             attentionParams(2, 3, 256, 256, 64, 64, true)},
+        {PkgDType::F16, attentionParams(1, 2, 150, 100, 64, 64, false)}}) {
+    SCOPED_TRACE(std::string(pkgDTypeName(dtype)) + " Tq=" + std::to_string(a.qLen) +
+                 (a.causal ? " causal" : ""));
+    LoadedPackage pkg = attentionPackage(a, dtype);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+    std::vector<std::vector<uint8_t>> got[2];
+    for (int stored = 0; stored < 2; ++stored) {
+      ScopedEnv env("KILN_CUDA_ATTENTION", stored ? "stored" : "mma");
+      CudaOptions options;
+      options.autotune = false;
+      StatusOr<std::unique_ptr<CudaExecutable>> made =
+          CudaExecutable::create(pkg, *api, options);
+      ASSERT_TRUE(made.isOk()) << made.status().message();
+      CudaExecutable &e = *made.value();
+      for (int i = 0; i < 4; ++i)
+        ASSERT_TRUE(e.writeInput(i, in[i].data()).isOk());
+      Status run = e.run();
+      ASSERT_TRUE(run.isOk()) << run.message();
+      got[stored].resize(5);
+      for (int o = 0; o < 5; ++o) {
+        got[stored][o].resize(e.package().buffers[4 + o].size);
+        ASSERT_TRUE(e.readOutput(o, got[stored][o].data()).isOk());
+      }
+    }
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(got[0][o] == got[1][o]) << names[o] << " differs with dQ from stored dS";
   }
 }
 

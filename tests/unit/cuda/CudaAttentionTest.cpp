@@ -40,7 +40,9 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <array>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -371,6 +373,38 @@ protected:
       EXPECT_TRUE(got[o] == bhtd[o]) << names[o] << " differs from the BHTD run's";
   }
 
+  // Steps |a|'s package twice on the same random inputs, each time on a
+  // fresh fake table (2 SMs) that |setUp|(run, table) may change, with
+  // KILN_CUDA_ATTENTION set to |env|[run] where that is not null; after
+  // each, |ran|(run, table). The two runs' five outputs must be the same
+  // bits (|what| says where they differ).
+  void expectSameBits(PkgDType dtype, const AttentionParams &a,
+                      const std::string &what,
+                      const std::function<void(int, FakeCudaApi &)> &setUp,
+                      const std::function<void(int, const FakeCudaApi &)> &ran,
+                      std::array<const char *, 2> env = {nullptr, nullptr}) {
+    LoadedPackage pkg = ct::attentionPackage(a, dtype);
+    std::vector<std::vector<uint8_t>> in(4);
+    for (int i = 0; i < 4; ++i)
+      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
+    std::vector<std::vector<uint8_t>> outs[2];
+    for (int r = 0; r < 2; ++r) {
+      std::optional<ScopedEnv> scoped;
+      if (env[r])
+        scoped.emplace("KILN_CUDA_ATTENTION", env[r]);
+      FakeCudaApi api;
+      api.device.multiprocessors = 2;
+      api.hostKernels = *kernels;
+      setUp(r, api);
+      outs[r] = run(pkg, api, in);
+      ran(r, api);
+    }
+    ASSERT_EQ(outs[0].size(), 5u);
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int o = 0; o < 5; ++o)
+      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << " " << what;
+  }
+
   void sweep(PkgDType dtype, std::vector<int64_t> dims, bool wmma) {
     const int64_t lengths[][2] = {{5, 5}, {33, 70}, {70, 33}};
     for (int64_t d : dims)
@@ -454,31 +488,23 @@ TEST_F(CudaAttentionTest, TwoStagesInDynamicSharedMemory) {
 TEST_F(CudaAttentionTest, TwoStagesGiveTheSameBitsAsOne) {
   for (auto [dtype, d] : {std::pair<PkgDType, int>{PkgDType::BF16, 128},
                           {PkgDType::F16, 256}}) {
-    AttentionParams a = ct::attentionParams(1, 2, 70, 100, d, d, true);
-    LoadedPackage pkg = ct::attentionPackage(a, dtype);
-    std::vector<std::vector<uint8_t>> in(4);
-    for (int i = 0; i < 4; ++i)
-      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
-    std::vector<std::vector<uint8_t>> outs[2];
-    for (int staged = 0; staged < 2; ++staged) {
-      FakeCudaApi api;
-      api.device.multiprocessors = 2;
-      api.hostKernels = *kernels;
-      if (staged)
-        api.launchMs = [](const std::string &entry) {
-          return endsWith(entry, "s2") ? 1.0 : 2.0;
-        };
-      outs[staged] = run(pkg, api, in);
-      size_t s2 = 0;
-      for (const auto &l : api.launches)
-        s2 += endsWith(l.entry, "s2");
-      // Two-stage kernels ran in the steps (and the tuning) or none did.
-      EXPECT_EQ(s2 > 0, staged == 1) << d;
-    }
-    ASSERT_EQ(outs[0].size(), 5u);
-    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
-    for (int o = 0; o < 5; ++o)
-      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << " at head dim " << d;
+    const int dim = d;
+    expectSameBits(
+        dtype, ct::attentionParams(1, 2, 70, 100, dim, dim, true),
+        "at head dim " + std::to_string(dim),
+        [](int staged, FakeCudaApi &api) {
+          if (staged)
+            api.launchMs = [](const std::string &entry) {
+              return endsWith(entry, "s2") ? 1.0 : 2.0;
+            };
+        },
+        [&](int staged, const FakeCudaApi &api) {
+          size_t s2 = 0;
+          for (const auto &l : api.launches)
+            s2 += endsWith(l.entry, "s2");
+          // Two-stage kernels ran in the steps (and the tuning) or none did.
+          EXPECT_EQ(s2 > 0, staged == 1) << dim;
+        });
   }
 }
 
@@ -513,36 +539,27 @@ TEST_F(CudaAttentionTest, ForwardAndDqOn128QueryRows) {
 // the same order (a causal block's extra tile is all masked: it adds
 // zeros): the same bits, forward and backward.
 TEST_F(CudaAttentionTest, Q128GivesTheSameBitsAsQ64) {
+  auto isWide = [](const std::string &entry) { return endsWith(entry, "q128"); };
   for (auto [dtype, causal] : {std::pair<PkgDType, bool>{PkgDType::BF16, true},
                                {PkgDType::F16, false}}) {
-    AttentionParams a = ct::attentionParams(1, 2, 150, 100, 64, 64, causal);
-    LoadedPackage pkg = ct::attentionPackage(a, dtype);
-    std::vector<std::vector<uint8_t>> in(4);
-    for (int i = 0; i < 4; ++i)
-      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
-    std::vector<std::vector<uint8_t>> outs[2];
-    for (int wide = 0; wide < 2; ++wide) {
-      FakeCudaApi api;
-      api.device.multiprocessors = 2;
-      api.hostKernels = *kernels;
-      auto isWide = [](const std::string &entry) { return endsWith(entry, "q128"); };
-      if (wide)
-        api.launchMs = [&](const std::string &entry) { return isWide(entry) ? 1.0 : 2.0; };
-      outs[wide] = run(pkg, api, in);
-      // The step's last four launches (forward, D_i, dK/dV, dQ): the
-      // forward and dQ on 128 rows, 256 threads, or neither.
-      ASSERT_GE(api.launches.size(), 4u);
-      const auto *last = &api.launches[api.launches.size() - 4];
-      EXPECT_EQ(isWide(last[0].entry), wide == 1) << last[0].entry;
-      EXPECT_EQ(isWide(last[3].entry), wide == 1) << last[3].entry;
-      EXPECT_EQ(last[0].block[0], wide ? 256u : 128u);
-      EXPECT_EQ(last[3].block[0], wide ? 256u : 128u);
-      EXPECT_EQ(last[0].grid[0], uint32_t(2 * (wide ? 2 : 3)));
-    }
-    ASSERT_EQ(outs[0].size(), 5u);
-    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
-    for (int o = 0; o < 5; ++o)
-      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << (causal ? " causal" : "");
+    expectSameBits(
+        dtype, ct::attentionParams(1, 2, 150, 100, 64, 64, causal),
+        causal ? "causal" : "",
+        [&](int wide, FakeCudaApi &api) {
+          if (wide)
+            api.launchMs = [&](const std::string &entry) { return isWide(entry) ? 1.0 : 2.0; };
+        },
+        [&](int wide, const FakeCudaApi &api) {
+          // The step's last four launches (forward, D_i, dK/dV, dQ): the
+          // forward and dQ on 128 rows, 256 threads, or neither.
+          ASSERT_GE(api.launches.size(), 4u);
+          const auto *last = &api.launches[api.launches.size() - 4];
+          EXPECT_EQ(isWide(last[0].entry), wide == 1) << last[0].entry;
+          EXPECT_EQ(isWide(last[3].entry), wide == 1) << last[3].entry;
+          EXPECT_EQ(last[0].block[0], wide ? 256u : 128u);
+          EXPECT_EQ(last[3].block[0], wide ? 256u : 128u);
+          EXPECT_EQ(last[0].grid[0], uint32_t(2 * (wide ? 2 : 3)));
+        });
   }
 }
 
@@ -665,30 +682,19 @@ TEST_F(CudaAttentionTest, DqFromStoredScores) {
 TEST_F(CudaAttentionTest, StoredScoresGiveTheSameBitsAsRecomputed) {
   for (auto [dtype, causal] : {std::pair<PkgDType, bool>{PkgDType::BF16, true},
                                {PkgDType::F16, false}}) {
-    AttentionParams a = ct::attentionParams(1, 2, 150, 100, 64, 64, causal);
-    LoadedPackage pkg = ct::attentionPackage(a, dtype);
-    std::vector<std::vector<uint8_t>> in(4);
-    for (int i = 0; i < 4; ++i)
-      in[i] = ct::randomTyped(dtype, pkg.buffers[i].size / pkgBytesPerElement(dtype), gen);
-    std::vector<std::vector<uint8_t>> outs[2];
-    for (int stored = 0; stored < 2; ++stored) {
-      ScopedEnv env("KILN_CUDA_ATTENTION", stored ? "stored" : "mma");
-      FakeCudaApi api;
-      api.device.multiprocessors = 2;
-      api.hostKernels = *kernels;
-      api.launchMs = [](const std::string &entry) { return 1.0; };
-      outs[stored] = run(pkg, api, in);
-      // The step's last two launches: dK/dV and dQ, storing and reading
-      // dS or not.
-      ASSERT_GE(api.launches.size(), 4u);
-      const auto *last = &api.launches[api.launches.size() - 2];
-      EXPECT_EQ(endsWith(last[0].entry, "ds"), stored == 1) << last[0].entry;
-      EXPECT_EQ(endsWith(last[1].entry, "ds"), stored == 1) << last[1].entry;
-    }
-    ASSERT_EQ(outs[0].size(), 5u);
-    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
-    for (int o = 0; o < 5; ++o)
-      EXPECT_TRUE(outs[0][o] == outs[1][o]) << names[o] << (causal ? " causal" : "");
+    // Unforced, the candidates time alike and the tuner keeps the first.
+    expectSameBits(
+        dtype, ct::attentionParams(1, 2, 150, 100, 64, 64, causal),
+        causal ? "causal" : "", [](int, FakeCudaApi &) {},
+        [](int stored, const FakeCudaApi &api) {
+          // The step's last two launches: dK/dV and dQ, storing and
+          // reading dS or not.
+          ASSERT_GE(api.launches.size(), 4u);
+          const auto *last = &api.launches[api.launches.size() - 2];
+          EXPECT_EQ(endsWith(last[0].entry, "ds"), stored == 1) << last[0].entry;
+          EXPECT_EQ(endsWith(last[1].entry, "ds"), stored == 1) << last[1].entry;
+        },
+        {nullptr, "stored"});
   }
 }
 

@@ -43,7 +43,10 @@
 //                  recomputing P from lse, accumulating dV += P^T dO and
 //                  dK += dS^T Q (dS = P (dO V^T - D));
 //             dq   one block per (query block, b*h) walks the key blocks,
-//                  accumulating dQ += dS K.
+//                  accumulating dQ += dS K (computing S and dP again for
+//                  dS; up to head dim 64, a variant the autotuner times,
+//                  "ds", has dkdv store dS tile by tile in the workspace
+//                  and dq read it: AttentionConfig::storedScores).
 //
 // f16 and bf16 multiply their tiles on tensor cores: through mma.sync from
 // sm_80 (head and value dims multiples of 8, up to 256), else through

@@ -206,6 +206,9 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
   # What the package roofline predicted here (kiln inspect --roofline).
   [ -f "$in/gpt-bf16.roofline.txt" ] && grep -E "^  (step|tokens/s|model FLOPs)" \
     "$in/gpt-bf16.roofline.txt" | sed 's/^/  predicted /'
+  # (the attention backward's tuned line above says whether it kept "ds")
+  [ -f "$in/gpt-bf16.roofline-ds.txt" ] && grep -E "^  step" \
+    "$in/gpt-bf16.roofline-ds.txt" | sed 's/^/  predicted with dQ from stored dS /'
 else
   fail "Kiln GPT step: $run or $in/gpt-bf16.kpkg missing"
 fi

@@ -40,6 +40,10 @@ mkdir -p "$out/bin"
   -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt" 2>&1
 # The step's roofline prediction, for check.sh to print beside the measurement.
 "$kiln" inspect "$out/gpt-bf16.kpkg" --roofline --top=25 > "$out/gpt-bf16.roofline.txt"
+# And with the attention backward's "ds" variant (dQ from the dS tiles
+# dK/dV stores), which the autotuner may choose there.
+"$kiln" inspect "$out/gpt-bf16.kpkg" --roofline --top=25 --assume=attention-dq=stored \
+  > "$out/gpt-bf16.roofline-ds.txt"
 # The same step with each layer norm's dx and its scale/bias gradients'
 # first stage in two kernels (--row-groups=off): the rowgroup.block layout
 # walks a group's 32 rows in order behind barriers, which only a GPU can

@@ -347,6 +347,48 @@ TEST(PackageRooflineTest, AttentionCountsTheKernelsTiles) {
   }
 }
 
+// --assume=attention-dq=stored: the backward as its "ds" variant where
+// the runtime offers one (bf16, head dim 64): dK/dV's four products and
+// the dS tiles written, then dQ's one product over the tiles read, each
+// kernel at the longer of its products and its bytes. f32 has no such
+// variant: priced as before.
+TEST(PackageRooflineTest, StoredScoresPricesTheDsBackward) {
+  for (PkgDType dtype : {PkgDType::BF16, PkgDType::F32}) {
+    LoadedPackage p;
+    p.target.kind = TargetKind::Cuda;
+    const int64_t B = 2, H = 4, T = 256, D = 64;
+    uint32_t q = addBuffer(p, "q", dtype, {B, H, T, D});
+    uint32_t o = addBuffer(p, "o", dtype, {B, H, T, D});
+    uint32_t lse = addBuffer(p, "lse", PkgDType::F32, {B, H, T});
+    PackageThunk &t =
+        addThunk(p, ThunkKind::LibraryCall, {q, q, q, o, lse, o}, {q, q, q});
+    t.library = LibraryKind::AttentionGrad;
+    t.hasAttention = true;
+    t.attention = {B, H, T, T, D, D, 0.125, true};
+    RooflineDevice recompute, stored;
+    stored.attentionStoredScores = true;
+    const ThunkCost plain = predictPackageRoofline(p, recompute).thunks.at(0);
+    const ThunkCost ds = predictPackageRoofline(p, stored).thunks.at(0);
+    if (dtype == PkgDType::F32) {
+      EXPECT_DOUBLE_EQ(ds.flops, plain.flops);
+      EXPECT_EQ(ds.bytes, plain.bytes);
+      EXPECT_DOUBLE_EQ(ds.us, plain.us);
+      continue;
+    }
+    // 1 + 2 + 3 + 4 tiles of 64 x 64 a head; dS in bf16.
+    const double pairs = double(B * H) * 10 * 64 * 64;
+    const double scores = double(B * H) * 10 * 64 * 64 * 2;
+    EXPECT_DOUBLE_EQ(ds.flops, 2.0 * pairs * (4 * D + D));
+    EXPECT_EQ(ds.bytes, plain.bytes + uint64_t(2 * scores));
+    const double tc = stored.bf16Tflops * 1e12 * stored.attentionEfficiency;
+    const double bw = stored.bandwidthGBps * 1e9 * stored.memoryEfficiency;
+    double dkdv = std::max(2.0 * pairs * 4 * D / tc, (plain.bytes + scores) / bw);
+    double dq = std::max(2.0 * pairs * D / tc, scores / bw);
+    EXPECT_NEAR(ds.us, stored.launchUs + 1e6 * (dkdv + dq), 1e-9);
+    EXPECT_LT(ds.us, plain.us);
+  }
+}
+
 TEST(PackageRooflineTest, F32GemmsUseTheCudaCorePeakUnlessTf32) {
   LoadedPackage p;
   uint32_t a = addBuffer(p, "a", PkgDType::F32, {512, 512});

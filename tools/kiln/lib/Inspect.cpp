@@ -119,8 +119,8 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
 
 // --assume=KEY=VALUE[,...]: the roofline's efficiencies (gemm, attention,
 // memory: fractions in (0, 1]), its launch cost (launch-us), the latency of
-// a dependent load (latency-us) and whether f32
-// GEMMs use TF32 (tf32=on|off).
+// a dependent load (latency-us), whether f32 GEMMs use TF32 (tf32=on|off)
+// and which attention backward runs (attention-dq=recompute|stored).
 bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
                       llvm::raw_ostream &errs) {
   llvm::SmallVector<llvm::StringRef> items;
@@ -140,10 +140,16 @@ bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
       device.allowTf32 = value == "on";
       continue;
     }
+    if (key == "attention-dq") {
+      if (value != "recompute" && value != "stored")
+        return bad("attention-dq=recompute or attention-dq=stored");
+      device.attentionStoredScores = value == "stored";
+      continue;
+    }
     double number = 0;
     if (value.empty() || value.getAsDouble(number) || !std::isfinite(number))
       return bad("KEY=NUMBER (keys: gemm, attention, memory, launch-us, "
-                 "latency-us, tf32)");
+                 "latency-us, tf32, attention-dq)");
     if (key == "launch-us" || key == "latency-us") {
       if (number < 0)
         return bad(key.str() + " >= 0");
@@ -155,7 +161,8 @@ bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
                        : key == "memory"    ? &device.memoryEfficiency
                                             : nullptr;
     if (!fraction)
-      return bad("one of gemm, attention, memory, launch-us, latency-us, tf32");
+      return bad("one of gemm, attention, memory, launch-us, latency-us, tf32, "
+                 "attention-dq");
     if (number <= 0 || number > 1)
       return bad("a fraction of peak in (0, 1]");
     *fraction = number;
@@ -245,7 +252,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "with --roofline: other efficiencies and costs, e.g. "
                   "attention=0.15,launch-us=1.5 (keys: gemm, attention, "
                   "memory: fractions of peak; launch-us; latency-us, a "
-                  "dependent load's; tf32=on|off)");
+                  "dependent load's; tf32=on|off; attention-dq=recompute|"
+                  "stored, the attention backward's dQ)");
   parser.addValue("measured", &measured, "FILE",
                   "with --roofline: the thunk times a GPU measured "
                   "(kiln-cuda-run --time=N --profile=FILE), beside the "

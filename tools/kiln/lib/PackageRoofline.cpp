@@ -45,24 +45,56 @@ double attendedFraction(const AttentionParams &a) {
 // atomics (FlashAttention-2's) does 3 and 2. A causal mask skips whole
 // tiles only. A shape the runtime has no kernels for counts its visible
 // pairs exactly.
-double attentionKernelFlops(const AttentionParams &a, bool grad,
-                            PkgDType dtype, const RooflineDevice &d) {
+//
+// With RooflineDevice::attentionStoredScores, a backward the runtime
+// offers the "ds" variant for is priced as that variant: dQ multiplies
+// only dQ += dS K, over the dS tiles dK/dV stores; |dqFlops| is then dQ's
+// share and |scoresBytes| the tiles' bytes (each written once and read
+// once), else both 0.
+struct AttentionWork {
+  double flops = 0, dqFlops = 0, scoresBytes = 0;
+};
+
+AttentionWork attentionKernelWork(const AttentionParams &a, bool grad,
+                                  PkgDType dtype, const RooflineDevice &d) {
+  AttentionWork w;
   const double bh = double(a.batch) * double(a.heads);
   const double dk = double(a.headDim), dv = double(a.valueDim);
   StatusOr<cuda::AttentionConfig> config =
       cuda::attentionConfig(dtype, a.headDim, a.valueDim, d.smArch);
   if (!config.isOk()) {
     double pairs = bh * double(a.qLen) * double(a.kvLen) * attendedFraction(a);
-    return 2.0 * pairs * (grad ? 4.0 * dk + 3.0 * dv : dk + dv);
+    w.flops = 2.0 * pairs * (grad ? 4.0 * dk + 3.0 * dv : dk + dv);
+    return w;
   }
-  cuda::AttentionTiles tiles = cuda::attentionTiles(config.value());
+  cuda::AttentionConfig c = config.value();
+  if (grad && d.attentionStoredScores) {
+    StatusOr<std::vector<cuda::AttentionConfig>> variants =
+        cuda::attentionConfigVariants(dtype, a.headDim, a.valueDim, d.smArch);
+    if (variants.isOk())
+      for (const cuda::AttentionConfig &v : variants.value()) {
+        double bytes =
+            double(cuda::attentionWorkspaceBytes(v, a, dtype)) -
+            double(cuda::attentionWorkspaceBytes(cuda::AttentionConfig(), a, dtype));
+        if (v.storedScores && bytes <= double(cuda::kMaxStoredScoresBytes)) {
+          c = v;
+          w.scoresBytes = bytes;
+        }
+      }
+  }
+  cuda::AttentionTiles tiles = cuda::attentionTiles(c);
   auto pairs = [&](cuda::AttentionTile tile) {
     return bh * cuda::attentionTilePairs(tile, a.qLen, a.kvLen, a.causal);
   };
-  if (!grad)
-    return 2.0 * pairs(tiles.forward) * (dk + dv);
-  return 2.0 * pairs(tiles.dkdv) * (2.0 * dk + 2.0 * dv) +
-         2.0 * pairs(tiles.dq) * (2.0 * dk + dv);
+  if (!grad) {
+    w.flops = 2.0 * pairs(tiles.forward) * (dk + dv);
+    return w;
+  }
+  w.dqFlops = 2.0 * pairs(tiles.dq) * (c.storedScores ? dk : 2.0 * dk + dv);
+  w.flops = 2.0 * pairs(tiles.dkdv) * (2.0 * dk + 2.0 * dv) + w.dqFlops;
+  if (!c.storedScores)
+    w.dqFlops = 0;
+  return w;
 }
 
 // Tensor-core (or CUDA-core) peak in FLOP/s for a GEMM in |dtype|.
@@ -176,6 +208,8 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     for (uint32_t b : t.results)
       cost.bytes += bufferBytes(b);
     double peak = 0, efficiency = 1.0, serialS = 0;
+    AttentionWork attention; // a fused attention's
+
     PkgDType dtype = !t.results.empty() && t.results[0] < p.buffers.size()
                          ? p.buffers[t.results[0]].dtype
                          : PkgDType::F32;
@@ -243,7 +277,9 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
         // The attention's dtype is its inputs' (the lse is f32).
         if (!t.operands.empty() && t.operands[0] < p.buffers.size())
           dtype = p.buffers[t.operands[0]].dtype;
-        cost.flops = attentionKernelFlops(a, grad, dtype, d);
+        attention = attentionKernelWork(a, grad, dtype, d);
+        cost.flops = attention.flops;
+        cost.bytes += uint64_t(2 * attention.scoresBytes);
         if (!grad)
           result.attentionModelFlops += 3.0 * 2.0 * double(a.batch) *
                                         double(a.heads) * double(a.qLen) *
@@ -282,6 +318,16 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     cost.computeBound = computeS > memoryS && computeS >= serialS;
     cost.latencyBound = serialS > std::max(computeS, memoryS);
     cost.us = d.launchUs + 1e6 * std::max({computeS, memoryS, serialS});
+    if (attention.scoresBytes > 0) {
+      // The "ds" backward: dK/dV (and D_i's kernel) with the thunk's own
+      // bytes and the dS tiles written, then dQ reading the tiles.
+      double dqComputeS = attention.dqFlops / (peak * efficiency);
+      double scoresS = attention.scoresBytes / bandwidth;
+      double dkdvS = std::max(computeS - dqComputeS, memoryS - scoresS);
+      cost.us = d.launchUs + 1e6 * (dkdvS + std::max(dqComputeS, scoresS));
+      cost.computeBound = computeS - dqComputeS >= memoryS - scoresS &&
+                          dqComputeS >= scoresS;
+    }
     result.totalUs += cost.us;
     result.flops += cost.flops;
     result.bytes += cost.bytes;
@@ -335,7 +381,9 @@ void printPackageRoofline(const PackageRooflineResult &r,
   os << "roofline on one " << d.name << " (PREDICTED, not measured): "
      << llvm::format("%.0f", d.bf16Tflops) << " TFLOP/s bf16 x "
      << llvm::format("%.2f", d.gemmEfficiency) << " for GEMMs, x "
-     << llvm::format("%.2f", d.attentionEfficiency) << " for attention, "
+     << llvm::format("%.2f", d.attentionEfficiency) << " for attention"
+     << (d.attentionStoredScores ? " (dQ from stored dS where offered)" : "")
+     << ", "
      << llvm::format("%.1f", d.bandwidthGBps / 1000) << " TB/s x "
      << llvm::format("%.2f", d.memoryEfficiency) << ", "
      << llvm::format("%.1f", d.launchUs) << " us per launch, "

@@ -66,6 +66,10 @@ struct RooflineDevice {
   int64_t threadsPerMultiprocessor = 2048;
   // f32 GEMMs on TF32 tensor cores (kiln train --allow-tf32).
   bool allowTf32 = false;
+  // The attention backward as its "ds" variant where the runtime offers
+  // it (dQ from the dS tiles dK/dV stores; CudaAttention.h), which the
+  // autotuner may choose on a GPU: --assume=attention-dq=stored.
+  bool attentionStoredScores = false;
 };
 
 struct ThunkCost {

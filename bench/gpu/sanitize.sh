@@ -13,7 +13,9 @@
 #   2. racecheck over the fused attention's tests (its kernels share tiles
 #      through shared memory behind barriers): no shared-memory hazard;
 #   3. memcheck over the attention's tests (every variant the default
-#      chooses, both layouts, forward and backward);
+#      chooses, both layouts, forward and backward, and the backward's
+#      "ds" variant, whose dK/dV stores dS tiles in the workspace and
+#      whose dQ reads them: CudaGpuTest.AttentionDqFromStoredScores...);
 #   4. memcheck over kiln-cuda-run stepping the MLP package (pinned staging
 #      on a second stream, the step as a CUDA Graph).
 #

@@ -707,7 +707,7 @@ TEST_F(CudaGpuTest, PackedAttentionMatchesBhtdAndItsDefinition) {
 // dQ's S = Q K^T transposed). A difference here is that assumption
 // failing, not a wrong result: AttentionMatchesItsDefinition checks the
 // variant against the definition with =stored.
-TEST_F(CudaGpuTest, StoredScoresGiveTheSameBitsAsRecomputed) {
+TEST_F(CudaGpuTest, AttentionDqFromStoredScoresGivesTheSameBits) {
   using namespace kiln::runtime::cuda::testing;
   std::mt19937_64 gen(13);
   for (auto [dtype, a] :

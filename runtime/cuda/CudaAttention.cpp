@@ -15,6 +15,7 @@
 #include "runtime/cuda/CudaAttentionKernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
@@ -353,17 +354,51 @@ AttentionTiles attentionTiles(const AttentionConfig &c) {
   return tiles;
 }
 
+namespace {
+using u128 = unsigned __int128;
+
+// sum over i in [0, n) of floor((a i + b) / m), m > 0, in O(log m)
+// (AtCoder Library's floor_sum): no loop over the tiles, however long the
+// sequence a package names.
+u128 floorSum(u128 n, u128 m, u128 a, u128 b) {
+  u128 sum = 0;
+  while (true) {
+    if (a >= m) {
+      sum += (n % 2 == 0 ? n / 2 * (n - 1) : (n - 1) / 2 * n) * (a / m);
+      a %= m;
+    }
+    if (b >= m) {
+      sum += n * (b / m);
+      b %= m;
+    }
+    u128 top = a * n + b;
+    if (top < m)
+      return sum;
+    n = top / m;
+    b = top % m;
+    std::swap(m, a);
+  }
+}
+} // namespace
+
 double attentionTilePairs(AttentionTile tile, int64_t qLen, int64_t kvLen,
                           bool causal) {
   if (tile.queryRows <= 0 || tile.keyRows <= 0 || qLen <= 0 || kvLen <= 0)
     return 0;
   const int64_t bq = tile.queryRows, bk = tile.keyRows;
-  const int64_t queryTiles = (qLen + bq - 1) / bq;
-  const int64_t keyTiles = (kvLen + bk - 1) / bk;
-  double tiles = 0;
-  for (int64_t qi = 0; qi < queryTiles; ++qi)
-    tiles += double(causal ? std::min(keyTiles, (qi * bq + bq - 1) / bk + 1)
-                           : keyTiles);
+  const int64_t queryTiles = qLen / bq + (qLen % bq != 0);
+  const int64_t keyTiles = kvLen / bk + (kvLen % bk != 0);
+  double tiles = double(queryTiles) * double(keyTiles);
+  if (causal) {
+    // Query tile i sees key tiles up to row i bq + bq - 1: floor((i bq +
+    // bq - 1) / bk) + 1 of them, all keyTiles from the first i with
+    // i bq + bq - 1 >= (keyTiles - 1) bk.
+    __int128 full = __int128(keyTiles - 1) * bk - (bq - 1);
+    __int128 first = full <= 0 ? 0 : full / bq + (full % bq != 0);
+    int64_t cut = int64_t(std::min<__int128>(queryTiles, first));
+    tiles = double(floorSum(u128(cut), u128(bk), u128(bq), u128(bq - 1))) +
+            double(cut) + double(queryTiles - cut) * double(keyTiles);
+  }
   return tiles * double(bq) * double(bk);
 }
 
@@ -372,16 +407,18 @@ uint64_t attentionWorkspaceBytes(const AttentionConfig &c,
   const TypeInfo *t = typeInfo(dtype);
   if (!t || p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
     return 0;
-  const uint64_t bh = uint64_t(p.batch) * uint64_t(p.heads);
-  uint64_t bytes = bh * uint64_t(p.qLen) * uint64_t(t->accBytes);
-  if (!c.storedScores)
-    return bytes;
-  // kiln_attn_ds_tile's layout.
-  AttentionTile tile = attentionTiles(c).dq;
-  double scores = double(bh) *
-                  attentionTilePairs(tile, p.qLen, p.kvLen, p.causal) *
-                  double(t->bytes);
-  return (bytes + 255) / 256 * 256 + uint64_t(scores);
+  // In long double, saturating: sizes a mutated package names may not fit
+  // (the allocation then fails, naming the bytes).
+  const long double bh = (long double)p.batch * (long double)p.heads;
+  long double bytes = bh * (long double)p.qLen * t->accBytes;
+  if (c.storedScores) {
+    // kiln_attn_ds_tile's layout.
+    AttentionTile tile = attentionTiles(c).dq;
+    bytes = std::ceil(bytes / 256) * 256 +
+            bh * attentionTilePairs(tile, p.qLen, p.kvLen, p.causal) * t->bytes;
+  }
+  constexpr long double most = (long double)UINT64_MAX;
+  return bytes >= most ? UINT64_MAX : uint64_t(bytes);
 }
 
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,

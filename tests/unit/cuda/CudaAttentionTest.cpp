@@ -860,6 +860,35 @@ TEST_F(CudaAttentionTest, PackedLayoutBadShapeIsRefused) {
 }
 
 // Every configuration fits in 48 KiB of static shared memory.
+// attentionTilePairs in closed form against a walk over the tiles as the
+// kernels walk them (kiln_attn_key_blocks), for every tile shape the
+// kernels use and lengths around the tiles' edges; lengths no package
+// could hold come back at once, as large as they are.
+TEST(CudaAttentionConfigTest, TilePairsAsTheKernelsWalkThem) {
+  const int shapes[][2] = {{64, 64}, {128, 64}, {32, 64}, {64, 32},
+                           {32, 16}, {16, 8},   {8, 4},   {4, 2}};
+  for (const auto &shape : shapes)
+    for (int64_t tq : {1, 2, 15, 16, 17, 63, 64, 65, 127, 200, 1024, 1030})
+      for (int64_t tk : {1, 3, 31, 32, 33, 64, 70, 129, 1024})
+        for (bool causal : {false, true}) {
+          const int64_t bq = shape[0], bk = shape[1];
+          const int64_t nk = (tk + bk - 1) / bk;
+          double tiles = 0;
+          for (int64_t q0 = 0; q0 < tq; q0 += bq)
+            tiles += causal ? std::min(nk, (q0 + bq - 1) / bk + 1) : nk;
+          EXPECT_EQ(attentionTilePairs({shape[0], shape[1]}, tq, tk, causal),
+                    tiles * double(bq * bk))
+              << bq << "x" << bk << " tiles, " << tq << " x " << tk
+              << (causal ? " causal" : "");
+        }
+  // 2^62 query rows of 64 and as many keys: 2^56 tiles a side, causal
+  // 2^56 (2^56 + 1) / 2.
+  const double side = std::ldexp(1.0, 56);
+  EXPECT_EQ(attentionTilePairs({64, 64}, int64_t(1) << 62, int64_t(1) << 62, true),
+            side * (side + 1) / 2 * 64 * 64);
+  EXPECT_EQ(attentionTilePairs({64, 64}, 0, 5, true), 0.0);
+}
+
 TEST(CudaAttentionConfigTest, TilesFitSharedMemory) {
   for (PkgDType dtype : {PkgDType::F32, PkgDType::F64, PkgDType::F16, PkgDType::BF16})
     for (int64_t d : {8, 16, 24, 64, 96, 128, 160, 256}) {

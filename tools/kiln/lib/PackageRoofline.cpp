@@ -24,17 +24,6 @@ bool isInteger(PkgDType dtype) {
          dtype == PkgDType::I8 || dtype == PkgDType::I1;
 }
 
-// The fraction of the Tq x Tk score matrix a query attends to: all of it,
-// or with a top-left causal mask (key j <= query i) the visible part.
-double attendedFraction(const AttentionParams &a) {
-  if (!a.causal || a.qLen <= 0 || a.kvLen <= 0)
-    return 1.0;
-  double visible = 0;
-  for (int64_t i = 0; i < a.qLen; ++i)
-    visible += double(std::min<int64_t>(i + 1, a.kvLen));
-  return visible / (double(a.qLen) * double(a.kvLen));
-}
-
 // What the fused attention's kernels multiply on |d| (the runtime's
 // default configuration for the shape, runtime/cuda/CudaAttention.h), 2
 // FLOPs per multiply-add. The forward: S = Q K^T and O += P V over its
@@ -63,7 +52,8 @@ AttentionWork attentionKernelWork(const AttentionParams &a, bool grad,
   StatusOr<cuda::AttentionConfig> config =
       cuda::attentionConfig(dtype, a.headDim, a.valueDim, d.smArch);
   if (!config.isOk()) {
-    double pairs = bh * double(a.qLen) * double(a.kvLen) * attendedFraction(a);
+    // Tiles of one pair: the visible pairs (key j <= query i when causal).
+    double pairs = bh * cuda::attentionTilePairs({1, 1}, a.qLen, a.kvLen, a.causal);
     w.flops = 2.0 * pairs * (grad ? 4.0 * dk + 3.0 * dv : dk + dv);
     return w;
   }

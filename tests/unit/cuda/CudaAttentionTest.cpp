@@ -719,8 +719,10 @@ TEST_F(CudaAttentionTest, StoredScoresOnRequest) {
 // variant; asked for one, the load says why.
 TEST_F(CudaAttentionTest, StoredScoresWorkspace) {
   AttentionConfig ds;
-  for (const AttentionConfig &c :
-       attentionConfigVariants(PkgDType::BF16, 64, 64, 90).value())
+  StatusOr<std::vector<AttentionConfig>> variants =
+      attentionConfigVariants(PkgDType::BF16, 64, 64, 90);
+  ASSERT_TRUE(variants.isOk()) << variants.status().message();
+  for (const AttentionConfig &c : variants.value())
     if (c.storedScores)
       ds = c;
   ASSERT_TRUE(ds.storedScores);

@@ -402,23 +402,46 @@ double attentionTilePairs(AttentionTile tile, int64_t qLen, int64_t kvLen,
   return tiles * double(bq) * double(bk);
 }
 
+namespace {
+// |bytes| as a byte count, saturating: sizes a mutated package names may
+// not fit (an allocation of UINT64_MAX then fails, naming the bytes).
+uint64_t saturatedBytes(long double bytes) {
+  constexpr long double most = (long double)UINT64_MAX;
+  return bytes >= most ? UINT64_MAX : uint64_t(bytes);
+}
+
+bool validSizes(const AttentionParams &p) {
+  return p.batch >= 0 && p.heads >= 0 && p.qLen >= 0 && p.kvLen >= 0;
+}
+} // namespace
+
+uint64_t attentionStoredScoresBytes(const AttentionConfig &c,
+                                    const AttentionParams &p, PkgDType dtype) {
+  const TypeInfo *t = typeInfo(dtype);
+  if (!c.storedScores || !t || !validSizes(p))
+    return 0;
+  // kiln_attn_ds_tile's layout.
+  return saturatedBytes((long double)p.batch * p.heads *
+                        attentionTilePairs(attentionTiles(c).dq, p.qLen,
+                                           p.kvLen, p.causal) *
+                        t->bytes);
+}
+
 uint64_t attentionWorkspaceBytes(const AttentionConfig &c,
                                  const AttentionParams &p, PkgDType dtype) {
   const TypeInfo *t = typeInfo(dtype);
-  if (!t || p.batch < 0 || p.heads < 0 || p.qLen < 0 || p.kvLen < 0)
+  if (!t || !validSizes(p))
     return 0;
-  // In long double, saturating: sizes a mutated package names may not fit
-  // (the allocation then fails, naming the bytes).
-  const long double bh = (long double)p.batch * (long double)p.heads;
-  long double bytes = bh * (long double)p.qLen * t->accBytes;
-  if (c.storedScores) {
-    // kiln_attn_ds_tile's layout.
-    AttentionTile tile = attentionTiles(c).dq;
-    bytes = std::ceil(bytes / 256) * 256 +
-            bh * attentionTilePairs(tile, p.qLen, p.kvLen, p.causal) * t->bytes;
-  }
-  constexpr long double most = (long double)UINT64_MAX;
-  return bytes >= most ? UINT64_MAX : uint64_t(bytes);
+  long double bytes = (long double)p.batch * p.heads * p.qLen * t->accBytes;
+  if (c.storedScores)
+    bytes = std::ceil(bytes / 256) * 256 + attentionStoredScoresBytes(c, p, dtype);
+  return saturatedBytes(bytes);
+}
+
+bool attentionVariantFits(const AttentionConfig &c, const AttentionParams &p,
+                          PkgDType dtype) {
+  return !c.storedScores ||
+         attentionStoredScoresBytes(c, p, dtype) <= kMaxStoredScoresBytes;
 }
 
 StatusOr<AttentionConfig> attentionConfig(PkgDType dtype, int64_t headDim,
@@ -653,12 +676,9 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
         used.insert(c.forward);
     // D_i, and the dS tiles of a "ds" variant within the cap.
     if (t.library == LibraryKind::AttentionGrad && configs.isOk())
-      for (const AttentionConfig &c : configs.value()) {
-        uint64_t need = attentionWorkspaceBytes(c, p, dtype);
-        uint64_t plain = attentionWorkspaceBytes(AttentionConfig(), p, dtype);
-        if (!c.storedScores || need - plain <= kMaxStoredScoresBytes)
-          bytes = std::max(bytes, need);
-      }
+      for (const AttentionConfig &c : configs.value())
+        if (attentionVariantFits(c, p, dtype))
+          bytes = std::max(bytes, attentionWorkspaceBytes(c, p, dtype));
   }
   // No kernels to run (no thunk with a supported shape): nothing to load.
   if (!used.empty()) {
@@ -725,10 +745,9 @@ Status CudaAttention::plan(size_t index, const std::vector<void *> &args) {
   for (const AttentionConfig &c : all.value()) {
     if (anyForced && !forced(c))
       continue;
-    // A "ds" variant whose dS tiles the workspace was not sized for (over
-    // kMaxStoredScoresBytes) is not offered.
-    if (grad && c.storedScores &&
-        attentionWorkspaceBytes(c, p, dtype) > workspaceBytes_)
+    // A "ds" variant whose dS tiles would pass kMaxStoredScoresBytes is
+    // not offered (create() did not size the workspace for it).
+    if (grad && !attentionVariantFits(c, p, dtype))
       continue;
     if (seen.insert(grad ? c.dkdv + " " + c.dq : c.forward).second)
       configs.push_back(c);

@@ -115,7 +115,7 @@ struct AttentionConfig {
   int forwardMinBlocks = 1, dqMinBlocks = 1;
   // The "ds" variant (up to head dim 64, dK/dV on one warp, dQ on 64
   // rows): dK/dV also stores dS, rounded to the input type, tile by tile
-  // in the workspace after D_i (attentionStoredScoresBytes), and dQ reads
+  // in the workspace after D_i (attentionWorkspaceBytes), and dQ reads
   // it, dQ += dS K, instead of computing S and dP again: one product per
   // tile in place of three, for the tiles' bytes written and read.
   bool storedScores = false;
@@ -149,16 +149,24 @@ AttentionTiles attentionTiles(const AttentionConfig &c);
 double attentionTilePairs(AttentionTile tile, int64_t qLen, int64_t kvLen,
                           bool causal);
 
-// The workspace an AttentionGrad thunk with |p| in |dtype| needs under
-// |c|: D_i (an f32 per query row of each head; f64 for f64), and for a
-// "ds" variant after it, rounded up to 256 bytes, the stored dS tiles (one
-// per tile the kernels visit, attentionTiles(c).dq's rows x keys, in
-// |dtype|). 0 for a type the kernels do not take.
+// The dS tiles a "ds" variant |c| stores for an AttentionGrad thunk with
+// |p| in |dtype|: one per tile the kernels visit (attentionTiles(c).dq's
+// rows x keys, in |dtype|); 0 for any other configuration or a type the
+// kernels do not take. Saturates rather than wrapping.
+uint64_t attentionStoredScoresBytes(const AttentionConfig &c,
+                                    const AttentionParams &p, PkgDType dtype);
+// The workspace such a thunk needs under |c|: D_i (an f32 per query row of
+// each head; f64 for f64), and for a "ds" variant after it, rounded up to
+// 256 bytes, its dS tiles. 0 for a type the kernels do not take.
 uint64_t attentionWorkspaceBytes(const AttentionConfig &c,
                                  const AttentionParams &p, PkgDType dtype);
 // The most a "ds" variant may ask of the workspace for its dS tiles: past
 // it (long sequences, many heads), the variant is not offered.
 constexpr uint64_t kMaxStoredScoresBytes = uint64_t(1) << 30;
+// Whether |c| is offered for |p| in |dtype|: every configuration but a
+// "ds" variant whose dS tiles would pass kMaxStoredScoresBytes.
+bool attentionVariantFits(const AttentionConfig &c, const AttentionParams &p,
+                          PkgDType dtype);
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
 // sm_|arch| (attentionConfigVariants' first); fails for a type other than f32, f64, f16, bf16, or a head

@@ -742,7 +742,10 @@ TEST_F(CudaAttentionTest, StoredScoresWorkspace) {
     EXPECT_EQ(attentionWorkspaceBytes(ds, a, PkgDType::BF16),
               (di + 255) / 256 * 256 + uint64_t(k.b * k.h) * k.tiles * tile)
         << k.tq << " x " << k.tk;
+    EXPECT_EQ(attentionStoredScoresBytes(ds, a, PkgDType::BF16),
+              uint64_t(k.b * k.h) * k.tiles * tile);
     EXPECT_EQ(attentionWorkspaceBytes(AttentionConfig(), a, PkgDType::BF16), di);
+    EXPECT_EQ(attentionStoredScoresBytes(AttentionConfig(), a, PkgDType::BF16), 0u);
   }
   // 131072 rows of one head: 2048 x 2049 / 2 tiles, 17 GB.
   ScopedEnv env("KILN_CUDA_ATTENTION", "stored");

@@ -44,6 +44,23 @@ PackageThunk &addThunk(LoadedPackage &p, ThunkKind kind,
   return t;
 }
 
+// A BHTD attention with |a| (q, k, v -> o, lse) and its gradient (q, k,
+// v, o, lse, dout -> dq, dk, dv), each thunk with |grad| among |which|.
+void addAttention(LoadedPackage &p, const AttentionParams &a, uint32_t q,
+                  uint32_t k, uint32_t v, uint32_t o, uint32_t lse,
+                  uint32_t dout, uint32_t dq, uint32_t dk, uint32_t dv,
+                  std::initializer_list<bool> which = {false, true}) {
+  for (bool grad : which) {
+    PackageThunk &t =
+        grad ? addThunk(p, ThunkKind::LibraryCall, {q, k, v, o, lse, dout},
+                        {dq, dk, dv})
+             : addThunk(p, ThunkKind::LibraryCall, {q, k, v}, {o, lse});
+    t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
+    t.hasAttention = true;
+    t.attention = a;
+  }
+}
+
 // A causal packed attention (qkv [B,T,3,H,D] -> out [B,T,H,D], lse) and
 // its gradient (qkv, out, lse, dout -> dqkv), named attentionN.*.
 void addPackedAttention(LoadedPackage &p, const std::string &name, int64_t B,
@@ -105,15 +122,8 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
   uint32_t dq = addBuffer(p, "dq", PkgDType::BF16, {B, H, T, D});
   uint32_t dk = addBuffer(p, "dk", PkgDType::BF16, {B, H, T, D});
   uint32_t dv = addBuffer(p, "dv", PkgDType::BF16, {B, H, T, D});
-  for (bool grad : {false, true}) {
-    PackageThunk &t =
-        grad ? addThunk(p, ThunkKind::LibraryCall, {q, kk, v, o, lse, act},
-                        {dq, dk, dv})
-             : addThunk(p, ThunkKind::LibraryCall, {q, kk, v}, {o, lse});
-    t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
-    t.hasAttention = true;
-    t.attention = {B, H, T, T, D, D, 0.125, true};
-  }
+  addAttention(p, {B, H, T, T, D, D, 0.125, true}, q, kk, v, o, lse, act, dq,
+               dk, dv);
 
   addThunk(p, ThunkKind::Copy, {q}, {dq});
   addThunk(p, ThunkKind::Collective, {dq}, {dq}).hasCollective = true;
@@ -328,15 +338,8 @@ TEST(PackageRooflineTest, AttentionCountsTheKernelsTiles) {
     uint32_t q = addBuffer(p, "q", c.dtype, {B, H, c.t, c.d});
     uint32_t o = addBuffer(p, "attention1.0", c.dtype, {B, H, c.t, c.d});
     uint32_t lse = addBuffer(p, "attention1.1", PkgDType::F32, {B, H, c.t});
-    for (bool grad : {false, true}) {
-      PackageThunk &t =
-          grad ? addThunk(p, ThunkKind::LibraryCall, {q, q, q, o, lse, o},
-                          {q, q, q})
-               : addThunk(p, ThunkKind::LibraryCall, {q, q, q}, {o, lse});
-      t.library = grad ? LibraryKind::AttentionGrad : LibraryKind::Attention;
-      t.hasAttention = true;
-      t.attention = {B, H, c.t, c.t, c.d, c.d, 0.125, c.causal};
-    }
+    addAttention(p, {B, H, c.t, c.t, c.d, c.d, 0.125, c.causal}, q, q, q, o,
+                 lse, o, q, q, q);
     PackageRooflineResult r = predictPackageRoofline(p, RooflineDevice());
     ASSERT_EQ(r.thunks.size(), 2u);
     const double pairs = double(B * H) * c.pairs, d = double(c.d);
@@ -360,11 +363,8 @@ TEST(PackageRooflineTest, StoredScoresPricesTheDsBackward) {
     uint32_t q = addBuffer(p, "q", dtype, {B, H, T, D});
     uint32_t o = addBuffer(p, "o", dtype, {B, H, T, D});
     uint32_t lse = addBuffer(p, "lse", PkgDType::F32, {B, H, T});
-    PackageThunk &t =
-        addThunk(p, ThunkKind::LibraryCall, {q, q, q, o, lse, o}, {q, q, q});
-    t.library = LibraryKind::AttentionGrad;
-    t.hasAttention = true;
-    t.attention = {B, H, T, T, D, D, 0.125, true};
+    addAttention(p, {B, H, T, T, D, D, 0.125, true}, q, q, q, o, lse, o, q, q,
+                 q, {true});
     RooflineDevice recompute, stored;
     stored.attentionStoredScores = true;
     const ThunkCost plain = predictPackageRoofline(p, recompute).thunks.at(0);

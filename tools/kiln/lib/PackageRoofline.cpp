@@ -62,15 +62,11 @@ AttentionWork attentionKernelWork(const AttentionParams &a, bool grad,
     StatusOr<std::vector<cuda::AttentionConfig>> variants =
         cuda::attentionConfigVariants(dtype, a.headDim, a.valueDim, d.smArch);
     if (variants.isOk())
-      for (const cuda::AttentionConfig &v : variants.value()) {
-        double bytes =
-            double(cuda::attentionWorkspaceBytes(v, a, dtype)) -
-            double(cuda::attentionWorkspaceBytes(cuda::AttentionConfig(), a, dtype));
-        if (v.storedScores && bytes <= double(cuda::kMaxStoredScoresBytes)) {
+      for (const cuda::AttentionConfig &v : variants.value())
+        if (v.storedScores && cuda::attentionVariantFits(v, a, dtype)) {
           c = v;
-          w.scoresBytes = bytes;
+          w.scoresBytes = double(cuda::attentionStoredScoresBytes(v, a, dtype));
         }
-      }
   }
   cuda::AttentionTiles tiles = cuda::attentionTiles(c);
   auto pairs = [&](cuda::AttentionTile tile) {
@@ -80,10 +76,10 @@ AttentionWork attentionKernelWork(const AttentionParams &a, bool grad,
     w.flops = 2.0 * pairs(tiles.forward) * (dk + dv);
     return w;
   }
-  w.dqFlops = 2.0 * pairs(tiles.dq) * (c.storedScores ? dk : 2.0 * dk + dv);
-  w.flops = 2.0 * pairs(tiles.dkdv) * (2.0 * dk + 2.0 * dv) + w.dqFlops;
-  if (!c.storedScores)
-    w.dqFlops = 0;
+  double dq = 2.0 * pairs(tiles.dq) * (c.storedScores ? dk : 2.0 * dk + dv);
+  w.flops = 2.0 * pairs(tiles.dkdv) * (2.0 * dk + 2.0 * dv) + dq;
+  if (c.storedScores)
+    w.dqFlops = dq;
   return w;
 }
 
@@ -305,9 +301,7 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     cost.detail = os.str();
     double computeS = peak > 0 ? cost.flops / (peak * efficiency) : 0.0;
     double memoryS = double(cost.bytes) / bandwidth;
-    cost.computeBound = computeS > memoryS && computeS >= serialS;
     cost.latencyBound = serialS > std::max(computeS, memoryS);
-    cost.us = d.launchUs + 1e6 * std::max({computeS, memoryS, serialS});
     if (attention.scoresBytes > 0) {
       // The "ds" backward: dK/dV (and D_i's kernel) with the thunk's own
       // bytes and the dS tiles written, then dQ reading the tiles.
@@ -317,6 +311,9 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
       cost.us = d.launchUs + 1e6 * (dkdvS + std::max(dqComputeS, scoresS));
       cost.computeBound = computeS - dqComputeS >= memoryS - scoresS &&
                           dqComputeS >= scoresS;
+    } else {
+      cost.us = d.launchUs + 1e6 * std::max({computeS, memoryS, serialS});
+      cost.computeBound = computeS > memoryS && computeS >= serialS;
     }
     result.totalUs += cost.us;
     result.flops += cost.flops;

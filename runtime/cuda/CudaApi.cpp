@@ -103,9 +103,13 @@ std::string gemmDescKey(const GemmDesc &d, size_t workspaceBytes) {
          " alpha=" + exact(q.alpha) + " beta=" + exact(q.beta) +
          (d.residual ? " C" : "") + " epilogue=" + gemmEpilogueName(d.epilogue) +
          (d.auxIsOutput ? " aux=D" : "") +
-         (d.allowTf32 ? " tf32" : "") +
+         (d.allowTf32 ? " tf32" : "") + (d.f32Output ? " out=f32" : "") +
          " align=" + std::to_string(d.alignmentBytes) +
          " workspace=" + std::to_string(workspaceBytes);
+}
+
+PkgDType gemmOutputDType(const GemmDesc &desc) {
+  return desc.f32Output ? PkgDType::F32 : desc.dtype;
 }
 
 Status checkGemmDesc(const GemmDesc &desc) {
@@ -127,6 +131,19 @@ Status checkGemmDesc(const GemmDesc &desc) {
                                      "found ") +
                          pkgDTypeName(desc.dtype));
   }
+  // An f32 result of half inputs: the plain product (and beta times it).
+  if (desc.f32Output &&
+      ((desc.dtype != PkgDType::F16 && desc.dtype != PkgDType::BF16) ||
+       desc.epilogue != GemmEpilogue::None || desc.residual))
+    return Status::error(std::string("gemm: an f32 result goes with f16 or "
+                                     "bf16 operands, no epilogue and no C, "
+                                     "not ") +
+                         pkgDTypeName(desc.dtype) + " operands" +
+                         (desc.epilogue != GemmEpilogue::None
+                              ? std::string(", the ") +
+                                    gemmEpilogueName(desc.epilogue) + " epilogue"
+                              : std::string()) +
+                         (desc.residual ? ", a C input" : ""));
   // An epilogue's beta scales C (residual), never the result in place.
   if (desc.epilogue != GemmEpilogue::None &&
       (p.batch != 1 || (p.beta != 0.0 && !desc.residual) ||

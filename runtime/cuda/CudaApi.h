@@ -82,6 +82,10 @@ const char *gemmEpilogueName(GemmEpilogue epilogue);
 // |allowTf32|. With |residual|, beta scales a separate C input of out's
 // layout (cuBLASLt's C; it may be out itself) instead of out: out =
 // epilogue(alpha * op(lhs) . op(rhs) + beta * C), the bias added after C.
+// With |f32Output| (f16 and bf16 only, no epilogue, no residual), out is
+// f32 instead: the f32 sum itself, unrounded, for a consumer that adds
+// more to it (the convolutions' col2im and their filter gradient's
+// chunks, CudaConv.h).
 struct GemmDesc {
   PkgDType dtype = PkgDType::F32;
   GemmParams params;
@@ -101,7 +105,11 @@ struct GemmDesc {
   // sums in D (CUBLASLT_REDUCTION_SCHEME_INPLACE), which would overwrite
   // aux before the epilogue reads it: the plan excludes those.
   bool auxIsOutput = false;
+  bool f32Output = false;
 };
+
+// The type of a GEMM's result (and C): f32 with |f32Output|, else dtype.
+PkgDType gemmOutputDType(const GemmDesc &desc);
 
 // One algorithm a GEMM plan holds: |id| identifies it across processes
 // (the bytes of cuBLASLt's cublasLtMatmulAlgo_t, in hex), |description|

@@ -750,8 +750,11 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
         !s.isOk())
       return cleanup(s);
   }
-  auto layout = [&](cublasLtMatrixLayout_t &out, uint64_t rows, uint64_t cols,
-                    uint64_t ld, int64_t stride, const char *which) -> Status {
+  // D (and C, which shares its layout) in the result's type: f32 for a
+  // half GEMM with f32Output (A and B 16-bit, compute and scale f32).
+  auto layout = [&](cublasLtMatrixLayout_t &out, cudaDataType_t type,
+                    uint64_t rows, uint64_t cols, uint64_t ld, int64_t stride,
+                    const char *which) -> Status {
     std::string call = std::string("cublasLtMatrixLayoutCreate(") + which + ")";
     if (Status s = blas(lt_.cublasLtMatrixLayoutCreate(&out, type, rows, cols, ld),
                         call);
@@ -771,9 +774,11 @@ Status RealCudaApi::gemmPlan(GemmPlan *result, const GemmDesc &desc,
                     sizeof(stride)),
                 call + " batch stride");
   };
-  for (Status s : {layout(plan->a, lt.aRows, lt.aCols, lt.lda, lt.strideA, "A"),
-                   layout(plan->b, lt.bRows, lt.bCols, lt.ldb, lt.strideB, "B"),
-                   layout(plan->d, lt.rows, lt.cols, lt.ldd, lt.strideD, "D")})
+  cudaDataType_t outType = dataType(gemmOutputDType(desc));
+  for (Status s :
+       {layout(plan->a, type, lt.aRows, lt.aCols, lt.lda, lt.strideA, "A"),
+        layout(plan->b, type, lt.bRows, lt.bCols, lt.ldb, lt.strideB, "B"),
+        layout(plan->d, outType, lt.rows, lt.cols, lt.ldd, lt.strideD, "D")})
     if (!s.isOk())
       return cleanup(s);
 

@@ -18,7 +18,8 @@ namespace kiln::runtime::cuda {
 namespace {
 
 // Every kernel: one element per iteration of a grid-stride loop; loads
-// widen to the accumulation type A (f32, f64 for f64), stores round once.
+// widen to f32 (f64 for f64), stores round once (a half element copied
+// through f32 is the same element).
 const char *kSource = R"cuda(// Kiln convolution kernels (runtime/cuda/CudaConv.cpp).
 #ifndef KILN_CUDA_EMULATION
 #include <cuda_fp16.h>
@@ -46,7 +47,8 @@ static __device__ __forceinline__ void kiln_conv_store(__nv_bfloat16 *p, kiln_in
        i < (total); i += (kiln_index)gridDim.x * blockDim.x)
 
 // col[g, (c, ki, kj), n, (y, x)] = x[n, g * C/G + c, y * SH - PT + ki * DH,
-// x * SW - PL + kj * DW], zero outside the image.
+// x * SW - PL + kj * DW], zero outside the image (col in the GEMM's
+// operand type: x's own for f16 and bf16).
 template <class T, class A>
 static __device__ __forceinline__ void kiln_conv_im2col(const T *in, A *col, KILN_CONV_GEOMETRY) {
   kiln_index cg = C / G, P = OH * OW, rows = cg * KH * KW;
@@ -59,10 +61,10 @@ static __device__ __forceinline__ void kiln_conv_im2col(const T *in, A *col, KIL
     kiln_index c = r / (KH * KW), kk = r % (KH * KW);
     kiln_index iy = (p / OW) * SH - PT + (kk / KW) * DH;
     kiln_index ix = (p % OW) * SW - PL + (kk % KW) * DW;
-    A v = 0;
+    decltype(kiln_conv_load(in, 0)) v = 0;
     if (iy >= 0 && iy < H && ix >= 0 && ix < W)
       v = kiln_conv_load(in, ((n * C + g * cg + c) * H + iy) * W + ix);
-    col[i] = v;
+    kiln_conv_store(col, i, v);
   }
 }
 
@@ -129,10 +131,12 @@ static __device__ __forceinline__ void kiln_conv_swap(const S *src, D *dst, kiln
 #define KILN_CONV_HOST(name, call)
 #endif
 
-#define KILN_CONV_TYPE(suffix, T, A)                                           \
+// im2col from T into C (the GEMM's operand type), col2im from A (its f32
+// or f64 result) into T.
+#define KILN_CONV_TYPE(suffix, T, C, A)                                        \
   extern "C" __global__ void __launch_bounds__(256)                            \
-      kiln_conv_im2col_##suffix(const T *in, A *col, KILN_CONV_GEOMETRY) {     \
-    kiln_conv_im2col<T, A>(in, col, KILN_CONV_GEOMETRY_ARGS);                  \
+      kiln_conv_im2col_##suffix(const T *in, C *col, KILN_CONV_GEOMETRY) {     \
+    kiln_conv_im2col<T, C>(in, col, KILN_CONV_GEOMETRY_ARGS);                  \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(256)                            \
       kiln_conv_col2im_##suffix(const A *col, T *out, KILN_CONV_GEOMETRY) {    \
@@ -140,7 +144,7 @@ static __device__ __forceinline__ void kiln_conv_swap(const S *src, D *dst, kiln
   }                                                                            \
   KILN_CONV_HOST(kiln_conv_im2col_##suffix,                                    \
                  kiln_conv_im2col_##suffix((const T *)buffers[0],              \
-                                           (A *)buffers[1],                    \
+                                           (C *)buffers[1],                    \
                                            KILN_CONV_HOST_GEOMETRY))           \
   KILN_CONV_HOST(kiln_conv_col2im_##suffix,                                    \
                  kiln_conv_col2im_##suffix((const A *)buffers[0],              \
@@ -159,15 +163,15 @@ static __device__ __forceinline__ void kiln_conv_swap(const S *src, D *dst, kiln
                                          KILN_CONV_HOST_ARG(3),                \
                                          KILN_CONV_HOST_ARG(4)))
 
-KILN_CONV_TYPE(f32, float, float)
-KILN_CONV_TYPE(f64, double, double)
-KILN_CONV_TYPE(f16, __half, float)
-KILN_CONV_TYPE(bf16, __nv_bfloat16, float)
+KILN_CONV_TYPE(f32, float, float, float)
+KILN_CONV_TYPE(f64, double, double, double)
+KILN_CONV_TYPE(f16, __half, __half, float)
+KILN_CONV_TYPE(bf16, __nv_bfloat16, __nv_bfloat16, float)
 KILN_CONV_SWAP(f32_f32, float, float)
 KILN_CONV_SWAP(f64_f64, double, double)
-KILN_CONV_SWAP(f16_f32, __half, float)
+KILN_CONV_SWAP(f16_f16, __half, __half)
 KILN_CONV_SWAP(f32_f16, float, __half)
-KILN_CONV_SWAP(bf16_f32, __nv_bfloat16, float)
+KILN_CONV_SWAP(bf16_bf16, __nv_bfloat16, __nv_bfloat16)
 KILN_CONV_SWAP(f32_bf16, float, __nv_bfloat16)
 )cuda";
 
@@ -220,8 +224,10 @@ Geometry geometryOf(const ConvParams &p) {
 
 uint64_t roundUp(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The workspace one convolution needs: col, mid and (half inputs) the
-// filter in the accumulation type, each 256-byte aligned.
+// The workspace one convolution needs, each region 256-byte aligned and
+// sized in the accumulation type, which is what it holds in the widest
+// case: col (the input gradient's GEMM result), mid (the forward's) and,
+// for half inputs, the filter gradient's f32 sum.
 uint64_t workspaceFor(const Geometry &g, PkgDType dtype) {
   uint64_t e = pkgBytesPerElement(accumulation(dtype));
   uint64_t bytes = roundUp(g.colElements() * e) + roundUp(g.midElements() * e);
@@ -319,7 +325,7 @@ std::vector<std::string> convKernelEntryPoints() {
     entries.push_back(std::string("kiln_conv_im2col_") + t);
     entries.push_back(std::string("kiln_conv_col2im_") + t);
   }
-  for (const char *s : {"f32_f32", "f64_f64", "f16_f32", "f32_f16", "bf16_f32",
+  for (const char *s : {"f32_f32", "f64_f64", "f16_f16", "f32_f16", "bf16_bf16",
                         "f32_bf16"})
     entries.push_back(std::string("kiln_conv_swap_") + s);
   return entries;
@@ -402,6 +408,11 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     return Status::ok();
   }
   PkgDType acc = accumulation(dtype);
+  // The GEMMs multiply |dtype| operands (f16 and bf16 on tensor cores)
+  // into |acc| results: f32 for half inputs (GemmDesc::f32Output), so the
+  // forward rounds once in its swap, the input gradient's col2im sums
+  // unrounded products and the filter gradient's chunks add in f32.
+  bool half = acc != dtype;
   uint64_t e = pkgBytesPerElement(acc), te = pkgBytesPerElement(dtype);
   int64_t chunk = chunkImages(g, dtype);
   Geometry full = g;
@@ -450,7 +461,8 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     if (!failed.isOk())
       return;
     GemmDesc desc;
-    desc.dtype = acc;
+    desc.dtype = dtype;
+    desc.f32Output = half;
     desc.params = gp;
     desc.allowTf32 = allowTf32_;
     desc.algorithms = gemmAlgorithms_;
@@ -482,14 +494,10 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
     return static_cast<uint8_t *>(buffer) + elements * bytes;
   };
 
-  // The filter in the accumulation type (itself when it already is).
-  void *w = t.library == LibraryKind::Conv2DFilterGrad ? nullptr : args[1];
-  void *wAcc = w;
-  if (w && acc != dtype) {
-    swap(w, wacc, type, accName, 1, 1, g.filterElements());
-    wAcc = wacc;
-  }
-  void *dwAcc = acc == dtype ? args[2] : wacc;
+  // The filter is a GEMM operand as it is; its gradient is summed in
+  // |acc| (wacc for half inputs, rounded into dW at the end).
+  void *w = args[1];
+  void *dwAcc = half ? wacc : args[2];
   // Images [first, first + q.n) at a time: the column buffer holds a chunk.
   for (int64_t first = 0; first < g.n; first += chunk) {
     Geometry q = g;
@@ -502,21 +510,21 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
       launch(std::string("kiln_conv_im2col_") + type, q.colElements(),
              geometryArgs(q, at(args[0], first * image, te), col));
       gp.m = g.og(), gp.n = q.n * g.p(), gp.k = g.rows();
-      gemm(gp, wAcc, col, mid);
+      gemm(gp, w, col, mid);
       swap(mid, at(args[2], first * outImage, te), accName, type, g.o, q.n, g.p());
       break;
     case LibraryKind::Conv2DInputGrad:
-      swap(at(args[0], first * outImage, te), mid, type, accName, q.n, g.o, g.p());
+      swap(at(args[0], first * outImage, te), mid, type, type, q.n, g.o, g.p());
       gp.m = g.rows(), gp.n = q.n * g.p(), gp.k = g.og();
       gp.transposeLhs = true;
-      gemm(gp, wAcc, mid, col);
+      gemm(gp, w, mid, col);
       launch(std::string("kiln_conv_col2im_") + type, q.n * image,
              geometryArgs(q, col, at(args[2], first * image, te)));
       break;
     default:
       launch(std::string("kiln_conv_im2col_") + type, q.colElements(),
              geometryArgs(q, at(args[0], first * image, te), col));
-      swap(at(args[1], first * outImage, te), mid, type, accName, q.n, g.o, g.p());
+      swap(at(args[1], first * outImage, te), mid, type, type, q.n, g.o, g.p());
       // dW accumulates over the chunks.
       gp.m = g.og(), gp.n = g.rows(), gp.k = q.n * g.p();
       gp.transposeRhs = true;
@@ -525,7 +533,7 @@ Status CudaConv::plan(size_t index, const std::vector<void *> &args,
       break;
     }
   }
-  if (t.library == LibraryKind::Conv2DFilterGrad && acc != dtype)
+  if (t.library == LibraryKind::Conv2DFilterGrad && half)
     swap(wacc, args[2], accName, type, 1, 1, g.filterElements());
   if (!failed.isOk())
     return failed;

@@ -17,10 +17,14 @@
 //                       dW[g] = dY'[g] . col[g]^T     [G, Og, CKK]
 //
 // (CKK = C/G * KH * KW, P = OH * OW.) The column buffer and the transposed
-// operands are f32 for f32, f16 and bf16 convolutions (f64 for f64): the
-// kernels widen on load and round once on the final store, and the GEMM
-// runs in f32, so a half-precision convolution is the f32 convolution of
-// its inputs rounded once, as on the CPU. The kernels are CUDA C++ kept as
+// operands are in the convolution's own type (a copy), so f16 and bf16
+// convolutions multiply on tensor cores; every GEMM sums in f32 (f64 for
+// f64) and, for half inputs, writes its result in f32
+// (GemmDesc::f32Output): the forward rounds it once in its swap, col2im
+// sums the input gradient's unrounded columns, the filter gradient's
+// chunks add in f32 and round once at the end. So a half-precision
+// convolution is still the f32 convolution of its inputs rounded once, as
+// on the CPU (products of 16-bit values are exact in f32). The kernels are CUDA C++ kept as
 // source here (convKernelSource()), compiled once per process and
 // architecture through the CudaApi table's NVRTC (cached) and loaded per
 // executable; every kernel loops grid-stride, takes pointers and 64-bit

@@ -8,8 +8,9 @@
 // dilation, groups, several shapes; f32, bf16, f16) is compared with the
 // reference interpreter's kiln op on random data. Per element the bound is
 // relative to sum |a| |b| over its terms (the interpreter on the operands'
-// absolute values): 1e-5 for f32; for bf16 and f16 (computed in f32,
-// rounded once) one unit in the last place of the result besides. With
+// absolute values): 1e-5 for f32; for bf16 and f16 (16-bit GEMM operands,
+// as on tensor cores, summed in f32 and rounded once) one unit in the last
+// place of the result besides. With
 // the CUDA toolkit, the same source compiles through NVRTC and ptxas for
 // sm_90; registers and spills are printed and recorded, and no kernel
 // spills; and the runtime's real table (loadCudaApi without a driver)
@@ -237,13 +238,17 @@ protected:
       }
     }
     EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
-    // One batched GEMM per step and chunk of images (batch = groups), f32
-    // for half inputs.
+    // One batched GEMM per step and chunk of images (batch = groups), on
+    // the convolution's own type (f16 and bf16 on tensor cores), with an
+    // f32 result for half inputs.
     int64_t chunks = (p.inputShape[0] + imagesPerChunk - 1) / imagesPerChunk;
     ASSERT_EQ(api.gemms.size() - tuningGemms, size_t(2 * chunks));
-    EXPECT_EQ(api.gemms[tuningGemms].desc.params.batch, p.groups);
-    EXPECT_EQ(api.gemms[tuningGemms].desc.dtype,
-              dtype == DType::f64 ? PkgDType::F64 : PkgDType::F32);
+    bool half = dtype == DType::bf16 || dtype == DType::f16;
+    for (size_t i = tuningGemms; i < api.gemms.size(); ++i) {
+      EXPECT_EQ(api.gemms[i].desc.params.batch, p.groups);
+      EXPECT_EQ(api.gemms[i].desc.dtype, pkgDtype(dtype)) << "step GEMM " << i;
+      EXPECT_EQ(api.gemms[i].desc.f32Output, half) << "step GEMM " << i;
+    }
     for (size_t i = tuningGemms; i < api.gemms.size(); ++i)
       EXPECT_EQ(api.gemms[i].algorithm, tuned ? 2 : 0) << "step GEMM " << i;
     for (const FakeCudaApi::Launch &l : api.launches) {
@@ -287,7 +292,8 @@ TEST_F(CudaConvTest, StridedPaddedDilatedGroupedF32) {
            DType::f32);
 }
 
-// Half precision: computed in f32 (column buffer and GEMM), rounded once.
+// Half precision: the column buffer and the GEMM's operands in the input
+// type (a copy: exact), products summed in f32 and rounded once.
 TEST_F(CudaConvTest, HalfPrecisionAccumulatesInF32) {
   for (DType dtype : {DType::bf16, DType::f16}) {
     checkAll(convParams({2, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1),

@@ -1048,6 +1048,30 @@ TEST(CheckGemmDesc, RefusesWhatCublasLtCannotRun) {
   desc.params.batch = 2;
   EXPECT_NE(checkGemmDesc(desc).message().find("bias+gelu epilogue needs batch 1"),
             std::string::npos);
+  // An f32 result: half operands, no epilogue, no C; the plan's key says so.
+  desc.epilogue = GemmEpilogue::None;
+  desc.f32Output = true;
+  EXPECT_TRUE(checkGemmDesc(desc).isOk());
+  EXPECT_EQ(gemmOutputDType(desc), PkgDType::F32);
+  EXPECT_NE(gemmDescKey(desc, 0).find(" out=f32"), std::string::npos);
+  desc.f32Output = false;
+  EXPECT_EQ(gemmOutputDType(desc), PkgDType::BF16);
+  EXPECT_EQ(gemmDescKey(desc, 0).find("out="), std::string::npos);
+  desc.f32Output = true;
+  desc.epilogue = GemmEpilogue::Bias;
+  desc.params.batch = 1;
+  EXPECT_NE(checkGemmDesc(desc).message().find(
+                "an f32 result goes with f16 or bf16 operands, no epilogue and "
+                "no C, not bf16 operands, the bias epilogue"),
+            std::string::npos)
+      << checkGemmDesc(desc).message();
+  desc.epilogue = GemmEpilogue::None;
+  desc.residual = true;
+  EXPECT_NE(checkGemmDesc(desc).message().find("a C input"), std::string::npos);
+  desc.residual = false;
+  desc.dtype = PkgDType::F32;
+  EXPECT_NE(checkGemmDesc(desc).message().find("not f32 operands"),
+            std::string::npos);
 }
 
 } // namespace

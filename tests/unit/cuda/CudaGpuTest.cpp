@@ -13,7 +13,9 @@
 // outputs) run once through CudaExecutable and compared output by output;
 // and every algorithm the GEMM autotuner may choose against the host GEMM
 // and the tuner timing them (Autotune.h);
-// and the three convolutions (CudaConv.h) against their definitions; and
+// and the three convolutions (CudaConv.h, f32, bf16 and f16: half
+// operands on tensor cores with an f32 result) against their definitions,
+// and such GEMMs on their own; and
 // the fused attention (CudaAttention.h: forward and backward, tensor-core
 // and CUDA-core kernels, both layouts) against its definition in double
 // precision; and what the fake says CUDA refuses (CudaRules.h): a
@@ -154,6 +156,63 @@ TEST_F(CudaGpuTest, CublasLtGemmsWithEveryEpilogueMatchTheHost) {
                     << what << " bias gradient " << j;
               }
             api->gemmDestroy(plan);
+          }
+        }
+}
+
+// Half operands with an f32 result (GemmDesc::f32Output, the convolutions'
+// GEMMs): A and B 16-bit, C and D f32, both transposes, batched, and beta 1
+// adding to the f32 result already there, against the host GEMM.
+TEST_F(CudaGpuTest, HalfGemmsWithAnF32ResultMatchTheHost) {
+  for (PkgDType dtype : {PkgDType::BF16, PkgDType::F16})
+    for (bool tl : {false, true})
+      for (bool tr : {false, true})
+        for (double beta : {0.0, 1.0}) {
+          GemmDesc desc;
+          desc.dtype = dtype;
+          desc.f32Output = true;
+          desc.params.m = 48;
+          desc.params.n = 72;
+          desc.params.k = 200;
+          desc.params.batch = 2;
+          desc.params.beta = beta;
+          desc.params.transposeLhs = tl;
+          desc.params.transposeRhs = tr;
+          const GemmParams &p = desc.params;
+          std::string what = std::string(pkgDTypeName(dtype)) +
+                             " f32 result tl=" + std::to_string(tl) +
+                             " tr=" + std::to_string(tr) +
+                             " beta=" + std::to_string(beta);
+          auto lhs = randomBuffer(dtype, p.batch * p.m * p.k, 1);
+          auto rhs = randomBuffer(dtype, p.batch * p.k * p.n, 2);
+          // The result's earlier f32 values, which beta 1 adds to.
+          auto before = randomBuffer(PkgDType::F32, p.batch * p.m * p.n, 3);
+          std::vector<uint8_t> want = before;
+          kiln::runtime::cuda::testing::hostGemm(desc, lhs.data(), rhs.data(),
+                                                 want.data(), nullptr, nullptr);
+          DeviceGemm d(*api, stream, lhs, rhs, randomBuffer(dtype, 8, 4), want.size());
+          ASSERT_TRUE(d.ok) << what;
+          ASSERT_TRUE(api->memcpyAsync(d.out, before.data(), before.size(),
+                                       CopyKind::HostToDevice, stream)
+                          .isOk());
+          GemmPlan plan = nullptr;
+          Status s = api->gemmPlan(&plan, desc, d.wsBytes);
+          ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+          s = api->gemmRun(plan, d.l, d.r, d.out, nullptr, nullptr, d.ws,
+                           d.wsBytes, stream);
+          ASSERT_TRUE(s.isOk()) << what << ": " << s.message();
+          std::vector<uint8_t> got(want.size());
+          api->memcpyAsync(got.data(), d.out, got.size(), CopyKind::DeviceToHost,
+                           stream);
+          ASSERT_TRUE(api->streamSynchronize(stream).isOk()) << what;
+          api->gemmDestroy(plan);
+          // Exact products summed in f32 in another order: f32's bound,
+          // not the 16-bit type's (a result rounded to it would fail).
+          for (int64_t i = 0; i < p.batch * p.m * p.n; ++i) {
+            double e = valueAt(PkgDType::F32, want, i);
+            double a = valueAt(PkgDType::F32, got, i);
+            ASSERT_LE(std::fabs(e - a), 1e-4 * std::max(1.0, std::fabs(e)))
+                << what << " element " << i;
           }
         }
 }
@@ -490,7 +549,7 @@ TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
       convParams({8, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1),
       convParams({3, 4, 12, 11}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2)};
   unsigned seed = 1;
-  for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16})
+  for (PkgDType dtype : {PkgDType::F32, PkgDType::BF16, PkgDType::F16})
     for (const ConvParams &p : shapes)
       for (LibraryKind kind : {LibraryKind::Conv2D, LibraryKind::Conv2DInputGrad,
                                LibraryKind::Conv2DFilterGrad}) {
@@ -521,7 +580,9 @@ TEST_F(CudaGpuTest, ConvolutionsMatchTheirDefinition) {
         ASSERT_TRUE(run.isOk()) << run.message();
         std::vector<uint8_t> got(e.package().buffers[2].size);
         ASSERT_TRUE(e.readOutput(0, got.data()).isOk());
-        double rel = dtype == PkgDType::BF16 ? 0x1p-7 : 0;
+        double rel = dtype == PkgDType::BF16  ? 0x1p-7
+                     : dtype == PkgDType::F16 ? 0x1p-10
+                                              : 0;
         int bad = 0;
         for (size_t i = 0; i < want.size() && bad < 5; ++i) {
           double have = valueAt(dtype, got, i);

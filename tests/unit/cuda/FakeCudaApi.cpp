@@ -699,14 +699,17 @@ Status FakeCudaApi::gemmRun(GemmPlan plan, const void *lhs, const void *rhs,
   // The bytes each operand spans, as hostGemm reads and writes them.
   // (A size past 64 bits is past every allocation.)
   const GemmParams &g = desc.params;
-  auto span = [&](const std::vector<int64_t> &shape) {
-    return pkgShapeBytes(desc.dtype, shape).value_or(UINT64_MAX);
+  auto span = [&](const std::vector<int64_t> &shape,
+                  PkgDType type) {
+    return pkgShapeBytes(type, shape).value_or(UINT64_MAX);
   };
-  uint64_t outBytes = span({g.batch, g.m, g.n}), nBytes = span({g.n});
+  PkgDType in = desc.dtype, result = gemmOutputDType(desc);
+  uint64_t outBytes = span({g.batch, g.m, g.n}, result),
+           nBytes = span({g.n}, in);
   std::vector<DeviceAccess> accesses;
   for (DeviceAccess a :
-       {DeviceAccess{"lhs", lhs, span({g.batch, g.m, g.k}), false},
-        {"rhs", rhs, span({g.batch, g.k, g.n}), false},
+       {DeviceAccess{"lhs", lhs, span({g.batch, g.m, g.k}, in), false},
+        {"rhs", rhs, span({g.batch, g.k, g.n}, in), false},
         {"result", out, outBytes, true},
         {"C", desc.residual ? c : nullptr, outBytes, false},
         {"aux", aux, outBytes, gemmEpilogueWritesAux(desc.epilogue)},

@@ -19,8 +19,9 @@ void hostGemmIn(const GemmDesc &desc, const void *lhs, const void *rhs,
                 void *out, const void *bias, void *biasGrad, const void *c,
                 void *aux) {
   const GemmParams &p = desc.params;
-  auto get = [&](const void *base, int64_t i) -> Compute {
-    switch (desc.dtype) {
+  // Operands in desc.dtype; the result, C and aux in gemmOutputDType.
+  auto getAs = [](PkgDType type, const void *base, int64_t i) -> Compute {
+    switch (type) {
     case PkgDType::F64:
       return Compute(static_cast<const double *>(base)[i]);
     case PkgDType::F16:
@@ -31,8 +32,12 @@ void hostGemmIn(const GemmDesc &desc, const void *lhs, const void *rhs,
       return static_cast<const float *>(base)[i];
     }
   };
+  auto get = [&](const void *base, int64_t i) {
+    return getAs(desc.dtype, base, i);
+  };
+  const PkgDType outType = gemmOutputDType(desc);
   auto put = [&](void *base, int64_t i, Compute v) {
-    switch (desc.dtype) {
+    switch (outType) {
     case PkgDType::F64:
       static_cast<double *>(base)[i] = double(v);
       break;
@@ -66,7 +71,8 @@ void hostGemmIn(const GemmDesc &desc, const void *lhs, const void *rhs,
         }
         int64_t oi = b * p.m * p.n + i * p.n + j;
         Compute v =
-            alpha * acc + (p.beta != 0 ? beta * get(cIn, oi) : Compute(0));
+            alpha * acc +
+            (p.beta != 0 ? beta * getAs(outType, cIn, oi) : Compute(0));
         if (addBias)
           v += get(bias, j);
         if (gemmEpilogueWritesAux(e))
@@ -74,7 +80,7 @@ void hostGemmIn(const GemmDesc &desc, const void *lhs, const void *rhs,
         if (e == GemmEpilogue::DGelu) {
           // The product times gelu'(x), x the stored pre-activation.
           const Compute k = Compute(0.7978845608028654), c = Compute(0.044715);
-          Compute x = get(aux, oi);
+          Compute x = getAs(outType, aux, oi);
           Compute t = std::tanh(k * (x + c * x * x * x));
           v *= Compute(0.5) * (Compute(1) + t) +
                Compute(0.5) * x * (Compute(1) - t * t) * k *

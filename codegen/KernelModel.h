@@ -83,8 +83,9 @@ public:
   // Cooperative reductions (the CUDA target; the CPU keeps the defaults):
   // when the threads of a warp or block build the kiln.reduce element at
   // |b|'s insertion point together, the lane of this thread and the number
-  // of lanes. The innermost reduced loop then starts at the lane and steps
-  // by the count, and combineLanes joins the lanes' partial results so that
+  // of lanes. The reduced loop (over one dimension, or the flattened index
+  // of several) then starts at the lane and steps by the count, and
+  // combineLanes joins the lanes' partial results so that
   // every lane gets the reduction's value. std::nullopt: one thread builds
   // the whole reduction (the default).
   struct ReductionLanes {

@@ -187,7 +187,8 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
   } else {
     Value init = initialValue(b_, loc, kind, acc);
     // Lanes that build this reduction together (KernelHooks): they split
-    // the innermost reduced loop, then combine their partial results.
+    // the reduced loop (the flattened one of several dimensions), then
+    // combine their partial results.
     std::optional<KernelHooks::ReductionLanes> coop = hooks_.reductionLanes(b_);
     // Values built inside the loops do not dominate what follows them.
     std::map<std::vector<void *>, Value> savedCache = cache_;
@@ -210,6 +211,30 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
       ArrayRef<int64_t> outerLooped(looped);
       if (lanes)
         outerLooped = outerLooped.drop_back();
+      // Lanes that share a reduction over several dimensions (a channel's
+      // sum over batch, height and width) split the reduced elements as
+      // one flattened index, row-major over those dimensions, rather than
+      // only the innermost one: 28 columns would leave most of a block's
+      // 256 threads idle and walk 128 x 28 steps in each of the others.
+      if (coop && looped.size() > 1) {
+        SmallVector<int64_t, 4> extents;
+        int64_t flat = 1;
+        for (int64_t d : looped) {
+          extents.push_back(operandType.getDimSize(d));
+          flat *= extents.back();
+        }
+        auto loop = b_.create<scf::ForOp>(
+            loc, coop->lane, b_.create<arith::ConstantIndexOp>(loc, flat),
+            coop->count, ValueRange{carried});
+        loops.push_back(loop);
+        carried = loop.getRegionIterArgs()[0];
+        b_.setInsertionPointToStart(loop.getBody());
+        SmallVector<Value, 4> at =
+            delinearizeIndex(b_, loc, loop.getInductionVar(), extents);
+        for (auto [d, index] : llvm::zip(looped, at))
+          combined[d] = index;
+        outerLooped = {};
+      }
       for (int64_t d : outerLooped) {
         Value extent = b_.create<arith::ConstantIndexOp>(
             loc, operandType.getDimSize(d));

@@ -330,6 +330,14 @@ def KilnSplitReductions : Pass<"kiln-split-reductions", "mlir::ModuleOp"> {
     contracts) while keep-bias-gradients is on: kiln-fuse hands those to
     the GEMM's cuBLASLt epilogue.
 
+    A float reduction over leading and trailing dimensions with kept ones
+    between them (a convolution's bias gradient or a batch norm's
+    statistics, [N, C, H, W] over N, H and W) becomes the trailing
+    reduction (N x C results) followed by the leading one, itself split as
+    above where it is long; the same thresholds apply (at least
+    min-reduced elements, fewer than target-partials results), and a
+    single leading or trailing element leaves it alone.
+
     The compile pipeline runs it for `--target=cuda` before kiln-fuse.
   }];
   let options = [

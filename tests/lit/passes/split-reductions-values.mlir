@@ -27,3 +27,22 @@ func.func @values() -> (tensor<3xf64>, tensor<3xf64>) {
   %t = kiln.reduce sum %k, dims = [0] : tensor<256x3xf64> -> tensor<3xf64>
   return %m, %t : tensor<3xf64>, tensor<3xf64>
 }
+
+// A channel reduction ([N, C, H, W] over N, H and W): the mean of 16 x 32 x
+// 4 small integers per channel and their sum, in two stages (H and W, then
+// N); the default thresholds leave the 16-row column stage as it is.
+// CHECK-LABEL: func.func @channel_values
+// CHECK: kiln.reduce mean %{{.*}}, dims = [2, 3] : tensor<16x3x32x4xf64> -> tensor<16x3xf64>
+// CHECK: kiln.reduce sum %{{.*}}, dims = [2, 3] : tensor<16x3x32x4xf64> -> tensor<16x3xf64>
+func.func @channel_values() -> (tensor<3xf64>, tensor<3xf64>) {
+  %n = kiln.iota dim = 0 : tensor<16x3x32x4xf64>
+  %c = kiln.iota dim = 1 : tensor<16x3x32x4xf64>
+  %h = kiln.iota dim = 2 : tensor<16x3x32x4xf64>
+  %w = kiln.iota dim = 3 : tensor<16x3x32x4xf64>
+  %a = kiln.add %n, %c : tensor<16x3x32x4xf64>
+  %b = kiln.add %h, %w : tensor<16x3x32x4xf64>
+  %s = kiln.mul %a, %b : tensor<16x3x32x4xf64>
+  %m = kiln.reduce mean %s, dims = [0, 2, 3] : tensor<16x3x32x4xf64> -> tensor<3xf64>
+  %t = kiln.reduce sum %s, dims = [0, 2, 3] : tensor<16x3x32x4xf64> -> tensor<3xf64>
+  return %m, %t : tensor<3xf64>, tensor<3xf64>
+}

@@ -368,6 +368,57 @@ func.func @main(%p: tensor<64x24xf32>, %w: tensor<24xf32>, %q: tensor<40x3x5xbf1
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
 
+// Reductions over several dimensions with a middle one kept (a
+// convolution's bias gradient or a batch norm's statistics: [N, C, H, W]
+// reduced over N, H and W): the lanes of a warp (210 elements per channel)
+// or a block (2448) split the flattened reduced index, not only the short
+// innermost dimension (6 and 17 columns here, 28 in LeNet-5), so every
+// lane walks count / lanes elements. A sum with an update after it, a bf16
+// max and a mean, against the interpreter.
+TEST_F(CudaEmulationTest, ChannelReductionsSplitEveryReducedDimension) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<5x3x7x6xf32>, %p: tensor<3xf32>, %y: tensor<9x2x16x17xbf16>,
+                %z: tensor<4x2x40x30xf32>)
+    -> (tensor<3xf32>, tensor<3xf32>, tensor<2xbf16>, tensor<2xf32>) {
+  %g:2 = kiln.fusion multi_output (%x, %p) : (tensor<5x3x7x6xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  ^bb0(%a: tensor<5x3x7x6xf32>, %b: tensor<3xf32>):
+    %s = kiln.reduce sum %a, dims = [0, 2, 3] : tensor<5x3x7x6xf32> -> tensor<3xf32>
+    %h = kiln.constant dense<0.25> : tensor<3xf32>
+    %t = kiln.mul %s, %h : tensor<3xf32>
+    %u = kiln.sub %b, %t : tensor<3xf32>
+    kiln.yield %s, %u : tensor<3xf32>, tensor<3xf32>
+  }
+  %m = kiln.fusion reduction (%y) : (tensor<9x2x16x17xbf16>) -> tensor<2xbf16> {
+  ^bb0(%a: tensor<9x2x16x17xbf16>):
+    %r = kiln.reduce max %a, dims = [0, 2, 3] : tensor<9x2x16x17xbf16> -> tensor<2xbf16>
+    kiln.yield %r : tensor<2xbf16>
+  }
+  %n = kiln.fusion reduction (%z) : (tensor<4x2x40x30xf32>) -> tensor<2xf32> {
+  ^bb0(%a: tensor<4x2x40x30xf32>):
+    %r = kiln.reduce mean %a, dims = [0, 2, 3] : tensor<4x2x40x30xf32> -> tensor<2xf32>
+    kiln.yield %r : tensor<2xf32>
+  }
+  return %g#0, %g#1, %m, %n : tensor<3xf32>, tensor<3xf32>, tensor<2xbf16>, tensor<2xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "n", seed);
+  EXPECT_EQ(layouts["element.warp"], 1);
+  EXPECT_EQ(layouts["element.block"], 2);
+  // Each reduction is one lane-strided loop over its flattened elements.
+  ASSERT_EQ(kernels.size(), 3u);
+  EXPECT_NE(kernels[0].source.find("< (kiln_index)210LL"), std::string::npos)
+      << kernels[0].source;
+  EXPECT_NE(kernels[1].source.find("< (kiln_index)2448LL"), std::string::npos)
+      << kernels[1].source;
+  EXPECT_NE(kernels[2].source.find("< (kiln_index)4800LL"), std::string::npos)
+      << kernels[2].source;
+  runAll();
+  EXPECT_EQ(ran, 3u) << "seed " << seed;
+}
+
 // Scatter rows (an embedding's gradient): a block per result row lists the
 // index positions naming its row chunk by chunk (64-thread blocks: chunks
 // of 512 positions, so 900 and 1400 positions take several, with rows

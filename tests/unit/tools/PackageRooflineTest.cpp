@@ -199,6 +199,32 @@ TEST(PackageRooflineTest, GemmAttentionKernelAndCopyCosts) {
 // reduction: 768 threads over 8192 rows) is priced by latency, steps x
 // latency / loads in flight per wave of resident threads, when that is
 // longer than its bytes; a short chain stays memory-bound.
+// A kernel is named after its first node of the graph's own, not a node
+// the compiler made ("kiln.constant": an optimizer's constants), unless it
+// holds no other.
+TEST(PackageRooflineTest, KernelsAreNamedAfterTheGraphsNodes) {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  uint32_t x = addBuffer(p, "x", PkgDType::F32, {1024});
+  uint32_t y = addBuffer(p, "y", PkgDType::F32, {1024});
+  for (std::vector<std::string> nodes :
+       {std::vector<std::string>{"kiln.constant", "kiln.convert", "relu1",
+                                 "conv1.bias"},
+        std::vector<std::string>{"kiln.constant", "kiln.convert"}}) {
+    PackageKernel kernel;
+    kernel.kind = KernelKind::Cuda;
+    kernel.name = "fusion" + std::to_string(p.kernels.size());
+    kernel.sourceNodes = nodes;
+    p.kernels.push_back(kernel);
+    addThunk(p, ThunkKind::KernelLaunch, {x}, {y}).kernel =
+        uint32_t(p.kernels.size() - 1);
+  }
+  PackageRooflineResult r = predictPackageRoofline(p, RooflineDevice());
+  ASSERT_EQ(r.thunks.size(), 2u);
+  EXPECT_EQ(r.thunks[0].name, "relu1 +3");
+  EXPECT_EQ(r.thunks[1].name, "kiln.constant +1");
+}
+
 TEST(PackageRooflineTest, SerialChainsCostLatency) {
   LoadedPackage p;
   p.target.kind = TargetKind::Cuda;

@@ -168,13 +168,20 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
   std::map<std::string, const PackageKernel *> kernelsByName;
   for (const PackageKernel &k : p.kernels)
     kernelsByName[k.name] = &k;
-  // The kernel's first graph node, and how many other nodes it fuses.
+  // The kernel's first graph node, and how many other nodes it fuses. A
+  // node the compiler made (named after its op, "kiln.constant": an
+  // optimizer's constants, a pass's converts) names the kernel only when
+  // it holds no node of the graph's own.
   auto sourceName = [](const PackageKernel &k) {
     if (k.sourceNodes.empty())
       return k.name;
+    auto named = llvm::find_if(k.sourceNodes, [](const std::string &n) {
+      return !llvm::StringRef(n).starts_with("kiln.");
+    });
+    std::string name =
+        named != k.sourceNodes.end() ? *named : k.sourceNodes.front();
     std::set<std::string> others(k.sourceNodes.begin(), k.sourceNodes.end());
-    others.erase(k.sourceNodes.front());
-    std::string name = k.sourceNodes.front();
+    others.erase(name);
     if (!others.empty())
       name += " +" + std::to_string(others.size());
     return name;

@@ -328,6 +328,21 @@ static __device__ __forceinline__ void kiln_attn_row_stats(float rowLse[2], floa
   }
 }
 
+// P = exp(scale s - lse) as the backward kernels recompute it, in the log2
+// domain as the forward computes it: |sl2| is scale x log2 e
+// (kiln_attn_scale_log2), and lse (natural, as the forward writes it) is
+// turned to log2 units in one multiply, so P costs a multiply, an fma and
+// ex2 where expf takes a range reduction besides. Every kernel that
+// computes P computes it here, so dK/dV's P and dQ's are the same bits
+// (the "ds" variants' dS equals the recomputed one).
+static __device__ __forceinline__ float kiln_attn_scale_log2(double scale) {
+  return (float)(scale * 1.4426950408889634);
+}
+static __device__ __forceinline__ float kiln_attn_p(float sl2, float s, float lse) {
+  const float lse2 = 1.4426950408889634f * lse;
+  return exp2f(fmaf(sl2, s, -lse2));
+}
+
 // The keys the lane's query rows i = row0 and row0 + 8 see in the BK-key
 // tile at k0 (columns below hi[h]): those before Tk (causal: up to i);
 // none for a row past Tq.
@@ -415,7 +430,7 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   float ninf;
   kiln_attn_ninf(ninf);
-  const float sc = (float)(scale * 1.4426950408889634); // x log2 e
+  const float sc = kiln_attn_scale_log2(scale); // x log2 e
   if ((d | dv) % 16)
     kiln_attn_clear<NT>(smem, total);
   // Q's fragments, staged once through the first stage's tiles.
@@ -516,6 +531,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
   T *dq = (T *)r0_ + at.qAt;
   const int lane = threadIdx.x % 32, g = lane / 4, c = 2 * (lane % 4);
   const float sc = (float)scale;
+  const float sl2 = kiln_attn_scale_log2(scale); // P's exponent (kiln_attn_p)
   if ((d | dv) % 16)
     kiln_attn_clear<NT>(smem, total);
   // Q's and dO's fragments, staged once through the first K and V tiles.
@@ -546,7 +562,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
       for (int e = 0; e < 4; ++e) {
         float p = 0.0f;
         if (nt * 8 + c + (e & 1) < hi[e / 2])
-          p = kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]);
+          p = kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]);
         s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
       }
     kiln_attn_mm_n<BK / 16, DM, LD>(acc, s, sK, d);
@@ -556,12 +572,12 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
 }
 
 // P^T in place of the warp's S^T tile |s| (its 16 key rows from key0
-// against the BQ queries from q0): exp(sc s - lse) where the query sees
+// against the BQ queries from q0): kiln_attn_p(sl2, s, lse) where the query sees
 // the key (query before Tq; causal: from the key on; no query for a key
 // past Tk), else 0; then each(nt, e, r) for the element (tile nt, value
 // e, query r of the tile).
 template <int BQ, class F>
-static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key0, kiln_index q0, kiln_index Tq, kiln_index Tk, kiln_index causal, float sc, const float *sLse, F each) {
+static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key0, kiln_index q0, kiln_index Tq, kiln_index Tk, kiln_index causal, float sl2, const float *sLse, F each) {
   const int c = 2 * (threadIdx.x % 4);
   int lo[2], hi[2];
   for (int h = 0; h < 2; ++h) {
@@ -574,7 +590,7 @@ static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       int r = nt * 8 + c + (e & 1);
-      s[nt][e] = lo[e / 2] <= r && r < hi[e / 2] ? kiln_attn_exp(sc * s[nt][e] - sLse[r]) : 0.0f;
+      s[nt][e] = lo[e / 2] <= r && r < hi[e / 2] ? kiln_attn_p(sl2, s[nt][e], sLse[r]) : 0.0f;
       each(nt, e, r);
     }
 }
@@ -624,6 +640,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
   T *dk = (T *)r1_ + at.kAt, *dvOut = (T *)r2_ + at.vAt;
   const int g = threadIdx.x % 32 / 4;
   const float sc = (float)scale;
+  const float sl2 = kiln_attn_scale_log2(scale); // P's exponent (kiln_attn_p)
   if ((d | dv) % 16)
     kiln_attn_clear<KILN_ATTN_THREADS>(smem, total);
   // K's and V's fragments, staged once through the first Q and dO tiles.
@@ -644,7 +661,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma(KILN_ATTN_PARAMS) 
     kiln_attn_mm_t<DM / 16, BQ, LD>(st, kf, sQ, d);
     kiln_attn_mm_t<DM / 16, BQ, LD>(dpt, vf, sdO, dv);
     // P^T, then dS^T = P^T (dP^T - D_i).
-    kiln_attn_pt<BQ>(st, key0, qb * BQ, Tq, Tk, causal, sc, sLse, [&](int nt, int e, int r) {
+    kiln_attn_pt<BQ>(st, key0, qb * BQ, Tq, Tk, causal, sl2, sLse, [&](int nt, int e, int r) {
       dpt[nt][e] = st[nt][e] * (dpt[nt][e] - sDot[r]);
     });
     if (DS) {
@@ -750,6 +767,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
   const int pair = (threadIdx.x / 32) % (BK / 16);
   const bool dK = threadIdx.x / 32 >= BK / 16; // the partner accumulating dK
   const float sc = (float)scale;
+  const float sl2 = kiln_attn_scale_log2(scale); // P's exponent (kiln_attn_p)
   // K's fragments (the dV side), then V's, staged through the query tiles.
   unsigned f[DM / 16][4];
   kiln_attn_pair_frags<NT, BK, DM, LD>(f, tiles, smem, total, at.k, kT, d, at.v, vT, dv, k0, Tk);
@@ -768,7 +786,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dkdv_mma_pairs(KILN_ATTN_PA
     kiln_attn_zero<BQ>(s);
     kiln_attn_mm_t<DM / 16, BQ, LD>(s, f, dK ? sdO : sQ, dK ? dv : d);
     if (!dK) {
-      kiln_attn_pt<BQ>(s, key0, qb * BQ, Tq, Tk, causal, sc, sLse, [](int, int, int) {});
+      kiln_attn_pt<BQ>(s, key0, qb * BQ, Tq, Tk, causal, sl2, sLse, [](int, int, int) {});
 #pragma unroll
       for (int nt = 0; nt < BQ / 8; ++nt)
         hand[nt * 32] = {{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
@@ -822,6 +840,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARA
   const int pair = (threadIdx.x / 32) % (BQ / 16);
   const bool dS = threadIdx.x / 32 >= BQ / 16; // the partner computing dP and dS
   const float sc = (float)scale;
+  const float sl2 = kiln_attn_scale_log2(scale); // P's exponent (kiln_attn_p)
   // Q's fragments (the S side), then dO's, staged through the key tiles.
   unsigned f[DM / 16][4];
   kiln_attn_pair_frags<NT, BQ, DM, LD>(f, tiles, smem, total, at.q, qT, d, at.dout, oT, dv, q0, Tq);
@@ -853,7 +872,7 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma_pairs(KILN_ATTN_PARA
       for (int nt = 0; nt < BK / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          s[nt][e] = nt * 8 + c + (e & 1) < hi[e / 2] ? kiln_attn_exp(sc * s[nt][e] - rowLse[e / 2]) : 0.0f;
+          s[nt][e] = nt * 8 + c + (e & 1) < hi[e / 2] ? kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]) : 0.0f;
         hand[nt * 32] = {{s[nt][0], s[nt][1], s[nt][2], s[nt][3]}};
       }
     }

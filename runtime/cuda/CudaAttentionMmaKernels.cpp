@@ -469,7 +469,10 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
         s[nt][e] = x;
         mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
       }
-    float alpha[2], sum[2] = {0.0f, 0.0f};
+    // mSub: the maximum P subtracts, 0 for a row that sees no key yet (its
+    // scores all -inf), so that a masked score's P is exp2f(-inf) = 0
+    // without a test per element (the same bits as testing each).
+    float alpha[2], sum[2] = {0.0f, 0.0f}, mSub[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       for (int off = 1; off < 4; off *= 2) {
@@ -477,12 +480,13 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
         mNew[h] = other > mNew[h] ? other : mNew[h];
       }
       alpha[h] = mNew[h] == ninf ? 1.0f : exp2f(m[h] - mNew[h]);
+      mSub[h] = mNew[h] == ninf ? 0.0f : mNew[h];
     }
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float p = s[nt][e] == ninf ? 0.0f : exp2f(s[nt][e] - mNew[e / 2]);
+        float p = exp2f(s[nt][e] - mSub[e / 2]);
         s[nt][e] = p;
         sum[e / 2] += p;
       }

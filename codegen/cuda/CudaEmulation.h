@@ -42,7 +42,8 @@
 // before the slots are reused. A kernel whose fragments are in the wrong
 // lanes computes wrong numbers here, as it would on the GPU. So are the
 // asynchronous copies (cp.async with commit and wait groups), which land
-// only when their thread waits for them.
+// only when their thread waits for them. cp.async and ldmatrix refuse the
+// misaligned addresses a GPU faults on, with a message.
 // Only what the generated kernels use is provided; it is a test device, not
 // a performance model.
 // Built with AddressSanitizer (the sanitized tests build their kernels so,
@@ -680,8 +681,23 @@ inline float fragments[1024][12];
 // for its group (kiln_emulation_cp_async_wait), as late as a GPU may: a
 // kernel that reads the destination before waiting (or before the barrier
 // after every thread's wait) reads what was there before.
+// Like the GPU, it refuses addresses that are not aligned to the copy's
+// size (the PTX ISA's rule for cp.async; a GPU faults with a misaligned
+// address): the emulation reports which and aborts, where x86 would copy.
+inline void kiln_emulation_aligned(const void *p, unsigned bytes,
+                                   const char *what, const char *which) {
+  if (bytes && reinterpret_cast<uintptr_t>(p) % bytes) {
+    std::fprintf(stderr,
+                 "kiln_emulate: block %u thread %u: %s %s address %p is not "
+                 "%u-byte aligned (a GPU faults: misaligned address)\n",
+                 blockIdx.x, threadIdx.x, what, which, p, bytes);
+    std::abort();
+  }
+}
 inline void kiln_emulation_cp_async(void *dst, const void *src, unsigned size,
                                     unsigned srcBytes) {
+  kiln_emulation_aligned(dst, size, "cp.async", "shared (destination)");
+  kiln_emulation_aligned(src, size, "cp.async", "global (source)");
   kiln_emulation::asyncCopies[threadIdx.x].open.push_back(
       {dst, src, size, srcBytes});
 }
@@ -706,13 +722,15 @@ inline void kiln_emulation_cp_async_wait(unsigned newest) {
 }
 
 // ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives the
-// address of row l % 8 of matrix l / 8 (eight 16-bit elements); with g =
-// l / 4 and c = 2 (l % 4), r[i] gets matrix i's elements (g, c) and
-// (g, c + 1), or with |trans| (c, g) and (c + 1, g), the first in the low
-// half.
+// address of row l % 8 of matrix l / 8 (eight 16-bit elements, 16 bytes:
+// the row must be 16-byte aligned, or the GPU faults, and so does the
+// emulation); with g = l / 4 and c = 2 (l % 4), r[i] gets matrix i's
+// elements (g, c) and (g, c + 1), or with |trans| (c, g) and (c + 1, g),
+// the first in the low half.
 inline void kiln_emulation_ldmatrix_x4(unsigned r[4], const void *row,
                                        bool trans) {
   using namespace kiln_emulation;
+  kiln_emulation_aligned(row, 16, "ldmatrix", "row");
   unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
   Barrier &warp = warps[t / 32];
   std::memcpy(&slots[t], &row, sizeof row);

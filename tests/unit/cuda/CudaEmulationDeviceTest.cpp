@@ -13,7 +13,8 @@
 // bf16) give each lane the registers the PTX ISA's fragment layouts name:
 // fragments built element by element from those layouts equal ldmatrix's
 // from shared memory, and the product of random matrices equals A B + C
-// computed here in double precision.
+// computed here in double precision; cp.async and ldmatrix refuse
+// misaligned addresses, as a GPU does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +98,27 @@ __global__ void halfwarp(float *out) {
 }
 extern "C" void halfwarp_host(void **buffers, unsigned grid, unsigned block) {
   kiln_emulate(grid, block, [&] { halfwarp((float *)buffers[0]); });
+}
+
+// cp.async of 16 bytes and ldmatrix from addresses |offset| bytes past
+// 16-byte aligned ones (a GPU faults on any offset but 0).
+__global__ void misaligned(const unsigned short *in, unsigned *out, int offset, int ldmatrix) {
+  __shared__ __align__(16) unsigned short tile[32 * 8 + 8];
+  const char *src = (const char *)in + (ldmatrix ? 0 : offset);
+  kiln_emulation_cp_async(tile + threadIdx.x * 8, src + threadIdx.x * 16, 16, 16);
+  kiln_emulation_cp_async_commit();
+  kiln_emulation_cp_async_wait(0);
+  __syncthreads();
+  unsigned r[4];
+  kiln_emulation_ldmatrix_x4(r, (const char *)(tile + threadIdx.x * 8) + (ldmatrix ? offset : 0), false);
+  for (int i = 0; i < 4; ++i)
+    out[threadIdx.x * 4 + i] = r[i];
+}
+extern "C" void misaligned_host(void **buffers, unsigned grid, unsigned block) {
+  kiln_emulate(grid, block, [&] {
+    misaligned((const unsigned short *)buffers[0], (unsigned *)buffers[1],
+               *(int *)buffers[2], *(int *)buffers[3]);
+  });
 }
 
 // A grid-stride loop one element too long (i <= n): it reads in[n], which a
@@ -230,7 +252,7 @@ protected:
     kernels = new std::map<std::string, HostKernel>(buildHostKernels(
         kSource,
         {"exchange", "lanes", "early", "halfwarp", "convert", "matrix_f16",
-         "matrix_bf16", "stack", "overread"},
+         "matrix_bf16", "stack", "overread", "misaligned"},
         "device", error));
     ASSERT_TRUE(error.empty()) << error;
   }
@@ -336,6 +358,29 @@ TEST_F(CudaEmulationDeviceTest, BlockSizeAGpuRefusesEndsWithAMessage) {
   EXPECT_DEATH(kernels->at("exchange")(buffers, 1, 48),
                "a block of 48 threads \\(expected a multiple of 32, at most 1024\\)");
   EXPECT_DEATH(kernels->at("exchange")(buffers, 1, 2048), "a block of 2048 threads");
+}
+
+// cp.async and ldmatrix take only aligned addresses (cp.async: the copy's
+// size; ldmatrix: each row's 16 bytes), as on a GPU, which faults with a
+// misaligned address; aligned, the copies land and ldmatrix reads them.
+TEST_F(CudaEmulationDeviceTest, MisalignedMatrixAccessesEndWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  alignas(16) unsigned short in[32 * 8 + 16];
+  for (int i = 0; i < 32 * 8 + 16; ++i)
+    in[i] = (unsigned short)(i * 7 + 1);
+  std::vector<unsigned> out(32 * 4);
+  int offset = 0, ldmatrix = 0;
+  void *buffers[] = {in, out.data(), &offset, &ldmatrix};
+  kernels->at("misaligned")(buffers, 1, 32);
+  // Lane 0's first register: matrix 0's row 0, elements 0 and 1.
+  EXPECT_EQ(out[0], unsigned(in[0]) | unsigned(in[1]) << 16);
+  offset = 8;
+  EXPECT_DEATH(kernels->at("misaligned")(buffers, 1, 32),
+               "thread 0: cp.async global \\(source\\) address .* is not "
+               "16-byte aligned \\(a GPU faults: misaligned address\\)");
+  ldmatrix = 1;
+  EXPECT_DEATH(kernels->at("misaligned")(buffers, 1, 32),
+               "ldmatrix row address .* is not 16-byte aligned");
 }
 
 // A thread that runs past its 256 KiB stack into the next one's is named

@@ -560,15 +560,25 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
     kiln_attn_mm_t<DM / 16, BK, LD>(dp, df, sV, dv);
     int hi[2];
     kiln_attn_key_bounds<BK>(hi, row0, Tq, Tk, k0, causal);
+    // A tile whose every key the lane's rows see (off the diagonal: most
+    // of them) skips the test per element; the values are the same.
+    if (hi[0] == BK && hi[1] == BK) {
 #pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt)
+      for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float p = 0.0f;
-        if (nt * 8 + c + (e & 1) < hi[e / 2])
-          p = kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]);
-        s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
-      }
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]) * (dp[nt][e] - rowDot[e / 2]);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p = 0.0f;
+          if (nt * 8 + c + (e & 1) < hi[e / 2])
+            p = kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]);
+          s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
+        }
+    }
     kiln_attn_mm_n<BK / 16, DM, LD>(acc, s, sK, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
@@ -588,6 +598,20 @@ static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key
     kiln_index j = key0 + h * 8;
     lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
     hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
+  }
+  // A tile whose every query sees the lane's keys (off the diagonal, away
+  // from the sequence's end: most of them) skips the tests per element;
+  // the values are the same.
+  if (lo[0] == 0 && lo[1] == 0 && hi[0] == BQ && hi[1] == BQ) {
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int r = nt * 8 + c + (e & 1);
+        s[nt][e] = kiln_attn_p(sl2, s[nt][e], sLse[r]);
+        each(nt, e, r);
+      }
+    return;
   }
 #pragma unroll
   for (int nt = 0; nt < BQ / 8; ++nt)

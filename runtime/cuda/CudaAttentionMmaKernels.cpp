@@ -459,16 +459,29 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
     for (int h = 0; h < 2; ++h)
       hi[h] = kiln_attn_clamp(causal && row0 + h * 8 + 1 < Tk ? row0 + h * 8 + 1 - k0 : Tk - k0, BK);
     float mNew[2] = {m[0], m[1]};
+    // A tile whose every key the lane's rows see (off the diagonal) skips
+    // the test per score; the values are the same.
+    if (hi[0] == BK && hi[1] == BK) {
 #pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt)
+      for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = ninf;
-        if (nt * 8 + c + (e & 1) < hi[e / 2])
-          x = sc * s[nt][e];
-        s[nt][e] = x;
-        mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
-      }
+        for (int e = 0; e < 4; ++e) {
+          float x = sc * s[nt][e];
+          s[nt][e] = x;
+          mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = ninf;
+          if (nt * 8 + c + (e & 1) < hi[e / 2])
+            x = sc * s[nt][e];
+          s[nt][e] = x;
+          mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
+        }
+    }
     // mSub: the maximum P subtracts, 0 for a row that sees no key yet (its
     // scores all -inf), so that a masked score's P is exp2f(-inf) = 0
     // without a test per element (the same bits as testing each).

@@ -45,6 +45,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace kiln {
@@ -124,25 +125,39 @@ struct SplitReductionsPass : impl::KilnSplitReductionsBase<SplitReductionsPass> 
     if (groups == 1)
       return;
 
+    SmallVector<int64_t> grouped = {groups, rows / groups};
+    grouped.append(shape.begin() + leading, shape.end());
+    replaceInStages(op, [&](OpBuilder &b, Location loc, Value x) {
+      x = grad::reshape(
+          b, loc, x,
+          RankedTensorType::get(grouped, getElementTypeOrSelf(x.getType())));
+      Value partial = grad::reduce(b, loc, op.getKind(), x, {1});
+      return grad::reduce(b, loc, op.getKind(), partial, {0});
+    });
+  }
+
+  // Replaces |op| by what |stages| builds from its operand: f16 and bf16
+  // widened to f32 first, so the partials are not rounded, and the result
+  // rounded back once. Returns |stages|' value (before that rounding).
+  Value replaceInStages(
+      ReduceOp op,
+      llvm::function_ref<Value(OpBuilder &, Location, Value)> stages) {
     OpBuilder b(op);
     Location loc = op.getLoc();
-    Type element = type.getElementType();
+    Type element = getElementTypeOrSelf(op.getOperand().getType());
     Type accumulate = element.isF16() || element.isBF16()
                           ? Type(b.getF32Type())
                           : element;
     Value x = op.getOperand();
     if (accumulate != element)
       x = grad::convert(b, loc, x, accumulate);
-    SmallVector<int64_t> grouped = {groups, rows / groups};
-    grouped.append(shape.begin() + leading, shape.end());
-    x = grad::reshape(b, loc, x, RankedTensorType::get(grouped, accumulate));
-    Value partial = grad::reduce(b, loc, op.getKind(), x, {1});
-    Value result = grad::reduce(b, loc, op.getKind(), partial, {0});
-    if (accumulate != element)
-      result = grad::convert(b, loc, result, element);
+    Value staged = stages(b, loc, x);
+    Value result =
+        accumulate != element ? grad::convert(b, loc, staged, element) : staged;
     op.getResult().replaceAllUsesWith(result);
     op.erase();
     ++numSplit;
+    return staged;
   }
 
   // A reduction over leading dimensions [0, |leading|) and the trailing
@@ -182,29 +197,17 @@ struct SplitReductionsPass : impl::KilnSplitReductionsBase<SplitReductionsPass> 
     if (rows < minReduced || results >= targetPartials || inner < 2 ||
         outer < 2)
       return;
-    OpBuilder b(op);
-    Location loc = op.getLoc();
-    Type element = type.getElementType();
-    Type accumulate = element.isF16() || element.isBF16()
-                          ? Type(b.getF32Type())
-                          : element;
-    Value x = op.getOperand();
-    if (accumulate != element)
-      x = grad::convert(b, loc, x, accumulate);
-    Value partial = grad::reduce(b, loc, op.getKind(), x, trailing);
     SmallVector<int64_t> leadingDims;
     for (int64_t i = 0; i < leading; ++i)
       leadingDims.push_back(i);
-    Value result = grad::reduce(b, loc, op.getKind(), partial, leadingDims);
-    ReduceOp columns = result.getDefiningOp<ReduceOp>();
-    if (accumulate != element)
-      result = grad::convert(b, loc, result, element);
-    op.getResult().replaceAllUsesWith(result);
-    op.erase();
-    ++numSplit;
+    Value columns =
+        replaceInStages(op, [&](OpBuilder &b, Location loc, Value x) {
+          Value partial = grad::reduce(b, loc, op.getKind(), x, trailing);
+          return grad::reduce(b, loc, op.getKind(), partial, leadingDims);
+        });
     // The column stage: [L..., K...] over L, split again where it is long.
-    if (columns)
-      split(columns);
+    if (auto reduce = columns.getDefiningOp<ReduceOp>())
+      split(reduce);
   }
 };
 

@@ -343,6 +343,23 @@ static __device__ __forceinline__ float kiln_attn_p(float sl2, float s, float ls
   return exp2f(fmaf(sl2, s, -lse2));
 }
 
+// Whether every score of a tile is visible to the lane (a tile off the
+// diagonal, away from the sequences' ends: most of them): body(w) runs
+// with decltype(w)::value true then, so the mask tests written as
+// `decltype(w)::value || test` fold away, and false otherwise. One loop,
+// compiled for both; the values are the same either way.
+template <bool WHOLE>
+struct kiln_attn_whole {
+  static constexpr bool value = WHOLE;
+};
+template <class F>
+static __device__ __forceinline__ void kiln_attn_by_mask(bool whole, F body) {
+  if (whole)
+    body(kiln_attn_whole<true>());
+  else
+    body(kiln_attn_whole<false>());
+}
+
 // The keys the lane's query rows i = row0 and row0 + 8 see in the BK-key
 // tile at k0 (columns below hi[h]): those before Tk (causal: up to i);
 // none for a row past Tq.
@@ -459,29 +476,18 @@ static __device__ __forceinline__ void kiln_attn_fwd_mma(KILN_ATTN_PARAMS) {
     for (int h = 0; h < 2; ++h)
       hi[h] = kiln_attn_clamp(causal && row0 + h * 8 + 1 < Tk ? row0 + h * 8 + 1 - k0 : Tk - k0, BK);
     float mNew[2] = {m[0], m[1]};
-    // A tile whose every key the lane's rows see (off the diagonal) skips
-    // the test per score; the values are the same.
-    if (hi[0] == BK && hi[1] == BK) {
-#pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = sc * s[nt][e];
-          s[nt][e] = x;
-          mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
-        }
-    } else {
+    kiln_attn_by_mask(hi[0] == BK && hi[1] == BK, [&](auto whole) {
 #pragma unroll
       for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float x = ninf;
-          if (nt * 8 + c + (e & 1) < hi[e / 2])
+          if (decltype(whole)::value || nt * 8 + c + (e & 1) < hi[e / 2])
             x = sc * s[nt][e];
           s[nt][e] = x;
           mNew[e / 2] = x > mNew[e / 2] ? x : mNew[e / 2];
         }
-    }
+    });
     // mSub: the maximum P subtracts, 0 for a row that sees no key yet (its
     // scores all -inf), so that a masked score's P is exp2f(-inf) = 0
     // without a test per element (the same bits as testing each).
@@ -573,25 +579,17 @@ static __device__ __forceinline__ void kiln_attn_bwd_dq_mma(KILN_ATTN_PARAMS) {
     kiln_attn_mm_t<DM / 16, BK, LD>(dp, df, sV, dv);
     int hi[2];
     kiln_attn_key_bounds<BK>(hi, row0, Tq, Tk, k0, causal);
-    // A tile whose every key the lane's rows see (off the diagonal: most
-    // of them) skips the test per element; the values are the same.
-    if (hi[0] == BK && hi[1] == BK) {
-#pragma unroll
-      for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[nt][e] = kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]) * (dp[nt][e] - rowDot[e / 2]);
-    } else {
+    kiln_attn_by_mask(hi[0] == BK && hi[1] == BK, [&](auto whole) {
 #pragma unroll
       for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float p = 0.0f;
-          if (nt * 8 + c + (e & 1) < hi[e / 2])
+          if (decltype(whole)::value || nt * 8 + c + (e & 1) < hi[e / 2])
             p = kiln_attn_p(sl2, s[nt][e], rowLse[e / 2]);
           s[nt][e] = p * (dp[nt][e] - rowDot[e / 2]);
         }
-    }
+    });
     kiln_attn_mm_n<BK / 16, DM, LD>(acc, s, sK, d);
     __syncthreads(); // the stage is read: the next issue may refill it
   }
@@ -612,28 +610,16 @@ static __device__ __forceinline__ void kiln_attn_pt(float s[][4], kiln_index key
     lo[h] = causal ? kiln_attn_clamp(j - q0, BQ) : 0;
     hi[h] = j < Tk ? kiln_attn_clamp(Tq - q0, BQ) : 0;
   }
-  // A tile whose every query sees the lane's keys (off the diagonal, away
-  // from the sequence's end: most of them) skips the tests per element;
-  // the values are the same.
-  if (lo[0] == 0 && lo[1] == 0 && hi[0] == BQ && hi[1] == BQ) {
+  kiln_attn_by_mask(lo[0] == 0 && lo[1] == 0 && hi[0] == BQ && hi[1] == BQ, [&](auto whole) {
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int r = nt * 8 + c + (e & 1);
-        s[nt][e] = kiln_attn_p(sl2, s[nt][e], sLse[r]);
+        s[nt][e] = decltype(whole)::value || (lo[e / 2] <= r && r < hi[e / 2]) ? kiln_attn_p(sl2, s[nt][e], sLse[r]) : 0.0f;
         each(nt, e, r);
       }
-    return;
-  }
-#pragma unroll
-  for (int nt = 0; nt < BQ / 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      int r = nt * 8 + c + (e & 1);
-      s[nt][e] = lo[e / 2] <= r && r < hi[e / 2] ? kiln_attn_p(sl2, s[nt][e], sLse[r]) : 0.0f;
-      each(nt, e, r);
-    }
+  });
 }
 
 // The stored dS tiles ("ds" variants: kiln_attn_bwd_dkdv_mma with DS

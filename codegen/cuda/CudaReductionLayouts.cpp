@@ -234,11 +234,13 @@ void buildReductionLayout(CudaKernelBuilder &k, const LoopNest &nest,
       loc, unit, b.create<arith::ConstantIndexOp>(loc, units * numGroups),
       unitCount);
   Block *unitBody = loop.getBody();
-  if (unitShape.empty()) {
-    // No index depends on the unit loop, so the emitter would hoist rank-0
-    // values and reductions out of it (and out of the lanes' cooperation):
-    // it hoists only through scf.for and scf.if, so an scf.execute_region (a
-    // plain block in the source) stops it.
+  if (llvm::all_of(unitShape, [](int64_t d) { return d == 1; })) {
+    // One unit (rank 0, or a single row such as a batch of one's [1, C]
+    // logits): no index depends on the unit loop (extents of 1 index with
+    // the constant 0), so the emitter would hoist the values and reductions
+    // out of it, and out of the lanes' cooperation: every thread would walk
+    // the whole row alone. It hoists only through scf.for and scf.if, so an
+    // scf.execute_region (a plain block in the source) stops it.
     OpBuilder ub = OpBuilder::atBlockTerminator(unitBody);
     auto region = ub.create<scf::ExecuteRegionOp>(loc, TypeRange{});
     unitBody = &region.getRegion().emplaceBlock();

@@ -250,8 +250,8 @@ uint64_t loopChain(mlir::ModuleOp kernelModule) {
 }
 
 // Every kernel of the zoo's steps as `kiln compile --target=cuda:sm_90`
-// builds them (LeNet-5 at its batch of 128, the MLP, a small GPT; f32 and
-// bf16): the chain its loops walk is never longer than the chain recorded
+// builds them (LeNet-5 at its batch of 128, the MLP at 128 and at 1, a
+// small GPT; f32 and bf16): the chain its loops walk is never longer than the chain recorded
 // for the roofline, and for the warp and block layouts, whose lanes
 // share each unit's reductions, it is the recorded chain exactly. (The
 // scatter-rows and row-group layouts record barrier steps besides their
@@ -267,13 +267,19 @@ TEST_F(CudaSerialChainTest, TheLoopsWalkTheChainsRecorded) {
   gpt.seq = 128;
   gpt.vocab = 4096; // the loss rows take a block each
   gpt.batch = 4;
+  // A batch of one: the loss is one row, [1, 10], which its warp's lanes
+  // still share (its indices are all constant, and the emitter once hoisted
+  // its reductions out of the unit loop: every thread walked the row).
+  MlpOptions single;
+  single.batch = 1;
   int checkedShared = 0, checked = 0;
   for (AmpMode amp : {AmpMode::off, AmpMode::bf16})
-    for (int model = 0; model < 3; ++model) {
+    for (int model = 0; model < 4; ++model) {
       mlir::OwningOpRef<mlir::ModuleOp> m =
           model == 0   ? buildLeNet5(&context, LeNet5Options())
           : model == 1 ? buildMlp(&context, MlpOptions())
-                       : buildGpt(&context, gpt);
+          : model == 2 ? buildGpt(&context, gpt)
+                       : buildMlp(&context, single);
       ASSERT_TRUE(m);
       PipelineOptions options;
       options.amp = amp;

@@ -14,15 +14,20 @@
 // most 3 blocks, so the grid-stride loops wrap. Hand-written fusions cover
 // the block-per-row layouts (rows of 2048+ elements) the small zoo steps do
 // not reach, and their row cache in dynamic shared memory (each emulated
-// block gets its own array, filled with NaN bytes). Set KILN_CODEGEN_SEED
-// to rerun one seed.
+// block gets its own array, filled with NaN bytes). Random graphs
+// (tests/unit/passes/RandomGraph.h) and their training steps reach the
+// combinations neither does: odd extents up to 6000, transposes and slices
+// inside reductions, one-row nests; their kernels also go through NVRTC
+// and ptxas for sm_90. Set KILN_CODEGEN_SEED to rerun one seed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
 #include "tests/unit/cuda/HostKernels.h"
+#include "tests/unit/cuda/Sm90Kernels.h"
 #include "tests/unit/cuda/StepPackage.h"
+#include "tests/unit/passes/RandomGraph.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -204,11 +209,23 @@ protected:
     ASSERT_TRUE(model) << diagnostics;
     PipelineOptions options;
     options.amp = amp;
-    ASSERT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
     uint64_t seed = firstSeed();
+    addPackaged(*model, options, seed, intBound);
+    if (HasFatalFailure())
+      return;
+    EXPECT_GE(kernels.size(), minKernels);
+    runAll();
+    RecordProperty("kernels", static_cast<int>(ran));
+    EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
+  }
+
+  // Compiles |model| with |options| and adds every kernel of its package
+  // as buildStepPackage collects them, the i-th added on seed |seed| + i.
+  void addPackaged(ModuleOp model, const PipelineOptions &options,
+                   uint64_t seed, int64_t intBound) {
+    ASSERT_TRUE(succeeded(runCompilePipeline(model, options))) << diagnostics;
     cli::PackageTargetHooks hooks;
     hooks.target.kind = runtime::TargetKind::Cuda;
-    std::string firstError;
     hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
                               runtime::PackageKernel &kernel, std::string &error) {
       std::string entry = "k_" + std::to_string(kernels.size());
@@ -224,13 +241,137 @@ protected:
     runtime::LoadedPackage pkg;
     std::string errors;
     llvm::raw_string_ostream errs(errors);
-    ASSERT_TRUE(succeeded(cli::buildStepPackage(*model, "model", "", {}, "test",
+    ASSERT_TRUE(succeeded(cli::buildStepPackage(model, "model", "", {}, "test",
                                                 errs, pkg, &hooks)))
         << errs.str() << diagnostics;
-    EXPECT_GE(kernels.size(), minKernels);
+  }
+
+  // |graphs| random graphs (tests/unit/passes/RandomGraph.h) of
+  // |floatType|, extents up to 3000, compiled as `kiln compile
+  // --target=cuda --forward-only` would optimize them (kiln-decompose,
+  // kiln-split-reductions, kiln-fuse with the CUDA target's options), every
+  // kernel of their packages run on the host against the interpreter.
+  void checkRandomGraphs(DType floatType, int graphs) {
+    uint64_t seed = firstSeed();
+    test::RandomGraphOptions graph;
+    graph.collectives = false;
+    graph.floatType = floatType;
+    graph.longExtent = 6000;
+    graph.longChance = 0.3;
+    graph.maxElements = 1 << 15;
+    for (int i = 0; i < graphs; ++i) {
+      uint64_t s = seed + i;
+      SCOPED_TRACE("random graph of seed " + std::to_string(s));
+      diagnostics.clear();
+      OwningOpRef<ModuleOp> module = test::buildRandomGraph(&context, s, graph);
+      auto main = module->lookupSymbol<func::FuncOp>("main");
+      for (unsigned a = 0; a < main.getNumArguments(); ++a)
+        main.setArgAttr(a, KilnDialect::kRoleAttrName,
+                        RoleAttr::get(&context, Role::input));
+      std::string text = codegen_test::printed(*module);
+      PipelineOptions options;
+      options.target = TargetKind::cuda;
+      options.trainingStep = false;
+      options.gemmBiasGradients = true;
+      size_t before = kernels.size();
+      addPackaged(*module, options, s * 1000, /*intBound=*/4);
+      if (HasFatalFailure()) {
+        ADD_FAILURE() << text;
+        return;
+      }
+      for (size_t k = before; k < kernels.size(); ++k)
+        kernels[k].fusionText = "of the random graph of seed " +
+                                std::to_string(s) + ":\n" + kernels[k].fusionText;
+    }
     runAll();
+    assembleAllForSm90();
     RecordProperty("kernels", static_cast<int>(ran));
     EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
+    std::string reached;
+    for (const auto &[layout, count] : layouts)
+      reached += " " + layout + " x" + std::to_string(count);
+    std::printf("%zu kernels of %d graphs; layouts:%s\n", ran, graphs,
+                reached.c_str());
+  }
+
+  // |graphs| random f32 graphs made models (RandomGraph.h's
+  // makeRandomModel), their training steps compiled as `kiln compile
+  // --target=cuda` compiles them (kiln-autodiff, the optimizer, |amp|,
+  // kiln-split-reductions, kiln-fuse with the CUDA target's options): every
+  // kernel of their packages run on the host against the interpreter.
+  void checkRandomModels(AmpMode amp, int graphs) {
+    uint64_t seed = firstSeed();
+    test::RandomGraphOptions graph;
+    graph.collectives = false;
+    graph.floatType = DType::f32;
+    graph.longExtent = 6000;
+    graph.longChance = 0.3;
+    graph.maxElements = 1 << 15;
+    for (int i = 0; i < graphs; ++i) {
+      uint64_t s = seed + i;
+      SCOPED_TRACE("random model of seed " + std::to_string(s));
+      diagnostics.clear();
+      OwningOpRef<ModuleOp> module = test::buildRandomGraph(&context, s, graph);
+      test::makeRandomModel(*module, s);
+      std::string text = codegen_test::printed(*module);
+      PipelineOptions options;
+      options.target = TargetKind::cuda;
+      options.amp = amp;
+      options.gemmBiasGradients = true;
+      size_t before = kernels.size();
+      addPackaged(*module, options, s * 1000, /*intBound=*/4);
+      if (HasFatalFailure()) {
+        ADD_FAILURE() << text;
+        return;
+      }
+      for (size_t k = before; k < kernels.size(); ++k)
+        kernels[k].fusionText = "of the random model of seed " +
+                                std::to_string(s) + ":\n" + kernels[k].fusionText;
+    }
+    runAll();
+    assembleAllForSm90();
+    RecordProperty("kernels", static_cast<int>(ran));
+    EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
+    std::string reached;
+    for (const auto &[layout, count] : layouts)
+      reached += " " + layout + " x" + std::to_string(count);
+    std::printf("%zu kernels of %d models; layouts:%s\n", ran, graphs,
+                reached.c_str());
+  }
+
+  // Every added kernel, in one translation unit, through NVRTC and ptxas
+  // for sm_90 (skipped with a message without the toolkit), each spilling
+  // at most kCallSpillBytes: a call to a math function's slow path (f64
+  // exp, f32 division's) saves a few registers around it; more is
+  // register pressure (a row walked by every thread alone spilled 304).
+  void assembleAllForSm90() {
+    constexpr int kCallSpillBytes = 64;
+    std::string source;
+    std::vector<std::string> names;
+    for (const EmulatedKernel &k : kernels) {
+      source += k.source + "\n";
+      names.push_back(k.name);
+    }
+    std::string skip;
+    std::vector<runtime::cuda::testing::Sm90Report> reports;
+    runtime::cuda::testing::assembleForSm90(source, "random", names, reports, skip);
+    if (!skip.empty()) {
+      std::printf("not assembled for sm_90: %s\n", skip.c_str());
+      return;
+    }
+    ASSERT_EQ(reports.size(), kernels.size());
+    int registers = 0, spills = 0, spilling = 0;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      registers = std::max(registers, reports[i].registers);
+      spills = std::max(spills, reports[i].spillBytes);
+      spilling += reports[i].spillBytes > 0;
+      EXPECT_LE(reports[i].spillBytes, kCallSpillBytes)
+          << kernels[i].name << " (" << reports[i].registers
+          << " registers) " << kernels[i].fusionText;
+    }
+    std::printf("sm_90: at most %d registers; %d of %zu kernels spill, at "
+                "most %d bytes\n",
+                registers, spilling, kernels.size(), spills);
   }
 
   std::vector<EmulatedKernel> kernels;
@@ -799,5 +940,19 @@ TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
   runAll();
   EXPECT_EQ(ran, 4u) << "seed " << seed;
 }
+
+// Random graphs: every fusion kind kiln-fuse forms for CUDA from chains,
+// diamonds, broadcasts, transposes, slices, pads and reductions over any
+// dimensions of odd extents (rows wider than a warp and than a block).
+TEST_F(CudaEmulationTest, RandomGraphsF64) { checkRandomGraphs(DType::f64, 30); }
+
+TEST_F(CudaEmulationTest, RandomGraphsF32) { checkRandomGraphs(DType::f32, 30); }
+
+// Their training steps: the kernels autodiff and the optimizer produce
+// (gradients of broadcasts, slices, pads, transposes, reductions, layer
+// norms; Adam's updates), in f32 and with bf16 mixed precision.
+TEST_F(CudaEmulationTest, RandomModelsF32) { checkRandomModels(AmpMode::off, 20); }
+
+TEST_F(CudaEmulationTest, RandomModelsBF16) { checkRandomModels(AmpMode::bf16, 20); }
 
 } // namespace

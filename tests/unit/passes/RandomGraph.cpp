@@ -9,11 +9,13 @@
 #include "tests/unit/passes/RandomGraph.h"
 
 #include "ir/Interpreter.h"
+#include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 using namespace mlir;
@@ -26,7 +28,8 @@ class Generator {
 public:
   Generator(MLIRContext *context, uint64_t seed, const RandomGraphOptions &options)
       : rng_(seed), options_(options), b_(context), loc_(b_.getUnknownLoc()),
-        f64_(b_.getF64Type()) {}
+        float_(options.floatType == DType::f32 ? Type(b_.getF32Type())
+                                             : Type(b_.getF64Type())) {}
 
   OwningOpRef<ModuleOp> build();
 
@@ -36,15 +39,28 @@ private:
   }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   RankedTensorType tensor(ArrayRef<int64_t> shape, Type element = nullptr) {
-    return RankedTensorType::get(shape, element ? element : f64_);
+    return RankedTensorType::get(shape, element ? element : float_);
   }
   ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
   int64_t rankOf(Value v) { return shapeOf(v).size(); }
 
   SmallVector<int64_t> randomShape(int64_t minRank, int64_t maxRank) {
     SmallVector<int64_t> shape;
-    for (int64_t i = 0, r = pick(minRank, maxRank); i < r; ++i)
-      shape.push_back(pick(2, 5));
+    int64_t elements = 1;
+    for (int64_t i = 0, r = pick(minRank, maxRank); i < r; ++i) {
+      int64_t extent = pick(2, 5);
+      if (options_.longExtent > 5 && chance(options_.longChance)) {
+        // Log-uniform: as many rows of 6 to 60 as of 60 to 600.
+        std::uniform_real_distribution<double> log(std::log(6.0),
+                                                   std::log(options_.longExtent + 1.0));
+        int64_t wide = std::min<int64_t>(std::exp(log(rng_)), options_.longExtent);
+        // The other dimensions take at least 2 each.
+        if (elements * wide * (int64_t(1) << (r - 1 - i)) <= options_.maxElements)
+          extent = wide;
+      }
+      elements *= extent;
+      shape.push_back(extent);
+    }
     return shape;
   }
   Value argument(RankedTensorType type) {
@@ -103,7 +119,7 @@ private:
   RandomGraphOptions options_;
   OpBuilder b_;
   Location loc_;
-  Type f64_;
+  Type float_;
   Block *block_ = nullptr;
   std::vector<Value> pool_;
 };
@@ -118,8 +134,9 @@ Value Generator::unary(Value x) {
   case 5: return push(b_.create<ReluOp>(loc_, x));
   case 6: return push(b_.create<SqrtOp>(loc_, b_.create<AbsOp>(loc_, x)));
   default: {
-    // Through f32 and back: a rounding step.
-    Value narrow = b_.create<ConvertOp>(loc_, tensor(shapeOf(x), b_.getF32Type()), x);
+    // Through f32 (from f32: bf16) and back: a rounding step.
+    Type narrowType = float_.isF32() ? Type(b_.getBF16Type()) : Type(b_.getF32Type());
+    Value narrow = b_.create<ConvertOp>(loc_, tensor(shapeOf(x), narrowType), x);
     return push(b_.create<ConvertOp>(loc_, x.getType(), narrow));
   }
   }
@@ -139,7 +156,7 @@ Value Generator::binary(Value x) {
   }
   default: {
     auto type = cast<RankedTensorType>(x.getType());
-    auto one = DenseElementsAttr::get(type, b_.getF64FloatAttr(1.0));
+    auto one = DenseElementsAttr::get(type, b_.getFloatAttr(float_, 1.0));
     Value c = b_.create<ConstantOp>(loc_, type, one);
     return push(b_.create<DivOp>(loc_, x, b_.create<AddOp>(loc_, c, b_.create<AbsOp>(loc_, y))));
   }
@@ -165,6 +182,17 @@ void Generator::step() {
   case 5: { // broadcast_in_dim into a higher rank
     Value x = any();
     int64_t rank = std::min<int64_t>(rankOf(x) + pick(0, 2), 4);
+    auto elements = [](ArrayRef<int64_t> shape) {
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      return n;
+    };
+    // With long extents, the result stays within maxElements too.
+    if (options_.longExtent > 5)
+      while (rank > rankOf(x) &&
+             (elements(shapeOf(x)) << (rank - rankOf(x))) > options_.maxElements)
+        --rank;
     SmallVector<int64_t> dims(rank);
     for (int64_t i = 0; i < rank; ++i)
       dims[i] = i;
@@ -174,6 +202,10 @@ void Generator::step() {
     SmallVector<int64_t> shape = randomShape(rank, rank);
     for (auto [i, d] : llvm::enumerate(dims))
       shape[d] = shapeOf(x)[i];
+    if (options_.longExtent > 5 && elements(shape) > options_.maxElements)
+      for (int64_t d = 0; d < rank; ++d)
+        if (!llvm::is_contained(dims, d))
+          shape[d] = 2;
     push(b_.create<BroadcastInDimOp>(loc_, tensor(shape), x, dims));
     return;
   }
@@ -328,6 +360,53 @@ OwningOpRef<ModuleOp> Generator::build() {
 OwningOpRef<ModuleOp> buildRandomGraph(MLIRContext *context, uint64_t seed,
                                        const RandomGraphOptions &options) {
   return Generator(context, seed, options).build();
+}
+
+void makeRandomModel(ModuleOp module, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  MLIRContext *context = module.getContext();
+  Block &body = func.front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder b(ret);
+  Location loc = ret.getLoc();
+  auto f32 = RankedTensorType::get({}, b.getF32Type());
+  Value loss;
+  auto addTerm = [&](Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      dims.push_back(d);
+    Value term = dims.empty() ? v : b.create<ReduceOp>(loc, ReduceKind::mean, v, dims);
+    if (cast<RankedTensorType>(term.getType()).getElementType() != b.getF32Type())
+      term = b.create<ConvertOp>(loc, f32, term);
+    loss = loss ? b.create<AddOp>(loc, loss, term).getResult() : term;
+  };
+  for (Value v : ret.getOperands())
+    if (isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+      addTerm(v);
+  if (!loss)
+    for (BlockArgument a : body.getArguments())
+      if (!loss && isa<FloatType>(cast<RankedTensorType>(a.getType()).getElementType()))
+        addTerm(a);
+  b.create<func::ReturnOp>(loc, loss);
+  ret.erase();
+  func.setType(b.getFunctionType(body.getArgumentTypes(), {loss.getType()}));
+  func.setResultAttr(0, KilnDialect::kRoleAttrName, RoleAttr::get(context, Role::loss));
+  int64_t initSeed = 1;
+  for (BlockArgument a : body.getArguments()) {
+    auto type = cast<RankedTensorType>(a.getType());
+    Role role = isa<FloatType>(type.getElementType()) ? Role::input : Role::label;
+    if (role == Role::input && type.getRank() >= 1 &&
+        std::uniform_int_distribution<int>(0, 1)(rng)) {
+      role = Role::parameter;
+      func.setArgAttr(a.getArgNumber(), KilnDialect::kInitAttrName,
+                      InitializerAttr::get(context, InitKind::uniform, APFloat(0.0),
+                                           APFloat(1.0), initSeed++));
+    }
+    func.setArgAttr(a.getArgNumber(), KilnDialect::kRoleAttrName,
+                    RoleAttr::get(context, role));
+  }
 }
 
 std::vector<HostTensor> randomArguments(func::FuncOp func, uint64_t seed,

@@ -4,8 +4,8 @@
 // broadcasts, reshapes, transposes, slices, reductions, dot_generals, the
 // composites kiln-decompose rewrites and the odd all_reduce, with diamonds
 // and values used many times, so that fusion meets every rule it has (and
-// every way to get one wrong). Everything is f64 unless a convert narrows
-// it; inputs come from randomArguments.
+// every way to get one wrong). Everything is f64 (or the options' float
+// type) unless a convert narrows it; inputs come from randomArguments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,12 +29,27 @@ struct RandomGraphOptions {
   // Also composites (softmax, layer_norm, ...) and collectives.
   bool composites = true;
   bool collectives = true;
+  // The float type of the arguments and ops: f64 or f32 (then the rounding
+  // step of a convert goes through bf16).
+  DType floatType = DType::f64;
+  // Extents are 2 to 5; with longExtent > 5, a dimension is 6 to longExtent
+  // (log-uniform) instead with probability longChance (rows wider than a
+  // warp or a block, odd ones), while the tensor stays within maxElements.
+  int64_t longExtent = 0;
+  double longChance = 0.2;
+  int64_t maxElements = 1 << 14;
 };
 
 // A module with one function @main built from |seed|.
 mlir::OwningOpRef<mlir::ModuleOp> buildRandomGraph(mlir::MLIRContext *context,
                                                    uint64_t seed,
                                                    const RandomGraphOptions &options = {});
+
+// |module|'s @main (from buildRandomGraph, f32) made a model to train:
+// about half its float arguments of rank >= 1 become parameters (uniform
+// initializers on [-1, 1)), the other float arguments inputs and integer
+// ones labels; it returns one loss, the sum of every float result's mean.
+void makeRandomModel(mlir::ModuleOp module, uint64_t seed);
 
 // Arguments for |func|: floats uniform on [-2, 2]; integer arguments
 // uniform on [0, |intBound|) (labels, tokens) unless they are 0-d, which

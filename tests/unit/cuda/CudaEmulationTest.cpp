@@ -944,15 +944,15 @@ TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
 // Random graphs: every fusion kind kiln-fuse forms for CUDA from chains,
 // diamonds, broadcasts, transposes, slices, pads and reductions over any
 // dimensions of odd extents (rows wider than a warp and than a block).
-TEST_F(CudaEmulationTest, RandomGraphsF64) { checkRandomGraphs(DType::f64, 30); }
+TEST_F(CudaEmulationTest, RandomGraphsF64) { checkRandomGraphs(DType::f64, 20); }
 
-TEST_F(CudaEmulationTest, RandomGraphsF32) { checkRandomGraphs(DType::f32, 30); }
+TEST_F(CudaEmulationTest, RandomGraphsF32) { checkRandomGraphs(DType::f32, 20); }
 
 // Their training steps: the kernels autodiff and the optimizer produce
 // (gradients of broadcasts, slices, pads, transposes, reductions, layer
 // norms; Adam's updates), in f32 and with bf16 mixed precision.
-TEST_F(CudaEmulationTest, RandomModelsF32) { checkRandomModels(AmpMode::off, 20); }
+TEST_F(CudaEmulationTest, RandomModelsF32) { checkRandomModels(AmpMode::off, 10); }
 
-TEST_F(CudaEmulationTest, RandomModelsBF16) { checkRandomModels(AmpMode::bf16, 20); }
+TEST_F(CudaEmulationTest, RandomModelsBF16) { checkRandomModels(AmpMode::bf16, 10); }
 
 } // namespace

@@ -25,6 +25,7 @@
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
 #include "tests/unit/cuda/HostKernels.h"
+#include "tests/unit/cuda/LoopChain.h"
 #include "tests/unit/cuda/Sm90Kernels.h"
 #include "tests/unit/cuda/StepPackage.h"
 #include "tests/unit/passes/RandomGraph.h"
@@ -132,6 +133,27 @@ protected:
       return "emission failed: " + diagnostics;
     k.source = source->source;
     k.grid = std::min(source->launch.maxBlocks, uint64_t(3));
+    if (checkChains) {
+      CudaKernelSource probe;
+      FailureOr<OwningOpRef<ModuleOp>> built =
+          buildCudaKernelModule(fusion, probe, /*rowCacheBytes=*/0);
+      if (failed(built))
+        return "the kernel module failed: " + diagnostics;
+      uint64_t walked = test::loopChain(**built);
+      bool shared = !probe.layouts.empty() &&
+                    llvm::all_of(probe.layouts, [](const std::string &l) {
+                      return StringRef(l).starts_with("row.") ||
+                             StringRef(l).starts_with("element.");
+                    });
+      // (A reduction of constants or of a broadcast scalar loads nothing
+      // or one value before its loops: no chain to compare it with.)
+      if (walked > std::max<uint64_t>(probe.serialSteps, 1) ||
+          (shared && walked > 1 && walked != probe.serialSteps))
+        ADD_FAILURE() << name << ": its loops walk a chain of " << walked
+                      << " loads, the roofline's is " << probe.serialSteps
+                      << " (layouts " << llvm::join(probe.layouts, ",")
+                      << ")\n" << codegen_test::printed(fusion);
+    }
     std::mt19937_64 rng(seed);
     for (Value input : fusion.getInputs())
       k.inputs.push_back(
@@ -247,14 +269,17 @@ protected:
   }
 
   // |graphs| random graphs (tests/unit/passes/RandomGraph.h) of
-  // |floatType|, extents up to 3000, compiled as `kiln compile
+  // |floatType|, extents up to 6000, compiled as `kiln compile
   // --target=cuda --forward-only` would optimize them (kiln-decompose,
   // kiln-split-reductions, kiln-fuse with the CUDA target's options), every
-  // kernel of their packages run on the host against the interpreter.
+  // kernel of their packages run on the host against the interpreter, its
+  // chain checked, and all of them assembled for sm_90.
   void checkRandomGraphs(DType floatType, int graphs) {
     uint64_t seed = firstSeed();
+    checkChains = true;
     test::RandomGraphOptions graph;
     graph.collectives = false;
+    graph.roundingSteps = false;
     graph.floatType = floatType;
     graph.longExtent = 6000;
     graph.longChance = 0.3;
@@ -298,11 +323,14 @@ protected:
   // makeRandomModel), their training steps compiled as `kiln compile
   // --target=cuda` compiles them (kiln-autodiff, the optimizer, |amp|,
   // kiln-split-reductions, kiln-fuse with the CUDA target's options): every
-  // kernel of their packages run on the host against the interpreter.
+  // kernel of their packages run on the host against the interpreter, its
+  // chain checked, and all of them assembled for sm_90.
   void checkRandomModels(AmpMode amp, int graphs) {
     uint64_t seed = firstSeed();
+    checkChains = true;
     test::RandomGraphOptions graph;
     graph.collectives = false;
+    graph.roundingSteps = false;
     graph.floatType = DType::f32;
     graph.longExtent = 6000;
     graph.longChance = 0.3;
@@ -340,12 +368,11 @@ protected:
   }
 
   // Every added kernel, in one translation unit, through NVRTC and ptxas
-  // for sm_90 (skipped with a message without the toolkit), each spilling
-  // at most kCallSpillBytes: a call to a math function's slow path (f64
-  // exp, f32 division's) saves a few registers around it; more is
-  // register pressure (a row walked by every thread alone spilled 304).
+  // for sm_90 (skipped with a message without the toolkit); registers and
+  // spills are printed, not bounded: ptxas stores registers around each
+  // call to a math function's slow path (f64 exp, f32 division), so a
+  // fusion of many exponentials spills a hundred bytes at 80 registers.
   void assembleAllForSm90() {
-    constexpr int kCallSpillBytes = 64;
     std::string source;
     std::vector<std::string> names;
     for (const EmulatedKernel &k : kernels) {
@@ -365,15 +392,20 @@ protected:
       registers = std::max(registers, reports[i].registers);
       spills = std::max(spills, reports[i].spillBytes);
       spilling += reports[i].spillBytes > 0;
-      EXPECT_LE(reports[i].spillBytes, kCallSpillBytes)
-          << kernels[i].name << " (" << reports[i].registers
-          << " registers) " << kernels[i].fusionText;
     }
+    RecordProperty("most_registers", registers);
+    RecordProperty("most_spill_bytes", spills);
     std::printf("sm_90: at most %d registers; %d of %zu kernels spill, at "
                 "most %d bytes\n",
                 registers, spilling, kernels.size(), spills);
   }
 
+  // Whether add() also checks each kernel's chain (the random tests): the
+  // chain its loops walk (LoopChain.h) within the one recorded for the
+  // roofline, and that one exactly for the warp and block layouts, whose
+  // lanes share each unit's reductions (CudaSerialChainTest's check on
+  // the zoo). A row walked by every thread alone fails it.
+  bool checkChains = false;
   std::vector<EmulatedKernel> kernels;
   std::map<std::string, int> layouts;
   size_t ran = 0;

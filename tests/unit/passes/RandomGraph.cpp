@@ -134,6 +134,8 @@ Value Generator::unary(Value x) {
   case 5: return push(b_.create<ReluOp>(loc_, x));
   case 6: return push(b_.create<SqrtOp>(loc_, b_.create<AbsOp>(loc_, x)));
   default: {
+    if (!options_.roundingSteps)
+      return push(b_.create<TanhOp>(loc_, x));
     // Through f32 (from f32: bf16) and back: a rounding step.
     Type narrowType = float_.isF32() ? Type(b_.getBF16Type()) : Type(b_.getF32Type());
     Value narrow = b_.create<ConvertOp>(loc_, tensor(shapeOf(x), narrowType), x);

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/CudaEmitter.h"
+#include "tests/unit/cuda/LoopChain.h"
 #include "passes/Pipelines.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/Zoo.h"
@@ -202,53 +203,6 @@ TEST_F(CudaSerialChainTest, ScatterRowsScanInChunks) {
   EXPECT_EQ(flatThreads, 1000u);
 }
 
-// The chain read off the kernel's own loops, as an independent check of
-// the one the layouts record: for each load of a kernel argument (global
-// memory), the iterations one thread makes of the scf.for loops around it,
-// multiplied. A loop stepping by the block's threads is split over 256
-// lanes (kCudaBlockThreads), one stepping by a constant from a lane's
-// index over that many; a loop stepping by another run-time value (the
-// grid-stride loops over units and elements) counts once: its iterations
-// are other units' work, which the recorded chain leaves to other threads.
-uint64_t loopChain(mlir::ModuleOp kernelModule) {
-  auto kernel = kernelModule.lookupSymbol<mlir::func::FuncOp>("kernel");
-  if (!kernel)
-    return 0;
-  auto constant = [](mlir::Value v) -> std::optional<int64_t> {
-    if (auto c = v.getDefiningOp<mlir::arith::ConstantIndexOp>())
-      return c.value();
-    return std::nullopt;
-  };
-  auto trips = [&](mlir::scf::ForOp loop) -> uint64_t {
-    std::optional<int64_t> ub = constant(loop.getUpperBound());
-    if (!ub)
-      return 1;
-    int64_t lb = constant(loop.getLowerBound()).value_or(0);
-    int64_t step = 0;
-    if (std::optional<int64_t> c = constant(loop.getStep()))
-      step = *c;
-    else if (auto call = loop.getStep().getDefiningOp<mlir::func::CallOp>();
-             call && call.getCallee().starts_with("kiln.block_threads"))
-      step = kCudaBlockThreads;
-    else
-      return 1;
-    return *ub > lb ? uint64_t((*ub - lb + step - 1) / step) : 0;
-  };
-  uint64_t longest = 0;
-  kernel.walk([&](mlir::memref::LoadOp load) {
-    auto arg = mlir::dyn_cast<mlir::BlockArgument>(load.getMemRef());
-    if (!arg || arg.getOwner() != &kernel.getBody().front())
-      return;
-    uint64_t steps = 1;
-    for (mlir::Operation *p = load->getParentOp(); p != kernel.getOperation();
-         p = p->getParentOp())
-      if (auto loop = mlir::dyn_cast<mlir::scf::ForOp>(p))
-        steps *= trips(loop);
-    longest = std::max(longest, steps);
-  });
-  return longest;
-}
-
 // Every kernel of the zoo's steps as `kiln compile --target=cuda:sm_90`
 // builds them (LeNet-5 at its batch of 128, the MLP at 128 and at 1, a
 // small GPT; f32 and bf16): the chain its loops walk is never longer than the chain recorded
@@ -292,7 +246,7 @@ TEST_F(CudaSerialChainTest, TheLoopsWalkTheChainsRecorded) {
         CudaKernelSource kernel;
         auto built = buildCudaKernelModule(fusion, kernel, /*rowCacheBytes=*/0);
         ASSERT_TRUE(mlir::succeeded(built));
-        uint64_t walked = loopChain(**built);
+        uint64_t walked = test::loopChain(**built);
         std::string layouts = llvm::join(kernel.layouts, ",");
         std::string what = "model " + std::to_string(model) + " amp " +
                            std::to_string(int(amp)) + " layouts " + layouts;

@@ -45,6 +45,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 namespace {
@@ -268,13 +269,16 @@ protected:
         << errs.str() << diagnostics;
   }
 
-  // |graphs| random graphs (tests/unit/passes/RandomGraph.h) of
+  // |count| random graphs (tests/unit/passes/RandomGraph.h) of
   // |floatType|, extents up to 6000, compiled as `kiln compile
   // --target=cuda --forward-only` would optimize them (kiln-decompose,
-  // kiln-split-reductions, kiln-fuse with the CUDA target's options), every
-  // kernel of their packages run on the host against the interpreter, its
-  // chain checked, and all of them assembled for sm_90.
-  void checkRandomGraphs(DType floatType, int graphs) {
+  // kiln-split-reductions, kiln-fuse with the CUDA target's options) or,
+  // with |training|, made models (makeRandomModel, f32) and compiled as
+  // their training steps (kiln-autodiff, the optimizer, |*training| mixed
+  // precision, then the same): every kernel of their packages run on the
+  // host against the interpreter, its chain checked, and all of them
+  // assembled for sm_90.
+  void checkRandom(DType floatType, std::optional<AmpMode> training, int count) {
     uint64_t seed = firstSeed();
     checkChains = true;
     test::RandomGraphOptions graph;
@@ -284,20 +288,26 @@ protected:
     graph.longExtent = 6000;
     graph.longChance = 0.3;
     graph.maxElements = 1 << 15;
-    for (int i = 0; i < graphs; ++i) {
+    std::string what = training ? "random model" : "random graph";
+    for (int i = 0; i < count; ++i) {
       uint64_t s = seed + i;
-      SCOPED_TRACE("random graph of seed " + std::to_string(s));
+      SCOPED_TRACE(what + " of seed " + std::to_string(s));
       diagnostics.clear();
       OwningOpRef<ModuleOp> module = test::buildRandomGraph(&context, s, graph);
-      auto main = module->lookupSymbol<func::FuncOp>("main");
-      for (unsigned a = 0; a < main.getNumArguments(); ++a)
-        main.setArgAttr(a, KilnDialect::kRoleAttrName,
-                        RoleAttr::get(&context, Role::input));
-      std::string text = codegen_test::printed(*module);
       PipelineOptions options;
       options.target = TargetKind::cuda;
-      options.trainingStep = false;
       options.gemmBiasGradients = true;
+      if (training) {
+        test::makeRandomModel(*module, s);
+        options.amp = *training;
+      } else {
+        auto main = module->lookupSymbol<func::FuncOp>("main");
+        for (unsigned a = 0; a < main.getNumArguments(); ++a)
+          main.setArgAttr(a, KilnDialect::kRoleAttrName,
+                          RoleAttr::get(&context, Role::input));
+        options.trainingStep = false;
+      }
+      std::string text = codegen_test::printed(*module);
       size_t before = kernels.size();
       addPackaged(*module, options, s * 1000, /*intBound=*/4);
       if (HasFatalFailure()) {
@@ -305,7 +315,7 @@ protected:
         return;
       }
       for (size_t k = before; k < kernels.size(); ++k)
-        kernels[k].fusionText = "of the random graph of seed " +
+        kernels[k].fusionText = "of the " + what + " of seed " +
                                 std::to_string(s) + ":\n" + kernels[k].fusionText;
     }
     runAll();
@@ -313,58 +323,10 @@ protected:
     RecordProperty("kernels", static_cast<int>(ran));
     EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
     std::string reached;
-    for (const auto &[layout, count] : layouts)
-      reached += " " + layout + " x" + std::to_string(count);
-    std::printf("%zu kernels of %d graphs; layouts:%s\n", ran, graphs,
-                reached.c_str());
-  }
-
-  // |graphs| random f32 graphs made models (RandomGraph.h's
-  // makeRandomModel), their training steps compiled as `kiln compile
-  // --target=cuda` compiles them (kiln-autodiff, the optimizer, |amp|,
-  // kiln-split-reductions, kiln-fuse with the CUDA target's options): every
-  // kernel of their packages run on the host against the interpreter, its
-  // chain checked, and all of them assembled for sm_90.
-  void checkRandomModels(AmpMode amp, int graphs) {
-    uint64_t seed = firstSeed();
-    checkChains = true;
-    test::RandomGraphOptions graph;
-    graph.collectives = false;
-    graph.roundingSteps = false;
-    graph.floatType = DType::f32;
-    graph.longExtent = 6000;
-    graph.longChance = 0.3;
-    graph.maxElements = 1 << 15;
-    for (int i = 0; i < graphs; ++i) {
-      uint64_t s = seed + i;
-      SCOPED_TRACE("random model of seed " + std::to_string(s));
-      diagnostics.clear();
-      OwningOpRef<ModuleOp> module = test::buildRandomGraph(&context, s, graph);
-      test::makeRandomModel(*module, s);
-      std::string text = codegen_test::printed(*module);
-      PipelineOptions options;
-      options.target = TargetKind::cuda;
-      options.amp = amp;
-      options.gemmBiasGradients = true;
-      size_t before = kernels.size();
-      addPackaged(*module, options, s * 1000, /*intBound=*/4);
-      if (HasFatalFailure()) {
-        ADD_FAILURE() << text;
-        return;
-      }
-      for (size_t k = before; k < kernels.size(); ++k)
-        kernels[k].fusionText = "of the random model of seed " +
-                                std::to_string(s) + ":\n" + kernels[k].fusionText;
-    }
-    runAll();
-    assembleAllForSm90();
-    RecordProperty("kernels", static_cast<int>(ran));
-    EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
-    std::string reached;
-    for (const auto &[layout, count] : layouts)
-      reached += " " + layout + " x" + std::to_string(count);
-    std::printf("%zu kernels of %d models; layouts:%s\n", ran, graphs,
-                reached.c_str());
+    for (const auto &[layout, n] : layouts)
+      reached += " " + layout + " x" + std::to_string(n);
+    std::printf("%zu kernels of %d %ss; layouts:%s\n", ran, count,
+                what.c_str(), reached.c_str());
   }
 
   // Every added kernel, in one translation unit, through NVRTC and ptxas
@@ -976,15 +938,15 @@ TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
 // Random graphs: every fusion kind kiln-fuse forms for CUDA from chains,
 // diamonds, broadcasts, transposes, slices, pads and reductions over any
 // dimensions of odd extents (rows wider than a warp and than a block).
-TEST_F(CudaEmulationTest, RandomGraphsF64) { checkRandomGraphs(DType::f64, 20); }
+TEST_F(CudaEmulationTest, RandomGraphsF64) { checkRandom(DType::f64, std::nullopt, 20); }
 
-TEST_F(CudaEmulationTest, RandomGraphsF32) { checkRandomGraphs(DType::f32, 20); }
+TEST_F(CudaEmulationTest, RandomGraphsF32) { checkRandom(DType::f32, std::nullopt, 20); }
 
 // Their training steps: the kernels autodiff and the optimizer produce
 // (gradients of broadcasts, slices, pads, transposes, reductions, layer
 // norms; Adam's updates), in f32 and with bf16 mixed precision.
-TEST_F(CudaEmulationTest, RandomModelsF32) { checkRandomModels(AmpMode::off, 10); }
+TEST_F(CudaEmulationTest, RandomModelsF32) { checkRandom(DType::f32, AmpMode::off, 10); }
 
-TEST_F(CudaEmulationTest, RandomModelsBF16) { checkRandomModels(AmpMode::bf16, 10); }
+TEST_F(CudaEmulationTest, RandomModelsBF16) { checkRandom(DType::f32, AmpMode::bf16, 10); }
 
 } // namespace

@@ -284,6 +284,7 @@ protected:
     test::RandomGraphOptions graph;
     graph.collectives = false;
     graph.roundingSteps = false;
+    graph.gathers = true;
     graph.floatType = floatType;
     graph.longExtent = 6000;
     graph.longChance = 0.3;
@@ -294,6 +295,8 @@ protected:
       SCOPED_TRACE(what + " of seed " + std::to_string(s));
       diagnostics.clear();
       OwningOpRef<ModuleOp> module = test::buildRandomGraph(&context, s, graph);
+      ASSERT_TRUE(succeeded(verify(*module)))
+          << "built invalid IR: " << diagnostics << codegen_test::printed(*module);
       PipelineOptions options;
       options.target = TargetKind::cuda;
       options.gemmBiasGradients = true;

@@ -112,6 +112,7 @@ private:
   }
 
   void step();
+  void gather();
   Value unary(Value x);
   Value binary(Value x);
 
@@ -165,7 +166,41 @@ Value Generator::binary(Value x) {
   }
 }
 
+void Generator::gather() {
+  // A table of at least 4 rows (the indices' bound), a pool value when one
+  // fits.
+  Value table;
+  for (int tries = 0; tries < 8 && !table; ++tries) {
+    Value v = any();
+    if (rankOf(v) >= 2 && shapeOf(v)[0] >= 4)
+      table = v;
+  }
+  if (!table) {
+    SmallVector<int64_t> shape = randomShape(2, 3);
+    shape[0] = pick(4, 12);
+    table = argument(tensor(shape));
+  }
+  // The result (the indices' shape, then a row's) within rank 4.
+  SmallVector<int64_t> indicesShape = randomShape(1, std::min<int64_t>(2, 5 - rankOf(table)));
+  int64_t elements = 1;
+  for (int64_t d : indicesShape)
+    elements *= d;
+  for (int64_t d : shapeOf(table).drop_front())
+    elements *= d;
+  if (options_.longExtent > 5 && elements > options_.maxElements) {
+    unary(table);
+    return;
+  }
+  Value indices = block_->addArgument(
+      RankedTensorType::get(indicesShape, b_.getIntegerType(32)), loc_);
+  push(b_.create<GatherOp>(loc_, table, indices));
+}
+
 void Generator::step() {
+  if (options_.gathers && chance(0.08)) {
+    gather();
+    return;
+  }
   int choice = pick(0, 15);
   if (!options_.composites && choice >= 12 && choice <= 14)
     choice = 0;

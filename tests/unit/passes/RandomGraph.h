@@ -34,6 +34,9 @@ struct RandomGraphOptions {
   // the interpreter): x and its rounding are near-ties, so a comparison of
   // the two flips on an ulp; a tanh then takes its place.
   bool roundingSteps = true;
+  // Also embedding lookups (kiln.gather of a table's rows by i32 indices
+  // below 4, from a new argument; a model's gradient scatters them back).
+  bool gathers = false;
   // The float type of the arguments and ops: f64 or f32 (then the rounding
   // step goes through bf16).
   DType floatType = DType::f64;

@@ -141,11 +141,7 @@ protected:
       if (failed(built))
         return "the kernel module failed: " + diagnostics;
       uint64_t walked = test::loopChain(**built);
-      bool shared = !probe.layouts.empty() &&
-                    llvm::all_of(probe.layouts, [](const std::string &l) {
-                      return StringRef(l).starts_with("row.") ||
-                             StringRef(l).starts_with("element.");
-                    });
+      bool shared = test::lanesShareEveryUnit(probe.layouts);
       // (A reduction of constants or of a broadcast scalar loads nothing
       // or one value before its loops: no chain to compare it with.)
       if (walked > std::max<uint64_t>(probe.serialSteps, 1) ||

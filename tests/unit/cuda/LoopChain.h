@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace kiln::test {
 
@@ -69,6 +70,16 @@ inline uint64_t loopChain(mlir::ModuleOp kernelModule) {
     longest = std::max(longest, steps);
   });
   return longest;
+}
+
+// Whether every nest of a kernel with |layouts| (CudaKernelSource::layouts)
+// is a warp or block layout, whose lanes share each unit's reductions: its
+// loops then walk the recorded chain exactly.
+inline bool lanesShareEveryUnit(llvm::ArrayRef<std::string> layouts) {
+  return !layouts.empty() && llvm::all_of(layouts, [](const std::string &l) {
+    return llvm::StringRef(l).starts_with("row.") ||
+           llvm::StringRef(l).starts_with("element.");
+  });
 }
 
 } // namespace kiln::test

@@ -43,10 +43,16 @@ private:
   }
   ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
   int64_t rankOf(Value v) { return shapeOf(v).size(); }
+  static int64_t elements(ArrayRef<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
 
   SmallVector<int64_t> randomShape(int64_t minRank, int64_t maxRank) {
     SmallVector<int64_t> shape;
-    int64_t elements = 1;
+    int64_t count = 1;
     for (int64_t i = 0, r = pick(minRank, maxRank); i < r; ++i) {
       int64_t extent = pick(2, 5);
       if (options_.longExtent > 5 && chance(options_.longChance)) {
@@ -55,10 +61,10 @@ private:
                                                    std::log(options_.longExtent + 1.0));
         int64_t wide = std::min<int64_t>(std::exp(log(rng_)), options_.longExtent);
         // The other dimensions take at least 2 each.
-        if (elements * wide * (int64_t(1) << (r - 1 - i)) <= options_.maxElements)
+        if (count * wide * (int64_t(1) << (r - 1 - i)) <= options_.maxElements)
           extent = wide;
       }
-      elements *= extent;
+      count *= extent;
       shape.push_back(extent);
     }
     return shape;
@@ -182,12 +188,9 @@ void Generator::gather() {
   }
   // The result (the indices' shape, then a row's) within rank 4.
   SmallVector<int64_t> indicesShape = randomShape(1, std::min<int64_t>(2, 5 - rankOf(table)));
-  int64_t elements = 1;
-  for (int64_t d : indicesShape)
-    elements *= d;
-  for (int64_t d : shapeOf(table).drop_front())
-    elements *= d;
-  if (options_.longExtent > 5 && elements > options_.maxElements) {
+  if (options_.longExtent > 5 &&
+      elements(indicesShape) * elements(shapeOf(table).drop_front()) >
+          options_.maxElements) {
     unary(table);
     return;
   }
@@ -219,12 +222,6 @@ void Generator::step() {
   case 5: { // broadcast_in_dim into a higher rank
     Value x = any();
     int64_t rank = std::min<int64_t>(rankOf(x) + pick(0, 2), 4);
-    auto elements = [](ArrayRef<int64_t> shape) {
-      int64_t n = 1;
-      for (int64_t d : shape)
-        n *= d;
-      return n;
-    };
     // With long extents, the result stays within maxElements too.
     if (options_.longExtent > 5)
       while (rank > rankOf(x) &&
@@ -251,10 +248,7 @@ void Generator::step() {
     SmallVector<int64_t> shape(shapeOf(x));
     int64_t i = pick(0, shape.size() - 2);
     if (chance(0.3)) {
-      int64_t n = 1;
-      for (int64_t d : shape)
-        n *= d;
-      shape = {n};
+      shape = {elements(shape)};
     } else {
       shape[i] *= shape[i + 1];
       shape.erase(shape.begin() + i + 1);

@@ -251,11 +251,7 @@ TEST_F(CudaSerialChainTest, TheLoopsWalkTheChainsRecorded) {
         std::string what = "model " + std::to_string(model) + " amp " +
                            std::to_string(int(amp)) + " layouts " + layouts;
         EXPECT_LE(walked, std::max<uint64_t>(kernel.serialSteps, 1)) << what;
-        bool shared = !kernel.layouts.empty() &&
-                      llvm::all_of(kernel.layouts, [](const std::string &l) {
-                        return llvm::StringRef(l).starts_with("row.") ||
-                               llvm::StringRef(l).starts_with("element.");
-                      });
+        bool shared = test::lanesShareEveryUnit(kernel.layouts);
         if (shared) {
           EXPECT_EQ(walked, kernel.serialSteps) << what;
           ++checkedShared;

@@ -86,8 +86,22 @@ run_suite() {
   fi
 }
 
+# The gist of failed log |1| for the end of the output (CI shows its
+# tail): the failed tests, the first two assertion failures, and the first
+# sanitizer report's headings with the top three frames of each stack.
+gist() {
+  grep -E '^\[  FAILED  \] .+\([0-9]+ ms\)$' "$1" | sort -u | head -n 8 || true
+  grep -m 2 -A 6 -E ': Failure$' "$1" | cut -c 1-300 || true
+  awk '/WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error/ {
+         on = 1; n = 0 }
+       on && /^ *#[0-9]+ / { split($1, f, "#"); if (f[2] + 0 > 2) next }
+       on && /^SUMMARY|^====|^  Mutex / && n > 0 { exit }
+       on { print substr($0, 1, 300); if (++n >= 24) exit }' "$1"
+}
+
 failed=0
 ran=0
+gists=$(mktemp)
 for mode in "${modes[@]}"; do
   case "$mode" in
   address)
@@ -138,6 +152,7 @@ for mode in "${modes[@]}"; do
     if [ -f "$results/$t.failed" ]; then
       failed=$((failed + 1))
       tail -n 60 "$results/$t.log"
+      { echo "sanitize.sh: $mode: $t failed:"; gist "$results/$t.log"; } >>"$gists"
     fi
   done
   rm -rf "$results"
@@ -163,8 +178,13 @@ for mode in "${modes[@]}"; do
     echo "sanitize.sh: $mode: lit FAILED; its failures:"
     sed -n '/^Failed Tests/,$p' "$log"
     grep -m 3 -B 2 -A 30 -E 'ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error' "$log" || true
+    { echo "sanitize.sh: $mode: lit failed:"; sed -n '/^Failed Tests/,/^$/p' "$log" | head -n 12
+      gist "$log"; } >>"$gists"
   fi
   rm -f "$log"
 done
+# What failed, again at the end, where a CI log's tail shows it.
+cat "$gists"
+rm -f "$gists"
 echo "sanitize.sh: $((ran - failed)) of $ran sanitized test runs passed"
 [ "$failed" -eq 0 ]

@@ -32,6 +32,11 @@ if [ "${KILN_SANITIZERS:-on}" != off ]; then
   "$root/scripts/sanitize.sh" || sanitizers=$?
 fi
 
+# ctest's list of failures once more, after the sanitizers' output (CI
+# shows a log's tail).
+if [ "$status" -ne 0 ]; then
+  sed -n '/^The following tests FAILED:/,$p' "$log" | head -n 20
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$sanitizers" -eq 0 ] || echo "test.sh: a sanitized test failed (above)"
 [ "$status" -eq 0 ] || exit "$status"

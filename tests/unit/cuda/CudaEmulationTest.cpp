@@ -24,6 +24,7 @@
 
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
+#include "tests/unit/cuda/AddressSanitizer.h"
 #include "tests/unit/cuda/HostKernels.h"
 #include "tests/unit/cuda/LoopChain.h"
 #include "tests/unit/cuda/Sm90Kernels.h"
@@ -275,6 +276,10 @@ protected:
   // host against the interpreter, its chain checked, and all of them
   // assembled for sm_90.
   void checkRandom(DType floatType, std::optional<AmpMode> training, int count) {
+    // Under ASan (scripts/sanitize.sh, after ctest ran them all) half as
+    // many: every layout still comes up, in half the time.
+    if (KILN_TEST_HAS_ASAN)
+      count = (count + 1) / 2;
     uint64_t seed = firstSeed();
     checkChains = true;
     test::RandomGraphOptions graph;
@@ -318,7 +323,13 @@ protected:
                                 std::to_string(s) + ":\n" + kernels[k].fusionText;
     }
     runAll();
-    assembleAllForSm90();
+    // NVRTC and ptxas (uninstrumented) say nothing about Kiln's memory:
+    // under ASan (scripts/sanitize.sh) only the kernels' accesses are the
+    // point, and ctest's run assembles them.
+    if (KILN_TEST_HAS_ASAN)
+      std::printf("not assembled for sm_90 under AddressSanitizer\n");
+    else
+      assembleAllForSm90();
     RecordProperty("kernels", static_cast<int>(ran));
     EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
     std::string reached;

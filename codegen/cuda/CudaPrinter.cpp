@@ -56,6 +56,22 @@ static __device__ __forceinline__ float kiln_minimumf(float a, float b) { return
 static __device__ __forceinline__ double kiln_maximumf(double a, double b) { return a != a ? a : b != b ? b : fmax(a, b); }
 static __device__ __forceinline__ double kiln_minimumf(double a, double b) { return a != a ? a : b != b ? b : fmin(a, b); }
 template <class T, int N> struct alignas(sizeof(T) * N) kiln_vec { T v[N]; };
+// The vector loads and stores (kiln.vload, kiln.vstore) go through p as a
+// kiln_vec of N. A GPU faults on an address not aligned to the vector's
+// size; the emulation (codegen/cuda/CudaEmulation.h) refuses it with a
+// message, where x86 would load it.
+template <int N, class T> static __device__ __forceinline__ kiln_vec<T, N> *kiln_vec_at(T *p) {
+#ifdef KILN_CUDA_EMULATION
+  kiln_emulation_aligned(p, sizeof(kiln_vec<T, N>), "vector", "store");
+#endif
+  return reinterpret_cast<kiln_vec<T, N> *>(p);
+}
+template <int N, class T> static __device__ __forceinline__ const kiln_vec<T, N> *kiln_vec_at(const T *p) {
+#ifdef KILN_CUDA_EMULATION
+  kiln_emulation_aligned(p, sizeof(kiln_vec<T, N>), "vector", "load");
+#endif
+  return reinterpret_cast<const kiln_vec<T, N> *>(p);
+}
 struct kiln_sum { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
 struct kiln_max {
   __device__ float operator()(float a, float b) const { return kiln_maximumf(a, b); }
@@ -734,8 +750,9 @@ LogicalResult Printer::printCall(func::CallOp call) {
     std::string vec = "kiln_vec<" + cType(element) + ", " +
                       std::to_string(call.getNumResults()) + ">";
     std::string name = fresh();
-    line("const " + vec + " " + name + " = *reinterpret_cast<const " + vec +
-         " *>(" + ref(memref) + " + " + ref(call.getOperand(1)) + ");");
+    line("const " + vec + " " + name + " = *kiln_vec_at<" +
+         std::to_string(call.getNumResults()) + ">(" + ref(memref) + " + " +
+         ref(call.getOperand(1)) + ");");
     for (unsigned k = 0; k < call.getNumResults(); ++k)
       names_[call.getResult(k)] = name + ".v[" + std::to_string(k) + "]";
     return success();
@@ -751,7 +768,7 @@ LogicalResult Printer::printCall(func::CallOp call) {
     line(vec + " " + name + ";");
     for (unsigned k = 0; k < width; ++k)
       line(name + ".v[" + std::to_string(k) + "] = " + ref(call.getOperand(2 + k)) + ";");
-    line("*reinterpret_cast<" + vec + " *>(" + ref(memref) + " + " +
+    line("*kiln_vec_at<" + std::to_string(width) + ">(" + ref(memref) + " + " +
          ref(call.getOperand(1)) + ") = " + name + ";");
     --indent_;
     line("}");

@@ -65,6 +65,22 @@ std::vector<uint8_t> toNative(const HostTensor &tensor) {
   return buffer;
 }
 
+// Kernel buffers start 64-byte aligned, as the runtime's do (the
+// compiler's arena alignment; cudaMalloc gives 256): a kernel may take a
+// 32-byte vector (16 halves) from a buffer's start, which malloc's 16-byte
+// alignment would not allow (the emulation refuses it, as a GPU would).
+template <class T> struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U> Aligned64(const Aligned64<U> &) {}
+  T *allocate(size_t n) {
+    return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
+  void deallocate(T *p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  bool operator==(const Aligned64 &) const { return true; }
+};
+using KernelBuffer = std::vector<uint8_t, Aligned64<uint8_t>>;
+
 // Within the dtype's bound: f32 and f64 relative 1e-4 and 1e-9, f16/bf16
 // 2e-2 (one rounding of the result may differ by an ulp), integers exactly.
 // A float element may also be off by 2^-16 (f32; 2^-40 for f64) of the
@@ -184,20 +200,25 @@ protected:
     ASSERT_TRUE(error.empty()) << error;
     for (EmulatedKernel &k : kernels) {
       runtime::cuda::testing::HostKernel host = hosts.at(k.name);
-      std::vector<std::vector<uint8_t>> buffers;
+      std::vector<KernelBuffer> buffers;
+      auto add = [&](const HostTensor &t) {
+        std::vector<uint8_t> native = toNative(t);
+        buffers.emplace_back(native.begin(), native.end());
+      };
       for (const HostTensor &t : k.inputs)
-        buffers.push_back(toNative(t));
+        add(t);
       std::vector<HostTensor> actual;
       for (const HostTensor &e : k.expected) {
         actual.emplace_back(e.dtype(), e.shape(), std::nan(""));
-        buffers.push_back(toNative(actual.back()));
+        add(actual.back());
       }
       std::vector<void *> pointers;
       for (auto &b : buffers)
         pointers.push_back(b.data());
       host(pointers.data(), k.grid, 64);
       for (size_t i = 0; i < actual.size(); ++i) {
-        fromNativeBuffer(buffers[k.inputs.size() + i], actual[i]);
+        const KernelBuffer &out = buffers[k.inputs.size() + i];
+        fromNativeBuffer(std::vector<uint8_t>(out.begin(), out.end()), actual[i]);
         std::string mismatch = compareTensors(k.expected[i], actual[i]);
         if (!mismatch.empty())
           ADD_FAILURE() << k.name << " result " << i << ": " << mismatch
@@ -471,6 +492,52 @@ func.func @main(%x: tensor<3x2500xf32>, %y: tensor<4100xf32>, %z: tensor<2x2100x
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
 
+
+// The vector loads and stores of an elementwise.v4 kernel take only
+// addresses aligned to the vector (kiln_vec_at in the prelude): aligned,
+// the kernel computes the interpreter's values; handed an input or an
+// output one element past an aligned address, the emulation ends naming
+// the access, as a GPU faults with a misaligned address (x86 would load
+// it, and a wrong vector index would pass unseen).
+TEST_F(CudaEmulationTest, VectorAccessesTakeOnlyAlignedAddresses) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
+  %s = kiln.fusion loop (%x, %y) : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
+  ^bb0(%a: tensor<256xf32>, %b: tensor<256xf32>):
+    %m = kiln.mul %a, %b : tensor<256xf32>
+    %r = kiln.add %m, %a : tensor<256xf32>
+    kiln.yield %r : tensor<256xf32>
+  }
+  return %s : tensor<256xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "v", seed);
+  ASSERT_EQ(layouts["elementwise.v4"], 1);
+  runAll();
+  ASSERT_EQ(ran, 1u);
+  std::string error;
+  std::map<std::string, runtime::cuda::testing::HostKernel> hosts =
+      runtime::cuda::testing::buildHostKernels(kernels[0].source, {"v0"},
+                                               "kernels", error);
+  ASSERT_TRUE(error.empty()) << error;
+  runtime::cuda::testing::HostKernel host = hosts.at("v0");
+  // Aligned, with room for one element more.
+  KernelBuffer x(257 * 4), y(257 * 4), out(257 * 4);
+  float *xs = reinterpret_cast<float *>(x.data()),
+        *ys = reinterpret_cast<float *>(y.data()),
+        *outs = reinterpret_cast<float *>(out.data());
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  void *loads[] = {xs + 1, ys, outs};
+  EXPECT_DEATH(host(loads, 1, 64),
+               "vector load address .* is not 16-byte aligned "
+               "\\(a GPU faults: misaligned address\\)");
+  void *stores[] = {xs, ys, outs + 1};
+  EXPECT_DEATH(host(stores, 1, 64),
+               "vector store address .* is not 16-byte aligned");
+}
 
 // Few column reductions of a few rows each (kiln-split-reductions' second
 // stage: a layer norm's 768 scale gradients from 64 partials, here 24 from

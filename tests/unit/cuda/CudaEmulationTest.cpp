@@ -195,8 +195,7 @@ protected:
       source += k.source + "\n";
       names.push_back(k.name);
     }
-    std::map<std::string, runtime::cuda::testing::HostKernel> hosts =
-        runtime::cuda::testing::buildHostKernels(source, names, "kernels", error);
+    hosts = runtime::cuda::testing::buildHostKernels(source, names, "kernels", error);
     ASSERT_TRUE(error.empty()) << error;
     for (EmulatedKernel &k : kernels) {
       runtime::cuda::testing::HostKernel host = hosts.at(k.name);
@@ -400,6 +399,8 @@ protected:
   // the zoo). A row walked by every thread alone fails it.
   bool checkChains = false;
   std::vector<EmulatedKernel> kernels;
+  // runAll's host build of |kernels|, by name.
+  std::map<std::string, runtime::cuda::testing::HostKernel> hosts;
   std::map<std::string, int> layouts;
   size_t ran = 0;
 };
@@ -518,11 +519,6 @@ func.func @main(%x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
   ASSERT_EQ(layouts["elementwise.v4"], 1);
   runAll();
   ASSERT_EQ(ran, 1u);
-  std::string error;
-  std::map<std::string, runtime::cuda::testing::HostKernel> hosts =
-      runtime::cuda::testing::buildHostKernels(kernels[0].source, {"v0"},
-                                               "kernels", error);
-  ASSERT_TRUE(error.empty()) << error;
   runtime::cuda::testing::HostKernel host = hosts.at("v0");
   // Aligned, with room for one element more.
   KernelBuffer x(257 * 4), y(257 * 4), out(257 * 4);

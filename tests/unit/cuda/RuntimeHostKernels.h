@@ -6,7 +6,8 @@
 // host (HostKernels.h) and loaded: entry point -> its NAME_host function,
 // for FakeCudaApi::hostKernels. Tests that run a package holding
 // attention, convolution or fallback-epilogue thunks on the fake table add
-// these to the generated kernels' host functions. Each returns the same
+// these to the generated kernels' host functions. They are built at -O1
+// (HostKernels.h says why). Each returns the same
 // map on every call; |error| is empty on success, else says what failed.
 //
 //===----------------------------------------------------------------------===//
@@ -42,7 +43,7 @@ hostAttentionKernels(std::string &error, unsigned arch = 90, bool mma = true,
         attentionKernelSource(arch, only, mma),
         attentionKernelEntryPoints(arch, mma, only),
         "attention_sm" + std::to_string(arch) + (mma ? "" : "_wmma"),
-        it->second.failure);
+        it->second.failure, HostOptLevel::O1);
   error = it->second.failure;
   return it->second.kernels;
 }
@@ -50,7 +51,8 @@ hostAttentionKernels(std::string &error, unsigned arch = 90, bool mma = true,
 inline const std::map<std::string, HostKernel> &hostConvKernels(std::string &error) {
   static std::string failure;
   static const std::map<std::string, HostKernel> kernels = buildHostKernels(
-      convKernelSource(), convKernelEntryPoints(), "conv", failure);
+      convKernelSource(), convKernelEntryPoints(), "conv", failure,
+      HostOptLevel::O1);
   error = failure;
   return kernels;
 }
@@ -59,7 +61,8 @@ inline const std::map<std::string, HostKernel> &
 hostEpilogueKernels(std::string &error) {
   static std::string failure;
   static const std::map<std::string, HostKernel> kernels = buildHostKernels(
-      epilogueKernelSource(), epilogueKernelEntryPoints(), "epilogue", failure);
+      epilogueKernelSource(), epilogueKernelEntryPoints(), "epilogue", failure,
+      HostOptLevel::O1);
   error = failure;
   return kernels;
 }

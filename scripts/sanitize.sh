@@ -42,9 +42,14 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
   # The emulated kernels first (the longest; tests/unit/cuda/HostKernels.h
   # builds them with the suite's sanitizers). Each of their arguments is
   # then an allocation of its own size (FakeCudaApi's isolateKernels): a
-  # kernel's stray read is a heap-buffer-overflow where it happens.
-  address_targets=(kiln-cuda-step-emulation-tests kiln-cuda-attention-tests
-    kiln-cuda-epilogue-fallback-tests kiln-cuda-emulation-tests
+  # kernel's stray read is a heap-buffer-overflow where it happens. The
+  # attention suite starts first and builds the runtime's attention
+  # kernels (about 90 s under ASan) while the emulation suite, which needs
+  # none of them, takes the other core; the step emulations, which wait
+  # for that build, start after it (with the step emulations beside the
+  # attention suite, one core sat idle for that build).
+  address_targets=(kiln-cuda-attention-tests kiln-cuda-emulation-tests
+    kiln-cuda-step-emulation-tests kiln-cuda-epilogue-fallback-tests
     kiln-cuda-backend-tests kiln-cuda-emulation-device-tests
     kiln-cuda-conv-tests kiln-cuda-nccl-step-tests kiln-cuda-runtime-tests
     "${address_targets[@]}")

@@ -142,6 +142,7 @@ for mode in "${modes[@]}"; do
   # $jobs suites at a time; each leaves its line (and, failed, its log) in
   # $results, printed in order once all are done.
   running=0
+  start=$(date +%s)
   for t in "${suites[@]}"; do
     if [ "$running" -ge "$jobs" ]; then
       wait -n || true
@@ -151,6 +152,7 @@ for mode in "${modes[@]}"; do
     running=$((running + 1))
   done
   wait
+  echo "sanitize.sh: $mode suites took $(( $(date +%s) - start )) s ($jobs at a time)"
   for t in "${suites[@]}"; do
     ran=$((ran + 1))
     cat "$results/$t.line"

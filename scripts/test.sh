@@ -5,17 +5,24 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
+# Each phase prints its wall time (CI's limit is on the sum).
+start=$(date +%s)
 "$root/scripts/build.sh"
+echo "test.sh: build took $(( $(date +%s) - start )) s"
 # Peer libraries (numpy, JAX, PyTorch) for the comparison tests; without
 # them those tests skip and say so.
+start=$(date +%s)
 "$root/scripts/install-peers.sh" || echo "test.sh: peer libraries unavailable; peer tests will skip"
+echo "test.sh: peer libraries took $(( $(date +%s) - start )) s"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
+start=$(date +%s)
 (cd "$build" && ctest --output-on-failure -j "$(nproc)" --timeout 1200) 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
+echo "test.sh: ctest took $(( $(date +%s) - start )) s"
 
 # ctest counts the lit suite as one test; report lit's own counts too.
 # The status is the word after the dots (test names may contain "Failed").
@@ -29,7 +36,9 @@ lit_summary=$(grep -E '^ *(Passed|Failed|Unsupported|Expectedly Failed) *:' "$lo
 # ThreadSanitizer, in their own build trees (KILN_SANITIZERS=off skips them).
 sanitizers=0
 if [ "${KILN_SANITIZERS:-on}" != off ]; then
+  start=$(date +%s)
   "$root/scripts/sanitize.sh" || sanitizers=$?
+  echo "test.sh: sanitizers took $(( $(date +%s) - start )) s"
 fi
 
 # ctest's list of failures once more, after the sanitizers' output (CI

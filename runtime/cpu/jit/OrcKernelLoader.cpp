@@ -7,13 +7,23 @@
 // materialization) are gathered and appended to the failing lookup's
 // message, so the Status says which symbol was missing in which kernel.
 //
+// The disk cache (DiskObjectCache) is LLVM's ObjectCache under ORC's IR
+// compiler: before it compiles a module it asks for the module's object,
+// after it has compiled one it hands the object over. A module is named
+// for its load, and the name leads to the kernel's bitcode and the file
+// that holds (or will hold) its object.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/jit/OrcKernelLoader.h"
 
+#include "runtime/Files.h"
 #include "runtime/cpu/jit/Bf16Libcall.h"
 
 #include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/ObjectCache.h"
+#include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -25,7 +35,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 
+#include <cstdio>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 
 namespace kiln::runtime::cpu {
@@ -35,10 +49,111 @@ std::string describe(const PackageKernel &kernel, size_t index) {
   return "kernel " + std::to_string(index) + " (\"" + kernel.name + "\")";
 }
 
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
+// The object code of each compiled kernel in $KILN_CACHE_DIR/cpu (see the
+// header). A file:
+//
+//   kiln-cpu-object 1
+//   <identity: triple, CPU, features, optimization level, LLVM version>
+//   <bitcode bytes> <object bytes> <FNV-1a of the object, hex>
+//   <the bitcode><the object>
+//
+// read back only when the identity and the bitcode equal the module's in
+// full and the object's checksum holds: anything else is a miss, compiled
+// again and the file rewritten.
+class DiskObjectCache final : public llvm::ObjectCache {
+public:
+  DiskObjectCache(std::string directory, std::string identity,
+                  OrcKernelCacheStats *stats)
+      : directory_(std::move(directory)), identity_(std::move(identity)),
+        stats_(stats) {}
+
+  // Module |name| is kernel bitcode |bitcode|.
+  void expect(const std::string &name, const std::string &bitcode) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    modules_[name] = bitcode;
+  }
+
+  std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module *m) override {
+    std::string bitcode, path;
+    if (!find(m, bitcode, path))
+      return nullptr;
+    std::ifstream in(path, std::ios::binary);
+    std::string header, identity, sizes;
+    size_t bitcodeBytes = 0, objectBytes = 0;
+    std::string checksum;
+    bool ok = in && std::getline(in, header) && header == kMagic &&
+              std::getline(in, identity) && identity == identity_ &&
+              std::getline(in, sizes);
+    if (ok) {
+      std::istringstream fields(sizes);
+      ok = static_cast<bool>(fields >> bitcodeBytes >> objectBytes >> checksum) &&
+           bitcodeBytes == bitcode.size() && objectBytes > 0 &&
+           objectBytes < (size_t(1) << 31);
+    }
+    std::string stored(ok ? bitcodeBytes : 0, '\0'), object(ok ? objectBytes : 0, '\0');
+    ok = ok && in.read(stored.data(), stored.size()) && stored == bitcode &&
+         in.read(object.data(), object.size()) && in.peek() == EOF &&
+         hex(fnv1a(object)) == checksum;
+    count(ok ? &OrcKernelCacheStats::hits : &OrcKernelCacheStats::misses);
+    if (!ok)
+      return nullptr;
+    return llvm::MemoryBuffer::getMemBufferCopy(object, m->getModuleIdentifier());
+  }
+
+  void notifyObjectCompiled(const llvm::Module *m,
+                            llvm::MemoryBufferRef object) override {
+    std::string bitcode, path;
+    if (!find(m, bitcode, path))
+      return;
+    std::string bytes(object.getBufferStart(), object.getBufferSize());
+    std::string text = std::string(kMagic) + "\n" + identity_ + "\n" +
+                       std::to_string(bitcode.size()) + " " +
+                       std::to_string(bytes.size()) + " " + hex(fnv1a(bytes)) +
+                       "\n" + bitcode + bytes;
+    // The cache is an optimization: a file that cannot be written is a
+    // miss next time, never an error.
+    if (writeFileAtomically(path, text).isOk())
+      count(&OrcKernelCacheStats::written);
+  }
+
+private:
+  static constexpr const char *kMagic = "kiln-cpu-object 1";
+
+  bool find(const llvm::Module *m, std::string &bitcode, std::string &path) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = modules_.find(m->getModuleIdentifier());
+    if (it == modules_.end())
+      return false;
+    bitcode = it->second;
+    path = directory_ + "/" + hex(fnv1a(identity_ + "\n" + bitcode)) + ".o";
+    return true;
+  }
+
+  void count(size_t OrcKernelCacheStats::*counter) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stats_)
+      ++(stats_->*counter);
+  }
+
+  std::string directory_;
+  std::string identity_;
+  OrcKernelCacheStats *stats_;
+  std::mutex mutex_; // guards modules_ and *stats_
+  std::map<std::string, std::string> modules_;
+};
+
 class OrcKernelLoader final : public KernelLoader {
 public:
-  explicit OrcKernelLoader(std::unique_ptr<llvm::orc::LLJIT> jit)
-      : jit_(std::move(jit)) {
+  OrcKernelLoader(std::unique_ptr<DiskObjectCache> cache,
+                  std::unique_ptr<llvm::orc::LLJIT> jit)
+      : cache_(std::move(cache)), jit_(std::move(jit)) {
     jit_->getExecutionSession().setErrorReporter([this](llvm::Error error) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!sideErrors_.empty())
@@ -110,6 +225,11 @@ public:
       }
       (*module)->setTargetTriple(host.getTriple());
       (*module)->setDataLayout(jit_->getDataLayout());
+      if (cache_) {
+        std::string name = jd.getName();
+        (*module)->setModuleIdentifier(name);
+        cache_->expect(name, bytes.str());
+      }
       llvm::orc::ThreadSafeModule tsm(std::move(*module), std::move(context));
       if (llvm::Error error = jit_->addIRModule(jd, std::move(tsm)))
         return fail("cannot add its module: " +
@@ -138,6 +258,7 @@ public:
   }
 
 private:
+  std::unique_ptr<DiskObjectCache> cache_; // outlives jit_, which uses it
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex loadMutex_; // one load at a time
   uint64_t loads_ = 0;
@@ -147,7 +268,8 @@ private:
 
 } // namespace
 
-StatusOr<std::unique_ptr<KernelLoader>> createOrcKernelLoader() {
+StatusOr<std::unique_ptr<KernelLoader>>
+createOrcKernelLoader(OrcKernelCacheStats *stats) {
   static std::once_flag once;
   static bool ready = false;
   std::call_once(once, [] {
@@ -162,14 +284,38 @@ StatusOr<std::unique_ptr<KernelLoader>> createOrcKernelLoader() {
     return Status::error("the ORC kernel loader: cannot describe the host "
                          "CPU: " + llvm::toString(machine.takeError()));
   machine->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setJITTargetMachineBuilder(std::move(*machine))
-                 .create();
+  std::unique_ptr<DiskObjectCache> cache;
+  std::string directory = kilnCacheDirectory("cpu");
+  if (stats)
+    stats->directory = directory;
+  if (!directory.empty()) {
+    // Everything the object code depends on besides the bitcode.
+    std::string identity = "triple=" + machine->getTargetTriple().str() +
+                           " cpu=" + machine->getCPU() +
+                           " features=" + machine->getFeatures().getString() +
+                           " opt=3 llvm=" LLVM_VERSION_STRING;
+    cache = std::make_unique<DiskObjectCache>(directory, identity, stats);
+  }
+  llvm::orc::LLJITBuilder builder;
+  builder.setJITTargetMachineBuilder(std::move(*machine));
+  if (cache) {
+    DiskObjectCache *objects = cache.get();
+    builder.setCompileFunctionCreator(
+        [objects](llvm::orc::JITTargetMachineBuilder target)
+            -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+          auto tm = target.createTargetMachine();
+          if (!tm)
+            return tm.takeError();
+          return std::make_unique<llvm::orc::TMOwningSimpleCompiler>(
+              std::move(*tm), objects);
+        });
+  }
+  auto jit = builder.create();
   if (!jit)
     return Status::error("the ORC kernel loader: cannot create the JIT: " +
                          llvm::toString(jit.takeError()));
   return std::unique_ptr<KernelLoader>(
-      std::make_unique<OrcKernelLoader>(std::move(*jit)));
+      std::make_unique<OrcKernelLoader>(std::move(cache), std::move(*jit)));
 }
 
 } // namespace kiln::runtime::cpu

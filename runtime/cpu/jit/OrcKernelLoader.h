@@ -9,6 +9,24 @@
 // log1p, tanh, erf, ...; memcpy and memset) resolve against the running
 // process.
 //
+// Compiling bitcode is most of what loading a package costs (a small MLP's
+// training step: 0.3 s of 0.45 s), and every process that loads the same
+// package compiles the same kernels: each rank of `kiln launch`, every
+// `kiln train` of one model. So each kernel's object code is kept on disk,
+// as JAX's persistent compilation cache and Kiln's NVRTC caches keep theirs:
+//
+//   $KILN_CACHE_DIR/cpu/HASH.o (default ~/.cache/kiln/cpu;
+//   KILN_CACHE_DIR=off disables it)
+//
+// A file holds its whole key (the host's triple, CPU and features, the
+// code generator's optimization level, LLVM's version, and the kernel's
+// bitcode), compared in full on read, and a checksum of its object: a
+// collision, another CPU, another LLVM or a damaged file compiles again
+// and rewrites the file. Files are written under a name unique to the
+// writer, then renamed, so processes may share the directory. The cache
+// is an optimization: a directory that cannot be written is a miss, never
+// an error.
+//
 // This library (KilnRuntimeCpuJit) is the only part of the runtime that
 // links LLVM; its header needs no LLVM include. The loader owns the compiled
 // code: keep it alive as long as any Executable that loaded kernels from it.
@@ -21,12 +39,25 @@
 #include "runtime/Status.h"
 #include "runtime/cpu/Executable.h"
 
+#include <cstddef>
 #include <memory>
+#include <string>
 
 namespace kiln::runtime::cpu {
 
+// What a loader's disk cache did.
+struct OrcKernelCacheStats {
+  std::string directory; // "" when nothing is cached
+  size_t hits = 0;       // objects read from the disk
+  size_t misses = 0;     // kernels compiled (no file, or one not theirs)
+  size_t written = 0;    // objects written
+};
+
 // A loader for the host CPU; fails when LLVM cannot target the host.
-StatusOr<std::unique_ptr<KernelLoader>> createOrcKernelLoader();
+// |stats|, when given, must outlive the loader; it counts what the cache
+// did.
+StatusOr<std::unique_ptr<KernelLoader>>
+createOrcKernelLoader(OrcKernelCacheStats *stats = nullptr);
 
 } // namespace kiln::runtime::cpu
 

@@ -4,13 +4,15 @@
 // written as bitcode, or compiled here to an object file) loaded through
 // the ORC loader and run part by part, against the reference interpreter;
 // several kernels in one loader (each defines kiln_kernel); libm calls
-// resolved from the process; and each error naming its kernel.
+// resolved from the process; each error naming its kernel; and the disk
+// cache of compiled kernels (hits, misses, damaged files, turned off).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/jit/OrcKernelLoader.h"
 
 #include "codegen/cpu/LowerToLLVM.h"
+#include "tests/unit/cuda/ScopedEnv.h"
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
@@ -20,6 +22,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/IRBuilder.h"
@@ -34,7 +37,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 namespace kiln::runtime::cpu {
@@ -293,6 +300,108 @@ TEST_F(OrcKernelLoaderTest, KernelsAreCompiledForThisHost) {
                           : "aarch64-unknown-linux-gnu");
   EXPECT_THAT(loadError(bitcodeKernel("foreign", *ir), 11),
               HasSubstr("kernel 11 (\"foreign\"): its code was compiled for"));
+}
+
+// Every file in |dir|.
+std::vector<std::filesystem::path> filesIn(const std::string &dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, error))
+    files.push_back(entry.path());
+  return files;
+}
+
+std::string readAll(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeAll(const std::filesystem::path &path, const std::string &bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A kernel compiled once is read back from $KILN_CACHE_DIR/cpu by the next
+// loader (another process, in real use) and runs the same; another kernel
+// gets a file of its own; a damaged or truncated file, or one written for
+// another key, is compiled again and rewritten; KILN_CACHE_DIR=off keeps
+// nothing.
+TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
+  char pattern[] = "/tmp/kiln-orc-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string root = pattern;
+  FusionOp elementwise = parseFusion(kElementwise);
+  FusionOp reduction = parseFusion(kReduction);
+  ASSERT_TRUE(elementwise && reduction) << diagnostics;
+  auto ir0 = kernelIR(elementwise), ir1 = kernelIR(reduction);
+  ASSERT_TRUE(ir0 && ir1);
+  PackageKernel k0 = bitcodeKernel("elementwise", *ir0);
+  PackageKernel k1 = bitcodeKernel("reduction", *ir1);
+
+  // Loads |kernel| (fusion |fusion|) in a fresh loader and checks it runs;
+  // the loader's stats.
+  auto loadFresh = [&](const PackageKernel &kernel, FusionOp fusion) {
+    OrcKernelCacheStats stats;
+    auto fresh = createOrcKernelLoader(&stats);
+    EXPECT_TRUE(fresh.isOk()) << fresh.status().message();
+    if (!fresh.isOk())
+      return stats;
+    auto fn = fresh.value()->load(kernel, 0);
+    EXPECT_TRUE(fn.isOk()) << fn.status().message();
+    if (fn.isOk())
+      EXPECT_EQ(check(fusion, fn.value(), 3, 42), "");
+    return stats;
+  };
+  auto expectStats = [](const OrcKernelCacheStats &s, size_t hits,
+                        size_t misses, size_t written, const char *what) {
+    EXPECT_EQ(s.hits, hits) << what;
+    EXPECT_EQ(s.misses, misses) << what;
+    EXPECT_EQ(s.written, written) << what;
+  };
+
+  {
+    kiln::runtime::cuda::testing::ScopedEnv env("KILN_CACHE_DIR", root);
+    std::string dir = root + "/cpu";
+    OrcKernelCacheStats first = loadFresh(k0, elementwise);
+    EXPECT_EQ(first.directory, dir);
+    expectStats(first, 0, 1, 1, "first load");
+    std::vector<std::filesystem::path> files = filesIn(dir);
+    ASSERT_EQ(files.size(), 1u);
+    std::string good = readAll(files[0]);
+    EXPECT_EQ(good.rfind("kiln-cpu-object 1\n", 0), 0u);
+    EXPECT_NE(good.find("llvm=" LLVM_VERSION_STRING), std::string::npos);
+
+    expectStats(loadFresh(k0, elementwise), 1, 0, 0, "second load");
+    expectStats(loadFresh(k1, reduction), 0, 1, 1, "another kernel");
+    EXPECT_EQ(filesIn(dir).size(), 2u);
+
+    // The object's last byte flipped: its checksum fails.
+    std::string bad = good;
+    bad.back() ^= 0x5a;
+    writeAll(files[0], bad);
+    expectStats(loadFresh(k0, elementwise), 0, 1, 1, "damaged object");
+    EXPECT_EQ(readAll(files[0]), good);
+    // Cut short, then empty.
+    writeAll(files[0], good.substr(0, good.size() / 2));
+    expectStats(loadFresh(k0, elementwise), 0, 1, 1, "truncated");
+    writeAll(files[0], "");
+    expectStats(loadFresh(k0, elementwise), 0, 1, 1, "empty");
+    // Another key under this file's name (another optimization level).
+    std::string other = good;
+    size_t at = other.find(" opt=3 ");
+    ASSERT_NE(at, std::string::npos);
+    other[at + 5] = '2';
+    writeAll(files[0], other);
+    expectStats(loadFresh(k0, elementwise), 0, 1, 1, "another key");
+    expectStats(loadFresh(k0, elementwise), 1, 0, 0, "rewritten");
+  }
+  {
+    kiln::runtime::cuda::testing::ScopedEnv env("KILN_CACHE_DIR", "off");
+    OrcKernelCacheStats off = loadFresh(k0, elementwise);
+    EXPECT_EQ(off.directory, "");
+    expectStats(off, 0, 0, 0, "off");
+  }
+  std::error_code error;
+  std::filesystem::remove_all(root, error);
 }
 
 } // namespace

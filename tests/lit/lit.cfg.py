@@ -33,3 +33,9 @@ for module in ("numpy", "jax", "torch"):
         config.available_features.add(module)
 config.environment["PYTHONPATH"] = os.path.join(config.test_source_root, "lib")
 config.environment["KILN_TOOLS_DIR"] = config.kiln_tools_dir
+# Kiln's caches (compiled CPU kernels, NVRTC's cubins, autotuning) in the
+# build tree, shared by the suite's tests (lit passes no HOME, so without
+# this nothing would be cached): every entry holds its whole key, so a test
+# reads only what it would have compiled. A test of a cache names its own
+# KILN_CACHE_DIR.
+config.environment["KILN_CACHE_DIR"] = os.path.join(config.test_exec_root, "kiln-cache")

@@ -199,6 +199,14 @@ def main():
             self.wpe = nn.Embedding(a.seq, a.hidden)
             self.blocks = nn.ModuleList(Block() for _ in range(a.layers))
             self.ln = nn.LayerNorm(a.hidden)
+            # GPT-2's initialization, as the JAX step's: weights N(0, 0.02),
+            # biases 0 (PyTorch's defaults, N(0, 1) embeddings tied to the
+            # output, start the loss near 22 instead of ln(vocab)).
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(m.weight, std=0.02)
+                if isinstance(m, nn.Linear):
+                    nn.init.zeros_(m.bias)
 
         def forward(self, tokens, targets):
             pos = torch.arange(tokens.shape[1], device=tokens.device)

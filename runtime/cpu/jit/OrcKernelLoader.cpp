@@ -74,7 +74,7 @@ public:
       : directory_(std::move(directory)), identity_(std::move(identity)),
         stats_(stats) {}
 
-  // Module |name| is kernel bitcode |bitcode|.
+  // Module |name| is kernel bitcode |bitcode| (until it is compiled).
   void expect(const std::string &name, const std::string &bitcode) {
     std::lock_guard<std::mutex> lock(mutex_);
     modules_[name] = bitcode;
@@ -84,26 +84,31 @@ public:
     std::string bitcode, path;
     if (!find(m, bitcode, path))
       return nullptr;
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    std::streamoff fileBytes = in ? std::streamoff(in.tellg()) : -1;
+    in.seekg(0);
     std::string header, identity, sizes;
     size_t bitcodeBytes = 0, objectBytes = 0;
     std::string checksum;
-    bool ok = in && std::getline(in, header) && header == kMagic &&
-              std::getline(in, identity) && identity == identity_ &&
-              std::getline(in, sizes);
+    bool ok = in && fileBytes > 0 && std::getline(in, header) &&
+              header == kMagic && std::getline(in, identity) &&
+              identity == identity_ && std::getline(in, sizes);
     if (ok) {
+      // The sizes must add up to the rest of the file before anything is
+      // allocated for them (a damaged size line is a miss, not 2 GB).
       std::istringstream fields(sizes);
+      std::streamoff rest = fileBytes - std::streamoff(in.tellg());
       ok = static_cast<bool>(fields >> bitcodeBytes >> objectBytes >> checksum) &&
            bitcodeBytes == bitcode.size() && objectBytes > 0 &&
-           objectBytes < (size_t(1) << 31);
+           std::streamoff(bitcodeBytes) + std::streamoff(objectBytes) == rest;
     }
     std::string stored(ok ? bitcodeBytes : 0, '\0'), object(ok ? objectBytes : 0, '\0');
     ok = ok && in.read(stored.data(), stored.size()) && stored == bitcode &&
-         in.read(object.data(), object.size()) && in.peek() == EOF &&
-         hex(fnv1a(object)) == checksum;
+         in.read(object.data(), object.size()) && hex(fnv1a(object)) == checksum;
     count(ok ? &OrcKernelCacheStats::hits : &OrcKernelCacheStats::misses);
     if (!ok)
       return nullptr;
+    forget(m); // compiled from this object: no notifyObjectCompiled follows
     return llvm::MemoryBuffer::getMemBufferCopy(object, m->getModuleIdentifier());
   }
 
@@ -112,6 +117,7 @@ public:
     std::string bitcode, path;
     if (!find(m, bitcode, path))
       return;
+    forget(m);
     std::string bytes(object.getBufferStart(), object.getBufferSize());
     std::string text = std::string(kMagic) + "\n" + identity_ + "\n" +
                        std::to_string(bitcode.size()) + " " +
@@ -134,6 +140,12 @@ private:
     bitcode = it->second;
     path = directory_ + "/" + hex(fnv1a(identity_ + "\n" + bitcode)) + ".o";
     return true;
+  }
+
+  // Module |m| is compiled: its bitcode is no longer needed.
+  void forget(const llvm::Module *m) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    modules_.erase(m->getModuleIdentifier());
   }
 
   void count(size_t OrcKernelCacheStats::*counter) {

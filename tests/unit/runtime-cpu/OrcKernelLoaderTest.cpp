@@ -322,9 +322,9 @@ void writeAll(const std::filesystem::path &path, const std::string &bytes) {
 
 // A kernel compiled once is read back from $KILN_CACHE_DIR/cpu by the next
 // loader (another process, in real use) and runs the same; another kernel
-// gets a file of its own; a damaged or truncated file, or one written for
-// another key, is compiled again and rewritten; KILN_CACHE_DIR=off keeps
-// nothing.
+// gets a file of its own; a damaged or truncated file, one whose sizes do
+// not add up, or one written for another key, is compiled again and
+// rewritten; KILN_CACHE_DIR=off keeps nothing.
 TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
   char pattern[] = "/tmp/kiln-orc-cache-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
@@ -385,6 +385,15 @@ TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
     expectStats(loadFresh(k0, elementwise), 0, 1, 1, "truncated");
     writeAll(files[0], "");
     expectStats(loadFresh(k0, elementwise), 0, 1, 1, "empty");
+    // An object size that does not add up to the file (read as a miss
+    // before anything is allocated for it).
+    std::string sized = good;
+    size_t sizes = sized.find('\n', sized.find('\n') + 1) + 1;
+    size_t second = sized.find(' ', sized.find(' ', sizes) + 1);
+    ASSERT_NE(second, std::string::npos);
+    sized.insert(second, "99999");
+    writeAll(files[0], sized);
+    expectStats(loadFresh(k0, elementwise), 0, 1, 1, "object size");
     // Another key under this file's name (another optimization level).
     std::string other = good;
     size_t at = other.find(" opt=3 ");

@@ -14,7 +14,7 @@
 # too (lit's train/ and tools/launch* tests: mirrored replicas as threads,
 # prefetching, checkpoints, several processes), which needs the whole
 # compiler built under TSan: about 6 minutes more on two cores (the build
-# 224 s instead of about 90 s, the lit tests 128 s), which CI's 40 minutes
+# 224 s instead of 110 s, the lit tests 128 s), which CI's 40 minutes
 # no longer hold, so it is off by default. A report ends its
 # process with a non-zero status, which fails its test. The suites run
 # $KILN_JOBS (default: one per core) at a time.

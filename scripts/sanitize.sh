@@ -13,7 +13,7 @@
 # build-tsan/, and with KILN_TSAN_CLI=1 over `kiln train` and `kiln launch`
 # too (lit's train/ and tools/launch* tests: mirrored replicas as threads,
 # prefetching, checkpoints, several processes), which needs the whole
-# compiler built under TSan: about 6 minutes more on two cores (the build
+# compiler built under TSan: about 4 minutes more on two cores (the build
 # 224 s instead of 110 s, the lit tests 128 s), which CI's 40 minutes
 # no longer hold, so it is off by default. A report ends its
 # process with a non-zero status, which fails its test. The suites run

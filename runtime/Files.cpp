@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace kiln::runtime {
 
@@ -66,6 +67,50 @@ uint64_t fnv1a(const std::string &text) {
     h *= 0x100000001b3ull;
   }
   return h;
+}
+
+std::string fnv1aHex(const std::string &text) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(fnv1a(text)));
+  return hex;
+}
+
+std::string cacheEntry(const std::string &magic,
+                       const std::vector<std::string> &fields) {
+  std::string out = magic;
+  for (const std::string &field : fields) {
+    for (int i = 0; i < 8; ++i)
+      out.push_back(char((uint64_t(field.size()) >> (8 * i)) & 0xff));
+    out += field;
+  }
+  return out;
+}
+
+bool readCacheEntry(const std::string &path, const std::string &magic,
+                    std::vector<std::string> &fields) {
+  fields.clear();
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (text.compare(0, magic.size(), magic) != 0)
+    return false;
+  size_t at = magic.size();
+  while (at < text.size()) {
+    if (text.size() - at < 8)
+      return false;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i)
+      n |= uint64_t(static_cast<unsigned char>(text[at + i])) << (8 * i);
+    at += 8;
+    if (n > text.size() - at)
+      return false;
+    fields.push_back(text.substr(at, n));
+    at += n;
+  }
+  return true;
 }
 
 } // namespace kiln::runtime

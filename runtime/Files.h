@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime {
 
@@ -29,6 +30,22 @@ std::string kilnCacheDirectory(const std::string &sub);
 // FNV-1a over |text|: a file name for a key whose file holds the key
 // itself (a collision is only a miss), or a short identity of a source.
 uint64_t fnv1a(const std::string &text);
+
+// fnv1a(|text|) as 16 hex digits: a cache file's name, or a checksum.
+std::string fnv1aHex(const std::string &text);
+
+// A cache file's bytes: |magic|, then each field as its length (eight
+// little-endian bytes) and its bytes. What the runtime's caches write
+// (CubinCache.h, cpu/jit/OrcKernelLoader.h).
+std::string cacheEntry(const std::string &magic,
+                       const std::vector<std::string> &fields);
+
+// The fields of cache file |path| as cacheEntry wrote them with |magic|,
+// or false: no file, another magic, a length past the end of the file, or
+// bytes after the last field (a damaged length is a miss, never a large
+// allocation).
+bool readCacheEntry(const std::string &path, const std::string &magic,
+                    std::vector<std::string> &fields);
 
 } // namespace kiln::runtime
 

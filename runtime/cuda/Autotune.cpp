@@ -8,7 +8,6 @@
 #include "runtime/cuda/CubinCache.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -38,10 +37,7 @@ std::string Autotuner::cacheKey(const std::string &shape,
 }
 
 std::string Autotuner::cachePath(const std::string &key) const {
-  char name[32];
-  std::snprintf(name, sizeof(name), "%016llx.txt",
-                static_cast<unsigned long long>(fnv1a(key)));
-  return options_.cacheDir + "/" + name;
+  return options_.cacheDir + "/" + fnv1aHex(key) + ".txt";
 }
 
 int Autotuner::readCache(const AutotuneCandidates &candidates,

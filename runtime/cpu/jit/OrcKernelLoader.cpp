@@ -35,12 +35,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 
-#include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -49,24 +47,13 @@ std::string describe(const PackageKernel &kernel, size_t index) {
   return "kernel " + std::to_string(index) + " (\"" + kernel.name + "\")";
 }
 
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx",
-                static_cast<unsigned long long>(value));
-  return text;
-}
-
 // The object code of each compiled kernel in $KILN_CACHE_DIR/cpu (see the
-// header). A file:
-//
-//   kiln-cpu-object 1
-//   <identity: triple, CPU, features, optimization level, LLVM version>
-//   <bitcode bytes> <object bytes> <FNV-1a of the object, hex>
-//   <the bitcode><the object>
-//
-// read back only when the identity and the bitcode equal the module's in
-// full and the object's checksum holds: anything else is a miss, compiled
-// again and the file rewritten.
+// header), one file per kernel: a cacheEntry (runtime/Files.h) whose
+// fields are the identity (triple, CPU, features, optimization level, LLVM
+// version), the bitcode, the object and the object's FNV-1a. It is read
+// back only when the identity and the bitcode equal the module's in full
+// and the checksum holds: anything else is a miss, compiled again and the
+// file rewritten.
 class DiskObjectCache final : public llvm::ObjectCache {
 public:
   DiskObjectCache(std::string directory, std::string identity,
@@ -76,69 +63,59 @@ public:
 
   // Module |name| is kernel bitcode |bitcode| (until it is compiled).
   void expect(const std::string &name, const std::string &bitcode) {
+    std::string path =
+        directory_ + "/" + fnv1aHex(identity_ + "\n" + bitcode) + ".o";
     std::lock_guard<std::mutex> lock(mutex_);
-    modules_[name] = bitcode;
+    modules_[name] = {bitcode, std::move(path)};
   }
 
   std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module *m) override {
-    std::string bitcode, path;
-    if (!find(m, bitcode, path))
+    PendingModule module;
+    if (!find(m, module))
       return nullptr;
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    std::streamoff fileBytes = in ? std::streamoff(in.tellg()) : -1;
-    in.seekg(0);
-    std::string header, identity, sizes;
-    size_t bitcodeBytes = 0, objectBytes = 0;
-    std::string checksum;
-    bool ok = in && fileBytes > 0 && std::getline(in, header) &&
-              header == kMagic && std::getline(in, identity) &&
-              identity == identity_ && std::getline(in, sizes);
-    if (ok) {
-      // The sizes must add up to the rest of the file before anything is
-      // allocated for them (a damaged size line is a miss, not 2 GB).
-      std::istringstream fields(sizes);
-      std::streamoff rest = fileBytes - std::streamoff(in.tellg());
-      ok = static_cast<bool>(fields >> bitcodeBytes >> objectBytes >> checksum) &&
-           bitcodeBytes == bitcode.size() && objectBytes > 0 &&
-           std::streamoff(bitcodeBytes) + std::streamoff(objectBytes) == rest;
-    }
-    std::string stored(ok ? bitcodeBytes : 0, '\0'), object(ok ? objectBytes : 0, '\0');
-    ok = ok && in.read(stored.data(), stored.size()) && stored == bitcode &&
-         in.read(object.data(), object.size()) && hex(fnv1a(object)) == checksum;
+    std::vector<std::string> fields;
+    bool ok = readCacheEntry(module.path, kMagic, fields) &&
+              fields.size() == 4 && fields[0] == identity_ &&
+              fields[1] == module.bitcode && !fields[2].empty() &&
+              fnv1aHex(fields[2]) == fields[3];
     count(ok ? &OrcKernelCacheStats::hits : &OrcKernelCacheStats::misses);
     if (!ok)
       return nullptr;
     forget(m); // compiled from this object: no notifyObjectCompiled follows
-    return llvm::MemoryBuffer::getMemBufferCopy(object, m->getModuleIdentifier());
+    return llvm::MemoryBuffer::getMemBufferCopy(fields[2],
+                                                m->getModuleIdentifier());
   }
 
   void notifyObjectCompiled(const llvm::Module *m,
                             llvm::MemoryBufferRef object) override {
-    std::string bitcode, path;
-    if (!find(m, bitcode, path))
+    PendingModule module;
+    if (!find(m, module))
       return;
     forget(m);
     std::string bytes(object.getBufferStart(), object.getBufferSize());
-    std::string text = std::string(kMagic) + "\n" + identity_ + "\n" +
-                       std::to_string(bitcode.size()) + " " +
-                       std::to_string(bytes.size()) + " " + hex(fnv1a(bytes)) +
-                       "\n" + bitcode + bytes;
+    std::string entry = cacheEntry(
+        kMagic, {identity_, module.bitcode, bytes, fnv1aHex(bytes)});
     // The cache is an optimization: a file that cannot be written is a
     // miss next time, never an error.
-    if (writeFileAtomically(path, text).isOk())
+    if (writeFileAtomically(module.path, entry).isOk())
       count(&OrcKernelCacheStats::written);
   }
 
 private:
-  static constexpr const char *kMagic = "kiln-cpu-object 1";
+  static constexpr const char *kMagic = "kiln-cpu-object 1\n";
 
-  bool find(const llvm::Module *m, std::string &bitcode, std::string &path) {
+  // A module expected, not yet compiled.
+  struct PendingModule {
+    std::string bitcode;
+    std::string path; // its file
+  };
+
+  bool find(const llvm::Module *m, PendingModule &module) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = modules_.find(m->getModuleIdentifier());
     if (it == modules_.end())
       return false;
-    bitcode = it->second;
-    path = directory_ + "/" + hex(fnv1a(identity_ + "\n" + bitcode)) + ".o";
+    module = it->second;
     return true;
   }
 
@@ -158,7 +135,7 @@ private:
   std::string identity_;
   OrcKernelCacheStats *stats_;
   std::mutex mutex_; // guards modules_ and *stats_
-  std::map<std::string, std::string> modules_;
+  std::map<std::string, PendingModule> modules_;
 };
 
 class OrcKernelLoader final : public KernelLoader {

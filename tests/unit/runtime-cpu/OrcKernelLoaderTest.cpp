@@ -374,9 +374,23 @@ TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
     expectStats(loadFresh(k1, reduction), 0, 1, 1, "another kernel");
     EXPECT_EQ(filesIn(dir).size(), 2u);
 
+    // The object's field: after the magic line, the identity's and the
+    // bitcode's fields (each an 8-byte little-endian length, then bytes).
+    auto lengthAt = [&](size_t at) {
+      uint64_t n = 0;
+      for (int i = 0; i < 8; ++i)
+        n |= uint64_t(static_cast<unsigned char>(good[at + i])) << (8 * i);
+      return n;
+    };
+    size_t object = std::strlen("kiln-cpu-object 1\n");
+    object += 8 + lengthAt(object); // the identity
+    object += 8 + lengthAt(object); // the bitcode
+    ASSERT_LT(object + 8, good.size());
+    uint64_t objectBytes = lengthAt(object);
+    ASSERT_GT(objectBytes, 0u);
     // The object's last byte flipped: its checksum fails.
     std::string bad = good;
-    bad.back() ^= 0x5a;
+    bad[object + 8 + objectBytes - 1] ^= 0x5a;
     writeAll(files[0], bad);
     expectStats(loadFresh(k0, elementwise), 0, 1, 1, "damaged object");
     EXPECT_EQ(readAll(files[0]), good);
@@ -385,13 +399,10 @@ TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
     expectStats(loadFresh(k0, elementwise), 0, 1, 1, "truncated");
     writeAll(files[0], "");
     expectStats(loadFresh(k0, elementwise), 0, 1, 1, "empty");
-    // An object size that does not add up to the file (read as a miss
+    // An object length that runs past the end of the file (read as a miss
     // before anything is allocated for it).
     std::string sized = good;
-    size_t sizes = sized.find('\n', sized.find('\n') + 1) + 1;
-    size_t second = sized.find(' ', sized.find(' ', sizes) + 1);
-    ASSERT_NE(second, std::string::npos);
-    sized.insert(second, "99999");
+    sized[object + 4] = char(0x7f);
     writeAll(files[0], sized);
     expectStats(loadFresh(k0, elementwise), 0, 1, 1, "object size");
     // Another key under this file's name (another optimization level).

@@ -397,7 +397,9 @@ bool FusionPlan::legalScatter(int c, bool hasReduces) const {
 // the sums reduce(reshape(v, [G, S, C]), dims=[1]) with S <= 32 whose |v|
 // (through reshapes) has the kernel's row shape |full| = [R..., C], its
 // rows reduced over their last dimension (a layer norm's dx kernel beside
-// its scale and bias gradients' first stage after kiln-split-reductions).
+// its scale and bias gradients' first stage after kiln-split-reductions),
+// or reduce(v, dims=[1]) of such a |v| itself when the rows are [G, S, C]
+// (kiln-split-reductions' reshape of [B, T, C] to [B, T, C] folds away).
 // Partition |reduces| into the row reduces and such partials; the partials
 // are empty unless every reduce that is not one shares one operand shape
 // and reduced dimensions, the last only.
@@ -407,8 +409,7 @@ static void splitRowGroupPartials(ArrayRef<Operation *> reduces,
   auto isCandidate = [](ReduceOp reduce) {
     ArrayRef<int64_t> s = shapeOf(reduce.getOperand());
     return reduce.getKind() == ReduceKind::sum && s.size() == 3 &&
-           s[1] <= 32 && reduce.getDimensions() == ArrayRef<int64_t>{1} &&
-           reduce.getOperand().getDefiningOp<ReshapeOp>();
+           s[1] <= 32 && reduce.getDimensions() == ArrayRef<int64_t>{1};
   };
   for (Operation *op : reduces)
     (isCandidate(cast<ReduceOp>(op)) ? partials : rows).push_back(op);

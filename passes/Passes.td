@@ -501,7 +501,8 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
     elements (every row reduce over the last dimension of one shape
     [R..., C]) may also hold row-group partials: reduce sums
     `reduce(reshape(v, [G, S, C]), dims=[1])` of a value v of the row shape,
-    S <= 32 (kiln-split-reductions' groups), with elementwise ops of the
+    S <= 32 (kiln-split-reductions' groups; `reduce(v, dims=[1])` when the
+    rows are [G, S, C], the reshape folded away), with elementwise ops of the
     [G, C] result after them; so a layer norm's dx kernel and its scale and
     bias gradients' first stage, siblings reading x and dy, become one
     kernel (the CUDA emitter's rowgroup.block layout reads each element

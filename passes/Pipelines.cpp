@@ -240,7 +240,13 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   if (options.target == TargetKind::cuda && options.splitReductions) {
     // A generated kernel sums a column reduction with one thread per
     // result: wide ones go in two stages (passes/SplitReductions.cpp).
-    pm.addPass(createKilnSplitReductions());
+    // Bias gradients stay whole only where the GEMM's epilogue computes
+    // them (kiln-fuse's bias-gradient-epilogues).
+    KilnSplitReductionsOptions split;
+    split.keepBiasGradients = options.gemmBiasGradients;
+    if (options.splitMinRows > 0)
+      split.minReduced = options.splitMinRows;
+    pm.addPass(createKilnSplitReductions(split));
   }
   if (options.gradAccum > 1) {
     // The micro-batches' kernels that read the same parameter (a position

@@ -58,6 +58,11 @@ struct PipelineOptions {
   // With target cuda: sum wide column reductions in two stages
   // (kiln-split-reductions), for the GPU's parallelism.
   bool splitReductions = true;
+  // kiln-split-reductions' min-reduced, the fewest rows a column reduction
+  // it splits sums; 0 keeps the pass's default (1024). The emulation tests
+  // lower it so that small random models reach the two-stage sums and the
+  // row-group kernels they make.
+  int64_t splitMinRows = 0;
   // With target cuda: a row kernel also sums groups of its rows (kiln-fuse
   // row-group-partials: a layer norm's dx and its scale/bias gradients'
   // first stage in one kernel, CUDA layout rowgroup.block).

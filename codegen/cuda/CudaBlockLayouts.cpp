@@ -280,6 +280,18 @@ void buildScatterRowsLayout(CudaKernelBuilder &k, const LoopNest &nest,
 // Row groups
 //===----------------------------------------------------------------------===//
 
+// The value of the row shape |rows| that a row-group partial sums: the
+// operand of its reshape to [G, S, C], or its operand itself when that has
+// the row shape (rows [G, S, C]); null for any other operand.
+static Value rowShapedOperand(ReduceOp partial, ArrayRef<int64_t> rows) {
+  Value operand = partial.getOperand();
+  if (auto reshape = operand.getDefiningOp<ReshapeOp>())
+    operand = reshape.getOperand();
+  if (cast<RankedTensorType>(operand.getType()).getShape() == rows)
+    return operand;
+  return nullptr;
+}
+
 std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
                                            ArrayRef<NestUses> uses,
                                            YieldOp yield) {
@@ -310,7 +322,6 @@ std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
       if (!op || !seen.insert(op).second)
         continue;
       if (auto reduce = dyn_cast<ReduceOp>(op)) {
-        auto reshape = reduce.getOperand().getDefiningOp<ReshapeOp>();
         ArrayRef<int64_t> s =
             cast<RankedTensorType>(reduce.getOperand().getType()).getShape();
         if (reduce.getKind() != ReduceKind::sum ||
@@ -325,11 +336,12 @@ std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
         plan.rowsPerGroup = s[1];
         if (!llvm::is_contained(plan.partials, reduce))
           plan.partials.push_back(reduce);
-        // A reshape of a value of the row shape is built at the rows'
-        // indices; any other operand (a fusion input, the reshape of an
-        // argument kiln-fuse left outside) at the group's.
-        if (reshape && cast<RankedTensorType>(reshape.getOperand().getType())
-                               .getShape() == ArrayRef<int64_t>(rows.shape))
+        // A value of the row shape (reshaped to [G, S, C], or itself when
+        // the rows are [G, S, C]: kiln-split-reductions' reshape then
+        // folds away) is built at the rows' indices; any other operand (a
+        // fusion input, the reshape of an argument kiln-fuse left outside)
+        // at the group's.
+        if (rowShapedOperand(reduce, rows.shape))
           continue;
         work.push_back(reduce.getOperand());
         continue;
@@ -451,16 +463,13 @@ void buildRowGroupLayout(CudaKernelBuilder &k, const RowGroupPlan &plan) {
       }
       for (auto [p, constPartial] : llvm::enumerate(plan.partials)) {
         ReduceOp partial = constPartial;
-        auto reshape = partial.getOperand().getDefiningOp<ReshapeOp>();
-        bool rowShaped = reshape &&
-                         cast<RankedTensorType>(reshape.getOperand().getType())
-                                 .getShape() == shape;
+        Value rowShaped = rowShapedOperand(partial, shape);
         Type accType = ElementEmitter::reductionAccumulatorType(partial);
         for (int64_t l = 0; l < perThread; ++l) {
           SmallVector<Value, 3> grouped = {group, inGroup, cols[l]};
           Value element = convertScalar(
               rb, loc,
-              rowShaped ? emitter.emit(reshape.getOperand(), ivsOf[l])
+              rowShaped ? emitter.emit(rowShaped, ivsOf[l])
                         : emitter.emit(partial.getOperand(), grouped),
               accType);
           Value &sum = acc[p * perThread + l];

@@ -64,7 +64,8 @@
 //   - row groups ("rowgroup.block"): a kernel of two nests, rows [R..., C]
 //     that reduce over C (a layer norm's dx) and partials [G, C] whose
 //     results are reduce sums of reshape(v, [G, S, C]) over S rows (v of
-//     the row shape; kiln-fuse's row-group-partials: the scale and bias
+//     the row shape, or v itself when the rows are [G, S, C]; kiln-fuse's
+//     row-group-partials: the scale and bias
 //     gradients' first stage after kiln-split-reductions) and elementwise
 //     ops of [G, C]: a block per group; per pass over the columns (one
 //     pass when C <= 4 x blockDim) each thread keeps up to four columns

@@ -145,7 +145,8 @@ void buildScatterRowsLayout(CudaKernelBuilder &k, const LoopNest &nest,
 // The row-group layout's plan (CudaEmitter.h): a kernel of two nests, the
 // rows [R..., C] of row reductions over C and the partials [G, C], whose
 // results reach only reduce sums of reshape(v, [G, S, C]) over S (v of the
-// row shape) and elementwise ops of [G, C].
+// row shape, or v itself when the rows are [G, S, C]) and elementwise ops
+// of [G, C].
 struct RowGroupPlan {
   unsigned rowNest = 0, partialNest = 0;
   int64_t groups = 0, rowsPerGroup = 0, columns = 0;

@@ -157,7 +157,7 @@ protected:
           buildCudaKernelModule(fusion, probe, /*rowCacheBytes=*/0);
       if (failed(built))
         return "the kernel module failed: " + diagnostics;
-      uint64_t walked = test::loopChain(**built);
+      uint64_t walked = test::loopChain(**built, probe.launch.blockThreads);
       bool shared = test::lanesShareEveryUnit(probe.layouts);
       // (A reduction of constants or of a broadcast scalar loads nothing
       // or one value before its loops: no chain to compare it with.)
@@ -321,6 +321,11 @@ protected:
       PipelineOptions options;
       options.target = TargetKind::cuda;
       options.gemmBiasGradients = true;
+      // Column reductions of 32 rows and more go in two stages (1024 in
+      // `kiln compile`): random graphs' rows are few, and the two-stage
+      // sums and the row-group kernels they make (a layer norm's dx beside
+      // its scale and bias gradients' first stage) must come up too.
+      options.splitMinRows = 32;
       if (training) {
         test::makeRandomModel(*module, s);
         options.amp = *training;
@@ -824,7 +829,8 @@ std::string crossEntropyFusion(const std::string &t) {
 // its scale and bias gradients' first stage, sums over groups of S rows
 // (kiln-split-reductions' reshape to [G, S, C]) with an elementwise
 // epilogue: the rowgroup.block layout (kiln-fuse's row-group-partials).
-// Leading dims [3, 40] (G = 24 of 5 rows) and [4, 16] (G = 2 of 32);
+// Leading dims [3, 40] (G = 24 of 5 rows), [4, 16] (G = 2 of 32, or 4 of
+// 16 with |direct|) and [2, 25] (G = 2 of 25, |direct|);
 // C = 70, 200, 300 and 1100 (blocks of 256, 256, 320 and 1024 threads:
 // one column per thread, two for 1100); the emulation runs 64-thread
 // blocks, so 2, 4, 5 and 9 passes over the columns, the last clamped);
@@ -834,9 +840,13 @@ std::string crossEntropyFusion(const std::string &t) {
 // built two rows per iteration, groups of 5 one.
 // With |groupedInput| (f32), the bias gradient's partials sum a fusion
 // input of shape [G, S, C] (as when kiln-fuse leaves the reshape of an
-// argument outside), read at the group's indices.
+// argument outside), read at the group's indices. With |direct| (S = T),
+// the partials sum the row-shaped values [B, T, C] over T themselves, no
+// reshape (kiln-split-reductions' reshape of [B, T, C] to [G, S, C] = [B,
+// T, C] folds away).
 std::string rowGroupFusion(int64_t b, int64_t t, int64_t c, int64_t s,
-                           const std::string &dt, bool groupedInput = false) {
+                           const std::string &dt, bool groupedInput = false,
+                           bool direct = false) {
   int64_t g = b * t / s;
   std::string row = std::to_string(b) + "x" + std::to_string(t);
   std::string full = "tensor<" + row + "x" + std::to_string(c) + "xf32>";
@@ -879,12 +889,17 @@ std::string rowGroupFusion(int64_t b, int64_t t, int64_t c, int64_t s,
      << "    %d3 = kiln.sub %d1, %d2 : " << full << "\n"
      << "    %dx = kiln.mul %rb, %d3 : " << full << "\n"
      << "    %dxo = kiln.convert %dx : " << full << " -> " << fullIn << "\n"
-     << (groupedInput ? "" : "    %gr = kiln.reshape %dyf : " + full + " -> " + grouped + "\n")
-     << "    %pb = kiln.reduce sum " << (groupedInput ? "%adyg" : "%gr")
+     << (groupedInput || direct
+             ? ""
+             : "    %gr = kiln.reshape %dyf : " + full + " -> " + grouped + "\n")
+     << "    %pb = kiln.reduce sum "
+     << (groupedInput ? "%adyg" : direct ? "%dyf" : "%gr")
      << ", dims = [1] : " << grouped << " -> " << part << "\n"
      << "    %dxh = kiln.mul %dyf, %xh : " << full << "\n"
-     << "    %gw = kiln.reshape %dxh : " << full << " -> " << grouped << "\n"
-     << "    %pw = kiln.reduce sum %gw, dims = [1] : " << grouped << " -> " << part << "\n"
+     << (direct ? ""
+                : "    %gw = kiln.reshape %dxh : " + full + " -> " + grouped + "\n")
+     << "    %pw = kiln.reduce sum " << (direct ? "%dxh" : "%gw")
+     << ", dims = [1] : " << grouped << " -> " << part << "\n"
      << "    %pe = kiln.exp %pw : " << part << "\n"
      << "    %pc = kiln.convert %pe : " << part << " -> " << partOut << "\n"
      << "    kiln.yield %dxo, %pb, %pc : " << fullIn << ", " << part << ", " << partOut << "\n"
@@ -901,6 +916,7 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
     uint64_t groups;
     unsigned blockThreads;
     bool groupedInput = false;
+    bool direct = false;
   };
   const Case cases[] = {{3, 40, 70, 5, "f32", 24, 256},
                         {3, 40, 200, 5, "bf16", 24, 256},
@@ -908,13 +924,16 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
                         {4, 16, 300, 32, "bf16", 2, 320},
                         {3, 40, 1100, 5, "bf16", 24, 1024},
                         {3, 40, 300, 5, "f32", 24, 320, true},
-                        {4, 16, 300, 32, "f32", 2, 320, true}};
+                        {4, 16, 300, 32, "f32", 2, 320, true},
+                        {4, 16, 300, 16, "f32", 4, 320, false, true},
+                        {2, 25, 200, 25, "bf16", 2, 256, false, true}};
   uint64_t seed = firstSeed();
   std::vector<OwningOpRef<ModuleOp>> modules;
   int i = 0;
   for (const Case &c : cases) {
     modules.push_back(parseSourceString<ModuleOp>(
-        rowGroupFusion(c.b, c.t, c.c, c.s, c.dt, c.groupedInput), &context));
+        rowGroupFusion(c.b, c.t, c.c, c.s, c.dt, c.groupedInput, c.direct),
+        &context));
     ASSERT_TRUE(modules.back()) << diagnostics;
     modules.back()->walk([&](FusionOp fusion) {
       EXPECT_EQ(add(fusion, "rg" + std::to_string(i), seed + i, 4), "");
@@ -935,7 +954,7 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
     });
     ++i;
   }
-  ASSERT_EQ(kernels.size(), 7u);
+  ASSERT_EQ(kernels.size(), std::size(cases));
   for (auto [k, c] : llvm::zip(kernels, cases)) {
     // The two row reductions, block-scope, once each per row of an
     // iteration, in one allreduce of all of them (what used the earlier
@@ -962,7 +981,7 @@ TEST_F(CudaEmulationTest, RowGroupPartialsBesideTheirRows) {
         << k.source;
   }
   runAll();
-  EXPECT_EQ(ran, 7u) << "seed " << seed;
+  EXPECT_EQ(ran, std::size(cases)) << "seed " << seed;
 }
 
 TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
@@ -1006,6 +1025,125 @@ TEST_F(CudaEmulationTest, WideRowCrossEntropyReadsEachLogitOnce) {
   }
   runAll();
   EXPECT_EQ(ran, 4u) << "seed " << seed;
+}
+
+// A random layer-norm model shaped like a transformer's: h = x W1 (x an
+// input [R..., K], W1 a parameter), through a tanh half the time,
+// normalized over its C columns by a layer norm whose scale and bias are
+// parameters (one of them an input instead, a third of the time each),
+// projected by a parameter W2 to D columns; the loss is the mean of
+// z * z * u (u an input), so that the backward pass of the layer norm
+// starts from a GEMM's output that depends on the forward one, as in a
+// transformer. Rows R = S * 2^k (S from 16 to 32, k from 1 to 4), as one
+// or two dimensions, so that kiln-split-reductions sums the scale's and
+// bias's gradients in groups of S to 32 rows; C log-uniform from
+// 4096 / R (at least 2) to 3000: rows narrower than a warp and wider than
+// a block. |what| says which.
+std::string randomLayerNormModel(std::mt19937_64 &rng, std::string &what) {
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int64_t rows = pick(16, 32) << pick(1, 4);
+  // At least 4096 elements: kiln-fuse makes siblings of kernels that share
+  // an input of 4 KiB or more (sibling-min-bytes; bf16 under mixed
+  // precision), and the layer norm's dx and its partials are siblings.
+  int64_t minC = std::max<int64_t>(2, (4096 + rows - 1) / rows);
+  int64_t c = std::llround(std::exp(std::uniform_real_distribution<double>(
+      std::log(double(minC)), std::log(3000.0))(rng)));
+  int64_t k = pick(2, 8), d = pick(2, 8);
+  SmallVector<int64_t> lead = {rows};
+  if (pick(0, 1) && rows % 4 == 0) {
+    int64_t b = int64_t(2) << pick(0, 1);
+    lead = {b, rows / b};
+  }
+  bool tanh = pick(0, 1);
+  int64_t inputSide = pick(0, 2); // 1: the scale an input, 2: the bias
+  int64_t rank = lead.size() + 1;
+  auto tensor = [&](ArrayRef<int64_t> leading, int64_t last) {
+    std::string t = "tensor<";
+    for (int64_t e : leading)
+      t += std::to_string(e) + "x";
+    return t + std::to_string(last) + "xf32>";
+  };
+  std::string xType = tensor(lead, k), full = tensor(lead, c), out = tensor(lead, d);
+  std::string col = tensor({}, c), w1 = tensor({k}, c), w2 = tensor({c}, d);
+  auto param = [](int seed) {
+    return "{kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = "
+           "uniform, seed = " + std::to_string(seed) + ">}";
+  };
+  std::string input = "{kiln.role = #kiln.role<input>}";
+  std::string all;
+  for (int64_t i = 0; i < rank; ++i)
+    all += (i ? ", " : "") + std::to_string(i);
+  std::string last = std::to_string(rank - 1);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "module {\n  func.func @main(%x: " << xType << " " << input
+     << ", %u: " << out << " " << input << ", %w1: " << w1 << " " << param(1)
+     << ", %w2: " << w2 << " " << param(2)
+     << ", %s: " << col << " " << (inputSide == 1 ? input : param(3))
+     << ", %b: " << col << " " << (inputSide == 2 ? input : param(4))
+     << ") -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {\n"
+     << "    %h0 = kiln.dot_general %x, %w1, batch = [] x [], contract = ["
+     << last << "] x [0] : (" << xType << ", " << w1 << ") -> " << full << "\n"
+     << "    %h = kiln." << (tanh ? "tanh" : "neg") << " %h0 : " << full << "\n"
+     << "    %y = kiln.layer_norm %h, %s, %b, axis = " << last
+     << ", epsilon = 1.000000e-05 : " << full << ", " << col << "\n"
+     << "    %z = kiln.dot_general %y, %w2, batch = [] x [], contract = ["
+     << last << "] x [0] : (" << full << ", " << w2 << ") -> " << out << "\n"
+     << "    %zz = kiln.mul %z, %z : " << out << "\n"
+     << "    %e = kiln.mul %zz, %u : " << out << "\n"
+     << "    %l = kiln.reduce mean %e, dims = [" << all << "] : " << out
+     << " -> tensor<f32>\n"
+     << "    return %l : tensor<f32>\n  }\n}\n";
+  what = "layer norm over " + full + (tanh ? " after a tanh" : "") +
+         (inputSide == 1   ? ", its scale an input"
+          : inputSide == 2 ? ", its bias an input"
+                           : "");
+  return os.str();
+}
+
+// Random layer-norm models' training steps, in f32 and with bf16 mixed
+// precision: the layer norm's dx kernel sums the scale's and the bias's
+// gradients over groups of rows beside its own rows (the rowgroup.block
+// layout, kiln-fuse's row-group partials), on shapes the zoo's models and
+// the hand-written fusion above do not have. Every kernel of each step
+// runs against the interpreter; the chains are checked.
+TEST_F(CudaEmulationTest, RandomLayerNormStepsMakeRowGroups) {
+  uint64_t seed = firstSeed();
+  std::mt19937_64 rng(seed);
+  checkChains = true;
+  const int count = KILN_TEST_HAS_ASAN ? 4 : 8;
+  for (int i = 0; i < count; ++i) {
+    std::string what;
+    std::string text = randomLayerNormModel(rng, what);
+    AmpMode amp = i % 2 ? AmpMode::bf16 : AmpMode::off;
+    what += amp == AmpMode::off ? ", f32" : ", bf16";
+    SCOPED_TRACE(what);
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+    ASSERT_TRUE(module) << diagnostics << text;
+    PipelineOptions options;
+    options.target = TargetKind::cuda;
+    options.gemmBiasGradients = true;
+    options.splitMinRows = 32;
+    options.amp = amp;
+    int before = layouts["rowgroup.block"];
+    addPackaged(*module, options, seed + 100 * i, /*intBound=*/4);
+    if (HasFatalFailure())
+      return;
+    EXPECT_EQ(layouts["rowgroup.block"], before + 1) << what;
+  }
+  runAll();
+  if (KILN_TEST_HAS_ASAN)
+    std::printf("not assembled for sm_90 under AddressSanitizer\n");
+  else
+    assembleAllForSm90();
+  EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
+  std::string reached;
+  for (const auto &[layout, n] : layouts)
+    reached += " " + layout + " x" + std::to_string(n);
+  std::printf("%zu kernels of %d layer-norm steps; layouts:%s\n", ran, count,
+              reached.c_str());
 }
 
 // Random graphs: every fusion kind kiln-fuse forms for CUDA from chains,

@@ -28,12 +28,15 @@ namespace kiln::test {
 // The chain read off the kernel's own loops, as an independent check of
 // the one the layouts record: for each load of a kernel argument (global
 // memory), the iterations one thread makes of the scf.for loops around it,
-// multiplied. A loop stepping by the block's threads is split over 256
-// lanes (kCudaBlockThreads), one stepping by a constant from a lane's
-// index over that many; a loop stepping by another run-time value (the
-// grid-stride loops over units and elements) counts once: its iterations
-// are other units' work, which the recorded chain leaves to other threads.
-inline uint64_t loopChain(mlir::ModuleOp kernelModule) {
+// multiplied. A loop stepping by the block's threads is split over
+// |blockThreads| lanes (the kernel's CudaLaunchRule::blockThreads: 256, or
+// as wide as the row for the row-group layout), one stepping by a constant
+// from a lane's index over that many; a loop stepping by another run-time
+// value (the grid-stride loops over units and elements) counts once: its
+// iterations are other units' work, which the recorded chain leaves to
+// other threads.
+inline uint64_t loopChain(mlir::ModuleOp kernelModule,
+                          unsigned blockThreads = kCudaBlockThreads) {
   auto kernel = kernelModule.lookupSymbol<mlir::func::FuncOp>("kernel");
   if (!kernel)
     return 0;
@@ -52,7 +55,7 @@ inline uint64_t loopChain(mlir::ModuleOp kernelModule) {
       step = *c;
     else if (auto call = loop.getStep().getDefiningOp<mlir::func::CallOp>();
              call && call.getCallee().starts_with("kiln.block_threads"))
-      step = kCudaBlockThreads;
+      step = blockThreads;
     else
       return 1;
     return *ub > lb ? uint64_t((*ub - lb + step - 1) / step) : 0;

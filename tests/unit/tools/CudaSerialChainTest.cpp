@@ -246,7 +246,7 @@ TEST_F(CudaSerialChainTest, TheLoopsWalkTheChainsRecorded) {
         CudaKernelSource kernel;
         auto built = buildCudaKernelModule(fusion, kernel, /*rowCacheBytes=*/0);
         ASSERT_TRUE(mlir::succeeded(built));
-        uint64_t walked = test::loopChain(**built);
+        uint64_t walked = test::loopChain(**built, kernel.launch.blockThreads);
         std::string layouts = llvm::join(kernel.layouts, ",");
         std::string what = "model " + std::to_string(model) + " amp " +
                            std::to_string(int(amp)) + " layouts " + layouts;

@@ -21,6 +21,7 @@
 
 #include "tests/unit/cuda/StepPackage.h"
 
+#include "codegen/cpu/LowerToLLVM.h"
 #include "runtime/package/Package.h"
 #include "serialize/PackageWriter.h"
 
@@ -41,6 +42,9 @@ protected:
   // The step of |build()| packaged for CUDA (|cuda|) or the CPU.
   // With |amp| and, when |biasGradients|, kiln-fuse's
   // bias-gradient-epilogues (as `kiln compile --target=cuda` runs it).
+  // The CPU package's thunks, buffers and kernels are the package
+  // builder's, its kernels not compiled: these tests count and compare
+  // them, and LLVM at -O3 took half of their time.
   rt::LoadedPackage package(const std::function<OwningOpRef<ModuleOp>()> &build,
                             bool cuda, AmpMode amp = AmpMode::off,
                             bool biasGradients = false) {
@@ -51,11 +55,21 @@ protected:
     options.gemmBiasGradients = biasGradients;
     EXPECT_TRUE(succeeded(runCompilePipeline(*model, options))) << diagnostics;
     cli::PackageTargetHooks hooks = cuda_step_test::cudaPackageHooks(diagnostics);
+    if (!cuda) {
+      hooks.target = rt::PackageTarget{};
+      hooks.target.kind = rt::TargetKind::Cpu;
+      hooks.compileKernel = [](FusionOp, const std::string &,
+                               rt::PackageKernel &kernel, std::string &) {
+        kernel.kind = rt::KernelKind::LlvmBitcode;
+        kernel.entryPoint = kCpuKernelEntryPoint;
+        return true;
+      };
+    }
     rt::LoadedPackage pkg;
     std::string errors;
-    EXPECT_TRUE(cuda_step_test::packageStep(*model, cuda ? &hooks : nullptr, pkg,
-                                            errors))
+    EXPECT_TRUE(cuda_step_test::packageStep(*model, &hooks, pkg, errors))
         << errors << diagnostics;
+    EXPECT_EQ(pkg.target.kind, cuda ? rt::TargetKind::Cuda : rt::TargetKind::Cpu);
     return pkg;
   }
 

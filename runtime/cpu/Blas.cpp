@@ -18,7 +18,15 @@
 
 #include <cblas.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include <dlfcn.h>
+#include <strings.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -598,5 +606,95 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *in
 void setBlasThreads(int threads) { openblas_set_num_threads(std::max(threads, 1)); }
 
 int blasThreads() { return openblas_get_num_threads(); }
+
+//===----------------------------------------------------------------------===//
+// OpenBLAS's kernels
+//===----------------------------------------------------------------------===//
+
+X86Features x86Features() {
+  X86Features f;
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+    return f;
+  bool osxsave = ecx & bit_OSXSAVE;
+  f.fma = ecx & bit_FMA;
+  if (osxsave) {
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    // XMM and YMM (bits 1, 2); opmask, ZMM0-15 upper halves and ZMM16-31
+    // (bits 5, 6, 7).
+    f.ymmState = (lo & 0x6) == 0x6;
+    f.zmmState = (lo & 0xe6) == 0xe6;
+  }
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
+    return f;
+  f.avx2 = ebx & bit_AVX2;
+  f.avx512f = ebx & bit_AVX512F;
+  f.avx512dq = ebx & bit_AVX512DQ;
+  f.avx512bw = ebx & bit_AVX512BW;
+  f.avx512vl = ebx & bit_AVX512VL;
+#endif
+  return f;
+}
+
+const char *openBlasCoreFor(const X86Features &f) {
+  if (f.zmmState && f.avx512f && f.avx512dq && f.avx512bw && f.avx512vl)
+    return "SkylakeX";
+  if (f.ymmState && f.avx2 && f.fma)
+    return "Haswell";
+  return nullptr;
+}
+
+namespace {
+const char *coreChosen = nullptr;
+
+// Whether OpenBLAS's kernels |core| use the vector width |wanted| has.
+bool coreMatches(const std::string &core, const char *wanted) {
+  auto any = [&](std::initializer_list<const char *> names) {
+    for (const char *n : names)
+      if (strcasecmp(core.c_str(), n) == 0)
+        return true;
+    return false;
+  };
+  if (strcmp(wanted, "SkylakeX") == 0)
+    return any({"SkylakeX", "Cooperlake", "SapphireRapids"});
+  return any({"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"});
+}
+
+// OpenBLAS chose its kernels in its constructor, which runs before this
+// program's; before any BLAS call, choose again where its choice lacks the
+// CPU's vectors: set OPENBLAS_CORETYPE and rerun its selection
+// (gotoblas_dynamic_quit, then _init, which reads the variable; a
+// DYNAMIC_ARCH build exports both, others have neither and keep theirs).
+// OpenBLAS's thread pool has run nothing yet, and its buffers are sized
+// for every core it holds.
+void chooseOpenBlasCore() {
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    return;
+  const char *wanted = openBlasCoreFor(x86Features());
+  if (!wanted || coreMatches(openBlasCoreName(), wanted))
+    return;
+  auto quit = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  auto init = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (!quit || !init || setenv("OPENBLAS_CORETYPE", wanted, /*overwrite=*/0) != 0)
+    return;
+  quit();
+  init();
+  if (coreMatches(openBlasCoreName(), wanted))
+    coreChosen = wanted;
+}
+
+// Before main: this archive member is linked into every program that makes
+// a library call on the CPU.
+const bool kOpenBlasCoreChosen = (chooseOpenBlasCore(), true);
+} // namespace
+
+const char *openBlasCoreChosen() { return coreChosen; }
+
+std::string openBlasCoreName() {
+  const char *name = openblas_get_corename();
+  return name ? name : "";
+}
 
 } // namespace kiln::runtime::cpu

@@ -25,6 +25,7 @@
 #include "runtime/package/Package.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace kiln::runtime::cpu {
@@ -84,6 +85,31 @@ void narrowFromF32(PkgDType dtype, const float *in, void *out, int64_t n);
 // OpenBLAS's thread count (at least 1), and the current one.
 void setBlasThreads(int threads);
 int blasThreads();
+
+// OpenBLAS's kernels. Debian's OpenBLAS (built with DYNAMIC_ARCH) picks them
+// when it loads, from the CPU's vendor, family and model; a model it does
+// not know (0.3.21 and a Sapphire Rapids, or a VM's "Intel Xeon Processor")
+// gets Prescott's SSE3 kernels, 3.6 times slower than its AVX-512 ones on
+// the zoo MLP's step. So before main, in every program that links this
+// file, Kiln checks OpenBLAS's choice against the CPU's features and, where
+// it lacks them, sets OPENBLAS_CORETYPE and has OpenBLAS choose again:
+// SkylakeX with AVX-512 (F, DQ, BW, VL) and the OS saving its state,
+// Haswell with AVX2 and FMA, nothing otherwise (nor off x86-64, nor when
+// OPENBLAS_CORETYPE is set already: the user's choice stands).
+struct X86Features {
+  bool avx2 = false, fma = false;
+  bool avx512f = false, avx512dq = false, avx512bw = false, avx512vl = false;
+  bool ymmState = false, zmmState = false; // XCR0: the OS saves them
+};
+// This CPU's (all false off x86-64).
+X86Features x86Features();
+// The OPENBLAS_CORETYPE for |features|, or nullptr for OpenBLAS's own choice.
+const char *openBlasCoreFor(const X86Features &features);
+// The kernels Kiln had OpenBLAS switch to at start, or nullptr when it kept
+// its own choice.
+const char *openBlasCoreChosen();
+// The kernels OpenBLAS runs (openblas_get_corename: "SkylakeX", "Haswell").
+std::string openBlasCoreName();
 
 } // namespace kiln::runtime::cpu
 

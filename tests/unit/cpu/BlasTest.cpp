@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <sstream>
@@ -583,6 +584,63 @@ TEST_F(ConvTest, ErrorsNameTheProblem) {
   bad = p;
   bad.filterShape = {2, 4, 3, 3};
   EXPECT_THAT(pkgCheckConvParams(bad).message(), HasSubstr("must have 2 input channels"));
+}
+
+// OpenBLAS's kernels for a CPU's features: AVX-512's only with the four
+// extensions SkylakeX's kernels use and the OS saving the ZMM state;
+// Haswell's with AVX2, FMA and the YMM state; nothing without them.
+TEST(OpenBlasCore, ChosenFromTheCpusFeatures) {
+  X86Features none;
+  EXPECT_EQ(openBlasCoreFor(none), nullptr);
+  X86Features avx2;
+  avx2.avx2 = avx2.fma = avx2.ymmState = true;
+  EXPECT_STREQ(openBlasCoreFor(avx2), "Haswell");
+  X86Features noFma = avx2;
+  noFma.fma = false;
+  EXPECT_EQ(openBlasCoreFor(noFma), nullptr);
+  X86Features noYmm = avx2;
+  noYmm.ymmState = false;
+  EXPECT_EQ(openBlasCoreFor(noYmm), nullptr);
+  X86Features avx512 = avx2;
+  avx512.avx512f = avx512.avx512dq = avx512.avx512bw = avx512.avx512vl = true;
+  avx512.zmmState = true;
+  EXPECT_STREQ(openBlasCoreFor(avx512), "SkylakeX");
+  for (bool X86Features::*missing :
+       {&X86Features::avx512f, &X86Features::avx512dq, &X86Features::avx512bw,
+        &X86Features::avx512vl, &X86Features::zmmState}) {
+    X86Features partial = avx512;
+    partial.*missing = false;
+    EXPECT_STREQ(openBlasCoreFor(partial), "Haswell");
+  }
+}
+
+// This process's OpenBLAS runs kernels that use this CPU's vectors: its
+// own choice, or the one Kiln made it take before main (OpenBLAS 0.3.21
+// takes Prescott's SSE3 kernels on a CPU model it does not know, as this
+// development VM's Sapphire Rapids). A core forced by the environment
+// stands.
+TEST(OpenBlasCore, KernelsUseTheCpusVectors) {
+  const char *wanted = openBlasCoreFor(x86Features());
+  std::string core = openBlasCoreName();
+  std::printf("OpenBLAS core %s; this CPU's: %s; switched at start: %s\n",
+              core.c_str(), wanted ? wanted : "(OpenBLAS's choice)",
+              openBlasCoreChosen() ? "yes" : "no");
+  if (const char *chosen = openBlasCoreChosen()) {
+    EXPECT_STREQ(chosen, wanted);
+    EXPECT_EQ(core, chosen);
+    EXPECT_STREQ(std::getenv("OPENBLAS_CORETYPE"), chosen);
+    return;
+  }
+  if (!wanted)
+    GTEST_SKIP() << "no AVX2 on this CPU: OpenBLAS's choice stands (" << core << ")";
+  if (const char *forced = std::getenv("OPENBLAS_CORETYPE"))
+    GTEST_SKIP() << "OPENBLAS_CORETYPE=" << forced << " set by the environment";
+  // Kept: OpenBLAS's own choice already uses the vectors.
+  if (std::string(wanted) == "SkylakeX")
+    EXPECT_THAT(core, ::testing::AnyOf("SkylakeX", "Cooperlake", "SapphireRapids"));
+  else
+    EXPECT_THAT(core, ::testing::AnyOf("Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                       "SapphireRapids"));
 }
 
 } // namespace

@@ -681,8 +681,7 @@ void chooseOpenBlasCore() {
     return;
   quit();
   init();
-  if (coreMatches(openBlasCoreName(), wanted))
-    coreChosen = wanted;
+  coreChosen = wanted;
 }
 
 // Before main: this archive member is linked into every program that makes

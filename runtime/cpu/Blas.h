@@ -105,8 +105,8 @@ struct X86Features {
 X86Features x86Features();
 // The OPENBLAS_CORETYPE for |features|, or nullptr for OpenBLAS's own choice.
 const char *openBlasCoreFor(const X86Features &features);
-// The kernels Kiln had OpenBLAS switch to at start, or nullptr when it kept
-// its own choice.
+// The kernels Kiln had OpenBLAS choose again at start (OPENBLAS_CORETYPE),
+// or nullptr when it kept its own choice.
 const char *openBlasCoreChosen();
 // The kernels OpenBLAS runs (openblas_get_corename: "SkylakeX", "Haswell").
 std::string openBlasCoreName();

@@ -46,6 +46,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -88,26 +89,35 @@ using KernelBuffer = std::vector<uint8_t, Aligned64<uint8_t>>;
 // reordered across lanes is off by rounding errors of its terms, which can
 // be far larger than the element itself when they cancel (a layer norm's
 // dx subtracts two sums of 300 products of inputs on [-2, 2]).
-std::string compareTensors(const HostTensor &expected, const HostTensor &actual) {
-  double rel = expected.dtype() == DType::f64 ? 1e-9
-               : expected.dtype() == DType::f32 ? 1e-4
-               : isFloat(expected.dtype())      ? 2e-2
-                                                : 0.0;
-  double normwise = expected.dtype() == DType::f64   ? std::ldexp(1.0, -40)
-                    : expected.dtype() == DType::f32 ? std::ldexp(1.0, -16)
-                                                     : 0.0;
+double boundOf(DType dtype, double e, double a, double magnitude) {
+  double rel = dtype == DType::f64 ? 1e-9
+               : dtype == DType::f32 ? 1e-4
+               : isFloat(dtype)      ? 2e-2
+                                     : 0.0;
+  double normwise = dtype == DType::f64   ? std::ldexp(1.0, -40)
+                    : dtype == DType::f32 ? std::ldexp(1.0, -16)
+                                          : 0.0;
+  return std::max(rel * std::max({1.0, std::fabs(e), std::fabs(a)}),
+                  normwise * magnitude);
+}
+
+double largestMagnitude(const HostTensor &t) {
   double magnitude = 0;
-  for (int64_t i = 0; i < expected.size(); ++i)
-    if (std::isfinite(expected[i]))
-      magnitude = std::max(magnitude, std::fabs(expected[i]));
+  for (int64_t i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i]))
+      magnitude = std::max(magnitude, std::fabs(t[i]));
+  return magnitude;
+}
+
+std::string compareTensors(const HostTensor &expected, const HostTensor &actual) {
+  double magnitude = largestMagnitude(expected);
   for (int64_t i = 0; i < expected.size(); ++i) {
     double e = expected[i], a = actual[i];
     if (std::isnan(e) && std::isnan(a))
       continue;
     if (std::isinf(e) && e == a)
       continue;
-    double tol = std::max(rel * std::max({1.0, std::fabs(e), std::fabs(a)}),
-                          normwise * magnitude);
+    double tol = boundOf(expected.dtype(), e, a, magnitude);
     if (!(std::fabs(e - a) <= tol))
       return "element " + std::to_string(i) + ": expected " + std::to_string(e) +
              ", found " + std::to_string(a) + " (tolerance " +
@@ -117,11 +127,37 @@ std::string compareTensors(const HostTensor &expected, const HostTensor &actual)
   return "";
 }
 
+// A kiln.compare's result against the interpreter's, given the compare's
+// operands |lhs| and |rhs| as the interpreter computed them: an element
+// may come out either way where the two are equal within the bound float
+// results are held to (a max's gradient mask, compare ge x, tanh(x), for
+// x where tanh(x) rounds to x in the interpreter and to x's neighbour on
+// the device: both within an ulp of the truth).
+std::string compareWithTies(const HostTensor &expected, const HostTensor &actual,
+                            const HostTensor &lhs, const HostTensor &rhs) {
+  double magnitude = std::max(largestMagnitude(lhs), largestMagnitude(rhs));
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] == actual[i])
+      continue;
+    double l = lhs[i], r = rhs[i];
+    double tol = boundOf(lhs.dtype(), l, r, magnitude);
+    if (!(std::fabs(l - r) <= tol))
+      return "element " + std::to_string(i) + ": expected " +
+             std::to_string(expected[i]) + ", found " + std::to_string(actual[i]) +
+             " (the compare's operands " + std::to_string(l) + " and " +
+             std::to_string(r) + " differ by more than " + std::to_string(tol) + ")";
+  }
+  return "";
+}
+
 struct EmulatedKernel {
   std::string name, source, fusionText;
   uint64_t seed = 0;
   unsigned grid = 1;
   std::vector<HostTensor> inputs, expected;
+  // Per result written by a kiln.compare: its operands as the interpreter
+  // computes them (compareWithTies).
+  std::map<size_t, std::pair<HostTensor, HostTensor>> compareOperands;
 };
 
 class CudaEmulationTest : public codegen_test::KernelTestBase {
@@ -177,11 +213,42 @@ protected:
     if (failed(interpreter.evaluate(fusion, k.inputs, expected)))
       return "the interpreter failed: " + diagnostics;
     k.expected.assign(expected.begin(), expected.end());
+    if (std::string problem = addCompareOperands(fusion, interpreter, k);
+        !problem.empty())
+      return problem;
     llvm::raw_string_ostream os(k.fusionText);
     fusion.print(os);
     for (const std::string &layout : source->layouts)
       ++layouts[layout];
     kernels.push_back(std::move(k));
+    return "";
+  }
+
+  // The operands of the compares whose results |fusion| writes, evaluated
+  // by the interpreter on |k|'s inputs: the yield lists them too while the
+  // fusion's block runs.
+  std::string addCompareOperands(FusionOp fusion, Interpreter &interpreter,
+                                 EmulatedKernel &k) {
+    Block &body = fusion.getBody().front();
+    Operation *yield = body.getTerminator();
+    unsigned results = yield->getNumOperands();
+    SmallVector<std::pair<size_t, CompareOp>> compares;
+    for (unsigned i = 0; i < results; ++i)
+      if (auto compare = yield->getOperand(i).getDefiningOp<CompareOp>())
+        compares.push_back({i, compare});
+    if (compares.empty())
+      return "";
+    for (auto [i, compare] : compares)
+      yield->insertOperands(yield->getNumOperands(),
+                            ValueRange{compare.getLhs(), compare.getRhs()});
+    SmallVector<HostTensor> values;
+    LogicalResult ran = interpreter.runBlock(body, k.inputs, values);
+    yield->eraseOperands(results, yield->getNumOperands() - results);
+    if (failed(ran))
+      return "the interpreter failed on the compares' operands: " + diagnostics;
+    for (auto [j, entry] : llvm::enumerate(compares))
+      k.compareOperands[entry.first] = {values[results + 2 * j],
+                                        values[results + 2 * j + 1]};
     return "";
   }
 
@@ -218,7 +285,12 @@ protected:
       for (size_t i = 0; i < actual.size(); ++i) {
         const KernelBuffer &out = buffers[k.inputs.size() + i];
         fromNativeBuffer(std::vector<uint8_t>(out.begin(), out.end()), actual[i]);
-        std::string mismatch = compareTensors(k.expected[i], actual[i]);
+        auto compared = k.compareOperands.find(i);
+        std::string mismatch =
+            compared == k.compareOperands.end()
+                ? compareTensors(k.expected[i], actual[i])
+                : compareWithTies(k.expected[i], actual[i], compared->second.first,
+                                  compared->second.second);
         if (!mismatch.empty())
           ADD_FAILURE() << k.name << " result " << i << ": " << mismatch
                         << " (inputs from seed " << k.seed

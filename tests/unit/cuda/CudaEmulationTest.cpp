@@ -109,8 +109,16 @@ double largestMagnitude(const HostTensor &t) {
   return magnitude;
 }
 
-std::string compareTensors(const HostTensor &expected, const HostTensor &actual) {
+// With |absoluteSums| (a reduce sum's or mean's result: the same reduction
+// of its terms' absolute values), an element may also be off by that many
+// times the normwise fraction: the terms' rounding errors in another order
+// of addition (the CPU's BLAS tests' bound, relative to sum |a| |b|).
+std::string compareTensors(const HostTensor &expected, const HostTensor &actual,
+                           const HostTensor *absoluteSums = nullptr) {
   double magnitude = largestMagnitude(expected);
+  double normwise = expected.dtype() == DType::f64   ? std::ldexp(1.0, -40)
+                    : expected.dtype() == DType::f32 ? std::ldexp(1.0, -16)
+                                                     : 0.0;
   for (int64_t i = 0; i < expected.size(); ++i) {
     double e = expected[i], a = actual[i];
     if (std::isnan(e) && std::isnan(a))
@@ -118,6 +126,8 @@ std::string compareTensors(const HostTensor &expected, const HostTensor &actual)
     if (std::isinf(e) && e == a)
       continue;
     double tol = boundOf(expected.dtype(), e, a, magnitude);
+    if (absoluteSums)
+      tol = std::max(tol, normwise * std::fabs((*absoluteSums)[i]));
     if (!(std::fabs(e - a) <= tol))
       return "element " + std::to_string(i) + ": expected " + std::to_string(e) +
              ", found " + std::to_string(a) + " (tolerance " +
@@ -158,6 +168,9 @@ struct EmulatedKernel {
   // Per result written by a kiln.compare: its operands as the interpreter
   // computes them (compareWithTies).
   std::map<size_t, std::pair<HostTensor, HostTensor>> compareOperands;
+  // Per result that is a float reduce sum or mean: the same reduction of
+  // its terms' absolute values (compareTensors).
+  std::map<size_t, HostTensor> absoluteSums;
 };
 
 class CudaEmulationTest : public codegen_test::KernelTestBase {
@@ -213,7 +226,7 @@ protected:
     if (failed(interpreter.evaluate(fusion, k.inputs, expected)))
       return "the interpreter failed: " + diagnostics;
     k.expected.assign(expected.begin(), expected.end());
-    if (std::string problem = addCompareOperands(fusion, interpreter, k);
+    if (std::string problem = addInterpreterBounds(fusion, interpreter, k);
         !problem.empty())
       return problem;
     llvm::raw_string_ostream os(k.fusionText);
@@ -224,31 +237,59 @@ protected:
     return "";
   }
 
-  // The operands of the compares whose results |fusion| writes, evaluated
-  // by the interpreter on |k|'s inputs: the yield lists them too while the
-  // fusion's block runs.
-  std::string addCompareOperands(FusionOp fusion, Interpreter &interpreter,
-                                 EmulatedKernel &k) {
+  // What the interpreter computes besides |fusion|'s results, on |k|'s
+  // inputs: the operands of the compares whose results the kernel writes
+  // (compareWithTies), and for a result that is a float reduce sum or mean,
+  // the same reduction of its terms' absolute values (compareTensors' bound
+  // for a sum whose terms cancel: added in another order, its rounding
+  // errors scale with them, not with the result). The yield lists them too
+  // while the fusion's block runs; the ops built for them are erased after.
+  std::string addInterpreterBounds(FusionOp fusion, Interpreter &interpreter,
+                                   EmulatedKernel &k) {
     Block &body = fusion.getBody().front();
     Operation *yield = body.getTerminator();
     unsigned results = yield->getNumOperands();
     SmallVector<std::pair<size_t, CompareOp>> compares;
-    for (unsigned i = 0; i < results; ++i)
-      if (auto compare = yield->getOperand(i).getDefiningOp<CompareOp>())
+    SmallVector<std::pair<size_t, Value>> sums;
+    SmallVector<Operation *> built;
+    OpBuilder b(yield);
+    for (unsigned i = 0; i < results; ++i) {
+      Value v = yield->getOperand(i);
+      if (auto compare = v.getDefiningOp<CompareOp>()) {
         compares.push_back({i, compare});
-    if (compares.empty())
+      } else if (auto reduce = v.getDefiningOp<ReduceOp>();
+                 reduce && isa<FloatType>(reduce.getType().getElementType()) &&
+                 (reduce.getKind() == ReduceKind::sum ||
+                  reduce.getKind() == ReduceKind::mean)) {
+        auto abs = b.create<AbsOp>(reduce.getLoc(), reduce.getOperand());
+        auto total = b.create<ReduceOp>(reduce.getLoc(), reduce.getKind(), abs,
+                                        reduce.getDimensions());
+        built.append({total, abs});
+        sums.push_back({i, total});
+      }
+    }
+    if (compares.empty() && sums.empty())
       return "";
     for (auto [i, compare] : compares)
       yield->insertOperands(yield->getNumOperands(),
                             ValueRange{compare.getLhs(), compare.getRhs()});
+    for (auto [i, total] : sums)
+      yield->insertOperands(yield->getNumOperands(), ValueRange{total});
     SmallVector<HostTensor> values;
     LogicalResult ran = interpreter.runBlock(body, k.inputs, values);
     yield->eraseOperands(results, yield->getNumOperands() - results);
+    for (Operation *op : built)
+      op->erase();
     if (failed(ran))
-      return "the interpreter failed on the compares' operands: " + diagnostics;
-    for (auto [j, entry] : llvm::enumerate(compares))
-      k.compareOperands[entry.first] = {values[results + 2 * j],
-                                        values[results + 2 * j + 1]};
+      return "the interpreter failed on the compares' operands or the sums' "
+             "absolute terms: " + diagnostics;
+    size_t next = results;
+    for (auto [i, compare] : compares) {
+      k.compareOperands[i] = {values[next], values[next + 1]};
+      next += 2;
+    }
+    for (auto [i, total] : sums)
+      k.absoluteSums.emplace(i, values[next++]);
     return "";
   }
 
@@ -286,9 +327,12 @@ protected:
         const KernelBuffer &out = buffers[k.inputs.size() + i];
         fromNativeBuffer(std::vector<uint8_t>(out.begin(), out.end()), actual[i]);
         auto compared = k.compareOperands.find(i);
+        auto sums = k.absoluteSums.find(i);
         std::string mismatch =
             compared == k.compareOperands.end()
-                ? compareTensors(k.expected[i], actual[i])
+                ? compareTensors(k.expected[i], actual[i],
+                                 sums == k.absoluteSums.end() ? nullptr
+                                                              : &sums->second)
                 : compareWithTies(k.expected[i], actual[i], compared->second.first,
                                   compared->second.second);
         if (!mismatch.empty())
@@ -393,11 +437,6 @@ protected:
       PipelineOptions options;
       options.target = TargetKind::cuda;
       options.gemmBiasGradients = true;
-      // Column reductions of 32 rows and more go in two stages (1024 in
-      // `kiln compile`): random graphs' rows are few, and the two-stage
-      // sums and the row-group kernels they make (a layer norm's dx beside
-      // its scale and bias gradients' first stage) must come up too.
-      options.splitMinRows = 32;
       if (training) {
         test::makeRandomModel(*module, s);
         options.amp = *training;

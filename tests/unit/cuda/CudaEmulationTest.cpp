@@ -89,16 +89,19 @@ using KernelBuffer = std::vector<uint8_t, Aligned64<uint8_t>>;
 // reordered across lanes is off by rounding errors of its terms, which can
 // be far larger than the element itself when they cancel (a layer norm's
 // dx subtracts two sums of 300 products of inputs on [-2, 2]).
+double normwiseOf(DType dtype) {
+  return dtype == DType::f64   ? std::ldexp(1.0, -40)
+         : dtype == DType::f32 ? std::ldexp(1.0, -16)
+                               : 0.0;
+}
+
 double boundOf(DType dtype, double e, double a, double magnitude) {
   double rel = dtype == DType::f64 ? 1e-9
                : dtype == DType::f32 ? 1e-4
                : isFloat(dtype)      ? 2e-2
                                      : 0.0;
-  double normwise = dtype == DType::f64   ? std::ldexp(1.0, -40)
-                    : dtype == DType::f32 ? std::ldexp(1.0, -16)
-                                          : 0.0;
   return std::max(rel * std::max({1.0, std::fabs(e), std::fabs(a)}),
-                  normwise * magnitude);
+                  normwiseOf(dtype) * magnitude);
 }
 
 double largestMagnitude(const HostTensor &t) {
@@ -116,9 +119,7 @@ double largestMagnitude(const HostTensor &t) {
 std::string compareTensors(const HostTensor &expected, const HostTensor &actual,
                            const HostTensor *absoluteSums = nullptr) {
   double magnitude = largestMagnitude(expected);
-  double normwise = expected.dtype() == DType::f64   ? std::ldexp(1.0, -40)
-                    : expected.dtype() == DType::f32 ? std::ldexp(1.0, -16)
-                                                     : 0.0;
+  double normwise = normwiseOf(expected.dtype());
   for (int64_t i = 0; i < expected.size(); ++i) {
     double e = expected[i], a = actual[i];
     if (std::isnan(e) && std::isnan(a))

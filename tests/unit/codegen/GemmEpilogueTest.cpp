@@ -48,20 +48,6 @@ std::vector<int64_t> vec(ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
 
 class GemmEpilogueTest : public codegen_test::KernelTestBase {
 protected:
-  std::string compare(const HostTensor &expected,
-                      const HostTensor &actual) override {
-    if (expected.shape() != actual.shape())
-      return "expected " + expected.str() + ", found " + actual.str();
-    double rel = expected.dtype() == DType::f64 ? 1e-12 : 1e-5;
-    for (int64_t i = 0; i < expected.size(); ++i) {
-      double e = expected[i], a = actual[i];
-      if (!(std::fabs(e - a) <= rel * std::max(1.0, std::fabs(e))))
-        return "element " + std::to_string(i) + ": expected " +
-               std::to_string(e) + ", found " + std::to_string(a);
-    }
-    return "";
-  }
-
   // Runs a compiled kernel on host tensors; "" or the error.
   std::string runKernel(FusionOp fusion, llvm::ArrayRef<const HostTensor *> in,
                         llvm::SmallVectorImpl<HostTensor> &out) {

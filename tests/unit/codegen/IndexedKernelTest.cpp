@@ -37,24 +37,6 @@ using codegen_test::baseSeed;
 
 class IndexedKernelTest : public codegen_test::KernelTestBase {
 protected:
-  std::string compare(const HostTensor &expected,
-                      const HostTensor &actual) override {
-    if (expected.shape() != actual.shape())
-      return "expected " + expected.str() + ", found " + actual.str();
-    double rel = expected.dtype() == DType::f64 ? 1e-12
-                 : expected.dtype() == DType::f32 ? 1e-5
-                                                  : 0.0;
-    for (int64_t i = 0; i < expected.size(); ++i) {
-      double e = expected[i], a = actual[i];
-      if ((std::isnan(e) && std::isnan(a)) || e == a)
-        continue;
-      if (!(std::fabs(e - a) <= rel * std::max(1.0, std::fabs(e))))
-        return "element " + std::to_string(i) + ": expected " +
-               std::to_string(e) + ", found " + std::to_string(a);
-    }
-    return "";
-  }
-
   // Inputs: floats from {-1, 0, 1, 2} (and, with |specials|, some NaN and
   // -inf), integers in [0, |intBound|).
   HostTensor input(RankedTensorType type, std::mt19937_64 &rng,

@@ -3,9 +3,9 @@
 // Random inputs, the seed, and a fixture that compiles a fusion, runs it and
 // the reference interpreter on the same inputs and compares the results:
 // one fusion, a run of random fusions from a builder, or the fusions of a
-// zoo model's compiled training step. Each test file supplies its own
-// comparison (its tolerance differs: sums reorder more arithmetic than
-// elementwise chains).
+// zoo model's compiled training step. Each fixture sets its Tolerance (they
+// differ: sums reorder more arithmetic than elementwise chains, and a GPU
+// kernel's lanes reorder them more than a CPU loop does).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,9 +28,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -74,6 +76,76 @@ inline HostTensor randomTensor(mlir::RankedTensorType type, std::mt19937_64 &rng
   return t;
 }
 
+// How far a kernel's result may be from the interpreter's: a float element
+// within |relative| (per dtype) of max(1, |expected|, |found|), or within
+// |normwise| (per dtype) of the expected tensor's largest magnitude: a sum
+// reordered across lanes is off by rounding errors of its terms, which can
+// be far larger than the element itself when they cancel (a layer norm's
+// dx subtracts two sums of products). Integers and booleans exactly.
+struct Tolerance {
+  double f64 = 1e-12, f32 = 1e-5, half = 1e-2;
+  double f64Normwise = 0, f32Normwise = 0;
+
+  double relative(DType dtype) const {
+    return dtype == DType::f64   ? f64
+           : dtype == DType::f32 ? f32
+           : isFloat(dtype)      ? half
+                                 : 0.0;
+  }
+  double normwise(DType dtype) const {
+    return dtype == DType::f64   ? f64Normwise
+           : dtype == DType::f32 ? f32Normwise
+                                 : 0.0;
+  }
+  // The bound for an element expected |e| and found |a| in a tensor of
+  // |dtype| whose largest finite magnitude is |magnitude|.
+  double bound(DType dtype, double e, double a, double magnitude) const {
+    return std::max(relative(dtype) * std::max({1.0, std::fabs(e), std::fabs(a)}),
+                    normwise(dtype) * magnitude);
+  }
+};
+
+inline double largestMagnitude(const HostTensor &t) {
+  double magnitude = 0;
+  for (int64_t i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i]))
+      magnitude = std::max(magnitude, std::fabs(t[i]));
+  return magnitude;
+}
+
+// "" when |actual| matches |expected| within |tolerance| (NaN where NaN is
+// expected, the same infinity), else the first mismatch. With
+// |absoluteSums| (for a reduce sum's or mean's result: the same reduction
+// of its terms' absolute values) an element may also be off by the
+// normwise fraction of that: the terms' rounding errors in another order
+// of addition (the CPU BLAS tests' bound, relative to sum |a| |b|).
+inline std::string compareWithin(const HostTensor &expected,
+                                 const HostTensor &actual,
+                                 const Tolerance &tolerance,
+                                 const HostTensor *absoluteSums = nullptr) {
+  if (expected.shape() != actual.shape() || expected.dtype() != actual.dtype())
+    return "expected " + expected.str() + ", found " + actual.str();
+  DType dtype = expected.dtype();
+  double magnitude = tolerance.normwise(dtype) > 0 ? largestMagnitude(expected) : 0;
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    double e = expected[i], a = actual[i];
+    if ((std::isnan(e) && std::isnan(a)) || e == a)
+      continue;
+    double tol = tolerance.bound(dtype, e, a, magnitude);
+    if (absoluteSums)
+      tol = std::max(tol, tolerance.normwise(dtype) * std::fabs((*absoluteSums)[i]));
+    if (!(std::fabs(e - a) <= tol)) {
+      std::string what = "element " + std::to_string(i) + ": expected " +
+                         std::to_string(e) + ", found " + std::to_string(a) +
+                         " (tolerance " + std::to_string(tol);
+      if (magnitude > 0)
+        what += ", largest magnitude " + std::to_string(magnitude);
+      return what + ")";
+    }
+  }
+  return "";
+}
+
 class KernelTestBase : public ::testing::Test {
 protected:
   KernelTestBase() {
@@ -81,9 +153,12 @@ protected:
     handler = test::collectDiagnostics(context, diagnostics);
   }
 
-  // "" when |actual| matches |expected|, else the first mismatch.
+  // "" when |actual| matches |expected| within |tolerance|, else the first
+  // mismatch.
   virtual std::string compare(const HostTensor &expected,
-                              const HostTensor &actual) = 0;
+                              const HostTensor &actual) {
+    return compareWithin(expected, actual, tolerance);
+  }
 
   // Compiles |fusion|, runs it and the interpreter on random inputs; returns
   // "" or what went wrong.
@@ -160,6 +235,31 @@ protected:
         << diagnostics;
   }
 
+  // Compiles |model| (a zoo model) and checks every fusion |select| takes,
+  // all on one seed; |minFusions| guards against a pipeline change that
+  // silently leaves nothing to check. Prints how many fusions of each kind
+  // the step has.
+  template <typename Select>
+  void checkZooFusions(mlir::OwningOpRef<mlir::ModuleOp> model, int64_t intBound,
+                       size_t minFusions, Select select) {
+    ASSERT_NO_FATAL_FAILURE(compileModel(model));
+    llvm::SmallVector<FusionOp> fusions;
+    std::map<std::string, int> kinds;
+    model->walk([&](FusionOp f) {
+      ++kinds[stringifyFusionKind(f.getKind()).str()];
+      if (select(f))
+        fusions.push_back(f);
+    });
+    for (auto &[kind, n] : kinds)
+      std::cout << "[ fusions  ] " << kind << ": " << n << "\n";
+    EXPECT_GE(fusions.size(), minFusions);
+    RecordProperty("checked_fusions", static_cast<int>(fusions.size()));
+    uint64_t seed = baseSeed();
+    for (FusionOp fusion : fusions)
+      expectMatches(fusion, seed, intBound);
+  }
+
+  Tolerance tolerance;
   mlir::MLIRContext context;
   std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
   std::string diagnostics;

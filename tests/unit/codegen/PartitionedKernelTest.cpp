@@ -44,17 +44,6 @@ std::vector<float> toFloats(const HostTensor &t) {
 
 class PartitionedKernelTest : public codegen_test::KernelTestBase {
 protected:
-  std::string compare(const HostTensor &expected,
-                      const HostTensor &actual) override {
-    for (int64_t i = 0; i < expected.size(); ++i) {
-      double e = expected[i], a = actual[i];
-      if (!(std::fabs(e - a) <= 1e-5 * std::max(1.0, std::fabs(e))))
-        return "element " + std::to_string(i) + ": expected " +
-               std::to_string(e) + ", found " + std::to_string(a);
-    }
-    return "";
-  }
-
   // Checks the f32 fusion in |text| against the interpreter (parts = 1) and
   // every split against parts = 1.
   void checkSplits(const char *text) {

@@ -18,16 +18,15 @@
 // (tests/unit/passes/RandomGraph.h) and their training steps reach the
 // combinations neither does: odd extents up to 6000, transposes and slices
 // inside reductions, one-row nests; their kernels also go through NVRTC
-// and ptxas for sm_90. Set KILN_CODEGEN_SEED to rerun one seed.
+// and ptxas for sm_90. Set KILN_CODEGEN_SEED to rerun one seed. The
+// harness (adding, running and comparing kernels) is EmulationHarness.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/CudaEmitter.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
 #include "tests/unit/cuda/AddressSanitizer.h"
-#include "tests/unit/cuda/HostKernels.h"
-#include "tests/unit/cuda/LoopChain.h"
-#include "tests/unit/cuda/Sm90Kernels.h"
+#include "tests/unit/cuda/EmulationHarness.h"
 #include "tests/unit/cuda/StepPackage.h"
 #include "tests/unit/passes/RandomGraph.h"
 
@@ -56,309 +55,11 @@ using namespace mlir;
 using namespace kiln;
 using codegen_test::baseSeed;
 using codegen_test::randomTensor;
+using cuda_emulation::EmulatedKernel;
+using cuda_emulation::KernelBuffer;
 
-// A kernel buffer of |tensor| (LowerToLLVM.h's layout), at least 16 bytes.
-std::vector<uint8_t> toNative(const HostTensor &tensor) {
-  std::vector<uint8_t> buffer;
-  toNativeBuffer(tensor, buffer);
-  if (buffer.size() < 16)
-    buffer.resize(16, 0);
-  return buffer;
-}
-
-// Kernel buffers start 64-byte aligned, as the runtime's do (the
-// compiler's arena alignment; cudaMalloc gives 256): a kernel may take a
-// 32-byte vector (16 halves) from a buffer's start, which malloc's 16-byte
-// alignment would not allow (the emulation refuses it, as a GPU would).
-template <class T> struct Aligned64 {
-  using value_type = T;
-  Aligned64() = default;
-  template <class U> Aligned64(const Aligned64<U> &) {}
-  T *allocate(size_t n) {
-    return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64)));
-  }
-  void deallocate(T *p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  bool operator==(const Aligned64 &) const { return true; }
-};
-using KernelBuffer = std::vector<uint8_t, Aligned64<uint8_t>>;
-
-// Within the dtype's bound: f32 and f64 relative 1e-4 and 1e-9, f16/bf16
-// 2e-2 (one rounding of the result may differ by an ulp), integers exactly.
-// A float element may also be off by 2^-16 (f32; 2^-40 for f64) of the
-// tensor's largest magnitude, the step tests' bound (StepPackage.h): a sum
-// reordered across lanes is off by rounding errors of its terms, which can
-// be far larger than the element itself when they cancel (a layer norm's
-// dx subtracts two sums of 300 products of inputs on [-2, 2]).
-double normwiseOf(DType dtype) {
-  return dtype == DType::f64   ? std::ldexp(1.0, -40)
-         : dtype == DType::f32 ? std::ldexp(1.0, -16)
-                               : 0.0;
-}
-
-double boundOf(DType dtype, double e, double a, double magnitude) {
-  double rel = dtype == DType::f64 ? 1e-9
-               : dtype == DType::f32 ? 1e-4
-               : isFloat(dtype)      ? 2e-2
-                                     : 0.0;
-  return std::max(rel * std::max({1.0, std::fabs(e), std::fabs(a)}),
-                  normwiseOf(dtype) * magnitude);
-}
-
-double largestMagnitude(const HostTensor &t) {
-  double magnitude = 0;
-  for (int64_t i = 0; i < t.size(); ++i)
-    if (std::isfinite(t[i]))
-      magnitude = std::max(magnitude, std::fabs(t[i]));
-  return magnitude;
-}
-
-// With |absoluteSums| (a reduce sum's or mean's result: the same reduction
-// of its terms' absolute values), an element may also be off by that many
-// times the normwise fraction: the terms' rounding errors in another order
-// of addition (the CPU's BLAS tests' bound, relative to sum |a| |b|).
-std::string compareTensors(const HostTensor &expected, const HostTensor &actual,
-                           const HostTensor *absoluteSums = nullptr) {
-  double magnitude = largestMagnitude(expected);
-  double normwise = normwiseOf(expected.dtype());
-  for (int64_t i = 0; i < expected.size(); ++i) {
-    double e = expected[i], a = actual[i];
-    if (std::isnan(e) && std::isnan(a))
-      continue;
-    if (std::isinf(e) && e == a)
-      continue;
-    double tol = boundOf(expected.dtype(), e, a, magnitude);
-    if (absoluteSums)
-      tol = std::max(tol, normwise * std::fabs((*absoluteSums)[i]));
-    if (!(std::fabs(e - a) <= tol))
-      return "element " + std::to_string(i) + ": expected " + std::to_string(e) +
-             ", found " + std::to_string(a) + " (tolerance " +
-             std::to_string(tol) + ", largest magnitude " +
-             std::to_string(magnitude) + ")";
-  }
-  return "";
-}
-
-// A kiln.compare's result against the interpreter's, given the compare's
-// operands |lhs| and |rhs| as the interpreter computed them: an element
-// may come out either way where the two are equal within the bound float
-// results are held to (a max's gradient mask, compare ge x, tanh(x), for
-// x where tanh(x) rounds to x in the interpreter and to x's neighbour on
-// the device: both within an ulp of the truth).
-std::string compareWithTies(const HostTensor &expected, const HostTensor &actual,
-                            const HostTensor &lhs, const HostTensor &rhs) {
-  double magnitude = std::max(largestMagnitude(lhs), largestMagnitude(rhs));
-  for (int64_t i = 0; i < expected.size(); ++i) {
-    if (expected[i] == actual[i])
-      continue;
-    double l = lhs[i], r = rhs[i];
-    double tol = boundOf(lhs.dtype(), l, r, magnitude);
-    if (!(std::fabs(l - r) <= tol))
-      return "element " + std::to_string(i) + ": expected " +
-             std::to_string(expected[i]) + ", found " + std::to_string(actual[i]) +
-             " (the compare's operands " + std::to_string(l) + " and " +
-             std::to_string(r) + " differ by more than " + std::to_string(tol) + ")";
-  }
-  return "";
-}
-
-struct EmulatedKernel {
-  std::string name, source, fusionText;
-  uint64_t seed = 0;
-  unsigned grid = 1;
-  std::vector<HostTensor> inputs, expected;
-  // Per result written by a kiln.compare: its operands as the interpreter
-  // computes them (compareWithTies).
-  std::map<size_t, std::pair<HostTensor, HostTensor>> compareOperands;
-  // Per result that is a float reduce sum or mean: the same reduction of
-  // its terms' absolute values (compareTensors).
-  std::map<size_t, HostTensor> absoluteSums;
-};
-
-class CudaEmulationTest : public codegen_test::KernelTestBase {
+class CudaEmulationTest : public cuda_emulation::EmulationHarness {
 protected:
-  std::string compare(const HostTensor &e, const HostTensor &a) override {
-    return compareTensors(e, a);
-  }
-
-  // baseSeed(), printed so that a failure can be rerun with it.
-  static uint64_t firstSeed() {
-    uint64_t seed = baseSeed();
-    std::cout << "[ seed     ] KILN_CODEGEN_SEED=" << seed << "\n";
-    return seed;
-  }
-
-  // Emits |fusion| as kernel |name| and evaluates it on random inputs with
-  // the interpreter; "" or what went wrong.
-  std::string add(FusionOp fusion, const std::string &name, uint64_t seed,
-                  int64_t intBound,
-                  int64_t rowCacheBytes = cudaRowCacheBytes(90u)) {
-    EmulatedKernel k;
-    k.name = name;
-    k.seed = seed;
-    FailureOr<CudaKernelSource> source =
-        emitCudaKernel(fusion, name, rowCacheBytes);
-    if (failed(source))
-      return "emission failed: " + diagnostics;
-    k.source = source->source;
-    k.grid = std::min(source->launch.maxBlocks, uint64_t(3));
-    if (checkChains) {
-      CudaKernelSource probe;
-      FailureOr<OwningOpRef<ModuleOp>> built =
-          buildCudaKernelModule(fusion, probe, /*rowCacheBytes=*/0);
-      if (failed(built))
-        return "the kernel module failed: " + diagnostics;
-      uint64_t walked = test::loopChain(**built, probe.launch.blockThreads);
-      bool shared = test::lanesShareEveryUnit(probe.layouts);
-      // (A reduction of constants or of a broadcast scalar loads nothing
-      // or one value before its loops: no chain to compare it with.)
-      if (walked > std::max<uint64_t>(probe.serialSteps, 1) ||
-          (shared && walked > 1 && walked != probe.serialSteps))
-        ADD_FAILURE() << name << ": its loops walk a chain of " << walked
-                      << " loads, the roofline's is " << probe.serialSteps
-                      << " (layouts " << llvm::join(probe.layouts, ",")
-                      << ")\n" << codegen_test::printed(fusion);
-    }
-    std::mt19937_64 rng(seed);
-    for (Value input : fusion.getInputs())
-      k.inputs.push_back(
-          randomTensor(cast<RankedTensorType>(input.getType()), rng, intBound));
-    SmallVector<HostTensor> expected;
-    Interpreter interpreter;
-    if (failed(interpreter.evaluate(fusion, k.inputs, expected)))
-      return "the interpreter failed: " + diagnostics;
-    k.expected.assign(expected.begin(), expected.end());
-    if (std::string problem = addInterpreterBounds(fusion, interpreter, k);
-        !problem.empty())
-      return problem;
-    llvm::raw_string_ostream os(k.fusionText);
-    fusion.print(os);
-    for (const std::string &layout : source->layouts)
-      ++layouts[layout];
-    kernels.push_back(std::move(k));
-    return "";
-  }
-
-  // What the interpreter computes besides |fusion|'s results, on |k|'s
-  // inputs: the operands of the compares whose results the kernel writes
-  // (compareWithTies), and for a result that is a float reduce sum or mean,
-  // the same reduction of its terms' absolute values (compareTensors' bound
-  // for a sum whose terms cancel: added in another order, its rounding
-  // errors scale with them, not with the result). The yield lists them too
-  // while the fusion's block runs; the ops built for them are erased after.
-  std::string addInterpreterBounds(FusionOp fusion, Interpreter &interpreter,
-                                   EmulatedKernel &k) {
-    Block &body = fusion.getBody().front();
-    Operation *yield = body.getTerminator();
-    unsigned results = yield->getNumOperands();
-    SmallVector<std::pair<size_t, CompareOp>> compares;
-    SmallVector<std::pair<size_t, Value>> sums;
-    SmallVector<Operation *> built;
-    OpBuilder b(yield);
-    for (unsigned i = 0; i < results; ++i) {
-      Value v = yield->getOperand(i);
-      if (auto compare = v.getDefiningOp<CompareOp>()) {
-        compares.push_back({i, compare});
-      } else if (auto reduce = v.getDefiningOp<ReduceOp>();
-                 reduce && isa<FloatType>(reduce.getType().getElementType()) &&
-                 (reduce.getKind() == ReduceKind::sum ||
-                  reduce.getKind() == ReduceKind::mean)) {
-        auto abs = b.create<AbsOp>(reduce.getLoc(), reduce.getOperand());
-        auto total = b.create<ReduceOp>(reduce.getLoc(), reduce.getKind(), abs,
-                                        reduce.getDimensions());
-        built.append({total, abs});
-        sums.push_back({i, total});
-      }
-    }
-    if (compares.empty() && sums.empty())
-      return "";
-    for (auto [i, compare] : compares)
-      yield->insertOperands(yield->getNumOperands(),
-                            ValueRange{compare.getLhs(), compare.getRhs()});
-    for (auto [i, total] : sums)
-      yield->insertOperands(yield->getNumOperands(), ValueRange{total});
-    SmallVector<HostTensor> values;
-    LogicalResult ran = interpreter.runBlock(body, k.inputs, values);
-    yield->eraseOperands(results, yield->getNumOperands() - results);
-    for (Operation *op : built)
-      op->erase();
-    if (failed(ran))
-      return "the interpreter failed on the compares' operands or the sums' "
-             "absolute terms: " + diagnostics;
-    size_t next = results;
-    for (auto [i, compare] : compares) {
-      k.compareOperands[i] = {values[next], values[next + 1]};
-      next += 2;
-    }
-    for (auto [i, total] : sums)
-      k.absoluteSums.emplace(i, values[next++]);
-    return "";
-  }
-
-  // Compiles every added kernel for the host and runs each; one failure per
-  // mismatching kernel.
-  void runAll() {
-    ASSERT_FALSE(kernels.empty());
-    std::string source, error;
-    std::vector<std::string> names;
-    for (const EmulatedKernel &k : kernels) {
-      source += k.source + "\n";
-      names.push_back(k.name);
-    }
-    hosts = runtime::cuda::testing::buildHostKernels(source, names, "kernels", error);
-    ASSERT_TRUE(error.empty()) << error;
-    for (EmulatedKernel &k : kernels) {
-      runtime::cuda::testing::HostKernel host = hosts.at(k.name);
-      std::vector<KernelBuffer> buffers;
-      auto add = [&](const HostTensor &t) {
-        std::vector<uint8_t> native = toNative(t);
-        buffers.emplace_back(native.begin(), native.end());
-      };
-      for (const HostTensor &t : k.inputs)
-        add(t);
-      std::vector<HostTensor> actual;
-      for (const HostTensor &e : k.expected) {
-        actual.emplace_back(e.dtype(), e.shape(), std::nan(""));
-        add(actual.back());
-      }
-      std::vector<void *> pointers;
-      for (auto &b : buffers)
-        pointers.push_back(b.data());
-      host(pointers.data(), k.grid, 64);
-      for (size_t i = 0; i < actual.size(); ++i) {
-        const KernelBuffer &out = buffers[k.inputs.size() + i];
-        fromNativeBuffer(std::vector<uint8_t>(out.begin(), out.end()), actual[i]);
-        auto compared = k.compareOperands.find(i);
-        auto sums = k.absoluteSums.find(i);
-        std::string mismatch =
-            compared == k.compareOperands.end()
-                ? compareTensors(k.expected[i], actual[i],
-                                 sums == k.absoluteSums.end() ? nullptr
-                                                              : &sums->second)
-                : compareWithTies(k.expected[i], actual[i], compared->second.first,
-                                  compared->second.second);
-        if (!mismatch.empty())
-          ADD_FAILURE() << k.name << " result " << i << ": " << mismatch
-                        << " (inputs from seed " << k.seed
-                        << "; rerun with the KILN_CODEGEN_SEED printed above)\n"
-                        << k.fusionText;
-      }
-      ++ran;
-    }
-  }
-
-  // Adds |module|'s fusions in order, the i-th as |prefix|i on seed
-  // |seed| + i, its integer inputs below |intBounds|[i] (the last bound for
-  // the rest).
-  void addFusions(ModuleOp module, const std::string &prefix, uint64_t seed,
-                  ArrayRef<int64_t> intBounds = {4}) {
-    size_t i = 0;
-    module->walk([&](FusionOp fusion) {
-      int64_t bound = intBounds[std::min(i, intBounds.size() - 1)];
-      EXPECT_EQ(add(fusion, prefix + std::to_string(i), seed + i, bound), "");
-      ++i;
-    });
-  }
-
   // Every kernel of a zoo model's step as `kiln compile --target=cuda`
   // collects them.
   void checkModel(OwningOpRef<ModuleOp> model, AmpMode amp, int64_t intBound,
@@ -374,33 +75,6 @@ protected:
     runAll();
     RecordProperty("kernels", static_cast<int>(ran));
     EXPECT_EQ(ran, kernels.size()) << "seed " << seed;
-  }
-
-  // Compiles |model| with |options| and adds every kernel of its package
-  // as buildStepPackage collects them, the i-th added on seed |seed| + i.
-  void addPackaged(ModuleOp model, const PipelineOptions &options,
-                   uint64_t seed, int64_t intBound) {
-    ASSERT_TRUE(succeeded(runCompilePipeline(model, options))) << diagnostics;
-    cli::PackageTargetHooks hooks;
-    hooks.target.kind = runtime::TargetKind::Cuda;
-    hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
-                              runtime::PackageKernel &kernel, std::string &error) {
-      std::string entry = "k_" + std::to_string(kernels.size());
-      diagnostics.clear();
-      std::string problem = add(fusion, entry, seed + kernels.size(), intBound);
-      if (!problem.empty()) {
-        error = name + ": " + problem;
-        return false;
-      }
-      kernel.entryPoint = entry;
-      return true;
-    };
-    runtime::LoadedPackage pkg;
-    std::string errors;
-    llvm::raw_string_ostream errs(errors);
-    ASSERT_TRUE(succeeded(cli::buildStepPackage(model, "model", "", {}, "test",
-                                                errs, pkg, &hooks)))
-        << errs.str() << diagnostics;
   }
 
   // |count| random graphs (tests/unit/passes/RandomGraph.h) of
@@ -475,51 +149,6 @@ protected:
     std::printf("%zu kernels of %d %ss; layouts:%s\n", ran, count,
                 what.c_str(), reached.c_str());
   }
-
-  // Every added kernel, in one translation unit, through NVRTC and ptxas
-  // for sm_90 (skipped with a message without the toolkit); registers and
-  // spills are printed, not bounded: ptxas stores registers around each
-  // call to a math function's slow path (f64 exp, f32 division), so a
-  // fusion of many exponentials spills a hundred bytes at 80 registers.
-  void assembleAllForSm90() {
-    std::string source;
-    std::vector<std::string> names;
-    for (const EmulatedKernel &k : kernels) {
-      source += k.source + "\n";
-      names.push_back(k.name);
-    }
-    std::string skip;
-    std::vector<runtime::cuda::testing::Sm90Report> reports;
-    runtime::cuda::testing::assembleForSm90(source, "random", names, reports, skip);
-    if (!skip.empty()) {
-      std::printf("not assembled for sm_90: %s\n", skip.c_str());
-      return;
-    }
-    ASSERT_EQ(reports.size(), kernels.size());
-    int registers = 0, spills = 0, spilling = 0;
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      registers = std::max(registers, reports[i].registers);
-      spills = std::max(spills, reports[i].spillBytes);
-      spilling += reports[i].spillBytes > 0;
-    }
-    RecordProperty("most_registers", registers);
-    RecordProperty("most_spill_bytes", spills);
-    std::printf("sm_90: at most %d registers; %d of %zu kernels spill, at "
-                "most %d bytes\n",
-                registers, spilling, kernels.size(), spills);
-  }
-
-  // Whether add() also checks each kernel's chain (the random tests): the
-  // chain its loops walk (LoopChain.h) within the one recorded for the
-  // roofline, and that one exactly for the warp and block layouts, whose
-  // lanes share each unit's reductions (CudaSerialChainTest's check on
-  // the zoo). A row walked by every thread alone fails it.
-  bool checkChains = false;
-  std::vector<EmulatedKernel> kernels;
-  // runAll's host build of |kernels|, by name.
-  std::map<std::string, runtime::cuda::testing::HostKernel> hosts;
-  std::map<std::string, int> layouts;
-  size_t ran = 0;
 };
 
 // Rows longer than a warp (40 features) and an odd batch.

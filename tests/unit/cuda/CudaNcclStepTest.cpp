@@ -73,26 +73,7 @@ std::vector<float> toF32(const HostTensor &t) {
   return out;
 }
 
-std::vector<uint8_t> toNative(const HostTensor &t) {
-  std::vector<uint8_t> out(t.size() * byteWidth(t.dtype()));
-  for (int64_t i = 0; i < t.size(); ++i) {
-    uint8_t *p = out.data() + i * byteWidth(t.dtype());
-    if (t.dtype() == DType::f32) {
-      float f = t[i];
-      std::memcpy(p, &f, 4);
-    } else if (t.dtype() == DType::i32) {
-      int32_t x = static_cast<int32_t>(t[i]);
-      std::memcpy(p, &x, 4);
-    } else if (t.dtype() == DType::i64) {
-      int64_t x = static_cast<int64_t>(t[i]);
-      std::memcpy(p, &x, 8);
-    } else {
-      ADD_FAILURE() << "unexpected dtype " << byteWidth(t.dtype())
-                    << " bytes wide in the f32 MLP";
-    }
-  }
-  return out;
-}
+using kiln::cuda_step_test::toNative;
 
 // Rows [begin, begin + rows) of |t| (dimension 0).
 HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t rows) {

@@ -323,7 +323,8 @@ private:
 } // namespace
 
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
-                                       const PipelineOptions &options) {
+                                       const PipelineOptions &options,
+                                       mlir::TimingScope *timing) {
   if (std::string problem = checkPipelineOptions(options); !problem.empty())
     return module.emitError() << problem;
 
@@ -341,6 +342,8 @@ mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
     dumper->dump(module, "input");
     pm.addInstrumentation(std::move(dumper));
   }
+  if (timing)
+    pm.enableTiming(*timing);
   if (mlir::failed(pm.run(module)) || dumpFailed)
     return mlir::failure();
   return mlir::success();

@@ -25,6 +25,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -132,8 +133,11 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
 // #kiln.training, which is created with defaults when absent), then builds
 // and runs the pipeline, with IR dumps when asked. Emits diagnostics and
 // fails on any problem, including options checkPipelineOptions rejects.
+// With |timing|, each pass's time is recorded in a scope nested in it
+// (MLIR's pass timing: `kiln compile --timing`).
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
-                                       const PipelineOptions &options);
+                                       const PipelineOptions &options,
+                                       mlir::TimingScope *timing = nullptr);
 
 } // namespace kiln
 

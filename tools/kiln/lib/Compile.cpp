@@ -57,6 +57,7 @@ struct RawFlags {
   bool noOptimize = false;
   bool report = false;
   bool remarks = false;
+  bool timing = false;
   OptimizerFlags optimizer;
 };
 
@@ -257,6 +258,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    "also print the passes' remarks (why an update is not in "
                    "place, the schedule's peaks, ...); errors and warnings "
                    "always print");
+  parser.addSwitch("timing", &raw.timing,
+                   "print to stderr the wall time of each pass and of the "
+                   "kernels' code generation (MLIR's timing report)");
   addOptimizerFlags(parser, raw.optimizer);
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
@@ -271,8 +275,17 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   DiagnosticPrinter diagnostics(&context, errs);
   diagnostics.setShowRemarks(raw.remarks);
 
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      loadModule(options.input, &context, diagnostics);
+  // --timing: the report prints when |timingManager| goes, after every
+  // scope below (declared after it) has stopped.
+  mlir::DefaultTimingManager timingManager;
+  timingManager.setEnabled(raw.timing);
+  mlir::TimingScope timing = timingManager.getRootScope();
+
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  {
+    mlir::TimingScope load = timing.nest("load " + options.input);
+    module = loadModule(options.input, &context, diagnostics);
+  }
   if (!module)
     return kExitError;
   // --report with --amp compares the planned memory with the same step
@@ -282,8 +295,14 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                     options.pipeline.optimize;
   if (compareAmp)
     baseline = module->clone();
-  if (mlir::failed(runCompilePipeline(*module, options.pipeline)))
-    return kExitError;
+  {
+    mlir::TimingScope pipeline = timing.nest("pipeline");
+    if (mlir::failed(runCompilePipeline(*module, options.pipeline, &pipeline)))
+      return kExitError;
+  }
+  // The kernels' code generation and what writes them (CUDA: emission,
+  // NVRTC and ptxas; CPU: MLIR to LLVM and the object code).
+  mlir::TimingScope codegen = timing.nest("kernels and output");
   if (compareAmp) {
     PipelineOptions off = options.pipeline;
     off.amp = AmpMode::off;

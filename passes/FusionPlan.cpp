@@ -258,6 +258,14 @@ bool FusionPlan::reaches(int from, int to, bool skipDirect) {
 
 double FusionPlan::timeOf(int c) const {
   const Cluster &cluster = clusters_[c];
+  // Cached between changes to the plan, as successors(); never while a
+  // trial is open.
+  if (!journalling_) {
+    auto it = timeCache_.find(c);
+    if (it != timeCache_.end() && it->second.first == generation_)
+      return it->second.second;
+  }
+  ++pricings_;
   // Each external input once; an input read only through slices costs the
   // slices (at most the whole input).
   struct Input {
@@ -285,13 +293,17 @@ double FusionPlan::timeOf(int c) const {
     bytes += input.onlySlices ? std::min(input.bytes, input.sliceBytes) : input.bytes;
   for (Value v : exportsOf(c))
     bytes += tensorBytes(v.getType());
-  return model_.kernelTimeUs(bytes, flops);
+  double time = model_.kernelTimeUs(bytes, flops);
+  if (!journalling_)
+    timeCache_[c] = {generation_, time};
+  return time;
 }
 
 bool FusionPlan::legal(int c) const {
   const Cluster &cluster = clusters_[c];
   if (cluster.cls != ClusterClass::Fusible)
     return true;
+  ++pricings_;
   llvm::SetVector<Value> inputs;
   for (Operation *op : cluster.ops)
     for (Value v : op->getOperands())
@@ -306,30 +318,41 @@ bool FusionPlan::legal(int c) const {
   // of the argument, a transpose, a reduce) one thread would read what
   // another has already overwritten, and kiln-plan-buffers would give the
   // update a buffer of its own and a copy after every step.
-  for (Value v : exports) {
-    Value arg = updates_.lookup(v);
-    if (!arg)
-      continue;
-    int64_t count = cast<ShapedType>(arg.getType()).getNumElements();
-    // Values of the kernel that hold element j of the argument at element
-    // j: the argument, and what elementwise ops of its size make of it.
-    DenseSet<Value> aligned{arg};
+  SmallVector<Value> updated;
+  for (Value v : exports)
+    if (Value arg = updates_.lookup(v); arg && !llvm::is_contained(updated, arg))
+      updated.push_back(arg);
+  if (!updated.empty()) {
+    // Values of the kernel that hold element j of an updated argument at
+    // element j, and which arguments: the argument itself, and what
+    // elementwise ops of its size make of it. One walk for all of them.
+    DenseMap<Value, SmallVector<Value, 1>> aligned;
+    for (Value arg : updated)
+      aligned[arg] = {arg};
     for (Operation *op : cluster.ops) { // in block order
-      bool reads = llvm::any_of(op->getOperands(), [&](Value operand) {
-        return aligned.contains(traceReshapes(operand));
-      });
-      if (!reads)
+      SmallVector<Value, 1> reads;
+      for (Value operand : op->getOperands()) {
+        auto it = aligned.find(traceReshapes(operand));
+        if (it == aligned.end())
+          continue;
+        for (Value arg : it->second)
+          if (!llvm::is_contained(reads, arg))
+            reads.push_back(arg);
+      }
+      if (reads.empty())
         continue;
-      bool elementwise =
-          op->hasTrait<OpTrait::Elementwise>() &&
-          llvm::all_of(op->getResultTypes(), [&](Type t) {
-            auto shaped = dyn_cast<ShapedType>(t);
-            return shaped && shaped.getNumElements() == count;
-          });
-      if (!elementwise)
+      if (!op->hasTrait<OpTrait::Elementwise>())
         return false;
+      for (Value arg : reads) {
+        int64_t count = cast<ShapedType>(arg.getType()).getNumElements();
+        if (!llvm::all_of(op->getResultTypes(), [&](Type t) {
+              auto shaped = dyn_cast<ShapedType>(t);
+              return shaped && shaped.getNumElements() == count;
+            }))
+          return false;
+      }
       for (Value result : op->getResults())
-        aligned.insert(result);
+        aligned[result] = reads;
     }
   }
   SmallVector<Operation *> reduces;

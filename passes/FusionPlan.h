@@ -111,6 +111,9 @@ public:
   // Costs and legality.
   double timeOf(int c) const;
   bool legal(int c) const;
+  // How many times timeOf and legal computed a kernel's cost or legality
+  // (kiln-fuse's report; timeOf's cached answers do not count).
+  int64_t pricings() const { return pricings_; }
 
   // Changes, journalled between begin() and commit() or rollback().
   void begin() {
@@ -171,6 +174,8 @@ protected:
 
   unsigned generation_ = 0;
   llvm::DenseMap<int, std::pair<unsigned, llvm::SmallVector<int>>> successorCache_;
+  mutable llvm::DenseMap<int, std::pair<unsigned, double>> timeCache_;
+  mutable int64_t pricings_ = 0;
 };
 
 } // namespace kiln::fusion

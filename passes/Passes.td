@@ -558,7 +558,8 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "most 32 of its rows (reduce(reshape(v, [G, S, C]), dims=[1])), "
            "which the CUDA rowgroup.block layout builds beside the rows">,
     Option<"report", "report", "bool", /*default=*/"false",
-           "emit a remark per function with its kernels and modelled bytes">,
+           "emit a remark per function with its kernels and modelled bytes, "
+           "and how much pricing the plan took">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 
@@ -58,6 +59,40 @@ SmallVector<Value, 4> delinearizeIndex(OpBuilder &b, Location loc, Value flat,
     flat = b.create<arith::DivUIOp>(loc, flat, extent);
   }
   return ivs;
+}
+
+std::string fusionKey(FusionOp fusion) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  auto unique = [&] {
+    os << "\nunique " << fusion.getOperation();
+    return key;
+  };
+  // The fusion's own discardable attributes (kiln-plan-buffers' offsets)
+  // place its buffers; no code generator reads them.
+  os << fusion->getName() << ' ' << fusion.getKindAttr();
+  DenseMap<Value, unsigned> number;
+  Block &body = fusion.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    number.try_emplace(arg, number.size());
+    os << ' ' << arg.getType();
+  }
+  for (Operation &op : body) {
+    if (op.getNumRegions())
+      return unique();
+    os << '\n' << op.getName() << ' ' << op.getAttrDictionary();
+    for (Value operand : op.getOperands()) {
+      auto it = number.find(operand);
+      if (it == number.end())
+        return unique();
+      os << " %" << it->second;
+    }
+    for (Value result : op.getResults()) {
+      number.try_emplace(result, number.size());
+      os << ' ' << result.getType();
+    }
+  }
+  return key;
 }
 
 FailureOr<KernelModel> buildKernelModel(FusionOp fusion) {

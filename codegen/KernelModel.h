@@ -62,6 +62,15 @@ struct KernelModel {
 // naming the first body op the model cannot express.
 mlir::FailureOr<KernelModel> buildKernelModel(FusionOp fusion);
 
+// A key that two fusions share exactly when a code generator makes the same
+// kernel of both: the fusion's kind, its inputs' types, and
+// each op of its body in order (name, attributes, result types, and each
+// operand as the number of the value in the body). Locations do not count.
+// A GPT's blocks repeat their fusions; a compile generates each kernel once
+// (tools/kiln/lib/PackageBuilder.cpp). A body op with regions, or one that
+// reads a value from outside the body, makes the key unique to |fusion|.
+std::string fusionKey(FusionOp fusion);
+
 // |flat| as indices into |shape| (row-major, index values built at |b|'s
 // insertion point); unit dimensions get the constant 0.
 llvm::SmallVector<mlir::Value, 4> delinearizeIndex(mlir::OpBuilder &b,

@@ -8,13 +8,19 @@ a fusion, a library call (dot, convolution, custom-call) or an unfused
 compute op. Parameters, constants, tuples, get-tuple-element, bitcasts and
 copies of parameters are not kernels. Prints one JSON object per model.
 
-Usage: python3 bench/fusion/xla_hlo.py [--model mlp|lenet5|gpt]
+With --gpt L,H,N,S,V,B the gpt has L blocks, hidden H, N heads, sequence S,
+vocabulary V and batch B; with --time each object also has "compile_s", the
+wall time of jax.jit's lower and compile (XLA's passes and its LLVM code
+generation for the CPU), for bench/fusion/compile_time.sh.
+
+Usage: python3 bench/fusion/xla_hlo.py [--model mlp|lenet5|gpt] [--gpt L,H,N,S,V,B] [--time]
 """
 
 import argparse
 import json
 import os
 import re
+import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
@@ -151,17 +157,33 @@ def count_kernels(hlo_text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=["mlp", "lenet5", "gpt"], action="append")
+    ap.add_argument("--gpt", help="L,H,N,S,V,B: the gpt's blocks, hidden, heads, "
+                    "sequence, vocabulary and batch")
+    ap.add_argument("--time", action="store_true", help="also time the compile")
     args = ap.parse_args()
+    sizes = {}
+    if args.gpt:
+        names = ("layers", "hidden", "heads", "seq", "vocab", "batch")
+        values = [int(x) for x in args.gpt.split(",")]
+        if len(values) != len(names):
+            ap.error("--gpt expects 6 comma-separated integers: L,H,N,S,V,B")
+        sizes = dict(zip(names, values))
     for name in args.model or ["mlp", "lenet5", "gpt"]:
-        params, loss, data = {"mlp": mlp, "lenet5": lenet5, "gpt": gpt}[name]()
+        params, loss, data = {"mlp": mlp, "lenet5": lenet5,
+                              "gpt": lambda: gpt(**sizes)}[name]()
         zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
         step = jax.jit(adam_step(loss), donate_argnums=(0, 1, 2))
+        start = time.perf_counter()
         compiled = step.lower(params, zeros, zeros, jnp.zeros((), jnp.int32), *data).compile()
+        seconds = time.perf_counter() - start
         counts = count_kernels(compiled.as_text())
         fusions = counts.get("fusion", 0)
         library = sum(counts.get(k, 0) for k in ("dot", "convolution", "custom-call"))
-        print(json.dumps({"model": name, "jax": jax.__version__, "kernels": sum(counts.values()),
-                          "fusions": fusions, "library_calls": library, "by_op": counts}))
+        result = {"model": name, "jax": jax.__version__, "kernels": sum(counts.values()),
+                  "fusions": fusions, "library_calls": library, "by_op": counts}
+        if args.time:
+            result["compile_s"] = round(seconds, 2)
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

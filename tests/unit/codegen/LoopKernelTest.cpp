@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/KernelModel.h"
 #include "codegen/cpu/LowerToLLVM.h"
 #include "tests/unit/codegen/KernelTestSupport.h"
 
@@ -605,6 +606,77 @@ TEST_F(ZooLoopKernelTest, SmallGpt) {
   options.vocab = 20;
   options.batch = 2;
   checkModel(cli::buildGpt(&context, options), 20, 6);
+}
+
+} // namespace
+
+namespace {
+
+// fusionKey: the same kernel whatever the fusion's location, discardable
+// attributes (kiln-plan-buffers' offsets) and operands outside it; another
+// key when an op's operands are swapped, an attribute or a constant
+// differs, an input's type or the fusion's kind does.
+TEST(FusionKeyTest, SameComputationSameKey) {
+  MLIRContext context;
+  context.loadDialect<KilnDialect, func::FuncDialect>();
+  const char *text = R"mlir(
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>, %z: tensor<4xf64>) {
+  %a = kiln.fusion loop (%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%p: tensor<4xf32>, %q: tensor<4xf32>):
+    %c = kiln.constant dense<2.0> : tensor<4xf32>
+    %s = kiln.sub %p, %q : tensor<4xf32>
+    %m = kiln.mul %s, %c : tensor<4xf32>
+    kiln.yield %m : tensor<4xf32>
+  } loc("first")
+  %b = kiln.fusion loop (%y, %a) {kiln.buffer_offsets = array<i64: 192>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%p: tensor<4xf32>, %q: tensor<4xf32>):
+    %c = kiln.constant dense<2.0> : tensor<4xf32> loc("elsewhere")
+    %s = kiln.sub %p, %q : tensor<4xf32>
+    %m = kiln.mul %s, %c : tensor<4xf32>
+    kiln.yield %m : tensor<4xf32>
+  } loc("second")
+  %swapped = kiln.fusion loop (%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%p: tensor<4xf32>, %q: tensor<4xf32>):
+    %c = kiln.constant dense<2.0> : tensor<4xf32>
+    %s = kiln.sub %q, %p : tensor<4xf32>
+    %m = kiln.mul %s, %c : tensor<4xf32>
+    kiln.yield %m : tensor<4xf32>
+  }
+  %constant = kiln.fusion loop (%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%p: tensor<4xf32>, %q: tensor<4xf32>):
+    %c = kiln.constant dense<3.0> : tensor<4xf32>
+    %s = kiln.sub %p, %q : tensor<4xf32>
+    %m = kiln.mul %s, %c : tensor<4xf32>
+    kiln.yield %m : tensor<4xf32>
+  }
+  %kind = kiln.fusion multi_output (%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%p: tensor<4xf32>, %q: tensor<4xf32>):
+    %c = kiln.constant dense<2.0> : tensor<4xf32>
+    %s = kiln.sub %p, %q : tensor<4xf32>
+    %m = kiln.mul %s, %c : tensor<4xf32>
+    kiln.yield %m : tensor<4xf32>
+  }
+  %typed = kiln.fusion loop (%z) : (tensor<4xf64>) -> tensor<4xf64> {
+  ^bb0(%p: tensor<4xf64>):
+    %c = kiln.constant dense<2.0> : tensor<4xf64>
+    %s = kiln.sub %p, %p : tensor<4xf64>
+    %m = kiln.mul %s, %c : tensor<4xf64>
+    kiln.yield %m : tensor<4xf64>
+  }
+  return
+}
+)mlir";
+  std::string diagnostics;
+  auto handler = test::collectDiagnostics(context, diagnostics);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  SmallVector<std::string> keys;
+  module->walk([&](FusionOp f) { keys.push_back(fusionKey(f)); });
+  ASSERT_EQ(keys.size(), 6u);
+  EXPECT_EQ(keys[0], keys[1]);
+  for (size_t i = 2; i < keys.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_NE(keys[i], keys[j]) << "fusions " << j << " and " << i;
 }
 
 } // namespace

@@ -59,6 +59,7 @@
 #include "tools/kiln/lib/Flags.h"
 
 #include "codegen/GemmEpilogue.h"
+#include "codegen/KernelModel.h"
 #include "codegen/cpu/LowerToLLVM.h"
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
@@ -74,6 +75,8 @@
 #include "llvm/IR/Module.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/TargetParser/Host.h"
+
+#include <map>
 
 namespace kiln::cli {
 
@@ -101,6 +104,10 @@ struct Builder {
   const PackageTargetHooks *targetHooks = nullptr;
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
   std::string error;
+  // CPU kernels compiled so far, by fusionKey: a fusion that computes what
+  // an earlier one did (a GPT's blocks repeat theirs) takes its bitcode
+  // instead of going through MLIR and LLVM's -O3 again.
+  std::map<std::string, std::vector<uint8_t>> cpuKernelsByKey;
 
   bool bufferFor(mlir::Value v, std::string name, uint64_t offset,
                  PkgRole role) {
@@ -183,6 +190,13 @@ struct Builder {
   // The CPU kernel of |fusion|: its -O3 LLVM module as bitcode.
   bool compileCpuKernel(FusionOp fusion, PackageKernel &kernel,
                         llvm::LLVMContext &llvmContext) {
+    std::string key = fusionKey(fusion);
+    if (auto it = cpuKernelsByKey.find(key); it != cpuKernelsByKey.end()) {
+      kernel.kind = KernelKind::LlvmBitcode;
+      kernel.entryPoint = kCpuKernelEntryPoint;
+      kernel.object = it->second;
+      return true;
+    }
     mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
         optimizedKernelIR(fusion, llvmContext);
     if (mlir::failed(ir)) {
@@ -202,6 +216,7 @@ struct Builder {
     llvm::raw_svector_ostream os(bitcode);
     llvm::WriteBitcodeToFile(**ir, os);
     kernel.object.assign(bitcode.begin(), bitcode.end());
+    cpuKernelsByKey.emplace(std::move(key), kernel.object);
     return true;
   }
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Compile time of a GPT training step (Adam), Kiln beside XLA in one run:
+# for each depth (default 12 and 24 blocks; hidden 768, 12 heads, sequence
+# 1024, vocabulary 50304, batch 8: GPT-2 124M at 12), the wall time of
+#   - kiln compile --target=cuda:sm_90 --amp=bf16 --emit=cuda (the pass
+#     pipeline and the CUDA C++ of every kernel; NVRTC is not run), and its
+#     kiln-fuse time (--timing);
+#   - kiln compile -o step.kpkg for the CPU (the pipeline and every kernel
+#     through MLIR to -O3 LLVM bitcode, one after another);
+#   - jax.jit's lower and compile of the same step for the CPU (XLA's passes
+#     and its LLVM code generation; bench/fusion/xla_hlo.py --time, f32),
+# and the ratio of Kiln's CPU compile to XLA's.
+# Usage: bench/fusion/compile_time.sh [BUILD_DIR] [DEPTH...]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+shift || true
+depths=("$@")
+[ ${#depths[@]} -gt 0 ] || depths=(12 24)
+kiln="$build/bin/kiln"
+[ -x "$kiln" ] || { echo "compile_time.sh: $kiln not built" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+seconds() { # the wall time of "$@" in seconds, its output discarded
+  local start end
+  start=$(date +%s.%N)
+  "$@" >/dev/null 2>&1
+  end=$(date +%s.%N)
+  python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$end"
+}
+
+printf '%-6s %12s %10s %12s %10s %12s\n' blocks kiln_cuda_s fuse_s kiln_cpu_s xla_cpu_s kiln/xla
+for L in "${depths[@]}"; do
+  "$kiln" models gpt --layers="$L" --hidden=768 --heads=12 --seq=1024 --vocab=50304 \
+    --batch=8 --optimizer=adam -o "$out/gpt$L.kiln" >/dev/null
+  cuda=$(seconds "$kiln" compile "$out/gpt$L.kiln" --target=cuda:sm_90 --amp=bf16 \
+    --emit=cuda -o "$out/cuda$L")
+  fuse=$("$kiln" compile "$out/gpt$L.kiln" --target=cuda:sm_90 --amp=bf16 --timing \
+    -o "$out/timed$L.mlir" 2>&1 | sed -n 's/^ *\([0-9.]*\) (.*KilnFuse$/\1/p')
+  cpu=$(seconds "$kiln" compile "$out/gpt$L.kiln" -o "$out/gpt$L.kpkg")
+  xla=$(python3 "$root/bench/fusion/xla_hlo.py" --model gpt --gpt "$L,768,12,1024,50304,8" --time \
+    | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['compile_s'])")
+  python3 -c "import sys; L,c,f,k,x=sys.argv[1:]; print('%-6s %12s %10.2f %12s %10s %12.2f' % (L,c,float(f),k,x,float(k)/float(x)))" \
+    "$L" "$cuda" "$fuse" "$cpu" "$xla"
+done

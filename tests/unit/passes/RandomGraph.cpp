@@ -116,6 +116,30 @@ private:
     pool_.push_back(v);
     return v;
   }
+  // Whether |v| is known to be the same at every index of its dimensions
+  // from |axis| on: a splat, a broadcast that maps none of them (or only
+  // extent-1 ones), or elementwise ops of such values. A layer norm over
+  // such rows divides their rounding noise (the mean of a constant rounds)
+  // by the root of eps: no two orders of summation agree, and no model
+  // normalizes a constant.
+  bool constantAlong(Value v, int64_t axis) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false;
+    if (auto constant = dyn_cast<ConstantOp>(def))
+      return isa<SplatElementsAttr>(constant.getValue());
+    if (auto broadcast = dyn_cast<BroadcastInDimOp>(def)) {
+      ArrayRef<int64_t> dims = broadcast.getBroadcastDimensions();
+      ArrayRef<int64_t> from = shapeOf(broadcast.getOperand());
+      for (auto [i, d] : llvm::enumerate(dims))
+        if (d >= axis && from[i] != 1)
+          return false;
+      return true;
+    }
+    return def->hasTrait<OpTrait::Elementwise>() && def->getNumOperands() > 0 &&
+           llvm::all_of(def->getOperands(),
+                        [&](Value operand) { return constantAlong(operand, axis); });
+  }
 
   void step();
   void gather();
@@ -333,6 +357,8 @@ void Generator::step() {
       return;
     }
     int64_t axis = pick(0, rankOf(x) - 1);
+    if (constantAlong(x, axis))
+      x = argument(cast<RankedTensorType>(x.getType()));
     auto paramType = tensor(shapeOf(x).drop_front(axis));
     Value scale = argument(paramType), bias = argument(paramType);
     push(b_.create<LayerNormOp>(loc_, x.getType(), x, scale, bias,

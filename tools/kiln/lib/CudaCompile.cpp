@@ -131,6 +131,19 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
     reports.push_back(std::move(report));
     return true;
   };
+  hooks.reuseKernel = [&reports](const std::string &name,
+                                 const std::string &sameAs) {
+    CudaKernelReport report;
+    for (const CudaKernelReport &r : reports)
+      if (r.name == sameAs) {
+        report = r;
+        report.archs.clear();
+        break;
+      }
+    report.name = name;
+    report.sameAs = sameAs;
+    reports.push_back(std::move(report));
+  };
   return hooks;
 }
 
@@ -228,15 +241,20 @@ writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
   std::string index;
   llvm::raw_string_ostream is(index);
   is << "# kiln CUDA kernels of " << modelName << ": name entry_point file "
-     << "block max_blocks layouts [sm_NN:registers/spill_stores/spill_loads]\n";
+     << "block max_blocks layouts [same_as=KERNEL] "
+     << "[sm_NN:registers/spill_stores/spill_loads]\n";
   for (size_t i = 0; i < pkg.kernels.size(); ++i) {
     const runtime::PackageKernel &k = pkg.kernels[i];
     std::string file = k.entryPoint + (ptx ? ".ptx" : ".cu");
-    if (!write(file, ptx ? llvm::StringRef(k.ptx) : llvm::StringRef(k.source)))
-      return mlir::failure();
     const CudaKernelReport &r = reports[i];
+    // A kernel with an earlier one's code has that one's file.
+    if (r.sameAs.empty() &&
+        !write(file, ptx ? llvm::StringRef(k.ptx) : llvm::StringRef(k.source)))
+      return mlir::failure();
     is << k.name << " " << k.entryPoint << " " << file << " " << k.block[0]
        << " " << r.maxBlocks << " " << llvm::join(r.layouts, ",");
+    if (!r.sameAs.empty())
+      is << " same_as=" << r.sameAs;
     for (const CudaArchStats &a : r.archs)
       is << " sm_" << a.arch << ":" << a.registers << "/" << a.spillStoreBytes
          << "/" << a.spillLoadBytes;
@@ -249,7 +267,10 @@ writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
 
 void printCudaReport(llvm::ArrayRef<CudaKernelReport> reports,
                      llvm::raw_ostream &os) {
-  os << "CUDA kernels: " << reports.size() << "\n";
+  size_t reused = llvm::count_if(
+      reports, [](const CudaKernelReport &r) { return !r.sameAs.empty(); });
+  os << "CUDA kernels: " << reports.size() << ", " << reports.size() - reused
+     << " compiled (" << reused << " the same as an earlier kernel)\n";
   std::map<std::string, int> layouts;
   for (const CudaKernelReport &r : reports)
     for (const std::string &l : r.layouts)
@@ -274,6 +295,10 @@ void printCudaReport(llvm::ArrayRef<CudaKernelReport> reports,
        << " from the NVRTC cache\n";
   }
   for (const CudaKernelReport &r : reports) {
+    if (!r.sameAs.empty()) {
+      os << "  " << r.name << " (the same kernel as " << r.sameAs << ")\n";
+      continue;
+    }
     os << "  " << r.name << " (" << llvm::join(r.layouts, ",")
        << ", blocks " << r.maxBlocks << ")";
     for (const CudaArchStats &a : r.archs)

@@ -45,6 +45,9 @@ struct CudaArchStats {
 
 struct CudaKernelReport {
   std::string name, entryPoint;
+  // The earlier kernel whose code this one has (the same fusion: nothing
+  // compiled for it), or "".
+  std::string sameAs;
   std::vector<std::string> layouts;
   uint64_t maxBlocks = 0;
   std::vector<CudaArchStats> archs;

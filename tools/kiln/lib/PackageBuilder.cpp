@@ -104,10 +104,12 @@ struct Builder {
   const PackageTargetHooks *targetHooks = nullptr;
   llvm::DenseMap<mlir::Value, uint32_t> bufferOf;
   std::string error;
-  // CPU kernels compiled so far, by fusionKey: a fusion that computes what
-  // an earlier one did (a GPT's blocks repeat theirs) takes its bitcode
-  // instead of going through MLIR and LLVM's -O3 again.
-  std::map<std::string, std::vector<uint8_t>> cpuKernelsByKey;
+  // The kernels compiled so far, by fusionKey: a fusion that computes what
+  // an earlier one did (a GPT's blocks repeat theirs) takes its code
+  // instead of going through the code generator again (MLIR and LLVM's -O3
+  // on the CPU; emission, NVRTC and ptxas for CUDA), as XLA's kernel reuse
+  // cache does.
+  std::map<std::string, uint32_t> kernelByKey;
 
   bool bufferFor(mlir::Value v, std::string name, uint64_t offset,
                  PkgRole role) {
@@ -161,12 +163,22 @@ struct Builder {
                  std::vector<uint32_t> operands, std::vector<uint32_t> results,
                  llvm::LLVMContext &llvmContext) {
     PackageKernel kernel;
-    kernel.name = name;
-    if (targetHooks) {
-      if (!targetHooks->compileKernel(fusion, name, kernel, error))
+    std::string key = fusionKey(fusion);
+    if (auto it = kernelByKey.find(key); it != kernelByKey.end()) {
+      kernel = pkg.kernels[it->second];
+      kernel.sourceNodes.clear();
+      if (targetHooks && targetHooks->reuseKernel)
+        targetHooks->reuseKernel(name, kernel.name);
+      kernel.name = name;
+    } else {
+      kernel.name = name;
+      if (targetHooks) {
+        if (!targetHooks->compileKernel(fusion, name, kernel, error))
+          return false;
+      } else if (!compileCpuKernel(fusion, kernel, llvmContext)) {
         return false;
-    } else if (!compileCpuKernel(fusion, kernel, llvmContext)) {
-      return false;
+      }
+      kernelByKey.emplace(std::move(key), pkg.kernels.size());
     }
     // The graph node each fused op came from (package.fbs source_nodes);
     // an op without a node name (one a pass made up) by its op name.
@@ -190,13 +202,6 @@ struct Builder {
   // The CPU kernel of |fusion|: its -O3 LLVM module as bitcode.
   bool compileCpuKernel(FusionOp fusion, PackageKernel &kernel,
                         llvm::LLVMContext &llvmContext) {
-    std::string key = fusionKey(fusion);
-    if (auto it = cpuKernelsByKey.find(key); it != cpuKernelsByKey.end()) {
-      kernel.kind = KernelKind::LlvmBitcode;
-      kernel.entryPoint = kCpuKernelEntryPoint;
-      kernel.object = it->second;
-      return true;
-    }
     mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
         optimizedKernelIR(fusion, llvmContext);
     if (mlir::failed(ir)) {
@@ -216,7 +221,6 @@ struct Builder {
     llvm::raw_svector_ostream os(bitcode);
     llvm::WriteBitcodeToFile(**ir, os);
     kernel.object.assign(bitcode.begin(), bitcode.end());
-    cpuKernelsByKey.emplace(std::move(key), kernel.object);
     return true;
   }
 

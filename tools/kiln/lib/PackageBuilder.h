@@ -44,6 +44,11 @@ struct PackageTargetHooks {
   std::function<bool(FusionOp fusion, const std::string &name,
                      runtime::PackageKernel &kernel, std::string &error)>
       compileKernel;
+  // Told, instead of compileKernel, of kernel |name| whose fusion computes
+  // what kernel |sameAs|'s did: the package gives it that kernel's code
+  // (fusionKey in codegen/KernelModel.h). May be empty.
+  std::function<void(const std::string &name, const std::string &sameAs)>
+      reuseKernel;
 };
 
 // Builds the package of a planned step (see PackageBuilder.cpp) for the

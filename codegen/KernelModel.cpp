@@ -17,6 +17,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+
 using namespace mlir;
 
 namespace kiln {
@@ -64,8 +66,11 @@ SmallVector<Value, 4> delinearizeIndex(OpBuilder &b, Location loc, Value flat,
 std::string fusionKey(FusionOp fusion) {
   std::string key;
   llvm::raw_string_ostream os(key);
+  // Not the fusion's address: a fusion built and erased (a packing
+  // transpose's) may leave it to the next.
   auto unique = [&] {
-    os << "\nunique " << fusion.getOperation();
+    static std::atomic<uint64_t> next{0};
+    os << "\nunique " << next++;
     return key;
   };
   // The fusion's own discardable attributes (kiln-plan-buffers' offsets)

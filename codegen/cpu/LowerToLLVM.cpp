@@ -674,7 +674,7 @@ FailureOr<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(FusionOp fusio
 } // namespace
 
 FailureOr<std::unique_ptr<llvm::Module>>
-optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
+kernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
   FailureOr<OwningOpRef<ModuleOp>> module = buildLoopKernelModule(fusion);
   if (failed(module))
     return failure();
@@ -689,7 +689,29 @@ optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
     return fusion.emitOpError() << "failed to translate its CPU kernel to LLVM IR";
   llvmModule->setTargetTriple((*machine)->getTargetTriple().str());
   llvmModule->setDataLayout((*machine)->createDataLayout());
-  if (llvm::Error error = kernelTransformer(machine->get())(llvmModule.get()))
+  return llvmModule;
+}
+
+llvm::Error optimizeKernelIR(llvm::Module &module) {
+  initializeNativeTarget();
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return builder.takeError();
+  // One target machine per call: a TargetMachine is not shared between
+  // threads.
+  auto machine = builder->createTargetMachine();
+  if (!machine)
+    return machine.takeError();
+  return kernelTransformer(machine->get())(&module);
+}
+
+FailureOr<std::unique_ptr<llvm::Module>>
+optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
+  FailureOr<std::unique_ptr<llvm::Module>> llvmModule =
+      kernelIR(fusion, llvmContext);
+  if (failed(llvmModule))
+    return failure();
+  if (llvm::Error error = optimizeKernelIR(**llvmModule))
     return fusion.emitOpError() << "LLVM optimization failed: "
                                 << llvm::toString(std::move(error));
   return llvmModule;

@@ -42,6 +42,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <memory>
@@ -124,8 +125,21 @@ buildLoopKernelModule(FusionOp fusion);
 // the `kiln_kernel` entry point.
 mlir::LogicalResult lowerKernelModuleToLLVM(mlir::ModuleOp module);
 
-// The kernel of |fusion| as LLVM IR for the host CPU, optimized at -O3 (what
-// the JIT compiles; what a package could carry as bitcode).
+// The kernel of |fusion| as LLVM IR for the host CPU (its triple and data
+// layout set), not yet optimized: what optimizeKernelIR takes. This part
+// needs the fusion's MLIRContext; the rest does not.
+mlir::FailureOr<std::unique_ptr<llvm::Module>>
+kernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext);
+
+// Optimizes a kernelIR module at -O3 for the host CPU (what the JIT does;
+// the parallel-loop marks and the bf16-as-bits rewrite included). Touches
+// no MLIR and nothing shared: modules in distinct LLVMContexts may be
+// optimized on threads side by side (the package builder does).
+llvm::Error optimizeKernelIR(llvm::Module &module);
+
+// kernelIR then optimizeKernelIR: the kernel of |fusion| as LLVM IR for the
+// host CPU, optimized at -O3 (what the JIT compiles; what a package carries
+// as bitcode).
 mlir::FailureOr<std::unique_ptr<llvm::Module>>
 optimizedKernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext);
 

@@ -59,7 +59,8 @@ protected:
       hooks.target = rt::PackageTarget{};
       hooks.target.kind = rt::TargetKind::Cpu;
       hooks.compileKernel = [](FusionOp, const std::string &,
-                               rt::PackageKernel &kernel, std::string &) {
+                               rt::PackageKernel &kernel, cli::KernelFinish &,
+                               std::string &) {
         kernel.kind = rt::KernelKind::LlvmBitcode;
         kernel.entryPoint = kCpuKernelEntryPoint;
         return true;

@@ -312,7 +312,8 @@ protected:
     cli::PackageTargetHooks hooks;
     hooks.target.kind = runtime::TargetKind::Cuda;
     hooks.compileKernel = [&](FusionOp fusion, const std::string &name,
-                              runtime::PackageKernel &kernel, std::string &error) {
+                              runtime::PackageKernel &kernel, cli::KernelFinish &,
+                              std::string &error) {
       std::string entry = "k_" + std::to_string(kernels.size());
       diagnostics.clear();
       std::string problem = add(fusion, entry, seed + kernels.size(), intBound);
@@ -327,7 +328,7 @@ protected:
     std::string errors;
     llvm::raw_string_ostream errs(errors);
     ASSERT_TRUE(mlir::succeeded(cli::buildStepPackage(model, "model", "", {}, "test",
-                                                errs, pkg, &hooks)))
+                                                errs, pkg, {&hooks})))
         << errs.str() << diagnostics;
   }
 

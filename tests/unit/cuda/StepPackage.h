@@ -91,6 +91,7 @@ inline cli::PackageTargetHooks cudaPackageHooks(const std::string &diagnostics,
   hooks.compileKernel = [&diagnostics, sources,
                          count = 0](FusionOp fusion, const std::string &name,
                                     rt::PackageKernel &kernel,
+                                    cli::KernelFinish &,
                                     std::string &error) mutable {
     std::string entry = "kiln_k" + std::to_string(count++);
     mlir::FailureOr<CudaKernelSource> source = emitCudaKernel(fusion, entry);
@@ -117,7 +118,7 @@ inline bool packageStep(mlir::ModuleOp model, const cli::PackageTargetHooks *hoo
                         rt::LoadedPackage &pkg, std::string &errors) {
   llvm::raw_string_ostream errs(errors);
   bool ok = mlir::succeeded(cli::buildStepPackage(model, "model", "", {}, "test",
-                                                  errs, pkg, hooks));
+                                                  errs, pkg, {hooks}));
   errs.flush();
   return ok;
 }

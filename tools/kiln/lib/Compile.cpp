@@ -45,12 +45,14 @@ struct CompileOptions {
   // target-neutral.
   bool cuda = false;
   CudaCompileOptions cudaOptions;
+  // --jobs: kernels compiled at once (0: one per hardware thread).
+  unsigned jobs = 0;
 };
 
 // The flags' raw text; empty means "not given".
 struct RawFlags {
   std::string input, output, emit, target, dumpDir, dumpAfter, fuseAttention,
-      splitReductions, rowGroups;
+      splitReductions, rowGroups, jobs;
   AmpFlags amp;
   DistFlags dist;
   bool forwardOnly = false;
@@ -92,6 +94,13 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
     return false;
   }
 
+  if (!raw.jobs.empty()) {
+    std::optional<int64_t> jobs = parseInteger(kCommand, "jobs", raw.jobs, 1, errs);
+    if (!jobs)
+      return false;
+    options.jobs = static_cast<unsigned>(std::min<int64_t>(*jobs, 1024));
+  }
+  options.cudaOptions.jobs = options.jobs;
   if (llvm::StringRef(raw.target).starts_with("cuda")) {
     std::string error;
     if (!parseCudaTarget(raw.target, options.cudaOptions.archs, error)) {
@@ -258,6 +267,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                    "also print the passes' remarks (why an update is not in "
                    "place, the schedule's peaks, ...); errors and warnings "
                    "always print");
+  parser.addValue("jobs", &raw.jobs, "N",
+                  "compile N kernels at once, on threads (LLVM's -O3 for the "
+                  "CPU, NVRTC and ptxas for CUDA; default: one per hardware "
+                  "thread); the output does not depend on N", 'j');
   parser.addSwitch("timing", &raw.timing,
                    "print to stderr the wall time of each pass and of the "
                    "kernels' code generation (MLIR's timing report)");
@@ -315,6 +328,20 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // The kernels' code generation and what writes them (CUDA: emission,
   // NVRTC and ptxas; CPU: MLIR to -O3 LLVM bitcode).
   mlir::TimingScope codegen = timing.nest("kernels and output");
+  options.cudaOptions.timing = raw.timing ? &codegen : nullptr;
+  // The flags a package records: --jobs changes how it is built, not what
+  // it holds, so a package is the same for every --jobs.
+  std::vector<std::string> recorded;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef word = args[i];
+    if (word.starts_with("--jobs="))
+      continue;
+    if ((word == "--jobs" || word == "-j") && i + 1 < args.size()) {
+      ++i;
+      continue;
+    }
+    recorded.push_back(args[i]);
+  }
 
   if (!options.pipeline.dumpDir.empty() &&
       mlir::failed(writeCompileDumps(*module, options.pipeline.dumpDir)))
@@ -363,14 +390,15 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
     llvm::StringRef stem = llvm::sys::path::stem(options.input);
     if (!options.cuda)
-      return mlir::failed(writeStepPackage(*module, stem,
-                                           (*source)->getBuffer(), args,
-                                           options.output, kCommand, errs))
+      return mlir::failed(writeStepPackage(
+                 *module, stem, (*source)->getBuffer(), recorded,
+                 options.output, kCommand, errs,
+                 {nullptr, options.jobs, options.cudaOptions.timing}))
                  ? kExitError
                  : kExitOk;
     std::vector<CudaKernelReport> reports;
     if (mlir::failed(writeCudaPackage(*module, stem, (*source)->getBuffer(),
-                                      args, options.output, options.cudaOptions,
+                                      recorded, options.output, options.cudaOptions,
                                       kCommand, errs, reports)))
       return kExitError;
     if (raw.report)

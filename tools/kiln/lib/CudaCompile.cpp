@@ -78,6 +78,7 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
   hooks.compileKernel = [&options, &reports](FusionOp fusion,
                                              const std::string &name,
                                              runtime::PackageKernel &kernel,
+                                             KernelFinish &finish,
                                              std::string &error) {
     std::string entry = entryPointFor(name);
     // Rows cached in dynamic shared memory fit every target architecture.
@@ -106,22 +107,31 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
     report.maxBlocks = source->launch.maxBlocks;
     if (options.nvrtc) {
 #ifdef KILN_HAVE_NVRTC
-      NvrtcResult compiled;
-      std::string log;
-      if (!compileCudaSource(kernel.source, entry, options.archs, compiled, log)) {
-        error = "kernel " + name + " (" + entry + "): NVRTC failed: " + log;
-        return false;
-      }
-      kernel.ptx = std::move(compiled.ptx);
-      for (CubinResult &cubin : compiled.cubins) {
-        runtime::Cubin image;
-        image.arch = cubin.arch;
-        image.image = std::move(cubin.image);
-        kernel.cubins.push_back(std::move(image));
-        report.archs.push_back({cubin.arch, cubin.registers,
-                                cubin.spillStoreBytes, cubin.spillLoadBytes,
-                                cubin.fromCache});
-      }
+      // NVRTC and ptxas once every kernel is emitted, beside other
+      // kernels' (the reports no longer grow then; this one writes its own).
+      size_t reportIndex = reports.size();
+      finish = [&options, &reports, reportIndex, name,
+                entry](runtime::PackageKernel &kernel, std::string &error) {
+        NvrtcResult compiled;
+        std::string log;
+        if (!compileCudaSource(kernel.source, entry, options.archs, compiled,
+                               log)) {
+          error = "kernel " + name + " (" + entry + "): NVRTC failed: " + log;
+          return false;
+        }
+        kernel.ptx = std::move(compiled.ptx);
+        CudaKernelReport &report = reports[reportIndex];
+        for (CubinResult &cubin : compiled.cubins) {
+          runtime::Cubin image;
+          image.arch = cubin.arch;
+          image.image = std::move(cubin.image);
+          kernel.cubins.push_back(std::move(image));
+          report.archs.push_back({cubin.arch, cubin.registers,
+                                  cubin.spillStoreBytes, cubin.spillLoadBytes,
+                                  cubin.fromCache});
+        }
+        return true;
+      };
 #else
       error = "compiling CUDA kernels needs NVRTC: this kiln was built "
               "without the CUDA toolkit (KILN_ENABLE_CUDA is off)";
@@ -192,7 +202,8 @@ mlir::LogicalResult compileCudaKernels(mlir::ModuleOp module,
                                        std::vector<CudaKernelReport> &reports) {
   PackageTargetHooks hooks = makeHooks(options, reports);
   runtime::LoadedPackage pkg;
-  return buildStepPackage(module, "", "", {}, command, errs, pkg, &hooks);
+  return buildStepPackage(module, "", "", {}, command, errs, pkg,
+                          {&hooks, options.jobs, options.timing});
 }
 
 mlir::LogicalResult
@@ -203,7 +214,7 @@ writeCudaPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  std::vector<CudaKernelReport> &reports) {
   PackageTargetHooks hooks = makeHooks(options, reports);
   return writeStepPackage(module, modelName, sourceBytes, flags, outputPath,
-                          command, errs, &hooks);
+                          command, errs, {&hooks, options.jobs, options.timing});
 }
 
 mlir::LogicalResult
@@ -218,7 +229,7 @@ writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
   PackageTargetHooks hooks = makeHooks(effective, reports);
   runtime::LoadedPackage pkg;
   if (mlir::failed(buildStepPackage(module, modelName, "", {}, command, errs,
-                                    pkg, &hooks)))
+                                    pkg, {&hooks, options.jobs, options.timing})))
     return mlir::failure();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     printError(errs, command, emit + ": cannot create directory " + dir + ": " +

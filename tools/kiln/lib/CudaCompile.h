@@ -2,9 +2,11 @@
 //
 // `kiln compile --target=cuda[:sm_NN[,sm_MM...]]`: the planned step's
 // kernels become CUDA C++ (codegen/cuda/CudaEmitter.h), compiled by NVRTC
-// to PTX and one cubin per architecture (codegen/cuda/Nvrtc.h, cached);
-// GEMMs and convolutions stay LibraryCall thunks as in the CPU package
-// (cuBLASLt comes later). `--emit=cuda|ptx -o DIR` writes one NAME.cu (or
+// to PTX and one cubin per architecture (codegen/cuda/Nvrtc.h, cached;
+// once every kernel is emitted, several kernels at once on threads);
+// GEMMs, convolutions and attention are LibraryCall thunks as in the CPU
+// package (cuBLASLt GEMMs with their epilogues, PackageBuilder.cpp).
+// `--emit=cuda|ptx -o DIR` writes one NAME.cu (or
 // NAME.ptx, for the lowest architecture) per kernel and DIR/kernels.index,
 // one line per kernel: name, entry point, block, blocks with work, nest
 // layouts and, per architecture, registers and spill bytes from ptxas.
@@ -19,6 +21,7 @@
 #define KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -56,6 +59,10 @@ struct CudaKernelReport {
 struct CudaCompileOptions {
   std::vector<unsigned> archs = {90};
   bool nvrtc = true; // compile to PTX and cubins (needs haveNvrtc())
+  // Kernels compiled at once by NVRTC and ptxas (PackageBuildOptions::jobs;
+  // 0: one per hardware thread), and where --timing times them.
+  unsigned jobs = 0;
+  mlir::TimingScope *timing = nullptr;
 };
 
 // Compiles every kernel of a planned step (for --report) without writing

@@ -52,6 +52,16 @@
 // graph hash is FNV-1a 64 of the input file's bytes, stored little-endian
 // in 8 bytes.
 //
+// Kernels compile in two phases. The walk above reads the MLIR: a CPU
+// kernel's fusion becomes unoptimized LLVM IR in an LLVMContext of its own
+// (a CUDA target's hook emits CUDA C++); a fusion whose fusionKey an
+// earlier one had is recorded as a repeat. Then finishKernels runs what
+// is left of each distinct kernel (-O3 and the bitcode; NVRTC and ptxas),
+// several at once on the runtime's ThreadPool, each writing only its own
+// PackageKernel, and copies each repeat's code from its first kernel. The
+// bytes do not depend on the threads: every kernel's code comes from its
+// own inputs, and failures are reported in kernel order.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/PackageBuilder.h"
@@ -64,6 +74,7 @@
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
 #include "runtime/Files.h"
+#include "runtime/ThreadPool.h"
 #include "runtime/cpu/Blas.h"
 #include "serialize/PackageWriter.h"
 
@@ -77,6 +88,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <map>
+#include <thread>
 
 namespace kiln::cli {
 
@@ -157,26 +169,43 @@ struct Builder {
     return true;
   }
 
+  // A kernel whose compilation the walk left to finish (KernelFinish in
+  // PackageBuilder.h): its index in pkg.kernels and how it went.
+  struct Pending {
+    uint32_t kernel = 0;
+    KernelFinish finish;
+    bool ok = false;
+    std::string error;
+  };
+  std::vector<Pending> pending;
+  // Kernels that take an earlier kernel's code once every kernel is
+  // finished: (kernel, the kernel whose code it takes).
+  std::vector<std::pair<uint32_t, uint32_t>> repeats;
+
   // Compiles |fusion| (not of kind gemm) into a kernel named |name| and
-  // appends its KernelLaunch on |operands| and |results|.
+  // appends its KernelLaunch on |operands| and |results|. The kernel's code
+  // may only be there once finishKernels has run.
   bool addKernel(FusionOp fusion, const std::string &name,
-                 std::vector<uint32_t> operands, std::vector<uint32_t> results,
-                 llvm::LLVMContext &llvmContext) {
+                 std::vector<uint32_t> operands, std::vector<uint32_t> results) {
     PackageKernel kernel;
+    kernel.name = name;
     std::string key = fusionKey(fusion);
     if (auto it = kernelByKey.find(key); it != kernelByKey.end()) {
-      kernel = pkg.kernels[it->second];
-      kernel.sourceNodes.clear();
       if (targetHooks && targetHooks->reuseKernel)
-        targetHooks->reuseKernel(name, kernel.name);
-      kernel.name = name;
+        targetHooks->reuseKernel(name, pkg.kernels[it->second].name);
+      repeats.emplace_back(pkg.kernels.size(), it->second);
     } else {
-      kernel.name = name;
+      KernelFinish finish;
       if (targetHooks) {
-        if (!targetHooks->compileKernel(fusion, name, kernel, error))
+        if (!targetHooks->compileKernel(fusion, name, kernel, finish, error))
           return false;
-      } else if (!compileCpuKernel(fusion, kernel, llvmContext)) {
+      } else if (!compileCpuKernel(fusion, kernel, finish)) {
         return false;
+      }
+      if (finish) {
+        Pending &p = pending.emplace_back();
+        p.kernel = static_cast<uint32_t>(pkg.kernels.size());
+        p.finish = std::move(finish);
       }
       kernelByKey.emplace(std::move(key), pkg.kernels.size());
     }
@@ -199,28 +228,91 @@ struct Builder {
     return true;
   }
 
-  // The CPU kernel of |fusion|: its -O3 LLVM module as bitcode.
+  // The CPU kernel of |fusion|: its LLVM IR now (MLIR's part), -O3 and the
+  // bitcode in |finish|. Each kernel's IR lives in an LLVMContext of its
+  // own, so finishes may run side by side.
   bool compileCpuKernel(FusionOp fusion, PackageKernel &kernel,
-                        llvm::LLVMContext &llvmContext) {
-    mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
-        optimizedKernelIR(fusion, llvmContext);
-    if (mlir::failed(ir)) {
+                        KernelFinish &finish) {
+    struct KernelIR {
+      std::unique_ptr<llvm::LLVMContext> context;
+      std::unique_ptr<llvm::Module> module; // destroyed before its context
+    };
+    auto ir = std::make_shared<KernelIR>();
+    ir->context = std::make_unique<llvm::LLVMContext>();
+    mlir::FailureOr<std::unique_ptr<llvm::Module>> module =
+        kernelIR(fusion, *ir->context);
+    if (mlir::failed(module)) {
       error = "fusion " + describe(fusion) +
               ": the CPU code generator could not compile it";
       return false;
     }
-    if (!(*ir)->getFunction(kCpuKernelEntryPoint)) {
-      error = "fusion " + describe(fusion) +
-              ": expected its LLVM module to define @" + kCpuKernelEntryPoint +
-              ", found none";
-      return false;
-    }
+    ir->module = std::move(*module);
     kernel.kind = KernelKind::LlvmBitcode;
     kernel.entryPoint = kCpuKernelEntryPoint;
-    llvm::SmallVector<char, 0> bitcode;
-    llvm::raw_svector_ostream os(bitcode);
-    llvm::WriteBitcodeToFile(**ir, os);
-    kernel.object.assign(bitcode.begin(), bitcode.end());
+    finish = [ir, where = "fusion " + describe(fusion)](PackageKernel &kernel,
+                                                        std::string &error) {
+      if (llvm::Error failure = optimizeKernelIR(*ir->module)) {
+        error = where + ": LLVM optimization failed: " +
+                llvm::toString(std::move(failure));
+        return false;
+      }
+      if (!ir->module->getFunction(kCpuKernelEntryPoint)) {
+        error = where + ": expected its LLVM module to define @" +
+                kCpuKernelEntryPoint + ", found none";
+        return false;
+      }
+      llvm::SmallVector<char, 0> bitcode;
+      llvm::raw_svector_ostream os(bitcode);
+      llvm::WriteBitcodeToFile(*ir->module, os);
+      kernel.object.assign(bitcode.begin(), bitcode.end());
+      ir->module.reset();
+      ir->context.reset();
+      return true;
+    };
+    return true;
+  }
+
+  // Runs every pending finish, up to |jobs| at once (0: one per hardware
+  // thread), then gives each repeat its kernel's code. False with |error|
+  // set to the first failure in kernel order.
+  bool finishKernels(unsigned jobs, mlir::TimingScope *timing) {
+    unsigned threads = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
+    threads = static_cast<unsigned>(
+        std::max<size_t>(1, std::min<size_t>(threads, pending.size())));
+    mlir::TimingScope scope;
+    if (timing)
+      scope = timing->nest("kernels finished, " + std::to_string(pending.size()) +
+                           " on " + std::to_string(threads) +
+                           (threads > 1 ? " threads" : " thread"));
+    auto run = [this](Pending &p) {
+      p.ok = p.finish(pkg.kernels[p.kernel], p.error);
+      p.finish = nullptr; // its code and IR go now
+    };
+    if (threads == 1) {
+      for (Pending &p : pending)
+        run(p);
+    } else {
+      // pkg.kernels does not change while the finishes run; each writes
+      // its own kernel. (The runtime's pool, not llvm::StdThreadPool: its
+      // std::async instantiations in Kiln's code would meet libMLIR's
+      // uninstrumented ones, which ThreadSanitizer reports as races.)
+      runtime::ThreadPool pool(static_cast<int>(threads));
+      pool.parallelFor(static_cast<int64_t>(pending.size()),
+                       [&](int64_t i) { run(pending[i]); });
+    }
+    for (Pending &p : pending)
+      if (!p.ok) {
+        error = std::move(p.error);
+        return false;
+      }
+    pending.clear();
+    for (auto [kernel, sameAs] : repeats) {
+      PackageKernel code = pkg.kernels[sameAs];
+      code.name = std::move(pkg.kernels[kernel].name);
+      code.sourceNodes = std::move(pkg.kernels[kernel].sourceNodes);
+      pkg.kernels[kernel] = std::move(code);
+    }
+    repeats.clear();
     return true;
   }
 
@@ -229,7 +321,7 @@ struct Builder {
   // transpose kernel into a scratch buffer for each operand that planGemm
   // wants packed. |name| prefixes the packed buffers' and kernels' names.
   bool addGemm(DotGeneralOp dot, uint32_t lhs, uint32_t rhs, uint32_t result,
-               const std::string &name, llvm::LLVMContext &llvmContext,
+               const std::string &name,
                PkgGemmEpilogue epilogue = PkgGemmEpilogue::None,
                std::optional<uint32_t> bias = std::nullopt,
                std::optional<uint32_t> biasGradient = std::nullopt,
@@ -273,7 +365,7 @@ struct Builder {
                          name + "." + operand + "_packed", packed))
         return false;
       if (!addKernel(transpose, name + "." + operand + "_pack", {buffer},
-                     {packed}, llvmContext))
+                     {packed}))
         return false;
       buffer = packed;
       return true;
@@ -715,11 +807,10 @@ mlir::LogicalResult
 writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
                  const std::string &outputPath, llvm::StringRef command,
-                 llvm::raw_ostream &errs,
-                 const PackageTargetHooks *targetHooks) {
+                 llvm::raw_ostream &errs, const PackageBuildOptions &options) {
   LoadedPackage pkg;
   if (mlir::failed(buildStepPackage(module, modelName, sourceBytes, flags,
-                                    command, errs, pkg, targetHooks)))
+                                    command, errs, pkg, options)))
     return mlir::failure();
   runtime::Status status = serialize::writePackageFile(pkg, outputPath);
   if (!status.isOk()) {
@@ -734,7 +825,8 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
                  llvm::StringRef command, llvm::raw_ostream &errs,
                  runtime::LoadedPackage &result,
-                 const PackageTargetHooks *targetHooks) {
+                 const PackageBuildOptions &options) {
+  const PackageTargetHooks *targetHooks = options.targetHooks;
   auto fail = [&](const std::string &message) {
     printError(errs, command, "--emit=package: " + message);
     return mlir::failure();
@@ -797,8 +889,11 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
   }
   b.scratchBase = b.scratchEnd = next;
 
-  // Top-level ops: buffers for their results, a kernel and a thunk each.
-  llvm::LLVMContext llvmContext;
+  // Top-level ops: buffers for their results, a kernel and a thunk each
+  // (the kernels' code once finishKernels has run).
+  mlir::TimingScope walkScope;
+  if (options.timing)
+    walkScope = options.timing->nest("kernels from the step's ops");
   unsigned opIndex = 0;
   for (mlir::Operation &op : func.getBody().front()) {
     if (mlir::isa<mlir::func::ReturnOp>(op))
@@ -905,8 +1000,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     for (mlir::Value result : op.getResults())
       results.push_back(b.bufferOf[result]);
     if (dot) {
-      if (!b.addGemm(dot, operands[0], operands[1], results[0], opName,
-                     llvmContext))
+      if (!b.addGemm(dot, operands[0], operands[1], results[0], opName))
         return fail(b.error);
       continue;
     }
@@ -940,8 +1034,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module =
           buildSingleOpFusion(&op, single);
       if (mlir::failed(module) ||
-          !b.addKernel(single, opName, std::move(operands), std::move(results),
-                       llvmContext))
+          !b.addKernel(single, opName, std::move(operands), std::move(results)))
         return fail("op " + describe(&op) +
                     " is not supported by the CPU package yet (the CPU "
                     "kernel model cannot express it)");
@@ -963,7 +1056,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
           matchBiasGradient(fusion, split->dot, dotResult, gradResult)) {
         if (!b.addGemm(split->dot, operands[split->lhsInput],
                        operands[split->rhsInput], results[dotResult], opName,
-                       llvmContext, PkgGemmEpilogue::BiasGradient,
+                       PkgGemmEpilogue::BiasGradient,
                        std::nullopt, results[gradResult]))
           return fail(b.error);
         continue;
@@ -977,7 +1070,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
         };
         if (!b.addGemm(split->dot, operands[split->lhsInput],
                        operands[split->rhsInput], results[epilogue->outResult],
-                       opName, llvmContext, epilogue->kind,
+                       opName, epilogue->kind,
                        buffer(operands, epilogue->biasInput), std::nullopt,
                        buffer(operands, epilogue->cInput),
                        buffer(results, epilogue->auxResult),
@@ -988,21 +1081,22 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       uint32_t dotBuffer;
       if (!b.scratchBuffer(split->dot.getType(), opName + ".dot", dotBuffer) ||
           !b.addGemm(split->dot, operands[split->lhsInput],
-                     operands[split->rhsInput], dotBuffer, opName,
-                     llvmContext))
+                     operands[split->rhsInput], dotBuffer, opName))
         return fail(b.error);
       std::vector<uint32_t> epilogueOperands;
       for (int64_t source : split->inputSources)
         epilogueOperands.push_back(source < 0 ? dotBuffer : operands[source]);
       if (!b.addKernel(split->epilogue, opName, std::move(epilogueOperands),
-                       std::move(results), llvmContext))
+                       std::move(results)))
         return fail(b.error);
       continue;
     }
-    if (!b.addKernel(fusion, opName, std::move(operands), std::move(results),
-                     llvmContext))
+    if (!b.addKernel(fusion, opName, std::move(operands), std::move(results)))
       return fail(b.error);
   }
+  walkScope.stop();
+  if (!b.finishKernels(options.jobs, options.timing))
+    return fail(b.error);
   pkg.arenaSize = b.scratchEnd;
 
   // Outputs: the returned values, with kiln.updates on their buffers.

@@ -23,6 +23,7 @@
 #include "runtime/package/Package.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,14 +36,28 @@ namespace kiln::cli {
 // |sourceBytes| is the input file's text (hashed into the metadata with
 // FNV-1a 64), |flags| the compile flags as given. Prints the first problem
 // to |errs| (prefixed with |command|) and fails.
+
+// What is left of a kernel's compilation once its fusion has been read:
+// the part that needs no MLIR (LLVM's -O3 for the CPU; NVRTC and ptxas for
+// CUDA), most of the time a kernel takes. The builder runs every kernel's
+// finish after its walk of the step, up to PackageBuildOptions::jobs of
+// them at once on threads, each on its own kernel's data: it completes
+// |kernel| (the one compileKernel filled) or returns false with |error|
+// set. The first failure in kernel order is the one reported, whatever the
+// threads' order.
+using KernelFinish =
+    std::function<bool(runtime::PackageKernel &kernel, std::string &error)>;
+
 // A non-CPU target (CUDA: tools/kiln/lib/CudaCompile.h): the package's
 // target, and how a kernel fusion (never `gemm`) becomes |kernel| (which
 // arrives with its name set; fill kind, entry point, code and launch
-// shape). compileKernel returns false with |error| set on failure.
+// shape, or leave the code to |finish|). compileKernel returns false with
+// |error| set on failure.
 struct PackageTargetHooks {
   runtime::PackageTarget target;
   std::function<bool(FusionOp fusion, const std::string &name,
-                     runtime::PackageKernel &kernel, std::string &error)>
+                     runtime::PackageKernel &kernel, KernelFinish &finish,
+                     std::string &error)>
       compileKernel;
   // Told, instead of compileKernel, of kernel |name| whose fusion computes
   // what kernel |sameAs|'s did: the package gives it that kernel's code
@@ -51,14 +66,25 @@ struct PackageTargetHooks {
       reuseKernel;
 };
 
+struct PackageBuildOptions {
+  // A non-CPU target's hooks; null builds the CPU package.
+  const PackageTargetHooks *targetHooks = nullptr;
+  // How many kernels are finished at once (KernelFinish), on threads; 0
+  // means one per hardware thread. The package is the same for every value.
+  unsigned jobs = 0;
+  // When given (kiln compile --timing), the kernels' two phases are timed
+  // under it.
+  mlir::TimingScope *timing = nullptr;
+};
+
 // Builds the package of a planned step (see PackageBuilder.cpp) for the
-// CPU, or for |targetHooks|'s target when given.
+// CPU, or for |options.targetHooks|'s target when given.
 mlir::LogicalResult
 buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
                  llvm::StringRef command, llvm::raw_ostream &errs,
                  runtime::LoadedPackage &result,
-                 const PackageTargetHooks *targetHooks = nullptr);
+                 const PackageBuildOptions &options = {});
 
 // buildStepPackage, then writes the package to |outputPath|.
 mlir::LogicalResult
@@ -66,7 +92,7 @@ writeStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  llvm::StringRef sourceBytes, llvm::ArrayRef<std::string> flags,
                  const std::string &outputPath, llvm::StringRef command,
                  llvm::raw_ostream &errs,
-                 const PackageTargetHooks *targetHooks = nullptr);
+                 const PackageBuildOptions &options = {});
 
 } // namespace kiln::cli
 

@@ -24,8 +24,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 namespace kiln::runtime::cpu {
@@ -494,6 +496,11 @@ Status Executable::prepare(KernelLoader &loader) {
 
   std::vector<KernelFn> kernels(p.kernels.size(), nullptr);
   std::vector<int64_t> kernelBuffers(p.kernels.size(), -1);
+  // Kernels with the same code (a GPT's blocks repeat theirs: the compiler
+  // gives a repeated fusion its first kernel's bitcode) are loaded once:
+  // the loader compiles each distinct code once (GPT-2's 224 CPU kernels
+  // are 40 distinct).
+  std::map<std::pair<std::string_view, std::string_view>, KernelFn> byCode;
   thunkBuffers_.resize(p.thunks.size());
   thunkKernels_.assign(p.thunks.size(), nullptr);
   thunkParts_.assign(p.thunks.size(), 1);
@@ -524,6 +531,13 @@ Status Executable::prepare(KernelLoader &loader) {
            << "or LLVM bitcode";
         return fail(os);
       }
+      std::pair<std::string_view, std::string_view> code{
+          std::string_view(reinterpret_cast<const char *>(kernel.object.data()),
+                           kernel.object.size()),
+          kernel.entryPoint};
+      if (!kernels[t.kernel] && !kernel.object.empty())
+        if (auto it = byCode.find(code); it != byCode.end())
+          kernels[t.kernel] = it->second;
       if (!kernels[t.kernel]) {
         StatusOr<KernelFn> fn = loader.load(kernel, t.kernel);
         if (!fn.isOk())
@@ -534,6 +548,8 @@ Status Executable::prepare(KernelLoader &loader) {
           return fail(os);
         }
         kernels[t.kernel] = fn.value();
+        if (!kernel.object.empty())
+          byCode.emplace(code, fn.value());
       }
       thunkKernels_[i] = kernels[t.kernel];
       int64_t elements = 0;

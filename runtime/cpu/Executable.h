@@ -28,7 +28,10 @@
 //
 // Kernels reach the Executable through a KernelLoader: the core knows
 // nothing of LLVM; runtime/cpu/jit/OrcKernelLoader.h compiles the package's
-// bitcode, and a test may hand in plain C++ functions.
+// bitcode, and a test may hand in plain C++ functions. Kernels whose code
+// (object bytes and entry point) is the same are loaded once and share the
+// entry point: the compiler gives every repeat of a fusion its first
+// kernel's bitcode, so GPT-2's 224 CPU kernels load as 40.
 //
 // Everything about the package that could make a step crash (a kernel index,
 // a buffer count, a buffer too small for a GEMM's sizes) is checked by

@@ -228,6 +228,70 @@ TEST(Executable, GemmKernelCopyAndUpdates) {
   }
 }
 
+// Kernels whose code is the same (the compiler gives a repeated fusion its
+// first kernel's bitcode) are loaded once and share the entry point; a
+// kernel with other code is loaded on its own. The step: s' = y + s
+// ("add"), t = s' + y ("add_again", add's code), u = t + s' ("twice",
+// other code: 2a + b).
+void twiceKernel(void **buffers, int64_t part, int64_t parts) {
+  auto *a = static_cast<const float *>(buffers[0]);
+  auto *b = static_cast<const float *>(buffers[1]);
+  auto *out = static_cast<float *>(buffers[2]);
+  for (int64_t i = kAddElements * part / parts;
+       i < kAddElements * (part + 1) / parts; ++i)
+    out[i] = 2 * a[i] + b[i];
+}
+
+TEST(Executable, KernelsWithTheSameCodeLoadOnce) {
+  LoadedPackage p = gemmAddCopyPackage();
+  const std::vector<uint8_t> addCode = {'B', 'C', 0xc0, 0xde, 1};
+  p.kernels[0].object = addCode;
+  uint32_t y = p.thunks[0].results[0], s2 = p.thunks[1].results[0];
+  uint32_t t = addBuffer(p, "t", PkgDType::F32, {4, 2}, PkgRole::Output);
+  uint32_t u = addBuffer(p, "u", PkgDType::F32, {4, 2}, PkgRole::Output);
+  PackageKernel again = p.kernels[0];
+  again.name = "add_again";
+  PackageKernel twice = p.kernels[0];
+  twice.name = "twice";
+  twice.object.back() = 2;
+  p.kernels.push_back(again);
+  p.kernels.push_back(twice);
+  PackageThunk launch = p.thunks[1];
+  launch.kernel = 1;
+  launch.operands = {s2, y};
+  launch.results = {t};
+  p.thunks.push_back(launch);
+  launch.kernel = 2;
+  launch.operands = {t, s2};
+  launch.results = {u};
+  p.thunks.push_back(launch);
+  int tOut = addOutput(p, t, "t"), uOut = addOutput(p, u, "u");
+
+  MapLoader loader; // knows no "add_again": it must never be asked for it
+  loader.functions["add"] = addKernel;
+  loader.functions["twice"] = twiceKernel;
+  auto exe = mustCreate(p, loader);
+  ASSERT_TRUE(exe);
+  EXPECT_EQ(loader.loads, 2);
+  ASSERT_TRUE(exe->initialize().isOk());
+  auto *x = static_cast<float *>(exe->input(0));
+  for (int i = 0; i < 12; ++i)
+    x[i] = 0.25f * float(i) - 1.0f;
+  ASSERT_TRUE(exe->run().isOk());
+  const auto *w = static_cast<const float *>(exe->input(1));
+  const auto *tv = static_cast<const float *>(exe->output(tOut));
+  const auto *uv = static_cast<const float *>(exe->output(uOut));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double dot = 0;
+      for (int k = 0; k < 3; ++k)
+        dot += double(x[i * 3 + k]) * w[k * 2 + j];
+      // s starts at zero: s' = y, t = 2y, u = 2t + s' = 5y.
+      EXPECT_NEAR(tv[i * 2 + j], 2 * dot, 1e-5 * (1 + std::fabs(dot)));
+      EXPECT_NEAR(uv[i * 2 + j], 5 * dot, 1e-5 * (1 + std::fabs(dot)));
+    }
+}
+
 // Large GEMMs split into row or column blocks on the pool give the same
 // result as a direct sum, for every transpose combination, both threading
 // modes and several thread counts; beta accumulates into the result.

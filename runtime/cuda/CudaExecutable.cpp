@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <string_view>
 
 namespace kiln::runtime::cuda {
 
@@ -82,6 +84,14 @@ unsigned ptxTarget(const std::string &ptx) {
   for (size_t i = at + 3; i < ptx.size() && ptx[i] >= '0' && ptx[i] <= '9'; ++i)
     arch = arch * 10 + unsigned(ptx[i] - '0');
   return arch;
+}
+
+// Whether |a| and |b| load as the same function: the same code for every
+// path loadKernel may take, and the same shared-memory opt-in.
+bool sameKernelCode(const PackageKernel &a, const PackageKernel &b) {
+  return a.kind == b.kind && a.entryPoint == b.entryPoint &&
+         a.cubins == b.cubins && a.ptx == b.ptx && a.source == b.source &&
+         a.sharedMemoryBytes == b.sharedMemoryBytes;
 }
 
 } // namespace
@@ -256,10 +266,29 @@ Status CudaExecutable::prepare() {
   for (const PackageThunk &t : package_.thunks)
     if (t.kind == ThunkKind::KernelLaunch)
       used[t.kernel] = true;
-  for (size_t k = 0; k < package_.kernels.size(); ++k)
-    if (used[k])
-      if (Status s = loadKernel(k); !s.isOk())
-        return s;
+  // Kernels with the same code (the compiler gives a repeated fusion its
+  // first kernel's: a GPT's blocks) share one module and function, so a
+  // re-JIT (PTX or NVRTC for an architecture the package lacks) runs once
+  // per distinct kernel. A repeat keeps its own launch shape.
+  std::map<std::string_view, size_t> firstWithEntry;
+  for (size_t k = 0; k < package_.kernels.size(); ++k) {
+    if (!used[k])
+      continue;
+    const PackageKernel &pk = package_.kernels[k];
+    auto first = firstWithEntry.find(pk.entryPoint);
+    if (first != firstWithEntry.end() &&
+        sameKernelCode(package_.kernels[first->second], pk)) {
+      size_t j = first->second;
+      functions_[k] = functions_[j];
+      paramSizes_[k] = paramSizes_[j];
+      kernelCode_[k] = kernelCode_[j];
+      codeArch_[k] = codeArch_[j]; // modules_[k] stays null: j's unloads
+      continue;
+    }
+    if (Status s = loadKernel(k); !s.isOk())
+      return s;
+    firstWithEntry.emplace(pk.entryPoint, k);
+  }
 
   thunks_.resize(package_.thunks.size());
   for (size_t i = 0; i < package_.thunks.size(); ++i)

@@ -13,7 +13,11 @@
 //     sharedMemoryBytes (its row cache's dynamic shared memory) exceed
 //     48 KiB opts in with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES),
 //     after checking the device allows that much per block (an error
-//     naming the kernel otherwise);
+//     naming the kernel otherwise); kernels whose code is the same (the
+//     same entry point, cubins, PTX, source and shared memory: the
+//     compiler gives a repeated fusion its first kernel's code) share the
+//     first one's module and function, so a GPT-2's 78 kernels load 23
+//     modules and a re-JIT runs once per distinct kernel;
 //   - per thunk, its launch: KernelLaunch -> cuLaunchKernel with
 //     block = kernel.block and grid.x = min(kernel.grid.x, multiprocessors
 //     * (2048 / block.x)) (CudaCompile.h's rule: every kernel loops

@@ -339,6 +339,54 @@ TEST_F(CudaExecutableTest, CodeSelectionFollowsTheDeviceArchitecture) {
   }
 }
 
+// Kernels whose code is the same (a repeated fusion gets its first
+// kernel's code) share one module and function; a kernel with the same
+// entry point but other code loads its own. Here y_copy is relu(dot) by a
+// repeat of relu with a launch shape of its own, and y_other by a relu of
+// other code (another cubin).
+TEST_F(CudaExecutableTest, KernelsWithTheSameCodeShareAModule) {
+  options.graphs = false;
+  LoadedPackage p = mlpPackage({90}, 0);
+  PackageKernel again = p.kernels[0];
+  again.name = "relu_again";
+  again.grid = {7, 1, 1};
+  PackageKernel other = p.kernels[0];
+  other.name = "relu_other";
+  other.cubins[0].image.insert(other.cubins[0].image.begin(), 'X');
+  p.kernels.push_back(again);
+  p.kernels.push_back(other);
+  p.buffers.push_back(f32Buffer("y_other", PkgRole::Output, {M, N}, 1920));
+  p.arenaSize = 2176;
+  p.outputs.push_back(signatureEntry(p, "y_other", PkgRole::Output, 6));
+  PackageThunk &copy = p.thunks[3];
+  copy = p.thunks[1];
+  copy.kernel = 2;
+  copy.results = {5};
+  PackageThunk launch = p.thunks[1];
+  launch.kernel = 3;
+  launch.results = {6};
+  p.thunks.push_back(launch);
+  api.hostKernelsByImage["XCUBIN sm_90 kiln_relu"] = reluHost;
+  auto exec = make(std::move(p));
+  ASSERT_TRUE(exec);
+  EXPECT_EQ(api.loadedImages,
+            (std::vector<std::string>{"CUBIN sm_90 kiln_relu", "CUBIN sm_90 kiln_sgd",
+                                      "XCUBIN sm_90 kiln_relu"}));
+  std::vector<std::string> calls = stepChecked(*exec);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(),
+                       "cuLaunchKernel kiln_relu grid=7 block=256"),
+            1);
+  ASSERT_EQ(api.launches.size(), 4u);
+  EXPECT_EQ(api.launches[2].args,
+            (std::vector<void *>{exec->deviceBuffer(2), exec->deviceBuffer(5)}));
+  std::vector<float> y(M * N), again2(M * N), other2(M * N);
+  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+  ASSERT_TRUE(exec->readOutput(2, again2.data()).isOk());
+  ASSERT_TRUE(exec->readOutput(3, other2.data()).isOk());
+  EXPECT_EQ(again2, y);
+  EXPECT_EQ(other2, y);
+}
+
 TEST_F(CudaExecutableTest, NoLoadableCodeNamesTheKernelAndWhatWasTried) {
   LoadedPackage p = mlpPackage({100}, 100);
   for (PackageKernel &k : p.kernels)

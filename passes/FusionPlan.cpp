@@ -182,14 +182,17 @@ bool FusionPlan::internal(Value v, int c) const {
   return !isFreeOp(def) && contains(def, c);
 }
 
-SmallVector<int> FusionPlan::successors(int c) {
+SmallVector<int> FusionPlan::successors(int c) { return successorList(c); }
+
+const SmallVector<int> &FusionPlan::successorList(int c) {
   // Cached between changes to the plan; never while a trial is open.
   if (!journalling_) {
     auto it = successorCache_.find(c);
     if (it != successorCache_.end() && it->second.first == generation_)
       return it->second.second;
   }
-  SmallVector<int> out;
+  SmallVector<int> &out = successorScratch_;
+  out.clear();
   for (Operation *op : clusters_[c].ops) {
     auto it = home_.find(op);
     if (it == home_.end() || it->second != c)
@@ -208,9 +211,11 @@ SmallVector<int> FusionPlan::successors(int c) {
         out.push_back(d);
     }
   }
-  if (!journalling_)
-    successorCache_[c] = {generation_, out};
-  return out;
+  if (journalling_)
+    return out;
+  auto &entry = successorCache_[c];
+  entry = {generation_, out};
+  return entry.second;
 }
 
 SmallVector<int> FusionPlan::predecessors(int c) const {
@@ -236,18 +241,30 @@ SmallVector<int> FusionPlan::predecessors(int c) const {
 }
 
 bool FusionPlan::reaches(int from, int to, bool skipDirect) {
-  SmallVector<int> work;
-  DenseSet<int> seen;
-  for (int s : successors(from))
-    if (!(skipDirect && s == to) && seen.insert(s).second)
+  // A depth-first walk; clusters seen carry this walk's stamp.
+  if (seenStamp_.size() < clusters_.size())
+    seenStamp_.resize(clusters_.size(), 0);
+  if (++walks_ == 0) { // wrapped: no stale mark may equal a new stamp
+    std::fill(seenStamp_.begin(), seenStamp_.end(), 0);
+    walks_ = 1;
+  }
+  uint32_t stamp = walks_;
+  SmallVector<int> &work = reachWork_;
+  work.clear();
+  for (int s : successorList(from))
+    if (!(skipDirect && s == to) && seenStamp_[s] != stamp) {
+      seenStamp_[s] = stamp;
       work.push_back(s);
+    }
   while (!work.empty()) {
     int c = work.pop_back_val();
     if (c == to)
       return true;
-    for (int s : successors(c))
-      if (seen.insert(s).second)
+    for (int s : successorList(c))
+      if (seenStamp_[s] != stamp) {
+        seenStamp_[s] = stamp;
         work.push_back(s);
+      }
   }
   return false;
 }
@@ -602,6 +619,49 @@ void FusionPlan::rollback() {
     clusters_[c] = old;
   clusters_.resize(journal_.numClusters);
   journalling_ = false;
+}
+
+// What successors(c) and timeOf(c) read: c's ops and which are at home
+// in c; the memberships of those ops and of their users; the home of the
+// op ordered after each. So after a committed change, the clusters whose
+// answers may differ are those the journal saved or made, and for every op
+// whose home or memberships changed: its old and new home and members,
+// the homes of the nodes it reads (it is their user), and the home of the
+// op ordered before it. Their cached answers go; the rest stay.
+void FusionPlan::forgetChanged() {
+  DenseSet<int> stale;
+  for (auto &[c, old] : journal_.clusters)
+    stale.insert(c);
+  for (int c = journal_.numClusters, e = clusters_.size(); c < e; ++c)
+    stale.insert(c);
+  auto around = [&](Operation *op) {
+    if (auto it = home_.find(op); it != home_.end())
+      stale.insert(it->second);
+    for (int m : member_.lookup(op))
+      stale.insert(m);
+    for (Value v : op->getOperands())
+      if (Operation *def = nodeOf(traceReshapes(v)))
+        if (auto it = home_.find(def); it != home_.end())
+          stale.insert(it->second);
+    if (Operation *prev = orderPrev_.lookup(op))
+      if (auto it = home_.find(prev); it != home_.end())
+        stale.insert(it->second);
+  };
+  for (auto &[op, old] : journal_.homes) {
+    if (old >= 0)
+      stale.insert(old);
+    around(op);
+  }
+  for (auto &[op, old] : journal_.members) {
+    for (int m : old)
+      stale.insert(m);
+    around(op);
+  }
+  for (int c : stale) {
+    successorCache_.erase(c);
+    timeCache_.erase(c);
+  }
+  journal_ = Journal{};
 }
 
 void FusionPlan::saveCluster(int c) {

@@ -121,12 +121,14 @@ public:
     journal_.numClusters = clusters_.size();
     journalling_ = true;
   }
+  // Keeps the changes; drops the cached successors and times of the
+  // clusters they may have changed (forgetChanged), not every cluster's.
   void commit() {
     journalling_ = false;
-    changed();
+    forgetChanged();
   }
   void rollback();
-  // Call after unjournalled changes: drops cached graph queries.
+  // Call after unjournalled changes: drops every cached graph query.
   void changed() { ++generation_; }
   // A new cluster with the ops of |a| and |b|; both die.
   int merge(int a, int b);
@@ -142,6 +144,10 @@ protected:
   // (FusionPlan.cpp); |hasReduces|: the cluster holds a reduce.
   bool legalScatter(int c, bool hasReduces) const;
   void saveCluster(int c);
+  void forgetChanged();
+  // successors(c) without a copy: the cached list, or (in a trial) a
+  // scratch list valid until the next call.
+  const llvm::SmallVector<int> &successorList(int c);
   void setHome(Operation *op, int c);
   void setMembers(Operation *op, llvm::SmallVector<int, 2> members);
 
@@ -176,6 +182,11 @@ protected:
   llvm::DenseMap<int, std::pair<unsigned, llvm::SmallVector<int>>> successorCache_;
   mutable llvm::DenseMap<int, std::pair<unsigned, double>> timeCache_;
   mutable int64_t pricings_ = 0;
+  llvm::SmallVector<int> successorScratch_, reachWork_;
+  // reaches()'s marks: a cluster is seen in walk |walks_| when its entry
+  // holds that number.
+  std::vector<uint32_t> seenStamp_;
+  uint32_t walks_ = 0;
 };
 
 } // namespace kiln::fusion

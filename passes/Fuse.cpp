@@ -824,6 +824,7 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;
       Fuser planner(func.getBody().front(), limits, model);
+      planner.setVerifyCaches(verifyCaches);
       if (gemmEpilogues)
         planner.formGemmEpilogues(geluGradEpilogues);
       if (biasGradientEpilogues)
@@ -831,6 +832,10 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
       planner.priorityFusion();
       if (horizontal)
         planner.horizontalFusion(horizontalReductions);
+      if (!planner.cacheMismatch().empty()) {
+        func.emitError() << "kiln-fuse: " << planner.cacheMismatch();
+        return signalPassFailure();
+      }
       if (failed(planner.materialize()))
         return signalPassFailure();
       if (report) {

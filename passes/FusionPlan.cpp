@@ -192,6 +192,15 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
       return it->second.second;
   }
   SmallVector<int> &out = successorScratch_;
+  computeSuccessors(c, out);
+  if (journalling_)
+    return out;
+  auto &entry = successorCache_[c];
+  entry = {generation_, out};
+  return entry.second;
+}
+
+void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
   out.clear();
   for (Operation *op : clusters_[c].ops) {
     auto it = home_.find(op);
@@ -211,11 +220,6 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
         out.push_back(d);
     }
   }
-  if (journalling_)
-    return out;
-  auto &entry = successorCache_[c];
-  entry = {generation_, out};
-  return entry.second;
 }
 
 SmallVector<int> FusionPlan::predecessors(int c) const {
@@ -274,7 +278,6 @@ bool FusionPlan::reaches(int from, int to, bool skipDirect) {
 //===----------------------------------------------------------------------===//
 
 double FusionPlan::timeOf(int c) const {
-  const Cluster &cluster = clusters_[c];
   // Cached between changes to the plan, as successors(); never while a
   // trial is open.
   if (!journalling_) {
@@ -283,6 +286,14 @@ double FusionPlan::timeOf(int c) const {
       return it->second.second;
   }
   ++pricings_;
+  double time = computeTime(c);
+  if (!journalling_)
+    timeCache_[c] = {generation_, time};
+  return time;
+}
+
+double FusionPlan::computeTime(int c) const {
+  const Cluster &cluster = clusters_[c];
   // Each external input once; an input read only through slices costs the
   // slices (at most the whole input).
   struct Input {
@@ -310,10 +321,7 @@ double FusionPlan::timeOf(int c) const {
     bytes += input.onlySlices ? std::min(input.bytes, input.sliceBytes) : input.bytes;
   for (Value v : exportsOf(c))
     bytes += tensorBytes(v.getType());
-  double time = model_.kernelTimeUs(bytes, flops);
-  if (!journalling_)
-    timeCache_[c] = {generation_, time};
-  return time;
+  return model_.kernelTimeUs(bytes, flops);
 }
 
 bool FusionPlan::legal(int c) const {
@@ -662,6 +670,29 @@ void FusionPlan::forgetChanged() {
     timeCache_.erase(c);
   }
   journal_ = Journal{};
+}
+
+void FusionPlan::verifyCaches() {
+  if (!cacheMismatch_.empty())
+    return;
+  SmallVector<int> fresh;
+  for (auto &[c, entry] : successorCache_) {
+    if (entry.first != generation_ || !clusters_[c].alive)
+      continue;
+    computeSuccessors(c, fresh);
+    if (fresh != entry.second) {
+      cacheMismatch_ = "the successors kept for kernel " + std::to_string(c) +
+                       " differ from its successors now";
+      return;
+    }
+  }
+  for (auto &[c, entry] : timeCache_)
+    if (entry.first == generation_ && clusters_[c].alive &&
+        computeTime(c) != entry.second) {
+      cacheMismatch_ = "the modelled time kept for kernel " + std::to_string(c) +
+                       " differs from its time now";
+      return;
+    }
 }
 
 void FusionPlan::saveCluster(int c) {

@@ -126,10 +126,17 @@ public:
   void commit() {
     journalling_ = false;
     forgetChanged();
+    if (verifyCaches_)
+      verifyCaches();
   }
   void rollback();
   // Call after unjournalled changes: drops every cached graph query.
   void changed() { ++generation_; }
+  // With |on|, every commit checks the answers kept from before it against
+  // fresh ones (kiln-fuse's verify-caches); the first difference is kept
+  // in cacheMismatch().
+  void setVerifyCaches(bool on) { verifyCaches_ = on; }
+  const std::string &cacheMismatch() const { return cacheMismatch_; }
   // A new cluster with the ops of |a| and |b|; both die.
   int merge(int a, int b);
   // Copies the ops of |p| into |d| as guests.
@@ -145,6 +152,9 @@ protected:
   bool legalScatter(int c, bool hasReduces) const;
   void saveCluster(int c);
   void forgetChanged();
+  void verifyCaches();
+  void computeSuccessors(int c, llvm::SmallVector<int> &out);
+  double computeTime(int c) const;
   // successors(c) without a copy: the cached list, or (in a trial) a
   // scratch list valid until the next call.
   const llvm::SmallVector<int> &successorList(int c);
@@ -187,6 +197,8 @@ protected:
   // holds that number.
   std::vector<uint32_t> seenStamp_;
   uint32_t walks_ = 0;
+  bool verifyCaches_ = false;
+  std::string cacheMismatch_;
 };
 
 } // namespace kiln::fusion

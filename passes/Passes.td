@@ -560,6 +560,10 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
     Option<"report", "report", "bool", /*default=*/"false",
            "emit a remark per function with its kernels and modelled bytes, "
            "and how much pricing the plan took">,
+    Option<"verifyCaches", "verify-caches", "bool", /*default=*/"false",
+           "after every committed move, compute each live kernel's "
+           "successors and modelled time afresh and fail if an answer kept "
+           "from before differs (a check for tests; slow)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -63,15 +63,6 @@ std::vector<int64_t> Random::permutation(int64_t n) {
   return p;
 }
 
-namespace {
-int64_t count(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-} // namespace
-
 HostTensor Random::uniform(const Shape &shape, double lo, double hi, DType dtype) {
   HostTensor t(dtype, shape);
   for (double &v : t.values())

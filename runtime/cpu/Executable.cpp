@@ -25,6 +25,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -501,6 +502,25 @@ Status Executable::prepare(KernelLoader &loader) {
   // the loader compiles each distinct code once (GPT-2's 224 CPU kernels
   // are 40 distinct).
   std::map<std::pair<std::string_view, std::string_view>, KernelFn> byCode;
+  {
+    // What will be loaded, each code once, for the loader to compile ahead.
+    std::vector<const PackageKernel *> distinct;
+    std::set<std::pair<std::string_view, std::string_view>> seen;
+    for (const PackageThunk &t : p.thunks) {
+      if (t.kind != ThunkKind::KernelLaunch || t.kernel < 0 ||
+          static_cast<size_t>(t.kernel) >= p.kernels.size())
+        continue;
+      const PackageKernel &k = p.kernels[t.kernel];
+      if (k.kind == KernelKind::Cuda || k.object.empty())
+        continue;
+      if (seen.insert({std::string_view(reinterpret_cast<const char *>(k.object.data()),
+                                        k.object.size()),
+                       k.entryPoint})
+              .second)
+        distinct.push_back(&k);
+    }
+    loader.prefetch(distinct);
+  }
   thunkBuffers_.resize(p.thunks.size());
   thunkKernels_.assign(p.thunks.size(), nullptr);
   thunkParts_.assign(p.thunks.size(), 1);

@@ -69,6 +69,11 @@ public:
   virtual ~KernelLoader();
   virtual StatusOr<KernelFn> load(const PackageKernel &kernel,
                                   size_t index) = 0;
+  // Told, before the loads, of the distinct kernels an Executable will
+  // load: a loader may compile them ahead, several at once, so that each
+  // load() finds its code ready. Whatever goes wrong there is left for
+  // load() to find and report. The default does nothing.
+  virtual void prefetch(const std::vector<const PackageKernel *> &kernels) {}
 };
 
 // How GEMM library calls use the threads.

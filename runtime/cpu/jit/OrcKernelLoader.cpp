@@ -18,6 +18,7 @@
 #include "runtime/cpu/jit/OrcKernelLoader.h"
 
 #include "runtime/Files.h"
+#include "runtime/ThreadPool.h"
 #include "runtime/cpu/jit/Bf16Libcall.h"
 
 #include "llvm/Bitcode/BitcodeReader.h"
@@ -38,6 +39,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::runtime::cpu {
@@ -63,8 +65,7 @@ public:
 
   // Module |name| is kernel bitcode |bitcode| (until it is compiled).
   void expect(const std::string &name, const std::string &bitcode) {
-    std::string path =
-        directory_ + "/" + fnv1aHex(identity_ + "\n" + bitcode) + ".o";
+    std::string path = pathOf(bitcode);
     std::lock_guard<std::mutex> lock(mutex_);
     modules_[name] = {bitcode, std::move(path)};
   }
@@ -73,17 +74,31 @@ public:
     PendingModule module;
     if (!find(m, module))
       return nullptr;
-    std::vector<std::string> fields;
-    bool ok = readCacheEntry(module.path, kMagic, fields) &&
-              fields.size() == 4 && fields[0] == identity_ &&
-              fields[1] == module.bitcode && !fields[2].empty() &&
-              fnv1aHex(fields[2]) == fields[3];
+    std::string object;
+    bool ok = read(module.bitcode, object);
     count(ok ? &OrcKernelCacheStats::hits : &OrcKernelCacheStats::misses);
     if (!ok)
       return nullptr;
     forget(m); // compiled from this object: no notifyObjectCompiled follows
-    return llvm::MemoryBuffer::getMemBufferCopy(fields[2],
-                                                m->getModuleIdentifier());
+    return llvm::MemoryBuffer::getMemBufferCopy(object, m->getModuleIdentifier());
+  }
+
+  // Whether the file of |bitcode| holds its object (counts nothing).
+  bool has(const std::string &bitcode) {
+    std::string object;
+    return read(bitcode, object);
+  }
+
+  // |bitcode|'s |object|, compiled ahead (OrcKernelLoader::prefetch), now
+  // loaded: a miss, written to its file as notifyObjectCompiled would.
+  void compiledAhead(const std::string &bitcode, const std::string &object) {
+    count(&OrcKernelCacheStats::misses);
+    count(&OrcKernelCacheStats::ahead);
+    if (writeFileAtomically(pathOf(bitcode),
+                            cacheEntry(kMagic, {identity_, bitcode, object,
+                                                fnv1aHex(object)}))
+            .isOk())
+      count(&OrcKernelCacheStats::written);
   }
 
   void notifyObjectCompiled(const llvm::Module *m,
@@ -103,6 +118,22 @@ public:
 
 private:
   static constexpr const char *kMagic = "kiln-cpu-object 1\n";
+
+  std::string pathOf(const std::string &bitcode) const {
+    return directory_ + "/" + fnv1aHex(identity_ + "\n" + bitcode) + ".o";
+  }
+
+  // The object its file holds for |bitcode|: false unless the identity and
+  // the bitcode equal this key in full and the checksum holds.
+  bool read(const std::string &bitcode, std::string &object) const {
+    std::vector<std::string> fields;
+    if (!readCacheEntry(pathOf(bitcode), kMagic, fields) || fields.size() != 4 ||
+        fields[0] != identity_ || fields[1] != bitcode || fields[2].empty() ||
+        fnv1aHex(fields[2]) != fields[3])
+      return false;
+    object = std::move(fields[2]);
+    return true;
+  }
 
   // A module expected, not yet compiled.
   struct PendingModule {
@@ -141,8 +172,10 @@ private:
 class OrcKernelLoader final : public KernelLoader {
 public:
   OrcKernelLoader(std::unique_ptr<DiskObjectCache> cache,
-                  std::unique_ptr<llvm::orc::LLJIT> jit)
-      : cache_(std::move(cache)), jit_(std::move(jit)) {
+                  std::unique_ptr<llvm::orc::LLJIT> jit,
+                  llvm::orc::JITTargetMachineBuilder machine)
+      : cache_(std::move(cache)), jit_(std::move(jit)),
+        machine_(std::move(machine)) {
     jit_->getExecutionSession().setErrorReporter([this](llvm::Error error) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!sideErrors_.empty())
@@ -214,15 +247,28 @@ public:
       }
       (*module)->setTargetTriple(host.getTriple());
       (*module)->setDataLayout(jit_->getDataLayout());
-      if (cache_) {
-        std::string name = jd.getName();
-        (*module)->setModuleIdentifier(name);
-        cache_->expect(name, bytes.str());
+      auto ahead = prefetched_.find(bytes.str());
+      if (ahead != prefetched_.end()) {
+        // Compiled by prefetch() from this bitcode: link its object.
+        if (cache_)
+          cache_->compiledAhead(ahead->first, ahead->second);
+        auto buffer =
+            llvm::MemoryBuffer::getMemBufferCopy(ahead->second, jd.getName());
+        prefetched_.erase(ahead);
+        if (llvm::Error error = jit_->addObjectFile(jd, std::move(buffer)))
+          return fail("cannot add its object code: " +
+                      llvm::toString(std::move(error)));
+      } else {
+        if (cache_) {
+          std::string name = jd.getName();
+          (*module)->setModuleIdentifier(name);
+          cache_->expect(name, bytes.str());
+        }
+        llvm::orc::ThreadSafeModule tsm(std::move(*module), std::move(context));
+        if (llvm::Error error = jit_->addIRModule(jd, std::move(tsm)))
+          return fail("cannot add its module: " +
+                      llvm::toString(std::move(error)));
       }
-      llvm::orc::ThreadSafeModule tsm(std::move(*module), std::move(context));
-      if (llvm::Error error = jit_->addIRModule(jd, std::move(tsm)))
-        return fail("cannot add its module: " +
-                    llvm::toString(std::move(error)));
     } else {
       auto buffer = llvm::MemoryBuffer::getMemBufferCopy(bytes, kernel.name);
       if (llvm::Error error = jit_->addObjectFile(jd, std::move(buffer)))
@@ -246,9 +292,81 @@ public:
     return address->toPtr<KernelFn>();
   }
 
+  // Compiles the bitcode kernels that are neither compiled ahead already nor
+  // in the disk cache, side by side on threads (each in an LLVMContext and
+  // with a TargetMachine of its own, as the JIT would: -O3 code generation
+  // for this host); load() links their objects. A kernel that fails here is
+  // left to load(), which reports it.
+  void prefetch(const std::vector<const PackageKernel *> &kernels) override {
+    std::lock_guard<std::mutex> loading(loadMutex_);
+    std::vector<std::string> todo;
+    for (const PackageKernel *k : kernels) {
+      if (k->kind != KernelKind::LlvmBitcode || k->object.empty())
+        continue;
+      std::string bitcode(reinterpret_cast<const char *>(k->object.data()),
+                          k->object.size());
+      if (prefetched_.count(bitcode) ||
+          llvm::is_contained(todo, bitcode) || (cache_ && cache_->has(bitcode)))
+        continue;
+      todo.push_back(std::move(bitcode));
+    }
+    unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    if (todo.size() < 2 || threads < 2)
+      return; // nothing to overlap: load() compiles as it goes
+    llvm::Triple host(jit_->getTargetTriple());
+    llvm::DataLayout layout = jit_->getDataLayout();
+    std::vector<std::string> objects(todo.size());
+    ThreadPool pool(static_cast<int>(std::min<size_t>(threads, todo.size())));
+    pool.parallelFor(static_cast<int64_t>(todo.size()), [&](int64_t i) {
+      objects[i] = compileAhead(todo[i], host, layout);
+    });
+    for (size_t i = 0; i < todo.size(); ++i)
+      if (!objects[i].empty())
+        prefetched_[todo[i]] = std::move(objects[i]);
+  }
+
 private:
+  // |bitcode| as object code for |host|, prepared as load() prepares a
+  // module; "" when anything fails.
+  std::string compileAhead(const std::string &bitcode, const llvm::Triple &host,
+                           const llvm::DataLayout &layout) const {
+    llvm::LLVMContext context;
+    auto module = llvm::parseBitcodeFile(
+        llvm::MemoryBufferRef(bitcode, "prefetch"), context);
+    if (!module) {
+      llvm::consumeError(module.takeError());
+      return "";
+    }
+    llvm::Triple triple((*module)->getTargetTriple());
+    if (!triple.getTriple().empty() && triple.getArch() != host.getArch())
+      return "";
+    for (llvm::Function &f : **module) {
+      f.removeFnAttr("target-cpu");
+      f.removeFnAttr("target-features");
+      f.removeFnAttr("tune-cpu");
+    }
+    (*module)->setTargetTriple(host.getTriple());
+    (*module)->setDataLayout(layout);
+    llvm::orc::JITTargetMachineBuilder target = machine_; // one per thread
+    auto machine = target.createTargetMachine();
+    if (!machine) {
+      llvm::consumeError(machine.takeError());
+      return "";
+    }
+    llvm::orc::SimpleCompiler compile(**machine);
+    auto object = compile(**module);
+    if (!object) {
+      llvm::consumeError(object.takeError());
+      return "";
+    }
+    return (*object)->getBuffer().str();
+  }
+
   std::unique_ptr<DiskObjectCache> cache_; // outlives jit_, which uses it
   std::unique_ptr<llvm::orc::LLJIT> jit_;
+  llvm::orc::JITTargetMachineBuilder machine_; // the JIT's target
+  // Objects compiled by prefetch(), by bitcode, until loaded.
+  std::map<std::string, std::string> prefetched_;
   std::mutex loadMutex_; // one load at a time
   uint64_t loads_ = 0;
   std::mutex mutex_; // guards sideErrors_
@@ -285,6 +403,7 @@ createOrcKernelLoader(OrcKernelCacheStats *stats) {
                            " opt=3 llvm=" LLVM_VERSION_STRING;
     cache = std::make_unique<DiskObjectCache>(directory, identity, stats);
   }
+  llvm::orc::JITTargetMachineBuilder target = *machine;
   llvm::orc::LLJITBuilder builder;
   builder.setJITTargetMachineBuilder(std::move(*machine));
   if (cache) {
@@ -304,7 +423,8 @@ createOrcKernelLoader(OrcKernelCacheStats *stats) {
     return Status::error("the ORC kernel loader: cannot create the JIT: " +
                          llvm::toString(jit.takeError()));
   return std::unique_ptr<KernelLoader>(
-      std::make_unique<OrcKernelLoader>(std::move(cache), std::move(*jit)));
+      std::make_unique<OrcKernelLoader>(std::move(cache), std::move(*jit),
+                                        std::move(target)));
 }
 
 } // namespace kiln::runtime::cpu

@@ -34,6 +34,11 @@ class MapLoader : public KernelLoader {
 public:
   std::map<std::string, KernelFn> functions;
   int loads = 0;
+  std::vector<std::string> prefetched; // the kernels prefetch was told of
+  void prefetch(const std::vector<const PackageKernel *> &kernels) override {
+    for (const PackageKernel *k : kernels)
+      prefetched.push_back(k->name);
+  }
   StatusOr<KernelFn> load(const PackageKernel &kernel, size_t index) override {
     ++loads;
     auto it = functions.find(kernel.name);
@@ -273,6 +278,8 @@ TEST(Executable, KernelsWithTheSameCodeLoadOnce) {
   auto exe = mustCreate(p, loader);
   ASSERT_TRUE(exe);
   EXPECT_EQ(loader.loads, 2);
+  // Told of each code once, before the loads.
+  EXPECT_EQ(loader.prefetched, (std::vector<std::string>{"add", "twice"}));
   ASSERT_TRUE(exe->initialize().isOk());
   auto *x = static_cast<float *>(exe->input(0));
   for (int i = 0; i < 12; ++i)

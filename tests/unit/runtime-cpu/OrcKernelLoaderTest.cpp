@@ -43,6 +43,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <thread>
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -419,6 +420,62 @@ TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
     OrcKernelCacheStats off = loadFresh(k0, elementwise);
     EXPECT_EQ(off.directory, "");
     expectStats(off, 0, 0, 0, "off");
+  }
+  std::error_code error;
+  std::filesystem::remove_all(root, error);
+}
+
+// prefetch() compiles the kernels that are not on disk side by side before
+// the loads, which then link those objects (and write their files): the
+// kernels run as their fusions compute, the stats count them as misses
+// compiled ahead, and the next loader reads them from the disk. A kernel
+// prefetch cannot compile (bad bitcode) is load()'s to report, as before.
+TEST_F(OrcKernelLoaderTest, PrefetchedKernelsCompileAheadAndRunTheSame) {
+  char pattern[] = "/tmp/kiln-orc-prefetch-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string root = pattern;
+  kiln::runtime::cuda::testing::ScopedEnv env("KILN_CACHE_DIR", root);
+  FusionOp elementwise = parseFusion(kElementwise);
+  FusionOp reduction = parseFusion(kReduction);
+  ASSERT_TRUE(elementwise && reduction) << diagnostics;
+  auto ir0 = kernelIR(elementwise), ir1 = kernelIR(reduction);
+  ASSERT_TRUE(ir0 && ir1);
+  PackageKernel k0 = bitcodeKernel("elementwise", *ir0);
+  PackageKernel k1 = bitcodeKernel("reduction", *ir1);
+  PackageKernel bad = k0;
+  bad.name = "bad";
+  bad.object.assign({'n', 'o', 't', ' ', 'b', 'c'});
+  // On one hardware thread there is nothing to overlap: load() compiles.
+  size_t expectAhead = std::thread::hardware_concurrency() >= 2 ? 2 : 0;
+  for (int round = 0; round < 2; ++round) {
+    OrcKernelCacheStats stats;
+    auto fresh = createOrcKernelLoader(&stats);
+    ASSERT_TRUE(fresh.isOk()) << fresh.status().message();
+    KernelLoader &l = *fresh.value();
+    l.prefetch({&k0, &bad, &k1});
+    auto fn0 = l.load(k0, 0);
+    auto fn1 = l.load(k1, 1);
+    ASSERT_TRUE(fn0.isOk()) << fn0.status().message();
+    ASSERT_TRUE(fn1.isOk()) << fn1.status().message();
+    EXPECT_EQ(check(elementwise, fn0.value(), 3, 7), "");
+    EXPECT_EQ(check(reduction, fn1.value(), 2, 8), "");
+    auto broken = l.load(bad, 2);
+    ASSERT_FALSE(broken.isOk());
+    EXPECT_NE(broken.status().message().find("kernel 2 (\"bad\"): bad LLVM bitcode"),
+              std::string::npos)
+        << broken.status().message();
+    if (round == 0) {
+      EXPECT_EQ(stats.ahead, expectAhead);
+      EXPECT_EQ(stats.misses, 2u);
+      EXPECT_EQ(stats.written, 2u);
+      EXPECT_EQ(stats.hits, 0u);
+      EXPECT_EQ(filesIn(root + "/cpu").size(), 2u);
+    } else {
+      // Both on disk now: nothing compiled ahead, both read back.
+      EXPECT_EQ(stats.ahead, 0u);
+      EXPECT_EQ(stats.hits, 2u);
+      EXPECT_EQ(stats.misses, 0u);
+    }
   }
   std::error_code error;
   std::filesystem::remove_all(root, error);

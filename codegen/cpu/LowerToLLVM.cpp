@@ -658,16 +658,25 @@ kernelTransformer(llvm::TargetMachine *machine) {
   };
 }
 
-FailureOr<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(FusionOp fusion) {
+// A new target machine for the host CPU (one per caller: a TargetMachine
+// is not shared between threads).
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>> createHostMachine() {
   initializeNativeTarget();
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder)
-    return fusion.emitOpError() << "cannot target the host CPU: "
-                                << llvm::toString(builder.takeError());
+    return llvm::createStringError("cannot target the host CPU: " +
+                                   llvm::toString(builder.takeError()));
   auto machine = builder->createTargetMachine();
   if (!machine)
-    return fusion.emitOpError() << "cannot create a target machine: "
-                                << llvm::toString(machine.takeError());
+    return llvm::createStringError("cannot create a target machine: " +
+                                   llvm::toString(machine.takeError()));
+  return std::move(*machine);
+}
+
+FailureOr<std::unique_ptr<llvm::TargetMachine>> hostTargetMachine(FusionOp fusion) {
+  auto machine = createHostMachine();
+  if (!machine)
+    return fusion.emitOpError() << llvm::toString(machine.takeError());
   return std::move(*machine);
 }
 
@@ -693,13 +702,7 @@ kernelIR(FusionOp fusion, llvm::LLVMContext &llvmContext) {
 }
 
 llvm::Error optimizeKernelIR(llvm::Module &module) {
-  initializeNativeTarget();
-  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder)
-    return builder.takeError();
-  // One target machine per call: a TargetMachine is not shared between
-  // threads.
-  auto machine = builder->createTargetMachine();
+  auto machine = createHostMachine();
   if (!machine)
     return machine.takeError();
   return kernelTransformer(machine->get())(&module);

@@ -25,7 +25,6 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <set>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -500,27 +499,27 @@ Status Executable::prepare(KernelLoader &loader) {
   // Kernels with the same code (a GPT's blocks repeat theirs: the compiler
   // gives a repeated fusion its first kernel's bitcode) are loaded once:
   // the loader compiles each distinct code once (GPT-2's 224 CPU kernels
-  // are 40 distinct).
+  // are 40 distinct). A code is its object bytes and entry point; byCode
+  // holds each one's entry point once it is loaded.
+  auto codeOf = [](const PackageKernel &k) {
+    return std::make_pair(
+        std::string_view(reinterpret_cast<const char *>(k.object.data()),
+                         k.object.size()),
+        std::string_view(k.entryPoint));
+  };
   std::map<std::pair<std::string_view, std::string_view>, KernelFn> byCode;
-  {
-    // What will be loaded, each code once, for the loader to compile ahead.
-    std::vector<const PackageKernel *> distinct;
-    std::set<std::pair<std::string_view, std::string_view>> seen;
-    for (const PackageThunk &t : p.thunks) {
-      if (t.kind != ThunkKind::KernelLaunch || t.kernel < 0 ||
-          static_cast<size_t>(t.kernel) >= p.kernels.size())
-        continue;
-      const PackageKernel &k = p.kernels[t.kernel];
-      if (k.kind == KernelKind::Cuda || k.object.empty())
-        continue;
-      if (seen.insert({std::string_view(reinterpret_cast<const char *>(k.object.data()),
-                                        k.object.size()),
-                       k.entryPoint})
-              .second)
-        distinct.push_back(&k);
-    }
-    loader.prefetch(distinct);
+  // Each code once, for the loader to compile ahead (checkPackage has
+  // checked the indices).
+  std::vector<const PackageKernel *> distinct;
+  for (const PackageThunk &t : p.thunks) {
+    if (t.kind != ThunkKind::KernelLaunch)
+      continue;
+    const PackageKernel &k = p.kernels[t.kernel];
+    if (k.kind != KernelKind::Cuda && !k.object.empty() &&
+        byCode.emplace(codeOf(k), nullptr).second)
+      distinct.push_back(&k);
   }
+  loader.prefetch(distinct);
   thunkBuffers_.resize(p.thunks.size());
   thunkKernels_.assign(p.thunks.size(), nullptr);
   thunkParts_.assign(p.thunks.size(), 1);
@@ -551,13 +550,11 @@ Status Executable::prepare(KernelLoader &loader) {
            << "or LLVM bitcode";
         return fail(os);
       }
-      std::pair<std::string_view, std::string_view> code{
-          std::string_view(reinterpret_cast<const char *>(kernel.object.data()),
-                           kernel.object.size()),
-          kernel.entryPoint};
-      if (!kernels[t.kernel] && !kernel.object.empty())
-        if (auto it = byCode.find(code); it != byCode.end())
-          kernels[t.kernel] = it->second;
+      // Its code's entry point, shared with the kernels of the same code
+      // (none for a kernel without object bytes: a test's stand-in).
+      KernelFn *shared = kernel.object.empty() ? nullptr : &byCode[codeOf(kernel)];
+      if (!kernels[t.kernel] && shared)
+        kernels[t.kernel] = *shared;
       if (!kernels[t.kernel]) {
         StatusOr<KernelFn> fn = loader.load(kernel, t.kernel);
         if (!fn.isOk())
@@ -568,8 +565,8 @@ Status Executable::prepare(KernelLoader &loader) {
           return fail(os);
         }
         kernels[t.kernel] = fn.value();
-        if (!kernel.object.empty())
-          byCode.emplace(code, fn.value());
+        if (shared)
+          *shared = fn.value();
       }
       thunkKernels_[i] = kernels[t.kernel];
       int64_t elements = 0;

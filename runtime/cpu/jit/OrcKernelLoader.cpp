@@ -49,6 +49,28 @@ std::string describe(const PackageKernel &kernel, size_t index) {
   return "kernel " + std::to_string(index) + " (\"" + kernel.name + "\")";
 }
 
+// Prepares kernel bitcode |module| to be compiled for |host| (with the
+// JIT's |layout|); "" or why it cannot run here. Bitcode for another
+// architecture cannot; bitcode for another x86-64 (or AArch64) CPU can:
+// its vector IR is generic, so any CPU-specific function attributes are
+// dropped and every kernel is compiled for this host's CPU and features.
+std::string retargetToHost(llvm::Module &module, const llvm::Triple &host,
+                           const llvm::DataLayout &layout) {
+  llvm::Triple triple(module.getTargetTriple());
+  if (!triple.getTriple().empty() && triple.getArch() != host.getArch())
+    return "its code was compiled for " + triple.getTriple() +
+           ", not for this host (" + host.getTriple() +
+           "): compile the model on this kind of machine";
+  for (llvm::Function &f : module) {
+    f.removeFnAttr("target-cpu");
+    f.removeFnAttr("target-features");
+    f.removeFnAttr("tune-cpu");
+  }
+  module.setTargetTriple(host.getTriple());
+  module.setDataLayout(layout);
+  return "";
+}
+
 // The object code of each compiled kernel in $KILN_CACHE_DIR/cpu (see the
 // header), one file per kernel: a cacheEntry (runtime/Files.h) whose
 // fields are the identity (triple, CPU, features, optimization level, LLVM
@@ -230,23 +252,10 @@ public:
       if (!entry || entry->isDeclaration())
         return fail("its bitcode defines no function @" + kernel.entryPoint +
                     " (the entry point)");
-      // Bitcode for another architecture cannot run here; bitcode for
-      // another x86-64 (or AArch64) CPU can: its vector IR is generic, so
-      // any CPU-specific function attributes are dropped and the JIT
-      // compiles every kernel for this host's CPU and features.
-      llvm::Triple triple((*module)->getTargetTriple());
-      llvm::Triple host(jit_->getTargetTriple());
-      if (!triple.getTriple().empty() && triple.getArch() != host.getArch())
-        return fail("its code was compiled for " + triple.getTriple() +
-                    ", not for this host (" + host.getTriple() +
-                    "): compile the model on this kind of machine");
-      for (llvm::Function &f : **module) {
-        f.removeFnAttr("target-cpu");
-        f.removeFnAttr("target-features");
-        f.removeFnAttr("tune-cpu");
-      }
-      (*module)->setTargetTriple(host.getTriple());
-      (*module)->setDataLayout(jit_->getDataLayout());
+      std::string problem = retargetToHost(
+          **module, llvm::Triple(jit_->getTargetTriple()), jit_->getDataLayout());
+      if (!problem.empty())
+        return fail(problem);
       auto ahead = prefetched_.find(bytes.str());
       if (ahead != prefetched_.end()) {
         // Compiled by prefetch() from this bitcode: link its object.
@@ -305,8 +314,7 @@ public:
         continue;
       std::string bitcode(reinterpret_cast<const char *>(k->object.data()),
                           k->object.size());
-      if (prefetched_.count(bitcode) ||
-          llvm::is_contained(todo, bitcode) || (cache_ && cache_->has(bitcode)))
+      if (prefetched_.count(bitcode) || (cache_ && cache_->has(bitcode)))
         continue;
       todo.push_back(std::move(bitcode));
     }
@@ -337,16 +345,8 @@ private:
       llvm::consumeError(module.takeError());
       return "";
     }
-    llvm::Triple triple((*module)->getTargetTriple());
-    if (!triple.getTriple().empty() && triple.getArch() != host.getArch())
+    if (!retargetToHost(**module, host, layout).empty())
       return "";
-    for (llvm::Function &f : **module) {
-      f.removeFnAttr("target-cpu");
-      f.removeFnAttr("target-features");
-      f.removeFnAttr("tune-cpu");
-    }
-    (*module)->setTargetTriple(host.getTriple());
-    (*module)->setDataLayout(layout);
     llvm::orc::JITTargetMachineBuilder target = machine_; // one per thread
     auto machine = target.createTargetMachine();
     if (!machine) {

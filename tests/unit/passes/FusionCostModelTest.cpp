@@ -94,6 +94,24 @@ TEST(FusionCostModelTest, CountKernels) {
   EXPECT_NEAR(stats.modeledUs, expected, 1e-9);
 }
 
+// |module|'s training step built by the compile pipeline without its
+// optimizations (at |amp|), then decomposed and fused with |fuse| as the
+// pipeline does it.
+LogicalResult fuseTrainingStep(ModuleOp module, AmpMode amp,
+                               const KilnFuseOptions &fuse) {
+  PipelineOptions step;
+  step.optimize = false;
+  step.amp = amp;
+  if (failed(runCompilePipeline(module, step)))
+    return failure();
+  PassManager pm(module.getContext());
+  pm.addPass(createKilnDecompose());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createKilnFuse(fuse));
+  return pm.run(module);
+}
+
 // How many kernels kiln-fuse priced (its report: the legality or modelled
 // time of a changed kernel, computed once per trial move) on the training
 // step of a GPT of |layers| blocks (small sizes, Adam), decomposed as the
@@ -110,20 +128,9 @@ int64_t kernelsPriced(int64_t layers, std::string &diagnostics) {
   gpt.vocab = 32;
   gpt.batch = 2;
   OwningOpRef<ModuleOp> module = cli::buildGpt(&context, gpt);
-  if (!module)
-    return -1;
-  PipelineOptions step;
-  step.optimize = false;
-  if (failed(runCompilePipeline(*module, step)))
-    return -1;
-  PassManager pm(&context);
-  pm.addPass(createKilnDecompose());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
   KilnFuseOptions fuse;
   fuse.report = true;
-  pm.addPass(createKilnFuse(fuse));
-  if (failed(pm.run(*module)))
+  if (!module || failed(fuseTrainingStep(*module, AmpMode::off, fuse)))
     return -1;
   std::smatch match;
   if (!std::regex_search(diagnostics, match, std::regex("(\\d+) kernels priced")))
@@ -180,15 +187,6 @@ TEST(FuseWorkTest, KeptAnswersMatchFreshOnes) {
                                      : model == 2 ? cli::buildLeNet5(&context, lenet)
                                                   : cli::buildMlp(&context, mlp);
       ASSERT_TRUE(module) << diagnostics;
-      PipelineOptions step;
-      step.optimize = false;
-      if (model == 1)
-        step.amp = AmpMode::bf16;
-      ASSERT_TRUE(succeeded(runCompilePipeline(*module, step))) << diagnostics;
-      PassManager pm(&context);
-      pm.addPass(createKilnDecompose());
-      pm.addPass(createCanonicalizerPass());
-      pm.addPass(createCSEPass());
       KilnFuseOptions fuse;
       fuse.verifyCaches = true;
       fuse.report = true;
@@ -198,11 +196,12 @@ TEST(FuseWorkTest, KeptAnswersMatchFreshOnes) {
         fuse.horizontalReductions = true;
         fuse.rowGroupPartials = true;
       }
-      pm.addPass(createKilnFuse(fuse));
       std::string what = "model " + std::to_string(model) +
                          (cuda ? " (CUDA options)" : " (CPU options)");
-      EXPECT_TRUE(succeeded(pm.run(*module))) << what << ": " << diagnostics;
-      // The plan did move: more trials than kernels left.
+      EXPECT_TRUE(succeeded(fuseTrainingStep(
+          *module, model == 1 ? AmpMode::bf16 : AmpMode::off, fuse)))
+          << what << ": " << diagnostics;
+      // The plan did move: more than ten trials.
       std::smatch match;
       ASSERT_TRUE(std::regex_search(diagnostics, match,
                                     std::regex("planned in (\\d+) trials")))

@@ -125,6 +125,24 @@ protected:
     return kernel;
   }
 
+  // kElementwise's and kReduction's fusions and their bitcode kernels
+  // ("elementwise", "reduction"); false (with a test failure) when one
+  // does not build.
+  bool bothKernels(FusionOp &elementwise, FusionOp &reduction,
+                   PackageKernel &k0, PackageKernel &k1) {
+    elementwise = parseFusion(kElementwise);
+    reduction = parseFusion(kReduction);
+    EXPECT_TRUE(elementwise && reduction) << diagnostics;
+    if (!elementwise || !reduction)
+      return false;
+    auto ir0 = kernelIR(elementwise), ir1 = kernelIR(reduction);
+    if (!ir0 || !ir1)
+      return false;
+    k0 = bitcodeKernel("elementwise", *ir0);
+    k1 = bitcodeKernel("reduction", *ir1);
+    return true;
+  }
+
   // Runs |fn| over |parts| parts on random inputs and compares every result
   // with the interpreter's; "" or the first mismatch.
   std::string check(FusionOp fusion, KernelFn fn, int64_t parts,
@@ -184,15 +202,13 @@ protected:
 
 TEST_F(OrcKernelLoaderTest, BitcodeKernelsRunInAnyNumberOfParts) {
   ASSERT_TRUE(loader);
-  FusionOp elementwise = parseFusion(kElementwise);
-  FusionOp reduction = parseFusion(kReduction);
-  ASSERT_TRUE(elementwise && reduction) << diagnostics;
-  auto ir0 = kernelIR(elementwise), ir1 = kernelIR(reduction);
-  ASSERT_TRUE(ir0 && ir1);
+  FusionOp elementwise, reduction;
+  PackageKernel k0, k1;
+  ASSERT_TRUE(bothKernels(elementwise, reduction, k0, k1));
   // Both kernels define kiln_kernel; each loads into its own JITDylib.
-  auto fn0 = loader->load(bitcodeKernel("elementwise", *ir0), 0);
+  auto fn0 = loader->load(k0, 0);
   ASSERT_TRUE(fn0.isOk()) << fn0.status().message();
-  auto fn1 = loader->load(bitcodeKernel("reduction", *ir1), 1);
+  auto fn1 = loader->load(k1, 1);
   ASSERT_TRUE(fn1.isOk()) << fn1.status().message();
   EXPECT_NE(fn0.value(), fn1.value());
   for (int64_t parts : {1, 2, 3, 7, 40}) {
@@ -330,13 +346,9 @@ TEST_F(OrcKernelLoaderTest, CompiledKernelsAreKeptOnDisk) {
   char pattern[] = "/tmp/kiln-orc-cache-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
   std::string root = pattern;
-  FusionOp elementwise = parseFusion(kElementwise);
-  FusionOp reduction = parseFusion(kReduction);
-  ASSERT_TRUE(elementwise && reduction) << diagnostics;
-  auto ir0 = kernelIR(elementwise), ir1 = kernelIR(reduction);
-  ASSERT_TRUE(ir0 && ir1);
-  PackageKernel k0 = bitcodeKernel("elementwise", *ir0);
-  PackageKernel k1 = bitcodeKernel("reduction", *ir1);
+  FusionOp elementwise, reduction;
+  PackageKernel k0, k1;
+  ASSERT_TRUE(bothKernels(elementwise, reduction, k0, k1));
 
   // Loads |kernel| (fusion |fusion|) in a fresh loader and checks it runs;
   // the loader's stats.
@@ -435,13 +447,9 @@ TEST_F(OrcKernelLoaderTest, PrefetchedKernelsCompileAheadAndRunTheSame) {
   ASSERT_NE(mkdtemp(pattern), nullptr);
   std::string root = pattern;
   kiln::runtime::cuda::testing::ScopedEnv env("KILN_CACHE_DIR", root);
-  FusionOp elementwise = parseFusion(kElementwise);
-  FusionOp reduction = parseFusion(kReduction);
-  ASSERT_TRUE(elementwise && reduction) << diagnostics;
-  auto ir0 = kernelIR(elementwise), ir1 = kernelIR(reduction);
-  ASSERT_TRUE(ir0 && ir1);
-  PackageKernel k0 = bitcodeKernel("elementwise", *ir0);
-  PackageKernel k1 = bitcodeKernel("reduction", *ir1);
+  FusionOp elementwise, reduction;
+  PackageKernel k0, k1;
+  ASSERT_TRUE(bothKernels(elementwise, reduction, k0, k1));
   PackageKernel bad = k0;
   bad.name = "bad";
   bad.object.assign({'n', 'o', 't', ' ', 'b', 'c'});

@@ -102,12 +102,15 @@ public:
   void priorityFusion();
   void horizontalFusion(bool reductions);
   LogicalResult materialize();
-  // Moves applied on trial (kiln-fuse's report).
+  // Moves applied on trial, and prices answered from kept ones instead
+  // (kiln-fuse's report).
   int64_t trials() const { return trials_; }
+  int64_t keptPrices() const { return keptPrices_; }
 
 private:
   std::optional<std::vector<int64_t>> warpReductionLayout(int c) const;
   std::optional<double> trial(Move move, int a, int b, bool keep);
+  std::optional<double> price(Move move, int a, int b);
   void push(Move move, int a, int b);
   void enqueueAround(int c);
 
@@ -118,6 +121,16 @@ private:
   static constexpr size_t kMaxRepricedEdges = 32;
   bool fresh_ = false;
   int64_t trials_ = 0;
+  // A move's price, kept with the clusters it read (price): it holds
+  // while none of them has changed (FusionPlan::unchangedSince).
+  struct KeptPrice {
+    uint64_t commit;
+    unsigned generation;
+    SmallVector<int, 8> read;
+    std::optional<double> saving;
+  };
+  DenseMap<std::tuple<int, int, int>, KeptPrice> prices_;
+  int64_t keptPrices_ = 0;
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue_;
   std::set<std::tuple<int, int, int>> queued_;
 };
@@ -352,6 +365,41 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep) {
   return saving;
 }
 
+// What trial(move, a, b, /*keep=*/false) returns, without the trial when
+// the clusters it read last time (the ones it prices before and after, and
+// every successor whose class decides a copy's targets) are unchanged.
+std::optional<double> Fuser::price(Move move, int a, int b) {
+  auto key = std::make_tuple(static_cast<int>(move), a, b);
+  auto it = prices_.find(key);
+  if (it != prices_.end() && it->second.generation == generation_ &&
+      llvm::all_of(it->second.read,
+                   [&](int c) { return unchangedSince(c, it->second.commit); })) {
+    ++keptPrices_;
+    if (!verifyCaches_)
+      return it->second.saving;
+    std::optional<double> fresh = trial(move, a, b, /*keep=*/false);
+    if (fresh != it->second.saving && cacheMismatch_.empty())
+      cacheMismatch_ = llvm::formatv("the price kept for move {0} of kernels {1} and "
+                                     "{2} differs from its price now",
+                                     static_cast<int>(move), a, b)
+                           .str();
+    return fresh;
+  }
+  KeptPrice kept{commits(), generation_, {}, std::nullopt};
+  kept.read = {a};
+  if (b >= 0)
+    kept.read.push_back(b);
+  if (move == Move::DuplicateAll)
+    llvm::append_range(kept.read, successorList(a));
+  if (move == Move::Merge || move == Move::Sibling)
+    for (int c : {a, b})
+      llvm::append_range(kept.read, predecessors(c));
+  kept.saving = trial(move, a, b, /*keep=*/false);
+  std::optional<double> saving = kept.saving;
+  prices_[key] = std::move(kept);
+  return saving;
+}
+
 void Fuser::push(Move move, int a, int b) {
   // A queued candidate is repriced when it comes out, so one entry per
   // merge is enough, unless its neighbourhood just changed (|fresh_|): then
@@ -364,7 +412,7 @@ void Fuser::push(Move move, int a, int b) {
   auto key = std::make_tuple(static_cast<int>(move), a, b);
   if ((!fresh_ || many) && queued_.count(key))
     return;
-  std::optional<double> saving = trial(move, a, b, /*keep=*/false);
+  std::optional<double> saving = price(move, a, b);
   if (!saving || *saving <= kMinSavingUs)
     return;
   queued_.insert(key);
@@ -440,7 +488,7 @@ void Fuser::priorityFusion() {
         (reaches(a, b, /*skipDirect=*/false) || reaches(b, a, /*skipDirect=*/false)))
       continue;
     // Reprice: the neighbourhood may have changed since it was queued.
-    std::optional<double> saving = trial(candidate.move, a, b, /*keep=*/false);
+    std::optional<double> saving = price(candidate.move, a, b);
     if (!saving || *saving <= kMinSavingUs)
       continue;
     if (!queue_.empty() && *saving < queue_.top().saving) {
@@ -852,8 +900,9 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
                << " collectives, " << stats.bytesRead << " bytes read, "
                << stats.bytesWritten << " bytes written, "
                << llvm::formatv("{0:f1}", stats.modeledUs).str()
-               << " us modelled; planned in " << planner.trials()
-               << " trials, " << planner.pricings() << " kernels priced";
+               << " us modelled; planned in " << planner.trials() << " trials ("
+               << planner.keptPrices() << " prices kept), " << planner.pricings()
+               << " kernels priced";
       }
     }
   }

@@ -665,9 +665,13 @@ void FusionPlan::forgetChanged() {
       stale.insert(m);
     around(op);
   }
+  ++commits_;
+  if (changedAt_.size() < clusters_.size())
+    changedAt_.resize(clusters_.size(), 0);
   for (int c : stale) {
     successorCache_.erase(c);
     timeCache_.erase(c);
+    changedAt_[c] = commits_;
   }
   journal_ = Journal{};
 }

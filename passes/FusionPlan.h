@@ -136,6 +136,16 @@ public:
   // fresh ones (kiln-fuse's verify-caches); the first difference is kept
   // in cacheMismatch().
   void setVerifyCaches(bool on) { verifyCaches_ = on; }
+  // Committed changes so far; whether none of them since |commit| (a
+  // commits() value) may have changed what |c| reads, writes or costs:
+  // its ops, their homes and memberships, those of their users, its
+  // successors and predecessors (the clusters forgetChanged drops answers
+  // for). Answers about a set of clusters kept at |commit| still hold
+  // while this is true of each.
+  uint64_t commits() const { return commits_; }
+  bool unchangedSince(int c, uint64_t commit) const {
+    return static_cast<size_t>(c) >= changedAt_.size() || changedAt_[c] <= commit;
+  }
   const std::string &cacheMismatch() const { return cacheMismatch_; }
   // A new cluster with the ops of |a| and |b|; both die.
   int merge(int a, int b);
@@ -189,6 +199,10 @@ protected:
   bool journalling_ = false;
 
   unsigned generation_ = 0;
+  // The commit after which each cluster's answers last went stale (none
+  // yet past the end).
+  uint64_t commits_ = 0;
+  std::vector<uint64_t> changedAt_;
   llvm::DenseMap<int, std::pair<unsigned, llvm::SmallVector<int>>> successorCache_;
   mutable llvm::DenseMap<int, std::pair<unsigned, double>> timeCache_;
   mutable int64_t pricings_ = 0;

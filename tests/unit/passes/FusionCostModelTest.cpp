@@ -160,11 +160,14 @@ TEST(FuseWorkTest, KernelsPricedGrowWithTheDepthNotItsSquare) {
 
 // kiln-fuse keeps each kernel's successors and modelled time between
 // moves and, after a move, forgets only those of the kernels the move may
-// have changed. With verify-caches it computes every kept answer afresh
-// after each move and fails on a difference: here over the zoo's training
-// steps (a 3-block GPT in f32 and bf16, LeNet-5, the MLP), with the CPU's
-// fusion options and with CUDA's (GEMM epilogues, bias and GELU
-// gradients, horizontal reductions, row groups).
+// have changed; it keeps each move's price too, with the kernels the
+// trial read, and uses it while none of them has changed. With
+// verify-caches it computes every kept answer afresh after each move, and
+// prices each move whose kept price it uses, and fails on a difference
+// (it does when a kept price forgets the kernels' producers): here over
+// the zoo's training steps (a 3-block GPT in f32 and bf16, LeNet-5, the
+// MLP), with the CPU's fusion options and with CUDA's (GEMM epilogues,
+// bias and GELU gradients, horizontal reductions, row groups).
 TEST(FuseWorkTest, KeptAnswersMatchFreshOnes) {
   for (int model = 0; model < 4; ++model)
     for (bool cuda : {false, true}) {
@@ -201,12 +204,15 @@ TEST(FuseWorkTest, KeptAnswersMatchFreshOnes) {
       EXPECT_TRUE(succeeded(fuseTrainingStep(
           *module, model == 1 ? AmpMode::bf16 : AmpMode::off, fuse)))
           << what << ": " << diagnostics;
-      // The plan did move: more than ten trials.
+      // The plan did move: more than ten trials, and some prices were
+      // kept (so the check above compared some).
       std::smatch match;
-      ASSERT_TRUE(std::regex_search(diagnostics, match,
-                                    std::regex("planned in (\\d+) trials")))
+      ASSERT_TRUE(std::regex_search(
+          diagnostics, match,
+          std::regex("planned in (\\d+) trials \\((\\d+) prices kept\\)")))
           << what << ": " << diagnostics;
       EXPECT_GT(std::stoll(match[1]), 10) << what;
+      EXPECT_GT(std::stoll(match[2]), 0) << what;
     }
 }
 

@@ -471,6 +471,7 @@ void Fuser::enqueueAround(int c) {
 }
 
 void Fuser::priorityFusion() {
+  startOrder();
   for (int c = 0, e = clusters_.size(); c < e; ++c)
     enqueueAround(c);
   while (!queue_.empty()) {

@@ -15,9 +15,11 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <algorithm>
+#include <queue>
 
 namespace kiln::fusion {
 
@@ -244,33 +246,136 @@ SmallVector<int> FusionPlan::predecessors(int c) const {
   return out;
 }
 
-bool FusionPlan::reaches(int from, int to, bool skipDirect) {
-  // A depth-first walk; clusters seen carry this walk's stamp.
+uint32_t FusionPlan::newStamp() {
   if (seenStamp_.size() < clusters_.size())
     seenStamp_.resize(clusters_.size(), 0);
   if (++walks_ == 0) { // wrapped: no stale mark may equal a new stamp
     std::fill(seenStamp_.begin(), seenStamp_.end(), 0);
     walks_ = 1;
   }
-  uint32_t stamp = walks_;
+  return walks_;
+}
+
+bool FusionPlan::reaches(int from, int to, bool skipDirect) {
+  // A depth-first walk; clusters seen carry this walk's stamp. With the
+  // order, a path to |to| only passes kernels numbered below it.
+  if (ordered_ && order_[from] >= order_[to])
+    return false;
+  int64_t limit = ordered_ ? order_[to] : 0;
+  uint32_t stamp = newStamp();
   SmallVector<int> &work = reachWork_;
   work.clear();
+  auto visit = [&](int s) {
+    if (seenStamp_[s] == stamp || (ordered_ && order_[s] > limit))
+      return;
+    seenStamp_[s] = stamp;
+    work.push_back(s);
+  };
   for (int s : successorList(from))
-    if (!(skipDirect && s == to) && seenStamp_[s] != stamp) {
-      seenStamp_[s] = stamp;
-      work.push_back(s);
-    }
+    if (!(skipDirect && s == to))
+      visit(s);
   while (!work.empty()) {
     int c = work.pop_back_val();
     if (c == to)
       return true;
     for (int s : successorList(c))
-      if (seenStamp_[s] != stamp) {
-        seenStamp_[s] = stamp;
-        work.push_back(s);
-      }
+      visit(s);
   }
   return false;
+}
+
+void FusionPlan::startOrder() {
+  // Kahn's algorithm, taking the ready kernel that comes first in the
+  // block, so that the numbers stay close to the block's order and a
+  // merge's window (orderMerge) stays small.
+  order_.assign(clusters_.size(), -1);
+  std::vector<int> pending(clusters_.size(), 0);
+  for (int c = 0, e = clusters_.size(); c < e; ++c)
+    if (clusters_[c].alive)
+      for (int s : successorList(c))
+        ++pending[s];
+  auto first = [&](int c) { return pos_.lookup(clusters_[c].ops.front()); };
+  using Ready = std::pair<int64_t, int>;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready;
+  for (int c = 0, e = clusters_.size(); c < e; ++c)
+    if (clusters_[c].alive && pending[c] == 0)
+      ready.push({first(c), c});
+  int64_t next = 0;
+  while (!ready.empty()) {
+    int c = ready.top().second;
+    ready.pop();
+    order_[c] = next++;
+    for (int s : successorList(c))
+      if (--pending[s] == 0)
+        ready.push({first(s), s});
+  }
+  // A cycle (never in a plan kiln-fuse built) leaves kernels unnumbered.
+  ordered_ = llvm::all_of(llvm::seq<int>(0, clusters_.size()), [&](int c) {
+    return !clusters_[c].alive || order_[c] >= 0;
+  });
+}
+
+// |s| replaces |a| and |b|. It must come after every kernel that reaches
+// it and before every kernel it reaches. Those numbered outside the
+// window between |a| and |b| already are; inside it, the ones |s|
+// reaches (F) and the ones that reach |s| (B) share the window's numbers
+// they and |a| and |b| held: B first, then |s|, then F, each in its old
+// order. F and B cannot meet (that would be a cycle through |s|).
+void FusionPlan::orderMerge(int a, int b, int s) {
+  if (!ordered_)
+    return;
+  if (!clusters_[s].alive || clusters_[a].alive || clusters_[b].alive) {
+    ordered_ = false;
+    return;
+  }
+  if (order_.size() < clusters_.size())
+    order_.resize(clusters_.size(), -1);
+  int64_t lo = std::min(order_[a], order_[b]), hi = std::max(order_[a], order_[b]);
+  SmallVector<int> forward, backward, work;
+  uint32_t reached = newStamp();
+  seenStamp_[s] = reached;
+  work.push_back(s);
+  while (!work.empty()) {
+    int c = work.pop_back_val();
+    for (int d : successorList(c))
+      if (seenStamp_[d] != reached && order_[d] < hi) {
+        seenStamp_[d] = reached;
+        forward.push_back(d);
+        work.push_back(d);
+      }
+  }
+  uint32_t reaching = newStamp();
+  seenStamp_[s] = reaching;
+  work.push_back(s);
+  while (!work.empty()) {
+    int c = work.pop_back_val();
+    for (int p : predecessors(c)) {
+      if (seenStamp_[p] == reaching || order_[p] <= lo)
+        continue;
+      if (seenStamp_[p] == reached) { // a cycle: no order to keep
+        ordered_ = false;
+        return;
+      }
+      seenStamp_[p] = reaching;
+      backward.push_back(p);
+      work.push_back(p);
+    }
+  }
+  auto byOrder = [&](int x, int y) { return order_[x] < order_[y]; };
+  llvm::sort(forward, byOrder);
+  llvm::sort(backward, byOrder);
+  SmallVector<int64_t> slots{lo, hi};
+  for (int c : backward)
+    slots.push_back(order_[c]);
+  for (int c : forward)
+    slots.push_back(order_[c]);
+  llvm::sort(slots);
+  size_t k = 0;
+  for (int c : backward)
+    order_[c] = slots[k++];
+  order_[s] = slots[k++];
+  for (int c : forward)
+    order_[c] = slots[k++];
 }
 
 //===----------------------------------------------------------------------===//
@@ -680,6 +785,19 @@ void FusionPlan::verifyCaches() {
   if (!cacheMismatch_.empty())
     return;
   SmallVector<int> fresh;
+  if (ordered_)
+    for (int c = 0, e = clusters_.size(); c < e; ++c) {
+      if (!clusters_[c].alive)
+        continue;
+      computeSuccessors(c, fresh);
+      for (int d : fresh)
+        if (order_[d] <= order_[c]) {
+          cacheMismatch_ = "kernel " + std::to_string(c) + " is numbered " +
+                           std::to_string(order_[c]) + ", not before its successor " +
+                           std::to_string(d) + " (" + std::to_string(order_[d]) + ")";
+          return;
+        }
+    }
   for (auto &[c, entry] : successorCache_) {
     if (entry.first != generation_ || !clusters_[c].alive)
       continue;
@@ -736,6 +854,10 @@ int FusionPlan::merge(int a, int b) {
       merged.ops.push_back(op);
   llvm::sort(merged.ops, [&](Operation *x, Operation *y) { return pos_[x] < pos_[y]; });
   clusters_.push_back(std::move(merged));
+  if (journalling_)
+    journal_.merges.push_back({a, b, s});
+  else
+    ordered_ = false;
   for (Operation *op : clusters_[s].ops) {
     SmallVector<int, 2> members;
     for (int m : member_.lookup(op))

@@ -30,6 +30,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <tuple>
 #include <vector>
 
 namespace kiln::fusion {
@@ -105,8 +106,16 @@ public:
   llvm::SmallVector<int> successors(int c);
   llvm::SmallVector<int> predecessors(int c) const;
   // Whether a path leads from |from| to |to|, not counting the direct edge
-  // when |skipDirect| is set.
+  // when |skipDirect| is set. Once startOrder() has run, the walk only
+  // visits kernels ordered before |to|.
   bool reaches(int from, int to, bool skipDirect);
+  // Numbers the live kernels in a topological order (every edge runs from
+  // a lower number to a higher one) and keeps it through committed changes:
+  // a merge renumbers the kernels between the two it joins that must come
+  // before or after it (Pearce and Kelly's dynamic topological order); a
+  // copy into a consumer only adds edges that already run forwards. An
+  // unjournalled merge drops the order.
+  void startOrder();
 
   // Costs and legality.
   double timeOf(int c) const;
@@ -125,7 +134,10 @@ public:
   // clusters they may have changed (forgetChanged), not every cluster's.
   void commit() {
     journalling_ = false;
+    auto merges = std::move(journal_.merges);
     forgetChanged();
+    for (auto [a, b, s] : merges)
+      orderMerge(a, b, s);
     if (verifyCaches_)
       verifyCaches();
   }
@@ -133,8 +145,8 @@ public:
   // Call after unjournalled changes: drops every cached graph query.
   void changed() { ++generation_; }
   // With |on|, every commit checks the answers kept from before it against
-  // fresh ones (kiln-fuse's verify-caches); the first difference is kept
-  // in cacheMismatch().
+  // fresh ones, and the kept order against the edges (kiln-fuse's
+  // verify-caches); the first difference is kept in cacheMismatch().
   void setVerifyCaches(bool on) { verifyCaches_ = on; }
   // Committed changes so far; whether none of them since |commit| (a
   // commits() value) may have changed what |c| reads, writes or costs:
@@ -163,6 +175,10 @@ protected:
   void saveCluster(int c);
   void forgetChanged();
   void verifyCaches();
+  // Renumbers after a committed merge of |a| and |b| into |s|.
+  void orderMerge(int a, int b, int s);
+  // A stamp no entry of seenStamp_ holds yet.
+  uint32_t newStamp();
   void computeSuccessors(int c, llvm::SmallVector<int> &out);
   double computeTime(int c) const;
   // successors(c) without a copy: the cached list, or (in a trial) a
@@ -194,6 +210,7 @@ protected:
     std::vector<std::pair<Operation *, int>> homes;
     std::vector<std::pair<Operation *, llvm::SmallVector<int, 2>>> members;
     std::vector<std::pair<int, Cluster>> clusters;
+    std::vector<std::tuple<int, int, int>> merges; // a, b, merged
     size_t numClusters = 0;
   } journal_;
   bool journalling_ = false;
@@ -211,6 +228,10 @@ protected:
   // holds that number.
   std::vector<uint32_t> seenStamp_;
   uint32_t walks_ = 0;
+  // startOrder()'s numbers, by kernel (live ones only); valid while
+  // |ordered_|.
+  std::vector<int64_t> order_;
+  bool ordered_ = false;
   bool verifyCaches_ = false;
   std::string cacheMismatch_;
 };

@@ -562,7 +562,8 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "and how much pricing the plan took">,
     Option<"verifyCaches", "verify-caches", "bool", /*default=*/"false",
            "after every committed move, compute each live kernel's "
-           "successors and modelled time afresh, and price again each move "
+           "successors and modelled time afresh and check the kept "
+           "topological order against the edges, and price again each move "
            "whose kept price is used; fail if an answer kept from before "
            "differs (a check for tests; slow)">,
   ];

@@ -161,10 +161,13 @@ TEST(FuseWorkTest, KernelsPricedGrowWithTheDepthNotItsSquare) {
 // kiln-fuse keeps each kernel's successors and modelled time between
 // moves and, after a move, forgets only those of the kernels the move may
 // have changed; it keeps each move's price too, with the kernels the
-// trial read, and uses it while none of them has changed. With
-// verify-caches it computes every kept answer afresh after each move, and
-// prices each move whose kept price it uses, and fails on a difference
-// (it does when a kept price forgets the kernels' producers): here over
+// trial read, and uses it while none of them has changed; and it keeps a
+// topological order of the kernels through each merge, which bounds the
+// cycle checks' walks. With verify-caches it computes every kept answer
+// afresh after each move, checks every edge against the order, and prices
+// each move whose kept price it uses, and fails on a difference (it does
+// when a kept price forgets the kernels' producers, and when a merge
+// numbers the merged kernel before the ones that reach it): here over
 // the zoo's training steps (a 3-block GPT in f32 and bf16, LeNet-5, the
 // MLP), with the CPU's fusion options and with CUDA's (GEMM epilogues,
 // bias and GELU gradients, horizontal reductions, row groups).

@@ -412,6 +412,14 @@ void Fuser::push(Move move, int a, int b) {
   auto key = std::make_tuple(static_cast<int>(move), a, b);
   if ((!fresh_ || many) && queued_.count(key))
     return;
+  // Siblings joined by a path would make a cycle: most kernels that read
+  // one large value are (a layer's forward and backward reading its
+  // activations, every block reading a mask), and pricing them anyway
+  // would price them again each time one of them changed. With the order
+  // one direction is free and the other walk stays between the two.
+  if (move == Move::Sibling &&
+      (reaches(a, b, /*skipDirect=*/false) || reaches(b, a, /*skipDirect=*/false)))
+    return;
   std::optional<double> saving = price(move, a, b);
   if (!saving || *saving <= kMinSavingUs)
     return;

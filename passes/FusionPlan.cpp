@@ -258,29 +258,39 @@ uint32_t FusionPlan::newStamp() {
 
 bool FusionPlan::reaches(int from, int to, bool skipDirect) {
   // A depth-first walk; clusters seen carry this walk's stamp. With the
-  // order, a path to |to| only passes kernels numbered below it.
+  // order, a path to |to| only passes kernels numbered below it, and the
+  // walk tries the highest-numbered successor first: in a training step's
+  // long chains (forward, loss, backward) that is the one closest to |to|.
   if (ordered_ && order_[from] >= order_[to])
     return false;
   int64_t limit = ordered_ ? order_[to] : 0;
   uint32_t stamp = newStamp();
   SmallVector<int> &work = reachWork_;
   work.clear();
-  auto visit = [&](int s) {
-    if (seenStamp_[s] == stamp || (ordered_ && order_[s] > limit))
-      return;
-    seenStamp_[s] = stamp;
-    work.push_back(s);
+  // Pushes |c|'s successors; true when one of them is |to|.
+  auto expand = [&](int c, bool direct) {
+    size_t first = work.size();
+    for (int s : successorList(c)) {
+      if (s == to) {
+        if (direct && skipDirect)
+          continue;
+        return true;
+      }
+      if (seenStamp_[s] == stamp || (ordered_ && order_[s] > limit))
+        continue;
+      seenStamp_[s] = stamp;
+      work.push_back(s);
+    }
+    if (ordered_)
+      std::sort(work.begin() + first, work.end(),
+                [&](int x, int y) { return order_[x] < order_[y]; });
+    return false;
   };
-  for (int s : successorList(from))
-    if (!(skipDirect && s == to))
-      visit(s);
-  while (!work.empty()) {
-    int c = work.pop_back_val();
-    if (c == to)
+  if (expand(from, /*direct=*/true))
+    return true;
+  while (!work.empty())
+    if (expand(work.pop_back_val(), /*direct=*/false))
       return true;
-    for (int s : successorList(c))
-      visit(s);
-  }
   return false;
 }
 

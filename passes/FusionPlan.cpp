@@ -204,6 +204,21 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
 
 void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
   out.clear();
+  // Each successor once, in the order first found; marked with a stamp of
+  // their own (a kernel read by every parameter's update has thousands of
+  // successors, and reaches() may be walking with seenStamp_).
+  if (listedStamp_.size() < clusters_.size())
+    listedStamp_.resize(clusters_.size(), 0);
+  if (++listings_ == 0) {
+    std::fill(listedStamp_.begin(), listedStamp_.end(), 0);
+    listings_ = 1;
+  }
+  auto add = [&](int d) {
+    if (d == c || listedStamp_[d] == listings_)
+      return;
+    listedStamp_[d] = listings_;
+    out.push_back(d);
+  };
   for (Operation *op : clusters_[c].ops) {
     auto it = home_.find(op);
     if (it == home_.end() || it->second != c)
@@ -213,14 +228,11 @@ void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
       if (m == member_.end())
         continue;
       for (int d : m->second)
-        if (d != c && !contains(op, d) && !llvm::is_contained(out, d))
-          out.push_back(d);
+        if (d != c && listedStamp_[d] != listings_ && !contains(op, d))
+          add(d);
     }
-    if (Operation *next = orderNext_.lookup(op)) {
-      int d = home_.lookup(next);
-      if (d != c && !llvm::is_contained(out, d))
-        out.push_back(d);
-    }
+    if (Operation *next = orderNext_.lookup(op))
+      add(home_.lookup(next));
   }
 }
 

@@ -228,6 +228,9 @@ protected:
   // holds that number.
   std::vector<uint32_t> seenStamp_;
   uint32_t walks_ = 0;
+  // computeSuccessors()'s marks, the same way.
+  std::vector<uint32_t> listedStamp_;
+  uint32_t listings_ = 0;
   // startOrder()'s numbers, by kernel (live ones only); valid while
   // |ordered_|.
   std::vector<int64_t> order_;

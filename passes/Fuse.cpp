@@ -122,7 +122,9 @@ public:
 
 private:
   std::optional<std::vector<int64_t>> warpReductionLayout(int c) const;
-  std::optional<double> trial(Move move, int a, int b, bool keep);
+  // |read|, when given, receives the clusters the price depends on.
+  std::optional<double> trial(Move move, int a, int b, bool keep,
+                              SmallVectorImpl<int> *read = nullptr);
   std::optional<double> price(Move move, int a, int b);
   void push(Move move, int a, int b);
   void enqueueAround(int c);
@@ -295,7 +297,8 @@ void Fuser::formBiasGradients() {
 
 // Applies |move| to the plan and returns the modelled time it saves, or
 // nothing when it is not allowed. Rolls back unless |keep|.
-std::optional<double> Fuser::trial(Move move, int a, int b, bool keep) {
+std::optional<double> Fuser::trial(Move move, int a, int b, bool keep,
+                                   SmallVectorImpl<int> *read) {
   ++trials_;
   // Clusters whose time can change: the ones involved and, for merges, the
   // producers they read (a copy inside may now cover what a producer
@@ -315,6 +318,13 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep) {
       for (int p : predecessors(c))
         if (!llvm::is_contained(watched, p))
           watched.push_back(p);
+  if (read) {
+    // What it prices, and every consumer of a copy into all of them (their
+    // classes decide its targets).
+    read->assign(watched.begin(), watched.end());
+    if (move == Move::DuplicateAll)
+      llvm::append_range(*read, successors(a));
+  }
   double before = 0;
   for (int c : watched)
     before += timeOf(c);
@@ -379,8 +389,7 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep) {
 }
 
 // What trial(move, a, b, /*keep=*/false) returns, without the trial when
-// the clusters it read last time (the ones it prices before and after, and
-// every successor whose class decides a copy's targets) are unchanged.
+// the clusters it read last time (trial's |read|) are unchanged.
 std::optional<double> Fuser::price(Move move, int a, int b) {
   auto key = std::make_tuple(static_cast<int>(move), a, b);
   auto it = prices_.find(key);
@@ -398,19 +407,11 @@ std::optional<double> Fuser::price(Move move, int a, int b) {
                            .str();
     return fresh;
   }
-  KeptPrice kept{commits(), generation_, {}, std::nullopt};
-  kept.read = {a};
-  if (b >= 0)
-    kept.read.push_back(b);
-  if (move == Move::DuplicateAll)
-    llvm::append_range(kept.read, successorList(a));
-  if (move == Move::Merge || move == Move::Sibling)
-    for (int c : {a, b})
-      llvm::append_range(kept.read, predecessors(c));
-  kept.saving = trial(move, a, b, /*keep=*/false);
-  std::optional<double> saving = kept.saving;
-  prices_[key] = std::move(kept);
-  return saving;
+  KeptPrice &kept = prices_[key];
+  kept.commit = commits();
+  kept.generation = generation_;
+  kept.saving = trial(move, a, b, /*keep=*/false, &kept.read);
+  return kept.saving;
 }
 
 void Fuser::push(Move move, int a, int b) {

@@ -204,19 +204,14 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
 
 void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
   out.clear();
-  // Each successor once, in the order first found; marked with a stamp of
-  // their own (a kernel read by every parameter's update has thousands of
-  // successors, and reaches() may be walking with seenStamp_).
-  if (listedStamp_.size() < clusters_.size())
-    listedStamp_.resize(clusters_.size(), 0);
-  if (++listings_ == 0) {
-    std::fill(listedStamp_.begin(), listedStamp_.end(), 0);
-    listings_ = 1;
-  }
+  // Each successor once, in the order first found, marked in a round of
+  // listed_ (a kernel read by every parameter's update has thousands of
+  // successors, and reaches() may be walking with seen_).
+  uint32_t round = listed_.next(clusters_.size());
   auto add = [&](int d) {
-    if (d == c || listedStamp_[d] == listings_)
+    if (d == c || listed_.of[d] == round)
       return;
-    listedStamp_[d] = listings_;
+    listed_.of[d] = round;
     out.push_back(d);
   };
   for (Operation *op : clusters_[c].ops) {
@@ -228,7 +223,7 @@ void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
       if (m == member_.end())
         continue;
       for (int d : m->second)
-        if (d != c && listedStamp_[d] != listings_ && !contains(op, d))
+        if (d != c && listed_.of[d] != round && !contains(op, d))
           add(d);
     }
     if (Operation *next = orderNext_.lookup(op))
@@ -258,16 +253,6 @@ SmallVector<int> FusionPlan::predecessors(int c) const {
   return out;
 }
 
-uint32_t FusionPlan::newStamp() {
-  if (seenStamp_.size() < clusters_.size())
-    seenStamp_.resize(clusters_.size(), 0);
-  if (++walks_ == 0) { // wrapped: no stale mark may equal a new stamp
-    std::fill(seenStamp_.begin(), seenStamp_.end(), 0);
-    walks_ = 1;
-  }
-  return walks_;
-}
-
 bool FusionPlan::reaches(int from, int to, bool skipDirect) {
   // A depth-first walk; clusters seen carry this walk's stamp. With the
   // order, a path to |to| only passes kernels numbered below it, and the
@@ -276,7 +261,7 @@ bool FusionPlan::reaches(int from, int to, bool skipDirect) {
   if (ordered_ && order_[from] >= order_[to])
     return false;
   int64_t limit = ordered_ ? order_[to] : 0;
-  uint32_t stamp = newStamp();
+  uint32_t stamp = seen_.next(clusters_.size());
   SmallVector<int> &work = reachWork_;
   work.clear();
   // Pushes |c|'s successors; true when one of them is |to|.
@@ -288,9 +273,9 @@ bool FusionPlan::reaches(int from, int to, bool skipDirect) {
           continue;
         return true;
       }
-      if (seenStamp_[s] == stamp || (ordered_ && order_[s] > limit))
+      if (seen_.of[s] == stamp || (ordered_ && order_[s] > limit))
         continue;
-      seenStamp_[s] = stamp;
+      seen_.of[s] = stamp;
       work.push_back(s);
     }
     if (ordered_)
@@ -354,31 +339,31 @@ void FusionPlan::orderMerge(int a, int b, int s) {
     order_.resize(clusters_.size(), -1);
   int64_t lo = std::min(order_[a], order_[b]), hi = std::max(order_[a], order_[b]);
   SmallVector<int> forward, backward, work;
-  uint32_t reached = newStamp();
-  seenStamp_[s] = reached;
+  uint32_t reached = seen_.next(clusters_.size());
+  seen_.of[s] = reached;
   work.push_back(s);
   while (!work.empty()) {
     int c = work.pop_back_val();
     for (int d : successorList(c))
-      if (seenStamp_[d] != reached && order_[d] < hi) {
-        seenStamp_[d] = reached;
+      if (seen_.of[d] != reached && order_[d] < hi) {
+        seen_.of[d] = reached;
         forward.push_back(d);
         work.push_back(d);
       }
   }
-  uint32_t reaching = newStamp();
-  seenStamp_[s] = reaching;
+  uint32_t reaching = seen_.next(clusters_.size());
+  seen_.of[s] = reaching;
   work.push_back(s);
   while (!work.empty()) {
     int c = work.pop_back_val();
     for (int p : predecessors(c)) {
-      if (seenStamp_[p] == reaching || order_[p] <= lo)
+      if (seen_.of[p] == reaching || order_[p] <= lo)
         continue;
-      if (seenStamp_[p] == reached) { // a cycle: no order to keep
+      if (seen_.of[p] == reached) { // a cycle: no order to keep
         ordered_ = false;
         return;
       }
-      seenStamp_[p] = reaching;
+      seen_.of[p] = reaching;
       backward.push_back(p);
       work.push_back(p);
     }

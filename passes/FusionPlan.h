@@ -30,6 +30,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <tuple>
 #include <vector>
 
@@ -70,6 +72,23 @@ struct Cluster {
 
 // Follows |v| back through reshapes to the value they bitcast.
 Value traceReshapes(Value v);
+
+// Marks on kernels that a new round clears in O(1): a kernel is marked in
+// a round when its entry holds the round's number.
+struct Stamps {
+  std::vector<uint32_t> of;
+  uint32_t round = 0;
+  // Starts a round over |size| kernels and returns its number.
+  uint32_t next(size_t size) {
+    if (of.size() < size)
+      of.resize(size, 0);
+    if (++round == 0) { // wrapped: no stale mark may equal a new round
+      std::fill(of.begin(), of.end(), 0);
+      round = 1;
+    }
+    return round;
+  }
+};
 
 class FusionPlan {
 public:
@@ -177,8 +196,6 @@ protected:
   void verifyCaches();
   // Renumbers after a committed merge of |a| and |b| into |s|.
   void orderMerge(int a, int b, int s);
-  // A stamp no entry of seenStamp_ holds yet.
-  uint32_t newStamp();
   void computeSuccessors(int c, llvm::SmallVector<int> &out);
   double computeTime(int c) const;
   // successors(c) without a copy: the cached list, or (in a trial) a
@@ -224,13 +241,9 @@ protected:
   mutable llvm::DenseMap<int, std::pair<unsigned, double>> timeCache_;
   mutable int64_t pricings_ = 0;
   llvm::SmallVector<int> successorScratch_, reachWork_;
-  // reaches()'s marks: a cluster is seen in walk |walks_| when its entry
-  // holds that number.
-  std::vector<uint32_t> seenStamp_;
-  uint32_t walks_ = 0;
-  // computeSuccessors()'s marks, the same way.
-  std::vector<uint32_t> listedStamp_;
-  uint32_t listings_ = 0;
+  // Marks for reaches() and orderMerge()'s walks, and for
+  // computeSuccessors(), which a walk may call.
+  Stamps seen_, listed_;
   // startOrder()'s numbers, by kernel (live ones only); valid while
   // |ordered_|.
   std::vector<int64_t> order_;

@@ -35,9 +35,10 @@
 // collective. At the end each cluster becomes one kiln.fusion, and the body
 // is put back in an order where every value is defined before its uses.
 //
-// What keeps the work near linear in the model's depth: the plan keeps
-// each kernel's successors and modelled time until a committed move may
-// have changed them; each move's price is kept with the kernels its trial
+// What keeps the work near linear in the model's depth: every change, the
+// GEMM epilogues' merges too, is a committed move, and the plan keeps each
+// kernel's successors and modelled time until a committed move may have
+// changed them; each move's price is kept with the kernels its trial
 // read and reused while none of them has changed (Fuser::price); the plan
 // keeps a topological order of the kernels through every merge, so a
 // cycle check walks only the kernels numbered below its target, nearest
@@ -140,7 +141,6 @@ private:
   // while none of them has changed (FusionPlan::unchangedSince).
   struct KeptPrice {
     uint64_t commit;
-    unsigned generation;
     SmallVector<int, 8> read;
     std::optional<double> saving;
   };
@@ -155,6 +155,7 @@ private:
 //===----------------------------------------------------------------------===//
 
 void Fuser::formGemmEpilogues(bool geluGrad) {
+  startOrder();
   for (Operation *node : nodes_) {
     auto dot = dyn_cast<DotGeneralOp>(node);
     if (!dot || clusters_[home_.lookup(node)].cls != ClusterClass::Gemm ||
@@ -224,16 +225,19 @@ void Fuser::formGemmEpilogues(bool geluGrad) {
         break;
       if (biasBroadcast && reaches(gemm, home_.lookup(biasBroadcast), /*skipDirect=*/false))
         break;
+      // One commit per merge, for orderMerge.
       if (biasBroadcast) {
         int b = home_.lookup(biasBroadcast);
-        if (users_.lookup(biasBroadcast).size() == 1) {
+        begin();
+        if (users_.lookup(biasBroadcast).size() == 1)
           gemm = merge(gemm, b);
-        } else {
+        else
           duplicate(b, gemm);
-        }
+        commit();
       }
+      begin();
       gemm = merge(gemm, nextCluster);
-      ++generation_;
+      commit();
       current = next;
       if (activation)
         break;
@@ -247,6 +251,7 @@ void Fuser::formGemmEpilogues(bool geluGrad) {
 // it beside the product (the fusion then has two results). Only for
 // targets whose GEMM library has that epilogue (`bias-gradient-epilogues`).
 void Fuser::formBiasGradients() {
+  startOrder();
   DenseSet<Operation *> taken;
   for (Operation *node : nodes_) {
     auto dot = dyn_cast<DotGeneralOp>(node);
@@ -283,8 +288,9 @@ void Fuser::formBiasGradients() {
           clusters_[r].ops.size() != 1 || reaches(gemm, r, /*skipDirect=*/false) ||
           reaches(r, gemm, /*skipDirect=*/false))
         continue;
+      begin();
       merge(gemm, r);
-      ++generation_;
+      commit();
       taken.insert(reduce);
       break;
     }
@@ -393,7 +399,7 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep,
 std::optional<double> Fuser::price(Move move, int a, int b) {
   auto key = std::make_tuple(static_cast<int>(move), a, b);
   auto it = prices_.find(key);
-  if (it != prices_.end() && it->second.generation == generation_ &&
+  if (it != prices_.end() &&
       llvm::all_of(it->second.read,
                    [&](int c) { return unchangedSince(c, it->second.commit); })) {
     ++keptPrices_;
@@ -409,7 +415,6 @@ std::optional<double> Fuser::price(Move move, int a, int b) {
   }
   KeptPrice &kept = prices_[key];
   kept.commit = commits();
-  kept.generation = generation_;
   kept.saving = trial(move, a, b, /*keep=*/false, &kept.read);
   return kept.saving;
 }
@@ -925,7 +930,7 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
                << llvm::formatv("{0:f1}", stats.modeledUs).str()
                << " us modelled; planned in " << planner.trials() << " trials ("
                << planner.keptPrices() << " prices kept), " << planner.pricings()
-               << " kernels priced";
+               << " kernels priced, " << planner.listings() << " successor lists";
       }
     }
   }

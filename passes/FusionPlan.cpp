@@ -190,16 +190,15 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
   // Cached between changes to the plan; never while a trial is open.
   if (!journalling_) {
     auto it = successorCache_.find(c);
-    if (it != successorCache_.end() && it->second.first == generation_)
-      return it->second.second;
+    if (it != successorCache_.end())
+      return it->second;
   }
   SmallVector<int> &out = successorScratch_;
+  ++listings_;
   computeSuccessors(c, out);
   if (journalling_)
     return out;
-  auto &entry = successorCache_[c];
-  entry = {generation_, out};
-  return entry.second;
+  return successorCache_[c] = out;
 }
 
 void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
@@ -394,13 +393,13 @@ double FusionPlan::timeOf(int c) const {
   // trial is open.
   if (!journalling_) {
     auto it = timeCache_.find(c);
-    if (it != timeCache_.end() && it->second.first == generation_)
-      return it->second.second;
+    if (it != timeCache_.end())
+      return it->second;
   }
   ++pricings_;
   double time = computeTime(c);
   if (!journalling_)
-    timeCache_[c] = {generation_, time};
+    timeCache_[c] = time;
   return time;
 }
 
@@ -806,18 +805,17 @@ void FusionPlan::verifyCaches() {
         }
     }
   for (auto &[c, entry] : successorCache_) {
-    if (entry.first != generation_ || !clusters_[c].alive)
+    if (!clusters_[c].alive)
       continue;
     computeSuccessors(c, fresh);
-    if (fresh != entry.second) {
+    if (fresh != entry) {
       cacheMismatch_ = "the successors kept for kernel " + std::to_string(c) +
                        " differ from its successors now";
       return;
     }
   }
   for (auto &[c, entry] : timeCache_)
-    if (entry.first == generation_ && clusters_[c].alive &&
-        computeTime(c) != entry.second) {
+    if (clusters_[c].alive && computeTime(c) != entry) {
       cacheMismatch_ = "the modelled time kept for kernel " + std::to_string(c) +
                        " differs from its time now";
       return;
@@ -861,10 +859,8 @@ int FusionPlan::merge(int a, int b) {
       merged.ops.push_back(op);
   llvm::sort(merged.ops, [&](Operation *x, Operation *y) { return pos_[x] < pos_[y]; });
   clusters_.push_back(std::move(merged));
-  if (journalling_)
-    journal_.merges.push_back({a, b, s});
-  else
-    ordered_ = false;
+  assert(journalling_ && "kiln-fuse: a merge outside begin() and commit()");
+  journal_.merges.push_back({a, b, s});
   for (Operation *op : clusters_[s].ops) {
     SmallVector<int, 2> members;
     for (int m : member_.lookup(op))
@@ -885,6 +881,7 @@ int FusionPlan::merge(int a, int b) {
 
 // Copies the ops of |p| into |d| as guests.
 void FusionPlan::duplicate(int p, int d) {
+  assert(journalling_ && "kiln-fuse: a copy outside begin() and commit()");
   saveCluster(d);
   size_t oldSize = clusters_[d].ops.size();
   for (Operation *op : clusters_[p].ops) {
@@ -903,6 +900,7 @@ void FusionPlan::duplicate(int p, int d) {
 
 // Removes |p| when every user of its values now computes them itself.
 void FusionPlan::dropIfUnneeded(int p) {
+  assert(journalling_ && "kiln-fuse: a removal outside begin() and commit()");
   if (!exportsOf(p).empty())
     return;
   saveCluster(p);

@@ -142,8 +142,13 @@ public:
   // How many times timeOf and legal computed a kernel's cost or legality
   // (kiln-fuse's report; timeOf's cached answers do not count).
   int64_t pricings() const { return pricings_; }
+  // How many times a kernel's successors were listed (cached lists and
+  // verify-caches' checks do not count).
+  int64_t listings() const { return listings_; }
 
-  // Changes, journalled between begin() and commit() or rollback().
+  // Every change to the plan (merge, duplicate, dropIfUnneeded) is made
+  // between begin() and commit() or rollback(), in a journal: the cached
+  // answers are only ever dropped by what a commit changed.
   void begin() {
     journal_ = Journal{};
     journal_.numClusters = clusters_.size();
@@ -161,8 +166,6 @@ public:
       verifyCaches();
   }
   void rollback();
-  // Call after unjournalled changes: drops every cached graph query.
-  void changed() { ++generation_; }
   // With |on|, every commit checks the answers kept from before it against
   // fresh ones, and the kept order against the edges (kiln-fuse's
   // verify-caches); the first difference is kept in cacheMismatch().
@@ -232,14 +235,14 @@ protected:
   } journal_;
   bool journalling_ = false;
 
-  unsigned generation_ = 0;
   // The commit after which each cluster's answers last went stale (none
   // yet past the end).
   uint64_t commits_ = 0;
   std::vector<uint64_t> changedAt_;
-  llvm::DenseMap<int, std::pair<unsigned, llvm::SmallVector<int>>> successorCache_;
-  mutable llvm::DenseMap<int, std::pair<unsigned, double>> timeCache_;
+  llvm::DenseMap<int, llvm::SmallVector<int>> successorCache_;
+  mutable llvm::DenseMap<int, double> timeCache_;
   mutable int64_t pricings_ = 0;
+  int64_t listings_ = 0;
   llvm::SmallVector<int> successorScratch_, reachWork_;
   // Marks for reaches() and orderMerge()'s walks, and for
   // computeSuccessors(), which a walk may call.

@@ -559,7 +559,8 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
            "which the CUDA rowgroup.block layout builds beside the rows">,
     Option<"report", "report", "bool", /*default=*/"false",
            "emit a remark per function with its kernels and modelled bytes, "
-           "and how much pricing the plan took">,
+           "and how much work the plan took (trials, prices kept, kernels "
+           "priced, successor lists)">,
     Option<"verifyCaches", "verify-caches", "bool", /*default=*/"false",
            "after every committed move, compute each live kernel's "
            "successors and modelled time afresh and check the kept "

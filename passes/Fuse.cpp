@@ -114,6 +114,7 @@ public:
   void formGemmEpilogues(bool geluGrad);
   void formBiasGradients();
   void priorityFusion();
+  bool expandsSmallInput(Operation *def) const;
   void horizontalFusion(bool reductions);
   LogicalResult materialize();
   // Moves applied on trial, and prices answered from kept ones instead
@@ -446,6 +447,19 @@ void Fuser::push(Move move, int a, int b) {
   queue_.push(Candidate{*saving, move, a, b});
 }
 
+// Whether |def| computes its (large) result from small inputs alone: a
+// broadcast of a small value, an iota. Kernels that read it share no large
+// read: each computes it itself once the producer is copied in (a scalar
+// such as a learning-rate factor, broadcast to each parameter's shape and
+// read by that shape's update in every block).
+bool Fuser::expandsSmallInput(Operation *def) const {
+  if (isa<IotaOp>(def))
+    return true;
+  if (!isa<BroadcastInDimOp>(def))
+    return false;
+  return tensorBytes(traceReshapes(def->getOperand(0)).getType()) < limits_.siblingMinBytes;
+}
+
 void Fuser::enqueueAround(int c) {
   if (!fusible(c))
     return;
@@ -471,7 +485,8 @@ void Fuser::enqueueAround(int c) {
         push(Move::DuplicateAll, p, -1);
     }
   }
-  // Siblings: other kernels that read one of this kernel's large inputs.
+  // Siblings: other kernels that read one of this kernel's large inputs,
+  // not one computed from small inputs (expandsSmallInput).
   // (Copies: trials grow clusters_ and rewrite member lists.)
   DenseSet<int> siblings;
   SmallVector<Operation *> ops(clusters_[c].ops);
@@ -483,6 +498,8 @@ void Fuser::enqueueAround(int c) {
       if (tensorBytes(source.getType()) < limits_.siblingMinBytes)
         continue;
       Operation *def = nodeOf(source);
+      if (def && expandsSmallInput(def))
+        continue;
       ArrayRef<Operation *> readers =
           def ? ArrayRef<Operation *>(users_[def])
               : ArrayRef<Operation *>(argUsers_[source]);

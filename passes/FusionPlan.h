@@ -132,8 +132,7 @@ public:
   // a lower number to a higher one) and keeps it through committed changes:
   // a merge renumbers the kernels between the two it joins that must come
   // before or after it (Pearce and Kelly's dynamic topological order); a
-  // copy into a consumer only adds edges that already run forwards. An
-  // unjournalled merge drops the order.
+  // copy into a consumer only adds edges that already run forwards.
   void startOrder();
 
   // Costs and legality.

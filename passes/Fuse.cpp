@@ -129,6 +129,9 @@ private:
                               SmallVectorImpl<int> *read = nullptr);
   std::optional<double> price(Move move, int a, int b);
   void push(Move move, int a, int b);
+  // Whether a path leads from |a| to |b| or from |b| to |a| (kept once
+  // true: joined_).
+  bool joined(int a, int b);
   void enqueueAround(int c);
 
   // Neighbours with more edges than this are not repriced after a change
@@ -149,6 +152,7 @@ private:
   int64_t keptPrices_ = 0;
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue_;
   std::set<std::tuple<int, int, int>> queued_;
+  DenseSet<std::pair<int, int>> joined_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -420,6 +424,27 @@ std::optional<double> Fuser::price(Move move, int a, int b) {
   return kept.saving;
 }
 
+bool Fuser::joined(int a, int b) {
+  // A path between two kernels survives every later move: a merge keeps
+  // the edges of what it joins, and a copy into consumers gives each the
+  // producer's inputs (a producer goes only when none reads it). So a
+  // joined pair is kept, which spares walking again between the readers
+  // of a causal mask each time one of them changes.
+  if (joined_.contains({a, b})) {
+    if (verifyCaches_ && cacheMismatch_.empty() &&
+        !reaches(a, b, /*skipDirect=*/false) && !reaches(b, a, /*skipDirect=*/false))
+      cacheMismatch_ = llvm::formatv("kernels {0} and {1} were joined by a path and "
+                                     "are no longer",
+                                     a, b)
+                           .str();
+    return true;
+  }
+  if (!reaches(a, b, /*skipDirect=*/false) && !reaches(b, a, /*skipDirect=*/false))
+    return false;
+  joined_.insert({a, b});
+  return true;
+}
+
 void Fuser::push(Move move, int a, int b) {
   // A queued candidate is repriced when it comes out, so one entry per
   // merge is enough, unless its neighbourhood just changed (|fresh_|): then
@@ -437,8 +462,7 @@ void Fuser::push(Move move, int a, int b) {
   // activations, every block reading a mask), and pricing them anyway
   // would price them again each time one of them changed. With the order
   // one direction is free and the other walk stays between the two.
-  if (move == Move::Sibling &&
-      (reaches(a, b, /*skipDirect=*/false) || reaches(b, a, /*skipDirect=*/false)))
+  if (move == Move::Sibling && joined(a, b))
     return;
   std::optional<double> saving = price(move, a, b);
   if (!saving || *saving <= kMinSavingUs)
@@ -529,8 +553,7 @@ void Fuser::priorityFusion() {
     // Never a cycle: no other path between the two may exist.
     if (candidate.move == Move::Merge && reaches(a, b, /*skipDirect=*/true))
       continue;
-    if (candidate.move == Move::Sibling &&
-        (reaches(a, b, /*skipDirect=*/false) || reaches(b, a, /*skipDirect=*/false)))
+    if (candidate.move == Move::Sibling && joined(a, b))
       continue;
     // Reprice: the neighbourhood may have changed since it was queued.
     std::optional<double> saving = price(candidate.move, a, b);

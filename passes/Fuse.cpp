@@ -42,8 +42,11 @@
 // read and reused while none of them has changed (Fuser::price); the plan
 // keeps a topological order of the kernels through every merge, so a
 // cycle check walks only the kernels numbered below its target, nearest
-// first; and siblings joined by a path are never priced. The kept answers
-// and the order change no plan (verify-caches recomputes every kept answer
+// first; siblings joined by a path are never priced, and a joined pair is
+// kept as joined; a kernel with many successors is not listed whole to
+// learn that it has more than a few (moreSuccessorsThan); and kernels that
+// read a broadcast of a small value are not siblings (expandsSmallInput).
+// The kept answers and the order change no plan (verify-caches recomputes every kept answer
 // and checks the order after each move; tests/unit/passes/
 // FusionCostModelTest.cpp). Leaving out the joined siblings changed, in
 // some of the zoo's steps, which of equally priced moves won: the same
@@ -453,7 +456,7 @@ void Fuser::push(Move move, int a, int b) {
   // every parameter's update reads) keeps its queued price until it comes
   // out: priced again whenever one of its consumers changes, it would cost
   // the square of their number (12 s of kiln-fuse's 12.1 on GPT-2 124M).
-  bool many = move == Move::DuplicateAll && successors(a).size() > kMaxRepricedEdges;
+  bool many = move == Move::DuplicateAll && moreSuccessorsThan(a, kMaxRepricedEdges);
   auto key = std::make_tuple(static_cast<int>(move), a, b);
   if ((!fresh_ || many) && queued_.count(key))
     return;
@@ -505,7 +508,7 @@ void Fuser::enqueueAround(int c) {
     push(Move::Merge, p, c);
     if (cheap(p)) {
       push(Move::Duplicate, p, c);
-      if (successors(p).size() > 1)
+      if (moreSuccessorsThan(p, 1))
         push(Move::DuplicateAll, p, -1);
     }
   }
@@ -579,15 +582,19 @@ void Fuser::priorityFusion() {
     // Their neighbours' merges are priced again too: the change moved what
     // the neighbours read and write.
     SmallVector<int> around;
+    auto fewEdges = [&](int n) {
+      size_t in = predecessors(n).size();
+      return in <= kMaxRepricedEdges && !moreSuccessorsThan(n, kMaxRepricedEdges - in);
+    };
     for (int c : touched) {
       if (!clusters_[c].alive)
         continue;
       around.push_back(c);
       for (int n : successors(c))
-        if (successors(n).size() + predecessors(n).size() <= kMaxRepricedEdges)
+        if (fewEdges(n))
           around.push_back(n);
       for (int n : predecessors(c))
-        if (successors(n).size() + predecessors(n).size() <= kMaxRepricedEdges)
+        if (fewEdges(n))
           around.push_back(n);
     }
     llvm::sort(around);
@@ -970,7 +977,8 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
                << llvm::formatv("{0:f1}", stats.modeledUs).str()
                << " us modelled; planned in " << planner.trials() << " trials ("
                << planner.keptPrices() << " prices kept), " << planner.pricings()
-               << " kernels priced, " << planner.listings() << " successor lists";
+               << " kernels priced, " << planner.listings() << " successor lists ("
+               << planner.listedSuccessors() << " successors)";
       }
     }
   }

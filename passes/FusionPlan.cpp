@@ -194,14 +194,38 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
       return it->second;
   }
   SmallVector<int> &out = successorScratch_;
-  ++listings_;
   computeSuccessors(c, out);
+  ++listings_;
+  listedSuccessors_ += out.size();
   if (journalling_)
     return out;
   return successorCache_[c] = out;
 }
 
-void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
+bool FusionPlan::moreSuccessorsThan(int c, size_t limit) {
+  if (!journalling_) {
+    if (auto it = successorCache_.find(c); it != successorCache_.end())
+      return it->second.size() > limit;
+    if (auto it = successorsAtLeast_.find(c);
+        it != successorsAtLeast_.end() && it->second > limit)
+      return true;
+  }
+  SmallVector<int> &out = boundedScratch_;
+  computeSuccessors(c, out, limit);
+  ++listings_;
+  listedSuccessors_ += out.size();
+  if (journalling_)
+    return out.size() > limit;
+  // Kept as successorList keeps its lists: the whole list, or how many
+  // there are at least.
+  if (out.size() > limit)
+    successorsAtLeast_[c] = out.size();
+  else
+    successorCache_[c] = out;
+  return out.size() > limit;
+}
+
+void FusionPlan::computeSuccessors(int c, SmallVector<int> &out, size_t limit) {
   out.clear();
   // Each successor once, in the order first found, marked in a round of
   // listed_ (a kernel read by every parameter's update has thousands of
@@ -224,6 +248,8 @@ void FusionPlan::computeSuccessors(int c, SmallVector<int> &out) {
       for (int d : m->second)
         if (d != c && listed_.of[d] != round && !contains(op, d))
           add(d);
+      if (out.size() > limit)
+        return;
     }
     if (Operation *next = orderNext_.lookup(op))
       add(home_.lookup(next));
@@ -781,6 +807,7 @@ void FusionPlan::forgetChanged() {
     changedAt_.resize(clusters_.size(), 0);
   for (int c : stale) {
     successorCache_.erase(c);
+    successorsAtLeast_.erase(c);
     timeCache_.erase(c);
     changedAt_[c] = commits_;
   }
@@ -811,6 +838,17 @@ void FusionPlan::verifyCaches() {
     if (fresh != entry) {
       cacheMismatch_ = "the successors kept for kernel " + std::to_string(c) +
                        " differ from its successors now";
+      return;
+    }
+  }
+  for (auto &[c, atLeast] : successorsAtLeast_) {
+    if (!clusters_[c].alive)
+      continue;
+    computeSuccessors(c, fresh);
+    if (fresh.size() < atLeast) {
+      cacheMismatch_ = "kernel " + std::to_string(c) + " was kept as having at least " +
+                       std::to_string(atLeast) + " successors, and has " +
+                       std::to_string(fresh.size());
       return;
     }
   }

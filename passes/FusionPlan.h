@@ -123,6 +123,11 @@ public:
   // Whether |v| (an operand of an op of |c|) is computed inside |c|.
   bool internal(Value v, int c) const;
   llvm::SmallVector<int> successors(int c);
+  // Whether |c| has more than |limit| successors; lists no more than
+  // limit + 1 of them when its list is not kept (a scalar that every
+  // parameter's update reads has thousands, and its list goes each time
+  // one of them changes).
+  bool moreSuccessorsThan(int c, size_t limit);
   llvm::SmallVector<int> predecessors(int c) const;
   // Whether a path leads from |from| to |to|, not counting the direct edge
   // when |skipDirect| is set. Once startOrder() has run, the walk only
@@ -141,9 +146,11 @@ public:
   // How many times timeOf and legal computed a kernel's cost or legality
   // (kiln-fuse's report; timeOf's cached answers do not count).
   int64_t pricings() const { return pricings_; }
-  // How many times a kernel's successors were listed (cached lists and
-  // verify-caches' checks do not count).
+  // How many times a kernel's successors were listed, and how many
+  // successors those lists held (cached lists and verify-caches' checks do
+  // not count).
   int64_t listings() const { return listings_; }
+  int64_t listedSuccessors() const { return listedSuccessors_; }
 
   // Every change to the plan (merge, duplicate, dropIfUnneeded) is made
   // between begin() and commit() or rollback(), in a journal: the cached
@@ -198,7 +205,9 @@ protected:
   void verifyCaches();
   // Renumbers after a committed merge of |a| and |b| into |s|.
   void orderMerge(int a, int b, int s);
-  void computeSuccessors(int c, llvm::SmallVector<int> &out);
+  // At most |limit| + 1 of them with a |limit|.
+  void computeSuccessors(int c, llvm::SmallVector<int> &out,
+                         size_t limit = std::numeric_limits<size_t>::max());
   double computeTime(int c) const;
   // successors(c) without a copy: the cached list, or (in a trial) a
   // scratch list valid until the next call.
@@ -239,10 +248,13 @@ protected:
   uint64_t commits_ = 0;
   std::vector<uint64_t> changedAt_;
   llvm::DenseMap<int, llvm::SmallVector<int>> successorCache_;
+  // A lower bound on the successors of kernels whose list is not kept
+  // (moreSuccessorsThan).
+  llvm::DenseMap<int, size_t> successorsAtLeast_;
   mutable llvm::DenseMap<int, double> timeCache_;
   mutable int64_t pricings_ = 0;
-  int64_t listings_ = 0;
-  llvm::SmallVector<int> successorScratch_, reachWork_;
+  int64_t listings_ = 0, listedSuccessors_ = 0;
+  llvm::SmallVector<int> successorScratch_, boundedScratch_, reachWork_;
   // Marks for reaches() and orderMerge()'s walks, and for
   // computeSuccessors(), which a walk may call.
   Stamps seen_, listed_;

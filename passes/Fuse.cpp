@@ -136,6 +136,10 @@ private:
   // Whether a path leads from |a| to |b| or from |b| to |a| (kept once
   // true: joined_).
   bool joined(int a, int b);
+  void addJoined(int a, int b);
+  // |s| merged |a| and |b|: a path between either and another kernel is
+  // one between |s| and it.
+  void inheritJoined(int a, int b, int s);
   void enqueueAround(int c);
 
   // Neighbours with more edges than this are not repriced after a change
@@ -156,7 +160,10 @@ private:
   int64_t keptPrices_ = 0;
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue_;
   std::set<std::tuple<int, int, int>> queued_;
+  // The pairs (lower number first) found joined by a path, and each
+  // kernel's partners in them (for inheritJoined).
   DenseSet<std::pair<int, int>> joined_;
+  DenseMap<int, SmallVector<int>> joinedWith_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -433,8 +440,9 @@ bool Fuser::joined(int a, int b) {
   // the edges of what it joins, and a copy into consumers gives each the
   // producer's inputs (a producer goes only when none reads it). So a
   // joined pair is kept, which spares walking again between the readers
-  // of a causal mask each time one of them changes.
-  if (joined_.contains({a, b})) {
+  // of a causal mask each time one of them changes; and a merged kernel
+  // inherits the pairs of the two it joins (inheritJoined).
+  if (joined_.contains({std::min(a, b), std::max(a, b)})) {
     if (verifyCaches_ && cacheMismatch_.empty() &&
         !reaches(a, b, /*skipDirect=*/false) && !reaches(b, a, /*skipDirect=*/false))
       cacheMismatch_ = llvm::formatv("kernels {0} and {1} were joined by a path and "
@@ -445,8 +453,29 @@ bool Fuser::joined(int a, int b) {
   }
   if (!reaches(a, b, /*skipDirect=*/false) && !reaches(b, a, /*skipDirect=*/false))
     return false;
-  joined_.insert({a, b});
+  addJoined(a, b);
   return true;
+}
+
+void Fuser::addJoined(int a, int b) {
+  if (joined_.insert({std::min(a, b), std::max(a, b)}).second) {
+    joinedWith_[a].push_back(b);
+    joinedWith_[b].push_back(a);
+  }
+}
+
+void Fuser::inheritJoined(int a, int b, int s) {
+  SmallVector<int> partners;
+  for (int c : {a, b}) {
+    auto it = joinedWith_.find(c);
+    if (it == joinedWith_.end())
+      continue;
+    llvm::append_range(partners, it->second);
+    joinedWith_.erase(it);
+  }
+  for (int p : partners)
+    if (p != a && p != b && p != s && clusters_[p].alive)
+      addJoined(p, s);
 }
 
 void Fuser::push(Move move, int a, int b) {
@@ -575,6 +604,9 @@ void Fuser::priorityFusion() {
       touched = successors(a);
     size_t firstNew = clusters_.size();
     trial(candidate.move, a, b, /*keep=*/true);
+    if ((candidate.move == Move::Merge || candidate.move == Move::Sibling) &&
+        clusters_.size() > firstNew && clusters_[firstNew].alive)
+      inheritJoined(a, b, firstNew);
     for (int c = firstNew, e = clusters_.size(); c < e; ++c)
       touched.push_back(c);
     for (int c : {a, b})

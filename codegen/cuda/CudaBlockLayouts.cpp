@@ -191,15 +191,42 @@ unsigned rowGroupBlockThreads(int64_t columns) {
 // Scatter rows
 //===----------------------------------------------------------------------===//
 
+// Whether every use of |scatter| inside the fusion, up to the yield, is an
+// elementwise op: those read it at the indices they are evaluated at, where
+// the layout seeds the row's sums. A reshape, pad, slice or transpose
+// computes other index values, and the element emitter would evaluate the
+// scatter there again by scanning every position in each thread.
+static bool readAtItsOwnIndices(ScatterAddOp scatter) {
+  SmallVector<Value> work{scatter.getResult()};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (isa<YieldOp>(user))
+        continue;
+      if (!isa<ScalarSemantics>(user) || user->getNumResults() != 1 ||
+          cast<ShapedType>(user->getResult(0).getType()).getShape() !=
+              cast<ShapedType>(scatter.getType()).getShape())
+        return false;
+      if (seen.insert(user).second)
+        work.push_back(user->getResult(0));
+    }
+  }
+  return true;
+}
+
 // The nest must reach exactly one scatter_add, of rank >= 2 and of the
-// nest's shape, and no reduction the element or row layout would take; the
-// indices must be a fusion input of integers (the block scans them in
-// memory), fewer than 2^32 of them (list slots are 32-bit).
+// nest's shape, read only by elementwise ops, and no reduction the element
+// or row layout would take; the indices must be a fusion input of integers
+// (the block scans them in memory), fewer than 2^32 of them (list slots
+// are 32-bit).
 std::pair<ScatterAddOp, unsigned>
 scatterRowsOf(const LoopNest &nest, const NestUses &uses, FusionOp fusion) {
   if (uses.scatters.size() != 1 || uses.elementReduce || uses.rowReduce)
     return {};
   ScatterAddOp scatter = uses.scatters.front();
+  if (!readAtItsOwnIndices(scatter))
+    return {};
   auto type = cast<RankedTensorType>(scatter.getType());
   auto indices = dyn_cast<BlockArgument>(scatter.getIndices());
   if (!ElementEmitter::isTiledScatter(scatter) ||

@@ -118,7 +118,6 @@ public:
   void formGemmEpilogues(bool geluGrad);
   void formBiasGradients();
   void priorityFusion();
-  bool expandsSmallInput(Operation *def) const;
   void horizontalFusion(bool reductions);
   LogicalResult materialize();
   // Moves applied on trial, and prices answered from kept ones instead
@@ -140,6 +139,7 @@ private:
   // |s| merged |a| and |b|: a path between either and another kernel is
   // one between |s| and it.
   void inheritJoined(int a, int b, int s);
+  bool expandsSmallInput(Operation *def) const;
   void enqueueAround(int c);
 
   // Neighbours with more edges than this are not repriced after a change
@@ -442,16 +442,18 @@ bool Fuser::joined(int a, int b) {
   // joined pair is kept, which spares walking again between the readers
   // of a causal mask each time one of them changes; and a merged kernel
   // inherits the pairs of the two it joins (inheritJoined).
+  auto walk = [&] {
+    return reaches(a, b, /*skipDirect=*/false) || reaches(b, a, /*skipDirect=*/false);
+  };
   if (joined_.contains({std::min(a, b), std::max(a, b)})) {
-    if (verifyCaches_ && cacheMismatch_.empty() &&
-        !reaches(a, b, /*skipDirect=*/false) && !reaches(b, a, /*skipDirect=*/false))
+    if (verifyCaches_ && cacheMismatch_.empty() && !walk())
       cacheMismatch_ = llvm::formatv("kernels {0} and {1} were joined by a path and "
                                      "are no longer",
                                      a, b)
                            .str();
     return true;
   }
-  if (!reaches(a, b, /*skipDirect=*/false) && !reaches(b, a, /*skipDirect=*/false))
+  if (!walk())
     return false;
   addJoined(a, b);
   return true;

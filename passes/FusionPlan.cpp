@@ -194,12 +194,8 @@ const SmallVector<int> &FusionPlan::successorList(int c) {
       return it->second;
   }
   SmallVector<int> &out = successorScratch_;
-  computeSuccessors(c, out);
-  ++listings_;
-  listedSuccessors_ += out.size();
-  if (journalling_)
-    return out;
-  return successorCache_[c] = out;
+  listAndKeep(c, out, std::numeric_limits<size_t>::max());
+  return journalling_ ? out : successorCache_.find(c)->second;
 }
 
 bool FusionPlan::moreSuccessorsThan(int c, size_t limit) {
@@ -211,18 +207,22 @@ bool FusionPlan::moreSuccessorsThan(int c, size_t limit) {
       return true;
   }
   SmallVector<int> &out = boundedScratch_;
+  listAndKeep(c, out, limit);
+  return out.size() > limit;
+}
+
+void FusionPlan::listAndKeep(int c, SmallVector<int> &out, size_t limit) {
   computeSuccessors(c, out, limit);
   ++listings_;
   listedSuccessors_ += out.size();
-  if (journalling_)
-    return out.size() > limit;
-  // Kept as successorList keeps its lists: the whole list, or how many
+  // Outside a trial, what it learnt is kept: the whole list, or how many
   // there are at least.
+  if (journalling_)
+    return;
   if (out.size() > limit)
     successorsAtLeast_[c] = out.size();
   else
     successorCache_[c] = out;
-  return out.size() > limit;
 }
 
 void FusionPlan::computeSuccessors(int c, SmallVector<int> &out, size_t limit) {

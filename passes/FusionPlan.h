@@ -208,6 +208,8 @@ protected:
   // At most |limit| + 1 of them with a |limit|.
   void computeSuccessors(int c, llvm::SmallVector<int> &out,
                          size_t limit = std::numeric_limits<size_t>::max());
+  // computeSuccessors, counted in the report and, outside a trial, kept.
+  void listAndKeep(int c, llvm::SmallVector<int> &out, size_t limit);
   double computeTime(int c) const;
   // successors(c) without a copy: the cached list, or (in a trial) a
   // scratch list valid until the next call.

@@ -537,6 +537,19 @@ void initializeNativeTarget() {
 // rule, which the part/parts split relies on too). Without this, LLVM's
 // checks see an in-place update's input and output overlap and take the
 // scalar loop.
+//
+// Each innermost loop is also kept whole until the vectorizer has seen it
+// (llvm.loop.unroll.disable, lifted from the loops it makes by
+// llvm.loop.vectorize.followup_all). -O3 fully unrolls a short loop before
+// it vectorizes: a head transpose's 64-element rows (tensor<8x12x1024x64>
+// to <8x1024x12x64>) became 64 scalar copies, and the loop around them,
+// now innermost, strides by 64 elements; the vectorizer spent 2.5 s on
+// that loop's interleave groups and left 768 scalar loads and stores (one
+// kernel took half of GPT-2's CPU package). Kept whole, the row loop
+// vectorizes (four 16-lane copies; 0.23 -> 0.07 ms a call) in 12 ms. A
+// loop the vectorizer leaves alone (an ordered reduction's partial sums)
+// stays rolled, which made the logits' row maximum faster too (84 -> 47
+// ms; bench/RESULTS.md).
 void markInnermostLoopsParallel(llvm::Module &module) {
   llvm::LLVMContext &context = module.getContext();
   for (llvm::Function &function : module) {
@@ -556,9 +569,16 @@ void markInnermostLoopsParallel(llvm::Module &module) {
       if (llvm::MDNode *old = loop->getLoopID())
         for (unsigned i = 1; i < old->getNumOperands(); ++i)
           operands.push_back(old->getOperand(i));
-      operands.push_back(llvm::MDNode::get(
+      llvm::MDNode *parallel = llvm::MDNode::get(
           context, {llvm::MDString::get(context, "llvm.loop.parallel_accesses"),
-                    group}));
+                    group});
+      operands.push_back(parallel);
+      operands.push_back(llvm::MDNode::get(
+          context, {llvm::MDString::get(context, "llvm.loop.unroll.disable")}));
+      operands.push_back(llvm::MDNode::get(
+          context,
+          {llvm::MDString::get(context, "llvm.loop.vectorize.followup_all"),
+           parallel}));
       llvm::MDNode *id = llvm::MDNode::getDistinct(context, operands);
       id->replaceOperandWith(0, id);
       loop->setLoopID(id);

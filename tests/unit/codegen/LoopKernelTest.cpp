@@ -382,6 +382,44 @@ TEST_F(LoopKernelTest, ElementwiseKernelsVectorize) {
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 
+// A head transpose moves 64-element rows whole (GPT-2's attention heads,
+// tensor<1x12x1024x64> to <1x1024x12x64>): the row loop is vectorized, not
+// fully unrolled first into 64 scalar copies under a loop striding by 64
+// elements, which -O3 took seconds over and left scalar (768 float loads
+// and stores; markInnermostLoopsParallel in codegen/cpu/LowerToLLVM.cpp).
+TEST_F(LoopKernelTest, HeadTransposesCopyRowsAsVectors) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<1x12x1024x64xf32>) -> tensor<1x1024x12x64xf32> {
+      %r = kiln.fusion loop (%a) : (tensor<1x12x1024x64xf32>) -> tensor<1x1024x12x64xf32> {
+      ^bb0(%x: tensor<1x12x1024x64xf32>):
+        %t = kiln.transpose %x, permutation = [0, 2, 1, 3] : tensor<1x12x1024x64xf32> -> tensor<1x1024x12x64xf32>
+        kiln.yield %t : tensor<1x1024x12x64xf32>
+      }
+      return %r : tensor<1x1024x12x64xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  FusionOp fusion;
+  module->walk([&](FusionOp f) { fusion = f; });
+  llvm::LLVMContext llvmContext;
+  FailureOr<std::unique_ptr<llvm::Module>> ir = optimizedKernelIR(fusion, llvmContext);
+  ASSERT_TRUE(succeeded(ir)) << diagnostics;
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  (*ir)->print(os, nullptr);
+  auto count = [&](llvm::StringRef what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = printed.find(what.str(), at)) != std::string::npos;
+         at += what.size())
+      ++n;
+    return n;
+  };
+  EXPECT_GT(count(" x float>, ptr"), 0u) << printed;
+  EXPECT_EQ(count("load float,"), 0u) << printed;
+  EXPECT_EQ(count("store float "), 0u) << printed;
+  EXPECT_EQ(check(fusion, baseSeed(), 4), "");
+}
+
 // f32 exp, log, log1p, tanh, erf and tanh-gelu become polynomial
 // approximations that vectorize: no libm call and no scalarized intrinsic
 // is left, and the results still match the interpreter.

@@ -7,8 +7,9 @@
 // package of a small GPT is the same, kernel for kernel, on one thread and
 // on four, and every repeated fusion carries its first kernel's bitcode;
 // with a target's hooks, finishes do run at once, a repeat gets the code
-// its first kernel's finish wrote, and a failure reports the first kernel
-// that failed in kernel order, whichever thread failed first.
+// its first kernel's finish wrote, a failure reports the first kernel
+// that failed in kernel order, whichever thread failed first, and each
+// distinct kernel's finish is timed for kiln compile --timing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,6 +100,7 @@ struct FakeTarget {
   std::map<std::string, std::string> reused; // kernel -> the one it repeats
   std::vector<std::string> failing;
   std::function<void()> wait;
+  std::string slow; // this kernel's finish takes at least 30 ms
 
   FakeTarget() {
     hooks.target.kind = rt::TargetKind::Cuda;
@@ -112,6 +114,10 @@ struct FakeTarget {
       finish = [this, name, fails](rt::PackageKernel &kernel, std::string &error) {
         if (wait)
           wait();
+        if (name == slow)
+          for (auto start = std::chrono::steady_clock::now();
+               std::chrono::steady_clock::now() - start < std::chrono::milliseconds(30);)
+            ;
         if (fails) {
           error = "kernel " + name + " failed";
           return false;
@@ -150,6 +156,34 @@ TEST_F(PackageBuilderTest, RepeatsTakeTheCodeTheirFirstKernelFinished) {
       EXPECT_NE(k.sourceNodes, byName[first]->sourceNodes) << k.name;
     }
   }
+}
+
+// PackageBuildOptions::finishTimes (kiln compile --timing's slowest
+// kernels): one entry per distinct kernel, in kernel order, with the graph
+// nodes it computes by name and its finish's wall time (a finish made to
+// take 30 ms is timed at least that).
+TEST_F(PackageBuilderTest, FinishTimesNameEachDistinctKernelOnce) {
+  ASSERT_TRUE(module);
+  FakeTarget target;
+  rt::LoadedPackage first;
+  std::string errors;
+  ASSERT_TRUE(build({&target.hooks, 1, nullptr}, first, errors)) << errors;
+  ASSERT_GT(target.compiled.size(), 3u);
+  FakeTarget timed;
+  timed.slow = target.compiled[2];
+  std::vector<KernelFinishTime> times;
+  rt::LoadedPackage pkg;
+  ASSERT_TRUE(build({&timed.hooks, 2, nullptr, &times}, pkg, errors)) << errors;
+  ASSERT_EQ(times.size(), timed.compiled.size());
+  for (size_t i = 0; i < times.size(); ++i) {
+    EXPECT_EQ(times[i].kernel, timed.compiled[i]);
+    EXPECT_GE(times[i].seconds, 0.0);
+    EXPECT_FALSE(times[i].nodes.empty()) << times[i].kernel;
+    EXPECT_EQ(times[i].nodes.find("kiln."), std::string::npos) << times[i].nodes;
+  }
+  EXPECT_GE(times[2].seconds, 0.030);
+  // Without finishTimes nothing is timed, and the package is the same.
+  EXPECT_TRUE(first.kernels == pkg.kernels);
 }
 
 // Two finishes meet: each waits until another has started (up to a

@@ -23,14 +23,35 @@
 #include "passes/Pipelines.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+
+#include <algorithm>
 
 namespace kiln::cli {
 
 namespace {
 
 constexpr llvm::StringLiteral kCommand = "kiln compile";
+
+// --timing: the three distinct kernels that took longest to finish (LLVM's
+// -O3 and the bitcode; CUDA: NVRTC and ptxas), slowest first, on |errs|.
+void printSlowestKernels(std::vector<KernelFinishTime> times, bool cuda,
+                         llvm::raw_ostream &errs) {
+  if (times.empty())
+    return;
+  std::stable_sort(times.begin(), times.end(),
+                   [](const KernelFinishTime &a, const KernelFinishTime &b) {
+                     return a.seconds > b.seconds;
+                   });
+  errs << "slowest kernels to finish (" << (cuda ? "NVRTC and ptxas" : "LLVM -O3")
+       << ", " << times.size() << " distinct):\n";
+  for (size_t i = 0; i < std::min<size_t>(3, times.size()); ++i)
+    errs << llvm::format("  %8.4f s  ", times[i].seconds) << times[i].kernel
+         << ": " << times[i].nodes << "\n";
+}
 
 enum class EmitKind { mlir, cuda, ptx, package };
 
@@ -273,7 +294,8 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "thread); the output does not depend on N", 'j');
   parser.addSwitch("timing", &raw.timing,
                    "print to stderr the wall time of each pass and of the "
-                   "kernels' code generation (MLIR's timing report)");
+                   "kernels' code generation (MLIR's timing report), after "
+                   "the three kernels slowest to finish");
   addOptimizerFlags(parser, raw.optimizer);
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
@@ -329,6 +351,13 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // NVRTC and ptxas; CPU: MLIR to -O3 LLVM bitcode).
   mlir::TimingScope codegen = timing.nest("kernels and output");
   options.cudaOptions.timing = raw.timing ? &codegen : nullptr;
+  // --timing also names the kernels that took longest to finish (LLVM's
+  // -O3; NVRTC and ptxas), just before the report: one slow kernel can be
+  // most of a compile (bench/RESULTS.md, thirty-third session).
+  std::vector<KernelFinishTime> finishTimes;
+  options.cudaOptions.finishTimes = raw.timing ? &finishTimes : nullptr;
+  auto slowest = llvm::make_scope_exit(
+      [&] { printSlowestKernels(finishTimes, options.cuda, errs); });
   // The flags a package records: --jobs changes how it is built, not what
   // it holds, so a package is the same for every --jobs.
   std::vector<std::string> recorded;
@@ -393,7 +422,8 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       return mlir::failed(writeStepPackage(
                  *module, stem, (*source)->getBuffer(), recorded,
                  options.output, kCommand, errs,
-                 {nullptr, options.jobs, options.cudaOptions.timing}))
+                 {nullptr, options.jobs, options.cudaOptions.timing,
+                  options.cudaOptions.finishTimes}))
                  ? kExitError
                  : kExitOk;
     std::vector<CudaKernelReport> reports;

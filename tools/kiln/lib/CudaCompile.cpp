@@ -203,7 +203,7 @@ mlir::LogicalResult compileCudaKernels(mlir::ModuleOp module,
   PackageTargetHooks hooks = makeHooks(options, reports);
   runtime::LoadedPackage pkg;
   return buildStepPackage(module, "", "", {}, command, errs, pkg,
-                          {&hooks, options.jobs, options.timing});
+                          {&hooks, options.jobs, options.timing, options.finishTimes});
 }
 
 mlir::LogicalResult
@@ -214,7 +214,7 @@ writeCudaPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  std::vector<CudaKernelReport> &reports) {
   PackageTargetHooks hooks = makeHooks(options, reports);
   return writeStepPackage(module, modelName, sourceBytes, flags, outputPath,
-                          command, errs, {&hooks, options.jobs, options.timing});
+                          command, errs, {&hooks, options.jobs, options.timing, options.finishTimes});
 }
 
 mlir::LogicalResult
@@ -229,7 +229,7 @@ writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
   PackageTargetHooks hooks = makeHooks(effective, reports);
   runtime::LoadedPackage pkg;
   if (mlir::failed(buildStepPackage(module, modelName, "", {}, command, errs,
-                                    pkg, {&hooks, options.jobs, options.timing})))
+                                    pkg, {&hooks, options.jobs, options.timing, options.finishTimes})))
     return mlir::failure();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     printError(errs, command, emit + ": cannot create directory " + dir + ": " +

@@ -20,6 +20,8 @@
 #ifndef KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
 #define KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
 
+#include "tools/kiln/lib/PackageBuilder.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -63,6 +65,8 @@ struct CudaCompileOptions {
   // 0: one per hardware thread), and where --timing times them.
   unsigned jobs = 0;
   mlir::TimingScope *timing = nullptr;
+  // Each distinct kernel's NVRTC and ptxas time (PackageBuildOptions).
+  std::vector<KernelFinishTime> *finishTimes = nullptr;
 };
 
 // Compiles every kernel of a planned step (for --report) without writing

@@ -81,12 +81,14 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <chrono>
 #include <map>
 #include <thread>
 
@@ -176,6 +178,7 @@ struct Builder {
     KernelFinish finish;
     bool ok = false;
     std::string error;
+    double seconds = 0; // the finish's wall time
   };
   std::vector<Pending> pending;
   // Kernels that take an earlier kernel's code once every kernel is
@@ -275,7 +278,8 @@ struct Builder {
   // Runs every pending finish, up to |jobs| at once (0: one per hardware
   // thread), then gives each repeat its kernel's code. False with |error|
   // set to the first failure in kernel order.
-  bool finishKernels(unsigned jobs, mlir::TimingScope *timing) {
+  bool finishKernels(unsigned jobs, mlir::TimingScope *timing,
+                     std::vector<KernelFinishTime> *finishTimes) {
     unsigned threads = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
     threads = static_cast<unsigned>(
         std::max<size_t>(1, std::min<size_t>(threads, pending.size())));
@@ -285,7 +289,11 @@ struct Builder {
                            " on " + std::to_string(threads) +
                            (threads > 1 ? " threads" : " thread"));
     auto run = [this](Pending &p) {
+      auto start = std::chrono::steady_clock::now();
       p.ok = p.finish(pkg.kernels[p.kernel], p.error);
+      p.seconds = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
       p.finish = nullptr; // its code and IR go now
     };
     if (threads == 1) {
@@ -304,6 +312,26 @@ struct Builder {
       if (!p.ok) {
         error = std::move(p.error);
         return false;
+      }
+    if (finishTimes)
+      for (const Pending &p : pending) {
+        // The graph nodes by name, each once, leaving out the ops no node
+        // named (an op's name, or the function's for what a pass made).
+        const PackageKernel &kernel = pkg.kernels[p.kernel];
+        llvm::SetVector<llvm::StringRef> named;
+        for (const std::string &node : kernel.sourceNodes)
+          if (node != "main" && !llvm::StringRef(node).starts_with("kiln."))
+            named.insert(node);
+        std::string nodes;
+        for (size_t i = 0; i < std::min<size_t>(2, named.size()); ++i)
+          nodes += (i ? ", " : "") + named[i].str();
+        if (named.size() > 2)
+          nodes += " and " + std::to_string(named.size() - 2) +
+                   (named.size() == 3 ? " more node" : " more nodes");
+        if (named.empty())
+          nodes = std::to_string(kernel.sourceNodes.size()) +
+                  " ops without node names";
+        finishTimes->push_back({kernel.name, std::move(nodes), p.seconds});
       }
     pending.clear();
     for (auto [kernel, sameAs] : repeats) {
@@ -1095,7 +1123,7 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
       return fail(b.error);
   }
   walkScope.stop();
-  if (!b.finishKernels(options.jobs, options.timing))
+  if (!b.finishKernels(options.jobs, options.timing, options.finishTimes))
     return fail(b.error);
   pkg.arenaSize = b.scratchEnd;
 

@@ -66,6 +66,16 @@ struct PackageTargetHooks {
       reuseKernel;
 };
 
+// How long one distinct kernel's finish took (kiln compile --timing lists
+// the slowest): its name in the package, the graph nodes it computes
+// (package.fbs source_nodes: the first, and how many more) and its wall
+// time in seconds.
+struct KernelFinishTime {
+  std::string kernel;
+  std::string nodes;
+  double seconds = 0;
+};
+
 struct PackageBuildOptions {
   // A non-CPU target's hooks; null builds the CPU package.
   const PackageTargetHooks *targetHooks = nullptr;
@@ -75,6 +85,9 @@ struct PackageBuildOptions {
   // When given (kiln compile --timing), the kernels' two phases are timed
   // under it.
   mlir::TimingScope *timing = nullptr;
+  // When given, each distinct kernel's finish is timed and appended, in
+  // kernel order.
+  std::vector<KernelFinishTime> *finishTimes = nullptr;
 };
 
 // Builds the package of a planned step (see PackageBuilder.cpp) for the

@@ -114,6 +114,24 @@ public:
     (void)kind;
     return value;
   }
+
+  // A one-thread reduction over the contiguous last dimension keeps
+  // |count| partial results of type |type| (ReductionEmitter.cpp). Null
+  // (the default, CUDA): they are loop-carried scalars, one expression per
+  // partial in the loop body. A memref<count x type> (the CPU: one stack
+  // array per reduction, allocated once per kernel call): the partials
+  // live there and the body is a loop over them, which LLVM's loop
+  // vectorizer turns into one vector operation per step (the scalar form
+  // left it to the SLP vectorizer, which split a masked softmax's chains
+  // into pairs).
+  virtual mlir::Value partialResults(mlir::OpBuilder &b, mlir::Location loc,
+                                     mlir::Type type, int64_t count) {
+    (void)b;
+    (void)loc;
+    (void)type;
+    (void)count;
+    return {};
+  }
 };
 
 // What both targets' loadConstant do: a fusion's non-splat constants as

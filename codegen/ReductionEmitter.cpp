@@ -26,6 +26,7 @@
 #include "ir/ScalarSemantics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -203,7 +204,9 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
       // partial results (lane k takes elements k, k + kRowLanes, ...), so
       // the chains are independent and vectorize; they are combined
       // pairwise, then the remainder is added in order. The order is fixed,
-      // so every element's result is the same on every run and part.
+      // so every element's result is the same on every run and part, and
+      // whether the partials are scalars or the target's array
+      // (KernelHooks::partialResults).
       int64_t rank = operandType.getRank();
       int64_t lastExtent = operandType.getDimSize(rank - 1);
       bool lanes = !coop && looped.back() == rank - 1 &&
@@ -254,12 +257,11 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
         next = combine(b_, loc, kind, carried, element);
       } else {
         int64_t mainEnd = lastExtent / kRowLanes * kRowLanes;
-        SmallVector<Value> inits(kRowLanes, init);
-        auto main = b_.create<scf::ForOp>(
-            loc, zero, b_.create<arith::ConstantIndexOp>(loc, mainEnd),
-            b_.create<arith::ConstantIndexOp>(loc, kRowLanes), inits);
-        {
-          // Values built in the loop do not dominate the remainder loop.
+        Value mainEndValue = b_.create<arith::ConstantIndexOp>(loc, mainEnd);
+        Value laneCount = b_.create<arith::ConstantIndexOp>(loc, kRowLanes);
+        SmallVector<Value> tree;
+        // Values built in the loop do not dominate the remainder loop.
+        auto inLoop = [&](Block *body, llvm::function_ref<void()> build) {
           std::map<std::vector<void *>, Value> outerCache = cache_;
           llvm::DenseMap<int64_t, Value> outerConstants = indexConstants_;
           auto restore = llvm::make_scope_exit([&] {
@@ -267,20 +269,52 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
             indexConstants_ = std::move(outerConstants);
           });
           OpBuilder::InsertionGuard inner(b_);
-          b_.setInsertionPointToStart(main.getBody());
-          SmallVector<Value> partial;
-          for (int64_t k = 0; k < kRowLanes; ++k) {
-            combined[rank - 1] = b_.create<arith::AddIOp>(
-                loc, main.getInductionVar(),
-                b_.create<arith::ConstantIndexOp>(loc, k));
+          b_.setInsertionPointToStart(body);
+          build();
+        };
+        if (Value partials = hooks_.partialResults(b_, loc, acc, kRowLanes)) {
+          // Lane k's partial result in partials[k]; per step of the row, a
+          // loop over the lanes (the same order of combination as below).
+          for (int64_t k = 0; k < kRowLanes; ++k)
+            b_.create<memref::StoreOp>(
+                loc, init, partials,
+                ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)});
+          auto main = b_.create<scf::ForOp>(loc, zero, mainEndValue, laneCount);
+          inLoop(main.getBody(), [&] {
+            auto lanesLoop = b_.create<scf::ForOp>(loc, zero, laneCount, one);
+            b_.setInsertionPointToStart(lanesLoop.getBody());
+            Value lane = lanesLoop.getInductionVar();
+            combined[rank - 1] =
+                b_.create<arith::AddIOp>(loc, main.getInductionVar(), lane);
             Value element =
                 convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
-            partial.push_back(
-                combine(b_, loc, kind, main.getRegionIterArgs()[k], element));
-          }
-          b_.create<scf::YieldOp>(loc, partial);
+            Value partial = b_.create<memref::LoadOp>(loc, partials, lane);
+            b_.create<memref::StoreOp>(
+                loc, combine(b_, loc, kind, partial, element), partials, lane);
+          });
+          for (int64_t k = 0; k < kRowLanes; ++k)
+            tree.push_back(b_.create<memref::LoadOp>(
+                loc, partials,
+                ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)}));
+        } else {
+          SmallVector<Value> inits(kRowLanes, init);
+          auto main = b_.create<scf::ForOp>(loc, zero, mainEndValue, laneCount,
+                                            inits);
+          inLoop(main.getBody(), [&] {
+            SmallVector<Value> partial;
+            for (int64_t k = 0; k < kRowLanes; ++k) {
+              combined[rank - 1] = b_.create<arith::AddIOp>(
+                  loc, main.getInductionVar(),
+                  b_.create<arith::ConstantIndexOp>(loc, k));
+              Value element = convertScalar(
+                  b_, loc, emit(reduce.getOperand(), combined), acc);
+              partial.push_back(
+                  combine(b_, loc, kind, main.getRegionIterArgs()[k], element));
+            }
+            b_.create<scf::YieldOp>(loc, partial);
+          });
+          tree.assign(main.getResults().begin(), main.getResults().end());
         }
-        SmallVector<Value> tree(main.getResults());
         while (tree.size() > 1) {
           SmallVector<Value> pairs;
           for (size_t i = 0; i + 1 < tree.size(); i += 2)

@@ -153,6 +153,17 @@ public:
     return constants_.load(b, loc, constant, indices);
   }
 
+  // A stack array at the kernel function's entry (an alloca inside the
+  // row loops would take more stack each row).
+  Value partialResults(OpBuilder &b, Location loc, Type type,
+                       int64_t count) override {
+    Operation *parent = b.getInsertionBlock()->getParentOp();
+    auto func = isa<func::FuncOp>(parent) ? cast<func::FuncOp>(parent)
+                                          : parent->getParentOfType<func::FuncOp>();
+    OpBuilder entry = OpBuilder::atBlockBegin(&func.getBody().front());
+    return entry.create<memref::AllocaOp>(loc, MemRefType::get({count}, type));
+  }
+
 private:
   SmallVector<Value> inputs_;
   ConstantGlobals constants_;
@@ -532,9 +543,10 @@ void initializeNativeTarget() {
 // runtime alias checks. True of every loop the kernel builder makes: an
 // innermost loop either only reads (reductions, windows, scatter scans) or
 // writes its iteration's own elements (a nest's last dimension, a tile's
-// lanes), and an output that shares an input's buffer (an in-place update)
-// reads that input only at the element it writes (kiln-plan-buffers'
-// rule, which the part/parts split relies on too). Without this, LLVM's
+// lanes, a row reduction's partial results), and an output that shares an
+// input's buffer (an in-place update) reads that input only at the element
+// it writes (kiln-plan-buffers' rule, which the part/parts split relies on
+// too). Without this, LLVM's
 // checks see an in-place update's input and output overlap and take the
 // scalar loop.
 //

@@ -199,7 +199,14 @@ void Fuser::formGemmEpilogues(bool geluGrad) {
                        ArrayRef<int64_t>{type.getRank() - 1} &&
                    isNode(broadcast) &&
                    clusters_[home_.lookup(broadcast)].cls == ClusterClass::Fusible &&
-                   clusters_[home_.lookup(broadcast)].ops.size() == 1) {
+                   clusters_[home_.lookup(broadcast)].ops.size() == 1 &&
+                   llvm::none_of(broadcast->getUsers(), [&](Operation *user) {
+                     // A bias the GEMM or its epilogue so far also reads
+                     // (dot(x, b) + b) would come before the dot_general in
+                     // the fusion, which a GEMM and epilogue cannot be.
+                     return user != add && isNode(user) &&
+                            home_.lookup(user) == gemm;
+                   })) {
           next = add;
           biasBroadcast = broadcast;
           bias = true;

@@ -84,3 +84,23 @@ func.func @no_duplicate(%x: tensor<64x32xf32>, %w: tensor<32x16xf32>, %b: tensor
   %t = kiln.tanh %d : tensor<64x16xf32>
   return %a, %t : tensor<64x16xf32>, tensor<64x16xf32>
 }
+
+// -----
+
+// A bias the matmul itself reads (dot(x, b) + b, found by a random graph)
+// is no epilogue: the broadcast would come before the dot_general in the
+// gemm fusion. The add stays out of it.
+// CHECK-LABEL: func.func @bias_read_by_the_dot
+// CHECK: %[[B:.*]] = kiln.fusion loop
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.broadcast_in_dim
+// CHECK: kiln.dot_general %{{.*}}, %[[B]]
+// CHECK-NOT: kiln.fusion gemm
+// CHECK: kiln.add
+// CHECK: return
+func.func @bias_read_by_the_dot(%x: tensor<1x1xf32>, %b: tensor<5xf32>) -> tensor<1x5xf32> {
+  %bb = kiln.broadcast_in_dim %b, dims = [1] : tensor<5xf32> -> tensor<1x5xf32>
+  %d = kiln.dot_general %x, %bb, batch = [] x [], contract = [1] x [0] : (tensor<1x1xf32>, tensor<1x5xf32>) -> tensor<1x5xf32>
+  %a = kiln.add %bb, %d : tensor<1x5xf32>
+  return %a : tensor<1x5xf32>
+}

@@ -25,6 +25,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -158,6 +161,22 @@ protected:
   virtual std::string compare(const HostTensor &expected,
                               const HostTensor &actual) {
     return compareWithin(expected, actual, tolerance);
+  }
+
+  // The -O3 LLVM IR of |fusion|'s CPU kernel (optimizedKernelIR) as text;
+  // "" (and a recorded failure) when it does not compile.
+  std::string optimizedKernelText(FusionOp fusion) {
+    llvm::LLVMContext llvmContext;
+    mlir::FailureOr<std::unique_ptr<llvm::Module>> ir =
+        optimizedKernelIR(fusion, llvmContext);
+    if (mlir::failed(ir)) {
+      ADD_FAILURE() << "compilation failed: " << diagnostics;
+      return "";
+    }
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    (*ir)->print(os, nullptr);
+    return text;
   }
 
   // Compiles |fusion|, runs it and the interpreter on random inputs; returns

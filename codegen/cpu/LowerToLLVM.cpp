@@ -157,9 +157,7 @@ public:
   // row loops would take more stack each row).
   Value partialResults(OpBuilder &b, Location loc, Type type,
                        int64_t count) override {
-    Operation *parent = b.getInsertionBlock()->getParentOp();
-    auto func = isa<func::FuncOp>(parent) ? cast<func::FuncOp>(parent)
-                                          : parent->getParentOfType<func::FuncOp>();
+    auto func = b.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
     OpBuilder entry = OpBuilder::atBlockBegin(&func.getBody().front());
     return entry.create<memref::AllocaOp>(loc, MemRefType::get({count}, type));
   }
@@ -546,9 +544,8 @@ void initializeNativeTarget() {
 // lanes, a row reduction's partial results), and an output that shares an
 // input's buffer (an in-place update) reads that input only at the element
 // it writes (kiln-plan-buffers' rule, which the part/parts split relies on
-// too). Without this, LLVM's
-// checks see an in-place update's input and output overlap and take the
-// scalar loop.
+// too). Without this, LLVM's checks see an in-place update's input and
+// output overlap and take the scalar loop.
 //
 // Each innermost loop is also kept whole until the vectorizer has seen it
 // (llvm.loop.unroll.disable, lifted from the loops it makes by

@@ -157,6 +157,13 @@ PackageTargetHooks makeHooks(const CudaCompileOptions &options,
   return hooks;
 }
 
+// What the package builder is told: |hooks|, and --jobs and --timing's
+// scope and kernel times from |options|.
+PackageBuildOptions packageOptions(const PackageTargetHooks &hooks,
+                                   const CudaCompileOptions &options) {
+  return {&hooks, options.jobs, options.timing, options.finishTimes};
+}
+
 } // namespace
 
 bool haveNvrtc() {
@@ -203,7 +210,7 @@ mlir::LogicalResult compileCudaKernels(mlir::ModuleOp module,
   PackageTargetHooks hooks = makeHooks(options, reports);
   runtime::LoadedPackage pkg;
   return buildStepPackage(module, "", "", {}, command, errs, pkg,
-                          {&hooks, options.jobs, options.timing, options.finishTimes});
+                          packageOptions(hooks, options));
 }
 
 mlir::LogicalResult
@@ -214,7 +221,7 @@ writeCudaPackage(mlir::ModuleOp module, llvm::StringRef modelName,
                  std::vector<CudaKernelReport> &reports) {
   PackageTargetHooks hooks = makeHooks(options, reports);
   return writeStepPackage(module, modelName, sourceBytes, flags, outputPath,
-                          command, errs, {&hooks, options.jobs, options.timing, options.finishTimes});
+                          command, errs, packageOptions(hooks, options));
 }
 
 mlir::LogicalResult
@@ -229,7 +236,7 @@ writeCudaKernelFiles(mlir::ModuleOp module, llvm::StringRef modelName,
   PackageTargetHooks hooks = makeHooks(effective, reports);
   runtime::LoadedPackage pkg;
   if (mlir::failed(buildStepPackage(module, modelName, "", {}, command, errs,
-                                    pkg, {&hooks, options.jobs, options.timing, options.finishTimes})))
+                                    pkg, packageOptions(hooks, options))))
     return mlir::failure();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     printError(errs, command, emit + ": cannot create directory " + dir + ": " +

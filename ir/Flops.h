@@ -2,6 +2,10 @@
 //
 // The counting rules behind CostInterface::getFlops, on plain shapes so they
 // can be checked against hand-computed values. A multiply-add counts as 2.
+// Counts saturate at INT64_MAX instead of overflowing: tensors within the
+// dialect's limits (ir/ShapeRules.h) can still ask for more than 2^63
+// operations (a dot of two 2^23 x 2^23 f32 matrices), and such a count only
+// has to compare as huge.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +17,10 @@
 #include <cstdint>
 
 namespace kiln::flops {
+
+// a + b and a * b for counts (>= 0), saturating at INT64_MAX.
+int64_t add(int64_t a, int64_t b);
+int64_t mul(int64_t a, int64_t b);
 
 // 2 * (result elements) * (product of the contracted sizes).
 int64_t dotGeneral(llvm::ArrayRef<int64_t> lhs,

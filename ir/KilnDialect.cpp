@@ -7,6 +7,7 @@
 
 #include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "ir/ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -74,6 +75,15 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
       return op->emitError() << kind << ": '" << name
                              << "' must be a #kiln.role<...>, but is "
                              << attr.getValue();
+    // Every value of a model has a role; an argument no op reads would
+    // otherwise reach the runtime's size arithmetic unchecked.
+    if (auto func = dyn_cast<FunctionOpInterface>(op)) {
+      ArrayRef<Type> types =
+          kindName == "argument" ? func.getArgumentTypes() : func.getResultTypes();
+      if (index < types.size())
+        if (std::string e = tensorLimitsError(types[index]); !e.empty())
+          return op->emitError() << kind << ": " << e;
+    }
     return success();
   }
   if (name == KilnDialect::kInitAttrName) {
@@ -121,6 +131,24 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
                             "kiln.grad_of, kiln.updates or kiln.shard)";
 }
 } // namespace
+
+std::string kiln::tensorLimitsError(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape() || !tensor.getElementType().isIntOrFloat())
+    return "";
+  int64_t bytes = (tensor.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  return shape::checkLimits(tensor.getShape(), bytes);
+}
+
+LogicalResult kiln::verifyTensorLimits(Operation *op) {
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (std::string e = tensorLimitsError(v.getType()); !e.empty())
+      return op->emitOpError() << "operand #" << i << ": " << e;
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (std::string e = tensorLimitsError(v.getType()); !e.empty())
+      return op->emitOpError() << "result #" << i << ": " << e;
+  return success();
+}
 
 LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,

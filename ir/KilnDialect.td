@@ -56,8 +56,16 @@ def Kiln_Dialect : Dialect {
   }];
 }
 
+// Every kiln op's tensors keep the limits of ir/ShapeRules.h (rank at most
+// 64, at most 2^48 bytes), which graph files keep too: past them, element
+// counts and byte sizes would overflow int64_t. Checked after the ops' type
+// constraints and before their verifiers (whose shape rules count elements).
+def Kiln_TensorsWithinLimits : NativeOpTrait<"TensorsWithinLimits"> {
+  let cppNamespace = "::kiln";
+}
+
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Kiln_Dialect, mnemonic, traits>;
+    : Op<Kiln_Dialect, mnemonic, !listconcat([Kiln_TensorsWithinLimits], traits)>;
 
 //===----------------------------------------------------------------------===//
 // Types accepted by kiln ops.

@@ -891,7 +891,7 @@ int64_t FusionOp::getFlops() {
   int64_t total = 0;
   for (Operation &op : getBody().front())
     if (auto cost = dyn_cast<CostInterface>(&op))
-      total += cost.getFlops();
+      total = flops::add(total, cost.getFlops());
   return total;
 }
 

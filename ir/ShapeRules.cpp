@@ -11,6 +11,7 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kiln::shape {
@@ -65,6 +66,26 @@ std::string str(llvm::ArrayRef<int64_t> dims) {
       dims, [&](int64_t d) { os << d; }, [&] { os << ", "; });
   os << "]";
   return os.str();
+}
+
+std::string checkLimits(llvm::ArrayRef<int64_t> shape, int64_t elementBytes) {
+  if (shape.size() > kMaxRank)
+    return (fail("rank ", shape.size(), " is above the limit of ", kMaxRank))
+        .error();
+  int64_t bytes = std::max<int64_t>(elementBytes, 1);
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (d < 0)
+      return fail("dimension ", i, " is ", d, ", expected a size >= 0").error();
+    // bytes <= kMaxTensorBytes throughout, so the division is exact enough.
+    if (d != 0 && bytes > kMaxTensorBytes / d)
+      return fail("shape ", str(shape), " of ", elementBytes,
+                  "-byte elements holds more than 2^48 bytes (256 TiB), the "
+                  "most a kiln tensor may hold")
+          .error();
+    if (d != 0)
+      bytes *= d;
+  }
+  return "";
 }
 
 int64_t numElements(llvm::ArrayRef<int64_t> shape) {
@@ -144,7 +165,9 @@ ShapeOr slice(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> start,
     if (start[d] < 0 || start[d] > limit[d] || limit[d] > operand[d])
       return fail("dimension ", d, " needs 0 <= start <= limit <= ", operand[d],
                   ", but start is ", start[d], " and limit is ", limit[d]);
-    r.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+    // Not limit - start + strides - 1: a huge stride would overflow.
+    int64_t n = limit[d] - start[d];
+    r.push_back(n == 0 ? 0 : (n - 1) / strides[d] + 1);
   }
   return r;
 }
@@ -184,6 +207,11 @@ ShapeOr pad(llvm::ArrayRef<int64_t> operand, llvm::ArrayRef<int64_t> low,
     if (low[d] < 0 || high[d] < 0)
       return fail("padding must be non-negative, but dimension ", d, " has low ",
                   low[d], " and high ", high[d]);
+    // No result dimension within the limits is larger (and the sum cannot
+    // overflow once both are below it).
+    if (low[d] > kMaxTensorBytes || high[d] > kMaxTensorBytes)
+      return fail("padding must be at most 2^48, but dimension ", d,
+                  " has low ", low[d], " and high ", high[d]);
     r.push_back(operand[d] + low[d] + high[d]);
   }
   return r;
@@ -261,11 +289,15 @@ namespace {
 // window does not fit.
 int64_t windowOutput(int64_t size, int64_t padLow, int64_t padHigh,
                      int64_t window, int64_t stride, int64_t dilation) {
-  int64_t span = dilation * (window - 1) + 1;
-  int64_t padded = size + padLow + padHigh;
+  // In 128 bits: the attributes may be as large as int64_t goes (the
+  // verifier then reports the window as not fitting, or the output as
+  // larger than any result type can be).
+  __int128 span = static_cast<__int128>(dilation) * (window - 1) + 1;
+  __int128 padded = static_cast<__int128>(size) + padLow + padHigh;
   if (padded < span)
     return -1;
-  return (padded - span) / stride + 1;
+  __int128 out = (padded - span) / stride + 1;
+  return out > kMaxTensorBytes ? kMaxTensorBytes + 1 : static_cast<int64_t>(out);
 }
 
 std::string checkWindowAttrs(llvm::ArrayRef<int64_t> strides,
@@ -307,7 +339,7 @@ ShapeOr conv2d(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> filter,
   if (input[1] % groups != 0 || filter[0] % groups != 0)
     return fail("input channels (", input[1], ") and output channels (",
                 filter[0], ") must be divisible by groups (", groups, ")");
-  if (filter[1] * groups != input[1])
+  if (input[1] / groups != filter[1])
     return fail("filter dimension 1 must be input channels / groups (",
                 input[1] / groups, "), but is ", filter[1]);
   // A zero-sized kernel would give an output larger than the input.

@@ -44,7 +44,20 @@ private:
 // Formats |dims| as "[a, b, c]".
 std::string str(llvm::ArrayRef<int64_t> dims);
 
-// Number of elements of |shape| (1 for a scalar).
+// The limits of a kiln tensor, which the dialect's tensor types and the
+// graph-file importer keep: at most kMaxRank dimensions, and its nonzero
+// dimensions multiplied together, times the bytes of an element, at most
+// kMaxTensorBytes (256 TiB). Within them every element count and byte size
+// fits in int64_t many times over, whichever order the dimensions are
+// multiplied in.
+constexpr size_t kMaxRank = 64;
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+
+// Why a tensor of |shape| with elements of |elementBytes| bytes breaks those
+// limits (or has a negative dimension); empty when it keeps them.
+std::string checkLimits(llvm::ArrayRef<int64_t> shape, int64_t elementBytes);
+
+// Number of elements of |shape| (1 for a scalar); |shape| within the limits.
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
 
 ShapeOr iota(llvm::ArrayRef<int64_t> result, int64_t dimension);

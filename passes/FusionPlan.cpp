@@ -9,6 +9,7 @@
 
 #include "passes/FusionPlan.h"
 
+#include "ir/Flops.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -451,7 +452,7 @@ double FusionPlan::computeTime(int c) const {
       else
         it->second.onlySlices = false;
     }
-    flops += flops_.lookup(op);
+    flops = flops::add(flops, flops_.lookup(op));
   }
   int64_t bytes = 0;
   for (auto &[value, input] : inputs)

@@ -24,6 +24,7 @@
 #include "serialize/GraphImport.h"
 
 #include "ir/KilnOps.h"
+#include "ir/ShapeRules.h"
 #include "serialize/GraphEnums.h"
 #include "serialize/GraphOps.h"
 
@@ -45,24 +46,12 @@ namespace {
 using graph::isKnown;
 
 constexpr unsigned kMaxErrors = 20;
-// Ranks above this are refused: no kiln op needs them, and shape rules
-// should not have to cope with them.
-constexpr size_t kMaxRank = 64;
-// Tensors whose bytes would not fit this are refused (256 TiB).
-constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
 // Producer markers besides node indices.
 constexpr int64_t kNoProducer = -1;
 constexpr int64_t kGraphInput = -2;
 
 std::string quoted(const flatbuffers::String *s) {
   return "'" + (s ? s->str() : std::string()) + "'";
-}
-
-std::string shapeString(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    text += (i ? ", " : "") + std::to_string(d);
-  return text + "]";
 }
 
 class Importer {
@@ -243,30 +232,13 @@ LogicalResult Importer::checkTensors() {
     SmallVector<int64_t> shape;
     if (const flatbuffers::Vector<int64_t> *dims = ten.shape())
       shape.assign(dims->begin(), dims->end());
-    if (shape.size() > kMaxRank) {
-      tensorError(t) << "rank " << shape.size() << " is above the limit of "
-                     << kMaxRank;
+    // The dialect's limits (ir/ShapeRules.h), checked before any type is
+    // made: no kiln op needs more, and shape rules need not cope with more.
+    if (std::string e = shape::checkLimits(shape, graph::bytesPerElement(ten.dtype()));
+        !e.empty()) {
+      tensorError(t) << e;
       continue;
     }
-    int64_t bytes = graph::bytesPerElement(ten.dtype());
-    bool bad = false;
-    for (auto [i, d] : llvm::enumerate(shape)) {
-      if (d < 0) {
-        tensorError(t) << "dimension " << i << " is " << d
-                       << ", expected a size >= 0";
-        bad = true;
-        break;
-      }
-      if (d != 0 && bytes > kMaxTensorBytes / d) {
-        tensorError(t) << "shape " << shapeString(shape)
-                       << " is too large (more than 2^48 bytes)";
-        bad = true;
-        break;
-      }
-      bytes *= d;
-    }
-    if (bad)
-      continue;
     types[t] = RankedTensorType::get(shape, graph::toKiln(ten.dtype(), context));
   }
   return success(errors == 0);

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 namespace {
 
 using namespace kiln;
@@ -115,6 +118,27 @@ TEST(Flops, AttentionGrad) {
   EXPECT_EQ(flops::attentionGrad(2, 12, 128, 128, 64, 64, true), 125829120);
   // Tq=3, Tk=5, D=4, Dv=6: 2 * 15 * (12 + 12) = 720.
   EXPECT_EQ(flops::attentionGrad(1, 1, 3, 5, 4, 6, false), 720);
+}
+
+TEST(Flops, CountsSaturateInsteadOfOverflowing) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(flops::add(kMax - 1, 1), kMax);
+  EXPECT_EQ(flops::add(kMax, kMax), kMax);
+  EXPECT_EQ(flops::mul(int64_t(1) << 32, int64_t(1) << 31), kMax); // 2^63
+  EXPECT_EQ(flops::mul(int64_t(1) << 31, int64_t(1) << 31), int64_t(1) << 62);
+  // Two 2^23 x 2^23 f32 matrices are 2^48 bytes each, within a kiln
+  // tensor's limits; their product is 2 * 2^46 * 2^23 = 2^70 operations.
+  int64_t n = int64_t(1) << 23;
+  EXPECT_EQ(flops::dotGeneral({n, n}, {1}, {n, n}), kMax);
+  // One below: 2 * 2^40 * 2^20 = 2^61, exact.
+  int64_t m = int64_t(1) << 20;
+  EXPECT_EQ(flops::dotGeneral({m, m}, {1}, {m, m}), int64_t(1) << 61);
+  // A convolution and a pool window past int64_t, and attention over 2^40
+  // query-key pairs with 2^24-wide heads.
+  EXPECT_EQ(flops::conv2d({1, n, 1, n}, {1, 1, n, 1}), kMax);
+  EXPECT_EQ(flops::pool2d({n, n}, {1, 1, n, 1}), kMax);
+  EXPECT_EQ(flops::attention(1, 1, m, m, n, n, false), kMax);
+  EXPECT_EQ(flops::attentionGrad(1, 1, m, m, n, n, true), kMax);
 }
 
 } // namespace

@@ -56,6 +56,29 @@ TEST(ShapeRules, NumElements) {
   EXPECT_EQ(numElements({3, 0, 4}), 0);
 }
 
+TEST(ShapeRules, Limits) {
+  EXPECT_THAT(checkLimits({}, 4), IsEmpty());
+  EXPECT_THAT(checkLimits({128, 784}, 4), IsEmpty());
+  // Exactly 2^48 bytes, and the same count of 1-byte elements.
+  EXPECT_THAT(checkLimits({int64_t(1) << 46}, 4), IsEmpty());
+  EXPECT_THAT(checkLimits({int64_t(1) << 24, int64_t(1) << 24}, 1), IsEmpty());
+  EXPECT_THAT(checkLimits({(int64_t(1) << 46) + 1}, 4),
+              HasSubstr("shape [70368744177665] of 4-byte elements holds more "
+                        "than 2^48 bytes (256 TiB)"));
+  // The product is checked as it grows, so it never overflows, whatever the
+  // order of the dimensions; zero dimensions do not hide the others.
+  int64_t huge = int64_t(1) << 62;
+  EXPECT_THAT(checkLimits({huge, huge, huge}, 8), HasSubstr("more than 2^48 bytes"));
+  EXPECT_THAT(checkLimits({0, huge}, 4), HasSubstr("more than 2^48 bytes"));
+  EXPECT_THAT(checkLimits({huge, 0}, 4), HasSubstr("more than 2^48 bytes"));
+  EXPECT_THAT(checkLimits({0, 1024}, 4), IsEmpty());
+  EXPECT_THAT(checkLimits({3, -2}, 4),
+              HasSubstr("dimension 1 is -2, expected a size >= 0"));
+  EXPECT_THAT(checkLimits(Dims(kMaxRank, 1), 4), IsEmpty());
+  EXPECT_THAT(checkLimits(Dims(kMaxRank + 1, 1), 4),
+              HasSubstr("rank 65 is above the limit of 64"));
+}
+
 TEST(ShapeRules, ShapeOrCarriesShapeOrError) {
   ShapeOr good(Shape{1, 2});
   EXPECT_TRUE(good.ok());
@@ -145,6 +168,10 @@ TEST(ShapeRules, Slice) {
   EXPECT_SHAPE(slice({4}, {1}, {4}, {3}), ElementsAre(1));
   // An empty slice is allowed.
   EXPECT_SHAPE(slice({4}, {2}, {2}, {1}), ElementsAre(0));
+  // A stride as large as int64_t goes takes the first element only (the
+  // rule's arithmetic does not overflow).
+  EXPECT_SHAPE(slice({8}, {2}, {8}, {INT64_MAX}), ElementsAre(1));
+  EXPECT_SHAPE(slice({8}, {8}, {8}, {INT64_MAX}), ElementsAre(0));
 }
 
 TEST(ShapeRules, SliceErrors) {
@@ -186,6 +213,10 @@ TEST(ShapeRules, ConcatenateErrors) {
 
 TEST(ShapeRules, Pad) {
   EXPECT_SHAPE(pad({2, 3}, {0, 1}, {2, 1}), ElementsAre(4, 5));
+  EXPECT_SHAPE(pad({2}, {kMaxTensorBytes}, {0}), ElementsAre(kMaxTensorBytes + 2));
+  EXPECT_RULE_ERROR(pad({2}, {1}, {INT64_MAX}),
+                    "padding must be at most 2^48, but dimension 0 has low 1 "
+                    "and high 9223372036854775807");
   EXPECT_SHAPE(pad({2}, {0}, {0}), ElementsAre(2));
   EXPECT_SHAPE(pad({}, {}, {}), IsEmpty());
 }
@@ -378,6 +409,30 @@ TEST(ShapeRules, Conv2DWindowErrors) {
   EXPECT_SHAPE(conv2d({1, 1, 4, 4}, {2, 1, 3, 3}, {1, 1}, {1, 0, 1, 0},
                       {2, 2}, 1),
                ElementsAre(1, 2, 1, 1));
+}
+
+TEST(ShapeRules, Conv2DAttributesAsLargeAsInt64) {
+  // A dilation as large as int64_t goes: the window's span is worked out
+  // without overflowing, and does not fit.
+  EXPECT_RULE_ERROR(conv2d({1, 1, 8, 8}, {2, 1, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                           {INT64_MAX, 1}, 1),
+                    "the filter window [3, 3] (dilation [9223372036854775807, 1]) "
+                    "must fit the padded input [8, 8]");
+  // Padding as large: an output dimension past what any tensor within the
+  // limits can have, given as one more than 2^48 (no result type matches).
+  EXPECT_SHAPE(conv2d({1, 1, 8, 8}, {2, 1, 3, 3}, {1, 1},
+                      {INT64_MAX, INT64_MAX, 0, 0}, {1, 1}, 1),
+               ElementsAre(1, 2, kMaxTensorBytes + 1, 6));
+  // Groups as large: channels are not divisible (and filter[1] * groups is
+  // never formed).
+  EXPECT_RULE_ERROR(conv2d({1, 1, 8, 8}, {2, 1, 3, 3}, {1, 1}, {0, 0, 0, 0},
+                           {1, 1}, INT64_MAX),
+                    "must be divisible by groups (9223372036854775807)");
+  // A window as large, with padding one less on each side: the padded
+  // input (2^64 + 4) holds the window at more than 2^63 offsets.
+  EXPECT_SHAPE(pool2d({1, 1, 8, 8}, {INT64_MAX, 2}, {1, 2},
+                      {INT64_MAX - 1, INT64_MAX - 1, 0, 0}),
+               ElementsAre(1, 1, kMaxTensorBytes + 1, 4));
 }
 
 TEST(ShapeRules, Pool2D) {

@@ -8,6 +8,7 @@
 
 #include "tools/kiln/lib/Summary.h"
 
+#include "ir/Flops.h"
 #include "ir/KilnOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -68,7 +69,7 @@ void accumulate(mlir::Region &region, FunctionSummary &summary,
       ++summary.opCount;
       ++counts[op.getName().getStringRef()];
       if (auto cost = llvm::dyn_cast<kiln::CostInterface>(op)) {
-        summary.flops += cost.getFlops();
+        summary.flops = kiln::flops::add(summary.flops, cost.getFlops());
         // Count the nested ops in the histogram, not again in the FLOPs.
         FunctionSummary nested;
         for (mlir::Region &inner : op.getRegions())

@@ -41,9 +41,19 @@ struct ConvertFloatsToF64Pass
         if (!dense)
           return;
         auto type = llvm::cast<mlir::ShapedType>(widen(dense.getType()));
-        if (type != dense.getType())
-          constant.setValueAttr(
-              attrFromHostTensor(hostTensorFromAttr(dense), type));
+        if (type == dense.getType())
+          return;
+        // A splat stays a splat: spelled out, a zero-filled activation
+        // buffer of a large model is gigabytes of host memory.
+        if (dense.isSplat()) {
+          llvm::APFloat value = dense.getSplatValue<llvm::APFloat>();
+          bool losesInfo = false;
+          value.convert(llvm::APFloat::IEEEdouble(),
+                        llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+          constant.setValueAttr(mlir::DenseElementsAttr::get(type, value));
+          return;
+        }
+        constant.setValueAttr(attrFromHostTensor(hostTensorFromAttr(dense), type));
       }
       if (auto func = llvm::dyn_cast<mlir::func::FuncOp>(op)) {
         auto type = func.getFunctionType();

@@ -25,3 +25,18 @@ func.func @mixed(%x: tensor<4xf32>, %h: tensor<4xbf16>, %i: tensor<4xi32>) -> (t
   }
   return %f, %p : tensor<4xf32>, tensor<4xi1>
 }
+
+// A splat stays a splat, whatever its size (spelled out, this one would be
+// 2^40 doubles: `kiln gradcheck` of a compiled large model stopped with
+// "LLVM ERROR: out of memory" here); a bf16 value widens exactly, and a
+// constant that is not a splat keeps its values.
+// CHECK-LABEL: func.func @splats
+// CHECK: kiln.constant dense<0.000000e+00> : tensor<1048576x1048576xf64>
+// CHECK: kiln.constant dense<1.015625> : tensor<8xf64>
+// CHECK: kiln.constant dense<[1.000000e+00, 2.500000e+00]> : tensor<2xf64>
+func.func @splats() -> (tensor<1048576x1048576xf32>, tensor<8xbf16>, tensor<2xf16>) {
+  %z = kiln.constant dense<0.0> : tensor<1048576x1048576xf32>
+  %b = kiln.constant dense<1.015625> : tensor<8xbf16>
+  %h = kiln.constant dense<[1.0, 2.5]> : tensor<2xf16>
+  return %z, %b, %h : tensor<1048576x1048576xf32>, tensor<8xbf16>, tensor<2xf16>
+}

@@ -76,7 +76,7 @@ FailureOr<std::vector<ParameterCheck>> gradCheck(ModuleOp module,
     return failure();
   func::FuncOp fwd = findModelFunction(*forward);
   func::FuncOp bwd = findModelFunction(*backward);
-  if (!fwd || !bwd)
+  if (!fwd || !bwd || failed(checkInterpreterMemory(bwd)))
     return failure();
 
   // Inputs: parameters from their initializers (plus noise where the

@@ -213,7 +213,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
   if (failed(runCompilePipeline(*module_, options.pipeline)))
     return false;
   step_ = findModelFunction(*module_);
-  if (!step_)
+  if (!step_ || failed(checkInterpreterMemory(step_)))
     return false;
   argInfo_ = describeArguments(step_);
   resultInfo_ = describeResults(step_);

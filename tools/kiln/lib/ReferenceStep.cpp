@@ -6,8 +6,10 @@
 #include "runtime/Initializers.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -36,6 +38,48 @@ func::FuncOp findModelFunction(ModuleOp module) {
     module.emitError() << "the model has no public function with a result marked "
                           "kiln.role = #kiln.role<loss>";
   return found;
+}
+
+LogicalResult checkInterpreterMemory(func::FuncOp func) {
+  // Tensors are within the dialect's limits (2^48 bytes), so these sums of
+  // a few thousand of them cannot overflow.
+  auto f64Bytes = [](Type type) -> int64_t {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && tensor.hasStaticShape() ? tensor.getNumElements() * 8 : 0;
+  };
+  int64_t arguments = 0;
+  for (Type type : func.getArgumentTypes())
+    arguments += f64Bytes(type);
+  int64_t largest = 0;
+  Operation *largestOp = nullptr;
+  func.walk([&](Operation *op) {
+    for (Type type : op->getResultTypes())
+      if (int64_t bytes = f64Bytes(type); bytes > largest) {
+        largest = bytes;
+        largestOp = op;
+      }
+  });
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return success(); // unknown: the allocations decide
+  int64_t memory = static_cast<int64_t>(pages) * pageSize;
+  if (arguments + largest <= memory)
+    return success();
+  auto gib = [](int64_t bytes) {
+    return llvm::formatv("{0:f1} GiB", bytes / 1073741824.0).str();
+  };
+  InFlightDiagnostic error = func.emitError();
+  error << "the reference interpreter holds every value as f64 and needs at "
+           "least "
+        << gib(arguments + largest) << " for @" << func.getName() << " ("
+        << gib(arguments) << " of arguments";
+  if (largestOp)
+    error << " and " << gib(largest) << " for its largest value, of '"
+          << largestOp->getName() << "'";
+  error << "), more than this machine's " << gib(memory) << " of memory";
+  if (largestOp)
+    error.attachNote(largestOp->getLoc()) << "the largest value";
+  return failure();
 }
 
 std::vector<ArgumentInfo> describeArguments(func::FuncOp func) {

@@ -45,6 +45,13 @@ struct ResultInfo {
 // when there is none or more than one.
 mlir::func::FuncOp findModelFunction(mlir::ModuleOp module);
 
+// Whether this machine's memory can hold what the reference interpreter
+// needs at least for |func|: every argument, plus its largest value, each
+// as f64 (the interpreter's element, 8 bytes whatever the type). Past that
+// the first allocation that fails stops the process ("LLVM ERROR: out of
+// memory"); here the error names the function, both sizes and the memory.
+mlir::LogicalResult checkInterpreterMemory(mlir::func::FuncOp func);
+
 std::vector<ArgumentInfo> describeArguments(mlir::func::FuncOp func);
 std::vector<ResultInfo> describeResults(mlir::func::FuncOp func);
 

@@ -134,6 +134,8 @@ bool copyBatchTensor(const runtime::BatchTensor &src,
             " values, expected " + std::to_string(n);
     return false;
   }
+  if (n == 0) // an empty input: no bytes, and no buffer to copy from
+    return true;
   if (f32 && e.dtype == PkgDType::F32)
     std::memcpy(dst, src.f32.data(), n * sizeof(float));
   else if (!f32 && e.dtype == PkgDType::I32)

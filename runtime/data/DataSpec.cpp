@@ -34,6 +34,33 @@ Status checkMatches(const std::string &what, const Dataset &ds,
   return Status::ok();
 }
 
+// Every value of an int32 tensor the step reads as indices
+// (TensorSpec::indexLimit) lies in [0, limit), in every sample.
+Status checkIndices(const Dataset &ds, const std::vector<TensorSpec> &inputs) {
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    const TensorSpec &want = inputs[t];
+    if (want.indexLimit <= 0 || want.type != ElementType::i32)
+      continue;
+    std::vector<int32_t> values(want.elementCount());
+    for (int64_t sample = 0; sample < ds.size(); ++sample) {
+      Status s = ds.copySample(sample, t, values.data());
+      if (!s.isOk())
+        return s;
+      for (size_t e = 0; e < values.size(); ++e)
+        if (values[e] < 0 || values[e] >= want.indexLimit)
+          return Status::error(
+              "sample " + std::to_string(sample) + " of '" + want.name +
+              "' holds " + std::to_string(values[e]) +
+              (values.size() > 1 ? " (element " + std::to_string(e) + ")" : "") +
+              ", outside [0, " + std::to_string(want.indexLimit) +
+              "): the model reads '" + want.name + "' as indices below " +
+              std::to_string(want.indexLimit) +
+              " (a table's rows or a cross-entropy's classes)");
+    }
+  }
+  return Status::ok();
+}
+
 template <typename T>
 StatusOr<std::unique_ptr<Dataset>> checked(const std::string &what,
                                            StatusOr<std::unique_ptr<T>> ds,
@@ -41,6 +68,8 @@ StatusOr<std::unique_ptr<Dataset>> checked(const std::string &what,
   if (!ds.isOk())
     return ds.status();
   Status s = checkMatches(what, *ds.value(), inputs);
+  if (s.isOk())
+    s = checkIndices(*ds.value(), inputs);
   if (!s.isOk())
     return s;
   return std::unique_ptr<Dataset>(std::move(ds.value()));

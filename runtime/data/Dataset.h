@@ -35,6 +35,12 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   // For synthetic int32 tensors: values are drawn from [0, classes).
   int64_t classes = 0;
+  // The step reads this int32 tensor as indices below this limit (a
+  // gather's table rows, a cross-entropy's classes). openDataset checks
+  // every sample of a data file against it: a kernel clamps an index it
+  // cannot use, so a token past the vocabulary would train silently on the
+  // last row. 0: not known (a package does not record it).
+  int64_t indexLimit = 0;
 
   int64_t elementCount() const;
 };

@@ -59,6 +59,36 @@ TEST(DataSpec, OpensSyntheticAndTokensForTheInputs) {
                            inputs).isOk());
 }
 
+TEST(DataSpec, IndicesPastTheModelsBoundAreRefused) {
+  // Tokens 0, 1, ..., 16: two windows of 8 (tokens 0-7 and 8-15 as inputs,
+  // 1-8 and 9-16 as next-token targets).
+  ScratchDir dir;
+  std::vector<uint8_t> bytes;
+  for (uint16_t t = 0; t < 17; ++t) {
+    bytes.push_back(uint8_t(t));
+    bytes.push_back(0);
+  }
+  writeBytes(dir.file("t.bin"), bytes);
+  DataSpec spec = specOf("tokens:" + dir.file("t.bin"));
+  auto open = [&](int64_t idsLimit, int64_t nextLimit) {
+    std::vector<TensorSpec> tok = {{"ids", ElementType::i32, {8}, 0, idsLimit},
+                                   {"next", ElementType::i32, {8}, 0, nextLimit}};
+    return openDataset(spec, tok);
+  };
+  EXPECT_TRUE(open(0, 0).isOk()); // bounds not known: not checked
+  EXPECT_TRUE(open(16, 17).isOk());
+  auto ids = open(15, 17);
+  ASSERT_FALSE(ids.isOk());
+  EXPECT_EQ(ids.status().message(),
+            "sample 1 of 'ids' holds 15 (element 7), outside [0, 15): the model "
+            "reads 'ids' as indices below 15 (a table's rows or a "
+            "cross-entropy's classes)");
+  auto next = open(16, 16);
+  ASSERT_FALSE(next.isOk());
+  EXPECT_THAT(next.status().message(),
+              HasSubstr("sample 1 of 'next' holds 16 (element 7), outside [0, 16)"));
+}
+
 TEST(DataSpec, NpyShapeMismatchNamesTheInput) {
   ScratchDir dir;
   // x.npy: '<f4' of shape (2, 3).

@@ -53,6 +53,7 @@ std::vector<DataArgument> describeData(const std::vector<ArgumentInfo> &info,
     if (!d.isFloat) {
       auto it = classes.find(arg.name);
       d.classes = it != classes.end() ? it->second : 2;
+      d.indexLimit = it != classes.end() ? it->second : 0;
     }
     out.push_back(std::move(d));
   }

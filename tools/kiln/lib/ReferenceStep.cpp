@@ -151,10 +151,11 @@ void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
       values[arg.index] = parameterCopyValue(arg, values[*arg.copyOf]);
 }
 
-int64_t integerRange(func::FuncOp func, unsigned argIndex) {
+std::optional<int64_t> indexBound(func::FuncOp func, unsigned argIndex) {
   llvm::SmallVector<Value> worklist{func.getArgument(argIndex)};
   llvm::SmallPtrSet<Operation *, 8> seen;
-  int64_t bound = 0;
+  std::optional<int64_t> bound;
+  auto bind = [&](int64_t rows) { bound = bound ? std::min(*bound, rows) : rows; };
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
     for (OpOperand &use : v.getUses()) {
@@ -163,20 +164,26 @@ int64_t integerRange(func::FuncOp func, unsigned argIndex) {
         continue;
       if (auto gather = dyn_cast<GatherOp>(user)) {
         if (use.getOperandNumber() == 1)
-          bound = std::max<int64_t>(bound, gather.getTable().getType().getDimSize(0));
+          bind(gather.getTable().getType().getDimSize(0));
       } else if (auto scatter = dyn_cast<ScatterAddOp>(user)) {
         if (use.getOperandNumber() == 1)
-          bound = std::max<int64_t>(bound, scatter.getOperand().getType().getDimSize(0));
+          bind(scatter.getOperand().getType().getDimSize(0));
       } else if (auto xent = dyn_cast<SoftmaxCrossEntropyOp>(user)) {
         if (use.getOperandNumber() == 1)
-          bound = std::max<int64_t>(bound, xent.getLogits().getType().getDimSize(1));
+          bind(xent.getLogits().getType().getDimSize(1));
       } else if (isa<ReshapeOp, TransposeOp, BroadcastInDimOp, ConvertOp, SliceOp,
                      ConcatenateOp>(user)) {
         worklist.push_back(user->getResult(0));
       }
     }
   }
-  return bound > 0 ? bound : 2;
+  return bound;
+}
+
+int64_t integerRange(func::FuncOp func, unsigned argIndex) {
+  std::optional<int64_t> bound = indexBound(func, argIndex);
+  // A zero-row table or zero classes bounds nothing a value could take.
+  return bound && *bound > 0 ? *bound : 2;
 }
 
 HostTensor randomData(func::FuncOp func, const ArgumentInfo &arg,
@@ -230,7 +237,8 @@ std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module) {
   if (mlir::func::FuncOp raw = findModelFunction(module))
     for (const ArgumentInfo &arg : describeArguments(raw))
       if (!mlir::isa<mlir::FloatType>(arg.type.getElementType()))
-        classes[arg.name] = integerRange(raw, arg.index);
+        if (std::optional<int64_t> bound = indexBound(raw, arg.index); bound && *bound > 0)
+          classes[arg.name] = *bound;
   return classes;
 }
 

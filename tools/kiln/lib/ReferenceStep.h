@@ -69,13 +69,16 @@ void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
                          llvm::MutableArrayRef<HostTensor> values);
 
 // For an integer argument: the exclusive upper bound of valid values, found
-// from how it is used (gather indices -> table rows, cross-entropy labels ->
-// classes, following reshapes and conversions); 2 when no use bounds it.
+// from how it is used (gather and scatter_add indices -> table rows,
+// cross-entropy labels -> classes, following reshapes and conversions; the
+// smallest when several uses bound it); none when no use does.
+std::optional<int64_t> indexBound(mlir::func::FuncOp func, unsigned argIndex);
+// indexBound, or 2 when no use bounds the argument.
 int64_t integerRange(mlir::func::FuncOp func, unsigned argIndex);
 
-// integerRange of every integer argument of |module|'s model function, by
-// argument name. Call it on the graph as written: fusion hides the uses
-// integerRange follows.
+// indexBound of every integer argument of |module|'s model function that
+// has one, by argument name. Call it on the graph as written: fusion hides
+// the uses indexBound follows.
 std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module);
 
 // A tensor of |arg|'s type with random data: normal(0, 1) for floats,

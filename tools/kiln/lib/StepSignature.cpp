@@ -44,7 +44,7 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
 void StepSignature::setClasses(const std::map<std::string, int64_t> &classes) {
   for (DataArgument &d : data)
     if (auto it = classes.find(d.name); it != classes.end())
-      d.classes = it->second;
+      d.classes = d.indexLimit = it->second;
 }
 
 void collectState(const runtime::LoadedPackage &pkg,

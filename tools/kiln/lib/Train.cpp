@@ -85,6 +85,7 @@ bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
     spec.type = arg.isFloat ? runtime::ElementType::f32 : runtime::ElementType::i32;
     spec.shape.assign(arg.shape.begin() + 1, arg.shape.end());
     spec.classes = arg.classes;
+    spec.indexLimit = arg.indexLimit;
     specs.push_back(std::move(spec));
   }
   return true;

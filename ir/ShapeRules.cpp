@@ -70,13 +70,12 @@ std::string str(llvm::ArrayRef<int64_t> dims) {
 
 std::string checkLimits(llvm::ArrayRef<int64_t> shape, int64_t elementBytes) {
   if (shape.size() > kMaxRank)
-    return (fail("rank ", shape.size(), " is above the limit of ", kMaxRank))
-        .error();
+    return fail("rank ", shape.size(), " is above the limit of ", kMaxRank).error();
   int64_t bytes = std::max<int64_t>(elementBytes, 1);
   for (auto [i, d] : llvm::enumerate(shape)) {
     if (d < 0)
       return fail("dimension ", i, " is ", d, ", expected a size >= 0").error();
-    // bytes <= kMaxTensorBytes throughout, so the division is exact enough.
+    // bytes stays <= kMaxTensorBytes: bytes * d is only formed once it fits.
     if (d != 0 && bytes > kMaxTensorBytes / d)
       return fail("shape ", str(shape), " of ", elementBytes,
                   "-byte elements holds more than 2^48 bytes (256 TiB), the "
@@ -286,12 +285,11 @@ ShapeOr dotGeneral(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs,
 
 namespace {
 // Output size of a sliding window along one dimension, or -1 when the
-// window does not fit.
+// window does not fit; kMaxTensorBytes + 1 stands for any size past the
+// limits (no result type can match it).
 int64_t windowOutput(int64_t size, int64_t padLow, int64_t padHigh,
                      int64_t window, int64_t stride, int64_t dilation) {
-  // In 128 bits: the attributes may be as large as int64_t goes (the
-  // verifier then reports the window as not fitting, or the output as
-  // larger than any result type can be).
+  // In 128 bits: the attributes may be as large as int64_t goes.
   __int128 span = static_cast<__int128>(dilation) * (window - 1) + 1;
   __int128 padded = static_cast<__int128>(size) + padLow + padHigh;
   if (padded < span)

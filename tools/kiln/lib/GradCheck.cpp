@@ -68,6 +68,13 @@ unsigned lossResult(func::FuncOp func) {
 
 FailureOr<std::vector<ParameterCheck>> gradCheck(ModuleOp module,
                                                  const GradCheckOptions &options) {
+  // The model as given, before its floats become f64: a value that fits as
+  // f32 but not as f64 would otherwise fail the dialect's size limits in
+  // the f64 copy, whose message speaks of 8-byte elements the model never
+  // had. (The backward step, which holds more, is checked again below.)
+  func::FuncOp given = findModelFunction(module);
+  if (!given || failed(checkInterpreterMemory(given)))
+    return failure();
   OwningOpRef<ModuleOp> forward = module.clone();
   if (failed(runPasses(*forward, /*autodiff=*/false)))
     return failure();

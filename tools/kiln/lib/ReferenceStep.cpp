@@ -65,18 +65,24 @@ LogicalResult checkInterpreterMemory(func::FuncOp func) {
   int64_t memory = static_cast<int64_t>(pages) * pageSize;
   if (arguments + largest <= memory)
     return success();
-  auto gib = [](int64_t bytes) {
-    return llvm::formatv("{0:f1} GiB", bytes / 1073741824.0).str();
+  auto size = [](int64_t bytes) {
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = bytes;
+    unsigned unit = 0;
+    for (; unit < 4 && value >= 1024; ++unit)
+      value /= 1024;
+    return unit == 0 ? llvm::formatv("{0} B", bytes).str()
+                     : llvm::formatv("{0:f1} {1}", value, units[unit]).str();
   };
   InFlightDiagnostic error = func.emitError();
   error << "the reference interpreter holds every value as f64 and needs at "
            "least "
-        << gib(arguments + largest) << " for @" << func.getName() << " ("
-        << gib(arguments) << " of arguments";
+        << size(arguments + largest) << " for @" << func.getName() << " ("
+        << size(arguments) << " of arguments";
   if (largestOp)
-    error << " and " << gib(largest) << " for its largest value, of '"
+    error << " and " << size(largest) << " for its largest value, of '"
           << largestOp->getName() << "'";
-  error << "), more than this machine's " << gib(memory) << " of memory";
+  error << "), more than this machine's " << size(memory) << " of memory";
   if (largestOp)
     error.attachNote(largestOp->getLoc()) << "the largest value";
   return failure();

@@ -2,11 +2,12 @@
 
 #include "tools/kiln/lib/ReferenceStep.h"
 
+#include "tools/kiln/lib/Summary.h"
+
 #include "ir/Interpreter.h"
 #include "runtime/Initializers.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
-#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <unistd.h>
@@ -66,13 +67,7 @@ LogicalResult checkInterpreterMemory(func::FuncOp func) {
   if (arguments + largest <= memory)
     return success();
   auto size = [](int64_t bytes) {
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double value = bytes;
-    unsigned unit = 0;
-    for (; unit < 4 && value >= 1024; ++unit)
-      value /= 1024;
-    return unit == 0 ? llvm::formatv("{0} B", bytes).str()
-                     : llvm::formatv("{0:f1} {1}", value, units[unit]).str();
+    return formatInUnits(double(bytes), {"B", "KiB", "MiB", "GiB", "TiB"}, 1024);
   };
   InFlightDiagnostic error = func.emitError();
   error << "the reference interpreter holds every value as f64 and needs at "

@@ -275,10 +275,8 @@ TEST_F(GemmEpilogueTest, PackedGemmFusionWithTwoResults) {
       }
       return %f#0, %f#1 : tensor<3x5x6xf32>, tensor<3x5x6xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   FailureOr<GemmFusionSplit> split = splitGemmFusion(fusion);
   ASSERT_TRUE(succeeded(split)) << diagnostics;
   EXPECT_EQ(split->epilogue.getKind(), FusionKind::multi_output);
@@ -372,10 +370,8 @@ TEST_F(GemmEpilogueTest, RefusesOtherFusions) {
       }
       return %f : tensor<4xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   EXPECT_TRUE(failed(splitGemmFusion(fusion)));
   EXPECT_NE(diagnostics.find("expected a `gemm` fusion to split, found `loop`"),
             std::string::npos)

@@ -25,6 +25,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/raw_ostream.h"
@@ -163,6 +164,17 @@ protected:
     return compareWithin(expected, actual, tolerance);
   }
 
+  // The last kiln.fusion of the module |text| holds, which the fixture
+  // keeps alive until the next call; null when the text does not parse (the
+  // reason is in |diagnostics|).
+  FusionOp parseFusion(llvm::StringRef text) {
+    parsed = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+    FusionOp fusion;
+    if (parsed)
+      parsed->walk([&](FusionOp f) { fusion = f; });
+    return fusion;
+  }
+
   // The -O3 LLVM IR of |fusion|'s CPU kernel (optimizedKernelIR) as text;
   // "" (and a recorded failure) when it does not compile.
   std::string optimizedKernelText(FusionOp fusion) {
@@ -282,6 +294,8 @@ protected:
   mlir::MLIRContext context;
   std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
   std::string diagnostics;
+  // parseFusion's module (after |context|, so destroyed before it).
+  mlir::OwningOpRef<mlir::ModuleOp> parsed;
 };
 
 } // namespace kiln::codegen_test

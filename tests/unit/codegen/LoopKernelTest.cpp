@@ -367,10 +367,8 @@ TEST_F(LoopKernelTest, ElementwiseKernelsVectorize) {
       }
       return %r : tensor<64x64xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   std::string printed = optimizedKernelText(fusion);
   ASSERT_FALSE(printed.empty());
   EXPECT_NE(printed.find(" x float>"), std::string::npos) << printed;
@@ -393,10 +391,8 @@ TEST_F(LoopKernelTest, HeadTransposesCopyRowsAsVectors) {
       }
       return %r : tensor<1x1024x12x64xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   std::string printed = optimizedKernelText(fusion);
   ASSERT_FALSE(printed.empty());
   auto count = [&](llvm::StringRef what) {
@@ -433,10 +429,8 @@ TEST_F(LoopKernelTest, TranscendentalsVectorize) {
       }
       return %r#0, %r#1 : tensor<32x64xf32>, tensor<32x64xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   std::string printed = optimizedKernelText(fusion);
   ASSERT_FALSE(printed.empty());
   EXPECT_NE(printed.find(" x float>"), std::string::npos) << printed;
@@ -489,10 +483,8 @@ TEST_F(GeluGradKernelTest, MatchesTheInterpreter) {
           ++at;
         }
       }
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-    ASSERT_TRUE(module) << text << diagnostics;
-    FusionOp fusion;
-    module->walk([&](FusionOp f) { fusion = f; });
+    FusionOp fusion = parseFusion(text);
+    ASSERT_TRUE(fusion) << text << diagnostics;
     for (uint64_t seed = baseSeed(), i = 0; i < 3; ++i, ++seed)
       EXPECT_EQ(check(fusion, seed, 4), "") << "seed " << seed;
     if (std::string(element) != "f32")
@@ -522,10 +514,8 @@ TEST_F(LoopKernelTest, SinCosAccurateNearZeros) {
       }
       return %r#0, %r#1 : tensor<1458xf32>, tensor<1458xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
   ASSERT_TRUE(succeeded(kernel)) << diagnostics;
   std::vector<float> xs;
@@ -586,10 +576,8 @@ TEST_F(LoopKernelTest, IntegerAndBooleanKernels) {
       }
       return %r#0, %r#1, %r#2 : tensor<3x5xi1>, tensor<3x5xi64>, tensor<5x3xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 7), "") << "seed " << seed;
 }

@@ -47,10 +47,8 @@ protected:
   // Checks the f32 fusion in |text| against the interpreter (parts = 1) and
   // every split against parts = 1.
   void checkSplits(const char *text) {
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-    ASSERT_TRUE(module) << diagnostics;
-    FusionOp fusion;
-    module->walk([&](FusionOp f) { fusion = f; });
+    FusionOp fusion = parseFusion(text);
+    ASSERT_TRUE(fusion) << diagnostics;
     ASSERT_TRUE(fusion);
     uint64_t seed = baseSeed();
     ASSERT_EQ(check(fusion, seed, 4), "") << "seed " << seed;

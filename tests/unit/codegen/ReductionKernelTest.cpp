@@ -185,10 +185,8 @@ TEST_F(ReductionKernelTest, IntegerReductions) {
       }
       return %r#0, %r#1, %r#2, %r#3 : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 7), "") << "seed " << seed;
 }
@@ -207,10 +205,8 @@ TEST_F(ReductionKernelTest, MaxAndMinPropagateNaN) {
       }
       return %r#0, %r#1 : tensor<4xf32>, tensor<6xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 7), "") << "seed " << seed;
 }
@@ -234,10 +230,8 @@ TEST_F(ReductionKernelTest, RowReductionsAreHoistedOutOfTheColumnLoop) {
       }
       return %r : tensor<4x64xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
   ASSERT_TRUE(succeeded(kernel)) << diagnostics;
   // A row's loop steps by the 16 partial results it keeps (their loop is
@@ -285,10 +279,8 @@ TEST_F(ReductionKernelTest, MaskedSoftmaxRowsVectorizeWhole) {
       }
       return %r : tensor<2x64x64xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   std::string llvmText = optimizedKernelText(fusion);
   ASSERT_FALSE(llvmText.empty());
   EXPECT_NE(llvmText.find(" x float>"), std::string::npos) << llvmText;
@@ -319,10 +311,8 @@ TEST_F(ReductionKernelTest, LongRowReductionsUseLanes) {
       }
       return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<5xf64>, tensor<5xf64>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 4), "") << "seed " << seed;
 
@@ -415,10 +405,8 @@ TEST_F(ReductionKernelTest, ColumnReductionsAccumulateTilesOfLanes) {
       }
       return %r#0, %r#1 : tensor<300xf32>, tensor<300xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
   ASSERT_TRUE(succeeded(kernel)) << diagnostics;
   int allocas = 0, inputLoads = 0;
@@ -455,10 +443,8 @@ TEST_F(ReductionKernelTest, RejectsDotGeneralInside) {
       }
       return %r : tensor<2xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  ASSERT_TRUE(module) << diagnostics;
-  FusionOp fusion;
-  module->walk([&](FusionOp f) { fusion = f; });
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
   EXPECT_TRUE(failed(compileLoopFusion(fusion)));
   EXPECT_NE(diagnostics.find("kiln.dot_general"), std::string::npos) << diagnostics;
 }

@@ -52,7 +52,6 @@ std::vector<DataArgument> describeData(const std::vector<ArgumentInfo> &info,
     d.isFloat = isa<FloatType>(arg.type.getElementType());
     if (!d.isFloat) {
       auto it = classes.find(arg.name);
-      d.classes = it != classes.end() ? it->second : 2;
       d.indexLimit = it != classes.end() ? it->second : 0;
     }
     out.push_back(std::move(d));

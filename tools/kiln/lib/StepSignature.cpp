@@ -28,9 +28,8 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
       d.name = e.name;
       d.shape = e.shape;
       d.isFloat = runtime::isFloatDType(e.dtype);
-      // A package does not say how many classes a label has; only
-      // synthetic data needs it.
-      d.classes = 2;
+      // A package does not record its integers' bounds: indexLimit stays
+      // unknown (setClasses fills it in from the graph).
       data.push_back(std::move(d));
     }
   for (size_t i = 0; i < pkg.inputs.size(); ++i)
@@ -44,7 +43,7 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
 void StepSignature::setClasses(const std::map<std::string, int64_t> &classes) {
   for (DataArgument &d : data)
     if (auto it = classes.find(d.name); it != classes.end())
-      d.classes = d.indexLimit = it->second;
+      d.indexLimit = it->second;
 }
 
 void collectState(const runtime::LoadedPackage &pkg,

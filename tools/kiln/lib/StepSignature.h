@@ -36,13 +36,13 @@ struct StepSignature {
   int logits = -1; // signature output (eval)
   int stepCounter = -1;
 
-  // Fills in the data inputs (each label with 2 classes: a package does
-  // not say how many; see setClasses), the step counter and the loss (-1
+  // Fills in the data inputs (their index bounds unknown: a package does
+  // not record them; see setClasses), the step counter and the loss (-1
   // when no output has role loss; the backends say what they expected).
   void describe(const runtime::LoadedPackage &pkg);
 
-  // The label ranges |classes| (by input name, from the graph as written)
-  // for the data arguments that have one.
+  // The index bounds |classes| (by input name, from the graph as written:
+  // labelRanges) of the data arguments that have one.
   void setClasses(const std::map<std::string, int64_t> &classes);
 };
 

@@ -84,7 +84,8 @@ bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
     spec.name = arg.name;
     spec.type = arg.isFloat ? runtime::ElementType::f32 : runtime::ElementType::i32;
     spec.shape.assign(arg.shape.begin() + 1, arg.shape.end());
-    spec.classes = arg.classes;
+    if (!arg.isFloat)
+      spec.classes = arg.indexLimit > 0 ? arg.indexLimit : 2;
     spec.indexLimit = arg.indexLimit;
     specs.push_back(std::move(spec));
   }

@@ -101,15 +101,15 @@ public:
 };
 
 // A data argument of the step as the backend sees it: its full shape
-// (batch first) and whether it holds floats (else integers with values in
-// [0, classes): synthetic data draws from there). |indexLimit|: the bound
-// the graph reads the integers under as indices, which data files are
-// checked against (runtime::TensorSpec::indexLimit); 0 when not known.
+// (batch first) and whether it holds floats, else integers. |indexLimit|:
+// the bound the graph reads the integers under as indices (a table's rows,
+// a cross-entropy's classes), which data files are checked against and
+// synthetic data is drawn below (runtime::TensorSpec); 0 when not known
+// (a package does not record it: synthetic integers are then 0 or 1).
 struct DataArgument {
   std::string name;
   std::vector<int64_t> shape;
   bool isFloat = true;
-  int64_t classes = 0;
   int64_t indexLimit = 0;
 };
 

@@ -111,6 +111,26 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
                              << attr.getValue();
     return success();
   }
+  if (name == KilnDialect::kIndexBoundAttrName) {
+    // A bound on the values of an integer data argument.
+    auto bound = dyn_cast<IntegerAttr>(attr.getValue());
+    Type element;
+    RoleAttr role;
+    if (auto func = dyn_cast<FunctionOpInterface>(op);
+        func && kindName == "argument" && index < func.getNumArguments()) {
+      if (auto tensor = dyn_cast<ShapedType>(func.getArgumentTypes()[index]))
+        element = tensor.getElementType();
+      role = func.getArgAttrOfType<RoleAttr>(index, KilnDialect::kRoleAttrName);
+    }
+    if (kindName != "argument" || !bound || bound.getInt() < 1 ||
+        (element && !isa<IntegerType>(element)) ||
+        (role && role.getValue() != Role::input && role.getValue() != Role::label))
+      return op->emitError() << kind << ": '" << name
+                             << "' must be an integer of at least 1 on an "
+                                "integer input or label argument, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (name == "kiln.shard") {
     // A ZeRO shard (kiln-distribute zero1/2/3): bucket, world_size, length
     // and params [{name, offset, shape, init?}], on an argument.
@@ -128,7 +148,8 @@ LogicalResult verifyValueAttr(Operation *op, StringRef kindName, unsigned index,
   return op->emitError() << kind << ": unknown attribute '"
                          << name
                          << "' (expected kiln.role, kiln.init, kiln.name, "
-                            "kiln.grad_of, kiln.updates or kiln.shard)";
+                            "kiln.grad_of, kiln.updates, kiln.copy_of, "
+                            "kiln.index_bound or kiln.shard)";
 }
 } // namespace
 

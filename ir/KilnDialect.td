@@ -44,6 +44,11 @@ def Kiln_Dialect : Dialect {
     // On a parameter copy argument (kiln-parameter-copies): the index of the
     // parameter argument it is a lower-precision copy of.
     static constexpr llvm::StringLiteral kCopyOfAttrName = "kiln.copy_of";
+    // On an integer input or label argument (kiln-mark-index-bounds): the
+    // model reads it as indices below this bound (a table's rows, a
+    // cross-entropy's classes); the package records it and the runtime
+    // refuses data outside [0, bound).
+    static constexpr llvm::StringLiteral kIndexBoundAttrName = "kiln.index_bound";
     // The buffer plan (kiln-plan-buffers). On each top-level op: the arena
     // offset of each result (-1: it lives in an argument's buffer) and, when
     // some result does, the argument index per result (-1: none).

@@ -5,6 +5,7 @@
 
 #include "ir/KilnDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -22,6 +23,15 @@ namespace kiln {
 inline constexpr llvm::StringLiteral kPrefetchAttrName = "kiln.prefetch";
 inline constexpr llvm::StringLiteral kIssueTogetherAttrName =
     "kiln.issue_together";
+
+// The bound argument |argIndex| of |func| is read under as indices (the
+// smallest of its uses' table rows, scatter slices and cross-entropy
+// classes; see kiln-mark-index-bounds), or nullopt when no use bounds it.
+std::optional<int64_t> indexBound(mlir::func::FuncOp func, unsigned argIndex);
+// Sets kiln.index_bound on each integer input and label argument of |func|
+// that indexBound bounds (keeping a smaller one already there): what
+// kiln-mark-index-bounds does to every public function.
+void markIndexBounds(mlir::func::FuncOp func);
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

@@ -16,6 +16,26 @@ def KilnVerifyRoles : Pass<"kiln-verify-roles", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnMarkIndexBounds : Pass<"kiln-mark-index-bounds", "mlir::ModuleOp"> {
+  let summary = "Record the bound each integer data argument is read under";
+  let description = [{
+    An integer input or label is usually read as indices: the rows of a
+    `kiln.gather`'s table, the slices of a `kiln.scatter_add`, the classes of
+    a `kiln.softmax_cross_entropy`. The generated kernels clamp an index
+    they cannot use, so data outside that range would train silently on the
+    wrong rows. This pass follows each integer input and label argument of
+    every public function through reshape, transpose, broadcast_in_dim,
+    convert, slice and concatenate to those uses, and records the smallest
+    bound as `kiln.index_bound = N : i64` on the argument (keeping a smaller
+    one already there). The package records it (`SignatureEntry.index_bound`)
+    and `kiln train` refuses data outside `[0, N)` when it opens the data.
+
+    Runs right after kiln-verify-roles, on the graph as written: fusion
+    later hides the uses. An argument no such use reads gets no bound.
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnTestInterpret : Pass<"kiln-test-interpret", "mlir::ModuleOp"> {
   let summary = "Replace argument-free functions by their interpreted results";
   let description = [{

@@ -170,6 +170,9 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
 
 void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createKilnVerifyRoles());
+  // On the graph as written: the bounds integer data is read under, which
+  // the package records (fusion later hides the uses).
+  pm.addPass(createKilnMarkIndexBounds());
   pm.addPass(mlir::createCanonicalizerPass());
   if (options.target == TargetKind::cuda && options.fuseAttention) {
     // First, on the forward graph: mixed precision then casts q, k and v,

@@ -40,6 +40,7 @@ struct TensorInfo {
   int32_t gradOf = -1;  // kiln.grad_of
   int32_t updates = -1; // kiln.updates
   int32_t copyOf = -1;  // kiln.copy_of
+  int64_t indexBound = 0; // kiln.index_bound
 };
 
 // Reads kiln.grad_of, kiln.updates or kiln.copy_of (an argument index) into
@@ -192,6 +193,10 @@ LogicalResult Exporter::readArgument(func::FuncOp func, unsigned k) {
       info.explicitName = true;
     } else if (readIndexAttr(attr, info) == IndexAttr::Ok) {
       continue;
+    } else if (auto bound = dyn_cast<IntegerAttr>(attr.getValue());
+               bound && name == KilnDialect::kIndexBoundAttrName &&
+               bound.getInt() > 0) {
+      info.indexBound = bound.getInt();
     } else {
       func.emitError() << "argument " << k << ": attribute '" << name
                        << "' cannot be stored in a graph file";
@@ -372,7 +377,8 @@ LogicalResult Exporter::run(std::vector<uint8_t> &bytes) {
     auto name = fbb.CreateString(t.name);
     auto shape = fbb.CreateVector(t.shape.data(), t.shape.size());
     tensorOffsets.push_back(fbs::CreateTensor(fbb, name, shape, t.dtype, t.role,
-                                              init, t.gradOf, t.updates, t.copyOf));
+                                              init, t.gradOf, t.updates, t.copyOf,
+                                              t.indexBound));
   }
   fbs::Version version(graph::kFormatMajor, graph::kFormatMinor);
   auto name = fbb.CreateString(func.getSymName().str());

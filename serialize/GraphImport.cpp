@@ -220,6 +220,13 @@ LogicalResult Importer::checkTensors() {
     if (ten.copy_of() < -1 || ten.copy_of() >= numInputs)
       tensorError(t) << "copy_of is " << ten.copy_of() << ", but the graph has "
                      << numInputs << " inputs (-1 means none)";
+    bool integer = ten.dtype() == fbs::DType::I64 || ten.dtype() == fbs::DType::I32 ||
+                   ten.dtype() == fbs::DType::I8 || ten.dtype() == fbs::DType::I1;
+    bool data = ten.role() == fbs::Role::Input || ten.role() == fbs::Role::Label;
+    if (ten.index_bound() < 0 || (ten.index_bound() > 0 && (!integer || !data)))
+      tensorError(t) << "index_bound is " << ten.index_bound()
+                     << ", but only an integer input or label has one, of at "
+                        "least 1 (0 means none)";
     if (const fbs::Initializer *init = ten.init()) {
       if (!isKnown(init->kind()))
         tensorError(t) << "unknown initializer kind " << unsigned(init->kind())
@@ -461,6 +468,9 @@ DictionaryAttr Importer::boundaryAttrs(uint32_t t, bool withInit) {
     attrs.append(KilnDialect::kUpdatesAttrName, b.getI64IntegerAttr(ten.updates()));
   if (ten.copy_of() >= 0)
     attrs.append(KilnDialect::kCopyOfAttrName, b.getI64IntegerAttr(ten.copy_of()));
+  if (ten.index_bound() > 0 && withInit) // arguments only
+    attrs.append(KilnDialect::kIndexBoundAttrName,
+                 b.getI64IntegerAttr(ten.index_bound()));
   return attrs.getDictionary(context);
 }
 

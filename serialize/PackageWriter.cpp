@@ -42,7 +42,7 @@ Offset<fbs::SignatureEntry> writeEntry(FlatBufferBuilder &b,
   auto shape = b.CreateVector(e.shape);
   return fbs::CreateSignatureEntry(b, name, toFbs<fbs::Role>(e.role),
                                    toFbs<fbs::DType>(e.dtype), shape, e.buffer,
-                                   e.copyOf);
+                                   e.copyOf, e.indexBound);
 }
 
 Offset<fbs::Kernel> writeKernel(FlatBufferBuilder &b, const PackageKernel &k) {

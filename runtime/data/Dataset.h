@@ -39,7 +39,8 @@ struct TensorSpec {
   // gather's table rows, a cross-entropy's classes). openDataset checks
   // every sample of a data file against it: a kernel clamps an index it
   // cannot use, so a token past the vocabulary would train silently on the
-  // last row. 0: not known (a package does not record it).
+  // last row. 0: not known (a package before format 1.6 does not record
+  // it: SignatureEntry::indexBound).
   int64_t indexLimit = 0;
 
   int64_t elementCount() const;

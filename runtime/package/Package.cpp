@@ -138,6 +138,17 @@ Status checkSignature(const LoadedPackage &p,
          << "buffer " << e.buffer << "'s";
       return fail(os);
     }
+    // An index bound belongs to an integer data input (an output's would be
+    // a promise about values the step computes).
+    if (e.indexBound != 0 &&
+        (e.indexBound < 0 || &entries != &p.inputs || isFloatDType(e.dtype) ||
+         (e.role != PkgRole::Input && e.role != PkgRole::Label))) {
+      std::ostringstream os;
+      os << where << " (\"" << e.name << "\"): index_bound is " << e.indexBound
+         << ", but only an integer input or label has one, of at least 1 "
+            "(0: none)";
+      return fail(os);
+    }
     // A parameter copy input names a floating-point parameter input of its
     // shape (an output that updates it does not).
     bool copy = &entries == &p.inputs && e.role == PkgRole::ParameterCopy;
@@ -924,6 +935,7 @@ SignatureEntry copyEntry(const pkg::SignatureEntry *e) {
   out.shape = copyVector<int64_t>(e->shape());
   out.buffer = e->buffer();
   out.copyOf = e->copy_of();
+  out.indexBound = e->index_bound();
   return out;
 }
 

@@ -27,7 +27,7 @@ namespace kiln::runtime {
 
 // The version this reader understands (package.fbs's compatibility rule).
 constexpr uint16_t kPackageMajorVersion = 1;
-constexpr uint16_t kPackageMinorVersion = 5;
+constexpr uint16_t kPackageMinorVersion = 6;
 
 // Enum values equal package.fbs's.
 enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
@@ -373,9 +373,14 @@ struct SignatureEntry {
   uint32_t buffer = 0;
   // A ParameterCopy input: the index of the input it copies; else -1.
   int32_t copyOf = -1;
+  // Since 1.6, an integer Input or Label: the model reads it as indices
+  // below this bound (kiln.index_bound), so data outside [0, indexBound) is
+  // refused; 0 when unknown.
+  int64_t indexBound = 0;
   bool operator==(const SignatureEntry &o) const {
     return name == o.name && role == o.role && dtype == o.dtype &&
-           shape == o.shape && buffer == o.buffer && copyOf == o.copyOf;
+           shape == o.shape && buffer == o.buffer && copyOf == o.copyOf &&
+           indexBound == o.indexBound;
   }
 };
 

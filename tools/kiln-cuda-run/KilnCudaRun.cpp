@@ -11,6 +11,9 @@
 //   --data=SPEC       fashion-mnist:DIR, npy:DIR, tokens:FILE or synthetic
 //                     (default synthetic: --synthetic-size samples, 60000,
 //                     drawn as `kiln train` draws them for --seed)
+//   --classes=C       synthetic integer data's range (default the bound
+//                     the package records, SignatureEntry.index_bound, else
+//                     10); data files are checked against that bound
 //   --no-shuffle=1    file order (else each epoch shuffled as kiln train's
 //                     sampler does for its seed), so that the losses can be
 //                     compared step by step with `kiln train --no-shuffle`
@@ -203,7 +206,16 @@ int main(int argc, char **argv) {
                       ? ElementType::i32
                       : ElementType::f32;
       spec.shape.assign(e.shape.begin() + 1, e.shape.end());
-      spec.classes = classes;
+      // The bound the package records (1.6 on) is checked against data
+      // files and, unless --classes says otherwise, the synthetic range.
+      spec.indexLimit = e.indexBound;
+      spec.classes = e.indexBound > 0 && !flags.count("classes") ? e.indexBound
+                                                                 : classes;
+      if (e.indexBound > 0 && spec.type == ElementType::i32 &&
+          spec.classes > e.indexBound)
+        return fail("--classes=" + std::to_string(spec.classes) +
+                    ": the package reads '" + e.name + "' as indices below " +
+                    std::to_string(e.indexBound));
       specs.push_back(spec);
       dataInputs.push_back(i);
     }

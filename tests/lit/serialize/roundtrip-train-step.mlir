@@ -1,6 +1,7 @@
 // Graph file round trip of a training step's boundary: gradient results
 // (kiln.grad_of) and updated parameters and step (kiln.updates) name the
-// argument they belong to, and so does a parameter copy (kiln.copy_of).
+// argument they belong to, and so does a parameter copy (kiln.copy_of); an
+// integer label keeps the bound the model reads it under (kiln.index_bound).
 // RUN: kiln-translate --mlir-to-kiln %s -o %t.1.kiln
 // RUN: kiln-translate --kiln-to-mlir %t.1.kiln -o %t.1.mlir
 // RUN: kiln-translate --mlir-to-kiln %t.1.mlir -o %t.2.kiln
@@ -10,12 +11,14 @@
 // RUN: FileCheck %s --input-file %t.2.mlir
 
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: tensor<3xbf16> {kiln.copy_of = 1 : i64, kiln.role = #kiln.role<parameter_copy>})
+// CHECK-SAME: tensor<3xbf16> {kiln.copy_of = 1 : i64, kiln.role = #kiln.role<parameter_copy>}
+// CHECK-SAME: tensor<3xi32> {kiln.index_bound = 5 : i64, kiln.role = #kiln.role<label>})
 // CHECK-SAME: -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<3xf32> {kiln.grad_of = 1 : i64, kiln.role = #kiln.role<gradient>}, tensor<3xf32> {kiln.role = #kiln.role<parameter>, kiln.updates = 1 : i64}, tensor<i64> {kiln.role = #kiln.role<step>, kiln.updates = 2 : i64}, tensor<3xbf16> {kiln.role = #kiln.role<parameter_copy>, kiln.updates = 3 : i64})
 func.func @train_step(%x: tensor<3xf32> {kiln.role = #kiln.role<input>},
                       %w: tensor<3xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = zeros>},
                       %step: tensor<i64> {kiln.role = #kiln.role<step>},
-                      %wc: tensor<3xbf16> {kiln.role = #kiln.role<parameter_copy>, kiln.copy_of = 1 : i64})
+                      %wc: tensor<3xbf16> {kiln.role = #kiln.role<parameter_copy>, kiln.copy_of = 1 : i64},
+                      %y: tensor<3xi32> {kiln.role = #kiln.role<label>, kiln.index_bound = 5 : i64})
     -> (tensor<f32> {kiln.role = #kiln.role<loss>},
         tensor<3xf32> {kiln.role = #kiln.role<gradient>, kiln.grad_of = 1 : i64},
         tensor<3xf32> {kiln.role = #kiln.role<parameter>, kiln.updates = 1 : i64},

@@ -78,14 +78,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.5 is not supported: this reader reads 1.5 "
-            "(same major, minor at most 5)");
+            "package version 2.6 is not supported: this reader reads 1.6 "
+            "(same major, minor at most 6)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 6; }),
-            "package version 1.6 is not supported: this reader reads 1.5 "
-            "(same major, minor at most 5)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 7; }),
+            "package version 1.7 is not supported: this reader reads 1.6 "
+            "(same major, minor at most 6)");
 }
 
 TEST(PackageErrors, TargetKind) {
@@ -234,6 +234,38 @@ TEST(PackageErrors, CopyOfOnAnotherEntry) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.inputs[0].copyOf = 1; }),
             "input 0 (\"x\"): copy_of is 1, but only a parameter_copy input "
             "copies a parameter (-1)");
+}
+
+// Input 0 ("x") as i32 token ids the model reads below |bound|.
+void makeIndexInput(LoadedPackage &p, int64_t bound) {
+  p.inputs[0].dtype = p.buffers[0].dtype = PkgDType::I32;
+  p.inputs[0].indexBound = bound;
+}
+
+TEST(PackageErrors, IndexBoundLoads) {
+  LoadedPackage p = makeSamplePackage();
+  makeIndexInput(p, 10);
+  std::vector<uint8_t> bytes = kiln::serialize::writePackageUnchecked(p);
+  StatusOr<LoadedPackage> loaded = loadPackageFromBytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  EXPECT_EQ(loaded.value().inputs[0].indexBound, 10);
+  EXPECT_EQ(loaded.value().inputs[1].indexBound, 0);
+  EXPECT_EQ(loaded.value(), p);
+}
+
+TEST(PackageErrors, IndexBoundOnlyOnIntegerData) {
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.inputs[0].indexBound = 10; }),
+            "input 0 (\"x\"): index_bound is 10, but only an integer input or "
+            "label has one, of at least 1 (0: none)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { makeIndexInput(p, -3); }),
+            "input 0 (\"x\"): index_bound is -3, but only an integer input or "
+            "label has one, of at least 1 (0: none)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.inputs[1].indexBound = 8; }),
+            "input 1 (\"fc.weight\"): index_bound is 8, but only an integer "
+            "input or label has one, of at least 1 (0: none)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.outputs[0].indexBound = 2; }),
+            "output 0 (\"loss\"): index_bound is 2, but only an integer input "
+            "or label has one, of at least 1 (0: none)");
 }
 
 TEST(PackageErrors, KernelKind) {

@@ -252,7 +252,7 @@ TEST_F(GraphExportTest, PackedAttentionRoundTrips) {
   ASSERT_TRUE(mlir::succeeded(exportGraph(*original, bytes)));
 
   const fbs::Graph *graph = fbs::GetGraph(bytes.data());
-  EXPECT_EQ(graph->version()->minor_version(), 4);
+  EXPECT_EQ(graph->version()->minor_version(), graph::kFormatMinor);
   EXPECT_EQ(static_cast<int>(fbs::OpCode::AttentionQkv), 60);
   EXPECT_EQ(static_cast<int>(fbs::OpCode::AttentionQkvGrad), 61);
   ASSERT_EQ(graph->nodes()->size(), 2u);

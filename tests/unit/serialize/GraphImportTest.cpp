@@ -198,10 +198,10 @@ TEST_F(GraphImportTest, FutureVersions) {
   GraphSpec g = tinyGraph();
   g.major = 2;
   expectRefused(g.bytes(), "unsupported graph format version 2.0: this reader "
-                           "reads version 1.4");
+                           "reads version 1.5");
   g.major = 1;
-  g.minor = 5;
-  expectRefused(g.bytes(), "unsupported graph format version 1.5");
+  g.minor = 6;
+  expectRefused(g.bytes(), "unsupported graph format version 1.6");
   g.major = 0;
   g.minor = 0;
   expectRefused(g.bytes(), "unsupported graph format version 0.0");
@@ -358,6 +358,36 @@ TEST_F(GraphImportTest, ImpossibleTensors) {
   expectRefused(g.bytes(), "holds more than 2^48 bytes (256 TiB)");
   g.tensors[0].shape = std::vector<int64_t>(65, 1);
   expectRefused(g.bytes(), "tensor 0 ('x'): rank 65 is above the limit of 64");
+}
+
+// Format 1.5: an integer input's index_bound becomes its kiln.index_bound;
+// on anything but an integer input or label, or negative, it is refused.
+TEST_F(GraphImportTest, IndexBound) {
+  GraphSpec g = tinyGraph();
+  for (TensorSpec &t : g.tensors)
+    t.dtype = fbs::DType::I32;
+  g.tensors[0].indexBound = 10;
+  mlir::OwningOpRef<mlir::ModuleOp> module = import(g.bytes());
+  ASSERT_TRUE(module) << messages;
+  auto func = module->lookupSymbol<mlir::func::FuncOp>("tiny");
+  ASSERT_TRUE(func);
+  auto bound = func.getArgAttrOfType<mlir::IntegerAttr>(
+      0, KilnDialect::kIndexBoundAttrName);
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(bound.getInt(), 10);
+
+  g.tensors[0].indexBound = -1;
+  expectRefused(g.bytes(), "tensor 0 ('x'): index_bound is -1, but only an "
+                           "integer input or label has one, of at least 1 (0 "
+                           "means none)");
+  g.tensors[0].indexBound = 0;
+  g.tensors[2].indexBound = 4;
+  expectRefused(g.bytes(), "tensor 2 ('y'): index_bound is 4, but only an "
+                           "integer input or label has one");
+  g = tinyGraph();
+  g.tensors[0].indexBound = 4;
+  expectRefused(g.bytes(), "tensor 0 ('x'): index_bound is 4, but only an "
+                           "integer input or label has one");
 }
 
 TEST_F(GraphImportTest, ErrorsAreCappedAndEachNamesItsNode) {

@@ -25,6 +25,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   fbs::DType dtype = fbs::DType::F32;
   fbs::Role role = fbs::Role::None;
+  int64_t indexBound = 0; // Tensor.index_bound (format 1.5)
 };
 
 struct NodeSpec {
@@ -51,7 +52,9 @@ struct GraphSpec {
     std::vector<flatbuffers::Offset<fbs::Tensor>> ts;
     for (const TensorSpec &t : tensors)
       ts.push_back(fbs::CreateTensor(fbb, fbb.CreateString(t.name),
-                                     fbb.CreateVector(t.shape), t.dtype, t.role));
+                                     fbb.CreateVector(t.shape), t.dtype, t.role,
+                                     /*init=*/0, /*grad_of=*/-1, /*updates=*/-1,
+                                     /*copy_of=*/-1, t.indexBound));
     std::vector<flatbuffers::Offset<fbs::Node>> ns;
     for (const NodeSpec &n : nodes) {
       std::pair<fbs::Attrs, flatbuffers::Offset<void>> attrs{fbs::Attrs::NONE, 0};

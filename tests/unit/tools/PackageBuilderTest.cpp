@@ -15,6 +15,8 @@
 
 #include "tools/kiln/lib/PackageBuilder.h"
 #include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/StepSignature.h"
+#include "tools/kiln/lib/TrainBackend.h"
 #include "tools/kiln/lib/Zoo.h"
 
 #include "passes/Pipelines.h"
@@ -66,6 +68,40 @@ protected:
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
+
+// The package records the bound each integer input is read under as
+// indices (kiln-mark-index-bounds: the vocabulary for the tokens through
+// the embedding, and for the targets through the cross-entropy), and kiln
+// train's data specs check data files against it and draw synthetic
+// integers below it. Floats and parameters have none.
+TEST_F(PackageBuilderTest, IntegerInputsCarryTheBoundTheyAreReadUnder) {
+  ASSERT_TRUE(module);
+  rt::LoadedPackage pkg;
+  std::string errors;
+  ASSERT_TRUE(build({nullptr, 1, nullptr}, pkg, errors)) << errors;
+  std::map<std::string, int64_t> bounds;
+  for (const rt::SignatureEntry &e : pkg.inputs)
+    if (e.indexBound != 0)
+      bounds[e.name] = e.indexBound;
+  EXPECT_EQ(bounds, (std::map<std::string, int64_t>{{"targets", 64}, {"tokens", 64}}));
+  for (const rt::SignatureEntry &e : pkg.outputs)
+    EXPECT_EQ(e.indexBound, 0) << e.name;
+
+  StepSignature signature;
+  signature.describe(pkg);
+  ASSERT_EQ(signature.data.size(), 2u);
+  std::vector<rt::TensorSpec> specs;
+  int64_t batch = 0;
+  std::string specErrors;
+  llvm::raw_string_ostream errs(specErrors);
+  ASSERT_TRUE(dataSpecsOf(signature.data, "gpt.kpkg", "test", specs, batch, errs))
+      << specErrors;
+  EXPECT_EQ(batch, 2);
+  for (const rt::TensorSpec &spec : specs) {
+    EXPECT_EQ(spec.indexLimit, 64) << spec.name;
+    EXPECT_EQ(spec.classes, 64) << spec.name;
+  }
+}
 
 TEST_F(PackageBuilderTest, CpuPackageIsTheSameOnOneThreadAndOnFour) {
   ASSERT_TRUE(module);

@@ -248,7 +248,6 @@ private:
   std::vector<size_t> stateInputs_;
   std::vector<std::pair<size_t, size_t>> evalParameters_; // eval <- train
   bool evalStale_ = true;
-  std::map<std::string, int64_t> classes_; // label ranges by input name
 };
 
 bool CpuBackend::load(const std::string &path, int threads, Step &step,
@@ -301,7 +300,6 @@ bool CpuBackend::compile(const BackendOptions &options, llvm::raw_ostream &outs,
     return false;
   trainPath = packages.trainPath;
   evalPath = packages.evalPath;
-  classes_ = std::move(packages.classes);
   return true;
 }
 
@@ -336,7 +334,6 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
   // Only the training step has collectives; eval runs on one rank.
   if (!load(trainPath, options.threads, train_, errs, options.communicator))
     return false;
-  train_.setClasses(classes_);
   if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
     return false;
   const runtime::LoadedPackage &pkg = train_.package();
@@ -351,7 +348,6 @@ bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
 
   if (!load(evalPath, options.threads, eval_, errs))
     return false;
-  eval_.setClasses(classes_);
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))

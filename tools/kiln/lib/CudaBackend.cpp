@@ -256,7 +256,6 @@ private:
   std::vector<size_t> stateInputs_;
   std::vector<std::pair<size_t, size_t>> evalParameters_;
   bool evalStale_ = true;
-  std::map<std::string, int64_t> classes_;
 };
 
 bool CudaBackend::load(const std::string &path, GpuStep &step,
@@ -321,7 +320,6 @@ bool CudaBackend::compile(const BackendOptions &options, unsigned arch,
     return false;
   trainPath = packages.trainPath;
   evalPath = packages.evalPath;
-  classes_ = std::move(packages.classes);
   return true;
 }
 
@@ -375,7 +373,6 @@ bool CudaBackend::init(const BackendOptions &options,
   }
   if (!load(trainPath, train_, errs, options.communicator))
     return false;
-  train_.setClasses(classes_);
   if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
     return false;
   const runtime::LoadedPackage &pkg = train_.package();
@@ -384,7 +381,6 @@ bool CudaBackend::init(const BackendOptions &options,
     return true;
   if (!load(evalPath, eval_, errs, nullptr))
     return false;
-  eval_.setClasses(classes_);
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))

@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/GraphBuilder.h"
 
+#include "passes/Passes.h"
+
 #include "mlir/IR/Verifier.h"
 
 namespace kiln::cli {
@@ -146,6 +148,9 @@ GraphBuilder::finish(mlir::Value loss, kiln::TrainingAttr training) {
                              kiln::RoleAttr::get(context, kiln::Role::loss)),
               b.getNamedAttr(KilnDialect::kNameAttrName,
                              b.getStringAttr("loss"))}));
+  // The zoo's graphs state the bounds their integers are read under (graph
+  // format 1.5), as the compiler would find them.
+  markIndexBounds(function);
   if (training)
     (*module)->setAttr(KilnDialect::kTrainingAttrName, training);
   if (mlir::failed(mlir::verify(*module)))

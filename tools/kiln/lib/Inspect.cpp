@@ -72,6 +72,9 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
       for (size_t i = 0; i < e.shape.size(); ++i)
         os << (i ? "x" : "") << e.shape[i];
       os << "]";
+      // Package 1.6: the bound the data is checked against.
+      if (e.indexBound > 0)
+        os << "<" << e.indexBound;
     }
   os << "\n";
   std::map<std::string, int64_t> library;

@@ -904,6 +904,11 @@ buildStepPackage(mlir::ModuleOp module, llvm::StringRef modelName,
     if (auto of = func.getArgAttrOfType<mlir::IntegerAttr>(
             i, KilnDialect::kCopyOfAttrName))
       entry.copyOf = static_cast<int32_t>(of.getInt());
+    // The bound the model reads an integer input as indices under
+    // (kiln-mark-index-bounds), for the runtime's check of the data.
+    if (auto bound = func.getArgAttrOfType<mlir::IntegerAttr>(
+            i, KilnDialect::kIndexBoundAttrName))
+      entry.indexBound = bound.getInt();
     pkg.inputs.push_back(entry);
     if (auto init = func.getArgAttrOfType<InitializerAttr>(i, "kiln.init")) {
       ParameterInit p;

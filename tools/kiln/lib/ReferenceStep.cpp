@@ -5,9 +5,9 @@
 #include "tools/kiln/lib/Summary.h"
 
 #include "ir/Interpreter.h"
+#include "passes/Passes.h"
 #include "runtime/Initializers.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
 
 #include <cmath>
 #include <unistd.h>
@@ -152,37 +152,16 @@ void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
       values[arg.index] = parameterCopyValue(arg, values[*arg.copyOf]);
 }
 
-std::optional<int64_t> indexBound(func::FuncOp func, unsigned argIndex) {
-  llvm::SmallVector<Value> worklist{func.getArgument(argIndex)};
-  llvm::SmallPtrSet<Operation *, 8> seen;
-  std::optional<int64_t> bound;
-  auto bind = [&](int64_t rows) { bound = bound ? std::min(*bound, rows) : rows; };
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    for (OpOperand &use : v.getUses()) {
-      Operation *user = use.getOwner();
-      if (!seen.insert(user).second)
-        continue;
-      if (auto gather = dyn_cast<GatherOp>(user)) {
-        if (use.getOperandNumber() == 1)
-          bind(gather.getTable().getType().getDimSize(0));
-      } else if (auto scatter = dyn_cast<ScatterAddOp>(user)) {
-        if (use.getOperandNumber() == 1)
-          bind(scatter.getOperand().getType().getDimSize(0));
-      } else if (auto xent = dyn_cast<SoftmaxCrossEntropyOp>(user)) {
-        if (use.getOperandNumber() == 1)
-          bind(xent.getLogits().getType().getDimSize(1));
-      } else if (isa<ReshapeOp, TransposeOp, BroadcastInDimOp, ConvertOp, SliceOp,
-                     ConcatenateOp>(user)) {
-        worklist.push_back(user->getResult(0));
-      }
-    }
-  }
-  return bound;
+// The argument's kiln.index_bound, else the bound its uses give.
+static std::optional<int64_t> boundOf(func::FuncOp func, unsigned argIndex) {
+  if (auto given = func.getArgAttrOfType<IntegerAttr>(
+          argIndex, KilnDialect::kIndexBoundAttrName))
+    return given.getInt();
+  return kiln::indexBound(func, argIndex);
 }
 
 int64_t integerRange(func::FuncOp func, unsigned argIndex) {
-  std::optional<int64_t> bound = indexBound(func, argIndex);
+  std::optional<int64_t> bound = boundOf(func, argIndex);
   // A zero-row table or zero classes bounds nothing a value could take.
   return bound && *bound > 0 ? *bound : 2;
 }
@@ -238,7 +217,7 @@ std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module) {
   if (mlir::func::FuncOp raw = findModelFunction(module))
     for (const ArgumentInfo &arg : describeArguments(raw))
       if (!mlir::isa<mlir::FloatType>(arg.type.getElementType()))
-        if (std::optional<int64_t> bound = indexBound(raw, arg.index); bound && *bound > 0)
+        if (std::optional<int64_t> bound = boundOf(raw, arg.index); bound && *bound > 0)
           classes[arg.name] = *bound;
   return classes;
 }

@@ -68,17 +68,15 @@ HostTensor parameterCopyValue(const ArgumentInfo &copy, const HostTensor &parame
 void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
                          llvm::MutableArrayRef<HostTensor> values);
 
-// For an integer argument: the exclusive upper bound of valid values, found
-// from how it is used (gather and scatter_add indices -> table rows,
-// cross-entropy labels -> classes, following reshapes and conversions; the
-// smallest when several uses bound it); none when no use does.
-std::optional<int64_t> indexBound(mlir::func::FuncOp func, unsigned argIndex);
-// indexBound, or 2 when no use bounds the argument.
+// For an integer argument: the exclusive upper bound of valid values, its
+// kiln.index_bound where it has one, else found from how it is used
+// (kiln::indexBound in passes/Passes.h); 2 when neither bounds it.
 int64_t integerRange(mlir::func::FuncOp func, unsigned argIndex);
 
-// indexBound of every integer argument of |module|'s model function that
-// has one, by argument name. Call it on the graph as written: fusion hides
-// the uses indexBound follows.
+// The integerRange of every integer argument of |module|'s model function
+// that has a bound, by argument name. Call it on the graph as written or on
+// a step compiled from it (which keeps kiln.index_bound): fusion hides the
+// uses kiln::indexBound follows.
 std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module);
 
 // A tensor of |arg|'s type with random data: normal(0, 1) for floats,

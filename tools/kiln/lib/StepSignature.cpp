@@ -28,8 +28,9 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
       d.name = e.name;
       d.shape = e.shape;
       d.isFloat = runtime::isFloatDType(e.dtype);
-      // A package does not record its integers' bounds: indexLimit stays
-      // unknown (setClasses fills it in from the graph).
+      // The bound the model reads it under (kiln.index_bound), when the
+      // package records one (format 1.6 on; 0 unknown).
+      d.indexLimit = e.indexBound;
       data.push_back(std::move(d));
     }
   for (size_t i = 0; i < pkg.inputs.size(); ++i)
@@ -38,12 +39,6 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
   for (size_t i = 0; i < pkg.outputs.size(); ++i)
     if (pkg.outputs[i].role == PkgRole::Loss)
       loss = static_cast<int>(i);
-}
-
-void StepSignature::setClasses(const std::map<std::string, int64_t> &classes) {
-  for (DataArgument &d : data)
-    if (auto it = classes.find(d.name); it != classes.end())
-      d.indexLimit = it->second;
 }
 
 void collectState(const runtime::LoadedPackage &pkg,

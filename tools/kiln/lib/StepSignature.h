@@ -36,14 +36,10 @@ struct StepSignature {
   int logits = -1; // signature output (eval)
   int stepCounter = -1;
 
-  // Fills in the data inputs (their index bounds unknown: a package does
-  // not record them; see setClasses), the step counter and the loss (-1
-  // when no output has role loss; the backends say what they expected).
+  // Fills in the data inputs (with the index bounds the package records:
+  // SignatureEntry::indexBound, 0 unknown), the step counter and the loss
+  // (-1 when no output has role loss; the backends say what they expected).
   void describe(const runtime::LoadedPackage &pkg);
-
-  // The index bounds |classes| (by input name, from the graph as written:
-  // labelRanges) of the data arguments that have one.
-  void setClasses(const std::map<std::string, int64_t> &classes);
 };
 
 // The training step's parameters and optimizer state, in signature order,

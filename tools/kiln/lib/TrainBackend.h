@@ -105,7 +105,8 @@ public:
 // the bound the graph reads the integers under as indices (a table's rows,
 // a cross-entropy's classes), which data files are checked against and
 // synthetic data is drawn below (runtime::TensorSpec); 0 when not known
-// (a package does not record it: synthetic integers are then 0 or 1).
+// (a package from before format 1.6, or an integer no index use bounds:
+// synthetic integers are then 0 or 1).
 struct DataArgument {
   std::string name;
   std::vector<int64_t> shape;

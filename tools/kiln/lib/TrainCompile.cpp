@@ -44,9 +44,6 @@ bool compileTrainPackages(const BackendOptions &options, llvm::StringRef command
     printError(errs, command, options.input + ": " + source.getError().message());
     return false;
   }
-  // Label ranges come from the graph as written (a cross-entropy's classes),
-  // before fusion hides the uses.
-  std::map<std::string, int64_t> classes = labelRanges(*module);
   OwningOpRef<ModuleOp> evalModule;
   if (options.wantEval)
     evalModule = OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()));
@@ -96,7 +93,6 @@ bool compileTrainPackages(const BackendOptions &options, llvm::StringRef command
                      packages.evalPath)))
       return false;
   }
-  packages.classes = std::move(classes);
   return true;
 }
 

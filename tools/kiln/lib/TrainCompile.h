@@ -43,8 +43,6 @@ struct TrainPackages {
   // The temporary directory created for them ("" with a packageDir); the
   // backend removes it when it is done.
   std::string tempDir;
-  // Each label argument's classes, from the graph as written.
-  std::map<std::string, int64_t> classes;
 };
 
 // Compiles options.input into |packages| through |write|; a temporary

@@ -10,7 +10,8 @@ Parameters are f32 (4 bytes). FLOPs follow the counting rules of the kiln
 ops (ir/Flops.h): a multiply-add is 2, elementwise ops 1 per element,
 softmax and softmax cross-entropy 5 per element, layer norm 7, pooling one
 per window element per output, the mean one per input element, data
-movement 0.
+movement 0. Integer inputs list the bound they are read under as indices
+(the classes, the vocabulary), which kiln train checks data against.
 """
 import sys
 
@@ -23,7 +24,7 @@ def mlp(layers, batch):
     flops += sum(batch * o for _, o in pairs[:-1])       # ReLUs
     flops += 5 * batch * layers[-1] + batch              # loss
     inputs = [("x", "input", "%dx%d" % (batch, layers[0]), "f32"),
-              ("labels", "label", "%d" % batch, "i32")]
+              ("labels", "label", "%d" % batch, "i32  indices below %d" % layers[-1])]
     return 2 * len(pairs), params, flops, inputs
 
 
@@ -41,7 +42,7 @@ def lenet5(batch):
     flops += batch * (120 + 84)                         # ReLUs
     flops += 5 * batch * 10 + batch
     inputs = [("x", "input", "%dx1x28x28" % batch, "f32"),
-              ("labels", "label", "%d" % batch, "i32")]
+              ("labels", "label", "%d" % batch, "i32  indices below 10")]
     return 10, params, flops, inputs
 
 
@@ -59,8 +60,8 @@ def gpt(layers, hidden, heads, seq, vocab, batch):
                  + 2 * bth * 4 * h + 2 * bth)                 # proj, residual
     flops = bth + t * t + layers * per_block + 7 * bth
     flops += 2 * bth * vocab + 5 * b * t * vocab + b * t
-    inputs = [("tokens", "input", "%dx%d" % (b, t), "i32"),
-              ("targets", "label", "%dx%d" % (b, t), "i32")]
+    inputs = [("tokens", "input", "%dx%d" % (b, t), "i32  indices below %d" % vocab),
+              ("targets", "label", "%dx%d" % (b, t), "i32  indices below %d" % vocab)]
     return 2 + 12 * layers + 2, params, flops, inputs
 
 

@@ -85,6 +85,10 @@ TEST_F(SummaryTest, CountsFlopsParametersAndOps) {
   ASSERT_EQ(f.inputs.size(), 2u);
   EXPECT_EQ(f.inputs[1].name, "arg1");
   EXPECT_EQ(f.inputs[1].role, "label");
+  // The labels are read below the cross-entropy's 3 classes; floats have
+  // no bound.
+  EXPECT_EQ(f.inputs[1].indexBound, 3);
+  EXPECT_EQ(f.inputs[0].indexBound, 0);
   EXPECT_EQ(f.outputs[0].name, "result0");
   EXPECT_EQ(f.outputs[0].role, "loss");
 
@@ -97,6 +101,37 @@ TEST_F(SummaryTest, CountsFlopsParametersAndOps) {
                           Pair("kiln.softmax_cross_entropy", 1),
                           Pair("kiln.tanh", 1)));
   EXPECT_THAT(summary.training, HasSubstr("optimizer = sgd"));
+}
+
+// An integer input's bound as kiln-mark-index-bounds sets it: from the
+// uses, a smaller stated one kept, a stated one alone taken as it is; none
+// for an integer nothing reads as indices. inspect prints it.
+TEST_F(SummaryTest, IntegerInputsShowTheBoundTheyAreReadUnder) {
+  auto module = parse(R"mlir(
+    func.func @main(%t: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.name = "tokens"},
+                    %u: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.index_bound = 6 : i64},
+                    %v: tensor<4xi32> {kiln.role = #kiln.role<input>, kiln.index_bound = 7 : i64},
+                    %n: tensor<4xi32> {kiln.role = #kiln.role<input>},
+                    %e: tensor<9x2xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = zeros>})
+        -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+      %a = kiln.gather %e, %t : (tensor<9x2xf32>, tensor<4xi32>) -> tensor<4x2xf32>
+      %b = kiln.gather %e, %u : (tensor<9x2xf32>, tensor<4xi32>) -> tensor<4x2xf32>
+      %s = kiln.add %a, %b : tensor<4x2xf32>
+      %r = kiln.reduce sum %s, dims = [0, 1] : tensor<4x2xf32> -> tensor<f32>
+      return %r : tensor<f32>
+    })mlir");
+  ASSERT_TRUE(module);
+  const FunctionSummary f = summarizeModule(*module).functions.front();
+  ASSERT_EQ(f.inputs.size(), 4u);
+  EXPECT_EQ(f.inputs[0].indexBound, 9);
+  EXPECT_EQ(f.inputs[1].indexBound, 6);
+  EXPECT_EQ(f.inputs[2].indexBound, 7);
+  EXPECT_EQ(f.inputs[3].indexBound, 0);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printSummary(summarizeModule(*module), "m.mlir", os);
+  EXPECT_THAT(text, HasSubstr("tokens  input      4      i32  indices below 9\n"));
+  EXPECT_THAT(text, HasSubstr("arg3    input      4      i32\n"));
 }
 
 TEST_F(SummaryTest, OpsWithoutACostAreListed) {

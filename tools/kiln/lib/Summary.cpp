@@ -10,6 +10,7 @@
 
 #include "ir/Flops.h"
 #include "ir/KilnOps.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/MapVector.h"
@@ -128,6 +129,18 @@ FunctionSummary summarizeFunction(mlir::func::FuncOp function) {
   for (unsigned i = 0; i < type.getNumInputs(); ++i) {
     TensorInfo info = describe(type.getInput(i), function.getArgAttrDict(i),
                                "arg" + std::to_string(i));
+    auto shaped = llvm::dyn_cast<mlir::ShapedType>(type.getInput(i));
+    if (shaped && llvm::isa<mlir::IntegerType>(shaped.getElementType()) &&
+        (info.role == "input" || info.role == "label")) {
+      // As kiln-mark-index-bounds sets it: the uses' bound, or a smaller
+      // one the model states.
+      std::optional<int64_t> found = kiln::indexBound(function, i);
+      if (auto stated = function.getArgAttrOfType<mlir::IntegerAttr>(
+              i, KilnDialect::kIndexBoundAttrName))
+        found = found && *found > 0 ? std::min(*found, stated.getInt())
+                                    : stated.getInt();
+      info.indexBound = found && *found > 0 ? *found : 0;
+    }
     if (info.role == "parameter") {
       summary.parameterElements += info.elements;
       summary.parameterBytes += info.bytes;
@@ -188,6 +201,8 @@ void printSummary(const ModelSummary &summary, llvm::StringRef path,
          << t.dtype;
       if (!t.init.empty())
         os << "  " << t.elements << " values, init " << t.init;
+      if (t.indexBound > 0)
+        os << "  indices below " << t.indexBound;
       os << "\n";
     }
   };

@@ -29,6 +29,10 @@ struct TensorInfo {
   int64_t elements = 0;
   int64_t bytes = 0;
   std::string init;  // the kiln.init kind of a parameter, else ""
+  // An integer input or label: the bound it is read under as indices (its
+  // kiln.index_bound, else what kiln-mark-index-bounds would find), which
+  // kiln train checks the data against; 0 none.
+  int64_t indexBound = 0;
 };
 
 struct FunctionSummary {

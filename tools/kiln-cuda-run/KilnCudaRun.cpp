@@ -130,63 +130,12 @@ int main(int argc, char **argv) {
   StatusOr<LoadedPackage> pkg = loadPackage(path);
   if (!pkg.isOk())
     return fail(pkg.status().message());
-  StatusOr<std::unique_ptr<cuda::CudaApi>> api = cuda::loadCudaApi();
-  if (!api.isOk())
-    return fail(api.status().message());
-  cuda::CudaOptions options;
-  options.device = int(number("device", 0));
-  options.graphs = flags.count("cuda-graphs") == 0 || flags["cuda-graphs"] != "off";
-  options.autotune = flags.count("autotune") == 0 || flags["autotune"] != "off";
-  options.programmaticLaunch =
-      flags.count("cuda-pdl") == 0 || flags["cuda-pdl"] != "off";
-  options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
-  auto t0 = std::chrono::steady_clock::now();
-  StatusOr<std::unique_ptr<cuda::CudaExecutable>> made =
-      cuda::CudaExecutable::create(pkg.value(), *api.value(), options);
-  if (!made.isOk())
-    return fail(path + ": " + made.status().message());
-  cuda::CudaExecutable &exec = *made.value();
-  double loadSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::map<std::string, int> codes;
-  for (cuda::KernelCode c : exec.kernelCode())
-    ++codes[cuda::kernelCodeName(c)];
-  const cuda::CudaDeviceInfo &dev = exec.device();
-  std::printf("kiln-cuda-run: device %d: %s (sm_%u, %d SMs); %zu kernels (",
-              dev.index, dev.name.c_str(), dev.smArch(), dev.multiprocessors,
-              exec.kernelCode().size());
-  for (auto &[name, n] : codes)
-    std::printf("%s %d ", name.c_str(), n);
-  size_t programmatic = 0;
-  for (size_t i = 0; i < exec.package().thunks.size(); ++i)
-    programmatic += exec.programmaticLaunch(i);
-  std::printf("), %zu thunks (%zu kernels launched with PDL), arena %.1f MiB, "
-              "loaded in %.2f s\n",
-              exec.package().thunks.size(), programmatic,
-              exec.package().arenaSize / 1048576.0, loadSeconds);
-  // Where the runtime's own kernels came from: NVRTC (its time) or the
-  // cubin cache, part of the load time above.
-  for (const std::string &origin : exec.kernelOrigins())
-    std::printf("kiln-cuda-run: %s\n", origin.c_str());
-  auto [checked, loaded] = exec.checkedKernelParameters();
-  std::printf("kiln-cuda-run: %zu of %zu kernels' parameters checked against "
-              "their thunks (cuFuncGetParamInfo)\n",
-              checked, loaded);
-  for (const cuda::Tuning &t : exec.tuning()) {
-    if (t.ms.empty())
-      continue;
-    std::printf("kiln-cuda-run: tuned %s (%zu thunks): ms", t.shape.c_str(),
-                t.thunks.size());
-    for (size_t i = 0; i < t.ms.size(); ++i)
-      std::printf(i == size_t(t.chosen) ? " [%.4f]" : " %.4f", t.ms[i]);
-    std::printf("; candidate %d (%s)%s%s\n", t.chosen, t.description.c_str(),
-                t.error.empty() ? "" : "; failed: ", t.error.c_str());
-  }
-  if (Status s = exec.initialize(); !s.isOk())
-    return fail(s.message());
 
-  // The data inputs (inputs, then labels) and the loss.
-  const LoadedPackage &p = exec.package();
+  // The data inputs (inputs, then labels) and the loss, and the data opened
+  // and checked (its shapes, its indices against the package's bounds)
+  // before any device work: a bad data file fails in a moment, with or
+  // without a GPU, not after the kernels have loaded.
+  const LoadedPackage &p = pkg.value();
   std::vector<size_t> dataInputs;
   std::vector<TensorSpec> specs;
   int64_t batch = 0;
@@ -244,6 +193,62 @@ int main(int argc, char **argv) {
   int64_t steps = flags.count("steps") ? int64_t(number("steps", 0))
                                        : int64_t(number("epochs", 1)) * perEpoch;
   int64_t logEvery = std::max<int64_t>(1, int64_t(number("log-every", 100)));
+
+  StatusOr<std::unique_ptr<cuda::CudaApi>> api = cuda::loadCudaApi();
+  if (!api.isOk())
+    return fail(api.status().message());
+  cuda::CudaOptions options;
+  options.device = int(number("device", 0));
+  options.graphs = flags.count("cuda-graphs") == 0 || flags["cuda-graphs"] != "off";
+  options.autotune = flags.count("autotune") == 0 || flags["autotune"] != "off";
+  options.programmaticLaunch =
+      flags.count("cuda-pdl") == 0 || flags["cuda-pdl"] != "off";
+  options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
+  auto t0 = std::chrono::steady_clock::now();
+  StatusOr<std::unique_ptr<cuda::CudaExecutable>> made =
+      cuda::CudaExecutable::create(pkg.value(), *api.value(), options);
+  if (!made.isOk())
+    return fail(path + ": " + made.status().message());
+  cuda::CudaExecutable &exec = *made.value();
+  double loadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::map<std::string, int> codes;
+  for (cuda::KernelCode c : exec.kernelCode())
+    ++codes[cuda::kernelCodeName(c)];
+  const cuda::CudaDeviceInfo &dev = exec.device();
+  std::printf("kiln-cuda-run: device %d: %s (sm_%u, %d SMs); %zu kernels (",
+              dev.index, dev.name.c_str(), dev.smArch(), dev.multiprocessors,
+              exec.kernelCode().size());
+  for (auto &[name, n] : codes)
+    std::printf("%s %d ", name.c_str(), n);
+  size_t programmatic = 0;
+  for (size_t i = 0; i < exec.package().thunks.size(); ++i)
+    programmatic += exec.programmaticLaunch(i);
+  std::printf("), %zu thunks (%zu kernels launched with PDL), arena %.1f MiB, "
+              "loaded in %.2f s\n",
+              exec.package().thunks.size(), programmatic,
+              exec.package().arenaSize / 1048576.0, loadSeconds);
+  // Where the runtime's own kernels came from: NVRTC (its time) or the
+  // cubin cache, part of the load time above.
+  for (const std::string &origin : exec.kernelOrigins())
+    std::printf("kiln-cuda-run: %s\n", origin.c_str());
+  auto [checked, loaded] = exec.checkedKernelParameters();
+  std::printf("kiln-cuda-run: %zu of %zu kernels' parameters checked against "
+              "their thunks (cuFuncGetParamInfo)\n",
+              checked, loaded);
+  for (const cuda::Tuning &t : exec.tuning()) {
+    if (t.ms.empty())
+      continue;
+    std::printf("kiln-cuda-run: tuned %s (%zu thunks): ms", t.shape.c_str(),
+                t.thunks.size());
+    for (size_t i = 0; i < t.ms.size(); ++i)
+      std::printf(i == size_t(t.chosen) ? " [%.4f]" : " %.4f", t.ms[i]);
+    std::printf("; candidate %d (%s)%s%s\n", t.chosen, t.description.c_str(),
+                t.error.empty() ? "" : "; failed: ", t.error.c_str());
+  }
+  if (Status s = exec.initialize(); !s.isOk())
+    return fail(s.message());
+
 
   std::vector<int64_t> order;
   int64_t orderEpoch = -1;

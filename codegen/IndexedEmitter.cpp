@@ -282,14 +282,65 @@ void ElementEmitter::seedTile(Operation *op, ValueRange indices, Value lane,
   seedScatter(cast<ScatterAddOp>(op), indices, lane, load);
 }
 
+// Whether each of |out| windows of |window| elements |stride| apart, the
+// first starting |padLow| before the input, lies inside an input of
+// |extent|: then no element of any window needs a bounds check.
+static bool windowsInside(int64_t extent, int64_t out, int64_t window,
+                          int64_t stride, int64_t padLow) {
+  return padLow == 0 && (out == 0 || (out - 1) * stride + window <= extent);
+}
+
+// Windows this small are written out element by element when they need no
+// bounds checks: straight-line loads, compares and selects, which LLVM
+// vectorizes across the output row, instead of two loops whose first
+// iteration is special.
+static constexpr int64_t kUnrolledWindowElements = 16;
+
 ElementEmitter::WindowArgmax
 ElementEmitter::emitWindowArgmax(Location loc, Value input, Value n, Value c,
                                  Value oh, Value ow, ArrayRef<int64_t> window,
                                  ArrayRef<int64_t> strides,
-                                 ArrayRef<int64_t> padding) {
+                                 ArrayRef<int64_t> padding,
+                                 ArrayRef<int64_t> outShape) {
   auto inputType = cast<RankedTensorType>(input.getType());
   int64_t h = inputType.getDimSize(2), w = inputType.getDimSize(3);
   Type acc = computeType(inputType.getElementType());
+  if (windowsInside(h, outShape[2], window[0], strides[0], padding[0]) &&
+      windowsInside(w, outShape[3], window[1], strides[1], padding[2]) &&
+      window[0] * window[1] <= kUnrolledWindowElements &&
+      window[0] * window[1] > 0) {
+    // The same choice as the loops below make: the first element, then an
+    // element replaces the best when the best is not NaN and the element is
+    // NaN or greater (ugt), in row-major order.
+    Value hBase = b_.create<arith::MulIOp>(loc, oh, indexConstant(loc, strides[0]));
+    Value wBase = b_.create<arith::MulIOp>(loc, ow, indexConstant(loc, strides[1]));
+    WindowArgmax best;
+    for (int64_t i = 0; i < window[0]; ++i)
+      for (int64_t j = 0; j < window[1]; ++j) {
+        Value ih = i ? b_.create<arith::AddIOp>(loc, hBase, indexConstant(loc, i))
+                           .getResult()
+                     : hBase;
+        Value iw = j ? b_.create<arith::AddIOp>(loc, wBase, indexConstant(loc, j))
+                           .getResult()
+                     : wBase;
+        Value x = convertScalar(b_, loc, emit(input, {n, c, ih, iw}), acc);
+        Value here = b_.create<arith::AddIOp>(
+            loc, b_.create<arith::MulIOp>(loc, ih, indexConstant(loc, w)), iw);
+        if (!best.value) {
+          best.value = x;
+          best.position = here;
+          continue;
+        }
+        Value take = b_.create<arith::AndIOp>(
+            loc,
+            b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ORD, best.value,
+                                     best.value),
+            b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UGT, x, best.value));
+        best.value = b_.create<arith::SelectOp>(loc, take, x, best.value);
+        best.position = b_.create<arith::SelectOp>(loc, take, here, best.position);
+      }
+    return best;
+  }
   auto floatType = cast<FloatType>(acc);
   Value negInf = b_.create<arith::ConstantOp>(
       loc, b_.getFloatAttr(acc, llvm::APFloat::getInf(floatType.getFloatSemantics(),
@@ -360,7 +411,8 @@ Value ElementEmitter::emitMaxPool(MaxPool2DOp pool, ValueRange indices) {
   Location loc = pool.getLoc();
   WindowArgmax best = emitWindowArgmax(
       loc, pool.getInput(), indices[0], indices[1], indices[2], indices[3],
-      pool.getWindow(), pool.getStrides(), pool.getPadding());
+      pool.getWindow(), pool.getStrides(), pool.getPadding(),
+      cast<RankedTensorType>(pool.getType()).getShape());
   return convertScalar(b_, loc, best.value,
                        cast<RankedTensorType>(pool.getType()).getElementType());
 }
@@ -394,6 +446,21 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
                                  indexConstant(loc, outType.getDimSize(3))));
     Value here = b_.create<arith::AddIOp>(
         loc, b_.create<arith::MulIOp>(loc, h, indexConstant(loc, w)), x);
+    // Every input element in some window (the windows reach the input's
+    // last row and column): no branch.
+    if ((inputType.getDimSize(2) - 1 + padding[0]) / strides[0] <
+            outType.getDimSize(2) &&
+        (w - 1 + padding[2]) / strides[1] < outType.getDimSize(3)) {
+      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
+                                           window, strides, padding,
+                                           outType.getShape());
+      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                           best.position, here);
+      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
+                               acc);
+      return convertScalar(b_, loc, b_.create<arith::SelectOp>(loc, hit, dy, init),
+                           element);
+    }
     auto ifOp = b_.create<scf::IfOp>(loc, TypeRange{acc}, ok,
                                      /*withElseRegion=*/true);
     {
@@ -401,7 +468,8 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPointToStart(ifOp.thenBlock());
       WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
-                                           window, strides, padding);
+                                           window, strides, padding,
+                                           outType.getShape());
       Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                            best.position, here);
       Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
@@ -464,7 +532,8 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
       CacheScope innerScope(*this);
       b_.setInsertionPointToStart(ifOp.thenBlock());
       WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
-                                           window, strides, padding);
+                                           window, strides, padding,
+                                           outType.getShape());
       Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                            best.position, here);
       Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),

@@ -239,11 +239,15 @@ private:
   mlir::Value toIndex(mlir::Location loc, mlir::Value integer);
   mlir::Value emitGather(GatherOp gather, mlir::ValueRange indices);
   mlir::Value emitScatterAdd(ScatterAddOp scatter, mlir::ValueRange indices);
+  // The best element of window (oh, ow) of |input| for a pooling whose
+  // output has |outShape| (which says whether any window reaches past the
+  // input).
   WindowArgmax emitWindowArgmax(mlir::Location loc, mlir::Value input,
                                 mlir::Value n, mlir::Value c, mlir::Value oh,
                                 mlir::Value ow, llvm::ArrayRef<int64_t> window,
                                 llvm::ArrayRef<int64_t> strides,
-                                llvm::ArrayRef<int64_t> padding);
+                                llvm::ArrayRef<int64_t> padding,
+                                llvm::ArrayRef<int64_t> outShape);
   mlir::Value emitMaxPool(MaxPool2DOp pool, mlir::ValueRange indices);
   mlir::Value emitMaxPoolGrad(MaxPool2DGradOp grad, mlir::ValueRange indices);
   // |index| clamped to [0, extent - 1].

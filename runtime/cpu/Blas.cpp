@@ -205,6 +205,25 @@ ConvGeometry geometry(const ConvParams &p) {
   return g;
 }
 
+// ceil(a / b) for b > 0 and any a.
+int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// The output columns x in [begin, end) whose input column
+// x * sw - pl + j * dw, for kernel column |j|, lies inside the image's
+// |g.w| columns; the others read padding. Found once per kernel column, so
+// the loops over a row need no test per element (and, with stride 1, are a
+// contiguous copy or sum that the compiler vectorizes): im2col was most of
+// LeNet-5's first convolution (bench/RESULTS.md, thirty-fifth session).
+struct ColumnRange {
+  int64_t begin, end;
+};
+ColumnRange insideColumns(const ConvGeometry &g, int64_t j) {
+  int64_t first = -g.pl + j * g.dw; // the input column of output column 0
+  int64_t begin = std::clamp<int64_t>(ceilDiv(-first, g.sw), 0, g.ow);
+  int64_t end = std::clamp<int64_t>(ceilDiv(g.w - first, g.sw), begin, g.ow);
+  return {begin, end};
+}
+
 // col[(c, i, j), (y, x)] = image[c, y * sh - pt + i * dh, x * sw - pl + j * dw]
 // for the |g.cg()| channels at |image|, zero outside the image.
 template <typename T>
@@ -215,6 +234,8 @@ void im2col(const ConvGeometry &g, const T *image, T *col) {
       for (int64_t j = 0; j < g.kw; ++j) {
         T *row = col + ((c * g.kh + i) * g.kw + j) * cols;
         const T *plane = image + c * g.h * g.w;
+        ColumnRange inside = insideColumns(g, j);
+        int64_t first = -g.pl + j * g.dw;
         for (int64_t y = 0; y < g.oh; ++y) {
           int64_t iy = y * g.sh - g.pt + i * g.dh;
           T *dst = row + y * g.ow;
@@ -222,10 +243,17 @@ void im2col(const ConvGeometry &g, const T *image, T *col) {
             std::fill(dst, dst + g.ow, T(0));
             continue;
           }
+          // Only pointers into the image are formed: first + x * sw is one
+          // of its columns for every x in the inside range.
           const T *src = plane + iy * g.w;
-          int64_t ix = -g.pl + j * g.dw;
-          for (int64_t x = 0; x < g.ow; ++x, ix += g.sw)
-            dst[x] = (ix >= 0 && ix < g.w) ? src[ix] : T(0);
+          std::fill(dst, dst + inside.begin, T(0));
+          if (g.sw == 1)
+            std::copy(src + (first + inside.begin), src + (first + inside.end),
+                      dst + inside.begin);
+          else
+            for (int64_t x = inside.begin; x < inside.end; ++x)
+              dst[x] = src[first + x * g.sw];
+          std::fill(dst + inside.end, dst + g.ow, T(0));
         }
       }
 }
@@ -239,16 +267,23 @@ void col2im(const ConvGeometry &g, const T *col, T *image) {
       for (int64_t j = 0; j < g.kw; ++j) {
         const T *row = col + ((c * g.kh + i) * g.kw + j) * cols;
         T *plane = image + c * g.h * g.w;
+        ColumnRange inside = insideColumns(g, j);
+        int64_t first = -g.pl + j * g.dw;
         for (int64_t y = 0; y < g.oh; ++y) {
           int64_t iy = y * g.sh - g.pt + i * g.dh;
           if (iy < 0 || iy >= g.h)
             continue;
           T *dst = plane + iy * g.w;
           const T *src = row + y * g.ow;
-          int64_t ix = -g.pl + j * g.dw;
-          for (int64_t x = 0; x < g.ow; ++x, ix += g.sw)
-            if (ix >= 0 && ix < g.w)
-              dst[ix] += src[x];
+          if (g.sw == 1) {
+            T *out = dst + (first + inside.begin);
+            const T *in = src + inside.begin;
+            for (int64_t x = 0, n = inside.end - inside.begin; x < n; ++x)
+              out[x] += in[x];
+          } else {
+            for (int64_t x = inside.begin; x < inside.end; ++x)
+              dst[first + x * g.sw] += src[x];
+          }
         }
       }
 }

@@ -181,6 +181,55 @@ TEST_F(IndexedKernelTest, MaxPoolGrad) {
     })mlir", 1, true);
 }
 
+// Windows inside the input and no larger than 16 elements are written out
+// element by element (codegen/IndexedEmitter.cpp): tiling 2x2 and 4x4
+// windows with NaN and -inf (the first NaN, else the first maximum), and a
+// 5x5 one (25 elements: the loops) beside them.
+TEST_F(IndexedKernelTest, MaxPoolWindowsInsideTheInput) {
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x3x6x10xf32>, %dy: tensor<2x3x3x5xf32>) -> tensor<2x3x6x10xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0] : tensor<2x3x6x10xf32>, tensor<2x3x3x5xf32>
+      return %r : tensor<2x3x6x10xf32>
+    })mlir", 1, true);
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x2x8x12xf32>) -> tensor<2x2x2x3xf32> {
+      %r = kiln.max_pool2d %x, window = [4, 4], strides = [4, 4], padding = [0, 0, 0, 0] : tensor<2x2x8x12xf32> -> tensor<2x2x2x3xf32>
+      return %r : tensor<2x2x2x3xf32>
+    })mlir", 1, true);
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<2x2x8x12xf32>, %dy: tensor<2x2x2x3xf32>) -> tensor<2x2x8x12xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [4, 4], strides = [4, 4], padding = [0, 0, 0, 0] : tensor<2x2x8x12xf32>, tensor<2x2x2x3xf32>
+      return %r : tensor<2x2x8x12xf32>
+    })mlir", 1, true);
+  checkOp(R"mlir(
+    func.func @main(%x: tensor<1x2x11x10xf32>, %dy: tensor<1x2x2x2xf32>) -> tensor<1x2x11x10xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [5, 5], strides = [5, 5], padding = [0, 0, 0, 0] : tensor<1x2x11x10xf32>, tensor<1x2x2x2xf32>
+      return %r : tensor<1x2x11x10xf32>
+    })mlir", 1, true);
+}
+
+// LeNet-5's first pooling gradient (2x2 windows tiling 28x28): one select
+// per window element and no branch, which LLVM vectorizes; with the window
+// loops and the branch of the general form it ran 7x slower (bench/
+// RESULTS.md, thirty-fifth session).
+TEST_F(IndexedKernelTest, TiledMaxPoolGradVectorizes) {
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+    func.func @main(%x: tensor<2x6x28x28xf32>, %dy: tensor<2x6x14x14xf32>) -> tensor<2x6x28x28xf32> {
+      %r = kiln.max_pool2d_grad %x, %dy, window = [2, 2], strides = [2, 2], padding = [0, 0, 0, 0] : tensor<2x6x28x28xf32>, tensor<2x6x14x14xf32>
+      return %r : tensor<2x6x28x28xf32>
+    })mlir", &context);
+  ASSERT_TRUE(module) << diagnostics;
+  Operation *op = nullptr;
+  module->walk([&](MaxPool2DGradOp o) { op = o; });
+  ASSERT_TRUE(op);
+  FusionOp fusion;
+  FailureOr<OwningOpRef<ModuleOp>> wrapped = buildSingleOpFusion(op, fusion);
+  ASSERT_TRUE(succeeded(wrapped)) << diagnostics;
+  std::string llvmText = optimizedKernelText(fusion);
+  ASSERT_FALSE(llvmText.empty());
+  EXPECT_NE(llvmText.find(" x float>"), std::string::npos) << llvmText;
+}
+
 // Overlapping windows: one input position can be the maximum of several
 // windows, whose gradients add up; ties and NaN pick the first.
 TEST_F(IndexedKernelTest, MaxPoolGradOverlappingPadded) {

@@ -536,17 +536,20 @@ TEST_F(ConvTest, GroupsStridesDilationPadding) {
   }
 }
 
+// Strides up to 3 and padding up to 4 (wider than some kernels: columns
+// and rows that read padding only), which im2col's and col2im's column
+// ranges (runtime/cpu/Blas.cpp insideColumns) must get right.
 TEST_F(ConvTest, RandomConfigurationsMatchTheInterpreter) {
-  std::uniform_int_distribution<int64_t> small(1, 3), two(1, 2), pad(0, 2), image(1, 9),
+  std::uniform_int_distribution<int64_t> small(1, 3), few(1, 3), pad(0, 4), image(1, 9),
       coin(0, 1);
-  for (int trial = 0; trial < 30; ++trial) {
+  for (int trial = 0; trial < 100; ++trial) {
     ConvParams p;
     int64_t groups = small(gen), cg = small(gen), og = small(gen);
     p.groups = groups;
     p.inputShape = {small(gen), groups * cg, image(gen), image(gen)};
     p.filterShape = {groups * og, cg, small(gen), small(gen)};
-    p.strides = {two(gen), two(gen)};
-    p.dilation = {two(gen), two(gen)};
+    p.strides = {few(gen), few(gen)};
+    p.dilation = {few(gen), few(gen)};
     p.padding = {pad(gen), pad(gen), pad(gen), pad(gen)};
     bool fits = true;
     for (int i = 0; i < 2; ++i)

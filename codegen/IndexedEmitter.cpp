@@ -438,44 +438,38 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
     Value ow = b_.create<arith::DivUIOp>(
         loc, b_.create<arith::AddIOp>(loc, x, indexConstant(loc, padding[2])),
         indexConstant(loc, strides[1]));
+    Value here = b_.create<arith::AddIOp>(
+        loc, b_.create<arith::MulIOp>(loc, h, indexConstant(loc, w)), x);
+    // Window (oh, ow)'s gradient where (h, x) is its maximum, else 0.
+    auto gradientHere = [&]() -> Value {
+      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
+                                           window, strides, padding,
+                                           outType.getShape());
+      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                           best.position, here);
+      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
+                               acc);
+      return b_.create<arith::SelectOp>(loc, hit, dy, init);
+    };
+    // Every input element in some window (the windows reach the input's
+    // last row and column): no branch.
+    if ((inputType.getDimSize(2) - 1 + padding[0]) / strides[0] <
+            outType.getDimSize(2) &&
+        (w - 1 + padding[2]) / strides[1] < outType.getDimSize(3))
+      return convertScalar(b_, loc, gradientHere(), element);
     Value ok = b_.create<arith::AndIOp>(
         loc,
         b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, oh,
                                  indexConstant(loc, outType.getDimSize(2))),
         b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, ow,
                                  indexConstant(loc, outType.getDimSize(3))));
-    Value here = b_.create<arith::AddIOp>(
-        loc, b_.create<arith::MulIOp>(loc, h, indexConstant(loc, w)), x);
-    // Every input element in some window (the windows reach the input's
-    // last row and column): no branch.
-    if ((inputType.getDimSize(2) - 1 + padding[0]) / strides[0] <
-            outType.getDimSize(2) &&
-        (w - 1 + padding[2]) / strides[1] < outType.getDimSize(3)) {
-      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
-                                           window, strides, padding,
-                                           outType.getShape());
-      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                           best.position, here);
-      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
-                               acc);
-      return convertScalar(b_, loc, b_.create<arith::SelectOp>(loc, hit, dy, init),
-                           element);
-    }
     auto ifOp = b_.create<scf::IfOp>(loc, TypeRange{acc}, ok,
                                      /*withElseRegion=*/true);
     {
       CacheScope scope(*this);
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPointToStart(ifOp.thenBlock());
-      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
-                                           window, strides, padding,
-                                           outType.getShape());
-      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                           best.position, here);
-      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
-                               acc);
-      b_.create<scf::YieldOp>(
-          loc, ValueRange{b_.create<arith::SelectOp>(loc, hit, dy, init)});
+      b_.create<scf::YieldOp>(loc, gradientHere());
       b_.setInsertionPointToStart(ifOp.elseBlock());
       b_.create<scf::YieldOp>(loc, init);
     }

@@ -1,0 +1,209 @@
+"""The peers' side of the CPU LeNet-5 training-step comparison
+(bench/cpu/lenet.sh): milliseconds per step of the zoo's lenet5
+(tools/kiln/lib/Zoo.cpp buildLeNet5: conv 6@5x5 pad 2, bias, ReLU, 2x2 max
+pool; conv 16@5x5, bias, ReLU, 2x2 max pool; flatten; fc 400-120-84-10 with
+ReLUs; mean softmax cross-entropy; Adam 1e-3; f32, batch 128) in PyTorch
+eager, torch.compile and JAX (jax.jit on XLA:CPU), on --threads threads.
+One fixed batch of random normal inputs and uniform labels in [0, 10); no
+data loading is timed. Initial parameters: PyTorch's defaults (uniform in
++-1/sqrt(fan_in)), drawn once in numpy from the seed and loaded into each
+peer. JAX's Adam is written out as bench/cpu/peers.py writes it.
+
+Usage: python3 bench/cpu/lenet_peers.py [--threads 2] [--steps 50]
+       [--warmup 5] [--peers torch,compile,jax] [--json]
+Each peer runs in its own process (pinned to the first --threads allowed
+CPUs before its library starts a thread; XLA sizes its pool from that).
+Prints, per peer, the median and minimum ms per step and the first and last
+loss; both peers start from the same parameters and data, so their first
+losses agree (checked to 1e-4; exit 1 otherwise). With --json, one JSON line
+per peer.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+BATCH, LR, BETA1, BETA2, EPS = 128, 1e-3, 0.9, 0.999, 1e-8
+# name: shape (PyTorch's layouts: conv [O, I, KH, KW], linear [out, in])
+SHAPES = {"conv1.weight": (6, 1, 5, 5), "conv1.bias": (6,),
+          "conv2.weight": (16, 6, 5, 5), "conv2.bias": (16,),
+          "fc1.weight": (120, 400), "fc1.bias": (120,),
+          "fc2.weight": (84, 120), "fc2.bias": (84,),
+          "fc3.weight": (10, 84), "fc3.bias": (10,)}
+FAN_IN = {"conv1": 25, "conv2": 150, "fc1": 400, "fc2": 120, "fc3": 84}
+
+
+def initial_state(seed, batch):
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in SHAPES.items():
+        bound = 1.0 / np.sqrt(FAN_IN[name.split(".")[0]])
+        params[name] = rng.uniform(-bound, bound, shape).astype(np.float32)
+    x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    return params, x, y
+
+
+def timed(step, args):
+    losses, times = [], []
+    for _ in range(args.warmup):
+        losses.append(float(step()))
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        loss = float(loss)  # waits for the step (JAX: block until ready)
+        times.append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss)
+    return dict(median_ms=statistics.median(times), min_ms=min(times),
+                first_loss=losses[0], last_loss=losses[-1])
+
+
+def run_torch(args, params, x, y, compiled):
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(400, 120), torch.nn.ReLU(),
+        torch.nn.Linear(120, 84), torch.nn.ReLU(),
+        torch.nn.Linear(84, 10))
+    layers = {"conv1": model[0], "conv2": model[3], "fc1": model[7],
+              "fc2": model[9], "fc3": model[11]}
+    with torch.no_grad():
+        for name, value in params.items():
+            layer, kind = name.split(".")
+            getattr(layers[layer], kind).copy_(torch.from_numpy(value))
+    opt = torch.optim.Adam(model.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS)
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y).long()
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(xs), ys)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    run = torch.compile(step) if compiled else step
+    return dict(peer="torch.compile" if compiled else "torch",
+                version=torch.__version__, **timed(run, args))
+
+
+def run_jax(args, params, x, y):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def conv(h, w, b, pad):
+        h = lax.conv_general_dilated(h, w, (1, 1), [(pad, pad), (pad, pad)],
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return jax.nn.relu(h + b[None, :, None, None])
+
+    def pool(h):
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+    def loss_fn(p, x, y):
+        h = pool(conv(x, p["conv1.weight"], p["conv1.bias"], 2))
+        h = pool(conv(h, p["conv2.weight"], p["conv2.bias"], 0))
+        h = h.reshape(h.shape[0], -1)
+        h = jax.nn.relu(h @ p["fc1.weight"].T + p["fc1.bias"])
+        h = jax.nn.relu(h @ p["fc2.weight"].T + p["fc2.bias"])
+        h = h @ p["fc3.weight"].T + p["fc3.bias"]
+        lse = jax.nn.logsumexp(h, axis=-1)
+        return jnp.mean(lse - jnp.take_along_axis(h, y[:, None], axis=-1)[:, 0])
+
+    def step(p, m, v, t, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        t = t + 1
+        tf = t.astype(jnp.float32)
+        step_size = LR / (1 - BETA1 ** tf)
+        bc2_sqrt = jnp.sqrt(1 - BETA2 ** tf)
+        tm = jax.tree_util.tree_map
+        m = tm(lambda m, g: BETA1 * m + (1 - BETA1) * g, m, g)
+        v = tm(lambda v, g: BETA2 * v + (1 - BETA2) * g * g, v, g)
+        p = tm(lambda p, m, v: p - step_size * m / (jnp.sqrt(v) / bc2_sqrt + EPS), p, m, v)
+        return loss, p, m, v, t
+
+    cpu = jax.devices("cpu")[0]
+    state = {"p": {k: jax.device_put(a, cpu) for k, a in params.items()}}
+    state["m"] = {k: jnp.zeros_like(a) for k, a in state["p"].items()}
+    state["v"] = {k: jnp.zeros_like(a) for k, a in state["p"].items()}
+    state["t"] = jnp.zeros((), jnp.int32)
+    xs, ys = jax.device_put(x, cpu), jax.device_put(y, cpu)
+    compiled = jax.jit(step, donate_argnums=(0, 1, 2)).lower(
+        state["p"], state["m"], state["v"], state["t"], xs, ys).compile()
+
+    def one():
+        loss, state["p"], state["m"], state["v"], state["t"] = compiled(
+            state["p"], state["m"], state["v"], state["t"], xs, ys)
+        return loss.block_until_ready()
+
+    return dict(peer="jax", version=jax.__version__, **timed(one, args))
+
+
+def worker(args):
+    allowed = sorted(os.sched_getaffinity(0))
+    if args.threads > len(allowed):
+        sys.exit(f"lenet_peers.py: --threads {args.threads} but only {len(allowed)} "
+                 f"CPUs are allowed")
+    os.sched_setaffinity(0, allowed[:args.threads])
+    if args.worker == "jax":
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    params, x, y = initial_state(args.seed, BATCH)
+    if args.worker == "jax":
+        result = run_jax(args, params, x, y)
+    else:
+        result = run_torch(args, params, x, y, compiled=args.worker == "compile")
+    result.update(threads=args.threads, steps=args.steps, batch=BATCH)
+    print(json.dumps(result), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--peers", default="torch,compile,jax")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--worker", choices=("torch", "compile", "jax"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.threads < 1 or args.steps < 1 or args.warmup < 1:
+        ap.error("--threads, --steps and --warmup must be at least 1")
+    if args.worker:
+        return worker(args)
+    results, failed = [], False
+    for peer in [p for p in args.peers.split(",") if p]:
+        if peer not in ("torch", "compile", "jax"):
+            ap.error(f"--peers: unknown peer '{peer}' (torch, compile, jax)")
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer,
+               "--threads", str(args.threads), "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--seed", str(args.seed)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            print(f"lenet_peers.py: {peer} failed (exit {proc.returncode}):\n"
+                  f"{proc.stderr[-2000:]}", file=sys.stderr)
+            failed = True
+            continue
+        results.append(json.loads(lines[-1]))
+    for r in results:
+        print(f"{r['peer']:<14} {r['version']:<16} median {r['median_ms']:8.2f} ms  "
+              f"min {r['min_ms']:8.2f} ms  loss {r['first_loss']:.5f} -> {r['last_loss']:.5f}")
+        if args.json:
+            print(json.dumps(r))
+    firsts = [r["first_loss"] for r in results]
+    if firsts and max(firsts) - min(firsts) > 1e-4:
+        print(f"lenet_peers.py: the peers' first losses differ: {firsts}", file=sys.stderr)
+        failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -168,6 +168,13 @@ int main(int argc, char **argv) {
       specs.push_back(spec);
       dataInputs.push_back(i);
     }
+  // Steps are counted in batches of the first input's first dimension: a
+  // package without data, or with a batch of 0, has none to count.
+  if (specs.empty())
+    return fail(path + ": the package has no input or label to feed");
+  if (batch < 1)
+    return fail(path + ": input '" + p.inputs[dataInputs.front()].name +
+                "' has a batch dimension of 0: no sample fits a batch");
   int loss = -1;
   for (size_t i = 0; i < p.outputs.size(); ++i)
     if (p.outputs[i].role == PkgRole::Loss)

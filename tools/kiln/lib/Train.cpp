@@ -72,6 +72,12 @@ bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
     return false;
   }
   batch = first.shape[0];
+  if (batch < 1) {
+    printError(errs, command,
+               input.str() + ": input '" + first.name +
+                   "' has a batch dimension of 0: no sample fits a batch");
+    return false;
+  }
   for (const DataArgument &arg : args) {
     if (arg.shape.empty() || arg.shape[0] != batch) {
       printError(errs, command,

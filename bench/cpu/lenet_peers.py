@@ -7,7 +7,7 @@ eager, torch.compile and JAX (jax.jit on XLA:CPU), on --threads threads.
 One fixed batch of random normal inputs and uniform labels in [0, 10); no
 data loading is timed. Initial parameters: PyTorch's defaults (uniform in
 +-1/sqrt(fan_in)), drawn once in numpy from the seed and loaded into each
-peer. JAX's Adam is written out as bench/cpu/peers.py writes it.
+peer. JAX's loss and Adam are bench/cpu/peers.py's.
 
 Usage: python3 bench/cpu/lenet_peers.py [--threads 2] [--steps 50]
        [--warmup 5] [--peers torch,compile,jax] [--json]
@@ -28,7 +28,10 @@ import time
 
 import numpy as np
 
-BATCH, LR, BETA1, BETA2, EPS = 128, 1e-3, 0.9, 0.999, 1e-8
+# The MLP benchmark's peers (this directory): the same Adam and loss in JAX.
+from peers import BETA1, BETA2, EPS, LR, jax_adam_step, jax_mean_cross_entropy
+
+BATCH = 128
 # name: shape (PyTorch's layouts: conv [O, I, KH, KW], linear [out, in])
 SHAPES = {"conv1.weight": (6, 1, 5, 5), "conv1.bias": (6,),
           "conv2.weight": (16, 6, 5, 5), "conv2.bias": (16,),
@@ -115,20 +118,9 @@ def run_jax(args, params, x, y):
         h = jax.nn.relu(h @ p["fc1.weight"].T + p["fc1.bias"])
         h = jax.nn.relu(h @ p["fc2.weight"].T + p["fc2.bias"])
         h = h @ p["fc3.weight"].T + p["fc3.bias"]
-        lse = jax.nn.logsumexp(h, axis=-1)
-        return jnp.mean(lse - jnp.take_along_axis(h, y[:, None], axis=-1)[:, 0])
+        return jax_mean_cross_entropy(h, y)
 
-    def step(p, m, v, t, x, y):
-        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
-        t = t + 1
-        tf = t.astype(jnp.float32)
-        step_size = LR / (1 - BETA1 ** tf)
-        bc2_sqrt = jnp.sqrt(1 - BETA2 ** tf)
-        tm = jax.tree_util.tree_map
-        m = tm(lambda m, g: BETA1 * m + (1 - BETA1) * g, m, g)
-        v = tm(lambda v, g: BETA2 * v + (1 - BETA2) * g * g, v, g)
-        p = tm(lambda p, m, v: p - step_size * m / (jnp.sqrt(v) / bc2_sqrt + EPS), p, m, v)
-        return loss, p, m, v, t
+    step = jax_adam_step(loss_fn)
 
     cpu = jax.devices("cpu")[0]
     state = {"p": {k: jax.device_put(a, cpu) for k, a in params.items()}}

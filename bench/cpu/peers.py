@@ -191,18 +191,21 @@ def run_torch(args, params, x, y):
                 losses=losses, **timer.summary())
 
 
-def run_jax(args, params, x, y):
+def jax_mean_cross_entropy(logits, labels):
+    """Mean softmax cross-entropy of [B, C] logits against [B] labels (JAX),
+    as torch.nn.functional.cross_entropy computes it."""
     import jax
     import jax.numpy as jnp
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    return jnp.mean(lse - jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0])
 
-    def loss_fn(p, x, y):
-        h = x
-        for i in range(1, len(SIZES)):
-            h = h @ p[f"fc{i}.weight"] + p[f"fc{i}.bias"]
-            if i < len(SIZES) - 1:
-                h = jax.nn.relu(h)
-        lse = jax.nn.logsumexp(h, axis=-1)
-        return jnp.mean(lse - jnp.take_along_axis(h, y[:, None], axis=-1)[:, 0])
+
+def jax_adam_step(loss_fn):
+    """The training step for jax.jit: (p, m, v, t, x, y) -> (loss, p, m, v, t),
+    the gradient of loss_fn(p, x, y) and Adam written out as
+    torch.optim.Adam computes it (the module docstring's formula)."""
+    import jax
+    import jax.numpy as jnp
 
     def step(p, m, v, t, x, y):
         loss, g = jax.value_and_grad(loss_fn)(p, x, y)
@@ -215,6 +218,23 @@ def run_jax(args, params, x, y):
         v = tm(lambda v, g: BETA2 * v + (1 - BETA2) * g * g, v, g)
         p = tm(lambda p, m, v: p - step_size * m / (jnp.sqrt(v) / bc2_sqrt + EPS), p, m, v)
         return loss, p, m, v, t
+
+    return step
+
+
+def run_jax(args, params, x, y):
+    import jax
+    import jax.numpy as jnp
+
+    def loss_fn(p, x, y):
+        h = x
+        for i in range(1, len(SIZES)):
+            h = h @ p[f"fc{i}.weight"] + p[f"fc{i}.bias"]
+            if i < len(SIZES) - 1:
+                h = jax.nn.relu(h)
+        return jax_mean_cross_entropy(h, y)
+
+    step = jax_adam_step(loss_fn)
 
     cpu = jax.devices("cpu")[0]
     p = {k: jax.device_put(a, cpu) for k, a in params.items()}

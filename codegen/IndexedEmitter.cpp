@@ -417,6 +417,22 @@ Value ElementEmitter::emitMaxPool(MaxPool2DOp pool, ValueRange indices) {
                        cast<RankedTensorType>(pool.getType()).getElementType());
 }
 
+std::pair<Value, Value>
+ElementEmitter::emitWindowGradient(MaxPool2DGradOp grad, Value n, Value c,
+                                   Value oh, Value ow, Value here) {
+  Location loc = grad.getLoc();
+  auto inputType = cast<RankedTensorType>(grad.getInput().getType());
+  auto outType = cast<RankedTensorType>(grad.getGradOutput().getType());
+  WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
+                                       grad.getWindow(), grad.getStrides(),
+                                       grad.getPadding(), outType.getShape());
+  Value hit =
+      b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, best.position, here);
+  Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
+                           computeType(inputType.getElementType()));
+  return {hit, dy};
+}
+
 Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) {
   Location loc = grad.getLoc();
   auto inputType = cast<RankedTensorType>(grad.getInput().getType());
@@ -442,13 +458,7 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
         loc, b_.create<arith::MulIOp>(loc, h, indexConstant(loc, w)), x);
     // Window (oh, ow)'s gradient where (h, x) is its maximum, else 0.
     auto gradientHere = [&]() -> Value {
-      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
-                                           window, strides, padding,
-                                           outType.getShape());
-      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                           best.position, here);
-      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
-                               acc);
+      auto [hit, dy] = emitWindowGradient(grad, n, c, oh, ow, here);
       return b_.create<arith::SelectOp>(loc, hit, dy, init);
     };
     // Every input element in some window (the windows reach the input's
@@ -525,13 +535,7 @@ Value ElementEmitter::emitMaxPoolGrad(MaxPool2DGradOp grad, ValueRange indices) 
       OpBuilder::InsertionGuard inner(b_);
       CacheScope innerScope(*this);
       b_.setInsertionPointToStart(ifOp.thenBlock());
-      WindowArgmax best = emitWindowArgmax(loc, grad.getInput(), n, c, oh, ow,
-                                           window, strides, padding,
-                                           outType.getShape());
-      Value hit = b_.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                           best.position, here);
-      Value dy = convertScalar(b_, loc, emit(grad.getGradOutput(), {n, c, oh, ow}),
-                               acc);
+      auto [hit, dy] = emitWindowGradient(grad, n, c, oh, ow, here);
       Value sum = b_.create<arith::AddFOp>(loc, carried, dy);
       b_.create<scf::YieldOp>(
           loc, ValueRange{b_.create<arith::SelectOp>(loc, hit, sum, carried)});

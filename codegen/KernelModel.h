@@ -250,6 +250,12 @@ private:
                                 llvm::ArrayRef<int64_t> outShape);
   mlir::Value emitMaxPool(MaxPool2DOp pool, mlir::ValueRange indices);
   mlir::Value emitMaxPoolGrad(MaxPool2DGradOp grad, mlir::ValueRange indices);
+  // Window (oh, ow) of |grad|'s input: whether input position |here| (ih * W
+  // + iw) is its maximum, and its gradient dy[n, c, oh, ow] in the compute
+  // type.
+  std::pair<mlir::Value, mlir::Value>
+  emitWindowGradient(MaxPool2DGradOp grad, mlir::Value n, mlir::Value c,
+                     mlir::Value oh, mlir::Value ow, mlir::Value here);
   // |index| clamped to [0, extent - 1].
   mlir::Value clamp(mlir::Location loc, mlir::Value index, int64_t extent);
   llvm::SmallVector<mlir::Value, 4>

@@ -50,6 +50,18 @@ std::optional<int64_t> indexBound(mlir::func::FuncOp func, unsigned argIndex) {
   return bound;
 }
 
+std::optional<int64_t> argumentIndexBound(mlir::func::FuncOp func,
+                                          unsigned argIndex) {
+  std::optional<int64_t> bound = indexBound(func, argIndex);
+  // A zero-row table bounds nothing a value could take.
+  if (bound && *bound < 1)
+    bound.reset();
+  if (auto given = func.getArgAttrOfType<mlir::IntegerAttr>(
+          argIndex, KilnDialect::kIndexBoundAttrName))
+    bound = bound ? std::min(*bound, given.getInt()) : given.getInt();
+  return bound;
+}
+
 void markIndexBounds(mlir::func::FuncOp func) {
   mlir::Builder b(func.getContext());
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
@@ -58,15 +70,9 @@ void markIndexBounds(mlir::func::FuncOp func) {
     if (!role || !type || !llvm::isa<mlir::IntegerType>(type.getElementType()) ||
         (role.getValue() != Role::input && role.getValue() != Role::label))
       continue;
-    std::optional<int64_t> bound = indexBound(func, i);
-    // A zero-row table bounds nothing a value could take.
-    if (!bound || *bound < 1)
-      continue;
-    if (auto given = func.getArgAttrOfType<mlir::IntegerAttr>(
-            i, KilnDialect::kIndexBoundAttrName))
-      bound = std::min(*bound, given.getInt());
-    func.setArgAttr(i, KilnDialect::kIndexBoundAttrName,
-                    b.getI64IntegerAttr(*bound));
+    if (std::optional<int64_t> bound = argumentIndexBound(func, i))
+      func.setArgAttr(i, KilnDialect::kIndexBoundAttrName,
+                      b.getI64IntegerAttr(*bound));
   }
 }
 

@@ -28,9 +28,15 @@ inline constexpr llvm::StringLiteral kIssueTogetherAttrName =
 // smallest of its uses' table rows, scatter slices and cross-entropy
 // classes; see kiln-mark-index-bounds), or nullopt when no use bounds it.
 std::optional<int64_t> indexBound(mlir::func::FuncOp func, unsigned argIndex);
-// Sets kiln.index_bound on each integer input and label argument of |func|
-// that indexBound bounds (keeping a smaller one already there): what
-// kiln-mark-index-bounds does to every public function.
+// The bound argument |argIndex| of |func| is checked against, as
+// kiln-mark-index-bounds leaves its kiln.index_bound: indexBound when it is
+// at least 1, or a smaller kiln.index_bound the model states; a stated one
+// alone; nullopt when neither bounds it.
+std::optional<int64_t> argumentIndexBound(mlir::func::FuncOp func,
+                                          unsigned argIndex);
+// Sets kiln.index_bound to argumentIndexBound on each integer input and
+// label argument of |func| that has one: what kiln-mark-index-bounds does to
+// every public function.
 void markIndexBounds(mlir::func::FuncOp func);
 
 #define GEN_PASS_DECL

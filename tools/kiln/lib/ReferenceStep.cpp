@@ -152,16 +152,8 @@ void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
       values[arg.index] = parameterCopyValue(arg, values[*arg.copyOf]);
 }
 
-// The argument's kiln.index_bound, else the bound its uses give.
-static std::optional<int64_t> boundOf(func::FuncOp func, unsigned argIndex) {
-  if (auto given = func.getArgAttrOfType<IntegerAttr>(
-          argIndex, KilnDialect::kIndexBoundAttrName))
-    return given.getInt();
-  return kiln::indexBound(func, argIndex);
-}
-
 int64_t integerRange(func::FuncOp func, unsigned argIndex) {
-  std::optional<int64_t> bound = boundOf(func, argIndex);
+  std::optional<int64_t> bound = kiln::argumentIndexBound(func, argIndex);
   // A zero-row table or zero classes bounds nothing a value could take.
   return bound && *bound > 0 ? *bound : 2;
 }
@@ -217,7 +209,8 @@ std::map<std::string, int64_t> labelRanges(mlir::ModuleOp module) {
   if (mlir::func::FuncOp raw = findModelFunction(module))
     for (const ArgumentInfo &arg : describeArguments(raw))
       if (!mlir::isa<mlir::FloatType>(arg.type.getElementType()))
-        if (std::optional<int64_t> bound = boundOf(raw, arg.index); bound && *bound > 0)
+        if (std::optional<int64_t> bound = kiln::argumentIndexBound(raw, arg.index);
+            bound && *bound > 0)
           classes[arg.name] = *bound;
   return classes;
 }

@@ -68,9 +68,10 @@ HostTensor parameterCopyValue(const ArgumentInfo &copy, const HostTensor &parame
 void fillParameterCopies(llvm::ArrayRef<ArgumentInfo> args,
                          llvm::MutableArrayRef<HostTensor> values);
 
-// For an integer argument: the exclusive upper bound of valid values, its
-// kiln.index_bound where it has one, else found from how it is used
-// (kiln::indexBound in passes/Passes.h); 2 when neither bounds it.
+// For an integer argument: the exclusive upper bound of valid values, as
+// the compiled backends check it (kiln::argumentIndexBound in
+// passes/Passes.h: its uses' bound or a smaller stated kiln.index_bound);
+// 2 when neither bounds it.
 int64_t integerRange(mlir::func::FuncOp func, unsigned argIndex);
 
 // The integerRange of every integer argument of |module|'s model function

@@ -132,14 +132,8 @@ FunctionSummary summarizeFunction(mlir::func::FuncOp function) {
     auto shaped = llvm::dyn_cast<mlir::ShapedType>(type.getInput(i));
     if (shaped && llvm::isa<mlir::IntegerType>(shaped.getElementType()) &&
         (info.role == "input" || info.role == "label")) {
-      // As kiln-mark-index-bounds sets it: the uses' bound, or a smaller
-      // one the model states.
-      std::optional<int64_t> found = kiln::indexBound(function, i);
-      if (auto stated = function.getArgAttrOfType<mlir::IntegerAttr>(
-              i, KilnDialect::kIndexBoundAttrName))
-        found = found && *found > 0 ? std::min(*found, stated.getInt())
-                                    : stated.getInt();
-      info.indexBound = found && *found > 0 ? *found : 0;
+      // As kiln-mark-index-bounds sets it.
+      info.indexBound = kiln::argumentIndexBound(function, i).value_or(0);
     }
     if (info.role == "parameter") {
       summary.parameterElements += info.elements;

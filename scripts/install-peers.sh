@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peer libraries the tests and benchmarks compare Kiln against
-# (never dependencies of the product): numpy, JAX (CPU), safetensors and
-# PyTorch.
+# (never dependencies of the product): numpy, JAX (CPU), safetensors,
+# tensorboard (whose reader checks kiln train's event files) and PyTorch.
 # Idempotent and quiet when all are present.
 #
 # PyTorch from PyPI is a CUDA build whose full dependency set is several GB.
@@ -14,6 +14,7 @@ pip=(python3 -m pip install -q --disable-pip-version-check --root-user-action=ig
 python3 -c "import numpy" 2>/dev/null || "${pip[@]}" numpy
 python3 -c "import jax" 2>/dev/null || "${pip[@]}" jax
 python3 -c "import safetensors" 2>/dev/null || "${pip[@]}" safetensors
+python3 -c "import tensorboard" 2>/dev/null || "${pip[@]}" tensorboard
 if ! python3 -c "import torch" 2>/dev/null; then
   echo "install-peers: installing torch (CPU use only)"
   "${pip[@]}" filelock "typing-extensions>=4.13" sympy networkx jinja2 fsspec

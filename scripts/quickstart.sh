@@ -37,7 +37,7 @@ echo
 echo
 "$kiln" train "$out/mlp.kiln" --data=fashion-mnist --epochs="$epochs" --log-every=468 \
   --checkpoint-dir="$out/checkpoints" --checkpoint-every=1000 \
-  --metrics-file="$out/metrics.jsonl"
+  --metrics-file="$out/metrics.jsonl" --tensorboard-dir="$out/tensorboard"
 
 accuracy=$(tail -n 1 "$out/metrics.jsonl" | sed -E 's/.*"test_accuracy": ([0-9.]+).*/\1/')
 echo
@@ -48,6 +48,7 @@ echo "            IR dumps        $out/dumps (IR after every pass, buffer report
 echo "            checkpoints     $out/checkpoints (latest: $(cat "$out/checkpoints/latest"))"
 echo "            data-parallel   $out/checkpoints-data-parallel (2 ranks, 1 epoch)"
 echo "            metrics         $out/metrics.jsonl"
+echo "            TensorBoard     $out/tensorboard (tensorboard --logdir $out/tensorboard)"
 if [ "$epochs" -ge 10 ]; then
   awk -v a="$accuracy" 'BEGIN { exit !(a >= 0.88) }' ||
     { echo "quickstart: error: test accuracy $accuracy is below 0.88" >&2; exit 1; }

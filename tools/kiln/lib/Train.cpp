@@ -39,6 +39,7 @@
 #include "runtime/data/Sampler.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/NcclCommunicator.h"
+#include "runtime/metrics/EventFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -452,6 +453,35 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
   }
 
+  // --tensorboard-dir: rank 0's TensorBoard event file (EventFile.h),
+  // flushed at each logged step so a running TensorBoard follows along.
+  std::unique_ptr<runtime::EventFileWriter> events;
+  if (!options.tensorboardDir.empty() && leader) {
+    runtime::StatusOr<std::unique_ptr<runtime::EventFileWriter>> created =
+        runtime::EventFileWriter::create(options.tensorboardDir);
+    if (!created.isOk()) {
+      printError(errs, kTrainCommand, "--tensorboard-dir=" + options.tensorboardDir +
+                                          ": " + created.status().message());
+      return kExitError;
+    }
+    events = std::move(created.value());
+    // Resumed: TensorBoard hides what earlier event files logged past the
+    // checkpoint (the interrupted run's last steps), as SummaryWriter's
+    // purge_step does.
+    if (resumed)
+      events->addSessionStart(stepsDone + 1);
+  }
+  auto flushEvents = [&]() {
+    if (!events)
+      return true;
+    if (runtime::Status s = events->flush(); !s.isOk()) {
+      printError(errs, kTrainCommand,
+                 "--tensorboard-dir=" + options.tensorboardDir + ": " + s.message());
+      return false;
+    }
+    return true;
+  };
+
   console << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch;
   if (microBatches > 1)
     console << " (" << microBatches << " micro-batches of " << microBatch
@@ -503,6 +533,18 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     }
     if (metrics)
       writeMetricsRecord(*metrics, stepsDone, epochNumber, eval, trainLoss, rate);
+    if (events) {
+      if (eval) {
+        events->addScalar("eval/loss", eval->loss, stepsDone);
+        if (std::isfinite(eval->accuracy))
+          events->addScalar("eval/accuracy", eval->accuracy, stepsDone);
+      }
+      if (std::isfinite(trainLoss))
+        events->addScalar("train/epoch_loss", trainLoss, stepsDone);
+      events->addScalar("train/samples_per_second", rate, stepsDone);
+      if (!flushEvents())
+        return false;
+    }
     epochLosses.clear();
     samplesSince = 0;
     since = Clock::now();
@@ -570,6 +612,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         if (progress)
           console << "\r\033[K";
         console << "step " << stepsDone << " loss " << llvm::format("%.6f", loss) << "\n";
+        if (events) {
+          events->addScalar("train/loss", loss, stepsDone);
+          if (!flushEvents())
+            return kExitError;
+        }
       }
       if (epochDone) {
         if (!report(epoch + 1))

@@ -124,6 +124,11 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                    "continue from the checkpoint --checkpoint-dir's 'latest' names");
   parser.addValue("metrics-file", &options.metricsFile, "F.jsonl",
                   "append one JSON object per eval");
+  parser.addValue("tensorboard-dir", &options.tensorboardDir, "DIR",
+                  "write a TensorBoard event file here: train/loss at each "
+                  "logged step; eval/loss, eval/accuracy, train/epoch_loss "
+                  "and train/samples_per_second after each epoch (view with "
+                  "tensorboard --logdir DIR)");
   parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
                   "write the IR after every pass, and (cpu) the compiled "
                   "packages, here");

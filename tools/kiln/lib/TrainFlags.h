@@ -49,6 +49,7 @@ struct TrainOptions {
   bool resume = false;
   std::string checkpointDir;
   std::string metricsFile;
+  std::string tensorboardDir; // --tensorboard-dir; empty: none
   std::string backend = "cpu";
   int64_t threads = 0; // 0: all cores
   PipelineOptions pipeline;

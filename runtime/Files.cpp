@@ -87,14 +87,9 @@ std::string cacheEntry(const std::string &magic,
   return out;
 }
 
-bool readCacheEntry(const std::string &path, const std::string &magic,
-                    std::vector<std::string> &fields) {
+bool parseCacheEntry(const std::string &text, const std::string &magic,
+                     std::vector<std::string> &fields) {
   fields.clear();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
   if (text.compare(0, magic.size(), magic) != 0)
     return false;
   size_t at = magic.size();
@@ -111,6 +106,17 @@ bool readCacheEntry(const std::string &path, const std::string &magic,
     at += n;
   }
   return true;
+}
+
+bool readCacheEntry(const std::string &path, const std::string &magic,
+                    std::vector<std::string> &fields) {
+  fields.clear();
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  return parseCacheEntry(text, magic, fields);
 }
 
 } // namespace kiln::runtime

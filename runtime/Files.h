@@ -46,6 +46,9 @@ std::string cacheEntry(const std::string &magic,
 // allocation).
 bool readCacheEntry(const std::string &path, const std::string &magic,
                     std::vector<std::string> &fields);
+// The same of bytes in memory (a trainer's payload, tools/kiln/lib/Pack.h).
+bool parseCacheEntry(const std::string &text, const std::string &magic,
+                     std::vector<std::string> &fields);
 
 } // namespace kiln::runtime
 

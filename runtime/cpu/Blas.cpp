@@ -654,6 +654,16 @@ X86Features x86Features() {
     return f;
   bool osxsave = ecx & bit_OSXSAVE;
   f.fma = ecx & bit_FMA;
+  f.ssse3 = ecx & bit_SSSE3;
+  f.sse42 = ecx & bit_SSE4_2;
+  f.popcnt = ecx & bit_POPCNT;
+  f.cx16 = ecx & bit_CMPXCHG16B;
+  f.avx = ecx & bit_AVX;
+  f.f16c = ecx & bit_F16C;
+  f.movbe = ecx & bit_MOVBE;
+  unsigned eax8 = 0, ebx8 = 0, ecx8 = 0, edx8 = 0;
+  if (__get_cpuid(0x80000001, &eax8, &ebx8, &ecx8, &edx8))
+    f.lzcnt = ecx8 & bit_LZCNT;
   if (osxsave) {
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -665,12 +675,31 @@ X86Features x86Features() {
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
     return f;
   f.avx2 = ebx & bit_AVX2;
+  f.bmi1 = ebx & bit_BMI;
+  f.bmi2 = ebx & bit_BMI2;
+  f.avx512cd = ebx & bit_AVX512CD;
   f.avx512f = ebx & bit_AVX512F;
   f.avx512dq = ebx & bit_AVX512DQ;
   f.avx512bw = ebx & bit_AVX512BW;
   f.avx512vl = ebx & bit_AVX512VL;
 #endif
   return f;
+}
+
+bool x86LevelSupported(const X86Features &f, const std::string &level) {
+  bool v2 = f.ssse3 && f.sse42 && f.popcnt && f.cx16;
+  bool v3 = v2 && f.ymmState && f.avx && f.avx2 && f.fma && f.bmi1 && f.bmi2 &&
+            f.f16c && f.movbe && f.lzcnt;
+  bool v4 = v3 && f.zmmState && f.avx512f && f.avx512bw && f.avx512cd &&
+            f.avx512dq && f.avx512vl;
+#if defined(__x86_64__)
+  if (level == "x86-64")
+    return true;
+#endif
+  return level == "x86-64-v2" ? v2
+         : level == "x86-64-v3" ? v3
+         : level == "x86-64-v4" ? v4
+                                : false;
 }
 
 const char *openBlasCoreFor(const X86Features &f) {

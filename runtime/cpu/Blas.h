@@ -99,10 +99,20 @@ int blasThreads();
 struct X86Features {
   bool avx2 = false, fma = false;
   bool avx512f = false, avx512dq = false, avx512bw = false, avx512vl = false;
+  // The rest of the x86-64 levels' features (x86-64-v2: ssse3, sse4.2,
+  // popcnt, cx16; v3: also AVX, AVX2, FMA, BMI1/2, F16C, MOVBE, LZCNT; v4:
+  // also AVX-512 F, BW, CD, DQ, VL).
+  bool ssse3 = false, sse42 = false, popcnt = false, cx16 = false;
+  bool avx = false, bmi1 = false, bmi2 = false, f16c = false, movbe = false,
+       lzcnt = false, avx512cd = false;
   bool ymmState = false, zmmState = false; // XCR0: the OS saves them
 };
 // This CPU's (all false off x86-64).
 X86Features x86Features();
+// Whether |f| runs code compiled for x86-64 level |level| ("x86-64",
+// "x86-64-v2", "x86-64-v3", "x86-64-v4"; AVX and AVX-512 only where the
+// OS saves their registers).
+bool x86LevelSupported(const X86Features &f, const std::string &level);
 // The OPENBLAS_CORETYPE for |features|, or nullptr for OpenBLAS's own choice.
 const char *openBlasCoreFor(const X86Features &features);
 // The kernels Kiln had OpenBLAS choose again at start (OPENBLAS_CORETYPE),

@@ -617,6 +617,51 @@ TEST(OpenBlasCore, ChosenFromTheCpusFeatures) {
   }
 }
 
+// The x86-64 levels a packed trainer's kernels are compiled for (kiln pack
+// --cpu): each needs every feature of its level and the ones below, and
+// the OS saving the vector state its instructions use.
+TEST(X86Level, NeedsEveryFeatureOfTheLevel) {
+  X86Features v4;
+  for (bool X86Features::*f :
+       {&X86Features::ssse3, &X86Features::sse42, &X86Features::popcnt,
+        &X86Features::cx16, &X86Features::avx, &X86Features::avx2,
+        &X86Features::fma, &X86Features::bmi1, &X86Features::bmi2,
+        &X86Features::f16c, &X86Features::movbe, &X86Features::lzcnt,
+        &X86Features::ymmState, &X86Features::avx512f, &X86Features::avx512bw,
+        &X86Features::avx512cd, &X86Features::avx512dq, &X86Features::avx512vl,
+        &X86Features::zmmState})
+    v4.*f = true;
+  for (const char *level : {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"})
+    EXPECT_TRUE(x86LevelSupported(v4, level)) << level;
+  EXPECT_FALSE(x86LevelSupported(v4, "x86-64-v5"));
+  EXPECT_FALSE(x86LevelSupported(v4, "haswell"));
+  // One feature missing takes its level and those above away.
+  struct Case {
+    bool X86Features::*missing;
+    const char *highest;
+  };
+  for (Case c : {Case{&X86Features::popcnt, "x86-64"},
+                 Case{&X86Features::cx16, "x86-64"},
+                 Case{&X86Features::movbe, "x86-64-v2"},
+                 Case{&X86Features::lzcnt, "x86-64-v2"},
+                 Case{&X86Features::ymmState, "x86-64-v2"},
+                 Case{&X86Features::avx512cd, "x86-64-v3"},
+                 Case{&X86Features::zmmState, "x86-64-v3"}}) {
+    X86Features f = v4;
+    f.*c.missing = false;
+    bool supported = true;
+    for (const char *level : {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
+      EXPECT_EQ(x86LevelSupported(f, level), supported) << level << " " << c.highest;
+      if (std::string(level) == c.highest)
+        supported = false;
+    }
+  }
+  // This CPU, with AVX2 (as every machine Kiln is tested on), runs the
+  // level kiln pack compiles for by default.
+  X86Features here = x86Features();
+  EXPECT_EQ(x86LevelSupported(here, "x86-64-v3"), here.avx2 && here.bmi2 && here.movbe);
+}
+
 // This process's OpenBLAS runs kernels that use this CPU's vectors: its
 // own choice, or the one Kiln made it take before main (OpenBLAS 0.3.21
 // takes Prescott's SSE3 kernels on a CPU model it does not know, as this

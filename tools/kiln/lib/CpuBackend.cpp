@@ -5,430 +5,79 @@
 // builder as `kiln compile --emit=package` into step.kpkg (and, for eval,
 // its forward graph with the cross-entropy's logits as a second result into
 // eval.kpkg), written to --dump-dir when given or a temporary directory,
-// and loaded back, so what trains is exactly what a shipped package runs.
-// The runtime (runtime/cpu/Executable.h) allocates each package's arena
-// once; parameters start from the package's initializers. Batches are
-// copied into the data inputs' buffers, converted to their element types.
+// and loaded back (CpuPackageBackend.cpp), so what trains is exactly what a
+// shipped package runs. Kernels are compiled by LLVM ORC at load
+// (runtime/cpu/jit/OrcKernelLoader.h).
 //
 // A .kpkg holds only the training step: it trains without an eval pass, and
 // its optimizer and learning rate are the ones compiled in.
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/PackageBuilder.h"
-#include "tools/kiln/lib/StepSignature.h"
 #include "tools/kiln/lib/TrainBackend.h"
 #include "tools/kiln/lib/TrainCompile.h"
 
-#include "runtime/Initializers.h"
-#include "runtime/checkpoint/Sharded.h"
-#include "runtime/dist/Communicator.h"
-#include "runtime/cpu/Executable.h"
 #include "runtime/cpu/jit/OrcKernelLoader.h"
-#include "runtime/package/Package.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
-#include <cstring>
-#include <map>
-
 using namespace mlir;
 
 namespace kiln::cli {
-namespace {
-
-using runtime::PkgDType;
-
-
-// A loaded package, its executable and where its data goes.
-struct Step : StepSignature {
-  std::unique_ptr<runtime::cpu::Executable> exec;
-
-  const runtime::LoadedPackage &package() const { return exec->package(); }
-
-  // Fills in the data inputs, the loss and the step counter.
-  bool describe(llvm::StringRef path, llvm::raw_ostream &errs,
-                llvm::StringRef command) {
-    const runtime::LoadedPackage &pkg = package();
-    StepSignature::describe(pkg);
-    if (loss < 0) {
-      printError(errs, command,
-                 path.str() + ": expected an output with role loss, found none");
-      return false;
-    }
-    if (pkg.outputs[loss].shape.size() != 0) {
-      printError(errs, command, path.str() + ": expected a scalar loss");
-      return false;
-    }
-    return true;
-  }
-
-  bool feed(const runtime::Batch &batch, llvm::raw_ostream &errs,
-            llvm::StringRef command) {
-    const runtime::LoadedPackage &pkg = package();
-    if (batch.tensors.size() != dataInputs.size()) {
-      printError(errs, command,
-                 "a batch holds " + std::to_string(batch.tensors.size()) +
-                     " tensors: expected " + std::to_string(dataInputs.size()));
-      return false;
-    }
-    for (size_t t = 0; t < dataInputs.size(); ++t) {
-      const runtime::BatchTensor &src = batch.tensors[t];
-      const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
-      std::string error;
-      if (!copyBatchTensor(src, e, exec->input(dataInputs[t]), error)) {
-        printError(errs, command, error);
-        return false;
-      }
-    }
-    return true;
-  }
-
-  double output(int index) const {
-    const runtime::SignatureEntry &e = package().outputs[index];
-    return readElement(exec->output(index), e.dtype, 0);
-  }
-};
-
-class CpuBackend : public TrainBackend {
-public:
-  ~CpuBackend() override {
-    if (!tempDir_.empty())
-      llvm::sys::fs::remove_directories(tempDir_);
-  }
-
-  const char *name() const override { return "cpu"; }
-  int64_t batch() const override { return batch_; }
-  const std::vector<runtime::TensorSpec> &dataSpecs() const override {
-    return specs_;
-  }
-  const std::vector<runtime::TensorSpec> &evalSpecs() const override {
-    return evalSpecs_;
-  }
-  bool hasEval() const override { return eval_.exec != nullptr; }
-  bool evalHasLogits() const override { return eval_.logits >= 0; }
-  const std::vector<StateEntry> &state() const override { return state_; }
-
-  std::vector<float> readState(size_t entry) const override {
-    const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
-    const void *data = train_.exec->input(stateInputs_[entry]);
-    int64_t n = elementCount(e.shape);
-    std::vector<float> out(n);
-    if (e.dtype == PkgDType::F32) {
-      std::memcpy(out.data(), data, n * sizeof(float));
-      return out;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<float>(readElement(data, e.dtype, i));
-    return out;
-  }
-
-  bool writeState(size_t entry, const std::vector<float> &values,
-                  std::string &error) override {
-    const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
-    void *data = train_.exec->input(stateInputs_[entry]);
-    int64_t n = elementCount(e.shape);
-    if (static_cast<int64_t>(values.size()) != n) {
-      error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(n);
-      return false;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      writeElement(data, e.dtype, i, values[i]);
-    // The step reads the parameter's copies, not the parameter.
-    for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
-                                                     stateInputs_[entry]))
-      runtime::pkgFillParameterCopy(train_.package(), copy, data,
-                                    train_.exec->input(copy));
-    evalStale_ = true;
-    return true;
-  }
-
-  const std::vector<runtime::ShardLayout> &shards() const override {
-    return train_.package().metadata.shards;
-  }
-
-  bool setEvalParameter(const std::string &name,
-                        const std::vector<float> &values,
-                        std::string &error) override {
-    int input = eval_.exec ? eval_.exec->findInput(name) : -1;
-    if (input < 0) {
-      error = "is not an input of the eval step";
-      return false;
-    }
-    const runtime::SignatureEntry &e = eval_.package().inputs[input];
-    if (static_cast<int64_t>(values.size()) != elementCount(e.shape)) {
-      error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(elementCount(e.shape));
-      return false;
-    }
-    for (size_t i = 0; i < values.size(); ++i)
-      writeElement(eval_.exec->input(input), e.dtype, i, values[i]);
-    return true;
-  }
-
-  void setStepCounter(int64_t step) override {
-    if (train_.stepCounter < 0)
-      return;
-    const runtime::SignatureEntry &e = train_.package().inputs[train_.stepCounter];
-    writeElement(train_.exec->input(train_.stepCounter), e.dtype, 0,
-                 static_cast<double>(step));
-  }
-
-  bool step(const runtime::Batch &batch, double &loss,
-            llvm::raw_ostream &errs) override {
-    if (!train_.feed(batch, errs, command_))
-      return false;
-    runtime::Status s = train_.exec->run();
-    if (!s.isOk()) {
-      printError(errs, command_, "step: " + s.message());
-      return false;
-    }
-    loss = train_.output(train_.loss);
-    evalStale_ = true;
-    return true;
-  }
-
-  bool evaluate(const runtime::Batch &batch, EvalOutput &out,
-                llvm::raw_ostream &errs) override {
-    if (evalStale_) {
-      // The eval step's parameters are the trained ones, by name.
-      for (auto [evalInput, trainInput] : evalParameters_) {
-        const runtime::PackageBuffer &b =
-            train_.package().buffers[train_.package().inputs[trainInput].buffer];
-        std::memcpy(eval_.exec->input(evalInput),
-                    train_.exec->input(trainInput), b.size);
-      }
-      evalStale_ = false;
-    }
-    if (!eval_.feed(batch, errs, command_))
-      return false;
-    runtime::Status s = eval_.exec->run();
-    if (!s.isOk()) {
-      printError(errs, command_, "eval: " + s.message());
-      return false;
-    }
-    out.loss = eval_.output(eval_.loss);
-    out.logits.clear();
-    out.classes = 0;
-    if (eval_.logits >= 0) {
-      const runtime::SignatureEntry &e = eval_.package().outputs[eval_.logits];
-      int64_t n = elementCount(e.shape);
-      out.logits.resize(n);
-      const void *data = eval_.exec->output(eval_.logits);
-      for (int64_t i = 0; i < n; ++i)
-        out.logits[i] = static_cast<float>(readElement(data, e.dtype, i));
-      out.classes = e.shape[1];
-    }
-    return true;
-  }
-
-  bool init(const BackendOptions &options, llvm::StringRef command,
-            llvm::raw_ostream &outs, llvm::raw_ostream &errs);
-
-private:
-  bool initShards(int rank, int worldSize, llvm::raw_ostream &errs);
-  bool compile(const BackendOptions &options, llvm::raw_ostream &outs,
-               llvm::raw_ostream &errs, std::string &trainPath,
-               std::string &evalPath);
-  bool load(const std::string &path, int threads, Step &step,
-            llvm::raw_ostream &errs,
-            runtime::dist::Communicator *communicator = nullptr);
-
-  std::string command_;
-  std::string tempDir_;
-  std::unique_ptr<runtime::cpu::KernelLoader> loader_;
-  Step train_, eval_;
-  std::vector<runtime::TensorSpec> specs_, evalSpecs_;
-  int64_t batch_ = 0;
-  std::vector<StateEntry> state_;
-  std::vector<size_t> stateInputs_;
-  std::vector<std::pair<size_t, size_t>> evalParameters_; // eval <- train
-  bool evalStale_ = true;
-};
-
-bool CpuBackend::load(const std::string &path, int threads, Step &step,
-                      llvm::raw_ostream &errs,
-                      runtime::dist::Communicator *communicator) {
-  runtime::StatusOr<runtime::LoadedPackage> pkg = runtime::loadPackage(path);
-  if (!pkg.isOk()) {
-    printError(errs, command_, pkg.status().message());
-    return false;
-  }
-  if (pkg->target.kind != runtime::TargetKind::Cpu) {
-    printError(errs, command_,
-               path + ": the package targets CUDA: expected a CPU package "
-                      "(compile it with --target=cpu)");
-    return false;
-  }
-  runtime::cpu::ExecutableOptions execOptions;
-  execOptions.threads = threads;
-  execOptions.communicator = communicator;
-  runtime::StatusOr<std::unique_ptr<runtime::cpu::Executable>> exec =
-      runtime::cpu::Executable::create(std::move(pkg.value()), *loader_,
-                                       execOptions);
-  if (!exec.isOk()) {
-    printError(errs, command_, path + ": " + exec.status().message());
-    return false;
-  }
-  step.exec = std::move(exec.value());
-  runtime::Status init = step.exec->initialize();
-  if (!init.isOk()) {
-    printError(errs, command_, path + ": " + init.message());
-    return false;
-  }
-  return step.describe(path, errs, command_);
-}
-
-bool CpuBackend::compile(const BackendOptions &options, llvm::raw_ostream &outs,
-                         llvm::raw_ostream &errs, std::string &trainPath,
-                         std::string &evalPath) {
-  TrainPackages packages;
-  bool compiled = compileTrainPackages(
-      options, command_, "kiln-train",
-      [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,
-          llvm::ArrayRef<std::string> flags, const std::string &path) {
-        return writeStepPackage(module, model, source, flags, path, command_,
-                                errs);
-      },
-      outs, errs, packages);
-  tempDir_ = packages.tempDir; // removed by the destructor, even after a failure
-  if (!compiled)
-    return false;
-  trainPath = packages.trainPath;
-  evalPath = packages.evalPath;
-  return true;
-}
-
-bool CpuBackend::init(const BackendOptions &options, llvm::StringRef command,
-                      llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
-  command_ = command.str();
-  runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
-      runtime::cpu::createOrcKernelLoader();
-  if (!loader.isOk()) {
-    printError(errs, command_, loader.status().message());
-    return false;
-  }
-  loader_ = std::move(loader.value());
-
-  std::string trainPath = options.input, evalPath;
-  bool isPackage = llvm::sys::path::extension(options.input) == ".kpkg";
-  if (isPackage) {
-    if (options.optimizerFlagsGiven) {
-      printError(errs, command_,
-                 options.input + ": a package has its optimizer compiled in; "
-                                 "drop the optimizer flags or train the .kiln "
-                                 "file");
-      return false;
-    }
-    if (options.wantEval)
-      outs << "kiln train: " << options.input
-           << " holds only the training step: no eval pass (train the .kiln "
-              "file for one)\n";
-  } else if (!compile(options, outs, errs, trainPath, evalPath)) {
-    return false;
-  }
-  // Only the training step has collectives; eval runs on one rank.
-  if (!load(trainPath, options.threads, train_, errs, options.communicator))
-    return false;
-  if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
-    return false;
-  const runtime::LoadedPackage &pkg = train_.package();
-  collectState(pkg, state_, stateInputs_);
-  if (!pkg.metadata.shards.empty() &&
-      !initShards(options.communicator ? options.communicator->rank() : 0,
-                  options.communicator ? options.communicator->worldSize() : 1,
-                  errs))
-    return false;
-  if (evalPath.empty())
-    return true;
-
-  if (!load(evalPath, options.threads, eval_, errs))
-    return false;
-  int64_t evalBatch = 0;
-  if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
-                   errs))
-    return false;
-  return matchEvalStep(pkg, eval_.package(), eval_, evalParameters_, command_,
-                       errs);
-}
-
-// ZeRO: each shard starts as block |rank| of its bucket's parameters'
-// first values, the same on every rank: the full parameters' buffers where
-// the step has them (zero1/2), else their initializers (zero3).
-bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
-  const runtime::LoadedPackage &pkg = train_.package();
-  for (const runtime::ShardLayout &layout : pkg.metadata.shards) {
-    if (static_cast<int>(layout.worldSize) != worldSize) {
-      printError(errs, command_,
-                 "the step shards '" + layout.name + "' over " +
-                     std::to_string(layout.worldSize) +
-                     " ranks, but the job has " + std::to_string(worldSize) +
-                     " (WORLD_SIZE); compile it for this world size");
-      return false;
-    }
-    std::map<std::string, runtime::NamedTensor> first;
-    runtime::ShardedBucket bucket;
-    bucket.name = layout.name;
-    bucket.length = layout.length;
-    for (const runtime::ShardSlot &slot : layout.slots) {
-      bucket.params.push_back({slot.name, slot.offset, slot.shape});
-      runtime::NamedTensor &t = first[slot.name];
-      t.shape = slot.shape;
-      int input = train_.exec->findInput(slot.name);
-      if (input >= 0) {
-        const runtime::SignatureEntry &e = pkg.inputs[input];
-        int64_t n = elementCount(e.shape);
-        t.values.resize(n);
-        for (int64_t i = 0; i < n; ++i)
-          t.values[i] = static_cast<float>(
-              readElement(train_.exec->input(input), e.dtype, i));
-        continue;
-      }
-      runtime::InitSpec spec;
-      spec.kind = static_cast<runtime::InitKind>(
-          static_cast<uint8_t>(slot.init.kind));
-      spec.value = slot.init.value;
-      spec.scale = slot.init.scale;
-      spec.seed = static_cast<uint64_t>(slot.init.seed);
-      std::vector<double> values = runtime::initialize(spec, slot.shape);
-      t.values.assign(values.begin(), values.end());
-    }
-    runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
-        bucket, rank, worldSize,
-        [&](const std::string &name) -> const runtime::NamedTensor * {
-          auto it = first.find(name);
-          return it == first.end() ? nullptr : &it->second;
-        },
-        "shard '" + layout.name + "'");
-    int input = train_.exec->findInput(layout.name);
-    if (!block.isOk() || input < 0) {
-      printError(errs, command_,
-                 block.isOk() ? "the step has no input '" + layout.name + "'"
-                              : block.status().message());
-      return false;
-    }
-    const runtime::SignatureEntry &e = pkg.inputs[input];
-    const std::vector<float> &values = block.value();
-    for (size_t i = 0; i < values.size(); ++i)
-      writeElement(train_.exec->input(input), e.dtype, i, values[i]);
-  }
-  return true;
-}
-
-} // namespace
 
 std::unique_ptr<TrainBackend> createCpuBackend(const BackendOptions &options,
                                                llvm::StringRef command,
                                                llvm::raw_ostream &outs,
                                                llvm::raw_ostream &errs) {
-  auto backend = std::make_unique<CpuBackend>();
-  if (!backend->init(options, command, outs, errs))
+  CpuPackageOptions package;
+  package.input = options.input;
+  package.threads = options.threads;
+  package.communicator = options.communicator;
+  runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
+      runtime::cpu::createOrcKernelLoader();
+  if (!loader.isOk()) {
+    printError(errs, command, loader.status().message());
     return nullptr;
-  return backend;
+  }
+  package.loader = std::move(loader.value());
+
+  package.trainPath = options.input;
+  bool isPackage = llvm::sys::path::extension(options.input) == ".kpkg";
+  if (isPackage) {
+    if (options.optimizerFlagsGiven) {
+      printError(errs, command,
+                 options.input + ": a package has its optimizer compiled in; "
+                                 "drop the optimizer flags or train the .kiln "
+                                 "file");
+      return nullptr;
+    }
+    if (options.wantEval)
+      outs << "kiln train: " << options.input
+           << " holds only the training step: no eval pass (train the .kiln "
+              "file for one)\n";
+  } else {
+    TrainPackages packages;
+    bool compiled = compileTrainPackages(
+        options, command, "kiln-train",
+        [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,
+            llvm::ArrayRef<std::string> flags, const std::string &path) {
+          return writeStepPackage(module, model, source, flags, path, command,
+                                  errs);
+        },
+        outs, errs, packages);
+    if (!compiled) {
+      if (!packages.tempDir.empty())
+        llvm::sys::fs::remove_directories(packages.tempDir);
+      return nullptr;
+    }
+    package.tempDir = packages.tempDir; // the backend removes it
+    package.trainPath = packages.trainPath;
+    package.evalPath = packages.evalPath;
+  }
+  return createCpuPackageBackend(std::move(package), command, errs);
 }
 
 } // namespace kiln::cli

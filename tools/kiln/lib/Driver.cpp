@@ -39,10 +39,9 @@ const Command kCommands[] = {
      runTrain},
     {"launch", "start the ranks of a distributed job (as torchrun)",
      runLaunch},
+    {"pack", "write one standalone executable that trains a model (AOT)",
+     runPack},
 };
-
-// Listed in the design but not written yet.
-const char *const kPlanned[] = {"pack"};
 
 // "models, inspect, compile" with |lastSeparator| before the last name.
 std::string commandList(llvm::StringRef lastSeparator) {
@@ -87,14 +86,6 @@ int runKiln(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   for (const Command &c : kCommands)
     if (name == c.name)
       return c.run(args.drop_front(), outs, errs);
-  for (const char *planned : kPlanned)
-    if (name == planned) {
-      printError(errs, "kiln",
-                 llvm::Twine("command '") + name +
-                     "' is not available yet (available: " + commandList(", ") +
-                     ")");
-      return kExitUsage;
-    }
   printError(errs, "kiln",
              llvm::Twine("unknown command '") + name + "' (expected " +
                  commandList(" or ") + ")");

@@ -27,7 +27,6 @@ using namespace mlir;
 
 namespace kiln::cli {
 
-TrainBackend::~TrainBackend() = default;
 
 namespace {
 

@@ -35,6 +35,9 @@
 namespace kiln::runtime::dist {
 class Communicator;
 } // namespace kiln::runtime::dist
+namespace kiln::runtime::cpu {
+class KernelLoader;
+} // namespace kiln::runtime::cpu
 
 namespace kiln::cli {
 
@@ -142,6 +145,25 @@ struct BackendOptions {
 std::unique_ptr<TrainBackend> createReferenceBackend(const BackendOptions &options,
                                                      llvm::StringRef command,
                                                      llvm::raw_ostream &errs);
+// A CPU step package (and its eval package) as a backend: what
+// createCpuBackend builds once the model is compiled, and what a packed
+// trainer (`kiln pack`) runs. No MLIR.
+struct CpuPackageOptions {
+  std::string input;     // what messages name: the model or package given
+  std::string trainPath; // the step package
+  std::string evalPath;  // its eval package; empty: no eval
+  // The packages' bytes when they are in memory (a packed trainer's);
+  // empty: read the paths.
+  std::string trainBytes, evalBytes;
+  int threads = 0;       // 0: all cores
+  runtime::dist::Communicator *communicator = nullptr; // not owned
+  std::unique_ptr<runtime::cpu::KernelLoader> loader;  // kept by the backend
+  std::string tempDir; // removed with the backend when not empty
+};
+std::unique_ptr<TrainBackend>
+createCpuPackageBackend(CpuPackageOptions options, llvm::StringRef command,
+                        llvm::raw_ostream &errs);
+
 std::unique_ptr<TrainBackend> createCpuBackend(const BackendOptions &options,
                                                llvm::StringRef command,
                                                llvm::raw_ostream &outs,

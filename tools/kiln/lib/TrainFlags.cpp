@@ -23,12 +23,8 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                                    llvm::raw_ostream &outs,
                                    llvm::raw_ostream &errs) {
   std::string &backend = options.backendFlag, &device = options.device,
-              &seed = options.seedFlag, &threads = options.threadsFlag,
-              &devices = options.devices,
-              &collectiveTimeout = options.collectiveTimeout;
-  std::string &evalData = options.evalData;
-  std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
-      checkpointEvery;
+              &devices = options.devices;
+  TrainLoopFlagText loopFlags;
   OptimizerFlags &optimizerFlags = options.optimizerFlags;
   AmpFlags &ampFlags = options.ampFlags;
   DistFlags &distFlags = options.distFlags;
@@ -88,54 +84,15 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "cuda: compile attention into fused kiln.attention library "
                   "calls (default on; no effect on the cpu and reference "
                   "backends)");
-  parser.addValue("threads", &threads, "N",
-                  "CPU threads (default: all cores, shared out among the "
-                  "ranks of one machine; under --strategy=mirrored N is "
-                  "shared out among the devices)");
+  addTrainLoopFlags(parser, options, loopFlags);
   parser.addValue("devices", &devices, "N",
                   "--strategy=mirrored: N CPU device instances in this "
                   "process, each a rank with its own step, its share of the "
                   "threads and a batch of the compiled size (global batch: N "
                   "times it); default: one per core");
-  parser.addValue("data", &data, "SPEC",
-                  "fashion-mnist[:DIR], npy:DIR, tokens:FILE or synthetic "
-                  "(default fashion-mnist)");
-  parser.addValue("eval-data", &evalData, "SPEC",
-                  "eval data after each epoch (default: fashion-mnist's test "
-                  "split for fashion-mnist, none otherwise; none: no eval)");
-  parser.addValue("epochs", &epochs, "N", "passes over the training data");
-  parser.addValue("max-steps", &maxSteps, "N",
-                  "stop after N steps in all (default 20 without --epochs)");
-  parser.addValue("batch-size", &batchSize, "B",
-                  "per rank (with --grad-accum, the micro-batch); must "
-                  "equal the model's batch dimension");
-  parser.addValue("train-subset", &subset, "N",
-                  "use only the first N training samples (default: all)");
-  parser.addValue("eval-subset", &evalSubset, "N",
-                  "evaluate only the first N eval samples (default: all)");
-  parser.addSwitch("no-shuffle", &options.noShuffle, "keep the data in file order");
-  parser.addValue("log-every", &logEvery, "N", "print the loss every N steps (default 1)");
-  parser.addValue("seed", &seed, "S", "shuffling and synthetic-data seed (default 0)");
-  parser.addValue("checkpoint-dir", &options.checkpointDir, "DIR",
-                  "write step-N.safetensors and a 'latest' pointer here");
-  parser.addValue("checkpoint-every", &checkpointEvery, "N",
-                  "checkpoint every N steps (and always at the end)");
-  parser.addSwitch("resume", &options.resume,
-                   "continue from the checkpoint --checkpoint-dir's 'latest' names");
-  parser.addValue("metrics-file", &options.metricsFile, "F.jsonl",
-                  "append one JSON object per eval");
-  parser.addValue("tensorboard-dir", &options.tensorboardDir, "DIR",
-                  "write a TensorBoard event file here: train/loss at each "
-                  "logged step; eval/loss, eval/accuracy, train/epoch_loss "
-                  "and train/samples_per_second after each epoch (view with "
-                  "tensorboard --logdir DIR)");
   parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
                   "write the IR after every pass, and (cpu) the compiled "
                   "packages, here");
-  parser.addValue("collective-timeout", &collectiveTimeout, "S",
-                  "with several ranks: give up on the rendezvous or a "
-                  "collective after S seconds, naming the missing rank "
-                  "(default 300)");
   addDistFlags(parser, distFlags,
                "number of ranks (default: WORLD_SIZE from the launcher, else "
                "1); must agree with the launcher");
@@ -194,70 +151,14 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
       return kExitError;
     }
   }
-  auto integer = [&](const std::string &text, llvm::StringRef flag, int64_t min,
-                     int64_t &out) {
-    if (text.empty())
-      return true;
-    std::optional<int64_t> v = parseInteger(kTrainCommand, flag, text, min, errs);
-    if (v)
-      out = *v;
-    return v.has_value();
-  };
-  int64_t seedValue = 0;
-  if (!integer(maxSteps, "max-steps", 1, options.maxSteps) ||
-      !integer(epochs, "epochs", 1, options.epochs) ||
-      !integer(batchSize, "batch-size", 1, options.batchSize) ||
-      !integer(subset, "train-subset", 1, options.subset) ||
-      !integer(evalSubset, "eval-subset", 1, options.evalSubset) ||
-      !integer(logEvery, "log-every", 1, options.logEvery) ||
-      !integer(checkpointEvery, "checkpoint-every", 1, options.checkpointEvery) ||
-      !integer(threads, "threads", 1, options.threads) ||
-      !integer(seed, "seed", 0, seedValue))
-    return kExitError;
-  options.seed = static_cast<uint64_t>(seedValue);
-  if (options.maxSteps == 0 && options.epochs == 0)
-    options.maxSteps = 20;
-  if ((options.resume || options.checkpointEvery) && options.checkpointDir.empty()) {
-    printError(errs, kTrainCommand,
-               std::string(options.resume ? "--resume" : "--checkpoint-every") +
-                   " needs --checkpoint-dir=DIR");
-    return kExitUsage;
-  }
+  if (std::optional<int> exit = applyTrainLoopFlags(loopFlags, options, errs))
+    return *exit;
   if (!parseOptimizerFlags(kTrainCommand, optimizerFlags, options.pipeline.optimizer,
                            errs))
     return kExitError;
   if (!parseAmpFlags(kTrainCommand, ampFlags, options.pipeline, errs))
     return kExitError;
-  if (!data.empty())
-    options.data = data;
   return std::nullopt;
-}
-
-bool parseTrainData(const TrainOptions &options, runtime::DataSpec &spec,
-                    std::optional<runtime::DataSpec> &evalSpec,
-                    llvm::raw_ostream &errs) {
-  const std::string &evalData = options.evalData;
-  runtime::StatusOr<runtime::DataSpec> parsedSpec =
-      runtime::parseDataSpec(options.data);
-  if (!parsedSpec.isOk()) {
-    printError(errs, kTrainCommand, parsedSpec.status().message());
-    return false;
-  }
-  spec = parsedSpec.value();
-  evalSpec.reset();
-  if (evalData.empty()) {
-    if (spec.kind == runtime::DataSpec::Kind::fashionMnist)
-      evalSpec = spec;
-  } else if (evalData != "none") {
-    runtime::StatusOr<runtime::DataSpec> parsed = runtime::parseDataSpec(evalData);
-    if (!parsed.isOk()) {
-      printError(errs, kTrainCommand,
-                 "--eval-data: " + parsed.status().message());
-      return false;
-    }
-    evalSpec = parsed.value();
-  }
-  return true;
 }
 
 } // namespace kiln::cli

@@ -30,6 +30,8 @@
 
 namespace kiln::cli {
 
+class FlagParser;
+
 // The command name every `kiln train` message starts with.
 inline constexpr llvm::StringLiteral kTrainCommand = "kiln train";
 
@@ -73,6 +75,25 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                                    TrainOptions &options,
                                    llvm::raw_ostream &outs,
                                    llvm::raw_ostream &errs);
+
+// The text of the training loop's flags, checked by applyTrainLoopFlags.
+struct TrainLoopFlagText {
+  std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
+      checkpointEvery;
+};
+
+// Declares the flags of the training loop (TrainLoopFlags.cpp), which every
+// trainer has: --threads, --data, --eval-data, --epochs, --max-steps,
+// --batch-size, --train-subset, --eval-subset, --no-shuffle, --log-every,
+// --seed, --checkpoint-dir, --checkpoint-every, --resume, --metrics-file,
+// --tensorboard-dir and --collective-timeout.
+void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
+                       TrainLoopFlagText &text);
+// Checks them into |options|; std::nullopt to go on, else the exit code
+// after printing the problem.
+std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
+                                       TrainOptions &options,
+                                       llvm::raw_ostream &errs);
 
 // Parses --data into |spec| and --eval-data into |evalSpec| (the default:
 // fashion-mnist's test split for fashion-mnist, none otherwise). Prints the

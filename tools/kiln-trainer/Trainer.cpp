@@ -1,0 +1,172 @@
+//===- Trainer.cpp - the trainer stub of `kiln pack` ----------------------===//
+//
+// The executable `kiln pack` copies and appends a compiled model to
+// (tools/kiln/lib/PackedTrainer.h). Run as such a trainer it reads its own
+// file (/proc/self/exe), checks that this CPU runs the kernels, loads the
+// kernel library and the packages from memory and trains with
+// `kiln train`'s loop and flags (TrainLoop.h), on the CPU runtime; under
+// `kiln launch` (or torchrun) each process is a rank and the collectives
+// go through Gloo. It links neither MLIR nor LLVM's code generator: only
+// LLVM's support library, statically.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/Driver.h"
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/PackedTrainer.h"
+#include "tools/kiln/lib/TrainBackend.h"
+#include "tools/kiln/lib/TrainCheckpoint.h"
+#include "tools/kiln/lib/TrainFlags.h"
+#include "tools/kiln/lib/TrainLoop.h"
+
+#include "runtime/cpu/SharedObjectKernelLoader.h"
+#include "runtime/dist/Communicator.h"
+#include "runtime/dist/GlooCommunicator.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace kiln;
+using namespace kiln::cli;
+
+namespace {
+
+int train(const std::string &self, const std::string &name,
+          llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+          llvm::raw_ostream &errs) {
+  runtime::StatusOr<PackedTrainer> packed = readPackedTrainer(self);
+  if (!packed.isOk()) {
+    std::string message = packed.status().message();
+    if (message.find(kNoPayload) != std::string::npos)
+      message = name + " is the trainer stub of `kiln pack` and trains nothing by "
+                       "itself: write a trainer with `kiln pack MODEL -o TRAINER`";
+    printError(errs, name, message);
+    return kExitError;
+  }
+  PackedTrainer &trainer = packed.value();
+  const std::string model = trainer.manifest["model"];
+  const std::string cpu = trainer.manifest["cpu"];
+
+  TrainOptions options;
+  TrainLoopFlagText loopFlags;
+  FlagParser parser(
+      name, "[--data=SPEC] [options]",
+      "Trains " + model + " (packed by `kiln pack` from " +
+          trainer.manifest["source"] + (trainer.manifest["flags"].empty()
+                                            ? std::string()
+                                            : " with " + trainer.manifest["flags"]) +
+          ") on the CPU, as `kiln train` would: the same data, eval,\n"
+          "checkpoints (--resume), metrics and TensorBoard files. Its kernels were\n"
+          "compiled ahead of time for " + cpu + " CPUs; " +
+          (trainer.eval.empty() ? "it has no eval step (a package was packed)."
+                                : "it evaluates after each epoch.") +
+          "\nUnder `kiln launch` each process is one rank (it was compiled for " +
+          trainer.manifest["world-size"] + ").");
+  addTrainLoopFlags(parser, options, loopFlags);
+  if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
+    return *exit;
+  if (std::optional<int> exit = applyTrainLoopFlags(loopFlags, options, errs))
+    return *exit;
+  options.input = model;
+
+  if (!cpuSupportsLevel(cpu)) {
+    printError(errs, name,
+               "its kernels were compiled for " + cpu +
+                   " CPUs and this CPU lacks some of their instructions: pack "
+                   "the model again with `kiln pack --cpu=...` for this machine");
+    return kExitError;
+  }
+  runtime::StatusOr<runtime::dist::DistEnv> distEnv =
+      runtime::dist::distEnvFromEnvironment();
+  if (!distEnv.isOk()) {
+    printError(errs, name, distEnv.status().message());
+    return kExitError;
+  }
+  runtime::dist::DistEnv env = distEnv.value();
+  if (std::to_string(env.worldSize) != trainer.manifest["world-size"]) {
+    printError(errs, name,
+               "its step was compiled for " + trainer.manifest["world-size"] +
+                   " rank(s) and " + std::to_string(env.worldSize) +
+                   " started (WORLD_SIZE): start it with `kiln launch "
+                   "--nproc-per-node=" + trainer.manifest["world-size"] +
+                   " -- " + name + " ...`, or pack for this world size");
+    return kExitError;
+  }
+  bool leader = env.rank == 0;
+  llvm::raw_null_ostream quiet;
+  llvm::raw_ostream &console = leader ? outs : quiet;
+
+  TrainRun run(options);
+  run.env = env;
+  run.isPackage = true;
+  if (!parseTrainData(options, run.spec, run.evalSpec, errs))
+    return kExitError;
+  if (options.resume && !readResumeState(options, run.resumed, errs))
+    return kExitError;
+
+  std::unique_ptr<runtime::dist::Communicator> communicator;
+  if (env.worldSize > 1) {
+    runtime::dist::CommOptions commOptions;
+    if (!options.collectiveTimeout.empty()) {
+      std::optional<double> t = parsePositiveReal(
+          name, "collective-timeout", options.collectiveTimeout, errs);
+      if (!t)
+        return kExitError;
+      commOptions.timeoutSeconds = *t;
+    }
+    runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
+        runtime::dist::createGlooCommunicator(env, commOptions);
+    if (!created.isOk()) {
+      printError(errs, name, created.status().message());
+      return kExitError;
+    }
+    communicator = std::move(created.value());
+    run.communicator = communicator.get();
+  }
+
+  CpuPackageOptions package;
+  package.input = model;
+  package.trainPath = name + ":step";
+  package.trainBytes = std::move(trainer.step);
+  if (run.evalSpec && leader && !trainer.eval.empty()) {
+    package.evalPath = name + ":eval";
+    package.evalBytes = std::move(trainer.eval);
+  }
+  package.threads = static_cast<int>(options.threads);
+  if (!options.threads && env.localWorldSize > 1)
+    package.threads = std::max(
+        1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
+               env.localWorldSize);
+  package.communicator = communicator.get();
+  runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
+      runtime::cpu::createSharedObjectKernelLoader(trainer.kernels,
+                                                   name + "'s kernel library");
+  if (!loader.isOk()) {
+    printError(errs, name, loader.status().message());
+    return kExitError;
+  }
+  package.loader = std::move(loader.value());
+  std::unique_ptr<TrainBackend> backend =
+      createCpuPackageBackend(std::move(package), name, errs);
+  if (!backend)
+    return kExitError;
+  console << name << ": " << model << ", packed for " << cpu << " CPUs\n";
+  return runTrainLoop(*backend, run, console, errs);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string name = argc > 0 ? argv[0] : "trainer";
+  size_t slash = name.rfind('/');
+  if (slash != std::string::npos)
+    name = name.substr(slash + 1);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  int code = train("/proc/self/exe", name, args, llvm::outs(), llvm::errs());
+  llvm::outs().flush();
+  return code;
+}

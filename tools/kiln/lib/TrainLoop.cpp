@@ -1,0 +1,398 @@
+//===- TrainLoop.cpp - the training loop of `kiln train` ------------------===//
+//
+// See TrainLoop.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/TrainLoop.h"
+
+#include "tools/kiln/lib/Driver.h"
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/TrainCheckpoint.h"
+#include "tools/kiln/lib/TrainEval.h"
+
+#include "passes/LossScale.h"
+#include "runtime/data/Sampler.h"
+#include "runtime/metrics/EventFile.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+namespace kiln::cli {
+
+TrainBackend::~TrainBackend() = default;
+
+bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
+                 llvm::StringRef command, std::vector<runtime::TensorSpec> &specs,
+                 int64_t &batch, llvm::raw_ostream &errs) {
+  specs.clear();
+  if (args.empty()) {
+    printError(errs, command, input.str() + ": the model has no input argument");
+    return false;
+  }
+  const DataArgument &first = args.front();
+  if (first.shape.empty()) {
+    printError(errs, command,
+               input.str() + ": input '" + first.name +
+                   "' is a scalar: expected a batch dimension first");
+    return false;
+  }
+  batch = first.shape[0];
+  if (batch < 1) {
+    printError(errs, command,
+               input.str() + ": input '" + first.name +
+                   "' has a batch dimension of 0: no sample fits a batch");
+    return false;
+  }
+  for (const DataArgument &arg : args) {
+    if (arg.shape.empty() || arg.shape[0] != batch) {
+      printError(errs, command,
+                 input.str() + ": data argument '" + arg.name +
+                     "' does not have the batch dimension " +
+                     std::to_string(batch) + " of '" + first.name + "' first");
+      return false;
+    }
+    runtime::TensorSpec spec;
+    spec.name = arg.name;
+    spec.type = arg.isFloat ? runtime::ElementType::f32 : runtime::ElementType::i32;
+    spec.shape.assign(arg.shape.begin() + 1, arg.shape.end());
+    if (!arg.isFloat)
+      spec.classes = arg.indexLimit > 0 ? arg.indexLimit : 2;
+    spec.indexLimit = arg.indexLimit;
+    specs.push_back(std::move(spec));
+  }
+  return true;
+}
+
+int runTrainLoop(TrainBackend &model, const TrainRun &run,
+                 llvm::raw_ostream &console, llvm::raw_ostream &errs) {
+  const TrainOptions &options = run.options;
+  const runtime::dist::DistEnv &env = run.env;
+  bool isPackage = run.isPackage;
+  bool distributed = env.worldSize > 1;
+  bool leader = env.rank == 0;
+  const runtime::DataSpec &spec = run.spec;
+  const std::optional<runtime::DataSpec> &evalSpec = run.evalSpec;
+  const std::optional<runtime::TrainingState> &resumed = run.resumed;
+  // The step reads |batch| rows per rank: with --grad-accum=K that is K
+  // micro-batches of the model's batch (kiln-accumulate-gradients), and
+  // --batch-size names the micro-batch, as in PyTorch.
+  int64_t batch = model.batch();
+  int64_t microBatches = run.microBatches;
+  int64_t microBatch = batch / microBatches;
+  if (options.batchSize && options.batchSize != microBatch) {
+    printError(errs, kTrainCommand,
+               "--batch-size=" + std::to_string(options.batchSize) + ": " +
+                   options.input + " was built for batch " +
+                   std::to_string(microBatch) + "; rebuild the model or pass "
+                   "--batch-size=" + std::to_string(microBatch));
+    return kExitError;
+  }
+
+  runtime::DataOptions dataOptions;
+  dataOptions.seed = options.seed;
+  dataOptions.syntheticSize = std::max<int64_t>(1024, batch);
+  runtime::StatusOr<std::unique_ptr<runtime::Dataset>> dataset =
+      runtime::openDataset(spec, model.dataSpecs(), dataOptions);
+  if (!dataset.isOk()) {
+    printError(errs, kTrainCommand,
+               "--data=" + options.data + ": " + dataset.status().message());
+    return kExitError;
+  }
+  int64_t trainSize = dataset.value()->size();
+  if (options.subset > 0)
+    trainSize = std::min(trainSize, options.subset);
+  // Each rank visits its share of every epoch's permutation (the same on
+  // every rank: same seed): rank r takes positions r, r + N, r + 2N, ...
+  runtime::SamplerOptions samplerOptions;
+  samplerOptions.rank = env.rank;
+  samplerOptions.worldSize = env.worldSize;
+  samplerOptions.shuffle = !options.noShuffle;
+  samplerOptions.seed = options.seed;
+  runtime::StatusOr<runtime::DistributedSampler> sampler =
+      runtime::DistributedSampler::create(trainSize, samplerOptions);
+  if (!sampler.isOk()) {
+    printError(errs, kTrainCommand, "--data=" + options.data + ": " +
+                                   sampler.status().message());
+    return kExitError;
+  }
+  int64_t stepsPerEpoch =
+      runtime::batchCount(sampler.value().numSamples(), batch, /*dropPartial=*/true);
+  if (stepsPerEpoch == 0) {
+    printError(errs, kTrainCommand,
+               "--data=" + options.data + ": " + std::to_string(trainSize) +
+                   " samples make no full batch of " + std::to_string(batch));
+    return kExitError;
+  }
+  int64_t totalSteps = options.maxSteps;
+  if (options.epochs)
+    totalSteps = options.maxSteps ? std::min(options.maxSteps,
+                                             options.epochs * stepsPerEpoch)
+                                  : options.epochs * stepsPerEpoch;
+
+  // The eval data.
+  std::unique_ptr<runtime::Dataset> evalDataset;
+  if (evalSpec && model.hasEval()) {
+    runtime::DataOptions evalOptions = dataOptions;
+    evalOptions.split = "test";
+    runtime::StatusOr<std::unique_ptr<runtime::Dataset>> opened =
+        runtime::openDataset(*evalSpec, model.evalSpecs(), evalOptions);
+    if (!opened.isOk()) {
+      printError(errs, kTrainCommand, "--eval-data: " + opened.status().message());
+      return kExitError;
+    }
+    evalDataset = std::move(opened.value());
+  }
+
+  // The resumed state.
+  TrainState state(model, env, run.communicator);
+  int64_t stepsDone = 0, epoch = 0, position = 0;
+  if (resumed) {
+    if (!state.restore(*resumed, errs))
+      return kExitError;
+    stepsDone = resumed->step;
+    epoch = resumed->epoch;
+    position = resumed->position;
+    model.setStepCounter(stepsDone);
+  }
+  // ZeRO checkpoints are sharded (TrainCheckpoint.h): every rank writes one.
+  bool sharded = state.sharded();
+
+  std::unique_ptr<llvm::raw_fd_ostream> metrics;
+  if (!options.metricsFile.empty() && leader) {
+    std::error_code ec;
+    metrics = std::make_unique<llvm::raw_fd_ostream>(
+        options.metricsFile, ec,
+        options.resume ? llvm::sys::fs::OF_Append : llvm::sys::fs::OF_None);
+    if (ec) {
+      printError(errs, kTrainCommand, "--metrics-file=" + options.metricsFile + ": " +
+                                     ec.message());
+      return kExitError;
+    }
+  }
+
+  // --tensorboard-dir: rank 0's TensorBoard event file (EventFile.h),
+  // flushed at each logged step so a running TensorBoard follows along.
+  std::unique_ptr<runtime::EventFileWriter> events;
+  if (!options.tensorboardDir.empty() && leader) {
+    runtime::StatusOr<std::unique_ptr<runtime::EventFileWriter>> created =
+        runtime::EventFileWriter::create(options.tensorboardDir);
+    if (!created.isOk()) {
+      printError(errs, kTrainCommand, "--tensorboard-dir=" + options.tensorboardDir +
+                                          ": " + created.status().message());
+      return kExitError;
+    }
+    events = std::move(created.value());
+    // Resumed: TensorBoard hides what earlier event files logged past the
+    // checkpoint (the interrupted run's last steps), as SummaryWriter's
+    // purge_step does.
+    if (resumed)
+      events->addSessionStart(stepsDone + 1);
+  }
+  auto flushEvents = [&]() {
+    if (!events)
+      return true;
+    if (runtime::Status s = events->flush(); !s.isOk()) {
+      printError(errs, kTrainCommand,
+                 "--tensorboard-dir=" + options.tensorboardDir + ": " + s.message());
+      return false;
+    }
+    return true;
+  };
+
+  console << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch;
+  if (microBatches > 1)
+    console << " (" << microBatches << " micro-batches of " << microBatch
+            << ", --grad-accum)";
+  console << ", " << totalSteps << " steps";
+  if (distributed) {
+    console << " (";
+    if (!run.strategy.empty())
+      console << run.strategy << ", ";
+    console << env.worldSize << " ranks, global batch " << batch * env.worldSize
+            << ")";
+  }
+  if (resumed)
+    console << " (resumed at step " << stepsDone << ", epoch " << epoch << ", batch "
+         << position << ")";
+  console << "\n";
+  if (evalDataset && !model.evalHasLogits())
+    console << "kiln train: eval reports the loss only (the loss does not come "
+            "from kiln.softmax_cross_entropy, so there are no logits)\n";
+
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point since = Clock::now();
+  int64_t samplesSince = 0;
+  std::vector<double> losses, epochLosses;
+  // After an epoch (or the run): eval, a line and a metrics record.
+  auto report = [&](int64_t epochNumber) -> bool {
+    double seconds = std::chrono::duration<double>(Clock::now() - since).count();
+    double rate = seconds > 0 ? samplesSince / seconds : 0;
+    double trainLoss = epochLosses.empty()
+                           ? NAN
+                           : std::accumulate(epochLosses.begin(), epochLosses.end(), 0.0) /
+                                 epochLosses.size();
+    std::optional<EvalResult> eval;
+    // zero3: rank 0's eval step reads the parameters every rank gathers.
+    if (evalSpec && !isPackage &&
+        !gatherEvalParameters(model, state, evalDataset != nullptr, errs))
+      return false;
+    if (evalDataset) {
+      // The eval step is the forward model: one micro-batch of rows.
+      eval = evaluate(model, *evalDataset, microBatch, options.evalSubset,
+                      errs);
+      if (!eval)
+        return false;
+      console << "eval epoch " << epochNumber << " step " << stepsDone << " loss "
+           << llvm::format("%.6f", eval->loss);
+      if (std::isfinite(eval->accuracy))
+        console << " accuracy " << llvm::format("%.4f", eval->accuracy);
+      console << " (" << eval->samples << " samples)\n";
+    }
+    if (metrics)
+      writeMetricsRecord(*metrics, stepsDone, epochNumber, eval, trainLoss, rate);
+    if (events) {
+      if (eval) {
+        events->addScalar("eval/loss", eval->loss, stepsDone);
+        if (std::isfinite(eval->accuracy))
+          events->addScalar("eval/accuracy", eval->accuracy, stepsDone);
+      }
+      if (std::isfinite(trainLoss))
+        events->addScalar("train/epoch_loss", trainLoss, stepsDone);
+      events->addScalar("train/samples_per_second", rate, stepsDone);
+      if (!flushEvents())
+        return false;
+    }
+    epochLosses.clear();
+    samplesSince = 0;
+    since = Clock::now();
+    return true;
+  };
+
+  // Throughput counts every rank's samples (the global batch).
+  int64_t globalBatch = batch * env.worldSize;
+  // On a terminal a progress bar; plain lines otherwise (and in logs).
+  bool progress = console.is_displayed();
+  Clock::time_point runStart = Clock::now();
+  int64_t firstStep = stepsDone;
+  while (stepsDone < totalSteps) {
+    runtime::Prefetcher batches(*dataset.value(), sampler.value().indices(epoch),
+                                batch, /*dropPartial=*/true, 2, position);
+    runtime::Batch b;
+    bool epochDone = false;
+    while (stepsDone < totalSteps) {
+      runtime::StatusOr<bool> more = batches.next(b);
+      if (!more.isOk()) {
+        printError(errs, kTrainCommand, "--data=" + options.data + ": " +
+                                       more.status().message());
+        return kExitError;
+      }
+      if (!more.value()) { // the epoch ran out of full batches
+        if (!report(epoch + 1))
+          return kExitError;
+        ++epoch;
+        position = 0;
+        epochDone = true;
+        break;
+      }
+      double loss = 0;
+      if (!model.step(b, loss, errs))
+        return kExitError;
+      if (!std::isfinite(loss)) {
+        printError(errs, kTrainCommand,
+                   "step " + std::to_string(stepsDone + 1) + ": the loss is not finite");
+        return kExitError;
+      }
+      losses.push_back(loss);
+      epochLosses.push_back(loss);
+      ++stepsDone;
+      ++position;
+      samplesSince += globalBatch;
+      if (position == stepsPerEpoch) {
+        epochDone = true;
+      }
+      if (progress) {
+        // A one-line progress bar, redrawn in place; cleared before any
+        // other line.
+        double seconds = std::chrono::duration<double>(Clock::now() - runStart).count();
+        double rate =
+            seconds > 0 ? (stepsDone - firstStep) * globalBatch / seconds : 0;
+        double eta = rate > 0 ? (totalSteps - stepsDone) * globalBatch / rate : 0;
+        int filled = static_cast<int>(20 * stepsDone / totalSteps);
+        console << "\r[" << std::string(filled, '#') << std::string(20 - filled, '.')
+             << "] step " << stepsDone << "/" << totalSteps << " loss "
+             << llvm::format("%.4f", loss) << ", "
+             << llvm::format("%.0f", rate) << " samples/s, ETA "
+             << llvm::format("%.0f", eta) << "s\033[K";
+        console.flush();
+      }
+      if (stepsDone % options.logEvery == 0 || stepsDone == totalSteps) {
+        if (progress)
+          console << "\r\033[K";
+        console << "step " << stepsDone << " loss " << llvm::format("%.6f", loss) << "\n";
+        if (events) {
+          events->addScalar("train/loss", loss, stepsDone);
+          if (!flushEvents())
+            return kExitError;
+        }
+      }
+      if (epochDone) {
+        if (!report(epoch + 1))
+          return kExitError;
+        ++epoch;
+        position = 0;
+      }
+      bool atEnd = stepsDone == totalSteps;
+      if (!options.checkpointDir.empty() && (leader || sharded) &&
+          (atEnd || (options.checkpointEvery &&
+                     stepsDone % options.checkpointEvery == 0)))
+        if (!state.writeCheckpoint(options.checkpointDir,
+                                   {stepsDone, epoch, position}, options.seed,
+                                   console, errs))
+          return kExitError;
+      if (epochDone)
+        break;
+    }
+    if (!epochDone)
+      break;
+  }
+  // A run that stops inside an epoch still reports where it got to.
+  if (position != 0 && !epochLosses.empty())
+    if (!report(epoch + 1))
+      return kExitError;
+  if (losses.empty())
+    return kExitOk;
+  int64_t k = std::max<int64_t>(1, static_cast<int64_t>(losses.size()) / 4);
+  double firstMean = std::accumulate(losses.begin(), losses.begin() + k, 0.0) / k;
+  double lastMean = std::accumulate(losses.end() - k, losses.end(), 0.0) / k;
+  console << "kiln train: mean loss of the first " << k << " steps "
+       << llvm::format("%.6f", firstMean) << ", of the last " << k << " steps "
+       << llvm::format("%.6f", lastMean) << "\n";
+  // fp16 mixed precision: where the dynamic loss scale ended.
+  const std::vector<StateEntry> &stateEntries = model.state();
+  int scaleEntry = -1, skippedEntry = -1;
+  for (size_t i = 0; i < stateEntries.size(); ++i) {
+    if (stateEntries[i].parameter)
+      continue;
+    if (stateEntries[i].name == kLossScaleName)
+      scaleEntry = static_cast<int>(i);
+    if (stateEntries[i].name == kLossScaleSkippedStepsName)
+      skippedEntry = static_cast<int>(i);
+  }
+  if (scaleEntry >= 0 && skippedEntry >= 0) {
+    std::vector<float> scale = model.readState(scaleEntry);
+    std::vector<float> skipped = model.readState(skippedEntry);
+    if (!scale.empty() && !skipped.empty())
+      console << "kiln train: fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
+           << llvm::format("%.0f", skipped[0])
+           << " steps skipped in all (inf or NaN gradients)\n";
+  }
+  return kExitOk;
+}
+
+} // namespace kiln::cli

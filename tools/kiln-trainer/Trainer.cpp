@@ -64,8 +64,8 @@ int train(const std::string &self, const std::string &name,
           "compiled ahead of time for " + cpu + " CPUs; " +
           (trainer.eval.empty() ? "it has no eval step (a package was packed)."
                                 : "it evaluates after each epoch.") +
-          "\nUnder `kiln launch` each process is one rank (it was compiled for " +
-          trainer.manifest["world-size"] + ").");
+          "\nIts step was compiled for " + trainer.manifest["world-size"] +
+          " rank(s); under `kiln launch` each process is one rank.");
   addTrainLoopFlags(parser, options, loopFlags);
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;

@@ -7,19 +7,19 @@
 // all of them:
 //
 //   TrainFlags.cpp       the flags, their --help and checks
+//                        (TrainLoopFlags.cpp: the loop's, which a packed
+//                        trainer of `kiln pack` shares)
 //   TrainCheckpoint.cpp  --resume and checkpoints (ZeRO's sharded ones too)
 //   TrainEval.cpp        the eval pass and the metrics records
+//   TrainLoop.cpp        the data, the steps, progress, checkpoints,
+//                        --metrics-file and --tensorboard-dir (TrainLoop.h)
 //   Train.cpp            the rank's place in the job (launcher, mirrored
-//                        replicas, the communicator), the device and backend,
-//                        the data, and the training loop
+//                        replicas, the communicator), the device and the
+//                        backend, then the loop
 //
-// Data comes from runtime/data (--data=SPEC through openDataset, batches
-// sharded and shuffled per epoch by DistributedSampler, each rank taking
-// its share, and assembled ahead by the Prefetcher). After each epoch (and
-// at the end) an eval pass runs the forward model on --eval-data; when the
-// loss comes from kiln.softmax_cross_entropy its logits give the accuracy.
-// Checkpoints hold parameters, optimizer state, step, seed, epoch and data
-// position, so --resume continues exactly where a run stopped.
+// TrainLoop.cpp, TrainLoopFlags.cpp, TrainCheckpoint.cpp, TrainEval.cpp and
+// CpuPackageBackend.cpp need no MLIR (the KilnTrainLoop library): the
+// trainer stub of `kiln pack` (tools/kiln-trainer) runs them as they are.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,30 +29,22 @@
 #include "tools/kiln/lib/Mirrored.h"
 #include "tools/kiln/lib/TrainBackend.h"
 #include "tools/kiln/lib/TrainCheckpoint.h"
-#include "tools/kiln/lib/TrainEval.h"
 #include "tools/kiln/lib/TrainFlags.h"
 #include "tools/kiln/lib/TrainLoop.h"
 
-#include "passes/LossScale.h"
 #include "passes/Pipelines.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataSpec.h"
-#include "runtime/data/Sampler.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/NcclCommunicator.h"
-#include "runtime/metrics/EventFile.h"
 
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <mutex>
-#include <numeric>
 #include <thread>
 
 namespace kiln::cli {

@@ -225,10 +225,11 @@ ColumnRange insideColumns(const ConvGeometry &g, int64_t j) {
 }
 
 // col[(c, i, j), (y, x)] = image[c, y * sh - pt + i * dh, x * sw - pl + j * dw]
-// for the |g.cg()| channels at |image|, zero outside the image.
+// for the |g.cg()| channels at |image|, zero outside the image; a row of
+// |col| starts |ld| elements after the one before (0: colCols).
 template <typename T>
-void im2col(const ConvGeometry &g, const T *image, T *col) {
-  int64_t cols = g.colCols();
+void im2col(const ConvGeometry &g, const T *image, T *col, int64_t ld = 0) {
+  int64_t cols = ld ? ld : g.colCols();
   for (int64_t c = 0; c < g.cg(); ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -316,19 +317,61 @@ void convInputGrad(const ConvGeometry &g, const T *gradOutput, const T *filter,
     }
 }
 
+// The filter gradient's GEMM contracts over output positions, colCols()
+// per image. When an image has few (LeNet-5's second convolution: 100),
+// one GEMM per image is too short for OpenBLAS to run well, so the columns
+// of several images are laid side by side (and their output gradients
+// beside each other) until a GEMM contracts over at least this many;
+// at most 16 images (bench/RESULTS.md, thirty-sixth session).
+constexpr int64_t kFilterGradContraction = 512;
+
+int64_t filterGradImagesPerGemm(const ConvGeometry &g) {
+  if (g.colCols() == 0 || g.colCols() >= kFilterGradContraction)
+    return 1;
+  return std::clamp<int64_t>(ceilDiv(kFilterGradContraction, g.colCols()), 1,
+                             std::min<int64_t>(16, std::max<int64_t>(g.n, 1)));
+}
+
 template <typename T>
 void convFilterGrad(const ConvGeometry &g, const T *input, const T *gradOutput,
                     T *gradFilter) {
   std::fill(gradFilter, gradFilter + g.o * g.colRows(), T(0));
-  std::vector<T> col(g.colRows() * g.colCols());
-  for (int64_t n = 0; n < g.n; ++n)
+  int64_t chunk = filterGradImagesPerGemm(g);
+  if (chunk == 1) {
+    std::vector<T> col(g.colRows() * g.colCols());
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t gr = 0; gr < g.groups; ++gr) {
+        im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w, col.data());
+        // dW_g [og, colRows] += dy [og, colCols] x col^T [colCols, colRows]
+        gemmOne<T>(false, true, g.og(), g.colRows(), g.colCols(), T(1),
+                   gradOutput + (n * g.o + gr * g.og()) * g.colCols(), col.data(),
+                   T(1), gradFilter + gr * g.og() * g.colRows(), g.colRows());
+      }
+    return;
+  }
+  // |chunk| images at a time: col [colRows, chunk * colCols] and dy
+  // [og, chunk * colCols], image j's columns at j * colCols.
+  int64_t ld = chunk * g.colCols();
+  std::vector<T> col(g.colRows() * ld), dy(g.og() * ld);
+  for (int64_t first = 0; first < g.n; first += chunk) {
+    int64_t images = std::min(chunk, g.n - first);
     for (int64_t gr = 0; gr < g.groups; ++gr) {
-      im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w, col.data());
-      // dW_g [og, colRows] += dy [og, colCols] x col^T [colCols, colRows]
-      gemmOne<T>(false, true, g.og(), g.colRows(), g.colCols(), T(1),
-                 gradOutput + (n * g.o + gr * g.og()) * g.colCols(), col.data(), T(1),
-                 gradFilter + gr * g.og() * g.colRows(), g.colRows());
+      for (int64_t j = 0; j < images; ++j) {
+        int64_t n = first + j;
+        im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w,
+               col.data() + j * g.colCols(), ld);
+        for (int64_t o = 0; o < g.og(); ++o) {
+          const T *src = gradOutput + (n * g.o + gr * g.og() + o) * g.colCols();
+          std::copy(src, src + g.colCols(), dy.data() + o * ld + j * g.colCols());
+        }
+      }
+      // dW_g [og, colRows] += dy [og, k] x col^T [k, colRows]
+      if (g.og() > 0 && g.colRows() > 0)
+        cblasGemm(false, true, g.og(), g.colRows(), images * g.colCols(), T(1),
+                  dy.data(), ld, col.data(), ld, T(1),
+                  gradFilter + gr * g.og() * g.colRows(), g.colRows());
     }
+  }
 }
 
 } // namespace

@@ -6,11 +6,14 @@
 // kernel library and the packages from memory and trains with
 // `kiln train`'s loop and flags (TrainLoop.h), on the CPU runtime; under
 // `kiln launch` (or torchrun) each process is a rank and the collectives
-// go through Gloo. It links neither MLIR nor LLVM's code generator: only
-// LLVM's support library, statically.
+// go through Gloo. A CUDA trainer (`kiln pack --target=cuda`) runs its
+// packages on a GPU through the CUDA libraries the runtime dlopens, its
+// collectives through NCCL. It links neither MLIR nor LLVM's code
+// generator: only LLVM's support library, statically.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/kiln/lib/CudaBackend.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/PackedTrainer.h"
@@ -21,7 +24,7 @@
 
 #include "runtime/cpu/SharedObjectKernelLoader.h"
 #include "runtime/dist/Communicator.h"
-#include "runtime/dist/GlooCommunicator.h"
+#include "runtime/dist/NcclCommunicator.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -50,6 +53,10 @@ int train(const std::string &self, const std::string &name,
   PackedTrainer &trainer = packed.value();
   const std::string model = trainer.manifest["model"];
   const std::string cpu = trainer.manifest["cpu"];
+  const bool cuda = trainer.manifest["target"] == "cuda";
+  const std::string kernels =
+      cuda ? "CUDA kernels (" + trainer.manifest["cuda"] + ")"
+           : "kernels compiled ahead of time for " + cpu + " CPUs";
 
   TrainOptions options;
   TrainLoopFlagText loopFlags;
@@ -59,21 +66,42 @@ int train(const std::string &self, const std::string &name,
           trainer.manifest["source"] + (trainer.manifest["flags"].empty()
                                             ? std::string()
                                             : " with " + trainer.manifest["flags"]) +
-          ") on the CPU, as `kiln train` would: the same data, eval,\n"
-          "checkpoints (--resume), metrics and TensorBoard files. Its kernels were\n"
-          "compiled ahead of time for " + cpu + " CPUs; " +
+          (cuda ? ") on a GPU" : ") on the CPU") +
+          ", as `kiln train` would: the same data, eval,\n"
+          "checkpoints (--resume), metrics and TensorBoard files. It holds " +
+          kernels + "; " +
           (trainer.eval.empty() ? "it has no eval step (a package was packed)."
                                 : "it evaluates after each epoch.") +
           "\nIts step was compiled for " + trainer.manifest["world-size"] +
           " rank(s); under `kiln launch` each process is one rank.");
   addTrainLoopFlags(parser, options, loopFlags);
+  std::string device, cudaGraphs, autotune, cudaPdl;
+  if (cuda) {
+    parser.addValue("device", &device, "N",
+                    "the CUDA device (default 0; under kiln launch, each "
+                    "rank's LOCAL_RANK)");
+    parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
+                    "capture the step into a CUDA Graph after the warm-up step "
+                    "(default on)");
+    parser.addValue("autotune", &autotune, "on|off",
+                    "time cuBLASLt's algorithms and the attention's variants "
+                    "at load and keep the choices (default on)");
+    parser.addValue("cuda-pdl", &cudaPdl, "on|off",
+                    "programmatic dependent launch on sm_90 and newer "
+                    "(default on)");
+  }
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
+  CudaBackendOptions cudaOptions;
+  if (!applyOnOff(name, "cuda-graphs", cudaGraphs, cudaOptions.graphs, errs) ||
+      !applyOnOff(name, "autotune", autotune, cudaOptions.autotune, errs) ||
+      !applyOnOff(name, "cuda-pdl", cudaPdl, cudaOptions.programmaticLaunch, errs))
+    return kExitError;
   if (std::optional<int> exit = applyTrainLoopFlags(loopFlags, options, errs))
     return *exit;
   options.input = model;
 
-  if (!cpuSupportsLevel(cpu)) {
+  if (!cuda && !cpuSupportsLevel(cpu)) {
     printError(errs, name,
                "its kernels were compiled for " + cpu +
                    " CPUs and this CPU lacks some of their instructions: pack "
@@ -87,6 +115,13 @@ int train(const std::string &self, const std::string &name,
     return kExitError;
   }
   runtime::dist::DistEnv env = distEnv.value();
+  cudaOptions.device = env.localRank;
+  if (!device.empty()) {
+    std::optional<int64_t> index = parseInteger(name, "device", device, 0, errs);
+    if (!index)
+      return kExitError;
+    cudaOptions.device = static_cast<int>(*index);
+  }
   if (std::to_string(env.worldSize) != trainer.manifest["world-size"]) {
     printError(errs, name,
                "its step was compiled for " + trainer.manifest["world-size"] +
@@ -118,8 +153,11 @@ int train(const std::string &self, const std::string &name,
         return kExitError;
       commOptions.timeoutSeconds = *t;
     }
+    runtime::dist::NcclOptions nccl;
+    nccl.device = cudaOptions.device;
     runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
-        runtime::dist::createGlooCommunicator(env, commOptions);
+        cuda ? runtime::dist::createNcclCommunicator(env, commOptions, nccl)
+             : runtime::dist::createGlooCommunicator(env, commOptions);
     if (!created.isOk()) {
       printError(errs, name, created.status().message());
       return kExitError;
@@ -128,6 +166,30 @@ int train(const std::string &self, const std::string &name,
     run.communicator = communicator.get();
   }
 
+  std::unique_ptr<TrainBackend> backend;
+  if (cuda) {
+    if (std::string reason; !cudaDeviceUsable(cudaOptions.device, reason)) {
+      printError(errs, name,
+                 reason + ": this trainer runs its step on a GPU (pack the "
+                          "model without --target=cuda for the CPU)");
+      return kExitError;
+    }
+    CudaPackageOptions package;
+    package.input = model;
+    package.trainPath = name + ":step";
+    package.trainBytes = std::move(trainer.step);
+    if (run.evalSpec && leader && !trainer.eval.empty()) {
+      package.evalPath = name + ":eval";
+      package.evalBytes = std::move(trainer.eval);
+    }
+    package.communicator = communicator.get();
+    backend = createCudaPackageBackend(std::move(package), cudaOptions, name,
+                                       console, errs);
+    if (!backend)
+      return kExitError;
+    console << name << ": " << model << ", packed with " << kernels << "\n";
+    return runTrainLoop(*backend, run, console, errs);
+  }
   CpuPackageOptions package;
   package.input = model;
   package.trainPath = name + ":step";
@@ -150,8 +212,7 @@ int train(const std::string &self, const std::string &name,
     return kExitError;
   }
   package.loader = std::move(loader.value());
-  std::unique_ptr<TrainBackend> backend =
-      createCpuPackageBackend(std::move(package), name, errs);
+  backend = createCpuPackageBackend(std::move(package), name, errs);
   if (!backend)
     return kExitError;
   console << name << ": " << model << ", packed for " << cpu << " CPUs\n";

@@ -29,6 +29,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <cmath>
 
 namespace {
@@ -233,6 +236,68 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   EXPECT_GT(api.count("cudaMallocHost"), 0u);
   EXPECT_GT(api.count("cudaGraphLaunch"), 0u);
   gpu.reset();
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// A trainer of `kiln pack --target=cuda` hands the packages to the backend
+// as bytes (createCudaPackageBackend): they train exactly as the backend
+// that compiled and wrote them, and evaluate the same.
+TEST(CudaBackendTest, PackagesGivenAsBytesTrainLikeTheCompiledModel) {
+  llvm::SmallString<128> dir;
+  cli::BackendOptions options;
+  mlpOptions(dir, options);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  options.wantEval = true;
+  Backends b;
+  createBackends(options, b);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto read = [](const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  cli::CudaPackageOptions package;
+  package.input = "packed";
+  package.trainPath = "packed:step";
+  package.evalPath = "packed:eval";
+  package.trainBytes = read(options.packageDir + "/step.kpkg");
+  package.evalBytes = read(options.packageDir + "/eval.kpkg");
+  ASSERT_FALSE(package.trainBytes.empty());
+  ASSERT_FALSE(package.evalBytes.empty());
+  // The packages are gone from disk: only the bytes remain.
+  llvm::sys::fs::remove_directories(options.packageDir);
+  HostNvrtcFake api;
+  api.device.multiprocessors = 1;
+  cli::CudaBackendOptions cuda;
+  cuda.api = &api;
+  cuda.loaded = [&api](const rt::LoadedPackage &pkg) { api.learnPackage(pkg); };
+  std::unique_ptr<cli::TrainBackend> packed = cli::createCudaPackageBackend(
+      std::move(package), cuda, "packed", b.outs, b.errs);
+  ASSERT_TRUE(packed) << b.errs.str();
+  ASSERT_TRUE(packed->hasEval());
+  EXPECT_EQ(diffState(*packed, *b.gpu, 0), "") << "initial parameters";
+
+  auto data = rt::SyntheticDataset::create(packed->dataSpecs(), 64, 3);
+  ASSERT_TRUE(data.isOk()) << data.status().message();
+  for (int step = 0; step < 4; ++step) {
+    rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*data.value(), mlpRows(step));
+    ASSERT_TRUE(batch.isOk());
+    packed->setStepCounter(step);
+    b.gpu->setStepCounter(step);
+    double packedLoss = 0, gpuLoss = 0;
+    ASSERT_TRUE(packed->step(batch.value(), packedLoss, b.errs)) << b.errs.str();
+    ASSERT_TRUE(b.gpu->step(batch.value(), gpuLoss, b.errs)) << b.errs.str();
+    EXPECT_EQ(packedLoss, gpuLoss) << "step " << step;
+  }
+  EXPECT_EQ(diffState(*packed, *b.gpu, 0), "") << "after 4 steps";
+  rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*data.value(), mlpRows(5));
+  ASSERT_TRUE(batch.isOk());
+  cli::EvalOutput packedOut, gpuOut;
+  ASSERT_TRUE(packed->evaluate(batch.value(), packedOut, b.errs)) << b.errs.str();
+  ASSERT_TRUE(b.gpu->evaluate(batch.value(), gpuOut, b.errs)) << b.errs.str();
+  EXPECT_EQ(packedOut.loss, gpuOut.loss);
+  EXPECT_EQ(packedOut.logits, gpuOut.logits);
+  packed.reset();
+  b.gpu.reset();
   llvm::sys::fs::remove_directories(dir);
 }
 

@@ -50,6 +50,39 @@ struct CudaBackendOptions {
   std::function<void(const runtime::LoadedPackage &)> loaded;
 };
 
+// A CUDA step package (and its eval package) as a backend, on the device
+// |cudaOptions| names: what createCudaBackend builds, and what a packed
+// trainer (`kiln pack --target=cuda`) runs. No MLIR.
+struct CudaPackageOptions {
+  std::string input;     // what messages name: the model or package given
+  std::string trainPath; // the step package
+  std::string evalPath;  // its eval package; empty: no eval
+  // The packages' bytes when they are in memory; empty: read the paths.
+  std::string trainBytes, evalBytes;
+  runtime::dist::Communicator *communicator = nullptr; // not owned
+  // A model: called once the device is open with its architecture, to
+  // write the packages and set the paths (and a temporary directory the
+  // backend removes); prints the problem and fails. Null: the paths or
+  // bytes above hold them.
+  std::function<bool(unsigned arch, std::string &trainPath,
+                     std::string &evalPath, std::string &tempDir)>
+      compile;
+};
+std::unique_ptr<TrainBackend>
+createCudaPackageBackend(CudaPackageOptions options,
+                         const CudaBackendOptions &cudaOptions,
+                         llvm::StringRef command, llvm::raw_ostream &outs,
+                         llvm::raw_ostream &errs);
+
+struct TrainPackages;
+// The step and eval packages of options.input for sm_|arch| (with PTX and
+// cubins when |cubins| and this kiln has NVRTC), as `kiln train
+// --device=cuda` compiles them (TrainCompile.h).
+bool compileCudaTrainPackages(const BackendOptions &options, unsigned arch,
+                              bool cubins, llvm::StringRef command,
+                              llvm::raw_ostream &outs, llvm::raw_ostream &errs,
+                              TrainPackages &packages);
+
 std::unique_ptr<TrainBackend>
 createCudaBackend(const BackendOptions &options,
                   const CudaBackendOptions &cudaOptions, llvm::StringRef command,

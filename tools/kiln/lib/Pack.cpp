@@ -17,9 +17,17 @@
 //
 // The trainer checks at start that its CPU has the level's instructions.
 //
+// --target=cuda[:sm_NN] packs CUDA packages instead (as `kiln train
+// --device=cuda` compiles them, with PTX and a cubin for sm_NN, default
+// sm_90, and their source, which the runtime compiles through NVRTC for
+// another GPU); they need no kernel library. The trainer then runs on a
+// GPU through the CUDA libraries it dlopens, as kiln-cuda-run does.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/AmpFlags.h"
+#include "tools/kiln/lib/CudaBackend.h"
+#include "tools/kiln/lib/CudaCompile.h"
 #include "tools/kiln/lib/DistFlags.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
@@ -231,7 +239,7 @@ std::string buildKernelLibrary(const std::vector<const runtime::LoadedPackage *>
 
 int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
             llvm::raw_ostream &errs) {
-  std::string input, output, cpu;
+  std::string input, output, cpu, targetText;
   OptimizerFlags optimizerFlags;
   AmpFlags ampFlags;
   DistFlags distFlags;
@@ -243,9 +251,11 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "as `kiln train` compiles it (the same flags), with its eval step; a\n"
       "package (.kpkg) is packed as it is, without one. Every kernel is\n"
       "compiled ahead of time for --cpu and linked into one shared library\n"
-      "inside TRAINER (by the C compiler cc, or $CC). TRAINER takes `kiln\n"
-      "train`'s data, step, checkpoint and metrics flags (TRAINER --help);\n"
-      "under `kiln launch` each process is one rank. See docs/training.md.");
+      "inside TRAINER (by the C compiler cc, or $CC). With --target=cuda the\n"
+      "step is compiled for a GPU instead and TRAINER runs it through the\n"
+      "CUDA libraries of the machine it runs on. TRAINER takes `kiln train`'s\n"
+      "data, step, checkpoint and metrics flags (TRAINER --help); under\n"
+      "`kiln launch` each process is one rank. See docs/training.md.");
   parser.addPositional("FILE", &input,
                        "a graph file (.kiln), MLIR text (.mlir) or a CPU step package (.kpkg)");
   parser.addValue("output", &output, "TRAINER", "the executable to write", 'o');
@@ -254,6 +264,10 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "x86-64-v2, x86-64-v3 (AVX2, FMA; the default) or "
                   "x86-64-v4 (AVX-512); TRAINER refuses to run on a CPU "
                   "without its instructions");
+  parser.addValue("target", &targetText, "TARGET",
+                  "cpu (the default) or cuda[:sm_NN] (a GPU trainer: CUDA "
+                  "kernels for sm_NN, sm_90 by default, recompiled by NVRTC "
+                  "for another GPU at start)");
   addDistFlags(parser, distFlags,
                "number of ranks the step is compiled for (default 1; more "
                "needs a --strategy)");
@@ -265,18 +279,37 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     printError(errs, kCommand, "missing -o TRAINER: where to write the trainer");
     return kExitUsage;
   }
+  bool cuda = llvm::StringRef(targetText).starts_with("cuda");
+  std::vector<unsigned> archs;
+  if (cuda) {
+    std::string error;
+    if (!parseCudaTarget(targetText, archs, error) || archs.size() != 1) {
+      printError(errs, kCommand,
+                 "--target=" + targetText + ": expected cpu, cuda or cuda:sm_NN");
+      return kExitError;
+    }
+    if (!cpu.empty()) {
+      printError(errs, kCommand, "--cpu=" + cpu + ": a CUDA trainer has no CPU kernels");
+      return kExitError;
+    }
+  } else if (!targetText.empty() && targetText != "cpu") {
+    printError(errs, kCommand,
+               "--target=" + targetText + ": expected cpu, cuda or cuda:sm_NN");
+    return kExitError;
+  }
 #if defined(__x86_64__)
-  if (cpu.empty())
+  if (cpu.empty() && !cuda)
     cpu = "x86-64-v3";
-  if (cpu != "x86-64" && cpu != "x86-64-v2" && cpu != "x86-64-v3" && cpu != "x86-64-v4") {
+  if (!cuda && cpu != "x86-64" && cpu != "x86-64-v2" && cpu != "x86-64-v3" &&
+      cpu != "x86-64-v4") {
     printError(errs, kCommand,
                "--cpu=" + cpu + ": expected x86-64, x86-64-v2, x86-64-v3 or x86-64-v4");
     return kExitError;
   }
 #else
-  if (cpu.empty())
+  if (cpu.empty() && !cuda)
     cpu = "generic";
-  if (cpu != "generic") {
+  if (!cuda && cpu != "generic") {
     printError(errs, kCommand, "--cpu=" + cpu + ": expected generic on this architecture");
     return kExitError;
   }
@@ -299,7 +332,8 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   std::vector<std::string> flagWords;
   for (const std::string &arg : args)
     if (llvm::StringRef(arg).starts_with("--") && !llvm::StringRef(arg).starts_with("--output") &&
-        !llvm::StringRef(arg).starts_with("--cpu"))
+        !llvm::StringRef(arg).starts_with("--cpu") &&
+        !llvm::StringRef(arg).starts_with("--target"))
       flagWords.push_back(arg);
   if (isPackage && !flagWords.empty()) {
     printError(errs, kCommand,
@@ -344,13 +378,19 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     options.packageDir = (dir + "/packages").str();
     TrainPackages packages;
     llvm::raw_null_ostream quiet;
-    if (!compileTrainPackages(
-            options, kCommand, "kiln-pack",
-            [&](mlir::ModuleOp module, llvm::StringRef model, llvm::StringRef source,
-                llvm::ArrayRef<std::string> flags, const std::string &path) {
-              return writeStepPackage(module, model, source, flags, path, kCommand, errs);
-            },
-            quiet, errs, packages))
+    bool compiled =
+        cuda ? compileCudaTrainPackages(options, archs.front(), /*cubins=*/true,
+                                        kCommand, quiet, errs, packages)
+             : compileTrainPackages(
+                   options, kCommand, "kiln-pack",
+                   [&](mlir::ModuleOp module, llvm::StringRef model,
+                       llvm::StringRef source, llvm::ArrayRef<std::string> flags,
+                       const std::string &path) {
+                     return writeStepPackage(module, model, source, flags, path,
+                                             kCommand, errs);
+                   },
+                   quiet, errs, packages);
+    if (!compiled)
       return kExitError;
     if (!readFile(packages.trainPath, trainer.step, errs) ||
         (!packages.evalPath.empty() && !readFile(packages.evalPath, trainer.eval, errs)))
@@ -366,10 +406,14 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       printError(errs, kCommand, input + ": " + package.status().message());
       return kExitError;
     }
-    if (package->target.kind != runtime::TargetKind::Cpu) {
+    if (bytes == &trainer.step && package->target.kind == runtime::TargetKind::Cuda)
+      cuda = true; // a CUDA .kpkg packs as a GPU trainer
+    if ((package->target.kind == runtime::TargetKind::Cuda) != cuda) {
       printError(errs, kCommand,
-                 input + ": the package targets CUDA: expected a CPU package "
-                         "(compile it with --target=cpu)");
+                 input + ": the package targets " +
+                     (cuda ? "the CPU: expected a CUDA package (--target=cuda)"
+                           : "CUDA: expected a CPU package (compile it with "
+                             "--target=cpu)"));
       return kExitError;
     }
     if (package->metadata.strategy == runtime::Strategy::Mirrored) {
@@ -385,9 +429,15 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   for (const runtime::LoadedPackage &p : loaded)
     packages.push_back(&p);
   size_t kernelCount = 0;
-  trainer.kernels = buildKernelLibrary(packages, cpu, dir.str().str(), kernelCount, errs);
-  if (trainer.kernels.empty())
-    return kExitError;
+  if (cuda) {
+    cpu.clear();
+    for (const runtime::LoadedPackage *p : packages)
+      kernelCount += p->kernels.size();
+  } else {
+    trainer.kernels = buildKernelLibrary(packages, cpu, dir.str().str(), kernelCount, errs);
+    if (trainer.kernels.empty())
+      return kExitError;
+  }
 
   const runtime::LoadedPackage &step = loaded.front();
   trainer.manifest["format"] = "1";
@@ -395,7 +445,16 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                   ? llvm::sys::path::stem(input).str()
                                   : step.metadata.modelName;
   trainer.manifest["source"] = llvm::sys::path::filename(input).str();
-  trainer.manifest["cpu"] = cpu;
+  trainer.manifest["target"] = cuda ? "cuda" : "cpu";
+  if (cuda) {
+    std::string archList;
+    for (const runtime::Cubin &cubin : step.kernels.empty() ? std::vector<runtime::Cubin>{}
+                                                            : step.kernels.front().cubins)
+      archList += (archList.empty() ? "sm_" : ",sm_") + std::to_string(cubin.arch);
+    trainer.manifest["cuda"] = archList.empty() ? "source only" : archList;
+  } else {
+    trainer.manifest["cpu"] = cpu;
+  }
   trainer.manifest["flags"] = llvm::join(flagWords, " ");
   trainer.manifest["world-size"] = std::to_string(step.metadata.worldSize);
   std::string bytes = writePackedTrainer(stub, trainer);
@@ -411,7 +470,9 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
        << llvm::format("%.1f", bytes.size() / 1048576.0) << " MiB): "
        << trainer.manifest["model"] << "'s training step"
        << (trainer.eval.empty() ? "" : " and its eval step") << ", " << kernelCount
-       << " kernels compiled for " << cpu << "; run " << output << " --help\n";
+       << (cuda ? " CUDA kernels (" + trainer.manifest["cuda"] + ")"
+                : " kernels compiled for " + cpu)
+       << "; run " << output << " --help\n";
   return kExitOk;
 }
 

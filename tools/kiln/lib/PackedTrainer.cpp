@@ -59,7 +59,8 @@ runtime::StatusOr<PackedTrainer> readPackedTrainer(const std::string &path) {
   trainer.step = std::move(fields[1]);
   trainer.eval = std::move(fields[2]);
   trainer.kernels = std::move(fields[3]);
-  if (trainer.step.empty() || trainer.kernels.empty())
+  bool cuda = trainer.manifest["target"] == "cuda";
+  if (trainer.step.empty() || (!cuda && trainer.kernels.empty()))
     return runtime::Status::error(path + ": its packed model has no step or no kernels");
   return trainer;
 }

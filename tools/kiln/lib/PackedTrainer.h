@@ -12,12 +12,15 @@
 // kPackedTrainerMagic and the fields, in order:
 //
 //   manifest   "key=value" lines: format, model, source (the file packed),
-//              cpu (the x86-64 level the kernels were compiled for), the
-//              compile flags
+//              target (cpu or cuda), cpu (the x86-64 level the kernels were
+//              compiled for) or cuda (the cubins' architectures), flags
+//              (the compile flags), world-size
 //   step       the training step's package (.kpkg bytes)
 //   eval       the eval package (empty: none, as for a packed .kpkg)
 //   kernels    the shared library holding every kernel of both packages,
 //              each under runtime/cpu/SharedObjectKernelLoader.h's symbol
+//              (empty for CUDA: the packages hold their PTX, cubins and
+//              source)
 //
 // This file reads and writes that layout; no MLIR, no LLVM codegen.
 //

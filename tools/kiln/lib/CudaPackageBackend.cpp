@@ -1,0 +1,372 @@
+//===- CudaPackageBackend.cpp - a training step package on a GPU ----------===//
+//
+// The TrainBackend of a CUDA step package (and its eval package), run by
+// runtime/cuda/CudaExecutable.h: what `kiln train --device=cuda` runs once
+// CudaBackend.cpp has compiled the model for the device's architecture (or
+// as it is, for a .kpkg), and what a trainer `kiln pack --target=cuda`
+// writes runs. No MLIR: the CUDA libraries are dlopened by the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/CudaBackend.h"
+
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/StepSignature.h"
+
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaExecutable.h"
+#include "runtime/package/Package.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <map>
+
+namespace kiln::cli {
+namespace {
+
+using runtime::PkgDType;
+
+
+// One loaded package on the GPU and where its data goes.
+struct GpuStep : StepSignature {
+  std::unique_ptr<runtime::cuda::CudaExecutable> exec;
+
+  const runtime::LoadedPackage &package() const { return exec->package(); }
+
+  bool describe(const std::string &path, llvm::raw_ostream &errs,
+                llvm::StringRef command) {
+    const runtime::LoadedPackage &pkg = package();
+    StepSignature::describe(pkg);
+    if (loss < 0 || !pkg.outputs[loss].shape.empty()) {
+      printError(errs, command,
+                 path + ": expected a scalar output with role loss");
+      return false;
+    }
+    return true;
+  }
+
+  // Converts |batch| into the pinned staging buffers and queues the copies.
+  bool feed(const runtime::Batch &batch, llvm::raw_ostream &errs,
+            llvm::StringRef command) {
+    const runtime::LoadedPackage &pkg = package();
+    if (batch.tensors.size() != dataInputs.size()) {
+      printError(errs, command,
+                 "a batch holds " + std::to_string(batch.tensors.size()) +
+                     " tensors: expected " + std::to_string(dataInputs.size()));
+      return false;
+    }
+    for (size_t t = 0; t < dataInputs.size(); ++t) {
+      const runtime::BatchTensor &src = batch.tensors[t];
+      const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
+      runtime::StatusOr<void *> dst = exec->hostInput(dataInputs[t]);
+      if (!dst.isOk()) {
+        printError(errs, command, dst.status().message());
+        return false;
+      }
+      std::string error;
+      if (!copyBatchTensor(src, e, dst.value(), error)) {
+        printError(errs, command, error);
+        return false;
+      }
+    }
+    runtime::Status s = exec->submitInputs();
+    if (!s.isOk()) {
+      printError(errs, command, s.message());
+      return false;
+    }
+    return true;
+  }
+
+  // Output |index| (all of it) on the host, as doubles.
+  bool read(int index, std::vector<double> &out, std::string &error) const {
+    const runtime::SignatureEntry &e = package().outputs[index];
+    std::vector<uint8_t> bytes(package().buffers[e.buffer].size);
+    runtime::Status s = exec->readOutput(index, bytes.data());
+    if (!s.isOk()) {
+      error = s.message();
+      return false;
+    }
+    int64_t n = elementCount(e.shape);
+    out.resize(n);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = readElement(bytes.data(), e.dtype, i);
+    return true;
+  }
+};
+
+class CudaBackend : public TrainBackend {
+public:
+  ~CudaBackend() override {
+    train_.exec.reset();
+    eval_.exec.reset();
+    if (!tempDir_.empty())
+      llvm::sys::fs::remove_directories(tempDir_);
+  }
+
+  const char *name() const override { return "cuda"; }
+  int64_t batch() const override { return batch_; }
+  const std::vector<runtime::TensorSpec> &dataSpecs() const override {
+    return specs_;
+  }
+  const std::vector<runtime::TensorSpec> &evalSpecs() const override {
+    return evalSpecs_;
+  }
+  bool hasEval() const override { return eval_.exec != nullptr; }
+  bool evalHasLogits() const override { return eval_.logits >= 0; }
+  const std::vector<StateEntry> &state() const override { return state_; }
+
+  std::vector<float> readState(size_t entry) const override {
+    const runtime::SignatureEntry &e =
+        train_.package().inputs[stateInputs_[entry]];
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    std::vector<float> out(elementCount(e.shape));
+    if (!train_.exec->readBuffer(e.buffer, bytes.data()).isOk())
+      return out; // the next step reports the device's error
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = float(readElement(bytes.data(), e.dtype, int64_t(i)));
+    return out;
+  }
+
+  bool writeState(size_t entry, const std::vector<float> &values,
+                  std::string &error) override {
+    const runtime::SignatureEntry &e =
+        train_.package().inputs[stateInputs_[entry]];
+    int64_t n = elementCount(e.shape);
+    if (int64_t(values.size()) != n) {
+      error = "holds " + std::to_string(values.size()) + " values: expected " +
+              std::to_string(n);
+      return false;
+    }
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    for (int64_t i = 0; i < n; ++i)
+      writeElement(bytes.data(), e.dtype, i, values[i]);
+    runtime::Status s = train_.exec->writeBuffer(e.buffer, bytes.data());
+    // The step reads the parameter's copies, not the parameter.
+    for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
+                                                     stateInputs_[entry])) {
+      if (!s.isOk())
+        break;
+      const runtime::SignatureEntry &c = train_.package().inputs[copy];
+      std::vector<uint8_t> copyBytes(train_.package().buffers[c.buffer].size);
+      runtime::pkgFillParameterCopy(train_.package(), copy, bytes.data(),
+                                    copyBytes.data());
+      s = train_.exec->writeBuffer(c.buffer, copyBytes.data());
+    }
+    if (!s.isOk()) {
+      error = s.message();
+      return false;
+    }
+    evalStale_ = true;
+    return true;
+  }
+
+  void setStepCounter(int64_t step) override {
+    if (train_.stepCounter < 0)
+      return;
+    const runtime::SignatureEntry &e = train_.package().inputs[train_.stepCounter];
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    writeElement(bytes.data(), e.dtype, 0, double(step));
+    train_.exec->writeBuffer(e.buffer, bytes.data());
+  }
+
+  bool step(const runtime::Batch &batch, double &loss,
+            llvm::raw_ostream &errs) override {
+    if (!train_.feed(batch, errs, command_))
+      return false;
+    runtime::Status s = train_.exec->run();
+    std::vector<double> value;
+    std::string error;
+    if (!s.isOk() || !train_.read(train_.loss, value, error)) {
+      printError(errs, command_, "step: " + (s.isOk() ? error : s.message()));
+      return false;
+    }
+    loss = value[0];
+    evalStale_ = true;
+    return true;
+  }
+
+  bool evaluate(const runtime::Batch &batch, EvalOutput &out,
+                llvm::raw_ostream &errs) override {
+    if (evalStale_) {
+      for (auto [evalInput, trainInput] : evalParameters_) {
+        uint32_t from = train_.package().inputs[trainInput].buffer;
+        uint32_t to = eval_.package().inputs[evalInput].buffer;
+        std::vector<uint8_t> bytes(train_.package().buffers[from].size);
+        runtime::Status s = train_.exec->readBuffer(from, bytes.data());
+        if (s.isOk())
+          s = eval_.exec->writeBuffer(to, bytes.data());
+        if (!s.isOk()) {
+          printError(errs, command_, "eval: " + s.message());
+          return false;
+        }
+      }
+      evalStale_ = false;
+    }
+    if (!eval_.feed(batch, errs, command_))
+      return false;
+    runtime::Status s = eval_.exec->run();
+    std::vector<double> value;
+    std::string error;
+    if (!s.isOk() || !eval_.read(eval_.loss, value, error)) {
+      printError(errs, command_, "eval: " + (s.isOk() ? error : s.message()));
+      return false;
+    }
+    out.loss = value[0];
+    out.logits.clear();
+    out.classes = 0;
+    if (eval_.logits >= 0) {
+      if (!eval_.read(eval_.logits, value, error)) {
+        printError(errs, command_, "eval: " + error);
+        return false;
+      }
+      out.logits.assign(value.begin(), value.end());
+      out.classes = eval_.package().outputs[eval_.logits].shape[1];
+    }
+    return true;
+  }
+
+  bool init(CudaPackageOptions options, const CudaBackendOptions &cuda,
+            llvm::StringRef command, llvm::raw_ostream &outs,
+            llvm::raw_ostream &errs);
+
+private:
+  // |bytes|: the package in memory (|path| only names it), else null.
+  bool load(const std::string &path, const std::string *bytes, GpuStep &step,
+            llvm::raw_ostream &errs, runtime::dist::Communicator *communicator);
+
+  std::string command_, tempDir_;
+  std::unique_ptr<runtime::cuda::CudaApi> ownedApi_;
+  runtime::cuda::CudaApi *api_ = nullptr;
+  std::function<void(const runtime::LoadedPackage &)> loaded_;
+  runtime::cuda::CudaOptions runOptions_;
+  GpuStep train_, eval_;
+  std::vector<runtime::TensorSpec> specs_, evalSpecs_;
+  int64_t batch_ = 0;
+  std::vector<StateEntry> state_;
+  std::vector<size_t> stateInputs_;
+  std::vector<std::pair<size_t, size_t>> evalParameters_;
+  bool evalStale_ = true;
+};
+
+bool CudaBackend::load(const std::string &path, const std::string *bytes,
+                       GpuStep &step, llvm::raw_ostream &errs,
+                       runtime::dist::Communicator *communicator) {
+  runtime::StatusOr<runtime::LoadedPackage> pkg =
+      bytes ? runtime::loadPackageFromBytes(
+                  reinterpret_cast<const uint8_t *>(bytes->data()), bytes->size())
+            : runtime::loadPackage(path);
+  if (!pkg.isOk()) {
+    printError(errs, command_, pkg.status().message());
+    return false;
+  }
+  if (loaded_)
+    loaded_(pkg.value());
+  runtime::cuda::CudaOptions options = runOptions_;
+  options.communicator = communicator;
+  runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaExecutable>> exec =
+      runtime::cuda::CudaExecutable::create(std::move(pkg.value()), *api_,
+                                            options);
+  if (!exec.isOk()) {
+    printError(errs, command_, path + ": " + exec.status().message());
+    return false;
+  }
+  step.exec = std::move(exec.value());
+  runtime::Status init = step.exec->initialize();
+  if (!init.isOk()) {
+    printError(errs, command_, path + ": " + init.message());
+    return false;
+  }
+  return step.describe(path, errs, command_);
+}
+
+bool CudaBackend::init(CudaPackageOptions options,
+                       const CudaBackendOptions &cuda, llvm::StringRef command,
+                       llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+  command_ = command.str();
+  api_ = cuda.api;
+  loaded_ = cuda.loaded;
+  if (!api_) {
+    runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaApi>> api =
+        runtime::cuda::loadCudaApi();
+    if (!api.isOk()) {
+      printError(errs, command_,
+                 "--device=cuda:" + std::to_string(cuda.device) + ": " +
+                     api.status().message() + " (use --device=cpu)");
+      return false;
+    }
+    ownedApi_ = std::move(api.value());
+    api_ = ownedApi_.get();
+  }
+  runtime::StatusOr<runtime::cuda::CudaDeviceInfo> device =
+      api_->deviceInfo(cuda.device);
+  if (!device.isOk()) {
+    printError(errs, command_,
+               "--device=cuda:" + std::to_string(cuda.device) + ": " +
+                   device.status().message() + " (use --device=cpu)");
+    return false;
+  }
+  runOptions_.device = cuda.device;
+  runOptions_.graphs = cuda.graphs;
+  runOptions_.autotune = cuda.autotune;
+  runOptions_.programmaticLaunch = cuda.programmaticLaunch;
+  runOptions_.log = [&outs](const std::string &note) { outs << note << "\n"; };
+  outs << "kiln train: backend cuda, device " << cuda.device << ": "
+       << device->name << " (sm_" << device->smArch() << ", "
+       << device->multiprocessors << " SMs)\n";
+
+  if (options.compile &&
+      !options.compile(device->smArch(), options.trainPath, options.evalPath,
+                       tempDir_))
+    return false;
+  const std::string &trainPath = options.trainPath, &evalPath = options.evalPath;
+  if (!load(trainPath, options.trainBytes.empty() ? nullptr : &options.trainBytes,
+            train_, errs, options.communicator))
+    return false;
+  if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
+    return false;
+  const runtime::LoadedPackage &pkg = train_.package();
+  collectState(pkg, state_, stateInputs_);
+  if (evalPath.empty())
+    return true;
+  if (!load(evalPath, options.evalBytes.empty() ? nullptr : &options.evalBytes,
+            eval_, errs, nullptr))
+    return false;
+  int64_t evalBatch = 0;
+  if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
+                   errs))
+    return false;
+  return matchEvalStep(pkg, eval_.package(), eval_, evalParameters_, command_,
+                       errs);
+}
+
+} // namespace
+
+std::unique_ptr<TrainBackend>
+createCudaPackageBackend(CudaPackageOptions options,
+                         const CudaBackendOptions &cudaOptions,
+                         llvm::StringRef command, llvm::raw_ostream &outs,
+                         llvm::raw_ostream &errs) {
+  auto backend = std::make_unique<CudaBackend>();
+  if (!backend->init(std::move(options), cudaOptions, command, outs, errs))
+    return nullptr;
+  return backend;
+}
+
+bool cudaDeviceUsable(int device, std::string &reason) {
+  runtime::StatusOr<runtime::cuda::CudaRuntimeInfo> info =
+      runtime::cuda::discoverCudaDevices();
+  if (!info.isOk()) {
+    reason = "no CUDA device (" + info.status().message() + ")";
+    return false;
+  }
+  if (device >= int(info->devices.size())) {
+    reason = "no CUDA device " + std::to_string(device) + " (" +
+             runtime::cuda::describeCudaDevices() + ")";
+    return false;
+  }
+  return true;
+}
+
+} // namespace kiln::cli

@@ -37,7 +37,7 @@ address_targets=(kiln-package-tests kiln-runtime-tests kiln-runtime-cpu-tests
   kiln-runtime-dist-tests kiln-nccl-fake-tests kiln-serialize-tests
   kiln-reference-tests kiln-cpu-blas-tests)
 # What the lit suite runs.
-lit_tools=(kiln kiln-opt kiln-translate kiln-package-info)
+lit_tools=(kiln kiln-opt kiln-translate kiln-package-info kiln-trainer)
 thread_targets=(kiln-runtime-tests kiln-runtime-cpu-tests
   kiln-runtime-dist-tests kiln-nccl-fake-tests)
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then

@@ -145,20 +145,14 @@ else
 fi
 
 # 3. The MLP.
-run=$bin/kiln-cuda-run
-if [ -x "$run" ] && [ -f "$in/mlp.kpkg" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
-  timeout 60 "$run" "$in/mlp.kpkg" --data=synthetic --synthetic-size=1024 \
-    --no-shuffle=1 --steps=20 --log-every=1 > "$log/mlp20.txt" 2>&1
-  rc=$?
-  head -1 "$log/mlp20.txt"
-  if [ $rc -ne 0 ]; then
-    tail -5 "$log/mlp20.txt"
-    fail "MLP 20 steps on the GPU"
-  elif python3 - "$in/mlp.reference-losses.txt" "$log/mlp20.txt" <<'PY'
+# Whether the "step N loss X" lines of $2 (a GPU run) equal the reference
+# interpreter's in $1 within 1e-3, for its 20 steps.
+losses_match() {
+  python3 - "$1" "$2" <<'PY'
 import re, sys
 def losses(path):
     return {int(m[1]): float(m[2]) for m in
-            re.finditer(r"^step (\d+) loss (\S+)", open(path).read(), re.M)}
+            re.finditer(r"^(?:\[rank 0\] )?step (\d+) loss (\S+)", open(path).read(), re.M)}
 ref, gpu = losses(sys.argv[1]), losses(sys.argv[2])
 bad = [(s, ref[s], gpu.get(s)) for s in sorted(ref)
        if gpu.get(s) is None or abs(ref[s] - gpu[s]) > 1e-3 * max(1, abs(ref[s]))]
@@ -168,7 +162,17 @@ for s, r, g in bad[:5]:
     print(f"  step {s}: reference {r}, GPU {g}")
 sys.exit(1 if bad or len(ref) < 20 else 0)
 PY
-  then
+}
+run=$bin/kiln-cuda-run
+if [ -x "$run" ] && [ -f "$in/mlp.kpkg" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
+  timeout 60 "$run" "$in/mlp.kpkg" --data=synthetic --synthetic-size=1024 \
+    --no-shuffle=1 --steps=20 --log-every=1 > "$log/mlp20.txt" 2>&1
+  rc=$?
+  head -1 "$log/mlp20.txt"
+  if [ $rc -ne 0 ]; then
+    tail -5 "$log/mlp20.txt"
+    fail "MLP 20 steps on the GPU"
+  elif losses_match "$in/mlp.reference-losses.txt" "$log/mlp20.txt"; then
     pass "MLP: 20 GPU steps equal the reference interpreter's losses within 1e-3"
   else
     fail "MLP: GPU losses differ from the reference interpreter's"
@@ -181,6 +185,26 @@ PY
     fail "MLP one epoch on the GPU"; }
 else
   fail "MLP: $run, $in/mlp.kpkg or the reference losses missing (run prepare.sh)"
+fi
+
+# 3b. The same MLP as a standalone GPU trainer (kiln pack --target=cuda):
+# kiln train's loop on the GPU runtime, the same 20 batches.
+trainer=$bin/mlp-gpu-trainer
+if [ -x "$trainer" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
+  timeout 120 "$trainer" --data=synthetic --no-shuffle --max-steps=20 --log-every=1 \
+    --eval-data=none > "$log/mlp-trainer.txt" 2>&1
+  rc=$?
+  head -2 "$log/mlp-trainer.txt"
+  if [ $rc -ne 0 ]; then
+    tail -5 "$log/mlp-trainer.txt"
+    fail "MLP GPU trainer (kiln pack --target=cuda): 20 steps"
+  elif losses_match "$in/mlp.reference-losses.txt" "$log/mlp-trainer.txt"; then
+    pass "MLP GPU trainer: 20 steps equal the reference interpreter's losses within 1e-3"
+  else
+    fail "MLP GPU trainer: losses differ from the reference interpreter's"
+  fi
+else
+  fail "MLP GPU trainer: $trainer or the reference losses missing (run prepare.sh)"
 fi
 
 # 4. The GPT step against peers.

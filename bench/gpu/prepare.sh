@@ -7,7 +7,8 @@
 # step); golden steps (small mlp, lenet5 and gpt packages, f32 and bf16,
 # with the interpreter's outputs); the GPT step's tokens and model FLOPs (peers.py's formula); the
 # binaries that run there, none of which links LLVM or MLIR
-# (kiln-cuda-run, kiln-cuda-runtime-tests, kiln-cuda-device-tests); and
+# (kiln-cuda-run, kiln-cuda-runtime-tests, kiln-cuda-device-tests, and the
+# MLP packed as a GPU trainer by kiln pack --target=cuda); and
 # Fashion-MNIST's training split when it is at hand and fits. Everything
 # goes to OUT (default bench/gpu/out, ignored by git), which is what to copy
 # to the GPU machine beside the repository's bench/gpu (at most 64 MiB; a
@@ -36,6 +37,8 @@ mkdir -p "$out/bin"
   --vocab=50304 --batch=8 -o "$out/gpt.kiln"
 "$kiln" compile "$out/mlp.kiln" --target=cuda:sm_90 -o "$out/mlp.kpkg" --report \
   > "$out/mlp.report.txt" 2>&1
+# The same model as a standalone GPU trainer (kiln pack --target=cuda).
+"$kiln" pack "$out/mlp.kiln" --target=cuda:sm_90 -o "$out/bin/mlp-gpu-trainer" > /dev/null
 "$kiln" compile "$out/gpt.kiln" --amp=bf16 --target=cuda:sm_90 \
   -o "$out/gpt-bf16.kpkg" --report > "$out/gpt-bf16.report.txt" 2>&1
 # The step's roofline prediction, for check.sh to print beside the measurement.

@@ -194,11 +194,11 @@ if [ -x "$trainer" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
   timeout 120 "$trainer" --data=synthetic --no-shuffle --max-steps=20 --log-every=1 \
     --eval-data=none > "$log/mlp-trainer.txt" 2>&1
   rc=$?
-  head -2 "$log/mlp-trainer.txt"
   if [ $rc -ne 0 ]; then
     tail -5 "$log/mlp-trainer.txt"
     fail "MLP GPU trainer (kiln pack --target=cuda): 20 steps"
-  elif losses_match "$in/mlp.reference-losses.txt" "$log/mlp-trainer.txt"; then
+  elif head -2 "$log/mlp-trainer.txt" &&
+       losses_match "$in/mlp.reference-losses.txt" "$log/mlp-trainer.txt"; then
     pass "MLP GPU trainer: 20 steps equal the reference interpreter's losses within 1e-3"
   else
     fail "MLP GPU trainer: losses differ from the reference interpreter's"

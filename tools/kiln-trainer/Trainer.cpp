@@ -166,6 +166,17 @@ int train(const std::string &self, const std::string &name,
     run.communicator = communicator.get();
   }
 
+  // The packages, from memory; the eval step only where eval runs (rank 0).
+  auto fill = [&](auto &package) {
+    package.input = model;
+    package.trainPath = name + ":step";
+    package.trainBytes = std::move(trainer.step);
+    if (run.evalSpec && leader && !trainer.eval.empty()) {
+      package.evalPath = name + ":eval";
+      package.evalBytes = std::move(trainer.eval);
+    }
+    package.communicator = communicator.get();
+  };
   std::unique_ptr<TrainBackend> backend;
   if (cuda) {
     if (std::string reason; !cudaDeviceUsable(cudaOptions.device, reason)) {
@@ -175,47 +186,30 @@ int train(const std::string &self, const std::string &name,
       return kExitError;
     }
     CudaPackageOptions package;
-    package.input = model;
-    package.trainPath = name + ":step";
-    package.trainBytes = std::move(trainer.step);
-    if (run.evalSpec && leader && !trainer.eval.empty()) {
-      package.evalPath = name + ":eval";
-      package.evalBytes = std::move(trainer.eval);
-    }
-    package.communicator = communicator.get();
+    fill(package);
     backend = createCudaPackageBackend(std::move(package), cudaOptions, name,
                                        console, errs);
-    if (!backend)
+  } else {
+    CpuPackageOptions package;
+    fill(package);
+    package.threads = static_cast<int>(options.threads);
+    if (!options.threads && env.localWorldSize > 1)
+      package.threads = std::max(
+          1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
+                 env.localWorldSize);
+    runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
+        runtime::cpu::createSharedObjectKernelLoader(trainer.kernels,
+                                                     name + "'s kernel library");
+    if (!loader.isOk()) {
+      printError(errs, name, loader.status().message());
       return kExitError;
-    console << name << ": " << model << ", packed with " << kernels << "\n";
-    return runTrainLoop(*backend, run, console, errs);
+    }
+    package.loader = std::move(loader.value());
+    backend = createCpuPackageBackend(std::move(package), name, errs);
   }
-  CpuPackageOptions package;
-  package.input = model;
-  package.trainPath = name + ":step";
-  package.trainBytes = std::move(trainer.step);
-  if (run.evalSpec && leader && !trainer.eval.empty()) {
-    package.evalPath = name + ":eval";
-    package.evalBytes = std::move(trainer.eval);
-  }
-  package.threads = static_cast<int>(options.threads);
-  if (!options.threads && env.localWorldSize > 1)
-    package.threads = std::max(
-        1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
-               env.localWorldSize);
-  package.communicator = communicator.get();
-  runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
-      runtime::cpu::createSharedObjectKernelLoader(trainer.kernels,
-                                                   name + "'s kernel library");
-  if (!loader.isOk()) {
-    printError(errs, name, loader.status().message());
-    return kExitError;
-  }
-  package.loader = std::move(loader.value());
-  backend = createCpuPackageBackend(std::move(package), name, errs);
   if (!backend)
     return kExitError;
-  console << name << ": " << model << ", packed for " << cpu << " CPUs\n";
+  console << name << ": " << model << ", packed with " << kernels << "\n";
   return runTrainLoop(*backend, run, console, errs);
 }
 

@@ -14,6 +14,7 @@
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/PackageRoofline.h"
+#include "tools/kiln/lib/PackedTrainer.h"
 #include "tools/kiln/lib/Summary.h"
 
 #include "runtime/package/Package.h"
@@ -176,9 +177,10 @@ bool parseAssumptions(llvm::StringRef text, RooflineDevice &device,
 int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
                    int64_t top, const RooflineDevice &device,
                    llvm::StringRef measured, llvm::raw_ostream &outs,
-                   llvm::raw_ostream &errs) {
+                   llvm::raw_ostream &errs,
+                   const runtime::StatusOr<runtime::LoadedPackage> *given = nullptr) {
   runtime::StatusOr<runtime::LoadedPackage> loaded =
-      runtime::loadPackage(input.str());
+      given ? *given : runtime::loadPackage(input.str());
   if (!loaded.isOk()) {
     printError(errs, kCommand, loaded.status().message());
     return kExitError;
@@ -239,10 +241,12 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "(one launch plus the longer of its bytes at 80% of 4.8 TB/s and its\n"
       "FLOPs at 70% of the tensor-core peak, 35% for fused attention), the\n"
       "FLOPs utilization, tokens/s for a token model, and the costliest\n"
-      "thunks with the layers folded together.");
+      "thunks with the layers folded together.\n"
+      "For a trainer of `kiln pack`: what it was packed from and for, then\n"
+      "its step as a package (--roofline too).");
   parser.addPositional("FILE", &input,
-                       "a graph file (.kiln), MLIR text (.mlir) or a compiled "
-                       "step (.kpkg)");
+                       "a graph file (.kiln), MLIR text (.mlir), a compiled "
+                       "step (.kpkg) or a trainer of kiln pack");
   parser.addSwitch("dot", &dot, "print a Graphviz graph of the ops instead");
   parser.addSwitch("roofline", &roofline,
                    "for a .kpkg: the predicted step time on one H200");
@@ -263,7 +267,21 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "prediction");
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
-  bool package = llvm::sys::path::extension(input) == ".kpkg";
+  // A trainer of `kiln pack` (any other name): what it holds, and its step
+  // as a package.
+  llvm::StringRef extension = llvm::sys::path::extension(input);
+  std::optional<PackedTrainer> trainer;
+  if (extension != ".kiln" && extension != ".mlir" && extension != ".kpkg") {
+    runtime::StatusOr<PackedTrainer> packed = readPackedTrainer(input);
+    if (packed.isOk())
+      trainer = std::move(packed.value());
+    else if (packed.status().message().find("its packed model") != std::string::npos) {
+      // A trailer but a damaged payload; anything else is read as a model.
+      printError(errs, kCommand, packed.status().message());
+      return kExitError;
+    }
+  }
+  bool package = extension == ".kpkg" || trainer;
   if (!package && (roofline || csv || parser.wasSet("top") ||
                    parser.wasSet("assume") || parser.wasSet("measured"))) {
     printError(errs, kCommand,
@@ -290,8 +308,28 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     RooflineDevice device;
     if (!parseAssumptions(assume, device, errs))
       return kExitUsage;
-    return inspectPackage(input, roofline, csv, *topCount, device, measured,
-                          outs, errs);
+    if (!trainer)
+      return inspectPackage(input, roofline, csv, *topCount, device, measured,
+                            outs, errs);
+    std::map<std::string, std::string> &m = trainer->manifest;
+    if (!csv) {
+      outs << "trainer: " << input << " (kiln pack)\n"
+           << "  model:            " << m["model"] << " (from " << m["source"]
+           << (m["flags"].empty() ? "" : ", with " + m["flags"]) << ")\n"
+           << "  kernels:          "
+           << (m["target"] == "cuda" ? "CUDA (" + m["cuda"] + ")"
+                                     : "compiled for " + m["cpu"] + " CPUs, a " +
+                                           std::to_string(trainer->kernels.size()) +
+                                           "-byte library")
+           << "\n"
+           << "  eval step:        " << (trainer->eval.empty() ? "none" : "yes")
+           << "\n"
+           << "the step:\n";
+    }
+    runtime::StatusOr<runtime::LoadedPackage> step = runtime::loadPackageFromBytes(
+        reinterpret_cast<const uint8_t *>(trainer->step.data()), trainer->step.size());
+    return inspectPackage(input, roofline, csv, *topCount, device, measured, outs,
+                          errs, &step);
   }
 
   mlir::DialectRegistry registry;

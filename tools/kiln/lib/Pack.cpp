@@ -459,7 +459,7 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   trainer.manifest["world-size"] = std::to_string(step.metadata.worldSize);
   std::string bytes = writePackedTrainer(stub, trainer);
   if (runtime::Status s = runtime::writeFileAtomically(output, bytes); !s.isOk()) {
-    printError(errs, kCommand, s.message());
+    printError(errs, kCommand, "-o " + output + ": " + s.message());
     return kExitError;
   }
   if (::chmod(output.c_str(), 0755) != 0) {

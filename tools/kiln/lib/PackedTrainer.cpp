@@ -6,10 +6,11 @@
 #include "runtime/cpu/Blas.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <memory>
 #include <sstream>
+#include <sys/stat.h>
 #include <vector>
 
 namespace kiln::cli {
@@ -29,22 +30,40 @@ std::string writePackedTrainer(const std::string &stub, const PackedTrainer &tra
 }
 
 runtime::StatusOr<PackedTrainer> readPackedTrainer(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  // The trailer first (a directory, a pipe or a short file holds none);
+  // then the payload alone, not the stub before it.
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0)
     return runtime::Status::error("cannot read " + path + ": " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t trailer = std::strlen(kPackedTrainerTrailer);
-  if (bytes.size() < 8 + trailer ||
-      bytes.compare(bytes.size() - trailer, trailer, kPackedTrainerTrailer) != 0)
+  if (!S_ISREG(info.st_mode) || static_cast<uint64_t>(info.st_size) < 8 + trailer)
+    return runtime::Status::error(path + " " + kNoPayload);
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file(std::fopen(path.c_str(), "rb"),
+                                                        &std::fclose);
+  if (!file)
+    return runtime::Status::error("cannot read " + path + ": " + std::strerror(errno));
+  uint64_t size = static_cast<uint64_t>(info.st_size);
+  auto readAt = [&](uint64_t at, size_t n, std::string &out) {
+    out.assign(n, '\0');
+    return ::fseeko(file.get(), static_cast<off_t>(at), SEEK_SET) == 0 &&
+           std::fread(out.data(), 1, n, file.get()) == n;
+  };
+  std::string tail;
+  if (!readAt(size - 8 - trailer, 8 + trailer, tail))
+    return runtime::Status::error("cannot read " + path + ": " + std::strerror(errno));
+  if (tail.compare(8, trailer, kPackedTrainerTrailer) != 0)
     return runtime::Status::error(path + " " + kNoPayload);
   uint64_t offset = 0;
-  size_t at = bytes.size() - trailer - 8;
   for (int i = 0; i < 8; ++i)
-    offset |= uint64_t(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+    offset |= uint64_t(static_cast<unsigned char>(tail[i])) << (8 * i);
+  uint64_t at = size - 8 - trailer;
+  std::string payload;
+  if (offset > at || !readAt(offset, static_cast<size_t>(at - offset), payload))
+    return runtime::Status::error(path + ": its packed model is damaged (its "
+                                  "payload offset " + std::to_string(offset) +
+                                  " lies outside the file)");
   std::vector<std::string> fields;
-  if (offset > at ||
-      !runtime::parseCacheEntry(bytes.substr(offset, at - offset), kPackedTrainerMagic,
-                                fields) ||
+  if (!runtime::parseCacheEntry(payload, kPackedTrainerMagic, fields) ||
       fields.size() != 4)
     return runtime::Status::error(path + ": its packed model is damaged (expected " +
                                   "a manifest, a step, an eval step and a kernel "

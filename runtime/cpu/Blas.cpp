@@ -336,39 +336,34 @@ template <typename T>
 void convFilterGrad(const ConvGeometry &g, const T *input, const T *gradOutput,
                     T *gradFilter) {
   std::fill(gradFilter, gradFilter + g.o * g.colRows(), T(0));
+  // |chunk| images at a time: col [colRows, chunk * colCols] and, for more
+  // than one, their output gradients gathered into dy [og, chunk * colCols];
+  // image j's columns at j * colCols.
   int64_t chunk = filterGradImagesPerGemm(g);
-  if (chunk == 1) {
-    std::vector<T> col(g.colRows() * g.colCols());
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t gr = 0; gr < g.groups; ++gr) {
-        im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w, col.data());
-        // dW_g [og, colRows] += dy [og, colCols] x col^T [colCols, colRows]
-        gemmOne<T>(false, true, g.og(), g.colRows(), g.colCols(), T(1),
-                   gradOutput + (n * g.o + gr * g.og()) * g.colCols(), col.data(),
-                   T(1), gradFilter + gr * g.og() * g.colRows(), g.colRows());
-      }
-    return;
-  }
-  // |chunk| images at a time: col [colRows, chunk * colCols] and dy
-  // [og, chunk * colCols], image j's columns at j * colCols.
   int64_t ld = chunk * g.colCols();
-  std::vector<T> col(g.colRows() * ld), dy(g.og() * ld);
+  std::vector<T> col(g.colRows() * ld), dy(chunk > 1 ? g.og() * ld : 0);
   for (int64_t first = 0; first < g.n; first += chunk) {
     int64_t images = std::min(chunk, g.n - first);
     for (int64_t gr = 0; gr < g.groups; ++gr) {
-      for (int64_t j = 0; j < images; ++j) {
-        int64_t n = first + j;
-        im2col(g, input + (n * g.c + gr * g.cg()) * g.h * g.w,
+      for (int64_t j = 0; j < images; ++j)
+        im2col(g, input + ((first + j) * g.c + gr * g.cg()) * g.h * g.w,
                col.data() + j * g.colCols(), ld);
-        for (int64_t o = 0; o < g.og(); ++o) {
-          const T *src = gradOutput + (n * g.o + gr * g.og() + o) * g.colCols();
-          std::copy(src, src + g.colCols(), dy.data() + o * ld + j * g.colCols());
-        }
+      const T *dyBlock = gradOutput + (first * g.o + gr * g.og()) * g.colCols();
+      if (chunk > 1) {
+        for (int64_t j = 0; j < images; ++j)
+          for (int64_t o = 0; o < g.og(); ++o) {
+            const T *src =
+                gradOutput + ((first + j) * g.o + gr * g.og() + o) * g.colCols();
+            std::copy(src, src + g.colCols(), dy.data() + o * ld + j * g.colCols());
+          }
+        dyBlock = dy.data();
       }
-      // dW_g [og, colRows] += dy [og, k] x col^T [k, colRows]
-      if (g.og() > 0 && g.colRows() > 0)
-        cblasGemm(false, true, g.og(), g.colRows(), images * g.colCols(), T(1),
-                  dy.data(), ld, col.data(), ld, T(1),
+      // dW_g [og, colRows] += dy [og, k] x col^T [k, colRows]; one image's
+      // dy is its own rows (ld colCols). Nothing to add when k is 0.
+      int64_t k = images * g.colCols();
+      if (g.og() > 0 && g.colRows() > 0 && k > 0)
+        cblasGemm(false, true, g.og(), g.colRows(), k, T(1), dyBlock,
+                  chunk > 1 ? ld : g.colCols(), col.data(), ld, T(1),
                   gradFilter + gr * g.og() * g.colRows(), g.colRows());
     }
   }

@@ -24,13 +24,11 @@
 
 #include "runtime/cpu/SharedObjectKernelLoader.h"
 #include "runtime/dist/Communicator.h"
-#include "runtime/dist/NcclCommunicator.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <vector>
 
 using namespace kiln;
@@ -145,19 +143,11 @@ int train(const std::string &self, const std::string &name,
 
   std::unique_ptr<runtime::dist::Communicator> communicator;
   if (env.worldSize > 1) {
-    runtime::dist::CommOptions commOptions;
-    if (!options.collectiveTimeout.empty()) {
-      std::optional<double> t = parsePositiveReal(
-          name, "collective-timeout", options.collectiveTimeout, errs);
-      if (!t)
-        return kExitError;
-      commOptions.timeoutSeconds = *t;
-    }
-    runtime::dist::NcclOptions nccl;
-    nccl.device = cudaOptions.device;
+    std::optional<double> timeout = collectiveTimeoutSeconds(options, name, errs);
+    if (!timeout)
+      return kExitError;
     runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
-        cuda ? runtime::dist::createNcclCommunicator(env, commOptions, nccl)
-             : runtime::dist::createGlooCommunicator(env, commOptions);
+        createRankCommunicator(env, *timeout, cuda, cudaOptions.device);
     if (!created.isOk()) {
       printError(errs, name, created.status().message());
       return kExitError;
@@ -192,11 +182,7 @@ int train(const std::string &self, const std::string &name,
   } else {
     CpuPackageOptions package;
     fill(package);
-    package.threads = static_cast<int>(options.threads);
-    if (!options.threads && env.localWorldSize > 1)
-      package.threads = std::max(
-          1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
-                 env.localWorldSize);
+    package.threads = rankThreads(options.threads, env);
     runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
         runtime::cpu::createSharedObjectKernelLoader(trainer.kernels,
                                                      name + "'s kernel library");

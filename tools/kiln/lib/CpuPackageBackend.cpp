@@ -58,23 +58,10 @@ struct Step : StepSignature {
 
   bool feed(const runtime::Batch &batch, llvm::raw_ostream &errs,
             llvm::StringRef command) {
-    const runtime::LoadedPackage &pkg = package();
-    if (batch.tensors.size() != dataInputs.size()) {
-      printError(errs, command,
-                 "a batch holds " + std::to_string(batch.tensors.size()) +
-                     " tensors: expected " + std::to_string(dataInputs.size()));
-      return false;
-    }
-    for (size_t t = 0; t < dataInputs.size(); ++t) {
-      const runtime::BatchTensor &src = batch.tensors[t];
-      const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
-      std::string error;
-      if (!copyBatchTensor(src, e, exec->input(dataInputs[t]), error)) {
-        printError(errs, command, error);
-        return false;
-      }
-    }
-    return true;
+    return copyBatch(
+        package(), batch,
+        [&](size_t input) -> runtime::StatusOr<void *> { return exec->input(input); },
+        errs, command);
   }
 
   double output(int index) const {

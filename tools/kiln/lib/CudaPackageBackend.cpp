@@ -50,27 +50,10 @@ struct GpuStep : StepSignature {
   // Converts |batch| into the pinned staging buffers and queues the copies.
   bool feed(const runtime::Batch &batch, llvm::raw_ostream &errs,
             llvm::StringRef command) {
-    const runtime::LoadedPackage &pkg = package();
-    if (batch.tensors.size() != dataInputs.size()) {
-      printError(errs, command,
-                 "a batch holds " + std::to_string(batch.tensors.size()) +
-                     " tensors: expected " + std::to_string(dataInputs.size()));
+    if (!copyBatch(
+            package(), batch,
+            [&](size_t input) { return exec->hostInput(input); }, errs, command))
       return false;
-    }
-    for (size_t t = 0; t < dataInputs.size(); ++t) {
-      const runtime::BatchTensor &src = batch.tensors[t];
-      const runtime::SignatureEntry &e = pkg.inputs[dataInputs[t]];
-      runtime::StatusOr<void *> dst = exec->hostInput(dataInputs[t]);
-      if (!dst.isOk()) {
-        printError(errs, command, dst.status().message());
-        return false;
-      }
-      std::string error;
-      if (!copyBatchTensor(src, e, dst.value(), error)) {
-        printError(errs, command, error);
-        return false;
-      }
-    }
     runtime::Status s = exec->submitInputs();
     if (!s.isOk()) {
       printError(errs, command, s.message());

@@ -116,6 +116,32 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
+bool StepSignature::copyBatch(
+    const runtime::LoadedPackage &pkg, const runtime::Batch &batch,
+    const std::function<runtime::StatusOr<void *>(size_t input)> &hostInput,
+    llvm::raw_ostream &errs, llvm::StringRef command) const {
+  if (batch.tensors.size() != dataInputs.size()) {
+    printError(errs, command,
+               "a batch holds " + std::to_string(batch.tensors.size()) +
+                   " tensors: expected " + std::to_string(dataInputs.size()));
+    return false;
+  }
+  for (size_t t = 0; t < dataInputs.size(); ++t) {
+    runtime::StatusOr<void *> dst = hostInput(dataInputs[t]);
+    if (!dst.isOk()) {
+      printError(errs, command, dst.status().message());
+      return false;
+    }
+    std::string error;
+    if (!copyBatchTensor(batch.tensors[t], pkg.inputs[dataInputs[t]], dst.value(),
+                         error)) {
+      printError(errs, command, error);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool copyBatchTensor(const runtime::BatchTensor &src,
                      const runtime::SignatureEntry &e, void *dst,
                      std::string &error) {

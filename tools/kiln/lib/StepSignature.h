@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -40,6 +41,13 @@ struct StepSignature {
   // SignatureEntry::indexBound, 0 unknown), the step counter and the loss
   // (-1 when no output has role loss; the backends say what they expected).
   void describe(const runtime::LoadedPackage &pkg);
+
+  // Copies |batch| (the data tensors, in dataInputs' order) into the host
+  // buffer |hostInput| gives for each data input of |pkg| (its signature
+  // index). Prints the problem (prefixed with |command|) and fails.
+  bool copyBatch(const runtime::LoadedPackage &pkg, const runtime::Batch &batch,
+                 const std::function<runtime::StatusOr<void *>(size_t input)> &hostInput,
+                 llvm::raw_ostream &errs, llvm::StringRef command) const;
 };
 
 // The training step's parameters and optimizer state, in signature order,

@@ -36,7 +36,6 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/dist/Communicator.h"
-#include "runtime/dist/NcclCommunicator.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -45,7 +44,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <thread>
 
 namespace kiln::cli {
 
@@ -167,14 +165,10 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // checkpoints and metrics: under data-parallel every rank holds the same
   // parameters and optimizer state. Errors are printed by every rank.
   bool leader = env.rank == 0;
-  double timeoutSeconds = 300;
-  if (!collectiveTimeout.empty()) {
-    std::optional<double> t =
-        parsePositiveReal(kTrainCommand, "collective-timeout", collectiveTimeout, errs);
-    if (!t)
-      return kExitError;
-    timeoutSeconds = *t;
-  }
+  std::optional<double> timeoutSeconds =
+      collectiveTimeoutSeconds(options, kTrainCommand, errs);
+  if (!timeoutSeconds)
+    return kExitError;
   llvm::raw_ostream &userOuts = outs;
   llvm::raw_null_ostream quiet;
   llvm::raw_ostream &console = leader ? userOuts : quiet;
@@ -200,14 +194,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     backendOptions.pipeline.dumpDir += "/rank-" + std::to_string(env.rank);
     backendOptions.packageDir = backendOptions.pipeline.dumpDir;
   }
-  backendOptions.threads = static_cast<int>(options.threads);
-  if (!options.threads && env.localWorldSize > 1) {
-    // Ranks on one machine share its cores (torchrun sets
-    // OMP_NUM_THREADS=1 for the same reason): each gets its share.
-    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    backendOptions.threads =
-        std::max(1, static_cast<int>(cores) / env.localWorldSize);
-  }
+  // Ranks on one machine share its cores: each gets its share.
+  backendOptions.threads = rankThreads(options.threads, env);
   if (replica && options.threads)
     backendOptions.threads = replica->threads; // --threads is the process's
   for (const std::string *flag :
@@ -245,28 +233,12 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                      "the launcher");
       return kExitError;
     }
-    runtime::dist::CommOptions commOptions;
-    commOptions.timeoutSeconds = timeoutSeconds;
+    // GPUs: NCCL on this rank's device (LOCAL_RANK, or --device=cuda:N).
+    bool cuda = options.backend == "cuda";
+    int cudaDevice = device.empty() || device == "cuda" ? env.localRank
+                                                        : cudaOptions.device;
     runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>> created =
-        runtime::Status::error("no communicator");
-    if (options.backend == "cuda") {
-      // GPUs: NCCL on this rank's device (LOCAL_RANK, or --device=cuda:N),
-      // the unique id through the store; the step's collectives then run
-      // on device memory inside its CUDA Graph.
-      runtime::dist::NcclOptions nccl;
-      nccl.device = device.empty() || device == "cuda" ? env.localRank
-                                                       : cudaOptions.device;
-      created = runtime::dist::createNcclCommunicator(env, commOptions, nccl);
-    } else {
-#ifdef KILN_HAVE_GLOO
-      created = runtime::dist::createGlooCommunicator(env, commOptions);
-#else
-      created = runtime::Status::error(
-          "WORLD_SIZE=" + std::to_string(env.worldSize) +
-          ": this kiln was built without the Gloo communicator "
-          "(KilnRuntimeDist), so it runs one rank only on the CPU");
-#endif
-    }
+        createRankCommunicator(env, *timeoutSeconds, cuda, cudaDevice);
     if (!created.isOk()) {
       // The communicator's errors already start with "rank R".
       printError(errs, kTrainCommand, created.status().message());

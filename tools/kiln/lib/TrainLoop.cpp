@@ -13,6 +13,7 @@
 
 #include "passes/LossScale.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/dist/NcclCommunicator.h"
 #include "runtime/metrics/EventFile.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 namespace kiln::cli {
 
@@ -67,6 +69,42 @@ bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
     specs.push_back(std::move(spec));
   }
   return true;
+}
+
+int rankThreads(int64_t threads, const runtime::dist::DistEnv &env) {
+  if (threads || env.localWorldSize <= 1)
+    return static_cast<int>(threads);
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, static_cast<int>(cores) / env.localWorldSize);
+}
+
+std::optional<double> collectiveTimeoutSeconds(const TrainOptions &options,
+                                               llvm::StringRef command,
+                                               llvm::raw_ostream &errs) {
+  if (options.collectiveTimeout.empty())
+    return 300.0;
+  return parsePositiveReal(command, "collective-timeout", options.collectiveTimeout,
+                           errs);
+}
+
+runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>>
+createRankCommunicator(const runtime::dist::DistEnv &env, double timeoutSeconds,
+                       bool cuda, int cudaDevice) {
+  runtime::dist::CommOptions commOptions;
+  commOptions.timeoutSeconds = timeoutSeconds;
+  if (cuda) {
+    runtime::dist::NcclOptions nccl;
+    nccl.device = cudaDevice;
+    return runtime::dist::createNcclCommunicator(env, commOptions, nccl);
+  }
+#ifdef KILN_HAVE_GLOO
+  return runtime::dist::createGlooCommunicator(env, commOptions);
+#else
+  return runtime::Status::error(
+      "WORLD_SIZE=" + std::to_string(env.worldSize) +
+      ": this kiln was built without the Gloo communicator "
+      "(KilnRuntimeDist), so it runs one rank only on the CPU");
+#endif
 }
 
 int runTrainLoop(TrainBackend &model, const TrainRun &run,

@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -47,6 +48,28 @@ struct TrainRun {
   // The checkpoint --resume continues from.
   std::optional<runtime::TrainingState> resumed;
 };
+
+// The threads of this rank's step: |threads| (--threads) when given, else
+// all cores, or this rank's share of them when several ranks share the
+// machine (env.localWorldSize; torchrun sets OMP_NUM_THREADS=1 for the
+// same reason); 0 means all cores.
+int rankThreads(int64_t threads, const runtime::dist::DistEnv &env);
+
+// --collective-timeout in seconds (300 when not given); prints a bad value
+// (prefixed with |command|) and returns std::nullopt.
+std::optional<double> collectiveTimeoutSeconds(const TrainOptions &options,
+                                               llvm::StringRef command,
+                                               llvm::raw_ostream &errs);
+
+// This rank's communicator among env.worldSize ranks, which meet at
+// MASTER_ADDR:MASTER_PORT: NCCL on CUDA device |cudaDevice| (the unique id
+// through the store; the step's collectives run on device memory inside
+// its CUDA Graph) when |cuda|, else Gloo over TCP. Either gives up on the
+// rendezvous or a collective after |timeoutSeconds|, naming the missing
+// rank.
+runtime::StatusOr<std::unique_ptr<runtime::dist::Communicator>>
+createRankCommunicator(const runtime::dist::DistEnv &env, double timeoutSeconds,
+                       bool cuda, int cudaDevice);
 
 // Trains |model| as |run| says; rank 0 prints to |console|. Returns the
 // exit code (kExitOk, or kExitError after printing the problem to |errs|).

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 # The MLP benchmark's peers (this directory): the same Adam and loss in JAX.
-from peers import BETA1, BETA2, EPS, LR, jax_adam_step, jax_mean_cross_entropy
+from peers import jax_adam_step, jax_mean_cross_entropy, torch_adam_step
 
 BATCH = 128
 # name: shape (PyTorch's layouts: conv [O, I, KH, KW], linear [out, in])
@@ -83,16 +83,7 @@ def run_torch(args, params, x, y, compiled):
         for name, value in params.items():
             layer, kind = name.split(".")
             getattr(layers[layer], kind).copy_(torch.from_numpy(value))
-    opt = torch.optim.Adam(model.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS)
-    xs, ys = torch.from_numpy(x), torch.from_numpy(y).long()
-
-    def step():
-        loss = torch.nn.functional.cross_entropy(model(xs), ys)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
+    step = torch_adam_step(model, x, y)
     run = torch.compile(step) if compiled else step
     return dict(peer="torch.compile" if compiled else "torch",
                 version=torch.__version__, **timed(run, args))

@@ -164,15 +164,7 @@ def run_torch(args, params, x, y):
         model.append(linear)
         if i < len(SIZES) - 1:
             model.append(torch.nn.ReLU())
-    opt = torch.optim.Adam(model.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS)
-    xs, ys = torch.from_numpy(x), torch.from_numpy(y).long()
-
-    def step():
-        loss = torch.nn.functional.cross_entropy(model(xs), ys)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+    step = torch_adam_step(model, x, y)
 
     losses = []
     for _ in range(args.warmup):
@@ -189,6 +181,25 @@ def run_torch(args, params, x, y):
     return dict(peer="torch", version=torch.__version__, mode="eager",
                 compile_s=0.0, intra_threads=torch.get_num_threads(),
                 losses=losses, **timer.summary())
+
+
+def torch_adam_step(model, x, y):
+    """One training step of |model| (PyTorch) on the [B, ...] inputs |x|
+    and [B] labels |y| (numpy): mean cross-entropy and Adam with the
+    benchmarks' hyper-parameters; returns the step, which returns the loss
+    (detached: torch.compile may wrap it)."""
+    import torch
+    opt = torch.optim.Adam(model.parameters(), lr=LR, betas=(BETA1, BETA2), eps=EPS)
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y).long()
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(xs), ys)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
 
 
 def jax_mean_cross_entropy(logits, labels):

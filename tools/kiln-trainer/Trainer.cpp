@@ -39,6 +39,8 @@ namespace {
 int train(const std::string &self, const std::string &name,
           llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
           llvm::raw_ostream &errs) {
+  // The training loop's lines and errors carry the trainer's name.
+  setTrainCommand(name);
   runtime::StatusOr<PackedTrainer> packed = readPackedTrainer(self);
   if (!packed.isOk()) {
     std::string message = packed.status().message();
@@ -139,6 +141,8 @@ int train(const std::string &self, const std::string &name,
   if (!parseTrainData(options, run.spec, run.evalSpec, errs))
     return kExitError;
   if (options.resume && !readResumeState(options, run.resumed, errs))
+    return kExitError;
+  if (!readInitialWeights(options, run.initial, errs))
     return kExitError;
 
   std::unique_ptr<runtime::dist::Communicator> communicator;

@@ -196,7 +196,7 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   std::unique_ptr<cli::TrainBackend> &gpu = b.gpu, &ref = b.ref;
   llvm::raw_string_ostream &errs = b.errs;
   HostNvrtcFake &api = b.api;
-  EXPECT_NE(errs.str().find("kiln train: backend cuda, device 0: Fake H200 "
+  EXPECT_NE(errs.str().find("test: backend cuda, device 0: Fake H200 "
                             "(sm_90, 1 SMs)"),
             std::string::npos)
       << errs.str();

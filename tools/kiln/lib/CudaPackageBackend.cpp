@@ -295,7 +295,7 @@ bool CudaBackend::init(CudaPackageOptions options,
   runOptions_.autotune = cuda.autotune;
   runOptions_.programmaticLaunch = cuda.programmaticLaunch;
   runOptions_.log = [&outs](const std::string &note) { outs << note << "\n"; };
-  outs << "kiln train: backend cuda, device " << cuda.device << ": "
+  outs << command_ << ": backend cuda, device " << cuda.device << ": "
        << device->name << " (sm_" << device->smArch() << ", "
        << device->multiprocessors << " SMs)\n";
 

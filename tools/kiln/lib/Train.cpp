@@ -66,11 +66,11 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   runtime::StatusOr<runtime::dist::DistEnv> distEnv =
       runtime::dist::distEnvFromEnvironment();
   if (!distEnv.isOk()) {
-    printError(errs, kTrainCommand, distEnv.status().message());
+    printError(errs, trainCommand(), distEnv.status().message());
     return kExitError;
   }
   runtime::dist::DistEnv env = distEnv.value();
-  if (!parseDistFlags(kTrainCommand, distFlags, options.pipeline, errs))
+  if (!parseDistFlags(trainCommand(), distFlags, options.pipeline, errs))
     return kExitError;
   // --strategy=mirrored (or a package compiled for it, or --devices with
   // a package): the devices are threads of this process, each running this
@@ -83,13 +83,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   bool mirrored = options.pipeline.strategy == Strategy::mirrored ||
                   (!devices.empty() && kpkg);
   if (!devices.empty() && !mirrored) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--devices=" + devices + " needs --strategy=mirrored");
     return kExitError;
   }
   if (mirrored && !replica) {
     if (env.worldSize > 1) {
-      printError(errs, kTrainCommand,
+      printError(errs, trainCommand(),
                  "--strategy=mirrored runs its devices in one process, but "
                  "the launcher started " + std::to_string(env.worldSize) +
                      " processes: use --strategy=data-parallel under a "
@@ -105,7 +105,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     env.worldSize = env.localWorldSize = replica->devices;
   }
   if (!distFlags.worldSize.empty() && options.pipeline.worldSize != env.worldSize) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--world-size=" + distFlags.worldSize +
                    ": the launcher started " + std::to_string(env.worldSize) +
                    " rank(s) (WORLD_SIZE" +
@@ -122,7 +122,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (isPackage && (!distFlags.strategy.empty() || !distFlags.bucketMb.empty() ||
                     !distFlags.gradAccum.empty() ||
                     !distFlags.gradCompression.empty())) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                options.input + ": a package has its strategy compiled in; "
                                "drop --strategy, --bucket-mb, --grad-accum and "
                                "--grad-compression or train the .kiln file");
@@ -130,7 +130,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   if (distributed && !isPackage &&
       options.pipeline.strategy == Strategy::none) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "the launcher started " + std::to_string(env.worldSize) +
                    " ranks but no --strategy was given: pass "
                    "--strategy=data-parallel (each rank trains on its share "
@@ -140,7 +140,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (!distributed && options.pipeline.strategy != Strategy::none) {
     if (std::string problem = checkPipelineOptions(options.pipeline);
         !problem.empty()) {
-      printError(errs, kTrainCommand, problem);
+      printError(errs, trainCommand(), problem);
       return kExitError;
     }
     // One rank. The reference interpreter runs the distributed step as it
@@ -157,7 +157,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (distributed && !isPackage) {
     if (std::string problem = checkPipelineOptions(options.pipeline);
         !problem.empty()) {
-      printError(errs, kTrainCommand, problem);
+      printError(errs, trainCommand(), problem);
       return kExitError;
     }
   }
@@ -166,7 +166,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // parameters and optimizer state. Errors are printed by every rank.
   bool leader = env.rank == 0;
   std::optional<double> timeoutSeconds =
-      collectiveTimeoutSeconds(options, kTrainCommand, errs);
+      collectiveTimeoutSeconds(options, trainCommand(), errs);
   if (!timeoutSeconds)
     return kExitError;
   llvm::raw_ostream &userOuts = outs;
@@ -181,6 +181,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   // fails fast.
   std::optional<runtime::TrainingState> resumed;
   if (options.resume && !readResumeState(options, resumed, errs))
+    return kExitError;
+  std::optional<runtime::WeightsFile> initial;
+  if (!readInitialWeights(options, initial, errs))
     return kExitError;
 
   BackendOptions backendOptions;
@@ -207,14 +210,14 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     backendOptions.optimizerFlagsGiven |= !flag->empty();
   if (!ampFlags.amp.empty() &&
       llvm::sys::path::extension(options.input) == ".kpkg") {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                options.input + ": a package has its precision compiled in; "
                                "drop --amp or train the .kiln file");
     return kExitError;
   }
   if (options.backend == "reference" &&
       llvm::sys::path::extension(options.input) == ".kpkg") {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                options.input + ": the reference backend needs the model "
                                "(.kiln or .mlir), not a compiled package");
     return kExitUsage;
@@ -226,7 +229,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     backendOptions.communicator = replica->communicator;
   } else if (distributed) {
     if (options.backend == "reference") {
-      printError(errs, kTrainCommand,
+      printError(errs, trainCommand(),
                  "--backend=" + options.backend +
                      ": runs one rank (the reference interpreter has no "
                      "collectives across processes); use --backend=cpu under "
@@ -241,7 +244,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
         createRankCommunicator(env, *timeoutSeconds, cuda, cudaDevice);
     if (!created.isOk()) {
       // The communicator's errors already start with "rank R".
-      printError(errs, kTrainCommand, created.status().message());
+      printError(errs, trainCommand(), created.status().message());
       return kExitError;
     }
     communicator = std::move(created.value());
@@ -267,10 +270,10 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   std::unique_ptr<TrainBackend> backendImpl =
       options.backend == "cuda"
-          ? createCudaBackend(backendOptions, cudaOptions, kTrainCommand, console, errs)
+          ? createCudaBackend(backendOptions, cudaOptions, trainCommand(), console, errs)
       : options.backend == "cpu"
-          ? createCpuBackend(backendOptions, kTrainCommand, console, errs)
-          : createReferenceBackend(backendOptions, kTrainCommand, errs);
+          ? createCpuBackend(backendOptions, trainCommand(), console, errs)
+          : createReferenceBackend(backendOptions, trainCommand(), errs);
   if (compiling.owns_lock())
     compiling.unlock();
   if (replica && replica->compiled)
@@ -288,6 +291,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   run.spec = spec;
   run.evalSpec = evalSpec;
   run.resumed = resumed;
+  run.initial = std::move(initial);
   return runTrainLoop(model, run, console, errs);
 }
 

@@ -44,7 +44,7 @@ bool readResumeState(TrainOptions &options,
   std::ifstream latest(latestPath);
   std::string name;
   if (!latest || !std::getline(latest, name) || name.empty()) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--resume: " + latestPath +
                    ": expected a file naming the latest checkpoint");
     return false;
@@ -56,12 +56,12 @@ bool readResumeState(TrainOptions &options,
           ? runtime::loadShardedCheckpoint(options.checkpointDir + "/" + name)
           : runtime::loadCheckpoint(options.checkpointDir + "/" + name);
   if (!state.isOk()) {
-    printError(errs, kTrainCommand, "--resume: " + state.status().message());
+    printError(errs, trainCommand(), "--resume: " + state.status().message());
     return false;
   }
   resumed = std::move(state.value());
   if (!seed.empty() && options.seed != resumed->seed) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--seed=" + seed + ": the checkpoint " + name +
                    " was trained with seed " + std::to_string(resumed->seed) +
                    "; resume without --seed or with --seed=" +
@@ -127,7 +127,7 @@ bool TrainState::restore(const runtime::TrainingState &resumed,
                       : "the checkpoint's optimizer state '" + shardSlot + "'");
       std::string error;
       if (!block.isOk() || !model_.writeState(i, block.value(), error)) {
-        printError(errs, kTrainCommand,
+        printError(errs, trainCommand(),
                    "--resume: " + (block.isOk() ? "shard '" + e.name + "' " + error
                                                 : block.status().message()));
         return false;
@@ -137,7 +137,7 @@ bool TrainState::restore(const runtime::TrainingState &resumed,
     if (e.parameter) {
       auto it = params.find(e.name);
       if (it == params.end()) {
-        printError(errs, kTrainCommand, "--resume: the checkpoint has no parameter '" +
+        printError(errs, trainCommand(), "--resume: the checkpoint has no parameter '" +
                                             e.name + "'");
         return false;
       }
@@ -151,7 +151,7 @@ bool TrainState::restore(const runtime::TrainingState &resumed,
           if (t.name == name)
             found = &t;
       if (!found) {
-        printError(errs, kTrainCommand,
+        printError(errs, trainCommand(),
                    "--resume: the checkpoint has no optimizer state '" + slot +
                        "' of '" + name + "'");
         return false;
@@ -160,10 +160,158 @@ bool TrainState::restore(const runtime::TrainingState &resumed,
     }
     std::string error;
     if (!model_.writeState(i, found->values, error)) {
-      printError(errs, kTrainCommand, "--resume: " + what + " " + error);
+      printError(errs, trainCommand(), "--resume: " + what + " " + error);
       return false;
     }
   }
+  return true;
+}
+
+namespace {
+
+// "a, b, c and 2 more" (at most |shown| names).
+std::string nameList(const std::vector<std::string> &names, size_t shown = 4) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i)
+    out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > shown)
+    out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+} // namespace
+
+bool readInitialWeights(const TrainOptions &options,
+                        std::optional<runtime::WeightsFile> &initial,
+                        llvm::raw_ostream &errs) {
+  if (options.initFrom.empty())
+    return true;
+  runtime::StatusOr<runtime::WeightsFile> weights =
+      runtime::loadWeights(options.initFrom);
+  if (!weights.isOk()) {
+    printError(errs, trainCommand(), "--init-from: " + weights.status().message());
+    return false;
+  }
+  initial = std::move(weights.value());
+  return true;
+}
+
+bool TrainState::initialize(const runtime::WeightsFile &weights,
+                            const std::string &path, bool strict,
+                            std::string &summary, llvm::raw_ostream &errs) {
+  auto fail = [&](const std::string &what) {
+    printError(errs, trainCommand(), "--init-from=" + path + ": " + what);
+    return false;
+  };
+  // The model's parameters, whole: a shard entry stands for its slots.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  std::set<std::string> expectedNames;
+  auto expect = [&](const std::string &name, const std::vector<int64_t> &shape) {
+    if (expectedNames.insert(name).second)
+      expected.push_back({name, shape});
+  };
+  for (const StateEntry &e : entries_) {
+    if (!e.parameter)
+      continue;
+    auto layout = shardLayouts_.find(e.name);
+    if (layout == shardLayouts_.end()) {
+      expect(e.name, e.shape);
+      continue;
+    }
+    for (const runtime::ShardSlot &slot : layout->second->slots)
+      expect(slot.name, slot.shape);
+  }
+  std::map<std::string, const runtime::NamedTensor *> found;
+  for (const runtime::NamedTensor &t : weights.tensors)
+    found[t.name] = &t;
+  std::vector<std::string> missing, unused;
+  for (const auto &[name, shape] : expected) {
+    if (auto other = weights.otherDtypes.find(name);
+        other != weights.otherDtypes.end())
+      return fail("tensor '" + name + "' has dtype " + other->second +
+                  ": the parameter needs F32, F64, F16 or BF16 values");
+    auto it = found.find(name);
+    if (it == found.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const std::vector<int64_t> &got = it->second->shape;
+    if (got != shape) {
+      std::string hint;
+      if (shape.size() == 2 && got.size() == 2 && got[0] == shape[1] &&
+          got[1] == shape[0])
+        hint = " (its transpose: PyTorch's nn.Linear keeps its weight as "
+               "[out, in] and a kiln dense weight is [in, out]; save "
+               "weight.T)";
+      return fail("tensor '" + name + "' has shape " + shapeText(got) +
+                  ": the parameter is " + shapeText(shape) + hint);
+    }
+  }
+  for (const runtime::NamedTensor &t : weights.tensors)
+    if (!expectedNames.count(t.name))
+      unused.push_back(t.name);
+  for (const auto &[name, dtype] : weights.otherDtypes)
+    if (!expectedNames.count(name))
+      unused.push_back(name);
+  if (strict && !missing.empty())
+    return fail("no tensor for the parameter" +
+                std::string(missing.size() > 1 ? "s " : " ") + nameList(missing) +
+                " (of " + std::to_string(expected.size()) +
+                "); --init-strict=off keeps the initializers of those missing");
+  if (strict && !unused.empty())
+    return fail("tensor" + std::string(unused.size() > 1 ? "s " : " ") +
+                nameList(unused) + " of the file " +
+                (unused.size() > 1 ? "are" : "is") +
+                " no parameter of the model; --init-strict=off ignores "
+                "them");
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const StateEntry &e = entries_[i];
+    if (!e.parameter)
+      continue;
+    std::string error;
+    auto layout = shardLayouts_.find(e.name);
+    if (layout == shardLayouts_.end()) {
+      auto it = found.find(e.name);
+      if (it != found.end() && !model_.writeState(i, it->second->values, error))
+        return fail("parameter '" + e.name + "' " + error);
+      continue;
+    }
+    // This rank's block of the bucket: the file's values where it has the
+    // parameter, the block's own (its initializers) elsewhere.
+    std::vector<float> block = model_.readState(i);
+    int64_t begin = static_cast<int64_t>(block.size()) * env_.rank;
+    int64_t end = begin + static_cast<int64_t>(block.size());
+    for (const runtime::ShardSlot &slot : layout->second->slots) {
+      auto it = found.find(slot.name);
+      if (it == found.end())
+        continue;
+      const std::vector<float> &values = it->second->values;
+      int64_t lo = std::max(begin, slot.offset);
+      int64_t hi = std::min<int64_t>(end, slot.offset + values.size());
+      for (int64_t k = lo; k < hi; ++k)
+        block[k - begin] = values[k - slot.offset];
+    }
+    if (!model_.writeState(i, block, error))
+      return fail("shard '" + e.name + "' " + error);
+  }
+  summary = path + " (" + weights.kind + "): " +
+            std::to_string(expected.size() - missing.size()) + " of " +
+            std::to_string(expected.size()) + " parameters";
+  if (!missing.empty())
+    summary += "; " + nameList(missing) + " keep" +
+               (missing.size() > 1 ? "" : "s") + " the initializer" +
+               (missing.size() > 1 ? "s" : "");
+  if (!unused.empty())
+    summary += "; " + std::to_string(unused.size()) + " tensor" +
+               (unused.size() > 1 ? "s" : "") + " of the file unused (" +
+               nameList(unused) + ")";
   return true;
 }
 
@@ -183,7 +331,7 @@ bool TrainState::gatherParameters(size_t i, std::vector<runtime::NamedTensor> &o
       shard.data(), flat.data(), static_cast<int64_t>(shard.size()),
       runtime::PkgDType::F32);
   if (!g.isOk()) {
-    printError(errs, kTrainCommand, g.message());
+    printError(errs, trainCommand(), g.message());
     return false;
   }
   for (const runtime::ShardSlot &slot : l->second->slots) {
@@ -238,7 +386,7 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
   state.position = at.position;
   std::error_code ec = llvm::sys::fs::create_directories(dir);
   if (ec) {
-    printError(errs, kTrainCommand, "--checkpoint-dir=" + dir +
+    printError(errs, trainCommand(), "--checkpoint-dir=" + dir +
                                         ": cannot create it: " + ec.message());
     return false;
   }
@@ -247,7 +395,7 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
               : "step-" + std::to_string(stepsDone) + ".safetensors";
   runtime::Status saved = runtime::saveCheckpoint(dir + "/" + name, state);
   if (!saved.isOk())
-    printError(errs, kTrainCommand, "checkpoint at step " + std::to_string(stepsDone) +
+    printError(errs, trainCommand(), "checkpoint at step " + std::to_string(stepsDone) +
                                         ": " + saved.message() +
                                         " (earlier checkpoints are kept)");
   if (sharded) {
@@ -260,13 +408,13 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
           &failed, &failures, 1, runtime::PkgDType::F32,
           runtime::PkgReduceKind::Sum);
       if (!s.isOk()) {
-        printError(errs, kTrainCommand, "checkpoint: " + s.message());
+        printError(errs, trainCommand(), "checkpoint: " + s.message());
         return false;
       }
     }
     if (failures > 0) {
       if (leader && saved.isOk())
-        printError(errs, kTrainCommand,
+        printError(errs, trainCommand(),
                    "checkpoint at step " + std::to_string(stepsDone) + ": " +
                        llvm::formatv("{0}", failures).str() +
                        " rank(s) could not write their file; no index "
@@ -286,7 +434,7 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
     runtime::Status written = runtime::writeFileAtomically(
         dir + "/" + name, runtime::writeShardIndex(index));
     if (!written.isOk()) {
-      printError(errs, kTrainCommand, "checkpoint at step " +
+      printError(errs, trainCommand(), "checkpoint at step " +
                                           std::to_string(stepsDone) + ": " +
                                           written.message() +
                                           " (earlier checkpoints are kept)");
@@ -307,12 +455,12 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
       wec = out.error();
     }
     if (wec || llvm::sys::fs::rename(temp, latest)) {
-      printError(errs, kTrainCommand, latest + ": cannot write the pointer to " + name +
+      printError(errs, trainCommand(), latest + ": cannot write the pointer to " + name +
                                           (wec ? ": " + wec.message() : std::string()));
       return false;
     }
   }
-  console << "kiln train: checkpoint " << dir << "/" << name << "\n";
+  console << trainCommand() << ": checkpoint " << dir << "/" << name << "\n";
   return true;
 }
 

@@ -22,6 +22,7 @@
 #include "tools/kiln/lib/TrainFlags.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Weights.h"
 #include "runtime/dist/Communicator.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -43,6 +44,12 @@ namespace kiln::cli {
 bool readResumeState(TrainOptions &options,
                      std::optional<runtime::TrainingState> &resumed,
                      llvm::raw_ostream &errs);
+
+// --init-from: reads the file's parameters into |initial| (runtime/checkpoint/
+// Weights.h), before anything is compiled. Prints the problem and fails.
+bool readInitialWeights(const TrainOptions &options,
+                        std::optional<runtime::WeightsFile> &initial,
+                        llvm::raw_ostream &errs);
 
 // Where the training loop stands, as a checkpoint records it.
 struct TrainPosition {
@@ -69,6 +76,15 @@ public:
   // shard entry gets this rank's block). Prints what is missing or of the
   // wrong size and fails.
   bool restore(const runtime::TrainingState &resumed, llvm::raw_ostream &errs);
+
+  // --init-from: writes |weights|' tensors into the parameters of the same
+  // names (a shard entry gets this rank's block of them); the optimizer
+  // state keeps its initial values. |strict|: every parameter must be in
+  // the file and every tensor of the file a parameter. A wrong shape or
+  // dtype is always an error. Sets |summary| to what was taken, for the
+  // start line. Prints the problem and fails.
+  bool initialize(const runtime::WeightsFile &weights, const std::string &path,
+                  bool strict, std::string &summary, llvm::raw_ostream &errs);
 
   // zero3: the parameters of shard entry |i| are not state anywhere; every
   // rank all-gathers its shard and gets them (|out|: name, values). Nothing

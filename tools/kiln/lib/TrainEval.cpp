@@ -54,7 +54,7 @@ std::optional<EvalResult> evaluate(TrainBackend &model, runtime::Dataset &data,
   while (true) {
     runtime::StatusOr<bool> more = batches.next(b);
     if (!more.isOk()) {
-      printError(errs, kTrainCommand, "--eval-data: " + more.status().message());
+      printError(errs, trainCommand(), "--eval-data: " + more.status().message());
       return std::nullopt;
     }
     if (!more.value())
@@ -115,7 +115,7 @@ bool gatherEvalParameters(TrainBackend &model, TrainState &state,
     for (const runtime::NamedTensor &t : full) {
       std::string error;
       if (evaluating && !model.setEvalParameter(t.name, t.values, error)) {
-        printError(errs, kTrainCommand, "eval: parameter '" + t.name + "' " + error);
+        printError(errs, trainCommand(), "eval: parameter '" + t.name + "' " + error);
         return false;
       }
     }

@@ -29,7 +29,7 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
   AmpFlags &ampFlags = options.ampFlags;
   DistFlags &distFlags = options.distFlags;
   FlagParser parser(
-      kTrainCommand.str(), "FILE [--backend=cpu] [--data=SPEC] [options]",
+      trainCommand().str(), "FILE [--backend=cpu] [--data=SPEC] [options]",
       "Compiles the training step of a model (graph file or .mlir) into a\n"
       "package and trains it on the CPU runtime, or trains a compiled package\n"
       "(.kpkg) as it is. --backend=reference runs every step on the reference\n"
@@ -109,14 +109,14 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                                 !(index = d.drop_front(5)).empty() &&
                                 llvm::all_of(index, llvm::isDigit));
     if (d != "cpu" && !cuda) {
-      printError(errs, kTrainCommand,
+      printError(errs, trainCommand(),
                  "--device=" + device + ": expected cpu or cuda[:N], found '" +
                      device + "'");
       return kExitError;
     }
     unsigned cudaIndex = 0;
     if (cuda && !index.empty() && index.getAsInteger(10, cudaIndex)) {
-      printError(errs, kTrainCommand, "--device=" + device + ": the index is too large");
+      printError(errs, trainCommand(), "--device=" + device + ": the index is too large");
       return kExitError;
     }
     cudaOptions.device = static_cast<int>(cudaIndex);
@@ -125,27 +125,27 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
   }
   if (options.backend != "cpu" && options.backend != "reference" &&
       options.backend != "cuda") {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--backend=" + options.backend + ": expected cpu, cuda or reference");
     return kExitError;
   }
   if (cudaGraphs != "" && cudaGraphs != "on" && cudaGraphs != "off") {
-    printError(errs, kTrainCommand, "--cuda-graphs=" + cudaGraphs + ": expected on or off");
+    printError(errs, trainCommand(), "--cuda-graphs=" + cudaGraphs + ": expected on or off");
     return kExitError;
   }
   cudaOptions.graphs = cudaGraphs != "off";
-  if (!applyOnOff(kTrainCommand, "autotune", autotune, cudaOptions.autotune,
+  if (!applyOnOff(trainCommand(), "autotune", autotune, cudaOptions.autotune,
                   errs) ||
-      !applyOnOff(kTrainCommand, "cuda-pdl", cudaPdl,
+      !applyOnOff(trainCommand(), "cuda-pdl", cudaPdl,
                   cudaOptions.programmaticLaunch, errs))
     return kExitError;
-  if (!applyOnOff(kTrainCommand, "fuse-attention", fuseAttention,
+  if (!applyOnOff(trainCommand(), "fuse-attention", fuseAttention,
                   options.pipeline.fuseAttention, errs))
     return kExitError;
   if (options.backend == "cuda") {
     std::string reason;
     if (!cudaDeviceUsable(cudaOptions.device, reason)) {
-      printError(errs, kTrainCommand,
+      printError(errs, trainCommand(),
                  (device.empty() ? std::string("--backend=cuda") : "--device=" + device) +
                      ": " + reason + "; use --device=cpu");
       return kExitError;
@@ -153,10 +153,10 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
   }
   if (std::optional<int> exit = applyTrainLoopFlags(loopFlags, options, errs))
     return *exit;
-  if (!parseOptimizerFlags(kTrainCommand, optimizerFlags, options.pipeline.optimizer,
+  if (!parseOptimizerFlags(trainCommand(), optimizerFlags, options.pipeline.optimizer,
                            errs))
     return kExitError;
-  if (!parseAmpFlags(kTrainCommand, ampFlags, options.pipeline, errs))
+  if (!parseAmpFlags(trainCommand(), ampFlags, options.pipeline, errs))
     return kExitError;
   return std::nullopt;
 }

@@ -33,7 +33,10 @@ namespace kiln::cli {
 class FlagParser;
 
 // The command name every `kiln train` message starts with.
-inline constexpr llvm::StringLiteral kTrainCommand = "kiln train";
+// The name the training loop's messages and lines start with: "kiln train",
+// or a packed trainer's own name, set once at its start (TrainLoopFlags.cpp).
+llvm::StringRef trainCommand();
+void setTrainCommand(llvm::StringRef name);
 
 struct TrainOptions {
   std::string input;
@@ -49,6 +52,10 @@ struct TrainOptions {
   uint64_t seed = 0;
   bool noShuffle = false;
   bool resume = false;
+  // --init-from: the parameters' first values; --init-strict=off lets the
+  // file lack parameters (they keep their initializers) and hold others.
+  std::string initFrom;
+  bool initStrict = true;
   std::string checkpointDir;
   std::string metricsFile;
   std::string tensorboardDir; // --tensorboard-dir; empty: none
@@ -79,14 +86,14 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
 // The text of the training loop's flags, checked by applyTrainLoopFlags.
 struct TrainLoopFlagText {
   std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
-      checkpointEvery;
+      checkpointEvery, initStrict;
 };
 
 // Declares the flags of the training loop (TrainLoopFlags.cpp), which every
 // trainer has: --threads, --data, --eval-data, --epochs, --max-steps,
 // --batch-size, --train-subset, --eval-subset, --no-shuffle, --log-every,
-// --seed, --checkpoint-dir, --checkpoint-every, --resume, --metrics-file,
-// --tensorboard-dir and --collective-timeout.
+// --seed, --checkpoint-dir, --checkpoint-every, --resume, --init-from,
+// --init-strict, --metrics-file, --tensorboard-dir and --collective-timeout.
 void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                        TrainLoopFlagText &text);
 // Checks them into |options|; std::nullopt to go on, else the exit code

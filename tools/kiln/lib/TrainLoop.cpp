@@ -124,7 +124,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   int64_t microBatches = run.microBatches;
   int64_t microBatch = batch / microBatches;
   if (options.batchSize && options.batchSize != microBatch) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--batch-size=" + std::to_string(options.batchSize) + ": " +
                    options.input + " was built for batch " +
                    std::to_string(microBatch) + "; rebuild the model or pass "
@@ -138,7 +138,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   runtime::StatusOr<std::unique_ptr<runtime::Dataset>> dataset =
       runtime::openDataset(spec, model.dataSpecs(), dataOptions);
   if (!dataset.isOk()) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--data=" + options.data + ": " + dataset.status().message());
     return kExitError;
   }
@@ -155,14 +155,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   runtime::StatusOr<runtime::DistributedSampler> sampler =
       runtime::DistributedSampler::create(trainSize, samplerOptions);
   if (!sampler.isOk()) {
-    printError(errs, kTrainCommand, "--data=" + options.data + ": " +
+    printError(errs, trainCommand(), "--data=" + options.data + ": " +
                                    sampler.status().message());
     return kExitError;
   }
   int64_t stepsPerEpoch =
       runtime::batchCount(sampler.value().numSamples(), batch, /*dropPartial=*/true);
   if (stepsPerEpoch == 0) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                "--data=" + options.data + ": " + std::to_string(trainSize) +
                    " samples make no full batch of " + std::to_string(batch));
     return kExitError;
@@ -181,7 +181,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     runtime::StatusOr<std::unique_ptr<runtime::Dataset>> opened =
         runtime::openDataset(*evalSpec, model.evalSpecs(), evalOptions);
     if (!opened.isOk()) {
-      printError(errs, kTrainCommand, "--eval-data: " + opened.status().message());
+      printError(errs, trainCommand(), "--eval-data: " + opened.status().message());
       return kExitError;
     }
     evalDataset = std::move(opened.value());
@@ -198,6 +198,10 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     position = resumed->position;
     model.setStepCounter(stepsDone);
   }
+  std::string initialized;
+  if (run.initial && !state.initialize(*run.initial, options.initFrom,
+                                       options.initStrict, initialized, errs))
+    return kExitError;
   // ZeRO checkpoints are sharded (TrainCheckpoint.h): every rank writes one.
   bool sharded = state.sharded();
 
@@ -208,7 +212,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         options.metricsFile, ec,
         options.resume ? llvm::sys::fs::OF_Append : llvm::sys::fs::OF_None);
     if (ec) {
-      printError(errs, kTrainCommand, "--metrics-file=" + options.metricsFile + ": " +
+      printError(errs, trainCommand(), "--metrics-file=" + options.metricsFile + ": " +
                                      ec.message());
       return kExitError;
     }
@@ -221,7 +225,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     runtime::StatusOr<std::unique_ptr<runtime::EventFileWriter>> created =
         runtime::EventFileWriter::create(options.tensorboardDir);
     if (!created.isOk()) {
-      printError(errs, kTrainCommand, "--tensorboard-dir=" + options.tensorboardDir +
+      printError(errs, trainCommand(), "--tensorboard-dir=" + options.tensorboardDir +
                                           ": " + created.status().message());
       return kExitError;
     }
@@ -236,14 +240,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     if (!events)
       return true;
     if (runtime::Status s = events->flush(); !s.isOk()) {
-      printError(errs, kTrainCommand,
+      printError(errs, trainCommand(),
                  "--tensorboard-dir=" + options.tensorboardDir + ": " + s.message());
       return false;
     }
     return true;
   };
 
-  console << "kiln train: backend " << model.name() << ", " << options.data << ", batch " << batch;
+  console << trainCommand() << ": backend " << model.name() << ", " << options.data << ", batch " << batch;
   if (microBatches > 1)
     console << " (" << microBatches << " micro-batches of " << microBatch
             << ", --grad-accum)";
@@ -259,8 +263,10 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     console << " (resumed at step " << stepsDone << ", epoch " << epoch << ", batch "
          << position << ")";
   console << "\n";
+  if (!initialized.empty())
+    console << trainCommand() << ": parameters from " << initialized << "\n";
   if (evalDataset && !model.evalHasLogits())
-    console << "kiln train: eval reports the loss only (the loss does not come "
+    console << trainCommand() << ": eval reports the loss only (the loss does not come "
             "from kiln.softmax_cross_entropy, so there are no logits)\n";
 
   using Clock = std::chrono::steady_clock;
@@ -326,7 +332,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     while (stepsDone < totalSteps) {
       runtime::StatusOr<bool> more = batches.next(b);
       if (!more.isOk()) {
-        printError(errs, kTrainCommand, "--data=" + options.data + ": " +
+        printError(errs, trainCommand(), "--data=" + options.data + ": " +
                                        more.status().message());
         return kExitError;
       }
@@ -342,7 +348,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       if (!model.step(b, loss, errs))
         return kExitError;
       if (!std::isfinite(loss)) {
-        printError(errs, kTrainCommand,
+        printError(errs, trainCommand(),
                    "step " + std::to_string(stepsDone + 1) + ": the loss is not finite");
         return kExitError;
       }
@@ -408,7 +414,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   int64_t k = std::max<int64_t>(1, static_cast<int64_t>(losses.size()) / 4);
   double firstMean = std::accumulate(losses.begin(), losses.begin() + k, 0.0) / k;
   double lastMean = std::accumulate(losses.end() - k, losses.end(), 0.0) / k;
-  console << "kiln train: mean loss of the first " << k << " steps "
+  console << trainCommand() << ": mean loss of the first " << k << " steps "
        << llvm::format("%.6f", firstMean) << ", of the last " << k << " steps "
        << llvm::format("%.6f", lastMean) << "\n";
   // fp16 mixed precision: where the dynamic loss scale ended.
@@ -426,7 +432,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     std::vector<float> scale = model.readState(scaleEntry);
     std::vector<float> skipped = model.readState(skippedEntry);
     if (!scale.empty() && !skipped.empty())
-      console << "kiln train: fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
+      console << trainCommand() << ": fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
            << llvm::format("%.0f", skipped[0])
            << " steps skipped in all (inf or NaN gradients)\n";
   }

@@ -16,6 +16,7 @@
 #include "tools/kiln/lib/TrainFlags.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Weights.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/dist/Communicator.h"
 
@@ -47,6 +48,8 @@ struct TrainRun {
   std::optional<runtime::DataSpec> evalSpec;
   // The checkpoint --resume continues from.
   std::optional<runtime::TrainingState> resumed;
+  // The parameters' first values (--init-from).
+  std::optional<runtime::WeightsFile> initial;
 };
 
 // The threads of this rank's step: |threads| (--threads) when given, else

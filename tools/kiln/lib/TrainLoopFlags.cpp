@@ -12,6 +12,18 @@
 #include "tools/kiln/lib/Flags.h"
 
 namespace kiln::cli {
+namespace {
+
+std::string &trainCommandName() {
+  static std::string name = "kiln train";
+  return name;
+}
+
+} // namespace
+
+llvm::StringRef trainCommand() { return trainCommandName(); }
+
+void setTrainCommand(llvm::StringRef name) { trainCommandName() = name.str(); }
 
 void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                        TrainLoopFlagText &text) {
@@ -51,6 +63,18 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                   "checkpoint every N steps (and always at the end)");
   parser.addSwitch("resume", &options.resume,
                    "continue from the checkpoint --checkpoint-dir's 'latest' names");
+  parser.addValue("init-from", &options.initFrom, "FILE",
+                  "start the parameters from the tensors of the same names "
+                  "in FILE instead of their initializers, the optimizer "
+                  "state and the step from zero (fine-tuning): a safetensors "
+                  "file (F32, F64, F16 or BF16 tensors, as "
+                  "safetensors.torch.save_file writes a state dict), a kiln "
+                  "checkpoint or a ZeRO checkpoint's index.json");
+  parser.addValue("init-strict", &text.initStrict, "on|off",
+                  "with --init-from: on (default) refuses a FILE that lacks "
+                  "a parameter or holds a tensor that is none; off keeps "
+                  "the missing parameters' initializers and ignores the "
+                  "other tensors, as load_state_dict(strict=False)");
   parser.addValue("metrics-file", &options.metricsFile, "F.jsonl",
                   "append one JSON object per eval");
   parser.addValue("tensorboard-dir", &options.tensorboardDir, "DIR",
@@ -76,7 +100,7 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
                      int64_t &out) {
     if (text.empty())
       return true;
-    std::optional<int64_t> v = parseInteger(kTrainCommand, flag, text, min, errs);
+    std::optional<int64_t> v = parseInteger(trainCommand(), flag, text, min, errs);
     if (v)
       out = *v;
     return v.has_value();
@@ -96,9 +120,27 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
   if (options.maxSteps == 0 && options.epochs == 0)
     options.maxSteps = 20;
   if ((options.resume || options.checkpointEvery) && options.checkpointDir.empty()) {
-    printError(errs, kTrainCommand,
+    printError(errs, trainCommand(),
                std::string(options.resume ? "--resume" : "--checkpoint-every") +
                    " needs --checkpoint-dir=DIR");
+    return kExitUsage;
+  }
+  if (!text.initStrict.empty()) {
+    if (options.initFrom.empty()) {
+      printError(errs, trainCommand(), "--init-strict needs --init-from=FILE");
+      return kExitUsage;
+    }
+    if (text.initStrict != "on" && text.initStrict != "off") {
+      printError(errs, trainCommand(),
+                 "--init-strict=" + text.initStrict + ": expected on or off");
+      return kExitUsage;
+    }
+    options.initStrict = text.initStrict == "on";
+  }
+  if (!options.initFrom.empty() && options.resume) {
+    printError(errs, trainCommand(),
+               "--init-from and --resume: a resumed run takes its parameters "
+               "from the checkpoint; drop --init-from");
     return kExitUsage;
   }
   if (!text.data.empty())
@@ -113,7 +155,7 @@ bool parseTrainData(const TrainOptions &options, runtime::DataSpec &spec,
   runtime::StatusOr<runtime::DataSpec> parsedSpec =
       runtime::parseDataSpec(options.data);
   if (!parsedSpec.isOk()) {
-    printError(errs, kTrainCommand, parsedSpec.status().message());
+    printError(errs, trainCommand(), parsedSpec.status().message());
     return false;
   }
   spec = parsedSpec.value();
@@ -124,7 +166,7 @@ bool parseTrainData(const TrainOptions &options, runtime::DataSpec &spec,
   } else if (evalData != "none") {
     runtime::StatusOr<runtime::DataSpec> parsed = runtime::parseDataSpec(evalData);
     if (!parsed.isOk()) {
-      printError(errs, kTrainCommand,
+      printError(errs, trainCommand(),
                  "--eval-data: " + parsed.status().message());
       return false;
     }

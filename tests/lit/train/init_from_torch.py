@@ -1,0 +1,141 @@
+"""--init-from against PyTorch: a model is built in PyTorch with its own
+random initialization, its state dict is saved with safetensors (the dense
+weights transposed to kiln's [in, out]) and kiln trains from it. PyTorch then
+trains the same model from the same state on the same batches, and every
+loss kiln printed must match PyTorch's.
+
+  init_from_torch.py make MODEL DIR
+      writes DIR/torch.safetensors (the state dict as PyTorch keeps it),
+      DIR/kiln.safetensors (f32, kiln's layout), DIR/kiln-bf16.safetensors
+      (the same in bf16), DIR/partial.safetensors (kiln.safetensors without
+      the last layer, with a tensor 'extra.weight' and an I64 'counter'),
+      DIR/extra.safetensors (kiln.safetensors and 'extra.weight'),
+      DIR/int.safetensors (kiln.safetensors with an I64 'fc1.bias') and
+      the data DIR/data/{x,labels}.npy
+  init_from_torch.py check MODEL STATE DATA LOG TOLERANCE
+      trains PyTorch from STATE (a safetensors file in kiln's layout, of any
+      float dtype, or a kiln checkpoint) on the .npy files of DATA, in
+      order, and compares each with the "step K loss" lines of LOG
+
+MODEL: mlp (16-8-3), mlp4 (20-16-12-5) or lenet5; batch 4, Adam, learning
+rate 0.01. The seed is random and printed."""
+
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+BATCH = 4
+SAMPLES = 16
+LR = 0.01
+SIZES = dict(mlp=[16, 8, 3], mlp4=[20, 16, 12, 5])
+
+
+def build(model):
+    if model.startswith("mlp"):
+        sizes = SIZES[model]
+        return torch.nn.ModuleDict({f"fc{i}": torch.nn.Linear(sizes[i - 1], sizes[i])
+                                    for i in range(1, len(sizes))})
+    return torch.nn.ModuleDict(dict(
+        conv1=torch.nn.Conv2d(1, 6, 5, padding=2), conv2=torch.nn.Conv2d(6, 16, 5),
+        fc1=torch.nn.Linear(400, 120), fc2=torch.nn.Linear(120, 84),
+        fc3=torch.nn.Linear(84, 10)))
+
+
+def forward(model, net, x):
+    relu, pool = torch.nn.functional.relu, torch.nn.functional.max_pool2d
+    if model.startswith("mlp"):
+        layers = len(SIZES[model]) - 1
+        for i in range(1, layers + 1):
+            x = net[f"fc{i}"](x)
+            x = relu(x) if i < layers else x
+        return x
+    h = pool(relu(net["conv1"](x)), 2)
+    h = pool(relu(net["conv2"](h)), 2).flatten(1)
+    return net["fc3"](relu(net["fc2"](relu(net["fc1"](h)))))
+
+
+def input_shape(model):
+    return (SIZES[model][0],) if model.startswith("mlp") else (1, 28, 28)
+
+
+def classes(model):
+    return SIZES[model][-1] if model.startswith("mlp") else 10
+
+
+def is_dense_weight(name, tensor):
+    return name.startswith("fc") and name.endswith(".weight") and tensor.dim() == 2
+
+
+def make(model, out):
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    net = build(model)
+    state = {k: v.detach().contiguous() for k, v in net.state_dict().items()}
+    save_file(state, os.path.join(out, "torch.safetensors"))
+    kiln = {k: (v.t().contiguous() if is_dense_weight(k, v) else v) for k, v in state.items()}
+    save_file(kiln, os.path.join(out, "kiln.safetensors"))
+    save_file({k: v.to(torch.bfloat16) for k, v in kiln.items()},
+              os.path.join(out, "kiln-bf16.safetensors"))
+    last = sorted(k for k in kiln if k.startswith("fc"))[-1].split(".")[0]
+    extra = torch.ones(2, 3)
+    partial = {k: v for k, v in kiln.items() if not k.startswith(last + ".")}
+    partial.update({"extra.weight": extra, "counter": torch.tensor(7, dtype=torch.int64)})
+    save_file(partial, os.path.join(out, "partial.safetensors"))
+    save_file(dict(kiln, **{"extra.weight": extra}), os.path.join(out, "extra.safetensors"))
+    save_file(dict(kiln, **{"fc1.bias": kiln["fc1.bias"].to(torch.int64)}),
+              os.path.join(out, "int.safetensors"))
+    rng = np.random.default_rng(seed)
+    os.makedirs(os.path.join(out, "data"), exist_ok=True)
+    np.save(os.path.join(out, "data", "x.npy"),
+            rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32))
+    np.save(os.path.join(out, "data", "labels.npy"),
+            rng.integers(0, classes(model), SAMPLES).astype(np.int32))
+    print(f"wrote {len(state)} tensors")
+
+
+def check(model, state_file, data, log, tolerance):
+    net = build(model)
+    saved = load_file(state_file)
+    state = {}
+    for k in net.state_dict():
+        v = saved[k].float()
+        state[k] = v.t() if is_dense_weight(k, v) else v
+    net.load_state_dict(state)
+    x = torch.from_numpy(np.load(os.path.join(data, "x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(data, "labels.npy"))).long()
+    optimizer = torch.optim.Adam(net.parameters(), lr=LR)
+    kiln = {}
+    with open(log) as f:
+        for line in f:
+            m = re.match(r"step (\d+) loss (\S+)", line)
+            if m:
+                kiln[int(m.group(1))] = float(m.group(2))
+    if not kiln:
+        sys.exit(f"{log}: no 'step K loss' lines")
+    worst = 0.0
+    for step in range(1, max(kiln) + 1):
+        b = (step - 1) % (SAMPLES // BATCH)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(
+            forward(model, net, x[b * BATCH:(b + 1) * BATCH]), y[b * BATCH:(b + 1) * BATCH])
+        loss.backward()
+        optimizer.step()
+        if step in kiln:
+            error = abs(kiln[step] - loss.item()) / max(abs(loss.item()), 1e-6)
+            worst = max(worst, error)
+            if error > tolerance:
+                sys.exit(f"step {step}: kiln {kiln[step]:.6f}, torch {loss.item():.6f} "
+                         f"(relative error {error:.2e} > {tolerance})")
+    print(f"losses match torch: {len(kiln)} steps, worst relative error {worst:.1e}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3])
+    else:
+        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]))

@@ -198,6 +198,48 @@ struct DecomposeReduceMean : OpRewritePattern<ReduceOp> {
   }
 };
 
+// Average pooling (padded elements counted, count_include_pad) is a
+// depthwise convolution with a constant filter: every channel's own [kh, kw]
+// window weighted 1 / (kh kw). Its gradient is that convolution's input
+// gradient. The backends run both as convolutions (OpenBLAS, cuBLASLt).
+Value averagingFilter(OpBuilder &b, Location loc, Type element, int64_t channels,
+                      ArrayRef<int64_t> window) {
+  auto type = RankedTensorType::get({channels, 1, window[0], window[1]}, element);
+  return splat(b, loc, type, 1.0 / double(window[0] * window[1]));
+}
+
+struct DecomposeAvgPool : OpRewritePattern<AvgPool2DOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AvgPool2DOp op, PatternRewriter &r) const override {
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    int64_t channels = type.getDimSize(1);
+    Location loc = op.getLoc();
+    Value filter =
+        averagingFilter(r, loc, type.getElementType(), channels, op.getWindow());
+    r.replaceOpWithNewOp<Conv2DOp>(op, op.getType(), op.getInput(), filter,
+                                   op.getStridesAttr(), op.getPaddingAttr(),
+                                   r.getDenseI64ArrayAttr({1, 1}),
+                                   r.getI64IntegerAttr(channels));
+    return success();
+  }
+};
+
+struct DecomposeAvgPoolGrad : OpRewritePattern<AvgPool2DGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AvgPool2DGradOp op, PatternRewriter &r) const override {
+    auto type = cast<RankedTensorType>(op.getType());
+    int64_t channels = type.getDimSize(1);
+    Location loc = op.getLoc();
+    Value filter =
+        averagingFilter(r, loc, type.getElementType(), channels, op.getWindow());
+    r.replaceOpWithNewOp<Conv2DInputGradOp>(
+        op, op.getType(), op.getGradOutput(), filter, op.getStridesAttr(),
+        op.getPaddingAttr(), r.getDenseI64ArrayAttr({1, 1}),
+        r.getI64IntegerAttr(channels));
+    return success();
+  }
+};
+
 // GeluOp's scalar formula (ir/ScalarSemantics.cpp) with tensor ops:
 // erf:  (0.5 x) (1 + erf(x sqrt(1/2)))
 // tanh: (0.5 x) (1 + tanh(sqrt(2/pi) (x + 0.044715 (x x) x)))
@@ -455,7 +497,8 @@ void populateDecomposePatterns(RewritePatternSet &patterns,
   MLIRContext *context = patterns.getContext();
   patterns.add<DecomposeSoftmax<SoftmaxOp, false>,
                DecomposeSoftmax<LogSoftmaxOp, true>, DecomposeLayerNorm,
-               DecomposeSoftmaxCrossEntropy, DecomposeReduceMean>(context);
+               DecomposeSoftmaxCrossEntropy, DecomposeReduceMean,
+               DecomposeAvgPool, DecomposeAvgPoolGrad>(context);
   if (options.gelu)
     patterns.add<DecomposeGelu>(context);
   // Kept whole (options.attention off), an attention still decomposes when

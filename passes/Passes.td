@@ -450,6 +450,11 @@ def KilnDecompose : Pass<"kiln-decompose", "mlir::ModuleOp"> {
     perform the reference semantics' arithmetic in the same order, so f64
     results are bit-identical on the interpreter.
 
+    kiln.avg_pool2d (padded elements counted) becomes a depthwise
+    kiln.conv2d (groups = channels) with a constant filter of 1/(kh kw),
+    and kiln.avg_pool2d_grad that convolution's kiln.conv2d_input_grad,
+    which the backends run as convolutions.
+
     kiln.gelu is elementwise already and is what the GEMM epilogue fusion
     matches (cuBLASLt's GELU epilogues), so it is kept unless `gelu=true`,
     which writes it as its scalar formula with kiln elementwise ops.

@@ -157,3 +157,20 @@ func.func @gelu(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %b = kiln.gelu erf, %x : tensor<4xf32>
   return %a, %b : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// avg_pool2d: a depthwise convolution (groups = channels) with a constant
+// filter of 1/(kh kw); its gradient, that convolution's input gradient.
+// CHECK-LABEL: func.func @avg_pool
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x6x6xf32>, %[[DY:.*]]: tensor<2x3x3x3xf32>)
+// CHECK: %[[W:.*]] = kiln.constant dense<0.111111112> : tensor<3x1x3x3xf32>
+// CHECK: %[[Y:.*]] = kiln.conv2d %[[X]], %[[W]], strides = [2, 2], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 3 : (tensor<2x3x6x6xf32>, tensor<3x1x3x3xf32>) -> tensor<2x3x3x3xf32>
+// CHECK: %[[DX:.*]] = kiln.conv2d_input_grad %[[DY]], %{{.*}}, strides = [2, 2], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 3 : (tensor<2x3x3x3xf32>, tensor<3x1x3x3xf32>) -> tensor<2x3x6x6xf32>
+// CHECK: return %[[Y]], %[[DX]]
+// CHECK-NOT: kiln.avg_pool2d
+func.func @avg_pool(%x: tensor<2x3x6x6xf32>, %dy: tensor<2x3x3x3xf32>) -> (tensor<2x3x3x3xf32>, tensor<2x3x6x6xf32>) {
+  %y = kiln.avg_pool2d %x, window = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1] : tensor<2x3x6x6xf32> -> tensor<2x3x3x3xf32>
+  %dx = kiln.avg_pool2d_grad %dy, window = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1] : tensor<2x3x3x3xf32> -> tensor<2x3x6x6xf32>
+  return %y, %dx : tensor<2x3x3x3xf32>, tensor<2x3x6x6xf32>
+}

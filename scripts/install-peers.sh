@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the peer libraries the tests and benchmarks compare Kiln against
 # (never dependencies of the product): numpy, JAX (CPU), safetensors,
-# tensorboard (whose reader checks kiln train's event files) and PyTorch.
+# tensorboard (whose reader checks kiln train's event files), PyTorch, and
+# onnx with onnxscript (torch.onnx.export writes the models kiln import reads).
 # Idempotent and quiet when all are present.
 #
 # PyTorch from PyPI is a CUDA build whose full dependency set is several GB.
@@ -15,6 +16,8 @@ python3 -c "import numpy" 2>/dev/null || "${pip[@]}" numpy
 python3 -c "import jax" 2>/dev/null || "${pip[@]}" jax
 python3 -c "import safetensors" 2>/dev/null || "${pip[@]}" safetensors
 python3 -c "import tensorboard" 2>/dev/null || "${pip[@]}" tensorboard
+python3 -c "import onnx" 2>/dev/null || "${pip[@]}" onnx
+python3 -c "import onnxscript" 2>/dev/null || "${pip[@]}" onnxscript
 if ! python3 -c "import torch" 2>/dev/null; then
   echo "install-peers: installing torch (CPU use only)"
   "${pip[@]}" filelock "typing-extensions>=4.13" sympy networkx jinja2 fsspec

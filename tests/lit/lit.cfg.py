@@ -25,10 +25,10 @@ if config.cuda_enabled:
     config.available_features.add("cuda")
 
 # Peer libraries for comparison tests: a test that needs one says
-# `REQUIRES: torch` (or jax, numpy, tensorboard) and is reported unsupported
-# without it.
+# `REQUIRES: torch` (or jax, numpy, tensorboard, onnx, onnxscript) and is
+# reported unsupported without it.
 import subprocess
-for module in ("numpy", "jax", "torch", "tensorboard"):
+for module in ("numpy", "jax", "torch", "tensorboard", "onnx", "onnxscript"):
     if subprocess.call([config.python, "-c", "import " + module],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
         config.available_features.add(module)

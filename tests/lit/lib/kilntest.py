@@ -135,3 +135,30 @@ def check_close(name, got, want, rtol, atol=0.0):
         raise SystemExit(f"{name}: element {i}: got {got.flat[i]!r}, expected "
                          f"{want.flat[i]!r} (rtol {rtol}, atol {atol})")
     print(f"{name}: ok (max abs err {err.max() if err.size else 0:.3g})")
+
+
+def check_losses(log, peer_loss, tolerance, peer="torch"):
+    """Compares the "step K loss X" lines of the kiln train log |log| with
+    a peer's losses: peer_loss(K) trains the peer's step K (called for K =
+    1, 2, ... up to the last logged step, so the peer takes every step) and
+    returns its loss. Exits naming the first step off by more than
+    |tolerance| (relative); else prints how many steps matched."""
+    kiln = {}
+    with open(log) as f:
+        for line in f:
+            m = re.match(r"step (\d+) loss (\S+)", line)
+            if m:
+                kiln[int(m.group(1))] = float(m.group(2))
+    if not kiln:
+        sys.exit(f"{log}: no 'step K loss' lines")
+    worst = 0.0
+    for step in range(1, max(kiln) + 1):
+        theirs = peer_loss(step)
+        if step not in kiln:
+            continue
+        error = abs(kiln[step] - theirs) / max(abs(theirs), 1e-6)
+        worst = max(worst, error)
+        if error > tolerance:
+            sys.exit(f"step {step}: kiln {kiln[step]:.6f}, {peer} {theirs:.6f} "
+                     f"(relative error {error:.2e} > {tolerance})")
+    print(f"losses match {peer}: {len(kiln)} steps, worst relative error {worst:.1e}")

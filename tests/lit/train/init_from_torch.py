@@ -21,12 +21,14 @@ MODEL: mlp (16-8-3), mlp4 (20-16-12-5) or lenet5; batch 4, Adam, learning
 rate 0.01. The seed is random and printed."""
 
 import os
-import re
 import sys
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from kilntest import check_losses  # noqa: E402
 
 BATCH = 4
 SAMPLES = 16
@@ -109,29 +111,17 @@ def check(model, state_file, data, log, tolerance):
     x = torch.from_numpy(np.load(os.path.join(data, "x.npy")))
     y = torch.from_numpy(np.load(os.path.join(data, "labels.npy"))).long()
     optimizer = torch.optim.Adam(net.parameters(), lr=LR)
-    kiln = {}
-    with open(log) as f:
-        for line in f:
-            m = re.match(r"step (\d+) loss (\S+)", line)
-            if m:
-                kiln[int(m.group(1))] = float(m.group(2))
-    if not kiln:
-        sys.exit(f"{log}: no 'step K loss' lines")
-    worst = 0.0
-    for step in range(1, max(kiln) + 1):
-        b = (step - 1) % (SAMPLES // BATCH)
+
+    def step(k):
+        b = (k - 1) % (SAMPLES // BATCH)
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(
             forward(model, net, x[b * BATCH:(b + 1) * BATCH]), y[b * BATCH:(b + 1) * BATCH])
         loss.backward()
         optimizer.step()
-        if step in kiln:
-            error = abs(kiln[step] - loss.item()) / max(abs(loss.item()), 1e-6)
-            worst = max(worst, error)
-            if error > tolerance:
-                sys.exit(f"step {step}: kiln {kiln[step]:.6f}, torch {loss.item():.6f} "
-                         f"(relative error {error:.2e} > {tolerance})")
-    print(f"losses match torch: {len(kiln)} steps, worst relative error {worst:.1e}")
+        return loss.item()
+
+    check_losses(log, step, tolerance)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ struct Command {
 const Command kCommands[] = {
     {"models", "write a model from the built-in zoo (mlp, lenet5, gpt)",
      runModels},
+    {"import", "read an ONNX model (torch.onnx.export) as a kiln model",
+     runImport},
     {"inspect", "summarize a model: inputs, parameters, FLOPs, ops (--dot)",
      runInspect},
     {"compile", "verify and compile a model (--emit=mlir)", runCompile},

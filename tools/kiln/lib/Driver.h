@@ -43,6 +43,8 @@ int runGradcheck(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                  llvm::raw_ostream &errs);
 int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
              llvm::raw_ostream &errs);
+int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+              llvm::raw_ostream &errs);
 int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
             llvm::raw_ostream &errs);
 int runLaunch(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,

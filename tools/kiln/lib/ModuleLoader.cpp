@@ -53,6 +53,13 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(llvm::StringRef path,
   }
   std::unique_ptr<llvm::MemoryBuffer> buffer = std::move(*bufferOr);
 
+  if (llvm::sys::path::extension(path) == ".onnx") {
+    mlir::emitError(fileLocation(context, path))
+        << "an ONNX model: convert it with `kiln import " << path
+        << " -o MODEL.kiln`, which also writes its weights for --init-from";
+    return nullptr;
+  }
+
   if (isTextPath(path)) {
     llvm::SourceMgr &sourceMgr = diagnostics.sourceMgr();
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());

@@ -1,0 +1,248 @@
+"""kiln import against PyTorch: a model is built in PyTorch with its own
+random initialization and exported with torch.onnx.export; kiln imports it,
+trains it from the exported weights (--init-from), and PyTorch then trains
+the same model from the same state on the same batches: every loss kiln
+printed must match PyTorch's.
+
+  onnx_peer.py export MODEL DIR [dynamo]
+      writes DIR/model.onnx (the TorchScript exporter, or the torch.export
+      one with 'dynamo', whose weights go to DIR/model.onnx.data), the state
+      dict DIR/torch.safetensors, and the data DIR/data/{x,labels}.npy
+      (targets.npy for the mse model); prints the ONNX ops used
+  onnx_peer.py check MODEL DIR LOG TOLERANCE
+      trains PyTorch from DIR/torch.safetensors with Adam (lr 0.01) on the
+      data in order and compares with the "step K loss" lines of LOG
+  onnx_peer.py handmade DIR
+      writes models made with onnx.helper: flatten-shape.onnx (a flatten
+      written as Shape, Gather, Unsqueeze, Concat and Reshape, which kiln
+      import evaluates) and models kiln import must refuse (see
+      import-errors.test)
+
+MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, or misc (a small network
+of other ops: GELU, average pooling, LeakyReLU, a mean over the spatial
+dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
+-1), tanh, a matmul with a [in, out] weight, softmax, a scalar constant;
+mean squared error on its output). Batch 4, 16 samples. The seed is random
+and printed."""
+
+import os
+import sys
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from kilntest import check_losses  # noqa: E402
+
+F = torch.nn.functional
+BATCH = 4
+SAMPLES = 16
+LR = 0.01
+
+
+class LeNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(6, 16, 5)
+        self.fc1 = torch.nn.Linear(400, 120)
+        self.fc2 = torch.nn.Linear(120, 84)
+        self.fc3 = torch.nn.Linear(84, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        h = F.max_pool2d(F.relu(self.conv2(h)), 2).flatten(1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(h)))))
+
+
+class Misc(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1)
+        self.norm = torch.nn.LayerNorm(12)
+        self.proj = torch.nn.Parameter(torch.randn(12, 5) * 0.3)
+        self.head = torch.nn.Linear(5 + 24, 4)
+
+    def forward(self, x):
+        h = F.avg_pool2d(F.gelu(self.conv1(x)), 2)            # [B, 4, 4, 4]
+        h = F.leaky_relu(self.conv2(h), 0.1)                    # [B, 6, 2, 2]
+        pooled = h.mean(dim=(2, 3))                             # [B, 6]
+        flat = h.view(h.size(0), -1)                            # [B, 24]
+        both = torch.cat([pooled, -pooled], dim=1)              # [B, 12]
+        z = torch.tanh(self.norm(both) @ self.proj)             # [B, 5]
+        z = torch.softmax(z, dim=1) * 2.0
+        return self.head(torch.cat([z, flat], dim=1))           # [B, 4]
+
+
+def build(model):
+    if model == "mlp":
+        return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
+                                   torch.nn.Linear(8, 3))
+    return LeNet() if model == "lenet5" else Misc()
+
+
+def input_shape(model):
+    return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8)}[model]
+
+
+def loss_fn(model, out, y):
+    if model == "misc":
+        return F.mse_loss(out, y)
+    return F.cross_entropy(out, y)
+
+
+def export(model, out, dynamo):
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed {seed}")
+    torch.manual_seed(seed)
+    net = build(model).eval()
+    save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()},
+              os.path.join(out, "torch.safetensors"))
+    rng = np.random.default_rng(seed)
+    os.makedirs(os.path.join(out, "data"), exist_ok=True)
+    x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
+    np.save(os.path.join(out, "data", "x.npy"), x)
+    if model == "misc":
+        np.save(os.path.join(out, "data", "targets.npy"),
+                rng.standard_normal((SAMPLES, 4)).astype(np.float32))
+    else:
+        classes = 3 if model == "mlp" else 10
+        np.save(os.path.join(out, "data", "labels.npy"),
+                rng.integers(0, classes, SAMPLES).astype(np.int32))
+    import warnings
+    warnings.simplefilter("ignore")
+    path = os.path.join(out, "model.onnx")
+    sample = torch.from_numpy(x[:BATCH])
+    if dynamo:
+        torch.onnx.export(net, (sample,), path, dynamo=True, input_names=["x"],
+                          output_names=["out"], external_data=True, verbose=False)
+    else:
+        torch.onnx.export(net, (sample,), path, dynamo=False, input_names=["x"],
+                          output_names=["out"])
+    import onnx
+    ops = sorted({n.op_type for n in onnx.load(path).graph.node})
+    print("ops: " + " ".join(ops))
+
+
+def check(model, out, log, tolerance):
+    net = build(model)
+    net.load_state_dict(load_file(os.path.join(out, "torch.safetensors")))
+    x = torch.from_numpy(np.load(os.path.join(out, "data", "x.npy")))
+    if model == "misc":
+        y = torch.from_numpy(np.load(os.path.join(out, "data", "targets.npy")))
+    else:
+        y = torch.from_numpy(np.load(os.path.join(out, "data", "labels.npy"))).long()
+    optimizer = torch.optim.Adam(net.parameters(), lr=LR)
+
+    def step(k):
+        b = (k - 1) % (SAMPLES // BATCH)
+        optimizer.zero_grad()
+        loss = loss_fn(model, net(x[b * BATCH:(b + 1) * BATCH]), y[b * BATCH:(b + 1) * BATCH])
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    check_losses(log, step, tolerance)
+
+
+def handmade(out):
+    """Models written with onnx.helper: one to import, the others refused."""
+    import onnx
+    import onnx.numpy_helper
+    from onnx import TensorProto, helper
+
+    def save(name, nodes, inputs, outputs, inits=(), opset=17):
+        graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        onnx.save(model, os.path.join(out, name + ".onnx"))
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])
+    y4 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 8, 8])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 1.0, 1.0])
+    b = helper.make_tensor("b", TensorProto.FLOAT, [3], [0.0, 0.0, 0.0])
+    # BatchNormalization: not a kiln op.
+    save("batchnorm", [helper.make_node("BatchNormalization", ["x", "w", "b", "b", "w"], ["y"],
+                                        name="bn1")], [x], [y4], [w, b, b, w])
+    # A symbolic batch.
+    xs = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 10])
+    ys = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])
+    scale10 = helper.make_tensor("scale", TensorProto.FLOAT, [10], [0.5] * 10)
+    save("dynamic", [helper.make_node("Mul", ["x", "scale"], ["y"], name="scale")], [xs], [ys],
+         [scale10])
+    # No floating-point initializers: nothing to train.
+    save("no-parameters", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [xs], [ys])
+    # Two outputs.
+    x2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 10])
+    y2 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])
+    z2 = helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 10])
+    save("two-outputs", [helper.make_node("Relu", ["x"], ["y"]),
+                         helper.make_node("Tanh", ["x"], ["z"])], [x2], [y2, z2])
+    # MaxPool with ceil_mode.
+    yp = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 4, 4])
+    save("ceil", [helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[3, 3],
+                                   strides=[2, 2], ceil_mode=1)], [x], [yp])
+    # Gemm with mismatched inner dimensions.
+    wg = helper.make_tensor("fc.weight", TensorProto.FLOAT, [5, 7], [0.0] * 35)
+    yg = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])
+    save("gemm-shape", [helper.make_node("Gemm", ["x", "fc.weight"], ["y"], name="fc",
+                                         transB=1)], [x2], [yg], [wg])
+    # A node reading a tensor nobody produces.
+    save("dangling", [helper.make_node("Add", ["x", "nowhere"], ["y"], name="add")], [x2], [y2])
+    # Weights in an external file that is missing.
+    we = onnx.numpy_helper.from_array(np.zeros((10, 10), np.float32), "fc.weight")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "fc.weight"], ["y"])],
+                              "external", [x2], [y2], [we])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, os.path.join(out, "external.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="external.weights", size_threshold=0)
+    os.remove(os.path.join(out, "external.weights"))
+    # A 3-D output under the default cross-entropy loss.
+    x3 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5, 6])
+    y3 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5, 6])
+    scale6 = helper.make_tensor("scale", TensorProto.FLOAT, [6], [0.5] * 6)
+    save("rank3", [helper.make_node("Mul", ["x", "scale"], ["y"])], [x3], [y3], [scale6])
+    # A Reshape whose shape is computed from data.
+    save("data-shape", [helper.make_node("Cast", ["x"], ["s"], to=TensorProto.INT64),
+                        helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],
+         [x2], [y2])
+    # Opset 11 softmax over the middle dimension of a rank-3 input.
+    save("softmax11", [helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)],
+         [x3], [y3], opset=11)
+    # External data outside the model's directory.
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "fc.weight"], ["y"])],
+                              "escape", [x2], [y2], [we])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.graph.initializer[0].data_location = TensorProto.EXTERNAL
+    model.graph.initializer[0].ClearField("raw_data")
+    entry = model.graph.initializer[0].external_data.add()
+    entry.key, entry.value = "location", "../secret.bin"
+    with open(os.path.join(out, "escape.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    # A flatten as the TorchScript exporter writes x.view(x.size(0), -1):
+    # Shape, Gather, Unsqueeze, Concat, Reshape.
+    xf = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 2, 2])
+    yf = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])
+    wf = helper.make_tensor("fc.weight", TensorProto.FLOAT, [5, 12], [0.01] * 60)
+    zero = helper.make_tensor("zero", TensorProto.INT64, [], [0])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    rest = helper.make_tensor("rest", TensorProto.INT64, [1], [-1])
+    save("flatten-shape", [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], name="batch", axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"], name="unsqueeze"),
+        helper.make_node("Concat", ["batch1", "rest"], ["dims"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "dims"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc.weight"], ["y"], name="fc", transB=1)],
+        [xf], [yf], [wf, zero, axes, rest])
+    print("wrote the handmade models")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "export":
+        export(sys.argv[2], sys.argv[3], len(sys.argv) > 4 and sys.argv[4] == "dynamo")
+    elif sys.argv[1] == "check":
+        check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    else:
+        handmade(sys.argv[2])

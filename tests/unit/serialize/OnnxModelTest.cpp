@@ -1,0 +1,148 @@
+//===- OnnxModelTest.cpp - the ONNX wire-format reader on hand-encoded bytes -===//
+//
+// Messages are encoded here field by field from onnx.proto's numbers, in
+// both forms a writer may use for repeated scalars (packed and one per
+// key), so the reader is checked against the wire format itself rather
+// than against one writer's habits. The lit tests in tests/lit/import read
+// files that the onnx package and torch.onnx.export wrote.
+//
+//===----------------------------------------------------------------------===//
+
+#include "serialize/OnnxModel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace kiln::onnx;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string varint(uint64_t v) {
+  std::string out;
+  do {
+    uint8_t byte = v & 0x7f;
+    v >>= 7;
+    out.push_back(static_cast<char>(byte | (v ? 0x80 : 0)));
+  } while (v);
+  return out;
+}
+
+std::string key(uint32_t field, int wire) { return varint(uint64_t(field) << 3 | wire); }
+std::string intField(uint32_t field, uint64_t v) { return key(field, 0) + varint(v); }
+std::string bytesField(uint32_t field, const std::string &bytes) {
+  return key(field, 2) + varint(bytes.size()) + bytes;
+}
+std::string fixed32(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  std::string out;
+  for (int b = 0; b < 4; ++b)
+    out.push_back(static_cast<char>(bits >> (8 * b)));
+  return out;
+}
+
+// A model around |graph|, importing opset 17.
+std::string model(const std::string &graph) {
+  std::string opset = bytesField(1, "") + intField(2, 17);
+  return intField(1, 8) + bytesField(2, "pytorch") + bytesField(7, graph) +
+         bytesField(8, opset);
+}
+
+TEST(OnnxModel, ReadsNodesAttributesInitializersAndShapes) {
+  // Initializer "w": FLOAT [2, 2], dims one per key, float_data packed.
+  std::string w = intField(1, 2) + intField(1, 2) + intField(2, 1) +
+                  bytesField(4, fixed32(1.5f) + fixed32(-2) + fixed32(0.25f) + fixed32(8)) +
+                  bytesField(8, "w");
+  // Initializer "shape": INT64 [2], int64_data packed, a negative value.
+  std::string shape = bytesField(1, varint(2)) + intField(2, 7) +
+                      bytesField(7, varint(4) + varint(uint64_t(-1))) +
+                      bytesField(8, "shape");
+  // Initializer "h": FLOAT16 [2] in int32_data: 1.0 and -2.0.
+  std::string h = intField(1, 2) + intField(2, 10) + intField(5, 0x3c00) +
+                  intField(5, 0xc000) + bytesField(8, "h");
+  // Node Gemm(x, w) -> y with alpha (f, fixed32), transB (i) and an
+  // unknown field (99) that is skipped.
+  std::string alpha = bytesField(1, "alpha") + key(2, 5) + fixed32(0.5f) + intField(20, 1);
+  std::string transB = bytesField(1, "transB") + intField(3, 1) + intField(20, 2);
+  std::string pads = bytesField(1, "pads") + bytesField(8, varint(1) + varint(2)) +
+                     intField(20, 7);
+  std::string node = bytesField(1, "x") + bytesField(1, "w") + bytesField(2, "y") +
+                     bytesField(3, "fc") + bytesField(4, "Gemm") + bytesField(5, alpha) +
+                     bytesField(5, transB) + bytesField(5, pads) + intField(99, 5);
+  // Input x: FLOAT ["batch", 2].
+  std::string dims = bytesField(1, bytesField(2, "batch")) + bytesField(1, intField(1, 2));
+  std::string tensorType = intField(1, 1) + bytesField(2, dims);
+  std::string x = bytesField(1, "x") + bytesField(2, bytesField(1, tensorType));
+  std::string graph = bytesField(1, node) + bytesField(2, "g") + bytesField(5, w) +
+                      bytesField(5, shape) + bytesField(5, h) + bytesField(11, x);
+  std::string error;
+  std::optional<Model> m = parseModel(model(graph), error);
+  ASSERT_TRUE(m) << error;
+  EXPECT_EQ(m->irVersion, 8);
+  EXPECT_EQ(m->producerName, "pytorch");
+  EXPECT_EQ(m->defaultOpset(), 17);
+  ASSERT_EQ(m->graph.nodes.size(), 1u);
+  const Node &n = m->graph.nodes[0];
+  EXPECT_EQ(n.opType, "Gemm");
+  EXPECT_EQ(n.name, "fc");
+  EXPECT_THAT(n.inputs, ElementsAre("x", "w"));
+  EXPECT_THAT(n.outputs, ElementsAre("y"));
+  ASSERT_TRUE(n.attribute("alpha"));
+  EXPECT_EQ(n.attribute("alpha")->f, 0.5f);
+  EXPECT_EQ(n.attribute("transB")->i, 1);
+  EXPECT_THAT(n.attribute("pads")->ints, ElementsAre(1, 2));
+  EXPECT_EQ(n.attribute("missing"), nullptr);
+  ASSERT_EQ(m->graph.initializers.size(), 3u);
+  EXPECT_THAT(m->graph.initializers[0].dims, ElementsAre(2, 2));
+  EXPECT_THAT(m->graph.initializers[0].toDoubles(), ElementsAre(1.5, -2, 0.25, 8));
+  EXPECT_THAT(m->graph.initializers[1].toIntegers(), ElementsAre(4, -1));
+  EXPECT_THAT(m->graph.initializers[2].toDoubles(), ElementsAre(1.0, -2.0));
+  ASSERT_EQ(m->graph.inputs.size(), 1u);
+  const ValueInfo &in = m->graph.inputs[0];
+  EXPECT_EQ(in.elemType, 1);
+  ASSERT_TRUE(in.hasShape);
+  ASSERT_EQ(in.dims.size(), 2u);
+  EXPECT_FALSE(in.dims[0].value);
+  EXPECT_EQ(in.dims[0].param, "batch");
+  EXPECT_EQ(in.dims[1].value, 2);
+}
+
+TEST(OnnxModel, RawDataIsTakenAsItIs) {
+  std::string raw = fixed32(3) + fixed32(-1);
+  std::string t = intField(1, 2) + intField(2, 1) + bytesField(9, raw) + bytesField(8, "b");
+  std::string error;
+  std::optional<Model> m = parseModel(model(bytesField(5, t)), error);
+  ASSERT_TRUE(m) << error;
+  EXPECT_THAT(m->graph.initializers[0].toDoubles(), ElementsAre(3, -1));
+}
+
+TEST(OnnxModel, MalformedBytesNameTheOffset) {
+  std::string error;
+  // A length past the end.
+  std::string cut = model(bytesField(2, "g"));
+  cut = cut.substr(0, cut.size() - 3);
+  EXPECT_FALSE(parseModel(cut, error));
+  EXPECT_THAT(error, HasSubstr("runs past the end"));
+  EXPECT_THAT(error, HasSubstr("at byte"));
+  // A group (wire type 3).
+  EXPECT_FALSE(parseModel(key(5, 3), error));
+  EXPECT_THAT(error, HasSubstr("wire type 3"));
+  // An 11-byte varint.
+  EXPECT_FALSE(parseModel(key(1, 0) + std::string(10, '\xff') + "\x01", error));
+  EXPECT_THAT(error, HasSubstr("longer than 10 bytes"));
+  // Data that does not fill the shape.
+  std::string t = intField(1, 3) + intField(2, 1) + bytesField(9, fixed32(1)) +
+                  bytesField(8, "short");
+  EXPECT_FALSE(parseModel(model(bytesField(5, t)), error));
+  EXPECT_THAT(error, HasSubstr("tensor 'short' holds 4 bytes of data; its shape and "
+                               "FLOAT need 12"));
+  // No graph at all.
+  EXPECT_FALSE(parseModel(intField(1, 8), error));
+  EXPECT_THAT(error, HasSubstr("no graph"));
+}
+
+} // namespace

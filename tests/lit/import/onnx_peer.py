@@ -18,7 +18,8 @@ printed must match PyTorch's.
       import evaluates) and models kiln import must refuse (see
       import-errors.test)
 
-MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, or misc (a small network
+MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, embed (int64 token ids
+through an nn.Embedding, a mean and a classifier), or misc (a small network
 of other ops: GELU, average pooling, LeakyReLU, a mean over the spatial
 dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
 -1), tanh, a matmul with a [in, out] weight, softmax, a scalar constant;
@@ -76,7 +77,22 @@ class Misc(torch.nn.Module):
         return self.head(torch.cat([z, flat], dim=1))           # [B, 4]
 
 
+class Embed(torch.nn.Module):
+    """Token ids through an embedding table (Gather), averaged over the
+    sequence, and a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Embedding(20, 8)
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, tokens):
+        return self.fc(self.wte(tokens).mean(dim=1))
+
+
 def build(model):
+    if model == "embed":
+        return Embed()
     if model == "mlp":
         return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
                                    torch.nn.Linear(8, 3))
@@ -102,13 +118,16 @@ def export(model, out, dynamo):
               os.path.join(out, "torch.safetensors"))
     rng = np.random.default_rng(seed)
     os.makedirs(os.path.join(out, "data"), exist_ok=True)
-    x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
+    if model == "embed":
+        x = rng.integers(0, 20, (SAMPLES, 6)).astype(np.int64)
+    else:
+        x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
     np.save(os.path.join(out, "data", "x.npy"), x)
     if model == "misc":
         np.save(os.path.join(out, "data", "targets.npy"),
                 rng.standard_normal((SAMPLES, 4)).astype(np.float32))
     else:
-        classes = 3 if model == "mlp" else 10
+        classes = 10 if model == "lenet5" else 3
         np.save(os.path.join(out, "data", "labels.npy"),
                 rng.integers(0, classes, SAMPLES).astype(np.int32))
     import warnings

@@ -18,7 +18,9 @@ printed must match PyTorch's.
       import evaluates) and models kiln import must refuse (see
       import-errors.test)
 
-MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, embed (int64 token ids
+MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, bn (convolutions with
+BatchNorm2d in train mode), frozen (the same with the batch norms in eval
+mode: running statistics), embed (int64 token ids
 through an nn.Embedding, a mean and a classifier), or misc (a small network
 of other ops: GELU, average pooling, LeakyReLU, a mean over the spatial
 dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
@@ -90,7 +92,48 @@ class Embed(torch.nn.Module):
         return self.fc(self.wte(tokens).mean(dim=1))
 
 
+class BatchNormNet(torch.nn.Module):
+    """Two convolutions, each with BatchNorm2d and ReLU, and a classifier.
+    Running statistics start away from 0 and 1, so a frozen batch norm that
+    ignored them would train differently."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(4)
+        self.conv2 = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(6, eps=1e-3)
+        self.fc = torch.nn.Linear(6 * 4 * 4, 3)
+        with torch.no_grad():
+            for bn in (self.bn1, self.bn2):
+                bn.running_mean.normal_()
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.normal_(0, 0.1)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)))
+        return self.fc(h.flatten(1))
+
+
+def set_mode(model, net):
+    """bn: PyTorch's train mode (batch statistics); frozen: train mode with
+    the batch norms in eval mode (running statistics, a frozen batch norm);
+    the others: eval mode (no dropout or batch norm in them anyway)."""
+    if model in ("bn", "frozen"):
+        net.train()
+        if model == "frozen":
+            net.bn1.eval()
+            net.bn2.eval()
+    else:
+        net.eval()
+    return net
+
+
 def build(model):
+    if model in ("bn", "frozen"):
+        return BatchNormNet()
     if model == "embed":
         return Embed()
     if model == "mlp":
@@ -100,7 +143,8 @@ def build(model):
 
 
 def input_shape(model):
-    return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8)}[model]
+    return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
+            "frozen": (3, 8, 8)}[model]
 
 
 def loss_fn(model, out, y):
@@ -113,7 +157,7 @@ def export(model, out, dynamo):
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}")
     torch.manual_seed(seed)
-    net = build(model).eval()
+    net = set_mode(model, build(model))
     save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()},
               os.path.join(out, "torch.safetensors"))
     rng = np.random.default_rng(seed)
@@ -138,15 +182,18 @@ def export(model, out, dynamo):
         torch.onnx.export(net, (sample,), path, dynamo=True, input_names=["x"],
                           output_names=["out"], external_data=True, verbose=False)
     else:
+        # PRESERVE keeps each module's mode: a batch norm in train mode is
+        # exported with training_mode 1 (EVAL would fold it into the
+        # convolution before it).
         torch.onnx.export(net, (sample,), path, dynamo=False, input_names=["x"],
-                          output_names=["out"])
+                          output_names=["out"], training=torch.onnx.TrainingMode.PRESERVE)
     import onnx
     ops = sorted({n.op_type for n in onnx.load(path).graph.node})
     print("ops: " + " ".join(ops))
 
 
 def check(model, out, log, tolerance):
-    net = build(model)
+    net = set_mode(model, build(model))
     net.load_state_dict(load_file(os.path.join(out, "torch.safetensors")))
     x = torch.from_numpy(np.load(os.path.join(out, "data", "x.npy")))
     if model == "misc":
@@ -181,15 +228,24 @@ def handmade(out):
     y4 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 8, 8])
     w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 1.0, 1.0])
     b = helper.make_tensor("b", TensorProto.FLOAT, [3], [0.0, 0.0, 0.0])
-    # BatchNormalization: not a kiln op.
-    save("batchnorm", [helper.make_node("BatchNormalization", ["x", "w", "b", "b", "w"], ["y"],
-                                        name="bn1")], [x], [y4], [w, b, b, w])
+    # Einsum: an op kiln import does not read.
+    save("einsum", [helper.make_node("Einsum", ["x", "w"], ["y"], name="es1",
+                                     equation="nchw,c->nchw")], [x], [y4], [w, b])
     # A symbolic batch.
     xs = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 10])
     ys = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])
     scale10 = helper.make_tensor("scale", TensorProto.FLOAT, [10], [0.5] * 10)
     save("dynamic", [helper.make_node("Mul", ["x", "scale"], ["y"], name="scale")], [xs], [ys],
          [scale10])
+    # Dropout in training mode (ratio 0.5, training_mode true).
+    ratio = helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.5])
+    on = helper.make_tensor("on", TensorProto.BOOL, [], [True])
+    save("dropout-train", [helper.make_node("Mul", ["x", "scale"], ["h"], name="scale"),
+                           helper.make_node("Dropout", ["h", "ratio", "on"], ["y"],
+                                            name="drop")],
+         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 10])],
+         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])],
+         [scale10, ratio, on])
     # No floating-point initializers: nothing to train.
     save("no-parameters", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [xs], [ys])
     # Two outputs.

@@ -150,6 +150,10 @@ private:
   bool softmax(bool log);
   bool reduce(kiln::ReduceKind kind);
   bool layerNorm();
+  bool batchNorm();
+  // Input |i| as a constant, also when it is a floating-point initializer
+  // (which value() makes a parameter): running statistics.
+  bool constantValue(size_t i, mlir::Value &out);
   bool gather();
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
@@ -926,6 +930,82 @@ bool Importer::layerNorm() {
   return true;
 }
 
+bool Importer::constantValue(size_t i, mlir::Value &out) {
+  if (hasInput(i)) {
+    const std::string &name = node_->inputs[i];
+    if (auto it = parameterTensors_.find(name);
+        it != parameterTensors_.end() && !values_.count(name)) {
+      Static s;
+      s.dims = it->second->dims;
+      s.dataType = it->second->dataType;
+      s.values = it->second->toDoubles();
+      out = constant(s, name);
+      return static_cast<bool>(out);
+    }
+  }
+  return value(i, out);
+}
+
+// BatchNormalization over dimension 1 (the channels) of X [N, C, ...].
+// training_mode 1 (an export with TrainingMode.TRAINING, PyTorch's train
+// mode): each batch's mean and biased variance, the running statistics
+// neither read nor kept. training_mode 0: the running statistics (inputs 3
+// and 4) as constants, a frozen batch norm. Scale and B are parameters in
+// both.
+bool Importer::batchNorm() {
+  mlir::Value x, scale, bias;
+  if (!value(0, x) || !value(1, scale) || !value(2, bias))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() < 2)
+    return fail("X is " + shapeText(sx) + ": expected [N, C, ...]");
+  int64_t channels = sx[1];
+  for (mlir::Value v : {scale, bias})
+    if (shape(v) != llvm::ArrayRef<int64_t>{channels})
+      return fail("scale and B must be [" + std::to_string(channels) + "], found " +
+                  shapeText(shape(v)));
+  bool training = intAttr("training_mode", 0) != 0 ||
+                  (opset_ < 14 && node_->outputs.size() > 1 &&
+                   !node_->outputs[1].empty());
+  double epsilon = floatAttr("epsilon", 1e-5f);
+  llvm::SmallVector<int64_t> others;
+  for (int64_t d = 0; d < static_cast<int64_t>(sx.size()); ++d)
+    if (d != 1)
+      others.push_back(d);
+  mlir::Type e = element(x);
+  auto perChannel = [&](const std::string &name, mlir::Value v) {
+    return g_.broadcast(nodeName_ + name, v, {1}, sx);
+  };
+  auto channelType = type({channels}, e);
+  mlir::Value mean, var;
+  if (training) {
+    mean = b_.create<kiln::ReduceOp>(loc(".mean"), channelType, kiln::ReduceKind::mean, x,
+                                     arr(others));
+  } else if (!constantValue(3, mean) || !constantValue(4, var)) {
+    return false;
+  }
+  if (shape(mean) != llvm::ArrayRef<int64_t>{channels} ||
+      (var && shape(var) != llvm::ArrayRef<int64_t>{channels}))
+    return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
+  mlir::Value centered =
+      b_.create<kiln::SubOp>(loc(".centered"), x.getType(), x, perChannel(".mean_b", mean));
+  if (training) {
+    mlir::Value square =
+        b_.create<kiln::MulOp>(loc(".square"), x.getType(), centered, centered);
+    var = b_.create<kiln::ReduceOp>(loc(".var"), channelType, kiln::ReduceKind::mean,
+                                    square, arr(others));
+  }
+  mlir::Value shifted = b_.create<kiln::AddOp>(loc(".var_eps"), channelType, var,
+                                               splat(epsilon, e, {channels}));
+  mlir::Value inverse = b_.create<kiln::RsqrtOp>(loc(".rsqrt"), channelType, shifted);
+  mlir::Value gain = b_.create<kiln::MulOp>(loc(".gain"), channelType, inverse, scale);
+  mlir::Value y = b_.create<kiln::MulOp>(loc(".scale"), x.getType(), centered,
+                                         perChannel(".gain_b", gain));
+  y = b_.create<kiln::AddOp>(loc(), x.getType(), y, perChannel(".bias_b", bias));
+  setOutput(0, y);
+  return true;
+}
+
 bool Importer::gather() {
   // An embedding: rows of a table (axis 0) at integer indices.
   if (intAttr("axis", 0) != 0)
@@ -1088,6 +1168,11 @@ bool Importer::node(const onnx::Node &n) {
   if (kUnary.count(op)) {
     if (op == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty())
       return fail("its mask output is not supported (export in eval mode)");
+    if (op == "Dropout" && hasInput(2) && statics_.count(n.inputs[2]) &&
+        llvm::any_of(statics_[n.inputs[2]].values, [](double v) { return v != 0; }))
+      errs_ << command_ << ": warning: " << path_ << ": " << where_
+            << "imported as the identity: kiln import does not apply "
+               "dropout\n";
     return unary(op);
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
@@ -1119,6 +1204,8 @@ bool Importer::node(const onnx::Node &n) {
     return reduce(kiln::ReduceKind::min);
   if (op == "LayerNormalization")
     return layerNorm();
+  if (op == "BatchNormalization")
+    return batchNorm();
   if (op == "Gather")
     return gather();
   if (op == "Cast") {
@@ -1204,7 +1291,8 @@ bool Importer::run(OnnxImport &out) {
 } // namespace
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, AveragePool, Cast, Concat, Constant, Conv, Cos, Div, "
+  return "Abs, Add, AveragePool, BatchNormalization, Cast, Concat, Constant, "
+         "Conv, Cos, Div, "
          "Dropout, Erf, Exp, Flatten, Gather, Gelu, Gemm, GlobalAveragePool, "
          "GlobalMaxPool, Identity, LayerNormalization, LeakyRelu, Log, "
          "LogSoftmax, MatMul, Max, MaxPool, Min, Mul, Neg, Pow, Reciprocal, "

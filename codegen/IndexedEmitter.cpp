@@ -30,6 +30,7 @@
 #include "codegen/KernelModel.h"
 
 #include "ir/ScalarSemantics.h"
+#include "ir/reference/Philox.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -415,6 +416,70 @@ Value ElementEmitter::emitMaxPool(MaxPool2DOp pool, ValueRange indices) {
       cast<RankedTensorType>(pool.getType()).getShape());
   return convertScalar(b_, loc, best.value,
                        cast<RankedTensorType>(pool.getType()).getElementType());
+}
+
+Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
+  Location loc = dropout.getLoc();
+  auto type = cast<RankedTensorType>(dropout.getType());
+  Type i32 = b_.getI32Type(), i64 = b_.getI64Type(), f64 = b_.getF64Type();
+  auto word = [&](uint32_t v) {
+    return b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(i32, v)).getResult();
+  };
+  auto low = [&](Value v) { return b_.create<arith::TruncIOp>(loc, i32, v).getResult(); };
+  auto high = [&](Value v) {
+    Value shifted = b_.create<arith::ShRUIOp>(
+        loc, v, b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(i64, 32)));
+    return low(shifted);
+  };
+  // The element's row-major index in the result.
+  Value flat = indexConstant(loc, 0);
+  for (auto [d, index] : llvm::enumerate(indices)) {
+    if (d > 0)
+      flat = b_.create<arith::MulIOp>(loc, flat, indexConstant(loc, type.getDimSize(d)));
+    flat = b_.create<arith::AddIOp>(loc, flat, index);
+  }
+  Value i = b_.create<arith::IndexCastOp>(loc, i64, flat);
+  Value counter = convertScalar(b_, loc, emit(dropout.getCounter(), {}), i64);
+  // Counter (low and high words of the counter, then of the index); the
+  // key's words come from the seed, bumped by the Weyl constants each
+  // round, and are constants here.
+  Value c[4] = {low(counter), high(counter), low(i), high(i)};
+  uint64_t seed = static_cast<uint64_t>(dropout.getSeed());
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += philox::kW0;
+      k1 += philox::kW1;
+    }
+    auto p0 = b_.create<arith::MulUIExtendedOp>(loc, word(philox::kM0), c[0]);
+    auto p1 = b_.create<arith::MulUIExtendedOp>(loc, word(philox::kM1), c[2]);
+    Value n0 = b_.create<arith::XOrIOp>(
+        loc, b_.create<arith::XOrIOp>(loc, p1.getHigh(), c[1]), word(k0));
+    Value n2 = b_.create<arith::XOrIOp>(
+        loc, b_.create<arith::XOrIOp>(loc, p0.getHigh(), c[3]), word(k1));
+    c[0] = n0;
+    c[1] = p1.getLow();
+    c[2] = n2;
+    c[3] = p0.getLow();
+  }
+  // u = (word >> 8) 2^-24; keep when u >= rate; the kept element times
+  // 1 / (1 - rate) in f64, rounded to the element type once.
+  Value bits = b_.create<arith::ShRUIOp>(loc, c[0], word(8));
+  Value u = b_.create<arith::MulFOp>(
+      loc, b_.create<arith::UIToFPOp>(loc, f64, bits),
+      b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 0x1.0p-24)));
+  double rate = dropout.getRate().convertToDouble();
+  Value keep = b_.create<arith::CmpFOp>(
+      loc, arith::CmpFPredicate::OGE, u,
+      b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, rate)));
+  Value x = convertScalar(b_, loc, emit(dropout.getOperand(), indices), f64);
+  Value scaled = b_.create<arith::MulFOp>(
+      loc, x, b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 1.0 / (1.0 - rate))));
+  Value kept = convertScalar(b_, loc, scaled, type.getElementType());
+  Value zero = convertScalar(
+      b_, loc, b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 0.0)),
+      type.getElementType());
+  return b_.create<arith::SelectOp>(loc, keep, kept, zero);
 }
 
 std::pair<Value, Value>

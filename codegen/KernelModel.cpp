@@ -39,7 +39,7 @@ bool isModeled(Operation *op) {
     return true;
   return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp,
              ConcatenateOp, ConstantOp, IotaOp, ReduceOp, GatherOp,
-             ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp, YieldOp>(op);
+             ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp, DropoutOp, YieldOp>(op);
 }
 
 } // namespace
@@ -264,6 +264,7 @@ Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
       .Case([&](GatherOp gather) { return emitGather(gather, indices); })
       .Case([&](ScatterAddOp scatter) { return emitScatterAdd(scatter, indices); })
       .Case([&](MaxPool2DOp pool) { return emitMaxPool(pool, indices); })
+      .Case([&](DropoutOp dropout) { return emitDropout(dropout, indices); })
       .Case([&](MaxPool2DGradOp grad) { return emitMaxPoolGrad(grad, indices); })
       .Case([&](BroadcastInDimOp broadcast) {
         auto operandType = cast<RankedTensorType>(broadcast.getOperand().getType());

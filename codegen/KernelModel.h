@@ -249,6 +249,9 @@ private:
                                 llvm::ArrayRef<int64_t> padding,
                                 llvm::ArrayRef<int64_t> outShape);
   mlir::Value emitMaxPool(MaxPool2DOp pool, mlir::ValueRange indices);
+  // kiln.dropout's element at |indices|: ir/reference/Philox.h's recipe
+  // (Philox-4x32-10 on the element's row-major index) in arith ops.
+  mlir::Value emitDropout(DropoutOp dropout, mlir::ValueRange indices);
   mlir::Value emitMaxPoolGrad(MaxPool2DGradOp grad, mlir::ValueRange indices);
   // Window (oh, ow) of |grad|'s input: whether input position |here| (ih * W
   // + iw) is its maximum, and its gradient dy[n, c, oh, ow] in the compute

@@ -55,7 +55,7 @@ bool isFusibleOp(Operation *op) {
   if (isa<ScalarSemantics>(op))
     return true;
   return isa<BroadcastInDimOp, TransposeOp, SliceOp, PadOp, ReshapeOp, IotaOp,
-             ConstantOp, ReduceOp, ScatterAddOp>(op);
+             ConstantOp, ReduceOp, ScatterAddOp, DropoutOp>(op);
 }
 
 KernelStats countKernels(func::FuncOp func, const CostModelOptions &options) {

@@ -551,6 +551,10 @@ inline float __half2float(__half h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
+// The high 32 bits of the 64-bit product (kiln.dropout's Philox rounds).
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
+}
 inline __half __float2half_rn(float v) {
   __half h;
   h.x = kiln_emulation_to_half(v);

@@ -607,6 +607,18 @@ LogicalResult Printer::printArith(Operation *op, bool &handled) {
       define(op->getResult(0), "(" + cType(to) + ")" + ref(op->getOperand(0)));
     return success();
   }
+  if (auto mul = dyn_cast<arith::MulUIExtendedOp>(op)) {
+    // The 64-bit product of two unsigned 32-bit words as its low and high
+    // words (kiln.dropout's Philox rounds): no signed overflow.
+    if (!mul.getLhs().getType().isInteger(32))
+      return op->emitError() << "CUDA: mului_extended of "
+                             << mul.getLhs().getType() << " (expected i32)";
+    std::string a = "(unsigned)" + ref(mul.getLhs()), b = "(unsigned)" + ref(mul.getRhs());
+    define(mul.getLow(), "(" + cType(mul.getLow().getType()) + ")(" + a + " * " + b + ")");
+    define(mul.getHigh(),
+           "(" + cType(mul.getHigh().getType()) + ")__umulhi(" + a + ", " + b + ")");
+    return success();
+  }
   if (isa<arith::ExtUIOp, arith::IndexCastUIOp>(op)) {
     Value in = op->getOperand(0);
     define(op->getResult(0), "(" + cType(op->getResult(0).getType()) + ")(" +

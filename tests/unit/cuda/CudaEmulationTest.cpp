@@ -240,6 +240,40 @@ func.func @main(%x: tensor<3x2500xf32>, %y: tensor<4100xf32>, %z: tensor<2x2100x
 }
 
 
+// kiln.dropout's mask (Philox-4x32-10 on each element's row-major index,
+// its 32-bit products through __umulhi) is the interpreter's bit for bit:
+// f32 alone, and bf16 fused with a ReLU and a transpose, so each element's
+// index is its index in the dropout's own result, not the kernel's. Both
+// kernels also go through NVRTC and ptxas for sm_90.
+TEST_F(CudaEmulationTest, DropoutMasksMatchTheInterpreter) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>, %y: tensor<7x33xbf16>)
+    -> (tensor<5x300xf32>, tensor<33x7xbf16>) {
+  %a = kiln.fusion loop (%x, %n) : (tensor<5x300xf32>, tensor<i64>) -> tensor<5x300xf32> {
+  ^bb0(%v: tensor<5x300xf32>, %c: tensor<i64>):
+    %d = kiln.dropout %v, %c, rate = 2.500000e-01, seed = -3 : tensor<5x300xf32>
+    kiln.yield %d : tensor<5x300xf32>
+  }
+  %b = kiln.fusion loop (%y, %n) : (tensor<7x33xbf16>, tensor<i64>) -> tensor<33x7xbf16> {
+  ^bb0(%v: tensor<7x33xbf16>, %c: tensor<i64>):
+    %r = kiln.relu %v : tensor<7x33xbf16>
+    %d = kiln.dropout %r, %c, rate = 6.000000e-01, seed = 123456789012 : tensor<7x33xbf16>
+    %t = kiln.transpose %d, permutation = [1, 0] : tensor<7x33xbf16> -> tensor<33x7xbf16>
+    kiln.yield %t : tensor<33x7xbf16>
+  }
+  return %a, %b : tensor<5x300xf32>, tensor<33x7xbf16>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "dropout", seed);
+  runAll();
+  EXPECT_EQ(ran, 2u) << "seed " << seed;
+  if (!KILN_TEST_HAS_ASAN)
+    assembleAllForSm90();
+}
+
 // The vector loads and stores of an elementwise.v4 kernel take only
 // addresses aligned to the vector (kiln_vec_at in the prelude): aligned,
 // the kernel computes the interpreter's values; handed an input or an

@@ -10,7 +10,8 @@ printed must match PyTorch's.
       dict DIR/torch.safetensors, and the data DIR/data/{x,labels}.npy
       (targets.npy for the mse model); prints the ONNX ops used
   onnx_peer.py check MODEL DIR LOG TOLERANCE
-      trains PyTorch from DIR/torch.safetensors with Adam (lr 0.01) on the
+      trains PyTorch from DIR/torch.safetensors with momentum SGD (lr 0.05,
+      momentum 0.9) on the
       data in order and compares with the "step K loss" lines of LOG
   onnx_peer.py handmade DIR
       writes models made with onnx.helper: flatten-shape.onnx (a flatten
@@ -41,7 +42,8 @@ from kilntest import check_losses  # noqa: E402
 F = torch.nn.functional
 BATCH = 4
 SAMPLES = 16
-LR = 0.01
+LR = 0.05
+MOMENTUM = 0.9
 
 
 class LeNet(torch.nn.Module):
@@ -200,7 +202,7 @@ def check(model, out, log, tolerance):
         y = torch.from_numpy(np.load(os.path.join(out, "data", "targets.npy")))
     else:
         y = torch.from_numpy(np.load(os.path.join(out, "data", "labels.npy"))).long()
-    optimizer = torch.optim.Adam(net.parameters(), lr=LR)
+    optimizer = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
 
     def step(k):
         b = (k - 1) % (SAMPLES // BATCH)

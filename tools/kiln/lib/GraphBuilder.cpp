@@ -72,6 +72,12 @@ mlir::Value GraphBuilder::addParameter(llvm::StringRef name,
   return addArgument(name, tensor(shape, f32()), kiln::Role::parameter, init);
 }
 
+mlir::Value GraphBuilder::addStepCounter(llvm::StringRef name) {
+  auto init = kiln::InitializerAttr::get(context, kiln::InitKind::zeros,
+                                         llvm::APFloat(0.0), llvm::APFloat(1.0), 0);
+  return addArgument(name, tensor({}, b.getI64Type()), kiln::Role::step, init);
+}
+
 mlir::Value GraphBuilder::splat(const llvm::Twine &name, double value,
                                 mlir::RankedTensorType type) {
   auto scalarType = tensor({}, type.getElementType());

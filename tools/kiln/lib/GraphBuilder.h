@@ -45,6 +45,9 @@ public:
   mlir::Value addParameter(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
                            kiln::InitKind kind, double value = 0.0,
                            double scale = 1.0);
+  // The step counter (a 0-d i64 of role step, from zero) that kiln.dropout
+  // reads and kiln-apply-optimizer advances.
+  mlir::Value addStepCounter(llvm::StringRef name);
 
   // A location naming one graph node; a repeated name gets a ".N" suffix.
   mlir::Location loc(const llvm::Twine &name);

@@ -155,6 +155,7 @@ private:
   // (which value() makes a parameter): running statistics.
   bool constantValue(size_t i, mlir::Value &out);
   bool gather();
+  bool dropout();
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
 
@@ -173,6 +174,9 @@ private:
   // Each parameter's fan-in, from the first Gemm, MatMul or Conv reading it.
   std::map<std::string, int64_t> fanIn_;
   const onnx::Node *node_ = nullptr;
+  // The step counter, made for the first dropout; each dropout's seed.
+  mlir::Value step_;
+  int64_t nextDropoutSeed_ = 0;
   std::string nodeName_, where_;
   int64_t opset_ = 0;
 };
@@ -1006,6 +1010,48 @@ bool Importer::batchNorm() {
   return true;
 }
 
+// Dropout in training mode (input 2 a true constant; opset 12 and later)
+// is kiln.dropout with the ratio (input 1, else attribute "ratio" before
+// opset 12, else 0.5), reading the step counter, each node with its own
+// seed. Otherwise, as at inference, the identity. The mask output (a
+// training export names it) is not made: a node reading it fails as
+// reading a tensor nothing gives.
+bool Importer::dropout() {
+  bool training = false;
+  if (hasInput(2)) {
+    const Static *mode = staticInput(2);
+    if (!mode)
+      return false;
+    training = llvm::any_of(mode->values, [](double v) { return v != 0; });
+  }
+  double ratio = floatAttr("ratio", 0.5f);
+  if (hasInput(1)) {
+    const Static *r = staticInput(1);
+    if (!r)
+      return false;
+    if (r->values.size() != 1)
+      return fail("ratio is not a scalar");
+    ratio = r->values[0];
+  }
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (!training || ratio == 0) {
+    setOutput(0, x);
+    return true;
+  }
+  if (!(ratio > 0 && ratio < 1))
+    return fail("ratio is " + std::to_string(ratio) + ": expected [0, 1)");
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not floating-point");
+  if (!step_)
+    step_ = g_.addStepCounter("step");
+  setOutput(0, b_.create<kiln::DropoutOp>(loc(), x.getType(), x, step_,
+                                          b_.getF64FloatAttr(ratio),
+                                          b_.getI64IntegerAttr(nextDropoutSeed_++)));
+  return true;
+}
+
 bool Importer::gather() {
   // An embedding: rows of a table (axis 0) at integer indices.
   if (intAttr("axis", 0) != 0)
@@ -1166,13 +1212,8 @@ bool Importer::node(const onnx::Node &n) {
       "Relu", "Tanh", "Sigmoid", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
       "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity", "Dropout"};
   if (kUnary.count(op)) {
-    if (op == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty())
-      return fail("its mask output is not supported (export in eval mode)");
-    if (op == "Dropout" && hasInput(2) && statics_.count(n.inputs[2]) &&
-        llvm::any_of(statics_[n.inputs[2]].values, [](double v) { return v != 0; }))
-      errs_ << command_ << ": warning: " << path_ << ": " << where_
-            << "imported as the identity: kiln import does not apply "
-               "dropout\n";
+    if (op == "Dropout")
+      return dropout();
     return unary(op);
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
@@ -1276,6 +1317,7 @@ bool Importer::finish(OnnxImport &out) {
 
 bool Importer::run(OnnxImport &out) {
   opset_ = model_.defaultOpset();
+  nextDropoutSeed_ = options_.training.seed * 1000 + 1;
   if (opset_ < 7)
     return fail("the model imports ONNX opset " + std::to_string(opset_) +
                 ": kiln import reads opset 7 and later");

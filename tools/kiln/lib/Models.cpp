@@ -34,8 +34,8 @@ struct ModelInfo {
 
 constexpr llvm::StringLiteral kMlpFlags[] = {"layers", "batch"};
 constexpr llvm::StringLiteral kLeNetFlags[] = {"batch"};
-constexpr llvm::StringLiteral kGptFlags[] = {"layers", "hidden", "heads",
-                                             "seq",    "vocab",  "batch"};
+constexpr llvm::StringLiteral kGptFlags[] = {"layers", "hidden", "heads", "seq",
+                                             "vocab",  "batch",  "dropout"};
 
 const ModelInfo kModels[] = {
     {"mlp", "fully connected layers with ReLU, softmax cross-entropy",
@@ -54,7 +54,7 @@ const ModelInfo *findModel(llvm::StringRef name) {
 
 // Every flag's raw text; empty means "use the model's default".
 struct RawFlags {
-  std::string model, output, layers, batch, hidden, heads, seq, vocab;
+  std::string model, output, layers, batch, hidden, heads, seq, vocab, dropout;
   std::string optimizer, lr, seed;
 };
 
@@ -107,6 +107,9 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
     parser.addValue("seq", &raw.seq, "N", "sequence length (default 128)");
     parser.addValue("vocab", &raw.vocab, "N", "vocabulary size (default 256)");
     parser.addValue("batch", &raw.batch, "N", "batch size (default 16)");
+    parser.addValue("dropout", &raw.dropout, "P",
+                    "dropout on the embeddings and each block's residual "
+                    "branches, as GPT-2's 0.1 (default 0: none)");
   }
   parser.setEpilogue(
       "Parameters are named like PyTorch's state_dict keys (fc1.weight, "
@@ -201,6 +204,12 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModel(const ModelInfo &model,
       !setInteger("vocab", raw.vocab, options.vocab, errs) ||
       !setInteger("batch", raw.batch, options.batch, errs))
     return nullptr;
+  if (!raw.dropout.empty() && raw.dropout != "0") {
+    std::optional<double> p = parsePositiveReal(kCommand, "dropout", raw.dropout, errs);
+    if (!p)
+      return nullptr;
+    options.dropout = *p;
+  }
   if (std::string problem = checkOptions(options); !problem.empty())
     return reject(problem);
   return buildGpt(context, options);

@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/Zoo.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "tools/kiln/lib/GraphBuilder.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -202,6 +204,9 @@ std::string checkOptions(const GptOptions &options) {
   if (options.hidden % options.heads != 0)
     return "--hidden=" + std::to_string(options.hidden) +
            ": expected a multiple of --heads=" + std::to_string(options.heads);
+  if (!(options.dropout >= 0 && options.dropout < 1))
+    return "--dropout=" + llvm::formatv("{0}", options.dropout).str() +
+           ": expected a probability in [0, 1)";
   int64_t b = options.batch, t = options.seq, h = options.hidden;
   for (auto [what, dims] :
        {std::pair<const char *, llvm::SmallVector<int64_t>>{
@@ -235,10 +240,26 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
   mlir::Value wpe =
       g.addParameter("wpe.weight", {T, H}, kiln::InitKind::normal, 0.0, initStd);
 
+  // --dropout: each kiln.dropout reads the step counter (its masks change
+  // every step) and has a seed of its own.
+  mlir::Value step;
+  int64_t dropoutSeed = 1000;
+  auto dropout = [&](const std::string &name, mlir::Value v) -> mlir::Value {
+    if (options.dropout == 0)
+      return v;
+    if (!step)
+      step = g.addStepCounter("step");
+    return b.create<kiln::DropoutOp>(g.loc(name), v.getType(), v, step,
+                                     b.getF64FloatAttr(options.dropout),
+                                     b.getI64IntegerAttr(dropoutSeed++))
+        .getResult();
+  };
+
   // Embeddings: x[b, t] = wte[tokens[b, t]] + wpe[t].
   mlir::Value x = b.create<kiln::GatherOp>(g.loc("wte"), wte, tokens);
   x = b.create<kiln::AddOp>(g.loc("embed_add"), x,
                             g.broadcast("wpe", wpe, {1, 2}, {B, T, H}));
+  x = dropout("embed_dropout", x);
 
   // Shared by every block: the causal mask (key position <= query position),
   // the -inf fill and the 1/sqrt(head_dim) score scale.
@@ -306,6 +327,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
                                         mixed, arr({0, 2, 1, 3}));
     mixed = g.reshape(p + ".attn.merge_heads", mixed, {B, T, H});
     mlir::Value attn = linear(p + ".attn.proj", mixed, H, H, residualStd);
+    attn = dropout(p + ".attn.dropout", attn);
     x = b.create<kiln::AddOp>(g.loc(p + ".attn.residual"), x, attn);
 
     // GELU MLP, 4x wide.
@@ -314,6 +336,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
     h = b.create<kiln::GeluOp>(g.loc(p + ".mlp.gelu"),
                                kiln::GeluApproximation::tanh, h);
     h = linear(p + ".mlp.proj", h, 4 * H, H, residualStd);
+    h = dropout(p + ".mlp.dropout", h);
     x = b.create<kiln::AddOp>(g.loc(p + ".mlp.residual"), x, h);
   }
 

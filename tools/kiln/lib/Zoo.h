@@ -74,6 +74,10 @@ struct GptOptions {
   int64_t seq = 128;
   int64_t vocab = 256;
   int64_t batch = 16;
+  // Dropout on the embeddings and on each block's two residual branches
+  // (GPT-2's resid_pdrop and embd_pdrop); 0: none. The attention
+  // probabilities are not dropped, so attention stays one fused op.
+  double dropout = 0.0;
   TrainingOptions training;
 };
 

@@ -417,7 +417,7 @@ bool Importer::unary(const std::string &op) {
         loc(".scaled"), t, x, splat(alpha, element(x), shape(x)));
     y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
   } else {
-    // Identity, and Dropout as at inference (its ratio does not apply).
+    // Identity.
     y = x;
   }
   setOutput(0, y);
@@ -1210,12 +1210,11 @@ bool Importer::node(const onnx::Node &n) {
     return reshapeLike(op);
   static const std::set<std::string> kUnary = {
       "Relu", "Tanh", "Sigmoid", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
-      "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity", "Dropout"};
-  if (kUnary.count(op)) {
-    if (op == "Dropout")
-      return dropout();
+      "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity"};
+  if (kUnary.count(op))
     return unary(op);
-  }
+  if (op == "Dropout")
+    return dropout();
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
       op == "Max" || op == "Min")
     return binary(op);

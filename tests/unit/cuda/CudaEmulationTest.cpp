@@ -242,13 +242,15 @@ func.func @main(%x: tensor<3x2500xf32>, %y: tensor<4100xf32>, %z: tensor<2x2100x
 
 // kiln.dropout's mask (Philox-4x32-10 on each element's row-major index,
 // its 32-bit products through __umulhi) is the interpreter's bit for bit:
-// f32 alone, and bf16 fused with a ReLU and a transpose, so each element's
-// index is its index in the dropout's own result, not the kernel's. Both
+// f32 alone, bf16 fused with a ReLU and a transpose (each element's index
+// is its index in the dropout's own result, not the kernel's), and f16,
+// whose kept values round from f64 once (through f32 rounded to odd). The
 // kernels also go through NVRTC and ptxas for sm_90.
 TEST_F(CudaEmulationTest, DropoutMasksMatchTheInterpreter) {
   const char *text = R"mlir(
-func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>, %y: tensor<7x33xbf16>)
-    -> (tensor<5x300xf32>, tensor<33x7xbf16>) {
+func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>, %y: tensor<7x33xbf16>,
+                %z: tensor<9x40xf16>)
+    -> (tensor<5x300xf32>, tensor<33x7xbf16>, tensor<9x40xf16>) {
   %a = kiln.fusion loop (%x, %n) : (tensor<5x300xf32>, tensor<i64>) -> tensor<5x300xf32> {
   ^bb0(%v: tensor<5x300xf32>, %c: tensor<i64>):
     %d = kiln.dropout %v, %c, rate = 2.500000e-01, seed = -3 : tensor<5x300xf32>
@@ -261,7 +263,12 @@ func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>, %y: tensor<7x33xbf16>)
     %t = kiln.transpose %d, permutation = [1, 0] : tensor<7x33xbf16> -> tensor<33x7xbf16>
     kiln.yield %t : tensor<33x7xbf16>
   }
-  return %a, %b : tensor<5x300xf32>, tensor<33x7xbf16>
+  %c = kiln.fusion loop (%z, %n) : (tensor<9x40xf16>, tensor<i64>) -> tensor<9x40xf16> {
+  ^bb0(%v: tensor<9x40xf16>, %k: tensor<i64>):
+    %d = kiln.dropout %v, %k, rate = 1.000000e-01, seed = 5 : tensor<9x40xf16>
+    kiln.yield %d : tensor<9x40xf16>
+  }
+  return %a, %b, %c : tensor<5x300xf32>, tensor<33x7xbf16>, tensor<9x40xf16>
 }
 )mlir";
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
@@ -269,7 +276,7 @@ func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>, %y: tensor<7x33xbf16>)
   uint64_t seed = firstSeed();
   addFusions(*module, "dropout", seed);
   runAll();
-  EXPECT_EQ(ran, 2u) << "seed " << seed;
+  EXPECT_EQ(ran, 3u) << "seed " << seed;
   if (!KILN_TEST_HAS_ASAN)
     assembleAllForSm90();
 }

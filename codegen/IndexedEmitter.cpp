@@ -463,7 +463,8 @@ Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
     c[3] = p0.getLow();
   }
   // u = (word >> 8) 2^-24; keep when u >= rate; the kept element times
-  // 1 / (1 - rate) in f64, rounded to the element type once.
+  // 1 / (1 - rate) in f64, rounded to the element type once (bf16 and f16
+  // by the CPU lowering's TruncF64ToHalfThroughOdd, CUDA's __double2*).
   Value bits = b_.create<arith::ShRUIOp>(loc, c[0], word(8));
   Value u = b_.create<arith::MulFOp>(
       loc, b_.create<arith::UIToFPOp>(loc, f64, bits),
@@ -476,30 +477,6 @@ Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
   Value scaled = b_.create<arith::MulFOp>(
       loc, x, b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 1.0 / (1.0 - rate))));
   Type element = type.getElementType();
-  if (element.isBF16() || element.isF16()) {
-    // f64 -> bf16/f16 in one rounding, without the f64 truncation libcalls
-    // (__truncdfbf2) a CPU kernel cannot reach: round to f32 to odd (the
-    // magnitude truncated, its last bit set when inexact), whose rounding
-    // to the 8- or 11-bit significand is then the f64's own.
-    Type f32 = b_.getF32Type();
-    Value nearest = b_.create<arith::TruncFOp>(loc, f32, scaled);
-    Value back = b_.create<arith::ExtFOp>(loc, f64, nearest);
-    Value inexact =
-        b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, back, scaled);
-    Value zero64 = b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 0.0));
-    Value positive =
-        b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGE, scaled, zero64);
-    Value up = b_.create<arith::SelectOp>(
-        loc, positive,
-        b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, back, scaled),
-        b_.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, back, scaled));
-    Value bits = b_.create<arith::BitcastOp>(loc, i32, nearest);
-    bits = b_.create<arith::SelectOp>(
-        loc, up, b_.create<arith::SubIOp>(loc, bits, word(1)), bits);
-    bits = b_.create<arith::SelectOp>(
-        loc, inexact, b_.create<arith::OrIOp>(loc, bits, word(1)), bits);
-    scaled = b_.create<arith::BitcastOp>(loc, f32, bits);
-  }
   Value kept = convertScalar(b_, loc, scaled, element);
   Value zero = convertScalar(
       b_, loc, b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 0.0)), element);

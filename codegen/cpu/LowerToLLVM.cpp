@@ -476,17 +476,65 @@ struct AccurateSinCos : OpRewritePattern<Op> {
   }
 };
 
+// f64 -> bf16 or f16 in one rounding. LLVM lowers that truncation to a
+// libcall (__truncdfbf2, __truncdfhf2) the kernels cannot link, and going
+// through f32 by round to nearest would round twice. Rounded to f32 to
+// odd (the magnitude truncated, its last bit set when inexact), the value
+// then rounds to the 8- or 11-bit significand as the f64 itself would;
+// arith-expand and LLVM take that f32 truncation.
+struct TruncF64ToHalfThroughOdd : OpRewritePattern<arith::TruncFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::TruncFOp op, PatternRewriter &r) const override {
+    Type in = op.getIn().getType(), out = op.getType();
+    Type outElement = getElementTypeOrSelf(out);
+    if (!getElementTypeOrSelf(in).isF64() || !(outElement.isBF16() || outElement.isF16()))
+      return r.notifyMatchFailure(op, "not f64 to bf16 or f16");
+    Location loc = op.getLoc();
+    auto like = [&](Type element) -> Type {
+      if (auto shaped = dyn_cast<ShapedType>(in))
+        return shaped.clone(element);
+      return element;
+    };
+    Type f32 = like(r.getF32Type()), i32 = like(r.getI32Type());
+    auto constant = [&](Type type, TypedAttr scalar) -> Value {
+      Attribute a = scalar;
+      if (auto shaped = dyn_cast<ShapedType>(type))
+        a = DenseElementsAttr::get(shaped, scalar);
+      return r.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(a));
+    };
+    Value v = op.getIn();
+    Value nearest = r.create<arith::TruncFOp>(loc, f32, v);
+    Value back = r.create<arith::ExtFOp>(loc, in, nearest);
+    Value inexact = r.create<arith::CmpFOp>(loc, arith::CmpFPredicate::ONE, back, v);
+    Value positive = r.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGE, v,
+                                             constant(in, r.getF64FloatAttr(0.0)));
+    Value up = r.create<arith::SelectOp>(
+        loc, positive, r.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, back, v),
+        r.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, back, v));
+    Value one = constant(i32, r.getI32IntegerAttr(1));
+    Value bits = r.create<arith::BitcastOp>(loc, i32, nearest);
+    bits = r.create<arith::SelectOp>(loc, up, r.create<arith::SubIOp>(loc, bits, one), bits);
+    bits = r.create<arith::SelectOp>(loc, inexact, r.create<arith::OrIOp>(loc, bits, one),
+                                     bits);
+    Value odd = r.create<arith::BitcastOp>(loc, f32, bits);
+    r.replaceOpWithNewOp<arith::TruncFOp>(op, out, odd);
+    return success();
+  }
+};
+
 } // namespace
 
 LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
-  // f32 sin and cos first (AccurateSinCos above), then the other f32
+  // f32 sin and cos first (AccurateSinCos above) and f64 -> bf16/f16
+  // through f32 rounded to odd (TruncF64ToHalfThroughOdd), then the other f32
   // transcendentals (exp, log, tanh, erf, ...) as MLIR's polynomial
   // approximations: plain arith that LLVM vectorizes, where a libm call or
   // an LLVM intrinsic without a vector math library would be scalarized.
   {
     RewritePatternSet patterns(module.getContext());
     patterns.add<AccurateSinCos<math::SinOp, false>,
-                 AccurateSinCos<math::CosOp, true>>(module.getContext());
+                 AccurateSinCos<math::CosOp, true>, TruncF64ToHalfThroughOdd>(
+        module.getContext());
     if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
       return failure();
   }

@@ -551,6 +551,23 @@ inline float __half2float(__half h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
+// |v| rounded to float to odd (the magnitude truncated, the last bit set
+// when inexact): that float rounds to bf16 as |v| itself would, so
+// __double2bfloat16 rounds once, as on a GPU.
+inline float kiln_emulation_float_to_odd(double v) {
+  float nearest = static_cast<float>(v);
+  double back = nearest;
+  if (back == v || v != v)
+    return nearest;
+  uint32_t bits;
+  std::memcpy(&bits, &nearest, 4);
+  if (v >= 0 ? back > v : back < v)
+    --bits;
+  bits |= 1;
+  float odd;
+  std::memcpy(&odd, &bits, 4);
+  return odd;
+}
 // The high 32 bits of the 64-bit product (kiln.dropout's Philox rounds).
 inline unsigned __umulhi(unsigned a, unsigned b) {
   return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
@@ -582,7 +599,7 @@ inline __nv_bfloat16 __float2bfloat16_rn(float v) {
   return h;
 }
 inline __nv_bfloat16 __double2bfloat16(double v) {
-  return __float2bfloat16_rn(static_cast<float>(v));
+  return __float2bfloat16_rn(kiln_emulation_float_to_odd(v));
 }
 
 // nvcuda::wmma for 16x16x16 tiles (see the header comment).

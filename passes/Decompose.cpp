@@ -208,34 +208,22 @@ Value averagingFilter(OpBuilder &b, Location loc, Type element, int64_t channels
   return splat(b, loc, type, 1.0 / double(window[0] * window[1]));
 }
 
-struct DecomposeAvgPool : OpRewritePattern<AvgPool2DOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(AvgPool2DOp op, PatternRewriter &r) const override {
-    auto type = cast<RankedTensorType>(op.getInput().getType());
-    int64_t channels = type.getDimSize(1);
-    Location loc = op.getLoc();
-    Value filter =
-        averagingFilter(r, loc, type.getElementType(), channels, op.getWindow());
-    r.replaceOpWithNewOp<Conv2DOp>(op, op.getType(), op.getInput(), filter,
-                                   op.getStridesAttr(), op.getPaddingAttr(),
-                                   r.getDenseI64ArrayAttr({1, 1}),
-                                   r.getI64IntegerAttr(channels));
-    return success();
-  }
-};
-
-struct DecomposeAvgPoolGrad : OpRewritePattern<AvgPool2DGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(AvgPool2DGradOp op, PatternRewriter &r) const override {
+// kiln.avg_pool2d as kiln.conv2d, kiln.avg_pool2d_grad as
+// kiln.conv2d_input_grad: operand 0 (the input, or the output gradient)
+// against the averaging filter, with the pooling's strides and padding and
+// a group per channel (dimension 1 of the result in both).
+template <typename PoolOp, typename ConvOp>
+struct DecomposeAveragePooling : OpRewritePattern<PoolOp> {
+  using OpRewritePattern<PoolOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(PoolOp op, PatternRewriter &r) const override {
     auto type = cast<RankedTensorType>(op.getType());
     int64_t channels = type.getDimSize(1);
-    Location loc = op.getLoc();
-    Value filter =
-        averagingFilter(r, loc, type.getElementType(), channels, op.getWindow());
-    r.replaceOpWithNewOp<Conv2DInputGradOp>(
-        op, op.getType(), op.getGradOutput(), filter, op.getStridesAttr(),
-        op.getPaddingAttr(), r.getDenseI64ArrayAttr({1, 1}),
-        r.getI64IntegerAttr(channels));
+    Value filter = averagingFilter(r, op.getLoc(), type.getElementType(), channels,
+                                   op.getWindow());
+    r.replaceOpWithNewOp<ConvOp>(op, type, op->getOperand(0), filter,
+                                 op.getStridesAttr(), op.getPaddingAttr(),
+                                 r.getDenseI64ArrayAttr({1, 1}),
+                                 r.getI64IntegerAttr(channels));
     return success();
   }
 };
@@ -498,7 +486,8 @@ void populateDecomposePatterns(RewritePatternSet &patterns,
   patterns.add<DecomposeSoftmax<SoftmaxOp, false>,
                DecomposeSoftmax<LogSoftmaxOp, true>, DecomposeLayerNorm,
                DecomposeSoftmaxCrossEntropy, DecomposeReduceMean,
-               DecomposeAvgPool, DecomposeAvgPoolGrad>(context);
+               DecomposeAveragePooling<AvgPool2DOp, Conv2DOp>,
+               DecomposeAveragePooling<AvgPool2DGradOp, Conv2DInputGradOp>>(context);
   if (options.gelu)
     patterns.add<DecomposeGelu>(context);
   // Kept whole (options.attention off), an attention still decomposes when

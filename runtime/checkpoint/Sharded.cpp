@@ -168,14 +168,20 @@ StatusOr<ShardedIndex> parseShardIndex(const std::string &text,
 StatusOr<std::vector<float>>
 shardBlock(const ShardedBucket &bucket, int rank, int worldSize,
            const std::function<const NamedTensor *(const std::string &)> &find,
-           const std::string &what) {
+           const std::string &what, const std::vector<float> *base) {
   int64_t per = shardLength(bucket.length, worldSize);
   int64_t begin = per * rank, end = begin + per;
-  std::vector<float> out(per, 0.0f);
+  if (base && static_cast<int64_t>(base->size()) != per)
+    return Status::error(what + ": the block of " + bucket.name + " holds " +
+                         std::to_string(base->size()) + " values, expected " +
+                         std::to_string(per));
+  std::vector<float> out = base ? *base : std::vector<float>(per, 0.0f);
   for (const ShardedParam &p : bucket.params) {
     int64_t n = elements(p.shape);
     int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + n);
     const NamedTensor *t = find(p.name);
+    if (!t && base)
+      continue;
     if (!t)
       return Status::error(what + ": no '" + p.name + "' (of " + bucket.name +
                            ")");

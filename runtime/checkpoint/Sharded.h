@@ -75,11 +75,12 @@ StatusOr<ShardedIndex> parseShardIndex(const std::string &text,
 // Block |rank| of |bucket| over |worldSize| ranks, the flat bucket being the
 // tensors |find| returns for its parameters (zeros as padding). Fails
 // naming |what| and the parameter |find| has no tensor for (null) or whose
-// size differs.
+// size differs. With |base| (the block as it stands), the block starts
+// from it and a parameter |find| has no tensor for keeps its values there.
 StatusOr<std::vector<float>>
 shardBlock(const ShardedBucket &bucket, int rank, int worldSize,
            const std::function<const NamedTensor *(const std::string &)> &find,
-           const std::string &what);
+           const std::string &what, const std::vector<float> *base = nullptr);
 
 // The full state from the index and each rank's state (in rank order):
 // buckets cut into their parameters, the other entries of rank 0 as they

@@ -165,6 +165,31 @@ TEST(ShardedCheckpoint, ConsolidatesAndReshards) {
   EXPECT_THAT(block(b, 1, 3, m), ElementsAre(40, 50, 60));
 }
 
+// Over a base block (--init-from with --init-strict=off), a parameter the
+// lookup lacks keeps the base's values; the others are cut in as usual.
+TEST(ShardedCheckpoint, ABaseBlockKeepsWhatTheLookupLacks) {
+  ShardedBucket b = sampleBucket();
+  std::map<std::string, NamedTensor> onlyW = {{"w", fullTensors()["w"]}};
+  // Over 2 ranks, rank 1 holds w[4], b[0], b[1] and one element of padding.
+  std::vector<float> base = {-1, -2, -3, -4};
+  auto out = shardBlock(
+      b, 1, 2,
+      [&](const std::string &name) -> const NamedTensor * {
+        auto it = onlyW.find(name);
+        return it == onlyW.end() ? nullptr : &it->second;
+      },
+      "test", &base);
+  ASSERT_TRUE(out.isOk()) << out.status().message();
+  EXPECT_THAT(out.value(), ElementsAre(5, -2, -3, -4));
+  std::vector<float> wrong = {0};
+  auto bad = shardBlock(
+      b, 1, 2, [&](const std::string &) -> const NamedTensor * { return nullptr; },
+      "test", &wrong);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("test: the block of zero.bucket0 holds 1 values, expected 4"));
+}
+
 TEST(ShardedCheckpoint, MissingShardIsNamed) {
   ShardedBucket b = sampleBucket();
   ShardedIndex index;

@@ -285,20 +285,17 @@ bool TrainState::initialize(const runtime::WeightsFile &weights,
     }
     // This rank's block of the bucket: the file's values where it has the
     // parameter, the block's own (its initializers) elsewhere.
-    std::vector<float> block = model_.readState(i);
-    int64_t begin = static_cast<int64_t>(block.size()) * env_.rank;
-    int64_t end = begin + static_cast<int64_t>(block.size());
-    for (const runtime::ShardSlot &slot : layout->second->slots) {
-      auto it = found.find(slot.name);
-      if (it == found.end())
-        continue;
-      const std::vector<float> &values = it->second->values;
-      int64_t lo = std::max(begin, slot.offset);
-      int64_t hi = std::min<int64_t>(end, slot.offset + values.size());
-      for (int64_t k = lo; k < hi; ++k)
-        block[k - begin] = values[k - slot.offset];
-    }
-    if (!model_.writeState(i, block, error))
+    std::vector<float> current = model_.readState(i);
+    runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
+        bucketOf(*layout->second), env_.rank, env_.worldSize,
+        [&](const std::string &name) -> const runtime::NamedTensor * {
+          auto it = found.find(name);
+          return it == found.end() ? nullptr : it->second;
+        },
+        "the file's parameters", &current);
+    if (!block.isOk())
+      return fail(block.status().message());
+    if (!model_.writeState(i, block.value(), error))
       return fail("shard '" + e.name + "' " + error);
   }
   summary = path + " (" + weights.kind + "): " +

@@ -32,7 +32,8 @@ constexpr llvm::StringLiteral kCommand = "kiln import";
 
 int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
               llvm::raw_ostream &errs) {
-  std::string input, output, loss, batch, weights, optimizer, lr, seed;
+  std::string input, output, loss, batch, weights;
+  TrainingFlagText training;
   FlagParser parser(
       kCommand.str(), "MODEL.onnx -o OUT [options]",
       "Reads an ONNX model (as torch.onnx.export writes one) and writes it "
@@ -57,11 +58,7 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("weights", &weights, "FILE",
                   "where to write the initializers' values (default: OUT "
                   "with the extension .safetensors)");
-  parser.addValue("optimizer", &optimizer, "NAME",
-                  "sgd, momentum, adam or adamw (default adam)");
-  parser.addValue("lr", &lr, "RATE", "learning rate (default 0.001)");
-  parser.addValue("seed", &seed, "N",
-                  "seed of the first parameter's initializer (default 0)");
+  addTrainingSectionFlags(parser, training);
   parser.setEpilogue(std::string("ONNX ops read: ") + onnxSupportedOps() + ".");
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
@@ -84,27 +81,8 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       return kExitUsage;
     options.batch = *n;
   }
-  if (!optimizer.empty()) {
-    std::optional<kiln::OptimizerKind> kind = kiln::symbolizeOptimizerKind(optimizer);
-    if (!kind) {
-      printError(errs, kCommand,
-                 "--optimizer=" + optimizer + ": expected sgd, momentum, adam or adamw");
-      return kExitUsage;
-    }
-    options.training.optimizer = *kind;
-  }
-  if (!lr.empty()) {
-    std::optional<double> rate = parsePositiveReal(kCommand, "lr", lr, errs);
-    if (!rate)
-      return kExitUsage;
-    options.training.learningRate = *rate;
-  }
-  if (!seed.empty()) {
-    std::optional<int64_t> s = parseInteger(kCommand, "seed", seed, 0, errs);
-    if (!s)
-      return kExitUsage;
-    options.training.seed = *s;
-  }
+  if (!parseTrainingSection(kCommand, training, options.training, errs))
+    return kExitUsage;
   if (weights.empty() && output == "-") {
     printError(errs, kCommand, "-o -: name the weights' file with --weights=FILE");
     return kExitUsage;

@@ -55,7 +55,7 @@ const ModelInfo *findModel(llvm::StringRef name) {
 // Every flag's raw text; empty means "use the model's default".
 struct RawFlags {
   std::string model, output, layers, batch, hidden, heads, seq, vocab, dropout;
-  std::string optimizer, lr, seed;
+  TrainingFlagText training;
 };
 
 // A parser for |model| (or for all models when null), storing into |raw|.
@@ -81,11 +81,7 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
   parser.addValue("output", &raw.output, "FILE",
                   "where to write the model (.kiln graph file or .mlir text)",
                   'o');
-  parser.addValue("optimizer", &raw.optimizer, "NAME",
-                  "sgd, momentum, adam or adamw (default adam)");
-  parser.addValue("lr", &raw.lr, "RATE", "learning rate (default 0.001)");
-  parser.addValue("seed", &raw.seed, "N",
-                  "seed of the first parameter's initializer (default 0)");
+  addTrainingSectionFlags(parser, raw.training);
 
   if (!model || model->name == "mlp") {
     parser.addGroup("mlp sizes");
@@ -118,34 +114,6 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
   return parser;
 }
 
-bool parseTraining(const RawFlags &raw, TrainingOptions &training,
-                   llvm::raw_ostream &errs) {
-  if (!raw.optimizer.empty()) {
-    std::optional<kiln::OptimizerKind> kind =
-        kiln::symbolizeOptimizerKind(raw.optimizer);
-    if (!kind) {
-      printError(errs, kCommand,
-                 "--optimizer=" + raw.optimizer +
-                     ": expected sgd, momentum, adam or adamw, found '" +
-                     raw.optimizer + "'");
-      return false;
-    }
-    training.optimizer = *kind;
-  }
-  if (!raw.lr.empty()) {
-    std::optional<double> lr = parsePositiveReal(kCommand, "lr", raw.lr, errs);
-    if (!lr)
-      return false;
-    training.learningRate = *lr;
-  }
-  if (!raw.seed.empty()) {
-    std::optional<int64_t> seed = parseInteger(kCommand, "seed", raw.seed, 0, errs);
-    if (!seed)
-      return false;
-    training.seed = *seed;
-  }
-  return true;
-}
 
 // Parses |text| into |out| when the flag was given.
 bool setInteger(llvm::StringRef flag, const std::string &text, int64_t &out,
@@ -164,7 +132,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModel(const ModelInfo &model,
                                              mlir::MLIRContext *context,
                                              llvm::raw_ostream &errs) {
   TrainingOptions training;
-  if (!parseTraining(raw, training, errs))
+  if (!parseTrainingSection(kCommand, raw.training, training, errs))
     return nullptr;
   auto reject = [&](const std::string &problem) {
     printError(errs, kCommand, problem);
@@ -216,6 +184,43 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModel(const ModelInfo &model,
 }
 
 } // namespace
+
+void addTrainingSectionFlags(FlagParser &parser, TrainingFlagText &text) {
+  parser.addValue("optimizer", &text.optimizer, "NAME",
+                  "sgd, momentum, adam or adamw (default adam)");
+  parser.addValue("lr", &text.lr, "RATE", "learning rate (default 0.001)");
+  parser.addValue("seed", &text.seed, "N",
+                  "seed of the first parameter's initializer (default 0)");
+}
+
+bool parseTrainingSection(llvm::StringRef command, const TrainingFlagText &text,
+                          TrainingOptions &training, llvm::raw_ostream &errs) {
+  if (!text.optimizer.empty()) {
+    std::optional<kiln::OptimizerKind> kind =
+        kiln::symbolizeOptimizerKind(text.optimizer);
+    if (!kind) {
+      printError(errs, command,
+                 "--optimizer=" + text.optimizer +
+                     ": expected sgd, momentum, adam or adamw, found '" +
+                     text.optimizer + "'");
+      return false;
+    }
+    training.optimizer = *kind;
+  }
+  if (!text.lr.empty()) {
+    std::optional<double> lr = parsePositiveReal(command, "lr", text.lr, errs);
+    if (!lr)
+      return false;
+    training.learningRate = *lr;
+  }
+  if (!text.seed.empty()) {
+    std::optional<int64_t> seed = parseInteger(command, "seed", text.seed, 0, errs);
+    if (!seed)
+      return false;
+    training.seed = *seed;
+  }
+  return true;
+}
 
 int runModels(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
               llvm::raw_ostream &errs) {

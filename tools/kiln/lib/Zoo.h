@@ -33,10 +33,14 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
 namespace kiln::cli {
+
+class FlagParser;
 
 // What every zoo model shares: the training section and the seeds.
 struct TrainingOptions {
@@ -44,6 +48,17 @@ struct TrainingOptions {
   double learningRate = 1e-3;
   int64_t seed = 0;
 };
+
+// The flags of a model's training section, for `kiln models` and
+// `kiln import` (Models.cpp): --optimizer, --lr and --seed.
+struct TrainingFlagText {
+  std::string optimizer, lr, seed;
+};
+void addTrainingSectionFlags(FlagParser &parser, TrainingFlagText &text);
+// Fills |training| from the flags given; prints the problem (prefixed with
+// |command|) and fails.
+bool parseTrainingSection(llvm::StringRef command, const TrainingFlagText &text,
+                          TrainingOptions &training, llvm::raw_ostream &errs);
 
 // Fully connected layers with ReLU between them; the last size is the number
 // of classes. Input "x" [batch, layers[0]] f32, labels "labels" [batch] i32.

@@ -1,0 +1,719 @@
+//===- OnnxImportOps.cpp - each ONNX op as kiln ops ------------------------===//
+//
+// The importer's lowering of the ONNX ops it reads (OnnxImporter.h): each
+// works out its result type from ONNX's rules, checks what kiln cannot
+// honor, and builds the kiln ops with the node's name as their location.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/OnnxImporter.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln::cli::onnx_import {
+
+bool Importer::unary(const std::string &op) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  mlir::Location l = loc();
+  mlir::Type t = x.getType();
+  mlir::Value y;
+  if (op == "Relu")
+    y = b_.create<kiln::ReluOp>(l, t, x);
+  else if (op == "Tanh")
+    y = b_.create<kiln::TanhOp>(l, t, x);
+  else if (op == "Sigmoid")
+    y = b_.create<kiln::SigmoidOp>(l, t, x);
+  else if (op == "Exp")
+    y = b_.create<kiln::ExpOp>(l, t, x);
+  else if (op == "Log")
+    y = b_.create<kiln::LogOp>(l, t, x);
+  else if (op == "Neg")
+    y = b_.create<kiln::NegOp>(l, t, x);
+  else if (op == "Abs")
+    y = b_.create<kiln::AbsOp>(l, t, x);
+  else if (op == "Sqrt")
+    y = b_.create<kiln::SqrtOp>(l, t, x);
+  else if (op == "Reciprocal")
+    y = b_.create<kiln::ReciprocalOp>(l, t, x);
+  else if (op == "Erf")
+    y = b_.create<kiln::ErfOp>(l, t, x);
+  else if (op == "Sin")
+    y = b_.create<kiln::SinOp>(l, t, x);
+  else if (op == "Cos")
+    y = b_.create<kiln::CosOp>(l, t, x);
+  else if (op == "Gelu") {
+    std::string approximate = stringAttr("approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      return fail("approximate is '" + approximate + "': expected none or tanh");
+    y = b_.create<kiln::GeluOp>(l, t,
+                                approximate == "tanh" ? kiln::GeluApproximation::tanh
+                                                      : kiln::GeluApproximation::erf,
+                                x);
+  } else if (op == "LeakyRelu") {
+    // x if x > 0, else alpha * x.
+    float alpha = floatAttr("alpha", 0.01f);
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value positive = b_.create<kiln::CompareOp>(
+        loc(".positive"), type(shape(x), b_.getI1Type()),
+        kiln::CompareDirection::gt, x, zero);
+    mlir::Value scaled = b_.create<kiln::MulOp>(
+        loc(".scaled"), t, x, splat(alpha, element(x), shape(x)));
+    y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+  } else {
+    // Identity.
+    y = x;
+  }
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::binary(const std::string &op) {
+  if (node_->inputs.size() != 2)
+    return fail("has " + std::to_string(node_->inputs.size()) +
+                " inputs: kiln import reads " + op + " of two");
+  mlir::Value a, c;
+  if (!value(0, a) || !value(1, c))
+    return false;
+  if (element(a) != element(c))
+    return fail("its inputs have different element types");
+  llvm::SmallVector<int64_t> dims;
+  if (!broadcastShapes(shape(a), shape(c), dims))
+    return false;
+  a = broadcastTo(a, dims);
+  c = broadcastTo(c, dims);
+  mlir::Location l = loc();
+  mlir::Type t = a.getType();
+  mlir::Value y;
+  if (op == "Add")
+    y = b_.create<kiln::AddOp>(l, t, a, c);
+  else if (op == "Sub")
+    y = b_.create<kiln::SubOp>(l, t, a, c);
+  else if (op == "Mul")
+    y = b_.create<kiln::MulOp>(l, t, a, c);
+  else if (op == "Div")
+    y = b_.create<kiln::DivOp>(l, t, a, c);
+  else if (op == "Pow")
+    y = b_.create<kiln::PowOp>(l, t, a, c);
+  else if (op == "Max")
+    y = b_.create<kiln::MaxOp>(l, t, a, c);
+  else
+    y = b_.create<kiln::MinOp>(l, t, a, c);
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::gemm() {
+  mlir::Value a, w;
+  int64_t transA = intAttr("transA", 0), transB = intAttr("transB", 0);
+  if (hasInput(1) && !node_->inputs[1].empty()) {
+    const std::string &name = node_->inputs[1];
+    if (auto it = parameterTensors_.find(name);
+        it != parameterTensors_.end() && it->second->dims.size() == 2 &&
+        !fanIn_.count(name))
+      fanIn_[name] = it->second->dims[transB ? 1 : 0];
+    if (hasInput(2) && parameterTensors_.count(node_->inputs[2]) &&
+        fanIn_.count(name) && !fanIn_.count(node_->inputs[2]))
+      fanIn_[node_->inputs[2]] = fanIn_[name];
+  }
+  if (!value(0, a) || !value(1, w))
+    return false;
+  if (shape(a).size() != 2 || shape(w).size() != 2)
+    return fail("A is " + shapeText(shape(a)) + " and B " + shapeText(shape(w)) +
+                ": Gemm takes two matrices");
+  int64_t m = shape(a)[transA ? 1 : 0], k = shape(a)[transA ? 0 : 1];
+  int64_t kb = shape(w)[transB ? 1 : 0], n = shape(w)[transB ? 0 : 1];
+  if (k != kb)
+    return fail("A is " + shapeText(shape(a)) + " and B " + shapeText(shape(w)) +
+                " (transA " + std::to_string(transA) + ", transB " +
+                std::to_string(transB) + "): the inner dimensions differ");
+  mlir::Type e = element(a);
+  mlir::Value y = b_.create<kiln::DotGeneralOp>(
+      loc(".matmul"), type({m, n}, e), a, w, arr({}), arr({}),
+      arr({transA ? 0 : 1}), arr({transB ? 1 : 0}));
+  float alpha = floatAttr("alpha", 1.0f), beta = floatAttr("beta", 1.0f);
+  if (alpha != 1.0f)
+    y = b_.create<kiln::MulOp>(loc(".alpha"), y.getType(), y,
+                               splat(alpha, e, {m, n}));
+  if (hasInput(2)) {
+    mlir::Value c;
+    if (!value(2, c))
+      return false;
+    llvm::SmallVector<int64_t> dims;
+    if (!broadcastShapes({m, n}, shape(c), dims))
+      return false;
+    if (dims != llvm::ArrayRef<int64_t>{m, n})
+      return fail("C " + shapeText(shape(c)) + " does not broadcast to " +
+                  shapeText({m, n}));
+    c = broadcastTo(c, dims);
+    if (beta != 1.0f)
+      c = b_.create<kiln::MulOp>(loc(".beta"), c.getType(), c, splat(beta, e, {m, n}));
+    y = b_.create<kiln::AddOp>(loc(), y.getType(), y, c);
+  }
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::matmul() {
+  if (hasInput(1)) {
+    const std::string &name = node_->inputs[1];
+    if (auto it = parameterTensors_.find(name);
+        it != parameterTensors_.end() && it->second->dims.size() >= 2 &&
+        !fanIn_.count(name))
+      fanIn_[name] = it->second->dims[it->second->dims.size() - 2];
+  }
+  mlir::Value a, w;
+  if (!value(0, a) || !value(1, w))
+    return false;
+  llvm::ArrayRef<int64_t> sa = shape(a), sb = shape(w);
+  if (sa.size() < 2 || sb.size() < 2)
+    return fail("A is " + shapeText(sa) + " and B " + shapeText(sb) +
+                ": kiln import reads MatMul of rank 2 or more");
+  int64_t ra = sa.size(), rb = sb.size();
+  if (sa[ra - 1] != sb[rb - 2])
+    return fail("A is " + shapeText(sa) + " and B " + shapeText(sb) +
+                ": the inner dimensions differ");
+  llvm::SmallVector<int64_t> dims;
+  mlir::Value y;
+  if (rb == 2) {
+    // [..., M, K] x [K, N]: contract the last dimension of A.
+    dims.assign(sa.begin(), sa.end() - 1);
+    dims.push_back(sb[1]);
+    y = b_.create<kiln::DotGeneralOp>(loc(), type(dims, element(a)), a, w, arr({}),
+                                      arr({}), arr({ra - 1}), arr({0}));
+  } else {
+    if (ra != rb || sa.drop_back(2) != sb.drop_back(2))
+      return fail("A is " + shapeText(sa) + " and B " + shapeText(sb) +
+                  ": kiln import reads batched MatMul with equal batch "
+                  "dimensions");
+    llvm::SmallVector<int64_t> batch;
+    for (int64_t i = 0; i < ra - 2; ++i)
+      batch.push_back(i);
+    dims.assign(sa.begin(), sa.end() - 1);
+    dims.push_back(sb[rb - 1]);
+    y = b_.create<kiln::DotGeneralOp>(loc(), type(dims, element(a)), a, w,
+                                      arr(batch), arr(batch), arr({ra - 1}),
+                                      arr({rb - 2}));
+  }
+  setOutput(0, y);
+  return true;
+}
+
+// ONNX pads are [begin of each spatial dim..., end of each...]; kiln's
+// [top, bottom, left, right].
+static std::vector<int64_t> kilnPadding(const std::vector<int64_t> &pads) {
+  return {pads[0], pads[2], pads[1], pads[3]};
+}
+
+bool Importer::conv() {
+  if (hasInput(1)) {
+    const std::string &name = node_->inputs[1];
+    if (auto it = parameterTensors_.find(name);
+        it != parameterTensors_.end() && it->second->dims.size() == 4 &&
+        !fanIn_.count(name)) {
+      fanIn_[name] = product(llvm::ArrayRef(it->second->dims).drop_front());
+      if (hasInput(2))
+        fanIn_[node_->inputs[2]] = fanIn_[name];
+    }
+  }
+  mlir::Value x, w;
+  if (!value(0, x) || !value(1, w))
+    return false;
+  if (shape(x).size() != 4 || shape(w).size() != 4)
+    return fail("X is " + shapeText(shape(x)) + " and W " + shapeText(shape(w)) +
+                ": kiln import reads 2-D convolutions (NCHW)");
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return fail("auto_pad is " + autoPad +
+                ": export with explicit pads (kiln import reads NOTSET and VALID)");
+  std::vector<int64_t> strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
+  std::vector<int64_t> pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  std::vector<int64_t> dilations =
+      intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
+  int64_t groups = intAttr("group", 1);
+  if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2)
+    return fail("strides, pads or dilations are not those of a 2-D convolution");
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  if (auto kernel = intsAttr("kernel_shape");
+      kernel && (kernel->size() != 2 || (*kernel)[0] != sw[2] || (*kernel)[1] != sw[3]))
+    return fail("kernel_shape does not match W " + shapeText(sw));
+  if (groups < 1 || sx[1] != sw[1] * groups || sw[0] % groups != 0)
+    return fail("X has " + std::to_string(sx[1]) + " channels, W is " +
+                shapeText(sw) + " and group " + std::to_string(groups) +
+                ": expected X's channels = W's dimension 1 times group");
+  llvm::SmallVector<int64_t> dims = {sx[0], sw[0]};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = sx[2 + i] + pads[i] + pads[2 + i] - dilations[i] * (sw[2 + i] - 1) - 1;
+    if (extent < 0 || strides[i] < 1)
+      return fail("the kernel " + shapeText(sw) + " does not fit X " + shapeText(sx));
+    dims.push_back(extent / strides[i] + 1);
+  }
+  mlir::Value y = b_.create<kiln::Conv2DOp>(
+      loc(), type(dims, element(x)), x, w, arr(strides), arr(kilnPadding(pads)),
+      arr(dilations), b_.getI64IntegerAttr(groups));
+  if (hasInput(2)) {
+    mlir::Value bias;
+    if (!value(2, bias))
+      return false;
+    if (shape(bias) != llvm::ArrayRef<int64_t>{dims[1]})
+      return fail("B is " + shapeText(shape(bias)) + ": expected [" +
+                  std::to_string(dims[1]) + "]");
+    mlir::Value wide = g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, dims);
+    y = b_.create<kiln::AddOp>(loc(".bias_add"), y.getType(), y, wide);
+  }
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::pool(bool max) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (node_->outputs.size() > 1 && !node_->outputs[1].empty())
+    return fail("its Indices output is not supported");
+  if (shape(x).size() != 4)
+    return fail("X is " + shapeText(shape(x)) + ": kiln import reads 2-D pooling (NCHW)");
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return fail("auto_pad is " + autoPad + ": export with explicit pads");
+  if (intAttr("ceil_mode", 0) != 0)
+    return fail("ceil_mode is 1: kiln pools floor the output size (ceil_mode 0)");
+  std::optional<std::vector<int64_t>> kernel = intsAttr("kernel_shape");
+  if (!kernel || kernel->size() != 2)
+    return fail("kernel_shape is missing or not 2-D");
+  std::vector<int64_t> strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
+  std::vector<int64_t> pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  std::vector<int64_t> dilations =
+      intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
+  if (dilations != std::vector<int64_t>{1, 1})
+    return fail("dilations are not 1: kiln pools take dense windows");
+  bool padded = llvm::any_of(pads, [](int64_t p) { return p != 0; });
+  if (!max && padded && intAttr("count_include_pad", 0) == 0)
+    return fail("pads with count_include_pad 0: kiln's average counts padded "
+                "elements (count_include_pad=True)");
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  llvm::SmallVector<int64_t> dims = {sx[0], sx[1]};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = sx[2 + i] + pads[i] + pads[2 + i] - (*kernel)[i];
+    if (extent < 0 || strides[i] < 1)
+      return fail("the window does not fit X " + shapeText(sx));
+    dims.push_back(extent / strides[i] + 1);
+  }
+  mlir::Value y;
+  if (max)
+    y = b_.create<kiln::MaxPool2DOp>(loc(), type(dims, element(x)), x, arr(*kernel),
+                                     arr(strides), arr(kilnPadding(pads)));
+  else
+    y = b_.create<kiln::AvgPool2DOp>(loc(), type(dims, element(x)), x, arr(*kernel),
+                                     arr(strides), arr(kilnPadding(pads)));
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::globalPool(bool max) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() < 3)
+    return fail("X is " + shapeText(sx) + ": expected [N, C, spatial...]");
+  llvm::SmallVector<int64_t> spatial, reduced = {sx[0], sx[1]}, kept = {sx[0], sx[1]};
+  for (size_t d = 2; d < sx.size(); ++d) {
+    spatial.push_back(d);
+    kept.push_back(1);
+  }
+  mlir::Value y = b_.create<kiln::ReduceOp>(
+      loc(".reduce"), type(reduced, element(x)),
+      max ? kiln::ReduceKind::max : kiln::ReduceKind::mean, x, arr(spatial));
+  setOutput(0, g_.reshape(nodeName_, y, kept));
+  return true;
+}
+
+bool Importer::axes(int64_t inputOpset, std::optional<std::vector<int64_t>> &out) {
+  out = intsAttr("axes");
+  if (!out && opset_ >= inputOpset && hasInput(1)) {
+    const Static *s = staticInput(1);
+    if (!s)
+      return false;
+    out.emplace();
+    for (double v : s->values)
+      out->push_back(static_cast<int64_t>(v));
+  }
+  return true;
+}
+
+// Reshape, Flatten, Squeeze and Unsqueeze: a new shape for the same data.
+bool Importer::reshapeLike(const std::string &op) {
+  mlir::Value x;
+  bool isStatic = hasInput(0) && statics_.count(node_->inputs[0]);
+  std::vector<int64_t> in;
+  if (isStatic)
+    in = statics_[node_->inputs[0]].dims;
+  else if (!value(0, x))
+    return false;
+  else
+    in.assign(shape(x).begin(), shape(x).end());
+  int64_t rank = in.size();
+  std::vector<int64_t> dims;
+  if (op == "Flatten") {
+    int64_t axis = intAttr("axis", 1);
+    if (!normalizeAxis(axis, rank + 1, "axis"))
+      return false;
+    dims = {product(llvm::ArrayRef(in).take_front(axis)),
+            product(llvm::ArrayRef(in).drop_front(axis))};
+  } else if (op == "Reshape") {
+    const Static *s = staticInput(1);
+    if (!s)
+      return false;
+    bool allowZero = intAttr("allowzero", 0) != 0;
+    int64_t infer = -1, known = 1;
+    for (size_t i = 0; i < s->values.size(); ++i) {
+      int64_t d = static_cast<int64_t>(s->values[i]);
+      if (d == 0 && !allowZero) {
+        if (static_cast<int64_t>(i) >= rank)
+          return fail("shape copies dimension " + std::to_string(i) +
+                      " of a rank-" + std::to_string(rank) + " input");
+        d = in[i];
+      }
+      if (d == -1) {
+        if (infer >= 0)
+          return fail("shape has two -1 dimensions");
+        infer = i;
+        dims.push_back(1);
+        continue;
+      }
+      if (d < 0)
+        return fail("shape has dimension " + std::to_string(d));
+      dims.push_back(d);
+      known *= d;
+    }
+    if (infer >= 0) {
+      if (known == 0 || product(in) % known != 0)
+        return fail("cannot infer the -1 of shape for " + std::to_string(product(in)) +
+                    " elements");
+      dims[infer] = product(in) / known;
+    }
+  } else {
+    std::optional<std::vector<int64_t>> list;
+    if (!axes(13, list))
+      return false;
+    if (op == "Squeeze") {
+      std::set<int64_t> drop;
+      for (int64_t a : list.value_or(std::vector<int64_t>{})) {
+        if (!normalizeAxis(a, rank, "axis"))
+          return false;
+        if (in[a] != 1)
+          return fail("squeezes dimension " + std::to_string(a) + " of size " +
+                      std::to_string(in[a]));
+        drop.insert(a);
+      }
+      for (int64_t d = 0; d < rank; ++d)
+        if (list ? !drop.count(d) : in[d] != 1)
+          dims.push_back(in[d]);
+    } else {
+      if (!list)
+        return fail("has no axes");
+      int64_t out = rank + list->size();
+      std::set<int64_t> add;
+      for (int64_t a : *list) {
+        if (!normalizeAxis(a, out, "axis"))
+          return false;
+        add.insert(a);
+      }
+      for (int64_t d = 0, next = 0; d < out; ++d)
+        dims.push_back(add.count(d) ? 1 : in[next++]);
+    }
+  }
+  if (product(dims) != product(in))
+    return fail("reshapes " + shapeText(in) + " (" + std::to_string(product(in)) +
+                " elements) to " + shapeText(dims));
+  if (isStatic) {
+    Static s = statics_[node_->inputs[0]];
+    s.dims = dims;
+    setStatic(0, std::move(s));
+    return true;
+  }
+  setOutput(0, dims == in ? x : g_.reshape(nodeName_, x, dims));
+  return true;
+}
+
+bool Importer::transpose() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  std::vector<int64_t> perm;
+  if (std::optional<std::vector<int64_t>> p = intsAttr("perm")) {
+    perm = *p;
+  } else {
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d = 0; d < rank; ++d)
+    if (static_cast<int64_t>(sorted.size()) != rank || sorted[d] != d)
+      return fail("perm is not a permutation of the " + std::to_string(rank) +
+                  " dimensions");
+  llvm::SmallVector<int64_t> dims;
+  for (int64_t p : perm)
+    dims.push_back(shape(x)[p]);
+  setOutput(0, b_.create<kiln::TransposeOp>(loc(), type(dims, element(x)), x, arr(perm)));
+  return true;
+}
+
+bool Importer::concat() {
+  llvm::SmallVector<mlir::Value> inputs;
+  for (size_t i = 0; i < node_->inputs.size(); ++i) {
+    mlir::Value v;
+    if (!value(i, v))
+      return false;
+    inputs.push_back(v);
+  }
+  if (inputs.empty())
+    return fail("has no inputs");
+  int64_t rank = shape(inputs[0]).size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  llvm::SmallVector<int64_t> dims(shape(inputs[0]).begin(), shape(inputs[0]).end());
+  dims[axis] = 0;
+  for (mlir::Value v : inputs) {
+    if (static_cast<int64_t>(shape(v).size()) != rank)
+      return fail("its inputs have different ranks");
+    dims[axis] += shape(v)[axis];
+  }
+  setOutput(0, b_.create<kiln::ConcatenateOp>(loc(), type(dims, element(inputs[0])),
+                                              inputs, b_.getI64IntegerAttr(axis)));
+  return true;
+}
+
+bool Importer::softmax(bool log) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  int64_t axis = intAttr("axis", opset_ >= 13 ? -1 : 1);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  // Before opset 13 the input was flattened to 2-D at axis: the same as
+  // one dimension only when axis is the last.
+  if (opset_ < 13 && axis != rank - 1)
+    return fail("opset " + std::to_string(opset_) + " softmax over dimensions " +
+                std::to_string(axis) + ".. of a rank-" + std::to_string(rank) +
+                " input: export with opset 13 or later");
+  mlir::Value y =
+      log ? b_.create<kiln::LogSoftmaxOp>(loc(), x.getType(), x, b_.getI64IntegerAttr(axis))
+                .getResult()
+          : b_.create<kiln::SoftmaxOp>(loc(), x.getType(), x, b_.getI64IntegerAttr(axis))
+                .getResult();
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::reduce(kiln::ReduceKind kind) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  std::optional<std::vector<int64_t>> list;
+  // Axes became an input in opset 13 for ReduceSum, 18 for the others.
+  if (!axes(kind == kiln::ReduceKind::sum ? 13 : 18, list))
+    return false;
+  std::set<int64_t> reduced;
+  if (!list || list->empty()) {
+    if (intAttr("noop_with_empty_axes", 0)) {
+      setOutput(0, x);
+      return true;
+    }
+    for (int64_t d = 0; d < rank; ++d)
+      reduced.insert(d);
+  }
+  for (int64_t a : list.value_or(std::vector<int64_t>{})) {
+    if (!normalizeAxis(a, rank, "axis"))
+      return false;
+    reduced.insert(a);
+  }
+  llvm::SmallVector<int64_t> dims, kept, dimsList(reduced.begin(), reduced.end());
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced.count(d))
+      dims.push_back(shape(x)[d]);
+    kept.push_back(reduced.count(d) ? 1 : shape(x)[d]);
+  }
+  mlir::Value y = b_.create<kiln::ReduceOp>(loc(".reduce"), type(dims, element(x)), kind,
+                                            x, arr(dimsList));
+  if (intAttr("keepdims", 1))
+    y = g_.reshape(nodeName_, y, kept);
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::layerNorm() {
+  mlir::Value x, scale, bias;
+  if (!value(0, x) || !value(1, scale))
+    return false;
+  int64_t rank = shape(x).size();
+  int64_t axis = intAttr("axis", -1);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  llvm::ArrayRef<int64_t> normalized = shape(x).drop_front(axis);
+  if (node_->outputs.size() > 1 &&
+      llvm::any_of(llvm::ArrayRef(node_->outputs).drop_front(),
+                   [](const std::string &o) { return !o.empty(); }))
+    return fail("its Mean and InvStdDev outputs are not supported");
+  if (shape(scale) != normalized)
+    return fail("Scale is " + shapeText(shape(scale)) + ": expected " +
+                shapeText(normalized));
+  if (hasInput(2)) {
+    if (!value(2, bias))
+      return false;
+  } else {
+    bias = splat(0.0, element(x), normalized);
+  }
+  if (shape(bias) != normalized)
+    return fail("B is " + shapeText(shape(bias)) + ": expected " + shapeText(normalized));
+  setOutput(0, b_.create<kiln::LayerNormOp>(loc(), x.getType(), x, scale, bias,
+                                            b_.getI64IntegerAttr(axis),
+                                            b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f))));
+  return true;
+}
+
+bool Importer::constantValue(size_t i, mlir::Value &out) {
+  if (hasInput(i)) {
+    const std::string &name = node_->inputs[i];
+    if (auto it = parameterTensors_.find(name);
+        it != parameterTensors_.end() && !values_.count(name)) {
+      Static s;
+      s.dims = it->second->dims;
+      s.dataType = it->second->dataType;
+      s.values = it->second->toDoubles();
+      out = constant(s, name);
+      return static_cast<bool>(out);
+    }
+  }
+  return value(i, out);
+}
+
+// BatchNormalization over dimension 1 (the channels) of X [N, C, ...].
+// training_mode 1 (an export with TrainingMode.TRAINING, PyTorch's train
+// mode): each batch's mean and biased variance, the running statistics
+// neither read nor kept. training_mode 0: the running statistics (inputs 3
+// and 4) as constants, a frozen batch norm. Scale and B are parameters in
+// both.
+bool Importer::batchNorm() {
+  mlir::Value x, scale, bias;
+  if (!value(0, x) || !value(1, scale) || !value(2, bias))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() < 2)
+    return fail("X is " + shapeText(sx) + ": expected [N, C, ...]");
+  int64_t channels = sx[1];
+  for (mlir::Value v : {scale, bias})
+    if (shape(v) != llvm::ArrayRef<int64_t>{channels})
+      return fail("scale and B must be [" + std::to_string(channels) + "], found " +
+                  shapeText(shape(v)));
+  bool training = intAttr("training_mode", 0) != 0 ||
+                  (opset_ < 14 && node_->outputs.size() > 1 &&
+                   !node_->outputs[1].empty());
+  double epsilon = floatAttr("epsilon", 1e-5f);
+  llvm::SmallVector<int64_t> others;
+  for (int64_t d = 0; d < static_cast<int64_t>(sx.size()); ++d)
+    if (d != 1)
+      others.push_back(d);
+  mlir::Type e = element(x);
+  auto perChannel = [&](const std::string &name, mlir::Value v) {
+    return g_.broadcast(nodeName_ + name, v, {1}, sx);
+  };
+  auto channelType = type({channels}, e);
+  mlir::Value mean, var;
+  if (training) {
+    mean = b_.create<kiln::ReduceOp>(loc(".mean"), channelType, kiln::ReduceKind::mean, x,
+                                     arr(others));
+  } else if (!constantValue(3, mean) || !constantValue(4, var)) {
+    return false;
+  }
+  if (shape(mean) != llvm::ArrayRef<int64_t>{channels} ||
+      (var && shape(var) != llvm::ArrayRef<int64_t>{channels}))
+    return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
+  mlir::Value centered =
+      b_.create<kiln::SubOp>(loc(".centered"), x.getType(), x, perChannel(".mean_b", mean));
+  if (training) {
+    mlir::Value square =
+        b_.create<kiln::MulOp>(loc(".square"), x.getType(), centered, centered);
+    var = b_.create<kiln::ReduceOp>(loc(".var"), channelType, kiln::ReduceKind::mean,
+                                    square, arr(others));
+  }
+  mlir::Value shifted = b_.create<kiln::AddOp>(loc(".var_eps"), channelType, var,
+                                               splat(epsilon, e, {channels}));
+  mlir::Value inverse = b_.create<kiln::RsqrtOp>(loc(".rsqrt"), channelType, shifted);
+  mlir::Value gain = b_.create<kiln::MulOp>(loc(".gain"), channelType, inverse, scale);
+  mlir::Value y = b_.create<kiln::MulOp>(loc(".scale"), x.getType(), centered,
+                                         perChannel(".gain_b", gain));
+  y = b_.create<kiln::AddOp>(loc(), x.getType(), y, perChannel(".bias_b", bias));
+  setOutput(0, y);
+  return true;
+}
+
+// Dropout in training mode (input 2 a true constant; opset 12 and later)
+// is kiln.dropout with the ratio (input 1, else attribute "ratio" before
+// opset 12, else 0.5), reading the step counter, each node with its own
+// seed. Otherwise, as at inference, the identity. The mask output (a
+// training export names it) is not made: a node reading it fails as
+// reading a tensor nothing gives.
+bool Importer::dropout() {
+  bool training = false;
+  if (hasInput(2)) {
+    const Static *mode = staticInput(2);
+    if (!mode)
+      return false;
+    training = llvm::any_of(mode->values, [](double v) { return v != 0; });
+  }
+  double ratio = floatAttr("ratio", 0.5f);
+  if (hasInput(1)) {
+    const Static *r = staticInput(1);
+    if (!r)
+      return false;
+    if (r->values.size() != 1)
+      return fail("ratio is not a scalar");
+    ratio = r->values[0];
+  }
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (!training || ratio == 0) {
+    setOutput(0, x);
+    return true;
+  }
+  if (!(ratio > 0 && ratio < 1))
+    return fail("ratio is " + std::to_string(ratio) + ": expected [0, 1)");
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not floating-point");
+  if (!step_)
+    step_ = g_.addStepCounter("step");
+  setOutput(0, b_.create<kiln::DropoutOp>(loc(), x.getType(), x, step_,
+                                          b_.getF64FloatAttr(ratio),
+                                          b_.getI64IntegerAttr(nextDropoutSeed_++)));
+  return true;
+}
+
+bool Importer::gather() {
+  // An embedding: rows of a table (axis 0) at integer indices.
+  if (intAttr("axis", 0) != 0)
+    return fail("axis is not 0: kiln import reads Gather of rows (an embedding)");
+  mlir::Value table, indices;
+  if (!value(0, table) || !value(1, indices))
+    return false;
+  if (!element(indices).isInteger(64) && !element(indices).isInteger(32))
+    return fail("the indices are not INT64 or INT32");
+  llvm::SmallVector<int64_t> dims(shape(indices).begin(), shape(indices).end());
+  dims.append(shape(table).begin() + 1, shape(table).end());
+  setOutput(0, b_.create<kiln::GatherOp>(loc(), type(dims, element(table)), table, indices));
+  return true;
+}
+
+
+} // namespace kiln::cli::onnx_import

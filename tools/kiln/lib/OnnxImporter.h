@@ -1,0 +1,179 @@
+//===- OnnxImporter.h - the ONNX importer's state (private) -------*- C++ -*-===//
+//
+// The class behind importOnnx (OnnxImport.h), shared by its two files:
+// OnnxImport.cpp holds the walk over the graph (inputs, initializers,
+// values and constants, shape computations evaluated at import, the loss)
+// and OnnxImportOps.cpp the lowering of each ONNX op to kiln ops. Only
+// they include it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TOOLS_KILN_LIB_ONNXIMPORTER_H
+#define KILN_TOOLS_KILN_LIB_ONNXIMPORTER_H
+
+#include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/GraphBuilder.h"
+#include "tools/kiln/lib/OnnxImport.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln::cli::onnx_import {
+
+using onnx::DataType;
+
+struct Static {
+  std::vector<int64_t> dims;
+  std::vector<double> values;
+  int32_t dataType = 0;
+};
+
+inline bool isFloatType(int32_t t) {
+  return t == int32_t(DataType::Float) || t == int32_t(DataType::Double) ||
+         t == int32_t(DataType::Float16) || t == int32_t(DataType::BFloat16);
+}
+
+inline int64_t product(llvm::ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+inline std::string shapeText(llvm::ArrayRef<int64_t> dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+class Importer {
+public:
+  Importer(const onnx::Model &model, const std::string &path,
+           const OnnxImportOptions &options, mlir::MLIRContext *context,
+           llvm::StringRef command, llvm::raw_ostream &errs)
+      : model_(model), path_(path), options_(options), g_(context, "main", options.training.seed),
+        b_(g_.builder()), command_(command), errs_(errs) {}
+
+  bool run(OnnxImport &out);
+
+private:
+  // Prints |what| about |node| and fails.
+  bool fail(const std::string &what) {
+    printError(errs_, command_, path_ + ": " + where_ + what);
+    return false;
+  }
+
+  mlir::Location loc(const std::string &suffix = "") {
+    return g_.loc(nodeName_ + suffix);
+  }
+  static llvm::ArrayRef<int64_t> shape(mlir::Value v) {
+    return GraphBuilder::shapeOf(v);
+  }
+  static mlir::Type element(mlir::Value v) {
+    return llvm::cast<mlir::RankedTensorType>(v.getType()).getElementType();
+  }
+  static mlir::RankedTensorType type(llvm::ArrayRef<int64_t> dims, mlir::Type e) {
+    return mlir::RankedTensorType::get(dims, e);
+  }
+  mlir::DenseI64ArrayAttr arr(llvm::ArrayRef<int64_t> v) {
+    return b_.getDenseI64ArrayAttr(v);
+  }
+
+  bool elementType(int32_t onnxType, mlir::Type &out, const std::string &what);
+  bool readInputs();
+  bool readInitializers();
+  bool node(const onnx::Node &n);
+  bool finish(OnnxImport &out);
+
+  // The kiln value of input |i| of the current node.
+  bool value(size_t i, mlir::Value &out);
+  bool hasInput(size_t i) const {
+    return i < node_->inputs.size() && !node_->inputs[i].empty();
+  }
+  // Input |i| as a static tensor (an initializer or Constant).
+  const Static *staticInput(size_t i);
+  void setOutput(size_t i, mlir::Value v) { values_[node_->outputs[i]] = v; }
+  void setStatic(size_t i, Static s) { statics_[node_->outputs[i]] = std::move(s); }
+
+  int64_t intAttr(const char *name, int64_t fallback) {
+    const onnx::Attribute *a = node_->attribute(name);
+    return a ? a->i : fallback;
+  }
+  float floatAttr(const char *name, float fallback) {
+    const onnx::Attribute *a = node_->attribute(name);
+    return a ? a->f : fallback;
+  }
+  std::optional<std::vector<int64_t>> intsAttr(const char *name) {
+    const onnx::Attribute *a = node_->attribute(name);
+    if (!a)
+      return std::nullopt;
+    return a->ints;
+  }
+  std::string stringAttr(const char *name, const std::string &fallback) {
+    const onnx::Attribute *a = node_->attribute(name);
+    return a ? a->s : fallback;
+  }
+  // |axis| of a rank-|rank| tensor (negative counts from the end).
+  bool normalizeAxis(int64_t &axis, int64_t rank, const char *what);
+  // The axes of a reduction, squeeze or unsqueeze: attribute "axes" or,
+  // from |inputOpset| on, input 1.
+  bool axes(int64_t inputOpset, std::optional<std::vector<int64_t>> &out);
+
+  mlir::Value broadcastTo(mlir::Value v, llvm::ArrayRef<int64_t> dims);
+  bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
+                       llvm::SmallVectorImpl<int64_t> &out);
+  mlir::Value splat(double v, mlir::Type element, llvm::ArrayRef<int64_t> dims);
+  mlir::Value constant(const Static &s, const std::string &name);
+
+  // Op groups.
+  bool unary(const std::string &op);
+  bool binary(const std::string &op);
+  bool gemm();
+  bool matmul();
+  bool conv();
+  bool pool(bool max);
+  bool globalPool(bool max);
+  bool reshapeLike(const std::string &op);
+  bool transpose();
+  bool concat();
+  bool softmax(bool log);
+  bool reduce(kiln::ReduceKind kind);
+  bool layerNorm();
+  bool batchNorm();
+  // Input |i| as a constant, also when it is a floating-point initializer
+  // (which value() makes a parameter): running statistics.
+  bool constantValue(size_t i, mlir::Value &out);
+  bool gather();
+  bool dropout();
+  bool constantNode();
+  bool foldStatic(const std::string &op, bool &folded);
+
+  const onnx::Model &model_;
+  const std::string &path_;
+  const OnnxImportOptions &options_;
+  GraphBuilder g_;
+  mlir::OpBuilder &b_;
+  llvm::StringRef command_;
+  llvm::raw_ostream &errs_;
+
+  std::map<std::string, mlir::Value> values_;
+  std::map<std::string, Static> statics_;
+  std::set<std::string> initializerNames_;
+  std::map<std::string, const onnx::Tensor *> parameterTensors_;
+  // Each parameter's fan-in, from the first Gemm, MatMul or Conv reading it.
+  std::map<std::string, int64_t> fanIn_;
+  const onnx::Node *node_ = nullptr;
+  // The step counter, made for the first dropout; each dropout's seed.
+  mlir::Value step_;
+  int64_t nextDropoutSeed_ = 0;
+  std::string nodeName_, where_;
+  int64_t opset_ = 0;
+};
+
+} // namespace kiln::cli::onnx_import
+
+#endif // KILN_TOOLS_KILN_LIB_ONNXIMPORTER_H

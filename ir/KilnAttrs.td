@@ -64,10 +64,14 @@ def Kiln_RoleLoss : I32EnumAttrCase<"loss", 5>;
 def Kiln_RoleOutput : I32EnumAttrCase<"output", 6>;
 def Kiln_RoleGradient : I32EnumAttrCase<"gradient", 7>;
 def Kiln_RoleParameterCopy : I32EnumAttrCase<"parameter_copy", 8>;
+// State of the model that no gradient trains, updated by the forward pass (a
+// batch norm's running statistics, PyTorch's buffers): an initialized
+// argument, and a result with kiln.updates naming it.
+def Kiln_RoleModelState : I32EnumAttrCase<"model_state", 9>;
 def Kiln_Role : I32EnumAttr<"Role", "role of a function argument or result",
     [Kiln_RoleInput, Kiln_RoleLabel, Kiln_RoleParameter,
      Kiln_RoleOptimizerState, Kiln_RoleStep, Kiln_RoleLoss, Kiln_RoleOutput,
-     Kiln_RoleGradient, Kiln_RoleParameterCopy]> {
+     Kiln_RoleGradient, Kiln_RoleParameterCopy, Kiln_RoleModelState]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
 }

@@ -725,6 +725,31 @@ def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, Kiln_CustomCost,
   let hasVerifier = 1;
 }
 
+def Kiln_ModeSelectOp : Kiln_Op<"mode_select", [Pure,
+    AllTypesMatch<["training", "eval", "result"]>, Kiln_Reference, Kiln_Grad]> {
+  let summary = "One value in a training step, another in an eval step";
+  let description = [{
+    Where a model computes differently when it trains and when it is
+    evaluated, as PyTorch's `module.train()` and `module.eval()` switch a
+    batch norm between the batch's statistics and the running ones. The
+    result is `training` in a training step and `eval` in an eval or
+    forward-only step: `kiln-resolve-mode` replaces the op by one of them
+    before any other pass of `kiln compile` runs. The reference interpreter
+    and kiln-autodiff (which differentiates only `training`) treat the graph
+    as written as a training step.
+
+    Example:
+    ```mlir
+    %mean = kiln.mode_select %batch_mean, %running_mean : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_Tensor:$training, Kiln_Tensor:$eval);
+  let results = (outs Kiln_Tensor:$result);
+  let assemblyFormat = [{
+    $training `,` $eval attr-dict `:` type($result)
+  }];
+}
+
 def Kiln_SoftmaxCrossEntropyOp : Kiln_Op<"softmax_cross_entropy",
     [Pure, InferTypeOpAdaptor, Kiln_CustomCost, Kiln_Reference, Kiln_Grad]> {
   let summary = "Per-example softmax cross-entropy with integer labels";

@@ -40,7 +40,11 @@
 //
 // Other results: a result with role `output` and the batch dimension first
 // is concatenated (the K*B rows in order); any other float output is
-// averaged; an integer output without a batch dimension is refused.
+// averaged; an integer output without a batch dimension is refused. Model
+// state (a batch norm's running statistics, #kiln.role<model_state>) is
+// updated once per micro-batch, in order, as K forward passes in PyTorch
+// update it K times: micro-batch k reads what micro-batch k - 1 wrote, and
+// the step returns the last micro-batch's update.
 // Randomness: micro-batch k's kiln.dropout ops (forward and backward, which
 // must agree) get seed + k * kSeedStride, so the micro-batches draw
 // different masks (with the same seed they would all drop the same
@@ -79,7 +83,14 @@ std::optional<Role> roleOf(mlir::func::FuncOp func, unsigned result) {
 constexpr uint64_t kSeedStride = 0x9E3779B97F4A7C15ull;
 
 // How one result of the step combines its K values.
-enum class Combine { sum, mean, concat };
+enum class Combine { sum, mean, concat, chain };
+
+// The argument result |i| of |func| updates (kiln.updates, checked).
+unsigned updatedArgument(mlir::func::FuncOp func, unsigned i) {
+  return static_cast<unsigned>(
+      func.getResultAttrOfType<mlir::IntegerAttr>(i, KilnDialect::kUpdatesAttrName)
+          .getInt());
+}
 
 // A kernel of its own: a kiln.fusion (kind loop) over |inputs| with one
 // result of |type|, which |build| makes from the body's arguments.
@@ -180,6 +191,17 @@ private:
       bool isFloat = llvm::isa<mlir::FloatType>(type.getElementType());
       if (role == Role::gradient)
         combine.push_back(Combine::sum);
+      else if (role == Role::model_state) {
+        auto updates = func.getResultAttrOfType<mlir::IntegerAttr>(
+            i, KilnDialect::kUpdatesAttrName);
+        if (!updates || updates.getInt() < 0 ||
+            updates.getInt() >= func.getNumArguments() ||
+            func.getArgument(updates.getInt()).getType() != type)
+          return func.emitOpError()
+                 << "kiln-accumulate-gradients: model_state result " << i
+                 << " needs kiln.updates naming an argument of its type";
+        combine.push_back(Combine::chain);
+      }
       else if (role == Role::loss)
         combine.push_back(Combine::mean);
       else if (type.getRank() > 0 && type.getDimSize(0) == batch)
@@ -214,6 +236,11 @@ private:
     for (int64_t m = 0; m < k; ++m) {
       b.setInsertionPoint(ret);
       mlir::IRMapping map;
+      // Model state: what the micro-batch before wrote.
+      if (m > 0)
+        for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+          if (combine[i] == Combine::chain)
+            map.map(func.getArgument(updatedArgument(func, i)), running[i]);
       for (unsigned i : batchArgs) {
         Value arg = func.getArgument(i);
         auto type = llvm::cast<mlir::RankedTensorType>(arg.getType());
@@ -254,7 +281,7 @@ private:
           parts[i].push_back(part);
           continue;
         }
-        if (m == 0) {
+        if (m == 0 || combine[i] == Combine::chain) {
           running[i] = part;
           continue;
         }

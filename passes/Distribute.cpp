@@ -591,6 +591,22 @@ private:
       resultAttrs.push_back(func.getResultAttrDict(i));
     }
     eraseArgs.resize(func.getNumArguments());
+    // The results kept refer to arguments by index (kiln.updates of model
+    // state, kiln.grad_of): renumbered past the erased parameters.
+    llvm::SmallVector<int64_t> newIndex(func.getNumArguments(), -1);
+    for (unsigned i = 0, next = 0, e = func.getNumArguments(); i < e; ++i)
+      if (!eraseArgs.test(i))
+        newIndex[i] = next++;
+    for (mlir::DictionaryAttr &dict : resultAttrs) {
+      mlir::NamedAttrList attrs(dict);
+      for (llvm::StringLiteral key :
+           {KilnDialect::kUpdatesAttrName, KilnDialect::kGradOfAttrName})
+        if (auto index = llvm::dyn_cast_or_null<mlir::IntegerAttr>(attrs.get(key));
+            index && index.getInt() >= 0 &&
+            index.getInt() < static_cast<int64_t>(newIndex.size()))
+          attrs.set(key, i64(newIndex[index.getInt()]));
+      dict = attrs.getDictionary(ctx);
+    }
     func.eraseArguments(eraseArgs);
     for (auto [shard, grad] : llvm::zip(shards, shardGrads)) {
       results.push_back(grad);

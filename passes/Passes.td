@@ -16,6 +16,30 @@ def KilnVerifyRoles : Pass<"kiln-verify-roles", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnResolveMode : Pass<"kiln-resolve-mode", "mlir::ModuleOp"> {
+  let summary = "Make a model a training step or an eval step";
+  let description = [{
+    A model graph is written as its training forward pass, as a PyTorch
+    module in `train()` mode. `mode=train` keeps it so: each
+    `kiln.mode_select` becomes its training value. `mode=eval` makes the
+    graph what PyTorch's `eval()` mode computes: each `kiln.mode_select`
+    becomes its eval value (a batch norm's running statistics), each
+    `kiln.dropout` its operand (no dropout), and the results that update
+    model state (`#kiln.role<model_state>`) are dropped, so evaluating a
+    model changes none of its state. Ops left without a use are erased.
+
+    The compile pipeline runs it right after kiln-verify-roles: `mode=train`
+    for a training step, `mode=eval` for `--forward-only` and the eval step
+    of `kiln train`.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"train\"",
+           "train (the training values) or eval (the eval values, no dropout, "
+           "no model state updates)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnMarkIndexBounds : Pass<"kiln-mark-index-bounds", "mlir::ModuleOp"> {
   let summary = "Record the bound each integer data argument is read under";
   let description = [{

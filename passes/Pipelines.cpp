@@ -170,6 +170,11 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
 
 void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createKilnVerifyRoles());
+  // A training step, or what PyTorch's eval() computes: no dropout, running
+  // statistics read but not updated (passes/ResolveMode.cpp).
+  KilnResolveModeOptions mode;
+  mode.mode = options.trainingStep ? "train" : "eval";
+  pm.addPass(createKilnResolveMode(mode));
   // On the graph as written: the bounds integer data is read under, which
   // the package records (fusion later hides the uses).
   pm.addPass(createKilnMarkIndexBounds());

@@ -1,7 +1,8 @@
 //===- VerifyRoles.cpp - check the roles of a model's arguments -----------===//
 //
 // A model module must say what each function argument is: a data input, a
-// label, a parameter (with its initializer), and which result is the loss.
+// label, a parameter or model state (with its initializer), and which result
+// is the loss; a result that updates model state names its argument.
 // Later passes (autodiff, the optimizer, distribution) depend on it, so the
 // check runs first and names the argument at fault.
 //
@@ -39,15 +40,55 @@ struct VerifyRolesPass : impl::KilnVerifyRolesBase<VerifyRolesPass> {
       if (role.getValue() == Role::parameter && !hasInit)
         return func.emitError() << "parameter argument " << i << " of @"
                                 << func.getName() << " needs a kiln.init";
+      if (role.getValue() == Role::model_state && !hasInit)
+        return func.emitError() << "model_state argument " << i << " of @"
+                                << func.getName() << " needs a kiln.init";
       bool initialized = role.getValue() == Role::parameter ||
+                         role.getValue() == Role::model_state ||
                          role.getValue() == Role::optimizer_state ||
                          role.getValue() == Role::step;
       if (!initialized && hasInit)
         return func.emitError() << "argument " << i << " of @" << func.getName()
                                 << " has a kiln.init but its role is "
                                 << stringifyRole(role.getValue())
-                                << " (only parameters, optimizer state and the "
-                                   "step are initialized)";
+                                << " (only parameters, model state, optimizer "
+                                   "state and the step are initialized)";
+    }
+    // Model state: each result that updates one names a model_state argument
+    // of its type, and no argument is updated twice.
+    llvm::SmallVector<int> updatedBy(func.getNumArguments(), -1);
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      auto role =
+          func.getResultAttrOfType<RoleAttr>(i, KilnDialect::kRoleAttrName);
+      if (!role || role.getValue() != Role::model_state)
+        continue;
+      auto updates = func.getResultAttrOfType<mlir::IntegerAttr>(
+          i, KilnDialect::kUpdatesAttrName);
+      if (!updates)
+        return func.emitError() << "model_state result " << i << " of @"
+                                << func.getName()
+                                << " needs kiln.updates, the index of the "
+                                   "model_state argument it updates";
+      int64_t arg = updates.getInt();
+      auto argRole =
+          arg >= 0 && arg < func.getNumArguments()
+              ? func.getArgAttrOfType<RoleAttr>(arg, KilnDialect::kRoleAttrName)
+              : RoleAttr();
+      if (!argRole || argRole.getValue() != Role::model_state)
+        return func.emitError() << "model_state result " << i << " of @"
+                                << func.getName() << " updates argument " << arg
+                                << ", which is not a model_state argument";
+      if (func.getArgument(arg).getType() != func.getFunctionType().getResult(i))
+        return func.emitError()
+               << "model_state result " << i << " of @" << func.getName()
+               << " is " << func.getFunctionType().getResult(i)
+               << ", but the argument " << arg << " it updates is "
+               << func.getArgument(arg).getType();
+      if (updatedBy[arg] >= 0)
+        return func.emitError() << "model_state argument " << arg << " of @"
+                                << func.getName() << " is updated by results "
+                                << updatedBy[arg] << " and " << i;
+      updatedBy[arg] = i;
     }
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       auto role =

@@ -49,6 +49,7 @@ const Pair<fbs::Role, Role> kRoles[] = {
     {fbs::Role::Output, Role::output},
     {fbs::Role::Gradient, Role::gradient},
     {fbs::Role::ParameterCopy, Role::parameter_copy},
+    {fbs::Role::ModelState, Role::model_state},
 };
 
 const Pair<fbs::InitKind, InitKind> kInitKinds[] = {

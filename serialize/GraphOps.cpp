@@ -91,7 +91,8 @@ using flatbuffers::Offset;
   X(AttentionGrad, AttentionGradOp, Attention)                                 \
   X(GeluGrad, GeluGradOp, Gelu)                                                \
   X(AttentionQkv, AttentionQkvOp, Attention)                                   \
-  X(AttentionQkvGrad, AttentionQkvGradOp, Attention)
+  X(AttentionQkvGrad, AttentionQkvGradOp, Attention)                           \
+  X(ModeSelect, ModeSelectOp, None)
 
 namespace kiln::graph {
 namespace {

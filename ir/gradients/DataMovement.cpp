@@ -144,4 +144,13 @@ LogicalResult PadOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+// The graph as written is a training step (kiln.mode_select says why): the
+// gradient flows to the training value only.
+LogicalResult ModeSelectOp::buildGradients(OpBuilder &, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  Value g = floatResultGrad(*this, resultGrads);
+  operandGrads.append({g, Value()});
+  return success();
+}
+
 } // namespace kiln

@@ -205,4 +205,13 @@ LogicalResult GatherOp::evaluate(ArrayRef<HostTensor> operands,
   return success();
 }
 
+// The graph as written is a training step: the training value.
+LogicalResult ModeSelectOp::evaluate(ArrayRef<HostTensor> operands,
+                                     SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  results.push_back(operands[0]);
+  return success();
+}
+
 } // namespace kiln

@@ -51,7 +51,7 @@ constexpr unsigned kMaxAttentionLayout = raw(pkg::AttentionLayout::MAX);
 static_assert(kMaxAttentionLayout == raw(AttentionLayout::PackedBTHD));
 static_assert(kMaxGemmEpilogue == raw(PkgGemmEpilogue::DGelu));
 static_assert(kMaxDType == raw(PkgDType::I1));
-static_assert(kMaxRole == raw(PkgRole::ParameterCopy));
+static_assert(kMaxRole == raw(PkgRole::ModelState));
 static_assert(kMaxTarget == raw(TargetKind::Cuda));
 static_assert(kMaxKernelKind == raw(KernelKind::Cuda));
 static_assert(kMaxThunkKind == raw(ThunkKind::Copy));

@@ -27,7 +27,7 @@ namespace kiln::runtime {
 
 // The version this reader understands (package.fbs's compatibility rule).
 constexpr uint16_t kPackageMajorVersion = 1;
-constexpr uint16_t kPackageMinorVersion = 6;
+constexpr uint16_t kPackageMinorVersion = 7;
 
 // Enum values equal package.fbs's.
 enum class PkgDType : uint8_t { F64, F32, F16, BF16, I64, I32, I8, I1 };
@@ -44,7 +44,11 @@ enum class PkgRole : uint8_t {
   // A lower-precision copy of a parameter the step reads instead of
   // converting the parameter (kiln-parameter-copies); never checkpointed,
   // filled from the parameter whenever the runtime sets it.
-  ParameterCopy
+  ParameterCopy,
+  // State of the model that no gradient trains, updated by the step (a batch
+  // norm's running statistics); initialized, checkpointed and restored with
+  // the parameters.
+  ModelState
 };
 enum class TargetKind : uint8_t { Cpu, Cuda };
 enum class KernelKind : uint8_t { CpuObject, LlvmBitcode, Cuda };

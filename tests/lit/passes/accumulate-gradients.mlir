@@ -169,3 +169,28 @@ func.func @dropout(
   %m = kiln.reduce mean %d, dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
   return %m : tensor<f32>
 }
+
+// -----
+
+// Model state (a running mean) is updated once per micro-batch, in order, as
+// two forward passes would: micro-batch 1 reads what micro-batch 0 wrote, and
+// the step returns micro-batch 1's value.
+// CHECK-LABEL: func.func @running_mean
+// CHECK: %[[OLD0:.*]] = kiln.mul %arg2, %{{.*}} : tensor<3xf32>
+// CHECK: %[[NEW0:.*]] = kiln.add %[[OLD0]], %{{.*}} : tensor<3xf32>
+// CHECK: %[[OLD1:.*]] = kiln.mul %[[NEW0]], %{{.*}} : tensor<3xf32>
+// CHECK: %[[NEW1:.*]] = kiln.add %[[OLD1]], %{{.*}} : tensor<3xf32>
+// CHECK: return %{{.*}}, %[[NEW1]], %{{.*}} : tensor<f32>, tensor<3xf32>, tensor<3xf32>
+func.func @running_mean(%x: tensor<4x3xf32> {kiln.role = #kiln.role<input>},
+                        %w: tensor<3xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = ones>},
+                        %run: tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.init = #kiln.init<kind = zeros>})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>},
+        tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.updates = 2 : i64}) {
+  %m = kiln.reduce mean %x, dims = [0] : tensor<4x3xf32> -> tensor<3xf32>
+  %half = kiln.constant dense<5.000000e-01> : tensor<3xf32>
+  %old = kiln.mul %run, %half : tensor<3xf32>
+  %new = kiln.add %old, %m : tensor<3xf32>
+  %p = kiln.mul %m, %w : tensor<3xf32>
+  %l = kiln.reduce sum %p, dims = [0] : tensor<3xf32> -> tensor<f32>
+  return %l, %new : tensor<f32>, tensor<3xf32>
+}

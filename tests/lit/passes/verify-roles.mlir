@@ -64,6 +64,68 @@ func.func @init_on_input(%x: tensor<4xf32> {kiln.role = #kiln.role<input>, kiln.
 
 // -----
 
+// Model state (a batch norm's running mean): an initialized argument, and a
+// result that updates it.
+// CHECK-LABEL: func.func @model_state
+// CHECK-SAME: kiln.role = #kiln.role<model_state>
+// CHECK-SAME: tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.updates = 1 : i64}
+func.func @model_state(%x: tensor<4x3xf32> {kiln.role = #kiln.role<input>},
+                       %s: tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.init = #kiln.init<kind = zeros>})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}, tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.updates = 1 : i64}) {
+  %m = kiln.reduce mean %x, dims = [0] : tensor<4x3xf32> -> tensor<3xf32>
+  %l = kiln.reduce sum %m, dims = [0] : tensor<3xf32> -> tensor<f32>
+  return %l, %m : tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
+// Model state without an initializer.
+// expected-error@+1 {{model_state argument 1 of @state_no_init needs a kiln.init}}
+func.func @state_no_init(%x: tensor<3xf32> {kiln.role = #kiln.role<input>},
+                         %s: tensor<3xf32> {kiln.role = #kiln.role<model_state>}) -> tensor<3xf32> {
+  return %x : tensor<3xf32>
+}
+
+// -----
+
+// A model_state result without kiln.updates.
+// expected-error@+1 {{model_state result 0 of @state_no_updates needs kiln.updates, the index of the model_state argument it updates}}
+func.func @state_no_updates(%s: tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.init = #kiln.init<kind = zeros>})
+    -> (tensor<3xf32> {kiln.role = #kiln.role<model_state>}) {
+  return %s : tensor<3xf32>
+}
+
+// -----
+
+// A model_state result that updates an input.
+// expected-error@+1 {{model_state result 0 of @state_updates_input updates argument 0, which is not a model_state argument}}
+func.func @state_updates_input(%x: tensor<3xf32> {kiln.role = #kiln.role<input>})
+    -> (tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.updates = 0 : i64}) {
+  return %x : tensor<3xf32>
+}
+
+// -----
+
+// A model_state result of another type than its argument.
+// expected-error@+1 {{model_state result 0 of @state_type is 'tensor<3xf64>', but the argument 0 it updates is 'tensor<3xf32>'}}
+func.func @state_type(%s: tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.init = #kiln.init<kind = zeros>})
+    -> (tensor<3xf64> {kiln.role = #kiln.role<model_state>, kiln.updates = 0 : i64}) {
+  %d = kiln.convert %s : tensor<3xf32> -> tensor<3xf64>
+  return %d : tensor<3xf64>
+}
+
+// -----
+
+// Two updates of one model_state argument.
+// expected-error@+1 {{model_state argument 0 of @state_twice is updated by results 0 and 1}}
+func.func @state_twice(%s: tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.init = #kiln.init<kind = zeros>})
+    -> (tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.updates = 0 : i64},
+        tensor<3xf32> {kiln.role = #kiln.role<model_state>, kiln.updates = 0 : i64}) {
+  return %s, %s : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
 // An initializer on a label.
 // expected-error@+1 {{argument 1 of @init_on_label has a kiln.init but its role is label}}
 func.func @init_on_label(%x: tensor<4xf32> {kiln.role = #kiln.role<input>},

@@ -1,6 +1,6 @@
 // Graph file round trip of the shape, reduction, linear-algebra, convolution,
-// pooling and neural-network ops, with parameters, initializers, a loss and a
-// training section.
+// pooling and neural-network ops and kiln.mode_select, with parameters,
+// model state, initializers, a loss and a training section.
 // RUN: kiln-translate --mlir-to-kiln %s -o %t.1.kiln
 // RUN: kiln-translate --kiln-to-mlir %t.1.kiln -o %t.1.mlir
 // RUN: kiln-translate --mlir-to-kiln %t.1.mlir -o %t.2.kiln
@@ -23,7 +23,8 @@ module attributes {kiln.training = #kiln.training<optimizer = adamw, learning_ra
 // CHECK-SAME: tensor<4xf32> {kiln.init = #kiln.init<kind = constant, value = 2.500000e-01>, kiln.role = #kiln.role<parameter>}
 // CHECK-SAME: tensor<4x4xf32> {kiln.init = #kiln.init<kind = uniform, value = -1.000000e+00, scale = 3.000000e+00, seed = 5>, kiln.role = #kiln.role<optimizer_state>}
 // CHECK-SAME: tensor<4x4xf32> {kiln.init = #kiln.init<kind = glorot_uniform, seed = 3>, kiln.role = #kiln.role<gradient>}
-// CHECK-SAME: -> (tensor<f32> {kiln.name = "loss", kiln.role = #kiln.role<loss>}, tensor<2xi64>, tensor<2x3x8xf32> {kiln.role = #kiln.role<output>})
+// CHECK-SAME: %[[STATE:[^:]+]]: tensor<8xf32> {kiln.init = #kiln.init<kind = zeros>, kiln.name = "ln.running_mean", kiln.role = #kiln.role<model_state>}
+// CHECK-SAME: -> (tensor<f32> {kiln.name = "loss", kiln.role = #kiln.role<loss>}, tensor<2xi64>, tensor<2x3x8xf32> {kiln.role = #kiln.role<output>}, tensor<8xf32> {kiln.name = "ln.running_mean", kiln.role = #kiln.role<model_state>, kiln.updates = 11 : i64})
 func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.name = "image"},
                %w: tensor<4x1x3x3xf32> {kiln.role = #kiln.role<parameter>, kiln.name = "conv.weight", kiln.init = #kiln.init<kind = kaiming_normal, scale = 2.0, seed = 11>},
                %table: tensor<16x8xf32> {kiln.role = #kiln.role<parameter>, kiln.name = "embed", kiln.init = #kiln.init<kind = normal, value = 0.5, scale = 0.02, seed = 1>},
@@ -34,8 +35,10 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
                %step: tensor<i64> {kiln.role = #kiln.role<step>},
                %bias: tensor<4xf32> {kiln.role = #kiln.role<parameter>, kiln.init = #kiln.init<kind = constant, value = 0.25>},
                %m: tensor<4x4xf32> {kiln.role = #kiln.role<optimizer_state>, kiln.init = #kiln.init<kind = uniform, value = -1.0, scale = 3.0, seed = 5>},
-               %gr: tensor<4x4xf32> {kiln.role = #kiln.role<gradient>, kiln.init = #kiln.init<kind = glorot_uniform, seed = 3>})
-    -> (tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"}, tensor<2xi64>, tensor<2x3x8xf32> {kiln.role = #kiln.role<output>}) {
+               %gr: tensor<4x4xf32> {kiln.role = #kiln.role<gradient>, kiln.init = #kiln.init<kind = glorot_uniform, seed = 3>},
+               %run: tensor<8xf32> {kiln.role = #kiln.role<model_state>, kiln.name = "ln.running_mean", kiln.init = #kiln.init<kind = zeros>})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>, kiln.name = "loss"}, tensor<2xi64>, tensor<2x3x8xf32> {kiln.role = #kiln.role<output>},
+        tensor<8xf32> {kiln.role = #kiln.role<model_state>, kiln.name = "ln.running_mean", kiln.updates = 11 : i64}) {
   // CHECK: %[[CONV:.+]] = kiln.conv2d %[[IMG]], %[[W]], strides = [1, 1], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 1 : (tensor<2x1x8x8xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x8x8xf32>
   %conv = kiln.conv2d %img, %w, strides = [1, 1], padding = [1, 1, 1, 1], dilation = [1, 1], groups = 1
       : (tensor<2x1x8x8xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x8x8xf32>
@@ -78,7 +81,9 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   // CHECK: %[[DR:.+]] = kiln.dropout %[[LN]], %{{.+}}, rate = 2.500000e-01, seed = -3 : tensor<2x3x8xf32>
   // CHECK: %[[CE:.+]] = kiln.softmax_cross_entropy %[[LS]], %{{.+}} : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>
   // CHECK: %[[L:.+]] = kiln.reduce mean %[[CE]], dims = [0] : tensor<2xf32> -> tensor<f32>
-  // CHECK: return %[[L]], %[[AM]], %[[DR]] : tensor<f32>, tensor<2xi64>, tensor<2x3x8xf32>
+  // CHECK: %[[BM:.+]] = kiln.reduce mean %[[LN]], dims = [0, 1] : tensor<2x3x8xf32> -> tensor<8xf32>
+  // CHECK: %[[MS:.+]] = kiln.mode_select %[[BM]], %[[STATE]] : tensor<8xf32>
+  // CHECK: return %[[L]], %[[AM]], %[[DR]], %[[MS]] : tensor<f32>, tensor<2xi64>, tensor<2x3x8xf32>, tensor<8xf32>
   %emb3 = kiln.gather %table, %tok : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
   %embt = kiln.transpose %emb3, permutation = [0, 2, 1] : tensor<2x3x8xf32> -> tensor<2x8x3xf32>
   %bmm = kiln.dot_general %emb3, %embt, batch = [0] x [0], contract = [2] x [1] : (tensor<2x3x8xf32>, tensor<2x8x3xf32>) -> tensor<2x3x3xf32>
@@ -94,6 +99,8 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   %dr = kiln.dropout %ln, %step, rate = 0.25, seed = -3 : tensor<2x3x8xf32>
   %ce = kiln.softmax_cross_entropy %ls, %lab : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>
   %loss = kiln.reduce mean %ce, dims = [0] : tensor<2xf32> -> tensor<f32>
-  return %loss, %am, %dr : tensor<f32>, tensor<2xi64>, tensor<2x3x8xf32>
+  %bm = kiln.reduce mean %ln, dims = [0, 1] : tensor<2x3x8xf32> -> tensor<8xf32>
+  %ms = kiln.mode_select %bm, %run : tensor<8xf32>
+  return %loss, %am, %dr, %ms : tensor<f32>, tensor<2xi64>, tensor<2x3x8xf32>, tensor<8xf32>
 }
 }

@@ -78,14 +78,14 @@ TEST(PackageErrors, MissingFile) {
 
 TEST(PackageErrors, NewerMajorVersion) {
   EXPECT_EQ(loadError([](LoadedPackage &p) { p.majorVersion = 2; }),
-            "package version 2.6 is not supported: this reader reads 1.6 "
-            "(same major, minor at most 6)");
+            "package version 2.7 is not supported: this reader reads 1.7 "
+            "(same major, minor at most 7)");
 }
 
 TEST(PackageErrors, NewerMinorVersion) {
-  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 7; }),
-            "package version 1.7 is not supported: this reader reads 1.6 "
-            "(same major, minor at most 6)");
+  EXPECT_EQ(loadError([](LoadedPackage &p) { p.minorVersion = 8; }),
+            "package version 1.8 is not supported: this reader reads 1.7 "
+            "(same major, minor at most 7)");
 }
 
 TEST(PackageErrors, TargetKind) {
@@ -108,8 +108,8 @@ TEST(PackageErrors, BufferDType) {
 
 TEST(PackageErrors, BufferRole) {
   EXPECT_EQ(
-      loadError([](LoadedPackage &p) { p.buffers[3].role = bad<PkgRole>(10); }),
-      "buffer 3: role 10 is out of range (0..9)");
+      loadError([](LoadedPackage &p) { p.buffers[3].role = bad<PkgRole>(11); }),
+      "buffer 3: role 11 is out of range (0..10)");
 }
 
 TEST(PackageErrors, NegativeDimension) {
@@ -723,7 +723,7 @@ TEST(PackageErrors, InitDataSize) {
 TEST(PackageErrors, InputRole) {
   EXPECT_EQ(
       loadError([](LoadedPackage &p) { p.inputs[1].role = bad<PkgRole>(200); }),
-      "input 1: role 200 is out of range (0..9)");
+      "input 1: role 200 is out of range (0..10)");
 }
 
 TEST(PackageErrors, OutputDType) {

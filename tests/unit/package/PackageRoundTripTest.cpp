@@ -49,7 +49,7 @@ TEST(PackageRoundTrip, EveryFieldSurvives) {
   // Spot checks on top of the whole-struct comparison, so a broken
   // operator== cannot hide a dropped field.
   EXPECT_EQ(p.majorVersion, 1);
-  EXPECT_EQ(p.minorVersion, 6);
+  EXPECT_EQ(p.minorVersion, 7);
   EXPECT_EQ(p.target.kind, TargetKind::Cuda);
   EXPECT_THAT(p.target.smArchs, ::testing::ElementsAre(80u, 90u));
   EXPECT_EQ(p.target.cpuFeatures, "+avx2,+fma");

@@ -198,10 +198,10 @@ TEST_F(GraphImportTest, FutureVersions) {
   GraphSpec g = tinyGraph();
   g.major = 2;
   expectRefused(g.bytes(), "unsupported graph format version 2.0: this reader "
-                           "reads version 1.5");
+                           "reads version 1.6");
   g.major = 1;
-  g.minor = 6;
-  expectRefused(g.bytes(), "unsupported graph format version 1.6");
+  g.minor = 7;
+  expectRefused(g.bytes(), "unsupported graph format version 1.7");
   g.major = 0;
   g.minor = 0;
   expectRefused(g.bytes(), "unsupported graph format version 0.0");
@@ -312,8 +312,8 @@ TEST_F(GraphImportTest, UnknownEnums) {
   g.tensors[1].dtype = static_cast<fbs::DType>(200);
   expectRefused(g.bytes(), "tensor 1: unknown element type 200");
   g = tinyGraph();
-  g.tensors[0].role = static_cast<fbs::Role>(10);
-  expectRefused(g.bytes(), "tensor 0 ('x'): unknown role 10");
+  g.tensors[0].role = static_cast<fbs::Role>(11);
+  expectRefused(g.bytes(), "tensor 0 ('x'): unknown role 11");
   g = tinyGraph();
   g.nodes[0].attrs = [](flatbuffers::FlatBufferBuilder &fbb) {
     return std::make_pair(static_cast<fbs::Attrs>(77),

@@ -78,6 +78,19 @@ mlir::Value GraphBuilder::addStepCounter(llvm::StringRef name) {
   return addArgument(name, tensor({}, b.getI64Type()), kiln::Role::step, init);
 }
 
+mlir::Value GraphBuilder::addModelState(llvm::StringRef name,
+                                        llvm::ArrayRef<int64_t> shape,
+                                        double value) {
+  auto init = kiln::InitializerAttr::get(
+      context, value == 0.0 ? kiln::InitKind::zeros : kiln::InitKind::constant,
+      llvm::APFloat(value), llvm::APFloat(1.0), 0);
+  return addArgument(name, tensor(shape, f32()), kiln::Role::model_state, init);
+}
+
+void GraphBuilder::updateModelState(mlir::Value state, mlir::Value next) {
+  stateUpdates.push_back({llvm::cast<mlir::BlockArgument>(state), next});
+}
+
 mlir::Value GraphBuilder::splat(const llvm::Twine &name, double value,
                                 mlir::RankedTensorType type) {
   auto scalarType = tensor({}, type.getElementType());
@@ -142,10 +155,15 @@ mlir::Value GraphBuilder::meanCrossEntropy(const llvm::Twine &name,
 
 mlir::OwningOpRef<mlir::ModuleOp>
 GraphBuilder::finish(mlir::Value loss, kiln::TrainingAttr training) {
-  b.create<mlir::func::ReturnOp>(loc("return"), loss);
+  llvm::SmallVector<mlir::Value> results = {loss};
+  llvm::SmallVector<mlir::Type> types = {loss.getType()};
+  for (auto &[state, next] : stateUpdates) {
+    results.push_back(next);
+    types.push_back(next.getType());
+  }
+  b.create<mlir::func::ReturnOp>(loc("return"), results);
   mlir::Block &entry = function.front();
-  function.setType(
-      b.getFunctionType(entry.getArgumentTypes(), {loss.getType()}));
+  function.setType(b.getFunctionType(entry.getArgumentTypes(), types));
   for (auto [i, attrs] : llvm::enumerate(argumentAttrs))
     function.setArgAttrs(i, attrs);
   function.setResultAttrs(
@@ -154,6 +172,20 @@ GraphBuilder::finish(mlir::Value loss, kiln::TrainingAttr training) {
                              kiln::RoleAttr::get(context, kiln::Role::loss)),
               b.getNamedAttr(KilnDialect::kNameAttrName,
                              b.getStringAttr("loss"))}));
+  for (auto [i, update] : llvm::enumerate(stateUpdates)) {
+    mlir::BlockArgument state = update.first;
+    auto name = argumentAttrs[state.getArgNumber()].getAs<mlir::StringAttr>(
+        KilnDialect::kNameAttrName);
+    function.setResultAttrs(
+        i + 1,
+        b.getDictionaryAttr(
+            {b.getNamedAttr(KilnDialect::kRoleAttrName,
+                            kiln::RoleAttr::get(context, kiln::Role::model_state)),
+             b.getNamedAttr(KilnDialect::kUpdatesAttrName,
+                            b.getI64IntegerAttr(state.getArgNumber())),
+             b.getNamedAttr(KilnDialect::kNameAttrName,
+                            name)}));
+  }
   // The zoo's graphs state the bounds their integers are read under (graph
   // format 1.5), as the compiler would find them.
   markIndexBounds(function);

@@ -48,6 +48,13 @@ public:
   // The step counter (a 0-d i64 of role step, from zero) that kiln.dropout
   // reads and kiln-apply-optimizer advances.
   mlir::Value addStepCounter(llvm::StringRef name);
+  // Model state (#kiln.role<model_state>, a batch norm's running
+  // statistics): an f32 argument filled with |value| at the start, and the
+  // value that replaces it after each training step (a result with
+  // kiln.updates naming it, added by finish()).
+  mlir::Value addModelState(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
+                            double value);
+  void updateModelState(mlir::Value state, mlir::Value next);
 
   // A location naming one graph node; a repeated name gets a ".N" suffix.
   mlir::Location loc(const llvm::Twine &name);
@@ -92,6 +99,8 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> module;
   mlir::func::FuncOp function;
   llvm::SmallVector<mlir::DictionaryAttr> argumentAttrs;
+  // (the model state's argument, its next value), in the order given.
+  llvm::SmallVector<std::pair<mlir::BlockArgument, mlir::Value>> stateUpdates;
   llvm::StringMap<unsigned> nameCounts;
   int64_t nextSeed;
 };

@@ -63,6 +63,16 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
   if (parameterCopies)
     os << "  parameter copies: " << parameterCopies << " ("
        << parameterCopyBytes << " bytes)\n";
+  // Model state: a batch norm's running statistics (not trained).
+  uint64_t stateTensors = 0, stateBytes = 0;
+  for (const SignatureEntry &e : p.inputs)
+    if (e.role == PkgRole::ModelState) {
+      ++stateTensors;
+      stateBytes += p.buffers[e.buffer].size;
+    }
+  if (stateTensors)
+    os << "  model state:      " << stateTensors << " tensors (" << stateBytes
+       << " bytes)\n";
   os << "  arena:            " << p.arenaSize << " bytes ("
      << llvm::format("%.2f MiB", p.arenaSize / 1048576.0) << "), "
      << p.buffers.size() << " buffers\n";

@@ -248,10 +248,12 @@ bool ReferenceBackend::init(const BackendOptions &options,
         }
     if (arg.role == Role::step)
       stepArg_ = arg.index;
-    if (arg.role == Role::parameter || arg.role == Role::optimizer_state) {
+    if (arg.role == Role::parameter || arg.role == Role::model_state ||
+        arg.role == Role::optimizer_state) {
       StateEntry e;
       e.name = arg.name;
-      e.parameter = arg.role == Role::parameter;
+      e.parameter = arg.role != Role::optimizer_state;
+      e.trained = arg.role == Role::parameter;
       e.shape.assign(arg.type.getShape().begin(), arg.type.getShape().end());
       state_.push_back(std::move(e));
       stateArgs_.push_back(arg.index);

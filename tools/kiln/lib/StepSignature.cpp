@@ -46,9 +46,11 @@ void collectState(const runtime::LoadedPackage &pkg,
                   std::vector<size_t> &stateInputs) {
   for (size_t i = 0; i < pkg.inputs.size(); ++i) {
     const runtime::SignatureEntry &e = pkg.inputs[i];
-    if (e.role != PkgRole::Parameter && e.role != PkgRole::OptimizerState)
+    if (e.role != PkgRole::Parameter && e.role != PkgRole::ModelState &&
+        e.role != PkgRole::OptimizerState)
       continue;
-    state.push_back({e.name, e.role == PkgRole::Parameter, e.shape});
+    state.push_back({e.name, e.role != PkgRole::OptimizerState, e.shape,
+                     e.role == PkgRole::Parameter});
     stateInputs.push_back(i);
   }
 }

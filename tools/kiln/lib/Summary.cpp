@@ -182,15 +182,16 @@ void printSummary(const ModelSummary &summary, llvm::StringRef path,
   os << "model: " << path << "\n";
   auto printTensors = [&](llvm::StringRef title,
                           const std::vector<TensorInfo> &tensors) {
-    size_t nameWidth = 4, shapeWidth = 5;
+    size_t nameWidth = 4, roleWidth = 9, shapeWidth = 5;
     for (const TensorInfo &t : tensors) {
       nameWidth = std::max(nameWidth, t.name.size());
+      roleWidth = std::max(roleWidth, t.role.size());
       shapeWidth = std::max(shapeWidth, formatShape(t.shape).size());
     }
     os << "  " << title << ":\n";
     for (const TensorInfo &t : tensors) {
       os << "    " << llvm::left_justify(t.name, nameWidth) << "  "
-         << llvm::left_justify(t.role, 9) << "  "
+         << llvm::left_justify(t.role, roleWidth) << "  "
          << llvm::left_justify(formatShape(t.shape), shapeWidth) << "  "
          << t.dtype;
       if (!t.init.empty())

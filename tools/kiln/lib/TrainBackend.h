@@ -41,11 +41,17 @@ class KernelLoader;
 
 namespace kiln::cli {
 
-// A checkpointed tensor: a parameter, or optimizer state.
+// A checkpointed tensor: a parameter, model state (a batch norm's running
+// statistics) or optimizer state.
 struct StateEntry {
   std::string name;
-  bool parameter = true; // false: optimizer state
+  // A tensor of the model (PyTorch's state_dict: a parameter or model
+  // state), checkpointed, resumed and --init-from'd with the parameters;
+  // false: optimizer state.
+  bool parameter = true;
   std::vector<int64_t> shape;
+  // A parameter the optimizer trains; false for model state.
+  bool trained = true;
 };
 
 // One eval batch's forward result.

@@ -257,9 +257,18 @@ bool TrainState::initialize(const runtime::WeightsFile &weights,
   for (const runtime::NamedTensor &t : weights.tensors)
     if (!expectedNames.count(t.name))
       unused.push_back(t.name);
-  for (const auto &[name, dtype] : weights.otherDtypes)
-    if (!expectedNames.count(name))
+  // PyTorch's batch norms count their batches beside the running
+  // statistics (an integer the momentum does not use): not model state
+  // here, so such counters are left out whatever --init-strict says.
+  int64_t counters = 0;
+  for (const auto &[name, dtype] : weights.otherDtypes) {
+    if (expectedNames.count(name))
+      continue;
+    if (llvm::StringRef(name).ends_with(".num_batches_tracked"))
+      ++counters;
+    else
       unused.push_back(name);
+  }
   if (strict && !missing.empty())
     return fail("no tensor for the parameter" +
                 std::string(missing.size() > 1 ? "s " : " ") + nameList(missing) +
@@ -298,9 +307,24 @@ bool TrainState::initialize(const runtime::WeightsFile &weights,
     if (!model_.writeState(i, block.value(), error))
       return fail("shard '" + e.name + "' " + error);
   }
+  // Model state (running statistics) is counted apart from the parameters.
+  int64_t stateExpected = 0, stateMissing = 0;
+  for (const StateEntry &e : entries_)
+    if (e.parameter && !e.trained) {
+      ++stateExpected;
+      stateMissing += llvm::is_contained(missing, e.name);
+    }
+  int64_t parametersExpected = static_cast<int64_t>(expected.size()) - stateExpected;
+  int64_t parametersMissing = static_cast<int64_t>(missing.size()) - stateMissing;
   summary = path + " (" + weights.kind + "): " +
-            std::to_string(expected.size() - missing.size()) + " of " +
-            std::to_string(expected.size()) + " parameters";
+            std::to_string(parametersExpected - parametersMissing) + " of " +
+            std::to_string(parametersExpected) + " parameters";
+  if (stateExpected > 0)
+    summary += ", " + std::to_string(stateExpected - stateMissing) + " of " +
+               std::to_string(stateExpected) + " model state tensors";
+  if (counters > 0)
+    summary += "; " + std::to_string(counters) + " num_batches_tracked counter" +
+               (counters > 1 ? "s" : "") + " ignored";
   if (!missing.empty())
     summary += "; " + nameList(missing) + " keep" +
                (missing.size() > 1 ? "" : "s") + " the initializer" +

@@ -9,10 +9,16 @@ printed must match PyTorch's.
       one with 'dynamo', whose weights go to DIR/model.onnx.data), the state
       dict DIR/torch.safetensors, and the data DIR/data/{x,labels}.npy
       (targets.npy for the mse model); prints the ONNX ops used
-  onnx_peer.py check MODEL DIR LOG TOLERANCE
+  onnx_peer.py check MODEL DIR LOG TOLERANCE [--checkpoint=F] [--accum=K]
       trains PyTorch from DIR/torch.safetensors with momentum SGD (lr 0.05,
-      momentum 0.9) on the
-      data in order and compares with the "step K loss" lines of LOG
+      momentum 0.9) on the data in order and compares with the "step K
+      loss" lines of LOG; with eval lines in LOG (the eval data is the
+      training data), PyTorch's eval() loss after that step; with
+      --checkpoint, every tensor of the final state dict (running
+      statistics too) against the kiln checkpoint F; --accum=K: K
+      micro-batches per step, gradients averaged (kiln's --grad-accum);
+      --ranks=N: data parallel over N ranks (kiln launch), rank 0's running
+      statistics kept as DDP keeps them
   onnx_peer.py handmade DIR
       writes models made with onnx.helper: flatten-shape.onnx (a flatten
       written as Shape, Gather, Unsqueeze, Concat and Reshape, which kiln
@@ -30,6 +36,7 @@ mean squared error on its output). Batch 4, 16 samples. The seed is random
 and printed."""
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -194,9 +201,18 @@ def export(model, out, dynamo):
     print("ops: " + " ".join(ops))
 
 
-def check(model, out, log, tolerance):
+def check(model, out, log, tolerance, checkpoint=None, accum=1, ranks=1):
     net = set_mode(model, build(model))
-    net.load_state_dict(load_file(os.path.join(out, "torch.safetensors")))
+    state = load_file(os.path.join(out, "torch.safetensors"))
+    # Exporting ran the model: in train mode that moved the batch norms'
+    # running statistics, and the ONNX file holds the moved ones, which
+    # kiln starts from (model.safetensors). PyTorch starts from them too.
+    imported = os.path.join(out, "model.safetensors")
+    if os.path.exists(imported):
+        for name, value in load_file(imported).items():
+            if "running_" in name:
+                state[name] = value
+    net.load_state_dict(state)
     x = torch.from_numpy(np.load(os.path.join(out, "data", "x.npy")))
     if model == "misc":
         y = torch.from_numpy(np.load(os.path.join(out, "data", "targets.npy")))
@@ -204,15 +220,86 @@ def check(model, out, log, tolerance):
         y = torch.from_numpy(np.load(os.path.join(out, "data", "labels.npy"))).long()
     optimizer = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
 
+    # The log's eval lines: "eval epoch E step S loss L accuracy A (N samples)".
+    evals = {}
+    with open(log) as f:
+        for line in f:
+            m = re.match(r"eval epoch \d+ step (\d+) loss (\S+)", line)
+            if m:
+                evals[int(m.group(1))] = float(m.group(2))
+    checked = []
+
+    def evaluate():
+        """PyTorch's eval() over the data (the eval set is the training
+        set): the mean loss of the batches, as kiln train prints it."""
+        net.eval()
+        with torch.no_grad():
+            losses = [loss_fn(model, net(x[b:b + BATCH]), y[b:b + BATCH]).item()
+                      for b in range(0, SAMPLES, BATCH)]
+        set_mode(model, net)
+        return sum(losses) / len(losses)
+
+    buffers = [b for b in net.buffers() if b.is_floating_point()]
+
     def step(k):
-        b = (k - 1) % (SAMPLES // BATCH)
+        # |accum| micro-batches of BATCH rows, or one per rank of |ranks|
+        # (rank r: rows r, r + ranks, ... of the global batch, as kiln's
+        # sampler deals them), their gradients averaged.
         optimizer.zero_grad()
-        loss = loss_fn(model, net(x[b * BATCH:(b + 1) * BATCH]), y[b * BATCH:(b + 1) * BATCH])
-        loss.backward()
+        total = 0.0
+        parts = accum * ranks
+        kept = None
+        for m in range(parts):
+            if ranks > 1:
+                rows = [((k - 1) * BATCH * ranks + m + ranks * i) % SAMPLES
+                        for i in range(BATCH)]
+            else:
+                b = ((k - 1) * accum + m) % (SAMPLES // BATCH)
+                rows = list(range(b * BATCH, (b + 1) * BATCH))
+            if m == 1 and ranks > 1:
+                # DDP keeps rank 0's running statistics (broadcast_buffers):
+                # the other ranks' batches do not move them.
+                kept = [b.clone() for b in buffers]
+            loss = loss_fn(model, net(x[rows]), y[rows]) / parts
+            loss.backward()
+            total += loss.item()
+        if kept is not None:
+            with torch.no_grad():
+                for b, v in zip(buffers, kept):
+                    b.copy_(v)
         optimizer.step()
-        return loss.item()
+        if k in evals:
+            theirs = evaluate()
+            error = abs(evals[k] - theirs) / max(abs(theirs), 1e-6)
+            if error > tolerance:
+                sys.exit(f"eval after step {k}: kiln {evals[k]:.6f}, torch {theirs:.6f} "
+                         f"(relative error {error:.2e} > {tolerance})")
+            checked.append(k)
+        return total
 
     check_losses(log, step, tolerance)
+    if evals:
+        print(f"evals match torch's eval(): {len(checked)} of {len(evals)}")
+    if checkpoint:
+        # Every tensor of PyTorch's state dict (parameters and running
+        # statistics) against the checkpoint's.
+        saved = load_file(checkpoint)
+        worst, compared = 0.0, 0
+        for name, theirs in net.state_dict().items():
+            if name.endswith("num_batches_tracked"):
+                continue
+            compared += 1
+            if name not in saved:
+                sys.exit(f"{checkpoint}: no tensor '{name}'")
+            mine = saved[name]
+            scale = max(theirs.abs().max().item(), 1e-6)
+            error = (mine - theirs).abs().max().item() / scale
+            worst = max(worst, error)
+            if error > tolerance:
+                sys.exit(f"{name}: kiln and torch differ by {error:.2e} of its scale "
+                         f"(> {tolerance})")
+        print(f"checkpoint matches torch's state dict: {compared} tensors, "
+              f"worst relative error {worst:.1e}")
 
 
 def handmade(out):
@@ -320,6 +407,9 @@ if __name__ == "__main__":
     if sys.argv[1] == "export":
         export(sys.argv[2], sys.argv[3], len(sys.argv) > 4 and sys.argv[4] == "dynamo")
     elif sys.argv[1] == "check":
-        check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+        options = dict(a[2:].split("=", 1) for a in sys.argv[6:])
+        check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]),
+              options.get("checkpoint"), int(options.get("accum", 1)),
+              int(options.get("ranks", 1)))
     else:
         handmade(sys.argv[2])

@@ -132,13 +132,18 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     printError(errs, kCommand, "--weights: " + written.message());
     return kExitError;
   }
+  int64_t parameters =
+      static_cast<int64_t>(imported.weights.tensors.size()) - imported.modelState;
   if (output != "-")
     outs << "wrote " << output << ": " << imported.nodes << " ONNX nodes of "
          << llvm::sys::path::filename(input) << " (opset " << model->defaultOpset()
          << (model->producerName.empty() ? std::string()
                                          : ", from " + model->producerName)
-         << "), " << imported.weights.tensors.size()
-         << (imported.weights.tensors.size() == 1 ? " parameter, " : " parameters, ")
+         << "), " << parameters << (parameters == 1 ? " parameter, " : " parameters, ")
+         << (imported.modelState == 0
+                 ? std::string()
+                 : std::to_string(imported.modelState) + " running statistic" +
+                       (imported.modelState == 1 ? ", " : "s, "))
          << (options.loss == OnnxLoss::crossEntropy ? "cross-entropy" : "mse")
          << " loss\nwrote " << weights
          << ": the initializers' values (train from them with --init-from="

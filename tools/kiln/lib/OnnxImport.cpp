@@ -438,10 +438,12 @@ bool Importer::finish(OnnxImport &out) {
     loss = b_.create<kiln::ReduceOp>(g_.loc("loss"), type({}, element(y)),
                                      kiln::ReduceKind::mean, square, arr(all));
   }
-  // The parameters' values, as read (every one a kiln op reads).
+  // The parameters' and running statistics' values, as read (every one a
+  // kiln op reads).
   for (const auto &[name, tensor] : parameterTensors_) {
     if (!values_.count(name))
       continue;
+    out.modelState += modelStateNames_.count(name);
     std::vector<double> d = tensor->toDoubles();
     out.weights.tensors.push_back(runtime::SafeTensor::fromF32(
         name, tensor->dims, std::vector<float>(d.begin(), d.end())));

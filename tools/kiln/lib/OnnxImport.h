@@ -48,9 +48,11 @@ struct OnnxImportOptions {
 
 struct OnnxImport {
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  // The parameters' values from the file (F32).
+  // The parameters' and the model state's values from the file (F32).
   runtime::SafetensorsFile weights;
   int64_t nodes = 0;
+  // How many of weights' tensors are model state (running statistics).
+  int64_t modelState = 0;
 };
 
 // The ops `kiln import` reads, comma-separated (for --help and errors).

@@ -598,12 +598,40 @@ bool Importer::constantValue(size_t i, mlir::Value &out) {
   return value(i, out);
 }
 
+bool Importer::runningStatistic(size_t i, int64_t channels, mlir::Type e,
+                                double initial, mlir::Value &out) {
+  if (!hasInput(i))
+    return fail("input " + std::to_string(i) + " (the running " +
+                (i == 3 ? "mean" : "variance") + ") is missing");
+  const std::string &name = node_->inputs[i];
+  auto it = parameterTensors_.find(name);
+  if (it == parameterTensors_.end())
+    return fail("input " + std::to_string(i) + " ('" + name +
+                "') must be a floating-point initializer: the running " +
+                (i == 3 ? "mean" : "variance") + " a batch norm in training mode keeps");
+  if (values_.count(name))
+    return fail("reads the running statistic '" + name +
+                "', which another node reads too: each batch norm needs its own");
+  if (it->second->dims != std::vector<int64_t>{channels})
+    return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
+  if (!e.isF32())
+    return fail("X is not FLOAT: kiln import keeps running statistics in f32 only");
+  out = g_.addModelState(name, {channels}, initial);
+  values_[name] = out;
+  modelStateNames_.insert(name);
+  return true;
+}
+
 // BatchNormalization over dimension 1 (the channels) of X [N, C, ...].
-// training_mode 1 (an export with TrainingMode.TRAINING, PyTorch's train
-// mode): each batch's mean and biased variance, the running statistics
-// neither read nor kept. training_mode 0: the running statistics (inputs 3
-// and 4) as constants, a frozen batch norm. Scale and B are parameters in
-// both.
+// training_mode 1 (an export with TrainingMode.PRESERVE of a batch norm in
+// train mode): a training step normalizes with each batch's mean and biased
+// variance and updates the running statistics (inputs 3 and 4, which become
+// model state) as PyTorch does, running = momentum * running + (1 -
+// momentum) * batch with the unbiased batch variance (the ONNX reference
+// implementation takes the biased one; the file's models come from
+// PyTorch); an eval step normalizes with the running statistics
+// (kiln.mode_select). training_mode 0: the running statistics as constants,
+// a frozen batch norm. Scale and B are parameters in both.
 bool Importer::batchNorm() {
   mlir::Value x, scale, bias;
   if (!value(0, x) || !value(1, scale) || !value(2, bias))
@@ -621,9 +649,12 @@ bool Importer::batchNorm() {
                    !node_->outputs[1].empty());
   double epsilon = floatAttr("epsilon", 1e-5f);
   llvm::SmallVector<int64_t> others;
+  int64_t count = 1;
   for (int64_t d = 0; d < static_cast<int64_t>(sx.size()); ++d)
-    if (d != 1)
+    if (d != 1) {
       others.push_back(d);
+      count *= sx[d];
+    }
   mlir::Type e = element(x);
   auto perChannel = [&](const std::string &name, mlir::Value v) {
     return g_.broadcast(nodeName_ + name, v, {1}, sx);
@@ -631,22 +662,53 @@ bool Importer::batchNorm() {
   auto channelType = type({channels}, e);
   mlir::Value mean, var;
   if (training) {
-    mean = b_.create<kiln::ReduceOp>(loc(".mean"), channelType, kiln::ReduceKind::mean, x,
-                                     arr(others));
+    if (count < 2)
+      return fail("X is " + shapeText(sx) + ": a batch norm in training mode "
+                  "needs more than one value per channel (PyTorch refuses it too)");
+    mlir::Value runningMean, runningVar;
+    if (!runningStatistic(3, channels, e, 0.0, runningMean) ||
+        !runningStatistic(4, channels, e, 1.0, runningVar))
+      return false;
+    mlir::Value batchMean = b_.create<kiln::ReduceOp>(
+        loc(".mean"), channelType, kiln::ReduceKind::mean, x, arr(others));
+    mlir::Value batchCentered = b_.create<kiln::SubOp>(
+        loc(".batch_centered"), x.getType(), x, perChannel(".batch_mean_b", batchMean));
+    mlir::Value square = b_.create<kiln::MulOp>(loc(".square"), x.getType(),
+                                                batchCentered, batchCentered);
+    mlir::Value batchVar = b_.create<kiln::ReduceOp>(
+        loc(".var"), channelType, kiln::ReduceKind::mean, square, arr(others));
+    mean = b_.create<kiln::ModeSelectOp>(loc(".mean_mode"), channelType, batchMean,
+                                         runningMean);
+    var = b_.create<kiln::ModeSelectOp>(loc(".var_mode"), channelType, batchVar,
+                                        runningVar);
+    // The running statistics' updates.
+    double momentum = floatAttr("momentum", 0.9f);
+    auto blend = [&](const std::string &name, mlir::Value running, mlir::Value batch,
+                     double batchScale) {
+      mlir::Value kept = b_.create<kiln::MulOp>(loc(name + ".kept"), channelType, running,
+                                                splat(momentum, e, {channels}));
+      mlir::Value taken =
+          b_.create<kiln::MulOp>(loc(name + ".taken"), channelType, batch,
+                                 splat((1.0 - momentum) * batchScale, e, {channels}));
+      return b_.create<kiln::AddOp>(loc(name), channelType, kept, taken).getResult();
+    };
+    mlir::Value nextMean = blend(".running_mean", runningMean, batchMean, 1.0);
+    mlir::Value nextVar = blend(".running_var", runningVar, batchVar,
+                                static_cast<double>(count) / (count - 1));
+    g_.updateModelState(runningMean, nextMean);
+    g_.updateModelState(runningVar, nextVar);
+    if (node_->outputs.size() > 1 && !node_->outputs[1].empty())
+      setOutput(1, nextMean);
+    if (node_->outputs.size() > 2 && !node_->outputs[2].empty())
+      setOutput(2, nextVar);
   } else if (!constantValue(3, mean) || !constantValue(4, var)) {
     return false;
   }
   if (shape(mean) != llvm::ArrayRef<int64_t>{channels} ||
-      (var && shape(var) != llvm::ArrayRef<int64_t>{channels}))
+      shape(var) != llvm::ArrayRef<int64_t>{channels})
     return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
   mlir::Value centered =
       b_.create<kiln::SubOp>(loc(".centered"), x.getType(), x, perChannel(".mean_b", mean));
-  if (training) {
-    mlir::Value square =
-        b_.create<kiln::MulOp>(loc(".square"), x.getType(), centered, centered);
-    var = b_.create<kiln::ReduceOp>(loc(".var"), channelType, kiln::ReduceKind::mean,
-                                    square, arr(others));
-  }
   mlir::Value shifted = b_.create<kiln::AddOp>(loc(".var_eps"), channelType, var,
                                                splat(epsilon, e, {channels}));
   mlir::Value inverse = b_.create<kiln::RsqrtOp>(loc(".rsqrt"), channelType, shifted);

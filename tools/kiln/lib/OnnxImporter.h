@@ -147,6 +147,10 @@ private:
   // Input |i| as a constant, also when it is a floating-point initializer
   // (which value() makes a parameter): running statistics.
   bool constantValue(size_t i, mlir::Value &out);
+  // Input |i|, a floating-point initializer of [channels], as model state
+  // starting at |initial| (its values go to the weights file).
+  bool runningStatistic(size_t i, int64_t channels, mlir::Type e, double initial,
+                        mlir::Value &out);
   bool gather();
   bool dropout();
   bool constantNode();
@@ -164,6 +168,8 @@ private:
   std::map<std::string, Static> statics_;
   std::set<std::string> initializerNames_;
   std::map<std::string, const onnx::Tensor *> parameterTensors_;
+  // The initializers that became model state (running statistics).
+  std::set<std::string> modelStateNames_;
   // Each parameter's fan-in, from the first Gemm, MatMul or Conv reading it.
   std::map<std::string, int64_t> fanIn_;
   const onnx::Node *node_ = nullptr;

@@ -805,6 +805,7 @@ KILN_ZERO_FLOPS(SendOp)
 KILN_ZERO_FLOPS(RecvOp)
 KILN_ZERO_FLOPS(AllGatherOp)
 KILN_ZERO_FLOPS(CollectiveBroadcastOp)
+KILN_ZERO_FLOPS(ModeSelectOp)
 #undef KILN_ZERO_FLOPS
 
 int64_t ReduceOp::getFlops() {

@@ -726,7 +726,8 @@ def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, Kiln_CustomCost,
 }
 
 def Kiln_ModeSelectOp : Kiln_Op<"mode_select", [Pure,
-    AllTypesMatch<["training", "eval", "result"]>, Kiln_Reference, Kiln_Grad]> {
+    AllTypesMatch<["training", "eval", "result"]>, Kiln_DataMovement,
+    Kiln_Reference, Kiln_Grad]> {
   let summary = "One value in a training step, another in an eval step";
   let description = [{
     Where a model computes differently when it trains and when it is

@@ -261,9 +261,9 @@ void ElementEmitter::seedScatterValue(ScatterAddOp scatter, ValueRange indices,
   cache_[key] = value;
 }
 
-mlir::Type ElementEmitter::tileAccumulatorType(Operation *op) {
+mlir::Type ElementEmitter::tileAccumulatorType(Operation *op, bool wideSums) {
   if (auto reduce = dyn_cast<ReduceOp>(op))
-    return reductionAccumulatorType(reduce);
+    return reductionAccumulatorType(reduce, wideSums);
   return accumulatorOf(cast<RankedTensorType>(op->getResult(0).getType())
                            .getElementType());
 }

@@ -115,6 +115,16 @@ public:
     return value;
   }
 
+  // Whether a sum or mean of f32 values whose accumulator adds at least
+  // kWideSumCount elements accumulates in f64 (ReductionEmitter.cpp; a
+  // reduction keeping 16 partial sums counts a sixteenth). The CPU does: one
+  // thread adds the elements in order, and an f32 running sum of N elements
+  // is off by up to N ulps, which a batch norm's backward pass (differences
+  // of sums over batch and positions) turns into gradients off by percents.
+  // The CUDA target keeps f32 (its lanes and SplitReductions' stages sum
+  // short runs).
+  virtual bool wideSums() const { return false; }
+
   // A one-thread reduction over the contiguous last dimension keeps
   // |count| partial results of type |type| (ReductionEmitter.cpp). Null
   // (the default, CUDA): they are loop-carried scalars, one expression per
@@ -172,7 +182,9 @@ public:
   using LaneStore = llvm::function_ref<void(mlir::OpBuilder &, mlir::Location,
                                             mlir::Value, mlir::Value)>;
   static bool isColumnReduction(ReduceOp reduce);
-  static mlir::Type reductionAccumulatorType(ReduceOp reduce);
+  // |wideSums|: the target's KernelHooks::wideSums().
+  static mlir::Type reductionAccumulatorType(ReduceOp reduce,
+                                             bool wideSums = false);
   // Builds, at the insertion point, the accumulation of |reduce|'s result
   // elements (|outer|..., |tileStart| + lane) for lane in [0, |tileSize|):
   // the reduced loops outside, the lanes inside.
@@ -212,7 +224,8 @@ public:
   void seedScatterValue(ScatterAddOp scatter, mlir::ValueRange indices,
                         mlir::Value accumulator);
   // Dispatch over the tiled ops (a column ReduceOp or a ScatterAddOp).
-  static mlir::Type tileAccumulatorType(mlir::Operation *op);
+  static mlir::Type tileAccumulatorType(mlir::Operation *op,
+                                        bool wideSums = false);
   void emitTile(mlir::Operation *op, mlir::ValueRange outer,
                 mlir::Value tileStart, mlir::Value tileSize, LaneLoad load,
                 LaneStore store);

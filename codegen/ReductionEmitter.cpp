@@ -5,7 +5,8 @@
 // over the contiguous dimension walks memory in order) carrying the
 // accumulator as iter_arg, the operand's element at the combined index read
 // through the emitter. Floats accumulate in their compute type (f32 for
-// f16/bf16 and f32, f64 for f64), integers in i64; sums start at 0, max at
+// f16/bf16 and f32, f64 for f64; f64 for long f32 sums where the target
+// asks, KernelHooks::wideSums), integers in i64; sums start at 0, max at
 // -inf and min at +inf (the integer extremes for integers); max and min use
 // arith.maximumf/minimumf, which propagate NaN as the interpreter does; a
 // mean divides by the element count (NaN for an empty float mean, 0 for an
@@ -48,6 +49,10 @@ Type accumulatorType(Type element) {
     return computeType(element);
   return IntegerType::get(element.getContext(), 64);
 }
+
+// A sum whose accumulator adds at least this many f32 elements accumulates
+// in f64 where the target asks (KernelHooks::wideSums).
+constexpr int64_t kWideSumCount = 64;
 
 Value initialValue(OpBuilder &b, Location loc, ReduceKind kind, Type acc) {
   if (auto floatType = dyn_cast<FloatType>(acc)) {
@@ -160,7 +165,7 @@ Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
 Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
   Location loc = reduce.getLoc();
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  Type acc = accumulatorType(operandType.getElementType());
+  Type acc = reductionAccumulatorType(reduce, hooks_.wideSums());
   ReduceKind kind = reduce.getKind();
   ArrayRef<int64_t> dims = reduce.getDimensions();
 
@@ -368,9 +373,24 @@ bool ElementEmitter::isColumnReduction(ReduceOp reduce) {
          !llvm::is_contained(reduce.getDimensions(), rank - 1);
 }
 
-mlir::Type ElementEmitter::reductionAccumulatorType(ReduceOp reduce) {
-  return accumulatorType(
-      cast<RankedTensorType>(reduce.getOperand().getType()).getElementType());
+mlir::Type ElementEmitter::reductionAccumulatorType(ReduceOp reduce,
+                                                    bool wideSums) {
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  Type acc = accumulatorType(operandType.getElementType());
+  if (!wideSums || !acc.isF32() ||
+      (reduce.getKind() != ReduceKind::sum && reduce.getKind() != ReduceKind::mean))
+    return acc;
+  // The elements one accumulator adds: all of them, or a sixteenth where a
+  // reduction over the contiguous last dimension keeps kRowLanes partial
+  // sums (emitReduceHere).
+  int64_t count = 1;
+  for (int64_t d : reduce.getDimensions())
+    count *= operandType.getDimSize(d);
+  int64_t rank = operandType.getRank();
+  if (llvm::is_contained(reduce.getDimensions(), rank - 1) &&
+      operandType.getDimSize(rank - 1) >= 2 * kRowLanes)
+    count /= kRowLanes;
+  return count >= kWideSumCount ? Float64Type::get(acc.getContext()) : acc;
 }
 
 void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
@@ -378,7 +398,7 @@ void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
                                        LaneLoad load, LaneStore store) {
   Location loc = reduce.getLoc();
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  Type acc = reductionAccumulatorType(reduce);
+  Type acc = reductionAccumulatorType(reduce, hooks_.wideSums());
   ReduceKind kind = reduce.getKind();
   ArrayRef<int64_t> dims = reduce.getDimensions();
   int64_t rank = operandType.getRank();

@@ -148,6 +148,9 @@ public:
     return b.create<memref::LoadOp>(loc, inputs_[input], indices);
   }
 
+  // One thread sums a reduction's elements in order (KernelHooks says why).
+  bool wideSums() const override { return true; }
+
   Value loadConstant(OpBuilder &b, Location loc, ConstantOp constant,
                      ValueRange indices) override {
     return constants_.load(b, loc, constant, indices);
@@ -252,7 +255,8 @@ void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
   for (Operation *op : columns)
     buffers.push_back(b.create<memref::AllocaOp>(
         loc, MemRefType::get({kColumnTile},
-                             ElementEmitter::tileAccumulatorType(op))));
+                             ElementEmitter::tileAccumulatorType(
+                                 op, hooks.wideSums()))));
   Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
   Value one = b.create<arith::ConstantIndexOp>(loc, 1);
   auto range = [&](int64_t extent, Value &lo, Value &hi) {

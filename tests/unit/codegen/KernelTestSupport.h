@@ -262,6 +262,7 @@ protected:
   void compileModel(mlir::OwningOpRef<mlir::ModuleOp> &model) {
     ASSERT_TRUE(model) << diagnostics;
     PipelineOptions options;
+    options.gradAccum = gradAccum;
     ASSERT_TRUE(mlir::succeeded(runCompilePipeline(*model, options)))
         << diagnostics;
   }
@@ -291,6 +292,8 @@ protected:
   }
 
   Tolerance tolerance;
+  // The micro-batches per step checkZooFusions compiles the model with.
+  int64_t gradAccum = 1;
   mlir::MLIRContext context;
   std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
   std::string diagnostics;

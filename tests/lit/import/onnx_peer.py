@@ -36,7 +36,6 @@ mean squared error on its output). Batch 4, 16 samples. The seed is random
 and printed."""
 
 import os
-import re
 import sys
 
 import numpy as np
@@ -44,7 +43,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_losses  # noqa: E402
+from kilntest import check_torch_training  # noqa: E402
 
 F = torch.nn.functional
 BATCH = 4
@@ -219,87 +218,9 @@ def check(model, out, log, tolerance, checkpoint=None, accum=1, ranks=1):
     else:
         y = torch.from_numpy(np.load(os.path.join(out, "data", "labels.npy"))).long()
     optimizer = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
-
-    # The log's eval lines: "eval epoch E step S loss L accuracy A (N samples)".
-    evals = {}
-    with open(log) as f:
-        for line in f:
-            m = re.match(r"eval epoch \d+ step (\d+) loss (\S+)", line)
-            if m:
-                evals[int(m.group(1))] = float(m.group(2))
-    checked = []
-
-    def evaluate():
-        """PyTorch's eval() over the data (the eval set is the training
-        set): the mean loss of the batches, as kiln train prints it."""
-        net.eval()
-        with torch.no_grad():
-            losses = [loss_fn(model, net(x[b:b + BATCH]), y[b:b + BATCH]).item()
-                      for b in range(0, SAMPLES, BATCH)]
-        set_mode(model, net)
-        return sum(losses) / len(losses)
-
-    buffers = [b for b in net.buffers() if b.is_floating_point()]
-
-    def step(k):
-        # |accum| micro-batches of BATCH rows, or one per rank of |ranks|
-        # (rank r: rows r, r + ranks, ... of the global batch, as kiln's
-        # sampler deals them), their gradients averaged.
-        optimizer.zero_grad()
-        total = 0.0
-        parts = accum * ranks
-        kept = None
-        for m in range(parts):
-            if ranks > 1:
-                rows = [((k - 1) * BATCH * ranks + m + ranks * i) % SAMPLES
-                        for i in range(BATCH)]
-            else:
-                b = ((k - 1) * accum + m) % (SAMPLES // BATCH)
-                rows = list(range(b * BATCH, (b + 1) * BATCH))
-            if m == 1 and ranks > 1:
-                # DDP keeps rank 0's running statistics (broadcast_buffers):
-                # the other ranks' batches do not move them.
-                kept = [b.clone() for b in buffers]
-            loss = loss_fn(model, net(x[rows]), y[rows]) / parts
-            loss.backward()
-            total += loss.item()
-        if kept is not None:
-            with torch.no_grad():
-                for b, v in zip(buffers, kept):
-                    b.copy_(v)
-        optimizer.step()
-        if k in evals:
-            theirs = evaluate()
-            error = abs(evals[k] - theirs) / max(abs(theirs), 1e-6)
-            if error > tolerance:
-                sys.exit(f"eval after step {k}: kiln {evals[k]:.6f}, torch {theirs:.6f} "
-                         f"(relative error {error:.2e} > {tolerance})")
-            checked.append(k)
-        return total
-
-    check_losses(log, step, tolerance)
-    if evals:
-        print(f"evals match torch's eval(): {len(checked)} of {len(evals)}")
-    if checkpoint:
-        # Every tensor of PyTorch's state dict (parameters and running
-        # statistics) against the checkpoint's.
-        saved = load_file(checkpoint)
-        worst, compared = 0.0, 0
-        for name, theirs in net.state_dict().items():
-            if name.endswith("num_batches_tracked"):
-                continue
-            compared += 1
-            if name not in saved:
-                sys.exit(f"{checkpoint}: no tensor '{name}'")
-            mine = saved[name]
-            scale = max(theirs.abs().max().item(), 1e-6)
-            error = (mine - theirs).abs().max().item() / scale
-            worst = max(worst, error)
-            if error > tolerance:
-                sys.exit(f"{name}: kiln and torch differ by {error:.2e} of its scale "
-                         f"(> {tolerance})")
-        print(f"checkpoint matches torch's state dict: {compared} tensors, "
-              f"worst relative error {worst:.1e}")
+    check_torch_training(log, net, lambda out, target: loss_fn(model, out, target), x, y,
+                         BATCH, optimizer, tolerance, train=lambda: set_mode(model, net),
+                         checkpoint=checkpoint, accum=accum, ranks=ranks)
 
 
 def handmade(out):

@@ -162,3 +162,103 @@ def check_losses(log, peer_loss, tolerance, peer="torch"):
             sys.exit(f"step {step}: kiln {kiln[step]:.6f}, {peer} {theirs:.6f} "
                      f"(relative error {error:.2e} > {tolerance})")
     print(f"losses match {peer}: {len(kiln)} steps, worst relative error {worst:.1e}")
+
+
+def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
+                         train=None, checkpoint=None, accum=1, ranks=1,
+                         kiln_layout=None):
+    """Trains the PyTorch module |net| (in its training mode; |train|()
+    restores that mode after an eval, default net.train()) with |optimizer|
+    on the samples |x|, |y| in order, |batch| rows per step, and compares it
+    with the kiln train log |log| (check_losses): every "step K loss" line;
+    every "eval epoch E step K loss L" line with PyTorch's eval() loss after
+    step K, the mean of loss_fn over the batches of the same samples (the
+    eval data is the training data); and, with |checkpoint| (a kiln
+    checkpoint), every tensor of the final state dict but PyTorch's
+    num_batches_tracked counters, through kiln_layout(name, tensor) when
+    kiln keeps it in another layout. accum=K: K micro-batches per step, the
+    gradients averaged (kiln's --grad-accum). ranks=N: data parallel over N
+    ranks (rank r takes rows r, r + N, ... of each global batch, as kiln's
+    sampler deals them), rank 0's running statistics kept as DDP's
+    broadcast_buffers keeps them."""
+    import torch
+    from safetensors.torch import load_file
+
+    samples = x.shape[0]
+    evals = {}
+    with open(log) as f:
+        for line in f:
+            m = re.match(r"eval epoch \d+ step (\d+) loss (\S+)", line)
+            if m:
+                evals[int(m.group(1))] = float(m.group(2))
+    checked = []
+    restore = train or net.train
+
+    def evaluate():
+        net.eval()
+        with torch.no_grad():
+            losses = [loss_fn(net(x[b:b + batch]), y[b:b + batch]).item()
+                      for b in range(0, samples, batch)]
+        restore()
+        return sum(losses) / len(losses)
+
+    buffers = [b for b in net.buffers() if b.is_floating_point()]
+
+    def step(k):
+        optimizer.zero_grad()
+        total = 0.0
+        parts = accum * ranks
+        kept = None
+        for m in range(parts):
+            if ranks > 1:
+                rows = [((k - 1) * batch * ranks + m + ranks * i) % samples
+                        for i in range(batch)]
+            else:
+                b = ((k - 1) * accum + m) % (samples // batch)
+                rows = list(range(b * batch, (b + 1) * batch))
+            if m == 1 and ranks > 1:
+                # The other ranks' batches do not move rank 0's statistics.
+                kept = [b.clone() for b in buffers]
+            loss = loss_fn(net(x[rows]), y[rows]) / parts
+            loss.backward()
+            total += loss.item()
+        if kept is not None:
+            with torch.no_grad():
+                for b, v in zip(buffers, kept):
+                    b.copy_(v)
+        optimizer.step()
+        if k in evals:
+            theirs = evaluate()
+            error = abs(evals[k] - theirs) / max(abs(theirs), 1e-6)
+            if error > tolerance:
+                sys.exit(f"eval after step {k}: kiln {evals[k]:.6f}, torch {theirs:.6f} "
+                         f"(relative error {error:.2e} > {tolerance})")
+            checked.append(k)
+        return total
+
+    check_losses(log, step, tolerance)
+    if evals:
+        print(f"evals match torch's eval(): {len(checked)} of {len(evals)}")
+    if not checkpoint:
+        return
+    saved = load_file(checkpoint)
+    worst, compared = 0.0, 0
+    for name, theirs in net.state_dict().items():
+        if name.endswith("num_batches_tracked"):
+            continue
+        if kiln_layout:
+            theirs = kiln_layout(name, theirs)
+        compared += 1
+        if name not in saved:
+            sys.exit(f"{checkpoint}: no tensor '{name}'")
+        mine = saved[name]
+        if mine.shape != theirs.shape:
+            sys.exit(f"{name}: kiln's is {list(mine.shape)}, torch's {list(theirs.shape)}")
+        scale = max(theirs.abs().max().item(), 1e-6)
+        error = (mine - theirs).abs().max().item() / scale
+        worst = max(worst, error)
+        if error > tolerance:
+            sys.exit(f"{name}: kiln and torch differ by {error:.2e} of its scale "
+                     f"(> {tolerance})")
+    print(f"checkpoint matches torch's state dict: {compared} tensors, "
+          f"worst relative error {worst:.1e}")

@@ -606,6 +606,14 @@ TEST_F(ZooLoopKernelTest, LeNet5) {
   checkModel(cli::buildLeNet5(&context, options), 10, 0);
 }
 
+TEST_F(ZooLoopKernelTest, ResNetGradAccum) {
+  cli::ResNetOptions options;
+  options.width = 4;
+  options.batch = 4;
+  gradAccum = 2;
+  checkModel(cli::buildResNet(&context, options), 10, 1);
+}
+
 TEST_F(ZooLoopKernelTest, SmallGpt) {
   cli::GptOptions options;
   options.layers = 2;

@@ -502,6 +502,33 @@ TEST_F(ZooReductionKernelTest, LeNet5) {
   checkModel(cli::buildLeNet5(&context, options), 10, 1);
 }
 
+// The batch norms' backward passes sum products over batch and positions
+// (784 to 3136 elements) that cancel on random data: each product's f32
+// rounding, which the interpreter's f64 does not make, then moves an element
+// of a sum by up to ~2e-5 of its value, so these fusions are also checked
+// against the tensor's largest element (5e-5 of it).
+TEST_F(ZooReductionKernelTest, ResNet) {
+  cli::ResNetOptions options;
+  options.width = 4;
+  options.batch = 4;
+  tolerance.f32Normwise = 5e-5;
+  checkModel(cli::buildResNet(&context, options), 10, 1);
+}
+
+// Two micro-batches per step: other fusions (no sibling fusion, each
+// micro-batch's own kernels). Their long sums over batch and positions
+// accumulate in f64 (KernelHooks::wideSums): summed in f32 in order, a
+// 3136-element sum was off by up to 3e-4 of its value, which the batch
+// norms' backward passes turned into gradients off by 2% of their update.
+TEST_F(ZooReductionKernelTest, ResNetGradAccum) {
+  cli::ResNetOptions options;
+  options.width = 4;
+  options.batch = 4;
+  gradAccum = 2;
+  tolerance.f32Normwise = 5e-5;
+  checkModel(cli::buildResNet(&context, options), 10, 1);
+}
+
 TEST_F(ZooReductionKernelTest, SmallGpt) {
   cli::GptOptions options;
   options.layers = 2;

@@ -91,6 +91,69 @@ void GraphBuilder::updateModelState(mlir::Value state, mlir::Value next) {
   stateUpdates.push_back({llvm::cast<mlir::BlockArgument>(state), next});
 }
 
+mlir::Value GraphBuilder::normalizeChannels(const std::string &name, mlir::Value x,
+                                            mlir::Value mean, mlir::Value var,
+                                            mlir::Value scale, mlir::Value bias,
+                                            double epsilon) {
+  llvm::ArrayRef<int64_t> shape = shapeOf(x);
+  auto channelType = llvm::cast<mlir::RankedTensorType>(mean.getType());
+  mlir::Value centered = b.create<kiln::SubOp>(
+      loc(name + ".centered"), x.getType(), x, broadcast(name + ".mean_b", mean, {1}, shape));
+  mlir::Value shifted = b.create<kiln::AddOp>(loc(name + ".var_eps"), channelType, var,
+                                              splat(name + ".eps", epsilon, channelType));
+  mlir::Value inverse = b.create<kiln::RsqrtOp>(loc(name + ".rsqrt"), channelType, shifted);
+  mlir::Value gain = b.create<kiln::MulOp>(loc(name + ".gain"), channelType, inverse, scale);
+  mlir::Value y = b.create<kiln::MulOp>(loc(name + ".scale"), x.getType(), centered,
+                                        broadcast(name + ".gain_b", gain, {1}, shape));
+  return b.create<kiln::AddOp>(loc(name), x.getType(), y,
+                               broadcast(name + ".bias_b", bias, {1}, shape));
+}
+
+mlir::Value GraphBuilder::batchNorm(const std::string &name, mlir::Value x,
+                                    mlir::Value scale, mlir::Value bias,
+                                    mlir::Value runningMean, mlir::Value runningVar,
+                                    double epsilon, double momentum) {
+  llvm::ArrayRef<int64_t> shape = shapeOf(x);
+  llvm::SmallVector<int64_t> others;
+  int64_t count = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    if (d != 1) {
+      others.push_back(d);
+      count *= shape[d];
+    }
+  auto channelType = llvm::cast<mlir::RankedTensorType>(runningMean.getType());
+  auto dims = b.getDenseI64ArrayAttr(others);
+  mlir::Value batchMean = b.create<kiln::ReduceOp>(
+      loc(name + ".mean"), channelType, kiln::ReduceKind::mean, x, dims);
+  mlir::Value batchCentered =
+      b.create<kiln::SubOp>(loc(name + ".batch_centered"), x.getType(), x,
+                            broadcast(name + ".batch_mean_b", batchMean, {1}, shape));
+  mlir::Value square = b.create<kiln::MulOp>(loc(name + ".square"), x.getType(),
+                                             batchCentered, batchCentered);
+  mlir::Value batchVar = b.create<kiln::ReduceOp>(
+      loc(name + ".var"), channelType, kiln::ReduceKind::mean, square, dims);
+  mlir::Value mean = b.create<kiln::ModeSelectOp>(loc(name + ".mean_mode"), channelType,
+                                                  batchMean, runningMean);
+  mlir::Value var = b.create<kiln::ModeSelectOp>(loc(name + ".var_mode"), channelType,
+                                                 batchVar, runningVar);
+  // The running statistics' updates (the variance's unbiased, as PyTorch's).
+  auto blend = [&](const std::string &what, mlir::Value running, mlir::Value batch,
+                   double batchScale) {
+    mlir::Value kept =
+        b.create<kiln::MulOp>(loc(what + ".kept"), channelType, running,
+                              splat(what + ".keep", 1.0 - momentum, channelType));
+    mlir::Value taken = b.create<kiln::MulOp>(
+        loc(what + ".taken"), channelType, batch,
+        splat(what + ".take", momentum * batchScale, channelType));
+    return b.create<kiln::AddOp>(loc(what), channelType, kept, taken).getResult();
+  };
+  updateModelState(runningMean, blend(name + ".running_mean", runningMean, batchMean, 1.0));
+  updateModelState(runningVar,
+                   blend(name + ".running_var", runningVar, batchVar,
+                         count > 1 ? static_cast<double>(count) / (count - 1) : 1.0));
+  return normalizeChannels(name, x, mean, var, scale, bias, epsilon);
+}
+
 mlir::Value GraphBuilder::splat(const llvm::Twine &name, double value,
                                 mlir::RankedTensorType type) {
   auto scalarType = tensor({}, type.getElementType());

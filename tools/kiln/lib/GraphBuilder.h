@@ -56,6 +56,23 @@ public:
                             double value);
   void updateModelState(mlir::Value state, mlir::Value next);
 
+  // Batch normalization over dimension 1 (the channels) of |x| [N, C, ...]:
+  // (x - mean) * rsqrt(var + epsilon) * scale + bias, with mean, var,
+  // scale and bias [C].
+  mlir::Value normalizeChannels(const std::string &name, mlir::Value x,
+                                mlir::Value mean, mlir::Value var,
+                                mlir::Value scale, mlir::Value bias,
+                                double epsilon);
+  // A batch norm as PyTorch's nn.BatchNorm2d: a training step normalizes
+  // with the batch's mean and biased variance over every dimension but 1
+  // and updates the model state |runningMean| and |runningVar| to
+  // (1 - momentum) * running + momentum * batch (the variance unbiased); an
+  // eval step normalizes with the running statistics (kiln.mode_select).
+  // |x| needs more than one value per channel.
+  mlir::Value batchNorm(const std::string &name, mlir::Value x, mlir::Value scale,
+                        mlir::Value bias, mlir::Value runningMean,
+                        mlir::Value runningVar, double epsilon, double momentum);
+
   // A location naming one graph node; a repeated name gets a ".N" suffix.
   mlir::Location loc(const llvm::Twine &name);
 

@@ -34,6 +34,7 @@ struct ModelInfo {
 
 constexpr llvm::StringLiteral kMlpFlags[] = {"layers", "batch"};
 constexpr llvm::StringLiteral kLeNetFlags[] = {"batch"};
+constexpr llvm::StringLiteral kResNetFlags[] = {"blocks", "width", "batch"};
 constexpr llvm::StringLiteral kGptFlags[] = {"layers", "hidden", "heads", "seq",
                                              "vocab",  "batch",  "dropout"};
 
@@ -41,6 +42,8 @@ const ModelInfo kModels[] = {
     {"mlp", "fully connected layers with ReLU, softmax cross-entropy",
      kMlpFlags},
     {"lenet5", "LeNet-5 for 1x28x28 images, 10 classes", kLeNetFlags},
+    {"resnet", "ResNet (batch norm, residual blocks) for 1x28x28 images, 10 classes",
+     kResNetFlags},
     {"gpt", "GPT-2 style decoder, causal attention, next-token loss",
      kGptFlags},
 };
@@ -54,7 +57,8 @@ const ModelInfo *findModel(llvm::StringRef name) {
 
 // Every flag's raw text; empty means "use the model's default".
 struct RawFlags {
-  std::string model, output, layers, batch, hidden, heads, seq, vocab, dropout;
+  std::string model, output, layers, batch, hidden, heads, seq, vocab, dropout,
+      blocks, width;
   TrainingFlagText training;
 };
 
@@ -75,7 +79,7 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
                     model ? (model->name + " [--key=value ...] -o FILE").str()
                           : "MODEL [--key=value ...] -o FILE",
                     description);
-  parser.addPositional("MODEL", &raw.model, "mlp, lenet5 or gpt");
+  parser.addPositional("MODEL", &raw.model, "mlp, lenet5, resnet or gpt");
   if (model)
     parser.setHelpCommand((kCommand + " " + model->name).str());
   parser.addValue("output", &raw.output, "FILE",
@@ -94,6 +98,15 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
     parser.addGroup("lenet5 sizes");
     parser.addValue("batch", &raw.batch, "N", "batch size (default 128)");
   }
+  if (!model || model->name == "resnet") {
+    parser.addGroup("resnet sizes");
+    parser.addValue("blocks", &raw.blocks, "N",
+                    "basic blocks per stage (default 1: ResNet-8; 3: ResNet-20)");
+    parser.addValue("width", &raw.width, "N",
+                    "channels of the first stage, doubled at each of the "
+                    "other two (default 16)");
+    parser.addValue("batch", &raw.batch, "N", "batch size (default 128)");
+  }
   if (!model || model->name == "gpt") {
     parser.addGroup("gpt sizes");
     parser.addValue("layers", &raw.layers, "N", "transformer blocks (default 4)");
@@ -110,7 +123,7 @@ FlagParser makeParser(const ModelInfo *model, RawFlags &raw) {
   parser.setEpilogue(
       "Parameters are named like PyTorch's state_dict keys (fc1.weight, "
       "blocks.0.attn.qkv.weight);\nmlp and lenet5 use PyTorch's default "
-      "initialization, gpt GPT-2's (normal 0.02).");
+      "initialization, resnet torchvision's, gpt GPT-2's (normal 0.02).");
   return parser;
 }
 
@@ -162,6 +175,17 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModel(const ModelInfo &model,
     if (std::string problem = checkOptions(options); !problem.empty())
       return reject(problem);
     return buildLeNet5(context, options);
+  }
+  if (model.name == "resnet") {
+    ResNetOptions options;
+    options.training = training;
+    if (!setInteger("blocks", raw.blocks, options.blocks, errs) ||
+        !setInteger("width", raw.width, options.width, errs) ||
+        !setInteger("batch", raw.batch, options.batch, errs))
+      return nullptr;
+    if (std::string problem = checkOptions(options); !problem.empty())
+      return reject(problem);
+    return buildResNet(context, options);
   }
   GptOptions options;
   options.training = training;
@@ -238,7 +262,7 @@ int runModels(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   const ModelInfo *model = findModel(raw.model);
   if (!model) {
     printError(errs, kCommand,
-               "unknown model '" + raw.model + "' (expected mlp, lenet5 or gpt)");
+               "unknown model '" + raw.model + "' (expected mlp, lenet5, resnet or gpt)");
     return kExitError;
   }
   if (raw.output.empty()) {

@@ -648,75 +648,28 @@ bool Importer::batchNorm() {
                   (opset_ < 14 && node_->outputs.size() > 1 &&
                    !node_->outputs[1].empty());
   double epsilon = floatAttr("epsilon", 1e-5f);
-  llvm::SmallVector<int64_t> others;
-  int64_t count = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(sx.size()); ++d)
-    if (d != 1) {
-      others.push_back(d);
-      count *= sx[d];
-    }
-  mlir::Type e = element(x);
-  auto perChannel = [&](const std::string &name, mlir::Value v) {
-    return g_.broadcast(nodeName_ + name, v, {1}, sx);
-  };
-  auto channelType = type({channels}, e);
-  mlir::Value mean, var;
   if (training) {
-    if (count < 2)
+    if (product(sx) / channels < 2)
       return fail("X is " + shapeText(sx) + ": a batch norm in training mode "
                   "needs more than one value per channel (PyTorch refuses it too)");
     mlir::Value runningMean, runningVar;
-    if (!runningStatistic(3, channels, e, 0.0, runningMean) ||
-        !runningStatistic(4, channels, e, 1.0, runningVar))
+    if (!runningStatistic(3, channels, element(x), 0.0, runningMean) ||
+        !runningStatistic(4, channels, element(x), 1.0, runningVar))
       return false;
-    mlir::Value batchMean = b_.create<kiln::ReduceOp>(
-        loc(".mean"), channelType, kiln::ReduceKind::mean, x, arr(others));
-    mlir::Value batchCentered = b_.create<kiln::SubOp>(
-        loc(".batch_centered"), x.getType(), x, perChannel(".batch_mean_b", batchMean));
-    mlir::Value square = b_.create<kiln::MulOp>(loc(".square"), x.getType(),
-                                                batchCentered, batchCentered);
-    mlir::Value batchVar = b_.create<kiln::ReduceOp>(
-        loc(".var"), channelType, kiln::ReduceKind::mean, square, arr(others));
-    mean = b_.create<kiln::ModeSelectOp>(loc(".mean_mode"), channelType, batchMean,
-                                         runningMean);
-    var = b_.create<kiln::ModeSelectOp>(loc(".var_mode"), channelType, batchVar,
-                                        runningVar);
-    // The running statistics' updates.
-    double momentum = floatAttr("momentum", 0.9f);
-    auto blend = [&](const std::string &name, mlir::Value running, mlir::Value batch,
-                     double batchScale) {
-      mlir::Value kept = b_.create<kiln::MulOp>(loc(name + ".kept"), channelType, running,
-                                                splat(momentum, e, {channels}));
-      mlir::Value taken =
-          b_.create<kiln::MulOp>(loc(name + ".taken"), channelType, batch,
-                                 splat((1.0 - momentum) * batchScale, e, {channels}));
-      return b_.create<kiln::AddOp>(loc(name), channelType, kept, taken).getResult();
-    };
-    mlir::Value nextMean = blend(".running_mean", runningMean, batchMean, 1.0);
-    mlir::Value nextVar = blend(".running_var", runningVar, batchVar,
-                                static_cast<double>(count) / (count - 1));
-    g_.updateModelState(runningMean, nextMean);
-    g_.updateModelState(runningVar, nextVar);
-    if (node_->outputs.size() > 1 && !node_->outputs[1].empty())
-      setOutput(1, nextMean);
-    if (node_->outputs.size() > 2 && !node_->outputs[2].empty())
-      setOutput(2, nextVar);
-  } else if (!constantValue(3, mean) || !constantValue(4, var)) {
-    return false;
+    // ONNX's momentum is the running statistics' share, PyTorch's the
+    // batch's: 0.9 in the file is PyTorch's 0.1.
+    double momentum = 1.0 - floatAttr("momentum", 0.9f);
+    setOutput(0, g_.batchNorm(nodeName_, x, scale, bias, runningMean, runningVar,
+                              epsilon, momentum));
+    return true;
   }
+  mlir::Value mean, var;
+  if (!constantValue(3, mean) || !constantValue(4, var))
+    return false;
   if (shape(mean) != llvm::ArrayRef<int64_t>{channels} ||
       shape(var) != llvm::ArrayRef<int64_t>{channels})
     return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
-  mlir::Value centered =
-      b_.create<kiln::SubOp>(loc(".centered"), x.getType(), x, perChannel(".mean_b", mean));
-  mlir::Value shifted = b_.create<kiln::AddOp>(loc(".var_eps"), channelType, var,
-                                               splat(epsilon, e, {channels}));
-  mlir::Value inverse = b_.create<kiln::RsqrtOp>(loc(".rsqrt"), channelType, shifted);
-  mlir::Value gain = b_.create<kiln::MulOp>(loc(".gain"), channelType, inverse, scale);
-  mlir::Value y = b_.create<kiln::MulOp>(loc(".scale"), x.getType(), centered,
-                                         perChannel(".gain_b", gain));
-  y = b_.create<kiln::AddOp>(loc(), x.getType(), y, perChannel(".bias_b", bias));
-  setOutput(0, y);
+  setOutput(0, g_.normalizeChannels(nodeName_, x, mean, var, scale, bias, epsilon));
   return true;
 }
 

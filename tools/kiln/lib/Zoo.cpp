@@ -185,6 +185,97 @@ mlir::OwningOpRef<mlir::ModuleOp> buildLeNet5(mlir::MLIRContext *context,
 }
 
 //===----------------------------------------------------------------------===//
+// ResNet
+//===----------------------------------------------------------------------===//
+
+std::string checkOptions(const ResNetOptions &options) {
+  if (std::string e = checkDimension("blocks", options.blocks, 1); !e.empty())
+    return e;
+  if (std::string e = checkDimension("width", options.width, 1); !e.empty())
+    return e;
+  if (std::string e = checkDimension("batch", options.batch, 1); !e.empty())
+    return e;
+  if (std::string e =
+          checkElements("stem output", {options.batch, options.width, 28, 28});
+      !e.empty())
+    return e;
+  return checkTraining(options.training);
+}
+
+mlir::OwningOpRef<mlir::ModuleOp> buildResNet(mlir::MLIRContext *context,
+                                              const ResNetOptions &options) {
+  if (std::string problem = checkOptions(options); !problem.empty())
+    return rejectOptions(context, "resnet", problem);
+  GraphBuilder g(context, "main", options.training.seed);
+  mlir::OpBuilder &b = g.builder();
+  const int64_t batch = options.batch;
+  mlir::Value x = g.addInput("x", {batch, 1, 28, 28}, g.f32());
+  mlir::Value labels = g.addLabel("labels", {batch}, g.i32());
+
+  // A bias-free k x k convolution, torchvision's initialization.
+  auto conv = [&](const std::string &name, mlir::Value in, int64_t out,
+                  int64_t k, int64_t stride) {
+    int64_t channels = GraphBuilder::shapeOf(in)[1];
+    mlir::Value w = g.addParameter(name + ".weight", {out, channels, k, k},
+                                   kiln::InitKind::normal, 0.0,
+                                   std::sqrt(2.0 / double(out * k * k)));
+    int64_t pad = k / 2;
+    return b.create<kiln::Conv2DOp>(g.loc(name), in, w,
+                                    b.getDenseI64ArrayAttr({stride, stride}),
+                                    b.getDenseI64ArrayAttr({pad, pad, pad, pad}),
+                                    b.getDenseI64ArrayAttr({1, 1}),
+                                    b.getI64IntegerAttr(1))
+        .getResult();
+  };
+  // nn.BatchNorm2d(channels): scale ones, shift zeros, running statistics.
+  auto norm = [&](const std::string &name, mlir::Value in) {
+    int64_t channels = GraphBuilder::shapeOf(in)[1];
+    mlir::Value scale =
+        g.addParameter(name + ".weight", {channels}, kiln::InitKind::ones);
+    mlir::Value shift =
+        g.addParameter(name + ".bias", {channels}, kiln::InitKind::zeros);
+    mlir::Value mean = g.addModelState(name + ".running_mean", {channels}, 0.0);
+    mlir::Value var = g.addModelState(name + ".running_var", {channels}, 1.0);
+    return g.batchNorm(name, in, scale, shift, mean, var, 1e-5, 0.1);
+  };
+  auto relu = [&](const std::string &name, mlir::Value in) {
+    return b.create<kiln::ReluOp>(g.loc(name), in).getResult();
+  };
+
+  mlir::Value h = relu("relu", norm("bn1", conv("conv1", x, options.width, 3, 1)));
+  for (int64_t stage = 0; stage < 3; ++stage) {
+    int64_t channels = options.width << stage;
+    for (int64_t block = 0; block < options.blocks; ++block) {
+      std::string name =
+          "layer" + std::to_string(stage + 1) + "." + std::to_string(block);
+      int64_t stride = stage > 0 && block == 0 ? 2 : 1;
+      mlir::Value y = relu(name + ".relu1",
+                           norm(name + ".bn1", conv(name + ".conv1", h, channels, 3, stride)));
+      y = norm(name + ".bn2", conv(name + ".conv2", y, channels, 3, 1));
+      mlir::Value shortcut = h;
+      if (stride != 1 || GraphBuilder::shapeOf(h)[1] != channels)
+        shortcut = norm(name + ".downsample.1",
+                        conv(name + ".downsample.0", h, channels, 1, stride));
+      y = b.create<kiln::AddOp>(g.loc(name + ".residual"), y, shortcut);
+      h = relu(name + ".relu2", y);
+    }
+  }
+  // Global average pooling: [B, C, H, W] -> [B, C].
+  int64_t channels = GraphBuilder::shapeOf(h)[1];
+  h = b.create<kiln::ReduceOp>(
+      g.loc("avgpool"), mlir::RankedTensorType::get({batch, channels}, g.f32()),
+      kiln::ReduceKind::mean, h, b.getDenseI64ArrayAttr({2, 3}));
+  double bound = pytorchBound(channels);
+  mlir::Value w = g.addParameter("fc.weight", {channels, 10}, kiln::InitKind::uniform,
+                                 0.0, bound);
+  mlir::Value bias =
+      g.addParameter("fc.bias", {10}, kiln::InitKind::uniform, 0.0, bound);
+  h = g.linear("fc", h, w, bias);
+  mlir::Value loss = g.meanCrossEntropy("loss", h, labels);
+  return g.finish(loss, trainingAttr(context, options.training));
+}
+
+//===----------------------------------------------------------------------===//
 // GPT
 //===----------------------------------------------------------------------===//
 

@@ -1,6 +1,7 @@
 //===- Zoo.h - the built-in model zoo -----------------------------*- C++ -*-===//
 //
-// Builders for the models `kiln models` writes: an MLP, LeNet-5 and a GPT.
+// Builders for the models `kiln models` writes: an MLP, LeNet-5, a ResNet
+// and a GPT.
 // Each returns a verified module with one public function @main whose
 // arguments are the data inputs ("x" or "tokens", role input), the labels
 // ("labels" or "targets", role label) and the parameters (role parameter,
@@ -12,6 +13,9 @@
 //     of GPT-2's original Conv1D; this is the transpose of PyTorch's
 //     nn.Linear.weight, and it is the layout #kiln.init's fan rules assume.
 //     Convolution filters are OIHW as in PyTorch.
+//   - resnet uses torchvision's: convolution filters normal with std
+//     sqrt(2 / fan_out) (kaiming_normal_, mode fan_out), batch norm scales
+//     ones and shifts zeros, the classifier PyTorch's default below.
 //   - mlp and lenet5 use PyTorch's default initialization: weights and biases
 //     of nn.Linear and nn.Conv2d uniform on [-1/sqrt(fan_in), 1/sqrt(fan_in)]
 //     (what kaiming_uniform_(a=sqrt(5)) works out to), written as
@@ -76,6 +80,26 @@ struct LeNet5Options {
   TrainingOptions training;
 };
 
+// A ResNet for 1x28x28 images and 10 classes, as He et al.'s CIFAR ResNets
+// (ResNet-8 with blocks = 1, ResNet-20 with 3): a 3x3 convolution of
+// `width` channels, batch norm and ReLU; three stages of `blocks` basic
+// blocks (two 3x3 convolutions, each followed by a batch norm, ReLU after
+// the first and after the residual sum) of width, 2 width and 4 width
+// channels, the first block of stages 2 and 3 with stride 2 and a 1x1
+// convolution and batch norm on its shortcut; global average pooling and a
+// linear classifier. Convolutions have no bias, as before a batch norm in
+// torchvision. Names follow torchvision's resnet (conv1.weight, bn1.*,
+// layer2.0.conv1.weight, layer2.0.downsample.0.weight, layer2.0.downsample.1.*,
+// fc.weight [in, out], fc.bias); each batch norm keeps running_mean and
+// running_var as model state (momentum 0.1). Input "x" [batch, 1, 28, 28]
+// f32, labels "labels" [batch].
+struct ResNetOptions {
+  int64_t blocks = 1;
+  int64_t width = 16;
+  int64_t batch = 128;
+  TrainingOptions training;
+};
+
 // A GPT-2 style decoder: token embedding (kiln.gather) plus a learned
 // position embedding, `layers` pre-norm blocks (layer_norm, causal multi-head
 // self-attention, residual, layer_norm, GELU MLP of width 4 * hidden,
@@ -100,6 +124,7 @@ struct GptOptions {
 // wrong, naming the flag.
 std::string checkOptions(const MlpOptions &options);
 std::string checkOptions(const LeNet5Options &options);
+std::string checkOptions(const ResNetOptions &options);
 std::string checkOptions(const GptOptions &options);
 
 // Each builder returns null after emitting a diagnostic if the options are
@@ -108,6 +133,8 @@ mlir::OwningOpRef<mlir::ModuleOp> buildMlp(mlir::MLIRContext *context,
                                            const MlpOptions &options);
 mlir::OwningOpRef<mlir::ModuleOp> buildLeNet5(mlir::MLIRContext *context,
                                               const LeNet5Options &options);
+mlir::OwningOpRef<mlir::ModuleOp> buildResNet(mlir::MLIRContext *context,
+                                              const ResNetOptions &options);
 mlir::OwningOpRef<mlir::ModuleOp> buildGpt(mlir::MLIRContext *context,
                                            const GptOptions &options);
 

@@ -48,6 +48,9 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <functional>
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/APFloat.h"
@@ -326,6 +329,48 @@ void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
 
 } // namespace
 
+// The dimensions of |nest| that index a reduction's result in its elements:
+// the dims of each nest-shaped kiln.broadcast_in_dim of a value computed
+// from a kiln.reduce (a batch norm's per-channel mean spread over [N, C, H,
+// W]: dimension 1). Looping over them outermost builds each reduction once
+// per element of them: ElementEmitter hoists a reduction out of every loop
+// its indices do not depend on, so under a loop over N it would be built
+// again for each of the N images.
+SmallVector<int64_t> reductionIndexDims(const LoopNest &nest, YieldOp yield) {
+  llvm::DenseMap<Value, bool> fromReduce;
+  std::function<bool(Value)> reaches = [&](Value v) -> bool {
+    auto it = fromReduce.find(v);
+    if (it != fromReduce.end())
+      return it->second;
+    Operation *def = v.getDefiningOp();
+    bool found = def && (isa<ReduceOp>(def) ||
+                         llvm::any_of(def->getOperands(), reaches));
+    fromReduce[v] = found;
+    return found;
+  };
+  llvm::SmallSetVector<int64_t, 4> dims;
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Value> work;
+  for (unsigned result : nest.results)
+    work.push_back(yield.getOperand(result));
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || isa<ReduceOp>(def) || !seen.insert(def).second)
+      continue;
+    if (auto broadcast = dyn_cast<BroadcastInDimOp>(def)) {
+      auto type = cast<RankedTensorType>(broadcast.getType());
+      if (type.getShape() == ArrayRef<int64_t>(nest.shape) &&
+          reaches(broadcast.getOperand()))
+        for (int64_t d : broadcast.getBroadcastDimensions())
+          dims.insert(d);
+    }
+    work.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<int64_t> sorted(dims.begin(), dims.end());
+  llvm::sort(sorted);
+  return sorted;
+}
+
 FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   FailureOr<KernelModel> model = buildKernelModel(fusion);
   if (failed(model))
@@ -386,10 +431,17 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
                            numInputs, part, parts);
       continue;
     }
+    // Loop order: the dimensions that index a reduction first
+    // (reductionIndexDims), then the others in order; order[k] is the nest
+    // dimension of loop k.
+    SmallVector<int64_t> order = reductionIndexDims(nest, yield);
+    for (int64_t d = 0, e = nest.shape.size(); d < e; ++d)
+      if (!llvm::is_contained(order, d))
+        order.push_back(d);
     SmallVector<Value> lbs, ubs, steps;
-    for (int64_t extent : nest.shape) {
+    for (int64_t d : order) {
       lbs.push_back(zero);
-      ubs.push_back(b.create<arith::ConstantIndexOp>(loc, extent));
+      ubs.push_back(b.create<arith::ConstantIndexOp>(loc, nest.shape[d]));
       steps.push_back(one);
     }
     // The outermost range of this part (extents and part counts are far
@@ -400,7 +452,13 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
         loc, b.create<arith::MulIOp>(loc, extent, part), parts);
     ubs.front() = b.create<arith::DivUIOp>(
         loc, b.create<arith::MulIOp>(loc, extent, partEnd), parts);
-    scf::buildLoopNest(b, loc, lbs, ubs, steps, buildBody);
+    scf::buildLoopNest(b, loc, lbs, ubs, steps,
+                       [&](OpBuilder &nb, Location nloc, ValueRange loopIvs) {
+                         SmallVector<Value, 4> ivs(loopIvs.size());
+                         for (auto [k, d] : llvm::enumerate(order))
+                           ivs[d] = loopIvs[k];
+                         buildBody(nb, nloc, ivs);
+                       });
   }
   b.create<func::ReturnOp>(loc);
   if (failed(func.verify()))

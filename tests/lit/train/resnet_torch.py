@@ -5,7 +5,7 @@ and PyTorch trains from it on the same batches: every loss, every eval loss
 (PyTorch's eval(): the running statistics) and the final state dict, running
 statistics included, must match.
 
-  resnet_torch.py make DIR BLOCKS WIDTH
+  resnet_torch.py make DIR BLOCKS WIDTH [SEED]
       writes DIR/kiln.safetensors (the state dict, the classifier's weight
       transposed to kiln's [in, out]; no num_batches_tracked) and the data
       DIR/data/{x,labels}.npy
@@ -14,8 +14,8 @@ statistics included, must match.
       trains PyTorch from DIR/kiln.safetensors with momentum SGD (lr 0.05,
       momentum 0.9) and compares it with LOG (kilntest.check_torch_training)
 
-Batch 4, 16 samples of 1x28x28, 10 classes. The seed is random and
-printed."""
+Batch 4, 16 samples of 1x28x28, 10 classes. The seed (weights, running
+statistics and data) is SEED, else random; it is printed."""
 
 import os
 import sys
@@ -85,8 +85,9 @@ def kiln_layout(name, tensor):
     return tensor.t().contiguous() if name == "fc.weight" else tensor
 
 
-def make(out, blocks, width):
-    seed = int.from_bytes(os.urandom(4), "little")
+def make(out, blocks, width, seed=None):
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}")
     torch.manual_seed(seed)
     net = ResNet(blocks, width)
@@ -116,7 +117,8 @@ def check(out, blocks, width, log, tolerance, checkpoint=None, accum=1, ranks=1)
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
-        make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+             int(sys.argv[5]) if len(sys.argv) > 5 else None)
     else:
         options = dict(a[2:].split("=", 1) for a in sys.argv[7:])
         check(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],

@@ -10,11 +10,14 @@
 # are step times only.
 #
 # Usage: bench/cpu/lenet.sh [--threads T] [--steps N] [--warmup W]
-#                           [--rounds R] [--build DIR]
+#                           [--rounds R] [--build DIR] [--model M]
 #   --threads  threads for every contender (default 2)
 #   --rounds   interleaved rounds (default 3); each contender's median step
 #              time per round, then the median over rounds is compared
 #   --build    the build directory holding bin/kiln and bin/kiln-bench-step
+#   --model    lenet5 (default) or resnet: the zoo's ResNet-8 (width 16,
+#              batch 128, batch norms), against PyTorch eager and
+#              torch.compile only
 # Needs scripts/install-peers.sh for PyTorch and JAX. Exits non-zero when a
 # contender fails.
 set -euo pipefail
@@ -24,6 +27,7 @@ threads=2
 steps=50
 warmup=5
 rounds=3
+model=lenet5
 while [[ $# -gt 0 ]]; do
   case $1 in
     --threads) threads=$2; shift 2 ;;
@@ -35,6 +39,8 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds=$2; shift 2 ;;
     --rounds=*) rounds=${1#*=}; shift ;;
     --build) build=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --model=*) model=${1#*=}; shift ;;
     --build=*) build=${1#*=}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "lenet.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -53,17 +59,18 @@ pin=(taskset -c "$cpus")
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$build/bin/kiln" models lenet5 -o "$out/lenet.kiln" >/dev/null
+[[ $model == lenet5 || $model == resnet ]] || { echo "lenet.sh: --model: expected lenet5 or resnet, got '$model'" >&2; exit 2; }
+"$build/bin/kiln" models "$model" -o "$out/lenet.kiln" >/dev/null
 "$build/bin/kiln" compile "$out/lenet.kiln" -o "$out/lenet.kpkg" 2>"$out/compile.err" ||
   { cat "$out/compile.err" >&2; exit 1; }
 for ((r = 1; r <= rounds; ++r)); do
   "${pin[@]}" "$build/bin/kiln-bench-step" "$out/lenet.kpkg" --steps "$steps" \
     --warmup "$warmup" --threads "$threads" | grep '^{' | sed 's/^{/{"peer": "kiln", /' >>"$out/results"
   "${pin[@]}" python3 "$root/bench/cpu/lenet_peers.py" --threads "$threads" \
-    --steps "$steps" --warmup "$warmup" --json | grep '^{' >>"$out/results"
+    --steps "$steps" --warmup "$warmup" --model "$model" --json | grep '^{' >>"$out/results"
 done
 echo "CPU cores: $cpus (taskset), threads $threads, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-python3 - "$out/results" "$rounds" <<'PY'
+python3 - "$out/results" "$rounds" "$model" <<'PY'
 import json, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -83,7 +90,7 @@ peers = {k: v for k, v in med.items() if k != "kiln"}
 if "kiln" in med and peers:
     best = min(peers, key=peers.get)
     print(f"kiln / fastest peer ({best}): {med['kiln'] / peers[best]:.3f}")
-missing = [n for n in ("kiln", "torch", "torch.compile", "jax")
-           if len(rows.get(n, [])) != rounds]
+expected = ("kiln", "torch", "torch.compile") + (("jax",) if sys.argv[3] == "lenet5" else ())
+missing = [n for n in expected if len(rows.get(n, [])) != rounds]
 sys.exit(1 if missing else 0)
 PY

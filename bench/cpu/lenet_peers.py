@@ -1,5 +1,7 @@
 """The peers' side of the CPU LeNet-5 training-step comparison
-(bench/cpu/lenet.sh): milliseconds per step of the zoo's lenet5
+(bench/cpu/lenet.sh; --model resnet: the zoo's ResNet-8, width 16, batch
+128, Adam 1e-3, its batch norms in train mode, in PyTorch eager and
+torch.compile): milliseconds per step of the zoo's lenet5
 (tools/kiln/lib/Zoo.cpp buildLeNet5: conv 6@5x5 pad 2, bias, ReLU, 2x2 max
 pool; conv 16@5x5, bias, ReLU, 2x2 max pool; flatten; fc 400-120-84-10 with
 ReLUs; mean softmax cross-entropy; Adam 1e-3; f32, batch 128) in PyTorch
@@ -10,7 +12,7 @@ data loading is timed. Initial parameters: PyTorch's defaults (uniform in
 peer. JAX's loss and Adam are bench/cpu/peers.py's.
 
 Usage: python3 bench/cpu/lenet_peers.py [--threads 2] [--steps 50]
-       [--warmup 5] [--peers torch,compile,jax] [--json]
+       [--warmup 5] [--peers torch,compile,jax] [--model lenet5|resnet] [--json]
 Each peer runs in its own process (pinned to the first --threads allowed
 CPUs before its library starts a thread; XLA sizes its pool from that).
 Prints, per peer, the median and minimum ms per step and the first and last
@@ -66,10 +68,27 @@ def timed(step, args):
                 first_loss=losses[0], last_loss=losses[-1])
 
 
+def resnet(args):
+    """The zoo's resnet with its defaults (ResNet-8, width 16): the PyTorch
+    module of tests/lit/train/resnet_torch.py, which that test trains
+    against kiln's."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "tests", "lit", "train"))
+    from resnet_torch import ResNet
+    torch.manual_seed(args.seed)
+    return ResNet(1, 16).train()
+
+
 def run_torch(args, params, x, y, compiled):
     import torch
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
+    if args.model == "resnet":
+        step = torch_adam_step(resnet(args), x, y)
+        run = torch.compile(step) if compiled else step
+        return dict(peer="torch.compile" if compiled else "torch",
+                    version=torch.__version__, **timed(run, args))
     model = torch.nn.Sequential(
         torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
@@ -153,7 +172,9 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--peers", default="torch,compile,jax")
+    ap.add_argument("--peers", default=None,
+                    help="default torch,compile,jax (lenet5), torch,compile (resnet)")
+    ap.add_argument("--model", choices=("lenet5", "resnet"), default="lenet5")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--worker", choices=("torch", "compile", "jax"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -161,13 +182,18 @@ def main():
         ap.error("--threads, --steps and --warmup must be at least 1")
     if args.worker:
         return worker(args)
+    if args.peers is None:
+        args.peers = "torch,compile,jax" if args.model == "lenet5" else "torch,compile"
     results, failed = [], False
     for peer in [p for p in args.peers.split(",") if p]:
         if peer not in ("torch", "compile", "jax"):
             ap.error(f"--peers: unknown peer '{peer}' (torch, compile, jax)")
+        if peer == "jax" and args.model == "resnet":
+            ap.error("--peers: jax has no resnet here (torch, compile)")
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer,
                "--threads", str(args.threads), "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--seed", str(args.seed)]
+               "--warmup", str(args.warmup), "--seed", str(args.seed),
+               "--model", args.model]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
         if proc.returncode != 0 or not lines:

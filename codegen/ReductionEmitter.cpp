@@ -50,6 +50,16 @@ Type accumulatorType(Type element) {
   return IntegerType::get(element.getContext(), 64);
 }
 
+// Whether a one-thread reduction of |reduce| keeps kRowLanes partial results
+// (emitReduceHere): it reduces the contiguous last dimension, of at least
+// 2 * kRowLanes elements.
+bool keepsRowLanes(ReduceOp reduce) {
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  int64_t rank = operandType.getRank();
+  return llvm::is_contained(reduce.getDimensions(), rank - 1) &&
+         operandType.getDimSize(rank - 1) >= 2 * kRowLanes;
+}
+
 // A sum whose accumulator adds at least this many f32 elements accumulates
 // in f64 where the target asks (KernelHooks::wideSums).
 constexpr int64_t kWideSumCount = 64;
@@ -214,8 +224,7 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
       // (KernelHooks::partialResults).
       int64_t rank = operandType.getRank();
       int64_t lastExtent = operandType.getDimSize(rank - 1);
-      bool lanes = !coop && looped.back() == rank - 1 &&
-                   lastExtent >= 2 * kRowLanes;
+      bool lanes = !coop && keepsRowLanes(reduce);
       ArrayRef<int64_t> outerLooped(looped);
       if (lanes)
         outerLooped = outerLooped.drop_back();
@@ -386,9 +395,7 @@ mlir::Type ElementEmitter::reductionAccumulatorType(ReduceOp reduce,
   int64_t count = 1;
   for (int64_t d : reduce.getDimensions())
     count *= operandType.getDimSize(d);
-  int64_t rank = operandType.getRank();
-  if (llvm::is_contained(reduce.getDimensions(), rank - 1) &&
-      operandType.getDimSize(rank - 1) >= 2 * kRowLanes)
+  if (keepsRowLanes(reduce))
     count /= kRowLanes;
   return count >= kWideSumCount ? Float64Type::get(acc.getContext()) : acc;
 }

@@ -85,13 +85,6 @@ constexpr uint64_t kSeedStride = 0x9E3779B97F4A7C15ull;
 // How one result of the step combines its K values.
 enum class Combine { sum, mean, concat, chain };
 
-// The argument result |i| of |func| updates (kiln.updates, checked).
-unsigned updatedArgument(mlir::func::FuncOp func, unsigned i) {
-  return static_cast<unsigned>(
-      func.getResultAttrOfType<mlir::IntegerAttr>(i, KilnDialect::kUpdatesAttrName)
-          .getInt());
-}
-
 // A kernel of its own: a kiln.fusion (kind loop) over |inputs| with one
 // result of |type|, which |build| makes from the body's arguments.
 Value ownKernel(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,
@@ -179,8 +172,10 @@ private:
              << " needs a batch to split, but @" << func.getName()
              << " has no input or label argument";
 
-    // How each result combines.
+    // How each result combines; for model state, (result, the argument it
+    // updates).
     llvm::SmallVector<Combine> combine;
+    llvm::SmallVector<std::pair<unsigned, Value>> chained;
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       auto type =
           llvm::dyn_cast<mlir::RankedTensorType>(func.getResultTypes()[i]);
@@ -201,8 +196,8 @@ private:
                  << "kiln-accumulate-gradients: model_state result " << i
                  << " needs kiln.updates naming an argument of its type";
         combine.push_back(Combine::chain);
-      }
-      else if (role == Role::loss)
+        chained.push_back({i, func.getArgument(updates.getInt())});
+      } else if (role == Role::loss)
         combine.push_back(Combine::mean);
       else if (type.getRank() > 0 && type.getDimSize(0) == batch)
         combine.push_back(Combine::concat);
@@ -238,9 +233,8 @@ private:
       mlir::IRMapping map;
       // Model state: what the micro-batch before wrote.
       if (m > 0)
-        for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-          if (combine[i] == Combine::chain)
-            map.map(func.getArgument(updatedArgument(func, i)), running[i]);
+        for (auto [result, arg] : chained)
+          map.map(arg, running[result]);
       for (unsigned i : batchArgs) {
         Value arg = func.getArgument(i);
         auto type = llvm::cast<mlir::RankedTensorType>(arg.getType());

@@ -13,6 +13,7 @@
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
+#include "tools/kiln/lib/OptimizerFlags.h"
 #include "tools/kiln/lib/Zoo.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -221,14 +222,9 @@ bool parseTrainingSection(llvm::StringRef command, const TrainingFlagText &text,
                           TrainingOptions &training, llvm::raw_ostream &errs) {
   if (!text.optimizer.empty()) {
     std::optional<kiln::OptimizerKind> kind =
-        kiln::symbolizeOptimizerKind(text.optimizer);
-    if (!kind) {
-      printError(errs, command,
-                 "--optimizer=" + text.optimizer +
-                     ": expected sgd, momentum, adam or adamw, found '" +
-                     text.optimizer + "'");
+        parseOptimizerKind(command, text.optimizer, errs);
+    if (!kind)
       return false;
-    }
     training.optimizer = *kind;
   }
   if (!text.lr.empty()) {

@@ -46,6 +46,17 @@ bool parseBeta(llvm::StringRef command, llvm::StringRef flag,
 
 } // namespace
 
+std::optional<kiln::OptimizerKind> parseOptimizerKind(llvm::StringRef command,
+                                                      const std::string &text,
+                                                      llvm::raw_ostream &errs) {
+  std::optional<kiln::OptimizerKind> kind = symbolizeOptimizerKind(text);
+  if (!kind)
+    printError(errs, command,
+               "--optimizer=" + text +
+                   ": expected sgd, momentum, adam or adamw, found '" + text + "'");
+  return kind;
+}
+
 void addOptimizerFlags(FlagParser &parser, OptimizerFlags &f) {
   parser.addGroup("Optimizer (each flag overrides the model's training section)");
   parser.addValue("optimizer", &f.optimizer, "NAME", "sgd, momentum, adam or adamw");
@@ -70,13 +81,8 @@ void addOptimizerFlags(FlagParser &parser, OptimizerFlags &f) {
 bool parseOptimizerFlags(llvm::StringRef command, const OptimizerFlags &f,
                          KilnApplyOptimizerOptions &o, llvm::raw_ostream &errs) {
   if (!f.optimizer.empty()) {
-    if (!symbolizeOptimizerKind(f.optimizer)) {
-      printError(errs, command,
-                 "--optimizer=" + f.optimizer +
-                     ": expected sgd, momentum, adam or adamw, found '" +
-                     f.optimizer + "'");
+    if (!parseOptimizerKind(command, f.optimizer, errs))
       return false;
-    }
     o.optimizer = f.optimizer;
   }
   if (!f.schedule.empty()) {

@@ -30,6 +30,13 @@ bool parseOptimizerFlags(llvm::StringRef command, const OptimizerFlags &flags,
                          KilnApplyOptimizerOptions &options,
                          llvm::raw_ostream &errs);
 
+// --optimizer=|text| as an optimizer; prints "<command>: error:
+// --optimizer=x: expected sgd, momentum, adam or adamw, found 'x'" and
+// returns nullopt. `kiln models` and `kiln import` use it too.
+std::optional<kiln::OptimizerKind> parseOptimizerKind(llvm::StringRef command,
+                                                      const std::string &text,
+                                                      llvm::raw_ostream &errs);
+
 } // namespace kiln::cli
 
 #endif // KILN_TOOLS_KILN_LIB_OPTIMIZERFLAGS_H

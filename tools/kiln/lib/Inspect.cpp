@@ -53,25 +53,22 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
       parameterBytes += b.size;
   os << "  parameters:       " << parameterCount(p) << " (" << parameterBytes
      << " bytes)\n";
+  // The inputs of |role|: how many, and their bytes.
+  auto inputsOf = [&](PkgRole role) {
+    std::pair<uint64_t, uint64_t> found{0, 0};
+    for (const SignatureEntry &e : p.inputs)
+      if (e.role == role) {
+        ++found.first;
+        found.second += p.buffers[e.buffer].size;
+      }
+    return found;
+  };
   // Mixed precision's low-precision parameter copies (docs/training.md).
-  uint64_t parameterCopies = 0, parameterCopyBytes = 0;
-  for (const SignatureEntry &e : p.inputs)
-    if (e.role == PkgRole::ParameterCopy) {
-      ++parameterCopies;
-      parameterCopyBytes += p.buffers[e.buffer].size;
-    }
-  if (parameterCopies)
-    os << "  parameter copies: " << parameterCopies << " ("
-       << parameterCopyBytes << " bytes)\n";
+  if (auto [copies, bytes] = inputsOf(PkgRole::ParameterCopy); copies)
+    os << "  parameter copies: " << copies << " (" << bytes << " bytes)\n";
   // Model state: a batch norm's running statistics (not trained).
-  uint64_t stateTensors = 0, stateBytes = 0;
-  for (const SignatureEntry &e : p.inputs)
-    if (e.role == PkgRole::ModelState) {
-      ++stateTensors;
-      stateBytes += p.buffers[e.buffer].size;
-    }
-  if (stateTensors)
-    os << "  model state:      " << stateTensors << " tensors (" << stateBytes
+  if (auto [tensors, bytes] = inputsOf(PkgRole::ModelState); tensors)
+    os << "  model state:      " << tensors << " tensors (" << bytes
        << " bytes)\n";
   os << "  arena:            " << p.arenaSize << " bytes ("
      << llvm::format("%.2f MiB", p.arenaSize / 1048576.0) << "), "

@@ -43,7 +43,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_torch_training  # noqa: E402
+from kilntest import check_torch_training, randomize_batch_norms  # noqa: E402
 
 F = torch.nn.functional
 BATCH = 4
@@ -112,12 +112,7 @@ class BatchNormNet(torch.nn.Module):
         self.conv2 = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1)
         self.bn2 = torch.nn.BatchNorm2d(6, eps=1e-3)
         self.fc = torch.nn.Linear(6 * 4 * 4, 3)
-        with torch.no_grad():
-            for bn in (self.bn1, self.bn2):
-                bn.running_mean.normal_()
-                bn.running_var.uniform_(0.5, 2.0)
-                bn.weight.uniform_(0.5, 1.5)
-                bn.bias.normal_(0, 0.1)
+        randomize_batch_norms(self)
 
     def forward(self, x):
         h = F.relu(self.bn1(self.conv1(x)))

@@ -137,18 +137,41 @@ def check_close(name, got, want, rtol, atol=0.0):
     print(f"{name}: ok (max abs err {err.max() if err.size else 0:.3g})")
 
 
+def logged_values(log, pattern):
+    """{K: X} for each line of the file |log| that |pattern| (a regular
+    expression with two groups, an integer K and a number X) matches."""
+    values = {}
+    with open(log) as f:
+        for line in f:
+            m = re.match(pattern, line)
+            if m:
+                values[int(m.group(1))] = float(m.group(2))
+    return values
+
+
+def randomize_batch_norms(module, mean_std=1.0):
+    """Moves every BatchNorm2d of the PyTorch |module| away from its fresh
+    state (running mean 0 and variance 1, scale 1 and shift 0), so that a
+    model that ignored any of them would train or evaluate differently:
+    running means normal(0, mean_std), variances uniform on [0.5, 2], scales
+    uniform on [0.5, 1.5], shifts normal(0, 0.1)."""
+    import torch
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, mean_std)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.1)
+
+
 def check_losses(log, peer_loss, tolerance, peer="torch"):
     """Compares the "step K loss X" lines of the kiln train log |log| with
     a peer's losses: peer_loss(K) trains the peer's step K (called for K =
     1, 2, ... up to the last logged step, so the peer takes every step) and
     returns its loss. Exits naming the first step off by more than
     |tolerance| (relative); else prints how many steps matched."""
-    kiln = {}
-    with open(log) as f:
-        for line in f:
-            m = re.match(r"step (\d+) loss (\S+)", line)
-            if m:
-                kiln[int(m.group(1))] = float(m.group(2))
+    kiln = logged_values(log, r"step (\d+) loss (\S+)")
     if not kiln:
         sys.exit(f"{log}: no 'step K loss' lines")
     worst = 0.0
@@ -185,12 +208,7 @@ def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
     from safetensors.torch import load_file
 
     samples = x.shape[0]
-    evals = {}
-    with open(log) as f:
-        for line in f:
-            m = re.match(r"eval epoch \d+ step (\d+) loss (\S+)", line)
-            if m:
-                evals[int(m.group(1))] = float(m.group(2))
+    evals = logged_values(log, r"eval epoch \d+ step (\d+) loss (\S+)")
     checked = []
     restore = train or net.train
 

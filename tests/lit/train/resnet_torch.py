@@ -25,7 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_torch_training  # noqa: E402
+from kilntest import check_torch_training, randomize_batch_norms  # noqa: E402
 
 BATCH = 4
 SAMPLES = 16
@@ -67,13 +67,7 @@ class ResNet(nn.Module):
                 channels = width << stage
             setattr(self, f"layer{stage + 1}", nn.Sequential(*layer))
         self.fc = nn.Linear(channels, 10)
-        with torch.no_grad():
-            for m in self.modules():
-                if isinstance(m, nn.BatchNorm2d):
-                    m.running_mean.normal_(0, 0.5)
-                    m.running_var.uniform_(0.5, 2.0)
-                    m.weight.uniform_(0.5, 1.5)
-                    m.bias.normal_(0, 0.1)
+        randomize_batch_norms(self, mean_std=0.5)
 
     def forward(self, x):
         h = torch.relu(self.bn1(self.conv1(x)))

@@ -14,6 +14,8 @@
 
 #include "runtime/cpu/Blas.h"
 
+#include "runtime/cpu/DirectConv.h"
+
 #include "runtime/Half.h"
 
 #include <cblas.h>
@@ -613,6 +615,10 @@ Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
     return unsupportedDtype("conv2d", dtype);
   if (Status s = checkConv("conv2d", params); !s.isOk())
     return s;
+  if (dtype == PkgDType::F32 &&
+      directConv2d(params, static_cast<const float *>(input),
+                   static_cast<const float *>(filter), static_cast<float *>(output)))
+    return Status::ok();
   ConvGeometry g = geometry(params);
   if (dtype == PkgDType::F32)
     convForward<float>(g, static_cast<const float *>(input),
@@ -638,6 +644,11 @@ Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gra
     return unsupportedDtype("conv2d_input_grad", dtype);
   if (Status s = checkConv("conv2d_input_grad", params); !s.isOk())
     return s;
+  if (dtype == PkgDType::F32 &&
+      directConv2dInputGrad(params, static_cast<const float *>(gradOutput),
+                            static_cast<const float *>(filter),
+                            static_cast<float *>(gradInput)))
+    return Status::ok();
   ConvGeometry g = geometry(params);
   if (dtype == PkgDType::F32)
     convInputGrad<float>(g, static_cast<const float *>(gradOutput),
@@ -664,6 +675,11 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *in
     return unsupportedDtype("conv2d_filter_grad", dtype);
   if (Status s = checkConv("conv2d_filter_grad", params); !s.isOk())
     return s;
+  if (dtype == PkgDType::F32 &&
+      directConv2dFilterGrad(params, static_cast<const float *>(input),
+                             static_cast<const float *>(gradOutput),
+                             static_cast<float *>(gradFilter)))
+    return Status::ok();
   ConvGeometry g = geometry(params);
   if (dtype == PkgDType::F32)
     convFilterGrad<float>(g, static_cast<const float *>(input),

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Blas.h"
+#include "runtime/cpu/DirectConv.h"
 
 #include "runtime/Half.h"
 
@@ -563,6 +564,50 @@ TEST_F(ConvTest, RandomConfigurationsMatchTheInterpreter) {
     if (HasFailure())
       return;
   }
+}
+
+// f32 convolutions on an AVX-512 CPU take runtime/cpu/DirectConv (the f64
+// ones above check the im2col path they fall back to). Its tails: output
+// channels past a multiple of 8 (the kernel's rows) and of 16 and 48 (the
+// filter gradient's vectors), GEMM columns past a multiple of 16 and 48,
+// image rows wider than 16 (the transposed blocks of dy), strides 2 and 3
+// (two and three phases, a 1x1 stride-2 convolution reading one), dilation,
+// groups, and padding wider than the kernel (the input gradient's stride-1
+// convolution then crops).
+TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
+  if (!directConvAvailable())
+    GTEST_SKIP() << "no AVX-512F on this CPU: f32 convolutions take the im2col "
+                    "path, which the other tests check";
+  struct Case {
+    std::vector<int64_t> in, filter, strides, padding, dilation;
+    int64_t groups;
+  };
+  std::vector<Case> cases = {
+      {{2, 16, 28, 28}, {16, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 3, 17, 33}, {9, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{1, 5, 7, 7}, {17, 5, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{1, 4, 7, 7}, {49, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 32, 14, 14}, {64, 32, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 16, 28, 28}, {32, 16, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+      {{2, 4, 16, 15}, {7, 4, 3, 3}, {3, 3}, {1, 0, 2, 1}, {1, 1}, 1},
+      {{1, 6, 19, 18}, {12, 2, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 3},
+      {{2, 3, 9, 9}, {8, 3, 1, 1}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 1, 28, 28}, {6, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1},
+      {{1, 2, 1, 1}, {33, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+  };
+  for (const Case &c : cases) {
+    check(params(c.in, c.filter, c.strides, c.padding, c.dilation, c.groups),
+          DType::f32);
+    if (HasFailure())
+      return;
+  }
+  // The input gradient of a strided convolution is im2col's.
+  ConvParams strided =
+      params({1, 2, 5, 5}, {2, 2, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1);
+  strided.outputShape = {1, 2, 3, 3};
+  std::vector<float> buf(64);
+  EXPECT_FALSE(directConv2dInputGrad(strided, buf.data(), buf.data(), buf.data()));
+  EXPECT_TRUE(directConv2d(strided, buf.data(), buf.data(), buf.data()));
 }
 
 TEST_F(ConvTest, ErrorsNameTheProblem) {

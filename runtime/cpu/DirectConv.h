@@ -1,0 +1,59 @@
+//===- DirectConv.h - f32 convolutions without im2col on AVX-512 -*- C++ -*-===//
+//
+// kiln.conv2d and its two gradients in f32, as GEMMs whose rows are read
+// straight from a copy of the input instead of from an im2col matrix nine
+// times its size.
+//
+// Each image's channels are copied once into zero-padded "phase planes":
+// for stride s, s * s planes per channel, plane (py, px) holding the input
+// pixels (s * yq + py - padTop, s * xq + px - padLeft). In those planes the
+// pixels a filter tap (i, j) reads for the output positions y * Wq + x (Wq
+// the planes' width, at least the output's) are one contiguous run that
+// starts at a fixed offset, so the im2col matrix's row for (c, i, j) is
+// that run: an offset table stands in for the matrix. Output columns
+// x >= OW are computed and dropped (forward), or multiplied by zeros (the
+// filter gradient), which costs (Wq - OW) / Wq of the arithmetic.
+//
+// The arithmetic is a register-blocked AVX-512 kernel (up to 8 rows by 48
+// columns of f32 accumulators, FMAs with a broadcast operand):
+//   forward      out[o, n] = sum_k W[o, k] row_k[n]      (W packed per
+//                8 rows, rows of the planes as the vector operand);
+//   filter grad  dW[o, k] = sum_n dy[o, n] row_k[n]     (computed as dW^T,
+//                dy transposed so its O values are the vector operand,
+//                the planes broadcast);
+//   input grad   for stride 1, the forward kernel on dy with the filter
+//                flipped and transposed (a "full" convolution); other
+//                strides return false and take the im2col path.
+// On LeNet-5's and ResNet-8's convolutions this runs at about twice the
+// speed of im2col plus OpenBLAS (bench/RESULTS.md, thirty-ninth session).
+//
+// Each function computes what Blas.h's conv2d, conv2dInputGrad and
+// conv2dFilterGrad compute for f32 on |params| (already checked by
+// pkgCheckConvParams), single-threaded, overwriting its result. It returns
+// false, having written nothing, where it does not apply: a CPU without
+// AVX-512F (or an OS that does not save its registers), or, for the input
+// gradient, strides other than 1.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CPU_DIRECTCONV_H
+#define KILN_RUNTIME_CPU_DIRECTCONV_H
+
+#include "runtime/package/Package.h"
+
+namespace kiln::runtime::cpu {
+
+// Whether this CPU runs the direct convolutions (AVX-512F, and the OS saves
+// the ZMM and mask registers).
+bool directConvAvailable();
+
+bool directConv2d(const ConvParams &params, const float *input,
+                  const float *filter, float *output);
+bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,
+                           const float *filter, float *gradInput);
+bool directConv2dFilterGrad(const ConvParams &params, const float *input,
+                            const float *gradOutput, float *gradFilter);
+
+} // namespace kiln::runtime::cpu
+
+#endif // KILN_RUNTIME_CPU_DIRECTCONV_H

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -412,9 +413,14 @@ bool directConvAvailable() {
   return yes;
 }
 
+bool directConvEnabled() {
+  const char *choice = std::getenv("KILN_CPU_CONV");
+  return directConvAvailable() && !(choice && std::strcmp(choice, "im2col") == 0);
+}
+
 bool directConv2d(const ConvParams &params, const float *input,
                   const float *filter, float *output) {
-  if (!directConvAvailable())
+  if (!directConvEnabled())
     return false;
   forward(convOf(params), input, filter, output);
   return true;
@@ -422,7 +428,7 @@ bool directConv2d(const ConvParams &params, const float *input,
 
 bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,
                            const float *filter, float *gradInput) {
-  if (!directConvAvailable())
+  if (!directConvEnabled())
     return false;
   Conv g = convOf(params);
   if (g.sh != 1 || g.sw != 1)
@@ -452,7 +458,7 @@ bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,
 
 bool directConv2dFilterGrad(const ConvParams &params, const float *input,
                             const float *gradOutput, float *gradFilter) {
-  if (!directConvAvailable())
+  if (!directConvEnabled())
     return false;
   filterGrad(convOf(params), input, gradOutput, gradFilter);
   return true;
@@ -461,6 +467,7 @@ bool directConv2dFilterGrad(const ConvParams &params, const float *input,
 #else // !__x86_64__
 
 bool directConvAvailable() { return false; }
+bool directConvEnabled() { return false; }
 bool directConv2d(const ConvParams &, const float *, const float *, float *) {
   return false;
 }

@@ -30,9 +30,9 @@
 // Each function computes what Blas.h's conv2d, conv2dInputGrad and
 // conv2dFilterGrad compute for f32 on |params| (already checked by
 // pkgCheckConvParams), single-threaded, overwriting its result. It returns
-// false, having written nothing, where it does not apply: a CPU without
-// AVX-512F (or an OS that does not save its registers), or, for the input
-// gradient, strides other than 1.
+// false, having written nothing, where it does not apply: not enabled (a
+// CPU without AVX-512F, an OS that does not save its registers, or
+// KILN_CPU_CONV=im2col), or, for the input gradient, strides other than 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +46,10 @@ namespace kiln::runtime::cpu {
 // Whether this CPU runs the direct convolutions (AVX-512F, and the OS saves
 // the ZMM and mask registers).
 bool directConvAvailable();
+// Whether f32 convolutions take them: available, and the environment's
+// KILN_CPU_CONV is not "im2col" (the im2col path on request, for comparing
+// the two; the CPU executable refuses any value but "direct" and "im2col").
+bool directConvEnabled();
 
 bool directConv2d(const ConvParams &params, const float *input,
                   const float *filter, float *output);

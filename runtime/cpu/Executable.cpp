@@ -471,6 +471,12 @@ Executable::create(LoadedPackage package, KernelLoader &loader,
   // measuring what the overlap gains (bench/RESULTS.md).
   if (const char *async = std::getenv("KILN_ASYNC_COLLECTIVES"))
     options.asyncCollectives &= std::string(async) != "0";
+  // KILN_CPU_CONV=im2col runs f32 convolutions as im2col plus OpenBLAS
+  // instead of runtime/cpu/DirectConv, for comparing the two.
+  if (const char *conv = std::getenv("KILN_CPU_CONV");
+      conv && std::strcmp(conv, "direct") != 0 && std::strcmp(conv, "im2col") != 0)
+    return Status::error(std::string("KILN_CPU_CONV=") + conv +
+                         ": expected direct or im2col");
   std::unique_ptr<Executable> exe(
       new Executable(std::move(package), options));
   if (Status s = exe->prepare(loader); !s.isOk())

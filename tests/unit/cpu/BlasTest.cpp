@@ -575,7 +575,7 @@ TEST_F(ConvTest, RandomConfigurationsMatchTheInterpreter) {
 // groups, and padding wider than the kernel (the input gradient's stride-1
 // convolution then crops).
 TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
-  if (!directConvAvailable())
+  if (!directConvEnabled())
     GTEST_SKIP() << "no AVX-512F on this CPU: f32 convolutions take the im2col "
                     "path, which the other tests check";
   struct Case {
@@ -608,6 +608,20 @@ TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
   std::vector<float> buf(64);
   EXPECT_FALSE(directConv2dInputGrad(strided, buf.data(), buf.data(), buf.data()));
   EXPECT_TRUE(directConv2d(strided, buf.data(), buf.data(), buf.data()));
+}
+
+// KILN_CPU_CONV=im2col: f32 takes the im2col path on any CPU (and is
+// still right); unset, the direct path is back where the CPU has it.
+TEST_F(ConvTest, Im2colOnRequest) {
+  ASSERT_EQ(setenv("KILN_CPU_CONV", "im2col", 1), 0);
+  EXPECT_FALSE(directConvEnabled());
+  ConvParams p = params({2, 3, 17, 33}, {9, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
+  p.outputShape = {2, 9, 17, 33};
+  std::vector<float> buf(2 * 9 * 17 * 33);
+  EXPECT_FALSE(directConv2d(p, buf.data(), buf.data(), buf.data()));
+  check(p, DType::f32);
+  ASSERT_EQ(unsetenv("KILN_CPU_CONV"), 0);
+  EXPECT_EQ(directConvEnabled(), directConvAvailable());
 }
 
 TEST_F(ConvTest, ErrorsNameTheProblem) {

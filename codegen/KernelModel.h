@@ -173,6 +173,15 @@ public:
 
   const KernelModel &model() const { return model_; }
 
+  // Lets a kiln.reduce be built together with the other reductions of the
+  // same elements (operand type and dimensions) that |roots| (the values
+  // this emitter's nest stores) are computed from and that do not depend on
+  // each other: one loop nest accumulates all of them, each in its own
+  // order as when built alone, and the others' values are cached for the
+  // same indices. Off by default (the CUDA emitters' cooperative reductions
+  // are built one at a time).
+  void enableSiblingReductions(llvm::ArrayRef<mlir::Value> roots);
+
   // Column-reduction tiles (ReductionEmitter.cpp). A column reduction keeps
   // its operand's last dimension. Lanes of a tile are accumulators the
   // target stores (one per consecutive result element, in the reduction's
@@ -242,7 +251,14 @@ private:
   // It is built before the outermost enclosing loop whose induction
   // variable |indices| do not depend on.
   mlir::Value emitReduce(ReduceOp reduce, mlir::ValueRange indices);
-  mlir::Value emitReduceHere(ReduceOp reduce, mlir::ValueRange indices);
+  // |reduce| and the siblings to build with it at |indices| (itself alone
+  // unless enableSiblingReductions).
+  llvm::SmallVector<ReduceOp> reductionGroup(ReduceOp reduce,
+                                             mlir::ValueRange indices);
+  // The values of |group|'s reductions (same operand type and dimensions)
+  // at |indices|, built in one loop nest at the insertion point.
+  llvm::SmallVector<mlir::Value> emitReduceHere(llvm::ArrayRef<ReduceOp> group,
+                                                mlir::ValueRange indices);
   // Gather, scatter_add and max pooling (IndexedEmitter.cpp).
   struct CacheScope;
   struct WindowArgmax {
@@ -283,6 +299,7 @@ private:
   mlir::OpBuilder &b_;
   std::map<std::vector<void *>, mlir::Value> cache_;
   llvm::DenseMap<int64_t, mlir::Value> indexConstants_;
+  llvm::SmallVector<ReduceOp> siblingCandidates_;
 };
 
 } // namespace kiln

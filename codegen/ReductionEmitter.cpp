@@ -50,14 +50,35 @@ Type accumulatorType(Type element) {
   return IntegerType::get(element.getContext(), 64);
 }
 
+// The first of the trailing dimensions that |reduce| reduces (rank when it
+// keeps the last): those dimensions are one contiguous run of the operand
+// per result element, its "row" (a batch norm's [H, W] over NCHW).
+int64_t rowStart(ReduceOp reduce) {
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  int64_t start = operandType.getRank();
+  while (start > 0 && llvm::is_contained(reduce.getDimensions(), start - 1))
+    --start;
+  return start;
+}
+
+// The elements of that row.
+int64_t rowExtent(ReduceOp reduce) {
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  int64_t extent = 1;
+  for (int64_t d = rowStart(reduce); d < operandType.getRank(); ++d)
+    extent *= operandType.getDimSize(d);
+  return extent;
+}
+
 // Whether a one-thread reduction of |reduce| keeps kRowLanes partial results
-// (emitReduceHere): it reduces the contiguous last dimension, of at least
-// 2 * kRowLanes elements.
+// (emitReduceHere): it reduces the contiguous trailing dimensions, at least
+// 2 * kRowLanes elements of them. (Before the row was the last dimension
+// alone, a batch norm's sum over [N, H, W] with W = 28 was one serial chain
+// of f64 adds, 1.3 ms a pass over [128, 16, 28, 28] on one thread.)
 bool keepsRowLanes(ReduceOp reduce) {
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  int64_t rank = operandType.getRank();
-  return llvm::is_contained(reduce.getDimensions(), rank - 1) &&
-         operandType.getDimSize(rank - 1) >= 2 * kRowLanes;
+  return rowStart(reduce) < operandType.getRank() &&
+         rowExtent(reduce) >= 2 * kRowLanes;
 }
 
 // A sum whose accumulator adds at least this many f32 elements accumulates
@@ -120,7 +141,94 @@ Value finishReduce(OpBuilder &b, Location loc, ReduceOp reduce, Value result,
 
 } // namespace
 
+void ElementEmitter::enableSiblingReductions(ArrayRef<Value> roots) {
+  siblingCandidates_.clear();
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Value> work(roots.begin(), roots.end());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto reduce = dyn_cast<ReduceOp>(def))
+      siblingCandidates_.push_back(reduce);
+    work.append(def->operand_begin(), def->operand_end());
+  }
+  // Body order, so a group is the same on every build of the kernel.
+  llvm::sort(siblingCandidates_, [](ReduceOp a, ReduceOp b) {
+    return a->isBeforeInBlock(b);
+  });
+}
+
+// Whether |value| is computed (within the fusion body) from |op|'s results.
+static bool computedFrom(Value value, Operation *op,
+                         llvm::DenseMap<Operation *, bool> &memo) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return false;
+  if (def == op)
+    return true;
+  auto it = memo.find(def);
+  if (it != memo.end())
+    return it->second;
+  memo[def] = false; // a DAG: no cycles, but shared operands
+  bool found = llvm::any_of(def->getOperands(), [&](Value operand) {
+    return computedFrom(operand, op, memo);
+  });
+  memo[def] = found;
+  return found;
+}
+
+SmallVector<ReduceOp> ElementEmitter::reductionGroup(ReduceOp reduce,
+                                                     ValueRange indices) {
+  SmallVector<ReduceOp> group = {reduce};
+  if (siblingCandidates_.empty() || !llvm::is_contained(siblingCandidates_, reduce))
+    return group;
+  auto operandType = reduce.getOperand().getType();
+  for (ReduceOp candidate : siblingCandidates_) {
+    if (candidate == reduce || candidate.getOperand().getType() != operandType ||
+        candidate.getDimensions() != reduce.getDimensions())
+      continue;
+    // Built already at these indices: nothing to share.
+    std::vector<void *> key;
+    key.push_back(candidate.getResult().getAsOpaquePointer());
+    for (Value index : indices)
+      key.push_back(index.getAsOpaquePointer());
+    if (cache_.count(key))
+      continue;
+    // One pass builds the group, so no member may be computed from another
+    // (a variance's sum of squared deviations from the mean).
+    bool independent = llvm::all_of(group, [&](ReduceOp member) {
+      llvm::DenseMap<Operation *, bool> memoA, memoB;
+      return !computedFrom(candidate.getOperand(), member, memoA) &&
+             !computedFrom(member.getOperand(), candidate, memoB);
+    });
+    if (independent)
+      group.push_back(candidate);
+  }
+  return group;
+}
+
 Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
+  // Reductions of the same elements (operand type and dimensions) that the
+  // nest also needs are built in the same loops (reductionGroup), each
+  // summing in its own order as alone, and their values are cached for
+  // these indices: a batch norm's backward pass reads its operands once for
+  // its two or three sums rather than once per sum.
+  SmallVector<ReduceOp> group;
+  if (!hooks_.reductionLanes(b_))
+    group = reductionGroup(reduce, indices);
+  else
+    group = {reduce};
+  auto seedSiblings = [&](ArrayRef<Value> values) {
+    for (size_t i = 1; i < group.size(); ++i) {
+      std::vector<void *> key;
+      key.push_back(group[i].getResult().getAsOpaquePointer());
+      for (Value index : indices)
+        key.push_back(index.getAsOpaquePointer());
+      cache_[key] = values[i];
+    }
+    return values.front();
+  };
   // Hoist out of every enclosing scf.for whose induction variable the
   // indices do not depend on (a softmax's row max is built once per row, not
   // once per element).
@@ -135,7 +243,7 @@ Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
     hoistBefore = loop;
   }
   if (!hoistBefore)
-    return emitReduceHere(reduce, indices);
+    return seedSiblings(emitReduceHere(group, indices));
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPoint(hoistBefore);
   // Cached values built inside |hoistBefore| are set aside while building
@@ -165,19 +273,26 @@ Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
     hoisted.push_back(constant ? indexConstant(reduce.getLoc(), constant.value())
                                : index);
   }
-  Value result = emitReduceHere(reduce, hoisted);
+  SmallVector<Value> results = emitReduceHere(group, hoisted);
   cache_.insert(insideCache.begin(), insideCache.end());
   for (auto [v, c] : insideConstants)
     indexConstants_.try_emplace(v, c);
-  return result;
+  return seedSiblings(results);
 }
 
-Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
-  Location loc = reduce.getLoc();
-  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  Type acc = reductionAccumulatorType(reduce, hooks_.wideSums());
-  ReduceKind kind = reduce.getKind();
-  ArrayRef<int64_t> dims = reduce.getDimensions();
+SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
+                                                  ValueRange indices) {
+  ReduceOp first = group.front();
+  Location loc = first.getLoc();
+  auto operandType = cast<RankedTensorType>(first.getOperand().getType());
+  ArrayRef<int64_t> dims = first.getDimensions();
+  size_t members = group.size();
+  SmallVector<Type> accs;
+  SmallVector<ReduceKind> kinds;
+  for (ReduceOp reduce : group) {
+    accs.push_back(reductionAccumulatorType(reduce, hooks_.wideSums()));
+    kinds.push_back(reduce.getKind());
+  }
 
   // The combined operand index: result indices for kept dimensions, loop
   // induction variables (or 0 for unit extents) for reduced ones.
@@ -196,15 +311,23 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
     else
       looped.push_back(d);
   }
+  // Member |i|'s operand element at |combined|, in its accumulator type.
+  auto element = [&](size_t i) {
+    return convertScalar(b_, loc,
+                         emit(ReduceOp(group[i]).getOperand(), combined), accs[i]);
+  };
 
-  Value result;
+  SmallVector<Value> results(members);
   if (looped.empty()) {
-    result = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
+    for (size_t i = 0; i < members; ++i)
+      results[i] = element(i);
   } else {
-    Value init = initialValue(b_, loc, kind, acc);
+    SmallVector<Value> inits;
+    for (size_t i = 0; i < members; ++i)
+      inits.push_back(initialValue(b_, loc, kinds[i], accs[i]));
     // Lanes that build this reduction together (KernelHooks): they split
     // the reduced loop (the flattened one of several dimensions), then
-    // combine their partial results.
+    // combine their partial results. (Such a reduction is built alone.)
     std::optional<KernelHooks::ReductionLanes> coop = hooks_.reductionLanes(b_);
     // Values built inside the loops do not dominate what follows them.
     std::map<std::vector<void *>, Value> savedCache = cache_;
@@ -212,7 +335,7 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
     Value zero = indexConstant(loc, 0);
     Value one = indexConstant(loc, 1);
     SmallVector<scf::ForOp, 4> loops;
-    Value carried = init;
+    SmallVector<Value> carried = inits;
     {
       OpBuilder::InsertionGuard guard(b_);
       // A reduction over the contiguous last dimension keeps kRowLanes
@@ -222,12 +345,20 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
       // so every element's result is the same on every run and part, and
       // whether the partials are scalars or the target's array
       // (KernelHooks::partialResults).
+      // The row's elements are numbered in memory order and split into
+      // the lanes by that number.
       int64_t rank = operandType.getRank();
-      int64_t lastExtent = operandType.getDimSize(rank - 1);
-      bool lanes = !coop && keepsRowLanes(reduce);
-      ArrayRef<int64_t> outerLooped(looped);
+      bool lanes = !coop && keepsRowLanes(first);
+      int64_t row = rowStart(first), lastExtent = rowExtent(first);
+      SmallVector<int64_t, 4> rowShape(operandType.getShape().drop_front(row));
+      auto setRowIndex = [&](Value flat) {
+        SmallVector<Value, 4> at = delinearizeIndex(b_, loc, flat, rowShape);
+        for (int64_t d = row; d < rank; ++d)
+          combined[d] = at[d - row];
+      };
+      SmallVector<int64_t, 4> outerLooped(looped);
       if (lanes)
-        outerLooped = outerLooped.drop_back();
+        llvm::erase_if(outerLooped, [&](int64_t d) { return d >= row; });
       // Lanes that share a reduction over several dimensions (a channel's
       // sum over batch, height and width) split the reduced elements as
       // one flattened index, row-major over those dimensions, rather than
@@ -242,9 +373,10 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
         }
         auto loop = b_.create<scf::ForOp>(
             loc, coop->lane, b_.create<arith::ConstantIndexOp>(loc, flat),
-            coop->count, ValueRange{carried});
+            coop->count, carried);
         loops.push_back(loop);
-        carried = loop.getRegionIterArgs()[0];
+        carried.assign(loop.getRegionIterArgs().begin(),
+                       loop.getRegionIterArgs().end());
         b_.setInsertionPointToStart(loop.getBody());
         SmallVector<Value, 4> at =
             delinearizeIndex(b_, loc, loop.getInductionVar(), extents);
@@ -258,22 +390,22 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
         bool split = coop && d == looped.back();
         auto loop = b_.create<scf::ForOp>(loc, split ? coop->lane : zero,
                                           extent, split ? coop->count : one,
-                                          ValueRange{carried});
+                                          carried);
         loops.push_back(loop);
         combined[d] = loop.getInductionVar();
-        carried = loop.getRegionIterArgs()[0];
+        carried.assign(loop.getRegionIterArgs().begin(),
+                       loop.getRegionIterArgs().end());
         b_.setInsertionPointToStart(loop.getBody());
       }
-      Value next;
+      SmallVector<Value> next(members);
       if (!lanes) {
-        Value element =
-            convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
-        next = combine(b_, loc, kind, carried, element);
+        for (size_t i = 0; i < members; ++i)
+          next[i] = combine(b_, loc, kinds[i], carried[i], element(i));
       } else {
         int64_t mainEnd = lastExtent / kRowLanes * kRowLanes;
         Value mainEndValue = b_.create<arith::ConstantIndexOp>(loc, mainEnd);
         Value laneCount = b_.create<arith::ConstantIndexOp>(loc, kRowLanes);
-        SmallVector<Value> tree;
+        SmallVector<SmallVector<Value>> trees(members);
         // Values built in the loop do not dominate the remainder loop.
         auto inLoop = [&](Block *body, llvm::function_ref<void()> build) {
           std::map<std::vector<void *>, Value> outerCache = cache_;
@@ -286,61 +418,76 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
           b_.setInsertionPointToStart(body);
           build();
         };
-        if (Value partials = hooks_.partialResults(b_, loc, acc, kRowLanes)) {
+        SmallVector<Value> partials;
+        for (size_t i = 0; i < members; ++i)
+          if (Value array = hooks_.partialResults(b_, loc, accs[i], kRowLanes))
+            partials.push_back(array);
+        if (partials.size() == members) {
           // Lane k's partial result in partials[k]; per step of the row, a
           // loop over the lanes (the same order of combination as below).
-          for (int64_t k = 0; k < kRowLanes; ++k)
-            b_.create<memref::StoreOp>(
-                loc, init, partials,
-                ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)});
+          for (size_t i = 0; i < members; ++i)
+            for (int64_t k = 0; k < kRowLanes; ++k)
+              b_.create<memref::StoreOp>(
+                  loc, inits[i], partials[i],
+                  ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)});
           auto main = b_.create<scf::ForOp>(loc, zero, mainEndValue, laneCount);
           inLoop(main.getBody(), [&] {
             auto lanesLoop = b_.create<scf::ForOp>(loc, zero, laneCount, one);
             b_.setInsertionPointToStart(lanesLoop.getBody());
             Value lane = lanesLoop.getInductionVar();
-            combined[rank - 1] =
-                b_.create<arith::AddIOp>(loc, main.getInductionVar(), lane);
-            Value element =
-                convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
-            Value partial = b_.create<memref::LoadOp>(loc, partials, lane);
-            b_.create<memref::StoreOp>(
-                loc, combine(b_, loc, kind, partial, element), partials, lane);
+            setRowIndex(
+                b_.create<arith::AddIOp>(loc, main.getInductionVar(), lane));
+            for (size_t i = 0; i < members; ++i) {
+              Value x = element(i);
+              Value partial = b_.create<memref::LoadOp>(loc, partials[i], lane);
+              b_.create<memref::StoreOp>(
+                  loc, combine(b_, loc, kinds[i], partial, x), partials[i], lane);
+            }
           });
-          for (int64_t k = 0; k < kRowLanes; ++k)
-            tree.push_back(b_.create<memref::LoadOp>(
-                loc, partials,
-                ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)}));
+          for (size_t i = 0; i < members; ++i)
+            for (int64_t k = 0; k < kRowLanes; ++k)
+              trees[i].push_back(b_.create<memref::LoadOp>(
+                  loc, partials[i],
+                  ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)}));
         } else {
-          SmallVector<Value> inits(kRowLanes, init);
+          SmallVector<Value> laneInits;
+          for (size_t i = 0; i < members; ++i)
+            laneInits.append(kRowLanes, inits[i]);
           auto main = b_.create<scf::ForOp>(loc, zero, mainEndValue, laneCount,
-                                            inits);
+                                            laneInits);
           inLoop(main.getBody(), [&] {
-            SmallVector<Value> partial;
+            SmallVector<Value> partial(members * kRowLanes);
             for (int64_t k = 0; k < kRowLanes; ++k) {
-              combined[rank - 1] = b_.create<arith::AddIOp>(
+              setRowIndex(b_.create<arith::AddIOp>(
                   loc, main.getInductionVar(),
-                  b_.create<arith::ConstantIndexOp>(loc, k));
-              Value element = convertScalar(
-                  b_, loc, emit(reduce.getOperand(), combined), acc);
-              partial.push_back(
-                  combine(b_, loc, kind, main.getRegionIterArgs()[k], element));
+                  b_.create<arith::ConstantIndexOp>(loc, k)));
+              for (size_t i = 0; i < members; ++i)
+                partial[i * kRowLanes + k] = combine(
+                    b_, loc, kinds[i],
+                    main.getRegionIterArgs()[i * kRowLanes + k], element(i));
             }
             b_.create<scf::YieldOp>(loc, partial);
           });
-          tree.assign(main.getResults().begin(), main.getResults().end());
+          for (size_t i = 0; i < members; ++i)
+            trees[i].assign(main.getResults().begin() + i * kRowLanes,
+                            main.getResults().begin() + (i + 1) * kRowLanes);
         }
-        while (tree.size() > 1) {
-          SmallVector<Value> pairs;
-          for (size_t i = 0; i + 1 < tree.size(); i += 2)
-            pairs.push_back(combine(b_, loc, kind, tree[i], tree[i + 1]));
-          tree = std::move(pairs);
+        SmallVector<Value> rowValues;
+        for (size_t i = 0; i < members; ++i) {
+          SmallVector<Value> tree = std::move(trees[i]);
+          while (tree.size() > 1) {
+            SmallVector<Value> pairs;
+            for (size_t j = 0; j + 1 < tree.size(); j += 2)
+              pairs.push_back(combine(b_, loc, kinds[i], tree[j], tree[j + 1]));
+            tree = std::move(pairs);
+          }
+          rowValues.push_back(tree.front());
         }
-        Value rowValue = tree.front();
         if (mainEnd < lastExtent) {
           auto rest = b_.create<scf::ForOp>(
               loc, b_.create<arith::ConstantIndexOp>(loc, mainEnd),
               b_.create<arith::ConstantIndexOp>(loc, lastExtent), one,
-              ValueRange{rowValue});
+              rowValues);
           std::map<std::vector<void *>, Value> outerCache = cache_;
           llvm::DenseMap<int64_t, Value> outerConstants = indexConstants_;
           auto restore = llvm::make_scope_exit([&] {
@@ -349,30 +496,36 @@ Value ElementEmitter::emitReduceHere(ReduceOp reduce, ValueRange indices) {
           });
           OpBuilder::InsertionGuard inner(b_);
           b_.setInsertionPointToStart(rest.getBody());
-          combined[rank - 1] = rest.getInductionVar();
-          Value element =
-              convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
-          b_.create<scf::YieldOp>(
-              loc, combine(b_, loc, kind, rest.getRegionIterArgs()[0], element));
-          rowValue = rest.getResult(0);
+          setRowIndex(rest.getInductionVar());
+          SmallVector<Value> sums;
+          for (size_t i = 0; i < members; ++i)
+            sums.push_back(combine(b_, loc, kinds[i],
+                                   rest.getRegionIterArgs()[i], element(i)));
+          b_.create<scf::YieldOp>(loc, sums);
+          rowValues.assign(rest.getResults().begin(), rest.getResults().end());
         }
-        next = loops.empty() ? rowValue
-                             : combine(b_, loc, kind, carried, rowValue);
+        for (size_t i = 0; i < members; ++i)
+          next[i] = loops.empty() ? rowValues[i]
+                                  : combine(b_, loc, kinds[i], carried[i],
+                                            rowValues[i]);
       }
-      for (size_t i = loops.size(); i-- > 0;) {
-        b_.setInsertionPointToEnd(loops[i].getBody());
+      for (size_t l = loops.size(); l-- > 0;) {
+        b_.setInsertionPointToEnd(loops[l].getBody());
         b_.create<scf::YieldOp>(loc, next);
-        next = loops[i].getResult(0);
+        next.assign(loops[l].getResults().begin(), loops[l].getResults().end());
       }
-      result = next;
+      results = next;
     }
     if (coop)
-      result = hooks_.combineLanes(b_, loc, kind, result);
+      for (size_t i = 0; i < members; ++i)
+        results[i] = hooks_.combineLanes(b_, loc, kinds[i], results[i]);
     cache_ = std::move(savedCache);
     indexConstants_ = std::move(savedConstants);
   }
 
-  return finishReduce(b_, loc, reduce, result, count);
+  for (size_t i = 0; i < members; ++i)
+    results[i] = finishReduce(b_, loc, ReduceOp(group[i]), results[i], count);
+  return results;
 }
 
 bool ElementEmitter::isColumnReduction(ReduceOp reduce) {

@@ -412,6 +412,10 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   for (const LoopNest &nest : model->nests) {
     auto buildBody = [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
       ElementEmitter emitter(*model, hooks, nb);
+      SmallVector<Value> roots;
+      for (unsigned result : nest.results)
+        roots.push_back(yield.getOperand(result));
+      emitter.enableSiblingReductions(roots);
       for (unsigned result : nest.results) {
         Value v = emitter.emit(yield.getOperand(result), ivs);
         nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);

@@ -156,6 +156,57 @@ Value ElementEmitter::indexConstant(Location loc, int64_t v) {
   return slot;
 }
 
+Operation *ElementEmitter::hoistPoint(ValueRange indices) {
+  Operation *hoistBefore = nullptr;
+  for (auto loop = dyn_cast_or_null<scf::ForOp>(b_.getInsertionBlock()->getParentOp());
+       loop; loop = dyn_cast_or_null<scf::ForOp>(loop->getParentOp())) {
+    if (llvm::any_of(indices, [&](Value index) {
+          return !index.getDefiningOp<arith::ConstantIndexOp>() &&
+                 loop.getRegion().isAncestor(index.getParentRegion());
+        }))
+      break;
+    hoistBefore = loop;
+  }
+  return hoistBefore;
+}
+
+void ElementEmitter::buildBefore(Operation *hoistBefore, ValueRange indices,
+                                 function_ref<void(ValueRange)> build) {
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPoint(hoistBefore);
+  // Cached values built inside |hoistBefore| are set aside while building
+  // before it, then come back; values built there dominate both places.
+  auto inside = [&](Value v) {
+    return hoistBefore->isAncestor(v.getParentRegion()->getParentOp());
+  };
+  std::map<std::vector<void *>, Value> insideCache;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (inside(it->second)) {
+      insideCache.insert(*it);
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  llvm::DenseMap<int64_t, Value> insideConstants;
+  for (auto [v, c] : indexConstants_)
+    if (inside(c))
+      insideConstants[v] = c;
+  for (auto [v, c] : insideConstants)
+    indexConstants_.erase(v);
+  // Constant indices are rebuilt at the hoisted point.
+  SmallVector<Value, 4> hoisted;
+  for (Value index : indices) {
+    auto constant = index.getDefiningOp<arith::ConstantIndexOp>();
+    hoisted.push_back(constant ? indexConstant(hoistBefore->getLoc(), constant.value())
+                               : index);
+  }
+  build(hoisted);
+  cache_.insert(insideCache.begin(), insideCache.end());
+  for (auto [v, c] : insideConstants)
+    indexConstants_.try_emplace(v, c);
+}
+
 Value ElementEmitter::emit(Value value, ValueRange indices) {
   std::vector<void *> key;
   key.push_back(value.getAsOpaquePointer());
@@ -184,6 +235,21 @@ Value ElementEmitter::emit(Value value, ValueRange indices) {
       indexConstants_.clear();
       Value result = emitUncached(value, indices);
       indexConstants_ = std::move(constants);
+      cache_[key] = result;
+      return result;
+    }
+  }
+  // A value that the innermost loops do not index is built before them
+  // where the target asks (KernelHooks::hoistLoopInvariants): a batch
+  // norm's per-channel scale once per channel. Reading an input earlier
+  // keeps the fusion's meaning, as above.
+  if (!indices.empty() && hooks_.hoistLoopInvariants() &&
+      !value.getDefiningOp<ConstantOp>()) {
+    if (Operation *hoistBefore = hoistPoint(indices)) {
+      Value result;
+      buildBefore(hoistBefore, indices, [&](ValueRange hoisted) {
+        result = emitUncached(value, hoisted);
+      });
       cache_[key] = result;
       return result;
     }

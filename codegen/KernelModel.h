@@ -125,6 +125,15 @@ public:
   // short runs).
   virtual bool wideSums() const { return false; }
 
+  // Whether ElementEmitter builds a value whose indices do not depend on
+  // the innermost enclosing loops before those loops (once per iteration
+  // of the loops it does depend on) instead of once per element. The CPU
+  // does: a batch norm's per-channel scale (a sqrt and two divisions) was
+  // built for every element of [N, C, H, W], and LLVM cannot hoist it
+  // itself, since the kernel's stores may alias any input as far as it
+  // knows. Off by default (CUDA: per-thread elements, and registers).
+  virtual bool hoistLoopInvariants() const { return false; }
+
   // A one-thread reduction over the contiguous last dimension keeps
   // |count| partial results of type |type| (ReductionEmitter.cpp). Null
   // (the default, CUDA): they are loop-carried scalars, one expression per
@@ -243,6 +252,14 @@ public:
 
 private:
   mlir::Value indexConstant(mlir::Location loc, int64_t v);
+  // The outermost scf.for enclosing the insertion point (through scf.for
+  // ops only) whose region defines none of |indices|, or null.
+  mlir::Operation *hoistPoint(mlir::ValueRange indices);
+  // Calls |build| with the insertion point before |hoistBefore| and
+  // |indices| as values valid there (constants rebuilt); cached values
+  // built inside |hoistBefore| are set aside meanwhile, then come back.
+  void buildBefore(mlir::Operation *hoistBefore, mlir::ValueRange indices,
+                   llvm::function_ref<void(mlir::ValueRange)> build);
   mlir::Value emitUncached(mlir::Value value, mlir::ValueRange indices);
   // A kiln.reduce element: scf.for loops (with the accumulator as iter_arg)
   // over the reduced dimensions, innermost over the last one. Values built

@@ -50,35 +50,35 @@ Type accumulatorType(Type element) {
   return IntegerType::get(element.getContext(), 64);
 }
 
-// The first of the trailing dimensions that |reduce| reduces (rank when it
-// keeps the last): those dimensions are one contiguous run of the operand
-// per result element, its "row" (a batch norm's [H, W] over NCHW).
-int64_t rowStart(ReduceOp reduce) {
-  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  int64_t start = operandType.getRank();
-  while (start > 0 && llvm::is_contained(reduce.getDimensions(), start - 1))
-    --start;
-  return start;
-}
-
-// The elements of that row.
-int64_t rowExtent(ReduceOp reduce) {
-  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  int64_t extent = 1;
-  for (int64_t d = rowStart(reduce); d < operandType.getRank(); ++d)
-    extent *= operandType.getDimSize(d);
-  return extent;
-}
-
 // Whether a one-thread reduction of |reduce| keeps kRowLanes partial results
-// (emitReduceHere): it reduces the contiguous trailing dimensions, at least
-// 2 * kRowLanes elements of them. (Before the row was the last dimension
-// alone, a batch norm's sum over [N, H, W] with W = 28 was one serial chain
-// of f64 adds, 1.3 ms a pass over [128, 16, 28, 28] on one thread.)
+// over its rows (emitReduceHere): it reduces the contiguous last dimension,
+// of at least 2 * kRowLanes elements.
 bool keepsRowLanes(ReduceOp reduce) {
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
-  return rowStart(reduce) < operandType.getRank() &&
-         rowExtent(reduce) >= 2 * kRowLanes;
+  int64_t rank = operandType.getRank();
+  return llvm::is_contained(reduce.getDimensions(), rank - 1) &&
+         operandType.getDimSize(rank - 1) >= 2 * kRowLanes;
+}
+
+// Whether it keeps kRowLanes partial results over all its elements instead
+// (where the target gives them an array, KernelHooks::partialResults): it
+// reduces a shorter last dimension (2 to 2 * kRowLanes - 1 elements) and
+// other dimensions too, at least 2 * kRowLanes elements in all. Each row
+// of the last dimension is added in chunks of kRowLanes, element w to
+// partial w mod kRowLanes. (Without them a batch norm's sum over [N, H, W]
+// with W = 28 was one serial chain of f64 adds: 1.3 ms a pass over [128,
+// 16, 28, 28] on one thread.)
+bool keepsChunkLanes(ReduceOp reduce) {
+  auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
+  int64_t rank = operandType.getRank();
+  int64_t last = operandType.getDimSize(rank - 1);
+  if (!llvm::is_contained(reduce.getDimensions(), rank - 1) || last < 2 ||
+      last >= 2 * kRowLanes)
+    return false;
+  int64_t count = 1;
+  for (int64_t d : reduce.getDimensions())
+    count *= operandType.getDimSize(d);
+  return count > last && count >= 2 * kRowLanes;
 }
 
 // A sum whose accumulator adds at least this many f32 elements accumulates
@@ -232,51 +232,13 @@ Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
   // Hoist out of every enclosing scf.for whose induction variable the
   // indices do not depend on (a softmax's row max is built once per row, not
   // once per element).
-  Operation *hoistBefore = nullptr;
-  for (auto loop = dyn_cast_or_null<scf::ForOp>(b_.getInsertionBlock()->getParentOp());
-       loop; loop = dyn_cast_or_null<scf::ForOp>(loop->getParentOp())) {
-    if (llvm::any_of(indices, [&](Value index) {
-          return !index.getDefiningOp<arith::ConstantIndexOp>() &&
-                 loop.getRegion().isAncestor(index.getParentRegion());
-        }))
-      break;
-    hoistBefore = loop;
-  }
+  Operation *hoistBefore = hoistPoint(indices);
   if (!hoistBefore)
     return seedSiblings(emitReduceHere(group, indices));
-  OpBuilder::InsertionGuard guard(b_);
-  b_.setInsertionPoint(hoistBefore);
-  // Cached values built inside |hoistBefore| are set aside while building
-  // before it, then come back; values built there dominate both places.
-  auto inside = [&](Value v) {
-    return hoistBefore->isAncestor(v.getParentRegion()->getParentOp());
-  };
-  std::map<std::vector<void *>, Value> insideCache;
-  for (auto it = cache_.begin(); it != cache_.end();) {
-    if (inside(it->second)) {
-      insideCache.insert(*it);
-      it = cache_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  llvm::DenseMap<int64_t, Value> insideConstants;
-  for (auto [v, c] : indexConstants_)
-    if (inside(c))
-      insideConstants[v] = c;
-  for (auto [v, c] : insideConstants)
-    indexConstants_.erase(v);
-  // Constant indices are rebuilt at the hoisted point.
-  SmallVector<Value, 4> hoisted;
-  for (Value index : indices) {
-    auto constant = index.getDefiningOp<arith::ConstantIndexOp>();
-    hoisted.push_back(constant ? indexConstant(reduce.getLoc(), constant.value())
-                               : index);
-  }
-  SmallVector<Value> results = emitReduceHere(group, hoisted);
-  cache_.insert(insideCache.begin(), insideCache.end());
-  for (auto [v, c] : insideConstants)
-    indexConstants_.try_emplace(v, c);
+  SmallVector<Value> results;
+  buildBefore(hoistBefore, indices, [&](ValueRange hoisted) {
+    results = emitReduceHere(group, hoisted);
+  });
   return seedSiblings(results);
 }
 
@@ -336,6 +298,7 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
     Value one = indexConstant(loc, 1);
     SmallVector<scf::ForOp, 4> loops;
     SmallVector<Value> carried = inits;
+    SmallVector<Value> chunkPartialsOut;
     {
       OpBuilder::InsertionGuard guard(b_);
       // A reduction over the contiguous last dimension keeps kRowLanes
@@ -345,20 +308,29 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
       // so every element's result is the same on every run and part, and
       // whether the partials are scalars or the target's array
       // (KernelHooks::partialResults).
-      // The row's elements are numbered in memory order and split into
-      // the lanes by that number.
       int64_t rank = operandType.getRank();
+      int64_t lastExtent = operandType.getDimSize(rank - 1);
       bool lanes = !coop && keepsRowLanes(first);
-      int64_t row = rowStart(first), lastExtent = rowExtent(first);
-      SmallVector<int64_t, 4> rowShape(operandType.getShape().drop_front(row));
-      auto setRowIndex = [&](Value flat) {
-        SmallVector<Value, 4> at = delinearizeIndex(b_, loc, flat, rowShape);
-        for (int64_t d = row; d < rank; ++d)
-          combined[d] = at[d - row];
-      };
+      // Partial results over all the elements (keepsChunkLanes): arrays
+      // filled before the reduced loops, combined after them.
+      SmallVector<Value> chunkPartials;
+      if (!coop && keepsChunkLanes(first)) {
+        for (size_t i = 0; i < members; ++i)
+          if (Value array = hooks_.partialResults(b_, loc, accs[i], kRowLanes))
+            chunkPartials.push_back(array);
+        if (chunkPartials.size() != members)
+          chunkPartials.clear();
+      }
+      bool chunks = !chunkPartials.empty();
+      chunkPartialsOut = chunkPartials;
+      for (size_t i = 0; i < chunkPartials.size(); ++i)
+        for (int64_t k = 0; k < kRowLanes; ++k)
+          b_.create<memref::StoreOp>(
+              loc, inits[i], chunkPartials[i],
+              ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)});
       SmallVector<int64_t, 4> outerLooped(looped);
-      if (lanes)
-        llvm::erase_if(outerLooped, [&](int64_t d) { return d >= row; });
+      if (lanes || chunks)
+        outerLooped.pop_back();
       // Lanes that share a reduction over several dimensions (a channel's
       // sum over batch, height and width) split the reduced elements as
       // one flattened index, row-major over those dimensions, rather than
@@ -398,7 +370,36 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
         b_.setInsertionPointToStart(loop.getBody());
       }
       SmallVector<Value> next(members);
-      if (!lanes) {
+      if (chunks) {
+        // Element w of the row goes to partial w mod kRowLanes: a loop over
+        // the lanes per chunk of the row, which vectorizes (consecutive
+        // elements, no index arithmetic between them).
+        for (int64_t start = 0; start < lastExtent; start += kRowLanes) {
+          int64_t width = std::min(kRowLanes, lastExtent - start);
+          auto lanesLoop = b_.create<scf::ForOp>(
+              loc, zero, b_.create<arith::ConstantIndexOp>(loc, width), one);
+          std::map<std::vector<void *>, Value> outerCache = cache_;
+          llvm::DenseMap<int64_t, Value> outerConstants = indexConstants_;
+          {
+            OpBuilder::InsertionGuard inner(b_);
+            b_.setInsertionPointToStart(lanesLoop.getBody());
+            Value lane = lanesLoop.getInductionVar();
+            combined[rank - 1] = b_.create<arith::AddIOp>(
+                loc, b_.create<arith::ConstantIndexOp>(loc, start), lane);
+            for (size_t i = 0; i < members; ++i) {
+              Value x = element(i);
+              Value partial =
+                  b_.create<memref::LoadOp>(loc, chunkPartials[i], lane);
+              b_.create<memref::StoreOp>(
+                  loc, combine(b_, loc, kinds[i], partial, x), chunkPartials[i],
+                  lane);
+            }
+          }
+          cache_ = std::move(outerCache);
+          indexConstants_ = std::move(outerConstants);
+        }
+        next = carried;
+      } else if (!lanes) {
         for (size_t i = 0; i < members; ++i)
           next[i] = combine(b_, loc, kinds[i], carried[i], element(i));
       } else {
@@ -435,8 +436,8 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
             auto lanesLoop = b_.create<scf::ForOp>(loc, zero, laneCount, one);
             b_.setInsertionPointToStart(lanesLoop.getBody());
             Value lane = lanesLoop.getInductionVar();
-            setRowIndex(
-                b_.create<arith::AddIOp>(loc, main.getInductionVar(), lane));
+            combined[rank - 1] =
+                b_.create<arith::AddIOp>(loc, main.getInductionVar(), lane);
             for (size_t i = 0; i < members; ++i) {
               Value x = element(i);
               Value partial = b_.create<memref::LoadOp>(loc, partials[i], lane);
@@ -458,9 +459,9 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
           inLoop(main.getBody(), [&] {
             SmallVector<Value> partial(members * kRowLanes);
             for (int64_t k = 0; k < kRowLanes; ++k) {
-              setRowIndex(b_.create<arith::AddIOp>(
+              combined[rank - 1] = b_.create<arith::AddIOp>(
                   loc, main.getInductionVar(),
-                  b_.create<arith::ConstantIndexOp>(loc, k)));
+                  b_.create<arith::ConstantIndexOp>(loc, k));
               for (size_t i = 0; i < members; ++i)
                 partial[i * kRowLanes + k] = combine(
                     b_, loc, kinds[i],
@@ -496,7 +497,7 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
           });
           OpBuilder::InsertionGuard inner(b_);
           b_.setInsertionPointToStart(rest.getBody());
-          setRowIndex(rest.getInductionVar());
+          combined[rank - 1] = rest.getInductionVar();
           SmallVector<Value> sums;
           for (size_t i = 0; i < members; ++i)
             sums.push_back(combine(b_, loc, kinds[i],
@@ -516,6 +517,24 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
       }
       results = next;
     }
+    // After the loops: the chunk partials' pairwise combination, in a fixed
+    // order as the rows' (so the result is the same on every run, part and
+    // machine).
+    if (!chunkPartialsOut.empty())
+      for (size_t i = 0; i < members; ++i) {
+        SmallVector<Value> tree;
+        for (int64_t k = 0; k < kRowLanes; ++k)
+          tree.push_back(b_.create<memref::LoadOp>(
+              loc, chunkPartialsOut[i],
+              ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)}));
+        while (tree.size() > 1) {
+          SmallVector<Value> pairs;
+          for (size_t j = 0; j + 1 < tree.size(); j += 2)
+            pairs.push_back(combine(b_, loc, kinds[i], tree[j], tree[j + 1]));
+          tree = std::move(pairs);
+        }
+        results[i] = tree.front();
+      }
     if (coop)
       for (size_t i = 0; i < members; ++i)
         results[i] = hooks_.combineLanes(b_, loc, kinds[i], results[i]);
@@ -548,8 +567,13 @@ mlir::Type ElementEmitter::reductionAccumulatorType(ReduceOp reduce,
   int64_t count = 1;
   for (int64_t d : reduce.getDimensions())
     count *= operandType.getDimSize(d);
-  if (keepsRowLanes(reduce))
+  if (keepsRowLanes(reduce)) {
     count /= kRowLanes;
+  } else if (keepsChunkLanes(reduce)) {
+    // Partial 0 takes ceil(W / kRowLanes) elements of each row.
+    int64_t last = operandType.getDimSize(operandType.getRank() - 1);
+    count = count / last * ((last + kRowLanes - 1) / kRowLanes);
+  }
   return count >= kWideSumCount ? Float64Type::get(acc.getContext()) : acc;
 }
 

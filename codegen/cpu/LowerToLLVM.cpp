@@ -141,18 +141,50 @@ LogicalResult addEntryPoint(ModuleOp module) {
 
 // CPU hooks: inputs are the kernel's memref arguments; non-splat constants
 // become private memref.globals.
+// A kernel buffer's memref: i1 elements as i8 (the kernel ABI's one byte
+// holding 0 or 1). As i1 memory LLVM loads and stores them one at a time
+// (a vector of i1 in memory is packed bits), which kept a batch norm's
+// ReLU masks out of the vectorized loops.
+MemRefType memrefOf(RankedTensorType type) {
+  Type element = type.getElementType();
+  if (element.isInteger(1))
+    element = IntegerType::get(type.getContext(), 8);
+  return MemRefType::get(type.getShape(), element);
+}
+
+// A loaded element as the fusion's value of |type| (i8 -> i1: nonzero).
+Value fromStorage(OpBuilder &b, Location loc, Value loaded, Type type) {
+  if (!type.isInteger(1))
+    return loaded;
+  Value zero = b.create<arith::ConstantIntOp>(loc, 0, 8);
+  return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, loaded, zero);
+}
+
+// Stores the fusion's value |v| as an element of |buffer| (i1 -> i8).
+void storeElement(OpBuilder &b, Location loc, Value v, Value buffer,
+                  ValueRange indices) {
+  if (v.getType().isInteger(1) &&
+      cast<MemRefType>(buffer.getType()).getElementType().isInteger(8))
+    v = b.create<arith::ExtUIOp>(loc, b.getI8Type(), v);
+  b.create<memref::StoreOp>(loc, v, buffer, indices);
+}
+
 class CpuHooks : public KernelHooks {
 public:
-  CpuHooks(ModuleOp module, ValueRange inputs)
-      : inputs_(inputs.begin(), inputs.end()), constants_(module) {}
+  CpuHooks(ModuleOp module, ValueRange inputs,
+           ArrayRef<RankedTensorType> inputTypes)
+      : inputs_(inputs.begin(), inputs.end()),
+        inputTypes_(inputTypes.begin(), inputTypes.end()), constants_(module) {}
 
   Value loadInput(OpBuilder &b, Location loc, unsigned input,
                   ValueRange indices) override {
-    return b.create<memref::LoadOp>(loc, inputs_[input], indices);
+    Value v = b.create<memref::LoadOp>(loc, inputs_[input], indices);
+    return fromStorage(b, loc, v, inputTypes_[input].getElementType());
   }
 
   // One thread sums a reduction's elements in order (KernelHooks says why).
   bool wideSums() const override { return true; }
+  bool hoistLoopInvariants() const override { return true; }
 
   Value loadConstant(OpBuilder &b, Location loc, ConstantOp constant,
                      ValueRange indices) override {
@@ -170,12 +202,9 @@ public:
 
 private:
   SmallVector<Value> inputs_;
+  SmallVector<RankedTensorType> inputTypes_;
   ConstantGlobals constants_;
 };
-
-MemRefType memrefOf(RankedTensorType type) {
-  return MemRefType::get(type.getShape(), type.getElementType());
-}
 
 void loadKernelDialects(MLIRContext *context) {
   DialectRegistry registry;
@@ -322,7 +351,7 @@ void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
           emitter.seedTile(reduce, ivs, lane, loadFrom(buffer));
         for (unsigned result : nest.results) {
           Value v = emitter.emit(yield.getOperand(result), ivs);
-          nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
+          storeElement(nb, nloc, v, args[numInputs + result], ivs);
         }
       });
 }
@@ -395,7 +424,7 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   b.setInsertionPointToStart(entry);
   ValueRange args = entry->getArguments();
   unsigned numInputs = model->inputs.size();
-  CpuHooks hooks(*module, args.take_front(numInputs));
+  CpuHooks hooks(*module, args.take_front(numInputs), model->inputs);
   auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
 
   // Threading: the nests only read the fusion's inputs (and constants); no
@@ -418,7 +447,7 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
       emitter.enableSiblingReductions(roots);
       for (unsigned result : nest.results) {
         Value v = emitter.emit(yield.getOperand(result), ivs);
-        nb.create<memref::StoreOp>(nloc, v, args[numInputs + result], ivs);
+        storeElement(nb, nloc, v, args[numInputs + result], ivs);
       }
     };
     if (nest.shape.empty()) {

@@ -20,6 +20,7 @@
 #include "tools/kiln/lib/Zoo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -39,6 +40,7 @@ namespace {
 using namespace mlir;
 using namespace kiln;
 using codegen_test::baseSeed;
+using codegen_test::printed;
 using codegen_test::randomTensor;
 
 int64_t numElements(ArrayRef<int64_t> shape) {
@@ -374,6 +376,69 @@ TEST_F(LoopKernelTest, ElementwiseKernelsVectorize) {
   EXPECT_NE(printed.find(" x float>"), std::string::npos) << printed;
   EXPECT_EQ(printed.find("@sqrtf"), std::string::npos) << printed;
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
+}
+
+// A value the inner loops do not index is built before them
+// (KernelHooks::hoistLoopInvariants): a batch norm's per-channel scale,
+// rsqrt(var + eps) * gamma, once per channel in the loop over C, not once
+// per element of [N, C, H, W] four loops deep.
+TEST_F(LoopKernelTest, PerChannelValuesAreBuiltOncePerChannel) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<3x4x5x6xf32>, %v: tensor<4xf32>, %g: tensor<4xf32>) -> tensor<3x4x5x6xf32> {
+      %r = kiln.fusion loop (%a, %v, %g) : (tensor<3x4x5x6xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<3x4x5x6xf32> {
+      ^bb0(%x: tensor<3x4x5x6xf32>, %var: tensor<4xf32>, %gamma: tensor<4xf32>):
+        %eps = kiln.constant dense<1.0e-5> : tensor<4xf32>
+        %ve = kiln.add %var, %eps : tensor<4xf32>
+        %r = kiln.rsqrt %ve : tensor<4xf32>
+        %k = kiln.mul %r, %gamma : tensor<4xf32>
+        %kb = kiln.broadcast_in_dim %k, dims = [1] : tensor<4xf32> -> tensor<3x4x5x6xf32>
+        %y = kiln.mul %x, %kb : tensor<3x4x5x6xf32>
+        kiln.yield %y : tensor<3x4x5x6xf32>
+      }
+      return %r : tensor<3x4x5x6xf32>
+    })mlir";
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
+  EXPECT_EQ(check(fusion, baseSeed(), 4), "");
+  FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
+  ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+  int rsqrts = 0;
+  (*kernel)->walk([&](Operation *op) {
+    if (op->getName().getStringRef() != "math.rsqrt")
+      return;
+    ++rsqrts;
+    int depth = 0;
+    for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
+      depth += isa<scf::ForOp>(p);
+    EXPECT_EQ(depth, 2) << "the rsqrt is " << depth << " loops deep (N, C: 2)\n"
+                        << printed(kernel->get());
+  });
+  EXPECT_EQ(rsqrts, 1) << printed(kernel->get());
+}
+
+// i1 buffers are bytes in memory (the kernel ABI) and the kernels read and
+// write them as bytes: as i1 memory ops LLVM moved them one element at a
+// time, which kept a ReLU mask's loads out of the vector loop.
+TEST_F(LoopKernelTest, BooleanBuffersMoveAsBytes) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<4x64xf32>, %m: tensor<4x64xi1>) -> (tensor<4x64xf32>, tensor<4x64xi1>) {
+      %r:2 = kiln.fusion loop (%a, %m) : (tensor<4x64xf32>, tensor<4x64xi1>) -> (tensor<4x64xf32>, tensor<4x64xi1>) {
+      ^bb0(%x: tensor<4x64xf32>, %mask: tensor<4x64xi1>):
+        %zero = kiln.constant dense<0.0> : tensor<4x64xf32>
+        %s = kiln.select %mask, %x, %zero : tensor<4x64xi1>, tensor<4x64xf32>
+        %c = kiln.compare gt, %x, %zero : tensor<4x64xf32>
+        kiln.yield %s, %c : tensor<4x64xf32>, tensor<4x64xi1>
+      }
+      return %r#0, %r#1 : tensor<4x64xf32>, tensor<4x64xi1>
+    })mlir";
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
+  EXPECT_EQ(check(fusion, baseSeed(), 4), "");
+  std::string ir = optimizedKernelText(fusion);
+  ASSERT_FALSE(ir.empty());
+  EXPECT_EQ(ir.find("load i1"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("store i1"), std::string::npos) << ir;
+  EXPECT_NE(ir.find(" x i8>"), std::string::npos) << ir;
 }
 
 // A head transpose moves 64-element rows whole (GPT-2's attention heads,

@@ -468,11 +468,54 @@ TEST_F(ReductionKernelTest, BroadcastReductionsLoopOutermost) {
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 
+// A batch norm's backward pass: two sums of the same elements (over N, H
+// and W) and a max of different ones. The two sums are built in one loop
+// nest (sibling reductions) with the mean of the same elements, the max on
+// its own; each is right. The variance's sum of squared deviations needs
+// that mean first, so it is built after it, in a nest of its own. With W = 7 the sums keep 16 partial results over
+// all their elements (chunks of the row), and with parts = 3 the kernel's
+// channels split over parts, each sum the same in every part.
+TEST_F(ReductionKernelTest, SiblingSumsShareOneLoopNest) {
+  const char *text = R"mlir(
+    func.func @main(%a: tensor<6x5x7x7xf32>, %g: tensor<6x5x7x7xf32>, %h: tensor<6x5x9x7xf32>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>) {
+      %r:4 = kiln.fusion reduction (%a, %g, %h) : (tensor<6x5x7x7xf32>, tensor<6x5x7x7xf32>, tensor<6x5x9x7xf32>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>) {
+      ^bb0(%x: tensor<6x5x7x7xf32>, %dy: tensor<6x5x7x7xf32>, %z: tensor<6x5x9x7xf32>):
+        %p = kiln.mul %x, %dy : tensor<6x5x7x7xf32>
+        %s1 = kiln.reduce sum %p, dims = [0, 2, 3] : tensor<6x5x7x7xf32> -> tensor<5xf32>
+        %s2 = kiln.reduce sum %dy, dims = [0, 2, 3] : tensor<6x5x7x7xf32> -> tensor<5xf32>
+        %s3 = kiln.reduce max %z, dims = [0, 2, 3] : tensor<6x5x9x7xf32> -> tensor<5xf32>
+        %m = kiln.reduce mean %x, dims = [0, 2, 3] : tensor<6x5x7x7xf32> -> tensor<5xf32>
+        %mb = kiln.broadcast_in_dim %m, dims = [1] : tensor<5xf32> -> tensor<6x5x7x7xf32>
+        %d = kiln.sub %x, %mb : tensor<6x5x7x7xf32>
+        %d2 = kiln.mul %d, %d : tensor<6x5x7x7xf32>
+        %v = kiln.reduce mean %d2, dims = [0, 2, 3] : tensor<6x5x7x7xf32> -> tensor<5xf32>
+        kiln.yield %s1, %s2, %s3, %v : tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
+      }
+      return %r#0, %r#1, %r#2, %r#3 : tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
+    })mlir";
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
+  for (int64_t parts : {1, 3})
+    EXPECT_EQ(check(fusion, baseSeed() + parts, 4), "") << parts << " parts";
+  // The nest over the 5 channels holds one loop over N per group built:
+  // s1, s2 and the mean; s3; the variance (reading the mean built before
+  // it): 3. Built one at a time, 5.
+  FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
+  ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+  int overN = 0;
+  (*kernel)->walk([&](scf::ForOp loop) {
+    auto extent = loop.getUpperBound().getDefiningOp<arith::ConstantIndexOp>();
+    if (extent && extent.value() == 6)
+      ++overN;
+  });
+  EXPECT_EQ(overN, 3) << printed(kernel->get());
+}
+
 // A long f32 sum accumulates in f64 on the CPU (KernelHooks::wideSums): a
 // channel's sum over batch and positions of [64, 28, 28] elements of 0.1f
-// keeps 16 partial sums of 3136 elements each (its row is the contiguous
-// [28, 28]), and each, added in order in f32, is 313.60992 instead of
-// 313.60000 (3.2e-5 off, past the 1e-5 tolerance); the kernel's
+// keeps 16 partial sums (element w of each row of 28 in partial w mod 16),
+// partial 0 adding 3584 elements; added in order in f32, such a sum is off
+// by about 3e-5 of itself, past the 1e-5 tolerance. The kernel's
 // accumulators are doubles. A short sum (the 4-element one) stays in f32.
 TEST_F(ReductionKernelTest, LongSumsAccumulateInF64) {
   const char *text = R"mlir(
@@ -494,8 +537,10 @@ TEST_F(ReductionKernelTest, LongSumsAccumulateInF64) {
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
   std::string llvmText = optimizedKernelText(fusion);
   ASSERT_FALSE(llvmText.empty());
-  // Scalar or vector adds.
-  EXPECT_TRUE(std::regex_search(llvmText, std::regex("fadd (<[0-9]+ x )?double")))
+  // The long sum's 16 partial results are vector lanes (keepsChunkLanes:
+  // each row of 28 is added in chunks of 16 and 12); the short sum's adds
+  // may be scalar or vector.
+  EXPECT_TRUE(std::regex_search(llvmText, std::regex("fadd <[0-9]+ x double>")))
       << llvmText;
   EXPECT_TRUE(std::regex_search(llvmText, std::regex("fadd (<[0-9]+ x )?float")))
       << llvmText;

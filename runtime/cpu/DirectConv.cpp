@@ -360,6 +360,151 @@ KILN_AVX512 void transposeOutputGrad(const Conv &g, const Planes &p, const float
   }
 }
 
+// The input gradient of a strided convolution, one GEMM per stride phase
+// of dx (a sub-pixel decomposition). Along one axis (stride s, dilation d,
+// kernel k, padding p), dx row iy takes dy row y from tap i where
+// s y = iy + p - d i. Rows with (iy + p) mod s = rho form a class; only the
+// taps with d i mod s = rho reach it, each from dy row Q - a(i), where
+// Q = (iy + p - rho) / s and a(i) = (d i - rho) / s. So a class of rows and
+// columns is a stride-1 correlation of dy with those taps at offsets
+// -a(i): the forward kernel over a zero-padded copy of dy, its result
+// scattered to the class's pixels of dx.
+struct PhaseClass {
+  int64_t rho = 0, q0 = 0, q1 = -1; // Q in [q0, q1] (empty when q1 < q0)
+  std::vector<int64_t> taps, shifts; // i and a(i)
+};
+
+struct PhaseAxis {
+  std::vector<PhaseClass> classes;
+  int64_t pad = 0;  // max over taps of d i / s: rows of zeros before dy
+  int64_t base = 0; // the least q0 of a non-empty class
+  int64_t extent = 0; // the padded copy's rows (or columns)
+};
+
+int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+PhaseAxis phaseAxis(int64_t s, int64_t d, int64_t k, int64_t p, int64_t in) {
+  PhaseAxis axis;
+  int64_t qMax = 0;
+  bool any = false;
+  for (int64_t i = 0; i < k; ++i)
+    axis.pad = std::max(axis.pad, d * i / s);
+  for (int64_t rho = 0; rho < s; ++rho) {
+    PhaseClass c;
+    c.rho = rho;
+    c.q0 = ceilDiv(p - rho, s);
+    c.q1 = floorDiv(in - 1 + p - rho, s);
+    for (int64_t i = 0; i < k; ++i)
+      if (d * i % s == rho) {
+        c.taps.push_back(i);
+        c.shifts.push_back((d * i - rho) / s);
+      }
+    if (c.q1 >= c.q0) {
+      axis.base = any ? std::min(axis.base, c.q0) : c.q0;
+      qMax = any ? std::max(qMax, c.q1) : c.q1;
+      any = true;
+    }
+    axis.classes.push_back(std::move(c));
+  }
+  // Row Q - a(i) of dy is row Q - a(i) - base + pad of the copy.
+  axis.extent = any ? qMax - axis.base + axis.pad + 1 : 0;
+  return axis;
+}
+
+KILN_AVX512 void inputGradStrided(const Conv &g, const float *gradOutput,
+                                  const float *filter, float *gradInput) {
+  int64_t og = g.og(), cg = g.cg(), taps = g.kh * g.kw;
+  PhaseAxis ay = phaseAxis(g.sh, g.dh, g.kh, g.pt, g.h);
+  PhaseAxis ax = phaseAxis(g.sw, g.dw, g.kw, g.pl, g.w);
+  int64_t hq = ay.extent, wq = ax.extent;
+  std::fill(gradInput, gradInput + g.n * g.c * g.h * g.w, 0.0f);
+  if (hq == 0 || wq == 0)
+    return;
+  // dy's og channels, zero-padded: copy[o][r][t] = dy[o][r + base - pad]
+  // [t + base - pad] (and a row of slack: dropped columns read past it).
+  int64_t planeSize = hq * wq;
+  std::vector<float> copy(og * planeSize + wq, 0.0f);
+  struct Gemm {
+    const PhaseClass *y, *x;
+    std::vector<float> packed;   // [K][mr] per tile of 8 rows of dx's channels
+    std::vector<int64_t> offsets; // per k = (o, tap i, tap j)
+    int64_t k = 0, columns = 0;
+  };
+  std::vector<std::vector<Gemm>> gemms(g.groups);
+  int64_t most = 0;
+  for (int64_t gr = 0; gr < g.groups; ++gr)
+    for (const PhaseClass &cy : ay.classes)
+      for (const PhaseClass &cx : ax.classes) {
+        if (cy.q1 < cy.q0 || cx.q1 < cx.q0 || cy.taps.empty() || cx.taps.empty())
+          continue; // no pixels, or no tap reaches them (dx stays 0)
+        Gemm m;
+        m.y = &cy, m.x = &cx;
+        m.k = og * cy.taps.size() * cx.taps.size();
+        m.columns = (cy.q1 - cy.q0 + 1) * wq;
+        most = std::max(most, cg * m.columns);
+        for (int64_t o = 0; o < og; ++o)
+          for (size_t ti = 0; ti < cy.taps.size(); ++ti)
+            for (size_t tj = 0; tj < cx.taps.size(); ++tj)
+              m.offsets.push_back(o * planeSize +
+                                  (cy.q0 - ay.base + ay.pad - cy.shifts[ti]) * wq +
+                                  (cx.q0 - ax.base + ax.pad - cx.shifts[tj]));
+        m.packed.resize(cg * m.k);
+        for (int64_t c0 = 0; c0 < cg; c0 += kMaxRows) {
+          int64_t mr = std::min<int64_t>(kMaxRows, cg - c0);
+          for (int64_t m0 = 0; m0 < mr; ++m0) {
+            int64_t k = 0;
+            for (int64_t o = 0; o < og; ++o)
+              for (int64_t i : cy.taps)
+                for (int64_t j : cx.taps)
+                  m.packed[c0 * m.k + k++ * mr + m0] =
+                      filter[((gr * og + o) * cg + c0 + m0) * taps + i * g.kw + j];
+          }
+        }
+        gemms[gr].push_back(std::move(m));
+      }
+  std::vector<float> result(most);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      const float *dy = gradOutput + (n * g.o + gr * og) * g.oh * g.ow;
+      // Copy rows r with dy row r + base - pad in [0, oh); columns alike.
+      int64_t first = ax.base - ax.pad; // the dy column of copy column 0
+      int64_t begin = std::clamp<int64_t>(-first, 0, wq);
+      int64_t end = std::clamp<int64_t>(g.ow - first, begin, wq);
+      for (int64_t o = 0; o < og; ++o)
+        for (int64_t r = 0; r < hq; ++r) {
+          int64_t y = r + ay.base - ay.pad;
+          if (y < 0 || y >= g.oh)
+            continue; // zeros from the allocation, never written
+          copyRow(dy + (o * g.oh + y) * g.ow + first + begin,
+                  copy.data() + o * planeSize + r * wq + begin, end - begin);
+        }
+      float *dx = gradInput + (n * g.c + gr * cg) * g.h * g.w;
+      for (const Gemm &m : gemms[gr]) {
+        int64_t N = m.columns;
+        for (int64_t n0 = 0; n0 < N; n0 += 16 * kMaxVectors) {
+          Columns cols = columnsOf(std::min<int64_t>(16 * kMaxVectors, N - n0));
+          for (int64_t c0 = 0; c0 < cg; c0 += kMaxRows) {
+            int64_t mr = std::min<int64_t>(kMaxRows, cg - c0);
+            tileFor<true, true>(mr, cols.vectors)(
+                m.k, m.packed.data() + c0 * m.k, nullptr, copy.data() + n0,
+                m.offsets.data(), 0, cols.last, result.data() + c0 * N + n0, N,
+                false);
+          }
+        }
+        // Scatter: column (Qy - q0) wq + (Qx - q0x) is pixel
+        // (sh Qy + rho_y - pt, sw Qx + rho_x - pl).
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t qy = m.y->q0; qy <= m.y->q1; ++qy) {
+            int64_t iy = g.sh * qy + m.y->rho - g.pt;
+            const float *src = result.data() + c * N + (qy - m.y->q0) * wq;
+            float *row = dx + (c * g.h + iy) * g.w;
+            for (int64_t qx = m.x->q0; qx <= m.x->q1; ++qx)
+              row[g.sw * qx + m.x->rho - g.pl] = src[qx - m.x->q0];
+          }
+      }
+    }
+}
+
 // gradFilter = sum over images of dy (x) planes, computed transposed:
 // dW^T[k, o] += sum_n row_k[n] dy^T[n, o], the output gradient's O values
 // the vector operand and the planes' rows broadcast.
@@ -431,8 +576,10 @@ bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,
   if (!directConvEnabled())
     return false;
   Conv g = convOf(params);
-  if (g.sh != 1 || g.sw != 1)
-    return false;
+  if (g.sh != 1 || g.sw != 1) {
+    inputGradStrided(g, gradOutput, filter, gradInput);
+    return true;
+  }
   // dx[c, y, x] = sum_{o, i, j} W[o, c, i, j] dy[o, y + pt - dh i, x + pl - dw j]:
   // with i' = kh - 1 - i, a stride-1 convolution of dy by the flipped,
   // transposed filter W'[c, o, i', j'] = W[o, c, kh-1-i', kw-1-j'], padded

@@ -22,17 +22,18 @@
 //                dy transposed so its O values are the vector operand,
 //                the planes broadcast);
 //   input grad   for stride 1, the forward kernel on dy with the filter
-//                flipped and transposed (a "full" convolution); other
-//                strides return false and take the im2col path.
+//                flipped and transposed (a "full" convolution); for larger
+//                strides, one such GEMM per stride phase of dx over the
+//                taps that reach it (a sub-pixel decomposition).
 // On LeNet-5's and ResNet-8's convolutions this runs at about twice the
 // speed of im2col plus OpenBLAS (bench/RESULTS.md, thirty-ninth session).
 //
 // Each function computes what Blas.h's conv2d, conv2dInputGrad and
 // conv2dFilterGrad compute for f32 on |params| (already checked by
 // pkgCheckConvParams), single-threaded, overwriting its result. It returns
-// false, having written nothing, where it does not apply: not enabled (a
-// CPU without AVX-512F, an OS that does not save its registers, or
-// KILN_CPU_CONV=im2col), or, for the input gradient, strides other than 1.
+// false, having written nothing, where it is not enabled (a CPU without
+// AVX-512F, an OS that does not save its registers, or
+// KILN_CPU_CONV=im2col).
 //
 //===----------------------------------------------------------------------===//
 

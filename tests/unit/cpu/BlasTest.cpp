@@ -573,7 +573,7 @@ TEST_F(ConvTest, RandomConfigurationsMatchTheInterpreter) {
 // image rows wider than 16 (the transposed blocks of dy), strides 2 and 3
 // (two and three phases, a 1x1 stride-2 convolution reading one), dilation,
 // groups, and padding wider than the kernel (the input gradient's stride-1
-// convolution then crops).
+// convolution then crops; a strided one has phases no tap reaches).
 TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
   if (!directConvEnabled())
     GTEST_SKIP() << "no AVX-512F on this CPU: f32 convolutions take the im2col "
@@ -601,13 +601,24 @@ TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
     if (HasFailure())
       return;
   }
-  // The input gradient of a strided convolution is im2col's.
-  ConvParams strided =
-      params({1, 2, 5, 5}, {2, 2, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1);
-  strided.outputShape = {1, 2, 3, 3};
+  // Strided input gradients (a GEMM per stride phase of dx): phases that
+  // no tap reaches (stride 3 with a 2-wide kernel), dilation past the
+  // stride, and more padding than the kernel.
+  std::vector<Case> strided = {
+      {{2, 3, 11, 10}, {20, 3, 2, 2}, {3, 3}, {0, 1, 1, 0}, {1, 1}, 1},
+      {{1, 4, 13, 12}, {10, 2, 3, 3}, {2, 3}, {2, 1, 0, 2}, {3, 2}, 2},
+      {{2, 8, 6, 7}, {17, 8, 1, 1}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+  };
+  for (const Case &c : strided) {
+    check(params(c.in, c.filter, c.strides, c.padding, c.dilation, c.groups),
+          DType::f32);
+    if (HasFailure())
+      return;
+  }
+  ConvParams p = params({1, 2, 5, 5}, {2, 2, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1);
+  p.outputShape = {1, 2, 3, 3};
   std::vector<float> buf(64);
-  EXPECT_FALSE(directConv2dInputGrad(strided, buf.data(), buf.data(), buf.data()));
-  EXPECT_TRUE(directConv2d(strided, buf.data(), buf.data(), buf.data()));
+  EXPECT_TRUE(directConv2dInputGrad(p, buf.data(), buf.data(), buf.data()));
 }
 
 // KILN_CPU_CONV=im2col: f32 takes the im2col path on any CPU (and is

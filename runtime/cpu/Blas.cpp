@@ -14,6 +14,7 @@
 
 #include "runtime/cpu/Blas.h"
 
+#include "runtime/cpu/ConvGeometry.h"
 #include "runtime/cpu/DirectConv.h"
 
 #include "runtime/Half.h"
@@ -185,30 +186,6 @@ Status runGemm(const GemmSpec &spec, const GemmPlan &plan, const void *lhsData,
 //===----------------------------------------------------------------------===//
 // Convolutions
 //===----------------------------------------------------------------------===//
-
-struct ConvGeometry {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
-  int64_t sh, sw, pt, pl, dh, dw;
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-  int64_t colRows() const { return cg() * kh * kw; }
-  int64_t colCols() const { return oh * ow; }
-};
-
-ConvGeometry geometry(const ConvParams &p) {
-  ConvGeometry g;
-  g.n = p.inputShape[0], g.c = p.inputShape[1], g.h = p.inputShape[2], g.w = p.inputShape[3];
-  g.o = p.filterShape[0], g.kh = p.filterShape[2], g.kw = p.filterShape[3];
-  g.oh = p.outputShape[2], g.ow = p.outputShape[3];
-  g.groups = p.groups;
-  g.sh = p.strides[0], g.sw = p.strides[1];
-  g.pt = p.padding[0], g.pl = p.padding[2];
-  g.dh = p.dilation[0], g.dw = p.dilation[1];
-  return g;
-}
-
-// ceil(a / b) for b > 0 and any a.
-int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 // The output columns x in [begin, end) whose input column
 // x * sw - pl + j * dw, for kernel column |j|, lies inside the image's
@@ -619,7 +596,7 @@ Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
       directConv2d(params, static_cast<const float *>(input),
                    static_cast<const float *>(filter), static_cast<float *>(output)))
     return Status::ok();
-  ConvGeometry g = geometry(params);
+  ConvGeometry g = convGeometry(params);
   if (dtype == PkgDType::F32)
     convForward<float>(g, static_cast<const float *>(input),
                        static_cast<const float *>(filter), static_cast<float *>(output));
@@ -649,7 +626,7 @@ Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gra
                             static_cast<const float *>(filter),
                             static_cast<float *>(gradInput)))
     return Status::ok();
-  ConvGeometry g = geometry(params);
+  ConvGeometry g = convGeometry(params);
   if (dtype == PkgDType::F32)
     convInputGrad<float>(g, static_cast<const float *>(gradOutput),
                          static_cast<const float *>(filter), static_cast<float *>(gradInput));
@@ -680,7 +657,7 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *in
                              static_cast<const float *>(gradOutput),
                              static_cast<float *>(gradFilter)))
     return Status::ok();
-  ConvGeometry g = geometry(params);
+  ConvGeometry g = convGeometry(params);
   if (dtype == PkgDType::F32)
     convFilterGrad<float>(g, static_cast<const float *>(input),
                           static_cast<const float *>(gradOutput),

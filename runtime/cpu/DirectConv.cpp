@@ -10,6 +10,7 @@
 #include "runtime/cpu/DirectConv.h"
 
 #include "runtime/cpu/Blas.h"
+#include "runtime/cpu/ConvGeometry.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -27,28 +28,6 @@ namespace kiln::runtime::cpu {
 namespace {
 
 #define KILN_AVX512 __attribute__((target("avx512f")))
-
-// A convolution's sizes, as conv2d's parameters give them.
-struct Conv {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
-  int64_t sh, sw, pt, pl, dh, dw;
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-  int64_t taps() const { return cg() * kh * kw; } // a group's K
-};
-
-Conv convOf(const ConvParams &p) {
-  Conv g;
-  g.n = p.inputShape[0], g.c = p.inputShape[1], g.h = p.inputShape[2],
-  g.w = p.inputShape[3];
-  g.o = p.filterShape[0], g.kh = p.filterShape[2], g.kw = p.filterShape[3];
-  g.oh = p.outputShape[2], g.ow = p.outputShape[3];
-  g.groups = p.groups;
-  g.sh = p.strides[0], g.sw = p.strides[1];
-  g.pt = p.padding[0], g.pl = p.padding[2];
-  g.dh = p.dilation[0], g.dw = p.dilation[1];
-  return g;
-}
 
 //===----------------------------------------------------------------------===//
 // Phase planes
@@ -68,7 +47,7 @@ struct Planes {
   int64_t floats;        // all planes and a row of slack
 };
 
-Planes planesFor(const Conv &g) {
+Planes planesFor(const ConvGeometry &g) {
   Planes p;
   // Row y + dh * i / sh and column x + dw * j / sw, for every output
   // (y, x < ow) and tap, lie inside a plane.
@@ -83,8 +62,8 @@ Planes planesFor(const Conv &g) {
 }
 
 // The im2col row of tap k = (c, i, j): its offset in the planes.
-std::vector<int64_t> tapOffsets(const Conv &g, const Planes &p) {
-  std::vector<int64_t> offsets(g.taps());
+std::vector<int64_t> tapOffsets(const ConvGeometry &g, const Planes &p) {
+  std::vector<int64_t> offsets(g.colRows());
   for (int64_t c = 0; c < g.cg(); ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -96,8 +75,6 @@ std::vector<int64_t> tapOffsets(const Conv &g, const Planes &p) {
   return offsets;
 }
 
-// ceil(a / b) for b > 0 and any a.
-int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 // dst[0, n) = src[0, n), inline: the rows copied here are short (7 to 30
 // floats in the zoo's models), where a call to memmove costs more than the copy.
@@ -140,7 +117,7 @@ bool phaseRead(int64_t phase, int64_t k, int64_t d, int64_t s) {
 // Fills the planes that taps read (p.floats; the others are never written,
 // so they keep the zeros the caller allocated) from the g.cg() channels at
 // |image|.
-KILN_AVX512 void buildPlanes(const Conv &g, const Planes &p, const float *image,
+KILN_AVX512 void buildPlanes(const ConvGeometry &g, const Planes &p, const float *image,
                              float *planes) {
   for (int64_t c = 0; c < g.cg(); ++c)
     for (int64_t py = 0; py < g.sh; ++py)
@@ -264,10 +241,10 @@ Columns columnsOf(int64_t columns) {
 //===----------------------------------------------------------------------===//
 
 // out = conv(input, filter) for all of g's images.
-KILN_AVX512 void forward(const Conv &g, const float *input, const float *filter, float *output) {
+KILN_AVX512 void forward(const ConvGeometry &g, const float *input, const float *filter, float *output) {
   Planes p = planesFor(g);
   std::vector<int64_t> offsets = tapOffsets(g, p);
-  int64_t K = g.taps(), og = g.og(), N = p.columns;
+  int64_t K = g.colRows(), og = g.og(), N = p.columns;
   // The group's filter rows packed per tile of up to 8: tile t (rows
   // [8t, 8t + mr)) at t * 8 * K, [K][mr].
   std::vector<float> packed(og * K);
@@ -335,7 +312,7 @@ KILN_AVX512 void transpose16(__m512 r[16]) {
 // for the dropped columns x in [ow, wq): 16 x 16 blocks transposed in
 // registers (a scalar loop was a quarter of the filter gradient's time
 // where the filter has few taps).
-KILN_AVX512 void transposeOutputGrad(const Conv &g, const Planes &p, const float *dy,
+KILN_AVX512 void transposeOutputGrad(const ConvGeometry &g, const Planes &p, const float *dy,
                                      float *dyT) {
   int64_t og = g.og(), plane = g.oh * g.ow;
   __m512 r[16];
@@ -381,8 +358,6 @@ struct PhaseAxis {
   int64_t extent = 0; // the padded copy's rows (or columns)
 };
 
-int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
 PhaseAxis phaseAxis(int64_t s, int64_t d, int64_t k, int64_t p, int64_t in) {
   PhaseAxis axis;
   int64_t qMax = 0;
@@ -411,7 +386,7 @@ PhaseAxis phaseAxis(int64_t s, int64_t d, int64_t k, int64_t p, int64_t in) {
   return axis;
 }
 
-KILN_AVX512 void inputGradStrided(const Conv &g, const float *gradOutput,
+KILN_AVX512 void inputGradStrided(const ConvGeometry &g, const float *gradOutput,
                                   const float *filter, float *gradInput) {
   int64_t og = g.og(), cg = g.cg(), taps = g.kh * g.kw;
   PhaseAxis ay = phaseAxis(g.sh, g.dh, g.kh, g.pt, g.h);
@@ -508,11 +483,11 @@ KILN_AVX512 void inputGradStrided(const Conv &g, const float *gradOutput,
 // gradFilter = sum over images of dy (x) planes, computed transposed:
 // dW^T[k, o] += sum_n row_k[n] dy^T[n, o], the output gradient's O values
 // the vector operand and the planes' rows broadcast.
-void filterGrad(const Conv &g, const float *input, const float *gradOutput,
+void filterGrad(const ConvGeometry &g, const float *input, const float *gradOutput,
                 float *gradFilter) {
   Planes p = planesFor(g);
   std::vector<int64_t> offsets = tapOffsets(g, p);
-  int64_t K = g.taps(), og = g.og(), N = p.columns;
+  int64_t K = g.colRows(), og = g.og(), N = p.columns;
   // Columns per pass: a pass's dy^T block (chunk x og floats) stays in L1
   // while every tap's rows stream past it.
   int64_t chunk = std::max<int64_t>(16, 6144 / std::max<int64_t>(og, 1));
@@ -567,7 +542,7 @@ bool directConv2d(const ConvParams &params, const float *input,
                   const float *filter, float *output) {
   if (!directConvEnabled())
     return false;
-  forward(convOf(params), input, filter, output);
+  forward(convGeometry(params), input, filter, output);
   return true;
 }
 
@@ -575,7 +550,7 @@ bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,
                            const float *filter, float *gradInput) {
   if (!directConvEnabled())
     return false;
-  Conv g = convOf(params);
+  ConvGeometry g = convGeometry(params);
   if (g.sh != 1 || g.sw != 1) {
     inputGradStrided(g, gradOutput, filter, gradInput);
     return true;
@@ -585,7 +560,7 @@ bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,
   // transposed filter W'[c, o, i', j'] = W[o, c, kh-1-i', kw-1-j'], padded
   // by dh (kh - 1) - pt above and dw (kw - 1) - pl on the left (negative
   // padding crops; the planes read only inside dy).
-  Conv t = g;
+  ConvGeometry t = g;
   t.c = g.o, t.h = g.oh, t.w = g.ow;
   t.o = g.c, t.oh = g.h, t.ow = g.w;
   t.pt = g.dh * (g.kh - 1) - g.pt, t.pl = g.dw * (g.kw - 1) - g.pl;
@@ -607,7 +582,7 @@ bool directConv2dFilterGrad(const ConvParams &params, const float *input,
                             const float *gradOutput, float *gradFilter) {
   if (!directConvEnabled())
     return false;
-  filterGrad(convOf(params), input, gradOutput, gradFilter);
+  filterGrad(convGeometry(params), input, gradOutput, gradFilter);
   return true;
 }
 

@@ -121,8 +121,9 @@ public:
   // thread adds the elements in order, and an f32 running sum of N elements
   // is off by up to N ulps, which a batch norm's backward pass (differences
   // of sums over batch and positions) turns into gradients off by percents.
-  // The CUDA target keeps f32 (its lanes and SplitReductions' stages sum
-  // short runs).
+  // The CUDA target keeps f32 where lanes share a reduction and in its
+  // column tiles (short runs each, after SplitReductions); a reduction one
+  // CUDA thread builds alone takes f64 as the CPU's do, whatever this says.
   virtual bool wideSums() const { return false; }
 
   // Whether ElementEmitter builds a value whose indices do not depend on

@@ -249,10 +249,21 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
   auto operandType = cast<RankedTensorType>(first.getOperand().getType());
   ArrayRef<int64_t> dims = first.getDimensions();
   size_t members = group.size();
+  // Lanes that build this reduction together (KernelHooks): they split
+  // the reduced loop (the flattened one of several dimensions), then
+  // combine their partial results. (Such a reduction is built alone.)
+  std::optional<KernelHooks::ReductionLanes> coop = hooks_.reductionLanes(b_);
+  // Long f32 sums that one thread adds in order accumulate in f64 on every
+  // target (KernelHooks::wideSums says why): a CUDA thread's column sum of
+  // 16085 elements in f32 was off by 1.8e-4 of itself, past the emulation
+  // tests' tolerance (CudaEmulationTest.RandomModelsF32, seed 1717154157).
+  // Lanes that share a reduction keep the target's choice: each sums a
+  // short run, and their partials meet in the target's combineLanes.
+  bool wide = hooks_.wideSums() || !coop;
   SmallVector<Type> accs;
   SmallVector<ReduceKind> kinds;
   for (ReduceOp reduce : group) {
-    accs.push_back(reductionAccumulatorType(reduce, hooks_.wideSums()));
+    accs.push_back(reductionAccumulatorType(reduce, wide));
     kinds.push_back(reduce.getKind());
   }
 
@@ -287,10 +298,6 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
     SmallVector<Value> inits;
     for (size_t i = 0; i < members; ++i)
       inits.push_back(initialValue(b_, loc, kinds[i], accs[i]));
-    // Lanes that build this reduction together (KernelHooks): they split
-    // the reduced loop (the flattened one of several dimensions), then
-    // combine their partial results. (Such a reduction is built alone.)
-    std::optional<KernelHooks::ReductionLanes> coop = hooks_.reductionLanes(b_);
     // Values built inside the loops do not dominate what follows them.
     std::map<std::vector<void *>, Value> savedCache = cache_;
     llvm::DenseMap<int64_t, Value> savedConstants = indexConstants_;

@@ -363,6 +363,30 @@ func.func @main(%p: tensor<64x24xf32>, %w: tensor<24xf32>, %q: tensor<40x3x5xbf1
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
 
+// A long column sum that one thread builds alone accumulates in f64, as the
+// CPU's do (ReductionEmitter.cpp): the sum of 16085 copies of one f32 value,
+// added in order in f32, was off by 1.8e-4 of itself, past the tolerance
+// (the random model of CudaEmulationTest.RandomModelsF32, seed 1717154157).
+TEST_F(CudaEmulationTest, OneThreadLongSumsAccumulateInF64) {
+  const char *text = R"mlir(
+func.func @main(%v: tensor<3xf32>) -> (tensor<16085x1x3xf32>, tensor<1x3xf32>) {
+  %r:2 = kiln.fusion reduction (%v) : (tensor<3xf32>) -> (tensor<16085x1x3xf32>, tensor<1x3xf32>) {
+  ^bb0(%a: tensor<3xf32>):
+    %b = kiln.broadcast_in_dim %a, dims = [2] : tensor<3xf32> -> tensor<16085x1x3xf32>
+    %s = kiln.reduce sum %b, dims = [0] : tensor<16085x1x3xf32> -> tensor<1x3xf32>
+    kiln.yield %b, %s : tensor<16085x1x3xf32>, tensor<1x3xf32>
+  }
+  return %r#0, %r#1 : tensor<16085x1x3xf32>, tensor<1x3xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "l", seed);
+  runAll();
+  EXPECT_EQ(ran, 1u) << "seed " << seed;
+}
+
 // Reductions over several dimensions with a middle one kept (a
 // convolution's bias gradient or a batch norm's statistics: [N, C, H, W]
 // reduced over N, H and W): the lanes of a warp (210 elements per channel)

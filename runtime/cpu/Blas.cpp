@@ -592,7 +592,7 @@ Status conv2d(PkgDType dtype, const ConvParams &params, const void *input,
     return unsupportedDtype("conv2d", dtype);
   if (Status s = checkConv("conv2d", params); !s.isOk())
     return s;
-  if (dtype == PkgDType::F32 &&
+  if (dtype == PkgDType::F32 && directConvPreferred(ConvKind::Forward, params) &&
       directConv2d(params, static_cast<const float *>(input),
                    static_cast<const float *>(filter), static_cast<float *>(output)))
     return Status::ok();
@@ -621,7 +621,7 @@ Status conv2dInputGrad(PkgDType dtype, const ConvParams &params, const void *gra
     return unsupportedDtype("conv2d_input_grad", dtype);
   if (Status s = checkConv("conv2d_input_grad", params); !s.isOk())
     return s;
-  if (dtype == PkgDType::F32 &&
+  if (dtype == PkgDType::F32 && directConvPreferred(ConvKind::InputGrad, params) &&
       directConv2dInputGrad(params, static_cast<const float *>(gradOutput),
                             static_cast<const float *>(filter),
                             static_cast<float *>(gradInput)))
@@ -652,7 +652,7 @@ Status conv2dFilterGrad(PkgDType dtype, const ConvParams &params, const void *in
     return unsupportedDtype("conv2d_filter_grad", dtype);
   if (Status s = checkConv("conv2d_filter_grad", params); !s.isOk())
     return s;
-  if (dtype == PkgDType::F32 &&
+  if (dtype == PkgDType::F32 && directConvPreferred(ConvKind::FilterGrad, params) &&
       directConv2dFilterGrad(params, static_cast<const float *>(input),
                              static_cast<const float *>(gradOutput),
                              static_cast<float *>(gradFilter)))

@@ -538,6 +538,11 @@ bool directConvEnabled() {
   return directConvAvailable() && !(choice && std::strcmp(choice, "im2col") == 0);
 }
 
+bool directConvPreferred(ConvKind kind, const ConvParams &params) {
+  ConvGeometry g = convGeometry(params);
+  return kind != ConvKind::InputGrad || g.cg() >= 8;
+}
+
 bool directConv2d(const ConvParams &params, const float *input,
                   const float *filter, float *output) {
   if (!directConvEnabled())
@@ -587,6 +592,8 @@ bool directConv2dFilterGrad(const ConvParams &params, const float *input,
 }
 
 #else // !__x86_64__
+
+bool directConvPreferred(ConvKind, const ConvParams &) { return false; }
 
 bool directConvAvailable() { return false; }
 bool directConvEnabled() { return false; }

@@ -52,6 +52,15 @@ bool directConvAvailable();
 // the two; the CPU executable refuses any value but "direct" and "im2col").
 bool directConvEnabled();
 
+// Whether the direct kernels beat im2col plus OpenBLAS on |params|' shapes,
+// as measured on one thread (bench/RESULTS.md, thirty-ninth session): yes
+// but for the input gradient with fewer than 8 input channels per group
+// (LeNet-5's second convolution, 6), where the GEMM's rows are that few and
+// the direct kernel's tiles run with as few accumulators (1.2 to 1.9 times
+// slower than im2col for 1 to 6 channels, 1.5 times faster for 8).
+enum class ConvKind { Forward, InputGrad, FilterGrad };
+bool directConvPreferred(ConvKind kind, const ConvParams &params);
+
 bool directConv2d(const ConvParams &params, const float *input,
                   const float *filter, float *output);
 bool directConv2dInputGrad(const ConvParams &params, const float *gradOutput,

@@ -447,8 +447,10 @@ TEST_F(GemmTest, MlpGemmTiming) {
 
 class ConvTest : public BlasTest {
 protected:
-  // Checks conv2d and both gradients for |p| (outputShape is filled in).
-  void check(ConvParams p, DType dtype) {
+  // Checks conv2d and both gradients for |p| (outputShape is filled in);
+  // |direct|: runtime/cpu/DirectConv's kernels (f32) whatever
+  // directConvPreferred says, instead of Blas.h's choice.
+  void check(ConvParams p, DType dtype, bool direct = false) {
     std::vector<int64_t> out = {p.inputShape[0], p.filterShape[0], 0, 0};
     for (int i = 0; i < 2; ++i)
       out[2 + i] = (p.inputShape[2 + i] + p.padding[2 * i] + p.padding[2 * i + 1] -
@@ -472,8 +474,12 @@ protected:
                          ") -> " + ot;
       auto [ref, absRef] = reference("%x: " + it + ", %w: " + ft, body, ot, {x, w});
       std::vector<char> y(numel(p.outputShape) * bytesOf(dtype));
-      Status s = conv2d(pd, p, xb.data(), wb.data(), y.data());
-      ASSERT_TRUE(s.isOk()) << s.message();
+      if (direct) {
+        ASSERT_TRUE(directConv2d(p, f32(xb), f32(wb), f32(y)));
+      } else {
+        Status s = conv2d(pd, p, xb.data(), wb.data(), y.data());
+        ASSERT_TRUE(s.isOk()) << s.message();
+      }
       expectClose(fromBytes(y, dtype), ref, absRef, body);
     }
     {
@@ -481,8 +487,12 @@ protected:
                          ft + ") -> " + it;
       auto [ref, absRef] = reference("%dy: " + ot + ", %w: " + ft, body, it, {dy, w});
       std::vector<char> dx(numel(p.inputShape) * bytesOf(dtype));
-      Status s = conv2dInputGrad(pd, p, dyb.data(), wb.data(), dx.data());
-      ASSERT_TRUE(s.isOk()) << s.message();
+      if (direct) {
+        ASSERT_TRUE(directConv2dInputGrad(p, f32(dyb), f32(wb), f32(dx)));
+      } else {
+        Status s = conv2dInputGrad(pd, p, dyb.data(), wb.data(), dx.data());
+        ASSERT_TRUE(s.isOk()) << s.message();
+      }
       expectClose(fromBytes(dx, dtype), ref, absRef, body);
     }
     {
@@ -490,10 +500,18 @@ protected:
                          ot + ") -> " + ft;
       auto [ref, absRef] = reference("%x: " + it + ", %dy: " + ot, body, ft, {x, dy});
       std::vector<char> dw(numel(p.filterShape) * bytesOf(dtype));
-      Status s = conv2dFilterGrad(pd, p, xb.data(), dyb.data(), dw.data());
-      ASSERT_TRUE(s.isOk()) << s.message();
+      if (direct) {
+        ASSERT_TRUE(directConv2dFilterGrad(p, f32(xb), f32(dyb), f32(dw)));
+      } else {
+        Status s = conv2dFilterGrad(pd, p, xb.data(), dyb.data(), dw.data());
+        ASSERT_TRUE(s.isOk()) << s.message();
+      }
       expectClose(fromBytes(dw, dtype), ref, absRef, body);
     }
+  }
+
+  static float *f32(std::vector<char> &bytes) {
+    return reinterpret_cast<float *>(bytes.data());
   }
 
   ConvParams params(std::vector<int64_t> in, std::vector<int64_t> filter,
@@ -597,7 +615,7 @@ TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
   };
   for (const Case &c : cases) {
     check(params(c.in, c.filter, c.strides, c.padding, c.dilation, c.groups),
-          DType::f32);
+          DType::f32, /*direct=*/true);
     if (HasFailure())
       return;
   }
@@ -611,7 +629,7 @@ TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
   };
   for (const Case &c : strided) {
     check(params(c.in, c.filter, c.strides, c.padding, c.dilation, c.groups),
-          DType::f32);
+          DType::f32, /*direct=*/true);
     if (HasFailure())
       return;
   }
@@ -623,6 +641,24 @@ TEST_F(ConvTest, DirectConvolutionsMatchTheInterpreter) {
 
 // KILN_CPU_CONV=im2col: f32 takes the im2col path on any CPU (and is
 // still right); unset, the direct path is back where the CPU has it.
+// Which kernels a convolution takes (directConvPreferred): im2col for the
+// input gradient of one with fewer than 8 input channels per group, the
+// direct kernels otherwise.
+TEST_F(ConvTest, DirectKernelsWhereTheyAreFaster) {
+  ConvParams stem = params({2, 1, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
+  ConvParams lenet = params({2, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1);
+  ConvParams wide = params({2, 8, 28, 28}, {16, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
+  ConvParams depthwise = params({2, 16, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 16);
+  for (const ConvParams &p : {stem, lenet, wide, depthwise}) {
+    EXPECT_TRUE(directConvPreferred(ConvKind::Forward, p));
+    EXPECT_TRUE(directConvPreferred(ConvKind::FilterGrad, p));
+  }
+  EXPECT_FALSE(directConvPreferred(ConvKind::InputGrad, stem));  // 1 channel
+  EXPECT_FALSE(directConvPreferred(ConvKind::InputGrad, lenet)); // 6
+  EXPECT_TRUE(directConvPreferred(ConvKind::InputGrad, wide));   // 8
+  EXPECT_FALSE(directConvPreferred(ConvKind::InputGrad, depthwise)); // 1 a group
+}
+
 TEST_F(ConvTest, Im2colOnRequest) {
   ASSERT_EQ(setenv("KILN_CPU_CONV", "im2col", 1), 0);
   EXPECT_FALSE(directConvEnabled());

@@ -539,8 +539,8 @@ bool directConvEnabled() {
 }
 
 bool directConvPreferred(ConvKind kind, const ConvParams &params) {
-  ConvGeometry g = convGeometry(params);
-  return kind != ConvKind::InputGrad || g.cg() >= 8;
+  // Input channels per group: [N, C, H, W] over groups.
+  return kind != ConvKind::InputGrad || params.inputShape[1] / params.groups >= 8;
 }
 
 bool directConv2d(const ConvParams &params, const float *input,

@@ -649,7 +649,12 @@ TEST_F(ConvTest, DirectKernelsWhereTheyAreFaster) {
   ConvParams lenet = params({2, 6, 14, 14}, {16, 6, 5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1);
   ConvParams wide = params({2, 8, 28, 28}, {16, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
   ConvParams depthwise = params({2, 16, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 16);
+  stem.outputShape = {2, 16, 28, 28};
+  lenet.outputShape = {2, 16, 10, 10};
+  wide.outputShape = {2, 16, 28, 28};
+  depthwise.outputShape = {2, 16, 28, 28};
   for (const ConvParams &p : {stem, lenet, wide, depthwise}) {
+    ASSERT_TRUE(pkgCheckConvParams(p).isOk()) << pkgCheckConvParams(p).message();
     EXPECT_TRUE(directConvPreferred(ConvKind::Forward, p));
     EXPECT_TRUE(directConvPreferred(ConvKind::FilterGrad, p));
   }

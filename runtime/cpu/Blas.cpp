@@ -2,7 +2,8 @@
 //
 // dot_general: plan (which dims are batch, free and contracting; whether each
 // operand can be read in place), pack what cannot, then one cblas call per
-// batch element. Convolutions: per image and group, im2col into a
+// batch element. Convolutions (those runtime/cpu/DirectConv does not take
+// in f32): per image and group, im2col into a
 // [C/groups * KH * KW, OH * OW] matrix, then a GEMM against the group's
 // filter rows; the input gradient multiplies by the transposed filter and
 // scatters back with col2im; the filter gradient accumulates over images.

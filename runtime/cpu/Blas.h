@@ -3,7 +3,9 @@
 // The CPU backend's library calls (the package's LibraryCall thunks): a
 // kiln.dot_general becomes one cblas_{s,d}gemm per batch element, and the
 // three convolutions become im2col (col2im for the input gradient) plus
-// GEMMs, one per image and group. f32 and f64, and f16 and bf16 computed in
+// GEMMs, one per image and group, except where runtime/cpu/DirectConv.h's
+// AVX-512 kernels take f32 ones (directConvPreferred). f32 and f64, and
+// f16 and bf16 computed in
 // f32 (operands widened, the result rounded once); anything else comes back
 // as an error Status that names the dtype.
 //

@@ -118,6 +118,19 @@ Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value x) {
   return acc;
 }
 
+// |partials| (a power of two of them) combined pairwise: (0, 1), (2, 3),
+// ..., then the pairs' results the same way, a fixed order.
+Value combinePairwise(OpBuilder &b, Location loc, ReduceKind kind,
+                      SmallVector<Value> partials) {
+  while (partials.size() > 1) {
+    SmallVector<Value> pairs;
+    for (size_t j = 0; j + 1 < partials.size(); j += 2)
+      pairs.push_back(combine(b, loc, kind, partials[j], partials[j + 1]));
+    partials = std::move(pairs);
+  }
+  return partials.front();
+}
+
 // The reduce's value from its accumulated |result| over |count| elements:
 // a mean divides, then the result is stored in the reduce's element type.
 Value finishReduce(OpBuilder &b, Location loc, ReduceOp reduce, Value result,
@@ -481,16 +494,8 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
                             main.getResults().begin() + (i + 1) * kRowLanes);
         }
         SmallVector<Value> rowValues;
-        for (size_t i = 0; i < members; ++i) {
-          SmallVector<Value> tree = std::move(trees[i]);
-          while (tree.size() > 1) {
-            SmallVector<Value> pairs;
-            for (size_t j = 0; j + 1 < tree.size(); j += 2)
-              pairs.push_back(combine(b_, loc, kinds[i], tree[j], tree[j + 1]));
-            tree = std::move(pairs);
-          }
-          rowValues.push_back(tree.front());
-        }
+        for (size_t i = 0; i < members; ++i)
+          rowValues.push_back(combinePairwise(b_, loc, kinds[i], trees[i]));
         if (mainEnd < lastExtent) {
           auto rest = b_.create<scf::ForOp>(
               loc, b_.create<arith::ConstantIndexOp>(loc, mainEnd),
@@ -534,13 +539,7 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
           tree.push_back(b_.create<memref::LoadOp>(
               loc, chunkPartialsOut[i],
               ValueRange{b_.create<arith::ConstantIndexOp>(loc, k)}));
-        while (tree.size() > 1) {
-          SmallVector<Value> pairs;
-          for (size_t j = 0; j + 1 < tree.size(); j += 2)
-            pairs.push_back(combine(b_, loc, kinds[i], tree[j], tree[j + 1]));
-          tree = std::move(pairs);
-        }
-        results[i] = tree.front();
+        results[i] = combinePairwise(b_, loc, kinds[i], tree);
       }
     if (coop)
       for (size_t i = 0; i < members; ++i)

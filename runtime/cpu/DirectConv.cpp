@@ -236,6 +236,24 @@ Columns columnsOf(int64_t columns) {
   return {vectors, static_cast<uint16_t>((1u << lanes) - 1)};
 }
 
+// out[m, n] = sum_k A[m, k] planes[offsets[k] + n] for m < rows, n < N
+// (out's rows N apart): A packed per tile of kMaxRows rows (tile t, rows
+// [8t, 8t + mr), at t * 8 * K as [K][mr]), the planes' runs as the vector
+// operand, 48 columns by 8 rows a tile.
+void multiplyRows(int64_t rows, int64_t K, const float *packed,
+                  const float *planes, const int64_t *offsets, int64_t N,
+                  float *out) {
+  for (int64_t n0 = 0; n0 < N; n0 += 16 * kMaxVectors) {
+    Columns cols = columnsOf(std::min<int64_t>(16 * kMaxVectors, N - n0));
+    for (int64_t m0 = 0; m0 < rows; m0 += kMaxRows) {
+      int64_t mr = std::min<int64_t>(kMaxRows, rows - m0);
+      tileFor<true, true>(mr, cols.vectors)(K, packed + m0 * K, nullptr,
+                                             planes + n0, offsets, 0, cols.last,
+                                             out + m0 * N + n0, N, false);
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The three convolutions
 //===----------------------------------------------------------------------===//
@@ -264,15 +282,7 @@ KILN_AVX512 void forward(const ConvGeometry &g, const float *input, const float 
       buildPlanes(g, p, input + (n * g.c + gr * g.cg()) * g.h * g.w, planes.data());
       float *out = output + (n * g.o + gr * og) * g.oh * g.ow;
       float *c = direct ? out : result.data();
-      for (int64_t n0 = 0; n0 < N; n0 += 16 * kMaxVectors) {
-        Columns cols = columnsOf(std::min<int64_t>(16 * kMaxVectors, N - n0));
-        for (int64_t o0 = 0; o0 < og; o0 += kMaxRows) {
-          int64_t mr = std::min<int64_t>(kMaxRows, og - o0);
-          tileFor<true, true>(mr, cols.vectors)(
-              K, packed.data() + o0 * K, nullptr, planes.data() + n0,
-              offsets.data(), 0, cols.last, c + o0 * N + n0, N, false);
-        }
-      }
+      multiplyRows(og, K, packed.data(), planes.data(), offsets.data(), N, c);
       if (!direct)
         for (int64_t o = 0; o < og; ++o)
           for (int64_t y = 0; y < g.oh; ++y) {
@@ -456,16 +466,8 @@ KILN_AVX512 void inputGradStrided(const ConvGeometry &g, const float *gradOutput
       float *dx = gradInput + (n * g.c + gr * cg) * g.h * g.w;
       for (const Gemm &m : gemms[gr]) {
         int64_t N = m.columns;
-        for (int64_t n0 = 0; n0 < N; n0 += 16 * kMaxVectors) {
-          Columns cols = columnsOf(std::min<int64_t>(16 * kMaxVectors, N - n0));
-          for (int64_t c0 = 0; c0 < cg; c0 += kMaxRows) {
-            int64_t mr = std::min<int64_t>(kMaxRows, cg - c0);
-            tileFor<true, true>(mr, cols.vectors)(
-                m.k, m.packed.data() + c0 * m.k, nullptr, copy.data() + n0,
-                m.offsets.data(), 0, cols.last, result.data() + c0 * N + n0, N,
-                false);
-          }
-        }
+        multiplyRows(cg, m.k, m.packed.data(), copy.data(), m.offsets.data(), N,
+                     result.data());
         // Scatter: column (Qy - q0) wq + (Qx - q0x) is pixel
         // (sh Qy + rho_y - pt, sw Qx + rho_x - pl).
         for (int64_t c = 0; c < cg; ++c)

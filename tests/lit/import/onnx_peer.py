@@ -120,6 +120,66 @@ class BatchNormNet(torch.nn.Module):
         return self.fc(h.flatten(1))
 
 
+class ImageNet(torch.nn.Module):
+    """The image ops of an encoder-decoder: GroupNorm (which both exporters
+    write as an InstanceNormalization between reshapes), InstanceNorm2d
+    with an affine, reflection and constant padding, ReLU6 (Clip), a
+    strided and a transposed convolution (ConvTranspose with
+    output_padding and groups), and upsampling by nearest, bilinear (both
+    corner conventions) and bicubic interpolation (Resize)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3)
+        self.gn = torch.nn.GroupNorm(2, 8)
+        self.down = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.inorm = torch.nn.InstanceNorm2d(8, affine=True)
+        self.up = torch.nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1,
+                                           groups=2)
+        self.head = torch.nn.Conv2d(6, 2, 1)
+
+    def forward(self, x):
+        h = self.conv1(F.pad(x, (1, 1, 1, 1), mode="reflect"))     # [B, 8, 8, 8]
+        h = F.silu(self.gn(h))
+        h = F.relu6(self.inorm(self.down(h)) * 3.0)                  # [B, 8, 4, 4]
+        near = F.interpolate(h, scale_factor=2, mode="nearest")      # [B, 8, 8, 8]
+        h = self.up(h) + near[:, :6]                                 # [B, 6, 8, 8]
+        h = F.interpolate(h, size=(6, 5), mode="bilinear", align_corners=False)
+        h = F.interpolate(h, scale_factor=(1.5, 2.0), mode="bilinear", align_corners=True)
+        h = F.interpolate(F.pad(h, (0, 1, 1, 0)), size=(8, 8), mode="bicubic",
+                          align_corners=False)
+        return self.head(h)                                          # [B, 2, 8, 8]
+
+
+class SelectNet(torch.nn.Module):
+    """Selection and data movement with the activations that come with them:
+    chunk (Split), slices with steps, flip (a negative step), expand, where
+    and comparisons, einsum (a batched contraction, an outer product and a
+    sum), clamp, and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
+    Softsign."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 16)
+        self.act = torch.nn.PReLU(4)
+        self.mix = torch.nn.Parameter(torch.randn(4, 4, 3) * 0.3)
+        self.fc2 = torch.nn.Linear(4 * 3 + 4 + 4, 3)
+
+    def forward(self, x):
+        h = self.fc1(x).view(x.size(0), 4, 4)                        # [B, 4, 4]
+        h = self.act(h)
+        a, b = h.chunk(2, dim=2)                                     # [B, 4, 2] each
+        g = F.elu(a) * F.hardsigmoid(b) + F.mish(b) - F.softsign(a)
+        g = torch.cat([g, F.hardswish(torch.flip(h[:, :, 1::2], dims=[2]))], 2)  # [B, 4, 4]
+        mixed = torch.einsum("bij,jkc->bikc", g, self.mix)          # [B, 4, 4, 3]
+        mixed = torch.einsum("bikc->bic", mixed)                    # [B, 4, 3]
+        outer = torch.einsum("bi,bj->bij", g[:, 0], g[:, 1]).sum(2)  # [B, 4]
+        mask = g[:, :, :1].expand(-1, -1, 4) > 0.1                   # [B, 4, 4]
+        gated = torch.where(mask, g, F.softplus(g) * -0.5).mean(2)   # [B, 4]
+        h = torch.cat([mixed.flatten(1), torch.clamp(outer, -2.0, 2.0), gated], 1)
+        return self.fc2(h)
+
+
 def set_mode(model, net):
     """bn: PyTorch's train mode (batch statistics); frozen: train mode with
     the batch norms in eval mode (running statistics, a frozen batch norm);
@@ -139,6 +199,10 @@ def build(model):
         return BatchNormNet()
     if model == "embed":
         return Embed()
+    if model == "image":
+        return ImageNet()
+    if model == "select":
+        return SelectNet()
     if model == "mlp":
         return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
                                    torch.nn.Linear(8, 3))
@@ -147,11 +211,15 @@ def build(model):
 
 def input_shape(model):
     return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
-            "frozen": (3, 8, 8)}[model]
+            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,)}[model]
+
+
+MSE_MODELS = ("misc", "image")
+TARGET_SHAPES = {"misc": (4,), "image": (2, 8, 8)}
 
 
 def loss_fn(model, out, y):
-    if model == "misc":
+    if model in MSE_MODELS:
         return F.mse_loss(out, y)
     return F.cross_entropy(out, y)
 
@@ -170,9 +238,9 @@ def export(model, out, dynamo):
     else:
         x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
     np.save(os.path.join(out, "data", "x.npy"), x)
-    if model == "misc":
+    if model in MSE_MODELS:
         np.save(os.path.join(out, "data", "targets.npy"),
-                rng.standard_normal((SAMPLES, 4)).astype(np.float32))
+                rng.standard_normal((SAMPLES,) + TARGET_SHAPES[model]).astype(np.float32))
     else:
         classes = 10 if model == "lenet5" else 3
         np.save(os.path.join(out, "data", "labels.npy"),
@@ -208,7 +276,7 @@ def check(model, out, log, tolerance, checkpoint=None, accum=1, ranks=1):
                 state[name] = value
     net.load_state_dict(state)
     x = torch.from_numpy(np.load(os.path.join(out, "data", "x.npy")))
-    if model == "misc":
+    if model in MSE_MODELS:
         y = torch.from_numpy(np.load(os.path.join(out, "data", "targets.npy")))
     else:
         y = torch.from_numpy(np.load(os.path.join(out, "data", "labels.npy"))).long()
@@ -231,11 +299,46 @@ def handmade(out):
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])
     y4 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 8, 8])
-    w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 1.0, 1.0])
-    b = helper.make_tensor("b", TensorProto.FLOAT, [3], [0.0, 0.0, 0.0])
-    # Einsum: an op kiln import does not read.
-    save("einsum", [helper.make_node("Einsum", ["x", "w"], ["y"], name="es1",
-                                     equation="nchw,c->nchw")], [x], [y4], [w, b])
+    # GridSample: an op kiln import does not read.
+    w4 = helper.make_tensor("w4", TensorProto.FLOAT, [3, 1, 1], [1.0, 1.0, 1.0])
+    grid = helper.make_tensor("grid", TensorProto.FLOAT, [4, 8, 8, 2], [0.0] * 512)
+    save("unread-op", [helper.make_node("Mul", ["x", "w4"], ["h"], name="scale"),
+                       helper.make_node("GridSample", ["h", "grid"], ["y"], name="gs1")],
+         [x], [y4], [w4, grid])
+    # Variants of the ops kiln import reads that it refuses, each after a
+    # trained scale.
+    y_any = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+
+    def refused(name, nodes, inits=(), opset=17):
+        save(name, [helper.make_node("Mul", ["x", "w4"], ["h"], name="scale")] + nodes,
+             [x], [y_any], [w4] + list(inits), opset=opset)
+
+    refused("einsum-diagonal", [helper.make_node("Einsum", ["h"], ["y"], name="es",
+                                                 equation="nchh->nch")])
+    refused("einsum-shapes", [helper.make_node("Einsum", ["h", "m"], ["y"], name="es",
+                                               equation="nchw,wk->nchk")],
+            [helper.make_tensor("m", TensorProto.FLOAT, [5, 2], [0.0] * 10)])
+    sizes = helper.make_tensor("sizes", TensorProto.INT64, [4], [4, 3, 4, 4])
+    refused("resize-crop", [helper.make_node(
+        "Resize", ["h", "", "", "sizes"], ["y"], name="resize", mode="linear",
+        coordinate_transformation_mode="tf_crop_and_resize")], [sizes])
+    refused("resize-antialias", [helper.make_node(
+        "Resize", ["h", "", "", "sizes"], ["y"], name="resize", mode="linear",
+        antialias=1)], [sizes], opset=18)
+    pads = helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 8, 0, 0, 0, 0, 0])
+    refused("pad-reflect-wide", [helper.make_node("Pad", ["h", "pads"], ["y"], name="pad",
+                                                  mode="reflect")], [pads])
+    wt = helper.make_tensor("wt", TensorProto.FLOAT, [3, 2, 3, 3], [0.1] * 54)
+    refused("convtranspose-padding", [helper.make_node(
+        "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
+        output_padding=[2, 0])], [wt])
+    split = helper.make_tensor("split", TensorProto.INT64, [2], [3, 4])
+    refused("split-sizes", [helper.make_node("Split", ["h", "split"], ["y", "z"],
+                                             name="split", axis=2)], [split])
+    starts = helper.make_tensor("starts", TensorProto.INT64, [1], [5])
+    ends = helper.make_tensor("ends", TensorProto.INT64, [1], [2])
+    refused("slice-empty", [helper.make_node("Slice", ["h", "starts", "ends"], ["y"],
+                                             name="slice")], [starts, ends])
     # A symbolic batch.
     xs = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 10])
     ys = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])

@@ -156,6 +156,23 @@ const Static *Importer::staticInput(size_t i) {
   return &it->second;
 }
 
+const Static *Importer::constInput(size_t i) {
+  if (hasInput(i)) {
+    const std::string &name = node_->inputs[i];
+    if (auto it = parameterTensors_.find(name);
+        it != parameterTensors_.end() && !statics_.count(name)) {
+      auto [cached, added] = initializerStatics_.try_emplace(name);
+      if (added) {
+        cached->second.dims = it->second->dims;
+        cached->second.dataType = it->second->dataType;
+        cached->second.values = it->second->toDoubles();
+      }
+      return &cached->second;
+    }
+  }
+  return staticInput(i);
+}
+
 mlir::Value Importer::constant(const Static &s, const std::string &name) {
   mlir::Type e;
   int32_t t = s.dataType;
@@ -171,8 +188,10 @@ mlir::Value Importer::constant(const Static &s, const std::string &name) {
   } else {
     llvm::SmallVector<llvm::APInt> v;
     for (double d : s.values)
-      v.push_back(llvm::APInt(e.getIntOrFloatBitWidth(), static_cast<int64_t>(d),
-                              /*isSigned=*/true));
+      v.push_back(e.isInteger(1)
+                      ? llvm::APInt(1, d != 0 ? 1 : 0)
+                      : llvm::APInt(e.getIntOrFloatBitWidth(), static_cast<int64_t>(d),
+                                    /*isSigned=*/true));
     attr = mlir::DenseElementsAttr::get(tt, v);
   }
   return b_.create<kiln::ConstantOp>(g_.loc(name), attr).getResult();
@@ -345,13 +364,16 @@ bool Importer::node(const onnx::Node &n) {
     return constantNode();
   if (!foldStatic(op, folded))
     return false;
+  if (!folded && !foldStaticData(op, folded))
+    return false;
   if (folded)
     return true;
   if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
     return reshapeLike(op);
   static const std::set<std::string> kUnary = {
       "Relu", "Tanh", "Sigmoid", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
-      "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity"};
+      "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity", "HardSigmoid",
+      "HardSwish", "Softplus", "Elu", "Mish", "Softsign"};
   if (kUnary.count(op))
     return unary(op);
   if (op == "Dropout")
@@ -359,6 +381,33 @@ bool Importer::node(const onnx::Node &n) {
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
       op == "Max" || op == "Min")
     return binary(op);
+  if (op == "Sum" || op == "Mean")
+    return variadic(op);
+  if (op == "Clip")
+    return clip();
+  if (op == "PRelu")
+    return prelu();
+  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+      op == "GreaterOrEqual")
+    return compare(op);
+  if (op == "Where")
+    return where();
+  if (op == "Slice")
+    return slice();
+  if (op == "Split")
+    return split();
+  if (op == "Pad")
+    return pad();
+  if (op == "Expand")
+    return expand();
+  if (op == "InstanceNormalization")
+    return instanceNorm();
+  if (op == "ConvTranspose")
+    return convTranspose();
+  if (op == "Resize")
+    return resize();
+  if (op == "Einsum")
+    return einsum();
   if (op == "Gemm")
     return gemm();
   if (op == "MatMul")
@@ -466,6 +515,9 @@ bool Importer::run(OnnxImport &out) {
   if (!readInitializers() || !readInputs())
     return false;
   for (const onnx::Node &n : model_.graph.nodes)
+    for (const std::string &o : n.outputs)
+      producers_[o] = &n;
+  for (const onnx::Node &n : model_.graph.nodes)
     if (!node(n))
       return false;
   out.nodes = model_.graph.nodes.size();
@@ -476,14 +528,17 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, AveragePool, BatchNormalization, Cast, Concat, Constant, "
-         "Conv, Cos, Div, "
-         "Dropout, Erf, Exp, Flatten, Gather, Gelu, Gemm, GlobalAveragePool, "
-         "GlobalMaxPool, Identity, LayerNormalization, LeakyRelu, Log, "
-         "LogSoftmax, MatMul, Max, MaxPool, Min, Mul, Neg, Pow, Reciprocal, "
-         "ReduceMax, ReduceMean, ReduceMin, ReduceSum, Relu, Reshape, Shape, "
-         "Sigmoid, Sin, Softmax, Sqrt, Squeeze, Sub, Tanh, Transpose, "
-         "Unsqueeze";
+  return "Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, "
+         "Constant, ConstantOfShape, Conv, ConvTranspose, Cos, Div, Dropout, "
+         "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, Gelu, Gemm, "
+         "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
+         "HardSigmoid, HardSwish, Identity, InstanceNormalization, "
+         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
+         "MatMul, Max, MaxPool, Mean, Min, Mish, Mul, Neg, Pad, Pow, PRelu, "
+         "Range, Reciprocal, ReduceMax, ReduceMean, ReduceMin, ReduceSum, Relu, "
+         "Reshape, Resize, Shape, Sigmoid, Sin, Slice, Softmax, Softplus, "
+         "Softsign, Split, Sqrt, Squeeze, Sub, Sum, Tanh, Transpose, Unsqueeze, "
+         "Where";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

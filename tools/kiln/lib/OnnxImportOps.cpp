@@ -64,10 +64,144 @@ bool Importer::unary(const std::string &op) {
     mlir::Value scaled = b_.create<kiln::MulOp>(
         loc(".scaled"), t, x, splat(alpha, element(x), shape(x)));
     y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+  } else if (op == "HardSigmoid" || op == "HardSwish") {
+    // max(0, min(1, alpha * x + beta)); HardSwish is x times that with
+    // alpha 1/6 and beta 1/2.
+    bool swish = op == "HardSwish";
+    double alpha = swish ? 1.0 / 6.0 : floatAttr("alpha", 0.2f);
+    double beta = swish ? 0.5 : floatAttr("beta", 0.5f);
+    mlir::Value scaled = b_.create<kiln::MulOp>(loc(".scaled"), t, x,
+                                                splat(alpha, element(x), shape(x)));
+    mlir::Value shifted = b_.create<kiln::AddOp>(loc(".shifted"), t, scaled,
+                                                 splat(beta, element(x), shape(x)));
+    mlir::Value upper = b_.create<kiln::MinOp>(loc(".upper"), t, shifted,
+                                               splat(1.0, element(x), shape(x)));
+    y = b_.create<kiln::MaxOp>(swish ? loc(".gate") : l, t, upper,
+                               splat(0.0, element(x), shape(x)));
+    if (swish)
+      y = b_.create<kiln::MulOp>(l, t, x, y);
+  } else if (op == "Softplus" || op == "Mish") {
+    // log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), which neither
+    // overflows nor loses the small values; Mish is x * tanh(softplus(x)).
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value positive = b_.create<kiln::MaxOp>(loc(".positive"), t, x, zero);
+    mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), t, x);
+    mlir::Value decay = b_.create<kiln::ExpOp>(
+        loc(".exp"), t, b_.create<kiln::NegOp>(loc(".neg"), t, magnitude));
+    mlir::Value tail = b_.create<kiln::Log1pOp>(loc(".log1p"), t, decay);
+    y = b_.create<kiln::AddOp>(op == "Mish" ? loc(".softplus") : l, t, positive, tail);
+    if (op == "Mish")
+      y = b_.create<kiln::MulOp>(l, t, x, b_.create<kiln::TanhOp>(loc(".tanh"), t, y));
+  } else if (op == "Elu") {
+    // x if x > 0, else alpha * (exp(x) - 1).
+    float alpha = floatAttr("alpha", 1.0f);
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value positive = b_.create<kiln::CompareOp>(
+        loc(".positive"), type(shape(x), b_.getI1Type()),
+        kiln::CompareDirection::gt, x, zero);
+    mlir::Value decay = b_.create<kiln::SubOp>(loc(".expm1"), t,
+                                               b_.create<kiln::ExpOp>(loc(".exp"), t, x),
+                                               splat(1.0, element(x), shape(x)));
+    mlir::Value scaled = b_.create<kiln::MulOp>(
+        loc(".scaled"), t, decay, splat(alpha, element(x), shape(x)));
+    y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+  } else if (op == "Softsign") {
+    // x / (1 + |x|).
+    mlir::Value denominator = b_.create<kiln::AddOp>(
+        loc(".denominator"), t, b_.create<kiln::AbsOp>(loc(".abs"), t, x),
+        splat(1.0, element(x), shape(x)));
+    y = b_.create<kiln::DivOp>(l, t, x, denominator);
   } else {
     // Identity.
     y = x;
   }
+  setOutput(0, y);
+  return true;
+}
+
+// Clip: min and max are inputs 1 and 2 from opset 11 (each optional, a
+// static scalar), attributes before.
+bool Importer::clip() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  std::optional<double> low, high;
+  if (opset_ >= 11) {
+    for (size_t i : {1, 2}) {
+      if (!hasInput(i))
+        continue;
+      const Static *s = staticInput(i);
+      if (!s)
+        return false;
+      if (s->values.size() != 1)
+        return fail(std::string(i == 1 ? "min" : "max") + " is not a scalar");
+      (i == 1 ? low : high) = s->values[0];
+    }
+  } else {
+    if (const onnx::Attribute *a = node_->attribute("min"))
+      low = a->f;
+    if (const onnx::Attribute *a = node_->attribute("max"))
+      high = a->f;
+  }
+  mlir::Type t = x.getType();
+  mlir::Value y = x;
+  if (low)
+    y = b_.create<kiln::MaxOp>(high ? loc(".min") : loc(), t, y,
+                               splat(*low, element(x), shape(x)));
+  if (high)
+    y = b_.create<kiln::MinOp>(loc(), t, y, splat(*high, element(x), shape(x)));
+  setOutput(0, y);
+  return true;
+}
+
+// PRelu: x if x > 0, else slope * x, the slope (a parameter in PyTorch's
+// export, [C, 1, 1] for channels) broadcast to X.
+bool Importer::prelu() {
+  mlir::Value x, slope;
+  if (!value(0, x) || !value(1, slope))
+    return false;
+  llvm::SmallVector<int64_t> dims;
+  if (!broadcastShapes(shape(x), shape(slope), dims))
+    return false;
+  if (dims != shape(x))
+    return fail("slope " + shapeText(shape(slope)) + " does not broadcast to X " +
+                shapeText(shape(x)));
+  mlir::Type t = x.getType();
+  mlir::Value positive = b_.create<kiln::CompareOp>(
+      loc(".positive"), type(shape(x), b_.getI1Type()), kiln::CompareDirection::gt, x,
+      splat(0.0, element(x), shape(x)));
+  mlir::Value scaled =
+      b_.create<kiln::MulOp>(loc(".scaled"), t, x, broadcastTo(slope, shape(x)));
+  setOutput(0, b_.create<kiln::SelectOp>(loc(), t, positive, x, scaled));
+  return true;
+}
+
+// Sum and Mean of one or more inputs, broadcast together.
+bool Importer::variadic(const std::string &op) {
+  llvm::SmallVector<mlir::Value> inputs;
+  llvm::SmallVector<int64_t> dims;
+  for (size_t i = 0; i < node_->inputs.size(); ++i) {
+    mlir::Value v;
+    if (!value(i, v))
+      return false;
+    if (!inputs.empty() && element(v) != element(inputs[0]))
+      return fail("its inputs have different element types");
+    llvm::SmallVector<int64_t> next;
+    if (!broadcastShapes(dims, shape(v), next))
+      return false;
+    dims = next;
+    inputs.push_back(v);
+  }
+  if (inputs.empty())
+    return fail("has no inputs");
+  mlir::Value y = broadcastTo(inputs[0], dims);
+  for (size_t i = 1; i < inputs.size(); ++i)
+    y = b_.create<kiln::AddOp>(loc(i + 1 == inputs.size() && op == "Sum" ? ""
+                                                                          : ".sum"),
+                               y.getType(), y, broadcastTo(inputs[i], dims));
+  if (op == "Mean" && inputs.size() > 1)
+    y = b_.create<kiln::MulOp>(loc(), y.getType(), y,
+                               splat(1.0 / inputs.size(), element(y), dims));
   setOutput(0, y);
   return true;
 }
@@ -715,20 +849,78 @@ bool Importer::dropout() {
   return true;
 }
 
+// Gather along any axis: data.shape[:axis] ++ indices.shape ++
+// data.shape[axis + 1:]. Along axis 0, an embedding's rows, one
+// kiln.gather; along another axis, the axis moved to the front for the
+// gather and the result's dimensions put back in order. A static scalar
+// index (x[:, 0]) is a slice.
 bool Importer::gather() {
-  // An embedding: rows of a table (axis 0) at integer indices.
-  if (intAttr("axis", 0) != 0)
-    return fail("axis is not 0: kiln import reads Gather of rows (an embedding)");
   mlir::Value table, indices;
-  if (!value(0, table) || !value(1, indices))
+  if (!value(0, table))
     return false;
+  int64_t rank = shape(table).size();
+  if (rank == 0)
+    return fail("its data is a scalar");
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  llvm::ArrayRef<int64_t> st = shape(table);
+  if (hasInput(1) && statics_.count(node_->inputs[1])) {
+    Static idx = statics_[node_->inputs[1]];
+    for (double &v : idx.values) {
+      int64_t i = static_cast<int64_t>(v);
+      if (i < -st[axis] || i >= st[axis])
+        return fail("index " + std::to_string(i) + " is out of range for axis " +
+                    std::to_string(axis) + " of size " + std::to_string(st[axis]));
+      v = double(i < 0 ? i + st[axis] : i);
+    }
+    if (idx.dims.empty()) {
+      int64_t i = static_cast<int64_t>(idx.values[0]);
+      llvm::SmallVector<int64_t> dims;
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis)
+          dims.push_back(st[d]);
+      setOutput(0, g_.reshape(nodeName_, sliceAxis(table, axis, i, i + 1, 1, ".slice"),
+                              dims));
+      return true;
+    }
+    idx.dataType = int32_t(DataType::Int64);
+    indices = constant(idx, nodeName_ + ".indices");
+  } else if (!value(1, indices)) {
+    return false;
+  }
   if (!element(indices).isInteger(64) && !element(indices).isInteger(32))
     return fail("the indices are not INT64 or INT32");
+  llvm::SmallVector<int64_t> perm = {axis}, front = {st[axis]};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      perm.push_back(d);
+      front.push_back(st[d]);
+    }
+  mlir::Value moved = table;
+  if (axis != 0)
+    moved = b_.create<kiln::TransposeOp>(loc(".front"), type(front, element(table)), table,
+                                         arr(perm));
   llvm::SmallVector<int64_t> dims(shape(indices).begin(), shape(indices).end());
-  dims.append(shape(table).begin() + 1, shape(table).end());
-  setOutput(0, b_.create<kiln::GatherOp>(loc(), type(dims, element(table)), table, indices));
+  dims.append(front.begin() + 1, front.end());
+  mlir::Value y = b_.create<kiln::GatherOp>(axis ? loc(".gather") : loc(),
+                                            type(dims, element(table)), moved, indices);
+  if (axis != 0) {
+    // y is [indices..., data before axis..., data after axis...].
+    int64_t k = shape(indices).size();
+    llvm::SmallVector<int64_t> order, result;
+    for (int64_t d = 0; d < axis; ++d)
+      order.push_back(k + d);
+    for (int64_t d = 0; d < k; ++d)
+      order.push_back(d);
+    for (int64_t d = axis; d < rank - 1; ++d)
+      order.push_back(k + d);
+    for (int64_t o : order)
+      result.push_back(dims[o]);
+    y = b_.create<kiln::TransposeOp>(loc(), type(result, element(table)), y, arr(order));
+  }
+  setOutput(0, y);
   return true;
 }
-
 
 } // namespace kiln::cli::onnx_import

@@ -96,6 +96,11 @@ private:
   }
   // Input |i| as a static tensor (an initializer or Constant).
   const Static *staticInput(size_t i);
+  // Input |i| as a static tensor, also when it is a floating-point
+  // initializer of rank 1 or more (which value() would make a parameter):
+  // a Resize's scales, the ones and zeros of a group norm. Reading it so
+  // makes no parameter.
+  const Static *constInput(size_t i);
   void setOutput(size_t i, mlir::Value v) { values_[node_->outputs[i]] = v; }
   void setStatic(size_t i, Static s) { statics_[node_->outputs[i]] = std::move(s); }
 
@@ -156,6 +161,40 @@ private:
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
 
+  // Activations with parameters or several inputs (OnnxImportOps.cpp).
+  bool clip();
+  bool prelu();
+  // Sum and Mean of any number of inputs.
+  bool variadic(const std::string &op);
+
+  // Data movement and selection (OnnxImportShapes.cpp).
+  bool slice();
+  bool split();
+  bool pad();
+  bool expand();
+  bool where();
+  bool compare(const std::string &op);
+  // ConstantOfShape, Range, comparisons, Where, Slice, Transpose and Expand
+  // when every input is static, evaluated here.
+  bool foldStaticData(const std::string &op, bool &folded);
+  // |x|[start:limit:stride] along |axis|.
+  mlir::Value sliceAxis(mlir::Value x, int64_t axis, int64_t start, int64_t limit,
+                        int64_t stride, const std::string &suffix);
+  // Rows |rows| of |x| along |axis| (a transpose, a kiln.gather and a
+  // transpose back).
+  mlir::Value gatherAxis(mlir::Value x, int64_t axis, llvm::ArrayRef<int64_t> rows,
+                         const std::string &suffix);
+  // |x| with |axis| reversed.
+  mlir::Value reverseAxis(mlir::Value x, int64_t axis, const std::string &suffix);
+
+  // Normalization, transposed convolution and resizing (OnnxImportImage.cpp).
+  bool instanceNorm();
+  bool convTranspose();
+  bool resize();
+
+  // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).
+  bool einsum();
+
   const onnx::Model &model_;
   const std::string &path_;
   const OnnxImportOptions &options_;
@@ -166,6 +205,10 @@ private:
 
   std::map<std::string, mlir::Value> values_;
   std::map<std::string, Static> statics_;
+  // Floating-point initializers read as static tensors (constInput).
+  std::map<std::string, Static> initializerStatics_;
+  // The node that gives each output, for patterns that look one node back.
+  std::map<std::string, const onnx::Node *> producers_;
   std::set<std::string> initializerNames_;
   std::map<std::string, const onnx::Tensor *> parameterTensors_;
   // The initializers that became model state (running statistics).

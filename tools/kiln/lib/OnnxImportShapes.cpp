@@ -1,0 +1,589 @@
+//===- OnnxImportShapes.cpp - slicing, padding, selection ------------------===//
+//
+// The importer's data-movement and selection ops (OnnxImporter.h): Slice,
+// Split, Pad, Expand, Where and the comparisons, on kiln values; and their
+// static forms (with ConstantOfShape, Range and Transpose), evaluated at
+// import, which the TorchScript exporter writes to compute a Pad's pads or
+// an Expand's shape.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/OnnxImporter.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+namespace kiln::cli::onnx_import {
+
+namespace {
+
+// An index read from a double, clamped so that INT64_MAX and INT64_MIN
+// (the exporters' "to the end") do not overflow the conversion.
+int64_t toIndex(double v) {
+  constexpr double kLimit = 4611686018427387904.0; // 2^62
+  return static_cast<int64_t>(std::clamp(v, -kLimit, kLimit));
+}
+
+std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * dims[d + 1];
+  return strides;
+}
+
+// The element of |s| that output index |index| of a |dims| broadcast reads.
+double broadcastRead(const Static &s, llvm::ArrayRef<int64_t> dims,
+                     llvm::ArrayRef<int64_t> index) {
+  if (s.values.size() == 1)
+    return s.values[0];
+  std::vector<int64_t> strides = rowMajorStrides(s.dims);
+  int64_t offset = dims.size() - s.dims.size(), flat = 0;
+  for (size_t d = 0; d < s.dims.size(); ++d)
+    flat += (s.dims[d] == 1 ? 0 : index[offset + d]) * strides[d];
+  return s.values[flat];
+}
+
+// Calls |f| with each multi-index of |dims| in row-major order.
+void forEachIndex(llvm::ArrayRef<int64_t> dims,
+                  const std::function<void(llvm::ArrayRef<int64_t>)> &f) {
+  int64_t n = product(dims);
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    f(index);
+    for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+      if (++index[d] < dims[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+// One axis of an ONNX Slice, its starts and ends clamped as the operator
+// says: the result takes start, start + step, ... while before end.
+struct SliceAxis {
+  int64_t start = 0, step = 1, count = 0;
+};
+
+SliceAxis sliceAxis(int64_t dim, double startValue, double endValue, int64_t step) {
+  int64_t start = toIndex(startValue), end = toIndex(endValue);
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  SliceAxis axis;
+  axis.step = step;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    axis.count = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    axis.count = start > end ? (start - end - step - 1) / -step : 0;
+  }
+  axis.start = start;
+  return axis;
+}
+
+} // namespace
+
+mlir::Value Importer::sliceAxis(mlir::Value x, int64_t axis, int64_t start,
+                                int64_t limit, int64_t stride,
+                                const std::string &suffix) {
+  int64_t rank = shape(x).size();
+  llvm::SmallVector<int64_t> starts(rank, 0), limits(shape(x).begin(), shape(x).end()),
+      strides(rank, 1), dims(shape(x).begin(), shape(x).end());
+  starts[axis] = start;
+  limits[axis] = limit;
+  strides[axis] = stride;
+  dims[axis] = (limit - start + stride - 1) / stride;
+  if (start == 0 && limit == shape(x)[axis] && stride == 1)
+    return x;
+  return b_.create<kiln::SliceOp>(loc(suffix), type(dims, element(x)), x, arr(starts),
+                                  arr(limits), arr(strides));
+}
+
+mlir::Value Importer::gatherAxis(mlir::Value x, int64_t axis,
+                                 llvm::ArrayRef<int64_t> rows, const std::string &suffix) {
+  // Move |axis| to the front, gather its rows, move it back. The gather's
+  // gradient is a scatter-add of the same rows.
+  int64_t rank = shape(x).size();
+  llvm::SmallVector<int64_t> perm = {axis}, dims = {shape(x)[axis]};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      perm.push_back(d);
+      dims.push_back(shape(x)[d]);
+    }
+  mlir::Value front = x;
+  if (axis != 0)
+    front = b_.create<kiln::TransposeOp>(loc(suffix + ".front"), type(dims, element(x)), x,
+                                         arr(perm));
+  Static order;
+  order.dataType = int32_t(DataType::Int32);
+  order.dims = {int64_t(rows.size())};
+  order.values.assign(rows.begin(), rows.end());
+  mlir::Value indices = constant(order, nodeName_ + suffix + ".rows");
+  dims[0] = rows.size();
+  mlir::Value gathered =
+      b_.create<kiln::GatherOp>(loc(suffix), type(dims, element(x)), front, indices);
+  if (axis == 0)
+    return gathered;
+  llvm::SmallVector<int64_t> inverse(rank), result(shape(x).begin(), shape(x).end());
+  for (int64_t d = 0; d < rank; ++d)
+    inverse[perm[d]] = d;
+  result[axis] = rows.size();
+  return b_.create<kiln::TransposeOp>(loc(suffix + ".back"), type(result, element(x)),
+                                      gathered, arr(inverse));
+}
+
+mlir::Value Importer::reverseAxis(mlir::Value x, int64_t axis, const std::string &suffix) {
+  llvm::SmallVector<int64_t> rows;
+  for (int64_t i = shape(x)[axis] - 1; i >= 0; --i)
+    rows.push_back(i);
+  return gatherAxis(x, axis, rows, suffix);
+}
+
+// Slice: starts, ends, axes and steps are inputs 1 to 4 from opset 10,
+// attributes before (no steps). A negative step takes the elements in
+// reverse order.
+bool Importer::slice() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  std::vector<double> starts, ends, axes, steps;
+  if (opset_ >= 10) {
+    for (size_t i = 1; i <= 4; ++i) {
+      if (!hasInput(i))
+        continue;
+      const Static *s = staticInput(i);
+      if (!s)
+        return false;
+      (i == 1 ? starts : i == 2 ? ends : i == 3 ? axes : steps) = s->values;
+    }
+  } else {
+    for (const char *name : {"starts", "ends", "axes"})
+      if (std::optional<std::vector<int64_t>> v = intsAttr(name))
+        (name[0] == 's' ? starts : name[0] == 'e' ? ends : axes).assign(v->begin(),
+                                                                          v->end());
+  }
+  if (starts.size() != ends.size())
+    return fail("starts has " + std::to_string(starts.size()) + " values and ends " +
+                std::to_string(ends.size()));
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(double(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1.0);
+  if (axes.size() != starts.size() || steps.size() != starts.size())
+    return fail("starts, ends, axes and steps have different lengths");
+  mlir::Value y = x;
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t axis = toIndex(axes[i]), step = toIndex(steps[i]);
+    if (!normalizeAxis(axis, rank, "axis"))
+      return false;
+    if (!seen.insert(axis).second)
+      return fail("slices axis " + std::to_string(axis) + " twice");
+    if (step == 0)
+      return fail("step is 0 on axis " + std::to_string(axis));
+    int64_t dim = shape(x)[axis];
+    SliceAxis s = onnx_import::sliceAxis(dim, starts[i], ends[i], step);
+    if (s.count == 0)
+      return fail("takes no elements of axis " + std::to_string(axis) + " (size " +
+                  std::to_string(dim) + "): kiln tensors are not empty");
+    std::string suffix = ".axis" + std::to_string(axis);
+    if (step > 0) {
+      y = sliceAxis(y, axis, s.start, s.start + (s.count - 1) * step + 1, step, suffix);
+    } else {
+      int64_t low = s.start + (s.count - 1) * step;
+      y = sliceAxis(y, axis, low, s.start + 1, -step, suffix);
+      y = reverseAxis(y, axis, suffix + ".reverse");
+    }
+  }
+  setOutput(0, y);
+  return true;
+}
+
+// Split along an axis into parts of the sizes input 1 gives (opset 13
+// on; attribute 'split' before), or into equal parts, one per output
+// (opset 18: num_outputs parts of ceil(size / num_outputs), the last
+// smaller).
+bool Importer::split() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  int64_t dim = shape(x)[axis];
+  int64_t outputs = node_->outputs.size();
+  std::vector<int64_t> sizes;
+  if (opset_ >= 13 && hasInput(1)) {
+    const Static *s = staticInput(1);
+    if (!s)
+      return false;
+    for (double v : s->values)
+      sizes.push_back(toIndex(v));
+  } else if (std::optional<std::vector<int64_t>> v = intsAttr("split")) {
+    sizes = *v;
+  } else {
+    int64_t parts = intAttr("num_outputs", outputs);
+    if (parts != outputs)
+      return fail("num_outputs is " + std::to_string(parts) + " but it has " +
+                  std::to_string(outputs) + " outputs");
+    int64_t size = (dim + parts - 1) / parts;
+    for (int64_t i = 0, left = dim; i < parts; ++i, left -= size)
+      sizes.push_back(std::min(size, left));
+  }
+  if (static_cast<int64_t>(sizes.size()) != outputs)
+    return fail("splits into " + std::to_string(sizes.size()) + " parts but has " +
+                std::to_string(outputs) + " outputs");
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim ||
+      llvm::any_of(sizes, [](int64_t s) { return s <= 0; }))
+    return fail("split sizes " + shapeText(sizes) + " do not cover axis " +
+                std::to_string(axis) + " of size " + std::to_string(dim) +
+                " with parts of at least one element");
+  for (int64_t i = 0, start = 0; i < outputs; start += sizes[i++])
+    setOutput(i, sliceAxis(x, axis, start, start + sizes[i], 1,
+                           "." + std::to_string(i)));
+  return true;
+}
+
+// Pad: pads (begins of each axis, then ends) and constant_value are inputs
+// 1 and 2 from opset 11 (axes, input 3, from opset 18), attributes before.
+// Negative pads crop. Modes constant, reflect (mirror without the edge),
+// edge (repeat it) and wrap (the other end's elements).
+bool Importer::pad() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  std::string mode = stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return fail("mode is '" + mode + "': expected constant, reflect, edge or wrap");
+  std::vector<int64_t> pads;
+  double fill = 0.0;
+  std::vector<int64_t> axes;
+  if (opset_ >= 11) {
+    const Static *p = staticInput(1);
+    if (!p)
+      return false;
+    for (double v : p->values)
+      pads.push_back(toIndex(v));
+    if (hasInput(2)) {
+      const Static *c = staticInput(2);
+      if (!c)
+        return false;
+      if (c->values.size() != 1)
+        return fail("constant_value is not a scalar");
+      fill = c->values[0];
+    }
+    if (hasInput(3)) {
+      const Static *a = staticInput(3);
+      if (!a)
+        return false;
+      for (double v : a->values) {
+        int64_t axis = toIndex(v);
+        if (!normalizeAxis(axis, rank, "axis"))
+          return false;
+        axes.push_back(axis);
+      }
+    }
+  } else {
+    pads = intsAttr("pads").value_or(std::vector<int64_t>{});
+    fill = floatAttr("value", 0.0f);
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  int64_t n = axes.size();
+  if (static_cast<int64_t>(pads.size()) != 2 * n)
+    return fail("pads has " + std::to_string(pads.size()) + " values: expected " +
+                std::to_string(2 * n) + " (a begin and an end for each of " +
+                std::to_string(n) + " axes)");
+  llvm::SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    low[axes[i]] = pads[i];
+    high[axes[i]] = pads[n + i];
+  }
+  mlir::Value y = x;
+  // Crops first.
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t from = std::max<int64_t>(0, -low[d]);
+    int64_t to = shape(y)[d] - std::max<int64_t>(0, -high[d]);
+    if (to <= from)
+      return fail("crops all of axis " + std::to_string(d));
+    y = sliceAxis(y, d, from, to, 1, ".crop" + std::to_string(d));
+    low[d] = std::max<int64_t>(0, low[d]);
+    high[d] = std::max<int64_t>(0, high[d]);
+  }
+  if (mode == "constant") {
+    if (llvm::any_of(low, [](int64_t p) { return p > 0; }) ||
+        llvm::any_of(high, [](int64_t p) { return p > 0; })) {
+      llvm::SmallVector<int64_t> dims(shape(y).begin(), shape(y).end());
+      for (int64_t d = 0; d < rank; ++d)
+        dims[d] += low[d] + high[d];
+      y = b_.create<kiln::PadOp>(loc(), type(dims, element(y)), y, arr(low), arr(high),
+                                 b_.getF64FloatAttr(fill));
+    }
+    setOutput(0, y);
+    return true;
+  }
+  // The other modes: along each axis, the pieces in order, concatenated.
+  for (int64_t d = 0; d < rank; ++d) {
+    if (low[d] == 0 && high[d] == 0)
+      continue;
+    int64_t dim = shape(y)[d];
+    if (mode == "reflect" && (low[d] >= dim || high[d] >= dim))
+      return fail("reflects " + std::to_string(std::max(low[d], high[d])) +
+                  " elements of axis " + std::to_string(d) + " of size " +
+                  std::to_string(dim) + ": expected fewer than the size");
+    if (mode == "wrap" && (low[d] > dim || high[d] > dim))
+      return fail("wraps more elements than axis " + std::to_string(d) + " has");
+    std::string axisName = ".pad" + std::to_string(d);
+    llvm::SmallVector<mlir::Value> pieces;
+    auto row = [&](int64_t i, const std::string &side) {
+      return sliceAxis(y, d, i, i + 1, 1, axisName + side + std::to_string(i));
+    };
+    if (mode == "wrap") {
+      if (low[d])
+        pieces.push_back(sliceAxis(y, d, dim - low[d], dim, 1, axisName + ".low"));
+      pieces.push_back(y);
+      if (high[d])
+        pieces.push_back(sliceAxis(y, d, 0, high[d], 1, axisName + ".high"));
+    } else {
+      for (int64_t i = low[d]; i >= 1; --i)
+        pieces.push_back(row(mode == "reflect" ? i : 0, ".low"));
+      pieces.push_back(y);
+      for (int64_t i = 1; i <= high[d]; ++i)
+        pieces.push_back(row(mode == "reflect" ? dim - 1 - i : dim - 1, ".high"));
+    }
+    llvm::SmallVector<int64_t> dims(shape(y).begin(), shape(y).end());
+    dims[d] += low[d] + high[d];
+    y = b_.create<kiln::ConcatenateOp>(loc(axisName), type(dims, element(y)), pieces,
+                                       b_.getI64IntegerAttr(d));
+  }
+  setOutput(0, y);
+  return true;
+}
+
+// Expand: X broadcast with the static shape (NumPy rules: either may have
+// the larger rank, a 1 in the shape keeps X's dimension).
+bool Importer::expand() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  const Static *s = staticInput(1);
+  if (!s)
+    return false;
+  std::vector<int64_t> target;
+  for (double v : s->values)
+    target.push_back(toIndex(v));
+  llvm::SmallVector<int64_t> dims;
+  if (!broadcastShapes(shape(x), target, dims))
+    return false;
+  setOutput(0, broadcastTo(x, dims));
+  return true;
+}
+
+// Where: X where the condition holds, else Y, the three broadcast together.
+bool Importer::where() {
+  mlir::Value c, a, y;
+  if (!value(0, c) || !value(1, a) || !value(2, y))
+    return false;
+  if (!element(c).isInteger(1))
+    return fail("its condition is not BOOL");
+  if (element(a) != element(y))
+    return fail("X and Y have different element types");
+  llvm::SmallVector<int64_t> dims, both;
+  if (!broadcastShapes(shape(a), shape(y), both) ||
+      !broadcastShapes(shape(c), both, dims))
+    return false;
+  setOutput(0, b_.create<kiln::SelectOp>(loc(), type(dims, element(a)),
+                                         broadcastTo(c, dims), broadcastTo(a, dims),
+                                         broadcastTo(y, dims)));
+  return true;
+}
+
+static kiln::CompareDirection compareDirection(const std::string &op) {
+  return op == "Equal"          ? kiln::CompareDirection::eq
+         : op == "Less"         ? kiln::CompareDirection::lt
+         : op == "Greater"      ? kiln::CompareDirection::gt
+         : op == "LessOrEqual"  ? kiln::CompareDirection::le
+                                : kiln::CompareDirection::ge;
+}
+
+bool Importer::compare(const std::string &op) {
+  mlir::Value a, c;
+  if (!value(0, a) || !value(1, c))
+    return false;
+  if (element(a) != element(c))
+    return fail("its inputs have different element types");
+  llvm::SmallVector<int64_t> dims;
+  if (!broadcastShapes(shape(a), shape(c), dims))
+    return false;
+  setOutput(0, b_.create<kiln::CompareOp>(loc(), type(dims, b_.getI1Type()),
+                                          compareDirection(op), broadcastTo(a, dims),
+                                          broadcastTo(c, dims)));
+  return true;
+}
+
+bool Importer::foldStaticData(const std::string &op, bool &folded) {
+  folded = false;
+  static const std::set<std::string> kFolded = {
+      "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual",
+      "GreaterOrEqual", "Not", "Where", "Slice", "Transpose", "Expand"};
+  if (!kFolded.count(op))
+    return true;
+  for (const std::string &in : node_->inputs)
+    if (!in.empty() && !statics_.count(in))
+      return true;
+  auto input = [&](size_t i) -> const Static & { return statics_[node_->inputs[i]]; };
+  Static s;
+  if (op == "ConstantOfShape") {
+    for (double v : input(0).values)
+      s.dims.push_back(toIndex(v));
+    if (llvm::any_of(s.dims, [](int64_t d) { return d <= 0; }))
+      return fail("makes a tensor of shape " + shapeText(s.dims) +
+                  ": kiln tensors are not empty");
+    double fill = 0.0;
+    s.dataType = int32_t(DataType::Float);
+    if (const onnx::Attribute *a = node_->attribute("value"); a && a->t) {
+      std::vector<double> v = a->t->toDoubles();
+      if (v.size() != 1)
+        return fail("value is not one element");
+      fill = v[0];
+      s.dataType = a->t->dataType;
+    }
+    s.values.assign(product(s.dims), fill);
+  } else if (op == "Range") {
+    if (node_->inputs.size() != 3)
+      return fail("expected start, limit and delta");
+    double start = input(0).values.at(0), limit = input(1).values.at(0),
+           delta = input(2).values.at(0);
+    if (delta == 0)
+      return fail("delta is 0");
+    int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+    if (n == 0)
+      return fail("the range is empty: kiln tensors are not empty");
+    s.dataType = input(0).dataType;
+    s.dims = {n};
+    for (int64_t i = 0; i < n; ++i)
+      s.values.push_back(start + i * delta);
+  } else if (op == "Not") {
+    s = input(0);
+    for (double &v : s.values)
+      v = v == 0 ? 1 : 0;
+  } else if (op == "Transpose") {
+    const Static &a = input(0);
+    int64_t rank = a.dims.size();
+    std::vector<int64_t> perm;
+    if (std::optional<std::vector<int64_t>> p = intsAttr("perm"))
+      perm = *p;
+    else
+      for (int64_t d = rank - 1; d >= 0; --d)
+        perm.push_back(d);
+    if (static_cast<int64_t>(perm.size()) != rank)
+      return fail("perm has " + std::to_string(perm.size()) + " values for rank " +
+                  std::to_string(rank));
+    s.dataType = a.dataType;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= rank)
+        return fail("perm is not a permutation");
+      s.dims.push_back(a.dims[p]);
+    }
+    std::vector<int64_t> strides = rowMajorStrides(a.dims);
+    forEachIndex(s.dims, [&](llvm::ArrayRef<int64_t> index) {
+      int64_t flat = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        flat += index[d] * strides[perm[d]];
+      s.values.push_back(a.values[flat]);
+    });
+  } else if (op == "Slice") {
+    if (opset_ < 10)
+      return true; // attributes: the kiln path reads them
+    const Static &a = input(0);
+    int64_t rank = a.dims.size();
+    std::vector<double> starts = input(1).values, ends = input(2).values, axes, steps;
+    if (hasInput(3))
+      axes = input(3).values;
+    else
+      for (size_t i = 0; i < starts.size(); ++i)
+        axes.push_back(double(i));
+    steps = hasInput(4) ? input(4).values : std::vector<double>(starts.size(), 1.0);
+    if (starts.size() != ends.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size())
+      return fail("starts, ends, axes and steps have different lengths");
+    std::vector<SliceAxis> plan(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      plan[d].count = a.dims[d];
+    for (size_t i = 0; i < starts.size(); ++i) {
+      int64_t axis = toIndex(axes[i]), step = toIndex(steps[i]);
+      if (!normalizeAxis(axis, rank, "axis"))
+        return false;
+      if (step == 0)
+        return fail("step is 0");
+      plan[axis] = onnx_import::sliceAxis(a.dims[axis], starts[i], ends[i], step);
+    }
+    s.dataType = a.dataType;
+    for (const SliceAxis &p : plan) {
+      if (p.count == 0)
+        return fail("takes no elements: kiln tensors are not empty");
+      s.dims.push_back(p.count);
+    }
+    std::vector<int64_t> strides = rowMajorStrides(a.dims);
+    forEachIndex(s.dims, [&](llvm::ArrayRef<int64_t> index) {
+      int64_t flat = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        flat += (plan[d].start + index[d] * plan[d].step) * strides[d];
+      s.values.push_back(a.values[flat]);
+    });
+  } else if (op == "Expand") {
+    const Static &a = input(0);
+    std::vector<int64_t> target;
+    for (double v : input(1).values)
+      target.push_back(toIndex(v));
+    llvm::SmallVector<int64_t> dims;
+    if (!broadcastShapes(a.dims, target, dims))
+      return false;
+    s.dataType = a.dataType;
+    s.dims.assign(dims.begin(), dims.end());
+    forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) {
+      s.values.push_back(broadcastRead(a, dims, index));
+    });
+  } else {
+    // The comparisons and Where: elementwise, broadcast.
+    llvm::SmallVector<int64_t> dims;
+    for (size_t i = 0; i < node_->inputs.size(); ++i) {
+      llvm::SmallVector<int64_t> next;
+      if (!broadcastShapes(dims, input(i).dims, next))
+        return false;
+      dims = next;
+    }
+    s.dims.assign(dims.begin(), dims.end());
+    s.dataType = op == "Where" ? input(1).dataType : int32_t(DataType::Bool);
+    forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) {
+      double x = broadcastRead(input(0), dims, index);
+      double y = broadcastRead(input(1), dims, index);
+      if (op == "Where")
+        s.values.push_back(x != 0 ? y : broadcastRead(input(2), dims, index));
+      else
+        s.values.push_back(op == "Equal"          ? x == y
+                           : op == "Less"         ? x < y
+                           : op == "Greater"      ? x > y
+                           : op == "LessOrEqual"  ? x <= y
+                                                  : x >= y);
+    });
+  }
+  setStatic(0, std::move(s));
+  folded = true;
+  return true;
+}
+
+} // namespace kiln::cli::onnx_import

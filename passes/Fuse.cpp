@@ -832,8 +832,13 @@ LogicalResult Fuser::materialize() {
       reduction |= isa<ReduceOp>(op);
       if (home_.lookup(op) == c && home_.count(op))
         key = std::min(key, pos_[op]);
+      // A GEMM's operands are the fusion's inputs even when they are
+      // small constants (a zero initial state times a weight): the body
+      // starts with the kiln.dot_general, and cuBLASLt or OpenBLAS reads
+      // its operands from buffers.
+      bool gemmOperands = cluster.cls == ClusterClass::Gemm && isa<DotGeneralOp>(op);
       for (Value v : op->getOperands())
-        if (!internal(v, c))
+        if (gemmOperands || !internal(v, c))
           inputs.insert(v);
     }
     if (key == INT64_MAX)

@@ -327,6 +327,9 @@ bool parseAttribute(Reader r, Attribute &a) {
     }
     case 8:
       return r.ints(wire, a.ints);
+    case 9:
+      a.strings.emplace_back();
+      return r.string(a.strings.back());
     case 20:
       if (!r.scalar(wire, v))
         return false;

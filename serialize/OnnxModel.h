@@ -87,6 +87,7 @@ struct Attribute {
   std::optional<Tensor> t;
   std::vector<float> floats;
   std::vector<int64_t> ints;
+  std::vector<std::string> strings;
 };
 
 struct Node {

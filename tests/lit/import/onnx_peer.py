@@ -180,6 +180,24 @@ class SelectNet(torch.nn.Module):
         return self.fc2(h)
 
 
+class RecurrentNet(torch.nn.Module):
+    """A sequence classifier: a two-layer bidirectional LSTM (batch first),
+    a GRU over its outputs, and a linear layer on the GRU's last output
+    plus its final hidden state. Both exporters write the LSTM and GRU
+    ops (ONNX's gate order, PyTorch's linear_before_reset GRU)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(5, 6, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = torch.nn.GRU(12, 4, batch_first=True)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h, _ = self.lstm(x)
+        g, last = self.gru(h)
+        return self.fc(g[:, -1] + last[0])
+
+
 def set_mode(model, net):
     """bn: PyTorch's train mode (batch statistics); frozen: train mode with
     the batch norms in eval mode (running statistics, a frozen batch norm);
@@ -203,6 +221,8 @@ def build(model):
         return ImageNet()
     if model == "select":
         return SelectNet()
+    if model == "rnn":
+        return RecurrentNet()
     if model == "mlp":
         return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
                                    torch.nn.Linear(8, 3))
@@ -211,7 +231,7 @@ def build(model):
 
 def input_shape(model):
     return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
-            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,)}[model]
+            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5)}[model]
 
 
 MSE_MODELS = ("misc", "image")

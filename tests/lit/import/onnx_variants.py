@@ -186,6 +186,54 @@ def variants(rng):
          helper.make_node("Where", ["lower", "h", "zeros"], ["y"])],
         [const("shape", [6]), const("r0", 0), const("r6", 6), const("r1", 1),
          const("three", 3)])
+    # Recurrent ops: X [seq, batch, input] (layout 0) or [batch, seq,
+    # input] (layout 1); W, R, B in ONNX's gate order.
+    def rnn_weights(prefix, dirs, gates, hidden, features, bias=True, states=()):
+        inits = [floats(prefix + "W", rng.standard_normal((dirs, gates * hidden, features))
+                        * 0.5),
+                 floats(prefix + "R", rng.standard_normal((dirs, gates * hidden, hidden))
+                        * 0.5)]
+        if bias:
+            inits.append(floats(prefix + "B", rng.standard_normal((dirs, 2 * gates * hidden))
+                                * 0.5))
+        for name, shape in states:
+            inits.append(floats(name, rng.standard_normal(shape) * 0.5))
+        return inits
+
+    # kiln takes dimension 0 of every input and target as the batch, so the
+    # time-major (layout 0) variants transpose X to [seq, batch, input]
+    # and their results back to batch first.
+    seq = (4, 5, 3)
+
+    def time_major(node, result, perm):
+        return [helper.make_node("Transpose", ["h"], ["ht"], perm=[1, 0, 2]), node,
+                helper.make_node("Transpose", [result], ["y"], perm=perm)]
+
+    add("lstm-reverse-states", 14, seq,
+        [helper.make_node("Transpose", ["h"], ["ht"], perm=[1, 0, 2]),
+         helper.make_node("LSTM", ["ht", "W", "R", "B", "", "h0", "c0"], ["seqs", "yh", "yc"],
+                          hidden_size=4, direction="reverse"),
+         helper.make_node("Mul", ["yh", "yc"], ["both"]),
+         helper.make_node("Transpose", ["both"], ["y"], perm=[1, 0, 2])],
+        rnn_weights("", 1, 4, 4, 3, states=[("h0", (1, 4, 4)), ("c0", (1, 4, 4))]))
+    add("lstm-bidirectional-batch-first", 14, seq,
+        [helper.make_node("LSTM", ["h", "W", "R", "B"], ["y"], hidden_size=3,
+                          direction="bidirectional", layout=1)],
+        rnn_weights("", 2, 4, 3, 3))
+    add("gru-linear-after-reset", 14, seq,
+        time_major(helper.make_node("GRU", ["ht", "W", "R", "B", "lengths"], ["seqs"],
+                                    hidden_size=4, direction="bidirectional"),
+                   "seqs", [2, 0, 1, 3]),
+        rnn_weights("", 2, 3, 4, 3) + [const("lengths", [5, 5, 5, 5], np.int32)])
+    add("gru-linear-before-reset", 14, seq,
+        time_major(helper.make_node("GRU", ["ht", "W", "R", "B", "", "h0"], ["seqs", "last"],
+                                    hidden_size=4, linear_before_reset=1),
+                   "last", [1, 0, 2]),
+        rnn_weights("", 1, 3, 4, 3, states=[("h0", (1, 4, 4))]))
+    add("rnn-tanh", 14, seq,
+        time_major(helper.make_node("RNN", ["ht", "W", "R"], ["seqs"], hidden_size=5),
+                   "seqs", [2, 0, 1, 3]),
+        rnn_weights("", 1, 1, 5, 3, bias=False))
     return out
 
 

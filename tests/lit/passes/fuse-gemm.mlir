@@ -104,3 +104,26 @@ func.func @bias_read_by_the_dot(%x: tensor<1x1xf32>, %b: tensor<5xf32>) -> tenso
   %a = kiln.add %bb, %d : tensor<1x5xf32>
   return %a : tensor<1x5xf32>
 }
+
+// -----
+
+// A GEMM whose operand is a small constant (an RNN's zero initial state
+// times its recurrent weight, reshaped): the constant and its reshape stay
+// outside, so the fusion's body still starts with the dot_general (which
+// reads its operands from buffers); the bias add joins as the epilogue.
+// CHECK-LABEL: func.func @constant_operand
+// CHECK: %[[Z:.*]] = kiln.constant dense<0.000000e+00> : tensor<1x4x4xf32>
+// CHECK: %[[ZR:.*]] = kiln.reshape %[[Z]]
+// CHECK: kiln.fusion gemm(%[[ZR]], %{{.*}}, %{{.*}})
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.dot_general
+// CHECK-NEXT: kiln.broadcast_in_dim
+// CHECK-NEXT: kiln.add
+func.func @constant_operand(%r: tensor<12x4xf32>, %b: tensor<12xf32>) -> tensor<4x12xf32> {
+  %z = kiln.constant dense<0.0> : tensor<1x4x4xf32>
+  %h = kiln.reshape %z : tensor<1x4x4xf32> -> tensor<4x4xf32>
+  %d = kiln.dot_general %h, %r, batch = [] x [], contract = [1] x [1] : (tensor<4x4xf32>, tensor<12x4xf32>) -> tensor<4x12xf32>
+  %bb = kiln.broadcast_in_dim %b, dims = [1] : tensor<12xf32> -> tensor<4x12xf32>
+  %a = kiln.add %d, %bb : tensor<4x12xf32>
+  return %a : tensor<4x12xf32>
+}

@@ -70,9 +70,13 @@ TEST(OnnxModel, ReadsNodesAttributesInitializersAndShapes) {
   std::string transB = bytesField(1, "transB") + intField(3, 1) + intField(20, 2);
   std::string pads = bytesField(1, "pads") + bytesField(8, varint(1) + varint(2)) +
                      intField(20, 7);
+  // A list of strings (an LSTM's activations): field 9, one per key.
+  std::string activations = bytesField(1, "activations") + bytesField(9, "Sigmoid") +
+                            bytesField(9, "Tanh") + intField(20, 8);
   std::string node = bytesField(1, "x") + bytesField(1, "w") + bytesField(2, "y") +
                      bytesField(3, "fc") + bytesField(4, "Gemm") + bytesField(5, alpha) +
-                     bytesField(5, transB) + bytesField(5, pads) + intField(99, 5);
+                     bytesField(5, transB) + bytesField(5, pads) +
+                     bytesField(5, activations) + intField(99, 5);
   // Input x: FLOAT ["batch", 2].
   std::string dims = bytesField(1, bytesField(2, "batch")) + bytesField(1, intField(1, 2));
   std::string tensorType = intField(1, 1) + bytesField(2, dims);
@@ -95,6 +99,8 @@ TEST(OnnxModel, ReadsNodesAttributesInitializersAndShapes) {
   EXPECT_EQ(n.attribute("alpha")->f, 0.5f);
   EXPECT_EQ(n.attribute("transB")->i, 1);
   EXPECT_THAT(n.attribute("pads")->ints, ElementsAre(1, 2));
+  ASSERT_TRUE(n.attribute("activations"));
+  EXPECT_THAT(n.attribute("activations")->strings, ElementsAre("Sigmoid", "Tanh"));
   EXPECT_EQ(n.attribute("missing"), nullptr);
   ASSERT_EQ(m->graph.initializers.size(), 3u);
   EXPECT_THAT(m->graph.initializers[0].dims, ElementsAre(2, 2));

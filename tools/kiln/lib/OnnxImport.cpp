@@ -408,6 +408,8 @@ bool Importer::node(const onnx::Node &n) {
     return resize();
   if (op == "Einsum")
     return einsum();
+  if (op == "LSTM" || op == "GRU" || op == "RNN")
+    return recurrent(op);
   if (op == "Gemm")
     return gemm();
   if (op == "MatMul")
@@ -531,11 +533,11 @@ const char *onnxSupportedOps() {
   return "Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, "
          "Constant, ConstantOfShape, Conv, ConvTranspose, Cos, Div, Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, Gelu, Gemm, "
-         "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
+         "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, GRU, "
          "HardSigmoid, HardSwish, Identity, InstanceNormalization, "
-         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
+         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, LSTM, "
          "MatMul, Max, MaxPool, Mean, Min, Mish, Mul, Neg, Pad, Pow, PRelu, "
-         "Range, Reciprocal, ReduceMax, ReduceMean, ReduceMin, ReduceSum, Relu, "
+         "Range, Reciprocal, ReduceMax, ReduceMean, ReduceMin, ReduceSum, Relu, RNN, "
          "Reshape, Resize, Shape, Sigmoid, Sin, Slice, Softmax, Softplus, "
          "Softsign, Split, Sqrt, Squeeze, Sub, Sum, Tanh, Transpose, Unsqueeze, "
          "Where";

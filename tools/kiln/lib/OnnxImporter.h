@@ -195,6 +195,9 @@ private:
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).
   bool einsum();
 
+  // LSTM, GRU and RNN unrolled over the sequence (OnnxImportRecurrent.cpp).
+  bool recurrent(const std::string &op);
+
   const onnx::Model &model_;
   const std::string &path_;
   const OnnxImportOptions &options_;

@@ -1,9 +1,9 @@
-//===- OnnxImportImage.cpp - instance norm, transposed conv, resize -------===//
+//===- OnnxImportImage.cpp - instance norm and resize ---------------------===//
 //
 // The importer's image ops (OnnxImporter.h): InstanceNormalization (also
-// the group norm the exporters write as one), ConvTranspose as the input
-// gradient of a convolution, and Resize as interpolation matrices (linear,
-// cubic) or a gather of rows (nearest) along each resized axis.
+// the group norm the exporters write as one), and Resize as interpolation
+// matrices (linear, cubic) or a gather of rows (nearest) along each
+// resized axis. (Conv and ConvTranspose are in OnnxImportOps.cpp.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,91 +69,6 @@ bool Importer::instanceNorm() {
                                g_.broadcast(nodeName_ + ".scale_broadcast", scale, {1}, sx));
     y = b_.create<kiln::AddOp>(loc(), y.getType(), y,
                                g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, sx));
-  }
-  setOutput(0, y);
-  return true;
-}
-
-// ConvTranspose (2-D): the gradient of a convolution with respect to its
-// input, which is what a transposed convolution computes. W is [C_in,
-// C_out / group, kH, kW], the filter of the convolution that maps the
-// result back to X; the result's size along each spatial axis is
-// (in - 1) * stride - pads + dilation * (k - 1) + 1 + output_padding.
-bool Importer::convTranspose() {
-  if (hasInput(1)) {
-    // PyTorch's fan-in for a transposed convolution's weight: its
-    // dimensions past the first.
-    const std::string &name = node_->inputs[1];
-    if (auto it = parameterTensors_.find(name);
-        it != parameterTensors_.end() && it->second->dims.size() == 4 &&
-        !fanIn_.count(name)) {
-      fanIn_[name] = product(llvm::ArrayRef(it->second->dims).drop_front());
-      if (hasInput(2))
-        fanIn_[node_->inputs[2]] = fanIn_[name];
-    }
-  }
-  mlir::Value x, w;
-  if (!value(0, x) || !value(1, w))
-    return false;
-  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
-  if (sx.size() != 4 || sw.size() != 4)
-    return fail("X is " + shapeText(sx) + " and W " + shapeText(sw) +
-                ": kiln import reads 2-D transposed convolutions (NCHW)");
-  std::string autoPad = stringAttr("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID")
-    return fail("auto_pad is " + autoPad +
-                ": export with explicit pads (kiln import reads NOTSET and VALID)");
-  std::vector<int64_t> strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-  std::vector<int64_t> dilations =
-      intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> outputPadding =
-      intsAttr("output_padding").value_or(std::vector<int64_t>{0, 0});
-  int64_t groups = intAttr("group", 1);
-  if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2 ||
-      outputPadding.size() != 2)
-    return fail("strides, pads, dilations or output_padding are not those of a 2-D "
-                "transposed convolution");
-  if (auto kernel = intsAttr("kernel_shape");
-      kernel && (kernel->size() != 2 || (*kernel)[0] != sw[2] || (*kernel)[1] != sw[3]))
-    return fail("kernel_shape does not match W " + shapeText(sw));
-  if (groups < 1 || sx[1] != sw[0] || sw[0] % groups != 0)
-    return fail("X has " + std::to_string(sx[1]) + " channels, W is " + shapeText(sw) +
-                " and group " + std::to_string(groups) +
-                ": expected X's channels = W's dimension 0, a multiple of group");
-  llvm::SmallVector<int64_t> dims = {sx[0], sw[1] * groups};
-  for (int i = 0; i < 2; ++i) {
-    if (strides[i] < 1 || dilations[i] < 1)
-      return fail("strides and dilations must be positive");
-    if (outputPadding[i] < 0 || outputPadding[i] >= strides[i])
-      return fail("output_padding " + shapeText(outputPadding) +
-                  " is not below the strides " + shapeText(strides) +
-                  ": the convolution it reverses would not reach the padded elements");
-    int64_t extent = (sx[2 + i] - 1) * strides[i] - pads[i] - pads[2 + i] +
-                     dilations[i] * (sw[2 + i] - 1) + 1 + outputPadding[i];
-    if (extent < 1)
-      return fail("the pads " + shapeText(pads) + " leave no output");
-    dims.push_back(extent);
-  }
-  if (auto given = intsAttr("output_shape")) {
-    llvm::ArrayRef<int64_t> spatial = llvm::ArrayRef(dims).drop_front(2);
-    if (llvm::ArrayRef<int64_t>(*given) != spatial)
-      return fail("output_shape " + shapeText(*given) + " differs from the " +
-                  shapeText(spatial) +
-                  " its pads and output_padding give: export with explicit pads");
-  }
-  mlir::Value y = b_.create<kiln::Conv2DInputGradOp>(
-      loc(), type(dims, element(x)), x, w, arr(strides), arr({pads[0], pads[2], pads[1], pads[3]}),
-      arr(dilations), b_.getI64IntegerAttr(groups));
-  if (hasInput(2)) {
-    mlir::Value bias;
-    if (!value(2, bias))
-      return false;
-    if (shape(bias) != llvm::ArrayRef<int64_t>{dims[1]})
-      return fail("B is " + shapeText(shape(bias)) + ": expected [" +
-                  std::to_string(dims[1]) + "]");
-    mlir::Value wide = g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, dims);
-    y = b_.create<kiln::AddOp>(loc(".bias_add"), y.getType(), y, wide);
   }
   setOutput(0, y);
   return true;

@@ -343,8 +343,17 @@ static std::vector<int64_t> kilnPadding(const std::vector<int64_t> &pads) {
   return {pads[0], pads[2], pads[1], pads[3]};
 }
 
-bool Importer::conv() {
+// Conv and ConvTranspose read X [N, C, H, W] and W; their attributes.
+struct ConvAttributes {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+};
+
+bool Importer::convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
+                          ConvAttributes &a) {
   if (hasInput(1)) {
+    // PyTorch's fan-in for both: the weight's dimensions past the first
+    // (for a transposed convolution, its output channels per group).
     const std::string &name = node_->inputs[1];
     if (auto it = parameterTensors_.find(name);
         it != parameterTensors_.end() && it->second->dims.size() == 4 &&
@@ -354,51 +363,117 @@ bool Importer::conv() {
         fanIn_[node_->inputs[2]] = fanIn_[name];
     }
   }
-  mlir::Value x, w;
   if (!value(0, x) || !value(1, w))
     return false;
-  if (shape(x).size() != 4 || shape(w).size() != 4)
-    return fail("X is " + shapeText(shape(x)) + " and W " + shapeText(shape(w)) +
-                ": kiln import reads 2-D convolutions (NCHW)");
+  const char *what = transposed ? "transposed convolution" : "convolution";
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  if (sx.size() != 4 || sw.size() != 4)
+    return fail("X is " + shapeText(sx) + " and W " + shapeText(sw) +
+                ": kiln import reads 2-D " + what + "s (NCHW)");
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   if (autoPad != "NOTSET" && autoPad != "VALID")
     return fail("auto_pad is " + autoPad +
                 ": export with explicit pads (kiln import reads NOTSET and VALID)");
-  std::vector<int64_t> strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-  std::vector<int64_t> dilations =
-      intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
-  int64_t groups = intAttr("group", 1);
-  if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2)
-    return fail("strides, pads or dilations are not those of a 2-D convolution");
-  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  a.strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
+  a.pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  a.dilations = intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
+  a.groups = intAttr("group", 1);
+  if (a.strides.size() != 2 || a.pads.size() != 4 || a.dilations.size() != 2)
+    return fail(std::string("strides, pads or dilations are not those of a 2-D ") + what);
+  if (llvm::any_of(a.strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(a.dilations, [](int64_t v) { return v < 1; }))
+    return fail("strides and dilations must be positive");
   if (auto kernel = intsAttr("kernel_shape");
       kernel && (kernel->size() != 2 || (*kernel)[0] != sw[2] || (*kernel)[1] != sw[3]))
     return fail("kernel_shape does not match W " + shapeText(sw));
-  if (groups < 1 || sx[1] != sw[1] * groups || sw[0] % groups != 0)
-    return fail("X has " + std::to_string(sx[1]) + " channels, W is " +
-                shapeText(sw) + " and group " + std::to_string(groups) +
-                ": expected X's channels = W's dimension 1 times group");
+  bool fits = transposed ? sx[1] == sw[0] && sw[0] % a.groups == 0
+                         : sx[1] == sw[1] * a.groups && sw[0] % a.groups == 0;
+  if (a.groups < 1 || !fits)
+    return fail("X has " + std::to_string(sx[1]) + " channels, W is " + shapeText(sw) +
+                " and group " + std::to_string(a.groups) +
+                (transposed ? ": expected X's channels = W's dimension 0, a multiple of "
+                              "group"
+                            : ": expected X's channels = W's dimension 1 times group"));
+  return true;
+}
+
+bool Importer::addChannelBias(mlir::Value &y) {
+  if (!hasInput(2))
+    return true;
+  mlir::Value bias;
+  if (!value(2, bias))
+    return false;
+  llvm::ArrayRef<int64_t> dims = shape(y);
+  if (shape(bias) != llvm::ArrayRef<int64_t>{dims[1]})
+    return fail("B is " + shapeText(shape(bias)) + ": expected [" +
+                std::to_string(dims[1]) + "]");
+  mlir::Value wide = g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, dims);
+  y = b_.create<kiln::AddOp>(loc(".bias_add"), y.getType(), y, wide);
+  return true;
+}
+
+bool Importer::conv() {
+  mlir::Value x, w;
+  ConvAttributes a;
+  if (!convInputs(/*transposed=*/false, x, w, a))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
   llvm::SmallVector<int64_t> dims = {sx[0], sw[0]};
   for (int i = 0; i < 2; ++i) {
-    int64_t extent = sx[2 + i] + pads[i] + pads[2 + i] - dilations[i] * (sw[2 + i] - 1) - 1;
-    if (extent < 0 || strides[i] < 1)
+    int64_t extent =
+        sx[2 + i] + a.pads[i] + a.pads[2 + i] - a.dilations[i] * (sw[2 + i] - 1) - 1;
+    if (extent < 0)
       return fail("the kernel " + shapeText(sw) + " does not fit X " + shapeText(sx));
-    dims.push_back(extent / strides[i] + 1);
+    dims.push_back(extent / a.strides[i] + 1);
   }
   mlir::Value y = b_.create<kiln::Conv2DOp>(
-      loc(), type(dims, element(x)), x, w, arr(strides), arr(kilnPadding(pads)),
-      arr(dilations), b_.getI64IntegerAttr(groups));
-  if (hasInput(2)) {
-    mlir::Value bias;
-    if (!value(2, bias))
-      return false;
-    if (shape(bias) != llvm::ArrayRef<int64_t>{dims[1]})
-      return fail("B is " + shapeText(shape(bias)) + ": expected [" +
-                  std::to_string(dims[1]) + "]");
-    mlir::Value wide = g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, dims);
-    y = b_.create<kiln::AddOp>(loc(".bias_add"), y.getType(), y, wide);
+      loc(), type(dims, element(x)), x, w, arr(a.strides), arr(kilnPadding(a.pads)),
+      arr(a.dilations), b_.getI64IntegerAttr(a.groups));
+  if (!addChannelBias(y))
+    return false;
+  setOutput(0, y);
+  return true;
+}
+
+// ConvTranspose (2-D): the gradient of a convolution with respect to its
+// input, which is what a transposed convolution computes. W is [C_in,
+// C_out / group, kH, kW], the filter of the convolution that maps the
+// result back to X; the result's size along each spatial axis is
+// (in - 1) * stride - pads + dilation * (k - 1) + 1 + output_padding.
+bool Importer::convTranspose() {
+  mlir::Value x, w;
+  ConvAttributes a;
+  if (!convInputs(/*transposed=*/true, x, w, a))
+    return false;
+  std::vector<int64_t> outputPadding =
+      intsAttr("output_padding").value_or(std::vector<int64_t>{0, 0});
+  if (outputPadding.size() != 2)
+    return fail("output_padding is not that of a 2-D transposed convolution");
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  llvm::SmallVector<int64_t> dims = {sx[0], sw[1] * a.groups};
+  for (int i = 0; i < 2; ++i) {
+    if (outputPadding[i] < 0 || outputPadding[i] >= a.strides[i])
+      return fail("output_padding " + shapeText(outputPadding) +
+                  " is not below the strides " + shapeText(a.strides) +
+                  ": the convolution it reverses would not reach the padded elements");
+    int64_t extent = (sx[2 + i] - 1) * a.strides[i] - a.pads[i] - a.pads[2 + i] +
+                     a.dilations[i] * (sw[2 + i] - 1) + 1 + outputPadding[i];
+    if (extent < 1)
+      return fail("the pads " + shapeText(a.pads) + " leave no output");
+    dims.push_back(extent);
   }
+  if (auto given = intsAttr("output_shape")) {
+    llvm::ArrayRef<int64_t> spatial = llvm::ArrayRef(dims).drop_front(2);
+    if (llvm::ArrayRef<int64_t>(*given) != spatial)
+      return fail("output_shape " + shapeText(*given) + " differs from the " +
+                  shapeText(spatial) +
+                  " its pads and output_padding give: export with explicit pads");
+  }
+  mlir::Value y = b_.create<kiln::Conv2DInputGradOp>(
+      loc(), type(dims, element(x)), x, w, arr(a.strides), arr(kilnPadding(a.pads)),
+      arr(a.dilations), b_.getI64IntegerAttr(a.groups));
+  if (!addChannelBias(y))
+    return false;
   setOutput(0, y);
   return true;
 }

@@ -25,6 +25,8 @@ namespace kiln::cli::onnx_import {
 
 using onnx::DataType;
 
+struct ConvAttributes;
+
 struct Static {
   std::vector<int64_t> dims;
   std::vector<double> values;
@@ -140,6 +142,12 @@ private:
   bool gemm();
   bool matmul();
   bool conv();
+  // Conv and ConvTranspose: X, W and the attributes both read, checked.
+  bool convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
+                  ConvAttributes &a);
+  // Adds input 2, a [C] bias, along dimension 1 of |y| (if present).
+  bool addChannelBias(mlir::Value &y);
+  bool convTranspose();
   bool pool(bool max);
   bool globalPool(bool max);
   bool reshapeLike(const std::string &op);
@@ -187,9 +195,8 @@ private:
   // |x| with |axis| reversed.
   mlir::Value reverseAxis(mlir::Value x, int64_t axis, const std::string &suffix);
 
-  // Normalization, transposed convolution and resizing (OnnxImportImage.cpp).
+  // Normalization and resizing (OnnxImportImage.cpp).
   bool instanceNorm();
-  bool convTranspose();
   bool resize();
 
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).

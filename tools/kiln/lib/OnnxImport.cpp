@@ -122,6 +122,11 @@ bool Importer::value(size_t i, mlir::Value &out) {
   }
   if (auto it = parameterTensors_.find(name); it != parameterTensors_.end()) {
     const onnx::Tensor &t = *it->second;
+    if (auto init = initOverrides_.find(name); init != initOverrides_.end()) {
+      out = g_.addParameter(name, t.dims, init->second.first, init->second.second);
+      values_[name] = out;
+      return true;
+    }
     int64_t fanIn = fanIn_.count(name) ? fanIn_[name]
                     : t.dims.size() > 1 ? product(llvm::ArrayRef(t.dims).drop_front())
                                         : t.dims[0];
@@ -154,6 +159,16 @@ const Static *Importer::staticInput(size_t i) {
     return nullptr;
   }
   return &it->second;
+}
+
+void Importer::initializeAs(const std::string &name, kiln::InitKind kind, double value) {
+  if (parameterTensors_.count(name) && !values_.count(name))
+    initOverrides_.try_emplace(name, kind, value);
+}
+
+void Importer::initializeAs(size_t i, kiln::InitKind kind, double value) {
+  if (hasInput(i))
+    initializeAs(node_->inputs[i], kind, value);
 }
 
 const Static *Importer::constInput(size_t i) {
@@ -516,9 +531,12 @@ bool Importer::run(OnnxImport &out) {
                 ": kiln import reads opset 7 and later");
   if (!readInitializers() || !readInputs())
     return false;
-  for (const onnx::Node &n : model_.graph.nodes)
+  for (const onnx::Node &n : model_.graph.nodes) {
     for (const std::string &o : n.outputs)
       producers_[o] = &n;
+    for (const std::string &in : n.inputs)
+      consumers_[in].push_back(&n);
+  }
   for (const onnx::Node &n : model_.graph.nodes)
     if (!node(n))
       return false;

@@ -47,6 +47,25 @@ bool Importer::instanceNorm() {
     const Static *scale = constInput(1), *bias = constInput(2);
     grouped = scale && bias && allEqual(*scale, 1.0) && allEqual(*bias, 0.0);
   }
+  if (grouped) {
+    // The group norm's own affine after the Reshape back: a Mul by its
+    // weight (ones in PyTorch) and an Add of its bias (zeros).
+    auto only = [&](const std::string &tensor, const char *op) -> const onnx::Node * {
+      auto it = consumers_.find(tensor);
+      if (it == consumers_.end() || it->second.size() != 1 || it->second[0]->opType != op)
+        return nullptr;
+      return it->second[0];
+    };
+    auto otherInput = [](const onnx::Node *n, const std::string &tensor) {
+      return n->inputs.size() == 2 ? n->inputs[n->inputs[0] == tensor ? 1 : 0] : "";
+    };
+    if (const onnx::Node *back = only(node_->outputs[0], "Reshape"))
+      if (const onnx::Node *scaleNode = only(back->outputs[0], "Mul")) {
+        initializeAs(otherInput(scaleNode, back->outputs[0]), kiln::InitKind::ones);
+        if (const onnx::Node *shift = only(scaleNode->outputs[0], "Add"))
+          initializeAs(otherInput(shift, scaleNode->outputs[0]), kiln::InitKind::zeros);
+      }
+  }
   bool affine = !grouped;
   if (affine && hasInput(1) && hasInput(2) && statics_.count(node_->inputs[1]) &&
       statics_.count(node_->inputs[2]))
@@ -58,6 +77,8 @@ bool Importer::instanceNorm() {
       splat(0.0, e, normalized), b_.getI64IntegerAttr(2),
       b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f)));
   if (affine) {
+    initializeAs(1, kiln::InitKind::ones);
+    initializeAs(2, kiln::InitKind::zeros);
     mlir::Value scale, bias;
     if (!value(1, scale) || !value(2, bias))
       return false;

@@ -157,6 +157,7 @@ bool Importer::clip() {
 // PRelu: x if x > 0, else slope * x, the slope (a parameter in PyTorch's
 // export, [C, 1, 1] for channels) broadcast to X.
 bool Importer::prelu() {
+  initializeAs(1, kiln::InitKind::constant, 0.25); // PyTorch's nn.PReLU
   mlir::Value x, slope;
   if (!value(0, x) || !value(1, slope))
     return false;
@@ -762,6 +763,8 @@ bool Importer::reduce(kiln::ReduceKind kind) {
 }
 
 bool Importer::layerNorm() {
+  initializeAs(1, kiln::InitKind::ones);
+  initializeAs(2, kiln::InitKind::zeros);
   mlir::Value x, scale, bias;
   if (!value(0, x) || !value(1, scale))
     return false;
@@ -842,6 +845,8 @@ bool Importer::runningStatistic(size_t i, int64_t channels, mlir::Type e,
 // (kiln.mode_select). training_mode 0: the running statistics as constants,
 // a frozen batch norm. Scale and B are parameters in both.
 bool Importer::batchNorm() {
+  initializeAs(1, kiln::InitKind::ones);
+  initializeAs(2, kiln::InitKind::zeros);
   mlir::Value x, scale, bias;
   if (!value(0, x) || !value(1, scale) || !value(2, bias))
     return false;

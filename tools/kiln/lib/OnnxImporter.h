@@ -103,6 +103,10 @@ private:
   // a Resize's scales, the ones and zeros of a group norm. Reading it so
   // makes no parameter.
   const Static *constInput(size_t i);
+  // Input |i|, if an initializer not yet made a parameter, starts as
+  // |kind| (ones, zeros, or constant |value|) when trained from scratch.
+  void initializeAs(size_t i, kiln::InitKind kind, double value = 0.0);
+  void initializeAs(const std::string &name, kiln::InitKind kind, double value = 0.0);
   void setOutput(size_t i, mlir::Value v) { values_[node_->outputs[i]] = v; }
   void setStatic(size_t i, Static s) { statics_[node_->outputs[i]] = std::move(s); }
 
@@ -225,6 +229,12 @@ private:
   std::set<std::string> modelStateNames_;
   // Each parameter's fan-in, from the first Gemm, MatMul or Conv reading it.
   std::map<std::string, int64_t> fanIn_;
+  // Parameters whose PyTorch initializer is a constant rather than the
+  // fan-in's uniform: a norm's scale (ones) and shift (zeros), a PReLU's
+  // slope (0.25).
+  std::map<std::string, std::pair<kiln::InitKind, double>> initOverrides_;
+  // The nodes that read each tensor.
+  std::map<std::string, std::vector<const onnx::Node *>> consumers_;
   const onnx::Node *node_ = nullptr;
   // The step counter, made for the first dropout; each dropout's seed.
   mlir::Value step_;

@@ -18,6 +18,7 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace kiln::cli {
 
@@ -42,7 +43,14 @@ TensorInfo describe(mlir::Type type, mlir::DictionaryAttr attrs,
       info.role = kiln::stringifyRole(role.getValue()).str();
     if (auto init =
             attrs.getAs<kiln::InitializerAttr>(KilnDialect::kInitAttrName))
+    {
       info.init = kiln::stringifyInitKind(init.getKind()).str();
+      if (init.getKind() == kiln::InitKind::constant) {
+        char value[32];
+        std::snprintf(value, sizeof value, " %g", init.getValue().convertToDouble());
+        info.init += value;
+      }
+    }
   }
   if (auto shaped = llvm::dyn_cast<mlir::ShapedType>(type);
       shaped && shaped.hasStaticShape()) {

@@ -16,7 +16,18 @@
 //   o = dot_general(p, v)  batch [0, 1] x [0, 1], contract [3] x [2]
 //
 // with q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv] of one float type
-// and each intermediate (s at every step, p) used only by the next op. The
+// and each intermediate (s at every step, p) used only by the next op.
+// PyTorch's exporters write scaled_dot_product_attention (kiln import) in
+// another form, also matched:
+//
+//   s = dot_general(mul(q, c), mul(kT, c))  contract [3] x [2]: kT is
+//                          [B, H, D, Tk]; c = sqrt(scale), each mul optional
+//   s = add(s, mask)       optional; mask provably causal, 0 where visible
+//                          and -inf (or below -1e30: PyTorch's finfo.min)
+//                          elsewhere
+//
+// where c is computed from constants (sqrt(1 / sqrt(D)) over a Shape): the
+// pass evaluates it as it does masks. k is then a transpose of kT. The
 // rewrite keeps every value's meaning: kiln.attention is defined as exactly
 // this computation (its reference accumulates in f64 and rounds once, so
 // results agree to the element type's rounding).
@@ -159,11 +170,15 @@ std::optional<HostTensor> evaluateConstant(Value v) {
   return values.lookup(v);
 }
 
-// Whether |mask| (i1, [B, H, Tq, Tk]) is true exactly where key j <= query
-// i, for every batch and head.
-bool isCausalMask(Value mask) {
+// Whether |mask| ([B, H, Tq, Tk]) is the causal mask for every batch and
+// head: an i1 mask true exactly where key j <= query i, or (|additive|) a
+// float mask added to the scores, 0 there and -inf or below -1e30 (masked)
+// elsewhere.
+bool isCausalMask(Value mask, bool additive) {
   auto type = staticTensor(mask);
-  if (!type || type.getRank() != 4 || !type.getElementType().isInteger(1))
+  if (!type || type.getRank() != 4 ||
+      (additive ? !isa<FloatType>(type.getElementType())
+                : !type.getElementType().isInteger(1)))
     return false;
   // A broadcast's operand element o is the result element whose index in
   // dimension dims[d] is o_d (or any, where the operand's dimension is 1).
@@ -197,20 +212,52 @@ bool isCausalMask(Value mask) {
   for (int64_t e = 0, n = value->size(); e < n; ++e) {
     int64_t i = (e / strides[queryDim]) % value->dim(queryDim);
     int64_t j = (e / strides[keyDim]) % value->dim(keyDim);
-    if (((*value)[e] != 0.0) != (j <= i))
+    double x = (*value)[e];
+    bool visible = additive ? x == 0.0 : x != 0.0;
+    if (additive && !visible && !(x <= -1e30))
+      return false; // neither 0 nor masked: a bias, not a mask
+    if (visible != (j <= i))
       return false;
   }
   return true;
+}
+
+// The value of every element of |v| when it is computed from constants
+// alone and all its elements are equal (a scale written as sqrt(1 /
+// sqrt(D))).
+std::optional<double> computedSplatOf(Value v) {
+  if (std::optional<double> direct = splatOf(v))
+    return direct;
+  auto type = staticTensor(v);
+  if (!type || !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  // Through the final broadcast, so only its operand is evaluated.
+  if (auto broadcast = v.getDefiningOp<BroadcastInDimOp>())
+    v = broadcast.getOperand();
+  std::optional<HostTensor> value = evaluateConstant(v);
+  if (!value || value->size() == 0)
+    return std::nullopt;
+  double first = (*value)[0];
+  for (int64_t e = 1, n = value->size(); e < n; ++e)
+    if ((*value)[e] != first)
+      return std::nullopt;
+  return first;
 }
 
 // One match of the pattern (see the file comment), ops in program order.
 struct AttentionMatch {
   DotGeneralOp scores;
   Operation *scale = nullptr; // kiln.mul
-  SelectOp mask;
+  Operation *mask = nullptr;  // kiln.select, or kiln.add (an additive mask)
+  Value additiveMask;         // the kiln.add's mask operand
   SoftmaxOp softmax;
   DotGeneralOp context;
   double scaleValue = 1.0;
+  // The exporters' form: scales on q and kT (kiln.mul, each optional), and
+  // the keys given as kT [B, H, D, Tk].
+  Operation *queryScale = nullptr, *keyScale = nullptr;
+  Value query, key;
+  bool keyTransposed = false;
 };
 
 class FuseAttention : public impl::KilnFuseAttentionBase<FuseAttention> {
@@ -246,10 +293,23 @@ private:
     if (auto select = s.getDefiningOp<SelectOp>()) {
       std::optional<double> fill = splatOf(select.getOnFalse());
       if (!s.hasOneUse() || !fill || !std::isinf(*fill) || *fill > 0 ||
-          !provenCausal(select.getPred()))
+          !provenCausal(select.getPred(), /*additive=*/false))
         return std::nullopt;
       m.mask = select;
       s = select.getOnTrue();
+    } else if (auto add = s.getDefiningOp<AddOp>()) {
+      if (!s.hasOneUse())
+        return std::nullopt;
+      for (unsigned i = 0; i < 2 && !m.mask; ++i)
+        if (add->getOperand(1 - i).getDefiningOp<DotGeneralOp>() ||
+            add->getOperand(1 - i).getDefiningOp<MulOp>())
+          if (provenCausal(add->getOperand(i), /*additive=*/true)) {
+            m.mask = add;
+            m.additiveMask = add->getOperand(i);
+            s = add->getOperand(1 - i);
+          }
+      if (!m.mask)
+        return std::nullopt;
     }
     if (auto mul = s.getDefiningOp<MulOp>()) {
       if (!s.hasOneUse())
@@ -267,26 +327,51 @@ private:
         return std::nullopt;
     }
     m.scores = s.getDefiningOp<DotGeneralOp>();
-    if (!m.scores || !s.hasOneUse() || !isHeadMatmul(m.scores, /*rhsContract=*/3))
+    if (!m.scores || !s.hasOneUse())
       return std::nullopt;
+    m.query = m.scores.getLhs();
+    m.key = m.scores.getRhs();
+    if (!isHeadMatmul(m.scores, /*rhsContract=*/3)) {
+      if (!isHeadMatmul(m.scores, /*rhsContract=*/2))
+        return std::nullopt;
+      m.keyTransposed = true;
+    }
+    // Scales on the operands (the exporters' sqrt(scale) on q and kT).
+    auto operandScale = [&](Value &operand, Operation *&op) {
+      auto mul = operand.getDefiningOp<MulOp>();
+      if (!mul || !operand.hasOneUse())
+        return;
+      for (unsigned i = 0; i < 2; ++i) {
+        std::optional<double> c = computedSplatOf(mul->getOperand(i));
+        if (c && std::isfinite(*c) &&
+            staticTensor(mul->getOperand(1 - i)) == staticTensor(operand)) {
+          op = mul;
+          m.scaleValue *= *c;
+          operand = mul->getOperand(1 - i);
+          return;
+        }
+      }
+    };
+    operandScale(m.query, m.queryScale);
+    operandScale(m.key, m.keyScale);
     // One float type for q, k, v (the scores and the context have it too).
-    Type element = staticTensor(m.scores.getLhs()).getElementType();
+    Type element = staticTensor(m.query).getElementType();
     // The fused kernels' head dims (kMaxFusedAttentionHeadDim); a wider
     // attention stays in primitives.
-    if (!fitsFusedAttention(m.scores.getLhs(), context.getRhs()))
+    if (!fitsFusedAttention(m.query, context.getRhs()))
       return std::nullopt;
     if (!isAttentionFloat(element) ||
-        staticTensor(m.scores.getRhs()).getElementType() != element ||
+        staticTensor(m.key).getElementType() != element ||
         staticTensor(context.getRhs()).getElementType() != element ||
         staticTensor(context.getResult()).getElementType() != element)
       return std::nullopt;
     return m;
   }
 
-  bool provenCausal(Value mask) {
+  bool provenCausal(Value mask, bool additive) {
     auto [it, inserted] = causal_.try_emplace(mask, false);
     if (inserted)
-      it->second = isCausalMask(mask);
+      it->second = isCausalMask(mask, additive);
     LLVM_DEBUG(llvm::dbgs() << "kiln-fuse-attention: mask at " << mask.getLoc()
                             << (it->second ? " is" : " is not")
                             << " the causal mask\n");
@@ -298,13 +383,23 @@ private:
     if (m.scale)
       locations.push_back(m.scale->getLoc());
     if (m.mask)
-      locations.push_back(m.mask.getLoc());
+      locations.push_back(m.mask->getLoc());
     locations.push_back(m.softmax.getLoc());
     locations.push_back(m.context.getLoc());
     OpBuilder b(m.context);
+    Value key = m.key;
+    if (m.keyTransposed) {
+      // kT [B, H, D, Tk] -> k [B, H, Tk, D].
+      auto kT = staticTensor(key);
+      SmallVector<int64_t, 4> dims{kT.getDimSize(0), kT.getDimSize(1), kT.getDimSize(3),
+                                   kT.getDimSize(2)};
+      key = b.create<TransposeOp>(m.scores.getLoc(),
+                                  RankedTensorType::get(dims, kT.getElementType()), key,
+                                  b.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    }
     auto attention = b.create<AttentionOp>(
-        b.getFusedLoc(locations), m.scores.getLhs(), m.scores.getRhs(),
-        m.context.getRhs(), m.scaleValue, /*causal=*/bool(m.mask));
+        b.getFusedLoc(locations), m.query, key, m.context.getRhs(), m.scaleValue,
+        /*causal=*/bool(m.mask));
     m.context.getResult().replaceAllUsesWith(attention.getOut());
     // The mask, the fill and the scale (often shared by every layer) may
     // now be dead.
@@ -313,10 +408,17 @@ private:
       inputs.push_back(m.scale->getOperand(0) == m.scores.getResult()
                            ? m.scale->getOperand(1)
                            : m.scale->getOperand(0));
-    if (m.mask) {
-      inputs.push_back(m.mask.getPred());
-      inputs.push_back(m.mask.getOnFalse());
+    if (auto select = dyn_cast_or_null<SelectOp>(m.mask)) {
+      inputs.push_back(select.getPred());
+      inputs.push_back(select.getOnFalse());
+    } else if (m.mask) {
+      inputs.push_back(m.additiveMask);
     }
+    for (Operation *operandScale : {m.queryScale, m.keyScale})
+      if (operandScale)
+        for (Value operand : operandScale->getOperands())
+          if (operand != m.query && operand != m.key)
+            inputs.push_back(operand);
     for (Value input : inputs)
       if (Operation *def = input.getDefiningOp())
         maybeDead.push_back(def);
@@ -327,6 +429,10 @@ private:
     if (m.scale)
       m.scale->erase();
     m.scores->erase();
+    if (m.queryScale)
+      m.queryScale->erase();
+    if (m.keyScale)
+      m.keyScale->erase();
     ++numFused;
   }
 

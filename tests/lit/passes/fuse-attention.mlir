@@ -171,10 +171,12 @@ func.func @two_uses(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor
 
 // -----
 
-// Not matched: the wrong contractions (q against k with k's dimension 2, the probabilities against v's dimension 3) and a softmax over the queries.
+// q against k's dimension 2 is attention with the keys given transposed (kT [B, H, D, Tk], as PyTorch's ONNX exporters write it): fused, with k = transpose(kT). Not matched: the probabilities against v's dimension 3, and a softmax over the queries.
 // CHECK-LABEL: func.func @wrong_contraction
+// CHECK: %[[K:.*]] = kiln.transpose %arg1, permutation = [0, 1, 3, 2]
+// CHECK-NEXT: kiln.attention %arg0, %[[K]], %arg2 {causal = false, scale = 1.000000e+00 : f64}
 // CHECK-NOT: kiln.attention
-// CHECK-COUNT-3: kiln.softmax
+// CHECK-COUNT-2: kiln.softmax
 func.func @wrong_contraction(%q: tensor<1x1x4x4xf32>, %k: tensor<1x1x4x4xf32>, %v: tensor<1x1x4x4xf32>) -> (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) {
   %s1 = kiln.dot_general %q, %k, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
   %p1 = kiln.softmax %s1, dim = 3 : tensor<1x1x4x4xf32>
@@ -239,4 +241,46 @@ func.func @head_dim_256(%q: tensor<1x1x4x256xf32>, %k: tensor<1x1x4x256xf32>, %v
   %p = kiln.softmax %s, dim = 3 : tensor<1x1x4x4xf32>
   %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x1x4x4xf32>, tensor<1x1x4x256xf32>) -> tensor<1x1x4x256xf32>
   return %o : tensor<1x1x4x256xf32>
+}
+
+// -----
+
+// PyTorch's ONNX exporters (kiln import): sqrt(scale) computed from constants on q and on the transposed keys, and a causal mask added to the scores (the float's lowest value above the diagonal). One kiln.attention with scale 0.5 * 0.5, k transposed back; the scale's arithmetic and the mask go.
+// CHECK-LABEL: func.func @exported
+// CHECK: %[[K:.*]] = kiln.transpose %arg1, permutation = [0, 1, 3, 2]
+// CHECK-NEXT: kiln.attention %arg0, %[[K]], %arg2 {causal = true, scale = 2.500000e-01 : f64}
+// CHECK-NOT: kiln.sqrt
+// CHECK-NOT: kiln.softmax
+func.func @exported(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %d = kiln.constant dense<16.0> : tensor<1xf32>
+  %sd = kiln.sqrt %d : tensor<1xf32>
+  %one = kiln.constant dense<1.0> : tensor<1xf32>
+  %inv = kiln.div %one, %sd : tensor<1xf32>
+  %c = kiln.sqrt %inv : tensor<1xf32>
+  %cq = kiln.broadcast_in_dim %c, dims = [3] : tensor<1xf32> -> tensor<1x2x3x4xf32>
+  %qs = kiln.mul %q, %cq : tensor<1x2x3x4xf32>
+  %ck = kiln.broadcast_in_dim %c, dims = [3] : tensor<1xf32> -> tensor<1x2x4x3xf32>
+  %ks = kiln.mul %kt, %ck : tensor<1x2x4x3xf32>
+  %s = kiln.dot_general %qs, %ks, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>) -> tensor<1x2x3x3xf32>
+  %m = kiln.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %mb = kiln.broadcast_in_dim %m, dims = [2, 3] : tensor<3x3xf32> -> tensor<1x2x3x3xf32>
+  %sm = kiln.add %s, %mb : tensor<1x2x3x3xf32>
+  %p = kiln.softmax %sm, dim = 3 : tensor<1x2x3x3xf32>
+  %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// An additive mask that is not causal (a bias of 1 on a visible element) is a bias, not a mask: nothing fused.
+// CHECK-LABEL: func.func @additive_bias
+// CHECK-NOT: kiln.attention
+// CHECK: kiln.softmax
+func.func @additive_bias(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %s = kiln.dot_general %q, %k, batch = [0, 1] x [0, 1], contract = [3] x [3] : (tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x2xf32>
+  %m = kiln.constant dense<[[[[0.0, 0xFF800000], [1.0, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %sm = kiln.add %m, %s : tensor<1x1x2x2xf32>
+  %p = kiln.softmax %sm, dim = 3 : tensor<1x1x2x2xf32>
+  %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
 }

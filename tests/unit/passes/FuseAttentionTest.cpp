@@ -24,6 +24,7 @@
 #include "tools/kiln/lib/Zoo.h"
 
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -109,8 +110,70 @@ protected:
     return "";
   }
 
+  // Attention as PyTorch's ONNX exporters write scaled_dot_product_attention
+  // (kiln import): sqrt(scale) computed from constants on q and on the keys
+  // (here sqrt(1 / sqrt(16)), so the scale is 1/4)
+  // given as kT [B, H, D, Tk] (a transpose of the heads' reshape; with
+  // |dynamoKeys|, the torch.export exporter's reshape, 3-D transpose and
+  // reshape), and a causal mask added to the scores: -inf (TorchScript) or
+  // the float's lowest value (torch.export) above the diagonal.
+  OwningOpRef<ModuleOp> exportedAttention(bool dynamoKeys) {
+    std::string masked = dynamoKeys ? "-3.40282347E+38" : "0xFF800000";
+    std::string mask = "[";
+    for (int i = 0; i < 5; ++i) {
+      mask += i ? ", [" : "[";
+      for (int j = 0; j < 5; ++j)
+        mask += std::string(j ? ", " : "") + (j <= i ? "0.0" : masked);
+      mask += "]";
+    }
+    mask += "]";
+    std::string keys =
+        dynamoKeys
+            ? R"mlir(
+    %kh = kiln.transpose %k0, permutation = [0, 2, 1, 3] : tensor<2x5x2x4xf32> -> tensor<2x2x5x4xf32>
+    %k3 = kiln.reshape %kh : tensor<2x2x5x4xf32> -> tensor<4x5x4xf32>
+    %k3t = kiln.transpose %k3, permutation = [0, 2, 1] : tensor<4x5x4xf32> -> tensor<4x4x5xf32>
+    %kt0 = kiln.reshape %k3t : tensor<4x4x5xf32> -> tensor<2x2x4x5xf32>)mlir"
+            : R"mlir(
+    %kt0 = kiln.transpose %k0, permutation = [0, 2, 3, 1] : tensor<2x5x2x4xf32> -> tensor<2x2x4x5xf32>)mlir";
+    std::string source = R"mlir(
+module {
+  func.func @main(%q0: tensor<2x2x5x4xf32> {kiln.name = "q", kiln.role = #kiln.role<parameter>},
+                  %k0: tensor<2x5x2x4xf32> {kiln.name = "k", kiln.role = #kiln.role<parameter>},
+                  %v: tensor<2x2x5x4xf32> {kiln.name = "v", kiln.role = #kiln.role<parameter>})
+      -> (tensor<f32> {kiln.name = "loss", kiln.role = #kiln.role<loss>}) {
+    %d = kiln.constant dense<16.0> : tensor<1xf32>
+    %sd = kiln.sqrt %d : tensor<1xf32>
+    %one = kiln.constant dense<1.0> : tensor<1xf32>
+    %inv = kiln.div %one, %sd : tensor<1xf32>
+    %c = kiln.sqrt %inv : tensor<1xf32>
+    %cq = kiln.broadcast_in_dim %c, dims = [3] : tensor<1xf32> -> tensor<2x2x5x4xf32>
+    %q = kiln.mul %q0, %cq : tensor<2x2x5x4xf32>)mlir" +
+                         keys + R"mlir(
+    %ck = kiln.broadcast_in_dim %c, dims = [3] : tensor<1xf32> -> tensor<2x2x4x5xf32>
+    %kt = kiln.mul %kt0, %ck : tensor<2x2x4x5xf32>
+    %s = kiln.dot_general %q, %kt, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<2x2x5x4xf32>, tensor<2x2x4x5xf32>) -> tensor<2x2x5x5xf32>
+    %m = kiln.constant dense<)mlir" + mask +
+                         R"mlir(> : tensor<5x5xf32>
+    %mb = kiln.broadcast_in_dim %m, dims = [2, 3] : tensor<5x5xf32> -> tensor<2x2x5x5xf32>
+    %sm = kiln.add %s, %mb : tensor<2x2x5x5xf32>
+    %p = kiln.softmax %sm, dim = 3 : tensor<2x2x5x5xf32>
+    %o = kiln.dot_general %p, %v, batch = [0, 1] x [0, 1], contract = [3] x [2] : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+    %sq = kiln.mul %o, %o : tensor<2x2x5x4xf32>
+    %loss = kiln.reduce sum %sq, dims = [0, 1, 2, 3] : tensor<2x2x5x4xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+)mlir";
+    return parseSourceString<ModuleOp>(source, &context, "exported.mlir");
+  }
+
   void checkStep(bool f64, double tolerance) {
-    OwningOpRef<ModuleOp> unfused = smallGpt();
+    checkStep(smallGpt(), /*attentions=*/2, f64, tolerance);
+  }
+
+  void checkStep(OwningOpRef<ModuleOp> unfused, int64_t attentions, bool f64,
+                 double tolerance) {
     ASSERT_TRUE(unfused) << diagnostics;
     // The exact step: the unfused one in f64 (itself when |f64|).
     OwningOpRef<ModuleOp> exact = f64 ? nullptr : cloneModule(*unfused);
@@ -119,7 +182,7 @@ protected:
       pm.addPass(createKilnFuseAttention());
     })) << diagnostics;
     Counts forward = countOps(*fused);
-    EXPECT_EQ(forward.attention, 2) << print(*fused);
+    EXPECT_EQ(forward.attention, attentions) << print(*fused);
     EXPECT_EQ(forward.softmax, 0) << "a block's softmax was left";
     ASSERT_TRUE(lossAndGradients(*unfused, f64)) << diagnostics;
     ASSERT_TRUE(lossAndGradients(*fused, f64)) << diagnostics;
@@ -127,8 +190,8 @@ protected:
       ASSERT_TRUE(lossAndGradients(*exact, /*f64=*/true)) << diagnostics;
     ASSERT_TRUE(succeeded(verify(*fused))) << diagnostics;
     Counts step = countOps(*fused);
-    EXPECT_EQ(step.attention, 2);
-    EXPECT_EQ(step.attentionGrad, 2) << print(*fused);
+    EXPECT_EQ(step.attention, attentions);
+    EXPECT_EQ(step.attentionGrad, attentions) << print(*fused);
     EXPECT_EQ(countOps(*unfused).attention, 0);
 
     uint64_t seed = test::baseSeed("KILN_FUSE_SEED");
@@ -157,6 +220,48 @@ TEST_F(FuseAttentionTest, GptLossAndGradientsF64) { checkStep(true, 1e-9); }
 // magnitude, the unfused step's 1.0e-3; they were 1e-4 apart for 1 seed
 // in 75), while a wrong mask, scale or layout is off by far more.
 TEST_F(FuseAttentionTest, GptLossAndGradientsF32) { checkStep(false, 2e-3); }
+
+// The exporters' form (kiln import of torch.onnx.export): one
+// kiln.attention with scale sqrt(1/sqrt(16)) squared = 1/4 (exact in f32,
+// so the f64 steps differ only in rounding order) and the keys transposed
+// back, whose step matches the primitives' in f64.
+TEST_F(FuseAttentionTest, ExportedAttentionLossAndGradientsF64) {
+  for (bool dynamo : {false, true}) {
+    SCOPED_TRACE(dynamo ? "torch.export keys and mask" : "TorchScript keys and mask");
+    OwningOpRef<ModuleOp> module = exportedAttention(dynamo);
+    ASSERT_TRUE(module) << diagnostics;
+    OwningOpRef<ModuleOp> fused = cloneModule(*module);
+    ASSERT_TRUE(run(*fused, [](PassManager &pm) { pm.addPass(createKilnFuseAttention()); }))
+        << diagnostics;
+    int64_t seen = 0;
+    fused->walk([&](AttentionOp op) {
+      ++seen;
+      EXPECT_TRUE(op.getCausal());
+      EXPECT_EQ(op.getScale().convertToDouble(), 0.25);
+    });
+    EXPECT_EQ(seen, 1) << print(*fused);
+    checkStep(std::move(module), /*attentions=*/1, /*f64=*/true, 1e-9);
+  }
+}
+
+// A mask that is not causal (a bias of 1 below the diagonal, or a masked
+// diagonal) leaves the exported form as it is.
+TEST_F(FuseAttentionTest, ExportedAttentionWithAnotherMaskStays) {
+  OwningOpRef<ModuleOp> module = exportedAttention(false);
+  ASSERT_TRUE(module);
+  module->walk([&](ConstantOp constant) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense || dense.getType().getRank() != 2)
+      return;
+    // Row 1, column 0 (visible) becomes 1: a bias, not a mask.
+    SmallVector<float> values(dense.getValues<float>());
+    values[5] = 1.0f;
+    constant.setValueAttr(DenseElementsAttr::get(dense.getType(), ArrayRef<float>(values)));
+  });
+  ASSERT_TRUE(run(*module, [](PassManager &pm) { pm.addPass(createKilnFuseAttention()); }));
+  EXPECT_EQ(countOps(*module).attention, 0) << print(*module);
+  EXPECT_EQ(countOps(*module).softmax, 1);
+}
 
 // The pipeline fuses only for a CUDA target with the option on.
 TEST_F(FuseAttentionTest, PipelineFusesOnlyForCuda) {

@@ -406,12 +406,17 @@ bool parseTensorType(Reader r, ValueInfo &info) {
   });
 }
 
-// ValueInfoProto: name (1) and type (2), a TypeProto whose tensor_type is
-// field 1.
+// ValueInfoProto: name (1), type (2), a TypeProto whose tensor_type is
+// field 1, and metadata_props (4).
 bool parseValueInfo(Reader r, ValueInfo &info) {
   return forEachField(r, [&](uint32_t field, int wire) {
     if (field == 1)
       return r.string(info.name);
+    if (field == 4) {
+      info.metadata.emplace_back();
+      return message(
+          r, wire, [&](Reader entry) { return parseStringEntry(entry, info.metadata.back()); });
+    }
     if (field != 2)
       return r.skip(wire);
     return message(r, wire, [&](Reader type) {
@@ -444,8 +449,16 @@ bool parseGraph(Reader r, Graph &g) {
       g.outputs.emplace_back();
       return message(r, wire,
                      [&](Reader sub) { return parseValueInfo(sub, g.outputs.back()); });
+    case 13:
+      g.valueInfos.emplace_back();
+      return message(r, wire,
+                     [&](Reader sub) { return parseValueInfo(sub, g.valueInfos.back()); });
     case 15:
       return r.fail("the graph has sparse initializers");
+    case 16:
+      g.metadata.emplace_back();
+      return message(r, wire,
+                     [&](Reader entry) { return parseStringEntry(entry, g.metadata.back()); });
     default:
       return r.skip(wire);
     }

@@ -111,6 +111,10 @@ struct ValueInfo {
   int32_t elemType = 0;
   bool hasShape = false;
   std::vector<Dimension> dims;
+  // metadata_props: the torch.export exporter records there what each
+  // initializer was ("pkg.torch.export.graph_signature.InputSpec.kind":
+  // PARAMETER, BUFFER, CONSTANT_TENSOR).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 struct Graph {
@@ -119,6 +123,11 @@ struct Graph {
   std::vector<Tensor> initializers;
   std::vector<ValueInfo> inputs;
   std::vector<ValueInfo> outputs;
+  // value_info: intermediate values' (and, from the torch.export exporter,
+  // initializers') types and metadata.
+  std::vector<ValueInfo> valueInfos;
+  // metadata_props of the graph.
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 struct Model {

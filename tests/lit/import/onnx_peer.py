@@ -4,7 +4,7 @@ trains it from the exported weights (--init-from), and PyTorch then trains
 the same model from the same state on the same batches: every loss kiln
 printed must match PyTorch's.
 
-  onnx_peer.py export MODEL DIR [dynamo]
+  onnx_peer.py export MODEL DIR [dynamo | dynamo-unoptimized]
       writes DIR/model.onnx (the TorchScript exporter, or the torch.export
       one with 'dynamo', whose weights go to DIR/model.onnx.data), the state
       dict DIR/torch.safetensors, and the data DIR/data/{x,labels}.npy
@@ -28,12 +28,15 @@ printed must match PyTorch's.
 MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, bn (convolutions with
 BatchNorm2d in train mode), frozen (the same with the batch norms in eval
 mode: running statistics), embed (int64 token ids
-through an nn.Embedding, a mean and a classifier), or misc (a small network
+through an nn.Embedding, a mean and a classifier), misc (a small network
 of other ops: GELU, average pooling, LeakyReLU, a mean over the spatial
 dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
 -1), tanh, a matmul with a [in, out] weight, softmax, a scalar constant;
-mean squared error on its output). Batch 4, 16 samples. The seed is random
-and printed."""
+mean squared error on its output), image (an encoder-decoder's image ops;
+mean squared error), select (selection and data movement), rnn (LSTM and
+GRU) or transformer (causal attention and nn.TransformerEncoderLayer over
+int64 tokens); see each class. Batch 4, 16 samples. The seed is random and
+printed."""
 
 import os
 import sys
@@ -198,6 +201,43 @@ class RecurrentNet(torch.nn.Module):
         return self.fc(g[:, -1] + last[0])
 
 
+class Transformer(torch.nn.Module):
+    """A small GPT-style classifier over 6 tokens: token and learned position
+    embeddings, a pre-norm block with causal scaled_dot_product_attention
+    (qkv split, heads through view and transpose) and a tanh-GELU MLP, then
+    nn.TransformerEncoderLayer (post-norm, ReLU), a mean over the sequence
+    and a linear head. The TorchScript exporter writes the causal mask with
+    Trilu and Where and the encoder layer's shapes with Mod; the torch.export
+    one folds the mask (the float's lowest value above the diagonal), the
+    1/sqrt(head_dim) and the weights' transposes into initializers."""
+
+    def __init__(self, d=16, heads=2, tokens=6):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, d)
+        self.pos = torch.nn.Parameter(torch.randn(tokens, d) * 0.1)
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d),
+                                       torch.nn.GELU(approximate="tanh"),
+                                       torch.nn.Linear(4 * d, d))
+        self.enc = torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=32, dropout=0.0,
+                                                    batch_first=True)
+        self.head = torch.nn.Linear(d, 3)
+        self.heads = heads
+
+    def forward(self, tokens):
+        x = self.emb(tokens) + self.pos
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        x = x + self.mlp(self.ln2(x))
+        return self.head(self.enc(x).mean(1))
+
+
 def set_mode(model, net):
     """bn: PyTorch's train mode (batch statistics); frozen: train mode with
     the batch norms in eval mode (running statistics, a frozen batch norm);
@@ -223,6 +263,8 @@ def build(model):
         return SelectNet()
     if model == "rnn":
         return RecurrentNet()
+    if model == "transformer":
+        return Transformer()
     if model == "mlp":
         return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
                                    torch.nn.Linear(8, 3))
@@ -253,7 +295,7 @@ def export(model, out, dynamo):
               os.path.join(out, "torch.safetensors"))
     rng = np.random.default_rng(seed)
     os.makedirs(os.path.join(out, "data"), exist_ok=True)
-    if model == "embed":
+    if model in ("embed", "transformer"):
         x = rng.integers(0, 20, (SAMPLES, 6)).astype(np.int64)
     else:
         x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
@@ -270,7 +312,10 @@ def export(model, out, dynamo):
     path = os.path.join(out, "model.onnx")
     sample = torch.from_numpy(x[:BATCH])
     if dynamo:
+        # dynamo-unoptimized: without the exporter's optimizer, which folds
+        # constants and drops an Add of a bias that is still zeros.
         torch.onnx.export(net, (sample,), path, dynamo=True, input_names=["x"],
+                          optimize=dynamo != "dynamo-unoptimized",
                           output_names=["out"], external_data=True, verbose=False)
     else:
         # PRESERVE keeps each module's mode: a batch norm in train mode is
@@ -444,7 +489,7 @@ def handmade(out):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        export(sys.argv[2], sys.argv[3], len(sys.argv) > 4 and sys.argv[4] == "dynamo")
+        export(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")
     elif sys.argv[1] == "check":
         options = dict(a[2:].split("=", 1) for a in sys.argv[6:])
         check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]),

@@ -90,7 +90,29 @@ bool Importer::readInputs() {
   return true;
 }
 
+// Which floating-point initializers are parameters. ONNX does not say; the
+// torch.export exporter records each original tensor's kind in its
+// value_info metadata (PARAMETER, BUFFER, CONSTANT_TENSOR), but its
+// constant folding also writes new initializers without it: a parameter's
+// transpose (a parameter still) or a folded constant such as attention's
+// 1/sqrt(head_dim) or a causal mask. So an initializer is a constant when
+// its kind is CONSTANT_TENSOR, when it holds an infinity, a NaN or a
+// magnitude of 1e30 or more (a mask, whose -inf PyTorch writes as the
+// float's lowest value: no parameter holds one), or, in a torch.export model, when it has no kind and
+// one element (a folded scalar; PyTorch's one-element parameters carry
+// their kind); a BUFFER (a registered buffer) is a constant where a node
+// reads it, and a batch norm's running statistic where one does. Every
+// other is a parameter.
 bool Importer::readInitializers() {
+  static const char *kKind = "pkg.torch.export.graph_signature.InputSpec.kind";
+  std::map<std::string, std::string> kinds;
+  for (const onnx::ValueInfo &info : model_.graph.valueInfos)
+    for (const auto &[key, value] : info.metadata)
+      if (key == kKind)
+        kinds[info.name] = value;
+  bool exported = llvm::any_of(model_.graph.metadata, [](const auto &kv) {
+    return kv.first == "pkg.torch.export.ExportedProgram.graph_signature";
+  });
   for (const onnx::Tensor &t : model_.graph.initializers) {
     where_ = "initializer '" + t.name + "': ";
     if (t.external)
@@ -103,8 +125,18 @@ bool Importer::readInitializers() {
     s.dataType = t.dataType;
     s.values = t.toDoubles();
     if (isFloatType(t.dataType) && !t.dims.empty()) {
-      parameterTensors_[t.name] = &t; // made a parameter where it is read
-      continue;
+      auto kind = kinds.find(t.name);
+      bool constant =
+          (kind != kinds.end() && kind->second == "CONSTANT_TENSOR") ||
+          llvm::any_of(s.values,
+                       [](double v) { return !std::isfinite(v) || std::abs(v) >= 1e30; }) ||
+          (exported && kind == kinds.end() && s.values.size() == 1);
+      if (!constant) {
+        parameterTensors_[t.name] = &t; // made a parameter where it is read
+        if (kind != kinds.end() && kind->second == "BUFFER")
+          buffers_.insert(t.name);
+        continue;
+      }
     }
     statics_[t.name] = std::move(s);
   }
@@ -112,26 +144,103 @@ bool Importer::readInitializers() {
   return true;
 }
 
+// Both PyTorch exporters merge initializers of equal values: a model's
+// freshly initialized norms all read one tensor of ones (and one of
+// zeros), where PyTorch trains a tensor per module. An initializer whose
+// elements are all equal, read by more than one node, is therefore one
+// parameter per node that reads it: the first keeps its name; the others
+// are named after the Identity the TorchScript exporter writes for each
+// merged tensor (its output is the state dict's key), or after their
+// node's module where the node's name gives one ("/enc/norm1/Add" makes
+// "enc.norm1.bias" of "ln1.bias"), else NAME.K.
+// Tied weights (an embedding and a head sharing one random matrix) are not
+// all equal and stay one parameter.
+bool Importer::sharedUniform(const std::string &name) {
+  auto it = parameterTensors_.find(name);
+  if (it == parameterTensors_.end() || buffers_.count(name))
+    return false;
+  auto readers = consumers_.find(name);
+  if (readers == consumers_.end() ||
+      std::set<const onnx::Node *>(readers->second.begin(), readers->second.end()).size() < 2)
+    return false;
+  std::vector<double> v = it->second->toDoubles();
+  return llvm::all_of(v, [&](double x) { return x == v[0]; });
+}
+
+std::string Importer::copyName(const std::string &name) {
+  // The TorchScript exporter writes each merged tensor as an Identity of
+  // the one it kept, its output named with the state dict's key.
+  if (node_->opType == "Identity" && node_->outputs.size() == 1 &&
+      !parameterTensors_.count(node_->outputs[0]) && !usedNames_.count(node_->outputs[0]))
+    return node_->outputs[0];
+  std::string field = name.substr(name.rfind('.') == std::string::npos ? 0
+                                                                        : name.rfind('.') + 1);
+  const std::string &node = node_->name;
+  if (node.size() > 1 && node[0] == '/' && node.rfind('/') > 0) {
+    std::string module = node.substr(1, node.rfind('/') - 1);
+    std::replace(module.begin(), module.end(), '/', '.');
+    std::string candidate = module + "." + field;
+    if (!parameterTensors_.count(candidate) && !usedNames_.count(candidate))
+      return candidate;
+  }
+  for (int k = 1;; ++k) {
+    std::string candidate = name + "." + std::to_string(k);
+    if (!parameterTensors_.count(candidate) && !usedNames_.count(candidate))
+      return candidate;
+  }
+}
+
+mlir::Value Importer::makeParameter(const std::string &name, const onnx::Tensor &t,
+                                    const std::string &as) {
+  usedNames_.insert(as);
+  auto init = initOverrides_.find(as);
+  if (init == initOverrides_.end())
+    init = initOverrides_.find(name);
+  if (init != initOverrides_.end())
+    return g_.addParameter(as, t.dims, init->second.first, init->second.second);
+  int64_t fanIn = fanIn_.count(name) ? fanIn_[name]
+                  : t.dims.size() > 1 ? product(llvm::ArrayRef(t.dims).drop_front())
+                                      : t.dims[0];
+  return g_.addParameter(as, t.dims, kiln::InitKind::uniform, 0.0,
+                         1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1))));
+}
+
 bool Importer::value(size_t i, mlir::Value &out) {
   if (!hasInput(i))
     return fail("input " + std::to_string(i) + " is missing");
   const std::string &name = node_->inputs[i];
+  if (sharedUniform(name)) {
+    // An Identity (the TorchScript exporter's alias of a merged tensor)
+    // always reads a copy named after its output; the first other node
+    // keeps the initializer's own name.
+    bool alias = node_->opType == "Identity";
+    auto owner = alias ? nullptr : firstReader_.try_emplace(name, node_).first->second;
+    if (owner != node_) {
+      auto [copy, added] = copies_.try_emplace({name, node_});
+      if (added) {
+        std::string as = copyName(name);
+        copy->second = makeParameter(name, *parameterTensors_[name], as);
+        copyTensors_.push_back({as, parameterTensors_[name]});
+      }
+      out = copy->second;
+      return true;
+    }
+  }
   if (auto it = values_.find(name); it != values_.end()) {
     out = it->second;
     return true;
   }
+  if (auto it = parameterTensors_.find(name);
+      it != parameterTensors_.end() && buffers_.count(name)) {
+    // A registered buffer read as a value: a constant.
+    out = constant(*constInput(i), name);
+    if (!out)
+      return false;
+    values_[name] = out;
+    return true;
+  }
   if (auto it = parameterTensors_.find(name); it != parameterTensors_.end()) {
-    const onnx::Tensor &t = *it->second;
-    if (auto init = initOverrides_.find(name); init != initOverrides_.end()) {
-      out = g_.addParameter(name, t.dims, init->second.first, init->second.second);
-      values_[name] = out;
-      return true;
-    }
-    int64_t fanIn = fanIn_.count(name) ? fanIn_[name]
-                    : t.dims.size() > 1 ? product(llvm::ArrayRef(t.dims).drop_front())
-                                        : t.dims[0];
-    out = g_.addParameter(name, t.dims, kiln::InitKind::uniform, 0.0,
-                          1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1))));
+    out = makeParameter(name, *it->second, name);
     values_[name] = out;
     return true;
   }
@@ -166,11 +275,6 @@ void Importer::initializeAs(const std::string &name, kiln::InitKind kind, double
     initOverrides_.try_emplace(name, kind, value);
 }
 
-void Importer::initializeAs(size_t i, kiln::InitKind kind, double value) {
-  if (hasInput(i))
-    initializeAs(node_->inputs[i], kind, value);
-}
-
 const Static *Importer::constInput(size_t i) {
   if (hasInput(i)) {
     const std::string &name = node_->inputs[i];
@@ -189,6 +293,11 @@ const Static *Importer::constInput(size_t i) {
 }
 
 mlir::Value Importer::constant(const Static &s, const std::string &name) {
+  if (product(s.dims) == 0) {
+    fail("'" + name + "' is empty (" + shapeText(s.dims) +
+         "): kiln tensors are not empty");
+    return nullptr;
+  }
   mlir::Type e;
   int32_t t = s.dataType;
   if (isFloatType(t))
@@ -407,10 +516,16 @@ bool Importer::node(const onnx::Node &n) {
     return compare(op);
   if (op == "Where")
     return where();
+  if (op == "Trilu")
+    return trilu();
   if (op == "Slice")
     return slice();
   if (op == "Split")
     return split();
+  if (op == "SplitToSequence")
+    return splitToSequence();
+  if (op == "SequenceAt")
+    return sequenceAt();
   if (op == "Pad")
     return pad();
   if (op == "Expand")
@@ -455,11 +570,16 @@ bool Importer::node(const onnx::Node &n) {
     return batchNorm();
   if (op == "Gather")
     return gather();
-  if (op == "Cast") {
-    mlir::Value x;
+  if (op == "Cast" || op == "CastLike") {
+    mlir::Value x, like;
     mlir::Type e;
-    if (!value(0, x) || !elementType(intAttr("to", 0), e, "its target type"))
+    if (op == "CastLike") {
+      if (!value(0, x) || !value(1, like))
+        return false;
+      e = element(like);
+    } else if (!value(0, x) || !elementType(intAttr("to", 0), e, "its target type")) {
       return false;
+    }
     setOutput(0, e == element(x) ? x
                                  : b_.create<kiln::ConvertOp>(loc(), type(shape(x), e), x)
                                        .getResult());
@@ -507,8 +627,14 @@ bool Importer::finish(OnnxImport &out) {
   // The parameters' and running statistics' values, as read (every one a
   // kiln op reads).
   for (const auto &[name, tensor] : parameterTensors_) {
-    if (!values_.count(name))
+    if (!values_.count(name) || (buffers_.count(name) && !modelStateNames_.count(name)))
       continue;
+    out.modelState += modelStateNames_.count(name);
+    std::vector<double> d = tensor->toDoubles();
+    out.weights.tensors.push_back(runtime::SafeTensor::fromF32(
+        name, tensor->dims, std::vector<float>(d.begin(), d.end())));
+  }
+  for (const auto &[name, tensor] : copyTensors_) {
     out.modelState += modelStateNames_.count(name);
     std::vector<double> d = tensor->toDoubles();
     out.weights.tensors.push_back(runtime::SafeTensor::fromF32(
@@ -517,10 +643,49 @@ bool Importer::finish(OnnxImport &out) {
   if (out.weights.tensors.empty())
     return fail("the graph has no floating-point initializer that a node "
                 "reads: there are no parameters to train");
+  warnFoldedParameters();
   out.weights.metadata["format"] = "pt";
   out.module = g_.finish(loss, makeTraining(b_.getContext(), options_.training.optimizer,
                                              options_.training.learningRate));
   return static_cast<bool>(out.module);
+}
+
+// The torch.export exporter's graph signature lists the model's
+// parameters ("p_fc_bias: PARAMETER target='fc.bias'"). Its optimizer (on
+// by default) folds some into new initializers (a weight's transpose,
+// trained under its new name) and removes others (the Add of a bias that
+// is still zeros, which then cannot train): say which are not parameters
+// under their own names.
+void Importer::warnFoldedParameters() {
+  std::string signature;
+  for (const auto &[key, value] : model_.graph.metadata)
+    if (key == "pkg.torch.export.ExportedProgram.graph_signature")
+      signature = value;
+  std::vector<std::string> missing;
+  size_t total = 0;
+  static const std::string kTarget = ": PARAMETER target='";
+  for (size_t at = signature.find(kTarget); at != std::string::npos;
+       at = signature.find(kTarget, at + 1)) {
+    size_t start = at + kTarget.size(), end = signature.find('\'', start);
+    if (end == std::string::npos)
+      break;
+    std::string target = signature.substr(start, end - start);
+    ++total;
+    if (!usedNames_.count(target))
+      missing.push_back(target);
+  }
+  if (missing.empty())
+    return;
+  std::string list;
+  for (size_t i = 0; i < missing.size() && i < 6; ++i)
+    list += (i ? ", " : "") + missing[i];
+  if (missing.size() > 6)
+    list += ", ...";
+  errs_ << command_ << ": warning: " << path_ << ": " << missing.size() << " of the model's "
+        << total << " parameters are not in it under their own names (" << list
+        << "): the exporter's optimizer folded them into other initializers, which train "
+           "under those names, or removed them (a bias of zeros), which cannot train; "
+           "export with torch.onnx.export(..., optimize=False) to keep every parameter\n";
 }
 
 bool Importer::run(OnnxImport &out) {
@@ -537,6 +702,20 @@ bool Importer::run(OnnxImport &out) {
     for (const std::string &in : n.inputs)
       consumers_[in].push_back(&n);
   }
+  // The norms' scales and shifts and PReLU's slopes, by the names their
+  // nodes read (an initializer's, or an Identity's output where the
+  // TorchScript exporter merged equal initializers): PyTorch's constant
+  // initializers, known before the Identity that makes the copy is read.
+  for (const onnx::Node &n : model_.graph.nodes) {
+    bool norm = n.opType == "LayerNormalization" || n.opType == "BatchNormalization" ||
+                n.opType == "InstanceNormalization";
+    if (norm && n.inputs.size() > 2) {
+      initOverrides_.try_emplace(n.inputs[1], kiln::InitKind::ones, 0.0);
+      initOverrides_.try_emplace(n.inputs[2], kiln::InitKind::zeros, 0.0);
+    } else if (n.opType == "PRelu" && n.inputs.size() > 1) {
+      initOverrides_.try_emplace(n.inputs[1], kiln::InitKind::constant, 0.25);
+    }
+  }
   for (const onnx::Node &n : model_.graph.nodes)
     if (!node(n))
       return false;
@@ -548,16 +727,16 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, "
+  return "Abs, Add, AveragePool, BatchNormalization, Cast, CastLike, Clip, Concat, "
          "Constant, ConstantOfShape, Conv, ConvTranspose, Cos, Div, Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, Gelu, Gemm, "
          "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, GRU, "
          "HardSigmoid, HardSwish, Identity, InstanceNormalization, "
          "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, LSTM, "
-         "MatMul, Max, MaxPool, Mean, Min, Mish, Mul, Neg, Pad, Pow, PRelu, "
+         "MatMul, Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Pad, Pow, PRelu, "
          "Range, Reciprocal, ReduceMax, ReduceMean, ReduceMin, ReduceSum, Relu, RNN, "
-         "Reshape, Resize, Shape, Sigmoid, Sin, Slice, Softmax, Softplus, "
-         "Softsign, Split, Sqrt, Squeeze, Sub, Sum, Tanh, Transpose, Unsqueeze, "
+         "Reshape, Resize, SequenceAt, Shape, Sigmoid, Sin, Slice, Softmax, Softplus, "
+         "Softsign, Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, Transpose, Trilu, Unsqueeze, "
          "Where";
 }
 

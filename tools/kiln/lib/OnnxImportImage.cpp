@@ -77,8 +77,6 @@ bool Importer::instanceNorm() {
       splat(0.0, e, normalized), b_.getI64IntegerAttr(2),
       b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f)));
   if (affine) {
-    initializeAs(1, kiln::InitKind::ones);
-    initializeAs(2, kiln::InitKind::zeros);
     mlir::Value scale, bias;
     if (!value(1, scale) || !value(2, bias))
       return false;

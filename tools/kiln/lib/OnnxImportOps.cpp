@@ -157,7 +157,6 @@ bool Importer::clip() {
 // PRelu: x if x > 0, else slope * x, the slope (a parameter in PyTorch's
 // export, [C, 1, 1] for channels) broadcast to X.
 bool Importer::prelu() {
-  initializeAs(1, kiln::InitKind::constant, 0.25); // PyTorch's nn.PReLU
   mlir::Value x, slope;
   if (!value(0, x) || !value(1, slope))
     return false;
@@ -763,8 +762,6 @@ bool Importer::reduce(kiln::ReduceKind kind) {
 }
 
 bool Importer::layerNorm() {
-  initializeAs(1, kiln::InitKind::ones);
-  initializeAs(2, kiln::InitKind::zeros);
   mlir::Value x, scale, bias;
   if (!value(0, x) || !value(1, scale))
     return false;
@@ -821,15 +818,26 @@ bool Importer::runningStatistic(size_t i, int64_t channels, mlir::Type e,
     return fail("input " + std::to_string(i) + " ('" + name +
                 "') must be a floating-point initializer: the running " +
                 (i == 3 ? "mean" : "variance") + " a batch norm in training mode keeps");
-  if (values_.count(name))
-    return fail("reads the running statistic '" + name +
-                "', which another node reads too: each batch norm needs its own");
   if (it->second->dims != std::vector<int64_t>{channels})
     return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
   if (!e.isF32())
     return fail("X is not FLOAT: kiln import keeps running statistics in f32 only");
+  if (values_.count(name)) {
+    // Fresh statistics (zeros, ones) that the exporter merged: each batch
+    // norm gets its own, as for parameters (value()).
+    if (!sharedUniform(name))
+      return fail("reads the running statistic '" + name +
+                  "', which another node reads too: each batch norm needs its own");
+    std::string as = copyName(name);
+    usedNames_.insert(as);
+    out = g_.addModelState(as, {channels}, initial);
+    copyTensors_.push_back({as, it->second});
+    modelStateNames_.insert(as);
+    return true;
+  }
   out = g_.addModelState(name, {channels}, initial);
   values_[name] = out;
+  usedNames_.insert(name);
   modelStateNames_.insert(name);
   return true;
 }
@@ -845,8 +853,6 @@ bool Importer::runningStatistic(size_t i, int64_t channels, mlir::Type e,
 // (kiln.mode_select). training_mode 0: the running statistics as constants,
 // a frozen batch norm. Scale and B are parameters in both.
 bool Importer::batchNorm() {
-  initializeAs(1, kiln::InitKind::ones);
-  initializeAs(2, kiln::InitKind::zeros);
   mlir::Value x, scale, bias;
   if (!value(0, x) || !value(1, scale) || !value(2, bias))
     return false;

@@ -255,6 +255,72 @@ bool Importer::split() {
   return true;
 }
 
+// SplitToSequence: the parts of Split (sizes from input 1, a scalar for
+// equal parts of that size with a smaller last one, or none for parts of
+// one element, dropped when keepdims is 0) kept as a sequence that
+// SequenceAt reads with a static index.
+bool Importer::splitToSequence() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  int64_t dim = shape(x)[axis];
+  std::vector<int64_t> sizes;
+  bool keep = true;
+  if (hasInput(1)) {
+    const Static *s = staticInput(1);
+    if (!s)
+      return false;
+    if (s->dims.empty()) {
+      int64_t size = toIndex(s->values.at(0));
+      if (size <= 0)
+        return fail("split is " + std::to_string(size) + ": expected a positive size");
+      for (int64_t left = dim; left > 0; left -= size)
+        sizes.push_back(std::min(size, left));
+    } else {
+      for (double v : s->values)
+        sizes.push_back(toIndex(v));
+    }
+  } else {
+    sizes.assign(dim, 1);
+    keep = intAttr("keepdims", 1) != 0;
+  }
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim ||
+      llvm::any_of(sizes, [](int64_t s) { return s <= 0; }))
+    return fail("split sizes " + shapeText(sizes) + " do not cover axis " +
+                std::to_string(axis) + " of size " + std::to_string(dim));
+  std::vector<mlir::Value> parts;
+  for (int64_t i = 0, start = 0; i < static_cast<int64_t>(sizes.size()); start += sizes[i++]) {
+    mlir::Value part = sliceAxis(x, axis, start, start + sizes[i], 1, "." + std::to_string(i));
+    if (!keep) {
+      llvm::SmallVector<int64_t> dims(shape(part).begin(), shape(part).end());
+      dims.erase(dims.begin() + axis);
+      part = g_.reshape(nodeName_ + "." + std::to_string(i) + ".squeeze", part, dims);
+    }
+    parts.push_back(part);
+  }
+  sequences_[node_->outputs[0]] = std::move(parts);
+  return true;
+}
+
+bool Importer::sequenceAt() {
+  auto it = hasInput(0) ? sequences_.find(node_->inputs[0]) : sequences_.end();
+  if (it == sequences_.end())
+    return fail("input 0 is not a sequence that SplitToSequence made");
+  const Static *index = staticInput(1);
+  if (!index)
+    return false;
+  int64_t n = it->second.size(), i = toIndex(index->values.at(0));
+  if (i < -n || i >= n)
+    return fail("position " + std::to_string(i) + " is outside the sequence of " +
+                std::to_string(n));
+  setOutput(0, it->second[i < 0 ? i + n : i]);
+  return true;
+}
+
 // Pad: pads (begins of each axis, then ends) and constant_value are inputs
 // 1 and 2 from opset 11 (axes, input 3, from opset 18), attributes before.
 // Negative pads crop. Modes constant, reflect (mirror without the edge),
@@ -434,11 +500,42 @@ bool Importer::compare(const std::string &op) {
   return true;
 }
 
+// Trilu of a kiln value: the kept triangle through a select with a
+// constant mask (the diagonal |k|, input 1, static).
+bool Importer::trilu() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  if (rank < 2)
+    return fail("its input has rank " + std::to_string(rank) + ": expected 2 or more");
+  int64_t k = 0;
+  if (hasInput(1)) {
+    const Static *kv = staticInput(1);
+    if (!kv)
+      return false;
+    k = toIndex(kv->values.at(0));
+  }
+  bool upper = intAttr("upper", 1) != 0;
+  int64_t rows = shape(x)[rank - 2], cols = shape(x)[rank - 1];
+  Static mask;
+  mask.dataType = int32_t(DataType::Bool);
+  mask.dims = {rows, cols};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      mask.values.push_back((upper ? c - r >= k : c - r <= k) ? 1.0 : 0.0);
+  mlir::Value kept = broadcastTo(constant(mask, nodeName_ + ".mask"), shape(x));
+  setOutput(0, b_.create<kiln::SelectOp>(loc(), x.getType(), kept, x,
+                                         splat(0.0, element(x), shape(x))));
+  return true;
+}
+
 bool Importer::foldStaticData(const std::string &op, bool &folded) {
   folded = false;
   static const std::set<std::string> kFolded = {
       "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual",
-      "GreaterOrEqual", "Not", "Where", "Slice", "Transpose", "Expand"};
+      "GreaterOrEqual", "Not", "Where", "Slice", "Transpose", "Expand", "Trilu",
+      "Mod"};
   if (!kFolded.count(op))
     return true;
   for (const std::string &in : node_->inputs)
@@ -449,9 +546,8 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
   if (op == "ConstantOfShape") {
     for (double v : input(0).values)
       s.dims.push_back(toIndex(v));
-    if (llvm::any_of(s.dims, [](int64_t d) { return d <= 0; }))
-      return fail("makes a tensor of shape " + shapeText(s.dims) +
-                  ": kiln tensors are not empty");
+    if (llvm::any_of(s.dims, [](int64_t d) { return d < 0; }))
+      return fail("makes a tensor of shape " + shapeText(s.dims));
     double fill = 0.0;
     s.dataType = int32_t(DataType::Float);
     if (const onnx::Attribute *a = node_->attribute("value"); a && a->t) {
@@ -470,12 +566,46 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
     if (delta == 0)
       return fail("delta is 0");
     int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
-    if (n == 0)
-      return fail("the range is empty: kiln tensors are not empty");
     s.dataType = input(0).dataType;
     s.dims = {n};
     for (int64_t i = 0; i < n; ++i)
       s.values.push_back(start + i * delta);
+  } else if (op == "Trilu") {
+    const Static &a = input(0);
+    if (a.dims.size() < 2)
+      return fail("its input has rank " + std::to_string(a.dims.size()) +
+                  ": expected 2 or more");
+    int64_t k = hasInput(1) ? toIndex(input(1).values.at(0)) : 0;
+    bool upper = intAttr("upper", 1) != 0;
+    s = a;
+    int64_t rows = a.dims[a.dims.size() - 2], cols = a.dims.back();
+    for (size_t i = 0; i < s.values.size(); ++i) {
+      int64_t col = i % cols, row = (i / cols) % rows;
+      if (upper ? col - row < k : col - row > k)
+        s.values[i] = 0;
+    }
+  } else if (op == "Mod") {
+    const Static &a = input(0), &c = input(1);
+    bool fmod = intAttr("fmod", 0) != 0;
+    if (!fmod && (isFloatType(a.dataType) || isFloatType(c.dataType)))
+      return fail("fmod is 0 on floating-point inputs (ONNX requires 1)");
+    llvm::SmallVector<int64_t> dims;
+    if (!broadcastShapes(a.dims, c.dims, dims))
+      return false;
+    s.dataType = a.dataType;
+    s.dims.assign(dims.begin(), dims.end());
+    bool zero = false;
+    forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) {
+      double x = broadcastRead(a, dims, index), y = broadcastRead(c, dims, index);
+      zero |= y == 0;
+      double r = y == 0 ? 0 : std::fmod(x, y);
+      // fmod 0: the remainder takes the divisor's sign (Python's %).
+      if (!fmod && r != 0 && (r < 0) != (y < 0))
+        r += y;
+      s.values.push_back(r);
+    });
+    if (zero)
+      return fail("divides by zero");
   } else if (op == "Not") {
     s = input(0);
     for (double &v : s.values)
@@ -531,12 +661,11 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
         return fail("step is 0");
       plan[axis] = onnx_import::sliceAxis(a.dims[axis], starts[i], ends[i], step);
     }
+    // An empty result is fine for a shape computation (the TorchScript
+    // exporter slices a shape past its end); a kiln op cannot read one.
     s.dataType = a.dataType;
-    for (const SliceAxis &p : plan) {
-      if (p.count == 0)
-        return fail("takes no elements: kiln tensors are not empty");
+    for (const SliceAxis &p : plan)
       s.dims.push_back(p.count);
-    }
     std::vector<int64_t> strides = rowMajorStrides(a.dims);
     forEachIndex(s.dims, [&](llvm::ArrayRef<int64_t> index) {
       int64_t flat = 0;

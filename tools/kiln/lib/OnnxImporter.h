@@ -90,9 +90,18 @@ private:
   bool readInitializers();
   bool node(const onnx::Node &n);
   bool finish(OnnxImport &out);
+  void warnFoldedParameters();
 
   // The kiln value of input |i| of the current node.
   bool value(size_t i, mlir::Value &out);
+  // Whether the initializer |name| has all elements equal and several
+  // readers: a parameter per reader (value()).
+  bool sharedUniform(const std::string &name);
+  // The name of the current node's copy of the shared initializer |name|.
+  std::string copyName(const std::string &name);
+  // A parameter of |t|'s shape named |as|, initialized as |name| would be.
+  mlir::Value makeParameter(const std::string &name, const onnx::Tensor &t,
+                            const std::string &as);
   bool hasInput(size_t i) const {
     return i < node_->inputs.size() && !node_->inputs[i].empty();
   }
@@ -103,9 +112,10 @@ private:
   // a Resize's scales, the ones and zeros of a group norm. Reading it so
   // makes no parameter.
   const Static *constInput(size_t i);
-  // Input |i|, if an initializer not yet made a parameter, starts as
-  // |kind| (ones, zeros, or constant |value|) when trained from scratch.
-  void initializeAs(size_t i, kiln::InitKind kind, double value = 0.0);
+  // The initializer |name|, if not yet made a parameter, starts as |kind|
+  // (ones, zeros, or constant |value|) when trained from scratch. run()
+  // sets the norms' and PReLU's before the first node; the group norm's
+  // affine is known only at its InstanceNormalization.
   void initializeAs(const std::string &name, kiln::InitKind kind, double value = 0.0);
   void setOutput(size_t i, mlir::Value v) { values_[node_->outputs[i]] = v; }
   void setStatic(size_t i, Static s) { statics_[node_->outputs[i]] = std::move(s); }
@@ -182,10 +192,13 @@ private:
   // Data movement and selection (OnnxImportShapes.cpp).
   bool slice();
   bool split();
+  bool splitToSequence();
+  bool sequenceAt();
   bool pad();
   bool expand();
   bool where();
   bool compare(const std::string &op);
+  bool trilu();
   // ConstantOfShape, Range, comparisons, Where, Slice, Transpose and Expand
   // when every input is static, evaluated here.
   bool foldStaticData(const std::string &op, bool &folded);
@@ -219,6 +232,8 @@ private:
 
   std::map<std::string, mlir::Value> values_;
   std::map<std::string, Static> statics_;
+  // Sequences (SplitToSequence's result), element by element.
+  std::map<std::string, std::vector<mlir::Value>> sequences_;
   // Floating-point initializers read as static tensors (constInput).
   std::map<std::string, Static> initializerStatics_;
   // The node that gives each output, for patterns that look one node back.
@@ -227,6 +242,9 @@ private:
   std::map<std::string, const onnx::Tensor *> parameterTensors_;
   // The initializers that became model state (running statistics).
   std::set<std::string> modelStateNames_;
+  // Registered buffers (the torch.export exporter's BUFFER kind): running
+  // statistics where a batch norm reads them, constants elsewhere.
+  std::set<std::string> buffers_;
   // Each parameter's fan-in, from the first Gemm, MatMul or Conv reading it.
   std::map<std::string, int64_t> fanIn_;
   // Parameters whose PyTorch initializer is a constant rather than the
@@ -235,6 +253,13 @@ private:
   std::map<std::string, std::pair<kiln::InitKind, double>> initOverrides_;
   // The nodes that read each tensor.
   std::map<std::string, std::vector<const onnx::Node *>> consumers_;
+  // Initializers of equal elements that several nodes read (merged by the
+  // exporter): the first reader's node, and a parameter for each other
+  // reader with the tensor it starts from.
+  std::map<std::string, const onnx::Node *> firstReader_;
+  std::map<std::pair<std::string, const onnx::Node *>, mlir::Value> copies_;
+  std::vector<std::pair<std::string, const onnx::Tensor *>> copyTensors_;
+  std::set<std::string> usedNames_;
   const onnx::Node *node_ = nullptr;
   // The step counter, made for the first dropout; each dropout's seed.
   mlir::Value step_;

@@ -497,7 +497,8 @@ bool Importer::node(const onnx::Node &n) {
   static const std::set<std::string> kUnary = {
       "Relu", "Tanh", "Sigmoid", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
       "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity", "HardSigmoid",
-      "HardSwish", "Softplus", "Elu", "Mish", "Softsign"};
+      "HardSwish", "Softplus", "Elu", "Mish", "Softsign", "Selu", "Celu",
+      "ThresholdedRelu", "Shrink"};
   if (kUnary.count(op))
     return unary(op);
   if (op == "Dropout")
@@ -556,14 +557,21 @@ bool Importer::node(const onnx::Node &n) {
     return concat();
   if (op == "Softmax" || op == "LogSoftmax")
     return softmax(op == "LogSoftmax");
-  if (op == "ReduceMean")
-    return reduce(kiln::ReduceKind::mean);
-  if (op == "ReduceSum")
-    return reduce(kiln::ReduceKind::sum);
-  if (op == "ReduceMax")
-    return reduce(kiln::ReduceKind::max);
-  if (op == "ReduceMin")
-    return reduce(kiln::ReduceKind::min);
+  static const std::set<std::string> kReduce = {
+      "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1",
+      "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+  if (kReduce.count(op))
+    return reduce(op);
+  if (op == "LpNormalization")
+    return lpNormalization();
+  if (op == "Not" || op == "And" || op == "Or" || op == "Xor")
+    return logical(op);
+  if (op == "Tile")
+    return tile();
+  if (op == "DepthToSpace" || op == "SpaceToDepth")
+    return depthSpace(op == "DepthToSpace");
+  if (op == "CumSum")
+    return cumSum();
   if (op == "LayerNormalization")
     return layerNorm();
   if (op == "BatchNormalization")
@@ -727,17 +735,19 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, AveragePool, BatchNormalization, Cast, CastLike, Clip, Concat, "
-         "Constant, ConstantOfShape, Conv, ConvTranspose, Cos, Div, Dropout, "
-         "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, Gelu, Gemm, "
-         "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, GRU, "
-         "HardSigmoid, HardSwish, Identity, InstanceNormalization, "
-         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, LSTM, "
-         "MatMul, Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Pad, Pow, PRelu, "
-         "Range, Reciprocal, ReduceMax, ReduceMean, ReduceMin, ReduceSum, Relu, RNN, "
-         "Reshape, Resize, SequenceAt, Shape, Sigmoid, Sin, Slice, Softmax, Softplus, "
-         "Softsign, Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, Transpose, Trilu, Unsqueeze, "
-         "Where";
+  return "Abs, Add, And, AveragePool, BatchNormalization, Cast, CastLike, Celu, Clip, "
+         "Concat, Constant, ConstantOfShape, Conv, ConvTranspose, Cos, CumSum, "
+         "DepthToSpace, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, "
+         "Gather, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
+         "GRU, HardSigmoid, HardSwish, Identity, InstanceNormalization, "
+         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
+         "LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, "
+         "Not, Or, Pad, Pow, PRelu, Range, Reciprocal, ReduceL1, ReduceL2, "
+         "ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
+         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Selu, SequenceAt, Shape, Shrink, "
+         "Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, SpaceToDepth, Split, "
+         "SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, ThresholdedRelu, Tile, "
+         "Transpose, Trilu, Unsqueeze, Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

@@ -105,6 +105,59 @@ bool Importer::unary(const std::string &op) {
     mlir::Value scaled = b_.create<kiln::MulOp>(
         loc(".scaled"), t, decay, splat(alpha, element(x), shape(x)));
     y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+  } else if (op == "Selu" || op == "Celu") {
+    // Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1)); Celu: max(0, x)
+    // + min(0, alpha * (exp(x / alpha) - 1)).
+    bool selu = op == "Selu";
+    double alpha = floatAttr("alpha", selu ? 1.67326319217681884765625f : 1.0f);
+    double gamma = floatAttr("gamma", 1.05070102214813232421875f);
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value inner = selu ? x
+                             : b_.create<kiln::DivOp>(loc(".scaled_input"), t, x,
+                                                      splat(alpha, element(x), shape(x)))
+                                   .getResult();
+    mlir::Value decay = b_.create<kiln::MulOp>(
+        loc(".decay"), t,
+        b_.create<kiln::SubOp>(loc(".expm1"), t, b_.create<kiln::ExpOp>(loc(".exp"), t, inner),
+                               splat(1.0, element(x), shape(x))),
+        splat(alpha, element(x), shape(x)));
+    if (selu) {
+      mlir::Value positive = b_.create<kiln::CompareOp>(
+          loc(".positive"), type(shape(x), b_.getI1Type()), kiln::CompareDirection::gt, x, zero);
+      y = b_.create<kiln::MulOp>(
+          l, t, b_.create<kiln::SelectOp>(loc(".select"), t, positive, x, decay),
+          splat(gamma, element(x), shape(x)));
+    } else {
+      y = b_.create<kiln::AddOp>(l, t, b_.create<kiln::MaxOp>(loc(".positive"), t, x, zero),
+                                 b_.create<kiln::MinOp>(loc(".negative"), t, decay, zero));
+    }
+  } else if (op == "ThresholdedRelu" || op == "Shrink") {
+    // ThresholdedRelu: x where x > alpha, else 0. Shrink: x - bias where
+    // x > lambd, x + bias where x < -lambd, else 0 (PyTorch's hardshrink,
+    // bias 0, and softshrink, bias lambd).
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Type predicate = type(shape(x), b_.getI1Type());
+    if (op == "ThresholdedRelu") {
+      mlir::Value above = b_.create<kiln::CompareOp>(
+          loc(".above"), predicate, kiln::CompareDirection::gt, x,
+          splat(floatAttr("alpha", 1.0f), element(x), shape(x)));
+      y = b_.create<kiln::SelectOp>(l, t, above, x, zero);
+    } else {
+      double lambd = floatAttr("lambd", 0.5f), bias = floatAttr("bias", 0.0f);
+      mlir::Value above = b_.create<kiln::CompareOp>(
+          loc(".above"), predicate, kiln::CompareDirection::gt, x,
+          splat(lambd, element(x), shape(x)));
+      mlir::Value below = b_.create<kiln::CompareOp>(
+          loc(".below"), predicate, kiln::CompareDirection::lt, x,
+          splat(-lambd, element(x), shape(x)));
+      mlir::Value lowered = b_.create<kiln::SubOp>(loc(".lowered"), t, x,
+                                                   splat(bias, element(x), shape(x)));
+      mlir::Value raised = b_.create<kiln::AddOp>(loc(".raised"), t, x,
+                                                  splat(bias, element(x), shape(x)));
+      y = b_.create<kiln::SelectOp>(
+          l, t, above, lowered,
+          b_.create<kiln::SelectOp>(loc(".low"), t, below, raised, zero));
+    }
   } else if (op == "Softsign") {
     // x / (1 + |x|).
     mlir::Value denominator = b_.create<kiln::AddOp>(
@@ -724,14 +777,23 @@ bool Importer::softmax(bool log) {
   return true;
 }
 
-bool Importer::reduce(kiln::ReduceKind kind) {
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin, and the composite ones:
+// ReduceL1 (sum of |x|), ReduceL2 (sqrt of the sum of squares),
+// ReduceSumSquare, ReduceLogSum (log of the sum) and ReduceLogSumExp
+// (log(sum(exp(x - m))) + m with m the maximum, held constant for the
+// gradient, which is then the softmax).
+bool Importer::reduce(const std::string &op) {
   mlir::Value x;
   if (!value(0, x))
     return false;
   int64_t rank = shape(x).size();
+  kiln::ReduceKind kind = op == "ReduceMean"  ? kiln::ReduceKind::mean
+                          : op == "ReduceMax" ? kiln::ReduceKind::max
+                          : op == "ReduceMin" ? kiln::ReduceKind::min
+                                              : kiln::ReduceKind::sum;
   std::optional<std::vector<int64_t>> list;
   // Axes became an input in opset 13 for ReduceSum, 18 for the others.
-  if (!axes(kind == kiln::ReduceKind::sum ? 13 : 18, list))
+  if (!axes(op == "ReduceSum" ? 13 : 18, list))
     return false;
   std::set<int64_t> reduced;
   if (!list || list->empty()) {
@@ -753,11 +815,71 @@ bool Importer::reduce(kiln::ReduceKind kind) {
       dims.push_back(shape(x)[d]);
     kept.push_back(reduced.count(d) ? 1 : shape(x)[d]);
   }
-  mlir::Value y = b_.create<kiln::ReduceOp>(loc(".reduce"), type(dims, element(x)), kind,
-                                            x, arr(dimsList));
+  bool composite = kind == kiln::ReduceKind::sum && op != "ReduceSum";
+  if (composite && !llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not floating-point");
+  mlir::Type t = x.getType();
+  mlir::Value terms = x, shift;
+  if (op == "ReduceL1") {
+    terms = b_.create<kiln::AbsOp>(loc(".abs"), t, x);
+  } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    terms = b_.create<kiln::MulOp>(loc(".square"), t, x, x);
+  } else if (op == "ReduceLogSumExp") {
+    mlir::Value max = b_.create<kiln::ReduceOp>(loc(".max"), type(dims, element(x)),
+                                                kiln::ReduceKind::max, x, arr(dimsList));
+    shift = b_.create<kiln::StopGradientOp>(loc(".max_constant"), max.getType(), max);
+    llvm::SmallVector<int64_t> keptDims;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced.count(d))
+        keptDims.push_back(d);
+    mlir::Value wide = g_.broadcast(nodeName_ + ".max_broadcast", shift, keptDims, shape(x));
+    terms = b_.create<kiln::ExpOp>(
+        loc(".exp"), t, b_.create<kiln::SubOp>(loc(".shifted"), t, x, wide));
+  }
+  mlir::Value y = b_.create<kiln::ReduceOp>(composite ? loc(".sum") : loc(".reduce"),
+                                            type(dims, element(x)), kind, terms,
+                                            arr(dimsList));
+  mlir::Type rt = y.getType();
+  if (op == "ReduceL2")
+    y = b_.create<kiln::SqrtOp>(loc(".reduce"), rt, y);
+  else if (op == "ReduceLogSum")
+    y = b_.create<kiln::LogOp>(loc(".reduce"), rt, y);
+  else if (op == "ReduceLogSumExp")
+    y = b_.create<kiln::AddOp>(loc(".reduce"), rt, b_.create<kiln::LogOp>(loc(".log"), rt, y),
+                               shift);
   if (intAttr("keepdims", 1))
     y = g_.reshape(nodeName_, y, kept);
   setOutput(0, y);
+  return true;
+}
+
+// LpNormalization: X divided by its L1 or L2 norm along an axis.
+bool Importer::lpNormalization() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  int64_t rank = shape(x).size();
+  int64_t axis = intAttr("axis", -1), p = intAttr("p", 2);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  if (p != 1 && p != 2)
+    return fail("p is " + std::to_string(p) + ": expected 1 or 2");
+  mlir::Type t = x.getType();
+  mlir::Value terms = p == 1 ? b_.create<kiln::AbsOp>(loc(".abs"), t, x).getResult()
+                             : b_.create<kiln::MulOp>(loc(".square"), t, x, x).getResult();
+  llvm::SmallVector<int64_t> dims, keptDims;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      dims.push_back(shape(x)[d]);
+      keptDims.push_back(d);
+    }
+  mlir::Value norm = b_.create<kiln::ReduceOp>(loc(".sum"), type(dims, element(x)),
+                                               kiln::ReduceKind::sum, terms, arr({axis}));
+  if (p == 2)
+    norm = b_.create<kiln::SqrtOp>(loc(".norm"), norm.getType(), norm);
+  setOutput(0, b_.create<kiln::DivOp>(
+                   loc(), t, x, g_.broadcast(nodeName_ + ".norm_broadcast", norm, keptDims,
+                                             shape(x))));
   return true;
 }
 

@@ -530,6 +530,174 @@ bool Importer::trilu() {
   return true;
 }
 
+// Not, And, Or and Xor of BOOL tensors (broadcast): a compare or a select.
+bool Importer::logical(const std::string &op) {
+  mlir::Value a, c;
+  if (!value(0, a) || (op != "Not" && !value(1, c)))
+    return false;
+  if (!element(a).isInteger(1) || (c && !element(c).isInteger(1)))
+    return fail("its inputs are not BOOL");
+  auto boolean = [&](bool v, llvm::ArrayRef<int64_t> dims) {
+    Static s;
+    s.dataType = int32_t(DataType::Bool);
+    s.values = {v ? 1.0 : 0.0};
+    return broadcastTo(constant(s, nodeName_ + (v ? ".true" : ".false")), dims);
+  };
+  llvm::SmallVector<int64_t> dims(shape(a).begin(), shape(a).end());
+  if (c && !broadcastShapes(shape(a), shape(c), dims))
+    return false;
+  a = broadcastTo(a, dims);
+  mlir::Type predicate = type(dims, b_.getI1Type());
+  mlir::Value y;
+  if (op == "Not") {
+    y = b_.create<kiln::CompareOp>(loc(), predicate, kiln::CompareDirection::eq, a,
+                                   boolean(false, dims));
+  } else {
+    c = broadcastTo(c, dims);
+    if (op == "And")
+      y = b_.create<kiln::SelectOp>(loc(), predicate, a, c, boolean(false, dims));
+    else if (op == "Or")
+      y = b_.create<kiln::SelectOp>(loc(), predicate, a, boolean(true, dims), c);
+    else
+      y = b_.create<kiln::CompareOp>(loc(), predicate, kiln::CompareDirection::ne, a, c);
+  }
+  setOutput(0, y);
+  return true;
+}
+
+// Tile: each axis repeated whole (static repeats), as a broadcast over a
+// new axis before it and a reshape.
+bool Importer::tile() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  const Static *r = staticInput(1);
+  if (!r)
+    return false;
+  int64_t rank = shape(x).size();
+  if (static_cast<int64_t>(r->values.size()) != rank)
+    return fail("repeats has " + std::to_string(r->values.size()) + " values for rank " +
+                std::to_string(rank));
+  mlir::Value y = x;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t repeats = toIndex(r->values[d]);
+    if (repeats < 1)
+      return fail("repeats " + std::to_string(repeats) + " on axis " + std::to_string(d) +
+                  ": kiln tensors are not empty");
+    if (repeats == 1)
+      continue;
+    llvm::SmallVector<int64_t> inserted(shape(y).begin(), shape(y).end());
+    inserted.insert(inserted.begin() + d, 1);
+    llvm::SmallVector<int64_t> wide = inserted, map;
+    wide[d] = repeats;
+    for (int64_t i = 0; i <= rank; ++i)
+      map.push_back(i);
+    std::string axis = ".axis" + std::to_string(d);
+    mlir::Value spread = g_.broadcast(nodeName_ + axis,
+                                      g_.reshape(nodeName_ + axis + ".insert", y, inserted),
+                                      map, wide);
+    llvm::SmallVector<int64_t> dims(shape(y).begin(), shape(y).end());
+    dims[d] *= repeats;
+    y = g_.reshape(nodeName_ + axis + ".merge", spread, dims);
+  }
+  setOutput(0, y);
+  return true;
+}
+
+// DepthToSpace (mode DCR, or CRD: PyTorch's pixel_shuffle) and
+// SpaceToDepth, blocksize b, on NCHW.
+bool Importer::depthSpace(bool toSpace) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() != 4)
+    return fail("X is " + shapeText(sx) + ": expected [N, C, H, W]");
+  int64_t b = intAttr("blocksize", 0);
+  if (b < 1)
+    return fail("blocksize is missing or not positive");
+  int64_t n = sx[0], c = sx[1], h = sx[2], w = sx[3];
+  llvm::SmallVector<int64_t> split, perm, out;
+  if (toSpace) {
+    if (c % (b * b) != 0)
+      return fail("X has " + std::to_string(c) + " channels: expected a multiple of " +
+                  std::to_string(b * b));
+    std::string mode = stringAttr("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD")
+      return fail("mode is '" + mode + "': expected DCR or CRD");
+    if (mode == "DCR") {
+      split = {n, b, b, c / (b * b), h, w};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      split = {n, c / (b * b), b, b, h, w};
+      perm = {0, 1, 4, 2, 5, 3};
+    }
+    out = {n, c / (b * b), h * b, w * b};
+  } else {
+    if (h % b != 0 || w % b != 0)
+      return fail("X is " + shapeText(sx) + ": H and W must be multiples of blocksize " +
+                  std::to_string(b));
+    split = {n, c, h / b, b, w / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {n, c * b * b, h / b, w / b};
+  }
+  llvm::SmallVector<int64_t> moved;
+  for (int64_t p : perm)
+    moved.push_back(split[p]);
+  mlir::Value y = b_.create<kiln::TransposeOp>(
+      loc(".transpose"), type(moved, element(x)), g_.reshape(nodeName_ + ".split", x, split),
+      arr(perm));
+  setOutput(0, g_.reshape(nodeName_, y, out));
+  return true;
+}
+
+// CumSum along a static axis (exclusive, reverse): a kiln.dot_general with
+// the constant [n, n] matrix of ones where output i sums input j, then the
+// axis moved back.
+bool Importer::cumSum() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not floating-point: kiln import reads CumSum of floats");
+  const Static *a = staticInput(1);
+  if (!a)
+    return false;
+  int64_t rank = shape(x).size();
+  int64_t axis = toIndex(a->values.at(0));
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  bool exclusive = intAttr("exclusive", 0) != 0, reverse = intAttr("reverse", 0) != 0;
+  int64_t n = shape(x)[axis];
+  Static m;
+  m.dataType = int32_t(DataType::Float);
+  m.dims = {n, n};
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      bool summed = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+      m.values.push_back(summed ? 1.0 : 0.0);
+    }
+  mlir::Value matrix = constant(m, nodeName_ + ".triangle");
+  if (element(x) != b_.getF32Type())
+    matrix = b_.create<kiln::ConvertOp>(loc(".triangle_type"), type({n, n}, element(x)), matrix);
+  llvm::SmallVector<int64_t> dims, perm(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      dims.push_back(shape(x)[d]);
+  dims.push_back(n);
+  mlir::Value y = b_.create<kiln::DotGeneralOp>(
+      axis == rank - 1 ? loc() : loc(".sum"), type(dims, element(x)), x, matrix, arr({}),
+      arr({}), arr({axis}), arr({1}));
+  if (axis != rank - 1) {
+    // y holds the axis last: put it back at |axis|.
+    for (int64_t d = 0, next = 0; d < rank; ++d)
+      perm[d] = d == axis ? rank - 1 : next++;
+    y = b_.create<kiln::TransposeOp>(loc(), x.getType(), y, arr(perm));
+  }
+  setOutput(0, y);
+  return true;
+}
+
 bool Importer::foldStaticData(const std::string &op, bool &folded) {
   folded = false;
   static const std::set<std::string> kFolded = {

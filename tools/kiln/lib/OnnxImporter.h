@@ -168,7 +168,8 @@ private:
   bool transpose();
   bool concat();
   bool softmax(bool log);
-  bool reduce(kiln::ReduceKind kind);
+  bool reduce(const std::string &op);
+  bool lpNormalization();
   bool layerNorm();
   bool batchNorm();
   // Input |i| as a constant, also when it is a floating-point initializer
@@ -199,6 +200,13 @@ private:
   bool where();
   bool compare(const std::string &op);
   bool trilu();
+  // Not, And, Or, Xor of BOOL tensors.
+  bool logical(const std::string &op);
+  bool tile();
+  // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
+  bool depthSpace(bool toSpace);
+  // CumSum: a product with a constant triangular matrix along the axis.
+  bool cumSum();
   // ConstantOfShape, Range, comparisons, Where, Slice, Transpose and Expand
   // when every input is static, evaluated here.
   bool foldStaticData(const std::string &op, bool &folded);

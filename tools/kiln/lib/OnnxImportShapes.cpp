@@ -244,14 +244,24 @@ bool Importer::split() {
   if (static_cast<int64_t>(sizes.size()) != outputs)
     return fail("splits into " + std::to_string(sizes.size()) + " parts but has " +
                 std::to_string(outputs) + " outputs");
+  std::vector<mlir::Value> parts;
+  if (!splitParts(x, axis, sizes, parts))
+    return false;
+  for (int64_t i = 0; i < outputs; ++i)
+    setOutput(i, parts[i]);
+  return true;
+}
+
+bool Importer::splitParts(mlir::Value x, int64_t axis, const std::vector<int64_t> &sizes,
+                          std::vector<mlir::Value> &parts) {
+  int64_t dim = shape(x)[axis];
   if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim ||
       llvm::any_of(sizes, [](int64_t s) { return s <= 0; }))
     return fail("split sizes " + shapeText(sizes) + " do not cover axis " +
                 std::to_string(axis) + " of size " + std::to_string(dim) +
                 " with parts of at least one element");
-  for (int64_t i = 0, start = 0; i < outputs; start += sizes[i++])
-    setOutput(i, sliceAxis(x, axis, start, start + sizes[i], 1,
-                           "." + std::to_string(i)));
+  for (int64_t i = 0, start = 0; i < static_cast<int64_t>(sizes.size()); start += sizes[i++])
+    parts.push_back(sliceAxis(x, axis, start, start + sizes[i], 1, "." + std::to_string(i)));
   return true;
 }
 
@@ -288,20 +298,15 @@ bool Importer::splitToSequence() {
     sizes.assign(dim, 1);
     keep = intAttr("keepdims", 1) != 0;
   }
-  if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim ||
-      llvm::any_of(sizes, [](int64_t s) { return s <= 0; }))
-    return fail("split sizes " + shapeText(sizes) + " do not cover axis " +
-                std::to_string(axis) + " of size " + std::to_string(dim));
   std::vector<mlir::Value> parts;
-  for (int64_t i = 0, start = 0; i < static_cast<int64_t>(sizes.size()); start += sizes[i++]) {
-    mlir::Value part = sliceAxis(x, axis, start, start + sizes[i], 1, "." + std::to_string(i));
-    if (!keep) {
-      llvm::SmallVector<int64_t> dims(shape(part).begin(), shape(part).end());
+  if (!splitParts(x, axis, sizes, parts))
+    return false;
+  if (!keep)
+    for (size_t i = 0; i < parts.size(); ++i) {
+      llvm::SmallVector<int64_t> dims(shape(parts[i]).begin(), shape(parts[i]).end());
       dims.erase(dims.begin() + axis);
-      part = g_.reshape(nodeName_ + "." + std::to_string(i) + ".squeeze", part, dims);
+      parts[i] = g_.reshape(nodeName_ + "." + std::to_string(i) + ".squeeze", parts[i], dims);
     }
-    parts.push_back(part);
-  }
   sequences_[node_->outputs[0]] = std::move(parts);
   return true;
 }

@@ -194,6 +194,9 @@ private:
   bool slice();
   bool split();
   bool splitToSequence();
+  // |x| cut along |axis| into parts of |sizes|, which must cover it.
+  bool splitParts(mlir::Value x, int64_t axis, const std::vector<int64_t> &sizes,
+                  std::vector<mlir::Value> &parts);
   bool sequenceAt();
   bool pad();
   bool expand();

@@ -1,0 +1,228 @@
+//===- OnnxImportActivations.cpp - elementwise activations ----------------===//
+//
+// The importer's activations (OnnxImporter.h): the unary ONNX ops, each as
+// the kiln op of the same name or a few elementwise kiln ops (compare and
+// select for the piecewise ones), and Clip and PRelu, whose bounds and
+// slope are inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/kiln/lib/OnnxImporter.h"
+
+namespace kiln::cli::onnx_import {
+
+bool Importer::unary(const std::string &op) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  mlir::Location l = loc();
+  mlir::Type t = x.getType();
+  mlir::Value y;
+  if (op == "Relu")
+    y = b_.create<kiln::ReluOp>(l, t, x);
+  else if (op == "Tanh")
+    y = b_.create<kiln::TanhOp>(l, t, x);
+  else if (op == "Sigmoid")
+    y = b_.create<kiln::SigmoidOp>(l, t, x);
+  else if (op == "Exp")
+    y = b_.create<kiln::ExpOp>(l, t, x);
+  else if (op == "Log")
+    y = b_.create<kiln::LogOp>(l, t, x);
+  else if (op == "Neg")
+    y = b_.create<kiln::NegOp>(l, t, x);
+  else if (op == "Abs")
+    y = b_.create<kiln::AbsOp>(l, t, x);
+  else if (op == "Sqrt")
+    y = b_.create<kiln::SqrtOp>(l, t, x);
+  else if (op == "Reciprocal")
+    y = b_.create<kiln::ReciprocalOp>(l, t, x);
+  else if (op == "Erf")
+    y = b_.create<kiln::ErfOp>(l, t, x);
+  else if (op == "Sin")
+    y = b_.create<kiln::SinOp>(l, t, x);
+  else if (op == "Cos")
+    y = b_.create<kiln::CosOp>(l, t, x);
+  else if (op == "Gelu") {
+    std::string approximate = stringAttr("approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      return fail("approximate is '" + approximate + "': expected none or tanh");
+    y = b_.create<kiln::GeluOp>(l, t,
+                                approximate == "tanh" ? kiln::GeluApproximation::tanh
+                                                      : kiln::GeluApproximation::erf,
+                                x);
+  } else if (op == "LeakyRelu") {
+    // x if x > 0, else alpha * x.
+    float alpha = floatAttr("alpha", 0.01f);
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value positive = b_.create<kiln::CompareOp>(
+        loc(".positive"), type(shape(x), b_.getI1Type()),
+        kiln::CompareDirection::gt, x, zero);
+    mlir::Value scaled = b_.create<kiln::MulOp>(
+        loc(".scaled"), t, x, splat(alpha, element(x), shape(x)));
+    y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+  } else if (op == "HardSigmoid" || op == "HardSwish") {
+    // max(0, min(1, alpha * x + beta)); HardSwish is x times that with
+    // alpha 1/6 and beta 1/2.
+    bool swish = op == "HardSwish";
+    double alpha = swish ? 1.0 / 6.0 : floatAttr("alpha", 0.2f);
+    double beta = swish ? 0.5 : floatAttr("beta", 0.5f);
+    mlir::Value scaled = b_.create<kiln::MulOp>(loc(".scaled"), t, x,
+                                                splat(alpha, element(x), shape(x)));
+    mlir::Value shifted = b_.create<kiln::AddOp>(loc(".shifted"), t, scaled,
+                                                 splat(beta, element(x), shape(x)));
+    mlir::Value upper = b_.create<kiln::MinOp>(loc(".upper"), t, shifted,
+                                               splat(1.0, element(x), shape(x)));
+    y = b_.create<kiln::MaxOp>(swish ? loc(".gate") : l, t, upper,
+                               splat(0.0, element(x), shape(x)));
+    if (swish)
+      y = b_.create<kiln::MulOp>(l, t, x, y);
+  } else if (op == "Softplus" || op == "Mish") {
+    // log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), which neither
+    // overflows nor loses the small values; Mish is x * tanh(softplus(x)).
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value positive = b_.create<kiln::MaxOp>(loc(".positive"), t, x, zero);
+    mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), t, x);
+    mlir::Value decay = b_.create<kiln::ExpOp>(
+        loc(".exp"), t, b_.create<kiln::NegOp>(loc(".neg"), t, magnitude));
+    mlir::Value tail = b_.create<kiln::Log1pOp>(loc(".log1p"), t, decay);
+    y = b_.create<kiln::AddOp>(op == "Mish" ? loc(".softplus") : l, t, positive, tail);
+    if (op == "Mish")
+      y = b_.create<kiln::MulOp>(l, t, x, b_.create<kiln::TanhOp>(loc(".tanh"), t, y));
+  } else if (op == "Elu") {
+    // x if x > 0, else alpha * (exp(x) - 1).
+    float alpha = floatAttr("alpha", 1.0f);
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value positive = b_.create<kiln::CompareOp>(
+        loc(".positive"), type(shape(x), b_.getI1Type()),
+        kiln::CompareDirection::gt, x, zero);
+    mlir::Value decay = b_.create<kiln::SubOp>(loc(".expm1"), t,
+                                               b_.create<kiln::ExpOp>(loc(".exp"), t, x),
+                                               splat(1.0, element(x), shape(x)));
+    mlir::Value scaled = b_.create<kiln::MulOp>(
+        loc(".scaled"), t, decay, splat(alpha, element(x), shape(x)));
+    y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+  } else if (op == "Selu" || op == "Celu") {
+    // Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1)); Celu: max(0, x)
+    // + min(0, alpha * (exp(x / alpha) - 1)).
+    bool selu = op == "Selu";
+    double alpha = floatAttr("alpha", selu ? 1.67326319217681884765625f : 1.0f);
+    double gamma = floatAttr("gamma", 1.05070102214813232421875f);
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value inner = selu ? x
+                             : b_.create<kiln::DivOp>(loc(".scaled_input"), t, x,
+                                                      splat(alpha, element(x), shape(x)))
+                                   .getResult();
+    mlir::Value decay = b_.create<kiln::MulOp>(
+        loc(".decay"), t,
+        b_.create<kiln::SubOp>(loc(".expm1"), t, b_.create<kiln::ExpOp>(loc(".exp"), t, inner),
+                               splat(1.0, element(x), shape(x))),
+        splat(alpha, element(x), shape(x)));
+    if (selu) {
+      mlir::Value positive = b_.create<kiln::CompareOp>(
+          loc(".positive"), type(shape(x), b_.getI1Type()), kiln::CompareDirection::gt, x, zero);
+      y = b_.create<kiln::MulOp>(
+          l, t, b_.create<kiln::SelectOp>(loc(".select"), t, positive, x, decay),
+          splat(gamma, element(x), shape(x)));
+    } else {
+      y = b_.create<kiln::AddOp>(l, t, b_.create<kiln::MaxOp>(loc(".positive"), t, x, zero),
+                                 b_.create<kiln::MinOp>(loc(".negative"), t, decay, zero));
+    }
+  } else if (op == "ThresholdedRelu" || op == "Shrink") {
+    // ThresholdedRelu: x where x > alpha, else 0. Shrink: x - bias where
+    // x > lambd, x + bias where x < -lambd, else 0 (PyTorch's hardshrink,
+    // bias 0, and softshrink, bias lambd).
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Type predicate = type(shape(x), b_.getI1Type());
+    if (op == "ThresholdedRelu") {
+      mlir::Value above = b_.create<kiln::CompareOp>(
+          loc(".above"), predicate, kiln::CompareDirection::gt, x,
+          splat(floatAttr("alpha", 1.0f), element(x), shape(x)));
+      y = b_.create<kiln::SelectOp>(l, t, above, x, zero);
+    } else {
+      double lambd = floatAttr("lambd", 0.5f), bias = floatAttr("bias", 0.0f);
+      mlir::Value above = b_.create<kiln::CompareOp>(
+          loc(".above"), predicate, kiln::CompareDirection::gt, x,
+          splat(lambd, element(x), shape(x)));
+      mlir::Value below = b_.create<kiln::CompareOp>(
+          loc(".below"), predicate, kiln::CompareDirection::lt, x,
+          splat(-lambd, element(x), shape(x)));
+      mlir::Value lowered = b_.create<kiln::SubOp>(loc(".lowered"), t, x,
+                                                   splat(bias, element(x), shape(x)));
+      mlir::Value raised = b_.create<kiln::AddOp>(loc(".raised"), t, x,
+                                                  splat(bias, element(x), shape(x)));
+      y = b_.create<kiln::SelectOp>(
+          l, t, above, lowered,
+          b_.create<kiln::SelectOp>(loc(".low"), t, below, raised, zero));
+    }
+  } else if (op == "Softsign") {
+    // x / (1 + |x|).
+    mlir::Value denominator = b_.create<kiln::AddOp>(
+        loc(".denominator"), t, b_.create<kiln::AbsOp>(loc(".abs"), t, x),
+        splat(1.0, element(x), shape(x)));
+    y = b_.create<kiln::DivOp>(l, t, x, denominator);
+  } else {
+    // Identity.
+    y = x;
+  }
+  setOutput(0, y);
+  return true;
+}
+
+// Clip: min and max are inputs 1 and 2 from opset 11 (each optional, a
+// static scalar), attributes before.
+bool Importer::clip() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  std::optional<double> low, high;
+  if (opset_ >= 11) {
+    for (size_t i : {1, 2}) {
+      if (!hasInput(i))
+        continue;
+      const Static *s = staticInput(i);
+      if (!s)
+        return false;
+      if (s->values.size() != 1)
+        return fail(std::string(i == 1 ? "min" : "max") + " is not a scalar");
+      (i == 1 ? low : high) = s->values[0];
+    }
+  } else {
+    if (const onnx::Attribute *a = node_->attribute("min"))
+      low = a->f;
+    if (const onnx::Attribute *a = node_->attribute("max"))
+      high = a->f;
+  }
+  mlir::Type t = x.getType();
+  mlir::Value y = x;
+  if (low)
+    y = b_.create<kiln::MaxOp>(high ? loc(".min") : loc(), t, y,
+                               splat(*low, element(x), shape(x)));
+  if (high)
+    y = b_.create<kiln::MinOp>(loc(), t, y, splat(*high, element(x), shape(x)));
+  setOutput(0, y);
+  return true;
+}
+
+// PRelu: x if x > 0, else slope * x, the slope (a parameter in PyTorch's
+// export, [C, 1, 1] for channels) broadcast to X.
+bool Importer::prelu() {
+  mlir::Value x, slope;
+  if (!value(0, x) || !value(1, slope))
+    return false;
+  llvm::SmallVector<int64_t> dims;
+  if (!broadcastShapes(shape(x), shape(slope), dims))
+    return false;
+  if (dims != shape(x))
+    return fail("slope " + shapeText(shape(slope)) + " does not broadcast to X " +
+                shapeText(shape(x)));
+  mlir::Type t = x.getType();
+  mlir::Value positive = b_.create<kiln::CompareOp>(
+      loc(".positive"), type(shape(x), b_.getI1Type()), kiln::CompareDirection::gt, x,
+      splat(0.0, element(x), shape(x)));
+  mlir::Value scaled =
+      b_.create<kiln::MulOp>(loc(".scaled"), t, x, broadcastTo(slope, shape(x)));
+  setOutput(0, b_.create<kiln::SelectOp>(loc(), t, positive, x, scaled));
+  return true;
+}
+
+} // namespace kiln::cli::onnx_import

@@ -174,6 +174,39 @@ struct DecomposeSoftmaxCrossEntropy : OpRewritePattern<SoftmaxCrossEntropyOp> {
   }
 };
 
+// The index of the first maximum along |dim| (the first NaN where there is
+// one, as the reference takes it): the row's max (NaN when any element is),
+// the positions holding it (or, when the max is NaN, the NaNs: x != x),
+// and the least of their indices (the others stand for |size|, past every
+// index). The kernel models have no index-carrying reduction; these are
+// ops every backend's kernels already build.
+struct DecomposeArgmax : OpRewritePattern<ArgmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ArgmaxOp op, PatternRewriter &r) const override {
+    auto type = dyn_cast<RankedTensorType>(op.getOperand().getType());
+    auto resultType = dyn_cast<RankedTensorType>(op.getType());
+    if (!type || !type.hasStaticShape() || !resultType ||
+        !isa<FloatType>(type.getElementType()))
+      return r.notifyMatchFailure(op, "needs a static float operand");
+    Location loc = op.getLoc();
+    int64_t dim = op.getDimension();
+    int64_t dims[] = {dim};
+    Value x = op.getOperand();
+    Value max = reduce(r, loc, ReduceKind::max, x, dims);
+    Value atMax = r.create<CompareOp>(loc, CompareDirection::eq, x,
+                                      broadcastBack(r, loc, max, type, dims));
+    Value isNan = r.create<CompareOp>(loc, CompareDirection::ne, x, x);
+    auto predicate = RankedTensorType::get(type.getShape(), r.getI1Type());
+    Value top = r.create<SelectOp>(loc, atMax, splat(r, loc, predicate, 1.0), isNan);
+    auto indexType = RankedTensorType::get(type.getShape(), resultType.getElementType());
+    Value indices = r.create<IotaOp>(loc, indexType, dim);
+    Value candidates = r.create<SelectOp>(
+        loc, top, indices, splat(r, loc, indexType, double(type.getDimSize(dim))));
+    r.replaceOp(op, reduce(r, loc, ReduceKind::min, candidates, dims));
+    return success();
+  }
+};
+
 // mean = sum / count (the division the reference performs; integer means
 // truncate toward zero like integer division).
 struct DecomposeReduceMean : OpRewritePattern<ReduceOp> {
@@ -485,7 +518,7 @@ void populateDecomposePatterns(RewritePatternSet &patterns,
   MLIRContext *context = patterns.getContext();
   patterns.add<DecomposeSoftmax<SoftmaxOp, false>,
                DecomposeSoftmax<LogSoftmaxOp, true>, DecomposeLayerNorm,
-               DecomposeSoftmaxCrossEntropy, DecomposeReduceMean,
+               DecomposeSoftmaxCrossEntropy, DecomposeReduceMean, DecomposeArgmax,
                DecomposeAveragePooling<AvgPool2DOp, Conv2DOp>,
                DecomposeAveragePooling<AvgPool2DGradOp, Conv2DInputGradOp>>(context);
   if (options.gelu)

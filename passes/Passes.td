@@ -474,6 +474,10 @@ def KilnDecompose : Pass<"kiln-decompose", "mlir::ModuleOp"> {
     perform the reference semantics' arithmetic in the same order, so f64
     results are bit-identical on the interpreter.
 
+    kiln.argmax becomes the index of the first element equal to the
+    reduce max along its dimension (or, where the max is NaN, of the first
+    NaN): compare, iota, select and a reduce min, as the reference picks.
+
     kiln.avg_pool2d (padded elements counted) becomes a depthwise
     kiln.conv2d (groups = channels) with a constant filter of 1/(kh kw),
     and kiln.avg_pool2d_grad that convolution's kiln.conv2d_input_grad,

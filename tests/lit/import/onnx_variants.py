@@ -272,6 +272,19 @@ def variants(rng):
          helper.make_node("Mul", ["h", "half"], ["scaled"]),
          helper.make_node("Where", ["pick", "h", "scaled"], ["y"])],
         [floats("half", 0.5), floats("minus", -0.5)], smooth=False)
+    add("argmax-argmin", 13, image,
+        [helper.make_node("ArgMax", ["h"], ["i"], axis=3),
+         helper.make_node("ArgMin", ["h"], ["j"], axis=1, keepdims=0),
+         # Clipped, the rows tie at the bound: the last of them is taken.
+         helper.make_node("Clip", ["h", "low", "high"], ["r"]),
+         helper.make_node("ArgMax", ["r"], ["k"], axis=-1, select_last_index=1),
+         helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["j"], ["fj"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["k"], ["fk"], to=TensorProto.FLOAT),
+         helper.make_node("Unsqueeze", ["fj", "one"], ["fj1"]),
+         helper.make_node("Sum", ["fi", "fj1", "fk"], ["f"]),
+         helper.make_node("Mul", ["h", "f"], ["y"])],
+        [const("one", [1]), floats("low", -0.3), floats("high", 0.3)], smooth=False)
     add("tile", 13, image,
         [helper.make_node("Tile", ["h", "repeats"], ["y"])], [const("repeats", [1, 2, 1, 3])])
     add("depth-to-space-dcr", 13, (4, 8, 3, 3),

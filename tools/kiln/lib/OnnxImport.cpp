@@ -564,6 +564,8 @@ bool Importer::node(const onnx::Node &n) {
     return reduce(op);
   if (op == "LpNormalization")
     return lpNormalization();
+  if (op == "ArgMax" || op == "ArgMin")
+    return argExtreme(op == "ArgMax");
   if (op == "Not" || op == "And" || op == "Or" || op == "Xor")
     return logical(op);
   if (op == "Tile")
@@ -735,7 +737,7 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, And, AveragePool, BatchNormalization, Cast, CastLike, Celu, Clip, "
+  return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, Cast, CastLike, Celu, Clip, "
          "Concat, Constant, ConstantOfShape, Conv, ConvTranspose, Cos, CumSum, "
          "DepthToSpace, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, "
          "Gather, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "

@@ -640,6 +640,44 @@ bool Importer::reduce(const std::string &op) {
   return true;
 }
 
+// ArgMax and ArgMin along an axis (keepdims, select_last_index): INT64
+// indices through kiln.argmax (of -X for ArgMin); the last extreme is the
+// first of the reversed axis, counted from the end.
+bool Importer::argExtreme(bool max) {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not floating-point");
+  int64_t rank = shape(x).size();
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  bool last = intAttr("select_last_index", 0) != 0;
+  int64_t n = shape(x)[axis];
+  mlir::Value operand = x;
+  if (!max)
+    operand = b_.create<kiln::NegOp>(loc(".neg"), x.getType(), x);
+  if (last)
+    operand = reverseAxis(operand, axis, ".reverse");
+  llvm::SmallVector<int64_t> dims, kept;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis)
+      dims.push_back(shape(x)[d]);
+    kept.push_back(d == axis ? 1 : shape(x)[d]);
+  }
+  mlir::Type i64 = b_.getI64Type();
+  mlir::Value y = b_.create<kiln::ArgmaxOp>(loc(".argmax"), type(dims, i64), operand,
+                                            b_.getI64IntegerAttr(axis));
+  if (last)
+    y = b_.create<kiln::SubOp>(loc(".from_end"), y.getType(), splat(double(n - 1), i64, dims),
+                               y);
+  if (intAttr("keepdims", 1))
+    y = g_.reshape(nodeName_, y, kept);
+  setOutput(0, y);
+  return true;
+}
+
 // LpNormalization: X divided by its L1 or L2 norm along an axis.
 bool Importer::lpNormalization() {
   mlir::Value x;

@@ -170,6 +170,7 @@ private:
   bool softmax(bool log);
   bool reduce(const std::string &op);
   bool lpNormalization();
+  bool argExtreme(bool max);
   bool layerNorm();
   bool batchNorm();
   // Input |i| as a constant, also when it is a floating-point initializer

@@ -159,7 +159,7 @@ class SelectNet(torch.nn.Module):
     chunk (Split), slices with steps, flip (a negative step), expand, where
     and comparisons, einsum (a batched contraction, an outer product and a
     sum), clamp, and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
-    Softsign."""
+    Softsign; a scalar (rank-0) parameter scales the logits."""
 
     def __init__(self):
         super().__init__()
@@ -167,6 +167,7 @@ class SelectNet(torch.nn.Module):
         self.act = torch.nn.PReLU(4)
         self.mix = torch.nn.Parameter(torch.randn(4, 4, 3) * 0.3)
         self.fc2 = torch.nn.Linear(4 * 3 + 4 + 4, 3)
+        self.temperature = torch.nn.Parameter(torch.tensor(1.3))    # a scalar parameter
 
     def forward(self, x):
         h = self.fc1(x).view(x.size(0), 4, 4)                        # [B, 4, 4]
@@ -180,7 +181,7 @@ class SelectNet(torch.nn.Module):
         mask = g[:, :, :1].expand(-1, -1, 4) > 0.1                   # [B, 4, 4]
         gated = torch.where(mask, g, F.softplus(g) * -0.5).mean(2)   # [B, 4]
         h = torch.cat([mixed.flatten(1), torch.clamp(outer, -2.0, 2.0), gated], 1)
-        return self.fc2(h)
+        return self.fc2(h) * self.temperature
 
 
 class RecurrentNet(torch.nn.Module):

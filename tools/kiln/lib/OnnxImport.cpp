@@ -124,8 +124,17 @@ bool Importer::readInitializers() {
     s.dims = t.dims;
     s.dataType = t.dataType;
     s.values = t.toDoubles();
-    if (isFloatType(t.dataType) && !t.dims.empty()) {
-      auto kind = kinds.find(t.name);
+    auto kind = kinds.find(t.name);
+    // A scalar is a constant, unless it is a parameter of the model: the
+    // torch.export exporter says so, and the TorchScript exporter keeps
+    // only parameters and buffers as initializers under their state-dict
+    // keys (its own constants are Constant nodes or onnx::-named).
+    bool scalarParameter =
+        t.dims.empty() && isFloatType(t.dataType) &&
+        ((kind != kinds.end() && kind->second == "PARAMETER") ||
+         (!exported && model_.producerName == "pytorch" &&
+          t.name.find("::") == std::string::npos));
+    if (isFloatType(t.dataType) && (!t.dims.empty() || scalarParameter)) {
       bool constant =
           (kind != kinds.end() && kind->second == "CONSTANT_TENSOR") ||
           llvm::any_of(s.values,
@@ -198,8 +207,9 @@ mlir::Value Importer::makeParameter(const std::string &name, const onnx::Tensor 
     init = initOverrides_.find(name);
   if (init != initOverrides_.end())
     return g_.addParameter(as, t.dims, init->second.first, init->second.second);
-  int64_t fanIn = fanIn_.count(name) ? fanIn_[name]
+  int64_t fanIn = fanIn_.count(name)  ? fanIn_[name]
                   : t.dims.size() > 1 ? product(llvm::ArrayRef(t.dims).drop_front())
+                  : t.dims.empty()    ? 1
                                       : t.dims[0];
   return g_.addParameter(as, t.dims, kiln::InitKind::uniform, 0.0,
                          1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1))));
@@ -261,6 +271,9 @@ const Static *Importer::staticInput(size_t i) {
     return nullptr;
   }
   auto it = statics_.find(node_->inputs[i]);
+  if (it == statics_.end() && parameterTensors_.count(node_->inputs[i]) &&
+      parameterTensors_[node_->inputs[i]]->dims.empty())
+    return constInput(i); // a scalar parameter read where a constant is needed
   if (it == statics_.end()) {
     fail("input " + std::to_string(i) + " ('" + node_->inputs[i] +
          "') must be a constant: an initializer, a Constant node or a "

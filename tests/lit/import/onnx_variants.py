@@ -285,6 +285,12 @@ def variants(rng):
          helper.make_node("Sum", ["fi", "fj1", "fk"], ["f"]),
          helper.make_node("Mul", ["h", "f"], ["y"])],
         [const("one", [1]), floats("low", -0.3), floats("high", 0.3)], smooth=False)
+    add("gather-elements", 13, image,
+        [helper.make_node("ArgMax", ["h"], ["top"], axis=3),
+         helper.make_node("GatherElements", ["h", "top"], ["best"], axis=3),
+         helper.make_node("GatherElements", ["h", "picks"], ["picked"], axis=1),
+         helper.make_node("Mul", ["best", "picked"], ["y"])],
+        [const("picks", rng.integers(-3, 3, (4, 1, 6, 6)))])
     add("tile", 13, image,
         [helper.make_node("Tile", ["h", "repeats"], ["y"])], [const("repeats", [1, 2, 1, 3])])
     add("depth-to-space-dcr", 13, (4, 8, 3, 3),

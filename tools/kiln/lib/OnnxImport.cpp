@@ -583,6 +583,8 @@ bool Importer::node(const onnx::Node &n) {
     return logical(op);
   if (op == "Tile")
     return tile();
+  if (op == "GatherElements")
+    return gatherElements();
   if (op == "DepthToSpace" || op == "SpaceToDepth")
     return depthSpace(op == "DepthToSpace");
   if (op == "CumSum")
@@ -753,7 +755,7 @@ const char *onnxSupportedOps() {
   return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, Cast, CastLike, Celu, Clip, "
          "Concat, Constant, ConstantOfShape, Conv, ConvTranspose, Cos, CumSum, "
          "DepthToSpace, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, "
-         "Gather, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
+         "Gather, GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
          "GRU, HardSigmoid, HardSwish, Identity, InstanceNormalization, "
          "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
          "LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, "

@@ -570,6 +570,62 @@ bool Importer::logical(const std::string &op) {
   return true;
 }
 
+// GatherElements (torch.gather): out[i..] = data[i.. with index[i..] along
+// axis]. The data as a column of its elements and one kiln.gather at the
+// flat positions, sum over d of (d == axis ? index : iota_d) * stride_d
+// (negative indices count from the end), reshaped to the indices' shape.
+// The gradient scatters back into those elements.
+bool Importer::gatherElements() {
+  mlir::Value data, indices;
+  if (!value(0, data) || !value(1, indices))
+    return false;
+  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
+  int64_t rank = sd.size();
+  if (static_cast<int64_t>(si.size()) != rank || rank == 0)
+    return fail("data is " + shapeText(sd) + " and indices " + shapeText(si) +
+                ": expected the same rank");
+  int64_t axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && si[d] > sd[d])
+      return fail("indices " + shapeText(si) + " are larger than data " + shapeText(sd) +
+                  " in dimension " + std::to_string(d));
+  mlir::Type e = element(indices);
+  if (!e.isInteger(64) && !e.isInteger(32))
+    return fail("the indices are not INT64 or INT32");
+  mlir::Type t = indices.getType();
+  int64_t n = sd[axis];
+  // Indices below zero count from the end.
+  mlir::Value negative = b_.create<kiln::CompareOp>(
+      loc(".negative"), type(si, b_.getI1Type()), kiln::CompareDirection::lt, indices,
+      splat(0.0, e, si));
+  mlir::Value index = b_.create<kiln::SelectOp>(
+      loc(".index"), t, negative,
+      b_.create<kiln::AddOp>(loc(".from_end"), t, indices, splat(double(n), e, si)), indices);
+  mlir::Value flat;
+  for (int64_t d = rank - 1, stride = 1; d >= 0; stride *= sd[d--]) {
+    mlir::Value along =
+        d == axis ? index
+                  : b_.create<kiln::IotaOp>(loc(".iota" + std::to_string(d)), t,
+                                            b_.getI64IntegerAttr(d))
+                        .getResult();
+    if (stride != 1)
+      along = b_.create<kiln::MulOp>(loc(".stride" + std::to_string(d)), t, along,
+                                     splat(double(stride), e, si));
+    flat = flat ? b_.create<kiln::AddOp>(loc(".flat" + std::to_string(d)), t, flat, along)
+                      .getResult()
+                : along;
+  }
+  mlir::Value column = g_.reshape(nodeName_ + ".column", data, {product(sd), 1});
+  llvm::SmallVector<int64_t> gathered(si.begin(), si.end());
+  gathered.push_back(1);
+  mlir::Value y = b_.create<kiln::GatherOp>(loc(".gather"), type(gathered, element(data)),
+                                            column, flat);
+  setOutput(0, g_.reshape(nodeName_, y, si));
+  return true;
+}
+
 // Tile: each axis repeated whole (static repeats), as a broadcast over a
 // new axis before it and a reshape.
 bool Importer::tile() {

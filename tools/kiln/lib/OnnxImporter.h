@@ -207,6 +207,7 @@ private:
   // Not, And, Or, Xor of BOOL tensors.
   bool logical(const std::string &op);
   bool tile();
+  bool gatherElements();
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);
   // CumSum: a product with a constant triangular matrix along the axis.

@@ -17,6 +17,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace kiln::cli {
 namespace onnx_import {
@@ -172,8 +173,16 @@ bool Importer::sharedUniform(const std::string &name) {
   if (readers == consumers_.end() ||
       std::set<const onnx::Node *>(readers->second.begin(), readers->second.end()).size() < 2)
     return false;
-  std::vector<double> v = it->second->toDoubles();
-  return llvm::all_of(v, [&](double x) { return x == v[0]; });
+  // Element by element on the stored bytes, stopping at the first that
+  // differs (at once for a random weight, however large), once per tensor.
+  auto [known, added] = uniform_.try_emplace(name, true);
+  if (added) {
+    const onnx::Tensor &t = *it->second;
+    size_t width = onnx::dataTypeSize(t.dataType);
+    for (size_t at = width; width && at + width <= t.data.size() && known->second; at += width)
+      known->second = std::memcmp(t.data.data() + at, t.data.data(), width) == 0;
+  }
+  return known->second;
 }
 
 std::string Importer::copyName(const std::string &name) {

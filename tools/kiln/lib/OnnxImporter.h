@@ -273,6 +273,8 @@ private:
   std::map<std::pair<std::string, const onnx::Node *>, mlir::Value> copies_;
   std::vector<std::pair<std::string, const onnx::Tensor *>> copyTensors_;
   std::set<std::string> usedNames_;
+  // Whether each initializer asked about has all elements equal.
+  std::map<std::string, bool> uniform_;
   const onnx::Node *node_ = nullptr;
   // The step counter, made for the first dropout; each dropout's seed.
   mlir::Value step_;

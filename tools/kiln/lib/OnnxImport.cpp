@@ -111,9 +111,10 @@ bool Importer::readInitializers() {
     for (const auto &[key, value] : info.metadata)
       if (key == kKind)
         kinds[info.name] = value;
-  bool exported = llvm::any_of(model_.graph.metadata, [](const auto &kv) {
-    return kv.first == "pkg.torch.export.ExportedProgram.graph_signature";
-  });
+  for (const auto &[key, value] : model_.graph.metadata)
+    if (key == "pkg.torch.export.ExportedProgram.graph_signature")
+      signature_ = value;
+  bool exported = !signature_.empty();
   for (const onnx::Tensor &t : model_.graph.initializers) {
     where_ = "initializer '" + t.name + "': ";
     if (t.external)
@@ -691,19 +692,15 @@ bool Importer::finish(OnnxImport &out) {
 // is still zeros, which then cannot train): say which are not parameters
 // under their own names.
 void Importer::warnFoldedParameters() {
-  std::string signature;
-  for (const auto &[key, value] : model_.graph.metadata)
-    if (key == "pkg.torch.export.ExportedProgram.graph_signature")
-      signature = value;
   std::vector<std::string> missing;
   size_t total = 0;
   static const std::string kTarget = ": PARAMETER target='";
-  for (size_t at = signature.find(kTarget); at != std::string::npos;
-       at = signature.find(kTarget, at + 1)) {
-    size_t start = at + kTarget.size(), end = signature.find('\'', start);
+  for (size_t at = signature_.find(kTarget); at != std::string::npos;
+       at = signature_.find(kTarget, at + 1)) {
+    size_t start = at + kTarget.size(), end = signature_.find('\'', start);
     if (end == std::string::npos)
       break;
-    std::string target = signature.substr(start, end - start);
+    std::string target = signature_.substr(start, end - start);
     ++total;
     if (!usedNames_.count(target))
       missing.push_back(target);

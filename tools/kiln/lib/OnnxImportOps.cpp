@@ -525,9 +525,8 @@ bool Importer::concat() {
   }
   if (inputs.empty())
     return fail("has no inputs");
-  int64_t rank = shape(inputs[0]).size();
-  int64_t axis = intAttr("axis", 0);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t rank = shape(inputs[0]).size(), axis;
+  if (!axisOf(inputs[0], 0, axis))
     return false;
   llvm::SmallVector<int64_t> dims(shape(inputs[0]).begin(), shape(inputs[0]).end());
   dims[axis] = 0;
@@ -545,9 +544,8 @@ bool Importer::softmax(bool log) {
   mlir::Value x;
   if (!value(0, x))
     return false;
-  int64_t rank = shape(x).size();
-  int64_t axis = intAttr("axis", opset_ >= 13 ? -1 : 1);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t rank = shape(x).size(), axis;
+  if (!axisOf(x, opset_ >= 13 ? -1 : 1, axis))
     return false;
   // Before opset 13 the input was flattened to 2-D at axis: the same as
   // one dimension only when axis is the last.
@@ -649,9 +647,8 @@ bool Importer::argExtreme(bool max) {
     return false;
   if (!llvm::isa<mlir::FloatType>(element(x)))
     return fail("its input is not floating-point");
-  int64_t rank = shape(x).size();
-  int64_t axis = intAttr("axis", 0);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t rank = shape(x).size(), axis;
+  if (!axisOf(x, 0, axis))
     return false;
   bool last = intAttr("select_last_index", 0) != 0;
   int64_t n = shape(x)[axis];
@@ -683,9 +680,8 @@ bool Importer::lpNormalization() {
   mlir::Value x;
   if (!value(0, x))
     return false;
-  int64_t rank = shape(x).size();
-  int64_t axis = intAttr("axis", -1), p = intAttr("p", 2);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t rank = shape(x).size(), axis, p = intAttr("p", 2);
+  if (!axisOf(x, -1, axis))
     return false;
   if (p != 1 && p != 2)
     return fail("p is " + std::to_string(p) + ": expected 1 or 2");
@@ -712,9 +708,8 @@ bool Importer::layerNorm() {
   mlir::Value x, scale, bias;
   if (!value(0, x) || !value(1, scale))
     return false;
-  int64_t rank = shape(x).size();
-  int64_t axis = intAttr("axis", -1);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t axis;
+  if (!axisOf(x, -1, axis))
     return false;
   llvm::ArrayRef<int64_t> normalized = shape(x).drop_front(axis);
   if (node_->outputs.size() > 1 &&
@@ -883,19 +878,16 @@ bool Importer::dropout() {
 }
 
 // Gather along any axis: data.shape[:axis] ++ indices.shape ++
-// data.shape[axis + 1:]. Along axis 0, an embedding's rows, one
-// kiln.gather; along another axis, the axis moved to the front for the
-// gather and the result's dimensions put back in order. A static scalar
-// index (x[:, 0]) is a slice.
+// data.shape[axis + 1:] (gatherAlong; along axis 0, an embedding's rows,
+// one kiln.gather). A static scalar index (x[:, 0]) is a slice.
 bool Importer::gather() {
   mlir::Value table, indices;
   if (!value(0, table))
     return false;
-  int64_t rank = shape(table).size();
+  int64_t rank = shape(table).size(), axis;
   if (rank == 0)
     return fail("its data is a scalar");
-  int64_t axis = intAttr("axis", 0);
-  if (!normalizeAxis(axis, rank, "axis"))
+  if (!axisOf(table, 0, axis))
     return false;
   llvm::ArrayRef<int64_t> st = shape(table);
   if (hasInput(1) && statics_.count(node_->inputs[1])) {
@@ -924,35 +916,7 @@ bool Importer::gather() {
   }
   if (!element(indices).isInteger(64) && !element(indices).isInteger(32))
     return fail("the indices are not INT64 or INT32");
-  llvm::SmallVector<int64_t> perm = {axis}, front = {st[axis]};
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis) {
-      perm.push_back(d);
-      front.push_back(st[d]);
-    }
-  mlir::Value moved = table;
-  if (axis != 0)
-    moved = b_.create<kiln::TransposeOp>(loc(".front"), type(front, element(table)), table,
-                                         arr(perm));
-  llvm::SmallVector<int64_t> dims(shape(indices).begin(), shape(indices).end());
-  dims.append(front.begin() + 1, front.end());
-  mlir::Value y = b_.create<kiln::GatherOp>(axis ? loc(".gather") : loc(),
-                                            type(dims, element(table)), moved, indices);
-  if (axis != 0) {
-    // y is [indices..., data before axis..., data after axis...].
-    int64_t k = shape(indices).size();
-    llvm::SmallVector<int64_t> order, result;
-    for (int64_t d = 0; d < axis; ++d)
-      order.push_back(k + d);
-    for (int64_t d = 0; d < k; ++d)
-      order.push_back(d);
-    for (int64_t d = axis; d < rank - 1; ++d)
-      order.push_back(k + d);
-    for (int64_t o : order)
-      result.push_back(dims[o]);
-    y = b_.create<kiln::TransposeOp>(loc(), type(result, element(table)), y, arr(order));
-  }
-  setOutput(0, y);
+  setOutput(0, gatherAlong(table, axis, indices, ""));
   return true;
 }
 

@@ -186,6 +186,25 @@ bool Importer::recurrent(const std::string &op) {
     mlir::Value h = ofDirection(h0, d, dir + ".h0"), c;
     if (cell == Cell::lstm)
       c = ofDirection(c0, d, dir + ".c0");
+    // What every step reads, built once: the rows of R that project h
+    // (a GRU with linear_before_reset 0 projects r * h by the candidate's
+    // own rows, so h's projection covers z and r only) and their bias.
+    bool resetFirst = cell == Cell::gru && !intAttr("linear_before_reset", 0);
+    int64_t projectedRows = resetFirst ? 2 * hidden : gates * hidden;
+    mlir::Value recurrence = sliceAxis(rd, 0, 0, projectedRows, 1, dir + ".r_rows");
+    mlir::Value stepBias, candidateRows, candidateBias;
+    if (recurrentBias)
+      stepBias = g_.broadcast(nodeName_ + dir + ".rb_broadcast",
+                              sliceAxis(recurrentBias, 0, 0, projectedRows, 1, dir + ".rb_rows"),
+                              {1}, {batch, projectedRows});
+    if (resetFirst) {
+      candidateRows = sliceAxis(rd, 0, 2 * hidden, 3 * hidden, 1, dir + ".rh_rows");
+      if (recurrentBias)
+        candidateBias = g_.broadcast(
+            nodeName_ + dir + ".rbh_broadcast",
+            sliceAxis(recurrentBias, 0, 2 * hidden, 3 * hidden, 1, dir + ".rbh"), {1},
+            {batch, hidden});
+    }
     llvm::SmallVector<mlir::Value> outputs(steps);
     for (int64_t i = 0; i < steps; ++i) {
       int64_t t = reverse ? steps - 1 - i : i;
@@ -194,13 +213,10 @@ bool Importer::recurrent(const std::string &op) {
                                   sliceAxis(projected, 0, t, t + 1, 1, at + ".input"),
                                   {batch, gates * hidden});
       mlir::Value fromH = b_.create<kiln::DotGeneralOp>(
-          loc(at + ".recurrence"), type({batch, gates * hidden}, e), h, rd, arr({}),
+          loc(at + ".recurrence"), type({batch, projectedRows}, e), h, recurrence, arr({}),
           arr({}), arr({1}), arr({1}));
-      if (recurrentBias)
-        fromH = add(fromH,
-                    g_.broadcast(nodeName_ + at + ".rb_broadcast", recurrentBias, {1},
-                                 {batch, gates * hidden}),
-                    at + ".recurrent_bias");
+      if (stepBias)
+        fromH = add(fromH, stepBias, at + ".recurrent_bias");
       if (cell == Cell::lstm) {
         mlir::Value all = add(in, fromH, at + ".gates");
         mlir::Value inputGate = sigmoid(gate(all, 0, 1, at + ".i"), at + ".input_gate");
@@ -219,20 +235,14 @@ bool Importer::recurrent(const std::string &op) {
                                  at + ".zr");
         mlir::Value z = gate(zr, 0, 1, at + ".z"), reset = gate(zr, 1, 1, at + ".r");
         mlir::Value fromReset;
-        if (intAttr("linear_before_reset", 0)) {
+        if (!resetFirst) {
           fromReset = mul(reset, gate(fromH, 2, 1, at + ".h_h"), at + ".reset");
         } else {
           fromReset = b_.create<kiln::DotGeneralOp>(
               loc(at + ".reset"), type({batch, hidden}, e), mul(reset, h, at + ".reset_h"),
-              sliceAxis(rd, 0, 2 * hidden, 3 * hidden, 1, at + ".rh_rows"), arr({}),
-              arr({}), arr({1}), arr({1}));
-          if (recurrentBias)
-            fromReset = add(fromReset,
-                            g_.broadcast(nodeName_ + at + ".rbh_broadcast",
-                                         sliceAxis(recurrentBias, 0, 2 * hidden,
-                                                   3 * hidden, 1, at + ".rbh"),
-                                         {1}, {batch, hidden}),
-                            at + ".reset_bias");
+              candidateRows, arr({}), arr({}), arr({1}), arr({1}));
+          if (candidateBias)
+            fromReset = add(fromReset, candidateBias, at + ".reset_bias");
         }
         mlir::Value candidate =
             tanh(add(gate(in, 2, 1, at + ".in_h"), fromReset, at + ".candidate_sum"),

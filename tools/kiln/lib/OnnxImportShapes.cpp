@@ -35,17 +35,29 @@ std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> dims) {
   return strides;
 }
 
-// The element of |s| that output index |index| of a |dims| broadcast reads.
-double broadcastRead(const Static &s, llvm::ArrayRef<int64_t> dims,
-                     llvm::ArrayRef<int64_t> index) {
-  if (s.values.size() == 1)
-    return s.values[0];
-  std::vector<int64_t> strides = rowMajorStrides(s.dims);
-  int64_t offset = dims.size() - s.dims.size(), flat = 0;
-  for (size_t d = 0; d < s.dims.size(); ++d)
-    flat += (s.dims[d] == 1 ? 0 : index[offset + d]) * strides[d];
-  return s.values[flat];
-}
+// |s| read as broadcast to |dims|: the element output index |index|
+// reads, through s's stride for each output dimension (0 where s has no
+// such dimension or has it at size 1), computed once.
+class BroadcastReader {
+public:
+  BroadcastReader(const Static &s, llvm::ArrayRef<int64_t> dims)
+      : s_(s), strides_(dims.size(), 0) {
+    std::vector<int64_t> own = rowMajorStrides(s.dims);
+    size_t offset = dims.size() - s.dims.size();
+    for (size_t d = 0; d < s.dims.size(); ++d)
+      strides_[offset + d] = s.dims[d] == 1 ? 0 : own[d];
+  }
+  double operator()(llvm::ArrayRef<int64_t> index) const {
+    int64_t flat = 0;
+    for (size_t d = 0; d < strides_.size(); ++d)
+      flat += index[d] * strides_[d];
+    return s_.values[flat];
+  }
+
+private:
+  const Static &s_;
+  std::vector<int64_t> strides_;
+};
 
 // Calls |f| with each multi-index of |dims| in row-major order.
 void forEachIndex(llvm::ArrayRef<int64_t> dims,
@@ -68,7 +80,7 @@ struct SliceAxis {
   int64_t start = 0, step = 1, count = 0;
 };
 
-SliceAxis sliceAxis(int64_t dim, double startValue, double endValue, int64_t step) {
+SliceAxis clampSlice(int64_t dim, double startValue, double endValue, int64_t step) {
   int64_t start = toIndex(startValue), end = toIndex(endValue);
   if (start < 0)
     start += dim;
@@ -107,37 +119,50 @@ mlir::Value Importer::sliceAxis(mlir::Value x, int64_t axis, int64_t start,
                                   arr(limits), arr(strides));
 }
 
-mlir::Value Importer::gatherAxis(mlir::Value x, int64_t axis,
-                                 llvm::ArrayRef<int64_t> rows, const std::string &suffix) {
-  // Move |axis| to the front, gather its rows, move it back. The gather's
-  // gradient is a scatter-add of the same rows.
-  int64_t rank = shape(x).size();
-  llvm::SmallVector<int64_t> perm = {axis}, dims = {shape(x)[axis]};
+mlir::Value Importer::gatherAlong(mlir::Value table, int64_t axis, mlir::Value indices,
+                                  const std::string &suffix) {
+  // Move |axis| to the front, gather, and put the indices' dimensions where
+  // |axis| was. The gather's gradient is a scatter-add of the same rows.
+  llvm::ArrayRef<int64_t> st = shape(table);
+  int64_t rank = st.size();
+  llvm::SmallVector<int64_t> perm = {axis}, front = {st[axis]};
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis) {
       perm.push_back(d);
-      dims.push_back(shape(x)[d]);
+      front.push_back(st[d]);
     }
-  mlir::Value front = x;
+  mlir::Value moved = table;
   if (axis != 0)
-    front = b_.create<kiln::TransposeOp>(loc(suffix + ".front"), type(dims, element(x)), x,
-                                         arr(perm));
+    moved = b_.create<kiln::TransposeOp>(loc(suffix + ".front"),
+                                         type(front, element(table)), table, arr(perm));
+  llvm::SmallVector<int64_t> dims(shape(indices).begin(), shape(indices).end());
+  dims.append(front.begin() + 1, front.end());
+  mlir::Value y = b_.create<kiln::GatherOp>(loc(axis ? suffix + ".gather" : suffix),
+                                            type(dims, element(table)), moved, indices);
+  if (axis == 0)
+    return y;
+  // y is [indices..., data before axis..., data after axis...].
+  int64_t k = shape(indices).size();
+  llvm::SmallVector<int64_t> order, result;
+  for (int64_t d = 0; d < axis; ++d)
+    order.push_back(k + d);
+  for (int64_t d = 0; d < k; ++d)
+    order.push_back(d);
+  for (int64_t d = axis; d < rank - 1; ++d)
+    order.push_back(k + d);
+  for (int64_t o : order)
+    result.push_back(dims[o]);
+  return b_.create<kiln::TransposeOp>(loc(suffix), type(result, element(table)), y,
+                                      arr(order));
+}
+
+mlir::Value Importer::gatherAxis(mlir::Value x, int64_t axis,
+                                 llvm::ArrayRef<int64_t> rows, const std::string &suffix) {
   Static order;
   order.dataType = int32_t(DataType::Int32);
   order.dims = {int64_t(rows.size())};
   order.values.assign(rows.begin(), rows.end());
-  mlir::Value indices = constant(order, nodeName_ + suffix + ".rows");
-  dims[0] = rows.size();
-  mlir::Value gathered =
-      b_.create<kiln::GatherOp>(loc(suffix), type(dims, element(x)), front, indices);
-  if (axis == 0)
-    return gathered;
-  llvm::SmallVector<int64_t> inverse(rank), result(shape(x).begin(), shape(x).end());
-  for (int64_t d = 0; d < rank; ++d)
-    inverse[perm[d]] = d;
-  result[axis] = rows.size();
-  return b_.create<kiln::TransposeOp>(loc(suffix + ".back"), type(result, element(x)),
-                                      gathered, arr(inverse));
+  return gatherAlong(x, axis, constant(order, nodeName_ + suffix + ".rows"), suffix);
 }
 
 mlir::Value Importer::reverseAxis(mlir::Value x, int64_t axis, const std::string &suffix) {
@@ -192,7 +217,7 @@ bool Importer::slice() {
     if (step == 0)
       return fail("step is 0 on axis " + std::to_string(axis));
     int64_t dim = shape(x)[axis];
-    SliceAxis s = onnx_import::sliceAxis(dim, starts[i], ends[i], step);
+    SliceAxis s = clampSlice(dim, starts[i], ends[i], step);
     if (s.count == 0)
       return fail("takes no elements of axis " + std::to_string(axis) + " (size " +
                   std::to_string(dim) + "): kiln tensors are not empty");
@@ -217,9 +242,8 @@ bool Importer::split() {
   mlir::Value x;
   if (!value(0, x))
     return false;
-  int64_t rank = shape(x).size();
-  int64_t axis = intAttr("axis", 0);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t axis;
+  if (!axisOf(x, 0, axis))
     return false;
   int64_t dim = shape(x)[axis];
   int64_t outputs = node_->outputs.size();
@@ -273,9 +297,8 @@ bool Importer::splitToSequence() {
   mlir::Value x;
   if (!value(0, x))
     return false;
-  int64_t rank = shape(x).size();
-  int64_t axis = intAttr("axis", 0);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t axis;
+  if (!axisOf(x, 0, axis))
     return false;
   int64_t dim = shape(x)[axis];
   std::vector<int64_t> sizes;
@@ -584,8 +607,8 @@ bool Importer::gatherElements() {
   if (static_cast<int64_t>(si.size()) != rank || rank == 0)
     return fail("data is " + shapeText(sd) + " and indices " + shapeText(si) +
                 ": expected the same rank");
-  int64_t axis = intAttr("axis", 0);
-  if (!normalizeAxis(axis, rank, "axis"))
+  int64_t axis;
+  if (!axisOf(data, 0, axis))
     return false;
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis && si[d] > sd[d])
@@ -824,8 +847,9 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
     s.dataType = a.dataType;
     s.dims.assign(dims.begin(), dims.end());
     bool zero = false;
+    BroadcastReader readA(a, dims), readC(c, dims);
     forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) {
-      double x = broadcastRead(a, dims, index), y = broadcastRead(c, dims, index);
+      double x = readA(index), y = readC(index);
       zero |= y == 0;
       double r = y == 0 ? 0 : std::fmod(x, y);
       // fmod 0: the remainder takes the divisor's sign (Python's %).
@@ -888,7 +912,7 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
         return false;
       if (step == 0)
         return fail("step is 0");
-      plan[axis] = onnx_import::sliceAxis(a.dims[axis], starts[i], ends[i], step);
+      plan[axis] = clampSlice(a.dims[axis], starts[i], ends[i], step);
     }
     // An empty result is fine for a shape computation (the TorchScript
     // exporter slices a shape past its end); a kiln op cannot read one.
@@ -912,9 +936,8 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
       return false;
     s.dataType = a.dataType;
     s.dims.assign(dims.begin(), dims.end());
-    forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) {
-      s.values.push_back(broadcastRead(a, dims, index));
-    });
+    BroadcastReader read(a, dims);
+    forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) { s.values.push_back(read(index)); });
   } else {
     // The comparisons and Where: elementwise, broadcast.
     llvm::SmallVector<int64_t> dims;
@@ -925,18 +948,25 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
       dims = next;
     }
     s.dims.assign(dims.begin(), dims.end());
-    s.dataType = op == "Where" ? input(1).dataType : int32_t(DataType::Bool);
+    bool where = op == "Where";
+    s.dataType = where ? input(1).dataType : int32_t(DataType::Bool);
+    BroadcastReader first(input(0), dims), second(input(1), dims);
+    std::optional<BroadcastReader> third;
+    if (where)
+      third.emplace(input(2), dims);
+    kiln::CompareDirection direction = compareDirection(where ? "Equal" : op);
     forEachIndex(dims, [&](llvm::ArrayRef<int64_t> index) {
-      double x = broadcastRead(input(0), dims, index);
-      double y = broadcastRead(input(1), dims, index);
-      if (op == "Where")
-        s.values.push_back(x != 0 ? y : broadcastRead(input(2), dims, index));
-      else
-        s.values.push_back(op == "Equal"          ? x == y
-                           : op == "Less"         ? x < y
-                           : op == "Greater"      ? x > y
-                           : op == "LessOrEqual"  ? x <= y
-                                                  : x >= y);
+      double x = first(index), y = second(index);
+      if (where) {
+        s.values.push_back(x != 0 ? y : (*third)(index));
+        return;
+      }
+      using Direction = kiln::CompareDirection;
+      s.values.push_back(direction == Direction::eq   ? x == y
+                         : direction == Direction::lt ? x < y
+                         : direction == Direction::gt ? x > y
+                         : direction == Direction::le ? x <= y
+                                                      : x >= y);
     });
   }
   setStatic(0, std::move(s));

@@ -140,6 +140,11 @@ private:
   }
   // |axis| of a rank-|rank| tensor (negative counts from the end).
   bool normalizeAxis(int64_t &axis, int64_t rank, const char *what);
+  // The node's attribute "axis" (|fallback| when absent) as an axis of |x|.
+  bool axisOf(mlir::Value x, int64_t fallback, int64_t &axis) {
+    axis = intAttr("axis", fallback);
+    return normalizeAxis(axis, shape(x).size(), "axis");
+  }
   // The axes of a reduction, squeeze or unsqueeze: attribute "axes" or,
   // from |inputOpset| on, input 1.
   bool axes(int64_t inputOpset, std::optional<std::vector<int64_t>> &out);
@@ -218,8 +223,12 @@ private:
   // |x|[start:limit:stride] along |axis|.
   mlir::Value sliceAxis(mlir::Value x, int64_t axis, int64_t start, int64_t limit,
                         int64_t stride, const std::string &suffix);
-  // Rows |rows| of |x| along |axis| (a transpose, a kiln.gather and a
-  // transpose back).
+  // |table| gathered along |axis| at |indices| (any shape, integer): the
+  // indices' dimensions in place of |axis|. A transpose, a kiln.gather and
+  // a transpose back (just the gather along axis 0).
+  mlir::Value gatherAlong(mlir::Value table, int64_t axis, mlir::Value indices,
+                          const std::string &suffix);
+  // Rows |rows| of |x| along |axis| (gatherAlong at constant indices).
   mlir::Value gatherAxis(mlir::Value x, int64_t axis, llvm::ArrayRef<int64_t> rows,
                          const std::string &suffix);
   // |x| with |axis| reversed.
@@ -255,6 +264,9 @@ private:
   std::map<std::string, const onnx::Tensor *> parameterTensors_;
   // The initializers that became model state (running statistics).
   std::set<std::string> modelStateNames_;
+  // The torch.export exporter's graph signature (graph metadata), which
+  // lists the model's parameters; empty for other exporters.
+  std::string signature_;
   // Registered buffers (the torch.export exporter's BUFFER kind): running
   // statistics where a batch norm reads them, constants elsewhere.
   std::set<std::string> buffers_;

@@ -943,12 +943,17 @@ class Kiln_CollectiveOp<string mnemonic, list<Trait> traits = []>
 }
 
 def Kiln_AllReduceOp : Kiln_CollectiveOp<"all_reduce",
-    [AllTypesMatch<["operand", "result"]>]> {
+    [AllTypesMatch<["operand", "result"]>, Kiln_Grad]> {
   let summary = "Reduce across ranks, result on every rank";
   let description = [{
     Every rank of the group receives the elementwise `sum`, `max`, `min` or
     `mean` of the operands of all ranks in its group. `groups` is a 2-D i64
     tensor of ranks, one row per group; absent means all ranks.
+
+    A `sum` or `mean` is differentiable: its gradient is the same
+    all-reduce of the result's gradient (each rank's operand reaches every
+    rank's result), which is how a forward all-reduce (synchronized batch
+    norm statistics) gets its backward collective.
 
     Example:
     ```mlir
@@ -986,12 +991,15 @@ def Kiln_ReduceScatterOp : Kiln_CollectiveOp<"reduce_scatter"> {
   let hasVerifier = 1;
 }
 
-def Kiln_AllGatherOp : Kiln_CollectiveOp<"all_gather"> {
+def Kiln_AllGatherOp : Kiln_CollectiveOp<"all_gather", [Kiln_Grad]> {
   let summary = "Concatenate every rank's operand along a dimension";
   let description = [{
     Every rank of the group receives the operands of all its ranks,
     concatenated along `dimension` in rank order. The result's size along
     `dimension` is a multiple of the operand's.
+
+    Differentiable: the gradient of rank r's operand sums block r of every
+    rank's result gradient, a `kiln.reduce_scatter sum` along `dimension`.
 
     Example:
     ```mlir

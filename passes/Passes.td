@@ -40,6 +40,37 @@ def KilnResolveMode : Pass<"kiln-resolve-mode", "mlir::ModuleOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def KilnSyncBatchNorm : Pass<"kiln-sync-batch-norm", "mlir::ModuleOp"> {
+  let summary = "Compute batch norm statistics over the global batch";
+  let description = [{
+    PyTorch's SyncBatchNorm for a data-parallel step of `world-size` ranks:
+    each batch statistic (the training value of a `kiln.mode_select` whose
+    eval value is a model-state argument, a running mean or variance) must
+    be a `kiln.reduce` mean or sum over dimension 0. A batch norm's mean m
+    and variance mean((x - m)^2) take one `kiln.all_gather` of every rank's
+    [m_r, v_r] (each rank's variance about its own mean), combined as
+    m = mean_r(m_r), v = mean_r(v_r) + mean_r((m_r - m)^2); any other
+    statistic is followed by a `kiln.all_reduce` of its kind. Every use then
+    reads the global statistic, so N ranks of batch B normalize as one rank
+    of batch N*B; kiln-autodiff differentiates the collectives (the
+    backward pass's reduce-scatter or all-reduce). A running variance
+    updated with the unbiased batch variance (its constant is the mean's
+    times n / (n - 1)) gets the global n, world-size times the rank's.
+    Anything it cannot make global is an error naming the op: a statistic
+    that is not such a reduction, or one computed from a local reduction
+    over the batch.
+
+    Runs on the model graph, before kiln-resolve-mode (the compile pipeline
+    adds it with `--sync-batch-norm`, for a training step only).
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "ranks the step is compiled for (the global batch is world-size "
+           "times the model's)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def KilnMarkIndexBounds : Pass<"kiln-mark-index-bounds", "mlir::ModuleOp"> {
   let summary = "Record the bound each integer data argument is read under";
   let description = [{

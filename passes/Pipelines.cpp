@@ -152,6 +152,10 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
     return "--grad-compression=" + options.gradCompression +
            ": needs a --strategy (data-parallel): there is no all-reduce "
            "without one";
+  if (options.syncBatchNorm && options.strategy == Strategy::none)
+    return "--sync-batch-norm: needs a --strategy (data-parallel, mirrored "
+           "or zero1-3): with one rank the batch statistics are already the "
+           "whole batch's";
   if (options.amp == AmpMode::off &&
       (!options.ampAllow.empty() || !options.ampDeny.empty() ||
        !options.ampInfer.empty()))
@@ -170,6 +174,13 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
 
 void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createKilnVerifyRoles());
+  // On the model graph, whose kiln.mode_select ops say which values are
+  // batch statistics (passes/SyncBatchNorm.cpp); the eval step keeps none.
+  if (options.syncBatchNorm && options.trainingStep) {
+    KilnSyncBatchNormOptions sync;
+    sync.worldSize = options.worldSize;
+    pm.addPass(createKilnSyncBatchNorm(sync));
+  }
   // A training step, or what PyTorch's eval() computes: no dropout, running
   // statistics read but not updated (passes/ResolveMode.cpp).
   KilnResolveModeOptions mode;

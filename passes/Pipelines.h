@@ -79,6 +79,9 @@ struct PipelineOptions {
   double bucketMb = 25;
   int64_t gradAccum = 1;
   std::string gradCompression;
+  // Batch norm statistics over the global batch (kiln-sync-batch-norm,
+  // PyTorch's SyncBatchNorm); needs a strategy other than none.
+  bool syncBatchNorm = false;
   AmpMode amp = AmpMode::off;
   // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
   // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.

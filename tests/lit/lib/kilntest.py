@@ -189,7 +189,7 @@ def check_losses(log, peer_loss, tolerance, peer="torch"):
 
 def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
                          train=None, checkpoint=None, accum=1, ranks=1,
-                         kiln_layout=None):
+                         kiln_layout=None, sync_batch_norm=False):
     """Trains the PyTorch module |net| (in its training mode; |train|()
     restores that mode after an eval, default net.train()) with |optimizer|
     on the samples |x|, |y| in order, |batch| rows per step, and compares it
@@ -203,7 +203,10 @@ def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
     gradients averaged (kiln's --grad-accum). ranks=N: data parallel over N
     ranks (rank r takes rows r, r + N, ... of each global batch, as kiln's
     sampler deals them), rank 0's running statistics kept as DDP's
-    broadcast_buffers keeps them."""
+    broadcast_buffers keeps them. sync_batch_norm (with ranks=N): kiln's
+    --sync-batch-norm, PyTorch's SyncBatchNorm, whose definition is a batch
+    norm over the global batch: one forward pass over the N ranks' rows
+    together, which also updates the running statistics."""
     import torch
     from safetensors.torch import load_file
 
@@ -227,6 +230,15 @@ def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
         total = 0.0
         parts = accum * ranks
         kept = None
+        if sync_batch_norm:
+            # The ranks' rows of micro-batch m together: the global batch.
+            rows_of = [[((k - 1) * batch * ranks * accum + m * batch * ranks + j) % samples
+                        for j in range(batch * ranks)] for m in range(accum)]
+            for rows in rows_of:
+                loss = loss_fn(net(x[rows]), y[rows]) / accum
+                loss.backward()
+                total += loss.item()
+            parts = 0
         for m in range(parts):
             if ranks > 1:
                 rows = [((k - 1) * batch * ranks + m + ranks * i) % samples

@@ -3,10 +3,21 @@
 // kiln-autodiff's errors: each names the op or the function at fault and
 // says what was expected.
 
-// A collective on the path from a parameter to the loss has no gradient rule.
+// A collective on the path from a parameter to the loss has no gradient
+// rule, except a sum or mean all-reduce and an all-gather
+// (ir/gradients/Collectives.cpp).
 func.func @collective_on_path(%w: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
-  // expected-error@+1 {{'kiln.all_reduce' op is on a path from a parameter to the loss of @collective_on_path but has no gradient rule (it does not implement the Differentiable interface)}}
-  %s = kiln.all_reduce sum %w : tensor<4xf32>
+  // expected-error@+1 {{'kiln.collective_broadcast' op is on a path from a parameter to the loss of @collective_on_path but has no gradient rule (it does not implement the Differentiable interface)}}
+  %s = kiln.collective_broadcast %w, root = 0 : tensor<4xf32>
+  %l = kiln.reduce sum %s, dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @all_reduce_max_on_path(%w: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  // expected-error@+1 {{'kiln.all_reduce' op is on a path to the loss, but only a sum or mean all-reduce has a gradient rule (found max)}}
+  %s = kiln.all_reduce max %w : tensor<4xf32>
   %l = kiln.reduce sum %s, dims = [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

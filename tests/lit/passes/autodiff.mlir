@@ -82,10 +82,11 @@ func.func @loss_is_parameter(%p: tensor<f32> {kiln.role = #kiln.role<parameter>}
 
 // -----
 
-// Ops that read no parameter need no gradient rule: an all_reduce of the
-// input (collectives have none) is left alone.
+// Ops that read no parameter get no gradient: an all_reduce of the input
+// is left alone, with no backward all-reduce.
 // CHECK-LABEL: func.func @input_side_ops
 // CHECK: kiln.all_reduce sum %arg0
+// CHECK-NOT: kiln.all_reduce
 // CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<4xf32>
 func.func @input_side_ops(%x: tensor<4xf32> {kiln.role = #kiln.role<input>},
     %w: tensor<4xf32> {kiln.role = #kiln.role<parameter>}) -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {

@@ -10,7 +10,7 @@ statistics included, must match.
       transposed to kiln's [in, out]; no num_batches_tracked) and the data
       DIR/data/{x,labels}.npy
   resnet_torch.py check DIR BLOCKS WIDTH LOG TOLERANCE [--checkpoint=F]
-                  [--accum=K] [--ranks=N]
+                  [--accum=K] [--ranks=N] [--sync-batch-norm]
       trains PyTorch from DIR/kiln.safetensors with momentum SGD (lr 0.05,
       momentum 0.9) and compares it with LOG (kilntest.check_torch_training)
 
@@ -96,7 +96,8 @@ def make(out, blocks, width, seed=None):
             rng.integers(0, 10, SAMPLES).astype(np.int32))
 
 
-def check(out, blocks, width, log, tolerance, checkpoint=None, accum=1, ranks=1):
+def check(out, blocks, width, log, tolerance, checkpoint=None, accum=1, ranks=1,
+          sync_batch_norm=False):
     net = ResNet(blocks, width)
     state = {k: kiln_layout(k, v) for k, v in load_file(os.path.join(out, "kiln.safetensors")).items()}
     net.load_state_dict(state, strict=False)
@@ -106,7 +107,8 @@ def check(out, blocks, width, log, tolerance, checkpoint=None, accum=1, ranks=1)
     optimizer = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
     check_torch_training(log, net, torch.nn.functional.cross_entropy, x, y, BATCH,
                          optimizer, tolerance, checkpoint=checkpoint, accum=accum,
-                         ranks=ranks, kiln_layout=kiln_layout)
+                         ranks=ranks, kiln_layout=kiln_layout,
+                         sync_batch_norm=sync_batch_norm)
 
 
 if __name__ == "__main__":
@@ -114,7 +116,8 @@ if __name__ == "__main__":
         make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
              int(sys.argv[5]) if len(sys.argv) > 5 else None)
     else:
-        options = dict(a[2:].split("=", 1) for a in sys.argv[7:])
+        options = dict((a[2:] + "=1").split("=", 2)[:2] for a in sys.argv[7:])
         check(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
               float(sys.argv[6]), options.get("checkpoint"),
-              int(options.get("accum", 1)), int(options.get("ranks", 1)))
+              int(options.get("accum", 1)), int(options.get("ranks", 1)),
+              "sync-batch-norm" in options)

@@ -26,6 +26,10 @@ void addDistFlags(FlagParser &parser, DistFlags &f,
   parser.addValue("grad-compression", &f.gradCompression, "P",
                   "data-parallel: all-reduce the gradients in bf16 or fp16 "
                   "(default none: their own precision)");
+  parser.addSwitch("sync-batch-norm", &f.syncBatchNorm,
+                   "with a --strategy: batch norms normalize with the "
+                   "global batch's statistics, gathered across ranks "
+                   "(PyTorch's SyncBatchNorm; default: each rank's own)");
 }
 
 bool parseDistFlags(llvm::StringRef command, const DistFlags &f,
@@ -74,6 +78,7 @@ bool parseDistFlags(llvm::StringRef command, const DistFlags &f,
     }
     options.gradCompression = f.gradCompression;
   }
+  options.syncBatchNorm = f.syncBatchNorm;
   return true;
 }
 

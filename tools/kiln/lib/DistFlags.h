@@ -1,7 +1,8 @@
 //===- DistFlags.h - distribution flags shared by compile and train -*- C++ -*-===//
 //
 // `kiln compile` and `kiln train` take the same distribution flags
-// (--strategy, --world-size, --bucket-mb, --grad-accum, --grad-compression);
+// (--strategy, --world-size, --bucket-mb, --grad-accum, --grad-compression,
+// --sync-batch-norm);
 // they are declared and checked here once and become PipelineOptions'
 // strategy fields (kiln-distribute's options). What the pipeline cannot do
 // yet is refused later, by checkPipelineOptions, naming the flag.
@@ -20,6 +21,7 @@ namespace kiln::cli {
 // The flags' raw text; empty means "not given".
 struct DistFlags {
   std::string strategy, worldSize, bucketMb, gradAccum, gradCompression;
+  bool syncBatchNorm = false;
 };
 
 // Declares the flags on |parser|; |worldSizeHelp| says what the default is.

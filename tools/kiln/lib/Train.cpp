@@ -121,11 +121,13 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   bool isPackage = llvm::sys::path::extension(options.input) == ".kpkg";
   if (isPackage && (!distFlags.strategy.empty() || !distFlags.bucketMb.empty() ||
                     !distFlags.gradAccum.empty() ||
-                    !distFlags.gradCompression.empty())) {
+                    !distFlags.gradCompression.empty() ||
+                    distFlags.syncBatchNorm)) {
     printError(errs, trainCommand(),
                options.input + ": a package has its strategy compiled in; "
-                               "drop --strategy, --bucket-mb, --grad-accum and "
-                               "--grad-compression or train the .kiln file");
+                               "drop --strategy, --bucket-mb, --grad-accum, "
+                               "--grad-compression and --sync-batch-norm or "
+                               "train the .kiln file");
     return kExitError;
   }
   if (distributed && !isPackage &&
@@ -152,6 +154,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
            << stringifyStrategy(options.pipeline.strategy)
            << " adds no collectives\n";
       options.pipeline.strategy = Strategy::none;
+      // One rank's batch statistics are the whole batch's.
+      options.pipeline.syncBatchNorm = false;
     }
   }
   if (distributed && !isPackage) {

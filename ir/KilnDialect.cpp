@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -231,6 +232,16 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                           : "a unit attribute on a collective")
              << ", but is " << attr.getValue() << " on a '" << op->getName()
              << "' op";
+    return success();
+  }
+  if (name == "kiln.remat") {
+    // kiln-autodiff's recomputed clones (remat=dots; passes/Rematerialize.h),
+    // until kiln-fuse: a unit attribute on a pure op.
+    if (!isa<UnitAttr>(attr.getValue()) || !isMemoryEffectFree(op))
+      return op->emitError() << "'kiln.remat' must be a unit attribute on an "
+                                "op without side effects, but is "
+                             << attr.getValue() << " on a '" << op->getName()
+                             << "' op";
     return success();
   }
   if (name == kBufferOffsetsAttrName || name == kAliasesAttrName) {

@@ -17,6 +17,7 @@
 #include "ir/KilnOps.h"
 #include "passes/LossScale.h"
 #include "passes/Passes.h"
+#include "passes/Rematerialize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -54,6 +55,8 @@ Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
 }
 
 struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
+  using KilnAutodiffBase::KilnAutodiffBase;
+
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isPrivate() || func.isExternal())
@@ -218,6 +221,14 @@ struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
                         attrs.getDictionary(ctx));
     }
     ret->setOperands(results);
+    FailureOr<RematStats> remat = rematerialize(func, forward, this->remat);
+    if (failed(remat))
+      return failure();
+    if (this->remat != "off")
+      func.emitRemark() << "kiln-autodiff: remat=" << this->remat << ": the "
+                        << "backward pass of @" << func.getName()
+                        << " recomputes " << remat->values
+                        << " forward values (" << remat->ops << " ops)";
     return success();
   }
 };

@@ -28,6 +28,7 @@
 #include "ir/KilnOps.h"
 #include "ir/gradients/GradientUtils.h"
 #include "passes/Passes.h"
+#include "passes/Rematerialize.h"
 
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -488,6 +489,24 @@ struct DecomposeAttentionQkvGrad : OpRewritePattern<AttentionQkvGradOp> {
   }
 };
 
+// Passes kiln.remat (kiln-autodiff's recomputed clones) on from an op to
+// the ops a pattern expands it into, so that CSE keeps those apart from the
+// forward pass's expansion of the same op: the ops inserted since the last
+// replacement are the replacing op's.
+struct RematMarker : RewriterBase::Listener {
+  llvm::SetVector<Operation *> inserted;
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    inserted.insert(op);
+  }
+  void notifyOperationErased(Operation *op) override { inserted.remove(op); }
+  void notifyOperationReplaced(Operation *op, ValueRange) override {
+    if (op->hasAttr(kRematAttrName))
+      for (Operation *n : inserted)
+        n->setAttr(kRematAttrName, UnitAttr::get(op->getContext()));
+    inserted.clear();
+  }
+};
+
 struct DecomposePass : impl::KilnDecomposeBase<DecomposePass> {
   using Base::Base;
   void runOnOperation() override {
@@ -496,7 +515,11 @@ struct DecomposePass : impl::KilnDecomposeBase<DecomposePass> {
     options.gelu = gelu;
     options.attention = attention;
     populateDecomposePatterns(patterns, options);
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    RematMarker marker;
+    GreedyRewriteConfig config;
+    config.listener = &marker;
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns),
+                                            config)))
       return signalPassFailure();
   }
 };

@@ -60,6 +60,7 @@
 #include "codegen/cuda/CudaEmitter.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
+#include "passes/Rematerialize.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -1028,6 +1029,12 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
                << planner.listedSuccessors() << " successors)";
       }
     }
+    // kiln-autodiff's recomputed clones were marked so that CSE kept them
+    // apart from the forward ops and the plan out of forward kernels;
+    // nothing after this pass merges ops, and the mark would make otherwise
+    // equal kernels differ (fusionKey).
+    getOperation().walk(
+        [](mlir::Operation *op) { op->removeAttr(kRematAttrName); });
   }
 };
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FusionPlan.h"
+#include "passes/Rematerialize.h"
 
 #include "ir/Flops.h"
 #include "ir/KilnOps.h"
@@ -464,6 +465,18 @@ double FusionPlan::computeTime(int c) const {
 
 bool FusionPlan::legal(int c) const {
   const Cluster &cluster = clusters_[c];
+  // kiln-autodiff's recomputed clones (kiln.remat) join only later ops'
+  // kernels: with an op before them (a forward sibling, a GEMM) they would
+  // be computed in the forward pass again and kept, as without remat.
+  bool plain = false;
+  for (Operation *op : cluster.ops) { // in block order
+    if (home_.lookup(op) != c)
+      continue; // a copy of a cheap producer, computed here anyway
+    bool remat = op->hasAttr(kRematAttrName);
+    if (remat && plain)
+      return false;
+    plain |= !remat;
+  }
   if (cluster.cls != ClusterClass::Fusible)
     return true;
   ++pricings_;

@@ -183,7 +183,21 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     the loss gets a zero gradient and a remark. The output is ordinary kiln
     IR; run canonicalize and CSE after it to drop the unused parts of the
     rules.
+
+    `remat=dots` (activation checkpointing, passes/Rematerialize.cpp): the
+    backward pass recomputes the forward values it reads, from the kept
+    ones, right before it reads them: kept are the outputs of matmuls,
+    convolutions, attention, collectives and ops with regions, the
+    arguments, and values more than one forward op reads; the clones carry
+    `kiln.remat` (so CSE does not merge them back). `remat=off` (the
+    default) keeps every value the backward pass reads.
   }];
+  let options = [
+    Option<"remat", "remat", "std::string", /*default=*/"\"off\"",
+           "off (keep every forward value the backward pass reads) or dots "
+           "(recompute all but matmul, convolution and attention outputs "
+           "and values several forward ops read)">,
+  ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 

@@ -152,6 +152,8 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
     return "--grad-compression=" + options.gradCompression +
            ": needs a --strategy (data-parallel): there is no all-reduce "
            "without one";
+  if (options.remat != "off" && options.remat != "dots")
+    return "--remat=" + options.remat + ": expected off or dots";
   if (options.syncBatchNorm && options.strategy == Strategy::none)
     return "--sync-batch-norm: needs a --strategy (data-parallel, mirrored "
            "or zero1-3): with one rank the batch statistics are already the "
@@ -207,7 +209,9 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     pm.addPass(createKilnAutoMixedPrecision(amp));
   }
   if (options.trainingStep) {
-    pm.addPass(createKilnAutodiff());
+    KilnAutodiffOptions autodiff;
+    autodiff.remat = options.remat;
+    pm.addPass(createKilnAutodiff(autodiff));
     if (options.gradAccum > 1) {
       // K micro-batches summed before any collective sees the gradients
       // (passes/AccumulateGradients.cpp).

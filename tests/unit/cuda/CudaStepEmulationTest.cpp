@@ -55,10 +55,11 @@ protected:
   // Compiles |model| for CUDA, runs two steps through CudaExecutable on
   // the fake and compares them with the interpreter.
   void check(OwningOpRef<ModuleOp> model, AmpMode amp, const std::string &name,
-             bool fuseAttention = true) {
+             bool fuseAttention = true, const std::string &remat = "off") {
     ASSERT_TRUE(model) << diagnostics;
     PipelineOptions options;
     options.amp = amp;
+    options.remat = remat;
     // As `kiln compile --target=cuda` compiles it: attention fused into
     // kiln.attention / kiln.attention_grad library calls (unless asked not
     // to, as --fuse-attention=off), run by runtime/cuda/CudaAttention.h.
@@ -307,6 +308,16 @@ TEST_F(CudaStepEmulationTest, SmallGptBF16TwoStepsMatchTheInterpreter) {
   EXPECT_EQ(geluAux, 1);
 }
 
+// Activation checkpointing (--remat=dots): the backward pass's recomputed
+// layer norms, GELU and dropout-free bias adds run in kernels of their own
+// or inside the backward kernels, and the step still matches.
+TEST_F(CudaStepEmulationTest, SmallGptBF16Rematerialized) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16-remat",
+        /*fuseAttention=*/true, "dots");
+  EXPECT_EQ(packedAttentionCalls, 2);
+  EXPECT_EQ(geluAux, 1);
+}
+
 // 4 x 256 = 1024 rows: the layer norms' scale and shift gradients are
 // column reductions long enough for kiln-split-reductions (64 groups of 16
 // rows, then the 64 partials), in f32 inside bf16 kernels.
@@ -406,6 +417,13 @@ TEST_F(CudaStepEmulationTest, LeNet5BF16TwoStepsMatchTheInterpreter) {
   cli::LeNet5Options options;
   options.batch = 2;
   check(cli::buildLeNet5(&context, options), AmpMode::bf16, "lenet5-bf16");
+}
+
+TEST_F(CudaStepEmulationTest, LeNet5F32Rematerialized) {
+  cli::LeNet5Options options;
+  options.batch = 3;
+  check(cli::buildLeNet5(&context, options), AmpMode::off, "lenet5-f32-remat",
+        /*fuseAttention=*/true, "dots");
 }
 
 } // namespace

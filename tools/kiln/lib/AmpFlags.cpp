@@ -21,6 +21,11 @@ void addAmpFlags(FlagParser &parser, AmpFlags &f) {
                   "with --amp: keep each f32 parameter's bf16/fp16 copy as "
                   "step state that the optimizer writes, instead of "
                   "converting the parameters every step (default on)");
+  parser.addValue("remat", &f.remat, "POLICY",
+                  "activation checkpointing: off (default) or dots (the "
+                  "backward pass recomputes what it reads but matmul, "
+                  "convolution and attention outputs and values several ops "
+                  "read, instead of keeping it from the forward pass)");
 }
 
 bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
@@ -34,6 +39,15 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
       return false;
     }
     options.amp = *amp;
+  }
+  if (!f.remat.empty()) {
+    if (f.remat != "off" && f.remat != "dots") {
+      printError(errs, command,
+                 "--remat=" + f.remat + ": expected off or dots, found '" +
+                     f.remat + "'");
+      return false;
+    }
+    options.remat = f.remat;
   }
   if (!applyOnOff(command, "amp-param-copies", f.paramCopies,
                   options.parameterCopies, errs))

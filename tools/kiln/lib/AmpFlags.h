@@ -1,8 +1,10 @@
 //===- AmpFlags.h - mixed-precision flags shared by compile and train -*- C++ -*-===//
 //
-// `kiln compile` and `kiln train` take the same --amp flags; they are
-// declared and checked here once and become PipelineOptions' amp fields
-// (kiln-auto-mixed-precision's options).
+// `kiln compile`, `kiln train` and `kiln pack` take the same --amp flags,
+// and --remat (the other trade of the step's numbers' form for memory);
+// they are declared and checked here once and become PipelineOptions'
+// amp fields (kiln-auto-mixed-precision's options) and remat
+// (kiln-autodiff's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,11 +19,11 @@ namespace kiln::cli {
 
 // The flags' raw text; empty means "not given".
 struct AmpFlags {
-  std::string amp, allow, deny, infer, paramCopies;
+  std::string amp, allow, deny, infer, paramCopies, remat;
 };
 
-// Declares --amp, --amp-allow, --amp-deny, --amp-infer and
-// --amp-param-copies on |parser|.
+// Declares --amp, --amp-allow, --amp-deny, --amp-infer,
+// --amp-param-copies and --remat on |parser|.
 void addAmpFlags(FlagParser &parser, AmpFlags &flags);
 
 // Checks the values and stores them in |options|. Prints the first bad

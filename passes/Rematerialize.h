@@ -1,0 +1,34 @@
+//===- Rematerialize.h - recompute activations in the backward pass -*- C++ -*-===//
+//
+// kiln-autodiff's `remat` option (passes/Rematerialize.cpp says what it
+// recomputes and why).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PASSES_REMATERIALIZE_H
+#define KILN_PASSES_REMATERIALIZE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace kiln {
+
+// The attribute on the recomputed clones; kiln-decompose passes it on to the
+// ops it expands a clone into, kiln-fuse removes it.
+inline constexpr llvm::StringLiteral kRematAttrName = "kiln.remat";
+
+struct RematStats {
+  unsigned values = 0; // forward values the backward pass now recomputes
+  unsigned ops = 0;    // ops cloned to do it
+};
+
+// Under |policy| ("off" or "dots"), makes the backward ops of |func| (every
+// top-level op not in |forward|) read recomputed clones of the forward
+// values the policy does not keep. Fails with a diagnostic on an unknown
+// policy.
+mlir::FailureOr<RematStats> rematerialize(mlir::func::FuncOp func,
+                                          llvm::ArrayRef<mlir::Operation *> forward,
+                                          llvm::StringRef policy);
+
+} // namespace kiln
+
+#endif // KILN_PASSES_REMATERIALIZE_H

@@ -46,6 +46,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
+
 namespace kiln {
 
 namespace {
@@ -60,23 +62,26 @@ bool isExpensive(Operation *op) {
              AttentionOp, AttentionQkvOp, AttentionGradOp, AttentionQkvGradOp>(op);
 }
 
-// A bias or residual add straight on a matmul's output that nothing else
-// reads: kiln-fuse makes it the GEMM's epilogue, which writes the sum, not
+// A bias or residual add straight on a matmul's output that no other
+// forward op reads: kiln-fuse makes it the GEMM's epilogue, which writes the sum, not
 // the product; keeping the sum costs the same and keeps the epilogue (a
 // clone reading the product would leave the GEMM two readers, and no
 // epilogue).
-bool isEpilogueAdd(Operation *op) {
+bool isEpilogueAdd(Operation *op, const llvm::DenseSet<Operation *> &forward) {
   if (!isa<AddOp>(op))
     return false;
-  return llvm::any_of(op->getOperands(), [](Value v) {
+  return llvm::any_of(op->getOperands(), [&](Value v) {
     Operation *def = v.getDefiningOp();
-    return def && isa<DotGeneralOp>(def) && v.hasOneUse();
+    return def && isa<DotGeneralOp>(def) &&
+           llvm::count_if(v.getUsers(), [&](Operation *user) {
+             return forward.contains(user);
+           }) == 1;
   });
 }
 
-bool isRecomputable(Operation *op) {
+bool isRecomputable(Operation *op, const llvm::DenseSet<Operation *> &forward) {
   return op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
-         !isExpensive(op) && !isEpilogueAdd(op) &&
+         !isExpensive(op) && !isEpilogueAdd(op, forward) &&
          !op->hasTrait<OpTrait::ConstantLike>();
 }
 
@@ -99,7 +104,7 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
   // recomputed ops behind the others, in program order.
   llvm::DenseMap<Value, int> chain; // absent: kept
   for (Operation *op : forward) {
-    if (!isRecomputable(op))
+    if (!isRecomputable(op, isForward))
       continue;
     // Moving kept data around again saves nothing the backward pass would
     // not read anyway, and a view the forward pass never materializes (the

@@ -187,16 +187,19 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     `remat=dots` (activation checkpointing, passes/Rematerialize.cpp): the
     backward pass recomputes the forward values it reads, from the kept
     ones, right before it reads them: kept are the outputs of matmuls,
-    convolutions, attention, collectives and ops with regions, the
-    arguments, and values more than one forward op reads; the clones carry
-    `kiln.remat` (so CSE does not merge them back). `remat=off` (the
-    default) keeps every value the backward pass reads.
+    convolutions, attention (and a bias or residual add straight on a
+    matmul), collectives and ops with regions, the arguments, data movement
+    of kept values, and values more than one forward op reads; the clones
+    carry `kiln.remat` (so CSE does not merge them back). `remat=full`
+    recomputes the matmuls, convolutions and attention too. `remat=off`
+    (the default) keeps every value the backward pass reads.
   }];
   let options = [
     Option<"remat", "remat", "std::string", /*default=*/"\"off\"",
-           "off (keep every forward value the backward pass reads) or dots "
+           "off (keep every forward value the backward pass reads), dots "
            "(recompute all but matmul, convolution and attention outputs "
-           "and values several forward ops read)">,
+           "and values several forward ops read) or full (recompute the "
+           "matmuls too)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -152,8 +152,8 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
     return "--grad-compression=" + options.gradCompression +
            ": needs a --strategy (data-parallel): there is no all-reduce "
            "without one";
-  if (options.remat != "off" && options.remat != "dots")
-    return "--remat=" + options.remat + ": expected off or dots";
+  if (options.remat != "off" && options.remat != "dots" && options.remat != "full")
+    return "--remat=" + options.remat + ": expected off, dots or full";
   if (options.syncBatchNorm && options.strategy == Strategy::none)
     return "--sync-batch-norm: needs a --strategy (data-parallel, mirrored "
            "or zero1-3): with one rank the batch statistics are already the "

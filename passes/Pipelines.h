@@ -83,7 +83,7 @@ struct PipelineOptions {
   // PyTorch's SyncBatchNorm); needs a strategy other than none.
   bool syncBatchNorm = false;
   AmpMode amp = AmpMode::off;
-  // Activation checkpointing (kiln-autodiff's remat): off or dots.
+  // Activation checkpointing (kiln-autodiff's remat): off, dots or full.
   std::string remat = "off";
   // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
   // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.

@@ -27,6 +27,12 @@
 // step, so the clone drops the same elements). A value whose chain of
 // recomputed ops would exceed kMaxChain is kept instead.
 //
+// Policy `full` (PyTorch's checkpoint of every block, JAX's
+// nothing_saveable): the matmuls, convolutions and attention are
+// recomputed too, so what stays is the values several forward ops read
+// (the residual stream between blocks, a block's input) and what has side
+// effects; chains may be 4 * kMaxChain long (a transformer block's).
+//
 // The clones carry `kiln.remat` so that CSE does not merge them back into
 // the forward ops (they have the same operands); kiln-decompose passes it on
 // to the primitives of a composite it expands; kiln-fuse puts a clone only
@@ -79,9 +85,10 @@ bool isEpilogueAdd(Operation *op, const llvm::DenseSet<Operation *> &forward) {
   });
 }
 
-bool isRecomputable(Operation *op, const llvm::DenseSet<Operation *> &forward) {
+bool isRecomputable(Operation *op, const llvm::DenseSet<Operation *> &forward,
+                    bool full) {
   return op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
-         !isExpensive(op) && !isEpilogueAdd(op, forward) &&
+         (full || (!isExpensive(op) && !isEpilogueAdd(op, forward))) &&
          !op->hasTrait<OpTrait::ConstantLike>();
 }
 
@@ -93,9 +100,10 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
   RematStats stats;
   if (policy == "off")
     return stats;
-  if (policy != "dots") {
+  bool full = policy == "full";
+  if (policy != "dots" && !full) {
     func.emitError() << "kiln-autodiff: remat=" << policy
-                     << ": expected off or dots";
+                     << ": expected off, dots or full";
     return failure();
   }
   llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
@@ -104,7 +112,7 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
   // recomputed ops behind the others, in program order.
   llvm::DenseMap<Value, int> chain; // absent: kept
   for (Operation *op : forward) {
-    if (!isRecomputable(op, isForward))
+    if (!isRecomputable(op, isForward, full))
       continue;
     // Moving kept data around again saves nothing the backward pass would
     // not read anyway, and a view the forward pass never materializes (the
@@ -119,7 +127,7 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
     for (Value operand : op->getOperands())
       if (auto it = chain.find(operand); it != chain.end())
         length = std::max(length, it->second + 1);
-    if (length > kMaxChain)
+    if (length > (full ? 4 * kMaxChain : kMaxChain))
       continue;
     for (Value result : op->getResults()) {
       unsigned forwardUses = 0;

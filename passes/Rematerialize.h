@@ -21,7 +21,7 @@ struct RematStats {
   unsigned ops = 0;    // ops cloned to do it
 };
 
-// Under |policy| ("off" or "dots"), makes the backward ops of |func| (every
+// Under |policy| ("off", "dots" or "full"), makes the backward ops of |func| (every
 // top-level op not in |forward|) read recomputed clones of the forward
 // values the policy does not keep. Fails with a diagnostic on an unknown
 // policy.

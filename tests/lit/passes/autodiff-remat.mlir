@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s -split-input-file -verify-diagnostics -kiln-autodiff=remat=dots | FileCheck %s
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff=remat=dots -canonicalize -cse | FileCheck %s --check-prefix=CSE
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff | FileCheck %s --check-prefix=OFF
+// RUN: kiln-opt %s -split-input-file -kiln-autodiff=remat=full 2>/dev/null | FileCheck %s --check-prefix=FULL
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff=remat=all 2>&1 | FileCheck %s --check-prefix=BAD
 //
 // kiln-autodiff's remat=dots (passes/Rematerialize.cpp): the backward pass
@@ -36,7 +37,16 @@
 // OFF-NOT: kiln.remat
 // OFF: return
 //
-// BAD: kiln-autodiff: remat=all: expected off or dots
+// remat=full recomputes the matmul and its bias add too (x, read twice,
+// stays): the backward pass's first reader of the pre-activation gets a
+// clone of the whole chain.
+// FULL-LABEL: func.func @block
+// FULL: %[[XW2:.*]] = kiln.dot_general %arg0, %arg1{{.*}} {kiln.remat}
+// FULL: %[[PRE2:.*]] = kiln.add %[[XW2]], %{{.*}} {kiln.remat}
+// FULL: kiln.gelu tanh, %[[PRE2]] {kiln.remat}
+// FULL: return
+//
+// BAD: kiln-autodiff: remat=all: expected off, dots or full
 
 // expected-remark @below {{kiln-autodiff: remat=dots: the backward pass of @block recomputes 1 forward values (1 ops)}}
 func.func @block(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>},

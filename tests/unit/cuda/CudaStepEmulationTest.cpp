@@ -419,6 +419,14 @@ TEST_F(CudaStepEmulationTest, LeNet5BF16TwoStepsMatchTheInterpreter) {
   check(cli::buildLeNet5(&context, options), AmpMode::bf16, "lenet5-bf16");
 }
 
+// --remat=full: the backward pass runs the forward GEMMs and the fused
+// attention again.
+TEST_F(CudaStepEmulationTest, SmallGptBF16FullyRematerialized) {
+  check(cli::buildGpt(&context, smallGpt()), AmpMode::bf16, "gpt-bf16-remat-full",
+        /*fuseAttention=*/true, "full");
+  EXPECT_EQ(attentionCalls, 3); // the block's forward, again, and backward
+}
+
 TEST_F(CudaStepEmulationTest, LeNet5F32Rematerialized) {
   cli::LeNet5Options options;
   options.batch = 3;

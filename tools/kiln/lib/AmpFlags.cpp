@@ -22,10 +22,11 @@ void addAmpFlags(FlagParser &parser, AmpFlags &f) {
                   "step state that the optimizer writes, instead of "
                   "converting the parameters every step (default on)");
   parser.addValue("remat", &f.remat, "POLICY",
-                  "activation checkpointing: off (default) or dots (the "
-                  "backward pass recomputes what it reads but matmul, "
+                  "activation checkpointing: off (default), dots (the "
+                  "backward pass recomputes the values it reads but matmul, "
                   "convolution and attention outputs and values several ops "
-                  "read, instead of keeping it from the forward pass)");
+                  "read) or full (the matmuls too: only values several ops "
+                  "read are kept)");
 }
 
 bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
@@ -41,9 +42,9 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
     options.amp = *amp;
   }
   if (!f.remat.empty()) {
-    if (f.remat != "off" && f.remat != "dots") {
+    if (f.remat != "off" && f.remat != "dots" && f.remat != "full") {
       printError(errs, command,
-                 "--remat=" + f.remat + ": expected off or dots, found '" +
+                 "--remat=" + f.remat + ": expected off, dots or full, found '" +
                      f.remat + "'");
       return false;
     }

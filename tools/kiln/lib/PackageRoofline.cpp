@@ -156,6 +156,7 @@ int64_t parameterCount(const LoadedPackage &p) {
 PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
                                              const RooflineDevice &d) {
   PackageRooflineResult result;
+  double forwardAttention = 0, gradAttention = 0;
   const double bandwidth = d.bandwidthGBps * 1e9 * d.memoryEfficiency;
   auto bufferBytes = [&](uint32_t b) -> uint64_t {
     return b < p.buffers.size() ? p.buffers[b].size : 0;
@@ -273,11 +274,12 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
         attention = attentionKernelWork(a, grad, dtype, d);
         cost.flops = attention.flops;
         cost.bytes += uint64_t(2 * attention.scoresBytes);
-        if (!grad)
-          result.attentionModelFlops += 3.0 * 2.0 * double(a.batch) *
-                                        double(a.heads) * double(a.qLen) *
-                                        double(a.kvLen) *
-                                        double(a.headDim + a.valueDim);
+        // Counted once per attention of the model: at its gradient, since
+        // --remat=full runs the forward twice (at the forward when no
+        // thunk is a gradient).
+        (grad ? gradAttention : forwardAttention) +=
+            3.0 * 2.0 * double(a.batch) * double(a.heads) * double(a.qLen) *
+            double(a.kvLen) * double(a.headDim + a.valueDim);
         peak = gemmPeak(dtype, d);
         efficiency = d.attentionEfficiency;
         // Either layout: the FLOPs are the parameters'; the bytes the
@@ -343,6 +345,7 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
     result.thunks.push_back(std::move(cost));
   }
 
+  result.attentionModelFlops = gradAttention > 0 ? gradAttention : forwardAttention;
   result.parameters = parameterCount(p);
   int64_t integerInputs = 0, tokens = 0;
   for (const SignatureEntry &e : p.inputs)

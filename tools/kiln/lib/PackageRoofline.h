@@ -109,8 +109,10 @@ struct PackageRooflineResult {
   int64_t tokens = 0;
   // The attention term of model FLOPs (PaLM's, and bench/gpu/peers.py's:
   // 12 x layers x hidden x sequence per token): 3 x 2 x B x H x Tq x Tk x
-  // (D + Dv) per forward attention thunk, the whole score matrix even
-  // where a causal mask hides half of it. 0 without fused attention.
+  // (D + Dv) per attention of the model (per gradient thunk; per forward
+  // thunk in a step without gradients: a recomputed forward does not
+  // count twice), the whole score matrix even where a causal mask hides
+  // half of it. 0 without fused attention.
   double attentionModelFlops = 0;
 };
 

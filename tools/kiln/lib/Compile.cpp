@@ -247,7 +247,11 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "reductions sum in two stages, for the GPU's parallelism; a row kernel\n"
       "then also sums the first stage's groups of its rows (a layer norm's\n"
       "dx and its scale/bias gradients in one kernel; --row-groups=off\n"
-      "keeps two).");
+      "keeps two). --sync-batch-norm runs kiln-sync-batch-norm before\n"
+      "everything, on the model graph: batch norm statistics over the\n"
+      "global batch. --remat=dots|full makes kiln-autodiff recompute\n"
+      "forward values in the backward pass instead of keeping them\n"
+      "(activation checkpointing).");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",

@@ -204,8 +204,14 @@ struct SyncBatchNormPass : impl::KilnSyncBatchNormBase<SyncBatchNormPass> {
     });
     if (walk.wasInterrupted())
       return mlir::failure();
-    if (found.empty())
+    if (found.empty()) {
+      if (func.isPublic())
+        mlir::emitWarning(func.getLoc())
+            << "kiln-sync-batch-norm: @" << func.getName()
+            << " has no batch norm (no kiln.mode_select beside a running "
+               "statistic), so there is nothing to synchronize";
       return mlir::success();
+    }
     llvm::SmallVector<BatchStatistic> stats;
     llvm::DenseMap<mlir::Operation *, unsigned> index;
     for (auto &[op, stat] : found) {

@@ -221,7 +221,8 @@ struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
                         attrs.getDictionary(ctx));
     }
     ret->setOperands(results);
-    FailureOr<RematStats> remat = rematerialize(func, forward, this->remat);
+    FailureOr<RematStats> remat =
+        rematerialize(func, forward, this->remat, this->rematScope);
     if (failed(remat))
       return failure();
     if (this->remat != "off")

@@ -191,8 +191,10 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     matmul), collectives and ops with regions, the arguments, data movement
     of kept values, and values more than one forward op reads; the clones
     carry `kiln.remat` (so CSE does not merge them back). `remat=full`
-    recomputes the matmuls, convolutions and attention too. `remat=off`
-    (the default) keeps every value the backward pass reads.
+    recomputes the matmuls, convolutions and attention too. `remat-scope`
+    (a regular expression over node names) limits recomputation to the ops
+    it matches. `remat=off` (the default) keeps every value the backward
+    pass reads.
   }];
   let options = [
     Option<"remat", "remat", "std::string", /*default=*/"\"off\"",
@@ -200,6 +202,10 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
            "(recompute all but matmul, convolution and attention outputs "
            "and values several forward ops read) or full (recompute the "
            "matmuls too)">,
+    Option<"rematScope", "remat-scope", "std::string", /*default=*/"",
+           "with remat: recompute only values made by ops one of whose node "
+           "names (locations) matches this regular expression (default: "
+           "every op)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

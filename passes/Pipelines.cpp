@@ -154,6 +154,14 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
            "without one";
   if (options.remat != "off" && options.remat != "dots" && options.remat != "full")
     return "--remat=" + options.remat + ": expected off, dots or full";
+  if (!options.rematScope.empty()) {
+    if (options.remat == "off")
+      return "--remat-scope needs --remat=dots or --remat=full";
+    std::string error;
+    if (!llvm::Regex(options.rematScope).isValid(error))
+      return "--remat-scope=" + options.rematScope +
+             ": expected a regular expression over node names: " + error;
+  }
   if (options.syncBatchNorm && options.strategy == Strategy::none)
     return "--sync-batch-norm: needs a --strategy (data-parallel, mirrored "
            "or zero1-3): with one rank the batch statistics are already the "
@@ -211,6 +219,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
   if (options.trainingStep) {
     KilnAutodiffOptions autodiff;
     autodiff.remat = options.remat;
+    autodiff.rematScope = options.rematScope;
     pm.addPass(createKilnAutodiff(autodiff));
     if (options.gradAccum > 1) {
       // K micro-batches summed before any collective sees the gradients

@@ -85,6 +85,8 @@ struct PipelineOptions {
   AmpMode amp = AmpMode::off;
   // Activation checkpointing (kiln-autodiff's remat): off, dots or full.
   std::string remat = "off";
+  // With remat: only ops whose node name matches (a regex; empty: all).
+  std::string rematScope;
   // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
   // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.
   bool gemmBiasGradients = false;

@@ -33,6 +33,10 @@
 // (the residual stream between blocks, a block's input) and what has side
 // effects; chains may be 4 * kMaxChain long (a transformer block's).
 //
+// A scope (`remat-scope`, a regular expression) limits recomputation to ops
+// one of whose node names (the graph file's, kept in their locations)
+// matches it, as PyTorch users checkpoint chosen modules: the rest is kept.
+//
 // The clones carry `kiln.remat` so that CSE does not merge them back into
 // the forward ops (they have the same operands); kiln-decompose passes it on
 // to the primitives of a composite it expands; kiln-fuse puts a clone only
@@ -51,6 +55,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Regex.h"
 
 #include <functional>
 
@@ -92,18 +97,45 @@ bool isRecomputable(Operation *op, const llvm::DenseSet<Operation *> &forward,
          !op->hasTrait<OpTrait::ConstantLike>();
 }
 
+// Whether a node name of |loc| (a name, or one of a fused location's)
+// matches |scope|.
+bool inScope(Location loc, const llvm::Regex &scope) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return scope.match(name.getName().getValue()) ||
+           inScope(name.getChildLoc(), scope);
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return llvm::any_of(fused.getLocations(),
+                        [&](Location l) { return inScope(l, scope); });
+  return false;
+}
+
 } // namespace
 
 FailureOr<RematStats> rematerialize(func::FuncOp func,
                                     ArrayRef<Operation *> forward,
-                                    llvm::StringRef policy) {
+                                    llvm::StringRef policy,
+                                    llvm::StringRef scopeText) {
   RematStats stats;
-  if (policy == "off")
+  if (policy == "off") {
+    if (!scopeText.empty()) {
+      func.emitError() << "kiln-autodiff: remat-scope=" << scopeText
+                       << " needs remat=dots or remat=full";
+      return failure();
+    }
     return stats;
+  }
   bool full = policy == "full";
   if (policy != "dots" && !full) {
     func.emitError() << "kiln-autodiff: remat=" << policy
                      << ": expected off, dots or full";
+    return failure();
+  }
+  llvm::Regex scope(scopeText);
+  std::string regexError;
+  if (!scopeText.empty() && !scope.isValid(regexError)) {
+    func.emitError() << "kiln-autodiff: remat-scope=" << scopeText
+                     << ": expected a regular expression over node names: "
+                     << regexError;
     return failure();
   }
   llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
@@ -112,7 +144,8 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
   // recomputed ops behind the others, in program order.
   llvm::DenseMap<Value, int> chain; // absent: kept
   for (Operation *op : forward) {
-    if (!isRecomputable(op, isForward, full))
+    if (!isRecomputable(op, isForward, full) ||
+        (!scopeText.empty() && !inScope(op->getLoc(), scope)))
       continue;
     // Moving kept data around again saves nothing the backward pass would
     // not read anyway, and a view the forward pass never materializes (the

@@ -21,13 +21,16 @@ struct RematStats {
   unsigned ops = 0;    // ops cloned to do it
 };
 
-// Under |policy| ("off", "dots" or "full"), makes the backward ops of |func| (every
-// top-level op not in |forward|) read recomputed clones of the forward
-// values the policy does not keep. Fails with a diagnostic on an unknown
-// policy.
+// Under |policy| ("off", "dots" or "full"), makes the backward ops of
+// |func| (every top-level op not in |forward|) read recomputed clones of
+// the forward values the policy does not keep; with a |scope| (a regular
+// expression; empty: everything), only of values made by ops one of whose
+// node names matches it. Fails with a diagnostic on an unknown policy, a
+// bad expression, or a scope without a policy.
 mlir::FailureOr<RematStats> rematerialize(mlir::func::FuncOp func,
                                           llvm::ArrayRef<mlir::Operation *> forward,
-                                          llvm::StringRef policy);
+                                          llvm::StringRef policy,
+                                          llvm::StringRef scope = "");
 
 } // namespace kiln
 

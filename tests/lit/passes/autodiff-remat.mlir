@@ -2,7 +2,10 @@
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff=remat=dots -canonicalize -cse | FileCheck %s --check-prefix=CSE
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff | FileCheck %s --check-prefix=OFF
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff=remat=full 2>/dev/null | FileCheck %s --check-prefix=FULL
+// RUN: kiln-opt %s -split-input-file "-kiln-autodiff=remat=dots remat-scope=^second\." 2>/dev/null | FileCheck %s --check-prefix=SCOPE
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff=remat=all 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not kiln-opt %s -split-input-file "-kiln-autodiff=remat-scope=x" 2>&1 | FileCheck %s --check-prefix=NOPOLICY
+// NOPOLICY: kiln-autodiff: remat-scope=x needs remat=dots or remat=full
 //
 // kiln-autodiff's remat=dots (passes/Rematerialize.cpp): the backward pass
 // recomputes the forward values it reads, except matmul outputs and values
@@ -84,6 +87,32 @@ func.func @chain(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>},
   %m = kiln.mul %x, %s : tensor<4x8xf32>
   %t = kiln.tanh %m : tensor<4x8xf32>
   %y = kiln.dot_general %t, %w, batch = [] x [], contract = [1] x [0] : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %l = kiln.reduce sum %y, dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Two layers; with remat-scope=^second\. only the second's tanh (and the
+// multiply behind it) is recomputed, the first's kept.
+// SCOPE-LABEL: func.func @scoped
+// SCOPE: kiln.mul %arg0, %arg2 {kiln.remat}
+// SCOPE-NEXT: kiln.tanh %{{.*}} {kiln.remat}
+// SCOPE-NOT: kiln.remat
+// SCOPE: return
+// expected-remark @below {{recomputes 2 forward values (4 ops)}}
+func.func @scoped(%x: tensor<4x8xf32> {kiln.role = #kiln.role<input>},
+                  %s1: tensor<4x8xf32> {kiln.role = #kiln.role<parameter>},
+                  %s2: tensor<4x8xf32> {kiln.role = #kiln.role<parameter>},
+                  %w: tensor<8x8xf32> {kiln.role = #kiln.role<parameter>})
+    -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
+  %m1 = kiln.mul %x, %s1 : tensor<4x8xf32> loc("first.mul")
+  %t1 = kiln.tanh %m1 : tensor<4x8xf32> loc("first.tanh")
+  %y1 = kiln.dot_general %t1, %w, batch = [] x [], contract = [1] x [0] : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %m2 = kiln.mul %x, %s2 : tensor<4x8xf32> loc("second.mul")
+  %t2 = kiln.tanh %m2 : tensor<4x8xf32> loc("second.tanh")
+  %y2 = kiln.dot_general %t2, %w, batch = [] x [], contract = [1] x [0] : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %y = kiln.add %y1, %y2 : tensor<4x8xf32>
   %l = kiln.reduce sum %y, dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

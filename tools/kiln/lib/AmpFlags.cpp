@@ -3,6 +3,7 @@
 #include "tools/kiln/lib/AmpFlags.h"
 
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Regex.h"
 
 namespace kiln::cli {
 
@@ -27,6 +28,10 @@ void addAmpFlags(FlagParser &parser, AmpFlags &f) {
                   "convolution and attention outputs and values several ops "
                   "read) or full (the matmuls too: only values several ops "
                   "read are kept)");
+  parser.addValue("remat-scope", &f.rematScope, "REGEX",
+                  "with --remat: recompute only values made by ops whose "
+                  "node name matches REGEX (say 'blocks\\.[0-5]\\.'; "
+                  "default: every op)");
 }
 
 bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
@@ -50,6 +55,22 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
     }
     options.remat = f.remat;
   }
+  if (!f.rematScope.empty()) {
+    std::string error;
+    if (options.remat == "off") {
+      printError(errs, command,
+                 "--remat-scope needs --remat=dots or --remat=full");
+      return false;
+    }
+    if (!llvm::Regex(f.rematScope).isValid(error)) {
+      printError(errs, command,
+                 "--remat-scope=" + f.rematScope +
+                     ": expected a regular expression over node names: " +
+                     error);
+      return false;
+    }
+  }
+  options.rematScope = f.rematScope;
   if (!applyOnOff(command, "amp-param-copies", f.paramCopies,
                   options.parameterCopies, errs))
     return false;

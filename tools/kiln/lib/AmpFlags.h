@@ -19,11 +19,11 @@ namespace kiln::cli {
 
 // The flags' raw text; empty means "not given".
 struct AmpFlags {
-  std::string amp, allow, deny, infer, paramCopies, remat;
+  std::string amp, allow, deny, infer, paramCopies, remat, rematScope;
 };
 
 // Declares --amp, --amp-allow, --amp-deny, --amp-infer,
-// --amp-param-copies and --remat on |parser|.
+// --amp-param-copies, --remat and --remat-scope on |parser|.
 void addAmpFlags(FlagParser &parser, AmpFlags &flags);
 
 // Checks the values and stores them in |options|. Prints the first bad

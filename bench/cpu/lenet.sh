@@ -16,8 +16,7 @@
 #              time per round, then the median over rounds is compared
 #   --build    the build directory holding bin/kiln and bin/kiln-bench-step
 #   --model    lenet5 (default) or resnet: the zoo's ResNet-8 (width 16,
-#              batch 128, batch norms), against PyTorch eager and
-#              torch.compile only
+#              batch 128, batch norms in train mode)
 # Needs scripts/install-peers.sh for PyTorch and JAX. Exits non-zero when a
 # contender fails.
 set -euo pipefail
@@ -90,7 +89,7 @@ peers = {k: v for k, v in med.items() if k != "kiln"}
 if "kiln" in med and peers:
     best = min(peers, key=peers.get)
     print(f"kiln / fastest peer ({best}): {med['kiln'] / peers[best]:.3f}")
-expected = ("kiln", "torch", "torch.compile") + (("jax",) if sys.argv[3] == "lenet5" else ())
+expected = ("kiln", "torch", "torch.compile", "jax")
 missing = [n for n in expected if len(rows.get(n, [])) != rounds]
 sys.exit(1 if missing else 0)
 PY

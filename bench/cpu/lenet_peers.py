@@ -1,7 +1,7 @@
 """The peers' side of the CPU LeNet-5 training-step comparison
 (bench/cpu/lenet.sh; --model resnet: the zoo's ResNet-8, width 16, batch
-128, Adam 1e-3, its batch norms in train mode, in PyTorch eager and
-torch.compile): milliseconds per step of the zoo's lenet5
+128, Adam 1e-3, its batch norms in train mode, in PyTorch eager,
+torch.compile and JAX): milliseconds per step of the zoo's lenet5
 (tools/kiln/lib/Zoo.cpp buildLeNet5: conv 6@5x5 pad 2, bias, ReLU, 2x2 max
 pool; conv 16@5x5, bias, ReLU, 2x2 max pool; flatten; fc 400-120-84-10 with
 ReLUs; mean softmax cross-entropy; Adam 1e-3; f32, batch 128) in PyTorch
@@ -149,6 +149,70 @@ def run_jax(args, params, x, y):
     return dict(peer="jax", version=jax.__version__, **timed(one, args))
 
 
+def run_jax_resnet(args, x, y):
+    """The same ResNet-8 in JAX: PyTorch's weights and running statistics
+    (resnet(args)), batch norms in train mode (batch statistics, the
+    running statistics updated as PyTorch does: momentum 0.1, unbiased
+    variance) and Adam, as one jax.jit step."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    state = {k: v.detach().numpy() for k, v in resnet(args).state_dict().items()
+             if not k.endswith("num_batches_tracked")}
+    stats = {k: v for k, v in state.items() if k.endswith(("running_mean", "running_var"))}
+    params = {k: v for k, v in state.items() if k not in stats}
+
+    def conv(h, w, stride, pad):
+        return lax.conv_general_dilated(h, w, (stride, stride), [(pad, pad), (pad, pad)],
+                                        dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+    def bn(h, p, s, name, new):
+        mean = h.mean(axis=(0, 2, 3))
+        var = jnp.square(h - mean[None, :, None, None]).mean(axis=(0, 2, 3))
+        n = h.shape[0] * h.shape[2] * h.shape[3]
+        new[name + ".running_mean"] = 0.9 * s[name + ".running_mean"] + 0.1 * mean
+        new[name + ".running_var"] = 0.9 * s[name + ".running_var"] + 0.1 * var * n / (n - 1)
+        scale = lax.rsqrt(var + 1e-5) * p[name + ".weight"]
+        return ((h - mean[None, :, None, None]) * scale[None, :, None, None]
+                + p[name + ".bias"][None, :, None, None])
+
+    def loss_fn(p, s, x, y):
+        new = {}
+        h = jax.nn.relu(bn(conv(x, p["conv1.weight"], 1, 1), p, s, "bn1", new))
+        channels = 16
+        for stage in range(3):
+            width, stride = 16 << stage, 2 if stage > 0 else 1
+            b = f"layer{stage + 1}.0"
+            o = jax.nn.relu(bn(conv(h, p[b + ".conv1.weight"], stride, 1), p, s, b + ".bn1", new))
+            o = bn(conv(o, p[b + ".conv2.weight"], 1, 1), p, s, b + ".bn2", new)
+            if stride != 1 or channels != width:
+                h = bn(conv(h, p[b + ".downsample.0.weight"], stride, 0), p, s,
+                       b + ".downsample.1", new)
+            h = jax.nn.relu(o + h)
+            channels = width
+        logits = h.mean(axis=(2, 3)) @ p["fc.weight"].T + p["fc.bias"]
+        return jax_mean_cross_entropy(logits, y), new
+
+    step = jax_adam_step(loss_fn, with_state=True)
+    cpu = jax.devices("cpu")[0]
+    st = {"p": {k: jax.device_put(a, cpu) for k, a in params.items()},
+          "s": {k: jax.device_put(a, cpu) for k, a in stats.items()}}
+    st["m"] = {k: jnp.zeros_like(a) for k, a in st["p"].items()}
+    st["v"] = {k: jnp.zeros_like(a) for k, a in st["p"].items()}
+    st["t"] = jnp.zeros((), jnp.int32)
+    xs, ys = jax.device_put(x, cpu), jax.device_put(y, cpu)
+    compiled = jax.jit(step, donate_argnums=(0, 1, 2, 4)).lower(
+        st["p"], st["m"], st["v"], st["t"], st["s"], xs, ys).compile()
+
+    def one():
+        loss, st["p"], st["m"], st["v"], st["t"], st["s"] = compiled(
+            st["p"], st["m"], st["v"], st["t"], st["s"], xs, ys)
+        return loss.block_until_ready()
+
+    return dict(peer="jax", version=jax.__version__, **timed(one, args))
+
+
 def worker(args):
     allowed = sorted(os.sched_getaffinity(0))
     if args.threads > len(allowed):
@@ -159,7 +223,8 @@ def worker(args):
         os.environ["JAX_PLATFORMS"] = "cpu"
     params, x, y = initial_state(args.seed, BATCH)
     if args.worker == "jax":
-        result = run_jax(args, params, x, y)
+        result = (run_jax_resnet(args, x, y) if args.model == "resnet"
+                  else run_jax(args, params, x, y))
     else:
         result = run_torch(args, params, x, y, compiled=args.worker == "compile")
     result.update(threads=args.threads, steps=args.steps, batch=BATCH)
@@ -173,7 +238,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--peers", default=None,
-                    help="default torch,compile,jax (lenet5), torch,compile (resnet)")
+                    help="default torch,compile,jax")
     ap.add_argument("--model", choices=("lenet5", "resnet"), default="lenet5")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--worker", choices=("torch", "compile", "jax"), help=argparse.SUPPRESS)
@@ -183,13 +248,11 @@ def main():
     if args.worker:
         return worker(args)
     if args.peers is None:
-        args.peers = "torch,compile,jax" if args.model == "lenet5" else "torch,compile"
+        args.peers = "torch,compile,jax"
     results, failed = [], False
     for peer in [p for p in args.peers.split(",") if p]:
         if peer not in ("torch", "compile", "jax"):
             ap.error(f"--peers: unknown peer '{peer}' (torch, compile, jax)")
-        if peer == "jax" and args.model == "resnet":
-            ap.error("--peers: jax has no resnet here (torch, compile)")
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer,
                "--threads", str(args.threads), "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--seed", str(args.seed),

@@ -211,15 +211,23 @@ def jax_mean_cross_entropy(logits, labels):
     return jnp.mean(lse - jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0])
 
 
-def jax_adam_step(loss_fn):
+def jax_adam_step(loss_fn, with_state=False):
     """The training step for jax.jit: (p, m, v, t, x, y) -> (loss, p, m, v, t),
     the gradient of loss_fn(p, x, y) and Adam written out as
-    torch.optim.Adam computes it (the module docstring's formula)."""
+    torch.optim.Adam computes it (the module docstring's formula). With
+    with_state, model state (a batch norm's running statistics) goes
+    through: loss_fn(p, s, x, y) -> (loss, new s), and the step is
+    (p, m, v, t, s, x, y) -> (loss, p, m, v, t, s)."""
     import jax
     import jax.numpy as jnp
 
-    def step(p, m, v, t, x, y):
-        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    def step(p, m, v, t, *rest):
+        if with_state:
+            s, x, y = rest
+            (loss, s), g = jax.value_and_grad(loss_fn, has_aux=True)(p, s, x, y)
+        else:
+            x, y = rest
+            loss, g = jax.value_and_grad(loss_fn)(p, x, y)
         t = t + 1
         tf = t.astype(jnp.float32)
         step_size = LR / (1 - BETA1 ** tf)
@@ -228,6 +236,8 @@ def jax_adam_step(loss_fn):
         m = tm(lambda m, g: BETA1 * m + (1 - BETA1) * g, m, g)
         v = tm(lambda v, g: BETA2 * v + (1 - BETA2) * g * g, v, g)
         p = tm(lambda p, m, v: p - step_size * m / (jnp.sqrt(v) / bc2_sqrt + EPS), p, m, v)
+        if with_state:
+            return loss, p, m, v, t, s
         return loss, p, m, v, t
 
     return step

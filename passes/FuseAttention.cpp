@@ -99,30 +99,6 @@ bool isHeadMatmul(DotGeneralOp dot, int64_t rhsContract) {
          dot.getRhsContractingDimensions() == ArrayRef<int64_t>{rhsContract};
 }
 
-// The value of every element of |v| when it is a float constant with all
-// elements equal, seen through broadcasts and reshapes.
-std::optional<double> splatOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isa<BroadcastInDimOp, ReshapeOp>(def))
-      break;
-    v = def->getOperand(0);
-  }
-  auto constant = v.getDefiningOp<ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !isa<FloatType>(dense.getElementType()) || dense.empty())
-    return std::nullopt;
-  if (dense.isSplat())
-    return dense.getSplatValue<APFloat>().convertToDouble();
-  auto values = dense.getValues<APFloat>();
-  APFloat first = *values.begin();
-  for (const APFloat &x : values)
-    if (x.bitwiseIsEqual(first) == false)
-      return std::nullopt;
-  return first.convertToDouble();
-}
-
 // |v| evaluated by the reference interpreter when it is computed from
 // constants alone (see the file comment), within the limits.
 std::optional<HostTensor> evaluateConstant(Value v) {
@@ -458,4 +434,28 @@ private:
 };
 
 } // namespace
+
+std::optional<double> splatOf(mlir::Value v) {
+  using namespace mlir;
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<BroadcastInDimOp, ReshapeOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense || !isa<FloatType>(dense.getElementType()) || dense.empty())
+    return std::nullopt;
+  if (dense.isSplat())
+    return dense.getSplatValue<APFloat>().convertToDouble();
+  auto values = dense.getValues<APFloat>();
+  APFloat first = *values.begin();
+  for (const APFloat &x : values)
+    if (x.bitwiseIsEqual(first) == false)
+      return std::nullopt;
+  return first.convertToDouble();
+}
+
 } // namespace kiln

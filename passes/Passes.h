@@ -39,6 +39,12 @@ std::optional<int64_t> argumentIndexBound(mlir::func::FuncOp func,
 // every public function.
 void markIndexBounds(mlir::func::FuncOp func);
 
+// The value of every element of |v| when it is a float constant with all
+// elements equal, seen through broadcasts and reshapes (a splat as the
+// graph builders write it: a 0-d constant broadcast); nullopt otherwise.
+// Defined in passes/FuseAttention.cpp.
+std::optional<double> splatOf(mlir::Value v);
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 

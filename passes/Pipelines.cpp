@@ -152,16 +152,9 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
     return "--grad-compression=" + options.gradCompression +
            ": needs a --strategy (data-parallel): there is no all-reduce "
            "without one";
-  if (options.remat != "off" && options.remat != "dots" && options.remat != "full")
-    return "--remat=" + options.remat + ": expected off, dots or full";
-  if (!options.rematScope.empty()) {
-    if (options.remat == "off")
-      return "--remat-scope needs --remat=dots or --remat=full";
-    std::string error;
-    if (!llvm::Regex(options.rematScope).isValid(error))
-      return "--remat-scope=" + options.rematScope +
-             ": expected a regular expression over node names: " + error;
-  }
+  if (std::string problem = checkRematOptions(options.remat, options.rematScope);
+      !problem.empty())
+    return problem;
   if (options.syncBatchNorm && options.strategy == Strategy::none)
     return "--sync-batch-norm: needs a --strategy (data-parallel, mirrored "
            "or zero1-3): with one rank the batch statistics are already the "
@@ -179,6 +172,23 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
       return "--dump-after=" + options.dumpAfter +
              ": expected a regular expression over pass names: " + error;
   }
+  return "";
+}
+
+std::string checkRematOptions(llvm::StringRef remat, llvm::StringRef scope) {
+  if (remat != "off" && remat != "dots" && remat != "full")
+    return ("--remat=" + remat + ": expected off, dots or full, found '" + remat +
+            "'")
+        .str();
+  if (scope.empty())
+    return "";
+  if (remat == "off")
+    return "--remat-scope needs --remat=dots or --remat=full";
+  std::string error;
+  if (!llvm::Regex(scope).isValid(error))
+    return ("--remat-scope=" + scope +
+            ": expected a regular expression over node names: " + error)
+        .str();
   return "";
 }
 

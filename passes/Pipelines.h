@@ -130,6 +130,10 @@ llvm::StringRef stringifyAmp(AmpMode amp);
 // "" when the pipeline can honour |options|; otherwise what it cannot do yet
 // or what is inconsistent, naming the flag.
 std::string checkPipelineOptions(const PipelineOptions &options);
+// "" for a valid --remat policy (off, dots or full) and --remat-scope (a
+// regular expression, only with a policy); otherwise what is wrong, naming
+// the flag. checkPipelineOptions and the command-line flags share it.
+std::string checkRematOptions(llvm::StringRef remat, llvm::StringRef scope);
 
 // Adds the compile pipeline's passes to |pm| (a module pass manager). The
 // options must have passed checkPipelineOptions.

@@ -104,21 +104,6 @@ bool isModelStateArgument(mlir::func::FuncOp func, Value value) {
   return role && role.getValue() == Role::model_state;
 }
 
-// The value of every element of |value| when it is a float splat constant
-// (a kiln.constant, or a broadcast of a 0-d one, as GraphBuilder::splat
-// writes it).
-std::optional<double> splatValue(Value value) {
-  if (auto broadcast = value.getDefiningOp<BroadcastInDimOp>())
-    value = broadcast.getOperand();
-  auto constant = value.getDefiningOp<ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = llvm::dyn_cast<mlir::DenseFPElementsAttr>(constant.getValue());
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<llvm::APFloat>().convertToDouble();
-}
-
 // Whether every path from |value| ends in a model-state result of |func|.
 bool feedsOnlyModelState(mlir::func::FuncOp func, Value value) {
   llvm::SmallVector<Value> work{value};
@@ -297,7 +282,7 @@ struct SyncBatchNormPass : impl::KilnSyncBatchNormBase<SyncBatchNormPass> {
           continue;
         Value other = mul.getLhs() == stat.reduce.getResult() ? mul.getRhs()
                                                               : mul.getLhs();
-        std::optional<double> c = splatValue(other);
+        std::optional<double> c = splatOf(other);
         if (!c || !feedsOnlyModelState(func, mul.getResult()))
           continue;
         stat.update = mul;

@@ -3,7 +3,6 @@
 #include "tools/kiln/lib/AmpFlags.h"
 
 #include "llvm/ADT/SmallVector.h"
-#include "llvm/Support/Regex.h"
 
 namespace kiln::cli {
 
@@ -46,30 +45,13 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
     }
     options.amp = *amp;
   }
-  if (!f.remat.empty()) {
-    if (f.remat != "off" && f.remat != "dots" && f.remat != "full") {
-      printError(errs, command,
-                 "--remat=" + f.remat + ": expected off, dots or full, found '" +
-                     f.remat + "'");
-      return false;
-    }
-    options.remat = f.remat;
+  llvm::StringRef remat = f.remat.empty() ? llvm::StringRef(options.remat) : f.remat;
+  if (std::string problem = checkRematOptions(remat, f.rematScope);
+      !problem.empty()) {
+    printError(errs, command, problem);
+    return false;
   }
-  if (!f.rematScope.empty()) {
-    std::string error;
-    if (options.remat == "off") {
-      printError(errs, command,
-                 "--remat-scope needs --remat=dots or --remat=full");
-      return false;
-    }
-    if (!llvm::Regex(f.rematScope).isValid(error)) {
-      printError(errs, command,
-                 "--remat-scope=" + f.rematScope +
-                     ": expected a regular expression over node names: " +
-                     error);
-      return false;
-    }
-  }
+  options.remat = remat.str();
   options.rematScope = f.rematScope;
   if (!applyOnOff(command, "amp-param-copies", f.paramCopies,
                   options.parameterCopies, errs))

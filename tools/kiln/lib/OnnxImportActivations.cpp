@@ -53,13 +53,9 @@ bool Importer::unary(const std::string &op) {
   } else if (op == "LeakyRelu") {
     // x if x > 0, else alpha * x.
     float alpha = floatAttr("alpha", 0.01f);
-    mlir::Value zero = splat(0.0, element(x), shape(x));
-    mlir::Value positive = b_.create<kiln::CompareOp>(
-        loc(".positive"), type(shape(x), b_.getI1Type()),
-        kiln::CompareDirection::gt, x, zero);
     mlir::Value scaled = b_.create<kiln::MulOp>(
         loc(".scaled"), t, x, splat(alpha, element(x), shape(x)));
-    y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+    y = positiveElse(x, scaled, l);
   } else if (op == "HardSigmoid" || op == "HardSwish") {
     // max(0, min(1, alpha * x + beta)); HardSwish is x times that with
     // alpha 1/6 and beta 1/2.
@@ -91,16 +87,12 @@ bool Importer::unary(const std::string &op) {
   } else if (op == "Elu") {
     // x if x > 0, else alpha * (exp(x) - 1).
     float alpha = floatAttr("alpha", 1.0f);
-    mlir::Value zero = splat(0.0, element(x), shape(x));
-    mlir::Value positive = b_.create<kiln::CompareOp>(
-        loc(".positive"), type(shape(x), b_.getI1Type()),
-        kiln::CompareDirection::gt, x, zero);
     mlir::Value decay = b_.create<kiln::SubOp>(loc(".expm1"), t,
                                                b_.create<kiln::ExpOp>(loc(".exp"), t, x),
                                                splat(1.0, element(x), shape(x)));
     mlir::Value scaled = b_.create<kiln::MulOp>(
         loc(".scaled"), t, decay, splat(alpha, element(x), shape(x)));
-    y = b_.create<kiln::SelectOp>(l, t, positive, x, scaled);
+    y = positiveElse(x, scaled, l);
   } else if (op == "Selu" || op == "Celu") {
     // Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1)); Celu: max(0, x)
     // + min(0, alpha * (exp(x / alpha) - 1)).
@@ -118,11 +110,8 @@ bool Importer::unary(const std::string &op) {
                                splat(1.0, element(x), shape(x))),
         splat(alpha, element(x), shape(x)));
     if (selu) {
-      mlir::Value positive = b_.create<kiln::CompareOp>(
-          loc(".positive"), type(shape(x), b_.getI1Type()), kiln::CompareDirection::gt, x, zero);
-      y = b_.create<kiln::MulOp>(
-          l, t, b_.create<kiln::SelectOp>(loc(".select"), t, positive, x, decay),
-          splat(gamma, element(x), shape(x)));
+      y = b_.create<kiln::MulOp>(l, t, positiveElse(x, decay, loc(".select")),
+                                 splat(gamma, element(x), shape(x)));
     } else {
       y = b_.create<kiln::AddOp>(l, t, b_.create<kiln::MaxOp>(loc(".positive"), t, x, zero),
                                  b_.create<kiln::MinOp>(loc(".negative"), t, decay, zero));
@@ -215,14 +204,18 @@ bool Importer::prelu() {
   if (dims != shape(x))
     return fail("slope " + shapeText(shape(slope)) + " does not broadcast to X " +
                 shapeText(shape(x)));
-  mlir::Type t = x.getType();
+  mlir::Value scaled = b_.create<kiln::MulOp>(loc(".scaled"), x.getType(), x,
+                                              broadcastTo(slope, shape(x)));
+  setOutput(0, positiveElse(x, scaled, loc()));
+  return true;
+}
+
+mlir::Value Importer::positiveElse(mlir::Value x, mlir::Value otherwise,
+                                   mlir::Location at) {
   mlir::Value positive = b_.create<kiln::CompareOp>(
       loc(".positive"), type(shape(x), b_.getI1Type()), kiln::CompareDirection::gt, x,
       splat(0.0, element(x), shape(x)));
-  mlir::Value scaled =
-      b_.create<kiln::MulOp>(loc(".scaled"), t, x, broadcastTo(slope, shape(x)));
-  setOutput(0, b_.create<kiln::SelectOp>(loc(), t, positive, x, scaled));
-  return true;
+  return b_.create<kiln::SelectOp>(at, x.getType(), positive, x, otherwise);
 }
 
 } // namespace kiln::cli::onnx_import

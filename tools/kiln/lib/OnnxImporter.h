@@ -154,6 +154,9 @@ private:
                        llvm::SmallVectorImpl<int64_t> &out);
   mlir::Value splat(double v, mlir::Type element, llvm::ArrayRef<int64_t> dims);
   mlir::Value constant(const Static &s, const std::string &name);
+  // |x| where x > 0, else |otherwise| (of x's type), the select at |at|: the
+  // piecewise activations (LeakyRelu, Elu, Selu, PRelu).
+  mlir::Value positiveElse(mlir::Value x, mlir::Value otherwise, mlir::Location at);
 
   // Op groups.
   bool unary(const std::string &op);

@@ -127,3 +127,32 @@ func.func @constant_operand(%r: tensor<12x4xf32>, %b: tensor<12xf32>) -> tensor<
   %a = kiln.add %d, %bb : tensor<4x12xf32>
   return %a : tensor<4x12xf32>
 }
+
+// -----
+
+// kiln-autodiff's recomputed clone of the GELU (kiln.remat, --remat=dots)
+// reads the same pre-activation as the forward GELU, in the backward pass.
+// The epilogue takes the forward GELU; the clone stays a kernel of its own
+// before its backward reader, or it would be computed in the forward pass
+// and kept, which is what recomputing it saves (the mark is dropped).
+// CHECK-LABEL: func.func @remat_gelu
+// CHECK: %[[G:.*]]:2 = kiln.fusion gemm
+// CHECK: kiln.add
+// CHECK-NEXT: %[[FWD:.*]] = kiln.gelu tanh, %{{[0-9]+}} : tensor<64x128xf32>
+// CHECK-NEXT: kiln.yield %{{.*}}, %[[FWD]]
+// CHECK: kiln.dot_general %[[G]]#1, %arg3
+// CHECK: %[[CLONE:.*]] = kiln.fusion loop(%[[G]]#0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.gelu tanh, %{{[a-z0-9]+}} : tensor<64x128xf32>
+// CHECK: kiln.dot_general %[[CLONE]], %arg4
+// CHECK: return
+func.func @remat_gelu(%x: tensor<64x128xf32>, %w: tensor<128x128xf32>, %b: tensor<128xf32>, %w2: tensor<128x128xf32>, %dy: tensor<64x128xf32>) -> (tensor<64x128xf32>, tensor<128x128xf32>) {
+  %d = kiln.dot_general %x, %w, batch = [] x [], contract = [1] x [0] : (tensor<64x128xf32>, tensor<128x128xf32>) -> tensor<64x128xf32>
+  %bb = kiln.broadcast_in_dim %b, dims = [1] : tensor<128xf32> -> tensor<64x128xf32>
+  %a = kiln.add %d, %bb : tensor<64x128xf32>
+  %g = kiln.gelu tanh, %a : tensor<64x128xf32>
+  %y = kiln.dot_general %g, %w2, batch = [] x [], contract = [1] x [0] : (tensor<64x128xf32>, tensor<128x128xf32>) -> tensor<64x128xf32>
+  %g2 = kiln.gelu tanh, %a {kiln.remat} : tensor<64x128xf32>
+  %dw = kiln.dot_general %g2, %dy, batch = [] x [], contract = [0] x [0] : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<128x128xf32>
+  return %y, %dw : tensor<64x128xf32>, tensor<128x128xf32>
+}

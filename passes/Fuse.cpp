@@ -218,10 +218,11 @@ void Fuser::formGemmEpilogues(bool geluGrad) {
       }
       if (!next) {
         for (Operation *user : directUsers) {
-          // Not kiln-autodiff's recomputed clone of the activation, which
-          // would be computed here, in the forward pass, and kept (the
-          // rule FusionPlan::legal keeps for the other merges).
-          if (user->hasAttr(kRematAttrName))
+          // Not kiln-autodiff's recomputed clone of the activation after a
+          // forward GEMM: it would be computed here, in the forward pass,
+          // and kept (the rule FusionPlan::legal keeps for the other
+          // merges). A recomputed GEMM takes its recomputed activation.
+          if (user->hasAttr(kRematAttrName) && !node->hasAttr(kRematAttrName))
             continue;
           auto gelu = dyn_cast<GeluOp>(user);
           if (isa<ReluOp>(user) ||

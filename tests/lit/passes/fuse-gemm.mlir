@@ -156,3 +156,26 @@ func.func @remat_gelu(%x: tensor<64x128xf32>, %w: tensor<128x128xf32>, %b: tenso
   %dw = kiln.dot_general %g2, %dy, batch = [] x [], contract = [0] x [0] : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<128x128xf32>
   return %y, %dw : tensor<64x128xf32>, tensor<128x128xf32>
 }
+
+// -----
+
+// Under --remat=full the GEMM itself is a recomputed clone: its recomputed
+// bias add and GELU are its epilogue, as a forward GEMM's are.
+// CHECK-LABEL: func.func @remat_gemm
+// CHECK: kiln.fusion gemm
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kiln.dot_general
+// CHECK-NEXT: kiln.broadcast_in_dim
+// CHECK-NEXT: kiln.add
+// CHECK-NEXT: kiln.gelu tanh
+// CHECK-NEXT: kiln.yield
+// CHECK-NOT: kiln.remat
+// CHECK: return
+func.func @remat_gemm(%x: tensor<64x128xf32>, %w: tensor<128x128xf32>, %b: tensor<128xf32>, %dy: tensor<64x128xf32>) -> tensor<128x128xf32> {
+  %d = kiln.dot_general %x, %w, batch = [] x [], contract = [1] x [0] {kiln.remat} : (tensor<64x128xf32>, tensor<128x128xf32>) -> tensor<64x128xf32>
+  %bb = kiln.broadcast_in_dim %b, dims = [1] {kiln.remat} : tensor<128xf32> -> tensor<64x128xf32>
+  %a = kiln.add %d, %bb {kiln.remat} : tensor<64x128xf32>
+  %g = kiln.gelu tanh, %a {kiln.remat} : tensor<64x128xf32>
+  %dw = kiln.dot_general %g, %dy, batch = [] x [], contract = [0] x [0] : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<128x128xf32>
+  return %dw : tensor<128x128xf32>
+}

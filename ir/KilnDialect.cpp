@@ -258,7 +258,7 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kArenaBytesAttrName || name == kPeakBytesAttrName ||
-      name == kLowerBoundBytesAttrName) {
+      name == kLowerBoundBytesAttrName || name == "kiln.remat_candidates") {
     auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<func::FuncOp>(op) || !bytes || bytes.getInt() < 0)
       return op->emitError() << "'" << name << "' must be a non-negative "
@@ -272,7 +272,8 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                             << "' op (the kiln dialect puts kiln.training on the "
                                "module and the buffer plan, kiln.buffer_offsets, "
                                "kiln.aliases, kiln.arena_bytes, kiln.peak_bytes "
-                               "and kiln.lower_bound_bytes, on functions and ops";
+                               "and kiln.lower_bound_bytes, and kiln-autodiff's "
+                               "kiln.remat_candidates, on functions and ops";
   if (name == kRoleAttrName || name == kInitAttrName || name == kNameAttrName ||
       name == kGradOfAttrName || name == kUpdatesAttrName ||
       name == kCopyOfAttrName)

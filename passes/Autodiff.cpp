@@ -222,14 +222,20 @@ struct AutodiffPass : impl::KilnAutodiffBase<AutodiffPass> {
     }
     ret->setOperands(results);
     FailureOr<RematStats> remat =
-        rematerialize(func, forward, this->remat, this->rematScope);
+        rematerialize(func, forward, this->remat, this->rematScope,
+                      this->rematLimit);
     if (failed(remat))
       return failure();
     if (this->remat != "off")
       func.emitRemark() << "kiln-autodiff: remat=" << this->remat << ": the "
                         << "backward pass of @" << func.getName()
                         << " recomputes " << remat->values
-                        << " forward values (" << remat->ops << " ops)";
+                        << " forward values (" << remat->ops << " ops)"
+                        << (this->rematLimit >= 0
+                                ? " of " + std::to_string(remat->candidates) +
+                                      " candidates (remat-limit=" +
+                                      std::to_string(this->rematLimit) + ")"
+                                : std::string());
     return success();
   }
 };

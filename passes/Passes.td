@@ -193,8 +193,12 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     carry `kiln.remat` (so CSE does not merge them back). `remat=full`
     recomputes the matmuls, convolutions and attention too. `remat-scope`
     (a regular expression over node names) limits recomputation to the ops
-    it matches. `remat=off` (the default) keeps every value the backward
-    pass reads.
+    it matches. `remat-limit=K` recomputes only K of the candidates (values
+    the backward pass reads that the policy would recompute), taken greedily
+    on a memory profile of the step: at each peak, the candidate kept across
+    it that is cheapest to recompute per byte; the function records its
+    candidates in `kiln.remat_candidates`. `remat=off` (the default) keeps every value the
+    backward pass reads.
   }];
   let options = [
     Option<"remat", "remat", "std::string", /*default=*/"\"off\"",
@@ -206,6 +210,10 @@ def KilnAutodiff : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
            "with remat: recompute only values made by ops one of whose node "
            "names (locations) matches this regular expression (default: "
            "every op)">,
+    Option<"rematLimit", "remat-limit", "int64_t", /*default=*/"-1",
+           "with remat: recompute only this many of the values the policy "
+           "would, the cheapest per byte freed at the peak first (-1, the "
+           "default: all of them); kiln compile --memory-budget chooses it">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

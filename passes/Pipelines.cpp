@@ -10,7 +10,9 @@
 #include "passes/Pipelines.h"
 
 #include "passes/Passes.h"
+#include "passes/Rematerialize.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Transforms/Passes.h"
@@ -20,6 +22,7 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <iterator>
 #include <limits>
 
 namespace kiln {
@@ -155,6 +158,15 @@ std::string checkPipelineOptions(const PipelineOptions &options) {
   if (std::string problem = checkRematOptions(options.remat, options.rematScope);
       !problem.empty())
     return problem;
+  if (options.memoryBudget < 0)
+    return "--memory-budget: expected a positive size, found " +
+           std::to_string(options.memoryBudget) + " bytes";
+  if (options.memoryBudget > 0 && options.remat == "off")
+    return "--memory-budget needs a --remat policy to choose from (dots or "
+           "full, the default with a budget), not --remat=off";
+  if (options.rematLimit < -1)
+    return "remat-limit=" + std::to_string(options.rematLimit) +
+           ": expected -1 (every candidate) or a count of 0 or more";
   if (options.syncBatchNorm && options.strategy == Strategy::none)
     return "--sync-batch-norm: needs a --strategy (data-parallel, mirrored "
            "or zero1-3): with one rank the batch statistics are already the "
@@ -230,6 +242,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const PipelineOptions &option
     KilnAutodiffOptions autodiff;
     autodiff.remat = options.remat;
     autodiff.rematScope = options.rematScope;
+    autodiff.rematLimit = options.rematLimit;
     pm.addPass(createKilnAutodiff(autodiff));
     if (options.gradAccum > 1) {
       // K micro-batches summed before any collective sees the gradients
@@ -364,11 +377,165 @@ private:
 
 } // namespace
 
+std::string formatBytes(int64_t bytes) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  unsigned unit = 0;
+  while (unit + 1 < std::size(units) && value >= 1024) {
+    value /= 1024;
+    ++unit;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (unit == 0)
+    os << bytes << " B";
+  else
+    os << llvm::format("%.2f ", value) << units[unit];
+  return text;
+}
+
+namespace {
+
+// The planned peak of a compiled module: the largest kiln.peak_bytes of its
+// functions (a pipeline stage's, a step's); -1 when none has a plan.
+int64_t plannedPeak(mlir::ModuleOp module) {
+  int64_t peak = -1;
+  module.walk([&](mlir::func::FuncOp func) {
+    if (auto bytes = func->getAttrOfType<mlir::IntegerAttr>(
+            KilnDialect::kPeakBytesAttrName))
+      peak = std::max(peak, bytes.getInt());
+  });
+  return peak;
+}
+
+// The most candidates kiln-autodiff recorded (kiln.remat_candidates).
+int64_t rematCandidates(mlir::ModuleOp module) {
+  int64_t candidates = 0;
+  module.walk([&](mlir::func::FuncOp func) {
+    if (auto count = func->getAttrOfType<mlir::IntegerAttr>(
+            kRematCandidatesAttrName))
+      candidates = std::max(candidates, count.getInt());
+  });
+  return candidates;
+}
+
+// Compiles a copy of |module| under |options| with every diagnostic
+// silenced; fills |peak| (-1: the pipeline failed or planned nothing) and
+// |candidates|.
+void trialCompile(mlir::ModuleOp module, const PipelineOptions &options,
+                  int64_t &peak, int64_t &candidates) {
+  mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+  mlir::ScopedDiagnosticHandler silence(
+      module.getContext(), [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::PassManager pm(module.getContext());
+  buildCompilePipeline(pm, options);
+  peak = -1;
+  candidates = 0;
+  if (mlir::failed(pm.run(*copy)))
+    return;
+  peak = plannedPeak(*copy);
+  candidates = rematCandidates(*copy);
+}
+
+// Under options.memoryBudget: the least remat-limit whose planned peak fits
+// (a binary search between none and every candidate, each step a compile
+// of a copy; the plan need not shrink monotonically with the limit, so
+// the result is the least limit seen to fit, which the search checked).
+// Under `full`, when every candidate does not fit, `dots`, whose recomputed
+// values `full` allows too, is searched as well: keeping the matmul outputs
+// (and a convolution's, read by its batch norm twice) can plan less than
+// recomputing them. Sets options.remat and options.rematLimit to the
+// choice; fails with a diagnostic when nothing fits.
+mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
+                                     PipelineOptions &options,
+                                     MemoryBudgetOutcome &outcome) {
+  outcome.searched = true;
+  PipelineOptions trial = options;
+  trial.dumpDir.clear();
+  int64_t peak, candidates;
+  auto compile = [&](int64_t k) {
+    trial.rematLimit = k;
+    trialCompile(module, trial, peak, candidates);
+    ++outcome.compiles;
+  };
+  compile(0);
+  outcome.peakWithout = peak;
+  outcome.candidates = candidates;
+  outcome.policy = options.remat;
+  if (peak < 0) { // the real compile reports what failed
+    outcome.searched = false;
+    return mlir::success();
+  }
+  if (peak <= options.memoryBudget) {
+    options.rematLimit = 0;
+    outcome.peak = peak;
+    return mlir::success();
+  }
+  compile(candidates);
+  if (peak < 0) {
+    outcome.searched = false;
+    return mlir::success();
+  }
+  int64_t least = peak;
+  if (peak > options.memoryBudget && options.remat == "full") {
+    trial.remat = "dots";
+    compile(-1);
+    if (peak >= 0 && peak <= options.memoryBudget) {
+      outcome.policy = "dots";
+      outcome.candidates = candidates;
+    } else {
+      if (peak >= 0)
+        least = std::min(least, peak);
+      peak = least;
+      trial.remat = "full";
+    }
+  }
+  if (peak > options.memoryBudget)
+    return module.emitError()
+           << "--memory-budget=" << formatBytes(options.memoryBudget)
+           << ": the training step's planned memory is "
+           << formatBytes(outcome.peakWithout) << ", and at least "
+           << formatBytes(least) << " with recomputation (--remat="
+           << options.remat << "'s " << outcome.candidates
+           << " values); a smaller batch (or --grad-accum), "
+              "--amp=bf16, a ZeRO strategy or more memory would fit it";
+  int64_t fits = candidates, fitsPeak = peak, misses = 0;
+  while (fits - misses > 1) {
+    int64_t mid = misses + (fits - misses) / 2;
+    compile(mid);
+    if (peak >= 0 && peak <= options.memoryBudget) {
+      fits = mid;
+      fitsPeak = peak;
+    } else {
+      misses = mid;
+    }
+  }
+  options.remat = trial.remat;
+  options.rematLimit = fits;
+  outcome.peak = fitsPeak;
+  outcome.recomputed = fits;
+  return mlir::success();
+}
+
+} // namespace
+
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
-                                       const PipelineOptions &options,
-                                       mlir::TimingScope *timing) {
-  if (std::string problem = checkPipelineOptions(options); !problem.empty())
+                                       const PipelineOptions &givenOptions,
+                                       mlir::TimingScope *timing,
+                                       MemoryBudgetOutcome *outcome) {
+  if (std::string problem = checkPipelineOptions(givenOptions);
+      !problem.empty())
     return module.emitError() << problem;
+  PipelineOptions options = givenOptions;
+  MemoryBudgetOutcome budget;
+  if (options.memoryBudget > 0 && options.trainingStep && options.optimize) {
+    std::optional<mlir::TimingScope> search;
+    if (timing)
+      search.emplace(timing->nest("memory-budget search (compiles of copies)"));
+    if (mlir::failed(searchRematLimit(module, options, budget)))
+      return mlir::failure();
+    ++budget.compiles; // the compile below
+  }
 
   mlir::PassManager pm(module.getContext());
   buildCompilePipeline(pm, options);
@@ -388,6 +555,18 @@ mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
     pm.enableTiming(*timing);
   if (mlir::failed(pm.run(module)) || dumpFailed)
     return mlir::failure();
+  if (budget.searched) {
+    budget.peak = plannedPeak(module);
+    if (budget.peak > options.memoryBudget)
+      return module.emitError()
+             << "internal error: --memory-budget="
+             << formatBytes(options.memoryBudget) << ": the search chose "
+             << options.rematLimit << " values of --remat=" << options.remat
+             << " to recompute for a plan of "
+             << formatBytes(budget.peak) << ", over the budget";
+  }
+  if (outcome)
+    *outcome = budget;
   return mlir::success();
 }
 

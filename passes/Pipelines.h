@@ -87,6 +87,15 @@ struct PipelineOptions {
   std::string remat = "off";
   // With remat: only ops whose node name matches (a regex; empty: all).
   std::string rematScope;
+  // With remat: recompute only this many of the policy's candidates, the
+  // cheapest per byte (kiln-autodiff's remat-limit); -1: all of them.
+  int64_t rematLimit = -1;
+  // When positive: the most bytes the training step's planned memory (its
+  // arguments and arena, kiln.peak_bytes) may take. runCompilePipeline then
+  // searches the least remat-limit under the remat policy (dots or full;
+  // full also tries dots' values) whose plan fits, and fails, saying what
+  // the step needs, when even the whole policy does not fit.
+  int64_t memoryBudget = 0;
   // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
   // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.
   bool gemmBiasGradients = false;
@@ -135,6 +144,17 @@ std::string checkPipelineOptions(const PipelineOptions &options);
 // the flag. checkPipelineOptions and the command-line flags share it.
 std::string checkRematOptions(llvm::StringRef remat, llvm::StringRef scope);
 
+// What runCompilePipeline's search under a memory budget found.
+struct MemoryBudgetOutcome {
+  bool searched = false;     // a budget applied (a training step, optimized)
+  int64_t peakWithout = 0;   // the planned peak without recomputation
+  int64_t peak = 0;          // the planned peak compiled
+  std::string policy;        // the remat policy chosen from (dots or full)
+  int64_t recomputed = 0;    // candidates recomputed (remat-limit)
+  int64_t candidates = 0;    // the policy's candidates
+  int64_t compiles = 0;      // pipeline runs the search took, the last included
+};
+
 // Adds the compile pipeline's passes to |pm| (a module pass manager). The
 // options must have passed checkPipelineOptions.
 void buildCompilePipeline(mlir::OpPassManager &pm,
@@ -145,10 +165,18 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
 // and runs the pipeline, with IR dumps when asked. Emits diagnostics and
 // fails on any problem, including options checkPipelineOptions rejects.
 // With |timing|, each pass's time is recorded in a scope nested in it
-// (MLIR's pass timing: `kiln compile --timing`).
+// (MLIR's pass timing: `kiln compile --timing`). Under a memory budget (a
+// training step that is optimized), the search's compiles run on copies
+// with their diagnostics silenced, then the chosen one on |module|; what it
+// found goes to |outcome| when given.
 mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
                                        const PipelineOptions &options,
-                                       mlir::TimingScope *timing = nullptr);
+                                       mlir::TimingScope *timing = nullptr,
+                                       MemoryBudgetOutcome *outcome = nullptr);
+
+// "2.50 GiB": |bytes| in the largest binary unit (B to TiB) under which it
+// is at least 1, for messages about memory.
+std::string formatBytes(int64_t bytes);
 
 } // namespace kiln
 

@@ -37,6 +37,20 @@
 // one of whose node names (the graph file's, kept in their locations)
 // matches it, as PyTorch users checkpoint chosen modules: the rest is kept.
 //
+// A limit (`remat-limit`, K >= 0) recomputes only K of the values the policy
+// would (its candidates: those the backward pass reads), in the order XLA's
+// rematerialization takes them, as PyTorch's activation memory budget
+// trades runtime against memory: a value's price is the modelled time
+// (FusionCostModel's roofline, no launches) of the ops that recompute it
+// from values kept anyway, the other candidates counted as kept, over its
+// bytes; greedily on a memory profile of the step, the next one is the
+// cheapest of those kept across the profile's current peak. So a layer
+// norm's or a GELU's output goes before a matmul's, and the logits, which
+// the loss reads right before its gradient does, come last: recomputing
+// them frees nothing at the peak. The function records its candidates in
+// `kiln.remat_candidates`; `--memory-budget` (runCompilePipeline,
+// passes/Pipelines.cpp) searches the least K whose planned step fits.
+//
 // The clones carry `kiln.remat` so that CSE does not merge them back into
 // the forward ops (they have the same operands); kiln-decompose passes it on
 // to the primitives of a composite it expands; kiln-fuse puts a clone only
@@ -50,13 +64,17 @@
 
 #include "passes/Rematerialize.h"
 
+#include "ir/KilnDialect.h"
 #include "ir/KilnOps.h"
+#include "passes/FusionCostModel.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
 #include <functional>
 
 namespace kiln {
@@ -109,16 +127,168 @@ bool inScope(Location loc, const llvm::Regex &scope) {
   return false;
 }
 
+// Modelled microseconds of |op| on its own: the longer of moving its
+// operands and results and doing its arithmetic.
+double opTimeUs(Operation *op, const FusionCostModel &model) {
+  int64_t bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += tensorBytes(v.getType());
+  for (Value v : op->getResults())
+    bytes += tensorBytes(v.getType());
+  int64_t flops = 0;
+  if (auto cost = dyn_cast<CostInterface>(op))
+    flops = cost.getFlops();
+  return std::max(model.transferUs(bytes),
+                  static_cast<double>(flops) /
+                      (model.options().peakGflops * 1e3));
+}
+
+// Keeps in |chain| the |limit| candidates (forward values in it the backward
+// pass reads, in program order) that come first in the order XLA's
+// rematerialization would take them; the others leave it (kept).
+// That order is greedy on a memory profile of |body| in program order
+// (every op result live from its op to its last reader, which is the
+// step before fusion): at the profile's peak, of the candidates kept
+// across it (made before it, read again by the backward pass after it),
+// the one cheapest to recompute per byte, whose recomputation then lets it
+// die at its last forward use and live again from its first backward
+// reader; then the new peak, and so on. A candidate kept across no peak
+// (the logits, read by the loss and at once by its gradient) frees
+// nothing there, so it comes after those that do, by price.
+void limitCandidates(Block &body, llvm::ArrayRef<Value> candidates, int64_t limit,
+                  const llvm::DenseSet<Operation *> &isForward,
+                  llvm::DenseMap<Value, int> &chain) {
+  llvm::DenseSet<Value> isCandidate(candidates.begin(), candidates.end());
+  FusionCostModel model;
+
+  // Positions, and each result's span.
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (Operation &op : body)
+    position[&op] = static_cast<int64_t>(position.size());
+  int64_t steps = static_cast<int64_t>(position.size());
+  struct Span {
+    int64_t bytes, def, last;
+  };
+  std::vector<Span> spans;
+  for (Operation &op : body)
+    for (Value result : op.getResults()) {
+      int64_t last = position[&op];
+      for (Operation *user : result.getUsers())
+        if (Operation *at = body.findAncestorOpInBlock(*user))
+          last = std::max(last, position[at]);
+      if (!isCandidate.contains(result))
+        spans.push_back({tensorBytes(result.getType()), position[&op], last});
+    }
+
+  struct Candidate {
+    Value value;
+    int64_t bytes, def, lastForward, firstBackward, last;
+    double usPerByte;
+    bool taken = false;
+  };
+  std::vector<Candidate> all;
+  for (Value v : candidates) {
+    Candidate c{v, tensorBytes(v.getType()), position[v.getDefiningOp()], 0,
+                steps, 0, 0.0};
+    c.lastForward = c.def;
+    for (Operation *user : v.getUsers()) {
+      Operation *at = body.findAncestorOpInBlock(*user);
+      if (!at)
+        continue;
+      int64_t pos = position[at];
+      c.last = std::max(c.last, pos);
+      if (isForward.contains(at))
+        c.lastForward = std::max(c.lastForward, pos);
+      else
+        c.firstBackward = std::min(c.firstBackward, pos);
+    }
+    // The ops that recompute v alone: its chain back to kept values and to
+    // the other candidates (counted as kept).
+    double us = 0;
+    llvm::DenseSet<Operation *> seen;
+    llvm::SmallVector<Value> work{v};
+    while (!work.empty()) {
+      Value at = work.pop_back_val();
+      Operation *op = at.getDefiningOp();
+      if (!op || !seen.insert(op).second)
+        continue;
+      us += opTimeUs(op, model);
+      for (Value operand : op->getOperands())
+        if (chain.count(operand) && !isCandidate.contains(operand))
+          work.push_back(operand);
+    }
+    c.usPerByte = us / static_cast<double>(std::max<int64_t>(c.bytes, 1));
+    all.push_back(c);
+  }
+
+  // The profile of the non-candidates, then each step's peak with the
+  // candidates taken so far recomputed.
+  std::vector<int64_t> base(steps + 1, 0);
+  for (const Span &s : spans) {
+    base[s.def] += s.bytes;
+    base[s.last + 1] -= s.bytes;
+  }
+  auto cheaper = [&](int a, int b) {
+    return all[a].usPerByte < all[b].usPerByte ||
+           (all[a].usPerByte == all[b].usPerByte && a < b);
+  };
+  int64_t taken = 0;
+  std::vector<int64_t> delta(steps + 1);
+  while (taken < limit) {
+    delta = base;
+    for (const Candidate &c : all) {
+      if (c.taken) {
+        delta[c.def] += c.bytes;
+        delta[c.lastForward + 1] -= c.bytes;
+        delta[std::min(c.firstBackward, c.last)] += c.bytes;
+      } else {
+        delta[c.def] += c.bytes;
+      }
+      delta[c.last + 1] -= c.bytes;
+    }
+    int64_t live = 0, peak = -1, peakAt = 0;
+    for (int64_t p = 0; p < steps; ++p) {
+      live += delta[p];
+      if (live > peak) {
+        peak = live;
+        peakAt = p;
+      }
+    }
+    int best = -1;
+    for (int i = 0, e = static_cast<int>(all.size()); i < e; ++i) {
+      const Candidate &c = all[i];
+      if (!c.taken && c.lastForward < peakAt && peakAt < c.firstBackward &&
+          (best < 0 || cheaper(i, best)))
+        best = i;
+    }
+    if (best < 0)
+      break; // nothing left frees memory at the peak
+    all[best].taken = true;
+    ++taken;
+  }
+  // Past the peaks: the rest by price.
+  std::vector<int> rest;
+  for (int i = 0, e = static_cast<int>(all.size()); i < e; ++i)
+    if (!all[i].taken)
+      rest.push_back(i);
+  std::stable_sort(rest.begin(), rest.end(), cheaper);
+  for (int i : llvm::drop_begin(rest, limit - taken))
+    chain.erase(all[i].value);
+}
+
 } // namespace
 
 FailureOr<RematStats> rematerialize(func::FuncOp func,
                                     ArrayRef<Operation *> forward,
                                     llvm::StringRef policy,
-                                    llvm::StringRef scopeText) {
+                                    llvm::StringRef scopeText, int64_t limit) {
   RematStats stats;
   if (policy == "off") {
-    if (!scopeText.empty()) {
-      func.emitError() << "kiln-autodiff: remat-scope=" << scopeText
+    if (!scopeText.empty() || limit >= 0) {
+      func.emitError() << "kiln-autodiff: "
+                       << (scopeText.empty()
+                               ? "remat-limit=" + std::to_string(limit)
+                               : "remat-scope=" + scopeText.str())
                        << " needs remat=dots or remat=full";
       return failure();
     }
@@ -171,6 +341,29 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
     }
   }
 
+  Block &body = func.getBody().front();
+  llvm::SetVector<Operation *> backward; // in program order; no terminator
+  for (Operation &op : body.without_terminator())
+    if (!isForward.contains(&op))
+      backward.insert(&op);
+
+  // The candidates: what the backward pass reads of the recomputable
+  // values, in program order. Under a limit, only the cheapest stay.
+  llvm::SetVector<Value> candidates;
+  for (Operation *op : forward)
+    for (Value result : op->getResults())
+      if (chain.count(result) &&
+          llvm::any_of(result.getUsers(), [&](Operation *user) {
+            return backward.contains(user);
+          }))
+        candidates.insert(result);
+  stats.candidates = candidates.size();
+  func->setAttr(kRematCandidatesAttrName,
+                IntegerAttr::get(IntegerType::get(func.getContext(), 64),
+                                 stats.candidates));
+  if (limit >= 0 && limit < static_cast<int64_t>(candidates.size()))
+    limitCandidates(body, candidates.getArrayRef(), limit, isForward, chain);
+
   // Clone each recomputed value the backward pass reads before its first
   // backward reader; a clone's operands are kept values or clones.
   IRMapping clones;
@@ -191,11 +384,6 @@ FailureOr<RematStats> rematerialize(func::FuncOp func,
       clones.map(from, to);
     return clones.lookup(v);
   };
-  Block &body = func.getBody().front();
-  llvm::SmallVector<Operation *> backward;
-  for (Operation &op : body.without_terminator())
-    if (!isForward.contains(&op))
-      backward.push_back(&op);
   llvm::DenseSet<Value> read;
   for (Operation *op : backward) {
     OpBuilder b(op);

@@ -109,7 +109,7 @@ func.func @training_on_function() attributes {kiln.training = #kiln.training<opt
 // -----
 
 // Unknown kiln.* attributes on the module are rejected.
-// expected-error@+1 {{unknown attribute 'kiln.optimizer' on a 'builtin.module' op (the kiln dialect puts kiln.training on the module and the buffer plan, kiln.buffer_offsets, kiln.aliases, kiln.arena_bytes, kiln.peak_bytes and kiln.lower_bound_bytes, on functions and ops)}}
+// expected-error@+1 {{unknown attribute 'kiln.optimizer' on a 'builtin.module' op (the kiln dialect puts kiln.training on the module and the buffer plan, kiln.buffer_offsets, kiln.aliases, kiln.arena_bytes, kiln.peak_bytes and kiln.lower_bound_bytes, and kiln-autodiff's kiln.remat_candidates, on functions and ops)}}
 module attributes {kiln.optimizer = "adam"} {
 }
 
@@ -117,7 +117,7 @@ module attributes {kiln.optimizer = "adam"} {
 
 // Argument attributes on an op are rejected, with a hint where they go.
 func.func @name_on_op(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error@+1 {{unknown attribute 'kiln.name' on a 'kiln.neg' op (the kiln dialect puts kiln.training on the module and the buffer plan, kiln.buffer_offsets, kiln.aliases, kiln.arena_bytes, kiln.peak_bytes and kiln.lower_bound_bytes, on functions and ops; 'kiln.name' belongs on a function argument or result)}}
+  // expected-error@+1 {{unknown attribute 'kiln.name' on a 'kiln.neg' op (the kiln dialect puts kiln.training on the module and the buffer plan, kiln.buffer_offsets, kiln.aliases, kiln.arena_bytes, kiln.peak_bytes and kiln.lower_bound_bytes, and kiln-autodiff's kiln.remat_candidates, on functions and ops; 'kiln.name' belongs on a function argument or result)}}
   %0 = kiln.neg %x {kiln.name = "fc1"} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }

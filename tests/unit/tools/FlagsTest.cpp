@@ -108,6 +108,22 @@ TEST(FlagsTest, ValueHelpers) {
   EXPECT_FALSE(parsePositiveReal("c", "lr", "inf", errs));
   EXPECT_FALSE(parsePositiveReal("c", "lr", "nan", errs));
   EXPECT_FALSE(parsePositiveReal("c", "lr", "1e-3x", errs));
+
+  // Sizes: decimal and binary units, fractions, plain bytes.
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "24GiB", errs),
+            24ll * 1024 * 1024 * 1024);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "1.5GB", errs), 1500000000ll);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "3000MiB", errs),
+            3000ll * 1024 * 1024);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "512KB", errs), 512000ll);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "2TB", errs), 2000000000000ll);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "123456B", errs), 123456ll);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", "1e9", errs), 1000000000ll);
+  EXPECT_EQ(parseByteSize("c", "memory-budget", " 4 GiB ", errs),
+            4ll * 1024 * 1024 * 1024);
+  for (const char *bad : {"", "0", "-1GB", "0.5B", "GiB", "12XB", "1.5 gigs",
+                          "inf", "nan", "1e30"})
+    EXPECT_FALSE(parseByteSize("c", "memory-budget", bad, errs)) << bad;
 }
 
 } // namespace

@@ -31,6 +31,13 @@ void addAmpFlags(FlagParser &parser, AmpFlags &f) {
                   "with --remat: recompute only values made by ops whose "
                   "node name matches REGEX (say 'blocks\\.[0-5]\\.'; "
                   "default: every op)");
+  parser.addValue("memory-budget", &f.memoryBudget, "SIZE",
+                  "plan the training step in SIZE (24GiB, 1.5GB: parameters, "
+                  "optimizer state, batch and activations, the planned peak "
+                  "--report prints) by recomputing the fewest activations, "
+                  "the cheapest per byte freed at the peak first, from the "
+                  "--remat policy's (full unless given); an error says what "
+                  "the step needs when even that does not fit");
 }
 
 bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
@@ -44,6 +51,22 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
       return false;
     }
     options.amp = *amp;
+  }
+  if (!f.memoryBudget.empty()) {
+    std::optional<int64_t> bytes =
+        parseByteSize(command, "memory-budget", f.memoryBudget, errs);
+    if (!bytes)
+      return false;
+    if (f.remat == "off") {
+      printError(errs, command,
+                 "--memory-budget needs a --remat policy to choose what to "
+                 "recompute from (dots or full, the default with a budget), "
+                 "not --remat=off");
+      return false;
+    }
+    options.memoryBudget = *bytes;
+    if (f.remat.empty() && options.remat == "off")
+      options.remat = "full";
   }
   llvm::StringRef remat = f.remat.empty() ? llvm::StringRef(options.remat) : f.remat;
   if (std::string problem = checkRematOptions(remat, f.rematScope);
@@ -78,6 +101,23 @@ bool parseAmpFlags(llvm::StringRef command, const AmpFlags &f,
   return split(f.allow, "amp-allow", options.ampAllow) &&
          split(f.deny, "amp-deny", options.ampDeny) &&
          split(f.infer, "amp-infer", options.ampInfer);
+}
+
+std::string describeMemoryBudget(const PipelineOptions &options,
+                                 const MemoryBudgetOutcome &outcome) {
+  if (!outcome.searched)
+    return "";
+  std::string text = "--memory-budget=" + formatBytes(options.memoryBudget) +
+                     ": ";
+  if (outcome.recomputed == 0)
+    return text + "the step fits without recomputing anything (planned peak " +
+           formatBytes(outcome.peak) + ")";
+  return text + "--remat=" + outcome.policy + " recomputes " +
+         std::to_string(outcome.recomputed) + " of its " +
+         std::to_string(outcome.candidates) +
+         " values, the cheapest per byte freed at the peak first; planned peak " +
+         formatBytes(outcome.peak) + " (" + formatBytes(outcome.peakWithout) +
+         " without; " + std::to_string(outcome.compiles) + " compiles)";
 }
 
 } // namespace kiln::cli

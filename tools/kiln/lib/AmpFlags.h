@@ -19,17 +19,24 @@ namespace kiln::cli {
 
 // The flags' raw text; empty means "not given".
 struct AmpFlags {
-  std::string amp, allow, deny, infer, paramCopies, remat, rematScope;
+  std::string amp, allow, deny, infer, paramCopies, remat, rematScope,
+      memoryBudget;
 };
 
 // Declares --amp, --amp-allow, --amp-deny, --amp-infer,
-// --amp-param-copies, --remat and --remat-scope on |parser|.
+// --amp-param-copies, --remat, --remat-scope and --memory-budget on
+// |parser|.
 void addAmpFlags(FlagParser &parser, AmpFlags &flags);
 
 // Checks the values and stores them in |options|. Prints the first bad
 // value ("<command>: error: --amp=x: expected ...") and returns false.
 bool parseAmpFlags(llvm::StringRef command, const AmpFlags &flags,
                    PipelineOptions &options, llvm::raw_ostream &errs);
+
+// What the compile under --memory-budget chose, a line without its
+// command ("--memory-budget=2.00 GiB: ..."); "" when no budget applied.
+std::string describeMemoryBudget(const PipelineOptions &options,
+                                 const MemoryBudgetOutcome &outcome);
 
 } // namespace kiln::cli
 

@@ -251,7 +251,9 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       "everything, on the model graph: batch norm statistics over the\n"
       "global batch. --remat=dots|full makes kiln-autodiff recompute\n"
       "forward values in the backward pass instead of keeping them\n"
-      "(activation checkpointing).");
+      "(activation checkpointing); --memory-budget=SIZE recomputes the\n"
+      "fewest of them, cheapest per byte first, whose planned step fits\n"
+      "SIZE (a search of compiles).");
   parser.addPositional("FILE", &raw.input,
                        "a graph file (.kiln) or MLIR text (.mlir)");
   parser.addValue("output", &raw.output, "OUT",
@@ -336,8 +338,13 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     baseline = module->clone();
   {
     mlir::TimingScope pipeline = timing.nest("pipeline");
-    if (mlir::failed(runCompilePipeline(*module, options.pipeline, &pipeline)))
+    MemoryBudgetOutcome budget;
+    if (mlir::failed(runCompilePipeline(*module, options.pipeline, &pipeline,
+                                        &budget)))
       return kExitError;
+    if (std::string line = describeMemoryBudget(options.pipeline, budget);
+        !line.empty())
+      errs << "kiln compile: " << line << "\n";
   }
   if (compareAmp) {
     mlir::TimingScope baselineScope = timing.nest("pipeline at --amp=off");
@@ -348,6 +355,13 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     off.ampInfer.clear();
     off.dumpDir.clear();
     off.dumpAfter.clear();
+    // The step's recomputation under a budget was chosen for its own
+    // precision: the baseline has none (the report says so).
+    if (off.memoryBudget > 0) {
+      off.memoryBudget = 0;
+      off.remat = "off";
+      off.rematScope.clear();
+    }
     if (mlir::failed(runCompilePipeline(*baseline, off, &baselineScope)))
       return kExitError;
   }
@@ -382,7 +396,10 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (raw.report)
     printCompileReport(*module, options.input, outs,
                        baseline ? *baseline : mlir::ModuleOp(),
-                       stringifyAmp(options.pipeline.amp));
+                       stringifyAmp(options.pipeline.amp),
+                       options.pipeline.memoryBudget > 0
+                           ? "--memory-budget's recomputation"
+                           : "");
   if (options.cuda && options.pipeline.optimize &&
       (options.output.empty() || options.emit == EmitKind::mlir)) {
     // --target=cuda without a CUDA output: the kernels for --report only.

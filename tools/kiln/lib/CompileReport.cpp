@@ -35,7 +35,7 @@ int64_t intAttr(mlir::func::FuncOp func, llvm::StringRef name) {
 
 void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
                         llvm::raw_ostream &os, mlir::ModuleOp baseline,
-                        llvm::StringRef amp) {
+                        llvm::StringRef amp, llvm::StringRef besidesAmp) {
   for (auto func : module.getOps<mlir::func::FuncOp>()) {
     if (!func.isPublic() || func.isExternal())
       continue;
@@ -118,7 +118,7 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
     os << "  vs --amp=off:       planned peak " << offPeak << " -> " << peak
        << " bytes (" << change(peak, offPeak) << "), arena " << offArena
        << " -> " << arena << " bytes (" << change(arena, offArena) << ") with --amp="
-       << amp << "\n";
+       << amp << (besidesAmp.empty() ? "" : " and ") << besidesAmp << "\n";
   }
 }
 

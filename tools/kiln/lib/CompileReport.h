@@ -19,11 +19,14 @@ namespace kiln::cli {
 
 // Prints the report of every public function of |module|. With
 // |baseline| (the same model compiled with --amp=off) and a mixed-precision
-// |amp| name, also the planned memory each function saves against it.
+// |amp| name, also the planned memory each function saves against it;
+// |besidesAmp| names what else the module has that the baseline lacks
+// ("--memory-budget's recomputation").
 void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
                         llvm::raw_ostream &os,
                         mlir::ModuleOp baseline = nullptr,
-                        llvm::StringRef amp = "");
+                        llvm::StringRef amp = "",
+                        llvm::StringRef besidesAmp = "");
 
 // Writes buffer-assignment.txt and step.dot into |dir|. Emits a diagnostic
 // naming the file that cannot be written.

@@ -275,6 +275,36 @@ std::optional<double> parsePositiveReal(llvm::StringRef command,
   return v;
 }
 
+std::optional<int64_t> parseByteSize(llvm::StringRef command,
+                                     llvm::StringRef flag,
+                                     llvm::StringRef value,
+                                     llvm::raw_ostream &errs) {
+  static const std::pair<llvm::StringRef, double> units[] = {
+      {"KiB", 1024.0},        {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0}, {"KB", 1e3},      {"MB", 1e6},
+      {"GB", 1e9},            {"TB", 1e12},       {"B", 1.0}};
+  llvm::StringRef number = value.trim();
+  double scale = 1.0;
+  for (const auto &[unit, factor] : units)
+    if (number.consume_back(unit)) {
+      scale = factor;
+      break;
+    }
+  std::string text = number.trim().str();
+  char *end = nullptr;
+  errno = 0;
+  double v = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
+  double bytes = v * scale;
+  if (text.empty() || errno != 0 || *end != '\0' || !std::isfinite(bytes) ||
+      bytes < 1.0 || bytes > 9.0e18) {
+    valueError(errs, command, flag, value,
+               "a size such as 24GiB, 1.5GB or 3000MiB (B, KB, MB, GB, TB, "
+               "KiB, MiB, GiB or TiB)");
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(bytes);
+}
+
 std::optional<bool> parseOnOff(llvm::StringRef command, llvm::StringRef flag,
                                llvm::StringRef value, llvm::raw_ostream &errs) {
   if (value == "on")

@@ -119,6 +119,13 @@ std::optional<double> parsePositiveReal(llvm::StringRef command,
                                         llvm::StringRef flag,
                                         llvm::StringRef value,
                                         llvm::raw_ostream &errs);
+// A size in bytes: a positive number with an optional unit, B, KB, MB, GB,
+// TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), case as
+// written ("24GiB", "1.5GB", "3000MiB", "1e9").
+std::optional<int64_t> parseByteSize(llvm::StringRef command,
+                                     llvm::StringRef flag,
+                                     llvm::StringRef value,
+                                     llvm::raw_ostream &errs);
 // "on" or "off".
 std::optional<bool> parseOnOff(llvm::StringRef command, llvm::StringRef flag,
                                llvm::StringRef value, llvm::raw_ostream &errs);

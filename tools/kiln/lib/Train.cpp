@@ -219,6 +219,15 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                                "drop --amp or train the .kiln file");
     return kExitError;
   }
+  if ((!ampFlags.remat.empty() || !ampFlags.rematScope.empty() ||
+       !ampFlags.memoryBudget.empty()) &&
+      llvm::sys::path::extension(options.input) == ".kpkg") {
+    printError(errs, trainCommand(),
+               options.input + ": a package has its recomputation and memory "
+                               "plan compiled in; drop --remat, --remat-scope "
+                               "and --memory-budget or train the .kiln file");
+    return kExitError;
+  }
   if (options.backend == "reference" &&
       llvm::sys::path::extension(options.input) == ".kpkg") {
     printError(errs, trainCommand(),

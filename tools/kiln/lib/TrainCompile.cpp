@@ -7,6 +7,7 @@
 
 #include "tools/kiln/lib/TrainCompile.h"
 
+#include "tools/kiln/lib/AmpFlags.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
@@ -64,8 +65,12 @@ bool compileTrainPackages(const BackendOptions &options, llvm::StringRef command
   }
   std::string model = llvm::sys::path::stem(options.input).str();
 
-  if (failed(runCompilePipeline(*module, options.pipeline)))
+  MemoryBudgetOutcome budget;
+  if (failed(runCompilePipeline(*module, options.pipeline, nullptr, &budget)))
     return false;
+  if (std::string line = describeMemoryBudget(options.pipeline, budget);
+      !line.empty())
+    outs << command << ": " << line << "\n";
   packages.trainPath = dir + "/step.kpkg";
   if (failed(write(*module, model, (*source)->getBuffer(), {"train"},
                    packages.trainPath)))

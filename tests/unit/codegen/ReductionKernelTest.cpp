@@ -256,6 +256,8 @@ TEST_F(ReductionKernelTest, RowReductionsAreHoistedOutOfTheColumnLoop) {
 // thread): each row's partial results vectorize whole. With 16 scalar
 // partials in the loop body, the SLP vectorizer paired them (<2 x float>
 // beside scalar loads: the mask's i64 compares were too wide for it).
+// The check is on the loop's multiply, so that it holds on AVX2 and
+// AVX-512 hosts alike.
 TEST_F(ReductionKernelTest, MaskedSoftmaxRowsVectorizeWhole) {
   const char *text = R"mlir(
     func.func @main(%a: tensor<2x64x64xf32>) -> tensor<2x64x64xf32> {
@@ -284,8 +286,13 @@ TEST_F(ReductionKernelTest, MaskedSoftmaxRowsVectorizeWhole) {
   ASSERT_TRUE(fusion) << diagnostics;
   std::string llvmText = optimizedKernelText(fusion);
   ASSERT_FALSE(llvmText.empty());
-  EXPECT_NE(llvmText.find(" x float>"), std::string::npos) << llvmText;
-  EXPECT_EQ(llvmText.find("<2 x float>"), std::string::npos) << llvmText;
+  // The row loop scales whole vectors of the row (8 lanes with AVX2, 16
+  // with AVX-512), never pairs. (After the loop, combining the 16
+  // partials may use pairs on an AVX2 host: that is not the loop.)
+  bool wide = llvmText.find("fmul <8 x float>") != std::string::npos ||
+              llvmText.find("fmul <16 x float>") != std::string::npos;
+  EXPECT_TRUE(wide) << llvmText;
+  EXPECT_EQ(llvmText.find("fmul <2 x float>"), std::string::npos) << llvmText;
   for (uint64_t seed = baseSeed(), i = 0; i < 3; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 4), "") << "seed " << seed;
 }

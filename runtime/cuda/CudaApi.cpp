@@ -15,6 +15,10 @@ namespace kiln::runtime::cuda {
 
 CudaApi::~CudaApi() = default;
 
+Status CudaApi::memGetInfo(size_t *, size_t *) {
+  return Status::error("cudaMemGetInfo is not available in " + describe());
+}
+
 const char *gemmEpilogueName(GemmEpilogue epilogue) {
   switch (epilogue) {
   case GemmEpilogue::None: return "none";

@@ -173,6 +173,9 @@ public:
   virtual Status setDevice(int device) = 0;
 
   virtual Status malloc(void **ptr, size_t bytes) = 0;     // cudaMalloc
+  // cudaMemGetInfo on the current device. The default, for a table that
+  // lacks it, fails: callers then skip what they would check with it.
+  virtual Status memGetInfo(size_t *freeBytes, size_t *totalBytes);
   virtual Status free(void *ptr) = 0;                       // cudaFree
   virtual Status mallocHost(void **ptr, size_t bytes) = 0; // cudaMallocHost
   virtual Status freeHost(void *ptr) = 0;                   // cudaFreeHost

@@ -80,6 +80,9 @@ public:
     return rt(rt_.cudaMalloc(ptr, bytes),
               "cudaMalloc of " + std::to_string(bytes) + " bytes");
   }
+  Status memGetInfo(size_t *freeBytes, size_t *totalBytes) override {
+    return rt(rt_.cudaMemGetInfo(freeBytes, totalBytes), "cudaMemGetInfo");
+  }
   Status free(void *ptr) override { return rt(rt_.cudaFree(ptr), "cudaFree"); }
   Status mallocHost(void **ptr, size_t bytes) override {
     return rt(rt_.cudaMallocHost(ptr, bytes),
@@ -363,6 +366,7 @@ private:
     KILN_CUDA_FN(cudaGetLastError);
     KILN_CUDA_FN(cudaSetDevice);
     KILN_CUDA_FN(cudaMalloc);
+    KILN_CUDA_FN(cudaMemGetInfo);
     KILN_CUDA_FN(cudaFree);
     KILN_CUDA_FN(cudaMallocHost);
     KILN_CUDA_FN(cudaFreeHost);
@@ -459,6 +463,7 @@ Status RealCudaApi::load(bool requireDriver) {
             KILN_DLSYM(rt_, cudart, cudaGetLastError) &&
             KILN_DLSYM(rt_, cudart, cudaSetDevice) &&
             KILN_DLSYM(rt_, cudart, cudaMalloc) &&
+            KILN_DLSYM(rt_, cudart, cudaMemGetInfo) &&
             KILN_DLSYM(rt_, cudart, cudaFree) &&
             KILN_DLSYM(rt_, cudart, cudaMallocHost) &&
             KILN_DLSYM(rt_, cudart, cudaFreeHost) &&

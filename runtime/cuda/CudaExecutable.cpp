@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string_view>
 
@@ -32,6 +33,22 @@ namespace {
 
 // Dynamic shared memory a kernel may launch with before it opts in.
 constexpr uint32_t kDefaultDynamicSharedBytes = 48 * 1024;
+
+// "4.59 GiB", "1920 B": |bytes| in the largest binary unit it fills.
+std::string gib(uint64_t bytes) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (unit + 1 < std::size(units) && value >= 1024) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0)
+    return std::to_string(bytes) + " B";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
+  return text;
+}
 
 int64_t elementCount(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -244,10 +261,31 @@ Status CudaExecutable::prepare() {
     return Status::error("the arena: the package asks for " +
                          std::to_string(package_.arenaAlignment) +
                          "-byte alignment, cudaMalloc gives 256");
+  // A step planned for more memory than the device has free is refused
+  // before the allocation, with what would make it fit; so is a failed one.
+  size_t freeBytes = 0, totalBytes = 0;
+  bool knowFree = api_.memGetInfo(&freeBytes, &totalBytes).isOk();
+  auto tooLarge = [&](const std::string &what) {
+    std::string message =
+        "the arena: the package plans " + gib(package_.arenaSize) +
+        " for the step (parameters, optimizer state, batch and "
+        "activations)";
+    if (knowFree)
+      message += " and CUDA device " + std::to_string(options_.device) +
+                 " (" + device_.name + ") has " + gib(freeBytes) +
+                 " free of " + gib(totalBytes);
+    return Status::error(
+        message + what +
+        "; compile the model again with --memory-budget=SIZE under what is "
+        "free (kiln recomputes activations to fit), a smaller batch or "
+        "--grad-accum, --amp=bf16 or a ZeRO strategy");
+  };
+  if (knowFree && package_.arenaSize > freeBytes)
+    return tooLarge("");
   void *arena = nullptr;
   if (Status s = api_.malloc(&arena, std::max<uint64_t>(package_.arenaSize, 1));
       !s.isOk())
-    return Status::error("the arena: " + s.message());
+    return tooLarge(" (" + s.message() + ")");
   arena_ = static_cast<uint8_t *>(arena);
   for (CudaStream *s : {&stream_, &copyStream_})
     if (Status st = api_.streamCreate(s); !st.isOk())

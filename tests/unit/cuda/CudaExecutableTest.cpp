@@ -209,6 +209,43 @@ TEST_F(CudaExecutableTest, ArenaIsOneAllocationAtThePlannedOffsets) {
   EXPECT_EQ(exec->deviceBuffer(99), nullptr);
 }
 
+// A step planned for more memory than the device has free is refused at
+// load, before any allocation, with the sizes and what would fit it
+// (kiln compile --memory-budget); so is a package the device cannot hold.
+TEST_F(CudaExecutableTest, ArenaOverTheFreeMemoryIsRefusedWithWhatWouldFit) {
+  api.usedElsewhere = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes - 1024;
+  LoadedPackage p = mlpPackage();
+  api.learnPackage(p);
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(std::move(p), api, options);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_EQ(e.status().message(),
+            "the arena: the package plans 1.88 KiB for the step (parameters, "
+            "optimizer state, batch and activations) and CUDA device 0 (" +
+                api.deviceInfo(0)->name +
+                ") has 1.00 KiB free of 2.00 GiB; compile the model again "
+                "with --memory-budget=SIZE under what is free (kiln "
+                "recomputes activations to fit), a smaller batch or "
+                "--grad-accum, --amp=bf16 or a ZeRO strategy");
+  EXPECT_EQ(api.count("cudaMalloc "), 0u);
+
+  // With room, the same package loads.
+  api.usedElsewhere = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes - 4096;
+  EXPECT_TRUE(make(mlpPackage()));
+
+  // More than the device has at all: refused before cudaMalloc as well.
+  api.usedElsewhere = 0;
+  LoadedPackage huge = mlpPackage();
+  huge.arenaSize = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes + 256;
+  StatusOr<std::unique_ptr<CudaExecutable>> h =
+      CudaExecutable::create(std::move(huge), api, options);
+  ASSERT_FALSE(h.isOk());
+  EXPECT_NE(h.status().message().find("plans 2.00 GiB"), std::string::npos)
+      << h.status().message();
+  EXPECT_NE(h.status().message().find("--memory-budget=SIZE"),
+            std::string::npos);
+}
+
 TEST_F(CudaExecutableTest, ThunksBecomeTheExpectedCallsInOrder) {
   options.graphs = false;
   auto exec = make(mlpPackage());

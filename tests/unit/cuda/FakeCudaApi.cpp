@@ -200,6 +200,15 @@ Status FakeCudaApi::malloc(void **ptr, size_t bytes) {
 
 Status FakeCudaApi::free(void *ptr) { return release("cudaFree", ptr); }
 
+Status FakeCudaApi::memGetInfo(size_t *freeBytes, size_t *totalBytes) {
+  if (Status s = enter("cudaMemGetInfo"); !s.isOk())
+    return s;
+  *totalBytes = FakeDeviceMemory::kDeviceMemoryBytes;
+  size_t used = std::min(*totalBytes, memory_.liveBytes() + usedElsewhere);
+  *freeBytes = *totalBytes - used;
+  return Status::ok();
+}
+
 Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
   if (Status s = enter("cudaMallocHost " + std::to_string(bytes)); !s.isOk())
     return s;

@@ -203,6 +203,8 @@ public:
   std::string nvrtcIdentityText;
   // What gemmLibraryVersion answers.
   std::string library = "fake cuBLASLt 1";
+  // Device memory another process holds: cudaMemGetInfo reports it used.
+  size_t usedElsewhere = 0;
 
   // Host work on |stream| from outside the table (FakeNccl's collectives on
   // an executable's stream): queued as the stream's other work, or
@@ -219,6 +221,8 @@ public:
   StatusOr<CudaDeviceInfo> deviceInfo(int index) override;
   Status setDevice(int) override;
   Status malloc(void **ptr, size_t bytes) override;
+  // The fake H200's memory less the live allocations and usedElsewhere.
+  Status memGetInfo(size_t *freeBytes, size_t *totalBytes) override;
   Status free(void *ptr) override;
   Status mallocHost(void **ptr, size_t bytes) override;
   Status freeHost(void *ptr) override;

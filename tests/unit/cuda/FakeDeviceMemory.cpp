@@ -34,6 +34,13 @@ bool FakeDeviceMemory::release(void *ptr) {
   return true;
 }
 
+size_t FakeDeviceMemory::liveBytes() const {
+  size_t bytes = 0;
+  for (const auto &[begin, size] : live_)
+    bytes += size;
+  return bytes;
+}
+
 std::optional<FakeDeviceMemory::Allocation>
 FakeDeviceMemory::allocationOf(const void *p) const {
   const char *at = static_cast<const char *>(p);

@@ -55,6 +55,8 @@ public:
   // pointer that is no live allocation's start, as cudaFree refuses it.
   // Null is nothing to free.
   bool release(void *ptr);
+  // The bytes of the live allocations.
+  size_t liveBytes() const;
 
   struct Allocation {
     const char *begin;

@@ -266,6 +266,13 @@ if [ -x "$run" ] && [ -f "$in/gpt-bf16-rowgroups-off.kpkg" ]; then
   [ -f "$in/gpt-bf16-rowgroups-off.roofline.txt" ] && grep -E "^  step" \
     "$in/gpt-bf16-rowgroups-off.roofline.txt" | sed 's/^/  --row-groups=off predicted /'
 fi
+# The same step under --memory-budget=4.2GiB: what recomputing 130
+# activations costs on the device (skipped under four minutes left).
+if [ -x "$run" ] && [ -f "$in/gpt-bf16-budget.kpkg" ] && [ "$(left)" -gt 240 ]; then
+  gpt_variant --memory-budget=4.2GiB "$in/gpt-bf16-budget.kpkg" gpt-budget 60
+  [ -f "$in/gpt-bf16-budget.roofline.txt" ] && grep -E "^  step" \
+    "$in/gpt-bf16-budget.roofline.txt" | sed 's/^/  --memory-budget=4.2GiB predicted /'
+fi
 # The same step on the wmma attention kernels: what the mma.sync kernels
 # gain (skipped when less than three minutes are left for the peers).
 if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ] && [ "$(left)" -gt 180 ]; then

@@ -24,6 +24,29 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 if config.cuda_enabled:
     config.available_features.add("cuda")
 
+# The highest x86-64 microarchitecture level this host runs (`kiln pack
+# --cpu=`): %host_cpu_level, and the feature x86-64-v4 on an AVX-512 host.
+# A trainer packed for a level the host lacks refuses to start, so a test
+# that runs one packs it for %host_cpu_level.
+def host_cpu_level():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        return "x86-64"
+    flags = set(flags)
+    v2 = {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"}
+    v3 = v2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+    v4 = v3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+    for level, needs in (("x86-64-v4", v4), ("x86-64-v3", v3), ("x86-64-v2", v2)):
+        if needs <= flags:
+            return level
+    return "x86-64"
+config.substitutions.append(("%host_cpu_level", host_cpu_level()))
+if host_cpu_level() == "x86-64-v4":
+    config.available_features.add("x86-64-v4")
+
 # Peer libraries for comparison tests: a test that needs one says
 # `REQUIRES: torch` (or jax, numpy, tensorboard, onnx, onnxscript) and is
 # reported unsupported without it.

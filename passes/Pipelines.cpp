@@ -445,7 +445,8 @@ void trialCompile(mlir::ModuleOp module, const PipelineOptions &options,
 // values `full` allows too, is searched as well: keeping the matmul outputs
 // (and a convolution's, read by its batch norm twice) can plan less than
 // recomputing them. Sets options.remat and options.rematLimit to the
-// choice; fails with a diagnostic when nothing fits.
+// choice (runCompilePipeline reads the plan of the compile it then makes);
+// fails with a diagnostic when nothing fits.
 mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
                                      PipelineOptions &options,
                                      MemoryBudgetOutcome &outcome) {
@@ -468,7 +469,6 @@ mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
   }
   if (peak <= options.memoryBudget) {
     options.rematLimit = 0;
-    outcome.peak = peak;
     return mlir::success();
   }
   compile(candidates);
@@ -499,20 +499,17 @@ mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
            << options.remat << "'s " << outcome.candidates
            << " values); a smaller batch (or --grad-accum), "
               "--amp=bf16, a ZeRO strategy or more memory would fit it";
-  int64_t fits = candidates, fitsPeak = peak, misses = 0;
+  int64_t fits = candidates, misses = 0;
   while (fits - misses > 1) {
     int64_t mid = misses + (fits - misses) / 2;
     compile(mid);
-    if (peak >= 0 && peak <= options.memoryBudget) {
+    if (peak >= 0 && peak <= options.memoryBudget)
       fits = mid;
-      fitsPeak = peak;
-    } else {
+    else
       misses = mid;
-    }
   }
   options.remat = trial.remat;
   options.rematLimit = fits;
-  outcome.peak = fitsPeak;
   outcome.recomputed = fits;
   return mlir::success();
 }

@@ -146,6 +146,15 @@ protected:
     return e.isOk() ? std::move(e.value()) : nullptr;
   }
 
+  // The message of create()'s refusal of |p| (a test failure, and "", if
+  // it loads).
+  std::string refusal(LoadedPackage p) {
+    StatusOr<std::unique_ptr<CudaExecutable>> e =
+        CudaExecutable::create(std::move(p), api, options);
+    EXPECT_FALSE(e.isOk()) << "the package loaded";
+    return e.isOk() ? std::string() : e.status().message();
+  }
+
   // The calls that do a step's work, in order.
   std::vector<std::string> work(size_t from = 0) const {
     std::vector<std::string> out;
@@ -216,10 +225,8 @@ TEST_F(CudaExecutableTest, ArenaOverTheFreeMemoryIsRefusedWithWhatWouldFit) {
   api.usedElsewhere = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes - 1024;
   LoadedPackage p = mlpPackage();
   api.learnPackage(p);
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_EQ(e.status().message(),
+  std::string m = refusal(std::move(p));
+  EXPECT_EQ(m,
             "the arena: the package plans 1.88 KiB for the step (parameters, "
             "optimizer state, batch and activations) and CUDA device 0 (" +
                 api.deviceInfo(0)->name +
@@ -237,13 +244,9 @@ TEST_F(CudaExecutableTest, ArenaOverTheFreeMemoryIsRefusedWithWhatWouldFit) {
   api.usedElsewhere = 0;
   LoadedPackage huge = mlpPackage();
   huge.arenaSize = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes + 256;
-  StatusOr<std::unique_ptr<CudaExecutable>> h =
-      CudaExecutable::create(std::move(huge), api, options);
-  ASSERT_FALSE(h.isOk());
-  EXPECT_NE(h.status().message().find("plans 2.00 GiB"), std::string::npos)
-      << h.status().message();
-  EXPECT_NE(h.status().message().find("--memory-budget=SIZE"),
-            std::string::npos);
+  std::string hm = refusal(std::move(huge));
+  EXPECT_NE(hm.find("plans 2.00 GiB"), std::string::npos) << hm;
+  EXPECT_NE(hm.find("--memory-budget=SIZE"), std::string::npos);
 }
 
 TEST_F(CudaExecutableTest, ThunksBecomeTheExpectedCallsInOrder) {
@@ -428,10 +431,7 @@ TEST_F(CudaExecutableTest, NoLoadableCodeNamesTheKernelAndWhatWasTried) {
   LoadedPackage p = mlpPackage({100}, 100);
   for (PackageKernel &k : p.kernels)
     k.source.clear();
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  const std::string &m = e.status().message();
+  std::string m = refusal(std::move(p));
   EXPECT_NE(m.find("kernel 0 'relu' (kiln_relu)"), std::string::npos) << m;
   EXPECT_NE(m.find("sm_90"), std::string::npos) << m;
   EXPECT_NE(m.find("ptx: for sm_100"), std::string::npos) << m;
@@ -488,10 +488,7 @@ TEST_F(CudaExecutableTest, DynamicSharedMemoryBeyondTheDeviceIsRefusedByName) {
   api.device.maxSharedMemoryPerBlockOptin = 101376; // sm_86: 99 KiB
   LoadedPackage p = mlpPackage({86}, 86);
   p.kernels[1].sharedMemoryBytes = 200000;
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  const std::string &m = e.status().message();
+  std::string m = refusal(std::move(p));
   EXPECT_NE(m.find("kernel 1 'sgd' (kiln_sgd)"), std::string::npos) << m;
   EXPECT_NE(m.find("needs 200000 bytes of dynamic shared memory"),
             std::string::npos)
@@ -505,23 +502,18 @@ TEST_F(CudaExecutableTest, FailedSharedMemoryOptInNamesTheCallAndTheKernel) {
   LoadedPackage p = mlpPackage();
   p.kernels[0].sharedMemoryBytes = 100608;
   api.failCall = "cuFuncSetAttribute";
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  const std::string &m = e.status().message();
+  std::string m = refusal(std::move(p));
   EXPECT_NE(m.find("kernel 0 'relu' (kiln_relu)"), std::string::npos) << m;
   EXPECT_NE(m.find("cuFuncSetAttribute failed"), std::string::npos) << m;
 }
 
 TEST_F(CudaExecutableTest, GemmFailureNamesCublasLt) {
   api.failCall = "cublasLtMatmulAlgoGetHeuristic";
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(mlpPackage(), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("thunk 0 (gemm m=4 n=16 k=8 batch=1): "
-                                      "cublasLtMatmulAlgoGetHeuristic failed"),
+  std::string m = refusal(mlpPackage());
+  EXPECT_NE(m.find("thunk 0 (gemm m=4 n=16 k=8 batch=1): "
+                   "cublasLtMatmulAlgoGetHeuristic failed"),
             std::string::npos)
-      << e.status().message();
+      << m;
 }
 
 TEST_F(CudaExecutableTest, GraphIsCapturedAfterTheWarmUpStep) {
@@ -816,14 +808,11 @@ TEST_F(CudaExecutableTest, ConvolutionWithBadShapesIsRefusedByName) {
   conv.operands = {0, 0};
   conv.results = {5};
   p.thunks.push_back(conv);
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("conv2d_filter_grad"), std::string::npos)
-      << e.status().message();
-  EXPECT_NE(e.status().message().find("output shape must be [1, 1, 4, 8], but is [1, 1, 4, 7]"),
+  std::string m = refusal(std::move(p));
+  EXPECT_NE(m.find("conv2d_filter_grad"), std::string::npos) << m;
+  EXPECT_NE(m.find("output shape must be [1, 1, 4, 8], but is [1, 1, 4, 7]"),
             std::string::npos)
-      << e.status().message();
+      << m;
 }
 
 // Kiln's kernels are 1-D: a block of 1 to 1024 threads in x, and a grid
@@ -832,23 +821,20 @@ TEST_F(CudaExecutableTest, ConvolutionWithBadShapesIsRefusedByName) {
 TEST_F(CudaExecutableTest, LaunchShapesKernelsDoNotUseAreRefusedByName) {
   LoadedPackage p = mlpPackage();
   p.kernels[0].block = {2048, 1, 1};
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(p, api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("thunk 1 (kernel 'relu', kiln_relu): "
-                                      "expected a block of 1 to 1024 threads "
-                                      "in x, found (2048, 1, 1)"),
+  std::string m = refusal(p);
+  EXPECT_NE(m.find("thunk 1 (kernel 'relu', kiln_relu): "
+                   "expected a block of 1 to 1024 threads "
+                   "in x, found (2048, 1, 1)"),
             std::string::npos)
-      << e.status().message();
+      << m;
   p = mlpPackage();
   p.kernels[1].grid = {3, 1, 2};
-  e = CudaExecutable::create(p, api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("thunk 2 (kernel 'sgd', kiln_sgd): "
-                                      "expected a grid in x only, found "
-                                      "(3, 1, 2)"),
+  m = refusal(p);
+  EXPECT_NE(m.find("thunk 2 (kernel 'sgd', kiln_sgd): "
+                   "expected a grid in x only, found "
+                   "(3, 1, 2)"),
             std::string::npos)
-      << e.status().message();
+      << m;
 }
 
 // A launch passes one pointer per operand and result; where the driver
@@ -857,24 +843,20 @@ TEST_F(CudaExecutableTest, LaunchShapesKernelsDoNotUseAreRefusedByName) {
 // parameters from garbage.
 TEST_F(CudaExecutableTest, KernelParametersMustBeTheThunksBuffers) {
   api.paramSizes["kiln_relu"] = {8};
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(mlpPackage(), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find(
-                "thunk 1 (kernel 'relu', kiln_relu): the kernel takes 1 "
-                "parameter(s) of 8 bytes, but the thunk passes 2 buffer "
-                "pointers (1 operands, 1 results)"),
+  std::string m = refusal(mlpPackage());
+  EXPECT_NE(m.find("thunk 1 (kernel 'relu', kiln_relu): the kernel takes 1 "
+                   "parameter(s) of 8 bytes, but the thunk passes 2 buffer "
+                   "pointers (1 operands, 1 results)"),
             std::string::npos)
-      << e.status().message();
+      << m;
   api.paramSizes["kiln_relu"] = {8, 4};
-  e = CudaExecutable::create(mlpPackage(), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("takes 2 parameter(s) of 8, 4 bytes"),
-            std::string::npos)
-      << e.status().message();
+  m = refusal(mlpPackage());
+  EXPECT_NE(m.find("takes 2 parameter(s) of 8, 4 bytes"), std::string::npos)
+      << m;
   api.paramSizes["kiln_relu"] = {8, 8};
   api.paramSizes["kiln_sgd"] = {8, 8};
-  e = CudaExecutable::create(mlpPackage(), api, options);
+  StatusOr<std::unique_ptr<CudaExecutable>> e =
+      CudaExecutable::create(mlpPackage(), api, options);
   ASSERT_TRUE(e.isOk()) << e.status().message();
   EXPECT_EQ(e.value()->checkedKernelParameters(), std::make_pair(size_t(2), size_t(2)));
   // kiln_relu's three loads and kiln_sgd's last were answered (the fake
@@ -942,23 +924,18 @@ TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {
   ar.operands = {3};
   ar.results = {3};
   p.thunks.push_back(ar);
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("thunk 4 (all_reduce): the package has "
-                                      "collectives: expected a communicator"),
+  std::string m = refusal(std::move(p));
+  EXPECT_NE(m.find("thunk 4 (all_reduce): the package has "
+                   "collectives: expected a communicator"),
             std::string::npos)
-      << e.status().message();
+      << m;
 }
 
 TEST_F(CudaExecutableTest, CpuPackagesAreRefused) {
   LoadedPackage p = mlpPackage();
   p.target.kind = TargetKind::Cpu;
-  StatusOr<std::unique_ptr<CudaExecutable>> e =
-      CudaExecutable::create(std::move(p), api, options);
-  ASSERT_FALSE(e.isOk());
-  EXPECT_NE(e.status().message().find("expected a CUDA package"),
-            std::string::npos);
+  std::string m = refusal(std::move(p));
+  EXPECT_NE(m.find("expected a CUDA package"), std::string::npos);
 }
 
 TEST_F(CudaExecutableTest, ProfileTimesEveryThunk) {

@@ -47,7 +47,12 @@ void printSlowestKernels(std::vector<KernelFinishTime> times, bool cuda,
                      return a.seconds > b.seconds;
                    });
   errs << "slowest kernels to finish (" << (cuda ? "NVRTC and ptxas" : "LLVM -O3")
-       << ", " << times.size() << " distinct):\n";
+       << ", " << times.size() << " distinct";
+  if (!cuda)
+    errs << ", "
+         << llvm::count_if(times, [](const KernelFinishTime &t) { return t.fromCache; })
+         << " from the cache";
+  errs << "):\n";
   for (size_t i = 0; i < std::min<size_t>(3, times.size()); ++i)
     errs << llvm::format("  %8.4f s  ", times[i].seconds) << times[i].kernel
          << ": " << times[i].nodes << "\n";

@@ -70,6 +70,7 @@
 
 #include "codegen/GemmEpilogue.h"
 #include "codegen/KernelModel.h"
+#include "codegen/cpu/BitcodeCache.h"
 #include "codegen/cpu/LowerToLLVM.h"
 #include "ir/Interpreter.h"
 #include "ir/KilnOps.h"
@@ -82,7 +83,6 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -179,6 +179,9 @@ struct Builder {
     bool ok = false;
     std::string error;
     double seconds = 0; // the finish's wall time
+    // Set by a CPU kernel's finish: its bitcode came from the cache
+    // (codegen/cpu/BitcodeCache.h).
+    std::shared_ptr<bool> fromCache;
   };
   std::vector<Pending> pending;
   // Kernels that take an earlier kernel's code once every kernel is
@@ -199,16 +202,18 @@ struct Builder {
       repeats.emplace_back(pkg.kernels.size(), it->second);
     } else {
       KernelFinish finish;
+      std::shared_ptr<bool> fromCache;
       if (targetHooks) {
         if (!targetHooks->compileKernel(fusion, name, kernel, finish, error))
           return false;
-      } else if (!compileCpuKernel(fusion, kernel, finish)) {
+      } else if (!compileCpuKernel(fusion, kernel, finish, fromCache)) {
         return false;
       }
       if (finish) {
         Pending &p = pending.emplace_back();
         p.kernel = static_cast<uint32_t>(pkg.kernels.size());
         p.finish = std::move(finish);
+        p.fromCache = std::move(fromCache);
       }
       kernelByKey.emplace(std::move(key), pkg.kernels.size());
     }
@@ -232,10 +237,12 @@ struct Builder {
   }
 
   // The CPU kernel of |fusion|: its LLVM IR now (MLIR's part), -O3 and the
-  // bitcode in |finish|. Each kernel's IR lives in an LLVMContext of its
-  // own, so finishes may run side by side.
+  // bitcode in |finish|, through the bitcode cache (|fromCache| says
+  // whether it was read from there once |finish| has run). Each kernel's
+  // IR lives in an LLVMContext of its own, so finishes may run side by
+  // side.
   bool compileCpuKernel(FusionOp fusion, PackageKernel &kernel,
-                        KernelFinish &finish) {
+                        KernelFinish &finish, std::shared_ptr<bool> &fromCache) {
     struct KernelIR {
       std::unique_ptr<llvm::LLVMContext> context;
       std::unique_ptr<llvm::Module> module; // destroyed before its context
@@ -252,22 +259,24 @@ struct Builder {
     ir->module = std::move(*module);
     kernel.kind = KernelKind::LlvmBitcode;
     kernel.entryPoint = kCpuKernelEntryPoint;
-    finish = [ir, where = "fusion " + describe(fusion)](PackageKernel &kernel,
-                                                        std::string &error) {
-      if (llvm::Error failure = optimizeKernelIR(*ir->module)) {
-        error = where + ": LLVM optimization failed: " +
-                llvm::toString(std::move(failure));
-        return false;
-      }
+    fromCache = std::make_shared<bool>(false);
+    finish = [ir, fromCache, where = "fusion " + describe(fusion)](
+                 PackageKernel &kernel, std::string &error) {
       if (!ir->module->getFunction(kCpuKernelEntryPoint)) {
         error = where + ": expected its LLVM module to define @" +
                 kCpuKernelEntryPoint + ", found none";
         return false;
       }
-      llvm::SmallVector<char, 0> bitcode;
-      llvm::raw_svector_ostream os(bitcode);
-      llvm::WriteBitcodeToFile(*ir->module, os);
-      kernel.object.assign(bitcode.begin(), bitcode.end());
+      llvm::Expected<OptimizedKernelBitcode> optimized =
+          optimizeKernelBitcode(*ir->module);
+      if (!optimized) {
+        error = where + ": LLVM optimization failed: " +
+                llvm::toString(optimized.takeError());
+        return false;
+      }
+      *fromCache = optimized->fromCache;
+      kernel.object.assign(optimized->bitcode.begin(),
+                           optimized->bitcode.end());
       ir->module.reset();
       ir->context.reset();
       return true;
@@ -331,7 +340,8 @@ struct Builder {
         if (named.empty())
           nodes = std::to_string(kernel.sourceNodes.size()) +
                   " ops without node names";
-        finishTimes->push_back({kernel.name, std::move(nodes), p.seconds});
+        finishTimes->push_back({kernel.name, std::move(nodes), p.seconds,
+                                p.fromCache && *p.fromCache});
       }
     pending.clear();
     for (auto [kernel, sameAs] : repeats) {

@@ -68,12 +68,14 @@ struct PackageTargetHooks {
 
 // How long one distinct kernel's finish took (kiln compile --timing lists
 // the slowest): its name in the package, the graph nodes it computes
-// (package.fbs source_nodes: the first, and how many more) and its wall
-// time in seconds.
+// (package.fbs source_nodes: the first, and how many more), its wall
+// time in seconds, and whether a CPU kernel's bitcode came from the cache
+// (codegen/cpu/BitcodeCache.h) instead of -O3.
 struct KernelFinishTime {
   std::string kernel;
   std::string nodes;
   double seconds = 0;
+  bool fromCache = false;
 };
 
 struct PackageBuildOptions {

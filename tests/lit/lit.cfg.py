@@ -61,5 +61,9 @@ config.environment["KILN_TOOLS_DIR"] = config.kiln_tools_dir
 # build tree, shared by the suite's tests (lit passes no HOME, so without
 # this nothing would be cached): every entry holds its whole key, so a test
 # reads only what it would have compiled. A test of a cache names its own
-# KILN_CACHE_DIR.
-config.environment["KILN_CACHE_DIR"] = os.path.join(config.test_exec_root, "kiln-cache")
+# KILN_CACHE_DIR. `--param kiln_cache_dir=DIR` names another: the sanitized
+# runs (scripts/sanitize.sh) read the plain build's, whose entries are the
+# same bytes (the same kernels through the same NVRTC and LLVM, libraries
+# no sanitizer instruments), instead of compiling every kernel again.
+config.environment["KILN_CACHE_DIR"] = lit_config.params.get(
+    "kiln_cache_dir", os.path.join(config.test_exec_root, "kiln-cache"))

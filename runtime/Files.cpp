@@ -119,4 +119,23 @@ bool readCacheEntry(const std::string &path, const std::string &magic,
   return parseCacheEntry(text, magic, fields);
 }
 
+std::string keyedCacheEntry(const std::string &magic,
+                            const std::string &identity,
+                            const std::string &input,
+                            const std::string &output) {
+  return cacheEntry(magic, {identity, input, output, fnv1aHex(output)});
+}
+
+bool readKeyedCacheEntry(const std::string &path, const std::string &magic,
+                         const std::string &identity, const std::string &input,
+                         std::string &output) {
+  std::vector<std::string> fields;
+  if (!readCacheEntry(path, magic, fields) || fields.size() != 4 ||
+      fields[0] != identity || fields[1] != input || fields[2].empty() ||
+      fnv1aHex(fields[2]) != fields[3])
+    return false;
+  output = std::move(fields[2]);
+  return true;
+}
+
 } // namespace kiln::runtime

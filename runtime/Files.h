@@ -50,6 +50,21 @@ bool readCacheEntry(const std::string &path, const std::string &magic,
 bool parseCacheEntry(const std::string &text, const std::string &magic,
                      std::vector<std::string> &fields);
 
+// A compiled kernel's cache entry (the CPU kernels' caches:
+// cpu/jit/OrcKernelLoader.h, codegen/cpu/BitcodeCache.h): |output|, made
+// from |input| under |identity| (what else it depends on), as the fields
+// identity, input, output and a checksum of output.
+std::string keyedCacheEntry(const std::string &magic,
+                            const std::string &identity,
+                            const std::string &input,
+                            const std::string &output);
+// The output such an entry in file |path| holds, or false: no entry, an
+// identity or input that differs from these in full, no output, or a
+// checksum that does not hold.
+bool readKeyedCacheEntry(const std::string &path, const std::string &magic,
+                         const std::string &identity, const std::string &input,
+                         std::string &output);
+
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_FILES_H

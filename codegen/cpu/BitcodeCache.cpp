@@ -19,7 +19,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <mutex>
-#include <vector>
 
 namespace kiln {
 
@@ -66,11 +65,8 @@ optimizeKernelBitcode(llvm::Module &module) {
   if (!directory.empty() && !key.empty()) {
     input = bitcodeOf(module);
     path = directory + "/" + runtime::fnv1aHex(key + "\n" + input);
-    std::vector<std::string> fields;
-    if (runtime::readCacheEntry(path, kMagic, fields) && fields.size() == 4 &&
-        fields[0] == key && fields[1] == input && !fields[2].empty() &&
-        runtime::fnv1aHex(fields[2]) == fields[3]) {
-      result.bitcode = std::move(fields[2]);
+    if (runtime::readKeyedCacheEntry(path, kMagic, key, input,
+                                     result.bitcode)) {
       result.fromCache = true;
       return result;
     }
@@ -82,8 +78,7 @@ optimizeKernelBitcode(llvm::Module &module) {
   // miss next time, never an error.
   if (!path.empty())
     (void)runtime::writeFileAtomically(
-        path, runtime::cacheEntry(kMagic, {key, input, result.bitcode,
-                                           runtime::fnv1aHex(result.bitcode)}));
+        path, runtime::keyedCacheEntry(kMagic, key, input, result.bitcode));
   return result;
 }
 

@@ -72,7 +72,7 @@ std::string retargetToHost(llvm::Module &module, const llvm::Triple &host,
 }
 
 // The object code of each compiled kernel in $KILN_CACHE_DIR/cpu (see the
-// header), one file per kernel: a cacheEntry (runtime/Files.h) whose
+// header), one file per kernel: a keyedCacheEntry (runtime/Files.h) whose
 // fields are the identity (triple, CPU, features, optimization level, LLVM
 // version), the bitcode, the object and the object's FNV-1a. It is read
 // back only when the identity and the bitcode equal the module's in full
@@ -117,8 +117,7 @@ public:
     count(&OrcKernelCacheStats::misses);
     count(&OrcKernelCacheStats::ahead);
     if (writeFileAtomically(pathOf(bitcode),
-                            cacheEntry(kMagic, {identity_, bitcode, object,
-                                                fnv1aHex(object)}))
+                            keyedCacheEntry(kMagic, identity_, bitcode, object))
             .isOk())
       count(&OrcKernelCacheStats::written);
   }
@@ -130,8 +129,7 @@ public:
       return;
     forget(m);
     std::string bytes(object.getBufferStart(), object.getBufferSize());
-    std::string entry = cacheEntry(
-        kMagic, {identity_, module.bitcode, bytes, fnv1aHex(bytes)});
+    std::string entry = keyedCacheEntry(kMagic, identity_, module.bitcode, bytes);
     // The cache is an optimization: a file that cannot be written is a
     // miss next time, never an error.
     if (writeFileAtomically(module.path, entry).isOk())
@@ -148,13 +146,8 @@ private:
   // The object its file holds for |bitcode|: false unless the identity and
   // the bitcode equal this key in full and the checksum holds.
   bool read(const std::string &bitcode, std::string &object) const {
-    std::vector<std::string> fields;
-    if (!readCacheEntry(pathOf(bitcode), kMagic, fields) || fields.size() != 4 ||
-        fields[0] != identity_ || fields[1] != bitcode || fields[2].empty() ||
-        fnv1aHex(fields[2]) != fields[3])
-      return false;
-    object = std::move(fields[2]);
-    return true;
+    return readKeyedCacheEntry(pathOf(bitcode), kMagic, identity_, bitcode,
+                               object);
   }
 
   // A module expected, not yet compiled.

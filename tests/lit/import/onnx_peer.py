@@ -18,7 +18,15 @@ printed must match PyTorch's.
       statistics too) against the kiln checkpoint F; --accum=K: K
       micro-batches per step, gradients averaged (kiln's --grad-accum);
       --ranks=N: data parallel over N ranks (kiln launch), rank 0's running
-      statistics kept as DDP keeps them
+      statistics kept as DDP keeps them; --differs: the losses must differ
+      from PyTorch's at some step
+  onnx_peer.py COMMAND ARGS + COMMAND ARGS + ...
+      several commands in one process (importing PyTorch is most of a
+      small export's or check's time); each output line starts with
+      "[DIR]" (export) or "[MODEL DIR/LOG]" (check), and all run even when
+      one fails
+  onnx_peer.py checks FILE
+      the checks of FILE, one check's arguments per line, as above
   onnx_peer.py handmade DIR
       writes models made with onnx.helper: flatten-shape.onnx (a flatten
       written as Shape, Gather, Unsqueeze, Concat and Reshape, which kiln
@@ -46,7 +54,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_torch_training, randomize_batch_norms  # noqa: E402
+from kilntest import (check_torch_training, expect_loss_mismatch,  # noqa: E402
+                      randomize_batch_norms, run_command_line)
 
 F = torch.nn.functional
 BATCH = 4
@@ -488,13 +497,47 @@ def handmade(out):
     print("wrote the handmade models")
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "export":
-        export(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")
-    elif sys.argv[1] == "check":
-        options = dict(a[2:].split("=", 1) for a in sys.argv[6:])
-        check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]),
-              options.get("checkpoint"), int(options.get("accum", 1)),
-              int(options.get("ranks", 1)))
+def check_args(args):
+    """check's arguments: MODEL DIR LOG TOLERANCE [--checkpoint=F]
+    [--accum=K] [--ranks=N] [--differs]. --differs: the losses must differ
+    from PyTorch's (a mismatch at some step; any other failure still
+    fails)."""
+    options = dict(a[2:].partition("=")[::2] for a in args[4:])
+    known = {"checkpoint", "accum", "ranks", "differs"}
+    if len(args) < 4 or not all(a.startswith("--") for a in args[4:]) or set(options) - known:
+        sys.exit(f"check {' '.join(args)}: expected MODEL DIR LOG TOLERANCE "
+                 "[--checkpoint=F] [--accum=K] [--ranks=N] [--differs]")
+    run = lambda: check(args[0], args[1], args[2], float(args[3]),  # noqa: E731
+                        options.get("checkpoint"), int(options.get("accum", 1)),
+                        int(options.get("ranks", 1)))
+    if "differs" in options:
+        expect_loss_mismatch(run)
     else:
-        handmade(sys.argv[2])
+        run()
+
+
+def run_command(args):
+    command, rest = args[0], args[1:]
+    if command == "export" and len(rest) in (2, 3):
+        export(rest[0], rest[1], rest[2] if len(rest) > 2 else "")
+    elif command == "check":
+        check_args(rest)
+    elif command == "handmade" and len(rest) == 1:
+        handmade(rest[0])
+    else:
+        sys.exit(f"{' '.join(args)}: expected export MODEL DIR [MODE], check MODEL DIR LOG "
+                 "TOLERANCE [OPTIONS] or handmade DIR")
+
+
+def label(args):
+    """A part's output prefix: export's DIR, check's MODEL DIR/LOG."""
+    if args[0] == "check" and len(args) > 3:
+        log = args[3]
+        return f"{args[1]} {os.path.basename(os.path.dirname(log))}/{os.path.basename(log)}"
+    if args[0] == "export" and len(args) > 2:
+        return os.path.basename(args[2].rstrip("/"))
+    return args[0]
+
+
+if __name__ == "__main__":
+    run_command_line(sys.argv[1:], run_command, label)

@@ -292,3 +292,85 @@ def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
                      f"(> {tolerance})")
     print(f"checkpoint matches torch's state dict: {compared} tensors, "
           f"worst relative error {worst:.1e}")
+
+
+def split_parts(args, separator="+"):
+    """|args| cut at each |separator|: "A B + C D" is [[A, B], [C, D]]."""
+    parts = [[]]
+    for a in args:
+        if a == separator:
+            parts.append([])
+        else:
+            parts[-1].append(a)
+    return [p for p in parts if p]
+
+
+def run_parts(parts, run, label):
+    """Runs run(args) for each of |parts| in this one process (importing
+    PyTorch is most of a small check's time: about 2 s of 3 here, once per
+    process), each part's output lines prefixed with "[label(args)] ". A
+    part that fails (sys.exit with a message, or an exception) prints
+    "[label] FAILED: why" and the rest still run; the process then exits
+    with a non-zero status naming how many failed."""
+    import contextlib
+    import io
+    import traceback
+
+    failed = 0
+    for args in parts:
+        name = label(args)
+        out = io.StringIO()
+        why = None
+        try:
+            with contextlib.redirect_stdout(out):
+                run(args)
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                why = e.code if isinstance(e.code, str) else f"exit status {e.code}"
+        except Exception as e:  # noqa: BLE001 - reported, then counted
+            traceback.print_exc()
+            why = f"{type(e).__name__}: {e}"
+        for line in out.getvalue().splitlines():
+            print(f"[{name}] {line}")
+        if why is not None:
+            failed += 1
+            print(f"[{name}] FAILED: {why}")
+        sys.stdout.flush()
+    if failed:
+        sys.exit(f"{failed} of {len(parts)} failed")
+
+
+def run_command_line(argv, run_command, label):
+    """The command line of a peer script whose commands may share one
+    process: "COMMAND ARGS [+ COMMAND ARGS ...]" runs each with
+    run_command(args) (run_parts, prefixed by label(args), when there are
+    several); "checks FILE" runs "check" with each line of FILE as its
+    arguments (a test appends a line after each run it trains, and checks
+    them all at its end)."""
+    parts = split_parts(argv)
+    if len(parts) == 1 and parts[0][0] == "checks" and len(parts[0]) == 2:
+        with open(parts[0][1]) as f:
+            parts = [["check"] + line.split() for line in f if line.strip()]
+        if not parts:
+            sys.exit(f"{argv[1]}: no checks in it")
+        run_parts(parts, run_command, label)
+    elif len(parts) > 1:
+        run_parts(parts, run_command, label)
+    elif parts:
+        run_command(parts[0])
+    else:
+        sys.exit("expected a command")
+
+
+def expect_loss_mismatch(run, peer="torch"):
+    """Runs |run|(), a check of a kiln log against |peer|, which must fail
+    at a step's loss (check_losses' "step K: ..."); any other failure is
+    still one, and so is a match."""
+    try:
+        run()
+    except SystemExit as e:
+        if isinstance(e.code, str) and e.code.startswith("step "):
+            print(f"losses differ from {peer}, as expected: {e.code}")
+            return
+        raise
+    sys.exit(f"losses match {peer}; expected them to differ")

@@ -15,7 +15,14 @@ loss kiln printed must match PyTorch's.
   init_from_torch.py check MODEL STATE DATA LOG TOLERANCE
       trains PyTorch from STATE (a safetensors file in kiln's layout, of any
       float dtype, or a kiln checkpoint) on the .npy files of DATA, in
-      order, and compares each with the "step K loss" lines of LOG
+      order, and compares each with the "step K loss" lines of LOG;
+      --differs: the losses must differ from PyTorch's at some step
+  init_from_torch.py COMMAND ARGS + COMMAND ARGS + ...
+      several commands in one process (importing PyTorch is most of a
+      check's time), each check's output lines prefixed with "[LOG from
+      STATE]" (the names and their directories)
+  init_from_torch.py checks FILE
+      the checks of FILE, one check's arguments per line, as above
 
 MODEL: mlp (16-8-3), mlp4 (20-16-12-5) or lenet5; batch 4, momentum SGD
 (learning rate 0.05, momentum 0.9: Adam would turn the last-bit
@@ -30,7 +37,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_losses  # noqa: E402
+from kilntest import check_losses, expect_loss_mismatch, run_command_line  # noqa: E402
 
 BATCH = 4
 SAMPLES = 16
@@ -127,8 +134,29 @@ def check(model, state_file, data, log, tolerance):
     check_losses(log, step, tolerance)
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "make":
-        make(sys.argv[2], sys.argv[3])
+def run_command(args):
+    if args[0] == "make" and len(args) == 3:
+        make(args[1], args[2])
+    elif args[0] == "check" and len(args) in (6, 7) and args[6:] in ([], ["--differs"]):
+        def run():
+            check(args[1], args[2], args[3], args[4], float(args[5]))
+
+        if args[6:]:
+            expect_loss_mismatch(run)
+        else:
+            run()
     else:
-        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]))
+        sys.exit(f"{' '.join(args)}: expected make MODEL DIR or check MODEL STATE DATA LOG "
+                 "TOLERANCE [--differs]")
+
+
+def label(args):
+    """check's output prefix: the log's name and the state it starts from."""
+    if args[0] == "check" and len(args) > 4:
+        state = os.path.join(*args[2].split(os.sep)[-2:])
+        return f"{os.path.basename(args[4])} from {state}"
+    return " ".join(args[:2])
+
+
+if __name__ == "__main__":
+    run_command_line(sys.argv[1:], run_command, label)

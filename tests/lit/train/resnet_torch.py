@@ -12,7 +12,13 @@ statistics included, must match.
   resnet_torch.py check DIR BLOCKS WIDTH LOG TOLERANCE [--checkpoint=F]
                   [--accum=K] [--ranks=N] [--sync-batch-norm]
       trains PyTorch from DIR/kiln.safetensors with momentum SGD (lr 0.05,
-      momentum 0.9) and compares it with LOG (kilntest.check_torch_training)
+      momentum 0.9) and compares it with LOG (kilntest.check_torch_training);
+      --differs: the losses must differ from PyTorch's at some step
+  resnet_torch.py COMMAND ARGS + COMMAND ARGS + ...
+      several commands in one process (importing PyTorch is most of a
+      check's time), each output line prefixed with "[LOG]" (check's log)
+  resnet_torch.py checks FILE
+      the checks of FILE, one check's arguments per line, as above
 
 Batch 4, 16 samples of 1x28x28, 10 classes. The seed (weights, running
 statistics and data) is SEED, else random; it is printed."""
@@ -25,7 +31,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_torch_training, randomize_batch_norms  # noqa: E402
+from kilntest import (check_torch_training, expect_loss_mismatch,  # noqa: E402
+                      randomize_batch_norms, run_command_line)
 
 BATCH = 4
 SAMPLES = 16
@@ -111,13 +118,28 @@ def check(out, blocks, width, log, tolerance, checkpoint=None, accum=1, ranks=1,
                          sync_batch_norm=sync_batch_norm)
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "make":
-        make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
-             int(sys.argv[5]) if len(sys.argv) > 5 else None)
+def run_command(args):
+    if args[0] == "make" and len(args) in (4, 5):
+        make(args[1], int(args[2]), int(args[3]), int(args[4]) if len(args) > 4 else None)
+        return
+    options = dict(a[2:].partition("=")[::2] for a in args[6:])
+    known = {"checkpoint", "accum", "ranks", "sync-batch-norm", "differs"}
+    if (args[0] != "check" or len(args) < 6 or set(options) - known
+            or not all(a.startswith("--") for a in args[6:])):
+        sys.exit(f"{' '.join(args)}: expected make DIR BLOCKS WIDTH [SEED] or check DIR "
+                 "BLOCKS WIDTH LOG TOLERANCE [OPTIONS]")
+
+    def run():
+        check(args[1], int(args[2]), int(args[3]), args[4], float(args[5]),
+              options.get("checkpoint"), int(options.get("accum", 1)),
+              int(options.get("ranks", 1)), "sync-batch-norm" in options)
+
+    if "differs" in options:
+        expect_loss_mismatch(run)
     else:
-        options = dict((a[2:] + "=1").split("=", 2)[:2] for a in sys.argv[7:])
-        check(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
-              float(sys.argv[6]), options.get("checkpoint"),
-              int(options.get("accum", 1)), int(options.get("ranks", 1)),
-              "sync-batch-norm" in options)
+        run()
+
+
+if __name__ == "__main__":
+    run_command_line(sys.argv[1:], run_command,
+                     lambda args: os.path.basename(args[4]) if args[0] == "check" else args[0])

@@ -55,7 +55,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from kilntest import (check_torch_training, expect_loss_mismatch,  # noqa: E402
-                      randomize_batch_norms, run_command_line)
+                      parse_options, randomize_batch_norms, run_command_line)
 
 F = torch.nn.functional
 BATCH = 4
@@ -502,9 +502,8 @@ def check_args(args):
     [--accum=K] [--ranks=N] [--differs]. --differs: the losses must differ
     from PyTorch's (a mismatch at some step; any other failure still
     fails)."""
-    options = dict(a[2:].partition("=")[::2] for a in args[4:])
-    known = {"checkpoint", "accum", "ranks", "differs"}
-    if len(args) < 4 or not all(a.startswith("--") for a in args[4:]) or set(options) - known:
+    options = parse_options(args[4:], ("checkpoint", "accum", "ranks", "differs"))
+    if len(args) < 4 or options is None:
         sys.exit(f"check {' '.join(args)}: expected MODEL DIR LOG TOLERANCE "
                  "[--checkpoint=F] [--accum=K] [--ranks=N] [--differs]")
     run = lambda: check(args[0], args[1], args[2], float(args[3]),  # noqa: E731

@@ -340,6 +340,15 @@ def run_parts(parts, run, label):
         sys.exit(f"{failed} of {len(parts)} failed")
 
 
+def parse_options(args, known):
+    """|args|, each "--NAME=VALUE" or "--NAME" (value ""), as a dict; None
+    when one is not of that form or its name is not in |known|."""
+    if not all(a.startswith("--") for a in args):
+        return None
+    options = dict(a[2:].partition("=")[::2] for a in args)
+    return None if set(options) - set(known) else options
+
+
 def run_command_line(argv, run_command, label):
     """The command line of a peer script whose commands may share one
     process: "COMMAND ARGS [+ COMMAND ARGS ...]" runs each with

@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from kilntest import (check_torch_training, expect_loss_mismatch,  # noqa: E402
-                      randomize_batch_norms, run_command_line)
+                      parse_options, randomize_batch_norms, run_command_line)
 
 BATCH = 4
 SAMPLES = 16
@@ -122,10 +122,9 @@ def run_command(args):
     if args[0] == "make" and len(args) in (4, 5):
         make(args[1], int(args[2]), int(args[3]), int(args[4]) if len(args) > 4 else None)
         return
-    options = dict(a[2:].partition("=")[::2] for a in args[6:])
-    known = {"checkpoint", "accum", "ranks", "sync-batch-norm", "differs"}
-    if (args[0] != "check" or len(args) < 6 or set(options) - known
-            or not all(a.startswith("--") for a in args[6:])):
+    options = parse_options(args[6:], ("checkpoint", "accum", "ranks", "sync-batch-norm",
+                                       "differs"))
+    if args[0] != "check" or len(args) < 6 or options is None:
         sys.exit(f"{' '.join(args)}: expected make DIR BLOCKS WIDTH [SEED] or check DIR "
                  "BLOCKS WIDTH LOG TOLERANCE [OPTIONS]")
 
@@ -142,4 +141,4 @@ def run_command(args):
 
 if __name__ == "__main__":
     run_command_line(sys.argv[1:], run_command,
-                     lambda args: os.path.basename(args[4]) if args[0] == "check" else args[0])
+                     lambda args: os.path.basename(args[4]) if len(args) > 4 else args[0])

@@ -97,7 +97,9 @@ NestUses usesOf(const LoopNest &nest, YieldOp yield) {
   return uses;
 }
 
-
+// The ops one element of an elementwise layout may take before it runs an
+// element per thread instead of a vector's (buildElementwiseLayout).
+constexpr int64_t kMaxLaneOps = 512;
 
 void buildElementwiseLayout(CudaKernelBuilder &k, const LoopNest &nest,
                             const NestUses &uses) {
@@ -113,41 +115,73 @@ void buildElementwiseLayout(CudaKernelBuilder &k, const LoopNest &nest,
   int64_t width = 16 / widest;
   if (uses.loops || total % width != 0 || shape.empty())
     width = 1;
-  Value thread = k.intrinsics.index(b, loc, "kiln.thread");
-  Value threads = k.intrinsics.index(b, loc, "kiln.threads");
-  Value w = b.create<arith::ConstantIndexOp>(loc, width);
-  Value start = width > 1 ? b.create<arith::MulIOp>(loc, thread, w).getResult()
-                          : thread;
-  Value step = width > 1 ? b.create<arith::MulIOp>(loc, threads, w).getResult()
-                         : threads;
-  auto loop = b.create<scf::ForOp>(
-      loc, start, b.create<arith::ConstantIndexOp>(loc, total), step);
-  OpBuilder nb = OpBuilder::atBlockTerminator(loop.getBody());
-  Value base = loop.getInductionVar();
-  std::vector<SmallVector<Value, 4>> elementIvs;
-  for (int64_t e = 0; e < width; ++e) {
-    Value flat = e == 0 ? base
-                        : nb.create<arith::AddIOp>(
-                                loc, base,
-                                nb.create<arith::ConstantIndexOp>(loc, e))
-                              .getResult();
-    elementIvs.push_back(delinearizeIndex(nb, loc, flat, shape));
-  }
-  if (width > 1)
-    k.hooks.setVector(width, shape, loop.getBody(), base, elementIvs);
-  ElementEmitter emitter(k.model, k.hooks, nb);
-  for (unsigned result : nest.results) {
-    SmallVector<Value> values;
-    for (int64_t e = 0; e < width; ++e)
-      values.push_back(
-          emitter.emit(k.yield.getOperand(result), elementIvs[e]));
-    if (width == 1) {
-      k.store(nb, loc, result, values[0], elementIvs[0]);
-      continue;
+  // Emits the loop with |V| elements per thread and returns it; |first| is
+  // the first op it built in this block (the loop is the last).
+  Operation *first = nullptr;
+  auto emit = [&](int64_t V) {
+    Value thread = k.intrinsics.index(b, loc, "kiln.thread");
+    first = thread.getDefiningOp();
+    Value threads = k.intrinsics.index(b, loc, "kiln.threads");
+    Value w = b.create<arith::ConstantIndexOp>(loc, V);
+    Value start =
+        V > 1 ? b.create<arith::MulIOp>(loc, thread, w).getResult() : thread;
+    Value step =
+        V > 1 ? b.create<arith::MulIOp>(loc, threads, w).getResult() : threads;
+    auto loop = b.create<scf::ForOp>(
+        loc, start, b.create<arith::ConstantIndexOp>(loc, total), step);
+    OpBuilder nb = OpBuilder::atBlockTerminator(loop.getBody());
+    Value base = loop.getInductionVar();
+    std::vector<SmallVector<Value, 4>> elementIvs;
+    for (int64_t e = 0; e < V; ++e) {
+      Value flat =
+          e == 0 ? base
+                 : nb.create<arith::AddIOp>(
+                         loc, base, nb.create<arith::ConstantIndexOp>(loc, e))
+                       .getResult();
+      elementIvs.push_back(delinearizeIndex(nb, loc, flat, shape));
     }
-    SmallVector<Value> operands = {k.args()[k.numInputs() + result], base};
-    operands.append(values.begin(), values.end());
-    k.intrinsics.call(nb, loc, "kiln.vstore", operands, {});
+    if (V > 1)
+      k.hooks.setVector(V, shape, loop.getBody(), base, elementIvs);
+    ElementEmitter emitter(k.model, k.hooks, nb);
+    for (unsigned result : nest.results) {
+      SmallVector<Value> values;
+      for (int64_t e = 0; e < V; ++e)
+        values.push_back(
+            emitter.emit(k.yield.getOperand(result), elementIvs[e]));
+      if (V == 1) {
+        k.store(nb, loc, result, values[0], elementIvs[0]);
+        continue;
+      }
+      SmallVector<Value> operands = {k.args()[k.numInputs() + result], base};
+      operands.append(values.begin(), values.end());
+      k.intrinsics.call(nb, loc, "kiln.vstore", operands, {});
+    }
+    return loop;
+  };
+  // A body too deep for lanes: vector loads pay where a kernel is bound by
+  // memory, and a thread with thousands of ops per element is not. Its V
+  // copies only multiply the code NVRTC and ptxas compile and the
+  // registers each thread holds (an unrolled GRU's backward made one of
+  // 28,700 lines at V = 8, 34 s of NVRTC and ptxas; the GPT's deepest
+  // bodies are about 200 ops). Such a body is emitted again, an element
+  // per thread.
+  scf::ForOp loop = emit(width);
+  if (width > 1 &&
+      int64_t(loop.getBody()->getOperations().size()) > width * kMaxLaneOps) {
+    // Drop what the first try built (the loop and the indices before it),
+    // newest first, then the hooks' lanes.
+    assert(first->getBlock() == loop->getBlock() &&
+           first->isBeforeInBlock(loop));
+    Operation *op = loop;
+    while (op != first) {
+      Operation *prev = op->getPrevNode();
+      op->erase();
+      op = prev;
+    }
+    first->erase();
+    k.hooks.reset();
+    width = 1;
+    emit(width);
   }
   k.kernel.layouts.push_back(width > 1 ? "elementwise.v" + std::to_string(width)
                                        : "elementwise");

@@ -322,6 +322,46 @@ func.func @main(%x: tensor<256xf32>, %y: tensor<256xf32>) -> tensor<256xf32> {
                "vector store address .* is not 16-byte aligned");
 }
 
+// A body too deep for vector lanes (over 512 ops per element) runs an
+// element per thread: 8 copies of it would only multiply the code NVRTC
+// and ptxas compile (an unrolled GRU's backward was 28,700 lines at 8
+// lanes, 34 s). A shallow kernel beside it keeps its 8 bf16 lanes; both
+// compute the interpreter's values.
+TEST_F(CudaEmulationTest, DeepBodiesRunAnElementPerThread) {
+  std::string body;
+  std::string last = "%a";
+  for (int i = 0; i < 200; ++i) {
+    std::string sum = "%s" + std::to_string(i), next = "%t" + std::to_string(i);
+    body += "    " + sum + " = kiln.add " + last + ", %b : tensor<1024xbf16>\n";
+    body += "    " + next + " = kiln.tanh " + sum + " : tensor<1024xbf16>\n";
+    last = next;
+  }
+  std::string text = R"mlir(
+func.func @main(%x: tensor<1024xbf16>, %y: tensor<1024xbf16>) -> (tensor<1024xbf16>, tensor<1024xbf16>) {
+  %deep = kiln.fusion loop (%x, %y) : (tensor<1024xbf16>, tensor<1024xbf16>) -> tensor<1024xbf16> {
+  ^bb0(%a: tensor<1024xbf16>, %b: tensor<1024xbf16>):
+)mlir" + body + "    kiln.yield " +
+                     last + R"mlir( : tensor<1024xbf16>
+  }
+  %shallow = kiln.fusion loop (%x, %y) : (tensor<1024xbf16>, tensor<1024xbf16>) -> tensor<1024xbf16> {
+  ^bb0(%a: tensor<1024xbf16>, %b: tensor<1024xbf16>):
+    %s = kiln.add %a, %b : tensor<1024xbf16>
+    %t = kiln.tanh %s : tensor<1024xbf16>
+    kiln.yield %t : tensor<1024xbf16>
+  }
+  return %deep, %shallow : tensor<1024xbf16>, tensor<1024xbf16>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "deep", seed);
+  EXPECT_EQ(layouts["elementwise"], 1);
+  EXPECT_EQ(layouts["elementwise.v8"], 1);
+  runAll();
+  EXPECT_EQ(ran, 2u) << "seed " << seed;
+}
+
 // Few column reductions of a few rows each (kiln-split-reductions' second
 // stage: a layer norm's 768 scale gradients from 64 partials, here 24 from
 // 64 and a bf16 max over 40 rows with an Adam-like update after it): a warp

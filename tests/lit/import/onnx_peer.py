@@ -54,8 +54,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import (check_torch_training, expect_loss_mismatch,  # noqa: E402
-                      parse_options, randomize_batch_norms, run_command_line)
+from kilntest import (check_torch_training, parse_options,  # noqa: E402
+                      randomize_batch_norms, run_check, run_command_line)
 
 F = torch.nn.functional
 BATCH = 4
@@ -509,10 +509,7 @@ def check_args(args):
     run = lambda: check(args[0], args[1], args[2], float(args[3]),  # noqa: E731
                         options.get("checkpoint"), int(options.get("accum", 1)),
                         int(options.get("ranks", 1)))
-    if "differs" in options:
-        expect_loss_mismatch(run)
-    else:
-        run()
+    run_check(run, "differs" in options)
 
 
 def run_command(args):

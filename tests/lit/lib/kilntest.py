@@ -371,10 +371,14 @@ def run_command_line(argv, run_command, label):
         sys.exit("expected a command")
 
 
-def expect_loss_mismatch(run, peer="torch"):
-    """Runs |run|(), a check of a kiln log against |peer|, which must fail
-    at a step's loss (check_losses' "step K: ..."); any other failure is
-    still one, and so is a match."""
+def run_check(run, differs=False, peer="torch"):
+    """Runs |run|(), a check of a kiln log against |peer|. With |differs|
+    the check must fail at a step's loss (check_losses' "step K: ..."): any
+    other failure is still one, and so is a match (a peer script's
+    --differs)."""
+    if not differs:
+        run()
+        return
     try:
         run()
     except SystemExit as e:

@@ -37,7 +37,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import check_losses, expect_loss_mismatch, run_command_line  # noqa: E402
+from kilntest import check_losses, parse_options, run_check, run_command_line  # noqa: E402
 
 BATCH = 4
 SAMPLES = 16
@@ -135,16 +135,12 @@ def check(model, state_file, data, log, tolerance):
 
 
 def run_command(args):
+    options = parse_options(args[6:], ("differs",))
     if args[0] == "make" and len(args) == 3:
         make(args[1], args[2])
-    elif args[0] == "check" and len(args) in (6, 7) and args[6:] in ([], ["--differs"]):
-        def run():
-            check(args[1], args[2], args[3], args[4], float(args[5]))
-
-        if args[6:]:
-            expect_loss_mismatch(run)
-        else:
-            run()
+    elif args[0] == "check" and len(args) >= 6 and options is not None:
+        run_check(lambda: check(args[1], args[2], args[3], args[4], float(args[5])),
+                  "differs" in options)
     else:
         sys.exit(f"{' '.join(args)}: expected make MODEL DIR or check MODEL STATE DATA LOG "
                  "TOLERANCE [--differs]")

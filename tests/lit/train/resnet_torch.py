@@ -31,8 +31,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from kilntest import (check_torch_training, expect_loss_mismatch,  # noqa: E402
-                      parse_options, randomize_batch_norms, run_command_line)
+from kilntest import (check_torch_training, parse_options,  # noqa: E402
+                      randomize_batch_norms, run_check, run_command_line)
 
 BATCH = 4
 SAMPLES = 16
@@ -133,10 +133,7 @@ def run_command(args):
               options.get("checkpoint"), int(options.get("accum", 1)),
               int(options.get("ranks", 1)), "sync-batch-norm" in options)
 
-    if "differs" in options:
-        expect_loss_mismatch(run)
-    else:
-        run()
+    run_check(run, "differs" in options)
 
 
 if __name__ == "__main__":

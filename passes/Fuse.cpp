@@ -362,8 +362,24 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep,
       llvm::append_range(*read, successors(a));
   }
   double before = 0;
-  for (int c : watched)
-    before += timeOf(c);
+  SmallVector<double> watchedTimes;
+  for (int c : watched) {
+    watchedTimes.push_back(timeOf(c));
+    before += watchedTimes.back();
+  }
+  // A producer of a merge's two kernels exports the same values after it
+  // unless one of them holds a copy of an op at home in the producer (its
+  // user in the other kernel then reads the copy; FusionPlan::needsExport):
+  // only then can the producer's time change. The others keep the time
+  // measured here, the same number their pricing would give.
+  SmallVector<int> copiedFrom;
+  if (move == Move::Merge || move == Move::Sibling)
+    for (int c : {a, b})
+      for (Operation *op : clusters_[c].ops)
+        if (auto it = home_.find(op);
+            it != home_.end() && it->second != a && it->second != b &&
+            !llvm::is_contained(copiedFrom, it->second))
+          copiedFrom.push_back(it->second);
 
   // For a copy into every consumer, only the consumers that can take it.
   SmallVector<int> targets;
@@ -412,9 +428,24 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep,
   std::optional<double> saving;
   if (ok) {
     double now = 0;
-    for (int c : after)
-      if (clusters_[c].alive)
+    for (int c : after) {
+      if (!clusters_[c].alive)
+        continue;
+      const int *w = llvm::find(watched, c);
+      if (w != watched.end() && !llvm::is_contained(involved, c) &&
+          !llvm::is_contained(copiedFrom, c)) {
+        double kept = watchedTimes[w - watched.begin()];
+        if (verifyCaches_ && cacheMismatch_.empty() && timeOf(c) != kept)
+          cacheMismatch_ =
+              llvm::formatv("a merge of kernels {0} and {1} changed the "
+                            "time of their producer {2}",
+                            a, b, c)
+                  .str();
+        now += kept;
+      } else {
         now += timeOf(c);
+      }
+    }
     saving = before - now;
   }
   if (keep && ok)

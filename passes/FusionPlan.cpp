@@ -19,6 +19,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
 #include <queue>
@@ -119,6 +120,27 @@ void FusionPlan::buildGraph() {
   }
   for (BlockArgument arg : block_.getArguments())
     collect(arg, argUsers_[arg]);
+  infos_.reserve(nodes_.size());
+  for (Operation *node : nodes_) {
+    NodeInfo info;
+    info.remat = node->hasAttr(kRematAttrName);
+    anyRemat_ |= info.remat;
+    for (Value v : node->getOperands()) {
+      Operand operand;
+      operand.value = v;
+      operand.source = traceReshapes(v);
+      operand.sourceOp = operand.source.getDefiningOp();
+      bool inBlock =
+          operand.sourceOp && operand.sourceOp->getBlock() == &block_;
+      operand.small = inBlock && isSmallConstant(operand.sourceOp);
+      operand.node =
+          inBlock && !isFreeOp(operand.sourceOp) ? operand.sourceOp : nullptr;
+      operand.bytes = tensorBytes(operand.source.getType());
+      info.operands.push_back(operand);
+    }
+    infoIndex_[node] = infos_.size();
+    infos_.push_back(std::move(info));
+  }
   if (auto func = dyn_cast_or_null<func::FuncOp>(block_.getParentOp())) {
     Operation *terminator = block_.getTerminator();
     for (unsigned j = 0, e = terminator->getNumOperands(); j < e; ++j)
@@ -166,13 +188,20 @@ bool FusionPlan::needsExport(Operation *x, int c) const {
 }
 
 SmallVector<Value> FusionPlan::exportsOf(int c) const {
-  SmallVector<Value> exports;
+  // legal, legalReduction and computeTime each ask in turn about the
+  // cluster a trial made: the last answer is kept until the plan changes.
+  if (lastExports_.cluster == c && lastExports_.version == version_)
+    return lastExports_.values;
+  SmallVector<Value> &exports = lastExports_.values;
+  exports.clear();
   for (Operation *op : clusters_[c].ops) {
     auto it = home_.find(op);
     if (it == home_.end() || it->second != c || !needsExport(op, c))
       continue;
     llvm::append_range(exports, op->getResults());
   }
+  lastExports_.cluster = c;
+  lastExports_.version = version_;
   return exports;
 }
 
@@ -265,8 +294,8 @@ SmallVector<int> FusionPlan::predecessors(int c) const {
       out.push_back(p);
   };
   for (Operation *op : clusters_[c].ops) {
-    for (Value v : op->getOperands()) {
-      Operation *def = nodeOf(traceReshapes(v));
+    for (const Operand &operand : infoOf(op).operands) {
+      Operation *def = operand.node;
       if (!def || contains(def, c))
         continue;
       auto it = home_.find(def);
@@ -431,8 +460,10 @@ double FusionPlan::timeOf(int c) const {
   return time;
 }
 
-double FusionPlan::computeTime(int c) const {
-  const Cluster &cluster = clusters_[c];
+const FusionPlan::Reads &FusionPlan::readsOf(int c) const {
+  // legal and computeTime ask in turn about the cluster a trial made.
+  if (lastReads_.cluster == c && lastReads_.version == version_)
+    return lastReads_.reads;
   // Each external input once; an input read only through slices costs the
   // slices (at most the whole input).
   struct Input {
@@ -440,27 +471,40 @@ double FusionPlan::computeTime(int c) const {
     int64_t sliceBytes = 0;
     bool onlySlices = true;
   };
-  llvm::MapVector<Value, Input> inputs;
-  int64_t flops = 0;
-  for (Operation *op : cluster.ops) {
-    for (Value v : op->getOperands()) {
-      if (internal(v, c))
+  // (Only their number and the sum of their bytes are needed: any order.)
+  llvm::SmallDenseSet<Value, 32> values;
+  llvm::SmallDenseMap<Value, Input, 16> inputs;
+  Reads reads;
+  for (Operation *op : clusters_[c].ops) {
+    for (const Operand &operand : infoOf(op).operands) {
+      if (internal(operand, c))
         continue;
-      Value source = traceReshapes(v);
-      auto [it, inserted] = inputs.insert({source, Input{tensorBytes(source.getType())}});
-      if (isa<SliceOp>(op) && v == source)
+      values.insert(operand.value);
+      Value source = operand.source;
+      auto [it, inserted] = inputs.insert({source, Input{operand.bytes}});
+      if (isa<SliceOp>(op) && operand.value == source)
         it->second.sliceBytes += tensorBytes(op->getResult(0).getType());
       else
         it->second.onlySlices = false;
     }
-    flops = flops::add(flops, flops_.lookup(op));
+    reads.flops = flops::add(reads.flops, flops_.lookup(op));
   }
-  int64_t bytes = 0;
+  reads.values = values.size();
   for (auto &[value, input] : inputs)
-    bytes += input.onlySlices ? std::min(input.bytes, input.sliceBytes) : input.bytes;
+    reads.bytes += input.onlySlices ? std::min(input.bytes, input.sliceBytes)
+                                    : input.bytes;
+  lastReads_.cluster = c;
+  lastReads_.version = version_;
+  lastReads_.reads = reads;
+  return lastReads_.reads;
+}
+
+double FusionPlan::computeTime(int c) const {
+  const Reads &reads = readsOf(c);
+  int64_t bytes = reads.bytes;
   for (Value v : exportsOf(c))
     bytes += tensorBytes(v.getType());
-  return model_.kernelTimeUs(bytes, flops);
+  return model_.kernelTimeUs(bytes, reads.flops);
 }
 
 bool FusionPlan::legal(int c) const {
@@ -469,10 +513,11 @@ bool FusionPlan::legal(int c) const {
   // kernels: with an op before them (a forward sibling, a GEMM) they would
   // be computed in the forward pass again and kept, as without remat.
   bool plain = false;
-  for (Operation *op : cluster.ops) { // in block order
+  for (Operation *op : anyRemat_ ? ArrayRef<Operation *>(cluster.ops)
+                                 : ArrayRef<Operation *>()) { // in block order
     if (home_.lookup(op) != c)
       continue; // a copy of a cheap producer, computed here anyway
-    bool remat = op->hasAttr(kRematAttrName);
+    bool remat = infoOf(op).remat;
     if (remat && plain)
       return false;
     plain |= !remat;
@@ -480,13 +525,9 @@ bool FusionPlan::legal(int c) const {
   if (cluster.cls != ClusterClass::Fusible)
     return true;
   ++pricings_;
-  llvm::SetVector<Value> inputs;
-  for (Operation *op : cluster.ops)
-    for (Value v : op->getOperands())
-      if (!internal(v, c))
-        inputs.insert(v);
+  int64_t inputs = readsOf(c).values;
   SmallVector<Value> exports = exportsOf(c);
-  if (static_cast<int64_t>(inputs.size()) > limits_.maxInputs ||
+  if (inputs > limits_.maxInputs ||
       static_cast<int64_t>(exports.size()) > limits_.maxOutputs)
     return false;
   // A kernel that writes an argument's update may read that argument only
@@ -574,7 +615,7 @@ bool FusionPlan::legalScatter(int c, bool hasReduces) const {
       !isSmallConstant(traceReshapes(scatter.getOperand()).getDefiningOp()))
     return false;
   ArrayRef<int64_t> shape = shapeOf(scatter.getResult());
-  DenseSet<Operation *> after{scatter};
+  SmallPtrSet<Operation *, 16> after{scatter};
   for (Operation *op : cluster.ops) { // in block order
     if (op == scatter.getOperation())
       continue;
@@ -692,17 +733,20 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
       return false;
 
   const Cluster &cluster = clusters_[c];
-  DenseSet<Operation *> after; // ops that depend on a reduce in the kernel
+  SmallPtrSet<Operation *, 16>
+      after; // ops that depend on a reduce in the kernel
   // Ops that depend on a row-group partial (partials included).
-  DenseSet<Operation *> afterPartial(partials.begin(), partials.end());
+  SmallPtrSet<Operation *, 8> afterPartial(partials.begin(), partials.end());
   bool rowReused = false;
   // The bytes of one row of every input of shape F (each input once).
-  DenseSet<Value> rowInputs;
+  llvm::SmallDenseSet<Value, 8> rowInputs;
   int64_t rowBytes = 0;
   for (Operation *op : cluster.ops) {
-    for (Value v : op->getOperands()) {
-      if (internal(v, c) || shapeOf(v) != ArrayRef<int64_t>(full) ||
-          !rowInputs.insert(traceReshapes(v)).second)
+    const NodeInfo &info = infoOf(op);
+    for (const Operand &operand : info.operands) {
+      Value v = operand.value;
+      if (internal(operand, c) || shapeOf(v) != ArrayRef<int64_t>(full) ||
+          !rowInputs.insert(operand.source).second)
         continue;
       rowBytes += rowElements * (tensorBytes(v.getType()) /
                                  std::max<int64_t>(1, elementsOf(v)));
@@ -710,16 +754,17 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
     if (isa<ReduceOp>(op) && afterPartial.contains(op)) {
       // A partial: its rows are built beside the kernel's rows, before
       // their reductions are known.
-      Operation *def = traceReshapes(op->getOperand(0)).getDefiningOp();
+      Operation *def = info.operands[0].sourceOp;
       if (def && (isa<ReduceOp>(def) || after.contains(def)))
         return false;
       continue;
     }
     bool dependsOnReduce = false, dependsOnPartial = false;
-    for (Value v : op->getOperands()) {
-      if (!internal(v, c))
+    for (const Operand &operand : info.operands) {
+      if (!internal(operand, c))
         continue;
-      Operation *def = traceReshapes(v).getDefiningOp();
+      Value v = operand.value;
+      Operation *def = operand.sourceOp;
       if (afterPartial.contains(def)) {
         dependsOnPartial = true;
         if (v.getDefiningOp() != def)
@@ -766,6 +811,7 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
 //===----------------------------------------------------------------------===//
 
 void FusionPlan::rollback() {
+  ++version_;
   for (auto &[op, old] : llvm::reverse(journal_.members))
     member_[op] = old;
   for (auto &[op, old] : llvm::reverse(journal_.homes)) {
@@ -798,8 +844,8 @@ void FusionPlan::forgetChanged() {
       stale.insert(it->second);
     for (int m : member_.lookup(op))
       stale.insert(m);
-    for (Value v : op->getOperands())
-      if (Operation *def = nodeOf(traceReshapes(v)))
+    for (const Operand &operand : infoOf(op).operands)
+      if (Operation *def = operand.node)
         if (auto it = home_.find(def); it != home_.end())
           stale.insert(it->second);
     if (Operation *prev = orderPrev_.lookup(op))
@@ -825,7 +871,7 @@ void FusionPlan::forgetChanged() {
     timeCache_.erase(c);
     changedAt_[c] = commits_;
   }
-  journal_ = Journal{};
+  journal_.clear();
 }
 
 void FusionPlan::verifyCaches() {
@@ -880,6 +926,7 @@ void FusionPlan::saveCluster(int c) {
 }
 
 void FusionPlan::setHome(Operation *op, int c) {
+  ++version_;
   if (journalling_) {
     auto it = home_.find(op);
     journal_.homes.push_back({op, it == home_.end() ? -1 : it->second});
@@ -891,6 +938,7 @@ void FusionPlan::setHome(Operation *op, int c) {
 }
 
 void FusionPlan::setMembers(Operation *op, SmallVector<int, 2> members) {
+  ++version_;
   if (journalling_)
     journal_.members.push_back({op, member_.lookup(op)});
   member_[op] = std::move(members);
@@ -898,6 +946,7 @@ void FusionPlan::setMembers(Operation *op, SmallVector<int, 2> members) {
 
 // A new cluster with the ops of |a| and |b|; both die.
 int FusionPlan::merge(int a, int b) {
+  ++version_;
   int s = clusters_.size();
   Cluster merged;
   merged.cls = clusters_[a].cls == ClusterClass::Gemm || clusters_[b].cls == ClusterClass::Gemm
@@ -905,11 +954,15 @@ int FusionPlan::merge(int a, int b) {
                    : ClusterClass::Fusible;
   merged.sibling = clusters_[a].sibling || clusters_[b].sibling;
   merged.horizontal = clusters_[a].horizontal || clusters_[b].horizontal;
-  merged.ops = clusters_[a].ops;
-  for (Operation *op : clusters_[b].ops)
-    if (!llvm::is_contained(merged.ops, op))
-      merged.ops.push_back(op);
-  llvm::sort(merged.ops, [&](Operation *x, Operation *y) { return pos_[x] < pos_[y]; });
+  // Both lists are in block order, and an op copied into both is in each.
+  // (The block does not change while the plan is made: an op's place in
+  // it is kept in the op.)
+  const auto &opsA = clusters_[a].ops, &opsB = clusters_[b].ops;
+  merged.ops.resize(opsA.size() + opsB.size());
+  auto end = std::merge(
+      opsA.begin(), opsA.end(), opsB.begin(), opsB.end(), merged.ops.begin(),
+      [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  merged.ops.erase(std::unique(merged.ops.begin(), end), merged.ops.end());
   clusters_.push_back(std::move(merged));
   assert(journalling_ && "kiln-fuse: a merge outside begin() and commit()");
   journal_.merges.push_back({a, b, s});
@@ -934,6 +987,7 @@ int FusionPlan::merge(int a, int b) {
 // Copies the ops of |p| into |d| as guests.
 void FusionPlan::duplicate(int p, int d) {
   assert(journalling_ && "kiln-fuse: a copy outside begin() and commit()");
+  ++version_;
   saveCluster(d);
   size_t oldSize = clusters_[d].ops.size();
   for (Operation *op : clusters_[p].ops) {
@@ -945,7 +999,9 @@ void FusionPlan::duplicate(int p, int d) {
     clusters_[d].ops.push_back(op);
   }
   // Both lists are in block order: merge them.
-  auto byPosition = [&](Operation *x, Operation *y) { return pos_.lookup(x) < pos_.lookup(y); };
+  auto byPosition = [](Operation *x, Operation *y) {
+    return x->isBeforeInBlock(y);
+  };
   std::inplace_merge(clusters_[d].ops.begin(), clusters_[d].ops.begin() + oldSize,
                      clusters_[d].ops.end(), byPosition);
 }
@@ -955,6 +1011,7 @@ void FusionPlan::dropIfUnneeded(int p) {
   assert(journalling_ && "kiln-fuse: a removal outside begin() and commit()");
   if (!exportsOf(p).empty())
     return;
+  ++version_;
   saveCluster(p);
   clusters_[p].alive = false;
   for (Operation *op : clusters_[p].ops) {

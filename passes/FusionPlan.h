@@ -122,6 +122,30 @@ public:
   llvm::SmallVector<Value> exportsOf(int c) const;
   // Whether |v| (an operand of an op of |c|) is computed inside |c|.
   bool internal(Value v, int c) const;
+
+  // A node's operand as the plan sees it, worked out once (buildGraph):
+  // the hot questions (is it computed inside a kernel, which kernel
+  // computes it) then take no walk through reshapes and no lookup of
+  // the defining op.
+  struct Operand {
+    Value value;                   // as the op reads it
+    Value source;                  // traceReshapes(value)
+    Operation *sourceOp = nullptr; // source's defining op, in any block
+    Operation *node = nullptr;     // nodeOf(source)
+    bool small = false;            // a small constant of the block: copied
+    int64_t bytes = 0;             // tensorBytes(source.getType())
+  };
+  struct NodeInfo {
+    llvm::SmallVector<Operand, 3> operands;
+    bool remat = false; // kiln-autodiff's recomputed clone (kRematAttrName)
+  };
+  const NodeInfo &infoOf(Operation *node) const {
+    return infos_[infoIndex_.find(node)->second];
+  }
+  // internal(operand.value, c).
+  bool internal(const Operand &operand, int c) const {
+    return operand.small || (operand.node && contains(operand.node, c));
+  }
   llvm::SmallVector<int> successors(int c);
   // Whether |c| has more than |limit| successors; lists no more than
   // limit + 1 of them when its list is not kept (a scalar that every
@@ -156,7 +180,7 @@ public:
   // between begin() and commit() or rollback(), in a journal: the cached
   // answers are only ever dropped by what a commit changed.
   void begin() {
-    journal_ = Journal{};
+    journal_.clear();
     journal_.numClusters = clusters_.size();
     journalling_ = true;
   }
@@ -211,6 +235,13 @@ protected:
   // computeSuccessors, counted in the report and, outside a trial, kept.
   void listAndKeep(int c, llvm::SmallVector<int> &out, size_t limit);
   double computeTime(int c) const;
+  // What cluster |c| reads from outside: its distinct operand values (as
+  // its ops read them, the kernel's inputs), the bytes of their sources
+  // (each once, through reshapes), and its ops' flops.
+  struct Reads {
+    int64_t values = 0, bytes = 0, flops = 0;
+  };
+  const Reads &readsOf(int c) const;
   // successors(c) without a copy: the cached list, or (in a trial) a
   // scratch list valid until the next call.
   const llvm::SmallVector<int> &successorList(int c);
@@ -231,8 +262,24 @@ protected:
   llvm::DenseMap<Value, Value> updates_;
   llvm::DenseMap<Operation *, Operation *> orderNext_, orderPrev_;
   llvm::DenseMap<Operation *, int64_t> flops_;
+  llvm::DenseMap<Operation *, unsigned> infoIndex_;
+  std::vector<NodeInfo> infos_;
 
   std::vector<Cluster> clusters_;
+  // Counts the changes to clusters, homes and memberships (exportsOf's
+  // kept answer holds while it stays the same).
+  uint64_t version_ = 0;
+  mutable struct {
+    int cluster = -1;
+    uint64_t version = 0;
+    llvm::SmallVector<Value> values;
+  } lastExports_;
+  mutable struct {
+    int cluster = -1;
+    uint64_t version = 0;
+    Reads reads;
+  } lastReads_;
+  bool anyRemat_ = false; // a node is a recomputed clone
   llvm::DenseMap<Operation *, int> home_;
   llvm::DenseMap<Operation *, llvm::SmallVector<int, 2>> member_;
 
@@ -242,6 +289,14 @@ protected:
     std::vector<std::pair<int, Cluster>> clusters;
     std::vector<std::tuple<int, int, int>> merges; // a, b, merged
     size_t numClusters = 0;
+    // Empties it and keeps its memory (a trial per move priced).
+    void clear() {
+      homes.clear();
+      members.clear();
+      clusters.clear();
+      merges.clear();
+      numClusters = 0;
+    }
   } journal_;
   bool journalling_ = false;
 

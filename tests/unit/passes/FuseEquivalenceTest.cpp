@@ -135,8 +135,15 @@ TEST_F(FuseEquivalenceTest, RandomGraphsKeepTheirResults) {
       pm.addPass(createCanonicalizerPass());
       pm.addPass(createCSEPass());
     })) << diagnostics;
+    // With verify-caches: every answer kiln-fuse keeps between moves (and
+    // a producer's time a merge keeps) is checked against a fresh one.
     OwningOpRef<ModuleOp> fused = cloneModule(*decomposed);
-    ASSERT_TRUE(run(*fused, [](PassManager &pm) { pm.addPass(createKilnFuse()); }))
+    ASSERT_TRUE(run(*fused,
+                    [](PassManager &pm) {
+                      KilnFuseOptions fuse;
+                      fuse.verifyCaches = true;
+                      pm.addPass(createKilnFuse(fuse));
+                    }))
         << diagnostics << print(*decomposed);
     ASSERT_TRUE(succeeded(verify(*fused))) << diagnostics << print(*fused);
 

@@ -173,12 +173,13 @@ for mode in "${modes[@]}"; do
   # lit passes the sanitizers' options through to the tools it runs: all
   # of it under ASan but tools/compile-cuda.test (a minute of NVRTC and
   # ptxas on every zoo kernel; the step emulations emit the same kernels
-  # under ASan), train/memory-budget-cuda.test (the CPU half's budget
-  # search again, for a CUDA step) and peers/bench-gpu-peers.test
+  # under ASan), train/memory-budget-cuda.test and
+  # train/memory-budget-resnet.test (memory-budget.test's budget search
+  # again, for a CUDA step and a ResNet's) and peers/bench-gpu-peers.test
   # (PyTorch and JAX alone, no Kiln tool), the threaded commands under
   # TSan (with KILN_TSAN_CLI=1).
   filter=.
-  filter_out='tools/compile-cuda\.test|train/memory-budget-cuda\.test|peers/bench-gpu-peers\.test'
+  filter_out='tools/compile-cuda\.test|train/memory-budget-(cuda|resnet)\.test|peers/bench-gpu-peers\.test'
   if [ "$mode" = thread ]; then
     [ "${KILN_TSAN_CLI:-0}" = 1 ] || continue
     filter='train/|tools/launch'

@@ -733,8 +733,8 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
       return false;
 
   const Cluster &cluster = clusters_[c];
-  SmallPtrSet<Operation *, 16>
-      after; // ops that depend on a reduce in the kernel
+  // Ops that depend on a reduce in the kernel.
+  SmallPtrSet<Operation *, 16> after;
   // Ops that depend on a row-group partial (partials included).
   SmallPtrSet<Operation *, 8> afterPartial(partials.begin(), partials.end());
   bool rowReused = false;

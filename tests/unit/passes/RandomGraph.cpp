@@ -118,7 +118,8 @@ private:
   }
   // Whether |v| is known to be the same at every index of its dimensions
   // from |axis| on: a splat, a broadcast that maps none of them (or only
-  // extent-1 ones), or elementwise ops of such values. A layer norm over
+  // extent-1 ones, or ones its operand is constant along), a reshape of
+  // such runs, or elementwise ops of such values. A layer norm over
   // such rows divides their rounding noise (the mean of a constant rounds)
   // by the root of eps: no two orders of summation agree, and no model
   // normalizes a constant.
@@ -131,10 +132,37 @@ private:
     if (auto broadcast = dyn_cast<BroadcastInDimOp>(def)) {
       ArrayRef<int64_t> dims = broadcast.getBroadcastDimensions();
       ArrayRef<int64_t> from = shapeOf(broadcast.getOperand());
-      for (auto [i, d] : llvm::enumerate(dims))
-        if (d >= axis && from[i] != 1)
-          return false;
-      return true;
+      bool mapsNone = true;
+      int64_t first = dims.size(); // the first operand dimension mapped there
+      for (auto [i, d] : llvm::enumerate(dims)) {
+        if (d < axis)
+          continue;
+        first = std::min<int64_t>(first, i);
+        mapsNone &= from[i] == 1;
+      }
+      // Or the operand is constant along the dimensions it maps there (a
+      // suffix of them when the mapping is in order).
+      return mapsNone ||
+             (llvm::is_sorted(dims) && constantAlong(broadcast.getOperand(), first));
+    }
+    if (auto reshape = dyn_cast<ReshapeOp>(def)) {
+      // A row of |v| (its R elements from |axis| on) is a run of R
+      // elements of the operand in row-major order: constant when the
+      // operand is constant on its runs from some dimension on and those
+      // runs' length is a multiple of R (a broadcast row reshaped, as in
+      // reshape(broadcast([3] -> [3, 233, 2])) -> [3, 466]).
+      ArrayRef<int64_t> from = shapeOf(reshape.getOperand());
+      int64_t row = 1;
+      for (int64_t d : shapeOf(v).drop_front(axis))
+        row *= d;
+      int64_t run = 1;
+      for (int64_t a = from.size(); a >= 0; --a) {
+        if (a < static_cast<int64_t>(from.size()))
+          run *= from[a];
+        if (run % row == 0 && constantAlong(reshape.getOperand(), a))
+          return true;
+      }
+      return false;
     }
     return def->hasTrait<OpTrait::Elementwise>() && def->getNumOperands() > 0 &&
            llvm::all_of(def->getOperands(),

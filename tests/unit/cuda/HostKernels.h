@@ -102,10 +102,11 @@ inline std::string hexName(uint64_t hash) {
 // -fno-pch-timestamp: the header's modification time is not checked (a
 // checkout that touches it without changing it would fail every build);
 // its content is in the hash.
-inline std::string precompiledHeader(const std::string &flags) {
+// |header| is the header's text.
+inline std::string precompiledHeader(const std::string &flags, const std::string &header) {
 #ifdef KILN_HOST_KERNEL_CACHE
   uint64_t hash = fnv1a(std::string(KILN_HOST_CXX) + flags + " pch");
-  hash = fnv1a(readFile(KILN_CUDA_EMULATION_HEADER), hash);
+  hash = fnv1a(header, hash);
   std::string pch = std::string(KILN_HOST_KERNEL_CACHE) + hexName(hash) + ".pch";
   std::error_code ec;
   std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
@@ -178,10 +179,11 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
                       "-DKILN_CUDA_EMULATION";
   std::string cached;
   detail::BuildLock lock;
+  std::string header = detail::readFile(KILN_CUDA_EMULATION_HEADER);
 #ifdef KILN_HOST_KERNEL_CACHE
   {
     uint64_t hash = detail::fnv1a(std::string(KILN_HOST_CXX) + flags);
-    hash = detail::fnv1a(detail::readFile(KILN_CUDA_EMULATION_HEADER), hash);
+    hash = detail::fnv1a(header, hash);
     hash = detail::fnv1a(source, hash);
     std::error_code ec;
     std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
@@ -213,7 +215,7 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
              " -o " + so + " -lpthread > " + log + " 2>&1";
     };
     std::string include = std::string(" -include ") + KILN_CUDA_EMULATION_HEADER;
-    std::string pch = detail::precompiledHeader(flags);
+    std::string pch = detail::precompiledHeader(flags, header);
     // A precompiled header the compiler refuses (one from another version
     // of it at the same path) costs a second try with the header itself.
     if ((pch.empty() || std::system(command(" -include-pch " + pch).c_str()) != 0) &&

@@ -14,6 +14,7 @@
 
 #include "codegen/cpu/LowerToLLVM.h"
 #include "tests/unit/CollectDiagnostics.h"
+#include "tests/unit/TestSeed.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -45,11 +46,7 @@
 namespace kiln::codegen_test {
 
 // The first seed of a run: KILN_CODEGEN_SEED when set, else fresh.
-inline uint64_t baseSeed() {
-  if (const char *fixed = std::getenv("KILN_CODEGEN_SEED"))
-    return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
-}
+inline uint64_t baseSeed() { return kiln::test::seedFrom("KILN_CODEGEN_SEED"); }
 
 // |op| as text, for failure messages.
 inline std::string printed(mlir::Operation *op) {

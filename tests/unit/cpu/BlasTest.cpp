@@ -14,6 +14,7 @@
 
 #include "runtime/cpu/Blas.h"
 #include "runtime/cpu/DirectConv.h"
+#include "tests/unit/TestSeed.h"
 
 #include "runtime/Half.h"
 
@@ -46,15 +47,7 @@ using kiln::HostTensor;
 using ::testing::HasSubstr;
 
 uint64_t testSeed() {
-  static uint64_t seed = [] {
-    uint64_t s;
-    if (const char *env = std::getenv("KILN_BLAS_SEED"))
-      s = std::strtoull(env, nullptr, 10);
-    else
-      s = std::random_device{}();
-    std::printf("KILN_BLAS_SEED=%llu\n", (unsigned long long)s);
-    return s;
-  }();
+  static uint64_t seed = kiln::test::announcedSeed("KILN_BLAS_SEED");
   return seed;
 }
 

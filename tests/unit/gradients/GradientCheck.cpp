@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tests/unit/gradients/GradientCheck.h"
+#include "tests/unit/TestSeed.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -120,12 +121,7 @@ std::string list(const std::vector<int64_t> &values) {
   return s + "]";
 }
 
-uint64_t testSeed() {
-  if (const char *env = std::getenv("KILN_GRAD_SEED"))
-    return std::strtoull(env, nullptr, 10);
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
+uint64_t testSeed() { return test::seedFrom("KILN_GRAD_SEED"); }
 
 //===----------------------------------------------------------------------===//
 // The check

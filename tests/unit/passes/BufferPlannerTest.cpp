@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/BufferPlanner.h"
+#include "tests/unit/TestSeed.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -349,11 +350,7 @@ TEST(OverlapChecker, CatchesEveryOverlapInjectedIntoAPlan) {
 // Random interval sets
 //===----------------------------------------------------------------------===//
 
-uint64_t baseSeed() {
-  if (const char *fixed = std::getenv("KILN_PLANNER_SEED"))
-    return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
-}
+uint64_t baseSeed() { return kiln::test::seedFrom("KILN_PLANNER_SEED"); }
 
 // Random buffers over |steps| steps, like a kernel schedule's: views of
 // earlier buffers and in-place candidates over operands that die there.

@@ -12,6 +12,7 @@
 
 #include "tests/unit/AttentionText.h"
 #include "tests/unit/CollectDiagnostics.h"
+#include "tests/unit/TestSeed.h"
 
 #include "ir/Interpreter.h"
 #include "ir/KilnDialect.h"
@@ -117,7 +118,7 @@ protected:
   MLIRContext context;
   std::string diagnostics;
   std::unique_ptr<ScopedDiagnosticHandler> handler;
-  std::mt19937_64 engine{std::random_device{}()};
+  std::mt19937_64 engine{test::announcedSeed("KILN_DECOMPOSE_SEED")};
 };
 
 TEST_F(DecomposeAttentionTest, MatchesTheWholeOps) {

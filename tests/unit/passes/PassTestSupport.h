@@ -12,6 +12,7 @@
 #define KILN_TESTS_UNIT_PASSES_PASSTESTSUPPORT_H
 
 #include "tests/unit/CollectDiagnostics.h"
+#include "tests/unit/TestSeed.h"
 
 #include "ir/KilnDialect.h"
 #include "passes/Passes.h"
@@ -36,11 +37,7 @@ namespace kiln::test {
 
 // The first seed of a run: |variable| (KILN_FUSE_SEED, ...) when set, else
 // fresh.
-inline uint64_t baseSeed(const char *variable) {
-  if (const char *fixed = std::getenv(variable))
-    return std::strtoull(fixed, nullptr, 10);
-  return std::random_device{}();
-}
+inline uint64_t baseSeed(const char *variable) { return seedFrom(variable); }
 
 class PassTestBase : public ::testing::Test {
 protected:

@@ -19,6 +19,7 @@
 #include "ir/KilnOps.h"
 #include "tests/unit/AttentionText.h"
 #include "tests/unit/CollectDiagnostics.h"
+#include "tests/unit/TestSeed.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -120,7 +121,7 @@ protected:
   OwningOpRef<ModuleOp> module;
   std::string diagnostics;
   std::unique_ptr<ScopedDiagnosticHandler> handler;
-  std::mt19937_64 engine{std::random_device{}()};
+  std::mt19937_64 engine{test::announcedSeed("KILN_REFERENCE_SEED")};
 };
 
 TEST_F(GeluGradReferenceTest, MatchesTheDirectComputation) {

@@ -37,7 +37,8 @@ MODEL: mlp (16-8-3, torch.nn.Sequential), lenet5, bn (convolutions with
 BatchNorm2d in train mode), frozen (the same with the batch norms in eval
 mode: running statistics), embed (int64 token ids
 through an nn.Embedding, a mean and a classifier), misc (a small network
-of other ops: GELU, average pooling, LeakyReLU, a mean over the spatial
+of other ops: GELU, average and max pooling with ceil_mode and
+count_include_pad=False, LeakyReLU, a mean over the spatial
 dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
 -1), tanh, a matmul with a [in, out] weight, softmax, a scalar constant;
 mean squared error on its output), image (an encoder-decoder's image ops;
@@ -89,7 +90,16 @@ class Misc(torch.nn.Module):
         self.head = torch.nn.Linear(5 + 24, 4)
 
     def forward(self, x):
-        h = F.avg_pool2d(F.gelu(self.conv1(x)), 2)            # [B, 4, 4, 4]
+        g = F.gelu(self.conv1(x))                               # [B, 4, 8, 8]
+        # Pools to [B, 4, 4, 4] whose windows overhang the end (ceil_mode)
+        # or read padding, so that PyTorch's divisors differ at the edges:
+        # the window cut at the declared pads (the 5-wide one is where
+        # onnx.reference's ceil_mode average differs from PyTorch), or the
+        # elements of g only (count_include_pad=False).
+        h = (F.avg_pool2d(g, 3, 2, ceil_mode=True)
+             + F.avg_pool2d(g, 5, 3, padding=2, ceil_mode=True)
+             + F.avg_pool2d(g, 3, 2, padding=1, count_include_pad=False)
+             + F.max_pool2d(g, 3, 2, ceil_mode=True))           # [B, 4, 4, 4]
         h = F.leaky_relu(self.conv2(h), 0.1)                    # [B, 6, 2, 2]
         pooled = h.mean(dim=(2, 3))                             # [B, 6]
         flat = h.view(h.size(0), -1)                            # [B, 24]
@@ -437,10 +447,13 @@ def handmade(out):
     z2 = helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 10])
     save("two-outputs", [helper.make_node("Relu", ["x"], ["y"]),
                          helper.make_node("Tanh", ["x"], ["z"])], [x2], [y2, z2])
-    # MaxPool with ceil_mode.
-    yp = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 4, 4])
-    save("ceil", [helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[3, 3],
-                                   strides=[2, 2], ceil_mode=1)], [x], [yp])
+    # A pool whose pads are as wide as its window; a transposed convolution
+    # with SAME pads.
+    refused("pool-pads", [helper.make_node("MaxPool", ["h"], ["y"], name="pool",
+                                           kernel_shape=[3, 3], pads=[1, 3, 1, 0])])
+    refused("convtranspose-same", [helper.make_node(
+        "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
+        auto_pad="SAME_UPPER")], [wt])
     # Gemm with mismatched inner dimensions.
     wg = helper.make_tensor("fc.weight", TensorProto.FLOAT, [5, 7], [0.0] * 35)
     yg = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])

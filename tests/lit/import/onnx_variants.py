@@ -305,6 +305,41 @@ def variants(rng):
          helper.make_node("CumSum", ["h", "axis1"], ["c"], exclusive=1, reverse=1),
          helper.make_node("Sum", ["a", "b", "c"], ["y"])],
         [const("axis2", 2), const("last", -1), const("axis1", 1)])
+    # Pooling with ceil_mode (windows that overhang the end; with pads 1 on
+    # 7 a last window that would start in the trailing pad is dropped),
+    # count_include_pad 0 (asymmetric pads), auto_pad SAME_UPPER and
+    # SAME_LOWER (on an average: the reference's MaxPool gives SAME_LOWER
+    # floor(in / stride) outputs, where the specification says ceil);
+    # convolutions with SAME pads, strided and dilated. Two results of
+    # different shapes are flattened and concatenated.
+    def both(a, b):
+        return [helper.make_node("Flatten", [a], [a + "_flat"]),
+                helper.make_node("Flatten", [b], [b + "_flat"]),
+                helper.make_node("Concat", [a + "_flat", b + "_flat"], ["y"], axis=1)]
+
+    add("maxpool-ceil-same", 13, (4, 3, 7, 8),
+        [helper.make_node("MaxPool", ["h"], ["a"], kernel_shape=[2, 3], strides=[3, 2],
+                          pads=[1, 1, 1, 0], ceil_mode=1),
+         helper.make_node("MaxPool", ["h"], ["b"], kernel_shape=[2, 3], strides=[2, 3],
+                          auto_pad="SAME_UPPER")] + both("a", "b"), smooth=False)
+    add("avgpool-ceil", 19, (4, 3, 7, 8),
+        [helper.make_node("AveragePool", ["h"], ["a"], kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
+         helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[3, 2], strides=[2, 3],
+                          pads=[1, 0, 0, 1], ceil_mode=1)] + both("a", "b"))
+    add("avgpool-exclude-pad-same", 13, (4, 3, 7, 8),
+        [helper.make_node("AveragePool", ["h"], ["a"], kernel_shape=[3, 2], strides=[1, 2],
+                          pads=[1, 0, 2, 1]),
+         helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[3, 2], strides=[2, 3],
+                          auto_pad="SAME_LOWER")] + both("a", "b"))
+    add("conv-same", 13, (4, 3, 7, 8),
+        [helper.make_node("Conv", ["h", "w1"], ["a"], auto_pad="SAME_UPPER",
+                          strides=[2, 3], dilations=[1, 2]),
+         helper.make_node("Conv", ["h", "w2", "b2"], ["b"], auto_pad="SAME_LOWER",
+                          strides=[2, 3])] + both("a", "b"),
+        [floats("w1", rng.standard_normal((2, 3, 2, 3)) * 0.4),
+         floats("w2", rng.standard_normal((3, 3, 4, 2)) * 0.4),
+         floats("b2", rng.standard_normal(3) * 0.1)])
     return out
 
 

@@ -16,7 +16,7 @@
 // parameters, for `kiln train --init-from`; the parameters' own #kiln.init
 // follows PyTorch's default (uniform on +-1/sqrt(fan_in)) for training
 // from scratch. An op outside the supported set, an attribute kiln cannot
-// honor (ceil_mode, SAME padding, count_include_pad with padding, ...) or
+// honor (an Einsum diagonal, a transposed convolution's SAME padding, ...) or
 // an inconsistent shape is an error naming the node and what was expected.
 //
 //===----------------------------------------------------------------------===//

@@ -183,6 +183,42 @@ static std::vector<int64_t> kilnPadding(const std::vector<int64_t> &pads) {
   return {pads[0], pads[2], pads[1], pads[3]};
 }
 
+// The pads of a 2-D window op over the spatial extents |in| with windows
+// |extent| wide (dilation included) at |strides|, from its auto_pad:
+// NOTSET reads the pads attribute, VALID pads nothing, and SAME_UPPER and
+// SAME_LOWER pad so that the output is ceil(in / stride), the total split
+// in half and the odd element at the end (UPPER) or the beginning (LOWER).
+bool Importer::windowPads(llvm::ArrayRef<int64_t> in,
+                          llvm::ArrayRef<int64_t> extent,
+                          llvm::ArrayRef<int64_t> strides,
+                          std::vector<int64_t> &pads) {
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+    if (pads.size() != 4)
+      return fail("pads is " + shapeText(pads) +
+                  ": expected 4 values for a 2-D window");
+    if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
+      return fail("pads " + shapeText(pads) + " are negative");
+    return true;
+  }
+  pads.assign(4, 0);
+  if (autoPad == "VALID")
+    return true;
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return fail("auto_pad is " + autoPad +
+                ": expected NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+  for (int i = 0; i < 2; ++i) {
+    int64_t out = (in[i] + strides[i] - 1) / strides[i];
+    int64_t total =
+        std::max<int64_t>(0, (out - 1) * strides[i] + extent[i] - in[i]);
+    int64_t half = total / 2;
+    pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+    pads[2 + i] = total - pads[i];
+  }
+  return true;
+}
+
 // Conv and ConvTranspose read X [N, C, H, W] and W; their attributes.
 struct ConvAttributes {
   std::vector<int64_t> strides, pads, dilations;
@@ -210,19 +246,24 @@ bool Importer::convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
   if (sx.size() != 4 || sw.size() != 4)
     return fail("X is " + shapeText(sx) + " and W " + shapeText(sw) +
                 ": kiln import reads 2-D " + what + "s (NCHW)");
-  std::string autoPad = stringAttr("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID")
-    return fail("auto_pad is " + autoPad +
-                ": export with explicit pads (kiln import reads NOTSET and VALID)");
   a.strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  a.pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
   a.dilations = intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
   a.groups = intAttr("group", 1);
-  if (a.strides.size() != 2 || a.pads.size() != 4 || a.dilations.size() != 2)
-    return fail(std::string("strides, pads or dilations are not those of a 2-D ") + what);
+  if (a.strides.size() != 2 || a.dilations.size() != 2)
+    return fail(std::string("strides or dilations are not those of a 2-D ") +
+                what);
   if (llvm::any_of(a.strides, [](int64_t v) { return v < 1; }) ||
       llvm::any_of(a.dilations, [](int64_t v) { return v < 1; }))
     return fail("strides and dilations must be positive");
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  if (transposed && autoPad != "NOTSET" && autoPad != "VALID")
+    return fail("auto_pad is " + autoPad +
+                ": export with explicit pads (kiln import reads a transposed "
+                "convolution's NOTSET and VALID)");
+  int64_t extent[2] = {a.dilations[0] * (sw[2] - 1) + 1,
+                       a.dilations[1] * (sw[3] - 1) + 1};
+  if (!windowPads(sx.drop_front(2), extent, a.strides, a.pads))
+    return false;
   if (auto kernel = intsAttr("kernel_shape");
       kernel && (kernel->size() != 2 || (*kernel)[0] != sw[2] || (*kernel)[1] != sw[3]))
     return fail("kernel_shape does not match W " + shapeText(sw));
@@ -318,6 +359,15 @@ bool Importer::convTranspose() {
   return true;
 }
 
+// MaxPool and AveragePool (2-D). ceil_mode rounds the output size up, as
+// PyTorch does: a last window that would start past the input and its
+// leading pad is dropped, and the windows that overhang the end read kiln
+// padding there (-infinity for the max; zeros for the average). kiln's
+// average divides by the whole window; where PyTorch's divisor differs
+// (count_include_pad 0: the input elements the window covers; 1: the
+// window cut at the end of the declared pads, which ceil_mode can
+// overhang), the result is multiplied by a constant [out_h, out_w] of
+// window size over divisor.
 bool Importer::pool(bool max) {
   mlir::Value x;
   if (!value(0, x))
@@ -325,40 +375,84 @@ bool Importer::pool(bool max) {
   if (node_->outputs.size() > 1 && !node_->outputs[1].empty())
     return fail("its Indices output is not supported");
   if (shape(x).size() != 4)
-    return fail("X is " + shapeText(shape(x)) + ": kiln import reads 2-D pooling (NCHW)");
-  std::string autoPad = stringAttr("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID")
-    return fail("auto_pad is " + autoPad + ": export with explicit pads");
-  if (intAttr("ceil_mode", 0) != 0)
-    return fail("ceil_mode is 1: kiln pools floor the output size (ceil_mode 0)");
+    return fail("X is " + shapeText(shape(x)) +
+                ": kiln import reads 2-D pooling (NCHW)");
   std::optional<std::vector<int64_t>> kernel = intsAttr("kernel_shape");
   if (!kernel || kernel->size() != 2)
     return fail("kernel_shape is missing or not 2-D");
+  if (llvm::any_of(*kernel, [](int64_t k) { return k < 1; }))
+    return fail("kernel_shape " + shapeText(*kernel) + " is not positive");
   std::vector<int64_t> strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  if (strides.size() != 2 ||
+      llvm::any_of(strides, [](int64_t v) { return v < 1; }))
+    return fail("strides " + shapeText(strides) + " are not 2 positive values");
   std::vector<int64_t> dilations =
       intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
   if (dilations != std::vector<int64_t>{1, 1})
     return fail("dilations are not 1: kiln pools take dense windows");
-  bool padded = llvm::any_of(pads, [](int64_t p) { return p != 0; });
-  if (!max && padded && intAttr("count_include_pad", 0) == 0)
-    return fail("pads with count_include_pad 0: kiln's average counts padded "
-                "elements (count_include_pad=True)");
   llvm::ArrayRef<int64_t> sx = shape(x);
+  std::vector<int64_t> pads;
+  if (!windowPads(sx.drop_front(2), *kernel, strides, pads))
+    return false;
+  for (int i = 0; i < 2; ++i)
+    if (pads[i] >= (*kernel)[i] || pads[2 + i] >= (*kernel)[i])
+      return fail("pads " + shapeText(pads) +
+                  " are not smaller than the window " + shapeText(*kernel) +
+                  ": a window would read only padding");
+  bool ceil = intAttr("ceil_mode", 0) != 0;
+  bool includePad = intAttr("count_include_pad", 0) != 0;
   llvm::SmallVector<int64_t> dims = {sx[0], sx[1]};
+  // Kiln's end padding: the declared pads and the ceil_mode overhang.
+  std::vector<int64_t> ends = {pads[2], pads[3]};
+  // Per axis, each output position's divisor along that axis.
+  std::vector<int64_t> counts[2];
   for (int i = 0; i < 2; ++i) {
-    int64_t extent = sx[2 + i] + pads[i] + pads[2 + i] - (*kernel)[i];
-    if (extent < 0 || strides[i] < 1)
-      return fail("the window does not fit X " + shapeText(sx));
-    dims.push_back(extent / strides[i] + 1);
+    int64_t in = sx[2 + i], k = (*kernel)[i], s = strides[i];
+    int64_t padded = in + pads[i] + pads[2 + i];
+    if (padded < k)
+      return fail("the window " + shapeText(*kernel) + " does not fit X " +
+                  shapeText(sx) + " padded by " + shapeText(pads));
+    int64_t out = (ceil ? (padded - k + s - 1) / s : (padded - k) / s) + 1;
+    if (ceil && (out - 1) * s >= in + pads[i])
+      --out;
+    ends[i] += std::max<int64_t>(0, (out - 1) * s + k - padded);
+    dims.push_back(out);
+    for (int64_t o = 0; o < out; ++o) {
+      int64_t start = o * s - pads[i];
+      int64_t end = std::min(start + k, in + pads[2 + i]);
+      // Every window starts before the input's end (the ceil_mode rule;
+      // with floor, since the pads are below the window) and ends past
+      // its start, so both counts are at least 1.
+      counts[i].push_back(includePad ? end - start
+                                     : std::min(end, in) -
+                                           std::max<int64_t>(start, 0));
+    }
   }
-  mlir::Value y;
-  if (max)
-    y = b_.create<kiln::MaxPool2DOp>(loc(), type(dims, element(x)), x, arr(*kernel),
-                                     arr(strides), arr(kilnPadding(pads)));
-  else
-    y = b_.create<kiln::AvgPool2DOp>(loc(), type(dims, element(x)), x, arr(*kernel),
-                                     arr(strides), arr(kilnPadding(pads)));
+  std::vector<int64_t> padding = {pads[0], ends[0], pads[1], ends[1]};
+  if (max) {
+    setOutput(0, b_.create<kiln::MaxPool2DOp>(loc(), type(dims, element(x)), x,
+                                              arr(*kernel), arr(strides),
+                                              arr(padding)));
+    return true;
+  }
+  mlir::Value y =
+      b_.create<kiln::AvgPool2DOp>(loc(), type(dims, element(x)), x,
+                                   arr(*kernel), arr(strides), arr(padding));
+  int64_t window = (*kernel)[0] * (*kernel)[1];
+  Static factors;
+  factors.dataType = int32_t(DataType::Float);
+  factors.dims = {dims[2], dims[3]};
+  bool uniform = true;
+  for (int64_t h : counts[0])
+    for (int64_t w : counts[1]) {
+      factors.values.push_back(double(window) / double(h * w));
+      uniform = uniform && h * w == window;
+    }
+  if (!uniform) {
+    mlir::Value wide =
+        broadcastTo(constant(factors, nodeName_ + ".divisors"), dims);
+    y = b_.create<kiln::MulOp>(loc(".divisors"), y.getType(), y, wide);
+  }
   setOutput(0, y);
   return true;
 }

@@ -165,6 +165,8 @@ private:
   bool matmul();
   bool conv();
   // Conv and ConvTranspose: X, W and the attributes both read, checked.
+  bool windowPads(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> extent,
+                  llvm::ArrayRef<int64_t> strides, std::vector<int64_t> &pads);
   bool convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
                   ConvAttributes &a);
   // Adds input 2, a [C] bias, along dimension 1 of |y| (if present).

@@ -177,7 +177,7 @@ class SelectNet(torch.nn.Module):
     """Selection and data movement with the activations that come with them:
     chunk (Split), slices with steps, flip (a negative step), expand, where
     and comparisons, einsum (a batched contraction, an outer product and a
-    sum), clamp, and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
+    sum), clamp, topk, and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
     Softsign; a scalar (rank-0) parameter scales the logits."""
 
     def __init__(self):
@@ -199,6 +199,7 @@ class SelectNet(torch.nn.Module):
         outer = torch.einsum("bi,bj->bij", g[:, 0], g[:, 1]).sum(2)  # [B, 4]
         mask = g[:, :, :1].expand(-1, -1, 4) > 0.1                   # [B, 4, 4]
         gated = torch.where(mask, g, F.softplus(g) * -0.5).mean(2)   # [B, 4]
+        gated = gated + torch.topk(g, 2, dim=2).values.sum(2) * 0.5  # TopK
         h = torch.cat([mixed.flatten(1), torch.clamp(outer, -2.0, 2.0), gated], 1)
         return self.fc2(h) * self.temperature
 

@@ -340,6 +340,24 @@ def variants(rng):
         [floats("w1", rng.standard_normal((2, 3, 2, 3)) * 0.4),
          floats("w2", rng.standard_normal((3, 3, 4, 2)) * 0.4),
          floats("b2", rng.standard_normal(3) * 0.1)])
+    # TopK: the largest along the last axis and the smallest along the
+    # channels (K as an input); ties in index order (clipped values) and
+    # -infinity left over (the log of a ReLU) through K as an attribute
+    # (opset 9), its indices cast to floats.
+    add("topk", 11, image,
+        [helper.make_node("TopK", ["h", "k3"], ["a", "ia"]),
+         helper.make_node("TopK", ["h", "k2"], ["b", "ib"], axis=1, largest=0)]
+        + both("a", "b"), [const("k3", [3]), const("k2", [2])])
+    add("topk-ties-opset9", 9, image,
+        [helper.make_node("Clip", ["h"], ["r"], min=-0.3, max=0.3),
+         helper.make_node("TopK", ["r"], ["rv", "ri"], k=4),
+         helper.make_node("Cast", ["ri"], ["rf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["rv", "rf"], ["a"]),
+         helper.make_node("Relu", ["h"], ["p"]),
+         helper.make_node("Log", ["p"], ["l"]),
+         helper.make_node("TopK", ["l"], ["lv", "li"], axis=3, k=5),
+         helper.make_node("Cast", ["li"], ["b"], to=TensorProto.FLOAT)]
+        + both("a", "b"), smooth=False)
     return out
 
 

@@ -595,6 +595,8 @@ bool Importer::node(const onnx::Node &n) {
     return tile();
   if (op == "GatherElements")
     return gatherElements();
+  if (op == "TopK")
+    return topK();
   if (op == "DepthToSpace" || op == "SpaceToDepth")
     return depthSpace(op == "DepthToSpace");
   if (op == "CumSum")
@@ -758,19 +760,22 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, Cast, CastLike, Celu, Clip, "
-         "Concat, Constant, ConstantOfShape, Conv, ConvTranspose, Cos, CumSum, "
-         "DepthToSpace, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, "
-         "Gather, GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
-         "GRU, HardSigmoid, HardSwish, Identity, InstanceNormalization, "
-         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
-         "LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, "
-         "Not, Or, Pad, Pow, PRelu, Range, Reciprocal, ReduceL1, ReduceL2, "
-         "ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
-         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Selu, SequenceAt, Shape, Shrink, "
-         "Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, SpaceToDepth, Split, "
-         "SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, ThresholdedRelu, Tile, "
-         "Transpose, Trilu, Unsqueeze, Where, Xor";
+  return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, "
+         "Cast, CastLike, Celu, Clip, Concat, Constant, ConstantOfShape, "
+         "Conv, ConvTranspose, Cos, CumSum, DepthToSpace, Div, Dropout, "
+         "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, "
+         "GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, "
+         "Greater, GreaterOrEqual, GRU, HardSigmoid, HardSwish, Identity, "
+         "InstanceNormalization, LayerNormalization, LeakyRelu, Less, "
+         "LessOrEqual, Log, LogSoftmax, LpNormalization, LSTM, MatMul, Max, "
+         "MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, PRelu, "
+         "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
+         "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
+         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Selu, SequenceAt, "
+         "Shape, Shrink, Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, "
+         "SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, "
+         "Tanh, ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, "
+         "Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

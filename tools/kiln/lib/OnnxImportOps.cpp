@@ -769,6 +769,118 @@ bool Importer::argExtreme(bool max) {
   return true;
 }
 
+// TopK (K a constant, axis, largest, sorted): K rounds of kiln.argmax along
+// the axis, each over X (or -X for the smallest) with the elements taken
+// so far at -infinity. A round whose best is -infinity (only -infinity is
+// left untaken, or X holds NaN, which argmax counts as largest, ...) takes
+// the first untaken element instead, so ties come out in index order, as
+// ONNX says. The indices (INT64) are the rounds' results side by side;
+// the values are X gathered at them (GatherElements' gather), so the
+// gradient reaches X at the chosen elements. Always sorted.
+bool Importer::topK() {
+  static constexpr int64_t kMaxRounds = 256;
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not floating-point");
+  int64_t rank = shape(x).size(), axis, k;
+  if (!axisOf(x, -1, axis))
+    return false;
+  if (opset_ >= 10) {
+    const Static *s = staticInput(1);
+    if (!s)
+      return false;
+    if (s->values.size() != 1)
+      return fail("K has " + std::to_string(s->values.size()) +
+                  " values: expected one");
+    k = toIndex(s->values[0]);
+  } else {
+    k = intAttr("k", 0);
+  }
+  int64_t n = shape(x)[axis];
+  if (k < 1 || k > n)
+    return fail("K is " + std::to_string(k) + " along axis " +
+                std::to_string(axis) + " of size " + std::to_string(n) +
+                ": expected 1 to " + std::to_string(n));
+  if (k > kMaxRounds)
+    return fail("K is " + std::to_string(k) +
+                ": kiln import takes TopK as K argmax rounds, at most " +
+                std::to_string(kMaxRounds));
+  bool largest = intAttr("largest", 1) != 0;
+  llvm::ArrayRef<int64_t> dims = shape(x);
+  llvm::SmallVector<int64_t> reduced, kept;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      reduced.push_back(dims[d]);
+      kept.push_back(d);
+    }
+  mlir::Type f = element(x), i64 = b_.getI64Type(), i1 = b_.getI1Type();
+  mlir::Type t = x.getType(), flags = type(dims, i1);
+  mlir::Value key =
+      largest ? x : b_.create<kiln::NegOp>(loc(".neg"), t, x).getResult();
+  mlir::Value lowest = splat(-INFINITY, f, dims);
+  mlir::Value iota = b_.create<kiln::IotaOp>(loc(".iota"), type(dims, i64),
+                                             b_.getI64IntegerAttr(axis));
+  mlir::Value untakenKey = splat(1.0, f, dims), takenKey = splat(0.0, f, dims);
+  mlir::Value taken;
+  llvm::SmallVector<mlir::Value> picked;
+  for (int64_t r = 0; r < k; ++r) {
+    std::string at = ".round" + std::to_string(r);
+    mlir::Value masked = taken
+                             ? b_.create<kiln::SelectOp>(loc(at + ".masked"), t,
+                                                         taken, lowest, key)
+                                   .getResult()
+                             : key;
+    mlir::Value index =
+        b_.create<kiln::ArgmaxOp>(loc(at + ".argmax"), type(reduced, i64),
+                                  masked, b_.getI64IntegerAttr(axis));
+    if (taken) {
+      mlir::Value best =
+          b_.create<kiln::ReduceOp>(loc(at + ".best"), type(reduced, f),
+                                    kiln::ReduceKind::max, masked, arr({axis}));
+      mlir::Value none = b_.create<kiln::CompareOp>(
+          loc(at + ".none"), type(reduced, i1), kiln::CompareDirection::eq,
+          best, splat(-INFINITY, f, reduced));
+      mlir::Value open = b_.create<kiln::SelectOp>(loc(at + ".open"), t, taken,
+                                                   takenKey, untakenKey);
+      mlir::Value first =
+          b_.create<kiln::ArgmaxOp>(loc(at + ".first"), type(reduced, i64),
+                                    open, b_.getI64IntegerAttr(axis));
+      index = b_.create<kiln::SelectOp>(loc(at + ".index"), type(reduced, i64),
+                                        none, first, index);
+    }
+    picked.push_back(index);
+    if (r + 1 == k)
+      break;
+    mlir::Value hit = b_.create<kiln::CompareOp>(
+        loc(at + ".hit"), flags, kiln::CompareDirection::eq, iota,
+        g_.broadcast(nodeName_ + at + ".spread", index, kept, dims));
+    taken = taken ? b_.create<kiln::SelectOp>(loc(at + ".taken"), flags, hit,
+                                              hit, taken)
+                        .getResult()
+                  : hit;
+  }
+  llvm::SmallVector<int64_t> one(dims.begin(), dims.end()),
+      out(dims.begin(), dims.end());
+  one[axis] = 1;
+  out[axis] = k;
+  llvm::SmallVector<mlir::Value> columns;
+  for (size_t r = 0; r < picked.size(); ++r)
+    columns.push_back(g_.reshape(
+        nodeName_ + ".round" + std::to_string(r) + ".column", picked[r], one));
+  mlir::Value indices =
+      k == 1
+          ? columns.front()
+          : b_.create<kiln::ConcatenateOp>(loc(".indices"), type(out, i64),
+                                           columns, b_.getI64IntegerAttr(axis))
+                .getResult();
+  setOutput(0, gatherAlong(x, indices, axis));
+  if (node_->outputs.size() > 1)
+    setOutput(1, indices);
+  return true;
+}
+
 // LpNormalization: X divided by its L1 or L2 norm along an axis.
 bool Importer::lpNormalization() {
   mlir::Value x;

@@ -21,13 +21,6 @@ namespace kiln::cli::onnx_import {
 
 namespace {
 
-// An index read from a double, clamped so that INT64_MAX and INT64_MIN
-// (the exporters' "to the end") do not overflow the conversion.
-int64_t toIndex(double v) {
-  constexpr double kLimit = 4611686018427387904.0; // 2^62
-  return static_cast<int64_t>(std::clamp(v, -kLimit, kLimit));
-}
-
 std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> dims) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (int64_t d = static_cast<int64_t>(dims.size()) - 2; d >= 0; --d)
@@ -626,6 +619,15 @@ bool Importer::gatherElements() {
   mlir::Value index = b_.create<kiln::SelectOp>(
       loc(".index"), t, negative,
       b_.create<kiln::AddOp>(loc(".from_end"), t, indices, splat(double(n), e, si)), indices);
+  setOutput(0, gatherAlong(data, index, axis));
+  return true;
+}
+
+mlir::Value Importer::gatherAlong(mlir::Value data, mlir::Value index,
+                                  int64_t axis) {
+  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(index);
+  int64_t rank = sd.size();
+  mlir::Type e = element(index), t = index.getType();
   mlir::Value flat;
   for (int64_t d = rank - 1, stride = 1; d >= 0; stride *= sd[d--]) {
     mlir::Value along =
@@ -645,8 +647,7 @@ bool Importer::gatherElements() {
   gathered.push_back(1);
   mlir::Value y = b_.create<kiln::GatherOp>(loc(".gather"), type(gathered, element(data)),
                                             column, flat);
-  setOutput(0, g_.reshape(nodeName_, y, si));
-  return true;
+  return g_.reshape(nodeName_, y, si);
 }
 
 // Tile: each axis repeated whole (static repeats), as a broadcast over a

@@ -15,6 +15,7 @@
 #include "tools/kiln/lib/GraphBuilder.h"
 #include "tools/kiln/lib/OnnxImport.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,6 +37,13 @@ struct Static {
 inline bool isFloatType(int32_t t) {
   return t == int32_t(DataType::Float) || t == int32_t(DataType::Double) ||
          t == int32_t(DataType::Float16) || t == int32_t(DataType::BFloat16);
+}
+
+// An index read from a double, clamped so that INT64_MAX and INT64_MIN
+// (the exporters' "to the end") do not overflow the conversion.
+inline int64_t toIndex(double v) {
+  constexpr double kLimit = 4611686018427387904.0; // 2^62
+  return static_cast<int64_t>(std::clamp(v, -kLimit, kLimit));
 }
 
 inline int64_t product(llvm::ArrayRef<int64_t> dims) {
@@ -218,6 +226,10 @@ private:
   bool logical(const std::string &op);
   bool tile();
   bool gatherElements();
+  // data[i.. with index[i..] along |axis|] (indices in [0, extent)), of
+  // index's shape: GatherElements' gather, differentiable in |data|.
+  mlir::Value gatherAlong(mlir::Value data, mlir::Value index, int64_t axis);
+  bool topK();
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);
   // CumSum: a product with a constant triangular matrix along the axis.

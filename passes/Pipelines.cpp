@@ -11,6 +11,7 @@
 
 #include "passes/Passes.h"
 #include "passes/Rematerialize.h"
+#include "runtime/Units.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -26,6 +27,8 @@
 #include <limits>
 
 namespace kiln {
+
+using runtime::formatBytes;
 
 namespace {
 
@@ -377,22 +380,6 @@ private:
 
 } // namespace
 
-std::string formatBytes(int64_t bytes) {
-  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  unsigned unit = 0;
-  while (unit + 1 < std::size(units) && value >= 1024) {
-    value /= 1024;
-    ++unit;
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (unit == 0)
-    os << bytes << " B";
-  else
-    os << llvm::format("%.2f ", value) << units[unit];
-  return text;
-}
 
 namespace {
 

@@ -174,9 +174,6 @@ mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
                                        mlir::TimingScope *timing = nullptr,
                                        MemoryBudgetOutcome *outcome = nullptr);
 
-// "2.50 GiB": |bytes| in the largest binary unit (B to TiB) under which it
-// is at least 1, for messages about memory.
-std::string formatBytes(int64_t bytes);
 
 } // namespace kiln
 

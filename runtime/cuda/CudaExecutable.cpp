@@ -16,6 +16,7 @@
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/cuda/CudaEpilogue.h"
 #include "runtime/Initializers.h"
+#include "runtime/Units.h"
 #include "runtime/dist/Communicator.h"
 
 #include <algorithm>
@@ -33,22 +34,6 @@ namespace {
 
 // Dynamic shared memory a kernel may launch with before it opts in.
 constexpr uint32_t kDefaultDynamicSharedBytes = 48 * 1024;
-
-// "4.59 GiB", "1920 B": |bytes| in the largest binary unit it fills.
-std::string gib(uint64_t bytes) {
-  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (unit + 1 < std::size(units) && value >= 1024) {
-    value /= 1024;
-    ++unit;
-  }
-  if (unit == 0)
-    return std::to_string(bytes) + " B";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
-  return text;
-}
 
 int64_t elementCount(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -267,13 +252,13 @@ Status CudaExecutable::prepare() {
   bool knowFree = api_.memGetInfo(&freeBytes, &totalBytes).isOk();
   auto tooLarge = [&](const std::string &what) {
     std::string message =
-        "the arena: the package plans " + gib(package_.arenaSize) +
+        "the arena: the package plans " + formatBytes(package_.arenaSize) +
         " for the step (parameters, optimizer state, batch and "
         "activations)";
     if (knowFree)
       message += " and CUDA device " + std::to_string(options_.device) +
-                 " (" + device_.name + ") has " + gib(freeBytes) +
-                 " free of " + gib(totalBytes);
+                 " (" + device_.name + ") has " + formatBytes(freeBytes) +
+                 " free of " + formatBytes(totalBytes);
     return Status::error(
         message + what +
         "; compile the model again with --memory-budget=SIZE under what is "

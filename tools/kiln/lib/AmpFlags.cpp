@@ -2,9 +2,13 @@
 
 #include "tools/kiln/lib/AmpFlags.h"
 
+#include "runtime/Units.h"
+
 #include "llvm/ADT/SmallVector.h"
 
 namespace kiln::cli {
+
+using runtime::formatBytes;
 
 void addAmpFlags(FlagParser &parser, AmpFlags &f) {
   parser.addValue("amp", &f.amp, "MODE",

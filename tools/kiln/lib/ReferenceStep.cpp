@@ -7,6 +7,7 @@
 #include "ir/Interpreter.h"
 #include "passes/Passes.h"
 #include "runtime/Initializers.h"
+#include "runtime/Units.h"
 
 
 #include <cmath>
@@ -66,9 +67,7 @@ LogicalResult checkInterpreterMemory(func::FuncOp func) {
   int64_t memory = static_cast<int64_t>(pages) * pageSize;
   if (arguments + largest <= memory)
     return success();
-  auto size = [](int64_t bytes) {
-    return formatInUnits(double(bytes), {"B", "KiB", "MiB", "GiB", "TiB"}, 1024);
-  };
+  auto size = [](int64_t bytes) { return runtime::formatBytes(bytes); };
   InFlightDiagnostic error = func.emitError();
   error << "the reference interpreter holds every value as f64 and needs at "
            "least "

@@ -11,6 +11,7 @@
 #include "ir/Flops.h"
 #include "ir/KilnOps.h"
 #include "passes/Passes.h"
+#include "runtime/Units.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/MapVector.h"
@@ -96,30 +97,15 @@ void accumulate(mlir::Region &region, FunctionSummary &summary,
 }
 
 // " (1.23 MFLOP)" for a value of at least one |step|, else "".
-std::string humanize(double value, llvm::ArrayRef<const char *> units,
+std::string humanize(double value, std::initializer_list<const char *> units,
                      double step) {
   if (value < step)
     return "";
-  return " (" + formatInUnits(value, units, step) + ")";
+  return " (" + runtime::formatInUnits(value, units, step) + ")";
 }
 
 } // namespace
 
-std::string formatInUnits(double value, llvm::ArrayRef<const char *> units,
-                          double step) {
-  size_t unit = 0;
-  while (value >= step && unit + 1 < units.size()) {
-    value /= step;
-    ++unit;
-  }
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  if (unit == 0)
-    os << llvm::format("%.0f ", value) << units[0];
-  else
-    os << llvm::format("%.2f ", value) << units[unit];
-  return s;
-}
 
 std::string formatShape(llvm::ArrayRef<int64_t> shape) {
   if (shape.empty())

@@ -64,12 +64,6 @@ ModelSummary summarizeModule(mlir::ModuleOp module);
 // "128x784", or "scalar" for rank 0.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
-// |value| in the largest of |units| (each |step| times the one before)
-// that keeps it at least 1, with two decimals ("1.23 MiB"); below |step|,
-// in the first unit as a whole number ("8 B").
-std::string formatInUnits(double value, llvm::ArrayRef<const char *> units,
-                          double step);
-
 // The text `kiln inspect` prints for |summary| of the file |path|.
 void printSummary(const ModelSummary &summary, llvm::StringRef path,
                   llvm::raw_ostream &os);

@@ -177,7 +177,8 @@ class SelectNet(torch.nn.Module):
     """Selection and data movement with the activations that come with them:
     chunk (Split), slices with steps, flip (a negative step), expand, where
     and comparisons, einsum (a batched contraction, an outer product and a
-    sum), clamp, topk, and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
+    sum), clamp, topk, scatter and scatter_add at argmax indices, an indexed
+    assignment (index_put), and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
     Softsign; a scalar (rank-0) parameter scales the logits."""
 
     def __init__(self):
@@ -200,6 +201,11 @@ class SelectNet(torch.nn.Module):
         mask = g[:, :, :1].expand(-1, -1, 4) > 0.1                   # [B, 4, 4]
         gated = torch.where(mask, g, F.softplus(g) * -0.5).mean(2)   # [B, 4]
         gated = gated + torch.topk(g, 2, dim=2).values.sum(2) * 0.5  # TopK
+        top = g.argmax(dim=2, keepdim=True)                          # [B, 4, 1]
+        hot = torch.zeros_like(g).scatter(2, top, g[:, :, :1])       # ScatterElements
+        hot = hot.scatter_add(2, top, g[:, :, 1:2])                  # reduction add
+        hot[:, 1] = g[:, 2] * 2                                      # index_put
+        gated = gated + hot.mean(2) * 0.5
         h = torch.cat([mixed.flatten(1), torch.clamp(outer, -2.0, 2.0), gated], 1)
         return self.fc2(h) * self.temperature
 
@@ -455,6 +461,11 @@ def handmade(out):
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
         auto_pad="SAME_UPPER")], [wt])
+    # A scatter that multiplies.
+    rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)
+    refused("scatter-mul", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],
+                                             name="scatter", reduction="mul")],
+            [rows], opset=18)
     # Gemm with mismatched inner dimensions.
     wg = helper.make_tensor("fc.weight", TensorProto.FLOAT, [5, 7], [0.0] * 35)
     yg = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])

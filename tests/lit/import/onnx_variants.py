@@ -358,6 +358,33 @@ def variants(rng):
          helper.make_node("TopK", ["l"], ["lv", "li"], axis=3, k=5),
          helper.make_node("Cast", ["li"], ["b"], to=TensorProto.FLOAT)]
         + both("a", "b"), smooth=False)
+    # ScatterElements written (distinct rows, some counted from the end)
+    # and added (repeated columns); ScatterND written at (batch, channel)
+    # pairs, added at repeated batches (k = 1), and written at one element
+    # (k = 4). The updates are slices of h, so gradients reach both sides.
+    rows = np.stack([rng.permutation(6)[:2] for _ in range(4 * 3 * 6)])
+    rows = rows.reshape(4, 3, 6, 2).transpose(0, 1, 3, 2) - 6 * rng.integers(0, 2, (4, 3, 2, 6))
+    add("scatter-elements", 16, image,
+        [helper.make_node("Slice", ["h", "s0", "s2", "ax2"], ["u"]),
+         helper.make_node("ScatterElements", ["h", "rows", "u"], ["a"], axis=2),
+         helper.make_node("Slice", ["h", "s0", "s3", "ax3"], ["v"]),
+         helper.make_node("ScatterElements", ["h", "cols", "v"], ["b"], axis=-1,
+                          reduction="add"),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [const("rows", rows), const("cols", rng.integers(0, 3, (4, 3, 6, 3))),
+         const("s0", [0]), const("s2", [2]), const("s3", [3]), const("ax2", [2]),
+         const("ax3", [3])])
+    add("scatter-nd", 16, image,
+        [helper.make_node("Slice", ["h", "s1", "s3", "ax0"], ["u"]),
+         helper.make_node("Reshape", ["u", "pairs_shape"], ["u2"]),
+         helper.make_node("ScatterND", ["h", "pairs", "u2"], ["a"]),
+         helper.make_node("ScatterND", ["a", "batches", "h"], ["b"], reduction="add"),
+         helper.make_node("ReduceSum", ["h", "all"], ["total"], keepdims=0),
+         helper.make_node("ScatterND", ["b", "element", "total"], ["y"])],
+        [const("pairs", [[[0, 1], [3, -1], [2, 0]], [[1, 2], [0, 0], [-1, 1]]]),
+         const("pairs_shape", [2, 3, 6, 6]),
+         const("batches", [[1], [3], [1], [0]]), const("element", [2, 1, 4, -1]),
+         const("s1", [1]), const("s3", [3]), const("ax0", [0]), const("all", [0, 1, 2, 3])])
     return out
 
 

@@ -99,22 +99,49 @@ bool Importer::readInputs() {
 // 1/sqrt(head_dim) or a causal mask. So an initializer is a constant when
 // its kind is CONSTANT_TENSOR, when it holds an infinity, a NaN or a
 // magnitude of 1e30 or more (a mask, whose -inf PyTorch writes as the
-// float's lowest value: no parameter holds one), or, in a torch.export model, when it has no kind and
-// one element (a folded scalar; PyTorch's one-element parameters carry
-// their kind); a BUFFER (a registered buffer) is a constant where a node
-// reads it, and a batch norm's running statistic where one does. Every
-// other is a parameter.
+// float's lowest value: no parameter holds one), or, in a torch.export
+// model, when it has no kind and one element (a folded scalar; PyTorch's
+// one-element parameters carry their kind) or when the optimizer's record
+// of what it was folded from (`pkg.onnxscript.optimizer.folded_from`,
+// every value a chain of folds read) names no parameter (a
+// torch.zeros_like folded from an activation's shape; a weight's
+// transpose names the weight); a BUFFER (a registered
+// buffer) is a constant where a node reads it, and a batch norm's running
+// statistic where one does. Every other is a parameter.
 bool Importer::readInitializers() {
   static const char *kKind = "pkg.torch.export.graph_signature.InputSpec.kind";
-  std::map<std::string, std::string> kinds;
+  static const char *kFoldedFrom = "pkg.onnxscript.optimizer.folded_from";
+  std::map<std::string, std::string> kinds, foldedFrom;
   for (const onnx::ValueInfo &info : model_.graph.valueInfos)
-    for (const auto &[key, value] : info.metadata)
+    for (const auto &[key, value] : info.metadata) {
       if (key == kKind)
         kinds[info.name] = value;
+      if (key == kFoldedFrom)
+        foldedFrom[info.name] = value;
+    }
   for (const auto &[key, value] : model_.graph.metadata)
     if (key == "pkg.torch.export.ExportedProgram.graph_signature")
       signature_ = value;
   bool exported = !signature_.empty();
+  std::vector<std::string> listed = signatureParameters();
+  std::set<std::string> parameters(listed.begin(), listed.end());
+  // Whether |name|'s folded_from record ("['act.weight', 'val_5']") names
+  // a parameter; true without a record.
+  auto foldedFromParameter = [&](const std::string &name) {
+    auto record = foldedFrom.find(name);
+    if (record == foldedFrom.end())
+      return true;
+    const std::string &text = record->second;
+    for (size_t open = text.find('\''); open != std::string::npos;) {
+      size_t close = text.find('\'', open + 1);
+      if (close == std::string::npos)
+        break;
+      if (parameters.count(text.substr(open + 1, close - open - 1)))
+        return true;
+      open = text.find('\'', close + 1);
+    }
+    return false;
+  };
   for (const onnx::Tensor &t : model_.graph.initializers) {
     where_ = "initializer '" + t.name + "': ";
     if (t.external)
@@ -140,8 +167,11 @@ bool Importer::readInitializers() {
       bool constant =
           (kind != kinds.end() && kind->second == "CONSTANT_TENSOR") ||
           llvm::any_of(s.values,
-                       [](double v) { return !std::isfinite(v) || std::abs(v) >= 1e30; }) ||
-          (exported && kind == kinds.end() && s.values.size() == 1);
+                       [](double v) {
+                         return !std::isfinite(v) || std::abs(v) >= 1e30;
+                       }) ||
+          (exported && kind == kinds.end() &&
+           (s.values.size() == 1 || !foldedFromParameter(t.name)));
       if (!constant) {
         parameterTensors_[t.name] = &t; // made a parameter where it is read
         if (kind != kinds.end() && kind->second == "BUFFER")
@@ -597,6 +627,10 @@ bool Importer::node(const onnx::Node &n) {
     return gatherElements();
   if (op == "TopK")
     return topK();
+  if (op == "ScatterElements" || op == "Scatter")
+    return scatterElements();
+  if (op == "ScatterND")
+    return scatterNd();
   if (op == "DepthToSpace" || op == "SpaceToDepth")
     return depthSpace(op == "DepthToSpace");
   if (op == "CumSum")
@@ -693,20 +727,26 @@ bool Importer::finish(OnnxImport &out) {
 // trained under its new name) and removes others (the Add of a bias that
 // is still zeros, which then cannot train): say which are not parameters
 // under their own names.
-void Importer::warnFoldedParameters() {
-  std::vector<std::string> missing;
-  size_t total = 0;
+std::vector<std::string> Importer::signatureParameters() const {
+  std::vector<std::string> targets;
   static const std::string kTarget = ": PARAMETER target='";
   for (size_t at = signature_.find(kTarget); at != std::string::npos;
        at = signature_.find(kTarget, at + 1)) {
     size_t start = at + kTarget.size(), end = signature_.find('\'', start);
     if (end == std::string::npos)
       break;
-    std::string target = signature_.substr(start, end - start);
-    ++total;
+    targets.push_back(signature_.substr(start, end - start));
+  }
+  return targets;
+}
+
+void Importer::warnFoldedParameters() {
+  std::vector<std::string> missing;
+  std::vector<std::string> targets = signatureParameters();
+  size_t total = targets.size();
+  for (const std::string &target : targets)
     if (!usedNames_.count(target))
       missing.push_back(target);
-  }
   if (missing.empty())
     return;
   std::string list;
@@ -771,11 +811,11 @@ const char *onnxSupportedOps() {
          "MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, PRelu, "
          "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
-         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Selu, SequenceAt, "
-         "Shape, Shrink, Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, "
-         "SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, "
-         "Tanh, ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, "
-         "Where, Xor";
+         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Scatter, "
+         "ScatterElements, ScatterND, Selu, SequenceAt, Shape, Shrink, "
+         "Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, SpaceToDepth, "
+         "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "
+         "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

@@ -875,7 +875,7 @@ bool Importer::topK() {
           : b_.create<kiln::ConcatenateOp>(loc(".indices"), type(out, i64),
                                            columns, b_.getI64IntegerAttr(axis))
                 .getResult();
-  setOutput(0, gatherAlong(x, indices, axis));
+  setOutput(0, gatherElementsAt(x, indices, axis));
   if (node_->outputs.size() > 1)
     setOutput(1, indices);
   return true;

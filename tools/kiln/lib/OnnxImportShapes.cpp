@@ -607,25 +607,33 @@ bool Importer::gatherElements() {
     if (d != axis && si[d] > sd[d])
       return fail("indices " + shapeText(si) + " are larger than data " + shapeText(sd) +
                   " in dimension " + std::to_string(d));
-  mlir::Type e = element(indices);
-  if (!e.isInteger(64) && !e.isInteger(32))
-    return fail("the indices are not INT64 or INT32");
-  mlir::Type t = indices.getType();
-  int64_t n = sd[axis];
-  // Indices below zero count from the end.
-  mlir::Value negative = b_.create<kiln::CompareOp>(
-      loc(".negative"), type(si, b_.getI1Type()), kiln::CompareDirection::lt, indices,
-      splat(0.0, e, si));
-  mlir::Value index = b_.create<kiln::SelectOp>(
-      loc(".index"), t, negative,
-      b_.create<kiln::AddOp>(loc(".from_end"), t, indices, splat(double(n), e, si)), indices);
-  setOutput(0, gatherAlong(data, index, axis));
+  mlir::Value index;
+  if (!nonNegative(indices, sd[axis], ".index", index))
+    return false;
+  setOutput(0, gatherElementsAt(data, index, axis));
   return true;
 }
 
-mlir::Value Importer::gatherAlong(mlir::Value data, mlir::Value index,
-                                  int64_t axis) {
-  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(index);
+bool Importer::nonNegative(mlir::Value indices, int64_t extent,
+                           const std::string &suffix, mlir::Value &out) {
+  mlir::Type e = element(indices), t = indices.getType();
+  if (!e.isInteger(64) && !e.isInteger(32))
+    return fail("the indices are not INT64 or INT32");
+  llvm::ArrayRef<int64_t> si = shape(indices);
+  mlir::Value negative = b_.create<kiln::CompareOp>(
+      loc(suffix + ".negative"), type(si, b_.getI1Type()),
+      kiln::CompareDirection::lt, indices, splat(0.0, e, si));
+  out = b_.create<kiln::SelectOp>(
+      loc(suffix), t, negative,
+      b_.create<kiln::AddOp>(loc(suffix + ".from_end"), t, indices,
+                             splat(double(extent), e, si)),
+      indices);
+  return true;
+}
+
+mlir::Value Importer::flatPositions(mlir::Value index,
+                                    llvm::ArrayRef<int64_t> sd, int64_t axis) {
+  llvm::ArrayRef<int64_t> si = shape(index);
   int64_t rank = sd.size();
   mlir::Type e = element(index), t = index.getType();
   mlir::Value flat;
@@ -642,12 +650,156 @@ mlir::Value Importer::gatherAlong(mlir::Value data, mlir::Value index,
                       .getResult()
                 : along;
   }
+  return flat;
+}
+
+mlir::Value Importer::gatherElementsAt(mlir::Value data, mlir::Value index,
+                                       int64_t axis) {
+  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(index);
+  mlir::Value flat = flatPositions(index, sd, axis);
   mlir::Value column = g_.reshape(nodeName_ + ".column", data, {product(sd), 1});
   llvm::SmallVector<int64_t> gathered(si.begin(), si.end());
   gathered.push_back(1);
   mlir::Value y = b_.create<kiln::GatherOp>(loc(".gather"), type(gathered, element(data)),
                                             column, flat);
   return g_.reshape(nodeName_, y, si);
+}
+
+// |table| [V, ...] with the rows |updates| [S..., ...] written (|add|
+// false) or added (true) at rows |rows| (S, in [0, V)): kiln.scatter_add
+// into the table, or into zeros chosen where a count of the writes (a
+// scatter_add of ones) is nonzero. Writes to one row add up. The gradient
+// gathers the same rows back.
+mlir::Value Importer::scatterRows(mlir::Value table, mlir::Value rows,
+                                  mlir::Value updates, bool add) {
+  mlir::Type t = table.getType();
+  llvm::ArrayRef<int64_t> st = shape(table);
+  if (add)
+    return b_.create<kiln::ScatterAddOp>(loc(".scatter"), t, table, rows,
+                                         updates);
+  mlir::Value written = b_.create<kiln::ScatterAddOp>(
+      loc(".scatter"), t, splat(0.0, element(table), st), rows, updates);
+  mlir::Type f32 = b_.getF32Type();
+  mlir::Value counts = b_.create<kiln::ScatterAddOp>(
+      loc(".writes"), type({st[0]}, f32), splat(0.0, f32, {st[0]}), rows,
+      splat(1.0, f32, shape(rows)));
+  mlir::Value hit = b_.create<kiln::CompareOp>(
+      loc(".written"), type({st[0]}, b_.getI1Type()),
+      kiln::CompareDirection::gt, counts, splat(0.0, f32, {st[0]}));
+  return b_.create<kiln::SelectOp>(
+      loc(".select"), t,
+      g_.broadcast(nodeName_ + ".written_broadcast", hit, {0}, st), written,
+      table);
+}
+
+// The reduction attribute of ScatterElements and ScatterND: none or add.
+bool Importer::scatterReduction(bool &add) {
+  std::string reduction = stringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return fail("reduction is " + reduction +
+                ": kiln import reads none and add");
+  add = reduction == "add";
+  return true;
+}
+
+// ScatterElements (torch.scatter, scatter_add; Scatter before opset 11):
+// data with updates[i..] written or added at data[i.. with indices[i..]
+// along axis] (negative indices count from the end): the data as a column
+// of its elements, and scatterRows at GatherElements' flat positions.
+bool Importer::scatterElements() {
+  mlir::Value data, indices, updates;
+  if (!value(0, data) || !value(1, indices) || !value(2, updates))
+    return false;
+  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
+  int64_t rank = sd.size();
+  if (static_cast<int64_t>(si.size()) != rank || rank == 0)
+    return fail("data is " + shapeText(sd) + " and indices " + shapeText(si) +
+                ": expected the same rank");
+  if (shape(updates) != si)
+    return fail("updates are " + shapeText(shape(updates)) +
+                ": expected the indices' " + shapeText(si));
+  if (element(updates) != element(data))
+    return fail("updates and data have different element types");
+  int64_t axis;
+  bool add;
+  if (!axisOf(data, 0, axis) || !scatterReduction(add))
+    return false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && si[d] > sd[d])
+      return fail("indices " + shapeText(si) + " are larger than data " +
+                  shapeText(sd) + " in dimension " + std::to_string(d));
+  mlir::Value index;
+  if (!nonNegative(indices, sd[axis], ".index", index))
+    return false;
+  mlir::Value rows = flatPositions(index, sd, axis);
+  llvm::SmallVector<int64_t> column(si.begin(), si.end());
+  column.push_back(1);
+  mlir::Value y = scatterRows(
+      g_.reshape(nodeName_ + ".column", data, {product(sd), 1}), rows,
+      g_.reshape(nodeName_ + ".updates", updates, column), add);
+  setOutput(0, g_.reshape(nodeName_, y, sd));
+  return true;
+}
+
+// ScatterND: indices [..., k] address data's first k dimensions (negative
+// values count from the end) and updates are indices' leading dimensions
+// followed by data's past k. Data becomes a table of its first k
+// dimensions' rows, and scatterRows writes or adds the updates at the
+// rows the indices name.
+bool Importer::scatterNd() {
+  mlir::Value data, indices, updates;
+  if (!value(0, data) || !value(1, indices) || !value(2, updates))
+    return false;
+  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
+  int64_t rank = sd.size();
+  if (si.empty() || si.back() < 1 || si.back() > rank)
+    return fail("indices are " + shapeText(si) +
+                ": expected a last dimension of 1 to " + std::to_string(rank) +
+                " (data is " + shapeText(sd) + ")");
+  int64_t k = si.back();
+  llvm::SmallVector<int64_t> lead(si.begin(), si.end() - 1), expected = lead;
+  expected.append(sd.begin() + k, sd.end());
+  if (shape(updates) != llvm::ArrayRef<int64_t>(expected))
+    return fail("updates are " + shapeText(shape(updates)) + ": expected " +
+                shapeText(expected) + " for data " + shapeText(sd) +
+                " and indices " + shapeText(si));
+  if (element(updates) != element(data))
+    return fail("updates and data have different element types");
+  bool add;
+  if (!scatterReduction(add))
+    return false;
+  mlir::Type e = element(indices);
+  if (!e.isInteger(64) && !e.isInteger(32))
+    return fail("the indices are not INT64 or INT32");
+  // Rows of at least one index, so that a single index [k] is a row too.
+  bool single = lead.empty();
+  if (single)
+    lead.push_back(1);
+  mlir::Value rows;
+  for (int64_t j = k - 1, stride = 1; j >= 0; stride *= sd[j--]) {
+    std::string at = ".index" + std::to_string(j);
+    mlir::Value part =
+        sliceAxis(indices, si.size() - 1, j, j + 1, 1, at + ".slice");
+    mlir::Value index;
+    if (!nonNegative(g_.reshape(nodeName_ + at, part, lead), sd[j], at, index))
+      return false;
+    if (stride != 1)
+      index = b_.create<kiln::MulOp>(loc(at + ".stride"), index.getType(),
+                                     index, splat(double(stride), e, lead));
+    rows = rows ? b_.create<kiln::AddOp>(loc(at + ".row"), index.getType(),
+                                         rows, index)
+                      .getResult()
+                : index;
+  }
+  llvm::SmallVector<int64_t> table = {product(sd.take_front(k))},
+                             written = lead;
+  table.append(sd.begin() + k, sd.end());
+  written.append(sd.begin() + k, sd.end());
+  mlir::Value y =
+      scatterRows(g_.reshape(nodeName_ + ".table", data, table), rows,
+                  g_.reshape(nodeName_ + ".updates", updates, written), add);
+  setOutput(0, g_.reshape(nodeName_, y, sd));
+  return true;
 }
 
 // Tile: each axis repeated whole (static repeats), as a broadcast over a

@@ -99,6 +99,9 @@ private:
   bool node(const onnx::Node &n);
   bool finish(OnnxImport &out);
   void warnFoldedParameters();
+  // The parameters the torch.export exporter's graph signature lists (their
+  // state-dict keys) in its order; none without a signature.
+  std::vector<std::string> signatureParameters() const;
 
   // The kiln value of input |i| of the current node.
   bool value(size_t i, mlir::Value &out);
@@ -226,9 +229,23 @@ private:
   bool logical(const std::string &op);
   bool tile();
   bool gatherElements();
+  // |indices| with the negative ones counted from the end of an axis of
+  // |extent| (fails unless they are INT64 or INT32).
+  bool nonNegative(mlir::Value indices, int64_t extent,
+                   const std::string &suffix, mlir::Value &out);
+  // The flat positions in a row-major tensor of shape |dataShape| of
+  // [i.. with index[i..] along |axis|], of index's shape.
+  mlir::Value flatPositions(mlir::Value index,
+                            llvm::ArrayRef<int64_t> dataShape, int64_t axis);
   // data[i.. with index[i..] along |axis|] (indices in [0, extent)), of
   // index's shape: GatherElements' gather, differentiable in |data|.
-  mlir::Value gatherAlong(mlir::Value data, mlir::Value index, int64_t axis);
+  mlir::Value gatherElementsAt(mlir::Value data, mlir::Value index,
+                               int64_t axis);
+  mlir::Value scatterRows(mlir::Value table, mlir::Value rows,
+                          mlir::Value updates, bool add);
+  bool scatterReduction(bool &add);
+  bool scatterElements();
+  bool scatterNd();
   bool topK();
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);

@@ -147,8 +147,10 @@ class ImageNet(torch.nn.Module):
     write as an InstanceNormalization between reshapes), InstanceNorm2d
     with an affine, reflection and constant padding, ReLU6 (Clip), a
     strided and a transposed convolution (ConvTranspose with
-    output_padding and groups), and upsampling by nearest, bilinear (both
-    corner conventions) and bicubic interpolation (Resize)."""
+    output_padding and groups), upsampling by nearest, bilinear (both
+    corner conventions) and bicubic interpolation (Resize), and a spatial
+    transformer's grid_sample (GridSample: bilinear with zeros padding,
+    nearest with border padding) on a grid computed from the features."""
 
     def __init__(self):
         super().__init__()
@@ -159,6 +161,9 @@ class ImageNet(torch.nn.Module):
         self.up = torch.nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1,
                                            groups=2)
         self.head = torch.nn.Conv2d(6, 2, 1)
+        # A spatial transformer's localization: a sampling grid from the
+        # features, past the image's edges in places.
+        self.loc = torch.nn.Linear(6, 8 * 8 * 2)
 
     def forward(self, x):
         h = self.conv1(F.pad(x, (1, 1, 1, 1), mode="reflect"))     # [B, 8, 8, 8]
@@ -170,6 +175,10 @@ class ImageNet(torch.nn.Module):
         h = F.interpolate(h, scale_factor=(1.5, 2.0), mode="bilinear", align_corners=True)
         h = F.interpolate(F.pad(h, (0, 1, 1, 0)), size=(8, 8), mode="bicubic",
                           align_corners=False)
+        warp = torch.tanh(self.loc(h.mean(dim=(2, 3)))).view(-1, 8, 8, 2) * 1.2
+        h = (h + F.grid_sample(h, warp, align_corners=False)         # GridSample
+             + F.grid_sample(h, warp * 0.9, mode="nearest", padding_mode="border",
+                             align_corners=True) * 0.5)
         return self.head(h)                                          # [B, 2, 8, 8]
 
 
@@ -391,12 +400,12 @@ def handmade(out):
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])
     y4 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 8, 8])
-    # GridSample: an op kiln import does not read.
+    # Det: an op kiln import does not read.
     w4 = helper.make_tensor("w4", TensorProto.FLOAT, [3, 1, 1], [1.0, 1.0, 1.0])
     grid = helper.make_tensor("grid", TensorProto.FLOAT, [4, 8, 8, 2], [0.0] * 512)
     save("unread-op", [helper.make_node("Mul", ["x", "w4"], ["h"], name="scale"),
-                       helper.make_node("GridSample", ["h", "grid"], ["y"], name="gs1")],
-         [x], [y4], [w4, grid])
+                       helper.make_node("Det", ["h"], ["y"], name="det1")],
+         [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], [w4])
     # Variants of the ops kiln import reads that it refuses, each after a
     # trained scale.
     y_any = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
@@ -461,6 +470,10 @@ def handmade(out):
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
         auto_pad="SAME_UPPER")], [wt])
+    # GridSample with reflection padding.
+    refused("gridsample-reflection", [helper.make_node(
+        "GridSample", ["h", "grid"], ["y"], name="gs", padding_mode="reflection")], [grid],
+        opset=16)
     # A scatter that multiplies.
     rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)
     refused("scatter-mul", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],

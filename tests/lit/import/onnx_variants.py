@@ -385,6 +385,22 @@ def variants(rng):
          const("pairs_shape", [2, 3, 6, 6]),
          const("batches", [[1], [3], [1], [0]]), const("element", [2, 1, 4, -1]),
          const("s1", [1]), const("s3", [3]), const("ax0", [0]), const("all", [0, 1, 2, 3])])
+    # GridSample: bilinear with zeros (align_corners 0) and border
+    # (align_corners 1) padding on a trained grid reaching past the image;
+    # nearest (opset 20's names) on a grid of exact half-pixel ties, which
+    # round to even, and of random points.
+    grid = rng.uniform(-1.2, 1.2, (4, 5, 7, 2))
+    ties = grid.copy()
+    ties[:, :2, :, 0] = rng.integers(0, 8, (4, 2, 7)) / 4 - 0.75
+    ties[:, 2:4, :, 1] = rng.integers(0, 4, (4, 2, 7)) / 2 - 0.5
+    add("gridsample-bilinear", 16, (4, 3, 6, 8),
+        [helper.make_node("GridSample", ["h", "grid"], ["a"]),
+         helper.make_node("GridSample", ["h", "grid"], ["b"], padding_mode="border",
+                          align_corners=1)] + both("a", "b"),
+        [floats("grid", grid)])
+    add("gridsample-nearest", 20, (4, 3, 4, 8),
+        [helper.make_node("GridSample", ["h", "ties"], ["y"], mode="nearest")],
+        [floats("ties", ties)], smooth=False)
     return out
 
 

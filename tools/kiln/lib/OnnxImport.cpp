@@ -590,6 +590,8 @@ bool Importer::node(const onnx::Node &n) {
     return convTranspose();
   if (op == "Resize")
     return resize();
+  if (op == "GridSample")
+    return gridSample();
   if (op == "Einsum")
     return einsum();
   if (op == "LSTM" || op == "GRU" || op == "RNN")
@@ -805,11 +807,11 @@ const char *onnxSupportedOps() {
          "Conv, ConvTranspose, Cos, CumSum, DepthToSpace, Div, Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, "
          "GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, "
-         "Greater, GreaterOrEqual, GRU, HardSigmoid, HardSwish, Identity, "
-         "InstanceNormalization, LayerNormalization, LeakyRelu, Less, "
-         "LessOrEqual, Log, LogSoftmax, LpNormalization, LSTM, MatMul, Max, "
-         "MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, PRelu, "
-         "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
+         "GridSample, Greater, GreaterOrEqual, GRU, HardSigmoid, HardSwish, "
+         "Identity, InstanceNormalization, LayerNormalization, LeakyRelu, "
+         "Less, LessOrEqual, Log, LogSoftmax, LpNormalization, LSTM, MatMul, "
+         "Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, "
+         "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
          "ReduceSumSquare, Relu, Reshape, Resize, RNN, Scatter, "
          "ScatterElements, ScatterND, Selu, SequenceAt, Shape, Shrink, "

@@ -309,4 +309,182 @@ bool Importer::resize() {
   return true;
 }
 
+// GridSample (2-D; bilinear or nearest, padding zeros or border,
+// align_corners), as PyTorch's F.grid_sample: grid [N, Ho, Wo, 2] holds
+// (x, y) in [-1, 1], mapped to X's pixels ((v + 1) / 2 * (W - 1) with
+// align_corners, else ((v + 1) * W - 1) / 2), clamped to the image for
+// border. Bilinear reads the four pixels around each point, each weighted
+// by its closeness in x times in y and by whether it lies in the image
+// (zeros); nearest reads the pixel at the coordinates rounded half to
+// even. The pixels are rows of X as a table [N * H * W, C], gathered at
+// n * H * W + y * W + x, so X's gradient scatters back into them and the
+// grid's comes through the weights (the corners' positions are held
+// constant, as PyTorch does).
+bool Importer::gridSample() {
+  mlir::Value x, grid;
+  if (!value(0, x) || !value(1, grid))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x), sg = shape(grid);
+  if (sx.size() != 4 || sg.size() != 4 || sg[3] != 2 || sg[0] != sx[0])
+    return fail(
+        "X is " + shapeText(sx) + " and grid " + shapeText(sg) +
+        ": kiln import reads 2-D sampling, X [N, C, H, W] and grid [N, H_out, "
+        "W_out, 2]");
+  mlir::Type f = element(x);
+  if (!llvm::isa<mlir::FloatType>(f) || element(grid) != f)
+    return fail("X and grid are not of one floating-point type");
+  std::string mode = stringAttr("mode", "bilinear");
+  bool nearest = mode == "nearest";
+  if (!nearest && mode != "bilinear" && mode != "linear")
+    return fail("mode is " + mode +
+                ": kiln import reads bilinear (linear) and nearest");
+  std::string padding = stringAttr("padding_mode", "zeros");
+  bool border = padding == "border";
+  if (!border && padding != "zeros")
+    return fail("padding_mode is " + padding +
+                ": kiln import reads zeros and border");
+  bool align = intAttr("align_corners", 0) != 0;
+  int64_t n = sx[0], c = sx[1], h = sx[2], w = sx[3];
+  llvm::SmallVector<int64_t> points = {n, sg[1], sg[2]};
+  mlir::Type i64 = b_.getI64Type(), i1 = b_.getI1Type();
+  mlir::Type t = type(points, f), it = type(points, i64), bt = type(points, i1);
+  auto scalar = [&](double v) { return splat(v, f, points); };
+  auto add = [&](mlir::Value a, mlir::Value b, const std::string &at) {
+    return b_.create<kiln::AddOp>(loc(at), a.getType(), a, b).getResult();
+  };
+  auto mul = [&](mlir::Value a, mlir::Value b, const std::string &at) {
+    return b_.create<kiln::MulOp>(loc(at), a.getType(), a, b).getResult();
+  };
+  auto clamp = [&](mlir::Value v, double low, double high,
+                   const std::string &at) {
+    mlir::Value above =
+        b_.create<kiln::MaxOp>(loc(at + ".low"), t, v, scalar(low));
+    return b_.create<kiln::MinOp>(loc(at), t, above, scalar(high)).getResult();
+  };
+  auto compare = [&](mlir::Value a, kiln::CompareDirection d, mlir::Value b,
+                     const std::string &at) {
+    return b_.create<kiln::CompareOp>(loc(at), bt, d, a, b).getResult();
+  };
+  auto both = [&](mlir::Value a, mlir::Value b, const std::string &at) {
+    return b_.create<kiln::SelectOp>(loc(at), bt, a, b, a).getResult();
+  };
+  // floor(v) for |v| within int64: v's truncation, less 1 where that rose.
+  auto floor = [&](mlir::Value v, const std::string &at) {
+    mlir::Value whole = b_.create<kiln::ConvertOp>(
+        loc(at + ".trunc"), t,
+        b_.create<kiln::ConvertOp>(loc(at + ".int"), it, v));
+    return b_
+        .create<kiln::SelectOp>(
+            loc(at), t,
+            compare(v, kiln::CompareDirection::lt, whole, at + ".rose"),
+            add(whole, scalar(-1.0), at + ".less"), whole)
+        .getResult();
+  };
+  // Pixel coordinates along the axis of |extent| from grid component |k|.
+  auto pixels = [&](int64_t k, int64_t extent, const std::string &at) {
+    mlir::Value part =
+        g_.reshape(nodeName_ + at + ".grid",
+                   sliceAxis(grid, 3, k, k + 1, 1, at + ".slice"), points);
+    mlir::Value v = align ? mul(add(part, scalar(1.0), at + ".shift"),
+                                scalar(0.5 * (extent - 1)), at + ".scale")
+                          : mul(add(mul(add(part, scalar(1.0), at + ".shift"),
+                                        scalar(double(extent)), at + ".scale"),
+                                    scalar(-1.0), at + ".center"),
+                                scalar(0.5), at + ".half");
+    // Border clamps to the image; zeros keeps every point whose pixels
+    // could touch it (within 2 of the edges), so that the conversions
+    // below stay in range.
+    return border ? clamp(v, 0.0, double(extent - 1), at + ".clamp")
+                  : clamp(v, -2.0, double(extent + 1), at + ".range");
+  };
+  mlir::Value px = pixels(0, w, ".x"), py = pixels(1, h, ".y");
+  // The table of pixels and each point's image offset n * H * W.
+  mlir::Value moved = b_.create<kiln::TransposeOp>(
+      loc(".nhwc"), type({n, h, w, c}, f), x, arr({0, 2, 3, 1}));
+  mlir::Value table = g_.reshape(nodeName_ + ".table", moved, {n * h * w, c});
+  mlir::Value image =
+      mul(b_.create<kiln::IotaOp>(loc(".image"), it, b_.getI64IntegerAttr(0)),
+          splat(double(h * w), i64, points), ".image_offset");
+  llvm::SmallVector<int64_t> rows = {n, sg[1], sg[2], c};
+  // One corner: its pixel's row of the table times |weight| where the
+  // pixel lies in the image.
+  auto corner = [&](mlir::Value cx, mlir::Value cy, mlir::Value weight,
+                    const std::string &at) {
+    mlir::Value inside =
+        both(both(compare(cx, kiln::CompareDirection::ge, scalar(0.0),
+                          at + ".x_low"),
+                  compare(cx, kiln::CompareDirection::le, scalar(double(w - 1)),
+                          at + ".x_high"),
+                  at + ".x_in"),
+             both(compare(cy, kiln::CompareDirection::ge, scalar(0.0),
+                          at + ".y_low"),
+                  compare(cy, kiln::CompareDirection::le, scalar(double(h - 1)),
+                          at + ".y_high"),
+                  at + ".y_in"),
+             at + ".inside");
+    auto index = [&](mlir::Value v, int64_t extent, const std::string &axis) {
+      return b_
+          .create<kiln::ConvertOp>(
+              loc(at + axis + ".index"), it,
+              clamp(v, 0.0, double(extent - 1), at + axis + ".clamp"))
+          .getResult();
+    };
+    mlir::Value flat = add(
+        add(image,
+            mul(index(cy, h, ".y"), splat(double(w), i64, points), at + ".row"),
+            at + ".rows"),
+        index(cx, w, ".x"), at + ".flat");
+    mlir::Value values = b_.create<kiln::GatherOp>(loc(at + ".gather"),
+                                                   type(rows, f), table, flat);
+    mlir::Value kept = b_.create<kiln::SelectOp>(loc(at + ".kept"), t, inside,
+                                                 weight, scalar(0.0));
+    return mul(values,
+               g_.broadcast(nodeName_ + at + ".weight", kept, {0, 1, 2}, rows),
+               at + ".weighted");
+  };
+  mlir::Value y;
+  if (nearest) {
+    // Half to even: floor(v + 0.5), less 1 where v + 0.5 was a whole odd
+    // number.
+    auto rint = [&](mlir::Value v, const std::string &at) {
+      mlir::Value up = floor(add(v, scalar(0.5), at + ".up"), at + ".floor");
+      mlir::Value tie =
+          compare(b_.create<kiln::SubOp>(loc(at + ".gap"), t, up, v),
+                  kiln::CompareDirection::eq, scalar(0.5), at + ".tie");
+      mlir::Value halfFloor =
+          floor(mul(up, scalar(0.5), at + ".halve"), at + ".half");
+      mlir::Value odd = compare(
+          b_.create<kiln::SubOp>(loc(at + ".parity"), t, up,
+                                 mul(halfFloor, scalar(2.0), at + ".even")),
+          kiln::CompareDirection::eq, scalar(1.0), at + ".odd");
+      return b_
+          .create<kiln::SelectOp>(loc(at), t, both(tie, odd, at + ".down"),
+                                  add(up, scalar(-1.0), at + ".lower"), up)
+          .getResult();
+    };
+    y = corner(rint(px, ".x.rint"), rint(py, ".y.rint"), scalar(1.0),
+               ".nearest");
+  } else {
+    mlir::Value x0 =
+        b_.create<kiln::StopGradientOp>(loc(".x0"), t, floor(px, ".x.floor"));
+    mlir::Value y0 =
+        b_.create<kiln::StopGradientOp>(loc(".y0"), t, floor(py, ".y.floor"));
+    mlir::Value x1 = add(x0, scalar(1.0), ".x1"),
+                y1 = add(y0, scalar(1.0), ".y1");
+    mlir::Value fx = b_.create<kiln::SubOp>(loc(".fx"), t, px, x0);
+    mlir::Value fy = b_.create<kiln::SubOp>(loc(".fy"), t, py, y0);
+    mlir::Value gx = b_.create<kiln::SubOp>(loc(".gx"), t, scalar(1.0), fx);
+    mlir::Value gy = b_.create<kiln::SubOp>(loc(".gy"), t, scalar(1.0), fy);
+    mlir::Value corners[4] = {corner(x0, y0, mul(gx, gy, ".w00"), ".c00"),
+                              corner(x1, y0, mul(fx, gy, ".w01"), ".c01"),
+                              corner(x0, y1, mul(gx, fy, ".w10"), ".c10"),
+                              corner(x1, y1, mul(fx, fy, ".w11"), ".c11")};
+    y = add(add(corners[0], corners[1], ".sum01"),
+            add(corners[2], corners[3], ".sum23"), ".sum");
+  }
+  setOutput(0, b_.create<kiln::TransposeOp>(
+                   loc(), type({n, c, sg[1], sg[2]}, f), y, arr({0, 3, 1, 2})));
+  return true;
+}
+
 } // namespace kiln::cli::onnx_import

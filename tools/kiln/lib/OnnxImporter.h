@@ -271,6 +271,7 @@ private:
   // Normalization and resizing (OnnxImportImage.cpp).
   bool instanceNorm();
   bool resize();
+  bool gridSample();
 
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).
   bool einsum();

@@ -415,7 +415,7 @@ def handmade(out):
              [x], [y_any], [w4] + list(inits), opset=opset)
 
     refused("einsum-diagonal", [helper.make_node("Einsum", ["h"], ["y"], name="es",
-                                                 equation="nchh->nch")])
+                                                 equation="ncch->nch")])
     refused("einsum-shapes", [helper.make_node("Einsum", ["h", "m"], ["y"], name="es",
                                                equation="nchw,wk->nchk")],
             [helper.make_tensor("m", TensorProto.FLOAT, [5, 2], [0.0] * 10)])

@@ -148,6 +148,15 @@ def variants(rng):
     add("einsum-broadcast", 13, mat,
         [helper.make_node("Einsum", ["h", "w"], ["y"], equation="...j,...j->...j")],
         [floats("w", rng.standard_normal((1, 5)))])
+    # Diagonals: taken ("nchh->nch"), contracted ("nchw,ncww->nch") and
+    # summed (the implicit "abcc", a trace).
+    add("einsum-diagonal", 13, image,
+        [helper.make_node("Einsum", ["h"], ["a"], equation="nchh->nch"),
+         helper.make_node("Einsum", ["h", "h"], ["b"], equation="nchw,ncww->nch"),
+         helper.make_node("Einsum", ["h"], ["t"], equation="abcc"),
+         helper.make_node("Unsqueeze", ["t", "last"], ["c"]),
+         helper.make_node("Sum", ["a", "b", "c"], ["y"])],
+        [const("last", [2])])
     # ConvTranspose: dilation, asymmetric pads, output_padding, output_shape
     # (groups: onnx_peer.py's image model; the reference evaluator's grouped
     # ConvTranspose fails).

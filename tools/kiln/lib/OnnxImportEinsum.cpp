@@ -1,12 +1,13 @@
 //===- OnnxImportEinsum.cpp - Einsum as sums, products and transposes -----===//
 //
 // The importer's Einsum (OnnxImporter.h). The equation's subscripts label
-// each operand's dimensions; a label that only one operand has and the
-// output lacks is summed at once; the operands are then contracted left to
-// right, two at a time: the labels both share are batch dimensions of a
-// kiln.dot_general where a later operand or the output needs them, and
-// contracted where not (with nothing to contract, a broadcast product).
-// A transpose puts the last operand's labels in the output's order.
+// each operand's dimensions; a label repeated within one operand takes its
+// diagonal first (a gather at constant positions); a label that only one
+// operand has and the output lacks is summed at once; the operands are then
+// contracted left to right, two at a time: the labels both share are batch
+// dimensions of a kiln.dot_general where a later operand or the output needs
+// them, and contracted where not (with nothing to contract, a broadcast
+// product). A transpose puts the last operand's labels in the output's order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +58,63 @@ std::string labelText(int label) {
 }
 
 } // namespace
+
+// Input |i| (|value|, its dimensions labelled |labels|) with a label that
+// repeats replaced by its diagonal: the dimensions of one label (of equal
+// sizes) become one, at the first's place, holding the elements where
+// their indices are equal ("ii->i", "bii->bi"). One kiln.gather from the
+// operand as a column of its elements at constant flat positions; the
+// gradient scatters back into the diagonal.
+bool Importer::diagonal(size_t i, mlir::Value &value,
+                        std::vector<int> &labels) {
+  std::vector<int> kept;
+  llvm::ArrayRef<int64_t> dims = shape(value);
+  llvm::SmallVector<int64_t> keptDims;
+  for (size_t d = 0; d < labels.size(); ++d) {
+    auto first = llvm::find(kept, labels[d]);
+    if (first == kept.end()) {
+      kept.push_back(labels[d]);
+      keptDims.push_back(dims[d]);
+    } else if (keptDims[first - kept.begin()] != dims[d]) {
+      return fail("subscript " + labelText(labels[d]) + " repeats in input " +
+                  std::to_string(i) + " over dimensions of " +
+                  std::to_string(keptDims[first - kept.begin()]) + " and " +
+                  std::to_string(dims[d]) + ": a diagonal needs equal sizes");
+    }
+  }
+  if (kept.size() == labels.size())
+    return true;
+  // The flat position in |value| of each element of the diagonal, in
+  // row-major order of the kept dimensions.
+  std::vector<int64_t> strides(dims.size(), 1), keptOf(dims.size());
+  for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * dims[d + 1];
+  for (size_t d = 0; d < labels.size(); ++d)
+    keptOf[d] = llvm::find(kept, labels[d]) - kept.begin();
+  Static positions;
+  positions.dataType = int32_t(DataType::Int64);
+  positions.dims.assign(keptDims.begin(), keptDims.end());
+  std::vector<int64_t> index(kept.size(), 0);
+  for (int64_t n = product(keptDims); n > 0; --n) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < labels.size(); ++d)
+      flat += index[keptOf[d]] * strides[d];
+    positions.values.push_back(double(flat));
+    for (int64_t k = int64_t(kept.size()) - 1;
+         k >= 0 && ++index[k] == keptDims[k]; --k)
+      index[k] = 0;
+  }
+  std::string at = nodeName_ + ".diagonal" + std::to_string(i);
+  mlir::Value column = g_.reshape(at + ".column", value, {product(dims), 1});
+  llvm::SmallVector<int64_t> gathered(keptDims.begin(), keptDims.end());
+  gathered.push_back(1);
+  mlir::Value y =
+      b_.create<kiln::GatherOp>(g_.loc(at), type(gathered, element(value)),
+                                column, constant(positions, at + ".positions"));
+  value = g_.reshape(at + ".result", y, keptDims);
+  labels = std::move(kept);
+  return true;
+}
 
 bool Importer::einsum() {
   std::string equation;
@@ -114,22 +172,19 @@ bool Importer::einsum() {
                   static_cast<int64_t>(terms[i].labels.size()) + 1;
     for (int label : terms[i].labels) {
       if (label != kEllipsis) {
-        if (llvm::is_contained(operands[i].labels, label))
-          return fail("subscript " + labelText(label) + " repeats in input " +
-                      std::to_string(i) +
-                      ": kiln import does not read Einsum's diagonals");
         operands[i].labels.push_back(label);
         continue;
       }
       for (int64_t k = ellipsisRank - own; k < ellipsisRank; ++k)
         operands[i].labels.push_back(kEllipsis + k);
     }
+    if (!diagonal(i, operands[i].value, operands[i].labels))
+      return false;
   }
 
   // Every label's size: the largest of its dimensions, which the others
   // must equal or be 1 (broadcast).
   std::map<int, int64_t> sizes;
-  std::map<int, int> uses;
   for (size_t i = 0; i < operands.size(); ++i)
     for (size_t d = 0; d < operands[i].labels.size(); ++d) {
       int label = operands[i].labels[d];
@@ -140,7 +195,6 @@ bool Importer::einsum() {
                     " in one input and " + std::to_string(dim) + " in input " +
                     std::to_string(i));
       it->second = std::max(it->second, dim);
-      ++uses[label];
     }
 
   // The output's labels: as written, or (no "->") the ellipsis and then
@@ -163,9 +217,15 @@ bool Importer::einsum() {
       output.push_back(label);
     }
   } else {
+    // Letters written once in the whole equation (a diagonal's repeated
+    // letter is summed, as NumPy sums "ii" to the trace).
+    std::map<int, int> written;
+    for (const Term &t : terms)
+      for (int label : t.labels)
+        ++written[label];
     for (int64_t k = 0; k < ellipsisRank; ++k)
       output.push_back(kEllipsis + k);
-    for (const auto &[label, count] : uses)
+    for (const auto &[label, count] : written)
       if (label < kEllipsis && count == 1)
         output.push_back(label);
   }

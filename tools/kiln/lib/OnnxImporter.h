@@ -275,6 +275,7 @@ private:
 
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).
   bool einsum();
+  bool diagonal(size_t i, mlir::Value &value, std::vector<int> &labels);
 
   // LSTM, GRU and RNN unrolled over the sequence (OnnxImportRecurrent.cpp).
   bool recurrent(const std::string &op);

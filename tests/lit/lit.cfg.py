@@ -62,6 +62,11 @@ for module in ("numpy", "jax", "torch", "tensorboard", "onnx", "onnxscript"):
         config.available_features.add(module)
 config.environment["PYTHONPATH"] = os.path.join(config.test_source_root, "lib")
 config.environment["KILN_TOOLS_DIR"] = config.kiln_tools_dir
+# A randomized test's seed variable (KILN_ONNX_SEED, ...) reaches the test,
+# so that the seed a failure printed reruns it under lit.
+for name, value in os.environ.items():
+    if name.startswith("KILN_") and name.endswith("_SEED"):
+        config.environment[name] = value
 # Kiln's caches (compiled CPU kernels, NVRTC's cubins, autotuning) in the
 # build tree, shared by the suite's tests (lit passes no HOME, so without
 # this nothing would be cached): every entry holds its whole key, so a test

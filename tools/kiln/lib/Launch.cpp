@@ -35,8 +35,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -68,31 +70,65 @@ struct Rank {
   int status = 0; // as waitpid gives it, once !running
 };
 
-// A free TCP port on |host| (bound on port 0 and released), or 29500.
+// The first port of the kernel's ephemeral range, from which connect()
+// picks the local ports of outgoing connections (32768 where unreadable).
+int ephemeralStart() {
+  int low = 0, high = 0;
+  if (FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &low, &high) != 2)
+      low = 0;
+    std::fclose(f);
+  }
+  return low > 1024 ? low : 32768;
+}
+
+// Whether a TCP socket can bind |address| with |port|.
+bool bindable(const addrinfo *address, int port) {
+  sockaddr_storage at{};
+  std::memcpy(&at, address->ai_addr, address->ai_addrlen);
+  if (at.ss_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6 *>(&at)->sin6_port = htons(port);
+  else
+    reinterpret_cast<sockaddr_in *>(&at)->sin_port = htons(port);
+  int fd = socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC,
+                  address->ai_protocol);
+  if (fd < 0)
+    return false;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  bool ok =
+      bind(fd, reinterpret_cast<sockaddr *>(&at), address->ai_addrlen) == 0;
+  close(fd);
+  return ok;
+}
+
+// A free TCP port on |host| for rank 0's store, or 29500. The launcher
+// only chooses it; rank 0 listens on it later. A port from the ephemeral
+// range (bind to port 0) could meanwhile become the local port of any
+// outgoing connection on the machine (Gloo's mesh, another job's), and
+// rank 0's listen would then fail; so the port is drawn at random below
+// that range, where only listeners bind, and checked free by binding it.
 int freePort(const std::string &host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo *found = nullptr;
-  if (getaddrinfo(host.c_str(), "0", &hints, &found) != 0)
+  if (getaddrinfo(host.c_str(), "0", &hints, &found) != 0 || !found)
     return 29500;
+  int low = 20000, high = ephemeralStart();
+  if (high - low < 1000)
+    low = 10000;
+  std::random_device device;
+  std::mt19937 rng(device());
+  std::uniform_int_distribution<int> draw(low, high - 1);
   int port = 29500;
-  for (addrinfo *a = found; a; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0)
-      continue;
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len) == 0) {
-      port = bound.ss_family == AF_INET6
-                 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port)
-                 : ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
-      close(fd);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    int candidate = draw(rng);
+    if (bindable(found, candidate)) {
+      port = candidate;
       break;
     }
-    close(fd);
   }
   freeaddrinfo(found);
   return port;

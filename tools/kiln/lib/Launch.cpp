@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +41,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern char **environ;
@@ -70,16 +72,18 @@ struct Rank {
   int status = 0; // as waitpid gives it, once !running
 };
 
-// The first port of the kernel's ephemeral range, from which connect()
-// picks the local ports of outgoing connections (32768 where unreadable).
-int ephemeralStart() {
+// The kernel's ephemeral port range, from which bind(0) and connect()
+// pick local ports (32768 to 60999 where unreadable).
+std::pair<int, int> ephemeralRange() {
   int low = 0, high = 0;
   if (FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
     if (std::fscanf(f, "%d %d", &low, &high) != 2)
-      low = 0;
+      low = high = 0;
     std::fclose(f);
   }
-  return low > 1024 ? low : 32768;
+  if (low < 1 || high < low || high > 65535)
+    return {32768, 60999};
+  return {low, high};
 }
 
 // Whether a TCP socket can bind |address| with |port|.
@@ -107,7 +111,9 @@ bool bindable(const addrinfo *address, int port) {
 // range (bind to port 0) could meanwhile become the local port of any
 // outgoing connection on the machine (Gloo's mesh, another job's), and
 // rank 0's listen would then fail; so the port is drawn at random below
-// that range, where only listeners bind, and checked free by binding it.
+// that range (above it where there is no room below), where only
+// listeners bind, and checked free by binding it; with no room on either
+// side, the port bind(0) gives.
 int freePort(const std::string &host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -116,20 +122,38 @@ int freePort(const std::string &host) {
   addrinfo *found = nullptr;
   if (getaddrinfo(host.c_str(), "0", &hints, &found) != 0 || !found)
     return 29500;
-  int low = 20000, high = ephemeralStart();
-  if (high - low < 1000)
-    low = 10000;
+  // Candidates: [low, high), at least 1000 ports outside the range.
+  auto [ephemeralLow, ephemeralHigh] = ephemeralRange();
+  int low = 0, high = 0;
+  if (ephemeralLow - 1025 >= 1000) {
+    low = std::max(1025, std::min(20000, ephemeralLow - 1000));
+    high = ephemeralLow;
+  } else if (65535 - ephemeralHigh >= 1000) {
+    low = ephemeralHigh + 1;
+    high = 65536;
+  }
+  int port = 29500;
   std::random_device device;
   std::mt19937 rng(device());
-  std::uniform_int_distribution<int> draw(low, high - 1);
-  int port = 29500;
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    int candidate = draw(rng);
+  for (int attempt = 0; high > low && attempt < 64; ++attempt) {
+    int candidate = std::uniform_int_distribution<int>(low, high - 1)(rng);
     if (bindable(found, candidate)) {
       port = candidate;
-      break;
+      freeaddrinfo(found);
+      return port;
     }
   }
+  int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC,
+                  found->ai_protocol);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len) == 0)
+    port = bound.ss_family == AF_INET6
+               ? ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port)
+               : ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
+  if (fd >= 0)
+    close(fd);
   freeaddrinfo(found);
   return port;
 }

@@ -595,23 +595,28 @@ bool Importer::gatherElements() {
   mlir::Value data, indices;
   if (!value(0, data) || !value(1, indices))
     return false;
+  int64_t axis;
+  mlir::Value index;
+  if (!elementIndices(data, indices, axis, index))
+    return false;
+  setOutput(0, gatherElementsAt(data, index, axis));
+  return true;
+}
+
+bool Importer::elementIndices(mlir::Value data, mlir::Value indices,
+                              int64_t &axis, mlir::Value &index) {
   llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
   int64_t rank = sd.size();
   if (static_cast<int64_t>(si.size()) != rank || rank == 0)
     return fail("data is " + shapeText(sd) + " and indices " + shapeText(si) +
                 ": expected the same rank");
-  int64_t axis;
   if (!axisOf(data, 0, axis))
     return false;
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis && si[d] > sd[d])
       return fail("indices " + shapeText(si) + " are larger than data " + shapeText(sd) +
                   " in dimension " + std::to_string(d));
-  mlir::Value index;
-  if (!nonNegative(indices, sd[axis], ".index", index))
-    return false;
-  setOutput(0, gatherElementsAt(data, index, axis));
-  return true;
+  return nonNegative(indices, sd[axis], ".index", index);
 }
 
 bool Importer::nonNegative(mlir::Value indices, int64_t extent,
@@ -711,10 +716,6 @@ bool Importer::scatterElements() {
   if (!value(0, data) || !value(1, indices) || !value(2, updates))
     return false;
   llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
-  int64_t rank = sd.size();
-  if (static_cast<int64_t>(si.size()) != rank || rank == 0)
-    return fail("data is " + shapeText(sd) + " and indices " + shapeText(si) +
-                ": expected the same rank");
   if (shape(updates) != si)
     return fail("updates are " + shapeText(shape(updates)) +
                 ": expected the indices' " + shapeText(si));
@@ -722,14 +723,8 @@ bool Importer::scatterElements() {
     return fail("updates and data have different element types");
   int64_t axis;
   bool add;
-  if (!axisOf(data, 0, axis) || !scatterReduction(add))
-    return false;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis && si[d] > sd[d])
-      return fail("indices " + shapeText(si) + " are larger than data " +
-                  shapeText(sd) + " in dimension " + std::to_string(d));
   mlir::Value index;
-  if (!nonNegative(indices, sd[axis], ".index", index))
+  if (!scatterReduction(add) || !elementIndices(data, indices, axis, index))
     return false;
   mlir::Value rows = flatPositions(index, sd, axis);
   llvm::SmallVector<int64_t> column(si.begin(), si.end());
@@ -768,9 +763,8 @@ bool Importer::scatterNd() {
   bool add;
   if (!scatterReduction(add))
     return false;
+  // nonNegative refuses indices that are not INT64 or INT32.
   mlir::Type e = element(indices);
-  if (!e.isInteger(64) && !e.isInteger(32))
-    return fail("the indices are not INT64 or INT32");
   // Rows of at least one index, so that a single index [k] is a row too.
   bool single = lead.empty();
   if (single)

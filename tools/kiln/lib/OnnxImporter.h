@@ -233,6 +233,11 @@ private:
   // |extent| (fails unless they are INT64 or INT32).
   bool nonNegative(mlir::Value indices, int64_t extent,
                    const std::string &suffix, mlir::Value &out);
+  // GatherElements' and ScatterElements' indices checked against |data|
+  // (the same rank, no larger off the node's axis), that axis, and the
+  // indices with negative ones counted from its end.
+  bool elementIndices(mlir::Value data, mlir::Value indices, int64_t &axis,
+                      mlir::Value &index);
   // The flat positions in a row-major tensor of shape |dataShape| of
   // [i.. with index[i..] along |axis|], of index's shape.
   mlir::Value flatPositions(mlir::Value index,

@@ -138,6 +138,8 @@ LogicalResult Interpreter::runBlock(Block &block, ArrayRef<HostTensor> args,
     if (outs.size() != op.getNumResults())
       return op.emitOpError("reference semantics produced ")
              << outs.size() << " results, expected " << op.getNumResults();
+    if (onResults)
+      onResults(&op, operands, outs);
     for (auto [result, tensor] : llvm::zip(op.getResults(), outs))
       values[result] = std::move(tensor);
   }

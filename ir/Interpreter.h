@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <functional>
 #include <memory>
 
 namespace kiln {
@@ -47,6 +48,15 @@ public:
   mlir::LogicalResult evaluate(mlir::Operation *op,
                                llvm::ArrayRef<HostTensor> operands,
                                llvm::SmallVectorImpl<HostTensor> &results);
+
+  // When set, runBlock calls it with each op of the block it runs (not the
+  // ops inside a fusion's body), the op's operands and its results, before
+  // later ops read them; it may change the results. The kernel tests move
+  // them by their rounding errors to see how far each result of a fusion
+  // depends on rounding (KernelTestSupport.h, roundingSpread).
+  std::function<void(mlir::Operation *op, llvm::ArrayRef<HostTensor> operands,
+                     llvm::MutableArrayRef<HostTensor> results)>
+      onResults;
 
 private:
   mlir::FailureOr<const ScalarProgram *> scalarProgram(mlir::Operation *op);

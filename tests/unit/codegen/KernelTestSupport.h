@@ -5,7 +5,9 @@
 // one fusion, a run of random fusions from a builder, or the fusions of a
 // zoo model's compiled training step. Each fixture sets its Tolerance (they
 // differ: sums reorder more arithmetic than elementwise chains, and a GPU
-// kernel's lanes reorder them more than a CPU loop does).
+// kernel's lanes reorder them more than a CPU loop does); on top of it
+// each element may be off by its rounding spread (roundingSpread: how far
+// the interpreter's result moves when each op's rounding does).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +39,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -119,11 +122,14 @@ inline double largestMagnitude(const HostTensor &t) {
 // |absoluteSums| (for a reduce sum's or mean's result: the same reduction
 // of its terms' absolute values) an element may also be off by the
 // normwise fraction of that: the terms' rounding errors in another order
-// of addition (the CPU BLAS tests' bound, relative to sum |a| |b|).
+// of addition (the CPU BLAS tests' bound, relative to sum |a| |b|). With
+// |spread| (roundingSpread's, for the result) an element may also be off
+// by its spread, and one whose spread is infinite is not compared.
 inline std::string compareWithin(const HostTensor &expected,
                                  const HostTensor &actual,
                                  const Tolerance &tolerance,
-                                 const HostTensor *absoluteSums = nullptr) {
+                                 const HostTensor *absoluteSums = nullptr,
+                                 const HostTensor *spread = nullptr) {
   if (expected.shape() != actual.shape() || expected.dtype() != actual.dtype())
     return "expected " + expected.str() + ", found " + actual.str();
   DType dtype = expected.dtype();
@@ -135,6 +141,11 @@ inline std::string compareWithin(const HostTensor &expected,
     double tol = tolerance.bound(dtype, e, a, magnitude);
     if (absoluteSums)
       tol = std::max(tol, tolerance.normwise(dtype) * std::fabs((*absoluteSums)[i]));
+    if (spread) {
+      if (std::isinf((*spread)[i]))
+        continue;
+      tol = std::max(tol, (*spread)[i]);
+    }
     if (!(std::fabs(e - a) <= tol)) {
       std::string what = "element " + std::to_string(i) + ": expected " +
                          std::to_string(e) + ", found " + std::to_string(a) +
@@ -147,6 +158,121 @@ inline std::string compareWithin(const HostTensor &expected,
   return "";
 }
 
+// The unit roundoff of the arithmetic that computes |dtype|'s floats: 2^-53
+// for f64, 2^-24 for f32 and for f16 and bf16 (the interpreter and the
+// kernels compute those in f32 and round each result to its width; that
+// last rounding is the same in both); 0 for integers.
+inline double computeRoundoff(DType dtype) {
+  return dtype == DType::f64 ? std::ldexp(1.0, -53)
+         : isFloat(dtype)    ? std::ldexp(1.0, -24)
+                             : 0.0;
+}
+
+// Whether the interpreter rounds |op|'s results where a kernel may round
+// them differently: elementwise arithmetic and functions (a kernel's exp or
+// tanh is another implementation, within a few ulps) and float converts
+// that narrow. Negation, abs, relu, max, min, selects, compares, widening
+// converts and data movement are exact everywhere.
+inline bool roundsElementwise(mlir::Operation *op) {
+  if (llvm::isa<NegOp, AbsOp, ReluOp, StopGradientOp, MaxOp, MinOp, SelectOp,
+                CompareOp>(op))
+    return false;
+  if (auto convert = llvm::dyn_cast<ConvertOp>(op)) {
+    DType from, to;
+    if (!dtypeOfTensor(convert.getOperand().getType(), from) ||
+        !dtypeOfTensor(convert.getType(), to) || !isFloat(from) || !isFloat(to))
+      return false;
+    return from != to &&
+           !(to == DType::f64 || (to == DType::f32 && from != DType::f64));
+  }
+  return llvm::isa<ScalarSemantics>(op);
+}
+
+// How far each result of |body| moves from |expected| (the interpreter's
+// results on |inputs|) when the results of the ops that round move by
+// their rounding errors, with random signs: an elementwise op's
+// (roundsElementwise) by 8 unit roundoffs (computeRoundoff) of each
+// element, a float reduce sum's or mean's by (terms - 1) unit roundoffs of
+// the same reduction of its terms' absolute values (capped at
+// |tolerance|'s normwise fraction where it has one): any order of
+// addition is within that. The moved values are not rounded to the
+// result's type: later ops read them as they would a kernel's differently
+// rounded ones. Runs the block |runs| times, on signs from |seed|, and
+// keeps each element's largest move; an element that comes out
+// non-finite in a run where it was finite (or the other way) gets an
+// infinite spread.
+//
+// compareWithin allows an element its spread: a kernel rounds each op
+// within an ulp or two of the interpreter and adds its sums in an order
+// within the worst case, both well inside these moves, and where a result
+// cancels (Adam's v = 0.999 v + 0.001 g^2 on a v drawn near -0.001 g^2,
+// then divided into m) the spread grows with what the cancellation
+// amplifies, which a bound relative to the result alone does not.
+inline std::string
+roundingSpread(mlir::Block &body, llvm::ArrayRef<HostTensor> inputs,
+               llvm::ArrayRef<HostTensor> expected, const Tolerance &tolerance,
+               uint64_t seed, std::vector<HostTensor> &spread, int runs = 4) {
+  spread.clear();
+  for (const HostTensor &e : expected)
+    spread.emplace_back(DType::f64, e.shape(), 0.0);
+  Interpreter interpreter;
+  std::mt19937_64 rng;
+  std::string problem;
+  interpreter.onResults = [&](mlir::Operation *op,
+                              llvm::ArrayRef<HostTensor> operands,
+                              llvm::MutableArrayRef<HostTensor> results) {
+    auto reduce = llvm::dyn_cast<ReduceOp>(op);
+    bool sums = reduce && (reduce.getKind() == ReduceKind::sum ||
+                           reduce.getKind() == ReduceKind::mean);
+    if (!sums && !roundsElementwise(op))
+      return;
+    for (HostTensor &result : results) {
+      double u = computeRoundoff(result.dtype());
+      if (u == 0)
+        continue;
+      HostTensor scale = result;
+      for (double &v : scale.values())
+        v = 8 * u * std::fabs(v);
+      if (sums) {
+        HostTensor absolute = operands.front();
+        for (double &v : absolute.values())
+          v = std::fabs(v);
+        llvm::SmallVector<HostTensor> totals;
+        if (mlir::failed(interpreter.evaluate(op, absolute, totals))) {
+          problem = "the interpreter failed on |terms| of " + printed(op);
+          return;
+        }
+        double terms =
+            double(absolute.size()) / std::max<int64_t>(result.size(), 1);
+        double fraction = std::max(terms - 1, 1.0) * u;
+        if (tolerance.normwise(result.dtype()) > 0)
+          fraction = std::min(fraction, tolerance.normwise(result.dtype()));
+        for (int64_t e = 0; e < result.size(); ++e)
+          scale[e] = fraction * totals.front()[e];
+      }
+      for (int64_t e = 0; e < result.size(); ++e)
+        result[e] += (rng() & 1 ? 1.0 : -1.0) * scale[e];
+    }
+  };
+  for (int run = 0; run < runs; ++run) {
+    rng.seed(seed * 0x9E3779B97F4A7C15ull + run + 1);
+    llvm::SmallVector<HostTensor> moved;
+    if (mlir::failed(interpreter.runBlock(body, inputs, moved)) ||
+        !problem.empty())
+      return problem.empty() ? std::string("the interpreter failed") : problem;
+    for (size_t i = 0; i < expected.size(); ++i)
+      for (int64_t e = 0; e < expected[i].size(); ++e) {
+        double x = expected[i][e], y = moved[i][e];
+        if (x == y || (std::isnan(x) && std::isnan(y)))
+          continue;
+        spread[i][e] = std::isfinite(x) && std::isfinite(y)
+                           ? std::max(spread[i][e], std::fabs(x - y))
+                           : std::numeric_limits<double>::infinity();
+      }
+  }
+  return "";
+}
+
 class KernelTestBase : public ::testing::Test {
 protected:
   KernelTestBase() {
@@ -154,11 +280,12 @@ protected:
     handler = test::collectDiagnostics(context, diagnostics);
   }
 
-  // "" when |actual| matches |expected| within |tolerance|, else the first
-  // mismatch.
+  // "" when |actual| matches |expected| within |tolerance| or within
+  // |spread| (roundingSpread's, when given), else the first mismatch.
   virtual std::string compare(const HostTensor &expected,
-                              const HostTensor &actual) {
-    return compareWithin(expected, actual, tolerance);
+                              const HostTensor &actual,
+                              const HostTensor *spread = nullptr) {
+    return compareWithin(expected, actual, tolerance, nullptr, spread);
   }
 
   // The last kiln.fusion of the module |text| holds, which the fixture
@@ -200,6 +327,11 @@ protected:
     Interpreter interpreter;
     if (mlir::failed(interpreter.evaluate(fusion, inputs, expected)))
       return "the interpreter failed: " + diagnostics;
+    std::vector<HostTensor> spread;
+    if (std::string problem = roundingSpread(fusion.getBody().front(), inputs,
+                                             expected, tolerance, seed, spread);
+        !problem.empty())
+      return problem + ": " + diagnostics;
     mlir::FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
     if (mlir::failed(kernel))
       return "compilation failed: " + diagnostics;
@@ -216,7 +348,7 @@ protected:
     if (mlir::failed(kernel->run(inputPtrs, outputPtrs, &error)))
       return "run failed: " + error;
     for (size_t i = 0; i < expected.size(); ++i) {
-      std::string mismatch = compare(expected[i], actual[i]);
+      std::string mismatch = compare(expected[i], actual[i], &spread[i]);
       if (!mismatch.empty())
         return "result " + std::to_string(i) + ": " + mismatch;
     }

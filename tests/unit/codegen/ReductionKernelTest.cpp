@@ -1,4 +1,5 @@
-//===- ReductionKernelTest.cpp - CPU reduction kernels against the interpreter ===//
+//===- ReductionKernelTest.cpp - CPU reduction kernels against the interpreter
+//===//
 //
 // Compiles fusions holding kiln.reduce (and multi-result fusions) to native
 // code (codegen/cpu/LowerToLLVM.h), runs them on random inputs and compares
@@ -9,8 +10,9 @@
 // in f64 and f32, and every reduction, multi_output and horizontal fusion of
 // the zoo's compiled training steps. f64 must agree to 1e-12 relative; f32
 // to 1e-5 relative scaled by max(1, |x|), since the kernel accumulates in f32
-// in loop order and the interpreter in f64. Set KILN_CODEGEN_SEED to rerun
-// one seed (each failure prints it).
+// in loop order and the interpreter in f64, or within the element's
+// rounding spread (KernelTestSupport.h) where a result cancels after a
+// sum. Set KILN_CODEGEN_SEED to rerun one seed (each failure prints it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,6 +192,88 @@ TEST_F(ReductionKernelTest, IntegerReductions) {
   ASSERT_TRUE(fusion) << diagnostics;
   for (uint64_t seed = baseSeed(), i = 0; i < 5; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 7), "") << "seed " << seed;
+}
+
+// roundingSpread, by which check() lets an element differ: 1/sqrt(v + s^2)
+// for a sum s of 12 terms, where column 0's v is drawn just above -s^2 (as
+// Adam's second moment 0.999 v + 0.001 g^2 may come out on random inputs)
+// and column 1's v is 1. The sum added in f32 forward, backward and in
+// pairs moves column 0 by what 1e-5 of the result need not cover, and the
+// spread covers each order; column 1's spread stays within the tolerance,
+// so a result off by twice the tolerance there still fails.
+TEST_F(ReductionKernelTest, RoundingSpreadCoversACancellationAfterASum) {
+  const char *text = R"mlir(
+    func.func @main(%g: tensor<12x2xf32>, %v: tensor<2xf32>) -> tensor<2xf32> {
+      %r = kiln.fusion reduction (%g, %v) : (tensor<12x2xf32>, tensor<2xf32>) -> tensor<2xf32> {
+      ^bb0(%a: tensor<12x2xf32>, %b: tensor<2xf32>):
+        %s = kiln.reduce sum %a, dims = [0] : tensor<12x2xf32> -> tensor<2xf32>
+        %q = kiln.mul %s, %s : tensor<2xf32>
+        %w = kiln.add %b, %q : tensor<2xf32>
+        %y = kiln.rsqrt %w : tensor<2xf32>
+        kiln.yield %y : tensor<2xf32>
+      }
+      return %r : tensor<2xf32>
+    })mlir";
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
+  uint64_t seed = baseSeed();
+  std::mt19937_64 rng(seed);
+  HostTensor g = randomTensor(
+      RankedTensorType::get({12, 2}, Float32Type::get(&context)), rng, 1);
+  double exact = 0;
+  for (int i = 0; i < 12; ++i)
+    exact += g[i * 2];
+  HostTensor v(DType::f32, {2}, {-exact * exact * (1 - 1e-4), 1.0});
+  v.roundAll();
+  Interpreter interpreter;
+  SmallVector<HostTensor> expected;
+  ASSERT_TRUE(succeeded(interpreter.evaluate(fusion, {g, v}, expected)))
+      << diagnostics;
+  std::vector<HostTensor> spread;
+  ASSERT_EQ(codegen_test::roundingSpread(fusion.getBody().front(), {g, v},
+                                         expected, tolerance, seed, spread),
+            "");
+  // Each column's sum added in f32 in three orders, then the update in f32.
+  auto forward = [](std::vector<float> t) {
+    float sum = 0;
+    for (float x : t)
+      sum += x;
+    return sum;
+  };
+  auto backward = [&](std::vector<float> t) {
+    std::reverse(t.begin(), t.end());
+    return forward(t);
+  };
+  auto pairwise = [](std::vector<float> t) {
+    while (t.size() > 1) {
+      std::vector<float> next;
+      for (size_t i = 0; i + 1 < t.size(); i += 2)
+        next.push_back(t[i] + t[i + 1]);
+      if (t.size() % 2)
+        next.push_back(t.back());
+      t = next;
+    }
+    return t.front();
+  };
+  for (int column = 0; column < 2; ++column) {
+    std::vector<float> terms;
+    for (int i = 0; i < 12; ++i)
+      terms.push_back(float(g[i * 2 + column]));
+    for (float sum : {forward(terms), backward(terms), pairwise(terms)}) {
+      float w = float(v[column]) + sum * sum;
+      double update = float(1 / std::sqrt(double(w)));
+      EXPECT_LE(std::fabs(update - expected[0][column]), spread[0][column])
+          << "column " << column << " seed " << seed;
+    }
+  }
+  EXPECT_GT(spread[0][0], 1e-5 * std::fabs(expected[0][0])) << "seed " << seed;
+  double bound = tolerance.bound(DType::f32, expected[0][1], expected[0][1], 0);
+  EXPECT_LT(spread[0][1], bound) << "seed " << seed;
+  HostTensor wrong = expected[0];
+  wrong[1] += 2 * bound;
+  EXPECT_NE(codegen_test::compareWithin(expected[0], wrong, tolerance, nullptr,
+                                        &spread[0]),
+            "");
 }
 
 // max and min propagate NaN (sqrt of the negative inputs) as the

@@ -113,6 +113,8 @@ struct EmulatedKernel {
   // eq): the same count of the pairs within the tolerance; the kernel's
   // count may differ from the interpreter's by those it found unequal.
   std::map<size_t, HostTensor> nearTies;
+  // Per result: how far rounding moves it (roundingSpread).
+  std::vector<HostTensor> spread;
 };
 
 // The fixture: kernels added, run on the host and compared.
@@ -125,7 +127,10 @@ protected:
   // (StepPackage.h): a sum reordered across lanes is off by rounding
   // errors of its terms, which can be far larger than the element itself
   // when they cancel (a layer norm's dx subtracts two sums of 300 products
-  // of inputs on [-2, 2]).
+  // of inputs on [-2, 2]). And any element may be off by its rounding
+  // spread (codegen_test::roundingSpread): where a result cancels after a
+  // sum (an Adam update on a second moment drawn near -0.001 g^2), the
+  // sum's reordering moves it by more than either bound of the result.
   EmulationHarness() {
     tolerance.f64 = 1e-9;
     tolerance.f32 = 1e-4;
@@ -179,6 +184,11 @@ protected:
           codegen_test::randomTensor(llvm::cast<mlir::RankedTensorType>(input.getType()), rng, intBound));
     if (std::string problem = evaluate(fusion, k); !problem.empty())
       return problem;
+    if (std::string problem =
+            codegen_test::roundingSpread(fusion.getBody().front(), k.inputs,
+                                         k.expected, tolerance, seed, k.spread);
+        !problem.empty())
+      return problem + ": " + diagnostics;
     llvm::raw_string_ostream os(k.fusionText);
     fusion.print(os);
     for (const std::string &layout : source->layouts)
@@ -317,7 +327,8 @@ protected:
             compared == k.compareOperands.end()
                 ? compareWithin(k.expected[i], actual[i], tolerance,
                                 sums == k.absoluteSums.end() ? nullptr
-                                                             : &sums->second)
+                                                             : &sums->second,
+                                &k.spread[i])
                 : compareWithTies(k.expected[i], actual[i],
                                   compared->second.first,
                                   compared->second.second, tolerance);

@@ -131,6 +131,40 @@ TEST_F(InterpreterTest, DropoutMaskFollowsTheCounterArgument) {
   EXPECT_NEAR(kept / 1024.0, 0.75, 0.07);
 }
 
+// onResults sees each op of the block with its operands and results, in
+// order, and the ops after it read what it leaves there.
+TEST_F(InterpreterTest, OnResultsSeesEachOpAndLaterOpsReadItsChanges) {
+  func::FuncOp f = parse(R"mlir(
+    func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
+      %e = kiln.exp %x : tensor<3xf32>
+      %c = kiln.constant dense<1.000000e+00> : tensor<3xf32>
+      %y = kiln.add %e, %c : tensor<3xf32>
+      return %y : tensor<3xf32>
+    })mlir");
+  ASSERT_TRUE(f);
+  HostTensor x(DType::f32, {3}, {0.0, 1.0, -1.0});
+  Interpreter interpreter;
+  std::vector<std::string> seen;
+  interpreter.onResults = [&](Operation *op, ArrayRef<HostTensor> operands,
+                              MutableArrayRef<HostTensor> results) {
+    seen.push_back(op->getName().getStringRef().str() + "/" +
+                   std::to_string(operands.size()) + "/" +
+                   std::to_string(results.size()));
+    if (isa<ExpOp>(op)) {
+      EXPECT_EQ(operands[0].values(), x.values());
+      EXPECT_EQ(results[0][0], 1.0);
+      results[0][1] = 10.0;
+    }
+  };
+  FailureOr<SmallVector<HostTensor>> r = interpreter.run(f, {x});
+  ASSERT_TRUE(succeeded(r)) << allDiagnostics();
+  EXPECT_EQ(seen, (std::vector<std::string>{"kiln.exp/1/1", "kiln.constant/0/1",
+                                            "kiln.add/2/1"}));
+  EXPECT_EQ((*r)[0][0], 2.0);
+  EXPECT_EQ((*r)[0][1], 11.0);
+  EXPECT_NEAR((*r)[0][2], std::exp(-1.0) + 1.0, 1e-6);
+}
+
 // A value-dependent error names the op and points at its line.
 TEST_F(InterpreterTest, GatherIndexOutOfRangeNamesOpAndLocation) {
   func::FuncOp f = parse(R"mlir(

@@ -322,27 +322,80 @@ def loss_fn(model, out, y):
     return F.cross_entropy(out, y)
 
 
-def export(model, out, dynamo):
-    seed = int(os.environ.get("KILN_ONNX_SEED") or int.from_bytes(os.urandom(4), "little"))
-    print(f"seed {seed} (KILN_ONNX_SEED={seed} reruns it)")
+# GridSample is not smooth where a sampling point lies on a pixel edge: its
+# bilinear gradient with respect to the grid is one-sided at an integer
+# coordinate, and nearest mode jumps at half an integer. There, kiln's
+# rounding of the same point (its tanh against PyTorch's, a step later
+# its slightly different weights) can take the other side, and the losses
+# part by far more than the check's tolerance (bench/RESULTS.md, the
+# forty-sixth session). The image network's export trains PyTorch for
+# KINK_STEPS steps as the checks do and draws the next seed while a point
+# comes within KINK_MARGIN (pixels; about 10 ulps at 8) of an edge.
+KINK_MARGIN = 1e-5
+KINK_STEPS = 8
+
+
+def nearest_kink(net, x, y):
+    """The image network: the distance of the sampling points closest to a
+    pixel edge over KINK_STEPS steps of the check's training (and the step)."""
+    closest = [float("inf"), 0]
+
+    def hook(module, inputs, output):
+        warp = torch.tanh(output.detach()).view(-1, 8, 8, 2) * 1.2
+        bilinear = ((warp + 1) * 8 - 1) / 2        # align_corners 0, 8 pixels
+        nearest = (warp * 0.9 + 1) / 2 * 7 - 0.5   # align_corners 1, halves
+        for points in (bilinear, nearest):
+            d = (points - points.round()).abs().min().item()
+            if d < closest[0]:
+                closest[:] = [d, step]
+
+    handle = net.loc.register_forward_hook(hook)
+    optimizer = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
+    for step in range(1, KINK_STEPS + 1):
+        b = (step - 1) % (SAMPLES // BATCH)
+        rows = slice(b * BATCH, (b + 1) * BATCH)
+        optimizer.zero_grad()
+        loss_fn("image", net(x[rows]), y[rows]).backward()
+        optimizer.step()
+    handle.remove()
+    return closest
+
+
+def draw(model, seed):
+    """The network's initial weights and the data, from |seed|."""
     torch.manual_seed(seed)
     net = set_mode(model, build(model))
-    save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()},
-              os.path.join(out, "torch.safetensors"))
+    state = {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
     rng = np.random.default_rng(seed)
-    os.makedirs(os.path.join(out, "data"), exist_ok=True)
     if model in ("embed", "transformer"):
         x = rng.integers(0, 20, (SAMPLES, 6)).astype(np.int64)
     else:
         x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
-    np.save(os.path.join(out, "data", "x.npy"), x)
     if model in MSE_MODELS:
-        np.save(os.path.join(out, "data", "targets.npy"),
-                rng.standard_normal((SAMPLES,) + TARGET_SHAPES[model]).astype(np.float32))
+        y = rng.standard_normal((SAMPLES,) + TARGET_SHAPES[model]).astype(np.float32)
     else:
         classes = 10 if model == "lenet5" else 3
-        np.save(os.path.join(out, "data", "labels.npy"),
-                rng.integers(0, classes, SAMPLES).astype(np.int32))
+        y = rng.integers(0, classes, SAMPLES).astype(np.int32)
+    return net, state, x, y
+
+
+def export(model, out, dynamo):
+    seed = int(os.environ.get("KILN_ONNX_SEED") or int.from_bytes(os.urandom(4), "little"))
+    print(f"seed {seed} (KILN_ONNX_SEED={seed} reruns it)")
+    net, state, x, y = draw(model, seed)
+    while model == "image":
+        distance, step = nearest_kink(net, torch.from_numpy(x), torch.from_numpy(y))
+        if distance >= KINK_MARGIN:
+            break
+        seed = (seed + 1) % 2**32
+        print(f"a sampling point comes within {distance:.1e} of a pixel edge at step "
+              f"{step}; drawing seed {seed}")
+        net, state, x, y = draw(model, seed)
+    net.load_state_dict(state)
+    save_file(state, os.path.join(out, "torch.safetensors"))
+    os.makedirs(os.path.join(out, "data"), exist_ok=True)
+    np.save(os.path.join(out, "data", "x.npy"), x)
+    np.save(os.path.join(out, "data", "targets.npy" if model in MSE_MODELS else "labels.npy"), y)
     import warnings
     warnings.simplefilter("ignore")
     path = os.path.join(out, "model.onnx")

@@ -150,7 +150,9 @@ class ImageNet(torch.nn.Module):
     output_padding and groups), upsampling by nearest, bilinear (both
     corner conventions) and bicubic interpolation (Resize), and a spatial
     transformer's grid_sample (GridSample: bilinear with zeros padding,
-    nearest with border padding) on a grid computed from the features."""
+    nearest with border padding, bilinear with reflection padding on a
+    grid that reaches a mirror away) on a grid computed from the
+    features."""
 
     def __init__(self):
         super().__init__()
@@ -178,7 +180,9 @@ class ImageNet(torch.nn.Module):
         warp = torch.tanh(self.loc(h.mean(dim=(2, 3)))).view(-1, 8, 8, 2) * 1.2
         h = (h + F.grid_sample(h, warp, align_corners=False)         # GridSample
              + F.grid_sample(h, warp * 0.9, mode="nearest", padding_mode="border",
-                             align_corners=True) * 0.5)
+                             align_corners=True) * 0.5
+             + F.grid_sample(h, warp * 2.0, padding_mode="reflection",
+                             align_corners=False) * 0.25)
         return self.head(h)                                          # [B, 2, 8, 8]
 
 
@@ -324,7 +328,8 @@ def loss_fn(model, out, y):
 
 # GridSample is not smooth where a sampling point lies on a pixel edge: its
 # bilinear gradient with respect to the grid is one-sided at an integer
-# coordinate, and nearest mode jumps at half an integer. There, kiln's
+# coordinate (after reflection, and at reflection's mirrors), and nearest
+# mode jumps at half an integer. There, kiln's
 # rounding of the same point (its tanh against PyTorch's, a step later
 # its slightly different weights) can take the other side, and the losses
 # part by far more than the check's tolerance (bench/RESULTS.md, the
@@ -344,7 +349,12 @@ def nearest_kink(net, x, y):
         warp = torch.tanh(output.detach()).view(-1, 8, 8, 2) * 1.2
         bilinear = ((warp + 1) * 8 - 1) / 2        # align_corners 0, 8 pixels
         nearest = (warp * 0.9 + 1) / 2 * 7 - 0.5   # align_corners 1, halves
-        for points in (bilinear, nearest):
+        # Reflection (align_corners 0): mirrors at -0.5 and 7.5, 8 apart.
+        distance = (((warp * 2.0 + 1) * 8 - 1) / 2 + 0.5).abs()
+        flips = torch.floor(distance / 8)
+        extra = distance - flips * 8
+        reflected = torch.where(flips % 2 == 1, 8 - extra, extra) - 0.5
+        for points in (bilinear, nearest, reflected, distance / 8):
             d = (points - points.round()).abs().min().item()
             if d < closest[0]:
                 closest[:] = [d, step]
@@ -523,9 +533,9 @@ def handmade(out):
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
         auto_pad="SAME_UPPER")], [wt])
-    # GridSample with reflection padding.
-    refused("gridsample-reflection", [helper.make_node(
-        "GridSample", ["h", "grid"], ["y"], name="gs", padding_mode="reflection")], [grid],
+    # GridSample's bicubic mode.
+    refused("gridsample-bicubic", [helper.make_node(
+        "GridSample", ["h", "grid"], ["y"], name="gs", mode="bicubic")], [grid],
         opset=16)
     # A scatter that multiplies.
     rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)

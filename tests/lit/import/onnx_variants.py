@@ -408,6 +408,14 @@ def variants(rng):
          helper.make_node("GridSample", ["h", "grid"], ["b"], padding_mode="border",
                           align_corners=1)] + both("a", "b"),
         [floats("grid", grid)])
+    # Reflection: the grid scaled by 2.5 folds points back from one to
+    # three mirrors away, in both corner conventions.
+    add("gridsample-reflection", 16, (4, 3, 6, 8),
+        [helper.make_node("GridSample", ["h", "grid"], ["a"], padding_mode="reflection"),
+         helper.make_node("Mul", ["grid", "far"], ["far_grid"]),
+         helper.make_node("GridSample", ["h", "far_grid"], ["b"], padding_mode="reflection",
+                          align_corners=1)] + both("a", "b"),
+        [floats("grid", grid), floats("far", [2.5])])
     add("gridsample-nearest", 20, (4, 3, 4, 8),
         [helper.make_node("GridSample", ["h", "ties"], ["y"], mode="nearest")],
         [floats("ties", ties)], smooth=False)

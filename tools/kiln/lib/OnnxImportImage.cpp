@@ -309,13 +309,15 @@ bool Importer::resize() {
   return true;
 }
 
-// GridSample (2-D; bilinear or nearest, padding zeros or border,
-// align_corners), as PyTorch's F.grid_sample: grid [N, Ho, Wo, 2] holds
-// (x, y) in [-1, 1], mapped to X's pixels ((v + 1) / 2 * (W - 1) with
-// align_corners, else ((v + 1) * W - 1) / 2), clamped to the image for
-// border. Bilinear reads the four pixels around each point, each weighted
-// by its closeness in x times in y and by whether it lies in the image
-// (zeros); nearest reads the pixel at the coordinates rounded half to
+// GridSample (2-D; bilinear or nearest, padding zeros, border or
+// reflection, align_corners), as PyTorch's F.grid_sample: grid [N, Ho, Wo,
+// 2] holds (x, y) in [-1, 1], mapped to X's pixels ((v + 1) / 2 * (W - 1)
+// with align_corners, else ((v + 1) * W - 1) / 2), clamped to the image for
+// border, and for reflection first folded back into the image's span
+// ([0, W - 1] with align_corners, else [-0.5, W - 0.5]) as by mirrors at
+// its ends, then clamped. Bilinear reads the four pixels around each point,
+// each weighted by its closeness in x times in y and by whether it lies in the
+// image (zeros); nearest reads the pixel at the coordinates rounded half to
 // even. The pixels are rows of X as a table [N * H * W, C], gathered at
 // n * H * W + y * W + x, so X's gradient scatters back into them and the
 // grid's comes through the weights (the corners' positions are held
@@ -339,10 +341,11 @@ bool Importer::gridSample() {
     return fail("mode is " + mode +
                 ": kiln import reads bilinear (linear) and nearest");
   std::string padding = stringAttr("padding_mode", "zeros");
-  bool border = padding == "border";
+  bool reflection = padding == "reflection";
+  bool border = padding == "border" || reflection;
   if (!border && padding != "zeros")
     return fail("padding_mode is " + padding +
-                ": kiln import reads zeros and border");
+                ": kiln import reads zeros, border and reflection");
   bool align = intAttr("align_corners", 0) != 0;
   int64_t n = sx[0], c = sx[1], h = sx[2], w = sx[3];
   llvm::SmallVector<int64_t> points = {n, sg[1], sg[2]};
@@ -380,6 +383,41 @@ bool Importer::gridSample() {
             add(whole, scalar(-1.0), at + ".less"), whole)
         .getResult();
   };
+  // Whether whole |v| is odd.
+  auto odd = [&](mlir::Value v, const std::string &at) {
+    mlir::Value halfFloor =
+        floor(mul(v, scalar(0.5), at + ".halve"), at + ".half");
+    return compare(
+        b_.create<kiln::SubOp>(loc(at + ".parity"), t, v,
+                               mul(halfFloor, scalar(2.0), at + ".even")),
+        kiln::CompareDirection::eq, scalar(1.0), at);
+  };
+  // Reflection (PyTorch's reflect_coordinates): v's distance d from the
+  // span's low end, less the whole spans in it (flips), counted from the
+  // high end after an odd number of them. The flips are constant where
+  // they hold, so v's gradient is d's sign, negated after odd flips.
+  auto reflect = [&](mlir::Value v, int64_t extent,
+                     const std::string &at) -> mlir::Value {
+    double low = align ? 0.0 : -0.5;
+    double span = align ? double(extent - 1) : double(extent);
+    if (span == 0)
+      return scalar(0.0);
+    mlir::Value d =
+        b_.create<kiln::AbsOp>(loc(at + ".distance"), t,
+                               add(v, scalar(-low), at + ".from_low"))
+            .getResult();
+    mlir::Value flips = b_.create<kiln::StopGradientOp>(
+        loc(at + ".flips"), t,
+        floor(b_.create<kiln::DivOp>(loc(at + ".spans"), t, d, scalar(span)),
+              at + ".floor"));
+    mlir::Value extra = b_.create<kiln::SubOp>(
+        loc(at + ".extra"), t, d, mul(flips, scalar(span), at + ".whole"));
+    mlir::Value back =
+        b_.create<kiln::SubOp>(loc(at + ".back"), t, scalar(span), extra);
+    mlir::Value folded = b_.create<kiln::SelectOp>(
+        loc(at + ".fold"), t, odd(flips, at + ".odd"), back, extra);
+    return add(folded, scalar(low), at + ".reflected");
+  };
   // Pixel coordinates along the axis of |extent| from grid component |k|.
   auto pixels = [&](int64_t k, int64_t extent, const std::string &at) {
     mlir::Value part =
@@ -391,9 +429,11 @@ bool Importer::gridSample() {
                                         scalar(double(extent)), at + ".scale"),
                                     scalar(-1.0), at + ".center"),
                                 scalar(0.5), at + ".half");
-    // Border clamps to the image; zeros keeps every point whose pixels
-    // could touch it (within 2 of the edges), so that the conversions
-    // below stay in range.
+    if (reflection)
+      v = reflect(v, extent, at + ".reflect");
+    // Border (and reflection) clamps to the image; zeros keeps every point
+    // whose pixels could touch it (within 2 of the edges), so that the
+    // conversions below stay in range.
     return border ? clamp(v, 0.0, double(extent - 1), at + ".clamp")
                   : clamp(v, -2.0, double(extent + 1), at + ".range");
   };
@@ -451,14 +491,9 @@ bool Importer::gridSample() {
       mlir::Value tie =
           compare(b_.create<kiln::SubOp>(loc(at + ".gap"), t, up, v),
                   kiln::CompareDirection::eq, scalar(0.5), at + ".tie");
-      mlir::Value halfFloor =
-          floor(mul(up, scalar(0.5), at + ".halve"), at + ".half");
-      mlir::Value odd = compare(
-          b_.create<kiln::SubOp>(loc(at + ".parity"), t, up,
-                                 mul(halfFloor, scalar(2.0), at + ".even")),
-          kiln::CompareDirection::eq, scalar(1.0), at + ".odd");
       return b_
-          .create<kiln::SelectOp>(loc(at), t, both(tie, odd, at + ".down"),
+          .create<kiln::SelectOp>(loc(at), t,
+                                  both(tie, odd(up, at + ".odd"), at + ".down"),
                                   add(up, scalar(-1.0), at + ".lower"), up)
           .getResult();
     };

@@ -416,6 +416,21 @@ def variants(rng):
          helper.make_node("GridSample", ["h", "far_grid"], ["b"], padding_mode="reflection",
                           align_corners=1)] + both("a", "b"),
         [floats("grid", grid), floats("far", [2.5])])
+    # Bicubic (opset 20's cubic), zeros and reflection padding in both
+    # conventions: the 16 taps of points near the edges fall outside or
+    # fold back (from the grid scaled by 2.5 too). Border is PyTorch's
+    # check (onnx_peer.py's image network): onnx.reference clamps a
+    # bicubic point itself to the image before its taps, PyTorch only the
+    # taps, and kiln follows PyTorch.
+    add("gridsample-bicubic", 20, (4, 3, 6, 8),
+        [helper.make_node("GridSample", ["h", "grid"], ["a"], mode="cubic"),
+         helper.make_node("GridSample", ["h", "grid"], ["b"], mode="cubic",
+                          padding_mode="reflection", align_corners=1),
+         helper.make_node("Mul", ["grid", "far"], ["far_grid"]),
+         helper.make_node("GridSample", ["h", "far_grid"], ["c"], mode="cubic",
+                          padding_mode="reflection"),
+         helper.make_node("Add", ["b", "c"], ["bc"])] + both("a", "bc"),
+        [floats("grid", grid), floats("far", [2.5])])
     add("gridsample-nearest", 20, (4, 3, 4, 8),
         [helper.make_node("GridSample", ["h", "ties"], ["y"], mode="nearest")],
         [floats("ties", ties)], smooth=False)

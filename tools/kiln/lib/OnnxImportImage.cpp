@@ -309,7 +309,7 @@ bool Importer::resize() {
   return true;
 }
 
-// GridSample (2-D; bilinear or nearest, padding zeros, border or
+// GridSample (2-D; bilinear, nearest or bicubic, padding zeros, border or
 // reflection, align_corners), as PyTorch's F.grid_sample: grid [N, Ho, Wo,
 // 2] holds (x, y) in [-1, 1], mapped to X's pixels ((v + 1) / 2 * (W - 1)
 // with align_corners, else ((v + 1) * W - 1) / 2), clamped to the image for
@@ -318,7 +318,8 @@ bool Importer::resize() {
 // its ends, then clamped. Bilinear reads the four pixels around each point,
 // each weighted by its closeness in x times in y and by whether it lies in the
 // image (zeros); nearest reads the pixel at the coordinates rounded half to
-// even. The pixels are rows of X as a table [N * H * W, C], gathered at
+// even; bicubic weighs the 4 x 4 pixels around it and pads each of them
+// (below). The pixels are rows of X as a table [N * H * W, C], gathered at
 // n * H * W + y * W + x, so X's gradient scatters back into them and the
 // grid's comes through the weights (the corners' positions are held
 // constant, as PyTorch does).
@@ -337,9 +338,11 @@ bool Importer::gridSample() {
     return fail("X and grid are not of one floating-point type");
   std::string mode = stringAttr("mode", "bilinear");
   bool nearest = mode == "nearest";
-  if (!nearest && mode != "bilinear" && mode != "linear")
+  bool cubic = mode == "bicubic" || mode == "cubic";
+  if (!nearest && !cubic && mode != "bilinear" && mode != "linear")
     return fail("mode is " + mode +
-                ": kiln import reads bilinear (linear) and nearest");
+                ": kiln import reads bilinear (linear), nearest and bicubic "
+                "(cubic)");
   std::string padding = stringAttr("padding_mode", "zeros");
   bool reflection = padding == "reflection";
   bool border = padding == "border" || reflection;
@@ -429,6 +432,13 @@ bool Importer::gridSample() {
                                         scalar(double(extent)), at + ".scale"),
                                     scalar(-1.0), at + ".center"),
                                 scalar(0.5), at + ".half");
+    // Bicubic pads each of its taps instead (below). Its points are kept
+    // where their taps could touch the image (within 4 of the edges), or
+    // for reflection, whose taps fold back from anywhere, within 2^24 (f32
+    // holds its whole numbers), so that the conversions stay in range.
+    if (cubic)
+      return reflection ? clamp(v, -16777216.0, 16777216.0, at + ".range")
+                        : clamp(v, -4.0, double(extent + 3), at + ".range");
     if (reflection)
       v = reflect(v, extent, at + ".reflect");
     // Border (and reflection) clamps to the image; zeros keeps every point
@@ -499,6 +509,65 @@ bool Importer::gridSample() {
     };
     y = corner(rint(px, ".x.rint"), rint(py, ".y.rint"), scalar(1.0),
                ".nearest");
+  } else if (cubic) {
+    // Keys' cubic convolution (A = -0.75, PyTorch's) over the 4 x 4 pixels
+    // around the point: along each axis the taps at floor(v) - 1 ..
+    // floor(v) + 2 weigh far(t + 1), near(t), near(1 - t), far(2 - t) for
+    // t = v - floor(v). Each tap is padded as a bilinear point is (clamped
+    // for border, folded then clamped for reflection, weighed 0 outside
+    // the image for zeros); the taps' positions are held constant, so the
+    // grid's gradient comes through the weights, as PyTorch's does.
+    const double a = -0.75;
+    auto affine = [&](mlir::Value v, double scale, double offset,
+                      const std::string &at) {
+      return add(mul(v, scalar(scale), at + ".times"), scalar(offset), at);
+    };
+    // far(s) = ((a s - 5 a) s + 8 a) s - 4 a, for s in [1, 2].
+    auto far = [&](mlir::Value s, const std::string &at) {
+      mlir::Value inner =
+          mul(affine(s, a, -5 * a, at + ".inner"), s, at + ".by_s");
+      return affine(
+          mul(add(inner, scalar(8 * a), at + ".plus"), s, at + ".by_s2"), 1.0,
+          -4 * a, at);
+    };
+    // near(s) = ((a + 2) s - (a + 3)) s s + 1, for s in [0, 1].
+    auto near = [&](mlir::Value s, const std::string &at) {
+      mlir::Value inner = affine(s, a + 2, -(a + 3), at + ".inner");
+      return add(mul(mul(inner, s, at + ".by_s"), s, at + ".by_s2"),
+                 scalar(1.0), at);
+    };
+    auto weights = [&](mlir::Value v, mlir::Value base, const std::string &at) {
+      mlir::Value t0 = b_.create<kiln::SubOp>(loc(at + ".t"), t, v, base);
+      mlir::Value u =
+          b_.create<kiln::SubOp>(loc(at + ".u"), t, scalar(1.0), t0);
+      return std::array<mlir::Value, 4>{
+          far(add(t0, scalar(1.0), at + ".t1"), at + ".w0"),
+          near(t0, at + ".w1"), near(u, at + ".w2"),
+          far(add(u, scalar(1.0), at + ".u1"), at + ".w3")};
+    };
+    // The tap |i| - 1 past |base| along the axis of |extent|, padded.
+    auto tap = [&](mlir::Value base, int i, int64_t extent,
+                   const std::string &at) {
+      mlir::Value v = add(base, scalar(double(i - 1)), at);
+      if (reflection)
+        v = reflect(v, extent, at + ".reflect");
+      return border ? clamp(v, 0.0, double(extent - 1), at + ".clamp") : v;
+    };
+    mlir::Value x0 =
+        b_.create<kiln::StopGradientOp>(loc(".x0"), t, floor(px, ".x.floor"));
+    mlir::Value y0 =
+        b_.create<kiln::StopGradientOp>(loc(".y0"), t, floor(py, ".y.floor"));
+    std::array<mlir::Value, 4> wx = weights(px, x0, ".x"),
+                               wy = weights(py, y0, ".y");
+    for (int i = 0; i < 4; ++i) {
+      mlir::Value ty = tap(y0, i, h, ".y" + std::to_string(i));
+      for (int j = 0; j < 4; ++j) {
+        std::string at = ".c" + std::to_string(i) + std::to_string(j);
+        mlir::Value term = corner(tap(x0, j, w, ".x" + std::to_string(j) + at),
+                                  ty, mul(wx[j], wy[i], at + ".w"), at);
+        y = y ? add(y, term, at + ".sum") : term;
+      }
+    }
   } else {
     mlir::Value x0 =
         b_.create<kiln::StopGradientOp>(loc(".x0"), t, floor(px, ".x.floor"));

@@ -67,11 +67,11 @@ LR = 0.05
 # hundreds within six steps, where rounding differences grow past the
 # check's tolerance.
 IMAGE_LR = 0.01
+MOMENTUM = 0.9
 
 
 def learning_rate(model):
     return IMAGE_LR if model == "image" else LR
-MOMENTUM = 0.9
 
 
 class LeNet(torch.nn.Module):
@@ -356,34 +356,54 @@ KINK_MARGIN = 1e-5
 KINK_STEPS = 8
 
 
+def edge_distance(image, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """How near F.grid_sample(image, grid, ...) takes a point to where its
+    result or gradient is not smooth, in pixels (reflection's mirrors in
+    spans); infinity for bicubic."""
+    if mode == "bicubic":
+        return float("inf")
+    closest = float("inf")
+    for k, size in ((0, image.shape[3]), (1, image.shape[2])):
+        v = grid.detach()[..., k]
+        v = (v + 1) / 2 * (size - 1) if align_corners else ((v + 1) * size - 1) / 2
+        edges = [v]
+        if padding_mode == "reflection":
+            low, span = (0.0, size - 1) if align_corners else (-0.5, size)
+            distance = (v - low).abs()
+            flips = torch.floor(distance / span)
+            extra = distance - flips * span
+            edges = [torch.where(flips % 2 == 1, span - extra, extra) + low, distance / span]
+        for points in edges:
+            if mode == "nearest":
+                points = points - 0.5
+            closest = min(closest, (points - points.round()).abs().min().item())
+    return closest
+
+
 def nearest_kink(net, x, y):
     """The image network: the distance of the sampling points closest to a
-    pixel edge over KINK_STEPS steps of the check's training (and the step)."""
+    pixel edge (edge_distance) over KINK_STEPS steps of the check's
+    training, and the step."""
     closest = [float("inf"), 0]
+    sample = F.grid_sample
 
-    def hook(module, inputs, output):
-        warp = torch.tanh(output.detach()).view(-1, 8, 8, 2) * 1.2
-        bilinear = ((warp + 1) * 8 - 1) / 2        # align_corners 0, 8 pixels
-        nearest = (warp * 0.9 + 1) / 2 * 7 - 0.5   # align_corners 1, halves
-        # Reflection (align_corners 0): mirrors at -0.5 and 7.5, 8 apart.
-        distance = (((warp * 2.0 + 1) * 8 - 1) / 2 + 0.5).abs()
-        flips = torch.floor(distance / 8)
-        extra = distance - flips * 8
-        reflected = torch.where(flips % 2 == 1, 8 - extra, extra) - 0.5
-        for points in (bilinear, nearest, reflected, distance / 8):
-            d = (points - points.round()).abs().min().item()
-            if d < closest[0]:
-                closest[:] = [d, step]
+    def recorded(image, grid, *args, **kwargs):
+        d = edge_distance(image, grid, *args, **kwargs)
+        if d < closest[0]:
+            closest[:] = [d, step]
+        return sample(image, grid, *args, **kwargs)
 
-    handle = net.loc.register_forward_hook(hook)
-    optimizer = torch.optim.SGD(net.parameters(), lr=IMAGE_LR, momentum=MOMENTUM)
-    for step in range(1, KINK_STEPS + 1):
-        b = (step - 1) % (SAMPLES // BATCH)
-        rows = slice(b * BATCH, (b + 1) * BATCH)
-        optimizer.zero_grad()
-        loss_fn("image", net(x[rows]), y[rows]).backward()
-        optimizer.step()
-    handle.remove()
+    optimizer = torch.optim.SGD(net.parameters(), lr=learning_rate("image"), momentum=MOMENTUM)
+    F.grid_sample = recorded
+    try:
+        for step in range(1, KINK_STEPS + 1):
+            b = (step - 1) % (SAMPLES // BATCH)
+            rows = slice(b * BATCH, (b + 1) * BATCH)
+            optimizer.zero_grad()
+            loss_fn("image", net(x[rows]), y[rows]).backward()
+            optimizer.step()
+    finally:
+        F.grid_sample = sample
     return closest
 
 

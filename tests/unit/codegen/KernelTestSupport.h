@@ -182,8 +182,8 @@ inline bool roundsElementwise(mlir::Operation *op) {
     if (!dtypeOfTensor(convert.getOperand().getType(), from) ||
         !dtypeOfTensor(convert.getType(), to) || !isFloat(from) || !isFloat(to))
       return false;
-    return from != to &&
-           !(to == DType::f64 || (to == DType::f32 && from != DType::f64));
+    // Narrowing, or between f16 and bf16.
+    return from != to && byteWidth(to) <= byteWidth(from);
   }
   return llvm::isa<ScalarSemantics>(op);
 }
@@ -231,9 +231,10 @@ roundingSpread(mlir::Block &body, llvm::ArrayRef<HostTensor> inputs,
       if (u == 0)
         continue;
       HostTensor scale = result;
-      for (double &v : scale.values())
-        v = 8 * u * std::fabs(v);
-      if (sums) {
+      if (!sums) {
+        for (double &v : scale.values())
+          v = 8 * u * std::fabs(v);
+      } else {
         HostTensor absolute = operands.front();
         for (double &v : absolute.values())
           v = std::fabs(v);

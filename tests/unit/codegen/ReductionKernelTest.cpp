@@ -1,5 +1,4 @@
-//===- ReductionKernelTest.cpp - CPU reduction kernels against the interpreter
-//===//
+//===- ReductionKernelTest.cpp - CPU reduction kernels against the interpreter ===//
 //
 // Compiles fusions holding kiln.reduce (and multi-result fusions) to native
 // code (codegen/cpu/LowerToLLVM.h), runs them on random inputs and compares

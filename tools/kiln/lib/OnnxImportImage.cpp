@@ -386,6 +386,12 @@ bool Importer::gridSample() {
             add(whole, scalar(-1.0), at + ".less"), whole)
         .getResult();
   };
+  // floor(v), held constant: a cell's corner, whose position the grid's
+  // gradient does not move.
+  auto cell = [&](mlir::Value v, const std::string &at) {
+    return b_.create<kiln::StopGradientOp>(loc(at), t, floor(v, at + ".floor"))
+        .getResult();
+  };
   // Whether whole |v| is odd.
   auto odd = [&](mlir::Value v, const std::string &at) {
     mlir::Value halfFloor =
@@ -553,26 +559,22 @@ bool Importer::gridSample() {
         v = reflect(v, extent, at + ".reflect");
       return border ? clamp(v, 0.0, double(extent - 1), at + ".clamp") : v;
     };
-    mlir::Value x0 =
-        b_.create<kiln::StopGradientOp>(loc(".x0"), t, floor(px, ".x.floor"));
-    mlir::Value y0 =
-        b_.create<kiln::StopGradientOp>(loc(".y0"), t, floor(py, ".y.floor"));
+    mlir::Value x0 = cell(px, ".x0"), y0 = cell(py, ".y0");
     std::array<mlir::Value, 4> wx = weights(px, x0, ".x"),
-                               wy = weights(py, y0, ".y");
+                               wy = weights(py, y0, ".y"), tx, ty;
     for (int i = 0; i < 4; ++i) {
-      mlir::Value ty = tap(y0, i, h, ".y" + std::to_string(i));
+      tx[i] = tap(x0, i, w, ".x" + std::to_string(i));
+      ty[i] = tap(y0, i, h, ".y" + std::to_string(i));
+    }
+    for (int i = 0; i < 4; ++i)
       for (int j = 0; j < 4; ++j) {
         std::string at = ".c" + std::to_string(i) + std::to_string(j);
-        mlir::Value term = corner(tap(x0, j, w, ".x" + std::to_string(j) + at),
-                                  ty, mul(wx[j], wy[i], at + ".w"), at);
+        mlir::Value term =
+            corner(tx[j], ty[i], mul(wx[j], wy[i], at + ".w"), at);
         y = y ? add(y, term, at + ".sum") : term;
       }
-    }
   } else {
-    mlir::Value x0 =
-        b_.create<kiln::StopGradientOp>(loc(".x0"), t, floor(px, ".x.floor"));
-    mlir::Value y0 =
-        b_.create<kiln::StopGradientOp>(loc(".y0"), t, floor(py, ".y.floor"));
+    mlir::Value x0 = cell(px, ".x0"), y0 = cell(py, ".y0");
     mlir::Value x1 = add(x0, scalar(1.0), ".x1"),
                 y1 = add(y0, scalar(1.0), ".y1");
     mlir::Value fx = b_.create<kiln::SubOp>(loc(".fx"), t, px, x0);

@@ -568,7 +568,7 @@ def handmade(out):
                                            kernel_shape=[3, 3], pads=[1, 3, 1, 0])])
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
-        auto_pad="SAME_UPPER")], [wt])
+        auto_pad="SAME_UPPER", output_shape=[20, 16])], [wt])
     # Volumetric GridSample (opset 20): X [4, 3, 2, 4, 8], grid [4, 2, 4, 8, 3].
     volume = helper.make_tensor("volume", TensorProto.INT64, [5], [4, 3, 2, 4, 8])
     grid3 = helper.make_tensor("grid3", TensorProto.FLOAT, [4, 2, 4, 8, 3], [0.0] * 768)

@@ -170,6 +170,19 @@ def variants(rng):
         [helper.make_node("ConvTranspose", ["h", "w"], ["y"], strides=[2, 2],
                           output_shape=[9, 9], pads=[1, 1, 1, 1])],
         [floats("w", rng.standard_normal((4, 2, 3, 3)) * 0.3)])
+    # auto_pad SAME: the output is the input times the stride (odd totals
+    # put the extra pad at the end for SAME_UPPER) or output_shape, the
+    # pads derived from it (SAME_LOWER puts the extra at the beginning).
+    add("convtranspose-same-upper", 13, (4, 4, 5, 5),
+        [helper.make_node("ConvTranspose", ["h", "w", "b"], ["y"], strides=[2, 3],
+                          auto_pad="SAME_UPPER")],
+        [floats("w", rng.standard_normal((4, 3, 3, 5)) * 0.3),
+         floats("b", rng.standard_normal(3))])
+    add("convtranspose-same-lower-output-shape", 13, (4, 4, 5, 5),
+        [helper.make_node("ConvTranspose", ["h", "w"], ["y"], strides=[2, 2],
+                          dilations=[1, 2], output_padding=[1, 0],
+                          auto_pad="SAME_LOWER", output_shape=[7, 10])],
+        [floats("w", rng.standard_normal((4, 2, 3, 3)) * 0.3)])
     # InstanceNormalization of a rank-3 input with its own (trained) affine.
     add("instancenorm-1d", 13, (4, 3, 7),
         [helper.make_node("InstanceNormalization", ["h", "g", "b"], ["y"], epsilon=1e-3)],

@@ -255,14 +255,14 @@ bool Importer::convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
   if (llvm::any_of(a.strides, [](int64_t v) { return v < 1; }) ||
       llvm::any_of(a.dilations, [](int64_t v) { return v < 1; }))
     return fail("strides and dilations must be positive");
-  std::string autoPad = stringAttr("auto_pad", "NOTSET");
-  if (transposed && autoPad != "NOTSET" && autoPad != "VALID")
-    return fail("auto_pad is " + autoPad +
-                ": export with explicit pads (kiln import reads a transposed "
-                "convolution's NOTSET and VALID)");
   int64_t extent[2] = {a.dilations[0] * (sw[2] - 1) + 1,
                        a.dilations[1] * (sw[3] - 1) + 1};
-  if (!windowPads(sx.drop_front(2), extent, a.strides, a.pads))
+  // A transposed convolution's SAME pads follow from its output's size
+  // (convTranspose); a convolution's from its input's.
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  if (transposed && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER"))
+    a.pads.assign(4, 0);
+  else if (!windowPads(sx.drop_front(2), extent, a.strides, a.pads))
     return false;
   if (auto kernel = intsAttr("kernel_shape");
       kernel && (kernel->size() != 2 || (*kernel)[0] != sw[2] || (*kernel)[1] != sw[3]))
@@ -321,6 +321,9 @@ bool Importer::conv() {
 // C_out / group, kH, kW], the filter of the convolution that maps the
 // result back to X; the result's size along each spatial axis is
 // (in - 1) * stride - pads + dilation * (k - 1) + 1 + output_padding.
+// With auto_pad SAME_UPPER or SAME_LOWER the size is given (output_shape,
+// else in * stride) and the pads follow from it; otherwise output_shape
+// must be the size the pads give.
 bool Importer::convTranspose() {
   mlir::Value x, w;
   ConvAttributes a;
@@ -331,19 +334,43 @@ bool Importer::convTranspose() {
   if (outputPadding.size() != 2)
     return fail("output_padding is not that of a 2-D transposed convolution");
   llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  std::optional<std::vector<int64_t>> given = intsAttr("output_shape");
+  if (given && given->size() != 2)
+    return fail("output_shape " + shapeText(*given) +
+                " is not that of a 2-D transposed convolution");
+  std::string autoPad = stringAttr("auto_pad", "NOTSET");
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
   llvm::SmallVector<int64_t> dims = {sx[0], sw[1] * a.groups};
   for (int i = 0; i < 2; ++i) {
     if (outputPadding[i] < 0 || outputPadding[i] >= a.strides[i])
       return fail("output_padding " + shapeText(outputPadding) +
                   " is not below the strides " + shapeText(a.strides) +
                   ": the convolution it reverses would not reach the padded elements");
+    if (same) {
+      // ONNX's SAME: the output is output_shape, or the input times the
+      // stride; the pads trim the full result to it, the odd element at
+      // the end (SAME_UPPER) or the beginning (SAME_LOWER), which makes
+      // them the SAME pads of the convolution it reverses.
+      int64_t out = given ? (*given)[i] : sx[2 + i] * a.strides[i];
+      int64_t full = (sx[2 + i] - 1) * a.strides[i] +
+                     a.dilations[i] * (sw[2 + i] - 1) + 1 + outputPadding[i];
+      if (out < 1 || out > full)
+        return fail("auto_pad is " + autoPad + " and the output is " +
+                    std::to_string(out) + " along axis " +
+                    std::to_string(2 + i) +
+                    ": expected 1 to the full transposed convolution's " +
+                    std::to_string(full));
+      int64_t total = full - out, half = total / 2;
+      a.pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      a.pads[2 + i] = total - a.pads[i];
+    }
     int64_t extent = (sx[2 + i] - 1) * a.strides[i] - a.pads[i] - a.pads[2 + i] +
                      a.dilations[i] * (sw[2 + i] - 1) + 1 + outputPadding[i];
     if (extent < 1)
       return fail("the pads " + shapeText(a.pads) + " leave no output");
     dims.push_back(extent);
   }
-  if (auto given = intsAttr("output_shape")) {
+  if (given && !same) {
     llvm::ArrayRef<int64_t> spatial = llvm::ArrayRef(dims).drop_front(2);
     if (llvm::ArrayRef<int64_t>(*given) != spatial)
       return fail("output_shape " + shapeText(*given) + " differs from the " +

@@ -294,7 +294,12 @@ bool parseTensor(Reader r, Tensor &t) {
   return true;
 }
 
-bool parseAttribute(Reader r, Attribute &a) {
+bool parseGraph(Reader r, Graph &g, int depth);
+
+// How deeply subgraphs (If's branches, Loop's and Scan's bodies) may nest.
+constexpr int kMaxGraphDepth = 16;
+
+bool parseAttribute(Reader r, Attribute &a, int depth) {
   uint64_t v;
   return forEachField(r, [&](uint32_t field, int wire) {
     switch (field) {
@@ -317,6 +322,14 @@ bool parseAttribute(Reader r, Attribute &a) {
     case 5:
       a.t.emplace();
       return message(r, wire, [&](Reader sub) { return parseTensor(sub, *a.t); });
+    case 6:
+      if (depth >= kMaxGraphDepth)
+        return r.fail("subgraphs nest more than " +
+                      std::to_string(kMaxGraphDepth) + " deep");
+      a.g = std::make_shared<Graph>();
+      return message(r, wire, [&](Reader sub) {
+        return parseGraph(sub, *a.g, depth + 1);
+      });
     case 7: {
       std::vector<uint64_t> bits;
       if (!r.fixedRun(wire, 4, bits))
@@ -341,7 +354,7 @@ bool parseAttribute(Reader r, Attribute &a) {
   });
 }
 
-bool parseNode(Reader r, Node &n) {
+bool parseNode(Reader r, Node &n, int depth) {
   return forEachField(r, [&](uint32_t field, int wire) {
     switch (field) {
     case 1:
@@ -356,8 +369,9 @@ bool parseNode(Reader r, Node &n) {
       return r.string(n.opType);
     case 5:
       n.attributes.emplace_back();
-      return message(r, wire,
-                     [&](Reader sub) { return parseAttribute(sub, n.attributes.back()); });
+      return message(r, wire, [&](Reader sub) {
+        return parseAttribute(sub, n.attributes.back(), depth);
+      });
     case 7:
       return r.string(n.domain);
     default:
@@ -429,12 +443,14 @@ bool parseValueInfo(Reader r, ValueInfo &info) {
   });
 }
 
-bool parseGraph(Reader r, Graph &g) {
+bool parseGraph(Reader r, Graph &g, int depth) {
   return forEachField(r, [&](uint32_t field, int wire) {
     switch (field) {
     case 1:
       g.nodes.emplace_back();
-      return message(r, wire, [&](Reader sub) { return parseNode(sub, g.nodes.back()); });
+      return message(r, wire, [&](Reader sub) {
+        return parseNode(sub, g.nodes.back(), depth);
+      });
     case 2:
       return r.string(g.name);
     case 5:
@@ -690,7 +706,8 @@ std::optional<Model> parseModel(const std::string &bytes, std::string &error) {
       return r.string(m.producerVersion);
     case 7:
       haveGraph = true;
-      return message(r, wire, [&](Reader sub) { return parseGraph(sub, m.graph); });
+      return message(r, wire,
+                     [&](Reader sub) { return parseGraph(sub, m.graph, 0); });
     case 8:
       m.opsets.emplace_back();
       return message(r, wire, [&](Reader sub) { return parseOpset(sub, m.opsets.back()); });

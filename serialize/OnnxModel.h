@@ -16,6 +16,7 @@
 #define KILN_SERIALIZE_ONNXMODEL_H
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +79,8 @@ enum class AttributeType : int32_t {
   Strings = 8,
 };
 
+struct Graph;
+
 struct Attribute {
   std::string name;
   int32_t type = 0;
@@ -85,6 +88,8 @@ struct Attribute {
   int64_t i = 0;
   std::string s;
   std::optional<Tensor> t;
+  // A subgraph (If's branches, Loop's and Scan's bodies).
+  std::shared_ptr<Graph> g;
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;

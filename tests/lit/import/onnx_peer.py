@@ -256,6 +256,27 @@ class RecurrentNet(torch.nn.Module):
         return self.fc(g[:, -1] + last[0])
 
 
+class LoopNet(torch.nn.Module):
+    """A recurrence written as a Python loop over the sequence with a branch
+    on the step's parity, scripted (torch.jit.script) so that the
+    TorchScript exporter writes an ONNX Loop over x.size(1) steps whose
+    body holds an If; a linear layer on the last state."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(5, 8)
+        self.rec = torch.nn.Linear(8, 8, bias=False)
+        self.out = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(0), 8)
+        for t in range(x.size(1)):
+            h = torch.tanh(self.inp(x[:, t]) + self.rec(h))
+            if t % 2 == 1:
+                h = h * 0.9
+        return self.out(h)
+
+
 class Transformer(torch.nn.Module):
     """A small GPT-style classifier over 6 tokens: token and learned position
     embeddings, a pre-norm block with causal scaled_dot_product_attention
@@ -318,6 +339,8 @@ def build(model):
         return SelectNet()
     if model == "rnn":
         return RecurrentNet()
+    if model == "loop":
+        return LoopNet()
     if model == "transformer":
         return Transformer()
     if model == "mlp":
@@ -328,7 +351,7 @@ def build(model):
 
 def input_shape(model):
     return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
-            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5)}[model]
+            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5)}[model]
 
 
 MSE_MODELS = ("misc", "image")
@@ -456,8 +479,11 @@ def export(model, out, dynamo):
         # PRESERVE keeps each module's mode: a batch norm in train mode is
         # exported with training_mode 1 (EVAL would fold it into the
         # convolution before it).
-        torch.onnx.export(net, (sample,), path, dynamo=False, input_names=["x"],
-                          output_names=["out"], training=torch.onnx.TrainingMode.PRESERVE)
+        # The loop network is scripted, so that its loop stays a Loop (a
+        # trace would unroll it).
+        torch.onnx.export(torch.jit.script(net) if model == "loop" else net, (sample,), path,
+                          dynamo=False, input_names=["x"], output_names=["out"],
+                          training=torch.onnx.TrainingMode.PRESERVE)
     import onnx
     ops = sorted({n.op_type for n in onnx.load(path).graph.node})
     print("ops: " + " ".join(ops))
@@ -581,6 +607,37 @@ def handmade(out):
     refused("scatter-mul", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],
                                              name="scatter", reduction="mul")],
             [rows], opset=18)
+    # Control flow kiln cannot take apart: a Loop whose condition depends on
+    # data; an If on data whose branches give different shapes; an op it
+    # does not read inside a Loop's body (the error says which iteration).
+    def body_graph(name, nodes, inputs, outputs):
+        return helper.make_graph(
+            nodes, name, [helper.make_tensor_value_info(i, t, s) for i, t, s in inputs],
+            [helper.make_tensor_value_info(o, 0, None) for o in outputs])
+
+    loop_inputs = [("i", TensorProto.INT64, []), ("c", TensorProto.BOOL, []),
+                   ("s", TensorProto.FLOAT, None)]
+    minus = helper.make_tensor("minus", TensorProto.FLOAT, [], [-1.0])
+    trips = helper.make_tensor("trips", TensorProto.INT64, [], [3])
+    refused("loop-dynamic", [
+        helper.make_node("ReduceSum", ["h"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "minus"], ["go"], name="go"),
+        helper.make_node("Loop", ["", "go", "h"], ["y"], name="loop", body=body_graph(
+            "body", [helper.make_node("Identity", ["c"], ["c_out"]),
+                     helper.make_node("Tanh", ["s"], ["s_out"])],
+            loop_inputs, ["c_out", "s_out"]))], [minus])
+    refused("if-shapes", [
+        helper.make_node("ReduceSum", ["h"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "minus"], ["go"], name="go"),
+        helper.make_node("If", ["go"], ["y"], name="if", then_branch=body_graph(
+            "then", [helper.make_node("Tanh", ["h"], ["t"])], [], ["t"]),
+            else_branch=body_graph("else", [helper.make_node(
+                "ReduceMean", ["h"], ["e"], axes=[2, 3])], [], ["e"]))], [minus])
+    refused("loop-body-op", [
+        helper.make_node("Loop", ["trips", "", "h"], ["y"], name="loop", body=body_graph(
+            "body", [helper.make_node("Identity", ["c"], ["c_out"]),
+                     helper.make_node("Det", ["s"], ["s_out"], name="det")],
+            loop_inputs, ["c_out", "s_out"]))], [trips])
     # Gemm with mismatched inner dimensions.
     wg = helper.make_tensor("fc.weight", TensorProto.FLOAT, [5, 7], [0.0] * 35)
     yg = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])

@@ -25,6 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops import op_scan
 
 TOLERANCE = 1e-5
 F32 = TensorProto.FLOAT
@@ -447,6 +448,112 @@ def variants(rng):
     add("gridsample-nearest", 20, (4, 3, 4, 8),
         [helper.make_node("GridSample", ["h", "ties"], ["y"], mode="nearest")],
         [floats("ties", ties)], smooth=False)
+
+    # Control flow. Subgraphs read outer names (h, the parameters) as ONNX
+    # lets them; their own values are declared without shapes.
+    def graph(name, nodes, inputs, outputs, inits=()):
+        return helper.make_graph(
+            nodes, name, [helper.make_tensor_value_info(i, t, s) for i, t, s in inputs],
+            [helper.make_tensor_value_info(o, 0, None) for o in outputs], list(inits))
+
+    def branch(name, nodes, output):
+        return graph(name, nodes, [], [output])
+
+    BOOL, I64 = TensorProto.BOOL, TensorProto.INT64
+    # If with conditions known at import (from h's shape): true takes the
+    # then_branch, false the else_branch.
+    add("if-static", 16, image,
+        [helper.make_node("Shape", ["h"], ["hs"]),
+         helper.make_node("Gather", ["hs", "one"], ["channels"]),
+         helper.make_node("Greater", ["channels", "two"], ["wide"]),
+         helper.make_node("Less", ["channels", "two"], ["narrow"]),
+         helper.make_node("If", ["wide"], ["a"], then_branch=branch(
+             "wide_then", [helper.make_node("Mul", ["h", "w"], ["ta"]),
+                           helper.make_node("Tanh", ["ta"], ["ta2"])], "ta2"),
+             else_branch=branch("wide_else", [helper.make_node("Sin", ["h"], ["ea"])], "ea")),
+         helper.make_node("If", ["narrow"], ["b"], then_branch=branch(
+             "narrow_then", [helper.make_node("Cos", ["h"], ["tb"])], "tb"),
+             else_branch=branch("narrow_else", [helper.make_node("Sigmoid", ["h"], ["eb"])],
+                                "eb")),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [const("one", 1), const("two", 2), floats("w", rng.standard_normal(6))])
+    # If with conditions that depend on data (always true and always
+    # false here, so gradcheck does not cross them): kiln computes both
+    # branches and selects.
+    add("if-dynamic", 16, image,
+        [helper.make_node("Mul", ["h", "h"], ["sq"]),
+         helper.make_node("ReduceSum", ["sq"], ["energy"], keepdims=0),
+         helper.make_node("Greater", ["energy", "minus"], ["positive"]),
+         helper.make_node("Less", ["energy", "minus"], ["negative"]),
+         helper.make_node("If", ["positive"], ["a"], then_branch=branch(
+             "pos_then", [helper.make_node("Mul", ["h", "w"], ["ta"])], "ta"),
+             else_branch=branch("pos_else", [helper.make_node("Sin", ["h"], ["ea"])], "ea")),
+         helper.make_node("If", ["negative"], ["b"], then_branch=branch(
+             "neg_then", [helper.make_node("Cos", ["h"], ["tb"])], "tb"),
+             else_branch=branch("neg_else", [helper.make_node("Tanh", ["h"], ["eb"])], "eb")),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [floats("minus", -1.0), floats("w", rng.standard_normal(6))])
+    # Loop with a trip count: a state through a shared [6, 6] weight and a
+    # row of a bias table chosen by the iteration number, an If on the
+    # iteration number inside (each branch taken), and a scan output of
+    # every state, averaged with the last.
+    body = graph("loop_body", [
+        helper.make_node("Identity", ["c"], ["c_out"]),
+        helper.make_node("MatMul", ["s", "lw"], ["sw"]),
+        helper.make_node("Gather", ["table", "i"], ["row"]),
+        helper.make_node("Add", ["sw", "row"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["t"]),
+        helper.make_node("Equal", ["i", "one"], ["second"]),
+        helper.make_node("If", ["second"], ["s_out"], then_branch=branch(
+            "second_then", [helper.make_node("Mul", ["t", "half"], ["halved"])], "halved"),
+            else_branch=branch("second_else", [helper.make_node("Identity", ["t"], ["kept"])],
+                               "kept")),
+        helper.make_node("Mul", ["s_out", "s"], ["product"]),
+        helper.make_node("ReduceMean", ["product"], ["trace"], axes=[1, 2, 3], keepdims=0)],
+        [("i", I64, []), ("c", BOOL, []), ("s", F32, None)], ["c_out", "s_out", "trace"],
+        [floats("half", 0.5)])
+    # (A scan output of one dimension: onnx.reference joins a Loop's scan
+    # outputs with np.vstack, which stacks only those; ONNX Runtime, as
+    # kiln, stacks any along a new axis 0.)
+    add("loop-trip-count", 16, image,
+        [helper.make_node("Loop", ["trips", "yes", "h"], ["last", "traces"], body=body),
+         helper.make_node("Transpose", ["traces"], ["by_sample"], perm=[1, 0]),
+         helper.make_node("Unsqueeze", ["by_sample", "inner"], ["wide"]),
+         helper.make_node("Add", ["last", "wide"], ["y"])],
+        [const("trips", 3), helper.make_tensor("yes", BOOL, [], [True]), const("one", 1),
+         const("inner", [2, 3]),
+         floats("lw", rng.standard_normal((6, 6)) * 0.4),
+         floats("table", rng.standard_normal((3, 6)) * 0.5)])
+    # Loop ended by its condition: a counter carried as a constant; the
+    # body's condition is computed from it at import.
+    counted = graph("counted_body", [
+        helper.make_node("Add", ["k", "step"], ["k_out"]),
+        helper.make_node("Less", ["k_out", "four"], ["c_out"]),
+        helper.make_node("Sin", ["s"], ["sin"]),
+        helper.make_node("Mul", ["s", "lw"], ["sw"]),
+        helper.make_node("Add", ["sin", "sw"], ["s_out"])],
+        [("i", I64, []), ("c", BOOL, []), ("k", I64, []), ("s", F32, None)],
+        ["c_out", "k_out", "s_out"])
+    add("loop-condition", 16, image,
+        [helper.make_node("Loop", ["", "yes", "zero", "h"], ["k", "y"], body=counted)],
+        [helper.make_tensor("yes", BOOL, [], [True]), const("zero", 0), const("step", 1),
+         const("four", 4), floats("lw", 0.5 + 0.2 * rng.standard_normal(6))])
+    # Scan over the channels in reverse, a state [4, 6, 6] that starts at
+    # a trained initializer, the scan output stacked along axis 1 again.
+    scan_body = graph("scan_body", [
+        helper.make_node("Constant", [], ["decay"], value_float=0.7),
+        helper.make_node("Mul", ["acc", "decay"], ["kept"]),
+        helper.make_node("Add", ["kept", "xt"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["acc_out"]),
+        helper.make_node("Mul", ["acc_out", "xt"], ["yt"])],
+        [("acc", F32, None), ("xt", F32, None)], ["acc_out", "yt"])
+    add("scan-reverse", 16, image,
+        [helper.make_node("Scan", ["acc0", "h"], ["final", "ys"], body=scan_body,
+                          num_scan_inputs=1, scan_input_axes=[1],
+                          scan_input_directions=[1], scan_output_axes=[1]),
+         helper.make_node("Unsqueeze", ["final", "one_axis"], ["final1"]),
+         helper.make_node("Add", ["ys", "final1"], ["y"])],
+        [floats("acc0", rng.standard_normal((4, 6, 6)) * 0.5), const("one_axis", [1])])
     return out
 
 
@@ -459,6 +566,43 @@ class LpNormalization(OpRun):
         p = self.p if p is None else p
         norm = np.power(np.power(np.abs(x), p).sum(axis=axis, keepdims=True), 1.0 / p)
         return ((x / norm).astype(x.dtype),)
+
+
+class Scan(op_scan.Scan):
+    """Scan with any scan axes and directions, as the specification says:
+    the inputs' scan axes moved to the front (reversed for direction 1),
+    onnx.reference's Scan (which takes axis 0 forward only), and the
+    outputs' stacked axis moved back (reversed for direction 1)."""
+
+    GENERAL = ("scan_input_axes", "scan_input_directions", "scan_output_axes",
+               "scan_output_directions")
+
+    def __init__(self, onnx_node, run_params):
+        node = onnx.NodeProto()
+        node.CopyFrom(onnx_node)
+        self.general = {a.name: list(a.ints) for a in node.attribute if a.name in self.GENERAL}
+        kept = [a for a in node.attribute if a.name not in self.GENERAL]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        super().__init__(node, run_params)
+
+    def _run(self, *args, **kwargs):
+        m = self.num_scan_inputs
+        n = len(args) - m
+        get = lambda name, count: self.general.get(name) or [0] * count
+        args = list(args)
+        for j, (axis, direction) in enumerate(zip(get("scan_input_axes", m),
+                                                  get("scan_input_directions", m))):
+            x = np.moveaxis(args[n + j], axis, 0)
+            args[n + j] = x[::-1] if direction else x
+        outs = list(super()._run(*args, **{k: v for k, v in kwargs.items()
+                                           if k not in self.GENERAL}))
+        k = len(outs) - n
+        for o, (axis, direction) in enumerate(zip(get("scan_output_axes", k),
+                                                  get("scan_output_directions", k))):
+            y = outs[n + o][::-1] if direction else outs[n + o]
+            outs[n + o] = np.moveaxis(y, 0, axis % (y.ndim))
+        return tuple(outs)
 
 
 def write(directory, spec, rng):
@@ -475,7 +619,7 @@ def write(directory, spec, rng):
     path = os.path.join(directory, "model.onnx")
     onnx.save(model, path)
     x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
-    reference = ReferenceEvaluator(model, new_ops=[LpNormalization])
+    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan])
     y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
                         for i in range(0, 8, shape[0])])
     targets = rng.standard_normal(y.shape).astype(np.float32)

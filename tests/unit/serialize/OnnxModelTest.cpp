@@ -117,6 +117,70 @@ TEST(OnnxModel, ReadsNodesAttributesInitializersAndShapes) {
   EXPECT_EQ(in.dims[1].value, 2);
 }
 
+// A graph attribute (field 6, type GRAPH = 5) holding |graph|.
+std::string graphAttribute(const std::string &name, const std::string &graph) {
+  return bytesField(1, name) + bytesField(6, graph) + intField(20, 5);
+}
+
+TEST(OnnxModel, ReadsSubgraphsAndRefusesDeepNesting) {
+  // If(c) whose then_branch holds a Loop whose body holds a Tanh; the
+  // else_branch an Identity.
+  std::string tanh =
+      bytesField(1, "s") + bytesField(2, "t") + bytesField(4, "Tanh");
+  std::string body = bytesField(1, tanh) + bytesField(2, "body") +
+                     bytesField(11, bytesField(1, "s")) +
+                     bytesField(12, bytesField(1, "t"));
+  std::string loop = bytesField(1, "m") + bytesField(2, "l") +
+                     bytesField(4, "Loop") +
+                     bytesField(5, graphAttribute("body", body));
+  std::string then = bytesField(1, loop) + bytesField(2, "then") +
+                     bytesField(12, bytesField(1, "l"));
+  std::string identity =
+      bytesField(1, "x") + bytesField(2, "e") + bytesField(4, "Identity");
+  std::string otherwise = bytesField(1, identity) + bytesField(2, "else") +
+                          bytesField(12, bytesField(1, "e"));
+  std::string node = bytesField(1, "c") + bytesField(2, "y") +
+                     bytesField(4, "If") +
+                     bytesField(5, graphAttribute("then_branch", then)) +
+                     bytesField(5, graphAttribute("else_branch", otherwise));
+  std::string error;
+  std::optional<Model> m = parseModel(model(bytesField(1, node)), error);
+  ASSERT_TRUE(m) << error;
+  const Node &n = m->graph.nodes[0];
+  ASSERT_TRUE(n.attribute("then_branch") && n.attribute("then_branch")->g);
+  EXPECT_EQ(n.attribute("then_branch")->type, 5);
+  const Graph &t = *n.attribute("then_branch")->g;
+  EXPECT_EQ(t.name, "then");
+  ASSERT_EQ(t.nodes.size(), 1u);
+  EXPECT_EQ(t.nodes[0].opType, "Loop");
+  ASSERT_TRUE(t.nodes[0].attribute("body") && t.nodes[0].attribute("body")->g);
+  const Graph &b = *t.nodes[0].attribute("body")->g;
+  ASSERT_EQ(b.nodes.size(), 1u);
+  EXPECT_EQ(b.nodes[0].opType, "Tanh");
+  ASSERT_EQ(b.inputs.size(), 1u);
+  EXPECT_EQ(b.inputs[0].name, "s");
+  ASSERT_EQ(b.outputs.size(), 1u);
+  EXPECT_EQ(b.outputs[0].name, "t");
+  const Graph &e = *n.attribute("else_branch")->g;
+  ASSERT_EQ(e.nodes.size(), 1u);
+  EXPECT_EQ(e.nodes[0].opType, "Identity");
+  EXPECT_EQ(n.attribute("pads"), nullptr);
+
+  // Subgraphs nested 16 deep are read; 17 deep are refused (a file made
+  // to exhaust the stack gets an error, not a crash).
+  auto nested = [](int depth) {
+    std::string graph = bytesField(2, "leaf");
+    for (int d = 0; d < depth; ++d)
+      graph = bytesField(
+          1, bytesField(4, "If") +
+                 bytesField(5, graphAttribute("then_branch", graph)));
+    return graph;
+  };
+  EXPECT_TRUE(parseModel(model(nested(16)), error)) << error;
+  EXPECT_FALSE(parseModel(model(nested(17)), error));
+  EXPECT_THAT(error, HasSubstr("subgraphs nest more than 16 deep"));
+}
+
 TEST(OnnxModel, RawDataIsTakenAsItIs) {
   std::string raw = fixed32(3) + fixed32(-1);
   std::string t = intField(1, 2) + intField(2, 1) + bytesField(9, raw) + bytesField(8, "b");

@@ -258,7 +258,10 @@ mlir::Value Importer::makeParameter(const std::string &name, const onnx::Tensor 
 bool Importer::value(size_t i, mlir::Value &out) {
   if (!hasInput(i))
     return fail("input " + std::to_string(i) + " is missing");
-  const std::string &name = node_->inputs[i];
+  return named(node_->inputs[i], out);
+}
+
+bool Importer::named(const std::string &name, mlir::Value &out) {
   if (sharedUniform(name)) {
     // An Identity (the TorchScript exporter's alias of a merged tensor)
     // always reads a copy named after its output; the first other node
@@ -283,7 +286,13 @@ bool Importer::value(size_t i, mlir::Value &out) {
   if (auto it = parameterTensors_.find(name);
       it != parameterTensors_.end() && buffers_.count(name)) {
     // A registered buffer read as a value: a constant.
-    out = constant(*constInput(i), name);
+    auto [cached, added] = initializerStatics_.try_emplace(name);
+    if (added) {
+      cached->second.dims = it->second->dims;
+      cached->second.dataType = it->second->dataType;
+      cached->second.values = it->second->toDoubles();
+    }
+    out = constant(cached->second, name);
     if (!out)
       return false;
     values_[name] = out;
@@ -435,8 +444,8 @@ bool Importer::constantNode() {
 }
 
 // Shape computations on static tensors, evaluated here: Shape of any value
-// (every shape is static), and Gather, Concat, Cast and integer arithmetic
-// when every input is static.
+// (every shape is static), and Identity, Gather, Concat, Cast and integer
+// arithmetic when every input is static.
 bool Importer::foldStatic(const std::string &op, bool &folded) {
   folded = false;
   if (op == "Shape") {
@@ -469,7 +478,9 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
     return true;
   const Static &a = statics_[node_->inputs[0]];
   Static s;
-  if (op == "Cast") {
+  if (op == "Identity") {
+    s = a; // a Loop body's condition passed through, for one
+  } else if (op == "Cast") {
     s = a;
     s.dataType = static_cast<int32_t>(intAttr("to", a.dataType));
     if (!isFloatType(s.dataType))
@@ -528,9 +539,11 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
 
 bool Importer::node(const onnx::Node &n) {
   node_ = &n;
-  nodeName_ = n.name.empty() ? n.opType + "_" + (n.outputs.empty() ? "" : n.outputs[0])
-                             : n.name;
-  where_ = "node '" + nodeName_ + "' (" + n.opType + "): ";
+  std::string name =
+      n.name.empty() ? n.opType + "_" + (n.outputs.empty() ? "" : n.outputs[0])
+                     : n.name;
+  nodeName_ = prefix_ + name;
+  where_ = "node '" + name + "' (" + n.opType + ")" + scope_ + ": ";
   if (!n.domain.empty() && n.domain != "ai.onnx")
     return fail("its domain '" + n.domain + "' is not ONNX's");
   if (n.outputs.empty())
@@ -643,6 +656,12 @@ bool Importer::node(const onnx::Node &n) {
     return batchNorm();
   if (op == "Gather")
     return gather();
+  if (op == "If")
+    return ifNode();
+  if (op == "Loop")
+    return loop();
+  if (op == "Scan")
+    return scan();
   if (op == "Cast" || op == "CastLike") {
     mlir::Value x, like;
     mlir::Type e;
@@ -771,24 +790,20 @@ bool Importer::run(OnnxImport &out) {
                 ": kiln import reads opset 7 and later");
   if (!readInitializers() || !readInputs())
     return false;
-  for (const onnx::Node &n : model_.graph.nodes) {
-    for (const std::string &o : n.outputs)
-      producers_[o] = &n;
-    for (const std::string &in : n.inputs)
-      consumers_[in].push_back(&n);
-  }
+  index(model_.graph);
   // The norms' scales and shifts and PReLU's slopes, by the names their
   // nodes read (an initializer's, or an Identity's output where the
   // TorchScript exporter merged equal initializers): PyTorch's constant
   // initializers, known before the Identity that makes the copy is read.
-  for (const onnx::Node &n : model_.graph.nodes) {
-    bool norm = n.opType == "LayerNormalization" || n.opType == "BatchNormalization" ||
-                n.opType == "InstanceNormalization";
-    if (norm && n.inputs.size() > 2) {
-      initOverrides_.try_emplace(n.inputs[1], kiln::InitKind::ones, 0.0);
-      initOverrides_.try_emplace(n.inputs[2], kiln::InitKind::zeros, 0.0);
-    } else if (n.opType == "PRelu" && n.inputs.size() > 1) {
-      initOverrides_.try_emplace(n.inputs[1], kiln::InitKind::constant, 0.25);
+  for (const onnx::Node *n : allNodes_) {
+    bool norm = n->opType == "LayerNormalization" ||
+                n->opType == "BatchNormalization" ||
+                n->opType == "InstanceNormalization";
+    if (norm && n->inputs.size() > 2) {
+      initOverrides_.try_emplace(n->inputs[1], kiln::InitKind::ones, 0.0);
+      initOverrides_.try_emplace(n->inputs[2], kiln::InitKind::zeros, 0.0);
+    } else if (n->opType == "PRelu" && n->inputs.size() > 1) {
+      initOverrides_.try_emplace(n->inputs[1], kiln::InitKind::constant, 0.25);
     }
   }
   for (const onnx::Node &n : model_.graph.nodes)
@@ -808,12 +823,13 @@ const char *onnxSupportedOps() {
          "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, "
          "GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, "
          "GridSample, Greater, GreaterOrEqual, GRU, HardSigmoid, HardSwish, "
-         "Identity, InstanceNormalization, LayerNormalization, LeakyRelu, "
-         "Less, LessOrEqual, Log, LogSoftmax, LpNormalization, LSTM, MatMul, "
+         "Identity, If, InstanceNormalization, LayerNormalization, LeakyRelu, "
+         "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LSTM, "
+         "MatMul, "
          "Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, "
          "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
-         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Scatter, "
+         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Scan, Scatter, "
          "ScatterElements, ScatterND, Selu, SequenceAt, Shape, Shrink, "
          "Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, SpaceToDepth, "
          "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "

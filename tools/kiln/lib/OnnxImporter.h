@@ -105,6 +105,8 @@ private:
 
   // The kiln value of input |i| of the current node.
   bool value(size_t i, mlir::Value &out);
+  // The kiln value of the tensor |name| as the current node reads it.
+  bool named(const std::string &name, mlir::Value &out);
   // Whether the initializer |name| has all elements equal and several
   // readers: a parameter per reader (value()).
   bool sharedUniform(const std::string &name);
@@ -285,6 +287,39 @@ private:
   // LSTM, GRU and RNN unrolled over the sequence (OnnxImportRecurrent.cpp).
   bool recurrent(const std::string &op);
 
+  // Control flow (OnnxImportControl.cpp): If's branch chosen at import or
+  // both selected, Loop and Scan unrolled.
+  // What a tensor name holds: a static tensor, a kiln value or a sequence.
+  struct Held {
+    std::optional<Static> s;
+    mlir::Value v;
+    std::optional<std::vector<mlir::Value>> seq;
+  };
+  bool hold(const std::string &name, Held &out);
+  void put(const std::string &name, const Held &h);
+  // |h| as a kiln value (a static tensor becomes a constant).
+  bool materialize(const Held &h, const std::string &name, mlir::Value &out);
+  // Every name |g| defines (its inputs, initializers and node outputs,
+  // nested subgraphs' too) forgotten, before a body is imported again.
+  void forget(const onnx::Graph &g);
+  // Records each node's outputs and inputs (producers_, consumers_),
+  // subgraphs' included.
+  void index(const onnx::Graph &g);
+  // The subgraph attribute |name| of the current node.
+  const onnx::Graph *graphAttr(const char *name);
+  // Imports the nodes of |g| with its inputs bound to |inputs| and returns
+  // its outputs; |scope| says where in error messages ("in the body of
+  // node 'loop' (Loop), iteration 3"), |prefix| names its ops.
+  bool subgraph(const onnx::Graph &g, const std::string &scope,
+                const std::string &prefix, const std::vector<Held> &inputs,
+                std::vector<Held> &outputs);
+  bool ifNode();
+  bool loop();
+  bool scan();
+  // |parts| (one shape) stacked along a new axis |axis|.
+  mlir::Value stack(llvm::ArrayRef<mlir::Value> parts, int64_t axis,
+                    const std::string &suffix);
+
   const onnx::Model &model_;
   const std::string &path_;
   const OnnxImportOptions &options_;
@@ -317,6 +352,8 @@ private:
   // fan-in's uniform: a norm's scale (ones) and shift (zeros), a PReLU's
   // slope (0.25).
   std::map<std::string, std::pair<kiln::InitKind, double>> initOverrides_;
+  // Every node, subgraphs' included (index()).
+  std::vector<const onnx::Node *> allNodes_;
   // The nodes that read each tensor.
   std::map<std::string, std::vector<const onnx::Node *>> consumers_;
   // Initializers of equal elements that several nodes read (merged by the
@@ -333,6 +370,9 @@ private:
   mlir::Value step_;
   int64_t nextDropoutSeed_ = 0;
   std::string nodeName_, where_;
+  // Inside a subgraph: where it is, for error messages, and the prefix of
+  // its ops' names.
+  std::string scope_, prefix_;
   int64_t opset_ = 0;
 };
 

@@ -277,6 +277,29 @@ class LoopNet(torch.nn.Module):
         return self.out(h)
 
 
+class DownsampleNet(torch.nn.Module):
+    """Antialiased downsampling, F.interpolate(antialias=True), which only
+    the torch.export exporter writes (Resize with antialias and
+    exclude_outside): bilinear from 12 x 12 to 5 x 7 between two
+    convolutions, then bicubic to 2 x 3 (its cubic_coeff_a is -0.5), then
+    a linear layer. (Sizes, not scale factors: the exporter writes a
+    scale factor as the sizes it gives, where PyTorch maps coordinates
+    by the factor itself.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4 * 2 * 3, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.conv1(x))
+        h = F.interpolate(h, size=(5, 7), mode="bilinear", antialias=True)
+        h = torch.tanh(self.conv2(h))
+        h = F.interpolate(h, size=(2, 3), mode="bicubic", antialias=True)
+        return self.fc(h.flatten(1))
+
+
 class Transformer(torch.nn.Module):
     """A small GPT-style classifier over 6 tokens: token and learned position
     embeddings, a pre-norm block with causal scaled_dot_product_attention
@@ -341,6 +364,8 @@ def build(model):
         return RecurrentNet()
     if model == "loop":
         return LoopNet()
+    if model == "downsample":
+        return DownsampleNet()
     if model == "transformer":
         return Transformer()
     if model == "mlp":
@@ -351,7 +376,8 @@ def build(model):
 
 def input_shape(model):
     return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
-            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5)}[model]
+            "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5),
+            "downsample": (3, 12, 12)}[model]
 
 
 MSE_MODELS = ("misc", "image")
@@ -548,9 +574,6 @@ def handmade(out):
     refused("resize-crop", [helper.make_node(
         "Resize", ["h", "", "", "sizes"], ["y"], name="resize", mode="linear",
         coordinate_transformation_mode="tf_crop_and_resize")], [sizes])
-    refused("resize-antialias", [helper.make_node(
-        "Resize", ["h", "", "", "sizes"], ["y"], name="resize", mode="linear",
-        antialias=1)], [sizes], opset=18)
     pads = helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 8, 0, 0, 0, 0, 0])
     refused("pad-reflect-wide", [helper.make_node("Pad", ["h", "pads"], ["y"], name="pad",
                                                   mode="reflect")], [pads])

@@ -81,6 +81,25 @@ def variants(rng):
         [helper.make_node("Resize", ["h", "", "", "sizes"], ["y"], mode="cubic",
                           coordinate_transformation_mode="align_corners")],
         [const("sizes", [4, 3, 11, 4])])
+    # antialias (opset 18): the filter stretched where an axis shrinks
+    # (ignored where it grows), edge pixels repeated, or dropped with
+    # exclude_outside (as PyTorch's F.interpolate(antialias=True) exports
+    # it), scales or sizes, down to a third (12 taps of the triangle).
+    add("resize-antialias-linear", 18, image,
+        [helper.make_node("Resize", ["h", "", "", "sizes"], ["y"], mode="linear",
+                          antialias=1)],
+        [const("sizes", [4, 3, 4, 9])])
+    add("resize-antialias-cubic-exclude-outside", 18, image,
+        [helper.make_node("Resize", ["h", "", "scales"], ["y"], mode="cubic",
+                          antialias=1, cubic_coeff_a=-0.5, exclude_outside=1)],
+        [floats("scales", [1, 1, 0.5, 0.8])])
+    add("resize-antialias-third", 18, image,
+        [helper.make_node("Resize", ["h", "", "", "sizes"], ["a"], mode="cubic",
+                          antialias=1),
+         helper.make_node("Resize", ["h", "", "", "sizes"], ["b"], mode="linear",
+                          antialias=1, coordinate_transformation_mode="align_corners"),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [const("sizes", [4, 3, 2, 2])])
     add("resize-axes", 18, image,
         [helper.make_node("Resize", ["h", "", "", "sizes"], ["y"], mode="linear",
                           axes=[3, 2])],

@@ -133,6 +133,53 @@ std::array<double, 4> cubicWeights(double t, double a) {
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
+// One output's weights over the |in| inputs of an axis for antialiased
+// linear or cubic resizing (ONNX's antialias, which PyTorch's
+// F.interpolate(antialias=True) exports with exclude_outside): the filter
+// (a triangle, or Keys' cubic with |a|) stretched by 1 / |scale| where
+// the axis shrinks, its taps at the pixels around |source| normalized to
+// sum to 1. Taps outside the input read the edge pixel, or with
+// |excludeOutside| are dropped and the rest renormalized. As ONNX's
+// reference, a source on a pixel counts from the pixel before it (ratio 1).
+void antialiasWeights(bool cubic, double source, double scale, double a,
+                      bool excludeOutside, int64_t in, double *rowWeights) {
+  double s = std::min(scale, 1.0);
+  int64_t start = int64_t(std::floor((cubic ? -2.0 : -1.0) / s)) + 1;
+  int64_t taps = 2 - 2 * start;
+  int64_t left = int64_t(std::floor(source));
+  double ratio = source - double(left);
+  if (ratio == 0.0) {
+    left -= 1;
+    ratio = 1.0;
+  }
+  auto filter = [&](double x) {
+    x = std::abs(x);
+    if (!cubic)
+      return std::max(0.0, 1.0 - x);
+    if (x <= 1)
+      return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2)
+      return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0.0;
+  };
+  std::vector<double> w(taps);
+  double total = 0.0;
+  for (int64_t k = 0; k < taps; ++k)
+    total += w[k] = filter(s * double(start + k - ratio));
+  double kept = 0.0;
+  for (int64_t k = 0; k < taps; ++k) {
+    w[k] /= total;
+    int64_t i = left + start + k;
+    if (excludeOutside && (i < 0 || i >= in))
+      w[k] = 0.0;
+    kept += w[k];
+  }
+  for (int64_t k = 0; k < taps; ++k) {
+    int64_t i = std::clamp<int64_t>(left + start + k, 0, in - 1);
+    rowWeights[i] += excludeOutside ? w[k] / kept : w[k];
+  }
+}
+
 } // namespace
 
 // Resize: inputs X, roi, scales, sizes (opset 11 on; X and scales in opset
@@ -140,7 +187,7 @@ std::array<double, 4> cubicWeights(double t, double a) {
 // is what ONNX's separable interpolation does: nearest as a gather of
 // input rows, linear and cubic as a product with a constant [out, in]
 // interpolation matrix (a kiln.dot_general, so the gradient is the
-// transposed product).
+// transposed product); antialiasing only changes the matrix.
 bool Importer::resize() {
   mlir::Value x;
   if (!value(0, x))
@@ -220,10 +267,9 @@ bool Importer::resize() {
       axisScale[d] = double(outDims[d]) / double(sx[d]);
     }
   }
-  if (intAttr("antialias", 0) != 0 &&
-      llvm::any_of(axisScale, [](double s) { return s < 1.0; }))
-    return fail("antialias is 1 and an axis shrinks: kiln import does not read "
-                "antialiased downsampling");
+  // antialias (opset 18) widens linear and cubic filters on the axes that
+  // shrink; nearest ignores it, as ONNX says.
+  bool antialias = intAttr("antialias", 0) != 0 && mode != "nearest";
   double cubicA = floatAttr("cubic_coeff_a", -0.75f);
   bool excludeOutside = intAttr("exclude_outside", 0) != 0;
 
@@ -257,7 +303,10 @@ bool Importer::resize() {
     for (int64_t o = 0; o < out; ++o) {
       double source = sourceCoordinate(transform, o, in, out, axisScale[d]);
       double *rowWeights = &m.values[o * in];
-      if (mode == "linear") {
+      if (antialias) {
+        antialiasWeights(mode == "cubic", source, axisScale[d], cubicA,
+                         excludeOutside, in, rowWeights);
+      } else if (mode == "linear") {
         double c = std::clamp(source, 0.0, double(in - 1));
         int64_t low = int64_t(std::floor(c));
         int64_t high = std::min(low + 1, in - 1);

@@ -618,13 +618,13 @@ def handmade(out):
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
         auto_pad="SAME_UPPER", output_shape=[20, 16])], [wt])
-    # Volumetric GridSample (opset 20): X [4, 3, 2, 4, 8], grid [4, 2, 4, 8, 3].
-    volume = helper.make_tensor("volume", TensorProto.INT64, [5], [4, 3, 2, 4, 8])
-    grid3 = helper.make_tensor("grid3", TensorProto.FLOAT, [4, 2, 4, 8, 3], [0.0] * 768)
-    refused("gridsample-3d", [
-        helper.make_node("Reshape", ["h", "volume"], ["v"], name="volume"),
-        helper.make_node("GridSample", ["v", "grid3"], ["y"], name="gs")],
-        [volume, grid3], opset=20)
+    # GridSample along one axis (opset 20): X [4, 3, 64], grid [4, 5, 1].
+    line = helper.make_tensor("line", TensorProto.INT64, [3], [4, 3, 64])
+    grid1 = helper.make_tensor("grid1", TensorProto.FLOAT, [4, 5, 1], [0.0] * 20)
+    refused("gridsample-1d", [
+        helper.make_node("Reshape", ["h", "line"], ["v"], name="line"),
+        helper.make_node("GridSample", ["v", "grid1"], ["y"], name="gs")],
+        [line, grid1], opset=20)
     # A scatter that multiplies.
     rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)
     refused("scatter-mul", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],

@@ -467,6 +467,31 @@ def variants(rng):
     add("gridsample-nearest", 20, (4, 3, 4, 8),
         [helper.make_node("GridSample", ["h", "ties"], ["y"], mode="nearest")],
         [floats("ties", ties)], smooth=False)
+    # Volumetric (opset 20): X [N, C, D, H, W] sampled at grid [N, D_out,
+    # H_out, W_out, 3] holding (x, y, z); trilinear with each padding
+    # (reflection also three mirrors away), tricubic, nearest.
+    volume = (4, 2, 3, 4, 5)
+    grid3 = rng.uniform(-1.2, 1.2, (4, 2, 3, 4, 3))
+    add("gridsample-3d-linear", 20, volume,
+        [helper.make_node("GridSample", ["h", "grid3"], ["a"], mode="linear"),
+         helper.make_node("GridSample", ["h", "grid3"], ["b"], mode="linear",
+                          padding_mode="border", align_corners=1)] + both("a", "b"),
+        [floats("grid3", grid3)])
+    add("gridsample-3d-reflection", 20, volume,
+        [helper.make_node("GridSample", ["h", "grid3"], ["a"], mode="linear",
+                          padding_mode="reflection"),
+         helper.make_node("Mul", ["grid3", "far"], ["far_grid"]),
+         helper.make_node("GridSample", ["h", "far_grid"], ["b"], mode="linear",
+                          padding_mode="reflection", align_corners=1)] + both("a", "b"),
+        [floats("grid3", grid3), floats("far", [2.5])])
+    add("gridsample-3d-cubic", 20, volume,
+        [helper.make_node("GridSample", ["h", "grid3"], ["a"], mode="cubic"),
+         helper.make_node("GridSample", ["h", "grid3"], ["b"], mode="cubic",
+                          padding_mode="reflection", align_corners=1)] + both("a", "b"),
+        [floats("grid3", grid3)])
+    add("gridsample-3d-nearest", 20, volume,
+        [helper.make_node("GridSample", ["h", "grid3"], ["y"], mode="nearest")],
+        [floats("grid3", grid3)], smooth=False)
 
     # Control flow. Subgraphs read outer names (h, the parameters) as ONNX
     # lets them; their own values are declared without shapes.

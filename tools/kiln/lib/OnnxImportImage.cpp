@@ -358,30 +358,33 @@ bool Importer::resize() {
   return true;
 }
 
-// GridSample (2-D; bilinear, nearest or bicubic, padding zeros, border or
-// reflection, align_corners), as PyTorch's F.grid_sample: grid [N, Ho, Wo,
-// 2] holds (x, y) in [-1, 1], mapped to X's pixels ((v + 1) / 2 * (W - 1)
-// with align_corners, else ((v + 1) * W - 1) / 2), clamped to the image for
-// border, and for reflection first folded back into the image's span
-// ([0, W - 1] with align_corners, else [-0.5, W - 0.5]) as by mirrors at
-// its ends, then clamped. Bilinear reads the four pixels around each point,
-// each weighted by its closeness in x times in y and by whether it lies in the
-// image (zeros); nearest reads the pixel at the coordinates rounded half to
-// even; bicubic weighs the 4 x 4 pixels around it and pads each of them
-// (below). The pixels are rows of X as a table [N * H * W, C], gathered at
-// n * H * W + y * W + x, so X's gradient scatters back into them and the
-// grid's comes through the weights (the corners' positions are held
-// constant, as PyTorch does).
+// GridSample (2-D and 3-D; bilinear, nearest or bicubic, padding zeros,
+// border or reflection, align_corners), as PyTorch's F.grid_sample: grid
+// [N, Ho, Wo, 2] holds (x, y) in [-1, 1] ([N, Do, Ho, Wo, 3] (x, y, z)),
+// mapped to X's pixels ((v + 1) / 2 * (W - 1) with align_corners, else
+// ((v + 1) * W - 1) / 2), clamped to the image for border, and for
+// reflection first folded back into the image's span ([0, W - 1] with
+// align_corners, else [-0.5, W - 0.5]) as by mirrors at its ends, then
+// clamped. Bilinear reads the 2^d pixels around each point, each weighted
+// by its closeness along every axis and by whether it lies in the image
+// (zeros); nearest reads the pixel at the coordinates rounded half to
+// even; bicubic weighs the 4^d pixels around it and pads each of them
+// (below). The pixels are rows of X as a table [N * (D *) H * W, C],
+// gathered at n * (D *) H * W + (z * H * W +) y * W + x, so X's gradient
+// scatters back into them and the grid's comes through the weights (the
+// corners' positions are held constant, as PyTorch does).
 bool Importer::gridSample() {
   mlir::Value x, grid;
   if (!value(0, x) || !value(1, grid))
     return false;
   llvm::ArrayRef<int64_t> sx = shape(x), sg = shape(grid);
-  if (sx.size() != 4 || sg.size() != 4 || sg[3] != 2 || sg[0] != sx[0])
-    return fail(
-        "X is " + shapeText(sx) + " and grid " + shapeText(sg) +
-        ": kiln import reads 2-D sampling, X [N, C, H, W] and grid [N, H_out, "
-        "W_out, 2]");
+  int64_t spatial = int64_t(sx.size()) - 2;
+  if ((spatial != 2 && spatial != 3) || sg.size() != sx.size() ||
+      sg.back() != spatial || sg[0] != sx[0])
+    return fail("X is " + shapeText(sx) + " and grid " + shapeText(sg) +
+                ": kiln import reads 2-D and 3-D sampling, X [N, C, H, W] and "
+                "grid [N, H_out, W_out, 2], or X [N, C, D, H, W] and grid [N, "
+                "D_out, H_out, W_out, 3]");
   mlir::Type f = element(x);
   if (!llvm::isa<mlir::FloatType>(f) || element(grid) != f)
     return fail("X and grid are not of one floating-point type");
@@ -399,8 +402,18 @@ bool Importer::gridSample() {
     return fail("padding_mode is " + padding +
                 ": kiln import reads zeros, border and reflection");
   bool align = intAttr("align_corners", 0) != 0;
-  int64_t n = sx[0], c = sx[1], h = sx[2], w = sx[3];
-  llvm::SmallVector<int64_t> points = {n, sg[1], sg[2]};
+  // Grid component k (x, y, z) addresses X's spatial axis spatial - 1 - k
+  // (W, H, D), of extent[k]; a pixel's row in the table below steps by
+  // stride[k] along it.
+  int64_t n = sx[0], c = sx[1];
+  llvm::SmallVector<int64_t> extent, stride;
+  for (int64_t k = 0, step = 1; k < spatial; step *= extent[k++]) {
+    extent.push_back(sx[2 + spatial - 1 - k]);
+    stride.push_back(step);
+  }
+  int64_t pixelsPerImage = product(sx.drop_front(2));
+  const char *kAxis[3] = {".x", ".y", ".z"};
+  llvm::SmallVector<int64_t> points(sg.begin(), sg.end() - 1);
   mlir::Type i64 = b_.getI64Type(), i1 = b_.getI1Type();
   mlir::Type t = type(points, f), it = type(points, i64), bt = type(points, i1);
   auto scalar = [&](double v) { return splat(v, f, points); };
@@ -478,9 +491,9 @@ bool Importer::gridSample() {
   };
   // Pixel coordinates along the axis of |extent| from grid component |k|.
   auto pixels = [&](int64_t k, int64_t extent, const std::string &at) {
-    mlir::Value part =
-        g_.reshape(nodeName_ + at + ".grid",
-                   sliceAxis(grid, 3, k, k + 1, 1, at + ".slice"), points);
+    mlir::Value part = g_.reshape(
+        nodeName_ + at + ".grid",
+        sliceAxis(grid, spatial + 1, k, k + 1, 1, at + ".slice"), points);
     mlir::Value v = align ? mul(add(part, scalar(1.0), at + ".shift"),
                                 scalar(0.5 * (extent - 1)), at + ".scale")
                           : mul(add(mul(add(part, scalar(1.0), at + ".shift"),
@@ -502,49 +515,57 @@ bool Importer::gridSample() {
     return border ? clamp(v, 0.0, double(extent - 1), at + ".clamp")
                   : clamp(v, -2.0, double(extent + 1), at + ".range");
   };
-  mlir::Value px = pixels(0, w, ".x"), py = pixels(1, h, ".y");
-  // The table of pixels and each point's image offset n * H * W.
-  mlir::Value moved = b_.create<kiln::TransposeOp>(
-      loc(".nhwc"), type({n, h, w, c}, f), x, arr({0, 2, 3, 1}));
-  mlir::Value table = g_.reshape(nodeName_ + ".table", moved, {n * h * w, c});
+  llvm::SmallVector<mlir::Value> p;
+  for (int64_t k = 0; k < spatial; ++k)
+    p.push_back(pixels(k, extent[k], kAxis[k]));
+  // The table of pixels (X channels last, [N * D * H * W, C]) and each
+  // point's image offset n * D * H * W.
+  llvm::SmallVector<int64_t> last = {n}, perm = {0};
+  for (int64_t a = 0; a < spatial; ++a) {
+    last.push_back(sx[2 + a]);
+    perm.push_back(2 + a);
+  }
+  last.push_back(c);
+  perm.push_back(1);
+  mlir::Value moved = b_.create<kiln::TransposeOp>(loc(".channels_last"),
+                                                   type(last, f), x, arr(perm));
+  mlir::Value table =
+      g_.reshape(nodeName_ + ".table", moved, {n * pixelsPerImage, c});
   mlir::Value image =
       mul(b_.create<kiln::IotaOp>(loc(".image"), it, b_.getI64IntegerAttr(0)),
-          splat(double(h * w), i64, points), ".image_offset");
-  llvm::SmallVector<int64_t> rows = {n, sg[1], sg[2], c};
-  // One corner: its pixel's row of the table times |weight| where the
-  // pixel lies in the image.
-  auto corner = [&](mlir::Value cx, mlir::Value cy, mlir::Value weight,
+          splat(double(pixelsPerImage), i64, points), ".image_offset");
+  llvm::SmallVector<int64_t> rows = points, pointDims;
+  rows.push_back(c);
+  for (int64_t d = 0; d <= spatial; ++d)
+    pointDims.push_back(d);
+  // One corner at pixel coordinates |at| (x, y[, z]): its pixel's row of
+  // the table times |weight| where the pixel lies in the image.
+  auto corner = [&](llvm::ArrayRef<mlir::Value> coords, mlir::Value weight,
                     const std::string &at) {
-    mlir::Value inside =
-        both(both(compare(cx, kiln::CompareDirection::ge, scalar(0.0),
-                          at + ".x_low"),
-                  compare(cx, kiln::CompareDirection::le, scalar(double(w - 1)),
-                          at + ".x_high"),
-                  at + ".x_in"),
-             both(compare(cy, kiln::CompareDirection::ge, scalar(0.0),
-                          at + ".y_low"),
-                  compare(cy, kiln::CompareDirection::le, scalar(double(h - 1)),
-                          at + ".y_high"),
-                  at + ".y_in"),
-             at + ".inside");
-    auto index = [&](mlir::Value v, int64_t extent, const std::string &axis) {
-      return b_
-          .create<kiln::ConvertOp>(
-              loc(at + axis + ".index"), it,
-              clamp(v, 0.0, double(extent - 1), at + axis + ".clamp"))
-          .getResult();
-    };
-    mlir::Value flat = add(
-        add(image,
-            mul(index(cy, h, ".y"), splat(double(w), i64, points), at + ".row"),
-            at + ".rows"),
-        index(cx, w, ".x"), at + ".flat");
+    mlir::Value inside, flat = image;
+    for (int64_t k = 0; k < spatial; ++k) {
+      std::string axis = at + kAxis[k];
+      mlir::Value in =
+          both(compare(coords[k], kiln::CompareDirection::ge, scalar(0.0),
+                       axis + "_low"),
+               compare(coords[k], kiln::CompareDirection::le,
+                       scalar(double(extent[k] - 1)), axis + "_high"),
+               axis + "_in");
+      inside = inside ? both(inside, in, axis + ".inside") : in;
+      mlir::Value index = b_.create<kiln::ConvertOp>(
+          loc(axis + ".index"), it,
+          clamp(coords[k], 0.0, double(extent[k] - 1), axis + ".clamp"));
+      if (stride[k] != 1)
+        index =
+            mul(index, splat(double(stride[k]), i64, points), axis + ".stride");
+      flat = add(flat, index, axis + ".flat");
+    }
     mlir::Value values = b_.create<kiln::GatherOp>(loc(at + ".gather"),
                                                    type(rows, f), table, flat);
     mlir::Value kept = b_.create<kiln::SelectOp>(loc(at + ".kept"), t, inside,
                                                  weight, scalar(0.0));
     return mul(values,
-               g_.broadcast(nodeName_ + at + ".weight", kept, {0, 1, 2}, rows),
+               g_.broadcast(nodeName_ + at + ".weight", kept, pointDims, rows),
                at + ".weighted");
   };
   mlir::Value y;
@@ -562,11 +583,13 @@ bool Importer::gridSample() {
                                   add(up, scalar(-1.0), at + ".lower"), up)
           .getResult();
     };
-    y = corner(rint(px, ".x.rint"), rint(py, ".y.rint"), scalar(1.0),
-               ".nearest");
+    llvm::SmallVector<mlir::Value> at;
+    for (int64_t k = 0; k < spatial; ++k)
+      at.push_back(rint(p[k], std::string(kAxis[k]) + ".rint"));
+    y = corner(at, scalar(1.0), ".nearest");
   } else if (cubic) {
-    // Keys' cubic convolution (A = -0.75, PyTorch's) over the 4 x 4 pixels
-    // around the point: along each axis the taps at floor(v) - 1 ..
+    // Keys' cubic convolution (A = -0.75, PyTorch's) over the 4 x 4 (x 4)
+    // pixels around the point: along each axis the taps at floor(v) - 1 ..
     // floor(v) + 2 weigh far(t + 1), near(t), near(1 - t), far(2 - t) for
     // t = v - floor(v). Each tap is padded as a bilinear point is (clamped
     // for border, folded then clamped for reflection, weighed 0 outside
@@ -608,37 +631,64 @@ bool Importer::gridSample() {
         v = reflect(v, extent, at + ".reflect");
       return border ? clamp(v, 0.0, double(extent - 1), at + ".clamp") : v;
     };
-    mlir::Value x0 = cell(px, ".x0"), y0 = cell(py, ".y0");
-    std::array<mlir::Value, 4> wx = weights(px, x0, ".x"),
-                               wy = weights(py, y0, ".y"), tx, ty;
-    for (int i = 0; i < 4; ++i) {
-      tx[i] = tap(x0, i, w, ".x" + std::to_string(i));
-      ty[i] = tap(y0, i, h, ".y" + std::to_string(i));
+    llvm::SmallVector<std::array<mlir::Value, 4>> wk(spatial), tk(spatial);
+    for (int64_t k = 0; k < spatial; ++k) {
+      mlir::Value base = cell(p[k], std::string(kAxis[k]) + "0");
+      wk[k] = weights(p[k], base, kAxis[k]);
+      for (int i = 0; i < 4; ++i)
+        tk[k][i] =
+            tap(base, i, extent[k], std::string(kAxis[k]) + std::to_string(i));
     }
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) {
-        std::string at = ".c" + std::to_string(i) + std::to_string(j);
-        mlir::Value term =
-            corner(tx[j], ty[i], mul(wx[j], wy[i], at + ".w"), at);
-        y = y ? add(y, term, at + ".sum") : term;
+    // Tap (i_x, i_y[, i_z]) for each number below 4^spatial, x fastest.
+    int64_t taps = spatial == 2 ? 16 : 64;
+    for (int64_t m = 0; m < taps; ++m) {
+      std::string at = ".c";
+      llvm::SmallVector<mlir::Value> coords;
+      mlir::Value weight;
+      for (int64_t k = 0, rest = m; k < spatial; ++k, rest /= 4) {
+        int i = int(rest % 4);
+        at += std::to_string(i);
+        coords.push_back(tk[k][i]);
+        weight = weight ? mul(weight, wk[k][i], at + ".w") : wk[k][i];
       }
+      mlir::Value term = corner(coords, weight, at);
+      y = y ? add(y, term, at + ".sum") : term;
+    }
   } else {
-    mlir::Value x0 = cell(px, ".x0"), y0 = cell(py, ".y0");
-    mlir::Value x1 = add(x0, scalar(1.0), ".x1"),
-                y1 = add(y0, scalar(1.0), ".y1");
-    mlir::Value fx = b_.create<kiln::SubOp>(loc(".fx"), t, px, x0);
-    mlir::Value fy = b_.create<kiln::SubOp>(loc(".fy"), t, py, y0);
-    mlir::Value gx = b_.create<kiln::SubOp>(loc(".gx"), t, scalar(1.0), fx);
-    mlir::Value gy = b_.create<kiln::SubOp>(loc(".gy"), t, scalar(1.0), fy);
-    mlir::Value corners[4] = {corner(x0, y0, mul(gx, gy, ".w00"), ".c00"),
-                              corner(x1, y0, mul(fx, gy, ".w01"), ".c01"),
-                              corner(x0, y1, mul(gx, fy, ".w10"), ".c10"),
-                              corner(x1, y1, mul(fx, fy, ".w11"), ".c11")};
-    y = add(add(corners[0], corners[1], ".sum01"),
-            add(corners[2], corners[3], ".sum23"), ".sum");
+    // (Tri)linear: the 2^spatial corners of the cell around the point,
+    // each weighted by its closeness along every axis.
+    llvm::SmallVector<mlir::Value> low, high, fraction, rest;
+    for (int64_t k = 0; k < spatial; ++k) {
+      std::string axis = kAxis[k];
+      low.push_back(cell(p[k], axis + "0"));
+      high.push_back(add(low[k], scalar(1.0), axis + "1"));
+      fraction.push_back(
+          b_.create<kiln::SubOp>(loc(axis + ".f"), t, p[k], low[k]));
+      rest.push_back(b_.create<kiln::SubOp>(loc(axis + ".g"), t, scalar(1.0),
+                                            fraction[k]));
+    }
+    for (int64_t m = 0; m < (int64_t(1) << spatial); ++m) {
+      std::string at = ".c";
+      llvm::SmallVector<mlir::Value> coords;
+      mlir::Value weight;
+      for (int64_t k = 0; k < spatial; ++k) {
+        bool up = (m >> k) & 1;
+        at += up ? "1" : "0";
+        coords.push_back(up ? high[k] : low[k]);
+        mlir::Value part = up ? fraction[k] : rest[k];
+        weight = weight ? mul(weight, part, at + ".w") : part;
+      }
+      mlir::Value term = corner(coords, weight, at);
+      y = y ? add(y, term, at + ".sum") : term;
+    }
   }
-  setOutput(0, b_.create<kiln::TransposeOp>(
-                   loc(), type({n, c, sg[1], sg[2]}, f), y, arr({0, 3, 1, 2})));
+  llvm::SmallVector<int64_t> outDims = {n, c}, back = {0, spatial + 1};
+  for (int64_t d = 1; d <= spatial; ++d) {
+    outDims.push_back(points[d]);
+    back.push_back(d);
+  }
+  setOutput(
+      0, b_.create<kiln::TransposeOp>(loc(), type(outDims, f), y, arr(back)));
   return true;
 }
 

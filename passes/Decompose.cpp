@@ -179,16 +179,18 @@ struct DecomposeSoftmaxCrossEntropy : OpRewritePattern<SoftmaxCrossEntropyOp> {
 // one, as the reference takes it): the row's max (NaN when any element is),
 // the positions holding it (or, when the max is NaN, the NaNs: x != x),
 // and the least of their indices (the others stand for |size|, past every
-// index). The kernel models have no index-carrying reduction; these are
-// ops every backend's kernels already build.
+// index). Integers have no NaN: the positions holding the max. The kernel
+// models have no index-carrying reduction; these are ops every backend's
+// kernels already build.
 struct DecomposeArgmax : OpRewritePattern<ArgmaxOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ArgmaxOp op, PatternRewriter &r) const override {
     auto type = dyn_cast<RankedTensorType>(op.getOperand().getType());
     auto resultType = dyn_cast<RankedTensorType>(op.getType());
     if (!type || !type.hasStaticShape() || !resultType ||
-        !isa<FloatType>(type.getElementType()))
-      return r.notifyMatchFailure(op, "needs a static float operand");
+        type.getElementType().isInteger(1))
+      return r.notifyMatchFailure(op, "needs a static numeric operand");
+    bool isFloat = isa<FloatType>(type.getElementType());
     Location loc = op.getLoc();
     int64_t dim = op.getDimension();
     int64_t dims[] = {dim};
@@ -196,9 +198,13 @@ struct DecomposeArgmax : OpRewritePattern<ArgmaxOp> {
     Value max = reduce(r, loc, ReduceKind::max, x, dims);
     Value atMax = r.create<CompareOp>(loc, CompareDirection::eq, x,
                                       broadcastBack(r, loc, max, type, dims));
-    Value isNan = r.create<CompareOp>(loc, CompareDirection::ne, x, x);
-    auto predicate = RankedTensorType::get(type.getShape(), r.getI1Type());
-    Value top = r.create<SelectOp>(loc, atMax, splat(r, loc, predicate, 1.0), isNan);
+    Value top = atMax;
+    if (isFloat) {
+      Value isNan = r.create<CompareOp>(loc, CompareDirection::ne, x, x);
+      auto predicate = RankedTensorType::get(type.getShape(), r.getI1Type());
+      top =
+          r.create<SelectOp>(loc, atMax, splat(r, loc, predicate, 1.0), isNan);
+    }
     auto indexType = RankedTensorType::get(type.getShape(), resultType.getElementType());
     Value indices = r.create<IotaOp>(loc, indexType, dim);
     Value candidates = r.create<SelectOp>(

@@ -328,6 +328,23 @@ def variants(rng):
          helper.make_node("Sum", ["fi", "fj1", "fk"], ["f"]),
          helper.make_node("Mul", ["h", "f"], ["y"])],
         [const("one", [1]), floats("low", -0.3), floats("high", 0.3)], smooth=False)
+    # Integer ArgMax and ArgMin (INT32 and INT64, ties likely: the values
+    # are h rounded to tenths), the first and the last of the extremes.
+    add("argmax-integer", 13, image,
+        [helper.make_node("Mul", ["h", "ten"], ["h10"]),
+         helper.make_node("Cast", ["h10"], ["q32"], to=TensorProto.INT32),
+         helper.make_node("Cast", ["h10"], ["q64"], to=TensorProto.INT64),
+         helper.make_node("ArgMax", ["q32"], ["i"], axis=3),
+         helper.make_node("ArgMin", ["q64"], ["j"], axis=2, select_last_index=1),
+         helper.make_node("ArgMin", ["q32"], ["k"], axis=-1, keepdims=1),
+         helper.make_node("ArgMax", ["q64"], ["m"], axis=1, select_last_index=1),
+         helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["j"], ["fj"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["k"], ["fk"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["m"], ["fm"], to=TensorProto.FLOAT),
+         helper.make_node("Sum", ["fi", "fj", "fk", "fm"], ["f"]),
+         helper.make_node("Mul", ["h", "f"], ["y"])],
+        [floats("ten", 10.0)], smooth=False)
     add("gather-elements", 13, image,
         [helper.make_node("ArgMax", ["h"], ["top"], axis=3),
          helper.make_node("GatherElements", ["h", "top"], ["best"], axis=3),

@@ -174,3 +174,43 @@ func.func @avg_pool(%x: tensor<2x3x6x6xf32>, %dy: tensor<2x3x3x3xf32>) -> (tenso
   %dx = kiln.avg_pool2d_grad %dy, window = [3, 3], strides = [2, 2], padding = [1, 1, 1, 1] : tensor<2x3x3x3xf32> -> tensor<2x3x6x6xf32>
   return %y, %dx : tensor<2x3x3x3xf32>, tensor<2x3x6x6xf32>
 }
+
+// -----
+
+// argmax: the positions holding the row's max, or where it is NaN the NaNs
+// (x != x), and the least of their indices (the others stand for the size).
+// CHECK-LABEL: func.func @argmax_float
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-DAG: %[[SIZE:.*]] = kiln.constant dense<3> : tensor<2x3xi64>
+// CHECK: %[[MAX:.*]] = kiln.reduce max %[[X]], dims = [1] : tensor<2x3xf32> -> tensor<2xf32>
+// CHECK: %[[MAXB:.*]] = kiln.broadcast_in_dim %[[MAX]], dims = [0]
+// CHECK: %[[AT:.*]] = kiln.compare eq, %[[X]], %[[MAXB]]
+// CHECK: %[[NAN:.*]] = kiln.compare ne, %[[X]], %[[X]]
+// CHECK: %[[TOP:.*]] = kiln.select %[[AT]], %{{.*}}, %[[NAN]]
+// CHECK: %[[IOTA:.*]] = kiln.iota dim = 1 : tensor<2x3xi64>
+// CHECK: %[[CAND:.*]] = kiln.select %[[TOP]], %[[IOTA]], %[[SIZE]]
+// CHECK: kiln.reduce min %[[CAND]], dims = [1] : tensor<2x3xi64> -> tensor<2xi64>
+// CHECK-NOT: kiln.argmax
+func.func @argmax_float(%x: tensor<2x3xf32>) -> tensor<2xi64> {
+  %y = kiln.argmax %x, dim = 1 : tensor<2x3xf32> -> tensor<2xi64>
+  return %y : tensor<2xi64>
+}
+
+// -----
+
+// An integer argmax has no NaNs: the positions holding the max.
+// CHECK-LABEL: func.func @argmax_int
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xi32>)
+// CHECK-DAG: %[[SIZE:.*]] = kiln.constant dense<2> : tensor<2x3xi64>
+// CHECK: %[[MAX:.*]] = kiln.reduce max %[[X]], dims = [0] : tensor<2x3xi32> -> tensor<3xi32>
+// CHECK: %[[MAXB:.*]] = kiln.broadcast_in_dim %[[MAX]], dims = [1]
+// CHECK: %[[AT:.*]] = kiln.compare eq, %[[X]], %[[MAXB]]
+// CHECK-NOT: kiln.compare ne
+// CHECK: %[[IOTA:.*]] = kiln.iota dim = 0 : tensor<2x3xi64>
+// CHECK: %[[CAND:.*]] = kiln.select %[[AT]], %[[IOTA]], %[[SIZE]]
+// CHECK: kiln.reduce min %[[CAND]], dims = [0] : tensor<2x3xi64> -> tensor<3xi64>
+// CHECK-NOT: kiln.argmax
+func.func @argmax_int(%x: tensor<2x3xi32>) -> tensor<3xi64> {
+  %y = kiln.argmax %x, dim = 0 : tensor<2x3xi32> -> tensor<3xi64>
+  return %y : tensor<3xi64>
+}

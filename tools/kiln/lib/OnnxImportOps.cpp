@@ -759,23 +759,28 @@ bool Importer::reduce(const std::string &op) {
   return true;
 }
 
-// ArgMax and ArgMin along an axis (keepdims, select_last_index): INT64
-// indices through kiln.argmax (of -X for ArgMin); the last extreme is the
-// first of the reversed axis, counted from the end.
+// ArgMax and ArgMin along an axis (keepdims, select_last_index) of a
+// floating-point or integer (INT32, INT64) X: INT64 indices through
+// kiln.argmax, for ArgMin of -X (of -1 - X for integers, which reverses
+// their order without overflowing at the most negative); the last extreme
+// is the first of the reversed axis, counted from the end.
 bool Importer::argExtreme(bool max) {
   mlir::Value x;
   if (!value(0, x))
     return false;
-  if (!llvm::isa<mlir::FloatType>(element(x)))
-    return fail("its input is not floating-point");
+  if (element(x).isInteger(1))
+    return fail("its input is BOOL: expected numbers");
   int64_t rank = shape(x).size(), axis;
   if (!axisOf(x, 0, axis))
     return false;
   bool last = intAttr("select_last_index", 0) != 0;
   int64_t n = shape(x)[axis];
   mlir::Value operand = x;
-  if (!max)
+  if (!max && llvm::isa<mlir::FloatType>(element(x)))
     operand = b_.create<kiln::NegOp>(loc(".neg"), x.getType(), x);
+  else if (!max)
+    operand = b_.create<kiln::SubOp>(loc(".reverse_order"), x.getType(),
+                                     splat(-1.0, element(x), shape(x)), x);
   if (last)
     operand = reverseAxis(operand, axis, ".reverse");
   llvm::SmallVector<int64_t> dims, kept;

@@ -260,7 +260,9 @@ class LoopNet(torch.nn.Module):
     """A recurrence written as a Python loop over the sequence with a branch
     on the step's parity, scripted (torch.jit.script) so that the
     TorchScript exporter writes an ONNX Loop over x.size(1) steps whose
-    body holds an If; a linear layer on the last state."""
+    body holds an If; each state appended to a list (a sequence the Loop
+    carries, SequenceInsert) and stacked (ConcatFromSequence); a linear
+    layer on the last state plus the states' mean."""
 
     def __init__(self):
         super().__init__()
@@ -270,11 +272,13 @@ class LoopNet(torch.nn.Module):
 
     def forward(self, x):
         h = torch.zeros(x.size(0), 8)
+        states = []
         for t in range(x.size(1)):
             h = torch.tanh(self.inp(x[:, t]) + self.rec(h))
             if t % 2 == 1:
                 h = h * 0.9
-        return self.out(h)
+            states.append(h)
+        return self.out(h + torch.stack(states, 1).mean(1))
 
 
 class DownsampleNet(torch.nn.Module):

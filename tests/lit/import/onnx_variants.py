@@ -599,6 +599,30 @@ def variants(rng):
         [helper.make_node("Loop", ["", "yes", "zero", "h"], ["k", "y"], body=counted)],
         [helper.make_tensor("yes", BOOL, [], [True]), const("zero", 0), const("step", 1),
          const("four", 4), floats("lw", 0.5 + 0.2 * rng.standard_normal(6))])
+    # Sequences: constructed, inserted into (at a negative position and at
+    # the end), erased from, their length in a shape computation, read back
+    # (SequenceAt from the end) and joined (ConcatFromSequence along an
+    # axis and stacked along a new one).
+    add("sequence-ops", 17, image,
+        [helper.make_node("Tanh", ["h"], ["a"]),
+         helper.make_node("Sin", ["h"], ["b"]),
+         helper.make_node("Mul", ["h", "h"], ["c"]),
+         helper.make_node("SequenceConstruct", ["a", "b"], ["s0"]),
+         helper.make_node("SequenceInsert", ["s0", "c", "minus_one"], ["s1"]),
+         helper.make_node("SequenceInsert", ["s1", "h"], ["s2"]),
+         helper.make_node("SequenceErase", ["s2", "zero"], ["s3"]),
+         helper.make_node("SequenceLength", ["s3"], ["count"]),
+         helper.make_node("SequenceAt", ["s3", "minus_one"], ["last"]),
+         helper.make_node("ConcatFromSequence", ["s3"], ["joined"], axis=1),
+         helper.make_node("ConcatFromSequence", ["s3"], ["stacked"], axis=-1, new_axis=1),
+         helper.make_node("ReduceMean", ["stacked"], ["mean"], axes=[-1], keepdims=0),
+         helper.make_node("Cast", ["count"], ["fcount"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["last", "fcount"], ["scaled"]),
+         helper.make_node("Slice", ["joined", "c0", "c3", "ax1"], ["first3"]),
+         helper.make_node("Add", ["first3", "mean"], ["am"]),
+         helper.make_node("Add", ["am", "scaled"], ["y"])],
+        [const("minus_one", -1), const("zero", 0), const("c0", [0]), const("c3", [3]),
+         const("ax1", [1])])
     # Scan over the channels in reverse, a state [4, 6, 6] that starts at
     # a trained initializer, the scan output stacked along axis 1 again.
     scan_body = graph("scan_body", [

@@ -656,6 +656,10 @@ bool Importer::node(const onnx::Node &n) {
     return batchNorm();
   if (op == "Gather")
     return gather();
+  if (op == "SequenceEmpty" || op == "SequenceConstruct" ||
+      op == "SequenceInsert" || op == "SequenceErase" ||
+      op == "SequenceLength" || op == "ConcatFromSequence")
+    return sequenceOp(op);
   if (op == "If")
     return ifNode();
   if (op == "Loop")
@@ -818,7 +822,8 @@ bool Importer::run(OnnxImport &out) {
 
 const char *onnxSupportedOps() {
   return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, "
-         "Cast, CastLike, Celu, Clip, Concat, Constant, ConstantOfShape, "
+         "Cast, CastLike, Celu, Clip, Concat, ConcatFromSequence, Constant, "
+         "ConstantOfShape, "
          "Conv, ConvTranspose, Cos, CumSum, DepthToSpace, Div, Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, "
          "GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, "
@@ -830,7 +835,9 @@ const char *onnxSupportedOps() {
          "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
          "ReduceSumSquare, Relu, Reshape, Resize, RNN, Scan, Scatter, "
-         "ScatterElements, ScatterND, Selu, SequenceAt, Shape, Shrink, "
+         "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
+         "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
+         "Shrink, "
          "Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, SpaceToDepth, "
          "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "
          "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";

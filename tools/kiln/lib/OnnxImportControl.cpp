@@ -455,4 +455,123 @@ bool Importer::scan() {
   return true;
 }
 
+// Sequences are lists of kiln values known at import: what SplitToSequence
+// makes, and what an unrolled Loop builds (TorchScript's list append is a
+// SequenceInsert carried through the Loop, its torch.stack a
+// ConcatFromSequence after it).
+bool Importer::sequenceInput(size_t i, std::vector<mlir::Value> &out) {
+  auto it = hasInput(i) ? sequences_.find(node_->inputs[i]) : sequences_.end();
+  if (it == sequences_.end())
+    return fail("input " + std::to_string(i) +
+                " is not a sequence (SequenceEmpty, SequenceConstruct, "
+                "SequenceInsert, SequenceErase or SplitToSequence make them)");
+  out = it->second;
+  return true;
+}
+
+// A position in a sequence of |n| (input |i|; |fallback| when absent):
+// negative ones count from the end, and up to |n| itself where |end| (an
+// insertion after the last).
+bool Importer::sequencePosition(size_t i, int64_t n, bool end, int64_t fallback,
+                                int64_t &out) {
+  out = fallback;
+  if (hasInput(i)) {
+    const Static *s = staticInput(i);
+    if (!s)
+      return false;
+    if (s->values.size() != 1)
+      return fail("the position is " + shapeText(s->dims) +
+                  ": expected one value");
+    out = toIndex(s->values[0]);
+  }
+  int64_t limit = end ? n : n - 1;
+  if (out < -n || out > limit)
+    return fail("position " + std::to_string(out) +
+                " is outside the sequence of " + std::to_string(n) +
+                (end ? " (insertion may name its end)" : ""));
+  if (out < 0)
+    out += n;
+  return true;
+}
+
+bool Importer::sequenceOp(const std::string &op) {
+  std::vector<mlir::Value> seq;
+  if (op == "SequenceEmpty") {
+    sequences_[node_->outputs[0]] = {};
+    return true;
+  }
+  if (op == "SequenceConstruct") {
+    for (size_t i = 0; i < node_->inputs.size(); ++i) {
+      mlir::Value v;
+      if (!value(i, v))
+        return false;
+      if (!seq.empty() && element(v) != element(seq[0]))
+        return fail("its inputs have different element types");
+      seq.push_back(v);
+    }
+    sequences_[node_->outputs[0]] = std::move(seq);
+    return true;
+  }
+  if (!sequenceInput(0, seq))
+    return false;
+  int64_t n = static_cast<int64_t>(seq.size()), at;
+  if (op == "SequenceLength") {
+    setStatic(0, Static{{}, {double(n)}, int32_t(DataType::Int64)});
+    return true;
+  }
+  if (op == "SequenceInsert") {
+    mlir::Value v;
+    if (!value(1, v) || !sequencePosition(2, n, /*end=*/true, n, at))
+      return false;
+    if (!seq.empty() && element(v) != element(seq[0]))
+      return fail("the tensor's element type differs from the sequence's");
+    seq.insert(seq.begin() + at, v);
+    sequences_[node_->outputs[0]] = std::move(seq);
+    return true;
+  }
+  if (op == "SequenceErase") {
+    if (n == 0)
+      return fail("erases from an empty sequence");
+    if (!sequencePosition(1, n, /*end=*/false, n - 1, at))
+      return false;
+    seq.erase(seq.begin() + at);
+    sequences_[node_->outputs[0]] = std::move(seq);
+    return true;
+  }
+  // ConcatFromSequence: along axis, or stacked along a new one.
+  if (seq.empty())
+    return fail("concatenates an empty sequence: kiln tensors are not empty");
+  bool stacked = intAttr("new_axis", 0) != 0;
+  int64_t rank = shape(seq[0]).size(), axis = intAttr("axis", 0);
+  if (!normalizeAxis(axis, stacked ? rank + 1 : rank, "axis"))
+    return false;
+  llvm::SmallVector<int64_t> dims(shape(seq[0]).begin(), shape(seq[0]).end());
+  if (!stacked)
+    dims[axis] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    llvm::ArrayRef<int64_t> si = shape(seq[i]);
+    bool fits = static_cast<int64_t>(si.size()) == rank &&
+                element(seq[i]) == element(seq[0]);
+    for (int64_t d = 0; fits && d < rank; ++d)
+      fits = si[d] == shape(seq[0])[d] || (!stacked && d == axis);
+    if (!fits)
+      return fail("element " + std::to_string(i) + " is " + shapeText(si) +
+                  " and element 0 " + shapeText(shape(seq[0])) +
+                  (stacked ? ": stacking needs one shape"
+                           : ": they must agree off the axis"));
+    if (!stacked)
+      dims[axis] += si[axis];
+  }
+  if (stacked) {
+    setOutput(0, stack(seq, axis, ".stack"));
+    return true;
+  }
+  setOutput(0, n == 1 ? seq[0]
+                      : b_.create<kiln::ConcatenateOp>(
+                              loc(), type(dims, element(seq[0])), seq,
+                              b_.getI64IntegerAttr(axis))
+                            .getResult());
+  return true;
+}
+
 } // namespace kiln::cli::onnx_import

@@ -328,17 +328,15 @@ bool Importer::splitToSequence() {
 }
 
 bool Importer::sequenceAt() {
-  auto it = hasInput(0) ? sequences_.find(node_->inputs[0]) : sequences_.end();
-  if (it == sequences_.end())
-    return fail("input 0 is not a sequence that SplitToSequence made");
-  const Static *index = staticInput(1);
-  if (!index)
+  std::vector<mlir::Value> seq;
+  int64_t i;
+  if (!sequenceInput(0, seq))
     return false;
-  int64_t n = it->second.size(), i = toIndex(index->values.at(0));
-  if (i < -n || i >= n)
-    return fail("position " + std::to_string(i) + " is outside the sequence of " +
-                std::to_string(n));
-  setOutput(0, it->second[i < 0 ? i + n : i]);
+  if (!hasInput(1))
+    return fail("input 1 (the position) is missing");
+  if (!sequencePosition(1, seq.size(), /*end=*/false, 0, i))
+    return false;
+  setOutput(0, seq[i]);
   return true;
 }
 

@@ -316,6 +316,12 @@ private:
   bool ifNode();
   bool loop();
   bool scan();
+  // SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase,
+  // SequenceLength and ConcatFromSequence on sequences known at import.
+  bool sequenceOp(const std::string &op);
+  bool sequenceInput(size_t i, std::vector<mlir::Value> &out);
+  bool sequencePosition(size_t i, int64_t n, bool end, int64_t fallback,
+                        int64_t &out);
   // |parts| (one shape) stacked along a new axis |axis|.
   mlir::Value stack(llvm::ArrayRef<mlir::Value> parts, int64_t axis,
                     const std::string &suffix);

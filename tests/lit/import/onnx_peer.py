@@ -281,6 +281,25 @@ class LoopNet(torch.nn.Module):
         return self.out(h + torch.stack(states, 1).mean(1))
 
 
+class CondNet(torch.nn.Module):
+    """A branch on the data: torch.cond on the sign of the batch's sum of
+    hidden activations (the torch.export exporter writes an If whose
+    condition kiln cannot know at import), a linear layer and tanh on one
+    side, sin on the other, then a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 6)
+        self.fc2 = torch.nn.Linear(6, 6)
+        self.out = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        h = torch.cond(h.sum() > 0, lambda t: torch.tanh(self.fc2(t)),
+                       lambda t: torch.sin(t) * 2.0, (h,))
+        return self.out(h)
+
+
 class DownsampleNet(torch.nn.Module):
     """Antialiased downsampling, F.interpolate(antialias=True), which only
     the torch.export exporter writes (Resize with antialias and
@@ -370,6 +389,8 @@ def build(model):
         return LoopNet()
     if model == "downsample":
         return DownsampleNet()
+    if model == "cond":
+        return CondNet()
     if model == "transformer":
         return Transformer()
     if model == "mlp":
@@ -381,7 +402,7 @@ def build(model):
 def input_shape(model):
     return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
             "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5),
-            "downsample": (3, 12, 12)}[model]
+            "downsample": (3, 12, 12), "cond": (6,)}[model]
 
 
 MSE_MODELS = ("misc", "image")
@@ -460,6 +481,29 @@ def nearest_kink(net, x, y):
     return closest
 
 
+# The condition network branches on the sign of a sum: where the sum comes
+# near 0, kiln's rounding may take the other branch than PyTorch's. Its
+# export draws seeds until both branches are taken in the check's steps and
+# no sum comes within COND_MARGIN of 0.
+COND_MARGIN = 1e-3
+
+
+def cond_sums(net, x, y):
+    """The condition network: the sums it branches on over KINK_STEPS steps
+    of the check's training."""
+    sums = []
+    optimizer = torch.optim.SGD(net.parameters(), lr=learning_rate("cond"), momentum=MOMENTUM)
+    for step in range(1, KINK_STEPS + 1):
+        b = (step - 1) % (SAMPLES // BATCH)
+        rows = slice(b * BATCH, (b + 1) * BATCH)
+        with torch.no_grad():
+            sums.append(float(torch.tanh(net.fc1(x[rows])).sum()))
+        optimizer.zero_grad()
+        loss_fn("cond", net(x[rows]), y[rows]).backward()
+        optimizer.step()
+    return sums
+
+
 def draw(model, seed):
     """The network's initial weights and the data, from |seed|."""
     torch.manual_seed(seed)
@@ -489,6 +533,14 @@ def export(model, out, dynamo):
         seed = (seed + 1) % 2**32
         print(f"a sampling point comes within {distance:.1e} of a pixel edge at step "
               f"{step}; drawing seed {seed}")
+        net, state, x, y = draw(model, seed)
+    while model == "cond":
+        sums = cond_sums(net, torch.from_numpy(x), torch.from_numpy(y).long())
+        if min(abs(v) for v in sums) >= COND_MARGIN and min(sums) < 0 < max(sums):
+            break
+        seed = (seed + 1) % 2**32
+        print(f"the branch sums {', '.join(f'{v:.2g}' for v in sums)} take one branch or "
+              f"come near 0; drawing seed {seed}")
         net, state, x, y = draw(model, seed)
     net.load_state_dict(state)
     save_file(state, os.path.join(out, "torch.safetensors"))

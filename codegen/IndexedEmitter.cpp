@@ -1,4 +1,5 @@
-//===- IndexedEmitter.cpp - gather, scatter_add and max pooling elements ----===//
+//===- IndexedEmitter.cpp - gather, scatter_add and max pooling elements
+//----===//
 //
 // Elements of the kernel model's ops that read at data-dependent or windowed
 // indices, each written as a gather over its result so that every output
@@ -10,7 +11,8 @@
 //   kernel cannot, so it stays in bounds instead).
 // - kiln.scatter_add: result[v, d] = operand[v, d] plus updates[s, d] for
 //   every s (row-major) with indices[s] == v, accumulated in the compute
-//   type (integers in i64); an out-of-range index matches no row. Alone, an
+//   type (integers in i64); an out-of-range index matches no row. With
+//   combine = max or min, their max or min instead (a NaN wins). Alone, an
 //   element scans all of `indices`; a target that tiles rows of the result
 //   (emitScatterTile, as the CPU does for a rank >= 2 result) scans them
 //   once per tile of consecutive row elements, adding each matching
@@ -46,6 +48,26 @@ Type accumulatorOf(Type element) {
   if (isa<FloatType>(element))
     return computeType(element);
   return IntegerType::get(element.getContext(), 64);
+}
+
+// |carried| and |update| combined as |scatter| combines them: added, or
+// their max or min, a NaN winning (arith.maximumf, as kiln.max builds it).
+Value combineScatter(OpBuilder &b, Location loc, ScatterAddOp scatter,
+                     Value carried, Value update) {
+  bool isFloat = isa<FloatType>(carried.getType());
+  switch (scatter.getCombineKind()) {
+  case ReduceKind::max:
+    return isFloat
+               ? b.create<arith::MaximumFOp>(loc, carried, update).getResult()
+               : b.create<arith::MaxSIOp>(loc, carried, update).getResult();
+  case ReduceKind::min:
+    return isFloat
+               ? b.create<arith::MinimumFOp>(loc, carried, update).getResult()
+               : b.create<arith::MinSIOp>(loc, carried, update).getResult();
+  default:
+    return isFloat ? b.create<arith::AddFOp>(loc, carried, update).getResult()
+                   : b.create<arith::AddIOp>(loc, carried, update).getResult();
+  }
 }
 
 } // namespace
@@ -120,10 +142,8 @@ Value ElementEmitter::emitScatterAdd(ScatterAddOp scatter, ValueRange indices) {
       updateIndex.append(indices.begin() + 1, indices.end());
       Value update =
           convertScalar(b_, loc, emit(scatter.getUpdates(), updateIndex), acc);
-      Value sum = isa<FloatType>(acc)
-                      ? b_.create<arith::AddFOp>(loc, carried, update).getResult()
-                      : b_.create<arith::AddIOp>(loc, carried, update).getResult();
-      b_.create<scf::YieldOp>(loc, sum);
+      b_.create<scf::YieldOp>(
+          loc, combineScatter(b_, loc, scatter, carried, update));
       b_.setInsertionPointToStart(ifOp.elseBlock());
       b_.create<scf::YieldOp>(loc, carried);
     }
@@ -183,10 +203,8 @@ void ElementEmitter::emitScatterTile(ScatterAddOp scatter, ValueRange outer,
     at.append(outer.begin() + 1, outer.end());
     at.push_back(last);
     Value update = convertScalar(b_, loc, emit(scatter.getUpdates(), at), acc);
-    Value sum = load(b_, loc, lane);
-    sum = isa<FloatType>(acc) ? b_.create<arith::AddFOp>(loc, sum, update).getResult()
-                              : b_.create<arith::AddIOp>(loc, sum, update).getResult();
-    store(b_, loc, lane, sum);
+    store(b_, loc, lane,
+          combineScatter(b_, loc, scatter, load(b_, loc, lane), update));
   });
 }
 
@@ -238,10 +256,7 @@ ElementEmitter::emitScatterRows(ScatterAddOp scatter, ValueRange outer,
     front.append(outer.begin() + 1, outer.end());
     Value update =
         convertScalar(b_, loc, emit(scatter.getUpdates(), at(front, column)), acc);
-    sums.push_back(
-        isa<FloatType>(acc)
-            ? b_.create<arith::AddFOp>(loc, carried, update).getResult()
-            : b_.create<arith::AddIOp>(loc, carried, update).getResult());
+    sums.push_back(combineScatter(b_, loc, scatter, carried, update));
   }
   b_.create<scf::YieldOp>(loc, sums);
   b_.setInsertionPointToEnd(chunks.getBody());

@@ -471,6 +471,12 @@ LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *,
                    element, loc, getOperationName(), inferred);
 }
 
+LogicalResult ScatterAddOp::verify() {
+  if (getCombineKind() == ReduceKind::mean)
+    return emitOpError() << "combine must be sum, max or min, not mean";
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0.0 && rate < 1.0))

@@ -685,17 +685,51 @@ def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
     S ++ [D1, ...]. The result is `operand` with every `updates[s, ...]` added
     to row `indices[s]`; repeated indices accumulate.
 
+    With `combine = max` (or `min`) each row keeps the largest (smallest) of
+    its own element and the updates written to it instead of their sum
+    (XLA's scatter with a max computation, jax's `.at[].max()`, PyTorch's
+    `scatter_reduce(..., "amax")` with `include_self`); a NaN among them
+    wins, as in `kiln.max`. Without `combine` the updates add.
+
     Example:
     ```mlir
     %t = kiln.scatter_add %zeros, %tokens, %grads
            : (tensor<1000x64xf32>, tensor<4x16xi32>, tensor<4x16x64xf32>) -> tensor<1000x64xf32>
+    %m = kiln.scatter_add %nodes, %targets, %messages combine = max
+           : (tensor<100x8xf32>, tensor<400xi32>, tensor<400x8xf32>) -> tensor<100x8xf32>
     ```
   }];
   let arguments = (ins Kiln_NumericTensor:$operand, Kiln_IndexTensor:$indices,
-                       Kiln_NumericTensor:$updates);
+                       Kiln_NumericTensor:$updates,
+                       OptionalAttr<Kiln_ReduceKindAttr>:$combine);
   let results = (outs Kiln_NumericTensor:$result);
   let assemblyFormat = [{
-    $operand `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
+    $operand `,` $indices `,` $updates (`combine` `=` $combine^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let builders = [
+    // Updates that add (no `combine`).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$operand,
+                   "::mlir::Value":$indices, "::mlir::Value":$updates), [{
+      build($_builder, $_state, result, operand, indices, updates,
+            ::kiln::ReduceKindAttr());
+    }]>,
+    // Updates that combine by |kind| (sum, max or min).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$operand,
+                   "::mlir::Value":$indices, "::mlir::Value":$updates,
+                   "::kiln::ReduceKind":$kind), [{
+      build($_builder, $_state, result, operand, indices, updates,
+            kind == ::kiln::ReduceKind::sum
+                ? ::kiln::ReduceKindAttr()
+                : ::kiln::ReduceKindAttr::get($_builder.getContext(), kind));
+    }]>,
+  ];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // How updates combine with a row: sum (no `combine`), max or min.
+    ::kiln::ReduceKind getCombineKind() {
+      return getCombine().value_or(::kiln::ReduceKind::sum);
+    }
   }];
 }
 

@@ -290,7 +290,9 @@ LogicalResult Importer::checkGraph() {
       nodeError(i) << "unknown attribute table type " << unsigned(n.attrs_type())
                    << " for '" << opName << "' (expected "
                    << fbs::EnumNameAttrs(expected) << ")";
-    } else if (n.attrs_type() != expected) {
+    } else if (n.attrs_type() != expected &&
+               !(n.attrs_type() == fbs::Attrs::NONE &&
+                 graph::attrsTableOptional(n.op()))) {
       auto describe = [](fbs::Attrs a) {
         return a == fbs::Attrs::NONE ? std::string("no attribute table")
                                      : std::string(fbs::EnumNameAttrs(a));

@@ -78,7 +78,7 @@ using flatbuffers::Offset;
   X(LogSoftmax, LogSoftmaxOp, Axis)                                            \
   X(LayerNorm, LayerNormOp, LayerNorm)                                         \
   X(Gather, GatherOp, None)                                                    \
-  X(ScatterAdd, ScatterAddOp, None)                                            \
+  X(ScatterAdd, ScatterAddOp, Scatter)                                         \
   X(Dropout, DropoutOp, Dropout)                                               \
   X(SoftmaxCrossEntropy, SoftmaxCrossEntropyOp, None)                          \
   X(AllReduce, AllReduceOp, Collective)                                        \
@@ -361,6 +361,38 @@ struct ReduceFamily {
   }
 };
 
+// scatter_add's combine. Written only for max and min, so that a file
+// whose scatters all add is what format 1.6 wrote; a node without the
+// table adds (readNode).
+struct ScatterFamily {
+  static constexpr fbs::Attrs kTable = fbs::Attrs::ScatterAttrs;
+  using Table = fbs::ScatterAttrs;
+  static constexpr bool kOptional = true;
+  template <typename OpT> static LogicalResult read(Reader &r, const Table &t) {
+    std::optional<ReduceKind> kind = toKiln(t.combine());
+    if (!kind || *kind == ReduceKind::mean)
+      return r.error() << "unknown scatter combine " << unsigned(t.combine())
+                       << " (expected 0..2: sum, max, min)";
+    if (*kind != ReduceKind::sum)
+      r.set(OpT::getCombineAttrName(r.name()),
+            ReduceKindAttr::get(r.b.getContext(), *kind));
+    return success();
+  }
+  template <typename OpT> static bool needed(OpT op) {
+    return op.getCombineKind() != ReduceKind::sum;
+  }
+  template <typename OpT> static Written write(FlatBufferBuilder &fbb, OpT op) {
+    return fbs::CreateScatterAttrs(fbb, toFbs(op.getCombineKind())).Union();
+  }
+};
+
+// Whether |Family|'s table may be absent (only ScatterFamily's).
+template <typename Family, typename = void>
+struct OptionalTable : std::false_type {};
+template <typename Family>
+struct OptionalTable<Family, std::void_t<decltype(Family::kOptional)>>
+    : std::bool_constant<Family::kOptional> {};
+
 struct DotGeneralFamily {
   static constexpr fbs::Attrs kTable = fbs::Attrs::DotGeneralAttrs;
   using Table = fbs::DotGeneralAttrs;
@@ -578,6 +610,8 @@ LogicalResult readNode(Reader &r, const fbs::Node &node) {
     return success();
   } else {
     const auto *table = static_cast<const typename Family::Table *>(node.attrs());
+    if (!table && OptionalTable<Family>::value)
+      return success();
     if (!table)
       return r.error() << "the attribute table "
                        << fbs::EnumNameAttrs(Family::kTable) << " is missing";
@@ -590,6 +624,9 @@ FailureOr<ExportedOp> writeOp(fbs::OpCode code, OpT op, FlatBufferBuilder &fbb) 
   if constexpr (Family::kTable == fbs::Attrs::NONE) {
     return ExportedOp{code, fbs::Attrs::NONE, 0};
   } else {
+    if constexpr (OptionalTable<Family>::value)
+      if (!Family::needed(op))
+        return ExportedOp{code, fbs::Attrs::NONE, 0};
     Written attrs = Family::write(fbb, op);
     if (failed(attrs))
       return failure();
@@ -619,6 +656,17 @@ fbs::Attrs attrsTableOf(fbs::OpCode code) {
 #undef X
   }
   return fbs::Attrs::NONE;
+}
+
+bool attrsTableOptional(fbs::OpCode code) {
+  switch (code) {
+#define X(CODE, OP, FAMILY)                                                    \
+  case fbs::OpCode::CODE:                                                      \
+    return OptionalTable<FAMILY##Family>::value;
+    KILN_GRAPH_OPS(X)
+#undef X
+  }
+  return false;
 }
 
 std::vector<fbs::OpCode> allOpCodes() {

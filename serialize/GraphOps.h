@@ -29,6 +29,11 @@ llvm::StringRef opNameOf(fbs::OpCode code);
 // attributes). Only meaningful for a known code.
 fbs::Attrs attrsTableOf(fbs::OpCode code);
 
+// Whether a node with |code| may also carry no attribute table (its
+// attributes then take their defaults): ScatterAdd, whose ScatterAttrs came
+// in format 1.7.
+bool attrsTableOptional(fbs::OpCode code);
+
 // Every op code the format defines, in numeric order.
 std::vector<fbs::OpCode> allOpCodes();
 

@@ -111,14 +111,43 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
   return success();
 }
 
+// Added updates: the result's gradient, and gathered back for the updates.
+// Combined by max or min: each result element's gradient goes to the
+// elements equal to it (the operand's and the updates written to it),
+// split evenly among ties, as the gradient of a max reduction (and
+// PyTorch's scatter_reduce "amax"): the ties counted by the scatter of the
+// updates' hits onto the operand's.
 LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                            SmallVectorImpl<Value> &operandGrads) {
   Value g = floatResultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, operandGrads);
-  Value dUpdates = b.create<GatherOp>(getLoc(), getUpdates().getType(), g,
-                                      getIndices());
-  operandGrads.append({g, Value(), dUpdates});
+  Location loc = getLoc();
+  auto updatesType = cast<RankedTensorType>(getUpdates().getType());
+  if (getCombineKind() == ReduceKind::sum) {
+    Value dUpdates = b.create<GatherOp>(loc, updatesType, g, getIndices());
+    operandGrads.append({g, Value(), dUpdates});
+    return success();
+  }
+  Type element = updatesType.getElementType();
+  Value result = getResult();
+  Value atRow = b.create<GatherOp>(loc, updatesType, result, getIndices());
+  Value selfHit = convert(
+      b, loc, compare(b, loc, CompareDirection::eq, getOperand(), result),
+      element);
+  Value updateHit = convert(
+      b, loc, compare(b, loc, CompareDirection::eq, getUpdates(), atRow),
+      element);
+  Value hits = b.create<ScatterAddOp>(loc, result.getType(), selfHit,
+                                      getIndices(), updateHit);
+  // A NaN result equals nothing: no element takes its gradient.
+  Value share =
+      div(b, loc, g, b.create<MaxOp>(loc, hits, splatLike(b, loc, hits, 1.0)));
+  Value dOperand = mul(b, loc, selfHit, share);
+  Value dUpdates =
+      mul(b, loc, updateHit,
+          b.create<GatherOp>(loc, updatesType, share, getIndices()));
+  operandGrads.append({dOperand, Value(), dUpdates});
   return success();
 }
 

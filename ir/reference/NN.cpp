@@ -247,6 +247,7 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
                    &updates = operands[2];
   int64_t rows = operand.dim(0);
   int64_t rowSize = product(operand.shape().drop_front());
+  ReduceKind kind = getCombineKind();
   result->values() = operand.values();
   double *out = result->values().data();
   for (int64_t s = 0; s < indices.size(); ++s) {
@@ -258,8 +259,16 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
                            << rows << " rows, so indices must lie in [0, "
                            << rows << ")";
     const double *update = updates.values().data() + s * rowSize;
-    for (int64_t j = 0; j < rowSize; ++j)
-      out[index * rowSize + j] += update[j];
+    double *row = out + index * rowSize;
+    for (int64_t j = 0; j < rowSize; ++j) {
+      if (kind == ReduceKind::sum)
+        row[j] += update[j];
+      else if (std::isnan(row[j]) || std::isnan(update[j]))
+        row[j] = std::nan(""); // a NaN wins, as in kiln.max
+      else
+        row[j] = kind == ReduceKind::max ? std::max(row[j], update[j])
+                                         : std::min(row[j], update[j]);
+    }
   }
   results.push_back(std::move(*result));
   return success();

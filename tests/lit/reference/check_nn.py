@@ -1,6 +1,7 @@
 # RUN: %python %s
 #
-# softmax, log_softmax, layer_norm, scatter_add and softmax_cross_entropy
+# softmax, log_softmax, layer_norm, scatter_add (adding, max and min) and
+# softmax_cross_entropy
 # against NumPy in float64, in every float type, on fresh random shapes and
 # values each run. Logits are offset by hundreds so an implementation that
 # does not subtract the maximum first overflows. Each op computes in double
@@ -72,6 +73,26 @@ for dtype in FLOAT_TYPES + ("i32", "i64"):
             co, ci, cu, tensor_type(table_shape, dtype), tensor_type(index_shape, index_type),
             tensor_type(updates.shape, dtype), tensor_type(table_shape, dtype)))
         f.expect(r, table_shape, dtype, want, scale=scale)
+
+# combine = max and min: np.maximum.at and np.minimum.at (a NaN wins, as in
+# np.maximum); small integer values so that ties are common.
+for combine, ufunc in (("max", np.maximum), ("min", np.minimum)):
+    for dtype in FLOAT_TYPES + ("i32", "i64"):
+        table_shape = random_shape(rng, 1, 3)
+        index_shape = random_shape(rng, 0, 2, 1, 6)
+        operand = np.round(random_values(rng, dtype, table_shape, -3, 3))
+        idx = rng.integers(0, table_shape[0], size=index_shape)
+        updates = np.round(random_values(rng, dtype, tuple(index_shape) + tuple(table_shape[1:]), -3, 3))
+        if dtype in FLOAT_TYPES and updates.size > 1:
+            updates.flat[int(rng.integers(0, updates.size))] = np.nan
+        want = operand.copy()
+        ufunc.at(want, idx, updates)
+        f = suite.function("scatter_%s_%s" % (combine, dtype))
+        co, ci, cu = f.const(operand, dtype), f.const(idx, "i64"), f.const(updates, dtype)
+        r = f.op("kiln.scatter_add %s, %s, %s combine = %s : (%s, %s, %s) -> %s" % (
+            co, ci, cu, combine, tensor_type(table_shape, dtype), tensor_type(index_shape, "i64"),
+            tensor_type(updates.shape, dtype), tensor_type(table_shape, dtype)))
+        f.expect(r, table_shape, dtype, want, scale=np.abs(np.nan_to_num(want)))
 
 for dtype in FLOAT_TYPES:
     for index_type in ("i32", "i64"):

@@ -77,6 +77,8 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   // CHECK: %[[LS:.+]] = kiln.log_softmax %[[DOT]], dim = 0 : tensor<2x4xf32>
   // CHECK: %[[E:.+]] = kiln.gather %{{.+}}, %{{.+}} : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
   // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+  // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] combine = max : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+  // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] combine = min : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   // CHECK: %[[LN:.+]] = kiln.layer_norm %[[E]], %{{.+}}, %{{.+}}, axis = 2, epsilon = 1.000000e-05 : tensor<2x3x8xf32>, tensor<8xf32>
   // CHECK: %[[DR:.+]] = kiln.dropout %[[LN]], %{{.+}}, rate = 2.500000e-01, seed = -3 : tensor<2x3x8xf32>
   // CHECK: %[[CE:.+]] = kiln.softmax_cross_entropy %[[LS]], %{{.+}} : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>
@@ -95,6 +97,8 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   %ls = kiln.log_softmax %dot, dim = 0 : tensor<2x4xf32>
   %emb = kiln.gather %table, %tok : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
   %sa = kiln.scatter_add %table, %tok, %emb : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+  %sx = kiln.scatter_add %table, %tok, %emb combine = max : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+  %sn = kiln.scatter_add %table, %tok, %emb combine = min : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   %ln = kiln.layer_norm %emb, %g, %b, axis = 2, epsilon = 1.0e-05 : tensor<2x3x8xf32>, tensor<8xf32>
   %dr = kiln.dropout %ln, %step, rate = 0.25, seed = -3 : tensor<2x3x8xf32>
   %ce = kiln.softmax_cross_entropy %ls, %lab : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>

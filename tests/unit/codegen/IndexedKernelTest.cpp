@@ -1,7 +1,9 @@
-//===- IndexedKernelTest.cpp - gather, scatter_add and max pooling kernels -===//
+//===- IndexedKernelTest.cpp - gather, scatter_add and max pooling kernels
+//-===//
 //
-// CPU kernels of kiln.gather, kiln.scatter_add, kiln.max_pool2d and
-// kiln.max_pool2d_grad (codegen/IndexedEmitter.cpp), each as the one-op
+// CPU kernels of kiln.gather, kiln.scatter_add (adding, max and min),
+// kiln.max_pool2d and kiln.max_pool2d_grad (codegen/IndexedEmitter.cpp),
+// each as the one-op
 // fusion a package builds for a top-level op (buildSingleOpFusion), against
 // the reference interpreter. Inputs are drawn from few values so that
 // pooling windows hold ties (the first maximum in row-major order wins) and
@@ -147,6 +149,36 @@ TEST_F(IndexedKernelTest, ScatterAddAccumulatesRepeatedIndices) {
       %r = kiln.scatter_add %o, %i, %u : (tensor<5x8xf32>, tensor<4x6xi32>, tensor<4x6x8xf32>) -> tensor<5x8xf32>
       return %r : tensor<5x8xf32>
     })mlir", 5, false);
+}
+
+// combine = max and min over repeated indices, with ties, NaN (which wins)
+// and -inf among the values: rows of a rank-2 result (the tiled scatter)
+// and elements of a rank-1 one (each scanning every index).
+TEST_F(IndexedKernelTest, ScatterMaxAndMin) {
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<5x8xf32>, %i: tensor<4x6xi32>, %u: tensor<4x6x8xf32>) -> tensor<5x8xf32> {
+      %r = kiln.scatter_add %o, %i, %u combine = max : (tensor<5x8xf32>, tensor<4x6xi32>, tensor<4x6x8xf32>) -> tensor<5x8xf32>
+      return %r : tensor<5x8xf32>
+    })mlir",
+          5, true);
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<5x8xf32>, %i: tensor<4x6xi32>, %u: tensor<4x6x8xf32>) -> tensor<5x8xf32> {
+      %r = kiln.scatter_add %o, %i, %u combine = min : (tensor<5x8xf32>, tensor<4x6xi32>, tensor<4x6x8xf32>) -> tensor<5x8xf32>
+      return %r : tensor<5x8xf32>
+    })mlir",
+          5, true);
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<7xf64>, %i: tensor<12xi64>, %u: tensor<12xf64>) -> tensor<7xf64> {
+      %r = kiln.scatter_add %o, %i, %u combine = max : (tensor<7xf64>, tensor<12xi64>, tensor<12xf64>) -> tensor<7xf64>
+      return %r : tensor<7xf64>
+    })mlir",
+          7, true);
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<7xf32>, %i: tensor<3x4xi32>, %u: tensor<3x4xf32>) -> tensor<7xf32> {
+      %r = kiln.scatter_add %o, %i, %u combine = min : (tensor<7xf32>, tensor<3x4xi32>, tensor<3x4xf32>) -> tensor<7xf32>
+      return %r : tensor<7xf32>
+    })mlir",
+          7, true);
 }
 
 TEST_F(IndexedKernelTest, MaxPool) {

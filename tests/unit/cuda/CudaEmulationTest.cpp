@@ -529,6 +529,38 @@ func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x7
   EXPECT_EQ(ran, 3u) << "seed " << seed;
 }
 
+// combine = max and min: scatter rows whose block keeps the largest of its
+// row and the updates listed for it (f32 rows of 70 columns), and a rank-1
+// result whose elements each scan the indices and keep the smallest (with
+// an epilogue). Against the interpreter.
+TEST_F(CudaEmulationTest, ScatterMaxAndMin) {
+  const char *text = R"mlir(
+func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x70xf32>,
+                %p: tensor<30xf32>, %j: tensor<500xi64>, %v: tensor<500xf32>)
+    -> (tensor<37x70xf32>, tensor<30xf32>) {
+  %a = kiln.fusion loop (%o, %i, %u) : (tensor<37x70xf32>, tensor<3x300xi32>, tensor<3x300x70xf32>) -> tensor<37x70xf32> {
+  ^bb0(%oa: tensor<37x70xf32>, %ia: tensor<3x300xi32>, %ua: tensor<3x300x70xf32>):
+    %s = kiln.scatter_add %oa, %ia, %ua combine = max : (tensor<37x70xf32>, tensor<3x300xi32>, tensor<3x300x70xf32>) -> tensor<37x70xf32>
+    kiln.yield %s : tensor<37x70xf32>
+  }
+  %b = kiln.fusion loop (%p, %j, %v) : (tensor<30xf32>, tensor<500xi64>, tensor<500xf32>) -> tensor<30xf32> {
+  ^bb0(%pa: tensor<30xf32>, %ja: tensor<500xi64>, %va: tensor<500xf32>):
+    %s = kiln.scatter_add %pa, %ja, %va combine = min : (tensor<30xf32>, tensor<500xi64>, tensor<500xf32>) -> tensor<30xf32>
+    %t = kiln.tanh %s : tensor<30xf32>
+    kiln.yield %t : tensor<30xf32>
+  }
+  return %a, %b : tensor<37x70xf32>, tensor<30xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "m", seed, {37, 30});
+  ASSERT_EQ(kernels.size(), 2u);
+  runAll();
+  EXPECT_EQ(ran, 2u) << "seed " << seed;
+}
+
 // A scatter read through a pad and slices (found by the random models,
 // seed 190583443): the rows' layout seeds each row's sums at the indices it
 // stores, and the pad and reshapes compute other index values for the

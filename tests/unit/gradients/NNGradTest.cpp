@@ -2,15 +2,18 @@
 //
 // softmax and log_softmax along a random dimension, layer_norm over random
 // trailing dimensions (input, scale and bias), gather and scatter_add with
-// repeated indices, dropout (the mask is fixed by seed and counter, so the
-// op is linear in its operand), softmax_cross_entropy, and attention (q, k
-// and v through kiln.attention_grad; causal or not, Tq != Tk, Dv != D).
+// repeated indices (adding, and combining by max and min), dropout (the mask is
+// fixed by seed and counter, so the op is linear in its operand),
+// softmax_cross_entropy, and attention (q, k and v through kiln.attention_grad;
+// causal or not, Tq != Tk, Dv != D).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tests/unit/gradients/GradientCheck.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace kiln::gradtest {
 namespace {
@@ -92,6 +95,41 @@ TEST(NNGradient, ScatterAdd) {
     c.resultShape = operand;
     return c;
   });
+}
+
+// combine = max or min: the operand's and the updates' values pairwise
+// distinct (one ladder split in two), so no tie is within the step; the
+// gradient reaches the operand's elements that stay and the updates that
+// win their rows.
+Case scatterCombineCase(Random &r, const std::string &combine) {
+  int64_t rows = r.integer(1, 5);
+  Shape operand = {rows};
+  Shape rowShape = r.shape(r.integer(0, 2), 1, 3);
+  operand.insert(operand.end(), rowShape.begin(), rowShape.end());
+  Shape indices = r.shape(r.integer(0, 2), 1, 4);
+  Shape updates = indices;
+  updates.insert(updates.end(), rowShape.begin(), rowShape.end());
+  HostTensor t(DType::f64, operand), u(DType::f64, updates);
+  HostTensor ladder = r.distinct({t.size() + u.size()});
+  std::copy_n(ladder.values().begin(), t.size(), t.values().begin());
+  std::copy(ladder.values().begin() + t.size(), ladder.values().end(),
+            u.values().begin());
+  Case c;
+  c.args = {
+      {"t", t}, {"i", r.indices(indices, rows), /*parameter=*/false}, {"u", u}};
+  c.body = "  %y = kiln.scatter_add %t, %i, %u combine = " + combine + " : (" +
+           tensorType(operand) + ", " + tensorType(indices, "i32") + ", " +
+           tensorType(updates) + ") -> " + tensorType(operand);
+  c.resultShape = operand;
+  return c;
+}
+
+TEST(NNGradient, ScatterMax) {
+  trials([](Random &r) { return scatterCombineCase(r, "max"); });
+}
+
+TEST(NNGradient, ScatterMin) {
+  trials([](Random &r) { return scatterCombineCase(r, "min"); });
 }
 
 TEST(NNGradient, Dropout) {

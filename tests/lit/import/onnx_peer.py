@@ -205,7 +205,8 @@ class SelectNet(torch.nn.Module):
     """Selection and data movement with the activations that come with them:
     chunk (Split), slices with steps, flip (a negative step), expand, where
     and comparisons, einsum (a batched contraction, an outer product and a
-    sum), clamp, topk, scatter and scatter_add at argmax indices, an indexed
+    sum), clamp, topk, scatter, scatter_add and scatter_reduce (amax,
+    amin) at argmax indices, an indexed
     assignment (index_put), and PReLU, ELU, Mish, Hardswish, Hardsigmoid, Softplus,
     Softsign; a scalar (rank-0) parameter scales the logits."""
 
@@ -233,7 +234,9 @@ class SelectNet(torch.nn.Module):
         hot = torch.zeros_like(g).scatter(2, top, g[:, :, :1])       # ScatterElements
         hot = hot.scatter_add(2, top, g[:, :, 1:2])                  # reduction add
         hot[:, 1] = g[:, 2] * 2                                      # index_put
-        gated = gated + hot.mean(2) * 0.5
+        peak = g.scatter_reduce(2, top, g[:, :, 2:3] * 2, reduce="amax")  # reduction max
+        low = g.scatter_reduce(2, top, g[:, :, 3:4] * 2, reduce="amin")   # reduction min
+        gated = gated + hot.mean(2) * 0.5 + (peak + low).mean(2) * 0.25
         h = torch.cat([mixed.flatten(1), torch.clamp(outer, -2.0, 2.0), gated], 1)
         return self.fc2(h) * self.temperature
 

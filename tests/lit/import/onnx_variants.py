@@ -434,6 +434,23 @@ def variants(rng):
         [const("rows", rows), const("cols", rng.integers(0, 3, (4, 3, 6, 3))),
          const("s0", [0]), const("s2", [2]), const("s3", [3]), const("ax2", [2]),
          const("ax3", [3])])
+    # reduction max and min (opset 18) with repeated indices: ScatterElements
+    # along the last axis (several updates per element) and ScatterND rows.
+    # Not gradchecked: a data element and an update may lie within the
+    # finite-difference step (NNGradient.ScatterMax/Min check the gradient
+    # on distinct values).
+    add("scatter-max-min", 18, image,
+        [helper.make_node("Slice", ["h", "s0", "s3", "ax3"], ["v"]),
+         helper.make_node("Mul", ["v", "two"], ["v2"]),
+         helper.make_node("ScatterElements", ["h", "cols", "v2"], ["a"], axis=-1,
+                          reduction="max"),
+         helper.make_node("ScatterND", ["h", "batches", "h"], ["b0"], reduction="min"),
+         helper.make_node("Neg", ["h"], ["nh"]),
+         helper.make_node("ScatterND", ["b0", "batches", "nh"], ["b"], reduction="min"),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [const("cols", rng.integers(0, 3, (4, 3, 6, 3))), const("s0", [0]),
+         const("s3", [3]), const("ax3", [3]), floats("two", 2.0),
+         const("batches", [[1], [3], [1], [0]])], smooth=False)
     add("scatter-nd", 16, image,
         [helper.make_node("Slice", ["h", "s1", "s3", "ax0"], ["u"]),
          helper.make_node("Reshape", ["u", "pairs_shape"], ["u2"]),

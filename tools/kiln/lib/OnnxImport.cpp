@@ -443,9 +443,9 @@ bool Importer::constantNode() {
   return true;
 }
 
-// Shape computations on static tensors, evaluated here: Shape of any value
-// (every shape is static), and Identity, Gather, Concat, Cast and integer
-// arithmetic when every input is static.
+// Shape computations on static tensors, evaluated here: Shape and Size of
+// any value (every shape is static), and Identity, Gather, Concat, Cast and
+// integer arithmetic when every input is static.
 bool Importer::foldStatic(const std::string &op, bool &folded) {
   folded = false;
   if (op == "Shape") {
@@ -468,6 +468,20 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
       s.values.push_back(double(dims[d]));
     s.dims = {int64_t(s.values.size())};
     setStatic(0, std::move(s));
+    folded = true;
+    return true;
+  }
+  if (op == "Size") {
+    int64_t count = 1;
+    if (hasInput(0) && statics_.count(node_->inputs[0])) {
+      count = product(statics_[node_->inputs[0]].dims);
+    } else {
+      mlir::Value x;
+      if (!value(0, x))
+        return false;
+      count = product(shape(x));
+    }
+    setStatic(0, Static{{}, {double(count)}, int32_t(DataType::Int64)});
     folded = true;
     return true;
   }
@@ -838,7 +852,8 @@ const char *onnxSupportedOps() {
          "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
          "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
          "Shrink, "
-         "Sigmoid, Sin, Slice, Softmax, Softplus, Softsign, SpaceToDepth, "
+         "Sigmoid, Sin, Size, Slice, Softmax, Softplus, Softsign, "
+         "SpaceToDepth, "
          "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "
          "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";
 }

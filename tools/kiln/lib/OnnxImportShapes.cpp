@@ -668,18 +668,20 @@ mlir::Value Importer::gatherElementsAt(mlir::Value data, mlir::Value index,
   return g_.reshape(nodeName_, y, si);
 }
 
-// |table| [V, ...] with the rows |updates| [S..., ...] written (|add|
-// false) or added (true) at rows |rows| (S, in [0, V)): kiln.scatter_add
-// into the table, or into zeros chosen where a count of the writes (a
-// scatter_add of ones) is nonzero. Writes to one row add up. The gradient
-// gathers the same rows back.
+// |table| [V, ...] with the rows |updates| [S..., ...] written (no
+// |combine|) or combined (added, or their max or min kept) at rows |rows|
+// (S, in [0, V)): kiln.scatter_add into the table (with its combine), or
+// for writes into zeros chosen where a count of the writes (a scatter_add
+// of ones) is nonzero. Writes to one row add up. The gradient gathers the
+// same rows back (for max and min to the elements that won).
 mlir::Value Importer::scatterRows(mlir::Value table, mlir::Value rows,
-                                  mlir::Value updates, bool add) {
+                                  mlir::Value updates,
+                                  std::optional<kiln::ReduceKind> combine) {
   mlir::Type t = table.getType();
   llvm::ArrayRef<int64_t> st = shape(table);
-  if (add)
+  if (combine)
     return b_.create<kiln::ScatterAddOp>(loc(".scatter"), t, table, rows,
-                                         updates);
+                                         updates, *combine);
   mlir::Value written = b_.create<kiln::ScatterAddOp>(
       loc(".scatter"), t, splat(0.0, element(table), st), rows, updates);
   mlir::Type f32 = b_.getF32Type();
@@ -695,13 +697,21 @@ mlir::Value Importer::scatterRows(mlir::Value table, mlir::Value rows,
       table);
 }
 
-// The reduction attribute of ScatterElements and ScatterND: none or add.
-bool Importer::scatterReduction(bool &add) {
+// The reduction attribute of ScatterElements and ScatterND: none (a
+// write), add, max or min (opset 18).
+bool Importer::scatterReduction(std::optional<kiln::ReduceKind> &combine) {
   std::string reduction = stringAttr("reduction", "none");
-  if (reduction != "none" && reduction != "add")
+  if (reduction == "none")
+    combine = std::nullopt;
+  else if (reduction == "add")
+    combine = kiln::ReduceKind::sum;
+  else if (reduction == "max")
+    combine = kiln::ReduceKind::max;
+  else if (reduction == "min")
+    combine = kiln::ReduceKind::min;
+  else
     return fail("reduction is " + reduction +
-                ": kiln import reads none and add");
-  add = reduction == "add";
+                ": kiln import reads none, add, max and min");
   return true;
 }
 
@@ -720,16 +730,16 @@ bool Importer::scatterElements() {
   if (element(updates) != element(data))
     return fail("updates and data have different element types");
   int64_t axis;
-  bool add;
+  std::optional<kiln::ReduceKind> combine;
   mlir::Value index;
-  if (!scatterReduction(add) || !elementIndices(data, indices, axis, index))
+  if (!scatterReduction(combine) || !elementIndices(data, indices, axis, index))
     return false;
   mlir::Value rows = flatPositions(index, sd, axis);
   llvm::SmallVector<int64_t> column(si.begin(), si.end());
   column.push_back(1);
   mlir::Value y = scatterRows(
       g_.reshape(nodeName_ + ".column", data, {product(sd), 1}), rows,
-      g_.reshape(nodeName_ + ".updates", updates, column), add);
+      g_.reshape(nodeName_ + ".updates", updates, column), combine);
   setOutput(0, g_.reshape(nodeName_, y, sd));
   return true;
 }
@@ -758,8 +768,8 @@ bool Importer::scatterNd() {
                 " and indices " + shapeText(si));
   if (element(updates) != element(data))
     return fail("updates and data have different element types");
-  bool add;
-  if (!scatterReduction(add))
+  std::optional<kiln::ReduceKind> combine;
+  if (!scatterReduction(combine))
     return false;
   // nonNegative refuses indices that are not INT64 or INT32.
   mlir::Type e = element(indices);
@@ -787,9 +797,9 @@ bool Importer::scatterNd() {
                              written = lead;
   table.append(sd.begin() + k, sd.end());
   written.append(sd.begin() + k, sd.end());
-  mlir::Value y =
-      scatterRows(g_.reshape(nodeName_ + ".table", data, table), rows,
-                  g_.reshape(nodeName_ + ".updates", updates, written), add);
+  mlir::Value y = scatterRows(
+      g_.reshape(nodeName_ + ".table", data, table), rows,
+      g_.reshape(nodeName_ + ".updates", updates, written), combine);
   setOutput(0, g_.reshape(nodeName_, y, sd));
   return true;
 }

@@ -249,8 +249,9 @@ private:
   mlir::Value gatherElementsAt(mlir::Value data, mlir::Value index,
                                int64_t axis);
   mlir::Value scatterRows(mlir::Value table, mlir::Value rows,
-                          mlir::Value updates, bool add);
-  bool scatterReduction(bool &add);
+                          mlir::Value updates,
+                          std::optional<kiln::ReduceKind> combine);
+  bool scatterReduction(std::optional<kiln::ReduceKind> &combine);
   bool scatterElements();
   bool scatterNd();
   bool topK();

@@ -76,32 +76,13 @@ TEST(NNGradient, Gather) {
   });
 }
 
-TEST(NNGradient, ScatterAdd) {
-  trials([](Random &r) {
-    int64_t rows = r.integer(1, 5);
-    Shape operand = {rows};
-    Shape rowShape = r.shape(r.integer(0, 2), 1, 3);
-    operand.insert(operand.end(), rowShape.begin(), rowShape.end());
-    Shape indices = r.shape(r.integer(0, 2), 1, 4);
-    Shape updates = indices;
-    updates.insert(updates.end(), rowShape.begin(), rowShape.end());
-    Case c;
-    c.args = {{"t", r.uniform(operand, -2, 2)},
-              {"i", r.indices(indices, rows), /*parameter=*/false},
-              {"u", r.uniform(updates, -2, 2)}};
-    c.body = "  %y = kiln.scatter_add %t, %i, %u : (" + tensorType(operand) + ", " +
-             tensorType(indices, "i32") + ", " + tensorType(updates) + ") -> " +
-             tensorType(operand);
-    c.resultShape = operand;
-    return c;
-  });
-}
-
-// combine = max or min: the operand's and the updates' values pairwise
-// distinct (one ladder split in two), so no tie is within the step; the
-// gradient reaches the operand's elements that stay and the updates that
-// win their rows.
-Case scatterCombineCase(Random &r, const std::string &combine) {
+// A scatter of |indices| (1 to 4 per dimension, up to rank 2) into |rows|
+// rows of an operand whose rows are up to rank 2; with |combine| (max or
+// min) the operand's and the updates' values are pairwise distinct (one
+// ladder split in two), so no tie is within the step, and the gradient
+// reaches the operand's elements that stay and the updates that win their
+// rows.
+Case scatterCase(Random &r, const std::string &combine) {
   int64_t rows = r.integer(1, 5);
   Shape operand = {rows};
   Shape rowShape = r.shape(r.integer(0, 2), 1, 3);
@@ -109,27 +90,34 @@ Case scatterCombineCase(Random &r, const std::string &combine) {
   Shape indices = r.shape(r.integer(0, 2), 1, 4);
   Shape updates = indices;
   updates.insert(updates.end(), rowShape.begin(), rowShape.end());
-  HostTensor t(DType::f64, operand), u(DType::f64, updates);
-  HostTensor ladder = r.distinct({t.size() + u.size()});
-  std::copy_n(ladder.values().begin(), t.size(), t.values().begin());
-  std::copy(ladder.values().begin() + t.size(), ladder.values().end(),
-            u.values().begin());
+  HostTensor t = r.uniform(operand, -2, 2), u = r.uniform(updates, -2, 2);
+  if (!combine.empty()) {
+    HostTensor ladder = r.distinct({t.size() + u.size()});
+    std::copy_n(ladder.values().begin(), t.size(), t.values().begin());
+    std::copy(ladder.values().begin() + t.size(), ladder.values().end(),
+              u.values().begin());
+  }
   Case c;
   c.args = {
       {"t", t}, {"i", r.indices(indices, rows), /*parameter=*/false}, {"u", u}};
-  c.body = "  %y = kiln.scatter_add %t, %i, %u combine = " + combine + " : (" +
-           tensorType(operand) + ", " + tensorType(indices, "i32") + ", " +
-           tensorType(updates) + ") -> " + tensorType(operand);
+  c.body = "  %y = kiln.scatter_add %t, %i, %u" +
+           (combine.empty() ? std::string() : " combine = " + combine) +
+           " : (" + tensorType(operand) + ", " + tensorType(indices, "i32") +
+           ", " + tensorType(updates) + ") -> " + tensorType(operand);
   c.resultShape = operand;
   return c;
 }
 
+TEST(NNGradient, ScatterAdd) {
+  trials([](Random &r) { return scatterCase(r, ""); });
+}
+
 TEST(NNGradient, ScatterMax) {
-  trials([](Random &r) { return scatterCombineCase(r, "max"); });
+  trials([](Random &r) { return scatterCase(r, "max"); });
 }
 
 TEST(NNGradient, ScatterMin) {
-  trials([](Random &r) { return scatterCombineCase(r, "min"); });
+  trials([](Random &r) { return scatterCase(r, "min"); });
 }
 
 TEST(NNGradient, Dropout) {

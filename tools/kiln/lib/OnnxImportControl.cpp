@@ -105,7 +105,7 @@ bool Importer::subgraph(const onnx::Graph &g, const std::string &scope,
                         const std::string &prefix,
                         const std::vector<Held> &inputs,
                         std::vector<Held> &outputs) {
-  std::string what = scope.substr(scope.find_first_not_of(' '));
+  std::string what = "its subgraph '" + g.name + "'";
   if (g.inputs.size() != inputs.size())
     return fail(what + " has " + std::to_string(g.inputs.size()) +
                 " inputs: expected " + std::to_string(inputs.size()));
@@ -162,6 +162,24 @@ mlir::Value Importer::stack(llvm::ArrayRef<mlir::Value> parts, int64_t axis,
   return b_.create<kiln::ConcatenateOp>(loc(suffix),
                                         type(dims, element(parts[0])), wide,
                                         b_.getI64IntegerAttr(axis));
+}
+
+bool Importer::collectScans(const onnx::Graph &body,
+                            const std::vector<Held> &outputs, size_t first,
+                            const std::string &step,
+                            std::vector<std::vector<mlir::Value>> &scanned) {
+  for (size_t k = 0; k < scanned.size(); ++k) {
+    mlir::Value v;
+    if (!materialize(outputs[first + k], body.outputs[first + k].name, v))
+      return false;
+    if (!scanned[k].empty() && shape(v) != shape(scanned[k][0]))
+      return fail("scan output " + std::to_string(k) + " is " +
+                  shapeText(shape(scanned[k][0])) + " at first and " +
+                  shapeText(shape(v)) + " in " + step +
+                  ": expected one shape to stack");
+    scanned[k].push_back(v);
+  }
+  return true;
 }
 
 static bool sameStatic(const Static &a, const Static &b) {
@@ -317,18 +335,9 @@ bool Importer::loop() {
     go = cond.s->values[0] != 0;
     std::copy(outputs.begin() + 1, outputs.begin() + 1 + carried,
               state.begin());
-    for (size_t k = 0; k < scans; ++k) {
-      mlir::Value v;
-      if (!materialize(outputs[1 + carried + k],
-                       body->outputs[1 + carried + k].name, v))
-        return false;
-      if (!scanned[k].empty() && shape(v) != shape(scanned[k][0]))
-        return fail("scan output " + std::to_string(k) + " is " +
-                    shapeText(shape(scanned[k][0])) + " in iteration 0 and " +
-                    shapeText(shape(v)) + " in iteration " + iteration +
-                    ": expected one shape to stack");
-      scanned[k].push_back(v);
-    }
+    if (!collectScans(*body, outputs, 1 + carried, "iteration " + iteration,
+                      scanned))
+      return false;
   }
   if (scans && i == 0)
     return fail("runs no iteration, so its scan outputs would be empty: kiln "
@@ -424,17 +433,8 @@ bool Importer::scan() {
                   nodeName_ + "/" + step + "/", inputs, outputs))
       return false;
     std::copy(outputs.begin(), outputs.begin() + n, state.begin());
-    for (int64_t o = 0; o < k; ++o) {
-      mlir::Value v;
-      if (!materialize(outputs[n + o], body->outputs[n + o].name, v))
-        return false;
-      if (!scanned[o].empty() && shape(v) != shape(scanned[o][0]))
-        return fail("scan output " + std::to_string(o) + " is " +
-                    shapeText(shape(scanned[o][0])) + " in step 0 and " +
-                    shapeText(shape(v)) + " in step " + step +
-                    ": expected one shape to stack");
-      scanned[o].push_back(v);
-    }
+    if (!collectScans(*body, outputs, n, "step " + step, scanned))
+      return false;
   }
   for (int64_t i = 0; i < n; ++i)
     put(node_->outputs[i], state[i]);

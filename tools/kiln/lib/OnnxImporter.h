@@ -323,6 +323,11 @@ private:
   bool sequenceInput(size_t i, std::vector<mlir::Value> &out);
   bool sequencePosition(size_t i, int64_t n, bool end, int64_t fallback,
                         int64_t &out);
+  // Appends each scan output of a body's |outputs| (from |first| on) to
+  // |scanned|, which they must match in shape; |step| names the iteration.
+  bool collectScans(const onnx::Graph &body, const std::vector<Held> &outputs,
+                    size_t first, const std::string &step,
+                    std::vector<std::vector<mlir::Value>> &scanned);
   // |parts| (one shape) stacked along a new axis |axis|.
   mlir::Value stack(llvm::ArrayRef<mlir::Value> parts, int64_t axis,
                     const std::string &suffix);

@@ -518,10 +518,11 @@ def variants(rng):
          helper.make_node("GridSample", ["h", "far_grid"], ["b"], mode="linear",
                           padding_mode="reflection", align_corners=1)] + both("a", "b"),
         [floats("grid3", grid3), floats("far", [2.5])])
+    # (Tricubic once, with reflection: its 64 taps make the largest kernels
+    # of these tests; zeros and border share the 2-D variants' code.)
     add("gridsample-3d-cubic", 20, volume,
-        [helper.make_node("GridSample", ["h", "grid3"], ["a"], mode="cubic"),
-         helper.make_node("GridSample", ["h", "grid3"], ["b"], mode="cubic",
-                          padding_mode="reflection", align_corners=1)] + both("a", "b"),
+        [helper.make_node("GridSample", ["h", "grid3"], ["y"], mode="cubic",
+                          padding_mode="reflection", align_corners=1)],
         [floats("grid3", grid3)])
     add("gridsample-3d-nearest", 20, volume,
         [helper.make_node("GridSample", ["h", "grid3"], ["y"], mode="nearest")],

@@ -1,5 +1,4 @@
-//===- IndexedEmitter.cpp - gather, scatter_add and max pooling elements
-//----===//
+//===- IndexedEmitter.cpp - gather, scatter_add and max pooling elements ----===//
 //
 // Elements of the kernel model's ops that read at data-dependent or windowed
 // indices, each written as a gather over its result so that every output

@@ -457,6 +457,20 @@ def edge_distance(image, grid, mode="bilinear", padding_mode="zeros", align_corn
     return closest
 
 
+def check_steps(model, net, x, y):
+    """Steps 1 to KINK_STEPS of the check's training of |net| (momentum SGD
+    on the batches in order): yields each step's number and rows, then
+    takes the step."""
+    optimizer = torch.optim.SGD(net.parameters(), lr=learning_rate(model), momentum=MOMENTUM)
+    for step in range(1, KINK_STEPS + 1):
+        b = (step - 1) % (SAMPLES // BATCH)
+        rows = slice(b * BATCH, (b + 1) * BATCH)
+        yield step, rows
+        optimizer.zero_grad()
+        loss_fn(model, net(x[rows]), y[rows]).backward()
+        optimizer.step()
+
+
 def nearest_kink(net, x, y):
     """The image network: the distance of the sampling points closest to a
     pixel edge (edge_distance) over KINK_STEPS steps of the check's
@@ -470,15 +484,10 @@ def nearest_kink(net, x, y):
             closest[:] = [d, step]
         return sample(image, grid, *args, **kwargs)
 
-    optimizer = torch.optim.SGD(net.parameters(), lr=learning_rate("image"), momentum=MOMENTUM)
     F.grid_sample = recorded
     try:
-        for step in range(1, KINK_STEPS + 1):
-            b = (step - 1) % (SAMPLES // BATCH)
-            rows = slice(b * BATCH, (b + 1) * BATCH)
-            optimizer.zero_grad()
-            loss_fn("image", net(x[rows]), y[rows]).backward()
-            optimizer.step()
+        for step, _ in check_steps("image", net, x, y):
+            pass
     finally:
         F.grid_sample = sample
     return closest
@@ -495,15 +504,9 @@ def cond_sums(net, x, y):
     """The condition network: the sums it branches on over KINK_STEPS steps
     of the check's training."""
     sums = []
-    optimizer = torch.optim.SGD(net.parameters(), lr=learning_rate("cond"), momentum=MOMENTUM)
-    for step in range(1, KINK_STEPS + 1):
-        b = (step - 1) % (SAMPLES // BATCH)
-        rows = slice(b * BATCH, (b + 1) * BATCH)
+    for _, rows in check_steps("cond", net, x, y):
         with torch.no_grad():
             sums.append(float(torch.tanh(net.fc1(x[rows])).sum()))
-        optimizer.zero_grad()
-        loss_fn("cond", net(x[rows]), y[rows]).backward()
-        optimizer.step()
     return sums
 
 

@@ -1,5 +1,4 @@
-//===- IndexedKernelTest.cpp - gather, scatter_add and max pooling kernels
-//-===//
+//===- IndexedKernelTest.cpp - gather, scatter_add and max pooling kernels -===//
 //
 // CPU kernels of kiln.gather, kiln.scatter_add (adding, max and min),
 // kiln.max_pool2d and kiln.max_pool2d_grad (codegen/IndexedEmitter.cpp),

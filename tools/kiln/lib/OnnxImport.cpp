@@ -286,13 +286,7 @@ bool Importer::named(const std::string &name, mlir::Value &out) {
   if (auto it = parameterTensors_.find(name);
       it != parameterTensors_.end() && buffers_.count(name)) {
     // A registered buffer read as a value: a constant.
-    auto [cached, added] = initializerStatics_.try_emplace(name);
-    if (added) {
-      cached->second.dims = it->second->dims;
-      cached->second.dataType = it->second->dataType;
-      cached->second.values = it->second->toDoubles();
-    }
-    out = constant(cached->second, name);
+    out = constant(initializerStatic(name, *it->second), name);
     if (!out)
       return false;
     values_[name] = out;
@@ -337,19 +331,23 @@ void Importer::initializeAs(const std::string &name, kiln::InitKind kind, double
     initOverrides_.try_emplace(name, kind, value);
 }
 
+const Static &Importer::initializerStatic(const std::string &name,
+                                          const onnx::Tensor &t) {
+  auto [cached, added] = initializerStatics_.try_emplace(name);
+  if (added) {
+    cached->second.dims = t.dims;
+    cached->second.dataType = t.dataType;
+    cached->second.values = t.toDoubles();
+  }
+  return cached->second;
+}
+
 const Static *Importer::constInput(size_t i) {
   if (hasInput(i)) {
     const std::string &name = node_->inputs[i];
     if (auto it = parameterTensors_.find(name);
-        it != parameterTensors_.end() && !statics_.count(name)) {
-      auto [cached, added] = initializerStatics_.try_emplace(name);
-      if (added) {
-        cached->second.dims = it->second->dims;
-        cached->second.dataType = it->second->dataType;
-        cached->second.values = it->second->toDoubles();
-      }
-      return &cached->second;
-    }
+        it != parameterTensors_.end() && !statics_.count(name))
+      return &initializerStatic(name, *it->second);
   }
   return staticInput(i);
 }
@@ -448,15 +446,21 @@ bool Importer::constantNode() {
 // integer arithmetic when every input is static.
 bool Importer::foldStatic(const std::string &op, bool &folded) {
   folded = false;
-  if (op == "Shape") {
-    mlir::Value x;
+  if (op == "Shape" || op == "Size") {
     std::vector<int64_t> dims;
     if (hasInput(0) && statics_.count(node_->inputs[0])) {
       dims = statics_[node_->inputs[0]].dims;
     } else {
+      mlir::Value x;
       if (!value(0, x))
         return false;
       dims.assign(shape(x).begin(), shape(x).end());
+    }
+    folded = true;
+    if (op == "Size") {
+      setStatic(0,
+                Static{{}, {double(product(dims))}, int32_t(DataType::Int64)});
+      return true;
     }
     int64_t rank = dims.size();
     int64_t start = intAttr("start", 0), end = intAttr("end", rank);
@@ -468,21 +472,6 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
       s.values.push_back(double(dims[d]));
     s.dims = {int64_t(s.values.size())};
     setStatic(0, std::move(s));
-    folded = true;
-    return true;
-  }
-  if (op == "Size") {
-    int64_t count = 1;
-    if (hasInput(0) && statics_.count(node_->inputs[0])) {
-      count = product(statics_[node_->inputs[0]].dims);
-    } else {
-      mlir::Value x;
-      if (!value(0, x))
-        return false;
-      count = product(shape(x));
-    }
-    setStatic(0, Static{{}, {double(count)}, int32_t(DataType::Int64)});
-    folded = true;
     return true;
   }
   for (const std::string &in : node_->inputs)

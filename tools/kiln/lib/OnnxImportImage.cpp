@@ -124,13 +124,22 @@ int64_t nearestIndex(const std::string &mode, double x) {
   return int64_t(std::round(x));
 }
 
+// Keys' cubic convolution kernel with coefficient a at distance x (ONNX's
+// and PyTorch's bicubic).
+double keysCubic(double x, double a) {
+  x = std::abs(x);
+  if (x <= 1)
+    return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2)
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
 // Cubic convolution weights of the four neighbors floor(x) - 1 ..
-// floor(x) + 2 at fraction t (Keys, with coefficient a; ONNX's and
-// PyTorch's bicubic).
+// floor(x) + 2 at fraction t.
 std::array<double, 4> cubicWeights(double t, double a) {
-  auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
-  auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
-  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+  return {keysCubic(t + 1, a), keysCubic(t, a), keysCubic(1 - t, a),
+          keysCubic(2 - t, a)};
 }
 
 // One output's weights over the |in| inputs of an axis for antialiased
@@ -153,14 +162,7 @@ void antialiasWeights(bool cubic, double source, double scale, double a,
     ratio = 1.0;
   }
   auto filter = [&](double x) {
-    x = std::abs(x);
-    if (!cubic)
-      return std::max(0.0, 1.0 - x);
-    if (x <= 1)
-      return ((a + 2) * x - (a + 3)) * x * x + 1;
-    if (x < 2)
-      return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
-    return 0.0;
+    return cubic ? keysCubic(x, a) : std::max(0.0, 1.0 - std::abs(x));
   };
   std::vector<double> w(taps);
   double total = 0.0;
@@ -640,7 +642,7 @@ bool Importer::gridSample() {
             tap(base, i, extent[k], std::string(kAxis[k]) + std::to_string(i));
     }
     // Tap (i_x, i_y[, i_z]) for each number below 4^spatial, x fastest.
-    int64_t taps = spatial == 2 ? 16 : 64;
+    int64_t taps = int64_t(1) << (2 * spatial);
     for (int64_t m = 0; m < taps; ++m) {
       std::string at = ".c";
       llvm::SmallVector<mlir::Value> coords;

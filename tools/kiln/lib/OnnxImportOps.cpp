@@ -183,6 +183,16 @@ static std::vector<int64_t> kilnPadding(const std::vector<int64_t> &pads) {
   return {pads[0], pads[2], pads[1], pads[3]};
 }
 
+// SAME padding of |total| elements along spatial axis |i| of |pads|
+// ([begins..., ends...]): split in half, the odd element at the end for
+// SAME_UPPER and at the beginning for SAME_LOWER.
+static void splitSame(const std::string &autoPad, int64_t total, int i,
+                      std::vector<int64_t> &pads) {
+  int64_t half = total / 2;
+  pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+  pads[2 + i] = total - pads[i];
+}
+
 // The pads of a 2-D window op over the spatial extents |in| with windows
 // |extent| wide (dilation included) at |strides|, from its auto_pad:
 // NOTSET reads the pads attribute, VALID pads nothing, and SAME_UPPER and
@@ -210,11 +220,9 @@ bool Importer::windowPads(llvm::ArrayRef<int64_t> in,
                 ": expected NOTSET, VALID, SAME_UPPER or SAME_LOWER");
   for (int i = 0; i < 2; ++i) {
     int64_t out = (in[i] + strides[i] - 1) / strides[i];
-    int64_t total =
-        std::max<int64_t>(0, (out - 1) * strides[i] + extent[i] - in[i]);
-    int64_t half = total / 2;
-    pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
-    pads[2 + i] = total - pads[i];
+    splitSame(autoPad,
+              std::max<int64_t>(0, (out - 1) * strides[i] + extent[i] - in[i]),
+              i, pads);
   }
   return true;
 }
@@ -360,9 +368,7 @@ bool Importer::convTranspose() {
                     std::to_string(2 + i) +
                     ": expected 1 to the full transposed convolution's " +
                     std::to_string(full));
-      int64_t total = full - out, half = total / 2;
-      a.pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
-      a.pads[2 + i] = total - a.pads[i];
+      splitSame(autoPad, full - out, i, a.pads);
     }
     int64_t extent = (sx[2 + i] - 1) * a.strides[i] - a.pads[i] - a.pads[2 + i] +
                      a.dilations[i] * (sw[2 + i] - 1) + 1 + outputPadding[i];

@@ -125,6 +125,9 @@ private:
   // a Resize's scales, the ones and zeros of a group norm. Reading it so
   // makes no parameter.
   const Static *constInput(size_t i);
+  // The initializer |t| (named |name|) as a static tensor, made once.
+  const Static &initializerStatic(const std::string &name,
+                                  const onnx::Tensor &t);
   // The initializer |name|, if not yet made a parameter, starts as |kind|
   // (ones, zeros, or constant |value|) when trained from scratch. run()
   // sets the norms' and PReLU's before the first node; the group norm's

@@ -46,6 +46,14 @@
 // kept as joined; a kernel with many successors is not listed whole to
 // learn that it has more than a few (moreSuccessorsThan); and kernels that
 // read a broadcast of a small value are not siblings (expandsSmallInput).
+// And what keeps a trial's cost from growing with its kernels' size: each
+// kernel keeps a summary of its op list (what it reads, its flops, its
+// reduces, its copied-in ops; FusionPlan.h, ClusterSummary), worked out
+// for a merge or a copy from the two summaries; a merge's results are its
+// two kernels' kept results less those it now reads alone; a merge on
+// trial leaves its ops' homes and memberships as they were, read through
+// the merge (FusionPlan::effective), until a commit writes them; and the
+// kernels' predecessors are kept between changes.
 // The kept answers and the order change no plan (verify-caches recomputes
 // every kept answer and checks the order after each move; tests/unit/
 // passes/FusionCostModelTest.cpp). Leaving out the joined siblings, and
@@ -372,14 +380,18 @@ std::optional<double> Fuser::trial(Move move, int a, int b, bool keep,
   // user in the other kernel then reads the copy; FusionPlan::needsExport):
   // only then can the producer's time change. The others keep the time
   // measured here, the same number their pricing would give.
+  // (What they write now is kept for what they write after the move:
+  // FusionPlan::exportsOf.)
+  for (int c : involved)
+    exportsOf(c);
   SmallVector<int> copiedFrom;
   if (move == Move::Merge || move == Move::Sibling)
-    for (int c : {a, b})
-      for (Operation *op : clusters_[c].ops)
-        if (auto it = home_.find(op);
-            it != home_.end() && it->second != a && it->second != b &&
-            !llvm::is_contained(copiedFrom, it->second))
-          copiedFrom.push_back(it->second);
+    for (int c : {a, b}) {
+      for (Operation *op : summaryOf(c).guests)
+        if (int home = homeOf(op); home >= 0 && home != a && home != b &&
+                                   !llvm::is_contained(copiedFrom, home))
+          copiedFrom.push_back(home);
+    }
 
   // For a copy into every consumer, only the consumers that can take it.
   SmallVector<int> targets;
@@ -1061,9 +1073,11 @@ struct FusePass : impl::KilnFuseBase<FusePass> {
                << stats.bytesWritten << " bytes written, "
                << llvm::formatv("{0:f1}", stats.modeledUs).str()
                << " us modelled; planned in " << planner.trials() << " trials ("
-               << planner.keptPrices() << " prices kept), " << planner.pricings()
-               << " kernels priced, " << planner.listings() << " successor lists ("
-               << planner.listedSuccessors() << " successors)";
+               << planner.keptPrices() << " prices kept), "
+               << planner.pricings() << " kernels priced, "
+               << planner.listings() << " successor lists ("
+               << planner.listedSuccessors() << " successors), "
+               << planner.examined() << " ops examined";
       }
     }
     // kiln-autodiff's recomputed clones were marked so that CSE kept them

@@ -20,6 +20,7 @@
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <queue>
@@ -161,15 +162,6 @@ bool FusionPlan::cheap(int c) const {
          !hasScatter(c);
 }
 
-bool FusionPlan::hasReduce(int c) const {
-  return llvm::any_of(clusters_[c].ops, [](Operation *op) { return isa<ReduceOp>(op); });
-}
-
-bool FusionPlan::hasScatter(int c) const {
-  return llvm::any_of(clusters_[c].ops,
-                      [](Operation *op) { return isa<ScatterAddOp>(op); });
-}
-
 bool FusionPlan::needsExport(Operation *x, int c) const {
   auto found = users_.find(x);
   if (found == users_.end())
@@ -180,8 +172,8 @@ bool FusionPlan::needsExport(Operation *x, int c) const {
     auto it = member_.find(user);
     if (it == member_.end())
       continue;
-    for (int d : it->second)
-      if (d != c && !contains(x, d))
+    for (int m : it->second)
+      if (int d = effective(m); d != c && !contains(x, d))
         return true;
   }
   return false;
@@ -194,15 +186,77 @@ SmallVector<Value> FusionPlan::exportsOf(int c) const {
     return lastExports_.values;
   SmallVector<Value> &exports = lastExports_.values;
   exports.clear();
-  for (Operation *op : clusters_[c].ops) {
-    auto it = home_.find(op);
-    if (it == home_.end() || it->second != c || !needsExport(op, c))
-      continue;
-    llvm::append_range(exports, op->getResults());
+  auto kept = [&](int k) -> const SmallVector<Value> * {
+    auto it = exportsCache_.find(k);
+    return it == exportsCache_.end() ? nullptr : &it->second;
+  };
+  const SmallVector<Value> *exportsA, *exportsB;
+  if (!journalling_ && kept(c)) {
+    exports = *kept(c);
+  } else if (c == trialMerge_.s && (exportsA = kept(trialMerge_.a)) &&
+             (exportsB = kept(trialMerge_.b))) {
+    // A merge writes what either of its two wrote and someone else still
+    // reads: a value needed outside the merge was needed outside the one
+    // of the two that computed it (the memberships of its readers outside
+    // the two are as before). Each list is in block order, and no op is at
+    // home in both.
+    auto opOf = [](Value v) { return v.getDefiningOp(); };
+    SmallVector<Value> both;
+    both.resize(exportsA->size() + exportsB->size());
+    std::merge(exportsA->begin(), exportsA->end(), exportsB->begin(),
+               exportsB->end(), both.begin(), [&](Value x, Value y) {
+                 return opOf(x) != opOf(y) && opOf(x)->isBeforeInBlock(opOf(y));
+               });
+    for (size_t i = 0; i < both.size();) {
+      Operation *op = opOf(both[i]);
+      size_t j = i;
+      while (j < both.size() && opOf(both[j]) == op)
+        ++j;
+      if (needsExport(op, c))
+        exports.append(both.begin() + i, both.begin() + j);
+      i = j;
+    }
+    if (verifyCaches_ && cacheMismatch_.empty()) {
+      SmallVector<Value> fresh;
+      walkExports(c, fresh);
+      if (fresh != exports)
+        cacheMismatch_ = "the results a merge of kernels " +
+                         std::to_string(trialMerge_.a) + " and " +
+                         std::to_string(trialMerge_.b) +
+                         " writes differ from the ones its ops write";
+    }
+  } else if (llvm::is_contained(trialCopies_, c) && kept(c)) {
+    // A kernel that took copies of a producer's ops on trial writes what
+    // it wrote less what the copies now read themselves: a reader that
+    // took a copy is still in the producer, and the kernel's own ops are
+    // at home where they were.
+    for (Value v : *kept(c))
+      if (needsExport(v.getDefiningOp(), c))
+        exports.push_back(v);
+    if (verifyCaches_ && cacheMismatch_.empty()) {
+      SmallVector<Value> fresh;
+      walkExports(c, fresh);
+      if (fresh != exports)
+        cacheMismatch_ =
+            "the results kernel " + std::to_string(c) +
+            " writes after taking copies differ from the ones its ops write";
+    }
+  } else {
+    walkExports(c, exports);
   }
+  if (!journalling_)
+    exportsCache_[c] = exports;
   lastExports_.cluster = c;
   lastExports_.version = version_;
   return exports;
+}
+
+void FusionPlan::walkExports(int c, SmallVector<Value> &out) const {
+  out.clear();
+  examined_ += clusters_[c].ops.size();
+  for (Operation *op : clusters_[c].ops)
+    if (homeOf(op) == c && needsExport(op, c))
+      llvm::append_range(out, op->getResults());
 }
 
 bool FusionPlan::internal(Value v, int c) const {
@@ -268,43 +322,58 @@ void FusionPlan::computeSuccessors(int c, SmallVector<int> &out, size_t limit) {
     listed_.of[d] = round;
     out.push_back(d);
   };
+  examined_ += clusters_[c].ops.size();
   for (Operation *op : clusters_[c].ops) {
-    auto it = home_.find(op);
-    if (it == home_.end() || it->second != c)
+    if (homeOf(op) != c)
       continue;
     for (Operation *user : users_.find(op)->second) {
       auto m = member_.find(user);
       if (m == member_.end())
         continue;
-      for (int d : m->second)
-        if (d != c && listed_.of[d] != round && !contains(op, d))
+      for (int raw : m->second)
+        if (int d = effective(raw);
+            d != c && listed_.of[d] != round && !contains(op, d))
           add(d);
       if (out.size() > limit)
         return;
     }
     if (Operation *next = orderNext_.lookup(op))
-      add(home_.lookup(next));
+      if (int home = homeOf(next); home >= 0)
+        add(home);
   }
 }
 
 SmallVector<int> FusionPlan::predecessors(int c) const {
+  // Kept between changes to the plan; never while a trial is open.
+  if (!journalling_) {
+    auto it = predecessorCache_.find(c);
+    if (it != predecessorCache_.end())
+      return it->second;
+  }
+  SmallVector<int> out = listPredecessors(c);
+  if (!journalling_)
+    predecessorCache_[c] = out;
+  return out;
+}
+
+SmallVector<int> FusionPlan::listPredecessors(int c) const {
   SmallVector<int> out;
   auto add = [&](int p) {
     if (p != c && !llvm::is_contained(out, p))
       out.push_back(p);
   };
+  examined_ += clusters_[c].ops.size();
   for (Operation *op : clusters_[c].ops) {
     for (const Operand &operand : infoOf(op).operands) {
       Operation *def = operand.node;
       if (!def || contains(def, c))
         continue;
-      auto it = home_.find(def);
-      if (it != home_.end())
-        add(it->second);
+      if (int home = homeOf(def); home >= 0)
+        add(home);
     }
     if (Operation *prev = orderPrev_.lookup(op))
-      if (home_.count(prev))
-        add(home_.lookup(prev));
+      if (int home = homeOf(prev); home >= 0)
+        add(home);
   }
   return out;
 }
@@ -460,43 +529,136 @@ double FusionPlan::timeOf(int c) const {
   return time;
 }
 
-const FusionPlan::Reads &FusionPlan::readsOf(int c) const {
-  // legal and computeTime ask in turn about the cluster a trial made.
-  if (lastReads_.cluster == c && lastReads_.version == version_)
-    return lastReads_.reads;
-  // Each external input once; an input read only through slices costs the
-  // slices (at most the whole input).
-  struct Input {
-    int64_t bytes;
+const ClusterSummary &FusionPlan::summaryOf(int c) const {
+  const Cluster &cluster = clusters_[c];
+  if (!cluster.summary)
+    cluster.summary = walkSummary(c);
+  else if (verifyCaches_ && cacheMismatch_.empty() && cluster.alive) {
+    std::shared_ptr<const ClusterSummary> fresh = walkSummary(c);
+    const ClusterSummary &kept = *cluster.summary;
+    if (fresh->reads.values != kept.reads.values ||
+        fresh->reads.bytes != kept.reads.bytes ||
+        fresh->reads.flops != kept.reads.flops ||
+        fresh->reduces != kept.reduces || fresh->scatters != kept.scatters ||
+        fresh->guests != kept.guests)
+      cacheMismatch_ =
+          llvm::formatv(
+              "the summary kept for kernel {0} differs from a walk of its ops "
+              "(inputs {1} and {2}, bytes {3} and {4}, flops {5} and {6}, "
+              "reduces "
+              "{7} and {8}, scatters {9} and {10}, copies {11} and {12})",
+              c, kept.reads.values, fresh->reads.values, kept.reads.bytes,
+              fresh->reads.bytes, kept.reads.flops, fresh->reads.flops,
+              kept.reduces.size(), fresh->reduces.size(), kept.scatters.size(),
+              fresh->scatters.size(), kept.guests.size(), fresh->guests.size())
+              .str();
+  }
+  return *cluster.summary;
+}
+
+// Sums an input list's reads (flops aside).
+static void totalReads(ClusterSummary &summary) {
+  summary.reads.values = 0;
+  summary.reads.bytes = 0;
+  for (const ClusterSummary::Input &input : summary.inputs) {
+    summary.reads.values += input.values.size();
     int64_t sliceBytes = 0;
-    bool onlySlices = true;
-  };
-  // (Only their number and the sum of their bytes are needed: any order.)
-  llvm::SmallDenseSet<Value, 32> values;
-  llvm::SmallDenseMap<Value, Input, 16> inputs;
-  Reads reads;
+    for (Operation *slice : input.slices)
+      sliceBytes += tensorBytes(slice->getResult(0).getType());
+    summary.reads.bytes +=
+        input.onlySlices ? std::min(input.bytes, sliceBytes) : input.bytes;
+  }
+}
+
+std::shared_ptr<const ClusterSummary> FusionPlan::walkSummary(int c) const {
+  auto summary = std::make_shared<ClusterSummary>();
+  llvm::SmallDenseMap<Value, unsigned, 16> index;
+  examined_ += clusters_[c].ops.size();
   for (Operation *op : clusters_[c].ops) {
     for (const Operand &operand : infoOf(op).operands) {
-      if (internal(operand, c))
+      if (operand.small || (operand.node && contains(operand.node, c)))
         continue;
-      values.insert(operand.value);
-      Value source = operand.source;
-      auto [it, inserted] = inputs.insert({source, Input{operand.bytes}});
-      if (isa<SliceOp>(op) && operand.value == source)
-        it->second.sliceBytes += tensorBytes(op->getResult(0).getType());
+      auto [it, inserted] =
+          index.insert({operand.source, summary->inputs.size()});
+      if (inserted) {
+        summary->inputs.emplace_back();
+        summary->inputs.back().source = operand.source;
+        summary->inputs.back().node = operand.node;
+        summary->inputs.back().bytes = operand.bytes;
+      }
+      ClusterSummary::Input &input = summary->inputs[it->second];
+      if (!llvm::is_contained(input.values, operand.value))
+        input.values.push_back(operand.value);
+      if (isa<SliceOp>(op) && operand.value == operand.source)
+        input.slices.push_back(op);
       else
-        it->second.onlySlices = false;
+        input.onlySlices = false;
     }
-    reads.flops = flops::add(reads.flops, flops_.lookup(op));
+    summary->reads.flops = flops::add(summary->reads.flops, flops_.lookup(op));
+    if (isa<ReduceOp>(op))
+      summary->reduces.push_back(op);
+    if (isa<ScatterAddOp>(op))
+      summary->scatters.push_back(op);
+    if (homeOf(op) != c)
+      summary->guests.push_back(op);
   }
-  reads.values = values.size();
-  for (auto &[value, input] : inputs)
-    reads.bytes += input.onlySlices ? std::min(input.bytes, input.sliceBytes)
-                                    : input.bytes;
-  lastReads_.cluster = c;
-  lastReads_.version = version_;
-  lastReads_.reads = reads;
-  return lastReads_.reads;
+  totalReads(*summary);
+  return summary;
+}
+
+// Merges two lists in block order, each op once.
+static SmallVector<Operation *, 4> unionInBlockOrder(ArrayRef<Operation *> x,
+                                                     ArrayRef<Operation *> y) {
+  SmallVector<Operation *, 4> out(x.size() + y.size());
+  auto end = std::merge(
+      x.begin(), x.end(), y.begin(), y.end(), out.begin(),
+      [](Operation *p, Operation *q) { return p->isBeforeInBlock(q); });
+  out.erase(std::unique(out.begin(), end), out.end());
+  return out;
+}
+
+std::shared_ptr<const ClusterSummary>
+FusionPlan::combine(int x, int y, SmallVector<Operation *, 4> guests) const {
+  const ClusterSummary &sx = summaryOf(x), &sy = summaryOf(y);
+  auto summary = std::make_shared<ClusterSummary>();
+  llvm::SmallDenseMap<Value, unsigned, 16> index;
+  // An input of one that the other computes is inside the union.
+  auto add = [&](const ClusterSummary::Input &input, int other) {
+    if (input.node && rawContains(input.node, other))
+      return;
+    auto [it, inserted] = index.insert({input.source, summary->inputs.size()});
+    if (inserted) {
+      summary->inputs.push_back(input);
+      return;
+    }
+    ClusterSummary::Input &to = summary->inputs[it->second];
+    for (Value v : input.values)
+      if (!llvm::is_contained(to.values, v))
+        to.values.push_back(v);
+    for (Operation *slice : input.slices)
+      if (!llvm::is_contained(to.slices, slice))
+        to.slices.push_back(slice);
+    to.onlySlices &= input.onlySlices;
+  };
+  for (const ClusterSummary::Input &input : sx.inputs)
+    add(input, y);
+  for (const ClusterSummary::Input &input : sy.inputs)
+    add(input, x);
+  totalReads(*summary);
+  // The flops of the larger list, and of the smaller one's ops it lacks
+  // (a sum of non-negative counts saturating at the top: in any order).
+  bool xLarger = clusters_[x].ops.size() >= clusters_[y].ops.size();
+  int large = xLarger ? x : y, small = xLarger ? y : x;
+  summary->reads.flops = summaryOf(large).reads.flops;
+  examined_ += clusters_[small].ops.size();
+  for (Operation *op : clusters_[small].ops)
+    if (!rawContains(op, large))
+      summary->reads.flops =
+          flops::add(summary->reads.flops, flops_.lookup(op));
+  summary->reduces = unionInBlockOrder(sx.reduces, sy.reduces);
+  summary->scatters = unionInBlockOrder(sx.scatters, sy.scatters);
+  summary->guests = std::move(guests);
+  return summary;
 }
 
 double FusionPlan::computeTime(int c) const {
@@ -513,9 +675,11 @@ bool FusionPlan::legal(int c) const {
   // kernels: with an op before them (a forward sibling, a GEMM) they would
   // be computed in the forward pass again and kept, as without remat.
   bool plain = false;
+  if (anyRemat_)
+    examined_ += cluster.ops.size();
   for (Operation *op : anyRemat_ ? ArrayRef<Operation *>(cluster.ops)
                                  : ArrayRef<Operation *>()) { // in block order
-    if (home_.lookup(op) != c)
+    if (homeOf(op) != c)
       continue; // a copy of a cheap producer, computed here anyway
     bool remat = infoOf(op).remat;
     if (remat && plain)
@@ -546,6 +710,7 @@ bool FusionPlan::legal(int c) const {
     DenseMap<Value, SmallVector<Value, 1>> aligned;
     for (Value arg : updated)
       aligned[arg] = {arg};
+    examined_ += cluster.ops.size();
     for (Operation *op : cluster.ops) { // in block order
       SmallVector<Value, 1> reads;
       for (Value operand : op->getOperands()) {
@@ -572,10 +737,7 @@ bool FusionPlan::legal(int c) const {
         aligned[result] = reads;
     }
   }
-  SmallVector<Operation *> reduces;
-  for (Operation *op : cluster.ops)
-    if (isa<ReduceOp>(op))
-      reduces.push_back(op);
+  ArrayRef<Operation *> reduces = summaryOf(c).reduces;
   if (!legalScatter(c, !reduces.empty()))
     return false;
   if (!reduces.empty())
@@ -598,17 +760,12 @@ bool FusionPlan::legal(int c) const {
 // transpose or copy of the rows elsewhere).
 bool FusionPlan::legalScatter(int c, bool hasReduces) const {
   const Cluster &cluster = clusters_[c];
-  ScatterAddOp scatter;
-  for (Operation *op : cluster.ops) {
-    auto s = dyn_cast<ScatterAddOp>(op);
-    if (!s)
-      continue;
-    if (scatter || hasReduces)
-      return false;
-    scatter = s;
-  }
-  if (!scatter)
+  ArrayRef<Operation *> scatters = summaryOf(c).scatters;
+  if (scatters.empty())
     return true;
+  if (scatters.size() > 1 || hasReduces)
+    return false;
+  auto scatter = cast<ScatterAddOp>(scatters.front());
   if (internal(scatter.getIndices(), c) || internal(scatter.getUpdates(), c))
     return false;
   if (internal(scatter.getOperand(), c) &&
@@ -616,6 +773,7 @@ bool FusionPlan::legalScatter(int c, bool hasReduces) const {
     return false;
   ArrayRef<int64_t> shape = shapeOf(scatter.getResult());
   SmallPtrSet<Operation *, 16> after{scatter};
+  examined_ += cluster.ops.size();
   for (Operation *op : cluster.ops) { // in block order
     if (op == scatter.getOperation())
       continue;
@@ -741,6 +899,7 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
   // The bytes of one row of every input of shape F (each input once).
   llvm::SmallDenseSet<Value, 8> rowInputs;
   int64_t rowBytes = 0;
+  examined_ += cluster.ops.size();
   for (Operation *op : cluster.ops) {
     const NodeInfo &info = infoOf(op);
     for (const Operand &operand : info.operands) {
@@ -812,6 +971,8 @@ bool FusionPlan::legalReduction(int c, ArrayRef<Operation *> allReduces) const {
 
 void FusionPlan::rollback() {
   ++version_;
+  trialMerge_ = {};
+  trialCopies_.clear();
   for (auto &[op, old] : llvm::reverse(journal_.members))
     member_[op] = old;
   for (auto &[op, old] : llvm::reverse(journal_.homes)) {
@@ -821,7 +982,9 @@ void FusionPlan::rollback() {
       home_[op] = old;
   }
   for (auto &[c, old] : llvm::reverse(journal_.clusters))
-    clusters_[c] = old;
+    clusters_[c] = std::move(old);
+  for (int c : journal_.killed)
+    clusters_[c].alive = true;
   clusters_.resize(journal_.numClusters);
   journalling_ = false;
 }
@@ -834,7 +997,7 @@ void FusionPlan::rollback() {
 // the homes of the nodes it reads (it is their user), and the home of the
 // op ordered before it. Their cached answers go; the rest stay.
 void FusionPlan::forgetChanged() {
-  DenseSet<int> stale;
+  DenseSet<int> stale(journal_.killed.begin(), journal_.killed.end());
   for (auto &[c, old] : journal_.clusters)
     stale.insert(c);
   for (int c = journal_.numClusters, e = clusters_.size(); c < e; ++c)
@@ -862,6 +1025,24 @@ void FusionPlan::forgetChanged() {
       stale.insert(m);
     around(op);
   }
+  // A kernel's predecessors are the homes of what it reads: they change
+  // for the kernels reading an op whose home changed (and the one ordered
+  // after it), besides the changed kernels themselves.
+  DenseSet<int> staleInputs(journal_.killed.begin(), journal_.killed.end());
+  for (auto &[c, old] : journal_.clusters)
+    staleInputs.insert(c);
+  for (int c = journal_.numClusters, e = clusters_.size(); c < e; ++c)
+    staleInputs.insert(c);
+  for (auto &[op, old] : journal_.homes) {
+    for (Operation *user : users_.lookup(op))
+      for (int m : member_.lookup(user))
+        staleInputs.insert(m);
+    if (Operation *next = orderNext_.lookup(op))
+      for (int m : member_.lookup(next))
+        staleInputs.insert(m);
+  }
+  for (int c : staleInputs)
+    predecessorCache_.erase(c);
   ++commits_;
   if (changedAt_.size() < clusters_.size())
     changedAt_.resize(clusters_.size(), 0);
@@ -869,6 +1050,7 @@ void FusionPlan::forgetChanged() {
     successorCache_.erase(c);
     successorsAtLeast_.erase(c);
     timeCache_.erase(c);
+    exportsCache_.erase(c);
     changedAt_[c] = commits_;
   }
   journal_.clear();
@@ -918,11 +1100,33 @@ void FusionPlan::verifyCaches() {
                        " differs from its time now";
       return;
     }
+  SmallVector<Value> freshExports;
+  for (auto &[c, entry] : exportsCache_) {
+    if (!clusters_[c].alive)
+      continue;
+    walkExports(c, freshExports);
+    if (freshExports != entry) {
+      cacheMismatch_ = "the results kept for kernel " + std::to_string(c) +
+                       " differ from the ones it writes now";
+      return;
+    }
+  }
+  for (auto &[c, entry] : predecessorCache_)
+    if (clusters_[c].alive && listPredecessors(c) != entry) {
+      cacheMismatch_ = "the predecessors kept for kernel " + std::to_string(c) +
+                       " differ from its predecessors now";
+      return;
+    }
+  // (summaryOf checks a kept summary against a walk.)
+  for (int c = 0, e = clusters_.size(); c < e; ++c)
+    if (clusters_[c].alive && clusters_[c].summary)
+      summaryOf(c);
 }
 
-void FusionPlan::saveCluster(int c) {
+void FusionPlan::killCluster(int c) {
   if (journalling_ && c < static_cast<int>(journal_.numClusters))
-    journal_.clusters.push_back({c, clusters_[c]});
+    journal_.killed.push_back(c);
+  clusters_[c].alive = false;
 }
 
 void FusionPlan::setHome(Operation *op, int c) {
@@ -944,8 +1148,12 @@ void FusionPlan::setMembers(Operation *op, SmallVector<int, 2> members) {
   member_[op] = std::move(members);
 }
 
-// A new cluster with the ops of |a| and |b|; both die.
+// A new cluster with the ops of |a| and |b|; both die. Their ops keep
+// their homes and memberships as written until a commit writes them out
+// (materializeMerge): a trial reads them through effective().
 int FusionPlan::merge(int a, int b) {
+  assert(journalling_ && "kiln-fuse: a merge outside begin() and commit()");
+  materializeMerge(); // a merge after another in one change
   ++version_;
   int s = clusters_.size();
   Cluster merged;
@@ -963,9 +1171,27 @@ int FusionPlan::merge(int a, int b) {
       opsA.begin(), opsA.end(), opsB.begin(), opsB.end(), merged.ops.begin(),
       [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
   merged.ops.erase(std::unique(merged.ops.begin(), end), merged.ops.end());
+  // Its guests: those of either whose home is neither.
+  SmallVector<Operation *, 4> guests;
+  for (Operation *op :
+       unionInBlockOrder(summaryOf(a).guests, summaryOf(b).guests))
+    if (int home = rawHome(op); home != a && home != b)
+      guests.push_back(op);
+  merged.summary = combine(a, b, std::move(guests));
   clusters_.push_back(std::move(merged));
-  assert(journalling_ && "kiln-fuse: a merge outside begin() and commit()");
   journal_.merges.push_back({a, b, s});
+  killCluster(a);
+  killCluster(b);
+  trialMerge_ = {a, b, s};
+  return s;
+}
+
+void FusionPlan::materializeMerge() {
+  auto [a, b, s] = trialMerge_;
+  if (s < 0)
+    return;
+  trialMerge_ = {};
+  examined_ += clusters_[s].ops.size();
   for (Operation *op : clusters_[s].ops) {
     SmallVector<int, 2> members;
     for (int m : member_.lookup(op))
@@ -973,47 +1199,55 @@ int FusionPlan::merge(int a, int b) {
         members.push_back(m);
     members.push_back(s);
     setMembers(op, members);
-    auto it = home_.find(op);
-    if (it != home_.end() && (it->second == a || it->second == b))
+    if (int home = rawHome(op); home == a || home == b)
       setHome(op, s);
   }
-  for (int c : {a, b}) {
-    saveCluster(c);
-    clusters_[c].alive = false;
-  }
-  return s;
 }
 
 // Copies the ops of |p| into |d| as guests.
 void FusionPlan::duplicate(int p, int d) {
   assert(journalling_ && "kiln-fuse: a copy outside begin() and commit()");
+  materializeMerge();
   ++version_;
-  saveCluster(d);
-  size_t oldSize = clusters_[d].ops.size();
-  for (Operation *op : clusters_[p].ops) {
-    if (contains(op, d))
-      continue;
+  if (!llvm::is_contained(trialCopies_, d))
+    trialCopies_.push_back(d);
+  // Every op of |p| that |d| lacks comes in as a guest (none is at home
+  // in |d|: |d| would hold it).
+  SmallVector<Operation *, 4> copied;
+  examined_ += clusters_[p].ops.size();
+  for (Operation *op : clusters_[p].ops)
+    if (!rawContains(op, d))
+      copied.push_back(op);
+  std::shared_ptr<const ClusterSummary> summary =
+      combine(d, p, unionInBlockOrder(summaryOf(d).guests, copied));
+  // Both lists are in block order: merge them. The old list goes to the
+  // journal as it is (a copy into a kernel of hundreds of ops is priced
+  // often).
+  Cluster &cluster = clusters_[d];
+  SmallVector<Operation *> ops(cluster.ops.size() + copied.size());
+  std::merge(cluster.ops.begin(), cluster.ops.end(), copied.begin(),
+             copied.end(), ops.begin(),
+             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  if (journalling_ && d < static_cast<int>(journal_.numClusters))
+    journal_.clusters.push_back({d, std::move(cluster)}); // (its flags stay)
+  cluster.ops = std::move(ops);
+  cluster.summary = std::move(summary);
+  for (Operation *op : copied) {
     SmallVector<int, 2> members = member_.lookup(op);
     members.push_back(d);
     setMembers(op, members);
-    clusters_[d].ops.push_back(op);
   }
-  // Both lists are in block order: merge them.
-  auto byPosition = [](Operation *x, Operation *y) {
-    return x->isBeforeInBlock(y);
-  };
-  std::inplace_merge(clusters_[d].ops.begin(), clusters_[d].ops.begin() + oldSize,
-                     clusters_[d].ops.end(), byPosition);
 }
 
 // Removes |p| when every user of its values now computes them itself.
 void FusionPlan::dropIfUnneeded(int p) {
   assert(journalling_ && "kiln-fuse: a removal outside begin() and commit()");
+  materializeMerge();
   if (!exportsOf(p).empty())
     return;
   ++version_;
-  saveCluster(p);
-  clusters_[p].alive = false;
+  killCluster(p);
+  examined_ += clusters_[p].ops.size();
   for (Operation *op : clusters_[p].ops) {
     SmallVector<int, 2> members;
     for (int m : member_.lookup(op))

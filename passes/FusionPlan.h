@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -60,6 +61,40 @@ enum class ClusterClass {
   Opaque,  // a kernel or collective that no fusion takes
 };
 
+// What a kernel reads from outside: its distinct operand values (as its
+// ops read them, the kernel's inputs), the bytes of their sources (each
+// once, through reshapes; an input read only through slices costs the
+// slices, at most the whole input), and its ops' flops.
+struct KernelReads {
+  int64_t values = 0, bytes = 0, flops = 0;
+};
+
+// What a kernel's op list alone decides, whatever the rest of the plan
+// does: an op's operand is computed inside the kernel exactly when its
+// producer is one of the kernel's ops, and the ops at home in a kernel are
+// fixed while it lives (a merge or a removal ends it). So it is worked out
+// once per op list, and a merge's or a copy's from the two lists' summaries
+// (FusionPlan::combine) in the time of their inputs and the smaller list,
+// not of the whole kernel: pricing a merge into a kernel of hundreds of ops
+// (an unrolled loop, a tricubic sample's 64 taps) no longer walks it.
+struct ClusterSummary {
+  // One source read from outside (through reshapes).
+  struct Input {
+    Value source;
+    Operation *node = nullptr;                // its producer, when a node
+    int64_t bytes = 0;                        // tensorBytes(source)
+    bool onlySlices = true;                   // read only by slices of it
+    llvm::SmallVector<Value, 1> values;       // as the ops read it, each once
+    llvm::SmallVector<Operation *, 1> slices; // the slices reading it
+  };
+  llvm::SmallVector<Input, 8> inputs;
+  KernelReads reads;
+  // In block order.
+  llvm::SmallVector<Operation *, 1> reduces, scatters;
+  // The ops copied in: not at home here.
+  llvm::SmallVector<Operation *, 4> guests;
+};
+
 // One kernel of the plan. A merge makes a new cluster; the merged ones die
 // (alive = false).
 struct Cluster {
@@ -68,6 +103,9 @@ struct Cluster {
   bool alive = true;
   bool sibling = false;
   bool horizontal = false;
+  // Its op list's summary, once worked out; a copy into the cluster
+  // replaces it (and a rollback brings the old one back with the list).
+  mutable std::shared_ptr<const ClusterSummary> summary;
 };
 
 // Follows |v| back through reshapes to the value they bitcast.
@@ -107,15 +145,28 @@ public:
   }
   bool contains(Operation *op, int c) const {
     auto it = member_.find(op);
-    return it != member_.end() && llvm::is_contained(it->second, c);
+    if (it == member_.end())
+      return false;
+    for (int m : it->second)
+      if (effective(m) == c)
+        return true;
+    return false;
+  }
+  // The cluster computing |op| and exporting its value; -1 when none does
+  // (every kernel reading it computes it itself).
+  int homeOf(Operation *op) const {
+    auto it = home_.find(op);
+    return it == home_.end() ? -1 : effective(it->second);
   }
   bool fusible(int c) const {
     return clusters_[c].alive && clusters_[c].cls == ClusterClass::Fusible;
   }
   // A fusible cluster without reduces, small enough to copy.
   bool cheap(int c) const;
-  bool hasReduce(int c) const;
-  bool hasScatter(int c) const;
+  bool hasReduce(int c) const { return !summaryOf(c).reduces.empty(); }
+  bool hasScatter(int c) const { return !summaryOf(c).scatters.empty(); }
+  // The summary of |c|'s op list (worked out once per list).
+  const ClusterSummary &summaryOf(int c) const;
   // Whether the value of |x| (at home in |c|) is needed outside |c|.
   bool needsExport(Operation *x, int c) const;
   // The values |c| writes: its results.
@@ -174,6 +225,11 @@ public:
   // successors those lists held (cached lists and verify-caches' checks do
   // not count).
   int64_t listings() const { return listings_; }
+  // How many ops the plan looked at (their operands, homes or
+  // memberships) while answering and changing: with each kernel's
+  // summary kept, a trial looks at the two kernels' inputs and the
+  // smaller one's ops, not at every op of both.
+  int64_t examined() const { return examined_; }
   int64_t listedSuccessors() const { return listedSuccessors_; }
 
   // Every change to the plan (merge, duplicate, dropIfUnneeded) is made
@@ -187,6 +243,8 @@ public:
   // Keeps the changes; drops the cached successors and times of the
   // clusters they may have changed (forgetChanged), not every cluster's.
   void commit() {
+    materializeMerge();
+    trialCopies_.clear();
     journalling_ = false;
     auto merges = std::move(journal_.merges);
     forgetChanged();
@@ -211,6 +269,9 @@ public:
     return static_cast<size_t>(c) >= changedAt_.size() || changedAt_[c] <= commit;
   }
   const std::string &cacheMismatch() const { return cacheMismatch_; }
+  // A merge on trial is a cluster of the ops of both, which own their
+  // homes and memberships while the trial lasts (trialMerge_); commit()
+  // writes them out.
   // A new cluster with the ops of |a| and |b|; both die.
   int merge(int a, int b);
   // Copies the ops of |p| into |d| as guests.
@@ -224,7 +285,8 @@ protected:
   // Whether cluster |c|'s scatter_add, if any, can be its kernel's rows
   // (FusionPlan.cpp); |hasReduces|: the cluster holds a reduce.
   bool legalScatter(int c, bool hasReduces) const;
-  void saveCluster(int c);
+  // Ends |c| (journalled).
+  void killCluster(int c);
   void forgetChanged();
   void verifyCaches();
   // Renumbers after a committed merge of |a| and |b| into |s|.
@@ -235,13 +297,37 @@ protected:
   // computeSuccessors, counted in the report and, outside a trial, kept.
   void listAndKeep(int c, llvm::SmallVector<int> &out, size_t limit);
   double computeTime(int c) const;
-  // What cluster |c| reads from outside: its distinct operand values (as
-  // its ops read them, the kernel's inputs), the bytes of their sources
-  // (each once, through reshapes), and its ops' flops.
-  struct Reads {
-    int64_t values = 0, bytes = 0, flops = 0;
-  };
-  const Reads &readsOf(int c) const;
+  // What cluster |c| reads from outside (KernelReads).
+  using Reads = KernelReads;
+  const Reads &readsOf(int c) const { return summaryOf(c).reads; }
+  // summaryOf(c) by walking |c|'s ops (through their memberships as
+  // written, not a merge on trial's).
+  std::shared_ptr<const ClusterSummary> walkSummary(int c) const;
+  // The summary of the union of the op lists of |x| and |y| (given their
+  // summaries), with |guests| as the union's copied-in ops.
+  std::shared_ptr<const ClusterSummary>
+  combine(int x, int y, llvm::SmallVector<Operation *, 4> guests) const;
+  // exportsOf(c) by walking |c|'s ops.
+  void walkExports(int c, llvm::SmallVector<Value> &out) const;
+  // predecessors(c), listed afresh.
+  llvm::SmallVector<int> listPredecessors(int c) const;
+  // The membership |m| stands for now: the merge on trial, for its two.
+  int effective(int m) const {
+    return trialMerge_.s >= 0 && (m == trialMerge_.a || m == trialMerge_.b)
+               ? trialMerge_.s
+               : m;
+  }
+  // As written, the merge on trial aside.
+  bool rawContains(Operation *op, int c) const {
+    auto it = member_.find(op);
+    return it != member_.end() && llvm::is_contained(it->second, c);
+  }
+  int rawHome(Operation *op) const {
+    auto it = home_.find(op);
+    return it == home_.end() ? -1 : it->second;
+  }
+  // Writes out the merge on trial's homes and memberships (journalled).
+  void materializeMerge();
   // successors(c) without a copy: the cached list, or (in a trial) a
   // scratch list valid until the next call.
   const llvm::SmallVector<int> &successorList(int c);
@@ -274,11 +360,13 @@ protected:
     uint64_t version = 0;
     llvm::SmallVector<Value> values;
   } lastExports_;
-  mutable struct {
-    int cluster = -1;
-    uint64_t version = 0;
-    Reads reads;
-  } lastReads_;
+  // The merge on trial: |s| holds the ops of |a| and |b|, whose homes
+  // and memberships still name them.
+  struct {
+    int a = -1, b = -1, s = -1;
+  } trialMerge_;
+  // The kernels that took copies since begin() (exportsOf).
+  llvm::SmallVector<int, 4> trialCopies_;
   bool anyRemat_ = false; // a node is a recomputed clone
   llvm::DenseMap<Operation *, int> home_;
   llvm::DenseMap<Operation *, llvm::SmallVector<int, 2>> member_;
@@ -286,7 +374,8 @@ protected:
   struct Journal {
     std::vector<std::pair<Operation *, int>> homes;
     std::vector<std::pair<Operation *, llvm::SmallVector<int, 2>>> members;
-    std::vector<std::pair<int, Cluster>> clusters;
+    std::vector<std::pair<int, Cluster>> clusters; // changed: their old state
+    std::vector<int> killed;
     std::vector<std::tuple<int, int, int>> merges; // a, b, merged
     size_t numClusters = 0;
     // Empties it and keeps its memory (a trial per move priced).
@@ -294,6 +383,7 @@ protected:
       homes.clear();
       members.clear();
       clusters.clear();
+      killed.clear();
       merges.clear();
       numClusters = 0;
     }
@@ -309,7 +399,14 @@ protected:
   // (moreSuccessorsThan).
   llvm::DenseMap<int, size_t> successorsAtLeast_;
   mutable llvm::DenseMap<int, double> timeCache_;
+  // Kept as the times are (a merge's exports are its two kernels', less
+  // those it now reads itself alone).
+  mutable llvm::DenseMap<int, llvm::SmallVector<Value>> exportsCache_;
+  // Kept between changes; dropped for the kernels reading an op whose
+  // home a commit changed, besides the changed ones (forgetChanged).
+  mutable llvm::DenseMap<int, llvm::SmallVector<int>> predecessorCache_;
   mutable int64_t pricings_ = 0;
+  mutable int64_t examined_ = 0;
   int64_t listings_ = 0, listedSuccessors_ = 0;
   llvm::SmallVector<int> successorScratch_, boundedScratch_, reachWork_;
   // Marks for reaches() and orderMerge()'s walks, and for
@@ -320,7 +417,7 @@ protected:
   std::vector<int64_t> order_;
   bool ordered_ = false;
   bool verifyCaches_ = false;
-  std::string cacheMismatch_;
+  mutable std::string cacheMismatch_;
 };
 
 } // namespace kiln::fusion

@@ -675,13 +675,15 @@ def KilnFuse : Pass<"kiln-fuse", "mlir::ModuleOp"> {
     Option<"report", "report", "bool", /*default=*/"false",
            "emit a remark per function with its kernels and modelled bytes, "
            "and how much work the plan took (trials, prices kept, kernels "
-           "priced, successor lists)">,
+           "priced, successor lists, ops examined)">,
     Option<"verifyCaches", "verify-caches", "bool", /*default=*/"false",
            "after every committed move, compute each live kernel's "
-           "successors and modelled time afresh and check the kept "
-           "topological order against the edges, and price again each move "
-           "whose kept price is used; fail if an answer kept from before "
-           "differs (a check for tests; slow)">,
+           "successors, predecessors, results, op-list summary and modelled "
+           "time afresh and check the kept topological order against the "
+           "edges; price again each move whose kept price is used; check "
+           "each merge's or copy's summary and results, worked out from its "
+           "parts', against a walk of its ops; fail if a kept or derived "
+           "answer differs (a check for tests; slow)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }

@@ -252,6 +252,76 @@ TEST(FuseWorkTest, ReadersOfABroadcastScalarAreNotPricedAsSiblings) {
       << "trials: 16 readers " << sixteen << ", 32 readers " << thirtyTwo;
 }
 
+// kiln-fuse's trials and the ops they examined on a function where |taps|
+// kernels each compute exp(x * c_i) * y from the same two inputs and a
+// chain of adds sums them: one kernel in the end, which grows a tap at a
+// time while every tap is priced against it after each step (an unrolled
+// loop, or a tricubic sample's 64 taps, has this shape). {-1, -1} when the
+// report is missing.
+std::pair<int64_t, int64_t> workOnTaps(int taps, std::string &diagnostics) {
+  std::string type = "tensor<64x64xf32>", body;
+  for (int i = 0; i < taps; ++i) {
+    std::string n = std::to_string(i);
+    body += "  %c" + n + " = kiln.constant dense<" +
+            std::to_string(1.0 + i / 64.0) + "> : " + type + "\n";
+    body += "  %m" + n + " = kiln.mul %x, %c" + n + " : " + type + "\n";
+    body += "  %e" + n + " = kiln.exp %m" + n + " : " + type + "\n";
+    body += "  %f" + n + " = kiln.mul %e" + n + ", %y : " + type + "\n";
+    if (i > 0)
+      body += "  %s" + n + " = kiln.add " +
+              (i == 1 ? "%f0" : "%s" + std::to_string(i - 1)) + ", %f" + n +
+              " : " + type + "\n";
+  }
+  std::string source = "func.func @main(%x: " + type + ", %y: " + type +
+                       ") -> " + type + " {\n" + body + "  return %s" +
+                       std::to_string(taps - 1) + " : " + type + "\n}\n";
+  MLIRContext context;
+  context.loadDialect<KilnDialect, func::FuncDialect>();
+  auto handler = test::collectDiagnostics(context, diagnostics);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  if (!module)
+    return {-1, -1};
+  KilnFuseOptions fuse;
+  fuse.report = true;
+  PassManager pm(&context);
+  pm.addPass(createKilnFuse(fuse));
+  std::smatch trials, examined;
+  if (failed(pm.run(*module)) ||
+      !std::regex_search(diagnostics, trials,
+                         std::regex("planned in (\\d+) trials")) ||
+      !std::regex_search(diagnostics, examined,
+                         std::regex("(\\d+) ops examined")))
+    return {-1, -1};
+  return {std::stoll(trials[1]), std::stoll(examined[1])};
+}
+
+// A trial prices a move by applying it and measuring the kernels it
+// makes. It examined every op of both kernels (what they read, which of
+// their results others read, whether they form one kernel), so a move
+// into a kernel of hundreds of ops cost hundreds of lookups, and planning
+// such a kernel grew with the cube of its size: 6.1 s of the 6.4 s
+// compile of a tricubic volumetric GridSample's step (about 8,000 ops).
+// Each kernel now keeps a summary of its op list (FusionPlan.h,
+// ClusterSummary), a merge's from its two kernels', and a merge's results
+// from theirs: with twice the taps a trial examines about as many ops, not
+// twice as many (the count of trials still grows with their square: each
+// tap is priced against the growing kernel after each step).
+TEST(FuseWorkTest, ATrialExaminesTheKernelsInputsNotAllTheirOps) {
+  std::string smallDiagnostics, largeDiagnostics;
+  auto [smallTrials, smallExamined] = workOnTaps(32, smallDiagnostics);
+  ASSERT_GT(smallTrials, 0) << smallDiagnostics;
+  auto [largeTrials, largeExamined] = workOnTaps(64, largeDiagnostics);
+  ASSERT_GT(largeTrials, 0) << largeDiagnostics;
+  double smallPerTrial = double(smallExamined) / smallTrials;
+  double largePerTrial = double(largeExamined) / largeTrials;
+  RecordProperty("examined_per_trial_32_taps", std::to_string(smallPerTrial));
+  RecordProperty("examined_per_trial_64_taps", std::to_string(largePerTrial));
+  EXPECT_LE(largePerTrial, 1.3 * smallPerTrial)
+      << "ops examined per trial: 32 taps " << smallPerTrial << " ("
+      << smallTrials << " trials), 64 taps " << largePerTrial << " ("
+      << largeTrials << " trials)";
+}
+
 // kiln-fuse keeps each kernel's successors and modelled time between
 // moves and, after a move, forgets only those of the kernels the move may
 // have changed; it keeps each move's price too, with the kernels the

@@ -99,6 +99,15 @@ def Kiln_ErfOp : Kiln_UnaryOp<"erf", Kiln_FloatTensor, "erf(x)">;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", Kiln_FloatTensor, "sin(x)">;
 def Kiln_CosOp : Kiln_UnaryOp<"cos", Kiln_FloatTensor, "cos(x)">;
 def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", Kiln_FloatTensor, "1 / x">;
+// Rounding to an integer value, in the float type (infinities, NaN and
+// values already integral unchanged). Their gradient is zero, as XLA's and
+// jax's (and PyTorch's): the function is flat between its steps.
+def Kiln_FloorOp : Kiln_UnaryOp<"floor", Kiln_FloatTensor,
+                                "floor(x), the largest integer not above x">;
+def Kiln_CeilOp : Kiln_UnaryOp<"ceil", Kiln_FloatTensor,
+                               "ceil(x), the smallest integer not below x">;
+def Kiln_RoundOp : Kiln_UnaryOp<"round", Kiln_FloatTensor,
+                                "x rounded to the nearest integer, halves to even">;
 def Kiln_StopGradientOp : Kiln_UnaryOp<"stop_gradient", Kiln_Tensor, "x (no gradient flows back)">;
 
 def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,

@@ -84,6 +84,8 @@ FailureOr<ScalarProgram> ScalarProgram::compile(Block &block, Value result) {
             KILN_UNARY(math::SqrtOp, Sqrt) KILN_UNARY(math::RsqrtOp, Rsqrt)
             KILN_UNARY(math::TanhOp, Tanh) KILN_UNARY(math::ErfOp, Erf)
             KILN_UNARY(math::SinOp, Sin) KILN_UNARY(math::CosOp, Cos)
+            KILN_UNARY(math::FloorOp, Floor) KILN_UNARY(math::CeilOp, Ceil)
+            KILN_UNARY(math::RoundEvenOp, RoundEven)
             KILN_UNARY(arith::ExtFOp, Convert) KILN_UNARY(arith::TruncFOp, Convert)
             KILN_UNARY(arith::SIToFPOp, Convert) KILN_UNARY(arith::UIToFPOp, Convert)
             KILN_UNARY(arith::ExtSIOp, Convert) KILN_UNARY(arith::ExtUIOp, Convert)
@@ -153,6 +155,11 @@ double ScalarProgram::run(const double *inputs) const {
     case Kind::Erf: v = std::erf(a); break;
     case Kind::Sin: v = std::sin(a); break;
     case Kind::Cos: v = std::cos(a); break;
+    case Kind::Floor: v = std::floor(a); break;
+    case Kind::Ceil: v = std::ceil(a); break;
+    // (Rounded in the type's precision before: a value of the type rounds
+    // to an integer of the type; halves to even, as ONNX's Round.)
+    case Kind::RoundEven: v = std::nearbyint(a); break;
     case Kind::PowF: v = std::pow(a, b); break;
     case Kind::Convert: v = a; break;
     case Kind::FPToSI: v = std::isfinite(a) ? std::trunc(a) : 0; break;

@@ -137,6 +137,15 @@ Value SinOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
 Value CosOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   return b.create<math::CosOp>(loc, operands[0]);
 }
+Value FloorOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
+  return b.create<math::FloorOp>(loc, operands[0]);
+}
+Value CeilOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
+  return b.create<math::CeilOp>(loc, operands[0]);
+}
+Value RoundOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
+  return b.create<math::RoundEvenOp>(loc, operands[0]);
+}
 
 Value SigmoidOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   // 1 / (1 + e^-x)

@@ -92,7 +92,10 @@ using flatbuffers::Offset;
   X(GeluGrad, GeluGradOp, Gelu)                                                \
   X(AttentionQkv, AttentionQkvOp, Attention)                                   \
   X(AttentionQkvGrad, AttentionQkvGradOp, Attention)                           \
-  X(ModeSelect, ModeSelectOp, None)
+  X(ModeSelect, ModeSelectOp, None)                                            \
+  X(Floor, FloorOp, None)                                                      \
+  X(Ceil, CeilOp, None)                                                        \
+  X(Round, RoundOp, None)
 
 namespace kiln::graph {
 namespace {

@@ -173,6 +173,20 @@ LogicalResult StopGradientOp::buildGradients(OpBuilder &, ArrayRef<Value>,
   return noGradients(*this, operandGrads);
 }
 
+// Flat between their steps: no gradient (zero), as in XLA and PyTorch.
+LogicalResult FloorOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  return noGradients(*this, operandGrads);
+}
+LogicalResult CeilOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  return noGradients(*this, operandGrads);
+}
+LogicalResult RoundOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  return noGradients(*this, operandGrads);
+}
+
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   // One kiln.gelu_grad, so the backward stays one op (a GEMM epilogue).

@@ -503,6 +503,35 @@ def variants(rng):
         [floats("ties", ties)], smooth=False)
     # Volumetric (opset 20): X [N, C, D, H, W] sampled at grid [N, D_out,
     # H_out, W_out, 3] holding (x, y, z); trilinear with each padding
+    # Rounding and sign, of floats and of integers (flat between steps: no
+    # gradient flows through them, so h itself joins y), and IsNaN and IsInf of a log that is NaN
+    # below 0 and -inf at it (h has a few zeros).
+    add("rounding-sign", 13, image,
+        [helper.make_node("Mul", ["h", "three"], ["h3"]),
+         helper.make_node("Floor", ["h3"], ["f"]),
+         helper.make_node("Ceil", ["h3"], ["c"]),
+         helper.make_node("Round", ["h3"], ["r"]),
+         helper.make_node("Sign", ["h"], ["s"]),
+         helper.make_node("Cast", ["f"], ["fi"], to=TensorProto.INT32),
+         helper.make_node("Sign", ["fi"], ["si"]),
+         helper.make_node("Cast", ["si"], ["sf"], to=TensorProto.FLOAT),
+         helper.make_node("Sum", ["f", "c", "r", "s", "sf", "h"], ["y"])],
+        [floats("three", 3.0)], smooth=False)
+    add("isnan-isinf", 13, image,
+        [helper.make_node("Relu", ["h"], ["p"]),
+         helper.make_node("Sub", ["p", "quarter"], ["shifted"]),
+         helper.make_node("Log", ["shifted"], ["l"]),
+         helper.make_node("IsNaN", ["l"], ["nan"]),
+         helper.make_node("Neg", ["p"], ["negp"]),
+         helper.make_node("Log", ["negp"], ["l0"]),
+         helper.make_node("IsInf", ["l0"], ["inf"], detect_positive=0),
+         helper.make_node("IsInf", ["l0"], ["pinf"], detect_negative=0),
+         helper.make_node("Mul", ["h", "two"], ["h2"]),
+         helper.make_node("Where", ["nan", "h", "h2"], ["a"]),
+         helper.make_node("Neg", ["a"], ["na"]),
+         helper.make_node("Where", ["inf", "na", "a"], ["b"]),
+         helper.make_node("Where", ["pinf", "h2", "b"], ["y"])],
+        [floats("quarter", 0.25), floats("two", 2.0)], smooth=False)
     # (reflection also three mirrors away), tricubic, nearest.
     volume = (4, 2, 3, 4, 5)
     grid3 = rng.uniform(-1.2, 1.2, (4, 2, 3, 4, 3))
@@ -723,8 +752,9 @@ def write(directory, spec, rng):
     onnx.save(model, path)
     x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
     reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan])
-    y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
-                        for i in range(0, 8, shape[0])])
+    with np.errstate(divide="ignore", invalid="ignore"):  # the logs of isnan-isinf
+        y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
+                            for i in range(0, 8, shape[0])])
     targets = rng.standard_normal(y.shape).astype(np.float32)
     np.save(os.path.join(directory, "data", "x.npy"), x)
     np.save(os.path.join(directory, "data", "targets.npy"), targets)

@@ -96,6 +96,12 @@ func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %h: tensor<2x2xf16>) {
   %13 = kiln.cos %x : tensor<4xf32>
   // CHECK: kiln.reciprocal %{{.*}} : tensor<4xf32>
   %14 = kiln.reciprocal %x : tensor<4xf32>
+  // CHECK: kiln.floor %{{.*}} : tensor<4xf32>
+  %floor = kiln.floor %x : tensor<4xf32>
+  // CHECK: kiln.ceil %{{.*}} : tensor<4xf32>
+  %ceil = kiln.ceil %x : tensor<4xf32>
+  // CHECK: kiln.round %{{.*}} : tensor<4xf32>
+  %round = kiln.round %x : tensor<4xf32>
   // CHECK: kiln.gelu erf, %{{.*}} : tensor<4xf32>
   %15 = kiln.gelu erf, %x : tensor<4xf32>
   // CHECK: kiln.gelu tanh, %{{.*}} : tensor<2x2xf16>

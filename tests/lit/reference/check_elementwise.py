@@ -42,6 +42,9 @@ UNARY = {
     "sin": (np.sin, (-4, 4), False),
     "cos": (np.cos, (-4, 4), False),
     "reciprocal": (lambda x: 1 / x, (0.25, 4), False),
+    "floor": (np.floor, (-6, 6), False),
+    "ceil": (np.ceil, (-6, 6), False),
+    "round": (np.round, (-6, 6), False),  # NumPy's round takes halves to even
 }
 
 for name, (fn, (lo, hi), takes_ints) in UNARY.items():
@@ -58,6 +61,17 @@ for name, (fn, (lo, hi), takes_ints) in UNARY.items():
         t = tensor_type(shape, dtype)
         r = f.op("kiln.%s %s : %s" % (name, a, t))
         f.expect(r, shape, dtype, fn(x), mode="elementwise")
+
+# Random values are never halves or integers: the rounding ops on values
+# that are, in every float type (halves go to the even neighbour).
+EDGES = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -3.0, 0.0, 2.0, -0.25, 0.75])
+for name, fn in (("floor", np.floor), ("ceil", np.ceil), ("round", np.round)):
+    for dtype in FLOAT_TYPES:
+        x = round_to(dtype, EDGES)
+        f = suite.function("%s_edges_%s" % (name, dtype))
+        a = f.const(x, dtype)
+        r = f.op("kiln.%s %s : %s" % (name, a, tensor_type(x.shape, dtype)))
+        f.expect(r, x.shape, dtype, fn(x), mode="elementwise")
 
 for approx, fn in (("erf", lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2)))), ("tanh", gelu_tanh)):
     for dtype in FLOAT_TYPES:

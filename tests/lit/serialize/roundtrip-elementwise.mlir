@@ -66,8 +66,14 @@ func.func @elementwise(%x: tensor<2x3xf32> {kiln.role = #kiln.role<input>, kiln.
   %12 = kiln.cos %11 : tensor<2x3xf32>
   // CHECK: kiln.reciprocal
   %13 = kiln.reciprocal %12 : tensor<2x3xf32>
+  // CHECK: kiln.floor
+  %floor = kiln.floor %13 : tensor<2x3xf32>
+  // CHECK: kiln.ceil
+  %ceil = kiln.ceil %floor : tensor<2x3xf32>
+  // CHECK: kiln.round
+  %round = kiln.round %ceil : tensor<2x3xf32>
   // CHECK: kiln.stop_gradient
-  %14 = kiln.stop_gradient %13 : tensor<2x3xf32>
+  %14 = kiln.stop_gradient %round : tensor<2x3xf32>
   // CHECK: kiln.gelu erf,
   %15 = kiln.gelu erf, %14 : tensor<2x3xf32>
   // CHECK: kiln.gelu tanh,

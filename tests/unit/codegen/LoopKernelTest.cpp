@@ -614,6 +614,93 @@ TEST_F(LoopKernelTest, SinCosAccurateNearZeros) {
   }
 }
 
+// floor, ceil and round (halves to even) in f32 and f64: on halves, on
+// values next to integers, on integers, on magnitudes past the last
+// fraction bit, on signed zeros, infinities and NaN; exactly what
+// std::floor, std::ceil and std::nearbyint give, signs of zeros included.
+TEST_F(LoopKernelTest, RoundingOpsMatchTheCLibrary) {
+  for (const char *type : {"f32", "f64"}) {
+    SCOPED_TRACE(type);
+    bool f32 = std::string(type) == "f32";
+    std::string tensor = std::string("tensor<64x") + type + ">";
+    std::string text =
+        "func.func @main(%a: " + tensor + ") -> (" + tensor + ", " + tensor +
+        ", " + tensor + ") {\n  %r:3 = kiln.fusion loop (%a) : (" + tensor +
+        ") -> (" + tensor + ", " + tensor + ", " + tensor +
+        ") {\n  ^bb0(%x: " + tensor + "):\n    %f = kiln.floor %x : " + tensor +
+        "\n    %c = kiln.ceil %x : " + tensor +
+        "\n    %r = kiln.round %x : " + tensor +
+        "\n    kiln.yield %f, %c, %r : " + tensor + ", " + tensor + ", " +
+        tensor + "\n  }\n  return %r#0, %r#1, %r#2 : " + tensor + ", " +
+        tensor + ", " + tensor + "\n}\n";
+    FusionOp fusion = parseFusion(text.c_str());
+    ASSERT_TRUE(fusion) << diagnostics;
+    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+    ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+    double big =
+        f32 ? 8388608.0 : 4503599627370496.0; // 2^23, 2^52: no fraction bits
+    double ulpOfOne = f32 ? 1.0 / 8388608 : 1.0 / 4503599627370496;
+    std::vector<double> xs = {-2.5,
+                              -1.5,
+                              -0.5,
+                              0.5,
+                              1.5,
+                              2.5,
+                              3.5,
+                              4.5,
+                              -0.0,
+                              0.0,
+                              1.0,
+                              -1.0,
+                              7.0,
+                              0.49999997,
+                              -0.49999997,
+                              1.0 - ulpOfOne / 2,
+                              -1.0 + ulpOfOne / 2,
+                              1.0 + 2 * ulpOfOne,
+                              big - 0.5,
+                              -(big - 0.5),
+                              big + 1,
+                              -(big + 2),
+                              3e9,
+                              -1e30,
+                              std::numeric_limits<double>::infinity(),
+                              -std::numeric_limits<double>::infinity(),
+                              std::nan("")};
+    while (xs.size() < 64)
+      xs.push_back(
+          std::ldexp(static_cast<double>(xs.size()) - 40.0, -2)); // quarters
+    DType dtype = f32 ? DType::f32 : DType::f64;
+    HostTensor in(dtype, {64});
+    for (size_t i = 0; i < xs.size(); ++i)
+      in[i] = f32 ? static_cast<double>(static_cast<float>(xs[i])) : xs[i];
+    HostTensor floorOut(dtype, {64}, 0.5), ceilOut(dtype, {64}, 0.5),
+        roundOut(dtype, {64}, 0.5);
+    std::string error;
+    ASSERT_TRUE(
+        succeeded(kernel->run({&in}, {&floorOut, &ceilOut, &roundOut}, &error)))
+        << error;
+    int bad = 0;
+    for (int64_t i = 0; i < 64 && bad < 6; ++i) {
+      double x = in[i];
+      for (auto [what, got, want] :
+           {std::tuple<const char *, double, double>{"floor", floorOut[i],
+                                                     std::floor(x)},
+            {"ceil", ceilOut[i], std::ceil(x)},
+            {"round", roundOut[i], std::nearbyint(x)}}) {
+        bool same = std::isnan(want) ? std::isnan(got)
+                                     : got == want && std::signbit(got) ==
+                                                          std::signbit(want);
+        if (!same) {
+          ADD_FAILURE() << what << "(" << x << ") = " << got << ", expected "
+                        << want;
+          ++bad;
+        }
+      }
+    }
+  }
+}
+
 // Integer and boolean element types: i1 results of compare, i32 and i64
 // arithmetic, conversions between them and floats, iota in i32, and
 // non-splat integer constants.

@@ -561,6 +561,51 @@ func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x7
   EXPECT_EQ(ran, 2u) << "seed " << seed;
 }
 
+// floor, ceil and round (halves to even) in f32 and bf16, through CUDA's
+// floor, ceil and rint, against the interpreter: on random floats, and on
+// quarters and eighths made from random integers, so that halves (and
+// integers) come up often. (Negative halves: the CPU kernel test.)
+TEST_F(CudaEmulationTest, RoundingOps) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<33x65xf32>, %n: tensor<33x65xi32>, %m: tensor<1000xi32>)
+    -> (tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<1000xbf16>) {
+  %a:4 = kiln.fusion loop (%x, %n) : (tensor<33x65xf32>, tensor<33x65xi32>) -> (tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>) {
+  ^bb0(%xa: tensor<33x65xf32>, %na: tensor<33x65xi32>):
+    %quarter = kiln.constant dense<0.25> : tensor<33x65xf32>
+    %nf = kiln.convert %na : tensor<33x65xi32> -> tensor<33x65xf32>
+    %q = kiln.mul %nf, %quarter : tensor<33x65xf32>
+    %f = kiln.floor %q : tensor<33x65xf32>
+    %c = kiln.ceil %q : tensor<33x65xf32>
+    %r = kiln.round %q : tensor<33x65xf32>
+    %rx = kiln.round %xa : tensor<33x65xf32>
+    kiln.yield %f, %c, %r, %rx : tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>
+  }
+  %b = kiln.fusion loop (%m) : (tensor<1000xi32>) -> tensor<1000xbf16> {
+  ^bb0(%ma: tensor<1000xi32>):
+    %eighth = kiln.constant dense<0.125> : tensor<1000xbf16>
+    %mf = kiln.convert %ma : tensor<1000xi32> -> tensor<1000xbf16>
+    %q = kiln.mul %mf, %eighth : tensor<1000xbf16>
+    %r = kiln.round %q : tensor<1000xbf16>
+    %f = kiln.floor %q : tensor<1000xbf16>
+    %c = kiln.ceil %q : tensor<1000xbf16>
+    %s = kiln.add %r, %f : tensor<1000xbf16>
+    %t = kiln.mul %s, %c : tensor<1000xbf16>
+    kiln.yield %t : tensor<1000xbf16>
+  }
+  return %a#0, %a#1, %a#2, %a#3, %b : tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<1000xbf16>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  // Integers in [0, 40): quarters in [0, 10), eighths in [0, 5); the
+  // floats in [-2, 2).
+  addFusions(*module, "rounding", seed, {40, 40});
+  ASSERT_EQ(kernels.size(), 2u);
+  runAll();
+  EXPECT_EQ(ran, 2u) << "seed " << seed;
+}
+
 // A scatter read through a pad and slices (found by the random models,
 // seed 190583443): the rows' layout seeds each row's sums at the indices it
 // stores, and the pad and reshapes compute other index values for the

@@ -115,6 +115,22 @@ TEST(ElementwiseGradient, StopGradient) {
   });
 }
 
+TEST(ElementwiseGradient, FloorCeilRound) {
+  // Flat between their steps: autodiff sees no slope, and neither do
+  // finite differences at a quarter from an integer (and from a half).
+  for (const char *op : {"floor", "ceil", "round"})
+    trials([&](Random &r) {
+      Case c = unary(r, op, [&](const Shape &s) {
+        HostTensor x = r.uniform(s, -3.0, 3.0);
+        for (double &v : x.values())
+          v = std::floor(v) + (v - std::floor(v) < 0.5 ? 0.25 : 0.75);
+        return x;
+      });
+      c.expectZeroGradient = true;
+      return c;
+    });
+}
+
 TEST(ElementwiseGradient, ConvertF32ToF64) {
   // Values and finite-difference steps are exact in f32 (multiples of
   // 2^-12), so the f32 parameter is perturbed without rounding.

@@ -564,10 +564,13 @@ bool Importer::node(const onnx::Node &n) {
   if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
     return reshapeLike(op);
   static const std::set<std::string> kUnary = {
-      "Relu", "Tanh", "Sigmoid", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
-      "Erf", "Sin", "Cos", "Gelu", "LeakyRelu", "Identity", "HardSigmoid",
-      "HardSwish", "Softplus", "Elu", "Mish", "Softsign", "Selu", "Celu",
-      "ThresholdedRelu", "Shrink"};
+      "Relu",     "Tanh",        "Sigmoid",   "Exp",        "Log",
+      "Neg",      "Abs",         "Sqrt",      "Reciprocal", "Erf",
+      "Sin",      "Cos",         "Floor",     "Ceil",       "Round",
+      "Sign",     "IsNaN",       "IsInf",     "Gelu",       "LeakyRelu",
+      "Identity", "HardSigmoid", "HardSwish", "Softplus",   "Elu",
+      "Mish",     "Softsign",    "Selu",      "Celu",       "ThresholdedRelu",
+      "Shrink"};
   if (kUnary.count(op))
     return unary(op);
   if (op == "Dropout")
@@ -825,23 +828,26 @@ bool Importer::run(OnnxImport &out) {
 
 const char *onnxSupportedOps() {
   return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, "
-         "Cast, CastLike, Celu, Clip, Concat, ConcatFromSequence, Constant, "
+         "Cast, CastLike, Ceil, Celu, Clip, Concat, ConcatFromSequence, "
+         "Constant, "
          "ConstantOfShape, "
          "Conv, ConvTranspose, Cos, CumSum, DepthToSpace, Div, Dropout, "
-         "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Gather, "
+         "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Floor, Gather, "
          "GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, "
          "GridSample, Greater, GreaterOrEqual, GRU, HardSigmoid, HardSwish, "
-         "Identity, If, InstanceNormalization, LayerNormalization, LeakyRelu, "
+         "Identity, If, InstanceNormalization, IsInf, IsNaN, "
+         "LayerNormalization, "
+         "LeakyRelu, "
          "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LSTM, "
          "MatMul, "
          "Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, "
          "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
-         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Scan, Scatter, "
+         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Round, Scan, Scatter, "
          "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
          "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
          "Shrink, "
-         "Sigmoid, Sin, Size, Slice, Softmax, Softplus, Softsign, "
+         "Sigmoid, Sign, Sin, Size, Slice, Softmax, Softplus, Softsign, "
          "SpaceToDepth, "
          "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "
          "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";

@@ -2,12 +2,14 @@
 //
 // The importer's activations (OnnxImporter.h): the unary ONNX ops, each as
 // the kiln op of the same name or a few elementwise kiln ops (compare and
-// select for the piecewise ones), and Clip and PRelu, whose bounds and
-// slope are inputs.
+// select for the piecewise ones, Sign, IsNaN and IsInf), and Clip and
+// PRelu, whose bounds and slope are inputs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/OnnxImporter.h"
+
+#include <limits>
 
 namespace kiln::cli::onnx_import {
 
@@ -42,7 +44,59 @@ bool Importer::unary(const std::string &op) {
     y = b_.create<kiln::SinOp>(l, t, x);
   else if (op == "Cos")
     y = b_.create<kiln::CosOp>(l, t, x);
-  else if (op == "Gelu") {
+  else if (op == "Floor" || op == "Ceil" || op == "Round") {
+    if (!mlir::isa<mlir::FloatType>(element(x)))
+      return fail("the input is not a float tensor (" + op +
+                  " takes FLOAT, DOUBLE, FLOAT16 or BFLOAT16)");
+    if (op == "Floor")
+      y = b_.create<kiln::FloorOp>(l, t, x);
+    else if (op == "Ceil")
+      y = b_.create<kiln::CeilOp>(l, t, x);
+    else
+      y = b_.create<kiln::RoundOp>(l, t, x); // halves to even, as ONNX asks
+  } else if (op == "Sign") {
+    // 1 above 0, -1 below, else x itself (0, or NaN for a float NaN).
+    mlir::Type predicate = type(shape(x), b_.getI1Type());
+    mlir::Value zero = splat(0.0, element(x), shape(x));
+    mlir::Value above = b_.create<kiln::CompareOp>(
+        loc(".above"), predicate, kiln::CompareDirection::gt, x, zero);
+    mlir::Value below = b_.create<kiln::CompareOp>(
+        loc(".below"), predicate, kiln::CompareDirection::lt, x, zero);
+    y = b_.create<kiln::SelectOp>(
+        l, t, above, splat(1.0, element(x), shape(x)),
+        b_.create<kiln::SelectOp>(loc(".below"), t, below,
+                                  splat(-1.0, element(x), shape(x)), x));
+  } else if (op == "IsNaN" || op == "IsInf") {
+    if (!mlir::isa<mlir::FloatType>(element(x)))
+      return fail("the input is not a float tensor (" + op +
+                  " takes FLOAT, DOUBLE, FLOAT16 or BFLOAT16)");
+    mlir::Type predicate = type(shape(x), b_.getI1Type());
+    if (op == "IsNaN") {
+      // The one value that differs from itself.
+      y = b_.create<kiln::CompareOp>(l, predicate, kiln::CompareDirection::ne,
+                                     x, x);
+    } else {
+      bool positive = intAttr("detect_positive", 1) != 0;
+      bool negative = intAttr("detect_negative", 1) != 0;
+      double inf = std::numeric_limits<double>::infinity();
+      auto equals = [&](double v, const std::string &at) -> mlir::Value {
+        return b_.create<kiln::CompareOp>(loc(at), predicate,
+                                          kiln::CompareDirection::eq, x,
+                                          splat(v, element(x), shape(x)));
+      };
+      if (positive && negative)
+        y = b_.create<kiln::CompareOp>(
+            l, predicate, kiln::CompareDirection::eq,
+            b_.create<kiln::AbsOp>(loc(".abs"), t, x),
+            splat(inf, element(x), shape(x)));
+      else if (positive || negative)
+        y = equals(positive ? inf : -inf, "");
+      else // neither asked for: all false
+        y = b_.create<kiln::CompareOp>(l, predicate, kiln::CompareDirection::ne,
+                                       splat(0.0, element(x), shape(x)),
+                                       splat(0.0, element(x), shape(x)));
+    }
+  } else if (op == "Gelu") {
     std::string approximate = stringAttr("approximate", "none");
     if (approximate != "none" && approximate != "tanh")
       return fail("approximate is '" + approximate + "': expected none or tanh");

@@ -1073,16 +1073,25 @@ void FusionPlan::verifyCaches() {
           return;
         }
     }
-  for (auto &[c, entry] : successorCache_) {
-    if (!clusters_[c].alive)
-      continue;
-    computeSuccessors(c, fresh);
-    if (fresh != entry) {
-      cacheMismatch_ = "the successors kept for kernel " + std::to_string(c) +
-                       " differ from its successors now";
-      return;
-    }
-  }
+  // A kept list of each live kernel against a fresh one.
+  auto listsMatch = [&](const auto &kept, auto listed, const char *what) {
+    for (auto &[c, entry] : kept)
+      if (clusters_[c].alive && listed(c) != entry) {
+        cacheMismatch_ = std::string("the ") + what + " kept for kernel " +
+                         std::to_string(c) + " differ from its " + what +
+                         " now";
+        return false;
+      }
+    return true;
+  };
+  if (!listsMatch(
+          successorCache_,
+          [&](int c) {
+            computeSuccessors(c, fresh);
+            return fresh;
+          },
+          "successors"))
+    return;
   for (auto &[c, atLeast] : successorsAtLeast_) {
     if (!clusters_[c].alive)
       continue;
@@ -1100,23 +1109,18 @@ void FusionPlan::verifyCaches() {
                        " differs from its time now";
       return;
     }
-  SmallVector<Value> freshExports;
-  for (auto &[c, entry] : exportsCache_) {
-    if (!clusters_[c].alive)
-      continue;
-    walkExports(c, freshExports);
-    if (freshExports != entry) {
-      cacheMismatch_ = "the results kept for kernel " + std::to_string(c) +
-                       " differ from the ones it writes now";
-      return;
-    }
-  }
-  for (auto &[c, entry] : predecessorCache_)
-    if (clusters_[c].alive && listPredecessors(c) != entry) {
-      cacheMismatch_ = "the predecessors kept for kernel " + std::to_string(c) +
-                       " differ from its predecessors now";
-      return;
-    }
+  if (!listsMatch(
+          exportsCache_,
+          [&](int c) {
+            SmallVector<Value> results;
+            walkExports(c, results);
+            return results;
+          },
+          "results") ||
+      !listsMatch(
+          predecessorCache_, [&](int c) { return listPredecessors(c); },
+          "predecessors"))
+    return;
   // (summaryOf checks a kept summary against a walk.)
   for (int c = 0, e = clusters_.size(); c < e; ++c)
     if (clusters_[c].alive && clusters_[c].summary)

@@ -168,24 +168,18 @@ LogicalResult ReciprocalOp::buildGradients(OpBuilder &b,
   });
 }
 
-LogicalResult StopGradientOp::buildGradients(OpBuilder &, ArrayRef<Value>,
-                                             SmallVectorImpl<Value> &operandGrads) {
-  return noGradients(*this, operandGrads);
-}
-
-// Flat between their steps: no gradient (zero), as in XLA and PyTorch.
-LogicalResult FloorOp::buildGradients(OpBuilder &, ArrayRef<Value>,
-                                      SmallVectorImpl<Value> &operandGrads) {
-  return noGradients(*this, operandGrads);
-}
-LogicalResult CeilOp::buildGradients(OpBuilder &, ArrayRef<Value>,
-                                     SmallVectorImpl<Value> &operandGrads) {
-  return noGradients(*this, operandGrads);
-}
-LogicalResult RoundOp::buildGradients(OpBuilder &, ArrayRef<Value>,
-                                      SmallVectorImpl<Value> &operandGrads) {
-  return noGradients(*this, operandGrads);
-}
+// stop_gradient passes nothing back; floor, ceil and round are flat
+// between their steps: no gradient (zero), as in XLA and PyTorch.
+#define KILN_NO_GRADIENT(OP)                                                   \
+  LogicalResult OP::buildGradients(OpBuilder &, ArrayRef<Value>,               \
+                                   SmallVectorImpl<Value> &operandGrads) {     \
+    return noGradients(*this, operandGrads);                                   \
+  }
+KILN_NO_GRADIENT(StopGradientOp)
+KILN_NO_GRADIENT(FloorOp)
+KILN_NO_GRADIENT(CeilOp)
+KILN_NO_GRADIENT(RoundOp)
+#undef KILN_NO_GRADIENT
 
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {

@@ -687,6 +687,21 @@ def handmade(out):
         helper.make_node("Reshape", ["h", "line"], ["v"], name="line"),
         helper.make_node("GridSample", ["v", "grid1"], ["y"], name="gs")],
         [line, grid1], opset=20)
+    # Groups that do not divide the channels; a GatherND whose batch
+    # dimensions differ from the data's; a OneHot whose depth is computed.
+    gscale = helper.make_tensor("gscale", TensorProto.FLOAT, [2], [1.0, 1.0])
+    refused("group-norm-groups", [helper.make_node(
+        "GroupNormalization", ["h", "gscale", "gscale"], ["y"], name="gn", num_groups=2)],
+        [gscale], opset=18)
+    nd = helper.make_tensor("nd", TensorProto.INT64, [3, 1], [0, 1, 2])
+    refused("gather-nd-batch", [helper.make_node("GatherND", ["h", "nd"], ["y"], name="gnd",
+                                                 batch_dims=1)], [nd], opset=13)
+    hot = helper.make_tensor("hot", TensorProto.INT64, [4], [0, 1, 2, 3])
+    onoff = helper.make_tensor("onoff", TensorProto.FLOAT, [2], [0.0, 1.0])
+    refused("one-hot-depth", [
+        helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
+        helper.make_node("OneHot", ["hot", "m", "onoff"], ["y"], name="oh")],
+        [hot, onoff], opset=13)
     # A scatter that multiplies.
     rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)
     refused("scatter-mul", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],

@@ -462,6 +462,48 @@ def variants(rng):
          const("pairs_shape", [2, 3, 6, 6]),
          const("batches", [[1], [3], [1], [0]]), const("element", [2, 1, 4, -1]),
          const("s1", [1]), const("s3", [3]), const("ax0", [0]), const("all", [0, 1, 2, 3])])
+    # GatherND (every result keeps a leading dimension of 4, the batch's):
+    # (batch, channel) pairs with negative values, batch_dims 1 (channel and
+    # row within each batch), and whole indices (one element each).
+    add("gather-nd", 13, image,
+        [helper.make_node("GatherND", ["h", "pairs"], ["a"]),
+         helper.make_node("GatherND", ["h", "rows"], ["b"], batch_dims=1),
+         helper.make_node("GatherND", ["h", "points"], ["c"]),
+         helper.make_node("Reshape", ["a", "by_batch"], ["af"]),
+         helper.make_node("Reshape", ["b", "by_batch"], ["bf"]),
+         helper.make_node("Reshape", ["c", "by_batch"], ["cf"]),
+         helper.make_node("Concat", ["af", "bf", "cf"], ["y"], axis=1)],
+        [const("pairs", [[3, 1], [0, -1], [-2, 0], [1, 2]]),
+         const("rows", [[[0, 5], [2, -1], [1, 0]], [[-3, 2], [0, 0], [2, 3]],
+                        [[1, 1], [1, -6], [0, 4]], [[2, 2], [2, 2], [0, 1]]]),
+         const("points", [[0, 0, 0, 0], [3, 2, 5, 5], [-1, -2, 1, -3], [1, 1, 2, 3]]),
+         const("by_batch", [4, -1])])
+    # OneHot along a middle and the last axis, from indices with negative
+    # values and values outside [-depth, depth) (all off).
+    add("one-hot", 13, image,
+        [helper.make_node("OneHot", ["hot", "depth", "values"], ["o1"], axis=1),
+         helper.make_node("OneHot", ["hot", "depth", "values"], ["o2"]),
+         helper.make_node("Add", ["o1", "o2"], ["o"]),
+         helper.make_node("Unsqueeze", ["o", "one"], ["ou"]),
+         helper.make_node("Mul", ["h", "ou"], ["y"])],
+        [const("hot", rng.integers(-8, 8, (4, 6))), const("depth", 6),
+         floats("values", [0.25, 2.0]), const("one", [1])])
+    # GroupNormalization: scale and bias per group (opset 18), per channel
+    # (21).
+    grouped = (4, 6, 5)
+    add("group-norm-18", 18, grouped,
+        [helper.make_node("GroupNormalization", ["h", "gscale", "gbias"], ["y"],
+                          num_groups=3, epsilon=1e-3)],
+        [floats("gscale", rng.uniform(0.5, 1.5, 3)), floats("gbias", rng.uniform(-1, 1, 3))])
+    add("group-norm-21", 21, grouped,
+        [helper.make_node("GroupNormalization", ["h", "cscale", "cbias"], ["y"],
+                          num_groups=2)],
+        [floats("cscale", rng.uniform(0.5, 1.5, 6)), floats("cbias", rng.uniform(-1, 1, 6))])
+    # RMSNormalization (opset 23) over the last two axes, scale broadcast.
+    add("rms-norm", 23, image,
+        [helper.make_node("RMSNormalization", ["h", "rscale"], ["y"], axis=2,
+                          epsilon=1e-4)],
+        [floats("rscale", rng.uniform(0.5, 1.5, (1, 6)))])
     # GridSample: bilinear with zeros (align_corners 0) and border
     # (align_corners 1) padding on a trained grid reaching past the image;
     # nearest (opset 20's names) on a grid of exact half-pixel ties, which

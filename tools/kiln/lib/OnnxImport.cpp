@@ -603,6 +603,14 @@ bool Importer::node(const onnx::Node &n) {
     return pad();
   if (op == "Expand")
     return expand();
+  if (op == "GroupNormalization")
+    return groupNorm();
+  if (op == "RMSNormalization")
+    return rmsNorm();
+  if (op == "GatherND")
+    return gatherNd();
+  if (op == "OneHot")
+    return oneHot();
   if (op == "InstanceNormalization")
     return instanceNorm();
   if (op == "ConvTranspose")
@@ -833,17 +841,23 @@ const char *onnxSupportedOps() {
          "ConstantOfShape, "
          "Conv, ConvTranspose, Cos, CumSum, DepthToSpace, Div, Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Floor, Gather, "
-         "GatherElements, Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, "
-         "GridSample, Greater, GreaterOrEqual, GRU, HardSigmoid, HardSwish, "
+         "GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
+         "GlobalMaxPool, "
+         "GridSample, Greater, GreaterOrEqual, GroupNormalization, GRU, "
+         "HardSigmoid, "
+         "HardSwish, "
          "Identity, If, InstanceNormalization, IsInf, IsNaN, "
          "LayerNormalization, "
          "LeakyRelu, "
          "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LSTM, "
          "MatMul, "
-         "Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, Or, Pad, Pow, "
+         "Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, OneHot, Or, Pad, "
+         "Pow, "
          "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
-         "ReduceSumSquare, Relu, Reshape, Resize, RNN, Round, Scan, Scatter, "
+         "ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, RNN, "
+         "Round, Scan, "
+         "Scatter, "
          "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
          "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
          "Shrink, "

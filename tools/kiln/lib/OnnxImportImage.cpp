@@ -1,7 +1,8 @@
 //===- OnnxImportImage.cpp - instance norm and resize ---------------------===//
 //
 // The importer's image ops (OnnxImporter.h): InstanceNormalization (also
-// the group norm the exporters write as one), and Resize as interpolation
+// the group norm the exporters write as one), GroupNormalization and
+// RMSNormalization, and Resize as interpolation
 // matrices (linear, cubic) or a gather of rows (nearest) along each
 // resized axis. (Conv and ConvTranspose are in OnnxImportOps.cpp.)
 //
@@ -90,6 +91,97 @@ bool Importer::instanceNorm() {
                                g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, sx));
   }
   setOutput(0, y);
+  return true;
+}
+
+// GroupNormalization of X [N, C, D...] in G groups: each (n, group)
+// normalized over its C / G channels and D with its mean and biased
+// variance (a kiln.layer_norm of X as [N, G, C / G * D]), then scale and
+// bias: per group before opset 21, per channel from it.
+bool Importer::groupNorm() {
+  mlir::Value x, scale, bias;
+  if (!value(0, x) || !value(1, scale) || !value(2, bias))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() < 3)
+    return fail("X is " + shapeText(sx) + ": expected [N, C, D...]");
+  int64_t groups = intAttr("num_groups", 0), channels = sx[1];
+  if (groups < 1 || channels % groups != 0)
+    return fail("num_groups is " + std::to_string(groups) +
+                ": expected a divisor of the " + std::to_string(channels) +
+                " channels");
+  int64_t perGroup = product(sx.drop_front(1)) / groups;
+  bool perChannel = opset_ >= 21;
+  int64_t affine = perChannel ? channels : groups;
+  for (mlir::Value v : {scale, bias})
+    if (shape(v) != llvm::ArrayRef<int64_t>{affine})
+      return fail(std::string("scale and bias must be [") +
+                  std::to_string(affine) + "] (" +
+                  (perChannel ? "a value per channel from opset 21"
+                              : "a value per group") +
+                  "), found " + shapeText(shape(v)));
+  mlir::Type e = element(x);
+  llvm::SmallVector<int64_t> grouped = {sx[0], groups, perGroup};
+  mlir::Value y = b_.create<kiln::LayerNormOp>(
+      loc(".normalize"), type(grouped, e),
+      g_.reshape(nodeName_ + ".groups", x, grouped), splat(1.0, e, {perGroup}),
+      splat(0.0, e, {perGroup}), b_.getI64IntegerAttr(2),
+      b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f)));
+  // Per group: applied to the grouped rows; per channel: to X's shape.
+  llvm::ArrayRef<int64_t> target =
+      perChannel ? sx : llvm::ArrayRef<int64_t>(grouped);
+  if (perChannel)
+    y = g_.reshape(nodeName_ + ".ungrouped", y, sx);
+  y = b_.create<kiln::MulOp>(
+      loc(".scale"), y.getType(), y,
+      g_.broadcast(nodeName_ + ".scale_broadcast", scale, {1}, target));
+  y = b_.create<kiln::AddOp>(
+      perChannel ? loc() : loc(".bias"), y.getType(), y,
+      g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, target));
+  setOutput(0, perChannel ? y : g_.reshape(nodeName_, y, sx));
+  return true;
+}
+
+// RMSNormalization: X over the root of the mean of its squares along axis
+// and every dimension after it (plus epsilon), times scale (broadcast to
+// X's shape, NumPy's way).
+bool Importer::rmsNorm() {
+  mlir::Value x, scale;
+  if (!value(0, x) || !value(1, scale))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  int64_t rank = sx.size(), axis;
+  if (!axisOf(x, -1, axis))
+    return false;
+  llvm::SmallVector<int64_t> broadcast;
+  if (!broadcastShapes(sx, shape(scale), broadcast) ||
+      llvm::ArrayRef<int64_t>(broadcast) != sx)
+    return fail("scale is " + shapeText(shape(scale)) +
+                ": expected a shape that broadcasts to X's " + shapeText(sx));
+  mlir::Type e = element(x), t = x.getType();
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("X is not a float tensor");
+  llvm::SmallVector<int64_t> reduced, kept, keptDims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d >= axis) {
+      reduced.push_back(d);
+    } else {
+      kept.push_back(sx[d]);
+      keptDims.push_back(d);
+    }
+  }
+  mlir::Value square = b_.create<kiln::MulOp>(loc(".square"), t, x, x);
+  mlir::Value mean =
+      b_.create<kiln::ReduceOp>(loc(".mean"), type(kept, e),
+                                kiln::ReduceKind::mean, square, arr(reduced));
+  mlir::Value inverse = b_.create<kiln::RsqrtOp>(
+      loc(".inverse_rms"), mean.getType(),
+      b_.create<kiln::AddOp>(loc(".epsilon"), mean.getType(), mean,
+                             splat(floatAttr("epsilon", 1e-5f), e, kept)));
+  mlir::Value y = b_.create<kiln::MulOp>(
+      loc(".normalize"), t, x,
+      g_.broadcast(nodeName_ + ".inverse_broadcast", inverse, keptDims, sx));
+  setOutput(0, b_.create<kiln::MulOp>(loc(), t, y, broadcastTo(scale, sx)));
   return true;
 }
 

@@ -744,6 +744,50 @@ bool Importer::scatterElements() {
   return true;
 }
 
+// The rows of ScatterND's and GatherND's indices [B..., L..., k] into data
+// [B..., D..., R...] (B: |batch| dimensions, D: k of them): for each index
+// the row of its batch and D dimensions among prod(B) * prod(D) rows
+// (negative values count from the end of their dimension), of the
+// indices' leading shape [B..., L...] (a single index [k]: [1]).
+bool Importer::ndRows(llvm::ArrayRef<int64_t> sd, mlir::Value indices,
+                      int64_t batch, mlir::Value &rows) {
+  llvm::ArrayRef<int64_t> si = shape(indices);
+  int64_t rank = sd.size();
+  if (si.empty() || si.back() < 1 || si.back() > rank - batch)
+    return fail("indices are " + shapeText(si) +
+                ": expected a last dimension of 1 to " +
+                std::to_string(rank - batch) + " (data is " + shapeText(sd) +
+                ")");
+  int64_t k = si.back();
+  llvm::SmallVector<int64_t> lead(si.begin(), si.end() - 1);
+  if (lead.empty())
+    lead.push_back(1);
+  // nonNegative refuses indices that are not INT64 or INT32.
+  mlir::Type e = element(indices), t = type(lead, e);
+  rows = {};
+  int64_t stride = 1;
+  for (int64_t j = batch + k - 1; j >= 0; stride *= sd[j--]) {
+    std::string at = ".index" + std::to_string(j);
+    mlir::Value index;
+    if (j >= batch) {
+      mlir::Value part = sliceAxis(indices, si.size() - 1, j - batch,
+                                   j - batch + 1, 1, at + ".slice");
+      if (!nonNegative(g_.reshape(nodeName_ + at, part, lead), sd[j], at,
+                       index))
+        return false;
+    } else { // a batch dimension: the index's own position along it
+      index = b_.create<kiln::IotaOp>(loc(at), t, b_.getI64IntegerAttr(j));
+    }
+    if (stride != 1)
+      index = b_.create<kiln::MulOp>(loc(at + ".stride"), t, index,
+                                     splat(double(stride), e, lead));
+    rows = rows ? b_.create<kiln::AddOp>(loc(at + ".row"), t, rows, index)
+                      .getResult()
+                : index;
+  }
+  return true;
+}
+
 // ScatterND: indices [..., k] address data's first k dimensions (negative
 // values count from the end) and updates are indices' leading dimensions
 // followed by data's past k. Data becomes a table of its first k
@@ -754,11 +798,9 @@ bool Importer::scatterNd() {
   if (!value(0, data) || !value(1, indices) || !value(2, updates))
     return false;
   llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
-  int64_t rank = sd.size();
-  if (si.empty() || si.back() < 1 || si.back() > rank)
-    return fail("indices are " + shapeText(si) +
-                ": expected a last dimension of 1 to " + std::to_string(rank) +
-                " (data is " + shapeText(sd) + ")");
+  mlir::Value rows;
+  if (!ndRows(sd, indices, 0, rows))
+    return false;
   int64_t k = si.back();
   llvm::SmallVector<int64_t> lead(si.begin(), si.end() - 1), expected = lead;
   expected.append(sd.begin() + k, sd.end());
@@ -771,36 +813,102 @@ bool Importer::scatterNd() {
   std::optional<kiln::ReduceKind> combine;
   if (!scatterReduction(combine))
     return false;
-  // nonNegative refuses indices that are not INT64 or INT32.
-  mlir::Type e = element(indices);
   // Rows of at least one index, so that a single index [k] is a row too.
-  bool single = lead.empty();
-  if (single)
-    lead.push_back(1);
-  mlir::Value rows;
-  for (int64_t j = k - 1, stride = 1; j >= 0; stride *= sd[j--]) {
-    std::string at = ".index" + std::to_string(j);
-    mlir::Value part =
-        sliceAxis(indices, si.size() - 1, j, j + 1, 1, at + ".slice");
-    mlir::Value index;
-    if (!nonNegative(g_.reshape(nodeName_ + at, part, lead), sd[j], at, index))
-      return false;
-    if (stride != 1)
-      index = b_.create<kiln::MulOp>(loc(at + ".stride"), index.getType(),
-                                     index, splat(double(stride), e, lead));
-    rows = rows ? b_.create<kiln::AddOp>(loc(at + ".row"), index.getType(),
-                                         rows, index)
-                      .getResult()
-                : index;
-  }
   llvm::SmallVector<int64_t> table = {product(sd.take_front(k))},
-                             written = lead;
+                             written(shape(rows).begin(), shape(rows).end());
   table.append(sd.begin() + k, sd.end());
   written.append(sd.begin() + k, sd.end());
   mlir::Value y = scatterRows(
       g_.reshape(nodeName_ + ".table", data, table), rows,
       g_.reshape(nodeName_ + ".updates", updates, written), combine);
   setOutput(0, g_.reshape(nodeName_, y, sd));
+  return true;
+}
+
+// GatherND (batch_dims b): indices [B..., L..., k] address data's k
+// dimensions past its b batch ones, within each index's own batch; the
+// result is [B..., L..., data's dimensions past b + k]. Data becomes a
+// table of rows (ndRows) and kiln.gather reads them; its gradient adds
+// the result's back into the rows read.
+bool Importer::gatherNd() {
+  mlir::Value data, indices;
+  if (!value(0, data) || !value(1, indices))
+    return false;
+  llvm::ArrayRef<int64_t> sd = shape(data), si = shape(indices);
+  int64_t batch = intAttr("batch_dims", 0);
+  if (batch < 0 || batch >= int64_t(si.size()) || batch >= int64_t(sd.size()) ||
+      sd.take_front(batch) != si.take_front(batch))
+    return fail("batch_dims " + std::to_string(batch) + " with data " +
+                shapeText(sd) + " and indices " + shapeText(si) +
+                ": expected the first batch_dims dimensions of both to agree, "
+                "below the indices' rank");
+  mlir::Value rows;
+  if (!ndRows(sd, indices, batch, rows))
+    return false;
+  int64_t k = si.back();
+  llvm::SmallVector<int64_t> table = {product(sd.take_front(batch + k))},
+                             gathered(shape(rows).begin(), shape(rows).end()),
+                             result(si.begin(), si.end() - 1);
+  table.append(sd.begin() + batch + k, sd.end());
+  gathered.append(sd.begin() + batch + k, sd.end());
+  result.append(sd.begin() + batch + k, sd.end());
+  mlir::Value y = b_.create<kiln::GatherOp>(
+      loc(".gather"), type(gathered, element(data)),
+      g_.reshape(nodeName_ + ".table", data, table), rows);
+  setOutput(0, g_.reshape(nodeName_, y, result));
+  return true;
+}
+
+// OneHot: indices of any shape (negative ones count from the end of
+// depth; one outside [-depth, depth) sets no element), depth a constant,
+// values [off, on]; the result has depth inserted at axis, on where the
+// position along it equals the index.
+bool Importer::oneHot() {
+  mlir::Value indices, values;
+  if (!value(0, indices) || !value(2, values))
+    return false;
+  const Static *depthStatic = staticInput(1);
+  if (!depthStatic)
+    return false;
+  if (depthStatic->values.size() != 1)
+    return fail("depth has " + std::to_string(depthStatic->values.size()) +
+                " values: expected one");
+  int64_t depth = toIndex(depthStatic->values[0]);
+  if (depth < 1)
+    return fail("depth is " + std::to_string(depth) + ": expected at least 1");
+  if (shape(values) != llvm::ArrayRef<int64_t>{2})
+    return fail("values are " + shapeText(shape(values)) +
+                ": expected [off, on]");
+  llvm::ArrayRef<int64_t> si = shape(indices);
+  int64_t rank = si.size() + 1, axis = intAttr("axis", -1);
+  if (!normalizeAxis(axis, rank, "axis"))
+    return false;
+  // The indices as i64 (ONNX allows any numeric type; a float index is
+  // truncated), counted from the end where negative.
+  mlir::Type i64 = b_.getI64Type();
+  mlir::Value index = indices;
+  if (element(index) != i64)
+    index = b_.create<kiln::ConvertOp>(loc(".index"), type(si, i64), index);
+  if (!nonNegative(index, depth, ".from_end", index))
+    return false;
+  llvm::SmallVector<int64_t> out(si.begin(), si.end()), kept;
+  out.insert(out.begin() + axis, depth);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      kept.push_back(d);
+  mlir::Value position = b_.create<kiln::IotaOp>(
+      loc(".position"), type(out, i64), b_.getI64IntegerAttr(axis));
+  mlir::Value hit = b_.create<kiln::CompareOp>(
+      loc(".hit"), type(out, b_.getI1Type()), kiln::CompareDirection::eq,
+      position, g_.broadcast(nodeName_ + ".index_broadcast", index, kept, out));
+  auto pick = [&](int64_t i, const std::string &at) {
+    return g_.broadcast(
+        nodeName_ + at + "_broadcast",
+        g_.reshape(nodeName_ + at, sliceAxis(values, 0, i, i + 1, 1, at), {}),
+        {}, out);
+  };
+  setOutput(0, b_.create<kiln::SelectOp>(loc(), type(out, element(values)), hit,
+                                         pick(1, ".on"), pick(0, ".off")));
   return true;
 }
 

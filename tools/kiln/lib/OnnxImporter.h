@@ -256,7 +256,13 @@ private:
                           std::optional<kiln::ReduceKind> combine);
   bool scatterReduction(std::optional<kiln::ReduceKind> &combine);
   bool scatterElements();
+  // The table rows ScatterND's and GatherND's |indices| name in data of
+  // shape |dataShape| with |batch| batch dimensions.
+  bool ndRows(llvm::ArrayRef<int64_t> dataShape, mlir::Value indices,
+              int64_t batch, mlir::Value &rows);
   bool scatterNd();
+  bool gatherNd();
+  bool oneHot();
   bool topK();
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);
@@ -281,6 +287,10 @@ private:
 
   // Normalization and resizing (OnnxImportImage.cpp).
   bool instanceNorm();
+  // GroupNormalization (opset 18: scale and bias per group; 21: per
+  // channel) and RMSNormalization (opset 23).
+  bool groupNorm();
+  bool rmsNorm();
   bool resize();
   bool gridSample();
 

@@ -10,7 +10,7 @@ the op under test, then Y) with random data to DIR/NAME/, imports it with
 --loss=mse, runs one training step, and compares kiln's step-1 loss, the
 mean squared error of Y against random targets, with the same loss computed
 from onnx.reference.ReferenceEvaluator's Y (relative 1e-5; its
-LpNormalization replaced by the specification's, see below). The smooth
+LpNormalization and Hardmax replaced by the specification's, see below). The smooth
 variants also pass `kiln gradcheck` (finite differences). Prints one line
 per variant; exits 1 if any differs. The seed is random and printed;
 KILN_ONNX_SEED=N reruns one."""
@@ -488,6 +488,19 @@ def variants(rng):
          helper.make_node("Mul", ["h", "ou"], ["y"])],
         [const("hot", rng.integers(-8, 8, (4, 6))), const("depth", 6),
          floats("values", [0.25, 2.0]), const("one", [1])])
+    # Hardmax along an inner axis (opset 13) and over the flattened
+    # dimensions from axis 2 (opset 11), as weights of h (no gradient flows
+    # through them).
+    add("hardmax", 13, image,
+        [helper.make_node("Hardmax", ["h"], ["m"], axis=2),
+         helper.make_node("Add", ["m", "one_f"], ["m1"]),
+         helper.make_node("Mul", ["h", "m1"], ["y"])],
+        [floats("one_f", 1.0)], smooth=False)
+    add("hardmax-opset11", 11, image,
+        [helper.make_node("Hardmax", ["h"], ["m"], axis=2),
+         helper.make_node("Add", ["m", "one_f"], ["m1"]),
+         helper.make_node("Mul", ["h", "m1"], ["y"])],
+        [floats("one_f", 1.0)], smooth=False)
     # GroupNormalization: scale and bias per group (opset 18), per channel
     # (21).
     grouped = (4, 6, 5)
@@ -742,6 +755,24 @@ class LpNormalization(OpRun):
         return ((x / norm).astype(x.dtype),)
 
 
+def hardmax_for(opset):
+    """Hardmax as the specification of |opset| says: onnx.reference's takes
+    the axis alone (opset 13 on), where before opset 13 X is the matrix of
+    its dimensions before the axis by the rest."""
+
+    class Hardmax(OpRun):
+        def _run(self, x, axis=None):
+            axis = (self.axis if axis is None else axis) % x.ndim
+            rows = x.reshape(int(np.prod(x.shape[:axis])), -1) if opset < 13 else x
+            along = 1 if opset < 13 else axis
+            y = np.zeros_like(rows)
+            np.put_along_axis(y, np.expand_dims(np.argmax(rows, axis=along), along), 1,
+                              axis=along)
+            return (y.reshape(x.shape),)
+
+    return Hardmax
+
+
 class Scan(op_scan.Scan):
     """Scan with any scan axes and directions, as the specification says:
     the inputs' scan axes moved to the front (reversed for direction 1),
@@ -793,7 +824,7 @@ def write(directory, spec, rng):
     path = os.path.join(directory, "model.onnx")
     onnx.save(model, path)
     x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
-    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan])
+    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan, hardmax_for(opset)])
     with np.errstate(divide="ignore", invalid="ignore"):  # the logs of isnan-isinf
         y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
                             for i in range(0, 8, shape[0])])

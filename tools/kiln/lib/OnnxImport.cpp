@@ -609,6 +609,8 @@ bool Importer::node(const onnx::Node &n) {
     return rmsNorm();
   if (op == "GatherND")
     return gatherNd();
+  if (op == "Hardmax")
+    return hardmax();
   if (op == "OneHot")
     return oneHot();
   if (op == "InstanceNormalization")
@@ -844,7 +846,7 @@ const char *onnxSupportedOps() {
          "GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
          "GlobalMaxPool, "
          "GridSample, Greater, GreaterOrEqual, GroupNormalization, GRU, "
-         "HardSigmoid, "
+         "Hardmax, HardSigmoid, "
          "HardSwish, "
          "Identity, If, InstanceNormalization, IsInf, IsNaN, "
          "LayerNormalization, "

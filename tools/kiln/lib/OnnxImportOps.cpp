@@ -807,6 +807,49 @@ bool Importer::argExtreme(bool max) {
   return true;
 }
 
+// Hardmax: 1 at the first largest element along axis, 0 elsewhere (from
+// opset 13; before it X is taken as the matrix [dimensions before axis,
+// the rest], axis 1 by default): an iota along the axis compared with
+// kiln.argmax's index. No gradient flows through it.
+bool Importer::hardmax() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("its input is not a float tensor");
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  int64_t axis;
+  if (!axisOf(x, opset_ >= 13 ? -1 : 1, axis))
+    return false;
+  mlir::Value rows = x;
+  llvm::SmallVector<int64_t> work(sx.begin(), sx.end());
+  if (opset_ < 13) {
+    work = {product(sx.take_front(axis)), product(sx.drop_front(axis))};
+    rows = g_.reshape(nodeName_ + ".matrix", x, work);
+    axis = 1;
+  }
+  int64_t rank = work.size();
+  llvm::SmallVector<int64_t> reduced, kept;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      reduced.push_back(work[d]);
+      kept.push_back(d);
+    }
+  mlir::Type i64 = b_.getI64Type();
+  mlir::Value best = b_.create<kiln::ArgmaxOp>(
+      loc(".argmax"), type(reduced, i64), rows, b_.getI64IntegerAttr(axis));
+  mlir::Value hit = b_.create<kiln::CompareOp>(
+      loc(".hit"), type(work, b_.getI1Type()), kiln::CompareDirection::eq,
+      b_.create<kiln::IotaOp>(loc(".position"), type(work, i64),
+                              b_.getI64IntegerAttr(axis)),
+      g_.broadcast(nodeName_ + ".argmax_broadcast", best, kept, work));
+  mlir::Value y = b_.create<kiln::SelectOp>(
+      loc(opset_ < 13 ? ".select" : ""), type(work, element(x)), hit,
+      splat(1.0, element(x), work), splat(0.0, element(x), work));
+  setOutput(0, opset_ < 13 ? g_.reshape(nodeName_, y, sx) : y);
+  return true;
+}
+
 // TopK (K a constant, axis, largest, sorted): K rounds of kiln.argmax along
 // the axis, each over X (or -X for the smallest) with the elements taken
 // so far at -infinity. A round whose best is -infinity (only -infinity is

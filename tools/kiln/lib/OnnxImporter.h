@@ -264,6 +264,7 @@ private:
   bool gatherNd();
   bool oneHot();
   bool topK();
+  bool hardmax();
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);
   // CumSum: a product with a constant triangular matrix along the axis.

@@ -43,8 +43,8 @@ def variants(rng):
 
     out = []
 
-    def add(name, opset, shape, nodes, inits=(), smooth=True):
-        out.append((name, opset, shape, nodes, list(inits), smooth))
+    def add(name, opset, shape, nodes, inits=(), smooth=True, labels=None):
+        out.append((name, opset, shape, nodes, list(inits), smooth, labels))
 
     image = (4, 3, 6, 6)
     # Resize: each coordinate transformation, nearest rounding, cubic.
@@ -501,6 +501,25 @@ def variants(rng):
          helper.make_node("Add", ["m", "one_f"], ["m1"]),
          helper.make_node("Mul", ["h", "m1"], ["y"])],
         [floats("one_f", 1.0)], smooth=False)
+    # Graphs with their loss (imported with --loss=output; labels is a
+    # second input, (shape past the batch, low, high) of random INT64 class
+    # indices): SoftmaxCrossEntropyLoss with class weights and an ignored
+    # class over [N, C, D] (mean), its log-probabilities reused;
+    # NegativeLogLikelihoodLoss of a LogSoftmax over [N, C, D] (sum, no
+    # weights, an ignored class among few).
+    add("softmax-cross-entropy-loss", 13, (4, 5, 3),
+        [helper.make_node("SoftmaxCrossEntropyLoss", ["h", "labels", "cweights"],
+                          ["l", "logp"], ignore_index=2),
+         helper.make_node("ReduceMean", ["logp"], ["m"], keepdims=0),
+         helper.make_node("Mul", ["m", "tenth"], ["mt"]),
+         helper.make_node("Sub", ["l", "mt"], ["y"])],
+        [floats("cweights", [0.5, 1.0, 2.0, 1.5, 0.75]), floats("tenth", 0.1)],
+        labels=((3,), 0, 5))
+    add("nll-loss-sum", 13, (4, 6, 4),
+        [helper.make_node("LogSoftmax", ["h"], ["lp"], axis=1),
+         helper.make_node("NegativeLogLikelihoodLoss", ["lp", "labels"], ["y"],
+                          reduction="sum", ignore_index=0)],
+        labels=((4,), 0, 3))
     # GroupNormalization: scale and bias per group (opset 18), per channel
     # (21).
     grouped = (4, 6, 5)
@@ -811,7 +830,9 @@ class Scan(op_scan.Scan):
 
 
 def write(directory, spec, rng):
-    name, opset, shape, nodes, inits, _ = spec
+    name, opset, shape, nodes, inits, _, labels = spec
+    if labels:
+        return write_loss_graph(directory, spec, rng)
     os.makedirs(os.path.join(directory, "data"), exist_ok=True)
     scale = numpy_helper.from_array(
         (1 + 0.3 * rng.standard_normal((shape[1],) + (1,) * (len(shape) - 2)))
@@ -835,6 +856,30 @@ def write(directory, spec, rng):
     return float(np.mean(first * first))
 
 
+def write_loss_graph(directory, spec, rng):
+    """A graph whose output y is its loss, with a second input 'labels':
+    the reference's loss on the first batch."""
+    name, opset, shape, nodes, inits, _, (rest, low, high) = spec
+    os.makedirs(os.path.join(directory, "data"), exist_ok=True)
+    scale = numpy_helper.from_array(
+        (1 + 0.3 * rng.standard_normal((shape[1],) + (1,) * (len(shape) - 2)))
+        .astype(np.float32), "scale")
+    batch = shape[0]
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "scale"], ["h"])] + nodes, name,
+        [helper.make_tensor_value_info("x", F32, list(shape)),
+         helper.make_tensor_value_info("labels", TensorProto.INT64, [batch] + list(rest))],
+        [helper.make_tensor_value_info("y", F32, [])], [scale] + inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(model, os.path.join(directory, "model.onnx"))
+    x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
+    labels = rng.integers(low, high, (8,) + tuple(rest)).astype(np.int64)
+    np.save(os.path.join(directory, "data", "x.npy"), x)
+    np.save(os.path.join(directory, "data", "labels.npy"), labels)
+    reference = ReferenceEvaluator(model)
+    return float(reference.run(None, {"x": x[:batch], "labels": labels[:batch]})[0])
+
+
 def run(*command):
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -855,7 +900,8 @@ def main(directory, names):
         where = os.path.join(directory, name)
         expected = write(where, spec, rng)
         model = os.path.join(where, "model.kiln")
-        run("kiln", "import", os.path.join(where, "model.onnx"), "-o", model, "--loss=mse")
+        run("kiln", "import", os.path.join(where, "model.onnx"), "-o", model,
+            "--loss=output" if spec[6] else "--loss=mse")
         log = run("kiln", "train", model, "--init-from=" + os.path.join(where, "model.safetensors"),
                   "--data=npy:" + os.path.join(where, "data"), "--eval-data=none",
                   "--no-shuffle", "--max-steps=1")

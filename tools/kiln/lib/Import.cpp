@@ -1,6 +1,6 @@
 //===- Import.cpp - `kiln import`: an ONNX model as a kiln model ----------===//
 //
-// `kiln import MODEL.onnx -o OUT [--loss=cross-entropy|mse] [--batch=N]
+// `kiln import MODEL.onnx -o OUT [--loss=cross-entropy|mse|output] [--batch=N]
 // [--weights=FILE]` reads an ONNX model (serialize/OnnxModel.h), builds the
 // kiln model with a loss (tools/kiln/lib/OnnxImport.h) and writes it like
 // `kiln models` does: a graph file, or MLIR text for OUT ending in .mlir.
@@ -51,7 +51,9 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "cross-entropy (default): mean softmax cross-entropy of the "
                   "output [batch, classes] against a new input 'labels' "
                   "[batch] of class indices; mse: mean squared error "
-                  "against a new input 'targets' of the output's shape");
+                  "against a new input 'targets' of the output's shape; "
+                  "output: the graph's output is the loss (one element; "
+                  "its labels are graph inputs)");
   parser.addValue("batch", &batch, "N",
                   "the batch size, for inputs whose first dimension is "
                   "symbolic (dynamic_axes)");
@@ -71,8 +73,11 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   OnnxImportOptions options;
   if (loss == "mse")
     options.loss = OnnxLoss::meanSquaredError;
+  else if (loss == "output")
+    options.loss = OnnxLoss::output;
   else if (!loss.empty() && loss != "cross-entropy") {
-    printError(errs, kCommand, "--loss=" + loss + ": expected cross-entropy or mse");
+    printError(errs, kCommand,
+               "--loss=" + loss + ": expected cross-entropy, mse or output");
     return kExitUsage;
   }
   if (!batch.empty()) {
@@ -136,16 +141,21 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       static_cast<int64_t>(imported.weights.tensors.size()) - imported.modelState;
   if (output != "-")
     outs << "wrote " << output << ": " << imported.nodes << " ONNX nodes of "
-         << llvm::sys::path::filename(input) << " (opset " << model->defaultOpset()
+         << llvm::sys::path::filename(input) << " (opset "
+         << model->defaultOpset()
          << (model->producerName.empty() ? std::string()
                                          : ", from " + model->producerName)
-         << "), " << parameters << (parameters == 1 ? " parameter, " : " parameters, ")
+         << "), " << parameters
+         << (parameters == 1 ? " parameter, " : " parameters, ")
          << (imported.modelState == 0
                  ? std::string()
                  : std::to_string(imported.modelState) + " running statistic" +
                        (imported.modelState == 1 ? ", " : "s, "))
-         << (options.loss == OnnxLoss::crossEntropy ? "cross-entropy" : "mse")
-         << " loss\nwrote " << weights
+         << (options.loss == OnnxLoss::crossEntropy ? "cross-entropy loss"
+             : options.loss == OnnxLoss::meanSquaredError
+                 ? "mse loss"
+                 : "the graph's own loss")
+         << "\nwrote " << weights
          << ": the initializers' values (train from them with --init-from="
          << weights << ")\n";
   return kExitOk;

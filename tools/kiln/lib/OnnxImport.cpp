@@ -611,6 +611,8 @@ bool Importer::node(const onnx::Node &n) {
     return gatherNd();
   if (op == "Hardmax")
     return hardmax();
+  if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss")
+    return classLoss(op == "SoftmaxCrossEntropyLoss");
   if (op == "OneHot")
     return oneHot();
   if (op == "InstanceNormalization")
@@ -717,7 +719,14 @@ bool Importer::finish(OnnxImport &out) {
     return fail("the graph's output '" + outputs[0].name + "' is not FLOAT");
   mlir::Value loss;
   nodeName_ = "loss";
-  if (options_.loss == OnnxLoss::crossEntropy) {
+  if (options_.loss == OnnxLoss::output) {
+    if (product(shape(y)) != 1)
+      return fail("the graph's output '" + outputs[0].name + "' is " +
+                  shapeText(shape(y)) +
+                  ": --loss=output takes the loss itself, one element (a "
+                  "reduction of none leaves one per sample)");
+    loss = shape(y).empty() ? y : g_.reshape("loss", y, {});
+  } else if (options_.loss == OnnxLoss::crossEntropy) {
     if (shape(y).size() != 2)
       return fail("the graph's output '" + outputs[0].name + "' is " +
                   shapeText(shape(y)) +
@@ -839,32 +848,22 @@ bool Importer::run(OnnxImport &out) {
 const char *onnxSupportedOps() {
   return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, "
          "Cast, CastLike, Ceil, Celu, Clip, Concat, ConcatFromSequence, "
-         "Constant, "
-         "ConstantOfShape, "
-         "Conv, ConvTranspose, Cos, CumSum, DepthToSpace, Div, Dropout, "
-         "Einsum, Elu, Equal, Erf, Exp, Expand, Flatten, Floor, Gather, "
-         "GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
-         "GlobalMaxPool, "
-         "GridSample, Greater, GreaterOrEqual, GroupNormalization, GRU, "
-         "Hardmax, HardSigmoid, "
-         "HardSwish, "
-         "Identity, If, InstanceNormalization, IsInf, IsNaN, "
-         "LayerNormalization, "
-         "LeakyRelu, "
-         "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LSTM, "
-         "MatMul, "
-         "Max, MaxPool, Mean, Min, Mish, Mod, Mul, Neg, Not, OneHot, Or, Pad, "
-         "Pow, "
+         "Constant, ConstantOfShape, Conv, ConvTranspose, Cos, CumSum, "
+         "DepthToSpace, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, "
+         "Flatten, Floor, Gather, GatherElements, GatherND, Gelu, Gemm, "
+         "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
+         "GridSample, GroupNormalization, GRU, Hardmax, HardSigmoid, "
+         "HardSwish, Identity, If, InstanceNormalization, IsInf, IsNaN, "
+         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
+         "Loop, LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, "
+         "Mod, Mul, Neg, NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, "
          "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
          "ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, RNN, "
-         "Round, Scan, "
-         "Scatter, "
-         "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
-         "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
-         "Shrink, "
-         "Sigmoid, Sign, Sin, Size, Slice, Softmax, Softplus, Softsign, "
-         "SpaceToDepth, "
+         "Round, Scan, Scatter, ScatterElements, ScatterND, Selu, SequenceAt, "
+         "SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert, "
+         "SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, Size, Slice, "
+         "Softmax, SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, "
          "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "
          "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";
 }

@@ -37,7 +37,10 @@
 
 namespace kiln::cli {
 
-enum class OnnxLoss { crossEntropy, meanSquaredError };
+// The loss the import adds over the graph's one output, or none: the
+// output is the loss (a training graph exported with its loss; its labels
+// are inputs like any other).
+enum class OnnxLoss { crossEntropy, meanSquaredError, output };
 
 struct OnnxImportOptions {
   OnnxLoss loss = OnnxLoss::crossEntropy;

@@ -850,6 +850,101 @@ bool Importer::hardmax() {
   return true;
 }
 
+// SoftmaxCrossEntropyLoss (|softmax|) and NegativeLogLikelihoodLoss:
+// scores or log-probabilities [N, C, D...] and labels [N, D...]; each
+// element's loss is minus the log-probability of its label, times the
+// label's weight (input 2, else 1); an element whose label is
+// ignore_index counts nothing. reduction none keeps them, sum adds them,
+// mean divides the sum by the weights counted. The label's log-probability
+// and weight are picked by comparing an iota over C with the label (no
+// gather, so a label such as -100 reads nothing); softmax's log-
+// probabilities are its second output.
+bool Importer::classLoss(bool softmax) {
+  mlir::Value scores, labels, weights;
+  if (!value(0, scores) || !value(1, labels))
+    return false;
+  if (hasInput(2) && !value(2, weights))
+    return false;
+  llvm::ArrayRef<int64_t> ss = shape(scores), sl = shape(labels);
+  mlir::Type e = element(scores);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("its input is not a float tensor");
+  if (ss.size() < 2)
+    return fail("the input is " + shapeText(ss) + ": expected [N, C, D...]");
+  llvm::SmallVector<int64_t> expected = {ss[0]}, kept = {0};
+  for (int64_t d = 2; d < int64_t(ss.size()); ++d) {
+    expected.push_back(ss[d]);
+    kept.push_back(d);
+  }
+  if (sl != llvm::ArrayRef<int64_t>(expected))
+    return fail("the labels are " + shapeText(sl) + ": expected " +
+                shapeText(expected) + " for an input " + shapeText(ss));
+  if (!element(labels).isInteger(64) && !element(labels).isInteger(32))
+    return fail("the labels are not INT64 or INT32");
+  if (weights && shape(weights) != llvm::ArrayRef<int64_t>{ss[1]})
+    return fail("the weights are " + shapeText(shape(weights)) +
+                ": expected [" + std::to_string(ss[1]) + "], one per class");
+  std::string reduction = stringAttr("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return fail("reduction is '" + reduction + "': expected mean, sum or none");
+  mlir::Value logProb = scores;
+  if (softmax)
+    logProb = b_.create<kiln::LogSoftmaxOp>(loc(".log_prob"), scores.getType(),
+                                            scores, b_.getI64IntegerAttr(1));
+  mlir::Type i64 = b_.getI64Type(), flags = type(ss, b_.getI1Type());
+  mlir::Value label = labels;
+  if (!element(label).isInteger(64))
+    label = b_.create<kiln::ConvertOp>(loc(".label"), type(sl, i64), label);
+  mlir::Value hit = b_.create<kiln::CompareOp>(
+      loc(".hit"), flags, kiln::CompareDirection::eq,
+      b_.create<kiln::IotaOp>(loc(".class"), type(ss, i64),
+                              b_.getI64IntegerAttr(1)),
+      g_.broadcast(nodeName_ + ".label_broadcast", label, kept, ss));
+  auto picked = [&](mlir::Value v, const std::string &at) -> mlir::Value {
+    mlir::Value chosen = b_.create<kiln::SelectOp>(
+        loc(at + ".chosen"), v.getType(), hit, v, splat(0.0, e, ss));
+    return b_.create<kiln::ReduceOp>(loc(at), type(sl, e),
+                                     kiln::ReduceKind::sum, chosen, arr({1}));
+  };
+  // Each element's weight: its label's, or 1; 0 where the label is ignored.
+  mlir::Value weight =
+      weights ? picked(g_.broadcast(nodeName_ + ".weight_broadcast", weights,
+                                    {1}, ss),
+                       ".weight")
+              : splat(1.0, e, sl);
+  if (const onnx::Attribute *ignore = node_->attribute("ignore_index")) {
+    mlir::Value counted = b_.create<kiln::CompareOp>(
+        loc(".counted"), type(sl, b_.getI1Type()), kiln::CompareDirection::ne,
+        label, splat(double(ignore->i), i64, sl));
+    weight = b_.create<kiln::SelectOp>(loc(".counted_weight"), weight.getType(),
+                                       counted, weight, splat(0.0, e, sl));
+  }
+  mlir::Value loss = b_.create<kiln::MulOp>(
+      loc(".weighted"), weight.getType(),
+      b_.create<kiln::NegOp>(loc(".negative"), weight.getType(),
+                             picked(logProb, ".picked")),
+      weight);
+  if (reduction != "none") {
+    llvm::SmallVector<int64_t> all;
+    for (int64_t d = 0; d < int64_t(sl.size()); ++d)
+      all.push_back(d);
+    mlir::Type scalar = type({}, e);
+    mlir::Value total = b_.create<kiln::ReduceOp>(
+        reduction == "sum" ? loc() : loc(".sum"), scalar, kiln::ReduceKind::sum,
+        loss, arr(all));
+    if (reduction == "mean")
+      total = b_.create<kiln::DivOp>(
+          loc(), scalar, total,
+          b_.create<kiln::ReduceOp>(loc(".weights"), scalar,
+                                    kiln::ReduceKind::sum, weight, arr(all)));
+    loss = total;
+  }
+  setOutput(0, loss);
+  if (softmax && node_->outputs.size() > 1 && !node_->outputs[1].empty())
+    setOutput(1, logProb);
+  return true;
+}
+
 // TopK (K a constant, axis, largest, sorted): K rounds of kiln.argmax along
 // the axis, each over X (or -X for the smallest) with the elements taken
 // so far at -infinity. A round whose best is -infinity (only -infinity is

@@ -265,6 +265,7 @@ private:
   bool oneHot();
   bool topK();
   bool hardmax();
+  bool classLoss(bool softmax);
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);
   // CumSum: a product with a constant triangular matrix along the axis.

@@ -363,6 +363,19 @@ class Transformer(torch.nn.Module):
         return self.head(self.enc(x).mean(1))
 
 
+class WithLoss(torch.nn.Module):
+    """A network and its cross-entropy in one graph (the TorchScript
+    exporter writes a SoftmaxCrossEntropyLoss node): its output is the
+    loss, and the labels are its second input."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.net(x), labels)
+
+
 def set_mode(model, net):
     """bn: PyTorch's train mode (batch statistics); frozen: train mode with
     the batch norms in eval mode (running statistics, a frozen batch norm);
@@ -396,14 +409,14 @@ def build(model):
         return CondNet()
     if model == "transformer":
         return Transformer()
-    if model == "mlp":
+    if model in ("mlp", "lossnet"):
         return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
                                    torch.nn.Linear(8, 3))
     return LeNet() if model == "lenet5" else Misc()
 
 
 def input_shape(model):
-    return {"mlp": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
+    return {"mlp": (16,), "lossnet": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
             "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5),
             "downsample": (3, 12, 12), "cond": (6,)}[model]
 
@@ -524,7 +537,9 @@ def draw(model, seed):
         y = rng.standard_normal((SAMPLES,) + TARGET_SHAPES[model]).astype(np.float32)
     else:
         classes = 10 if model == "lenet5" else 3
-        y = rng.integers(0, classes, SAMPLES).astype(np.int32)
+        # (A graph with its own loss reads the labels as PyTorch's int64.)
+        y = rng.integers(0, classes, SAMPLES).astype(np.int64 if model == "lossnet"
+                                                     else np.int32)
     return net, state, x, y
 
 
@@ -569,9 +584,16 @@ def export(model, out, dynamo):
         # convolution before it).
         # The loop network is scripted, so that its loop stays a Loop (a
         # trace would unroll it).
-        torch.onnx.export(torch.jit.script(net) if model == "loop" else net, (sample,), path,
-                          dynamo=False, input_names=["x"], output_names=["out"],
-                          training=torch.onnx.TrainingMode.PRESERVE)
+        if model == "lossnet":
+            # Its state dict's keys gain the wrapper's "net." prefix in the
+            # graph; torch.safetensors keeps the network's own.
+            torch.onnx.export(WithLoss(net), (sample, torch.from_numpy(y[:BATCH])), path,
+                              dynamo=False, input_names=["x", "labels"],
+                              output_names=["loss"])
+        else:
+            torch.onnx.export(torch.jit.script(net) if model == "loop" else net, (sample,),
+                              path, dynamo=False, input_names=["x"], output_names=["out"],
+                              training=torch.onnx.TrainingMode.PRESERVE)
     import onnx
     ops = sorted({n.op_type for n in onnx.load(path).graph.node})
     print("ops: " + " ".join(ops))

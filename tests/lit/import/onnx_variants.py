@@ -577,6 +577,46 @@ def variants(rng):
         [floats("ties", ties)], smooth=False)
     # Volumetric (opset 20): X [N, C, D, H, W] sampled at grid [N, D_out,
     # H_out, W_out, 3] holding (x, y, z); trilinear with each padding
+    # Tan, and the hyperbolic functions and their inverses, each over the
+    # ranges where kiln switches forms (sinh's |x| = 1, asinh's and acosh's
+    # 1e4).
+    def scaled(src, factor, out_name):
+        return [helper.make_node("Mul", [src, factor], [out_name])]
+
+    add("hyperbolic", 13, image,
+        scaled("h", "quarter_h", "hq") + scaled("h", "two_h", "h2x") +
+        scaled("h", "big_h", "hb") +
+        [helper.make_node("Tan", ["hq"], ["tan"]),
+         helper.make_node("Sinh", ["h2x"], ["sinh"]),
+         helper.make_node("Cosh", ["h"], ["cosh"]),
+         helper.make_node("Asinh", ["h"], ["asinh"]),
+         helper.make_node("Asinh", ["hb"], ["asinh_big"]),
+         helper.make_node("Mul", ["h", "h"], ["hh"]),
+         helper.make_node("Add", ["hh", "one_h"], ["above_one"]),
+         helper.make_node("Acosh", ["above_one"], ["acosh"]),
+         helper.make_node("Mul", ["hh", "big_h"], ["hhb"]),
+         helper.make_node("Add", ["hhb", "one_h"], ["far_above_one"]),
+         helper.make_node("Acosh", ["far_above_one"], ["acosh_big"]),
+         helper.make_node("Tanh", ["h"], ["th"]),
+         helper.make_node("Mul", ["th", "nine_tenths"], ["inside"]),
+         helper.make_node("Atanh", ["inside"], ["atanh"]),
+         helper.make_node("Sum", ["tan", "sinh", "cosh", "asinh", "asinh_big", "acosh",
+                                  "acosh_big", "atanh"], ["y"])],
+        [floats("quarter_h", 0.25), floats("two_h", 2.0), floats("big_h", 3e4),
+         floats("one_h", 1.0), floats("nine_tenths", 0.9)])
+    # The same near 0, scaled back up: each of Sinh, Asinh, Atanh and Tan
+    # of h / 1e5 is about h / 1e5, so a form that loses relative accuracy
+    # there (e^x - e^-x, log(x + sqrt(x^2 + 1))) moves the loss past the
+    # tolerance.
+    add("hyperbolic-small", 13, image,
+        scaled("h", "milli", "hs") +
+        [helper.make_node("Sinh", ["hs"], ["sinh"]),
+         helper.make_node("Asinh", ["hs"], ["asinh"]),
+         helper.make_node("Atanh", ["hs"], ["atanh"]),
+         helper.make_node("Tan", ["hs"], ["tan"]),
+         helper.make_node("Sum", ["sinh", "asinh", "atanh", "tan"], ["s"]),
+         helper.make_node("Mul", ["s", "kilo_quarter"], ["y"])],
+        [floats("milli", 1e-5), floats("kilo_quarter", 25000.0)])
     # Rounding and sign, of floats and of integers (flat between steps: no
     # gradient flows through them, so h itself joins y), and IsNaN and IsInf of a log that is NaN
     # below 0 and -inf at it (h has a few zeros).

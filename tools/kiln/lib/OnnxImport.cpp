@@ -570,7 +570,8 @@ bool Importer::node(const onnx::Node &n) {
       "Sign",     "IsNaN",       "IsInf",     "Gelu",       "LeakyRelu",
       "Identity", "HardSigmoid", "HardSwish", "Softplus",   "Elu",
       "Mish",     "Softsign",    "Selu",      "Celu",       "ThresholdedRelu",
-      "Shrink"};
+      "Shrink",   "Tan",         "Sinh",      "Cosh",       "Asinh",
+      "Acosh",    "Atanh"};
   if (kUnary.count(op))
     return unary(op);
   if (op == "Dropout")

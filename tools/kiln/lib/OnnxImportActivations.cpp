@@ -197,6 +197,12 @@ bool Importer::unary(const std::string &op) {
           l, t, above, lowered,
           b_.create<kiln::SelectOp>(loc(".low"), t, below, raised, zero));
     }
+  } else if (op == "Tan" || op == "Sinh" || op == "Cosh" || op == "Asinh" ||
+             op == "Acosh" || op == "Atanh") {
+    if (!mlir::isa<mlir::FloatType>(element(x)))
+      return fail("the input is not a float tensor (" + op +
+                  " takes FLOAT, DOUBLE, FLOAT16 or BFLOAT16)");
+    y = hyperbolic(op, x);
   } else if (op == "Softsign") {
     // x / (1 + |x|).
     mlir::Value denominator = b_.create<kiln::AddOp>(
@@ -262,6 +268,124 @@ bool Importer::prelu() {
                                               broadcastTo(slope, shape(x)));
   setOutput(0, positiveElse(x, scaled, loc()));
   return true;
+}
+
+// Tan, and the hyperbolic functions and their inverses, from kiln's
+// elementwise ops in forms that keep their relative accuracy: no
+// difference of nearly equal terms near 0 (sinh from tanh there; the
+// inverses through log1p), no overflow before the true result overflows
+// (e^(|x| - ln 2) for the halves of cosh and sinh, ln 2|x| for the inverse
+// functions of large |x|). Where two forms split the range, each reads x
+// only on its own side (the other side gets a harmless 1), so that the
+// branch not taken has no infinite or NaN gradient to multiply by zero.
+mlir::Value Importer::hyperbolic(const std::string &op, mlir::Value x) {
+  mlir::Type t = x.getType(), e = element(x),
+             flags = type(shape(x), b_.getI1Type());
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  auto c = [&](double v) { return splat(v, e, sx); };
+  auto add = [&](mlir::Value a, mlir::Value b,
+                 const std::string &at) -> mlir::Value {
+    return b_.create<kiln::AddOp>(loc(at), t, a, b);
+  };
+  auto sub = [&](mlir::Value a, mlir::Value b,
+                 const std::string &at) -> mlir::Value {
+    return b_.create<kiln::SubOp>(loc(at), t, a, b);
+  };
+  auto mul = [&](mlir::Value a, mlir::Value b,
+                 const std::string &at) -> mlir::Value {
+    return b_.create<kiln::MulOp>(loc(at), t, a, b);
+  };
+  auto div = [&](mlir::Value a, mlir::Value b,
+                 const std::string &at) -> mlir::Value {
+    return b_.create<kiln::DivOp>(loc(at), t, a, b);
+  };
+  auto unary = [&](auto tag, mlir::Value a,
+                   const std::string &at) -> mlir::Value {
+    return b_.create<decltype(tag)>(loc(at), t, a);
+  };
+  auto below = [&](mlir::Value a, double v,
+                   const std::string &at) -> mlir::Value {
+    return b_.create<kiln::CompareOp>(loc(at), flags,
+                                      kiln::CompareDirection::lt, a, c(v));
+  };
+  auto select = [&](mlir::Value cond, mlir::Value a, mlir::Value b,
+                    const std::string &at) -> mlir::Value {
+    return b_.create<kiln::SelectOp>(loc(at), t, cond, a, b);
+  };
+  const double ln2 = 0.69314718055994531;
+  if (op == "Tan")
+    return div(unary(kiln::SinOp(), x, ".sin"), unary(kiln::CosOp(), x, ".cos"),
+               "");
+  mlir::Value ax = unary(kiln::AbsOp(), x, ".abs");
+  // e^(|x| - ln 2) and e^(-|x| - ln 2): the halves of e^|x| and e^-|x|.
+  auto halves = [&](mlir::Value a) {
+    mlir::Value up = unary(kiln::ExpOp(), sub(a, c(ln2), ".up_arg"), ".up");
+    mlir::Value down = unary(
+        kiln::ExpOp(),
+        sub(unary(kiln::NegOp(), a, ".neg_abs"), c(ln2), ".down_arg"), ".down");
+    return std::make_pair(up, down);
+  };
+  if (op == "Cosh") {
+    auto [up, down] = halves(ax);
+    return add(up, down, "");
+  }
+  mlir::Value negative = below(x, 0.0, ".negative");
+  auto withSign = [&](mlir::Value magnitude) {
+    return select(negative, unary(kiln::NegOp(), magnitude, ".neg"), magnitude,
+                  "");
+  };
+  if (op == "Sinh") {
+    // |x| < 1: 2 tanh(|x|/2) / (1 - tanh(|x|/2)^2); else the halves'
+    // difference.
+    mlir::Value small = below(ax, 1.0, ".small");
+    mlir::Value near = select(small, ax, c(1.0), ".near_arg");
+    mlir::Value far = select(small, c(1.0), ax, ".far_arg");
+    mlir::Value th = unary(kiln::TanhOp(), mul(near, c(0.5), ".half"), ".tanh");
+    mlir::Value nearValue =
+        div(mul(th, c(2.0), ".twice"),
+            sub(c(1.0), mul(th, th, ".tanh_squared"), ".denominator"), ".near");
+    auto [up, down] = halves(far);
+    return withSign(
+        select(small, nearValue, sub(up, down, ".far"), ".magnitude"));
+  }
+  if (op == "Atanh")
+    // log1p(2x / (1 - x)) / 2.
+    return mul(unary(kiln::Log1pOp(),
+                     div(mul(x, c(2.0), ".twice"), sub(c(1.0), x, ".one_minus"),
+                         ".ratio"),
+                     ".log1p"),
+               c(0.5), "");
+  // Asinh and Acosh: ln 2|x| past 1e4 (their other terms are below f32's
+  // precision there; for Acosh, x past 1e4); below it, log1p of what
+  // exceeds 1.
+  mlir::Value large = b_.create<kiln::CompareOp>(
+      loc(".large"), flags, kiln::CompareDirection::gt, op == "Asinh" ? ax : x,
+      c(1e4));
+  mlir::Value moderate = select(large, c(1.0), ax, ".moderate_arg");
+  mlir::Value asymptote =
+      add(unary(kiln::LogOp(), select(large, ax, c(1.0), ".large_arg"), ".log"),
+          c(ln2), ".asymptote");
+  if (op == "Asinh") {
+    // |x| + x^2 / (1 + sqrt(1 + x^2)), of which log1p.
+    mlir::Value square = mul(moderate, moderate, ".square");
+    mlir::Value root =
+        unary(kiln::SqrtOp(), add(c(1.0), square, ".one_plus"), ".root");
+    mlir::Value excess = add(
+        moderate, div(square, add(c(1.0), root, ".denominator"), ".fraction"),
+        ".excess");
+    return withSign(select(large, asymptote,
+                           unary(kiln::Log1pOp(), excess, ".log1p"),
+                           ".magnitude"));
+  }
+  // Acosh (x >= 1; below it the root is NaN): (x - 1) + sqrt((x - 1)(x + 1)).
+  mlir::Value m = select(large, c(1.0), x, ".moderate_arg_signed");
+  mlir::Value less = sub(m, c(1.0), ".minus_one");
+  mlir::Value excess =
+      add(less,
+          unary(kiln::SqrtOp(),
+                mul(less, add(m, c(1.0), ".plus_one"), ".product"), ".root"),
+          ".excess");
+  return select(large, asymptote, unary(kiln::Log1pOp(), excess, ".log1p"), "");
 }
 
 mlir::Value Importer::positiveElse(mlir::Value x, mlir::Value otherwise,

@@ -326,6 +326,17 @@ const Static *Importer::staticInput(size_t i) {
   return &it->second;
 }
 
+bool Importer::staticIndex(size_t i, const std::string &what, int64_t &out) {
+  const Static *s = staticInput(i);
+  if (!s)
+    return false;
+  if (s->values.size() != 1)
+    return fail(what + " has " + std::to_string(s->values.size()) +
+                " values: expected one");
+  out = toIndex(s->values[0]);
+  return true;
+}
+
 void Importer::initializeAs(const std::string &name, kiln::InitKind kind, double value) {
   if (parameterTensors_.count(name) && !values_.count(name))
     initOverrides_.try_emplace(name, kind, value);

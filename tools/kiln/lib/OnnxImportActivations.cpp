@@ -283,22 +283,6 @@ mlir::Value Importer::hyperbolic(const std::string &op, mlir::Value x) {
              flags = type(shape(x), b_.getI1Type());
   llvm::ArrayRef<int64_t> sx = shape(x);
   auto c = [&](double v) { return splat(v, e, sx); };
-  auto add = [&](mlir::Value a, mlir::Value b,
-                 const std::string &at) -> mlir::Value {
-    return b_.create<kiln::AddOp>(loc(at), t, a, b);
-  };
-  auto sub = [&](mlir::Value a, mlir::Value b,
-                 const std::string &at) -> mlir::Value {
-    return b_.create<kiln::SubOp>(loc(at), t, a, b);
-  };
-  auto mul = [&](mlir::Value a, mlir::Value b,
-                 const std::string &at) -> mlir::Value {
-    return b_.create<kiln::MulOp>(loc(at), t, a, b);
-  };
-  auto div = [&](mlir::Value a, mlir::Value b,
-                 const std::string &at) -> mlir::Value {
-    return b_.create<kiln::DivOp>(loc(at), t, a, b);
-  };
   auto unary = [&](auto tag, mlir::Value a,
                    const std::string &at) -> mlir::Value {
     return b_.create<decltype(tag)>(loc(at), t, a);

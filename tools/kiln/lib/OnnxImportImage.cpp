@@ -85,13 +85,21 @@ bool Importer::instanceNorm() {
       if (shape(v) != llvm::ArrayRef<int64_t>{channels})
         return fail("scale and B must be [" + std::to_string(channels) + "], found " +
                     shapeText(shape(v)));
-    y = b_.create<kiln::MulOp>(loc(".scale"), y.getType(), y,
-                               g_.broadcast(nodeName_ + ".scale_broadcast", scale, {1}, sx));
-    y = b_.create<kiln::AddOp>(loc(), y.getType(), y,
-                               g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, sx));
+    y = affineAlongDim1(y, scale, bias, loc());
   }
   setOutput(0, y);
   return true;
+}
+
+mlir::Value Importer::affineAlongDim1(mlir::Value y, mlir::Value scale,
+                                      mlir::Value bias, mlir::Location at) {
+  llvm::ArrayRef<int64_t> sy = shape(y);
+  y = b_.create<kiln::MulOp>(
+      loc(".scale"), y.getType(), y,
+      g_.broadcast(nodeName_ + ".scale_broadcast", scale, {1}, sy));
+  return b_.create<kiln::AddOp>(
+      at, y.getType(), y,
+      g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, sy));
 }
 
 // GroupNormalization of X [N, C, D...] in G groups: each (n, group)
@@ -128,16 +136,9 @@ bool Importer::groupNorm() {
       splat(0.0, e, {perGroup}), b_.getI64IntegerAttr(2),
       b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f)));
   // Per group: applied to the grouped rows; per channel: to X's shape.
-  llvm::ArrayRef<int64_t> target =
-      perChannel ? sx : llvm::ArrayRef<int64_t>(grouped);
   if (perChannel)
     y = g_.reshape(nodeName_ + ".ungrouped", y, sx);
-  y = b_.create<kiln::MulOp>(
-      loc(".scale"), y.getType(), y,
-      g_.broadcast(nodeName_ + ".scale_broadcast", scale, {1}, target));
-  y = b_.create<kiln::AddOp>(
-      perChannel ? loc() : loc(".bias"), y.getType(), y,
-      g_.broadcast(nodeName_ + ".bias_broadcast", bias, {1}, target));
+  y = affineAlongDim1(y, scale, bias, perChannel ? loc() : loc(".bias"));
   setOutput(0, perChannel ? y : g_.reshape(nodeName_, y, sx));
   return true;
 }
@@ -511,12 +512,6 @@ bool Importer::gridSample() {
   mlir::Type i64 = b_.getI64Type(), i1 = b_.getI1Type();
   mlir::Type t = type(points, f), it = type(points, i64), bt = type(points, i1);
   auto scalar = [&](double v) { return splat(v, f, points); };
-  auto add = [&](mlir::Value a, mlir::Value b, const std::string &at) {
-    return b_.create<kiln::AddOp>(loc(at), a.getType(), a, b).getResult();
-  };
-  auto mul = [&](mlir::Value a, mlir::Value b, const std::string &at) {
-    return b_.create<kiln::MulOp>(loc(at), a.getType(), a, b).getResult();
-  };
   auto clamp = [&](mlir::Value v, double low, double high,
                    const std::string &at) {
     mlir::Value above =

@@ -964,13 +964,8 @@ bool Importer::topK() {
   if (!axisOf(x, -1, axis))
     return false;
   if (opset_ >= 10) {
-    const Static *s = staticInput(1);
-    if (!s)
+    if (!staticIndex(1, "K", k))
       return false;
-    if (s->values.size() != 1)
-      return fail("K has " + std::to_string(s->values.size()) +
-                  " values: expected one");
-    k = toIndex(s->values[0]);
   } else {
     k = intAttr("k", 0);
   }

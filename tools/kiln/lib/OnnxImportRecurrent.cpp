@@ -136,12 +136,6 @@ bool Importer::recurrent(const std::string &op) {
   auto tanh = [&](mlir::Value v, const std::string &suffix) -> mlir::Value {
     return b_.create<kiln::TanhOp>(loc(suffix), v.getType(), v);
   };
-  auto add = [&](mlir::Value a, mlir::Value c, const std::string &suffix) -> mlir::Value {
-    return b_.create<kiln::AddOp>(loc(suffix), a.getType(), a, c);
-  };
-  auto mul = [&](mlir::Value a, mlir::Value c, const std::string &suffix) -> mlir::Value {
-    return b_.create<kiln::MulOp>(loc(suffix), a.getType(), a, c);
-  };
   // Columns [k * hidden, (k + n) * hidden) of a [batch, gates * hidden] value.
   auto gate = [&](mlir::Value v, int64_t k, int64_t n, const std::string &suffix) {
     return sliceAxis(v, 1, k * hidden, (k + n) * hidden, 1, suffix);

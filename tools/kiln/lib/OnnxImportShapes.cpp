@@ -867,13 +867,9 @@ bool Importer::oneHot() {
   mlir::Value indices, values;
   if (!value(0, indices) || !value(2, values))
     return false;
-  const Static *depthStatic = staticInput(1);
-  if (!depthStatic)
+  int64_t depth;
+  if (!staticIndex(1, "depth", depth))
     return false;
-  if (depthStatic->values.size() != 1)
-    return fail("depth has " + std::to_string(depthStatic->values.size()) +
-                " values: expected one");
-  int64_t depth = toIndex(depthStatic->values[0]);
   if (depth < 1)
     return fail("depth is " + std::to_string(depth) + ": expected at least 1");
   if (shape(values) != llvm::ArrayRef<int64_t>{2})

@@ -120,6 +120,9 @@ private:
   }
   // Input |i| as a static tensor (an initializer or Constant).
   const Static *staticInput(size_t i);
+  // Input |i| as a constant of one element, an integer (|what| names it
+  // in the error): TopK's K, OneHot's depth.
+  bool staticIndex(size_t i, const std::string &what, int64_t &out);
   // Input |i| as a static tensor, also when it is a floating-point
   // initializer of rank 1 or more (which value() would make a parameter):
   // a Resize's scales, the ones and zeros of a group norm. Reading it so
@@ -169,6 +172,20 @@ private:
   bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
                        llvm::SmallVectorImpl<int64_t> &out);
   mlir::Value splat(double v, mlir::Type element, llvm::ArrayRef<int64_t> dims);
+  // |a| plus, minus, times or over |b| (of |a|'s type: operands of one
+  // shape), at the node's location plus |suffix|.
+  mlir::Value add(mlir::Value a, mlir::Value b, const std::string &suffix) {
+    return b_.create<kiln::AddOp>(loc(suffix), a.getType(), a, b);
+  }
+  mlir::Value sub(mlir::Value a, mlir::Value b, const std::string &suffix) {
+    return b_.create<kiln::SubOp>(loc(suffix), a.getType(), a, b);
+  }
+  mlir::Value mul(mlir::Value a, mlir::Value b, const std::string &suffix) {
+    return b_.create<kiln::MulOp>(loc(suffix), a.getType(), a, b);
+  }
+  mlir::Value div(mlir::Value a, mlir::Value b, const std::string &suffix) {
+    return b_.create<kiln::DivOp>(loc(suffix), a.getType(), a, b);
+  }
   mlir::Value constant(const Static &s, const std::string &name);
   // |x| where x > 0, else |otherwise| (of x's type), the select at |at|: the
   // piecewise activations (LeakyRelu, Elu, Selu, PRelu).
@@ -291,6 +308,10 @@ private:
 
   // Normalization and resizing (OnnxImportImage.cpp).
   bool instanceNorm();
+  // |y| times |scale| plus |bias| (each [y's dimension 1], broadcast along
+  // it), the add at |at|: the norms' per-channel (or per-group) affine.
+  mlir::Value affineAlongDim1(mlir::Value y, mlir::Value scale,
+                              mlir::Value bias, mlir::Location at);
   // GroupNormalization (opset 18: scale and bias per group; 21: per
   // channel) and RMSNormalization (opset 23).
   bool groupNorm();

@@ -99,6 +99,8 @@ def Kiln_ErfOp : Kiln_UnaryOp<"erf", Kiln_FloatTensor, "erf(x)">;
 def Kiln_SinOp : Kiln_UnaryOp<"sin", Kiln_FloatTensor, "sin(x)">;
 def Kiln_CosOp : Kiln_UnaryOp<"cos", Kiln_FloatTensor, "cos(x)">;
 def Kiln_ReciprocalOp : Kiln_UnaryOp<"reciprocal", Kiln_FloatTensor, "1 / x">;
+def Kiln_AtanOp : Kiln_UnaryOp<"atan", Kiln_FloatTensor,
+                               "atan(x), in [-pi/2, pi/2] (+-pi/2 at +-infinity)">;
 // Rounding to an integer value, in the float type (infinities, NaN and
 // values already integral unchanged). Their gradient is zero, as XLA's and
 // jax's (and PyTorch's): the function is flat between its steps.

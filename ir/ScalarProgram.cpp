@@ -84,6 +84,7 @@ FailureOr<ScalarProgram> ScalarProgram::compile(Block &block, Value result) {
             KILN_UNARY(math::SqrtOp, Sqrt) KILN_UNARY(math::RsqrtOp, Rsqrt)
             KILN_UNARY(math::TanhOp, Tanh) KILN_UNARY(math::ErfOp, Erf)
             KILN_UNARY(math::SinOp, Sin) KILN_UNARY(math::CosOp, Cos)
+            KILN_UNARY(math::AtanOp, Atan)
             KILN_UNARY(math::FloorOp, Floor) KILN_UNARY(math::CeilOp, Ceil)
             KILN_UNARY(math::RoundEvenOp, RoundEven)
             KILN_UNARY(arith::ExtFOp, Convert) KILN_UNARY(arith::TruncFOp, Convert)
@@ -155,6 +156,7 @@ double ScalarProgram::run(const double *inputs) const {
     case Kind::Erf: v = std::erf(a); break;
     case Kind::Sin: v = std::sin(a); break;
     case Kind::Cos: v = std::cos(a); break;
+    case Kind::Atan: v = std::atan(a); break;
     case Kind::Floor: v = std::floor(a); break;
     case Kind::Ceil: v = std::ceil(a); break;
     // (Rounded in the type's precision before: a value of the type rounds

@@ -137,6 +137,9 @@ Value SinOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
 Value CosOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   return b.create<math::CosOp>(loc, operands[0]);
 }
+Value AtanOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
+  return b.create<math::AtanOp>(loc, operands[0]);
+}
 Value FloorOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   return b.create<math::FloorOp>(loc, operands[0]);
 }

@@ -95,7 +95,8 @@ using flatbuffers::Offset;
   X(ModeSelect, ModeSelectOp, None)                                            \
   X(Floor, FloorOp, None)                                                      \
   X(Ceil, CeilOp, None)                                                        \
-  X(Round, RoundOp, None)
+  X(Round, RoundOp, None)                                                      \
+  X(Atan, AtanOp, None)
 
 namespace kiln::graph {
 namespace {

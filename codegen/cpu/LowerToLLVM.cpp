@@ -1,20 +1,22 @@
-//===- LowerToLLVM.cpp - CPU kernels for loop fusions -----------------------===//
+//===- LowerToLLVM.cpp - CPU kernels for loop fusions
+//-----------------------===//
 //
 // The CPU side of the kernel model: hooks that read inputs and constants
 // with memref.load, the scf.for loop nests, the upstream lowering to the LLVM
 // dialect and the JIT (see LowerToLLVM.h).
 //
-// f32 math (exp, expm1, log, log1p, log2, tanh, erf, sin, cos, atan, ...;
-// f16 and bf16 compute in f32) is first rewritten into MLIR's polynomial
-// approximations, plain arith that vectorizes (a libm call, or an LLVM
-// intrinsic such as llvm.exp without a vector math library, is called once
-// per lane); they agree with the interpreter's std:: functions to a few
-// ulp. What remains (f64, and f32 ops without an approximation) lowers to
-// LLVM intrinsics where LLVM has them (sqrt, exp, log, ...), so loops with
-// sqrt vectorize; log1p and expm1 (which math-to-llvm would rewrite through
-// log/exp, losing precision near 0) and the ops LLVM has no intrinsic for
-// become libm calls. bf16 conversions are expanded to integer
-// ops (arith-expand) because the JIT has no runtime library for them.
+// f32 math (exp, expm1, log, log1p, log2, tanh, erf, ...;
+// f16 and bf16 compute in f32; sin, cos and atan by Kiln's own reductions
+// below) is first rewritten into MLIR's polynomial approximations, plain arith
+// that vectorizes (a libm call, or an LLVM intrinsic such as llvm.exp without a
+// vector math library, is called once per lane); they agree with the
+// interpreter's std:: functions to a few ulp. What remains (f64, and f32 ops
+// without an approximation) lowers to LLVM intrinsics where LLVM has them
+// (sqrt, exp, log, ...), so loops with sqrt vectorize; log1p and expm1 (which
+// math-to-llvm would rewrite through log/exp, losing precision near 0) and the
+// ops LLVM has no intrinsic for become libm calls. bf16 conversions are
+// expanded to integer ops (arith-expand) because the JIT has no runtime library
+// for them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -571,6 +573,58 @@ struct AccurateSinCos : OpRewritePattern<Op> {
   }
 };
 
+// f32 atan to about 2 ulp (MLIR's polynomial approximation is 6 ulp off
+// near 0.55): |x| reduced to [0, tan(pi/8)] by atan(a) = pi/4 +
+// atan((a - 1) / (a + 1)) above tan(pi/8) and pi/2 - atan(1/a) above
+// tan(3 pi/8), then an odd polynomial (Cephes atanf.c's coefficients) and
+// the sign copied back (zeros keep theirs; +-infinity gives +-pi/2; NaN
+// passes through the selects and the arithmetic).
+struct AccurateAtan : OpRewritePattern<math::AtanOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::AtanOp op,
+                                PatternRewriter &r) const override {
+    Type type = op.getType();
+    if (!getElementTypeOrSelf(type).isF32())
+      return r.notifyMatchFailure(op, "f32 only");
+    Location loc = op.getLoc();
+    auto f = [&](double v) -> Value {
+      Attribute a = r.getF32FloatAttr(v);
+      if (auto shaped = dyn_cast<ShapedType>(type))
+        a = DenseElementsAttr::get(shaped, a);
+      return r.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(a));
+    };
+    auto fma = [&](Value a, Value b, Value c) -> Value {
+      return r.create<math::FmaOp>(loc, a, b, c);
+    };
+    auto above = [&](Value a, double v) -> Value {
+      return r.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, a, f(v));
+    };
+    Value x = op.getOperand();
+    Value a = r.create<math::AbsFOp>(loc, x);
+    Value far = above(a, 2.414213562373095),
+          middle = above(a, 0.4142135623730950);
+    Value one = f(1.0);
+    Value inverse =
+        r.create<arith::NegFOp>(loc, r.create<arith::DivFOp>(loc, one, a));
+    Value shifted =
+        r.create<arith::DivFOp>(loc, r.create<arith::SubFOp>(loc, a, one),
+                                r.create<arith::AddFOp>(loc, a, one));
+    Value t = r.create<arith::SelectOp>(
+        loc, far, inverse, r.create<arith::SelectOp>(loc, middle, shifted, a));
+    Value base = r.create<arith::SelectOp>(
+        loc, far, f(1.5707963267948966),
+        r.create<arith::SelectOp>(loc, middle, f(0.78539816339744831), f(0.0)));
+    Value z = r.create<arith::MulFOp>(loc, t, t);
+    Value p = fma(fma(fma(f(8.05374449538e-2), z, f(-1.38776856032e-1)), z,
+                      f(1.99777106478e-1)),
+                  z, f(-3.33329491539e-1));
+    Value v = r.create<arith::AddFOp>(
+        loc, base, fma(r.create<arith::MulFOp>(loc, p, z), t, t));
+    r.replaceOpWithNewOp<math::CopySignOp>(op, v, x);
+    return success();
+  }
+};
+
 // f64 -> bf16 or f16 in one rounding. LLVM lowers that truncation to a
 // libcall (__truncdfbf2, __truncdfhf2) the kernels cannot link, and going
 // through f32 by round to nearest would round twice. Rounded to f32 to
@@ -620,16 +674,16 @@ struct TruncF64ToHalfThroughOdd : OpRewritePattern<arith::TruncFOp> {
 } // namespace
 
 LogicalResult lowerKernelModuleToLLVM(ModuleOp module) {
-  // f32 sin and cos first (AccurateSinCos above) and f64 -> bf16/f16
-  // through f32 rounded to odd (TruncF64ToHalfThroughOdd), then the other f32
-  // transcendentals (exp, log, tanh, erf, ...) as MLIR's polynomial
+  // f32 sin, cos and atan first (AccurateSinCos, AccurateAtan above) and f64 ->
+  // bf16/f16 through f32 rounded to odd (TruncF64ToHalfThroughOdd), then the
+  // other f32 transcendentals (exp, log, tanh, erf, ...) as MLIR's polynomial
   // approximations: plain arith that LLVM vectorizes, where a libm call or
   // an LLVM intrinsic without a vector math library would be scalarized.
   {
     RewritePatternSet patterns(module.getContext());
     patterns.add<AccurateSinCos<math::SinOp, false>,
-                 AccurateSinCos<math::CosOp, true>, TruncF64ToHalfThroughOdd>(
-        module.getContext());
+                 AccurateSinCos<math::CosOp, true>, AccurateAtan,
+                 TruncF64ToHalfThroughOdd>(module.getContext());
     if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
       return failure();
   }

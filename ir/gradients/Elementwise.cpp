@@ -158,6 +158,16 @@ LogicalResult CosOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   });
 }
 
+LogicalResult AtanOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // d atan(x) = 1 / (1 + x^2).
+  return unary(*this, resultGrads, operandGrads, [&](Value g, Location loc) {
+    Value x = getOperand();
+    Value onePlusX2 = add(b, loc, splatLike(b, loc, x, 1.0), mul(b, loc, x, x));
+    return div(b, loc, g, onePlusX2);
+  });
+}
+
 LogicalResult ReciprocalOp::buildGradients(OpBuilder &b,
                                            ArrayRef<Value> resultGrads,
                                            SmallVectorImpl<Value> &operandGrads) {

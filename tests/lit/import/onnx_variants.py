@@ -617,6 +617,35 @@ def variants(rng):
          helper.make_node("Sum", ["sinh", "asinh", "atanh", "tan"], ["s"]),
          helper.make_node("Mul", ["s", "kilo_quarter"], ["y"])],
         [floats("milli", 1e-5), floats("kilo_quarter", 25000.0)])
+    # Atan of h and of 4h (past tan(3 pi/8), where kiln's f32 atan switches
+    # reductions), Asin and Acos inside (-1, 1), and of constants at the
+    # ends of [-1, 1] and next to them: +-pi/2, pi and 0 there, not NaN
+    # (no gradient flows to a constant, so the ends' infinite slopes never
+    # meet the gradient check).
+    add("inverse-trig", 13, image,
+        scaled("h", "four", "h4") +
+        [helper.make_node("Atan", ["h"], ["atan"]),
+         helper.make_node("Atan", ["h4"], ["atan4"]),
+         helper.make_node("Tanh", ["h"], ["th"]),
+         helper.make_node("Mul", ["th", "nine_tenths"], ["inside"]),
+         helper.make_node("Asin", ["inside"], ["asin"]),
+         helper.make_node("Acos", ["inside"], ["acos"]),
+         helper.make_node("Asin", ["ends"], ["asin_ends"]),
+         helper.make_node("Acos", ["ends"], ["acos_ends"]),
+         helper.make_node("Sum", ["atan", "atan4", "asin", "acos", "asin_ends",
+                                  "acos_ends"], ["y"])],
+        [floats("four", 4.0), floats("nine_tenths", 0.9),
+         floats("ends", [-1.0, np.nextafter(np.float32(-1), np.float32(0)), -0.5, 0.0,
+                         np.nextafter(np.float32(1), np.float32(0)), 1.0])])
+    # Acos of the float next below 1, scaled up: 3.4527e-4, which pi/2 -
+    # asin(x) in f32 gets 1e-4 wrong (relatively); scaled by 1e5, y
+    # outweighs h and the targets, and that error moves the loss by 2e-4.
+    add("acos-near-one", 13, image,
+        [helper.make_node("Acos", ["below_one"], ["acos"]),
+         helper.make_node("Mul", ["acos", "scale_up"], ["far"]),
+         helper.make_node("Add", ["h", "far"], ["y"])],
+        [floats("below_one", [np.nextafter(np.float32(1), np.float32(0))]),
+         floats("scale_up", 1e5)])
     # Rounding and sign, of floats and of integers (flat between steps: no
     # gradient flows through them, so h itself joins y), and IsNaN and IsInf of a log that is NaN
     # below 0 and -inf at it (h has a few zeros).

@@ -102,6 +102,8 @@ func.func @unary(%x: tensor<4xf32>, %i: tensor<4xi32>, %h: tensor<2x2xf16>) {
   %ceil = kiln.ceil %x : tensor<4xf32>
   // CHECK: kiln.round %{{.*}} : tensor<4xf32>
   %round = kiln.round %x : tensor<4xf32>
+  // CHECK: kiln.atan %{{.*}} : tensor<4xf32>
+  %atan = kiln.atan %x : tensor<4xf32>
   // CHECK: kiln.gelu erf, %{{.*}} : tensor<4xf32>
   %15 = kiln.gelu erf, %x : tensor<4xf32>
   // CHECK: kiln.gelu tanh, %{{.*}} : tensor<2x2xf16>

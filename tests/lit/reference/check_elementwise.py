@@ -42,6 +42,7 @@ UNARY = {
     "sin": (np.sin, (-4, 4), False),
     "cos": (np.cos, (-4, 4), False),
     "reciprocal": (lambda x: 1 / x, (0.25, 4), False),
+    "atan": (np.arctan, (-8, 8), False),
     "floor": (np.floor, (-6, 6), False),
     "ceil": (np.ceil, (-6, 6), False),
     "round": (np.round, (-6, 6), False),  # NumPy's round takes halves to even

@@ -72,8 +72,10 @@ func.func @elementwise(%x: tensor<2x3xf32> {kiln.role = #kiln.role<input>, kiln.
   %ceil = kiln.ceil %floor : tensor<2x3xf32>
   // CHECK: kiln.round
   %round = kiln.round %ceil : tensor<2x3xf32>
+  // CHECK: kiln.atan
+  %atan = kiln.atan %round : tensor<2x3xf32>
   // CHECK: kiln.stop_gradient
-  %14 = kiln.stop_gradient %round : tensor<2x3xf32>
+  %14 = kiln.stop_gradient %atan : tensor<2x3xf32>
   // CHECK: kiln.gelu erf,
   %15 = kiln.gelu erf, %14 : tensor<2x3xf32>
   // CHECK: kiln.gelu tanh,

@@ -487,9 +487,11 @@ TEST_F(LoopKernelTest, TranscendentalsVectorize) {
         %t = kiln.tanh %x : tensor<32x64xf32>
         %f = kiln.erf %x : tensor<32x64xf32>
         %g = kiln.gelu tanh, %x : tensor<32x64xf32>
+        %at = kiln.atan %e : tensor<32x64xf32>
         %s = kiln.add %l, %p : tensor<32x64xf32>
         %u = kiln.add %t, %f : tensor<32x64xf32>
-        %v = kiln.add %u, %g : tensor<32x64xf32>
+        %w = kiln.add %u, %g : tensor<32x64xf32>
+        %v = kiln.add %w, %at : tensor<32x64xf32>
         kiln.yield %s, %v : tensor<32x64xf32>, tensor<32x64xf32>
       }
       return %r#0, %r#1 : tensor<32x64xf32>, tensor<32x64xf32>
@@ -500,7 +502,7 @@ TEST_F(LoopKernelTest, TranscendentalsVectorize) {
   ASSERT_FALSE(printed.empty());
   EXPECT_NE(printed.find(" x float>"), std::string::npos) << printed;
   for (const char *call : {"@expf", "@logf", "@log1pf", "@tanhf", "@erff",
-                           "@llvm.exp.", "@llvm.log."})
+                           "@atanf", "@llvm.exp.", "@llvm.log."})
     EXPECT_EQ(printed.find(call), std::string::npos) << call << "\n" << printed;
   for (uint64_t seed = baseSeed(), i = 0; i < 3; ++i, ++seed)
     EXPECT_EQ(check(fusion, seed, 4), "") << "seed " << seed;
@@ -698,6 +700,80 @@ TEST_F(LoopKernelTest, RoundingOpsMatchTheCLibrary) {
         }
       }
     }
+  }
+}
+
+// atan in f32 (AccurateAtan) and f64 (libm): within 2 ulp of std::atan
+// (rounded to the type) across magnitudes from denormals to
+// 1e30, at the reduction's switch points (1, tan(pi/8) and their
+// neighbours), on signed zeros (kept), infinities (+-pi/2) and NaN.
+TEST_F(LoopKernelTest, AtanMatchesTheCLibrary) {
+  for (const char *type : {"f32", "f64"}) {
+    SCOPED_TRACE(type);
+    bool f32 = std::string(type) == "f32";
+    std::string tensor = std::string("tensor<2048x") + type + ">";
+    std::string text = "func.func @main(%a: " + tensor + ") -> " + tensor +
+                       " {\n  %r = kiln.fusion loop (%a) : (" + tensor +
+                       ") -> " + tensor + " {\n  ^bb0(%x: " + tensor +
+                       "):\n    %t = kiln.atan %x : " + tensor +
+                       "\n    kiln.yield %t : " + tensor +
+                       "\n  }\n  return %r : " + tensor + "\n}\n";
+    FusionOp fusion = parseFusion(text.c_str());
+    ASSERT_TRUE(fusion) << diagnostics;
+    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+    ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+    std::vector<double> xs = {0.0,
+                              -0.0,
+                              1e-40,
+                              -1e-38,
+                              1e-30,
+                              1e-8,
+                              1.0,
+                              -1.0,
+                              0.41421356,
+                              2.41421356,
+                              1e30,
+                              -1e30,
+                              std::numeric_limits<double>::infinity(),
+                              -std::numeric_limits<double>::infinity(),
+                              std::nan("")};
+    for (double at : {1.0, 0.41421356237309503, 2.414213562373095})
+      for (int k = 1; k <= 8; ++k)
+        for (double sign : {1.0, -1.0})
+          xs.push_back(sign * at * (1 + k * (f32 ? 6e-8 : 1.2e-16)));
+    // Then a sweep of magnitudes from 2^-20 to 2^20, both signs.
+    while (xs.size() < 2048) {
+      double u = static_cast<double>(xs.size()) / 2048;
+      double magnitude =
+          std::ldexp(1.0 + 0.37 * u, static_cast<int>(xs.size() % 41) - 20);
+      xs.push_back(xs.size() % 2 ? -magnitude : magnitude);
+    }
+    DType dtype = f32 ? DType::f32 : DType::f64;
+    HostTensor in(dtype, {2048});
+    for (size_t i = 0; i < xs.size(); ++i)
+      in[i] = f32 ? static_cast<double>(static_cast<float>(xs[i])) : xs[i];
+    HostTensor out(dtype, {2048}, 0.5);
+    std::string error;
+    ASSERT_TRUE(succeeded(kernel->run({&in}, {&out}, &error))) << error;
+    int bad = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < 2048 && bad < 6; ++i) {
+      double x = in[i], got = out[i], want = std::atan(x);
+      if (f32)
+        want = static_cast<float>(want);
+      double ulp = std::ldexp(std::fabs(want), f32 ? -23 : -52);
+      bool same = std::isnan(want)
+                      ? std::isnan(got)
+                      : std::fabs(got - want) <= 2 * ulp + (f32 ? 1e-45 : 0) &&
+                            std::signbit(got) == std::signbit(want);
+      if (!std::isnan(want) && want != 0)
+        worst = std::max(worst, std::fabs(got - want) / ulp);
+      if (!same) {
+        ADD_FAILURE() << "atan(" << x << ") = " << got << ", expected " << want;
+        ++bad;
+      }
+    }
+    std::printf("%s atan: at most %.2f ulp from std::atan\n", type, worst);
   }
 }
 

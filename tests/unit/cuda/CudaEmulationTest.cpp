@@ -606,6 +606,46 @@ func.func @main(%x: tensor<33x65xf32>, %n: tensor<33x65xi32>, %m: tensor<1000xi3
   EXPECT_EQ(ran, 2u) << "seed " << seed;
 }
 
+// atan through CUDA's atanf (f32, and bf16 computed in f32) against the
+// interpreter, on [-2, 2), its eightfold (past tan(3 pi/8), where the
+// reductions switch) and its reciprocal (large magnitudes); with the
+// gradient's 1 / (1 + x^2) in the same kernel.
+TEST_F(CudaEmulationTest, Atan) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<33x65xf32>, %h: tensor<1000xbf16>)
+    -> (tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<1000xbf16>) {
+  %a:3 = kiln.fusion loop (%x) : (tensor<33x65xf32>) -> (tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>) {
+  ^bb0(%xa: tensor<33x65xf32>):
+    %eight = kiln.constant dense<8.0> : tensor<33x65xf32>
+    %one = kiln.constant dense<1.0> : tensor<33x65xf32>
+    %wide = kiln.mul %xa, %eight : tensor<33x65xf32>
+    %inverse = kiln.reciprocal %xa : tensor<33x65xf32>
+    %t = kiln.atan %xa : tensor<33x65xf32>
+    %tw = kiln.atan %wide : tensor<33x65xf32>
+    %ti = kiln.atan %inverse : tensor<33x65xf32>
+    %square = kiln.mul %xa, %xa : tensor<33x65xf32>
+    %denominator = kiln.add %one, %square : tensor<33x65xf32>
+    %slope = kiln.div %one, %denominator : tensor<33x65xf32>
+    %u = kiln.add %tw, %slope : tensor<33x65xf32>
+    kiln.yield %t, %u, %ti : tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>
+  }
+  %b = kiln.fusion loop (%h) : (tensor<1000xbf16>) -> tensor<1000xbf16> {
+  ^bb0(%ha: tensor<1000xbf16>):
+    %t = kiln.atan %ha : tensor<1000xbf16>
+    kiln.yield %t : tensor<1000xbf16>
+  }
+  return %a#0, %a#1, %a#2, %b : tensor<33x65xf32>, tensor<33x65xf32>, tensor<33x65xf32>, tensor<1000xbf16>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "atan", seed);
+  ASSERT_EQ(kernels.size(), 2u);
+  runAll();
+  EXPECT_EQ(ran, 2u) << "seed " << seed;
+}
+
 // A scatter read through a pad and slices (found by the random models,
 // seed 190583443): the rows' layout seeds each row's sums at the indices it
 // stores, and the pad and reshapes compute other index values for the

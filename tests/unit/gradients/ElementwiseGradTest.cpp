@@ -49,6 +49,7 @@ UNARY_TEST(Sigmoid, "sigmoid", -3.0, 3.0)
 UNARY_TEST(Erf, "erf", -2.0, 2.0)
 UNARY_TEST(Sin, "sin", -3.0, 3.0)
 UNARY_TEST(Cos, "cos", -3.0, 3.0)
+UNARY_TEST(Atan, "atan", -4.0, 4.0)
 
 TEST(ElementwiseGradient, Abs) {
   trials([](Random &r) {

@@ -198,10 +198,10 @@ TEST_F(GraphImportTest, FutureVersions) {
   GraphSpec g = tinyGraph();
   g.major = 2;
   expectRefused(g.bytes(), "unsupported graph format version 2.0: this reader "
-                           "reads version 1.8");
+                           "reads version 1.9");
   g.major = 1;
-  g.minor = 9;
-  expectRefused(g.bytes(), "unsupported graph format version 1.9");
+  g.minor = 10;
+  expectRefused(g.bytes(), "unsupported graph format version 1.10");
   g.major = 0;
   g.minor = 0;
   expectRefused(g.bytes(), "unsupported graph format version 0.0");

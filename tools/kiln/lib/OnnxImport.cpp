@@ -582,7 +582,7 @@ bool Importer::node(const onnx::Node &n) {
       "Identity", "HardSigmoid", "HardSwish", "Softplus",   "Elu",
       "Mish",     "Softsign",    "Selu",      "Celu",       "ThresholdedRelu",
       "Shrink",   "Tan",         "Sinh",      "Cosh",       "Asinh",
-      "Acosh",    "Atanh"};
+      "Acosh",    "Atanh",       "Atan",      "Asin",       "Acos"};
   if (kUnary.count(op))
     return unary(op);
   if (op == "Dropout")

@@ -44,6 +44,8 @@ bool Importer::unary(const std::string &op) {
     y = b_.create<kiln::SinOp>(l, t, x);
   else if (op == "Cos")
     y = b_.create<kiln::CosOp>(l, t, x);
+  else if (op == "Atan")
+    y = b_.create<kiln::AtanOp>(l, t, x);
   else if (op == "Floor" || op == "Ceil" || op == "Round") {
     if (!mlir::isa<mlir::FloatType>(element(x)))
       return fail("the input is not a float tensor (" + op +
@@ -197,8 +199,8 @@ bool Importer::unary(const std::string &op) {
           l, t, above, lowered,
           b_.create<kiln::SelectOp>(loc(".low"), t, below, raised, zero));
     }
-  } else if (op == "Tan" || op == "Sinh" || op == "Cosh" || op == "Asinh" ||
-             op == "Acosh" || op == "Atanh") {
+  } else if (op == "Tan" || op == "Asin" || op == "Acos" || op == "Sinh" ||
+             op == "Cosh" || op == "Asinh" || op == "Acosh" || op == "Atanh") {
     if (!mlir::isa<mlir::FloatType>(element(x)))
       return fail("the input is not a float tensor (" + op +
                   " takes FLOAT, DOUBLE, FLOAT16 or BFLOAT16)");
@@ -270,8 +272,8 @@ bool Importer::prelu() {
   return true;
 }
 
-// Tan, and the hyperbolic functions and their inverses, from kiln's
-// elementwise ops in forms that keep their relative accuracy: no
+// Tan, Asin and Acos, and the hyperbolic functions and their inverses, from
+// kiln's elementwise ops in forms that keep their relative accuracy: no
 // difference of nearly equal terms near 0 (sinh from tanh there; the
 // inverses through log1p), no overflow before the true result overflows
 // (e^(|x| - ln 2) for the halves of cosh and sinh, ln 2|x| for the inverse
@@ -300,6 +302,26 @@ mlir::Value Importer::hyperbolic(const std::string &op, mlir::Value x) {
   if (op == "Tan")
     return div(unary(kiln::SinOp(), x, ".sin"), unary(kiln::CosOp(), x, ".cos"),
                "");
+  if (op == "Asin") {
+    // atan(x / sqrt((1 - x)(1 + x))): 1 - x and 1 + x are exact near 1 and
+    // -1, where 1 - x^2 would lose the digits; at |x| = 1 the ratio is an
+    // infinity and atan gives +-pi/2; past it the root is NaN.
+    mlir::Value root = unary(kiln::SqrtOp(),
+                             mul(sub(c(1.0), x, ".one_minus"),
+                                 add(c(1.0), x, ".one_plus"), ".product"),
+                             ".root");
+    return unary(kiln::AtanOp(), div(x, root, ".ratio"), "");
+  }
+  if (op == "Acos")
+    // 2 atan(sqrt((1 - x) / (1 + x))): small results near x = 1 keep their
+    // relative accuracy (pi/2 - asin(x) would cancel); pi at x = -1.
+    return mul(unary(kiln::AtanOp(),
+                     unary(kiln::SqrtOp(),
+                           div(sub(c(1.0), x, ".one_minus"),
+                               add(c(1.0), x, ".one_plus"), ".ratio"),
+                           ".root"),
+                     ".atan"),
+               c(2.0), "");
   mlir::Value ax = unary(kiln::AbsOp(), x, ".abs");
   // e^(|x| - ln 2) and e^(-|x| - ln 2): the halves of e^|x| and e^-|x|.
   auto halves = [&](mlir::Value a) {

@@ -190,7 +190,8 @@ private:
   // |x| where x > 0, else |otherwise| (of x's type), the select at |at|: the
   // piecewise activations (LeakyRelu, Elu, Selu, PRelu).
   mlir::Value positiveElse(mlir::Value x, mlir::Value otherwise, mlir::Location at);
-  // Tan, Sinh, Cosh, Asinh, Acosh or Atanh of |x| (a float tensor).
+  // Tan, Asin, Acos, Sinh, Cosh, Asinh, Acosh or Atanh of |x| (a float
+  // tensor).
   mlir::Value hyperbolic(const std::string &op, mlir::Value x);
 
   // Op groups.

@@ -111,6 +111,10 @@ struct Cluster {
 // Follows |v| back through reshapes to the value they bitcast.
 Value traceReshapes(Value v);
 
+// Constants small enough to copy into every kernel that reads them: splats,
+// and at most 16 elements.
+bool isSmallConstant(Operation *op);
+
 // Marks on kernels that a new round clears in O(1): a kernel is marked in
 // a round when its entry holds the round's number.
 struct Stamps {

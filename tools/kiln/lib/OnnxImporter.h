@@ -1,10 +1,11 @@
-//===- OnnxImporter.h - the ONNX importer's state (private) -------*- C++ -*-===//
+//===- OnnxImporter.h - the ONNX importer's state (private) -----*- C++ -*-===//
 //
-// The class behind importOnnx (OnnxImport.h), shared by its two files:
+// The class behind importOnnx (OnnxImport.h), shared by its files:
 // OnnxImport.cpp holds the walk over the graph (inputs, initializers,
 // values and constants, shape computations evaluated at import, the loss)
-// and OnnxImportOps.cpp the lowering of each ONNX op to kiln ops. Only
-// they include it.
+// and the OnnxImport*.cpp beside it the lowering of each ONNX op to kiln
+// ops (Ops, Activations, Shapes, Indexed, Image, Einsum, Recurrent,
+// Control). Only they include it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -216,7 +217,6 @@ private:
   bool softmax(bool log);
   bool reduce(const std::string &op);
   bool lpNormalization();
-  bool argExtreme(bool max);
   bool layerNorm();
   bool batchNorm();
   // Input |i| as a constant, also when it is a floating-point initializer
@@ -224,35 +224,14 @@ private:
   bool constantValue(size_t i, mlir::Value &out);
   // Input |i|, a floating-point initializer of [channels], as model state
   // starting at |initial| (its values go to the weights file).
-  bool runningStatistic(size_t i, int64_t channels, mlir::Type e, double initial,
-                        mlir::Value &out);
-  bool gather();
+  bool runningStatistic(size_t i, int64_t channels, mlir::Type e,
+                        double initial, mlir::Value &out);
   bool dropout();
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
 
-  // Activations with parameters or several inputs (OnnxImportOps.cpp).
-  bool clip();
-  bool prelu();
-  // Sum and Mean of any number of inputs.
-  bool variadic(const std::string &op);
-
-  // Data movement and selection (OnnxImportShapes.cpp).
-  bool slice();
-  bool split();
-  bool splitToSequence();
-  // |x| cut along |axis| into parts of |sizes|, which must cover it.
-  bool splitParts(mlir::Value x, int64_t axis, const std::vector<int64_t> &sizes,
-                  std::vector<mlir::Value> &parts);
-  bool sequenceAt();
-  bool pad();
-  bool expand();
-  bool where();
-  bool compare(const std::string &op);
-  bool trilu();
-  // Not, And, Or, Xor of BOOL tensors.
-  bool logical(const std::string &op);
-  bool tile();
+  // Indexed ops (OnnxImportIndexed.cpp).
+  bool gather();
   bool gatherElements();
   // |indices| with the negative ones counted from the end of an axis of
   // |extent| (fails unless they are INT64 or INT32).
@@ -286,6 +265,31 @@ private:
   bool topK();
   bool hardmax();
   bool classLoss(bool softmax);
+  bool argExtreme(bool max);
+
+  // Activations with parameters or several inputs (OnnxImportOps.cpp).
+  bool clip();
+  bool prelu();
+  // Sum and Mean of any number of inputs.
+  bool variadic(const std::string &op);
+
+  // Data movement and selection (OnnxImportShapes.cpp).
+  bool slice();
+  bool split();
+  bool splitToSequence();
+  // |x| cut along |axis| into parts of |sizes|, which must cover it.
+  bool splitParts(mlir::Value x, int64_t axis,
+                  const std::vector<int64_t> &sizes,
+                  std::vector<mlir::Value> &parts);
+  bool sequenceAt();
+  bool pad();
+  bool expand();
+  bool where();
+  bool compare(const std::string &op);
+  bool trilu();
+  // Not, And, Or, Xor of BOOL tensors.
+  bool logical(const std::string &op);
+  bool tile();
   // DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
   bool depthSpace(bool toSpace);
   // CumSum: a product with a constant triangular matrix along the axis.

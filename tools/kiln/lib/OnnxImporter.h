@@ -4,8 +4,8 @@
 // OnnxImport.cpp holds the walk over the graph (inputs, initializers,
 // values and constants, shape computations evaluated at import, the loss)
 // and the OnnxImport*.cpp beside it the lowering of each ONNX op to kiln
-// ops (Ops, Activations, Shapes, Indexed, Image, Einsum, Recurrent,
-// Control). Only they include it.
+// ops (Ops, Activations, Conv, Shapes, Indexed, Image, Einsum,
+// Recurrent, Control). Only they include it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -200,17 +200,6 @@ private:
   bool binary(const std::string &op);
   bool gemm();
   bool matmul();
-  bool conv();
-  // Conv and ConvTranspose: X, W and the attributes both read, checked.
-  bool windowPads(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> extent,
-                  llvm::ArrayRef<int64_t> strides, std::vector<int64_t> &pads);
-  bool convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
-                  ConvAttributes &a);
-  // Adds input 2, a [C] bias, along dimension 1 of |y| (if present).
-  bool addChannelBias(mlir::Value &y);
-  bool convTranspose();
-  bool pool(bool max);
-  bool globalPool(bool max);
   bool reshapeLike(const std::string &op);
   bool transpose();
   bool concat();
@@ -229,6 +218,19 @@ private:
   bool dropout();
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
+
+  // Convolutions and pools (OnnxImportConv.cpp).
+  bool conv();
+  // Conv and ConvTranspose: X, W and the attributes both read, checked.
+  bool windowPads(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> extent,
+                  llvm::ArrayRef<int64_t> strides, std::vector<int64_t> &pads);
+  bool convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
+                  ConvAttributes &a);
+  // Adds input 2, a [C] bias, along dimension 1 of |y| (if present).
+  bool addChannelBias(mlir::Value &y);
+  bool convTranspose();
+  bool pool(bool max);
+  bool globalPool(bool max);
 
   // Indexed ops (OnnxImportIndexed.cpp).
   bool gather();

@@ -326,6 +326,40 @@ class DownsampleNet(torch.nn.Module):
         return self.fc(h.flatten(1))
 
 
+class SequenceNet(torch.nn.Module):
+    """1-D windows over [N, 4, 24]: a strided Conv1d, MaxPool1d, a dilated
+    grouped Conv1d, AvgPool1d with ceil_mode, and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv1d(4, 6, 3, stride=2, padding=1)
+        self.conv2 = torch.nn.Conv1d(6, 6, 3, dilation=2, groups=2, padding=1)
+        self.fc = torch.nn.Linear(6 * 2, 3)
+
+    def forward(self, x):
+        h = F.max_pool1d(torch.tanh(self.conv1(x)), 2)
+        h = F.avg_pool1d(torch.tanh(self.conv2(h)), 2, ceil_mode=True)
+        return self.fc(h.flatten(1))
+
+
+class VolumeNet(torch.nn.Module):
+    """3-D windows over [N, 2, 6, 6, 6]: Conv3d, MaxPool3d, a strided
+    ConvTranspose3d, AvgPool3d (padded, count_include_pad False), and a
+    linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(2, 4, 3, padding=1)
+        self.up = torch.nn.ConvTranspose3d(4, 3, 2, stride=2)
+        self.fc = torch.nn.Linear(3 * 27, 3)
+
+    def forward(self, x):
+        h = F.max_pool3d(torch.tanh(self.conv(x)), 2)
+        h = torch.tanh(self.up(h))
+        h = F.avg_pool3d(h, 3, stride=2, padding=1, count_include_pad=False)
+        return self.fc(h.flatten(1))
+
+
 class Transformer(torch.nn.Module):
     """A small GPT-style classifier over 6 tokens: token and learned position
     embeddings, a pre-norm block with causal scaled_dot_product_attention
@@ -409,6 +443,10 @@ def build(model):
         return CondNet()
     if model == "transformer":
         return Transformer()
+    if model == "sequence":
+        return SequenceNet()
+    if model == "volume":
+        return VolumeNet()
     if model in ("mlp", "lossnet"):
         return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
                                    torch.nn.Linear(8, 3))
@@ -418,7 +456,8 @@ def build(model):
 def input_shape(model):
     return {"mlp": (16,), "lossnet": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
             "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5),
-            "downsample": (3, 12, 12), "cond": (6,)}[model]
+            "downsample": (3, 12, 12), "cond": (6,), "sequence": (4, 24),
+            "volume": (2, 6, 6, 6)}[model]
 
 
 MSE_MODELS = ("misc", "image")
@@ -702,6 +741,12 @@ def handmade(out):
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
         auto_pad="SAME_UPPER", output_shape=[20, 16])], [wt])
+    # A convolution over four spatial axes: X [4, 3, 2, 4, 2, 4].
+    four = helper.make_tensor("four", TensorProto.INT64, [6], [4, 3, 2, 4, 2, 4])
+    kernel4 = helper.make_tensor("kernel4", TensorProto.FLOAT, [2, 3, 1, 1, 1, 1], [0.1] * 6)
+    refused("conv-4d", [
+        helper.make_node("Reshape", ["h", "four"], ["v"], name="four"),
+        helper.make_node("Conv", ["v", "kernel4"], ["y"], name="conv")], [four, kernel4])
     # GridSample along one axis (opset 20): X [4, 3, 64], grid [4, 5, 1].
     line = helper.make_tensor("line", TensorProto.INT64, [3], [4, 3, 64])
     grid1 = helper.make_tensor("grid1", TensorProto.FLOAT, [4, 5, 1], [0.0] * 20)

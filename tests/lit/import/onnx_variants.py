@@ -400,6 +400,67 @@ def variants(rng):
         [floats("w1", rng.standard_normal((2, 3, 2, 3)) * 0.4),
          floats("w2", rng.standard_normal((3, 3, 4, 2)) * 0.4),
          floats("b2", rng.standard_normal(3) * 0.1)])
+    # 1-D and 3-D windows (kiln's are 2-D: a unit height for 1-D, the
+    # depth positions' planes for 3-D): strides, dilations, asymmetric
+    # pads, groups, SAME pads, output_padding, ceil_mode and
+    # count_include_pad along every axis.
+    add("conv-1d", 13, (4, 3, 11),
+        [helper.make_node("Conv", ["h", "w1", "b1"], ["a"], strides=[2], dilations=[2],
+                          pads=[1, 2]),
+         helper.make_node("Conv", ["h", "w2"], ["b"], group=3, strides=[3],
+                          auto_pad="SAME_UPPER")] + both("a", "b"),
+        [floats("w1", rng.standard_normal((4, 3, 3)) * 0.4),
+         floats("b1", rng.standard_normal(4) * 0.1),
+         floats("w2", rng.standard_normal((6, 1, 4)) * 0.4)])
+    add("convtranspose-1d", 13, (4, 4, 6),
+        [helper.make_node("ConvTranspose", ["h", "w1", "b1"], ["a"], strides=[2],
+                          dilations=[2], pads=[1, 0], output_padding=[1]),
+         helper.make_node("ConvTranspose", ["h", "w2"], ["b"], strides=[3],
+                          auto_pad="SAME_LOWER")] + both("a", "b"),
+        [floats("w1", rng.standard_normal((4, 3, 3)) * 0.3),
+         floats("b1", rng.standard_normal(3) * 0.1),
+         floats("w2", rng.standard_normal((4, 2, 4)) * 0.3)])
+    add("conv-3d", 13, (2, 4, 5, 6, 5),
+        [helper.make_node("Conv", ["h", "w1", "b1"], ["a"], group=2, strides=[2, 1, 2],
+                          dilations=[2, 2, 1], pads=[1, 0, 1, 2, 1, 0]),
+         helper.make_node("Conv", ["h", "w2"], ["b"], strides=[2, 2, 1],
+                          auto_pad="SAME_LOWER")] + both("a", "b"),
+        [floats("w1", rng.standard_normal((4, 2, 3, 2, 3)) * 0.3),
+         floats("b1", rng.standard_normal(4) * 0.1),
+         floats("w2", rng.standard_normal((2, 4, 2, 3, 2)) * 0.3)])
+    # The second's depth pads (2 at each end, stride 3) drop whole kernel
+    # slices' results and output_padding 2 reaches past the last.
+    add("convtranspose-3d", 13, (2, 3, 3, 4, 3),
+        [helper.make_node("ConvTranspose", ["h", "w1", "b1"], ["a"], strides=[2, 1, 2],
+                          dilations=[1, 2, 1], pads=[1, 0, 0, 0, 1, 1],
+                          output_padding=[1, 0, 1]),
+         helper.make_node("ConvTranspose", ["h", "w2"], ["b"], strides=[3, 1, 1],
+                          pads=[2, 0, 0, 2, 0, 0], output_padding=[2, 0, 0])] + both("a", "b"),
+        [floats("w1", rng.standard_normal((3, 2, 3, 2, 3)) * 0.3),
+         floats("b1", rng.standard_normal(2) * 0.1),
+         floats("w2", rng.standard_normal((3, 2, 2, 2, 2)) * 0.3)])
+    add("convtranspose-3d-same", 13, (2, 3, 3, 4, 3),
+        [helper.make_node("ConvTranspose", ["h", "w"], ["y"], strides=[2, 2, 2],
+                          auto_pad="SAME_UPPER")],
+        [floats("w", rng.standard_normal((3, 2, 3, 3, 2)) * 0.3)])
+    add("maxpool-1d-3d", 13, (2, 3, 5, 6, 5),
+        [helper.make_node("MaxPool", ["h"], ["a"], kernel_shape=[2, 3, 2], strides=[2, 2, 1],
+                          pads=[1, 1, 0, 1, 0, 1], ceil_mode=1),
+         helper.make_node("Reshape", ["h", "rows"], ["hr"]),
+         helper.make_node("MaxPool", ["hr"], ["b"], kernel_shape=[3], strides=[2],
+                          pads=[1, 1], ceil_mode=1)] + both("a", "b"),
+        [const("rows", [2, 3, 150])], smooth=False)
+    add("avgpool-1d", 19, (4, 3, 11),
+        [helper.make_node("AveragePool", ["h"], ["a"], kernel_shape=[4], strides=[3],
+                          pads=[1, 2], ceil_mode=1),
+         helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[3], strides=[2],
+                          pads=[1, 1], count_include_pad=1)] + both("a", "b"))
+    add("avgpool-3d", 19, (2, 3, 5, 6, 5),
+        [helper.make_node("AveragePool", ["h"], ["a"], kernel_shape=[3, 2, 2],
+                          strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0], ceil_mode=1,
+                          count_include_pad=1),
+         helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[2, 3, 2],
+                          strides=[2, 2, 2], pads=[0, 1, 1, 1, 1, 0])] + both("a", "b"))
     # TopK: the largest along the last axis and the smallest along the
     # channels (K as an input); ties in index order (clipped values) and
     # -infinity left over (the log of a ReLU) through K as an attribute

@@ -1,7 +1,14 @@
 //===- OnnxImportConv.cpp - convolutions and pooling ----------------------===//
 //
 // The importer's window ops (OnnxImporter.h): Conv, ConvTranspose,
-// MaxPool, AveragePool and the global pools.
+// MaxPool, AveragePool and the global pools, over 1, 2 or 3 spatial axes.
+// Kiln's window ops are 2-D. A 1-D op is the 2-D one over [N, C, 1, W]. A
+// 3-D op is 2-D ones over the (height, width) planes of every depth
+// position, batched with N, combined along the depth: a convolution sums
+// the planes' convolutions with each depth slice of the kernel over the
+// depth positions that slice meets; a transposed convolution places each
+// slice's result at its depth positions, strided, and sums them; a pool
+// takes the max (or sum) of the planes' pools over each depth window.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,26 +17,56 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kiln::cli::onnx_import {
 
-// ONNX pads are [begin of each spatial dim..., end of each...]; kiln's
-// [top, bottom, left, right].
-static std::vector<int64_t> kilnPadding(const std::vector<int64_t> &pads) {
+namespace {
+
+std::vector<int64_t> ones(size_t n) { return std::vector<int64_t>(n, 1); }
+
+// ONNX's 2-D pads [begin H, begin W, end H, end W] as kiln's [top, bottom,
+// left, right].
+std::vector<int64_t> kilnPadding(llvm::ArrayRef<int64_t> pads) {
   return {pads[0], pads[2], pads[1], pads[3]};
 }
 
 // SAME padding of |total| elements along spatial axis |i| of |pads|
-// ([begins..., ends...]): split in half, the odd element at the end for
-// SAME_UPPER and at the beginning for SAME_LOWER.
-static void splitSame(const std::string &autoPad, int64_t total, int i,
-                      std::vector<int64_t> &pads) {
+// ([begins..., ends...] over |rank| axes): split in half, the odd element
+// at the end for SAME_UPPER and at the beginning for SAME_LOWER.
+void splitSame(const std::string &autoPad, int64_t total, size_t i, size_t rank,
+               std::vector<int64_t> &pads) {
   int64_t half = total / 2;
   pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
-  pads[2 + i] = total - pads[i];
+  pads[rank + i] = total - pads[i];
 }
 
-// The pads of a 2-D window op over the spatial extents |in| with windows
+// [N, X, C, ...] from [N, C, X, ...] and back: the depth next to the batch.
+constexpr int64_t kDepthFirst[] = {0, 2, 1, 3, 4};
+
+} // namespace
+
+// Conv and ConvTranspose read X [N, C, spatial...] and W; their attributes,
+// one per spatial axis (pads: the begins, then the ends).
+struct ConvAttributes {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t groups = 1;
+  size_t rank() const { return strides.size(); }
+  // A 1-D op's attributes as those of the 2-D op over [N, C, 1, W].
+  ConvAttributes lifted() const {
+    return {
+        {1, strides[0]}, {0, pads[0], 0, pads[1]}, {1, dilations[0]}, groups};
+  }
+  // A 3-D op's attributes over the (height, width) planes.
+  ConvAttributes planes() const {
+    return {{strides[1], strides[2]},
+            {pads[1], pads[2], pads[4], pads[5]},
+            {dilations[1], dilations[2]},
+            groups};
+  }
+};
+
+// The pads of a window op over the spatial extents |in| with windows
 // |extent| wide (dilation included) at |strides|, from its auto_pad:
 // NOTSET reads the pads attribute, VALID pads nothing, and SAME_UPPER and
 // SAME_LOWER pad so that the output is ceil(in / stride), the total split
@@ -38,36 +75,32 @@ bool Importer::windowPads(llvm::ArrayRef<int64_t> in,
                           llvm::ArrayRef<int64_t> extent,
                           llvm::ArrayRef<int64_t> strides,
                           std::vector<int64_t> &pads) {
+  size_t rank = in.size();
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   if (autoPad == "NOTSET") {
-    pads = intsAttr("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-    if (pads.size() != 4)
-      return fail("pads is " + shapeText(pads) +
-                  ": expected 4 values for a 2-D window");
+    pads = intsAttr("pads").value_or(std::vector<int64_t>(2 * rank, 0));
+    if (pads.size() != 2 * rank)
+      return fail("pads is " + shapeText(pads) + ": expected " +
+                  std::to_string(2 * rank) + " values for a " +
+                  std::to_string(rank) + "-D window");
     if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
       return fail("pads " + shapeText(pads) + " are negative");
     return true;
   }
-  pads.assign(4, 0);
+  pads.assign(2 * rank, 0);
   if (autoPad == "VALID")
     return true;
   if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
     return fail("auto_pad is " + autoPad +
                 ": expected NOTSET, VALID, SAME_UPPER or SAME_LOWER");
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < rank; ++i) {
     int64_t out = (in[i] + strides[i] - 1) / strides[i];
     splitSame(autoPad,
               std::max<int64_t>(0, (out - 1) * strides[i] + extent[i] - in[i]),
-              i, pads);
+              i, rank, pads);
   }
   return true;
 }
-
-// Conv and ConvTranspose read X [N, C, H, W] and W; their attributes.
-struct ConvAttributes {
-  std::vector<int64_t> strides, pads, dilations;
-  int64_t groups = 1;
-};
 
 bool Importer::convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
                           ConvAttributes &a) {
@@ -76,7 +109,7 @@ bool Importer::convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
     // (for a transposed convolution, its output channels per group).
     const std::string &name = node_->inputs[1];
     if (auto it = parameterTensors_.find(name); it != parameterTensors_.end() &&
-                                                it->second->dims.size() == 4 &&
+                                                it->second->dims.size() >= 3 &&
                                                 !fanIn_.count(name)) {
       fanIn_[name] = product(llvm::ArrayRef(it->second->dims).drop_front());
       if (hasInput(2))
@@ -87,30 +120,32 @@ bool Importer::convInputs(bool transposed, mlir::Value &x, mlir::Value &w,
     return false;
   const char *what = transposed ? "transposed convolution" : "convolution";
   llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
-  if (sx.size() != 4 || sw.size() != 4)
+  if (sx.size() < 3 || sx.size() > 5 || sw.size() != sx.size())
     return fail("X is " + shapeText(sx) + " and W " + shapeText(sw) +
-                ": kiln import reads 2-D " + what + "s (NCHW)");
-  a.strides = intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  a.dilations = intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
+                ": kiln import reads 1-D, 2-D and 3-D " + what +
+                "s (NCW, NCHW, NCDHW)");
+  size_t rank = sx.size() - 2;
+  a.strides = intsAttr("strides").value_or(ones(rank));
+  a.dilations = intsAttr("dilations").value_or(ones(rank));
   a.groups = intAttr("group", 1);
-  if (a.strides.size() != 2 || a.dilations.size() != 2)
-    return fail(std::string("strides or dilations are not those of a 2-D ") +
-                what);
+  if (a.strides.size() != rank || a.dilations.size() != rank)
+    return fail("strides or dilations are not those of a " +
+                std::to_string(rank) + "-D " + what);
   if (llvm::any_of(a.strides, [](int64_t v) { return v < 1; }) ||
       llvm::any_of(a.dilations, [](int64_t v) { return v < 1; }))
     return fail("strides and dilations must be positive");
-  int64_t extent[2] = {a.dilations[0] * (sw[2] - 1) + 1,
-                       a.dilations[1] * (sw[3] - 1) + 1};
+  std::vector<int64_t> extent;
+  for (size_t i = 0; i < rank; ++i)
+    extent.push_back(a.dilations[i] * (sw[2 + i] - 1) + 1);
   // A transposed convolution's SAME pads follow from its output's size
   // (convTranspose); a convolution's from its input's.
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   if (transposed && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER"))
-    a.pads.assign(4, 0);
+    a.pads.assign(2 * rank, 0);
   else if (!windowPads(sx.drop_front(2), extent, a.strides, a.pads))
     return false;
   if (auto kernel = intsAttr("kernel_shape");
-      kernel &&
-      (kernel->size() != 2 || (*kernel)[0] != sw[2] || (*kernel)[1] != sw[3]))
+      kernel && llvm::ArrayRef<int64_t>(*kernel) != sw.drop_front(2))
     return fail("kernel_shape does not match W " + shapeText(sw));
   bool fits = transposed ? sx[1] == sw[0] && sw[0] % a.groups == 0
                          : sx[1] == sw[1] * a.groups && sw[0] % a.groups == 0;
@@ -141,62 +176,202 @@ bool Importer::addChannelBias(mlir::Value &y) {
   return true;
 }
 
+mlir::Value Importer::permute(mlir::Value x, llvm::ArrayRef<int64_t> perm,
+                              const std::string &suffix) {
+  llvm::SmallVector<int64_t> dims;
+  for (int64_t p : perm)
+    dims.push_back(shape(x)[p]);
+  return b_.create<kiln::TransposeOp>(loc(suffix), type(dims, element(x)), x,
+                                      arr(perm));
+}
+
+mlir::Value Importer::withUnitHeight(mlir::Value v, const std::string &suffix) {
+  llvm::ArrayRef<int64_t> s = shape(v);
+  return g_.reshape(nodeName_ + suffix, v, {s[0], s[1], 1, s[2]});
+}
+
+mlir::Value Importer::conv2d(mlir::Value x, mlir::Value w,
+                             const ConvAttributes &a,
+                             const std::string &suffix) {
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  llvm::SmallVector<int64_t> dims = {sx[0], sw[0]};
+  for (int i = 0; i < 2; ++i)
+    dims.push_back((sx[2 + i] + a.pads[i] + a.pads[2 + i] -
+                    a.dilations[i] * (sw[2 + i] - 1) - 1) /
+                       a.strides[i] +
+                   1);
+  return b_.create<kiln::Conv2DOp>(loc(suffix), type(dims, element(x)), x, w,
+                                   arr(a.strides), arr(kilnPadding(a.pads)),
+                                   arr(a.dilations),
+                                   b_.getI64IntegerAttr(a.groups));
+}
+
+// A 3-D convolution: for each depth kd of the kernel, the planes of the
+// (padded) input at depths kd * dilation + o * stride, batched as [N *
+// D_out, C, H, W], convolved with W[:, :, kd]; the sum over kd, as [N,
+// C_out, D_out, H_out, W_out].
+mlir::Value Importer::convOverDepth(mlir::Value x, mlir::Value w,
+                                    const ConvAttributes &a,
+                                    llvm::ArrayRef<int64_t> dims) {
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  mlir::Type e = element(x);
+  int64_t n = sx[0], depthOut = dims[2];
+  mlir::Value padded = x;
+  if (a.pads[0] || a.pads[3])
+    padded = b_.create<kiln::PadOp>(
+        loc(".depth_pad"),
+        type({n, sx[1], sx[2] + a.pads[0] + a.pads[3], sx[3], sx[4]}, e), x,
+        arr({0, 0, a.pads[0], 0, 0}), arr({0, 0, a.pads[3], 0, 0}),
+        b_.getF64FloatAttr(0.0));
+  mlir::Value moved = permute(padded, kDepthFirst, ".depth_first");
+  ConvAttributes plane = a.planes();
+  mlir::Value sum;
+  for (int64_t kd = 0; kd < sw[2]; ++kd) {
+    std::string at = ".depth" + std::to_string(kd);
+    int64_t start = kd * a.dilations[0];
+    mlir::Value taps =
+        sliceAxis(moved, 1, start, start + (depthOut - 1) * a.strides[0] + 1,
+                  a.strides[0], at + ".taps");
+    mlir::Value flat = g_.reshape(nodeName_ + at + ".batch", taps,
+                                  {n * depthOut, sx[1], sx[3], sx[4]});
+    mlir::Value slice =
+        g_.reshape(nodeName_ + at + ".weight",
+                   sliceAxis(w, 2, kd, kd + 1, 1, at + ".weight_slice"),
+                   {sw[0], sw[1], sw[3], sw[4]});
+    mlir::Value y = conv2d(flat, slice, plane, at);
+    sum = sum ? add(sum, y, at + ".sum") : y;
+  }
+  mlir::Value grouped = g_.reshape(nodeName_ + ".depth_planes", sum,
+                                   {n, depthOut, dims[1], dims[3], dims[4]});
+  return permute(grouped, kDepthFirst, "");
+}
+
 bool Importer::conv() {
   mlir::Value x, w;
   ConvAttributes a;
   if (!convInputs(/*transposed=*/false, x, w, a))
     return false;
   llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  size_t rank = a.rank();
   llvm::SmallVector<int64_t> dims = {sx[0], sw[0]};
-  for (int i = 0; i < 2; ++i) {
-    int64_t extent = sx[2 + i] + a.pads[i] + a.pads[2 + i] -
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t extent = sx[2 + i] + a.pads[i] + a.pads[rank + i] -
                      a.dilations[i] * (sw[2 + i] - 1) - 1;
     if (extent < 0)
       return fail("the kernel " + shapeText(sw) + " does not fit X " +
                   shapeText(sx));
     dims.push_back(extent / a.strides[i] + 1);
   }
-  mlir::Value y = b_.create<kiln::Conv2DOp>(
-      loc(), type(dims, element(x)), x, w, arr(a.strides),
-      arr(kilnPadding(a.pads)), arr(a.dilations),
-      b_.getI64IntegerAttr(a.groups));
+  mlir::Value y;
+  if (rank == 2)
+    y = conv2d(x, w, a, "");
+  else if (rank == 1)
+    y = g_.reshape(nodeName_,
+                   conv2d(withUnitHeight(x, ".x_2d"),
+                          withUnitHeight(w, ".w_2d"), a.lifted(), ".2d"),
+                   dims);
+  else
+    y = convOverDepth(x, w, a, dims);
   if (!addChannelBias(y))
     return false;
   setOutput(0, y);
   return true;
 }
 
-// ConvTranspose (2-D): the gradient of a convolution with respect to its
-// input, which is what a transposed convolution computes. W is [C_in,
-// C_out / group, kH, kW], the filter of the convolution that maps the
-// result back to X; the result's size along each spatial axis is
-// (in - 1) * stride - pads + dilation * (k - 1) + 1 + output_padding.
-// With auto_pad SAME_UPPER or SAME_LOWER the size is given (output_shape,
-// else in * stride) and the pads follow from it; otherwise output_shape
-// must be the size the pads give.
+// A 3-D transposed convolution: for each depth kd of the kernel, every
+// input plane [N * D, C, H, W] through the 2-D transposed convolution
+// with W[:, :, kd], each result placed at output depth d * stride + kd *
+// dilation - pad_begin (zeros between, for a stride above 1; those
+// outside the output dropped); the sum over kd.
+mlir::Value Importer::convTransposeOverDepth(mlir::Value x, mlir::Value w,
+                                             const ConvAttributes &a,
+                                             llvm::ArrayRef<int64_t> dims) {
+  llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
+  mlir::Type e = element(x);
+  int64_t n = sx[0], depth = sx[2], stride = a.strides[0];
+  int64_t outDepth = dims[2], plane = dims[1] * dims[3] * dims[4];
+  mlir::Value flat =
+      g_.reshape(nodeName_ + ".batch", permute(x, kDepthFirst, ".depth_first"),
+                 {n * depth, sx[1], sx[3], sx[4]});
+  ConvAttributes planes = a.planes();
+  // Positions j of (depth - 1) * stride + 1 once strided.
+  int64_t strided = (depth - 1) * stride + 1;
+  mlir::Value sum;
+  for (int64_t kd = 0; kd < sw[2]; ++kd) {
+    std::string at = ".depth" + std::to_string(kd);
+    // Position j lands at output depth j + offset; those in [0, outDepth).
+    int64_t offset = kd * a.dilations[0] - a.pads[0];
+    int64_t first = std::max<int64_t>(0, -offset);
+    int64_t last = std::min<int64_t>(strided, outDepth - offset);
+    if (first >= last)
+      continue;
+    mlir::Value slice =
+        g_.reshape(nodeName_ + at + ".weight",
+                   sliceAxis(w, 2, kd, kd + 1, 1, at + ".weight_slice"),
+                   {sw[0], sw[1], sw[3], sw[4]});
+    mlir::Value y = b_.create<kiln::Conv2DInputGradOp>(
+        loc(at), type({n * depth, dims[1], dims[3], dims[4]}, e), flat, slice,
+        arr(planes.strides), arr(kilnPadding(planes.pads)),
+        arr(planes.dilations), b_.getI64IntegerAttr(a.groups));
+    mlir::Value rows =
+        g_.reshape(nodeName_ + at + ".rows", y, {n, depth, 1, plane});
+    if (stride > 1) {
+      mlir::Value zeros = splat(0.0, e, {n, depth, stride - 1, plane});
+      rows = b_.create<kiln::ConcatenateOp>(
+          loc(at + ".strided"), type({n, depth, stride, plane}, e),
+          mlir::ValueRange{rows, zeros}, static_cast<uint64_t>(2));
+    }
+    mlir::Value placed = sliceAxis(g_.reshape(nodeName_ + at + ".positions",
+                                              rows, {n, depth * stride, plane}),
+                                   1, first, last, 1, at + ".kept");
+    int64_t low = first + offset, high = outDepth - (last + offset);
+    if (low || high)
+      placed = b_.create<kiln::PadOp>(
+          loc(at + ".placed"), type({n, outDepth, plane}, e), placed,
+          arr({0, low, 0}), arr({0, high, 0}), b_.getF64FloatAttr(0.0));
+    sum = sum ? add(sum, placed, at + ".sum") : placed;
+  }
+  if (!sum)
+    sum = splat(0.0, e, {n, outDepth, plane});
+  mlir::Value grouped = g_.reshape(nodeName_ + ".depth_planes", sum,
+                                   {n, outDepth, dims[1], dims[3], dims[4]});
+  return permute(grouped, kDepthFirst, "");
+}
+
+// ConvTranspose: the gradient of a convolution with respect to its input,
+// which is what a transposed convolution computes. W is [C_in, C_out /
+// group, k...], the filter of the convolution that maps the result back
+// to X; the result's size along each spatial axis is (in - 1) * stride -
+// pads + dilation * (k - 1) + 1 + output_padding. With auto_pad
+// SAME_UPPER or SAME_LOWER the size is given (output_shape, else in *
+// stride) and the pads follow from it; otherwise output_shape must be the
+// size the pads give.
 bool Importer::convTranspose() {
   mlir::Value x, w;
   ConvAttributes a;
   if (!convInputs(/*transposed=*/true, x, w, a))
     return false;
+  size_t rank = a.rank();
+  std::string axes = std::to_string(rank) + "-D";
   std::vector<int64_t> outputPadding =
-      intsAttr("output_padding").value_or(std::vector<int64_t>{0, 0});
-  if (outputPadding.size() != 2)
-    return fail("output_padding is not that of a 2-D transposed convolution");
+      intsAttr("output_padding").value_or(std::vector<int64_t>(rank, 0));
+  if (outputPadding.size() != rank)
+    return fail("output_padding is not that of a " + axes +
+                " transposed convolution");
   llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
   std::optional<std::vector<int64_t>> given = intsAttr("output_shape");
-  if (given && given->size() != 2)
-    return fail("output_shape " + shapeText(*given) +
-                " is not that of a 2-D transposed convolution");
+  if (given && given->size() != rank)
+    return fail("output_shape " + shapeText(*given) + " is not that of a " +
+                axes + " transposed convolution");
   std::string autoPad = stringAttr("auto_pad", "NOTSET");
   bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
   llvm::SmallVector<int64_t> dims = {sx[0], sw[1] * a.groups};
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < rank; ++i) {
     if (outputPadding[i] < 0 || outputPadding[i] >= a.strides[i])
-      return fail(
-          "output_padding " + shapeText(outputPadding) +
-          " is not below the strides " + shapeText(a.strides) +
-          ": the convolution it reverses would not reach the padded elements");
+      return fail("output_padding " + shapeText(outputPadding) +
+                  " is not below the strides " + shapeText(a.strides) +
+                  ": the convolution it reverses would not reach the padded "
+                  "elements");
     if (same) {
       // ONNX's SAME: the output is output_shape, or the input times the
       // stride; the pads trim the full result to it, the odd element at
@@ -211,10 +386,10 @@ bool Importer::convTranspose() {
                     std::to_string(2 + i) +
                     ": expected 1 to the full transposed convolution's " +
                     std::to_string(full));
-      splitSame(autoPad, full - out, i, a.pads);
+      splitSame(autoPad, full - out, i, rank, a.pads);
     }
     int64_t extent = (sx[2 + i] - 1) * a.strides[i] - a.pads[i] -
-                     a.pads[2 + i] + a.dilations[i] * (sw[2 + i] - 1) + 1 +
+                     a.pads[rank + i] + a.dilations[i] * (sw[2 + i] - 1) + 1 +
                      outputPadding[i];
     if (extent < 1)
       return fail("the pads " + shapeText(a.pads) + " leave no output");
@@ -223,59 +398,88 @@ bool Importer::convTranspose() {
   if (given && !same) {
     llvm::ArrayRef<int64_t> spatial = llvm::ArrayRef(dims).drop_front(2);
     if (llvm::ArrayRef<int64_t>(*given) != spatial)
-      return fail(
-          "output_shape " + shapeText(*given) + " differs from the " +
-          shapeText(spatial) +
-          " its pads and output_padding give: export with explicit pads");
+      return fail("output_shape " + shapeText(*given) + " differs from the " +
+                  shapeText(spatial) +
+                  " its pads and output_padding give: export with explicit "
+                  "pads");
   }
-  mlir::Value y = b_.create<kiln::Conv2DInputGradOp>(
-      loc(), type(dims, element(x)), x, w, arr(a.strides),
-      arr(kilnPadding(a.pads)), arr(a.dilations),
-      b_.getI64IntegerAttr(a.groups));
+  mlir::Type e = element(x);
+  mlir::Value y;
+  if (rank == 2) {
+    y = b_.create<kiln::Conv2DInputGradOp>(
+        loc(), type(dims, e), x, w, arr(a.strides), arr(kilnPadding(a.pads)),
+        arr(a.dilations), b_.getI64IntegerAttr(a.groups));
+  } else if (rank == 1) {
+    ConvAttributes lifted = a.lifted();
+    y = b_.create<kiln::Conv2DInputGradOp>(
+        loc(".2d"), type({dims[0], dims[1], 1, dims[2]}, e),
+        withUnitHeight(x, ".x_2d"), withUnitHeight(w, ".w_2d"),
+        arr(lifted.strides), arr(kilnPadding(lifted.pads)),
+        arr(lifted.dilations), b_.getI64IntegerAttr(a.groups));
+    y = g_.reshape(nodeName_, y, dims);
+  } else {
+    y = convTransposeOverDepth(x, w, a, dims);
+  }
   if (!addChannelBias(y))
     return false;
   setOutput(0, y);
   return true;
 }
 
-// MaxPool and AveragePool (2-D). ceil_mode rounds the output size up, as
-// PyTorch does: a last window that would start past the input and its
-// leading pad is dropped, and the windows that overhang the end read kiln
-// padding there (-infinity for the max; zeros for the average). kiln's
-// average divides by the whole window; where PyTorch's divisor differs
-// (count_include_pad 0: the input elements the window covers; 1: the
-// window cut at the end of the declared pads, which ceil_mode can
-// overhang), the result is multiplied by a constant [out_h, out_w] of
-// window size over divisor.
+mlir::Value Importer::pool2d(bool max, mlir::Value x,
+                             llvm::ArrayRef<int64_t> kernel,
+                             llvm::ArrayRef<int64_t> strides,
+                             llvm::ArrayRef<int64_t> padding,
+                             llvm::ArrayRef<int64_t> dims,
+                             const std::string &suffix) {
+  mlir::Type t = type(dims, element(x));
+  if (max)
+    return b_.create<kiln::MaxPool2DOp>(loc(suffix), t, x, arr(kernel),
+                                        arr(strides), arr(padding));
+  return b_.create<kiln::AvgPool2DOp>(loc(suffix), t, x, arr(kernel),
+                                      arr(strides), arr(padding));
+}
+
+// MaxPool and AveragePool (1-D, 2-D or 3-D). ceil_mode rounds the output
+// size up, as PyTorch does: a last window that would start past the input
+// and its leading pad is dropped, and the windows that overhang the end
+// read kiln padding there (-infinity for the max; zeros for the average).
+// kiln's average divides by the whole window; where PyTorch's divisor
+// differs (count_include_pad 0: the input elements the window covers; 1:
+// the window cut at the end of the declared pads, which ceil_mode can
+// overhang), the result is multiplied by a constant of the output's
+// spatial shape holding window size over divisor.
 bool Importer::pool(bool max) {
   mlir::Value x;
   if (!value(0, x))
     return false;
   if (node_->outputs.size() > 1 && !node_->outputs[1].empty())
     return fail("its Indices output is not supported");
-  if (shape(x).size() != 4)
-    return fail("X is " + shapeText(shape(x)) +
-                ": kiln import reads 2-D pooling (NCHW)");
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() < 3 || sx.size() > 5)
+    return fail("X is " + shapeText(sx) +
+                ": kiln import reads 1-D, 2-D and 3-D pooling (NCW, NCHW, "
+                "NCDHW)");
+  size_t rank = sx.size() - 2;
+  std::string axes = std::to_string(rank) + "-D";
   std::optional<std::vector<int64_t>> kernel = intsAttr("kernel_shape");
-  if (!kernel || kernel->size() != 2)
-    return fail("kernel_shape is missing or not 2-D");
+  if (!kernel || kernel->size() != rank)
+    return fail("kernel_shape is missing or not " + axes);
   if (llvm::any_of(*kernel, [](int64_t k) { return k < 1; }))
     return fail("kernel_shape " + shapeText(*kernel) + " is not positive");
-  std::vector<int64_t> strides =
-      intsAttr("strides").value_or(std::vector<int64_t>{1, 1});
-  if (strides.size() != 2 ||
+  std::vector<int64_t> strides = intsAttr("strides").value_or(ones(rank));
+  if (strides.size() != rank ||
       llvm::any_of(strides, [](int64_t v) { return v < 1; }))
-    return fail("strides " + shapeText(strides) + " are not 2 positive values");
-  std::vector<int64_t> dilations =
-      intsAttr("dilations").value_or(std::vector<int64_t>{1, 1});
-  if (dilations != std::vector<int64_t>{1, 1})
+    return fail("strides " + shapeText(strides) + " are not " +
+                std::to_string(rank) + " positive values");
+  std::vector<int64_t> dilations = intsAttr("dilations").value_or(ones(rank));
+  if (dilations != ones(rank))
     return fail("dilations are not 1: kiln pools take dense windows");
-  llvm::ArrayRef<int64_t> sx = shape(x);
   std::vector<int64_t> pads;
   if (!windowPads(sx.drop_front(2), *kernel, strides, pads))
     return false;
-  for (int i = 0; i < 2; ++i)
-    if (pads[i] >= (*kernel)[i] || pads[2 + i] >= (*kernel)[i])
+  for (size_t i = 0; i < rank; ++i)
+    if (pads[i] >= (*kernel)[i] || pads[rank + i] >= (*kernel)[i])
       return fail("pads " + shapeText(pads) +
                   " are not smaller than the window " + shapeText(*kernel) +
                   ": a window would read only padding");
@@ -283,12 +487,12 @@ bool Importer::pool(bool max) {
   bool includePad = intAttr("count_include_pad", 0) != 0;
   llvm::SmallVector<int64_t> dims = {sx[0], sx[1]};
   // Kiln's end padding: the declared pads and the ceil_mode overhang.
-  std::vector<int64_t> ends = {pads[2], pads[3]};
+  std::vector<int64_t> ends(pads.begin() + rank, pads.end());
   // Per axis, each output position's divisor along that axis.
-  std::vector<int64_t> counts[2];
-  for (int i = 0; i < 2; ++i) {
+  std::vector<std::vector<int64_t>> counts(rank);
+  for (size_t i = 0; i < rank; ++i) {
     int64_t in = sx[2 + i], k = (*kernel)[i], s = strides[i];
-    int64_t padded = in + pads[i] + pads[2 + i];
+    int64_t padded = in + pads[i] + pads[rank + i];
     if (padded < k)
       return fail("the window " + shapeText(*kernel) + " does not fit X " +
                   shapeText(sx) + " padded by " + shapeText(pads));
@@ -299,7 +503,7 @@ bool Importer::pool(bool max) {
     dims.push_back(out);
     for (int64_t o = 0; o < out; ++o) {
       int64_t start = o * s - pads[i];
-      int64_t end = std::min(start + k, in + pads[2 + i]);
+      int64_t end = std::min(start + k, in + pads[rank + i]);
       // Every window starts before the input's end (the ceil_mode rule;
       // with floor, since the pads are below the window) and ends past
       // its start, so both counts are at least 1.
@@ -308,26 +512,73 @@ bool Importer::pool(bool max) {
                                            std::max<int64_t>(start, 0));
     }
   }
-  std::vector<int64_t> padding = {pads[0], ends[0], pads[1], ends[1]};
+  mlir::Type e = element(x);
+  mlir::Value y;
+  if (rank == 2) {
+    y = pool2d(max, x, *kernel, strides, {pads[0], ends[0], pads[1], ends[1]},
+               dims, "");
+  } else if (rank == 1) {
+    y = pool2d(max, withUnitHeight(x, ".x_2d"), {1, (*kernel)[0]},
+               {1, strides[0]}, {0, 0, pads[0], ends[0]},
+               {dims[0], dims[1], 1, dims[2]}, ".2d");
+    y = g_.reshape(nodeName_, y, dims);
+  } else {
+    // The planes of every (padded) depth position pooled, batched as [N *
+    // D, C, H, W]; then the max, or the mean, of each depth window's.
+    int64_t n = sx[0], c = sx[1], depth = sx[2] + pads[0] + ends[0];
+    mlir::Value padded = x;
+    if (pads[0] || ends[0])
+      padded = b_.create<kiln::PadOp>(
+          loc(".depth_pad"), type({n, c, depth, sx[3], sx[4]}, e), x,
+          arr({0, 0, pads[0], 0, 0}), arr({0, 0, ends[0], 0, 0}),
+          b_.getF64FloatAttr(max ? -std::numeric_limits<double>::infinity()
+                                 : 0.0));
+    mlir::Value flat = g_.reshape(nodeName_ + ".batch",
+                                  permute(padded, kDepthFirst, ".depth_first"),
+                                  {n * depth, c, sx[3], sx[4]});
+    mlir::Value planes = g_.reshape(
+        nodeName_ + ".planes",
+        pool2d(max, flat, {(*kernel)[1], (*kernel)[2]},
+               {strides[1], strides[2]}, {pads[1], ends[1], pads[2], ends[2]},
+               {n * depth, c, dims[3], dims[4]}, ".2d"),
+        {n, depth, c, dims[3], dims[4]});
+    for (int64_t kd = 0; kd < (*kernel)[0]; ++kd) {
+      std::string at = ".depth" + std::to_string(kd);
+      mlir::Value taps =
+          sliceAxis(planes, 1, kd, kd + (dims[2] - 1) * strides[0] + 1,
+                    strides[0], at + ".taps");
+      if (!y)
+        y = taps;
+      else if (max)
+        y = b_.create<kiln::MaxOp>(loc(at + ".max"), y.getType(), y, taps);
+      else
+        y = add(y, taps, at + ".sum");
+    }
+    if (!max)
+      y = mul(y, splat(1.0 / double((*kernel)[0]), e, shape(y)), ".mean");
+    y = permute(y, kDepthFirst, "");
+  }
   if (max) {
-    setOutput(0, b_.create<kiln::MaxPool2DOp>(loc(), type(dims, element(x)), x,
-                                              arr(*kernel), arr(strides),
-                                              arr(padding)));
+    setOutput(0, y);
     return true;
   }
-  mlir::Value y =
-      b_.create<kiln::AvgPool2DOp>(loc(), type(dims, element(x)), x,
-                                   arr(*kernel), arr(strides), arr(padding));
-  int64_t window = (*kernel)[0] * (*kernel)[1];
+  int64_t window = product(*kernel);
   Static factors;
   factors.dataType = int32_t(DataType::Float);
-  factors.dims = {dims[2], dims[3]};
+  factors.dims.assign(dims.begin() + 2, dims.end());
+  factors.values.assign(1, 1.0);
   bool uniform = true;
-  for (int64_t h : counts[0])
-    for (int64_t w : counts[1]) {
-      factors.values.push_back(double(window) / double(h * w));
-      uniform = uniform && h * w == window;
-    }
+  for (size_t i = 0; i < rank; ++i) {
+    std::vector<double> next;
+    for (double f : factors.values)
+      for (int64_t count : counts[i])
+        next.push_back(f * double(count));
+    factors.values = std::move(next);
+  }
+  for (double &f : factors.values) {
+    uniform = uniform && f == double(window);
+    f = double(window) / f;
+  }
   if (!uniform) {
     mlir::Value wide =
         broadcastTo(constant(factors, nodeName_ + ".divisors"), dims);

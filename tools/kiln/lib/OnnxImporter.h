@@ -231,6 +231,28 @@ private:
   bool convTranspose();
   bool pool(bool max);
   bool globalPool(bool max);
+  // |x| with its dimensions in the order |perm|.
+  mlir::Value permute(mlir::Value x, llvm::ArrayRef<int64_t> perm,
+                      const std::string &suffix);
+  // |v| [A, B, W] as [A, B, 1, W]: a 1-D window op's operand for the 2-D op.
+  mlir::Value withUnitHeight(mlir::Value v, const std::string &suffix);
+  // kiln.conv2d of |x| [N, C, H, W] and |w| with |a|'s 2-D attributes.
+  mlir::Value conv2d(mlir::Value x, mlir::Value w, const ConvAttributes &a,
+                     const std::string &suffix);
+  // A 3-D convolution and transposed convolution of result shape |dims|
+  // from 2-D ones over the depth positions' planes.
+  mlir::Value convOverDepth(mlir::Value x, mlir::Value w,
+                            const ConvAttributes &a,
+                            llvm::ArrayRef<int64_t> dims);
+  mlir::Value convTransposeOverDepth(mlir::Value x, mlir::Value w,
+                                     const ConvAttributes &a,
+                                     llvm::ArrayRef<int64_t> dims);
+  // kiln.max_pool2d or kiln.avg_pool2d (kiln's [top, bottom, left, right]
+  // |padding|) of result shape |dims|.
+  mlir::Value pool2d(bool max, mlir::Value x, llvm::ArrayRef<int64_t> kernel,
+                     llvm::ArrayRef<int64_t> strides,
+                     llvm::ArrayRef<int64_t> padding,
+                     llvm::ArrayRef<int64_t> dims, const std::string &suffix);
 
   // Indexed ops (OnnxImportIndexed.cpp).
   bool gather();

@@ -761,6 +761,38 @@ def variants(rng):
         [helper.make_node("GridSample", ["h", "grid3"], ["y"], mode="nearest")],
         [floats("grid3", grid3)], smooth=False)
 
+    # Index arithmetic on shapes, known at import, as the TorchScript
+    # exporter writes it for torch.var (the divisor: ReduceProd of some of
+    # the shape's entries) and torch.diagonal (EyeLike, Min and Max of
+    # sizes, CumSum of ones): h over the element count of its last two
+    # axes, times the k = 1 diagonal of a constant's shape and the k =
+    # -2 one of a value's (h's mean over N and C, dtype from the attribute),
+    # times one plus the exclusive reversed running sum of min(H, 9) ones
+    # along W.
+    add("static-index-math", 13, image,
+        [helper.make_node("Shape", ["h"], ["shape"]),
+         helper.make_node("Gather", ["shape", "last_two"], ["sizes"]),
+         helper.make_node("ReduceProd", ["sizes"], ["count"], keepdims=0),
+         helper.make_node("Cast", ["count"], ["count_f"], to=TensorProto.FLOAT),
+         helper.make_node("Div", ["h", "count_f"], ["a"]),
+         helper.make_node("ConstantOfShape", ["sizes"], ["plane"]),
+         helper.make_node("EyeLike", ["plane"], ["upper"], k=1),
+         helper.make_node("ReduceMean", ["h"], ["mean"], axes=[0, 1], keepdims=0),
+         helper.make_node("EyeLike", ["mean"], ["lower"], k=-2, dtype=TensorProto.FLOAT),
+         helper.make_node("Add", ["upper", "lower"], ["band"]),
+         helper.make_node("Mul", ["a", "band"], ["b"]),
+         helper.make_node("Gather", ["shape", "third"], ["height"]),
+         helper.make_node("Min", ["height", "nine"], ["small"]),
+         helper.make_node("Max", ["small", "one"], ["n"]),
+         helper.make_node("ConstantOfShape", ["n"], ["ones"],
+                          value=helper.make_tensor("v", TensorProto.INT64, [1], [1])),
+         helper.make_node("CumSum", ["ones", "zero"], ["running"], exclusive=1, reverse=1),
+         helper.make_node("Cast", ["running"], ["running_f"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["running_f", "one_f"], ["weights"]),
+         helper.make_node("Mul", ["b", "weights"], ["c"]),
+         helper.make_node("Add", ["c", "h"], ["y"])],
+        [const("last_two", [2, 3]), const("third", [2]), const("nine", [9]),
+         const("one", [1]), const("zero", 0), floats("one_f", [1.0])])
     # Control flow. Subgraphs read outer names (h, the parameters) as ONNX
     # lets them; their own values are declared without shapes.
     def graph(name, nodes, inputs, outputs, inits=()):

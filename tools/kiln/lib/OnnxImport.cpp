@@ -485,6 +485,8 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
     setStatic(0, std::move(s));
     return true;
   }
+  if (op == "EyeLike")
+    return eyeLike(folded);
   for (const std::string &in : node_->inputs)
     if (!in.empty() && !statics_.count(in))
       return true;
@@ -523,7 +525,76 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
       s.values.insert(s.values.end(), part.values.begin(), part.values.end());
     }
     s.dims = {int64_t(s.values.size())};
-  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+  } else if (op == "CumSum") {
+    // Of values known at import (torch.diagonal's index arithmetic).
+    int64_t rank = a.dims.size();
+    int64_t axis = toIndex(statics_[node_->inputs[1]].values.at(0));
+    if (!normalizeAxis(axis, rank, "axis"))
+      return false;
+    bool exclusive = intAttr("exclusive", 0) != 0,
+         reverse = intAttr("reverse", 0) != 0;
+    int64_t inner = 1;
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= a.dims[d];
+    int64_t extent = rank ? a.dims[axis] : 1;
+    s = a;
+    for (size_t base = 0; base < a.values.size(); ++base) {
+      if ((base / inner) % extent != 0)
+        continue; // not the first element of its line along the axis
+      double sum = 0;
+      for (int64_t j = 0; j < extent; ++j) {
+        int64_t k = reverse ? extent - 1 - j : j;
+        size_t at = base + k * inner;
+        double v = a.values[at];
+        s.values[at] = exclusive ? sum : sum + v;
+        sum += v;
+      }
+    }
+  } else if (op == "ReduceProd") {
+    // The TorchScript exporter's element count of some axes (torch.var's
+    // divisor): the product of a shape's entries.
+    std::optional<std::vector<int64_t>> list;
+    if (!axes(18, list))
+      return false;
+    int64_t rank = a.dims.size();
+    std::vector<bool> reduced(rank, !list || list->empty());
+    if ((!list || list->empty()) && intAttr("noop_with_empty_axes", 0))
+      reduced.assign(rank, false);
+    for (int64_t axis : list.value_or(std::vector<int64_t>{})) {
+      if (!normalizeAxis(axis, rank, "axis"))
+        return false;
+      reduced[axis] = true;
+    }
+    bool keep = intAttr("keepdims", 1) != 0;
+    // Each element's place in the result: its index along the kept axes.
+    std::vector<int64_t> kept, place(a.values.size(), 0);
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d])
+        kept.push_back(d);
+    int64_t count = 1;
+    for (int64_t d : kept)
+      count *= a.dims[d];
+    for (size_t i = 0; i < a.values.size(); ++i) {
+      int64_t rest = i, at = 0, scale = 1;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t index = rest % a.dims[d];
+        rest /= a.dims[d];
+        if (!reduced[d]) {
+          at += index * scale;
+          scale *= a.dims[d];
+        }
+      }
+      place[i] = at;
+    }
+    s.dataType = a.dataType;
+    s.values.assign(count, 1.0);
+    for (size_t i = 0; i < a.values.size(); ++i)
+      s.values[place[i]] *= a.values[i];
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d] || keep)
+        s.dims.push_back(reduced[d] ? 1 : a.dims[d]);
+  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
+             ((op == "Min" || op == "Max") && node_->inputs.size() == 2)) {
     const Static &c = statics_[node_->inputs[1]];
     if (isFloatType(a.dataType) || isFloatType(c.dataType))
       return true;
@@ -538,14 +609,51 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
       int64_t y = int64_t(c.values[c.values.size() == 1 ? 0 : i]);
       if (op == "Div" && y == 0)
         return fail("divides by zero");
-      s.values.push_back(double(op == "Add" ? x + y
+      s.values.push_back(double(op == "Add"   ? x + y
                                 : op == "Sub" ? x - y
                                 : op == "Mul" ? x * y
+                                : op == "Min" ? std::min(x, y)
+                                : op == "Max" ? std::max(x, y)
                                               : x / y));
     }
   } else {
     return true;
   }
+  setStatic(0, std::move(s));
+  folded = true;
+  return true;
+}
+
+// EyeLike: ones on the k-th diagonal of a matrix the input's shape, in
+// dtype (else the input's type). Only the input's shape is read, which
+// kiln knows at import: a static value.
+bool Importer::eyeLike(bool &folded) {
+  std::vector<int64_t> dims;
+  int32_t dataType = int32_t(DataType::Float);
+  if (hasInput(0) && statics_.count(node_->inputs[0])) {
+    const Static &a = statics_[node_->inputs[0]];
+    dims = a.dims;
+    dataType = a.dataType;
+  } else {
+    mlir::Value x;
+    if (!value(0, x))
+      return false;
+    dims.assign(shape(x).begin(), shape(x).end());
+    mlir::Type e = element(x);
+    dataType = int32_t(e.isInteger(64)   ? DataType::Int64
+                       : e.isInteger(32) ? DataType::Int32
+                       : e.isInteger(1)  ? DataType::Bool
+                                         : DataType::Float);
+  }
+  if (dims.size() != 2)
+    return fail("its input is " + shapeText(dims) + ": expected a matrix");
+  Static s;
+  s.dataType = static_cast<int32_t>(intAttr("dtype", dataType));
+  s.dims = dims;
+  int64_t k = intAttr("k", 0);
+  for (int64_t row = 0; row < dims[0]; ++row)
+    for (int64_t col = 0; col < dims[1]; ++col)
+      s.values.push_back(col - row == k ? 1.0 : 0.0);
   setStatic(0, std::move(s));
   folded = true;
   return true;
@@ -660,6 +768,10 @@ bool Importer::node(const onnx::Node &n) {
       "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
   if (kReduce.count(op))
     return reduce(op);
+  if (op == "ReduceProd")
+    return fail("its input depends on data: kiln has no product reduction, "
+                "and kiln import reads ReduceProd of values known at import "
+                "(shapes)");
   if (op == "LpNormalization")
     return lpNormalization();
   if (op == "ArgMax" || op == "ArgMin")
@@ -858,26 +970,28 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Add, And, ArgMax, ArgMin, AveragePool, BatchNormalization, "
-         "Cast, CastLike, Ceil, Celu, Clip, Concat, ConcatFromSequence, "
-         "Constant, ConstantOfShape, Conv, ConvTranspose, Cos, CumSum, "
-         "DepthToSpace, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, "
-         "Flatten, Floor, Gather, GatherElements, GatherND, Gelu, Gemm, "
-         "GlobalAveragePool, GlobalMaxPool, Greater, GreaterOrEqual, "
-         "GridSample, GroupNormalization, GRU, Hardmax, HardSigmoid, "
-         "HardSwish, Identity, If, InstanceNormalization, IsInf, IsNaN, "
-         "LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, "
-         "Loop, LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, "
-         "Mod, Mul, Neg, NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, "
+  return "Abs, Acos, Acosh, Add, And, ArgMax, ArgMin, Asin, Asinh, Atan, "
+         "Atanh, AveragePool, BatchNormalization, Cast, CastLike, Ceil, Celu, "
+         "Clip, Concat, ConcatFromSequence, Constant, ConstantOfShape, Conv, "
+         "ConvTranspose, Cos, Cosh, CumSum, DepthToSpace, Div, Dropout, "
+         "Einsum, Elu, Equal, Erf, Exp, Expand, EyeLike, Flatten, Floor, "
+         "Gather, GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
+         "GlobalMaxPool, Greater, GreaterOrEqual, GridSample, "
+         "GroupNormalization, GRU, Hardmax, HardSigmoid, HardSwish, Identity, "
+         "If, InstanceNormalization, IsInf, IsNaN, LayerNormalization, "
+         "LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, Loop, "
+         "LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, Mod, "
+         "Mul, Neg, NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, "
          "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
-         "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceSum, "
-         "ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, RNN, "
-         "Round, Scan, Scatter, ScatterElements, ScatterND, Selu, SequenceAt, "
-         "SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert, "
-         "SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, Size, Slice, "
-         "Softmax, SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, "
-         "Split, SplitToSequence, Sqrt, Squeeze, Sub, Sum, Tanh, "
-         "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";
+         "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "
+         "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, "
+         "RNN, Round, Scan, Scatter, ScatterElements, ScatterND, Selu, "
+         "SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, "
+         "SequenceInsert, SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, "
+         "Sinh, Size, Slice, Softmax, SoftmaxCrossEntropyLoss, Softplus, "
+         "Softsign, SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, Sub, "
+         "Sum, Tan, Tanh, ThresholdedRelu, Tile, TopK, Transpose, Trilu, "
+         "Unsqueeze, Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

@@ -218,6 +218,7 @@ private:
   bool dropout();
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
+  bool eyeLike(bool &folded);
 
   // Convolutions and pools (OnnxImportConv.cpp).
   bool conv();

@@ -461,6 +461,16 @@ def variants(rng):
                           count_include_pad=1),
          helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[2, 3, 2],
                           strides=[2, 2, 2], pads=[0, 1, 1, 1, 1, 0])] + both("a", "b"))
+    # Col2Im (F.fold): h [4, 3, 6, 6] read as columns [4, 3 * 2 * 3, 6]
+    # of 2 x 3 blocks of a 5 x 7 image, dilated, padded and strided, so
+    # that blocks overlap (their elements add) and some image elements
+    # are in no block.
+    add("col2im", 18, image,
+        [helper.make_node("Reshape", ["h", "columns"], ["c"]),
+         helper.make_node("Col2Im", ["c", "image_shape", "block_shape"], ["y"],
+                          dilations=[2, 1], pads=[1, 0, 0, 1], strides=[2, 2])],
+        [const("columns", [4, 18, 6]), const("image_shape", [5, 7]),
+         const("block_shape", [2, 3])])
     # TopK: the largest along the last axis and the smallest along the
     # channels (K as an input); ties in index order (clipped values) and
     # -infinity left over (the log of a ReLU) through K as an attribute

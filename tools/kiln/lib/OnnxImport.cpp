@@ -757,6 +757,8 @@ bool Importer::node(const onnx::Node &n) {
     return pool(op == "MaxPool");
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
     return globalPool(op == "GlobalMaxPool");
+  if (op == "Col2Im")
+    return col2im();
   if (op == "Transpose")
     return transpose();
   if (op == "Concat")
@@ -972,8 +974,8 @@ bool Importer::run(OnnxImport &out) {
 const char *onnxSupportedOps() {
   return "Abs, Acos, Acosh, Add, And, ArgMax, ArgMin, Asin, Asinh, Atan, "
          "Atanh, AveragePool, BatchNormalization, Cast, CastLike, Ceil, Celu, "
-         "Clip, Concat, ConcatFromSequence, Constant, ConstantOfShape, Conv, "
-         "ConvTranspose, Cos, Cosh, CumSum, DepthToSpace, Div, Dropout, "
+         "Clip, Col2Im, Concat, ConcatFromSequence, Constant, ConstantOfShape, "
+         "Conv, ConvTranspose, Cos, Cosh, CumSum, DepthToSpace, Div, Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, EyeLike, Flatten, Floor, "
          "Gather, GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
          "GlobalMaxPool, Greater, GreaterOrEqual, GridSample, "

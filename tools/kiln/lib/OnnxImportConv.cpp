@@ -1,7 +1,8 @@
 //===- OnnxImportConv.cpp - convolutions and pooling ----------------------===//
 //
 // The importer's window ops (OnnxImporter.h): Conv, ConvTranspose,
-// MaxPool, AveragePool and the global pools, over 1, 2 or 3 spatial axes.
+// MaxPool, AveragePool and the global pools, over 1, 2 or 3 spatial axes;
+// Col2Im.
 // Kiln's window ops are 2-D. A 1-D op is the 2-D one over [N, C, 1, W]. A
 // 3-D op is 2-D ones over the (height, width) planes of every depth
 // position, batched with N, combined along the depth: a convolution sums
@@ -585,6 +586,74 @@ bool Importer::pool(bool max) {
     y = b_.create<kiln::MulOp>(loc(".divisors"), y.getType(), y, wide);
   }
   setOutput(0, y);
+  return true;
+}
+
+// Col2Im (2-D; torch.nn.functional.fold): the columns [N, C * kH * kW,
+// L] of the image [N, C, H, W], each block's elements added back where
+// im2col read them (pads, strides and dilations as a convolution's). It
+// is the transposed convolution of the columns, as [N, C * kH * kW, L_h,
+// L_w], with a constant one-hot filter per channel (group C): the
+// convolution with that filter is im2col, so its input gradient is
+// col2im, and X's gradient is im2col of the output's.
+bool Importer::col2im() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  const Static *image = staticInput(1), *block = staticInput(2);
+  if (!image || !block)
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (image->values.size() != 2 || block->values.size() != 2)
+    return fail("image_shape and block_shape have " +
+                std::to_string(image->values.size()) + " and " +
+                std::to_string(block->values.size()) +
+                " values: kiln import reads 2-D Col2Im");
+  int64_t size[2] = {toIndex(image->values[0]), toIndex(image->values[1])};
+  int64_t k[2] = {toIndex(block->values[0]), toIndex(block->values[1])};
+  if (size[0] < 1 || size[1] < 1 || k[0] < 1 || k[1] < 1)
+    return fail("image_shape and block_shape must be positive");
+  ConvAttributes a;
+  a.strides = intsAttr("strides").value_or(ones(2));
+  a.dilations = intsAttr("dilations").value_or(ones(2));
+  a.pads = intsAttr("pads").value_or(std::vector<int64_t>(4, 0));
+  if (a.strides.size() != 2 || a.dilations.size() != 2 || a.pads.size() != 4 ||
+      llvm::any_of(a.strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(a.dilations, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(a.pads, [](int64_t v) { return v < 0; }))
+    return fail("strides, dilations and pads are not those of a 2-D window");
+  int64_t blocks[2];
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent =
+        size[i] + a.pads[i] + a.pads[2 + i] - a.dilations[i] * (k[i] - 1) - 1;
+    if (extent < 0)
+      return fail("the block " + shapeText({k[0], k[1]}) +
+                  " does not fit the image " + shapeText({size[0], size[1]}));
+    blocks[i] = extent / a.strides[i] + 1;
+  }
+  int64_t window = k[0] * k[1];
+  if (sx.size() != 3 || sx[1] % window != 0 || sx[2] != blocks[0] * blocks[1])
+    return fail("the input is " + shapeText(sx) + ": expected [N, C * " +
+                std::to_string(window) + ", " +
+                std::to_string(blocks[0] * blocks[1]) + "]");
+  int64_t channels = sx[1] / window;
+  a.groups = channels;
+  Static filter;
+  filter.dataType = int32_t(DataType::Float);
+  filter.dims = {sx[1], 1, k[0], k[1]};
+  filter.values.assign(sx[1] * window, 0.0);
+  for (int64_t row = 0; row < sx[1]; ++row)
+    filter.values[row * window + row % window] = 1.0;
+  mlir::Value columns = g_.reshape(nodeName_ + ".columns", x,
+                                   {sx[0], sx[1], blocks[0], blocks[1]});
+  mlir::Value w = constant(filter, nodeName_ + ".filter");
+  if (element(w) != element(x))
+    w = b_.create<kiln::ConvertOp>(loc(".filter_type"),
+                                   type(filter.dims, element(x)), w);
+  setOutput(0, b_.create<kiln::Conv2DInputGradOp>(
+                   loc(), type({sx[0], channels, size[0], size[1]}, element(x)),
+                   columns, w, arr(a.strides), arr(kilnPadding(a.pads)),
+                   arr(a.dilations), b_.getI64IntegerAttr(a.groups)));
   return true;
 }
 

@@ -232,6 +232,7 @@ private:
   bool convTranspose();
   bool pool(bool max);
   bool globalPool(bool max);
+  bool col2im();
   // |x| with its dimensions in the order |perm|.
   mlir::Value permute(mlir::Value x, llvm::ArrayRef<int64_t> perm,
                       const std::string &suffix);

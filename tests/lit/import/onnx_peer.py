@@ -741,6 +741,9 @@ def handmade(out):
     refused("convtranspose-same", [helper.make_node(
         "ConvTranspose", ["h", "wt"], ["y"], name="up", strides=[2, 2],
         auto_pad="SAME_UPPER", output_shape=[20, 16])], [wt])
+    # A product of 192 elements of data (C, H and W).
+    refused("reduce-prod-wide", [helper.make_node("ReduceProd", ["h"], ["y"], name="prod",
+                                                  axes=[1, 2, 3])])
     # A convolution over four spatial axes: X [4, 3, 2, 4, 2, 4].
     four = helper.make_tensor("four", TensorProto.INT64, [6], [4, 3, 2, 4, 2, 4])
     kernel4 = helper.make_tensor("kernel4", TensorProto.FLOAT, [2, 3, 1, 1, 1, 1], [0.1] * 6)

@@ -461,6 +461,27 @@ def variants(rng):
                           count_include_pad=1),
          helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[2, 3, 2],
                           strides=[2, 2, 2], pads=[0, 1, 1, 1, 1, 0])] + both("a", "b"))
+    # ReduceProd of data (kiln halves the reduced elements, each pair
+    # multiplied): over C and W (18 elements: halvings of odd counts pad
+    # a 1) and over H and W (36), of 1 + tanh(h) / 10; and of integers
+    # (opset 18's axes input) along W, which is not smooth.
+    add("reduce-prod", 13, image,
+        [helper.make_node("Tanh", ["h"], ["th"]),
+         helper.make_node("Mul", ["th", "tenth"], ["small"]),
+         helper.make_node("Add", ["small", "one"], ["near_one"]),
+         helper.make_node("ReduceProd", ["near_one"], ["rows"], axes=[1, 3]),
+         helper.make_node("ReduceProd", ["near_one"], ["all"], axes=[2, 3]),
+         helper.make_node("Mul", ["h", "rows"], ["a"]),
+         helper.make_node("Add", ["a", "all"], ["y"])],
+        [floats("tenth", 0.1), floats("one", 1.0)])
+    add("reduce-prod-int", 18, image,
+        [helper.make_node("Round", ["h"], ["r"]),
+         helper.make_node("Cast", ["r"], ["ri"], to=TensorProto.INT64),
+         helper.make_node("ReduceProd", ["ri", "last"], ["p"], keepdims=0),
+         helper.make_node("Cast", ["p"], ["pf"], to=TensorProto.FLOAT),
+         helper.make_node("Unsqueeze", ["pf", "last"], ["pw"]),
+         helper.make_node("Add", ["h", "pw"], ["y"])],
+        [const("last", [3])], smooth=False)
     # Col2Im (F.fold): h [4, 3, 6, 6] read as columns [4, 3 * 2 * 3, 6]
     # of 2 x 3 blocks of a 5 x 7 image, dilated, padded and strided, so
     # that blocks overlap (their elements add) and some image elements

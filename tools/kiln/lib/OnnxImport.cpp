@@ -766,14 +766,11 @@ bool Importer::node(const onnx::Node &n) {
   if (op == "Softmax" || op == "LogSoftmax")
     return softmax(op == "LogSoftmax");
   static const std::set<std::string> kReduce = {
-      "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1",
-      "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+      "ReduceMean",      "ReduceSum", "ReduceMax",       "ReduceMin",
+      "ReduceL1",        "ReduceL2",  "ReduceSumSquare", "ReduceLogSum",
+      "ReduceLogSumExp", "ReduceProd"};
   if (kReduce.count(op))
     return reduce(op);
-  if (op == "ReduceProd")
-    return fail("its input depends on data: kiln has no product reduction, "
-                "and kiln import reads ReduceProd of values known at import "
-                "(shapes)");
   if (op == "LpNormalization")
     return lpNormalization();
   if (op == "ArgMax" || op == "ArgMin")

@@ -726,6 +726,10 @@ def handmade(out):
          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 10])],
          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])],
          [scale10, ratio, on])
+    # A float64 input (a model exported after .double()).
+    save("double-input", [helper.make_node("Mul", ["x", "scale"], ["y"], name="scale")],
+         [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4, 10])],
+         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4, 10])], [scale10])
     # No floating-point initializers: nothing to train.
     save("no-parameters", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [xs], [ys])
     # Two outputs.

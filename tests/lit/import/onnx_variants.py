@@ -482,6 +482,33 @@ def variants(rng):
          helper.make_node("Unsqueeze", ["pf", "last"], ["pw"]),
          helper.make_node("Add", ["h", "pw"], ["y"])],
         [const("last", [3])], smooth=False)
+    # Clip with bounds computed from data (torch.clamp with tensor bounds:
+    # the gradient reaches a bound where it binds), and arithmetic in
+    # DOUBLE between Casts (torch.nan_to_num's IsInf of a double): h plus
+    # sqrt(h^2 + 1) in f64, the infinities of log(relu(h)) replaced by 0.
+    add("clip-data", 13, image,
+        [helper.make_node("ReduceMin", ["h"], ["low"], keepdims=0),
+         helper.make_node("ReduceMax", ["h"], ["high"], keepdims=0),
+         helper.make_node("Mul", ["low", "half"], ["low_half"]),
+         helper.make_node("Mul", ["high", "half"], ["high_half"]),
+         helper.make_node("Clip", ["h", "low_half", "high_half"], ["y"])],
+        [floats("half", 0.5)])
+    add("cast-double", 13, image,
+        [helper.make_node("Cast", ["h"], ["d"], to=TensorProto.DOUBLE),
+         helper.make_node("Mul", ["d", "d"], ["d2"]),
+         helper.make_node("Constant", [], ["one_d"],
+                          value=helper.make_tensor("v", TensorProto.DOUBLE, [], [1.0])),
+         helper.make_node("Add", ["d2", "one_d"], ["d3"]),
+         helper.make_node("Sqrt", ["d3"], ["root"]),
+         helper.make_node("Cast", ["root"], ["root_f"], to=TensorProto.FLOAT),
+         helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Log", ["r"], ["l"]),
+         helper.make_node("Cast", ["l"], ["ld"], to=TensorProto.DOUBLE),
+         helper.make_node("IsInf", ["ld"], ["inf"]),
+         helper.make_node("Constant", [], ["zero_f"],
+                          value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),
+         helper.make_node("Where", ["inf", "zero_f", "l"], ["finite"]),
+         helper.make_node("Sum", ["h", "root_f", "finite"], ["y"])], smooth=False)
     # Col2Im (F.fold): h [4, 3, 6, 6] read as columns [4, 3 * 2 * 3, 6]
     # of 2 x 3 blocks of a 5 x 7 image, dilated, padded and strided, so
     # that blocks overlap (their elements add) and some image elements

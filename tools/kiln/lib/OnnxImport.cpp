@@ -28,6 +28,9 @@ bool Importer::elementType(int32_t onnxType, mlir::Type &out,
   case DataType::Float:
     out = b_.getF32Type();
     return true;
+  case DataType::Double:
+    out = b_.getF64Type();
+    return true;
   case DataType::Int64:
     out = b_.getI64Type();
     return true;
@@ -38,8 +41,9 @@ bool Importer::elementType(int32_t onnxType, mlir::Type &out,
     out = b_.getI1Type();
     return true;
   default:
-    return fail(what + " has element type " + onnx::dataTypeName(onnxType) +
-                " (kiln import reads FLOAT, INT64, INT32 and BOOL data)");
+    return fail(
+        what + " has element type " + onnx::dataTypeName(onnxType) +
+        " (kiln import reads FLOAT, DOUBLE, INT64, INT32 and BOOL data)");
   }
 }
 
@@ -83,6 +87,10 @@ bool Importer::readInputs() {
                   " in the file and --batch=" + std::to_string(options_.batch) +
                   " (--batch only fixes a symbolic batch)");
     mlir::Type e;
+    if (in.elemType == int32_t(DataType::Double))
+      return fail("it has element type DOUBLE: kiln import reads FLOAT, "
+                  "INT64, INT32 and BOOL inputs (DOUBLE only inside the "
+                  "graph, from a Cast); export the model in float32");
     if (!elementType(in.elemType, e, "it"))
       return false;
     values_[in.name] = g_.addInput(in.name, dims, e);
@@ -363,7 +371,8 @@ const Static *Importer::constInput(size_t i) {
   return staticInput(i);
 }
 
-mlir::Value Importer::constant(const Static &s, const std::string &name) {
+mlir::Value Importer::constant(const Static &s, const std::string &name,
+                               mlir::Type floatType) {
   if (product(s.dims) == 0) {
     fail("'" + name + "' is empty (" + shapeText(s.dims) +
          "): kiln tensors are not empty");
@@ -375,9 +384,13 @@ mlir::Value Importer::constant(const Static &s, const std::string &name) {
     t = int32_t(DataType::Float);
   if (!elementType(t, e, "constant '" + name + "'"))
     return nullptr;
+  if (floatType && llvm::isa<mlir::FloatType>(e))
+    e = floatType;
   auto tt = type(s.dims, e);
   mlir::DenseElementsAttr attr;
-  if (llvm::isa<mlir::FloatType>(e)) {
+  if (e.isF64()) {
+    attr = mlir::DenseElementsAttr::get(tt, llvm::ArrayRef<double>(s.values));
+  } else if (llvm::isa<mlir::FloatType>(e)) {
     llvm::SmallVector<float> v(s.values.begin(), s.values.end());
     attr = mlir::DenseElementsAttr::get(tt, llvm::ArrayRef<float>(v));
   } else {

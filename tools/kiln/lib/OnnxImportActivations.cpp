@@ -226,15 +226,31 @@ bool Importer::clip() {
   if (!value(0, x))
     return false;
   std::optional<double> low, high;
+  // Bounds computed from data (torch.clamp with tensor bounds): one
+  // element, broadcast; the gradient reaches the bound where it binds.
+  mlir::Value lowValue, highValue;
   if (opset_ >= 11) {
     for (size_t i : {1, 2}) {
       if (!hasInput(i))
         continue;
+      std::string what = i == 1 ? "min" : "max";
+      if (!statics_.count(node_->inputs[i])) {
+        mlir::Value bound;
+        if (!value(i, bound))
+          return false;
+        if (product(shape(bound)) != 1 || element(bound) != element(x))
+          return fail(what + " is " + shapeText(shape(bound)) +
+                      ": expected one element of X's type");
+        (i == 1 ? lowValue : highValue) = g_.broadcast(
+            nodeName_ + "." + what + "_broadcast",
+            g_.reshape(nodeName_ + "." + what, bound, {}), {}, shape(x));
+        continue;
+      }
       const Static *s = staticInput(i);
       if (!s)
         return false;
       if (s->values.size() != 1)
-        return fail(std::string(i == 1 ? "min" : "max") + " is not a scalar");
+        return fail(what + " is not a scalar");
       (i == 1 ? low : high) = s->values[0];
     }
   } else {
@@ -244,12 +260,15 @@ bool Importer::clip() {
       high = a->f;
   }
   mlir::Type t = x.getType();
-  mlir::Value y = x;
   if (low)
-    y = b_.create<kiln::MaxOp>(high ? loc(".min") : loc(), t, y,
-                               splat(*low, element(x), shape(x)));
+    lowValue = splat(*low, element(x), shape(x));
   if (high)
-    y = b_.create<kiln::MinOp>(loc(), t, y, splat(*high, element(x), shape(x)));
+    highValue = splat(*high, element(x), shape(x));
+  mlir::Value y = x;
+  if (lowValue)
+    y = b_.create<kiln::MaxOp>(highValue ? loc(".min") : loc(), t, y, lowValue);
+  if (highValue)
+    y = b_.create<kiln::MinOp>(loc(), t, y, highValue);
   setOutput(0, y);
   return true;
 }

@@ -59,6 +59,19 @@ bool Importer::binary(const std::string &op) {
   mlir::Value a, c;
   if (!value(0, a) || !value(1, c))
     return false;
+  // A float constant (made f32) meets a value of another float type, as
+  // a DOUBLE one after a Cast: it is made in that type.
+  for (auto [mine, other, i] :
+       {std::tuple<mlir::Value &, mlir::Value, size_t>{a, c, 0}, {c, a, 1}})
+    if (element(mine) != element(other) && statics_.count(node_->inputs[i]) &&
+        llvm::isa<mlir::FloatType>(element(mine)) &&
+        llvm::isa<mlir::FloatType>(element(other))) {
+      mine = constant(statics_[node_->inputs[i]],
+                      nodeName_ + ".constant_" + std::to_string(i),
+                      element(other));
+      if (!mine)
+        return false;
+    }
   if (element(a) != element(c))
     return fail("its inputs have different element types");
   llvm::SmallVector<int64_t> dims;

@@ -187,7 +187,9 @@ private:
   mlir::Value div(mlir::Value a, mlir::Value b, const std::string &suffix) {
     return b_.create<kiln::DivOp>(loc(suffix), a.getType(), a, b);
   }
-  mlir::Value constant(const Static &s, const std::string &name);
+  // |s| as a kiln constant: a float one in |floatType| (f32 unless given).
+  mlir::Value constant(const Static &s, const std::string &name,
+                       mlir::Type floatType = {});
   // |x| where x > 0, else |otherwise| (of x's type), the select at |at|: the
   // piecewise activations (LeakyRelu, Elu, Selu, PRelu).
   mlir::Value positiveElse(mlir::Value x, mlir::Value otherwise, mlir::Location at);

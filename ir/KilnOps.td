@@ -202,6 +202,10 @@ def Kiln_DivOp : Kiln_BinaryOp<"div", Kiln_NumericTensor, "lhs / rhs (integers r
 def Kiln_MaxOp : Kiln_BinaryOp<"max", Kiln_NumericTensor, "max(lhs, rhs)", [Commutative]>;
 def Kiln_MinOp : Kiln_BinaryOp<"min", Kiln_NumericTensor, "min(lhs, rhs)", [Commutative]>;
 def Kiln_PowOp : Kiln_BinaryOp<"pow", Kiln_FloatTensor, "lhs ^ rhs">;
+// The remainder of the division rounded toward zero, with lhs's sign: C's
+// fmod (exact) and C's % (integers), ONNX's Mod with fmod 1, torch.fmod.
+def Kiln_RemOp : Kiln_BinaryOp<"rem", Kiln_NumericTensor,
+    "lhs - trunc(lhs / rhs) * rhs (C's fmod and %, with lhs's sign; an integer rhs of 0 gives 0)">;
 
 def Kiln_CompareOp : Kiln_Op<"compare", [Pure, Elementwise,
     AllTypesMatch<["lhs", "rhs"]>, InferTypeOpAdaptor, Kiln_CostInterface, Kiln_Scalar, Kiln_Grad]> {

@@ -77,7 +77,8 @@ FailureOr<ScalarProgram> ScalarProgram::compile(Block &block, Value result) {
             KILN_BINARY(arith::AddIOp, AddI) KILN_BINARY(arith::SubIOp, SubI)
             KILN_BINARY(arith::MulIOp, MulI) KILN_BINARY(arith::DivSIOp, DivSI)
             KILN_BINARY(arith::MaxSIOp, MaxSI) KILN_BINARY(arith::MinSIOp, MinSI)
-            KILN_BINARY(math::PowFOp, PowF)
+            KILN_BINARY(math::PowFOp, PowF) KILN_BINARY(arith::RemFOp, RemF)
+            KILN_BINARY(arith::RemSIOp, RemSI)
             KILN_UNARY(arith::NegFOp, NegF) KILN_UNARY(math::AbsFOp, AbsF)
             KILN_UNARY(math::AbsIOp, AbsI) KILN_UNARY(math::ExpOp, Exp)
             KILN_UNARY(math::LogOp, Log) KILN_UNARY(math::Log1pOp, Log1p)
@@ -141,6 +142,9 @@ double ScalarProgram::run(const double *inputs) const {
     case Kind::MulF: case Kind::MulI: v = a * b; break;
     case Kind::DivF: v = a / b; break;
     case Kind::DivSI: v = b == 0 ? 0 : std::trunc(a / b); break;
+    // (Exact: fmod rounds nothing.)
+    case Kind::RemF: v = std::fmod(a, b); break;
+    case Kind::RemSI: v = b == 0 ? 0 : std::fmod(a, b); break;
     case Kind::NegF: v = -a; break;
     case Kind::AbsF: case Kind::AbsI: v = std::fabs(a); break;
     case Kind::MaxF: v = (std::isnan(a) || std::isnan(b)) ? NAN : std::fmax(a, b); break;

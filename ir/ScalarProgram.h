@@ -38,7 +38,7 @@ private:
   enum class Kind : uint8_t {
     Const, AddF, SubF, MulF, DivF, NegF, AbsF, MaxF, MinF, AddI, SubI, MulI,
     DivSI, AbsI, MaxSI, MinSI, Exp, Log, Log1p, Sqrt, Rsqrt, Tanh, Erf, Sin,
-    Cos, Atan, Floor, Ceil, RoundEven, PowF, CmpF, CmpI, Select, Convert, FPToSI, CmpNeZero
+    RemF, RemSI, Cos, Atan, Floor, Ceil, RoundEven, PowF, CmpF, CmpI, Select, Convert, FPToSI, CmpNeZero
   };
   struct Step {
     Kind kind;

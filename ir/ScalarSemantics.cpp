@@ -259,6 +259,10 @@ Value MaxOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
 Value MinOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   return floatOrInt<arith::MinimumFOp, arith::MinSIOp>(b, loc, operands[0], operands[1]);
 }
+Value RemOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
+  return floatOrInt<arith::RemFOp, arith::RemSIOp>(b, loc, operands[0],
+                                                   operands[1]);
+}
 Value PowOp::buildScalar(OpBuilder &b, Location loc, ValueRange operands) {
   return b.create<math::PowFOp>(loc, operands[0], operands[1]);
 }

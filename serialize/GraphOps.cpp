@@ -96,7 +96,8 @@ using flatbuffers::Offset;
   X(Floor, FloorOp, None)                                                      \
   X(Ceil, CeilOp, None)                                                        \
   X(Round, RoundOp, None)                                                      \
-  X(Atan, AtanOp, None)
+  X(Atan, AtanOp, None)                                                        \
+  X(Rem, RemOp, None)
 
 namespace kiln::graph {
 namespace {

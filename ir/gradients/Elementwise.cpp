@@ -297,6 +297,20 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult RemOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // rem(l, r) = l - trunc(l / r) r, the quotient flat between its steps:
+  // d/dl = 1, d/dr = -trunc(l / r) = -(l - y) / r (PyTorch's fmod
+  // gradient).
+  Value g = floatResultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, operandGrads);
+  Location loc = getLoc();
+  Value quotient = div(b, loc, sub(b, loc, getLhs(), getResult()), getRhs());
+  operandGrads.append({g, neg(b, loc, mul(b, loc, g, quotient))});
+  return success();
+}
+
 namespace {
 // max/min: the gradient goes to lhs where |direction|(lhs, rhs) holds (ties
 // included), to rhs elsewhere.

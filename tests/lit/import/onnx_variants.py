@@ -509,6 +509,26 @@ def variants(rng):
                           value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),
          helper.make_node("Where", ["inf", "zero_f", "l"], ["finite"]),
          helper.make_node("Sum", ["h", "root_f", "finite"], ["y"])], smooth=False)
+    # Mod of data: floats with fmod 1 (torch.fmod; exact, the dividend's
+    # sign) by a divisor from data and by a constant; integers with fmod 0
+    # (Python's %: the divisor's sign) and 1, by divisors of both signs.
+    # (Not gradient-checked: the remainder jumps where the quotient
+    # crosses an integer, which some of 432 elements come near.)
+    add("mod-data", 13, image,
+        [helper.make_node("Mul", ["h", "three"], ["h3"]),
+         helper.make_node("Abs", ["h"], ["ah"]),
+         helper.make_node("Add", ["ah", "half"], ["d"]),
+         helper.make_node("Mod", ["h3", "d"], ["a"], fmod=1),
+         helper.make_node("Mod", ["h3", "seven_tenths"], ["b"], fmod=1),
+         helper.make_node("Round", ["h3"], ["r"]),
+         helper.make_node("Cast", ["r"], ["ri"], to=TensorProto.INT32),
+         helper.make_node("Mod", ["ri", "divisors"], ["c"]),
+         helper.make_node("Mod", ["ri", "divisors"], ["e"], fmod=1),
+         helper.make_node("Cast", ["c"], ["cf"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["e"], ["ef"], to=TensorProto.FLOAT),
+         helper.make_node("Sum", ["a", "b", "cf", "ef", "h"], ["y"])],
+        [floats("three", 3.0), floats("half", 0.5), floats("seven_tenths", 0.7),
+         const("divisors", [3, -3, 5, -2, 4, -7], np.int32)], smooth=False)
     # Col2Im (F.fold): h [4, 3, 6, 6] read as columns [4, 3 * 2 * 3, 6]
     # of 2 x 3 blocks of a 5 x 7 image, dilated, padded and strided, so
     # that blocks overlap (their elements add) and some image elements

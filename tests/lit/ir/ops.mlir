@@ -148,6 +148,10 @@ func.func @binary(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>, %i: tensor<5xi64>, %
   %5 = kiln.min %a, %b : tensor<2x3xf32>
   // CHECK: kiln.pow %{{.*}}, %{{.*}} : tensor<2x3xf32>
   %6 = kiln.pow %a, %b : tensor<2x3xf32>
+  // CHECK: kiln.rem %{{.*}}, %{{.*}} : tensor<2x3xf32>
+  %rem = kiln.rem %a, %b : tensor<2x3xf32>
+  // CHECK: kiln.rem %{{.*}}, %{{.*}} : tensor<5xi64>
+  %remi = kiln.rem %i, %j : tensor<5xi64>
   return
 }
 

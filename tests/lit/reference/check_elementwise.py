@@ -115,6 +115,7 @@ BINARY = {
     "max": (np.maximum, True),
     "min": (np.minimum, True),
     "pow": (np.power, False),
+    "rem": (np.fmod, True),  # C's fmod and %: the dividend's sign
 }
 
 for name, (fn, takes_ints) in BINARY.items():
@@ -130,6 +131,9 @@ for name, (fn, takes_ints) in BINARY.items():
                 x = np.clip(x, -bound + 1, bound - 1)
                 y = np.where(y == 0, 7, y)
                 want = np.trunc(x / y)
+            elif name == "rem":
+                y = np.where(y == 0, 7, y)
+                want = np.fmod(x, y)
             else:
                 want = fn(x, y)
         else:
@@ -141,6 +145,9 @@ for name, (fn, takes_ints) in BINARY.items():
             elif name == "pow":
                 x = random_values(rng, dtype, shape, 0.1, 3)
                 want = np.power(x, y)
+            elif name == "rem":
+                y = np.where(np.abs(y) < 0.25, 0.5, y)
+                want = np.fmod(x, y)
             else:
                 want = fn(x, y)
         f = suite.function("%s_%s" % (name, dtype))

@@ -100,8 +100,10 @@ func.func @elementwise(%x: tensor<2x3xf32> {kiln.role = #kiln.role<input>, kiln.
   %23 = kiln.max %22, %c : tensor<2x3xf32>
   // CHECK: kiln.min
   %24 = kiln.min %23, %c : tensor<2x3xf32>
+  // CHECK: kiln.rem
+  %rem = kiln.rem %24, %c : tensor<2x3xf32>
   // CHECK: kiln.pow
-  %25 = kiln.pow %24, %c : tensor<2x3xf32>
+  %25 = kiln.pow %rem, %c : tensor<2x3xf32>
   // CHECK: kiln.compare eq,
   %p0 = kiln.compare eq, %25, %c : tensor<2x3xf32>
   // CHECK: kiln.compare ne,

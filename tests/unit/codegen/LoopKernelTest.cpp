@@ -777,6 +777,75 @@ TEST_F(LoopKernelTest, AtanMatchesTheCLibrary) {
   }
 }
 
+// rem in f32 and f64 (LLVM's frem: fmod, exact) and in i32 (srem):
+// what std::fmod gives, the dividend's sign and signed zeros included,
+// on quotients from below 1 to past 2^24, and NaN for a zero divisor or
+// an infinite dividend; the integers on every sign combination.
+TEST_F(LoopKernelTest, RemMatchesTheCLibrary) {
+  for (const char *type : {"f32", "f64", "i32"}) {
+    SCOPED_TRACE(type);
+    std::string t(type);
+    std::string tensor = "tensor<64x" + t + ">";
+    std::string text =
+        "func.func @main(%a: " + tensor + ", %b: " + tensor + ") -> " + tensor +
+        " {\n  %r = kiln.fusion loop (%a, %b) : (" + tensor + ", " + tensor +
+        ") -> " + tensor + " {\n  ^bb0(%x: " + tensor + ", %y: " + tensor +
+        "):\n    %m = kiln.rem %x, %y : " + tensor +
+        "\n    kiln.yield %m : " + tensor + "\n  }\n  return %r : " + tensor +
+        "\n}\n";
+    FusionOp fusion = parseFusion(text.c_str());
+    ASSERT_TRUE(fusion) << diagnostics;
+    FailureOr<CompiledKernel> kernel = compileLoopFusion(fusion);
+    ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+    bool integer = t == "i32";
+    std::vector<std::pair<double, double>> pairs;
+    if (integer) {
+      for (double x : {7.0, -7.0, 6.0, -6.0, 0.0, 123456.0, -99999.0})
+        for (double y : {3.0, -3.0, 1.0, 7.0, -1000.0})
+          pairs.push_back({x, y});
+    } else {
+      double inf = std::numeric_limits<double>::infinity();
+      pairs = {{5.5, 2.0},     {-5.5, 2.0},  {5.5, -2.0}, {-5.5, -2.0},
+               {0.3, 0.1},     {1e7, 0.1},   {3e8, 0.7},  {-0.0, 1.5},
+               {0.0, -1.5},    {1.0, 0.0},   {inf, 2.0},  {2.0, inf},
+               {-2.5, inf},    {0.25, 0.75}, {4.0, 2.0},  {-4.0, 2.0},
+               {1e-30, 3e-31}, {7.0, 1e-3}};
+      for (int k = 0; pairs.size() < 64; ++k)
+        pairs.push_back(
+            {std::ldexp(1.0 + 0.173 * k, k % 30 - 5) * (k % 2 ? -1 : 1),
+             std::ldexp(1.0 + 0.091 * k, k % 7 - 3)});
+    }
+    pairs.resize(64, {1.0, 1.0});
+    DType dtype = t == "f32"   ? DType::f32
+                  : t == "f64" ? DType::f64
+                               : DType::i32;
+    HostTensor x(dtype, {64}), y(dtype, {64});
+    for (size_t i = 0; i < 64; ++i) {
+      bool f32 = t == "f32";
+      x[i] = f32 ? double(float(pairs[i].first)) : pairs[i].first;
+      y[i] = f32 ? double(float(pairs[i].second)) : pairs[i].second;
+    }
+    HostTensor out(dtype, {64}, 0.5);
+    std::string error;
+    ASSERT_TRUE(succeeded(kernel->run({&x, &y}, {&out}, &error))) << error;
+    int bad = 0;
+    for (int64_t i = 0; i < 64 && bad < 6; ++i) {
+      double want = std::fmod(x[i], y[i]), got = out[i];
+      if (t == "f32")
+        want = static_cast<float>(std::fmod(float(x[i]), float(y[i])));
+      bool same = std::isnan(want)
+                      ? std::isnan(got)
+                      : got == want && (integer || std::signbit(got) ==
+                                                       std::signbit(want));
+      if (!same) {
+        ADD_FAILURE() << "rem(" << x[i] << ", " << y[i] << ") = " << got
+                      << ", expected " << want;
+        ++bad;
+      }
+    }
+  }
+}
+
 // Integer and boolean element types: i1 results of compare, i32 and i64
 // arithmetic, conversions between them and floats, iota in i32, and
 // non-splat integer constants.

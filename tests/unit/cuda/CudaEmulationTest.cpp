@@ -646,6 +646,47 @@ func.func @main(%x: tensor<33x65xf32>, %h: tensor<1000xbf16>)
   EXPECT_EQ(ran, 2u) << "seed " << seed;
 }
 
+// rem through CUDA's fmodf (f32, exact) and % (i32; the divisor kept
+// away from 0) against the interpreter.
+TEST_F(CudaEmulationTest, Rem) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<33x65xf32>, %y: tensor<33x65xf32>, %i: tensor<1000xi32>, %j: tensor<1000xi32>)
+    -> (tensor<33x65xf32>, tensor<1000xi32>) {
+  %a = kiln.fusion loop (%x, %y) : (tensor<33x65xf32>, tensor<33x65xf32>) -> tensor<33x65xf32> {
+  ^bb0(%xa: tensor<33x65xf32>, %ya: tensor<33x65xf32>):
+    %ten = kiln.constant dense<10.0> : tensor<33x65xf32>
+    %wide = kiln.mul %xa, %ten : tensor<33x65xf32>
+    %r = kiln.rem %wide, %ya : tensor<33x65xf32>
+    kiln.yield %r : tensor<33x65xf32>
+  }
+  %b = kiln.fusion loop (%i, %j) : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32> {
+  ^bb0(%ia: tensor<1000xi32>, %ja: tensor<1000xi32>):
+    %five = kiln.constant dense<5> : tensor<1000xi32>
+    %shifted = kiln.sub %ia, %five : tensor<1000xi32>
+    %nine = kiln.constant dense<9> : tensor<1000xi32>
+    %divisor = kiln.sub %ja, %nine : tensor<1000xi32>
+    %one = kiln.constant dense<1> : tensor<1000xi32>
+    %nonzero = kiln.max %divisor, %one : tensor<1000xi32>
+    %negated = kiln.neg %nonzero : tensor<1000xi32>
+    %zero = kiln.constant dense<0> : tensor<1000xi32>
+    %below = kiln.compare lt, %divisor, %zero : tensor<1000xi32>
+    %d = kiln.select %below, %negated, %nonzero : tensor<1000xi1>, tensor<1000xi32>
+    %r = kiln.rem %shifted, %d : tensor<1000xi32>
+    kiln.yield %r : tensor<1000xi32>
+  }
+  return %a, %b : tensor<33x65xf32>, tensor<1000xi32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  // Integers in [0, 20): dividends in [-5, 15), divisors +-1..10.
+  addFusions(*module, "rem", seed, {20, 20});
+  ASSERT_EQ(kernels.size(), 2u);
+  runAll();
+  EXPECT_EQ(ran, 2u) << "seed " << seed;
+}
+
 // A scatter read through a pad and slices (found by the random models,
 // seed 190583443): the rows' layout seeds each row's sums at the indices it
 // stores, and the pad and reshapes compute other index values for the

@@ -187,6 +187,20 @@ TEST(ElementwiseGradient, Div) {
   });
 }
 
+// Quotients x / y at least 0.2 from an integer: no step of trunc(x / y)
+// within the finite differences' reach.
+TEST(ElementwiseGradient, Rem) {
+  trials([](Random &r) {
+    Shape s = anyShape(r);
+    HostTensor y = r.awayFromZero(s, 0.5, 2.0);
+    HostTensor whole = r.uniform(s, -3.0, 3.0), part = r.uniform(s, 0.2, 0.8);
+    HostTensor x = y;
+    for (int64_t i = 0; i < x.size(); ++i)
+      x[i] = (std::floor(whole[i]) + part[i]) * y[i];
+    return binary(r, "rem", x, y);
+  });
+}
+
 TEST(ElementwiseGradient, Pow) {
   trials([](Random &r) {
     Shape s = anyShape(r);

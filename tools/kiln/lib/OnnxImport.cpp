@@ -711,6 +711,8 @@ bool Importer::node(const onnx::Node &n) {
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
       op == "Max" || op == "Min")
     return binary(op);
+  if (op == "Mod")
+    return mod();
   if (op == "Sum" || op == "Mean")
     return variadic(op);
   if (op == "Clip")

@@ -52,11 +52,7 @@ bool Importer::variadic(const std::string &op) {
   return true;
 }
 
-bool Importer::binary(const std::string &op) {
-  if (node_->inputs.size() != 2)
-    return fail("has " + std::to_string(node_->inputs.size()) +
-                " inputs: kiln import reads " + op + " of two");
-  mlir::Value a, c;
+bool Importer::operandPair(mlir::Value &a, mlir::Value &c) {
   if (!value(0, a) || !value(1, c))
     return false;
   // A float constant (made f32) meets a value of another float type, as
@@ -79,6 +75,54 @@ bool Importer::binary(const std::string &op) {
     return false;
   a = broadcastTo(a, dims);
   c = broadcastTo(c, dims);
+  return true;
+}
+
+// Mod of data (of values known at import: foldStaticData). fmod 1 is
+// kiln.rem, the remainder with the dividend's sign (C's fmod, exact, and
+// %); fmod 0, which ONNX allows only for integers, is Python's %: a
+// nonzero remainder whose sign differs from the divisor's gets the
+// divisor added.
+bool Importer::mod() {
+  mlir::Value a, c;
+  if (!operandPair(a, c))
+    return false;
+  bool fmod = intAttr("fmod", 0) != 0;
+  mlir::Type e = element(a);
+  if (!fmod && llvm::isa<mlir::FloatType>(e))
+    return fail("fmod is 0 on floating-point inputs (ONNX requires 1)");
+  mlir::Type t = a.getType();
+  mlir::Value r = b_.create<kiln::RemOp>(fmod ? loc() : loc(".rem"), t, a, c);
+  if (fmod) {
+    setOutput(0, r);
+    return true;
+  }
+  mlir::Type flags = type(shape(a), b_.getI1Type());
+  mlir::Value zero = splat(0.0, e, shape(a));
+  using Direction = kiln::CompareDirection;
+  auto is = [&](mlir::Value v, Direction d, const std::string &at) {
+    return b_.create<kiln::CompareOp>(loc(at), flags, d, v, zero).getResult();
+  };
+  mlir::Value differ = b_.create<kiln::SelectOp>(
+      loc(".signs_differ"), flags, is(r, Direction::lt, ".rem_negative"),
+      is(c, Direction::gt, ".divisor_positive"),
+      b_.create<kiln::SelectOp>(loc(".positive_differs"), flags,
+                                is(r, Direction::gt, ".rem_positive"),
+                                is(c, Direction::lt, ".divisor_negative"),
+                                is(zero, Direction::ne, ".never")));
+  setOutput(0, b_.create<kiln::SelectOp>(
+                   loc(), t, differ,
+                   b_.create<kiln::AddOp>(loc(".wrapped"), t, r, c), r));
+  return true;
+}
+
+bool Importer::binary(const std::string &op) {
+  if (node_->inputs.size() != 2)
+    return fail("has " + std::to_string(node_->inputs.size()) +
+                " inputs: kiln import reads " + op + " of two");
+  mlir::Value a, c;
+  if (!operandPair(a, c))
+    return false;
   mlir::Location l = loc();
   mlir::Type t = a.getType();
   mlir::Value y;

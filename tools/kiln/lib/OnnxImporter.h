@@ -200,6 +200,10 @@ private:
   // Op groups.
   bool unary(const std::string &op);
   bool binary(const std::string &op);
+  // Inputs 0 and 1 broadcast together, of one element type (a float
+  // constant made in the other input's float type).
+  bool operandPair(mlir::Value &a, mlir::Value &c);
+  bool mod();
   bool gemm();
   bool matmul();
   bool reshapeLike(const std::string &op);

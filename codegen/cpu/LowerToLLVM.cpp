@@ -503,6 +503,16 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
 
 namespace {
 
+// |value| (a scalar attribute) as a constant of |type|, splat when |type|
+// is a vector or tensor.
+Value splatConstant(PatternRewriter &r, Location loc, Type type,
+                    TypedAttr value) {
+  Attribute a = value;
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    a = DenseElementsAttr::get(shaped, a);
+  return r.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(a));
+}
+
 // f32 sin and cos, vectorizable and accurate to a few ulp relative to the
 // result for |x| up to ~2^13 pi: MLIR's polynomial approximation reduces x
 // by floor(x / (pi/2)) with one f32 constant, so sin of a small negative x
@@ -523,17 +533,11 @@ struct AccurateSinCos : OpRewritePattern<Op> {
     Type intType = r.getI32Type();
     if (auto shaped = dyn_cast<ShapedType>(type))
       intType = shaped.clone(intType);
-    auto f = [&](double v) -> Value {
-      Attribute a = r.getF32FloatAttr(v);
-      if (auto shaped = dyn_cast<ShapedType>(type))
-        a = DenseElementsAttr::get(shaped, a);
-      return r.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(a));
+    auto f = [&](double v) {
+      return splatConstant(r, loc, type, r.getF32FloatAttr(v));
     };
-    auto i = [&](int32_t v) -> Value {
-      Attribute a = r.getI32IntegerAttr(v);
-      if (auto shaped = dyn_cast<ShapedType>(intType))
-        a = DenseElementsAttr::get(shaped, a);
-      return r.create<arith::ConstantOp>(loc, intType, cast<TypedAttr>(a));
+    auto i = [&](int32_t v) {
+      return splatConstant(r, loc, intType, r.getI32IntegerAttr(v));
     };
     auto fma = [&](Value a, Value b, Value c) -> Value {
       return r.create<math::FmaOp>(loc, a, b, c);
@@ -587,11 +591,8 @@ struct AccurateAtan : OpRewritePattern<math::AtanOp> {
     if (!getElementTypeOrSelf(type).isF32())
       return r.notifyMatchFailure(op, "f32 only");
     Location loc = op.getLoc();
-    auto f = [&](double v) -> Value {
-      Attribute a = r.getF32FloatAttr(v);
-      if (auto shaped = dyn_cast<ShapedType>(type))
-        a = DenseElementsAttr::get(shaped, a);
-      return r.create<arith::ConstantOp>(loc, type, cast<TypedAttr>(a));
+    auto f = [&](double v) {
+      return splatConstant(r, loc, type, r.getF32FloatAttr(v));
     };
     auto fma = [&](Value a, Value b, Value c) -> Value {
       return r.create<math::FmaOp>(loc, a, b, c);

@@ -485,7 +485,8 @@ def variants(rng):
     # Clip with bounds computed from data (torch.clamp with tensor bounds:
     # the gradient reaches a bound where it binds), and arithmetic in
     # DOUBLE between Casts (torch.nan_to_num's IsInf of a double): h plus
-    # sqrt(h^2 + 1) in f64, the infinities of log(relu(h)) replaced by 0.
+    # sqrt(h^2 + 1) in f64, the infinities of log(relu(h)) replaced by 0,
+    # and the f64 Mean of h and a DOUBLE constant.
     add("clip-data", 13, image,
         [helper.make_node("ReduceMin", ["h"], ["low"], keepdims=0),
          helper.make_node("ReduceMax", ["h"], ["high"], keepdims=0),
@@ -508,7 +509,9 @@ def variants(rng):
          helper.make_node("Constant", [], ["zero_f"],
                           value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])),
          helper.make_node("Where", ["inf", "zero_f", "l"], ["finite"]),
-         helper.make_node("Sum", ["h", "root_f", "finite"], ["y"])], smooth=False)
+         helper.make_node("Mean", ["d", "one_d"], ["mean_d"]),
+         helper.make_node("Cast", ["mean_d"], ["mean_f"], to=TensorProto.FLOAT),
+         helper.make_node("Sum", ["h", "root_f", "finite", "mean_f"], ["y"])], smooth=False)
     # Mod of data: floats with fmod 1 (torch.fmod; exact, the dividend's
     # sign) by a divisor from data and by a constant; integers with fmod 0
     # (Python's %: the divisor's sign) and 1, by divisors of both signs.

@@ -207,6 +207,27 @@ mlir::Value Importer::conv2d(mlir::Value x, mlir::Value w,
                                    b_.getI64IntegerAttr(a.groups));
 }
 
+mlir::Value Importer::depthFirst(mlir::Value x, int64_t low, int64_t high,
+                                 double fill) {
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  mlir::Value padded = x;
+  if (low || high)
+    padded = b_.create<kiln::PadOp>(
+        loc(".depth_pad"),
+        type({sx[0], sx[1], sx[2] + low + high, sx[3], sx[4]}, element(x)), x,
+        arr({0, 0, low, 0, 0}), arr({0, 0, high, 0, 0}),
+        b_.getF64FloatAttr(fill));
+  return permute(padded, kDepthFirst, ".depth_first");
+}
+
+mlir::Value Importer::kernelSlice(mlir::Value w, int64_t kd,
+                                  const std::string &at) {
+  llvm::ArrayRef<int64_t> sw = shape(w);
+  return g_.reshape(nodeName_ + at + ".weight",
+                    sliceAxis(w, 2, kd, kd + 1, 1, at + ".weight_slice"),
+                    {sw[0], sw[1], sw[3], sw[4]});
+}
+
 // A 3-D convolution: for each depth kd of the kernel, the planes of the
 // (padded) input at depths kd * dilation + o * stride, batched as [N *
 // D_out, C, H, W], convolved with W[:, :, kd]; the sum over kd, as [N,
@@ -215,16 +236,8 @@ mlir::Value Importer::convOverDepth(mlir::Value x, mlir::Value w,
                                     const ConvAttributes &a,
                                     llvm::ArrayRef<int64_t> dims) {
   llvm::ArrayRef<int64_t> sx = shape(x), sw = shape(w);
-  mlir::Type e = element(x);
   int64_t n = sx[0], depthOut = dims[2];
-  mlir::Value padded = x;
-  if (a.pads[0] || a.pads[3])
-    padded = b_.create<kiln::PadOp>(
-        loc(".depth_pad"),
-        type({n, sx[1], sx[2] + a.pads[0] + a.pads[3], sx[3], sx[4]}, e), x,
-        arr({0, 0, a.pads[0], 0, 0}), arr({0, 0, a.pads[3], 0, 0}),
-        b_.getF64FloatAttr(0.0));
-  mlir::Value moved = permute(padded, kDepthFirst, ".depth_first");
+  mlir::Value moved = depthFirst(x, a.pads[0], a.pads[3], 0.0);
   ConvAttributes plane = a.planes();
   mlir::Value sum;
   for (int64_t kd = 0; kd < sw[2]; ++kd) {
@@ -235,11 +248,7 @@ mlir::Value Importer::convOverDepth(mlir::Value x, mlir::Value w,
                   a.strides[0], at + ".taps");
     mlir::Value flat = g_.reshape(nodeName_ + at + ".batch", taps,
                                   {n * depthOut, sx[1], sx[3], sx[4]});
-    mlir::Value slice =
-        g_.reshape(nodeName_ + at + ".weight",
-                   sliceAxis(w, 2, kd, kd + 1, 1, at + ".weight_slice"),
-                   {sw[0], sw[1], sw[3], sw[4]});
-    mlir::Value y = conv2d(flat, slice, plane, at);
+    mlir::Value y = conv2d(flat, kernelSlice(w, kd, at), plane, at);
     sum = sum ? add(sum, y, at + ".sum") : y;
   }
   mlir::Value grouped = g_.reshape(nodeName_ + ".depth_planes", sum,
@@ -291,9 +300,8 @@ mlir::Value Importer::convTransposeOverDepth(mlir::Value x, mlir::Value w,
   mlir::Type e = element(x);
   int64_t n = sx[0], depth = sx[2], stride = a.strides[0];
   int64_t outDepth = dims[2], plane = dims[1] * dims[3] * dims[4];
-  mlir::Value flat =
-      g_.reshape(nodeName_ + ".batch", permute(x, kDepthFirst, ".depth_first"),
-                 {n * depth, sx[1], sx[3], sx[4]});
+  mlir::Value flat = g_.reshape(nodeName_ + ".batch", depthFirst(x, 0, 0, 0.0),
+                                {n * depth, sx[1], sx[3], sx[4]});
   ConvAttributes planes = a.planes();
   // Positions j of (depth - 1) * stride + 1 once strided.
   int64_t strided = (depth - 1) * stride + 1;
@@ -306,14 +314,11 @@ mlir::Value Importer::convTransposeOverDepth(mlir::Value x, mlir::Value w,
     int64_t last = std::min<int64_t>(strided, outDepth - offset);
     if (first >= last)
       continue;
-    mlir::Value slice =
-        g_.reshape(nodeName_ + at + ".weight",
-                   sliceAxis(w, 2, kd, kd + 1, 1, at + ".weight_slice"),
-                   {sw[0], sw[1], sw[3], sw[4]});
     mlir::Value y = b_.create<kiln::Conv2DInputGradOp>(
-        loc(at), type({n * depth, dims[1], dims[3], dims[4]}, e), flat, slice,
-        arr(planes.strides), arr(kilnPadding(planes.pads)),
-        arr(planes.dilations), b_.getI64IntegerAttr(a.groups));
+        loc(at), type({n * depth, dims[1], dims[3], dims[4]}, e), flat,
+        kernelSlice(w, kd, at), arr(planes.strides),
+        arr(kilnPadding(planes.pads)), arr(planes.dilations),
+        b_.getI64IntegerAttr(a.groups));
     mlir::Value rows =
         g_.reshape(nodeName_ + at + ".rows", y, {n, depth, 1, plane});
     if (stride > 1) {
@@ -527,16 +532,11 @@ bool Importer::pool(bool max) {
     // The planes of every (padded) depth position pooled, batched as [N *
     // D, C, H, W]; then the max, or the mean, of each depth window's.
     int64_t n = sx[0], c = sx[1], depth = sx[2] + pads[0] + ends[0];
-    mlir::Value padded = x;
-    if (pads[0] || ends[0])
-      padded = b_.create<kiln::PadOp>(
-          loc(".depth_pad"), type({n, c, depth, sx[3], sx[4]}, e), x,
-          arr({0, 0, pads[0], 0, 0}), arr({0, 0, ends[0], 0, 0}),
-          b_.getF64FloatAttr(max ? -std::numeric_limits<double>::infinity()
-                                 : 0.0));
-    mlir::Value flat = g_.reshape(nodeName_ + ".batch",
-                                  permute(padded, kDepthFirst, ".depth_first"),
-                                  {n * depth, c, sx[3], sx[4]});
+    mlir::Value flat = g_.reshape(
+        nodeName_ + ".batch",
+        depthFirst(x, pads[0], ends[0],
+                   max ? -std::numeric_limits<double>::infinity() : 0.0),
+        {n * depth, c, sx[3], sx[4]});
     mlir::Value planes = g_.reshape(
         nodeName_ + ".planes",
         pool2d(max, flat, {(*kernel)[1], (*kernel)[2]},

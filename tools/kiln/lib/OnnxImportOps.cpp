@@ -30,8 +30,6 @@ bool Importer::variadic(const std::string &op) {
     mlir::Value v;
     if (!value(i, v))
       return false;
-    if (!inputs.empty() && element(v) != element(inputs[0]))
-      return fail("its inputs have different element types");
     llvm::SmallVector<int64_t> next;
     if (!broadcastShapes(dims, shape(v), next))
       return false;
@@ -40,6 +38,8 @@ bool Importer::variadic(const std::string &op) {
   }
   if (inputs.empty())
     return fail("has no inputs");
+  if (!oneElementType(inputs))
+    return false;
   mlir::Value y = broadcastTo(inputs[0], dims);
   for (size_t i = 1; i < inputs.size(); ++i)
     y = b_.create<kiln::AddOp>(loc(i + 1 == inputs.size() && op == "Sum" ? ""
@@ -52,24 +52,34 @@ bool Importer::variadic(const std::string &op) {
   return true;
 }
 
-bool Importer::operandPair(mlir::Value &a, mlir::Value &c) {
-  if (!value(0, a) || !value(1, c))
-    return false;
-  // A float constant (made f32) meets a value of another float type, as
-  // a DOUBLE one after a Cast: it is made in that type.
-  for (auto [mine, other, i] :
-       {std::tuple<mlir::Value &, mlir::Value, size_t>{a, c, 0}, {c, a, 1}})
-    if (element(mine) != element(other) && statics_.count(node_->inputs[i]) &&
-        llvm::isa<mlir::FloatType>(element(mine)) &&
-        llvm::isa<mlir::FloatType>(element(other))) {
-      mine = constant(statics_[node_->inputs[i]],
-                      nodeName_ + ".constant_" + std::to_string(i),
-                      element(other));
-      if (!mine)
+bool Importer::oneElementType(llvm::MutableArrayRef<mlir::Value> values) {
+  mlir::Type target;
+  for (auto [i, v] : llvm::enumerate(values))
+    if (!statics_.count(node_->inputs[i])) {
+      target = element(v);
+      break;
+    }
+  for (auto [i, v] : llvm::enumerate(values)) {
+    if (target && element(v) != target && statics_.count(node_->inputs[i]) &&
+        llvm::isa<mlir::FloatType>(element(v)) &&
+        llvm::isa<mlir::FloatType>(target)) {
+      v = constant(statics_[node_->inputs[i]],
+                   nodeName_ + ".constant_" + std::to_string(i), target);
+      if (!v)
         return false;
     }
-  if (element(a) != element(c))
-    return fail("its inputs have different element types");
+    if (element(v) != element(values[0]))
+      return fail("its inputs have different element types");
+  }
+  return true;
+}
+
+bool Importer::operandPair(mlir::Value &a, mlir::Value &c) {
+  mlir::Value pair[2];
+  if (!value(0, pair[0]) || !value(1, pair[1]) || !oneElementType(pair))
+    return false;
+  a = pair[0];
+  c = pair[1];
   llvm::SmallVector<int64_t> dims;
   if (!broadcastShapes(shape(a), shape(c), dims))
     return false;
@@ -103,13 +113,14 @@ bool Importer::mod() {
   auto is = [&](mlir::Value v, Direction d, const std::string &at) {
     return b_.create<kiln::CompareOp>(loc(at), flags, d, v, zero).getResult();
   };
+  // r < 0 < c, or r > 0 > c (where r > 0, c < 0; elsewhere r > 0: false).
+  mlir::Value positive = is(r, Direction::gt, ".rem_positive");
   mlir::Value differ = b_.create<kiln::SelectOp>(
       loc(".signs_differ"), flags, is(r, Direction::lt, ".rem_negative"),
       is(c, Direction::gt, ".divisor_positive"),
-      b_.create<kiln::SelectOp>(loc(".positive_differs"), flags,
-                                is(r, Direction::gt, ".rem_positive"),
+      b_.create<kiln::SelectOp>(loc(".positive_differs"), flags, positive,
                                 is(c, Direction::lt, ".divisor_negative"),
-                                is(zero, Direction::ne, ".never")));
+                                positive));
   setOutput(0, b_.create<kiln::SelectOp>(
                    loc(), t, differ,
                    b_.create<kiln::AddOp>(loc(".wrapped"), t, r, c), r));

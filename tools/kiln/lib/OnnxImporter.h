@@ -200,8 +200,12 @@ private:
   // Op groups.
   bool unary(const std::string &op);
   bool binary(const std::string &op);
-  // Inputs 0 and 1 broadcast together, of one element type (a float
-  // constant made in the other input's float type).
+  // |values|, the node's inputs 0.., of one element type: a float constant
+  // (made f32) beside a value of another float type, as a DOUBLE one
+  // after a Cast, is made in that type; otherwise different types fail.
+  bool oneElementType(llvm::MutableArrayRef<mlir::Value> values);
+  // Inputs 0 and 1 of one element type (oneElementType), broadcast
+  // together.
   bool operandPair(mlir::Value &a, mlir::Value &c);
   bool mod();
   bool gemm();
@@ -250,6 +254,11 @@ private:
   // kiln.conv2d of |x| [N, C, H, W] and |w| with |a|'s 2-D attributes.
   mlir::Value conv2d(mlir::Value x, mlir::Value w, const ConvAttributes &a,
                      const std::string &suffix);
+  // |x| [N, C, D, H, W] padded along D by |low| and |high| elements of
+  // |fill|, as [N, D', C, H, W]: the depth positions' planes by the batch.
+  mlir::Value depthFirst(mlir::Value x, int64_t low, int64_t high, double fill);
+  // W[:, :, kd] of a 3-D kernel |w|, as a 2-D kernel [O, I, kH, kW].
+  mlir::Value kernelSlice(mlir::Value w, int64_t kd, const std::string &at);
   // A 3-D convolution and transposed convolution of result shape |dims|
   // from 2-D ones over the depth positions' planes.
   mlir::Value convOverDepth(mlir::Value x, mlir::Value w,

@@ -51,29 +51,59 @@ inline double ulp(DType dtype, double x) {
   return std::ldexp(1.0, exponent - mantissa);
 }
 
+// The operand types of a case (lse in f32, f64 for f64) and the attribute
+// dictionary both ops take.
+struct AttentionText {
+  std::string tq, tk, tv, to, tl, attrs;
+
+  AttentionText(const AttentionDims &n, const char *element, double scale,
+                bool causal)
+      : tq(tensorType({n.b, n.h, n.tq, n.d}, element)),
+        tk(tensorType({n.b, n.h, n.tk, n.d}, element)),
+        tv(tensorType({n.b, n.h, n.tk, n.dv}, element)),
+        to(tensorType({n.b, n.h, n.tq, n.dv}, element)),
+        tl(tensorType({n.b, n.h, n.tq},
+                      std::string(element) == "f64" ? "f64" : "f32")) {
+    std::ostringstream os;
+    os.precision(17);
+    os << "{scale = " << std::scientific << scale
+       << " : f64, causal = " << (causal ? "true" : "false") << "}";
+    attrs = os.str();
+  }
+
+  // kiln.attention_grad of %q, %k, %v, %o, %l, %g into %dq, %dk, %dv.
+  std::string grad() const {
+    return "  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %o, %l, %g " +
+           attrs + " : (" + tq + ", " + tk + ", " + tv + ", " + to + ", " + tl +
+           ", " + to + ") -> (" + tq + ", " + tk + ", " + tv + ")\n";
+  }
+};
+
 // func.func @f(%q, %k, %v, %g) -> (out, lse, dq, dk, dv): kiln.attention
 // of %q, %k, %v, then kiln.attention_grad with %g as the output's gradient.
 inline std::string attentionFunction(const AttentionDims &n, const char *element,
                                      double scale, bool causal) {
-  const char *lseElement = std::string(element) == "f64" ? "f64" : "f32";
-  std::string tq = tensorType({n.b, n.h, n.tq, n.d}, element);
-  std::string tk = tensorType({n.b, n.h, n.tk, n.d}, element);
-  std::string tv = tensorType({n.b, n.h, n.tk, n.dv}, element);
-  std::string to = tensorType({n.b, n.h, n.tq, n.dv}, element);
-  std::string tl = tensorType({n.b, n.h, n.tq}, lseElement);
-  std::ostringstream attrs;
-  attrs.precision(17);
-  attrs << "{scale = " << std::scientific << scale
-        << " : f64, causal = " << (causal ? "true" : "false") << "}";
-  return "func.func @f(%q: " + tq + ", %k: " + tk + ", %v: " + tv + ", %g: " +
-         to + ") -> (" + to + ", " + tl + ", " + tq + ", " + tk + ", " + tv +
-         ") {\n  %o, %l = kiln.attention %q, %k, %v " + attrs.str() + " : (" +
-         tq + ", " + tk + ", " + tv + ") -> (" + to + ", " + tl + ")\n" +
-         "  %dq, %dk, %dv = kiln.attention_grad %q, %k, %v, %o, %l, %g " +
-         attrs.str() + " : (" + tq + ", " + tk + ", " + tv + ", " + to + ", " +
-         tl + ", " + to + ") -> (" + tq + ", " + tk + ", " + tv + ")\n" +
-         "  return %o, %l, %dq, %dk, %dv : " + to + ", " + tl + ", " + tq +
-         ", " + tk + ", " + tv + "\n}\n";
+  AttentionText t(n, element, scale, causal);
+  return "func.func @f(%q: " + t.tq + ", %k: " + t.tk + ", %v: " + t.tv +
+         ", %g: " + t.to + ") -> (" + t.to + ", " + t.tl + ", " + t.tq + ", " +
+         t.tk + ", " + t.tv + ") {\n  %o, %l = kiln.attention %q, %k, %v " +
+         t.attrs + " : (" + t.tq + ", " + t.tk + ", " + t.tv + ") -> (" + t.to +
+         ", " + t.tl + ")\n" + t.grad() +
+         "  return %o, %l, %dq, %dk, %dv : " + t.to + ", " + t.tl + ", " +
+         t.tq + ", " + t.tk + ", " + t.tv + "\n}\n";
+}
+
+// func.func @grad(%q, %k, %v, %o, %l, %g) -> (dq, dk, dv): kiln.attention_grad
+// alone, so that two versions of it can run on the same forward results.
+inline std::string attentionGradFunction(const AttentionDims &n,
+                                         const char *element, double scale,
+                                         bool causal) {
+  AttentionText t(n, element, scale, causal);
+  return "func.func @grad(%q: " + t.tq + ", %k: " + t.tk + ", %v: " + t.tv +
+         ", %o: " + t.to + ", %l: " + t.tl + ", %g: " + t.to + ") -> (" + t.tq +
+         ", " + t.tk + ", " + t.tv + ") {\n" + t.grad() +
+         "  return %dq, %dk, %dv : " + t.tq + ", " + t.tk + ", " + t.tv +
+         "\n}\n";
 }
 
 // A tensor of |shape| with values uniform on [lo, hi), rounded to |dtype|.

@@ -49,8 +49,9 @@ Type accumulatorOf(Type element) {
   return IntegerType::get(element.getContext(), 64);
 }
 
-// |carried| and |update| combined as |scatter| combines them: added, or
-// their max or min, a NaN winning (arith.maximumf, as kiln.max builds it).
+// |carried| and |update| combined as |scatter| combines them: added,
+// multiplied, or their max or min, a NaN winning (arith.maximumf, as
+// kiln.max builds it).
 Value combineScatter(OpBuilder &b, Location loc, ScatterAddOp scatter,
                      Value carried, Value update) {
   bool isFloat = isa<FloatType>(carried.getType());
@@ -63,6 +64,9 @@ Value combineScatter(OpBuilder &b, Location loc, ScatterAddOp scatter,
     return isFloat
                ? b.create<arith::MinimumFOp>(loc, carried, update).getResult()
                : b.create<arith::MinSIOp>(loc, carried, update).getResult();
+  case ReduceKind::prod:
+    return isFloat ? b.create<arith::MulFOp>(loc, carried, update).getResult()
+                   : b.create<arith::MulIOp>(loc, carried, update).getResult();
   default:
     return isFloat ? b.create<arith::AddFOp>(loc, carried, update).getResult()
                    : b.create<arith::AddIOp>(loc, carried, update).getResult();

@@ -85,19 +85,25 @@ bool keepsChunkLanes(ReduceOp reduce) {
 // in f64 where the target asks (KernelHooks::wideSums).
 constexpr int64_t kWideSumCount = 64;
 
+// The identity of |kind| in the accumulator type |acc|.
 Value initialValue(OpBuilder &b, Location loc, ReduceKind kind, Type acc) {
   if (auto floatType = dyn_cast<FloatType>(acc)) {
     const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
-    llvm::APFloat value = kind == ReduceKind::max
-                              ? llvm::APFloat::getInf(semantics, /*Negative=*/true)
-                          : kind == ReduceKind::min
-                              ? llvm::APFloat::getInf(semantics, /*Negative=*/false)
-                              : llvm::APFloat::getZero(semantics);
+    llvm::APFloat value = llvm::APFloat::getZero(semantics);
+    if (kind == ReduceKind::max || kind == ReduceKind::min)
+      value = llvm::APFloat::getInf(semantics,
+                                    /*Negative=*/kind == ReduceKind::max);
+    else if (kind == ReduceKind::prod)
+      value = llvm::APFloat::getOne(semantics);
     return b.create<arith::ConstantOp>(loc, b.getFloatAttr(acc, value));
   }
-  int64_t value = kind == ReduceKind::max   ? std::numeric_limits<int64_t>::min()
-                  : kind == ReduceKind::min ? std::numeric_limits<int64_t>::max()
-                                            : 0;
+  int64_t value = 0;
+  if (kind == ReduceKind::max)
+    value = std::numeric_limits<int64_t>::min();
+  else if (kind == ReduceKind::min)
+    value = std::numeric_limits<int64_t>::max();
+  else if (kind == ReduceKind::prod)
+    value = 1;
   return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(acc, value));
 }
 
@@ -108,6 +114,9 @@ Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value x) {
   case ReduceKind::mean:
     return isFloat ? b.create<arith::AddFOp>(loc, acc, x).getResult()
                    : b.create<arith::AddIOp>(loc, acc, x).getResult();
+  case ReduceKind::prod:
+    return isFloat ? b.create<arith::MulFOp>(loc, acc, x).getResult()
+                   : b.create<arith::MulIOp>(loc, acc, x).getResult();
   case ReduceKind::max:
     return isFloat ? b.create<arith::MaximumFOp>(loc, acc, x).getResult()
                    : b.create<arith::MaxSIOp>(loc, acc, x).getResult();

@@ -28,8 +28,10 @@ def Kiln_ReduceSum : I32EnumAttrCase<"sum", 0>;
 def Kiln_ReduceMax : I32EnumAttrCase<"max", 1>;
 def Kiln_ReduceMin : I32EnumAttrCase<"min", 2>;
 def Kiln_ReduceMean : I32EnumAttrCase<"mean", 3>;
+def Kiln_ReduceProd : I32EnumAttrCase<"prod", 4>;
 def Kiln_ReduceKindAttr : I32EnumAttr<"ReduceKind", "reduction kind",
-    [Kiln_ReduceSum, Kiln_ReduceMax, Kiln_ReduceMin, Kiln_ReduceMean]> {
+    [Kiln_ReduceSum, Kiln_ReduceMax, Kiln_ReduceMin, Kiln_ReduceMean,
+     Kiln_ReduceProd]> {
   let cppNamespace = "::kiln";
 }
 

@@ -473,7 +473,7 @@ LogicalResult ScatterAddOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult ScatterAddOp::verify() {
   if (getCombineKind() == ReduceKind::mean)
-    return emitOpError() << "combine must be sum, max or min, not mean";
+    return emitOpError() << "combine must be sum, max, min or prod, not mean";
   return success();
 }
 
@@ -703,9 +703,25 @@ LogicalResult AttentionQkvGradOp::verify() {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-LogicalResult AllReduceOp::verify() { return checkGroups(*this, getGroups()); }
+// The collective libraries' reductions are sum, max, min and mean (a sum
+// divided by the group's size); kiln's runtime implements no others.
+template <typename OpT> static LogicalResult checkCollectiveKind(OpT op) {
+  if (op.getReduction() == ReduceKind::prod)
+    return op.emitOpError()
+           << "reduction must be sum, max, min or mean, not prod (a collective "
+              "does not multiply)";
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(checkCollectiveKind(*this)))
+    return failure();
+  return checkGroups(*this, getGroups());
+}
 
 LogicalResult ReduceScatterOp::verify() {
+  if (failed(checkCollectiveKind(*this)))
+    return failure();
   if (failed(checkSameElement(*this, "operand", getOperand().getType(), "result",
                               getType())))
     return failure();

@@ -383,9 +383,12 @@ def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor, Kiln_CustomCost
   let summary = "Reduce over dimensions";
   let description = [{
     Reduces `operand` over the listed `dimensions` (unique, in range) with
-    `sum`, `max`, `min` or `mean`; the result drops those dimensions (use
-    `kiln.reshape` or `kiln.broadcast_in_dim` to keep them). An empty list is
-    the identity. Floating sums accumulate in at least f32.
+    `sum`, `max`, `min`, `mean` or `prod`; the result drops those dimensions
+    (use `kiln.reshape` or `kiln.broadcast_in_dim` to keep them). An empty
+    list is the identity. Floating sums and products accumulate in at least
+    f32; integer ones in i64, wrapping, then keep the result type's low bits.
+    A product's gradient is, per element, the product of the others (zeros
+    included, as PyTorch's `prod` gradient).
 
     Example:
     ```mlir
@@ -704,7 +707,11 @@ def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
     its own element and the updates written to it instead of their sum
     (XLA's scatter with a max computation, jax's `.at[].max()`, PyTorch's
     `scatter_reduce(..., "amax")` with `include_self`); a NaN among them
-    wins, as in `kiln.max`. Without `combine` the updates add.
+    wins, as in `kiln.max`. With `combine = prod` each row is its own
+    element times the updates written to it (PyTorch's `scatter_reduce(...,
+    "prod")` with `include_self`, ONNX's `reduction = "mul"`); the gradient
+    of each factor is the product of the others, zeros included, as for
+    `kiln.reduce prod`. Without `combine` the updates add.
 
     Example:
     ```mlir
@@ -729,7 +736,7 @@ def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
       build($_builder, $_state, result, operand, indices, updates,
             ::kiln::ReduceKindAttr());
     }]>,
-    // Updates that combine by |kind| (sum, max or min).
+    // Updates that combine by |kind| (sum, max, min or prod).
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$operand,
                    "::mlir::Value":$indices, "::mlir::Value":$updates,
                    "::kiln::ReduceKind":$kind), [{
@@ -741,7 +748,7 @@ def Kiln_ScatterAddOp : Kiln_Op<"scatter_add", [Pure, InferTypeOpAdaptor,
   ];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    // How updates combine with a row: sum (no `combine`), max or min.
+    // How updates combine with a row: sum (no `combine`), max, min or prod.
     ::kiln::ReduceKind getCombineKind() {
       return getCombine().value_or(::kiln::ReduceKind::sum);
     }

@@ -76,6 +76,7 @@ const Pair<fbs::ReduceKind, ReduceKind> kReduceKinds[] = {
     {fbs::ReduceKind::Max, ReduceKind::max},
     {fbs::ReduceKind::Min, ReduceKind::min},
     {fbs::ReduceKind::Mean, ReduceKind::mean},
+    {fbs::ReduceKind::Prod, ReduceKind::prod},
 };
 
 const Pair<fbs::GeluApproximation, GeluApproximation> kGeluForms[] = {

@@ -353,7 +353,7 @@ struct ReduceFamily {
     std::optional<ReduceKind> kind = toKiln(t.kind());
     if (!kind)
       return r.error() << "unknown reduction kind " << unsigned(t.kind())
-                       << " (expected 0..3)";
+                       << " (expected 0..4: sum, max, min, mean, prod)";
     r.set(OpT::getKindAttrName(r.name()),
           ReduceKindAttr::get(r.b.getContext(), *kind));
     r.setLongs(OpT::getDimensionsAttrName(r.name()), t.dims());
@@ -377,7 +377,7 @@ struct ScatterFamily {
     std::optional<ReduceKind> kind = toKiln(t.combine());
     if (!kind || *kind == ReduceKind::mean)
       return r.error() << "unknown scatter combine " << unsigned(t.combine())
-                       << " (expected 0..2: sum, max, min)";
+                       << " (expected 0..2 or 4: sum, max, min, prod)";
     if (*kind != ReduceKind::sum)
       r.set(OpT::getCombineAttrName(r.name()),
             ReduceKindAttr::get(r.b.getContext(), *kind));
@@ -515,9 +515,9 @@ struct CollectiveFamily {
   static LogicalResult read(Reader &r, const Table &t) {
     if constexpr (kHasReduction<OpT>) {
       std::optional<ReduceKind> kind = toKiln(t.reduction());
-      if (!kind)
+      if (!kind || *kind == ReduceKind::prod)
         return r.error() << "unknown reduction kind " << unsigned(t.reduction())
-                         << " (expected 0..3)";
+                         << " (expected 0..3: sum, max, min, mean)";
       r.set(OpT::getReductionAttrName(r.name()),
             ReduceKindAttr::get(r.b.getContext(), *kind));
     }

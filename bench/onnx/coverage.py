@@ -40,6 +40,7 @@ idx = torch.tensor([2, 0, 1])
 CASES = {
  "atan2": (M(lambda s,x: torch.atan2(x, x*0.5+1)), (4,8)),
  "prod": (M(lambda s,x: torch.prod(x, dim=1)), (4,8)),
+ "prod_wide": (M(lambda s,x: torch.prod(1 + 0.1 * torch.tanh(x), dim=1)), (4,300)),
  "cumprod": (M(lambda s,x: torch.cumprod(x, dim=1)), (4,8)),
  "roll": (M(lambda s,x: torch.roll(x, 2, dims=1)), (4,8)),
  "flip": (M(lambda s,x: torch.flip(x, dims=[1])), (4,8)),
@@ -111,6 +112,7 @@ CASES = {
  "adaptive_avg3d": (M(lambda s,x: F.adaptive_avg_pool3d(x, 2)), (1,2,4,4,4)),
  "index_select": (M(lambda s,x: torch.index_select(x, 1, idx)), (4,8)),
  "scatter_reduce_amax": (M(lambda s,x: torch.zeros(4,3).scatter_reduce(1, torch.tensor([[0,1,2,0,1,2,0,1]]*4), x, "amax", include_self=False)), (4,8)),
+ "scatter_reduce_prod": (M(lambda s,x: torch.ones(4,3).scatter_reduce(1, torch.tensor([[0,1,2,0,1,2,0,1]]*4), x, "prod")), (4,8)),
  "scatter_reduce_mean": (M(lambda s,x: torch.zeros(4,3).scatter_reduce(1, torch.tensor([[0,1,2,0,1,2,0,1]]*4), x, "mean")), (4,8)),
  "one_hot_mul": (M(lambda s,x: x[:, :3] * F.one_hot(torch.tensor([0,2,1,1]), 3)), (4,8)),
  "pixel_shuffle": (M(lambda s,x: F.pixel_shuffle(x, 2)), (2,8,3,3)),

@@ -76,9 +76,10 @@ Value CudaHooks::combineLanes(OpBuilder &b, Location loc, ReduceKind kind,
                               Value value) {
   std::string name = std::string("kiln.allreduce.") +
                      (blockScope_ ? "block." : "warp.") +
-                     (kind == ReduceKind::max   ? "max"
-                      : kind == ReduceKind::min ? "min"
-                                                : "sum");
+                     (kind == ReduceKind::max    ? "max"
+                      : kind == ReduceKind::min  ? "min"
+                      : kind == ReduceKind::prod ? "prod"
+                                                 : "sum");
   return intrinsics_.call(b, loc, name, {value}, {value.getType()})[0];
 }
 

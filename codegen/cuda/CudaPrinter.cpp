@@ -73,6 +73,7 @@ template <int N, class T> static __device__ __forceinline__ const kiln_vec<T, N>
   return reinterpret_cast<const kiln_vec<T, N> *>(p);
 }
 struct kiln_sum { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct kiln_prod { template <class T> __device__ T operator()(T a, T b) const { return a * b; } };
 struct kiln_max {
   __device__ float operator()(float a, float b) const { return kiln_maximumf(a, b); }
   __device__ double operator()(double a, double b) const { return kiln_maximumf(a, b); }

@@ -197,6 +197,24 @@ Value pad(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> low,
                          b.getDenseI64ArrayAttr(high), b.getF64FloatAttr(value));
 }
 
+Value nonzeroFactors(OpBuilder &b, Location loc, Value x, Value &isZero) {
+  isZero = compare(b, loc, CompareDirection::eq, x, splatLike(b, loc, x, 0.0));
+  return select(b, loc, isZero, splatLike(b, loc, x, 1.0), x);
+}
+
+Value productOfOthers(OpBuilder &b, Location loc, Value x, Value zeros,
+                      Value rest) {
+  Value isZero;
+  Value nonzero = nonzeroFactors(b, loc, x, isZero);
+  Value zero = splatLike(b, loc, x, 0.0), one = splatLike(b, loc, x, 1.0);
+  return select(
+      b, loc, isZero,
+      select(b, loc, compare(b, loc, CompareDirection::eq, zeros, one), rest,
+             zero),
+      select(b, loc, compare(b, loc, CompareDirection::eq, zeros, zero),
+             div(b, loc, rest, nonzero), zero));
+}
+
 SmallVector<int64_t> range(int64_t begin, int64_t end) {
   SmallVector<int64_t> dims;
   for (int64_t d = begin; d < end; ++d)

@@ -9,7 +9,9 @@
 //                 dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 //                 where dxhat = g * scale
 //   gather:       scatter_add of g into zeros of the table's shape
-//   scatter_add:  operand gets g, updates get gather(g, indices)
+//   scatter_add:  operand gets g, updates get gather(g, indices); with
+//                 combine = max or min the winners share g; with prod each
+//                 factor gets g times the product of the others
 //   dropout:      dropout of g with the same seed, counter and rate (the same
 //                 mask and scale)
 //   softmax_cross_entropy: (softmax(logits) - one_hot(labels)) * g
@@ -117,6 +119,36 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
 // split evenly among ties, as the gradient of a max reduction (and
 // PyTorch's scatter_reduce "amax"): the ties counted by the scatter of the
 // updates' hits onto the operand's.
+// combine = prod: each row's factors are its own element and the updates
+// written to it; each factor's gradient is g times the product of the
+// others (productOfOthers), from the count of zero factors (a scatter that
+// adds) and the product of the nonzero ones (a scatter that multiplies),
+// gathered back for the updates.
+static LogicalResult
+scatterProductGradients(OpBuilder &b, ScatterAddOp op, Value g,
+                        SmallVectorImpl<Value> &operandGrads) {
+  Location loc = op.getLoc();
+  Value t = op.getOperand(), u = op.getUpdates(), indices = op.getIndices();
+  RankedTensorType tType = typeOf(t), uType = typeOf(u);
+  Type element = tType.getElementType();
+  Value tZero, uZero;
+  Value tNonzero = nonzeroFactors(b, loc, t, tZero);
+  Value uNonzero = nonzeroFactors(b, loc, u, uZero);
+  Value zeros =
+      b.create<ScatterAddOp>(loc, tType, convert(b, loc, tZero, element),
+                             indices, convert(b, loc, uZero, element));
+  Value rest = b.create<ScatterAddOp>(loc, tType, tNonzero, indices, uNonzero,
+                                      ReduceKind::prod);
+  Value dT = mul(b, loc, g, productOfOthers(b, loc, t, zeros, rest));
+  auto gathered = [&](Value v) -> Value {
+    return b.create<GatherOp>(loc, uType, v, indices);
+  };
+  Value dU = mul(b, loc, gathered(g),
+                 productOfOthers(b, loc, u, gathered(zeros), gathered(rest)));
+  operandGrads.append({dT, Value(), dU});
+  return success();
+}
+
 LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                            SmallVectorImpl<Value> &operandGrads) {
   Value g = floatResultGrad(*this, resultGrads);
@@ -129,6 +161,8 @@ LogicalResult ScatterAddOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultG
     operandGrads.append({g, Value(), dUpdates});
     return success();
   }
+  if (getCombineKind() == ReduceKind::prod)
+    return scatterProductGradients(b, *this, g, operandGrads);
   Type element = updatesType.getElementType();
   Value result = getResult();
   Value atRow = b.create<GatherOp>(loc, updatesType, result, getIndices());

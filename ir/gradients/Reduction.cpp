@@ -3,8 +3,11 @@
 // sum: the gradient of each reduced element is broadcast back over its
 // fibre; mean: the same divided by the fibre's size; max and min: the
 // gradient goes to the elements equal to the extremum, split evenly among
-// ties (as JAX does), so the rule is symmetric and the total is preserved.
-// Integer reductions and argmax carry no gradient.
+// ties (as JAX does), so the rule is symmetric and the total is preserved;
+// prod: each element's gradient is the product of the others, as PyTorch's
+// prod gradient: with no zero in the fibre the product over the element;
+// with one zero, the product of the rest at the zero and 0 elsewhere; with
+// more, 0. Integer reductions and argmax carry no gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +51,19 @@ LogicalResult ReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
     Value hits = reduce(b, loc, ReduceKind::sum, hit, dims);
     Value share = div(b, loc, g, hits);
     operandGrads.push_back(mul(b, loc, hit, broadcastBack(b, loc, share, xType, dims)));
+    break;
+  }
+  case ReduceKind::prod: {
+    Value isZero;
+    Value nonzero = nonzeroFactors(b, loc, x, isZero);
+    Value zeros = reduce(b, loc, ReduceKind::sum,
+                         convert(b, loc, isZero, xType.getElementType()), dims);
+    Value rest = reduce(b, loc, ReduceKind::prod, nonzero, dims);
+    Value others =
+        productOfOthers(b, loc, x, broadcastBack(b, loc, zeros, xType, dims),
+                        broadcastBack(b, loc, rest, xType, dims));
+    operandGrads.push_back(
+        mul(b, loc, broadcastBack(b, loc, g, xType, dims), others));
     break;
   }
   }

@@ -250,6 +250,12 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
   ReduceKind kind = getCombineKind();
   result->values() = operand.values();
   double *out = result->values().data();
+  // Integer products wrap in 64 bits, as the kernels' i64 accumulators do.
+  bool wrapping = kind == ReduceKind::prod && !isFloat(result->dtype());
+  std::vector<uint64_t> wrapped;
+  if (wrapping)
+    for (double v : operand.values())
+      wrapped.push_back(static_cast<uint64_t>(static_cast<int64_t>(v)));
   for (int64_t s = 0; s < indices.size(); ++s) {
     int64_t index = static_cast<int64_t>(indices[s]);
     if (index < 0 || index >= rows)
@@ -263,6 +269,11 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
     for (int64_t j = 0; j < rowSize; ++j) {
       if (kind == ReduceKind::sum)
         row[j] += update[j];
+      else if (wrapping)
+        wrapped[index * rowSize + j] *=
+            static_cast<uint64_t>(static_cast<int64_t>(update[j]));
+      else if (kind == ReduceKind::prod)
+        row[j] *= update[j];
       else if (std::isnan(row[j]) || std::isnan(update[j]))
         row[j] = std::nan(""); // a NaN wins, as in kiln.max
       else
@@ -270,6 +281,9 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
                                          : std::min(row[j], update[j]);
     }
   }
+  for (size_t e = 0; e < wrapped.size(); ++e)
+    out[e] = roundTo(result->dtype(),
+                     static_cast<double>(static_cast<int64_t>(wrapped[e])));
   results.push_back(std::move(*result));
   return success();
 }

@@ -1,11 +1,13 @@
 //===- Reduction.cpp - reference semantics of reductions ------------------===//
 //
-// kiln.reduce (sum, max, min, mean) and kiln.argmax. Sums accumulate in
-// double whatever the element type (the description asks for at least f32;
-// the oracle takes the most exact choice) and are rounded once, when the
-// interpreter rounds the result. max and min propagate NaN, as kiln.max and
-// kiln.min do (arith.maximumf/minimumf). Integer means truncate toward zero,
-// like integer division.
+// kiln.reduce (sum, max, min, mean, prod) and kiln.argmax. Floating sums
+// and products accumulate in double whatever the element type (the
+// description asks for at least f32; the oracle takes the most exact
+// choice) and are rounded once, when the interpreter rounds the result. max
+// and min propagate NaN, as kiln.max and kiln.min do
+// (arith.maximumf/minimumf). Integer means truncate toward zero, like
+// integer division; integer products wrap in 64 bits, as the kernels' i64
+// accumulators do, and the result keeps its type's low bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,10 +48,26 @@ LogicalResult ReduceOp::evaluate(ArrayRef<HostTensor> operands,
 
   ReduceKind kind = getKind();
   constexpr double inf = std::numeric_limits<double>::infinity();
-  double init = kind == ReduceKind::max ? -inf : kind == ReduceKind::min ? inf : 0.0;
+  double init = kind == ReduceKind::max    ? -inf
+                : kind == ReduceKind::min  ? inf
+                : kind == ReduceKind::prod ? 1.0
+                                           : 0.0;
   std::vector<double> &acc = result->values();
   std::fill(acc.begin(), acc.end(), init);
   const double *in = operand.values().data();
+  if (kind == ReduceKind::prod && !isFloat(result->dtype())) {
+    std::vector<uint64_t> wrapped(acc.size(), 1);
+    forEachStrided(operand.shape(), 0, stridesOf(operand.shape()), 0,
+                   writeStrides, [&](int64_t src, int64_t dst) {
+                     wrapped[dst] *=
+                         static_cast<uint64_t>(static_cast<int64_t>(in[src]));
+                   });
+    for (size_t i = 0; i < acc.size(); ++i)
+      acc[i] = roundTo(result->dtype(),
+                       static_cast<double>(static_cast<int64_t>(wrapped[i])));
+    results.push_back(std::move(*result));
+    return success();
+  }
   auto reduceInto = [&](auto combine) {
     forEachStrided(operand.shape(), 0, stridesOf(operand.shape()), 0,
                    writeStrides, [&](int64_t src, int64_t dst) {
@@ -60,6 +78,9 @@ LogicalResult ReduceOp::evaluate(ArrayRef<HostTensor> operands,
   case ReduceKind::sum:
   case ReduceKind::mean:
     reduceInto([](double a, double x) { return a + x; });
+    break;
+  case ReduceKind::prod:
+    reduceInto([](double a, double x) { return a * x; });
     break;
   case ReduceKind::max:
     reduceInto([](double a, double x) {

@@ -461,10 +461,11 @@ def variants(rng):
                           count_include_pad=1),
          helper.make_node("AveragePool", ["h"], ["b"], kernel_shape=[2, 3, 2],
                           strides=[2, 2, 2], pads=[0, 1, 1, 1, 1, 0])] + both("a", "b"))
-    # ReduceProd of data (kiln halves the reduced elements, each pair
-    # multiplied): over C and W (18 elements: halvings of odd counts pad
-    # a 1) and over H and W (36), of 1 + tanh(h) / 10; and of integers
-    # (opset 18's axes input) along W, which is not smooth.
+    # ReduceProd of data (kiln.reduce prod): over C and W (18 elements)
+    # and over H and W (36), of 1 + tanh(h) / 10; over C, H and W (108,
+    # which took 50 s to compile when kiln import built the product from
+    # pairwise multiplies); and of integers (opset 18's axes input) along W,
+    # which is not smooth.
     add("reduce-prod", 13, image,
         [helper.make_node("Tanh", ["h"], ["th"]),
          helper.make_node("Mul", ["th", "tenth"], ["small"]),
@@ -473,6 +474,13 @@ def variants(rng):
          helper.make_node("ReduceProd", ["near_one"], ["all"], axes=[2, 3]),
          helper.make_node("Mul", ["h", "rows"], ["a"]),
          helper.make_node("Add", ["a", "all"], ["y"])],
+        [floats("tenth", 0.1), floats("one", 1.0)])
+    add("reduce-prod-wide", 13, image,
+        [helper.make_node("Tanh", ["h"], ["th"]),
+         helper.make_node("Mul", ["th", "tenth"], ["small"]),
+         helper.make_node("Add", ["small", "one"], ["near_one"]),
+         helper.make_node("ReduceProd", ["near_one"], ["each"], axes=[1, 2, 3]),
+         helper.make_node("Mul", ["h", "each"], ["y"])],
         [floats("tenth", 0.1), floats("one", 1.0)])
     add("reduce-prod-int", 18, image,
         [helper.make_node("Round", ["h"], ["r"]),
@@ -593,6 +601,24 @@ def variants(rng):
         [const("cols", rng.integers(0, 3, (4, 3, 6, 3))), const("s0", [0]),
          const("s3", [3]), const("ax3", [3]), floats("two", 2.0),
          const("batches", [[1], [3], [1], [0]])], smooth=False)
+    # reduction mul (opset 18), smooth, so gradient-checked: ScatterElements
+    # along the last axis with repeated columns (several factors per
+    # element) and ScatterND rows at repeated batches, the updates near 1.
+    add("scatter-mul", 18, image,
+        [helper.make_node("Slice", ["h", "s0", "s3", "ax3"], ["v"]),
+         helper.make_node("Tanh", ["v"], ["tv"]),
+         helper.make_node("Mul", ["tv", "tenth"], ["sv"]),
+         helper.make_node("Add", ["sv", "one"], ["nv"]),
+         helper.make_node("ScatterElements", ["h", "cols", "nv"], ["a"], axis=-1,
+                          reduction="mul"),
+         helper.make_node("Tanh", ["h"], ["th"]),
+         helper.make_node("Mul", ["th", "tenth"], ["sh"]),
+         helper.make_node("Add", ["sh", "one"], ["nh"]),
+         helper.make_node("ScatterND", ["h", "batches", "nh"], ["b"], reduction="mul"),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [const("cols", rng.integers(0, 3, (4, 3, 6, 3))), const("s0", [0]),
+         const("s3", [3]), const("ax3", [3]), floats("tenth", 0.1), floats("one", 1.0),
+         const("batches", [[1], [3], [1], [0]])])
     add("scatter-nd", 16, image,
         [helper.make_node("Slice", ["h", "s1", "s3", "ax0"], ["u"]),
          helper.make_node("Reshape", ["u", "pairs_shape"], ["u2"]),

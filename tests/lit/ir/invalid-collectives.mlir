@@ -40,6 +40,23 @@ func.func @groups_i32(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A collective does not multiply.
+func.func @all_reduce_prod(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'kiln.all_reduce' op reduction must be sum, max, min or mean, not prod (a collective does not multiply)}}
+  %0 = kiln.all_reduce prod %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_prod(%a: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'kiln.reduce_scatter' op reduction must be sum, max, min or mean, not prod (a collective does not multiply)}}
+  %0 = kiln.reduce_scatter prod %a, dim = 0 : tensor<8xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 // kiln.reduce_scatter keeps the element type.
 func.func @reduce_scatter_element(%a: tensor<8xf32>) -> tensor<4xbf16> {
   // expected-error@+1 {{'kiln.reduce_scatter' op requires operand and result to have the same element type, but they are 'f32' and 'bf16'}}

@@ -106,6 +106,15 @@ func.func @scatter_element(%t: tensor<10x4xf32>, %i: tensor<3xi32>, %u: tensor<3
 
 // -----
 
+// kiln.scatter_add's updates add, multiply, or keep the max or the min.
+func.func @scatter_mean(%t: tensor<10x4xf32>, %i: tensor<3xi32>, %u: tensor<3x4xf32>) -> tensor<10x4xf32> {
+  // expected-error@+1 {{'kiln.scatter_add' op combine must be sum, max, min or prod, not mean}}
+  %0 = kiln.scatter_add %t, %i, %u combine = mean : (tensor<10x4xf32>, tensor<3xi32>, tensor<3x4xf32>) -> tensor<10x4xf32>
+  return %0 : tensor<10x4xf32>
+}
+
+// -----
+
 // kiln.scatter_add's operand has rows.
 func.func @scatter_scalar(%t: tensor<f32>, %i: tensor<3xi32>, %u: tensor<3xf32>) -> tensor<f32> {
   // expected-error@+2 {{'kiln.scatter_add' op operand must have rank at least 1, but is a scalar}}

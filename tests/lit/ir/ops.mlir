@@ -212,6 +212,8 @@ func.func @reductions(%x: tensor<4x5xf32>, %i: tensor<4x5xi32>) {
   %3 = kiln.reduce mean %x, dims = [1, 0] : tensor<4x5xf32> -> tensor<f32>
   // CHECK: kiln.reduce sum %{{.*}}, dims = [] : tensor<4x5xf32> -> tensor<4x5xf32>
   %4 = kiln.reduce sum %x, dims = [] : tensor<4x5xf32> -> tensor<4x5xf32>
+  // CHECK: kiln.reduce prod %{{.*}}, dims = [1] : tensor<4x5xi32> -> tensor<4xi32>
+  %7 = kiln.reduce prod %i, dims = [1] : tensor<4x5xi32> -> tensor<4xi32>
   // CHECK: kiln.argmax %{{.*}}, dim = 1 : tensor<4x5xf32> -> tensor<4xi64>
   %5 = kiln.argmax %x, dim = 1 : tensor<4x5xf32> -> tensor<4xi64>
   // CHECK: kiln.argmax %{{.*}}, dim = 0 : tensor<4x5xi32> -> tensor<5xi32>

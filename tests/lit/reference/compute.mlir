@@ -5,20 +5,27 @@
 // interpreter. The random checks against NumPy are in check_*.py.
 
 // reduce: sum and mean over one dimension, max over all (a 0-d result),
-// integer mean truncating toward zero.
+// integer mean truncating toward zero, products of floats and of integers
+// (65536 * 65536 * 3 wraps to 0 in i32; 1000^3 * 7 = 7e9 keeps its low 32
+// bits, -1589934592).
 // CHECK-LABEL: func.func @reduce
 // CHECK: dense<[6.000000e+00, 1.500000e+01]> : tensor<2xf32>
 // CHECK: dense<[2.500000e+00, 3.500000e+00, 4.500000e+00]> : tensor<3xf32>
 // CHECK: dense<6.000000e+00> : tensor<f32>
 // CHECK: dense<[1, 4]> : tensor<2xi32>
-func.func @reduce() -> (tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>) {
+// CHECK: dense<[4.000000e+00, 1.000000e+01, 1.800000e+01]> : tensor<3xf32>
+// CHECK: dense<[0, -1589934592]> : tensor<2xi32>
+func.func @reduce() -> (tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>, tensor<3xf32>, tensor<2xi32>) {
   %x = kiln.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
   %i = kiln.constant dense<[[1, 2], [3, 5]]> : tensor<2x2xi32>
   %0 = kiln.reduce sum %x, dims = [1] : tensor<2x3xf32> -> tensor<2xf32>
   %1 = kiln.reduce mean %x, dims = [0] : tensor<2x3xf32> -> tensor<3xf32>
   %2 = kiln.reduce max %x, dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
   %3 = kiln.reduce mean %i, dims = [1] : tensor<2x2xi32> -> tensor<2xi32>
-  return %0, %1, %2, %3 : tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>
+  %4 = kiln.reduce prod %x, dims = [0] : tensor<2x3xf32> -> tensor<3xf32>
+  %w = kiln.constant dense<[[65536, 65536, 3, 1], [1000, 1000, 1000, 7]]> : tensor<2x4xi32>
+  %5 = kiln.reduce prod %w, dims = [1] : tensor<2x4xi32> -> tensor<2xi32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>, tensor<3xf32>, tensor<2xi32>
 }
 
 // argmax: the first maximum on ties; NaN counts as the largest.
@@ -124,15 +131,20 @@ func.func @cross_entropy() -> (tensor<1xf64>, tensor<2xf32>) {
   return %0, %1 : tensor<1xf64>, tensor<2xf32>
 }
 
-// scatter_add accumulates repeated indices.
+// scatter_add accumulates repeated indices; with combine = prod a row is
+// its own element times its updates (row 0: 2 * 2, row 1 untouched, row 2:
+// 3 * 1 * 3).
 // CHECK-LABEL: func.func @scatter_add
 // CHECK: dense<{{\[\[}}2.000000e+00, 2.000000e+00], [0.000000e+00, 0.000000e+00], [4.000000e+00, 4.000000e+00]]> : tensor<3x2xf32>
-func.func @scatter_add() -> tensor<3x2xf32> {
+// CHECK: dense<{{\[\[}}4.000000e+00, -4.000000e+00], [3.000000e+00, 3.000000e+00], [9.000000e+00, 9.000000e+00]]> : tensor<3x2xf32>
+func.func @scatter_add() -> (tensor<3x2xf32>, tensor<3x2xf32>) {
   %z = kiln.constant dense<0.0> : tensor<3x2xf32>
   %i = kiln.constant dense<[2, 0, 2]> : tensor<3xi32>
   %u = kiln.constant dense<[[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]> : tensor<3x2xf32>
   %0 = kiln.scatter_add %z, %i, %u : (tensor<3x2xf32>, tensor<3xi32>, tensor<3x2xf32>) -> tensor<3x2xf32>
-  return %0 : tensor<3x2xf32>
+  %t = kiln.constant dense<[[2.0, -2.0], [3.0, 3.0], [3.0, 3.0]]> : tensor<3x2xf32>
+  %1 = kiln.scatter_add %t, %i, %u combine = prod : (tensor<3x2xf32>, tensor<3xi32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  return %0, %1 : tensor<3x2xf32>, tensor<3x2xf32>
 }
 
 // dropout pins the Philox recipe of ir/reference/Philox.h: seed 7, rate

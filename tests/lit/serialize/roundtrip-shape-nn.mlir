@@ -72,6 +72,7 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   // CHECK: kiln.reduce sum %{{.+}}, dims = [0, 1] : tensor<2x3x3xf32> -> tensor<3xf32>
   // CHECK: kiln.reduce max %{{.+}}, dims = [1] : tensor<2x4xf32> -> tensor<2xf32>
   // CHECK: kiln.reduce min %{{.+}}, dims = [] : tensor<2x4xf32> -> tensor<2x4xf32>
+  // CHECK: kiln.reduce prod %{{.+}}, dims = [0] : tensor<2x4xf32> -> tensor<4xf32>
   // CHECK: %[[AM:.+]] = kiln.argmax %[[DOT]], dim = 1 : tensor<2x4xf32> -> tensor<2xi64>
   // CHECK: kiln.softmax %[[DOT]], dim = 1 : tensor<2x4xf32>
   // CHECK: %[[LS:.+]] = kiln.log_softmax %[[DOT]], dim = 0 : tensor<2x4xf32>
@@ -79,6 +80,7 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] combine = max : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] combine = min : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+  // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] combine = prod : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   // CHECK: %[[LN:.+]] = kiln.layer_norm %[[E]], %{{.+}}, %{{.+}}, axis = 2, epsilon = 1.000000e-05 : tensor<2x3x8xf32>, tensor<8xf32>
   // CHECK: %[[DR:.+]] = kiln.dropout %[[LN]], %{{.+}}, rate = 2.500000e-01, seed = -3 : tensor<2x3x8xf32>
   // CHECK: %[[CE:.+]] = kiln.softmax_cross_entropy %[[LS]], %{{.+}} : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>
@@ -92,6 +94,7 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   %rs = kiln.reduce sum %bmm, dims = [0, 1] : tensor<2x3x3xf32> -> tensor<3xf32>
   %rx = kiln.reduce max %dot, dims = [1] : tensor<2x4xf32> -> tensor<2xf32>
   %rn = kiln.reduce min %dot, dims = [] : tensor<2x4xf32> -> tensor<2x4xf32>
+  %rp = kiln.reduce prod %dot, dims = [0] : tensor<2x4xf32> -> tensor<4xf32>
   %am = kiln.argmax %dot, dim = 1 : tensor<2x4xf32> -> tensor<2xi64>
   %sm = kiln.softmax %dot, dim = 1 : tensor<2x4xf32>
   %ls = kiln.log_softmax %dot, dim = 0 : tensor<2x4xf32>
@@ -99,6 +102,7 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   %sa = kiln.scatter_add %table, %tok, %emb : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   %sx = kiln.scatter_add %table, %tok, %emb combine = max : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   %sn = kiln.scatter_add %table, %tok, %emb combine = min : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
+  %sp = kiln.scatter_add %table, %tok, %emb combine = prod : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   %ln = kiln.layer_norm %emb, %g, %b, axis = 2, epsilon = 1.0e-05 : tensor<2x3x8xf32>, tensor<8xf32>
   %dr = kiln.dropout %ln, %step, rate = 0.25, seed = -3 : tensor<2x3x8xf32>
   %ce = kiln.softmax_cross_entropy %ls, %lab : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>

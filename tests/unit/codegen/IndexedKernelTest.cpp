@@ -180,6 +180,24 @@ TEST_F(IndexedKernelTest, ScatterMaxAndMin) {
           7, true);
 }
 
+// combine = prod over repeated indices: rows of a rank-2 result (the tiled
+// scatter) in f32 and elements of a rank-1 i32 one (about 7 factors in
+// [0, 9) each, so some products are 0 and others not).
+TEST_F(IndexedKernelTest, ScatterProd) {
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<5x8xf32>, %i: tensor<4x6xi32>, %u: tensor<4x6x8xf32>) -> tensor<5x8xf32> {
+      %r = kiln.scatter_add %o, %i, %u combine = prod : (tensor<5x8xf32>, tensor<4x6xi32>, tensor<4x6x8xf32>) -> tensor<5x8xf32>
+      return %r : tensor<5x8xf32>
+    })mlir",
+          5, false);
+  checkOp(R"mlir(
+    func.func @main(%o: tensor<9xi32>, %i: tensor<60xi64>, %u: tensor<60xi32>) -> tensor<9xi32> {
+      %r = kiln.scatter_add %o, %i, %u combine = prod : (tensor<9xi32>, tensor<60xi64>, tensor<60xi32>) -> tensor<9xi32>
+      return %r : tensor<9xi32>
+    })mlir",
+          9, false);
+}
+
 TEST_F(IndexedKernelTest, MaxPool) {
   checkOp(R"mlir(
     func.func @main(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32> {

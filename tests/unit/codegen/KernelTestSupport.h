@@ -195,10 +195,11 @@ inline bool roundsElementwise(mlir::Operation *op) {
 // element, a float reduce sum's or mean's by (terms - 1) unit roundoffs of
 // the same reduction of its terms' absolute values (capped at
 // |tolerance|'s normwise fraction where it has one): any order of
-// addition is within that. The moved values are not rounded to the
-// result's type: later ops read them as they would a kernel's differently
-// rounded ones. Runs the block |runs| times, on signs from |seed|, and
-// keeps each element's largest move; an element that comes out
+// addition is within that; a float reduce prod's by (terms - 1) unit
+// roundoffs of itself, as any order of multiplication is. The moved values are
+// not rounded to the result's type: later ops read them as they would a
+// kernel's differently rounded ones. Runs the block |runs| times, on signs from
+// |seed|, and keeps each element's largest move; an element that comes out
 // non-finite in a run where it was finite (or the other way) gets an
 // infinite spread.
 //
@@ -224,14 +225,20 @@ roundingSpread(mlir::Block &body, llvm::ArrayRef<HostTensor> inputs,
     auto reduce = llvm::dyn_cast<ReduceOp>(op);
     bool sums = reduce && (reduce.getKind() == ReduceKind::sum ||
                            reduce.getKind() == ReduceKind::mean);
-    if (!sums && !roundsElementwise(op))
+    bool products = reduce && reduce.getKind() == ReduceKind::prod;
+    if (!sums && !products && !roundsElementwise(op))
       return;
     for (HostTensor &result : results) {
       double u = computeRoundoff(result.dtype());
       if (u == 0)
         continue;
       HostTensor scale = result;
-      if (!sums) {
+      if (products) {
+        double terms = double(operands.front().size()) /
+                       std::max<int64_t>(result.size(), 1);
+        for (double &v : scale.values())
+          v = std::max(terms - 1, 1.0) * u * std::fabs(v);
+      } else if (!sums) {
         for (double &v : scale.values())
           v = 8 * u * std::fabs(v);
       } else {

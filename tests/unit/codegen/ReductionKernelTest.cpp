@@ -97,10 +97,25 @@ public:
       SmallVector<int64_t> resultShape;
       for (int64_t d : kept)
         resultShape.push_back(shape_[d]);
-      auto kind = static_cast<ReduceKind>(pick(0, 3));
+      auto kind = static_cast<ReduceKind>(pick(0, 4));
+      Value operand = pool_.back();
+      // A product's factors in (0.875, 1.125), 1 + tanh(x) / 8: up to 2401
+      // of them stay within f64's range, and no partial product overflows
+      // where another underflows.
+      if (kind == ReduceKind::prod) {
+        auto splat = [&](double v) -> Value {
+          return b_.create<ConstantOp>(
+              loc_, type(),
+              DenseElementsAttr::get(type(), b_.getFloatAttr(element_, v)));
+        };
+        operand = b_.create<AddOp>(
+            loc_, splat(1.0),
+            b_.create<MulOp>(loc_, b_.create<TanhOp>(loc_, operand),
+                             splat(0.125)));
+      }
       Value reduced = b_.create<ReduceOp>(
-          loc_, RankedTensorType::get(resultShape, element_), kind,
-          pool_.back(), b_.getDenseI64ArrayAttr(dims));
+          loc_, RankedTensorType::get(resultShape, element_), kind, operand,
+          b_.getDenseI64ArrayAttr(dims));
       reductions.push_back(reduced);
       Value back = b_.create<BroadcastInDimOp>(loc_, type(), reduced,
                                                b_.getDenseI64ArrayAttr(kept));
@@ -170,22 +185,26 @@ TEST_F(ReductionKernelTest, RandomF32ReductionsMatchTheInterpreter) {
   checkRandomFusions<RandomReductionBuilder>(Float32Type::get(&context), 60, 4);
 }
 
-// Integer reductions accumulate in i64; an integer mean truncates toward 0.
+// Integer reductions accumulate in i64; an integer mean truncates toward 0;
+// a product wraps in 64 bits and keeps the result's low 32 bits (twelve
+// factors of up to 7 in size reach 1.4e10, past 2^32).
 TEST_F(ReductionKernelTest, IntegerReductions) {
   const char *text = R"mlir(
-    func.func @main(%a: tensor<3x5xi32>) -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
-      %r:4 = kiln.fusion multi_output (%a) : (tensor<3x5xi32>)
-          -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
-      ^bb0(%x: tensor<3x5xi32>):
+    func.func @main(%a: tensor<3x5xi32>, %b: tensor<3x12xi32>) -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
+      %r:6 = kiln.fusion multi_output (%a, %b) : (tensor<3x5xi32>, tensor<3x12xi32>)
+          -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
+      ^bb0(%x: tensor<3x5xi32>, %w: tensor<3x12xi32>):
         %c = kiln.constant dense<-3> : tensor<3x5xi32>
         %y = kiln.add %x, %c : tensor<3x5xi32>
         %s = kiln.reduce sum %y, dims = [1] : tensor<3x5xi32> -> tensor<3xi32>
         %m = kiln.reduce mean %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
         %h = kiln.reduce max %y, dims = [1] : tensor<3x5xi32> -> tensor<3xi32>
         %l = kiln.reduce min %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
-        kiln.yield %s, %m, %h, %l : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
+        %p = kiln.reduce prod %w, dims = [1] : tensor<3x12xi32> -> tensor<3xi32>
+        %q = kiln.reduce prod %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
+        kiln.yield %s, %m, %h, %l, %p, %q : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
       }
-      return %r#0, %r#1, %r#2, %r#3 : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
+      return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5 : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
     })mlir";
   FusionOp fusion = parseFusion(text);
   ASSERT_TRUE(fusion) << diagnostics;

@@ -1,7 +1,8 @@
 //===- CudaEmulationOpsTest.cpp - elementwise ops in emulated CUDA --------===//
 //
-// Hand-written fusions of single elementwise ops whose CUDA C++ calls a
-// library function of its own (floor, ceil, rint, atanf, fmodf, %),
+// Hand-written fusions of single ops whose CUDA C++ calls a library
+// function or a combiner of its own (floor, ceil, rint, atanf, fmodf, %,
+// kiln_prod),
 // emitted, compiled for the host under codegen/cuda/CudaEmulation.h and
 // run against the reference interpreter on random inputs (the harness:
 // EmulationHarness.h; the zoo's steps and the random graphs:
@@ -9,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/cuda/AddressSanitizer.h"
 #include "tests/unit/cuda/EmulationHarness.h"
 
 #include "mlir/Parser/Parser.h"
@@ -142,6 +144,73 @@ func.func @main(%x: tensor<33x65xf32>, %y: tensor<33x65xf32>, %i: tensor<1000xi3
 )mlir";
   // Integers in [0, 20): dividends in [-5, 15), divisors +-1..10.
   runFusions(text, "rem", {20, 20});
+}
+
+// kiln.reduce prod: each product of a long f32 row takes a block
+// (kiln_block_allreduce with kiln_prod), of 2500 factors exp(x / 1000) near
+// 1; rows of 40 i32 factors in [-2, 2] take a warp each and multiply in 64
+// bits, beside columns of 6 bf16 values converted to f32. Both kernels
+// also go through NVRTC and ptxas for sm_90.
+TEST_F(CudaEmulationOpsTest, Products) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<3x2500xf32>, %i: tensor<4x40xi32>, %z: tensor<6x70xbf16>)
+    -> (tensor<3xf32>, tensor<4xi32>, tensor<70xf32>) {
+  %a = kiln.fusion reduction (%x) : (tensor<3x2500xf32>) -> tensor<3xf32> {
+  ^bb0(%xa: tensor<3x2500xf32>):
+    %milli = kiln.constant dense<0.001> : tensor<3x2500xf32>
+    %s = kiln.mul %xa, %milli : tensor<3x2500xf32>
+    %e = kiln.exp %s : tensor<3x2500xf32>
+    %p = kiln.reduce prod %e, dims = [1] : tensor<3x2500xf32> -> tensor<3xf32>
+    kiln.yield %p : tensor<3xf32>
+  }
+  %b:2 = kiln.fusion multi_output (%i, %z) : (tensor<4x40xi32>, tensor<6x70xbf16>) -> (tensor<4xi32>, tensor<70xf32>) {
+  ^bb0(%ia: tensor<4x40xi32>, %za: tensor<6x70xbf16>):
+    %two = kiln.constant dense<2> : tensor<4x40xi32>
+    %shifted = kiln.sub %ia, %two : tensor<4x40xi32>
+    %p = kiln.reduce prod %shifted, dims = [1] : tensor<4x40xi32> -> tensor<4xi32>
+    %c = kiln.convert %za : tensor<6x70xbf16> -> tensor<6x70xf32>
+    %q = kiln.reduce prod %c, dims = [0] : tensor<6x70xf32> -> tensor<70xf32>
+    kiln.yield %p, %q : tensor<4xi32>, tensor<70xf32>
+  }
+  return %a, %b#0, %b#1 : tensor<3xf32>, tensor<4xi32>, tensor<70xf32>
+}
+)mlir";
+  runFusions(text, "prod", {1, 5});
+  EXPECT_EQ(layouts["element.block"], 1);
+  EXPECT_EQ(layouts["element.warp"], 1);
+  bool blockProduct = false;
+  for (const auto &k : kernels)
+    blockProduct |= StringRef(k.source).contains("kiln_prod()");
+  EXPECT_TRUE(blockProduct) << "no kernel combines with kiln_prod";
+  // NVRTC and ptxas take kiln_prod's integer and float instances.
+  if (!KILN_TEST_HAS_ASAN)
+    assembleAllForSm90();
+}
+
+// combine = prod: scatter rows whose block multiplies its row by the
+// updates listed for it (f32 rows of 70 columns, about 24 factors each),
+// and a rank-1 i32 result whose elements each scan the indices.
+TEST_F(CudaEmulationOpsTest, ScatterProducts) {
+  const char *text = R"mlir(
+func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x70xf32>,
+                %p: tensor<30xi32>, %j: tensor<500xi64>, %v: tensor<500xi32>)
+    -> (tensor<37x70xf32>, tensor<30xi32>) {
+  %a = kiln.fusion loop (%o, %i, %u) : (tensor<37x70xf32>, tensor<3x300xi32>, tensor<3x300x70xf32>) -> tensor<37x70xf32> {
+  ^bb0(%oa: tensor<37x70xf32>, %ia: tensor<3x300xi32>, %ua: tensor<3x300x70xf32>):
+    %s = kiln.scatter_add %oa, %ia, %ua combine = prod : (tensor<37x70xf32>, tensor<3x300xi32>, tensor<3x300x70xf32>) -> tensor<37x70xf32>
+    kiln.yield %s : tensor<37x70xf32>
+  }
+  %b = kiln.fusion loop (%p, %j, %v) : (tensor<30xi32>, tensor<500xi64>, tensor<500xi32>) -> tensor<30xi32> {
+  ^bb0(%pa: tensor<30xi32>, %ja: tensor<500xi64>, %va: tensor<500xi32>):
+    %s = kiln.scatter_add %pa, %ja, %va combine = prod : (tensor<30xi32>, tensor<500xi64>, tensor<500xi32>) -> tensor<30xi32>
+    kiln.yield %s : tensor<30xi32>
+  }
+  return %a, %b : tensor<37x70xf32>, tensor<30xi32>
+}
+)mlir";
+  runFusions(text, "scatter_prod", {37, 30});
+  if (!KILN_TEST_HAS_ASAN)
+    assembleAllForSm90();
 }
 
 } // namespace

@@ -77,8 +77,8 @@ TEST(NNGradient, Gather) {
 }
 
 // A scatter of |indices| (1 to 4 per dimension, up to rank 2) into |rows|
-// rows of an operand whose rows are up to rank 2; with |combine| (max or
-// min) the operand's and the updates' values are pairwise distinct (one
+// rows of an operand whose rows are up to rank 2; with |combine| max or
+// min the operand's and the updates' values are pairwise distinct (one
 // ladder split in two), so no tie is within the step, and the gradient
 // reaches the operand's elements that stay and the updates that win their
 // rows.
@@ -91,7 +91,7 @@ Case scatterCase(Random &r, const std::string &combine) {
   Shape updates = indices;
   updates.insert(updates.end(), rowShape.begin(), rowShape.end());
   HostTensor t = r.uniform(operand, -2, 2), u = r.uniform(updates, -2, 2);
-  if (!combine.empty()) {
+  if (combine == "max" || combine == "min") {
     HostTensor ladder = r.distinct({t.size() + u.size()});
     std::copy_n(ladder.values().begin(), t.size(), t.values().begin());
     std::copy(ladder.values().begin() + t.size(), ladder.values().end(),
@@ -118,6 +118,28 @@ TEST(NNGradient, ScatterMax) {
 
 TEST(NNGradient, ScatterMin) {
   trials([](Random &r) { return scatterCase(r, "min"); });
+}
+
+// combine = prod is linear in each factor, so central differences are exact
+// up to rounding, at zeros too: about a third of the operand's and the
+// updates' elements are exactly 0, so rows hold no zero factor, one, or
+// several.
+TEST(NNGradient, ScatterProd) {
+  trials([](Random &r) { return scatterCase(r, "prod"); });
+}
+
+TEST(NNGradient, ScatterProdWithZeros) {
+  trials(
+      [](Random &r) {
+        Case c = scatterCase(r, "prod");
+        for (Arg &arg : c.args)
+          if (arg.parameter)
+            for (double &v : arg.value.values())
+              if (r.integer(0, 2) == 0)
+                v = 0;
+        return c;
+      },
+      /*count=*/24);
 }
 
 TEST(NNGradient, Dropout) {

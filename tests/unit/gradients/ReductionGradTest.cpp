@@ -2,7 +2,10 @@
 //
 // kiln.reduce of every kind over random subsets of dimensions (the empty set
 // included), and argmax, whose integer result carries no gradient. max and
-// min get pairwise distinct inputs, so no tie is within the step.
+// min get pairwise distinct inputs, so no tie is within the step. A product
+// is linear in each element, so central differences are exact up to
+// rounding even at a zero: fibres with one zero and with several are
+// checked against them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,25 @@ TEST(ReductionGradient, Max) {
 
 TEST(ReductionGradient, Min) {
   trials([](Random &r) { return reduceCase(r, "min", true); });
+}
+
+TEST(ReductionGradient, Prod) {
+  trials([](Random &r) { return reduceCase(r, "prod", false); });
+}
+
+// About a third of the elements exactly 0, so fibres hold none, one (the
+// gradient there is the product of the rest, 0 elsewhere) or several (0
+// everywhere).
+TEST(ReductionGradient, ProdWithZeros) {
+  trials(
+      [](Random &r) {
+        Case c = reduceCase(r, "prod", false);
+        for (double &v : c.args[0].value.values())
+          if (r.integer(0, 2) == 0)
+            v = 0;
+        return c;
+      },
+      /*count=*/24);
 }
 
 Case argmaxCase(Random &r) {

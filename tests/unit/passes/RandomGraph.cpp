@@ -344,8 +344,32 @@ void Generator::step() {
     if (dims.empty())
       dims.push_back(pick(0, rankOf(x) - 1));
     ReduceKind kinds[] = {ReduceKind::sum, ReduceKind::max, ReduceKind::min,
-                          ReduceKind::mean};
-    push(b_.create<ReduceOp>(loc_, kinds[pick(0, 3)], x, dims));
+                          ReduceKind::mean, ReduceKind::prod};
+    ReduceKind kind = kinds[pick(0, 4)];
+    int64_t count = 1;
+    for (int64_t d : dims)
+      count *= shapeOf(x)[d];
+    if (kind == ReduceKind::prod) {
+      // A product of at most 256 factors in (0.875, 1.125), 1 + tanh(x) / 8:
+      // the interpreter multiplies in f64, a kernel in f32 partial products
+      // in its own order, and factors of any size could overflow one
+      // partial and underflow another (inf * 0) where the whole product is
+      // finite.
+      if (count > 256) {
+        kind = ReduceKind::sum;
+      } else {
+        auto type = cast<RankedTensorType>(x.getType());
+        auto splat = [&](double v) -> Value {
+          return b_.create<ConstantOp>(
+              loc_, type,
+              DenseElementsAttr::get(type, b_.getFloatAttr(float_, v)));
+        };
+        x = b_.create<AddOp>(
+            loc_, splat(1.0),
+            b_.create<MulOp>(loc_, b_.create<TanhOp>(loc_, x), splat(0.125)));
+      }
+    }
+    push(b_.create<ReduceOp>(loc_, kind, x, dims));
     return;
   }
   case 11: { // dot_general: a matmul, sometimes batched

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "serialize/GraphImport.h"
+#include "serialize/GraphEnums.h"
 
 #include "ir/KilnOps.h"
 #include "tests/unit/serialize/GraphTestUtil.h"
@@ -196,12 +197,15 @@ TEST_F(GraphImportTest, WrongIdentifier) {
 
 TEST_F(GraphImportTest, FutureVersions) {
   GraphSpec g = tinyGraph();
+  std::string current = "1." + std::to_string(graph::kFormatMinor);
   g.major = 2;
   expectRefused(g.bytes(), "unsupported graph format version 2.0: this reader "
-                           "reads version 1.9");
+                           "reads version " +
+                               current + " ");
   g.major = 1;
-  g.minor = 10;
-  expectRefused(g.bytes(), "unsupported graph format version 1.10");
+  g.minor = graph::kFormatMinor + 1;
+  expectRefused(g.bytes(), "unsupported graph format version 1." +
+                               std::to_string(graph::kFormatMinor + 1));
   g.major = 0;
   g.minor = 0;
   expectRefused(g.bytes(), "unsupported graph format version 0.0");

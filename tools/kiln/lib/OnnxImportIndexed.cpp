@@ -178,7 +178,7 @@ mlir::Value Importer::scatterRows(mlir::Value table, mlir::Value rows,
 }
 
 // The reduction attribute of ScatterElements and ScatterND: none (a
-// write), add, max or min (opset 18).
+// write), add, mul, max or min (opset 18).
 bool Importer::scatterReduction(std::optional<kiln::ReduceKind> &combine) {
   std::string reduction = stringAttr("reduction", "none");
   if (reduction == "none")
@@ -189,9 +189,11 @@ bool Importer::scatterReduction(std::optional<kiln::ReduceKind> &combine) {
     combine = kiln::ReduceKind::max;
   else if (reduction == "min")
     combine = kiln::ReduceKind::min;
+  else if (reduction == "mul")
+    combine = kiln::ReduceKind::prod;
   else
     return fail("reduction is " + reduction +
-                ": kiln import reads none, add, max and min");
+                ": kiln import reads none, add, mul, max and min");
   return true;
 }
 

@@ -18,10 +18,6 @@
 
 namespace kiln::cli::onnx_import {
 
-// ReduceProd's bound on the elements of data each result multiplies
-// (productOver).
-constexpr int64_t kMaxProductElements = 64;
-
 // Sum and Mean of one or more inputs, broadcast together.
 bool Importer::variadic(const std::string &op) {
   llvm::SmallVector<mlir::Value> inputs;
@@ -431,8 +427,8 @@ bool Importer::softmax(bool log) {
   return true;
 }
 
-// ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd (productOver()
-// below), and the composite ones:
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, and the
+// composite ones:
 // ReduceL1 (sum of |x|), ReduceL2 (sqrt of the sum of squares),
 // ReduceSumSquare, ReduceLogSum (log of the sum) and ReduceLogSumExp
 // (log(sum(exp(x - m))) + m with m the maximum, held constant for the
@@ -442,10 +438,11 @@ bool Importer::reduce(const std::string &op) {
   if (!value(0, x))
     return false;
   int64_t rank = shape(x).size();
-  kiln::ReduceKind kind = op == "ReduceMean"  ? kiln::ReduceKind::mean
-                          : op == "ReduceMax" ? kiln::ReduceKind::max
-                          : op == "ReduceMin" ? kiln::ReduceKind::min
-                                              : kiln::ReduceKind::sum;
+  kiln::ReduceKind kind = op == "ReduceMean"   ? kiln::ReduceKind::mean
+                          : op == "ReduceMax"  ? kiln::ReduceKind::max
+                          : op == "ReduceMin"  ? kiln::ReduceKind::min
+                          : op == "ReduceProd" ? kiln::ReduceKind::prod
+                                               : kiln::ReduceKind::sum;
   std::optional<std::vector<int64_t>> list;
   // Axes became an input in opset 13 for ReduceSum, 18 for the others.
   if (!axes(op == "ReduceSum" ? 13 : 18, list))
@@ -469,21 +466,6 @@ bool Importer::reduce(const std::string &op) {
     if (!reduced.count(d))
       dims.push_back(shape(x)[d]);
     kept.push_back(reduced.count(d) ? 1 : shape(x)[d]);
-  }
-  if (op == "ReduceProd") {
-    int64_t count = product(shape(x)) / std::max<int64_t>(1, product(dims));
-    if (count > kMaxProductElements)
-      return fail(
-          "multiplies " + std::to_string(count) +
-          " elements of data together: kiln import multiplies at most " +
-          std::to_string(kMaxProductElements) +
-          " (kiln has no product reduction: the pairwise products it "
-          "builds are recomputed per element in the gradient's "
-          "kernels, and their compile time grows with the square of "
-          "the count)");
-    mlir::Value y = productOver(x, dimsList, dims);
-    setOutput(0, intAttr("keepdims", 1) ? g_.reshape(nodeName_, y, kept) : y);
-    return true;
   }
   bool composite = kind == kiln::ReduceKind::sum && op != "ReduceSum";
   if (composite && !llvm::isa<mlir::FloatType>(element(x)))
@@ -521,50 +503,6 @@ bool Importer::reduce(const std::string &op) {
     y = g_.reshape(nodeName_, y, kept);
   setOutput(0, y);
   return true;
-}
-
-// The product of |x| over |reduced| (ascending), of shape |dims|. kiln
-// has no product reduction: the reduced axes move last and flatten into
-// one of R elements, which is halved ceil(log2 R) times, the first half
-// times the second (an odd count padded with a 1). That is R - 1
-// multiplications, as a running product takes, and each multiply's
-// gradient is the other factor, so an element's gradient is the product
-// of the others, zeros included (no division by the element).
-mlir::Value Importer::productOver(mlir::Value x,
-                                  llvm::ArrayRef<int64_t> reduced,
-                                  llvm::ArrayRef<int64_t> dims) {
-  llvm::ArrayRef<int64_t> sx = shape(x);
-  llvm::SmallVector<int64_t> perm, flat(dims.begin(), dims.end());
-  int64_t count = 1;
-  for (int64_t d = 0; d < int64_t(sx.size()); ++d)
-    if (!llvm::is_contained(reduced, d))
-      perm.push_back(d);
-  for (int64_t d : reduced) {
-    perm.push_back(d);
-    count *= sx[d];
-  }
-  mlir::Value v = x;
-  if (!llvm::equal(perm, llvm::seq<int64_t>(0, sx.size())))
-    v = permute(x, perm, ".reduced_last");
-  flat.push_back(count);
-  v = g_.reshape(nodeName_ + ".rows", v, flat);
-  int64_t axis = flat.size() - 1;
-  for (int step = 0; shape(v)[axis] > 1; ++step) {
-    std::string at = ".halve" + std::to_string(step);
-    int64_t n = shape(v)[axis];
-    if (n % 2) {
-      llvm::SmallVector<int64_t> low(flat.size(), 0), high(flat.size(), 0),
-          padded(shape(v));
-      high[axis] = 1;
-      padded[axis] = n + 1;
-      v = b_.create<kiln::PadOp>(loc(at + ".pad"), type(padded, element(x)), v,
-                                 arr(low), arr(high), b_.getF64FloatAttr(1.0));
-      ++n;
-    }
-    v = mul(sliceAxis(v, axis, 0, n / 2, 1, at + ".first"),
-            sliceAxis(v, axis, n / 2, n, 1, at + ".second"), at);
-  }
-  return g_.reshape(nodeName_ + ".product", v, dims);
 }
 
 // LpNormalization: X divided by its L1 or L2 norm along an axis.

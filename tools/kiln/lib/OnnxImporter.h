@@ -215,9 +215,6 @@ private:
   bool concat();
   bool softmax(bool log);
   bool reduce(const std::string &op);
-  // The product of |x| over the axes |reduced|, of shape |dims|.
-  mlir::Value productOver(mlir::Value x, llvm::ArrayRef<int64_t> reduced,
-                          llvm::ArrayRef<int64_t> dims);
   bool lpNormalization();
   bool layerNorm();
   bool batchNorm();

@@ -467,8 +467,10 @@ PkgReduceKind reduceKindOf(ReduceKind kind) {
     return PkgReduceKind::Min;
   case ReduceKind::mean:
     return PkgReduceKind::Mean;
+  case ReduceKind::prod:
+    break; // kiln.all_reduce and kiln.reduce_scatter's verifiers refuse it
   }
-  return PkgReduceKind::Sum;
+  llvm_unreachable("a collective reduction kind that the verifier refuses");
 }
 
 // A top-level collective as a Collective thunk's parameters (operands and

@@ -282,8 +282,7 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
     }
   }
   for (size_t e = 0; e < wrapped.size(); ++e)
-    out[e] = roundTo(result->dtype(),
-                     static_cast<double>(static_cast<int64_t>(wrapped[e])));
+    out[e] = fromWrapped(result->dtype(), wrapped[e]);
   results.push_back(std::move(*result));
   return success();
 }

@@ -63,8 +63,7 @@ LogicalResult ReduceOp::evaluate(ArrayRef<HostTensor> operands,
                          static_cast<uint64_t>(static_cast<int64_t>(in[src]));
                    });
     for (size_t i = 0; i < acc.size(); ++i)
-      acc[i] = roundTo(result->dtype(),
-                       static_cast<double>(static_cast<int64_t>(wrapped[i])));
+      acc[i] = fromWrapped(result->dtype(), wrapped[i]);
     results.push_back(std::move(*result));
     return success();
   }

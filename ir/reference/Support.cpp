@@ -60,6 +60,19 @@ FailureOr<HostTensor> makeResult(Operation *op, unsigned index) {
   return HostTensor(dtype, shaped.getShape());
 }
 
+double fromWrapped(DType dtype, uint64_t bits) {
+  switch (dtype) {
+  case DType::i32:
+    return static_cast<int32_t>(static_cast<uint32_t>(bits));
+  case DType::i8:
+    return static_cast<int8_t>(static_cast<uint8_t>(bits));
+  case DType::i1:
+    return (bits & 1) != 0;
+  default:
+    return static_cast<double>(static_cast<int64_t>(bits));
+  }
+}
+
 llvm::SmallVector<int64_t, 4> stridesOf(ArrayRef<int64_t> shape) {
   llvm::SmallVector<int64_t, 4> s(shape.size(), 1);
   for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)

@@ -37,6 +37,12 @@ mlir::FailureOr<HostTensor> makeResult(mlir::Operation *op, unsigned index = 0);
 // Row-major strides of |shape| in elements.
 llvm::SmallVector<int64_t, 4> stridesOf(llvm::ArrayRef<int64_t> shape);
 
+// An integer of |dtype| from the 64 bits of a wrapped integer product: the
+// low bits the type keeps, cut before they become a double (a product past
+// 2^53 rounds as a double, and its low 32 bits with it). An i64 past 2^53
+// is rounded, as every i64 a HostTensor holds.
+double fromWrapped(DType dtype, uint64_t bits);
+
 // Formats |index| as "[a, b, c]".
 std::string formatIndex(llvm::ArrayRef<int64_t> index);
 

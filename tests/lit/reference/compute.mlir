@@ -7,15 +7,17 @@
 // reduce: sum and mean over one dimension, max over all (a 0-d result),
 // integer mean truncating toward zero, products of floats and of integers
 // (65536 * 65536 * 3 wraps to 0 in i32; 1000^3 * 7 = 7e9 keeps its low 32
-// bits, -1589934592).
+// bits, -1589934592; 1000003 * 1000033 * 1000037 * 7 = 7000511010017025641,
+// past 2^53, whose low 32 bits are 1581686377: cut before the product
+// becomes a double, which would round them away).
 // CHECK-LABEL: func.func @reduce
 // CHECK: dense<[6.000000e+00, 1.500000e+01]> : tensor<2xf32>
 // CHECK: dense<[2.500000e+00, 3.500000e+00, 4.500000e+00]> : tensor<3xf32>
 // CHECK: dense<6.000000e+00> : tensor<f32>
 // CHECK: dense<[1, 4]> : tensor<2xi32>
 // CHECK: dense<[4.000000e+00, 1.000000e+01, 1.800000e+01]> : tensor<3xf32>
-// CHECK: dense<[0, -1589934592]> : tensor<2xi32>
-func.func @reduce() -> (tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>, tensor<3xf32>, tensor<2xi32>) {
+// CHECK: dense<[0, -1589934592, 1581686377]> : tensor<3xi32>
+func.func @reduce() -> (tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>, tensor<3xf32>, tensor<3xi32>) {
   %x = kiln.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
   %i = kiln.constant dense<[[1, 2], [3, 5]]> : tensor<2x2xi32>
   %0 = kiln.reduce sum %x, dims = [1] : tensor<2x3xf32> -> tensor<2xf32>
@@ -23,9 +25,9 @@ func.func @reduce() -> (tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>
   %2 = kiln.reduce max %x, dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
   %3 = kiln.reduce mean %i, dims = [1] : tensor<2x2xi32> -> tensor<2xi32>
   %4 = kiln.reduce prod %x, dims = [0] : tensor<2x3xf32> -> tensor<3xf32>
-  %w = kiln.constant dense<[[65536, 65536, 3, 1], [1000, 1000, 1000, 7]]> : tensor<2x4xi32>
-  %5 = kiln.reduce prod %w, dims = [1] : tensor<2x4xi32> -> tensor<2xi32>
-  return %0, %1, %2, %3, %4, %5 : tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>, tensor<3xf32>, tensor<2xi32>
+  %w = kiln.constant dense<[[65536, 65536, 3, 1], [1000, 1000, 1000, 7], [1000003, 1000033, 1000037, 7]]> : tensor<3x4xi32>
+  %5 = kiln.reduce prod %w, dims = [1] : tensor<3x4xi32> -> tensor<3xi32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2xf32>, tensor<3xf32>, tensor<f32>, tensor<2xi32>, tensor<3xf32>, tensor<3xi32>
 }
 
 // argmax: the first maximum on ties; NaN counts as the largest.

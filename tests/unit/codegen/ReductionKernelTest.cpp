@@ -186,21 +186,21 @@ TEST_F(ReductionKernelTest, RandomF32ReductionsMatchTheInterpreter) {
 }
 
 // Integer reductions accumulate in i64; an integer mean truncates toward 0;
-// a product wraps in 64 bits and keeps the result's low 32 bits (twelve
-// factors of up to 7 in size reach 1.4e10, past 2^32).
+// a product wraps in 64 bits and keeps the result's low 32 bits (thirty
+// factors of up to 7 in size reach 2e25, past 2^64).
 TEST_F(ReductionKernelTest, IntegerReductions) {
   const char *text = R"mlir(
-    func.func @main(%a: tensor<3x5xi32>, %b: tensor<3x12xi32>) -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
-      %r:6 = kiln.fusion multi_output (%a, %b) : (tensor<3x5xi32>, tensor<3x12xi32>)
+    func.func @main(%a: tensor<3x5xi32>, %b: tensor<3x30xi32>) -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
+      %r:6 = kiln.fusion multi_output (%a, %b) : (tensor<3x5xi32>, tensor<3x30xi32>)
           -> (tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>) {
-      ^bb0(%x: tensor<3x5xi32>, %w: tensor<3x12xi32>):
+      ^bb0(%x: tensor<3x5xi32>, %w: tensor<3x30xi32>):
         %c = kiln.constant dense<-3> : tensor<3x5xi32>
         %y = kiln.add %x, %c : tensor<3x5xi32>
         %s = kiln.reduce sum %y, dims = [1] : tensor<3x5xi32> -> tensor<3xi32>
         %m = kiln.reduce mean %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
         %h = kiln.reduce max %y, dims = [1] : tensor<3x5xi32> -> tensor<3xi32>
         %l = kiln.reduce min %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
-        %p = kiln.reduce prod %w, dims = [1] : tensor<3x12xi32> -> tensor<3xi32>
+        %p = kiln.reduce prod %w, dims = [1] : tensor<3x30xi32> -> tensor<3xi32>
         %q = kiln.reduce prod %y, dims = [0] : tensor<3x5xi32> -> tensor<5xi32>
         kiln.yield %s, %m, %h, %l, %p, %q : tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>, tensor<3xi32>, tensor<5xi32>
       }

@@ -148,7 +148,7 @@ CASES = {
  "new_zeros_like": (M(lambda s,x: x + torch.zeros_like(x) + torch.ones_like(x)), (4,8)),
  "where_nan": (M(lambda s,x: torch.nan_to_num(torch.log(x))), (4,8)),
  "isclose_sum": (M(lambda s,x: x * (x.abs() < 0.5).float()), (4,8)),
- "atan2": (M(lambda s,x: torch.atan2(x, x.flip(1))), (4,8)),
+ "atan2_flip": (M(lambda s,x: torch.atan2(x, x.flip(1))), (4,8)),
 }
 
 

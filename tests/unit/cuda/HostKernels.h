@@ -91,6 +91,41 @@ inline std::string hexName(uint64_t hash) {
   return name;
 }
 
+// The cache's path for |hash| with |suffix| (".so", ".pch"), with |lock|
+// held on the hash's lock file, so that a process that wants the same entry
+// waits for the one building it; empty without a cache.
+inline std::string cacheEntry(uint64_t hash, const std::string &suffix,
+                              BuildLock &lock) {
+#ifdef KILN_HOST_KERNEL_CACHE
+  std::error_code ec;
+  std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
+  std::string base = std::string(KILN_HOST_KERNEL_CACHE) + hexName(hash);
+  lock.acquire(base + suffix + ".lock");
+  return base + suffix;
+#else
+  (void)hash, (void)suffix, (void)lock;
+  return "";
+#endif
+}
+
+// A name next to |entry| for this process to write it under before
+// publish() moves it into place.
+inline std::string partialName(const std::string &entry) {
+  return entry + "." + std::to_string(getpid()) + ".partial";
+}
+
+// Moves |partial| to |entry| by rename, so that processes running side by
+// side see a whole file or none (the rename is atomic within one file
+// system, hence a partial file next to the entry); false, with |partial|
+// removed, when that fails.
+inline bool publish(const std::string &partial, const std::string &entry) {
+  std::error_code ec;
+  std::filesystem::rename(partial, entry, ec);
+  if (ec)
+    std::filesystem::remove(partial, ec);
+  return !ec;
+}
+
 // The emulation header precompiled with |flags| (the host build's, less
 // -shared and the input), in the cache under a hash of the compiler, the
 // flags and the header, built once per build tree like the libraries (under
@@ -103,34 +138,23 @@ inline std::string hexName(uint64_t hash) {
 // checkout that touches it without changing it would fail every build);
 // its content is in the hash.
 // |header| is the header's text.
-inline std::string precompiledHeader(const std::string &flags, const std::string &header) {
-#ifdef KILN_HOST_KERNEL_CACHE
+inline std::string precompiledHeader(const std::string &flags,
+                                     const std::string &header) {
   uint64_t hash = fnv1a(std::string(KILN_HOST_CXX) + flags + " pch");
-  hash = fnv1a(header, hash);
-  std::string pch = std::string(KILN_HOST_KERNEL_CACHE) + hexName(hash) + ".pch";
-  std::error_code ec;
-  std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
   BuildLock lock;
-  lock.acquire(pch + ".lock");
-  if (std::filesystem::exists(pch))
+  std::string pch = cacheEntry(fnv1a(header, hash), ".pch", lock);
+  if (pch.empty() || std::filesystem::exists(pch))
     return pch;
-  std::string partial = pch + "." + std::to_string(getpid()) + ".partial";
+  std::string partial = partialName(pch);
   std::string command = std::string(KILN_HOST_CXX) + flags +
                         " -Xclang -fno-pch-timestamp -x c++-header " +
                         KILN_CUDA_EMULATION_HEADER + " -o " + partial + " > /dev/null 2>&1";
   if (std::system(command.c_str()) != 0) {
+    std::error_code ec;
     std::filesystem::remove(partial, ec);
     return "";
   }
-  std::filesystem::rename(partial, pch, ec);
-  if (ec) {
-    std::filesystem::remove(partial, ec);
-    return "";
-  }
-  return pch;
-#else
-  return "";
-#endif
+  return publish(partial, pch) ? pch : "";
 }
 } // namespace detail
 
@@ -177,20 +201,11 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
                       KILN_HOST_SANITIZE " "
 #endif
                       "-DKILN_CUDA_EMULATION";
-  std::string cached;
   detail::BuildLock lock;
   std::string header = detail::readFile(KILN_CUDA_EMULATION_HEADER);
-#ifdef KILN_HOST_KERNEL_CACHE
-  {
-    uint64_t hash = detail::fnv1a(std::string(KILN_HOST_CXX) + flags);
-    hash = detail::fnv1a(header, hash);
-    hash = detail::fnv1a(source, hash);
-    std::error_code ec;
-    std::filesystem::create_directories(KILN_HOST_KERNEL_CACHE, ec);
-    cached = std::string(KILN_HOST_KERNEL_CACHE) + detail::hexName(hash) + ".so";
-    lock.acquire(std::string(KILN_HOST_KERNEL_CACHE) + detail::hexName(hash) + ".lock");
-  }
-#endif
+  uint64_t hash = detail::fnv1a(std::string(KILN_HOST_CXX) + flags);
+  hash = detail::fnv1a(source, detail::fnv1a(header, hash));
+  std::string cached = detail::cacheEntry(hash, ".so", lock);
   std::string dir;
   if (cached.empty() || !std::filesystem::exists(cached)) {
     std::string pattern =
@@ -224,18 +239,16 @@ buildHostKernels(const std::string &source, const std::vector<std::string> &entr
               "):\n" + detail::readFile(log).substr(0, 4000);
       return kernels;
     }
-    std::error_code ec;
     if (!cached.empty()) {
-      // Copied next to its place first: the rename is atomic only within
-      // one file system.
-      std::string partial = cached + "." + std::to_string(getpid()) + ".partial";
+      // Copied next to its place first: the temporary directory may be on
+      // another file system.
+      std::string partial = detail::partialName(cached);
+      std::error_code ec;
       std::filesystem::copy_file(so, partial,
                                  std::filesystem::copy_options::overwrite_existing, ec);
-      if (!ec)
-        std::filesystem::rename(partial, cached, ec);
-      if (ec) { // not cached: load the temporary build
+      if (ec || !detail::publish(partial, cached)) {
         std::filesystem::remove(partial, ec);
-        cached = so;
+        cached = so; // not cached: load the temporary build
       }
     } else {
       cached = so;

@@ -45,6 +45,8 @@ CASES = {
  "roll": (M(lambda s,x: torch.roll(x, 2, dims=1)), (4,8)),
  "flip": (M(lambda s,x: torch.flip(x, dims=[1])), (4,8)),
  "sort": (M(lambda s,x: torch.sort(x, dim=1)[0]), (4,8)),
+ "sort_wide": (M(lambda s,x: torch.sort(x, dim=1)[0] * torch.linspace(0, 1, 300)), (4,300)),
+ "topk_wide": (M(lambda s,x: x.topk(40, dim=1).values), (4,300)),
  "unfold": (M(lambda s,x: F.unfold(x, 3, padding=1)), (2,3,6,6)),
  "fold": (M(lambda s,x: F.fold(x, (4,4), 2)), (2,12,9)),
  "pixel_unshuffle": (M(lambda s,x: F.pixel_unshuffle(x, 2)), (2,3,4,4)),

@@ -773,6 +773,15 @@ def handmade(out):
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("OneHot", ["hot", "m", "onoff"], ["y"], name="oh")],
         [hot, onoff], opset=13)
+    # A TopK of K = 300 over 12288 elements: K above 256 argmax rounds, and
+    # 12288^2 pairs to rank, past 2^24.
+    refused("topk-wide", [
+        helper.make_node("Expand", ["h", "times16"], ["e"], name="expand"),
+        helper.make_node("Reshape", ["e", "row"], ["r"], name="row"),
+        helper.make_node("TopK", ["r", "k300"], ["y", "i"], name="topk")],
+        [helper.make_tensor("times16", TensorProto.INT64, [5], [16, 4, 3, 8, 8]),
+         helper.make_tensor("row", TensorProto.INT64, [2], [1, 12288]),
+         helper.make_tensor("k300", TensorProto.INT64, [1], [300])])
     # A scatter reduction ONNX does not define.
     rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)
     refused("scatter-mean", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],

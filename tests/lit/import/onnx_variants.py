@@ -568,6 +568,32 @@ def variants(rng):
          helper.make_node("TopK", ["l"], ["lv", "li"], axis=3, k=5),
          helper.make_node("Cast", ["li"], ["b"], to=TensorProto.FLOAT)]
         + both("a", "b"), smooth=False)
+    # TopK with K above 16, from the elements' ranks: the 20 largest of 108
+    # along the last axis and all 27 along an inner axis, smallest first
+    # (torch.sort's export); then ties (clipped values) in a full sort of
+    # 108, and -infinity (the log of a ReLU) along the inner axis, through
+    # K as an attribute, the indices cast to floats.
+    add("topk-rank", 11, image,
+        [helper.make_node("Reshape", ["h", "flat"], ["f"]),
+         helper.make_node("TopK", ["f", "k20"], ["a", "ia"]),
+         helper.make_node("Reshape", ["h", "deep"], ["d"]),
+         helper.make_node("TopK", ["d", "k27"], ["b", "ib"], axis=1, largest=0)]
+        + both("a", "b"),
+        [const("flat", [4, 108]), const("deep", [4, 27, 4]), const("k20", [20]),
+         const("k27", [27])])
+    add("topk-rank-ties-opset9", 9, image,
+        [helper.make_node("Clip", ["h"], ["r"], min=-0.3, max=0.3),
+         helper.make_node("Reshape", ["r", "flat"], ["rf"]),
+         helper.make_node("TopK", ["rf"], ["rv", "ri"], k=108),
+         helper.make_node("Cast", ["ri"], ["rif"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["rv", "rif"], ["a"]),
+         helper.make_node("Relu", ["h"], ["p"]),
+         helper.make_node("Log", ["p"], ["l"]),
+         helper.make_node("Reshape", ["l", "deep"], ["ld"]),
+         helper.make_node("TopK", ["ld"], ["lv", "li"], axis=1, k=27),
+         helper.make_node("Cast", ["li"], ["b"], to=TensorProto.FLOAT)]
+        + both("a", "b"),
+        [const("flat", [4, 108]), const("deep", [4, 27, 4])], smooth=False)
     # ScatterElements written (distinct rows, some counted from the end)
     # and added (repeated columns); ScatterND written at (batch, channel)
     # pairs, added at repeated batches (k = 1), and written at one element

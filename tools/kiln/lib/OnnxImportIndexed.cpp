@@ -570,15 +570,21 @@ bool Importer::classLoss(bool softmax) {
   return true;
 }
 
-// TopK (K a constant, axis, largest, sorted): K rounds of kiln.argmax along
-// the axis, each over X (or -X for the smallest) with the elements taken
-// so far at -infinity. A round whose best is -infinity (only -infinity is
-// left untaken, or X holds NaN, which argmax counts as largest, ...) takes
-// the first untaken element instead, so ties come out in index order, as
-// ONNX says. The indices (INT64) are the rounds' results side by side;
-// the values are X gathered at them (GatherElements' gather), so the
-// gradient reaches X at the chosen elements. Always sorted.
+// TopK (K a constant, axis, largest, sorted). A small K is K rounds of
+// kiln.argmax along the axis, each over X (or -X for the smallest) with
+// the elements taken so far at -infinity. A round whose best is -infinity
+// (only -infinity is left untaken, or X holds NaN, which argmax counts as
+// largest, ...) takes the first untaken element instead, so ties come out
+// in index order, as ONNX says. A larger K (torch.sort and argsort export
+// TopK with K the whole axis) takes the elements' ranks (topKByRank),
+// which compares every pair along the axis, where there are at most
+// kMaxRankPairs pairs in all; else rounds again, up to kMaxRounds. The
+// indices (INT64) are the rounds' results side by side; the values are X
+// gathered at them (GatherElements' gather), so the gradient reaches X at
+// the chosen elements. Always sorted.
 bool Importer::topK() {
+  static constexpr int64_t kRoundsBeforeRanks = 16;
+  static constexpr int64_t kMaxRankPairs = int64_t(1) << 24;
   static constexpr int64_t kMaxRounds = 256;
   mlir::Value x;
   if (!value(0, x))
@@ -599,12 +605,26 @@ bool Importer::topK() {
     return fail("K is " + std::to_string(k) + " along axis " +
                 std::to_string(axis) + " of size " + std::to_string(n) +
                 ": expected 1 to " + std::to_string(n));
-  if (k > kMaxRounds)
-    return fail("K is " + std::to_string(k) +
-                ": kiln import takes TopK as K argmax rounds, at most " +
-                std::to_string(kMaxRounds));
   bool largest = intAttr("largest", 1) != 0;
   llvm::ArrayRef<int64_t> dims = shape(x);
+  mlir::Type t = x.getType();
+  mlir::Value key =
+      largest ? x : b_.create<kiln::NegOp>(loc(".neg"), t, x).getResult();
+  int64_t pairs = product(dims) * n;
+  if (k > kRoundsBeforeRanks && pairs <= kMaxRankPairs) {
+    mlir::Value indices = topKByRank(key, axis, k);
+    setOutput(0, gatherElementsAt(x, indices, axis));
+    if (node_->outputs.size() > 1)
+      setOutput(1, indices);
+    return true;
+  }
+  if (k > kMaxRounds)
+    return fail("K is " + std::to_string(k) + " along an axis of " +
+                std::to_string(n) + " in " + shapeText(dims) +
+                ": kiln import takes TopK as K argmax rounds, at most " +
+                std::to_string(kMaxRounds) + ", or by ranking every pair " +
+                "along the axis, at most " + std::to_string(kMaxRankPairs) +
+                " pairs (" + std::to_string(pairs) + " here)");
   llvm::SmallVector<int64_t> reduced, kept;
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis) {
@@ -612,9 +632,7 @@ bool Importer::topK() {
       kept.push_back(d);
     }
   mlir::Type f = element(x), i64 = b_.getI64Type(), i1 = b_.getI1Type();
-  mlir::Type t = x.getType(), flags = type(dims, i1);
-  mlir::Value key =
-      largest ? x : b_.create<kiln::NegOp>(loc(".neg"), t, x).getResult();
+  mlir::Type flags = type(dims, i1);
   mlir::Value lowest = splat(-INFINITY, f, dims);
   mlir::Value iota = b_.create<kiln::IotaOp>(loc(".iota"), type(dims, i64),
                                              b_.getI64IntegerAttr(axis));
@@ -675,6 +693,87 @@ bool Importer::topK() {
   if (node_->outputs.size() > 1)
     setOutput(1, indices);
   return true;
+}
+
+mlir::Value Importer::topKByRank(mlir::Value key, int64_t axis, int64_t k) {
+  llvm::ArrayRef<int64_t> dims = shape(key);
+  int64_t rank = dims.size(), n = dims[axis], rows = 1;
+  // The axis last, the others flattened into rows: [R, N].
+  llvm::SmallVector<int64_t> perm, others;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) {
+      perm.push_back(d);
+      others.push_back(dims[d]);
+      rows *= dims[d];
+    }
+  perm.push_back(axis);
+  mlir::Value v = axis == rank - 1 ? key : permute(key, perm, ".rank_last");
+  v = g_.reshape(nodeName_ + ".rank_rows", v, {rows, n});
+  mlir::Type f = element(key), i64 = b_.getI64Type(), i1 = b_.getI1Type();
+  llvm::SmallVector<int64_t> pairs = {rows, n, n};
+  mlir::Type pairFlags = type(pairs, i1);
+  // NaN keys as +infinity, with a flag that puts them first.
+  mlir::Value nan = b_.create<kiln::CompareOp>(
+      loc(".rank_nan"), type({rows, n}, i1), kiln::CompareDirection::ne, v, v);
+  mlir::Value finite = b_.create<kiln::SelectOp>(
+      loc(".rank_key"), v.getType(), nan, splat(INFINITY, f, {rows, n}), v);
+  // Element j (axis 1) against element i (axis 2).
+  auto spread = [&](mlir::Value x, int64_t along, const std::string &name) {
+    return g_.broadcast(nodeName_ + name, x, {0, along}, pairs);
+  };
+  mlir::Value kj = spread(finite, 1, ".rank_kj"),
+              ki = spread(finite, 2, ".rank_ki");
+  mlir::Value nj = spread(nan, 1, ".rank_nj"), ni = spread(nan, 2, ".rank_ni");
+  auto compare = [&](kiln::CompareDirection d, mlir::Value a, mlir::Value b,
+                     const std::string &name) -> mlir::Value {
+    return b_.create<kiln::CompareOp>(loc(name), pairFlags, d, a, b);
+  };
+  auto select = [&](mlir::Value c, mlir::Value a, mlir::Value b,
+                    const std::string &name) -> mlir::Value {
+    return b_.create<kiln::SelectOp>(loc(name), pairFlags, c, a, b);
+  };
+  mlir::Value j = b_.create<kiln::IotaOp>(loc(".rank_j"), type(pairs, i64),
+                                          b_.getI64IntegerAttr(1));
+  mlir::Value i = b_.create<kiln::IotaOp>(loc(".rank_i"), type(pairs, i64),
+                                          b_.getI64IntegerAttr(2));
+  mlir::Value lower = compare(kiln::CompareDirection::lt, j, i, ".rank_lower");
+  mlir::Value greater = compare(kiln::CompareDirection::gt, kj, ki, ".rank_gt");
+  mlir::Value equal = compare(kiln::CompareDirection::eq, kj, ki, ".rank_eq");
+  // j before i: a larger key, or an equal one at a lower index; a NaN
+  // before any other key, NaNs in index order.
+  mlir::Value byValue =
+      select(greater, greater, select(equal, lower, greater, ".rank_tie"),
+             ".rank_value");
+  mlir::Value before =
+      select(nj, select(ni, lower, nj, ".rank_both_nan"),
+             select(ni, nj, byValue, ".rank_not_nan"), ".rank_before");
+  mlir::Value ranks = b_.create<kiln::ReduceOp>(
+      loc(".ranks"), type({rows, n}, i64), kiln::ReduceKind::sum,
+      b_.create<kiln::ConvertOp>(loc(".rank_count"), type(pairs, i64), before),
+      arr({1}));
+  // Position p takes the element whose rank is p: [R, K, N] -> [R, K].
+  llvm::SmallVector<int64_t> slots = {rows, k, n};
+  mlir::Value atSlot = b_.create<kiln::CompareOp>(
+      loc(".rank_at"), type(slots, i1), kiln::CompareDirection::eq,
+      g_.broadcast(nodeName_ + ".rank_spread", ranks, {0, 2}, slots),
+      b_.create<kiln::IotaOp>(loc(".rank_slot"), type(slots, i64),
+                              b_.getI64IntegerAttr(1)));
+  mlir::Value element = b_.create<kiln::IotaOp>(
+      loc(".rank_element"), type(slots, i64), b_.getI64IntegerAttr(2));
+  mlir::Value chosen = b_.create<kiln::ReduceOp>(
+      loc(".rank_indices"), type({rows, k}, i64), kiln::ReduceKind::sum,
+      b_.create<kiln::SelectOp>(loc(".rank_pick"), type(slots, i64), atSlot,
+                                element, splat(0, i64, slots)),
+      arr({2}));
+  // Back to the input's layout, K along |axis|.
+  others.push_back(k);
+  mlir::Value out = g_.reshape(nodeName_ + ".rank_unrows", chosen, others);
+  if (axis == rank - 1)
+    return out;
+  llvm::SmallVector<int64_t> inverse(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    inverse[perm[d]] = d;
+  return permute(out, inverse, ".rank_back");
 }
 
 } // namespace kiln::cli::onnx_import

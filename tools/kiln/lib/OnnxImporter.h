@@ -304,6 +304,11 @@ private:
   bool gatherNd();
   bool oneHot();
   bool topK();
+  // TopK's indices (INT64, |x|'s shape with K along |axis|) from each
+  // element's rank: how many elements come before it (a larger key, or an
+  // equal one at a lower index; NaN keys first, in index order), counted
+  // over all pairs of the axis; position p takes the element of rank p.
+  mlir::Value topKByRank(mlir::Value key, int64_t axis, int64_t k);
   bool hardmax();
   bool classLoss(bool softmax);
   bool argExtreme(bool max);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace kiln::cli::onnx_import {
 
@@ -610,7 +611,10 @@ bool Importer::topK() {
   mlir::Type t = x.getType();
   mlir::Value key =
       largest ? x : b_.create<kiln::NegOp>(loc(".neg"), t, x).getResult();
-  int64_t pairs = product(dims) * n;
+  // The pairs to rank, saturated at kMaxRankPairs + 1 (no overflow).
+  int64_t elements = product(dims);
+  int64_t pairs =
+      n > kMaxRankPairs / elements ? kMaxRankPairs + 1 : elements * n;
   if (k > kRoundsBeforeRanks && pairs <= kMaxRankPairs) {
     mlir::Value indices = topKByRank(key, axis, k);
     setOutput(0, gatherElementsAt(x, indices, axis));
@@ -624,7 +628,11 @@ bool Importer::topK() {
                 ": kiln import takes TopK as K argmax rounds, at most " +
                 std::to_string(kMaxRounds) + ", or by ranking every pair " +
                 "along the axis, at most " + std::to_string(kMaxRankPairs) +
-                " pairs (" + std::to_string(pairs) + " here)");
+                " pairs (" +
+                (n > std::numeric_limits<int64_t>::max() / elements
+                     ? std::string("more than 2^63")
+                     : std::to_string(elements * n)) +
+                " here)");
   llvm::SmallVector<int64_t> reduced, kept;
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis) {

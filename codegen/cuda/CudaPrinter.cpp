@@ -502,6 +502,13 @@ LogicalResult Printer::printArith(Operation *op, bool &handled) {
   }
   if (isa<arith::AddFOp, arith::AddIOp>(op)) { binary("+"); return success(); }
   if (isa<arith::SubFOp, arith::SubIOp>(op)) { binary("-"); return success(); }
+  // An integer product wraps (arith.muli is two's complement, and a
+  // kiln.reduce prod's i64 accumulator overflows by design); C++'s signed
+  // multiply would be undefined there, so it multiplies unsigned.
+  if (isa<arith::MulIOp>(op) && isa<IntegerType>(op->getResult(0).getType())) {
+    unsignedBinary("*");
+    return success();
+  }
   if (isa<arith::MulFOp, arith::MulIOp>(op)) { binary("*"); return success(); }
   if (isa<arith::DivFOp, arith::DivSIOp>(op)) { binary("/"); return success(); }
   if (isa<arith::RemSIOp>(op)) { binary("%"); return success(); }

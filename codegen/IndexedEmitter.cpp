@@ -41,40 +41,6 @@ using namespace mlir;
 
 namespace kiln {
 
-namespace {
-
-Type accumulatorOf(Type element) {
-  if (isa<FloatType>(element))
-    return computeType(element);
-  return IntegerType::get(element.getContext(), 64);
-}
-
-// |carried| and |update| combined as |scatter| combines them: added,
-// multiplied, or their max or min, a NaN winning (arith.maximumf, as
-// kiln.max builds it).
-Value combineScatter(OpBuilder &b, Location loc, ScatterAddOp scatter,
-                     Value carried, Value update) {
-  bool isFloat = isa<FloatType>(carried.getType());
-  switch (scatter.getCombineKind()) {
-  case ReduceKind::max:
-    return isFloat
-               ? b.create<arith::MaximumFOp>(loc, carried, update).getResult()
-               : b.create<arith::MaxSIOp>(loc, carried, update).getResult();
-  case ReduceKind::min:
-    return isFloat
-               ? b.create<arith::MinimumFOp>(loc, carried, update).getResult()
-               : b.create<arith::MinSIOp>(loc, carried, update).getResult();
-  case ReduceKind::prod:
-    return isFloat ? b.create<arith::MulFOp>(loc, carried, update).getResult()
-                   : b.create<arith::MulIOp>(loc, carried, update).getResult();
-  default:
-    return isFloat ? b.create<arith::AddFOp>(loc, carried, update).getResult()
-                   : b.create<arith::AddIOp>(loc, carried, update).getResult();
-  }
-}
-
-} // namespace
-
 // Restores the emitter's caches when it goes out of scope, so values built
 // inside loops are not reused after them.
 struct ElementEmitter::CacheScope {
@@ -110,7 +76,7 @@ Value ElementEmitter::emitScatterAdd(ScatterAddOp scatter, ValueRange indices) {
   Location loc = scatter.getLoc();
   auto indicesType = cast<RankedTensorType>(scatter.getIndices().getType());
   Type element = cast<RankedTensorType>(scatter.getType()).getElementType();
-  Type acc = accumulatorOf(element);
+  Type acc = accumulatorType(element);
   Value init = convertScalar(b_, loc, emit(scatter.getOperand(), indices), acc);
   if (indicesType.getNumElements() == 0)
     return convertScalar(b_, loc, init, element);
@@ -145,8 +111,9 @@ Value ElementEmitter::emitScatterAdd(ScatterAddOp scatter, ValueRange indices) {
       updateIndex.append(indices.begin() + 1, indices.end());
       Value update =
           convertScalar(b_, loc, emit(scatter.getUpdates(), updateIndex), acc);
-      b_.create<scf::YieldOp>(
-          loc, combineScatter(b_, loc, scatter, carried, update));
+      b_.create<scf::YieldOp>(loc, combineAccumulated(b_, loc,
+                                                      scatter.getCombineKind(),
+                                                      carried, update));
       b_.setInsertionPointToStart(ifOp.elseBlock());
       b_.create<scf::YieldOp>(loc, carried);
     }
@@ -170,7 +137,7 @@ void ElementEmitter::emitScatterTile(ScatterAddOp scatter, ValueRange outer,
                                      LaneLoad load, LaneStore store) {
   Location loc = scatter.getLoc();
   auto indicesType = cast<RankedTensorType>(scatter.getIndices().getType());
-  Type acc = accumulatorOf(
+  Type acc = accumulatorType(
       cast<RankedTensorType>(scatter.getType()).getElementType());
   CacheScope scope(*this);
   OpBuilder::InsertionGuard guard(b_);
@@ -207,7 +174,8 @@ void ElementEmitter::emitScatterTile(ScatterAddOp scatter, ValueRange outer,
     at.push_back(last);
     Value update = convertScalar(b_, loc, emit(scatter.getUpdates(), at), acc);
     store(b_, loc, lane,
-          combineScatter(b_, loc, scatter, load(b_, loc, lane), update));
+          combineAccumulated(b_, loc, scatter.getCombineKind(),
+                             load(b_, loc, lane), update));
   });
 }
 
@@ -222,7 +190,7 @@ ElementEmitter::emitScatterRows(ScatterAddOp scatter, ValueRange outer,
                                 ScatterCollect collect, ScatterCollect match) {
   Location loc = scatter.getLoc();
   auto indicesType = cast<RankedTensorType>(scatter.getIndices().getType());
-  Type acc = accumulatorOf(
+  Type acc = accumulatorType(
       cast<RankedTensorType>(scatter.getType()).getElementType());
   auto at = [&](ValueRange front, Value column) {
     SmallVector<Value, 4> indices(front.begin(), front.end());
@@ -259,7 +227,8 @@ ElementEmitter::emitScatterRows(ScatterAddOp scatter, ValueRange outer,
     front.append(outer.begin() + 1, outer.end());
     Value update =
         convertScalar(b_, loc, emit(scatter.getUpdates(), at(front, column)), acc);
-    sums.push_back(combineScatter(b_, loc, scatter, carried, update));
+    sums.push_back(
+        combineAccumulated(b_, loc, scatter.getCombineKind(), carried, update));
   }
   b_.create<scf::YieldOp>(loc, sums);
   b_.setInsertionPointToEnd(chunks.getBody());
@@ -282,8 +251,8 @@ void ElementEmitter::seedScatterValue(ScatterAddOp scatter, ValueRange indices,
 mlir::Type ElementEmitter::tileAccumulatorType(Operation *op, bool wideSums) {
   if (auto reduce = dyn_cast<ReduceOp>(op))
     return reductionAccumulatorType(reduce, wideSums);
-  return accumulatorOf(cast<RankedTensorType>(op->getResult(0).getType())
-                           .getElementType());
+  return accumulatorType(
+      cast<RankedTensorType>(op->getResult(0).getType()).getElementType());
 }
 
 void ElementEmitter::emitTile(Operation *op, ValueRange outer, Value tileStart,

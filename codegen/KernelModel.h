@@ -168,6 +168,15 @@ private:
   llvm::DenseMap<mlir::Operation *, std::string> names_;
 };
 
+// The type a reduction or a scatter of |element| accumulates in: the
+// float's compute type, i64 for integers.
+mlir::Type accumulatorType(mlir::Type element);
+// |acc| and |x| combined as |kind| reduces: added (sum, mean), multiplied,
+// or their max or min, a NaN winning (arith.maximumf/minimumf, as kiln.max
+// and kiln.min build them). A scatter's updates combine the same way.
+mlir::Value combineAccumulated(mlir::OpBuilder &b, mlir::Location loc,
+                               ReduceKind kind, mlir::Value acc, mlir::Value x);
+
 // Builds element values of the fusion body's tensors at insertion points the
 // caller chooses (inside its loop nest). Values are memoized per (tensor,
 // indices) so a DAG in the body is built once per element, not once per path.

@@ -38,17 +38,37 @@ using namespace mlir;
 
 namespace kiln {
 
-namespace {
-
-// Partial results of a reduction over the contiguous last dimension.
-constexpr int64_t kRowLanes = 16;
-
-// The accumulator's type for an element type.
 Type accumulatorType(Type element) {
   if (isa<FloatType>(element))
     return computeType(element);
   return IntegerType::get(element.getContext(), 64);
 }
+
+Value combineAccumulated(OpBuilder &b, Location loc, ReduceKind kind, Value acc,
+                         Value x) {
+  bool isFloat = isa<FloatType>(acc.getType());
+  switch (kind) {
+  case ReduceKind::sum:
+  case ReduceKind::mean:
+    return isFloat ? b.create<arith::AddFOp>(loc, acc, x).getResult()
+                   : b.create<arith::AddIOp>(loc, acc, x).getResult();
+  case ReduceKind::prod:
+    return isFloat ? b.create<arith::MulFOp>(loc, acc, x).getResult()
+                   : b.create<arith::MulIOp>(loc, acc, x).getResult();
+  case ReduceKind::max:
+    return isFloat ? b.create<arith::MaximumFOp>(loc, acc, x).getResult()
+                   : b.create<arith::MaxSIOp>(loc, acc, x).getResult();
+  case ReduceKind::min:
+    return isFloat ? b.create<arith::MinimumFOp>(loc, acc, x).getResult()
+                   : b.create<arith::MinSIOp>(loc, acc, x).getResult();
+  }
+  return acc;
+}
+
+namespace {
+
+// Partial results of a reduction over the contiguous last dimension.
+constexpr int64_t kRowLanes = 16;
 
 // Whether a one-thread reduction of |reduce| keeps kRowLanes partial results
 // over its rows (emitReduceHere): it reduces the contiguous last dimension,
@@ -107,26 +127,6 @@ Value initialValue(OpBuilder &b, Location loc, ReduceKind kind, Type acc) {
   return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(acc, value));
 }
 
-Value combine(OpBuilder &b, Location loc, ReduceKind kind, Value acc, Value x) {
-  bool isFloat = isa<FloatType>(acc.getType());
-  switch (kind) {
-  case ReduceKind::sum:
-  case ReduceKind::mean:
-    return isFloat ? b.create<arith::AddFOp>(loc, acc, x).getResult()
-                   : b.create<arith::AddIOp>(loc, acc, x).getResult();
-  case ReduceKind::prod:
-    return isFloat ? b.create<arith::MulFOp>(loc, acc, x).getResult()
-                   : b.create<arith::MulIOp>(loc, acc, x).getResult();
-  case ReduceKind::max:
-    return isFloat ? b.create<arith::MaximumFOp>(loc, acc, x).getResult()
-                   : b.create<arith::MaxSIOp>(loc, acc, x).getResult();
-  case ReduceKind::min:
-    return isFloat ? b.create<arith::MinimumFOp>(loc, acc, x).getResult()
-                   : b.create<arith::MinSIOp>(loc, acc, x).getResult();
-  }
-  return acc;
-}
-
 // |partials| (a power of two of them) combined pairwise: (0, 1), (2, 3),
 // ..., then the pairs' results the same way, a fixed order.
 Value combinePairwise(OpBuilder &b, Location loc, ReduceKind kind,
@@ -134,7 +134,8 @@ Value combinePairwise(OpBuilder &b, Location loc, ReduceKind kind,
   while (partials.size() > 1) {
     SmallVector<Value> pairs;
     for (size_t j = 0; j + 1 < partials.size(); j += 2)
-      pairs.push_back(combine(b, loc, kind, partials[j], partials[j + 1]));
+      pairs.push_back(
+          combineAccumulated(b, loc, kind, partials[j], partials[j + 1]));
     partials = std::move(pairs);
   }
   return partials.front();
@@ -420,8 +421,8 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
               Value partial =
                   b_.create<memref::LoadOp>(loc, chunkPartials[i], lane);
               b_.create<memref::StoreOp>(
-                  loc, combine(b_, loc, kinds[i], partial, x), chunkPartials[i],
-                  lane);
+                  loc, combineAccumulated(b_, loc, kinds[i], partial, x),
+                  chunkPartials[i], lane);
             }
           }
           cache_ = std::move(outerCache);
@@ -430,7 +431,8 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
         next = carried;
       } else if (!lanes) {
         for (size_t i = 0; i < members; ++i)
-          next[i] = combine(b_, loc, kinds[i], carried[i], element(i));
+          next[i] =
+              combineAccumulated(b_, loc, kinds[i], carried[i], element(i));
       } else {
         int64_t mainEnd = lastExtent / kRowLanes * kRowLanes;
         Value mainEndValue = b_.create<arith::ConstantIndexOp>(loc, mainEnd);
@@ -471,7 +473,8 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
               Value x = element(i);
               Value partial = b_.create<memref::LoadOp>(loc, partials[i], lane);
               b_.create<memref::StoreOp>(
-                  loc, combine(b_, loc, kinds[i], partial, x), partials[i], lane);
+                  loc, combineAccumulated(b_, loc, kinds[i], partial, x),
+                  partials[i], lane);
             }
           });
           for (size_t i = 0; i < members; ++i)
@@ -492,7 +495,7 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
                   loc, main.getInductionVar(),
                   b_.create<arith::ConstantIndexOp>(loc, k));
               for (size_t i = 0; i < members; ++i)
-                partial[i * kRowLanes + k] = combine(
+                partial[i * kRowLanes + k] = combineAccumulated(
                     b_, loc, kinds[i],
                     main.getRegionIterArgs()[i * kRowLanes + k], element(i));
             }
@@ -521,15 +524,16 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
           combined[rank - 1] = rest.getInductionVar();
           SmallVector<Value> sums;
           for (size_t i = 0; i < members; ++i)
-            sums.push_back(combine(b_, loc, kinds[i],
-                                   rest.getRegionIterArgs()[i], element(i)));
+            sums.push_back(combineAccumulated(
+                b_, loc, kinds[i], rest.getRegionIterArgs()[i], element(i)));
           b_.create<scf::YieldOp>(loc, sums);
           rowValues.assign(rest.getResults().begin(), rest.getResults().end());
         }
         for (size_t i = 0; i < members; ++i)
-          next[i] = loops.empty() ? rowValues[i]
-                                  : combine(b_, loc, kinds[i], carried[i],
-                                            rowValues[i]);
+          next[i] = loops.empty()
+                        ? rowValues[i]
+                        : combineAccumulated(b_, loc, kinds[i], carried[i],
+                                             rowValues[i]);
       }
       for (size_t l = loops.size(); l-- > 0;) {
         b_.setInsertionPointToEnd(loops[l].getBody());
@@ -642,7 +646,8 @@ void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
     lanes([&](Value lane) {
       combined[rank - 1] = b_.create<arith::AddIOp>(loc, tileStart, lane);
       Value element = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
-      store(b_, loc, lane, combine(b_, loc, kind, load(b_, loc, lane), element));
+      store(b_, loc, lane,
+            combineAccumulated(b_, loc, kind, load(b_, loc, lane), element));
     });
   }
   cache_ = std::move(savedCache);

@@ -74,12 +74,12 @@ std::optional<CudaHooks::ReductionLanes> CudaHooks::reductionLanes(OpBuilder &b)
 
 Value CudaHooks::combineLanes(OpBuilder &b, Location loc, ReduceKind kind,
                               Value value) {
-  std::string name = std::string("kiln.allreduce.") +
-                     (blockScope_ ? "block." : "warp.") +
-                     (kind == ReduceKind::max    ? "max"
-                      : kind == ReduceKind::min  ? "min"
-                      : kind == ReduceKind::prod ? "prod"
-                                                 : "sum");
+  std::string name =
+      std::string("kiln.allreduce.") + (blockScope_ ? "block." : "warp.") +
+      // kiln_sum, kiln_max, kiln_min, kiln_prod (CudaPrinter);
+      // a mean sums, then divides.
+      (kind == ReduceKind::mean ? StringRef("sum") : stringifyReduceKind(kind))
+          .str();
   return intrinsics_.call(b, loc, name, {value}, {value.getType()})[0];
 }
 

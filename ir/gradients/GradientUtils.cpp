@@ -202,11 +202,10 @@ Value nonzeroFactors(OpBuilder &b, Location loc, Value x, Value &isZero) {
   return select(b, loc, isZero, splatLike(b, loc, x, 1.0), x);
 }
 
-Value productOfOthers(OpBuilder &b, Location loc, Value x, Value zeros,
-                      Value rest) {
-  Value isZero;
-  Value nonzero = nonzeroFactors(b, loc, x, isZero);
-  Value zero = splatLike(b, loc, x, 0.0), one = splatLike(b, loc, x, 1.0);
+Value productOfOthers(OpBuilder &b, Location loc, Value nonzero, Value isZero,
+                      Value zeros, Value rest) {
+  Value zero = splatLike(b, loc, nonzero, 0.0),
+        one = splatLike(b, loc, nonzero, 1.0);
   return select(
       b, loc, isZero,
       select(b, loc, compare(b, loc, CompareDirection::eq, zeros, one), rest,

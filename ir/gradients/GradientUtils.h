@@ -99,17 +99,19 @@ mlir::Value pad(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                 llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
                 double value);
 
-// For each element of |x|, one factor of a product: the product of the
-// product's other factors, given |zeros| (how many of its factors are 0)
-// and |rest| (the product of its nonzero factors), both spread to |x|'s
-// shape. That is rest / x where no factor is 0; at the one zero, rest, and
-// 0 elsewhere; 0 everywhere with more zeros (PyTorch's prod gradient).
-// Never divides by 0, even in a branch a select drops.
-mlir::Value productOfOthers(mlir::OpBuilder &b, mlir::Location loc,
-                            mlir::Value x, mlir::Value zeros, mlir::Value rest);
 // |x| with its zeros replaced by ones, and whether each element is 0.
 mlir::Value nonzeroFactors(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value x, mlir::Value &isZero);
+// For each factor x of a product, given as nonzeroFactors gives it
+// (|nonzero|, |isZero|): the product of the product's other factors, from
+// |zeros| (how many of its factors are 0) and |rest| (the product of its
+// nonzero factors), both spread to x's shape. That is rest / x where no
+// factor is 0; at the one zero, rest, and 0 elsewhere; 0 everywhere with
+// more zeros (PyTorch's prod gradient). Never divides by 0, even in a
+// branch a select drops.
+mlir::Value productOfOthers(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value nonzero, mlir::Value isZero,
+                            mlir::Value zeros, mlir::Value rest);
 
 // The dimensions [begin, end).
 llvm::SmallVector<int64_t> range(int64_t begin, int64_t end);

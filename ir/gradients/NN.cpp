@@ -139,12 +139,14 @@ scatterProductGradients(OpBuilder &b, ScatterAddOp op, Value g,
                              indices, convert(b, loc, uZero, element));
   Value rest = b.create<ScatterAddOp>(loc, tType, tNonzero, indices, uNonzero,
                                       ReduceKind::prod);
-  Value dT = mul(b, loc, g, productOfOthers(b, loc, t, zeros, rest));
+  Value dT =
+      mul(b, loc, g, productOfOthers(b, loc, tNonzero, tZero, zeros, rest));
   auto gathered = [&](Value v) -> Value {
     return b.create<GatherOp>(loc, uType, v, indices);
   };
   Value dU = mul(b, loc, gathered(g),
-                 productOfOthers(b, loc, u, gathered(zeros), gathered(rest)));
+                 productOfOthers(b, loc, uNonzero, uZero, gathered(zeros),
+                                 gathered(rest)));
   operandGrads.append({dT, Value(), dU});
   return success();
 }

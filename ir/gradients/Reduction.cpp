@@ -59,9 +59,9 @@ LogicalResult ReduceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
     Value zeros = reduce(b, loc, ReduceKind::sum,
                          convert(b, loc, isZero, xType.getElementType()), dims);
     Value rest = reduce(b, loc, ReduceKind::prod, nonzero, dims);
-    Value others =
-        productOfOthers(b, loc, x, broadcastBack(b, loc, zeros, xType, dims),
-                        broadcastBack(b, loc, rest, xType, dims));
+    Value others = productOfOthers(b, loc, nonzero, isZero,
+                                   broadcastBack(b, loc, zeros, xType, dims),
+                                   broadcastBack(b, loc, rest, xType, dims));
     operandGrads.push_back(
         mul(b, loc, broadcastBack(b, loc, g, xType, dims), others));
     break;

@@ -255,7 +255,7 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
   std::vector<uint64_t> wrapped;
   if (wrapping)
     for (double v : operand.values())
-      wrapped.push_back(static_cast<uint64_t>(static_cast<int64_t>(v)));
+      wrapped.push_back(toWrapped(v));
   for (int64_t s = 0; s < indices.size(); ++s) {
     int64_t index = static_cast<int64_t>(indices[s]);
     if (index < 0 || index >= rows)
@@ -270,8 +270,7 @@ LogicalResult ScatterAddOp::evaluate(ArrayRef<HostTensor> operands,
       if (kind == ReduceKind::sum)
         row[j] += update[j];
       else if (wrapping)
-        wrapped[index * rowSize + j] *=
-            static_cast<uint64_t>(static_cast<int64_t>(update[j]));
+        wrapped[index * rowSize + j] *= toWrapped(update[j]);
       else if (kind == ReduceKind::prod)
         row[j] *= update[j];
       else if (std::isnan(row[j]) || std::isnan(update[j]))

@@ -57,11 +57,9 @@ LogicalResult ReduceOp::evaluate(ArrayRef<HostTensor> operands,
   const double *in = operand.values().data();
   if (kind == ReduceKind::prod && !isFloat(result->dtype())) {
     std::vector<uint64_t> wrapped(acc.size(), 1);
-    forEachStrided(operand.shape(), 0, stridesOf(operand.shape()), 0,
-                   writeStrides, [&](int64_t src, int64_t dst) {
-                     wrapped[dst] *=
-                         static_cast<uint64_t>(static_cast<int64_t>(in[src]));
-                   });
+    forEachStrided(
+        operand.shape(), 0, stridesOf(operand.shape()), 0, writeStrides,
+        [&](int64_t src, int64_t dst) { wrapped[dst] *= toWrapped(in[src]); });
     for (size_t i = 0; i < acc.size(); ++i)
       acc[i] = fromWrapped(result->dtype(), wrapped[i]);
     results.push_back(std::move(*result));

@@ -37,6 +37,10 @@ mlir::FailureOr<HostTensor> makeResult(mlir::Operation *op, unsigned index = 0);
 // Row-major strides of |shape| in elements.
 llvm::SmallVector<int64_t, 4> stridesOf(llvm::ArrayRef<int64_t> shape);
 
+// An integer element as the 64 bits a wrapping product multiplies.
+inline uint64_t toWrapped(double v) {
+  return static_cast<uint64_t>(static_cast<int64_t>(v));
+}
 // An integer of |dtype| from the 64 bits of a wrapped integer product: the
 // low bits the type keeps, cut before they become a double (a product past
 // 2^53 rounds as a double, and its low 32 bits with it). An i64 past 2^53

@@ -519,7 +519,19 @@ def variants(rng):
          helper.make_node("Where", ["inf", "zero_f", "l"], ["finite"]),
          helper.make_node("Mean", ["d", "one_d"], ["mean_d"]),
          helper.make_node("Cast", ["mean_d"], ["mean_f"], to=TensorProto.FLOAT),
-         helper.make_node("Sum", ["h", "root_f", "finite", "mean_f"], ["y"])], smooth=False)
+         # A Where between DOUBLE constants, less its own truncation
+         # through INT64 (torch.quantile's export): f64 throughout.
+         helper.make_node("Constant", [], ["seven_d"],
+                          value=helper.make_tensor("s", TensorProto.DOUBLE, [], [7.0])),
+         helper.make_node("Constant", [], ["frac_d"],
+                          value=helper.make_tensor("f", TensorProto.DOUBLE, [], [2.1])),
+         helper.make_node("Where", ["inf", "seven_d", "frac_d"], ["pick_d"]),
+         helper.make_node("Cast", ["pick_d"], ["pick_i"], to=TensorProto.INT64),
+         helper.make_node("Cast", ["pick_i"], ["pick_id"], to=TensorProto.DOUBLE),
+         helper.make_node("Sub", ["pick_d", "pick_id"], ["fraction_d"]),
+         helper.make_node("Cast", ["fraction_d"], ["fraction_f"], to=TensorProto.FLOAT),
+         helper.make_node("Sum", ["h", "root_f", "finite", "mean_f", "fraction_f"], ["y"])],
+        smooth=False)
     # Mod of data: floats with fmod 1 (torch.fmod; exact, the dividend's
     # sign) by a divisor from data and by a constant; integers with fmod 0
     # (Python's %: the divisor's sign) and 1, by divisors of both signs.

@@ -379,8 +379,12 @@ mlir::Value Importer::constant(const Static &s, const std::string &name,
     return nullptr;
   }
   mlir::Type e;
+  // FLOAT16 and BFLOAT16 constants are made f32 (kiln's mixed precision
+  // picks the types it computes in); a DOUBLE one keeps its type, as the
+  // f64 values it meets after a Cast to DOUBLE do (torch.quantile's
+  // export selects between DOUBLE constants and subtracts a Cast from it).
   int32_t t = s.dataType;
-  if (isFloatType(t))
+  if (isFloatType(t) && t != int32_t(DataType::Double))
     t = int32_t(DataType::Float);
   if (!elementType(t, e, "constant '" + name + "'"))
     return nullptr;

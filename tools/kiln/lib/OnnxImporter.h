@@ -187,7 +187,8 @@ private:
   mlir::Value div(mlir::Value a, mlir::Value b, const std::string &suffix) {
     return b_.create<kiln::DivOp>(loc(suffix), a.getType(), a, b);
   }
-  // |s| as a kiln constant: a float one in |floatType| (f32 unless given).
+  // |s| as a kiln constant: a float one in |floatType| (unless given: f64
+  // for DOUBLE data, else f32).
   mlir::Value constant(const Static &s, const std::string &name,
                        mlir::Type floatType = {});
   // |x| where x > 0, else |otherwise| (of x's type), the select at |at|: the

@@ -500,13 +500,26 @@ LogicalResult Printer::printArith(Operation *op, bool &handled) {
       return op->emitError() << "CUDA: unsupported constant " << c.getValue();
     return success();
   }
-  if (isa<arith::AddFOp, arith::AddIOp>(op)) { binary("+"); return success(); }
-  if (isa<arith::SubFOp, arith::SubIOp>(op)) { binary("-"); return success(); }
-  // An integer product wraps (arith.muli is two's complement, and a
-  // kiln.reduce prod's i64 accumulator overflows by design); C++'s signed
-  // multiply would be undefined there, so it multiplies unsigned.
-  if (isa<arith::MulIOp>(op) && isa<IntegerType>(op->getResult(0).getType())) {
-    unsignedBinary("*");
+  // Integer sums, differences, products and left shifts wrap (arith's
+  // integers are two's complement: an i32 kiln.add past 2^31, a kiln.reduce
+  // prod's i64 accumulator); C++'s signed arithmetic would be undefined
+  // there, so they are computed unsigned and converted back (modular: C++20
+  // defines it, and NVRTC's C++17 implements it so). Index arithmetic
+  // (addresses) never wraps and stays signed.
+  if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::ShLIOp>(op) &&
+      isa<IntegerType>(op->getResult(0).getType())) {
+    unsignedBinary(isa<arith::AddIOp>(op)   ? "+"
+                   : isa<arith::SubIOp>(op) ? "-"
+                   : isa<arith::MulIOp>(op) ? "*"
+                                            : "<<");
+    return success();
+  }
+  if (isa<arith::AddFOp, arith::AddIOp>(op)) {
+    binary("+");
+    return success();
+  }
+  if (isa<arith::SubFOp, arith::SubIOp>(op)) {
+    binary("-");
     return success();
   }
   if (isa<arith::MulFOp, arith::MulIOp>(op)) { binary("*"); return success(); }

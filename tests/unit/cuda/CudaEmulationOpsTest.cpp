@@ -213,4 +213,42 @@ func.func @main(%o: tensor<37x70xf32>, %i: tensor<3x300xi32>, %u: tensor<3x300x7
     assembleAllForSm90();
 }
 
+// i32 sums, differences and products that wrap past 2^31, as arith's two's
+// complement integers and the interpreter's do: the CUDA C++ computes them
+// unsigned, where C++'s signed overflow would be undefined (UBSan stops
+// the sanitizer build's run on one). Beside them, a row sum of 40 such
+// values, which accumulates in i64 and keeps the low 32 bits.
+TEST_F(CudaEmulationOpsTest, WrappingIntegers) {
+  const char *text = R"mlir(
+func.func @main(%i: tensor<1000xi32>, %j: tensor<1000xi32>, %k: tensor<4x40xi32>)
+    -> (tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi32>, tensor<4xi32>) {
+  %a:3 = kiln.fusion loop (%i, %j) : (tensor<1000xi32>, tensor<1000xi32>) -> (tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi32>) {
+  ^bb0(%ia: tensor<1000xi32>, %ja: tensor<1000xi32>):
+    %big = kiln.constant dense<2147483000> : tensor<1000xi32>
+    %sum = kiln.add %ia, %big : tensor<1000xi32>
+    %low = kiln.neg %big : tensor<1000xi32>
+    %difference = kiln.sub %low, %ja : tensor<1000xi32>
+    %factor = kiln.constant dense<3000007> : tensor<1000xi32>
+    %product = kiln.mul %ia, %factor : tensor<1000xi32>
+    kiln.yield %sum, %difference, %product : tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi32>
+  }
+  %b = kiln.fusion reduction (%k) : (tensor<4x40xi32>) -> tensor<4xi32> {
+  ^bb0(%ka: tensor<4x40xi32>):
+    %big = kiln.constant dense<2147483000> : tensor<4x40xi32>
+    %shifted = kiln.add %ka, %big : tensor<4x40xi32>
+    %r = kiln.reduce sum %shifted, dims = [1] : tensor<4x40xi32> -> tensor<4xi32>
+    kiln.yield %r : tensor<4xi32>
+  }
+  return %a#0, %a#1, %a#2, %b : tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi32>, tensor<4xi32>
+}
+)mlir";
+  // Integers in [0, 2000): about two thirds of the sums and differences
+  // wrap, and every product past 716.
+  runFusions(text, "wrap", {2000, 2000});
+  int unsignedSums = 0;
+  for (const auto &k : kernels)
+    unsignedSums += StringRef(k.source).count("(unsigned)");
+  EXPECT_GE(unsignedSums, 6) << "the i32 arithmetic is not computed unsigned";
+}
+
 } // namespace

@@ -674,11 +674,11 @@ def handmade(out):
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])
     y4 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3, 8, 8])
-    # Det: an op kiln import does not read.
+    # NonZero: an op kiln import does not read (its shape depends on data).
     w4 = helper.make_tensor("w4", TensorProto.FLOAT, [3, 1, 1], [1.0, 1.0, 1.0])
     grid = helper.make_tensor("grid", TensorProto.FLOAT, [4, 8, 8, 2], [0.0] * 512)
     save("unread-op", [helper.make_node("Mul", ["x", "w4"], ["h"], name="scale"),
-                       helper.make_node("Det", ["h"], ["y"], name="det1")],
+                       helper.make_node("NonZero", ["h"], ["y"], name="nonzero1")],
          [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], [w4])
     # Variants of the ops kiln import reads that it refuses, each after a
     # trained scale.
@@ -782,6 +782,20 @@ def handmade(out):
         [helper.make_tensor("times16", TensorProto.INT64, [5], [16, 4, 3, 8, 8]),
          helper.make_tensor("row", TensorProto.INT64, [2], [1, 12288]),
          helper.make_tensor("k300", TensorProto.INT64, [1], [300])])
+    # A DFT of 3072 points: a matrix of 3072 x 6144 entries, past 2^24.
+    refused("dft-long", [
+        helper.make_node("Expand", ["h", "times4"], ["e"], name="expand"),
+        helper.make_node("Reshape", ["e", "signal"], ["r"], name="signal"),
+        helper.make_node("DFT", ["r"], ["y"], name="dft")],
+        [helper.make_tensor("times4", TensorProto.INT64, [5], [4, 4, 3, 8, 8]),
+         helper.make_tensor("signal", TensorProto.INT64, [3], [1, 3072, 1])])
+    # Det of a 96 x 96 matrix: more columns than kiln import unrolls.
+    refused("det-large", [
+        helper.make_node("Expand", ["h", "times12"], ["e"], name="expand"),
+        helper.make_node("Reshape", ["e", "square"], ["r"], name="square"),
+        helper.make_node("Det", ["r"], ["y"], name="det")],
+        [helper.make_tensor("times12", TensorProto.INT64, [5], [12, 4, 3, 8, 8]),
+         helper.make_tensor("square", TensorProto.INT64, [2], [96, 96])])
     # A scatter reduction ONNX does not define.
     rows = helper.make_tensor("rows", TensorProto.INT64, [4, 3, 8, 8], [0] * 768)
     refused("scatter-mean", [helper.make_node("ScatterElements", ["h", "rows", "h"], ["y"],
@@ -816,7 +830,7 @@ def handmade(out):
     refused("loop-body-op", [
         helper.make_node("Loop", ["trips", "", "h"], ["y"], name="loop", body=body_graph(
             "body", [helper.make_node("Identity", ["c"], ["c_out"]),
-                     helper.make_node("Det", ["s"], ["s_out"], name="det")],
+                     helper.make_node("NonZero", ["s"], ["s_out"], name="nonzero")],
             loop_inputs, ["c_out", "s_out"]))], [trips])
     # Gemm with mismatched inner dimensions.
     wg = helper.make_tensor("fc.weight", TensorProto.FLOAT, [5, 7], [0.0] * 35)

@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
-from onnx.reference.ops import op_scan
+from onnx.reference.ops import op_scan, op_stft
 
 TOLERANCE = 1e-5
 F32 = TensorProto.FLOAT
@@ -1067,6 +1067,58 @@ def variants(rng):
          helper.make_node("Unsqueeze", ["final", "one_axis"], ["final1"]),
          helper.make_node("Add", ["ys", "final1"], ["y"])],
         [floats("acc0", rng.standard_normal((4, 6, 6)) * 0.5), const("one_axis", [1])])
+    # DFT (opset 17: axis an attribute): a real input, onesided.
+    add("dft-onesided", 17, (4, 12, 1),
+        [helper.make_node("DFT", ["h"], ["y"], onesided=1)])
+    # DFT (opset 20: axis an input): a complex input padded to 13 along
+    # axis 2, then an inverse along axis 1 cut from 4 to 3.
+    add("dft-complex-pad-inverse-cut", 20, (4, 4, 10, 2),
+        [helper.make_node("DFT", ["h", "len13", "axis2"], ["a"]),
+         helper.make_node("DFT", ["a", "len3", "axis1"], ["y"], inverse=1)],
+        [const("len13", 13), const("len3", 3), const("axis2", 2), const("axis1", 1)])
+    # An inverse onesided DFT (NumPy's irfft): a real signal of odd length
+    # 15 from the first 8 of 9 bins, and of the default even length 16.
+    add("dft-inverse-onesided", 20, (4, 9, 2),
+        [helper.make_node("DFT", ["h", "len15"], ["a"], inverse=1, onesided=1),
+         helper.make_node("DFT", ["h"], ["b"], inverse=1, onesided=1),
+         helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+        [const("len15", 15)])
+    # STFT: a real signal with a constant Hann window (folded into the
+    # matrix; as torch.stft exports it), onesided; a complex one with a
+    # window computed from a parameter, frame_length given, both sides.
+    n = np.arange(10)
+    add("stft-window", 17, (2, 40, 1),
+        [helper.make_node("STFT", ["h", "step", "window"], ["y"])],
+        [const("step", 4), floats("window", 0.5 - 0.5 * np.cos(2 * np.pi * n / 10))])
+    add("stft-complex-computed-window", 17, (2, 30, 2),
+        [helper.make_node("Sigmoid", ["logits"], ["window"]),
+         helper.make_node("STFT", ["h", "step", "window", "length"], ["y"], onesided=0)],
+        [const("step", 5), const("length", 8), floats("logits", rng.standard_normal(8))])
+    # A signal [batch, length] (PyTorch's TorchScript export of torch.stft;
+    # ONNX Runtime reads it as real).
+    add("stft-rank2", 17, (2, 33),
+        [helper.make_node("STFT", ["h", "step"], ["y"], onesided=1)]
+        + [], [const("step", 3)])
+    # Det: batches of 5 x 5 matrices (LU with partial pivoting); a column
+    # of zeros (determinant 0, its pivot divided as 1) beside a zero in
+    # the corner (a swap at the first step); one matrix, a scalar.
+    add("det-batch", 13, (4, 3, 5, 5), [helper.make_node("Det", ["h"], ["y"])])
+    column = np.ones((4, 4), np.float32)
+    column[:, 2] = 0
+    corner = np.ones((4, 4), np.float32)
+    corner[0, 0] = 0
+    add("det-zero-column-corner", 13, (4, 2, 4, 4),
+        [helper.make_node("Mul", ["h", "column"], ["hc"]),
+         helper.make_node("Det", ["hc"], ["a"]),
+         helper.make_node("Mul", ["h", "corner"], ["hk"]),
+         helper.make_node("Det", ["hk"], ["b"]),
+         helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+        [floats("column", column), floats("corner", corner)])
+    add("det-matrix", 13, (1, 6, 6),
+        [helper.make_node("Reshape", ["h", "square"], ["m"]),
+         helper.make_node("Det", ["m"], ["d"]),
+         helper.make_node("Reshape", ["d", "one"], ["y"])],
+        [const("square", [6, 6]), const("one", [1])])
     return out
 
 
@@ -1097,6 +1149,14 @@ def hardmax_for(opset):
             return (y.reshape(x.shape),)
 
     return Hardmax
+
+
+class STFT(op_stft.STFT):
+    """onnx.reference's STFT, also of a signal [batch, length], which ONNX
+    Runtime reads as real and PyTorch's TorchScript exporter writes."""
+
+    def _run(self, x, *args, **kwargs):
+        return super()._run(x[..., np.newaxis] if x.ndim == 2 else x, *args, **kwargs)
 
 
 class Scan(op_scan.Scan):
@@ -1152,7 +1212,7 @@ def write(directory, spec, rng):
     path = os.path.join(directory, "model.onnx")
     onnx.save(model, path)
     x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
-    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan, hardmax_for(opset)])
+    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan, STFT, hardmax_for(opset)])
     with np.errstate(divide="ignore", invalid="ignore"):  # the logs of isnan-isinf
         y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
                             for i in range(0, 8, shape[0])])

@@ -764,6 +764,12 @@ bool Importer::node(const onnx::Node &n) {
     return gridSample();
   if (op == "Einsum")
     return einsum();
+  if (op == "DFT")
+    return dft();
+  if (op == "STFT")
+    return stft();
+  if (op == "Det")
+    return det();
   if (op == "LSTM" || op == "GRU" || op == "RNN")
     return recurrent(op);
   if (op == "Gemm")
@@ -991,7 +997,8 @@ const char *onnxSupportedOps() {
   return "Abs, Acos, Acosh, Add, And, ArgMax, ArgMin, Asin, Asinh, Atan, "
          "Atanh, AveragePool, BatchNormalization, Cast, CastLike, Ceil, Celu, "
          "Clip, Col2Im, Concat, ConcatFromSequence, Constant, ConstantOfShape, "
-         "Conv, ConvTranspose, Cos, Cosh, CumSum, DepthToSpace, Div, Dropout, "
+         "Conv, ConvTranspose, Cos, Cosh, CumSum, DepthToSpace, Det, DFT, Div, "
+         "Dropout, "
          "Einsum, Elu, Equal, Erf, Exp, Expand, EyeLike, Flatten, Floor, "
          "Gather, GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
          "GlobalMaxPool, Greater, GreaterOrEqual, GridSample, "
@@ -1007,7 +1014,8 @@ const char *onnxSupportedOps() {
          "SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, "
          "SequenceInsert, SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, "
          "Sinh, Size, Slice, Softmax, SoftmaxCrossEntropyLoss, Softplus, "
-         "Softsign, SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, Sub, "
+         "Softsign, SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, STFT, "
+         "Sub, "
          "Sum, Tan, Tanh, ThresholdedRelu, Tile, TopK, Transpose, Trilu, "
          "Unsqueeze, Where, Xor";
 }

@@ -28,6 +28,7 @@ namespace kiln::cli::onnx_import {
 using onnx::DataType;
 
 struct ConvAttributes;
+struct SpectralTransform;
 
 struct Static {
   std::vector<int64_t> dims;
@@ -374,6 +375,24 @@ private:
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).
   bool einsum();
   bool diagonal(size_t i, mlir::Value &value, std::vector<int> &labels);
+
+  // DFT and STFT as products with constant matrices
+  // (OnnxImportSpectral.cpp).
+  bool dft();
+  bool stft();
+  // |x| [..., n at |axis|, ..., parts] transformed along |axis| as |t|
+  // says, each input element weighted by |window| (if any): a dot_general
+  // with the transform's matrix, the axis moved next to the parts and back.
+  mlir::Value spectralProduct(mlir::Value x, int64_t axis,
+                              const SpectralTransform &t,
+                              const std::vector<double> *window,
+                              const std::string &suffix);
+  // Fails unless |t|'s matrix is small enough to write.
+  bool spectralSize(const SpectralTransform &t);
+
+  // Det by an LU factorization unrolled over the columns
+  // (OnnxImportLinalg.cpp).
+  bool det();
 
   // LSTM, GRU and RNN unrolled over the sequence (OnnxImportRecurrent.cpp).
   bool recurrent(const std::string &op);

@@ -405,9 +405,9 @@ Value ElementEmitter::emitMaxPool(MaxPool2DOp pool, ValueRange indices) {
                        cast<RankedTensorType>(pool.getType()).getElementType());
 }
 
-Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
-  Location loc = dropout.getLoc();
-  auto type = cast<RankedTensorType>(dropout.getType());
+Value ElementEmitter::emitUniform(Location loc, RankedTensorType type,
+                                  Value counterTensor, uint64_t seed,
+                                  ValueRange indices) {
   Type i32 = b_.getI32Type(), i64 = b_.getI64Type(), f64 = b_.getF64Type();
   auto word = [&](uint32_t v) {
     return b_.create<arith::ConstantOp>(loc, b_.getIntegerAttr(i32, v)).getResult();
@@ -426,12 +426,11 @@ Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
     flat = b_.create<arith::AddIOp>(loc, flat, index);
   }
   Value i = b_.create<arith::IndexCastOp>(loc, i64, flat);
-  Value counter = convertScalar(b_, loc, emit(dropout.getCounter(), {}), i64);
+  Value counter = convertScalar(b_, loc, emit(counterTensor, {}), i64);
   // Counter (low and high words of the counter, then of the index); the
   // key's words come from the seed, bumped by the Weyl constants each
   // round, and are constants here.
   Value c[4] = {low(counter), high(counter), low(i), high(i)};
-  uint64_t seed = static_cast<uint64_t>(dropout.getSeed());
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
@@ -449,13 +448,22 @@ Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
     c[2] = n2;
     c[3] = p0.getLow();
   }
-  // u = (word >> 8) 2^-24; keep when u >= rate; the kept element times
-  // 1 / (1 - rate) in f64, rounded to the element type once (bf16 and f16
-  // by the CPU lowering's TruncF64ToHalfThroughOdd, CUDA's __double2*).
+  // u = (word >> 8) 2^-24.
   Value bits = b_.create<arith::ShRUIOp>(loc, c[0], word(8));
-  Value u = b_.create<arith::MulFOp>(
+  return b_.create<arith::MulFOp>(
       loc, b_.create<arith::UIToFPOp>(loc, f64, bits),
       b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 0x1.0p-24)));
+}
+
+Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
+  Location loc = dropout.getLoc();
+  auto type = cast<RankedTensorType>(dropout.getType());
+  Type f64 = b_.getF64Type();
+  Value u = emitUniform(loc, type, dropout.getCounter(),
+                        static_cast<uint64_t>(dropout.getSeed()), indices);
+  // Keep when u >= rate; the kept element times 1 / (1 - rate) in f64,
+  // rounded to the element type once (bf16 and f16 by the CPU lowering's
+  // TruncF64ToHalfThroughOdd, CUDA's __double2*).
   double rate = dropout.getRate().convertToDouble();
   Value keep = b_.create<arith::CmpFOp>(
       loc, arith::CmpFPredicate::OGE, u,
@@ -468,6 +476,15 @@ Value ElementEmitter::emitDropout(DropoutOp dropout, ValueRange indices) {
   Value zero = convertScalar(
       b_, loc, b_.create<arith::ConstantOp>(loc, b_.getFloatAttr(f64, 0.0)), element);
   return b_.create<arith::SelectOp>(loc, keep, kept, zero);
+}
+
+Value ElementEmitter::emitRandomUniform(RandomUniformOp random,
+                                        ValueRange indices) {
+  auto type = cast<RankedTensorType>(random.getType());
+  Value u = emitUniform(random.getLoc(), type, random.getCounter(),
+                        static_cast<uint64_t>(random.getSeed()), indices);
+  // Rounded to the element type once, as the reference rounds it.
+  return convertScalar(b_, random.getLoc(), u, type.getElementType());
 }
 
 std::pair<Value, Value>

@@ -39,7 +39,8 @@ bool isModeled(Operation *op) {
     return true;
   return isa<BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp,
              ConcatenateOp, ConstantOp, IotaOp, ReduceOp, GatherOp,
-             ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp, DropoutOp, YieldOp>(op);
+             ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp, DropoutOp,
+             RandomUniformOp, YieldOp>(op);
 }
 
 } // namespace
@@ -331,6 +332,7 @@ Value ElementEmitter::emitUncached(Value value, ValueRange indices) {
       .Case([&](ScatterAddOp scatter) { return emitScatterAdd(scatter, indices); })
       .Case([&](MaxPool2DOp pool) { return emitMaxPool(pool, indices); })
       .Case([&](DropoutOp dropout) { return emitDropout(dropout, indices); })
+      .Case([&](RandomUniformOp random) { return emitRandomUniform(random, indices); })
       .Case([&](MaxPool2DGradOp grad) { return emitMaxPoolGrad(grad, indices); })
       .Case([&](BroadcastInDimOp broadcast) {
         auto operandType = cast<RankedTensorType>(broadcast.getOperand().getType());

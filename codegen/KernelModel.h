@@ -308,6 +308,13 @@ private:
   // kiln.dropout's element at |indices|: ir/reference/Philox.h's recipe
   // (Philox-4x32-10 on the element's row-major index) in arith ops.
   mlir::Value emitDropout(DropoutOp dropout, mlir::ValueRange indices);
+  mlir::Value emitRandomUniform(RandomUniformOp random,
+                                mlir::ValueRange indices);
+  // u(seed, counter, i) on [0, 1) in f64 for the element at |indices| of
+  // |type| (kiln.dropout's and kiln.random_uniform's Philox-4x32-10).
+  mlir::Value emitUniform(mlir::Location loc, mlir::RankedTensorType type,
+                          mlir::Value counterTensor, uint64_t seed,
+                          mlir::ValueRange indices);
   mlir::Value emitMaxPoolGrad(MaxPool2DGradOp grad, mlir::ValueRange indices);
   // Window (oh, ow) of |grad|'s input: whether input position |here| (ih * W
   // + iw) is its maximum, and its gradient dy[n, c, oh, ow] in the compute

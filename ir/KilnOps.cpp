@@ -877,6 +877,9 @@ int64_t ScatterAddOp::getFlops() {
 int64_t DropoutOp::getFlops() {
   return flops::dropout(shape::numElements(shapeOf(getType())));
 }
+int64_t RandomUniformOp::getFlops() {
+  return flops::dropout(shape::numElements(shapeOf(getType())));
+}
 int64_t GeluGradOp::getFlops() {
   return flops::geluGrad(shape::numElements(shapeOf(getType())),
                          getApproximate() == GeluApproximation::tanh);

@@ -781,6 +781,31 @@ def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, Kiln_CustomCost,
   let hasVerifier = 1;
 }
 
+def Kiln_RandomUniformOp : Kiln_Op<"random_uniform", [Pure, Kiln_CustomCost,
+    Kiln_Reference, Kiln_Grad]> {
+  let summary = "Counter-based uniform random numbers on [0, 1)";
+  let description = [{
+    Element `i` (row-major) is `u(seed, counter, i)`: the number
+    `kiln.dropout` compares with its rate, from Philox-4x32-10 keyed by
+    `seed` at counter `(counter, i)`, 24 bits (`(word >> 8) * 2^-24`). The
+    same seed, counter and shape always give the same numbers, so a kernel
+    may compute them where it reads them; a new counter (the training step)
+    gives new ones. No gradient flows through it. ONNX's RandomUniform,
+    RandomNormal (Box-Muller of two of them), their Like forms and
+    Bernoulli (u < p) are imported as it.
+
+    Example:
+    ```mlir
+    %u = kiln.random_uniform %step, seed = 3 : tensor<32x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_I64Scalar:$counter, I64Attr:$seed);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $counter `,` `seed` `=` $seed attr-dict `:` type($result)
+  }];
+}
+
 def Kiln_ModeSelectOp : Kiln_Op<"mode_select", [Pure,
     AllTypesMatch<["training", "eval", "result"]>, Kiln_DataMovement,
     Kiln_Reference, Kiln_Grad]> {

@@ -45,10 +45,11 @@
 // updated once per micro-batch, in order, as K forward passes in PyTorch
 // update it K times: micro-batch k reads what micro-batch k - 1 wrote, and
 // the step returns the last micro-batch's update.
-// Randomness: micro-batch k's kiln.dropout ops (forward and backward, which
-// must agree) get seed + k * kSeedStride, so the micro-batches draw
-// different masks (with the same seed they would all drop the same
-// elements); micro-batch 0 keeps the model's seeds.
+// Randomness: micro-batch k's kiln.dropout and kiln.random_uniform ops
+// (forward and backward, which must agree) get seed + k * kSeedStride, so
+// the micro-batches draw different masks and numbers (with the same seed
+// they would all drop the same elements); micro-batch 0 keeps the model's
+// seeds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -260,10 +261,16 @@ private:
         if (!firstOfClone)
           firstOfClone = copy;
         if (m > 0)
-          copy->walk([&](DropoutOp dropout) {
-            uint64_t seed = static_cast<uint64_t>(dropout.getSeed()) +
-                            static_cast<uint64_t>(m) * kSeedStride;
-            dropout.setSeedAttr(b.getI64IntegerAttr(static_cast<int64_t>(seed)));
+          copy->walk([&](Operation *random) {
+            auto reseed = [&](auto op) {
+              uint64_t seed = static_cast<uint64_t>(op.getSeed()) +
+                              static_cast<uint64_t>(m) * kSeedStride;
+              op.setSeedAttr(b.getI64IntegerAttr(static_cast<int64_t>(seed)));
+            };
+            if (auto dropout = dyn_cast<DropoutOp>(random))
+              reseed(dropout);
+            else if (auto uniform = dyn_cast<RandomUniformOp>(random))
+              reseed(uniform);
           });
       }
       // Each sum grows right after micro-batch m produces its part, so the

@@ -564,12 +564,13 @@ void Fuser::push(Move move, int a, int b) {
 }
 
 // Whether |def| computes its (large) result from small inputs alone: a
-// broadcast of a small value, an iota. Kernels that read it share no large
+// broadcast of a small value, an iota, random numbers (the same wherever a
+// kernel computes them). Kernels that read it share no large
 // read: each computes it itself once the producer is copied in (a scalar
 // such as a learning-rate factor, broadcast to each parameter's shape and
 // read by that shape's update in every block).
 bool Fuser::expandsSmallInput(Operation *def) const {
-  if (isa<IotaOp>(def))
+  if (isa<IotaOp, RandomUniformOp>(def))
     return true;
   if (!isa<BroadcastInDimOp>(def))
     return false;

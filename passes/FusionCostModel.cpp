@@ -55,7 +55,8 @@ bool isFusibleOp(Operation *op) {
   if (isa<ScalarSemantics>(op))
     return true;
   return isa<BroadcastInDimOp, TransposeOp, SliceOp, PadOp, ReshapeOp, IotaOp,
-             ConstantOp, ReduceOp, ScatterAddOp, DropoutOp>(op);
+             ConstantOp, ReduceOp, ScatterAddOp, DropoutOp, RandomUniformOp>(
+      op);
 }
 
 KernelStats countKernels(func::FuncOp func, const CostModelOptions &options) {

@@ -22,7 +22,7 @@ namespace kiln::graph {
 
 // The format version this build reads and writes (see graph.fbs).
 constexpr uint16_t kFormatMajor = 1;
-constexpr uint16_t kFormatMinor = 10;
+constexpr uint16_t kFormatMinor = 11;
 
 // True when |value| is one of the values |E| declares (all graph enums are
 // dense from 0 to MAX).

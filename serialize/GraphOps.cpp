@@ -97,7 +97,8 @@ using flatbuffers::Offset;
   X(Ceil, CeilOp, None)                                                        \
   X(Round, RoundOp, None)                                                      \
   X(Atan, AtanOp, None)                                                        \
-  X(Rem, RemOp, None)
+  X(Rem, RemOp, None)                                                          \
+  X(RandomUniform, RandomUniformOp, Random)
 
 namespace kiln::graph {
 namespace {
@@ -493,6 +494,18 @@ struct DropoutFamily {
     return fbs::CreateDropoutAttrs(fbb, toDouble(op.getRate()),
                                    int64_t(op.getSeed()))
         .Union();
+  }
+};
+
+struct RandomFamily {
+  static constexpr fbs::Attrs kTable = fbs::Attrs::RandomAttrs;
+  using Table = fbs::RandomAttrs;
+  template <typename OpT> static LogicalResult read(Reader &r, const Table &t) {
+    r.setLong(OpT::getSeedAttrName(r.name()), t.seed());
+    return success();
+  }
+  template <typename OpT> static Written write(FlatBufferBuilder &fbb, OpT op) {
+    return fbs::CreateRandomAttrs(fbb, int64_t(op.getSeed())).Union();
   }
 };
 

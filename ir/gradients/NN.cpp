@@ -198,6 +198,12 @@ LogicalResult DropoutOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
   return success();
 }
 
+LogicalResult
+RandomUniformOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                SmallVectorImpl<Value> &operandGrads) {
+  return noGradients(*this, operandGrads);
+}
+
 LogicalResult SoftmaxCrossEntropyOp::buildGradients(
     OpBuilder &b, ArrayRef<Value> resultGrads,
     SmallVectorImpl<Value> &operandGrads) {

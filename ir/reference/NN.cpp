@@ -305,6 +305,22 @@ LogicalResult DropoutOp::evaluate(ArrayRef<HostTensor> operands,
   return success();
 }
 
+LogicalResult RandomUniformOp::evaluate(ArrayRef<HostTensor> operands,
+                                        SmallVectorImpl<HostTensor> &results) {
+  if (failed(checkOperands(*this, operands)))
+    return failure();
+  FailureOr<HostTensor> result = makeResult(*this);
+  if (failed(result))
+    return failure();
+  int64_t counter = static_cast<int64_t>(operands[0][0]);
+  int64_t seed = static_cast<int64_t>(getSeed());
+  for (int64_t i = 0; i < result->size(); ++i)
+    (*result)[i] =
+        roundTo(result->dtype(), philox::dropoutUniform(seed, counter, i));
+  results.push_back(std::move(*result));
+  return success();
+}
+
 LogicalResult SoftmaxCrossEntropyOp::evaluate(ArrayRef<HostTensor> operands,
                                               SmallVectorImpl<HostTensor> &results) {
   if (failed(checkOperands(*this, operands)))

@@ -124,6 +124,15 @@ func.func @int_predicate(%p: tensor<4xi32>, %a: tensor<4xf32>) -> tensor<4xf32> 
 
 // -----
 
+// kiln.random_uniform makes floats.
+func.func @random_integers(%c: tensor<i64>) -> tensor<4xi32> {
+  // expected-error@+1 {{'kiln.random_uniform' op result #0 must be statically shaped tensor of 64-bit float or 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %0 = kiln.random_uniform %c, seed = 1 : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
 // The dropout counter is a 0-d i64 tensor (Kiln_I64Scalar). The custom form
 // does not spell its type, so this is written in the generic form.
 func.func @dropout_counter(%a: tensor<4xf32>, %c: tensor<1xi64>) -> tensor<4xf32> {

@@ -275,7 +275,7 @@ func.func @pool(%x: tensor<8x6x28x28xf32>, %dy: tensor<8x6x14x14xf32>, %z: tenso
 }
 
 // The neural-network composites: softmax, log_softmax, layer_norm, gather,
-// scatter_add, dropout and softmax_cross_entropy.
+// scatter_add, dropout, random_uniform and softmax_cross_entropy.
 // CHECK-LABEL: func.func @composites
 func.func @composites(%logits: tensor<32x10xf32>, %labels: tensor<32xi32>, %h: tensor<4x16x64xf32>,
                       %g: tensor<64xf32>, %b: tensor<64xf32>, %table: tensor<1000x64xf32>,
@@ -292,6 +292,8 @@ func.func @composites(%logits: tensor<32x10xf32>, %labels: tensor<32xi32>, %h: t
   %4 = kiln.scatter_add %table, %tokens, %3 : (tensor<1000x64xf32>, tensor<4x16xi64>, tensor<4x16x64xf32>) -> tensor<1000x64xf32>
   // CHECK: kiln.dropout %{{.*}}, %{{.*}}, rate = 1.000000e-01, seed = 7 : tensor<32x10xf32>
   %5 = kiln.dropout %logits, %step, rate = 0.1, seed = 7 : tensor<32x10xf32>
+  // CHECK: kiln.random_uniform %{{.*}}, seed = -2 : tensor<4x16xf16>
+  %u = kiln.random_uniform %step, seed = -2 : tensor<4x16xf16>
   // CHECK: kiln.softmax_cross_entropy %{{.*}}, %{{.*}} : (tensor<32x10xf32>, tensor<32xi32>) -> tensor<32xf32>
   %6 = kiln.softmax_cross_entropy %logits, %labels : (tensor<32x10xf32>, tensor<32xi32>) -> tensor<32xf32>
   return

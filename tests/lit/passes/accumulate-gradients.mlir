@@ -147,15 +147,19 @@ func.func @forward(%x: tensor<2x2xf32> {kiln.role = #kiln.role<input>}) -> (tens
 
 // -----
 
-// Dropout: each micro-batch draws its own masks (micro-batch 1's seed is 7
-// plus the stride 0x9E3779B97F4A7C15, as a signed i64), and its backward
-// pass reuses its forward pass's seed.
+// Dropout and random numbers: each micro-batch draws its own masks and
+// numbers (micro-batch 1's seeds are 7 and 9 plus the stride
+// 0x9E3779B97F4A7C15, as a signed i64), and its backward pass reuses its
+// forward pass's seed.
 // CHECK-LABEL: func.func @dropout
+// CHECK: kiln.random_uniform %arg2, seed = 9 :
 // CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = 7 :
 // CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = 7 :
+// CHECK: kiln.random_uniform %arg2, seed = -7046029254386353122 :
 // CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = -7046029254386353124 :
 // CHECK: kiln.dropout %{{.*}}, %arg2, rate = 5.000000e-01, seed = -7046029254386353124 :
 // CHECK-NOT: kiln.dropout
+// CHECK-NOT: kiln.random_uniform
 // DIST-LABEL: func.func @dropout
 // SMALL-LABEL: func.func @dropout
 func.func @dropout(
@@ -165,7 +169,9 @@ func.func @dropout(
     -> (tensor<f32> {kiln.role = #kiln.role<loss>}) {
   %wb = kiln.broadcast_in_dim %w, dims = [1] : tensor<3xf32> -> tensor<2x3xf32>
   %p = kiln.mul %x, %wb : tensor<2x3xf32>
-  %d = kiln.dropout %p, %step, rate = 5.000000e-01, seed = 7 : tensor<2x3xf32>
+  %u = kiln.random_uniform %step, seed = 9 : tensor<2x3xf32>
+  %n = kiln.add %p, %u : tensor<2x3xf32>
+  %d = kiln.dropout %n, %step, rate = 5.000000e-01, seed = 7 : tensor<2x3xf32>
   %m = kiln.reduce mean %d, dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
   return %m : tensor<f32>
 }

@@ -83,6 +83,7 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   // CHECK: kiln.scatter_add %{{.+}}, %{{.+}}, %[[E]] combine = prod : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   // CHECK: %[[LN:.+]] = kiln.layer_norm %[[E]], %{{.+}}, %{{.+}}, axis = 2, epsilon = 1.000000e-05 : tensor<2x3x8xf32>, tensor<8xf32>
   // CHECK: %[[DR:.+]] = kiln.dropout %[[LN]], %{{.+}}, rate = 2.500000e-01, seed = -3 : tensor<2x3x8xf32>
+  // CHECK: kiln.random_uniform %{{.+}}, seed = -5 : tensor<2x3x8xbf16>
   // CHECK: %[[CE:.+]] = kiln.softmax_cross_entropy %[[LS]], %{{.+}} : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>
   // CHECK: %[[L:.+]] = kiln.reduce mean %[[CE]], dims = [0] : tensor<2xf32> -> tensor<f32>
   // CHECK: %[[BM:.+]] = kiln.reduce mean %[[LN]], dims = [0, 1] : tensor<2x3x8xf32> -> tensor<8xf32>
@@ -105,6 +106,7 @@ func.func @net(%img: tensor<2x1x8x8xf32> {kiln.role = #kiln.role<input>, kiln.na
   %sp = kiln.scatter_add %table, %tok, %emb combine = prod : (tensor<16x8xf32>, tensor<2x3xi64>, tensor<2x3x8xf32>) -> tensor<16x8xf32>
   %ln = kiln.layer_norm %emb, %g, %b, axis = 2, epsilon = 1.0e-05 : tensor<2x3x8xf32>, tensor<8xf32>
   %dr = kiln.dropout %ln, %step, rate = 0.25, seed = -3 : tensor<2x3x8xf32>
+  %ru = kiln.random_uniform %step, seed = -5 : tensor<2x3x8xbf16>
   %ce = kiln.softmax_cross_entropy %ls, %lab : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<2xf32>
   %loss = kiln.reduce mean %ce, dims = [0] : tensor<2xf32> -> tensor<f32>
   %bm = kiln.reduce mean %ln, dims = [0, 1] : tensor<2x3x8xf32> -> tensor<8xf32>

@@ -281,6 +281,57 @@ func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>, %y: tensor<7x33xbf16>,
     assembleAllForSm90();
 }
 
+// kiln.random_uniform's numbers are the interpreter's bit for bit: f32
+// added to data (each element's index is its index in the op's own result),
+// bf16 rounded from f64 once, and a normal drawn from two of them by
+// Box-Muller (log, cos, sqrt) beside a reduction of it. The kernels also go
+// through NVRTC and ptxas for sm_90.
+TEST_F(CudaEmulationTest, RandomUniformMatchesTheInterpreter) {
+  const char *text = R"mlir(
+func.func @main(%x: tensor<5x300xf32>, %n: tensor<i64>)
+    -> (tensor<300x5xf32>, tensor<7x33xbf16>, tensor<6xf32>) {
+  %a = kiln.fusion loop (%x, %n) : (tensor<5x300xf32>, tensor<i64>) -> tensor<300x5xf32> {
+  ^bb0(%v: tensor<5x300xf32>, %c: tensor<i64>):
+    %u = kiln.random_uniform %c, seed = -3 : tensor<5x300xf32>
+    %s = kiln.add %v, %u : tensor<5x300xf32>
+    %t = kiln.transpose %s, permutation = [1, 0] : tensor<5x300xf32> -> tensor<300x5xf32>
+    kiln.yield %t : tensor<300x5xf32>
+  }
+  %b = kiln.fusion loop (%n) : (tensor<i64>) -> tensor<7x33xbf16> {
+  ^bb0(%c: tensor<i64>):
+    %u = kiln.random_uniform %c, seed = 123456789012 : tensor<7x33xbf16>
+    kiln.yield %u : tensor<7x33xbf16>
+  }
+  %r = kiln.fusion reduction (%n) : (tensor<i64>) -> tensor<6xf32> {
+  ^bb0(%c: tensor<i64>):
+    %u1 = kiln.random_uniform %c, seed = 5 : tensor<6x40xf32>
+    %u2 = kiln.random_uniform %c, seed = 6 : tensor<6x40xf32>
+    %one = kiln.constant dense<1.0> : tensor<6x40xf32>
+    %open = kiln.sub %one, %u1 : tensor<6x40xf32>
+    %l = kiln.log %open : tensor<6x40xf32>
+    %m2 = kiln.constant dense<-2.0> : tensor<6x40xf32>
+    %r2 = kiln.mul %l, %m2 : tensor<6x40xf32>
+    %radius = kiln.sqrt %r2 : tensor<6x40xf32>
+    %tau = kiln.constant dense<6.28318548> : tensor<6x40xf32>
+    %angle = kiln.mul %u2, %tau : tensor<6x40xf32>
+    %cos = kiln.cos %angle : tensor<6x40xf32>
+    %z = kiln.mul %radius, %cos : tensor<6x40xf32>
+    %sum = kiln.reduce sum %z, dims = [1] : tensor<6x40xf32> -> tensor<6xf32>
+    kiln.yield %sum : tensor<6xf32>
+  }
+  return %a, %b, %r : tensor<300x5xf32>, tensor<7x33xbf16>, tensor<6xf32>
+}
+)mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << diagnostics;
+  uint64_t seed = firstSeed();
+  addFusions(*module, "random", seed);
+  runAll();
+  EXPECT_EQ(ran, 3u) << "seed " << seed;
+  if (!KILN_TEST_HAS_ASAN)
+    assembleAllForSm90();
+}
+
 // The vector loads and stores of an elementwise.v4 kernel take only
 // addresses aligned to the vector (kiln_vec_at in the prelude): aligned,
 // the kernel computes the interpreter's values; handed an input or an

@@ -712,6 +712,10 @@ bool Importer::node(const onnx::Node &n) {
     return unary(op);
   if (op == "Dropout")
     return dropout();
+  if (op == "RandomUniform" || op == "RandomNormal" ||
+      op == "RandomUniformLike" || op == "RandomNormalLike" ||
+      op == "Bernoulli")
+    return random(op);
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
       op == "Max" || op == "Min")
     return binary(op);
@@ -995,29 +999,28 @@ bool Importer::run(OnnxImport &out) {
 
 const char *onnxSupportedOps() {
   return "Abs, Acos, Acosh, Add, And, ArgMax, ArgMin, Asin, Asinh, Atan, "
-         "Atanh, AveragePool, BatchNormalization, Cast, CastLike, Ceil, Celu, "
-         "Clip, Col2Im, Concat, ConcatFromSequence, Constant, ConstantOfShape, "
-         "Conv, ConvTranspose, Cos, Cosh, CumSum, DepthToSpace, Det, DFT, Div, "
-         "Dropout, "
-         "Einsum, Elu, Equal, Erf, Exp, Expand, EyeLike, Flatten, Floor, "
-         "Gather, GatherElements, GatherND, Gelu, Gemm, GlobalAveragePool, "
-         "GlobalMaxPool, Greater, GreaterOrEqual, GridSample, "
-         "GroupNormalization, GRU, Hardmax, HardSigmoid, HardSwish, Identity, "
-         "If, InstanceNormalization, IsInf, IsNaN, LayerNormalization, "
-         "LeakyRelu, Less, LessOrEqual, Log, LogSoftmax, Loop, "
-         "LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, Min, Mish, Mod, "
-         "Mul, Neg, NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, "
-         "PRelu, Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
-         "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "
-         "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, "
-         "RNN, Round, Scan, Scatter, ScatterElements, ScatterND, Selu, "
-         "SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, "
-         "SequenceInsert, SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, "
-         "Sinh, Size, Slice, Softmax, SoftmaxCrossEntropyLoss, Softplus, "
-         "Softsign, SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, STFT, "
-         "Sub, "
-         "Sum, Tan, Tanh, ThresholdedRelu, Tile, TopK, Transpose, Trilu, "
-         "Unsqueeze, Where, Xor";
+         "Atanh, AveragePool, BatchNormalization, Bernoulli, Cast, CastLike, "
+         "Ceil, Celu, Clip, Col2Im, Concat, ConcatFromSequence, Constant, "
+         "ConstantOfShape, Conv, ConvTranspose, Cos, Cosh, CumSum, "
+         "DepthToSpace, Det, DFT, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, "
+         "Expand, EyeLike, Flatten, Floor, Gather, GatherElements, GatherND, "
+         "Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, "
+         "GreaterOrEqual, GridSample, GroupNormalization, GRU, Hardmax, "
+         "HardSigmoid, HardSwish, Identity, If, InstanceNormalization, IsInf, "
+         "IsNaN, LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, "
+         "LogSoftmax, Loop, LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, "
+         "Min, Mish, Mod, Mul, Neg, NegativeLogLikelihoodLoss, Not, OneHot, "
+         "Or, Pad, Pow, PRelu, RandomNormal, RandomNormalLike, RandomUniform, "
+         "RandomUniformLike, Range, Reciprocal, ReduceL1, ReduceL2, "
+         "ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, "
+         "ReduceProd, ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, "
+         "RMSNormalization, RNN, Round, Scan, Scatter, ScatterElements, "
+         "ScatterND, Selu, SequenceAt, SequenceConstruct, SequenceEmpty, "
+         "SequenceErase, SequenceInsert, SequenceLength, Shape, Shrink, "
+         "Sigmoid, Sign, Sin, Sinh, Size, Slice, Softmax, "
+         "SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, Split, "
+         "SplitToSequence, Sqrt, Squeeze, STFT, Sub, Sum, Tan, Tanh, "
+         "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

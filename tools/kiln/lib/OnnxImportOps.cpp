@@ -707,4 +707,103 @@ bool Importer::dropout() {
   return true;
 }
 
+mlir::Value Importer::randomUniform(llvm::ArrayRef<int64_t> dims, mlir::Type e,
+                                    const std::string &suffix) {
+  if (!step_)
+    step_ = g_.addStepCounter("step");
+  return b_.create<kiln::RandomUniformOp>(
+      loc(suffix), type(dims, e), step_,
+      b_.getI64IntegerAttr(nextDropoutSeed_++));
+}
+
+// RandomUniform, RandomNormal (a static shape), RandomUniformLike,
+// RandomNormalLike (input 0's shape and, without dtype, type) and
+// Bernoulli (1 where u < p). Each draws kiln.random_uniform numbers at the
+// step counter (new numbers every step, as PyTorch's generator gives) with
+// the next of the import's seeds, as dropout does: ONNX leaves the
+// generator unspecified, so the seed attribute does not pick kiln's
+// stream. A normal is Box-Muller of two uniforms, sqrt(-2 ln(1 - u1))
+// cos(2 pi u2), in f32 (f64 for DOUBLE), then mean + scale times it. No
+// gradient flows to the input of a Like op or to Bernoulli's p.
+bool Importer::random(const std::string &op) {
+  bool like = op == "RandomUniformLike" || op == "RandomNormalLike";
+  bool bernoulli = op == "Bernoulli";
+  bool normal = op == "RandomNormal" || op == "RandomNormalLike";
+  llvm::SmallVector<int64_t> dims;
+  mlir::Value input;
+  mlir::Type e = b_.getF32Type();
+  if (like || bernoulli) {
+    if (!value(0, input))
+      return false;
+    dims.assign(shape(input).begin(), shape(input).end());
+    e = element(input);
+  } else {
+    std::optional<std::vector<int64_t>> s = intsAttr("shape");
+    if (!s)
+      return fail("it has no shape attribute");
+    if (s->empty() || llvm::any_of(*s, [](int64_t d) { return d < 1; }))
+      return fail("its shape is " + shapeText(*s) +
+                  ": expected one or more dimensions of 1 or more");
+    dims.assign(s->begin(), s->end());
+  }
+  if (const onnx::Attribute *a = node_->attribute("dtype"))
+    if (!elementType(int32_t(a->i), e, "its dtype"))
+      return false;
+  if (bernoulli && !llvm::isa<mlir::FloatType>(element(input)))
+    return fail("its input (the probabilities) is not floating-point");
+  if (!bernoulli && !llvm::isa<mlir::FloatType>(e))
+    return fail("its dtype is not floating-point");
+  // The numbers in f64 for DOUBLE, else f32 (whose largest number below
+  // 1, 1 - 2^-24, keeps 1 - u above 0 for the logarithm).
+  mlir::Type draw = bernoulli ? element(input) : e;
+  if (!draw.isF64())
+    draw = b_.getF32Type();
+  mlir::Value u = randomUniform(dims, draw, ".uniform");
+  mlir::Value y;
+  if (bernoulli) {
+    mlir::Value p = input;
+    if (element(p) != draw)
+      p = b_.create<kiln::ConvertOp>(loc(".probability"), type(dims, draw), p);
+    mlir::Value hit =
+        b_.create<kiln::CompareOp>(loc(".hit"), type(dims, b_.getI1Type()),
+                                   kiln::CompareDirection::lt, u, p);
+    setOutput(0, e.isInteger(1)
+                     ? hit
+                     : b_.create<kiln::ConvertOp>(loc(), type(dims, e), hit)
+                           .getResult());
+    return true;
+  }
+  if (normal) {
+    mlir::Value u2 = randomUniform(dims, draw, ".uniform2");
+    mlir::Value open = sub(splat(1.0, draw, dims), u, ".open");
+    mlir::Value log = b_.create<kiln::LogOp>(loc(".log"), open.getType(), open);
+    mlir::Value radius =
+        b_.create<kiln::SqrtOp>(loc(".radius"), open.getType(),
+                                mul(log, splat(-2.0, draw, dims), ".squared"));
+    mlir::Value angle = mul(u2, splat(2.0 * M_PI, draw, dims), ".angle");
+    mlir::Value cos =
+        b_.create<kiln::CosOp>(loc(".cos"), angle.getType(), angle);
+    y = mul(radius, cos, ".standard");
+    double scale = floatAttr("scale", 1.0f), mean = floatAttr("mean", 0.0f);
+    if (scale != 1.0)
+      y = mul(y, splat(scale, draw, dims), ".scaled");
+    if (mean != 0.0)
+      y = add(y, splat(mean, draw, dims), ".shifted");
+  } else {
+    double low = floatAttr("low", 0.0f), high = floatAttr("high", 1.0f);
+    if (!(high > low))
+      return fail("high is " + std::to_string(high) + " and low " +
+                  std::to_string(low) + ": expected high above low");
+    y = u;
+    if (high - low != 1.0)
+      y = mul(y, splat(high - low, draw, dims), ".scaled");
+    if (low != 0.0)
+      y = add(y, splat(low, draw, dims), ".shifted");
+  }
+  if (draw != e)
+    y = b_.create<kiln::ConvertOp>(loc(".type"), type(dims, e), y);
+  setOutput(0, y);
+  return true;
+}
+
 } // namespace kiln::cli::onnx_import

@@ -228,6 +228,12 @@ private:
   bool runningStatistic(size_t i, int64_t channels, mlir::Type e,
                         double initial, mlir::Value &out);
   bool dropout();
+  // RandomUniform(Like), RandomNormal(Like) and Bernoulli.
+  bool random(const std::string &op);
+  // kiln.random_uniform of |dims| and |e| at the step counter, with the
+  // import's next seed.
+  mlir::Value randomUniform(llvm::ArrayRef<int64_t> dims, mlir::Type e,
+                            const std::string &suffix);
   bool constantNode();
   bool foldStatic(const std::string &op, bool &folded);
   bool eyeLike(bool &folded);

@@ -1119,6 +1119,26 @@ def variants(rng):
          helper.make_node("Det", ["m"], ["d"]),
          helper.make_node("Reshape", ["d", "one"], ["y"])],
         [const("square", [6, 6]), const("one", [1])])
+    # MaxPool's Indices (F.max_pool2d(return_indices=True), which
+    # max_unpool2d reads): flat positions in X counting the batch and the
+    # channels, row-major; with pads, then ceil_mode and storage_order 1
+    # (column-major), then 1-D. Scaled by 0.01 so that one index off by one
+    # moves the loss past the tolerance. (No gradient flows to indices.)
+    def indices_of(pool):
+        return [pool, helper.make_node("Cast", ["i"], ["f"], to=F32),
+                helper.make_node("Mul", ["f", "hundredth"], ["y"])]
+    add("maxpool-indices", 12, (4, 3, 7, 7),
+        indices_of(helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[3, 3],
+                                    strides=[2, 2], pads=[1, 1, 1, 1])),
+        [floats("hundredth", 0.01)], smooth=False)
+    add("maxpool-indices-ceil-column-major", 12, (4, 3, 7, 8),
+        indices_of(helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[2, 3],
+                                    strides=[2, 2], ceil_mode=1, storage_order=1)),
+        [floats("hundredth", 0.01)], smooth=False)
+    add("maxpool-indices-1d", 12, (4, 3, 10),
+        indices_of(helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[3],
+                                    strides=[2], pads=[1, 1])),
+        [floats("hundredth", 0.01)], smooth=False)
     return out
 
 

@@ -459,9 +459,13 @@ bool Importer::pool(bool max) {
   mlir::Value x;
   if (!value(0, x))
     return false;
-  if (node_->outputs.size() > 1 && !node_->outputs[1].empty())
-    return fail("its Indices output is not supported");
+  bool indices = node_->outputs.size() > 1 && !node_->outputs[1].empty();
+  if (indices && !max)
+    return fail("it has an Indices output, which only MaxPool gives");
   llvm::ArrayRef<int64_t> sx = shape(x);
+  if (indices && sx.size() == 5)
+    return fail("its Indices output is of a 3-D pool: kiln import reads "
+                "the indices of 1-D and 2-D max pools");
   if (sx.size() < 3 || sx.size() > 5)
     return fail("X is " + shapeText(sx) +
                 ": kiln import reads 1-D, 2-D and 3-D pooling (NCW, NCHW, "
@@ -561,6 +565,23 @@ bool Importer::pool(bool max) {
   }
   if (max) {
     setOutput(0, y);
+    if (indices) {
+      int64_t order = intAttr("storage_order", 0);
+      if (order != 0 && order != 1)
+        return fail("storage_order is " + std::to_string(order) +
+                    ": expected 0 (row-major) or 1 (column-major)");
+      // A 1-D pool's indices are a 2-D pool's over a unit height.
+      bool flat = rank == 1;
+      setOutput(1, maxPoolIndices(
+                       flat ? withUnitHeight(x, ".x_2d_indices") : x,
+                       flat ? std::vector<int64_t>{1, (*kernel)[0]} : *kernel,
+                       flat ? std::vector<int64_t>{1, strides[0]} : strides,
+                       flat ? std::vector<int64_t>{0, pads[0]}
+                            : std::vector<int64_t>{pads[0], pads[1]},
+                       flat ? std::vector<int64_t>{1, dims[2]}
+                            : std::vector<int64_t>{dims[2], dims[3]},
+                       order == 1, dims));
+    }
     return true;
   }
   int64_t window = product(*kernel);
@@ -587,6 +608,82 @@ bool Importer::pool(bool max) {
   }
   setOutput(0, y);
   return true;
+}
+
+mlir::Value Importer::maxPoolIndices(mlir::Value x,
+                                     llvm::ArrayRef<int64_t> kernel,
+                                     llvm::ArrayRef<int64_t> strides,
+                                     llvm::ArrayRef<int64_t> leading,
+                                     llvm::ArrayRef<int64_t> out,
+                                     bool columnMajor,
+                                     llvm::ArrayRef<int64_t> resultDims) {
+  // Every window's taps gathered from X's planes as [N * C, windows, taps],
+  // a tap in the padding reading an extra element of -infinity; the first
+  // largest tap by kiln.argmax (the reference's strict > keeps the first);
+  // its position from the window's and the tap's coordinates.
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  int64_t planes = sx[0] * sx[1], height = sx[2], width = sx[3];
+  int64_t taps = kernel[0] * kernel[1], windows = out[0] * out[1];
+  mlir::Type e = element(x), i64 = b_.getI64Type();
+  mlir::Value rows =
+      g_.reshape(nodeName_ + ".index_planes", x, {planes, height * width});
+  mlir::Value outside =
+      splat(-std::numeric_limits<double>::infinity(), e, {planes, 1});
+  rows = b_.create<kiln::ConcatenateOp>(
+      loc(".index_padding"), type({planes, height * width + 1}, e),
+      mlir::ValueRange{rows, outside}, b_.getI64IntegerAttr(1));
+  Static at;
+  at.dataType = int32_t(DataType::Int32);
+  at.dims = {windows * taps};
+  for (int64_t oh = 0; oh < out[0]; ++oh)
+    for (int64_t ow = 0; ow < out[1]; ++ow)
+      for (int64_t kh = 0; kh < kernel[0]; ++kh)
+        for (int64_t kw = 0; kw < kernel[1]; ++kw) {
+          int64_t h = oh * strides[0] - leading[0] + kh;
+          int64_t w = ow * strides[1] - leading[1] + kw;
+          bool inside = h >= 0 && h < height && w >= 0 && w < width;
+          at.values.push_back(double(inside ? h * width + w : height * width));
+        }
+  mlir::Value gathered =
+      gatherAlong(rows, 1, constant(at, nodeName_ + ".taps"), ".tap_values");
+  gathered =
+      g_.reshape(nodeName_ + ".windows", gathered, {planes, windows, taps});
+  mlir::Value best =
+      b_.create<kiln::ArgmaxOp>(loc(".best_tap"), type({planes, windows}, i64),
+                                gathered, b_.getI64IntegerAttr(2));
+  // The tap's row and column, and the window's: h = oh * sh - pt + j / kw,
+  // w = ow * sw - pl + j % kw.
+  llvm::SmallVector<int64_t> grid = {planes, out[0], out[1]};
+  best = g_.reshape(nodeName_ + ".best_grid", best, grid);
+  auto iota = [&](int64_t d, const std::string &suffix) {
+    return b_
+        .create<kiln::IotaOp>(loc(suffix), type(grid, i64),
+                              b_.getI64IntegerAttr(d))
+        .getResult();
+  };
+  auto number = [&](double v) { return splat(v, i64, grid); };
+  mlir::Value tapRow = b_.create<kiln::DivOp>(loc(".tap_row"), best.getType(),
+                                              best, number(double(kernel[1])));
+  mlir::Value tapColumn = b_.create<kiln::RemOp>(
+      loc(".tap_column"), best.getType(), best, number(double(kernel[1])));
+  mlir::Value h = add(
+      sub(mul(iota(1, ".window_row"), number(double(strides[0])), ".row_start"),
+          number(double(leading[0])), ".row_padded"),
+      tapRow, ".row");
+  mlir::Value w = add(sub(mul(iota(2, ".window_column"),
+                              number(double(strides[1])), ".column_start"),
+                          number(double(leading[1])), ".column_padded"),
+                      tapColumn, ".column");
+  // ONNX counts the batch and channels too: plane * H * W, then h * W + w
+  // (storage_order 0) or h + w * H (1).
+  mlir::Value within =
+      columnMajor
+          ? add(h, mul(w, number(double(height)), ".w_major"), ".in_plane")
+          : add(mul(h, number(double(width)), ".h_major"), w, ".in_plane");
+  mlir::Value index = add(
+      mul(iota(0, ".plane"), number(double(height * width)), ".plane_start"),
+      within, ".index");
+  return g_.reshape(nodeName_ + ".indices", index, resultDims);
 }
 
 // Col2Im (2-D; torch.nn.functional.fold): the columns [N, C * kH * kW,

@@ -249,6 +249,15 @@ private:
   bool addChannelBias(mlir::Value &y);
   bool convTranspose();
   bool pool(bool max);
+  // MaxPool's Indices (INT64, |resultDims|) of a 2-D pool of |x| [N, C, H,
+  // W] with |kernel|, |strides|, top and left pads |leading| and output
+  // [|out|]: the flat position in X of each window's first largest
+  // element, row-major (or column-major) within its plane.
+  mlir::Value maxPoolIndices(mlir::Value x, llvm::ArrayRef<int64_t> kernel,
+                             llvm::ArrayRef<int64_t> strides,
+                             llvm::ArrayRef<int64_t> leading,
+                             llvm::ArrayRef<int64_t> out, bool columnMajor,
+                             llvm::ArrayRef<int64_t> resultDims);
   bool globalPool(bool max);
   bool col2im();
   // |x| with its dimensions in the order |perm|.

@@ -10,7 +10,7 @@ the op under test, then Y) with random data to DIR/NAME/, imports it with
 --loss=mse, runs one training step, and compares kiln's step-1 loss, the
 mean squared error of Y against random targets, with the same loss computed
 from onnx.reference.ReferenceEvaluator's Y (relative 1e-5; its
-LpNormalization and Hardmax replaced by the specification's, see below). The smooth
+LpNormalization, LRN and Hardmax replaced by the specification's, see below). The smooth
 variants also pass `kiln gradcheck` (finite differences). Prints one line
 per variant; exits 1 if any differs. The seed is random and printed;
 KILN_ONNX_SEED=N reruns one."""
@@ -1139,6 +1139,27 @@ def variants(rng):
         indices_of(helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[3],
                                     strides=[2], pads=[1, 1])),
         [floats("hundredth", 0.01)], smooth=False)
+    # LRN (AlexNet's: size 5) and an even window with its own alpha, beta
+    # and bias; MeanVarianceNormalization over the default axes and over
+    # the last two; Swish (opset 24) with alpha.
+    add("lrn", 13, (4, 7, 5, 5),
+        [helper.make_node("LRN", ["h"], ["y"], size=5, alpha=1e-2)])
+    add("lrn-even-window", 13, (4, 6, 3, 4),
+        [helper.make_node("LRN", ["h"], ["y"], size=4, alpha=0.3, beta=0.5, bias=2.0)])
+    add("mean-variance-normalization", 13, image,
+        [helper.make_node("MeanVarianceNormalization", ["h"], ["a"]),
+         helper.make_node("MeanVarianceNormalization", ["h"], ["b"], axes=[2, 3]),
+         helper.make_node("Add", ["a", "b"], ["y"])])
+    add("swish", 24, (4, 3, 5),
+        [helper.make_node("Swish", ["h"], ["y"], alpha=1.7)])
+    # Upsample (opset 7: scales an attribute; 9: an input), nearest: each
+    # element repeated.
+    add("upsample-7", 7, image,
+        [helper.make_node("Upsample", ["h"], ["y"], scales=[1.0, 1.0, 2.0, 3.0])],
+        smooth=False)
+    add("upsample-9", 9, image,
+        [helper.make_node("Upsample", ["h", "up"], ["y"])],
+        [floats("up", [1, 2, 3, 2])], smooth=False)
     return out
 
 
@@ -1177,6 +1198,39 @@ class STFT(op_stft.STFT):
 
     def _run(self, x, *args, **kwargs):
         return super()._run(x[..., np.newaxis] if x.ndim == 2 else x, *args, **kwargs)
+
+
+class LRN(OpRun):
+    """LRN as its specification says: onnx.reference's sums the squares
+    only for as many channels as the batch has (its loop runs over
+    x.shape[0])."""
+
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None):
+        alpha = self.alpha if alpha is None else alpha
+        beta = self.beta if beta is None else beta
+        bias = self.bias if bias is None else bias
+        size = self.size if size is None else size
+        channels = x.shape[1]
+        square_sum = np.zeros(x.shape, dtype=np.float64)
+        for c in range(channels):
+            begin = max(0, c - (size - 1) // 2)
+            end = min(channels, c + -(-(size - 1) // 2) + 1)
+            square_sum[:, c] = np.sum(x[:, begin:end].astype(np.float64) ** 2, axis=1)
+        return ((x / (bias + alpha / size * square_sum) ** beta).astype(x.dtype),)
+
+
+class Upsample(OpRun):
+    """onnx.reference's nearest Upsample (each element repeated by an
+    integer scale), also with opset 7's scales attribute, which its own
+    does not read."""
+
+    def _run(self, x, scales=None, mode=None):
+        scales = self.scales if scales is None else scales
+        r = x
+        for axis, s in enumerate(np.asarray(scales)):
+            assert s == int(s) and (mode or self.mode) == "nearest"
+            r = np.repeat(r, int(s), axis=axis)
+        return (r,)
 
 
 class Scan(op_scan.Scan):
@@ -1232,7 +1286,7 @@ def write(directory, spec, rng):
     path = os.path.join(directory, "model.onnx")
     onnx.save(model, path)
     x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
-    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, Scan, STFT, hardmax_for(opset)])
+    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, LRN, Scan, STFT, Upsample, hardmax_for(opset)])
     with np.errstate(divide="ignore", invalid="ignore"):  # the logs of isnan-isinf
         y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
                             for i in range(0, 8, shape[0])])

@@ -707,7 +707,8 @@ bool Importer::node(const onnx::Node &n) {
       "Identity", "HardSigmoid", "HardSwish", "Softplus",   "Elu",
       "Mish",     "Softsign",    "Selu",      "Celu",       "ThresholdedRelu",
       "Shrink",   "Tan",         "Sinh",      "Cosh",       "Asinh",
-      "Acosh",    "Atanh",       "Atan",      "Asin",       "Acos"};
+      "Acosh",    "Atanh",       "Atan",      "Asin",       "Acos",
+      "Swish"};
   if (kUnary.count(op))
     return unary(op);
   if (op == "Dropout")
@@ -763,7 +764,7 @@ bool Importer::node(const onnx::Node &n) {
   if (op == "ConvTranspose")
     return convTranspose();
   if (op == "Resize")
-    return resize();
+    return resize(/*upsample=*/false);
   if (op == "GridSample")
     return gridSample();
   if (op == "Einsum")
@@ -774,6 +775,12 @@ bool Importer::node(const onnx::Node &n) {
     return stft();
   if (op == "Det")
     return det();
+  if (op == "LRN")
+    return lrn();
+  if (op == "MeanVarianceNormalization")
+    return meanVarianceNormalization();
+  if (op == "Upsample")
+    return resize(/*upsample=*/true);
   if (op == "LSTM" || op == "GRU" || op == "RNN")
     return recurrent(op);
   if (op == "Gemm")
@@ -1008,19 +1015,20 @@ const char *onnxSupportedOps() {
          "GreaterOrEqual, GridSample, GroupNormalization, GRU, Hardmax, "
          "HardSigmoid, HardSwish, Identity, If, InstanceNormalization, IsInf, "
          "IsNaN, LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, "
-         "LogSoftmax, Loop, LpNormalization, LSTM, MatMul, Max, MaxPool, Mean, "
-         "Min, Mish, Mod, Mul, Neg, NegativeLogLikelihoodLoss, Not, OneHot, "
-         "Or, Pad, Pow, PRelu, RandomNormal, RandomNormalLike, RandomUniform, "
-         "RandomUniformLike, Range, Reciprocal, ReduceL1, ReduceL2, "
-         "ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, "
-         "ReduceProd, ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, "
-         "RMSNormalization, RNN, Round, Scan, Scatter, ScatterElements, "
-         "ScatterND, Selu, SequenceAt, SequenceConstruct, SequenceEmpty, "
-         "SequenceErase, SequenceInsert, SequenceLength, Shape, Shrink, "
-         "Sigmoid, Sign, Sin, Sinh, Size, Slice, Softmax, "
-         "SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, Split, "
-         "SplitToSequence, Sqrt, Squeeze, STFT, Sub, Sum, Tan, Tanh, "
-         "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Where, Xor";
+         "LogSoftmax, Loop, LpNormalization, LRN, LSTM, MatMul, Max, MaxPool, "
+         "Mean, MeanVarianceNormalization, Min, Mish, Mod, Mul, Neg, "
+         "NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, PRelu, "
+         "RandomNormal, RandomNormalLike, RandomUniform, RandomUniformLike, "
+         "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
+         "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "
+         "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, "
+         "RNN, Round, Scan, Scatter, ScatterElements, ScatterND, Selu, "
+         "SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, "
+         "SequenceInsert, SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, "
+         "Sinh, Size, Slice, Softmax, SoftmaxCrossEntropyLoss, Softplus, "
+         "Softsign, SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, STFT, "
+         "Sub, Sum, Swish, Tan, Tanh, ThresholdedRelu, Tile, TopK, Transpose, "
+         "Trilu, Unsqueeze, Upsample, Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

@@ -140,6 +140,17 @@ bool Importer::unary(const std::string &op) {
     y = b_.create<kiln::AddOp>(op == "Mish" ? loc(".softplus") : l, t, positive, tail);
     if (op == "Mish")
       y = b_.create<kiln::MulOp>(l, t, x, b_.create<kiln::TanhOp>(loc(".tanh"), t, y));
+  } else if (op == "Swish") {
+    // x * sigmoid(alpha * x) (opset 24; SiLU for alpha 1).
+    float alpha = floatAttr("alpha", 1.0f);
+    mlir::Value scaled =
+        alpha == 1.0f
+            ? x
+            : b_.create<kiln::MulOp>(loc(".scaled"), t, x,
+                                     splat(alpha, element(x), shape(x)))
+                  .getResult();
+    y = b_.create<kiln::MulOp>(
+        l, t, x, b_.create<kiln::SigmoidOp>(loc(".sigmoid"), t, scaled));
   } else if (op == "Elu") {
     // x if x > 0, else alpha * (exp(x) - 1).
     float alpha = floatAttr("alpha", 1.0f);

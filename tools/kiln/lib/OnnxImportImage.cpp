@@ -22,6 +22,84 @@ static bool allEqual(const Static &s, double v) {
   return llvm::all_of(s.values, [v](double x) { return x == v; });
 }
 
+// LRN (AlexNet's local response normalization): x over (bias + alpha /
+// size * the sum of squares over the `size` channels around it)^beta, the
+// window from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2). The
+// squares, as [N, 1, C, the rest], pass through kiln.avg_pool2d over
+// (size, 1) with zero channels padded at both ends: its mean is the sum
+// over size, so the divisor is bias + alpha * that mean.
+bool Importer::lrn() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  mlir::Type e = element(x);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("its input is not floating-point");
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  if (sx.size() < 3)
+    return fail("its input is " + shapeText(sx) + ": expected [N, C, D1, ...]");
+  int64_t size = intAttr("size", 0);
+  if (size < 1)
+    return fail("size is " + std::to_string(size) + ": expected 1 or more");
+  double alpha = floatAttr("alpha", 1e-4f), beta = floatAttr("beta", 0.75f),
+         bias = floatAttr("bias", 1.0f);
+  int64_t n = sx[0], c = sx[1], rest = product(sx.drop_front(2));
+  mlir::Value squares =
+      g_.reshape(nodeName_ + ".squares", mul(x, x, ".square"), {n, 1, c, rest});
+  mlir::Value mean =
+      pool2d(false, squares, {size, 1}, {1, 1},
+             {(size - 1) / 2, size / 2, 0, 0}, {n, 1, c, rest}, ".window");
+  mean = g_.reshape(nodeName_ + ".window_mean", mean, sx);
+  mlir::Value base = add(splat(bias, e, sx),
+                         mul(mean, splat(alpha, e, sx), ".alpha"), ".base");
+  mlir::Value divisor = b_.create<kiln::PowOp>(loc(".divisor"), base.getType(),
+                                               base, splat(beta, e, sx));
+  setOutput(0, div(x, divisor, ""));
+  return true;
+}
+
+// MeanVarianceNormalization: (x - mean) / sqrt(variance + 1e-9) over
+// `axes` (default [0, 2, 3]), the variance the mean of the squared
+// deviations (ONNX's function body).
+bool Importer::meanVarianceNormalization() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  mlir::Type e = element(x);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("its input is not floating-point");
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  int64_t rank = sx.size();
+  std::vector<int64_t> axes =
+      intsAttr("axes").value_or(std::vector<int64_t>{0, 2, 3});
+  llvm::SmallVector<int64_t> dims, kept;
+  for (int64_t &a : axes)
+    if (!normalizeAxis(a, rank, "axes"))
+      return false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::is_contained(axes, d)) {
+      dims.push_back(d);
+    } else {
+      kept.push_back(d);
+    }
+  }
+  auto meanOver = [&](mlir::Value v, const std::string &at) {
+    llvm::SmallVector<int64_t> reduced;
+    for (int64_t d : kept)
+      reduced.push_back(sx[d]);
+    mlir::Value m = b_.create<kiln::ReduceOp>(
+        loc(at), type(reduced, e), kiln::ReduceKind::mean, v, arr(dims));
+    return g_.broadcast(nodeName_ + at + "_broadcast", m, kept, sx);
+  };
+  mlir::Value centered = sub(x, meanOver(x, ".mean"), ".centered");
+  mlir::Value variance =
+      meanOver(mul(centered, centered, ".squared"), ".variance");
+  mlir::Value root = b_.create<kiln::SqrtOp>(
+      loc(".root"), x.getType(), add(variance, splat(1e-9, e, sx), ".epsilon"));
+  setOutput(0, div(centered, root, ""));
+  return true;
+}
+
 // InstanceNormalization of X [N, C, D...]: each (n, c) normalized over D
 // with its mean and biased variance, then scale[c] and B[c]. Built as a
 // kiln.layer_norm over the dimensions past C (its own scale and bias ones
@@ -283,17 +361,25 @@ void antialiasWeights(bool cubic, double source, double scale, double a,
 // input rows, linear and cubic as a product with a constant [out, in]
 // interpolation matrix (a kiln.dot_general, so the gradient is the
 // transposed product); antialiasing only changes the matrix.
-bool Importer::resize() {
+bool Importer::resize(bool upsample) {
   mlir::Value x;
   if (!value(0, x))
     return false;
   llvm::ArrayRef<int64_t> sx = shape(x);
   int64_t rank = sx.size();
   std::string mode = stringAttr("mode", "nearest");
-  std::string transform = opset_ >= 11
-                              ? stringAttr("coordinate_transformation_mode", "half_pixel")
-                              : "asymmetric";
-  std::string nearestMode = stringAttr("nearest_mode", "round_prefer_floor");
+  // Upsample (opsets 7 to 9, Resize's forerunner): asymmetric coordinates
+  // (source = destination / scale) and, for nearest, the source rounded
+  // down (each element repeated scale times, as onnx.reference's and ONNX
+  // Runtime's); its scales are at least 1.
+  std::string transform =
+      upsample || opset_ < 11
+          ? "asymmetric"
+          : stringAttr("coordinate_transformation_mode", "half_pixel");
+  std::string nearestMode =
+      upsample ? "floor" : stringAttr("nearest_mode", "round_prefer_floor");
+  if (upsample && mode != "nearest" && mode != "linear")
+    return fail("mode is '" + mode + "': expected nearest or linear");
   if (mode != "nearest" && mode != "linear" && mode != "cubic")
     return fail("mode is '" + mode + "': expected nearest, linear or cubic");
   static const std::set<std::string> kTransforms = {
@@ -319,16 +405,25 @@ bool Importer::resize() {
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
   }
-  size_t scalesInput = opset_ >= 11 ? 2 : 1;
+  size_t scalesInput = opset_ >= 11 && !upsample ? 2 : 1;
   const Static *scales = nullptr, *sizes = nullptr;
-  if (hasInput(scalesInput)) {
+  Static scalesAttr;
+  if (upsample && opset_ < 9) {
+    const onnx::Attribute *a = node_->attribute("scales");
+    if (!a)
+      return fail("it has no scales attribute");
+    scalesAttr.dataType = int32_t(DataType::Float);
+    scalesAttr.dims = {int64_t(a->floats.size())};
+    scalesAttr.values.assign(a->floats.begin(), a->floats.end());
+    scales = &scalesAttr;
+  } else if (hasInput(scalesInput)) {
     scales = constInput(scalesInput);
     if (!scales)
       return false;
     if (scales->values.empty())
       scales = nullptr;
   }
-  if (opset_ >= 11 && hasInput(3)) {
+  if (opset_ >= 11 && !upsample && hasInput(3)) {
     sizes = constInput(3);
     if (!sizes)
       return false;
@@ -351,6 +446,9 @@ bool Importer::resize() {
     if (!(v > 0))
       return fail(std::string(scales ? "scale " : "size ") + std::to_string(v) +
                   " of axis " + std::to_string(d) + " is not positive");
+    if (upsample && v < 1)
+      return fail("scale " + std::to_string(v) + " of axis " +
+                  std::to_string(d) + " is below 1: Upsample only enlarges");
     if (scales) {
       axisScale[d] = v;
       outDims[d] = int64_t(std::floor(sx[d] * v));

@@ -376,6 +376,8 @@ private:
 
   // Normalization and resizing (OnnxImportImage.cpp).
   bool instanceNorm();
+  bool lrn();
+  bool meanVarianceNormalization();
   // |y| times |scale| plus |bias| (each [y's dimension 1], broadcast along
   // it), the add at |at|: the norms' per-channel (or per-group) affine.
   mlir::Value affineAlongDim1(mlir::Value y, mlir::Value scale,
@@ -384,7 +386,9 @@ private:
   // channel) and RMSNormalization (opset 23).
   bool groupNorm();
   bool rmsNorm();
-  bool resize();
+  // Resize, and Upsample (opsets 7 to 9: scales an attribute, then input
+  // 1; nearest or linear, asymmetric coordinates, nearest rounding down).
+  bool resize(bool upsample);
   bool gridSample();
 
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).

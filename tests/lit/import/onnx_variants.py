@@ -10,7 +10,8 @@ the op under test, then Y) with random data to DIR/NAME/, imports it with
 --loss=mse, runs one training step, and compares kiln's step-1 loss, the
 mean squared error of Y against random targets, with the same loss computed
 from onnx.reference.ReferenceEvaluator's Y (relative 1e-5; its
-LpNormalization, LRN and Hardmax replaced by the specification's, see below). The smooth
+LpNormalization, LRN, MaxUnpool with output_shape and Hardmax replaced by
+the specification's, and GlobalLpPool, which it lacks, added; see below). The smooth
 variants also pass `kiln gradcheck` (finite differences). Prints one line
 per variant; exits 1 if any differs. The seed is random and printed;
 KILN_ONNX_SEED=N reruns one."""
@@ -25,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
-from onnx.reference.ops import op_scan, op_stft
+from onnx.reference.ops import op_max_unpool, op_scan, op_stft
 
 TOLERANCE = 1e-5
 F32 = TensorProto.FLOAT
@@ -1160,6 +1161,67 @@ def variants(rng):
     add("upsample-9", 9, image,
         [helper.make_node("Upsample", ["h", "up"], ["y"])],
         [floats("up", [1, 2, 3, 2])], smooth=False)
+    # CumProd (opset 26): inclusive along the last axis; exclusive and
+    # reversed along the middle one over factors a third of which are 0.
+    zeros = (rng.random((3, 7)) > 0.33).astype(np.float32)
+    add("cumprod", 26, (4, 3, 7),
+        [helper.make_node("CumProd", ["h", "axis2"], ["a"]),
+         helper.make_node("Mul", ["h", "holes"], ["z"]),
+         helper.make_node("CumProd", ["z", "axis1"], ["b"], exclusive=1, reverse=1),
+         helper.make_node("Add", ["a", "b"], ["y"])],
+        [const("axis2", 2), const("axis1", 1), floats("holes", zeros)])
+    # MaxUnpool after MaxPool: disjoint windows; the same padded to a
+    # larger output_shape; overlapping windows (3 by stride 2, padded), whose
+    # shared maxima are written twice.
+    add("maxunpool", 12, image,
+        [helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("MaxUnpool", ["v", "i"], ["y"], kernel_shape=[2, 2],
+                          strides=[2, 2])])
+    add("maxunpool-output-shape", 12, (4, 3, 7, 7),
+        [helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("MaxUnpool", ["v", "i", "out"], ["y"], kernel_shape=[2, 2],
+                          strides=[2, 2])], [const("out", [4, 3, 7, 7])])
+    add("maxunpool-overlapping", 12, (4, 3, 7, 7),
+        [helper.make_node("MaxPool", ["h"], ["v", "i"], kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1]),
+         helper.make_node("MaxUnpool", ["v", "i"], ["y"], kernel_shape=[3, 3],
+                          strides=[2, 2], pads=[1, 1, 1, 1])])
+    # AffineGrid (opset 20): 2-D with and without align_corners, and 3-D.
+    add("affine-grid", 20, (2, 2, 3),
+        [helper.make_node("AffineGrid", ["h", "size"], ["a"], align_corners=0),
+         helper.make_node("AffineGrid", ["h", "size"], ["b"], align_corners=1),
+         helper.make_node("Concat", ["a", "b"], ["y"], axis=3)],
+        [const("size", [2, 3, 5, 6])])
+    add("affine-grid-3d", 20, (2, 3, 4),
+        [helper.make_node("AffineGrid", ["h", "size"], ["y"])],
+        [const("size", [2, 1, 3, 4, 5])])
+    # ReverseSequence: time first (lengths 4, 1, 3), then batch first
+    # (lengths 6, 2, 0, 5).
+    add("reverse-sequence", 10, (4, 3, 5),
+        [helper.make_node("ReverseSequence", ["h", "lens"], ["y"])], [const("lens", [4, 1, 3])])
+    add("reverse-sequence-batch-first", 10, (4, 6, 2),
+        [helper.make_node("ReverseSequence", ["h", "lens"], ["y"], batch_axis=0,
+                          time_axis=1)], [const("lens", [6, 2, 0, 5])])
+    # CenterCropPad (opset 18): H cropped 6 -> 5, W padded 6 -> 9.
+    add("center-crop-pad", 18, image,
+        [helper.make_node("CenterCropPad", ["h", "crop"], ["y"], axes=[2, 3])],
+        [const("crop", [5, 9])])
+    # LpPool (opset 18: p 3, no padding: onnx.reference divides a padded
+    # window's sum by the elements it covers before multiplying it by the
+    # window, where the specification sums) and GlobalLpPool (p 2 and 3).
+    add("lp-pool", 18, image,
+        [helper.make_node("LpPool", ["h"], ["y"], kernel_shape=[2, 3], strides=[2, 3], p=3)])
+    add("global-lp-pool", 13, image,
+        [helper.make_node("GlobalLpPool", ["h"], ["a"]),
+         helper.make_node("GlobalLpPool", ["h"], ["b"], p=3),
+         helper.make_node("Add", ["a", "b"], ["y"])])
+    # The windows (opset 17), periodic and symmetric, scaling the input.
+    add("windows", 17, (4, 3, 10),
+        [helper.make_node("HannWindow", ["ten"], ["hann"]),
+         helper.make_node("HammingWindow", ["ten"], ["hamming"], periodic=0),
+         helper.make_node("BlackmanWindow", ["ten"], ["blackman"]),
+         helper.make_node("Sum", ["hann", "hamming", "blackman"], ["w"]),
+         helper.make_node("Mul", ["h", "w"], ["y"])], [const("ten", 10)])
     return out
 
 
@@ -1217,6 +1279,33 @@ class LRN(OpRun):
             end = min(channels, c + -(-(size - 1) // 2) + 1)
             square_sum[:, c] = np.sum(x[:, begin:end].astype(np.float64) ** 2, axis=1)
         return ((x / (bias + alpha / size * square_sum) ** beta).astype(x.dtype),)
+
+
+class MaxUnpool(op_max_unpool.MaxUnpool):
+    """With output_shape, X written at Indices into zeros of that shape, as
+    ONNX Runtime and PyTorch's max_unpool with output_size write it (the
+    indices of a MaxPool count positions in the tensor it pooled);
+    onnx.reference's writes into the inferred shape and pads, which such
+    indices overrun."""
+
+    def _run(self, x, indices, output_shape=None, **kwargs):
+        if output_shape is None:
+            return super()._run(x, indices, **kwargs)
+        y = np.zeros(int(np.prod(output_shape)), dtype=x.dtype)
+        y[indices.ravel()] = x.ravel()
+        return (y.reshape(tuple(output_shape)),)
+
+
+class GlobalLpPool(OpRun):
+    """The specification's GlobalLpPool, which onnx.reference lacks: the
+    p-norm of each channel's spatial elements."""
+
+    def _run(self, x, p=None):
+        p = self.p if p is None else p
+        axes = tuple(range(2, x.ndim))
+        y = np.power(np.power(np.abs(x.astype(np.float64)), p).sum(axis=axes, keepdims=True),
+                     1.0 / p)
+        return (y.astype(x.dtype),)
 
 
 class Upsample(OpRun):
@@ -1286,7 +1375,8 @@ def write(directory, spec, rng):
     path = os.path.join(directory, "model.onnx")
     onnx.save(model, path)
     x = rng.standard_normal((8,) + tuple(shape[1:])).astype(np.float32)
-    reference = ReferenceEvaluator(model, new_ops=[LpNormalization, LRN, Scan, STFT, Upsample, hardmax_for(opset)])
+    reference = ReferenceEvaluator(model, new_ops=[GlobalLpPool, LpNormalization, LRN, MaxUnpool, Scan, STFT,
+                                             Upsample, hardmax_for(opset)])
     with np.errstate(divide="ignore", invalid="ignore"):  # the logs of isnan-isinf
         y = np.concatenate([reference.run(None, {"x": x[i:i + shape[0]]})[0]
                             for i in range(0, 8, shape[0])])

@@ -777,6 +777,22 @@ bool Importer::node(const onnx::Node &n) {
     return det();
   if (op == "LRN")
     return lrn();
+  if (op == "LpPool")
+    return pool(false, /*lp=*/true);
+  if (op == "GlobalLpPool")
+    return globalPool(false, /*lp=*/true);
+  if (op == "MaxUnpool")
+    return maxUnpool();
+  if (op == "CumProd")
+    return cumProd();
+  if (op == "ReverseSequence")
+    return reverseSequence();
+  if (op == "CenterCropPad")
+    return centerCropPad();
+  if (op == "AffineGrid")
+    return affineGrid();
+  if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow")
+    return window(op);
   if (op == "MeanVarianceNormalization")
     return meanVarianceNormalization();
   if (op == "Upsample")
@@ -1005,30 +1021,33 @@ bool Importer::run(OnnxImport &out) {
 } // namespace onnx_import
 
 const char *onnxSupportedOps() {
-  return "Abs, Acos, Acosh, Add, And, ArgMax, ArgMin, Asin, Asinh, Atan, "
-         "Atanh, AveragePool, BatchNormalization, Bernoulli, Cast, CastLike, "
-         "Ceil, Celu, Clip, Col2Im, Concat, ConcatFromSequence, Constant, "
-         "ConstantOfShape, Conv, ConvTranspose, Cos, Cosh, CumSum, "
-         "DepthToSpace, Det, DFT, Div, Dropout, Einsum, Elu, Equal, Erf, Exp, "
-         "Expand, EyeLike, Flatten, Floor, Gather, GatherElements, GatherND, "
-         "Gelu, Gemm, GlobalAveragePool, GlobalMaxPool, Greater, "
-         "GreaterOrEqual, GridSample, GroupNormalization, GRU, Hardmax, "
-         "HardSigmoid, HardSwish, Identity, If, InstanceNormalization, IsInf, "
-         "IsNaN, LayerNormalization, LeakyRelu, Less, LessOrEqual, Log, "
-         "LogSoftmax, Loop, LpNormalization, LRN, LSTM, MatMul, Max, MaxPool, "
-         "Mean, MeanVarianceNormalization, Min, Mish, Mod, Mul, Neg, "
+  return "Abs, Acos, Acosh, Add, AffineGrid, And, ArgMax, ArgMin, Asin, Asinh, "
+         "Atan, Atanh, AveragePool, BatchNormalization, Bernoulli, "
+         "BlackmanWindow, Cast, CastLike, Ceil, Celu, CenterCropPad, Clip, "
+         "Col2Im, Concat, ConcatFromSequence, Constant, ConstantOfShape, Conv, "
+         "ConvTranspose, Cos, Cosh, CumProd, CumSum, DepthToSpace, Det, DFT, "
+         "Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, EyeLike, "
+         "Flatten, Floor, Gather, GatherElements, GatherND, Gelu, Gemm, "
+         "GlobalAveragePool, GlobalLpPool, GlobalMaxPool, Greater, "
+         "GreaterOrEqual, GridSample, GroupNormalization, GRU, HammingWindow, "
+         "HannWindow, Hardmax, HardSigmoid, HardSwish, Identity, If, "
+         "InstanceNormalization, IsInf, IsNaN, LayerNormalization, LeakyRelu, "
+         "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LpPool, "
+         "LRN, LSTM, MatMul, Max, MaxPool, MaxUnpool, Mean, "
+         "MeanVarianceNormalization, Min, Mish, Mod, Mul, Neg, "
          "NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, PRelu, "
          "RandomNormal, RandomNormalLike, RandomUniform, RandomUniformLike, "
          "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "
-         "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, RMSNormalization, "
-         "RNN, Round, Scan, Scatter, ScatterElements, ScatterND, Selu, "
-         "SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, "
-         "SequenceInsert, SequenceLength, Shape, Shrink, Sigmoid, Sign, Sin, "
-         "Sinh, Size, Slice, Softmax, SoftmaxCrossEntropyLoss, Softplus, "
-         "Softsign, SpaceToDepth, Split, SplitToSequence, Sqrt, Squeeze, STFT, "
-         "Sub, Sum, Swish, Tan, Tanh, ThresholdedRelu, Tile, TopK, Transpose, "
-         "Trilu, Unsqueeze, Upsample, Where, Xor";
+         "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, ReverseSequence, "
+         "RMSNormalization, RNN, Round, Scan, Scatter, ScatterElements, "
+         "ScatterND, Selu, SequenceAt, SequenceConstruct, SequenceEmpty, "
+         "SequenceErase, SequenceInsert, SequenceLength, Shape, Shrink, "
+         "Sigmoid, Sign, Sin, Sinh, Size, Slice, Softmax, "
+         "SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, Split, "
+         "SplitToSequence, Sqrt, Squeeze, STFT, Sub, Sum, Swish, Tan, Tanh, "
+         "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Upsample, "
+         "Where, Xor";
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

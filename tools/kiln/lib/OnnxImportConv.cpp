@@ -455,10 +455,27 @@ mlir::Value Importer::pool2d(bool max, mlir::Value x,
 // the window cut at the end of the declared pads, which ceil_mode can
 // overhang), the result is multiplied by a constant of the output's
 // spatial shape holding window size over divisor.
-bool Importer::pool(bool max) {
+bool Importer::pool(bool max, bool lp) {
   mlir::Value x;
   if (!value(0, x))
     return false;
+  // LpPool: (the sum of |x|^p over the window)^(1/p), the sum kiln's
+  // average (zeros padded, divided by the whole window) times the window.
+  double power = 0;
+  if (lp) {
+    power = double(intAttr("p", 2));
+    if (power < 1)
+      return fail("p is " + std::to_string(int64_t(power)) +
+                  ": expected 1 or more");
+    if (!llvm::isa<mlir::FloatType>(element(x)))
+      return fail("X is not floating-point");
+    mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), x.getType(), x);
+    x = power == 1
+            ? magnitude
+            : b_.create<kiln::PowOp>(loc(".power"), x.getType(), magnitude,
+                                     splat(power, element(x), shape(x)))
+                  .getResult();
+  }
   bool indices = node_->outputs.size() > 1 && !node_->outputs[1].empty();
   if (indices && !max)
     return fail("it has an Indices output, which only MaxPool gives");
@@ -585,6 +602,14 @@ bool Importer::pool(bool max) {
     return true;
   }
   int64_t window = product(*kernel);
+  if (lp) {
+    y = mul(y, splat(double(window), e, dims), ".sum");
+    if (power != 1)
+      y = b_.create<kiln::PowOp>(loc(), y.getType(), y,
+                                 splat(1.0 / power, e, dims));
+    setOutput(0, y);
+    return true;
+  }
   Static factors;
   factors.dataType = int32_t(DataType::Float);
   factors.dims.assign(dims.begin() + 2, dims.end());
@@ -754,13 +779,39 @@ bool Importer::col2im() {
   return true;
 }
 
-bool Importer::globalPool(bool max) {
+bool Importer::globalPool(bool max, bool lp) {
   mlir::Value x;
   if (!value(0, x))
     return false;
   llvm::ArrayRef<int64_t> sx = shape(x);
   if (sx.size() < 3)
     return fail("X is " + shapeText(sx) + ": expected [N, C, spatial...]");
+  if (lp) {
+    // GlobalLpPool: (the sum of |x|^p over the spatial axes)^(1/p).
+    double power = double(intAttr("p", 2));
+    if (power < 1)
+      return fail("p is " + std::to_string(int64_t(power)) +
+                  ": expected 1 or more");
+    mlir::Type e = element(x);
+    llvm::SmallVector<int64_t> spatial, reduced = {sx[0], sx[1]},
+                                        kept = {sx[0], sx[1]};
+    for (size_t d = 2; d < sx.size(); ++d) {
+      spatial.push_back(d);
+      kept.push_back(1);
+    }
+    mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), x.getType(), x);
+    if (power != 1)
+      magnitude = b_.create<kiln::PowOp>(loc(".power"), x.getType(), magnitude,
+                                         splat(power, e, sx));
+    mlir::Value y = b_.create<kiln::ReduceOp>(loc(".sum"), type(reduced, e),
+                                              kiln::ReduceKind::sum, magnitude,
+                                              arr(spatial));
+    if (power != 1)
+      y = b_.create<kiln::PowOp>(loc(".root"), y.getType(), y,
+                                 splat(1.0 / power, e, reduced));
+    setOutput(0, g_.reshape(nodeName_, y, kept));
+    return true;
+  }
   llvm::SmallVector<int64_t> spatial, reduced = {sx[0], sx[1]},
                                       kept = {sx[0], sx[1]};
   for (size_t d = 2; d < sx.size(); ++d) {
@@ -771,6 +822,80 @@ bool Importer::globalPool(bool max) {
       loc(".reduce"), type(reduced, element(x)),
       max ? kiln::ReduceKind::max : kiln::ReduceKind::mean, x, arr(spatial));
   setOutput(0, g_.reshape(nodeName_, y, kept));
+  return true;
+}
+
+// MaxUnpool: X's elements written into zeros of output_shape, or without
+// it the inferred shape ((in - 1) * stride - pads + kernel per axis), at
+// the flat positions Indices gives: a MaxPool's over the tensor it pooled,
+// which output_shape names where the inferred shape is smaller (as ONNX
+// Runtime and PyTorch's max_unpool with output_size compute it;
+// onnx.reference writes into the inferred shape and pads). A position written
+// twice (overlapping windows sharing their maximum, so the writes are equal)
+// holds the mean of its writes: the value, and a gradient that, through the
+// pool before it, reaches that maximum once, as finite differences say (ONNX
+// leaves repeated writes unordered; onnx.reference keeps the last).
+bool Importer::maxUnpool() {
+  mlir::Value x, indices;
+  if (!value(0, x) || !value(1, indices))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  mlir::Type e = element(x);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("X is not floating-point");
+  if (shape(indices) != sx || !element(indices).isInteger(64))
+    return fail("I is " + shapeText(shape(indices)) +
+                ": expected INT64 of X's shape " + shapeText(sx));
+  size_t rank = sx.size() < 3 ? 0 : sx.size() - 2;
+  std::optional<std::vector<int64_t>> kernel = intsAttr("kernel_shape");
+  if (rank == 0 || !kernel || kernel->size() != rank)
+    return fail(
+        "X is " + shapeText(sx) + " and kernel_shape " +
+        (kernel ? shapeText(*kernel) : std::string("missing")) +
+        ": expected [N, C, spatial...] and one kernel size per spatial axis");
+  std::vector<int64_t> strides =
+      intsAttr("strides").value_or(std::vector<int64_t>(rank, 1));
+  std::vector<int64_t> pads =
+      intsAttr("pads").value_or(std::vector<int64_t>(2 * rank, 0));
+  if (strides.size() != rank || pads.size() != 2 * rank)
+    return fail("strides or pads do not match the " + std::to_string(rank) +
+                " spatial axes");
+  llvm::SmallVector<int64_t> inferred = {sx[0], sx[1]};
+  for (size_t i = 0; i < rank; ++i)
+    inferred.push_back((sx[2 + i] - 1) * strides[i] - pads[i] - pads[rank + i] +
+                       (*kernel)[i]);
+  if (llvm::any_of(inferred, [](int64_t d) { return d < 1; }))
+    return fail("its output would be " + shapeText(inferred));
+  llvm::SmallVector<int64_t> dims(inferred);
+  if (hasInput(2)) {
+    const Static *out = staticInput(2);
+    if (!out)
+      return false;
+    if (out->values.size() != sx.size())
+      return fail("output_shape has " + std::to_string(out->values.size()) +
+                  " values: expected " + std::to_string(sx.size()));
+    for (size_t d = 0; d < sx.size(); ++d) {
+      dims[d] = toIndex(out->values[d]);
+      if (dims[d] < inferred[d] || (d < 2 && dims[d] != inferred[d]))
+        return fail("output_shape is " + shapeText(dims) +
+                    ": expected at least " + shapeText(inferred) +
+                    " (N and C equal)");
+    }
+  }
+  int64_t total = product(dims), count = product(sx);
+  mlir::Value rows = g_.reshape(nodeName_ + ".positions", indices, {count});
+  mlir::Value values = g_.reshape(nodeName_ + ".values", x, {count});
+  mlir::Value sum = b_.create<kiln::ScatterAddOp>(
+      loc(".scatter"), type({total}, e), splat(0.0, e, {total}), rows, values);
+  mlir::Value writes = b_.create<kiln::ScatterAddOp>(
+      loc(".writes"), type({total}, e), splat(0.0, e, {total}), rows,
+      splat(1.0, e, {count}));
+  mlir::Value mean =
+      div(sum,
+          b_.create<kiln::MaxOp>(loc(".divisor"), writes.getType(), writes,
+                                 splat(1.0, e, {total})),
+          ".mean");
+  setOutput(0, g_.reshape(nodeName_, mean, dims));
   return true;
 }
 

@@ -551,6 +551,74 @@ bool Importer::resize(bool upsample) {
   return true;
 }
 
+// AffineGrid (opset 20; F.affine_grid): theta [N, 2, 3] (or [N, 3, 4])
+// applied to every output pixel's normalized coordinates (x, y, 1) (or
+// (x, y, z, 1)), x along W: one kiln.dot_general with the constant grid of
+// coordinates, [P, 3], and a transpose to [N, H, W, 2]. The coordinates
+// are -1 + 2i / (n - 1) with align_corners (-1 for n = 1), else
+// (2i + 1) / n - 1. The gradient reaches theta.
+bool Importer::affineGrid() {
+  mlir::Value theta;
+  if (!value(0, theta))
+    return false;
+  const Static *size = staticInput(1);
+  if (!size)
+    return false;
+  mlir::Type e = element(theta);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("theta is not floating-point");
+  int64_t spatial = int64_t(size->values.size()) - 2;
+  if (spatial != 2 && spatial != 3)
+    return fail("size has " + std::to_string(size->values.size()) +
+                " values: expected [N, C, H, W] or [N, C, D, H, W]");
+  int64_t n = toIndex(size->values[0]);
+  if (shape(theta) != llvm::ArrayRef<int64_t>{n, spatial, spatial + 1})
+    return fail("theta is " + shapeText(shape(theta)) + ": expected [" +
+                std::to_string(n) + ", " + std::to_string(spatial) + ", " +
+                std::to_string(spatial + 1) + "]");
+  bool align = intAttr("align_corners", 0) != 0;
+  std::vector<int64_t> extent; // D, H, W (or H, W)
+  for (int64_t d = 2; d < 2 + spatial; ++d) {
+    extent.push_back(toIndex(size->values[d]));
+    if (extent.back() < 1)
+      return fail("size is " + shapeText(std::vector<int64_t>(extent)) +
+                  ": expected spatial sizes of 1 or more");
+  }
+  auto coordinate = [&](int64_t i, int64_t count) {
+    if (align)
+      return count == 1 ? -1.0 : -1.0 + 2.0 * double(i) / double(count - 1);
+    return (2.0 * double(i) + 1.0) / double(count) - 1.0;
+  };
+  int64_t points = product(extent);
+  Static grid;
+  grid.dataType = int32_t(e.isF64() ? DataType::Double : DataType::Float);
+  grid.dims = {points, spatial + 1};
+  for (int64_t p = 0; p < points; ++p) {
+    // p's position, W fastest; the homogeneous row is (x, y[, z], 1).
+    int64_t rest = p;
+    std::vector<double> row(spatial + 1, 1.0);
+    for (int64_t a = spatial - 1; a >= 0; --a) {
+      int64_t i = rest % extent[a];
+      rest /= extent[a];
+      row[spatial - 1 - a] = coordinate(i, extent[a]);
+    }
+    grid.values.insert(grid.values.end(), row.begin(), row.end());
+  }
+  mlir::Value base = constant(grid, nodeName_ + ".base_grid");
+  if (element(base) != e)
+    base = b_.create<kiln::ConvertOp>(loc(".base_grid_type"),
+                                      type(grid.dims, e), base);
+  mlir::Value moved = b_.create<kiln::DotGeneralOp>(
+      loc(".transform"), type({n, spatial, points}, e), theta, base, arr({}),
+      arr({}), arr({2}), arr({1}));
+  mlir::Value y = permute(moved, {0, 2, 1}, ".points");
+  llvm::SmallVector<int64_t> dims = {n};
+  dims.append(extent.begin(), extent.end());
+  dims.push_back(spatial);
+  setOutput(0, g_.reshape(nodeName_, y, dims));
+  return true;
+}
+
 // GridSample (2-D and 3-D; bilinear, nearest or bicubic, padding zeros,
 // border or reflection, align_corners), as PyTorch's F.grid_sample: grid
 // [N, Ho, Wo, 2] holds (x, y) in [-1, 1] ([N, Do, Ho, Wo, 3] (x, y, z)),

@@ -717,6 +717,157 @@ bool Importer::cumSum() {
   return true;
 }
 
+// CumProd (opset 26): element i along the axis is the product of the
+// elements up to it (exclusive: before it; reverse: from the end). The
+// axis moved last and broadcast to [..., n, n], the factors each product
+// skips made 1 by a select with a constant mask, and one kiln.reduce prod
+// over the last axis, whose gradient counts zeros (O(n^2) per row).
+bool Importer::cumProd() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  mlir::Type e = element(x);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail(
+        "its input is not floating-point: kiln import reads CumProd of floats");
+  int64_t rank = shape(x).size(), axis = 0;
+  if (!staticIndex(1, "axis", axis) || !normalizeAxis(axis, rank, "axis"))
+    return false;
+  bool exclusive = intAttr("exclusive", 0) != 0,
+       reverse = intAttr("reverse", 0) != 0;
+  int64_t n = shape(x)[axis];
+  llvm::SmallVector<int64_t> perm, back(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  for (int64_t d = 0; d < rank; ++d)
+    back[perm[d]] = d;
+  mlir::Value last = axis == rank - 1 ? x : permute(x, perm, ".axis_last");
+  llvm::SmallVector<int64_t> rows(shape(last).begin(), shape(last).end());
+  llvm::SmallVector<int64_t> square(rows);
+  square.push_back(n);
+  llvm::SmallVector<int64_t> map;
+  for (int64_t d = 0; d < rank - 1; ++d)
+    map.push_back(d);
+  map.push_back(rank); // factor j along the new last axis
+  mlir::Value factors = g_.broadcast(nodeName_ + ".factors", last, map, square);
+  Static mask;
+  mask.dataType = int32_t(DataType::Bool);
+  mask.dims = {n, n};
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      bool taken =
+          reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+      mask.values.push_back(taken ? 1.0 : 0.0);
+    }
+  llvm::SmallVector<int64_t> maskMap = {rank - 1, rank};
+  mlir::Value taken =
+      g_.broadcast(nodeName_ + ".taken", constant(mask, nodeName_ + ".mask"),
+                   maskMap, square);
+  mlir::Value kept = b_.create<kiln::SelectOp>(
+      loc(".kept"), factors.getType(), taken, factors, splat(1.0, e, square));
+  mlir::Value y = b_.create<kiln::ReduceOp>(
+      loc(axis == rank - 1 ? "" : ".products"), last.getType(),
+      kiln::ReduceKind::prod, kept, arr({rank}));
+  setOutput(0, axis == rank - 1 ? y : permute(y, back, ""));
+  return true;
+}
+
+// ReverseSequence: along time_axis (default 0), batch element b's first
+// sequence_lens[b] elements reversed, the rest as they are. Each element
+// reads time index len - 1 - t where t < len, else t, computed from an
+// iota and the lengths (constant or from data): one gather of X's
+// elements, whose gradient scatters back.
+bool Importer::reverseSequence() {
+  mlir::Value x, lens;
+  if (!value(0, x) || !value(1, lens))
+    return false;
+  llvm::ArrayRef<int64_t> sx = shape(x);
+  int64_t rank = sx.size();
+  int64_t batchAxis = intAttr("batch_axis", 1),
+          timeAxis = intAttr("time_axis", 0);
+  if (rank < 2 || !normalizeAxis(batchAxis, rank, "batch_axis") ||
+      !normalizeAxis(timeAxis, rank, "time_axis"))
+    return rank < 2 ? fail("its input is " + shapeText(sx) +
+                           ": expected rank 2 or more")
+                    : false;
+  if (batchAxis == timeAxis || (batchAxis > 1 || timeAxis > 1))
+    return fail("batch_axis and time_axis are " + std::to_string(batchAxis) +
+                " and " + std::to_string(timeAxis) +
+                ": expected 0 and 1, or 1 and 0");
+  if (shape(lens) != llvm::ArrayRef<int64_t>{sx[batchAxis]} ||
+      !element(lens).isInteger(64))
+    return fail("sequence_lens is " + shapeText(shape(lens)) +
+                ": expected INT64 [" + std::to_string(sx[batchAxis]) +
+                "], the batch");
+  mlir::Type i64 = b_.getI64Type();
+  llvm::SmallVector<int64_t> full(sx.begin(), sx.end());
+  mlir::Value t = b_.create<kiln::IotaOp>(loc(".time"), type(full, i64),
+                                          b_.getI64IntegerAttr(timeAxis));
+  mlir::Value len =
+      g_.broadcast(nodeName_ + ".lengths", lens, {batchAxis}, full);
+  mlir::Value inside =
+      b_.create<kiln::CompareOp>(loc(".inside"), type(full, b_.getI1Type()),
+                                 kiln::CompareDirection::lt, t, len);
+  mlir::Value mirrored =
+      sub(sub(len, splat(1.0, i64, full), ".last"), t, ".mirrored");
+  mlir::Value index = b_.create<kiln::SelectOp>(loc(".index"), t.getType(),
+                                                inside, mirrored, t);
+  setOutput(0, gatherElementsAt(x, index, timeAxis));
+  return true;
+}
+
+// CenterCropPad (opset 18): each of `axes` (default all) cropped or padded
+// with zeros to the static shape, centered (the odd element at the end).
+bool Importer::centerCropPad() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  const Static *target = staticInput(1);
+  if (!target)
+    return false;
+  int64_t rank = shape(x).size();
+  std::vector<int64_t> axes;
+  if (std::optional<std::vector<int64_t>> a = intsAttr("axes"))
+    axes = *a;
+  else
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (target->values.size() != axes.size())
+    return fail("shape has " + std::to_string(target->values.size()) +
+                " values for " + std::to_string(axes.size()) + " axes");
+  llvm::SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  bool pads = false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t d = axes[i];
+    if (!normalizeAxis(d, rank, "axes"))
+      return false;
+    int64_t size = toIndex(target->values[i]), dim = shape(x)[d];
+    if (size < 1)
+      return fail("shape " + std::to_string(size) + " of axis " +
+                  std::to_string(d) +
+                  " is below 1: kiln tensors are not empty");
+    if (size < dim) {
+      int64_t start = (dim - size) / 2;
+      x = sliceAxis(x, d, start, start + size, 1, ".crop" + std::to_string(d));
+    } else if (size > dim) {
+      low[d] = (size - dim) / 2;
+      high[d] = size - dim - low[d];
+      pads = true;
+    }
+  }
+  if (pads) {
+    llvm::SmallVector<int64_t> dims(shape(x).begin(), shape(x).end());
+    for (int64_t d = 0; d < rank; ++d)
+      dims[d] += low[d] + high[d];
+    x = b_.create<kiln::PadOp>(loc(".pad"), type(dims, element(x)), x, arr(low),
+                               arr(high), b_.getF64FloatAttr(0.0));
+  }
+  setOutput(0, x);
+  return true;
+}
+
 bool Importer::foldStaticData(const std::string &op, bool &folded) {
   folded = false;
   static const std::set<std::string> kFolded = {

@@ -289,4 +289,38 @@ bool Importer::stft() {
   return true;
 }
 
+// HannWindow, HammingWindow and BlackmanWindow (opset 17): a static
+// size, `periodic` (default 1: the window of size + 1 points without its
+// last) and `output_datatype` (default FLOAT), evaluated at import as
+// onnx.reference computes them (Hamming with ONNX's 25/46).
+bool Importer::window(const std::string &op) {
+  int64_t size = 0;
+  if (!staticIndex(0, "size", size))
+    return false;
+  if (size < 1)
+    return fail("size is " + std::to_string(size) +
+                ": kiln tensors are not empty");
+  bool periodic = intAttr("periodic", 1) != 0;
+  Static s;
+  s.dataType = int32_t(intAttr("output_datatype", int64_t(DataType::Float)));
+  mlir::Type check;
+  if (!elementType(s.dataType, check, "its output_datatype"))
+    return false;
+  s.dims = {size};
+  double n = double(periodic ? size : size - 1);
+  for (int64_t i = 0; i < size; ++i) {
+    double t = n > 0 ? 2.0 * M_PI * double(i) / n : 0.0;
+    double v;
+    if (op == "HannWindow")
+      v = 0.5 - 0.5 * std::cos(t);
+    else if (op == "HammingWindow")
+      v = 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * std::cos(t);
+    else
+      v = 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2.0 * t);
+    s.values.push_back(v);
+  }
+  setStatic(0, std::move(s));
+  return true;
+}
+
 } // namespace kiln::cli::onnx_import

@@ -248,7 +248,8 @@ private:
   // Adds input 2, a [C] bias, along dimension 1 of |y| (if present).
   bool addChannelBias(mlir::Value &y);
   bool convTranspose();
-  bool pool(bool max);
+  // MaxPool, AveragePool and (|lp|) LpPool.
+  bool pool(bool max, bool lp = false);
   // MaxPool's Indices (INT64, |resultDims|) of a 2-D pool of |x| [N, C, H,
   // W] with |kernel|, |strides|, top and left pads |leading| and output
   // [|out|]: the flat position in X of each window's first largest
@@ -258,7 +259,9 @@ private:
                              llvm::ArrayRef<int64_t> leading,
                              llvm::ArrayRef<int64_t> out, bool columnMajor,
                              llvm::ArrayRef<int64_t> resultDims);
-  bool globalPool(bool max);
+  // GlobalAveragePool, GlobalMaxPool and (|lp|) GlobalLpPool.
+  bool globalPool(bool max, bool lp = false);
+  bool maxUnpool();
   bool col2im();
   // |x| with its dimensions in the order |perm|.
   mlir::Value permute(mlir::Value x, llvm::ArrayRef<int64_t> perm,
@@ -357,6 +360,9 @@ private:
   bool depthSpace(bool toSpace);
   // CumSum: a product with a constant triangular matrix along the axis.
   bool cumSum();
+  bool cumProd();
+  bool reverseSequence();
+  bool centerCropPad();
   // ConstantOfShape, Range, comparisons, Where, Slice, Transpose and Expand
   // when every input is static, evaluated here.
   bool foldStaticData(const std::string &op, bool &folded);
@@ -389,6 +395,7 @@ private:
   // Resize, and Upsample (opsets 7 to 9: scales an attribute, then input
   // 1; nearest or linear, asymmetric coordinates, nearest rounding down).
   bool resize(bool upsample);
+  bool affineGrid();
   bool gridSample();
 
   // Einsum as transposes, sums and dot_generals (OnnxImportEinsum.cpp).
@@ -399,6 +406,8 @@ private:
   // (OnnxImportSpectral.cpp).
   bool dft();
   bool stft();
+  // HannWindow, HammingWindow, BlackmanWindow: constants.
+  bool window(const std::string &op);
   // |x| [..., n at |axis|, ..., parts] transformed along |axis| as |t|
   // says, each input element weighted by |window| (if any): a dot_general
   // with the transform's matrix, the axis moved next to the parts and back.

@@ -7,7 +7,10 @@ and checked with `kiln gradcheck` (the compiled step's gradients against
 finite differences). It prints one line per case: ok, the exporter's own
 failure, kiln import's error, or the gradient check's.
 
-    PATH=build/bin:$PATH python3 bench/onnx/coverage.py torchscript|dynamo [CASE...]
+    PATH=build/bin:$PATH python3 bench/onnx/coverage.py torchscript|dynamo|dynamo23 [CASE...]
+
+dynamo23 is the torch.export exporter at opset 23, where it writes
+F.scaled_dot_product_attention as ONNX's Attention.
 
 A reference for bench/RESULTS.md, not a test: it takes a few minutes, and
 the exporters' failures are PyTorch's.
@@ -151,12 +154,29 @@ CASES = {
  "where_nan": (M(lambda s,x: torch.nan_to_num(torch.log(x))), (4,8)),
  "isclose_sum": (M(lambda s,x: x * (x.abs() < 0.5).float()), (4,8)),
  "atan2_flip": (M(lambda s,x: torch.atan2(x, x.flip(1))), (4,8)),
+ "stft": (M(lambda s,x: torch.stft(x, 16, hop_length=4, window=torch.hann_window(16), return_complex=False)), (2,64)),
+ "stft_magnitude": (M(lambda s,x: torch.stft(x, 16, hop_length=4, window=torch.hann_window(16), return_complex=True).abs()), (2,64)),
+ "rfft_magnitude": (M(lambda s,x: torch.fft.rfft(x).abs()), (4,16)),
+ "det": (M(lambda s,x: torch.linalg.det(x)), (3,4,4)),
+ "affine_grid": (M(lambda s,x: F.affine_grid(x, (2,3,5,6), align_corners=False)), (2,2,3)),
+ "max_unpool": (M(lambda s,x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2)), (2,3,6,6)),
+ "logcumsumexp": (M(lambda s,x: torch.logcumsumexp(x, 1)), (4,8)),
+ "quantile": (M(lambda s,x: torch.quantile(x, 0.3, dim=1)), (4,8)),
+ "nanmean": (M(lambda s,x: torch.where(x > 1, float("nan"), x).nanmean(1)), (4,8)),
+ "cdist": (M(lambda s,x: torch.cdist(x, x.flip(1))), (2,5,3)),
+ "group_norm": (M(lambda s,x: F.group_norm(x, 2)), (2,4,3,3)),
+ "embedding_bag": (M(lambda s,x: s.mods[0](torch.tensor([[1,2,4],[3,0,0]])) * x, nn.EmbeddingBag(5, 8, mode="mean")), (2,8)),
+ "bernoulli_mask": (M(lambda s,x: x * torch.bernoulli(torch.full_like(x, 0.5))), (4,8)),
+ "randn_like": (M(lambda s,x: x + 0.1 * torch.randn_like(x)), (4,8)),
+ "sdpa_causal": (M(lambda s,x: F.scaled_dot_product_attention(x, x.flip(2), x * 0.5, is_causal=True)), (2,4,6,8)),
+ "sdpa_mask": (M(lambda s,x: F.scaled_dot_product_attention(x, x.flip(2), x, attn_mask=torch.ones(6, 6).tril().bool())), (2,4,6,8)),
+ "sdpa_gqa": (M(lambda s,x: F.scaled_dot_product_attention(x, x[:, :2], x[:, :2], enable_gqa=True)), (2,4,6,8)),
 }
 
 
 def main(exporter, names):
     torch.manual_seed(0)
-    dynamo = exporter == "dynamo"
+    dynamo = exporter.startswith("dynamo")
     out = tempfile.mkdtemp(prefix="kiln-onnx-coverage-")
     failed = 0
     for name in names or list(CASES):
@@ -164,7 +184,8 @@ def main(exporter, names):
         path = os.path.join(out, name + ".onnx")
         try:
             if dynamo:
-                torch.onnx.export(module, (torch.randn(shape),), path, dynamo=True)
+                torch.onnx.export(module, (torch.randn(shape),), path, dynamo=True,
+                                  **({"opset_version": 23} if exporter == "dynamo23" else {}))
             else:
                 torch.onnx.export(module, (torch.randn(shape),), path, opset_version=17,
                                   dynamo=False)
@@ -188,6 +209,6 @@ def main(exporter, names):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in ("torchscript", "dynamo"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("torchscript", "dynamo", "dynamo23"):
         raise SystemExit(__doc__)
     main(sys.argv[1], sys.argv[2:])

@@ -1222,6 +1222,42 @@ def variants(rng):
          helper.make_node("BlackmanWindow", ["ten"], ["blackman"]),
          helper.make_node("Sum", ["hann", "hamming", "blackman"], ["w"]),
          helper.make_node("Mul", ["h", "w"], ["y"])], [const("ten", 10)])
+    # Attention (opset 23, torch.export's F.scaled_dot_product_attention):
+    # plain causal attention (one kiln.attention); 3-D inputs with grouped
+    # key heads (4 query heads, 2 key heads), a boolean mask shorter than
+    # the keys with a row that sees no key, softcap and scale; a cache
+    # (past keys and values, which the causal frontier follows) and a float
+    # mask; (opset 25) a sliding window with nonpad_kv_seqlen.
+    def attention_weights(shape):
+        return floats("wk", 1 + 0.3 * rng.standard_normal(shape)), \
+            floats("wv", rng.standard_normal(shape))
+    add("attention-causal", 23, (2, 4, 8, 16),
+        [helper.make_node("Mul", ["h", "wk"], ["k"]), helper.make_node("Mul", ["h", "wv"], ["v"]),
+         helper.make_node("Attention", ["h", "k", "v"], ["y"], is_causal=1)],
+        attention_weights((4, 8, 16)))
+    mask = rng.random((5, 4)) > 0.3
+    mask[2] = False
+    mask[:, 0] |= np.arange(5) != 2
+    add("attention-gqa-3d-mask-softcap", 23, (2, 5, 32),
+        [helper.make_node("MatMul", ["h", "wk"], ["k"]), helper.make_node("MatMul", ["h", "wv"], ["v"]),
+         helper.make_node("Attention", ["h", "k", "v", "mask"], ["y"], q_num_heads=4,
+                          kv_num_heads=2, softcap=3.0, scale=0.2)],
+        [floats("wk", rng.standard_normal((32, 16)) * 0.3),
+         floats("wv", rng.standard_normal((32, 12)) * 0.3),
+         numpy_helper.from_array(mask, "mask")])
+    add("attention-cache-float-mask", 23, (2, 2, 3, 8),
+        [helper.make_node("Mul", ["h", "wk"], ["k"]), helper.make_node("Mul", ["h", "wv"], ["v"]),
+         helper.make_node("Attention", ["h", "k", "v", "bias", "past_k", "past_v"], ["y"],
+                          is_causal=1)],
+        list(attention_weights((2, 3, 8)))
+        + [floats("bias", 0.5 * rng.standard_normal((1, 1, 3, 7))),
+           floats("past_k", rng.standard_normal((2, 2, 4, 8))),
+           floats("past_v", rng.standard_normal((2, 2, 4, 8)))])
+    add("attention-window-nonpad", 25, (2, 2, 6, 8),
+        [helper.make_node("Mul", ["h", "wk"], ["k"]), helper.make_node("Mul", ["h", "wv"], ["v"]),
+         helper.make_node("Attention", ["h", "k", "v", "", "", "", "lens"], ["y"], is_causal=1,
+                          left_window_size=2)],
+        list(attention_weights((2, 6, 8))) + [const("lens", [6, 4])])
     return out
 
 

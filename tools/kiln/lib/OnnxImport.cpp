@@ -777,6 +777,8 @@ bool Importer::node(const onnx::Node &n) {
     return det();
   if (op == "LRN")
     return lrn();
+  if (op == "Attention")
+    return attention();
   if (op == "LpPool")
     return pool(false, /*lp=*/true);
   if (op == "GlobalLpPool")
@@ -1022,7 +1024,7 @@ bool Importer::run(OnnxImport &out) {
 
 const char *onnxSupportedOps() {
   return "Abs, Acos, Acosh, Add, AffineGrid, And, ArgMax, ArgMin, Asin, Asinh, "
-         "Atan, Atanh, AveragePool, BatchNormalization, Bernoulli, "
+         "Atan, Atanh, Attention, AveragePool, BatchNormalization, Bernoulli, "
          "BlackmanWindow, Cast, CastLike, Ceil, Celu, CenterCropPad, Clip, "
          "Col2Im, Concat, ConcatFromSequence, Constant, ConstantOfShape, Conv, "
          "ConvTranspose, Cos, Cosh, CumProd, CumSum, DepthToSpace, Det, DFT, "

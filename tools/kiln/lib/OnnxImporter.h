@@ -418,6 +418,10 @@ private:
   // Fails unless |t|'s matrix is small enough to write.
   bool spectralSize(const SpectralTransform &t);
 
+  // Attention (opsets 23 to 25; OnnxImportAttention.cpp): kiln.attention
+  // where it is plain, else decomposed.
+  bool attention();
+
   // Det by an LU factorization unrolled over the columns
   // (OnnxImportLinalg.cpp).
   bool det();

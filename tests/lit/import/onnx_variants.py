@@ -1222,6 +1222,14 @@ def variants(rng):
          helper.make_node("BlackmanWindow", ["ten"], ["blackman"]),
          helper.make_node("Sum", ["hann", "hamming", "blackman"], ["w"]),
          helper.make_node("Mul", ["h", "w"], ["y"])], [const("ten", 10)])
+    # A mel spectrogram's filters (MelWeightMatrix, opset 17: 8 bins of a
+    # 32-point DFT at 8 kHz, 100 Hz to 3.5 kHz) applied to a power spectrum.
+    add("mel-weight-matrix", 17, (4, 3, 17),
+        [helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "low", "high"], ["mel"]),
+         helper.make_node("Mul", ["h", "h"], ["power"]),
+         helper.make_node("MatMul", ["power", "mel"], ["y"])],
+        [const("bins", 8), const("dft", 32), const("rate", 8000),
+         floats("low", 100.0), floats("high", 3500.0)])
     # Attention (opset 23, torch.export's F.scaled_dot_product_attention):
     # plain causal attention (one kiln.attention); 3-D inputs with grouped
     # key heads (4 query heads, 2 key heads), a boolean mask shorter than

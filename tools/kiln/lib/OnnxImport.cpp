@@ -795,6 +795,8 @@ bool Importer::node(const onnx::Node &n) {
     return affineGrid();
   if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow")
     return window(op);
+  if (op == "MelWeightMatrix")
+    return melWeightMatrix();
   if (op == "MeanVarianceNormalization")
     return meanVarianceNormalization();
   if (op == "Upsample")
@@ -1036,8 +1038,8 @@ const char *onnxSupportedOps() {
          "InstanceNormalization, IsInf, IsNaN, LayerNormalization, LeakyRelu, "
          "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LpPool, "
          "LRN, LSTM, MatMul, Max, MaxPool, MaxUnpool, Mean, "
-         "MeanVarianceNormalization, Min, Mish, Mod, Mul, Neg, "
-         "NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, PRelu, "
+         "MeanVarianceNormalization, MelWeightMatrix, Min, Mish, Mod, Mul, "
+         "Neg, NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, PRelu, "
          "RandomNormal, RandomNormalLike, RandomUniform, RandomUniformLike, "
          "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "

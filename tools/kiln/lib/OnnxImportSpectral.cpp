@@ -323,4 +323,68 @@ bool Importer::window(const std::string &op) {
   return true;
 }
 
+// MelWeightMatrix (opset 17): the [dft_length / 2 + 1, num_mel_bins]
+// triangular filters from static inputs, evaluated at import as ONNX's
+// function body and onnx.reference compute them (the mel step divides the
+// range by num_mel_bins + 2 points; bin edges rounded down).
+bool Importer::melWeightMatrix() {
+  int64_t bins = 0, dftLength = 0, sampleRate = 0;
+  if (!staticIndex(0, "num_mel_bins", bins) ||
+      !staticIndex(1, "dft_length", dftLength) ||
+      !staticIndex(2, "sample_rate", sampleRate))
+    return false;
+  const Static *lowIn = staticInput(3), *highIn = staticInput(4);
+  if (!lowIn || !highIn)
+    return false;
+  if (lowIn->values.size() != 1 || highIn->values.size() != 1)
+    return fail("lower_edge_hertz and upper_edge_hertz are not one value each");
+  if (bins < 1 || dftLength < 1 || sampleRate < 1)
+    return fail("num_mel_bins, dft_length and sample_rate are " +
+                std::to_string(bins) + ", " + std::to_string(dftLength) +
+                " and " + std::to_string(sampleRate) + ": expected 1 or more");
+  double low = lowIn->values[0], high = highIn->values[0];
+  int64_t spectrum = dftLength / 2 + 1;
+  auto mel = [](double hz) {
+    return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0);
+  };
+  double lowMel = mel(low), step = (mel(high) - lowMel) / double(bins + 2);
+  std::vector<int64_t> edges;
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    double hz = 700.0 * std::expm1((double(i) * step + lowMel) / 2595.0 *
+                                   std::log(10.0));
+    edges.push_back(
+        int64_t(std::floor(double(dftLength + 1) * hz / double(sampleRate))));
+  }
+  Static s;
+  s.dataType = int32_t(intAttr("output_datatype", int64_t(DataType::Float)));
+  mlir::Type check;
+  if (!elementType(s.dataType, check, "its output_datatype"))
+    return false;
+  s.dims = {spectrum, bins};
+  s.values.assign(spectrum * bins, 0.0);
+  bool inside = true;
+  auto set = [&](int64_t j, int64_t i, double v) {
+    if (j < 0 || j >= spectrum)
+      inside = false;
+    else
+      s.values[j * bins + i] = v;
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    int64_t left = edges[i], center = edges[i + 1], right = edges[i + 2];
+    if (center == left)
+      set(center, i, 1.0);
+    else
+      for (int64_t j = left; j <= center; ++j)
+        set(j, i, double(j - left) / double(center - left));
+    for (int64_t j = center; j < right; ++j)
+      set(j, i, double(right - j) / double(right - center));
+  }
+  if (!inside)
+    return fail("its filters reach past the " + std::to_string(spectrum) +
+                " bins of a DFT of " + std::to_string(dftLength) +
+                ": expected edges from 0 to at most sample_rate / 2");
+  setStatic(0, std::move(s));
+  return true;
+}
+
 } // namespace kiln::cli::onnx_import

@@ -408,6 +408,7 @@ private:
   bool stft();
   // HannWindow, HammingWindow, BlackmanWindow: constants.
   bool window(const std::string &op);
+  bool melWeightMatrix();
   // |x| [..., n at |axis|, ..., parts] transformed along |axis| as |t|
   // says, each input element weighted by |window| (if any): a dot_general
   // with the transform's matrix, the axis moved next to the parts and back.

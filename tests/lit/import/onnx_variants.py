@@ -1266,6 +1266,19 @@ def variants(rng):
          helper.make_node("Attention", ["h", "k", "v", "", "", "", "lens"], ["y"], is_causal=1,
                           left_window_size=2)],
         list(attention_weights((2, 6, 8))) + [const("lens", [6, 4])])
+    # RotaryEmbedding (opset 23): 4-D with position_ids into [10, 4]
+    # caches; 3-D (num_heads 2) interleaved over the first 4 of 6 elements,
+    # caches per batch and position.
+    angle = np.arange(10)[:, None] * (1.0 / 10000 ** (np.arange(4) / 4))[None, :]
+    add("rotary-positions", 23, (2, 2, 5, 8),
+        [helper.make_node("RotaryEmbedding", ["h", "cos", "sin", "positions"], ["y"])],
+        [floats("cos", np.cos(angle)), floats("sin", np.sin(angle)),
+         const("positions", [[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]])])
+    angle = rng.random((2, 5, 2)) * 3
+    add("rotary-3d-interleaved-partial", 23, (2, 5, 12),
+        [helper.make_node("RotaryEmbedding", ["h", "cos", "sin"], ["y"], num_heads=2,
+                          interleaved=1, rotary_embedding_dim=4)],
+        [floats("cos", np.cos(angle)), floats("sin", np.sin(angle))])
     return out
 
 

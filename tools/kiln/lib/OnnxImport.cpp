@@ -779,6 +779,8 @@ bool Importer::node(const onnx::Node &n) {
     return lrn();
   if (op == "Attention")
     return attention();
+  if (op == "RotaryEmbedding")
+    return rotaryEmbedding();
   if (op == "LpPool")
     return pool(false, /*lp=*/true);
   if (op == "GlobalLpPool")
@@ -1044,10 +1046,10 @@ const char *onnxSupportedOps() {
          "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
          "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "
          "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, ReverseSequence, "
-         "RMSNormalization, RNN, Round, Scan, Scatter, ScatterElements, "
-         "ScatterND, Selu, SequenceAt, SequenceConstruct, SequenceEmpty, "
-         "SequenceErase, SequenceInsert, SequenceLength, Shape, Shrink, "
-         "Sigmoid, Sign, Sin, Sinh, Size, Slice, Softmax, "
+         "RMSNormalization, RNN, RotaryEmbedding, Round, Scan, Scatter, "
+         "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
+         "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
+         "Shrink, Sigmoid, Sign, Sin, Sinh, Size, Slice, Softmax, "
          "SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, Split, "
          "SplitToSequence, Sqrt, Squeeze, STFT, Sub, Sum, Swish, Tan, Tanh, "
          "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Upsample, "

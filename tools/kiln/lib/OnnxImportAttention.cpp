@@ -1,4 +1,4 @@
-//===- OnnxImportAttention.cpp - ONNX Attention (opsets 23 to 25) ---------===//
+//===- OnnxImportAttention.cpp - Attention and RotaryEmbedding ------------===//
 //
 // The importer's Attention (OnnxImporter.h), which PyTorch's torch.export
 // exporter writes for F.scaled_dot_product_attention from opset 23 on.
@@ -295,6 +295,129 @@ bool Importer::attention() {
     y = g_.reshape(nodeName_, permute(y, {0, 2, 1, 3}, ".heads_last"),
                    {batch, qLen, qHeads * valueSize});
   setOutput(0, y);
+  return true;
+}
+
+// RotaryEmbedding (opset 23): the first rotary_embedding_dim (default all)
+// elements of each head rotated in pairs by the angles of its position:
+// halves (x1, x2), or with `interleaved` even and odd elements, become
+// (cos x1 - sin x2, sin x1 + cos x2). cos_cache and sin_cache are [max
+// position, dim / 2] rows picked by position_ids [B, S] (a gather; from
+// data or constant), or [B, S, dim / 2] without them. X is [B, heads, S,
+// size] or [B, S, heads * size] (num_heads). A cache that is an
+// initializer is a constant (a model's rotary table, not a parameter).
+bool Importer::rotaryEmbedding() {
+  mlir::Value x;
+  if (!value(0, x))
+    return false;
+  mlir::Type e = element(x);
+  if (!llvm::isa<mlir::FloatType>(e))
+    return fail("X is not floating-point");
+  size_t rank = shape(x).size();
+  llvm::SmallVector<int64_t> original(shape(x).begin(), shape(x).end());
+  if (rank == 4) {
+    x = permute(x, {0, 2, 1, 3}, ".sequence_first");
+  } else if (rank == 3) {
+    int64_t heads = intAttr("num_heads", 0);
+    if (heads < 1 || original[2] % heads != 0)
+      return fail("X is " + shapeText(original) +
+                  ": a 3-D X needs num_heads dividing its " +
+                  "last dimension (num_heads is " + std::to_string(heads) +
+                  ")");
+    x = g_.reshape(nodeName_ + ".heads", x,
+                   {original[0], original[1], heads, original[2] / heads});
+  } else {
+    return fail("X is " + shapeText(original) +
+                ": expected [B, heads, S, size] or [B, S, heads * size]");
+  }
+  llvm::SmallVector<int64_t> sx(shape(x).begin(),
+                                shape(x).end()); // [B, S, H, D]
+  int64_t batch = sx[0], length = sx[1], heads = sx[2], size = sx[3];
+  int64_t dim = intAttr("rotary_embedding_dim", 0);
+  if (dim == 0)
+    dim = size;
+  if (dim < 2 || dim > size || dim % 2 != 0)
+    return fail("rotary_embedding_dim is " + std::to_string(dim) +
+                ": expected an even number up to the head size " +
+                std::to_string(size));
+  int64_t half = dim / 2;
+  auto cache = [&](size_t i, const char *what, mlir::Value &out) {
+    const std::string &name = node_->inputs[i];
+    if (statics_.count(name) || parameterTensors_.count(name)) {
+      const Static *s = constInput(i);
+      if (!s)
+        return false;
+      out = constant(*s, nodeName_ + "." + what, e);
+    } else if (!value(i, out)) {
+      return false;
+    }
+    if (element(out) != e)
+      return fail(std::string(what) + " is not of X's type");
+    return true;
+  };
+  mlir::Value cosine, sine;
+  if (!hasInput(1) || !hasInput(2) || !cache(1, "cos_cache", cosine) ||
+      !cache(2, "sin_cache", sine))
+    return hasInput(1) && hasInput(2)
+               ? false
+               : fail("cos_cache and sin_cache are required");
+  llvm::SmallVector<int64_t> angles = {batch, length, half};
+  if (hasInput(3)) {
+    mlir::Value positions;
+    if (!value(3, positions))
+      return false;
+    if (shape(positions) != llvm::ArrayRef<int64_t>{batch, length} ||
+        !llvm::isa<mlir::IntegerType>(element(positions)))
+      return fail("position_ids is " + shapeText(shape(positions)) +
+                  ": expected integers [" + std::to_string(batch) + ", " +
+                  std::to_string(length) + "]");
+    for (auto [table, what] :
+         {std::pair<mlir::Value *, const char *>{&cosine, "cos_cache"},
+          {&sine, "sin_cache"}}) {
+      if (shape(*table).size() != 2 || shape(*table)[1] != half)
+        return fail(std::string(what) + " is " + shapeText(shape(*table)) +
+                    ": expected [positions, " + std::to_string(half) + "]");
+      *table = b_.create<kiln::GatherOp>(loc(std::string(".") + what + "_rows"),
+                                         type(angles, e), *table, positions);
+    }
+  } else if (shape(cosine) != llvm::ArrayRef<int64_t>(angles) ||
+             shape(sine) != llvm::ArrayRef<int64_t>(angles)) {
+    return fail("cos_cache and sin_cache are " + shapeText(shape(cosine)) +
+                " and " + shapeText(shape(sine)) +
+                " without position_ids: expected " + shapeText(angles));
+  }
+  llvm::SmallVector<int64_t> part = {batch, length, heads, half};
+  cosine = g_.broadcast(nodeName_ + ".cos", cosine, {0, 1, 3}, part);
+  sine = g_.broadcast(nodeName_ + ".sin", sine, {0, 1, 3}, part);
+  bool interleaved = intAttr("interleaved", 0) != 0;
+  mlir::Value rotated = sliceAxis(x, 3, 0, dim, 1, ".rotated");
+  mlir::Value x1 = interleaved
+                       ? sliceAxis(rotated, 3, 0, dim, 2, ".even")
+                       : sliceAxis(rotated, 3, 0, half, 1, ".first_half");
+  mlir::Value x2 = interleaved
+                       ? sliceAxis(rotated, 3, 1, dim, 2, ".odd")
+                       : sliceAxis(rotated, 3, half, dim, 1, ".second_half");
+  mlir::Value real =
+      sub(mul(cosine, x1, ".cos_x1"), mul(sine, x2, ".sin_x2"), ".real");
+  mlir::Value imag =
+      add(mul(sine, x1, ".sin_x1"), mul(cosine, x2, ".cos_x2"), ".imag");
+  llvm::SmallVector<int64_t> rotatedDims = {batch, length, heads, dim};
+  mlir::Value y;
+  if (interleaved) {
+    y = g_.reshape(nodeName_ + ".pairs", stack({real, imag}, 4, ".pair"),
+                   rotatedDims);
+  } else {
+    y = b_.create<kiln::ConcatenateOp>(loc(".halves"), type(rotatedDims, e),
+                                       mlir::ValueRange{real, imag},
+                                       b_.getI64IntegerAttr(3));
+  }
+  if (dim < size)
+    y = b_.create<kiln::ConcatenateOp>(
+        loc(".kept"), type(sx, e),
+        mlir::ValueRange{y, sliceAxis(x, 3, dim, size, 1, ".passed")},
+        b_.getI64IntegerAttr(3));
+  setOutput(0, rank == 4 ? permute(y, {0, 2, 1, 3}, "")
+                         : g_.reshape(nodeName_, y, original));
   return true;
 }
 

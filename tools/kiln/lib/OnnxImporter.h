@@ -422,6 +422,7 @@ private:
   // Attention (opsets 23 to 25; OnnxImportAttention.cpp): kiln.attention
   // where it is plain, else decomposed.
   bool attention();
+  bool rotaryEmbedding();
 
   // Det by an LU factorization unrolled over the columns
   // (OnnxImportLinalg.cpp).

@@ -1015,9 +1015,11 @@ def variants(rng):
          floats("lw", rng.standard_normal((6, 6)) * 0.4),
          floats("table", rng.standard_normal((3, 6)) * 0.5)])
     # Loop ended by its condition: a counter carried as a constant; the
-    # body's condition is computed from it at import.
+    # body's condition is computed from it at import (its step a CastLike
+    # of the counter, as torch.export writes its index arithmetic).
     counted = graph("counted_body", [
-        helper.make_node("Add", ["k", "step"], ["k_out"]),
+        helper.make_node("CastLike", ["step", "k"], ["step_like"]),
+        helper.make_node("Add", ["k", "step_like"], ["k_out"]),
         helper.make_node("Less", ["k_out", "four"], ["c_out"]),
         helper.make_node("Sin", ["s"], ["sin"]),
         helper.make_node("Mul", ["s", "lw"], ["sw"]),

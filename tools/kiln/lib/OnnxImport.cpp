@@ -513,9 +513,12 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
   Static s;
   if (op == "Identity") {
     s = a; // a Loop body's condition passed through, for one
-  } else if (op == "Cast") {
+  } else if (op == "Cast" || (op == "CastLike" && node_->inputs.size() == 2)) {
+    // CastLike takes its second input's type (torch.export's index
+    // arithmetic inside a Loop body: CastLike of a constant one).
     s = a;
-    s.dataType = static_cast<int32_t>(intAttr("to", a.dataType));
+    s.dataType = op == "Cast" ? static_cast<int32_t>(intAttr("to", a.dataType))
+                              : statics_[node_->inputs[1]].dataType;
     if (!isFloatType(s.dataType))
       for (double &v : s.values)
         v = std::trunc(v);

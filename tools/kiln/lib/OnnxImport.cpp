@@ -269,6 +269,14 @@ bool Importer::value(size_t i, mlir::Value &out) {
   return named(node_->inputs[i], out);
 }
 
+bool Importer::floatValue(size_t i, mlir::Value &out) {
+  if (!value(i, out))
+    return false;
+  if (!llvm::isa<mlir::FloatType>(element(out)))
+    return fail("its input is not floating-point");
+  return true;
+}
+
 bool Importer::named(const std::string &name, mlir::Value &out) {
   if (sharedUniform(name)) {
     // An Identity (the TorchScript exporter's alias of a merged tensor)

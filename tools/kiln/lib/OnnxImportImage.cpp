@@ -30,11 +30,9 @@ static bool allEqual(const Static &s, double v) {
 // over size, so the divisor is bias + alpha * that mean.
 bool Importer::lrn() {
   mlir::Value x;
-  if (!value(0, x))
+  if (!floatValue(0, x))
     return false;
   mlir::Type e = element(x);
-  if (!llvm::isa<mlir::FloatType>(e))
-    return fail("its input is not floating-point");
   llvm::ArrayRef<int64_t> sx = shape(x);
   if (sx.size() < 3)
     return fail("its input is " + shapeText(sx) + ": expected [N, C, D1, ...]");
@@ -63,11 +61,9 @@ bool Importer::lrn() {
 // deviations (ONNX's function body).
 bool Importer::meanVarianceNormalization() {
   mlir::Value x;
-  if (!value(0, x))
+  if (!floatValue(0, x))
     return false;
   mlir::Type e = element(x);
-  if (!llvm::isa<mlir::FloatType>(e))
-    return fail("its input is not floating-point");
   llvm::ArrayRef<int64_t> sx = shape(x);
   int64_t rank = sx.size();
   std::vector<int64_t> axes =

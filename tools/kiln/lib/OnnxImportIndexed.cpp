@@ -588,10 +588,8 @@ bool Importer::topK() {
   static constexpr int64_t kMaxRankPairs = int64_t(1) << 24;
   static constexpr int64_t kMaxRounds = 256;
   mlir::Value x;
-  if (!value(0, x))
+  if (!floatValue(0, x))
     return false;
-  if (!llvm::isa<mlir::FloatType>(element(x)))
-    return fail("its input is not floating-point");
   int64_t rank = shape(x).size(), axis, k;
   if (!axisOf(x, -1, axis))
     return false;

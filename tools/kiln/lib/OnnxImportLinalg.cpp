@@ -29,11 +29,9 @@ constexpr int64_t kMaxDetOrder = 64;
 
 bool Importer::det() {
   mlir::Value x;
-  if (!value(0, x))
+  if (!floatValue(0, x))
     return false;
   mlir::Type e = element(x);
-  if (!llvm::isa<mlir::FloatType>(e))
-    return fail("its input is not floating-point");
   llvm::ArrayRef<int64_t> dims = shape(x);
   int64_t rank = dims.size();
   if (rank < 2 || dims[rank - 1] != dims[rank - 2])

@@ -154,10 +154,8 @@ bool Importer::spectralSize(const SpectralTransform &t) {
 // (NumPy's irfft, as onnx.reference computes it).
 bool Importer::dft() {
   mlir::Value x;
-  if (!value(0, x))
+  if (!floatValue(0, x))
     return false;
-  if (!llvm::isa<mlir::FloatType>(element(x)))
-    return fail("its input is not floating-point");
   int64_t rank = shape(x).size();
   if (rank < 2 || (shape(x).back() != 1 && shape(x).back() != 2))
     return fail("its input is " + shapeText(shape(x)) +

@@ -107,6 +107,9 @@ private:
 
   // The kiln value of input |i| of the current node.
   bool value(size_t i, mlir::Value &out);
+  // Input |i| as value() gives it, which must be floating-point ("its
+  // input is not floating-point" otherwise).
+  bool floatValue(size_t i, mlir::Value &out);
   // The kiln value of the tensor |name| as the current node reads it.
   bool named(const std::string &name, mlir::Value &out);
   // Whether the initializer |name| has all elements equal and several

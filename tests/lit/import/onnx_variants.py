@@ -1233,11 +1233,12 @@ def variants(rng):
         [const("bins", 8), const("dft", 32), const("rate", 8000),
          floats("low", 100.0), floats("high", 3500.0)])
     # Attention (opset 23, torch.export's F.scaled_dot_product_attention):
-    # plain causal attention (one kiln.attention); 3-D inputs with grouped
-    # key heads (4 query heads, 2 key heads), a boolean mask shorter than
-    # the keys with a row that sees no key, softcap and scale; a cache
-    # (past keys and values, which the causal frontier follows) and a float
-    # mask; (opset 25) a sliding window with nonpad_kv_seqlen.
+    # plain causal attention, and plain 3-D attention split into heads (each
+    # one kiln.attention); 3-D inputs with grouped key heads (4 query heads,
+    # 2 key heads), a boolean mask shorter than the keys with a row that
+    # sees no key, softcap and scale; a cache (past keys and values, which
+    # the causal frontier follows) and a float mask; (opset 25) a sliding
+    # window with nonpad_kv_seqlen.
     def attention_weights(shape):
         return floats("wk", 1 + 0.3 * rng.standard_normal(shape)), \
             floats("wv", rng.standard_normal(shape))
@@ -1245,6 +1246,11 @@ def variants(rng):
         [helper.make_node("Mul", ["h", "wk"], ["k"]), helper.make_node("Mul", ["h", "wv"], ["v"]),
          helper.make_node("Attention", ["h", "k", "v"], ["y"], is_causal=1)],
         attention_weights((4, 8, 16)))
+    add("attention-3d-plain", 23, (2, 5, 32),
+        [helper.make_node("MatMul", ["h", "wk"], ["k"]), helper.make_node("MatMul", ["h", "wv"], ["v"]),
+         helper.make_node("Attention", ["h", "k", "v"], ["y"], q_num_heads=4, kv_num_heads=4)],
+        [floats("wk", rng.standard_normal((32, 32)) * 0.3),
+         floats("wv", rng.standard_normal((32, 24)) * 0.3)])
     mask = rng.random((5, 4)) > 0.3
     mask[2] = False
     mask[:, 0] |= np.arange(5) != 2

@@ -10,8 +10,8 @@ the distribution. Each case is a model whose output, imported with
 parameter); `kiln train --data=synthetic` prints it for four steps, each
 with new numbers, on the reference interpreter and on the CPU backend. The
 CPU backend's losses must equal the interpreter's (relative 1e-5), the
-four steps must differ, and their mean must lie within five standard
-errors of the distribution's value. The import seed is random and printed;
+four steps must not all be equal, and their mean must lie within five
+standard errors of the distribution's value. The import seed is random and printed;
 KILN_RANDOM_SEED=N reruns one."""
 
 import os
@@ -75,8 +75,7 @@ def cases(rng):
     out.append(("uniform-mean", [uniform] + mean_of("u"), [], 1.0,
                 4.0 / np.sqrt(12.0 * N), None))
     # Its extremes: 4 E / N from the ends, E exponential; a bound of 40 / N
-    # from them for the mean of four (no step's extreme repeats another's
-    # by chance only rarely enough: they are not told apart).
+    # from them for the mean of four.
     out.append(("uniform-max", [uniform, helper.make_node("ReduceMax", ["u"], ["s"],
                                                           keepdims=0)],
                 [], 3.0, 16.0 / N, (-1.0, 3.0)))
@@ -133,8 +132,11 @@ def main(directory):
             if any(abs(a - b) > 1e-5 * max(abs(a), 1e-3) for a, b in zip(ref, cpu)):
                 problems.append("the CPU backend's %s differ from the interpreter's %s"
                                 % (cpu, ref))
-            if len(set(ref)) != STEPS and not name.endswith(("-max", "-min")):
-                problems.append("steps repeat their numbers: %s" % ref)
+            # Every step the same: the counter did not advance. (Two steps
+            # may agree by chance: a Bernoulli mean is a count over N, and
+            # the losses print with 7 digits; all four almost never do.)
+            if len(set(ref)) == 1:
+                problems.append("every step drew the same numbers: %s" % ref)
             mean = float(np.mean(ref))
             if abs(mean - expected) > 5 * error / np.sqrt(STEPS):
                 problems.append("mean %.6g, expected %.6g +- %.3g"

@@ -119,19 +119,24 @@ bool Importer::attention() {
     setOutput(2, v);
   int64_t kvHeads = shape(k)[1], kvLen = shape(k)[2], valueSize = shape(v)[3];
 
-  // Plain scaled-dot-product attention: one kiln.attention.
-  bool windowed = left >= 0 || right >= 0;
-  if (!hasMask && !hasPast && !hasNonpad && softcap <= 0 && !windowed &&
-      kvHeads == qHeads) {
-    auto op = b_.create<kiln::AttentionOp>(loc(rank == 3 ? ".attention" : ""),
-                                           q, k, v, scale, causal);
-    mlir::Value y = op.getOut();
+  // Y [B, heads, Sq, value size], merged back to [B, Sq, heads * size]
+  // for 3-D inputs.
+  auto finish = [&](mlir::Value y) {
     if (rank == 3)
       y = g_.reshape(nodeName_, permute(y, {0, 2, 1, 3}, ".heads_last"),
                      {batch, qLen, qHeads * valueSize});
     setOutput(0, y);
     return true;
-  }
+  };
+
+  // Plain scaled-dot-product attention: one kiln.attention.
+  bool windowed = left >= 0 || right >= 0;
+  if (!hasMask && !hasPast && !hasNonpad && softcap <= 0 && !windowed &&
+      kvHeads == qHeads)
+    return finish(
+        b_.create<kiln::AttentionOp>(loc(rank == 3 ? ".attention" : ""), q, k,
+                                     v, scale, causal)
+            .getOut());
 
   // Each key and value head repeated for its group of query heads
   // ([h0, h0, h1, h1, ...]).
@@ -291,11 +296,7 @@ bool Importer::attention() {
   mlir::Value y = b_.create<kiln::DotGeneralOp>(
       loc(rank == 3 ? ".values" : ""), type(outDims, e), p, v, arr({0, 1}),
       arr({0, 1}), arr({3}), arr({2}));
-  if (rank == 3)
-    y = g_.reshape(nodeName_, permute(y, {0, 2, 1, 3}, ".heads_last"),
-                   {batch, qLen, qHeads * valueSize});
-  setOutput(0, y);
-  return true;
+  return finish(y);
 }
 
 // RotaryEmbedding (opset 23): the first rotary_embedding_dim (default all)

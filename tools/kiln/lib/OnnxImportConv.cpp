@@ -177,6 +177,15 @@ bool Importer::addChannelBias(mlir::Value &y) {
   return true;
 }
 
+llvm::SmallVector<int64_t> Importer::axisLastOrder(int64_t rank, int64_t axis) {
+  llvm::SmallVector<int64_t> order;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      order.push_back(d);
+  order.push_back(axis);
+  return order;
+}
+
 mlir::Value Importer::permute(mlir::Value x, llvm::ArrayRef<int64_t> perm,
                               const std::string &suffix) {
   llvm::SmallVector<int64_t> dims;
@@ -463,18 +472,9 @@ bool Importer::pool(bool max, bool lp) {
   // average (zeros padded, divided by the whole window) times the window.
   double power = 0;
   if (lp) {
-    power = double(intAttr("p", 2));
-    if (power < 1)
-      return fail("p is " + std::to_string(int64_t(power)) +
-                  ": expected 1 or more");
-    if (!llvm::isa<mlir::FloatType>(element(x)))
-      return fail("X is not floating-point");
-    mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), x.getType(), x);
-    x = power == 1
-            ? magnitude
-            : b_.create<kiln::PowOp>(loc(".power"), x.getType(), magnitude,
-                                     splat(power, element(x), shape(x)))
-                  .getResult();
+    if (!lpPower(x, power))
+      return false;
+    x = absPower(x, power);
   }
   bool indices = node_->outputs.size() > 1 && !node_->outputs[1].empty();
   if (indices && !max)
@@ -786,43 +786,45 @@ bool Importer::globalPool(bool max, bool lp) {
   llvm::ArrayRef<int64_t> sx = shape(x);
   if (sx.size() < 3)
     return fail("X is " + shapeText(sx) + ": expected [N, C, spatial...]");
-  if (lp) {
-    // GlobalLpPool: (the sum of |x|^p over the spatial axes)^(1/p).
-    double power = double(intAttr("p", 2));
-    if (power < 1)
-      return fail("p is " + std::to_string(int64_t(power)) +
-                  ": expected 1 or more");
-    mlir::Type e = element(x);
-    llvm::SmallVector<int64_t> spatial, reduced = {sx[0], sx[1]},
-                                        kept = {sx[0], sx[1]};
-    for (size_t d = 2; d < sx.size(); ++d) {
-      spatial.push_back(d);
-      kept.push_back(1);
-    }
-    mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), x.getType(), x);
-    if (power != 1)
-      magnitude = b_.create<kiln::PowOp>(loc(".power"), x.getType(), magnitude,
-                                         splat(power, e, sx));
-    mlir::Value y = b_.create<kiln::ReduceOp>(loc(".sum"), type(reduced, e),
-                                              kiln::ReduceKind::sum, magnitude,
-                                              arr(spatial));
-    if (power != 1)
-      y = b_.create<kiln::PowOp>(loc(".root"), y.getType(), y,
-                                 splat(1.0 / power, e, reduced));
-    setOutput(0, g_.reshape(nodeName_, y, kept));
-    return true;
-  }
+  // GlobalLpPool: (the sum of |x|^p over the spatial axes)^(1/p).
+  double power = 0;
+  if (lp && !lpPower(x, power))
+    return false;
   llvm::SmallVector<int64_t> spatial, reduced = {sx[0], sx[1]},
                                       kept = {sx[0], sx[1]};
   for (size_t d = 2; d < sx.size(); ++d) {
     spatial.push_back(d);
     kept.push_back(1);
   }
+  kiln::ReduceKind kind = lp    ? kiln::ReduceKind::sum
+                          : max ? kiln::ReduceKind::max
+                                : kiln::ReduceKind::mean;
   mlir::Value y = b_.create<kiln::ReduceOp>(
-      loc(".reduce"), type(reduced, element(x)),
-      max ? kiln::ReduceKind::max : kiln::ReduceKind::mean, x, arr(spatial));
+      loc(lp ? ".sum" : ".reduce"), type(reduced, element(x)), kind,
+      lp ? absPower(x, power) : x, arr(spatial));
+  if (lp && power != 1)
+    y = b_.create<kiln::PowOp>(loc(".root"), y.getType(), y,
+                               splat(1.0 / power, element(x), reduced));
   setOutput(0, g_.reshape(nodeName_, y, kept));
   return true;
+}
+
+bool Importer::lpPower(mlir::Value x, double &power) {
+  power = double(intAttr("p", 2));
+  if (power < 1)
+    return fail("p is " + std::to_string(int64_t(power)) +
+                ": expected 1 or more");
+  if (!llvm::isa<mlir::FloatType>(element(x)))
+    return fail("X is not floating-point");
+  return true;
+}
+
+mlir::Value Importer::absPower(mlir::Value x, double power) {
+  mlir::Value magnitude = b_.create<kiln::AbsOp>(loc(".abs"), x.getType(), x);
+  if (power == 1)
+    return magnitude;
+  return b_.create<kiln::PowOp>(loc(".power"), x.getType(), magnitude,
+                                splat(power, element(x), shape(x)));
 }
 
 // MaxUnpool: X's elements written into zeros of output_shape, or without

@@ -10,6 +10,8 @@
 
 #include "tools/kiln/lib/OnnxImporter.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -705,14 +707,12 @@ mlir::Value Importer::topKByRank(mlir::Value key, int64_t axis, int64_t k) {
   llvm::ArrayRef<int64_t> dims = shape(key);
   int64_t rank = dims.size(), n = dims[axis], rows = 1;
   // The axis last, the others flattened into rows: [R, N].
-  llvm::SmallVector<int64_t> perm, others;
+  llvm::SmallVector<int64_t> perm = axisLastOrder(rank, axis), others;
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis) {
-      perm.push_back(d);
       others.push_back(dims[d]);
       rows *= dims[d];
     }
-  perm.push_back(axis);
   mlir::Value v = axis == rank - 1 ? key : permute(key, perm, ".rank_last");
   v = g_.reshape(nodeName_ + ".rank_rows", v, {rows, n});
   mlir::Type f = element(key), i64 = b_.getI64Type(), i1 = b_.getI1Type();
@@ -776,10 +776,7 @@ mlir::Value Importer::topKByRank(mlir::Value key, int64_t axis, int64_t k) {
   mlir::Value out = g_.reshape(nodeName_ + ".rank_unrows", chosen, others);
   if (axis == rank - 1)
     return out;
-  llvm::SmallVector<int64_t> inverse(rank);
-  for (int64_t d = 0; d < rank; ++d)
-    inverse[perm[d]] = d;
-  return permute(out, inverse, ".rank_back");
+  return permute(out, mlir::invertPermutationVector(perm), ".rank_back");
 }
 
 } // namespace kiln::cli::onnx_import

@@ -10,6 +10,8 @@
 
 #include "tools/kiln/lib/OnnxImporter.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -736,13 +738,7 @@ bool Importer::cumProd() {
   bool exclusive = intAttr("exclusive", 0) != 0,
        reverse = intAttr("reverse", 0) != 0;
   int64_t n = shape(x)[axis];
-  llvm::SmallVector<int64_t> perm, back(rank);
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis)
-      perm.push_back(d);
-  perm.push_back(axis);
-  for (int64_t d = 0; d < rank; ++d)
-    back[perm[d]] = d;
+  llvm::SmallVector<int64_t> perm = axisLastOrder(rank, axis);
   mlir::Value last = axis == rank - 1 ? x : permute(x, perm, ".axis_last");
   llvm::SmallVector<int64_t> rows(shape(last).begin(), shape(last).end());
   llvm::SmallVector<int64_t> square(rows);
@@ -770,7 +766,9 @@ bool Importer::cumProd() {
   mlir::Value y = b_.create<kiln::ReduceOp>(
       loc(axis == rank - 1 ? "" : ".products"), last.getType(),
       kiln::ReduceKind::prod, kept, arr({rank}));
-  setOutput(0, axis == rank - 1 ? y : permute(y, back, ""));
+  setOutput(0, axis == rank - 1
+                   ? y
+                   : permute(y, mlir::invertPermutationVector(perm), ""));
   return true;
 }
 
@@ -787,11 +785,11 @@ bool Importer::reverseSequence() {
   int64_t rank = sx.size();
   int64_t batchAxis = intAttr("batch_axis", 1),
           timeAxis = intAttr("time_axis", 0);
-  if (rank < 2 || !normalizeAxis(batchAxis, rank, "batch_axis") ||
+  if (rank < 2)
+    return fail("its input is " + shapeText(sx) + ": expected rank 2 or more");
+  if (!normalizeAxis(batchAxis, rank, "batch_axis") ||
       !normalizeAxis(timeAxis, rank, "time_axis"))
-    return rank < 2 ? fail("its input is " + shapeText(sx) +
-                           ": expected rank 2 or more")
-                    : false;
+    return false;
   if (batchAxis == timeAxis || (batchAxis > 1 || timeAxis > 1))
     return fail("batch_axis and time_axis are " + std::to_string(batchAxis) +
                 " and " + std::to_string(timeAxis) +

@@ -16,6 +16,8 @@
 
 #include "tools/kiln/lib/OnnxImporter.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
+
 #include <cmath>
 
 namespace kiln::cli::onnx_import {
@@ -125,12 +127,8 @@ mlir::Value Importer::spectralProduct(mlir::Value x, int64_t axis,
   result.back() = t.outLength;
   result.push_back(t.outParts);
   y = g_.reshape(nodeName_ + suffix + ".parts", y, result);
-  if (moved) {
-    llvm::SmallVector<int64_t> back(rank);
-    for (int64_t d = 0; d < rank; ++d)
-      back[perm[d]] = d;
-    y = permute(y, back, suffix);
-  }
+  if (moved)
+    y = permute(y, mlir::invertPermutationVector(perm), suffix);
   return y;
 }
 

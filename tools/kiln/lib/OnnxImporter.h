@@ -264,8 +264,15 @@ private:
                              llvm::ArrayRef<int64_t> resultDims);
   // GlobalAveragePool, GlobalMaxPool and (|lp|) GlobalLpPool.
   bool globalPool(bool max, bool lp = false);
+  // LpPool's and GlobalLpPool's p (at least 1), for a floating-point |x|.
+  bool lpPower(mlir::Value x, double &power);
+  // |x|^power (|x| for power 1).
+  mlir::Value absPower(mlir::Value x, double power);
   bool maxUnpool();
   bool col2im();
+  // The order of a rank-|rank| tensor's dimensions with |axis| moved last,
+  // the others in order (back: mlir::invertPermutationVector).
+  static llvm::SmallVector<int64_t> axisLastOrder(int64_t rank, int64_t axis);
   // |x| with its dimensions in the order |perm|.
   mlir::Value permute(mlir::Value x, llvm::ArrayRef<int64_t> perm,
                       const std::string &suffix);

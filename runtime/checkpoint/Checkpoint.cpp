@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace kiln::runtime {
 namespace {
@@ -22,12 +23,13 @@ StatusOr<SafeTensor> toSafeTensor(const std::string &name,
   int64_t n = 1;
   for (int64_t d : t.shape)
     n *= d;
-  if (n != int64_t(t.values.size()))
+  if (n != t.values.size())
     return Status::error("tensor " + name + " has " +
                          std::to_string(t.values.size()) +
                          " values: expected " + std::to_string(n) +
                          " for its shape");
-  return SafeTensor::fromF32(name, t.shape, t.values);
+  return t.values.wide() ? SafeTensor::fromF64(name, t.shape, t.values.f64())
+                         : SafeTensor::fromF32(name, t.shape, t.values.f32());
 }
 
 // Parses a whole decimal string; false on junk or overflow.
@@ -45,6 +47,46 @@ bool parseInteger(const std::string &s, bool isUnsigned, int64_t &out,
 }
 
 } // namespace
+
+TensorValues TensorValues::zeros(bool wide, int64_t n) {
+  if (wide)
+    return TensorValues(std::vector<double>(n, 0.0));
+  return TensorValues(std::vector<float>(n, 0.0f));
+}
+
+std::vector<double> TensorValues::toDoubles() const {
+  if (wide_)
+    return f64_;
+  return std::vector<double>(f32_.begin(), f32_.end());
+}
+
+TensorValues TensorValues::slice(int64_t begin, int64_t count) const {
+  if (wide_)
+    return TensorValues(std::vector<double>(f64_.begin() + begin,
+                                            f64_.begin() + begin + count));
+  return TensorValues(
+      std::vector<float>(f32_.begin() + begin, f32_.begin() + begin + count));
+}
+
+void TensorValues::copyFrom(const TensorValues &source, int64_t from,
+                            int64_t count, int64_t at) {
+  if (wide_ == source.wide_) {
+    std::memcpy(static_cast<char *>(data()) + at * elementBytes(),
+                static_cast<const char *>(source.data()) +
+                    from * elementBytes(),
+                count * elementBytes());
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    set(at + i, source[from + i]);
+}
+
+void TensorValues::resize(int64_t n) {
+  if (wide_)
+    f64_.resize(n);
+  else
+    f32_.resize(n);
+}
 
 Status saveCheckpoint(const std::string &path, const TrainingState &state) {
   SafetensorsFile file;
@@ -128,10 +170,18 @@ StatusOr<TrainingState> loadCheckpoint(const std::string &path) {
       haveRng = true;
       continue;
     }
-    auto values = t.toF32();
-    if (!values.isOk())
-      return fail(values.status().message());
-    NamedTensor named{t.name, t.shape, std::move(values.value())};
+    NamedTensor named{t.name, t.shape, {}};
+    if (t.dtype == DType::F64) {
+      auto values = t.toF64();
+      if (!values.isOk())
+        return fail(values.status().message());
+      named.values = std::move(values.value());
+    } else {
+      auto values = t.toF32();
+      if (!values.isOk())
+        return fail(values.status().message() + " or F64");
+      named.values = std::move(values.value());
+    }
     if (startsWith(t.name, kOptimizerPrefix)) {
       std::string rest = t.name.substr(std::string(kOptimizerPrefix).size());
       size_t slash = rest.find('/');

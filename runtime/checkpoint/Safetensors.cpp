@@ -108,6 +108,22 @@ SafeTensor SafeTensor::fromF32(std::string name, std::vector<int64_t> shape,
   return t;
 }
 
+SafeTensor SafeTensor::fromF64(std::string name, std::vector<int64_t> shape,
+                               const std::vector<double> &values) {
+  SafeTensor t;
+  t.name = std::move(name);
+  t.dtype = DType::F64;
+  t.shape = std::move(shape);
+  t.data.resize(values.size() * 8);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, &values[i], 8);
+    for (int b = 0; b < 8; ++b)
+      t.data[8 * i + b] = uint8_t(bits >> (8 * b));
+  }
+  return t;
+}
+
 SafeTensor SafeTensor::fromI64(std::string name, std::vector<int64_t> shape,
                                const std::vector<int64_t> &values) {
   SafeTensor t;
@@ -138,6 +154,20 @@ StatusOr<std::vector<float>> SafeTensor::toF32() const {
     for (int b = 0; b < 4; ++b)
       bits |= uint32_t(data[4 * i + b]) << (8 * b);
     std::memcpy(&out[i], &bits, 4);
+  }
+  return out;
+}
+
+StatusOr<std::vector<double>> SafeTensor::toF64() const {
+  if (dtype != DType::F64)
+    return Status::error("tensor " + name + " has dtype " + dtypeName(dtype) +
+                         ": expected F64");
+  std::vector<double> out(data.size() / 8);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint64_t bits = 0;
+    for (int b = 0; b < 8; ++b)
+      bits |= uint64_t(data[8 * i + b]) << (8 * b);
+    std::memcpy(&out[i], &bits, 8);
   }
   return out;
 }

@@ -42,11 +42,15 @@ struct SafeTensor {
 
   static SafeTensor fromF32(std::string name, std::vector<int64_t> shape,
                             const std::vector<float> &values);
+  static SafeTensor fromF64(std::string name, std::vector<int64_t> shape,
+                            const std::vector<double> &values);
   static SafeTensor fromI64(std::string name, std::vector<int64_t> shape,
                             const std::vector<int64_t> &values);
   int64_t elementCount() const;
   // The values as floats; an error unless dtype is F32.
   StatusOr<std::vector<float>> toF32() const;
+  // The values as doubles; an error unless dtype is F64.
+  StatusOr<std::vector<double>> toF64() const;
   StatusOr<std::vector<int64_t>> toI64() const;
 };
 

@@ -165,32 +165,42 @@ StatusOr<ShardedIndex> parseShardIndex(const std::string &text,
   return index;
 }
 
-StatusOr<std::vector<float>>
+StatusOr<TensorValues>
 shardBlock(const ShardedBucket &bucket, int rank, int worldSize,
            const std::function<const NamedTensor *(const std::string &)> &find,
-           const std::string &what, const std::vector<float> *base) {
+           const std::string &what, const TensorValues *base) {
   int64_t per = shardLength(bucket.length, worldSize);
   int64_t begin = per * rank, end = begin + per;
-  if (base && static_cast<int64_t>(base->size()) != per)
+  if (base && base->size() != per)
     return Status::error(what + ": the block of " + bucket.name + " holds " +
                          std::to_string(base->size()) + " values, expected " +
                          std::to_string(per));
-  std::vector<float> out = base ? *base : std::vector<float>(per, 0.0f);
+  std::vector<const NamedTensor *> tensors;
+  bool wide = base && base->wide();
   for (const ShardedParam &p : bucket.params) {
     int64_t n = elements(p.shape);
-    int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + n);
     const NamedTensor *t = find(p.name);
+    tensors.push_back(t);
     if (!t && base)
       continue;
     if (!t)
       return Status::error(what + ": no '" + p.name + "' (of " + bucket.name +
                            ")");
-    if (static_cast<int64_t>(t->values.size()) != n)
+    if (t->values.size() != n)
       return Status::error(what + ": '" + p.name + "' holds " +
                            std::to_string(t->values.size()) +
                            " values, expected " + std::to_string(n));
-    for (int64_t i = lo; i < hi; ++i)
-      out[i - begin] = t->values[i - p.offset];
+    wide |= t->values.wide();
+  }
+  TensorValues out = TensorValues::zeros(wide, per);
+  if (base)
+    out.copyFrom(*base, 0, per, 0);
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const ShardedParam &p = bucket.params[k];
+    int64_t lo = std::max(begin, p.offset),
+            hi = std::min(end, p.offset + elements(p.shape));
+    if (tensors[k] && lo < hi)
+      out.copyFrom(tensors[k]->values, lo - p.offset, hi - lo, lo - begin);
   }
   return out;
 }
@@ -217,11 +227,13 @@ consolidateShards(const ShardedIndex &index,
     for (const NamedTensor &t : tensors)
       if (!buckets.count(t.name))
         out.optimizer[slot].push_back(t);
-  // The flat bucket of |slot| ("" : the parameters) from every rank's block.
+  // The flat bucket of |slot| ("" : the parameters) from every rank's block;
+  // f64 when any rank's block is.
   auto gather = [&](const ShardedBucket &b, const std::string &slot,
-                    std::vector<float> &flat) -> Status {
+                    TensorValues &flat) -> Status {
     int64_t per = shardLength(b.length, index.worldSize);
-    flat.assign(per * index.worldSize, 0.0f);
+    std::vector<const NamedTensor *> blocks;
+    bool wide = false;
     for (int r = 0; r < index.worldSize; ++r) {
       const NamedTensor *found = nullptr;
       if (slot.empty()) {
@@ -240,26 +252,28 @@ consolidateShards(const ShardedIndex &index,
       if (!found)
         return Status::error(indexPath + ": " + index.files[r] + " has no " +
                              what);
-      if (static_cast<int64_t>(found->values.size()) != per)
+      if (found->values.size() != per)
         return Status::error(indexPath + ": " + index.files[r] + ": " + what +
                              " holds " + std::to_string(found->values.size()) +
                              " values, expected " + std::to_string(per) +
                              " (length " + std::to_string(b.length) +
                              " over " + std::to_string(index.worldSize) +
                              " ranks)");
-      std::copy(found->values.begin(), found->values.end(),
-                flat.begin() + per * r);
+      blocks.push_back(found);
+      wide |= found->values.wide();
     }
+    flat = TensorValues::zeros(wide, per * index.worldSize);
+    for (int r = 0; r < index.worldSize; ++r)
+      flat.copyFrom(blocks[r]->values, 0, per, per * r);
     return Status::ok();
   };
-  auto cut = [&](const ShardedBucket &b, const std::vector<float> &flat,
+  auto cut = [&](const ShardedBucket &b, const TensorValues &flat,
                  std::vector<NamedTensor> &into) {
     for (const ShardedParam &p : b.params) {
       NamedTensor t;
       t.name = p.name;
       t.shape = p.shape;
-      t.values.assign(flat.begin() + p.offset,
-                      flat.begin() + p.offset + elements(p.shape));
+      t.values = flat.slice(p.offset, elements(p.shape));
       // A full copy the rank-0 file already holds (zero1/2) is replaced by
       // the one cut from the shards: they are equal.
       for (auto it = into.begin(); it != into.end(); ++it)
@@ -271,7 +285,7 @@ consolidateShards(const ShardedIndex &index,
     }
   };
   for (const ShardedBucket &b : index.buckets) {
-    std::vector<float> flat;
+    TensorValues flat;
     if (Status s = gather(b, "", flat); !s.isOk())
       return s;
     cut(b, flat, out.parameters);

@@ -77,10 +77,11 @@ StatusOr<ShardedIndex> parseShardIndex(const std::string &text,
 // naming |what| and the parameter |find| has no tensor for (null) or whose
 // size differs. With |base| (the block as it stands), the block starts
 // from it and a parameter |find| has no tensor for keeps its values there.
-StatusOr<std::vector<float>>
+// The block is f64 when |base| or any tensor it is cut from is.
+StatusOr<TensorValues>
 shardBlock(const ShardedBucket &bucket, int rank, int worldSize,
            const std::function<const NamedTensor *(const std::string &)> &find,
-           const std::string &what, const std::vector<float> *base = nullptr);
+           const std::string &what, const TensorValues *base = nullptr);
 
 // The full state from the index and each rank's state (in rank order):
 // buckets cut into their parameters, the other entries of rank 0 as they

@@ -5,8 +5,6 @@
 #include "runtime/Half.h"
 #include "runtime/checkpoint/Sharded.h"
 
-#include <cstring>
-
 namespace kiln::runtime {
 namespace {
 
@@ -24,11 +22,17 @@ bool isFloat(DType dtype) {
 
 } // namespace
 
-StatusOr<std::vector<float>> floatValues(const SafeTensor &tensor) {
+StatusOr<TensorValues> floatValues(const SafeTensor &tensor) {
   if (!isFloat(tensor.dtype))
     return Status::error("tensor " + tensor.name + " has dtype " +
                          dtypeName(tensor.dtype) +
                          ": expected F32, F64, F16 or BF16");
+  if (tensor.dtype == DType::F64) {
+    StatusOr<std::vector<double>> wide = tensor.toF64();
+    if (!wide.isOk())
+      return wide.status();
+    return TensorValues(std::move(wide.value()));
+  }
   int64_t size = dtypeSize(tensor.dtype);
   std::vector<float> out(tensor.data.size() / size);
   const uint8_t *p = tensor.data.data();
@@ -38,12 +42,6 @@ StatusOr<std::vector<float>> floatValues(const SafeTensor &tensor) {
     case DType::F32:
       out[i] = bitsFloat(static_cast<uint32_t>(bits));
       break;
-    case DType::F64: {
-      double d;
-      std::memcpy(&d, &bits, sizeof(d));
-      out[i] = static_cast<float>(d);
-      break;
-    }
     case DType::F16:
       out[i] = f16ToFloat(static_cast<uint16_t>(bits));
       break;
@@ -52,7 +50,7 @@ StatusOr<std::vector<float>> floatValues(const SafeTensor &tensor) {
       break;
     }
   }
-  return out;
+  return TensorValues(std::move(out));
 }
 
 StatusOr<WeightsFile> loadWeights(const std::string &path) {
@@ -85,7 +83,7 @@ StatusOr<WeightsFile> loadWeights(const std::string &path) {
       weights.otherDtypes[t.name] = dtypeName(t.dtype);
       continue;
     }
-    StatusOr<std::vector<float>> values = floatValues(t);
+    StatusOr<TensorValues> values = floatValues(t);
     if (!values.isOk())
       return Status::error(path + ": " + values.status().message());
     weights.tensors.push_back({t.name, t.shape, std::move(values.value())});

@@ -74,12 +74,13 @@ std::string diffState(cli::TrainBackend &a, cli::TrainBackend &b, double rel) {
   if (a.state().size() != b.state().size())
     return "state sizes differ";
   for (size_t i = 0; i < a.state().size(); ++i) {
-    std::vector<float> x = a.readState(i), y = b.readState(i);
+    std::vector<double> x = a.readState(i).toDoubles(),
+                        y = b.readState(i).toDoubles();
     if (x.size() != y.size())
       return a.state()[i].name + ": sizes differ";
     for (size_t j = 0; j < x.size(); ++j)
       if (!(std::fabs(x[j] - y[j]) <=
-            rel * std::max({1e-2f, std::fabs(x[j]), std::fabs(y[j])})))
+            rel * std::max({1e-2, std::fabs(x[j]), std::fabs(y[j])})))
         return a.state()[i].name + "[" + std::to_string(j) +
                "]: " + std::to_string(x[j]) + " vs " + std::to_string(y[j]);
   }
@@ -152,9 +153,9 @@ void stepBoth(Backends &b, const rt::Dataset &data, int first, int count,
 // both backends of |b| (as a resume writes a checkpoint's).
 void scaleState(Backends &b, float factor) {
   for (size_t i = 0; i < b.gpu->state().size(); ++i) {
-    std::vector<float> v = b.ref->readState(i);
-    for (float &x : v)
-      x *= factor;
+    runtime::TensorValues v = b.ref->readState(i);
+    for (int64_t j = 0; j < v.size(); ++j)
+      v.set(j, v[j] * factor);
     std::string error;
     ASSERT_TRUE(b.gpu->writeState(i, v, error)) << error;
     ASSERT_TRUE(b.ref->writeState(i, v, error)) << error;

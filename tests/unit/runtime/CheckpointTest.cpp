@@ -55,11 +55,11 @@ TEST(Checkpoint, RoundTripsTheTrainingState) {
   const NamedTensor *w = findTensor(s->parameters, "fc1.weight");
   ASSERT_NE(w, nullptr);
   EXPECT_THAT(w->shape, ElementsAre(2, 2));
-  EXPECT_THAT(w->values, ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(w->values.toDoubles(), ElementsAre(1, 2, 3, 4));
   ASSERT_EQ(s->optimizer.size(), 2u);
   const NamedTensor *m = findTensor(s->optimizer["adam.m"], "fc1.bias");
   ASSERT_NE(m, nullptr);
-  EXPECT_THAT(m->values, ElementsAre(0, 1));
+  EXPECT_THAT(m->values.toDoubles(), ElementsAre(0, 1));
   EXPECT_EQ(s->optimizer["adam.v"].size(), 1u);
 
   // The step and data position are plain metadata in the file.
@@ -70,10 +70,66 @@ TEST(Checkpoint, RoundTripsTheTrainingState) {
   EXPECT_NE(raw->find("optimizer/adam.m/fc1.weight"), nullptr);
 }
 
+// f64 state (a model that trains in f64) is saved as F64 and read back
+// bit for bit; f32 state stays F32. Values below f32's precision show a
+// narrowing anywhere on the way.
+TEST(Checkpoint, F64StateKeepsItsPrecision) {
+  ScratchDir dir;
+  TrainingState s = sampleState();
+  std::vector<double> fine = {0.1, 1.0 + 0x1p-40, -1e-300, 3.0};
+  s.parameters.push_back({"wide.weight", {2, 2}, fine});
+  s.optimizer["adam.m"].push_back(
+      {"wide.weight", {2, 2}, std::vector<double>{0.2, 1e-45, 0, 1}});
+  std::string path = dir.file("wide.safetensors");
+  ASSERT_TRUE(saveCheckpoint(path, s).isOk());
+  auto raw = readSafetensors(path);
+  ASSERT_TRUE(raw.isOk()) << raw.status().message();
+  ASSERT_NE(raw->find("wide.weight"), nullptr);
+  EXPECT_EQ(raw->find("wide.weight")->dtype, DType::F64);
+  EXPECT_EQ(raw->find("optimizer/adam.m/wide.weight")->dtype, DType::F64);
+  EXPECT_EQ(raw->find("fc1.weight")->dtype, DType::F32);
+  auto back = loadCheckpoint(path);
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  const NamedTensor *w = findTensor(back->parameters, "wide.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->values.wide());
+  EXPECT_THAT(w->values.f64(), ElementsAre(0.1, 1.0 + 0x1p-40, -1e-300, 3.0));
+  const NamedTensor *m = findTensor(back->optimizer["adam.m"], "wide.weight");
+  ASSERT_NE(m, nullptr);
+  EXPECT_THAT(m->values.f64(), ElementsAre(0.2, 1e-45, 0, 1));
+  EXPECT_FALSE(findTensor(back->parameters, "fc1.weight")->values.wide());
+
+  // Other dtypes are no checkpoint state.
+  SafetensorsFile half = raw.value();
+  for (SafeTensor &t : half.tensors)
+    if (t.name == "fc1.bias") {
+      t.dtype = DType::F16;
+      t.data.resize(4);
+    }
+  ASSERT_TRUE(writeSafetensors(dir.file("half.safetensors"), half).isOk());
+  auto refused = loadCheckpoint(dir.file("half.safetensors"));
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("tensor fc1.bias has dtype F16: expected F32 or F64"));
+}
+
+// Values copy between precisions by rounding; slices keep theirs.
+TEST(Checkpoint, TensorValuesConvertOnCopy) {
+  TensorValues wide(std::vector<double>{1.0 + 0x1p-40, 2, 3});
+  TensorValues narrow = TensorValues::zeros(false, 3);
+  narrow.copyFrom(wide, 0, 3, 0);
+  EXPECT_THAT(narrow.f32(), ElementsAre(1.0f, 2.0f, 3.0f));
+  TensorValues back = TensorValues::zeros(true, 4);
+  back.copyFrom(wide, 1, 2, 2);
+  EXPECT_THAT(back.f64(), ElementsAre(0, 0, 2, 3));
+  EXPECT_TRUE(wide.slice(0, 1).wide());
+  EXPECT_THAT(wide.slice(0, 1).f64(), ElementsAre(1.0 + 0x1p-40));
+}
+
 TEST(Checkpoint, SaveRejectsInconsistentState) {
   ScratchDir dir;
   TrainingState s = sampleState();
-  s.parameters[0].values.pop_back();
+  s.parameters[0].values.resize(3);
   Status bad = saveCheckpoint(dir.file("a.safetensors"), s);
   ASSERT_FALSE(bad.isOk());
   EXPECT_THAT(bad.message(), HasSubstr("fc1.weight has 3 values"));

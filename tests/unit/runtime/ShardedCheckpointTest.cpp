@@ -31,8 +31,8 @@ std::map<std::string, NamedTensor> fullTensors() {
   return {{"w", {"w", {5}, {1, 2, 3, 4, 5}}}, {"b", {"b", {2}, {6, 7}}}};
 }
 
-std::vector<float> block(const ShardedBucket &b, int rank, int world,
-                         const std::map<std::string, NamedTensor> &full) {
+TensorValues block(const ShardedBucket &b, int rank, int world,
+                   const std::map<std::string, NamedTensor> &full) {
   auto out = shardBlock(
       b, rank, world,
       [&](const std::string &name) -> const NamedTensor * {
@@ -41,17 +41,17 @@ std::vector<float> block(const ShardedBucket &b, int rank, int world,
       },
       "test");
   EXPECT_TRUE(out.isOk()) << out.status().message();
-  return out.isOk() ? out.value() : std::vector<float>();
+  return out.isOk() ? out.value() : TensorValues();
 }
 
 // Rank r's state of a ZeRO run: its parameter block and an optimizer slot
 // "exp_avg" holding the block times 10; rank 0 also a replicated tensor.
 TrainingState rankState(const ShardedBucket &b, int rank, int world) {
   TrainingState s;
-  std::vector<float> p = block(b, rank, world, fullTensors());
-  std::vector<float> m = p;
-  for (float &v : m)
-    v *= 10;
+  TensorValues p = block(b, rank, world, fullTensors());
+  TensorValues m = p;
+  for (int64_t i = 0; i < m.size(); ++i)
+    m.set(i, p[i] * 10);
   int64_t per = shardLength(b.length, world);
   s.parameters.push_back({b.name, {per}, p});
   s.optimizer["exp_avg"].push_back({b.name, {per}, m});
@@ -65,10 +65,13 @@ TrainingState rankState(const ShardedBucket &b, int rank, int world) {
 
 TEST(ShardedCheckpoint, BlocksArePaddedSlicesOfTheFlatBucket) {
   ShardedBucket b = sampleBucket();
-  EXPECT_THAT(block(b, 0, 2, fullTensors()), ElementsAre(1, 2, 3, 4));
-  EXPECT_THAT(block(b, 1, 2, fullTensors()), ElementsAre(5, 6, 7, 0));
-  EXPECT_THAT(block(b, 2, 3, fullTensors()), ElementsAre(7, 0, 0));
-  EXPECT_THAT(block(b, 0, 1, fullTensors()), ElementsAre(1, 2, 3, 4, 5, 6, 7));
+  EXPECT_THAT(block(b, 0, 2, fullTensors()).toDoubles(),
+              ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(block(b, 1, 2, fullTensors()).toDoubles(),
+              ElementsAre(5, 6, 7, 0));
+  EXPECT_THAT(block(b, 2, 3, fullTensors()).toDoubles(), ElementsAre(7, 0, 0));
+  EXPECT_THAT(block(b, 0, 1, fullTensors()).toDoubles(),
+              ElementsAre(1, 2, 3, 4, 5, 6, 7));
 }
 
 TEST(ShardedCheckpoint, MissingOrWrongSizedParameterIsNamed) {
@@ -151,18 +154,18 @@ TEST(ShardedCheckpoint, ConsolidatesAndReshards) {
   for (const NamedTensor &t : full->parameters)
     params[t.name] = t;
   ASSERT_EQ(params.size(), 3u); // other, w, b
-  EXPECT_THAT(params["w"].values, ElementsAre(1, 2, 3, 4, 5));
+  EXPECT_THAT(params["w"].values.toDoubles(), ElementsAre(1, 2, 3, 4, 5));
   EXPECT_THAT(params["w"].shape, ElementsAre(5));
-  EXPECT_THAT(params["b"].values, ElementsAre(6, 7));
-  EXPECT_THAT(params["other"].values, ElementsAre(42));
+  EXPECT_THAT(params["b"].values.toDoubles(), ElementsAre(6, 7));
+  EXPECT_THAT(params["other"].values.toDoubles(), ElementsAre(42));
   ASSERT_EQ(full->optimizer["exp_avg"].size(), 2u);
   std::map<std::string, NamedTensor> m;
   for (const NamedTensor &t : full->optimizer["exp_avg"])
     m[t.name] = t;
-  EXPECT_THAT(m["b"].values, ElementsAre(60, 70));
+  EXPECT_THAT(m["b"].values.toDoubles(), ElementsAre(60, 70));
   EXPECT_EQ(full->step, 10);
-  EXPECT_THAT(block(b, 1, 3, params), ElementsAre(4, 5, 6));
-  EXPECT_THAT(block(b, 1, 3, m), ElementsAre(40, 50, 60));
+  EXPECT_THAT(block(b, 1, 3, params).toDoubles(), ElementsAre(4, 5, 6));
+  EXPECT_THAT(block(b, 1, 3, m).toDoubles(), ElementsAre(40, 50, 60));
 }
 
 // Over a base block (--init-from with --init-strict=off), a parameter the
@@ -171,7 +174,7 @@ TEST(ShardedCheckpoint, ABaseBlockKeepsWhatTheLookupLacks) {
   ShardedBucket b = sampleBucket();
   std::map<std::string, NamedTensor> onlyW = {{"w", fullTensors()["w"]}};
   // Over 2 ranks, rank 1 holds w[4], b[0], b[1] and one element of padding.
-  std::vector<float> base = {-1, -2, -3, -4};
+  TensorValues base = {-1, -2, -3, -4};
   auto out = shardBlock(
       b, 1, 2,
       [&](const std::string &name) -> const NamedTensor * {
@@ -180,14 +183,45 @@ TEST(ShardedCheckpoint, ABaseBlockKeepsWhatTheLookupLacks) {
       },
       "test", &base);
   ASSERT_TRUE(out.isOk()) << out.status().message();
-  EXPECT_THAT(out.value(), ElementsAre(5, -2, -3, -4));
-  std::vector<float> wrong = {0};
+  EXPECT_THAT(out.value().toDoubles(), ElementsAre(5, -2, -3, -4));
+  TensorValues wrong = {0};
   auto bad = shardBlock(
       b, 1, 2, [&](const std::string &) -> const NamedTensor * { return nullptr; },
       "test", &wrong);
   ASSERT_FALSE(bad.isOk());
   EXPECT_THAT(bad.status().message(),
               HasSubstr("test: the block of zero.bucket0 holds 1 values, expected 4"));
+}
+
+// f64 state keeps its precision through blocks and their consolidation.
+TEST(ShardedCheckpoint, F64BlocksStayF64) {
+  ShardedBucket b = sampleBucket();
+  double tiny = 0x1p-40;
+  std::map<std::string, NamedTensor> wide = {
+      {"w", {"w", {5}, std::vector<double>{1 + tiny, 2, 3, 4, 5 + tiny}}},
+      {"b", {"b", {2}, std::vector<double>{6, 7 + 4 * tiny}}}};
+  TensorValues r0 = block(b, 0, 2, wide), r1 = block(b, 1, 2, wide);
+  ASSERT_TRUE(r0.wide() && r1.wide());
+  EXPECT_THAT(r1.f64(), ElementsAre(5 + tiny, 6, 7 + 4 * tiny, 0));
+  ShardedIndex index;
+  index.step = 10;
+  index.worldSize = 2;
+  index.files = {"r0", "r1"};
+  index.buckets = {b};
+  TrainingState s0, s1;
+  s0.parameters.push_back({b.name, {4}, r0});
+  s1.parameters.push_back({b.name, {4}, r1});
+  auto full = consolidateShards(index, {s0, s1}, "i.json");
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  for (const NamedTensor &t : full->parameters) {
+    ASSERT_TRUE(t.values.wide()) << t.name;
+    EXPECT_EQ(t.values.f64(), wide[t.name].values.f64()) << t.name;
+  }
+  // One f64 parameter makes the block f64; the f32 one is widened exactly.
+  wide["b"].values = TensorValues{6, 7};
+  TensorValues mixed = block(b, 1, 2, wide);
+  EXPECT_TRUE(mixed.wide());
+  EXPECT_THAT(mixed.f64(), ElementsAre(5 + tiny, 6, 7, 0));
 }
 
 TEST(ShardedCheckpoint, MissingShardIsNamed) {

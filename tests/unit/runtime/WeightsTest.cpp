@@ -35,23 +35,26 @@ std::vector<uint8_t> halves(std::vector<uint16_t> words) {
   return out;
 }
 
-TEST(Weights, FloatDtypesAreReadAsF32) {
+// F32, F16 and BF16 are read as f32; F64 keeps its double values.
+TEST(Weights, FloatDtypesAreReadAsF32OrF64) {
   // Bit patterns from the IEEE 754 and bfloat16 tables: 1, -2, 1/3 rounded.
   auto f16 = floatValues(raw("h", DType::F16, {3}, halves({0x3c00, 0xc000, 0x3555})));
   ASSERT_TRUE(f16.isOk()) << f16.status().message();
-  EXPECT_THAT(f16.value(), ElementsAre(1.0f, -2.0f, 0.333251953125f));
+  EXPECT_FALSE(f16->wide());
+  EXPECT_THAT(f16->f32(), ElementsAre(1.0f, -2.0f, 0.333251953125f));
   auto bf16 = floatValues(raw("b", DType::BF16, {3}, halves({0x3f80, 0xc040, 0x3eab})));
   ASSERT_TRUE(bf16.isOk()) << bf16.status().message();
-  EXPECT_THAT(bf16.value(), ElementsAre(1.0f, -3.0f, 0.333984375f));
+  EXPECT_THAT(bf16->f32(), ElementsAre(1.0f, -3.0f, 0.333984375f));
   double d[2] = {0.1, -1e30};
   std::vector<uint8_t> bytes(sizeof(d));
   std::memcpy(bytes.data(), d, sizeof(d));
   auto f64 = floatValues(raw("d", DType::F64, {2}, bytes));
   ASSERT_TRUE(f64.isOk()) << f64.status().message();
-  EXPECT_THAT(f64.value(), ElementsAre(0.1f, -1e30f));
+  EXPECT_TRUE(f64->wide());
+  EXPECT_THAT(f64->f64(), ElementsAre(0.1, -1e30));
   auto f32 = floatValues(SafeTensor::fromF32("f", {2}, {1.5f, -0.25f}));
   ASSERT_TRUE(f32.isOk());
-  EXPECT_THAT(f32.value(), ElementsAre(1.5f, -0.25f));
+  EXPECT_THAT(f32->f32(), ElementsAre(1.5f, -0.25f));
   auto i64 = floatValues(SafeTensor::fromI64("n", {1}, {7}));
   ASSERT_FALSE(i64.isOk());
   EXPECT_THAT(i64.status().message(),
@@ -72,9 +75,9 @@ TEST(Weights, ASafetensorsFileGivesEveryFloatTensor) {
   ASSERT_EQ(weights->tensors.size(), 2u);
   EXPECT_EQ(weights->tensors[0].name, "fc.weight");
   EXPECT_THAT(weights->tensors[0].shape, ElementsAre(2, 1));
-  EXPECT_THAT(weights->tensors[0].values, ElementsAre(1.0f, 2.0f));
+  EXPECT_THAT(weights->tensors[0].values.toDoubles(), ElementsAre(1.0f, 2.0f));
   EXPECT_EQ(weights->tensors[1].name, "fc.bias");
-  EXPECT_THAT(weights->tensors[1].values, ElementsAre(3.0f));
+  EXPECT_THAT(weights->tensors[1].values.toDoubles(), ElementsAre(3.0f));
   ASSERT_EQ(weights->otherDtypes.size(), 1u);
   EXPECT_EQ(weights->otherDtypes.at("num_batches_tracked"), "I64");
 }
@@ -92,7 +95,7 @@ TEST(Weights, AKilnCheckpointGivesItsParametersOnly) {
   EXPECT_EQ(weights->kind, "kiln checkpoint of step 12");
   ASSERT_EQ(weights->tensors.size(), 1u);
   EXPECT_EQ(weights->tensors[0].name, "w");
-  EXPECT_THAT(weights->tensors[0].values, ElementsAre(0.5f, -0.5f));
+  EXPECT_THAT(weights->tensors[0].values.toDoubles(), ElementsAre(0.5f, -0.5f));
   EXPECT_TRUE(weights->otherDtypes.empty());
 }
 

@@ -89,32 +89,23 @@ public:
   bool evalHasLogits() const override { return eval_.logits >= 0; }
   const std::vector<StateEntry> &state() const override { return state_; }
 
-  std::vector<float> readState(size_t entry) const override {
+  runtime::TensorValues readState(size_t entry) const override {
     const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
-    const void *data = train_.exec->input(stateInputs_[entry]);
-    int64_t n = elementCount(e.shape);
-    std::vector<float> out(n);
-    if (e.dtype == PkgDType::F32) {
-      std::memcpy(out.data(), data, n * sizeof(float));
-      return out;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<float>(readElement(data, e.dtype, i));
-    return out;
+    return readValues(train_.exec->input(stateInputs_[entry]), e.dtype,
+                      elementCount(e.shape));
   }
 
-  bool writeState(size_t entry, const std::vector<float> &values,
+  bool writeState(size_t entry, const runtime::TensorValues &values,
                   std::string &error) override {
     const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
     void *data = train_.exec->input(stateInputs_[entry]);
     int64_t n = elementCount(e.shape);
-    if (static_cast<int64_t>(values.size()) != n) {
+    if (values.size() != n) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
               std::to_string(n);
       return false;
     }
-    for (int64_t i = 0; i < n; ++i)
-      writeElement(data, e.dtype, i, values[i]);
+    writeValues(data, e.dtype, values);
     // The step reads the parameter's copies, not the parameter.
     for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
                                                      stateInputs_[entry]))
@@ -129,7 +120,7 @@ public:
   }
 
   bool setEvalParameter(const std::string &name,
-                        const std::vector<float> &values,
+                        const runtime::TensorValues &values,
                         std::string &error) override {
     int input = eval_.exec ? eval_.exec->findInput(name) : -1;
     if (input < 0) {
@@ -137,13 +128,12 @@ public:
       return false;
     }
     const runtime::SignatureEntry &e = eval_.package().inputs[input];
-    if (static_cast<int64_t>(values.size()) != elementCount(e.shape)) {
+    if (values.size() != elementCount(e.shape)) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
               std::to_string(elementCount(e.shape));
       return false;
     }
-    for (size_t i = 0; i < values.size(); ++i)
-      writeElement(eval_.exec->input(input), e.dtype, i, values[i]);
+    writeValues(eval_.exec->input(input), e.dtype, values);
     return true;
   }
 
@@ -320,11 +310,8 @@ bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
       int input = train_.exec->findInput(slot.name);
       if (input >= 0) {
         const runtime::SignatureEntry &e = pkg.inputs[input];
-        int64_t n = elementCount(e.shape);
-        t.values.resize(n);
-        for (int64_t i = 0; i < n; ++i)
-          t.values[i] = static_cast<float>(
-              readElement(train_.exec->input(input), e.dtype, i));
+        t.values = readValues(train_.exec->input(input), e.dtype,
+                              elementCount(e.shape));
         continue;
       }
       runtime::InitSpec spec;
@@ -333,10 +320,10 @@ bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
       spec.value = slot.init.value;
       spec.scale = slot.init.scale;
       spec.seed = static_cast<uint64_t>(slot.init.seed);
-      std::vector<double> values = runtime::initialize(spec, slot.shape);
-      t.values.assign(values.begin(), values.end());
+      // In double: writing the block rounds it to the bucket's type.
+      t.values = runtime::initialize(spec, slot.shape);
     }
-    runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
+    runtime::StatusOr<runtime::TensorValues> block = runtime::shardBlock(
         bucket, rank, worldSize,
         [&](const std::string &name) -> const runtime::NamedTensor * {
           auto it = first.find(name);
@@ -351,9 +338,7 @@ bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
       return false;
     }
     const runtime::SignatureEntry &e = pkg.inputs[input];
-    const std::vector<float> &values = block.value();
-    for (size_t i = 0; i < values.size(); ++i)
-      writeElement(train_.exec->input(input), e.dtype, i, values[i]);
+    writeValues(train_.exec->input(input), e.dtype, block.value());
   }
   return true;
 }

@@ -100,31 +100,29 @@ public:
   bool evalHasLogits() const override { return eval_.logits >= 0; }
   const std::vector<StateEntry> &state() const override { return state_; }
 
-  std::vector<float> readState(size_t entry) const override {
+  runtime::TensorValues readState(size_t entry) const override {
     const runtime::SignatureEntry &e =
         train_.package().inputs[stateInputs_[entry]];
     std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    std::vector<float> out(elementCount(e.shape));
+    int64_t n = elementCount(e.shape);
     if (!train_.exec->readBuffer(e.buffer, bytes.data()).isOk())
-      return out; // the next step reports the device's error
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = float(readElement(bytes.data(), e.dtype, int64_t(i)));
-    return out;
+      // The next step reports the device's error.
+      return runtime::TensorValues::zeros(e.dtype == PkgDType::F64, n);
+    return readValues(bytes.data(), e.dtype, n);
   }
 
-  bool writeState(size_t entry, const std::vector<float> &values,
+  bool writeState(size_t entry, const runtime::TensorValues &values,
                   std::string &error) override {
     const runtime::SignatureEntry &e =
         train_.package().inputs[stateInputs_[entry]];
     int64_t n = elementCount(e.shape);
-    if (int64_t(values.size()) != n) {
+    if (values.size() != n) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
               std::to_string(n);
       return false;
     }
     std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    for (int64_t i = 0; i < n; ++i)
-      writeElement(bytes.data(), e.dtype, i, values[i]);
+    writeValues(bytes.data(), e.dtype, values);
     runtime::Status s = train_.exec->writeBuffer(e.buffer, bytes.data());
     // The step reads the parameter's copies, not the parameter.
     for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),

@@ -91,21 +91,25 @@ public:
   bool evalHasLogits() const override { return logitsIndex_.has_value(); }
   const std::vector<StateEntry> &state() const override { return state_; }
 
-  std::vector<float> readState(size_t entry) const override {
+  runtime::TensorValues readState(size_t entry) const override {
     const HostTensor &t = values_[stateArgs_[entry]];
-    return std::vector<float>(t.values().begin(), t.values().end());
+    if (t.dtype() == DType::f64)
+      return runtime::TensorValues(t.values());
+    return runtime::TensorValues(
+        std::vector<float>(t.values().begin(), t.values().end()));
   }
 
-  bool writeState(size_t entry, const std::vector<float> &values,
+  bool writeState(size_t entry, const runtime::TensorValues &values,
                   std::string &error) override {
     HostTensor &dst = values_[stateArgs_[entry]];
-    if (static_cast<int64_t>(values.size()) != dst.size()) {
+    if (values.size() != dst.size()) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
               std::to_string(dst.size());
       return false;
     }
-    for (size_t i = 0; i < values.size(); ++i)
+    for (int64_t i = 0; i < values.size(); ++i)
       dst[i] = values[i];
+    dst.roundAll();
     // The step reads the parameter's copies, not the parameter.
     for (const ArgumentInfo &arg : argInfo_)
       if (arg.copyOf == stateArgs_[entry])

@@ -118,6 +118,29 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
+runtime::TensorValues readValues(const void *data, PkgDType dtype, int64_t n) {
+  runtime::TensorValues out =
+      runtime::TensorValues::zeros(dtype == PkgDType::F64, n);
+  if (dtype == PkgDType::F64 || dtype == PkgDType::F32) {
+    std::memcpy(out.data(), data, n * out.elementBytes());
+    return out;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    out.set(i, readElement(data, dtype, i));
+  return out;
+}
+
+void writeValues(void *data, PkgDType dtype,
+                 const runtime::TensorValues &values) {
+  if ((dtype == PkgDType::F64 && values.wide()) ||
+      (dtype == PkgDType::F32 && !values.wide())) {
+    std::memcpy(data, values.data(), values.size() * values.elementBytes());
+    return;
+  }
+  for (int64_t i = 0; i < values.size(); ++i)
+    writeElement(data, dtype, i, values[i]);
+}
+
 bool StepSignature::copyBatch(
     const runtime::LoadedPackage &pkg, const runtime::Batch &batch,
     const std::function<runtime::StatusOr<void *>(size_t input)> &hostInput,

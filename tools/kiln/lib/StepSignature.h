@@ -72,6 +72,14 @@ double readElement(const void *data, runtime::PkgDType dtype, int64_t i);
 void writeElement(void *data, runtime::PkgDType dtype, int64_t i, double v);
 int64_t elementCount(const std::vector<int64_t> &shape);
 
+// The |n| elements of |dtype| at |data| as checkpoint values: f64 for F64,
+// else f32.
+runtime::TensorValues readValues(const void *data, runtime::PkgDType dtype,
+                                 int64_t n);
+// Writes |values| to |data| as |dtype| (memcpy when the precision agrees).
+void writeValues(void *data, runtime::PkgDType dtype,
+                 const runtime::TensorValues &values);
+
 // Copies one batch tensor into the host buffer |dst| of signature input
 // |e| (memcpy when the types agree, converted element by element
 // otherwise). A count that differs from |e|'s: false and |error| says so.

@@ -21,9 +21,10 @@
 
 #include "passes/Pipelines.h"
 
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Dataset.h"
-#include "runtime/package/Package.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/package/Package.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -79,16 +80,19 @@ public:
   virtual bool evalHasLogits() const = 0;
 
   virtual const std::vector<StateEntry> &state() const = 0;
-  virtual std::vector<float> readState(size_t entry) const = 0;
-  // Fails with a message in |error| when the size does not match.
-  virtual bool writeState(size_t entry, const std::vector<float> &values,
+  // The entry's values: f64 when the step holds it in f64, else f32 (f16
+  // and bf16 state widened).
+  virtual runtime::TensorValues readState(size_t entry) const = 0;
+  // Rounds |values| to the entry's element type. Fails with a message in
+  // |error| when the size does not match.
+  virtual bool writeState(size_t entry, const runtime::TensorValues &values,
                           std::string &error) = 0;
   // Sets the step counter argument (kiln.role step), if the step has one.
   virtual void setStepCounter(int64_t step) = 0;
   // zero3: sets parameter |name| of the eval step, which the training step
   // holds only as shards. Fails with a message in |error|.
   virtual bool setEvalParameter(const std::string &name,
-                                const std::vector<float> &values,
+                                const runtime::TensorValues &values,
                                 std::string &error) {
     error = "cannot be set on this backend";
     return false;

@@ -109,7 +109,7 @@ bool TrainState::restore(const runtime::TrainingState &resumed,
       // This rank's block of the bucket, cut from the full tensors.
       const std::map<std::string, std::vector<runtime::NamedTensor>>::const_iterator
           slot = resumed.optimizer.find(shardSlot);
-      runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
+      runtime::StatusOr<runtime::TensorValues> block = runtime::shardBlock(
           bucketOf(*layout->second), env_.rank, env_.worldSize,
           [&](const std::string &name) -> const runtime::NamedTensor * {
             if (e.parameter) {
@@ -294,8 +294,8 @@ bool TrainState::initialize(const runtime::WeightsFile &weights,
     }
     // This rank's block of the bucket: the file's values where it has the
     // parameter, the block's own (its initializers) elsewhere.
-    std::vector<float> current = model_.readState(i);
-    runtime::StatusOr<std::vector<float>> block = runtime::shardBlock(
+    runtime::TensorValues current = model_.readState(i);
+    runtime::StatusOr<runtime::TensorValues> block = runtime::shardBlock(
         bucketOf(*layout->second), env_.rank, env_.worldSize,
         [&](const std::string &name) -> const runtime::NamedTensor * {
           auto it = found.find(name);
@@ -346,11 +346,12 @@ bool TrainState::gatherParameters(size_t i, std::vector<runtime::NamedTensor> &o
         return stateNames_.count(s.name) != 0;
       }))
     return true;
-  std::vector<float> shard = model_.readState(i);
-  std::vector<float> flat(shard.size() * env_.worldSize);
+  runtime::TensorValues shard = model_.readState(i);
+  runtime::TensorValues flat =
+      runtime::TensorValues::zeros(shard.wide(), shard.size() * env_.worldSize);
   runtime::Status g = communicator_->allGather(
-      shard.data(), flat.data(), static_cast<int64_t>(shard.size()),
-      runtime::PkgDType::F32);
+      shard.data(), flat.data(), shard.size(),
+      shard.wide() ? runtime::PkgDType::F64 : runtime::PkgDType::F32);
   if (!g.isOk()) {
     printError(errs, trainCommand(), g.message());
     return false;
@@ -362,8 +363,7 @@ bool TrainState::gatherParameters(size_t i, std::vector<runtime::NamedTensor> &o
     int64_t n = 1;
     for (int64_t d : slot.shape)
       n *= d;
-    full.values.assign(flat.begin() + slot.offset,
-                       flat.begin() + slot.offset + n);
+    full.values = flat.slice(slot.offset, n);
     out.push_back(std::move(full));
   }
   return true;

@@ -429,9 +429,9 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       skippedEntry = static_cast<int>(i);
   }
   if (scaleEntry >= 0 && skippedEntry >= 0) {
-    std::vector<float> scale = model.readState(scaleEntry);
-    std::vector<float> skipped = model.readState(skippedEntry);
-    if (!scale.empty() && !skipped.empty())
+    runtime::TensorValues scale = model.readState(scaleEntry);
+    runtime::TensorValues skipped = model.readState(skippedEntry);
+    if (scale.size() > 0 && skipped.size() > 0)
       console << trainCommand() << ": fp16 loss scale " << llvm::format("%g", scale[0]) << ", "
            << llvm::format("%.0f", skipped[0])
            << " steps skipped in all (inf or NaN gradients)\n";

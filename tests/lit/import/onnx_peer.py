@@ -773,6 +773,12 @@ def handmade(out):
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("OneHot", ["hot", "m", "onoff"], ["y"], name="oh")],
         [hot, onoff], opset=13)
+    # A Range whose limit is computed from data: its length would be too.
+    refused("range-data", [
+        helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
+        helper.make_node("Range", ["zero", "m", "one"], ["y"], name="range")],
+        [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+         helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])], opset=13)
     # A TopK of K = 300 over 12288 elements: K above 256 argmax rounds, and
     # 12288^2 pairs to rank, past 2^24.
     refused("topk-wide", [

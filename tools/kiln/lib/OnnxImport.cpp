@@ -699,200 +699,227 @@ bool Importer::node(const onnx::Node &n) {
   if (n.outputs.empty())
     return fail("has no outputs");
   const std::string &op = n.opType;
+  auto reader = readers().find(op);
+  if (reader == readers().end())
+    return fail("kiln import does not read this op; it reads " +
+                supportedOps());
   bool folded = false;
-  if (op == "Constant")
-    return constantNode();
   if (!foldStatic(op, folded))
     return false;
   if (!folded && !foldStaticData(op, folded))
     return false;
   if (folded)
     return true;
-  if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
-    return reshapeLike(op);
-  static const std::set<std::string> kUnary = {
-      "Relu",     "Tanh",        "Sigmoid",   "Exp",        "Log",
-      "Neg",      "Abs",         "Sqrt",      "Reciprocal", "Erf",
-      "Sin",      "Cos",         "Floor",     "Ceil",       "Round",
-      "Sign",     "IsNaN",       "IsInf",     "Gelu",       "LeakyRelu",
-      "Identity", "HardSigmoid", "HardSwish", "Softplus",   "Elu",
-      "Mish",     "Softsign",    "Selu",      "Celu",       "ThresholdedRelu",
-      "Shrink",   "Tan",         "Sinh",      "Cosh",       "Asinh",
-      "Acosh",    "Atanh",       "Atan",      "Asin",       "Acos",
-      "Swish"};
-  if (kUnary.count(op))
-    return unary(op);
-  if (op == "Dropout")
-    return dropout();
-  if (op == "RandomUniform" || op == "RandomNormal" ||
-      op == "RandomUniformLike" || op == "RandomNormalLike" ||
-      op == "Bernoulli")
-    return random(op);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
-      op == "Max" || op == "Min")
-    return binary(op);
-  if (op == "Mod")
-    return mod();
-  if (op == "Sum" || op == "Mean")
-    return variadic(op);
-  if (op == "Clip")
-    return clip();
-  if (op == "PRelu")
-    return prelu();
-  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
-      op == "GreaterOrEqual")
-    return compare(op);
-  if (op == "Where")
-    return where();
-  if (op == "Trilu")
-    return trilu();
-  if (op == "Slice")
-    return slice();
-  if (op == "Split")
-    return split();
-  if (op == "SplitToSequence")
-    return splitToSequence();
-  if (op == "SequenceAt")
-    return sequenceAt();
-  if (op == "Pad")
-    return pad();
-  if (op == "Expand")
-    return expand();
-  if (op == "GroupNormalization")
-    return groupNorm();
-  if (op == "RMSNormalization")
-    return rmsNorm();
-  if (op == "GatherND")
-    return gatherNd();
-  if (op == "Hardmax")
-    return hardmax();
-  if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss")
-    return classLoss(op == "SoftmaxCrossEntropyLoss");
-  if (op == "OneHot")
-    return oneHot();
-  if (op == "InstanceNormalization")
-    return instanceNorm();
-  if (op == "ConvTranspose")
-    return convTranspose();
-  if (op == "Resize")
-    return resize(/*upsample=*/false);
-  if (op == "GridSample")
-    return gridSample();
-  if (op == "Einsum")
-    return einsum();
-  if (op == "DFT")
-    return dft();
-  if (op == "STFT")
-    return stft();
-  if (op == "Det")
-    return det();
-  if (op == "LRN")
-    return lrn();
-  if (op == "Attention")
-    return attention();
-  if (op == "RotaryEmbedding")
-    return rotaryEmbedding();
-  if (op == "LpPool")
-    return pool(false, /*lp=*/true);
-  if (op == "GlobalLpPool")
-    return globalPool(false, /*lp=*/true);
-  if (op == "MaxUnpool")
-    return maxUnpool();
-  if (op == "CumProd")
-    return cumProd();
-  if (op == "ReverseSequence")
-    return reverseSequence();
-  if (op == "CenterCropPad")
-    return centerCropPad();
-  if (op == "AffineGrid")
-    return affineGrid();
-  if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow")
-    return window(op);
-  if (op == "MelWeightMatrix")
-    return melWeightMatrix();
-  if (op == "MeanVarianceNormalization")
-    return meanVarianceNormalization();
-  if (op == "Upsample")
-    return resize(/*upsample=*/true);
-  if (op == "LSTM" || op == "GRU" || op == "RNN")
-    return recurrent(op);
-  if (op == "Gemm")
-    return gemm();
-  if (op == "MatMul")
-    return matmul();
-  if (op == "Conv")
-    return conv();
-  if (op == "MaxPool" || op == "AveragePool")
-    return pool(op == "MaxPool");
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
-    return globalPool(op == "GlobalMaxPool");
-  if (op == "Col2Im")
-    return col2im();
-  if (op == "Transpose")
-    return transpose();
-  if (op == "Concat")
-    return concat();
-  if (op == "Softmax" || op == "LogSoftmax")
-    return softmax(op == "LogSoftmax");
-  static const std::set<std::string> kReduce = {
-      "ReduceMean",      "ReduceSum", "ReduceMax",       "ReduceMin",
-      "ReduceL1",        "ReduceL2",  "ReduceSumSquare", "ReduceLogSum",
-      "ReduceLogSumExp", "ReduceProd"};
-  if (kReduce.count(op))
-    return reduce(op);
-  if (op == "LpNormalization")
-    return lpNormalization();
-  if (op == "ArgMax" || op == "ArgMin")
-    return argExtreme(op == "ArgMax");
-  if (op == "Not" || op == "And" || op == "Or" || op == "Xor")
-    return logical(op);
-  if (op == "Tile")
-    return tile();
-  if (op == "GatherElements")
-    return gatherElements();
-  if (op == "TopK")
-    return topK();
-  if (op == "ScatterElements" || op == "Scatter")
-    return scatterElements();
-  if (op == "ScatterND")
-    return scatterNd();
-  if (op == "DepthToSpace" || op == "SpaceToDepth")
-    return depthSpace(op == "DepthToSpace");
-  if (op == "CumSum")
-    return cumSum();
-  if (op == "LayerNormalization")
-    return layerNorm();
-  if (op == "BatchNormalization")
-    return batchNorm();
-  if (op == "Gather")
-    return gather();
-  if (op == "SequenceEmpty" || op == "SequenceConstruct" ||
-      op == "SequenceInsert" || op == "SequenceErase" ||
-      op == "SequenceLength" || op == "ConcatFromSequence")
-    return sequenceOp(op);
-  if (op == "If")
-    return ifNode();
-  if (op == "Loop")
-    return loop();
-  if (op == "Scan")
-    return scan();
-  if (op == "Cast" || op == "CastLike") {
-    mlir::Value x, like;
-    mlir::Type e;
-    if (op == "CastLike") {
-      if (!value(0, x) || !value(1, like))
-        return false;
-      e = element(like);
-    } else if (!value(0, x) || !elementType(intAttr("to", 0), e, "its target type")) {
+  return reader->second(*this, op);
+}
+
+bool Importer::cast(const std::string &op) {
+  mlir::Value x, like;
+  mlir::Type e;
+  if (op == "CastLike") {
+    if (!value(0, x) || !value(1, like))
       return false;
-    }
-    setOutput(0, e == element(x) ? x
-                                 : b_.create<kiln::ConvertOp>(loc(), type(shape(x), e), x)
-                                       .getResult());
-    return true;
+    e = element(like);
+  } else if (!value(0, x) ||
+             !elementType(intAttr("to", 0), e, "its target type")) {
+    return false;
   }
-  return fail("kiln import does not read this op; it reads " +
-              std::string(onnxSupportedOps()));
+  setOutput(0, e == element(x)
+                   ? x
+                   : b_.create<kiln::ConvertOp>(loc(), type(shape(x), e), x)
+                         .getResult());
+  return true;
+}
+
+bool Importer::staticOnly(const std::string &op) {
+  return fail("its inputs are not known at import: kiln evaluates " + op +
+              " on constants and shapes only (every kiln shape is static)");
+}
+
+const std::map<std::string, Importer::OpReader> &Importer::readers() {
+  static const std::map<std::string, OpReader> table = [] {
+    std::map<std::string, OpReader> t;
+    auto add = [&](std::initializer_list<const char *> names, OpReader read) {
+      for (const char *name : names)
+        t[name] = read;
+    };
+    // Evaluated at import (foldStatic, foldStaticData) when their inputs
+    // are known there, which Shape's, Size's and EyeLike's always are.
+    add({"Shape", "Size", "EyeLike", "Range", "ConstantOfShape"},
+        [](Importer &i, const std::string &op) { return i.staticOnly(op); });
+    add({"Constant"},
+        [](Importer &i, const std::string &) { return i.constantNode(); });
+    add({"Unsqueeze", "Squeeze", "Reshape", "Flatten"},
+        [](Importer &i, const std::string &op) { return i.reshapeLike(op); });
+    add({"Relu",        "Tanh",      "Sigmoid",
+         "Exp",         "Log",       "Neg",
+         "Abs",         "Sqrt",      "Reciprocal",
+         "Erf",         "Sin",       "Cos",
+         "Floor",       "Ceil",      "Round",
+         "Sign",        "IsNaN",     "IsInf",
+         "Gelu",        "LeakyRelu", "Identity",
+         "HardSigmoid", "HardSwish", "Softplus",
+         "Elu",         "Mish",      "Softsign",
+         "Selu",        "Celu",      "ThresholdedRelu",
+         "Shrink",      "Tan",       "Sinh",
+         "Cosh",        "Asinh",     "Acosh",
+         "Atanh",       "Atan",      "Asin",
+         "Acos",        "Swish"},
+        [](Importer &i, const std::string &op) { return i.unary(op); });
+    add({"Dropout"},
+        [](Importer &i, const std::string &) { return i.dropout(); });
+    add({"RandomUniform", "RandomNormal", "RandomUniformLike",
+         "RandomNormalLike", "Bernoulli"},
+        [](Importer &i, const std::string &op) { return i.random(op); });
+    add({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"},
+        [](Importer &i, const std::string &op) { return i.binary(op); });
+    add({"Mod"}, [](Importer &i, const std::string &) { return i.mod(); });
+    add({"Sum", "Mean"},
+        [](Importer &i, const std::string &op) { return i.variadic(op); });
+    add({"Clip"}, [](Importer &i, const std::string &) { return i.clip(); });
+    add({"PRelu"}, [](Importer &i, const std::string &) { return i.prelu(); });
+    add({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"},
+        [](Importer &i, const std::string &op) { return i.compare(op); });
+    add({"Where"}, [](Importer &i, const std::string &) { return i.where(); });
+    add({"Trilu"}, [](Importer &i, const std::string &) { return i.trilu(); });
+    add({"Slice"}, [](Importer &i, const std::string &) { return i.slice(); });
+    add({"Split"}, [](Importer &i, const std::string &) { return i.split(); });
+    add({"SplitToSequence"},
+        [](Importer &i, const std::string &) { return i.splitToSequence(); });
+    add({"SequenceAt"},
+        [](Importer &i, const std::string &) { return i.sequenceAt(); });
+    add({"Pad"}, [](Importer &i, const std::string &) { return i.pad(); });
+    add({"Expand"},
+        [](Importer &i, const std::string &) { return i.expand(); });
+    add({"GroupNormalization"},
+        [](Importer &i, const std::string &) { return i.groupNorm(); });
+    add({"RMSNormalization"},
+        [](Importer &i, const std::string &) { return i.rmsNorm(); });
+    add({"GatherND"},
+        [](Importer &i, const std::string &) { return i.gatherNd(); });
+    add({"Hardmax"},
+        [](Importer &i, const std::string &) { return i.hardmax(); });
+    add({"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"},
+        [](Importer &i, const std::string &op) {
+          return i.classLoss(op == "SoftmaxCrossEntropyLoss");
+        });
+    add({"OneHot"},
+        [](Importer &i, const std::string &) { return i.oneHot(); });
+    add({"InstanceNormalization"},
+        [](Importer &i, const std::string &) { return i.instanceNorm(); });
+    add({"ConvTranspose"},
+        [](Importer &i, const std::string &) { return i.convTranspose(); });
+    add({"Resize", "Upsample"}, [](Importer &i, const std::string &op) {
+      return i.resize(op == "Upsample");
+    });
+    add({"GridSample"},
+        [](Importer &i, const std::string &) { return i.gridSample(); });
+    add({"Einsum"},
+        [](Importer &i, const std::string &) { return i.einsum(); });
+    add({"DFT"}, [](Importer &i, const std::string &) { return i.dft(); });
+    add({"STFT"}, [](Importer &i, const std::string &) { return i.stft(); });
+    add({"Det"}, [](Importer &i, const std::string &) { return i.det(); });
+    add({"LRN"}, [](Importer &i, const std::string &) { return i.lrn(); });
+    add({"Attention"},
+        [](Importer &i, const std::string &) { return i.attention(); });
+    add({"RotaryEmbedding"},
+        [](Importer &i, const std::string &) { return i.rotaryEmbedding(); });
+    add({"MaxPool", "AveragePool", "LpPool"},
+        [](Importer &i, const std::string &op) {
+          return i.pool(op == "MaxPool", /*lp=*/op == "LpPool");
+        });
+    add({"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"},
+        [](Importer &i, const std::string &op) {
+          return i.globalPool(op == "GlobalMaxPool",
+                              /*lp=*/op == "GlobalLpPool");
+        });
+    add({"MaxUnpool"},
+        [](Importer &i, const std::string &) { return i.maxUnpool(); });
+    add({"CumProd"},
+        [](Importer &i, const std::string &) { return i.cumProd(); });
+    add({"ReverseSequence"},
+        [](Importer &i, const std::string &) { return i.reverseSequence(); });
+    add({"CenterCropPad"},
+        [](Importer &i, const std::string &) { return i.centerCropPad(); });
+    add({"AffineGrid"},
+        [](Importer &i, const std::string &) { return i.affineGrid(); });
+    add({"HannWindow", "HammingWindow", "BlackmanWindow"},
+        [](Importer &i, const std::string &op) { return i.window(op); });
+    add({"MelWeightMatrix"},
+        [](Importer &i, const std::string &) { return i.melWeightMatrix(); });
+    add({"MeanVarianceNormalization"}, [](Importer &i, const std::string &) {
+      return i.meanVarianceNormalization();
+    });
+    add({"LSTM", "GRU", "RNN"},
+        [](Importer &i, const std::string &op) { return i.recurrent(op); });
+    add({"Gemm"}, [](Importer &i, const std::string &) { return i.gemm(); });
+    add({"MatMul"},
+        [](Importer &i, const std::string &) { return i.matmul(); });
+    add({"Conv"}, [](Importer &i, const std::string &) { return i.conv(); });
+    add({"Col2Im"},
+        [](Importer &i, const std::string &) { return i.col2im(); });
+    add({"Transpose"},
+        [](Importer &i, const std::string &) { return i.transpose(); });
+    add({"Concat"},
+        [](Importer &i, const std::string &) { return i.concat(); });
+    add({"Softmax", "LogSoftmax"}, [](Importer &i, const std::string &op) {
+      return i.softmax(op == "LogSoftmax");
+    });
+    add({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1",
+         "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+         "ReduceProd"},
+        [](Importer &i, const std::string &op) { return i.reduce(op); });
+    add({"LpNormalization"},
+        [](Importer &i, const std::string &) { return i.lpNormalization(); });
+    add({"ArgMax", "ArgMin"}, [](Importer &i, const std::string &op) {
+      return i.argExtreme(op == "ArgMax");
+    });
+    add({"Not", "And", "Or", "Xor"},
+        [](Importer &i, const std::string &op) { return i.logical(op); });
+    add({"Tile"}, [](Importer &i, const std::string &) { return i.tile(); });
+    add({"GatherElements"},
+        [](Importer &i, const std::string &) { return i.gatherElements(); });
+    add({"TopK"}, [](Importer &i, const std::string &) { return i.topK(); });
+    add({"ScatterElements", "Scatter"},
+        [](Importer &i, const std::string &) { return i.scatterElements(); });
+    add({"ScatterND"},
+        [](Importer &i, const std::string &) { return i.scatterNd(); });
+    add({"DepthToSpace", "SpaceToDepth"},
+        [](Importer &i, const std::string &op) {
+          return i.depthSpace(op == "DepthToSpace");
+        });
+    add({"CumSum"},
+        [](Importer &i, const std::string &) { return i.cumSum(); });
+    add({"LayerNormalization"},
+        [](Importer &i, const std::string &) { return i.layerNorm(); });
+    add({"BatchNormalization"},
+        [](Importer &i, const std::string &) { return i.batchNorm(); });
+    add({"Gather"},
+        [](Importer &i, const std::string &) { return i.gather(); });
+    add({"SequenceEmpty", "SequenceConstruct", "SequenceInsert",
+         "SequenceErase", "SequenceLength", "ConcatFromSequence"},
+        [](Importer &i, const std::string &op) { return i.sequenceOp(op); });
+    add({"If"}, [](Importer &i, const std::string &) { return i.ifNode(); });
+    add({"Loop"}, [](Importer &i, const std::string &) { return i.loop(); });
+    add({"Scan"}, [](Importer &i, const std::string &) { return i.scan(); });
+    add({"Cast", "CastLike"},
+        [](Importer &i, const std::string &op) { return i.cast(op); });
+    return t;
+  }();
+  return table;
+}
+
+const std::string &Importer::supportedOps() {
+  static const std::string list = [] {
+    std::vector<std::string> names;
+    for (const auto &entry : readers())
+      names.push_back(entry.first);
+    llvm::sort(names, [](const std::string &a, const std::string &b) {
+      return llvm::StringRef(a).compare_insensitive(b) < 0;
+    });
+    return llvm::join(names, ", ");
+  }();
+  return list;
 }
 
 bool Importer::finish(OnnxImport &out) {
@@ -1037,34 +1064,8 @@ bool Importer::run(OnnxImport &out) {
 
 } // namespace onnx_import
 
-const char *onnxSupportedOps() {
-  return "Abs, Acos, Acosh, Add, AffineGrid, And, ArgMax, ArgMin, Asin, Asinh, "
-         "Atan, Atanh, Attention, AveragePool, BatchNormalization, Bernoulli, "
-         "BlackmanWindow, Cast, CastLike, Ceil, Celu, CenterCropPad, Clip, "
-         "Col2Im, Concat, ConcatFromSequence, Constant, ConstantOfShape, Conv, "
-         "ConvTranspose, Cos, Cosh, CumProd, CumSum, DepthToSpace, Det, DFT, "
-         "Div, Dropout, Einsum, Elu, Equal, Erf, Exp, Expand, EyeLike, "
-         "Flatten, Floor, Gather, GatherElements, GatherND, Gelu, Gemm, "
-         "GlobalAveragePool, GlobalLpPool, GlobalMaxPool, Greater, "
-         "GreaterOrEqual, GridSample, GroupNormalization, GRU, HammingWindow, "
-         "HannWindow, Hardmax, HardSigmoid, HardSwish, Identity, If, "
-         "InstanceNormalization, IsInf, IsNaN, LayerNormalization, LeakyRelu, "
-         "Less, LessOrEqual, Log, LogSoftmax, Loop, LpNormalization, LpPool, "
-         "LRN, LSTM, MatMul, Max, MaxPool, MaxUnpool, Mean, "
-         "MeanVarianceNormalization, MelWeightMatrix, Min, Mish, Mod, Mul, "
-         "Neg, NegativeLogLikelihoodLoss, Not, OneHot, Or, Pad, Pow, PRelu, "
-         "RandomNormal, RandomNormalLike, RandomUniform, RandomUniformLike, "
-         "Range, Reciprocal, ReduceL1, ReduceL2, ReduceLogSum, "
-         "ReduceLogSumExp, ReduceMax, ReduceMean, ReduceMin, ReduceProd, "
-         "ReduceSum, ReduceSumSquare, Relu, Reshape, Resize, ReverseSequence, "
-         "RMSNormalization, RNN, RotaryEmbedding, Round, Scan, Scatter, "
-         "ScatterElements, ScatterND, Selu, SequenceAt, SequenceConstruct, "
-         "SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, Shape, "
-         "Shrink, Sigmoid, Sign, Sin, Sinh, Size, Slice, Softmax, "
-         "SoftmaxCrossEntropyLoss, Softplus, Softsign, SpaceToDepth, Split, "
-         "SplitToSequence, Sqrt, Squeeze, STFT, Sub, Sum, Swish, Tan, Tanh, "
-         "ThresholdedRelu, Tile, TopK, Transpose, Trilu, Unsqueeze, Upsample, "
-         "Where, Xor";
+const std::string &onnxSupportedOps() {
+  return onnx_import::Importer::supportedOps();
 }
 
 bool importOnnx(const onnx::Model &model, const std::string &path,

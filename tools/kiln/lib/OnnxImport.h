@@ -59,7 +59,7 @@ struct OnnxImport {
 };
 
 // The ops `kiln import` reads, comma-separated (for --help and errors).
-const char *onnxSupportedOps();
+const std::string &onnxSupportedOps();
 
 // Imports |model|, read from |path| (named in messages). Prints the
 // problem (prefixed with |command|) and returns false.

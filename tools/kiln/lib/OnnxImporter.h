@@ -71,8 +71,21 @@ public:
         b_(g_.builder()), command_(command), errs_(errs) {}
 
   bool run(OnnxImport &out);
+  // The op types readers() holds, sorted case-insensitively and
+  // comma-separated (for --help and errors).
+  static const std::string &supportedOps();
 
 private:
+  // Reads the current node, whose op type is |op|.
+  using OpReader = bool (*)(Importer &, const std::string &op);
+  // Every op type kiln import reads and what reads it: the node dispatch
+  // and the list supportedOps() prints.
+  static const std::map<std::string, OpReader> &readers();
+  // An op evaluated at import only (Range of constants): fails naming it.
+  bool staticOnly(const std::string &op);
+  // Cast and CastLike of a value (of constants: foldStatic).
+  bool cast(const std::string &op);
+
   // Prints |what| about |node| and fails.
   bool fail(const std::string &what) {
     printError(errs_, command_, path_ + ": " + where_ + what);

@@ -118,6 +118,55 @@ class Misc(torch.nn.Module):
         return self.head(torch.cat([z, flat], dim=1))           # [B, 4]
 
 
+# Where x / scale comes within this many quantization steps of a tie
+# (an integer plus a half), kiln's rounding of x may round the other way
+# than PyTorch's and the losses part by a whole step. The quantization-aware
+# network's export draws seeds until none comes nearer in the check's steps.
+TIE_MARGIN = 1e-4
+# Recording each fake quantization's distance to a tie (None: off).
+TIES = None
+
+
+def fake_quantize(v, scale, zero, low, high):
+    """torch.fake_quantize_per_tensor_affine, or per channel along axis 0
+    for a tensor |scale|, recording how near v / scale comes to a tie."""
+    per_channel = torch.is_tensor(scale)
+    if TIES is not None:
+        s = scale.view(-1, *([1] * (v.dim() - 1))) if per_channel else scale
+        f = v.detach() / s
+        TIES.append(((f - f.floor()) - 0.5).abs().min().item())
+    if per_channel:
+        return torch.fake_quantize_per_channel_affine(v, scale, zero, 0, low, high)
+    return torch.fake_quantize_per_tensor_affine(v, scale, zero, low, high)
+
+
+class QatNet(torch.nn.Module):
+    """Quantization-aware training as torch.ao's FakeQuantize modules do it
+    (QuantizeLinear and DequantizeLinear pairs in ONNX): the input and the
+    hidden activations fake-quantized per tensor to UINT8, the first weight
+    per output channel to INT8, the second per tensor; PyTorch's
+    straight-through gradient, zero where the clamp binds. The scales are
+    powers of two, so that ONNX's x / scale and PyTorch's x * (1 / scale)
+    are one number."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 8)
+        self.fc2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        x = fake_quantize(x, 1 / 32, 128, 0, 255)
+        # Channels 2 and 5 clamp weights above 0.124 and 0.248, the hidden
+        # values clamp above 1.99 and the second weight above 0.248: the
+        # clamp binds in every step.
+        scales = torch.tensor([2.0 ** -k for k in (6, 5, 10, 7, 5, 9, 6, 7)])
+        w1 = fake_quantize(self.fc1.weight, scales, torch.zeros(8, dtype=torch.int32),
+                           -128, 127)
+        h = fake_quantize(F.relu(F.linear(x, w1, self.fc1.bias)), 1 / 128, 0, 0, 255)
+        w2 = fake_quantize(self.fc2.weight, 1 / 512, 0, -128, 127)
+        return F.linear(h, w2, self.fc2.bias)
+
+
 class Embed(torch.nn.Module):
     """Token ids through an embedding table (Gather), averaged over the
     sequence, and a classifier."""
@@ -443,6 +492,8 @@ def build(model):
         return CondNet()
     if model == "transformer":
         return Transformer()
+    if model == "qat":
+        return QatNet()
     if model == "sequence":
         return SequenceNet()
     if model == "volume":
@@ -454,7 +505,7 @@ def build(model):
 
 
 def input_shape(model):
-    return {"mlp": (16,), "lossnet": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
+    return {"mlp": (16,), "lossnet": (16,), "qat": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
             "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5),
             "downsample": (3, 12, 12), "cond": (6,), "sequence": (4, 24),
             "volume": (2, 6, 6, 6)}[model]
@@ -562,6 +613,19 @@ def cond_sums(net, x, y):
     return sums
 
 
+def nearest_tie(net, x, y):
+    """The quantization-aware network: how near x / scale comes to a tie
+    (in quantization steps) over KINK_STEPS steps of the check's training."""
+    global TIES
+    TIES = []
+    try:
+        for _ in check_steps("qat", net, x, y):
+            pass
+        return min(TIES)
+    finally:
+        TIES = None
+
+
 def draw(model, seed):
     """The network's initial weights and the data, from |seed|."""
     torch.manual_seed(seed)
@@ -593,6 +657,14 @@ def export(model, out, dynamo):
         seed = (seed + 1) % 2**32
         print(f"a sampling point comes within {distance:.1e} of a pixel edge at step "
               f"{step}; drawing seed {seed}")
+        net, state, x, y = draw(model, seed)
+    while model == "qat":
+        distance = nearest_tie(net, torch.from_numpy(x), torch.from_numpy(y).long())
+        if distance >= TIE_MARGIN:
+            break
+        seed = (seed + 1) % 2**32
+        print(f"a quantized value comes within {distance:.1e} steps of a rounding tie; "
+              f"drawing seed {seed}")
         net, state, x, y = draw(model, seed)
     while model == "cond":
         sums = cond_sums(net, torch.from_numpy(x), torch.from_numpy(y).long())
@@ -773,6 +845,22 @@ def handmade(out):
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("OneHot", ["hot", "m", "onoff"], ["y"], name="oh")],
         [hot, onoff], opset=13)
+    # Blocked quantization (opset 21); a QuantizeLinear's integers added
+    # to; a DequantizeLinear of integers computed from data.
+    qscale = helper.make_tensor("qs", TensorProto.FLOAT, [], [0.1])
+    refused("quantize-blocked", [
+        helper.make_node("QuantizeLinear", ["h", "qsb"], ["q"], name="quant", axis=1,
+                         block_size=2),
+        helper.make_node("DequantizeLinear", ["q", "qsb"], ["y"], name="dequant", axis=1,
+                         block_size=2)],
+        [helper.make_tensor("qsb", TensorProto.FLOAT, [4, 2, 8, 8], [0.1] * 512)], opset=21)
+    refused("quantized-read", [
+        helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant"),
+        helper.make_node("Add", ["q", "q"], ["y"], name="add")], [qscale], opset=13)
+    refused("dequantize-data", [
+        helper.make_node("ArgMax", ["h"], ["a"], name="argmax", axis=1),
+        helper.make_node("DequantizeLinear", ["a", "qs"], ["y"], name="dequant")],
+        [qscale], opset=13)
     # A Range whose limit is computed from data: its length would be too.
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),

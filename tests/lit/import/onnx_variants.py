@@ -1292,6 +1292,43 @@ def variants(rng):
         [helper.make_node("RotaryEmbedding", ["h", "cos", "sin"], ["y"], num_heads=2,
                           interleaved=1, rotary_embedding_dim=4)],
         [floats("cos", np.cos(angle)), floats("sin", np.sin(angle))])
+    # QuantizeLinear then DequantizeLinear (fake quantization): per tensor
+    # to UINT8 with a zero point; per axis to INT8 (axis 1, a negative
+    # axis); without a zero point (UINT8: the negatives clamp to 0); INT16
+    # (opset 21); constants quantized and dequantized at import (an INT8
+    # weight, an INT32 bias, a float constant). Opset 19: onnx.reference
+    # has no earlier version, and 19 only adds float8 types to 10 and 13
+    # (the exports in import.test are opset 13). The steps of the rounding
+    # are not smooth.
+    def qdq(axis=None, scale="qs", zero="qz"):
+        kw = {} if axis is None else dict(axis=axis)
+        inputs = ["h", scale] + ([zero] if zero else [])
+        return [helper.make_node("QuantizeLinear", inputs, ["q"], **kw),
+                helper.make_node("DequantizeLinear", ["q"] + inputs[1:], ["y"], **kw)]
+    add("qdq-uint8", 19, (4, 3, 5), qdq(),
+        [floats("qs", 0.02), const("qz", 128, np.uint8)], smooth=False)
+    add("qdq-int8-axis", 19, (4, 3, 5), qdq(axis=1),
+        [floats("qs", [0.01, 0.03, 0.004]), const("qz", [0, 5, -3], np.int8)], smooth=False)
+    add("qdq-int8-negative-axis", 19, (2, 3, 4, 5), qdq(axis=-1),
+        [floats("qs", [0.01, 0.02, 0.005, 0.04, 0.03]), const("qz", [0] * 5, np.int8)],
+        smooth=False)
+    add("qdq-no-zero-point", 19, (4, 3, 5), qdq(zero=None), [floats("qs", 0.01)],
+        smooth=False)
+    add("qdq-int16", 21, (4, 3, 5), qdq(),
+        [floats("qs", 1e-4), const("qz", -200, np.int16)], smooth=False)
+    add("dq-constants", 19, (4, 3, 5),
+        [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(
+            (rng.standard_normal((3, 1)) * 2).astype(np.float32))),
+         helper.make_node("DequantizeLinear", ["w8", "ws", "wz"], ["w"], axis=0),
+         helper.make_node("DequantizeLinear", ["b32", "bs"], ["b"]),
+         helper.make_node("QuantizeLinear", ["c", "ws", "wz"], ["cq"], axis=0),
+         helper.make_node("DequantizeLinear", ["cq", "ws", "wz"], ["cd"], axis=0),
+         helper.make_node("Mul", ["h", "w"], ["hw"]),
+         helper.make_node("Add", ["hw", "b"], ["hb"]),
+         helper.make_node("Add", ["hb", "cd"], ["y"])],
+        [const("w8", rng.integers(-128, 128, (3, 1)), np.int8),
+         floats("ws", [0.01, 0.02, 0.05]), const("wz", [1, -2, 0], np.int8),
+         const("b32", rng.integers(-1000, 1000, (5,)), np.int32), floats("bs", 0.001)])
     return out
 
 

@@ -295,6 +295,11 @@ bool Importer::named(const std::string &name, mlir::Value &out) {
       return true;
     }
   }
+  if (quantized_.count(name))
+    return fail("reads '" + name + "', a QuantizeLinear's " +
+                onnx::dataTypeName(quantized_[name]) +
+                " output: kiln import reads those integers only through a "
+                "DequantizeLinear (fake quantization)");
   if (auto it = values_.find(name); it != values_.end()) {
     out = it->second;
     return true;
@@ -902,6 +907,10 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
     add({"If"}, [](Importer &i, const std::string &) { return i.ifNode(); });
     add({"Loop"}, [](Importer &i, const std::string &) { return i.loop(); });
     add({"Scan"}, [](Importer &i, const std::string &) { return i.scan(); });
+    add({"QuantizeLinear"},
+        [](Importer &i, const std::string &) { return i.quantizeLinear(); });
+    add({"DequantizeLinear"},
+        [](Importer &i, const std::string &) { return i.dequantizeLinear(); });
     add({"Cast", "CastLike"},
         [](Importer &i, const std::string &op) { return i.cast(op); });
     return t;
@@ -934,6 +943,10 @@ bool Importer::finish(OnnxImport &out) {
     return fail("the graph's output '" + outputs[0].name +
                 "' is no node's output (or a constant)");
   mlir::Value y = found->second;
+  if (quantized_.count(outputs[0].name))
+    return fail("the graph's output '" + outputs[0].name +
+                "' is a QuantizeLinear's integers: kiln import adds a loss "
+                "to a float output (dequantize it)");
   if (!llvm::isa<mlir::FloatType>(element(y)))
     return fail("the graph's output '" + outputs[0].name + "' is not FLOAT");
   mlir::Value loss;

@@ -425,6 +425,29 @@ private:
   bool einsum();
   bool diagonal(size_t i, mlir::Value &value, std::vector<int> &labels);
 
+  // QuantizeLinear and DequantizeLinear: fake quantization with PyTorch's
+  // straight-through gradient, or constants (OnnxImportQuantize.cpp).
+  struct Quantization {
+    std::vector<double> scale, zeroPoint; // one, or one per index along axis
+    int64_t axis = -1;                    // -1: one scale for the tensor
+    int32_t dataType = 0;                 // the integers' ONNX type
+    double low = 0, high = 0;             // its range
+    // The index into scale and zeroPoint of element |element| of a
+    // row-major tensor of |dims|.
+    size_t channel(llvm::ArrayRef<int64_t> dims, size_t element) const;
+  };
+  // Inputs 1 and 2 (scale, zero point) of the current node for a tensor of
+  // |dims| whose integers are of |dataType| (QuantizeLinear: unless the
+  // zero point gives its type).
+  bool quantization(llvm::ArrayRef<int64_t> dims, int32_t dataType,
+                    bool dequantize, Quantization &out);
+  // |values| (q's scales or zero points) as a tensor like |like|.
+  mlir::Value quantizationTensor(const Quantization &q,
+                                 const std::vector<double> &values,
+                                 mlir::Value like, const std::string &what);
+  bool quantizeLinear();
+  bool dequantizeLinear();
+
   // DFT and STFT as products with constant matrices
   // (OnnxImportSpectral.cpp).
   bool dft();
@@ -508,6 +531,9 @@ private:
 
   std::map<std::string, mlir::Value> values_;
   std::map<std::string, Static> statics_;
+  // QuantizeLinear outputs (float tensors of integers) and their ONNX
+  // integer types: only a DequantizeLinear reads them.
+  std::map<std::string, int32_t> quantized_;
   // Sequences (SplitToSequence's result), element by element.
   std::map<std::string, std::vector<mlir::Value>> sequences_;
   // Floating-point initializers read as static tensors (constInput).

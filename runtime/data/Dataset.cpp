@@ -17,7 +17,15 @@
 namespace kiln::runtime {
 
 const char *elementTypeName(ElementType type) {
-  return type == ElementType::f32 ? "f32" : "i32";
+  switch (type) {
+  case ElementType::f32:
+    return "f32";
+  case ElementType::f64:
+    return "f64";
+  case ElementType::i32:
+    return "i32";
+  }
+  return "?";
 }
 
 int64_t TensorSpec::elementCount() const {
@@ -99,6 +107,12 @@ Status SyntheticDataset::copySample(int64_t index, size_t tensor,
     for (int64_t i = 0; i < n; ++i) {
       double u = double(rng() >> 11) * 0x1.0p-53; // [0, 1)
       out[i] = float(2.0 * u - 1.0);
+    }
+  } else if (spec.type == ElementType::f64) {
+    double *out = static_cast<double *>(dst);
+    for (int64_t i = 0; i < n; ++i) {
+      double u = double(rng() >> 11) * 0x1.0p-53; // [0, 1)
+      out[i] = 2.0 * u - 1.0;
     }
   } else {
     int32_t *out = static_cast<int32_t *>(dst);

@@ -23,7 +23,14 @@
 
 namespace kiln::runtime {
 
-enum class ElementType { f32, i32 };
+// f64 only where the step reads the tensor in f64 (a model trained in
+// f64): data files are read at that precision.
+enum class ElementType { f32, i32, f64 };
+
+// Bytes one element takes.
+inline int64_t elementTypeBytes(ElementType type) {
+  return type == ElementType::f64 ? 8 : 4;
+}
 
 const char *elementTypeName(ElementType type);
 

@@ -298,10 +298,15 @@ NpyDataset::open(const std::string &dir,
     int64_t n = a.elementCount();
     ds->f32_.emplace_back();
     ds->i32_.emplace_back();
+    ds->f64_.emplace_back();
     if (type == ElementType::f32) {
       ds->f32_.back().resize(n);
       for (int64_t i = 0; i < n; ++i)
         ds->f32_.back()[i] = float(a.asDouble(i));
+    } else if (type == ElementType::f64) {
+      ds->f64_.back().resize(n);
+      for (int64_t i = 0; i < n; ++i)
+        ds->f64_.back()[i] = a.asDouble(i);
     } else {
       ds->i32_.back().resize(n);
       for (int64_t i = 0; i < n; ++i) {
@@ -327,6 +332,8 @@ Status NpyDataset::copySample(int64_t index, size_t tensor, void *dst) const {
   int64_t n = specs_[tensor].elementCount();
   if (specs_[tensor].type == ElementType::f32)
     std::memcpy(dst, f32_[tensor].data() + index * n, n * sizeof(float));
+  else if (specs_[tensor].type == ElementType::f64)
+    std::memcpy(dst, f64_[tensor].data() + index * n, n * sizeof(double));
   else
     std::memcpy(dst, i32_[tensor].data() + index * n, n * sizeof(int32_t));
   return Status::ok();

@@ -61,6 +61,7 @@ private:
   std::vector<TensorSpec> specs_;
   std::vector<std::vector<float>> f32_;   // per tensor, when f32
   std::vector<std::vector<int32_t>> i32_; // per tensor, when i32
+  std::vector<std::vector<double>> f64_;  // per tensor, when f64
   int64_t count_ = 0;
 };
 

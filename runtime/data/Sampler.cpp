@@ -85,6 +85,46 @@ int64_t batchCount(int64_t sampleCount, int64_t batchSize, bool dropPartial) {
                      : (sampleCount + batchSize - 1) / batchSize;
 }
 
+int64_t BatchTensor::elementCount() const {
+  switch (type) {
+  case ElementType::f32:
+    return static_cast<int64_t>(f32.size());
+  case ElementType::f64:
+    return static_cast<int64_t>(f64.size());
+  case ElementType::i32:
+    return static_cast<int64_t>(i32.size());
+  }
+  return 0;
+}
+
+void *BatchTensor::data() {
+  return const_cast<void *>(static_cast<const BatchTensor *>(this)->data());
+}
+
+const void *BatchTensor::data() const {
+  switch (type) {
+  case ElementType::f32:
+    return f32.data();
+  case ElementType::f64:
+    return f64.data();
+  case ElementType::i32:
+    return i32.data();
+  }
+  return nullptr;
+}
+
+double BatchTensor::element(int64_t i) const {
+  switch (type) {
+  case ElementType::f32:
+    return f32[i];
+  case ElementType::f64:
+    return f64[i];
+  case ElementType::i32:
+    return i32[i];
+  }
+  return 0;
+}
+
 StatusOr<Batch> assembleBatch(const Dataset &dataset,
                               const std::vector<int64_t> &indices) {
   Batch batch;
@@ -101,12 +141,13 @@ StatusOr<Batch> assembleBatch(const Dataset &dataset,
     int64_t per = spec.elementCount();
     if (spec.type == ElementType::f32)
       tensor.f32.resize(n * per);
+    else if (spec.type == ElementType::f64)
+      tensor.f64.resize(n * per);
     else
       tensor.i32.resize(n * per);
     for (int64_t i = 0; i < n; ++i) {
-      void *dst = spec.type == ElementType::f32
-                      ? static_cast<void *>(tensor.f32.data() + i * per)
-                      : static_cast<void *>(tensor.i32.data() + i * per);
+      void *dst = static_cast<char *>(tensor.data()) +
+                  i * per * elementTypeBytes(spec.type);
       Status s = dataset.copySample(indices[i], t, dst);
       if (!s.isOk())
         return s;

@@ -64,6 +64,14 @@ struct BatchTensor {
   std::vector<int64_t> shape; // [batch, spec shape...]
   std::vector<float> f32;     // when type == f32
   std::vector<int32_t> i32;   // when type == i32
+  std::vector<double> f64;    // when type == f64
+
+  int64_t elementCount() const;
+  // The elements, of |type|.
+  void *data();
+  const void *data() const;
+  // Element |i| as a double.
+  double element(int64_t i) const;
 };
 
 struct Batch {

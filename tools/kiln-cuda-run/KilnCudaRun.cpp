@@ -153,7 +153,8 @@ int main(int argc, char **argv) {
       spec.name = e.name;
       spec.type = (e.dtype == PkgDType::I32 || e.dtype == PkgDType::I64)
                       ? ElementType::i32
-                      : ElementType::f32;
+                  : e.dtype == PkgDType::F64 ? ElementType::f64
+                                             : ElementType::f32;
       spec.shape.assign(e.shape.begin() + 1, e.shape.end());
       // The bound the package records (1.6 on) is checked against data
       // files and, unless --classes says otherwise, the synthetic range.
@@ -281,10 +282,8 @@ int main(int argc, char **argv) {
       StatusOr<void *> dst = exec.hostInput(dataInputs[t]);
       if (!dst.isOk())
         return dst.status();
-      size_t n = src.type == ElementType::f32 ? src.f32.size() : src.i32.size();
-      for (size_t i = 0; i < n; ++i)
-        writeElement(dst.value(), e.dtype, int64_t(i),
-                     src.type == ElementType::f32 ? src.f32[i] : src.i32[i]);
+      for (int64_t i = 0; i < src.elementCount(); ++i)
+        writeElement(dst.value(), e.dtype, i, src.element(i));
     }
     return exec.submitInputs();
   };

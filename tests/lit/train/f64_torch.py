@@ -6,7 +6,7 @@ the same batches in file order.
   f64_torch.py make DIR
       writes DIR/init.safetensors (the two weights, F64, from a random
       seed that is printed) and the data DIR/data/{x,target}.npy (16
-      samples, f32: kiln's data pipeline reads f32)
+      samples, float64: an f64 input reads them unrounded)
   f64_torch.py check DIR CHECKPOINT
       trains PyTorch in f64 from DIR/init.safetensors for as many steps as
       CHECKPOINT (a kiln checkpoint) records, and compares every tensor of
@@ -37,10 +37,8 @@ def make(out):
     save_file(state, os.path.join(out, "init.safetensors"))
     os.makedirs(os.path.join(out, "data"), exist_ok=True)
     rng = np.random.default_rng(seed)
-    np.save(os.path.join(out, "data", "x.npy"),
-            rng.standard_normal((SAMPLES, 3)).astype(np.float32))
-    np.save(os.path.join(out, "data", "target.npy"),
-            rng.standard_normal((SAMPLES, 2)).astype(np.float32))
+    np.save(os.path.join(out, "data", "x.npy"), rng.standard_normal((SAMPLES, 3)))
+    np.save(os.path.join(out, "data", "target.npy"), rng.standard_normal((SAMPLES, 2)))
     print(f"wrote {len(state)} tensors")
 
 
@@ -48,8 +46,8 @@ def check(out, checkpoint):
     with safe_open(os.path.join(out, "init.safetensors"), "pt") as f:
         w1 = f.get_tensor("fc1.weight").requires_grad_()
         w2 = f.get_tensor("fc2.weight").requires_grad_()
-    x = torch.from_numpy(np.load(os.path.join(out, "data", "x.npy"))).double()
-    t = torch.from_numpy(np.load(os.path.join(out, "data", "target.npy"))).double()
+    x = torch.from_numpy(np.load(os.path.join(out, "data", "x.npy")))
+    t = torch.from_numpy(np.load(os.path.join(out, "data", "target.npy")))
     with safe_open(checkpoint, "np") as f:
         steps = int(f.metadata()["step"])
         saved = {k: f.get_tensor(k) for k in f.keys() if k != "rng/state"}

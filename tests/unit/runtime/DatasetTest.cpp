@@ -42,6 +42,25 @@ TEST(SyntheticDataset, DeterministicPerSeedAndIndex) {
                    .isOk());
 }
 
+// f64 synthetic data: the f32 tensor's draws before their rounding.
+TEST(SyntheticDataset, F64DrawsTheUnroundedValues) {
+  auto narrow =
+      SyntheticDataset::create({{"x", ElementType::f32, {5}, 0}}, 10, 7);
+  auto wide =
+      SyntheticDataset::create({{"x", ElementType::f64, {5}, 0}}, 10, 7);
+  ASSERT_TRUE(narrow.isOk() && wide.isOk());
+  float xf[5];
+  double xd[5];
+  ASSERT_TRUE(narrow.value()->copySample(3, 0, xf).isOk());
+  ASSERT_TRUE(wide.value()->copySample(3, 0, xd).isOk());
+  bool finer = false;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(xf[i], static_cast<float>(xd[i]));
+    finer |= static_cast<double>(xf[i]) != xd[i];
+  }
+  EXPECT_TRUE(finer);
+}
+
 TEST(TokenDataset, WindowsOfSeqPlusOne) {
   ScratchDir dir;
   std::vector<uint8_t> bytes;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/Npy.h"
+#include "runtime/data/Sampler.h"
 #include "tests/unit/runtime/TestFiles.h"
 
 #include <gmock/gmock.h>
@@ -193,6 +194,37 @@ TEST(NpyDataset, OneFilePerInputWithSharedLeadingDimension) {
   auto wrong = NpyDataset::open(dir.path(), {{"x", ElementType::i32}});
   ASSERT_FALSE(wrong.isOk());
   EXPECT_THAT(wrong.status().message(), HasSubstr("integer dtype"));
+}
+
+// An f64 input (a model trained in f64) reads float64 files unrounded and
+// float32 and integer files exactly; its batches hold doubles.
+TEST(NpyDataset, F64InputsKeepFloat64Values) {
+  ScratchDir dir;
+  double fine = 1.0 + 0x1p-40;
+  writeBytes(dir.file("x.npy"), makeNpy(dict("<f8", "(2, 2)"),
+                                        le<double>({fine, 0.1, -3, 1e-300})));
+  writeBytes(dir.file("n.npy"),
+             makeNpy(dict("<i4", "(2,)"), le<int32_t>({7, -8})));
+  auto ds = NpyDataset::open(
+      dir.path(), {{"x", ElementType::f64}, {"n", ElementType::f64}});
+  ASSERT_TRUE(ds.isOk()) << ds.status().message();
+  double x[2];
+  ASSERT_TRUE(ds.value()->copySample(0, 0, x).isOk());
+  EXPECT_THAT(x, ElementsAre(fine, 0.1));
+  auto batch = assembleBatch(*ds.value(), {1, 0});
+  ASSERT_TRUE(batch.isOk()) << batch.status().message();
+  const BatchTensor &bx = batch->tensors[0];
+  EXPECT_EQ(bx.type, ElementType::f64);
+  EXPECT_THAT(bx.f64, ElementsAre(-3, 1e-300, fine, 0.1));
+  EXPECT_EQ(bx.elementCount(), 4);
+  EXPECT_EQ(bx.element(2), fine);
+  EXPECT_THAT(batch->tensors[1].f64, ElementsAre(-8, 7));
+  // The same file for an f32 input rounds.
+  auto narrow = NpyDataset::open(dir.path(), {{"x", ElementType::f32}});
+  ASSERT_TRUE(narrow.isOk());
+  float xf[2];
+  ASSERT_TRUE(narrow.value()->copySample(0, 0, xf).isOk());
+  EXPECT_THAT(xf, ElementsAre(1.0f, 0.1f));
 }
 
 TEST(NpyDataset, ErrorsNameTheFile) {

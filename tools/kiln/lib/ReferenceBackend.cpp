@@ -48,8 +48,11 @@ std::vector<DataArgument> describeData(const std::vector<ArgumentInfo> &info,
     DataArgument d;
     d.name = arg.name;
     d.shape.assign(arg.type.getShape().begin(), arg.type.getShape().end());
-    d.isFloat = isa<FloatType>(arg.type.getElementType());
-    if (!d.isFloat) {
+    mlir::Type element = arg.type.getElementType();
+    d.type = element.isF64()           ? runtime::ElementType::f64
+             : isa<FloatType>(element) ? runtime::ElementType::f32
+                                       : runtime::ElementType::i32;
+    if (d.type == runtime::ElementType::i32) {
       auto it = classes.find(arg.name);
       d.indexLimit = it != classes.end() ? it->second : 0;
     }
@@ -67,12 +70,8 @@ void feedBatch(const runtime::Batch &batch, const std::vector<unsigned> &args,
     HostTensor &dst = values[args[t]];
     if (dst.size() == 0)
       dst = initialValue(info[args[t]]);
-    if (src.type == runtime::ElementType::f32)
-      for (size_t i = 0; i < src.f32.size(); ++i)
-        dst[i] = src.f32[i];
-    else
-      for (size_t i = 0; i < src.i32.size(); ++i)
-        dst[i] = src.i32[i];
+    for (int64_t i = 0; i < src.elementCount(); ++i)
+      dst[i] = src.element(i);
     dst.roundAll();
   }
 }

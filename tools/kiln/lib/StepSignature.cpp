@@ -27,7 +27,9 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
       DataArgument d;
       d.name = e.name;
       d.shape = e.shape;
-      d.isFloat = runtime::isFloatDType(e.dtype);
+      d.type = e.dtype == PkgDType::F64         ? runtime::ElementType::f64
+               : runtime::isFloatDType(e.dtype) ? runtime::ElementType::f32
+                                                : runtime::ElementType::i32;
       // The bound the model reads it under (kiln.index_bound), when the
       // package records one (format 1.6 on; 0 unknown).
       d.indexLimit = e.indexBound;
@@ -171,9 +173,7 @@ bool copyBatchTensor(const runtime::BatchTensor &src,
                      const runtime::SignatureEntry &e, void *dst,
                      std::string &error) {
   int64_t n = elementCount(e.shape);
-  bool f32 = src.type == runtime::ElementType::f32;
-  int64_t have = f32 ? static_cast<int64_t>(src.f32.size())
-                     : static_cast<int64_t>(src.i32.size());
+  int64_t have = src.elementCount();
   if (have != n) {
     error = "input '" + e.name + "': the batch holds " + std::to_string(have) +
             " values, expected " + std::to_string(n);
@@ -181,16 +181,15 @@ bool copyBatchTensor(const runtime::BatchTensor &src,
   }
   if (n == 0) // an empty input: no bytes, and no buffer to copy from
     return true;
-  if (f32 && e.dtype == PkgDType::F32)
-    std::memcpy(dst, src.f32.data(), n * sizeof(float));
-  else if (!f32 && e.dtype == PkgDType::I32)
-    std::memcpy(dst, src.i32.data(), n * sizeof(int32_t));
-  else if (f32)
-    for (int64_t i = 0; i < n; ++i)
-      writeElement(dst, e.dtype, i, src.f32[i]);
+  bool same =
+      (src.type == runtime::ElementType::f32 && e.dtype == PkgDType::F32) ||
+      (src.type == runtime::ElementType::f64 && e.dtype == PkgDType::F64) ||
+      (src.type == runtime::ElementType::i32 && e.dtype == PkgDType::I32);
+  if (same)
+    std::memcpy(dst, src.data(), n * runtime::elementTypeBytes(src.type));
   else
     for (int64_t i = 0; i < n; ++i)
-      writeElement(dst, e.dtype, i, src.i32[i]);
+      writeElement(dst, e.dtype, i, src.element(i));
   return true;
 }
 

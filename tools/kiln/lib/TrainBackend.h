@@ -114,7 +114,7 @@ public:
 };
 
 // A data argument of the step as the backend sees it: its full shape
-// (batch first) and whether it holds floats, else integers. |indexLimit|:
+// (batch first) and its element type. |indexLimit|:
 // the bound the graph reads the integers under as indices (a table's rows,
 // a cross-entropy's classes), which data files are checked against and
 // synthetic data is drawn below (runtime::TensorSpec); 0 when not known
@@ -123,7 +123,8 @@ public:
 struct DataArgument {
   std::string name;
   std::vector<int64_t> shape;
-  bool isFloat = true;
+  // f32 for f32, f16 and bf16 data; f64 for f64 data; i32 for integers.
+  runtime::ElementType type = runtime::ElementType::f32;
   int64_t indexLimit = 0;
 };
 

@@ -70,6 +70,8 @@ std::optional<EvalResult> evaluate(TrainBackend &model, runtime::Dataset &data,
         };
         if (t.type == runtime::ElementType::f32)
           pad(t.f32);
+        else if (t.type == runtime::ElementType::f64)
+          pad(t.f64);
         else
           pad(t.i32);
         t.shape[0] = batch;

@@ -61,9 +61,9 @@ bool dataSpecsOf(const std::vector<DataArgument> &args, llvm::StringRef input,
     }
     runtime::TensorSpec spec;
     spec.name = arg.name;
-    spec.type = arg.isFloat ? runtime::ElementType::f32 : runtime::ElementType::i32;
+    spec.type = arg.type;
     spec.shape.assign(arg.shape.begin() + 1, arg.shape.end());
-    if (!arg.isFloat)
+    if (arg.type == runtime::ElementType::i32)
       spec.classes = arg.indexLimit > 0 ? arg.indexLimit : 2;
     spec.indexLimit = arg.indexLimit;
     specs.push_back(std::move(spec));

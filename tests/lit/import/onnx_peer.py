@@ -44,7 +44,8 @@ dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
 mean squared error on its output), image (an encoder-decoder's image ops;
 mean squared error), select (selection and data movement), rnn (LSTM and
 GRU) or transformer (causal attention and nn.TransformerEncoderLayer over
-int64 tokens); see each class. Batch 4, 16 samples. The seed is random and
+int64 tokens); see each class. MODEL-f64 (bn-f64, ...): the model in
+float64 (net.double()), its float data float64. Batch 4, 16 samples. The seed is random and
 printed; KILN_ONNX_SEED=N exports with seed N."""
 
 import os
@@ -626,18 +627,33 @@ def nearest_tie(net, x, y):
         TIES = None
 
 
-def draw(model, seed):
+# MODEL-f64: the model in float64 (net.double()), its float data float64.
+F64_SUFFIX = "-f64"
+
+
+def split_f64(model):
+    """(the model's name, whether it is the float64 one)."""
+    if model.endswith(F64_SUFFIX):
+        return model[:-len(F64_SUFFIX)], True
+    return model, False
+
+
+def draw(model, seed, f64=False):
     """The network's initial weights and the data, from |seed|."""
     torch.manual_seed(seed)
     net = set_mode(model, build(model))
+    if f64:
+        net.double()
     state = {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
     rng = np.random.default_rng(seed)
     if model in ("embed", "transformer"):
         x = rng.integers(0, 20, (SAMPLES, 6)).astype(np.int64)
     else:
-        x = rng.standard_normal((SAMPLES,) + input_shape(model)).astype(np.float32)
+        x = rng.standard_normal((SAMPLES,) + input_shape(model))
+        x = x if f64 else x.astype(np.float32)
     if model in MSE_MODELS:
-        y = rng.standard_normal((SAMPLES,) + TARGET_SHAPES[model]).astype(np.float32)
+        y = rng.standard_normal((SAMPLES,) + TARGET_SHAPES[model])
+        y = y if f64 else y.astype(np.float32)
     else:
         classes = 10 if model == "lenet5" else 3
         # (A graph with its own loss reads the labels as PyTorch's int64.)
@@ -647,9 +663,10 @@ def draw(model, seed):
 
 
 def export(model, out, dynamo):
+    model, f64 = split_f64(model)
     seed = int(os.environ.get("KILN_ONNX_SEED") or int.from_bytes(os.urandom(4), "little"))
     print(f"seed {seed} (KILN_ONNX_SEED={seed} reruns it)")
-    net, state, x, y = draw(model, seed)
+    net, state, x, y = draw(model, seed, f64)
     while model == "image":
         distance, step = nearest_kink(net, torch.from_numpy(x), torch.from_numpy(y))
         if distance >= KINK_MARGIN:
@@ -657,7 +674,7 @@ def export(model, out, dynamo):
         seed = (seed + 1) % 2**32
         print(f"a sampling point comes within {distance:.1e} of a pixel edge at step "
               f"{step}; drawing seed {seed}")
-        net, state, x, y = draw(model, seed)
+        net, state, x, y = draw(model, seed, f64)
     while model == "qat":
         distance = nearest_tie(net, torch.from_numpy(x), torch.from_numpy(y).long())
         if distance >= TIE_MARGIN:
@@ -665,7 +682,7 @@ def export(model, out, dynamo):
         seed = (seed + 1) % 2**32
         print(f"a quantized value comes within {distance:.1e} steps of a rounding tie; "
               f"drawing seed {seed}")
-        net, state, x, y = draw(model, seed)
+        net, state, x, y = draw(model, seed, f64)
     while model == "cond":
         sums = cond_sums(net, torch.from_numpy(x), torch.from_numpy(y).long())
         if min(abs(v) for v in sums) >= COND_MARGIN and min(sums) < 0 < max(sums):
@@ -673,7 +690,7 @@ def export(model, out, dynamo):
         seed = (seed + 1) % 2**32
         print(f"the branch sums {', '.join(f'{v:.2g}' for v in sums)} take one branch or "
               f"come near 0; drawing seed {seed}")
-        net, state, x, y = draw(model, seed)
+        net, state, x, y = draw(model, seed, f64)
     net.load_state_dict(state)
     save_file(state, os.path.join(out, "torch.safetensors"))
     os.makedirs(os.path.join(out, "data"), exist_ok=True)
@@ -711,7 +728,10 @@ def export(model, out, dynamo):
 
 
 def check(model, out, log, tolerance, checkpoint=None, accum=1, ranks=1):
+    model, f64 = split_f64(model)
     net = set_mode(model, build(model))
+    if f64:
+        net.double()
     state = load_file(os.path.join(out, "torch.safetensors"))
     # Exporting ran the model: in train mode that moved the batch norms'
     # running statistics, and the ONNX file holds the moved ones, which
@@ -798,7 +818,8 @@ def handmade(out):
          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 10])],
          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])],
          [scale10, ratio, on])
-    # A float64 input (a model exported after .double()).
+    # A float64 input multiplied by a float32 weight: ONNX's Mul takes one
+    # type (a model exported after .double() has DOUBLE weights too).
     save("double-input", [helper.make_node("Mul", ["x", "scale"], ["y"], name="scale")],
          [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4, 10])],
          [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4, 10])], [scale10])
@@ -946,6 +967,14 @@ def handmade(out):
     y3 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5, 6])
     scale6 = helper.make_tensor("scale", TensorProto.FLOAT, [6], [0.5] * 6)
     save("rank3", [helper.make_node("Mul", ["x", "scale"], ["y"])], [x3], [y3], [scale6])
+    # A float64 model: a DOUBLE input and weight, and a LeakyRelu whose
+    # alpha (0.1) ONNX keeps in f32.
+    x64 = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4, 6])
+    y64 = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4, 6])
+    w64 = helper.make_tensor("w", TensorProto.DOUBLE, [6], [0.1 * (k + 1) for k in range(6)])
+    save("leaky-f64", [helper.make_node("Mul", ["x", "w"], ["h"]),
+                       helper.make_node("LeakyRelu", ["h"], ["y"], alpha=0.1)],
+         [x64], [y64], [w64])
     # A Reshape whose shape is computed from data.
     save("data-shape", [helper.make_node("Cast", ["x"], ["s"], to=TensorProto.INT64),
                         helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],

@@ -66,10 +66,11 @@ mlir::Value GraphBuilder::addLabel(llvm::StringRef name,
 mlir::Value GraphBuilder::addParameter(llvm::StringRef name,
                                        llvm::ArrayRef<int64_t> shape,
                                        kiln::InitKind kind, double value,
-                                       double scale) {
+                                       double scale, mlir::Type elementType) {
   auto init = kiln::InitializerAttr::get(context, kind, llvm::APFloat(value),
                                          llvm::APFloat(scale), nextSeed++);
-  return addArgument(name, tensor(shape, f32()), kiln::Role::parameter, init);
+  return addArgument(name, tensor(shape, elementType ? elementType : f32()),
+                     kiln::Role::parameter, init);
 }
 
 mlir::Value GraphBuilder::addStepCounter(llvm::StringRef name) {
@@ -80,11 +81,12 @@ mlir::Value GraphBuilder::addStepCounter(llvm::StringRef name) {
 
 mlir::Value GraphBuilder::addModelState(llvm::StringRef name,
                                         llvm::ArrayRef<int64_t> shape,
-                                        double value) {
+                                        double value, mlir::Type elementType) {
   auto init = kiln::InitializerAttr::get(
       context, value == 0.0 ? kiln::InitKind::zeros : kiln::InitKind::constant,
       llvm::APFloat(value), llvm::APFloat(1.0), 0);
-  return addArgument(name, tensor(shape, f32()), kiln::Role::model_state, init);
+  return addArgument(name, tensor(shape, elementType ? elementType : f32()),
+                     kiln::Role::model_state, init);
 }
 
 void GraphBuilder::updateModelState(mlir::Value state, mlir::Value next) {

@@ -42,9 +42,10 @@ public:
                        mlir::Type elementType);
   mlir::Value addLabel(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
                        mlir::Type elementType);
+  // An f32 parameter unless |elementType| says otherwise.
   mlir::Value addParameter(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
                            kiln::InitKind kind, double value = 0.0,
-                           double scale = 1.0);
+                           double scale = 1.0, mlir::Type elementType = {});
   // The step counter (a 0-d i64 of role step, from zero) that kiln.dropout
   // reads and kiln-apply-optimizer advances.
   mlir::Value addStepCounter(llvm::StringRef name);
@@ -52,8 +53,9 @@ public:
   // statistics): an f32 argument filled with |value| at the start, and the
   // value that replaces it after each training step (a result with
   // kiln.updates naming it, added by finish()).
+  // f32 unless |elementType| says otherwise.
   mlir::Value addModelState(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
-                            double value);
+                            double value, mlir::Type elementType = {});
   void updateModelState(mlir::Value state, mlir::Value next);
 
   // Batch normalization over dimension 1 (the channels) of |x| [N, C, ...]:

@@ -87,10 +87,6 @@ bool Importer::readInputs() {
                   " in the file and --batch=" + std::to_string(options_.batch) +
                   " (--batch only fixes a symbolic batch)");
     mlir::Type e;
-    if (in.elemType == int32_t(DataType::Double))
-      return fail("it has element type DOUBLE: kiln import reads FLOAT, "
-                  "INT64, INT32 and BOOL inputs (DOUBLE only inside the "
-                  "graph, from a Cast); export the model in float32");
     if (!elementType(in.elemType, e, "it"))
       return false;
     values_[in.name] = g_.addInput(in.name, dims, e);
@@ -250,17 +246,23 @@ std::string Importer::copyName(const std::string &name) {
 mlir::Value Importer::makeParameter(const std::string &name, const onnx::Tensor &t,
                                     const std::string &as) {
   usedNames_.insert(as);
+  // DOUBLE initializers (a model in float64) train in f64; the others in
+  // f32 (FLOAT16 and BFLOAT16 ones too: mixed precision is kiln's).
+  mlir::Type e = t.dataType == int32_t(DataType::Double) ? b_.getF64Type()
+                                                         : b_.getF32Type();
   auto init = initOverrides_.find(as);
   if (init == initOverrides_.end())
     init = initOverrides_.find(name);
   if (init != initOverrides_.end())
-    return g_.addParameter(as, t.dims, init->second.first, init->second.second);
+    return g_.addParameter(as, t.dims, init->second.first, init->second.second,
+                           /*scale=*/1.0, e);
   int64_t fanIn = fanIn_.count(name)  ? fanIn_[name]
                   : t.dims.size() > 1 ? product(llvm::ArrayRef(t.dims).drop_front())
                   : t.dims.empty()    ? 1
                                       : t.dims[0];
   return g_.addParameter(as, t.dims, kiln::InitKind::uniform, 0.0,
-                         1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1))));
+                         1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1))),
+                         e);
 }
 
 bool Importer::value(size_t i, mlir::Value &out) {
@@ -462,7 +464,7 @@ bool Importer::constantNode() {
     s.values = a->t->toDoubles();
   } else if ((a = node_->attribute("value_float"))) {
     s.dataType = int32_t(DataType::Float);
-    s.values = {a->f};
+    s.values = {decimalOf(a->f)};
   } else if ((a = node_->attribute("value_int"))) {
     s.dataType = int32_t(DataType::Int64);
     s.values = {double(a->i)};
@@ -931,6 +933,17 @@ const std::string &Importer::supportedOps() {
   return list;
 }
 
+// The initializer |t| as the weights file holds it: F64 for a DOUBLE one
+// (an f64 parameter, makeParameter), else F32.
+runtime::SafeTensor Importer::weightTensor(const std::string &name,
+                                           const onnx::Tensor &t) {
+  std::vector<double> d = t.toDoubles();
+  if (t.dataType == int32_t(DataType::Double))
+    return runtime::SafeTensor::fromF64(name, t.dims, d);
+  return runtime::SafeTensor::fromF32(name, t.dims,
+                                      std::vector<float>(d.begin(), d.end()));
+}
+
 bool Importer::finish(OnnxImport &out) {
   where_.clear();
   const std::vector<onnx::ValueInfo> &outputs = model_.graph.outputs;
@@ -983,15 +996,11 @@ bool Importer::finish(OnnxImport &out) {
     if (!values_.count(name) || (buffers_.count(name) && !modelStateNames_.count(name)))
       continue;
     out.modelState += modelStateNames_.count(name);
-    std::vector<double> d = tensor->toDoubles();
-    out.weights.tensors.push_back(runtime::SafeTensor::fromF32(
-        name, tensor->dims, std::vector<float>(d.begin(), d.end())));
+    out.weights.tensors.push_back(weightTensor(name, *tensor));
   }
   for (const auto &[name, tensor] : copyTensors_) {
     out.modelState += modelStateNames_.count(name);
-    std::vector<double> d = tensor->toDoubles();
-    out.weights.tensors.push_back(runtime::SafeTensor::fromF32(
-        name, tensor->dims, std::vector<float>(d.begin(), d.end())));
+    out.weights.tensors.push_back(weightTensor(name, *tensor));
   }
   if (out.weights.tensors.empty())
     return fail("the graph has no floating-point initializer that a node "

@@ -51,7 +51,8 @@ struct OnnxImportOptions {
 
 struct OnnxImport {
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  // The parameters' and the model state's values from the file (F32).
+  // The parameters' and the model state's values from the file (F32; F64
+  // for DOUBLE ones).
   runtime::SafetensorsFile weights;
   int64_t nodes = 0;
   // How many of weights' tensors are model state (running statistics).

@@ -108,7 +108,7 @@ bool Importer::unary(const std::string &op) {
                                 x);
   } else if (op == "LeakyRelu") {
     // x if x > 0, else alpha * x.
-    float alpha = floatAttr("alpha", 0.01f);
+    double alpha = floatAttr("alpha", 0.01);
     mlir::Value scaled = b_.create<kiln::MulOp>(
         loc(".scaled"), t, x, splat(alpha, element(x), shape(x)));
     y = positiveElse(x, scaled, l);
@@ -116,8 +116,8 @@ bool Importer::unary(const std::string &op) {
     // max(0, min(1, alpha * x + beta)); HardSwish is x times that with
     // alpha 1/6 and beta 1/2.
     bool swish = op == "HardSwish";
-    double alpha = swish ? 1.0 / 6.0 : floatAttr("alpha", 0.2f);
-    double beta = swish ? 0.5 : floatAttr("beta", 0.5f);
+    double alpha = swish ? 1.0 / 6.0 : floatAttr("alpha", 0.2);
+    double beta = swish ? 0.5 : floatAttr("beta", 0.5);
     mlir::Value scaled = b_.create<kiln::MulOp>(loc(".scaled"), t, x,
                                                 splat(alpha, element(x), shape(x)));
     mlir::Value shifted = b_.create<kiln::AddOp>(loc(".shifted"), t, scaled,
@@ -142,7 +142,7 @@ bool Importer::unary(const std::string &op) {
       y = b_.create<kiln::MulOp>(l, t, x, b_.create<kiln::TanhOp>(loc(".tanh"), t, y));
   } else if (op == "Swish") {
     // x * sigmoid(alpha * x) (opset 24; SiLU for alpha 1).
-    float alpha = floatAttr("alpha", 1.0f);
+    double alpha = floatAttr("alpha", 1.0);
     mlir::Value scaled =
         alpha == 1.0f
             ? x
@@ -153,7 +153,7 @@ bool Importer::unary(const std::string &op) {
         l, t, x, b_.create<kiln::SigmoidOp>(loc(".sigmoid"), t, scaled));
   } else if (op == "Elu") {
     // x if x > 0, else alpha * (exp(x) - 1).
-    float alpha = floatAttr("alpha", 1.0f);
+    double alpha = floatAttr("alpha", 1.0);
     mlir::Value decay = b_.create<kiln::SubOp>(loc(".expm1"), t,
                                                b_.create<kiln::ExpOp>(loc(".exp"), t, x),
                                                splat(1.0, element(x), shape(x)));
@@ -165,7 +165,7 @@ bool Importer::unary(const std::string &op) {
     // + min(0, alpha * (exp(x / alpha) - 1)).
     bool selu = op == "Selu";
     double alpha = floatAttr("alpha", selu ? 1.67326319217681884765625f : 1.0f);
-    double gamma = floatAttr("gamma", 1.05070102214813232421875f);
+    double gamma = floatAttr("gamma", 1.05070102214813232421875);
     mlir::Value zero = splat(0.0, element(x), shape(x));
     mlir::Value inner = selu ? x
                              : b_.create<kiln::DivOp>(loc(".scaled_input"), t, x,
@@ -192,10 +192,10 @@ bool Importer::unary(const std::string &op) {
     if (op == "ThresholdedRelu") {
       mlir::Value above = b_.create<kiln::CompareOp>(
           loc(".above"), predicate, kiln::CompareDirection::gt, x,
-          splat(floatAttr("alpha", 1.0f), element(x), shape(x)));
+          splat(floatAttr("alpha", 1.0), element(x), shape(x)));
       y = b_.create<kiln::SelectOp>(l, t, above, x, zero);
     } else {
-      double lambd = floatAttr("lambd", 0.5f), bias = floatAttr("bias", 0.0f);
+      double lambd = floatAttr("lambd", 0.5), bias = floatAttr("bias", 0.0);
       mlir::Value above = b_.create<kiln::CompareOp>(
           loc(".above"), predicate, kiln::CompareDirection::gt, x,
           splat(lambd, element(x), shape(x)));
@@ -266,9 +266,9 @@ bool Importer::clip() {
     }
   } else {
     if (const onnx::Attribute *a = node_->attribute("min"))
-      low = a->f;
+      low = decimalOf(a->f);
     if (const onnx::Attribute *a = node_->attribute("max"))
-      high = a->f;
+      high = decimalOf(a->f);
   }
   mlir::Type t = x.getType();
   if (low)

@@ -71,11 +71,11 @@ bool Importer::attention() {
                 " and " + shapeText(sv) +
                 " as [B, heads, S, size]: expected one batch, K's size " +
                 "Q's, K and V one length and head count, dividing Q's");
-  double scale = floatAttr("scale", 0.0f);
+  double scale = floatAttr("scale", 0.0);
   if (!node_->attribute("scale"))
     scale = 1.0 / std::sqrt(double(size));
   bool causal = intAttr("is_causal", 0) != 0;
-  double softcap = floatAttr("softcap", 0.0f);
+  double softcap = floatAttr("softcap", 0.0);
   int64_t left = intAttr("left_window_size", -1),
           right = intAttr("right_window_size", -1);
   bool hasMask = hasInput(3), hasPast = hasInput(4) || hasInput(5),

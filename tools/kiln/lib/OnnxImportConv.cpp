@@ -627,8 +627,8 @@ bool Importer::pool(bool max, bool lp) {
     f = double(window) / f;
   }
   if (!uniform) {
-    mlir::Value wide =
-        broadcastTo(constant(factors, nodeName_ + ".divisors"), dims);
+    mlir::Value wide = broadcastTo(
+        constant(factors, nodeName_ + ".divisors", element(y)), dims);
     y = b_.create<kiln::MulOp>(loc(".divisors"), y.getType(), y, wide);
   }
   setOutput(0, y);

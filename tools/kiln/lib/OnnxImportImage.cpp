@@ -39,8 +39,8 @@ bool Importer::lrn() {
   int64_t size = intAttr("size", 0);
   if (size < 1)
     return fail("size is " + std::to_string(size) + ": expected 1 or more");
-  double alpha = floatAttr("alpha", 1e-4f), beta = floatAttr("beta", 0.75f),
-         bias = floatAttr("bias", 1.0f);
+  double alpha = floatAttr("alpha", 1e-4), beta = floatAttr("beta", 0.75),
+         bias = floatAttr("bias", 1.0);
   int64_t n = sx[0], c = sx[1], rest = product(sx.drop_front(2));
   mlir::Value squares =
       g_.reshape(nodeName_ + ".squares", mul(x, x, ".square"), {n, 1, c, rest});
@@ -148,9 +148,9 @@ bool Importer::instanceNorm() {
                allEqual(statics_[node_->inputs[2]], 0.0));
   llvm::ArrayRef<int64_t> normalized = sx.drop_front(2);
   mlir::Value y = b_.create<kiln::LayerNormOp>(
-      affine ? loc(".normalize") : loc(), x.getType(), x, splat(1.0, e, normalized),
-      splat(0.0, e, normalized), b_.getI64IntegerAttr(2),
-      b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f)));
+      affine ? loc(".normalize") : loc(), x.getType(), x,
+      splat(1.0, e, normalized), splat(0.0, e, normalized),
+      b_.getI64IntegerAttr(2), b_.getF64FloatAttr(floatAttr("epsilon", 1e-5)));
   if (affine) {
     mlir::Value scale, bias;
     if (!value(1, scale) || !value(2, bias))
@@ -208,7 +208,7 @@ bool Importer::groupNorm() {
       loc(".normalize"), type(grouped, e),
       g_.reshape(nodeName_ + ".groups", x, grouped), splat(1.0, e, {perGroup}),
       splat(0.0, e, {perGroup}), b_.getI64IntegerAttr(2),
-      b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f)));
+      b_.getF64FloatAttr(floatAttr("epsilon", 1e-5)));
   // Per group: applied to the grouped rows; per channel: to X's shape.
   if (perChannel)
     y = g_.reshape(nodeName_ + ".ungrouped", y, sx);
@@ -252,7 +252,7 @@ bool Importer::rmsNorm() {
   mlir::Value inverse = b_.create<kiln::RsqrtOp>(
       loc(".inverse_rms"), mean.getType(),
       b_.create<kiln::AddOp>(loc(".epsilon"), mean.getType(), mean,
-                             splat(floatAttr("epsilon", 1e-5f), e, kept)));
+                             splat(floatAttr("epsilon", 1e-5), e, kept)));
   mlir::Value y = b_.create<kiln::MulOp>(
       loc(".normalize"), t, x,
       g_.broadcast(nodeName_ + ".inverse_broadcast", inverse, keptDims, sx));
@@ -459,7 +459,7 @@ bool Importer::resize(bool upsample) {
   // antialias (opset 18) widens linear and cubic filters on the axes that
   // shrink; nearest ignores it, as ONNX says.
   bool antialias = intAttr("antialias", 0) != 0 && mode != "nearest";
-  double cubicA = floatAttr("cubic_coeff_a", -0.75f);
+  double cubicA = floatAttr("cubic_coeff_a", -0.75);
   bool excludeOutside = intAttr("exclude_outside", 0) != 0;
 
   // The axes to resize, in order. Each matrix product moves its axis to

@@ -64,8 +64,14 @@ bool Importer::oneElementType(llvm::MutableArrayRef<mlir::Value> values) {
       if (!v)
         return false;
     }
-    if (element(v) != element(values[0]))
-      return fail("its inputs have different element types");
+    if (element(v) != element(values[0])) {
+      std::string first, other;
+      llvm::raw_string_ostream(first) << element(values[0]);
+      llvm::raw_string_ostream(other) << element(v);
+      return fail("its inputs have different element types: input 0 ('" +
+                  node_->inputs[0] + "') is " + first + ", input " +
+                  std::to_string(i) + " ('" + node_->inputs[i] + "') " + other);
+    }
   }
   return true;
 }
@@ -179,7 +185,7 @@ bool Importer::gemm() {
   mlir::Value y = b_.create<kiln::DotGeneralOp>(
       loc(".matmul"), type({m, n}, e), a, w, arr({}), arr({}),
       arr({transA ? 0 : 1}), arr({transB ? 1 : 0}));
-  float alpha = floatAttr("alpha", 1.0f), beta = floatAttr("beta", 1.0f);
+  double alpha = floatAttr("alpha", 1.0), beta = floatAttr("beta", 1.0);
   if (alpha != 1.0f)
     y = b_.create<kiln::MulOp>(loc(".alpha"), y.getType(), y,
                                splat(alpha, e, {m, n}));
@@ -557,9 +563,10 @@ bool Importer::layerNorm() {
   }
   if (shape(bias) != normalized)
     return fail("B is " + shapeText(shape(bias)) + ": expected " + shapeText(normalized));
-  setOutput(0, b_.create<kiln::LayerNormOp>(loc(), x.getType(), x, scale, bias,
-                                            b_.getI64IntegerAttr(axis),
-                                            b_.getF64FloatAttr(floatAttr("epsilon", 1e-5f))));
+  setOutput(0,
+            b_.create<kiln::LayerNormOp>(
+                loc(), x.getType(), x, scale, bias, b_.getI64IntegerAttr(axis),
+                b_.getF64FloatAttr(floatAttr("epsilon", 1e-5))));
   return true;
 }
 
@@ -592,8 +599,10 @@ bool Importer::runningStatistic(size_t i, int64_t channels, mlir::Type e,
                 (i == 3 ? "mean" : "variance") + " a batch norm in training mode keeps");
   if (it->second->dims != std::vector<int64_t>{channels})
     return fail("input_mean and input_var must be [" + std::to_string(channels) + "]");
-  if (!e.isF32())
-    return fail("X is not FLOAT: kiln import keeps running statistics in f32 only");
+  if (!e.isF32() && !e.isF64())
+    return fail(
+        "X is not FLOAT or DOUBLE: kiln import keeps running statistics in "
+        "f32 (f64 for a model in float64) only");
   if (values_.count(name)) {
     // Fresh statistics (zeros, ones) that the exporter merged: each batch
     // norm gets its own, as for parameters (value()).
@@ -602,12 +611,12 @@ bool Importer::runningStatistic(size_t i, int64_t channels, mlir::Type e,
                   "', which another node reads too: each batch norm needs its own");
     std::string as = copyName(name);
     usedNames_.insert(as);
-    out = g_.addModelState(as, {channels}, initial);
+    out = g_.addModelState(as, {channels}, initial, e);
     copyTensors_.push_back({as, it->second});
     modelStateNames_.insert(as);
     return true;
   }
-  out = g_.addModelState(name, {channels}, initial);
+  out = g_.addModelState(name, {channels}, initial, e);
   values_[name] = out;
   usedNames_.insert(name);
   modelStateNames_.insert(name);
@@ -639,7 +648,7 @@ bool Importer::batchNorm() {
   bool training = intAttr("training_mode", 0) != 0 ||
                   (opset_ < 14 && node_->outputs.size() > 1 &&
                    !node_->outputs[1].empty());
-  double epsilon = floatAttr("epsilon", 1e-5f);
+  double epsilon = floatAttr("epsilon", 1e-5);
   if (training) {
     if (product(sx) / channels < 2)
       return fail("X is " + shapeText(sx) + ": a batch norm in training mode "
@@ -650,7 +659,7 @@ bool Importer::batchNorm() {
       return false;
     // ONNX's momentum is the running statistics' share, PyTorch's the
     // batch's: 0.9 in the file is PyTorch's 0.1.
-    double momentum = 1.0 - floatAttr("momentum", 0.9f);
+    double momentum = 1.0 - floatAttr("momentum", 0.9);
     setOutput(0, g_.batchNorm(nodeName_, x, scale, bias, runningMean, runningVar,
                               epsilon, momentum));
     return true;
@@ -679,7 +688,7 @@ bool Importer::dropout() {
       return false;
     training = llvm::any_of(mode->values, [](double v) { return v != 0; });
   }
-  double ratio = floatAttr("ratio", 0.5f);
+  double ratio = floatAttr("ratio", 0.5);
   if (hasInput(1)) {
     const Static *r = staticInput(1);
     if (!r)
@@ -784,13 +793,13 @@ bool Importer::random(const std::string &op) {
     mlir::Value cos =
         b_.create<kiln::CosOp>(loc(".cos"), angle.getType(), angle);
     y = mul(radius, cos, ".standard");
-    double scale = floatAttr("scale", 1.0f), mean = floatAttr("mean", 0.0f);
+    double scale = floatAttr("scale", 1.0), mean = floatAttr("mean", 0.0);
     if (scale != 1.0)
       y = mul(y, splat(scale, draw, dims), ".scaled");
     if (mean != 0.0)
       y = add(y, splat(mean, draw, dims), ".shifted");
   } else {
-    double low = floatAttr("low", 0.0f), high = floatAttr("high", 1.0f);
+    double low = floatAttr("low", 0.0), high = floatAttr("high", 1.0);
     if (!(high > low))
       return fail("high is " + std::to_string(high) + " and low " +
                   std::to_string(low) + ": expected high above low");

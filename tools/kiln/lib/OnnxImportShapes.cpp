@@ -384,7 +384,7 @@ bool Importer::pad() {
     }
   } else {
     pads = intsAttr("pads").value_or(std::vector<int64_t>{});
-    fill = floatAttr("value", 0.0f);
+    fill = floatAttr("value", 0.0);
   }
   if (axes.empty())
     for (int64_t d = 0; d < rank; ++d)

@@ -17,6 +17,7 @@
 #include "tools/kiln/lib/OnnxImport.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -53,6 +54,20 @@ inline int64_t product(llvm::ArrayRef<int64_t> dims) {
   for (int64_t d : dims)
     n *= d;
   return n;
+}
+
+// |v| as the shortest decimal that reads back as |v| in f32, read as a
+// double. ONNX keeps float attributes (a LeakyRelu's alpha, a norm's
+// epsilon) in f32, so a float64 model's 0.1 arrives as 0.100000001490116;
+// its decimal is what the model said. An f32 computation rounds it back to
+// the same float.
+inline double decimalOf(float v) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), v);
+  double out = v;
+  if (error == std::errc())
+    std::from_chars(text, end, out);
+  return out;
 }
 
 inline std::string shapeText(llvm::ArrayRef<int64_t> dims) {
@@ -113,6 +128,8 @@ private:
   bool readInitializers();
   bool node(const onnx::Node &n);
   bool finish(OnnxImport &out);
+  static runtime::SafeTensor weightTensor(const std::string &name,
+                                          const onnx::Tensor &t);
   void warnFoldedParameters();
   // The parameters the torch.export exporter's graph signature lists (their
   // state-dict keys) in its order; none without a signature.
@@ -161,9 +178,10 @@ private:
     const onnx::Attribute *a = node_->attribute(name);
     return a ? a->i : fallback;
   }
-  float floatAttr(const char *name, float fallback) {
+  // A FLOAT attribute as decimalOf reads it.
+  double floatAttr(const char *name, double fallback) {
     const onnx::Attribute *a = node_->attribute(name);
-    return a ? a->f : fallback;
+    return a ? decimalOf(a->f) : fallback;
   }
   std::optional<std::vector<int64_t>> intsAttr(const char *name) {
     const onnx::Attribute *a = node_->attribute(name);

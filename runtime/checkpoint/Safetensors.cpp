@@ -92,49 +92,57 @@ bool parseDType(const std::string &name, DType &out) {
   return false;
 }
 
-SafeTensor SafeTensor::fromF32(std::string name, std::vector<int64_t> shape,
-                               const std::vector<float> &values) {
+namespace {
+
+// |values| as little-endian elements of |dtype|, sizeof(T) bytes each.
+template <typename T>
+SafeTensor encode(std::string name, DType dtype, std::vector<int64_t> shape,
+                  const std::vector<T> &values) {
   SafeTensor t;
   t.name = std::move(name);
-  t.dtype = DType::F32;
+  t.dtype = dtype;
   t.shape = std::move(shape);
-  t.data.resize(values.size() * 4);
+  t.data.resize(values.size() * sizeof(T));
   for (size_t i = 0; i < values.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &values[i], 4);
-    for (int b = 0; b < 4; ++b)
-      t.data[4 * i + b] = uint8_t(bits >> (8 * b));
+    uint64_t bits = 0;
+    std::memcpy(&bits, &values[i], sizeof(T));
+    for (size_t b = 0; b < sizeof(T); ++b)
+      t.data[sizeof(T) * i + b] = uint8_t(bits >> (8 * b));
   }
   return t;
+}
+
+// The elements of |t|, which must be of |dtype|.
+template <typename T>
+StatusOr<std::vector<T>> decode(const SafeTensor &t, DType dtype) {
+  if (t.dtype != dtype)
+    return Status::error("tensor " + t.name + " has dtype " +
+                         dtypeName(t.dtype) + ": expected " + dtypeName(dtype));
+  std::vector<T> out(t.data.size() / sizeof(T));
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint64_t bits = 0;
+    for (size_t b = 0; b < sizeof(T); ++b)
+      bits |= uint64_t(t.data[sizeof(T) * i + b]) << (8 * b);
+    std::memcpy(&out[i], &bits, sizeof(T));
+  }
+  return out;
+}
+
+} // namespace
+
+SafeTensor SafeTensor::fromF32(std::string name, std::vector<int64_t> shape,
+                               const std::vector<float> &values) {
+  return encode(std::move(name), DType::F32, std::move(shape), values);
 }
 
 SafeTensor SafeTensor::fromF64(std::string name, std::vector<int64_t> shape,
                                const std::vector<double> &values) {
-  SafeTensor t;
-  t.name = std::move(name);
-  t.dtype = DType::F64;
-  t.shape = std::move(shape);
-  t.data.resize(values.size() * 8);
-  for (size_t i = 0; i < values.size(); ++i) {
-    uint64_t bits;
-    std::memcpy(&bits, &values[i], 8);
-    for (int b = 0; b < 8; ++b)
-      t.data[8 * i + b] = uint8_t(bits >> (8 * b));
-  }
-  return t;
+  return encode(std::move(name), DType::F64, std::move(shape), values);
 }
 
 SafeTensor SafeTensor::fromI64(std::string name, std::vector<int64_t> shape,
                                const std::vector<int64_t> &values) {
-  SafeTensor t;
-  t.name = std::move(name);
-  t.dtype = DType::I64;
-  t.shape = std::move(shape);
-  t.data.resize(values.size() * 8);
-  for (size_t i = 0; i < values.size(); ++i)
-    for (int b = 0; b < 8; ++b)
-      t.data[8 * i + b] = uint8_t(uint64_t(values[i]) >> (8 * b));
-  return t;
+  return encode(std::move(name), DType::I64, std::move(shape), values);
 }
 
 int64_t SafeTensor::elementCount() const {
@@ -145,45 +153,15 @@ int64_t SafeTensor::elementCount() const {
 }
 
 StatusOr<std::vector<float>> SafeTensor::toF32() const {
-  if (dtype != DType::F32)
-    return Status::error("tensor " + name + " has dtype " + dtypeName(dtype) +
-                         ": expected F32");
-  std::vector<float> out(data.size() / 4);
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint32_t bits = 0;
-    for (int b = 0; b < 4; ++b)
-      bits |= uint32_t(data[4 * i + b]) << (8 * b);
-    std::memcpy(&out[i], &bits, 4);
-  }
-  return out;
+  return decode<float>(*this, DType::F32);
 }
 
 StatusOr<std::vector<double>> SafeTensor::toF64() const {
-  if (dtype != DType::F64)
-    return Status::error("tensor " + name + " has dtype " + dtypeName(dtype) +
-                         ": expected F64");
-  std::vector<double> out(data.size() / 8);
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint64_t bits = 0;
-    for (int b = 0; b < 8; ++b)
-      bits |= uint64_t(data[8 * i + b]) << (8 * b);
-    std::memcpy(&out[i], &bits, 8);
-  }
-  return out;
+  return decode<double>(*this, DType::F64);
 }
 
 StatusOr<std::vector<int64_t>> SafeTensor::toI64() const {
-  if (dtype != DType::I64)
-    return Status::error("tensor " + name + " has dtype " + dtypeName(dtype) +
-                         ": expected I64");
-  std::vector<int64_t> out(data.size() / 8);
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint64_t bits = 0;
-    for (int b = 0; b < 8; ++b)
-      bits |= uint64_t(data[8 * i + b]) << (8 * b);
-    out[i] = int64_t(bits);
-  }
-  return out;
+  return decode<int64_t>(*this, DType::I64);
 }
 
 const SafeTensor *SafetensorsFile::find(const std::string &name) const {

@@ -627,6 +627,28 @@ def nearest_tie(net, x, y):
         TIES = None
 
 
+def image_trouble(net, x, y):
+    distance, step = nearest_kink(net, x, y)
+    if distance < KINK_MARGIN:
+        return f"a sampling point comes within {distance:.1e} of a pixel edge at step {step}"
+    return None
+
+
+def tie_trouble(net, x, y):
+    distance = nearest_tie(net, x, y.long())
+    if distance < TIE_MARGIN:
+        return f"a quantized value comes within {distance:.1e} steps of a rounding tie"
+    return None
+
+
+def cond_trouble(net, x, y):
+    sums = cond_sums(net, x, y.long())
+    if min(abs(v) for v in sums) >= COND_MARGIN and min(sums) < 0 < max(sums):
+        return None
+    return (f"the branch sums {', '.join(f'{v:.2g}' for v in sums)} take one branch or "
+            "come near 0")
+
+
 # MODEL-f64: the model in float64 (net.double()), its float data float64.
 F64_SUFFIX = "-f64"
 
@@ -667,29 +689,15 @@ def export(model, out, dynamo):
     seed = int(os.environ.get("KILN_ONNX_SEED") or int.from_bytes(os.urandom(4), "little"))
     print(f"seed {seed} (KILN_ONNX_SEED={seed} reruns it)")
     net, state, x, y = draw(model, seed, f64)
-    while model == "image":
-        distance, step = nearest_kink(net, torch.from_numpy(x), torch.from_numpy(y))
-        if distance >= KINK_MARGIN:
+    # The models whose checks must keep away from a kink: the next seed
+    # while |trouble| names one.
+    trouble = {"image": image_trouble, "qat": tie_trouble, "cond": cond_trouble}.get(model)
+    while trouble:
+        reason = trouble(net, torch.from_numpy(x), torch.from_numpy(y))
+        if not reason:
             break
         seed = (seed + 1) % 2**32
-        print(f"a sampling point comes within {distance:.1e} of a pixel edge at step "
-              f"{step}; drawing seed {seed}")
-        net, state, x, y = draw(model, seed, f64)
-    while model == "qat":
-        distance = nearest_tie(net, torch.from_numpy(x), torch.from_numpy(y).long())
-        if distance >= TIE_MARGIN:
-            break
-        seed = (seed + 1) % 2**32
-        print(f"a quantized value comes within {distance:.1e} steps of a rounding tie; "
-              f"drawing seed {seed}")
-        net, state, x, y = draw(model, seed, f64)
-    while model == "cond":
-        sums = cond_sums(net, torch.from_numpy(x), torch.from_numpy(y).long())
-        if min(abs(v) for v in sums) >= COND_MARGIN and min(sums) < 0 < max(sums):
-            break
-        seed = (seed + 1) % 2**32
-        print(f"the branch sums {', '.join(f'{v:.2g}' for v in sums)} take one branch or "
-              f"come near 0; drawing seed {seed}")
+        print(f"{reason}; drawing seed {seed}")
         net, state, x, y = draw(model, seed, f64)
     net.load_state_dict(state)
     save_file(state, os.path.join(out, "torch.safetensors"))

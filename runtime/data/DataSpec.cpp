@@ -135,7 +135,7 @@ openDataset(const DataSpec &spec, const std::vector<TensorSpec> &inputs,
     return checked("fashion-mnist",
                    ImageClassificationDataset::create(
                        std::move(images.value()), inputs[0].shape,
-                       inputs[0].name, inputs[1].name),
+                       inputs[0].name, inputs[1].name, inputs[0].type),
                    inputs);
   }
   }

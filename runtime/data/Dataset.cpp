@@ -179,10 +179,14 @@ StatusOr<std::unique_ptr<ImageClassificationDataset>>
 ImageClassificationDataset::create(ImageDataset images,
                                    std::vector<int64_t> imageShape,
                                    const std::string &imageName,
-                                   const std::string &labelName) {
+                                   const std::string &labelName,
+                                   ElementType imageType) {
   if (imageShape.empty())
     imageShape = {images.rows, images.cols};
-  TensorSpec image{imageName, ElementType::f32, imageShape, 0};
+  if (imageType == ElementType::i32)
+    return Status::error("images: " + imageName +
+                         " is an integer input: expected f32 or f64 pixels");
+  TensorSpec image{imageName, imageType, imageShape, 0};
   Status s = checkShape("images: " + imageName, imageShape);
   if (!s.isOk())
     return s;
@@ -208,6 +212,12 @@ Status ImageClassificationDataset::copySample(int64_t index, size_t tensor,
     return Status::error(outOfRange("images", index, images_.count));
   if (tensor == 0) {
     const uint8_t *src = images_.pixels.data() + index * images_.imageSize();
+    if (specs_[0].type == ElementType::f64) {
+      double *out = static_cast<double *>(dst);
+      for (int64_t i = 0; i < images_.imageSize(); ++i)
+        out[i] = double(src[i]) / 255.0;
+      return Status::ok();
+    }
     float *out = static_cast<float *>(dst);
     for (int64_t i = 0; i < images_.imageSize(); ++i)
       out[i] = float(src[i]) / 255.0f;

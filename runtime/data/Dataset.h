@@ -109,9 +109,11 @@ private:
 class ImageClassificationDataset : public Dataset {
 public:
   static StatusOr<std::unique_ptr<ImageClassificationDataset>>
+  // The images as |imageType| (f32, or f64 for a model in f64) in [0, 1].
   create(ImageDataset images, std::vector<int64_t> imageShape = {},
          const std::string &imageName = "image",
-         const std::string &labelName = "label");
+         const std::string &labelName = "label",
+         ElementType imageType = ElementType::f32);
   int64_t size() const override { return images_.count; }
   const std::vector<TensorSpec> &specs() const override { return specs_; }
   Status copySample(int64_t index, size_t tensor, void *dst) const override;

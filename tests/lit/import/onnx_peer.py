@@ -975,13 +975,16 @@ def handmade(out):
     y3 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5, 6])
     scale6 = helper.make_tensor("scale", TensorProto.FLOAT, [6], [0.5] * 6)
     save("rank3", [helper.make_node("Mul", ["x", "scale"], ["y"])], [x3], [y3], [scale6])
-    # A float64 model: a DOUBLE input and weight, and a LeakyRelu whose
-    # alpha (0.1) ONNX keeps in f32.
+    # A float64 model: a DOUBLE input and weight, a LeakyRelu whose alpha
+    # (0.1) ONNX keeps in f32, and a Selu with the f32 constants PyTorch's
+    # exporters write for nn.SELU.
     x64 = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4, 6])
     y64 = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4, 6])
     w64 = helper.make_tensor("w", TensorProto.DOUBLE, [6], [0.1 * (k + 1) for k in range(6)])
     save("leaky-f64", [helper.make_node("Mul", ["x", "w"], ["h"]),
-                       helper.make_node("LeakyRelu", ["h"], ["y"], alpha=0.1)],
+                       helper.make_node("LeakyRelu", ["h"], ["l"], alpha=0.1),
+                       helper.make_node("Selu", ["l"], ["y"], alpha=1.6732632423543772,
+                                        gamma=1.0507009873554805)],
          [x64], [y64], [w64])
     # A Reshape whose shape is computed from data.
     save("data-shape", [helper.make_node("Cast", ["x"], ["s"], to=TensorProto.INT64),

@@ -108,4 +108,15 @@ TEST(ImageClassificationDataset, ScalesPixelsAndReshapes) {
   auto bad = ImageClassificationDataset::create(images, {5});
   ASSERT_FALSE(bad.isOk());
   EXPECT_THAT(bad.status().message(), HasSubstr("expected rows*cols = 4"));
+  // For a model in f64: the same pixels over 255 in double.
+  auto wide = ImageClassificationDataset::create(images, {1, 2, 2}, "image",
+                                                 "label", ElementType::f64);
+  ASSERT_TRUE(wide.isOk()) << wide.status().message();
+  EXPECT_EQ(wide.value()->specs()[0].type, ElementType::f64);
+  double pd[4];
+  ASSERT_TRUE(wide.value()->copySample(0, 0, pd).isOk());
+  EXPECT_THAT(pd, ElementsAre(0.0, 1.0, 0.2, 0.4));
+  EXPECT_FALSE(ImageClassificationDataset::create(images, {1, 2, 2}, "image",
+                                                  "label", ElementType::i32)
+                   .isOk());
 }

@@ -164,8 +164,17 @@ bool Importer::unary(const std::string &op) {
     // Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1)); Celu: max(0, x)
     // + min(0, alpha * (exp(x / alpha) - 1)).
     bool selu = op == "Selu";
-    double alpha = floatAttr("alpha", selu ? 1.67326319217681884765625f : 1.0f);
-    double gamma = floatAttr("gamma", 1.05070102214813232421875);
+    // SELU's constants (Klambauer et al.; PyTorch's) in double: ONNX's
+    // defaults and the exporters' attributes are their f32 roundings, which
+    // an f64 model would otherwise compute with.
+    const double seluAlpha = 1.6732632423543772848,
+                 seluGamma = 1.0507009873554804934;
+    double alpha = floatAttr("alpha", selu ? seluAlpha : 1.0);
+    double gamma = floatAttr("gamma", seluGamma);
+    if (selu && static_cast<float>(alpha) == static_cast<float>(seluAlpha))
+      alpha = seluAlpha;
+    if (selu && static_cast<float>(gamma) == static_cast<float>(seluGamma))
+      gamma = seluGamma;
     mlir::Value zero = splat(0.0, element(x), shape(x));
     mlir::Value inner = selu ? x
                              : b_.create<kiln::DivOp>(loc(".scaled_input"), t, x,

@@ -1,5 +1,4 @@
-//===- PackageWriter.h - write a .kpkg package ---------------------*- C++
-//-*-===//
+//===- PackageWriter.h - write a .kpkg package ------------------*- C++ -*-===//
 //
 // The compiler's side of serialize/schema/package.fbs: it fills the plain
 // structs of runtime/package/Package.h and gets the package's bytes back.

@@ -1,5 +1,4 @@
-//===- Checkpoint.h - training state in a safetensors file --------*- C++
-//-*-===//
+//===- Checkpoint.h - training state in a safetensors file ------*- C++ -*-===//
 //
 // What a training checkpoint holds and how it maps onto safetensors:
 //   - each parameter under its own name (fc1.weight), so the file loads as

@@ -1,5 +1,4 @@
-//===- Weights.h - parameter values to start training from --------*- C++
-//-*-===//
+//===- Weights.h - parameter values to start training from ------*- C++ -*-===//
 //
 // `kiln train --init-from=FILE` starts the parameters from values in a file
 // instead of their initializers, as PyTorch's load_state_dict does before

@@ -1,5 +1,4 @@
-//===- Package.h - the .kpkg package as plain C++ ------------------*- C++
-//-*-===//
+//===- Package.h - the .kpkg package as plain C++ ---------------*- C++ -*-===//
 //
 // The runtime's view of an executable package (serialize/schema/package.fbs):
 // plain structs and vectors, copied out of the FlatBuffer once it has been

@@ -1,5 +1,4 @@
-//===- TestSeed.h - the seed of a randomized test ------------------*- C++
-//-*-===//
+//===- TestSeed.h - the seed of a randomized test ---------------*- C++ -*-===//
 //
 // Randomized suites draw a fresh seed on each run, so that CI keeps trying
 // new inputs, and take a fixed one from an environment variable, so that a

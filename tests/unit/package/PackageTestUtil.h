@@ -1,5 +1,4 @@
-//===- PackageTestUtil.h - a package with every field set ----------*- C++
-//-*-===//
+//===- PackageTestUtil.h - a package with every field set -------*- C++ -*-===//
 //
 // The package the tests start from: every table and field holds a value
 // other than its default, so a field the writer or loader drops shows up as

@@ -111,18 +111,16 @@ bool Importer::quantization(llvm::ArrayRef<int64_t> dims, int32_t dataType,
   if (scale->dims.size() > 1)
     return fail(std::string(scaleName) + " is " + shapeText(scale->dims) +
                 ": expected a scalar or one scale per index along axis");
-  if (out.scale.size() > 1 || scale->dims.size() == 1) {
+  if (out.scale.size() > 1) {
     int64_t axis = intAttr("axis", 1);
     if (!normalizeAxis(axis, dims.size(), "axis"))
       return false;
-    if (dims[axis] != static_cast<int64_t>(out.scale.size()) &&
-        out.scale.size() != 1)
+    if (dims[axis] != static_cast<int64_t>(out.scale.size()))
       return fail(std::string(scaleName) + " has " +
                   std::to_string(out.scale.size()) + " values for axis " +
                   std::to_string(axis) + " of " + shapeText(dims) +
                   ": expected " + std::to_string(dims[axis]));
-    if (out.scale.size() > 1)
-      out.axis = axis;
+    out.axis = axis;
   }
   return true;
 }

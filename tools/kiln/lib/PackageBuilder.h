@@ -1,5 +1,4 @@
-//===- PackageBuilder.h - a planned step as a .kpkg package ---------*- C++
-//-*-===//
+//===- PackageBuilder.h - a planned step as a .kpkg package -----*- C++ -*-===//
 //
 // `kiln compile --emit=package`: maps the compile pipeline's planned step
 // (buffer offsets, fusions, argument and result attributes) onto the plain

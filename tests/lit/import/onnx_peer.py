@@ -890,6 +890,9 @@ def handmade(out):
         helper.make_node("ArgMax", ["h"], ["a"], name="argmax", axis=1),
         helper.make_node("DequantizeLinear", ["a", "qs"], ["y"], name="dequant")],
         [qscale], opset=13)
+    # A Multinomial over a 4-D tensor (ONNX's is [batch, classes]).
+    refused("multinomial-rank", [
+        helper.make_node("Multinomial", ["h"], ["y"], name="draw", sample_size=3)])
     # A Range whose limit is computed from data: its length would be too.
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),

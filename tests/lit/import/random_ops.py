@@ -1,4 +1,4 @@
-"""kiln import's random ops against their distributions.
+"""kiln import's random ops (and Multinomial) against their distributions.
 
   random_ops.py DIR
 
@@ -98,6 +98,40 @@ def cases(rng):
                 [prob, bern, helper.make_node("Mul", ["b", "p"], ["bp"])] + mean_of("bp"),
                 [], float((p * p).mean()), float(np.sqrt((p ** 3 * (1 - p)).mean() / N)),
                 None))
+    # Multinomial: 4096 draws from each of 8 rows of log-probabilities over
+    # 6 classes (softmax(logits) the probabilities). The mean class; the
+    # share of class 0 (softmax, not the logits taken as probabilities);
+    # the mean of the class times its row's number (rows kept apart).
+    logits = (1.5 * rng.standard_normal((SHAPE[0], 6))).astype(np.float32)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    classes = np.arange(6)
+    rows = np.arange(1, SHAPE[0] + 1, dtype=np.float64)[:, None]
+    draw = [helper.make_node("Constant", [], ["l"],
+                             value=numpy_helper.from_array(logits, "l")),
+            helper.make_node("Multinomial", ["l"], ["m"], sample_size=SHAPE[1]),
+            helper.make_node("Cast", ["m"], ["mf"], to=TensorProto.FLOAT)]
+
+    def moments(values):
+        """The mean over rows and draws of values[row, class] and its
+        standard error."""
+        mean = (probs * values).sum(1)
+        var = (probs * values ** 2).sum(1) - mean ** 2
+        return float(mean.mean()), float(np.sqrt(var.mean() / N))
+
+    out.append(("multinomial-mean", draw + mean_of("mf"), [])
+               + moments(classes[None, :] + 0.0 * rows) + ((0.0, 5.0),))
+    zero = [helper.make_node("Constant", [], ["zero_class"],
+                             value=numpy_helper.from_array(np.int32(0), "zero_class")),
+            helper.make_node("Equal", ["m", "zero_class"], ["is0"]),
+            helper.make_node("Cast", ["is0"], ["z"], to=TensorProto.FLOAT)]
+    out.append(("multinomial-class-0", draw + zero + mean_of("z"), [])
+               + moments((classes[None, :] == 0) + 0.0 * rows) + ((0.0, 1.0),))
+    row_number = [helper.make_node("Constant", [], ["row"], value=numpy_helper.from_array(
+                      rows.astype(np.float32), "row")),
+                  helper.make_node("Mul", ["mf", "row"], ["mr"])]
+    out.append(("multinomial-rows", draw + row_number + mean_of("mr"), [])
+               + moments(classes[None, :] * rows) + (None,))
     return out
 
 

@@ -778,6 +778,8 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
     add({"RandomUniform", "RandomNormal", "RandomUniformLike",
          "RandomNormalLike", "Bernoulli"},
         [](Importer &i, const std::string &op) { return i.random(op); });
+    add({"Multinomial"},
+        [](Importer &i, const std::string &) { return i.multinomial(); });
     add({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"},
         [](Importer &i, const std::string &op) { return i.binary(op); });
     add({"Mod"}, [](Importer &i, const std::string &) { return i.mod(); });

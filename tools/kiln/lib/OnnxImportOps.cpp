@@ -725,6 +725,50 @@ mlir::Value Importer::randomUniform(llvm::ArrayRef<int64_t> dims, mlir::Type e,
       b_.getI64IntegerAttr(nextDropoutSeed_++));
 }
 
+// Multinomial: sample_size draws per row of X [batch, classes] (unnormalized
+// log-probabilities) by the Gumbel-max trick: the argmax over the classes
+// of X + g, g = -log(-log u) with u a kiln.random_uniform number per draw
+// and class, is class c with probability softmax(X)_c. Integers (dtype
+// INT32, the default, or INT64); no gradient reaches X.
+bool Importer::multinomial() {
+  mlir::Value x;
+  if (!floatValue(0, x))
+    return false;
+  if (shape(x).size() != 2)
+    return fail("its input is " + shapeText(shape(x)) +
+                ": expected [batch, classes] log-probabilities");
+  int64_t batch = shape(x)[0], classes = shape(x)[1];
+  int64_t samples = intAttr("sample_size", 1);
+  if (samples < 1)
+    return fail("sample_size is " + std::to_string(samples) +
+                ": expected 1 or more");
+  mlir::Type out;
+  if (!elementType(
+          static_cast<int32_t>(intAttr("dtype", int64_t(DataType::Int32))), out,
+          "its dtype"))
+    return false;
+  if (!out.isInteger(32) && !out.isInteger(64))
+    return fail("its dtype is not INT32 or INT64");
+  mlir::Type draw = element(x).isF64() ? b_.getF64Type() : b_.getF32Type();
+  llvm::SmallVector<int64_t> dims = {batch, samples, classes};
+  mlir::Type t = type(dims, draw);
+  mlir::Value u = randomUniform(dims, draw, ".uniform");
+  mlir::Value e = b_.create<kiln::NegOp>(
+      loc(".exponential"), t, b_.create<kiln::LogOp>(loc(".log_u"), t, u));
+  mlir::Value gumbel = b_.create<kiln::NegOp>(
+      loc(".gumbel"), t, b_.create<kiln::LogOp>(loc(".log_exponential"), t, e));
+  if (element(x) != draw)
+    x = b_.create<kiln::ConvertOp>(loc(".logits"), type(shape(x), draw), x);
+  mlir::Value logits =
+      b_.create<kiln::StopGradientOp>(loc(".no_gradient"), x.getType(), x);
+  mlir::Value scores =
+      add(g_.broadcast(nodeName_ + ".rows", logits, {0, 2}, dims), gumbel,
+          ".scores");
+  setOutput(0, b_.create<kiln::ArgmaxOp>(loc(), type({batch, samples}, out),
+                                         scores, b_.getI64IntegerAttr(2)));
+  return true;
+}
+
 // RandomUniform, RandomNormal (a static shape), RandomUniformLike,
 // RandomNormalLike (input 0's shape and, without dtype, type) and
 // Bernoulli (1 where u < p). Each draws kiln.random_uniform numbers at the

@@ -264,6 +264,7 @@ private:
   bool dropout();
   // RandomUniform(Like), RandomNormal(Like) and Bernoulli.
   bool random(const std::string &op);
+  bool multinomial();
   // kiln.random_uniform of |dims| and |e| at the step counter, with the
   // import's next seed.
   mlir::Value randomUniform(llvm::ArrayRef<int64_t> dims, mlir::Type e,

@@ -81,13 +81,6 @@ void TensorValues::copyFrom(const TensorValues &source, int64_t from,
     set(at + i, source[from + i]);
 }
 
-void TensorValues::resize(int64_t n) {
-  if (wide_)
-    f64_.resize(n);
-  else
-    f32_.resize(n);
-}
-
 Status saveCheckpoint(const std::string &path, const TrainingState &state) {
   SafetensorsFile file;
   for (const NamedTensor &p : state.parameters) {

@@ -73,7 +73,6 @@ public:
   // rounding to this precision.
   void copyFrom(const TensorValues &source, int64_t from, int64_t count,
                 int64_t at);
-  void resize(int64_t n);
 
 private:
   std::vector<float> f32_;

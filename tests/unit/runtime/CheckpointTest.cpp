@@ -129,7 +129,7 @@ TEST(Checkpoint, TensorValuesConvertOnCopy) {
 TEST(Checkpoint, SaveRejectsInconsistentState) {
   ScratchDir dir;
   TrainingState s = sampleState();
-  s.parameters[0].values.resize(3);
+  s.parameters[0].values = TensorValues{1, 2, 3}; // its shape is [2, 2]
   Status bad = saveCheckpoint(dir.file("a.safetensors"), s);
   ASSERT_FALSE(bad.isOk());
   EXPECT_THAT(bad.message(), HasSubstr("fc1.weight has 3 values"));

@@ -121,6 +121,7 @@ bool Importer::quantization(llvm::ArrayRef<int64_t> dims, int32_t dataType,
                   std::to_string(axis) + " of " + shapeText(dims) +
                   ": expected " + std::to_string(dims[axis]));
     out.axis = axis;
+    out.inner = product(dims.drop_front(axis + 1));
   }
   return true;
 }
@@ -157,7 +158,7 @@ bool Importer::quantizeLinear() {
     out.dims = x.dims;
     out.dataType = q.dataType;
     for (size_t i = 0; i < x.values.size(); ++i) {
-      size_t k = q.channel(x.dims, i);
+      size_t k = q.channel(i);
       // ONNX divides in the input's type; a FLOAT input rounds to f32.
       double scaled = x.values[i] / q.scale[k];
       if (x.dataType != int32_t(DataType::Double))
@@ -218,7 +219,7 @@ bool Importer::dequantizeLinear() {
     out.dims = x.dims;
     out.dataType = int32_t(DataType::Float);
     for (size_t i = 0; i < x.values.size(); ++i) {
-      size_t k = q.channel(x.dims, i);
+      size_t k = q.channel(i);
       out.values.push_back(
           static_cast<float>((x.values[i] - q.zeroPoint[k]) * q.scale[k]));
     }
@@ -241,16 +242,6 @@ bool Importer::dequantizeLinear() {
     return false;
   setOutput(0, mul(sub(x, zero, ".centered"), scale, ""));
   return true;
-}
-
-size_t Importer::Quantization::channel(llvm::ArrayRef<int64_t> dims,
-                                       size_t element) const {
-  if (axis < 0)
-    return 0;
-  int64_t inner = 1;
-  for (size_t d = axis + 1; d < dims.size(); ++d)
-    inner *= dims[d];
-  return (element / inner) % dims[axis];
 }
 
 } // namespace kiln::cli::onnx_import

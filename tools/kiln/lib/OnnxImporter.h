@@ -449,11 +449,13 @@ private:
   struct Quantization {
     std::vector<double> scale, zeroPoint; // one, or one per index along axis
     int64_t axis = -1;                    // -1: one scale for the tensor
+    int64_t inner = 1;                    // elements after axis's index
     int32_t dataType = 0;                 // the integers' ONNX type
     double low = 0, high = 0;             // its range
-    // The index into scale and zeroPoint of element |element| of a
-    // row-major tensor of |dims|.
-    size_t channel(llvm::ArrayRef<int64_t> dims, size_t element) const;
+    // The index into scale and zeroPoint of row-major element |element|.
+    size_t channel(size_t element) const {
+      return axis < 0 ? 0 : (element / inner) % scale.size();
+    }
   };
   // Inputs 1 and 2 (scale, zero point) of the current node for a tensor of
   // |dims| whose integers are of |dataType| (QuantizeLinear: unless the

@@ -39,11 +39,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Half.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
 #include "runtime/package/Package.h"
+#include "runtime/package/PackageData.h"
 
 #include <algorithm>
 #include <chrono>
@@ -62,19 +62,6 @@ namespace {
 int fail(const std::string &message) {
   std::fprintf(stderr, "kiln-cuda-run: error: %s\n", message.c_str());
   return 1;
-}
-
-void writeElement(void *data, PkgDType dtype, int64_t i, double v) {
-  switch (dtype) {
-  case PkgDType::F32: static_cast<float *>(data)[i] = float(v); break;
-  case PkgDType::F16: static_cast<uint16_t *>(data)[i] = floatToF16(float(v)); break;
-  case PkgDType::BF16: static_cast<uint16_t *>(data)[i] = floatToBf16(float(v)); break;
-  case PkgDType::F64: static_cast<double *>(data)[i] = v; break;
-  case PkgDType::I64: static_cast<int64_t *>(data)[i] = int64_t(v); break;
-  case PkgDType::I32: static_cast<int32_t *>(data)[i] = int32_t(v); break;
-  case PkgDType::I8: static_cast<int8_t *>(data)[i] = int8_t(v); break;
-  case PkgDType::I1: static_cast<uint8_t *>(data)[i] = v != 0; break;
-  }
 }
 
 } // namespace
@@ -151,10 +138,7 @@ int main(int argc, char **argv) {
         batch = e.shape[0];
       TensorSpec spec;
       spec.name = e.name;
-      spec.type = (e.dtype == PkgDType::I32 || e.dtype == PkgDType::I64)
-                      ? ElementType::i32
-                  : e.dtype == PkgDType::F64 ? ElementType::f64
-                                             : ElementType::f32;
+      spec.type = dataElementType(e.dtype);
       spec.shape.assign(e.shape.begin() + 1, e.shape.end());
       // The bound the package records (1.6 on) is checked against data
       // files and, unless --classes says otherwise, the synthetic range.
@@ -282,8 +266,9 @@ int main(int argc, char **argv) {
       StatusOr<void *> dst = exec.hostInput(dataInputs[t]);
       if (!dst.isOk())
         return dst.status();
-      for (int64_t i = 0; i < src.elementCount(); ++i)
-        writeElement(dst.value(), e.dtype, i, src.element(i));
+      std::string error;
+      if (!copyBatchTensor(src, e, dst.value(), error))
+        return Status::error(error);
     }
     return exec.submitInputs();
   };

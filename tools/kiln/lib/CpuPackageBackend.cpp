@@ -13,6 +13,8 @@
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/StepSignature.h"
+
+#include "runtime/package/PackageData.h"
 #include "tools/kiln/lib/TrainBackend.h"
 
 #include "runtime/Initializers.h"
@@ -66,7 +68,7 @@ struct Step : StepSignature {
 
   double output(int index) const {
     const runtime::SignatureEntry &e = package().outputs[index];
-    return readElement(exec->output(index), e.dtype, 0);
+    return runtime::readElement(exec->output(index), e.dtype, 0);
   }
 };
 
@@ -91,21 +93,21 @@ public:
 
   runtime::TensorValues readState(size_t entry) const override {
     const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
-    return readValues(train_.exec->input(stateInputs_[entry]), e.dtype,
-                      elementCount(e.shape));
+    return runtime::readValues(train_.exec->input(stateInputs_[entry]), e.dtype,
+                               runtime::elementCount(e.shape));
   }
 
   bool writeState(size_t entry, const runtime::TensorValues &values,
                   std::string &error) override {
     const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
     void *data = train_.exec->input(stateInputs_[entry]);
-    int64_t n = elementCount(e.shape);
+    int64_t n = runtime::elementCount(e.shape);
     if (values.size() != n) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
               std::to_string(n);
       return false;
     }
-    writeValues(data, e.dtype, values);
+    runtime::writeValues(data, e.dtype, values);
     // The step reads the parameter's copies, not the parameter.
     for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
                                                      stateInputs_[entry]))
@@ -128,12 +130,12 @@ public:
       return false;
     }
     const runtime::SignatureEntry &e = eval_.package().inputs[input];
-    if (values.size() != elementCount(e.shape)) {
+    if (values.size() != runtime::elementCount(e.shape)) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(elementCount(e.shape));
+              std::to_string(runtime::elementCount(e.shape));
       return false;
     }
-    writeValues(eval_.exec->input(input), e.dtype, values);
+    runtime::writeValues(eval_.exec->input(input), e.dtype, values);
     return true;
   }
 
@@ -141,8 +143,8 @@ public:
     if (train_.stepCounter < 0)
       return;
     const runtime::SignatureEntry &e = train_.package().inputs[train_.stepCounter];
-    writeElement(train_.exec->input(train_.stepCounter), e.dtype, 0,
-                 static_cast<double>(step));
+    runtime::writeElement(train_.exec->input(train_.stepCounter), e.dtype, 0,
+                          static_cast<double>(step));
   }
 
   bool step(const runtime::Batch &batch, double &loss,
@@ -183,11 +185,12 @@ public:
     out.classes = 0;
     if (eval_.logits >= 0) {
       const runtime::SignatureEntry &e = eval_.package().outputs[eval_.logits];
-      int64_t n = elementCount(e.shape);
+      int64_t n = runtime::elementCount(e.shape);
       out.logits.resize(n);
       const void *data = eval_.exec->output(eval_.logits);
       for (int64_t i = 0; i < n; ++i)
-        out.logits[i] = static_cast<float>(readElement(data, e.dtype, i));
+        out.logits[i] =
+            static_cast<float>(runtime::readElement(data, e.dtype, i));
       out.classes = e.shape[1];
     }
     return true;
@@ -310,8 +313,8 @@ bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
       int input = train_.exec->findInput(slot.name);
       if (input >= 0) {
         const runtime::SignatureEntry &e = pkg.inputs[input];
-        t.values = readValues(train_.exec->input(input), e.dtype,
-                              elementCount(e.shape));
+        t.values = runtime::readValues(train_.exec->input(input), e.dtype,
+                                       runtime::elementCount(e.shape));
         continue;
       }
       runtime::InitSpec spec;
@@ -338,7 +341,7 @@ bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
       return false;
     }
     const runtime::SignatureEntry &e = pkg.inputs[input];
-    writeValues(train_.exec->input(input), e.dtype, block.value());
+    runtime::writeValues(train_.exec->input(input), e.dtype, block.value());
   }
   return true;
 }

@@ -13,6 +13,8 @@
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/StepSignature.h"
 
+#include "runtime/package/PackageData.h"
+
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutable.h"
@@ -71,10 +73,10 @@ struct GpuStep : StepSignature {
       error = s.message();
       return false;
     }
-    int64_t n = elementCount(e.shape);
+    int64_t n = runtime::elementCount(e.shape);
     out.resize(n);
     for (int64_t i = 0; i < n; ++i)
-      out[i] = readElement(bytes.data(), e.dtype, i);
+      out[i] = runtime::readElement(bytes.data(), e.dtype, i);
     return true;
   }
 };
@@ -104,25 +106,25 @@ public:
     const runtime::SignatureEntry &e =
         train_.package().inputs[stateInputs_[entry]];
     std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    int64_t n = elementCount(e.shape);
+    int64_t n = runtime::elementCount(e.shape);
     if (!train_.exec->readBuffer(e.buffer, bytes.data()).isOk())
       // The next step reports the device's error.
       return runtime::TensorValues::zeros(e.dtype == PkgDType::F64, n);
-    return readValues(bytes.data(), e.dtype, n);
+    return runtime::readValues(bytes.data(), e.dtype, n);
   }
 
   bool writeState(size_t entry, const runtime::TensorValues &values,
                   std::string &error) override {
     const runtime::SignatureEntry &e =
         train_.package().inputs[stateInputs_[entry]];
-    int64_t n = elementCount(e.shape);
+    int64_t n = runtime::elementCount(e.shape);
     if (values.size() != n) {
       error = "holds " + std::to_string(values.size()) + " values: expected " +
               std::to_string(n);
       return false;
     }
     std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    writeValues(bytes.data(), e.dtype, values);
+    runtime::writeValues(bytes.data(), e.dtype, values);
     runtime::Status s = train_.exec->writeBuffer(e.buffer, bytes.data());
     // The step reads the parameter's copies, not the parameter.
     for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
@@ -148,7 +150,7 @@ public:
       return;
     const runtime::SignatureEntry &e = train_.package().inputs[train_.stepCounter];
     std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    writeElement(bytes.data(), e.dtype, 0, double(step));
+    runtime::writeElement(bytes.data(), e.dtype, 0, double(step));
     train_.exec->writeBuffer(e.buffer, bytes.data());
   }
 

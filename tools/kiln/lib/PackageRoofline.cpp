@@ -4,6 +4,8 @@
 
 #include "tools/kiln/lib/StepSignature.h"
 
+#include "runtime/package/PackageData.h"
+
 #include "runtime/cuda/CudaAttention.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -149,7 +151,7 @@ int64_t parameterCount(const LoadedPackage &p) {
   int64_t n = 0;
   for (const PackageBuffer &b : p.buffers)
     if (b.role == PkgRole::Parameter)
-      n += elementCount(b.shape);
+      n += runtime::elementCount(b.shape);
   return n;
 }
 
@@ -294,7 +296,8 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
                                 ? c.filterShape[1] * c.filterShape[2] *
                                       c.filterShape[3]
                                 : 0;
-        cost.flops = 2.0 * double(elementCount(c.outputShape)) * double(perOutput);
+        cost.flops = 2.0 * double(runtime::elementCount(c.outputShape)) *
+                     double(perOutput);
         if (!t.operands.empty() && t.operands[0] < p.buffers.size())
           dtype = p.buffers[t.operands[0]].dtype;
         peak = gemmPeak(dtype, d);
@@ -351,7 +354,7 @@ PackageRooflineResult predictPackageRoofline(const LoadedPackage &p,
   for (const SignatureEntry &e : p.inputs)
     if (e.role == PkgRole::Input && isInteger(e.dtype)) {
       ++integerInputs;
-      tokens = elementCount(e.shape);
+      tokens = runtime::elementCount(e.shape);
     }
   bool otherInputs = llvm::any_of(p.inputs, [](const SignatureEntry &e) {
     return e.role == PkgRole::Input && !isInteger(e.dtype);

@@ -66,27 +66,6 @@ bool matchEvalStep(const runtime::LoadedPackage &trainPkg,
                    std::vector<std::pair<size_t, size_t>> &parameters,
                    llvm::StringRef command, llvm::raw_ostream &errs);
 
-// Element |i| of a buffer of |dtype| as a double, and the other way
-// (halves through runtime/Half.h).
-double readElement(const void *data, runtime::PkgDType dtype, int64_t i);
-void writeElement(void *data, runtime::PkgDType dtype, int64_t i, double v);
-int64_t elementCount(const std::vector<int64_t> &shape);
-
-// The |n| elements of |dtype| at |data| as checkpoint values: f64 for F64,
-// else f32.
-runtime::TensorValues readValues(const void *data, runtime::PkgDType dtype,
-                                 int64_t n);
-// Writes |values| to |data| as |dtype| (memcpy when the precision agrees).
-void writeValues(void *data, runtime::PkgDType dtype,
-                 const runtime::TensorValues &values);
-
-// Copies one batch tensor into the host buffer |dst| of signature input
-// |e| (memcpy when the types agree, converted element by element
-// otherwise). A count that differs from |e|'s: false and |error| says so.
-bool copyBatchTensor(const runtime::BatchTensor &src,
-                     const runtime::SignatureEntry &e, void *dst,
-                     std::string &error);
-
 } // namespace kiln::cli
 
 #endif // KILN_TOOLS_KILN_LIB_STEPSIGNATURE_H

@@ -44,7 +44,10 @@ dimensions, layer norm, concatenation, a flatten through x.view(x.size(0),
 mean squared error on its output), image (an encoder-decoder's image ops;
 mean squared error), select (selection and data movement), rnn (LSTM and
 GRU) or transformer (causal attention and nn.TransformerEncoderLayer over
-int64 tokens); see each class. MODEL-f64 (bn-f64, ...): the model in
+int64 tokens), qat (quantization-aware training: fake quantization of the
+input, the weights and the hidden values) or ptq (the same network
+post-training quantized: INT8 weight and INT32 bias initializers, as ONNX
+Runtime writes them); see each class. MODEL-f64 (bn-f64, ...): the model in
 float64 (net.double()), its float data float64. Batch 4, 16 samples. The seed is random and
 printed; KILN_ONNX_SEED=N exports with seed N."""
 
@@ -150,22 +153,104 @@ class QatNet(torch.nn.Module):
     powers of two, so that ONNX's x / scale and PyTorch's x * (1 / scale)
     are one number."""
 
+    # Channels 2 and 5 clamp weights above 0.124 and 0.248, the hidden
+    # values clamp above 1.99 and the second weight above 0.248: the clamp
+    # binds in every step.
+    X_SCALE = 1 / 32
+    W1_SCALES = [2.0 ** -k for k in (6, 5, 10, 7, 5, 9, 6, 7)]
+    H_SCALE = 1 / 128
+    W2_SCALE = 1 / 512
+
     def __init__(self):
         super().__init__()
         self.fc1 = torch.nn.Linear(16, 8)
         self.fc2 = torch.nn.Linear(8, 3)
 
     def forward(self, x):
-        x = fake_quantize(x, 1 / 32, 128, 0, 255)
-        # Channels 2 and 5 clamp weights above 0.124 and 0.248, the hidden
-        # values clamp above 1.99 and the second weight above 0.248: the
-        # clamp binds in every step.
-        scales = torch.tensor([2.0 ** -k for k in (6, 5, 10, 7, 5, 9, 6, 7)])
-        w1 = fake_quantize(self.fc1.weight, scales, torch.zeros(8, dtype=torch.int32),
-                           -128, 127)
-        h = fake_quantize(F.relu(F.linear(x, w1, self.fc1.bias)), 1 / 128, 0, 0, 255)
-        w2 = fake_quantize(self.fc2.weight, 1 / 512, 0, -128, 127)
+        x = fake_quantize(x, self.X_SCALE, 128, 0, 255)
+        w1 = fake_quantize(self.fc1.weight, torch.tensor(self.W1_SCALES),
+                           torch.zeros(8, dtype=torch.int32), -128, 127)
+        h = fake_quantize(F.relu(F.linear(x, w1, self.fc1.bias)), self.H_SCALE, 0, 0, 255)
+        w2 = fake_quantize(self.fc2.weight, self.W2_SCALE, 0, -128, 127)
         return F.linear(h, w2, self.fc2.bias)
+
+    def snap(self):
+        """Puts the weights and biases where post-training quantization
+        leaves them: each weight on its grid (clamped), each bias on the
+        grid of its input's scale times its weight's, as ONNX Runtime
+        quantizes biases to INT32."""
+        with torch.no_grad():
+            self.fc1.weight.copy_(fake_quantize(
+                self.fc1.weight, torch.tensor(self.W1_SCALES),
+                torch.zeros(8, dtype=torch.int32), -128, 127))
+            self.fc2.weight.copy_(fake_quantize(self.fc2.weight, self.W2_SCALE, 0, -128, 127))
+            for bias, scale in ((self.fc1.bias, torch.tensor(self.W1_SCALES) * self.X_SCALE),
+                                (self.fc2.bias, self.H_SCALE * self.W2_SCALE)):
+                bias.copy_((bias / scale).round() * scale)
+
+
+def post_training_quantized(path):
+    """Rewrites the quantization-aware network's export (|path|) as ONNX
+    Runtime's quantizer writes a post-training quantized model (the QDQ
+    format): each QuantizeLinear of a weight initializer becomes an INT8
+    initializer NAME_quantized that its DequantizeLinear reads, and each
+    Gemm bias an INT32 initializer NAME_quantized (scale: the Gemm input's
+    scale times the weight's, zero point 0) read through a new
+    DequantizeLinear. The float weights and biases are gone."""
+    import onnx
+    from onnx import helper, numpy_helper
+    m = onnx.load(path)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    consts = {n.output[0]: numpy_helper.to_array(n.attribute[0].t)
+              for n in g.node if n.op_type == "Constant"}
+
+    def array(name):
+        return numpy_helper.to_array(inits[name]) if name in inits else consts[name]
+
+    def axis_of(node):
+        return next((a.i for a in node.attribute if a.name == "axis"), 1)
+
+    dequantized = {}  # a DequantizeLinear's output: its scale
+    for node in g.node:
+        if node.op_type == "DequantizeLinear":
+            dequantized[node.output[0]] = array(node.input[1])
+    nodes = []
+    for node in g.node:
+        if node.op_type == "QuantizeLinear" and node.input[0] in inits:
+            w = numpy_helper.to_array(inits[node.input[0]])
+            scale, zero = array(node.input[1]), array(node.input[2])
+            shape = [1] * w.ndim
+            if scale.ndim:
+                shape[axis_of(node)] = -1
+            q = np.clip(np.rint(w / scale.reshape(shape)) + zero.reshape(shape), -128, 127)
+            name = node.input[0] + "_quantized"
+            g.initializer.append(numpy_helper.from_array(q.astype(np.int8), name))
+            g.initializer.remove(inits.pop(node.input[0]))
+            for reader in g.node:
+                for i, input_name in enumerate(reader.input):
+                    if input_name == node.output[0]:
+                        reader.input[i] = name
+            continue
+        if node.op_type == "Gemm" and len(node.input) > 2 and node.input[2] in inits:
+            bias = node.input[2]
+            scale = dequantized[node.input[0]] * dequantized[node.input[1]]
+            b = numpy_helper.to_array(inits[bias])
+            q = np.rint(b / scale).astype(np.int32)
+            g.initializer.remove(inits.pop(bias))
+            g.initializer.extend([
+                numpy_helper.from_array(q, bias + "_quantized"),
+                numpy_helper.from_array(np.asarray(scale, np.float32), bias + "_scale"),
+                numpy_helper.from_array(np.zeros(scale.shape, np.int32), bias + "_zero_point")])
+            nodes.append(helper.make_node(
+                "DequantizeLinear", [bias + "_quantized", bias + "_scale", bias + "_zero_point"],
+                [bias + "_dequantized"], name=bias + "_DequantizeLinear", axis=0))
+            node.input[2] = bias + "_dequantized"
+        nodes.append(node)
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
 
 
 class Embed(torch.nn.Module):
@@ -493,7 +578,7 @@ def build(model):
         return CondNet()
     if model == "transformer":
         return Transformer()
-    if model == "qat":
+    if model in ("qat", "ptq"):
         return QatNet()
     if model == "sequence":
         return SequenceNet()
@@ -506,7 +591,7 @@ def build(model):
 
 
 def input_shape(model):
-    return {"mlp": (16,), "lossnet": (16,), "qat": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
+    return {"mlp": (16,), "lossnet": (16,), "qat": (16,), "ptq": (16,), "lenet5": (1, 28, 28), "misc": (3, 8, 8), "bn": (3, 8, 8),
             "frozen": (3, 8, 8), "image": (3, 8, 8), "select": (12,), "rnn": (7, 5), "loop": (7, 5),
             "downsample": (3, 12, 12), "cond": (6,), "sequence": (4, 24),
             "volume": (2, 6, 6, 6)}[model]
@@ -666,6 +751,8 @@ def draw(model, seed, f64=False):
     net = set_mode(model, build(model))
     if f64:
         net.double()
+    if model == "ptq":
+        net.snap()
     state = {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
     rng = np.random.default_rng(seed)
     if model in ("embed", "transformer"):
@@ -691,7 +778,8 @@ def export(model, out, dynamo):
     net, state, x, y = draw(model, seed, f64)
     # The models whose checks must keep away from a kink: the next seed
     # while |trouble| names one.
-    trouble = {"image": image_trouble, "qat": tie_trouble, "cond": cond_trouble}.get(model)
+    trouble = {"image": image_trouble, "qat": tie_trouble, "ptq": tie_trouble,
+               "cond": cond_trouble}.get(model)
     while trouble:
         reason = trouble(net, torch.from_numpy(x), torch.from_numpy(y))
         if not reason:
@@ -730,6 +818,8 @@ def export(model, out, dynamo):
             torch.onnx.export(torch.jit.script(net) if model == "loop" else net, (sample,),
                               path, dynamo=False, input_names=["x"], output_names=["out"],
                               training=torch.onnx.TrainingMode.PRESERVE)
+    if model == "ptq":
+        post_training_quantized(path)
     import onnx
     ops = sorted({n.op_type for n in onnx.load(path).graph.node})
     print("ops: " + " ".join(ops))
@@ -890,6 +980,15 @@ def handmade(out):
         helper.make_node("ArgMax", ["h"], ["a"], name="argmax", axis=1),
         helper.make_node("DequantizeLinear", ["a", "qs"], ["y"], name="dequant")],
         [qscale], opset=13)
+    # One INT8 initializer dequantized at two scales: which is the trained
+    # parameter's start?
+    refused("dequantize-twice", [
+        helper.make_node("DequantizeLinear", ["w8", "qs"], ["d1"], name="dequant1"),
+        helper.make_node("DequantizeLinear", ["w8", "qs2"], ["d2"], name="dequant2"),
+        helper.make_node("Add", ["h", "d1"], ["h1"], name="add1"),
+        helper.make_node("Add", ["h1", "d2"], ["y"], name="add2")],
+        [qscale, helper.make_tensor("qs2", TensorProto.FLOAT, [], [0.2]),
+         helper.make_tensor("w8", TensorProto.INT8, [8], list(range(-4, 4)))], opset=13)
     # A Multinomial over a 4-D tensor (ONNX's is [batch, classes]).
     refused("multinomial-rank", [
         helper.make_node("Multinomial", ["h"], ["y"], name="draw", sample_size=3)])

@@ -1,12 +1,13 @@
 //===- Import.cpp - `kiln import`: an ONNX model as a kiln model ----------===//
 //
 // `kiln import MODEL.onnx -o OUT [--loss=cross-entropy|mse|output] [--batch=N]
-// [--weights=FILE]` reads an ONNX model (serialize/OnnxModel.h), builds the
-// kiln model with a loss (tools/kiln/lib/OnnxImport.h) and writes it like
-// `kiln models` does: a graph file, or MLIR text for OUT ending in .mlir.
-// The initializers' values go to a safetensors file beside it (OUT with the
-// extension .safetensors unless --weights names another), for
-// `kiln train --init-from`. Nothing is written when the import fails.
+// [--weights=FILE] [--quantized-weights=train|fixed]` reads an ONNX model
+// (serialize/OnnxModel.h), builds the kiln model with a loss
+// (tools/kiln/lib/OnnxImport.h) and writes it like `kiln models` does: a graph
+// file, or MLIR text for OUT ending in .mlir. The initializers' values go to a
+// safetensors file beside it (OUT with the extension .safetensors unless
+// --weights names another), for `kiln train --init-from`. Nothing is written
+// when the import fails.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +33,7 @@ constexpr llvm::StringLiteral kCommand = "kiln import";
 
 int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
               llvm::raw_ostream &errs) {
-  std::string input, output, loss, batch, weights;
+  std::string input, output, loss, batch, weights, quantizedWeights;
   TrainingFlagText training;
   FlagParser parser(
       kCommand.str(), "MODEL.onnx -o OUT [options]",
@@ -60,6 +61,14 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   parser.addValue("weights", &weights, "FILE",
                   "where to write the initializers' values (default: OUT "
                   "with the extension .safetensors)");
+  parser.addValue("quantized-weights", &quantizedWeights, "train|fixed",
+                  "a DequantizeLinear of an integer initializer (a "
+                  "post-training quantized weight or bias): train (default) "
+                  "makes it a float parameter that starts from the "
+                  "dequantized values and trains through a fake quantization "
+                  "of the same scale and zero point (a bias: in float), "
+                  "named without ONNX Runtime's '_quantized' suffix; fixed "
+                  "keeps it a constant");
   addTrainingSectionFlags(parser, training);
   parser.setEpilogue(std::string("ONNX ops read: ") + onnxSupportedOps() + ".");
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
@@ -78,6 +87,14 @@ int runImport(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   else if (!loss.empty() && loss != "cross-entropy") {
     printError(errs, kCommand,
                "--loss=" + loss + ": expected cross-entropy, mse or output");
+    return kExitUsage;
+  }
+  if (quantizedWeights == "fixed")
+    options.trainQuantizedWeights = false;
+  else if (!quantizedWeights.empty() && quantizedWeights != "train") {
+    printError(errs, kCommand,
+               "--quantized-weights=" + quantizedWeights +
+                   ": expected train or fixed");
     return kExitUsage;
   }
   if (!batch.empty()) {

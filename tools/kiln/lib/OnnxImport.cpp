@@ -256,13 +256,18 @@ mlir::Value Importer::makeParameter(const std::string &name, const onnx::Tensor 
   if (init != initOverrides_.end())
     return g_.addParameter(as, t.dims, init->second.first, init->second.second,
                            /*scale=*/1.0, e);
-  int64_t fanIn = fanIn_.count(name)  ? fanIn_[name]
-                  : t.dims.size() > 1 ? product(llvm::ArrayRef(t.dims).drop_front())
-                  : t.dims.empty()    ? 1
-                                      : t.dims[0];
-  return g_.addParameter(as, t.dims, kiln::InitKind::uniform, 0.0,
-                         1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1))),
-                         e);
+  return g_.addParameter(
+      as, t.dims, kiln::InitKind::uniform, 0.0,
+      1.0 / std::sqrt(double(std::max<int64_t>(fanInOf(name, t.dims), 1))), e);
+}
+
+int64_t Importer::fanInOf(const std::string &name,
+                          llvm::ArrayRef<int64_t> dims) {
+  if (auto it = fanIn_.find(name); it != fanIn_.end())
+    return it->second;
+  return dims.size() > 1 ? product(dims.drop_front())
+         : dims.empty()  ? 1
+                         : dims[0];
 }
 
 bool Importer::value(size_t i, mlir::Value &out) {
@@ -1004,9 +1009,16 @@ bool Importer::finish(OnnxImport &out) {
     out.modelState += modelStateNames_.count(name);
     out.weights.tensors.push_back(weightTensor(name, *tensor));
   }
+  for (const auto &[name, p] : quantizedParameters_)
+    out.weights.tensors.push_back(
+        runtime::SafeTensor::fromF32(p.name, p.dims, p.values));
   if (out.weights.tensors.empty())
     return fail("the graph has no floating-point initializer that a node "
-                "reads: there are no parameters to train");
+                "reads: there are no parameters to train" +
+                std::string(fixedQuantizedWeights_
+                                ? " (--quantized-weights=fixed keeps its "
+                                  "quantized weights constants)"
+                                : ""));
   warnFoldedParameters();
   out.weights.metadata["format"] = "pt";
   out.module = g_.finish(loss, makeTraining(b_.getContext(), options_.training.optimizer,

@@ -46,6 +46,12 @@ struct OnnxImportOptions {
   OnnxLoss loss = OnnxLoss::crossEntropy;
   // The batch for a symbolic first dimension; 0: none given.
   int64_t batch = 0;
+  // A DequantizeLinear of an integer initializer (a post-training
+  // quantized weight or bias): true, a float parameter that starts from
+  // the dequantized values and trains through a fake quantization of the
+  // same scale and zero point (an INT32 bias trains in float, as in
+  // PyTorch's quantization-aware training); false, a constant.
+  bool trainQuantizedWeights = true;
   TrainingOptions training;
 };
 

@@ -16,9 +16,16 @@
 // scale, so the value is q and dq/dx = mask / scale.
 //
 // Scales and zero points are constants, one per tensor or one per index
-// along `axis`. Quantizing or dequantizing constants (a post-training
-// quantized model's int8 weights, its int32 biases) is evaluated here; the
-// result is a constant, not a trained parameter.
+// along `axis`. Quantizing or dequantizing constants is evaluated here.
+// A post-training quantized model (ONNX Runtime's QDQ format) keeps its
+// weights as INT8 initializers and its biases as INT32 ones, each read by
+// a DequantizeLinear. Fine-tuning it is quantization-aware training from
+// that point (--quantized-weights=train, the default): each becomes a float
+// parameter starting from its dequantized values, a weight fake-quantized
+// by its DequantizeLinear's scale and zero point on every step (so the
+// first forward pass computes what the quantized model does), a bias
+// trained in float as PyTorch keeps it. --quantized-weights=fixed keeps
+// them constants.
 //
 //===----------------------------------------------------------------------===//
 
@@ -143,6 +150,45 @@ mlir::Value Importer::quantizationTensor(const Quantization &q,
                       shape(like));
 }
 
+mlir::Value Importer::quantize(mlir::Value x, const Quantization &q) {
+  mlir::Value scale = quantizationTensor(q, q.scale, x, "scale");
+  mlir::Value zero = quantizationTensor(q, q.zeroPoint, x, "zero_point");
+  if (!scale || !zero)
+    return nullptr;
+  mlir::Type t = x.getType(), e = element(x),
+             flags = type(shape(x), b_.getI1Type());
+  mlir::Value scaled = div(x, scale, ".scaled");
+  mlir::Value rounded =
+      add(b_.create<kiln::RoundOp>(loc(".round"), t, scaled), zero, ".shifted");
+  mlir::Value low = splat(q.low, e, shape(x)),
+              high = splat(q.high, e, shape(x));
+  mlir::Value clamped = b_.create<kiln::MinOp>(
+      loc(".clamp_high"), t,
+      b_.create<kiln::MaxOp>(loc(".clamp_low"), t, rounded, low), high);
+  // The straight-through mask: 1 where the clamp does not bind.
+  mlir::Value zeros = splat(0.0, e, shape(x)), ones = splat(1.0, e, shape(x));
+  mlir::Value aboveLow = b_.create<kiln::CompareOp>(
+      loc(".above_low"), flags, kiln::CompareDirection::ge, rounded, low);
+  mlir::Value belowHigh = b_.create<kiln::CompareOp>(
+      loc(".below_high"), flags, kiln::CompareDirection::le, rounded, high);
+  mlir::Value mask = b_.create<kiln::SelectOp>(
+      loc(".mask"), t, aboveLow,
+      b_.create<kiln::SelectOp>(loc(".mask_high"), t, belowHigh, ones, zeros),
+      zeros);
+  mlir::Value through = mul(scaled, mask, ".through");
+  mlir::Value rest = b_.create<kiln::StopGradientOp>(
+      loc(".rest"), t, sub(clamped, through, ".difference"));
+  return add(through, rest, "");
+}
+
+mlir::Value Importer::dequantize(mlir::Value x, const Quantization &q) {
+  mlir::Value scale = quantizationTensor(q, q.scale, x, "scale");
+  mlir::Value zero = quantizationTensor(q, q.zeroPoint, x, "zero_point");
+  if (!scale || !zero)
+    return nullptr;
+  return mul(sub(x, zero, ".centered"), scale, "");
+}
+
 bool Importer::quantizeLinear() {
   // The quantized type: the zero point's, else output_dtype (opset 21),
   // else UINT8.
@@ -176,34 +222,10 @@ bool Importer::quantizeLinear() {
   Quantization q;
   if (!quantization(shape(x), dataType, /*dequantize=*/false, q))
     return false;
-  mlir::Value scale = quantizationTensor(q, q.scale, x, "scale");
-  mlir::Value zero = quantizationTensor(q, q.zeroPoint, x, "zero_point");
-  if (!scale || !zero)
+  mlir::Value integers = quantize(x, q);
+  if (!integers)
     return false;
-  mlir::Type t = x.getType(), e = element(x),
-             flags = type(shape(x), b_.getI1Type());
-  mlir::Value scaled = div(x, scale, ".scaled");
-  mlir::Value rounded =
-      add(b_.create<kiln::RoundOp>(loc(".round"), t, scaled), zero, ".shifted");
-  mlir::Value low = splat(q.low, e, shape(x)),
-              high = splat(q.high, e, shape(x));
-  mlir::Value clamped = b_.create<kiln::MinOp>(
-      loc(".clamp_high"), t,
-      b_.create<kiln::MaxOp>(loc(".clamp_low"), t, rounded, low), high);
-  // The straight-through mask: 1 where the clamp does not bind.
-  mlir::Value zeros = splat(0.0, e, shape(x)), ones = splat(1.0, e, shape(x));
-  mlir::Value aboveLow = b_.create<kiln::CompareOp>(
-      loc(".above_low"), flags, kiln::CompareDirection::ge, rounded, low);
-  mlir::Value belowHigh = b_.create<kiln::CompareOp>(
-      loc(".below_high"), flags, kiln::CompareDirection::le, rounded, high);
-  mlir::Value mask = b_.create<kiln::SelectOp>(
-      loc(".mask"), t, aboveLow,
-      b_.create<kiln::SelectOp>(loc(".mask_high"), t, belowHigh, ones, zeros),
-      zeros);
-  mlir::Value through = mul(scaled, mask, ".through");
-  mlir::Value rest = b_.create<kiln::StopGradientOp>(
-      loc(".rest"), t, sub(clamped, through, ".difference"));
-  setOutput(0, add(through, rest, ""));
+  setOutput(0, integers);
   quantized_[node_->outputs[0]] = q.dataType;
   return true;
 }
@@ -215,14 +237,22 @@ bool Importer::dequantizeLinear() {
     Quantization q;
     if (!quantization(x.dims, x.dataType, /*dequantize=*/true, q))
       return false;
+    std::vector<float> values;
+    for (size_t i = 0; i < x.values.size(); ++i) {
+      size_t k = q.channel(i);
+      values.push_back(
+          static_cast<float>((x.values[i] - q.zeroPoint[k]) * q.scale[k]));
+    }
+    const std::string &name = node_->inputs[0];
+    if (initializerNames_.count(name) && !isFloatType(x.dataType)) {
+      if (options_.trainQuantizedWeights)
+        return trainQuantized(name, q, std::move(values));
+      fixedQuantizedWeights_ = true;
+    }
     Static out;
     out.dims = x.dims;
     out.dataType = int32_t(DataType::Float);
-    for (size_t i = 0; i < x.values.size(); ++i) {
-      size_t k = q.channel(i);
-      out.values.push_back(
-          static_cast<float>((x.values[i] - q.zeroPoint[k]) * q.scale[k]));
-    }
+    out.values.assign(values.begin(), values.end());
     setStatic(0, std::move(out));
     return true;
   }
@@ -236,11 +266,52 @@ bool Importer::dequantizeLinear() {
   if (!quantization(shape(x), quantized_[node_->inputs[0]],
                     /*dequantize=*/true, q))
     return false;
-  mlir::Value scale = quantizationTensor(q, q.scale, x, "scale");
-  mlir::Value zero = quantizationTensor(q, q.zeroPoint, x, "zero_point");
-  if (!scale || !zero)
+  mlir::Value y = dequantize(x, q);
+  if (!y)
     return false;
-  setOutput(0, mul(sub(x, zero, ".centered"), scale, ""));
+  setOutput(0, y);
+  return true;
+}
+
+bool Importer::trainQuantized(const std::string &name, const Quantization &q,
+                              std::vector<float> values) {
+  auto [it, added] = quantizedParameters_.try_emplace(name);
+  QuantizedParameter &p = it->second;
+  if (added) {
+    // Named after the float tensor it was quantized from: ONNX Runtime's
+    // quantizer writes "fc1.weight" as "fc1.weight_quantized".
+    static constexpr llvm::StringLiteral kSuffix = "_quantized";
+    p.name = name;
+    llvm::StringRef base(name);
+    if (base.consume_back(kSuffix) && !base.empty() &&
+        !initializerNames_.count(base.str()) && !usedNames_.count(base.str()) &&
+        !values_.count(base.str()))
+      p.name = base.str();
+    usedNames_.insert(p.name);
+    p.dims = statics_[name].dims;
+    p.values = std::move(values);
+    p.value = g_.addParameter(
+        p.name, p.dims, kiln::InitKind::uniform, 0.0,
+        1.0 / std::sqrt(double(std::max<int64_t>(fanInOf(name, p.dims), 1))),
+        b_.getF32Type());
+  } else if (p.values != values) {
+    return fail("dequantizes '" + name +
+                "' with another scale or zero point than an earlier "
+                "DequantizeLinear: kiln import trains one float parameter "
+                "per quantized initializer (--quantized-weights=fixed keeps "
+                "each dequantization a constant)");
+  }
+  // An INT32 bias (scaled by the input's and the weight's scales) trains in
+  // float, as PyTorch's quantization-aware training keeps it.
+  if (q.dataType == int32_t(DataType::Int32)) {
+    setOutput(0, p.value);
+    return true;
+  }
+  mlir::Value integers = quantize(p.value, q);
+  mlir::Value y = integers ? dequantize(integers, q) : nullptr;
+  if (!y)
+    return false;
+  setOutput(0, y);
   return true;
 }
 

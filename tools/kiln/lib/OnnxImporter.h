@@ -150,6 +150,10 @@ private:
   // A parameter of |t|'s shape named |as|, initialized as |name| would be.
   mlir::Value makeParameter(const std::string &name, const onnx::Tensor &t,
                             const std::string &as);
+  // PyTorch's default uniform bound's fan-in for the initializer |name| of
+  // |dims|: what the first Gemm, MatMul or Conv reading it says, else
+  // the product of the dimensions after the first.
+  int64_t fanInOf(const std::string &name, llvm::ArrayRef<int64_t> dims);
   bool hasInput(size_t i) const {
     return i < node_->inputs.size() && !node_->inputs[i].empty();
   }
@@ -466,8 +470,18 @@ private:
   mlir::Value quantizationTensor(const Quantization &q,
                                  const std::vector<double> &values,
                                  mlir::Value like, const std::string &what);
+  // x's fake quantization by |q|: the integers as a float tensor, with
+  // the straight-through gradient; and such integers dequantized.
+  mlir::Value quantize(mlir::Value x, const Quantization &q);
+  mlir::Value dequantize(mlir::Value x, const Quantization &q);
   bool quantizeLinear();
   bool dequantizeLinear();
+  // A DequantizeLinear of the integer initializer |name| (|values|
+  // dequantized) under --quantized-weights=train: a float parameter
+  // starting from |values|, fake-quantized by |q| (an INT32 bias: the
+  // parameter itself).
+  bool trainQuantized(const std::string &name, const Quantization &q,
+                      std::vector<float> values);
 
   // DFT and STFT as products with constant matrices
   // (OnnxImportSpectral.cpp).
@@ -555,6 +569,18 @@ private:
   // QuantizeLinear outputs (float tensors of integers) and their ONNX
   // integer types: only a DequantizeLinear reads them.
   std::map<std::string, int32_t> quantized_;
+  // The float parameters trained in place of quantized initializers
+  // (--quantized-weights=train), by initializer.
+  struct QuantizedParameter {
+    std::string name;
+    std::vector<int64_t> dims;
+    std::vector<float> values; // dequantized: where training starts
+    mlir::Value value;
+  };
+  std::map<std::string, QuantizedParameter> quantizedParameters_;
+  // Whether a quantized initializer was kept a constant
+  // (--quantized-weights=fixed).
+  bool fixedQuantizedWeights_ = false;
   // Sequences (SplitToSequence's result), element by element.
   std::map<std::string, std::vector<mlir::Value>> sequences_;
   // Floating-point initializers read as static tensors (constInput).

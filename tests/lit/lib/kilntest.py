@@ -206,6 +206,28 @@ def check_losses(log, peer_loss, tolerance, peer="torch"):
     print(f"losses match {peer}: {len(kiln)} steps, worst relative error {worst:.1e}")
 
 
+def micro_batches(k, batch, samples, accum=1, ranks=1, sync_batch_norm=False):
+    """The forward and backward passes of training step |k| (from 1) as
+    check_torch_training takes them for kiln's run with |accum| micro-batches
+    of |batch| rows on |ranks| ranks: a list of (rows, divisor), each loss
+    divided by its divisor before its gradient is added. Data parallel: each
+    rank's micro-batch (rank r takes rows r, r + N, ... of the global batch);
+    sync_batch_norm: each micro-batch of the N ranks' rows together."""
+    if sync_batch_norm:
+        return [([((k - 1) * batch * ranks * accum + m * batch * ranks + j) % samples
+                  for j in range(batch * ranks)], accum) for m in range(accum)]
+    parts = accum * ranks
+    out = []
+    for m in range(parts):
+        if ranks > 1:
+            rows = [((k - 1) * batch * ranks + m + ranks * i) % samples for i in range(batch)]
+        else:
+            b = ((k - 1) * accum + m) % (samples // batch)
+            rows = list(range(b * batch, (b + 1) * batch))
+        out.append((rows, parts))
+    return out
+
+
 def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
                          train=None, checkpoint=None, accum=1, ranks=1,
                          kiln_layout=None, sync_batch_norm=False):
@@ -247,25 +269,10 @@ def check_torch_training(log, net, loss_fn, x, y, batch, optimizer, tolerance,
     def step(k):
         optimizer.zero_grad()
         total = 0.0
-        parts = accum * ranks
         kept = None
-        if sync_batch_norm:
-            # The ranks' rows of micro-batch m together: the global batch.
-            rows_of = [[((k - 1) * batch * ranks * accum + m * batch * ranks + j) % samples
-                        for j in range(batch * ranks)] for m in range(accum)]
-            for rows in rows_of:
-                loss = loss_fn(net(x[rows]), y[rows]) / accum
-                loss.backward()
-                total += loss.item()
-            parts = 0
-        for m in range(parts):
-            if ranks > 1:
-                rows = [((k - 1) * batch * ranks + m + ranks * i) % samples
-                        for i in range(batch)]
-            else:
-                b = ((k - 1) * accum + m) % (samples // batch)
-                rows = list(range(b * batch, (b + 1) * batch))
-            if m == 1 and ranks > 1:
+        for m, (rows, parts) in enumerate(
+                micro_batches(k, batch, samples, accum, ranks, sync_batch_norm)):
+            if m == 1 and ranks > 1 and not sync_batch_norm:
                 # The other ranks' batches do not move rank 0's statistics.
                 kept = [b.clone() for b in buffers]
             loss = loss_fn(net(x[rows]), y[rows]) / parts

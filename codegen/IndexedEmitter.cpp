@@ -256,9 +256,12 @@ mlir::Type ElementEmitter::tileAccumulatorType(Operation *op, bool wideSums) {
 }
 
 void ElementEmitter::emitTile(Operation *op, ValueRange outer, Value tileStart,
-                              Value tileSize, LaneLoad load, LaneStore store) {
+                              Value tileSize, LaneLoad load, LaneStore store,
+                              ElementVisit visit) {
   if (auto reduce = dyn_cast<ReduceOp>(op))
-    return emitReductionTile(reduce, outer, tileStart, tileSize, load, store);
+    return emitReductionTile(reduce, outer, tileStart, tileSize, load, store,
+                             visit);
+  assert(!visit && "a scatter tile visits no operand elements");
   emitScatterTile(cast<ScatterAddOp>(op), outer, tileStart, tileSize, load,
                   store);
 }

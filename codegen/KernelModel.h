@@ -209,16 +209,24 @@ public:
                                                   mlir::Location, mlir::Value)>;
   using LaneStore = llvm::function_ref<void(mlir::OpBuilder &, mlir::Location,
                                             mlir::Value, mlir::Value)>;
+  // Called with the indices of each operand element a reduction tile
+  // accumulates, at the point where the element was built: values built
+  // there at those indices come from the cache, so a target can store
+  // another result of the operand's shape (the gradient a bias gradient
+  // sums) without building or reading its elements again.
+  using ElementVisit = llvm::function_ref<void(mlir::ValueRange)>;
   static bool isColumnReduction(ReduceOp reduce);
   // |wideSums|: the target's KernelHooks::wideSums().
   static mlir::Type reductionAccumulatorType(ReduceOp reduce,
                                              bool wideSums = false);
   // Builds, at the insertion point, the accumulation of |reduce|'s result
   // elements (|outer|..., |tileStart| + lane) for lane in [0, |tileSize|):
-  // the reduced loops outside, the lanes inside.
+  // the reduced loops outside, the lanes inside. |visit| (optional) is
+  // called for each element accumulated, in the innermost loop.
   void emitReductionTile(ReduceOp reduce, mlir::ValueRange outer,
                          mlir::Value tileStart, mlir::Value tileSize,
-                         LaneLoad load, LaneStore store);
+                         LaneLoad load, LaneStore store,
+                         ElementVisit visit = nullptr);
   // Makes emit(|reduce|, |indices|) give lane |lane|'s finished value.
   void seedReduction(ReduceOp reduce, mlir::ValueRange indices,
                      mlir::Value lane, LaneLoad load);
@@ -254,9 +262,10 @@ public:
   // Dispatch over the tiled ops (a column ReduceOp or a ScatterAddOp).
   static mlir::Type tileAccumulatorType(mlir::Operation *op,
                                         bool wideSums = false);
+  // |visit|: a column ReduceOp's (emitReductionTile); null for a scatter.
   void emitTile(mlir::Operation *op, mlir::ValueRange outer,
                 mlir::Value tileStart, mlir::Value tileSize, LaneLoad load,
-                LaneStore store);
+                LaneStore store, ElementVisit visit = nullptr);
   void seedTile(mlir::Operation *op, mlir::ValueRange indices,
                 mlir::Value lane, LaneLoad load);
 

@@ -598,7 +598,8 @@ mlir::Type ElementEmitter::reductionAccumulatorType(ReduceOp reduce,
 
 void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
                                        Value tileStart, Value tileSize,
-                                       LaneLoad load, LaneStore store) {
+                                       LaneLoad load, LaneStore store,
+                                       ElementVisit visit) {
   Location loc = reduce.getLoc();
   auto operandType = cast<RankedTensorType>(reduce.getOperand().getType());
   Type acc = reductionAccumulatorType(reduce, hooks_.wideSums());
@@ -648,6 +649,8 @@ void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
       Value element = convertScalar(b_, loc, emit(reduce.getOperand(), combined), acc);
       store(b_, loc, lane,
             combineAccumulated(b_, loc, kind, load(b_, loc, lane), element));
+      if (visit)
+        visit(combined);
     });
   }
   cache_ = std::move(savedCache);

@@ -274,17 +274,71 @@ SmallVector<Operation *> columnReductionsOf(const KernelModel &model,
   return found;
 }
 
+// Whether the elements of |nest|'s results can each be built alone at their
+// indices inside another loop: no reduction, scatter or pooling (which
+// build loops of their own) reaches them.
+bool elementwiseOnly(const LoopNest &nest, YieldOp yield) {
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Value> work;
+  for (unsigned result : nest.results)
+    work.push_back(yield.getOperand(result));
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (isa<ReduceOp, ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp>(op))
+      return false;
+    work.append(op->operand_begin(), op->operand_end());
+  }
+  return true;
+}
+
+// The nests that ride on a column reduction of another nest: a nest of
+// the reduction's operand shape whose results are elementwiseOnly (the
+// gradient [N, C] beside its bias gradient, the sum over N). Its elements
+// are stored where the reduction's tile builds each operand element, from
+// the same values, so the fusion's inputs are read once for both results
+// instead of once per nest. The tiles visit every operand element once
+// (the reduced loops run whole in each tile), and a part's tiles visit
+// the elements of its own rows. Map: the column reduction to its rider.
+llvm::DenseMap<Operation *, const LoopNest *>
+columnRiders(const KernelModel &model, YieldOp yield,
+             ArrayRef<SmallVector<Operation *>> columns) {
+  llvm::DenseMap<Operation *, const LoopNest *> riders;
+  llvm::SmallPtrSet<const LoopNest *, 4> taken;
+  for (auto [r, nest] : llvm::enumerate(model.nests))
+    for (Operation *op : columns[r]) {
+      auto reduce = dyn_cast<ReduceOp>(op);
+      if (!reduce)
+        continue;
+      ArrayRef<int64_t> operand =
+          cast<RankedTensorType>(reduce.getOperand().getType()).getShape();
+      for (auto [e, rider] : llvm::enumerate(model.nests))
+        if (e != r && columns[e].empty() && !taken.count(&rider) &&
+            ArrayRef<int64_t>(rider.shape) == operand &&
+            elementwiseOnly(rider, yield)) {
+          riders[op] = &rider;
+          taken.insert(&rider);
+          break;
+        }
+    }
+  return riders;
+}
+
 // A nest whose results use column reductions: the outer dimensions loop as
 // usual (the outermost split into parts; for a rank-1 nest the tiles cover
 // the part's range), the last dimension walks tiles of kColumnTile elements.
 // Per tile, each column reduction accumulates all its lanes into a stack
-// buffer (rows outside, lanes inside: contiguous reads that vectorize), and
-// each scatter_add scans its indices once, adding matching updates' lanes;
-// then a loop over the lanes emits the results with those values.
-void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
-                          const LoopNest &nest, ArrayRef<Operation *> columns,
-                          KernelHooks &hooks, YieldOp yield, ValueRange args,
-                          unsigned numInputs, Value part, Value parts) {
+// buffer (rows outside, lanes inside: contiguous reads that vectorize),
+// storing its rider's results (columnRiders) at each element, and each
+// scatter_add scans its indices once, adding matching updates' lanes; then
+// a loop over the lanes emits the results with those values.
+void buildColumnTiledNest(
+    OpBuilder &b, Location loc, const KernelModel &model, const LoopNest &nest,
+    ArrayRef<Operation *> columns,
+    const llvm::DenseMap<Operation *, const LoopNest *> &riders,
+    KernelHooks &hooks, YieldOp yield, ValueRange args, unsigned numInputs,
+    Value part, Value parts) {
   SmallVector<Value> buffers;
   for (Operation *op : columns)
     buffers.push_back(b.create<memref::AllocaOp>(
@@ -338,7 +392,17 @@ void buildColumnTiledNest(OpBuilder &b, Location loc, const KernelModel &model,
                                            Value v) {
               sb.create<memref::StoreOp>(l, v, buffer, lane);
             };
-            tileEmitter.emitTile(reduce, outer, start, size, load, store);
+            const LoopNest *rider = riders.lookup(reduce);
+            auto visit = [&](ValueRange indices) {
+              for (unsigned result : rider->results)
+                storeElement(
+                    nb, nloc,
+                    tileEmitter.emit(yield.getOperand(result), indices),
+                    args[numInputs + result], indices);
+            };
+            tileEmitter.emitTile(reduce, outer, start, size, load, store,
+                                 rider ? ElementEmitter::ElementVisit(visit)
+                                       : nullptr);
           }
         }
         Value laneZero = nb.create<arith::ConstantIndexOp>(nloc, 0);
@@ -440,7 +504,20 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   Value parts = args[args.size() - 1];
   Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
   Value one = b.create<arith::ConstantIndexOp>(loc, 1);
-  for (const LoopNest &nest : model->nests) {
+  SmallVector<SmallVector<Operation *>> columns;
+  for (const LoopNest &nest : model->nests)
+    columns.push_back(nest.shape.empty()
+                          ? SmallVector<Operation *>()
+                          : columnReductionsOf(*model, nest, yield));
+  llvm::DenseMap<Operation *, const LoopNest *> riders =
+      columnRiders(*model, yield, columns);
+  llvm::SmallPtrSet<const LoopNest *, 4> riding;
+  for (auto &[reduce, rider] : riders)
+    riding.insert(rider);
+  for (size_t nestIndex = 0; nestIndex < model->nests.size(); ++nestIndex) {
+    const LoopNest &nest = model->nests[nestIndex];
+    if (riding.count(&nest))
+      continue; // stored by the column reduction it rides on
     auto buildBody = [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
       ElementEmitter emitter(*model, hooks, nb);
       SmallVector<Value> roots;
@@ -460,10 +537,9 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
       buildBody(nb, loc, {});
       continue;
     }
-    SmallVector<Operation *> columns = columnReductionsOf(*model, nest, yield);
-    if (!columns.empty()) {
-      buildColumnTiledNest(b, loc, *model, nest, columns, hooks, yield, args,
-                           numInputs, part, parts);
+    if (!columns[nestIndex].empty()) {
+      buildColumnTiledNest(b, loc, *model, nest, columns[nestIndex], riders,
+                           hooks, yield, args, numInputs, part, parts);
       continue;
     }
     // Loop order: the dimensions that index a reduction first

@@ -541,6 +541,86 @@ TEST_F(ReductionKernelTest, ColumnReductionsAccumulateTilesOfLanes) {
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 
+// A multi-output fusion that stores a gradient [N, C] and sums it over N (a
+// ReLU's gradient beside its bias gradient, as every MLP layer's backward
+// pass fuses them) reads its inputs once: the gradient's nest rides on the
+// column reduction's tiles, which store each element where they build it.
+// Each input is loaded in one place, inside the tile's lanes loop, and the
+// gradient is stored there too. A third result of the operand's shape that
+// reads a reduction of its own (the rows' max) cannot ride and keeps its
+// nest (and its own loads).
+TEST_F(ReductionKernelTest,
+       ElementResultsRideOnTheColumnReductionOfTheirElements) {
+  const char *text = R"mlir(
+    func.func @main(%h: tensor<48x300xf32>, %dy: tensor<48x300xf32>)
+        -> (tensor<48x300xf32>, tensor<300xf32>, tensor<300xf32>) {
+      %r:3 = kiln.fusion multi_output (%h, %dy) : (tensor<48x300xf32>, tensor<48x300xf32>) -> (tensor<48x300xf32>, tensor<300xf32>, tensor<300xf32>) {
+      ^bb0(%x: tensor<48x300xf32>, %g: tensor<48x300xf32>):
+        %zero = kiln.constant dense<0.0> : tensor<48x300xf32>
+        %pos = kiln.compare gt, %x, %zero : tensor<48x300xf32>
+        %dx = kiln.select %pos, %g, %zero : tensor<48x300xi1>, tensor<48x300xf32>
+        %db = kiln.reduce sum %dx, dims = [0] : tensor<48x300xf32> -> tensor<300xf32>
+        %t = kiln.tanh %db : tensor<300xf32>
+        kiln.yield %dx, %db, %t : tensor<48x300xf32>, tensor<300xf32>, tensor<300xf32>
+      }
+      return %r#0, %r#1, %r#2 : tensor<48x300xf32>, tensor<300xf32>, tensor<300xf32>
+    })mlir";
+  FusionOp fusion = parseFusion(text);
+  ASSERT_TRUE(fusion) << diagnostics;
+  FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
+  ASSERT_TRUE(succeeded(kernel)) << diagnostics;
+  auto func = *(*kernel)->getOps<func::FuncOp>().begin();
+  int loads[2] = {0, 0}, gradientStores = 0;
+  (*kernel)->walk([&](memref::LoadOp load) {
+    for (int input = 0; input < 2; ++input)
+      loads[input] += load.getMemRef() == func.getArgument(input);
+  });
+  (*kernel)->walk([&](memref::StoreOp store) {
+    if (store.getMemRef() != func.getArgument(2))
+      return;
+    ++gradientStores;
+    // Inside the lanes loop, inside the loop over the 48 rows.
+    auto lanes = store->getParentOfType<scf::ForOp>();
+    ASSERT_TRUE(lanes);
+    auto rows = lanes->getParentOfType<scf::ForOp>();
+    ASSERT_TRUE(rows);
+    auto rowBound =
+        rows.getUpperBound().getDefiningOp<arith::ConstantIndexOp>();
+    ASSERT_TRUE(rowBound) << printed(kernel->get());
+    EXPECT_EQ(rowBound.value(), 48);
+  });
+  EXPECT_EQ(loads[0], 1) << printed(kernel->get());
+  EXPECT_EQ(loads[1], 1) << printed(kernel->get());
+  EXPECT_EQ(gradientStores, 1) << printed(kernel->get());
+  EXPECT_EQ(check(fusion, baseSeed(), 4), "");
+
+  const char *withRowMax = R"mlir(
+    func.func @main(%h: tensor<48x300xf32>, %dy: tensor<48x300xf32>)
+        -> (tensor<48x300xf32>, tensor<300xf32>) {
+      %r:2 = kiln.fusion multi_output (%h, %dy) : (tensor<48x300xf32>, tensor<48x300xf32>) -> (tensor<48x300xf32>, tensor<300xf32>) {
+      ^bb0(%x: tensor<48x300xf32>, %g: tensor<48x300xf32>):
+        %p = kiln.mul %x, %g : tensor<48x300xf32>
+        %db = kiln.reduce sum %p, dims = [0] : tensor<48x300xf32> -> tensor<300xf32>
+        %m = kiln.reduce max %x, dims = [1] : tensor<48x300xf32> -> tensor<48xf32>
+        %mb = kiln.broadcast_in_dim %m, dims = [0] : tensor<48xf32> -> tensor<48x300xf32>
+        %s = kiln.sub %p, %mb : tensor<48x300xf32>
+        kiln.yield %s, %db : tensor<48x300xf32>, tensor<300xf32>
+      }
+      return %r#0, %r#1 : tensor<48x300xf32>, tensor<300xf32>
+    })mlir";
+  FusionOp second = parseFusion(withRowMax);
+  ASSERT_TRUE(second) << diagnostics;
+  FailureOr<OwningOpRef<ModuleOp>> apart = buildLoopKernelModule(second);
+  ASSERT_TRUE(succeeded(apart)) << diagnostics;
+  auto apartFunc = *(*apart)->getOps<func::FuncOp>().begin();
+  int xLoads = 0;
+  (*apart)->walk([&](memref::LoadOp load) {
+    xLoads += load.getMemRef() == apartFunc.getArgument(0);
+  });
+  EXPECT_GE(xLoads, 2) << printed(apart->get());
+  EXPECT_EQ(check(second, baseSeed(), 4), "");
+}
+
 // A nest whose elements read a reduction through a broadcast (a batch norm's
 // per-channel mean spread over [N, C, H, W]) loops over the channels
 // outermost, so each channel's sum is built once rather than once per image:

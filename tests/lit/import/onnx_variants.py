@@ -1328,7 +1328,8 @@ def variants(rng):
          helper.make_node("Add", ["hb", "cd"], ["y"])],
         [const("w8", rng.integers(-128, 128, (3, 1)), np.int8),
          floats("ws", [0.01, 0.02, 0.05]), const("wz", [1, -2, 0], np.int8),
-         const("b32", rng.integers(-1000, 1000, (5,)), np.int32), floats("bs", 0.001)])
+         const("b32", rng.integers(-1000, 1000, (5,)), np.int32), floats("bs", 0.001)],
+        smooth=False)
     return out
 
 

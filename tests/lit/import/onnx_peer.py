@@ -993,6 +993,25 @@ def handmade(out):
     refused("multinomial-rank", [
         helper.make_node("Multinomial", ["h"], ["y"], name="draw", sample_size=3)])
     # A Range whose limit is computed from data: its length would be too.
+    # Shapes past what any model has (found by tests/fuzz's
+    # kiln-onnx-fuzzer: each allocated or looped over the extent, and ran
+    # out of memory or time): an edge Pad of 2^40 rows, Resize sizes past
+    # 2^31, a linear Resize whose matrix passes 2^24 entries, a nearest one
+    # of more than 2^24 positions, an AffineGrid of 2^40 points.
+    int64 = TensorProto.INT64
+    refused("pad-huge", [helper.make_node("Pad", ["h", "pads"], ["y"], name="pad",
+                                          mode="edge")],
+            [helper.make_tensor("pads", int64, [8], [0, 0, 0, 1 << 40, 0, 0, 0, 0])])
+    for name, mode, width in (("resize-huge", "linear", 1 << 40),
+                              ("resize-matrix", "linear", 1 << 22),
+                              ("resize-nearest", "nearest", 1 << 25)):
+        refused(name, [helper.make_node("Resize", ["h", "", "", "sizes"], ["y"],
+                                        name="resize", mode=mode)],
+                [helper.make_tensor("sizes", int64, [4], [4, 3, 8, width])], opset=13)
+    refused("affine-grid-huge", [helper.make_node("AffineGrid", ["theta", "size"], ["y"],
+                                                  name="grid")],
+            [helper.make_tensor("theta", TensorProto.FLOAT, [4, 2, 3], [0.5] * 24),
+             helper.make_tensor("size", int64, [4], [4, 3, 1 << 20, 1 << 20])], opset=20)
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("Range", ["zero", "m", "one"], ["y"], name="range")],

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 
 namespace kiln::cli::onnx_import {
 
@@ -445,6 +446,13 @@ bool Importer::resize(bool upsample) {
     if (upsample && v < 1)
       return fail("scale " + std::to_string(v) + " of axis " +
                   std::to_string(d) + " is below 1: Upsample only enlarges");
+    double extent = scales ? std::floor(sx[d] * v) : v;
+    if (!(extent <= double(kMaxExtent))) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.17g elements", extent);
+      return fail("axis " + std::to_string(d) + " resized to " + text +
+                  ": expected at most 2^31");
+    }
     if (scales) {
       axisScale[d] = v;
       outDims[d] = int64_t(std::floor(sx[d] * v));
@@ -475,6 +483,11 @@ bool Importer::resize(bool upsample) {
     int64_t in = sx[d], out = outDims[d];
     std::string suffix = ".axis" + std::to_string(d);
     if (mode == "nearest") {
+      if (out > (int64_t(1) << 24))
+        return fail("resizes axis " + std::to_string(d) + " to " +
+                    std::to_string(out) +
+                    " elements: kiln import gathers through a constant of at "
+                    "most 2^24 source positions");
       llvm::SmallVector<int64_t> rows;
       for (int64_t o = 0; o < out; ++o) {
         double source = sourceCoordinate(transform, o, in, out, axisScale[d]);
@@ -484,7 +497,12 @@ bool Importer::resize(bool upsample) {
       y = gatherAxis(y, position, rows, suffix);
       continue;
     }
-    // The [out, in] interpolation matrix.
+    // The [out, in] interpolation matrix, as large as a DFT's may be.
+    if (out > (int64_t(1) << 24) / std::max<int64_t>(in, 1))
+      return fail("resizes axis " + std::to_string(d) + " from " +
+                  std::to_string(in) + " to " + std::to_string(out) +
+                  " elements: kiln import interpolates through a constant "
+                  "matrix of at most 2^24 entries");
     Static m;
     m.dataType = int32_t(DataType::Float);
     m.dims = {out, in};
@@ -580,12 +598,20 @@ bool Importer::affineGrid() {
       return fail("size is " + shapeText(std::vector<int64_t>(extent)) +
                   ": expected spatial sizes of 1 or more");
   }
+  // The base grid is a constant of (points x (spatial + 1)) values.
+  int64_t limit = (int64_t(1) << 24) / (spatial + 1), points = 1;
+  for (int64_t x : extent) {
+    if (x > limit / points)
+      return fail("spatial size " + shapeText(extent) +
+                  " makes a grid of more than 2^24 values: kiln import "
+                  "builds the base grid as a constant");
+    points *= x;
+  }
   auto coordinate = [&](int64_t i, int64_t count) {
     if (align)
       return count == 1 ? -1.0 : -1.0 + 2.0 * double(i) / double(count - 1);
     return (2.0 * double(i) + 1.0) / double(count) - 1.0;
   };
-  int64_t points = product(extent);
   Static grid;
   grid.dataType = int32_t(e.isF64() ? DataType::Double : DataType::Float);
   grid.dims = {points, spatial + 1};

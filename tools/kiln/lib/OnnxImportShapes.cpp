@@ -399,6 +399,12 @@ bool Importer::pad() {
     low[axes[i]] = pads[i];
     high[axes[i]] = pads[n + i];
   }
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::abs(low[d]) > kMaxExtent || std::abs(high[d]) > kMaxExtent ||
+        shape(x)[d] + low[d] + high[d] > kMaxExtent)
+      return fail("pads axis " + std::to_string(d) + " by " +
+                  std::to_string(low[d]) + " and " + std::to_string(high[d]) +
+                  ": expected a padded extent of at most 2^31");
   mlir::Value y = x;
   // Crops first.
   for (int64_t d = 0; d < rank; ++d) {
@@ -438,18 +444,42 @@ bool Importer::pad() {
     auto row = [&](int64_t i, const std::string &side) {
       return sliceAxis(y, d, i, i + 1, 1, axisName + side + std::to_string(i));
     };
+    // Edge: the edge row broadcast to |count| rows (one op however wide
+    // the pad).
+    auto edge = [&](int64_t i, int64_t count, const std::string &side) {
+      mlir::Value r = row(i, side);
+      if (count == 1)
+        return r;
+      llvm::SmallVector<int64_t> rowShape, kept,
+          out(shape(y).begin(), shape(y).end());
+      for (int64_t k = 0; k < rank; ++k)
+        if (k != d) {
+          rowShape.push_back(shape(y)[k]);
+          kept.push_back(k);
+        }
+      out[d] = count;
+      mlir::Value flat =
+          g_.reshape(nodeName_ + axisName + side + ".row", r, rowShape);
+      return g_.broadcast(nodeName_ + axisName + side, flat, kept, out);
+    };
     if (mode == "wrap") {
       if (low[d])
         pieces.push_back(sliceAxis(y, d, dim - low[d], dim, 1, axisName + ".low"));
       pieces.push_back(y);
       if (high[d])
         pieces.push_back(sliceAxis(y, d, 0, high[d], 1, axisName + ".high"));
+    } else if (mode == "edge") {
+      if (low[d])
+        pieces.push_back(edge(0, low[d], ".low"));
+      pieces.push_back(y);
+      if (high[d])
+        pieces.push_back(edge(dim - 1, high[d], ".high"));
     } else {
       for (int64_t i = low[d]; i >= 1; --i)
-        pieces.push_back(row(mode == "reflect" ? i : 0, ".low"));
+        pieces.push_back(row(i, ".low"));
       pieces.push_back(y);
       for (int64_t i = 1; i <= high[d]; ++i)
-        pieces.push_back(row(mode == "reflect" ? dim - 1 - i : dim - 1, ".high"));
+        pieces.push_back(row(dim - 1 - i, ".high"));
     }
     llvm::SmallVector<int64_t> dims(shape(y).begin(), shape(y).end());
     dims[d] += low[d] + high[d];

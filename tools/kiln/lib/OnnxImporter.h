@@ -49,6 +49,11 @@ inline int64_t toIndex(double v) {
   return static_cast<int64_t>(std::clamp(v, -kLimit, kLimit));
 }
 
+// The longest axis a computed shape may have (a pad, a resize, a tiling):
+// past it, a model is malformed, and refused before any arithmetic on it
+// can overflow or any table of it is allocated.
+constexpr int64_t kMaxExtent = int64_t(1) << 31;
+
 inline int64_t product(llvm::ArrayRef<int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims)

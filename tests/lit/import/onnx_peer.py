@@ -1012,6 +1012,11 @@ def handmade(out):
                                                   name="grid")],
             [helper.make_tensor("theta", TensorProto.FLOAT, [4, 2, 3], [0.5] * 24),
              helper.make_tensor("size", int64, [4], [4, 3, 1 << 20, 1 << 20])], opset=20)
+    # A Mul of one input, on a shape (known at import: it read past the
+    # node's inputs).
+    refused("fold-one-input", [helper.make_node("Shape", ["h"], ["s"], name="shape"),
+                               helper.make_node("Mul", ["s"], ["m"], name="mul1"),
+                               helper.make_node("Reshape", ["h", "m"], ["y"], name="reshape")])
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("Range", ["zero", "m", "one"], ["y"], name="range")],

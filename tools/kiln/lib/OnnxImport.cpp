@@ -543,6 +543,8 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
       for (double &v : s.values)
         v = std::trunc(v);
   } else if (op == "Gather") {
+    if (!hasInput(1))
+      return true; // the kiln Gather says what is missing
     const Static &idx = statics_[node_->inputs[1]];
     if (a.dims.size() != 1 || intAttr("axis", 0) != 0)
       return true; // not a shape computation: the kiln Gather
@@ -567,8 +569,10 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
     s.dims = {int64_t(s.values.size())};
   } else if (op == "CumSum") {
     // Of values known at import (torch.diagonal's index arithmetic).
+    if (!hasInput(1) || statics_[node_->inputs[1]].values.size() != 1)
+      return fail("expected one axis (input 1)");
     int64_t rank = a.dims.size();
-    int64_t axis = toIndex(statics_[node_->inputs[1]].values.at(0));
+    int64_t axis = toIndex(statics_[node_->inputs[1]].values[0]);
     if (!normalizeAxis(axis, rank, "axis"))
       return false;
     bool exclusive = intAttr("exclusive", 0) != 0,
@@ -633,8 +637,9 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
     for (int64_t d = 0; d < rank; ++d)
       if (!reduced[d] || keep)
         s.dims.push_back(reduced[d] ? 1 : a.dims[d]);
-  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
-             ((op == "Min" || op == "Max") && node_->inputs.size() == 2)) {
+  } else if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
+              op == "Min" || op == "Max") &&
+             node_->inputs.size() == 2 && hasInput(1)) {
     const Static &c = statics_[node_->inputs[1]];
     if (isFloatType(a.dataType) || isFloatType(c.dataType))
       return true;
@@ -645,16 +650,21 @@ bool Importer::foldStatic(const std::string &op, bool &folded) {
     s.dataType = a.dataType;
     s.dims = a.values.size() == n ? a.dims : c.dims;
     for (size_t i = 0; i < n; ++i) {
-      int64_t x = int64_t(a.values[a.values.size() == 1 ? 0 : i]);
-      int64_t y = int64_t(c.values[c.values.size() == 1 ? 0 : i]);
+      int64_t x = toIndex(a.values[a.values.size() == 1 ? 0 : i]);
+      int64_t y = toIndex(c.values[c.values.size() == 1 ? 0 : i]);
       if (op == "Div" && y == 0)
         return fail("divides by zero");
-      s.values.push_back(double(op == "Add"   ? x + y
-                                : op == "Sub" ? x - y
-                                : op == "Mul" ? x * y
-                                : op == "Min" ? std::min(x, y)
-                                : op == "Max" ? std::max(x, y)
-                                              : x / y));
+      int64_t r = 0;
+      bool overflow = op == "Add"   ? __builtin_add_overflow(x, y, &r)
+                      : op == "Sub" ? __builtin_sub_overflow(x, y, &r)
+                      : op == "Mul" ? __builtin_mul_overflow(x, y, &r)
+                                    : false;
+      if (overflow)
+        return fail("overflows int64 on the values " + std::to_string(x) +
+                    " and " + std::to_string(y));
+      if (op == "Min" || op == "Max" || op == "Div")
+        r = op == "Min" ? std::min(x, y) : op == "Max" ? std::max(x, y) : x / y;
+      s.values.push_back(double(r));
     }
   } else {
     return true;

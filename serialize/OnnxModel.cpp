@@ -286,7 +286,14 @@ bool parseTensor(Reader r, Tensor &t) {
         appendLittleEndian(t.data, static_cast<uint64_t>(x), size);
     }
   }
-  int64_t expected = t.elementCount() * size;
+  // Each dimension non-negative and the byte count within int64 (a
+  // wrapped product would match a few bytes of data).
+  int64_t expected = size;
+  for (int64_t d : t.dims)
+    if (d < 0 || __builtin_mul_overflow(expected, d, &expected))
+      return r.fail("tensor '" + t.name + "' has the dimension " +
+                    std::to_string(d) + (d < 0 ? "" : ", past int64 in bytes") +
+                    ": expected sizes of 0 or more");
   if (static_cast<int64_t>(t.data.size()) != expected)
     return r.fail("tensor '" + t.name + "' holds " + std::to_string(t.data.size()) +
                   " bytes of data; its shape and " + dataTypeName(t.dataType) +

@@ -245,13 +245,10 @@ bool matches(const BufferSignature &s, const HostTensor &t) {
 // consecutive elements of each row.
 constexpr int64_t kColumnTile = 128;
 
-// The column reductions (ElementEmitter::isColumnReduction) and scatter_adds
-// with a rank >= 2 result that nest |nest|'s results reach and whose result
-// has the nest's shape, so the nest asks for them at exactly its own
-// indices.
-SmallVector<Operation *> columnReductionsOf(const KernelModel &model,
-                                            const LoopNest &nest, YieldOp yield) {
-  SmallVector<Operation *> found;
+// Calls |visit| on each op that |nest|'s results are computed from (once
+// each) until it returns false; false then.
+bool walkNestOps(const LoopNest &nest, YieldOp yield,
+                 llvm::function_ref<bool(Operation *)> visit) {
   llvm::SmallPtrSet<Operation *, 16> seen;
   SmallVector<Value> work;
   for (unsigned result : nest.results)
@@ -260,6 +257,21 @@ SmallVector<Operation *> columnReductionsOf(const KernelModel &model,
     Operation *op = work.pop_back_val().getDefiningOp();
     if (!op || !seen.insert(op).second)
       continue;
+    if (!visit(op))
+      return false;
+    work.append(op->operand_begin(), op->operand_end());
+  }
+  return true;
+}
+
+// The column reductions (ElementEmitter::isColumnReduction) and scatter_adds
+// with a rank >= 2 result that nest |nest|'s results reach and whose result
+// has the nest's shape, so the nest asks for them at exactly its own
+// indices.
+SmallVector<Operation *> columnReductionsOf(const LoopNest &nest,
+                                            YieldOp yield) {
+  SmallVector<Operation *> found;
+  walkNestOps(nest, yield, [&](Operation *op) {
     auto reduce = dyn_cast<ReduceOp>(op);
     auto scatter = dyn_cast<ScatterAddOp>(op);
     if (((reduce && ElementEmitter::isColumnReduction(reduce)) ||
@@ -267,10 +279,8 @@ SmallVector<Operation *> columnReductionsOf(const KernelModel &model,
         cast<RankedTensorType>(op->getResult(0).getType()).getShape() ==
             ArrayRef<int64_t>(nest.shape))
       found.push_back(op);
-    for (Value operand : op->getOperands())
-      work.push_back(operand);
-  }
-  (void)model;
+    return true;
+  });
   return found;
 }
 
@@ -278,19 +288,9 @@ SmallVector<Operation *> columnReductionsOf(const KernelModel &model,
 // indices inside another loop: no reduction, scatter or pooling (which
 // build loops of their own) reaches them.
 bool elementwiseOnly(const LoopNest &nest, YieldOp yield) {
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  SmallVector<Value> work;
-  for (unsigned result : nest.results)
-    work.push_back(yield.getOperand(result));
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val().getDefiningOp();
-    if (!op || !seen.insert(op).second)
-      continue;
-    if (isa<ReduceOp, ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp>(op))
-      return false;
-    work.append(op->operand_begin(), op->operand_end());
-  }
-  return true;
+  return walkNestOps(nest, yield, [](Operation *op) {
+    return !isa<ReduceOp, ScatterAddOp, MaxPool2DOp, MaxPool2DGradOp>(op);
+  });
 }
 
 // The nests that ride on a column reduction of another nest: a nest of
@@ -506,9 +506,8 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
   Value one = b.create<arith::ConstantIndexOp>(loc, 1);
   SmallVector<SmallVector<Operation *>> columns;
   for (const LoopNest &nest : model->nests)
-    columns.push_back(nest.shape.empty()
-                          ? SmallVector<Operation *>()
-                          : columnReductionsOf(*model, nest, yield));
+    columns.push_back(nest.shape.empty() ? SmallVector<Operation *>()
+                                         : columnReductionsOf(nest, yield));
   llvm::DenseMap<Operation *, const LoopNest *> riders =
       columnRiders(*model, yield, columns);
   llvm::SmallPtrSet<const LoopNest *, 4> riding;

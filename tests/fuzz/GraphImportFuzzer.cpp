@@ -14,6 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/fuzz/FuzzSupport.h"
+
 #include "ir/KilnDialect.h"
 #include "serialize/GraphExport.h"
 #include "serialize/GraphImport.h"
@@ -33,13 +35,8 @@ namespace {
 
 constexpr unsigned kContextLifetime = 20000;
 
-std::unique_ptr<mlir::MLIRContext> makeContext() {
-  mlir::DialectRegistry registry;
+void registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<kiln::KilnDialect, mlir::func::FuncDialect>();
-  auto context = std::make_unique<mlir::MLIRContext>(
-      registry, mlir::MLIRContext::Threading::DISABLED);
-  context->loadAllAvailableDialects();
-  return context;
 }
 
 std::string print(mlir::ModuleOp module) {
@@ -49,52 +46,32 @@ std::string print(mlir::ModuleOp module) {
   return text;
 }
 
-void fail(const char *what) {
-  llvm::errs() << "property violated: " << what << "\n";
-  __builtin_trap();
-}
-
 } // namespace
 
-// LLVM's BumpPtrAllocator poisons the free part of its slabs when built
-// with AddressSanitizer. The kiln sources here are instrumented but libMLIR
-// is not, so an allocator slab poisoned by our inline copy of the allocator
-// is then carved up by libMLIR's uninstrumented copy, which never unpoisons:
-// every later read of such an attribute is a false "use-after-poison".
-// Ignoring manual poisoning keeps every real heap, stack and global check.
-extern "C" const char *__asan_default_options() {
-  return "allow_user_poisoning=0";
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static std::unique_ptr<mlir::MLIRContext> context;
-  static unsigned uses = 0;
-  if (!context || ++uses == kContextLifetime) {
-    context.reset();
-    context = makeContext();
-    uses = 0;
-  }
-  mlir::ScopedDiagnosticHandler quiet(context.get(),
-                                      [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::MLIRContext *context =
+      kiln::fuzz::contextFor(kContextLifetime, registerDialects);
+  mlir::ScopedDiagnosticHandler quiet(
+      context, [](mlir::Diagnostic &) { return mlir::success(); });
 
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      kiln::importGraph(bytes, "fuzz.kiln", context.get());
+      kiln::importGraph(bytes, "fuzz.kiln", context);
   if (!module)
     return 0;
 
   if (mlir::failed(mlir::verify(*module)))
-    fail("an imported module does not verify");
+    kiln::fuzz::fail("an imported module does not verify");
   std::vector<uint8_t> exported;
   if (mlir::failed(kiln::exportGraph(*module, exported)))
-    fail("an imported module does not export");
+    kiln::fuzz::fail("an imported module does not export");
   llvm::StringRef again(reinterpret_cast<const char *>(exported.data()),
                         exported.size());
   mlir::OwningOpRef<mlir::ModuleOp> reimported =
-      kiln::importGraph(again, "fuzz.kiln", context.get());
+      kiln::importGraph(again, "fuzz.kiln", context);
   if (!reimported)
-    fail("an exported graph does not import");
+    kiln::fuzz::fail("an exported graph does not import");
   if (print(*module) != print(*reimported))
-    fail("graph -> MLIR -> graph -> MLIR is not exact");
+    kiln::fuzz::fail("graph -> MLIR -> graph -> MLIR is not exact");
   return 0;
 }

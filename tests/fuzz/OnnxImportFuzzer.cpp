@@ -17,54 +17,26 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/fuzz/FuzzSupport.h"
+
 #include "serialize/OnnxModel.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/OnnxImport.h"
 
 #include "runtime/checkpoint/Safetensors.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 namespace {
-
 constexpr unsigned kContextLifetime = 5000;
-
-std::unique_ptr<mlir::MLIRContext> makeContext() {
-  mlir::DialectRegistry registry;
-  kiln::cli::registerKilnDialects(registry);
-  auto context = std::make_unique<mlir::MLIRContext>(
-      registry, mlir::MLIRContext::Threading::DISABLED);
-  context->loadAllAvailableDialects();
-  return context;
-}
-
-void fail(const char *what) {
-  llvm::errs() << "property violated: " << what << "\n";
-  __builtin_trap();
-}
-
 } // namespace
 
-// As in GraphImportFuzzer.cpp: libMLIR's uninstrumented allocator carves
-// slabs that our instrumented inline copy poisoned.
-extern "C" const char *__asan_default_options() {
-  return "allow_user_poisoning=0";
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static std::unique_ptr<mlir::MLIRContext> context;
-  static unsigned uses = 0;
-  if (!context || ++uses == kContextLifetime) {
-    context.reset();
-    context = makeContext();
-    uses = 0;
-  }
+  mlir::MLIRContext *context =
+      kiln::fuzz::contextFor(kContextLifetime, kiln::cli::registerKilnDialects);
   std::string error;
   std::optional<kiln::onnx::Model> model = kiln::onnx::parseModel(
       std::string(reinterpret_cast<const char *>(data), size), error);
@@ -72,12 +44,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   kiln::cli::OnnxImportOptions options;
   kiln::cli::OnnxImport imported;
-  if (!kiln::cli::importOnnx(*model, "fuzz.onnx", options, context.get(),
-                             imported, "kiln import", llvm::nulls()))
+  if (!kiln::cli::importOnnx(*model, "fuzz.onnx", options, context, imported,
+                             "kiln import", llvm::nulls()))
     return 0;
   if (!imported.module || mlir::failed(mlir::verify(*imported.module)))
-    fail("an imported model does not verify");
+    kiln::fuzz::fail("an imported model does not verify");
   if (!kiln::runtime::encodeSafetensors(imported.weights).isOk())
-    fail("an imported model's weights do not make a safetensors file");
+    kiln::fuzz::fail(
+        "an imported model's weights do not make a safetensors file");
   return 0;
 }

@@ -1017,6 +1017,29 @@ def handmade(out):
     refused("fold-one-input", [helper.make_node("Shape", ["h"], ["s"], name="shape"),
                                helper.make_node("Mul", ["s"], ["m"], name="mul1"),
                                helper.make_node("Reshape", ["h", "m"], ["y"], name="reshape")])
+    # A Slice of a shape without its ends, a Transpose of no input (both
+    # read past the node's inputs), a ConstantOfShape of 2^60 elements.
+    refused("fold-slice-no-ends", [
+        helper.make_node("Shape", ["h"], ["s"], name="shape"),
+        helper.make_node("Slice", ["s", "starts"], ["m"], name="slice"),
+        helper.make_node("Reshape", ["h", "m"], ["y"], name="reshape")],
+        [helper.make_tensor("starts", int64, [1], [0])], opset=13)
+    refused("transpose-no-input", [helper.make_node("Transpose", [""], ["y"], name="t")])
+    refused("constant-of-shape-huge", [
+        helper.make_node("ConstantOfShape", ["big"], ["c"], name="fill"),
+        helper.make_node("Add", ["h", "c"], ["y"], name="add")],
+        [helper.make_tensor("big", int64, [2], [1 << 30, 1 << 30])], opset=13)
+    # An initializer of dimensions [-1, -4] holding 4 floats: their product
+    # matched its bytes, and the negative sizes went on into the importer.
+    negative = TensorProto()
+    negative.name, negative.data_type = "neg", TensorProto.FLOAT
+    negative.dims.extend([-1, -4])
+    negative.raw_data = np.zeros(4, np.float32).tobytes()
+    refused("negative-dims", [helper.make_node("Add", ["h", "neg"], ["y"], name="add")],
+            [negative])
+    # Unsqueeze axes [1, 1] (it read past its input's dimensions).
+    refused("unsqueeze-twice", [helper.make_node("Unsqueeze", ["h", "uaxes"], ["y"], name="unsq")],
+            [helper.make_tensor("uaxes", int64, [2], [1, 1])], opset=13)
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("Range", ["zero", "m", "one"], ["y"], name="range")],

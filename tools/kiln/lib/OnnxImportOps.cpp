@@ -342,7 +342,8 @@ bool Importer::reshapeLike(const std::string &op) {
       for (int64_t a : *list) {
         if (!normalizeAxis(a, out, "axis"))
           return false;
-        add.insert(a);
+        if (!add.insert(a).second)
+          return fail("axes names axis " + std::to_string(a) + " twice");
       }
       for (int64_t d = 0, next = 0; d < out; ++d)
         dims.push_back(add.count(d) ? 1 : in[next++]);

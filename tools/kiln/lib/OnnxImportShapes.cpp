@@ -907,13 +907,47 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
   for (const std::string &in : node_->inputs)
     if (!in.empty() && !statics_.count(in))
       return true;
-  auto input = [&](size_t i) -> const Static & { return statics_[node_->inputs[i]]; };
+  // The inputs each op needs: without them the op's own reader names what
+  // is missing.
+  size_t needed = op == "Range" || op == "Where" || op == "Slice" ? 3
+                  : op == "ConstantOfShape" || op == "Not" ||
+                          op == "Transpose" || op == "Trilu"
+                      ? 1
+                      : 2;
+  for (size_t i = 0; i < needed; ++i)
+    if (!hasInput(i))
+      return true;
+  static const Static kMissing;
+  auto input = [&](size_t i) -> const Static & {
+    return hasInput(i) ? statics_[node_->inputs[i]] : kMissing;
+  };
+  // The one value of input |i|.
+  auto scalar = [&](size_t i, const char *what, double &out) {
+    if (input(i).values.size() != 1)
+      return fail(std::string(what) + " has " +
+                  std::to_string(input(i).values.size()) +
+                  " values: expected one");
+    out = input(i).values[0];
+    return true;
+  };
+  // A result of |dims| small enough to evaluate here.
+  auto fits = [&](llvm::ArrayRef<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims)
+      if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxStaticElements)
+        return fail("makes a constant of shape " + shapeText(dims) +
+                    ": kiln import evaluates constants of at most 2^25 "
+                    "elements");
+    return true;
+  };
   Static s;
   if (op == "ConstantOfShape") {
     for (double v : input(0).values)
       s.dims.push_back(toIndex(v));
     if (llvm::any_of(s.dims, [](int64_t d) { return d < 0; }))
       return fail("makes a tensor of shape " + shapeText(s.dims));
+    if (!fits(s.dims))
+      return false;
     double fill = 0.0;
     s.dataType = int32_t(DataType::Float);
     if (const onnx::Attribute *a = node_->attribute("value"); a && a->t) {
@@ -925,13 +959,18 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
     }
     s.values.assign(product(s.dims), fill);
   } else if (op == "Range") {
-    if (node_->inputs.size() != 3)
-      return fail("expected start, limit and delta");
-    double start = input(0).values.at(0), limit = input(1).values.at(0),
-           delta = input(2).values.at(0);
+    double start, limit, delta;
+    if (!scalar(0, "start", start) || !scalar(1, "limit", limit) ||
+        !scalar(2, "delta", delta))
+      return false;
     if (delta == 0)
       return fail("delta is 0");
-    int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+    double count = std::ceil((limit - start) / delta);
+    if (!(count <= double(kMaxStaticElements)))
+      return fail("makes " + std::to_string(count) +
+                  " values: kiln import evaluates constants of at most 2^25 "
+                  "elements");
+    int64_t n = std::max<int64_t>(0, int64_t(count));
     s.dataType = input(0).dataType;
     s.dims = {n};
     for (int64_t i = 0; i < n; ++i)
@@ -941,7 +980,10 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
     if (a.dims.size() < 2)
       return fail("its input has rank " + std::to_string(a.dims.size()) +
                   ": expected 2 or more");
-    int64_t k = hasInput(1) ? toIndex(input(1).values.at(0)) : 0;
+    double kValue = 0;
+    if (hasInput(1) && !scalar(1, "k", kValue))
+      return false;
+    int64_t k = toIndex(kValue);
     bool upper = intAttr("upper", 1) != 0;
     s = a;
     int64_t rows = a.dims[a.dims.size() - 2], cols = a.dims.back();
@@ -956,7 +998,7 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
     if (!fmod && (isFloatType(a.dataType) || isFloatType(c.dataType)))
       return fail("fmod is 0 on floating-point inputs (ONNX requires 1)");
     llvm::SmallVector<int64_t> dims;
-    if (!broadcastShapes(a.dims, c.dims, dims))
+    if (!broadcastShapes(a.dims, c.dims, dims) || !fits(dims))
       return false;
     s.dataType = a.dataType;
     s.dims.assign(dims.begin(), dims.end());
@@ -990,9 +1032,11 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
       return fail("perm has " + std::to_string(perm.size()) + " values for rank " +
                   std::to_string(rank));
     s.dataType = a.dataType;
+    std::vector<bool> used(rank, false);
     for (int64_t p : perm) {
-      if (p < 0 || p >= rank)
+      if (p < 0 || p >= rank || used[p])
         return fail("perm is not a permutation");
+      used[p] = true;
       s.dims.push_back(a.dims[p]);
     }
     std::vector<int64_t> strides = rowMajorStrides(a.dims);
@@ -1046,7 +1090,7 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
     for (double v : input(1).values)
       target.push_back(toIndex(v));
     llvm::SmallVector<int64_t> dims;
-    if (!broadcastShapes(a.dims, target, dims))
+    if (!broadcastShapes(a.dims, target, dims) || !fits(dims))
       return false;
     s.dataType = a.dataType;
     s.dims.assign(dims.begin(), dims.end());
@@ -1061,6 +1105,8 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
         return false;
       dims = next;
     }
+    if (!fits(dims))
+      return false;
     s.dims.assign(dims.begin(), dims.end());
     bool where = op == "Where";
     s.dataType = where ? input(1).dataType : int32_t(DataType::Bool);

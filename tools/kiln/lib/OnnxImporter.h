@@ -53,6 +53,9 @@ inline int64_t toIndex(double v) {
 // past it, a model is malformed, and refused before any arithmetic on it
 // can overflow or any table of it is allocated.
 constexpr int64_t kMaxExtent = int64_t(1) << 31;
+// The most elements a constant evaluated at import (ConstantOfShape,
+// Range, Expand of constants, ...) may have: 2^25 (256 MiB of doubles).
+constexpr int64_t kMaxStaticElements = int64_t(1) << 25;
 
 inline int64_t product(llvm::ArrayRef<int64_t> dims) {
   int64_t n = 1;

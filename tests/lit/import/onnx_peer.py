@@ -1040,6 +1040,14 @@ def handmade(out):
     # Unsqueeze axes [1, 1] (it read past its input's dimensions).
     refused("unsqueeze-twice", [helper.make_node("Unsqueeze", ["h", "uaxes"], ["y"], name="unsq")],
             [helper.make_tensor("uaxes", int64, [2], [1, 1])], opset=13)
+    # A HannWindow of 2^34 values, evaluated at import (out of memory).
+    refused("window-huge", [helper.make_node("HannWindow", ["wsize"], ["w"], name="hann"),
+                            helper.make_node("Mul", ["h", "w"], ["y"], name="mul")],
+            [helper.make_tensor("wsize", int64, [], [1 << 34])])
+    # An input of 2^62 elements.
+    save("input-huge", [helper.make_node("Relu", ["xh"], ["y"], name="relu")],
+         [helper.make_tensor_value_info("xh", TensorProto.FLOAT, [1 << 31, 1 << 31])],
+         [y_any])
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("Range", ["zero", "m", "one"], ["y"], name="range")],

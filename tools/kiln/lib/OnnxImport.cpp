@@ -86,6 +86,14 @@ bool Importer::readInputs() {
       return fail("the batch is " + std::to_string(dims[0]) +
                   " in the file and --batch=" + std::to_string(options_.batch) +
                   " (--batch only fixes a symbolic batch)");
+    // Shapes derived from an input (products, constants of its shape) stay
+    // within int64: at most 2^31 along an axis and 2^40 elements.
+    int64_t elements = 1;
+    for (int64_t d : dims)
+      if (d > kMaxExtent || __builtin_mul_overflow(elements, d, &elements) ||
+          elements > (int64_t(1) << 40))
+        return fail("its shape " + shapeText(dims) +
+                    " is past 2^31 along an axis or 2^40 elements");
     mlir::Type e;
     if (!elementType(in.elemType, e, "it"))
       return false;

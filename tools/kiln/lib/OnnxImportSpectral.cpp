@@ -296,6 +296,9 @@ bool Importer::window(const std::string &op) {
   if (size < 1)
     return fail("size is " + std::to_string(size) +
                 ": kiln tensors are not empty");
+  if (size > kMaxStaticElements)
+    return fail("size is " + std::to_string(size) +
+                ": kiln import evaluates constants of at most 2^25 elements");
   bool periodic = intAttr("periodic", 1) != 0;
   Static s;
   s.dataType = int32_t(intAttr("output_datatype", int64_t(DataType::Float)));

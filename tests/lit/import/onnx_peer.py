@@ -1048,6 +1048,19 @@ def handmade(out):
     save("input-huge", [helper.make_node("Relu", ["xh"], ["y"], name="relu")],
          [helper.make_tensor_value_info("xh", TensorProto.FLOAT, [1 << 31, 1 << 31])],
          [y_any])
+    # A MelWeightMatrix of 2^40 bins (out of memory).
+    refused("mel-huge", [
+        helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "low", "high"], ["mel"],
+                         name="mel"),
+        helper.make_node("Add", ["h", "mel"], ["y"], name="add")],
+        [helper.make_tensor("bins", int64, [], [1 << 40]),
+         helper.make_tensor("dft", int64, [], [32]),
+         helper.make_tensor("rate", int64, [], [8000]),
+         helper.make_tensor("low", TensorProto.FLOAT, [], [100.0]),
+         helper.make_tensor("high", TensorProto.FLOAT, [], [3500.0])])
+    # An EyeLike of an input [4096, 16384]: a constant of 2^26 values.
+    save("eye-huge", [helper.make_node("EyeLike", ["xe"], ["y"], name="eye")],
+         [helper.make_tensor_value_info("xe", TensorProto.FLOAT, [4096, 16384])], [y_any])
     refused("range-data", [
         helper.make_node("ReduceMax", ["h"], ["m"], name="max", keepdims=0),
         helper.make_node("Range", ["zero", "m", "one"], ["y"], name="range")],

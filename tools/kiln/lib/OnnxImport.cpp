@@ -705,6 +705,10 @@ bool Importer::eyeLike(bool &folded) {
   }
   if (dims.size() != 2)
     return fail("its input is " + shapeText(dims) + ": expected a matrix");
+  if (dims[0] < 0 || dims[1] < 0 ||
+      dims[1] > kMaxStaticElements / std::max<int64_t>(dims[0], 1))
+    return fail("its input is " + shapeText(dims) +
+                ": kiln import evaluates constants of at most 2^25 elements");
   Static s;
   s.dataType = static_cast<int32_t>(intAttr("dtype", dataType));
   s.dims = dims;

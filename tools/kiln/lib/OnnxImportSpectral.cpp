@@ -343,6 +343,12 @@ bool Importer::melWeightMatrix() {
                 " and " + std::to_string(sampleRate) + ": expected 1 or more");
   double low = lowIn->values[0], high = highIn->values[0];
   int64_t spectrum = dftLength / 2 + 1;
+  // The [spectrum, bins] matrix is a constant.
+  if (bins > kMaxExtent || spectrum > kMaxExtent ||
+      spectrum > kMaxStaticElements / bins)
+    return fail("a matrix of " + std::to_string(spectrum) + " x " +
+                std::to_string(bins) +
+                ": kiln import evaluates constants of at most 2^25 elements");
   auto mel = [](double hz) {
     return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0);
   };

@@ -215,4 +215,23 @@ TEST(OnnxModel, MalformedBytesNameTheOffset) {
   EXPECT_THAT(error, HasSubstr("no graph"));
 }
 
+// Dimensions [-1, -1] once matched one element of data (their product is
+// 1), and [2^62, 4] none (its byte count wraps to 0): both reached the
+// importer with shapes no tensor has.
+TEST(OnnxModel, DimensionsMustBeSizesWithinInt64) {
+  std::string error;
+  std::string negative = intField(1, uint64_t(-1)) + intField(1, uint64_t(-1)) +
+                         intField(2, 1) + bytesField(9, fixed32(7)) +
+                         bytesField(8, "neg");
+  EXPECT_FALSE(parseModel(model(bytesField(5, negative)), error));
+  EXPECT_THAT(error, HasSubstr("tensor 'neg' has the dimension -1: expected "
+                               "sizes of 0 or more"));
+  std::string wrapped = intField(1, uint64_t(1) << 62) + intField(1, 4) +
+                        intField(2, 1) + bytesField(9, "") +
+                        bytesField(8, "wrap");
+  EXPECT_FALSE(parseModel(model(bytesField(5, wrapped)), error));
+  EXPECT_THAT(error, HasSubstr("tensor 'wrap' has the dimension"));
+  EXPECT_THAT(error, HasSubstr("past int64 in bytes"));
+}
+
 } // namespace

@@ -269,6 +269,16 @@ mlir::Value Importer::makeParameter(const std::string &name, const onnx::Tensor 
       1.0 / std::sqrt(double(std::max<int64_t>(fanInOf(name, t.dims), 1))), e);
 }
 
+bool Importer::staticFits(llvm::ArrayRef<int64_t> dims,
+                          const std::string &what) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxStaticElements)
+      return fail(what +
+                  ": kiln import evaluates constants of at most 2^25 elements");
+  return true;
+}
+
 int64_t Importer::fanInOf(const std::string &name,
                           llvm::ArrayRef<int64_t> dims) {
   if (auto it = fanIn_.find(name); it != fanIn_.end())
@@ -705,10 +715,8 @@ bool Importer::eyeLike(bool &folded) {
   }
   if (dims.size() != 2)
     return fail("its input is " + shapeText(dims) + ": expected a matrix");
-  if (dims[0] < 0 || dims[1] < 0 ||
-      dims[1] > kMaxStaticElements / std::max<int64_t>(dims[0], 1))
-    return fail("its input is " + shapeText(dims) +
-                ": kiln import evaluates constants of at most 2^25 elements");
+  if (!staticFits(dims, "its input is " + shapeText(dims)))
+    return false;
   Static s;
   s.dataType = static_cast<int32_t>(intAttr("dtype", dataType));
   s.dims = dims;

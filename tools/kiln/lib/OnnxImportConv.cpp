@@ -760,10 +760,10 @@ bool Importer::col2im() {
                 std::to_string(blocks[0] * blocks[1]) + "]");
   int64_t channels = sx[1] / window;
   a.groups = channels;
-  if (window > kMaxStaticElements / sx[1])
-    return fail("its filter of " + std::to_string(sx[1]) + " x " +
-                std::to_string(window) +
-                " values is past what kiln import evaluates (2^25)");
+  if (!staticFits({sx[1], window}, "its filter of " + std::to_string(sx[1]) +
+                                       " x " + std::to_string(window) +
+                                       " values"))
+    return false;
   Static filter;
   filter.dataType = int32_t(DataType::Float);
   filter.dims = {sx[1], 1, k[0], k[1]};

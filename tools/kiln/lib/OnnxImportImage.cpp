@@ -483,7 +483,7 @@ bool Importer::resize(bool upsample) {
     int64_t in = sx[d], out = outDims[d];
     std::string suffix = ".axis" + std::to_string(d);
     if (mode == "nearest") {
-      if (out > (int64_t(1) << 24))
+      if (out > kMaxMatrixEntries)
         return fail("resizes axis " + std::to_string(d) + " to " +
                     std::to_string(out) +
                     " elements: kiln import gathers through a constant of at "
@@ -497,8 +497,8 @@ bool Importer::resize(bool upsample) {
       y = gatherAxis(y, position, rows, suffix);
       continue;
     }
-    // The [out, in] interpolation matrix, as large as a DFT's may be.
-    if (out > (int64_t(1) << 24) / std::max<int64_t>(in, 1))
+    // The [out, in] interpolation matrix.
+    if (out > kMaxMatrixEntries / std::max<int64_t>(in, 1))
       return fail("resizes axis " + std::to_string(d) + " from " +
                   std::to_string(in) + " to " + std::to_string(out) +
                   " elements: kiln import interpolates through a constant "
@@ -599,7 +599,7 @@ bool Importer::affineGrid() {
                   ": expected spatial sizes of 1 or more");
   }
   // The base grid is a constant of (points x (spatial + 1)) values.
-  int64_t limit = (int64_t(1) << 24) / (spatial + 1), points = 1;
+  int64_t limit = kMaxMatrixEntries / (spatial + 1), points = 1;
   for (int64_t x : extent) {
     if (x > limit / points)
       return fail("spatial size " + shapeText(extent) +

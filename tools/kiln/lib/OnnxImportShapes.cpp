@@ -932,13 +932,7 @@ bool Importer::foldStaticData(const std::string &op, bool &folded) {
   };
   // A result of |dims| small enough to evaluate here.
   auto fits = [&](llvm::ArrayRef<int64_t> dims) {
-    int64_t n = 1;
-    for (int64_t d : dims)
-      if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > kMaxStaticElements)
-        return fail("makes a constant of shape " + shapeText(dims) +
-                    ": kiln import evaluates constants of at most 2^25 "
-                    "elements");
-    return true;
+    return staticFits(dims, "makes a constant of shape " + shapeText(dims));
   };
   Static s;
   if (op == "ConstantOfShape") {

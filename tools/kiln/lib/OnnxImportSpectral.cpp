@@ -9,7 +9,7 @@
 // matrix; an STFT gathers its overlapping frames and folds a constant
 // window into the matrix. It is O(n^2) per transform where an FFT is
 // O(n log n), but a GEMM on either target, and differentiable as one; the
-// matrix is bounded (kMaxSpectralEntries) so that a long transform is
+// matrix is bounded (kMaxMatrixEntries) so that a long transform is
 // refused rather than written as a huge constant.
 //
 //===----------------------------------------------------------------------===//
@@ -34,9 +34,6 @@ struct SpectralTransform {
 };
 
 namespace {
-
-// The most entries a transform's matrix may have: 2^24 (64 MiB in f32).
-constexpr int64_t kMaxSpectralEntries = int64_t(1) << 24;
 
 // The matrix [inLength * inParts, outLength * outParts] that maps a row of
 // input (element n, part c at n * inParts + c) to a row of output, each
@@ -134,8 +131,8 @@ mlir::Value Importer::spectralProduct(mlir::Value x, int64_t axis,
 
 bool Importer::spectralSize(const SpectralTransform &t) {
   int64_t entries = t.inLength * t.inParts * t.outLength * t.outParts;
-  if (t.inLength > kMaxSpectralEntries || t.outLength > kMaxSpectralEntries ||
-      entries > kMaxSpectralEntries)
+  if (t.inLength > kMaxMatrixEntries || t.outLength > kMaxMatrixEntries ||
+      entries > kMaxMatrixEntries)
     return fail("its transform of length " + std::to_string(t.length) +
                 " would be a matrix of " +
                 std::to_string(t.inLength * t.inParts) + " x " +
@@ -296,9 +293,8 @@ bool Importer::window(const std::string &op) {
   if (size < 1)
     return fail("size is " + std::to_string(size) +
                 ": kiln tensors are not empty");
-  if (size > kMaxStaticElements)
-    return fail("size is " + std::to_string(size) +
-                ": kiln import evaluates constants of at most 2^25 elements");
+  if (!staticFits({size}, "size is " + std::to_string(size)))
+    return false;
   bool periodic = intAttr("periodic", 1) != 0;
   Static s;
   s.dataType = int32_t(intAttr("output_datatype", int64_t(DataType::Float)));
@@ -344,11 +340,9 @@ bool Importer::melWeightMatrix() {
   double low = lowIn->values[0], high = highIn->values[0];
   int64_t spectrum = dftLength / 2 + 1;
   // The [spectrum, bins] matrix is a constant.
-  if (bins > kMaxExtent || spectrum > kMaxExtent ||
-      spectrum > kMaxStaticElements / bins)
-    return fail("a matrix of " + std::to_string(spectrum) + " x " +
-                std::to_string(bins) +
-                ": kiln import evaluates constants of at most 2^25 elements");
+  if (!staticFits({spectrum, bins}, "a matrix of " + std::to_string(spectrum) +
+                                        " x " + std::to_string(bins)))
+    return false;
   auto mel = [](double hz) {
     return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0);
   };

@@ -56,6 +56,10 @@ constexpr int64_t kMaxExtent = int64_t(1) << 31;
 // The most elements a constant evaluated at import (ConstantOfShape,
 // Range, Expand of constants, ...) may have: 2^25 (256 MiB of doubles).
 constexpr int64_t kMaxStaticElements = int64_t(1) << 25;
+// The most entries a constant matrix that an op is computed through may
+// have (a DFT's, a Resize's interpolation, an AffineGrid's base grid):
+// 2^24 (64 MiB in f32).
+constexpr int64_t kMaxMatrixEntries = int64_t(1) << 24;
 
 inline int64_t product(llvm::ArrayRef<int64_t> dims) {
   int64_t n = 1;
@@ -162,6 +166,10 @@ private:
   // |dims|: what the first Gemm, MatMul or Conv reading it says, else
   // the product of the dimensions after the first.
   int64_t fanInOf(const std::string &name, llvm::ArrayRef<int64_t> dims);
+  // Whether a constant of |dims| is small enough to evaluate at import
+  // (kMaxStaticElements, no dimension negative, no overflow); else fails
+  // with |what| ("makes a constant of shape [...]") and the bound.
+  bool staticFits(llvm::ArrayRef<int64_t> dims, const std::string &what);
   bool hasInput(size_t i) const {
     return i < node_->inputs.size() && !node_->inputs[i].empty();
   }

@@ -56,6 +56,27 @@ using codegen_test::randomTensor;
 // The default tolerance: f32 within 1e-5 of max(1, |value|).
 class ReductionKernelTest : public codegen_test::KernelTestBase {};
 
+// The loads in |kernel| of its function's argument |index|.
+int loadsOf(ModuleOp kernel, unsigned index) {
+  auto func = *kernel.getOps<func::FuncOp>().begin();
+  int loads = 0;
+  kernel.walk([&](memref::LoadOp load) {
+    loads += load.getMemRef() == func.getArgument(index);
+  });
+  return loads;
+}
+
+// The constant trip count of the loop around the loop that holds |op| (a
+// column tile's rows, around its lanes); -1 where there is none.
+int64_t rowsAroundLanes(Operation *op) {
+  auto lanes = op->getParentOfType<scf::ForOp>();
+  auto rows = lanes ? lanes->getParentOfType<scf::ForOp>() : scf::ForOp();
+  auto bound =
+      rows ? rows.getUpperBound().getDefiningOp<arith::ConstantIndexOp>()
+           : arith::ConstantIndexOp();
+  return bound ? bound.value() : -1;
+}
+
 // Builds one random reduction fusion of element type |element| in a @main.
 class RandomReductionBuilder {
 public:
@@ -519,25 +540,20 @@ TEST_F(ReductionKernelTest, ColumnReductionsAccumulateTilesOfLanes) {
   ASSERT_TRUE(fusion) << diagnostics;
   FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
   ASSERT_TRUE(succeeded(kernel)) << diagnostics;
-  int allocas = 0, inputLoads = 0;
+  int allocas = 0;
   (*kernel)->walk([&](memref::AllocaOp) { ++allocas; });
   auto func = *(*kernel)->getOps<func::FuncOp>().begin();
   (*kernel)->walk([&](memref::LoadOp load) {
     if (load.getMemRef() != func.getArgument(0))
       return;
-    ++inputLoads;
     auto lanes = load->getParentOfType<scf::ForOp>();
     ASSERT_TRUE(lanes);
-    auto rows = lanes->getParentOfType<scf::ForOp>();
-    ASSERT_TRUE(rows);
     EXPECT_FALSE(lanes.getUpperBound().getDefiningOp<arith::ConstantIndexOp>())
         << printed(kernel->get());
-    auto rowBound = rows.getUpperBound().getDefiningOp<arith::ConstantIndexOp>();
-    ASSERT_TRUE(rowBound) << printed(kernel->get());
-    EXPECT_EQ(rowBound.value(), 64);
+    EXPECT_EQ(rowsAroundLanes(load), 64) << printed(kernel->get());
   });
   EXPECT_EQ(allocas, 1) << printed(kernel->get());
-  EXPECT_EQ(inputLoads, 1) << printed(kernel->get());
+  EXPECT_EQ(loadsOf(**kernel, 0), 1) << printed(kernel->get());
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 }
 
@@ -570,27 +586,16 @@ TEST_F(ReductionKernelTest,
   FailureOr<OwningOpRef<ModuleOp>> kernel = buildLoopKernelModule(fusion);
   ASSERT_TRUE(succeeded(kernel)) << diagnostics;
   auto func = *(*kernel)->getOps<func::FuncOp>().begin();
-  int loads[2] = {0, 0}, gradientStores = 0;
-  (*kernel)->walk([&](memref::LoadOp load) {
-    for (int input = 0; input < 2; ++input)
-      loads[input] += load.getMemRef() == func.getArgument(input);
-  });
+  int gradientStores = 0;
   (*kernel)->walk([&](memref::StoreOp store) {
     if (store.getMemRef() != func.getArgument(2))
       return;
     ++gradientStores;
     // Inside the lanes loop, inside the loop over the 48 rows.
-    auto lanes = store->getParentOfType<scf::ForOp>();
-    ASSERT_TRUE(lanes);
-    auto rows = lanes->getParentOfType<scf::ForOp>();
-    ASSERT_TRUE(rows);
-    auto rowBound =
-        rows.getUpperBound().getDefiningOp<arith::ConstantIndexOp>();
-    ASSERT_TRUE(rowBound) << printed(kernel->get());
-    EXPECT_EQ(rowBound.value(), 48);
+    EXPECT_EQ(rowsAroundLanes(store), 48) << printed(kernel->get());
   });
-  EXPECT_EQ(loads[0], 1) << printed(kernel->get());
-  EXPECT_EQ(loads[1], 1) << printed(kernel->get());
+  EXPECT_EQ(loadsOf(**kernel, 0), 1) << printed(kernel->get());
+  EXPECT_EQ(loadsOf(**kernel, 1), 1) << printed(kernel->get());
   EXPECT_EQ(gradientStores, 1) << printed(kernel->get());
   EXPECT_EQ(check(fusion, baseSeed(), 4), "");
 
@@ -612,12 +617,7 @@ TEST_F(ReductionKernelTest,
   ASSERT_TRUE(second) << diagnostics;
   FailureOr<OwningOpRef<ModuleOp>> apart = buildLoopKernelModule(second);
   ASSERT_TRUE(succeeded(apart)) << diagnostics;
-  auto apartFunc = *(*apart)->getOps<func::FuncOp>().begin();
-  int xLoads = 0;
-  (*apart)->walk([&](memref::LoadOp load) {
-    xLoads += load.getMemRef() == apartFunc.getArgument(0);
-  });
-  EXPECT_GE(xLoads, 2) << printed(apart->get());
+  EXPECT_GE(loadsOf(**apart, 0), 2) << printed(apart->get());
   EXPECT_EQ(check(second, baseSeed(), 4), "");
 }
 

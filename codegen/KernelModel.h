@@ -197,9 +197,24 @@ public:
   // this emitter's nest stores) are computed from and that do not depend on
   // each other: one loop nest accumulates all of them, each in its own
   // order as when built alone, and the others' values are cached for the
-  // same indices. Off by default (the CUDA emitters' cooperative reductions
-  // are built one at a time).
+  // same indices. Lanes that cooperate on a reduction (reductionLanes)
+  // split the group's loop and combine each member's partials. Off by
+  // default; both targets' nest builders turn it on.
   void enableSiblingReductions(llvm::ArrayRef<mlir::Value> roots);
+
+  // The columns of a row that this lane holds, when the lanes that
+  // cooperate on a reduction (KernelHooks::reductionLanes) each hold
+  // columns lane, lane + count, ... of every row of |extent| columns
+  // (CUDA's row-group layout: a block as wide as the row); |valid| says
+  // which are in the row (the rest repeat its last column). A cooperative
+  // reduction over the last dimension of such a row then accumulates this
+  // lane's elements at those columns, built outside any loop, instead of
+  // looping over its share: the same additions in the same order, and what
+  // the nest builds at the same columns afterwards (the row's gradient
+  // beside its sums) finds the elements in the cache, so each input
+  // element is loaded once for every reduction and result of the row.
+  void setLaneColumns(llvm::ArrayRef<mlir::Value> columns,
+                      llvm::ArrayRef<mlir::Value> valid, int64_t extent);
 
   // Column-reduction tiles (ReductionEmitter.cpp). A column reduction keeps
   // its operand's last dimension. Lanes of a tile are accumulators the
@@ -343,6 +358,8 @@ private:
   std::map<std::vector<void *>, mlir::Value> cache_;
   llvm::DenseMap<int64_t, mlir::Value> indexConstants_;
   llvm::SmallVector<ReduceOp> siblingCandidates_;
+  llvm::SmallVector<mlir::Value, 4> laneColumns_, laneColumnsValid_;
+  int64_t laneColumnsExtent_ = 0;
 };
 
 } // namespace kiln

@@ -237,11 +237,10 @@ Value ElementEmitter::emitReduce(ReduceOp reduce, ValueRange indices) {
   // summing in its own order as alone, and their values are cached for
   // these indices: a batch norm's backward pass reads its operands once for
   // its two or three sums rather than once per sum.
-  SmallVector<ReduceOp> group;
-  if (!hooks_.reductionLanes(b_))
-    group = reductionGroup(reduce, indices);
-  else
-    group = {reduce};
+  // A target's cooperating lanes build the group together too: each lane
+  // accumulates its share of every member in one loop, then the members'
+  // partials meet in combineLanes one after another.
+  SmallVector<ReduceOp> group = reductionGroup(reduce, indices);
   auto seedSiblings = [&](ArrayRef<Value> values) {
     for (size_t i = 1; i < group.size(); ++i) {
       std::vector<void *> key;
@@ -274,7 +273,7 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
   size_t members = group.size();
   // Lanes that build this reduction together (KernelHooks): they split
   // the reduced loop (the flattened one of several dimensions), then
-  // combine their partial results. (Such a reduction is built alone.)
+  // combine each member's partial results.
   std::optional<KernelHooks::ReductionLanes> coop = hooks_.reductionLanes(b_);
   // Long f32 sums that one thread adds in order accumulate in f64 on every
   // target (KernelHooks::wideSums says why): a CUDA thread's column sum of
@@ -314,7 +313,27 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
   };
 
   SmallVector<Value> results(members);
-  if (looped.empty()) {
+  int64_t rank = operandType.getRank();
+  if (coop && !laneColumns_.empty() && dims == ArrayRef<int64_t>{rank - 1} &&
+      operandType.getDimSize(rank - 1) == laneColumnsExtent_) {
+    // A row whose elements this lane holds at its columns
+    // (setLaneColumns): the elements are built here, outside any loop, so
+    // what the nest builds at the same indices afterwards finds them in
+    // the cache. Columns lane, lane + count, ... in order, as the lanes'
+    // loop below would add them.
+    for (size_t i = 0; i < members; ++i)
+      results[i] = initialValue(b_, loc, kinds[i], accs[i]);
+    for (auto [column, valid] : llvm::zip(laneColumns_, laneColumnsValid_)) {
+      combined[rank - 1] = column;
+      for (size_t i = 0; i < members; ++i)
+        results[i] = b_.create<arith::SelectOp>(
+            loc, valid,
+            combineAccumulated(b_, loc, kinds[i], results[i], element(i)),
+            results[i]);
+    }
+    for (size_t i = 0; i < members; ++i)
+      results[i] = hooks_.combineLanes(b_, loc, kinds[i], results[i]);
+  } else if (looped.empty()) {
     for (size_t i = 0; i < members; ++i)
       results[i] = element(i);
   } else {
@@ -338,7 +357,6 @@ SmallVector<Value> ElementEmitter::emitReduceHere(ArrayRef<ReduceOp> group,
       // so every element's result is the same on every run and part, and
       // whether the partials are scalars or the target's array
       // (KernelHooks::partialResults).
-      int64_t rank = operandType.getRank();
       int64_t lastExtent = operandType.getDimSize(rank - 1);
       bool lanes = !coop && keepsRowLanes(first);
       // Partial results over all the elements (keepsChunkLanes): arrays
@@ -655,6 +673,14 @@ void ElementEmitter::emitReductionTile(ReduceOp reduce, ValueRange outer,
   }
   cache_ = std::move(savedCache);
   indexConstants_ = std::move(savedConstants);
+}
+
+void ElementEmitter::setLaneColumns(ArrayRef<Value> columns,
+                                    ArrayRef<Value> valid, int64_t extent) {
+  assert(columns.size() == valid.size());
+  laneColumns_.assign(columns.begin(), columns.end());
+  laneColumnsValid_.assign(valid.begin(), valid.end());
+  laneColumnsExtent_ = extent;
 }
 
 void ElementEmitter::seedReduction(ReduceOp reduce, ValueRange indices,

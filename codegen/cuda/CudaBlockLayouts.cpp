@@ -397,7 +397,6 @@ std::optional<RowGroupPlan> rowGroupPlanOf(const KernelModel &model,
             cast<RankedTensorType>(reduce.getOperand().getType()).getRank();
         if (reduce.getDimensions() != ArrayRef<int64_t>{rank - 1})
           ok = false;
-        ++plan.rowReduces;
       }
       for (Value operand : op->getOperands())
         work.push_back(operand);
@@ -482,6 +481,10 @@ void buildRowGroupLayout(CudaKernelBuilder &k, const RowGroupPlan &plan) {
           inGroup);
       SmallVector<Value, 4> outer = delinearizeIndex(rb, loc, row, rowShape);
       ElementEmitter emitter(model, k.hooks, rb);
+      // The row sums from the elements at the thread's columns (one pass
+      // covers the row: perThread x blockThreads >= columns), which dx and
+      // the partials then find in the emitter's cache.
+      emitter.setLaneColumns(cols, inRange, columns);
       SmallVector<SmallVector<Value, 4>> ivsOf;
       for (int64_t l = 0; l < perThread; ++l) {
         SmallVector<Value, 4> ivs(outer);
@@ -542,11 +545,11 @@ void buildRowGroupLayout(CudaKernelBuilder &k, const RowGroupPlan &plan) {
   k.kernel.layouts.push_back("rowgroup.block");
   launch.maxBlocks = std::max<uint64_t>(launch.maxBlocks, plan.groups);
   // A block makes its group's rows in order, |unroll| per iteration; an
-  // iteration's chain is each of its rows' reductions' share per thread
-  // (one reduction's loop after another) plus two barriers per block
-  // allreduce (independent reductions share one).
-  uint64_t perIteration = uint64_t(unroll) * uint64_t(plan.rowReduces) *
-                              ceilDiv(columns, blockThreads) +
+  // iteration's chain is each of its rows' elements at the thread's
+  // columns (loaded once for all of the row's reductions and results)
+  // plus two barriers per block allreduce (independent reductions share
+  // one).
+  uint64_t perIteration = uint64_t(unroll) * ceilDiv(columns, blockThreads) +
                           2 * uint64_t(allreduces);
   uint64_t steps = ceilDiv(columns, uint64_t(blockThreads) * perThread) *
                    uint64_t(plan.rowsPerGroup / unroll) * perIteration;

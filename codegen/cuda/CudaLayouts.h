@@ -150,7 +150,6 @@ void buildScatterRowsLayout(CudaKernelBuilder &k, const LoopNest &nest,
 struct RowGroupPlan {
   unsigned rowNest = 0, partialNest = 0;
   int64_t groups = 0, rowsPerGroup = 0, columns = 0;
-  int64_t rowReduces = 0; // the row reductions the row nest builds per row
   llvm::SmallVector<ReduceOp, 2> partials;
 };
 

@@ -251,7 +251,23 @@ void buildReductionLayout(CudaKernelBuilder &k, const LoopNest &nest,
   SmallVector<Value, 4> outer;
   if (numGroups == 1)
     outer = delinearizeIndex(nb, loc, loop.getInductionVar(), unitShape);
+  // Independent reductions of the same elements (a layer norm's backward
+  // pass sums dy * gamma and dy * gamma * xhat over the row) share one
+  // pass over the row (ElementEmitter::enableSiblingReductions), so its
+  // elements are read once for all of them.
+  auto rootsOf = [&](ArrayRef<unsigned> results) {
+    SmallVector<Value> roots;
+    for (unsigned result : results)
+      roots.push_back(yield.getOperand(result));
+    return roots;
+  };
   ElementEmitter emitter(k.model, k.hooks, nb);
+  {
+    SmallVector<Value> roots = rootsOf(nest.results);
+    if (inRow)
+      roots.append(rootsOf(inRow->results));
+    emitter.enableSiblingReductions(roots);
+  }
   // |results| built by every lane with |eb| at |at|; lane 0 stores.
   auto storeFromLaneZero = [&](OpBuilder &sb, ElementEmitter &eb,
                                ArrayRef<Value> at, ArrayRef<unsigned> results) {
@@ -286,6 +302,7 @@ void buildReductionLayout(CudaKernelBuilder &k, const LoopNest &nest,
       k.hooks.setCooperative(branch.thenBlock(), lane, laneCount, blockScope);
       SmallVector<Value, 4> at = delinearizeIndex(gb, loc, element, unitShape);
       ElementEmitter groupEmitter(k.model, k.hooks, gb);
+      groupEmitter.enableSiblingReductions(rootsOf(results));
       storeFromLaneZero(gb, groupEmitter, at, results);
     }
   } else if (perElement) {

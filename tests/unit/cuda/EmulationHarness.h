@@ -102,6 +102,9 @@ struct EmulatedKernel {
   std::string name, source, fusionText;
   uint64_t seed = 0;
   unsigned grid = 1;
+  // The threads a block launches with: the launch rule's, as the runtime
+  // launches it (a row-group kernel's threads cover its row).
+  unsigned block = 64;
   std::vector<HostTensor> inputs, expected;
   // Per result written by a kiln.compare: its operands as the interpreter
   // computes them (compareWithTies).
@@ -161,6 +164,7 @@ protected:
       return "emission failed: " + diagnostics;
     k.source = source->source;
     k.grid = std::min(source->launch.maxBlocks, uint64_t(3));
+    k.block = source->launch.blockThreads;
     if (checkChains) {
       CudaKernelSource probe;
       mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> built =
@@ -317,7 +321,7 @@ protected:
       std::vector<void *> pointers;
       for (auto &b : buffers)
         pointers.push_back(b.data());
-      host(pointers.data(), k.grid, 64);
+      host(pointers.data(), k.grid, k.block);
       for (size_t i = 0; i < actual.size(); ++i) {
         const KernelBuffer &out = buffers[k.inputs.size() + i];
         fromNativeBuffer(std::vector<uint8_t>(out.begin(), out.end()), actual[i]);

@@ -145,6 +145,39 @@ def handmade(out):
         helper.make_node("ArgMax", ["h"], ["a"], name="argmax", axis=1),
         helper.make_node("DequantizeLinear", ["a", "qs"], ["y"], name="dequant")],
         [qscale], opset=13)
+    # QOperator and dynamic quantization: a QLinearConv whose x_scale is
+    # per channel (its bias's scale is x_scale x w_scale, per tensor in
+    # x); a MatMulInteger of float data; quantized integers cast to an
+    # integer type; a DequantizeLinear of DynamicQuantizeLinear's integers
+    # with its computed scale and a constant zero point.
+    w8 = helper.make_tensor("w8c", TensorProto.INT8, [3, 3, 1, 1], [1] * 9)
+    refused("qlinearconv-x-per-channel", [
+        helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant"),
+        helper.make_node("QLinearConv", ["q", "qs3", "", "w8c", "qs", "", "qs", "",
+                                         "b32"], ["yq"], name="qconv"),
+        helper.make_node("DequantizeLinear", ["yq", "qs"], ["y"], name="dequant")],
+        [qscale, w8, helper.make_tensor("qs3", TensorProto.FLOAT, [3], [0.1] * 3),
+         helper.make_tensor("b32", TensorProto.INT32, [3], [1, 2, 3])], opset=13)
+    refused("qlinearmatmul-b-scales", [
+        helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant"),
+        helper.make_node("QLinearMatMul", ["q", "qs", "", "w8m", "qs3", "", "qs", ""],
+                         ["yq"], name="qmm"),
+        helper.make_node("DequantizeLinear", ["yq", "qs"], ["y"], name="dequant")],
+        [qscale, helper.make_tensor("qs3", TensorProto.FLOAT, [3], [0.1] * 3),
+         helper.make_tensor("w8m", TensorProto.INT8, [8, 2], [1] * 16)], opset=13)
+    refused("matmul-integer-float", [
+        helper.make_node("MatMulInteger", ["h", "w8m"], ["yi"], name="mmi"),
+        helper.make_node("Cast", ["yi"], ["y"], name="cast", to=TensorProto.FLOAT)],
+        [helper.make_tensor("w8m", TensorProto.INT8, [8, 2], [1] * 16)], opset=13)
+    refused("quantized-cast-int", [
+        helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant"),
+        helper.make_node("Cast", ["q"], ["qi"], name="cast", to=TensorProto.INT64),
+        helper.make_node("Cast", ["qi"], ["y"], name="back", to=TensorProto.FLOAT)],
+        [qscale], opset=13)
+    refused("dynamic-dequantize-zero-constant", [
+        helper.make_node("DynamicQuantizeLinear", ["h"], ["q", "s", "z"], name="dql"),
+        helper.make_node("DequantizeLinear", ["q", "s", "z8"], ["y"], name="dequant")],
+        [helper.make_tensor("z8", TensorProto.UINT8, [], [128])], opset=13)
     # One INT8 initializer dequantized at two scales: which is the trained
     # parameter's start?
     refused("dequantize-twice", [

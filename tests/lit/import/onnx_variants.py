@@ -1330,6 +1330,61 @@ def variants(rng):
          floats("ws", [0.01, 0.02, 0.05]), const("wz", [1, -2, 0], np.int8),
          const("b32", rng.integers(-1000, 1000, (5,)), np.int32), floats("bs", 0.001)],
         smooth=False)
+    # ONNX Runtime's QOperator format (QLinearMatMul, QLinearConv: the
+    # weights INT8 initializers, trained fake-quantized) and its dynamic
+    # quantization (DynamicQuantizeLinear's computed scale and zero point,
+    # MatMulInteger and ConvInteger's INT32 products cast to FLOAT and
+    # scaled; their weights stay constants). The reference sums integers;
+    # kiln sums the dequantized floats, which with scales that are powers
+    # of two are exact in f32 in any order, so each output rounds to the
+    # same integer (other scales would round a sum within f32 error of a
+    # half either way). Opset 19, as the fake quantizations above.
+    act = [floats("hs", 2.0 ** -6), const("hz", 128, np.uint8)]
+    add("qlinear-matmul", 19, (4, 3, 5),
+        [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+         helper.make_node("QLinearMatMul", ["hq", "hs", "hz", "w8", "ws", "wz",
+                                            "ys", "yz"], ["yq"]),
+         helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])],
+        act + [const("w8", rng.integers(-128, 128, (5, 6)), np.int8),
+               floats("ws", 2.0 ** -rng.integers(6, 9, 6)),
+               const("wz", [0, 3, -2, 0, 1, 0], np.int8),
+               floats("ys", 2.0 ** -4), const("yz", 120, np.uint8)],
+        smooth=False)
+    add("qlinear-conv", 19, (2, 3, 6, 6),
+        [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+         helper.make_node("QLinearConv", ["hq", "hs", "hz", "w8", "ws", "wz",
+                                          "ys", "yz", "b32"], ["yq"],
+                          pads=[1, 0, 1, 2], strides=[1, 2]),
+         helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])],
+        act + [const("w8", rng.integers(-128, 128, (4, 3, 3, 3)), np.int8),
+               floats("ws", 2.0 ** -rng.integers(8, 11, 4)),
+               const("wz", [0, 0, 0, 0], np.int8),
+               const("b32", rng.integers(-3000, 3000, (4,)), np.int32),
+               floats("ys", 2.0 ** -6), const("yz", 128, np.uint8)],
+        smooth=False)
+    add("dynamic-matmul-integer", 19, (4, 3, 5),
+        [helper.make_node("DynamicQuantizeLinear", ["h"], ["hq", "hs", "hz"]),
+         helper.make_node("MatMulInteger", ["hq", "w8", "hz", "wz"], ["yi"]),
+         helper.make_node("Cast", ["yi"], ["yf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["hs", "ws"], ["s"]),
+         helper.make_node("Mul", ["yf", "s"], ["y"])],
+        [const("w8", rng.integers(-128, 128, (5, 6)), np.int8),
+         const("wz", [0, 1, -1, 0, 2, 0], np.int8), floats("ws", 0.01)],
+        smooth=False)
+    add("conv-integer", 19, (2, 3, 6, 6),
+        [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+         helper.make_node("ConvInteger", ["hq", "w8", "hz", "wz"], ["yi"],
+                          pads=[1, 1, 1, 1]),
+         helper.make_node("Cast", ["yi"], ["yf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["yf", "s"], ["y"])],
+        act + [const("w8", rng.integers(0, 256, (4, 3, 3, 3)), np.uint8),
+               const("wz", [128, 120, 130, 128], np.uint8),
+               floats("s", 1e-4)],
+        smooth=False)
+    add("dynamic-qdq", 19, (4, 3, 5),
+        [helper.make_node("DynamicQuantizeLinear", ["h"], ["hq", "hs", "hz"]),
+         helper.make_node("DequantizeLinear", ["hq", "hs", "hz"], ["y"])],
+        smooth=False)
     return out
 
 

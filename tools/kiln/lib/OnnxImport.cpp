@@ -321,10 +321,11 @@ bool Importer::named(const std::string &name, mlir::Value &out) {
     }
   }
   if (quantized_.count(name))
-    return fail("reads '" + name + "', a QuantizeLinear's " +
+    return fail("reads '" + name + "', quantized " +
                 onnx::dataTypeName(quantized_[name]) +
-                " output: kiln import reads those integers only through a "
-                "DequantizeLinear (fake quantization)");
+                " integers: kiln import reads those only through a "
+                "DequantizeLinear, a QLinear or integer op, or a Cast to a "
+                "float type");
   if (auto it = values_.find(name); it != values_.end()) {
     out = it->second;
     return true;
@@ -758,6 +759,24 @@ bool Importer::node(const onnx::Node &n) {
 bool Importer::cast(const std::string &op) {
   mlir::Value x, like;
   mlir::Type e;
+  if (op == "Cast" && hasInput(0) && quantized_.count(node_->inputs[0])) {
+    // Quantized integers (kept as a float tensor) to a float type: the
+    // values they hold (MatMulInteger's INT32 product before its scale).
+    if (!elementType(intAttr("to", 0), e, "its target type"))
+      return false;
+    if (!llvm::isa<mlir::FloatType>(e))
+      return fail("casts quantized " +
+                  onnx::dataTypeName(quantized_[node_->inputs[0]]) +
+                  " integers to " +
+                  onnx::dataTypeName(static_cast<int32_t>(intAttr("to", 0))) +
+                  ": kiln import reads them as float values only");
+    x = values_[node_->inputs[0]];
+    setOutput(0, e == element(x)
+                     ? x
+                     : b_.create<kiln::ConvertOp>(loc(), type(shape(x), e), x)
+                           .getResult());
+    return true;
+  }
   if (op == "CastLike") {
     if (!value(0, x) || !value(1, like))
       return false;
@@ -950,6 +969,13 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
         [](Importer &i, const std::string &) { return i.quantizeLinear(); });
     add({"DequantizeLinear"},
         [](Importer &i, const std::string &) { return i.dequantizeLinear(); });
+    add({"QLinearMatMul", "QLinearConv"},
+        [](Importer &i, const std::string &op) { return i.qlinear(op); });
+    add({"MatMulInteger", "ConvInteger"},
+        [](Importer &i, const std::string &op) { return i.integerOp(op); });
+    add({"DynamicQuantizeLinear"}, [](Importer &i, const std::string &) {
+      return i.dynamicQuantizeLinear();
+    });
     add({"Cast", "CastLike"},
         [](Importer &i, const std::string &op) { return i.cast(op); });
     return t;
@@ -995,7 +1021,7 @@ bool Importer::finish(OnnxImport &out) {
   mlir::Value y = found->second;
   if (quantized_.count(outputs[0].name))
     return fail("the graph's output '" + outputs[0].name +
-                "' is a QuantizeLinear's integers: kiln import adds a loss "
+                "' is quantized integers: kiln import adds a loss "
                 "to a float output (dequantize it)");
   if (!llvm::isa<mlir::FloatType>(element(y)))
     return fail("the graph's output '" + outputs[0].name + "' is not FLOAT");

@@ -27,6 +27,15 @@
 // trained in float as PyTorch keeps it. --quantized-weights=fixed keeps
 // them constants.
 //
+// ONNX Runtime's QOperator ops are defined as the float op of their
+// dequantized inputs, quantized: QLinearMatMul and QLinearConv import as
+// those nodes (importParts), so their weights train the same way. Dynamic
+// quantization computes its scale and zero point from the data
+// (DynamicQuantizeLinear) and multiplies integers (MatMulInteger,
+// ConvInteger: kept as float tensors of integers, which a Cast to a float
+// type reads); their integer weights stay constants, since the scale that
+// would make them floats is applied after the op.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/OnnxImporter.h"
@@ -155,13 +164,19 @@ mlir::Value Importer::quantize(mlir::Value x, const Quantization &q) {
   mlir::Value zero = quantizationTensor(q, q.zeroPoint, x, "zero_point");
   if (!scale || !zero)
     return nullptr;
+  return quantizeBy(x, scale, zero, q.low, q.high);
+}
+
+mlir::Value Importer::quantizeBy(mlir::Value x, mlir::Value scale,
+                                 mlir::Value zero, double lowest,
+                                 double highest) {
   mlir::Type t = x.getType(), e = element(x),
              flags = type(shape(x), b_.getI1Type());
   mlir::Value scaled = div(x, scale, ".scaled");
   mlir::Value rounded =
       add(b_.create<kiln::RoundOp>(loc(".round"), t, scaled), zero, ".shifted");
-  mlir::Value low = splat(q.low, e, shape(x)),
-              high = splat(q.high, e, shape(x));
+  mlir::Value low = splat(lowest, e, shape(x)),
+              high = splat(highest, e, shape(x));
   mlir::Value clamped = b_.create<kiln::MinOp>(
       loc(".clamp_high"), t,
       b_.create<kiln::MaxOp>(loc(".clamp_low"), t, rounded, low), high);
@@ -262,6 +277,30 @@ bool Importer::dequantizeLinear() {
                 "kiln import reads the integers of a fake quantization or "
                 "of an initializer");
   mlir::Value x = values_[node_->inputs[0]];
+  if (hasInput(1) && !statics_.count(node_->inputs[1]) &&
+      values_.count(node_->inputs[1])) {
+    // A scale computed in the step (DynamicQuantizeLinear's), per tensor.
+    mlir::Value scale = values_[node_->inputs[1]], zero;
+    if (!shape(scale).empty() || element(scale) != element(x))
+      return fail("x_scale is computed in the step and " +
+                  shapeText(shape(scale)) +
+                  ": expected a scalar of x's float type");
+    std::string at = nodeName_ + ".";
+    mlir::Value centered = x;
+    if (hasInput(2)) {
+      if (!quantized_.count(node_->inputs[2]) ||
+          !shape(values_[node_->inputs[2]]).empty())
+        return fail("x_zero_point is not a scalar computed with the scale "
+                    "(DynamicQuantizeLinear's): kiln import reads a computed "
+                    "scale per tensor");
+      zero = values_[node_->inputs[2]];
+      centered = sub(x, g_.broadcast(at + "zero_point", zero, {}, shape(x)),
+                     ".centered");
+    }
+    setOutput(
+        0, mul(centered, g_.broadcast(at + "scale", scale, {}, shape(x)), ""));
+    return true;
+  }
   Quantization q;
   if (!quantization(shape(x), quantized_[node_->inputs[0]],
                     /*dequantize=*/true, q))
@@ -312,6 +351,273 @@ bool Importer::trainQuantized(const std::string &name, const Quantization &q,
   if (!y)
     return false;
   setOutput(0, y);
+  return true;
+}
+
+bool Importer::importParts(const std::vector<onnx::Node> &parts) {
+  const onnx::Node *whole = node_;
+  std::string name = nodeName_, where = where_, scope = scope_;
+  // where_ is "node 'N' (Op)<scope>: ".
+  scope_ = ", part of " + where_.substr(0, where_.size() - 2);
+  bool ok = true;
+  for (const onnx::Node &part : parts)
+    if (!(ok = node(part)))
+      break;
+  node_ = whole;
+  nodeName_ = name;
+  where_ = where;
+  scope_ = scope;
+  return ok;
+}
+
+namespace {
+
+onnx::Node partNode(const onnx::Node &whole, const std::string &op,
+                    const std::string &what, std::vector<std::string> inputs,
+                    std::vector<std::string> outputs,
+                    std::optional<int64_t> axis = std::nullopt) {
+  onnx::Node n;
+  n.name = (whole.name.empty() ? whole.opType + "_" + whole.outputs[0]
+                               : whole.name) +
+           "." + what;
+  n.opType = op;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  if (axis) {
+    onnx::Attribute a;
+    a.name = "axis";
+    a.type = int32_t(onnx::AttributeType::Int);
+    a.i = *axis;
+    n.attributes.push_back(a);
+  }
+  return n;
+}
+
+} // namespace
+
+bool Importer::qlinear(const std::string &op) {
+  bool conv = op == "QLinearConv";
+  static const char *const kConvInputs[] = {"x",       "x_scale", "",       "w",
+                                            "w_scale", "",        "y_scale"};
+  static const char *const kMatMulInputs[] = {
+      "a", "a_scale", "", "b", "b_scale", "", "y_scale"};
+  for (size_t i : {0, 1, 3, 4, 6})
+    if (!hasInput(i))
+      return fail("input " + std::to_string(i) + " (" +
+                  (conv ? kConvInputs : kMatMulInputs)[i] + ") is missing");
+  // The rank of input |i|, to place a per-row (a, y) or per-column (b)
+  // scale.
+  auto rankOf = [&](size_t i) -> int64_t {
+    const std::string &name = node_->inputs[i];
+    if (auto it = values_.find(name); it != values_.end())
+      return shape(it->second).size();
+    if (auto it = statics_.find(name); it != statics_.end())
+      return it->second.dims.size();
+    return 0;
+  };
+  const std::vector<std::string> &in = node_->inputs;
+  auto input = [&](size_t i) { return hasInput(i) ? in[i] : std::string(); };
+  std::string x = partName("x"), w = partName("w"), y = partName("y");
+  std::vector<onnx::Node> parts;
+  int64_t rowAxis = std::max<int64_t>(rankOf(0) - 2, 0);
+  parts.push_back(partNode(
+      *node_, "DequantizeLinear", "dequantize_x", {in[0], in[1], input(2)}, {x},
+      conv ? std::nullopt : std::optional<int64_t>(rowAxis)));
+  // A convolution's weights per output channel; a product's B per column.
+  parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_w",
+                           {in[3], in[4], input(5)}, {w},
+                           conv ? 0 : std::max<int64_t>(rankOf(3) - 1, 0)));
+  std::vector<std::string> operands = {x, w};
+  if (conv && hasInput(8)) {
+    // The INT32 bias is in units of x_scale x w_scale, zero point 0.
+    const Static *xs = constInput(1), *ws = constInput(4);
+    if (!xs || !ws)
+      return false;
+    if (xs->values.size() != 1)
+      return fail("x_scale has " + std::to_string(xs->values.size()) +
+                  " values: expected one (QLinearConv quantizes x per "
+                  "tensor)");
+    Static scale;
+    scale.dims = ws->dims;
+    scale.dataType = int32_t(DataType::Float);
+    for (double v : ws->values)
+      scale.values.push_back(static_cast<float>(xs->values[0]) *
+                             static_cast<float>(v));
+    std::string scaleName = partName("bias_scale");
+    statics_[scaleName] = std::move(scale);
+    parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_bias",
+                             {in[8], scaleName}, {partName("bias")}, 0));
+    operands.push_back(partName("bias"));
+  }
+  onnx::Node product = partNode(*node_, conv ? "Conv" : "MatMul",
+                                conv ? "conv" : "matmul", operands, {y});
+  if (conv)
+    product.attributes = node_->attributes;
+  parts.push_back(std::move(product));
+  parts.push_back(
+      partNode(*node_, "QuantizeLinear", "quantize_y", {y, in[6], input(7)},
+               {node_->outputs[0]},
+               conv ? std::nullopt : std::optional<int64_t>(rowAxis)));
+  return importParts(parts);
+}
+
+bool Importer::centered(size_t i, size_t zero, int64_t axis, mlir::Value &out) {
+  if (!hasInput(i))
+    return fail("input " + std::to_string(i) + " is missing");
+  const std::string &name = node_->inputs[i];
+  mlir::Value x;
+  if (quantized_.count(name)) {
+    x = values_[name];
+  } else if (auto it = statics_.find(name);
+             it != statics_.end() && !isFloatType(it->second.dataType)) {
+    // An integer initializer: a constant, since the op has no scale to
+    // train it by (MatMulInteger's is applied after it).
+    if (initializerNames_.count(name))
+      fixedQuantizedWeights_ = true;
+    Static f = it->second;
+    f.dataType = int32_t(DataType::Float);
+    x = constant(f, nodeName_ + ".input" + std::to_string(i));
+  } else {
+    return fail("input " + std::to_string(i) + " ('" + name +
+                "') is neither quantized integers (a QuantizeLinear's, a "
+                "DynamicQuantizeLinear's or a QLinear op's output) nor an "
+                "integer constant");
+  }
+  if (!x)
+    return false;
+  if (!hasInput(zero)) {
+    out = x;
+    return true;
+  }
+  const std::string &zeroName = node_->inputs[zero];
+  mlir::Value z;
+  if (quantized_.count(zeroName)) {
+    z = values_[zeroName];
+  } else if (auto it = statics_.find(zeroName);
+             it != statics_.end() && !isFloatType(it->second.dataType)) {
+    Static f = it->second;
+    f.dataType = int32_t(DataType::Float);
+    z = constant(f, nodeName_ + ".zero_point" + std::to_string(i));
+    if (!z)
+      return false;
+  } else {
+    return fail("input " + std::to_string(zero) + " ('" + zeroName +
+                "'), a zero point, is neither integers nor a "
+                "DynamicQuantizeLinear's zero point");
+  }
+  llvm::ArrayRef<int64_t> dims = shape(x), zd = shape(z);
+  int64_t count = 1;
+  for (int64_t d : zd)
+    count *= d;
+  std::string at = nodeName_ + ".zero_point" + std::to_string(i);
+  if (count == 1) {
+    z = g_.broadcast(at, g_.reshape(at + "_scalar", z, {}), {}, dims);
+  } else if (zd.size() == 1 && axis >= 0 &&
+             axis < static_cast<int64_t>(dims.size()) && dims[axis] == zd[0]) {
+    z = g_.broadcast(at, z, {axis}, dims);
+  } else {
+    return fail("the zero point of input " + std::to_string(i) + " is " +
+                shapeText(zd) + " for " + shapeText(dims) +
+                ": expected a scalar or one per index along axis " +
+                std::to_string(axis));
+  }
+  out = sub(x, z, ".centered" + std::to_string(i));
+  return true;
+}
+
+bool Importer::integerOp(const std::string &op) {
+  bool conv = op == "ConvInteger";
+  mlir::Value a, b;
+  // MatMulInteger: A's zero point per row, B's per column; ConvInteger:
+  // x's per tensor, w's per output channel.
+  int64_t rankA = 0, rankB = 0;
+  for (auto [i, rank] : {std::pair<size_t, int64_t *>{0, &rankA},
+                         std::pair<size_t, int64_t *>{1, &rankB}})
+    if (hasInput(i)) {
+      const std::string &name = node_->inputs[i];
+      if (auto it = values_.find(name); it != values_.end())
+        *rank = shape(it->second).size();
+      else if (auto st = statics_.find(name); st != statics_.end())
+        *rank = st->second.dims.size();
+    }
+  if (!centered(0, 2, conv ? -1 : rankA - 2, a) ||
+      !centered(1, 3, conv ? 0 : rankB - 1, b))
+    return false;
+  std::string x = partName("x"), w = partName("w"), y = partName("y");
+  values_[x] = a;
+  values_[w] = b;
+  onnx::Node product = partNode(*node_, conv ? "Conv" : "MatMul",
+                                conv ? "conv" : "matmul", {x, w}, {y});
+  if (conv)
+    product.attributes = node_->attributes;
+  if (!importParts({product}))
+    return false;
+  setOutput(0, values_[y]);
+  quantized_[node_->outputs[0]] = int32_t(DataType::Int32);
+  return true;
+}
+
+bool Importer::dynamicQuantizeLinear() {
+  mlir::Value x;
+  if (!floatValue(0, x))
+    return false;
+  if (node_->outputs.size() != 3)
+    return fail("has " + std::to_string(node_->outputs.size()) +
+                " outputs: expected y, y_scale and y_zero_point");
+  mlir::Type e = element(x);
+  mlir::RankedTensorType scalar = type({}, e);
+  llvm::SmallVector<int64_t> all;
+  for (size_t d = 0; d < shape(x).size(); ++d)
+    all.push_back(static_cast<int64_t>(d));
+  auto extreme = [&](kiln::ReduceKind kind, const std::string &suffix) {
+    mlir::Value r = b_.create<kiln::ReduceOp>(loc(suffix), kind, x, all);
+    // The range includes 0, so that 0 is exact.
+    mlir::Value zero = splat(0.0, e, {});
+    return kind == kiln::ReduceKind::max
+               ? b_.create<kiln::MaxOp>(loc(suffix + "_with_zero"), scalar, r,
+                                        zero)
+                     .getResult()
+               : b_.create<kiln::MinOp>(loc(suffix + "_with_zero"), scalar, r,
+                                        zero)
+                     .getResult();
+  };
+  // The scale and zero point are constants to the gradient (the quantized
+  // values' straight-through estimate is the same as QuantizeLinear's).
+  mlir::Value high = b_.create<kiln::StopGradientOp>(
+      loc(".max_stopped"), scalar, extreme(kiln::ReduceKind::max, ".max"));
+  mlir::Value low = b_.create<kiln::StopGradientOp>(
+      loc(".min_stopped"), scalar, extreme(kiln::ReduceKind::min, ".min"));
+  // scale = (max - min) / 255, 1 when the range is empty (x all 0).
+  mlir::Value range = sub(high, low, ".range");
+  mlir::Value empty = b_.create<kiln::CompareOp>(
+      loc(".empty"), type({}, b_.getI1Type()), kiln::CompareDirection::eq,
+      range, splat(0.0, e, {}));
+  mlir::Value scale = b_.create<kiln::SelectOp>(
+      loc(".scale"), scalar, empty, splat(1.0, e, {}),
+      div(range, splat(255.0, e, {}), ".range_over_255"));
+  // zero point = round(clamp(0 - min / scale, 0, 255)).
+  mlir::Value start = sub(splat(0.0, e, {}), div(low, scale, ".min_scaled"),
+                          ".zero_point_exact");
+  mlir::Value clamped = b_.create<kiln::MinOp>(
+      loc(".zero_point_high"), scalar,
+      b_.create<kiln::MaxOp>(loc(".zero_point_low"), scalar, start,
+                             splat(0.0, e, {})),
+      splat(255.0, e, {}));
+  mlir::Value zeroPoint =
+      b_.create<kiln::RoundOp>(loc(".zero_point"), scalar, clamped);
+  std::string at = nodeName_ + ".";
+  mlir::Value y = quantizeBy(
+      x, g_.broadcast(at + "scale_broadcast", scale, {}, shape(x)),
+      g_.broadcast(at + "zero_point_broadcast", zeroPoint, {}, shape(x)), 0,
+      255);
+  setOutput(0, y);
+  quantized_[node_->outputs[0]] = int32_t(DataType::Uint8);
+  if (!node_->outputs[1].empty())
+    setOutput(1, scale);
+  if (!node_->outputs[2].empty()) {
+    setOutput(2, zeroPoint);
+    quantized_[node_->outputs[2]] = int32_t(DataType::Uint8);
+  }
   return true;
 }
 

@@ -489,9 +489,39 @@ private:
   // x's fake quantization by |q|: the integers as a float tensor, with
   // the straight-through gradient; and such integers dequantized.
   mlir::Value quantize(mlir::Value x, const Quantization &q);
+  // The same with |scale| and |zero| tensors of x's shape (computed ones:
+  // DynamicQuantizeLinear's) and the range [|low|, |high|].
+  mlir::Value quantizeBy(mlir::Value x, mlir::Value scale, mlir::Value zero,
+                         double low, double high);
   mlir::Value dequantize(mlir::Value x, const Quantization &q);
   bool quantizeLinear();
   bool dequantizeLinear();
+  // QLinearMatMul and QLinearConv: by their definition, the float op of
+  // the dequantized inputs, quantized, as the nodes DequantizeLinear (each
+  // input; an INT32 bias by x_scale x w_scale), MatMul or Conv and
+  // QuantizeLinear (importParts), so the weights train as a DequantizeLinear
+  // of an initializer does.
+  bool qlinear(const std::string &op);
+  // MatMulInteger and ConvInteger: the float op of the inputs less their
+  // zero points (constant, or DynamicQuantizeLinear's), its INT32 result
+  // kept as a float tensor of integers that a Cast to a float type reads.
+  // An integer initializer stays a constant: the op has no scale for it.
+  bool integerOp(const std::string &op);
+  // Input |i| of an integer op less the zero point input |zero| (absent:
+  // 0), a scalar or one per index along |axis|.
+  bool centered(size_t i, size_t zero, int64_t axis, mlir::Value &out);
+  // DynamicQuantizeLinear: x's UINT8 fake quantization by the scale and
+  // zero point of its range (with 0), computed in the step; the scale and
+  // zero point are constants to the gradient.
+  bool dynamicQuantizeLinear();
+  // Imports |parts| (ops that make up the current node, reading its inputs
+  // and writing its outputs) as if the graph held them; their errors name
+  // the node too.
+  bool importParts(const std::vector<onnx::Node> &parts);
+  // A tensor name for the current node's part |what|.
+  std::string partName(const std::string &what) const {
+    return "kiln:" + nodeName_ + ":" + what;
+  }
   // A DequantizeLinear of the integer initializer |name| (|values|
   // dequantized) under --quantized-weights=train: a float parameter
   // starting from |values|, fake-quantized by |q| (an INT32 bias: the

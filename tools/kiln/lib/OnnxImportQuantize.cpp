@@ -12,8 +12,9 @@
 // integers (exact: |q| < 2^16) that only a DequantizeLinear may read. Its
 // gradient is PyTorch's straight-through estimate: dy/dx is 1 where
 // round(x / scale) + zero_point lies within [qmin, qmax] and 0 where the
-// clamp binds. q is built as t + stop_gradient(q - t) with t = mask * x /
-// scale, so the value is q and dq/dx = mask / scale.
+// clamp binds. q is built as stop_gradient(q) + (t - stop_gradient(t))
+// with t = mask * x / scale, so the value is exactly q and dq/dx =
+// mask / scale.
 //
 // Scales and zero points are constants, one per tensor or one per index
 // along `axis`. Quantizing or dequantizing constants is evaluated here.
@@ -190,10 +191,18 @@ mlir::Value Importer::quantizeBy(mlir::Value x, mlir::Value scale,
       loc(".mask"), t, aboveLow,
       b_.create<kiln::SelectOp>(loc(".mask_high"), t, belowHigh, ones, zeros),
       zeros);
+  // q = stop_gradient(q) + (t - stop_gradient(t)): t - t is exactly 0, so
+  // the value is exactly the integer q (t + stop_gradient(q - t) was off by
+  // up to an ulp of q, which moved a product of such values off a rounding
+  // tie downstream: a QLinearConv's output rounded away from the
+  // reference's), and the gradient is t's.
   mlir::Value through = mul(scaled, mask, ".through");
-  mlir::Value rest = b_.create<kiln::StopGradientOp>(
-      loc(".rest"), t, sub(clamped, through, ".difference"));
-  return add(through, rest, "");
+  mlir::Value none =
+      sub(through,
+          b_.create<kiln::StopGradientOp>(loc(".through_stopped"), t, through),
+          ".zero");
+  return add(b_.create<kiln::StopGradientOp>(loc(".integers"), t, clamped),
+             none, "");
 }
 
 mlir::Value Importer::dequantize(mlir::Value x, const Quantization &q) {

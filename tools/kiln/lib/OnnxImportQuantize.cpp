@@ -13,8 +13,8 @@
 // gradient is PyTorch's straight-through estimate: dy/dx is 1 where
 // round(x / scale) + zero_point lies within [qmin, qmax] and 0 where the
 // clamp binds. q is built as stop_gradient(q) + (t - stop_gradient(t))
-// with t = mask * x / scale, so the value is exactly q and dq/dx =
-// mask / scale.
+// with t = x / scale where the clamp does not bind and 0 where it does, so
+// the value is exactly q and dq/dx is 1 / scale or 0.
 //
 // Scales and zero points are constants, one per tensor or one per index
 // along `axis`. Quantizing or dequantizing constants is evaluated here.
@@ -181,22 +181,24 @@ mlir::Value Importer::quantizeBy(mlir::Value x, mlir::Value scale,
   mlir::Value clamped = b_.create<kiln::MinOp>(
       loc(".clamp_high"), t,
       b_.create<kiln::MaxOp>(loc(".clamp_low"), t, rounded, low), high);
-  // The straight-through mask: 1 where the clamp does not bind.
-  mlir::Value zeros = splat(0.0, e, shape(x)), ones = splat(1.0, e, shape(x));
+  // The straight-through estimate t: x / scale where the clamp does not
+  // bind, else 0 (a select, so an x / scale that overflows to infinity
+  // where the clamp binds gives 0, not inf x 0).
+  mlir::Value zeros = splat(0.0, e, shape(x));
   mlir::Value aboveLow = b_.create<kiln::CompareOp>(
       loc(".above_low"), flags, kiln::CompareDirection::ge, rounded, low);
   mlir::Value belowHigh = b_.create<kiln::CompareOp>(
       loc(".below_high"), flags, kiln::CompareDirection::le, rounded, high);
-  mlir::Value mask = b_.create<kiln::SelectOp>(
-      loc(".mask"), t, aboveLow,
-      b_.create<kiln::SelectOp>(loc(".mask_high"), t, belowHigh, ones, zeros),
+  mlir::Value through = b_.create<kiln::SelectOp>(
+      loc(".through"), t, aboveLow,
+      b_.create<kiln::SelectOp>(loc(".through_high"), t, belowHigh, scaled,
+                                zeros),
       zeros);
   // q = stop_gradient(q) + (t - stop_gradient(t)): t - t is exactly 0, so
   // the value is exactly the integer q (t + stop_gradient(q - t) was off by
   // up to an ulp of q, which moved a product of such values off a rounding
   // tie downstream: a QLinearConv's output rounded away from the
   // reference's), and the gradient is t's.
-  mlir::Value through = mul(scaled, mask, ".through");
   mlir::Value none =
       sub(through,
           b_.create<kiln::StopGradientOp>(loc(".through_stopped"), t, through),

@@ -158,6 +158,13 @@ def handmade(out):
         helper.make_node("DequantizeLinear", ["yq", "qs"], ["y"], name="dequant")],
         [qscale, w8, helper.make_tensor("qs3", TensorProto.FLOAT, [3], [0.1] * 3),
          helper.make_tensor("b32", TensorProto.INT32, [3], [1, 2, 3])], opset=13)
+    # An ArgMax of a scalar (a Size), found by tests/fuzz's
+    # kiln-onnx-fuzzer: it read the scalar's shape at axis 0.
+    refused("argmax-scalar", [
+        helper.make_node("Size", ["h"], ["n"], name="size"),
+        helper.make_node("ArgMax", ["n"], ["i"], name="argmax"),
+        helper.make_node("Cast", ["i"], ["f"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["h", "f"], ["y"], name="mul")], opset=13)
     refused("qlinearmatmul-b-scales", [
         helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant"),
         helper.make_node("QLinearMatMul", ["q", "qs", "", "w8m", "qs3", "", "qs", ""],

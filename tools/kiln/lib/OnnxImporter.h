@@ -215,8 +215,12 @@ private:
   }
   // |axis| of a rank-|rank| tensor (negative counts from the end).
   bool normalizeAxis(int64_t &axis, int64_t rank, const char *what);
-  // The node's attribute "axis" (|fallback| when absent) as an axis of |x|.
+  // The node's attribute "axis" (|fallback| when absent) as an axis of |x|,
+  // which must have one (a scalar has none; an ArgMax of a Size's scalar
+  // read past its shape).
   bool axisOf(mlir::Value x, int64_t fallback, int64_t &axis) {
+    if (shape(x).empty())
+      return fail("its input is a scalar: expected a tensor with an axis");
     axis = intAttr("axis", fallback);
     return normalizeAxis(axis, shape(x).size(), "axis");
   }

@@ -22,9 +22,12 @@ def handmade(out):
     import onnx.numpy_helper
     from onnx import TensorProto, helper
 
-    def save(name, nodes, inputs, outputs, inits=(), opset=17):
+    def save(name, nodes, inputs, outputs, inits=(), opset=17, microsoft=False):
         graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        imports = [helper.make_opsetid("", opset)]
+        if microsoft:
+            imports.append(helper.make_opsetid("com.microsoft", 1))
+        model = helper.make_model(graph, opset_imports=imports)
         onnx.save(model, os.path.join(out, name + ".onnx"))
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 8, 8])
@@ -39,9 +42,9 @@ def handmade(out):
     # trained scale.
     y_any = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
 
-    def refused(name, nodes, inits=(), opset=17):
+    def refused(name, nodes, inits=(), opset=17, microsoft=False):
         save(name, [helper.make_node("Mul", ["x", "w4"], ["h"], name="scale")] + nodes,
-             [x], [y_any], [w4] + list(inits), opset=opset)
+             [x], [y_any], [w4] + list(inits), opset=opset, microsoft=microsoft)
 
     refused("einsum-diagonal", [helper.make_node("Einsum", ["h"], ["y"], name="es",
                                                  equation="ncch->nch")])
@@ -172,6 +175,25 @@ def handmade(out):
         helper.make_node("DequantizeLinear", ["yq", "qs"], ["y"], name="dequant")],
         [qscale, helper.make_tensor("qs3", TensorProto.FLOAT, [3], [0.1] * 3),
          helper.make_tensor("w8m", TensorProto.INT8, [8, 2], [1] * 16)], opset=13)
+    # ONNX Runtime's ops: one of its domain kiln import does not read
+    # (QGemm), one named in ONNX's domain, NHWC pooling; and a Concat of
+    # quantized integers and float values.
+    ms = dict(domain="com.microsoft")
+    quant = helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant")
+    dequant = helper.make_node("DequantizeLinear", ["yq", "qs"], ["y"], name="dequant")
+    refused("ms-unread", [quant, helper.make_node(
+        "QGemm", ["q", "qs", "", "q", "qs", ""], ["yq"], name="qgemm", **ms), dequant],
+        [qscale], opset=13, microsoft=True)
+    refused("ms-domain", [quant, helper.make_node(
+        "QLinearAdd", ["q", "qs", "", "q", "qs", "", "qs"], ["yq"], name="qadd"), dequant],
+        [qscale], opset=13)
+    refused("ms-channels-last", [quant, helper.make_node(
+        "QLinearGlobalAveragePool", ["q", "qs", "", "qs"], ["yq"], name="qgap",
+        channels_last=1, **ms), dequant], [qscale], opset=13, microsoft=True)
+    refused("quantized-concat-float", [quant, helper.make_node(
+        "Concat", ["q", "h"], ["c"], name="concat", axis=1),
+        helper.make_node("DequantizeLinear", ["c", "qs"], ["y"], name="dequant")],
+        [qscale], opset=13)
     refused("matmul-integer-float", [
         helper.make_node("MatMulInteger", ["h", "w8m"], ["yi"], name="mmi"),
         helper.make_node("Cast", ["yi"], ["y"], name="cast", to=TensorProto.FLOAT)],

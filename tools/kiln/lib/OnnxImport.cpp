@@ -320,12 +320,13 @@ bool Importer::named(const std::string &name, mlir::Value &out) {
       return true;
     }
   }
-  if (quantized_.count(name))
+  if (quantized_.count(name) && !readingQuantized_)
     return fail("reads '" + name + "', quantized " +
                 onnx::dataTypeName(quantized_[name]) +
                 " integers: kiln import reads those only through a "
-                "DequantizeLinear, a QLinear or integer op, or a Cast to a "
-                "float type");
+                "DequantizeLinear, a QLinear or integer op, an op that "
+                "moves elements (Reshape, MaxPool, Concat, ...), or a Cast "
+                "to a float type");
   if (auto it = values_.find(name); it != values_.end()) {
     out = it->second;
     return true;
@@ -737,8 +738,27 @@ bool Importer::node(const onnx::Node &n) {
                      : n.name;
   nodeName_ = prefix_ + name;
   where_ = "node '" + name + "' (" + n.opType + ")" + scope_ + ": ";
-  if (!n.domain.empty() && n.domain != "ai.onnx")
+  // ONNX Runtime's quantized ops of its own domain (QOperator models).
+  static const std::set<std::string> kMicrosoftOps = {
+      "QLinearAdd",
+      "QLinearMul",
+      "QLinearSigmoid",
+      "QLinearLeakyRelu",
+      "QLinearGlobalAveragePool",
+      "QLinearConcat"};
+  bool microsoft = n.domain == "com.microsoft";
+  if (microsoft && !kMicrosoftOps.count(n.opType)) {
+    std::string list;
+    for (const std::string &op : kMicrosoftOps)
+      list += (list.empty() ? "" : ", ") + op;
+    return fail("kiln import reads only these ops of domain 'com.microsoft': " +
+                list);
+  }
+  if (!microsoft && !n.domain.empty() && n.domain != "ai.onnx")
     return fail("its domain '" + n.domain + "' is not ONNX's");
+  if (!microsoft && kMicrosoftOps.count(n.opType))
+    return fail("is an op of domain 'com.microsoft' (ONNX Runtime's), not "
+                "ONNX's: expected domain 'com.microsoft'");
   if (n.outputs.empty())
     return fail("has no outputs");
   const std::string &op = n.opType;
@@ -753,7 +773,42 @@ bool Importer::node(const onnx::Node &n) {
     return false;
   if (folded)
     return true;
-  return reader->second(*this, op);
+  // Ops that only move or select elements read quantized integers as they
+  // are (a QOperator model keeps UINT8 tensors through its reshapes and
+  // max pools), and their results are integers of the same type.
+  static const std::set<std::string> kMovesElements = {
+      "Reshape",  "Flatten", "Transpose",     "Squeeze",      "Unsqueeze",
+      "Identity", "MaxPool", "GlobalMaxPool", "Slice",        "Split",
+      "Concat",   "Tile",    "Expand",        "DepthToSpace", "SpaceToDepth"};
+  std::optional<int32_t> moved;
+  if (kMovesElements.count(op))
+    for (const std::string &input : n.inputs)
+      if (auto it = quantized_.find(input); it != quantized_.end()) {
+        if (moved && *moved != it->second)
+          return fail("reads quantized " + onnx::dataTypeName(*moved) +
+                      " and " + onnx::dataTypeName(it->second) +
+                      " integers: expected one type");
+        moved = it->second;
+      }
+  if (!moved)
+    return reader->second(*this, op);
+  for (const std::string &input : n.inputs)
+    if (auto it = values_.find(input);
+        it != values_.end() && !quantized_.count(input) &&
+        llvm::isa<mlir::FloatType>(element(it->second)))
+      return fail("reads quantized " + onnx::dataTypeName(*moved) +
+                  " integers and the float values '" + input +
+                  "': expected integers of one quantization");
+  readingQuantized_ = true;
+  bool ok = reader->second(*this, op);
+  readingQuantized_ = false;
+  if (ok)
+    for (const std::string &output : n.outputs)
+      if (auto it = values_.find(output);
+          it != values_.end() &&
+          llvm::isa<mlir::FloatType>(element(it->second)))
+        quantized_[output] = *moved;
+  return ok;
 }
 
 bool Importer::cast(const std::string &op) {
@@ -971,6 +1026,11 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
         [](Importer &i, const std::string &) { return i.dequantizeLinear(); });
     add({"QLinearMatMul", "QLinearConv"},
         [](Importer &i, const std::string &op) { return i.qlinear(op); });
+    add({"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+         "QLinearGlobalAveragePool", "QLinearConcat"},
+        [](Importer &i, const std::string &op) {
+          return i.qlinearMicrosoft(op);
+        });
     add({"MatMulInteger", "ConvInteger"},
         [](Importer &i, const std::string &op) { return i.integerOp(op); });
     add({"DynamicQuantizeLinear"}, [](Importer &i, const std::string &) {

@@ -9,7 +9,8 @@
 //   y = (q - zero_point) * scale
 //
 // kiln trains in floating point, so q is kept as a float tensor of those
-// integers (exact: |q| < 2^16) that only a DequantizeLinear may read. Its
+// integers (exact: |q| < 2^16) that a DequantizeLinear reads (or ops that
+// only move them: a Reshape, a MaxPool, ...). Its
 // gradient is PyTorch's straight-through estimate: dy/dx is 1 where
 // round(x / scale) + zero_point lies within [qmin, qmax] and 0 where the
 // clamp binds. q is built as stop_gradient(q) + (t - stop_gradient(t))
@@ -469,6 +470,61 @@ bool Importer::qlinear(const std::string &op) {
       partNode(*node_, "QuantizeLinear", "quantize_y", {y, in[6], input(7)},
                {node_->outputs[0]},
                conv ? std::nullopt : std::optional<int64_t>(rowAxis)));
+  return importParts(parts);
+}
+
+bool Importer::qlinearMicrosoft(const std::string &op) {
+  const std::vector<std::string> &in = node_->inputs;
+  auto input = [&](size_t i) { return hasInput(i) ? in[i] : std::string(); };
+  std::vector<onnx::Node> parts;
+  // DequantizeLinear of input |x| by inputs |scale| and |zero|.
+  auto dequantized = [&](size_t x, size_t scale, size_t zero,
+                         const std::string &what) {
+    std::string out = partName(what);
+    parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_" + what,
+                             {input(x), input(scale), input(zero)}, {out}));
+    return out;
+  };
+  std::string y = partName("y");
+  size_t yScale = 0;
+  onnx::Node body;
+  if (op == "QLinearAdd" || op == "QLinearMul") {
+    // A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
+    // C_zero_point.
+    std::string a = dequantized(0, 1, 2, "a"), b = dequantized(3, 4, 5, "b");
+    body = partNode(*node_, op == "QLinearAdd" ? "Add" : "Mul",
+                    op == "QLinearAdd" ? "add" : "mul", {a, b}, {y});
+    yScale = 6;
+  } else if (op == "QLinearConcat") {
+    // Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input.
+    if (in.size() < 5 || (in.size() - 2) % 3 != 0)
+      return fail("has " + std::to_string(in.size()) +
+                  " inputs: expected Y_scale, Y_zero_point and a triple "
+                  "(X, X_scale, X_zero_point) per tensor");
+    std::vector<std::string> xs;
+    for (size_t i = 2; i < in.size(); i += 3)
+      xs.push_back(
+          dequantized(i, i + 1, i + 2, "x" + std::to_string((i - 2) / 3)));
+    body = partNode(*node_, "Concat", "concat", xs, {y});
+    body.attributes = node_->attributes; // axis
+    yScale = 0;
+  } else {
+    // X, X_scale, X_zero_point, Y_scale, Y_zero_point.
+    if (op == "QLinearGlobalAveragePool" && intAttr("channels_last", 0))
+      return fail("channels_last is 1: kiln import reads NCHW pooling");
+    std::string x = dequantized(0, 1, 2, "x");
+    const char *floatOp = op == "QLinearSigmoid"     ? "Sigmoid"
+                          : op == "QLinearLeakyRelu" ? "LeakyRelu"
+                                                     : "GlobalAveragePool";
+    body = partNode(*node_, floatOp, "op", {x}, {y});
+    if (op == "QLinearLeakyRelu")
+      body.attributes = node_->attributes; // alpha
+    yScale = 3;
+  }
+  parts.push_back(std::move(body));
+  parts.push_back(partNode(*node_, "QuantizeLinear", "quantize_y",
+                           {y, input(yScale), input(yScale + 1)},
+                           {node_->outputs[0]}));
   return importParts(parts);
 }
 

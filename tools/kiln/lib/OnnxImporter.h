@@ -506,6 +506,11 @@ private:
   // QuantizeLinear (importParts), so the weights train as a DequantizeLinear
   // of an initializer does.
   bool qlinear(const std::string &op);
+  // ONNX Runtime's QLinearAdd, QLinearMul, QLinearSigmoid,
+  // QLinearLeakyRelu, QLinearGlobalAveragePool and QLinearConcat (domain
+  // com.microsoft): the same, the float op of the dequantized inputs,
+  // quantized by the output's scale and zero point.
+  bool qlinearMicrosoft(const std::string &op);
   // MatMulInteger and ConvInteger: the float op of the inputs less their
   // zero points (constant, or DynamicQuantizeLinear's), its INT32 result
   // kept as a float tensor of integers that a Cast to a float type reads.
@@ -616,9 +621,12 @@ private:
 
   std::map<std::string, mlir::Value> values_;
   std::map<std::string, Static> statics_;
-  // QuantizeLinear outputs (float tensors of integers) and their ONNX
-  // integer types: only a DequantizeLinear reads them.
+  // Quantized integers (float tensors of integers: QuantizeLinear's,
+  // the QLinear ops', DynamicQuantizeLinear's, the integer ops' and what
+  // ops that move elements make of them) and their ONNX integer types.
   std::map<std::string, int32_t> quantized_;
+  // While an op that moves elements reads quantized integers (node()).
+  bool readingQuantized_ = false;
   // The float parameters trained in place of quantized initializers
   // (--quantized-weights=train), by initializer.
   struct QuantizedParameter {

@@ -176,13 +176,13 @@ def handmade(out):
         [qscale, helper.make_tensor("qs3", TensorProto.FLOAT, [3], [0.1] * 3),
          helper.make_tensor("w8m", TensorProto.INT8, [8, 2], [1] * 16)], opset=13)
     # ONNX Runtime's ops: one of its domain kiln import does not read
-    # (QGemm), one named in ONNX's domain, NHWC pooling; and a Concat of
-    # quantized integers and float values.
+    # (QLinearSoftmax), one named in ONNX's domain, NHWC pooling; and a
+    # Concat of quantized integers and float values.
     ms = dict(domain="com.microsoft")
     quant = helper.make_node("QuantizeLinear", ["h", "qs"], ["q"], name="quant")
     dequant = helper.make_node("DequantizeLinear", ["yq", "qs"], ["y"], name="dequant")
     refused("ms-unread", [quant, helper.make_node(
-        "QGemm", ["q", "qs", "", "q", "qs", ""], ["yq"], name="qgemm", **ms), dequant],
+        "QLinearSoftmax", ["q", "qs", "", "qs"], ["yq"], name="qsoftmax", **ms), dequant],
         [qscale], opset=13, microsoft=True)
     refused("ms-domain", [quant, helper.make_node(
         "QLinearAdd", ["q", "qs", "", "q", "qs", "", "qs"], ["yq"], name="qadd"), dequant],

@@ -1415,6 +1415,21 @@ def variants(rng):
                floats("ps", 2.0 ** -7), const("pz", 128, np.uint8),
                floats("ys", 2.0 ** -5), const("yz", 120, np.uint8)],
         smooth=False)
+    # QGemm: B transposed with per-row (N) scales and an INT32 bias, the
+    # output quantized; and without y_scale, a float output.
+    for name, outputs in (("qgemm", ["ys", "yz"]), ("qgemm-float", [])):
+        add(name, 19, (4, 5),
+            [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+             helper.make_node("QGemm", ["hq", "hs", "hz", "w8", "ws", "wz", "c32"] + outputs,
+                              ["yq" if outputs else "y"], transB=1, alpha=0.5, **ms)]
+            + ([helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+               if outputs else []),
+            act + [const("w8", rng.integers(-128, 128, (6, 5)), np.int8),
+                   floats("ws", 2.0 ** -rng.integers(6, 9, 6)),
+                   const("wz", [0] * 6, np.int8),
+                   const("c32", rng.integers(-3000, 3000, (6,)), np.int32),
+                   floats("ys", 2.0 ** -4), const("yz", 128, np.uint8)],
+            smooth=False)
     add("qlinear-sigmoid", 19, (4, 3, 5),
         [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
          helper.make_node("QLinearSigmoid", ["hq", "hs", "hz", "ys", "yz"], ["yq"], **ms),

@@ -45,7 +45,7 @@ class QLinearLeakyRelu(OpRun):
     op_domain = "com.microsoft"
 
     def _run(self, x, x_scale, x_zero, y_scale, y_zero=None, alpha=None):
-        alpha = np.float32(self.alpha if alpha is None else alpha)
+        alpha = np.float32(getattr(self, "alpha", 0.01) if alpha is None else alpha)
         f = dequantize(x, x_scale, x_zero)
         return quantize(np.where(f > 0, f, f * alpha), y_scale, y_zero, x)
 
@@ -77,5 +77,32 @@ class QLinearConcat(OpRun):
         return quantize(np.concatenate(parts, axis=axis), y_scale, y_zero, triples[0])
 
 
+class QGemm(OpRun):
+    """alpha A' B' + C, C an INT32 bias of scale alpha x a_scale x b_scale;
+    quantized when y_scale is given, else float."""
+    op_domain = "com.microsoft"
+
+    def _run(self, a, a_scale, a_zero, b, b_scale, b_zero, c=None, y_scale=None,
+             y_zero=None, alpha=None, transA=None, transB=None):
+        alpha = np.float32(getattr(self, "alpha", 1.0) if alpha is None else alpha)
+        fa = dequantize(a, a_scale, a_zero)
+        if getattr(self, "transA", 0) if transA is None else transA:
+            fa = fa.T
+        trans_b = getattr(self, "transB", 0) if transB is None else transB
+        if b_scale.size > 1:  # per column: along N
+            b_scale = b_scale.reshape((-1, 1) if trans_b else (1, -1))
+            b_zero = None if b_zero is None else b_zero.reshape(b_scale.shape)
+        fb = dequantize(b, b_scale, b_zero)
+        if trans_b:
+            fb = fb.T
+        y = (alpha * (fa @ fb)).astype(np.float32)
+        if c is not None:
+            y = y + dequantize(c, (alpha * a_scale.astype(np.float32)
+                                   * b_scale.reshape(-1).astype(np.float32)))
+        if y_scale is None:
+            return (y.astype(np.float32),)
+        return quantize(y, y_scale, y_zero, a)
+
+
 OPS = [QLinearAdd, QLinearMul, QLinearLeakyRelu, QLinearSigmoid, QLinearGlobalAveragePool,
-       QLinearConcat]
+       QLinearConcat, QGemm]

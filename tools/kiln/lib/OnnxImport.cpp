@@ -745,7 +745,8 @@ bool Importer::node(const onnx::Node &n) {
       "QLinearSigmoid",
       "QLinearLeakyRelu",
       "QLinearGlobalAveragePool",
-      "QLinearConcat"};
+      "QLinearConcat",
+      "QGemm"};
   bool microsoft = n.domain == "com.microsoft";
   if (microsoft && !kMicrosoftOps.count(n.opType)) {
     std::string list;
@@ -1027,7 +1028,7 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
     add({"QLinearMatMul", "QLinearConv"},
         [](Importer &i, const std::string &op) { return i.qlinear(op); });
     add({"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-         "QLinearGlobalAveragePool", "QLinearConcat"},
+         "QLinearGlobalAveragePool", "QLinearConcat", "QGemm"},
         [](Importer &i, const std::string &op) {
           return i.qlinearMicrosoft(op);
         });

@@ -488,7 +488,53 @@ bool Importer::qlinearMicrosoft(const std::string &op) {
   std::string y = partName("y");
   size_t yScale = 0;
   onnx::Node body;
-  if (op == "QLinearAdd" || op == "QLinearMul") {
+  if (op == "QGemm") {
+    // A, a_scale, a_zero_point, B, b_scale, b_zero_point, C (INT32, scale
+    // alpha x a_scale x b_scale, zero point 0), y_scale, y_zero_point
+    // (without them Y is float); alpha, transA, transB.
+    if (!hasInput(0) || !hasInput(1) || !hasInput(3) || !hasInput(4))
+      return fail("expected inputs A, a_scale, B and b_scale");
+    std::string a = dequantized(0, 1, 2, "a");
+    // b_scale per column: along N, B's dimension 1 (0 when transposed).
+    std::string b = partName("b");
+    bool transB = intAttr("transB", 0) != 0;
+    parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_b",
+                             {in[3], in[4], input(5)}, {b}, transB ? 0 : 1));
+    std::vector<std::string> operands = {a, b};
+    if (hasInput(6)) {
+      const Static *as = constInput(1), *bs = constInput(4);
+      if (!as || !bs)
+        return false;
+      if (as->values.size() != 1)
+        return fail("a_scale has " + std::to_string(as->values.size()) +
+                    " values: expected one (QGemm quantizes A per tensor)");
+      double alpha = floatAttr("alpha", 1.0);
+      Static scale;
+      scale.dims = bs->dims;
+      scale.dataType = int32_t(DataType::Float);
+      for (double v : bs->values)
+        scale.values.push_back(static_cast<float>(alpha) *
+                               static_cast<float>(as->values[0]) *
+                               static_cast<float>(v));
+      std::string scaleName = partName("c_scale");
+      statics_[scaleName] = std::move(scale);
+      int64_t cRank = 1;
+      if (auto it = statics_.find(in[6]); it != statics_.end())
+        cRank = std::max<int64_t>(it->second.dims.size(), 1);
+      parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_c",
+                               {in[6], scaleName}, {partName("c")}, cRank - 1));
+      operands.push_back(partName("c"));
+    }
+    body = partNode(*node_, "Gemm", "gemm", operands, {y});
+    body.attributes = node_->attributes; // alpha, transA, transB
+    if (!hasInput(7)) {
+      // A float Y: the Gemm's own output.
+      body.outputs = {node_->outputs[0]};
+      parts.push_back(std::move(body));
+      return importParts(parts);
+    }
+    yScale = 7;
+  } else if (op == "QLinearAdd" || op == "QLinearMul") {
     // A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
     // C_zero_point.
     std::string a = dequantized(0, 1, 2, "a"), b = dequantized(3, 4, 5, "b");

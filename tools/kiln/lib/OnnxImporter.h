@@ -506,10 +506,11 @@ private:
   // QuantizeLinear (importParts), so the weights train as a DequantizeLinear
   // of an initializer does.
   bool qlinear(const std::string &op);
-  // ONNX Runtime's QLinearAdd, QLinearMul, QLinearSigmoid,
+  // ONNX Runtime's QGemm, QLinearAdd, QLinearMul, QLinearSigmoid,
   // QLinearLeakyRelu, QLinearGlobalAveragePool and QLinearConcat (domain
   // com.microsoft): the same, the float op of the dequantized inputs,
-  // quantized by the output's scale and zero point.
+  // quantized by the output's scale and zero point (QGemm without y_scale:
+  // float).
   bool qlinearMicrosoft(const std::string &op);
   // MatMulInteger and ConvInteger: the float op of the inputs less their
   // zero points (constant, or DynamicQuantizeLinear's), its INT32 result

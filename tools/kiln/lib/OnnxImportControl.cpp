@@ -123,13 +123,25 @@ bool Importer::subgraph(const onnx::Graph &g, const std::string &scope,
     s.values = t.toDoubles();
     statics_[t.name] = std::move(s);
   }
+  if (!nodesWithin(g.nodes, scope, prefix))
+    return false;
+  outputs.assign(g.outputs.size(), Held());
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (!hold(g.outputs[i].name, outputs[i]))
+      return false;
+  return true;
+}
+
+bool Importer::nodesWithin(const std::vector<onnx::Node> &nodes,
+                           const std::string &scope,
+                           const std::string &prefix) {
   const onnx::Node *outer = node_;
   std::string name = nodeName_, where = where_, outerScope = scope_,
               outerPrefix = prefix_;
   scope_ = scope + scope_;
   prefix_ = prefix;
   bool ok = true;
-  for (const onnx::Node &n : g.nodes)
+  for (const onnx::Node &n : nodes)
     if (!(ok = node(n)))
       break;
   node_ = outer;
@@ -137,13 +149,7 @@ bool Importer::subgraph(const onnx::Graph &g, const std::string &scope,
   where_ = where;
   scope_ = outerScope;
   prefix_ = outerPrefix;
-  if (!ok)
-    return false;
-  outputs.assign(g.outputs.size(), Held());
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (!hold(g.outputs[i].name, outputs[i]))
-      return false;
-  return true;
+  return ok;
 }
 
 mlir::Value Importer::stack(llvm::ArrayRef<mlir::Value> parts, int64_t axis,

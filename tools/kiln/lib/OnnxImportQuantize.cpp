@@ -367,19 +367,10 @@ bool Importer::trainQuantized(const std::string &name, const Quantization &q,
 }
 
 bool Importer::importParts(const std::vector<onnx::Node> &parts) {
-  const onnx::Node *whole = node_;
-  std::string name = nodeName_, where = where_, scope = scope_;
-  // where_ is "node 'N' (Op)<scope>: ".
-  scope_ = ", part of " + where_.substr(0, where_.size() - 2);
-  bool ok = true;
-  for (const onnx::Node &part : parts)
-    if (!(ok = node(part)))
-      break;
-  node_ = whole;
-  nodeName_ = name;
-  where_ = where;
-  scope_ = scope;
-  return ok;
+  // where_ is "node 'N' (Op)<scope_>: ".
+  return nodesWithin(
+      parts, ", part of " + where_.substr(0, where_.size() - 2 - scope_.size()),
+      prefix_);
 }
 
 namespace {
@@ -577,47 +568,45 @@ bool Importer::qlinearMicrosoft(const std::string &op) {
 bool Importer::centered(size_t i, size_t zero, int64_t axis, mlir::Value &out) {
   if (!hasInput(i))
     return fail("input " + std::to_string(i) + " is missing");
-  const std::string &name = node_->inputs[i];
-  mlir::Value x;
-  if (quantized_.count(name)) {
-    x = values_[name];
-  } else if (auto it = statics_.find(name);
-             it != statics_.end() && !isFloatType(it->second.dataType)) {
-    // An integer initializer: a constant, since the op has no scale to
+  // Input |k| as integers: quantized ones, or an integer constant; null
+  // (and no error yet) for anything else.
+  auto integers = [&](size_t k, bool &failed) -> mlir::Value {
+    const std::string &name = node_->inputs[k];
+    if (quantized_.count(name))
+      return values_[name];
+    auto it = statics_.find(name);
+    if (it == statics_.end() || isFloatType(it->second.dataType))
+      return nullptr;
+    // An integer initializer stays a constant: the op has no scale to
     // train it by (MatMulInteger's is applied after it).
-    if (initializerNames_.count(name))
+    if (k == i && initializerNames_.count(name))
       fixedQuantizedWeights_ = true;
     Static f = it->second;
     f.dataType = int32_t(DataType::Float);
-    x = constant(f, nodeName_ + ".input" + std::to_string(i));
-  } else {
-    return fail("input " + std::to_string(i) + " ('" + name +
+    mlir::Value v = constant(f, nodeName_ + ".input" + std::to_string(k));
+    failed = !v;
+    return v;
+  };
+  bool failed = false;
+  mlir::Value x = integers(i, failed);
+  if (failed)
+    return false;
+  if (!x)
+    return fail("input " + std::to_string(i) + " ('" + node_->inputs[i] +
                 "') is neither quantized integers (a QuantizeLinear's, a "
                 "DynamicQuantizeLinear's or a QLinear op's output) nor an "
                 "integer constant");
-  }
-  if (!x)
-    return false;
   if (!hasInput(zero)) {
     out = x;
     return true;
   }
-  const std::string &zeroName = node_->inputs[zero];
-  mlir::Value z;
-  if (quantized_.count(zeroName)) {
-    z = values_[zeroName];
-  } else if (auto it = statics_.find(zeroName);
-             it != statics_.end() && !isFloatType(it->second.dataType)) {
-    Static f = it->second;
-    f.dataType = int32_t(DataType::Float);
-    z = constant(f, nodeName_ + ".zero_point" + std::to_string(i));
-    if (!z)
-      return false;
-  } else {
-    return fail("input " + std::to_string(zero) + " ('" + zeroName +
+  mlir::Value z = integers(zero, failed);
+  if (failed)
+    return false;
+  if (!z)
+    return fail("input " + std::to_string(zero) + " ('" + node_->inputs[zero] +
                 "'), a zero point, is neither integers nor a "
                 "DynamicQuantizeLinear's zero point");
-  }
   llvm::ArrayRef<int64_t> dims = shape(x), zd = shape(z);
   int64_t count = 1;
   for (int64_t d : zd)

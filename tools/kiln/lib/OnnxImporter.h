@@ -591,6 +591,11 @@ private:
   // Imports the nodes of |g| with its inputs bound to |inputs| and returns
   // its outputs; |scope| says where in error messages ("in the body of
   // node 'loop' (Loop), iteration 3"), |prefix| names its ops.
+  // Imports |nodes| (a subgraph's, or the parts of the current node) with
+  // |scope| before the current scope in their errors and |prefix| before
+  // their names, then makes the current node current again.
+  bool nodesWithin(const std::vector<onnx::Node> &nodes,
+                   const std::string &scope, const std::string &prefix);
   bool subgraph(const onnx::Graph &g, const std::string &scope,
                 const std::string &prefix, const std::vector<Held> &inputs,
                 std::vector<Held> &outputs);

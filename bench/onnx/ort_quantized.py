@@ -9,9 +9,10 @@ builds three PyTorch models, exports each to ONNX (opset 17) and quantizes
 it with onnxruntime.quantization:
 
 - cnn-qoperator: a small residual CNN (Conv, ReLU, MaxPool, a residual Add,
-  GlobalAveragePool, Gemm), quantize_static in the QOperator format (ONNX
-  Runtime writes QLinearConv, QLinearAdd, QLinearGlobalAveragePool,
-  MaxPool of UINT8, QGemm or QLinearMatMul ...), calibrated on 16 batches;
+  AveragePool, GlobalAveragePool, Gemm), quantize_static in the QOperator
+  format (ONNX Runtime writes QLinearConv, QLinearAdd, QLinearAveragePool,
+  QLinearGlobalAveragePool, MaxPool of UINT8, QGemm ...), calibrated on 16
+  batches;
 - cnn-qdq: the same model in the QDQ format;
 - mlp-dynamic: an MLP, quantize_dynamic (DynamicQuantizeLinear,
   MatMulInteger, Cast, Mul).
@@ -53,7 +54,7 @@ def models(torch):
         def forward(self, x):
             h = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
             r = torch.relu(self.conv3(torch.relu(self.conv2(h))))
-            h = torch.relu(h + r)
+            h = torch.nn.functional.avg_pool2d(torch.relu(h + r), 2)
             return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(h, 1), 1))
 
     class Mlp(nn.Module):

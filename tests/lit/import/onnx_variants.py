@@ -1430,6 +1430,16 @@ def variants(rng):
                    const("c32", rng.integers(-3000, 3000, (6,)), np.int32),
                    floats("ys", 2.0 ** -4), const("yz", 128, np.uint8)],
             smooth=False)
+    # QLinearAveragePool: a 2 x 2 window with stride 2 and pads counted
+    # in (each window's sum over 4 exact in f32).
+    add("qlinear-average-pool", 19, (2, 3, 6, 6),
+        [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+         helper.make_node("QLinearAveragePool", ["hq", "hs", "hz", "ys", "yz"], ["yq"],
+                          kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1],
+                          count_include_pad=1, channels_last=0, **ms),
+         helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])],
+        act + [floats("ys", 2.0 ** -7), const("yz", 128, np.uint8)],
+        smooth=False)
     add("qlinear-sigmoid", 19, (4, 3, 5),
         [helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
          helper.make_node("QLinearSigmoid", ["hq", "hs", "hz", "ys", "yz"], ["yq"], **ms),

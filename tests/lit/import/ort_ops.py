@@ -67,6 +67,27 @@ class QLinearGlobalAveragePool(OpRun):
         return quantize(mean, y_scale, y_zero, x)
 
 
+class QLinearAveragePool(OpRun):
+    """The float AveragePool of the dequantized X as onnx.reference computes
+    it (its window attributes), quantized."""
+    op_domain = "com.microsoft"
+
+    def _run(self, x, x_scale, x_zero, y_scale, y_zero=None, **attributes):
+        import onnx
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+        f = dequantize(x, x_scale, x_zero)
+        kept = {a.name: helper.get_attribute_value(a) for a in self.onnx_node.attribute
+                if a.name != "channels_last"}
+        node = helper.make_node("AveragePool", ["x"], ["y"], **kept)
+        graph = helper.make_graph([node], "pool",
+                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        pooled = ReferenceEvaluator(model).run(None, {"x": f})[0]
+        return quantize(pooled, y_scale, y_zero, x)
+
+
 class QLinearConcat(OpRun):
     op_domain = "com.microsoft"
 
@@ -105,4 +126,4 @@ class QGemm(OpRun):
 
 
 OPS = [QLinearAdd, QLinearMul, QLinearLeakyRelu, QLinearSigmoid, QLinearGlobalAveragePool,
-       QLinearConcat, QGemm]
+       QLinearAveragePool, QLinearConcat, QGemm]

@@ -745,6 +745,7 @@ bool Importer::node(const onnx::Node &n) {
       "QLinearSigmoid",
       "QLinearLeakyRelu",
       "QLinearGlobalAveragePool",
+      "QLinearAveragePool",
       "QLinearConcat",
       "QGemm"};
   bool microsoft = n.domain == "com.microsoft";
@@ -1028,7 +1029,8 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
     add({"QLinearMatMul", "QLinearConv"},
         [](Importer &i, const std::string &op) { return i.qlinear(op); });
     add({"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-         "QLinearGlobalAveragePool", "QLinearConcat", "QGemm"},
+         "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat",
+         "QGemm"},
         [](Importer &i, const std::string &op) {
           return i.qlinearMicrosoft(op);
         });

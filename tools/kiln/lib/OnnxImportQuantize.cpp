@@ -547,15 +547,21 @@ bool Importer::qlinearMicrosoft(const std::string &op) {
     yScale = 0;
   } else {
     // X, X_scale, X_zero_point, Y_scale, Y_zero_point.
-    if (op == "QLinearGlobalAveragePool" && intAttr("channels_last", 0))
+    bool pool = op == "QLinearGlobalAveragePool" || op == "QLinearAveragePool";
+    if (pool && intAttr("channels_last", 0))
       return fail("channels_last is 1: kiln import reads NCHW pooling");
     std::string x = dequantized(0, 1, 2, "x");
-    const char *floatOp = op == "QLinearSigmoid"     ? "Sigmoid"
-                          : op == "QLinearLeakyRelu" ? "LeakyRelu"
-                                                     : "GlobalAveragePool";
+    const char *floatOp = op == "QLinearSigmoid"       ? "Sigmoid"
+                          : op == "QLinearLeakyRelu"   ? "LeakyRelu"
+                          : op == "QLinearAveragePool" ? "AveragePool"
+                                                       : "GlobalAveragePool";
     body = partNode(*node_, floatOp, "op", {x}, {y});
-    if (op == "QLinearLeakyRelu")
-      body.attributes = node_->attributes; // alpha
+    // LeakyRelu's alpha; AveragePool's window attributes (channels_last,
+    // 0, is ONNX Runtime's own).
+    if (op == "QLinearLeakyRelu" || op == "QLinearAveragePool")
+      for (const onnx::Attribute &a : node_->attributes)
+        if (a.name != "channels_last")
+          body.attributes.push_back(a);
     yScale = 3;
   }
   parts.push_back(std::move(body));

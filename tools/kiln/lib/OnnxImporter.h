@@ -507,7 +507,8 @@ private:
   // of an initializer does.
   bool qlinear(const std::string &op);
   // ONNX Runtime's QGemm, QLinearAdd, QLinearMul, QLinearSigmoid,
-  // QLinearLeakyRelu, QLinearGlobalAveragePool and QLinearConcat (domain
+  // QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool and
+  // QLinearConcat (domain
   // com.microsoft): the same, the float op of the dequantized inputs,
   // quantized by the output's scale and zero point (QGemm without y_scale:
   // float).

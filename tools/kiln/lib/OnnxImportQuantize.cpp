@@ -35,8 +35,10 @@
 // quantization computes its scale and zero point from the data
 // (DynamicQuantizeLinear) and multiplies integers (MatMulInteger,
 // ConvInteger: kept as float tensors of integers, which a Cast to a float
-// type reads); their integer weights stay constants, since the scale that
-// would make them floats is applied after the op.
+// type reads). The scale that makes their integer weights floats is applied
+// after the op; where MatMulInteger's product is read as ONNX Runtime writes
+// it, that scale is found there and B trains (scaleAppliedAfter), else the
+// integer weights stay constants.
 //
 //===----------------------------------------------------------------------===//
 
@@ -326,6 +328,25 @@ bool Importer::dequantizeLinear() {
 
 bool Importer::trainQuantized(const std::string &name, const Quantization &q,
                               std::vector<float> values) {
+  mlir::Value parameter = quantizedParameter(name, std::move(values));
+  if (!parameter)
+    return false;
+  // An INT32 bias (scaled by the input's and the weight's scales) trains in
+  // float, as PyTorch's quantization-aware training keeps it.
+  if (q.dataType == int32_t(DataType::Int32)) {
+    setOutput(0, parameter);
+    return true;
+  }
+  mlir::Value integers = quantize(parameter, q);
+  mlir::Value y = integers ? dequantize(integers, q) : nullptr;
+  if (!y)
+    return false;
+  setOutput(0, y);
+  return true;
+}
+
+mlir::Value Importer::quantizedParameter(const std::string &name,
+                                         std::vector<float> values) {
   auto [it, added] = quantizedParameters_.try_emplace(name);
   QuantizedParameter &p = it->second;
   if (added) {
@@ -346,24 +367,58 @@ bool Importer::trainQuantized(const std::string &name, const Quantization &q,
         1.0 / std::sqrt(double(std::max<int64_t>(fanInOf(name, p.dims), 1))),
         b_.getF32Type());
   } else if (p.values != values) {
-    return fail("dequantizes '" + name +
-                "' with another scale or zero point than an earlier "
-                "DequantizeLinear: kiln import trains one float parameter "
-                "per quantized initializer (--quantized-weights=fixed keeps "
-                "each dequantization a constant)");
+    fail("dequantizes '" + name +
+         "' with another scale or zero point than an earlier "
+         "DequantizeLinear: kiln import trains one float parameter "
+         "per quantized initializer (--quantized-weights=fixed keeps "
+         "each dequantization a constant)");
+    return nullptr;
   }
-  // An INT32 bias (scaled by the input's and the weight's scales) trains in
-  // float, as PyTorch's quantization-aware training keeps it.
-  if (q.dataType == int32_t(DataType::Int32)) {
-    setOutput(0, p.value);
-    return true;
+  return p.value;
+}
+
+const Static *Importer::scaleAppliedAfter() {
+  static const std::vector<const onnx::Node *> kNone;
+  auto readers = [&](const std::string &tensor)
+      -> const std::vector<const onnx::Node *> & {
+    auto it = consumers_.find(tensor);
+    return it == consumers_.end() ? kNone : it->second;
+  };
+  // MatMulInteger -> Cast -> Mul(., S), S = Mul(A's scale, B's scale).
+  const auto &casts = readers(node_->outputs[0]);
+  if (casts.size() != 1 || casts[0]->opType != "Cast" ||
+      casts[0]->outputs.size() != 1)
+    return nullptr;
+  const auto &muls = readers(casts[0]->outputs[0]);
+  if (muls.size() != 1 || muls[0]->opType != "Mul" ||
+      muls[0]->inputs.size() != 2)
+    return nullptr;
+  const onnx::Node *mul = muls[0];
+  const std::string &product =
+      mul->inputs[0] == casts[0]->outputs[0] ? mul->inputs[1] : mul->inputs[0];
+  auto producer = producers_.find(product);
+  if (producer == producers_.end() || producer->second->opType != "Mul" ||
+      producer->second->inputs.size() != 2)
+    return nullptr;
+  // B's scale is the factor that is a float initializer (A's is computed
+  // by DynamicQuantizeLinear); two constant factors are ambiguous.
+  const Static *found = nullptr;
+  for (const std::string &factor : producer->second->inputs) {
+    if (!initializerNames_.count(factor))
+      continue;
+    const Static *s = nullptr;
+    if (auto it = statics_.find(factor); it != statics_.end())
+      s = &it->second; // a scalar: a constant
+    else if (auto tensor = parameterTensors_.find(factor);
+             tensor != parameterTensors_.end())
+      s = &initializerStatic(factor, *tensor->second); // per column
+    if (!s || !isFloatType(s->dataType))
+      continue;
+    if (found)
+      return nullptr;
+    found = s;
   }
-  mlir::Value integers = quantize(p.value, q);
-  mlir::Value y = integers ? dequantize(integers, q) : nullptr;
-  if (!y)
-    return false;
-  setOutput(0, y);
-  return true;
+  return found;
 }
 
 bool Importer::importParts(const std::vector<onnx::Node> &parts) {
@@ -571,9 +626,76 @@ bool Importer::qlinearMicrosoft(const std::string &op) {
   return importParts(parts);
 }
 
+bool Importer::trainedIntegers(size_t i, size_t zero, int64_t axis,
+                               mlir::Value &out) {
+  const std::string &name = node_->inputs[i];
+  auto it = statics_.find(name);
+  if (!options_.trainQuantizedWeights || node_->opType != "MatMulInteger" ||
+      !initializerNames_.count(name) || it == statics_.end() ||
+      isFloatType(it->second.dataType))
+    return true;
+  const Static *scale = scaleAppliedAfter();
+  if (!scale)
+    return true;
+  const Static &w = it->second;
+  Quantization q;
+  q.dataType = w.dataType;
+  if (!quantizedRange(q.dataType, /*dequantize=*/false, q.low, q.high))
+    return true;
+  q.scale = scale->values;
+  for (double v : q.scale)
+    if (!(v > 0) || !std::isfinite(v))
+      return true;
+  q.zeroPoint.assign(q.scale.size(), 0.0);
+  if (hasInput(zero)) {
+    auto z = statics_.find(node_->inputs[zero]);
+    if (z == statics_.end())
+      return true;
+    q.zeroPoint = z->second.values;
+    // One scale beside per-column zero points, or the other way: per
+    // column both.
+    if (q.scale.size() == 1)
+      q.scale.assign(q.zeroPoint.size(), q.scale[0]);
+    if (q.zeroPoint.size() == 1)
+      q.zeroPoint.assign(q.scale.size(), q.zeroPoint[0]);
+    if (q.zeroPoint.size() != q.scale.size())
+      return true;
+  }
+  if (q.scale.size() > 1) {
+    // Per column of B [..., K, N].
+    if (axis < 0 || axis >= static_cast<int64_t>(w.dims.size()) ||
+        w.dims[axis] != static_cast<int64_t>(q.scale.size()))
+      return true;
+    q.axis = axis;
+    q.inner = product(llvm::ArrayRef<int64_t>(w.dims).drop_front(axis + 1));
+  }
+  std::vector<float> values;
+  for (size_t e = 0; e < w.values.size(); ++e) {
+    size_t k = q.channel(e);
+    values.push_back(
+        static_cast<float>((w.values[e] - q.zeroPoint[k]) * q.scale[k]));
+  }
+  mlir::Value parameter = quantizedParameter(name, std::move(values));
+  if (!parameter)
+    return false;
+  mlir::Value integers = quantize(parameter, q);
+  mlir::Value zeros =
+      integers ? quantizationTensor(q, q.zeroPoint, integers, "zero_point")
+               : nullptr;
+  if (!zeros)
+    return false;
+  out = sub(integers, zeros, ".centered" + std::to_string(i));
+  return true;
+}
+
 bool Importer::centered(size_t i, size_t zero, int64_t axis, mlir::Value &out) {
   if (!hasInput(i))
     return fail("input " + std::to_string(i) + " is missing");
+  // B of ONNX Runtime's dynamic quantization, trained in float.
+  if (!trainedIntegers(i, zero, axis, out))
+    return false;
+  if (out)
+    return true;
   // Input |k| as integers: quantized ones, or an integer constant; null
   // (and no error yet) for anything else.
   auto integers = [&](size_t k, bool &failed) -> mlir::Value {
@@ -583,8 +705,8 @@ bool Importer::centered(size_t i, size_t zero, int64_t axis, mlir::Value &out) {
     auto it = statics_.find(name);
     if (it == statics_.end() || isFloatType(it->second.dataType))
       return nullptr;
-    // An integer initializer stays a constant: the op has no scale to
-    // train it by (MatMulInteger's is applied after it).
+    // An integer initializer stays a constant unless trainedIntegers took
+    // it (above).
     if (k == i && initializerNames_.count(name))
       fixedQuantizedWeights_ = true;
     Static f = it->second;

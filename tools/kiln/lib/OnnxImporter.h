@@ -521,6 +521,19 @@ private:
   // Input |i| of an integer op less the zero point input |zero| (absent:
   // 0), a scalar or one per index along |axis|.
   bool centered(size_t i, size_t zero, int64_t axis, mlir::Value &out);
+  // ONNX Runtime's dynamic quantization scales a MatMulInteger's product
+  // after it: MatMulInteger -> Cast -> Mul(., Mul(A's scale, B's scale)).
+  // B's scale (a float initializer) when the current node's output is
+  // read so, else null.
+  const Static *scaleAppliedAfter();
+  // Input |i|, an integer initializer (B of a MatMulInteger whose scale
+  // scaleAppliedAfter finds), as a float parameter under
+  // --quantized-weights=train (starting from its dequantized values, named
+  // without ONNX Runtime's `_quantized`), fake-quantized by that scale and
+  // the zero point input |zero| (per column: along |axis|), less the zero
+  // point: |out|. Leaves |out| null where that does not apply; fails only
+  // on an error.
+  bool trainedIntegers(size_t i, size_t zero, int64_t axis, mlir::Value &out);
   // DynamicQuantizeLinear: x's UINT8 fake quantization by the scale and
   // zero point of its range (with 0), computed in the step; the scale and
   // zero point are constants to the gradient.
@@ -539,6 +552,11 @@ private:
   // parameter itself).
   bool trainQuantized(const std::string &name, const Quantization &q,
                       std::vector<float> values);
+  // The float parameter trained in place of the quantized initializer
+  // |name| starting from |values| (made once; null, failing, when an
+  // earlier reader dequantized it otherwise).
+  mlir::Value quantizedParameter(const std::string &name,
+                                 std::vector<float> values);
 
   // DFT and STFT as products with constant matrices
   // (OnnxImportSpectral.cpp).

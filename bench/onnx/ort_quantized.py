@@ -19,7 +19,9 @@ it with onnxruntime.quantization:
 
 kiln imports each (--loss=mse) and trains one step from its initializers;
 the script prints kiln's first loss beside the loss of ONNX Runtime's
-outputs on the same batch, and the relative difference. ONNX Runtime's
+outputs on the same batch, and the relative difference. The dynamic MLP
+also trains 8 SGD steps, its quantized weights included, against PyTorch
+emulating it (train_dynamic), loss for loss. ONNX Runtime's
 integer kernels requantize with their own fixed-point arithmetic, so an
 output may land one quantization step from kiln's float path; the
 difference is reported, not hidden."""
@@ -75,7 +77,7 @@ def main(out, seeds):
     import torch
     from onnxruntime import quantization as q
 
-    worst = 0.0
+    worst = worst_training = 0.0
     for seed in range(seeds):
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
@@ -134,7 +136,80 @@ def main(out, seeds):
                 print(f"seed {seed} {name}: kiln {got:.7g} onnxruntime {expected:.7g} "
                       f"relative {error:.1e}; {params.group(1) if params else '?'} parameters; "
                       f"ops {' '.join(ops)}")
+                if name == "mlp-dynamic":
+                    worst_training = max(worst_training,
+                                         train_dynamic(torch, path, kiln_model, data, shape[0]))
     print(f"largest relative difference {worst:.1e}")
+    print(f"training the dynamic MLP's weights: largest relative difference from PyTorch "
+          f"{worst_training:.1e} over {STEPS} SGD steps")
+
+
+STEPS = 8
+LR = 0.05
+
+
+def train_dynamic(torch, path, kiln_model, data, batch):
+    """The quantize_dynamic MLP trained STEPS SGD steps by kiln (its
+    weights and biases) and by PyTorch emulating the quantized model:
+    DynamicQuantizeLinear as torch.fake_quantize_per_tensor_affine with the
+    scale and zero point of the batch's range (detached), each weight
+    fake-quantized by its own scale and zero point, PyTorch's
+    straight-through gradients. Returns the largest relative difference of
+    the losses."""
+    import onnx
+    from onnx import numpy_helper
+    init = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    layers = []
+    for prefix in ("fc1", "fc2"):
+        w = init[f"{prefix}.weight_Transposed_quantized"].astype(np.float32)
+        scale = float(init[f"{prefix}.weight_Transposed_scale"])
+        zero = int(init[f"{prefix}.weight_Transposed_zero_point"])
+        weight = torch.tensor((w - zero) * np.float32(scale), requires_grad=True)
+        bias = torch.tensor(init[f"{prefix}.bias"], requires_grad=True)
+        layers.append((weight, bias, scale, zero))
+
+    def dynamic(x):
+        with torch.no_grad():
+            high = torch.clamp(x.max(), min=0)
+            low = torch.clamp(x.min(), max=0)
+            scale = torch.where(high == low, torch.ones(()), (high - low) / 255)
+            zero = torch.round(torch.clamp(-low / scale, 0, 255))
+        return torch.fake_quantize_per_tensor_affine(x, scale.reshape(1), zero.int().reshape(1),
+                                                     0, 255)
+
+    def forward(x):
+        for i, (weight, bias, scale, zero) in enumerate(layers):
+            w = torch.fake_quantize_per_tensor_affine(weight, scale, zero, -128, 127)
+            x = dynamic(x) @ w + bias
+            if i == 0:
+                x = torch.relu(x)
+        return x
+
+    xs = np.load(os.path.join(data, "x.npy"))
+    ts = np.load(os.path.join(data, "targets.npy"))
+    params = [p for layer in layers for p in layer[:2]]
+    optimizer = torch.optim.SGD(params, lr=LR)
+    torch_losses = []
+    for step in range(STEPS):
+        i = (step * batch) % xs.shape[0]
+        loss = torch.mean((forward(torch.tensor(xs[i:i + batch])) -
+                           torch.tensor(ts[i:i + batch])) ** 2)
+        torch_losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model = kiln_model[:-5] + "-sgd.kiln"
+    run("kiln", "import", path, "-o", model, "--loss=mse", "--optimizer=sgd", f"--lr={LR}")
+    log = run("kiln", "train", model, "--init-from=" + model[:-5] + ".safetensors",
+              "--data=npy:" + data, "--eval-data=none", "--no-shuffle",
+              f"--max-steps={STEPS}")
+    kiln_losses = [float(v) for v in re.findall(r"step \d+ loss (\S+)", log)]
+    if len(kiln_losses) != STEPS:
+        raise SystemExit(f"kiln printed {len(kiln_losses)} losses:\n{log}")
+    error = max(abs(k - t) / max(abs(t), 1e-12) for k, t in zip(kiln_losses, torch_losses))
+    print(f"  trained {STEPS} steps: kiln {kiln_losses[-1]:.7g} PyTorch {torch_losses[-1]:.7g}, "
+          f"largest relative difference {error:.1e}")
+    return error
 
 
 def onnx_load(path):

@@ -193,14 +193,15 @@ public:
   const KernelModel &model() const { return model_; }
 
   // Lets a kiln.reduce be built together with the other reductions of the
-  // same elements (operand type and dimensions) that |roots| (the values
-  // this emitter's nest stores) are computed from and that do not depend on
+  // same elements (operand type and dimensions) that the fusion results
+  // |results| (those this emitter's nest stores) are computed from and that
+  // do not depend on
   // each other: one loop nest accumulates all of them, each in its own
   // order as when built alone, and the others' values are cached for the
   // same indices. Lanes that cooperate on a reduction (reductionLanes)
   // split the group's loop and combine each member's partials. Off by
   // default; both targets' nest builders turn it on.
-  void enableSiblingReductions(llvm::ArrayRef<mlir::Value> roots);
+  void enableSiblingReductions(llvm::ArrayRef<unsigned> results);
 
   // The columns of a row that this lane holds, when the lanes that
   // cooperate on a reduction (KernelHooks::reductionLanes) each hold

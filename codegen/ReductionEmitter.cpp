@@ -164,10 +164,14 @@ Value finishReduce(OpBuilder &b, Location loc, ReduceOp reduce, Value result,
 
 } // namespace
 
-void ElementEmitter::enableSiblingReductions(ArrayRef<Value> roots) {
+void ElementEmitter::enableSiblingReductions(ArrayRef<unsigned> results) {
   siblingCandidates_.clear();
   llvm::DenseSet<Operation *> seen;
-  SmallVector<Value> work(roots.begin(), roots.end());
+  FusionOp fusion = model_.fusion;
+  auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+  SmallVector<Value> work;
+  for (unsigned result : results)
+    work.push_back(yield.getOperand(result));
   while (!work.empty()) {
     Operation *def = work.pop_back_val().getDefiningOp();
     if (!def || !seen.insert(def).second)

@@ -519,10 +519,7 @@ FailureOr<OwningOpRef<ModuleOp>> buildLoopKernelModule(FusionOp fusion) {
       continue; // stored by the column reduction it rides on
     auto buildBody = [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
       ElementEmitter emitter(*model, hooks, nb);
-      SmallVector<Value> roots;
-      for (unsigned result : nest.results)
-        roots.push_back(yield.getOperand(result));
-      emitter.enableSiblingReductions(roots);
+      emitter.enableSiblingReductions(nest.results);
       for (unsigned result : nest.results) {
         Value v = emitter.emit(yield.getOperand(result), ivs);
         storeElement(nb, nloc, v, args[numInputs + result], ivs);

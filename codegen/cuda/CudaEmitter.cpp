@@ -145,10 +145,7 @@ void buildElementwiseLayout(CudaKernelBuilder &k, const LoopNest &nest,
     ElementEmitter emitter(k.model, k.hooks, nb);
     // A thread's reductions of the same elements (two column sums over the
     // same rows) share one loop, as on the CPU.
-    SmallVector<Value> roots;
-    for (unsigned result : nest.results)
-      roots.push_back(k.yield.getOperand(result));
-    emitter.enableSiblingReductions(roots);
+    emitter.enableSiblingReductions(nest.results);
     for (unsigned result : nest.results) {
       SmallVector<Value> values;
       for (int64_t e = 0; e < V; ++e)

@@ -255,18 +255,12 @@ void buildReductionLayout(CudaKernelBuilder &k, const LoopNest &nest,
   // pass sums dy * gamma and dy * gamma * xhat over the row) share one
   // pass over the row (ElementEmitter::enableSiblingReductions), so its
   // elements are read once for all of them.
-  auto rootsOf = [&](ArrayRef<unsigned> results) {
-    SmallVector<Value> roots;
-    for (unsigned result : results)
-      roots.push_back(yield.getOperand(result));
-    return roots;
-  };
   ElementEmitter emitter(k.model, k.hooks, nb);
   {
-    SmallVector<Value> roots = rootsOf(nest.results);
+    SmallVector<unsigned> results(nest.results.begin(), nest.results.end());
     if (inRow)
-      roots.append(rootsOf(inRow->results));
-    emitter.enableSiblingReductions(roots);
+      results.append(inRow->results.begin(), inRow->results.end());
+    emitter.enableSiblingReductions(results);
   }
   // |results| built by every lane with |eb| at |at|; lane 0 stores.
   auto storeFromLaneZero = [&](OpBuilder &sb, ElementEmitter &eb,
@@ -302,7 +296,7 @@ void buildReductionLayout(CudaKernelBuilder &k, const LoopNest &nest,
       k.hooks.setCooperative(branch.thenBlock(), lane, laneCount, blockScope);
       SmallVector<Value, 4> at = delinearizeIndex(gb, loc, element, unitShape);
       ElementEmitter groupEmitter(k.model, k.hooks, gb);
-      groupEmitter.enableSiblingReductions(rootsOf(results));
+      groupEmitter.enableSiblingReductions(results);
       storeFromLaneZero(gb, groupEmitter, at, results);
     }
   } else if (perElement) {

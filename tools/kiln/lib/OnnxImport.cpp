@@ -22,6 +22,27 @@
 namespace kiln::cli {
 namespace onnx_import {
 
+namespace {
+
+// ONNX Runtime's quantized ops of its own domain (QOperator models), the
+// only ops of a domain other than ONNX's that kiln import reads (node()),
+// through Importer::qlinearMicrosoft (readers()). Sorted, as errors list
+// them.
+constexpr const char *kMicrosoftOps[] = {"QGemm",
+                                         "QLinearAdd",
+                                         "QLinearAveragePool",
+                                         "QLinearConcat",
+                                         "QLinearGlobalAveragePool",
+                                         "QLinearLeakyRelu",
+                                         "QLinearMul",
+                                         "QLinearSigmoid"};
+
+bool isMicrosoftOp(const std::string &op) {
+  return llvm::is_contained(kMicrosoftOps, op);
+}
+
+} // namespace
+
 bool Importer::elementType(int32_t onnxType, mlir::Type &out,
                            const std::string &what) {
   switch (static_cast<DataType>(onnxType)) {
@@ -738,27 +759,17 @@ bool Importer::node(const onnx::Node &n) {
                      : n.name;
   nodeName_ = prefix_ + name;
   where_ = "node '" + name + "' (" + n.opType + ")" + scope_ + ": ";
-  // ONNX Runtime's quantized ops of its own domain (QOperator models).
-  static const std::set<std::string> kMicrosoftOps = {
-      "QLinearAdd",
-      "QLinearMul",
-      "QLinearSigmoid",
-      "QLinearLeakyRelu",
-      "QLinearGlobalAveragePool",
-      "QLinearAveragePool",
-      "QLinearConcat",
-      "QGemm"};
   bool microsoft = n.domain == "com.microsoft";
-  if (microsoft && !kMicrosoftOps.count(n.opType)) {
+  if (microsoft && !isMicrosoftOp(n.opType)) {
     std::string list;
-    for (const std::string &op : kMicrosoftOps)
-      list += (list.empty() ? "" : ", ") + op;
+    for (const char *op : kMicrosoftOps)
+      list += (list.empty() ? "" : ", ") + std::string(op);
     return fail("kiln import reads only these ops of domain 'com.microsoft': " +
                 list);
   }
   if (!microsoft && !n.domain.empty() && n.domain != "ai.onnx")
     return fail("its domain '" + n.domain + "' is not ONNX's");
-  if (!microsoft && kMicrosoftOps.count(n.opType))
+  if (!microsoft && isMicrosoftOp(n.opType))
     return fail("is an op of domain 'com.microsoft' (ONNX Runtime's), not "
                 "ONNX's: expected domain 'com.microsoft'");
   if (n.outputs.empty())
@@ -1028,12 +1039,10 @@ const std::map<std::string, Importer::OpReader> &Importer::readers() {
         [](Importer &i, const std::string &) { return i.dequantizeLinear(); });
     add({"QLinearMatMul", "QLinearConv"},
         [](Importer &i, const std::string &op) { return i.qlinear(op); });
-    add({"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-         "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat",
-         "QGemm"},
-        [](Importer &i, const std::string &op) {
-          return i.qlinearMicrosoft(op);
-        });
+    for (const char *name : kMicrosoftOps)
+      t[name] = [](Importer &i, const std::string &op) {
+        return i.qlinearMicrosoft(op);
+      };
     add({"MatMulInteger", "ConvInteger"},
         [](Importer &i, const std::string &op) { return i.integerOp(op); });
     add({"DynamicQuantizeLinear"}, [](Importer &i, const std::string &) {

@@ -266,12 +266,7 @@ bool Importer::dequantizeLinear() {
     Quantization q;
     if (!quantization(x.dims, x.dataType, /*dequantize=*/true, q))
       return false;
-    std::vector<float> values;
-    for (size_t i = 0; i < x.values.size(); ++i) {
-      size_t k = q.channel(i);
-      values.push_back(
-          static_cast<float>((x.values[i] - q.zeroPoint[k]) * q.scale[k]));
-    }
+    std::vector<float> values = q.dequantized(x.values);
     const std::string &name = node_->inputs[0];
     if (initializerNames_.count(name) && !isFloatType(x.dataType)) {
       if (options_.trainQuantizedWeights)
@@ -453,6 +448,45 @@ onnx::Node partNode(const onnx::Node &whole, const std::string &op,
 
 } // namespace
 
+int64_t Importer::inputRank(size_t i) {
+  if (!hasInput(i))
+    return 0;
+  const std::string &name = node_->inputs[i];
+  if (auto it = values_.find(name); it != values_.end())
+    return shape(it->second).size();
+  if (auto it = statics_.find(name); it != statics_.end())
+    return it->second.dims.size();
+  return 0;
+}
+
+bool Importer::int32Bias(size_t bias, size_t first, const char *firstName,
+                         const char *quantized, size_t second, double factor,
+                         const std::string &what, int64_t axis,
+                         std::vector<onnx::Node> &parts,
+                         std::vector<std::string> &operands) {
+  const Static *a = constInput(first), *b = constInput(second);
+  if (!a || !b)
+    return false;
+  if (a->values.size() != 1)
+    return fail(std::string(firstName) + " has " +
+                std::to_string(a->values.size()) + " values: expected one (" +
+                node_->opType + " quantizes " + quantized + " per tensor)");
+  Static scale;
+  scale.dims = b->dims;
+  scale.dataType = int32_t(DataType::Float);
+  for (double v : b->values)
+    scale.values.push_back(static_cast<float>(factor) *
+                           static_cast<float>(a->values[0]) *
+                           static_cast<float>(v));
+  std::string scaleName = partName(what + "_scale");
+  statics_[scaleName] = std::move(scale);
+  parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_" + what,
+                           {node_->inputs[bias], scaleName}, {partName(what)},
+                           axis));
+  operands.push_back(partName(what));
+  return true;
+}
+
 bool Importer::qlinear(const std::string &op) {
   bool conv = op == "QLinearConv";
   static const char *const kConvInputs[] = {"x",       "x_scale", "",       "w",
@@ -463,50 +497,23 @@ bool Importer::qlinear(const std::string &op) {
     if (!hasInput(i))
       return fail("input " + std::to_string(i) + " (" +
                   (conv ? kConvInputs : kMatMulInputs)[i] + ") is missing");
-  // The rank of input |i|, to place a per-row (a, y) or per-column (b)
-  // scale.
-  auto rankOf = [&](size_t i) -> int64_t {
-    const std::string &name = node_->inputs[i];
-    if (auto it = values_.find(name); it != values_.end())
-      return shape(it->second).size();
-    if (auto it = statics_.find(name); it != statics_.end())
-      return it->second.dims.size();
-    return 0;
-  };
   const std::vector<std::string> &in = node_->inputs;
   auto input = [&](size_t i) { return hasInput(i) ? in[i] : std::string(); };
   std::string x = partName("x"), w = partName("w"), y = partName("y");
   std::vector<onnx::Node> parts;
-  int64_t rowAxis = std::max<int64_t>(rankOf(0) - 2, 0);
+  int64_t rowAxis = std::max<int64_t>(inputRank(0) - 2, 0);
   parts.push_back(partNode(
       *node_, "DequantizeLinear", "dequantize_x", {in[0], in[1], input(2)}, {x},
       conv ? std::nullopt : std::optional<int64_t>(rowAxis)));
   // A convolution's weights per output channel; a product's B per column.
   parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_w",
                            {in[3], in[4], input(5)}, {w},
-                           conv ? 0 : std::max<int64_t>(rankOf(3) - 1, 0)));
+                           conv ? 0 : std::max<int64_t>(inputRank(3) - 1, 0)));
   std::vector<std::string> operands = {x, w};
-  if (conv && hasInput(8)) {
-    // The INT32 bias is in units of x_scale x w_scale, zero point 0.
-    const Static *xs = constInput(1), *ws = constInput(4);
-    if (!xs || !ws)
-      return false;
-    if (xs->values.size() != 1)
-      return fail("x_scale has " + std::to_string(xs->values.size()) +
-                  " values: expected one (QLinearConv quantizes x per "
-                  "tensor)");
-    Static scale;
-    scale.dims = ws->dims;
-    scale.dataType = int32_t(DataType::Float);
-    for (double v : ws->values)
-      scale.values.push_back(static_cast<float>(xs->values[0]) *
-                             static_cast<float>(v));
-    std::string scaleName = partName("bias_scale");
-    statics_[scaleName] = std::move(scale);
-    parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_bias",
-                             {in[8], scaleName}, {partName("bias")}, 0));
-    operands.push_back(partName("bias"));
-  }
+  // The INT32 bias is in units of x_scale x w_scale, zero point 0.
+  if (conv && hasInput(8) &&
+      !int32Bias(8, 1, "x_scale", "x", 4, 1.0, "bias", 0, parts, operands))
+    return false;
   onnx::Node product = partNode(*node_, conv ? "Conv" : "MatMul",
                                 conv ? "conv" : "matmul", operands, {y});
   if (conv)
@@ -547,30 +554,11 @@ bool Importer::qlinearMicrosoft(const std::string &op) {
     parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_b",
                              {in[3], in[4], input(5)}, {b}, transB ? 0 : 1));
     std::vector<std::string> operands = {a, b};
-    if (hasInput(6)) {
-      const Static *as = constInput(1), *bs = constInput(4);
-      if (!as || !bs)
-        return false;
-      if (as->values.size() != 1)
-        return fail("a_scale has " + std::to_string(as->values.size()) +
-                    " values: expected one (QGemm quantizes A per tensor)");
-      double alpha = floatAttr("alpha", 1.0);
-      Static scale;
-      scale.dims = bs->dims;
-      scale.dataType = int32_t(DataType::Float);
-      for (double v : bs->values)
-        scale.values.push_back(static_cast<float>(alpha) *
-                               static_cast<float>(as->values[0]) *
-                               static_cast<float>(v));
-      std::string scaleName = partName("c_scale");
-      statics_[scaleName] = std::move(scale);
-      int64_t cRank = 1;
-      if (auto it = statics_.find(in[6]); it != statics_.end())
-        cRank = std::max<int64_t>(it->second.dims.size(), 1);
-      parts.push_back(partNode(*node_, "DequantizeLinear", "dequantize_c",
-                               {in[6], scaleName}, {partName("c")}, cRank - 1));
-      operands.push_back(partName("c"));
-    }
+    // C per column of Y (its last dimension).
+    if (hasInput(6) &&
+        !int32Bias(6, 1, "a_scale", "A", 4, floatAttr("alpha", 1.0), "c",
+                   std::max<int64_t>(inputRank(6), 1) - 1, parts, operands))
+      return false;
     body = partNode(*node_, "Gemm", "gemm", operands, {y});
     body.attributes = node_->attributes; // alpha, transA, transB
     if (!hasInput(7)) {
@@ -669,13 +657,7 @@ bool Importer::trainedIntegers(size_t i, size_t zero, int64_t axis,
     q.axis = axis;
     q.inner = product(llvm::ArrayRef<int64_t>(w.dims).drop_front(axis + 1));
   }
-  std::vector<float> values;
-  for (size_t e = 0; e < w.values.size(); ++e) {
-    size_t k = q.channel(e);
-    values.push_back(
-        static_cast<float>((w.values[e] - q.zeroPoint[k]) * q.scale[k]));
-  }
-  mlir::Value parameter = quantizedParameter(name, std::move(values));
+  mlir::Value parameter = quantizedParameter(name, q.dequantized(w.values));
   if (!parameter)
     return false;
   mlir::Value integers = quantize(parameter, q);
@@ -760,18 +742,8 @@ bool Importer::integerOp(const std::string &op) {
   mlir::Value a, b;
   // MatMulInteger: A's zero point per row, B's per column; ConvInteger:
   // x's per tensor, w's per output channel.
-  int64_t rankA = 0, rankB = 0;
-  for (auto [i, rank] : {std::pair<size_t, int64_t *>{0, &rankA},
-                         std::pair<size_t, int64_t *>{1, &rankB}})
-    if (hasInput(i)) {
-      const std::string &name = node_->inputs[i];
-      if (auto it = values_.find(name); it != values_.end())
-        *rank = shape(it->second).size();
-      else if (auto st = statics_.find(name); st != statics_.end())
-        *rank = st->second.dims.size();
-    }
-  if (!centered(0, 2, conv ? -1 : rankA - 2, a) ||
-      !centered(1, 3, conv ? 0 : rankB - 1, b))
+  if (!centered(0, 2, conv ? -1 : inputRank(0) - 2, a) ||
+      !centered(1, 3, conv ? 0 : inputRank(1) - 1, b))
     return false;
   std::string x = partName("x"), w = partName("w"), y = partName("y");
   values_[x] = a;

@@ -480,6 +480,17 @@ private:
     size_t channel(size_t element) const {
       return axis < 0 ? 0 : (element / inner) % scale.size();
     }
+    // |integers| (row-major) dequantized, each rounded to f32.
+    std::vector<float> dequantized(const std::vector<double> &integers) const {
+      std::vector<float> out;
+      out.reserve(integers.size());
+      for (size_t e = 0; e < integers.size(); ++e) {
+        size_t k = channel(e);
+        out.push_back(
+            static_cast<float>((integers[e] - zeroPoint[k]) * scale[k]));
+      }
+      return out;
+    }
   };
   // Inputs 1 and 2 (scale, zero point) of the current node for a tensor of
   // |dims| whose integers are of |dataType| (QuantizeLinear: unless the
@@ -506,17 +517,28 @@ private:
   // QuantizeLinear (importParts), so the weights train as a DequantizeLinear
   // of an initializer does.
   bool qlinear(const std::string &op);
-  // ONNX Runtime's QGemm, QLinearAdd, QLinearMul, QLinearSigmoid,
-  // QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool and
-  // QLinearConcat (domain
-  // com.microsoft): the same, the float op of the dequantized inputs,
-  // quantized by the output's scale and zero point (QGemm without y_scale:
-  // float).
+  // QLinearConv's B and QGemm's C: the INT32 input |bias|, zero point 0, in
+  // units of |factor| x the per-tensor scale input |first| (|firstName|, of
+  // the tensor |quantized|) x the scale input |second|, dequantized as a
+  // part (along |axis|) appended to |parts|, its tensor to |operands|.
+  bool int32Bias(size_t bias, size_t first, const char *firstName,
+                 const char *quantized, size_t second, double factor,
+                 const std::string &what, int64_t axis,
+                 std::vector<onnx::Node> &parts,
+                 std::vector<std::string> &operands);
+  // The rank of input |i| (a value or a constant; 0 when it is neither),
+  // to place a per-row or per-column scale or zero point.
+  int64_t inputRank(size_t i);
+  // ONNX Runtime's ops of domain com.microsoft (kMicrosoftOps in
+  // OnnxImport.cpp: QGemm, QLinearAdd, QLinearAveragePool, ...): the same,
+  // the float op of the dequantized inputs, quantized by the output's scale
+  // and zero point (QGemm without y_scale: float).
   bool qlinearMicrosoft(const std::string &op);
   // MatMulInteger and ConvInteger: the float op of the inputs less their
   // zero points (constant, or DynamicQuantizeLinear's), its INT32 result
   // kept as a float tensor of integers that a Cast to a float type reads.
-  // An integer initializer stays a constant: the op has no scale for it.
+  // An integer initializer stays a constant (the op has no scale for it),
+  // but MatMulInteger's B where trainedIntegers finds its scale.
   bool integerOp(const std::string &op);
   // Input |i| of an integer op less the zero point input |zero| (absent:
   // 0), a scalar or one per index along |axis|.
@@ -607,14 +629,14 @@ private:
   void index(const onnx::Graph &g);
   // The subgraph attribute |name| of the current node.
   const onnx::Graph *graphAttr(const char *name);
-  // Imports the nodes of |g| with its inputs bound to |inputs| and returns
-  // its outputs; |scope| says where in error messages ("in the body of
-  // node 'loop' (Loop), iteration 3"), |prefix| names its ops.
   // Imports |nodes| (a subgraph's, or the parts of the current node) with
   // |scope| before the current scope in their errors and |prefix| before
   // their names, then makes the current node current again.
   bool nodesWithin(const std::vector<onnx::Node> &nodes,
                    const std::string &scope, const std::string &prefix);
+  // Imports the nodes of |g| with its inputs bound to |inputs| and returns
+  // its outputs; |scope| says where in error messages ("in the body of
+  // node 'loop' (Loop), iteration 3"), |prefix| names its ops.
   bool subgraph(const onnx::Graph &g, const std::string &scope,
                 const std::string &prefix, const std::vector<Held> &inputs,
                 std::vector<Held> &outputs);

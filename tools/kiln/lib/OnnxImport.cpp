@@ -786,42 +786,7 @@ bool Importer::node(const onnx::Node &n) {
     return false;
   if (folded)
     return true;
-  // Ops that only move or select elements read quantized integers as they
-  // are (a QOperator model keeps UINT8 tensors through its reshapes and
-  // max pools), and their results are integers of the same type.
-  static const std::set<std::string> kMovesElements = {
-      "Reshape",  "Flatten", "Transpose",     "Squeeze",      "Unsqueeze",
-      "Identity", "MaxPool", "GlobalMaxPool", "Slice",        "Split",
-      "Concat",   "Tile",    "Expand",        "DepthToSpace", "SpaceToDepth"};
-  std::optional<int32_t> moved;
-  if (kMovesElements.count(op))
-    for (const std::string &input : n.inputs)
-      if (auto it = quantized_.find(input); it != quantized_.end()) {
-        if (moved && *moved != it->second)
-          return fail("reads quantized " + onnx::dataTypeName(*moved) +
-                      " and " + onnx::dataTypeName(it->second) +
-                      " integers: expected one type");
-        moved = it->second;
-      }
-  if (!moved)
-    return reader->second(*this, op);
-  for (const std::string &input : n.inputs)
-    if (auto it = values_.find(input);
-        it != values_.end() && !quantized_.count(input) &&
-        llvm::isa<mlir::FloatType>(element(it->second)))
-      return fail("reads quantized " + onnx::dataTypeName(*moved) +
-                  " integers and the float values '" + input +
-                  "': expected integers of one quantization");
-  readingQuantized_ = true;
-  bool ok = reader->second(*this, op);
-  readingQuantized_ = false;
-  if (ok)
-    for (const std::string &output : n.outputs)
-      if (auto it = values_.find(output);
-          it != values_.end() &&
-          llvm::isa<mlir::FloatType>(element(it->second)))
-        quantized_[output] = *moved;
-  return ok;
+  return readMovingQuantized(op, reader->second);
 }
 
 bool Importer::cast(const std::string &op) {

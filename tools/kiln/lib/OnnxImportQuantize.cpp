@@ -459,6 +459,42 @@ int64_t Importer::inputRank(size_t i) {
   return 0;
 }
 
+bool Importer::readMovingQuantized(const std::string &op, OpReader read) {
+  static const std::set<std::string> kMovesElements = {
+      "Reshape",  "Flatten", "Transpose",     "Squeeze",      "Unsqueeze",
+      "Identity", "MaxPool", "GlobalMaxPool", "Slice",        "Split",
+      "Concat",   "Tile",    "Expand",        "DepthToSpace", "SpaceToDepth"};
+  std::optional<int32_t> moved;
+  if (kMovesElements.count(op))
+    for (const std::string &input : node_->inputs)
+      if (auto it = quantized_.find(input); it != quantized_.end()) {
+        if (moved && *moved != it->second)
+          return fail("reads quantized " + onnx::dataTypeName(*moved) +
+                      " and " + onnx::dataTypeName(it->second) +
+                      " integers: expected one type");
+        moved = it->second;
+      }
+  if (!moved)
+    return read(*this, op);
+  for (const std::string &input : node_->inputs)
+    if (auto it = values_.find(input);
+        it != values_.end() && !quantized_.count(input) &&
+        llvm::isa<mlir::FloatType>(element(it->second)))
+      return fail("reads quantized " + onnx::dataTypeName(*moved) +
+                  " integers and the float values '" + input +
+                  "': expected integers of one quantization");
+  readingQuantized_ = true;
+  bool ok = read(*this, op);
+  readingQuantized_ = false;
+  if (ok)
+    for (const std::string &output : node_->outputs)
+      if (auto it = values_.find(output);
+          it != values_.end() &&
+          llvm::isa<mlir::FloatType>(element(it->second)))
+        quantized_[output] = *moved;
+  return ok;
+}
+
 bool Importer::int32Bias(size_t bias, size_t first, const char *firstName,
                          const char *quantized, size_t second, double factor,
                          const std::string &what, int64_t axis,

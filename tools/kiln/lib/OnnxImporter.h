@@ -560,6 +560,11 @@ private:
   // zero point of its range (with 0), computed in the step; the scale and
   // zero point are constants to the gradient.
   bool dynamicQuantizeLinear();
+  // Reads the current node with |read|. Ops that only move or select
+  // elements (Reshape, MaxPool, Concat, ...) read quantized integers as they
+  // are (a QOperator model keeps UINT8 tensors through its reshapes and max
+  // pools), and their results are integers of the same type.
+  bool readMovingQuantized(const std::string &op, OpReader read);
   // Imports |parts| (ops that make up the current node, reading its inputs
   // and writing its outputs) as if the graph held them; their errors name
   // the node too.
@@ -672,7 +677,8 @@ private:
   // the QLinear ops', DynamicQuantizeLinear's, the integer ops' and what
   // ops that move elements make of them) and their ONNX integer types.
   std::map<std::string, int32_t> quantized_;
-  // While an op that moves elements reads quantized integers (node()).
+  // While an op that moves elements reads quantized integers
+  // (readMovingQuantized).
   bool readingQuantized_ = false;
   // The float parameters trained in place of quantized initializers
   // (--quantized-weights=train), by initializer.

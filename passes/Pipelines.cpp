@@ -406,21 +406,36 @@ int64_t rematCandidates(mlir::ModuleOp module) {
   return candidates;
 }
 
+// The runtime's workspaces beside |module|'s plan
+// (PipelineOptions::runtimeWorkspaceBytes; 0 without).
+int64_t runtimeWorkspaces(mlir::ModuleOp module,
+                          const PipelineOptions &options) {
+  if (!options.runtimeWorkspaceBytes)
+    return 0;
+  return std::max<int64_t>(0, options.runtimeWorkspaceBytes(module));
+}
+
 // Compiles a copy of |module| under |options| with every diagnostic
-// silenced; fills |peak| (-1: the pipeline failed or planned nothing) and
-// |candidates|.
+// silenced; fills |peak| (what the budget bounds: the planned peak and the
+// runtime's workspaces, |workspaces|; -1: the pipeline failed or planned
+// nothing) and |candidates|.
 void trialCompile(mlir::ModuleOp module, const PipelineOptions &options,
-                  int64_t &peak, int64_t &candidates) {
+                  int64_t &peak, int64_t &workspaces, int64_t &candidates) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
   mlir::ScopedDiagnosticHandler silence(
       module.getContext(), [](mlir::Diagnostic &) { return mlir::success(); });
   mlir::PassManager pm(module.getContext());
   buildCompilePipeline(pm, options);
   peak = -1;
+  workspaces = 0;
   candidates = 0;
   if (mlir::failed(pm.run(*copy)))
     return;
   peak = plannedPeak(*copy);
+  if (peak >= 0) {
+    workspaces = runtimeWorkspaces(*copy, options);
+    peak += workspaces;
+  }
   candidates = rematCandidates(*copy);
 }
 
@@ -440,14 +455,15 @@ mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
   outcome.searched = true;
   PipelineOptions trial = options;
   trial.dumpDir.clear();
-  int64_t peak, candidates;
+  int64_t peak, workspaces, candidates;
   auto compile = [&](int64_t k) {
     trial.rematLimit = k;
-    trialCompile(module, trial, peak, candidates);
+    trialCompile(module, trial, peak, workspaces, candidates);
     ++outcome.compiles;
   };
   compile(0);
-  outcome.peakWithout = peak;
+  outcome.peakWithout = peak - workspaces;
+  outcome.workspaces = workspaces;
   outcome.candidates = candidates;
   outcome.policy = options.remat;
   if (peak < 0) { // the real compile reports what failed
@@ -463,7 +479,7 @@ mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
     outcome.searched = false;
     return mlir::success();
   }
-  int64_t least = peak;
+  int64_t least = peak, leastWorkspaces = workspaces;
   if (peak > options.memoryBudget && options.remat == "full") {
     trial.remat = "dots";
     compile(-1);
@@ -471,21 +487,30 @@ mlir::LogicalResult searchRematLimit(mlir::ModuleOp module,
       outcome.policy = "dots";
       outcome.candidates = candidates;
     } else {
-      if (peak >= 0)
-        least = std::min(least, peak);
+      if (peak >= 0 && peak < least) {
+        least = peak;
+        leastWorkspaces = workspaces;
+      }
       peak = least;
       trial.remat = "full";
     }
   }
-  if (peak > options.memoryBudget)
-    return module.emitError()
-           << "--memory-budget=" << formatBytes(options.memoryBudget)
-           << ": the training step's planned memory is "
-           << formatBytes(outcome.peakWithout) << ", and at least "
-           << formatBytes(least) << " with recomputation (--remat="
-           << options.remat << "'s " << outcome.candidates
-           << " values); a smaller batch (or --grad-accum), "
-              "--amp=bf16, a ZeRO strategy or more memory would fit it";
+  if (peak > options.memoryBudget) {
+    mlir::InFlightDiagnostic error =
+        module.emitError() << "--memory-budget="
+                           << formatBytes(options.memoryBudget)
+                           << ": the training step's planned memory is "
+                           << formatBytes(outcome.peakWithout)
+                           << ", and at least "
+                           << formatBytes(least - leastWorkspaces)
+                           << " with recomputation (--remat=" << options.remat
+                           << "'s " << outcome.candidates << " values)";
+    if (leastWorkspaces > 0)
+      error << ", and the runtime's workspaces take "
+            << formatBytes(leastWorkspaces) << " beside it";
+    return error << "; a smaller batch (or --grad-accum), --amp=bf16, a "
+                    "ZeRO strategy or more memory would fit it";
+  }
   int64_t fits = candidates, misses = 0;
   while (fits - misses > 1) {
     int64_t mid = misses + (fits - misses) / 2;
@@ -541,13 +566,15 @@ mlir::LogicalResult runCompilePipeline(mlir::ModuleOp module,
     return mlir::failure();
   if (budget.searched) {
     budget.peak = plannedPeak(module);
-    if (budget.peak > options.memoryBudget)
+    budget.workspaces = runtimeWorkspaces(module, options);
+    if (budget.peak + budget.workspaces > options.memoryBudget)
       return module.emitError()
              << "internal error: --memory-budget="
              << formatBytes(options.memoryBudget) << ": the search chose "
              << options.rematLimit << " values of --remat=" << options.remat
-             << " to recompute for a plan of "
-             << formatBytes(budget.peak) << ", over the budget";
+             << " to recompute for a plan of " << formatBytes(budget.peak)
+             << " and workspaces of " << formatBytes(budget.workspaces)
+             << ", over the budget";
   }
   if (outcome)
     *outcome = budget;

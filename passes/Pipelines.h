@@ -29,6 +29,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,6 +97,11 @@ struct PipelineOptions {
   // full also tries dots' values) whose plan fits, and fails, saying what
   // the step needs, when even the whole policy does not fit.
   int64_t memoryBudget = 0;
+  // With memoryBudget: the bytes the target's runtime allocates beside a
+  // planned step (its libraries' workspaces), given the module compiled up
+  // to its plan; the budget bounds the planned peak plus them. Negative or
+  // unset: none.
+  std::function<int64_t(mlir::ModuleOp)> runtimeWorkspaceBytes;
   // kiln-fuse's bias-gradient-epilogues: a weight gradient's GEMM also
   // computes the bias gradient (cuBLASLt BGRADA); CUDA packages only.
   bool gemmBiasGradients = false;
@@ -149,6 +155,7 @@ struct MemoryBudgetOutcome {
   bool searched = false;     // a budget applied (a training step, optimized)
   int64_t peakWithout = 0;   // the planned peak without recomputation
   int64_t peak = 0;          // the planned peak compiled
+  int64_t workspaces = 0;    // the runtime's beside it (runtimeWorkspaceBytes)
   std::string policy;        // the remat policy chosen from (dots or full)
   int64_t recomputed = 0;    // candidates recomputed (remat-limit)
   int64_t candidates = 0;    // the policy's candidates

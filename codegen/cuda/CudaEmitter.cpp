@@ -28,7 +28,7 @@ using namespace mlir;
 
 namespace kiln {
 
-int64_t cudaRowCacheBytes(unsigned arch) {
+int64_t cudaSharedMemoryOptinBytes(unsigned arch) {
   int64_t optIn = 48 * 1024;
   if (arch >= 90 && arch < 100)
     optIn = 227 * 1024; // sm_90
@@ -42,7 +42,11 @@ int64_t cudaRowCacheBytes(unsigned arch) {
     optIn = 64 * 1024;
   else if (arch >= 70 && arch < 75)
     optIn = 96 * 1024;
-  return optIn - kCudaStaticSharedReserve;
+  return optIn;
+}
+
+int64_t cudaRowCacheBytes(unsigned arch) {
+  return cudaSharedMemoryOptinBytes(arch) - kCudaStaticSharedReserve;
 }
 
 int64_t cudaRowCacheBytes(ArrayRef<unsigned> archs) {

@@ -210,11 +210,16 @@ struct CudaKernelSource {
 // (kiln_block_allreduce's partial results, one array per accumulator type).
 constexpr int64_t kCudaStaticSharedReserve = 1024;
 
+// The shared memory one block may opt in to on sm_|arch|
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin: sm_90 227 KiB, sm_80/87 163
+// KiB, sm_86/89/120 99 KiB, sm_75 64 KiB, sm_70 96 KiB, 48 KiB before),
+// for when no device is at hand.
+int64_t cudaSharedMemoryOptinBytes(unsigned arch);
+
 // The dynamic shared memory one block may take on sm_|arch| after
-// cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): the
-// device's opt-in maximum per block (sm_90 227 KiB, sm_80/87 163 KiB,
-// sm_86/89/120 99 KiB, sm_75 64 KiB, sm_70 96 KiB, 48 KiB before) less
-// kCudaStaticSharedReserve. For several architectures, the smallest.
+// cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES):
+// cudaSharedMemoryOptinBytes less kCudaStaticSharedReserve. For several
+// architectures, the smallest.
 int64_t cudaRowCacheBytes(unsigned arch);
 int64_t cudaRowCacheBytes(llvm::ArrayRef<unsigned> archs);
 

@@ -640,6 +640,28 @@ bool attentionVariantRequested(const AttentionRequest &request,
                     c.storedScores == request.stored));
 }
 
+uint64_t attentionWorkspaceBytes(const LoadedPackage &package,
+                                 const CudaDeviceInfo &device, bool mma) {
+  uint64_t bytes = 0;
+  for (const PackageThunk &t : package.thunks) {
+    if (t.kind != ThunkKind::LibraryCall ||
+        t.library != LibraryKind::AttentionGrad || !t.hasAttention ||
+        t.operands.empty())
+      continue;
+    const AttentionParams &p = t.attention;
+    PkgDType dtype = package.buffers[t.operands[0]].dtype;
+    StatusOr<std::vector<AttentionConfig>> configs =
+        attentionConfigVariants(dtype, p.headDim, p.valueDim, device.smArch(),
+                                mma, device.maxSharedMemoryPerBlockOptin);
+    // D_i, and the dS tiles of a "ds" variant within the cap.
+    if (configs.isOk())
+      for (const AttentionConfig &c : configs.value())
+        if (attentionVariantFits(c, p, dtype))
+          bytes = std::max(bytes, attentionWorkspaceBytes(c, p, dtype));
+  }
+  return bytes;
+}
+
 StatusOr<std::unique_ptr<CudaAttention>>
 CudaAttention::create(const LoadedPackage &package, CudaApi &api,
                       const CudaDeviceInfo &device) {
@@ -652,7 +674,6 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
   if (!request.isOk())
     return request.status();
   attention->request_ = request.value();
-  uint64_t bytes = 0;
   std::set<std::string> used; // the sets of kernels the thunks use
   for (size_t i = 0; i < package.thunks.size(); ++i) {
     const PackageThunk &t = package.thunks[i];
@@ -674,12 +695,8 @@ CudaAttention::create(const LoadedPackage &package, CudaApi &api,
     if (configs.isOk())
       for (const AttentionConfig &c : configs.value())
         used.insert(c.forward);
-    // D_i, and the dS tiles of a "ds" variant within the cap.
-    if (t.library == LibraryKind::AttentionGrad && configs.isOk())
-      for (const AttentionConfig &c : configs.value())
-        if (attentionVariantFits(c, p, dtype))
-          bytes = std::max(bytes, attentionWorkspaceBytes(c, p, dtype));
   }
+  uint64_t bytes = attentionWorkspaceBytes(package, device, attention->mma_);
   // No kernels to run (no thunk with a supported shape): nothing to load.
   if (!used.empty()) {
     unsigned arch = device.smArch();

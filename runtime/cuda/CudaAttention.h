@@ -167,6 +167,11 @@ constexpr uint64_t kMaxStoredScoresBytes = uint64_t(1) << 30;
 // "ds" variant whose dS tiles would pass kMaxStoredScoresBytes.
 bool attentionVariantFits(const AttentionConfig &c, const AttentionParams &p,
                           PkgDType dtype);
+// The workspace CudaAttention::create allocates for |package| on |device|
+// (the kernels' tensor-core form when |mma|): the largest of its attention
+// backward thunks' over the variants each may run. 0 without one.
+uint64_t attentionWorkspaceBytes(const LoadedPackage &package,
+                                 const CudaDeviceInfo &device, bool mma);
 
 // The configuration for |dtype| and head dims |headDim| / |valueDim| on
 // sm_|arch| (attentionConfigVariants' first); fails for a type other than f32, f64, f16, bf16, or a head

@@ -309,6 +309,13 @@ Status checkConvBuffers(const LoadedPackage &package, const PackageThunk &t) {
   return Status::ok();
 }
 
+bool isConvThunk(const PackageThunk &t) {
+  return t.kind == ThunkKind::LibraryCall &&
+         (t.library == LibraryKind::Conv2D ||
+          t.library == LibraryKind::Conv2DInputGrad ||
+          t.library == LibraryKind::Conv2DFilterGrad);
+}
+
 } // namespace
 
 void setConvColumnLimit(size_t bytes) { columnLimit.store(bytes); }
@@ -331,6 +338,21 @@ std::vector<std::string> convKernelEntryPoints() {
   return entries;
 }
 
+uint64_t convWorkspaceBytes(const LoadedPackage &package) {
+  uint64_t bytes = 0;
+  for (const PackageThunk &t : package.thunks) {
+    // Sized from the shapes only once they are checked.
+    if (!isConvThunk(t) || !t.hasConv || t.results.empty() ||
+        !pkgCheckConvParams(t.conv).isOk() ||
+        !checkConvBuffers(package, t).isOk())
+      continue;
+    PkgDType dtype = package.buffers[t.results[0]].dtype;
+    Geometry g = geometryOf(t.conv);
+    g.n = chunkImages(g, dtype);
+    bytes = std::max(bytes, workspaceFor(g, dtype));
+  }
+  return bytes;
+}
 
 StatusOr<std::unique_ptr<CudaConv>>
 CudaConv::create(const LoadedPackage &package, CudaApi &api,
@@ -338,13 +360,9 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
                  int gemmAlgorithms) {
   std::unique_ptr<CudaConv> conv(new CudaConv(package, api, device, allowTf32,
                                               std::max(gemmAlgorithms, 1)));
-  uint64_t bytes = 0;
   for (size_t i = 0; i < package.thunks.size(); ++i) {
     const PackageThunk &t = package.thunks[i];
-    if (t.kind != ThunkKind::LibraryCall ||
-        (t.library != LibraryKind::Conv2D &&
-         t.library != LibraryKind::Conv2DInputGrad &&
-         t.library != LibraryKind::Conv2DFilterGrad))
+    if (!isConvThunk(t))
       continue;
     if (!t.hasConv || t.results.empty())
       return Status::error("thunk " + std::to_string(i) +
@@ -353,14 +371,10 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
     if (Status s = pkgCheckConvParams(t.conv); !s.isOk())
       return Status::error("thunk " + std::to_string(i) + " (" +
                            pkgLibraryKindName(t.library) + "): " + s.message());
-    // Before the workspace is sized from the shapes.
     if (Status s = checkConvBuffers(package, t); !s.isOk())
       return Status::error("thunk " + std::to_string(i) + ": " + s.message());
-    PkgDType dtype = package.buffers[t.results[0]].dtype;
-    Geometry g = geometryOf(t.conv);
-    g.n = chunkImages(g, dtype);
-    bytes = std::max(bytes, workspaceFor(g, dtype));
   }
+  uint64_t bytes = convWorkspaceBytes(package);
   if (Status s = conv->kernels_.load(convKernelSource(), device.smArch());
       !s.isOk())
     return s;

@@ -68,6 +68,13 @@ std::vector<std::string> convKernelEntryPoints();
 void setConvColumnLimit(size_t bytes);
 size_t convColumnLimit();
 
+// The workspace CudaConv::create allocates for |package|: its largest
+// convolution's column buffer and swapped operands, one chunk of images
+// under convColumnLimit(); 0 without convolutions. A convolution thunk
+// whose parameters or buffers are wrong counts nothing here (create()
+// refuses it).
+uint64_t convWorkspaceBytes(const LoadedPackage &package);
+
 class CudaConv {
 public:
   // Compiles (or takes from the process cache) and loads the kernels for

@@ -287,6 +287,21 @@ uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params)
   return chunks * uint64_t(params.n) * sizeof(float);
 }
 
+uint64_t epilogueWorkspaceBytes(const LoadedPackage &package) {
+  uint64_t bytes = 0;
+  for (const PackageThunk &t : package.thunks)
+    if (t.kind == ThunkKind::LibraryCall && t.hasGemm)
+      bytes =
+          std::max(bytes, epilogueWorkspaceBytes(
+                              t.gemm.epilogue == PkgGemmEpilogue::BiasGradient
+                                  ? GemmEpilogue::BiasGradient
+                              : t.gemm.epilogue == PkgGemmEpilogue::DGelu
+                                  ? GemmEpilogue::DGelu
+                                  : GemmEpilogue::None,
+                              t.gemm));
+  return bytes;
+}
+
 StatusOr<std::unique_ptr<CudaEpilogue>>
 CudaEpilogue::create(CudaApi &api, const CudaDeviceInfo &device,
                      uint64_t workspaceBytes) {

@@ -46,6 +46,7 @@
 #include "runtime/Status.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/RuntimeKernels.h"
+#include "runtime/package/Package.h"
 
 #include <map>
 #include <memory>
@@ -64,6 +65,11 @@ std::vector<std::string> epilogueKernelEntryPoints();
 // bytes each, for when the aux input is the result's own buffer), 0 for
 // other epilogues.
 uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params);
+// The workspace CudaExecutable gives CudaEpilogue once cuBLASLt declines
+// one of |package|'s GEMM epilogues: the largest of its GEMMs' (one for
+// every bias gradient's partial sums and every DGELU product that cannot
+// go to its result).
+uint64_t epilogueWorkspaceBytes(const LoadedPackage &package);
 
 class CudaEpilogue {
 public:

@@ -246,14 +246,22 @@ Status CudaExecutable::prepare() {
     return Status::error("the arena: the package asks for " +
                          std::to_string(package_.arenaAlignment) +
                          "-byte alignment, cudaMalloc gives 256");
-  // A step planned for more memory than the device has free is refused
-  // before the allocation, with what would make it fit; so is a failed one.
+  // A step that needs more memory than the device has free (its arena and
+  // the workspaces its libraries are given at load, CudaMemory.h) is
+  // refused before the allocation, with what would make it fit; so is a
+  // failed one.
+  StatusOr<bool> mma = attentionMmaFromEnv();
+  if (!mma.isOk())
+    return mma.status();
+  memory_ = cudaStepMemory(package_, device_, options_.gemmWorkspaceBytes,
+                           mma.value());
   size_t freeBytes = 0, totalBytes = 0;
   bool knowFree = api_.memGetInfo(&freeBytes, &totalBytes).isOk();
   auto tooLarge = [&](const std::string &what) {
     std::string message =
-        "the arena: the package plans " + formatBytes(package_.arenaSize) +
-        " for the step (parameters, optimizer state, batch and "
+        "the step needs " + formatBytes(memory_.total()) + " on the device (" +
+        describeStepMemory(memory_) +
+        "; the arena holds the parameters, optimizer state, batch and "
         "activations)";
     if (knowFree)
       message += " and CUDA device " + std::to_string(options_.device) +
@@ -265,12 +273,12 @@ Status CudaExecutable::prepare() {
         "free (kiln recomputes activations to fit), a smaller batch or "
         "--grad-accum, --amp=bf16 or a ZeRO strategy");
   };
-  if (knowFree && package_.arenaSize > freeBytes)
+  if (knowFree && memory_.total() > freeBytes)
     return tooLarge("");
   void *arena = nullptr;
   if (Status s = api_.malloc(&arena, std::max<uint64_t>(package_.arenaSize, 1));
       !s.isOk())
-    return tooLarge(" (" + s.message() + ")");
+    return tooLarge(" (the arena: " + s.message() + ")");
   arena_ = static_cast<uint8_t *>(arena);
   for (CudaStream *s : {&stream_, &copyStream_})
     if (Status st = api_.streamCreate(s); !st.isOk())

@@ -67,8 +67,9 @@
 #define KILN_RUNTIME_CUDA_CUDAEXECUTABLE_H
 
 #include "runtime/Status.h"
-#include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/Autotune.h"
+#include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/CudaMemory.h"
 #include "runtime/package/Package.h"
 
 #include <cstdint>
@@ -147,6 +148,8 @@ public:
 
   const LoadedPackage &package() const { return package_; }
   const CudaDeviceInfo &device() const { return device_; }
+  // What the step takes on the device, by part (CudaMemory.h).
+  const CudaStepMemory &memory() const { return memory_; }
 
   // The device address of buffer |id| (null when out of range).
   void *deviceBuffer(uint32_t id) const;
@@ -249,6 +252,7 @@ private:
   CudaApi &api_;
   CudaOptions options_;
   CudaDeviceInfo device_;
+  CudaStepMemory memory_;
   uint8_t *arena_ = nullptr;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;

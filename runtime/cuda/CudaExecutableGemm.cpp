@@ -174,19 +174,8 @@ Status CudaExecutable::planGemm(size_t index) {
   if (!epilogue_) {
     // One workspace for every bias gradient's partial sums and every
     // DGELU product that cannot go to its result (the largest).
-    uint64_t bytes = 0;
-    for (const PackageThunk &other : package_.thunks)
-      if (other.kind == ThunkKind::LibraryCall && other.hasGemm)
-        bytes = std::max(
-            bytes, epilogueWorkspaceBytes(
-                       other.gemm.epilogue == PkgGemmEpilogue::BiasGradient
-                           ? GemmEpilogue::BiasGradient
-                       : other.gemm.epilogue == PkgGemmEpilogue::DGelu
-                           ? GemmEpilogue::DGelu
-                           : GemmEpilogue::None,
-                       other.gemm));
     StatusOr<std::unique_ptr<CudaEpilogue>> made =
-        CudaEpilogue::create(api_, device_, bytes);
+        CudaEpilogue::create(api_, device_, epilogueWorkspaceBytes(package_));
     if (!made.isOk())
       return fail(made.status().message());
     epilogue_ = std::move(made.value());

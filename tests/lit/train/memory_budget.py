@@ -5,7 +5,9 @@ memory_budget.py MODEL DIR [--train] [FLAGS...] compiles MODEL with --report und
 FLAGS without recomputation and with --remat=full and --remat=dots (the
 least of which is the least memory the budget's search reaches: it
 tries dots' values when all of full's do not fit), then under budgets
-chosen from those plans:
+chosen from those plans. What a budget bounds is --report's planned peak,
+or for a CUDA target its device memory (the planned peak and the
+runtime's workspaces); "plan" below means that:
 
 - above the plan without recomputation: nothing is recomputed and the
   plan is that plan;
@@ -41,7 +43,10 @@ def compile_step(name, extra):
 
 
 def peak(text, what):
-    match = re.search(r"planned peak:\s+(\d+) bytes", text)
+    """What the budget bounds, from --report: a CUDA step's device memory
+    (the planned peak and the runtime's workspaces), else the planned peak."""
+    match = re.search(r"device memory:\s+(\d+) bytes", text) or \
+        re.search(r"planned peak:\s+(\d+) bytes", text)
     if not match:
         sys.exit(f"{what}: no 'planned peak' line in:\n{text}")
     return int(match.group(1))

@@ -201,6 +201,13 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
                             "(sm_90, 1 SMs)"),
             std::string::npos)
       << errs.str();
+  // What the training step took on the device, by part.
+  EXPECT_NE(errs.str().find("test: device memory 32.0"), std::string::npos)
+      << errs.str();
+  EXPECT_NE(errs.str().find(" (arena "), std::string::npos);
+  EXPECT_NE(errs.str().find(", cuBLASLt workspace 32.00 MiB)\n"),
+            std::string::npos)
+      << errs.str();
   EXPECT_STREQ(gpu->name(), "cuda");
   ASSERT_EQ(gpu->batch(), 8);
   ASSERT_TRUE(gpu->hasEval());

@@ -218,34 +218,48 @@ TEST_F(CudaExecutableTest, ArenaIsOneAllocationAtThePlannedOffsets) {
   EXPECT_EQ(exec->deviceBuffer(99), nullptr);
 }
 
-// A step planned for more memory than the device has free is refused at
-// load, before any allocation, with the sizes and what would fit it
-// (kiln compile --memory-budget); so is a package the device cannot hold.
-TEST_F(CudaExecutableTest, ArenaOverTheFreeMemoryIsRefusedWithWhatWouldFit) {
-  api.usedElsewhere = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes - 1024;
+// A step that needs more memory than the device has free (its arena and
+// the workspaces the runtime gives its libraries) is refused at load,
+// before any allocation, with the sizes and what would fit it (kiln
+// compile --memory-budget); so is a package the device cannot hold.
+TEST_F(CudaExecutableTest, StepOverTheFreeMemoryIsRefusedWithWhatWouldFit) {
+  using kiln::runtime::cuda::testing::FakeDeviceMemory;
+  const uint64_t workspace = options.gemmWorkspaceBytes;
+  ASSERT_EQ(workspace, uint64_t(32) << 20);
+  // Room for the arena (1920 bytes) but not for cuBLASLt's workspace too.
+  api.usedElsewhere = FakeDeviceMemory::kDeviceMemoryBytes - workspace;
   LoadedPackage p = mlpPackage();
   api.learnPackage(p);
   std::string m = refusal(std::move(p));
-  EXPECT_EQ(m,
-            "the arena: the package plans 1.88 KiB for the step (parameters, "
-            "optimizer state, batch and activations) and CUDA device 0 (" +
-                api.deviceInfo(0)->name +
-                ") has 1.00 KiB free of 2.00 GiB; compile the model again "
-                "with --memory-budget=SIZE under what is free (kiln "
-                "recomputes activations to fit), a smaller batch or "
-                "--grad-accum, --amp=bf16 or a ZeRO strategy");
+  EXPECT_EQ(m, "the step needs 32.00 MiB on the device (arena 1.88 KiB, "
+               "cuBLASLt workspace 32.00 MiB; the arena holds the parameters, "
+               "optimizer state, batch and activations) and CUDA device 0 (" +
+                   api.deviceInfo(0)->name +
+                   ") has 32.00 MiB free of 2.00 GiB; compile the model again "
+                   "with --memory-budget=SIZE under what is free (kiln "
+                   "recomputes activations to fit), a smaller batch or "
+                   "--grad-accum, --amp=bf16 or a ZeRO strategy");
   EXPECT_EQ(api.count("cudaMalloc "), 0u);
 
-  // With room, the same package loads.
-  api.usedElsewhere = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes - 4096;
-  EXPECT_TRUE(make(mlpPackage()));
+  // With room for both, the same package loads, and the executable's
+  // account of its memory is what it allocated.
+  api.usedElsewhere = FakeDeviceMemory::kDeviceMemoryBytes - workspace - 4096;
+  {
+    auto exec = make(mlpPackage());
+    ASSERT_TRUE(exec);
+    EXPECT_EQ(exec->memory().arena, 1920u);
+    EXPECT_EQ(exec->memory().gemmWorkspace, workspace);
+    EXPECT_EQ(exec->memory().total(), 1920u + workspace);
+    EXPECT_EQ(api.count("cudaMalloc 1920"), 1u);
+    EXPECT_EQ(api.count("cudaMalloc " + std::to_string(workspace)), 1u);
+  }
 
   // More than the device has at all: refused before cudaMalloc as well.
   api.usedElsewhere = 0;
   LoadedPackage huge = mlpPackage();
-  huge.arenaSize = kiln::runtime::cuda::testing::FakeDeviceMemory::kDeviceMemoryBytes + 256;
+  huge.arenaSize = FakeDeviceMemory::kDeviceMemoryBytes + 256;
   std::string hm = refusal(std::move(huge));
-  EXPECT_NE(hm.find("plans 2.00 GiB"), std::string::npos) << hm;
+  EXPECT_NE(hm.find("arena 2.00 GiB"), std::string::npos) << hm;
   EXPECT_NE(hm.find("--memory-budget=SIZE"), std::string::npos);
 }
 

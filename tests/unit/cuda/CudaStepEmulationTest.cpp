@@ -32,6 +32,7 @@
 #include "tests/unit/cuda/StepPackage.h"
 
 #include "serialize/PackageWriter.h"
+#include "tools/kiln/lib/CudaCompile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -181,6 +182,29 @@ protected:
     EXPECT_TRUE(exec.usingGraph()) << exec.graphFallbackReason();
     EXPECT_EQ(api.count("cudaGraphLaunch"), 1u);
     EXPECT_TRUE(notes.empty());
+    // The device memory the executable counted (and checked against what
+    // was free before allocating) is what it allocated over two steps, and
+    // what `kiln inspect` and --memory-budget count for sm_90 without a
+    // device (cudaPackageMemory: the same parts for the same device).
+    uint64_t allocated = 0;
+    for (llvm::StringRef call : api.calls)
+      if (call.consume_front("cudaMalloc ")) {
+        uint64_t bytes = 0;
+        EXPECT_FALSE(call.getAsInteger(10, bytes)) << call.str();
+        allocated += bytes;
+      }
+    const rt::cuda::CudaStepMemory &memory = exec.memory();
+    EXPECT_EQ(allocated, memory.total());
+    EXPECT_EQ(memory.arena, pkg.arenaSize);
+    EXPECT_GT(memory.gemmWorkspace, 0u);
+    EXPECT_EQ(memory.attention > 0, attention);
+    EXPECT_EQ(memory.convolution > 0, conv);
+    rt::cuda::CudaStepMemory estimate = cli::cudaPackageMemory(pkg);
+    EXPECT_EQ(estimate.total(), memory.total());
+    EXPECT_EQ(estimate.attention, memory.attention);
+    EXPECT_EQ(estimate.convolution, memory.convolution);
+    EXPECT_EQ(estimate.epilogueFallback, memory.epilogueFallback);
+    RecordProperty("device_memory", std::to_string(memory.total()));
     biasGradients = countThunks(pkg, [](const rt::PackageThunk &t) {
       return t.hasGemm && t.gemm.epilogue == rt::PkgGemmEpilogue::BiasGradient;
     });

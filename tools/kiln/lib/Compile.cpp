@@ -188,6 +188,13 @@ bool interpret(const RawFlags &raw, CompileOptions &options,
   if (options.cuda)
     p.fuseSharedMemoryBytes = cudaRowCacheBytes(
         llvm::ArrayRef<unsigned>(options.cudaOptions.archs));
+  // --memory-budget holds the runtime's workspaces (cuBLASLt's, the
+  // attention's, the convolutions') beside the plan.
+  if (options.cuda)
+    p.runtimeWorkspaceBytes =
+        [archs = options.cudaOptions.archs](mlir::ModuleOp module) {
+          return cudaRuntimeWorkspaceBytes(module, archs);
+        };
   if (options.cuda && !haveNvrtc() &&
       (options.emit == EmitKind::ptx || options.emit == EmitKind::package)) {
     printError(errs, kCommand,
@@ -398,13 +405,24 @@ int runCompile(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (!options.pipeline.dumpDir.empty() &&
       mlir::failed(writeCompileDumps(*module, options.pipeline.dumpDir)))
     return kExitError;
-  if (raw.report)
-    printCompileReport(*module, options.input, outs,
-                       baseline ? *baseline : mlir::ModuleOp(),
-                       stringifyAmp(options.pipeline.amp),
-                       options.pipeline.memoryBudget > 0
-                           ? "--memory-budget's recomputation"
-                           : "");
+  if (raw.report) {
+    // A CUDA step's workspaces, from its package without kernels.
+    std::optional<ReportWorkspaces> workspaces;
+    if (options.cuda && options.pipeline.optimize) {
+      unsigned arch = 0;
+      if (std::optional<runtime::cuda::CudaStepMemory> memory =
+              cudaPlanMemory(*module, options.cudaOptions.archs, &arch))
+        workspaces =
+            ReportWorkspaces{int64_t(memory->workspaces()), arch,
+                             runtime::cuda::describeWorkspaces(*memory)};
+    }
+    printCompileReport(
+        *module, options.input, outs, baseline ? *baseline : mlir::ModuleOp(),
+        stringifyAmp(options.pipeline.amp),
+        options.pipeline.memoryBudget > 0 ? "--memory-budget's recomputation"
+                                          : "",
+        workspaces ? &*workspaces : nullptr);
+  }
   if (options.cuda && options.pipeline.optimize &&
       (options.output.empty() || options.emit == EmitKind::mlir)) {
     // --target=cuda without a CUDA output: the kernels for --report only.

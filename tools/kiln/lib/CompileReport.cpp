@@ -35,7 +35,8 @@ int64_t intAttr(mlir::func::FuncOp func, llvm::StringRef name) {
 
 void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
                         llvm::raw_ostream &os, mlir::ModuleOp baseline,
-                        llvm::StringRef amp, llvm::StringRef besidesAmp) {
+                        llvm::StringRef amp, llvm::StringRef besidesAmp,
+                        const ReportWorkspaces *workspaces) {
   for (auto func : module.getOps<mlir::func::FuncOp>()) {
     if (!func.isPublic() || func.isExternal())
       continue;
@@ -84,6 +85,15 @@ void printCompileReport(mlir::ModuleOp module, llvm::StringRef path,
     os << "  planned peak:       " << peak << " bytes (" << mib(peak)
        << ") with arguments, lower bound " << bound << ", ratio "
        << llvm::format("%.4f", bound > 0 ? double(peak) / bound : 1.0) << "\n";
+    // What --memory-budget bounds for a CUDA step: the peak and the
+    // workspaces the runtime allocates beside it at load.
+    if (workspaces) {
+      int64_t device = peak + workspaces->bytes;
+      os << "  device memory:      " << device << " bytes (" << mib(device)
+         << ") on sm_" << workspaces->arch << ": the planned peak and "
+         << (workspaces->parts.empty() ? "no workspaces" : workspaces->parts)
+         << "\n";
+    }
     // Mixed precision's parameter copies (kiln-parameter-copies) are
     // arguments: in the peak for as long as the step lives.
     int64_t copies = 0, copyBytes = 0;

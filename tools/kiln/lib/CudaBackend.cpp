@@ -41,6 +41,10 @@ bool compileCudaTrainPackages(const BackendOptions &options, unsigned arch,
   cudaOptions.pipeline.cudaArch = arch;
   // Reused rows of reduction kernels go to dynamic shared memory.
   cudaOptions.pipeline.fuseSharedMemoryBytes = cudaRowCacheBytes(arch);
+  // --memory-budget holds the runtime's workspaces beside the plan.
+  cudaOptions.pipeline.runtimeWorkspaceBytes = [arch](ModuleOp module) {
+    return cudaRuntimeWorkspaceBytes(module, {arch});
+  };
   return compileTrainPackages(
       cudaOptions, command, "kiln-train-cuda",
       [&](ModuleOp module, llvm::StringRef model, llvm::StringRef source,

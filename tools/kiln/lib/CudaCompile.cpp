@@ -11,6 +11,7 @@
 #include "tools/kiln/lib/PackageBuilder.h"
 
 #include "codegen/cuda/CudaEmitter.h"
+#include "runtime/cuda/CudaExecutable.h"
 #ifdef KILN_HAVE_NVRTC
 #include "codegen/cuda/Nvrtc.h"
 #endif
@@ -200,6 +201,64 @@ bool parseCudaTarget(const std::string &text, std::vector<unsigned> &archs,
       archs.push_back(value);
   }
   return true;
+}
+
+runtime::cuda::CudaDeviceInfo cudaDeviceOfArch(unsigned arch) {
+  runtime::cuda::CudaDeviceInfo device;
+  device.name = "sm_" + std::to_string(arch);
+  device.major = int(arch / 10);
+  device.minor = int(arch % 10);
+  device.maxSharedMemoryPerBlockOptin = int(cudaSharedMemoryOptinBytes(arch));
+  return device;
+}
+
+runtime::cuda::CudaStepMemory
+cudaPackageMemory(const runtime::LoadedPackage &pkg, unsigned *arch) {
+  runtime::cuda::CudaOptions defaults;
+  runtime::cuda::CudaStepMemory most;
+  bool first = true;
+  for (unsigned a : pkg.target.smArchs) {
+    runtime::cuda::CudaStepMemory m = runtime::cuda::cudaStepMemory(
+        pkg, cudaDeviceOfArch(a), defaults.gemmWorkspaceBytes,
+        /*attentionMma=*/true);
+    if (first || m.total() > most.total()) {
+      most = m;
+      if (arch)
+        *arch = a;
+    }
+    first = false;
+  }
+  return most;
+}
+
+std::optional<runtime::cuda::CudaStepMemory>
+cudaPlanMemory(mlir::ModuleOp module, llvm::ArrayRef<unsigned> archs,
+               unsigned *arch) {
+  // The thunks and buffers, with kernels that hold no code.
+  PackageTargetHooks hooks;
+  hooks.target.kind = runtime::TargetKind::Cuda;
+  hooks.target.smArchs.assign(archs.begin(), archs.end());
+  hooks.compileKernel = [](FusionOp, const std::string &name,
+                           runtime::PackageKernel &kernel, KernelFinish &,
+                           std::string &) {
+    kernel.kind = runtime::KernelKind::Cuda;
+    kernel.entryPoint = entryPointFor(name);
+    return true;
+  };
+  runtime::LoadedPackage pkg;
+  std::string ignored;
+  llvm::raw_string_ostream errs(ignored);
+  if (mlir::failed(buildStepPackage(module, "", "", {}, "", errs, pkg,
+                                    {&hooks, 1, nullptr, nullptr})))
+    return std::nullopt;
+  return cudaPackageMemory(pkg, arch);
+}
+
+int64_t cudaRuntimeWorkspaceBytes(mlir::ModuleOp module,
+                                  llvm::ArrayRef<unsigned> archs) {
+  std::optional<runtime::cuda::CudaStepMemory> memory =
+      cudaPlanMemory(module, archs);
+  return memory ? int64_t(memory->workspaces()) : -1;
 }
 
 mlir::LogicalResult compileCudaKernels(mlir::ModuleOp module,

@@ -20,6 +20,8 @@
 #ifndef KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
 #define KILN_TOOLS_KILN_LIB_CUDACOMPILE_H
 
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaMemory.h"
 #include "tools/kiln/lib/PackageBuilder.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -28,6 +30,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +71,31 @@ struct CudaCompileOptions {
   // Each distinct kernel's NVRTC and ptxas time (PackageBuildOptions).
   std::vector<KernelFinishTime> *finishTimes = nullptr;
 };
+
+// A device of architecture sm_|arch| as the runtime would see it, for
+// sizing without one: its opt-in shared memory (cudaSharedMemoryOptinBytes);
+// no multiprocessor count.
+runtime::cuda::CudaDeviceInfo cudaDeviceOfArch(unsigned arch);
+
+// What CUDA package |pkg| takes on a device of each of its architectures
+// with the runtime's defaults (runtime/cuda/CudaMemory.h): the largest,
+// and in |arch| when given, its architecture.
+runtime::cuda::CudaStepMemory
+cudaPackageMemory(const runtime::LoadedPackage &pkg, unsigned *arch = nullptr);
+
+// What the step of |module| (compiled up to its buffer plan) takes on a
+// device of each of |archs|, as cudaPackageMemory counts it for the
+// package built from it without compiling its kernels (so in no time);
+// std::nullopt when no package could be built.
+std::optional<runtime::cuda::CudaStepMemory>
+cudaPlanMemory(mlir::ModuleOp module, llvm::ArrayRef<unsigned> archs,
+               unsigned *arch = nullptr);
+
+// Its workspaces, the bytes the runtime allocates beside the plan (-1
+// without a package): PipelineOptions::runtimeWorkspaceBytes for
+// --memory-budget.
+int64_t cudaRuntimeWorkspaceBytes(mlir::ModuleOp module,
+                                  llvm::ArrayRef<unsigned> archs);
 
 // Compiles every kernel of a planned step (for --report) without writing
 // anything.

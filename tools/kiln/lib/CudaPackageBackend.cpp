@@ -13,6 +13,7 @@
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/StepSignature.h"
 
+#include "runtime/Units.h"
 #include "runtime/package/PackageData.h"
 
 #include "runtime/cuda/CudaApi.h"
@@ -310,6 +311,10 @@ bool CudaBackend::init(CudaPackageOptions options,
   if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
     return false;
   const runtime::LoadedPackage &pkg = train_.package();
+  // What the step took on the device (runtime/cuda/CudaMemory.h).
+  const runtime::cuda::CudaStepMemory &memory = train_.exec->memory();
+  outs << command_ << ": device memory " << runtime::formatBytes(memory.total())
+       << " (" << runtime::cuda::describeStepMemory(memory) << ")\n";
   collectState(pkg, state_, stateInputs_);
   if (evalPath.empty())
     return true;

@@ -10,6 +10,7 @@
 
 #include "tools/kiln/lib/Driver.h"
 
+#include "tools/kiln/lib/CudaCompile.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Flags.h"
 #include "tools/kiln/lib/ModuleLoader.h"
@@ -17,6 +18,7 @@
 #include "tools/kiln/lib/PackedTrainer.h"
 #include "tools/kiln/lib/Summary.h"
 
+#include "runtime/Units.h"
 #include "runtime/package/Package.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -73,6 +75,19 @@ void printPackageSummary(const runtime::LoadedPackage &p, llvm::StringRef path,
   os << "  arena:            " << p.arenaSize << " bytes ("
      << llvm::format("%.2f MiB", p.arenaSize / 1048576.0) << "), "
      << p.buffers.size() << " buffers\n";
+  // A CUDA step's device memory: the arena and the workspaces the runtime
+  // gives its libraries at load (runtime/cuda/CudaMemory.h).
+  if (p.target.kind == runtime::TargetKind::Cuda && !p.target.smArchs.empty()) {
+    unsigned arch = 0;
+    runtime::cuda::CudaStepMemory memory = cudaPackageMemory(p, &arch);
+    os << "  device memory:    " << runtime::formatBytes(memory.total())
+       << " on sm_" << arch << " (" << runtime::cuda::describeStepMemory(memory)
+       << ")";
+    if (memory.epilogueFallback)
+      os << "; up to " << runtime::formatBytes(memory.epilogueFallback)
+         << " more where cuBLASLt declines a GEMM epilogue";
+    os << "\n";
+  }
   os << "  inputs:          ";
   for (const SignatureEntry &e : p.inputs)
     if (e.role == PkgRole::Input || e.role == PkgRole::Label) {

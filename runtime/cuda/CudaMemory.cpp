@@ -1,0 +1,53 @@
+//===- CudaMemory.cpp - The device memory a CUDA package's step takes
+//------===//
+
+#include "runtime/cuda/CudaMemory.h"
+
+#include "runtime/Units.h"
+#include "runtime/cuda/CudaAttention.h"
+#include "runtime/cuda/CudaConv.h"
+#include "runtime/cuda/CudaEpilogue.h"
+
+namespace kiln::runtime::cuda {
+
+CudaStepMemory cudaStepMemory(const LoadedPackage &package,
+                              const CudaDeviceInfo &device,
+                              uint64_t gemmWorkspaceBytes, bool attentionMma) {
+  CudaStepMemory m;
+  m.arena = package.arenaSize;
+  bool gemms = false;
+  for (const PackageThunk &t : package.thunks)
+    gemms |=
+        t.kind == ThunkKind::LibraryCall &&
+        (t.library == LibraryKind::Gemm || t.library == LibraryKind::Conv2D ||
+         t.library == LibraryKind::Conv2DInputGrad ||
+         t.library == LibraryKind::Conv2DFilterGrad);
+  if (gemms)
+    m.gemmWorkspace = gemmWorkspaceBytes;
+  m.attention = attentionWorkspaceBytes(package, device, attentionMma);
+  m.convolution = convWorkspaceBytes(package);
+  m.epilogueFallback = epilogueWorkspaceBytes(package);
+  return m;
+}
+
+std::string describeWorkspaces(const CudaStepMemory &memory) {
+  std::string text;
+  auto part = [&](uint64_t bytes, const char *name) {
+    if (bytes)
+      text += std::string(text.empty() ? "" : ", ") + name + " " +
+              formatBytes(bytes);
+  };
+  part(memory.gemmWorkspace, "cuBLASLt workspace");
+  part(memory.attention, "attention workspace");
+  part(memory.convolution, "convolution workspace");
+  return text;
+}
+
+std::string describeStepMemory(const CudaStepMemory &memory) {
+  std::string text = "arena " + formatBytes(memory.arena);
+  if (std::string workspaces = describeWorkspaces(memory); !workspaces.empty())
+    text += ", " + workspaces;
+  return text;
+}
+
+} // namespace kiln::runtime::cuda

@@ -12,12 +12,12 @@
 #include "runtime/cuda/CubinCache.h"
 
 #include "runtime/Half.h"
+#include "runtime/Units.h"
 #include "runtime/cuda/CudaAttention.h"
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/cuda/CudaEpilogue.h"
-#include "runtime/Initializers.h"
-#include "runtime/Units.h"
 #include "runtime/dist/Communicator.h"
+#include "runtime/package/PackageData.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,38 +40,6 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
-}
-
-// The initializers' values in |dtype| (as runtime/cpu/Executable.cpp
-// stores them: f16 and bf16 rounded to nearest even, integers rounded).
-void storeAs(PkgDType dtype, const std::vector<double> &values, void *out) {
-  size_t n = values.size();
-  for (size_t i = 0; i < n; ++i) {
-    double v = values[i];
-    switch (dtype) {
-    case PkgDType::F64: static_cast<double *>(out)[i] = v; break;
-    case PkgDType::F32: static_cast<float *>(out)[i] = static_cast<float>(v); break;
-    case PkgDType::F16: static_cast<uint16_t *>(out)[i] = floatToF16(static_cast<float>(v)); break;
-    case PkgDType::BF16: static_cast<uint16_t *>(out)[i] = floatToBf16(static_cast<float>(v)); break;
-    case PkgDType::I64: static_cast<int64_t *>(out)[i] = static_cast<int64_t>(std::nearbyint(v)); break;
-    case PkgDType::I32: static_cast<int32_t *>(out)[i] = static_cast<int32_t>(std::nearbyint(v)); break;
-    case PkgDType::I8: static_cast<int8_t *>(out)[i] = static_cast<int8_t>(std::nearbyint(v)); break;
-    case PkgDType::I1: static_cast<uint8_t *>(out)[i] = v != 0; break;
-    }
-  }
-}
-
-InitKind initKind(PkgInitKind kind) {
-  switch (kind) {
-  case PkgInitKind::Zeros: return InitKind::zeros;
-  case PkgInitKind::Ones: return InitKind::ones;
-  case PkgInitKind::Constant: return InitKind::constant;
-  case PkgInitKind::Normal: return InitKind::normal;
-  case PkgInitKind::Uniform: return InitKind::uniform;
-  case PkgInitKind::GlorotUniform: return InitKind::glorot_uniform;
-  case PkgInitKind::KaimingNormal: return InitKind::kaiming_normal;
-  }
-  return InitKind::zeros;
 }
 
 // The sm_NN of PTX's `.target sm_NN` line, or 0.
@@ -862,19 +830,8 @@ Status CudaExecutable::initialize() {
       return Status::error("the initializer of buffer '" +
                            package_.buffers[init.buffer].name +
                            "': expected a signature input's buffer");
-    const PackageBuffer &b = package_.buffers[init.buffer];
-    std::vector<uint8_t> &image = images[input];
-    if (init.hasData) {
-      std::memcpy(image.data(), init.data.data(),
-                  std::min(init.data.size(), image.size()));
-      continue;
-    }
-    InitSpec spec;
-    spec.kind = initKind(init.kind);
-    spec.value = init.value;
-    spec.scale = init.scale;
-    spec.seed = static_cast<uint64_t>(init.seed);
-    storeAs(b.dtype, runtime::initialize(spec, b.shape), image.data());
+    writeInitialValue(package_.buffers[init.buffer], init,
+                      images[input].data());
   }
   // Parameter copies start as their parameters' values.
   for (size_t i = 0; i < package_.inputs.size(); ++i)

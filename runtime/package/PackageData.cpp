@@ -7,10 +7,122 @@
 #include "runtime/package/PackageData.h"
 
 #include "runtime/Half.h"
+#include "runtime/Initializers.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace kiln::runtime {
+
+namespace {
+
+// |v| rounded to nearest even in a binary format with |precision| bits of
+// significand (the implicit bit included) and normal exponents
+// [|minExp|, |maxExp|]; infinity past the largest finite value.
+double roundToFormat(double v, int precision, int minExp, int maxExp) {
+  if (!std::isfinite(v) || v == 0.0)
+    return v;
+  int e;
+  std::frexp(std::fabs(v), &e); // |v| = f * 2^e, f in [0.5, 1)
+  int exponent = std::max(e - 1, minExp);
+  double ulp = std::ldexp(1.0, exponent - (precision - 1));
+  double r = std::nearbyint(std::fabs(v) / ulp) * ulp; // exact scaling
+  if (r >= std::ldexp(1.0, maxExp + 1))
+    r = INFINITY;
+  return std::copysign(r, v);
+}
+
+uint16_t toF16(double v) {
+  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  if (std::isnan(v))
+    return 0x7e00;
+  double r = std::fabs(roundToFormat(v, 11, -14, 15));
+  if (std::isinf(r))
+    return sign | 0x7c00;
+  if (r == 0.0)
+    return sign;
+  int e;
+  std::frexp(r, &e);
+  int exponent = e - 1;
+  if (exponent < -14) // subnormal: r is a multiple of 2^-24
+    return sign | static_cast<uint16_t>(std::ldexp(r, 24));
+  uint16_t mantissa =
+      static_cast<uint16_t>((std::ldexp(r, -exponent) - 1.0) * 1024.0);
+  return sign | static_cast<uint16_t>((exponent + 15) << 10) | mantissa;
+}
+
+uint16_t toBf16(double v) {
+  if (std::isnan(v))
+    return std::signbit(v) ? 0xffc0 : 0x7fc0;
+  // The rounded value is exactly a float; its top 16 bits are the bf16.
+  float f = static_cast<float>(roundToFormat(v, 8, -126, 127));
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// Writes |values| into |out| as |dtype| (row-major, i1 as one byte).
+void storeAs(PkgDType dtype, const std::vector<double> &values, void *out) {
+  size_t n = values.size();
+  auto store = [&](auto convert, auto *typed) {
+    for (size_t i = 0; i < n; ++i)
+      typed[i] = convert(values[i]);
+  };
+  switch (dtype) {
+  case PkgDType::F64:
+    std::memcpy(out, values.data(), n * sizeof(double));
+    break;
+  case PkgDType::F32:
+    store([](double v) { return static_cast<float>(v); },
+          static_cast<float *>(out));
+    break;
+  case PkgDType::F16:
+    store(toF16, static_cast<uint16_t *>(out));
+    break;
+  case PkgDType::BF16:
+    store(toBf16, static_cast<uint16_t *>(out));
+    break;
+  case PkgDType::I64:
+    store([](double v) { return static_cast<int64_t>(std::nearbyint(v)); },
+          static_cast<int64_t *>(out));
+    break;
+  case PkgDType::I32:
+    store([](double v) { return static_cast<int32_t>(std::nearbyint(v)); },
+          static_cast<int32_t *>(out));
+    break;
+  case PkgDType::I8:
+    store([](double v) { return static_cast<int8_t>(std::nearbyint(v)); },
+          static_cast<int8_t *>(out));
+    break;
+  case PkgDType::I1:
+    store([](double v) { return static_cast<uint8_t>(v != 0.0); },
+          static_cast<uint8_t *>(out));
+    break;
+  }
+}
+
+InitKind initKind(PkgInitKind kind) {
+  switch (kind) {
+  case PkgInitKind::Zeros:
+    return InitKind::zeros;
+  case PkgInitKind::Ones:
+    return InitKind::ones;
+  case PkgInitKind::Constant:
+    return InitKind::constant;
+  case PkgInitKind::Normal:
+    return InitKind::normal;
+  case PkgInitKind::Uniform:
+    return InitKind::uniform;
+  case PkgInitKind::GlorotUniform:
+    return InitKind::glorot_uniform;
+  case PkgInitKind::KaimingNormal:
+    return InitKind::kaiming_normal;
+  }
+  return InitKind::zeros;
+}
+
+} // namespace
 
 ElementType dataElementType(PkgDType dtype) {
   if (dtype == PkgDType::F64)
@@ -117,6 +229,22 @@ bool copyBatchTensor(const BatchTensor &src, const SignatureEntry &e, void *dst,
     for (int64_t i = 0; i < n; ++i)
       writeElement(dst, e.dtype, i, src.element(i));
   return true;
+}
+
+void writeInitialValue(const PackageBuffer &buffer, const ParameterInit &init,
+                       void *out) {
+  if (init.hasData) {
+    // checkPackage checked that the data is the buffer's size.
+    std::memcpy(out, init.data.data(),
+                std::min<size_t>(init.data.size(), buffer.size));
+    return;
+  }
+  InitSpec spec;
+  spec.kind = initKind(init.kind);
+  spec.value = init.value;
+  spec.scale = init.scale;
+  spec.seed = static_cast<uint64_t>(init.seed);
+  storeAs(buffer.dtype, initialize(spec, buffer.shape), out);
 }
 
 } // namespace kiln::runtime

@@ -40,6 +40,14 @@ TensorValues readValues(const void *data, PkgDType dtype, int64_t n);
 // Writes |values| to |data| as |dtype| (memcpy when the precision agrees).
 void writeValues(void *data, PkgDType dtype, const TensorValues &values);
 
+// Writes the initial value of the parameter |init| initializes into |out|
+// (|buffer|'s bytes, |buffer| the package's buffer init.buffer): its data,
+// or its initializer's values (runtime/Initializers.h) as the buffer's
+// dtype, f16 and bf16 rounded once from the f64 values to nearest even,
+// integers rounded to nearest. Both runtimes start a step from it.
+void writeInitialValue(const PackageBuffer &buffer, const ParameterInit &init,
+                       void *out);
+
 // Copies one batch tensor into the host buffer |dst| of signature input
 // |e| (memcpy when the types agree, converted element by element
 // otherwise). A count that differs from |e|'s: false and |error| says so.

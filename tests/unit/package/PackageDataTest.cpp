@@ -13,7 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 using namespace kiln::runtime;
 
@@ -123,3 +125,49 @@ TEST(PackageData, ValuesRoundTripAtTheirPrecision) {
 }
 
 } // namespace
+
+// A parameter's initial value in f16 or bf16 is its initializer's f64 value
+// rounded once. 1 + 2^-8 + 2^-30 is just above the bf16 tie between 1 and
+// 1 + 2^-7 (so it rounds up), but in f32 it is the tie itself (2^-30 is
+// under f32's half ulp at 1), which rounds to even, down: rounding through
+// f32 gave 1. Likewise 1 + 2^-11 + 2^-30 for f16. The CUDA runtime did
+// round through f32, so a CUDA step could start from other bits than the
+// CPU's; both now write the initial values with writeInitialValue.
+TEST(PackageData, InitialValuesRoundOnceFromTheInitializer) {
+  auto initial = [](PkgDType dtype, double value) {
+    PackageBuffer b;
+    b.dtype = dtype;
+    b.shape = {3};
+    b.size = 6;
+    ParameterInit init;
+    init.kind = PkgInitKind::Constant;
+    init.value = value;
+    std::vector<uint16_t> out(3, 0xdead);
+    writeInitialValue(b, init, out.data());
+    EXPECT_EQ(out[0], out[2]);
+    return out[0];
+  };
+  double tiny = std::ldexp(1.0, -30);
+  EXPECT_EQ(initial(PkgDType::BF16, 1 + std::ldexp(1.0, -8) + tiny), 0x3f81);
+  EXPECT_EQ(floatToBf16(float(1 + std::ldexp(1.0, -8) + tiny)), 0x3f80);
+  EXPECT_EQ(initial(PkgDType::F16, 1 + std::ldexp(1.0, -11) + tiny), 0x3c01);
+  EXPECT_EQ(floatToF16(float(1 + std::ldexp(1.0, -11) + tiny)), 0x3c00);
+  // Exactly at the tie: to even, either way.
+  EXPECT_EQ(initial(PkgDType::BF16, 1 + std::ldexp(1.0, -8)), 0x3f80);
+  EXPECT_EQ(initial(PkgDType::F16, 1 + std::ldexp(1.0, -11)), 0x3c00);
+
+  // Data is copied as it is.
+  PackageBuffer b;
+  b.dtype = PkgDType::F32;
+  b.shape = {2};
+  b.size = 8;
+  ParameterInit init;
+  init.hasData = true;
+  float data[2] = {1.5f, -2.25f};
+  init.data.assign(reinterpret_cast<uint8_t *>(data),
+                   reinterpret_cast<uint8_t *>(data) + 8);
+  float out[2] = {0, 0};
+  writeInitialValue(b, init, out);
+  EXPECT_EQ(out[0], 1.5f);
+  EXPECT_EQ(out[1], -2.25f);
+}

@@ -10,6 +10,7 @@
 
 #include "runtime/cpu/Executable.h"
 
+#include "runtime/Units.h"
 #include "runtime/cpu/Blas.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/package/PackageData.h"
@@ -353,8 +354,9 @@ struct Executable::CommThread {
 };
 
 Executable::Executable(LoadedPackage package, const ExecutableOptions &options)
-    : package_(std::move(package)), pool_(options.threads),
-      arena_(nullptr, std::free), gemmThreading_(options.gemmThreading),
+    : package_(std::move(package)), hostMemory_(options.hostMemory),
+      pool_(options.threads), arena_(nullptr, std::free),
+      gemmThreading_(options.gemmThreading),
       communicator_(options.communicator),
       asyncCollectives_(options.asyncCollectives) {}
 
@@ -394,11 +396,33 @@ Status Executable::prepare(KernelLoader &loader) {
   uint64_t alignment = std::max<uint64_t>(p.arenaAlignment, alignof(std::max_align_t));
   uint64_t bytes = std::max<uint64_t>(p.arenaSize, 1);
   bytes = (bytes + alignment - 1) / alignment * alignment;
-  void *memory = std::aligned_alloc(alignment, bytes);
-  if (!memory) {
-    os << "cannot allocate the arena of " << p.arenaSize << " bytes";
+  // A step planned for more than the machine can give (its available
+  // memory and free swap) is refused before the allocation, with what
+  // would make it fit; so is a failed allocation. Past that, zeroing the
+  // arena would end in the out-of-memory killer, with no message.
+  std::optional<HostMemory> machine =
+      hostMemory_ ? hostMemory_ : runtime::hostMemory();
+  auto tooLarge = [&](const std::string &what) {
+    os << "the step needs " << formatBytes(p.arenaSize)
+       << " of host memory for its arena (the parameters, optimizer state, "
+          "batch and activations)";
+    if (machine)
+      os << " and this machine has " << formatBytes(machine->available)
+         << " available of " << formatBytes(machine->total)
+         << (machine->swapFree
+                 ? ", and " + formatBytes(machine->swapFree) + " of swap free"
+                 : std::string(""));
+    os << what
+       << "; compile the model again with --memory-budget=SIZE under what is "
+          "available (kiln recomputes activations to fit), a smaller batch or "
+          "--grad-accum, or a ZeRO strategy across processes";
     return fail(os);
-  }
+  };
+  if (machine && p.arenaSize > machine->available + machine->swapFree)
+    return tooLarge("");
+  void *memory = std::aligned_alloc(alignment, bytes);
+  if (!memory)
+    return tooLarge(" (allocating it failed)");
   std::memset(memory, 0, bytes);
   arena_.reset(static_cast<uint8_t *>(memory));
 

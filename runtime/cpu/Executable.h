@@ -42,12 +42,14 @@
 #ifndef KILN_RUNTIME_CPU_EXECUTABLE_H
 #define KILN_RUNTIME_CPU_EXECUTABLE_H
 
+#include "runtime/HostMemory.h"
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/package/Package.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,9 @@ struct ExecutableOptions {
   // thunks after them that touch none of their bytes (false: in the thunk
   // loop, one after the other; the results are the same).
   bool asyncCollectives = true;
+  // What the arena is checked against before it is allocated (HostMemory.h):
+  // unset, this machine's /proc/meminfo; tests give their own.
+  std::optional<HostMemory> hostMemory;
 };
 
 // Time spent in one thunk over all steps run while profiling was on.
@@ -170,6 +175,7 @@ private:
   Status waitCollectives(size_t count);
 
   LoadedPackage package_;
+  std::optional<HostMemory> hostMemory_;
   ThreadPool pool_;
   std::unique_ptr<uint8_t, void (*)(void *)> arena_;
   // Per thunk: its operand then result pointers, and for kernel launches

@@ -13,6 +13,7 @@
 
 #include "ir/HostTensor.h"
 #include "runtime/Initializers.h"
+#include "runtime/Units.h"
 #include "runtime/cpu/Blas.h"
 
 #include <gmock/gmock.h>
@@ -655,6 +656,45 @@ TEST(Executable, InitializeFillsParameterCopies) {
   EXPECT_GT(rounded, 100) << "the copies were really rounded";
   EXPECT_EQ(pkgParameterCopiesOf(exe->package(), 0),
             (std::vector<size_t>{1, 2}));
+}
+
+// A step whose arena passes what the machine can give (its available
+// memory and free swap, runtime/HostMemory.h) is refused before anything
+// is allocated, saying what would fit it, rather than left to the
+// out-of-memory killer; within it, the same package loads.
+TEST(Executable, ArenaOverTheAvailableMemoryIsRefusedWithWhatWouldFit) {
+  MapLoader loader;
+  loader.functions["add"] = addKernel;
+  LoadedPackage p = gemmAddCopyPackage();
+  const uint64_t arena = p.arenaSize;
+  ASSERT_GT(arena, 64u);
+  ExecutableOptions options;
+  options.hostMemory = HostMemory{uint64_t(8) << 30, arena - 64, 0};
+  auto refused = Executable::create(p, loader, options);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(refused.status().message(),
+            "the step needs " + formatBytes(arena) +
+                " of host memory for its arena (the parameters, optimizer "
+                "state, batch and activations) and this machine has " +
+                formatBytes(arena - 64) +
+                " available of 8.00 GiB; compile the model again with "
+                "--memory-budget=SIZE under what is available (kiln "
+                "recomputes activations to fit), a smaller batch or "
+                "--grad-accum, or a ZeRO strategy across processes");
+  // Free swap counts: the step fits, slower.
+  options.hostMemory = HostMemory{uint64_t(8) << 30, arena - 64, 64};
+  auto withSwap = Executable::create(p, loader, options);
+  EXPECT_TRUE(withSwap.isOk()) << withSwap.status().message();
+  options.hostMemory = HostMemory{uint64_t(8) << 30, arena, 0};
+  auto exact = Executable::create(p, loader, options);
+  EXPECT_TRUE(exact.isOk()) << exact.status().message();
+  // The swap is named where there is some.
+  options.hostMemory = HostMemory{uint64_t(8) << 30, 16, 16};
+  auto both = Executable::create(p, loader, options);
+  ASSERT_FALSE(both.isOk());
+  EXPECT_THAT(
+      both.status().message(),
+      HasSubstr("has 16 B available of 8.00 GiB, and 16 B of swap free;"));
 }
 
 TEST(Executable, RefusesWhatWouldCrash) {

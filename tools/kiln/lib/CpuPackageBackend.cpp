@@ -201,9 +201,11 @@ public:
 
 private:
   bool initShards(int rank, int worldSize, llvm::raw_ostream &errs);
-  // |bytes|: the package in memory (|path| only names it), else null.
-  bool load(const std::string &path, const std::string *bytes, int threads,
-            Step &step, llvm::raw_ostream &errs,
+  // |bytes|: the package in memory, else null (read from |path|);
+  // messages name it |name| (the model or package the user gave).
+  bool load(const std::string &path, const std::string &name,
+            const std::string *bytes, int threads, Step &step,
+            llvm::raw_ostream &errs,
             runtime::dist::Communicator *communicator = nullptr);
 
   std::string command_;
@@ -218,8 +220,9 @@ private:
   bool evalStale_ = true;
 };
 
-bool CpuBackend::load(const std::string &path, const std::string *bytes,
-                      int threads, Step &step, llvm::raw_ostream &errs,
+bool CpuBackend::load(const std::string &path, const std::string &name,
+                      const std::string *bytes, int threads, Step &step,
+                      llvm::raw_ostream &errs,
                       runtime::dist::Communicator *communicator) {
   runtime::StatusOr<runtime::LoadedPackage> pkg =
       bytes ? runtime::loadPackageFromBytes(
@@ -231,7 +234,7 @@ bool CpuBackend::load(const std::string &path, const std::string *bytes,
   }
   if (pkg->target.kind != runtime::TargetKind::Cpu) {
     printError(errs, command_,
-               path + ": the package targets CUDA: expected a CPU package "
+               name + ": the package targets CUDA: expected a CPU package "
                       "(compile it with --target=cpu)");
     return false;
   }
@@ -242,16 +245,16 @@ bool CpuBackend::load(const std::string &path, const std::string *bytes,
       runtime::cpu::Executable::create(std::move(pkg.value()), *loader_,
                                        execOptions);
   if (!exec.isOk()) {
-    printError(errs, command_, path + ": " + exec.status().message());
+    printError(errs, command_, name + ": " + exec.status().message());
     return false;
   }
   step.exec = std::move(exec.value());
   runtime::Status init = step.exec->initialize();
   if (!init.isOk()) {
-    printError(errs, command_, path + ": " + init.message());
+    printError(errs, command_, name + ": " + init.message());
     return false;
   }
-  return step.describe(path, errs, command_);
+  return step.describe(name, errs, command_);
 }
 
 bool CpuBackend::init(CpuPackageOptions options, llvm::StringRef command,
@@ -260,7 +263,7 @@ bool CpuBackend::init(CpuPackageOptions options, llvm::StringRef command,
   tempDir_ = std::move(options.tempDir);
   loader_ = std::move(options.loader);
   // Only the training step has collectives; eval runs on one rank.
-  if (!load(options.trainPath,
+  if (!load(options.trainPath, options.input,
             options.trainBytes.empty() ? nullptr : &options.trainBytes,
             options.threads, train_, errs, options.communicator))
     return false;
@@ -276,7 +279,7 @@ bool CpuBackend::init(CpuPackageOptions options, llvm::StringRef command,
   if (options.evalPath.empty())
     return true;
 
-  if (!load(options.evalPath,
+  if (!load(options.evalPath, options.input + " (its eval step)",
             options.evalBytes.empty() ? nullptr : &options.evalBytes,
             options.threads, eval_, errs))
     return false;

@@ -216,9 +216,11 @@ public:
             llvm::raw_ostream &errs);
 
 private:
-  // |bytes|: the package in memory (|path| only names it), else null.
-  bool load(const std::string &path, const std::string *bytes, GpuStep &step,
-            llvm::raw_ostream &errs, runtime::dist::Communicator *communicator);
+  // |bytes|: the package in memory, else null (read from |path|);
+  // messages name it |name| (the model or package the user gave).
+  bool load(const std::string &path, const std::string &name,
+            const std::string *bytes, GpuStep &step, llvm::raw_ostream &errs,
+            runtime::dist::Communicator *communicator);
 
   std::string command_, tempDir_;
   std::unique_ptr<runtime::cuda::CudaApi> ownedApi_;
@@ -234,8 +236,9 @@ private:
   bool evalStale_ = true;
 };
 
-bool CudaBackend::load(const std::string &path, const std::string *bytes,
-                       GpuStep &step, llvm::raw_ostream &errs,
+bool CudaBackend::load(const std::string &path, const std::string &name,
+                       const std::string *bytes, GpuStep &step,
+                       llvm::raw_ostream &errs,
                        runtime::dist::Communicator *communicator) {
   runtime::StatusOr<runtime::LoadedPackage> pkg =
       bytes ? runtime::loadPackageFromBytes(
@@ -253,16 +256,16 @@ bool CudaBackend::load(const std::string &path, const std::string *bytes,
       runtime::cuda::CudaExecutable::create(std::move(pkg.value()), *api_,
                                             options);
   if (!exec.isOk()) {
-    printError(errs, command_, path + ": " + exec.status().message());
+    printError(errs, command_, name + ": " + exec.status().message());
     return false;
   }
   step.exec = std::move(exec.value());
   runtime::Status init = step.exec->initialize();
   if (!init.isOk()) {
-    printError(errs, command_, path + ": " + init.message());
+    printError(errs, command_, name + ": " + init.message());
     return false;
   }
-  return step.describe(path, errs, command_);
+  return step.describe(name, errs, command_);
 }
 
 bool CudaBackend::init(CudaPackageOptions options,
@@ -305,8 +308,9 @@ bool CudaBackend::init(CudaPackageOptions options,
                        tempDir_))
     return false;
   const std::string &trainPath = options.trainPath, &evalPath = options.evalPath;
-  if (!load(trainPath, options.trainBytes.empty() ? nullptr : &options.trainBytes,
-            train_, errs, options.communicator))
+  if (!load(trainPath, options.input,
+            options.trainBytes.empty() ? nullptr : &options.trainBytes, train_,
+            errs, options.communicator))
     return false;
   if (!dataSpecsOf(train_.data, options.input, command_, specs_, batch_, errs))
     return false;
@@ -318,8 +322,9 @@ bool CudaBackend::init(CudaPackageOptions options,
   collectState(pkg, state_, stateInputs_);
   if (evalPath.empty())
     return true;
-  if (!load(evalPath, options.evalBytes.empty() ? nullptr : &options.evalBytes,
-            eval_, errs, nullptr))
+  if (!load(evalPath, options.input + " (its eval step)",
+            options.evalBytes.empty() ? nullptr : &options.evalBytes, eval_,
+            errs, nullptr))
     return false;
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,

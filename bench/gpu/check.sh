@@ -31,7 +31,10 @@
 #      runtime half of `kiln train --device=cuda` (kiln itself needs MLIR).
 #   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
 #      Kiln (kiln-cuda-run --time), PyTorch eager, torch.compile and JAX
-#      (peers.py), tokens/s and MFU with the same FLOPs formula. The
+#      (peers.py), tokens/s and MFU with the same FLOPs formula;
+#      kiln-cuda-run prints the step's device memory as the runtime counts
+#      it (runtime/cuda/CudaMemory.h) beside what the load took from the
+#      device's free memory (cudaMemGetInfo). The
 #      runtime times cuBLASLt's algorithms for each GEMM shape (the
 #      convolutions' too), and the attention's variants, forward and
 #      backward, at load

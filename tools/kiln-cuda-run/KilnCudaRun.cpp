@@ -39,6 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Units.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
@@ -196,6 +197,11 @@ int main(int argc, char **argv) {
   options.programmaticLaunch =
       flags.count("cuda-pdl") == 0 || flags["cuda-pdl"] != "off";
   options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
+  // The device's free memory before the load (the context made first, so
+  // that only the load's own allocations count), for the line below.
+  size_t freeBefore = 0, freeAfter = 0, deviceBytes = 0;
+  bool measured = api.value()->setDevice(options.device).isOk() &&
+                  api.value()->memGetInfo(&freeBefore, &deviceBytes).isOk();
   auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<cuda::CudaExecutable>> made =
       cuda::CudaExecutable::create(pkg.value(), *api.value(), options);
@@ -220,6 +226,22 @@ int main(int argc, char **argv) {
               "loaded in %.2f s\n",
               exec.package().thunks.size(), programmatic,
               exec.package().arenaSize / 1048576.0, loadSeconds);
+  // What the runtime counts as the step's device memory (the arena and its
+  // libraries' workspaces: what --memory-budget bounds), against what the
+  // load took from the device's free memory, which also holds the kernels'
+  // modules and the libraries' own state.
+  const cuda::CudaStepMemory &memory = exec.memory();
+  std::printf("kiln-cuda-run: device memory %s (%s)",
+              formatBytes(memory.total()).c_str(),
+              cuda::describeStepMemory(memory).c_str());
+  if (measured && api.value()->memGetInfo(&freeAfter, &deviceBytes).isOk())
+    std::printf("; the load took %s of the device's free memory (%s of %s "
+                "free now)",
+                formatBytes(freeBefore > freeAfter ? freeBefore - freeAfter : 0)
+                    .c_str(),
+                formatBytes(freeAfter).c_str(),
+                formatBytes(deviceBytes).c_str());
+  std::printf("\n");
   // Where the runtime's own kernels came from: NVRTC (its time) or the
   // cubin cache, part of the load time above.
   for (const std::string &origin : exec.kernelOrigins())

@@ -278,9 +278,10 @@ std::vector<std::string> epilogueKernelEntryPoints() {
   return out;
 }
 
-uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params) {
+uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params,
+                                PkgDType dtype) {
   if (epilogue == GemmEpilogue::DGelu && params.m > 0 && params.n > 0)
-    return uint64_t(params.m) * uint64_t(params.n) * sizeof(float);
+    return uint64_t(params.m) * uint64_t(params.n) * pkgBytesPerElement(dtype);
   if (epilogue != GemmEpilogue::BiasGradient || params.k < 1 || params.n < 1)
     return 0;
   uint64_t chunks = (uint64_t(params.k) + kChunkRows - 1) / kChunkRows;
@@ -290,7 +291,7 @@ uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params)
 uint64_t epilogueWorkspaceBytes(const LoadedPackage &package) {
   uint64_t bytes = 0;
   for (const PackageThunk &t : package.thunks)
-    if (t.kind == ThunkKind::LibraryCall && t.hasGemm)
+    if (t.kind == ThunkKind::LibraryCall && t.hasGemm && !t.results.empty())
       bytes =
           std::max(bytes, epilogueWorkspaceBytes(
                               t.gemm.epilogue == PkgGemmEpilogue::BiasGradient
@@ -298,7 +299,7 @@ uint64_t epilogueWorkspaceBytes(const LoadedPackage &package) {
                               : t.gemm.epilogue == PkgGemmEpilogue::DGelu
                                   ? GemmEpilogue::DGelu
                                   : GemmEpilogue::None,
-                              t.gemm));
+                              t.gemm, package.buffers[t.results[0]].dtype));
   return bytes;
 }
 
@@ -403,7 +404,7 @@ Status CudaEpilogue::plan(size_t index, GemmEpilogue epilogue, PkgDType dtype,
         !s.isOk())
       return s;
   } else if (epilogue == GemmEpilogue::BiasGradient) {
-    uint64_t need = epilogueWorkspaceBytes(epilogue, params);
+    uint64_t need = epilogueWorkspaceBytes(epilogue, params, dtype);
     if (!rhs || !biasGrad)
       return Status::error("the bias-gradient epilogue kernel needs the rhs "
                            "and a bias gradient");

@@ -61,10 +61,11 @@ const std::string &epilogueKernelSource();
 std::vector<std::string> epilogueKernelEntryPoints();
 
 // The workspace bytes the bias gradient of a GEMM with |params| needs (its
-// f32 partial sums), or DGELU's (room for its product, [m, n] of at most 4
-// bytes each, for when the aux input is the result's own buffer), 0 for
-// other epilogues.
-uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params);
+// f32 partial sums), or DGELU's (room for its product, [m, n] in the
+// result's |dtype|, for when the aux input is the result's own buffer), 0
+// for other epilogues.
+uint64_t epilogueWorkspaceBytes(GemmEpilogue epilogue, const GemmParams &params,
+                                PkgDType dtype);
 // The workspace CudaExecutable gives CudaEpilogue once cuBLASLt declines
 // one of |package|'s GEMM epilogues: the largest of its GEMMs' (one for
 // every bias gradient's partial sums and every DGELU product that cannot

@@ -273,8 +273,11 @@ TEST(CudaEpilogueKernelTest, DGeluMatchesItsDefinition) {
       void *dOut = inPlace ? dAux : deviceCopy(api, product);
       rt::GemmParams p;
       p.m = m, p.n = n, p.k = 3;
-      uint64_t ws = rt::cuda::epilogueWorkspaceBytes(GemmEpilogue::DGelu, p);
-      EXPECT_EQ(ws, uint64_t(m * n * 4));
+      // Room for the product in the result's type, and no more: the plan
+      // with the aux on the result's bytes takes exactly that.
+      uint64_t ws =
+          rt::cuda::epilogueWorkspaceBytes(GemmEpilogue::DGelu, p, dtype);
+      EXPECT_EQ(ws, uint64_t(m * n) * rt::pkgBytesPerElement(dtype));
       rt::StatusOr<std::unique_ptr<rt::cuda::CudaEpilogue>> made =
           rt::cuda::CudaEpilogue::create(api, api.device, inPlace ? ws : 0);
       ASSERT_TRUE(made.isOk()) << made.status().message();
@@ -345,8 +348,8 @@ TEST(CudaEpilogueKernelTest, BiasGradientIsTheDeterministicColumnSum) {
         rt::GemmParams p;
         p.m = 5, p.n = n, p.k = k;
         p.transposeRhs = transposed;
-        uint64_t ws =
-            rt::cuda::epilogueWorkspaceBytes(GemmEpilogue::BiasGradient, p);
+        uint64_t ws = rt::cuda::epilogueWorkspaceBytes(
+            GemmEpilogue::BiasGradient, p, dtype);
         EXPECT_EQ(ws, uint64_t((k + 255) / 256 * n * 4));
         rt::StatusOr<std::unique_ptr<rt::cuda::CudaEpilogue>> made =
             rt::cuda::CudaEpilogue::create(api, api.device, ws);

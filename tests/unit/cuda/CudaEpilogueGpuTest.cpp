@@ -43,7 +43,7 @@ TEST_F(CudaGpuEpilogueTest, FallbackKernelsMatchTheDefinitionAndCublasLt) {
   GemmParams shape;
   shape.m = m, shape.n = n, shape.k = k;
   uint64_t epilogueWorkspace =
-      epilogueWorkspaceBytes(GemmEpilogue::BiasGradient, shape);
+      epilogueWorkspaceBytes(GemmEpilogue::BiasGradient, shape, PkgDType::F32);
   StatusOr<std::unique_ptr<CudaEpilogue>> made =
       CudaEpilogue::create(api, device, epilogueWorkspace);
   ASSERT_TRUE(made.isOk()) << made.status().message();

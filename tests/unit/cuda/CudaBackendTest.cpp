@@ -208,6 +208,10 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   EXPECT_NE(errs.str().find(", cuBLASLt workspace 32.00 MiB)\n"),
             std::string::npos)
       << errs.str();
+  // The eval step (wantEval) is an executable beside it, with its own.
+  EXPECT_NE(errs.str().find("test: eval step's device memory 32.0"),
+            std::string::npos)
+      << errs.str();
   EXPECT_STREQ(gpu->name(), "cuda");
   ASSERT_EQ(gpu->batch(), 8);
   ASSERT_TRUE(gpu->hasEval());

@@ -326,6 +326,12 @@ bool CudaBackend::init(CudaPackageOptions options,
             options.evalBytes.empty() ? nullptr : &options.evalBytes, eval_,
             errs, nullptr))
     return false;
+  // The eval step is an executable of its own beside the training step's
+  // (its arena and workspaces; --memory-budget bounds the training step).
+  const runtime::cuda::CudaStepMemory &evalMemory = eval_.exec->memory();
+  outs << command_ << ": eval step's device memory "
+       << runtime::formatBytes(evalMemory.total()) << " ("
+       << runtime::cuda::describeStepMemory(evalMemory) << ")\n";
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))

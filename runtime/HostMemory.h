@@ -1,5 +1,4 @@
-//===- HostMemory.h - the machine's memory, for checks before allocating -*- C++
-//-*-===//
+//===- HostMemory.h - the machine's memory ----------------------*- C++ -*-===//
 //
 // What the kernel says of the machine's memory (/proc/meminfo): the CPU
 // executable checks a step's arena against it before allocating, as the

@@ -1,5 +1,4 @@
-//===- CudaMemory.cpp - The device memory a CUDA package's step takes
-//------===//
+//===- CudaMemory.cpp - a CUDA step's device memory, by part --------------===//
 
 #include "runtime/cuda/CudaMemory.h"
 

@@ -1,5 +1,4 @@
-//===- CudaMemory.h - The device memory a CUDA package's step takes -*- C++
-//-*-===//
+//===- CudaMemory.h - a CUDA step's device memory, by part ------*- C++ -*-===//
 //
 // What CudaExecutable allocates on the device for a package, by part: the
 // arena the compiler planned (the parameters, optimizer state, batch,

@@ -18,10 +18,12 @@
 namespace kiln::runtime {
 
 struct HostMemory {
-  uint64_t total = 0; // MemTotal
-  uint64_t available =
-      0;                 // MemAvailable: what can be allocated without swapping
-  uint64_t swapFree = 0; // SwapFree
+  // MemTotal.
+  uint64_t total = 0;
+  // MemAvailable: what can be allocated without swapping.
+  uint64_t available = 0;
+  // SwapFree.
+  uint64_t swapFree = 0;
 };
 
 // /proc/meminfo's text ("MemTotal:       24575384 kB" lines) in bytes;

@@ -35,6 +35,36 @@ const char *gemmEpilogueName(GemmEpilogue epilogue) {
   return "unknown";
 }
 
+GemmEpilogue gemmEpilogueOf(PkgGemmEpilogue epilogue) {
+  switch (epilogue) {
+  case PkgGemmEpilogue::None:
+    return GemmEpilogue::None;
+  case PkgGemmEpilogue::Bias:
+    return GemmEpilogue::Bias;
+  case PkgGemmEpilogue::Relu:
+    return GemmEpilogue::Relu;
+  case PkgGemmEpilogue::BiasRelu:
+    return GemmEpilogue::BiasRelu;
+  case PkgGemmEpilogue::Gelu:
+    return GemmEpilogue::Gelu;
+  case PkgGemmEpilogue::BiasGelu:
+    return GemmEpilogue::BiasGelu;
+  case PkgGemmEpilogue::BiasGradient:
+    return GemmEpilogue::BiasGradient;
+  case PkgGemmEpilogue::Residual:
+    return GemmEpilogue::None;
+  case PkgGemmEpilogue::BiasResidual:
+    return GemmEpilogue::Bias;
+  case PkgGemmEpilogue::GeluAux:
+    return GemmEpilogue::GeluAux;
+  case PkgGemmEpilogue::BiasGeluAux:
+    return GemmEpilogue::BiasGeluAux;
+  case PkgGemmEpilogue::DGelu:
+    return GemmEpilogue::DGelu;
+  }
+  return GemmEpilogue::None;
+}
+
 bool gemmEpilogueReadsBias(GemmEpilogue e) {
   return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
          e == GemmEpilogue::BiasGelu || e == GemmEpilogue::BiasGeluAux;

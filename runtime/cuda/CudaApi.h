@@ -74,6 +74,10 @@ enum class GemmEpilogue {
 };
 
 const char *gemmEpilogueName(GemmEpilogue epilogue);
+// A package GEMM's epilogue as cuBLASLt's: a residual adds its C through the
+// GEMM's beta (GemmDesc::residual), so Residual is None and BiasResidual
+// is Bias here.
+GemmEpilogue gemmEpilogueOf(PkgGemmEpilogue epilogue);
 
 // out[b] = alpha * op(lhs[b]) . op(rhs[b]) + beta * out[b] (+ epilogue),
 // row-major: lhs [batch, m, k] (transposeLhs: [batch, k, m]), rhs [batch,

@@ -309,14 +309,14 @@ Status checkConvBuffers(const LoadedPackage &package, const PackageThunk &t) {
   return Status::ok();
 }
 
+} // namespace
+
 bool isConvThunk(const PackageThunk &t) {
   return t.kind == ThunkKind::LibraryCall &&
          (t.library == LibraryKind::Conv2D ||
           t.library == LibraryKind::Conv2DInputGrad ||
           t.library == LibraryKind::Conv2DFilterGrad);
 }
-
-} // namespace
 
 void setConvColumnLimit(size_t bytes) { columnLimit.store(bytes); }
 size_t convColumnLimit() { return columnLimit.load(); }

@@ -68,6 +68,10 @@ std::vector<std::string> convKernelEntryPoints();
 void setConvColumnLimit(size_t bytes);
 size_t convColumnLimit();
 
+// Whether |t| is a convolution's library call (Conv2D, its input or its
+// filter gradient), which CudaConv runs.
+bool isConvThunk(const PackageThunk &t);
+
 // The workspace CudaConv::create allocates for |package|: its largest
 // convolution's column buffer and swapped operands, one chunk of images
 // under convColumnLimit(); 0 without convolutions. A convolution thunk

@@ -292,14 +292,9 @@ uint64_t epilogueWorkspaceBytes(const LoadedPackage &package) {
   uint64_t bytes = 0;
   for (const PackageThunk &t : package.thunks)
     if (t.kind == ThunkKind::LibraryCall && t.hasGemm && !t.results.empty())
-      bytes =
-          std::max(bytes, epilogueWorkspaceBytes(
-                              t.gemm.epilogue == PkgGemmEpilogue::BiasGradient
-                                  ? GemmEpilogue::BiasGradient
-                              : t.gemm.epilogue == PkgGemmEpilogue::DGelu
-                                  ? GemmEpilogue::DGelu
-                                  : GemmEpilogue::None,
-                              t.gemm, package.buffers[t.results[0]].dtype));
+      bytes = std::max(
+          bytes, epilogueWorkspaceBytes(gemmEpilogueOf(t.gemm.epilogue), t.gemm,
+                                        package.buffers[t.results[0]].dtype));
   return bytes;
 }
 

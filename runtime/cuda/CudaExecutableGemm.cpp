@@ -42,24 +42,7 @@ Status CudaExecutable::planGemm(size_t index) {
   desc.dtype = package_.buffers[t.results[0]].dtype;
   desc.params = t.gemm;
   desc.residual = extra.c;
-  switch (epilogue) {
-  case PkgGemmEpilogue::None: desc.epilogue = GemmEpilogue::None; break;
-  case PkgGemmEpilogue::Bias: desc.epilogue = GemmEpilogue::Bias; break;
-  case PkgGemmEpilogue::Relu: desc.epilogue = GemmEpilogue::Relu; break;
-  case PkgGemmEpilogue::BiasRelu: desc.epilogue = GemmEpilogue::BiasRelu; break;
-  case PkgGemmEpilogue::Gelu: desc.epilogue = GemmEpilogue::Gelu; break;
-  case PkgGemmEpilogue::BiasGelu: desc.epilogue = GemmEpilogue::BiasGelu; break;
-  case PkgGemmEpilogue::BiasGradient:
-    desc.epilogue = GemmEpilogue::BiasGradient;
-    break;
-  case PkgGemmEpilogue::Residual: desc.epilogue = GemmEpilogue::None; break;
-  case PkgGemmEpilogue::BiasResidual: desc.epilogue = GemmEpilogue::Bias; break;
-  case PkgGemmEpilogue::GeluAux: desc.epilogue = GemmEpilogue::GeluAux; break;
-  case PkgGemmEpilogue::BiasGeluAux:
-    desc.epilogue = GemmEpilogue::BiasGeluAux;
-    break;
-  case PkgGemmEpilogue::DGelu: desc.epilogue = GemmEpilogue::DGelu; break;
-  }
+  desc.epilogue = gemmEpilogueOf(epilogue);
   size_t resultArg = t.operands.size();
   plan.bias = extra.bias ? plan.args[2] : nullptr;
   plan.c = extra.c ? plan.args[resultArg - 1] : nullptr;

@@ -14,15 +14,13 @@ CudaStepMemory cudaStepMemory(const LoadedPackage &package,
                               uint64_t gemmWorkspaceBytes, bool attentionMma) {
   CudaStepMemory m;
   m.arena = package.arenaSize;
-  bool gemms = false;
+  // cuBLASLt's workspace comes with the first GEMM or convolution.
   for (const PackageThunk &t : package.thunks)
-    gemms |=
-        t.kind == ThunkKind::LibraryCall &&
-        (t.library == LibraryKind::Gemm || t.library == LibraryKind::Conv2D ||
-         t.library == LibraryKind::Conv2DInputGrad ||
-         t.library == LibraryKind::Conv2DFilterGrad);
-  if (gemms)
-    m.gemmWorkspace = gemmWorkspaceBytes;
+    if ((t.kind == ThunkKind::LibraryCall && t.library == LibraryKind::Gemm) ||
+        isConvThunk(t)) {
+      m.gemmWorkspace = gemmWorkspaceBytes;
+      break;
+    }
   m.attention = attentionWorkspaceBytes(package, device, attentionMma);
   m.convolution = convWorkspaceBytes(package);
   m.epilogueFallback = epilogueWorkspaceBytes(package);

@@ -113,21 +113,19 @@ std::string describeMemoryBudget(const PipelineOptions &options,
     return "";
   std::string text = "--memory-budget=" + formatBytes(options.memoryBudget) +
                      ": ";
-  // The runtime's workspaces, which the budget holds too.
-  std::string beside = outcome.workspaces > 0
-                           ? " beside " + formatBytes(outcome.workspaces) +
-                                 " of the runtime's workspaces"
-                           : "";
+  // The plan chosen, and the runtime's workspaces, which the budget holds
+  // too.
+  std::string peak = "planned peak " + formatBytes(outcome.peak);
+  if (outcome.workspaces > 0)
+    peak += " beside " + formatBytes(outcome.workspaces) +
+            " of the runtime's workspaces";
   if (outcome.recomputed == 0)
-    return text + "the step fits without recomputing anything (planned peak " +
-           formatBytes(outcome.peak) + beside + ")";
+    return text + "the step fits without recomputing anything (" + peak + ")";
   return text + "--remat=" + outcome.policy + " recomputes " +
          std::to_string(outcome.recomputed) + " of its " +
          std::to_string(outcome.candidates) +
-         " values, the cheapest per byte freed at the peak first; planned "
-         "peak " +
-         formatBytes(outcome.peak) + beside + " (" +
-         formatBytes(outcome.peakWithout) + " without; " +
+         " values, the cheapest per byte freed at the peak first; " + peak +
+         " (" + formatBytes(outcome.peakWithout) + " without; " +
          std::to_string(outcome.compiles) + " compiles)";
 }
 

@@ -383,18 +383,61 @@ Executable::create(LoadedPackage package, KernelLoader &loader,
                          ": expected direct or im2col");
   std::unique_ptr<Executable> exe(
       new Executable(std::move(package), options));
+  if (options.shareMemoryWith)
+    if (Status s = exe->shareMemory(options); !s.isOk())
+      return s;
   if (Status s = exe->prepare(loader); !s.isOk())
     return s;
   return exe;
+}
+
+Status Executable::shareMemory(const ExecutableOptions &options) {
+  Executable &host = *options.shareMemoryWith;
+  for (size_t i = 0; i < package_.thunks.size(); ++i)
+    if (package_.thunks[i].kind == ThunkKind::Collective)
+      return Status::error("running in another step's memory: thunk " +
+                           std::to_string(i) +
+                           " is a collective: a step with collectives runs "
+                           "in memory of its own");
+  StatusOr<SharedArenaPlan> plan =
+      planSharedArena(host.package_, package_, options.boundInputs);
+  if (!plan.isOk())
+    return Status::error("running in another step's memory: " +
+                         plan.status().message());
+  sharedPlan_ = std::move(plan.value());
+  bound_.assign(package_.buffers.size(), false);
+  shared_.assign(package_.buffers.size(), false);
+  for (size_t id = 0; id < package_.buffers.size(); ++id) {
+    SharedArenaPlan::Memory memory = sharedPlan_->buffers[id].memory;
+    bound_[id] = memory == SharedArenaPlan::Memory::Bound;
+    shared_[id] = memory == SharedArenaPlan::Memory::Host &&
+                  package_.buffers[id].size > 0;
+  }
+  host.shared_.resize(host.package_.buffers.size(), false);
+  for (size_t id = 0; id < host.package_.buffers.size(); ++id) {
+    const PackageBuffer &b = host.package_.buffers[id];
+    for (auto [offset, bytes] : sharedPlan_->hostRanges)
+      if (b.offset < offset + bytes && offset < b.offset + b.size)
+        host.shared_[id] = true;
+  }
+  if (!host.lastRun_)
+    host.lastRun_ = std::make_shared<const Executable *>(nullptr);
+  lastRun_ = host.lastRun_;
+  bufferAddress_.resize(package_.buffers.size());
+  for (size_t id = 0; id < package_.buffers.size(); ++id)
+    bufferAddress_[id] = host.arena_.get() + sharedPlan_->buffers[id].offset;
+  return Status::ok();
 }
 
 Status Executable::prepare(KernelLoader &loader) {
   const LoadedPackage &p = package_;
   std::ostringstream os;
 
-  // The arena: aligned_alloc wants a multiple of the alignment.
+  // The arena (in another step's memory, this step's own memory):
+  // aligned_alloc wants a multiple of the alignment.
   uint64_t alignment = std::max<uint64_t>(p.arenaAlignment, alignof(std::max_align_t));
-  uint64_t bytes = std::max<uint64_t>(p.arenaSize, 1);
+  uint64_t needed = sharedPlan_ ? sharedPlan_->ownBytes : p.arenaSize;
+  uint64_t bytes = std::max<uint64_t>(needed, 1);
   bytes = (bytes + alignment - 1) / alignment * alignment;
   // A step planned for more than the machine can give (its available
   // memory and free swap) is refused before the allocation, with what
@@ -403,7 +446,7 @@ Status Executable::prepare(KernelLoader &loader) {
   std::optional<HostMemory> machine =
       hostMemory_ ? hostMemory_ : runtime::hostMemory();
   auto tooLarge = [&](const std::string &what) {
-    os << "the step needs " << formatBytes(p.arenaSize)
+    os << "the step needs " << formatBytes(needed)
        << " of host memory for its arena (the parameters, optimizer state, "
           "batch and activations)";
     if (machine)
@@ -418,13 +461,23 @@ Status Executable::prepare(KernelLoader &loader) {
           "--grad-accum, or a ZeRO strategy across processes";
     return fail(os);
   };
-  if (machine && p.arenaSize > machine->available + machine->swapFree)
+  if (machine && needed > machine->available + machine->swapFree)
     return tooLarge("");
   void *memory = std::aligned_alloc(alignment, bytes);
   if (!memory)
     return tooLarge(" (allocating it failed)");
   std::memset(memory, 0, bytes);
-  arena_.reset(static_cast<uint8_t *>(memory));
+  if (sharedPlan_) {
+    ownMemory_.reset(static_cast<uint8_t *>(memory));
+    for (size_t id = 0; id < p.buffers.size(); ++id)
+      if (sharedPlan_->buffers[id].memory == SharedArenaPlan::Memory::Own)
+        bufferAddress_[id] = ownMemory_.get() + sharedPlan_->buffers[id].offset;
+  } else {
+    arena_.reset(static_cast<uint8_t *>(memory));
+    bufferAddress_.resize(p.buffers.size());
+    for (size_t id = 0; id < p.buffers.size(); ++id)
+      bufferAddress_[id] = arena_.get() + p.buffers[id].offset;
+  }
 
   std::vector<KernelFn> kernels(p.kernels.size(), nullptr);
   std::vector<int64_t> kernelBuffers(p.kernels.size(), -1);
@@ -628,9 +681,7 @@ Status Executable::waitCollectives(size_t count) {
 }
 
 void *Executable::buffer(uint32_t id) {
-  if (id >= package_.buffers.size())
-    return nullptr;
-  return arena_.get() + package_.buffers[id].offset;
+  return id < bufferAddress_.size() ? bufferAddress_[id] : nullptr;
 }
 
 const void *Executable::buffer(uint32_t id) const {
@@ -643,8 +694,17 @@ void *Executable::input(size_t i) {
 }
 
 const void *Executable::output(size_t i) {
-  return i < package_.outputs.size() ? buffer(package_.outputs[i].buffer)
-                                     : nullptr;
+  return i < package_.outputs.size() && !outputOverwritten(i)
+             ? buffer(package_.outputs[i].buffer)
+             : nullptr;
+}
+
+bool Executable::outputOverwritten(size_t i) const {
+  if (i >= package_.outputs.size() || !lastRun_ || !*lastRun_ ||
+      *lastRun_ == this)
+    return false;
+  uint32_t id = package_.outputs[i].buffer;
+  return id < shared_.size() && shared_[id];
 }
 
 int Executable::findInput(const std::string &name) const {
@@ -656,17 +716,23 @@ int Executable::findOutput(const std::string &name) const {
 }
 
 Status Executable::initialize() {
+  // A bound input is the other step's (ExecutableOptions::boundInputs).
+  auto bound = [&](uint32_t id) { return id < bound_.size() && bound_[id]; };
   for (const SignatureEntry &entry : package_.inputs) {
     const PackageBuffer &b = package_.buffers[entry.buffer];
-    std::memset(buffer(entry.buffer), 0, b.size);
+    if (!bound(entry.buffer))
+      std::memset(buffer(entry.buffer), 0, b.size);
   }
   for (size_t i = 0; i < package_.parameterInits.size(); ++i) {
     const ParameterInit &init = package_.parameterInits[i];
-    writeInitialValue(package_.buffers[init.buffer], init, buffer(init.buffer));
+    if (!bound(init.buffer))
+      writeInitialValue(package_.buffers[init.buffer], init,
+                        buffer(init.buffer));
   }
   // Parameter copies start as their parameters' values.
   for (size_t i = 0; i < package_.inputs.size(); ++i)
-    if (package_.inputs[i].role == PkgRole::ParameterCopy)
+    if (package_.inputs[i].role == PkgRole::ParameterCopy &&
+        !bound(package_.inputs[i].buffer))
       pkgFillParameterCopy(package_, i, input(package_.inputs[i].copyOf),
                            input(i));
   return Status::ok();
@@ -867,6 +933,10 @@ Status Executable::timedThunk(size_t index) {
 }
 
 Status Executable::run() {
+  // From its first thunk on, the step writes over the free space it lends
+  // or borrows (ExecutableOptions::shareMemoryWith).
+  if (lastRun_)
+    *lastRun_ = this;
   if (!comm_) {
     for (size_t i = 0; i < package_.thunks.size(); ++i)
       if (Status s = timedThunk(i); !s.isOk())

@@ -1,7 +1,9 @@
 //===- Executable.h - a loaded package, ready to run steps on the CPU -*- C++ -*-===//
 //
 // An Executable owns one LoadedPackage, its arena (allocated once, at the
-// package's alignment), the kernels' entry points and a thread pool, and
+// package's alignment; or another Executable's, shared as
+// runtime/package/SharedArena.h places it: ExecutableOptions::
+// shareMemoryWith), the kernels' entry points and a thread pool, and
 // runs the package's thunk sequence once per step:
 //
 //   KernelLaunch  the kernel's `kiln_kernel(buffers, part, parts)`, where
@@ -46,6 +48,7 @@
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/package/Package.h"
+#include "runtime/package/SharedArena.h"
 
 #include <cstdint>
 #include <memory>
@@ -58,6 +61,8 @@ class Communicator;
 } // namespace kiln::runtime::dist
 
 namespace kiln::runtime::cpu {
+
+class Executable;
 
 // A kernel's entry point: |buffers| are the thunk's operands then results;
 // the kernel computes partition |part| of |parts| of the outermost loop of
@@ -108,6 +113,15 @@ struct ExecutableOptions {
   // What the arena is checked against before it is allocated (HostMemory.h):
   // unset, this machine's /proc/meminfo; tests give their own.
   std::optional<HostMemory> hostMemory;
+  // Runs this step in another Executable's memory (runtime/package/
+  // SharedArena.h), as kiln train runs its eval step in the training
+  // step's: |shareMemoryWith| (not owned; it must outlive this one, and
+  // the two must not run at once) lends the free space of its arena
+  // between its steps; each of |boundInputs| (this step's input, its
+  // input) is read in place from its buffer, and initialize() leaves it
+  // alone. A step with collectives cannot share.
+  Executable *shareMemoryWith = nullptr;
+  std::vector<InputBinding> boundInputs;
 };
 
 // Time spent in one thunk over all steps run while profiling was on.
@@ -135,9 +149,18 @@ public:
   size_t numInputs() const { return package_.inputs.size(); }
   size_t numOutputs() const { return package_.outputs.size(); }
   // The buffers of signature input |i| and output |i| (null when out of
-  // range).
+  // range). A bound input's (ExecutableOptions::boundInputs) is the other
+  // step's buffer. Where two Executables share memory, an output the
+  // other's last run may have written over (one other than an update) is
+  // null until this one runs again (outputOverwritten).
   void *input(size_t i);
   const void *output(size_t i);
+  bool outputOverwritten(size_t i) const;
+  // Where the buffers went in the memory of
+  // ExecutableOptions::shareMemoryWith (null without it).
+  const SharedArenaPlan *sharedArena() const {
+    return sharedPlan_ ? &*sharedPlan_ : nullptr;
+  }
   // The index of the signature entry named |name|, or -1.
   int findInput(const std::string &name) const;
   int findOutput(const std::string &name) const;
@@ -174,10 +197,26 @@ private:
   void issueCollective(size_t index);
   Status waitCollectives(size_t count);
 
+  // Places the buffers in options.shareMemoryWith's memory (prepare()).
+  Status shareMemory(const ExecutableOptions &options);
+
   LoadedPackage package_;
   std::optional<HostMemory> hostMemory_;
   ThreadPool pool_;
   std::unique_ptr<uint8_t, void (*)(void *)> arena_;
+  // Each buffer's memory: the arena's at its offset, or where
+  // SharedArena.h placed it.
+  std::vector<uint8_t *> bufferAddress_;
+  // Running in another Executable's memory: the placement, this step's own
+  // memory, and per buffer whether it is a bound input's and whether the
+  // other's runs may write over it (for the host: whether a guest's
+  // pieces overlap it).
+  std::optional<SharedArenaPlan> sharedPlan_;
+  std::unique_ptr<uint8_t, void (*)(void *)> ownMemory_{nullptr, std::free};
+  std::vector<bool> bound_, shared_;
+  // The Executable sharing this memory that ran last (null: none yet),
+  // held by each of them.
+  std::shared_ptr<const Executable *> lastRun_;
   // Per thunk: its operand then result pointers, and for kernel launches
   // the entry point and part count.
   std::vector<std::vector<void *>> thunkBuffers_;

@@ -697,6 +697,163 @@ TEST(Executable, ArenaOverTheAvailableMemoryIsRefusedWithWhatWouldFit) {
       HasSubstr("has 16 B available of 8.00 GiB, and 16 B of swap free;"));
 }
 
+// An eval step for gemmAddCopyPackage's: z = 2 (x2 . w), through the
+// GEMM and the "add" kernel (y2 + y2); its own layout (x2, then w).
+LoadedPackage evalPackage() {
+  LoadedPackage p;
+  uint32_t x2 = addBuffer(p, "x2", PkgDType::F32, {4, 3}, PkgRole::Input);
+  uint32_t w = addBuffer(p, "w", PkgDType::F32, {3, 2}, PkgRole::Parameter);
+  uint32_t y2 = addBuffer(p, "y2", PkgDType::F32, {4, 2});
+  uint32_t z = addBuffer(p, "z", PkgDType::F32, {4, 2}, PkgRole::Output);
+  addInput(p, x2, "x2");
+  addInput(p, w, "w");
+  ParameterInit init; // never run: w is the training step's
+  init.buffer = w;
+  init.kind = PkgInitKind::Constant;
+  init.value = 7;
+  p.parameterInits.push_back(init);
+  PackageThunk gemm;
+  gemm.kind = ThunkKind::LibraryCall;
+  gemm.library = LibraryKind::Gemm;
+  gemm.hasGemm = true;
+  gemm.gemm.m = 4, gemm.gemm.n = 2, gemm.gemm.k = 3;
+  gemm.operands = {x2, w};
+  gemm.results = {y2};
+  p.thunks.push_back(gemm);
+  PackageKernel add;
+  add.kind = KernelKind::LlvmBitcode;
+  add.name = "add";
+  add.entryPoint = "kiln_kernel";
+  p.kernels.push_back(add);
+  PackageThunk launch;
+  launch.kind = ThunkKind::KernelLaunch;
+  launch.kernel = 0;
+  launch.operands = {y2, y2};
+  launch.results = {z};
+  p.thunks.push_back(launch);
+  addOutput(p, z, "z");
+  return p;
+}
+
+// The eval step in the training step's memory (SharedArena.h): it reads w
+// in place (what the training step's user wrote there, never copied),
+// keeps its batch in memory of its own and its temporaries in the
+// training step's free space; initialize() leaves w alone; each step's
+// outputs the other's run wrote over read as null until it runs again,
+// and only those.
+TEST(Executable, EvalStepRunsInTheTrainingStepsMemory) {
+  MapLoader loader;
+  loader.functions["add"] = addKernel;
+  auto train = mustCreate(gemmAddCopyPackage(), loader);
+  ASSERT_TRUE(train);
+  ASSERT_TRUE(train->initialize().isOk());
+  ExecutableOptions options;
+  options.threads = 2;
+  options.shareMemoryWith = train.get();
+  options.boundInputs = {{1, 1}};
+  auto made = Executable::create(evalPackage(), loader, options);
+  ASSERT_TRUE(made.isOk()) << made.status().message();
+  std::unique_ptr<Executable> eval = std::move(made.value());
+  const SharedArenaPlan *plan = eval->sharedArena();
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->ownBytes, 48u); // x2
+  EXPECT_EQ(plan->boundBytes, 24u);
+  EXPECT_EQ(eval->input(1), train->input(1));
+  std::vector<float> w0(static_cast<const float *>(train->input(1)),
+                        static_cast<const float *>(train->input(1)) + 6);
+  ASSERT_TRUE(eval->initialize().isOk());
+  EXPECT_EQ(std::memcmp(train->input(1), w0.data(), 24), 0)
+      << "the eval step's initialize() wrote over w";
+  // y2 and z: in the training step's arena, clear of its inputs.
+  auto *base = static_cast<uint8_t *>(train->buffer(0));
+  for (uint32_t id : {2u, 3u}) {
+    ptrdiff_t at = static_cast<uint8_t *>(eval->buffer(id)) - base;
+    EXPECT_GE(at, 0);
+    EXPECT_LE(uint64_t(at) + 32, train->package().arenaSize);
+    for (const SignatureEntry &e : train->package().inputs) {
+      const PackageBuffer &b = train->package().buffers[e.buffer];
+      EXPECT_FALSE(uint64_t(at) < b.offset + b.size &&
+                   b.offset < uint64_t(at) + 32)
+          << eval->package().buffers[id].name << " on " << b.name;
+    }
+  }
+
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int round = 0; round < 3; ++round) {
+    auto *x = static_cast<float *>(train->input(0));
+    auto *x2 = static_cast<float *>(eval->input(0));
+    auto *w = static_cast<float *>(train->input(1));
+    for (int i = 0; i < 12; ++i) {
+      x[i] = dist(rng);
+      x2[i] = dist(rng);
+    }
+    // A resume writes the training step's w; the eval step sees it.
+    for (int i = 0; i < 6; ++i)
+      w[i] = dist(rng);
+    ASSERT_TRUE(train->run().isOk());
+    std::vector<float> out(static_cast<const float *>(train->output(1)),
+                           static_cast<const float *>(train->output(1)) + 8);
+    ASSERT_TRUE(eval->run().isOk());
+    const auto *z = static_cast<const float *>(eval->output(0));
+    ASSERT_NE(z, nullptr);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double dot = 0;
+        for (int k = 0; k < 3; ++k)
+          dot += double(x2[i * 3 + k]) * w[k * 2 + j];
+        EXPECT_NEAR(z[i * 2 + j], 2 * dot, 1e-5) << "round " << round;
+      }
+    // The training step's outputs the eval step's pieces overlap are gone;
+    // the rest, and its inputs, are not.
+    for (size_t o = 0; o < train->numOutputs(); ++o) {
+      const PackageBuffer &b =
+          train->package().buffers[train->package().outputs[o].buffer];
+      bool overlapped = false;
+      for (auto [offset, bytes] : plan->hostRanges)
+        overlapped |= b.offset < offset + bytes && offset < b.offset + b.size;
+      EXPECT_EQ(train->outputOverwritten(o), overlapped) << b.name;
+      EXPECT_EQ(train->output(o) == nullptr, overlapped) << b.name;
+      if (!overlapped)
+        EXPECT_EQ(std::memcmp(train->output(o), out.data(), 32), 0) << b.name;
+    }
+    ASSERT_TRUE(train->run().isOk());
+    EXPECT_TRUE(eval->outputOverwritten(0));
+    EXPECT_EQ(eval->output(0), nullptr);
+    EXPECT_NE(train->output(0), nullptr);
+  }
+  bool anyOverlapped = false;
+  for (size_t o = 0; o < train->numOutputs(); ++o)
+    for (auto [offset, bytes] : plan->hostRanges) {
+      const PackageBuffer &b =
+          train->package().buffers[train->package().outputs[o].buffer];
+      anyOverlapped |= b.offset < offset + bytes && offset < b.offset + b.size;
+    }
+  EXPECT_TRUE(anyOverlapped) << "the test should cover an overwritten output";
+
+  // What cannot share is refused: a bound input of another shape, and a
+  // collective.
+  options.boundInputs = {{1, 0}};
+  auto mismatched = Executable::create(evalPackage(), loader, options);
+  ASSERT_FALSE(mismatched.isOk());
+  EXPECT_THAT(mismatched.status().message(),
+              HasSubstr("running in another step's memory: guest input 1 "
+                        "('w') cannot be read from host input 0 ('x')"));
+  options.boundInputs = {{1, 1}};
+  LoadedPackage collective = evalPackage();
+  PackageThunk ar;
+  ar.kind = ThunkKind::Collective;
+  ar.hasCollective = true;
+  ar.operands = {3};
+  ar.results = {3};
+  collective.thunks.push_back(ar);
+  auto refused = Executable::create(std::move(collective), loader, options);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("thunk 2 is a collective: a step with collectives "
+                        "runs in memory of its own"));
+}
+
 TEST(Executable, RefusesWhatWouldCrash) {
   MapLoader loader;
   loader.functions["add"] = addKernel;

@@ -105,13 +105,16 @@ CudaExecutable::~CudaExecutable() {
   for (CudaEvent e : {stepDone_, inputsReady_, slotFree_[0], slotFree_[1]})
     if (e)
       api_.eventDestroy(e);
-  if (workspace_)
+  if (workspace_ && ownsWorkspace_)
     api_.free(workspace_);
-  if (arena_)
+  if (arena_ && ownsArena_)
     api_.free(arena_);
-  for (CudaStream s : {stream_, copyStream_})
-    if (s)
-      api_.streamDestroy(s);
+  if (ownMemory_)
+    api_.free(ownMemory_);
+  if (stream_ && ownsStream_)
+    api_.streamDestroy(stream_);
+  if (copyStream_)
+    api_.streamDestroy(copyStream_);
 }
 
 StatusOr<std::unique_ptr<CudaExecutable>>
@@ -180,9 +183,66 @@ std::string CudaExecutable::thunkName(size_t index) const {
 }
 
 void *CudaExecutable::deviceBuffer(uint32_t id) const {
-  if (id >= package_.buffers.size() || !arena_)
-    return nullptr;
-  return arena_ + package_.buffers[id].offset;
+  return id < bufferAddress_.size() ? bufferAddress_[id] : nullptr;
+}
+
+bool CudaExecutable::overwritten(uint32_t id) const {
+  return lastRun_ && *lastRun_ && *lastRun_ != this && id < shared_.size() &&
+         shared_[id];
+}
+
+Status CudaExecutable::shareMemory() {
+  CudaExecutable &host = *options_.shareMemoryWith;
+  auto fail = [](const std::string &message) {
+    return Status::error("running in another step's memory: " + message);
+  };
+  if (host.options_.device != options_.device)
+    return fail("that step is on CUDA device " +
+                std::to_string(host.options_.device) + ", this one on " +
+                std::to_string(options_.device));
+  for (size_t i = 0; i < package_.thunks.size(); ++i)
+    if (package_.thunks[i].kind == ThunkKind::Collective)
+      return fail(thunkName(i) + ": a step with collectives runs in memory "
+                                 "of its own");
+  StatusOr<SharedArenaPlan> plan =
+      planSharedArena(host.package_, package_, options_.boundInputs);
+  if (!plan.isOk())
+    return fail(plan.status().message());
+  sharedPlan_ = std::move(plan.value());
+  const SharedArenaPlan &placed = *sharedPlan_;
+  // Its arena, stream and cuBLASLt workspace (when it has one as large).
+  arena_ = host.arena_;
+  ownsArena_ = false;
+  stream_ = host.stream_;
+  ownsStream_ = false;
+  if (host.workspace_ && host.workspaceBytes_ >= options_.gemmWorkspaceBytes) {
+    workspace_ = host.workspace_;
+    workspaceBytes_ = host.workspaceBytes_;
+    ownsWorkspace_ = false;
+    memory_.gemmWorkspace = 0;
+  }
+  memory_.arena = placed.ownBytes;
+  memory_.sharedArena = placed.sharedBytes;
+  // Which buffers either step's runs may write over.
+  bound_.assign(package_.buffers.size(), false);
+  shared_.assign(package_.buffers.size(), false);
+  for (size_t id = 0; id < package_.buffers.size(); ++id) {
+    SharedArenaPlan::Memory memory = placed.buffers[id].memory;
+    bound_[id] = memory == SharedArenaPlan::Memory::Bound;
+    shared_[id] = memory == SharedArenaPlan::Memory::Host &&
+                  package_.buffers[id].size > 0;
+  }
+  host.shared_.resize(host.package_.buffers.size(), false);
+  for (size_t id = 0; id < host.package_.buffers.size(); ++id) {
+    const PackageBuffer &b = host.package_.buffers[id];
+    for (auto [offset, bytes] : placed.hostRanges)
+      if (b.offset < offset + bytes && offset < b.offset + b.size)
+        host.shared_[id] = true;
+  }
+  if (!host.lastRun_)
+    host.lastRun_ = std::make_shared<const CudaExecutable *>(nullptr);
+  lastRun_ = host.lastRun_;
+  return Status::ok();
 }
 
 uint32_t CudaExecutable::gridFor(const PackageKernel &kernel) const {
@@ -223,6 +283,9 @@ Status CudaExecutable::prepare() {
     return mma.status();
   memory_ = cudaStepMemory(package_, device_, options_.gemmWorkspaceBytes,
                            mma.value());
+  if (options_.shareMemoryWith)
+    if (Status s = shareMemory(); !s.isOk())
+      return s;
   size_t freeBytes = 0, totalBytes = 0;
   bool knowFree = api_.memGetInfo(&freeBytes, &totalBytes).isOk();
   auto tooLarge = [&](const std::string &what) {
@@ -243,14 +306,35 @@ Status CudaExecutable::prepare() {
   };
   if (knowFree && memory_.total() > freeBytes)
     return tooLarge("");
-  void *arena = nullptr;
-  if (Status s = api_.malloc(&arena, std::max<uint64_t>(package_.arenaSize, 1));
-      !s.isOk())
-    return tooLarge(" (the arena: " + s.message() + ")");
-  arena_ = static_cast<uint8_t *>(arena);
-  for (CudaStream *s : {&stream_, &copyStream_})
-    if (Status st = api_.streamCreate(s); !st.isOk())
+  bufferAddress_.resize(package_.buffers.size());
+  if (sharedPlan_) {
+    if (sharedPlan_->ownBytes) {
+      void *own = nullptr;
+      if (Status s = api_.malloc(&own, sharedPlan_->ownBytes); !s.isOk())
+        return tooLarge(" (its own memory: " + s.message() + ")");
+      ownMemory_ = static_cast<uint8_t *>(own);
+    }
+    for (size_t id = 0; id < bufferAddress_.size(); ++id) {
+      const SharedArenaPlan::Location &at = sharedPlan_->buffers[id];
+      bufferAddress_[id] =
+          (at.memory == SharedArenaPlan::Memory::Own ? ownMemory_ : arena_) +
+          at.offset;
+    }
+  } else {
+    void *arena = nullptr;
+    if (Status s =
+            api_.malloc(&arena, std::max<uint64_t>(package_.arenaSize, 1));
+        !s.isOk())
+      return tooLarge(" (the arena: " + s.message() + ")");
+    arena_ = static_cast<uint8_t *>(arena);
+    for (size_t id = 0; id < bufferAddress_.size(); ++id)
+      bufferAddress_[id] = arena_ + package_.buffers[id].offset;
+  }
+  if (ownsStream_)
+    if (Status st = api_.streamCreate(&stream_); !st.isOk())
       return st;
+  if (Status st = api_.streamCreate(&copyStream_); !st.isOk())
+    return st;
   for (CudaEvent *e : {&stepDone_, &inputsReady_, &slotFree_[0], &slotFree_[1]})
     if (Status st = api_.eventCreate(e); !st.isOk())
       return st;
@@ -715,6 +799,10 @@ Status CudaExecutable::run() {
   if (profiling_ && profilePending_)
     if (Status s = collectProfile(); !s.isOk())
       return s;
+  // From its first thunk on, the step writes over the free space it lends
+  // or borrows (CudaOptions::shareMemoryWith).
+  if (lastRun_)
+    *lastRun_ = this;
   Status result;
   if (graphExec_ && !profiling_) {
     result = api_.graphLaunch(graphExec_, stream_);
@@ -782,6 +870,12 @@ Status CudaExecutable::readBuffer(uint32_t id, void *host) {
     return s;
   if (id >= package_.buffers.size())
     return Status::error("buffer " + std::to_string(id) + ": out of range");
+  if (overwritten(id))
+    return Status::error(
+        "reading buffer '" + package_.buffers[id].name +
+        "': the step that shares this one's memory ran after this one's last "
+        "step and wrote over it; read a step's outputs before running the "
+        "other");
   if (Status s = api_.memcpyAsync(host, deviceBuffer(id),
                                   package_.buffers[id].size,
                                   CopyKind::DeviceToHost, stream_);
@@ -796,6 +890,10 @@ Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
     return s;
   if (id >= package_.buffers.size())
     return Status::error("buffer " + std::to_string(id) + ": out of range");
+  if (id < bound_.size() && bound_[id])
+    return Status::error("writing buffer '" + package_.buffers[id].name +
+                         "': it is read in place from the buffer of the step "
+                         "this one shares memory with; write that one");
   if (Status s = api_.memcpyAsync(deviceBuffer(id), host,
                                   package_.buffers[id].size,
                                   CopyKind::HostToDevice, stream_);
@@ -839,8 +937,11 @@ Status CudaExecutable::initialize() {
       pkgFillParameterCopy(package_, i,
                            images[package_.inputs[i].copyOf].data(),
                            images[i].data());
+  // A bound input is the other step's (CudaOptions::boundInputs).
   for (size_t i = 0; i < images.size(); ++i)
-    if (Status s = writeInput(i, images[i].data()); !s.isOk())
+    if (!bound_.empty() && bound_[package_.inputs[i].buffer])
+      continue;
+    else if (Status s = writeInput(i, images[i].data()); !s.isOk())
       return s;
   return Status::ok();
 }

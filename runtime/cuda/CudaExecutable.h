@@ -5,7 +5,10 @@
 // needs, all made once by create():
 //
 //   - the arena: one device allocation of the package's arena size; buffer
-//     i lives at arena + buffers[i].offset (the buffer plan as it is);
+//     i lives at arena + buffers[i].offset (the buffer plan as it is); or,
+//     with CudaOptions::shareMemoryWith, another executable's arena, its
+//     stream and its cuBLASLt workspace, each buffer where
+//     runtime/package/SharedArena.h places it (kiln train's eval step);
 //   - one module per kernel: the package's cubin for the device's sm_NN,
 //     else its PTX through the driver's JIT (when the PTX's .target is not
 //     newer than the device), else the kernel's source compiled by NVRTC for
@@ -71,6 +74,7 @@
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaMemory.h"
 #include "runtime/package/Package.h"
+#include "runtime/package/SharedArena.h"
 
 #include <cstdint>
 #include <functional>
@@ -90,6 +94,7 @@ class DeviceCollectives;
 namespace kiln::runtime::cuda {
 
 class CudaAttention;
+class CudaExecutable;
 class CudaConv;
 class CudaEpilogue;
 
@@ -125,6 +130,17 @@ struct CudaOptions {
   dist::Communicator *communicator = nullptr;
   // Where notes go (the graph fallback's reason); null: stderr.
   std::function<void(const std::string &)> log;
+  // Runs this step in another executable's memory (runtime/package/
+  // SharedArena.h), as kiln train runs its eval step in the training
+  // step's: |shareMemoryWith| (not owned; on the same device; it must
+  // outlive this one) lends the free space of its arena between its steps,
+  // its step stream (so the two steps' work runs in the order of their
+  // run() calls) and its cuBLASLt workspace; each of |boundInputs| (this
+  // step's input, its input) is read in place from its buffer and is not
+  // written by initialize() or writeBuffer(). A step with collectives
+  // cannot share.
+  CudaExecutable *shareMemoryWith = nullptr;
+  std::vector<InputBinding> boundInputs;
 };
 
 // How a kernel's code reached the device.
@@ -148,8 +164,14 @@ public:
 
   const LoadedPackage &package() const { return package_; }
   const CudaDeviceInfo &device() const { return device_; }
-  // What the step takes on the device, by part (CudaMemory.h).
+  // What the step takes on the device, by part (CudaMemory.h); running in
+  // another step's memory, the arena part is its own memory alone.
   const CudaStepMemory &memory() const { return memory_; }
+  // Where the buffers went in the memory of CudaOptions::shareMemoryWith
+  // (null without it).
+  const SharedArenaPlan *sharedArena() const {
+    return sharedPlan_ ? &*sharedPlan_ : nullptr;
+  }
 
   // The device address of buffer |id| (null when out of range).
   void *deviceBuffer(uint32_t id) const;
@@ -177,6 +199,9 @@ public:
   Status initialize();
 
   // Synchronous copies between the host and buffer |id| (all of it).
+  // Where two executables share memory, a buffer the other's last run may
+  // have written over (an output other than an update) cannot be read
+  // until this one runs again: an error says so.
   Status readBuffer(uint32_t id, void *host);
   Status writeBuffer(uint32_t id, const void *host);
   Status readOutput(size_t i, void *host);
@@ -248,6 +273,12 @@ private:
   // calls need the context current on the calling thread).
   Status onThisThread();
 
+  // Runs in options_.shareMemoryWith's memory (prepare()).
+  Status shareMemory();
+  // Whether buffer |id|'s bytes may have been written over by the run of
+  // another executable sharing this one's memory.
+  bool overwritten(uint32_t id) const;
+
   LoadedPackage package_;
   CudaApi &api_;
   CudaOptions options_;
@@ -256,6 +287,20 @@ private:
   uint8_t *arena_ = nullptr;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
+  // Each buffer's device address: arena_ + its offset, or where
+  // SharedArena.h placed it.
+  std::vector<uint8_t *> bufferAddress_;
+  // Running in another executable's memory: the placement, this step's own
+  // memory, what it borrowed (not freed here), and per buffer whether the
+  // other's runs may write over it (for the host: whether a guest's pieces
+  // overlap it).
+  std::optional<SharedArenaPlan> sharedPlan_;
+  uint8_t *ownMemory_ = nullptr;
+  bool ownsArena_ = true, ownsStream_ = true, ownsWorkspace_ = true;
+  std::vector<bool> bound_, shared_;
+  // The executable sharing this memory that ran last (null: none yet),
+  // held by each of them.
+  std::shared_ptr<const CudaExecutable *> lastRun_;
   CudaStream stream_ = nullptr, copyStream_ = nullptr;
   CudaEvent stepDone_ = nullptr, inputsReady_ = nullptr;
   std::vector<CudaModule> modules_;

@@ -240,11 +240,20 @@ Status CudaExecutable::autotune() {
   // The runs read and write the arena's buffers before initialize(): give
   // them finite values (0x3c bytes: about 0.011 in bf16, 1.06 in f16,
   // 0.0115 in f32) rather than whatever the allocation held.
-  if (Status s = api_.memsetAsync(arena_, 0x3c,
-                                  std::max<uint64_t>(package_.arenaSize, 1),
-                                  stream_);
-      !s.isOk())
-    return Status::error("autotuning: " + s.message());
+  // In another step's memory, only the bytes this step's own buffers take
+  // (never the bound inputs, which are that step's parameters).
+  std::vector<std::pair<void *, uint64_t>> fill;
+  if (sharedPlan_) {
+    for (auto [offset, bytes] : sharedPlan_->hostRanges)
+      fill.push_back({arena_ + offset, bytes});
+    for (auto [offset, bytes] : sharedPlan_->ownRanges)
+      fill.push_back({ownMemory_ + offset, bytes});
+  } else {
+    fill.push_back({arena_, std::max<uint64_t>(package_.arenaSize, 1)});
+  }
+  for (auto [at, bytes] : fill)
+    if (Status s = api_.memsetAsync(at, 0x3c, bytes, stream_); !s.isOk())
+      return Status::error("autotuning: " + s.message());
   AutotuneOptions tuneOptions;
   tuneOptions.runs = options_.autotuneRuns;
   tuneOptions.trials = options_.autotuneTrials;

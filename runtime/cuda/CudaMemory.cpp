@@ -41,7 +41,8 @@ std::string describeWorkspaces(const CudaStepMemory &memory) {
 }
 
 std::string describeStepMemory(const CudaStepMemory &memory) {
-  std::string text = "arena " + formatBytes(memory.arena);
+  std::string text = (memory.sharedArena ? "own memory " : "arena ") +
+                     formatBytes(memory.arena);
   if (std::string workspaces = describeWorkspaces(memory); !workspaces.empty())
     text += ", " + workspaces;
   return text;

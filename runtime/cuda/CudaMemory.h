@@ -44,6 +44,10 @@ struct CudaStepMemory {
   uint64_t convolution = 0;
   // Allocated only where cuBLASLt declines a GEMM epilogue; not in total().
   uint64_t epilogueFallback = 0;
+  // Running in another step's memory (CudaOptions::shareMemoryWith):
+  // arena is this step's own memory, and this the bytes of the other's
+  // arena it uses (not in total()).
+  uint64_t sharedArena = 0;
 
   uint64_t workspaces() const {
     return gemmWorkspace + attention + convolution;
@@ -59,7 +63,8 @@ CudaStepMemory cudaStepMemory(const LoadedPackage &package,
                               uint64_t gemmWorkspaceBytes, bool attentionMma);
 
 // "arena 5.45 GiB, cuBLASLt workspace 32.00 MiB, attention workspace
-// 102.00 MiB": each part that is not 0; describeWorkspaces, the same
+// 102.00 MiB": each part that is not 0 ("own memory 64.00 KiB" for the
+// arena of a step in another's memory); describeWorkspaces, the same
 // without the arena ("" when no workspace is).
 std::string describeStepMemory(const CudaStepMemory &memory);
 std::string describeWorkspaces(const CudaStepMemory &memory);

@@ -1081,6 +1081,160 @@ void columnMajorGemm(const LtGemm &lt, const float *a, const float *b, float *d)
       }
 }
 
+// An eval step for mlpPackage's: y2 = relu(x2 . w), laid out its own way
+// (its temporaries first, its batch and w after them).
+LoadedPackage evalPackage() {
+  LoadedPackage p;
+  p.target.kind = TargetKind::Cuda;
+  p.target.smArchs = {80, 90};
+  p.buffers = {f32Buffer("dot2", PkgRole::None, {M, N}, 0),
+               f32Buffer("y2", PkgRole::Output, {M, N}, 256),
+               f32Buffer("x2", PkgRole::Input, {M, K}, 512),
+               f32Buffer("w", PkgRole::Parameter, {K, N}, 640)};
+  p.arenaSize = 1152;
+  p.kernels = {kernel("relu", "kiln_relu", 5000, {80, 90}, 80)};
+  PackageThunk relu;
+  relu.kernel = 0;
+  relu.operands = {0};
+  relu.results = {1};
+  p.thunks = {gemmThunk(M, N, K, 2, 3, 0), relu};
+  p.inputs = {signatureEntry(p, "x2", PkgRole::Input, 2),
+              signatureEntry(p, "w", PkgRole::Parameter, 3)};
+  p.outputs = {signatureEntry(p, "y2", PkgRole::Output, 1)};
+  return p;
+}
+
+// The eval step in the training step's memory (SharedArena.h): it reads w
+// from the training step's buffer (the updated values, never copied), its
+// temporaries take the training step's free space and its batch memory of
+// its own, on the training step's stream and cuBLASLt workspace; each
+// step's outputs the other's run wrote over are refused until it runs
+// again, and the training step's parameters survive the eval step's load
+// (its autotuning fills only its own buffers) and its initialize().
+TEST_F(CudaExecutableTest, EvalStepRunsInTheTrainingStepsMemory) {
+  api.gemmAlgorithms = 2; // the eval step's load autotunes its GEMM
+  api.gemmAlgorithmMs = [](const GemmDesc &, int algorithm) {
+    return 1.0 + algorithm;
+  };
+  options.autotuneCache = "off";
+  auto train = make(mlpPackage());
+  ASSERT_TRUE(train);
+  ASSERT_TRUE(train->initialize().isOk());
+  std::vector<float> w0(K * N);
+  ASSERT_TRUE(train->readBuffer(1, w0.data()).isOk());
+
+  size_t mallocs = api.count("cudaMalloc "),
+         streams = api.count("cudaStreamCreate");
+  options.shareMemoryWith = train.get();
+  options.boundInputs = {{1, 1}};
+  auto eval = make(evalPackage());
+  ASSERT_TRUE(eval);
+  // Its own memory holds x2 alone; no arena, workspace or step stream.
+  EXPECT_EQ(api.count("cudaMalloc ") - mallocs, 1u);
+  EXPECT_EQ(api.count("cudaMalloc 128"), 1u);
+  EXPECT_EQ(api.count("cudaStreamCreate") - streams, 1u); // its copy stream
+  EXPECT_EQ(eval->memory().arena, 128u);
+  EXPECT_EQ(eval->memory().gemmWorkspace, 0u);
+  EXPECT_EQ(eval->memory().sharedArena, 512u);
+  EXPECT_EQ(describeStepMemory(eval->memory()), "own memory 128 B");
+  auto *base = static_cast<uint8_t *>(train->deviceBuffer(0));
+  EXPECT_EQ(eval->deviceBuffer(3), train->deviceBuffer(1)); // w, in place
+  EXPECT_EQ(static_cast<uint8_t *>(eval->deviceBuffer(0)) - base, 640);
+  EXPECT_EQ(static_cast<uint8_t *>(eval->deviceBuffer(1)) - base, 896);
+  const SharedArenaPlan *plan = eval->sharedArena();
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->hostFreeBytes, 1280u);
+  EXPECT_EQ(plan->boundBytes, 512u);
+  EXPECT_EQ(describeSharedArena(*plan, "training step"),
+            "runs in 512 B of the training step's 1.25 KiB free between its "
+            "steps, reading 512 B of its inputs there");
+  ASSERT_TRUE(eval->initialize().isOk());
+  std::vector<float> w(K * N);
+  ASSERT_TRUE(train->readBuffer(1, w.data()).isOk());
+  EXPECT_EQ(w, w0) << "the eval step's load or initialize() wrote over w";
+  EXPECT_FALSE(eval->writeBuffer(3, w.data()).isOk());
+
+  std::vector<float> x = randomFloats(M * K, 3), x2 = randomFloats(M * K, 4);
+  std::vector<float> y(M * N), yCopy(M * N), y2(M * N);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(train->writeInput(0, x.data()).isOk());
+    ASSERT_TRUE(train->readBuffer(1, w.data()).isOk());
+    ASSERT_TRUE(train->run().isOk());
+    ASSERT_TRUE(train->readOutput(0, y.data()).isOk());
+    std::vector<float> wantY = expectedY(x, w);
+    for (int i = 0; i < M * N; ++i)
+      EXPECT_NEAR(y[i], wantY[i], 1e-5)
+          << "round " << round << " y[" << i << "]";
+    // The step halved w; the eval step reads the new values.
+    for (float &v : w)
+      v *= 0.5f;
+    ASSERT_TRUE(eval->writeInput(0, x2.data()).isOk());
+    ASSERT_TRUE(eval->run().isOk());
+    ASSERT_TRUE(eval->readOutput(0, y2.data()).isOk());
+    std::vector<float> want = expectedY(x2, w);
+    for (int i = 0; i < M * N; ++i)
+      EXPECT_NEAR(y2[i], want[i], 1e-5)
+          << "round " << round << " y2[" << i << "]";
+    // Its temporaries took y's bytes, not y_copy's.
+    Status stale = train->readOutput(0, y.data());
+    EXPECT_FALSE(stale.isOk());
+    EXPECT_NE(stale.message().find("reading buffer 'y': the step that shares "
+                                   "this one's memory ran after this one's "
+                                   "last step and wrote over it"),
+              std::string::npos)
+        << stale.message();
+    ASSERT_TRUE(train->readOutput(2, yCopy.data()).isOk());
+    EXPECT_EQ(yCopy, y) << "y_copy, which the eval step left alone";
+    ASSERT_TRUE(train->run().isOk());
+    EXPECT_FALSE(eval->readOutput(0, y2.data()).isOk());
+    ASSERT_TRUE(train->readOutput(0, y.data()).isOk());
+    x = randomFloats(M * K, 10 + round);
+  }
+  // The second and later eval steps ran as a graph, on the training
+  // step's stream.
+  EXPECT_TRUE(eval->usingGraph());
+  eval.reset();
+  train.reset();
+}
+
+// What cannot run in another step's memory is refused, by name.
+TEST_F(CudaExecutableTest, EvalStepThatCannotShareIsRefusedByName) {
+  auto train = make(mlpPackage());
+  ASSERT_TRUE(train);
+  options.shareMemoryWith = train.get();
+  options.boundInputs = {{1, 1}};
+  // A bound input the eval step writes.
+  LoadedPackage writes = evalPackage();
+  writes.thunks[1].results = {3};
+  writes.buffers[3].shape = {M, N};
+  writes.buffers[3].size = 4 * M * N;
+  writes.inputs[1].shape = {M, N};
+  std::string m = refusal(writes);
+  EXPECT_NE(m.find("running in another step's memory: guest input 1 ('w') "
+                   "cannot be read from host input 1 ('w'): expected the same "
+                   "dtype and shape"),
+            std::string::npos)
+      << m;
+  writes = evalPackage();
+  writes.thunks[1].results = {3};
+  m = refusal(writes);
+  EXPECT_NE(m.find("thunk 1 writes buffer 3 ('w') over it"), std::string::npos)
+      << m;
+  // A collective.
+  LoadedPackage collective = evalPackage();
+  PackageThunk ar;
+  ar.kind = ThunkKind::Collective;
+  ar.hasCollective = true;
+  ar.operands = {1};
+  ar.results = {1};
+  collective.thunks.push_back(ar);
+  m = refusal(collective);
+  EXPECT_NE(m.find("thunk 2 (all_reduce): a step with collectives runs in "
+                   "memory of its own"),
+            std::string::npos)
+      << m;
+}
+
 TEST(LowerGemmToLt, RowMajorGemmsAreColumnMajorProductsOfTheSwappedOperands) {
   for (bool tl : {false, true})
     for (bool tr : {false, true}) {

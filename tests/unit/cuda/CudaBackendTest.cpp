@@ -208,10 +208,20 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   EXPECT_NE(errs.str().find(", cuBLASLt workspace 32.00 MiB)\n"),
             std::string::npos)
       << errs.str();
-  // The eval step (wantEval) is an executable beside it, with its own.
-  EXPECT_NE(errs.str().find("test: eval step's device memory 32.0"),
+  // The eval step (wantEval) runs in the training step's memory: its
+  // batch in memory of its own, the trained parameters read in place, its
+  // temporaries in the training step's free space and its GEMMs on the
+  // training step's cuBLASLt workspace.
+  EXPECT_NE(errs.str().find("test: eval step's device memory 800 B (own "
+                            "memory 800 B; it runs in "),
             std::string::npos)
       << errs.str();
+  EXPECT_NE(errs.str().find(" of the training step's "), std::string::npos);
+  EXPECT_NE(errs.str().find(" free between its steps, reading 2.23 KiB of "
+                            "its inputs there)\n"),
+            std::string::npos)
+      << errs.str();
+  EXPECT_EQ(api.count("cudaMalloc 33554432"), 1u) << "one cuBLASLt workspace";
   EXPECT_STREQ(gpu->name(), "cuda");
   ASSERT_EQ(gpu->batch(), 8);
   ASSERT_TRUE(gpu->hasEval());

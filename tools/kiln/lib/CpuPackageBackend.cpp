@@ -163,8 +163,9 @@ public:
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,
                 llvm::raw_ostream &errs) override {
-    if (evalStale_) {
-      // The eval step's parameters are the trained ones, by name.
+    if (evalStale_ && !eval_.exec->sharedArena()) {
+      // The eval step's parameters are the trained ones, by name (read in
+      // place where it runs in the training step's memory).
       for (auto [evalInput, trainInput] : evalParameters_) {
         const runtime::PackageBuffer &b =
             train_.package().buffers[train_.package().inputs[trainInput].buffer];
@@ -202,11 +203,15 @@ public:
 private:
   bool initShards(int rank, int worldSize, llvm::raw_ostream &errs);
   // |bytes|: the package in memory, else null (read from |path|);
-  // messages name it |name| (the model or package the user gave).
+  // messages name it |name| (the model or package the user gave). With
+  // |train|, the package is its eval step: its parameters are matched to
+  // the training step's (evalParameters_), and it runs in the training
+  // step's memory, reading them in place, where it can.
   bool load(const std::string &path, const std::string &name,
             const std::string *bytes, int threads, Step &step,
             llvm::raw_ostream &errs,
-            runtime::dist::Communicator *communicator = nullptr);
+            runtime::dist::Communicator *communicator = nullptr,
+            Step *train = nullptr);
 
   std::string command_;
   std::string tempDir_;
@@ -223,7 +228,7 @@ private:
 bool CpuBackend::load(const std::string &path, const std::string &name,
                       const std::string *bytes, int threads, Step &step,
                       llvm::raw_ostream &errs,
-                      runtime::dist::Communicator *communicator) {
+                      runtime::dist::Communicator *communicator, Step *train) {
   runtime::StatusOr<runtime::LoadedPackage> pkg =
       bytes ? runtime::loadPackageFromBytes(
                   reinterpret_cast<const uint8_t *>(bytes->data()), bytes->size())
@@ -241,6 +246,24 @@ bool CpuBackend::load(const std::string &path, const std::string &name,
   runtime::cpu::ExecutableOptions execOptions;
   execOptions.threads = threads;
   execOptions.communicator = communicator;
+  if (train) {
+    if (!matchEvalInputs(train->package(), pkg.value(), evalParameters_,
+                         command_, errs))
+      return false;
+    std::vector<runtime::InputBinding> bindings;
+    for (auto [evalInput, trainInput] : evalParameters_)
+      bindings.push_back({evalInput, trainInput});
+    runtime::StatusOr<runtime::SharedArenaPlan> shared =
+        runtime::planSharedArena(train->package(), pkg.value(), bindings);
+    if (shared.isOk()) {
+      execOptions.shareMemoryWith = train->exec.get();
+      execOptions.boundInputs = std::move(bindings);
+    } else {
+      errs << command_ << ": note: " << name
+           << " runs in memory of its own, with a copy of the parameters: "
+           << shared.status().message() << "\n";
+    }
+  }
   runtime::StatusOr<std::unique_ptr<runtime::cpu::Executable>> exec =
       runtime::cpu::Executable::create(std::move(pkg.value()), *loader_,
                                        execOptions);
@@ -281,14 +304,14 @@ bool CpuBackend::init(CpuPackageOptions options, llvm::StringRef command,
 
   if (!load(options.evalPath, options.input + " (its eval step)",
             options.evalBytes.empty() ? nullptr : &options.evalBytes,
-            options.threads, eval_, errs))
+            options.threads, eval_, errs, nullptr, &train_))
     return false;
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))
     return false;
-  return matchEvalStep(pkg, eval_.package(), eval_, evalParameters_, command_,
-                       errs);
+  findEvalLogits(eval_.package(), eval_);
+  return true;
 }
 
 // ZeRO: each shard starts as block |rank| of its bucket's parameters'

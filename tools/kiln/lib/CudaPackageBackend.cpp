@@ -85,8 +85,9 @@ struct GpuStep : StepSignature {
 class CudaBackend : public TrainBackend {
 public:
   ~CudaBackend() override {
-    train_.exec.reset();
+    // The eval step runs in the training step's memory and on its stream.
     eval_.exec.reset();
+    train_.exec.reset();
     if (!tempDir_.empty())
       llvm::sys::fs::remove_directories(tempDir_);
   }
@@ -173,7 +174,9 @@ public:
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,
                 llvm::raw_ostream &errs) override {
-    if (evalStale_) {
+    if (evalStale_ && !eval_.exec->sharedArena()) {
+      // The eval step's parameters are the trained ones, by name (read in
+      // place where it runs in the training step's memory).
       for (auto [evalInput, trainInput] : evalParameters_) {
         uint32_t from = train_.package().inputs[trainInput].buffer;
         uint32_t to = eval_.package().inputs[evalInput].buffer;
@@ -217,10 +220,14 @@ public:
 
 private:
   // |bytes|: the package in memory, else null (read from |path|);
-  // messages name it |name| (the model or package the user gave).
+  // messages name it |name| (the model or package the user gave). With
+  // |train|, the package is its eval step: its parameters are matched to
+  // the training step's (evalParameters_), and it runs in the training
+  // step's memory, reading them in place, where it can.
   bool load(const std::string &path, const std::string &name,
             const std::string *bytes, GpuStep &step, llvm::raw_ostream &errs,
-            runtime::dist::Communicator *communicator);
+            runtime::dist::Communicator *communicator,
+            GpuStep *train = nullptr);
 
   std::string command_, tempDir_;
   std::unique_ptr<runtime::cuda::CudaApi> ownedApi_;
@@ -239,7 +246,8 @@ private:
 bool CudaBackend::load(const std::string &path, const std::string &name,
                        const std::string *bytes, GpuStep &step,
                        llvm::raw_ostream &errs,
-                       runtime::dist::Communicator *communicator) {
+                       runtime::dist::Communicator *communicator,
+                       GpuStep *train) {
   runtime::StatusOr<runtime::LoadedPackage> pkg =
       bytes ? runtime::loadPackageFromBytes(
                   reinterpret_cast<const uint8_t *>(bytes->data()), bytes->size())
@@ -252,6 +260,25 @@ bool CudaBackend::load(const std::string &path, const std::string &name,
     loaded_(pkg.value());
   runtime::cuda::CudaOptions options = runOptions_;
   options.communicator = communicator;
+  if (train) {
+    if (!matchEvalInputs(train->package(), pkg.value(), evalParameters_,
+                         command_, errs))
+      return false;
+    std::vector<runtime::InputBinding> bindings;
+    for (auto [evalInput, trainInput] : evalParameters_)
+      bindings.push_back({evalInput, trainInput});
+    runtime::StatusOr<runtime::SharedArenaPlan> shared =
+        runtime::planSharedArena(train->package(), pkg.value(), bindings);
+    if (shared.isOk()) {
+      options.shareMemoryWith = train->exec.get();
+      options.boundInputs = std::move(bindings);
+    } else {
+      runOptions_.log(command_ + ": note: " + name +
+                      " runs in memory of its own, with a copy of the "
+                      "parameters: " +
+                      shared.status().message());
+    }
+  }
   runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaExecutable>> exec =
       runtime::cuda::CudaExecutable::create(std::move(pkg.value()), *api_,
                                             options);
@@ -324,20 +351,23 @@ bool CudaBackend::init(CudaPackageOptions options,
     return true;
   if (!load(evalPath, options.input + " (its eval step)",
             options.evalBytes.empty() ? nullptr : &options.evalBytes, eval_,
-            errs, nullptr))
+            errs, nullptr, &train_))
     return false;
-  // The eval step is an executable of its own beside the training step's
-  // (its arena and workspaces; --memory-budget bounds the training step).
+  // The eval step runs in the training step's memory (SharedArena.h): what
+  // it takes beyond it (its own memory, its workspaces but cuBLASLt's).
   const runtime::cuda::CudaStepMemory &evalMemory = eval_.exec->memory();
   outs << command_ << ": eval step's device memory "
        << runtime::formatBytes(evalMemory.total()) << " ("
-       << runtime::cuda::describeStepMemory(evalMemory) << ")\n";
+       << runtime::cuda::describeStepMemory(evalMemory);
+  if (const runtime::SharedArenaPlan *shared = eval_.exec->sharedArena())
+    outs << "; it " << runtime::describeSharedArena(*shared, "training step");
+  outs << ")\n";
   int64_t evalBatch = 0;
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))
     return false;
-  return matchEvalStep(pkg, eval_.package(), eval_, evalParameters_, command_,
-                       errs);
+  findEvalLogits(eval_.package(), eval_);
+  return true;
 }
 
 } // namespace

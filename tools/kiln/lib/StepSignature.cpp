@@ -52,14 +52,19 @@ void collectState(const runtime::LoadedPackage &pkg,
   }
 }
 
-bool matchEvalStep(const runtime::LoadedPackage &trainPkg,
-                   const runtime::LoadedPackage &evalPkg, StepSignature &eval,
-                   std::vector<std::pair<size_t, size_t>> &parameters,
-                   llvm::StringRef command, llvm::raw_ostream &errs) {
+void findEvalLogits(const runtime::LoadedPackage &evalPkg,
+                    StepSignature &eval) {
   for (size_t i = 0; i < evalPkg.outputs.size(); ++i)
     if (static_cast<int>(i) != eval.loss &&
         evalPkg.outputs[i].shape.size() == 2)
       eval.logits = static_cast<int>(i);
+}
+
+bool matchEvalInputs(const runtime::LoadedPackage &trainPkg,
+                     const runtime::LoadedPackage &evalPkg,
+                     std::vector<std::pair<size_t, size_t>> &parameters,
+                     llvm::StringRef command, llvm::raw_ostream &errs) {
+  parameters.clear();
   for (size_t e = 0; e < evalPkg.inputs.size(); ++e) {
     const runtime::SignatureEntry &entry = evalPkg.inputs[e];
     if (entry.role == PkgRole::Input || entry.role == PkgRole::Label)

@@ -56,15 +56,19 @@ void collectState(const runtime::LoadedPackage &pkg,
                   std::vector<StateEntry> &state,
                   std::vector<size_t> &stateInputs);
 
-// Matches the eval package |evalPkg| (described in |eval|) to the training
-// step |trainPkg|: sets eval.logits to its last rank-2 output other than
-// the loss, and |parameters| to the (eval input, training input) pairs of
-// the same name (its inputs other than data). Prints an input whose type
-// differs (prefixed with |command|) and fails.
-bool matchEvalStep(const runtime::LoadedPackage &trainPkg,
-                   const runtime::LoadedPackage &evalPkg, StepSignature &eval,
-                   std::vector<std::pair<size_t, size_t>> &parameters,
-                   llvm::StringRef command, llvm::raw_ostream &errs);
+// The (eval input, training input) pairs of |evalPkg| and |trainPkg| of
+// the same name (the eval step's inputs other than data: its parameters
+// and model state, which it reads from the training step's buffers,
+// runtime/package/SharedArena.h) into |parameters|. Prints an input whose
+// type differs (prefixed with |command|) and fails.
+bool matchEvalInputs(const runtime::LoadedPackage &trainPkg,
+                     const runtime::LoadedPackage &evalPkg,
+                     std::vector<std::pair<size_t, size_t>> &parameters,
+                     llvm::StringRef command, llvm::raw_ostream &errs);
+
+// Sets eval.logits to the last rank-2 output of |evalPkg| other than its
+// loss (eval.loss, from describe()).
+void findEvalLogits(const runtime::LoadedPackage &evalPkg, StepSignature &eval);
 
 } // namespace kiln::cli
 

@@ -405,21 +405,11 @@ Status Executable::shareMemory(const ExecutableOptions &options) {
     return Status::error("running in another step's memory: " +
                          plan.status().message());
   sharedPlan_ = std::move(plan.value());
-  bound_.assign(package_.buffers.size(), false);
-  shared_.assign(package_.buffers.size(), false);
-  for (size_t id = 0; id < package_.buffers.size(); ++id) {
-    SharedArenaPlan::Memory memory = sharedPlan_->buffers[id].memory;
-    bound_[id] = memory == SharedArenaPlan::Memory::Bound;
-    shared_[id] = memory == SharedArenaPlan::Memory::Host &&
-                  package_.buffers[id].size > 0;
-  }
-  host.shared_.resize(host.package_.buffers.size(), false);
-  for (size_t id = 0; id < host.package_.buffers.size(); ++id) {
-    const PackageBuffer &b = host.package_.buffers[id];
-    for (auto [offset, bytes] : sharedPlan_->hostRanges)
-      if (b.offset < offset + bytes && offset < b.offset + b.size)
-        host.shared_[id] = true;
-  }
+  overwritable_ = sharedPlan_->hostOverwrites;
+  host.overwritable_.resize(host.package_.buffers.size(), false);
+  for (size_t id = 0; id < host.overwritable_.size(); ++id)
+    if (sharedPlan_->guestOverwrites[id])
+      host.overwritable_[id] = true;
   if (!host.lastRun_)
     host.lastRun_ = std::make_shared<const Executable *>(nullptr);
   lastRun_ = host.lastRun_;
@@ -704,7 +694,12 @@ bool Executable::outputOverwritten(size_t i) const {
       *lastRun_ == this)
     return false;
   uint32_t id = package_.outputs[i].buffer;
-  return id < shared_.size() && shared_[id];
+  return id < overwritable_.size() && overwritable_[id];
+}
+
+bool Executable::bound(uint32_t id) const {
+  return sharedPlan_ &&
+         sharedPlan_->buffers[id].memory == SharedArenaPlan::Memory::Bound;
 }
 
 int Executable::findInput(const std::string &name) const {
@@ -717,7 +712,6 @@ int Executable::findOutput(const std::string &name) const {
 
 Status Executable::initialize() {
   // A bound input is the other step's (ExecutableOptions::boundInputs).
-  auto bound = [&](uint32_t id) { return id < bound_.size() && bound_[id]; };
   for (const SignatureEntry &entry : package_.inputs) {
     const PackageBuffer &b = package_.buffers[entry.buffer];
     if (!bound(entry.buffer))

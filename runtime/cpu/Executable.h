@@ -207,13 +207,14 @@ private:
   // Each buffer's memory: the arena's at its offset, or where
   // SharedArena.h placed it.
   std::vector<uint8_t *> bufferAddress_;
-  // Running in another Executable's memory: the placement, this step's own
-  // memory, and per buffer whether it is a bound input's and whether the
-  // other's runs may write over it (for the host: whether a guest's
-  // pieces overlap it).
+  // Running in another Executable's memory: the placement and this step's
+  // own memory; whether buffer |id| is a bound input's (or within one).
   std::optional<SharedArenaPlan> sharedPlan_;
   std::unique_ptr<uint8_t, void (*)(void *)> ownMemory_{nullptr, std::free};
-  std::vector<bool> bound_, shared_;
+  bool bound(uint32_t id) const;
+  // Per buffer, whether the run of an Executable sharing this one's memory
+  // may write over it (SharedArenaPlan::hostOverwrites, guestOverwrites).
+  std::vector<bool> overwritable_;
   // The Executable sharing this memory that ran last (null: none yet),
   // held by each of them.
   std::shared_ptr<const Executable *> lastRun_;

@@ -187,8 +187,13 @@ void *CudaExecutable::deviceBuffer(uint32_t id) const {
 }
 
 bool CudaExecutable::overwritten(uint32_t id) const {
-  return lastRun_ && *lastRun_ && *lastRun_ != this && id < shared_.size() &&
-         shared_[id];
+  return lastRun_ && *lastRun_ && *lastRun_ != this &&
+         id < overwritable_.size() && overwritable_[id];
+}
+
+bool CudaExecutable::bound(uint32_t id) const {
+  return sharedPlan_ &&
+         sharedPlan_->buffers[id].memory == SharedArenaPlan::Memory::Bound;
 }
 
 Status CudaExecutable::shareMemory() {
@@ -224,21 +229,11 @@ Status CudaExecutable::shareMemory() {
   memory_.arena = placed.ownBytes;
   memory_.sharedArena = placed.sharedBytes;
   // Which buffers either step's runs may write over.
-  bound_.assign(package_.buffers.size(), false);
-  shared_.assign(package_.buffers.size(), false);
-  for (size_t id = 0; id < package_.buffers.size(); ++id) {
-    SharedArenaPlan::Memory memory = placed.buffers[id].memory;
-    bound_[id] = memory == SharedArenaPlan::Memory::Bound;
-    shared_[id] = memory == SharedArenaPlan::Memory::Host &&
-                  package_.buffers[id].size > 0;
-  }
-  host.shared_.resize(host.package_.buffers.size(), false);
-  for (size_t id = 0; id < host.package_.buffers.size(); ++id) {
-    const PackageBuffer &b = host.package_.buffers[id];
-    for (auto [offset, bytes] : placed.hostRanges)
-      if (b.offset < offset + bytes && offset < b.offset + b.size)
-        host.shared_[id] = true;
-  }
+  overwritable_ = placed.hostOverwrites;
+  host.overwritable_.resize(host.package_.buffers.size(), false);
+  for (size_t id = 0; id < host.overwritable_.size(); ++id)
+    if (placed.guestOverwrites[id])
+      host.overwritable_[id] = true;
   if (!host.lastRun_)
     host.lastRun_ = std::make_shared<const CudaExecutable *>(nullptr);
   lastRun_ = host.lastRun_;
@@ -890,7 +885,7 @@ Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
     return s;
   if (id >= package_.buffers.size())
     return Status::error("buffer " + std::to_string(id) + ": out of range");
-  if (id < bound_.size() && bound_[id])
+  if (bound(id))
     return Status::error("writing buffer '" + package_.buffers[id].name +
                          "': it is read in place from the buffer of the step "
                          "this one shares memory with; write that one");
@@ -939,7 +934,7 @@ Status CudaExecutable::initialize() {
                            images[i].data());
   // A bound input is the other step's (CudaOptions::boundInputs).
   for (size_t i = 0; i < images.size(); ++i)
-    if (!bound_.empty() && bound_[package_.inputs[i].buffer])
+    if (bound(package_.inputs[i].buffer))
       continue;
     else if (Status s = writeInput(i, images[i].data()); !s.isOk())
       return s;

@@ -276,8 +276,10 @@ private:
   // Runs in options_.shareMemoryWith's memory (prepare()).
   Status shareMemory();
   // Whether buffer |id|'s bytes may have been written over by the run of
-  // another executable sharing this one's memory.
+  // another executable sharing this one's memory, and whether it is a
+  // bound input's (or within one).
   bool overwritten(uint32_t id) const;
+  bool bound(uint32_t id) const;
 
   LoadedPackage package_;
   CudaApi &api_;
@@ -291,13 +293,13 @@ private:
   // SharedArena.h placed it.
   std::vector<uint8_t *> bufferAddress_;
   // Running in another executable's memory: the placement, this step's own
-  // memory, what it borrowed (not freed here), and per buffer whether the
-  // other's runs may write over it (for the host: whether a guest's pieces
-  // overlap it).
+  // memory and what it borrowed (not freed here).
   std::optional<SharedArenaPlan> sharedPlan_;
   uint8_t *ownMemory_ = nullptr;
   bool ownsArena_ = true, ownsStream_ = true, ownsWorkspace_ = true;
-  std::vector<bool> bound_, shared_;
+  // Per buffer, whether the run of an executable sharing this one's memory
+  // may write over it (SharedArenaPlan::hostOverwrites, guestOverwrites).
+  std::vector<bool> overwritable_;
   // The executable sharing this memory that ran last (null: none yet),
   // held by each of them.
   std::shared_ptr<const CudaExecutable *> lastRun_;

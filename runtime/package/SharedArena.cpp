@@ -188,6 +188,19 @@ planSharedArena(const LoadedPackage &host, const LoadedPackage &guest,
     for (uint32_t id : p.members)
       plan.buffers[id] = {memory, at + (guest.buffers[id].offset - p.begin)};
   }
+
+  plan.hostOverwrites.assign(guest.buffers.size(), false);
+  for (size_t id = 0; id < guest.buffers.size(); ++id)
+    plan.hostOverwrites[id] =
+        plan.buffers[id].memory == SharedArenaPlan::Memory::Host &&
+        guest.buffers[id].size > 0;
+  plan.guestOverwrites.assign(host.buffers.size(), false);
+  for (size_t id = 0; id < host.buffers.size(); ++id) {
+    Range r = rangeOf(host.buffers[id]);
+    for (auto [offset, bytes] : plan.hostRanges)
+      if (r.overlaps(offset, offset + bytes))
+        plan.guestOverwrites[id] = true;
+  }
   return plan;
 }
 

@@ -77,6 +77,10 @@ struct SharedArenaPlan {
   // The ranges (offset, bytes) the guest's pieces take in the host's arena
   // and in its own memory: where the guest may write.
   std::vector<std::pair<uint64_t, uint64_t>> hostRanges, ownRanges;
+  // What a run of one step may write over of the other's: per guest buffer,
+  // whether a host run may (it lies in the host's free space); per host
+  // buffer, whether a guest run may (a guest piece overlaps it).
+  std::vector<bool> hostOverwrites, guestOverwrites;
 };
 
 // Places |guest|'s buffers in |host|'s arena with |bindings| (each guest

@@ -105,6 +105,12 @@ TEST(SharedArena, PlacesBoundInputsPiecesAndOwnMemory) {
   EXPECT_EQ(plan.sharedBytes, 384u + 128);
   EXPECT_EQ(plan.piecesOwn, 0u);
   EXPECT_EQ(plan.hostRanges.size(), 2u);
+  // A host run may write over a, b and c; a guest run over the host's act
+  // (under a and b) and scratch (under c), not grad or the inputs.
+  EXPECT_EQ(plan.hostOverwrites,
+            (std::vector<bool>{true, true, true, false, false, false}));
+  EXPECT_EQ(plan.guestOverwrites,
+            (std::vector<bool>{true, false, false, false, false, true}));
   EXPECT_EQ(describeSharedArena(plan, "training step"),
             "runs in 512 B of the training step's 1.19 KiB free between its "
             "steps, reading 256 B of its inputs there");

@@ -246,24 +246,16 @@ bool CpuBackend::load(const std::string &path, const std::string &name,
   runtime::cpu::ExecutableOptions execOptions;
   execOptions.threads = threads;
   execOptions.communicator = communicator;
-  if (train) {
-    if (!matchEvalInputs(train->package(), pkg.value(), evalParameters_,
-                         command_, errs))
-      return false;
-    std::vector<runtime::InputBinding> bindings;
-    for (auto [evalInput, trainInput] : evalParameters_)
-      bindings.push_back({evalInput, trainInput});
-    runtime::StatusOr<runtime::SharedArenaPlan> shared =
-        runtime::planSharedArena(train->package(), pkg.value(), bindings);
-    if (shared.isOk()) {
-      execOptions.shareMemoryWith = train->exec.get();
-      execOptions.boundInputs = std::move(bindings);
-    } else {
-      errs << command_ << ": note: " << name
-           << " runs in memory of its own, with a copy of the parameters: "
-           << shared.status().message() << "\n";
-    }
-  }
+  std::string why;
+  if (train && !bindEvalInputs(train->package(), pkg.value(), evalParameters_,
+                               execOptions.boundInputs, why, command_, errs))
+    return false;
+  if (train && why.empty())
+    execOptions.shareMemoryWith = train->exec.get();
+  else if (train)
+    errs << command_ << ": note: " << name
+         << " runs in memory of its own, with a copy of the parameters: " << why
+         << "\n";
   runtime::StatusOr<std::unique_ptr<runtime::cpu::Executable>> exec =
       runtime::cpu::Executable::create(std::move(pkg.value()), *loader_,
                                        execOptions);

@@ -260,25 +260,17 @@ bool CudaBackend::load(const std::string &path, const std::string &name,
     loaded_(pkg.value());
   runtime::cuda::CudaOptions options = runOptions_;
   options.communicator = communicator;
-  if (train) {
-    if (!matchEvalInputs(train->package(), pkg.value(), evalParameters_,
-                         command_, errs))
-      return false;
-    std::vector<runtime::InputBinding> bindings;
-    for (auto [evalInput, trainInput] : evalParameters_)
-      bindings.push_back({evalInput, trainInput});
-    runtime::StatusOr<runtime::SharedArenaPlan> shared =
-        runtime::planSharedArena(train->package(), pkg.value(), bindings);
-    if (shared.isOk()) {
-      options.shareMemoryWith = train->exec.get();
-      options.boundInputs = std::move(bindings);
-    } else {
-      runOptions_.log(command_ + ": note: " + name +
-                      " runs in memory of its own, with a copy of the "
-                      "parameters: " +
-                      shared.status().message());
-    }
-  }
+  std::string why;
+  if (train && !bindEvalInputs(train->package(), pkg.value(), evalParameters_,
+                               options.boundInputs, why, command_, errs))
+    return false;
+  if (train && why.empty())
+    options.shareMemoryWith = train->exec.get();
+  else if (train)
+    runOptions_.log(command_ + ": note: " + name +
+                    " runs in memory of its own, with a copy of the "
+                    "parameters: " +
+                    why);
   runtime::StatusOr<std::unique_ptr<runtime::cuda::CudaExecutable>> exec =
       runtime::cuda::CudaExecutable::create(std::move(pkg.value()), *api_,
                                             options);

@@ -60,11 +60,15 @@ void findEvalLogits(const runtime::LoadedPackage &evalPkg,
       eval.logits = static_cast<int>(i);
 }
 
-bool matchEvalInputs(const runtime::LoadedPackage &trainPkg,
-                     const runtime::LoadedPackage &evalPkg,
-                     std::vector<std::pair<size_t, size_t>> &parameters,
-                     llvm::StringRef command, llvm::raw_ostream &errs) {
+bool bindEvalInputs(const runtime::LoadedPackage &trainPkg,
+                    const runtime::LoadedPackage &evalPkg,
+                    std::vector<std::pair<size_t, size_t>> &parameters,
+                    std::vector<runtime::InputBinding> &bindings,
+                    std::string &why, llvm::StringRef command,
+                    llvm::raw_ostream &errs) {
   parameters.clear();
+  bindings.clear();
+  why.clear();
   for (size_t e = 0; e < evalPkg.inputs.size(); ++e) {
     const runtime::SignatureEntry &entry = evalPkg.inputs[e];
     if (entry.role == PkgRole::Input || entry.role == PkgRole::Label)
@@ -80,6 +84,14 @@ bool matchEvalInputs(const runtime::LoadedPackage &trainPkg,
         }
         parameters.emplace_back(e, t);
       }
+  }
+  for (auto [evalInput, trainInput] : parameters)
+    bindings.push_back({evalInput, trainInput});
+  runtime::StatusOr<runtime::SharedArenaPlan> shared =
+      runtime::planSharedArena(trainPkg, evalPkg, bindings);
+  if (!shared.isOk()) {
+    bindings.clear();
+    why = shared.status().message();
   }
   return true;
 }

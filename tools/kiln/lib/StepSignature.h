@@ -15,6 +15,7 @@
 
 #include "runtime/data/Sampler.h"
 #include "runtime/package/Package.h"
+#include "runtime/package/SharedArena.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -56,15 +57,20 @@ void collectState(const runtime::LoadedPackage &pkg,
                   std::vector<StateEntry> &state,
                   std::vector<size_t> &stateInputs);
 
-// The (eval input, training input) pairs of |evalPkg| and |trainPkg| of
-// the same name (the eval step's inputs other than data: its parameters
-// and model state, which it reads from the training step's buffers,
-// runtime/package/SharedArena.h) into |parameters|. Prints an input whose
-// type differs (prefixed with |command|) and fails.
-bool matchEvalInputs(const runtime::LoadedPackage &trainPkg,
-                     const runtime::LoadedPackage &evalPkg,
-                     std::vector<std::pair<size_t, size_t>> &parameters,
-                     llvm::StringRef command, llvm::raw_ostream &errs);
+// Sets |parameters| to the (eval input, training input) pairs of
+// |evalPkg| and |trainPkg| of the same name (the eval step's inputs other
+// than data: its parameters and model state), and |bindings| to the same
+// pairs (SharedArena.h's InputBinding) when the eval step can run in the
+// training step's memory, reading them in place; else to none, and |why|
+// says why not (the backend then runs it in memory of its own and copies
+// the parameters before an eval). Prints an input whose type differs
+// (prefixed with |command|) and fails.
+bool bindEvalInputs(const runtime::LoadedPackage &trainPkg,
+                    const runtime::LoadedPackage &evalPkg,
+                    std::vector<std::pair<size_t, size_t>> &parameters,
+                    std::vector<runtime::InputBinding> &bindings,
+                    std::string &why, llvm::StringRef command,
+                    llvm::raw_ostream &errs);
 
 // Sets eval.logits to the last rank-2 output of |evalPkg| other than its
 // loss (eval.loss, from describe()).

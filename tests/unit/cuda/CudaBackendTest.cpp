@@ -19,6 +19,7 @@
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
+#include "serialize/PackageWriter.h"
 #include "tools/kiln/lib/CudaBackend.h"
 #include "tools/kiln/lib/ModuleLoader.h"
 #include "tools/kiln/lib/Zoo.h"
@@ -303,6 +304,7 @@ TEST(CudaBackendTest, PackagesGivenAsBytesTrainLikeTheCompiledModel) {
   cli::CudaBackendOptions cuda;
   cuda.api = &api;
   cuda.loaded = [&api](const rt::LoadedPackage &pkg) { api.learnPackage(pkg); };
+  cli::CudaPackageOptions alone = package; // for the eval step below
   std::unique_ptr<cli::TrainBackend> packed = cli::createCudaPackageBackend(
       std::move(package), cuda, "packed", b.outs, b.errs);
   ASSERT_TRUE(packed) << b.errs.str();
@@ -329,6 +331,55 @@ TEST(CudaBackendTest, PackagesGivenAsBytesTrainLikeTheCompiledModel) {
   ASSERT_TRUE(b.gpu->evaluate(batch.value(), gpuOut, b.errs)) << b.errs.str();
   EXPECT_EQ(packedOut.loss, gpuOut.loss);
   EXPECT_EQ(packedOut.logits, gpuOut.logits);
+
+  // An eval step that writes a parameter (here a copy of it onto itself,
+  // which changes nothing) cannot read it in place: it runs in memory of
+  // its own, after a note, with the parameters copied before an eval, and
+  // evaluates the same.
+  rt::StatusOr<rt::LoadedPackage> evalPkg = rt::loadPackageFromBytes(
+      reinterpret_cast<const uint8_t *>(alone.evalBytes.data()),
+      alone.evalBytes.size());
+  ASSERT_TRUE(evalPkg.isOk());
+  int w = -1; // its first parameter
+  for (size_t i = 0; i < evalPkg->inputs.size() && w < 0; ++i)
+    if (evalPkg->inputs[i].role == rt::PkgRole::Parameter)
+      w = int(i);
+  ASSERT_GE(w, 0);
+  const std::string name = evalPkg->inputs[w].name;
+  rt::PackageThunk self;
+  self.kind = rt::ThunkKind::Copy;
+  self.operands = {evalPkg->inputs[w].buffer};
+  self.results = {evalPkg->inputs[w].buffer};
+  evalPkg->thunks.insert(evalPkg->thunks.begin(), self);
+  rt::StatusOr<std::vector<uint8_t>> rewritten =
+      serialize::writePackage(evalPkg.value());
+  ASSERT_TRUE(rewritten.isOk()) << rewritten.status().message();
+  alone.evalBytes.assign(rewritten->begin(), rewritten->end());
+  std::string notes;
+  llvm::raw_string_ostream notesOut(notes);
+  std::unique_ptr<cli::TrainBackend> separate = cli::createCudaPackageBackend(
+      std::move(alone), cuda, "alone", notesOut, b.errs);
+  ASSERT_TRUE(separate) << b.errs.str();
+  EXPECT_NE(notes.find("alone: note: packed (its eval step) runs in memory "
+                       "of its own, with a copy of the parameters: guest "
+                       "input "),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("('" + name + "'): thunk 0 writes buffer "),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("eval step's device memory 32.0"), std::string::npos)
+      << notes;
+  for (size_t i = 0; i < separate->state().size(); ++i) {
+    std::string error;
+    ASSERT_TRUE(separate->writeState(i, packed->readState(i), error)) << error;
+  }
+  cli::EvalOutput separateOut;
+  ASSERT_TRUE(separate->evaluate(batch.value(), separateOut, b.errs))
+      << b.errs.str();
+  EXPECT_EQ(separateOut.loss, gpuOut.loss);
+  EXPECT_EQ(separateOut.logits, gpuOut.logits);
+  separate.reset();
   packed.reset();
   b.gpu.reset();
   llvm::sys::fs::remove_directories(dir);

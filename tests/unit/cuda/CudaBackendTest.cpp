@@ -7,7 +7,7 @@
 // NVRTC), feeds batches through the pinned staging, reads the loss, reads
 // and writes the checkpointed state and runs the eval package. Compared
 // with the reference backend (the interpreter) on the same synthetic
-// batches: losses, state after the steps, eval loss and logits; and
+// batches: losses, state after the steps, eval loss and predictions; and
 // LeNet-5 (convolutions through runtime/cuda/CudaConv.h) step by step.
 //
 //===----------------------------------------------------------------------===//
@@ -237,7 +237,7 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   EXPECT_STREQ(gpu->name(), "cuda");
   ASSERT_EQ(gpu->batch(), 8);
   ASSERT_TRUE(gpu->hasEval());
-  ASSERT_TRUE(gpu->evalHasLogits());
+  ASSERT_TRUE(gpu->evalHasPredictions());
 
   auto data = rt::SyntheticDataset::create(gpu->dataSpecs(), 64, 3);
   ASSERT_TRUE(data.isOk()) << data.status().message();
@@ -261,10 +261,9 @@ TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   ASSERT_TRUE(gpu->evaluate(batch.value(), gpuOut, errs)) << errs.str();
   ASSERT_TRUE(ref->evaluate(batch.value(), refOut, errs)) << errs.str();
   EXPECT_NEAR(gpuOut.loss, refOut.loss, 1e-5 * std::max(1.0, refOut.loss));
-  ASSERT_EQ(gpuOut.logits.size(), refOut.logits.size());
-  EXPECT_EQ(gpuOut.classes, 10);
-  for (size_t i = 0; i < refOut.logits.size(); ++i)
-    EXPECT_NEAR(gpuOut.logits[i], refOut.logits[i], 1e-4) << i;
+  // Each row's class, computed by the eval step on the device.
+  EXPECT_EQ(gpuOut.predictions.size(), 8u);
+  EXPECT_EQ(gpuOut.predictions, refOut.predictions);
   // Every kernel came through NVRTC; staged inputs used pinned memory.
   EXPECT_GT(api.nvrtcArchs.size(), 0u);
   EXPECT_GT(api.count("cudaMallocHost"), 0u);
@@ -330,7 +329,7 @@ TEST(CudaBackendTest, PackagesGivenAsBytesTrainLikeTheCompiledModel) {
   ASSERT_TRUE(packed->evaluate(batch.value(), packedOut, b.errs)) << b.errs.str();
   ASSERT_TRUE(b.gpu->evaluate(batch.value(), gpuOut, b.errs)) << b.errs.str();
   EXPECT_EQ(packedOut.loss, gpuOut.loss);
-  EXPECT_EQ(packedOut.logits, gpuOut.logits);
+  EXPECT_EQ(packedOut.predictions, gpuOut.predictions);
 
   // An eval step that writes a parameter (here a copy of it onto itself,
   // which changes nothing) cannot read it in place: it runs in memory of
@@ -378,7 +377,7 @@ TEST(CudaBackendTest, PackagesGivenAsBytesTrainLikeTheCompiledModel) {
   ASSERT_TRUE(separate->evaluate(batch.value(), separateOut, b.errs))
       << b.errs.str();
   EXPECT_EQ(separateOut.loss, gpuOut.loss);
-  EXPECT_EQ(separateOut.logits, gpuOut.logits);
+  EXPECT_EQ(separateOut.predictions, gpuOut.predictions);
   separate.reset();
   packed.reset();
   b.gpu.reset();
@@ -455,7 +454,7 @@ TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
 // A small GPT with its eval step through the CUDA backend: the eval step
 // runs in the training step's memory (its attention, layer norms and
 // GEMMs on buffers placed in the training step's free space, the
-// parameters read in place), and its loss and logits after two training
+// parameters read in place), and its loss and predictions after two training
 // steps match the reference backend's; a third step after the eval (which
 // wrote over the training step's temporaries) still matches.
 TEST(CudaBackendTest, GptEvalStepRunsInTheTrainingStepsMemory) {
@@ -506,11 +505,9 @@ TEST(CudaBackendTest, GptEvalStepRunsInTheTrainingStepsMemory) {
     ASSERT_TRUE(b.ref->evaluate(batch.value(), refOut, b.errs)) << b.errs.str();
     EXPECT_NEAR(gpuOut.loss, refOut.loss, 1e-5 * std::max(1.0, refOut.loss))
         << "round " << round;
-    ASSERT_EQ(gpuOut.logits.size(), refOut.logits.size());
-    ASSERT_FALSE(refOut.logits.empty());
-    for (size_t i = 0; i < refOut.logits.size(); ++i)
-      EXPECT_NEAR(gpuOut.logits[i], refOut.logits[i], 1e-4)
-          << "round " << round << " logit " << i;
+    // One per position of the two sequences.
+    ASSERT_EQ(refOut.predictions.size(), 32u);
+    EXPECT_EQ(gpuOut.predictions, refOut.predictions) << "round " << round;
     stepBoth(b, *data.value(), 2 + round, 1, rows);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
   }

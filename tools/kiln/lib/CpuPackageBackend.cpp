@@ -88,7 +88,7 @@ public:
     return evalSpecs_;
   }
   bool hasEval() const override { return eval_.exec != nullptr; }
-  bool evalHasLogits() const override { return eval_.logits >= 0; }
+  bool evalHasPredictions() const override { return eval_.predictions >= 0; }
   const std::vector<StateEntry> &state() const override { return state_; }
 
   runtime::TensorValues readState(size_t entry) const override {
@@ -182,17 +182,14 @@ public:
       return false;
     }
     out.loss = eval_.output(eval_.loss);
-    out.logits.clear();
-    out.classes = 0;
-    if (eval_.logits >= 0) {
-      const runtime::SignatureEntry &e = eval_.package().outputs[eval_.logits];
-      int64_t n = runtime::elementCount(e.shape);
-      out.logits.resize(n);
-      const void *data = eval_.exec->output(eval_.logits);
-      for (int64_t i = 0; i < n; ++i)
-        out.logits[i] =
-            static_cast<float>(runtime::readElement(data, e.dtype, i));
-      out.classes = e.shape[1];
+    out.predictions.clear();
+    if (eval_.predictions >= 0) {
+      const runtime::SignatureEntry &e =
+          eval_.package().outputs[eval_.predictions];
+      const void *data = eval_.exec->output(eval_.predictions);
+      for (int64_t i = 0; i < runtime::elementCount(e.shape); ++i)
+        out.predictions.push_back(
+            static_cast<int32_t>(runtime::readElement(data, e.dtype, i)));
     }
     return true;
   }
@@ -302,7 +299,7 @@ bool CpuBackend::init(CpuPackageOptions options, llvm::StringRef command,
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))
     return false;
-  findEvalLogits(eval_.package(), eval_);
+  findEvalPredictions(eval_.package(), eval_);
   return true;
 }
 

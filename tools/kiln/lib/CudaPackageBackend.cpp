@@ -101,7 +101,7 @@ public:
     return evalSpecs_;
   }
   bool hasEval() const override { return eval_.exec != nullptr; }
-  bool evalHasLogits() const override { return eval_.logits >= 0; }
+  bool evalHasPredictions() const override { return eval_.predictions >= 0; }
   const std::vector<StateEntry> &state() const override { return state_; }
 
   runtime::TensorValues readState(size_t entry) const override {
@@ -201,15 +201,14 @@ public:
       return false;
     }
     out.loss = value[0];
-    out.logits.clear();
-    out.classes = 0;
-    if (eval_.logits >= 0) {
-      if (!eval_.read(eval_.logits, value, error)) {
+    out.predictions.clear();
+    if (eval_.predictions >= 0) {
+      if (!eval_.read(eval_.predictions, value, error)) {
         printError(errs, command_, "eval: " + error);
         return false;
       }
-      out.logits.assign(value.begin(), value.end());
-      out.classes = eval_.package().outputs[eval_.logits].shape[1];
+      for (double v : value)
+        out.predictions.push_back(static_cast<int32_t>(v));
     }
     return true;
   }
@@ -358,7 +357,7 @@ bool CudaBackend::init(CudaPackageOptions options,
   if (!dataSpecsOf(eval_.data, options.input, command_, evalSpecs_, evalBatch,
                    errs))
     return false;
-  findEvalLogits(eval_.package(), eval_);
+  findEvalPredictions(eval_.package(), eval_);
   return true;
 }
 

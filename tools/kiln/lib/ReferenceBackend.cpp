@@ -87,7 +87,9 @@ public:
     return evalSpecs_;
   }
   bool hasEval() const override { return static_cast<bool>(evalModule_); }
-  bool evalHasLogits() const override { return logitsIndex_.has_value(); }
+  bool evalHasPredictions() const override {
+    return predictionsIndex_.has_value();
+  }
   const std::vector<StateEntry> &state() const override { return state_; }
 
   runtime::TensorValues readState(size_t entry) const override {
@@ -151,13 +153,10 @@ public:
     if (failed(results))
       return false;
     out.loss = (*results)[evalLossIndex_][0];
-    out.logits.clear();
-    out.classes = 0;
-    if (logitsIndex_) {
-      const HostTensor &logits = (*results)[*logitsIndex_];
-      out.logits.assign(logits.values().begin(), logits.values().end());
-      out.classes = logits.dim(1);
-    }
+    out.predictions.clear();
+    if (predictionsIndex_)
+      for (double v : (*results)[*predictionsIndex_].values())
+        out.predictions.push_back(static_cast<int32_t>(v));
     return true;
   }
 
@@ -165,7 +164,7 @@ public:
             llvm::raw_ostream &errs);
 
 private:
-  void exposeLogits();
+  void exposePredictions();
 
   DialectRegistry registry_;
   std::unique_ptr<MLIRContext> context_;
@@ -191,13 +190,13 @@ private:
   std::vector<runtime::TensorSpec> evalSpecs_;
   llvm::SmallVector<HostTensor> evalValues_;
   unsigned evalLossIndex_ = 0;
-  std::optional<unsigned> logitsIndex_;
+  std::optional<unsigned> predictionsIndex_;
 };
 
-// Appends the logits of the loss's kiln.softmax_cross_entropy (the loss may
-// be a reduction of it) to the eval model's results.
-void ReferenceBackend::exposeLogits() {
-  logitsIndex_ = exposeCrossEntropyLogits(evalFunc_, evalLossIndex_);
+// Appends the predictions of the loss's kiln.softmax_cross_entropy (the
+// loss may be a reduction of it) to the eval model's results.
+void ReferenceBackend::exposePredictions() {
+  predictionsIndex_ = exposeCrossEntropyPredictions(evalFunc_, evalLossIndex_);
 }
 
 bool ReferenceBackend::init(const BackendOptions &options,
@@ -279,7 +278,7 @@ bool ReferenceBackend::init(const BackendOptions &options,
   for (const ResultInfo &r : describeResults(evalFunc_))
     if (r.role == Role::loss)
       evalLossIndex_ = r.index;
-  exposeLogits();
+  exposePredictions();
   evalDataArgs_ = dataArgumentIndices(evalArgInfo_);
   int64_t evalBatch = 0;
   if (!dataSpecsOf(describeData(evalArgInfo_, classes), options.input,

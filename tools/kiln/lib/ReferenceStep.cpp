@@ -177,8 +177,8 @@ HostTensor randomData(func::FuncOp func, const ArgumentInfo &arg,
   return t;
 }
 
-std::optional<unsigned> exposeCrossEntropyLogits(mlir::func::FuncOp func,
-                                                 unsigned lossIndex) {
+std::optional<unsigned> exposeCrossEntropyPredictions(mlir::func::FuncOp func,
+                                                      unsigned lossIndex) {
   auto ret = mlir::cast<mlir::func::ReturnOp>(func.getBody().front().getTerminator());
   mlir::Operation *def = ret.getOperand(lossIndex).getDefiningOp();
   mlir::Operation *ce = nullptr;
@@ -197,9 +197,15 @@ std::optional<unsigned> exposeCrossEntropyLogits(mlir::func::FuncOp func,
   auto type = mlir::dyn_cast<mlir::RankedTensorType>(logits.getType());
   if (!type || type.getRank() != 2)
     return std::nullopt;
+  mlir::OpBuilder builder(ret);
+  auto predictionsType =
+      mlir::RankedTensorType::get({type.getDimSize(0)}, builder.getI32Type());
+  mlir::Value predictions = builder.create<ArgmaxOp>(
+      ce->getLoc(), predictionsType, logits, builder.getI64IntegerAttr(1));
   unsigned index = func.getNumResults();
-  func.insertResult(index, type, mlir::DictionaryAttr::get(func.getContext()));
-  ret->insertOperands(index, logits);
+  func.insertResult(index, predictionsType,
+                    mlir::DictionaryAttr::get(func.getContext()));
+  ret->insertOperands(index, predictions);
   return index;
 }
 

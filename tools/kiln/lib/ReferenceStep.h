@@ -86,10 +86,14 @@ HostTensor randomData(mlir::func::FuncOp func, const ArgumentInfo &arg,
                       std::mt19937_64 &rng);
 
 // When result |lossIndex| of |func| comes from a kiln.softmax_cross_entropy
-// (directly or through a few ops that reduce it), appends its rank-2 logits
-// as a new result and returns that result's index.
-std::optional<unsigned> exposeCrossEntropyLogits(mlir::func::FuncOp func,
-                                                 unsigned lossIndex);
+// (directly or through a few ops that reduce it), appends its predictions
+// as a new result, the kiln.argmax of its rank-2 logits' rows (i32, one per
+// row: per sample for a classifier, per position for a sequence model),
+// and returns that result's index. The eval step computes them where it
+// runs, so an eval copies out a row's class, not its logits (a GPT-2's
+// 50304 per position).
+std::optional<unsigned> exposeCrossEntropyPredictions(mlir::func::FuncOp func,
+                                                      unsigned lossIndex);
 
 } // namespace kiln::cli
 

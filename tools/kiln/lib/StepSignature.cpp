@@ -52,12 +52,15 @@ void collectState(const runtime::LoadedPackage &pkg,
   }
 }
 
-void findEvalLogits(const runtime::LoadedPackage &evalPkg,
-                    StepSignature &eval) {
-  for (size_t i = 0; i < evalPkg.outputs.size(); ++i)
-    if (static_cast<int>(i) != eval.loss &&
-        evalPkg.outputs[i].shape.size() == 2)
-      eval.logits = static_cast<int>(i);
+void findEvalPredictions(const runtime::LoadedPackage &evalPkg,
+                         StepSignature &eval) {
+  for (size_t i = 0; i < evalPkg.outputs.size(); ++i) {
+    const runtime::SignatureEntry &e = evalPkg.outputs[i];
+    if (static_cast<int>(i) != eval.loss && e.shape.size() == 1 &&
+        (e.dtype == runtime::PkgDType::I32 ||
+         e.dtype == runtime::PkgDType::I64))
+      eval.predictions = static_cast<int>(i);
+  }
 }
 
 bool bindEvalInputs(const runtime::LoadedPackage &trainPkg,

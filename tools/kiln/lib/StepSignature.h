@@ -35,7 +35,7 @@ struct StepSignature {
   std::vector<size_t> dataInputs; // signature inputs: inputs, then labels
   std::vector<DataArgument> data;
   int loss = -1;   // signature output
-  int logits = -1; // signature output (eval)
+  int predictions = -1; // signature output (eval)
   int stepCounter = -1;
 
   // Fills in the data inputs (with the index bounds the package records:
@@ -72,9 +72,10 @@ bool bindEvalInputs(const runtime::LoadedPackage &trainPkg,
                     std::string &why, llvm::StringRef command,
                     llvm::raw_ostream &errs);
 
-// Sets eval.logits to the last rank-2 output of |evalPkg| other than its
-// loss (eval.loss, from describe()).
-void findEvalLogits(const runtime::LoadedPackage &evalPkg, StepSignature &eval);
+// Sets eval.predictions to the last integer output of |evalPkg| of rank 1
+// (exposeCrossEntropyPredictions'), -1 when it has none.
+void findEvalPredictions(const runtime::LoadedPackage &evalPkg,
+                         StepSignature &eval);
 
 } // namespace kiln::cli
 

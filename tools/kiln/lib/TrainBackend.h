@@ -58,10 +58,11 @@ struct StateEntry {
 // One eval batch's forward result.
 struct EvalOutput {
   double loss = 0;
-  // [batch, classes] row-major when the loss comes from
-  // kiln.softmax_cross_entropy; empty otherwise.
-  std::vector<float> logits;
-  int64_t classes = 0;
+  // When the loss comes from kiln.softmax_cross_entropy, the class its
+  // logits rank first in each of their rows (one per sample for a
+  // classifier, one per position for a sequence model), computed by the
+  // eval step (exposeCrossEntropyPredictions); empty otherwise.
+  std::vector<int32_t> predictions;
 };
 
 class TrainBackend {
@@ -76,8 +77,8 @@ public:
   virtual const std::vector<runtime::TensorSpec> &dataSpecs() const = 0;
   virtual const std::vector<runtime::TensorSpec> &evalSpecs() const = 0;
   virtual bool hasEval() const = 0;
-  // Whether the eval output has logits (so accuracy can be counted).
-  virtual bool evalHasLogits() const = 0;
+  // Whether the eval output has predictions (so accuracy can be counted).
+  virtual bool evalHasPredictions() const = 0;
 
   virtual const std::vector<StateEntry> &state() const = 0;
   // The entry's values: f64 when the step holds it in f64, else f32 (f16

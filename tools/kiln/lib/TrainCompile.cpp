@@ -86,7 +86,7 @@ bool compileTrainPackages(const BackendOptions &options, llvm::StringRef command
     for (const ResultInfo &r : describeResults(evalFunc))
       if (r.role == Role::loss)
         lossIndex = r.index;
-    exposeCrossEntropyLogits(evalFunc, lossIndex);
+    exposeCrossEntropyPredictions(evalFunc, lossIndex);
     PipelineOptions forward = options.pipeline;
     forward.trainingStep = false;
     forward.optimize = true;

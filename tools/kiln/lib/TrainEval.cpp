@@ -38,12 +38,12 @@ std::optional<EvalResult> evaluate(TrainBackend &model, runtime::Dataset &data,
     n = std::min(n, subset);
   std::vector<int64_t> indices(n);
   std::iota(indices.begin(), indices.end(), 0);
-  bool padLast = model.evalHasLogits();
+  bool padLast = model.evalHasPredictions();
   runtime::Prefetcher batches(data, indices, batch,
                               /*dropPartial=*/!padLast);
   double lossSum = 0;
-  int64_t correct = 0, batchesSeen = 0, rowsCounted = 0;
-  bool counted = false; // logits of one row per label were compared
+  int64_t correct = 0, batchesSeen = 0, samplesCounted = 0, rowsCounted = 0;
+  bool counted = false; // predictions of one row per label were compared
   // The labels are the last data tensor.
   std::optional<size_t> labelTensor;
   for (size_t t = 0; t < model.evalSpecs().size(); ++t)
@@ -83,24 +83,22 @@ std::optional<EvalResult> evaluate(TrainBackend &model, runtime::Dataset &data,
       lossSum += out.loss;
       ++batchesSeen;
     }
-    if (!out.logits.empty() && labelTensor && out.classes > 0) {
+    // Each sample holds rows / batch rows (one for a classifier, one per
+    // position for a sequence model): a valid sample's rows all count.
+    int64_t rows = static_cast<int64_t>(out.predictions.size());
+    if (rows && labelTensor && rows % batch == 0) {
       const std::vector<int32_t> &labels = b.tensors[*labelTensor].i32;
-      int64_t rows = static_cast<int64_t>(out.logits.size()) / out.classes;
       if (rows != static_cast<int64_t>(labels.size()))
         continue;
       counted = true;
-      rowsCounted += valid;
-      for (int64_t r = 0; r < valid; ++r) {
-        const float *row = out.logits.data() + r * out.classes;
-        int64_t best = 0;
-        for (int64_t c = 1; c < out.classes; ++c)
-          if (row[c] > row[best])
-            best = c;
-        correct += best == labels[r];
-      }
+      samplesCounted += valid;
+      int64_t counting = valid * (rows / batch);
+      rowsCounted += counting;
+      for (int64_t r = 0; r < counting; ++r)
+        correct += out.predictions[r] == labels[r];
     }
   }
-  result.samples = counted ? rowsCounted : batchesSeen * batch;
+  result.samples = counted ? samplesCounted : batchesSeen * batch;
   if (batchesSeen)
     result.loss = lossSum / batchesSeen;
   if (counted && rowsCounted)

@@ -2,8 +2,10 @@
 //
 // After each epoch (and at the end) `kiln train` runs the forward model on
 // --eval-data: the mean loss and, when the loss comes from
-// kiln.softmax_cross_entropy, the accuracy of its logits. The result is
-// printed and appended to --metrics-file as one JSON object.
+// kiln.softmax_cross_entropy, the accuracy of its predictions over every
+// row it scores (a classifier's samples; each position of a sequence
+// model's samples: next-token accuracy). The result is printed and
+// appended to --metrics-file as one JSON object.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,13 +27,13 @@ namespace kiln::cli {
 
 struct EvalResult {
   double loss = NAN;
-  double accuracy = NAN; // NaN when the model exposes no logits
+  double accuracy = NAN; // NaN when the model exposes no predictions
   int64_t samples = 0;
 };
 
 // Runs the forward model over the first |subset| samples of |data| (0: all),
-// in order, |batch| rows at a time (one micro-batch). With logits every
-// sample counts for the accuracy: a last partial batch is padded with
+// in order, |batch| rows at a time (one micro-batch). With predictions
+// every sample counts for the accuracy: a last partial batch is padded with
 // copies of its last sample, whose rows are not counted. The loss is the
 // mean over whole batches (the step's loss is a batch mean, which padding
 // would skew), so without logits a partial batch is dropped. Prints the

@@ -265,7 +265,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   console << "\n";
   if (!initialized.empty())
     console << trainCommand() << ": parameters from " << initialized << "\n";
-  if (evalDataset && !model.evalHasLogits())
+  if (evalDataset && !model.evalHasPredictions())
     console << trainCommand() << ": eval reports the loss only (the loss does not come "
             "from kiln.softmax_cross_entropy, so there are no logits)\n";
 

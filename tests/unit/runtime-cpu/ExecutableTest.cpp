@@ -120,6 +120,31 @@ int addOutput(LoadedPackage &p, uint32_t id, const std::string &name,
   return p.outputs.size() - 1;
 }
 
+// Appends y = x . w ([4, 3] x [3, 2], a GEMM) and out = y + other (the
+// package's kernel 0, "add") to |p|'s thunks.
+void appendGemmThenAdd(LoadedPackage &p, uint32_t x, uint32_t w, uint32_t y,
+                       uint32_t other, uint32_t out) {
+  PackageThunk gemm;
+  gemm.kind = ThunkKind::LibraryCall;
+  gemm.library = LibraryKind::Gemm;
+  gemm.hasGemm = true;
+  gemm.gemm.m = 4, gemm.gemm.n = 2, gemm.gemm.k = 3;
+  gemm.operands = {x, w};
+  gemm.results = {y};
+  p.thunks.push_back(gemm);
+  PackageKernel add;
+  add.kind = KernelKind::LlvmBitcode;
+  add.name = "add";
+  add.entryPoint = "kiln_kernel";
+  p.kernels.push_back(add);
+  PackageThunk launch;
+  launch.kind = ThunkKind::KernelLaunch;
+  launch.kernel = 0;
+  launch.operands = {y, other};
+  launch.results = {out};
+  p.thunks.push_back(launch);
+}
+
 // The step: y = x . w (GEMM); s' = y + s (kernel "add"); out = copy of s'.
 // s' updates input s, so s accumulates x . w over steps.
 LoadedPackage gemmAddCopyPackage() {
@@ -139,26 +164,7 @@ LoadedPackage gemmAddCopyPackage() {
   init.seed = 11;
   p.parameterInits.push_back(init);
 
-  PackageThunk gemm;
-  gemm.kind = ThunkKind::LibraryCall;
-  gemm.library = LibraryKind::Gemm;
-  gemm.hasGemm = true;
-  gemm.gemm.m = 4, gemm.gemm.n = 2, gemm.gemm.k = 3;
-  gemm.operands = {x, w};
-  gemm.results = {y};
-  p.thunks.push_back(gemm);
-
-  PackageKernel add;
-  add.kind = KernelKind::LlvmBitcode;
-  add.name = "add";
-  add.entryPoint = "kiln_kernel";
-  p.kernels.push_back(add);
-  PackageThunk launch;
-  launch.kind = ThunkKind::KernelLaunch;
-  launch.kernel = 0;
-  launch.operands = {y, s};
-  launch.results = {s2};
-  p.thunks.push_back(launch);
+  appendGemmThenAdd(p, x, w, y, s, s2);
 
   PackageThunk copy;
   copy.kind = ThunkKind::Copy;
@@ -712,25 +718,7 @@ LoadedPackage evalPackage() {
   init.kind = PkgInitKind::Constant;
   init.value = 7;
   p.parameterInits.push_back(init);
-  PackageThunk gemm;
-  gemm.kind = ThunkKind::LibraryCall;
-  gemm.library = LibraryKind::Gemm;
-  gemm.hasGemm = true;
-  gemm.gemm.m = 4, gemm.gemm.n = 2, gemm.gemm.k = 3;
-  gemm.operands = {x2, w};
-  gemm.results = {y2};
-  p.thunks.push_back(gemm);
-  PackageKernel add;
-  add.kind = KernelKind::LlvmBitcode;
-  add.name = "add";
-  add.entryPoint = "kiln_kernel";
-  p.kernels.push_back(add);
-  PackageThunk launch;
-  launch.kind = ThunkKind::KernelLaunch;
-  launch.kernel = 0;
-  launch.operands = {y2, y2};
-  launch.results = {z};
-  p.thunks.push_back(launch);
+  appendGemmThenAdd(p, x2, w, y2, y2, z);
   addOutput(p, z, "z");
   return p;
 }

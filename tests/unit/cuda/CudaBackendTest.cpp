@@ -19,6 +19,7 @@
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/dist/LocalCommunicator.h"
 #include "serialize/PackageWriter.h"
 #include "tools/kiln/lib/CudaBackend.h"
 #include "tools/kiln/lib/ModuleLoader.h"
@@ -33,6 +34,8 @@
 
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 
 #include <cmath>
 
@@ -448,6 +451,123 @@ TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
   EXPECT_GT(im2col, 0u);
   EXPECT_GT(col2im, 0u);
   gpu.reset();
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// ZeRO-3 over two ranks (threads, their collectives through the
+// in-process communicator, so through the CUDA executable's host staging)
+// on the CUDA backend against the CPU backend on the same two-rank job:
+// each rank's parameter and optimizer shards start as its block of the
+// bucket (before, the CUDA backend left them at zero), the losses of three
+// steps and every shard after them agree; and rank 0's eval step, given
+// the full parameters by name (what the ranks gather before an eval),
+// evaluates as the reference interpreter does with them.
+TEST(CudaBackendTest, Zero3ShardsStartAndTrainAsOnTheCpu) {
+  llvm::SmallString<128> dir;
+  cli::BackendOptions options;
+  mlpOptions(dir, options);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  cli::BackendOptions reference = options;
+  reference.packageDir = (dir + "/reference").str();
+  reference.wantEval = true;
+  options.pipeline.strategy = kiln::Strategy::zero3;
+  options.pipeline.worldSize = 2;
+  options.wantEval = true;
+  auto cudaComms = rt::dist::createLocalCommunicators(2, {});
+  auto cpuComms = rt::dist::createLocalCommunicators(2, {});
+  ASSERT_TRUE(cudaComms.isOk() && cpuComms.isOk());
+  std::mutex kernelLock; // the emulation's kernels, one at a time
+  std::string errors;
+  llvm::raw_string_ostream errs(errors);
+  HostNvrtcFake api[2];
+  std::unique_ptr<cli::TrainBackend> gpu[2], cpu[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    api[rank].device.multiprocessors = 1;
+    api[rank].kernelLock = &kernelLock;
+    cli::CudaBackendOptions cuda;
+    cuda.api = &api[rank];
+    cuda.cubins = false;
+    cuda.loaded = [&api, rank](const rt::LoadedPackage &pkg) {
+      api[rank].learnPackage(pkg);
+    };
+    cli::BackendOptions mine = options;
+    mine.packageDir = (dir + "/cuda" + llvm::Twine(rank)).str();
+    mine.communicator = cudaComms.value()[rank].get();
+    gpu[rank] = cli::createCudaBackend(mine, cuda, "test", errs, errs);
+    ASSERT_TRUE(gpu[rank]) << errs.str();
+    mine.packageDir = (dir + "/cpu" + llvm::Twine(rank)).str();
+    mine.communicator = cpuComms.value()[rank].get();
+    mine.threads = 1;
+    cpu[rank] = cli::createCpuBackend(mine, "test", errs, errs);
+    ASSERT_TRUE(cpu[rank]) << errs.str();
+    EXPECT_FALSE(gpu[rank]->shards().empty());
+    EXPECT_EQ(diffState(*gpu[rank], *cpu[rank], 0), "")
+        << "rank " << rank << "'s first shards";
+  }
+
+  auto data = rt::SyntheticDataset::create(gpu[0]->dataSpecs(), 64, 3);
+  ASSERT_TRUE(data.isOk()) << data.status().message();
+  double losses[2][2][3] = {};
+  std::string failures[2];
+  auto run = [&](int rank) {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<int64_t> rows;
+      for (int i = 0; i < 8; ++i)
+        rows.push_back(16 * step + 8 * rank + i);
+      rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*data.value(), rows);
+      std::string out;
+      llvm::raw_string_ostream os(out);
+      for (int backend = 0; backend < 2; ++backend) {
+        cli::TrainBackend &b = backend ? *cpu[rank] : *gpu[rank];
+        b.setStepCounter(step);
+        if (!batch.isOk() ||
+            !b.step(batch.value(), losses[rank][backend][step], os))
+          failures[rank] += "step " + std::to_string(step) + ": " + out;
+      }
+    }
+  };
+  std::thread other(run, 1);
+  run(0);
+  other.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(failures[rank], "") << "rank " << rank;
+    for (int step = 0; step < 3; ++step)
+      EXPECT_NEAR(losses[rank][0][step], losses[rank][1][step],
+                  1e-5 * std::max(1.0, std::fabs(losses[rank][1][step])))
+          << "rank " << rank << " step " << step;
+    EXPECT_EQ(diffState(*gpu[rank], *cpu[rank], 1e-4), "")
+        << "rank " << rank << " after 3 steps";
+  }
+
+  // Rank 0's eval step reads parameters the training step holds only as
+  // shards: given them (here the reference's first ones), it evaluates
+  // as the interpreter does.
+  std::unique_ptr<cli::TrainBackend> ref =
+      cli::createReferenceBackend(reference, "test", errs);
+  ASSERT_TRUE(ref) << errs.str();
+  ASSERT_TRUE(gpu[0]->hasEval());
+  for (size_t i = 0; i < ref->state().size(); ++i) {
+    if (!ref->state()[i].parameter)
+      continue;
+    std::string error;
+    ASSERT_TRUE(gpu[0]->setEvalParameter(ref->state()[i].name,
+                                         ref->readState(i), error))
+        << ref->state()[i].name << ": " << error;
+  }
+  std::string error;
+  EXPECT_FALSE(gpu[0]->setEvalParameter("nope", ref->readState(0), error));
+  EXPECT_EQ(error, "is not an input of the eval step");
+  rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*data.value(), mlpRows(6));
+  ASSERT_TRUE(batch.isOk());
+  cli::EvalOutput gpuOut, refOut;
+  ASSERT_TRUE(gpu[0]->evaluate(batch.value(), gpuOut, errs)) << errs.str();
+  ASSERT_TRUE(ref->evaluate(batch.value(), refOut, errs)) << errs.str();
+  EXPECT_NEAR(gpuOut.loss, refOut.loss, 1e-5 * std::max(1.0, refOut.loss));
+  EXPECT_EQ(gpuOut.predictions, refOut.predictions);
+  for (int rank = 0; rank < 2; ++rank) {
+    gpu[rank].reset();
+    cpu[rank].reset();
+  }
   llvm::sys::fs::remove_directories(dir);
 }
 

@@ -303,62 +303,21 @@ bool CpuBackend::init(CpuPackageOptions options, llvm::StringRef command,
   return true;
 }
 
-// ZeRO: each shard starts as block |rank| of its bucket's parameters'
-// first values, the same on every rank: the full parameters' buffers where
-// the step has them (zero1/2), else their initializers (zero3).
 bool CpuBackend::initShards(int rank, int worldSize, llvm::raw_ostream &errs) {
   const runtime::LoadedPackage &pkg = train_.package();
-  for (const runtime::ShardLayout &layout : pkg.metadata.shards) {
-    if (static_cast<int>(layout.worldSize) != worldSize) {
-      printError(errs, command_,
-                 "the step shards '" + layout.name + "' over " +
-                     std::to_string(layout.worldSize) +
-                     " ranks, but the job has " + std::to_string(worldSize) +
-                     " (WORLD_SIZE); compile it for this world size");
-      return false;
-    }
-    std::map<std::string, runtime::NamedTensor> first;
-    runtime::ShardedBucket bucket;
-    bucket.name = layout.name;
-    bucket.length = layout.length;
-    for (const runtime::ShardSlot &slot : layout.slots) {
-      bucket.params.push_back({slot.name, slot.offset, slot.shape});
-      runtime::NamedTensor &t = first[slot.name];
-      t.shape = slot.shape;
-      int input = train_.exec->findInput(slot.name);
-      if (input >= 0) {
+  return initShardInputs(
+      pkg, rank, worldSize,
+      [&](size_t input) {
         const runtime::SignatureEntry &e = pkg.inputs[input];
-        t.values = runtime::readValues(train_.exec->input(input), e.dtype,
-                                       runtime::elementCount(e.shape));
-        continue;
-      }
-      runtime::InitSpec spec;
-      spec.kind = static_cast<runtime::InitKind>(
-          static_cast<uint8_t>(slot.init.kind));
-      spec.value = slot.init.value;
-      spec.scale = slot.init.scale;
-      spec.seed = static_cast<uint64_t>(slot.init.seed);
-      // In double: writing the block rounds it to the bucket's type.
-      t.values = runtime::initialize(spec, slot.shape);
-    }
-    runtime::StatusOr<runtime::TensorValues> block = runtime::shardBlock(
-        bucket, rank, worldSize,
-        [&](const std::string &name) -> const runtime::NamedTensor * {
-          auto it = first.find(name);
-          return it == first.end() ? nullptr : &it->second;
-        },
-        "shard '" + layout.name + "'");
-    int input = train_.exec->findInput(layout.name);
-    if (!block.isOk() || input < 0) {
-      printError(errs, command_,
-                 block.isOk() ? "the step has no input '" + layout.name + "'"
-                              : block.status().message());
-      return false;
-    }
-    const runtime::SignatureEntry &e = pkg.inputs[input];
-    runtime::writeValues(train_.exec->input(input), e.dtype, block.value());
-  }
-  return true;
+        return runtime::readValues(train_.exec->input(input), e.dtype,
+                                   runtime::elementCount(e.shape));
+      },
+      [&](size_t input, const runtime::TensorValues &values, std::string &) {
+        runtime::writeValues(train_.exec->input(input), pkg.inputs[input].dtype,
+                             values);
+        return true;
+      },
+      command_, errs);
 }
 
 } // namespace

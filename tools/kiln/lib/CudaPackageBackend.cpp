@@ -19,6 +19,7 @@
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutable.h"
+#include "runtime/dist/Communicator.h"
 #include "runtime/package/Package.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -105,14 +106,7 @@ public:
   const std::vector<StateEntry> &state() const override { return state_; }
 
   runtime::TensorValues readState(size_t entry) const override {
-    const runtime::SignatureEntry &e =
-        train_.package().inputs[stateInputs_[entry]];
-    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    int64_t n = runtime::elementCount(e.shape);
-    if (!train_.exec->readBuffer(e.buffer, bytes.data()).isOk())
-      // The next step reports the device's error.
-      return runtime::TensorValues::zeros(e.dtype == PkgDType::F64, n);
-    return runtime::readValues(bytes.data(), e.dtype, n);
+    return readInput(stateInputs_[entry]);
   }
 
   bool writeState(size_t entry, const runtime::TensorValues &values,
@@ -145,6 +139,21 @@ public:
     }
     evalStale_ = true;
     return true;
+  }
+
+  const std::vector<runtime::ShardLayout> &shards() const override {
+    return train_.package().metadata.shards;
+  }
+
+  bool setEvalParameter(const std::string &name,
+                        const runtime::TensorValues &values,
+                        std::string &error) override {
+    int input = eval_.exec ? eval_.exec->findInput(name) : -1;
+    if (input < 0) {
+      error = "is not an input of the eval step";
+      return false;
+    }
+    return writeInput(eval_, input, values, error);
   }
 
   void setStepCounter(int64_t step) override {
@@ -218,6 +227,36 @@ public:
             llvm::raw_ostream &errs);
 
 private:
+  // Training step input |input|'s values (zeros after a device error, which
+  // the next step reports).
+  runtime::TensorValues readInput(size_t input) const {
+    const runtime::SignatureEntry &e = train_.package().inputs[input];
+    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
+    int64_t n = runtime::elementCount(e.shape);
+    if (!train_.exec->readBuffer(e.buffer, bytes.data()).isOk())
+      return runtime::TensorValues::zeros(e.dtype == PkgDType::F64, n);
+    return runtime::readValues(bytes.data(), e.dtype, n);
+  }
+  // Writes |values| (rounded to its dtype) into input |input| of |step|.
+  static bool writeInput(GpuStep &step, size_t input,
+                         const runtime::TensorValues &values,
+                         std::string &error) {
+    const runtime::LoadedPackage &pkg = step.package();
+    const runtime::SignatureEntry &e = pkg.inputs[input];
+    int64_t n = runtime::elementCount(e.shape);
+    if (values.size() != n) {
+      error = "holds " + std::to_string(values.size()) + " values: expected " +
+              std::to_string(n);
+      return false;
+    }
+    std::vector<uint8_t> bytes(pkg.buffers[e.buffer].size);
+    runtime::writeValues(bytes.data(), e.dtype, values);
+    runtime::Status s = step.exec->writeBuffer(e.buffer, bytes.data());
+    if (!s.isOk())
+      error = s.message();
+    return s.isOk();
+  }
+
   // |bytes|: the package in memory, else null (read from |path|);
   // messages name it |name| (the model or package the user gave). With
   // |train|, the package is its eval step: its parameters are matched to
@@ -338,6 +377,19 @@ bool CudaBackend::init(CudaPackageOptions options,
   outs << command_ << ": device memory " << runtime::formatBytes(memory.total())
        << " (" << runtime::cuda::describeStepMemory(memory) << ")\n";
   collectState(pkg, state_, stateInputs_);
+  // ZeRO: each rank's shards start as its block of the bucket's first
+  // values (StepSignature.h).
+  runtime::dist::Communicator *comm = options.communicator;
+  if (!pkg.metadata.shards.empty() &&
+      !initShardInputs(
+          pkg, comm ? comm->rank() : 0, comm ? comm->worldSize() : 1,
+          [&](size_t input) { return readInput(input); },
+          [&](size_t input, const runtime::TensorValues &values,
+              std::string &error) {
+            return writeInput(train_, input, values, error);
+          },
+          command_, errs))
+    return false;
   if (evalPath.empty())
     return true;
   if (!load(evalPath, options.input + " (its eval step)",

@@ -137,7 +137,11 @@ public:
   }
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,
-                llvm::raw_ostream &) override {
+                llvm::raw_ostream &errs) override {
+    if (!evalFunc_) {
+      printError(errs, command_, "eval: the backend has no eval model");
+      return false;
+    }
     // The eval model's parameters are the trained ones, by name.
     std::map<std::string, unsigned> byName;
     for (const ArgumentInfo &a : argInfo_)
@@ -166,6 +170,7 @@ public:
 private:
   void exposePredictions();
 
+  std::string command_;
   DialectRegistry registry_;
   std::unique_ptr<MLIRContext> context_;
   std::unique_ptr<DiagnosticPrinter> diagnostics_;
@@ -201,6 +206,7 @@ void ReferenceBackend::exposePredictions() {
 
 bool ReferenceBackend::init(const BackendOptions &options,
                             llvm::StringRef command, llvm::raw_ostream &errs) {
+  command_ = command.str();
   registerKilnDialects(registry_);
   context_ = std::make_unique<MLIRContext>(registry_);
   diagnostics_ = std::make_unique<DiagnosticPrinter>(context_.get(), errs);

@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/Flags.h"
 
+#include "runtime/Initializers.h"
+#include "runtime/checkpoint/Sharded.h"
 #include "runtime/package/PackageData.h"
 
 namespace kiln::cli {
@@ -95,6 +97,66 @@ bool bindEvalInputs(const runtime::LoadedPackage &trainPkg,
   if (!shared.isOk()) {
     bindings.clear();
     why = shared.status().message();
+  }
+  return true;
+}
+
+bool initShardInputs(
+    const runtime::LoadedPackage &pkg, int rank, int worldSize,
+    const std::function<runtime::TensorValues(size_t input)> &readInput,
+    const std::function<bool(size_t input, const runtime::TensorValues &,
+                             std::string &error)> &writeInput,
+    llvm::StringRef command, llvm::raw_ostream &errs) {
+  for (const runtime::ShardLayout &layout : pkg.metadata.shards) {
+    if (static_cast<int>(layout.worldSize) != worldSize) {
+      printError(errs, command,
+                 "the step shards '" + layout.name + "' over " +
+                     std::to_string(layout.worldSize) +
+                     " ranks, but the job has " + std::to_string(worldSize) +
+                     " (WORLD_SIZE); compile it for this world size");
+      return false;
+    }
+    std::map<std::string, runtime::NamedTensor> first;
+    runtime::ShardedBucket bucket;
+    bucket.name = layout.name;
+    bucket.length = layout.length;
+    for (const runtime::ShardSlot &slot : layout.slots) {
+      bucket.params.push_back({slot.name, slot.offset, slot.shape});
+      runtime::NamedTensor &t = first[slot.name];
+      t.shape = slot.shape;
+      int input = runtime::findSignatureEntry(pkg.inputs, slot.name);
+      if (input >= 0) {
+        t.values = readInput(input);
+        continue;
+      }
+      runtime::InitSpec spec;
+      spec.kind =
+          static_cast<runtime::InitKind>(static_cast<uint8_t>(slot.init.kind));
+      spec.value = slot.init.value;
+      spec.scale = slot.init.scale;
+      spec.seed = static_cast<uint64_t>(slot.init.seed);
+      // In double: writing the block rounds it to the bucket's type.
+      t.values = runtime::initialize(spec, slot.shape);
+    }
+    runtime::StatusOr<runtime::TensorValues> block = runtime::shardBlock(
+        bucket, rank, worldSize,
+        [&](const std::string &name) -> const runtime::NamedTensor * {
+          auto it = first.find(name);
+          return it == first.end() ? nullptr : &it->second;
+        },
+        "shard '" + layout.name + "'");
+    int input = runtime::findSignatureEntry(pkg.inputs, layout.name);
+    if (!block.isOk() || input < 0) {
+      printError(errs, command,
+                 block.isOk() ? "the step has no input '" + layout.name + "'"
+                              : block.status().message());
+      return false;
+    }
+    std::string error;
+    if (!writeInput(input, block.value(), error)) {
+      printError(errs, command, "shard '" + layout.name + "': " + error);
+      return false;
+    }
   }
   return true;
 }

@@ -72,6 +72,20 @@ bool bindEvalInputs(const runtime::LoadedPackage &trainPkg,
                     std::string &why, llvm::StringRef command,
                     llvm::raw_ostream &errs);
 
+// ZeRO: gives each sharded input of |pkg| (its metadata's ShardLayouts) its
+// first value, block |rank| of |worldSize| of its bucket's parameters'
+// first values, the same on every rank: the full parameters' inputs where
+// the step has them (zero1/2, through |readInput|), else their
+// initializers (zero3). |writeInput| stores a block (false and its error
+// on failure). Prints the problem (a layout for another world size, a
+// missing input; prefixed with |command|) and fails.
+bool initShardInputs(
+    const runtime::LoadedPackage &pkg, int rank, int worldSize,
+    const std::function<runtime::TensorValues(size_t input)> &readInput,
+    const std::function<bool(size_t input, const runtime::TensorValues &,
+                             std::string &error)> &writeInput,
+    llvm::StringRef command, llvm::raw_ostream &errs);
+
 // Sets eval.predictions to the last integer output of |evalPkg| of rank 1
 // (exposeCrossEntropyPredictions'), -1 when it has none.
 void findEvalPredictions(const runtime::LoadedPackage &evalPkg,

@@ -210,6 +210,37 @@ else
   fail "MLP GPU trainer: $trainer or the reference losses missing (run prepare.sh)"
 fi
 
+# 3c. The trainer's eval step, which runs in the training step's memory
+# (runtime/package/SharedArena.h) and computes its predictions on the GPU:
+# its loss and accuracy after the same 20 steps against the reference's.
+if [ -x "$trainer" ] && [ -f "$in/mlp.reference-eval.txt" ]; then
+  timeout 120 "$trainer" --data=synthetic --no-shuffle --max-steps=20 --log-every=20 \
+    --eval-data=synthetic --eval-subset=256 > "$log/mlp-trainer-eval.txt" 2>&1
+  rc=$?
+  grep -E "device memory|eval " "$log/mlp-trainer-eval.txt"
+  if [ $rc -ne 0 ]; then
+    tail -5 "$log/mlp-trainer-eval.txt"
+    fail "MLP GPU trainer's eval step"
+  elif python3 - "$in/mlp.reference-eval.txt" "$log/mlp-trainer-eval.txt" <<'PY'
+import re, sys
+def ev(path):
+    m = re.search(r"^eval epoch \d+ step 20 loss (\S+) accuracy (\S+) \((\d+) samples\)",
+                  open(path).read(), re.M)
+    return (float(m[1]), float(m[2]), int(m[3])) if m else None
+ref, gpu = ev(sys.argv[1]), ev(sys.argv[2])
+print(f"eval after 20 steps: reference {ref}, GPU {gpu}")
+sys.exit(0 if ref and gpu and ref[2] == gpu[2] and abs(ref[0] - gpu[0]) <= 1e-3 * max(1, ref[0])
+         and abs(ref[1] - gpu[1]) <= 2 / ref[2] else 1)
+PY
+  then
+    pass "MLP GPU trainer's eval step (in the training step's memory): loss within 1e-3, accuracy within 2 samples of the reference's"
+  else
+    fail "MLP GPU trainer's eval step: differs from the reference's"
+  fi
+else
+  fail "MLP GPU trainer's eval: $trainer or the reference eval missing (run prepare.sh)"
+fi
+
 # 4. The GPT step against peers.
 read -r tokens flops < "$in/gpt.flops" 2>/dev/null || { tokens=8192; flops=0; }
 # Each thunk's time in one profiled step: bring it back (the device tool's

@@ -67,6 +67,11 @@ mkdir -p "$out/bin"
 # same batches).
 "$kiln" train "$out/mlp.kiln" --backend=reference --data=synthetic --no-shuffle \
   --max-steps=20 --log-every=1 --eval-data=none > "$out/mlp.reference-losses.txt"
+# And its eval after those 20 steps on 256 synthetic samples (check.sh runs
+# the GPU trainer's eval step, in the training step's memory, against it).
+"$kiln" train "$out/mlp.kiln" --backend=reference --data=synthetic --no-shuffle \
+  --max-steps=20 --log-every=20 --eval-data=synthetic --eval-subset=256 \
+  > "$out/mlp.reference-eval.txt"
 python3 "$root/bench/gpu/peers.py" --flops > "$out/gpt.flops"
 # Golden steps: small mlp, lenet5 and gpt steps (f32, bf16; every fusion
 # kind and the convolutions) with

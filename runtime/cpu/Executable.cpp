@@ -355,8 +355,7 @@ struct Executable::CommThread {
 
 Executable::Executable(LoadedPackage package, const ExecutableOptions &options)
     : package_(std::move(package)), hostMemory_(options.hostMemory),
-      pool_(options.threads), arena_(nullptr, std::free),
-      gemmThreading_(options.gemmThreading),
+      pool_(options.threads), gemmThreading_(options.gemmThreading),
       communicator_(options.communicator),
       asyncCollectives_(options.asyncCollectives) {}
 
@@ -393,6 +392,9 @@ Executable::create(LoadedPackage package, KernelLoader &loader,
 
 Status Executable::shareMemory(const ExecutableOptions &options) {
   Executable &host = *options.shareMemoryWith;
+  if (host.sharedPlan_)
+    return Status::error("running in another step's memory: that step runs "
+                         "in another step's memory itself");
   for (size_t i = 0; i < package_.thunks.size(); ++i)
     if (package_.thunks[i].kind == ThunkKind::Collective)
       return Status::error("running in another step's memory: thunk " +
@@ -416,6 +418,7 @@ Status Executable::shareMemory(const ExecutableOptions &options) {
   bufferAddress_.resize(package_.buffers.size());
   for (size_t id = 0; id < package_.buffers.size(); ++id)
     bufferAddress_[id] = host.arena_.get() + sharedPlan_->buffers[id].offset;
+  arena_ = host.arena_; // kept while this step lives
   return Status::ok();
 }
 
@@ -463,7 +466,7 @@ Status Executable::prepare(KernelLoader &loader) {
       if (sharedPlan_->buffers[id].memory == SharedArenaPlan::Memory::Own)
         bufferAddress_[id] = ownMemory_.get() + sharedPlan_->buffers[id].offset;
   } else {
-    arena_.reset(static_cast<uint8_t *>(memory));
+    arena_.reset(static_cast<uint8_t *>(memory), std::free);
     bufferAddress_.resize(p.buffers.size());
     for (size_t id = 0; id < p.buffers.size(); ++id)
       bufferAddress_[id] = arena_.get() + p.buffers[id].offset;

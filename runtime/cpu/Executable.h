@@ -115,10 +115,10 @@ struct ExecutableOptions {
   std::optional<HostMemory> hostMemory;
   // Runs this step in another Executable's memory (runtime/package/
   // SharedArena.h), as kiln train runs its eval step in the training
-  // step's: |shareMemoryWith| (not owned; it must outlive this one, and
-  // the two must not run at once) lends the free space of its arena
-  // between its steps; each of |boundInputs| (this step's input, its
-  // input) is read in place from its buffer, and initialize() leaves it
+  // step's: |shareMemoryWith| (not owned; the two must not run at once)
+  // lends the free space of its arena between its steps (the arena stays
+  // while either Executable does); each of |boundInputs| (this step's input,
+  // its input) is read in place from its buffer, and initialize() leaves it
   // alone. A step with collectives cannot share.
   Executable *shareMemoryWith = nullptr;
   std::vector<InputBinding> boundInputs;
@@ -203,7 +203,9 @@ private:
   LoadedPackage package_;
   std::optional<HostMemory> hostMemory_;
   ThreadPool pool_;
-  std::unique_ptr<uint8_t, void (*)(void *)> arena_;
+  // Shared with the Executables that run in this one's memory
+  // (ExecutableOptions::shareMemoryWith): the last of them frees it.
+  std::shared_ptr<uint8_t> arena_;
   // Each buffer's memory: the arena's at its offset, or where
   // SharedArena.h placed it.
   std::vector<uint8_t *> bufferAddress_;

@@ -75,6 +75,24 @@ const char *kernelCodeName(KernelCode code) {
   return "unknown";
 }
 
+struct CudaExecutable::Lent {
+  CudaApi &api;
+  uint8_t *arena = nullptr;
+  CudaStream stream = nullptr;
+  void *workspace = nullptr;
+  explicit Lent(CudaApi &api) : api(api) {}
+  ~Lent() {
+    if (stream) {
+      api.streamSynchronize(stream);
+      api.streamDestroy(stream);
+    }
+    if (workspace)
+      api.free(workspace);
+    if (arena)
+      api.free(arena);
+  }
+};
+
 CudaExecutable::CudaExecutable(LoadedPackage package, CudaApi &api,
                                CudaOptions options)
     : package_(std::move(package)), api_(api), options_(std::move(options)) {}
@@ -107,14 +125,11 @@ CudaExecutable::~CudaExecutable() {
       api_.eventDestroy(e);
   if (workspace_ && ownsWorkspace_)
     api_.free(workspace_);
-  if (arena_ && ownsArena_)
-    api_.free(arena_);
   if (ownMemory_)
     api_.free(ownMemory_);
-  if (stream_ && ownsStream_)
-    api_.streamDestroy(stream_);
   if (copyStream_)
     api_.streamDestroy(copyStream_);
+  // The arena, the step stream and a lent workspace go with lent_.
 }
 
 StatusOr<std::unique_ptr<CudaExecutable>>
@@ -201,6 +216,8 @@ Status CudaExecutable::shareMemory() {
   auto fail = [](const std::string &message) {
     return Status::error("running in another step's memory: " + message);
   };
+  if (host.sharedPlan_)
+    return fail("that step runs in another step's memory itself");
   if (host.options_.device != options_.device)
     return fail("that step is on CUDA device " +
                 std::to_string(host.options_.device) + ", this one on " +
@@ -215,11 +232,11 @@ Status CudaExecutable::shareMemory() {
     return fail(plan.status().message());
   sharedPlan_ = std::move(plan.value());
   const SharedArenaPlan &placed = *sharedPlan_;
-  // Its arena, stream and cuBLASLt workspace (when it has one as large).
+  // Its arena, stream and cuBLASLt workspace (when it has one as large),
+  // kept while this executable lives.
+  lent_ = host.lent_;
   arena_ = host.arena_;
-  ownsArena_ = false;
   stream_ = host.stream_;
-  ownsStream_ = false;
   if (host.workspace_ && host.workspaceBytes_ >= options_.gemmWorkspaceBytes) {
     workspace_ = host.workspace_;
     workspaceBytes_ = host.workspaceBytes_;
@@ -322,12 +339,14 @@ Status CudaExecutable::prepare() {
         !s.isOk())
       return tooLarge(" (the arena: " + s.message() + ")");
     arena_ = static_cast<uint8_t *>(arena);
+    lent_ = std::make_shared<Lent>(api_);
+    lent_->arena = arena_;
     for (size_t id = 0; id < bufferAddress_.size(); ++id)
       bufferAddress_[id] = arena_ + package_.buffers[id].offset;
-  }
-  if (ownsStream_)
     if (Status st = api_.streamCreate(&stream_); !st.isOk())
       return st;
+    lent_->stream = stream_;
+  }
   if (Status st = api_.streamCreate(&copyStream_); !st.isOk())
     return st;
   for (CudaEvent *e : {&stepDone_, &inputsReady_, &slotFree_[0], &slotFree_[1]})
@@ -391,6 +410,11 @@ Status CudaExecutable::prepare() {
                                 codeArch_[t.kernel] >= 90;
     }
 
+  // The cuBLASLt workspace the thunks' plans made is lent with the arena.
+  if (!sharedPlan_ && workspace_ && ownsWorkspace_) {
+    lent_->workspace = workspace_;
+    ownsWorkspace_ = false;
+  }
   if (Status s = autotune(); !s.isOk())
     return s;
 

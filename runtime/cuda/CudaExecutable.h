@@ -132,10 +132,11 @@ struct CudaOptions {
   std::function<void(const std::string &)> log;
   // Runs this step in another executable's memory (runtime/package/
   // SharedArena.h), as kiln train runs its eval step in the training
-  // step's: |shareMemoryWith| (not owned; on the same device; it must
-  // outlive this one) lends the free space of its arena between its steps,
-  // its step stream (so the two steps' work runs in the order of their
-  // run() calls) and its cuBLASLt workspace; each of |boundInputs| (this
+  // step's: |shareMemoryWith| (not owned; on the same device; its arena,
+  // stream and workspace stay while either executable does) lends the
+  // free space of its arena between its steps, its step stream (so the two
+  // steps' work runs in the order of their run() calls) and its cuBLASLt
+  // workspace; each of |boundInputs| (this
   // step's input, its input) is read in place from its buffer and is not
   // written by initialize() or writeBuffer(). A step with collectives
   // cannot share.
@@ -296,7 +297,12 @@ private:
   // memory and what it borrowed (not freed here).
   std::optional<SharedArenaPlan> sharedPlan_;
   uint8_t *ownMemory_ = nullptr;
-  bool ownsArena_ = true, ownsStream_ = true, ownsWorkspace_ = true;
+  bool ownsWorkspace_ = true;
+  // The arena, step stream and (once planned) cuBLASLt workspace of the
+  // executable that allocated them, shared with those that run in its
+  // memory: the last of them to go frees them.
+  struct Lent;
+  std::shared_ptr<Lent> lent_;
   // Per buffer, whether the run of an executable sharing this one's memory
   // may write over it (SharedArenaPlan::hostOverwrites, guestOverwrites).
   std::vector<bool> overwritable_;

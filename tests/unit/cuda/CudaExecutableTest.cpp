@@ -1193,8 +1193,30 @@ TEST_F(CudaExecutableTest, EvalStepRunsInTheTrainingStepsMemory) {
   // The second and later eval steps ran as a graph, on the training
   // step's stream.
   EXPECT_TRUE(eval->usingGraph());
-  eval.reset();
+  // A step in the eval step's memory would be placed against the wrong
+  // layout: refused.
+  options.shareMemoryWith = eval.get();
+  options.boundInputs = {};
+  std::string chained = refusal(evalPackage());
+  EXPECT_NE(chained.find("that step runs in another step's memory itself"),
+            std::string::npos)
+      << chained;
+  // The training step's arena, stream and workspace outlive it while the
+  // eval step runs in them (the fake refuses a freed pointer).
+  ASSERT_TRUE(train->readBuffer(1, w.data()).isOk());
+  size_t frees = api.count("cudaFree");
   train.reset();
+  EXPECT_EQ(api.count("cudaFree"), frees) << "freed under the eval step";
+  ASSERT_TRUE(eval->writeInput(0, x2.data()).isOk());
+  ASSERT_TRUE(eval->run().isOk());
+  ASSERT_TRUE(eval->readOutput(0, y2.data()).isOk());
+  std::vector<float> want = expectedY(x2, w);
+  for (int i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y2[i], want[i], 1e-5)
+        << "after the training step: y2[" << i << "]";
+  eval.reset();
+  // Its own memory, then the arena and the workspace.
+  EXPECT_EQ(api.count("cudaFree"), frees + 3);
 }
 
 // What cannot run in another step's memory is refused, by name.

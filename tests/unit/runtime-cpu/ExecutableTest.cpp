@@ -840,6 +840,30 @@ TEST(Executable, EvalStepRunsInTheTrainingStepsMemory) {
   EXPECT_THAT(refused.status().message(),
               HasSubstr("thunk 2 is a collective: a step with collectives "
                         "runs in memory of its own"));
+
+  // A step in the eval step's memory would be placed against the wrong
+  // layout: refused.
+  options.shareMemoryWith = eval.get();
+  options.boundInputs = {};
+  auto chained = Executable::create(evalPackage(), loader, options);
+  ASSERT_FALSE(chained.isOk());
+  EXPECT_THAT(chained.status().message(),
+              HasSubstr("that step runs in another step's memory itself"));
+  // The training step's arena outlives it while the eval step runs in it.
+  std::vector<float> w(static_cast<const float *>(train->input(1)),
+                       static_cast<const float *>(train->input(1)) + 6);
+  train.reset();
+  ASSERT_TRUE(eval->run().isOk());
+  const auto *x2 = static_cast<const float *>(eval->input(0));
+  const auto *z = static_cast<const float *>(eval->output(0));
+  ASSERT_NE(z, nullptr);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double dot = 0;
+      for (int k = 0; k < 3; ++k)
+        dot += double(x2[i * 3 + k]) * w[k * 2 + j];
+      EXPECT_NEAR(z[i * 2 + j], 2 * dot, 1e-5) << "after the training step";
+    }
 }
 
 TEST(Executable, RefusesWhatWouldCrash) {

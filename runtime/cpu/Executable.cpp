@@ -407,14 +407,7 @@ Status Executable::shareMemory(const ExecutableOptions &options) {
     return Status::error("running in another step's memory: " +
                          plan.status().message());
   sharedPlan_ = std::move(plan.value());
-  overwritable_ = sharedPlan_->hostOverwrites;
-  host.overwritable_.resize(host.package_.buffers.size(), false);
-  for (size_t id = 0; id < host.overwritable_.size(); ++id)
-    if (sharedPlan_->guestOverwrites[id])
-      host.overwritable_[id] = true;
-  if (!host.lastRun_)
-    host.lastRun_ = std::make_shared<const Executable *>(nullptr);
-  lastRun_ = host.lastRun_;
+  SharedArenaRuns::join(host.runs_, runs_, *sharedPlan_);
   bufferAddress_.resize(package_.buffers.size());
   for (size_t id = 0; id < package_.buffers.size(); ++id)
     bufferAddress_[id] = host.arena_.get() + sharedPlan_->buffers[id].offset;
@@ -693,16 +686,12 @@ const void *Executable::output(size_t i) {
 }
 
 bool Executable::outputOverwritten(size_t i) const {
-  if (i >= package_.outputs.size() || !lastRun_ || !*lastRun_ ||
-      *lastRun_ == this)
-    return false;
-  uint32_t id = package_.outputs[i].buffer;
-  return id < overwritable_.size() && overwritable_[id];
+  return i < package_.outputs.size() &&
+         runs_.overwritten(this, package_.outputs[i].buffer);
 }
 
 bool Executable::bound(uint32_t id) const {
-  return sharedPlan_ &&
-         sharedPlan_->buffers[id].memory == SharedArenaPlan::Memory::Bound;
+  return sharedPlan_ && sharedPlan_->bound(id);
 }
 
 int Executable::findInput(const std::string &name) const {
@@ -932,8 +921,7 @@ Status Executable::timedThunk(size_t index) {
 Status Executable::run() {
   // From its first thunk on, the step writes over the free space it lends
   // or borrows (ExecutableOptions::shareMemoryWith).
-  if (lastRun_)
-    *lastRun_ = this;
+  runs_.started(this);
   if (!comm_) {
     for (size_t i = 0; i < package_.thunks.size(); ++i)
       if (Status s = timedThunk(i); !s.isOk())

@@ -214,12 +214,9 @@ private:
   std::optional<SharedArenaPlan> sharedPlan_;
   std::unique_ptr<uint8_t, void (*)(void *)> ownMemory_{nullptr, std::free};
   bool bound(uint32_t id) const;
-  // Per buffer, whether the run of an Executable sharing this one's memory
-  // may write over it (SharedArenaPlan::hostOverwrites, guestOverwrites).
-  std::vector<bool> overwritable_;
-  // The Executable sharing this memory that ran last (null: none yet),
-  // held by each of them.
-  std::shared_ptr<const Executable *> lastRun_;
+  // What a run of the Executable sharing this one's memory may write over,
+  // and which of the two ran last.
+  SharedArenaRuns runs_;
   // Per thunk: its operand then result pointers, and for kernel launches
   // the entry point and part count.
   std::vector<std::vector<void *>> thunkBuffers_;

@@ -202,13 +202,11 @@ void *CudaExecutable::deviceBuffer(uint32_t id) const {
 }
 
 bool CudaExecutable::overwritten(uint32_t id) const {
-  return lastRun_ && *lastRun_ && *lastRun_ != this &&
-         id < overwritable_.size() && overwritable_[id];
+  return runs_.overwritten(this, id);
 }
 
 bool CudaExecutable::bound(uint32_t id) const {
-  return sharedPlan_ &&
-         sharedPlan_->buffers[id].memory == SharedArenaPlan::Memory::Bound;
+  return sharedPlan_ && sharedPlan_->bound(id);
 }
 
 Status CudaExecutable::shareMemory() {
@@ -246,14 +244,7 @@ Status CudaExecutable::shareMemory() {
   memory_.arena = placed.ownBytes;
   memory_.sharedArena = placed.sharedBytes;
   // Which buffers either step's runs may write over.
-  overwritable_ = placed.hostOverwrites;
-  host.overwritable_.resize(host.package_.buffers.size(), false);
-  for (size_t id = 0; id < host.overwritable_.size(); ++id)
-    if (placed.guestOverwrites[id])
-      host.overwritable_[id] = true;
-  if (!host.lastRun_)
-    host.lastRun_ = std::make_shared<const CudaExecutable *>(nullptr);
-  lastRun_ = host.lastRun_;
+  SharedArenaRuns::join(host.runs_, runs_, placed);
   return Status::ok();
 }
 
@@ -820,8 +811,7 @@ Status CudaExecutable::run() {
       return s;
   // From its first thunk on, the step writes over the free space it lends
   // or borrows (CudaOptions::shareMemoryWith).
-  if (lastRun_)
-    *lastRun_ = this;
+  runs_.started(this);
   Status result;
   if (graphExec_ && !profiling_) {
     result = api_.graphLaunch(graphExec_, stream_);

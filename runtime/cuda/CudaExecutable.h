@@ -303,12 +303,9 @@ private:
   // memory: the last of them to go frees them.
   struct Lent;
   std::shared_ptr<Lent> lent_;
-  // Per buffer, whether the run of an executable sharing this one's memory
-  // may write over it (SharedArenaPlan::hostOverwrites, guestOverwrites).
-  std::vector<bool> overwritable_;
-  // The executable sharing this memory that ran last (null: none yet),
-  // held by each of them.
-  std::shared_ptr<const CudaExecutable *> lastRun_;
+  // What a run of the executable sharing this one's memory may write over,
+  // and which of the two ran last.
+  SharedArenaRuns runs_;
   CudaStream stream_ = nullptr, copyStream_ = nullptr;
   CudaEvent stepDone_ = nullptr, inputsReady_ = nullptr;
   std::vector<CudaModule> modules_;

@@ -204,6 +204,18 @@ planSharedArena(const LoadedPackage &host, const LoadedPackage &guest,
   return plan;
 }
 
+void SharedArenaRuns::join(SharedArenaRuns &host, SharedArenaRuns &guest,
+                           const SharedArenaPlan &plan) {
+  guest.overwritable_ = plan.hostOverwrites;
+  host.overwritable_.resize(plan.guestOverwrites.size(), false);
+  for (size_t id = 0; id < plan.guestOverwrites.size(); ++id)
+    if (plan.guestOverwrites[id])
+      host.overwritable_[id] = true;
+  if (!host.lastRun_)
+    host.lastRun_ = std::make_shared<const void *>(nullptr);
+  guest.lastRun_ = host.lastRun_;
+}
+
 std::string describeSharedArena(const SharedArenaPlan &plan,
                                 const std::string &hostName) {
   std::string text = "runs in " + formatBytes(plan.sharedBytes) + " of the " +

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,37 @@ struct SharedArenaPlan {
   // whether a host run may (it lies in the host's free space); per host
   // buffer, whether a guest run may (a guest piece overlaps it).
   std::vector<bool> hostOverwrites, guestOverwrites;
+
+  // Whether guest buffer |id| is (or lies within) a bound input.
+  bool bound(uint32_t id) const {
+    return id < buffers.size() && buffers[id].memory == Memory::Bound;
+  }
+};
+
+// What each of two executables sharing memory keeps at run time (both
+// runtimes hold one): per buffer of its own, whether the other's run may
+// write over it, and, shared by both, which of them started a run last.
+class SharedArenaRuns {
+public:
+  // The host's and guest's states once |plan| placed the guest.
+  static void join(SharedArenaRuns &host, SharedArenaRuns &guest,
+                   const SharedArenaPlan &plan);
+  // |step| (its executable) starts a run: from its first thunk on, it
+  // writes over the free space it lends or borrows.
+  void started(const void *step) {
+    if (lastRun_)
+      *lastRun_ = step;
+  }
+  // Whether buffer |id| of |step| may have been written over by the other
+  // executable's run since |step|'s last one.
+  bool overwritten(const void *step, uint32_t id) const {
+    return lastRun_ && *lastRun_ && *lastRun_ != step &&
+           id < overwritable_.size() && overwritable_[id];
+  }
+
+private:
+  std::vector<bool> overwritable_;
+  std::shared_ptr<const void *> lastRun_;
 };
 
 // Places |guest|'s buffers in |host|'s arena with |bindings| (each guest

@@ -101,12 +101,8 @@ public:
                   std::string &error) override {
     const runtime::SignatureEntry &e = train_.package().inputs[stateInputs_[entry]];
     void *data = train_.exec->input(stateInputs_[entry]);
-    int64_t n = runtime::elementCount(e.shape);
-    if (values.size() != n) {
-      error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(n);
+    if (!valuesFit(e, values, error))
       return false;
-    }
     runtime::writeValues(data, e.dtype, values);
     // The step reads the parameter's copies, not the parameter.
     for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
@@ -130,11 +126,8 @@ public:
       return false;
     }
     const runtime::SignatureEntry &e = eval_.package().inputs[input];
-    if (values.size() != runtime::elementCount(e.shape)) {
-      error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(runtime::elementCount(e.shape));
+    if (!valuesFit(e, values, error))
       return false;
-    }
     runtime::writeValues(eval_.exec->input(input), e.dtype, values);
     return true;
   }

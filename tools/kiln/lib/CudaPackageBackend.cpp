@@ -111,17 +111,10 @@ public:
 
   bool writeState(size_t entry, const runtime::TensorValues &values,
                   std::string &error) override {
-    const runtime::SignatureEntry &e =
-        train_.package().inputs[stateInputs_[entry]];
-    int64_t n = runtime::elementCount(e.shape);
-    if (values.size() != n) {
-      error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(n);
+    std::vector<uint8_t> bytes;
+    if (!writeInput(train_, stateInputs_[entry], values, error, &bytes))
       return false;
-    }
-    std::vector<uint8_t> bytes(train_.package().buffers[e.buffer].size);
-    runtime::writeValues(bytes.data(), e.dtype, values);
-    runtime::Status s = train_.exec->writeBuffer(e.buffer, bytes.data());
+    runtime::Status s;
     // The step reads the parameter's copies, not the parameter.
     for (size_t copy : runtime::pkgParameterCopiesOf(train_.package(),
                                                      stateInputs_[entry])) {
@@ -237,21 +230,21 @@ private:
       return runtime::TensorValues::zeros(e.dtype == PkgDType::F64, n);
     return runtime::readValues(bytes.data(), e.dtype, n);
   }
-  // Writes |values| (rounded to its dtype) into input |input| of |step|.
+  // Writes |values| (rounded to its dtype) into input |input| of |step|;
+  // |written| (when given) receives the bytes written.
   static bool writeInput(GpuStep &step, size_t input,
                          const runtime::TensorValues &values,
-                         std::string &error) {
+                         std::string &error,
+                         std::vector<uint8_t> *written = nullptr) {
     const runtime::LoadedPackage &pkg = step.package();
     const runtime::SignatureEntry &e = pkg.inputs[input];
-    int64_t n = runtime::elementCount(e.shape);
-    if (values.size() != n) {
-      error = "holds " + std::to_string(values.size()) + " values: expected " +
-              std::to_string(n);
+    if (!valuesFit(e, values, error))
       return false;
-    }
     std::vector<uint8_t> bytes(pkg.buffers[e.buffer].size);
     runtime::writeValues(bytes.data(), e.dtype, values);
     runtime::Status s = step.exec->writeBuffer(e.buffer, bytes.data());
+    if (written)
+      *written = std::move(bytes);
     if (!s.isOk())
       error = s.message();
     return s.isOk();

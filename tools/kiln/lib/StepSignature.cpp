@@ -40,6 +40,16 @@ void StepSignature::describe(const runtime::LoadedPackage &pkg) {
       loss = static_cast<int>(i);
 }
 
+bool valuesFit(const runtime::SignatureEntry &e,
+               const runtime::TensorValues &values, std::string &error) {
+  int64_t n = runtime::elementCount(e.shape);
+  if (values.size() == n)
+    return true;
+  error = "holds " + std::to_string(values.size()) + " values: expected " +
+          std::to_string(n);
+  return false;
+}
+
 void collectState(const runtime::LoadedPackage &pkg,
                   std::vector<StateEntry> &state,
                   std::vector<size_t> &stateInputs) {

@@ -51,6 +51,11 @@ struct StepSignature {
                  llvm::raw_ostream &errs, llvm::StringRef command) const;
 };
 
+// Whether |values| hold as many elements as signature entry |e|; else
+// |error| says how many ("holds 3 values: expected 4").
+bool valuesFit(const runtime::SignatureEntry &e,
+               const runtime::TensorValues &values, std::string &error);
+
 // The training step's parameters and optimizer state, in signature order,
 // and their signature inputs.
 void collectState(const runtime::LoadedPackage &pkg,

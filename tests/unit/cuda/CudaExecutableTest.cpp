@@ -187,6 +187,14 @@ std::vector<float> expectedY(const std::vector<float> &x,
   return y;
 }
 
+// Expects |y| to be relu(x . w) within 1e-5 (|what| names it).
+void expectY(const std::vector<float> &y, const std::vector<float> &x,
+             const std::vector<float> &w, const std::string &what) {
+  std::vector<float> want = expectedY(x, w);
+  for (int i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y[i], want[i], 1e-5) << what << "[" << i << "]";
+}
+
 std::vector<std::string> CudaExecutableTest::stepChecked(CudaExecutable &exec) {
   EXPECT_TRUE(exec.initialize().isOk());
   std::vector<float> x = randomFloats(M * K, 1);
@@ -198,9 +206,7 @@ std::vector<std::string> CudaExecutableTest::stepChecked(CudaExecutable &exec) {
   std::vector<std::string> calls = work(before);
   std::vector<float> y(M * N);
   EXPECT_TRUE(exec.readOutput(0, y.data()).isOk());
-  std::vector<float> want = expectedY(x, w);
-  for (int i = 0; i < M * N; ++i)
-    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  expectY(y, x, w, "y");
   return calls;
 }
 
@@ -570,9 +576,7 @@ TEST_F(CudaExecutableTest, GraphIsCapturedAfterTheWarmUpStep) {
   std::vector<float> w2(K * N);
   for (int i = 0; i < K * N; ++i)
     w2[i] = w[i] * 0.25f; // the third step read the twice-halved w
-  std::vector<float> want = expectedY(x, w2);
-  for (int i = 0; i < M * N; ++i)
-    EXPECT_NEAR(y[i], want[i], 1e-5) << i;
+  expectY(y, x, w2, "y");
   EXPECT_TRUE(notes.empty());
 }
 
@@ -1161,20 +1165,14 @@ TEST_F(CudaExecutableTest, EvalStepRunsInTheTrainingStepsMemory) {
     ASSERT_TRUE(train->readBuffer(1, w.data()).isOk());
     ASSERT_TRUE(train->run().isOk());
     ASSERT_TRUE(train->readOutput(0, y.data()).isOk());
-    std::vector<float> wantY = expectedY(x, w);
-    for (int i = 0; i < M * N; ++i)
-      EXPECT_NEAR(y[i], wantY[i], 1e-5)
-          << "round " << round << " y[" << i << "]";
+    expectY(y, x, w, "round " + std::to_string(round) + " y");
     // The step halved w; the eval step reads the new values.
     for (float &v : w)
       v *= 0.5f;
     ASSERT_TRUE(eval->writeInput(0, x2.data()).isOk());
     ASSERT_TRUE(eval->run().isOk());
     ASSERT_TRUE(eval->readOutput(0, y2.data()).isOk());
-    std::vector<float> want = expectedY(x2, w);
-    for (int i = 0; i < M * N; ++i)
-      EXPECT_NEAR(y2[i], want[i], 1e-5)
-          << "round " << round << " y2[" << i << "]";
+    expectY(y2, x2, w, "round " + std::to_string(round) + " y2");
     // Its temporaries took y's bytes, not y_copy's.
     Status stale = train->readOutput(0, y.data());
     EXPECT_FALSE(stale.isOk());
@@ -1210,10 +1208,7 @@ TEST_F(CudaExecutableTest, EvalStepRunsInTheTrainingStepsMemory) {
   ASSERT_TRUE(eval->writeInput(0, x2.data()).isOk());
   ASSERT_TRUE(eval->run().isOk());
   ASSERT_TRUE(eval->readOutput(0, y2.data()).isOk());
-  std::vector<float> want = expectedY(x2, w);
-  for (int i = 0; i < M * N; ++i)
-    EXPECT_NEAR(y2[i], want[i], 1e-5)
-        << "after the training step: y2[" << i << "]";
+  expectY(y2, x2, w, "after the training step: y2");
   eval.reset();
   // Its own memory, then the arena and the workspace.
   EXPECT_EQ(api.count("cudaFree"), frees + 3);

@@ -723,6 +723,18 @@ LoadedPackage evalPackage() {
   return p;
 }
 
+// Expects the eval step's z to be 2 (x2 . w) within 1e-5.
+void expectEvalZ(const float *z, const float *x2, const float *w,
+                 const std::string &what) {
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double dot = 0;
+      for (int k = 0; k < 3; ++k)
+        dot += double(x2[i * 3 + k]) * w[k * 2 + j];
+      EXPECT_NEAR(z[i * 2 + j], 2 * dot, 1e-5) << what;
+    }
+}
+
 // The eval step in the training step's memory (SharedArena.h): it reads w
 // in place (what the training step's user wrote there, never copied),
 // keeps its batch in memory of its own and its temporaries in the
@@ -785,13 +797,7 @@ TEST(Executable, EvalStepRunsInTheTrainingStepsMemory) {
     ASSERT_TRUE(eval->run().isOk());
     const auto *z = static_cast<const float *>(eval->output(0));
     ASSERT_NE(z, nullptr);
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 2; ++j) {
-        double dot = 0;
-        for (int k = 0; k < 3; ++k)
-          dot += double(x2[i * 3 + k]) * w[k * 2 + j];
-        EXPECT_NEAR(z[i * 2 + j], 2 * dot, 1e-5) << "round " << round;
-      }
+    expectEvalZ(z, x2, w, "round " + std::to_string(round));
     // The training step's outputs the eval step's pieces overlap are gone;
     // the rest, and its inputs, are not.
     for (size_t o = 0; o < train->numOutputs(); ++o) {
@@ -857,13 +863,7 @@ TEST(Executable, EvalStepRunsInTheTrainingStepsMemory) {
   const auto *x2 = static_cast<const float *>(eval->input(0));
   const auto *z = static_cast<const float *>(eval->output(0));
   ASSERT_NE(z, nullptr);
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 2; ++j) {
-      double dot = 0;
-      for (int k = 0; k < 3; ++k)
-        dot += double(x2[i * 3 + k]) * w[k * 2 + j];
-      EXPECT_NEAR(z[i * 2 + j], 2 * dot, 1e-5) << "after the training step";
-    }
+  expectEvalZ(z, x2, w.data(), "after the training step");
 }
 
 TEST(Executable, RefusesWhatWouldCrash) {

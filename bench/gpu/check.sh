@@ -23,8 +23,10 @@
 #      interpreter's outputs on fixed random data, and what a stream
 #      capture refuses, against what the fake CUDA table says it refuses;
 #      the CudaExecutable tests on the fake table run too; then NCCL inside
-#      the step's CUDA Graph (kiln-cuda-nccl-gpu-tests: one rank on one
-#      GPU, a sum all-reduce thunk captured and replayed, values checked).
+#      the step's CUDA Graph (kiln-cuda-nccl-gpu-tests: one rank per GPU,
+#      at most two, a sum all-reduce thunk captured and replayed, values
+#      checked; the communicators made per rank as under kiln launch, and
+#      all at once as --strategy=mirrored makes them).
 #   3. The MLP on the GPU: its first 20 losses against the reference
 #      interpreter's (prepare.sh), step by step within 1e-3; then one epoch
 #      (Fashion-MNIST when prepared, else synthetic) with kiln-cuda-run, the
@@ -141,7 +143,7 @@ if [ -x "$bin/kiln-cuda-nccl-gpu-tests" ]; then
   elif grep -q "SKIPPED" "$log/nccl-tests.txt"; then
     skip "NCCL in the step graph: skipped (no NCCL library on this machine?)"
   else
-    pass "NCCL in the step graph: 1-rank all-reduce captured and replayed"
+    pass "NCCL in the step graph: all-reduce captured and replayed (per-rank and mirrored communicators)"
   fi
 else
   fail "NCCL GPU test: $bin/kiln-cuda-nccl-gpu-tests missing (run prepare.sh)"

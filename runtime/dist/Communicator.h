@@ -74,6 +74,11 @@ public:
   // The collectives on device memory, enqueued on a CUDA stream (NCCL's
   // communicator); null for a communicator of host memory (Gloo, local).
   virtual DeviceCollectives *deviceCollectives() { return nullptr; }
+  // This rank stops with an error: once it is destroyed, the others' next
+  // collective fails at once, naming it, and its destruction does not wait
+  // for them (NCCL: the communicator is aborted, not finalized, which
+  // would wait for the peers). Later calls fail.
+  virtual void abort() {}
 };
 
 // Collectives whose buffers are device pointers and which are enqueued on

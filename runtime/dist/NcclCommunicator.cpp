@@ -242,8 +242,17 @@ public:
       : lib_(libraries()), env_(env), timeout_(timeout), device_(device) {}
   ~NcclCommunicator() override;
 
-  Status connect();
+  // Rendezvous and init. Rank 0 serves the store: |server| when given
+  // (already listening at env.masterPort), else one it starts.
+  Status connect(std::unique_ptr<TcpStoreServer> server = nullptr);
+
   void setStream(cudaStream s) { stream_ = s ? s : ownStream_; }
+
+  void abort() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_.isOk())
+      (void)fail("rank " + std::to_string(env_.rank) + " stopped");
+  }
 
   int rank() const override { return env_.rank; }
   int worldSize() const override { return env_.worldSize; }
@@ -393,13 +402,15 @@ Status NcclCommunicator::settle(const char *call, Clock::time_point deadline,
   }
 }
 
-Status NcclCommunicator::connect() {
+Status NcclCommunicator::connect(std::unique_ptr<TcpStoreServer> server) {
   std::string where = "rank " + std::to_string(env_.rank) + " of " +
                       std::to_string(env_.worldSize) + ": NCCL rendezvous at " +
                       env_.masterAddr + ":" + std::to_string(env_.masterPort);
   if (int rc = lib_.cudaSetDevice(device_); rc != kCudaSuccess)
     return fail(where + ": " + cudaError(lib_, "cudaSetDevice", rc));
-  if (env_.rank == 0) {
+  if (env_.rank == 0 && server) {
+    server_ = std::move(server);
+  } else if (env_.rank == 0) {
     StatusOr<std::unique_ptr<TcpStoreServer>> s = TcpStoreServer::start(
         isLoopback(env_.masterAddr) ? env_.masterAddr : std::string(),
         env_.masterPort, env_.worldSize);
@@ -675,6 +686,65 @@ createNcclCommunicator(const DistEnv &env, const CommOptions &options,
   if (Status s = comm->connect(); !s.isOk())
     return s;
   return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+StatusOr<std::vector<std::unique_ptr<Communicator>>>
+createLocalNcclCommunicators(int worldSize, const CommOptions &options) {
+  if (worldSize < 1)
+    return Status::error("a world size of " + std::to_string(worldSize) +
+                         ": expected at least 1");
+  StatusOr<milliseconds> timeout = collectiveTimeout(options);
+  if (!timeout.isOk())
+    return timeout.status();
+  StatusOr<int> devices = usableDevices();
+  if (!devices.isOk())
+    return Status::error("NCCL: " + devices.status().message());
+  if (worldSize > devices.value())
+    return Status::error("NCCL: " + std::to_string(worldSize) +
+                         " ranks need as many CUDA devices, " +
+                         std::to_string(devices.value()) + " found");
+  // The store on an ephemeral loopback port, so that two jobs on one
+  // machine never meet; rank 0's communicator owns it.
+  StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::start("127.0.0.1", 0, worldSize);
+  if (!server.isOk())
+    return Status::error("NCCL: " + server.status().message());
+  DistEnv env;
+  env.worldSize = env.localWorldSize = worldSize;
+  env.masterAddr = "127.0.0.1";
+  env.masterPort = server.value()->port();
+  std::vector<std::unique_ptr<NcclCommunicator>> comms;
+  for (int r = 0; r < worldSize; ++r) {
+    env.rank = env.localRank = r;
+    comms.push_back(
+        std::make_unique<NcclCommunicator>(env, timeout.value(), r));
+  }
+  // Each rank connects on a thread of its own: the rendezvous and
+  // ncclCommInitRankConfig wait for every rank.
+  std::vector<Status> statuses(worldSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < worldSize; ++r)
+    threads.emplace_back(
+        [&, r, s = r == 0 ? std::move(server.value()) : nullptr]() mutable {
+          statuses[r] = comms[r]->connect(std::move(s));
+        });
+  for (std::thread &t : threads)
+    t.join();
+  for (const Status &s : statuses)
+    if (!s.isOk()) {
+      // Each closes on a thread of its own: ncclCommDestroy waits for the
+      // process's other ranks, and rank 0's store for the others to leave.
+      threads.clear();
+      for (std::unique_ptr<NcclCommunicator> &c : comms)
+        threads.emplace_back([&c] { c.reset(); });
+      for (std::thread &t : threads)
+        t.join();
+      return s;
+    }
+  std::vector<std::unique_ptr<Communicator>> result;
+  for (std::unique_ptr<NcclCommunicator> &c : comms)
+    result.push_back(std::move(c));
+  return result;
 }
 
 Status setNcclStream(Communicator &comm, void *cudaStream) {

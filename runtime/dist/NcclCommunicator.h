@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime::dist {
 
@@ -64,6 +65,16 @@ struct NcclOptions {
 StatusOr<std::unique_ptr<Communicator>>
 createNcclCommunicator(const DistEnv &env, const CommOptions &options,
                        const NcclOptions &nccl = {});
+
+// |worldSize| communicators of one process, rank r on CUDA device r (as
+// createLocalCommunicators for the CPU: tf.distribute's MirroredStrategy
+// over a machine's GPUs). The store listens on an ephemeral loopback port;
+// each rank connects on a thread of its own, so the result's ranks are
+// then used by one thread each. Errors: more ranks than CUDA devices, no
+// NCCL or cudart, or the first rank's failure (in rank order) after every
+// rank has returned, which the others' rendezvous bounds by the timeout.
+StatusOr<std::vector<std::unique_ptr<Communicator>>>
+createLocalNcclCommunicators(int worldSize, const CommOptions &options);
 
 // The stream a NCCL communicator enqueues on (a cudaStream_t; null: its
 // own). Errors for a communicator that is not NCCL's.

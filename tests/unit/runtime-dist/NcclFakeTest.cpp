@@ -84,50 +84,130 @@ TEST(NcclFake, LoadsTheFakeLibraries) {
   EXPECT_EQ(info.value().ncclVersion, 22809);
 }
 
+// Rank |r|'s part of every collective on two ranks; "" or what went wrong.
+std::string everyCollective(int r, Communicator &c) {
+  // "Device" buffers from the fake cudart (host memory here).
+  std::vector<float> in = {1.0f + r, 2.0f + r, 3.0f + r, 4.0f + r}, out(8);
+  auto dIn = ncclDeviceAlloc(r, 16), dOut = ncclDeviceAlloc(r, 32);
+  if (!dIn.isOk() || !dOut.isOk())
+    return "alloc";
+  std::string e = text(ncclDeviceCopy(dIn.value(), in.data(), 16));
+  auto expect = [&](const char *what, std::vector<float> want) {
+    if (!e.empty())
+      return;
+    e = text(ncclDeviceCopy(out.data(), dOut.value(), 4 * want.size()));
+    for (size_t i = 0; e.empty() && i < want.size(); ++i)
+      if (out[i] != want[i])
+        e = std::string(what) + " element " + std::to_string(i) + ": " +
+            std::to_string(out[i]);
+  };
+  if (e.empty())
+    e = text(c.allReduce(dIn.value(), dOut.value(), 4, PkgDType::F32,
+                         PkgReduceKind::Sum));
+  expect("all_reduce sum", {3, 5, 7, 9});
+  if (e.empty())
+    e = text(c.allReduce(dIn.value(), dOut.value(), 4, PkgDType::F32,
+                         PkgReduceKind::Mean));
+  expect("all_reduce mean", {1.5, 2.5, 3.5, 4.5});
+  if (e.empty())
+    e = text(c.reduceScatter(dIn.value(), dOut.value(), 2, PkgDType::F32,
+                             PkgReduceKind::Max));
+  expect("reduce_scatter max",
+         r == 0 ? std::vector<float>{2, 3} : std::vector<float>{4, 5});
+  if (e.empty())
+    e = text(c.allGather(dIn.value(), dOut.value(), 4, PkgDType::F32));
+  expect("all_gather", {1, 2, 3, 4, 2, 3, 4, 5});
+  if (e.empty())
+    e = text(c.broadcast(dIn.value(), dOut.value(), 4, PkgDType::F32, 1));
+  expect("broadcast", {2, 3, 4, 5});
+  if (e.empty())
+    e = text(c.barrier());
+  (void)ncclDeviceFree(dIn.value());
+  (void)ncclDeviceFree(dOut.value());
+  return e;
+}
+
 TEST(NcclFake, TwoRanksRunEveryCollective) {
-  auto errors = run(2, 30, [](int r, Communicator &c) -> std::string {
-    // "Device" buffers from the fake cudart (host memory here).
-    std::vector<float> in = {1.0f + r, 2.0f + r, 3.0f + r, 4.0f + r}, out(8);
-    auto dIn = ncclDeviceAlloc(r, 16), dOut = ncclDeviceAlloc(r, 32);
-    if (!dIn.isOk() || !dOut.isOk())
-      return "alloc";
-    std::string e = text(ncclDeviceCopy(dIn.value(), in.data(), 16));
-    auto expect = [&](const char *what, std::vector<float> want) {
-      if (!e.empty())
-        return;
-      e = text(ncclDeviceCopy(out.data(), dOut.value(), 4 * want.size()));
-      for (size_t i = 0; e.empty() && i < want.size(); ++i)
-        if (out[i] != want[i])
-          e = std::string(what) + " element " + std::to_string(i) + ": " +
-              std::to_string(out[i]);
-    };
-    if (e.empty())
-      e = text(c.allReduce(dIn.value(), dOut.value(), 4, PkgDType::F32,
-                           PkgReduceKind::Sum));
-    expect("all_reduce sum", {3, 5, 7, 9});
-    if (e.empty())
-      e = text(c.allReduce(dIn.value(), dOut.value(), 4, PkgDType::F32,
-                           PkgReduceKind::Mean));
-    expect("all_reduce mean", {1.5, 2.5, 3.5, 4.5});
-    if (e.empty())
-      e = text(c.reduceScatter(dIn.value(), dOut.value(), 2, PkgDType::F32,
-                               PkgReduceKind::Max));
-    expect("reduce_scatter max", r == 0 ? std::vector<float>{2, 3}
-                                        : std::vector<float>{4, 5});
-    if (e.empty())
-      e = text(c.allGather(dIn.value(), dOut.value(), 4, PkgDType::F32));
-    expect("all_gather", {1, 2, 3, 4, 2, 3, 4, 5});
-    if (e.empty())
-      e = text(c.broadcast(dIn.value(), dOut.value(), 4, PkgDType::F32, 1));
-    expect("broadcast", {2, 3, 4, 5});
-    if (e.empty())
-      e = text(c.barrier());
-    (void)ncclDeviceFree(dIn.value());
-    (void)ncclDeviceFree(dOut.value());
-    return e;
-  });
+  auto errors = run(2, 30, everyCollective);
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+// --strategy=mirrored on GPUs: one call makes every rank's communicator,
+// rank r on device r, meeting through a store on an ephemeral port; the
+// ranks then run their collectives on threads of their own.
+TEST(NcclFake, OneProcessMakesEveryRanksCommunicator) {
+  CommOptions options;
+  options.timeoutSeconds = 30;
+  auto comms = createLocalNcclCommunicators(2, options);
+  ASSERT_TRUE(comms.isOk()) << comms.status().message();
+  ASSERT_EQ(comms.value().size(), 2u);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    Communicator &c = *comms.value()[r];
+    EXPECT_EQ(c.rank(), r);
+    EXPECT_EQ(c.worldSize(), 2);
+    EXPECT_NE(c.deviceCollectives(), nullptr); // on-device collectives
+  }
+  for (int r = 0; r < 2; ++r) {
+    // Each rank's thread closes its communicator, as a replica does.
+    threads.emplace_back([&, r] {
+      errors[r] = everyCollective(r, *comms.value()[r]);
+      comms.value()[r].reset();
+    });
+  }
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST(NcclFake, OneProcessNeedsADevicePerRank) {
+  CommOptions options;
+  options.timeoutSeconds = 30;
+  // The fake cudart has two devices.
+  auto comms = createLocalNcclCommunicators(3, options);
+  ASSERT_FALSE(comms.isOk());
+  EXPECT_EQ(comms.status().message(),
+            "NCCL: 3 ranks need as many CUDA devices, 2 found");
+  options.timeoutSeconds = -1;
+  EXPECT_FALSE(createLocalNcclCommunicators(2, options).isOk());
+  EXPECT_FALSE(createLocalNcclCommunicators(0, {}).isOk());
+}
+
+// A mirrored replica that stops with an error aborts its communicator: the
+// other's next collective fails at once naming it, long before the
+// timeout, and neither rank's destruction waits for the other.
+TEST(NcclFake, OneProcessRankThatAbortsIsNamedAtOnce) {
+  CommOptions options;
+  options.timeoutSeconds = 60;
+  auto comms = createLocalNcclCommunicators(2, options);
+  ASSERT_TRUE(comms.isOk()) << comms.status().message();
+  Clock::time_point start = Clock::now();
+  std::promise<void> left;
+  std::string error0, error1;
+  std::thread rank1([&] {
+    Communicator &c = *comms.value()[1];
+    c.abort();
+    std::vector<float> mine(4, 1.0f);
+    error1 = text(c.allReduce(mine.data(), mine.data(), 4, PkgDType::F32,
+                              PkgReduceKind::Sum));
+    comms.value()[1].reset();
+    left.set_value();
+  });
+  std::thread rank0([&] {
+    left.get_future().wait();
+    std::vector<float> mine(4, 1.0f);
+    error0 = text(comms.value()[0]->allReduce(
+        mine.data(), mine.data(), 4, PkgDType::F32, PkgReduceKind::Sum));
+    comms.value()[0].reset();
+  });
+  rank1.join();
+  rank0.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
+  EXPECT_THAT(error1, HasSubstr("rank 1 stopped"));
+  EXPECT_THAT(error0, HasSubstr("rank 1 had already closed its communicator"));
 }
 
 TEST(NcclFake, RankThatNeverArrivesIsNamedAfterTheTimeout) {

@@ -97,6 +97,10 @@ bool chooseCudaByDefault(const std::string &input, std::string &line);
 // ("no CUDA device (...)").
 bool cudaDeviceUsable(int device, std::string &reason);
 
+// How many CUDA devices this process sees (|names|: describeCudaDevices'
+// line); 0 with |reason| when none.
+int cudaDeviceCount(std::string &reason, std::string &names);
+
 } // namespace kiln::cli
 
 #endif // KILN_TOOLS_KILN_LIB_CUDABACKEND_H

@@ -419,6 +419,17 @@ createCudaPackageBackend(CudaPackageOptions options,
   return backend;
 }
 
+int cudaDeviceCount(std::string &reason, std::string &names) {
+  runtime::StatusOr<runtime::cuda::CudaRuntimeInfo> info =
+      runtime::cuda::discoverCudaDevices();
+  if (!info.isOk()) {
+    reason = "no CUDA device (" + info.status().message() + ")";
+    return 0;
+  }
+  names = runtime::cuda::describeCudaDevices();
+  return static_cast<int>(info->devices.size());
+}
+
 bool cudaDeviceUsable(int device, std::string &reason) {
   runtime::StatusOr<runtime::cuda::CudaRuntimeInfo> info =
       runtime::cuda::discoverCudaDevices();

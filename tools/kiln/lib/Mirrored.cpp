@@ -12,12 +12,14 @@
 
 #include "tools/kiln/lib/Mirrored.h"
 
+#include "tools/kiln/lib/CudaBackend.h"
 #include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
 
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/LocalCommunicator.h"
+#include "runtime/dist/NcclCommunicator.h"
 #include "runtime/package/Package.h"
 
 #include <algorithm>
@@ -48,8 +50,19 @@ int mirroredPackageDevices(const std::string &path) {
 int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
                 llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // One device instance per core by default (each gets one thread).
-  int64_t devices = cores;
+  // One replica per GPU, or one device instance per core (each gets one
+  // thread), by default.
+  int64_t devices = cores, gpus = 0;
+  std::string gpuNames;
+  if (flags.cuda) {
+    std::string reason;
+    gpus = cudaDeviceCount(reason, gpuNames);
+    if (gpus == 0) {
+      printError(errs, kCommand, "--strategy=mirrored on CUDA: " + reason);
+      return kExitError;
+    }
+    devices = gpus;
+  }
   if (!flags.devices.empty()) {
     std::optional<int64_t> n =
         parseInteger(kCommand, "devices", flags.devices, 1, errs);
@@ -61,6 +74,14 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
       return kExitError;
     }
     devices = *n;
+    if (flags.cuda && devices > gpus) {
+      printError(errs, kCommand,
+                 "--devices=" + flags.devices +
+                     ": --strategy=mirrored runs "
+                     "one replica per GPU, and this machine has " +
+                     std::to_string(gpus) + " (" + gpuNames + ")");
+      return kExitError;
+    }
   }
   if (!flags.worldSize.empty() && flags.worldSize != std::to_string(devices)) {
     printError(errs, kCommand,
@@ -71,12 +92,12 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
                    "it equal");
     return kExitError;
   }
-  if (!flags.backend.empty() && flags.backend != "cpu" && devices > 1) {
+  if (flags.backend == "reference" && devices > 1) {
     printError(errs, kCommand,
-               "--backend=" + flags.backend +
-                   ": --strategy=mirrored runs on the cpu backend (the "
-                   "reference interpreter has no collectives across "
-                   "replicas); use --backend=cpu or --devices=1");
+               "--backend=reference: --strategy=mirrored runs on the cpu "
+               "and cuda backends (the reference interpreter has no "
+               "collectives across replicas); use --backend=cpu or "
+               "--devices=1");
     return kExitError;
   }
   int threadsEach = 0;
@@ -101,6 +122,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     // One replica: kiln train as it is, on this thread.
     MirroredReplica one;
     one.threads = threadsEach;
+    one.cuda = flags.cuda;
     tlsReplica = &one;
     int code = runTrain(args, outs, errs);
     tlsReplica = nullptr;
@@ -108,8 +130,29 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
   }
   runtime::dist::CommOptions options;
   options.timeoutSeconds = timeout;
-  auto comms = runtime::dist::createLocalCommunicators(
-      static_cast<int>(devices), options);
+  runtime::StatusOr<std::vector<std::unique_ptr<runtime::dist::Communicator>>>
+      comms = std::vector<std::unique_ptr<runtime::dist::Communicator>>();
+  if (flags.cuda) {
+    // NCCL on the GPUs, as MirroredStrategy's default all-reduce; without
+    // NCCL the collectives go through host memory (the runtime copies).
+    runtime::StatusOr<runtime::dist::NcclLibraryInfo> nccl =
+        runtime::dist::loadNcclLibraries();
+    if (nccl.isOk()) {
+      outs << "kiln train: mirrored over " << devices
+           << " GPUs, the collectives through NCCL "
+           << nccl->ncclVersion / 10000 << "." << nccl->ncclVersion / 100 % 100
+           << "." << nccl->ncclVersion % 100 << "\n";
+      comms = runtime::dist::createLocalNcclCommunicators(
+          static_cast<int>(devices), options);
+    } else {
+      outs << "kiln train: mirrored over " << devices
+           << " GPUs, the collectives through host memory (NCCL: "
+           << nccl.status().message() << ")\n";
+    }
+  }
+  if (comms.isOk() && comms->empty())
+    comms = runtime::dist::createLocalCommunicators(static_cast<int>(devices),
+                                                    options);
   if (!comms.isOk()) {
     printError(errs, kCommand, "--devices: " + comms.status().message());
     return kExitError;
@@ -139,6 +182,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     replicas[r].devices = static_cast<int>(devices);
     replicas[r].communicator = communicators[r].get();
     replicas[r].threads = threadsEach;
+    replicas[r].cuda = flags.cuda;
     replicas[r].compiled = [&, r] {
       std::unique_lock<std::mutex> lock = markReady(r);
       changed.wait(lock, [&] { return ready == devices; });
@@ -151,6 +195,8 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
       codes[r] = runTrain(args, r == 0 ? outs : quiet, err);
       err.flush();
       // The others waiting on this replica fail now, naming it.
+      if (codes[r] != kExitOk)
+        communicators[r]->abort();
       communicators[r].reset();
       (void)markReady(r);
       tlsReplica = nullptr;

@@ -1,15 +1,18 @@
 //===- Mirrored.h - kiln train --strategy=mirrored ------------*- C++ -*-===//
 //
-// tf.distribute.MirroredStrategy on the CPU: one process, --devices=N
-// device instances, each a rank driven by its own thread with its own
-// Executable, its share of the threads and its share of every global batch
-// (DistributedSampler with rank r of N, as under data-parallel), the
-// gradients all-reduced through a LocalCommunicator (shared memory, the
-// same bits as Gloo). runTrain calls runMirrored when it sees the strategy
-// outside a replica; runMirrored runs runTrain once per replica, on a
-// thread that currentReplica() describes. Rank 0 prints, evaluates and
-// checkpoints; the replicas' errors are printed after they stop, each
-// distinct message once.
+// tf.distribute.MirroredStrategy: one process, --devices=N replicas, each a
+// rank driven by its own thread with its own step and its share of every
+// global batch (DistributedSampler with rank r of N, as under
+// data-parallel). On the CPU the replicas are device instances with their
+// share of the threads, the gradients all-reduced through a
+// LocalCommunicator (shared memory, the same bits as Gloo). On GPUs
+// replica r runs on CUDA device r, its collectives on the device through
+// NCCL communicators of this process (createLocalNcclCommunicators), or,
+// without NCCL, through host memory. runTrain calls runMirrored when it
+// sees the strategy outside a replica; runMirrored runs runTrain once per
+// replica, on a thread that currentReplica() describes. Rank 0 prints,
+// evaluates and checkpoints; the replicas' errors are printed after they
+// stop, each distinct message once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +39,8 @@ struct MirroredReplica {
   runtime::dist::Communicator *communicator = nullptr;
   // The --threads each replica gets (0: the machine's cores shared out).
   int threads = 0;
+  // The replica runs on CUDA device |rank|.
+  bool cuda = false;
   // Called once the replica has compiled and loaded its step (or failed
   // to): returns when every replica has, so that the first collective's
   // --collective-timeout never runs while the others still compile (they
@@ -47,6 +52,9 @@ const MirroredReplica *currentReplica();
 // The flags of a mirrored run, as given (empty: not given).
 struct MirroredFlags {
   std::string devices, worldSize, threads, collectiveTimeout, backend;
+  // The replicas are the GPUs (runTrain decided: --device=cuda,
+  // --backend=cuda or a GPU present without either).
+  bool cuda = false;
 };
 
 // The device count of a package compiled with --strategy=mirrored (its

@@ -96,13 +96,34 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                      "launcher");
       return kExitError;
     }
-    return runMirrored(args, {devices, distFlags.worldSize, threads,
-                              collectiveTimeout, backend},
+    // The replicas are GPUs 0..N-1 with --device=cuda (or --backend=cuda),
+    // and by default when there is a GPU, as MirroredStrategy() takes every
+    // GPU; else CPU device instances.
+    bool cuda = options.backend == "cuda";
+    if (device.empty() && backend.empty()) {
+      std::string line;
+      cuda = chooseCudaByDefault(options.input, line);
+      if (!cuda)
+        outs << "kiln train: " << line << "\n";
+    }
+    if (cuda && device != "" && device != "cuda") {
+      printError(errs, trainCommand(),
+                 "--device=" + device +
+                     ": --strategy=mirrored runs one replica on each of CUDA "
+                     "devices 0 to N-1 (--devices=N); use --device=cuda, and "
+                     "CUDA_VISIBLE_DEVICES to choose the GPUs");
+      return kExitError;
+    }
+    return runMirrored(args,
+                       {devices, distFlags.worldSize, threads,
+                        collectiveTimeout, options.backend, cuda},
                        outs, errs);
   }
   if (replica) {
     env.rank = env.localRank = replica->rank;
     env.worldSize = env.localWorldSize = replica->devices;
+    if (replica->cuda)
+      options.backend = "cuda"; // CUDA device |rank| (below)
   }
   if (!distFlags.worldSize.empty() && options.pipeline.worldSize != env.worldSize) {
     printError(errs, trainCommand(),
@@ -269,8 +290,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   if (replica)
     compiling.lock();
   // Under a launcher, --device=cuda means this rank's GPU (LOCAL_RANK); its
-  // collectives run through NCCL (above) on that GPU.
-  if (distributed && options.backend == "cuda" &&
+  // collectives run through NCCL (above) on that GPU. A mirrored replica's
+  // GPU is its rank's, its NCCL communicator made by runMirrored.
+  if ((distributed || replica) && options.backend == "cuda" &&
       (device.empty() || device == "cuda"))
     cudaOptions.device = env.localRank;
   // Without --device or --backend: the GPU when there is one (one process).

@@ -86,10 +86,13 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "backends)");
   addTrainLoopFlags(parser, options, loopFlags);
   parser.addValue("devices", &devices, "N",
-                  "--strategy=mirrored: N CPU device instances in this "
-                  "process, each a rank with its own step, its share of the "
-                  "threads and a batch of the compiled size (global batch: N "
-                  "times it); default: one per core");
+                  "--strategy=mirrored: N replicas in this process, each a "
+                  "rank with its own step and a batch of the compiled size "
+                  "(global batch: N times it): GPUs 0 to N-1 with "
+                  "--device=cuda (and by default when there is a GPU; their "
+                  "collectives through NCCL), else CPU device instances "
+                  "with their share of the threads; default: every GPU, "
+                  "else one per core");
   parser.addValue("dump-dir", &options.pipeline.dumpDir, "DIR",
                   "write the IR after every pass, and (cpu) the compiled "
                   "packages, here");

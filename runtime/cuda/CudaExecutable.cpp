@@ -912,6 +912,45 @@ Status CudaExecutable::writeBuffer(uint32_t id, const void *host) {
   return waitForStream();
 }
 
+Status CudaExecutable::copyBuffer(uint32_t id, CudaExecutable &from,
+                                  uint32_t fromId) {
+  if (Status s = onThisThread(); !s.isOk())
+    return s;
+  if (id >= package_.buffers.size())
+    return Status::error("buffer " + std::to_string(id) + ": out of range");
+  if (fromId >= from.package_.buffers.size())
+    return Status::error("the source's buffer " + std::to_string(fromId) +
+                         ": out of range");
+  const PackageBuffer &to = package_.buffers[id];
+  const PackageBuffer &source = from.package_.buffers[fromId];
+  std::string what =
+      "copying buffer '" + source.name + "' into '" + to.name + "'";
+  if (&from.api_ != &api_ || from.options_.device != options_.device)
+    return Status::error(
+        what + ": the source step runs on device " +
+        std::to_string(from.options_.device) + ", this one on device " +
+        std::to_string(options_.device) + "; copy through the host");
+  if (source.size != to.size)
+    return Status::error(what + ": " + std::to_string(source.size) +
+                         " bytes into " + std::to_string(to.size));
+  if (bound(id))
+    return Status::error(what + ": '" + to.name +
+                         "' is read in place from the buffer of the step this "
+                         "one shares memory with; write that one");
+  if (from.overwritten(fromId))
+    return Status::error(what + ": the step that shares the source's memory "
+                                "ran after its last step and wrote over it");
+  // The source step's last run is on its own stream.
+  if (from.stream_ != stream_)
+    if (Status s = from.waitForStream(); !s.isOk())
+      return Status::error(what + ": " + s.message());
+  if (Status s = api_.memcpyAsync(deviceBuffer(id), from.deviceBuffer(fromId),
+                                  to.size, CopyKind::DeviceToDevice, stream_);
+      !s.isOk())
+    return Status::error(what + ": " + s.message());
+  return waitForStream();
+}
+
 Status CudaExecutable::readOutput(size_t i, void *host) {
   if (i >= package_.outputs.size())
     return Status::error("output " + std::to_string(i) + ": out of range");

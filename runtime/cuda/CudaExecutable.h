@@ -207,6 +207,11 @@ public:
   Status writeBuffer(uint32_t id, const void *host);
   Status readOutput(size_t i, void *host);
   Status writeInput(size_t i, const void *host);
+  // Buffer |fromId| of |from| (an executable on the same device and API)
+  // into buffer |id|, device to device, once |from|'s enqueued work is
+  // done; synchronous. The two buffers hold the same bytes; |id| may not
+  // be a bound input, nor |fromId| a buffer |from| cannot read (above).
+  Status copyBuffer(uint32_t id, CudaExecutable &from, uint32_t fromId);
 
   // Pinned staging for signature input |i| (the current slot); valid until
   // submitInputs(). Waits until the slot's previous copy is done.

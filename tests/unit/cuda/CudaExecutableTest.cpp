@@ -1214,6 +1214,64 @@ TEST_F(CudaExecutableTest, EvalStepRunsInTheTrainingStepsMemory) {
   EXPECT_EQ(api.count("cudaFree"), frees + 3);
 }
 
+// An eval step in memory of its own (the fallback) takes the trained
+// parameters device to device: copyBuffer waits for the training step's
+// stream, copies on the device and never through the host; mismatched
+// sizes, a bound input and an overwritten source are refused by name.
+TEST_F(CudaExecutableTest, ParametersCopyBetweenStepsOnTheDevice) {
+  auto train = make(mlpPackage());
+  ASSERT_TRUE(train);
+  ASSERT_TRUE(train->initialize().isOk());
+  std::vector<float> x = randomFloats(M * K, 3), x2 = randomFloats(M * K, 4);
+  ASSERT_TRUE(train->writeInput(0, x.data()).isOk());
+  ASSERT_TRUE(train->run().isOk()); // w <- w / 2 on its stream
+  auto eval = make(evalPackage());
+  ASSERT_TRUE(eval);
+  size_t d2d = api.count("cudaMemcpyAsync D2D 512"),
+         d2h = api.count("cudaMemcpyAsync D2H"),
+         h2d = api.count("cudaMemcpyAsync H2D");
+  ASSERT_TRUE(eval->copyBuffer(3, *train, 1).isOk());
+  EXPECT_EQ(api.count("cudaMemcpyAsync D2D 512"), d2d + 1);
+  EXPECT_EQ(api.count("cudaMemcpyAsync D2H"), d2h);
+  EXPECT_EQ(api.count("cudaMemcpyAsync H2D"), h2d);
+  std::vector<float> w(K * N), w2(K * N), y2(M * N);
+  ASSERT_TRUE(train->readBuffer(1, w.data()).isOk());
+  ASSERT_TRUE(eval->readBuffer(3, w2.data()).isOk());
+  EXPECT_EQ(w2, w);
+  ASSERT_TRUE(eval->writeInput(0, x2.data()).isOk());
+  ASSERT_TRUE(eval->run().isOk());
+  ASSERT_TRUE(eval->readOutput(0, y2.data()).isOk());
+  expectY(y2, x2, w, "y2");
+
+  Status sizes = eval->copyBuffer(2, *train, 1);
+  EXPECT_FALSE(sizes.isOk());
+  EXPECT_EQ(sizes.message(),
+            "copying buffer 'w' into 'x2': 512 bytes into 128");
+  EXPECT_FALSE(eval->copyBuffer(9, *train, 1).isOk());
+  EXPECT_FALSE(eval->copyBuffer(3, *train, 9).isOk());
+  // Into a bound input of a step in the training step's memory.
+  options.shareMemoryWith = train.get();
+  options.boundInputs = {{1, 1}};
+  auto shared = make(evalPackage());
+  ASSERT_TRUE(shared);
+  Status bound = shared->copyBuffer(3, *train, 1);
+  EXPECT_FALSE(bound.isOk());
+  EXPECT_NE(bound.message().find("'w' is read in place from the buffer of "
+                                 "the step this one shares memory with"),
+            std::string::npos)
+      << bound.message();
+  // From a training step's output the shared eval step wrote over.
+  ASSERT_TRUE(shared->writeInput(0, x2.data()).isOk());
+  ASSERT_TRUE(shared->run().isOk());
+  Status stale = eval->copyBuffer(1, *train, 3);
+  EXPECT_FALSE(stale.isOk());
+  EXPECT_NE(stale.message().find("copying buffer 'y' into 'y2': the step "
+                                 "that shares the source's memory ran after "
+                                 "its last step"),
+            std::string::npos)
+      << stale.message();
+}
+
 // What cannot run in another step's memory is refused, by name.
 TEST_F(CudaExecutableTest, EvalStepThatCannotShareIsRefusedByName) {
   auto train = make(mlpPackage());

@@ -178,14 +178,12 @@ public:
                 llvm::raw_ostream &errs) override {
     if (evalStale_ && !eval_.exec->sharedArena()) {
       // The eval step's parameters are the trained ones, by name (read in
-      // place where it runs in the training step's memory).
+      // place where it runs in the training step's memory), copied on the
+      // device.
       for (auto [evalInput, trainInput] : evalParameters_) {
         uint32_t from = train_.package().inputs[trainInput].buffer;
         uint32_t to = eval_.package().inputs[evalInput].buffer;
-        std::vector<uint8_t> bytes(train_.package().buffers[from].size);
-        runtime::Status s = train_.exec->readBuffer(from, bytes.data());
-        if (s.isOk())
-          s = eval_.exec->writeBuffer(to, bytes.data());
+        runtime::Status s = eval_.exec->copyBuffer(to, *train_.exec, from);
         if (!s.isOk()) {
           printError(errs, command_, "eval: " + s.message());
           return false;

@@ -20,10 +20,11 @@
 //   --epochs=N / --steps=N   one epoch by default
 //   --device=N, --cuda-graphs=on|off, --log-every=N
 //   --cuda-pdl=on|off programmatic dependent launch of the kernels (sm_90)
+//   --tf32=on|off     f32 GEMMs and convolutions in TF32 (default off)
 //   --autotune=on|off cuBLASLt's algorithms (the convolutions' GEMMs too)
-//                     and the attention's variants timed per shape at load (default on;
-//                     Autotune.h); each shape timed now gets a line: every
-//                     candidate's time, the choice
+//                     and the attention's variants timed per shape at load
+//                     (default on; Autotune.h); each shape timed now gets a
+//                     line: every candidate's time, the choice
 //   --time=N          after the training steps, time N more steps (CUDA
 //                     events around each) and print the median step time,
 //                     tokens/s (--tokens-per-step) and model FLOPs
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
     if (a == "--help" || a == "-h") {
       std::printf("usage: kiln-cuda-run PACKAGE.kpkg [--data=SPEC] "
                   "[--epochs=N|--steps=N] [--device=N] [--cuda-graphs=on|off] "
-                  "[--cuda-pdl=on|off] [--autotune=on|off] "
+                  "[--cuda-pdl=on|off] [--autotune=on|off] [--tf32=on|off] "
                   "[--log-every=N] [--time=N] [--tokens-per-step=T] "
                   "[--flops-per-step=F] [--peak-tflops=P] [--classes=C] "
                   "[--profile=FILE]\n");
@@ -101,13 +102,13 @@ int main(int argc, char **argv) {
   for (auto &[name, value] : flags)
     if (name != "data" && name != "epochs" && name != "steps" &&
         name != "device" && name != "cuda-graphs" && name != "log-every" &&
-        name != "autotune" && name != "cuda-pdl" &&
+        name != "autotune" && name != "cuda-pdl" && name != "tf32" &&
         name != "time" && name != "tokens-per-step" &&
-        name != "flops-per-step" && name != "peak-tflops" && name != "classes" &&
-        name != "no-shuffle" && name != "seed" && name != "synthetic-size" &&
-        name != "profile")
+        name != "flops-per-step" && name != "peak-tflops" &&
+        name != "classes" && name != "no-shuffle" && name != "seed" &&
+        name != "synthetic-size" && name != "profile")
       return fail("--" + name + ": unknown option");
-  for (const char *onOff : {"cuda-graphs", "autotune", "cuda-pdl"})
+  for (const char *onOff : {"cuda-graphs", "autotune", "cuda-pdl", "tf32"})
     if (flags.count(onOff) && flags[onOff] != "on" && flags[onOff] != "off")
       return fail(std::string("--") + onOff + "=" + flags[onOff] +
                   ": expected on or off");
@@ -196,6 +197,7 @@ int main(int argc, char **argv) {
   options.autotune = flags.count("autotune") == 0 || flags["autotune"] != "off";
   options.programmaticLaunch =
       flags.count("cuda-pdl") == 0 || flags["cuda-pdl"] != "off";
+  options.allowTf32 = flags.count("tf32") && flags["tf32"] == "on";
   options.log = [](const std::string &n) { std::printf("%s\n", n.c_str()); };
   // The device's free memory before the load (the context made first, so
   // that only the load's own allocations count), for the line below.

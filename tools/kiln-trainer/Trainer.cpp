@@ -75,7 +75,7 @@ int train(const std::string &self, const std::string &name,
           "\nIts step was compiled for " + trainer.manifest["world-size"] +
           " rank(s); under `kiln launch` each process is one rank.");
   addTrainLoopFlags(parser, options, loopFlags);
-  std::string device, cudaGraphs, autotune, cudaPdl;
+  std::string device, cudaGraphs, autotune, cudaPdl, tf32;
   if (cuda) {
     parser.addValue("device", &device, "N",
                     "the CUDA device (default 0; under kiln launch, each "
@@ -89,13 +89,18 @@ int train(const std::string &self, const std::string &name,
     parser.addValue("cuda-pdl", &cudaPdl, "on|off",
                     "programmatic dependent launch on sm_90 and newer "
                     "(default on)");
+    parser.addValue("tf32", &tf32, "on|off",
+                    "f32 matmuls and convolutions in TF32 on tensor cores "
+                    "(default off)");
   }
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
   CudaBackendOptions cudaOptions;
   if (!applyOnOff(name, "cuda-graphs", cudaGraphs, cudaOptions.graphs, errs) ||
       !applyOnOff(name, "autotune", autotune, cudaOptions.autotune, errs) ||
-      !applyOnOff(name, "cuda-pdl", cudaPdl, cudaOptions.programmaticLaunch, errs))
+      !applyOnOff(name, "cuda-pdl", cudaPdl, cudaOptions.programmaticLaunch,
+                  errs) ||
+      !applyOnOff(name, "tf32", tf32, cudaOptions.tf32, errs))
     return kExitError;
   if (std::optional<int> exit = applyTrainLoopFlags(loopFlags, options, errs))
     return *exit;

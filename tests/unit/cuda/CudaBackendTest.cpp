@@ -127,10 +127,13 @@ struct Backends {
   std::unique_ptr<cli::TrainBackend> gpu, ref;
 };
 
-// Both backends of |options| in |b|, with the same initial parameters.
-void createBackends(const cli::BackendOptions &options, Backends &b) {
+// Both backends of |options| in |b|, with the same initial parameters;
+// |tf32| for the CUDA one's f32 matmuls.
+void createBackends(const cli::BackendOptions &options, Backends &b,
+                    bool tf32 = false) {
   b.api.device.multiprocessors = 1;
   cli::CudaBackendOptions cuda;
+  cuda.tf32 = tf32;
   cuda.api = &b.api;
   cuda.cubins = false;
   // Each kernel then runs on copies of its arguments: a store outside them
@@ -198,6 +201,50 @@ void mlpOptions(llvm::SmallString<128> &dir, cli::BackendOptions &options) {
   });
   options.input = model;
   options.packageDir = (dir + "/packages").str();
+}
+
+// --tf32=on reaches every f32 GEMM the steps run (cuBLASLt's compute
+// type is then CUBLAS_COMPUTE_32F_FAST_TF32) and the backend's first line
+// says so; off (the default, as PyTorch's), none.
+TEST(CudaBackendTest, Tf32FlagReachesEveryF32Gemm) {
+  for (bool tf32 : {false, true}) {
+    llvm::SmallString<128> dir;
+    cli::BackendOptions options;
+    mlpOptions(dir, options);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    options.wantEval = true;
+    Backends b;
+    createBackends(options, b, tf32);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    EXPECT_EQ(b.errs.str().find("test: backend cuda, device 0: Fake H200 "
+                                "(sm_90, 1 SMs), f32 matmuls in TF32\n") !=
+                  std::string::npos,
+              tf32)
+        << b.errs.str();
+    auto data = rt::SyntheticDataset::create(b.gpu->dataSpecs(), 16, 3);
+    auto evalData = rt::SyntheticDataset::create(b.gpu->evalSpecs(), 16, 4);
+    ASSERT_TRUE(data.isOk() && evalData.isOk());
+    rt::StatusOr<rt::Batch> batch =
+        rt::assembleBatch(*data.value(), mlpRows(0));
+    rt::StatusOr<rt::Batch> evalBatch =
+        rt::assembleBatch(*evalData.value(), mlpRows(1));
+    ASSERT_TRUE(batch.isOk() && evalBatch.isOk());
+    double loss = 0;
+    ASSERT_TRUE(b.gpu->step(batch.value(), loss, b.errs)) << b.errs.str();
+    cli::EvalOutput out;
+    ASSERT_TRUE(b.gpu->evaluate(evalBatch.value(), out, b.errs))
+        << b.errs.str();
+    size_t f32Gemms = 0;
+    for (const auto &gemm : b.api.gemms)
+      if (gemm.desc.dtype == rt::PkgDType::F32) {
+        ++f32Gemms;
+        EXPECT_EQ(gemm.desc.allowTf32, tf32);
+      }
+    // The step's forward and backward GEMMs and the eval step's forward.
+    EXPECT_GE(f32Gemms, 5u);
+    b.gpu.reset();
+    llvm::sys::fs::remove_directories(dir);
+  }
 }
 
 TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {

@@ -39,6 +39,8 @@ struct CudaBackendOptions {
   bool autotune = true;
   // Programmatic dependent launch of the generated kernels (sm_90 on).
   bool programmaticLaunch = true;
+  // f32 GEMMs and convolutions in TF32 on tensor cores (--tf32).
+  bool tf32 = false;
   // Tests: the CUDA table to use (not owned; null: runtime::cuda::loadCudaApi)
   // and whether compiled packages carry PTX and cubins (false: source only,
   // which the runtime compiles through the table's NVRTC at load).

@@ -346,10 +346,12 @@ bool CudaBackend::init(CudaPackageOptions options,
   runOptions_.graphs = cuda.graphs;
   runOptions_.autotune = cuda.autotune;
   runOptions_.programmaticLaunch = cuda.programmaticLaunch;
+  runOptions_.allowTf32 = cuda.tf32;
   runOptions_.log = [&outs](const std::string &note) { outs << note << "\n"; };
   outs << command_ << ": backend cuda, device " << cuda.device << ": "
        << device->name << " (sm_" << device->smArch() << ", "
-       << device->multiprocessors << " SMs)\n";
+       << device->multiprocessors << " SMs)"
+       << (cuda.tf32 ? ", f32 matmuls in TF32" : "") << "\n";
 
   if (options.compile &&
       !options.compile(device->smArch(), options.trainPath, options.evalPath,

@@ -65,7 +65,7 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "this kiln compiles CUDA, else cpu; the choice is printed); "
                   "under kiln launch, cuda is each rank's LOCAL_RANK GPU and "
                   "the collectives go through NCCL");
-  std::string cudaGraphs, fuseAttention, autotune, cudaPdl;
+  std::string cudaGraphs, fuseAttention, autotune, cudaPdl, tf32;
   parser.addValue("cuda-graphs", &cudaGraphs, "on|off",
                   "cuda: capture the step into a CUDA Graph after the warm-up "
                   "step (default on)");
@@ -80,6 +80,11 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
                   "attention's kernel variants, run the fastest and keep the choices in $KILN_CACHE_DIR "
                   "(default on; off: the first of each, the same on every "
                   "machine)");
+  parser.addValue("tf32", &tf32, "on|off",
+                  "cuda: f32 matmuls and convolutions on tensor cores in "
+                  "TF32 (10-bit mantissa inputs, f32 accumulation), as "
+                  "torch.backends.cuda.matmul.allow_tf32 (default off: "
+                  "full f32; bf16 and fp16 matmuls are unaffected)");
   parser.addValue("fuse-attention", &fuseAttention, "on|off",
                   "cuda: compile attention into fused kiln.attention library "
                   "calls (default on; no effect on the cpu and reference "
@@ -140,7 +145,8 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
   if (!applyOnOff(trainCommand(), "autotune", autotune, cudaOptions.autotune,
                   errs) ||
       !applyOnOff(trainCommand(), "cuda-pdl", cudaPdl,
-                  cudaOptions.programmaticLaunch, errs))
+                  cudaOptions.programmaticLaunch, errs) ||
+      !applyOnOff(trainCommand(), "tf32", tf32, cudaOptions.tf32, errs))
     return kExitError;
   if (!applyOnOff(trainCommand(), "fuse-attention", fuseAttention,
                   options.pipeline.fuseAttention, errs))

@@ -13,6 +13,7 @@
 #include "runtime/Units.h"
 #include "runtime/cpu/Blas.h"
 #include "runtime/dist/Communicator.h"
+#include "runtime/dist/LocalCommunicator.h"
 #include "runtime/package/PackageData.h"
 
 #include <cblas.h>
@@ -380,8 +381,24 @@ Executable::create(LoadedPackage package, KernelLoader &loader,
       conv && std::strcmp(conv, "direct") != 0 && std::strcmp(conv, "im2col") != 0)
     return Status::error(std::string("KILN_CPU_CONV=") + conv +
                          ": expected direct or im2col");
+  // A step compiled for one rank (a --strategy without --world-size) runs
+  // its collectives as identities: through a communicator of one.
+  std::unique_ptr<dist::Communicator> single;
+  if (!options.communicator && package.metadata.worldSize == 1 &&
+      std::any_of(package.thunks.begin(), package.thunks.end(),
+                  [](const PackageThunk &t) {
+                    return t.kind == ThunkKind::Collective;
+                  })) {
+    StatusOr<std::vector<std::unique_ptr<dist::Communicator>>> one =
+        dist::createLocalCommunicators(1, {});
+    if (!one.isOk())
+      return one.status();
+    single = std::move(one.value()[0]);
+    options.communicator = single.get();
+  }
   std::unique_ptr<Executable> exe(
       new Executable(std::move(package), options));
+  exe->singleRank_ = std::move(single);
   if (options.shareMemoryWith)
     if (Status s = exe->shareMemory(options); !s.isOk())
       return s;

@@ -224,6 +224,9 @@ private:
   std::vector<int64_t> thunkParts_; // kernel parts, or GEMM blocks
   GemmThreading gemmThreading_;
   dist::Communicator *communicator_;
+  // The communicator of one a step compiled for one rank runs its
+  // collectives through when it was given none (create()).
+  std::unique_ptr<dist::Communicator> singleRank_;
   // Per thunk: partial filter gradients of a split Conv2DFilterGrad.
   std::vector<std::vector<uint8_t>> convScratch_;
   // (from, to, bytes) for the updates copies after a step.

@@ -581,6 +581,22 @@ Status CudaExecutable::planThunk(size_t index) {
     return Status::ok();
   }
   case ThunkKind::Collective: {
+    if (!options_.communicator && package_.metadata.worldSize == 1) {
+      // A step compiled for one rank (a --strategy without --world-size):
+      // each collective is the identity, a copy where it has a result
+      // buffer of its own.
+      if (t.operands.size() != 1 || t.results.size() != 1)
+        return fail("a collective takes 1 operand and 1 result");
+      const PackageBuffer &from = package_.buffers[t.operands[0]];
+      const PackageBuffer &to = package_.buffers[t.results[0]];
+      if (from.size != to.size)
+        return fail("a collective of one rank from " +
+                    std::to_string(from.size) + " bytes into " +
+                    std::to_string(to.size));
+      plan.identity = true;
+      plan.copyBytes = t.operands[0] == t.results[0] ? 0 : to.size;
+      return Status::ok();
+    }
     hasCollectives_ = true;
     if (!options_.communicator)
       return fail("the package has collectives: expected a communicator "
@@ -761,7 +777,11 @@ Status CudaExecutable::enqueueThunk(size_t index) {
                          CopyKind::DeviceToDevice, stream_);
     break;
   case ThunkKind::Collective:
-    s = runCollective(index);
+    if (!plan.identity)
+      s = runCollective(index);
+    else if (plan.copyBytes)
+      s = api_.memcpyAsync(plan.args[1], plan.args[0], plan.copyBytes,
+                           CopyKind::DeviceToDevice, stream_);
     break;
   }
   if (!s.isOk())

@@ -337,6 +337,9 @@ private:
     // algorithm for it): CudaEpilogue's plan of this thunk.
     bool epilogueKernel = false;
     size_t copyBytes = 0;
+    // A collective of a step compiled for one rank: a copy of copyBytes
+    // (none in place), with no communicator.
+    bool identity = false;
     std::vector<uint8_t> hostScratch; // collectives' staging
   };
   std::vector<ThunkPlan> thunks_;

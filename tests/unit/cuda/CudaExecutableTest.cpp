@@ -936,6 +936,7 @@ TEST_F(CudaExecutableTest, DGeluWithAuxInPlaceExcludesReductionInD) {
 
 TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {
   LoadedPackage p = mlpPackage();
+  p.metadata.worldSize = 2;
   PackageThunk ar;
   ar.kind = ThunkKind::Collective;
   ar.hasCollective = true;
@@ -947,6 +948,40 @@ TEST_F(CudaExecutableTest, CollectivesNeedACommunicator) {
                    "collectives: expected a communicator"),
             std::string::npos)
       << m;
+}
+
+// A step compiled for one rank (`kiln compile --strategy=data-parallel`
+// without --world-size) runs without a communicator: each collective is
+// the identity, a device copy into a result of its own (y_copy here, where
+// the package copied), nothing in place.
+TEST_F(CudaExecutableTest, CollectivesOfOneRankAreIdentities) {
+  LoadedPackage p = mlpPackage();
+  ASSERT_EQ(p.metadata.worldSize, 1u);
+  PackageThunk ar;
+  ar.kind = ThunkKind::Collective;
+  ar.hasCollective = true;
+  ar.collective.kind = CollectiveKind::AllReduce;
+  ar.collective.reduction = PkgReduceKind::Mean;
+  ar.operands = {3};
+  ar.results = {5};
+  p.thunks[3] = ar; // the copy of y into y_copy
+  ar.results = {3};
+  p.thunks.push_back(ar); // y in place
+  auto exec = make(std::move(p));
+  ASSERT_TRUE(exec);
+  ASSERT_TRUE(exec->initialize().isOk());
+  std::vector<float> x = randomFloats(M * K, 5), w(K * N), y(M * N),
+                     yCopy(M * N);
+  ASSERT_TRUE(exec->readBuffer(1, w.data()).isOk());
+  ASSERT_TRUE(exec->writeInput(0, x.data()).isOk());
+  size_t d2d = api.count("cudaMemcpyAsync D2D");
+  ASSERT_TRUE(exec->run().isOk());
+  // The identity's copy into y_copy and the update of w; none in place.
+  EXPECT_EQ(api.count("cudaMemcpyAsync D2D"), d2d + 2);
+  ASSERT_TRUE(exec->readOutput(0, y.data()).isOk());
+  ASSERT_TRUE(exec->readOutput(2, yCopy.data()).isOk());
+  expectY(y, x, w, "y");
+  EXPECT_EQ(yCopy, y);
 }
 
 TEST_F(CudaExecutableTest, CpuPackagesAreRefused) {

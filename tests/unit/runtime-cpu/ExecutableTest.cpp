@@ -908,6 +908,7 @@ TEST(Executable, RefusesWhatWouldCrash) {
   }
   {
     LoadedPackage p = gemmAddCopyPackage();
+    p.metadata.worldSize = 2; // one rank's would run as identities
     PackageThunk c;
     c.kind = ThunkKind::Collective;
     c.hasCollective = true;

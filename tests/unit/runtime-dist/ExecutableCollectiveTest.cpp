@@ -165,6 +165,41 @@ TEST(ExecutableCollectives, TwoRanksRunAllReduceScatterGatherBroadcast) {
   }
 }
 
+// collectivePackage for world size 1 (broadcast from rank 0).
+LoadedPackage oneRankPackage() {
+  LoadedPackage p = collectivePackage(1);
+  p.thunks[3].collective.root = 0;
+  return p;
+}
+
+// A step compiled for one rank (`kiln compile --strategy=data-parallel`
+// without --world-size) runs without a communicator, each collective the
+// identity: the mean, the scatter then gather and the broadcast of one
+// rank give back its inputs.
+TEST(ExecutableCollectives, OneRankRunsWithoutACommunicator) {
+  NoKernels loader;
+  ExecutableOptions options;
+  options.threads = 1;
+  auto exe = Executable::create(oneRankPackage(), loader, options);
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  float *g = static_cast<float *>(exe.value()->input(0));
+  double *b = static_cast<double *>(exe.value()->input(1));
+  for (int i = 0; i < 12; ++i)
+    g[i] = gradient(1, i);
+  for (int i = 0; i < 3; ++i)
+    b[i] = i + 0.5;
+  ASSERT_TRUE(exe.value()->run().isOk());
+  auto *m = static_cast<const float *>(exe.value()->output(0));
+  auto *a = static_cast<const float *>(exe.value()->output(1));
+  auto *c = static_cast<const double *>(exe.value()->output(2));
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(m[i], gradient(1, i)) << "mean, element " << i;
+    EXPECT_EQ(a[i], gradient(1, i)) << "scatter then gather, element " << i;
+  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(c[i], i + 0.5) << "broadcast, element " << i;
+}
+
 // A communicator that only says its world size (create() checks only).
 class FakeCommunicator : public dist::Communicator {
 public:
@@ -203,6 +238,8 @@ std::string createError(LoadedPackage p, dist::Communicator *comm) {
 TEST(ExecutableCollectives, CreateRefusesWhatTheCommunicatorCannotRun) {
   FakeCommunicator two(2), three(3);
   EXPECT_EQ(createError(collectivePackage(2), &two), "(created)");
+  // A step compiled for one rank runs without one (below).
+  EXPECT_EQ(createError(oneRankPackage(), nullptr), "(created)");
   EXPECT_THAT(createError(collectivePackage(2), nullptr),
               HasSubstr("thunk 0: collectives need a distributed strategy's "
                         "communicator (kiln launch), which this executable has "

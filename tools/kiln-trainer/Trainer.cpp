@@ -6,16 +6,18 @@
 // kernel library and the packages from memory and trains with
 // `kiln train`'s loop and flags (TrainLoop.h), on the CPU runtime; under
 // `kiln launch` (or torchrun) each process is a rank and the collectives
-// go through Gloo. A CUDA trainer (`kiln pack --target=cuda`) runs its
-// packages on a GPU through the CUDA libraries the runtime dlopens, its
-// collectives through NCCL. It links neither MLIR nor LLVM's code
-// generator: only LLVM's support library, statically.
+// go through Gloo, and a step packed for mirrored replicas runs them as
+// threads of this process (Mirrored.h), as kiln train does. A CUDA trainer
+// (`kiln pack --target=cuda`) runs its packages on a GPU through the CUDA
+// libraries the runtime dlopens, its collectives through NCCL. It links neither
+// MLIR nor LLVM's code generator: only LLVM's support library, statically.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/CudaBackend.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/Mirrored.h"
 #include "tools/kiln/lib/PackedTrainer.h"
 #include "tools/kiln/lib/TrainBackend.h"
 #include "tools/kiln/lib/TrainCheckpoint.h"
@@ -63,17 +65,25 @@ int train(const std::string &self, const std::string &name,
   FlagParser parser(
       name, "[--data=SPEC] [options]",
       "Trains " + model + " (packed by `kiln pack` from " +
-          trainer.manifest["source"] + (trainer.manifest["flags"].empty()
-                                            ? std::string()
-                                            : " with " + trainer.manifest["flags"]) +
+          trainer.manifest["source"] +
+          (trainer.manifest["flags"].empty()
+               ? std::string()
+               : " with " + trainer.manifest["flags"]) +
           (cuda ? ") on a GPU" : ") on the CPU") +
           ", as `kiln train` would: the same data, eval,\n"
           "checkpoints (--resume), metrics and TensorBoard files. It holds " +
           kernels + "; " +
           (trainer.eval.empty() ? "it has no eval step (a package was packed)."
                                 : "it evaluates after each epoch.") +
-          "\nIts step was compiled for " + trainer.manifest["world-size"] +
-          " rank(s); under `kiln launch` each process is one rank.");
+          (trainer.manifest["strategy"] == "mirrored"
+               ? "\nIts step was packed for " + trainer.manifest["world-size"] +
+                     " mirrored replicas, threads of this process: " +
+                     (cuda ? "GPUs 0 to N-1, the collectives through NCCL."
+                           : "CPU device instances sharing --threads.")
+               : "\nIts step was compiled for " +
+                     trainer.manifest["world-size"] +
+                     " rank(s); under `kiln launch` each process is one "
+                     "rank."));
   addTrainLoopFlags(parser, options, loopFlags);
   std::string device, cudaGraphs, autotune, cudaPdl, tf32;
   if (cuda) {
@@ -120,6 +130,55 @@ int train(const std::string &self, const std::string &name,
     return kExitError;
   }
   runtime::dist::DistEnv env = distEnv.value();
+  // A step packed for mirrored replicas: one process, a replica per GPU (or
+  // CPU device instance), each a thread running this function (Mirrored.h).
+  const MirroredReplica *replica = currentReplica();
+  if (trainer.manifest["strategy"] == "mirrored" && !replica) {
+    const std::string &replicas = trainer.manifest["world-size"];
+    if (env.worldSize > 1) {
+      printError(errs, name,
+                 "its step was packed for " + replicas +
+                     " mirrored replicas in one process, and the launcher "
+                     "started " +
+                     std::to_string(env.worldSize) +
+                     ": run it without a launcher (or pack with "
+                     "--strategy=data-parallel for kiln launch)");
+      return kExitError;
+    }
+    if (!device.empty()) {
+      printError(errs, name,
+                 "--device=" + device + ": its " + replicas +
+                     " mirrored replicas run on CUDA devices 0 to " +
+                     std::to_string(std::stoi(replicas) - 1) +
+                     " (CUDA_VISIBLE_DEVICES chooses them)");
+      return kExitError;
+    }
+    if (cuda) {
+      std::string reason, gpus;
+      int count = cudaDeviceCount(reason, gpus);
+      if (count < std::stoi(replicas)) {
+        printError(errs, name,
+                   "its step was packed for " + replicas +
+                       " mirrored replicas, one per GPU, and this machine "
+                       "has " +
+                       (count ? gpus : reason));
+        return kExitError;
+      }
+    }
+    return runMirrored(
+        args,
+        {replicas, "", options.threadsFlag, options.collectiveTimeout,
+         cuda ? "cuda" : "cpu", cuda},
+        [&](llvm::ArrayRef<std::string> replicaArgs, llvm::raw_ostream &o,
+            llvm::raw_ostream &e) {
+          return train(self, name, replicaArgs, o, e);
+        },
+        outs, errs);
+  }
+  if (replica) {
+    env.rank = env.localRank = replica->rank;
+    env.worldSize = env.localWorldSize = replica->devices;
+  }
   cudaOptions.device = env.localRank;
   if (!device.empty()) {
     std::optional<int64_t> index = parseInteger(name, "device", device, 0, errs);
@@ -151,7 +210,9 @@ int train(const std::string &self, const std::string &name,
     return kExitError;
 
   std::unique_ptr<runtime::dist::Communicator> communicator;
-  if (env.worldSize > 1) {
+  if (replica) {
+    run.communicator = replica->communicator; // null for one replica
+  } else if (env.worldSize > 1) {
     std::optional<double> timeout = collectiveTimeoutSeconds(options, name, errs);
     if (!timeout)
       return kExitError;
@@ -174,7 +235,7 @@ int train(const std::string &self, const std::string &name,
       package.evalPath = name + ":eval";
       package.evalBytes = std::move(trainer.eval);
     }
-    package.communicator = communicator.get();
+    package.communicator = run.communicator;
   };
   std::unique_ptr<TrainBackend> backend;
   if (cuda) {
@@ -192,6 +253,8 @@ int train(const std::string &self, const std::string &name,
     CpuPackageOptions package;
     fill(package);
     package.threads = rankThreads(options.threads, env);
+    if (replica && options.threads)
+      package.threads = replica->threads; // --threads is the process's
     runtime::StatusOr<std::unique_ptr<runtime::cpu::KernelLoader>> loader =
         runtime::cpu::createSharedObjectKernelLoader(trainer.kernels,
                                                      name + "'s kernel library");
@@ -202,6 +265,8 @@ int train(const std::string &self, const std::string &name,
     package.loader = std::move(loader.value());
     backend = createCpuPackageBackend(std::move(package), name, errs);
   }
+  if (replica && replica->compiled)
+    replica->compiled(); // every replica's step is loaded (Mirrored.h)
   if (!backend)
     return kExitError;
   console << name << ": " << model << ", packed with " << kernels << "\n";

@@ -1,21 +1,23 @@
-//===- Mirrored.cpp - kiln train --strategy=mirrored -----------------------===//
+//===- Mirrored.cpp - kiln train --strategy=mirrored
+//-----------------------===//
 //
-// The replicas are threads that each run kiln train's whole loop as rank r
-// of N (Train.cpp reads currentReplica() where it would read the
-// launcher's environment), so mirrored shares everything data-parallel
-// does: the compiled step (kiln-distribute's bucketed all-reduce), the
-// sampler, eval and checkpoints on rank 0, resume. A replica that stops
-// (an error) destroys its communicator, so the others fail at their next
-// collective naming it instead of waiting for the timeout.
+// The replicas are threads that each run kiln train's whole loop (or a
+// packed trainer's) as rank r of N (Train.cpp and the trainer read
+// currentReplica() where they would read the launcher's environment), so
+// mirrored shares everything data-parallel does: the compiled step
+// (kiln-distribute's bucketed all-reduce), the sampler, eval and checkpoints on
+// rank 0, resume. A replica that stops (an error) destroys its communicator, so
+// the others fail at their next collective naming it instead of waiting for the
+// timeout.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/kiln/lib/Mirrored.h"
 
 #include "tools/kiln/lib/CudaBackend.h"
-#include "tools/kiln/lib/Diagnostics.h"
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/TrainFlags.h"
 
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/LocalCommunicator.h"
@@ -33,7 +35,6 @@
 namespace kiln::cli {
 namespace {
 
-constexpr llvm::StringLiteral kCommand = "kiln train";
 thread_local const MirroredReplica *tlsReplica = nullptr;
 
 } // namespace
@@ -48,7 +49,8 @@ int mirroredPackageDevices(const std::string &path) {
 }
 
 int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
-                llvm::raw_ostream &outs, llvm::raw_ostream &errs) {
+                const ReplicaBody &body, llvm::raw_ostream &outs,
+                llvm::raw_ostream &errs) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // One replica per GPU, or one device instance per core (each gets one
   // thread), by default.
@@ -58,24 +60,25 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     std::string reason;
     gpus = cudaDeviceCount(reason, gpuNames);
     if (gpus == 0) {
-      printError(errs, kCommand, "--strategy=mirrored on CUDA: " + reason);
+      printError(errs, trainCommand(),
+                 "--strategy=mirrored on CUDA: " + reason);
       return kExitError;
     }
     devices = gpus;
   }
   if (!flags.devices.empty()) {
     std::optional<int64_t> n =
-        parseInteger(kCommand, "devices", flags.devices, 1, errs);
+        parseInteger(trainCommand(), "devices", flags.devices, 1, errs);
     if (!n)
       return kExitError;
     if (*n > 1024) {
-      printError(errs, kCommand,
+      printError(errs, trainCommand(),
                  "--devices=" + flags.devices + ": expected at most 1024");
       return kExitError;
     }
     devices = *n;
     if (flags.cuda && devices > gpus) {
-      printError(errs, kCommand,
+      printError(errs, trainCommand(),
                  "--devices=" + flags.devices +
                      ": --strategy=mirrored runs "
                      "one replica per GPU, and this machine has " +
@@ -84,16 +87,16 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     }
   }
   if (!flags.worldSize.empty() && flags.worldSize != std::to_string(devices)) {
-    printError(errs, kCommand,
-               "--world-size=" + flags.worldSize +
-                   ": --strategy=mirrored runs --devices=" +
-                   std::to_string(devices) +
-                   " replicas in this process; drop --world-size or make "
-                   "it equal");
+    printError(
+        errs, trainCommand(),
+        "--world-size=" + flags.worldSize +
+            ": --strategy=mirrored runs --devices=" + std::to_string(devices) +
+            " replicas in this process; drop --world-size or make "
+            "it equal");
     return kExitError;
   }
   if (flags.backend == "reference" && devices > 1) {
-    printError(errs, kCommand,
+    printError(errs, trainCommand(),
                "--backend=reference: --strategy=mirrored runs on the cpu "
                "and cuda backends (the reference interpreter has no "
                "collectives across replicas); use --backend=cpu or "
@@ -103,7 +106,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
   int threadsEach = 0;
   if (!flags.threads.empty()) {
     std::optional<int64_t> t =
-        parseInteger(kCommand, "threads", flags.threads, 1, errs);
+        parseInteger(trainCommand(), "threads", flags.threads, 1, errs);
     if (!t)
       return kExitError;
     // --threads is the process's: shared out among the replicas.
@@ -112,7 +115,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
   double timeout = 300;
   if (!flags.collectiveTimeout.empty()) {
     std::optional<double> t = parsePositiveReal(
-        kCommand, "collective-timeout", flags.collectiveTimeout, errs);
+        trainCommand(), "collective-timeout", flags.collectiveTimeout, errs);
     if (!t)
       return kExitError;
     timeout = *t;
@@ -124,7 +127,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     one.threads = threadsEach;
     one.cuda = flags.cuda;
     tlsReplica = &one;
-    int code = runTrain(args, outs, errs);
+    int code = body(args, outs, errs);
     tlsReplica = nullptr;
     return code;
   }
@@ -154,7 +157,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     comms = runtime::dist::createLocalCommunicators(static_cast<int>(devices),
                                                     options);
   if (!comms.isOk()) {
-    printError(errs, kCommand, "--devices: " + comms.status().message());
+    printError(errs, trainCommand(), "--devices: " + comms.status().message());
     return kExitError;
   }
   std::vector<std::unique_ptr<runtime::dist::Communicator>> &communicators =
@@ -192,7 +195,7 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
       llvm::raw_string_ostream err(errors[r]);
       llvm::raw_null_ostream quiet;
       // Rank 0 prints (runTrain sends other ranks' lines nowhere anyway).
-      codes[r] = runTrain(args, r == 0 ? outs : quiet, err);
+      codes[r] = body(args, r == 0 ? outs : quiet, err);
       err.flush();
       // The others waiting on this replica fail now, naming it.
       if (codes[r] != kExitOk)

@@ -61,11 +61,19 @@ struct MirroredFlags {
 // world size), or 0 for any other package or a file that does not load.
 int mirroredPackageDevices(const std::string &path);
 
-// Runs runTrain(|args|) on every replica and returns the first non-zero
-// exit status in rank order (0 when all succeeded). Bad flags: an error and
-// kExitError without running anything.
+// What each replica runs on its thread: kiln train's runTrain, or a packed
+// trainer's loop, on the same arguments.
+using ReplicaBody =
+    std::function<int(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
+                      llvm::raw_ostream &errs)>;
+
+// Runs |body|(|args|) on every replica and returns the first non-zero exit
+// status in rank order (0 when all succeeded). Bad flags: an error and
+// kExitError without running anything. Messages start with
+// trainCommand().
 int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
-                llvm::raw_ostream &outs, llvm::raw_ostream &errs);
+                const ReplicaBody &body, llvm::raw_ostream &outs,
+                llvm::raw_ostream &errs);
 
 } // namespace kiln::cli
 

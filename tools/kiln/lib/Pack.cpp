@@ -321,13 +321,6 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       !parseAmpFlags(kCommand, ampFlags, options.pipeline, errs) ||
       !parseOptimizerFlags(kCommand, optimizerFlags, options.pipeline.optimizer, errs))
     return kExitError;
-  if (options.pipeline.strategy == Strategy::mirrored) {
-    printError(errs, kCommand,
-               "--strategy=mirrored runs its devices as threads of `kiln "
-               "train`; a trainer runs one rank per process: pack with "
-               "--strategy=data-parallel and start it with kiln launch");
-    return kExitError;
-  }
   bool isPackage = llvm::sys::path::extension(input) == ".kpkg";
   std::vector<std::string> flagWords;
   for (const std::string &arg : args)
@@ -416,13 +409,6 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                              "--target=cpu)"));
       return kExitError;
     }
-    if (package->metadata.strategy == runtime::Strategy::Mirrored) {
-      printError(errs, kCommand,
-                 input + ": the step is compiled for mirrored replicas, which "
-                         "run as threads of `kiln train`; a trainer runs one "
-                         "rank per process (compile with --strategy=data-parallel)");
-      return kExitError;
-    }
     loaded.push_back(std::move(package.value()));
   }
   std::vector<const runtime::LoadedPackage *> packages;
@@ -457,6 +443,9 @@ int runPack(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   }
   trainer.manifest["flags"] = llvm::join(flagWords, " ");
   trainer.manifest["world-size"] = std::to_string(step.metadata.worldSize);
+  // Mirrored replicas run as threads of the trainer (Mirrored.h).
+  if (step.metadata.strategy == runtime::Strategy::Mirrored)
+    trainer.manifest["strategy"] = "mirrored";
   std::string bytes = writePackedTrainer(stub, trainer);
   if (runtime::Status s = runtime::writeFileAtomically(output, bytes); !s.isOk()) {
     printError(errs, kCommand, "-o " + output + ": " + s.message());

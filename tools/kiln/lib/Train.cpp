@@ -117,7 +117,7 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     return runMirrored(args,
                        {devices, distFlags.worldSize, threads,
                         collectiveTimeout, options.backend, cuda},
-                       outs, errs);
+                       runTrain, outs, errs);
   }
   if (replica) {
     env.rank = env.localRank = replica->rank;

@@ -141,14 +141,14 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     runtime::StatusOr<runtime::dist::NcclLibraryInfo> nccl =
         runtime::dist::loadNcclLibraries();
     if (nccl.isOk()) {
-      outs << "kiln train: mirrored over " << devices
+      outs << trainCommand() << ": mirrored over " << devices
            << " GPUs, the collectives through NCCL "
            << nccl->ncclVersion / 10000 << "." << nccl->ncclVersion / 100 % 100
            << "." << nccl->ncclVersion % 100 << "\n";
       comms = runtime::dist::createLocalNcclCommunicators(
           static_cast<int>(devices), options);
     } else {
-      outs << "kiln train: mirrored over " << devices
+      outs << trainCommand() << ": mirrored over " << devices
            << " GPUs, the collectives through host memory (NCCL: "
            << nccl.status().message() << ")\n";
     }
@@ -157,7 +157,8 @@ int runMirrored(llvm::ArrayRef<std::string> args, const MirroredFlags &flags,
     comms = runtime::dist::createLocalCommunicators(static_cast<int>(devices),
                                                     options);
   if (!comms.isOk()) {
-    printError(errs, trainCommand(), "--devices: " + comms.status().message());
+    printError(errs, trainCommand(),
+               "mirrored replicas: " + comms.status().message());
     return kExitError;
   }
   std::vector<std::unique_ptr<runtime::dist::Communicator>> &communicators =

@@ -28,7 +28,8 @@
 #      checked; the communicators made per rank as under kiln launch, and
 #      all at once as --strategy=mirrored makes them).
 #   3. The MLP on the GPU: its first 20 losses against the reference
-#      interpreter's (prepare.sh), step by step within 1e-3; then one epoch
+#      interpreter's (prepare.sh), step by step within 1e-3 (the packed
+#      GPU trainer's too, and within 1e-2 with --tf32=on); then one epoch
 #      (Fashion-MNIST when prepared, else synthetic) with kiln-cuda-run, the
 #      runtime half of `kiln train --device=cuda` (kiln itself needs MLIR).
 #   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
@@ -152,15 +153,17 @@ fi
 # 3. The MLP.
 # Whether the "step N loss X" lines of $2 (a GPU run) equal the reference
 # interpreter's in $1 within 1e-3, for its 20 steps.
+# losses_match REF GPU [TOL]: every step's loss within TOL (default 1e-3)
+# relative.
 losses_match() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "${3:-1e-3}" <<'PY'
 import re, sys
 def losses(path):
     return {int(m[1]): float(m[2]) for m in
             re.finditer(r"^(?:\[rank 0\] )?step (\d+) loss (\S+)", open(path).read(), re.M)}
 ref, gpu = losses(sys.argv[1]), losses(sys.argv[2])
 bad = [(s, ref[s], gpu.get(s)) for s in sorted(ref)
-       if gpu.get(s) is None or abs(ref[s] - gpu[s]) > 1e-3 * max(1, abs(ref[s]))]
+       if gpu.get(s) is None or abs(ref[s] - gpu[s]) > float(sys.argv[3]) * max(1, abs(ref[s]))]
 print(f"MLP losses, {len(ref)} steps: reference {ref[1]:.6f} -> {ref[max(ref)]:.6f}, "
       f"GPU {gpu.get(1)} -> {gpu.get(max(ref))}")
 for s, r, g in bad[:5]:
@@ -210,6 +213,23 @@ if [ -x "$trainer" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
   fi
 else
   fail "MLP GPU trainer: $trainer or the reference losses missing (run prepare.sh)"
+fi
+
+# 3b'. The same with --tf32=on: the f32 GEMMs on tensor cores in TF32 (10-bit
+# mantissa inputs), so the losses only within 1e-2 of the reference's.
+if [ -x "$trainer" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
+  timeout 120 "$trainer" --data=synthetic --no-shuffle --max-steps=20 --log-every=1 \
+    --eval-data=none --tf32=on > "$log/mlp-trainer-tf32.txt" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    tail -5 "$log/mlp-trainer-tf32.txt"
+    fail "MLP GPU trainer --tf32=on: 20 steps"
+  elif grep -q "f32 matmuls in TF32" "$log/mlp-trainer-tf32.txt" &&
+       losses_match "$in/mlp.reference-losses.txt" "$log/mlp-trainer-tf32.txt" 1e-2; then
+    pass "MLP GPU trainer --tf32=on: 20 steps within 1e-2 of the reference interpreter's losses"
+  else
+    fail "MLP GPU trainer --tf32=on: losses (or its TF32 line) differ"
+  fi
 fi
 
 # 3c. The trainer's eval step, which runs in the training step's memory

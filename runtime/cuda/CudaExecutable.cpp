@@ -175,26 +175,8 @@ void CudaExecutable::note(const std::string &text) {
 }
 
 std::string CudaExecutable::thunkName(size_t index) const {
-  const PackageThunk &t = package_.thunks[index];
-  std::string name = "thunk " + std::to_string(index);
-  switch (t.kind) {
-  case ThunkKind::KernelLaunch: {
-    const PackageKernel &k = package_.kernels[t.kernel];
-    return name + " (kernel '" + k.name + "', " + k.entryPoint + ")";
-  }
-  case ThunkKind::LibraryCall:
-    if (t.library == LibraryKind::Gemm)
-      return name + " (gemm m=" + std::to_string(t.gemm.m) +
-             " n=" + std::to_string(t.gemm.n) + " k=" +
-             std::to_string(t.gemm.k) + " batch=" +
-             std::to_string(t.gemm.batch) + ")";
-    return name + " (" + pkgLibraryKindName(t.library) + ")";
-  case ThunkKind::Copy:
-    return name + " (copy)";
-  case ThunkKind::Collective:
-    return name + " (" + pkgCollectiveKindName(t.collective.kind) + ")";
-  }
-  return name;
+  return "thunk " + std::to_string(index) + " (" +
+         pkgDescribeThunk(package_, index) + ")";
 }
 
 void *CudaExecutable::deviceBuffer(uint32_t id) const {

@@ -233,6 +233,7 @@ public:
   // Per-thunk times (an event pair around each thunk; turning it on
   // clears them and stops graph launches while it is on).
   void setProfiling(bool enabled);
+  bool profiling() const { return profiling_; } // off if events failed
   Status collectProfile(); // waits for the step and adds its times
   const std::vector<CudaThunkProfile> &profile() const { return profile_; }
 

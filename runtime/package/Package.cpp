@@ -644,6 +644,34 @@ const char *pkgLibraryKindName(LibraryKind kind) {
   return "unknown";
 }
 
+const char *pkgThunkKindName(const LoadedPackage &p, size_t index) {
+  const PackageThunk &t = p.thunks[index];
+  switch (t.kind) {
+  case ThunkKind::KernelLaunch:
+    return "kernel";
+  case ThunkKind::LibraryCall:
+    return pkgLibraryKindName(t.library);
+  case ThunkKind::Copy:
+    return "copy";
+  case ThunkKind::Collective:
+    return pkgCollectiveKindName(t.collective.kind);
+  }
+  return "unknown";
+}
+
+std::string pkgDescribeThunk(const LoadedPackage &p, size_t index) {
+  const PackageThunk &t = p.thunks[index];
+  if (t.kind == ThunkKind::KernelLaunch && t.kernel < p.kernels.size()) {
+    const PackageKernel &k = p.kernels[t.kernel];
+    return "kernel '" + k.name + "', " + k.entryPoint;
+  }
+  if (t.kind == ThunkKind::LibraryCall && t.library == LibraryKind::Gemm)
+    return "gemm m=" + std::to_string(t.gemm.m) +
+           " n=" + std::to_string(t.gemm.n) + " k=" + std::to_string(t.gemm.k) +
+           " batch=" + std::to_string(t.gemm.batch);
+  return pkgThunkKindName(p, index);
+}
+
 const char *pkgGemmEpilogueName(PkgGemmEpilogue epilogue) {
   switch (epilogue) {
   case PkgGemmEpilogue::None: return "none";

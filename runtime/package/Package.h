@@ -501,6 +501,13 @@ StatusOr<LoadedPackage> loadPackageFromBytes(const uint8_t *data, size_t size);
 // runs them too, so a compiler bug is caught before a file is written).
 Status checkPackage(const LoadedPackage &package);
 
+// What thunk |index| of |p| runs, for messages and profiles: its kind
+// ("kernel", "gemm", a library call's or a collective's name, "copy") and
+// that with its details ("kernel 'fusion7', kiln_fusion7", "gemm m=64 n=32
+// k=16 batch=1", "all_reduce", ...).
+const char *pkgThunkKindName(const LoadedPackage &p, size_t index);
+std::string pkgDescribeThunk(const LoadedPackage &p, size_t index);
+
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_PACKAGE_PACKAGE_H

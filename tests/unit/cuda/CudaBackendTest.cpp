@@ -247,6 +247,46 @@ TEST(CudaBackendTest, Tf32FlagReachesEveryF32Gemm) {
   }
 }
 
+// kiln train --profile on a GPU: every thunk of the step timed by its
+// events once per profiled step (graph launches stop meanwhile), named as
+// the package names it; turning it off clears the times, and the steps'
+// losses stay the reference backend's.
+TEST(CudaBackendTest, ProfileTimesEveryThunkOfTheStep) {
+  llvm::SmallString<128> dir;
+  cli::BackendOptions options;
+  mlpOptions(dir, options);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  Backends b;
+  createBackends(options, b);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  auto data = rt::SyntheticDataset::create(b.gpu->dataSpecs(), 64, 3);
+  ASSERT_TRUE(data.isOk());
+  stepBoth(b, *data.value(), 0, 2, mlpRows); // the plain step, the capture
+  std::string error;
+  ASSERT_TRUE(b.gpu->setProfiling(true, error)) << error;
+  stepBoth(b, *data.value(), 2, 3, mlpRows);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  std::vector<cli::ThunkTime> rows = b.gpu->profile();
+  rt::StatusOr<rt::LoadedPackage> step =
+      rt::loadPackage(options.packageDir + "/step.kpkg");
+  ASSERT_TRUE(step.isOk()) << step.status().message();
+  ASSERT_EQ(rows.size(), step->thunks.size());
+  size_t gemms = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].calls, 3u) << "thunk " << i;
+    EXPECT_GE(rows[i].ms, 0) << "thunk " << i;
+    EXPECT_EQ(rows[i].kind, rt::pkgThunkKindName(step.value(), i));
+    EXPECT_EQ(rows[i].what, rt::pkgDescribeThunk(step.value(), i));
+    gemms += rows[i].kind == "gemm";
+  }
+  EXPECT_GE(gemms, 4u) << "the MLP's forward and backward GEMMs";
+  ASSERT_TRUE(b.gpu->setProfiling(false, error)) << error;
+  EXPECT_TRUE(b.gpu->profile().empty() || b.gpu->profile().front().calls == 0);
+  stepBoth(b, *data.value(), 5, 1, mlpRows);
+  b.gpu.reset();
+  llvm::sys::fs::remove_directories(dir);
+}
+
 TEST(CudaBackendTest, TrainsLikeTheReferenceBackend) {
   llvm::SmallString<128> dir;
   cli::BackendOptions options;

@@ -154,6 +154,16 @@ public:
     return true;
   }
 
+  bool setProfiling(bool on, std::string &error) override {
+    train_.exec->setProfiling(on);
+    return true;
+  }
+  std::vector<ThunkTime> profile() const override {
+    return thunkTimes(
+        train_.package(), train_.exec->profile(),
+        [](const runtime::cpu::ThunkProfile &t) { return t.totalNs / 1e6; });
+  }
+
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,
                 llvm::raw_ostream &errs) override {
     if (evalStale_ && !eval_.exec->sharedArena()) {

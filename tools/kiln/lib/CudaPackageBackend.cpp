@@ -163,6 +163,8 @@ public:
     if (!train_.feed(batch, errs, command_))
       return false;
     runtime::Status s = train_.exec->run();
+    if (s.isOk() && train_.exec->profiling())
+      s = train_.exec->collectProfile(); // this step's events
     std::vector<double> value;
     std::string error;
     if (!s.isOk() || !train_.read(train_.loss, value, error)) {
@@ -172,6 +174,20 @@ public:
     loss = value[0];
     evalStale_ = true;
     return true;
+  }
+
+  bool setProfiling(bool on, std::string &error) override {
+    train_.exec->setProfiling(on);
+    if (on && !train_.exec->profiling()) {
+      error = "cannot create the CUDA events that time the thunks";
+      return false;
+    }
+    return true;
+  }
+  std::vector<ThunkTime> profile() const override {
+    return thunkTimes(
+        train_.package(), train_.exec->profile(),
+        [](const runtime::cuda::CudaThunkProfile &t) { return t.totalMs; });
   }
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,

@@ -232,8 +232,8 @@ int inspectPackage(llvm::StringRef input, bool roofline, bool csv,
     if (!problem.empty()) {
       printError(errs, kCommand,
                  measured.str() + ": " + problem +
-                     " (expected kiln-cuda-run --profile's CSV of this "
-                     "package)");
+                     " (expected the CSV kiln-cuda-run --profile or kiln "
+                     "train --profile writes for this package)");
       return kExitError;
     }
   }
@@ -285,8 +285,8 @@ int runInspect(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
                   "stored, the attention backward's dQ)");
   parser.addValue("measured", &measured, "FILE",
                   "with --roofline: the thunk times a GPU measured "
-                  "(kiln-cuda-run --time=N --profile=FILE), beside the "
-                  "prediction");
+                  "(kiln-cuda-run --time=N --profile=FILE, or kiln train "
+                  "--device=cuda --profile=FILE), beside the prediction");
   if (std::optional<int> exit = parser.parseOrExit(args, outs, errs))
     return *exit;
   // A trainer of `kiln pack` (any other name): what it holds, and its step

@@ -517,7 +517,10 @@ std::string applyMeasuredProfile(PackageRooflineResult &r,
     llvm::StringRef line = lines[n].trim();
     if (line.empty() || (n == 0 && line.starts_with("thunk")))
       continue;
-    auto [index, ms] = line.split(',');
+    // THUNK,MS (kiln-cuda-run --profile), maybe with more columns after
+    // them (kiln train --profile: calls, kind, what).
+    auto [index, rest] = line.split(',');
+    llvm::StringRef ms = rest.split(',').first;
     size_t thunk = 0;
     double value = 0;
     std::string where = "line " + std::to_string(n + 1) + " ('" + line.str() +

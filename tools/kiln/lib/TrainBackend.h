@@ -65,6 +65,28 @@ struct EvalOutput {
   std::vector<int32_t> predictions;
 };
 
+// One thunk of the training step over the profiled steps (kiln train
+// --profile).
+struct ThunkTime {
+  std::string kind; // pkgThunkKindName: kernel, gemm, all_reduce, ...
+  std::string what; // pkgDescribeThunk: "kernel 'fusion7', kiln_fusion7"
+  double ms = 0;    // over all its calls
+  uint64_t calls = 0;
+};
+
+// A runtime's per-thunk profile (|ms| reads an entry's total) as
+// ThunkTimes of |package|'s thunks.
+template <typename Entry, typename Ms>
+std::vector<ThunkTime> thunkTimes(const runtime::LoadedPackage &package,
+                                  const std::vector<Entry> &profile, Ms ms) {
+  std::vector<ThunkTime> out;
+  for (size_t i = 0; i < profile.size() && i < package.thunks.size(); ++i)
+    out.push_back({runtime::pkgThunkKindName(package, i),
+                   runtime::pkgDescribeThunk(package, i), ms(profile[i]),
+                   profile[i].calls});
+  return out;
+}
+
 class TrainBackend {
 public:
   virtual ~TrainBackend();
@@ -112,6 +134,17 @@ public:
   // Runs the forward model on |batch| with the current parameters.
   virtual bool evaluate(const runtime::Batch &batch, EvalOutput &out,
                         llvm::raw_ostream &errs) = 0;
+
+  // Times each thunk of the training step's runs from now on (on a GPU
+  // with events around each, which stops CUDA Graph launches meanwhile);
+  // turning it on clears what was gathered. A backend without thunks (the
+  // reference interpreter) fails with a message in |error|.
+  virtual bool setProfiling(bool on, std::string &error) {
+    error = "the " + std::string(name()) + " backend has no thunks to time";
+    return false;
+  }
+  // One entry per thunk of the training step, in order.
+  virtual std::vector<ThunkTime> profile() const { return {}; }
 };
 
 // A data argument of the step as the backend sees it: its full shape

@@ -59,6 +59,10 @@ struct TrainOptions {
   std::string checkpointDir;
   std::string metricsFile;
   std::string tensorboardDir; // --tensorboard-dir; empty: none
+  // --profile: the training step's thunk times over --profile-steps steps
+  // after two warm-up steps, as CSV; empty: none.
+  std::string profileFile;
+  int64_t profileSteps = 5;
   std::string backend = "cpu";
   int64_t threads = 0; // 0: all cores
   PipelineOptions pipeline;
@@ -86,14 +90,15 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
 // The text of the training loop's flags, checked by applyTrainLoopFlags.
 struct TrainLoopFlagText {
   std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
-      checkpointEvery, initStrict;
+      checkpointEvery, initStrict, profileSteps;
 };
 
 // Declares the flags of the training loop (TrainLoopFlags.cpp), which every
 // trainer has: --threads, --data, --eval-data, --epochs, --max-steps,
 // --batch-size, --train-subset, --eval-subset, --no-shuffle, --log-every,
 // --seed, --checkpoint-dir, --checkpoint-every, --resume, --init-from,
-// --init-strict, --metrics-file, --tensorboard-dir and --collective-timeout.
+// --init-strict, --metrics-file, --tensorboard-dir, --profile,
+// --profile-steps and --collective-timeout.
 void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                        TrainLoopFlagText &text);
 // Checks them into |options|; std::nullopt to go on, else the exit code

@@ -12,16 +12,19 @@
 #include "tools/kiln/lib/TrainEval.h"
 
 #include "passes/LossScale.h"
+#include "runtime/Files.h"
 #include "runtime/data/Sampler.h"
 #include "runtime/dist/NcclCommunicator.h"
 #include "runtime/metrics/EventFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -106,6 +109,70 @@ createRankCommunicator(const runtime::dist::DistEnv &env, double timeoutSeconds,
       "(KilnRuntimeDist), so it runs one rank only on the CPU");
 #endif
 }
+
+namespace {
+
+// --profile: the steps before the timed ones (the first, which loads and
+// warms up, and the one a GPU captures into its CUDA Graph).
+constexpr int64_t kProfileWarmupSteps = 2;
+
+// Writes |rows| (steps |first| to |last|) as CSV to |path| and prints
+// where the step's time went: by thunk kind, then the slowest thunks.
+bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
+                  int64_t first, int64_t last, llvm::raw_ostream &console,
+                  llvm::raw_ostream &errs) {
+  auto perStep = [](const ThunkTime &t) {
+    return t.calls ? t.ms / double(t.calls) : 0.0;
+  };
+  std::string csv = "thunk,ms,calls,kind,what\n";
+  double stepMs = 0;
+  std::map<std::string, double> byKind;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ThunkTime &t = rows[i];
+    std::string what;
+    for (char c : t.what)
+      what += c == '"' ? std::string("\"\"") : std::string(1, c);
+    csv += std::to_string(i) + "," + llvm::formatv("{0:f6}", perStep(t)).str() +
+           "," + std::to_string(t.calls) + "," + t.kind + ",\"" + what + "\"\n";
+    stepMs += perStep(t);
+    byKind[t.kind] += perStep(t);
+  }
+  if (runtime::Status s = runtime::writeFileAtomically(path, csv); !s.isOk()) {
+    printError(errs, trainCommand(), "--profile=" + path + ": " + s.message());
+    return false;
+  }
+  auto share = [&](double ms) {
+    return llvm::formatv("{0:f3} ms ({1:f1}%)", ms,
+                         stepMs > 0 ? 100 * ms / stepMs : 0.0)
+        .str();
+  };
+  console << trainCommand() << ": profile of step"
+          << (first == last ? " " : "s ") << first
+          << (first == last ? "" : "-" + std::to_string(last)) << ": "
+          << llvm::formatv("{0:f3}", stepMs) << " ms per step in "
+          << rows.size() << " thunks (each thunk's time in " << path << ")\n";
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto &[kind, ms] : byKind)
+    kinds.push_back({ms, kind});
+  std::sort(kinds.rbegin(), kinds.rend());
+  console << "  by kind:";
+  for (size_t i = 0; i < kinds.size(); ++i)
+    console << (i ? ", " : " ") << kinds[i].second << " "
+            << share(kinds[i].first);
+  console << "\n";
+  std::vector<std::pair<double, size_t>> slow;
+  for (size_t i = 0; i < rows.size(); ++i)
+    slow.push_back({perStep(rows[i]), i});
+  std::sort(slow.begin(), slow.end(), [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (size_t i = 0; i < std::min<size_t>(5, slow.size()); ++i)
+    console << "  thunk " << slow[i].second << " (" << rows[slow[i].second].what
+            << "): " << share(slow[i].first) << "\n";
+  return true;
+}
+
+} // namespace
 
 int runTrainLoop(TrainBackend &model, const TrainRun &run,
                  llvm::raw_ostream &console, llvm::raw_ostream &errs) {
@@ -269,6 +336,28 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     console << trainCommand() << ": eval reports the loss only (the loss does not come "
             "from kiln.softmax_cross_entropy, so there are no logits)\n";
 
+  // --profile (rank 0): steps profileFrom+1 .. profileTo are timed.
+  bool profile = !options.profileFile.empty() && leader, profiling = false;
+  int64_t profileFrom = stepsDone + kProfileWarmupSteps,
+          profileTo = std::min(totalSteps, profileFrom + options.profileSteps);
+  if (profile) {
+    std::string error;
+    if (!model.setProfiling(false, error)) {
+      printError(errs, trainCommand(), "--profile: " + error);
+      return kExitError;
+    }
+    if (profileTo <= profileFrom) {
+      printError(errs, trainCommand(),
+                 "--profile: this run has " +
+                     std::to_string(totalSteps - stepsDone) +
+                     " step(s); the profile times the steps after the first " +
+                     std::to_string(kProfileWarmupSteps) +
+                     " (warm-up and, on a GPU, CUDA Graph capture): run more "
+                     "steps");
+      return kExitError;
+    }
+  }
+
   using Clock = std::chrono::steady_clock;
   Clock::time_point since = Clock::now();
   int64_t samplesSince = 0;
@@ -344,9 +433,28 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         epochDone = true;
         break;
       }
+      if (profile && !profiling && stepsDone == profileFrom) {
+        std::string error;
+        if (!model.setProfiling(true, error)) {
+          printError(errs, trainCommand(), "--profile: " + error);
+          return kExitError;
+        }
+        profiling = true;
+      }
       double loss = 0;
       if (!model.step(b, loss, errs))
         return kExitError;
+      if (profiling && stepsDone + 1 == profileTo) {
+        std::vector<ThunkTime> rows = model.profile();
+        std::string error;
+        (void)model.setProfiling(false, error);
+        profiling = false;
+        if (progress)
+          console << "\r\033[K";
+        if (!writeProfile(rows, options.profileFile, profileFrom + 1, profileTo,
+                          console, errs))
+          return kExitError;
+      }
       if (!std::isfinite(loss)) {
         printError(errs, trainCommand(),
                    "step " + std::to_string(stepsDone + 1) + ": the loss is not finite");

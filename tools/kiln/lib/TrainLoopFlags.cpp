@@ -82,6 +82,16 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                   "logged step; eval/loss, eval/accuracy, train/epoch_loss "
                   "and train/samples_per_second after each epoch (view with "
                   "tensorboard --logdir DIR)");
+  parser.addValue("profile", &options.profileFile, "FILE.csv",
+                  "time every thunk of the training step (kernels, GEMMs, "
+                  "collectives; on a GPU with CUDA events) over "
+                  "--profile-steps steps after two warm-up steps, print "
+                  "where the step's time goes and write each thunk's "
+                  "milliseconds per step here (thunk,ms,calls,kind,what; "
+                  "kiln inspect STEP.kpkg --roofline --measured=FILE reads "
+                  "it)");
+  parser.addValue("profile-steps", &text.profileSteps, "N",
+                  "with --profile: the steps timed (default 5)");
   parser.addValue("collective-timeout", &collectiveTimeout, "S",
                   "with several ranks: give up on the rendezvous or a "
                   "collective after S seconds, naming the missing rank "
@@ -112,8 +122,10 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
       !integer(subset, "train-subset", 1, options.subset) ||
       !integer(evalSubset, "eval-subset", 1, options.evalSubset) ||
       !integer(logEvery, "log-every", 1, options.logEvery) ||
-      !integer(checkpointEvery, "checkpoint-every", 1, options.checkpointEvery) ||
+      !integer(checkpointEvery, "checkpoint-every", 1,
+               options.checkpointEvery) ||
       !integer(threads, "threads", 1, options.threads) ||
+      !integer(text.profileSteps, "profile-steps", 1, options.profileSteps) ||
       !integer(seed, "seed", 0, seedValue))
     return kExitError;
   options.seed = static_cast<uint64_t>(seedValue);
@@ -123,6 +135,10 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
     printError(errs, trainCommand(),
                std::string(options.resume ? "--resume" : "--checkpoint-every") +
                    " needs --checkpoint-dir=DIR");
+    return kExitUsage;
+  }
+  if (!text.profileSteps.empty() && options.profileFile.empty()) {
+    printError(errs, trainCommand(), "--profile-steps needs --profile=FILE");
     return kExitUsage;
   }
   if (!text.initStrict.empty()) {

@@ -928,10 +928,15 @@ Status Executable::timedThunk(size_t index) {
   auto start = std::chrono::steady_clock::now();
   Status s = runThunk(index);
   auto end = std::chrono::steady_clock::now();
-  profile_[index].totalNs += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(end - start)
-          .count());
-  ++profile_[index].calls;
+  auto ns = [](std::chrono::steady_clock::duration d) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  ThunkProfile &p = profile_[index];
+  p.totalNs += ns(end - start);
+  ++p.calls;
+  p.lastStartNs = start > stepStart_ ? ns(start - stepStart_) : 0;
+  p.lastNs = ns(end - start);
   return s;
 }
 
@@ -939,6 +944,8 @@ Status Executable::run() {
   // From its first thunk on, the step writes over the free space it lends
   // or borrows (ExecutableOptions::shareMemoryWith).
   runs_.started(this);
+  if (profiling_)
+    stepStart_ = std::chrono::steady_clock::now();
   if (!comm_) {
     for (size_t i = 0; i < package_.thunks.size(); ++i)
       if (Status s = timedThunk(i); !s.isOk())

@@ -50,6 +50,7 @@
 #include "runtime/package/Package.h"
 #include "runtime/package/SharedArena.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -124,10 +125,13 @@ struct ExecutableOptions {
   std::vector<InputBinding> boundInputs;
 };
 
-// Time spent in one thunk over all steps run while profiling was on.
+// Time spent in one thunk over all steps run while profiling was on, and
+// its last call: when it started after the start of its run() and how long
+// it took (a timeline of the last profiled step).
 struct ThunkProfile {
   uint64_t totalNs = 0;
   uint64_t calls = 0;
+  uint64_t lastStartNs = 0, lastNs = 0;
 };
 
 class Executable {
@@ -238,6 +242,7 @@ private:
   std::vector<UpdateCopy> updates_;
   bool profiling_ = false;
   std::vector<ThunkProfile> profile_;
+  std::chrono::steady_clock::time_point stepStart_; // while profiling
   // Asynchronous collectives: per thunk, how many of the step's
   // collectives (counted in thunk order) must be complete before it runs;
   // empty when collectives run in the thunk loop.

@@ -1069,13 +1069,20 @@ Status CudaExecutable::collectProfile() {
   if (Status s = waitForStream(); !s.isOk())
     return s;
   for (size_t i = 0; i < thunks_.size(); ++i) {
-    float ms = 0;
+    float ms = 0, start = 0;
     if (Status s = api_.eventElapsedMs(&ms, profileEvents_[2 * i],
                                        profileEvents_[2 * i + 1]);
         !s.isOk())
       return Status::error(thunkName(i) + ": " + s.message());
+    if (i)
+      if (Status s = api_.eventElapsedMs(&start, profileEvents_[0],
+                                         profileEvents_[2 * i]);
+          !s.isOk())
+        return Status::error(thunkName(i) + ": " + s.message());
     profile_[i].totalMs += ms;
     ++profile_[i].calls;
+    profile_[i].lastStartMs = start;
+    profile_[i].lastMs = ms;
   }
   profilePending_ = false;
   return Status::ok();

@@ -148,10 +148,13 @@ struct CudaOptions {
 enum class KernelCode { Cubin, Ptx, Nvrtc };
 const char *kernelCodeName(KernelCode code);
 
-// One recorded thunk's time over the profiled steps (events around it).
+// One recorded thunk's time over the profiled steps (events around it),
+// and in the last of them when it started after the step's first thunk
+// started and how long it took (a timeline of that step).
 struct CudaThunkProfile {
   double totalMs = 0;
   uint64_t calls = 0;
+  double lastStartMs = 0, lastMs = 0;
 };
 
 class CudaExecutable {

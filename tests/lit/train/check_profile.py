@@ -1,12 +1,31 @@
-"""Checks a kiln train --profile CSV: usage check_profile.py FILE THUNKS STEPS.
-Every thunk 0..THUNKS-1 has a row, in order, timed STEPS times, with a
-non-negative time; prints the count by kind. Exits 1 with the reason."""
+"""Checks a kiln train --profile file: usage check_profile.py FILE THUNKS STEPS.
+
+A CSV: every thunk 0..THUNKS-1 has a row, in order, timed STEPS times, with
+a non-negative time; prints the count by kind. A Chrome trace (.json): one
+complete event per thunk, the thunks' args and calls as above, and the
+events of the compute row in thunk order, each starting after the one
+before it ended (they run one after another); prints the same line. Exits 1
+with the reason."""
 import csv
+import json
 import sys
 from collections import Counter
 
 path, thunks, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = list(csv.DictReader(open(path)))
+if path.endswith(".json"):
+    events = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+    rows = [{"thunk": str(e["args"]["thunk"]), "calls": e["args"]["calls"],
+             "ms": e["args"]["mean_ms"], "kind": e["cat"], "what": e["name"]}
+            for e in events]
+    compute = [e for e in events if e["tid"] == 0]
+    for a, b in zip(compute, compute[1:]):
+        if b["ts"] < a["ts"] + a["dur"] - 1e-3:
+            sys.exit(f"{path}: thunk {b['args']['thunk']} starts at {b['ts']} us, "
+                     f"before thunk {a['args']['thunk']} ends ({a['ts']} + {a['dur']})")
+    if any(e["ts"] < 0 or e["dur"] < 0 for e in events):
+        sys.exit(f"{path}: a negative time")
+else:
+    rows = list(csv.DictReader(open(path)))
 if [r["thunk"] for r in rows] != [str(i) for i in range(thunks)]:
     sys.exit(f"{path}: rows for thunks {[r['thunk'] for r in rows]}, expected 0..{thunks - 1}")
 for r in rows:

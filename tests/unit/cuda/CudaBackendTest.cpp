@@ -249,14 +249,17 @@ TEST(CudaBackendTest, Tf32FlagReachesEveryF32Gemm) {
 
 // kiln train --profile on a GPU: every thunk of the step timed by its
 // events once per profiled step (graph launches stop meanwhile), named as
-// the package names it; turning it off clears the times, and the steps'
-// losses stay the reference backend's.
+// the package names it, and placed on the last step's timeline; turning it
+// off clears the times, and the steps' losses stay the reference
+// backend's. The fake's clock advances 1 ms per kernel and 2 ms per GEMM.
 TEST(CudaBackendTest, ProfileTimesEveryThunkOfTheStep) {
   llvm::SmallString<128> dir;
   cli::BackendOptions options;
   mlpOptions(dir, options);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   Backends b;
+  b.api.launchMs = [](const std::string &) { return 1.0; };
+  b.api.gemmAlgorithmMs = [](const rt::cuda::GemmDesc &, int) { return 2.0; };
   createBackends(options, b);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   auto data = rt::SyntheticDataset::create(b.gpu->dataSpecs(), 64, 3);
@@ -272,11 +275,16 @@ TEST(CudaBackendTest, ProfileTimesEveryThunkOfTheStep) {
   ASSERT_TRUE(step.isOk()) << step.status().message();
   ASSERT_EQ(rows.size(), step->thunks.size());
   size_t gemms = 0;
+  double start = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].calls, 3u) << "thunk " << i;
-    EXPECT_GE(rows[i].ms, 0) << "thunk " << i;
     EXPECT_EQ(rows[i].kind, rt::pkgThunkKindName(step.value(), i));
     EXPECT_EQ(rows[i].what, rt::pkgDescribeThunk(step.value(), i));
+    double cost = rows[i].kind == "kernel" ? 1 : rows[i].kind == "gemm" ? 2 : 0;
+    EXPECT_DOUBLE_EQ(rows[i].ms, 3 * cost) << "thunk " << i;
+    EXPECT_DOUBLE_EQ(rows[i].lastMs, cost) << "thunk " << i;
+    EXPECT_DOUBLE_EQ(rows[i].lastStartMs, start) << "thunk " << i;
+    start += cost;
     gemms += rows[i].kind == "gemm";
   }
   EXPECT_GE(gemms, 4u) << "the MLP's forward and backward GEMMs";

@@ -159,9 +159,12 @@ public:
     return true;
   }
   std::vector<ThunkTime> profile() const override {
-    return thunkTimes(
-        train_.package(), train_.exec->profile(),
-        [](const runtime::cpu::ThunkProfile &t) { return t.totalNs / 1e6; });
+    return thunkTimes(train_.package(), train_.exec->profile(),
+                      [](const runtime::cpu::ThunkProfile &t, ThunkTime &row) {
+                        row.ms = t.totalNs / 1e6;
+                        row.lastStartMs = t.lastStartNs / 1e6;
+                        row.lastMs = t.lastNs / 1e6;
+                      });
   }
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,

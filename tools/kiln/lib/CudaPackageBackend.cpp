@@ -187,7 +187,11 @@ public:
   std::vector<ThunkTime> profile() const override {
     return thunkTimes(
         train_.package(), train_.exec->profile(),
-        [](const runtime::cuda::CudaThunkProfile &t) { return t.totalMs; });
+        [](const runtime::cuda::CudaThunkProfile &t, ThunkTime &row) {
+          row.ms = t.totalMs;
+          row.lastStartMs = t.lastStartMs;
+          row.lastMs = t.lastMs;
+        });
   }
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,

@@ -72,18 +72,25 @@ struct ThunkTime {
   std::string what; // pkgDescribeThunk: "kernel 'fusion7', kiln_fusion7"
   double ms = 0;    // over all its calls
   uint64_t calls = 0;
+  // In the last profiled step: when it started after the step's start, and
+  // how long it took.
+  double lastStartMs = 0, lastMs = 0;
 };
 
-// A runtime's per-thunk profile (|ms| reads an entry's total) as
-// ThunkTimes of |package|'s thunks.
-template <typename Entry, typename Ms>
+// A runtime's per-thunk profile as ThunkTimes of |package|'s thunks;
+// |times|(entry, row) sets the row's ms, lastStartMs and lastMs.
+template <typename Entry, typename Times>
 std::vector<ThunkTime> thunkTimes(const runtime::LoadedPackage &package,
-                                  const std::vector<Entry> &profile, Ms ms) {
+                                  const std::vector<Entry> &profile,
+                                  Times times) {
   std::vector<ThunkTime> out;
-  for (size_t i = 0; i < profile.size() && i < package.thunks.size(); ++i)
-    out.push_back({runtime::pkgThunkKindName(package, i),
-                   runtime::pkgDescribeThunk(package, i), ms(profile[i]),
-                   profile[i].calls});
+  for (size_t i = 0; i < profile.size() && i < package.thunks.size(); ++i) {
+    ThunkTime row{runtime::pkgThunkKindName(package, i),
+                  runtime::pkgDescribeThunk(package, i)};
+    row.calls = profile[i].calls;
+    times(profile[i], row);
+    out.push_back(std::move(row));
+  }
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <chrono>
@@ -116,17 +117,13 @@ namespace {
 // warms up, and the one a GPU captures into its CUDA Graph).
 constexpr int64_t kProfileWarmupSteps = 2;
 
-// Writes |rows| (steps |first| to |last|) as CSV to |path| and prints
-// where the step's time went: by thunk kind, then the slowest thunks.
-bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
-                  int64_t first, int64_t last, llvm::raw_ostream &console,
-                  llvm::raw_ostream &errs) {
-  auto perStep = [](const ThunkTime &t) {
-    return t.calls ? t.ms / double(t.calls) : 0.0;
-  };
+double perStep(const ThunkTime &t) {
+  return t.calls ? t.ms / double(t.calls) : 0.0;
+}
+
+// |rows| as CSV: each thunk's milliseconds per step.
+std::string profileCsv(const std::vector<ThunkTime> &rows) {
   std::string csv = "thunk,ms,calls,kind,what\n";
-  double stepMs = 0;
-  std::map<std::string, double> byKind;
   for (size_t i = 0; i < rows.size(); ++i) {
     const ThunkTime &t = rows[i];
     std::string what;
@@ -134,10 +131,76 @@ bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
       what += c == '"' ? std::string("\"\"") : std::string(1, c);
     csv += std::to_string(i) + "," + llvm::formatv("{0:f6}", perStep(t)).str() +
            "," + std::to_string(t.calls) + "," + t.kind + ",\"" + what + "\"\n";
+  }
+  return csv;
+}
+
+// |rows|' last profiled step (|step|) as a Chrome trace (the Trace Event
+// Format that chrome://tracing and Perfetto open, as torch.profiler's
+// export_chrome_trace writes): one complete event per thunk at its start
+// and for its time, the collectives on a row of their own (on the CPU they
+// run on the communication thread, beside the compute).
+std::string profileTrace(const std::vector<ThunkTime> &rows, int64_t step) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::json::OStream j(os);
+  auto name = [&](const char *what, int tid, const std::string &value) {
+    j.object([&] {
+      j.attribute("name", what);
+      j.attribute("ph", "M");
+      j.attribute("pid", 0);
+      j.attribute("tid", tid);
+      j.attributeObject("args", [&] { j.attribute("name", value); });
+    });
+  };
+  j.object([&] {
+    j.attribute("displayTimeUnit", "ms");
+    j.attributeArray("traceEvents", [&] {
+      name("process_name", 0,
+           trainCommand().str() + ": step " + std::to_string(step));
+      name("thread_name", 0, "thunks");
+      name("thread_name", 1, "collectives");
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const ThunkTime &t = rows[i];
+        bool collective = t.kind == "all_reduce" || t.kind == "all_gather" ||
+                          t.kind == "reduce_scatter" ||
+                          t.kind == "collective_broadcast";
+        j.object([&] {
+          j.attribute("name", t.what);
+          j.attribute("cat", t.kind);
+          j.attribute("ph", "X");
+          j.attribute("ts", t.lastStartMs * 1000);
+          j.attribute("dur", t.lastMs * 1000);
+          j.attribute("pid", 0);
+          j.attribute("tid", collective ? 1 : 0);
+          j.attributeObject("args", [&] {
+            j.attribute("thunk", int64_t(i));
+            j.attribute("mean_ms", perStep(t));
+            j.attribute("calls", int64_t(t.calls));
+          });
+        });
+      }
+    });
+  });
+  return os.str();
+}
+
+// Writes |rows| (steps |first| to |last|) to |path|, as a Chrome trace of
+// step |last| for a .json path and as CSV otherwise, and prints where the
+// step's time went: by thunk kind, then the slowest thunks.
+bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
+                  int64_t first, int64_t last, llvm::raw_ostream &console,
+                  llvm::raw_ostream &errs) {
+  double stepMs = 0;
+  std::map<std::string, double> byKind;
+  for (const ThunkTime &t : rows) {
     stepMs += perStep(t);
     byKind[t.kind] += perStep(t);
   }
-  if (runtime::Status s = runtime::writeFileAtomically(path, csv); !s.isOk()) {
+  bool trace = llvm::StringRef(path).ends_with(".json");
+  if (runtime::Status s = runtime::writeFileAtomically(
+          path, trace ? profileTrace(rows, last) : profileCsv(rows));
+      !s.isOk()) {
     printError(errs, trainCommand(), "--profile=" + path + ": " + s.message());
     return false;
   }
@@ -150,7 +213,10 @@ bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
           << (first == last ? " " : "s ") << first
           << (first == last ? "" : "-" + std::to_string(last)) << ": "
           << llvm::formatv("{0:f3}", stepMs) << " ms per step in "
-          << rows.size() << " thunks (each thunk's time in " << path << ")\n";
+          << rows.size() << " thunks ("
+          << (trace ? "step " + std::to_string(last) + "'s timeline"
+                    : std::string("each thunk's time"))
+          << " in " << path << ")\n";
   std::vector<std::pair<double, std::string>> kinds;
   for (const auto &[kind, ms] : byKind)
     kinds.push_back({ms, kind});

@@ -82,14 +82,15 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                   "logged step; eval/loss, eval/accuracy, train/epoch_loss "
                   "and train/samples_per_second after each epoch (view with "
                   "tensorboard --logdir DIR)");
-  parser.addValue("profile", &options.profileFile, "FILE.csv",
+  parser.addValue("profile", &options.profileFile, "FILE",
                   "time every thunk of the training step (kernels, GEMMs, "
                   "collectives; on a GPU with CUDA events) over "
                   "--profile-steps steps after two warm-up steps, print "
                   "where the step's time goes and write each thunk's "
                   "milliseconds per step here (thunk,ms,calls,kind,what; "
                   "kiln inspect STEP.kpkg --roofline --measured=FILE reads "
-                  "it)");
+                  "it), or for FILE.json the last step's timeline as a "
+                  "Chrome trace (chrome://tracing, Perfetto)");
   parser.addValue("profile-steps", &text.profileSteps, "N",
                   "with --profile: the steps timed (default 5)");
   parser.addValue("collective-timeout", &collectiveTimeout, "S",

@@ -91,6 +91,7 @@ std::optional<EvalResult> evaluate(TrainBackend &model, runtime::Dataset &data,
       if (rows != static_cast<int64_t>(labels.size()))
         continue;
       counted = true;
+      result.perToken = rows > batch;
       samplesCounted += valid;
       int64_t counting = valid * (rows / batch);
       rowsCounted += counting;
@@ -128,8 +129,10 @@ void writeMetricsRecord(llvm::raw_ostream &metrics, int64_t step, int64_t epoch,
                         double trainLoss, double samplesPerSecond) {
   metrics << "{\"step\": " << step << ", \"epoch\": " << epoch
           << ", \"loss\": " << jsonNumber(eval ? eval->loss : trainLoss)
-          << ", \"test_accuracy\": " << jsonNumber(eval ? eval->accuracy : NAN)
-          << ", \"train_loss\": " << jsonNumber(trainLoss)
+          << ", \"test_accuracy\": " << jsonNumber(eval ? eval->accuracy : NAN);
+  if (eval && eval->perToken)
+    metrics << ", \"perplexity\": " << jsonNumber(eval->perplexity());
+  metrics << ", \"train_loss\": " << jsonNumber(trainLoss)
           << ", \"eval\": " << (eval ? "true" : "false")
           << ", \"samples_per_second\": " << jsonNumber(samplesPerSecond)
           << "}\n";

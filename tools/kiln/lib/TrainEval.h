@@ -29,6 +29,11 @@ struct EvalResult {
   double loss = NAN;
   double accuracy = NAN; // NaN when the model exposes no predictions
   int64_t samples = 0;
+  // A sequence model (a prediction per position, as a GPT's next token):
+  // the loss is the mean cross-entropy per token, and its perplexity,
+  // exp(loss), is reported beside it.
+  bool perToken = false;
+  double perplexity() const { return perToken ? std::exp(loss) : NAN; }
 };
 
 // Runs the forward model over the first |subset| samples of |data| (0: all),

@@ -451,6 +451,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
            << llvm::format("%.6f", eval->loss);
       if (std::isfinite(eval->accuracy))
         console << " accuracy " << llvm::format("%.4f", eval->accuracy);
+      if (eval->perToken)
+        console << " perplexity " << llvm::format("%.4f", eval->perplexity());
       console << " (" << eval->samples << " samples)\n";
     }
     if (metrics)
@@ -460,6 +462,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         events->addScalar("eval/loss", eval->loss, stepsDone);
         if (std::isfinite(eval->accuracy))
           events->addScalar("eval/accuracy", eval->accuracy, stepsDone);
+        if (eval->perToken)
+          events->addScalar("eval/perplexity", eval->perplexity(), stepsDone);
       }
       if (std::isfinite(trainLoss))
         events->addScalar("train/epoch_loss", trainLoss, stepsDone);

@@ -4,8 +4,9 @@
 # on Fashion-MNIST on the CPU for one epoch data-parallel on two processes
 # (kiln launch) and then for 10 epochs in one, with an eval pass after each,
 # and check the test accuracy reaches 88%; then pack it into a standalone
-# trainer (kiln pack) and run that. Prints where the package, the
-# checkpoints, the metrics, the trainer and the IR dumps are.
+# trainer (kiln pack) and run that; on the way, where its step's time goes
+# (--profile). Prints where the package, the checkpoints, the metrics, the
+# trainer and the IR dumps are.
 #
 # KILN_OUT (default out/quickstart) is where everything goes;
 # KILN_EPOCHS (default 10) shortens a trial run.
@@ -28,6 +29,10 @@ mkdir -p "$out"
 echo
 "$kiln" train "$out/mlp.kpkg" --data=fashion-mnist --epochs=1 --max-steps=50 \
   --log-every=25 | tail -n 3
+echo
+# Where the step's time goes: each kernel and GEMM, timed over 5 steps.
+"$kiln" train "$out/mlp.kpkg" --data=fashion-mnist --max-steps=8 --log-every=8 \
+  --eval-data=none --profile="$out/profile.csv" | grep -A 6 "profile of"
 echo
 # Data parallelism: kiln launch starts two processes; each trains on its half
 # of the epoch with batch 128 (global batch 256), the gradients all-reduced
@@ -56,6 +61,7 @@ echo "            IR dumps        $out/dumps (IR after every pass, buffer report
 echo "            checkpoints     $out/checkpoints (latest: $(cat "$out/checkpoints/latest"))"
 echo "            data-parallel   $out/checkpoints-data-parallel (2 ranks, 1 epoch)"
 echo "            metrics         $out/metrics.jsonl"
+echo "            profile         $out/profile.csv (each thunk's milliseconds per step)"
 echo "            trainer         $out/mlp-trainer (kiln pack: a standalone executable; --help)"
 echo "            TensorBoard     $out/tensorboard (tensorboard --logdir $out/tensorboard)"
 if [ "$epochs" -ge 10 ]; then

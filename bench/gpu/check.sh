@@ -29,7 +29,8 @@
 #      all at once as --strategy=mirrored makes them).
 #   3. The MLP on the GPU: its first 20 losses against the reference
 #      interpreter's (prepare.sh), step by step within 1e-3 (the packed
-#      GPU trainer's too, and within 1e-2 with --tf32=on); then one epoch
+#      GPU trainer's too, and within 1e-2 with --tf32=on; the trainer's
+#      --profile through CUDA events as a Chrome trace); then one epoch
 #      (Fashion-MNIST when prepared, else synthetic) with kiln-cuda-run, the
 #      runtime half of `kiln train --device=cuda` (kiln itself needs MLIR).
 #   4. The GPT step (12 layers, hidden 768, 12 heads, sequence 1024, bf16):
@@ -229,6 +230,30 @@ if [ -x "$trainer" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
     pass "MLP GPU trainer --tf32=on: 20 steps within 1e-2 of the reference interpreter's losses"
   else
     fail "MLP GPU trainer --tf32=on: losses (or its TF32 line) differ"
+  fi
+fi
+
+# 3b''. kiln train --profile with CUDA events: the trainer's last profiled
+# step as a Chrome trace, one event per thunk, each after the one before.
+if [ -x "$trainer" ]; then
+  timeout 120 "$trainer" --data=synthetic --max-steps=8 --log-every=8 \
+    --eval-data=none --profile="$log/mlp-profile.json" > "$log/mlp-profile.txt" 2>&1
+  rc=$?
+  grep -A 6 "profile of" "$log/mlp-profile.txt"
+  if [ $rc -eq 0 ] && python3 - "$log/mlp-profile.json" <<'PY'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+compute = [e for e in events if e["tid"] == 0]
+ordered = all(b["ts"] >= a["ts"] + a["dur"] - 1e-3 for a, b in zip(compute, compute[1:]))
+timed = all(e["args"]["calls"] == 5 and e["dur"] >= 0 for e in events)
+print(f"{len(events)} thunks in the trace, in order: {ordered}, each timed 5 times: {timed}")
+sys.exit(0 if events and ordered and timed else 1)
+PY
+  then
+    pass "kiln train --profile on the GPU (CUDA events): every thunk timed, the timeline in order"
+  else
+    tail -5 "$log/mlp-profile.txt"
+    fail "kiln train --profile on the GPU"
   fi
 fi
 

@@ -55,7 +55,7 @@
 # of the 64 the tool takes):
 #   run(command="set -o pipefail; bash bench/gpu/check.sh --in bench/gpu/out
 #       2>&1 | tee $OUT/check.txt", carry=["bench/gpu/out"], timeout_s=560)
-# What comes back: check.txt (the whole output), gpt-profile.csv and
+# What comes back: check.txt (the whole output), gpt-profile.json and
 # check-logs.tar.gz (every step's log). Then, while the machine is warm,
 # bench/gpu/sanitize.sh (compute-sanitizer over the kernels, 4 minutes).
 # Not yet run on a GPU: it was prepared on a machine without one.
@@ -290,10 +290,11 @@ fi
 
 # 4. The GPT step against peers.
 read -r tokens flops < "$in/gpt.flops" 2>/dev/null || { tokens=8192; flops=0; }
-# Each thunk's time in one profiled step: bring it back (the device tool's
-# $OUT) and compare it with the prediction on the CPU machine:
-#   kiln inspect bench/gpu/out/gpt-bf16.kpkg --roofline --measured=gpt-profile.csv
-profile=${OUT:-$in}/gpt-profile.csv
+# Each thunk's time in one profiled step, as a Chrome trace (the step's
+# timeline: open it in Perfetto): bring it back (the device tool's $OUT)
+# and compare it with the prediction on the CPU machine:
+#   kiln inspect bench/gpu/out/gpt-bf16.kpkg --roofline --measured=gpt-profile.json
+profile=${OUT:-$in}/gpt-profile.json
 if [ -x "$run" ] && [ -f "$in/gpt-bf16.kpkg" ]; then
   timeout "$(left)" "$run" "$in/gpt-bf16.kpkg" --data=synthetic --classes=50304 \
     --synthetic-size=64 --steps=5 --log-every=5 --time="$steps" \

@@ -30,7 +30,9 @@
 //                     tokens/s (--tokens-per-step) and model FLOPs
 //                     utilization (--flops-per-step, --peak-tflops)
 //   --profile=FILE    with --time: write each thunk's time in one more
-//                     profiled step as CSV (thunk,ms), for `kiln inspect
+//                     profiled step as kiln train --profile does (CSV:
+//                     thunk,ms,calls,kind,what; FILE.json: the step's
+//                     timeline as a Chrome trace), for `kiln inspect
 //                     STEP.kpkg --roofline --measured=FILE` on the machine
 //                     that compiled it
 //
@@ -40,10 +42,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Files.h"
 #include "runtime/Units.h"
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 #include "runtime/package/PackageData.h"
 
@@ -361,34 +365,31 @@ int main(int argc, char **argv) {
     if (Status s = exec.collectProfile(); !s.isOk())
       return fail(s.message());
     if (auto it = flags.find("profile"); it != flags.end()) {
-      FILE *f = std::fopen(it->second.c_str(), "w");
-      if (!f)
-        return fail("--profile=" + it->second + ": cannot write it");
-      std::fprintf(f, "thunk,ms\n");
-      for (size_t i = 0; i < exec.profile().size(); ++i) {
-        const cuda::CudaThunkProfile &t = exec.profile()[i];
-        std::fprintf(f, "%zu,%.6f\n", i,
-                     t.calls ? t.totalMs / double(t.calls) : 0.0);
-      }
-      if (std::fclose(f) != 0)
-        return fail("--profile=" + it->second + ": cannot write it");
-      std::printf("kiln-cuda-run: thunk times written to %s\n",
-                  it->second.c_str());
+      // As kiln train --profile writes it: CSV, or a trace for FILE.json.
+      std::vector<ThunkTime> rows =
+          thunkTimes(p, exec.profile(),
+                     [](const cuda::CudaThunkProfile &t, ThunkTime &row) {
+                       row.ms = t.totalMs;
+                       row.lastStartMs = t.lastStartMs;
+                       row.lastMs = t.lastMs;
+                     });
+      const std::string &file = it->second;
+      if (Status s = writeFileAtomically(
+              file, isThunkTracePath(file)
+                        ? thunkProfileTrace(rows, "kiln-cuda-run: " + path)
+                        : thunkProfileCsv(rows));
+          !s.isOk())
+        return fail("--profile=" + file + ": " + s.message());
+      std::printf("kiln-cuda-run: thunk times written to %s\n", file.c_str());
     }
     // The five slowest thunks.
     std::vector<std::pair<double, size_t>> slow;
     for (size_t i = 0; i < exec.profile().size(); ++i)
       slow.push_back({exec.profile()[i].totalMs, i});
     std::sort(slow.rbegin(), slow.rend());
-    for (size_t i = 0; i < std::min<size_t>(5, slow.size()); ++i) {
-      const PackageThunk &t = p.thunks[slow[i].second];
-      std::string what = t.kind == ThunkKind::KernelLaunch
-                             ? p.kernels[t.kernel].name
-                         : t.kind == ThunkKind::LibraryCall ? "gemm"
-                                                            : "copy/collective";
-      std::printf("  thunk %zu (%s): %.3f ms\n", slow[i].second, what.c_str(),
-                  slow[i].first);
-    }
+    for (size_t i = 0; i < std::min<size_t>(5, slow.size()); ++i)
+      std::printf("  thunk %zu (%s): %.3f ms\n", slow[i].second,
+                  pkgDescribeThunk(p, slow[i].second).c_str(), slow[i].first);
   }
   return 0;
 }

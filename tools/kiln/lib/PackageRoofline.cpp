@@ -4,6 +4,7 @@
 
 #include "tools/kiln/lib/StepSignature.h"
 
+#include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/PackageData.h"
 
 #include "runtime/cuda/CudaAttention.h"
@@ -505,37 +506,25 @@ void printPackageRoofline(const PackageRooflineResult &r,
 }
 
 std::string applyMeasuredProfile(PackageRooflineResult &r,
-                                 llvm::StringRef csv) {
+                                 llvm::StringRef text) {
   std::map<size_t, ThunkCost *> byThunk;
   for (ThunkCost &c : r.thunks)
     if (c.kind != "update_copy")
       byThunk[c.thunk] = &c;
-  llvm::SmallVector<llvm::StringRef> lines;
-  csv.split(lines, '\n', -1, /*KeepEmpty=*/false);
-  size_t read = 0;
-  for (size_t n = 0; n < lines.size(); ++n) {
-    llvm::StringRef line = lines[n].trim();
-    if (line.empty() || (n == 0 && line.starts_with("thunk")))
-      continue;
-    // THUNK,MS (kiln-cuda-run --profile), maybe with more columns after
-    // them (kiln train --profile: calls, kind, what).
-    auto [index, rest] = line.split(',');
-    llvm::StringRef ms = rest.split(',').first;
-    size_t thunk = 0;
-    double value = 0;
-    std::string where = "line " + std::to_string(n + 1) + " ('" + line.str() +
-                        "')";
-    if (index.trim().getAsInteger(10, thunk) ||
-        ms.trim().getAsDouble(value) || !(value >= 0))
-      return where + ": expected THUNK,MILLISECONDS";
+  // kiln-cuda-run's or kiln train's --profile: CSV or a Chrome trace.
+  runtime::StatusOr<std::vector<std::pair<size_t, double>>> times =
+      runtime::readThunkProfile(text.str());
+  if (!times.isOk())
+    return times.status().message();
+  for (auto [thunk, ms] : times.value()) {
     auto it = byThunk.find(thunk);
     if (it == byThunk.end())
-      return where + ": the package has no thunk " + std::to_string(thunk) +
-             " (a profile of another package?)";
-    it->second->measuredUs = value * 1000;
-    ++read;
+      return "thunk " + std::to_string(thunk) +
+             ": the package has no such thunk (a profile of another "
+             "package?)";
+    it->second->measuredUs = ms * 1000;
   }
-  if (!read)
+  if (times->empty())
     return "no thunk times in it";
   return "";
 }

@@ -24,6 +24,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -65,34 +66,9 @@ struct EvalOutput {
   std::vector<int32_t> predictions;
 };
 
-// One thunk of the training step over the profiled steps (kiln train
-// --profile).
-struct ThunkTime {
-  std::string kind; // pkgThunkKindName: kernel, gemm, all_reduce, ...
-  std::string what; // pkgDescribeThunk: "kernel 'fusion7', kiln_fusion7"
-  double ms = 0;    // over all its calls
-  uint64_t calls = 0;
-  // In the last profiled step: when it started after the step's start, and
-  // how long it took.
-  double lastStartMs = 0, lastMs = 0;
-};
-
-// A runtime's per-thunk profile as ThunkTimes of |package|'s thunks;
-// |times|(entry, row) sets the row's ms, lastStartMs and lastMs.
-template <typename Entry, typename Times>
-std::vector<ThunkTime> thunkTimes(const runtime::LoadedPackage &package,
-                                  const std::vector<Entry> &profile,
-                                  Times times) {
-  std::vector<ThunkTime> out;
-  for (size_t i = 0; i < profile.size() && i < package.thunks.size(); ++i) {
-    ThunkTime row{runtime::pkgThunkKindName(package, i),
-                  runtime::pkgDescribeThunk(package, i)};
-    row.calls = profile[i].calls;
-    times(profile[i], row);
-    out.push_back(std::move(row));
-  }
-  return out;
-}
+// A thunk's times over the profiled steps (kiln train --profile).
+using runtime::ThunkTime;
+using runtime::thunkTimes;
 
 class TrainBackend {
 public:

@@ -20,7 +20,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <chrono>
@@ -117,74 +116,6 @@ namespace {
 // warms up, and the one a GPU captures into its CUDA Graph).
 constexpr int64_t kProfileWarmupSteps = 2;
 
-double perStep(const ThunkTime &t) {
-  return t.calls ? t.ms / double(t.calls) : 0.0;
-}
-
-// |rows| as CSV: each thunk's milliseconds per step.
-std::string profileCsv(const std::vector<ThunkTime> &rows) {
-  std::string csv = "thunk,ms,calls,kind,what\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const ThunkTime &t = rows[i];
-    std::string what;
-    for (char c : t.what)
-      what += c == '"' ? std::string("\"\"") : std::string(1, c);
-    csv += std::to_string(i) + "," + llvm::formatv("{0:f6}", perStep(t)).str() +
-           "," + std::to_string(t.calls) + "," + t.kind + ",\"" + what + "\"\n";
-  }
-  return csv;
-}
-
-// |rows|' last profiled step (|step|) as a Chrome trace (the Trace Event
-// Format that chrome://tracing and Perfetto open, as torch.profiler's
-// export_chrome_trace writes): one complete event per thunk at its start
-// and for its time, the collectives on a row of their own (on the CPU they
-// run on the communication thread, beside the compute).
-std::string profileTrace(const std::vector<ThunkTime> &rows, int64_t step) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::json::OStream j(os);
-  auto name = [&](const char *what, int tid, const std::string &value) {
-    j.object([&] {
-      j.attribute("name", what);
-      j.attribute("ph", "M");
-      j.attribute("pid", 0);
-      j.attribute("tid", tid);
-      j.attributeObject("args", [&] { j.attribute("name", value); });
-    });
-  };
-  j.object([&] {
-    j.attribute("displayTimeUnit", "ms");
-    j.attributeArray("traceEvents", [&] {
-      name("process_name", 0,
-           trainCommand().str() + ": step " + std::to_string(step));
-      name("thread_name", 0, "thunks");
-      name("thread_name", 1, "collectives");
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const ThunkTime &t = rows[i];
-        bool collective = t.kind == "all_reduce" || t.kind == "all_gather" ||
-                          t.kind == "reduce_scatter" ||
-                          t.kind == "collective_broadcast";
-        j.object([&] {
-          j.attribute("name", t.what);
-          j.attribute("cat", t.kind);
-          j.attribute("ph", "X");
-          j.attribute("ts", t.lastStartMs * 1000);
-          j.attribute("dur", t.lastMs * 1000);
-          j.attribute("pid", 0);
-          j.attribute("tid", collective ? 1 : 0);
-          j.attributeObject("args", [&] {
-            j.attribute("thunk", int64_t(i));
-            j.attribute("mean_ms", perStep(t));
-            j.attribute("calls", int64_t(t.calls));
-          });
-        });
-      }
-    });
-  });
-  return os.str();
-}
-
 // Writes |rows| (steps |first| to |last|) to |path|, as a Chrome trace of
 // step |last| for a .json path and as CSV otherwise, and prints where the
 // step's time went: by thunk kind, then the slowest thunks.
@@ -194,12 +125,15 @@ bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
   double stepMs = 0;
   std::map<std::string, double> byKind;
   for (const ThunkTime &t : rows) {
-    stepMs += perStep(t);
-    byKind[t.kind] += perStep(t);
+    stepMs += t.msPerStep();
+    byKind[t.kind] += t.msPerStep();
   }
-  bool trace = llvm::StringRef(path).ends_with(".json");
+  bool trace = runtime::isThunkTracePath(path);
   if (runtime::Status s = runtime::writeFileAtomically(
-          path, trace ? profileTrace(rows, last) : profileCsv(rows));
+          path, trace ? runtime::thunkProfileTrace(
+                            rows, trainCommand().str() + ": step " +
+                                      std::to_string(last))
+                      : runtime::thunkProfileCsv(rows));
       !s.isOk()) {
     printError(errs, trainCommand(), "--profile=" + path + ": " + s.message());
     return false;
@@ -228,7 +162,7 @@ bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
   console << "\n";
   std::vector<std::pair<double, size_t>> slow;
   for (size_t i = 0; i < rows.size(); ++i)
-    slow.push_back({perStep(rows[i]), i});
+    slow.push_back({rows[i].msPerStep(), i});
   std::sort(slow.begin(), slow.end(), [](const auto &a, const auto &b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });

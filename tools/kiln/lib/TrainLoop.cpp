@@ -20,6 +20,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <algorithm>
 #include <chrono>
@@ -344,6 +345,19 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     std::string error;
     if (!model.setProfiling(false, error)) {
       printError(errs, trainCommand(), "--profile: " + error);
+      return kExitError;
+    }
+    // Where it goes must take it, before any step runs.
+    llvm::StringRef dir = llvm::sys::path::parent_path(options.profileFile);
+    if (dir.empty())
+      dir = ".";
+    if (!llvm::sys::fs::is_directory(dir) ||
+        llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write)) {
+      printError(errs, trainCommand(),
+                 "--profile=" + options.profileFile + ": " + dir.str() +
+                     (llvm::sys::fs::is_directory(dir)
+                          ? " is not writable"
+                          : " is not a directory"));
       return kExitError;
     }
     if (profileTo <= profileFrom) {

@@ -357,7 +357,7 @@ uint64_t convWorkspaceBytes(const LoadedPackage &package) {
 StatusOr<std::unique_ptr<CudaConv>>
 CudaConv::create(const LoadedPackage &package, CudaApi &api,
                  const CudaDeviceInfo &device, bool allowTf32,
-                 int gemmAlgorithms) {
+                 int gemmAlgorithms, void *workspace, uint64_t workspaceBytes) {
   std::unique_ptr<CudaConv> conv(new CudaConv(package, api, device, allowTf32,
                                               std::max(gemmAlgorithms, 1)));
   for (size_t i = 0; i < package.thunks.size(); ++i) {
@@ -378,7 +378,11 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
   if (Status s = conv->kernels_.load(convKernelSource(), device.smArch());
       !s.isOk())
     return s;
-  if (bytes) {
+  if (bytes && workspace && workspaceBytes >= bytes) {
+    conv->workspace_ = workspace;
+    conv->workspaceBytes_ = workspaceBytes;
+    conv->ownsWorkspace_ = false;
+  } else if (bytes) {
     if (Status s = api.malloc(&conv->workspace_, bytes); !s.isOk())
       return Status::error("the convolution workspace (" + std::to_string(bytes) +
                            " bytes): " + s.message());
@@ -390,7 +394,7 @@ CudaConv::create(const LoadedPackage &package, CudaApi &api,
 CudaConv::~CudaConv() {
   for (auto &[key, plan] : gemmPlans_)
     api_.gemmDestroy(plan);
-  if (workspace_)
+  if (workspace_ && ownsWorkspace_)
     api_.free(workspace_);
 }
 

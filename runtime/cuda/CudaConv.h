@@ -86,9 +86,13 @@ public:
   // thunk of |package|.
   // Its GEMM plans keep |gemmAlgorithms| of cuBLASLt's heuristic choices
   // for the autotuner (1: the heuristic's first).
+  // |workspace| (not owned), when it is given and holds the workspace
+  // (|workspaceBytes|), is used instead of an allocation of its own: the
+  // executable lends its own to an eval step that runs in its memory.
   static StatusOr<std::unique_ptr<CudaConv>>
   create(const LoadedPackage &package, CudaApi &api,
-         const CudaDeviceInfo &device, bool allowTf32, int gemmAlgorithms = 1);
+         const CudaDeviceInfo &device, bool allowTf32, int gemmAlgorithms = 1,
+         void *workspace = nullptr, uint64_t workspaceBytes = 0);
   ~CudaConv();
   CudaConv(const CudaConv &) = delete;
   CudaConv &operator=(const CudaConv &) = delete;
@@ -148,6 +152,7 @@ private:
   RuntimeKernels kernels_;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
+  bool ownsWorkspace_ = true;
   std::map<size_t, Plan> plans_;
   std::map<std::string, GemmPlan> gemmPlans_;
   std::vector<GemmShape> gemmShapes_; // in the order they were planned

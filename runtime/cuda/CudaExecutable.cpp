@@ -80,6 +80,9 @@ struct CudaExecutable::Lent {
   uint8_t *arena = nullptr;
   CudaStream stream = nullptr;
   void *workspace = nullptr;
+  // The convolutions' workspace (CudaConv.h), its bytes.
+  void *convWorkspace = nullptr;
+  uint64_t convWorkspaceBytes = 0;
   explicit Lent(CudaApi &api) : api(api) {}
   ~Lent() {
     if (stream) {
@@ -88,6 +91,8 @@ struct CudaExecutable::Lent {
     }
     if (workspace)
       api.free(workspace);
+    if (convWorkspace)
+      api.free(convWorkspace);
     if (arena)
       api.free(arena);
   }
@@ -223,6 +228,9 @@ Status CudaExecutable::shareMemory() {
     ownsWorkspace_ = false;
     memory_.gemmWorkspace = 0;
   }
+  // And its convolutions' workspace, when it holds this step's.
+  if (memory_.convolution && lent_->convWorkspaceBytes >= memory_.convolution)
+    memory_.convolution = 0;
   memory_.arena = placed.ownBytes;
   memory_.sharedArena = placed.sharedBytes;
   // Which buffers either step's runs may write over.
@@ -633,9 +641,19 @@ Status CudaExecutable::planThunk(size_t index) {
       workspaceBytes_ = options_.gemmWorkspaceBytes;
     }
     if (!conv_) {
+      // Its workspace goes with the arena (lent_), so that a step running
+      // in this one's memory uses it too; such a step uses the lender's.
+      uint64_t bytes = convWorkspaceBytes(package_);
+      if (bytes && !sharedPlan_ && !lent_->convWorkspace) {
+        if (Status s = api_.malloc(&lent_->convWorkspace, bytes); !s.isOk())
+          return fail("the convolution workspace (" + std::to_string(bytes) +
+                      " bytes): " + s.message());
+        lent_->convWorkspaceBytes = bytes;
+      }
       StatusOr<std::unique_ptr<CudaConv>> made =
           CudaConv::create(package_, api_, device_, options_.allowTf32,
-                           options_.autotune ? options_.gemmAlgorithms : 1);
+                           options_.autotune ? options_.gemmAlgorithms : 1,
+                           lent_->convWorkspace, lent_->convWorkspaceBytes);
       if (!made.isOk())
         return fail(made.status().message());
       conv_ = std::move(made.value());

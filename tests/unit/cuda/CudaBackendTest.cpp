@@ -511,7 +511,10 @@ TEST(CudaBackendTest, WrittenParametersRefillTheirBF16Copies) {
 
 // LeNet-5 through the CUDA backend: its convolutions (forward and both
 // gradients) run as CudaConv's kernels and GEMMs; three steps' losses and
-// the parameters and Adam state after them match the reference backend.
+// the parameters and Adam state after them match the reference backend,
+// and so do the eval step's loss and predictions. The eval step, which
+// runs in the training step's memory, also uses its convolution
+// workspace: one allocation for both.
 TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("kiln-cuda-backend", dir));
@@ -525,6 +528,7 @@ TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
   cli::BackendOptions options;
   options.input = model;
   options.packageDir = (dir + "/packages").str();
+  options.wantEval = true;
   Backends b;
   createBackends(options, b);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
@@ -537,6 +541,36 @@ TEST(CudaBackendTest, LeNet5TrainsLikeTheReferenceBackend) {
   });
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   EXPECT_EQ(diffState(*gpu, *ref, 1e-4), "") << "after 3 steps";
+  // The eval step, on the training step's convolution workspace.
+  auto evalData = rt::SyntheticDataset::create(gpu->evalSpecs(), 16, 4);
+  ASSERT_TRUE(evalData.isOk());
+  rt::StatusOr<rt::Batch> batch = rt::assembleBatch(*evalData.value(), {5, 9});
+  ASSERT_TRUE(batch.isOk());
+  cli::EvalOutput gpuOut, refOut;
+  ASSERT_TRUE(gpu->evaluate(batch.value(), gpuOut, b.errs)) << b.errs.str();
+  ASSERT_TRUE(ref->evaluate(batch.value(), refOut, b.errs)) << b.errs.str();
+  EXPECT_NEAR(gpuOut.loss, refOut.loss, 1e-4 * std::max(1.0, refOut.loss));
+  EXPECT_EQ(gpuOut.predictions, refOut.predictions);
+  rt::StatusOr<rt::LoadedPackage> step =
+      rt::loadPackage(options.packageDir + "/step.kpkg");
+  rt::StatusOr<rt::LoadedPackage> eval =
+      rt::loadPackage(options.packageDir + "/eval.kpkg");
+  ASSERT_TRUE(step.isOk() && eval.isOk());
+  uint64_t stepBytes = rt::cuda::convWorkspaceBytes(step.value()),
+           evalBytes = rt::cuda::convWorkspaceBytes(eval.value());
+  ASSERT_GT(evalBytes, 0u);
+  ASSERT_GE(stepBytes, evalBytes);
+  EXPECT_EQ(api.count("cudaMalloc " + std::to_string(stepBytes)), 1u);
+  if (evalBytes != stepBytes)
+    EXPECT_EQ(api.count("cudaMalloc " + std::to_string(evalBytes)), 0u);
+  std::string lines = b.errs.str();
+  size_t evalLine = lines.find("test: eval step's device memory");
+  ASSERT_NE(evalLine, std::string::npos) << lines;
+  std::string evalMemory =
+      lines.substr(evalLine, lines.find('\n', evalLine) - evalLine);
+  EXPECT_EQ(evalMemory.find("convolution workspace"), std::string::npos)
+      << evalMemory;
+  EXPECT_NE(lines.find("convolution workspace"), std::string::npos) << lines;
   // The convolutions ran: im2col, col2im and the layout swaps.
   size_t im2col = 0, col2im = 0;
   for (const auto &l : api.launches) {

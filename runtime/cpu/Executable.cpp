@@ -993,6 +993,15 @@ Status Executable::run() {
   return Status::ok();
 }
 
+std::vector<ThunkTime> Executable::thunkTimes() const {
+  return runtime::thunkTimes(package_, profile_,
+                             [](const ThunkProfile &t, ThunkTime &row) {
+                               row.ms = t.totalNs / 1e6;
+                               row.lastStartMs = t.lastStartNs / 1e6;
+                               row.lastMs = t.lastNs / 1e6;
+                             });
+}
+
 void Executable::setProfiling(bool enabled) {
   profiling_ = enabled;
   if (enabled)

@@ -47,6 +47,7 @@
 #include "runtime/HostMemory.h"
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 #include "runtime/package/SharedArena.h"
 
@@ -186,6 +187,8 @@ public:
   bool profiling() const { return profiling_; }
   // One entry per thunk, in thunk order.
   const std::vector<ThunkProfile> &profile() const { return profile_; }
+  // The same, each thunk named (ThunkProfile.h: what --profile writes).
+  std::vector<ThunkTime> thunkTimes() const;
 
 private:
   Executable(LoadedPackage package, const ExecutableOptions &options);

@@ -1081,6 +1081,15 @@ void CudaExecutable::setProfiling(bool enabled) {
   }
 }
 
+std::vector<ThunkTime> CudaExecutable::thunkTimes() const {
+  return runtime::thunkTimes(package_, profile_,
+                             [](const CudaThunkProfile &t, ThunkTime &row) {
+                               row.ms = t.totalMs;
+                               row.lastStartMs = t.lastStartMs;
+                               row.lastMs = t.lastMs;
+                             });
+}
+
 Status CudaExecutable::collectProfile() {
   if (!profilePending_)
     return Status::ok();

@@ -73,6 +73,7 @@
 #include "runtime/cuda/Autotune.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaMemory.h"
+#include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 #include "runtime/package/SharedArena.h"
 
@@ -239,6 +240,8 @@ public:
   bool profiling() const { return profiling_; } // off if events failed
   Status collectProfile(); // waits for the step and adds its times
   const std::vector<CudaThunkProfile> &profile() const { return profile_; }
+  // The same, each thunk named (ThunkProfile.h: what --profile writes).
+  std::vector<ThunkTime> thunkTimes() const;
 
   // Each tuned shape (empty when autotuning was off, or when nothing had
   // two candidates or could be timed): the GEMM shapes in the order of

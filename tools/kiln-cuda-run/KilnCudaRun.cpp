@@ -366,13 +366,7 @@ int main(int argc, char **argv) {
       return fail(s.message());
     if (auto it = flags.find("profile"); it != flags.end()) {
       // As kiln train --profile writes it: CSV, or a trace for FILE.json.
-      std::vector<ThunkTime> rows =
-          thunkTimes(p, exec.profile(),
-                     [](const cuda::CudaThunkProfile &t, ThunkTime &row) {
-                       row.ms = t.totalMs;
-                       row.lastStartMs = t.lastStartMs;
-                       row.lastMs = t.lastMs;
-                     });
+      std::vector<ThunkTime> rows = exec.thunkTimes();
       const std::string &file = it->second;
       if (Status s = writeFileAtomically(
               file, isThunkTracePath(file)

@@ -159,12 +159,7 @@ public:
     return true;
   }
   std::vector<ThunkTime> profile() const override {
-    return thunkTimes(train_.package(), train_.exec->profile(),
-                      [](const runtime::cpu::ThunkProfile &t, ThunkTime &row) {
-                        row.ms = t.totalNs / 1e6;
-                        row.lastStartMs = t.lastStartNs / 1e6;
-                        row.lastMs = t.lastNs / 1e6;
-                      });
+    return train_.exec->thunkTimes();
   }
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,

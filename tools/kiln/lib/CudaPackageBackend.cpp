@@ -185,13 +185,7 @@ public:
     return true;
   }
   std::vector<ThunkTime> profile() const override {
-    return thunkTimes(
-        train_.package(), train_.exec->profile(),
-        [](const runtime::cuda::CudaThunkProfile &t, ThunkTime &row) {
-          row.ms = t.totalMs;
-          row.lastStartMs = t.lastStartMs;
-          row.lastMs = t.lastMs;
-        });
+    return train_.exec->thunkTimes();
   }
 
   bool evaluate(const runtime::Batch &batch, EvalOutput &out,

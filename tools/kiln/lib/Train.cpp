@@ -72,6 +72,15 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
   runtime::dist::DistEnv env = distEnv.value();
   if (!parseDistFlags(trainCommand(), distFlags, options.pipeline, errs))
     return kExitError;
+  // Without --device or --backend: cuda when there is a GPU and the input
+  // runs on it (chooseCudaByDefault), else the CPU, saying why.
+  auto chooseDefaultBackend = [&](llvm::raw_ostream &os) {
+    std::string line;
+    if (chooseCudaByDefault(options.input, line))
+      options.backend = "cuda";
+    else
+      os << "kiln train: " << line << "\n";
+  };
   // --strategy=mirrored (or a package compiled for it, or --devices with
   // a package): the devices are threads of this process, each running this
   // function as one rank (Mirrored.h).
@@ -99,13 +108,9 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
     // The replicas are GPUs 0..N-1 with --device=cuda (or --backend=cuda),
     // and by default when there is a GPU, as MirroredStrategy() takes every
     // GPU; else CPU device instances.
+    if (device.empty() && backend.empty())
+      chooseDefaultBackend(outs);
     bool cuda = options.backend == "cuda";
-    if (device.empty() && backend.empty()) {
-      std::string line;
-      cuda = chooseCudaByDefault(options.input, line);
-      if (!cuda)
-        outs << "kiln train: " << line << "\n";
-    }
     if (cuda && device != "" && device != "cuda") {
       printError(errs, trainCommand(),
                  "--device=" + device +
@@ -296,13 +301,8 @@ int runTrain(llvm::ArrayRef<std::string> args, llvm::raw_ostream &outs,
       (device.empty() || device == "cuda"))
     cudaOptions.device = env.localRank;
   // Without --device or --backend: the GPU when there is one (one process).
-  if (device.empty() && backend.empty() && !distributed) {
-    std::string line;
-    if (chooseCudaByDefault(options.input, line))
-      options.backend = "cuda";
-    else
-      console << "kiln train: " << line << "\n";
-  }
+  if (device.empty() && backend.empty() && !distributed)
+    chooseDefaultBackend(console);
   std::unique_ptr<TrainBackend> backendImpl =
       options.backend == "cuda"
           ? createCudaBackend(backendOptions, cudaOptions, trainCommand(), console, errs)

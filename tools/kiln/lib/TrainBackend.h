@@ -68,7 +68,6 @@ struct EvalOutput {
 
 // A thunk's times over the profiled steps (kiln train --profile).
 using runtime::ThunkTime;
-using runtime::thunkTimes;
 
 class TrainBackend {
 public:

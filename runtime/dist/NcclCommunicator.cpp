@@ -18,6 +18,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -246,6 +248,11 @@ public:
   // (already listening at env.masterPort), else one it starts.
   Status connect(std::unique_ptr<TcpStoreServer> server = nullptr);
 
+  // Ranks of one process (createLocalNcclCommunicators): |cancel| is set
+  // when one of them failed to connect, and ends the others' waits in
+  // connect at once rather than at the timeout.
+  void setCancel(const std::atomic<bool> *cancel) { cancel_ = cancel; }
+
   void setStream(cudaStream s) { stream_ = s ? s : ownStream_; }
 
   void abort() override {
@@ -332,6 +339,12 @@ private:
   // Polls ncclCommGetAsyncError while it says ncclInProgress, until
   // |deadline|. Ok, an NCCL error, or a timeout (|timedOut| set).
   Status settle(const char *call, Clock::time_point deadline, bool &timedOut);
+  // Waits up to the timeout for |keys| (TcpStore::wait), in slices when
+  // the wait can be cancelled (setCancel). Ok, a store error, a timeout
+  // with the keys still |missing|, or kCancelled.
+  Status waitKeys(const std::vector<std::string> &keys,
+                  std::vector<std::string> &missing);
+  bool cancelled() const { return cancel_ && cancel_->load(); }
   // The ranks behind a timeout or a failure, from the store.
   std::string culprits(uint64_t seq);
   Status fail(const std::string &message);
@@ -347,7 +360,10 @@ private:
   std::mutex mutex_;
   uint64_t seq_ = 0;
   Status broken_;
+  const std::atomic<bool> *cancel_ = nullptr;
 };
+
+const char *const kCancelled = "stopped: another rank of this process failed";
 
 Status NcclCommunicator::fail(const std::string &message) {
   broken_ = Status::error(message);
@@ -394,6 +410,8 @@ Status NcclCommunicator::settle(const char *call, Clock::time_point deadline,
       return Status::ok();
     if (state != kNcclInProgress)
       return Status::error(ncclError(lib_, call, state, comm_));
+    if (cancelled())
+      return Status::error(kCancelled);
     if (Clock::now() >= deadline) {
       timedOut = true;
       return Status::ok();
@@ -402,15 +420,35 @@ Status NcclCommunicator::settle(const char *call, Clock::time_point deadline,
   }
 }
 
+Status NcclCommunicator::waitKeys(const std::vector<std::string> &keys,
+                                  std::vector<std::string> &missing) {
+  missing.clear();
+  if (!cancel_)
+    return store_->wait(keys, timeout_, &missing);
+  Clock::time_point deadline = Clock::now() + timeout_;
+  while (true) {
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    Status s = store_->wait(
+        keys, std::clamp(left, milliseconds(0), milliseconds(50)), &missing);
+    if (s.isOk() || missing.empty() || Clock::now() >= deadline)
+      return s;
+    if (cancelled())
+      return Status::error(kCancelled);
+  }
+}
+
 Status NcclCommunicator::connect(std::unique_ptr<TcpStoreServer> server) {
   std::string where = "rank " + std::to_string(env_.rank) + " of " +
                       std::to_string(env_.worldSize) + ": NCCL rendezvous at " +
                       env_.masterAddr + ":" + std::to_string(env_.masterPort);
+  // Held before anything can fail, so that the other ranks of this process
+  // reach the store and see the cancellation.
+  if (server)
+    server_ = std::move(server);
   if (int rc = lib_.cudaSetDevice(device_); rc != kCudaSuccess)
     return fail(where + ": " + cudaError(lib_, "cudaSetDevice", rc));
-  if (env_.rank == 0 && server) {
-    server_ = std::move(server);
-  } else if (env_.rank == 0) {
+  if (env_.rank == 0 && !server_) {
     StatusOr<std::unique_ptr<TcpStoreServer>> s = TcpStoreServer::start(
         isLoopback(env_.masterAddr) ? env_.masterAddr : std::string(),
         env_.masterPort, env_.worldSize);
@@ -431,7 +469,9 @@ Status NcclCommunicator::connect(std::unique_ptr<TcpStoreServer> server) {
   if (Status s = store_->set(keys[env_.rank], "1"); !s.isOk())
     return fail(where + ": " + s.message());
   std::vector<std::string> missing;
-  if (Status s = store_->wait(keys, timeout_, &missing); !s.isOk()) {
+  if (Status s = waitKeys(keys, missing); !s.isOk()) {
+    if (cancelled())
+      return fail(where + ": " + kCancelled);
     std::string ranks;
     for (const std::string &k : missing)
       ranks += (ranks.empty() ? "" : ", ") + k.substr(std::strlen("nccl/arrived/"));
@@ -448,7 +488,16 @@ Status NcclCommunicator::connect(std::unique_ptr<TcpStoreServer> server) {
         !s.isOk())
       return fail(where + ": " + s.message());
   } else {
-    StatusOr<std::string> v = store_->get("nccl/unique-id", timeout_);
+    std::vector<std::string> missing;
+    Status s = waitKeys({"nccl/unique-id"}, missing);
+    if (!s.isOk() && cancelled())
+      return fail(where + ": " + kCancelled);
+    if (!s.isOk() && !missing.empty())
+      return fail(where + ": rank 0 did not post the NCCL unique id within " +
+                  formatSeconds(timeout_));
+    StatusOr<std::string> v =
+        s.isOk() ? store_->get("nccl/unique-id", milliseconds(0))
+                 : StatusOr<std::string>(s);
     if (!v.isOk())
       return fail(where + ": the NCCL unique id from rank 0: " +
                   v.status().message());
@@ -720,27 +769,36 @@ createLocalNcclCommunicators(int worldSize, const CommOptions &options) {
         std::make_unique<NcclCommunicator>(env, timeout.value(), r));
   }
   // Each rank connects on a thread of its own: the rendezvous and
-  // ncclCommInitRankConfig wait for every rank.
+  // ncclCommInitRankConfig wait for every rank. The first to fail cancels
+  // the others' waits, and its error is the result.
+  std::atomic<bool> cancel{false};
+  std::atomic<int> first{-1};
   std::vector<Status> statuses(worldSize);
   std::vector<std::thread> threads;
-  for (int r = 0; r < worldSize; ++r)
+  for (int r = 0; r < worldSize; ++r) {
+    comms[r]->setCancel(&cancel);
     threads.emplace_back(
         [&, r, s = r == 0 ? std::move(server.value()) : nullptr]() mutable {
           statuses[r] = comms[r]->connect(std::move(s));
+          int none = -1;
+          if (!statuses[r].isOk() && first.compare_exchange_strong(none, r))
+            cancel = true;
         });
+  }
   for (std::thread &t : threads)
     t.join();
-  for (const Status &s : statuses)
-    if (!s.isOk()) {
-      // Each closes on a thread of its own: ncclCommDestroy waits for the
-      // process's other ranks, and rank 0's store for the others to leave.
-      threads.clear();
-      for (std::unique_ptr<NcclCommunicator> &c : comms)
-        threads.emplace_back([&c] { c.reset(); });
-      for (std::thread &t : threads)
-        t.join();
-      return s;
-    }
+  if (first >= 0) {
+    // Each closes on a thread of its own: ncclCommDestroy waits for the
+    // process's other ranks, and rank 0's store for the others to leave.
+    threads.clear();
+    for (std::unique_ptr<NcclCommunicator> &c : comms)
+      threads.emplace_back([&c] { c.reset(); });
+    for (std::thread &t : threads)
+      t.join();
+    return statuses[first];
+  }
+  for (std::unique_ptr<NcclCommunicator> &c : comms)
+    c->setCancel(nullptr);
   std::vector<std::unique_ptr<Communicator>> result;
   for (std::unique_ptr<NcclCommunicator> &c : comms)
     result.push_back(std::move(c));

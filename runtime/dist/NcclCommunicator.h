@@ -71,8 +71,9 @@ createNcclCommunicator(const DistEnv &env, const CommOptions &options,
 // over a machine's GPUs). The store listens on an ephemeral loopback port;
 // each rank connects on a thread of its own, so the result's ranks are
 // then used by one thread each. Errors: more ranks than CUDA devices, no
-// NCCL or cudart, or the first rank's failure (in rank order) after every
-// rank has returned, which the others' rendezvous bounds by the timeout.
+// NCCL or cudart, or the failure of the first rank that failed, which ends
+// the others' rendezvous at once (a rank that cannot reach its device does
+// not leave the others waiting for the timeout).
 StatusOr<std::vector<std::unique_ptr<Communicator>>>
 createLocalNcclCommunicators(int worldSize, const CommOptions &options);
 

@@ -7,7 +7,11 @@
 // enqueued that collective (the last to do so computes everyone's result,
 // f32 only), and ncclCommInitRankConfig completes once every rank has
 // called it. FAKE_NCCL_HANG_INIT_RANK=R makes rank R's init never complete
-// anyone's. Other dtypes are ncclInvalidArgument, as a real error would be.
+// anyone's; FAKE_NCCL_FAIL_INIT_RANK=R makes rank R's init fail at once
+// (ncclInternalError), and FAKE_CUDA_FAIL_DEVICE=D makes cudaSetDevice(D)
+// fail (cudaErrorInvalidDevice), both leaving the other ranks waiting for
+// it, as a real failure would. Other dtypes are ncclInvalidArgument, as a real
+// error would be.
 //
 // A stream this library did not create (a FakeCudaApi's, when
 // CudaExecutable enqueues on its own stream) takes the collective as stream
@@ -176,6 +180,12 @@ int enqueueOn(void *comm, void *stream, Post post, int type) {
   return 0;
 }
 
+// Whether the environment variable |name| is set to |value|.
+bool envIs(const char *name, int value) {
+  const char *v = std::getenv(name);
+  return v && *v && std::atoi(v) == value;
+}
+
 } // namespace
 
 extern "C" {
@@ -203,6 +213,10 @@ struct UniqueId {
 };
 int ncclCommInitRankConfig(void **comm, int n, UniqueId id, int rank, void *) {
   std::lock_guard<std::mutex> lock(mutex);
+  if (envIs("FAKE_NCCL_FAIL_INIT_RANK", rank)) {
+    *comm = nullptr;
+    return 3; // ncclInternalError
+  }
   auto *c = new Comm{std::string(id.internal), n, rank};
   const char *hang = std::getenv("FAKE_NCCL_HANG_INIT_RANK");
   c->hung = hang && std::atoi(hang) == rank;
@@ -264,7 +278,9 @@ int cudaGetDeviceCount(int *n) {
   *n = 2;
   return 0;
 }
-int cudaSetDevice(int) { return 0; }
+int cudaSetDevice(int device) {
+  return envIs("FAKE_CUDA_FAIL_DEVICE", device) ? 101 : 0; // InvalidDevice
+}
 int cudaStreamCreateWithFlags(void **s, unsigned) {
   *s = new Stream;
   std::lock_guard<std::mutex> lock(mutex);

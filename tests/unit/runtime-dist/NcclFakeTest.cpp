@@ -210,6 +210,52 @@ TEST(NcclFake, OneProcessRankThatAbortsIsNamedAtOnce) {
   EXPECT_THAT(error0, HasSubstr("rank 1 had already closed its communicator"));
 }
 
+// A rank of one process that fails to connect (its device unusable, or
+// its NCCL init failing) ends the others' rendezvous at once: the error is
+// its own, long before the 60 s timeout, whichever rank it is.
+TEST(NcclFake, OneProcessRankThatCannotConnectEndsTheRendezvous) {
+  struct Case {
+    const char *variable, *value, *expected;
+  } cases[] = {
+      {"FAKE_CUDA_FAIL_DEVICE", "1",
+       "rank 1 of 2: NCCL rendezvous at 127.0.0.1:"},
+      {"FAKE_CUDA_FAIL_DEVICE", "0",
+       "rank 0 of 2: NCCL rendezvous at 127.0.0.1:"},
+      {"FAKE_NCCL_FAIL_INIT_RANK", "1",
+       "rank 1 of 2: NCCL rendezvous at 127.0.0.1:"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.variable) + "=" + c.value);
+    setenv(c.variable, c.value, 1);
+    CommOptions options;
+    options.timeoutSeconds = 60;
+    Clock::time_point start = Clock::now();
+    auto comms = createLocalNcclCommunicators(2, options);
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    unsetenv(c.variable);
+    ASSERT_FALSE(comms.isOk());
+    EXPECT_LT(seconds, 10.0);
+    EXPECT_THAT(comms.status().message(), HasSubstr(c.expected));
+    EXPECT_THAT(comms.status().message(),
+                HasSubstr(std::string(c.variable) == "FAKE_CUDA_FAIL_DEVICE"
+                              ? "cudaSetDevice"
+                              : "ncclCommInitRankConfig"));
+    EXPECT_THAT(comms.status().message(),
+                ::testing::Not(HasSubstr("another rank")));
+  }
+  // Afterwards the process makes communicators as before.
+  CommOptions options;
+  options.timeoutSeconds = 30;
+  auto comms = createLocalNcclCommunicators(2, options);
+  ASSERT_TRUE(comms.isOk()) << comms.status().message();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { comms.value()[r].reset(); });
+  for (std::thread &t : threads)
+    t.join();
+}
+
 TEST(NcclFake, RankThatNeverArrivesIsNamedAfterTheTimeout) {
   std::vector<float> buf(4, 1.0f);
   Clock::time_point start = Clock::now();

@@ -234,7 +234,8 @@ if [ -x "$trainer" ] && [ -f "$in/mlp.reference-losses.txt" ]; then
 fi
 
 # 3b''. kiln train --profile with CUDA events: the trainer's last profiled
-# step as a Chrome trace, one event per thunk, each after the one before.
+# step as a Chrome trace, one event per thunk, each after the one before,
+# all ending inside the host's span of the step.
 if [ -x "$trainer" ]; then
   timeout 120 "$trainer" --data=synthetic --max-steps=8 --log-every=8 \
     --eval-data=none --profile="$log/mlp-profile.json" > "$log/mlp-profile.txt" 2>&1
@@ -242,12 +243,20 @@ if [ -x "$trainer" ]; then
   grep -A 6 "profile of" "$log/mlp-profile.txt"
   if [ $rc -eq 0 ] && python3 - "$log/mlp-profile.json" <<'PY'
 import json, sys
-events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+every = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+events = [e for e in every if e["cat"] != "host"]
+host = [e for e in every if e["cat"] == "host"]
 compute = [e for e in events if e["tid"] == 0]
 ordered = all(b["ts"] >= a["ts"] + a["dur"] - 1e-3 for a, b in zip(compute, compute[1:]))
 timed = all(e["args"]["calls"] == 5 and e["dur"] >= 0 for e in events)
-print(f"{len(events)} thunks in the trace, in order: {ordered}, each timed 5 times: {timed}")
-sys.exit(0 if events and ordered and timed else 1)
+# The host's row: the batch, then the step's call, which waits for the
+# device, so every thunk ends inside it.
+step = host[-1] if len(host) == 2 else None
+inside = step is not None and all(
+    e["ts"] + e["dur"] <= step["ts"] + step["dur"] + 1e-3 for e in events)
+print(f"{len(events)} thunks in the trace, in order: {ordered}, each timed 5 times: {timed}, "
+      f"inside the host's step span: {inside}")
+sys.exit(0 if events and ordered and timed and inside else 1)
 PY
   then
     pass "kiln train --profile on the GPU (CUDA events): every thunk timed, the timeline in order"

@@ -189,6 +189,11 @@ public:
   const std::vector<ThunkProfile> &profile() const { return profile_; }
   // The same, each thunk named (ThunkProfile.h: what --profile writes).
   std::vector<ThunkTime> thunkTimes() const;
+  // When the last profiled step began (its thunks' lastStartNs count from
+  // here).
+  std::chrono::steady_clock::time_point profileStepStart() const {
+    return stepStart_;
+  }
 
 private:
   Executable(LoadedPackage package, const ExecutableOptions &options);

@@ -790,6 +790,8 @@ Status CudaExecutable::enqueueThunk(size_t index) {
 }
 
 Status CudaExecutable::enqueueStep() {
+  if (profiling_)
+    profileStepStart_ = std::chrono::steady_clock::now();
   for (size_t i = 0; i < thunks_.size(); ++i) {
     if (profiling_)
       if (Status s = api_.eventRecord(profileEvents_[2 * i], stream_); !s.isOk())

@@ -77,6 +77,7 @@
 #include "runtime/package/Package.h"
 #include "runtime/package/SharedArena.h"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -242,6 +243,12 @@ public:
   const std::vector<CudaThunkProfile> &profile() const { return profile_; }
   // The same, each thunk named (ThunkProfile.h: what --profile writes).
   std::vector<ThunkTime> thunkTimes() const;
+  // When, on the host's steady clock, the last profiled step's first
+  // thunk was enqueued (its timeline's zero; the device may start it
+  // later).
+  std::chrono::steady_clock::time_point profileStepStart() const {
+    return profileStepStart_;
+  }
 
   // Each tuned shape (empty when autotuning was off, or when nothing had
   // two candidates or could be timed): the GEMM shapes in the order of
@@ -393,6 +400,7 @@ private:
   std::vector<CudaEvent> profileEvents_; // one before each thunk, one after
   std::vector<CudaThunkProfile> profile_;
   bool profilePending_ = false;
+  std::chrono::steady_clock::time_point profileStepStart_;
 };
 
 } // namespace kiln::runtime::cuda

@@ -47,32 +47,48 @@ std::string thunkProfileCsv(const std::vector<ThunkTime> &rows) {
 }
 
 std::string thunkProfileTrace(const std::vector<ThunkTime> &rows,
-                              const std::string &title) {
+                              const std::string &title,
+                              const std::vector<HostSpan> &host,
+                              double thunksAtMs) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  std::vector<std::string> events;
   auto meta = [&](const char *name, int tid, const std::string &value) {
-    out += "{\"name\": \"" + std::string(name) +
-           "\", \"ph\": \"M\", \"pid\": 0, \"tid\": " + std::to_string(tid) +
-           ", \"args\": {\"name\": ";
-    json::writeString(out, value);
-    out += "}},\n";
+    std::string e =
+        "{\"name\": \"" + std::string(name) +
+        "\", \"ph\": \"M\", \"pid\": 0, \"tid\": " + std::to_string(tid) +
+        ", \"args\": {\"name\": ";
+    json::writeString(e, value);
+    events.push_back(e + "}}");
   };
   meta("process_name", 0, title);
   meta("thread_name", 0, "thunks");
   meta("thread_name", 1, "collectives");
+  if (!host.empty())
+    meta("thread_name", 2, "host");
+  for (const HostSpan &h : host) {
+    std::string e = "{\"name\": ";
+    json::writeString(e, h.name);
+    events.push_back(e + ", \"cat\": \"host\", \"ph\": \"X\", \"ts\": " +
+                     number(h.startMs * 1000, "%.3f") + ", \"dur\": " +
+                     number(h.ms * 1000, "%.3f") + ", \"pid\": 0, \"tid\": 2}");
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     const ThunkTime &t = rows[i];
-    out += "{\"name\": ";
-    json::writeString(out, t.what);
-    out += ", \"cat\": ";
-    json::writeString(out, t.kind);
-    out += ", \"ph\": \"X\", \"ts\": " + number(t.lastStartMs * 1000, "%.3f") +
-           ", \"dur\": " + number(t.lastMs * 1000, "%.3f") +
-           ", \"pid\": 0, \"tid\": " + (isCollective(t.kind) ? "1" : "0") +
-           ", \"args\": {\"thunk\": " + std::to_string(i) +
-           ", \"calls\": " + std::to_string(t.calls) +
-           ", \"mean_ms\": " + number(t.msPerStep()) + "}}";
-    out += i + 1 < rows.size() ? ",\n" : "\n";
+    std::string e = "{\"name\": ";
+    json::writeString(e, t.what);
+    e += ", \"cat\": ";
+    json::writeString(e, t.kind);
+    events.push_back(
+        e + ", \"ph\": \"X\", \"ts\": " +
+        number((thunksAtMs + t.lastStartMs) * 1000, "%.3f") +
+        ", \"dur\": " + number(t.lastMs * 1000, "%.3f") +
+        ", \"pid\": 0, \"tid\": " + (isCollective(t.kind) ? "1" : "0") +
+        ", \"args\": {\"thunk\": " + std::to_string(i) +
+        ", \"calls\": " + std::to_string(t.calls) +
+        ", \"mean_ms\": " + number(t.msPerStep()) + "}}");
   }
+  for (size_t i = 0; i < events.size(); ++i)
+    out += events[i] + (i + 1 < events.size() ? ",\n" : "\n");
   return out + "]}\n";
 }
 
@@ -89,7 +105,8 @@ readThunkProfile(const std::string &text) {
       return Status::error("a trace without traceEvents");
     for (const json::Value &e : events->array) {
       const json::Value *ph = e.find("ph");
-      if (!ph || ph->string != "X")
+      const json::Value *cat = e.find("cat");
+      if (!ph || ph->string != "X" || (cat && cat->string == "host"))
         continue;
       const json::Value *args = e.find("args");
       const json::Value *thunk = args ? args->find("thunk") : nullptr;

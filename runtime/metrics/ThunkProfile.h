@@ -1,5 +1,4 @@
-//===- ThunkProfile.h - a step's per-thunk times, as CSV or a trace -*- C++
-//-*-===//
+//===- ThunkProfile.h - a step's per-thunk times, as CSV or a trace -*- C++ -*-===//
 //
 // What `kiln train --profile` and `kiln-cuda-run --profile` write: each
 // thunk of a step with its kind and description (pkgThunkKindName,
@@ -12,6 +11,11 @@
 // and mean time. Any other path gets CSV: thunk,ms,calls,kind,what with the
 // milliseconds per step. readThunkProfile reads either back (kiln inspect
 // --roofline --measured), and kiln-cuda-run's older two-column CSV.
+//
+// kiln train's trace also has the host's side of the step on a row of its
+// own (HostSpan: waiting for the batch, then the step's call from staging
+// the batch to reading the loss), the thunks placed where the runtime began
+// the step inside that call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,13 +61,24 @@ std::vector<ThunkTime> thunkTimes(const LoadedPackage &package,
   return out;
 }
 
+// A span of the host's work in the trace (kiln train: "batch", "step N"),
+// from the start of the traced step's iteration.
+struct HostSpan {
+  std::string name;
+  double startMs = 0, ms = 0;
+};
+
 // Whether |path| gets a trace (it ends in .json) rather than CSV.
 bool isThunkTracePath(const std::string &path);
 
-// |rows| as CSV, or as a trace of the last profiled step titled |title|.
+// |rows| as CSV, or as a trace of the last profiled step titled |title|:
+// |host| on a row of its own, the thunks' starts |thunksAtMs| after the
+// start of the host's first span (where the runtime began the step).
 std::string thunkProfileCsv(const std::vector<ThunkTime> &rows);
 std::string thunkProfileTrace(const std::vector<ThunkTime> &rows,
-                              const std::string &title);
+                              const std::string &title,
+                              const std::vector<HostSpan> &host = {},
+                              double thunksAtMs = 0);
 
 // The (thunk, milliseconds per step) pairs of a profile in either format.
 // Errors say where: "line 2 ('0,fast'): expected THUNK,MILLISECONDS", or

@@ -2,9 +2,10 @@
 
 A CSV: every thunk 0..THUNKS-1 has a row, in order, timed STEPS times, with
 a non-negative time; prints the count by kind. A Chrome trace (.json): one
-complete event per thunk, the thunks' args and calls as above, and the
+complete event per thunk, the thunks' args and calls as above, the
 events of the compute row in thunk order, each starting after the one
-before it ended (they run one after another); prints the same line. Exits 1
+before it ended (they run one after another), and the host's row: the
+batch, then the step's call holding every thunk; prints the same line. Exits 1
 with the reason."""
 import csv
 import json
@@ -13,7 +14,22 @@ from collections import Counter
 
 path, thunks, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if path.endswith(".json"):
-    events = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+    every = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+    host = [e for e in every if e["cat"] == "host"]
+    events = [e for e in every if e["cat"] != "host"]
+    # The host's row: waiting for the batch, then the step's call, which
+    # holds every thunk (one clock on the CPU).
+    if [e["name"].split()[0] for e in host] != ["batch", "step"] or \
+            any(e["tid"] != 2 for e in host):
+        sys.exit(f"{path}: host spans {[e['name'] for e in host]}, expected batch, step N")
+    batch, step = host
+    if abs(batch["ts"] + batch["dur"] - step["ts"]) > 1e-3:
+        sys.exit(f"{path}: the step starts at {step['ts']} us, not where the batch ends")
+    for e in events:
+        if e["ts"] < step["ts"] - 1e-3 or \
+                e["ts"] + e["dur"] > step["ts"] + step["dur"] + 1e-3:
+            sys.exit(f"{path}: thunk {e['args']['thunk']} ({e['ts']} + {e['dur']} us) "
+                     f"outside the step ({step['ts']} + {step['dur']} us)")
     rows = [{"thunk": str(e["args"]["thunk"]), "calls": e["args"]["calls"],
              "ms": e["args"]["mean_ms"], "kind": e["cat"], "what": e["name"]}
             for e in events]

@@ -267,7 +267,13 @@ TEST(CudaBackendTest, ProfileTimesEveryThunkOfTheStep) {
   stepBoth(b, *data.value(), 0, 2, mlpRows); // the plain step, the capture
   std::string error;
   ASSERT_TRUE(b.gpu->setProfiling(true, error)) << error;
-  stepBoth(b, *data.value(), 2, 3, mlpRows);
+  stepBoth(b, *data.value(), 2, 2, mlpRows);
+  // The timeline's zero is the host's time the last step began enqueueing.
+  auto before = std::chrono::steady_clock::now();
+  stepBoth(b, *data.value(), 4, 1, mlpRows);
+  auto after = std::chrono::steady_clock::now();
+  EXPECT_GE(b.gpu->profileStepStart(), before);
+  EXPECT_LE(b.gpu->profileStepStart(), after);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   std::vector<cli::ThunkTime> rows = b.gpu->profile();
   rt::StatusOr<rt::LoadedPackage> step =

@@ -4,7 +4,8 @@
 // kiln-cuda-run --profile write, read back as kiln inspect --measured reads
 // it: the CSV (and kiln-cuda-run's older two columns) and the Chrome trace
 // give each thunk's milliseconds per step; the trace's events sit where the
-// thunks ran, collectives on their own row, names escaped; bad files are
+// thunks ran, collectives on their own row, kiln train's host spans on
+// theirs, names escaped; bad files are
 // refused with where and what was expected.
 //
 //===----------------------------------------------------------------------===//
@@ -75,6 +76,45 @@ TEST(ThunkProfile, TraceHoldsTheLastStepsTimeline) {
   EXPECT_TRUE(isThunkTracePath("p.json"));
   EXPECT_FALSE(isThunkTracePath("p.csv"));
   EXPECT_FALSE(isThunkTracePath("json"));
+}
+
+// kiln train's trace: the host's spans on a row of their own, the thunks
+// shifted to where the runtime began the step inside the step's span; the
+// reader skips the host's spans.
+TEST(ThunkProfile, TraceHoldsTheHostsSpans) {
+  std::vector<HostSpan> host = {{"batch", 0, 0.5}, {"step 7", 0.5, 3.0}};
+  std::string text =
+      thunkProfileTrace(sample(), "kiln train: step 7", host, 0.75);
+  StatusOr<json::Value> doc = json::parse(text);
+  ASSERT_TRUE(doc.isOk()) << doc.status().message() << "\n" << text;
+  std::vector<const json::Value *> complete;
+  bool named = false;
+  for (const json::Value &e : doc->find("traceEvents")->array) {
+    if (e.find("ph")->string == "M" && e.find("tid")->integer == 2)
+      named = e.find("args")->find("name")->string == "host";
+    if (e.find("ph")->string == "X")
+      complete.push_back(&e);
+  }
+  EXPECT_TRUE(named);
+  ASSERT_EQ(complete.size(), 5u);
+  EXPECT_EQ(complete[0]->find("name")->string, "batch");
+  EXPECT_EQ(complete[0]->find("cat")->string, "host");
+  EXPECT_EQ(complete[0]->find("tid")->integer, 2);
+  EXPECT_EQ(complete[0]->find("dur")->number, 500);
+  EXPECT_EQ(complete[1]->find("name")->string, "step 7");
+  EXPECT_EQ(complete[1]->find("ts")->number, 500);
+  EXPECT_EQ(complete[1]->find("dur")->number, 3000);
+  // The thunks 0.75 ms in: 750, 2250 and 1250 us.
+  EXPECT_EQ(complete[2]->find("ts")->number, 750);
+  EXPECT_EQ(complete[3]->find("ts")->number, 2250);
+  EXPECT_EQ(complete[4]->find("ts")->number, 1250);
+  auto times = readThunkProfile(text);
+  ASSERT_TRUE(times.isOk()) << times.status().message();
+  EXPECT_EQ(times.value(), (std::vector<std::pair<size_t, double>>{
+                               {0, 1.5}, {1, 0.5}, {2, 0.25}}));
+  // With no thunks the trace is still JSON.
+  EXPECT_TRUE(json::parse(thunkProfileTrace({}, "t", host)).isOk());
+  EXPECT_TRUE(json::parse(thunkProfileTrace({}, "t")).isOk());
 }
 
 TEST(ThunkProfile, BadProfilesSayWhereAndWhatWasExpected) {

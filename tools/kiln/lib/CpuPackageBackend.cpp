@@ -158,6 +158,9 @@ public:
     train_.exec->setProfiling(on);
     return true;
   }
+  std::chrono::steady_clock::time_point profileStepStart() const override {
+    return train_.exec->profileStepStart();
+  }
   std::vector<ThunkTime> profile() const override {
     return train_.exec->thunkTimes();
   }

@@ -184,6 +184,9 @@ public:
     }
     return true;
   }
+  std::chrono::steady_clock::time_point profileStepStart() const override {
+    return train_.exec->profileStepStart();
+  }
   std::vector<ThunkTime> profile() const override {
     return train_.exec->thunkTimes();
   }

@@ -29,6 +29,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -127,6 +128,11 @@ public:
   }
   // One entry per thunk of the training step, in order.
   virtual std::vector<ThunkTime> profile() const { return {}; }
+  // Where the last profiled step's thunk timeline starts (ThunkTime's
+  // lastStartMs count from it) on the host's steady clock.
+  virtual std::chrono::steady_clock::time_point profileStepStart() const {
+    return {};
+  }
 };
 
 // A data argument of the step as the backend sees it: its full shape

@@ -117,12 +117,29 @@ namespace {
 // warms up, and the one a GPU captures into its CUDA Graph).
 constexpr int64_t kProfileWarmupSteps = 2;
 
+// The host's side of the profiled steps, on the steady clock: waiting for
+// each batch, and the step's call (staging the batch, running the step,
+// reading the loss).
+struct HostProfile {
+  using Clock = std::chrono::steady_clock;
+  double batchMs = 0, callMs = 0; // over the profiled steps
+  int64_t steps = 0;
+  // The last profiled step's.
+  Clock::time_point batchStart, callStart, callEnd;
+  Clock::time_point thunksStart; // the runtime's timeline zero
+
+  double ms(Clock::time_point a, Clock::time_point b) const {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  }
+};
+
 // Writes |rows| (steps |first| to |last|) to |path|, as a Chrome trace of
 // step |last| for a .json path and as CSV otherwise, and prints where the
-// step's time went: by thunk kind, then the slowest thunks.
-bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
-                  int64_t first, int64_t last, llvm::raw_ostream &console,
-                  llvm::raw_ostream &errs) {
+// step's time went: the thunks against the host's time, by thunk kind,
+// then the slowest thunks.
+bool writeProfile(const std::vector<ThunkTime> &rows, const HostProfile &host,
+                  const std::string &path, int64_t first, int64_t last,
+                  llvm::raw_ostream &console, llvm::raw_ostream &errs) {
   double stepMs = 0;
   std::map<std::string, double> byKind;
   for (const ThunkTime &t : rows) {
@@ -130,11 +147,19 @@ bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
     byKind[t.kind] += t.msPerStep();
   }
   bool trace = runtime::isThunkTracePath(path);
+  std::vector<runtime::HostSpan> spans = {
+      {"batch", 0, host.ms(host.batchStart, host.callStart)},
+      {"step " + std::to_string(last), host.ms(host.batchStart, host.callStart),
+       host.ms(host.callStart, host.callEnd)}};
   if (runtime::Status s = runtime::writeFileAtomically(
-          path, trace ? runtime::thunkProfileTrace(
-                            rows, trainCommand().str() + ": step " +
-                                      std::to_string(last))
-                      : runtime::thunkProfileCsv(rows));
+          path,
+          trace ? runtime::thunkProfileTrace(
+                      rows,
+                      trainCommand().str() + ": step " + std::to_string(last),
+                      spans,
+                      host.ms(host.batchStart,
+                              std::max(host.thunksStart, host.callStart)))
+                : runtime::thunkProfileCsv(rows));
       !s.isOk()) {
     printError(errs, trainCommand(), "--profile=" + path + ": " + s.message());
     return false;
@@ -152,6 +177,24 @@ bool writeProfile(const std::vector<ThunkTime> &rows, const std::string &path,
           << (trace ? "step " + std::to_string(last) + "'s timeline"
                     : std::string("each thunk's time"))
           << " in " << path << ")\n";
+  // The host's time per step: what the thunks leave is staging the batch,
+  // launching (on a GPU, the gaps between kernels), the collectives'
+  // waits and reading the loss.
+  double steps = double(std::max<int64_t>(host.steps, 1));
+  double batchMs = host.batchMs / steps, wallMs = batchMs + host.callMs / steps;
+  auto ofWall = [&](double ms, const char *what = "") {
+    return llvm::formatv("{0:f3} ms ({1:f1}%{2})", ms,
+                         wallMs > 0 ? 100 * ms / wallMs : 0.0, what)
+        .str();
+  };
+  console << "  host: " << llvm::formatv("{0:f3}", wallMs)
+          << " ms per step from asking for the batch to reading the loss: "
+             "thunks "
+          << ofWall(stepMs) << ", waiting for the batch " << ofWall(batchMs)
+          << ", the rest "
+          << ofWall(std::max(0.0, wallMs - batchMs - stepMs),
+                    ": staging, launches, reading the loss")
+          << "\n";
   std::vector<std::pair<double, std::string>> kinds;
   for (const auto &[kind, ms] : byKind)
     kinds.push_back({ms, kind});
@@ -431,12 +474,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   bool progress = console.is_displayed();
   Clock::time_point runStart = Clock::now();
   int64_t firstStep = stepsDone;
+  HostProfile hostProfile;
   while (stepsDone < totalSteps) {
     runtime::Prefetcher batches(*dataset.value(), sampler.value().indices(epoch),
                                 batch, /*dropPartial=*/true, 2, position);
     runtime::Batch b;
     bool epochDone = false;
     while (stepsDone < totalSteps) {
+      Clock::time_point batchStart = Clock::now();
       runtime::StatusOr<bool> more = batches.next(b);
       if (!more.isOk()) {
         printError(errs, trainCommand(), "--data=" + options.data + ": " +
@@ -460,17 +505,28 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         profiling = true;
       }
       double loss = 0;
+      Clock::time_point callStart = Clock::now();
       if (!model.step(b, loss, errs))
         return kExitError;
+      if (profiling) {
+        HostProfile &h = hostProfile;
+        h.batchStart = batchStart;
+        h.callStart = callStart;
+        h.callEnd = Clock::now();
+        h.batchMs += h.ms(batchStart, callStart);
+        h.callMs += h.ms(callStart, h.callEnd);
+        ++h.steps;
+      }
       if (profiling && stepsDone + 1 == profileTo) {
         std::vector<ThunkTime> rows = model.profile();
+        hostProfile.thunksStart = model.profileStepStart();
         std::string error;
         (void)model.setProfiling(false, error);
         profiling = false;
         if (progress)
           console << "\r\033[K";
-        if (!writeProfile(rows, options.profileFile, profileFrom + 1, profileTo,
-                          console, errs))
+        if (!writeProfile(rows, hostProfile, options.profileFile,
+                          profileFrom + 1, profileTo, console, errs))
           return kExitError;
       }
       if (!std::isfinite(loss)) {

@@ -1,4 +1,4 @@
-//===- ThunkProfile.h - a step's per-thunk times, as CSV or a trace -*- C++ -*-===//
+//===- ThunkProfile.h - per-thunk times, as CSV or a trace ------*- C++ -*-===//
 //
 // What `kiln train --profile` and `kiln-cuda-run --profile` write: each
 // thunk of a step with its kind and description (pkgThunkKindName,

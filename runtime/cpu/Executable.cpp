@@ -602,6 +602,8 @@ Status Executable::prepare(KernelLoader &loader) {
 
   setBlasThreads(gemmThreading_ == GemmThreading::Pool ? 1 : pool_.size());
   profile_.assign(p.thunks.size(), ThunkProfile());
+  for (size_t i = 0; i < p.thunks.size(); ++i)
+    nvtxNames_.push_back(nvtx::registerMessage(pkgDescribeThunk(p, i)));
 
   // Asynchronous collectives: a thunk after collective c must wait for it
   // when it writes bytes c reads or writes, or reads bytes c writes (the
@@ -923,6 +925,7 @@ Status Executable::runConv(size_t index, PkgDType dtype) {
 }
 
 Status Executable::timedThunk(size_t index) {
+  nvtx::Range range(nvtxNames_[index]);
   if (!profiling_)
     return runThunk(index);
   auto start = std::chrono::steady_clock::now();

@@ -47,6 +47,7 @@
 #include "runtime/HostMemory.h"
 #include "runtime/Status.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/metrics/Nvtx.h"
 #include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 #include "runtime/package/SharedArena.h"
@@ -250,6 +251,9 @@ private:
   std::vector<UpdateCopy> updates_;
   bool profiling_ = false;
   std::vector<ThunkProfile> profile_;
+  // Each thunk's NVTX range (Nvtx.h: Nsight Systems shows it on the
+  // thread that runs the thunk).
+  std::vector<nvtx::Message> nvtxNames_;
   std::chrono::steady_clock::time_point stepStart_; // while profiling
   // Asynchronous collectives: per thunk, how many of the step's
   // collectives (counted in thunk order) must be complete before it runs;

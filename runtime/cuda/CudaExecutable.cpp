@@ -370,6 +370,10 @@ Status CudaExecutable::prepare() {
 
   thunks_.resize(package_.thunks.size());
   for (size_t i = 0; i < package_.thunks.size(); ++i)
+    nvtxNames_.push_back(nvtx::registerMessage(pkgDescribeThunk(package_, i)));
+  nvtxGraphLaunch_ = nvtx::registerMessage(
+      "graph launch: the step's " + std::to_string(thunks_.size()) + " thunks");
+  for (size_t i = 0; i < package_.thunks.size(); ++i)
     if (Status s = planThunk(i); !s.isOk())
       return s;
   // Programmatic dependent launch: only after work that ends with a kernel
@@ -793,6 +797,7 @@ Status CudaExecutable::enqueueStep() {
   if (profiling_)
     profileStepStart_ = std::chrono::steady_clock::now();
   for (size_t i = 0; i < thunks_.size(); ++i) {
+    nvtx::Range range(nvtxNames_[i]);
     if (profiling_)
       if (Status s = api_.eventRecord(profileEvents_[2 * i], stream_); !s.isOk())
         return s;
@@ -835,12 +840,17 @@ Status CudaExecutable::run() {
   // or borrows (CudaOptions::shareMemoryWith).
   runs_.started(this);
   Status result;
+  auto launchGraph = [&] {
+    nvtx::Range range(nvtxGraphLaunch_);
+    return api_.graphLaunch(graphExec_, stream_);
+  };
   if (graphExec_ && !profiling_) {
-    result = api_.graphLaunch(graphExec_, stream_);
+    result = launchGraph();
   } else if (options_.graphs && graphFallback_.empty() && steps_ >= 1 &&
              !profiling_) {
     // The second step is captured, then launched as a graph.
     std::string failure;
+    nvtx::push("capturing the step into a CUDA Graph");
     if (Status s = api_.streamBeginCapture(stream_); !s.isOk()) {
       failure = s.message();
     } else {
@@ -861,8 +871,9 @@ Status CudaExecutable::run() {
         api_.graphDestroy(graph);
       }
     }
+    nvtx::pop();
     if (failure.empty()) {
-      result = api_.graphLaunch(graphExec_, stream_);
+      result = launchGraph();
     } else {
       graphFallback_ = "capturing the step into a CUDA Graph failed (" +
                        failure + "): plain launches from now on";

@@ -73,6 +73,7 @@
 #include "runtime/cuda/Autotune.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaMemory.h"
+#include "runtime/metrics/Nvtx.h"
 #include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 #include "runtime/package/SharedArena.h"
@@ -401,6 +402,10 @@ private:
   std::vector<CudaThunkProfile> profile_;
   bool profilePending_ = false;
   std::chrono::steady_clock::time_point profileStepStart_;
+  // NVTX ranges (Nvtx.h): each thunk's as it is enqueued, and a graph
+  // launch's.
+  std::vector<nvtx::Message> nvtxNames_;
+  nvtx::Message nvtxGraphLaunch_;
 };
 
 } // namespace kiln::runtime::cuda

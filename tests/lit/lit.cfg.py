@@ -24,6 +24,8 @@ config.environment["PATH"] = os.pathsep.join(
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 config.substitutions.append(("%flatc", config.flatc))
 config.substitutions.append(("%python", config.python))
+# The NVTX tool of tests/unit/cuda/FakeNvtx.cpp (nvtx.test, REQUIRES: cuda).
+config.substitutions.append(("%fake_nvtx", config.fake_nvtx))
 config.substitutions.append(("%schema_dir", os.path.join(config.kiln_src_root, "serialize", "schema")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 if config.cuda_enabled:

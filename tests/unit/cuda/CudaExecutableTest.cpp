@@ -17,9 +17,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Initializers.h"
 #include "runtime/cuda/CudaExecutable.h"
+#include "runtime/Initializers.h"
 #include "tests/unit/cuda/FakeCudaApi.h"
+#include "tests/unit/cuda/FakeNvtxLog.h"
 #include "tests/unit/cuda/PkgBuffers.h"
 #include "tests/unit/cuda/ScopedEnv.h"
 #include "tests/unit/package/PackageMutants.h"
@@ -578,6 +579,46 @@ TEST_F(CudaExecutableTest, GraphIsCapturedAfterTheWarmUpStep) {
     w2[i] = w[i] * 0.25f; // the third step read the twice-halved w
   expectY(y, x, w2, "y");
   EXPECT_TRUE(notes.empty());
+}
+
+// Nsight Systems' view (NVTX ranges, on the fake tool): each thunk is a
+// range named as the runtime's messages name it while it is enqueued; the
+// capture is one range holding them; a graph launch is one range.
+TEST_F(CudaExecutableTest, ThunksAreNvtxRangesAndAGraphLaunchIsOne) {
+  if (!kiln::testing::fakeNvtxInstalled())
+    GTEST_SKIP() << "the fake NVTX tool is not at " KILN_FAKE_NVTX;
+  LoadedPackage p = mlpPackage();
+  std::vector<std::string> thunks;
+  for (size_t i = 0; i < p.thunks.size(); ++i)
+    thunks.push_back("push kiln: " + pkgDescribeThunk(p, i));
+  auto exec = make(std::move(p));
+  ASSERT_TRUE(exec);
+  auto step = [&] {
+    std::vector<std::string> lines =
+        kiln::testing::nvtxRanges([&] { ASSERT_TRUE(exec->run().isOk()); });
+    for (std::string &l : lines)
+      l = l.substr(l.find(' ') + 1); // one thread
+    return lines;
+  };
+  std::vector<std::string> plain;
+  for (const std::string &t : thunks) {
+    plain.push_back(t);
+    plain.push_back("pop kiln");
+  }
+  EXPECT_EQ(step(), plain); // warm-up: plain launches
+  std::vector<std::string> captured = {
+      "push kiln: capturing the step into a CUDA Graph"};
+  captured.insert(captured.end(), plain.begin(), plain.end());
+  captured.push_back("pop kiln");
+  std::vector<std::string> launch = {"push kiln: graph launch: the step's " +
+                                         std::to_string(thunks.size()) +
+                                         " thunks",
+                                     "pop kiln"};
+  captured.insert(captured.end(), launch.begin(), launch.end());
+  EXPECT_EQ(step(), captured);
+  EXPECT_EQ(step(), launch);
+  EXPECT_EQ(thunks.size(), 4u); // the GEMM, ReLU, SGD and a copy
+  EXPECT_EQ(thunks[0].rfind("push kiln: gemm m=", 0), 0u) << thunks[0];
 }
 
 TEST_F(CudaExecutableTest, FailedCaptureFallsBackToPlainLaunches) {

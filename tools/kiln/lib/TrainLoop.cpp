@@ -16,6 +16,7 @@
 #include "runtime/data/Sampler.h"
 #include "runtime/dist/NcclCommunicator.h"
 #include "runtime/metrics/EventFile.h"
+#include "runtime/metrics/Nvtx.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -434,6 +435,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       return false;
     if (evalDataset) {
       // The eval step is the forward model: one micro-batch of rows.
+      runtime::nvtx::Range range("eval after step " +
+                                 std::to_string(stepsDone));
       eval = evaluate(model, *evalDataset, microBatch, options.evalSubset,
                       errs);
       if (!eval)
@@ -482,7 +485,9 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     bool epochDone = false;
     while (stepsDone < totalSteps) {
       Clock::time_point batchStart = Clock::now();
+      runtime::nvtx::push("batch");
       runtime::StatusOr<bool> more = batches.next(b);
+      runtime::nvtx::pop();
       if (!more.isOk()) {
         printError(errs, trainCommand(), "--data=" + options.data + ": " +
                                        more.status().message());
@@ -506,8 +511,11 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       }
       double loss = 0;
       Clock::time_point callStart = Clock::now();
-      if (!model.step(b, loss, errs))
-        return kExitError;
+      {
+        runtime::nvtx::Range range("step " + std::to_string(stepsDone + 1));
+        if (!model.step(b, loss, errs))
+          return kExitError;
+      }
       if (profiling) {
         HostProfile &h = hostProfile;
         h.batchStart = batchStart;
@@ -576,11 +584,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       bool atEnd = stepsDone == totalSteps;
       if (!options.checkpointDir.empty() && (leader || sharded) &&
           (atEnd || (options.checkpointEvery &&
-                     stepsDone % options.checkpointEvery == 0)))
+                     stepsDone % options.checkpointEvery == 0))) {
+        runtime::nvtx::Range range("checkpoint at step " +
+                                   std::to_string(stepsDone));
         if (!state.writeCheckpoint(options.checkpointDir,
                                    {stepsDone, epoch, position}, options.seed,
                                    console, errs))
           return kExitError;
+      }
       if (epochDone)
         break;
     }

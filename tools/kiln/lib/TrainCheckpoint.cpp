@@ -20,7 +20,10 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 namespace kiln::cli {
 namespace {
@@ -369,9 +372,44 @@ bool TrainState::gatherParameters(size_t i, std::vector<runtime::NamedTensor> &o
   return true;
 }
 
+namespace {
+
+// Points |dir|/latest at |name|, atomically (a temporary file, then rename).
+runtime::Status writeLatest(const std::string &dir, const std::string &name) {
+  std::string latest = dir + "/latest";
+  runtime::Status s = runtime::writeFileAtomically(latest, name + "\n");
+  if (!s.isOk())
+    return runtime::Status::error(latest + ": cannot write the pointer to " +
+                                  name + ": " + s.message());
+  return s;
+}
+
+} // namespace
+
+// A checkpoint being written on a thread of its own (--checkpoint-async).
+struct TrainState::Pending {
+  std::string dir, name;
+  int64_t step = 0;
+  std::thread writer;
+  std::atomic<bool> done{false};
+  // Set by the writer before |done|.
+  runtime::Status saved, pointer;
+  double seconds = 0;
+};
+
+TrainState::~TrainState() {
+  // A run that stops with an error still completes the write in flight
+  // (its file is whole or absent; `latest` moves only after it is whole).
+  if (pending_ && pending_->writer.joinable())
+    pending_->writer.join();
+}
+
 bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at,
                                  uint64_t seed, llvm::raw_ostream &console,
                                  llvm::raw_ostream &errs) {
+  // One write in flight at a time: the previous one first.
+  if (!finishCheckpoint(console, errs))
+    return false;
   bool leader = env_.rank == 0;
   bool sharded = this->sharded();
   int64_t stepsDone = at.step;
@@ -414,7 +452,57 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
   std::string name =
       sharded ? runtime::shardFileName(stepsDone, env_.rank, env_.worldSize)
               : "step-" + std::to_string(stepsDone) + ".safetensors";
+  if (async_) {
+    // The state is this copy: the steps go on while a thread writes it
+    // (and, on one rank, the pointer); finishCheckpoint reports it.
+    pending_ = std::make_unique<Pending>();
+    Pending &p = *pending_;
+    p.dir = dir;
+    p.name = name;
+    p.step = stepsDone;
+    p.writer = std::thread([&p, sharded, state = std::move(state)] {
+      auto start = std::chrono::steady_clock::now();
+      p.saved = runtime::saveCheckpoint(p.dir + "/" + p.name, state);
+      if (p.saved.isOk() && !sharded)
+        p.pointer = writeLatest(p.dir, p.name);
+      p.seconds = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      p.done = true;
+    });
+    return true;
+  }
   runtime::Status saved = runtime::saveCheckpoint(dir + "/" + name, state);
+  return commit(dir, stepsDone, name, saved, std::nullopt, "", console, errs);
+}
+
+bool TrainState::checkpointWritten() const {
+  // A sharded checkpoint is committed with a collective, so only where
+  // every rank calls finishCheckpoint.
+  return pending_ && !sharded() && pending_->done;
+}
+
+bool TrainState::finishCheckpoint(llvm::raw_ostream &console,
+                                  llvm::raw_ostream &errs) {
+  if (!pending_)
+    return true;
+  std::unique_ptr<Pending> p = std::move(pending_);
+  p->writer.join();
+  return commit(
+      p->dir, p->step, p->name, p->saved,
+      sharded() ? std::nullopt : std::optional(p->pointer),
+      llvm::formatv(" (written in the background in {0:f2} s)", p->seconds)
+          .str(),
+      console, errs);
+}
+
+bool TrainState::commit(const std::string &dir, int64_t stepsDone,
+                        std::string name, const runtime::Status &saved,
+                        const std::optional<runtime::Status> &pointer,
+                        const std::string &how, llvm::raw_ostream &console,
+                        llvm::raw_ostream &errs) {
+  bool leader = env_.rank == 0;
+  bool sharded = this->sharded();
   if (!saved.isOk())
     printError(errs, trainCommand(), "checkpoint at step " + std::to_string(stepsDone) +
                                         ": " + saved.message() +
@@ -464,24 +552,15 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
   } else if (!saved.isOk()) {
     return false;
   }
-  // The pointer is replaced atomically: a temp file, then rename.
-  std::string latest = dir + "/latest";
-  std::string temp = latest + ".tmp";
-  {
-    std::error_code wec;
-    llvm::raw_fd_ostream out(temp, wec);
-    if (!wec) {
-      out << name << "\n";
-      out.close();
-      wec = out.error();
-    }
-    if (wec || llvm::sys::fs::rename(temp, latest)) {
-      printError(errs, trainCommand(), latest + ": cannot write the pointer to " + name +
-                                          (wec ? ": " + wec.message() : std::string()));
-      return false;
-    }
+  // The pointer moves once the checkpoint is whole (on one rank an
+  // asynchronous write moved it already).
+  runtime::Status moved = pointer ? *pointer : writeLatest(dir, name);
+  if (!moved.isOk()) {
+    printError(errs, trainCommand(), moved.message());
+    return false;
   }
-  console << trainCommand() << ": checkpoint " << dir << "/" << name << "\n";
+  console << trainCommand() << ": checkpoint " << dir << "/" << name << how
+          << "\n";
   return true;
 }
 

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -67,6 +68,8 @@ public:
   // through it.
   TrainState(TrainBackend &model, const runtime::dist::DistEnv &env,
              runtime::dist::Communicator *communicator);
+  // Waits for a write in flight.
+  ~TrainState();
 
   // Whether checkpoints are sharded (the step holds ZeRO shards).
   bool sharded() const { return !shardLayouts_.empty(); }
@@ -99,10 +102,35 @@ public:
                        uint64_t seed, llvm::raw_ostream &console,
                        llvm::raw_ostream &errs);
 
+  // --checkpoint-async (PyTorch DCP's async_save, Orbax's asynchronous
+  // checkpointing): writeCheckpoint copies the state out (the device's
+  // values read, zero3's parameters gathered) and a thread writes the file
+  // while the steps go on; on one rank it then moves `latest`. One write is
+  // in flight at a time: the next writeCheckpoint waits for it first.
+  void setAsync(bool async) { async_ = async; }
+  // Whether the write in flight is done and can be reported at once by
+  // finishCheckpoint (one rank: a sharded checkpoint is committed where
+  // every rank calls finishCheckpoint).
+  bool checkpointWritten() const;
+  // Waits for the write in flight and reports it; a sharded one is
+  // committed then (the ranks' files counted, the index and `latest`
+  // written on rank 0), so every rank calls it at the same point. True
+  // when there is none.
+  bool finishCheckpoint(llvm::raw_ostream &console, llvm::raw_ostream &errs);
+
 private:
   // (slot, parameter) of optimizer state entry |name|; ("state", name) for
   // state of no parameter.
   std::pair<std::string, std::string> stateKey(const std::string &name) const;
+  // After the file |name| of step |stepsDone| was written (|saved|): a
+  // sharded checkpoint's count of failures and index, then `latest` (or
+  // |pointer|, the background writer's result), and the line (ending in
+  // |how|). Prints the problem and fails.
+  bool commit(const std::string &dir, int64_t stepsDone, std::string name,
+              const runtime::Status &saved,
+              const std::optional<runtime::Status> &pointer,
+              const std::string &how, llvm::raw_ostream &console,
+              llvm::raw_ostream &errs);
 
   TrainBackend &model_;
   runtime::dist::DistEnv env_;
@@ -111,6 +139,9 @@ private:
   std::set<std::string> parameterNames_, stateNames_;
   // ZeRO: the shard entries (zero.bucketK and its optimizer slots) by name.
   std::map<std::string, const runtime::ShardLayout *> shardLayouts_;
+  bool async_ = false;
+  struct Pending;
+  std::unique_ptr<Pending> pending_;
 };
 
 } // namespace kiln::cli

@@ -57,6 +57,9 @@ struct TrainOptions {
   std::string initFrom;
   bool initStrict = true;
   std::string checkpointDir;
+  // --checkpoint-async: checkpoints written on a thread while the steps go
+  // on (TrainState::setAsync).
+  bool checkpointAsync = false;
   std::string metricsFile;
   std::string tensorboardDir; // --tensorboard-dir; empty: none
   // --profile: the training step's thunk times over --profile-steps steps

@@ -301,6 +301,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
 
   // The resumed state.
   TrainState state(model, env, run.communicator);
+  state.setAsync(options.checkpointAsync);
   int64_t stepsDone = 0, epoch = 0, position = 0;
   if (resumed) {
     if (!state.restore(*resumed, errs))
@@ -537,6 +538,13 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
                           profileFrom + 1, profileTo, console, errs))
           return kExitError;
       }
+      // --checkpoint-async: a write that finished is reported.
+      if (state.checkpointWritten()) {
+        if (progress)
+          console << "\r\033[K";
+        if (!state.finishCheckpoint(console, errs))
+          return kExitError;
+      }
       if (!std::isfinite(loss)) {
         printError(errs, trainCommand(),
                    "step " + std::to_string(stepsDone + 1) + ": the loss is not finite");
@@ -587,6 +595,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
                      stepsDone % options.checkpointEvery == 0))) {
         runtime::nvtx::Range range("checkpoint at step " +
                                    std::to_string(stepsDone));
+        if (progress)
+          console << "\r\033[K";
         if (!state.writeCheckpoint(options.checkpointDir,
                                    {stepsDone, epoch, position}, options.seed,
                                    console, errs))
@@ -598,6 +608,9 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     if (!epochDone)
       break;
   }
+  // --checkpoint-async: the last write is waited for.
+  if (!state.finishCheckpoint(console, errs))
+    return kExitError;
   // A run that stops inside an epoch still reports where it got to.
   if (position != 0 && !epochLosses.empty())
     if (!report(epoch + 1))

@@ -61,6 +61,11 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                   "write step-N.safetensors and a 'latest' pointer here");
   parser.addValue("checkpoint-every", &checkpointEvery, "N",
                   "checkpoint every N steps (and always at the end)");
+  parser.addSwitch("checkpoint-async", &options.checkpointAsync,
+                   "write checkpoints on a thread of their own while the "
+                   "steps go on (the state is copied out first; one write "
+                   "at a time; a failed write stops the run at the next "
+                   "checkpoint or at the end)");
   parser.addSwitch("resume", &options.resume,
                    "continue from the checkpoint --checkpoint-dir's 'latest' names");
   parser.addValue("init-from", &options.initFrom, "FILE",
@@ -132,9 +137,12 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
   options.seed = static_cast<uint64_t>(seedValue);
   if (options.maxSteps == 0 && options.epochs == 0)
     options.maxSteps = 20;
-  if ((options.resume || options.checkpointEvery) && options.checkpointDir.empty()) {
+  if ((options.resume || options.checkpointEvery || options.checkpointAsync) &&
+      options.checkpointDir.empty()) {
     printError(errs, trainCommand(),
-               std::string(options.resume ? "--resume" : "--checkpoint-every") +
+               std::string(options.resume            ? "--resume"
+                           : options.checkpointEvery ? "--checkpoint-every"
+                                                     : "--checkpoint-async") +
                    " needs --checkpoint-dir=DIR");
     return kExitUsage;
   }

@@ -55,7 +55,8 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
     kiln-cuda-backend-tests kiln-cuda-emulation-device-tests
     kiln-cuda-conv-tests kiln-cuda-nccl-step-tests kiln-cuda-runtime-tests
     "${address_targets[@]}")
-  lit_tools+=(kiln-cuda-run)
+  # nvtx.test loads the fake NVTX tool into kiln.
+  lit_tools+=(kiln-cuda-run kiln-fake-nvtx)
 fi
 # NVRTC and ptxas (uninstrumented libraries) compiling every kernel for
 # sm_90 say nothing about Kiln's memory: ctest runs those tests. Nor do

@@ -1079,6 +1079,16 @@ Status CudaExecutable::submitInputs() {
   return Status::ok();
 }
 
+StatusOr<std::pair<uint64_t, uint64_t>> CudaExecutable::deviceMemoryInUse() {
+  if (Status s = onThisThread(); !s.isOk())
+    return s;
+  size_t freeBytes = 0, totalBytes = 0;
+  if (Status s = api_.memGetInfo(&freeBytes, &totalBytes); !s.isOk())
+    return s;
+  return std::make_pair(uint64_t(totalBytes - std::min(freeBytes, totalBytes)),
+                        uint64_t(totalBytes));
+}
+
 void CudaExecutable::setProfiling(bool enabled) {
   profiling_ = enabled;
   profilePending_ = false;

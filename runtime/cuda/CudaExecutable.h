@@ -174,6 +174,10 @@ public:
   // What the step takes on the device, by part (CudaMemory.h); running in
   // another step's memory, the arena part is its own memory alone.
   const CudaStepMemory &memory() const { return memory_; }
+  // The step's device as cudaMemGetInfo sees it: the bytes in use (by every
+  // process: the step's, the CUDA context's, the modules', the libraries'
+  // state, NCCL's) and the device's total.
+  StatusOr<std::pair<uint64_t, uint64_t>> deviceMemoryInUse();
   // Where the buffers went in the memory of CudaOptions::shareMemoryWith
   // (null without it).
   const SharedArenaPlan *sharedArena() const {

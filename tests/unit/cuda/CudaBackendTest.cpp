@@ -16,6 +16,7 @@
 #include "tests/unit/cuda/HostKernels.h"
 #include "tests/unit/cuda/RuntimeHostKernels.h"
 
+#include "runtime/Units.h"
 #include "runtime/cuda/CudaConv.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
@@ -297,6 +298,34 @@ TEST(CudaBackendTest, ProfileTimesEveryThunkOfTheStep) {
   ASSERT_TRUE(b.gpu->setProfiling(false, error)) << error;
   EXPECT_TRUE(b.gpu->profile().empty() || b.gpu->profile().front().calls == 0);
   stepBoth(b, *data.value(), 5, 1, mlpRows);
+  b.gpu.reset();
+  llvm::sys::fs::remove_directories(dir);
+}
+
+// What nvidia-smi shows beside the step's own memory: the device as
+// cudaMemGetInfo sees it, and what of it is outside the step (on the fake,
+// exactly what another process holds).
+TEST(CudaBackendTest, DeviceMemoryLineSaysWhatIsOutsideTheStep) {
+  llvm::SmallString<128> dir;
+  cli::BackendOptions options;
+  mlpOptions(dir, options);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  Backends b;
+  b.api.usedElsewhere = size_t(300) << 20;
+  createBackends(options, b);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  std::string text = b.errs.str();
+  size_t line = text.find("test: the device has ");
+  ASSERT_NE(line, std::string::npos) << text;
+  std::string got = text.substr(line, text.find('\n', line) - line);
+  // The step's allocations, then 300 MiB more of the fake's 2 GiB.
+  size_t free = 0, total = 0;
+  ASSERT_TRUE(b.api.memGetInfo(&free, &total).isOk());
+  std::string inUse = rt::formatBytes(total - free);
+  EXPECT_EQ(got, "test: the device has " + inUse +
+                     " in use of 2.00 GiB, "
+                     "300.00 MiB of it outside the step (the CUDA context, the "
+                     "modules, cuBLASLt's and NCCL's state, other processes)");
   b.gpu.reset();
   llvm::sys::fs::remove_directories(dir);
 }

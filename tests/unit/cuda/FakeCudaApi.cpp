@@ -204,7 +204,11 @@ Status FakeCudaApi::memGetInfo(size_t *freeBytes, size_t *totalBytes) {
   if (Status s = enter("cudaMemGetInfo"); !s.isOk())
     return s;
   *totalBytes = FakeDeviceMemory::kDeviceMemoryBytes;
-  size_t used = std::min(*totalBytes, memory_.liveBytes() + usedElsewhere);
+  size_t pinned = 0;
+  for (const auto &[ptr, bytes] : pinned_)
+    pinned += bytes;
+  size_t used =
+      std::min(*totalBytes, memory_.liveBytes() - pinned + usedElsewhere);
   *freeBytes = *totalBytes - used;
   return Status::ok();
 }
@@ -219,10 +223,16 @@ Status FakeCudaApi::mallocHost(void **ptr, size_t bytes) {
     return Status::error("cudaMallocHost failed: cudaErrorMemoryAllocation "
                          "(2): out of memory (" + std::to_string(bytes) +
                          " bytes)");
+  pinned_[*ptr] = bytes;
   return Status::ok();
 }
 
-Status FakeCudaApi::freeHost(void *ptr) { return release("cudaFreeHost", ptr); }
+Status FakeCudaApi::freeHost(void *ptr) {
+  Status s = release("cudaFreeHost", ptr);
+  if (s.isOk())
+    pinned_.erase(ptr);
+  return s;
+}
 
 Status FakeCudaApi::release(const std::string &call, void *ptr) {
   if (Status s = unsafeWhileCapturing(call); !s.isOk()) {

@@ -221,7 +221,9 @@ public:
   StatusOr<CudaDeviceInfo> deviceInfo(int index) override;
   Status setDevice(int) override;
   Status malloc(void **ptr, size_t bytes) override;
-  // The fake H200's memory less the live allocations and usedElsewhere.
+  // The fake H200's memory less the live device allocations (pinned host
+  // memory, allocated from the same pool here, is not device memory) and
+  // usedElsewhere.
   Status memGetInfo(size_t *freeBytes, size_t *totalBytes) override;
   Status free(void *ptr) override;
   Status mallocHost(void **ptr, size_t bytes) override;
@@ -336,6 +338,7 @@ private:
   size_t planIndex(GemmPlan plan) const;
 
   FakeDeviceMemory memory_;
+  std::map<void *, size_t> pinned_; // cudaMallocHost's, by address
   StreamOrder order_;
   bool programmatic_ = false; // the launch in progress is programmatic
   std::vector<int> selected_;

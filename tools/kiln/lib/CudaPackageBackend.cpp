@@ -386,6 +386,17 @@ bool CudaBackend::init(CudaPackageOptions options,
   const runtime::cuda::CudaStepMemory &memory = train_.exec->memory();
   outs << command_ << ": device memory " << runtime::formatBytes(memory.total())
        << " (" << runtime::cuda::describeStepMemory(memory) << ")\n";
+  // What nvidia-smi shows beside it: the device as cudaMemGetInfo sees it.
+  if (auto used = train_.exec->deviceMemoryInUse(); used.isOk()) {
+    auto [inUse, total] = used.value();
+    outs << command_ << ": the device has " << runtime::formatBytes(inUse)
+         << " in use of " << runtime::formatBytes(total);
+    if (inUse > memory.total())
+      outs << ", " << runtime::formatBytes(inUse - memory.total())
+           << " of it outside the step (the CUDA context, the modules, "
+              "cuBLASLt's and NCCL's state, other processes)";
+    outs << "\n";
+  }
   collectState(pkg, state_, stateInputs_);
   // ZeRO: each rank's shards start as its block of the bucket's first
   // values (StepSignature.h).

@@ -19,6 +19,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <atomic>
 #include <chrono>
@@ -561,7 +562,59 @@ bool TrainState::commit(const std::string &dir, int64_t stepsDone,
   }
   console << trainCommand() << ": checkpoint " << dir << "/" << name << how
           << "\n";
+  prune(dir, stepsDone, console, errs);
   return true;
+}
+
+void TrainState::prune(const std::string &dir, int64_t step,
+                       llvm::raw_ostream &console, llvm::raw_ostream &errs) {
+  // Rank 0, once `latest` names the new checkpoint: every rank's files are
+  // in |dir| (a sharded checkpoint's index names them there).
+  if (keep_ <= 0 || env_.rank != 0)
+    return;
+  // The checkpoint files of each step up to |step|: step-K.safetensors,
+  // step-K.index.json and step-K.rank-R-of-W.safetensors.
+  std::map<int64_t, std::vector<std::string>> files;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.consume_front("step-"))
+      continue;
+    size_t digits = name.find_first_not_of("0123456789");
+    int64_t k = 0;
+    if (digits == 0 || digits == llvm::StringRef::npos ||
+        name.take_front(digits).getAsInteger(10, k) || k > step)
+      continue;
+    llvm::StringRef rest = name.drop_front(digits);
+    int rank = 0, world = 0;
+    bool shard = rest.consume_front(".rank-") &&
+                 !rest.consumeInteger(10, rank) && rest.consume_front("-of-") &&
+                 !rest.consumeInteger(10, world) && rest == ".safetensors";
+    if (shard || rest == ".safetensors" || rest == ".index.json")
+      files[k].push_back(it->path());
+  }
+  if (ec) {
+    printError(errs, trainCommand(),
+               "--keep-checkpoints: cannot list " + dir + ": " + ec.message() +
+                   " (nothing deleted)");
+    return;
+  }
+  int64_t kept = 0;
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    if (++kept <= keep_)
+      continue;
+    std::sort(it->second.begin(), it->second.end());
+    for (const std::string &path : it->second) {
+      if (std::error_code rm = llvm::sys::fs::remove(path))
+        printError(errs, trainCommand(),
+                   "--keep-checkpoints: cannot delete " + path + ": " +
+                       rm.message());
+      else
+        console << trainCommand() << ": deleted " << path
+                << " (--keep-checkpoints=" << keep_ << ")\n";
+    }
+  }
 }
 
 } // namespace kiln::cli

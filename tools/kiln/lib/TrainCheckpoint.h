@@ -108,6 +108,11 @@ public:
   // while the steps go on; on one rank it then moves `latest`. One write is
   // in flight at a time: the next writeCheckpoint waits for it first.
   void setAsync(bool async) { async_ = async; }
+  // --keep-checkpoints (Orbax's max_to_keep, Hugging Face's
+  // save_total_limit): once a checkpoint is whole and `latest` names it,
+  // rank 0 deletes the checkpoints of older steps beyond the newest |n|
+  // (a sharded one's index and every rank's file). 0 keeps all.
+  void setKeep(int64_t n) { keep_ = n; }
   // Whether the write in flight is done and can be reported at once by
   // finishCheckpoint (one rank: a sharded checkpoint is committed where
   // every rank calls finishCheckpoint).
@@ -140,6 +145,10 @@ private:
   // ZeRO: the shard entries (zero.bucketK and its optimizer slots) by name.
   std::map<std::string, const runtime::ShardLayout *> shardLayouts_;
   bool async_ = false;
+  int64_t keep_ = 0;
+  // --keep-checkpoints after the checkpoint of step |step| in |dir|.
+  void prune(const std::string &dir, int64_t step, llvm::raw_ostream &console,
+             llvm::raw_ostream &errs);
   struct Pending;
   std::unique_ptr<Pending> pending_;
 };

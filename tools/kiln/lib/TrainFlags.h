@@ -60,6 +60,8 @@ struct TrainOptions {
   // --checkpoint-async: checkpoints written on a thread while the steps go
   // on (TrainState::setAsync).
   bool checkpointAsync = false;
+  // --keep-checkpoints: the newest N checkpoints are kept (0: all).
+  int64_t keepCheckpoints = 0;
   std::string metricsFile;
   std::string tensorboardDir; // --tensorboard-dir; empty: none
   // --profile: the training step's thunk times over --profile-steps steps
@@ -93,7 +95,7 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
 // The text of the training loop's flags, checked by applyTrainLoopFlags.
 struct TrainLoopFlagText {
   std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
-      checkpointEvery, initStrict, profileSteps;
+      checkpointEvery, keepCheckpoints, initStrict, profileSteps;
 };
 
 // Declares the flags of the training loop (TrainLoopFlags.cpp), which every

@@ -302,6 +302,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   // The resumed state.
   TrainState state(model, env, run.communicator);
   state.setAsync(options.checkpointAsync);
+  state.setKeep(options.keepCheckpoints);
   int64_t stepsDone = 0, epoch = 0, position = 0;
   if (resumed) {
     if (!state.restore(*resumed, errs))

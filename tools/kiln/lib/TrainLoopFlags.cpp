@@ -66,6 +66,10 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                    "steps go on (the state is copied out first; one write "
                    "at a time; a failed write stops the run at the next "
                    "checkpoint or at the end)");
+  parser.addValue("keep-checkpoints", &text.keepCheckpoints, "N",
+                  "keep the newest N checkpoints of --checkpoint-dir and "
+                  "delete the older ones once a new one is written "
+                  "(default: keep all)");
   parser.addSwitch("resume", &options.resume,
                    "continue from the checkpoint --checkpoint-dir's 'latest' names");
   parser.addValue("init-from", &options.initFrom, "FILE",
@@ -132,17 +136,21 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
                options.checkpointEvery) ||
       !integer(threads, "threads", 1, options.threads) ||
       !integer(text.profileSteps, "profile-steps", 1, options.profileSteps) ||
+      !integer(text.keepCheckpoints, "keep-checkpoints", 1,
+               options.keepCheckpoints) ||
       !integer(seed, "seed", 0, seedValue))
     return kExitError;
   options.seed = static_cast<uint64_t>(seedValue);
   if (options.maxSteps == 0 && options.epochs == 0)
     options.maxSteps = 20;
-  if ((options.resume || options.checkpointEvery || options.checkpointAsync) &&
+  if ((options.resume || options.checkpointEvery || options.checkpointAsync ||
+       options.keepCheckpoints) &&
       options.checkpointDir.empty()) {
     printError(errs, trainCommand(),
                std::string(options.resume            ? "--resume"
                            : options.checkpointEvery ? "--checkpoint-every"
-                                                     : "--checkpoint-async") +
+                           : options.checkpointAsync ? "--checkpoint-async"
+                                                     : "--keep-checkpoints") +
                    " needs --checkpoint-dir=DIR");
     return kExitUsage;
   }

@@ -8,6 +8,8 @@
 
 #include "tools/kiln/lib/Driver.h"
 #include "tools/kiln/lib/Flags.h"
+#include "tools/kiln/lib/Mirrored.h"
+#include "tools/kiln/lib/StopSignals.h"
 #include "tools/kiln/lib/TrainCheckpoint.h"
 #include "tools/kiln/lib/TrainEval.h"
 
@@ -480,6 +482,13 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   Clock::time_point runStart = Clock::now();
   int64_t firstStep = stepsDone;
   HostProfile hostProfile;
+  // SIGTERM or SIGINT: stop after a step and checkpoint it (StopSignals.h),
+  // in one process (one rank, or mirrored replicas).
+  const MirroredReplica *replica = currentReplica();
+  int replicas = replica ? replica->devices : 1;
+  StopSignals signals(replica || !distributed);
+  int stoppedBy = 0;
+  int64_t checkpointed = -1; // the step of the last checkpoint written
   while (stepsDone < totalSteps) {
     runtime::Prefetcher batches(*dataset.value(), sampler.value().indices(epoch),
                                 batch, /*dropPartial=*/true, 2, position);
@@ -602,12 +611,36 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
                                    {stepsDone, epoch, position}, options.seed,
                                    console, errs))
           return kExitError;
+        checkpointed = stepsDone;
       }
+      if ((stoppedBy = signals.stopAfter(stepsDone, replicas)))
+        break;
       if (epochDone)
         break;
     }
-    if (!epochDone)
+    if (!epochDone || stoppedBy)
       break;
+  }
+  if (stoppedBy) {
+    // The step that finished is checkpointed (unless it just was), and
+    // the run ends as the signal would have ended it.
+    if (progress)
+      console << "\r\033[K";
+    bool save = !options.checkpointDir.empty() && (leader || sharded);
+    if (save && checkpointed != stepsDone &&
+        !state.writeCheckpoint(options.checkpointDir,
+                               {stepsDone, epoch, position}, options.seed,
+                               console, errs))
+      return kExitError;
+    if (!state.finishCheckpoint(console, errs))
+      return kExitError;
+    if (leader)
+      console << trainCommand() << ": stopped by " << stopSignalName(stoppedBy)
+              << " after step " << stepsDone
+              << (save ? "; --resume continues from its checkpoint"
+                       : " (no --checkpoint-dir: nothing was saved)")
+              << "\n";
+    return 128 + stoppedBy;
   }
   // --checkpoint-async: the last write is waited for.
   if (!state.finishCheckpoint(console, errs))

@@ -613,7 +613,9 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
           return kExitError;
         checkpointed = stepsDone;
       }
-      if ((stoppedBy = signals.stopAfter(stepsDone, replicas)))
+      // (A signal during the last step ends nothing: the run is done.)
+      if (stepsDone < totalSteps &&
+          (stoppedBy = signals.stopAfter(stepsDone, replicas)))
         break;
       if (epochDone)
         break;

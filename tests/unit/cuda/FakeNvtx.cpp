@@ -21,19 +21,29 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
 std::mutex mutex;
 std::map<std::thread::id, int> threads;
 
-// Domains and registered strings live as long as the process.
+// Domains and registered strings live as long as the process, reachable
+// from |kept| (never freed: NVTX may use a handle until the end, and
+// LeakSanitizer does not count what a global still reaches).
 struct Domain {
   std::string name;
 };
 struct Registered {
   std::string text;
 };
+std::vector<void *> *kept = new std::vector<void *>;
+
+template <typename T> T *keep(T *p) {
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(p);
+  return p;
+}
 
 void write(const std::string &line) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -53,11 +63,11 @@ const char *name(nvtxDomainHandle_t d) {
 }
 
 nvtxDomainHandle_t NVTX_API domainCreate(const char *n) {
-  return reinterpret_cast<nvtxDomainHandle_t>(new Domain{n ? n : ""});
+  return reinterpret_cast<nvtxDomainHandle_t>(keep(new Domain{n ? n : ""}));
 }
 
 nvtxStringHandle_t NVTX_API registerString(nvtxDomainHandle_t, const char *s) {
-  return reinterpret_cast<nvtxStringHandle_t>(new Registered{s ? s : ""});
+  return reinterpret_cast<nvtxStringHandle_t>(keep(new Registered{s ? s : ""}));
 }
 
 int NVTX_API pushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) {

@@ -47,6 +47,7 @@
 #include "runtime/cuda/CudaExecutable.h"
 #include "runtime/data/DataSpec.h"
 #include "runtime/data/Sampler.h"
+#include "runtime/metrics/Nvtx.h"
 #include "runtime/metrics/ThunkProfile.h"
 #include "runtime/package/Package.h"
 #include "runtime/package/PackageData.h"
@@ -304,6 +305,8 @@ int main(int argc, char **argv) {
   float first = NAN, last = NAN;
   auto trainStart = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < steps; ++step) {
+    // Nsight Systems' rows (Nvtx.h): each step, as kiln train's.
+    nvtx::Range range("step " + std::to_string(step + 1));
     if (Status s = feed(step); !s.isOk())
       return fail("step " + std::to_string(step) + ": " + s.message());
     if (Status s = exec.run(); !s.isOk())
@@ -339,6 +342,7 @@ int main(int argc, char **argv) {
       return fail(s.message());
     std::vector<double> ms;
     for (int64_t i = 0; i < timed; ++i) {
+      nvtx::Range range("timed step " + std::to_string(i + 1));
       auto a = std::chrono::steady_clock::now();
       if (Status s = exec.run(); !s.isOk())
         return fail(s.message());

@@ -47,6 +47,7 @@ struct TrainOptions {
   int64_t batchSize = 0;
   int64_t subset = 0; // 0: the whole training split
   int64_t evalSubset = 0;
+  int64_t evalEvery = 0; // --eval-every: also every N steps (0: epochs only)
   int64_t logEvery = 1;
   int64_t checkpointEvery = 0;
   uint64_t seed = 0;
@@ -95,7 +96,7 @@ std::optional<int> parseTrainFlags(llvm::ArrayRef<std::string> args,
 // The text of the training loop's flags, checked by applyTrainLoopFlags.
 struct TrainLoopFlagText {
   std::string data, maxSteps, epochs, batchSize, subset, evalSubset, logEvery,
-      checkpointEvery, keepCheckpoints, initStrict, profileSteps;
+      checkpointEvery, keepCheckpoints, evalEvery, initStrict, profileSteps;
 };
 
 // Declares the flags of the training loop (TrainLoopFlags.cpp), which every

@@ -424,8 +424,13 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   Clock::time_point since = Clock::now();
   int64_t samplesSince = 0;
   std::vector<double> losses, epochLosses;
-  // After an epoch (or the run): eval, a line and a metrics record.
-  auto report = [&](int64_t epochNumber) -> bool {
+  // --eval-every: the step of the last eval and what it gave, so that an
+  // epoch that ends there does not evaluate the same parameters again.
+  int64_t evaluatedAt = -1;
+  std::optional<EvalResult> lastEval;
+  // After an epoch (or the run; |epochEnd| false: every --eval-every steps
+  // inside one): eval, a line and a metrics record.
+  auto report = [&](int64_t epochNumber, bool epochEnd = true) -> bool {
     double seconds = std::chrono::duration<double>(Clock::now() - since).count();
     double rate = seconds > 0 ? samplesSince / seconds : 0;
     double trainLoss = epochLosses.empty()
@@ -433,11 +438,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
                            : std::accumulate(epochLosses.begin(), epochLosses.end(), 0.0) /
                                  epochLosses.size();
     std::optional<EvalResult> eval;
+    bool again = evaluatedAt == stepsDone; // --eval-every evaluated this step
+    if (again)
+      eval = lastEval;
     // zero3: rank 0's eval step reads the parameters every rank gathers.
-    if (evalSpec && !isPackage &&
+    if (!again && evalSpec && !isPackage &&
         !gatherEvalParameters(model, state, evalDataset != nullptr, errs))
       return false;
-    if (evalDataset) {
+    if (evalDataset && !again) {
       // The eval step is the forward model: one micro-batch of rows.
       runtime::nvtx::Range range("eval after step " +
                                  std::to_string(stepsDone));
@@ -452,24 +460,27 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       if (eval->perToken)
         console << " perplexity " << llvm::format("%.4f", eval->perplexity());
       console << " (" << eval->samples << " samples)\n";
+      evaluatedAt = stepsDone;
+      lastEval = eval;
     }
-    if (metrics)
+    if (metrics && !(again && !epochEnd))
       writeMetricsRecord(*metrics, stepsDone, epochNumber, eval, trainLoss, rate);
     if (events) {
-      if (eval) {
+      if (eval && !again) {
         events->addScalar("eval/loss", eval->loss, stepsDone);
         if (std::isfinite(eval->accuracy))
           events->addScalar("eval/accuracy", eval->accuracy, stepsDone);
         if (eval->perToken)
           events->addScalar("eval/perplexity", eval->perplexity(), stepsDone);
       }
-      if (std::isfinite(trainLoss))
+      if (std::isfinite(trainLoss) && epochEnd)
         events->addScalar("train/epoch_loss", trainLoss, stepsDone);
       events->addScalar("train/samples_per_second", rate, stepsDone);
       if (!flushEvents())
         return false;
     }
-    epochLosses.clear();
+    if (epochEnd)
+      epochLosses.clear();
     samplesSince = 0;
     since = Clock::now();
     return true;
@@ -598,6 +609,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
           return kExitError;
         ++epoch;
         position = 0;
+      } else if (options.evalEvery && stepsDone % options.evalEvery == 0 &&
+                 stepsDone != totalSteps) {
+        // Inside an epoch (the run's end reports below); its train loss so
+        // far.
+        if (progress)
+          console << "\r\033[K";
+        if (!report(epoch + 1, /*epochEnd=*/false))
+          return kExitError;
       }
       bool atEnd = stepsDone == totalSteps;
       if (!options.checkpointDir.empty() && (leader || sharded) &&

@@ -54,6 +54,9 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                   "use only the first N training samples (default: all)");
   parser.addValue("eval-subset", &evalSubset, "N",
                   "evaluate only the first N eval samples (default: all)");
+  parser.addValue("eval-every", &text.evalEvery, "N",
+                  "also evaluate every N steps inside an epoch (Hugging "
+                  "Face's eval_steps; default: after each epoch only)");
   parser.addSwitch("no-shuffle", &options.noShuffle, "keep the data in file order");
   parser.addValue("log-every", &logEvery, "N", "print the loss every N steps (default 1)");
   parser.addValue("seed", &seed, "S", "shuffling and synthetic-data seed (default 0)");
@@ -138,6 +141,7 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
       !integer(text.profileSteps, "profile-steps", 1, options.profileSteps) ||
       !integer(text.keepCheckpoints, "keep-checkpoints", 1,
                options.keepCheckpoints) ||
+      !integer(text.evalEvery, "eval-every", 1, options.evalEvery) ||
       !integer(seed, "seed", 0, seedValue))
     return kExitError;
   options.seed = static_cast<uint64_t>(seedValue);

@@ -14,6 +14,7 @@
 #include "tools/kiln/lib/Diagnostics.h"
 
 #include "runtime/Files.h"
+#include "runtime/checkpoint/Json.h"
 #include "runtime/checkpoint/Sharded.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -477,6 +478,55 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
   return commit(dir, stepsDone, name, saved, std::nullopt, "", console, errs);
 }
 
+std::string TrainState::checkpointName(int64_t step) const {
+  return sharded() ? runtime::shardIndexFileName(step)
+                   : "step-" + std::to_string(step) + ".safetensors";
+}
+
+bool writeBestCheckpoint(const std::string &dir, const BestCheckpoint &best,
+                         llvm::raw_ostream &console, llvm::raw_ostream &errs) {
+  std::string text = "{\"checkpoint\": ";
+  runtime::json::writeString(text, best.checkpoint);
+  text += ", \"step\": " + std::to_string(best.step) +
+          ", \"eval_loss\": " + llvm::formatv("{0:e9}", best.evalLoss).str() +
+          "}\n";
+  std::string path = dir + "/best.json";
+  if (runtime::Status s = runtime::writeFileAtomically(path, text); !s.isOk()) {
+    printError(errs, trainCommand(), "--checkpoint-best: " + s.message());
+    return false;
+  }
+  console << trainCommand() << ": best eval loss so far ("
+          << llvm::format("%.6f", best.evalLoss) << "): " << path << " names "
+          << best.checkpoint << "\n";
+  return true;
+}
+
+std::optional<BestCheckpoint> readBestCheckpoint(const std::string &dir,
+                                                 llvm::raw_ostream &errs) {
+  std::string path = dir + "/best.json";
+  std::ifstream in(path);
+  if (!in)
+    return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  runtime::StatusOr<runtime::json::Value> doc = runtime::json::parse(text);
+  const runtime::json::Value *name =
+      doc.isOk() ? doc->find("checkpoint") : nullptr;
+  const runtime::json::Value *step = doc.isOk() ? doc->find("step") : nullptr;
+  const runtime::json::Value *loss =
+      doc.isOk() ? doc->find("eval_loss") : nullptr;
+  using Kind = runtime::json::Value::Kind;
+  if (!name || name->kind != Kind::string || !step ||
+      step->kind != Kind::integer || !loss ||
+      (loss->kind != Kind::number && loss->kind != Kind::integer)) {
+    errs << trainCommand() << ": warning: " << path
+         << " is not a --checkpoint-best record (expected checkpoint, step "
+            "and eval_loss); the best starts again\n";
+    return std::nullopt;
+  }
+  return BestCheckpoint{name->string, step->integer, loss->number};
+}
+
 bool TrainState::checkpointWritten() const {
   // A sharded checkpoint is committed with a collective, so only where
   // every rank calls finishCheckpoint.
@@ -602,7 +652,7 @@ void TrainState::prune(const std::string &dir, int64_t step,
   }
   int64_t kept = 0;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
-    if (++kept <= keep_)
+    if (++kept <= keep_ || it->first == best_)
       continue;
     std::sort(it->second.begin(), it->second.end());
     for (const std::string &path : it->second) {

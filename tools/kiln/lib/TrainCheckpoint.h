@@ -52,6 +52,23 @@ bool readInitialWeights(const TrainOptions &options,
                         std::optional<runtime::WeightsFile> &initial,
                         llvm::raw_ostream &errs);
 
+// --checkpoint-best: DIR/best.json, the checkpoint of the lowest eval loss
+// (Keras' ModelCheckpoint(save_best_only=True), Hugging Face's
+// best_model_checkpoint): {"checkpoint": "step-K.safetensors", "step": K,
+// "eval_loss": L}.
+struct BestCheckpoint {
+  std::string checkpoint;
+  int64_t step = 0;
+  double evalLoss = 0;
+};
+// Writes it atomically and says so. Prints the problem and fails.
+bool writeBestCheckpoint(const std::string &dir, const BestCheckpoint &best,
+                         llvm::raw_ostream &console, llvm::raw_ostream &errs);
+// DIR/best.json, or nothing when there is none. A file that is there but
+// not one is printed as a warning and ignored.
+std::optional<BestCheckpoint> readBestCheckpoint(const std::string &dir,
+                                                 llvm::raw_ostream &errs);
+
 // Where the training loop stands, as a checkpoint records it.
 struct TrainPosition {
   int64_t step = 0;
@@ -113,6 +130,19 @@ public:
   // rank 0 deletes the checkpoints of older steps beyond the newest |n|
   // (a sharded one's index and every rank's file). 0 keeps all.
   void setKeep(int64_t n) { keep_ = n; }
+  // --checkpoint-best: the step whose checkpoint DIR/best.json names, which
+  // --keep-checkpoints never deletes.
+  void setBest(int64_t step) { best_ = step; }
+  // The same once DIR/best.json names |step|'s checkpoint, the newest:
+  // --keep-checkpoints then deletes the earlier best if it is beyond them.
+  void moveBest(const std::string &dir, int64_t step,
+                llvm::raw_ostream &console, llvm::raw_ostream &errs) {
+    best_ = step;
+    prune(dir, step, console, errs);
+  }
+  // The name `latest` gives the checkpoint of |step|: step-K.safetensors,
+  // or a sharded one's step-K.index.json.
+  std::string checkpointName(int64_t step) const;
   // Whether the write in flight is done and can be reported at once by
   // finishCheckpoint (one rank: a sharded checkpoint is committed where
   // every rank calls finishCheckpoint).
@@ -146,6 +176,7 @@ private:
   std::map<std::string, const runtime::ShardLayout *> shardLayouts_;
   bool async_ = false;
   int64_t keep_ = 0;
+  int64_t best_ = -1;
   // --keep-checkpoints after the checkpoint of step |step| in |dir|.
   void prune(const std::string &dir, int64_t step, llvm::raw_ostream &console,
              llvm::raw_ostream &errs);

@@ -63,6 +63,9 @@ struct TrainOptions {
   bool checkpointAsync = false;
   // --keep-checkpoints: the newest N checkpoints are kept (0: all).
   int64_t keepCheckpoints = 0;
+  // --checkpoint-best: after each eval that beats the lowest eval loss so
+  // far, its step's checkpoint and DIR/best.json naming it.
+  bool checkpointBest = false;
   std::string metricsFile;
   std::string tensorboardDir; // --tensorboard-dir; empty: none
   // --profile: the training step's thunk times over --profile-steps steps

@@ -287,6 +287,12 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
                                              options.epochs * stepsPerEpoch)
                                   : options.epochs * stepsPerEpoch;
 
+  if (options.checkpointBest && !evalSpec) {
+    printError(errs, trainCommand(),
+               "--checkpoint-best needs an eval to rank the checkpoints: "
+               "give --eval-data=SPEC");
+    return kExitUsage;
+  }
   // The eval data.
   std::unique_ptr<runtime::Dataset> evalDataset;
   if (evalSpec && model.hasEval()) {
@@ -424,6 +430,19 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   Clock::time_point since = Clock::now();
   int64_t samplesSince = 0;
   std::vector<double> losses, epochLosses;
+  int64_t checkpointed = -1; // the step of the last checkpoint written
+  // --checkpoint-best: the lowest eval loss so far (DIR/best.json's when
+  // resuming), and whether the last eval beat it (saveBest writes it).
+  double bestLoss = INFINITY;
+  bool bestPending = false;
+  if (options.checkpointBest && resumed) {
+    std::optional<BestCheckpoint> best =
+        readBestCheckpoint(options.checkpointDir, errs);
+    if (best) {
+      bestLoss = best->evalLoss;
+      state.setBest(best->step);
+    }
+  }
   // --eval-every: the step of the last eval and what it gave, so that an
   // epoch that ends there does not evaluate the same parameters again.
   int64_t evaluatedAt = -1;
@@ -463,6 +482,22 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       evaluatedAt = stepsDone;
       lastEval = eval;
     }
+    if (options.checkpointBest && !again) {
+      // Rank 0 evaluates; under ZeRO every rank writes its part of the
+      // checkpoint, so it hears whether the eval was the best.
+      float improved = eval && eval->loss < bestLoss ? 1.0f : 0.0f;
+      if (eval && improved)
+        bestLoss = eval->loss;
+      if (sharded && run.communicator) {
+        runtime::Status s = run.communicator->broadcast(
+            &improved, &improved, 1, runtime::PkgDType::F32, 0);
+        if (!s.isOk()) {
+          printError(errs, trainCommand(), "--checkpoint-best: " + s.message());
+          return false;
+        }
+      }
+      bestPending = improved > 0;
+    }
     if (metrics && !(again && !epochEnd))
       writeMetricsRecord(*metrics, stepsDone, epochNumber, eval, trainLoss, rate);
     if (events) {
@@ -486,6 +521,32 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     return true;
   };
 
+  // --checkpoint-best: after an eval that beat the best, its step's
+  // checkpoint (written now unless it was) and DIR/best.json naming it.
+  auto saveBest = [&]() -> bool {
+    if (!bestPending)
+      return true;
+    bestPending = false;
+    if (checkpointed != stepsDone) {
+      if (!state.writeCheckpoint(options.checkpointDir,
+                                 {stepsDone, epoch, position}, options.seed,
+                                 console, errs))
+        return false;
+      checkpointed = stepsDone;
+    }
+    // best.json names a whole file: a write in flight first.
+    if (!state.finishCheckpoint(console, errs))
+      return false;
+    // The earlier best is kept until best.json names the new one.
+    if (leader && !writeBestCheckpoint(
+                      options.checkpointDir,
+                      {state.checkpointName(stepsDone), stepsDone, bestLoss},
+                      console, errs))
+      return false;
+    state.moveBest(options.checkpointDir, stepsDone, console, errs);
+    return true;
+  };
+
   // Throughput counts every rank's samples (the global batch).
   int64_t globalBatch = batch * env.worldSize;
   // On a terminal a progress bar; plain lines otherwise (and in logs).
@@ -499,7 +560,6 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   int replicas = replica ? replica->devices : 1;
   StopSignals signals(replica || !distributed);
   int stoppedBy = 0;
-  int64_t checkpointed = -1; // the step of the last checkpoint written
   while (stepsDone < totalSteps) {
     runtime::Prefetcher batches(*dataset.value(), sampler.value().indices(epoch),
                                 batch, /*dropPartial=*/true, 2, position);
@@ -521,6 +581,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         ++epoch;
         position = 0;
         epochDone = true;
+        if (!saveBest())
+          return kExitError;
         break;
       }
       if (profile && !profiling && stepsDone == profileFrom) {
@@ -632,6 +694,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
           return kExitError;
         checkpointed = stepsDone;
       }
+      if (!saveBest())
+        return kExitError;
       // (A signal during the last step ends nothing: the run is done.)
       if (stepsDone < totalSteps &&
           (stoppedBy = signals.stopAfter(stepsDone, replicas)))
@@ -668,7 +732,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     return kExitError;
   // A run that stops inside an epoch still reports where it got to.
   if (position != 0 && !epochLosses.empty())
-    if (!report(epoch + 1))
+    if (!report(epoch + 1) || !saveBest())
       return kExitError;
   if (losses.empty())
     return kExitOk;

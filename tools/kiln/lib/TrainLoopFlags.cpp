@@ -73,6 +73,10 @@ void addTrainLoopFlags(FlagParser &parser, TrainOptions &options,
                   "keep the newest N checkpoints of --checkpoint-dir and "
                   "delete the older ones once a new one is written "
                   "(default: keep all)");
+  parser.addSwitch("checkpoint-best", &options.checkpointBest,
+                   "after each eval with the lowest eval loss so far, "
+                   "checkpoint its step and name it in DIR/best.json "
+                   "(--keep-checkpoints keeps it)");
   parser.addSwitch("resume", &options.resume,
                    "continue from the checkpoint --checkpoint-dir's 'latest' names");
   parser.addValue("init-from", &options.initFrom, "FILE",
@@ -148,13 +152,14 @@ std::optional<int> applyTrainLoopFlags(const TrainLoopFlagText &text,
   if (options.maxSteps == 0 && options.epochs == 0)
     options.maxSteps = 20;
   if ((options.resume || options.checkpointEvery || options.checkpointAsync ||
-       options.keepCheckpoints) &&
+       options.keepCheckpoints || options.checkpointBest) &&
       options.checkpointDir.empty()) {
     printError(errs, trainCommand(),
                std::string(options.resume            ? "--resume"
                            : options.checkpointEvery ? "--checkpoint-every"
                            : options.checkpointAsync ? "--checkpoint-async"
-                                                     : "--keep-checkpoints") +
+                           : options.keepCheckpoints ? "--keep-checkpoints"
+                                                     : "--checkpoint-best") +
                    " needs --checkpoint-dir=DIR");
     return kExitUsage;
   }

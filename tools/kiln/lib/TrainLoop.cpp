@@ -430,7 +430,30 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   Clock::time_point since = Clock::now();
   int64_t samplesSince = 0;
   std::vector<double> losses, epochLosses;
+  // On a terminal a progress bar; plain lines otherwise (and in logs),
+  // cleared before any other line.
+  bool progress = console.is_displayed();
+  auto clearProgress = [&] {
+    if (progress)
+      console << "\r\033[K";
+  };
+  // The checkpoint of the step just done (its epoch and data position),
+  // unless it was written already: at --checkpoint-every, for
+  // --checkpoint-best and when a signal stops the run.
   int64_t checkpointed = -1; // the step of the last checkpoint written
+  auto checkpointHere = [&]() -> bool {
+    if (checkpointed == stepsDone)
+      return true;
+    runtime::nvtx::Range range("checkpoint at step " +
+                               std::to_string(stepsDone));
+    clearProgress();
+    if (!state.writeCheckpoint(options.checkpointDir,
+                               {stepsDone, epoch, position}, options.seed,
+                               console, errs))
+      return false;
+    checkpointed = stepsDone;
+    return true;
+  };
   // --checkpoint-best: the lowest eval loss so far (DIR/best.json's when
   // resuming), and whether the last eval beat it (saveBest writes it).
   double bestLoss = INFINITY;
@@ -498,7 +521,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       }
       bestPending = improved > 0;
     }
-    if (metrics && !(again && !epochEnd))
+    if (metrics)
       writeMetricsRecord(*metrics, stepsDone, epochNumber, eval, trainLoss, rate);
     if (events) {
       if (eval && !again) {
@@ -527,13 +550,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
     if (!bestPending)
       return true;
     bestPending = false;
-    if (checkpointed != stepsDone) {
-      if (!state.writeCheckpoint(options.checkpointDir,
-                                 {stepsDone, epoch, position}, options.seed,
-                                 console, errs))
-        return false;
-      checkpointed = stepsDone;
-    }
+    if (!checkpointHere())
+      return false;
     // best.json names a whole file: a write in flight first.
     if (!state.finishCheckpoint(console, errs))
       return false;
@@ -549,8 +567,6 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
 
   // Throughput counts every rank's samples (the global batch).
   int64_t globalBatch = batch * env.worldSize;
-  // On a terminal a progress bar; plain lines otherwise (and in logs).
-  bool progress = console.is_displayed();
   Clock::time_point runStart = Clock::now();
   int64_t firstStep = stepsDone;
   HostProfile hostProfile;
@@ -615,16 +631,14 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         std::string error;
         (void)model.setProfiling(false, error);
         profiling = false;
-        if (progress)
-          console << "\r\033[K";
+        clearProgress();
         if (!writeProfile(rows, hostProfile, options.profileFile,
                           profileFrom + 1, profileTo, console, errs))
           return kExitError;
       }
       // --checkpoint-async: a write that finished is reported.
       if (state.checkpointWritten()) {
-        if (progress)
-          console << "\r\033[K";
+        clearProgress();
         if (!state.finishCheckpoint(console, errs))
           return kExitError;
       }
@@ -657,8 +671,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
         console.flush();
       }
       if (stepsDone % options.logEvery == 0 || stepsDone == totalSteps) {
-        if (progress)
-          console << "\r\033[K";
+        clearProgress();
         console << "step " << stepsDone << " loss " << llvm::format("%.6f", loss) << "\n";
         if (events) {
           events->addScalar("train/loss", loss, stepsDone);
@@ -675,8 +688,7 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
                  stepsDone != totalSteps) {
         // Inside an epoch (the run's end reports below); its train loss so
         // far.
-        if (progress)
-          console << "\r\033[K";
+        clearProgress();
         if (!report(epoch + 1, /*epochEnd=*/false))
           return kExitError;
       }
@@ -684,15 +696,8 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
       if (!options.checkpointDir.empty() && (leader || sharded) &&
           (atEnd || (options.checkpointEvery &&
                      stepsDone % options.checkpointEvery == 0))) {
-        runtime::nvtx::Range range("checkpoint at step " +
-                                   std::to_string(stepsDone));
-        if (progress)
-          console << "\r\033[K";
-        if (!state.writeCheckpoint(options.checkpointDir,
-                                   {stepsDone, epoch, position}, options.seed,
-                                   console, errs))
+        if (!checkpointHere())
           return kExitError;
-        checkpointed = stepsDone;
       }
       if (!saveBest())
         return kExitError;
@@ -709,13 +714,9 @@ int runTrainLoop(TrainBackend &model, const TrainRun &run,
   if (stoppedBy) {
     // The step that finished is checkpointed (unless it just was), and
     // the run ends as the signal would have ended it.
-    if (progress)
-      console << "\r\033[K";
+    clearProgress();
     bool save = !options.checkpointDir.empty() && (leader || sharded);
-    if (save && checkpointed != stepsDone &&
-        !state.writeCheckpoint(options.checkpointDir,
-                               {stepsDone, epoch, position}, options.seed,
-                               console, errs))
+    if (save && !checkpointHere())
       return kExitError;
     if (!state.finishCheckpoint(console, errs))
       return kExitError;

@@ -453,7 +453,7 @@ bool TrainState::writeCheckpoint(const std::string &dir, const TrainPosition &at
   }
   std::string name =
       sharded ? runtime::shardFileName(stepsDone, env_.rank, env_.worldSize)
-              : "step-" + std::to_string(stepsDone) + ".safetensors";
+              : checkpointName(stepsDone);
   if (async_) {
     // The state is this copy: the steps go on while a thread writes it
     // (and, on one rank, the pointer); finishCheckpoint reports it.
